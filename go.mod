@@ -1,0 +1,3 @@
+module github.com/edgeaip/edgeaip
+
+go 1.26
