@@ -1,0 +1,114 @@
+package protocol
+
+import "time"
+
+// Command is one action for a device to run.
+type Command struct {
+	ToolName   string         `cbor:"tool_name" json:"tool_name"`
+	Parameters map[string]any `cbor:"parameters,omitempty" json:"parameters,omitempty"`
+	// ToolType may be empty on the wire: the agent then looks the tool up
+	// under each type in turn, as UFO's Computer.command2tool does.
+	ToolType ToolType `cbor:"tool_type,omitempty" json:"tool_type,omitempty"`
+	CallID   string   `cbor:"call_id,omitempty" json:"call_id,omitempty"`
+}
+
+// Result is the outcome of one Command, matched to it by CallID.
+type Result struct {
+	Status    ResultStatus `cbor:"status" json:"status"`
+	Error     string       `cbor:"error,omitempty" json:"error,omitempty"`
+	Result    any          `cbor:"result,omitempty" json:"result,omitempty"`
+	Namespace string       `cbor:"namespace,omitempty" json:"namespace,omitempty"`
+	CallID    string       `cbor:"call_id,omitempty" json:"call_id,omitempty"`
+	// Usage is edgeaip's extension: what the sandbox measured for the call.
+	Usage *Usage `cbor:"usage,omitempty" json:"usage,omitempty"`
+}
+
+// Usage is what one tool call consumed, as measured by the sandbox.
+type Usage struct {
+	Fuel        uint64 `cbor:"fuel" json:"fuel"`
+	WallMicros  int64  `cbor:"wall_us" json:"wall_us"`
+	MemoryPages uint32 `cbor:"memory_pages" json:"memory_pages"`
+	StdoutBytes int64  `cbor:"stdout_bytes" json:"stdout_bytes"`
+}
+
+// ServerMessage is every message the server sends to a client.
+type ServerMessage struct {
+	Type        ServerMessageType `cbor:"type" json:"type"`
+	Status      TaskStatus        `cbor:"status" json:"status"`
+	UserRequest string            `cbor:"user_request,omitempty" json:"user_request,omitempty"`
+	AgentName   string            `cbor:"agent_name,omitempty" json:"agent_name,omitempty"`
+	ProcessName string            `cbor:"process_name,omitempty" json:"process_name,omitempty"`
+	RootName    string            `cbor:"root_name,omitempty" json:"root_name,omitempty"`
+	Actions     []Command         `cbor:"actions,omitempty" json:"actions,omitempty"`
+	Messages    []string          `cbor:"messages,omitempty" json:"messages,omitempty"`
+	Error       string            `cbor:"error,omitempty" json:"error,omitempty"`
+	SessionID   string            `cbor:"session_id,omitempty" json:"session_id,omitempty"`
+	TaskName    string            `cbor:"task_name,omitempty" json:"task_name,omitempty"`
+	Timestamp   string            `cbor:"timestamp,omitempty" json:"timestamp,omitempty"`
+	ResponseID  string            `cbor:"response_id,omitempty" json:"response_id,omitempty"`
+	Result      any               `cbor:"result,omitempty" json:"result,omitempty"`
+}
+
+// ClientMessage is every message a device agent or a constellation client
+// sends to the server.
+type ClientMessage struct {
+	Type           ClientMessageType `cbor:"type" json:"type"`
+	Status         TaskStatus        `cbor:"status" json:"status"`
+	ClientType     ClientType        `cbor:"client_type,omitempty" json:"client_type,omitempty"`
+	SessionID      string            `cbor:"session_id,omitempty" json:"session_id,omitempty"`
+	TaskName       string            `cbor:"task_name,omitempty" json:"task_name,omitempty"`
+	ClientID       string            `cbor:"client_id,omitempty" json:"client_id,omitempty"`
+	TargetID       string            `cbor:"target_id,omitempty" json:"target_id,omitempty"`
+	Request        string            `cbor:"request,omitempty" json:"request,omitempty"`
+	ActionResults  []Result          `cbor:"action_results,omitempty" json:"action_results,omitempty"`
+	Timestamp      string            `cbor:"timestamp,omitempty" json:"timestamp,omitempty"`
+	RequestID      string            `cbor:"request_id,omitempty" json:"request_id,omitempty"`
+	PrevResponseID string            `cbor:"prev_response_id,omitempty" json:"prev_response_id,omitempty"`
+	Error          string            `cbor:"error,omitempty" json:"error,omitempty"`
+	Metadata       map[string]any    `cbor:"metadata,omitempty" json:"metadata,omitempty"`
+}
+
+// MCPToolInfo describes one tool a device offers, as UFO's Computer lists it.
+type MCPToolInfo struct {
+	ToolKey      string         `cbor:"tool_key" json:"tool_key"`
+	ToolName     string         `cbor:"tool_name" json:"tool_name"`
+	Namespace    string         `cbor:"namespace" json:"namespace"`
+	ToolType     ToolType       `cbor:"tool_type" json:"tool_type"`
+	Title        string         `cbor:"title,omitempty" json:"title,omitempty"`
+	Description  string         `cbor:"description,omitempty" json:"description,omitempty"`
+	InputSchema  map[string]any `cbor:"input_schema,omitempty" json:"input_schema,omitempty"`
+	OutputSchema map[string]any `cbor:"output_schema,omitempty" json:"output_schema,omitempty"`
+	Meta         map[string]any `cbor:"meta,omitempty" json:"meta,omitempty"`
+	Annotations  map[string]any `cbor:"annotations,omitempty" json:"annotations,omitempty"`
+}
+
+// ToolKey is the registry key of a tool: "tool_type::tool_name".
+func ToolKey(t ToolType, name string) string { return string(t) + "::" + name }
+
+// SystemInfo describes a device. The agent sends it in the register
+// message's metadata under [MetadataSystemInfo]. The fields up to
+// CustomMetadata are UFO's DeviceSystemInfo; the rest are edgeaip's.
+type SystemInfo struct {
+	DeviceID          string         `cbor:"device_id" json:"device_id"`
+	Platform          string         `cbor:"platform" json:"platform"`
+	OSVersion         string         `cbor:"os_version" json:"os_version"`
+	CPUCount          int            `cbor:"cpu_count" json:"cpu_count"`
+	MemoryTotalGB     float64        `cbor:"memory_total_gb" json:"memory_total_gb"`
+	Hostname          string         `cbor:"hostname" json:"hostname"`
+	IPAddress         string         `cbor:"ip_address" json:"ip_address"`
+	SupportedFeatures []string       `cbor:"supported_features" json:"supported_features"`
+	PlatformType      string         `cbor:"platform_type" json:"platform_type"`
+	SchemaVersion     string         `cbor:"schema_version" json:"schema_version"`
+	CustomMetadata    map[string]any `cbor:"custom_metadata" json:"custom_metadata"`
+
+	Arch         string            `cbor:"arch" json:"arch"`
+	AgentVersion string            `cbor:"agent_version" json:"agent_version"`
+	Labels       map[string]string `cbor:"labels,omitempty" json:"labels,omitempty"`
+	Tools        []MCPToolInfo     `cbor:"tools" json:"tools"`
+}
+
+// MetadataSystemInfo is the register metadata key that holds a SystemInfo.
+const MetadataSystemInfo = "system_info"
+
+// Now returns the current time as AIP timestamps carry it: RFC 3339, UTC.
+func Now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
