@@ -1,0 +1,139 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fixture reads a tool module from testdata/tools.
+func fixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "tools", name+".wasm"))
+	require.NoError(t, err)
+	return b
+}
+
+func newSandbox(t testing.TB, cfg Config) *Sandbox {
+	t.Helper()
+	ctx := context.Background()
+	sb, err := New(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { sb.Close(ctx) })
+	return sb
+}
+
+func load(t testing.TB, sb *Sandbox, name string, l Limits) *Tool {
+	t.Helper()
+	tool, err := sb.Load(context.Background(), name, fixture(t, name), l)
+	require.NoError(t, err)
+	return tool
+}
+
+func TestCallPassesParamsOnStdinAndReturnsStdout(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	res := sb.Call(context.Background(), load(t, sb, "echo", Limits{}), []byte(`{"a":1}`))
+	require.NoError(t, res.Err)
+	assert.Equal(t, `{"a":1}`, string(res.Stdout))
+	assert.Equal(t, int64(7), res.Usage.StdoutBytes)
+	assert.Equal(t, uint32(1), res.Usage.MemoryPages)
+}
+
+func TestEachCallGetsAFreshInstance(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	tool := load(t, sb, "echo", Limits{})
+	for _, in := range []string{"first call, longer", "second"} {
+		res := sb.Call(context.Background(), tool, []byte(in))
+		require.NoError(t, res.Err)
+		assert.Equal(t, in, string(res.Stdout), "no bytes left over from an earlier call")
+	}
+}
+
+func TestNonZeroExitCarriesStderrTail(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	res := sb.Call(context.Background(), load(t, sb, "fail", Limits{}), nil)
+	require.ErrorIs(t, res.Err, ErrExit)
+	assert.EqualError(t, res.Err, `tool "fail": exited with status 3: disk on fire`)
+	assert.Nil(t, res.Stdout)
+}
+
+func TestTrapIsAFailureNotAPanic(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	res := sb.Call(context.Background(), load(t, sb, "trap", Limits{}), nil)
+	require.ErrorIs(t, res.Err, ErrTrap)
+	assert.Contains(t, res.Err.Error(), "unreachable")
+}
+
+func TestSpinningToolIsStoppedByItsTimeout(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	res := sb.Call(context.Background(), load(t, sb, "spin", Limits{Timeout: 200 * time.Millisecond}), nil)
+	require.ErrorIs(t, res.Err, ErrTimeout)
+	assert.EqualError(t, res.Err, `tool "spin": timed out after 200ms`)
+}
+
+func TestMemoryBombHitsItsLimit(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	res := sb.Call(context.Background(), load(t, sb, "membomb", Limits{MemoryPages: 64}), nil)
+	require.ErrorIs(t, res.Err, ErrMemory)
+	assert.Contains(t, res.Err.Error(), "memory limit reached (64 pages)")
+	assert.LessOrEqual(t, res.Usage.MemoryPages, uint32(64))
+}
+
+func TestToolLimitCannotRaiseTheSandboxCeiling(t *testing.T) {
+	sb := newSandbox(t, NewConfig().WithLimits(Limits{MemoryPages: 32}))
+	res := sb.Call(context.Background(), load(t, sb, "membomb", Limits{MemoryPages: 4096}), nil)
+	require.ErrorIs(t, res.Err, ErrMemory)
+	assert.Contains(t, res.Err.Error(), "(32 pages)")
+}
+
+func TestOutputFloodIsCutOff(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	res := sb.Call(context.Background(), load(t, sb, "flood", Limits{StdoutBytes: 100_000, Timeout: 10 * time.Second}), nil)
+	require.ErrorIs(t, res.Err, ErrOutputTooBig)
+	assert.Contains(t, res.Err.Error(), "stdout exceeded 100000 bytes")
+	assert.Equal(t, int64(100_000), res.Usage.StdoutBytes)
+}
+
+func TestCallerCancellationStopsTheCall(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	res := sb.Call(ctx, load(t, sb, "spin", Limits{Timeout: time.Minute}), nil)
+	require.ErrorIs(t, res.Err, ErrCanceled)
+}
+
+func TestLoadRefusesNonCommandModules(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	// (module (memory 1)) has no _start.
+	_, err := sb.Load(context.Background(), "lib", []byte("\x00asm\x01\x00\x00\x00\x05\x03\x01\x00\x01"), Limits{})
+	assert.ErrorContains(t, err, `tool "lib": not a WASI command module`)
+	_, err = sb.Load(context.Background(), "junk", []byte("not wasm"), Limits{})
+	assert.ErrorContains(t, err, `tool "junk": compile`)
+}
+
+func TestParseMount(t *testing.T) {
+	dir := t.TempDir()
+	m, err := ParseMount(dir)
+	require.NoError(t, err)
+	assert.Equal(t, Mount{HostPath: dir, GuestPath: dir}, m)
+
+	m, err = ParseMount(dir + ":/data:ro")
+	require.NoError(t, err)
+	assert.Equal(t, Mount{HostPath: dir, GuestPath: "/data", ReadOnly: true}, m)
+
+	for spec, want := range map[string]string{
+		"":                      "empty path",
+		dir + ":rel":            "not absolute",
+		dir + "/missing":        "no such file",
+		dir + ":/a:/b:ro":       "want HOST[:GUEST][:ro]",
+		filepath.Join(dir, "f"): "no such file",
+	} {
+		_, err := ParseMount(spec)
+		assert.ErrorContains(t, err, want, spec)
+	}
+}
