@@ -1,0 +1,111 @@
+// Package testenv gives tests what they need from the machine: the stock
+// tools compiled to WebAssembly, and the repository's testdata.
+package testenv
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// StockTools are the tools built from wasmtools/tools.
+var StockTools = []string{"read_file", "write_file", "list_dir", "hash_file"}
+
+var (
+	buildOnce sync.Once
+	toolsDir  string
+	buildErr  error
+)
+
+// Root is the repository root.
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// TestdataTools is testdata/tools: tiny and hostile tool fixtures.
+func TestdataTools() string { return filepath.Join(Root(), "testdata", "tools") }
+
+// StockToolsDir builds the stock tools with GOOS=wasip1 and returns the
+// directory holding NAME.wasm and NAME.json. Builds are kept in the temp dir
+// under a hash of their sources, so that test binaries share them.
+func StockToolsDir(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() { toolsDir, buildErr = buildStockTools() })
+	if buildErr != nil {
+		t.Fatalf("build stock tools: %v", buildErr)
+	}
+	return toolsDir
+}
+
+func buildStockTools() (string, error) {
+	sum, err := sourcesHash()
+	if err != nil {
+		return "", err
+	}
+	final := filepath.Join(os.TempDir(), "edgeaip-stock-tools-"+sum[:16])
+	if _, err := os.Stat(final); err == nil {
+		return final, nil
+	}
+	dir, err := os.MkdirTemp("", "edgeaip-stock-tools-build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		gobin = "go"
+	}
+	for _, name := range StockTools {
+		src := filepath.Join(Root(), "wasmtools", "tools", name)
+		cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, name+".wasm"), ".")
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%s: %w\n%s", name, err, out)
+		}
+		desc, err := os.ReadFile(filepath.Join(src, name+".json"))
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), desc, 0o644); err != nil {
+			return "", err
+		}
+	}
+	if err := os.Rename(dir, final); err != nil && !os.IsExist(err) {
+		if _, statErr := os.Stat(final); statErr != nil {
+			return "", err
+		}
+	}
+	return final, nil
+}
+
+// sourcesHash digests everything a stock tool build depends on.
+func sourcesHash() (string, error) {
+	h := sha256.New()
+	fmt.Fprintln(h, runtime.Version())
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(Root(), f))
+		if err != nil {
+			return "", err
+		}
+		h.Write(b)
+	}
+	err := filepath.WalkDir(filepath.Join(Root(), "wasmtools"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		fmt.Fprintln(h, p, len(b))
+		h.Write(b)
+		return err
+	})
+	return hex.EncodeToString(h.Sum(nil)), err
+}

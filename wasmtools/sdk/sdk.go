@@ -1,0 +1,61 @@
+// Package sdk is the guest side of the edgeaip tool ABI, for tools written
+// in Go and compiled with GOOS=wasip1 GOARCH=wasm.
+//
+// The ABI: a tool is a WASI preview1 command module. Its parameters arrive
+// on stdin as one JSON object; what it writes to stdout is its result,
+// taken as JSON when it is JSON; exit status 0 is success, and anything
+// else is failure, with the tail of stderr as the error.
+//
+// With this package a tool is a function:
+//
+//	type params struct {
+//		Path string `json:"path"`
+//	}
+//
+//	func main() {
+//		sdk.Run(func(p params) (any, error) {
+//			b, err := os.ReadFile(p.Path)
+//			return map[string]any{"size": len(b)}, err
+//		})
+//	}
+package sdk
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Exit statuses of a tool run by Run.
+const (
+	ExitFailed    = 1 // fn returned an error
+	ExitBadParams = 2 // stdin was not a JSON object matching P
+)
+
+// Run reads the parameters from stdin into a P, calls fn, and writes its
+// result to stdout as JSON. If fn fails, or the parameters do not decode,
+// it writes the error to stderr and exits non-zero. It does not return.
+func Run[P any](fn func(P) (any, error)) {
+	os.Exit(run(os.Stdin, os.Stdout, os.Stderr, fn))
+}
+
+func run[P any](stdin io.Reader, stdout, stderr io.Writer, fn func(P) (any, error)) int {
+	var p P
+	dec := json.NewDecoder(stdin)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil && err != io.EOF {
+		fmt.Fprintf(stderr, "parameters: %v\n", err)
+		return ExitBadParams
+	}
+	result, err := fn(p)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return ExitFailed
+	}
+	if err := json.NewEncoder(stdout).Encode(result); err != nil {
+		fmt.Fprintf(stderr, "result: %v\n", err)
+		return ExitFailed
+	}
+	return 0
+}

@@ -1,0 +1,52 @@
+package sdk
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+type params struct {
+	N int `json:"n"`
+}
+
+func double(p params) (any, error) {
+	if p.N < 0 {
+		return nil, errors.New("n must not be negative")
+	}
+	return map[string]int{"n": p.N * 2}, nil
+}
+
+func TestRunWritesResultAsJSON(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(strings.NewReader(`{"n":21}`), &out, &errOut, double)
+	assert.Equal(t, 0, code)
+	assert.JSONEq(t, `{"n":42}`, out.String())
+	assert.Empty(t, errOut.String())
+}
+
+func TestRunReportsToolErrorOnStderr(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(strings.NewReader(`{"n":-1}`), &out, &errOut, double)
+	assert.Equal(t, ExitFailed, code)
+	assert.Contains(t, errOut.String(), "n must not be negative")
+	assert.Empty(t, out.String())
+}
+
+func TestRunRejectsUnknownAndMistypedParameters(t *testing.T) {
+	for _, in := range []string{`{"m":1}`, `{"n":"x"}`, `[1]`} {
+		var out, errOut bytes.Buffer
+		code := run(strings.NewReader(in), &out, &errOut, double)
+		assert.Equal(t, ExitBadParams, code, in)
+		assert.Contains(t, errOut.String(), "parameters:", in)
+	}
+}
+
+func TestRunAcceptsEmptyStdin(t *testing.T) {
+	var out, errOut bytes.Buffer
+	assert.Equal(t, 0, run(strings.NewReader(""), &out, &errOut, double))
+	assert.JSONEq(t, `{"n":0}`, out.String())
+}
