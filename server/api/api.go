@@ -1,0 +1,81 @@
+// Package api defines the server's operator HTTP API: the request and
+// response bodies, and a Go client for them. It imports nothing heavy, so
+// that aipctl stays small.
+//
+// Every endpoint takes `Authorization: Bearer <operator token>`; UFO's
+// `X-API-Key` header is accepted too. Errors come back as an [Error] body
+// with a non-2xx status.
+package api
+
+import (
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+)
+
+// Error is the body of every failed request.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// EnrollRequest is the body of POST /api/devices.
+type EnrollRequest struct {
+	ID     string            `json:"id"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// EnrollResponse carries the device token. The server keeps only its hash,
+// so this is the one time it can be read.
+type EnrollResponse struct {
+	ID    string `json:"id"`
+	Token string `json:"token"`
+}
+
+// Device is one enrolled device, as GET /api/devices lists it.
+type Device struct {
+	ID        string               `json:"id"`
+	Online    bool                 `json:"online"`
+	Labels    map[string]string    `json:"labels"`
+	CreatedAt time.Time            `json:"created_at"`
+	LastSeen  *time.Time           `json:"last_seen,omitempty"`
+	Info      *protocol.SystemInfo `json:"info,omitempty"`
+}
+
+// CommandRequest is the body of POST /api/devices/{id}/commands.
+type CommandRequest struct {
+	Actions []protocol.Command `json:"actions"`
+	// Timeout bounds the wait for results, e.g. "30s". Default 30 s.
+	Timeout string `json:"timeout,omitempty"`
+	// SessionID groups commands; the server makes one when it is empty.
+	SessionID string `json:"session_id,omitempty"`
+}
+
+// CommandResponse is the outcome of a command: one Result per action, in
+// order, each with its call_id. Status is "success" when every action
+// succeeded and "failure" otherwise.
+type CommandResponse struct {
+	ResponseID string            `json:"response_id"`
+	SessionID  string            `json:"session_id"`
+	DeviceID   string            `json:"device_id"`
+	Status     string            `json:"status"`
+	Results    []protocol.Result `json:"results"`
+}
+
+// Succeeded reports whether every action succeeded.
+func (r *CommandResponse) Succeeded() bool { return r.Status == string(protocol.ResultSuccess) }
+
+// Health is the body of GET /api/health.
+type Health struct {
+	Status string `json:"status"`
+}
+
+// DefaultCommandTimeout is used when a CommandRequest names none.
+const DefaultCommandTimeout = 30 * time.Second
+
+// ParseTimeout reads a CommandRequest timeout; empty gives the default.
+func ParseTimeout(s string) (time.Duration, error) {
+	if s == "" {
+		return DefaultCommandTimeout, nil
+	}
+	return time.ParseDuration(s)
+}

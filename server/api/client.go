@@ -1,0 +1,100 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Client calls the operator API.
+type Client struct {
+	// BaseURL is the server, e.g. http://127.0.0.1:8700.
+	BaseURL string
+	// Token is the operator token.
+	Token string
+	// HTTP performs requests. Default http.DefaultClient.
+	HTTP *http.Client
+}
+
+// StatusError is a request the server answered with a non-2xx status.
+type StatusError struct {
+	Code    int
+	Message string
+}
+
+func (e *StatusError) Error() string { return fmt.Sprintf("server answered %d: %s", e.Code, e.Message) }
+
+// ErrUnreachable wraps failures to reach the server at all.
+var ErrUnreachable = errors.New("server unreachable")
+
+// Do sends a request with body in (JSON, or none if nil) and decodes the
+// response into out (if not nil).
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("%s %s: encode request: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %s %s: %w", ErrUnreachable, method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		var e Error
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(b))
+		}
+		return &StatusError{Code: resp.StatusCode, Message: e.Error}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decode response: %w", method, path, err)
+	}
+	return nil
+}
+
+// Enroll creates a device and returns its token.
+func (c *Client) Enroll(ctx context.Context, req EnrollRequest) (EnrollResponse, error) {
+	var out EnrollResponse
+	err := c.Do(ctx, http.MethodPost, "/api/devices", req, &out)
+	return out, err
+}
+
+// Devices lists the enrolled devices.
+func (c *Client) Devices(ctx context.Context) ([]Device, error) {
+	var out []Device
+	err := c.Do(ctx, http.MethodGet, "/api/devices", nil, &out)
+	return out, err
+}
+
+// Command runs actions on a device and waits for their results.
+func (c *Client) Command(ctx context.Context, deviceID string, req CommandRequest) (CommandResponse, error) {
+	var out CommandResponse
+	err := c.Do(ctx, http.MethodPost, "/api/devices/"+url.PathEscape(deviceID)+"/commands", req, &out)
+	return out, err
+}

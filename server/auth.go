@@ -1,0 +1,93 @@
+package server
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"strings"
+)
+
+// Token prefixes say what a token is for when one turns up in a file.
+const (
+	deviceTokenPrefix   = "aipd_"
+	operatorTokenPrefix = "aipo_"
+)
+
+// newToken returns prefix followed by 256 random bits.
+func newToken(prefix string) string {
+	b := make([]byte, 32)
+	rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// hashToken is how tokens are stored. Tokens carry 256 random bits, so a
+// plain SHA-256 is enough: there is nothing to brute-force.
+func hashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// sameHash compares two hex hashes in constant time.
+func sameHash(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+// requestToken is the credential of a request: the bearer token, UFO's
+// X-API-Key header, or, for WebSocket devices only, UFO's ?token= query.
+func requestToken(r *http.Request, allowQuery bool) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+			return strings.TrimSpace(t)
+		}
+	}
+	if k := r.Header.Get("X-API-Key"); k != "" {
+		return strings.TrimSpace(k)
+	}
+	if allowQuery {
+		return r.URL.Query().Get("token")
+	}
+	return ""
+}
+
+// loadOrCreateAdminToken returns the hash of the operator token in path,
+// writing a new token there (mode 0600) if the file does not exist.
+func loadOrCreateAdminToken(path string) (hash string, created bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		token := newToken(operatorTokenPrefix)
+		if err := writeFileSync(path, []byte(token+"\n"), 0o600); err != nil {
+			return "", false, fmt.Errorf("write operator token: %w", err)
+		}
+		return hashToken(token), true, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read operator token: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", false, fmt.Errorf("operator token file %s is empty", path)
+	}
+	return hashToken(token), false, nil
+}
+
+// writeFileSync creates path exclusively and makes it durable.
+func writeFileSync(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
