@@ -1,0 +1,56 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/edgeaip/edgeaip/server/api"
+)
+
+// globals are the flags every subcommand shares.
+type globals struct {
+	server    string
+	tokenFile string
+}
+
+// client builds an API client from flags and environment.
+func (g *globals) client() (*api.Client, error) {
+	c := &api.Client{BaseURL: g.server}
+	if c.BaseURL == "" {
+		c.BaseURL = os.Getenv("AIP_SERVER")
+	}
+	if c.BaseURL == "" {
+		c.BaseURL = "http://127.0.0.1:8700"
+	}
+	switch {
+	case g.tokenFile != "":
+		b, err := os.ReadFile(g.tokenFile)
+		if err != nil {
+			return nil, &exitError{exitUsage, fmt.Errorf("--token-file: %w", err)}
+		}
+		c.Token = strings.TrimSpace(string(b))
+	default:
+		c.Token = os.Getenv("AIP_TOKEN")
+	}
+	if c.Token == "" {
+		return nil, &exitError{exitUsage, errors.New("no operator token: set AIP_TOKEN or pass --token-file (the server writes it to DATA/admin.token)")}
+	}
+	return c, nil
+}
+
+// apiFailure maps an API error to aipctl's exit codes.
+func apiFailure(err error) error {
+	var se *api.StatusError
+	switch {
+	case errors.Is(err, api.ErrUnreachable):
+		return &exitError{exitUnreachable, err}
+	case errors.As(err, &se) && (se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden):
+		return &exitError{exitUnreachable, err}
+	case errors.As(err, &se) && se.Code/100 == 4:
+		return &exitError{exitUsage, err}
+	}
+	return &exitError{exitFailed, err}
+}

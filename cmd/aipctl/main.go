@@ -1,0 +1,72 @@
+// Command aipctl is the operator's and the tool author's command line for
+// edgeaip: enroll devices, run commands on them, and more.
+//
+// It reads the server URL from AIP_SERVER or --server (default
+// http://127.0.0.1:8700) and the operator token from AIP_TOKEN or
+// --token-file.
+//
+// Exit codes: 0 ok, 1 the command or task failed, 2 usage error, 3 server
+// unreachable or authentication failed.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2
+	exitUnreachable = 3
+)
+
+// exitError carries an exit code out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+
+func main() {
+	root := newRoot()
+	err := root.Execute()
+	if err == nil {
+		os.Exit(exitOK)
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintln(os.Stderr, "aipctl:", ee.err)
+		}
+		os.Exit(ee.code)
+	}
+	// Anything else is cobra's: a usage error.
+	fmt.Fprintln(os.Stderr, "aipctl:", err)
+	os.Exit(exitUsage)
+}
+
+func newRoot() *cobra.Command {
+	var g globals
+	root := &cobra.Command{
+		Use:           "aipctl",
+		Short:         "Operate an edgeaip fleet and build its tools",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.PersistentFlags().StringVar(&g.server, "server", "", "server URL (default $AIP_SERVER or http://127.0.0.1:8700)")
+	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", "", "file holding the operator token (default $AIP_TOKEN)")
+	root.AddCommand(newDeviceCmd(&g), newExecCmd(&g))
+	return root
+}
