@@ -1,0 +1,245 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/agent"
+	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/server"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/stretchr/testify/require"
+)
+
+// testLogger logs to stderr when E2E_LOG is set, else nowhere.
+func testLogger() *slog.Logger {
+	if os.Getenv("E2E_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// cluster is one server on loopback and the operator's client for it.
+type cluster struct {
+	t    *testing.T
+	srv  *server.Server
+	http *httptest.Server
+	api  *api.Client
+	data string
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	data := t.TempDir()
+	srv, err := server.New(context.Background(), server.Config{DataDir: data, Logger: testLogger()})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		srv.Shutdown()
+		hs.Close()
+		srv.Close()
+	})
+	token, err := os.ReadFile(filepath.Join(data, server.AdminTokenFile))
+	require.NoError(t, err)
+	return &cluster{t: t, srv: srv, http: hs, data: data,
+		api: &api.Client{BaseURL: hs.URL, Token: strings.TrimSpace(string(token))}}
+}
+
+func (c *cluster) wsURL() string { return "ws" + strings.TrimPrefix(c.http.URL, "http") + "/ws" }
+
+// enroll enrolls id and returns a token file for it.
+func (c *cluster) enroll(id string) string {
+	c.t.Helper()
+	resp, err := c.api.Enroll(context.Background(), api.EnrollRequest{ID: id})
+	require.NoError(c.t, err)
+	f := filepath.Join(c.t.TempDir(), id+".token")
+	require.NoError(c.t, os.WriteFile(f, []byte(resp.Token), 0o600))
+	return f
+}
+
+// device returns the API's view of id.
+func (c *cluster) device(id string) api.Device {
+	c.t.Helper()
+	var d api.Device
+	require.NoError(c.t, c.api.Do(context.Background(), "GET", "/api/devices/"+id, nil, &d))
+	return d
+}
+
+func (c *cluster) waitOnline(id string, online bool) {
+	c.t.Helper()
+	require.Eventually(c.t, func() bool { return c.device(id).Online == online },
+		20*time.Second, 20*time.Millisecond, "device %s online=%v", id, online)
+}
+
+// exec runs one tool on a device through the operator API.
+func (c *cluster) exec(id, tool string, params map[string]any, timeout time.Duration) api.CommandResponse {
+	c.t.Helper()
+	resp, err := c.api.Command(context.Background(), id, api.CommandRequest{
+		Actions: []protocol.Command{{ToolName: tool, Parameters: params}},
+		Timeout: timeout.String(),
+	})
+	require.NoError(c.t, err)
+	return resp
+}
+
+// agentOptions adjust an agent's Config before it starts.
+type agentOption func(*agent.Config)
+
+// startAgent runs an agent for id until the test ends, with the stock tools
+// and the fixtures of testdata/tools (namespace "fixtures"), and waits until
+// it is online.
+func (c *cluster) startAgent(id, tokenFile string, opts ...agentOption) *runningAgent {
+	c.t.Helper()
+	cfg := agent.Config{
+		ID:                id,
+		ServerURL:         c.wsURL(),
+		TokenFile:         tokenFile,
+		ToolDirs:          []string{"stock=" + testenv.StockToolsDir(c.t), "fixtures=" + testenv.TestdataTools()},
+		DataDir:           sharedAgentData(c.t),
+		HeartbeatInterval: 100 * time.Millisecond,
+		Logger:            testLogger(),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ra := runAgent(c.t, cfg)
+	c.waitOnline(id, true)
+	return ra
+}
+
+// runningAgent is an agent running in this process.
+type runningAgent struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func runAgent(t *testing.T, cfg agent.Config) *runningAgent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := agent.New(ctx, cfg)
+	require.NoError(t, err)
+	ra := &runningAgent{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(ra.done)
+		a.Run(ctx)
+		a.Close(context.Background())
+	}()
+	t.Cleanup(ra.stop)
+	return ra
+}
+
+func (ra *runningAgent) stop() {
+	ra.cancel()
+	<-ra.done
+}
+
+var (
+	agentDataOnce sync.Once
+	agentData     string
+)
+
+// sharedAgentData is one data dir for every agent of the test binary, so
+// that the compile cache saves compiling the stock tools again.
+func sharedAgentData(t *testing.T) string {
+	agentDataOnce.Do(func() {
+		var err error
+		agentData, err = os.MkdirTemp("", "edgeaip-e2e-agent-")
+		require.NoError(t, err)
+	})
+	return agentData
+}
+
+func withMounts(mounts ...sandbox.Mount) agentOption {
+	return func(c *agent.Config) { c.Mounts = mounts }
+}
+
+func withLimits(l sandbox.Limits) agentOption {
+	return func(c *agent.Config) { c.Limits = l }
+}
+
+// watchLog makes the agent's logger report each message to seen.
+func watchLog(seen chan<- string) agentOption {
+	return func(c *agent.Config) { c.Logger = slog.New(&notifyHandler{Handler: c.Logger.Handler(), seen: seen}) }
+}
+
+type notifyHandler struct {
+	slog.Handler
+	seen chan<- string
+}
+
+func (h *notifyHandler) Handle(ctx context.Context, r slog.Record) error {
+	select {
+	case h.seen <- r.Message:
+	default:
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *notifyHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &notifyHandler{Handler: h.Handler.WithAttrs(as), seen: h.seen}
+}
+
+func (h *notifyHandler) WithGroup(name string) slog.Handler {
+	return &notifyHandler{Handler: h.Handler.WithGroup(name), seen: h.seen}
+}
+
+// cutProxy forwards TCP to a target and can cut every connection at once,
+// as a flaky network would.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &cutProxy{ln: ln, target: target}
+	go p.serve()
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	return p
+}
+
+func (p *cutProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *cutProxy) serve() {
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", p.target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, in, out)
+		p.mu.Unlock()
+		go func() { io.Copy(out, in); out.Close() }()
+		go func() { io.Copy(in, out); in.Close() }()
+	}
+}
+
+// cut closes every connection through the proxy.
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
