@@ -32,14 +32,14 @@ func testLogger() *slog.Logger {
 
 // cluster is one server on loopback and the operator's client for it.
 type cluster struct {
-	t    *testing.T
+	t    testing.TB
 	srv  *server.Server
 	http *httptest.Server
 	api  *api.Client
 	data string
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	data := t.TempDir()
 	srv, err := server.New(context.Background(), server.Config{DataDir: data, Logger: testLogger()})
@@ -124,7 +124,7 @@ type runningAgent struct {
 	done   chan struct{}
 }
 
-func runAgent(t *testing.T, cfg agent.Config) *runningAgent {
+func runAgent(t testing.TB, cfg agent.Config) *runningAgent {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := agent.New(ctx, cfg)
@@ -151,7 +151,7 @@ var (
 
 // sharedAgentData is one data dir for every agent of the test binary, so
 // that the compile cache saves compiling the stock tools again.
-func sharedAgentData(t *testing.T) string {
+func sharedAgentData(t testing.TB) string {
 	agentDataOnce.Do(func() {
 		var err error
 		agentData, err = os.MkdirTemp("", "edgeaip-e2e-agent-")
@@ -203,7 +203,7 @@ type cutProxy struct {
 	conns  []net.Conn
 }
 
-func newCutProxy(t *testing.T, target string) *cutProxy {
+func newCutProxy(t testing.TB, target string) *cutProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -80,6 +80,7 @@ func TestOperatorRunsStockToolsOnADevice(t *testing.T) {
 		require.NotNil(t, r.Usage)
 		assert.Positive(t, r.Usage.WallMicros)
 		assert.Positive(t, r.Usage.StdoutBytes)
+		assert.Positive(t, r.Usage.MemoryPages, "peak memory survives the tool's exit")
 	})
 
 	t.Run("write_file then read_file and list_dir", func(t *testing.T) {
@@ -100,8 +101,8 @@ func TestOperatorRunsStockToolsOnADevice(t *testing.T) {
 	})
 
 	t.Run("no file outside the allowed dirs", func(t *testing.T) {
-		requireFailure(t, c.exec("kiosk-1", "read_file", map[string]any{"path": "/etc/hostname"}, 10*time.Second), "read_file")
-		requireFailure(t, c.exec("kiosk-1", "read_file", map[string]any{"path": files + "/../../etc/hostname"}, 10*time.Second), "read_file")
+		requireFailure(t, c.exec("kiosk-1", "read_file", map[string]any{"path": "/etc/hostname"}, 10*time.Second), "open /etc/hostname: not under a directory this tool was granted")
+		requireFailure(t, c.exec("kiosk-1", "read_file", map[string]any{"path": files + "/../../etc/hostname"}, 10*time.Second), "not under a directory this tool was granted")
 	})
 
 	t.Run("several actions run in order, with early exit", func(t *testing.T) {
@@ -187,8 +188,8 @@ func TestDevicesWithoutAValidTokenAreRefusedAtUpgrade(t *testing.T) {
 	c.enroll("kiosk-1")
 	ctx := context.Background()
 	for name, header := range map[string]http.Header{
-		"no token":    {},
-		"wrong token": {"Authorization": {"Bearer aipd_not-a-real-token"}},
+		"no token":                             {},
+		"wrong token":                          {"Authorization": {"Bearer aipd_not-a-real-token"}},
 		"operator token is not a device token": {"Authorization": {"Bearer " + c.api.Token}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -249,4 +250,20 @@ func TestMalformedFrameGetsAnErrorAndTheConnectionStays(t *testing.T) {
 	hb := recv()
 	assert.Equal(t, protocol.ServerHeartbeat, hb.Type, "the connection is still up")
 	assert.True(t, c.device("raw-1").Online)
+}
+
+func TestRevokingADeviceClosesItsLinkAtOnce(t *testing.T) {
+	c := newCluster(t)
+	seen := make(chan string, 100)
+	c.startAgent("kiosk-1", c.enroll("kiosk-1"), watchLog(seen))
+	require.NoError(t, c.api.Do(context.Background(), "DELETE", "/api/devices/kiosk-1", nil, nil))
+	waitForLog(t, seen, "link down; reconnecting")
+	devs, err := c.api.Devices(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, devs)
+	// The agent keeps trying, and its token is refused at every attempt.
+	_, err = c.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}})
+	var se *api.StatusError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, http.StatusNotFound, se.Code)
 }

@@ -40,7 +40,7 @@ type Result struct {
 type Usage struct {
 	Fuel        uint64
 	Wall        time.Duration
-	MemoryPages uint32
+	MemoryPages uint32 // peak linear memory
 	StdoutBytes int64
 }
 
@@ -73,7 +73,7 @@ func (s *Sandbox) Call(ctx context.Context, t *Tool, params []byte) Result {
 	mem := &callMemory{limit: uint64(t.limits.MemoryPages) * pageSize}
 	start := time.Now()
 	mod, err := s.rt.InstantiateModule(withCallMemory(ctx, mem), t.mod, cfg)
-	res := Result{Usage: Usage{Wall: time.Since(start), StdoutBytes: int64(stdout.buf.Len()), MemoryPages: mem.pages()}}
+	res := Result{Usage: Usage{Wall: time.Since(start), StdoutBytes: int64(stdout.buf.Len()), MemoryPages: mem.peakPages()}}
 	if mod != nil {
 		mod.Close(context.WithoutCancel(ctx))
 	}

@@ -17,6 +17,7 @@ type callMemory struct {
 	buf     []byte
 	sized   bool // the initial allocation is done
 	refused bool
+	peak    uint64 // bytes; the memory is freed when a module exits
 }
 
 // withCallMemory makes the instance created with ctx allocate through m.
@@ -37,6 +38,7 @@ func (m *callMemory) Reallocate(size uint64) []byte {
 		return nil
 	}
 	m.sized = true
+	m.peak = max(m.peak, size)
 	if size <= uint64(cap(m.buf)) {
 		m.buf = m.buf[:size]
 		return m.buf
@@ -50,5 +52,5 @@ func (m *callMemory) Reallocate(size uint64) []byte {
 // Free implements experimental.LinearMemory.
 func (m *callMemory) Free() { m.buf = nil }
 
-// pages is the memory's size, in pages.
-func (m *callMemory) pages() uint32 { return uint32(len(m.buf) / pageSize) }
+// peakPages is the largest size the memory reached, in pages.
+func (m *callMemory) peakPages() uint32 { return uint32(m.peak / pageSize) }

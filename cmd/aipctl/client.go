@@ -14,6 +14,7 @@ import (
 type globals struct {
 	server    string
 	tokenFile string
+	output    string
 }
 
 // client builds an API client from flags and environment.

@@ -32,6 +32,9 @@ func newDeviceCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return apiFailure(err)
 			}
+			if g.output == "json" {
+				return printJSON(cmd.OutOrStdout(), resp)
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), resp.Token)
 			return nil
 		},

@@ -46,9 +46,7 @@ Exits 0 when the tool succeeded and 1 when it failed.`,
 			if err != nil {
 				return apiFailure(err)
 			}
-			out := json.NewEncoder(cmd.OutOrStdout())
-			out.SetIndent("", "  ")
-			if err := out.Encode(resp.Results); err != nil {
+			if err := printJSON(cmd.OutOrStdout(), resp.Results); err != nil {
 				return &exitError{exitFailed, err}
 			}
 			if !resp.Succeeded() {

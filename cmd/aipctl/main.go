@@ -67,6 +67,13 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", "", "server URL (default $AIP_SERVER or http://127.0.0.1:8700)")
 	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", "", "file holding the operator token (default $AIP_TOKEN)")
-	root.AddCommand(newDeviceCmd(&g), newExecCmd(&g))
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if g.output != "table" && g.output != "json" {
+			return &exitError{exitUsage, fmt.Errorf("--output: want table or json, got %q", g.output)}
+		}
+		return nil
+	}
+	root.AddCommand(newDeviceCmd(&g), newDevicesCmd(&g), newExecCmd(&g))
 	return root
 }

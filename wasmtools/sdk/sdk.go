@@ -22,9 +22,12 @@ package sdk
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"syscall"
 )
 
 // Exit statuses of a tool run by Run.
@@ -50,7 +53,7 @@ func run[P any](stdin io.Reader, stdout, stderr io.Writer, fn func(P) (any, erro
 	}
 	result, err := fn(p)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(stderr, explain(err))
 		return ExitFailed
 	}
 	if err := json.NewEncoder(stdout).Encode(result); err != nil {
@@ -58,4 +61,15 @@ func run[P any](stdin io.Reader, stdout, stderr io.Writer, fn func(P) (any, erro
 		return ExitFailed
 	}
 	return 0
+}
+
+// explain rewords errors whose WASI form says little. Under wasip1 a path
+// that lies under no preopened directory fails with EBADF ("bad file
+// number"); what it means is that the host did not grant that path.
+func explain(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && errors.Is(pe.Err, syscall.EBADF) {
+		return fmt.Errorf("%s %s: not under a directory this tool was granted", pe.Op, pe.Path)
+	}
+	return err
 }

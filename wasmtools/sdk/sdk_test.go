@@ -3,7 +3,9 @@ package sdk
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -49,4 +51,13 @@ func TestRunAcceptsEmptyStdin(t *testing.T) {
 	var out, errOut bytes.Buffer
 	assert.Equal(t, 0, run(strings.NewReader(""), &out, &errOut, double))
 	assert.JSONEq(t, `{"n":0}`, out.String())
+}
+
+func TestRunExplainsPathsOutsideGrantedDirs(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(strings.NewReader(`{}`), &out, &errOut, func(params) (any, error) {
+		return nil, &fs.PathError{Op: "open", Path: "/etc/passwd", Err: syscall.EBADF}
+	})
+	assert.Equal(t, ExitFailed, code)
+	assert.Equal(t, "open /etc/passwd: not under a directory this tool was granted\n", errOut.String())
 }

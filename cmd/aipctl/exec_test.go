@@ -1,0 +1,36 @@
+package main
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestBuildParamsMergesJSONAndKeyValues(t *testing.T) {
+	p, err := buildParams(`{"path":"/a","n":1}`, []string{"path=/b", "count=3", "flag=true", "name=kiosk 1", `quoted="5"`, "list=[1,2]"})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{
+		"path": "/b", "n": float64(1), "count": float64(3), "flag": true, "name": "kiosk 1", "quoted": "5", "list": []any{float64(1), float64(2)},
+	}, p)
+
+	_, err = buildParams(`[1]`, nil)
+	assert.ErrorContains(t, err, "--params: not a JSON object")
+	_, err = buildParams("", []string{"novalue"})
+	assert.ErrorContains(t, err, `parameter "novalue": want KEY=VALUE`)
+}
+
+func TestAPIFailuresMapToExitCodes(t *testing.T) {
+	code := func(err error) int {
+		var ee *exitError
+		require.True(t, errors.As(apiFailure(err), &ee))
+		return ee.code
+	}
+	assert.Equal(t, exitUnreachable, code(api.ErrUnreachable))
+	assert.Equal(t, exitUnreachable, code(&api.StatusError{Code: http.StatusUnauthorized}))
+	assert.Equal(t, exitUsage, code(&api.StatusError{Code: http.StatusNotFound}))
+	assert.Equal(t, exitFailed, code(&api.StatusError{Code: http.StatusServiceUnavailable}))
+}

@@ -1,0 +1,148 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func newTestServer(t *testing.T, dir string) (*Server, *api.Client) {
+	t.Helper()
+	s, err := New(context.Background(), Config{DataDir: dir})
+	require.NoError(t, err)
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { hs.Close(); s.Close() })
+	token, err := os.ReadFile(filepath.Join(dir, AdminTokenFile))
+	require.NoError(t, err)
+	return s, &api.Client{BaseURL: hs.URL, Token: strings.TrimSpace(string(token))}
+}
+
+func TestOperatorTokenIsWrittenOnceWithMode0600(t *testing.T) {
+	dir := t.TempDir()
+	s1, err := New(context.Background(), Config{DataDir: dir})
+	require.NoError(t, err)
+	s1.Close()
+	path := filepath.Join(dir, AdminTokenFile)
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	first, _ := os.ReadFile(path)
+	assert.True(t, strings.HasPrefix(string(first), operatorTokenPrefix))
+
+	s2, err := New(context.Background(), Config{DataDir: dir})
+	require.NoError(t, err)
+	defer s2.Close()
+	second, _ := os.ReadFile(path)
+	assert.Equal(t, first, second, "a restart keeps the operator token")
+	assert.Equal(t, hashToken(strings.TrimSpace(string(first))), s2.adminHash)
+}
+
+func TestAPIRefusesWrongOperatorTokens(t *testing.T) {
+	_, c := newTestServer(t, t.TempDir())
+	for _, token := range []string{"", "aipo_wrong"} {
+		bad := *c
+		bad.Token = token
+		_, err := bad.Devices(context.Background())
+		var se *api.StatusError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, http.StatusUnauthorized, se.Code)
+	}
+	// UFO's header works too.
+	req, _ := http.NewRequest("GET", c.BaseURL+"/api/devices", nil)
+	req.Header.Set("X-API-Key", c.Token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+func TestEnrollStoresOnlyAHashOfTheToken(t *testing.T) {
+	dir := t.TempDir()
+	s, c := newTestServer(t, dir)
+	resp, err := c.Enroll(context.Background(), api.EnrollRequest{ID: "kiosk-1", Labels: map[string]string{"site": "lobby"}})
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(resp.Token, deviceTokenPrefix))
+
+	d, err := s.store.Device(context.Background(), "kiosk-1")
+	require.NoError(t, err)
+	assert.Equal(t, hashToken(resp.Token), d.TokenHash)
+	assert.Equal(t, map[string]string{"site": "lobby"}, d.Labels)
+	s.store.Close() // flush WAL so the files hold everything written
+	for _, f := range []string{"edgeaip.db", "edgeaip.db-wal"} {
+		b, _ := os.ReadFile(filepath.Join(dir, f))
+		assert.NotContains(t, string(b), resp.Token, f)
+	}
+}
+
+func TestEnrollValidatesIDsAndRefusesDuplicates(t *testing.T) {
+	_, c := newTestServer(t, t.TempDir())
+	ctx := context.Background()
+	_, err := c.Enroll(ctx, api.EnrollRequest{ID: "kiosk-1"})
+	require.NoError(t, err)
+	for id, code := range map[string]int{"kiosk-1": http.StatusConflict, "": 400, "../etc": 400, ".hidden": 400, "a b": 400} {
+		_, err := c.Enroll(ctx, api.EnrollRequest{ID: id})
+		var se *api.StatusError
+		require.ErrorAs(t, err, &se, id)
+		assert.Equal(t, code, se.Code, id)
+	}
+}
+
+func TestCommandToAnOfflineDeviceIsRecordedWithItsResults(t *testing.T) {
+	s, c := newTestServer(t, t.TempDir())
+	ctx := context.Background()
+	_, err := c.Enroll(ctx, api.EnrollRequest{ID: "kiosk-1"})
+	require.NoError(t, err)
+	resp, err := c.Command(ctx, "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "hash_file"}, {ToolName: "list_dir"}}})
+	require.NoError(t, err)
+	require.Len(t, resp.Results, 2)
+	assert.NotEqual(t, resp.Results[0].CallID, resp.Results[1].CallID, "each action gets its own call_id")
+
+	rec, err := s.store.Command(ctx, resp.ResponseID)
+	require.NoError(t, err)
+	assert.Equal(t, "kiosk-1", rec.DeviceID)
+	assert.Equal(t, resp.SessionID, rec.SessionID)
+	assert.Equal(t, `device "kiosk-1" is offline`, rec.Error)
+	var stored []protocol.Result
+	require.NoError(t, json.Unmarshal(rec.Results, &stored))
+	assert.Equal(t, resp.Results, stored)
+	assert.WithinDuration(t, time.Now(), rec.FinishedAt, time.Minute)
+}
+
+func TestCommandRequestsAreValidated(t *testing.T) {
+	_, c := newTestServer(t, t.TempDir())
+	ctx := context.Background()
+	_, err := c.Enroll(ctx, api.EnrollRequest{ID: "kiosk-1"})
+	require.NoError(t, err)
+	for name, tc := range map[string]struct {
+		req  any
+		code int
+		msg  string
+	}{
+		"no actions":    {api.CommandRequest{}, 400, "at least one action"},
+		"no tool name":  {api.CommandRequest{Actions: []protocol.Command{{}}}, 400, `"actions[0].tool_name": missing`},
+		"bad tool type": {api.CommandRequest{Actions: []protocol.Command{{ToolName: "x", ToolType: "magic"}}}, 400, `unknown value "magic"`},
+		"bad timeout":   {api.CommandRequest{Actions: []protocol.Command{{ToolName: "x"}}, Timeout: "soon"}, 400, `"timeout"`},
+		"unknown field": {map[string]any{"actoins": []any{}}, 400, "unknown field"},
+	} {
+		err := c.Do(ctx, "POST", "/api/devices/kiosk-1/commands", tc.req, nil)
+		var se *api.StatusError
+		require.ErrorAs(t, err, &se, name)
+		assert.Equal(t, tc.code, se.Code, name)
+		assert.Contains(t, se.Message, tc.msg, name)
+	}
+	err = c.Do(ctx, "POST", "/api/devices/nobody/commands", api.CommandRequest{Actions: []protocol.Command{{ToolName: "x"}}}, nil)
+	var se *api.StatusError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, http.StatusNotFound, se.Code)
+}
