@@ -6,101 +6,101 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
+	"path/filepath"
 	"strings"
-	"time"
+	"sync"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
 )
 
-// Config configures an Agent.
-type Config struct {
-	// ID is the device id the server enrolled.
-	ID string
-	// ServerURL is the server's WebSocket endpoint, e.g. ws://host:8700/ws.
-	ServerURL string
-	// TokenFile holds the device token.
-	TokenFile string
-	// ToolDirs are directories of tool modules, each "DIR" or "NAMESPACE=DIR".
-	ToolDirs []string
-	// Mounts are the host directories tools may see.
-	Mounts []sandbox.Mount
-	// DataDir holds the agent's state, such as the compile cache.
-	DataDir string
-	// Labels describe the device to operators.
-	Labels map[string]string
-	// HeartbeatInterval is how often a HEARTBEAT goes out. Default 20 s.
-	HeartbeatInterval time.Duration
-	// Wire is the encoding: CBOR (our server) or JSON (a UFO server).
-	Wire protocol.Encoding
-	// Limits are the default limits of a tool call.
-	Limits sandbox.Limits
-	// MaxConcurrentCommands bounds how many COMMAND messages run at once.
-	// Default GOMAXPROCS.
-	MaxConcurrentCommands int
-	// Logger receives the agent's logs. Default slog.Default().
-	Logger *slog.Logger
-}
-
-func (c *Config) setDefaults() {
-	if c.HeartbeatInterval <= 0 {
-		c.HeartbeatInterval = 20 * time.Second
-	}
-	if c.MaxConcurrentCommands <= 0 {
-		c.MaxConcurrentCommands = runtime.GOMAXPROCS(0)
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-}
-
-// Agent is a running device agent.
+// Agent is a device agent. Build it with New, Run it once, then Close it.
 type Agent struct {
-	cfg      Config
-	token    string
-	sb       *sandbox.Sandbox
-	computer *Computer
-	router   *Router
-	log      *slog.Logger
+	cfg       Config
+	token     string
+	log       *slog.Logger
+	sb        *sandbox.Sandbox
+	mcp       *mcpPool
+	computers *ComputerManager
+	router    *Router
+	outbox    *outbox
+
 	slots    chan struct{} // one per command allowed to run
+	sessions sessionQueues
+
+	// admitMu orders the admission of commands against the start of
+	// shutdown, so that no job is added once shutdown waits for them.
+	admitMu    sync.Mutex
+	draining   chan struct{} // closed when shutdown begins
+	jobs       sync.WaitGroup
+	jobsCtx    context.Context // ends when shutdown gives up waiting
+	cancelJobs context.CancelCauseFunc
+
+	linkMu    sync.Mutex
+	link      *protocol.Conn // the registered link; nil while down
+	wake      chan struct{}  // results wait to be delivered
+	inventory chan struct{}  // the tool list changed
 }
 
-// New loads the token and the tools. It fails on a configuration that
+// errRestarted is the failure of a command that was running when the agent
+// died. It is reported, never run again.
+var errRestarted = errors.New("agent restarted while the command ran")
+
+// New loads the token, the tools and the outbox. It fails on a config that
 // cannot work, such as a missing token file; a single bad tool module is
-// logged and left out instead.
+// logged and left out instead. Commands that were running when the agent
+// last died are answered as failed, from the outbox, once it links up.
 func New(ctx context.Context, cfg Config) (*Agent, error) {
 	cfg.setDefaults()
-	if cfg.ID == "" {
-		return nil, errors.New("agent: device id is required")
-	}
-	if cfg.ServerURL == "" {
-		return nil, errors.New("agent: server URL is required")
+	if err := cfg.check(); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	token, err := readToken(cfg.TokenFile)
 	if err != nil {
 		return nil, err
 	}
-	sbCfg := sandbox.NewConfig().WithLimits(cfg.Limits).WithMounts(cfg.Mounts...)
-	if cfg.DataDir != "" {
-		sbCfg = sbCfg.WithCacheDir(cfg.DataDir + "/compile-cache")
-	}
-	sb, err := sandbox.New(ctx, sbCfg)
+	log := cfg.Logger.With("device", cfg.ID)
+	sb, err := sandbox.New(ctx, sandbox.NewConfig().WithLimits(cfg.Limits).WithMounts(cfg.Mounts...).
+		WithCacheDir(filepath.Join(cfg.DataDir, "compile-cache")))
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	log := cfg.Logger.With("device", cfg.ID)
 	a := &Agent{
 		cfg: cfg, token: token, sb: sb, log: log,
-		computer: NewComputer("default"),
-		slots:    make(chan struct{}, cfg.MaxConcurrentCommands),
+		slots:     make(chan struct{}, cfg.MaxConcurrentCommands),
+		draining:  make(chan struct{}),
+		wake:      make(chan struct{}, 1),
+		inventory: make(chan struct{}, 1),
 	}
-	a.router = &Router{computer: a.computer, log: log}
-	if err := a.loadTools(ctx); err != nil {
-		sb.Close(ctx)
+	a.jobsCtx, a.cancelJobs = context.WithCancelCause(context.Background())
+	if err := a.init(ctx); err != nil {
+		a.Close(ctx)
 		return nil, err
 	}
 	return a, nil
+}
+
+func (a *Agent) init(ctx context.Context) error {
+	tools, err := a.loadTools(ctx)
+	if err != nil {
+		return err
+	}
+	a.mcp = newMCPPool(a.log, func() { notify(a.inventory) })
+	a.computers = newComputerManager(a.cfg.MCP, tools, a.mcp, a.log)
+	a.router = &Router{computers: a.computers, log: a.log}
+	ob, interrupted, err := openOutbox(filepath.Join(a.cfg.DataDir, "outbox", a.cfg.ID+".journal"), a.cfg.Outbox, a.log)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.outbox = ob
+	for _, c := range interrupted {
+		a.log.Warn("command was running when the agent died; reporting it as failed", "response_id", c.ResponseID)
+		reply := a.commandResults(c.SessionID, c.ResponseID, c.Status, failCalls(c.CallIDs, errRestarted))
+		if err := a.outbox.complete(reply); err != nil {
+			a.log.Error("failure not recorded; delivering it from memory", "response_id", c.ResponseID, "err", err)
+		}
+	}
+	return nil
 }
 
 func readToken(path string) (string, error) {
@@ -118,23 +118,55 @@ func readToken(path string) (string, error) {
 	return token, nil
 }
 
-func (a *Agent) loadTools(ctx context.Context) error {
+// loadTools loads the wasm tool directories. Each is a namespace, which no
+// MCP server may share.
+func (a *Agent) loadTools(ctx context.Context) ([]tool, error) {
+	mcpNamespaces := map[string]bool{}
+	for _, roots := range a.cfg.MCP {
+		for _, root := range roots {
+			for _, s := range append(append([]MCPServerConfig{}, root.DataCollection...), root.Action...) {
+				mcpNamespaces[s.Namespace] = true
+			}
+		}
+	}
+	var all []tool
 	for _, spec := range a.cfg.ToolDirs {
 		dir := parseToolDir(spec)
+		if mcpNamespaces[dir.Namespace] {
+			return nil, fmt.Errorf("agent: tools dir %s: namespace %q is also an MCP server's", dir.Path, dir.Namespace)
+		}
 		tools, err := loadToolDir(ctx, a.sb, dir, a.log)
 		if err != nil {
-			return fmt.Errorf("agent: %w", err)
-		}
-		if err := a.computer.add(tools...); err != nil {
-			return fmt.Errorf("agent: %w", err)
+			return nil, fmt.Errorf("agent: %w", err)
 		}
 		a.log.Info("tools loaded", "namespace", dir.Namespace, "dir", dir.Path, "count", len(tools))
+		all = append(all, tools...)
 	}
-	return nil
+	// A Computer refuses two tools with one key; find out now rather than
+	// at the first command.
+	if err := newComputer("check", a.log).add(all...); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return all, nil
 }
 
-// Computer is the agent's tool registry.
-func (a *Agent) Computer() *Computer { return a.computer }
+// Close stops the MCP servers and frees the sandbox and the outbox. Call
+// it after Run returns.
+func (a *Agent) Close(ctx context.Context) error {
+	if a.mcp != nil {
+		a.mcp.close()
+	}
+	var err error
+	if a.outbox != nil {
+		err = a.outbox.close()
+	}
+	return errors.Join(err, a.sb.Close(ctx))
+}
 
-// Close frees the sandbox. Call it after Run returns.
-func (a *Agent) Close(ctx context.Context) error { return a.sb.Close(ctx) }
+// notify signals ch without blocking; one pending signal is enough.
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

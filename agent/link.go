@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
-	"github.com/google/uuid"
 )
 
 // Timeouts of the link.
@@ -21,15 +21,37 @@ const (
 // errUnauthorized means the server refused the device token.
 var errUnauthorized = errors.New("server refused the device token (401): check --id and the token file")
 
-// Run keeps the device linked to the server until ctx ends: it connects,
-// registers, heartbeats and serves commands, and when the link drops it
-// reconnects with exponential backoff and jitter, forever.
+// Run keeps the device linked to the server and serves commands until ctx
+// ends; it reconnects with exponential backoff and full jitter, forever.
+// When ctx ends it shuts down gracefully: it takes no new commands, lets
+// those in flight finish within ShutdownGrace and cancels the rest, and
+// delivers the outbox while the link is up. Run may be called once.
 func (a *Agent) Run(ctx context.Context) error {
+	// The default Computer starts its MCP servers now, so that the first
+	// registration carries their tools.
+	if _, err := a.computers.Get(ctx, Target{}); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	linkCtx, stopLink := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLink()
+	var wg sync.WaitGroup
+	wg.Go(func() { a.keepLinked(linkCtx) })
+	wg.Go(func() { a.deliver(linkCtx) })
+	wg.Go(func() { a.pruneOutbox(linkCtx) })
+	<-ctx.Done()
+	a.shutdown()
+	stopLink()
+	wg.Wait()
+	return nil
+}
+
+// keepLinked connects, and reconnects, until ctx ends.
+func (a *Agent) keepLinked(ctx context.Context) {
 	b := backoff{base: 500 * time.Millisecond, max: 30 * time.Second}
 	for {
 		registered, err := a.session(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
 		if registered {
 			b.reset()
@@ -38,7 +60,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.log.Warn("link down; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-time.After(wait):
 		}
 	}
@@ -56,13 +78,28 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 		return false, err
 	}
 	a.log.Info("registered", "server", a.cfg.ServerURL, "wire", conn.Encoding())
+	a.setLink(conn)
+	defer a.setLink(nil)
+	notify(a.wake) // the outbox goes out after each registration
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go a.heartbeat(ctx, conn)
+	ended := make(chan struct{})
+	defer close(ended)
+	go func() {
+		select {
+		case <-ctx.Done():
+			conn.Close(websocket.StatusGoingAway, "agent shutting down")
+		case <-ended:
+		}
+	}()
+	hbCtx, stopHeartbeat := context.WithCancel(ctx)
+	defer stopHeartbeat()
+	go a.heartbeat(hbCtx, conn)
+	// The read does not end with ctx: closing the link, above, ends it
+	// after the closing handshake.
+	readCtx := context.WithoutCancel(ctx)
 	for {
 		var m protocol.ServerMessage
-		if err := conn.Read(ctx, &m); err != nil {
+		if err := conn.Read(readCtx, &m); err != nil {
 			return true, err
 		}
 		a.handle(ctx, conn, &m)
@@ -76,8 +113,9 @@ func (a *Agent) dial(ctx context.Context) (*protocol.Conn, error) {
 		Header:   http.Header{"Authorization": {"Bearer " + a.token}},
 		Encoding: a.cfg.Wire,
 		ConnOptions: protocol.ConnOptions{
-			Reject: protocol.ClientErrorReply(a.cfg.ID),
-			Logger: a.log,
+			PingInterval: a.cfg.PingInterval,
+			Reject:       protocol.ClientErrorReply(a.cfg.ID),
+			Logger:       a.log,
 		},
 	})
 	if resp != nil && resp.StatusCode == http.StatusUnauthorized {
@@ -88,7 +126,7 @@ func (a *Agent) dial(ctx context.Context) (*protocol.Conn, error) {
 
 // register sends REGISTER and waits for the ack: a HEARTBEAT with status ok.
 func (a *Agent) register(ctx context.Context, conn *protocol.Conn) error {
-	info := systemInfo(a.cfg.ID, a.cfg.Labels, a.computer.ListTools("", "", false))
+	info := a.systemInfo()
 	msg := &protocol.ClientMessage{
 		Type:       protocol.ClientRegister,
 		Status:     protocol.StatusOK,
@@ -113,32 +151,46 @@ func (a *Agent) register(ctx context.Context, conn *protocol.Conn) error {
 	return nil
 }
 
+// systemInfo describes the device with the tools of its default Computer.
+func (a *Agent) systemInfo() protocol.SystemInfo {
+	var tools []protocol.MCPToolInfo
+	if c, err := a.computers.Get(context.Background(), Target{}); err == nil {
+		tools = c.ListTools("", "", false)
+	}
+	return systemInfo(a.cfg.ID, a.cfg.Labels, len(a.cfg.MCP) > 0, tools)
+}
+
+// heartbeat sends a HEARTBEAT every HeartbeatInterval, and the tool
+// inventory again whenever it changes.
 func (a *Agent) heartbeat(ctx context.Context, conn *protocol.Conn) {
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
+		msg := &protocol.ClientMessage{Status: protocol.StatusOK, ClientID: a.cfg.ID}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			msg.Type = protocol.ClientHeartbeat
+		case <-a.inventory:
+			msg.Type = protocol.ClientDeviceInfoResponse
+			msg.Metadata = map[string]any{protocol.MetadataSystemInfo: a.systemInfo()}
+			a.log.Info("tool inventory changed; sending it to the server")
 		}
-		msg := &protocol.ClientMessage{
-			Type: protocol.ClientHeartbeat, Status: protocol.StatusOK,
-			ClientID: a.cfg.ID, Timestamp: protocol.Now(),
-		}
+		msg.Timestamp = protocol.Now()
 		if err := a.send(ctx, conn, msg); err != nil {
-			a.log.Warn("heartbeat not sent", "err", err)
+			a.log.Warn("message not sent", "type", msg.Type, "err", err)
 			return
 		}
 	}
 }
 
-// handle dispatches one message. It never blocks on a tool: commands run in
-// their own goroutines, so heartbeats keep flowing while tools run.
+// handle dispatches one message. It never blocks on a tool: commands run
+// in the background, so heartbeats keep flowing while tools run.
 func (a *Agent) handle(ctx context.Context, conn *protocol.Conn, m *protocol.ServerMessage) {
 	switch m.Type {
 	case protocol.ServerCommand:
-		go a.runCommand(ctx, conn, m)
+		a.onCommand(m)
 	case protocol.ServerHeartbeat:
 		a.log.Debug("heartbeat acknowledged")
 	case protocol.ServerError:
@@ -152,37 +204,20 @@ func (a *Agent) handle(ctx context.Context, conn *protocol.Conn, m *protocol.Ser
 	}
 }
 
-func (a *Agent) runCommand(ctx context.Context, conn *protocol.Conn, m *protocol.ServerMessage) {
-	select {
-	case a.slots <- struct{}{}:
-		defer func() { <-a.slots }()
-	case <-ctx.Done():
-		return
-	}
-	log := a.log.With("session_id", m.SessionID, "response_id", m.ResponseID)
-	log.Info("command received", "actions", len(m.Actions))
-	results := a.router.Execute(ctx, m.Actions, true)
-	status := m.Status
-	if status == "" {
-		status = protocol.StatusContinue
-	}
-	reply := &protocol.ClientMessage{
-		Type:           protocol.ClientCommandResults,
-		Status:         status,
-		ClientID:       a.cfg.ID,
-		SessionID:      m.SessionID,
-		RequestID:      uuid.NewString(),
-		PrevResponseID: m.ResponseID,
-		ActionResults:  results,
-		Timestamp:      protocol.Now(),
-	}
-	if err := a.send(ctx, conn, reply); err != nil {
-		log.Error("results not delivered: link down", "err", err)
-	}
-}
-
 func (a *Agent) send(ctx context.Context, conn *protocol.Conn, msg any) error {
 	sctx, cancel := context.WithTimeout(ctx, sendTimeout)
 	defer cancel()
 	return conn.Send(sctx, msg)
+}
+
+func (a *Agent) setLink(conn *protocol.Conn) {
+	a.linkMu.Lock()
+	defer a.linkMu.Unlock()
+	a.link = conn
+}
+
+func (a *Agent) currentLink() *protocol.Conn {
+	a.linkMu.Lock()
+	defer a.linkMu.Unlock()
+	return a.link
 }

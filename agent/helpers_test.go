@@ -1,0 +1,72 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/stretchr/testify/require"
+)
+
+// newTestRouter builds a Router over real tools: the wasm fixtures of
+// testdata/tools (namespace "fixtures"), the tool dirs given, and the MCP
+// servers of mcpCfg. Wasm calls time out after a second. Everything stops
+// when the test ends.
+func newTestRouter(t *testing.T, mcpCfg MCPConfig, dirs ...string) *Router {
+	t.Helper()
+	ctx := context.Background()
+	sb, err := sandbox.New(ctx, sandbox.NewConfig().WithLimits(sandbox.Limits{Timeout: time.Second}).WithCacheDir(filepath.Join(os.TempDir(), "edgeaip-agent-test-cache")))
+	require.NoError(t, err)
+	t.Cleanup(func() { sb.Close(ctx) })
+	var tools []tool
+	for _, spec := range append([]string{"fixtures=" + testenv.TestdataTools()}, dirs...) {
+		ts, err := loadToolDir(ctx, sb, parseToolDir(spec), quietLog)
+		require.NoError(t, err)
+		tools = append(tools, ts...)
+	}
+	cfg := Config{MCP: mcpCfg}
+	cfg.setDefaults()
+	pool := newMCPPool(quietLog, func() {})
+	t.Cleanup(pool.close)
+	return &Router{computers: newComputerManager(cfg.MCP, tools, pool, quietLog), log: quietLog}
+}
+
+// probeDirs makes two tool dirs, "probes" and "acts", each with a tool
+// named probe, built from the echo fixture: a data_collection probe that
+// requires a string msg, and an action probe that takes anything.
+func probeDirs(t *testing.T) []string {
+	t.Helper()
+	echo, err := os.ReadFile(filepath.Join(testenv.TestdataTools(), "echo.wasm"))
+	require.NoError(t, err)
+	root := t.TempDir()
+	var specs []string
+	for ns, desc := range map[string]sidecar{
+		"probes": {Name: "probe", ToolType: protocol.ToolDataCollection, InputSchema: map[string]any{
+			"type":                 "object",
+			"properties":           map[string]any{"msg": map[string]any{"type": "string"}, "n": map[string]any{"type": "integer"}},
+			"required":             []any{"msg"},
+			"additionalProperties": false,
+		}},
+		"acts": {Name: "probe", ToolType: protocol.ToolAction},
+	} {
+		dir := filepath.Join(root, ns)
+		require.NoError(t, os.Mkdir(dir, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "probe.wasm"), echo, 0o644))
+		b, err := json.Marshal(desc)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "probe.json"), b, 0o644))
+		specs = append(specs, dir)
+	}
+	return specs
+}
+
+// action is a Command with a call_id named after its tool.
+func action(tool string, params map[string]any) protocol.Command {
+	return protocol.Command{ToolName: tool, Parameters: params, CallID: "call-" + tool}
+}

@@ -1,0 +1,186 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+var testLimits = OutboxLimits{MaxBytes: 1 << 20, MaxAge: time.Hour}
+
+// reopen opens the outbox at path as a restarted agent would. The outbox
+// it replaces is not closed: the crash tests leave it as a killed process
+// leaves its file.
+func reopen(t *testing.T, path string, limits OutboxLimits) (*outbox, []acceptedCommand) {
+	t.Helper()
+	o, interrupted, err := openOutbox(path, limits, quietLog)
+	require.NoError(t, err)
+	t.Cleanup(func() { o.close() })
+	return o, interrupted
+}
+
+func testCommand(id string) acceptedCommand {
+	return acceptedCommand{ResponseID: id, SessionID: "s-" + id, Status: protocol.StatusContinue, CallIDs: []string{id + "-c1", id + "-c2"}}
+}
+
+func testReply(id, payload string) *protocol.ClientMessage {
+	return &protocol.ClientMessage{
+		Type: protocol.ClientCommandResults, Status: protocol.StatusContinue, ClientID: "dev-1", SessionID: "s-" + id,
+		PrevResponseID: id, ActionResults: []protocol.Result{
+			{Status: protocol.ResultSuccess, CallID: id + "-c1", Result: map[string]any{"payload": payload}},
+			{Status: protocol.ResultSkipped, CallID: id + "-c2", Error: skippedError},
+		},
+	}
+}
+
+// run takes id through admission, acceptance and completion, as a command
+// that ran to the end.
+func run(t *testing.T, o *outbox, id, payload string) *protocol.ClientMessage {
+	t.Helper()
+	require.Equal(t, admitNew, o.admit(id))
+	require.NoError(t, o.accept(testCommand(id)))
+	reply := testReply(id, payload)
+	require.NoError(t, o.complete(reply))
+	return reply
+}
+
+func TestOutboxAdmitsEachResponseIDOnce(t *testing.T) {
+	o, _ := reopen(t, filepath.Join(t.TempDir(), "j"), testLimits)
+	assert.Equal(t, admitNew, o.admit("r1"))
+	assert.Equal(t, admitRunning, o.admit("r1"), "a copy that arrives while the first waits to run")
+	o.forget("r1")
+	assert.Equal(t, admitNew, o.admit("r1"), "a command that never started may come again")
+	require.NoError(t, o.accept(testCommand("r1")))
+	assert.Equal(t, admitRunning, o.admit("r1"))
+	require.NoError(t, o.complete(testReply("r1", "x")))
+	assert.Equal(t, admitDone, o.admit("r1"))
+}
+
+func TestOutboxCrashAfterAcceptReportsTheCommandInterrupted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j")
+	o, _ := reopen(t, path, testLimits)
+	o.admit("r1")
+	require.NoError(t, o.accept(testCommand("r1")))
+	run(t, o, "r2", "done before the crash")
+
+	o2, interrupted := reopen(t, path, testLimits)
+	assert.Equal(t, []acceptedCommand{testCommand("r1")}, interrupted, "what it needs to answer each call")
+	assert.Equal(t, admitRunning, o2.admit("r1"), "not run again while its failure is being recorded")
+	assert.Equal(t, admitDone, o2.admit("r2"))
+}
+
+func TestOutboxCrashBeforeAcceptLeavesNoTrace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j")
+	o, _ := reopen(t, path, testLimits)
+	o.admit("r1") // received, waiting for a slot
+
+	o2, interrupted := reopen(t, path, testLimits)
+	assert.Empty(t, interrupted)
+	assert.Equal(t, admitNew, o2.admit("r1"), "the server sends it again and it runs once")
+}
+
+func TestOutboxCrashAfterResultWriteDeliversAfterRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j")
+	o, _ := reopen(t, path, testLimits)
+	r1 := run(t, o, "r1", "one")
+	r2 := run(t, o, "r2", "two")
+
+	o2, interrupted := reopen(t, path, testLimits)
+	assert.Empty(t, interrupted)
+	assert.Equal(t, []*protocol.ClientMessage{r1, r2}, o2.unsent(), "in completion order, whole")
+}
+
+func TestOutboxCrashAfterSendKeepsResultsForACommandSentAgain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j")
+	o, _ := reopen(t, path, testLimits)
+	r1 := run(t, o, "r1", "one")
+	o.markSent("r1")
+	r2 := run(t, o, "r2", "two")
+	o.markSent("r2")
+	assert.Empty(t, o.unsent())
+
+	o2, _ := reopen(t, path, testLimits)
+	assert.Empty(t, o2.unsent(), "delivered results are not sent again unasked")
+	assert.Equal(t, admitDone, o2.admit("r2"), "the server did not get them and sends the command again")
+	assert.Equal(t, []*protocol.ClientMessage{r2}, o2.unsent())
+	o2.markSent("r2")
+	assert.Equal(t, admitDone, o2.admit("r1"))
+	assert.Equal(t, []*protocol.ClientMessage{r1}, o2.unsent())
+}
+
+func TestOutboxTornOrCorruptTailIsDroppedAndTheRestKept(t *testing.T) {
+	for name, damage := range map[string]func([]byte) []byte{
+		"torn last record": func(b []byte) []byte { return b[:len(b)-3] },
+		"flipped bit":      func(b []byte) []byte { b[len(b)-1] ^= 1; return b },
+		"garbage appended": func(b []byte) []byte { return append(b, 0, 0, 1, 0, 0xde, 0xad) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "j")
+			o, _ := reopen(t, path, testLimits)
+			r1 := run(t, o, "r1", "kept")
+			r2 := run(t, o, "r2", "last record")
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(path, damage(b), 0o600))
+
+			o2, interrupted := reopen(t, path, testLimits)
+			want := []*protocol.ClientMessage{r1, r2}
+			if name != "garbage appended" {
+				want = want[:1]
+				assert.Equal(t, []acceptedCommand{testCommand("r2")}, interrupted,
+					"the results are lost with the tail, the accept record before them is not")
+			}
+			assert.Equal(t, want, o2.unsent())
+
+			// The file is whole again: what is written next survives.
+			r3 := run(t, o2, "r3", "after repair")
+			o3, _ := reopen(t, path, testLimits)
+			assert.Equal(t, append(want, r3), o3.unsent())
+		})
+	}
+}
+
+func TestOutboxDropsResultsOlderThanMaxAge(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j")
+	o, _ := reopen(t, path, testLimits)
+	run(t, o, "old", "x")
+	o.admit("running")
+	require.NoError(t, o.accept(testCommand("running")))
+
+	require.NoError(t, o.prune(time.Now().Add(2*testLimits.MaxAge)))
+	assert.Empty(t, o.unsent())
+	assert.Equal(t, admitRunning, o.admit("running"), "a command that has not finished is never dropped")
+	o2, interrupted := reopen(t, path, testLimits)
+	assert.Equal(t, admitNew, o2.admit("old"), "gone from disk too")
+	assert.Len(t, interrupted, 1)
+}
+
+func TestOutboxStaysWithinMaxBytesDroppingDeliveredResultsFirst(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j")
+	limits := OutboxLimits{MaxBytes: 16 << 10, MaxAge: time.Hour}
+	o, _ := reopen(t, path, limits)
+	payload := strings.Repeat("x", 1000)
+	undelivered := run(t, o, "undelivered", payload)
+	for i := range 60 {
+		id := fmt.Sprintf("r%02d", i)
+		run(t, o, id, payload)
+		o.markSent(id)
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		require.LessOrEqual(t, fi.Size(), limits.MaxBytes, "after %d results", i+1)
+	}
+	assert.Equal(t, []*protocol.ClientMessage{undelivered}, o.unsent(), "an undelivered result outlives delivered ones")
+	assert.Equal(t, admitDone, o.admit("r59"), "the newest are kept")
+	assert.Equal(t, admitNew, o.admit("r00"), "the oldest delivered are dropped")
+}
