@@ -231,12 +231,12 @@ func (a *Agent) deliver(ctx context.Context) {
 		if conn == nil {
 			continue
 		}
-		for _, reply := range a.outbox.unsent() {
-			if err := a.send(ctx, conn, reply); err != nil {
-				a.log.Warn("results not delivered; they wait in the outbox", "response_id", reply.PrevResponseID, "err", err)
+		for _, p := range a.outbox.unsent() {
+			if err := a.send(ctx, conn, p.reply); err != nil {
+				a.log.Warn("results not delivered; they wait in the outbox", "response_id", p.reply.PrevResponseID, "err", err)
 				break
 			}
-			a.outbox.markSent(reply.PrevResponseID)
+			a.outbox.markSent(p)
 		}
 	}
 }

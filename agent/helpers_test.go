@@ -1,10 +1,14 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,21 +24,26 @@ import (
 // when the test ends.
 func newTestRouter(t *testing.T, mcpCfg MCPConfig, dirs ...string) *Router {
 	t.Helper()
+	return newTestRouterLog(t, quietLog, mcpCfg, dirs...)
+}
+
+func newTestRouterLog(t *testing.T, log *slog.Logger, mcpCfg MCPConfig, dirs ...string) *Router {
+	t.Helper()
 	ctx := context.Background()
 	sb, err := sandbox.New(ctx, sandbox.NewConfig().WithLimits(sandbox.Limits{Timeout: time.Second}).WithCacheDir(filepath.Join(os.TempDir(), "edgeaip-agent-test-cache")))
 	require.NoError(t, err)
 	t.Cleanup(func() { sb.Close(ctx) })
 	var tools []tool
 	for _, spec := range append([]string{"fixtures=" + testenv.TestdataTools()}, dirs...) {
-		ts, err := loadToolDir(ctx, sb, parseToolDir(spec), quietLog)
+		ts, err := loadToolDir(ctx, sb, parseToolDir(spec), log)
 		require.NoError(t, err)
 		tools = append(tools, ts...)
 	}
 	cfg := Config{MCP: mcpCfg}
 	cfg.setDefaults()
-	pool := newMCPPool(quietLog, func() {})
+	pool := newMCPPool(log, func() {})
 	t.Cleanup(pool.close)
-	return &Router{computers: newComputerManager(cfg.MCP, tools, pool, quietLog), log: quietLog}
+	return &Router{computers: newComputerManager(cfg.MCP, tools, pool, log), log: log}
 }
 
 // probeDirs makes two tool dirs, "probes" and "acts", each with a tool
@@ -69,4 +78,26 @@ func probeDirs(t *testing.T) []string {
 // action is a Command with a call_id named after its tool.
 func action(tool string, params map[string]any) protocol.Command {
 	return protocol.Command{ToolName: tool, Parameters: params, CallID: "call-" + tool}
+}
+
+// logRecorder keeps what is logged, to check what the agent says.
+type logRecorder struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (r *logRecorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.Write(p)
+}
+
+func (r *logRecorder) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(r, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func (r *logRecorder) contains(s string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Contains(r.buf.String(), s)
 }

@@ -74,6 +74,12 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 		return false, err
 	}
 	defer conn.CloseNow()
+	// REGISTER carries the inventory as it is now: a change signalled
+	// before it needs no message of its own.
+	select {
+	case <-a.inventory:
+	default:
+	}
 	if err := a.register(ctx, conn); err != nil {
 		return false, err
 	}

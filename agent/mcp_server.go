@@ -201,7 +201,7 @@ func (s *mcpServer) connect(ctx context.Context) (*mcpConn, error) {
 		conn, tr, err = s.spawn()
 	} else {
 		conn = &mcpConn{dead: make(chan struct{})}
-		tr, err = transport.NewStreamableHTTP(s.cfg.URL, transport.WithContinuousListening())
+		tr, err = transport.NewStreamableHTTP(s.cfg.URL, transport.WithContinuousListening(), transport.WithHTTPLogger(s.log))
 	}
 	if err != nil {
 		return nil, err

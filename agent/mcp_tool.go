@@ -25,9 +25,18 @@ func newMCPTool(s *mcpServer, def mcp.Tool, toolType protocol.ToolType) *mcpTool
 		Title:        def.Title,
 		Description:  def.Description,
 		InputSchema:  jsonObject(def.InputSchema, def.RawInputSchema),
-		OutputSchema: jsonObject(def.OutputSchema, def.RawOutputSchema),
+		OutputSchema: outputSchema(def),
 		Annotations:  jsonObject(def.Annotations, nil),
 	}}
+}
+
+// outputSchema is the tool's output schema, if it declares one: mcp-go
+// gives a tool without one an empty schema.
+func outputSchema(def mcp.Tool) map[string]any {
+	if def.OutputSchema.Type == "" && len(def.RawOutputSchema) == 0 {
+		return nil
+	}
+	return jsonObject(def.OutputSchema, def.RawOutputSchema)
 }
 
 func (t *mcpTool) info() protocol.MCPToolInfo { return t.desc }

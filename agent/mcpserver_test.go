@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,22 +59,35 @@ type barriers struct {
 }
 
 type barrier struct {
-	arrived int
-	full    chan struct{}
+	waiting int
+	met     chan struct{}
 }
 
-func (b *barriers) arrive(group string, n int) *barrier {
+// meet waits up to d for n calls of group to be waiting at once.
+func (b *barriers) meet(group string, n int, d time.Duration) bool {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	g := b.groups[group]
 	if g == nil {
-		g = &barrier{full: make(chan struct{})}
+		g = &barrier{met: make(chan struct{})}
 		b.groups[group] = g
 	}
-	if g.arrived++; g.arrived == n {
-		close(g.full)
+	if g.waiting++; g.waiting == n {
+		close(g.met)
+		delete(b.groups, group)
 	}
-	return g
+	b.mu.Unlock()
+	select {
+	case <-g.met:
+		return true
+	case <-time.After(d):
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if isClosed(g.met) {
+		return true
+	}
+	g.waiting--
+	return false
 }
 
 func newTestMCPServer() *server.MCPServer {
@@ -95,13 +109,13 @@ func newTestMCPServer() *server.MCPServer {
 	s.AddTool(mcp.NewTool("broken"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultError("it broke"), nil
 	})
-	s.AddTool(mcp.NewTool("sleep", mcp.WithNumber("ms", mcp.Required())),
+	s.AddTool(mcp.NewTool("nap", mcp.WithNumber("ms", mcp.Required())),
 		func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			select {
 			case <-time.After(time.Duration(r.GetFloat("ms", 0)) * time.Millisecond):
 			case <-ctx.Done():
 			}
-			return text("slept"), nil
+			return text("napped"), nil
 		})
 	s.AddTool(mcp.NewTool("crash"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		fmt.Fprintln(os.Stderr, "crashing on purpose")
@@ -111,6 +125,11 @@ func newTestMCPServer() *server.MCPServer {
 	s.AddTool(mcp.NewTool("pid"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultStructured(map[string]any{"pid": os.Getpid()}, ""), nil
 	})
+	var calls atomic.Int64
+	s.AddTool(mcp.NewTool("count", mcp.WithDescription("counts its calls in this process")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultStructured(map[string]any{"calls": calls.Add(1)}, ""), nil
+		})
 	var extra int
 	var extraMu sync.Mutex
 	s.AddTool(mcp.NewTool("grow", mcp.WithDescription("adds a tool, so that the tool list changes")),
@@ -128,13 +147,11 @@ func newTestMCPServer() *server.MCPServer {
 	s.AddTool(mcp.NewTool("barrier", mcp.WithDescription("returns once n calls of the group have arrived"),
 		mcp.WithString("group", mcp.Required()), mcp.WithNumber("n", mcp.Required()), mcp.WithNumber("wait_ms", mcp.Required())),
 		func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			g := bs.arrive(r.GetString("group", ""), int(r.GetFloat("n", 0)))
-			select {
-			case <-g.full:
+			wait := time.Duration(r.GetFloat("wait_ms", 0)) * time.Millisecond
+			if bs.meet(r.GetString("group", ""), int(r.GetFloat("n", 0)), wait) {
 				return text("met"), nil
-			case <-time.After(time.Duration(r.GetFloat("wait_ms", 0)) * time.Millisecond):
-				return mcp.NewToolResultError("the others did not come"), nil
 			}
+			return mcp.NewToolResultError("the others did not come"), nil
 		})
 	return s
 }

@@ -66,6 +66,7 @@ type outboxEntry struct {
 	running  bool                    // admitted by this process and not done
 	reply    *protocol.ClientMessage // the results; nil until done
 	sent     bool                    // the results went out on the current link
+	asked    uint64                  // how many times they were asked for: by completion, then by each copy of the command
 	at       time.Time               // of the last change
 	seq      uint64                  // completion order, which is delivery order
 	size     int64                   // bytes of its records in the file
@@ -153,6 +154,7 @@ func (o *outbox) apply(rec *outboxRecord, size int64) {
 	case recResult:
 		o.seq++
 		e.reply, e.sent, e.seq = rec.Reply, false, o.seq
+		e.asked++
 	case recSent:
 		e.sent = e.reply != nil
 	}
@@ -181,6 +183,7 @@ func (o *outbox) admit(responseID string) admission {
 		return admitRunning
 	default:
 		e.sent = false
+		e.asked++
 		return admitDone
 	}
 }
@@ -221,31 +224,40 @@ func (o *outbox) complete(reply *protocol.ClientMessage) error {
 	e := o.entryLocked(reply.PrevResponseID)
 	o.seq++
 	e.reply, e.sent, e.running, e.seq, e.at = reply, false, false, o.seq, time.Now()
+	e.asked++
 	return o.appendLocked(e, &outboxRecord{Kind: recResult, ResponseID: reply.PrevResponseID, At: e.at.UnixMilli(), Reply: reply}, true)
+}
+
+// pendingReply is results to send, and which request for them a send
+// answers.
+type pendingReply struct {
+	reply *protocol.ClientMessage
+	asked uint64
 }
 
 // unsent lists the results not yet sent on the current link, in the order
 // they were completed.
-func (o *outbox) unsent() []*protocol.ClientMessage {
+func (o *outbox) unsent() []pendingReply {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var out []*protocol.ClientMessage
+	var out []pendingReply
 	for _, e := range o.sortedLocked() {
 		if e.reply != nil && !e.sent {
-			out = append(out, e.reply)
+			out = append(out, pendingReply{e.reply, e.asked})
 		}
 	}
 	return out
 }
 
-// markSent notes that the results of responseID went out. The record is not
-// fsynced: losing it only means sending them once more, which the server
-// ignores.
-func (o *outbox) markSent(responseID string) {
+// markSent notes that p went out. If its command came again meanwhile, the
+// results stay unsent, to answer that copy too. The record is not fsynced:
+// losing it only means sending them once more, which the server ignores.
+func (o *outbox) markSent(p pendingReply) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	responseID := p.reply.PrevResponseID
 	e := o.entries[responseID]
-	if e == nil || e.reply == nil || e.sent {
+	if e == nil || e.reply == nil || e.sent || e.asked != p.asked {
 		return
 	}
 	e.sent = true

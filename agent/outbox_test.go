@@ -55,6 +55,38 @@ func run(t *testing.T, o *outbox, id, payload string) *protocol.ClientMessage {
 	return reply
 }
 
+// replies lists the results the outbox has yet to send.
+func replies(o *outbox) []*protocol.ClientMessage {
+	var out []*protocol.ClientMessage
+	for _, p := range o.unsent() {
+		out = append(out, p.reply)
+	}
+	return out
+}
+
+// markSent marks the results of id sent, as delivery does.
+func markSent(t *testing.T, o *outbox, id string) {
+	t.Helper()
+	for _, p := range o.unsent() {
+		if p.reply.PrevResponseID == id {
+			o.markSent(p)
+			return
+		}
+	}
+	t.Fatalf("no unsent results for %s", id)
+}
+
+func TestOutboxACopyThatArrivesWhileResultsGoOutIsAnsweredToo(t *testing.T) {
+	o, _ := reopen(t, filepath.Join(t.TempDir(), "j"), testLimits)
+	r1 := run(t, o, "r1", "x")
+	going := o.unsent()[0]
+	assert.Equal(t, admitDone, o.admit("r1"), "the command again, while its results are on the wire")
+	o.markSent(going)
+	assert.Equal(t, []*protocol.ClientMessage{r1}, replies(o), "they go out once more, for the copy")
+	markSent(t, o, "r1")
+	assert.Empty(t, replies(o))
+}
+
 func TestOutboxAdmitsEachResponseIDOnce(t *testing.T) {
 	o, _ := reopen(t, filepath.Join(t.TempDir(), "j"), testLimits)
 	assert.Equal(t, admitNew, o.admit("r1"))
@@ -98,25 +130,25 @@ func TestOutboxCrashAfterResultWriteDeliversAfterRestart(t *testing.T) {
 
 	o2, interrupted := reopen(t, path, testLimits)
 	assert.Empty(t, interrupted)
-	assert.Equal(t, []*protocol.ClientMessage{r1, r2}, o2.unsent(), "in completion order, whole")
+	assert.Equal(t, []*protocol.ClientMessage{r1, r2}, replies(o2), "in completion order, whole")
 }
 
 func TestOutboxCrashAfterSendKeepsResultsForACommandSentAgain(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j")
 	o, _ := reopen(t, path, testLimits)
 	r1 := run(t, o, "r1", "one")
-	o.markSent("r1")
+	markSent(t, o, "r1")
 	r2 := run(t, o, "r2", "two")
-	o.markSent("r2")
-	assert.Empty(t, o.unsent())
+	markSent(t, o, "r2")
+	assert.Empty(t, replies(o))
 
 	o2, _ := reopen(t, path, testLimits)
-	assert.Empty(t, o2.unsent(), "delivered results are not sent again unasked")
+	assert.Empty(t, replies(o2), "delivered results are not sent again unasked")
 	assert.Equal(t, admitDone, o2.admit("r2"), "the server did not get them and sends the command again")
-	assert.Equal(t, []*protocol.ClientMessage{r2}, o2.unsent())
-	o2.markSent("r2")
+	assert.Equal(t, []*protocol.ClientMessage{r2}, replies(o2))
+	markSent(t, o2, "r2")
 	assert.Equal(t, admitDone, o2.admit("r1"))
-	assert.Equal(t, []*protocol.ClientMessage{r1}, o2.unsent())
+	assert.Equal(t, []*protocol.ClientMessage{r1}, replies(o2))
 }
 
 func TestOutboxTornOrCorruptTailIsDroppedAndTheRestKept(t *testing.T) {
@@ -141,12 +173,12 @@ func TestOutboxTornOrCorruptTailIsDroppedAndTheRestKept(t *testing.T) {
 				assert.Equal(t, []acceptedCommand{testCommand("r2")}, interrupted,
 					"the results are lost with the tail, the accept record before them is not")
 			}
-			assert.Equal(t, want, o2.unsent())
+			assert.Equal(t, want, replies(o2))
 
 			// The file is whole again: what is written next survives.
 			r3 := run(t, o2, "r3", "after repair")
 			o3, _ := reopen(t, path, testLimits)
-			assert.Equal(t, append(want, r3), o3.unsent())
+			assert.Equal(t, append(want, r3), replies(o3))
 		})
 	}
 }
@@ -159,7 +191,7 @@ func TestOutboxDropsResultsOlderThanMaxAge(t *testing.T) {
 	require.NoError(t, o.accept(testCommand("running")))
 
 	require.NoError(t, o.prune(time.Now().Add(2*testLimits.MaxAge)))
-	assert.Empty(t, o.unsent())
+	assert.Empty(t, replies(o))
 	assert.Equal(t, admitRunning, o.admit("running"), "a command that has not finished is never dropped")
 	o2, interrupted := reopen(t, path, testLimits)
 	assert.Equal(t, admitNew, o2.admit("old"), "gone from disk too")
@@ -175,12 +207,12 @@ func TestOutboxStaysWithinMaxBytesDroppingDeliveredResultsFirst(t *testing.T) {
 	for i := range 60 {
 		id := fmt.Sprintf("r%02d", i)
 		run(t, o, id, payload)
-		o.markSent(id)
+		markSent(t, o, id)
 		fi, err := os.Stat(path)
 		require.NoError(t, err)
 		require.LessOrEqual(t, fi.Size(), limits.MaxBytes, "after %d results", i+1)
 	}
-	assert.Equal(t, []*protocol.ClientMessage{undelivered}, o.unsent(), "an undelivered result outlives delivered ones")
+	assert.Equal(t, []*protocol.ClientMessage{undelivered}, replies(o), "an undelivered result outlives delivered ones")
 	assert.Equal(t, admitDone, o.admit("r59"), "the newest are kept")
 	assert.Equal(t, admitNew, o.admit("r00"), "the oldest delivered are dropped")
 }

@@ -109,3 +109,37 @@ func sourcesHash() (string, error) {
 	})
 	return hex.EncodeToString(h.Sum(nil)), err
 }
+
+// NPMDir is where `make deps-npm` installs the npm packages tests use:
+// $EDGEAIP_NPM_CACHE, or .cache/npm under the repository.
+func NPMDir() string {
+	if d := os.Getenv("EDGEAIP_NPM_CACHE"); d != "" {
+		return d
+	}
+	return filepath.Join(Root(), ".cache", "npm")
+}
+
+// NodePackage returns the directory of an npm package that `make deps-npm`
+// installed, and skips the test when node or the package is missing.
+func NodePackage(t testing.TB, name string) string {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed; .ci/run installs it (apt-get install -y nodejs npm)")
+	}
+	dir := filepath.Join(NPMDir(), "node_modules", name)
+	if _, err := os.Stat(filepath.Join(dir, "package.json")); err != nil {
+		t.Skipf("npm package %s is not installed in %s; run `make deps-npm`", name, NPMDir())
+	}
+	return dir
+}
+
+// Chromium returns the path of Debian's chromium, and skips the test when
+// it is missing.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	const path = "/usr/bin/chromium"
+	if _, err := os.Stat(path); err != nil {
+		t.Skip("chromium is not installed; .ci/run installs it (apt-get install -y chromium)")
+	}
+	return path
+}
