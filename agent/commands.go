@@ -143,16 +143,17 @@ func (a *Agent) shutdown() {
 	a.flush()
 }
 
-// flush waits, up to flushTimeout, for the outbox to be delivered.
+// flush waits, up to flushTimeout, for the server to acknowledge every
+// result in the outbox.
 func (a *Agent) flush() {
 	deadline := time.Now().Add(flushTimeout)
 	for {
-		n := len(a.outbox.unsent())
+		n := a.outbox.undelivered()
 		if n == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			a.log.Warn("results left in the outbox; they go out after the next start", "count", n)
+			a.log.Warn("results left unacknowledged in the outbox; they go out after the next start", "count", n)
 			return
 		}
 		notify(a.wake)
@@ -219,7 +220,8 @@ func (q *sessionQueues) work(key string) {
 // deliver sends the outbox's results on the registered link whenever it is
 // woken: after a result is recorded, after a registration, and when a
 // COMMAND arrives for results already sent. It is the only sender of
-// results, so none goes out twice on one link.
+// results, so none goes out twice on one link unasked. The server's ack of
+// each (see handle) marks it delivered.
 func (a *Agent) deliver(ctx context.Context) {
 	for {
 		select {

@@ -84,9 +84,10 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 		return false, err
 	}
 	a.log.Info("registered", "server", a.cfg.ServerURL, "wire", conn.Encoding())
+	a.outbox.newLink()
 	a.setLink(conn)
 	defer a.setLink(nil)
-	notify(a.wake) // the outbox goes out after each registration
+	notify(a.wake) // what the server has not acknowledged goes out again
 
 	ended := make(chan struct{})
 	defer close(ended)
@@ -198,8 +199,16 @@ func (a *Agent) handle(ctx context.Context, conn *protocol.Conn, m *protocol.Ser
 	case protocol.ServerCommand:
 		a.onCommand(m)
 	case protocol.ServerHeartbeat:
-		a.log.Debug("heartbeat acknowledged")
+		// An ack: of a heartbeat, or of results, which the outbox may now
+		// consider delivered.
+		if a.outbox.delivered(m.ResponseID) {
+			a.log.Debug("results acknowledged", "request_id", m.ResponseID)
+		}
 	case protocol.ServerError:
+		if a.outbox.delivered(m.ResponseID) {
+			a.log.Error("server refused results; they are not sent again", "request_id", m.ResponseID, "error", m.Error)
+			return
+		}
 		a.log.Warn("server reported an error", "error", m.Error, "response_id", m.ResponseID)
 	default:
 		a.log.Warn("message type not handled by this agent", "type", m.Type)

@@ -106,9 +106,26 @@ func TestResultsComputedWhileTheLinkIsDownAreDeliveredAfterRegistration(t *testi
 	l2 := p.next(t)
 	res := l2.results(t, m.ResponseID)
 	assert.Equal(t, protocol.ResultSuccess, res[0].Status)
-	assert.EqualValues(t, 1, res[1].Result.(map[string]any)["calls"])
-	assert.True(t, ta.logs.contains("results not delivered; they wait in the outbox") ||
-		ta.logs.contains("registered"), "they went through the outbox")
+	assert.EqualValues(t, 1, res[1].Result.(map[string]any)["calls"], "the command ran once, and was not sent again")
+}
+
+func TestResultsTheServerDidNotAcknowledgeGoOutAgainAfterReconnecting(t *testing.T) {
+	p := newTestPeer(t)
+	p.noAck.Store(true)
+	startAgent(t, agentConfig(t, p.url()))
+	l := p.next(t)
+	m := newCommand("s1", action("count", nil))
+	l.send(t, m)
+	first := l.results(t, m.ResponseID)
+	l.quiet(t, 300*time.Millisecond)
+
+	p.noAck.Store(false)
+	l.conn.CloseNow()
+	l2 := p.next(t)
+	assert.Equal(t, first, l2.results(t, m.ResponseID), "unasked, after registration")
+	l2.conn.CloseNow()
+	l3 := p.next(t)
+	l3.quiet(t, 300*time.Millisecond) // acknowledged now: not sent again
 }
 
 func TestACommandRunningWhenTheAgentDiedIsReportedAfterRestartNotRunAgain(t *testing.T) {

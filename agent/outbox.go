@@ -23,9 +23,9 @@ import (
 
 // Kinds of outbox record.
 const (
-	recAccept = "A" // a command is about to run; fsynced before it does
-	recResult = "R" // its results; fsynced before they count as done
-	recSent   = "S" // its results went out on a link; not fsynced
+	recAccept    = "A" // a command is about to run; fsynced before it does
+	recResult    = "R" // its results; fsynced before they count as done
+	recDelivered = "D" // the server acknowledged the results; not fsynced
 )
 
 const (
@@ -64,9 +64,10 @@ type outboxEntry struct {
 	cmd      acceptedCommand
 	accepted bool                    // an accept record is on disk
 	running  bool                    // admitted by this process and not done
-	reply    *protocol.ClientMessage // the results; nil until done
-	sent     bool                    // the results went out on the current link
-	asked    uint64                  // how many times they were asked for: by completion, then by each copy of the command
+	reply     *protocol.ClientMessage // the results; nil until done
+	delivered bool                    // the server acknowledged them
+	sent      bool                    // they went out on the current link, unacknowledged
+	asked     uint64                  // how many times they were asked for: by completion, then by each copy of the command
 	at       time.Time               // of the last change
 	seq      uint64                  // completion order, which is delivery order
 	size     int64                   // bytes of its records in the file
@@ -78,11 +79,12 @@ type outbox struct {
 	limits OutboxLimits
 	log    *slog.Logger
 
-	mu      sync.Mutex
-	f       *os.File
-	size    int64 // of the file
-	entries map[string]*outboxEntry
-	seq     uint64
+	mu        sync.Mutex
+	f         *os.File
+	size      int64 // of the file
+	entries   map[string]*outboxEntry
+	byRequest map[string]string // response_id by the request_id of its results
+	seq       uint64
 }
 
 // openOutbox reads the outbox at path, creating it if missing. It returns
@@ -92,7 +94,7 @@ func openOutbox(path string, limits OutboxLimits, log *slog.Logger) (*outbox, []
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, nil, fmt.Errorf("outbox: %w", err)
 	}
-	o := &outbox{path: path, limits: limits, log: log, entries: map[string]*outboxEntry{}}
+	o := &outbox{path: path, limits: limits, log: log, entries: map[string]*outboxEntry{}, byRequest: map[string]string{}}
 	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, nil, fmt.Errorf("outbox: %w", err)
@@ -152,11 +154,15 @@ func (o *outbox) apply(rec *outboxRecord, size int64) {
 		e.accepted = true
 		e.cmd = acceptedCommand{ResponseID: rec.ResponseID, SessionID: rec.SessionID, Status: rec.Status, CallIDs: rec.CallIDs}
 	case recResult:
+		if rec.Reply == nil {
+			break
+		}
 		o.seq++
-		e.reply, e.sent, e.seq = rec.Reply, false, o.seq
+		e.reply, e.delivered, e.seq = rec.Reply, false, o.seq
 		e.asked++
-	case recSent:
-		e.sent = e.reply != nil
+		o.byRequest[rec.Reply.RequestID] = rec.ResponseID
+	case recDelivered:
+		e.delivered = e.reply != nil
 	}
 }
 
@@ -182,7 +188,8 @@ func (o *outbox) admit(responseID string) admission {
 	case e.reply == nil:
 		return admitRunning
 	default:
-		e.sent = false
+		// The server does not have the results, whatever it acknowledged.
+		e.delivered, e.sent = false, false
 		e.asked++
 		return admitDone
 	}
@@ -223,8 +230,9 @@ func (o *outbox) complete(reply *protocol.ClientMessage) error {
 	defer o.mu.Unlock()
 	e := o.entryLocked(reply.PrevResponseID)
 	o.seq++
-	e.reply, e.sent, e.running, e.seq, e.at = reply, false, false, o.seq, time.Now()
+	e.reply, e.delivered, e.sent, e.running, e.seq, e.at = reply, false, false, false, o.seq, time.Now()
 	e.asked++
+	o.byRequest[reply.RequestID] = reply.PrevResponseID
 	return o.appendLocked(e, &outboxRecord{Kind: recResult, ResponseID: reply.PrevResponseID, At: e.at.UnixMilli(), Reply: reply}, true)
 }
 
@@ -235,35 +243,71 @@ type pendingReply struct {
 	asked uint64
 }
 
-// unsent lists the results not yet sent on the current link, in the order
-// they were completed.
+// unsent lists the results the server has not acknowledged and that have
+// not gone out on the current link, in the order they were completed.
 func (o *outbox) unsent() []pendingReply {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var out []pendingReply
 	for _, e := range o.sortedLocked() {
-		if e.reply != nil && !e.sent {
+		if e.reply != nil && !e.delivered && !e.sent {
 			out = append(out, pendingReply{e.reply, e.asked})
 		}
 	}
 	return out
 }
 
-// markSent notes that p went out. If its command came again meanwhile, the
-// results stay unsent, to answer that copy too. The record is not fsynced:
-// losing it only means sending them once more, which the server ignores.
+// markSent notes that p went out on the current link. If its command came
+// again meanwhile, the results stay unsent, to answer that copy too.
 func (o *outbox) markSent(p pendingReply) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	responseID := p.reply.PrevResponseID
-	e := o.entries[responseID]
-	if e == nil || e.reply == nil || e.sent || e.asked != p.asked {
-		return
+	if e := o.entries[p.reply.PrevResponseID]; e != nil && e.asked == p.asked {
+		e.sent = true
 	}
-	e.sent = true
-	if err := o.appendLocked(e, &outboxRecord{Kind: recSent, ResponseID: responseID, At: time.Now().UnixMilli()}, false); err != nil {
-		o.log.Warn("outbox: sent mark not written; the results may be sent again after a restart", "err", err)
+}
+
+// undelivered counts the results the server has not acknowledged.
+func (o *outbox) undelivered() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, e := range o.entries {
+		if e.reply != nil && !e.delivered {
+			n++
+		}
 	}
+	return n
+}
+
+// newLink forgets what went out on the previous link: what the server did
+// not acknowledge there goes out again.
+func (o *outbox) newLink() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, e := range o.entries {
+		e.sent = false
+	}
+}
+
+// delivered notes that the server acknowledged the results sent with
+// requestID, and reports whether they were results of ours. The record is
+// not fsynced: losing it only means sending them once more, which the
+// server acknowledges and ignores.
+func (o *outbox) delivered(requestID string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e := o.entries[o.byRequest[requestID]]
+	if requestID == "" || e == nil || e.reply == nil || e.reply.RequestID != requestID {
+		return false
+	}
+	if !e.delivered {
+		e.delivered = true
+		if err := o.appendLocked(e, &outboxRecord{Kind: recDelivered, ResponseID: e.cmd.ResponseID, At: time.Now().UnixMilli()}, false); err != nil {
+			o.log.Warn("outbox: delivery not recorded; the results may be sent again after a restart", "err", err)
+		}
+	}
+	return true
 }
 
 // prune drops what has aged out, if anything has.
@@ -394,12 +438,12 @@ func (o *outbox) rewriteLocked(now time.Time) error {
 	return nil
 }
 
-// shed drops the oldest entries, delivered ones only if sentOnly, until
-// total is at most limit.
-func (o *outbox) shed(live []*outboxEntry, total, limit int64, sentOnly bool) ([]*outboxEntry, int64) {
+// shed drops the oldest entries, delivered ones only if deliveredOnly,
+// until total is at most limit.
+func (o *outbox) shed(live []*outboxEntry, total, limit int64, deliveredOnly bool) ([]*outboxEntry, int64) {
 	kept := live[:0]
 	for _, e := range live {
-		if total > limit && e.reply != nil && (e.sent || !sentOnly) {
+		if total > limit && e.reply != nil && (e.delivered || !deliveredOnly) {
 			o.drop(e, "outbox over outbox.max_bytes")
 			total -= e.size
 			continue
@@ -411,7 +455,10 @@ func (o *outbox) shed(live []*outboxEntry, total, limit int64, sentOnly bool) ([
 
 func (o *outbox) drop(e *outboxEntry, why string) {
 	delete(o.entries, e.cmd.ResponseID)
-	if e.sent {
+	if e.reply != nil {
+		delete(o.byRequest, e.reply.RequestID)
+	}
+	if e.delivered {
 		o.log.Debug("outbox: forgetting delivered results", "response_id", e.cmd.ResponseID, "why", why)
 		return
 	}
@@ -428,8 +475,8 @@ func writeEntries(f *os.File, entries []*outboxEntry) (int64, error) {
 		switch {
 		case e.reply != nil:
 			recs = append(recs, &outboxRecord{Kind: recResult, ResponseID: e.cmd.ResponseID, At: at, Reply: e.reply})
-			if e.sent {
-				recs = append(recs, &outboxRecord{Kind: recSent, ResponseID: e.cmd.ResponseID, At: at})
+			if e.delivered {
+				recs = append(recs, &outboxRecord{Kind: recDelivered, ResponseID: e.cmd.ResponseID, At: at})
 			}
 		case e.accepted:
 			c := e.cmd

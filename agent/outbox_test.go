@@ -37,7 +37,7 @@ func testCommand(id string) acceptedCommand {
 func testReply(id, payload string) *protocol.ClientMessage {
 	return &protocol.ClientMessage{
 		Type: protocol.ClientCommandResults, Status: protocol.StatusContinue, ClientID: "dev-1", SessionID: "s-" + id,
-		PrevResponseID: id, ActionResults: []protocol.Result{
+		RequestID: "req-" + id, PrevResponseID: id, ActionResults: []protocol.Result{
 			{Status: protocol.ResultSuccess, CallID: id + "-c1", Result: map[string]any{"payload": payload}},
 			{Status: protocol.ResultSkipped, CallID: id + "-c2", Error: skippedError},
 		},
@@ -64,7 +64,8 @@ func replies(o *outbox) []*protocol.ClientMessage {
 	return out
 }
 
-// markSent marks the results of id sent, as delivery does.
+// markSent marks the results of id sent on the current link, as delivery
+// does.
 func markSent(t *testing.T, o *outbox, id string) {
 	t.Helper()
 	for _, p := range o.unsent() {
@@ -133,22 +134,46 @@ func TestOutboxCrashAfterResultWriteDeliversAfterRestart(t *testing.T) {
 	assert.Equal(t, []*protocol.ClientMessage{r1, r2}, replies(o2), "in completion order, whole")
 }
 
-func TestOutboxCrashAfterSendKeepsResultsForACommandSentAgain(t *testing.T) {
+func TestOutboxCrashAfterSendBeforeTheAckSendsThemAgain(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j")
 	o, _ := reopen(t, path, testLimits)
 	r1 := run(t, o, "r1", "one")
 	markSent(t, o, "r1")
-	r2 := run(t, o, "r2", "two")
-	markSent(t, o, "r2")
-	assert.Empty(t, replies(o))
+	assert.Empty(t, replies(o), "not twice on one link")
 
 	o2, _ := reopen(t, path, testLimits)
-	assert.Empty(t, replies(o2), "delivered results are not sent again unasked")
-	assert.Equal(t, admitDone, o2.admit("r2"), "the server did not get them and sends the command again")
+	assert.Equal(t, []*protocol.ClientMessage{r1}, replies(o2), "the server may never have had them")
+}
+
+func TestOutboxCrashAfterTheAckKeepsResultsForACommandSentAgain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j")
+	o, _ := reopen(t, path, testLimits)
+	r1 := run(t, o, "r1", "one")
+	r2 := run(t, o, "r2", "two")
+	assert.True(t, o.delivered("req-r1"))
+	assert.True(t, o.delivered("req-r2"))
+	assert.False(t, o.delivered("req-unknown"), "an ack of something else")
+
+	o2, _ := reopen(t, path, testLimits)
+	assert.Empty(t, replies(o2), "acknowledged results are not sent again unasked")
+	assert.Equal(t, admitDone, o2.admit("r2"), "the command comes again: the server lost them")
 	assert.Equal(t, []*protocol.ClientMessage{r2}, replies(o2))
 	markSent(t, o2, "r2")
 	assert.Equal(t, admitDone, o2.admit("r1"))
 	assert.Equal(t, []*protocol.ClientMessage{r1}, replies(o2))
+}
+
+func TestOutboxSendsWhatWasNotAcknowledgedAgainOnANewLink(t *testing.T) {
+	o, _ := reopen(t, filepath.Join(t.TempDir(), "j"), testLimits)
+	r1 := run(t, o, "r1", "one")
+	run(t, o, "r2", "two")
+	markSent(t, o, "r1")
+	markSent(t, o, "r2")
+	o.delivered("req-r2")
+	assert.Empty(t, replies(o))
+	o.newLink()
+	assert.Equal(t, []*protocol.ClientMessage{r1}, replies(o))
+	assert.Equal(t, 1, o.undelivered())
 }
 
 func TestOutboxTornOrCorruptTailIsDroppedAndTheRestKept(t *testing.T) {
@@ -207,7 +232,7 @@ func TestOutboxStaysWithinMaxBytesDroppingDeliveredResultsFirst(t *testing.T) {
 	for i := range 60 {
 		id := fmt.Sprintf("r%02d", i)
 		run(t, o, id, payload)
-		markSent(t, o, id)
+		o.delivered("req-" + id)
 		fi, err := os.Stat(path)
 		require.NoError(t, err)
 		require.LessOrEqual(t, fi.Size(), limits.MaxBytes, "after %d results", i+1)

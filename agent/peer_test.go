@@ -19,12 +19,15 @@ import (
 )
 
 // testPeer is the server end of the link, scripted by the test: it accepts
-// the agent's connections on a real WebSocket, acks REGISTER, and lets the
-// test send exact message sequences, such as a COMMAND sent twice. The
-// real server is exercised end to end in e2e/.
+// the agent's connections on a real WebSocket, acks REGISTER and results as
+// our server does, and lets the test send exact message sequences, such as
+// a COMMAND sent twice. The real server is exercised end to end in e2e/.
 type testPeer struct {
 	srv   *httptest.Server
 	links chan *peerLink
+	// noAck keeps the peer from acknowledging results, as a server that
+	// failed to record them does.
+	noAck atomic.Bool
 }
 
 // peerLink is one registered connection of the agent.
@@ -68,9 +71,15 @@ func (p *testPeer) serve(w http.ResponseWriter, r *http.Request) {
 		if l.readErr = conn.Read(ctx, &m); l.readErr != nil {
 			return
 		}
-		if m.Type == protocol.ClientHeartbeat {
+		switch {
+		case m.Type == protocol.ClientHeartbeat:
 			l.heartbeats.Add(1)
 			continue
+		case m.Type == protocol.ClientCommandResults && !p.noAck.Load():
+			ack := &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, ResponseID: m.RequestID}
+			if l.readErr = conn.Send(ctx, ack); l.readErr != nil {
+				return
+			}
 		}
 		l.msgs <- m
 	}

@@ -145,19 +145,22 @@ func (ra *runningAgent) stop() {
 }
 
 var (
-	agentDataOnce sync.Once
-	agentData     string
+	compileCacheOnce sync.Once
+	compileCache     string
 )
 
-// sharedAgentData is one data dir for every agent of the test binary, so
-// that the compile cache saves compiling the stock tools again.
+// sharedAgentData is a data dir for one agent, for its outbox, whose
+// compile cache is shared by every agent of the test binary, so that the
+// stock tools are compiled once.
 func sharedAgentData(t testing.TB) string {
-	agentDataOnce.Do(func() {
+	compileCacheOnce.Do(func() {
 		var err error
-		agentData, err = os.MkdirTemp("", "edgeaip-e2e-agent-")
+		compileCache, err = os.MkdirTemp("", "edgeaip-e2e-compile-cache-")
 		require.NoError(t, err)
 	})
-	return agentData
+	dir := t.TempDir()
+	require.NoError(t, os.Symlink(compileCache, filepath.Join(dir, "compile-cache")))
+	return dir
 }
 
 func withMounts(mounts ...sandbox.Mount) agentOption {

@@ -59,13 +59,9 @@ func buildStockTools() (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		gobin = "go"
-	}
 	for _, name := range StockTools {
 		src := filepath.Join(Root(), "wasmtools", "tools", name)
-		cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, name+".wasm"), ".")
+		cmd := exec.Command(Go(), "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, name+".wasm"), ".")
 		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -85,6 +81,15 @@ func buildStockTools() (string, error) {
 		}
 	}
 	return final, nil
+}
+
+// Go is the go command of the toolchain running the tests.
+func Go() string {
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		return "go"
+	}
+	return gobin
 }
 
 // sourcesHash digests everything a stock tool build depends on.
