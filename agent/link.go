@@ -80,7 +80,8 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 	case <-a.inventory:
 	default:
 	}
-	if err := a.register(ctx, conn); err != nil {
+	early, err := a.register(ctx, conn)
+	if err != nil {
 		return false, err
 	}
 	a.log.Info("registered", "server", a.cfg.ServerURL, "wire", conn.Encoding())
@@ -88,6 +89,9 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 	a.setLink(conn)
 	defer a.setLink(nil)
 	notify(a.wake) // what the server has not acknowledged goes out again
+	for _, m := range early {
+		a.handle(ctx, conn, m)
+	}
 
 	ended := make(chan struct{})
 	defer close(ended)
@@ -131,8 +135,14 @@ func (a *Agent) dial(ctx context.Context) (*protocol.Conn, error) {
 	return conn, err
 }
 
-// register sends REGISTER and waits for the ack: a HEARTBEAT with status ok.
-func (a *Agent) register(ctx context.Context, conn *protocol.Conn) error {
+// maxEarlyCommands bounds the COMMANDs kept while waiting for the ack of
+// REGISTER.
+const maxEarlyCommands = 1024
+
+// register sends REGISTER and waits for the ack: a HEARTBEAT with status
+// ok. A server may send COMMANDs before the ack, as soon as it counts the
+// device online; they are returned, to be handled once registered.
+func (a *Agent) register(ctx context.Context, conn *protocol.Conn) ([]*protocol.ServerMessage, error) {
 	info := a.systemInfo()
 	msg := &protocol.ClientMessage{
 		Type:       protocol.ClientRegister,
@@ -145,17 +155,24 @@ func (a *Agent) register(ctx context.Context, conn *protocol.Conn) error {
 	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
 	if err := conn.Send(rctx, msg); err != nil {
-		return fmt.Errorf("register: %w", err)
+		return nil, fmt.Errorf("register: %w", err)
 	}
-	var ack protocol.ServerMessage
-	if err := conn.Read(rctx, &ack); err != nil {
-		return fmt.Errorf("register: waiting for ack: %w", err)
+	var early []*protocol.ServerMessage
+	for {
+		m := new(protocol.ServerMessage)
+		if err := conn.Read(rctx, m); err != nil {
+			return nil, fmt.Errorf("register: waiting for ack: %w", err)
+		}
+		switch {
+		case m.Type == protocol.ServerHeartbeat && m.Status == protocol.StatusOK:
+			return early, nil
+		case m.Type == protocol.ServerCommand && len(early) < maxEarlyCommands:
+			early = append(early, m)
+		default:
+			conn.Close(websocket.StatusNormalClosure, "registration refused")
+			return nil, fmt.Errorf("register: refused by server: %s %s: %s", m.Type, m.Status, m.Error)
+		}
 	}
-	if ack.Type != protocol.ServerHeartbeat || ack.Status != protocol.StatusOK {
-		conn.Close(websocket.StatusNormalClosure, "registration refused")
-		return fmt.Errorf("register: refused by server: %s %s: %s", ack.Type, ack.Status, ack.Error)
-	}
-	return nil
 }
 
 // systemInfo describes the device with the tools of its default Computer.

@@ -238,3 +238,12 @@ func TestAnAgentNameWithNoConfigIsAnsweredNotLeftWaiting(t *testing.T) {
 	res := l.results(t, m.ResponseID)
 	assert.Equal(t, fmt.Sprintf("agent_name %q has no configuration on this device", "HostAgent"), res[0].Error)
 }
+
+func TestACommandThatComesBeforeTheRegisterAckIsRun(t *testing.T) {
+	p := newTestPeer(t)
+	m := newCommand("s1", action("count", nil))
+	p.early.Store(m)
+	startAgent(t, agentConfig(t, p.url()))
+	l := p.next(t)
+	assert.EqualValues(t, 1, calls(t, l.results(t, m.ResponseID)))
+}

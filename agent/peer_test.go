@@ -28,6 +28,9 @@ type testPeer struct {
 	// noAck keeps the peer from acknowledging results, as a server that
 	// failed to record them does.
 	noAck atomic.Bool
+	// early is sent before the ack of REGISTER, as a server that counts a
+	// device online before it acks may do.
+	early atomic.Pointer[protocol.ServerMessage]
 }
 
 // peerLink is one registered connection of the agent.
@@ -59,6 +62,11 @@ func (p *testPeer) serve(w http.ResponseWriter, r *http.Request) {
 	l := &peerLink{conn: conn, msgs: make(chan protocol.ClientMessage, 256), closed: make(chan struct{})}
 	if err := conn.Read(ctx, &l.register); err != nil {
 		return
+	}
+	if m := p.early.Load(); m != nil {
+		if err := conn.Send(ctx, m); err != nil {
+			return
+		}
 	}
 	ack := &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, ResponseID: l.register.RequestID}
 	if err := conn.Send(ctx, ack); err != nil {

@@ -26,7 +26,8 @@ import (
 // leaves two lines. Every command must end with one outcome: success with
 // exactly one line, or, for a command the agent was running when it was
 // killed, "agent restarted while the command ran" with at most one.
-// Nothing may be lost to a cut.
+// Nothing may be lost to a cut. A command the server refuses at once
+// because the device is offline was never sent; the caller tries again.
 func TestChaosEveryCommandEndsWithExactlyOneOutcome(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos test takes a while; run without -short")
@@ -42,16 +43,28 @@ func TestChaosEveryCommandEndsWithExactlyOneOutcome(t *testing.T) {
 	fileOf := func(i int) string { return filepath.Join(files, fmt.Sprintf("cmd-%03d", i)) }
 	outcomes := make([]api.CommandResponse, commands)
 	errs := make([]error, commands)
-	var next, finished atomic.Int64
+	var next, finished, offline atomic.Int64
+	run := func(i int) {
+		for {
+			resp, err := c.api.Command(context.Background(), "chaos-1", api.CommandRequest{
+				Timeout: "2m",
+				Actions: []protocol.Command{{ToolName: "write_file",
+					Parameters: map[string]any{"path": fileOf(i), "content": "ran\n", "append": true}}},
+			})
+			if err == nil && len(resp.Results) == 1 && resp.Results[0].Error == `device "chaos-1" is offline` {
+				offline.Add(1)
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			outcomes[i], errs[i] = resp, err
+			return
+		}
+	}
 	var wg sync.WaitGroup
 	for range callers {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < commands; i = int(next.Add(1) - 1) {
-				outcomes[i], errs[i] = c.api.Command(context.Background(), "chaos-1", api.CommandRequest{
-					Timeout: "2m",
-					Actions: []protocol.Command{{ToolName: "write_file",
-						Parameters: map[string]any{"path": fileOf(i), "content": "ran\n", "append": true}}},
-				})
+				run(i)
 				finished.Add(1)
 			}
 		})
@@ -64,7 +77,7 @@ func TestChaosEveryCommandEndsWithExactlyOneOutcome(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	cuts, killed := 0, 0
 	for cuts < minCuts || !isClosed(allDone) {
-		time.Sleep(time.Duration(20+rng.IntN(200)) * time.Millisecond)
+		time.Sleep(time.Duration(50+rng.IntN(250)) * time.Millisecond)
 		if killed < kills && finished.Load() >= int64((killed+1)*commands/(kills+1)) {
 			p.kill()
 			p.start()
@@ -96,7 +109,8 @@ func TestChaosEveryCommandEndsWithExactlyOneOutcome(t *testing.T) {
 		}
 	}
 	assert.Equal(t, kills, killed, "the agent was killed and restarted")
-	t.Logf("%d commands, %d cuts, %d kills, %d commands interrupted by a kill", commands, cuts, killed, interrupted)
+	t.Logf("%d commands, %d cuts, %d kills, %d commands interrupted by a kill, %d refused while offline and tried again",
+		commands, cuts, killed, interrupted, offline.Load())
 }
 
 func countLines(t *testing.T, path string) int {
