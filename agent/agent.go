@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
@@ -36,8 +37,9 @@ type Agent struct {
 	jobsCtx    context.Context // ends when shutdown gives up waiting
 	cancelJobs context.CancelCauseFunc
 
-	linkMu    sync.Mutex
-	link      *protocol.Conn // the registered link; nil while down
+	linkMu     sync.Mutex
+	link       *protocol.Conn // the registered link; nil while down
+	serverAcks atomic.Bool    // the server has acknowledged results
 	wake      chan struct{}  // results wait to be delivered
 	inventory chan struct{}  // the tool list changed
 }

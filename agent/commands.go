@@ -144,11 +144,15 @@ func (a *Agent) shutdown() {
 }
 
 // flush waits, up to flushTimeout, for the server to acknowledge every
-// result in the outbox.
+// result in the outbox; or, from a server that has acknowledged none (a
+// UFO server does not), for every result to have gone out.
 func (a *Agent) flush() {
 	deadline := time.Now().Add(flushTimeout)
 	for {
-		n := a.outbox.undelivered()
+		n := len(a.outbox.unsent())
+		if a.serverAcks.Load() {
+			n = a.outbox.undelivered()
+		}
 		if n == 0 {
 			return
 		}

@@ -219,6 +219,7 @@ func (a *Agent) handle(ctx context.Context, conn *protocol.Conn, m *protocol.Ser
 		// An ack: of a heartbeat, or of results, which the outbox may now
 		// consider delivered.
 		if a.outbox.delivered(m.ResponseID) {
+			a.serverAcks.Store(true)
 			a.log.Debug("results acknowledged", "request_id", m.ResponseID)
 		}
 	case protocol.ServerError:

@@ -247,3 +247,17 @@ func TestACommandThatComesBeforeTheRegisterAckIsRun(t *testing.T) {
 	l := p.next(t)
 	assert.EqualValues(t, 1, calls(t, l.results(t, m.ResponseID)))
 }
+
+func TestADeadLinkIsNoticedByItsPingsAndReplaced(t *testing.T) {
+	p := newTestPeer(t)
+	cfg := agentConfig(t, p.url())
+	cfg.PingInterval, cfg.HeartbeatInterval = 200*time.Millisecond, 20*time.Millisecond
+	ta := startAgent(t, cfg)
+	l := p.next(t)
+	l.stalled.Store(true) // the TCP connection stays open; nothing answers
+	l2 := p.next(t)
+	assert.True(t, ta.logs.contains("link dead: ping unanswered"))
+	m := newCommand("s1", action("count", nil))
+	l2.send(t, m)
+	assert.EqualValues(t, 1, calls(t, l2.results(t, m.ResponseID)))
+}

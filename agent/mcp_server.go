@@ -360,6 +360,9 @@ func (s *mcpServer) call(ctx context.Context, name string, params map[string]any
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
+	if params == nil {
+		params = map[string]any{} // servers refuse "arguments": null
+	}
 	req := mcp.CallToolRequest{}
 	req.Params.Name, req.Params.Arguments = name, params
 	res, err := conn.client.CallTool(ctx, req)

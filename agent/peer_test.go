@@ -39,6 +39,7 @@ type peerLink struct {
 	register   protocol.ClientMessage
 	msgs       chan protocol.ClientMessage // all but heartbeats
 	heartbeats atomic.Int64
+	stalled    atomic.Bool // stop reading, pings included, as a dead peer does
 	closed     chan struct{}
 	readErr    error // why the link ended; set before closed closes
 }
@@ -75,6 +76,10 @@ func (p *testPeer) serve(w http.ResponseWriter, r *http.Request) {
 	p.links <- l
 	defer close(l.closed)
 	for {
+		if l.stalled.Load() {
+			<-ctx.Done()
+			return
+		}
 		var m protocol.ClientMessage
 		if l.readErr = conn.Read(ctx, &m); l.readErr != nil {
 			return

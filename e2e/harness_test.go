@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -144,20 +145,14 @@ func (ra *runningAgent) stop() {
 	<-ra.done
 }
 
-var (
-	compileCacheOnce sync.Once
-	compileCache     string
-)
+// compileCache is where every test agent keeps compiled modules, across
+// test runs: wazero keys its entries by module and by its own version.
+var compileCache = filepath.Join(os.TempDir(), fmt.Sprintf("edgeaip-e2e-compile-cache-%d", os.Getuid()))
 
 // sharedAgentData is a data dir for one agent, for its outbox, whose
-// compile cache is shared by every agent of the test binary, so that the
-// stock tools are compiled once.
+// compile cache is shared, so that the stock tools are compiled once.
 func sharedAgentData(t testing.TB) string {
-	compileCacheOnce.Do(func() {
-		var err error
-		compileCache, err = os.MkdirTemp("", "edgeaip-e2e-compile-cache-")
-		require.NoError(t, err)
-	})
+	require.NoError(t, os.MkdirAll(compileCache, 0o700))
 	dir := t.TempDir()
 	require.NoError(t, os.Symlink(compileCache, filepath.Join(dir, "compile-cache")))
 	return dir
