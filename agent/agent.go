@@ -40,8 +40,8 @@ type Agent struct {
 	linkMu     sync.Mutex
 	link       *protocol.Conn // the registered link; nil while down
 	serverAcks atomic.Bool    // the server has acknowledged results
-	wake      chan struct{}  // results wait to be delivered
-	inventory chan struct{}  // the tool list changed
+	wake       chan struct{}  // results wait to be delivered
+	inventory  chan struct{}  // the tool list changed
 }
 
 // errRestarted is the failure of a command that was running when the agent

@@ -61,16 +61,16 @@ func acceptedOf(m *protocol.ServerMessage) acceptedCommand {
 
 // outboxEntry is the state of one response_id.
 type outboxEntry struct {
-	cmd      acceptedCommand
-	accepted bool                    // an accept record is on disk
-	running  bool                    // admitted by this process and not done
+	cmd       acceptedCommand
+	accepted  bool                    // an accept record is on disk
+	running   bool                    // admitted by this process and not done
 	reply     *protocol.ClientMessage // the results; nil until done
 	delivered bool                    // the server acknowledged them
 	sent      bool                    // they went out on the current link, unacknowledged
 	asked     uint64                  // how many times they were asked for: by completion, then by each copy of the command
-	at       time.Time               // of the last change
-	seq      uint64                  // completion order, which is delivery order
-	size     int64                   // bytes of its records in the file
+	at        time.Time               // of the last change
+	seq       uint64                  // completion order, which is delivery order
+	size      int64                   // bytes of its records in the file
 }
 
 // outbox is safe for concurrent use.
