@@ -139,6 +139,7 @@ func TestACommandRunningWhenTheAgentDiedIsReportedAfterRestartNotRunAgain(t *tes
 	require.NoError(t, err)
 	ob.admit(m.ResponseID)
 	require.NoError(t, ob.accept(acceptedOf(m)))
+	kill(ob)
 
 	startAgent(t, cfg)
 	l := p.next(t)

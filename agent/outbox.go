@@ -63,7 +63,6 @@ func acceptedOf(m *protocol.ServerMessage) acceptedCommand {
 type outboxEntry struct {
 	cmd       acceptedCommand
 	accepted  bool                    // an accept record is on disk
-	running   bool                    // admitted by this process and not done
 	reply     *protocol.ClientMessage // the results; nil until done
 	delivered bool                    // the server acknowledged them
 	sent      bool                    // they went out on the current link, unacknowledged
@@ -78,6 +77,8 @@ type outbox struct {
 	path   string
 	limits OutboxLimits
 	log    *slog.Logger
+
+	lock *os.File // held while the outbox is open, so that one agent uses it
 
 	mu        sync.Mutex
 	f         *os.File
@@ -94,9 +95,14 @@ func openOutbox(path string, limits OutboxLimits, log *slog.Logger) (*outbox, []
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, nil, fmt.Errorf("outbox: %w", err)
 	}
-	o := &outbox{path: path, limits: limits, log: log, entries: map[string]*outboxEntry{}, byRequest: map[string]string{}}
+	lock, err := lockFile(path + ".lock")
+	if err != nil {
+		return nil, nil, fmt.Errorf("outbox %s: in use by another aip-agent? %w", path, err)
+	}
+	o := &outbox{path: path, limits: limits, log: log, lock: lock, entries: map[string]*outboxEntry{}, byRequest: map[string]string{}}
 	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		lock.Close()
 		return nil, nil, fmt.Errorf("outbox: %w", err)
 	}
 	good := o.replay(data)
@@ -108,6 +114,7 @@ func openOutbox(path string, limits OutboxLimits, log *slog.Logger) (*outbox, []
 	defer o.mu.Unlock()
 	// Rewriting at open also drops what has aged out and a bad tail.
 	if err := o.rewriteLocked(time.Now()); err != nil {
+		lock.Close()
 		return nil, nil, err
 	}
 	var interrupted []acceptedCommand
@@ -143,7 +150,10 @@ func (o *outbox) replay(data []byte) int64 {
 
 func (o *outbox) apply(rec *outboxRecord, size int64) {
 	e := o.entries[rec.ResponseID]
-	if e == nil {
+	switch {
+	case e == nil && rec.Kind == recDelivered:
+		return // its results were lost with a bad record
+	case e == nil:
 		e = &outboxEntry{cmd: acceptedCommand{ResponseID: rec.ResponseID}}
 		o.entries[rec.ResponseID] = e
 	}
@@ -183,7 +193,7 @@ func (o *outbox) admit(responseID string) admission {
 	e, ok := o.entries[responseID]
 	switch {
 	case !ok:
-		o.entries[responseID] = &outboxEntry{cmd: acceptedCommand{ResponseID: responseID}, running: true, at: time.Now()}
+		o.entries[responseID] = &outboxEntry{cmd: acceptedCommand{ResponseID: responseID}, at: time.Now()}
 		return admitNew
 	case e.reply == nil:
 		return admitRunning
@@ -212,13 +222,15 @@ func (o *outbox) accept(cmd acceptedCommand) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	e := o.entryLocked(cmd.ResponseID)
-	e.cmd, e.at = cmd, time.Now()
+	// The entry is complete before the record goes out, since the append
+	// may rewrite the file from the entries.
+	e.cmd, e.at, e.accepted = cmd, time.Now(), true
 	rec := &outboxRecord{Kind: recAccept, ResponseID: cmd.ResponseID, At: e.at.UnixMilli(),
 		SessionID: cmd.SessionID, Status: cmd.Status, CallIDs: cmd.CallIDs}
 	if err := o.appendLocked(e, rec, true); err != nil {
+		e.accepted = false
 		return err
 	}
-	e.accepted = true
 	return nil
 }
 
@@ -230,7 +242,7 @@ func (o *outbox) complete(reply *protocol.ClientMessage) error {
 	defer o.mu.Unlock()
 	e := o.entryLocked(reply.PrevResponseID)
 	o.seq++
-	e.reply, e.delivered, e.sent, e.running, e.seq, e.at = reply, false, false, false, o.seq, time.Now()
+	e.reply, e.delivered, e.sent, e.seq, e.at = reply, false, false, o.seq, time.Now()
 	e.asked++
 	o.byRequest[reply.RequestID] = reply.PrevResponseID
 	return o.appendLocked(e, &outboxRecord{Kind: recResult, ResponseID: reply.PrevResponseID, At: e.at.UnixMilli(), Reply: reply}, true)
@@ -325,6 +337,7 @@ func (o *outbox) prune(now time.Time) error {
 func (o *outbox) close() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	defer o.lock.Close()
 	return o.f.Close()
 }
 
@@ -367,7 +380,11 @@ func (o *outbox) appendLocked(e *outboxEntry, rec *outboxRecord, durable bool) e
 		}
 	}
 	if o.size > o.limits.MaxBytes {
-		return o.rewriteLocked(time.Now())
+		// The record is safe in the file as it is; a failed rewrite only
+		// leaves the file too big.
+		if err := o.rewriteLocked(time.Now()); err != nil {
+			o.log.Error("outbox: not compacted", "err", err)
+		}
 	}
 	return nil
 }

@@ -19,15 +19,41 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 var testLimits = OutboxLimits{MaxBytes: 1 << 20, MaxAge: time.Hour}
 
-// reopen opens the outbox at path as a restarted agent would. The outbox
-// it replaces is not closed: the crash tests leave it as a killed process
-// leaves its file.
-func reopen(t *testing.T, path string, limits OutboxLimits) (*outbox, []acceptedCommand) {
-	t.Helper()
-	o, interrupted, err := openOutbox(path, limits, quietLog)
-	require.NoError(t, err)
-	t.Cleanup(func() { o.close() })
+// testJournal opens outboxes on one file as successive runs of the agent
+// would: each open first kills the outbox open before, which writes
+// nothing more, as a killed process leaves its file.
+type testJournal struct {
+	t      *testing.T
+	path   string
+	limits OutboxLimits
+	cur    *outbox
+}
+
+func newJournal(t *testing.T, limits OutboxLimits) *testJournal {
+	j := &testJournal{t: t, path: filepath.Join(t.TempDir(), "j"), limits: limits}
+	t.Cleanup(func() {
+		if j.cur != nil {
+			j.cur.close()
+		}
+	})
+	return j
+}
+
+func (j *testJournal) open() (*outbox, []acceptedCommand) {
+	j.t.Helper()
+	if j.cur != nil {
+		kill(j.cur)
+	}
+	o, interrupted, err := openOutbox(j.path, j.limits, quietLog)
+	require.NoError(j.t, err)
+	j.cur = o
 	return o, interrupted
+}
+
+// kill drops o's file and lock as the death of its process would.
+func kill(o *outbox) {
+	o.f.Close()
+	o.lock.Close()
 }
 
 func testCommand(id string) acceptedCommand {
@@ -78,7 +104,7 @@ func markSent(t *testing.T, o *outbox, id string) {
 }
 
 func TestOutboxACopyThatArrivesWhileResultsGoOutIsAnsweredToo(t *testing.T) {
-	o, _ := reopen(t, filepath.Join(t.TempDir(), "j"), testLimits)
+	o, _ := newJournal(t, testLimits).open()
 	r1 := run(t, o, "r1", "x")
 	going := o.unsent()[0]
 	assert.Equal(t, admitDone, o.admit("r1"), "the command again, while its results are on the wire")
@@ -89,7 +115,7 @@ func TestOutboxACopyThatArrivesWhileResultsGoOutIsAnsweredToo(t *testing.T) {
 }
 
 func TestOutboxAdmitsEachResponseIDOnce(t *testing.T) {
-	o, _ := reopen(t, filepath.Join(t.TempDir(), "j"), testLimits)
+	o, _ := newJournal(t, testLimits).open()
 	assert.Equal(t, admitNew, o.admit("r1"))
 	assert.Equal(t, admitRunning, o.admit("r1"), "a copy that arrives while the first waits to run")
 	o.forget("r1")
@@ -101,60 +127,60 @@ func TestOutboxAdmitsEachResponseIDOnce(t *testing.T) {
 }
 
 func TestOutboxCrashAfterAcceptReportsTheCommandInterrupted(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "j")
-	o, _ := reopen(t, path, testLimits)
+	j := newJournal(t, testLimits)
+	o, _ := j.open()
 	o.admit("r1")
 	require.NoError(t, o.accept(testCommand("r1")))
 	run(t, o, "r2", "done before the crash")
 
-	o2, interrupted := reopen(t, path, testLimits)
+	o2, interrupted := j.open()
 	assert.Equal(t, []acceptedCommand{testCommand("r1")}, interrupted, "what it needs to answer each call")
 	assert.Equal(t, admitRunning, o2.admit("r1"), "not run again while its failure is being recorded")
 	assert.Equal(t, admitDone, o2.admit("r2"))
 }
 
 func TestOutboxCrashBeforeAcceptLeavesNoTrace(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "j")
-	o, _ := reopen(t, path, testLimits)
+	j := newJournal(t, testLimits)
+	o, _ := j.open()
 	o.admit("r1") // received, waiting for a slot
 
-	o2, interrupted := reopen(t, path, testLimits)
+	o2, interrupted := j.open()
 	assert.Empty(t, interrupted)
 	assert.Equal(t, admitNew, o2.admit("r1"), "the server sends it again and it runs once")
 }
 
 func TestOutboxCrashAfterResultWriteDeliversAfterRestart(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "j")
-	o, _ := reopen(t, path, testLimits)
+	j := newJournal(t, testLimits)
+	o, _ := j.open()
 	r1 := run(t, o, "r1", "one")
 	r2 := run(t, o, "r2", "two")
 
-	o2, interrupted := reopen(t, path, testLimits)
+	o2, interrupted := j.open()
 	assert.Empty(t, interrupted)
 	assert.Equal(t, []*protocol.ClientMessage{r1, r2}, replies(o2), "in completion order, whole")
 }
 
 func TestOutboxCrashAfterSendBeforeTheAckSendsThemAgain(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "j")
-	o, _ := reopen(t, path, testLimits)
+	j := newJournal(t, testLimits)
+	o, _ := j.open()
 	r1 := run(t, o, "r1", "one")
 	markSent(t, o, "r1")
 	assert.Empty(t, replies(o), "not twice on one link")
 
-	o2, _ := reopen(t, path, testLimits)
+	o2, _ := j.open()
 	assert.Equal(t, []*protocol.ClientMessage{r1}, replies(o2), "the server may never have had them")
 }
 
 func TestOutboxCrashAfterTheAckKeepsResultsForACommandSentAgain(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "j")
-	o, _ := reopen(t, path, testLimits)
+	j := newJournal(t, testLimits)
+	o, _ := j.open()
 	r1 := run(t, o, "r1", "one")
 	r2 := run(t, o, "r2", "two")
 	assert.True(t, o.delivered("req-r1"))
 	assert.True(t, o.delivered("req-r2"))
 	assert.False(t, o.delivered("req-unknown"), "an ack of something else")
 
-	o2, _ := reopen(t, path, testLimits)
+	o2, _ := j.open()
 	assert.Empty(t, replies(o2), "acknowledged results are not sent again unasked")
 	assert.Equal(t, admitDone, o2.admit("r2"), "the command comes again: the server lost them")
 	assert.Equal(t, []*protocol.ClientMessage{r2}, replies(o2))
@@ -164,7 +190,7 @@ func TestOutboxCrashAfterTheAckKeepsResultsForACommandSentAgain(t *testing.T) {
 }
 
 func TestOutboxSendsWhatWasNotAcknowledgedAgainOnANewLink(t *testing.T) {
-	o, _ := reopen(t, filepath.Join(t.TempDir(), "j"), testLimits)
+	o, _ := newJournal(t, testLimits).open()
 	r1 := run(t, o, "r1", "one")
 	run(t, o, "r2", "two")
 	markSent(t, o, "r1")
@@ -183,15 +209,15 @@ func TestOutboxTornOrCorruptTailIsDroppedAndTheRestKept(t *testing.T) {
 		"garbage appended": func(b []byte) []byte { return append(b, 0, 0, 1, 0, 0xde, 0xad) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "j")
-			o, _ := reopen(t, path, testLimits)
+			j := newJournal(t, testLimits)
+			o, _ := j.open()
 			r1 := run(t, o, "r1", "kept")
 			r2 := run(t, o, "r2", "last record")
-			b, err := os.ReadFile(path)
+			b, err := os.ReadFile(j.path)
 			require.NoError(t, err)
-			require.NoError(t, os.WriteFile(path, damage(b), 0o600))
+			require.NoError(t, os.WriteFile(j.path, damage(b), 0o600))
 
-			o2, interrupted := reopen(t, path, testLimits)
+			o2, interrupted := j.open()
 			want := []*protocol.ClientMessage{r1, r2}
 			if name != "garbage appended" {
 				want = want[:1]
@@ -202,15 +228,15 @@ func TestOutboxTornOrCorruptTailIsDroppedAndTheRestKept(t *testing.T) {
 
 			// The file is whole again: what is written next survives.
 			r3 := run(t, o2, "r3", "after repair")
-			o3, _ := reopen(t, path, testLimits)
+			o3, _ := j.open()
 			assert.Equal(t, append(want, r3), replies(o3))
 		})
 	}
 }
 
 func TestOutboxDropsResultsOlderThanMaxAge(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "j")
-	o, _ := reopen(t, path, testLimits)
+	j := newJournal(t, testLimits)
+	o, _ := j.open()
 	run(t, o, "old", "x")
 	o.admit("running")
 	require.NoError(t, o.accept(testCommand("running")))
@@ -218,26 +244,55 @@ func TestOutboxDropsResultsOlderThanMaxAge(t *testing.T) {
 	require.NoError(t, o.prune(time.Now().Add(2*testLimits.MaxAge)))
 	assert.Empty(t, replies(o))
 	assert.Equal(t, admitRunning, o.admit("running"), "a command that has not finished is never dropped")
-	o2, interrupted := reopen(t, path, testLimits)
+	o2, interrupted := j.open()
 	assert.Equal(t, admitNew, o2.admit("old"), "gone from disk too")
 	assert.Len(t, interrupted, 1)
 }
 
 func TestOutboxStaysWithinMaxBytesDroppingDeliveredResultsFirst(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "j")
 	limits := OutboxLimits{MaxBytes: 16 << 10, MaxAge: time.Hour}
-	o, _ := reopen(t, path, limits)
+	j := newJournal(t, limits)
+	o, _ := j.open()
 	payload := strings.Repeat("x", 1000)
 	undelivered := run(t, o, "undelivered", payload)
 	for i := range 60 {
 		id := fmt.Sprintf("r%02d", i)
 		run(t, o, id, payload)
 		o.delivered("req-" + id)
-		fi, err := os.Stat(path)
+		fi, err := os.Stat(j.path)
 		require.NoError(t, err)
 		require.LessOrEqual(t, fi.Size(), limits.MaxBytes, "after %d results", i+1)
 	}
 	assert.Equal(t, []*protocol.ClientMessage{undelivered}, replies(o), "an undelivered result outlives delivered ones")
 	assert.Equal(t, admitDone, o.admit("r59"), "the newest are kept")
 	assert.Equal(t, admitNew, o.admit("r00"), "the oldest delivered are dropped")
+}
+
+func TestOutboxRewriteKeepsTheAcceptRecordThatTriggeredIt(t *testing.T) {
+	j := newJournal(t, OutboxLimits{MaxBytes: 1, MaxAge: time.Hour}) // every append rewrites
+	o, _ := j.open()
+	for i := range 3 {
+		id := fmt.Sprintf("r%d", i)
+		require.Equal(t, admitNew, o.admit(id))
+		require.NoError(t, o.accept(testCommand(id)))
+		require.True(t, onDisk(t, j.path)[id].accepted, "the accept record of %s is on disk", id)
+	}
+}
+
+// onDisk is what the file at path holds, replayed without opening it as an
+// outbox.
+func onDisk(t *testing.T, path string) map[string]*outboxEntry {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	o := &outbox{entries: map[string]*outboxEntry{}, byRequest: map[string]string{}}
+	require.Equal(t, int64(len(data)), o.replay(data), "whole records only")
+	return o.entries
+}
+
+func TestOutboxIsUsedByOneAgentAtATime(t *testing.T) {
+	j := newJournal(t, testLimits)
+	j.open()
+	_, _, err := openOutbox(j.path, testLimits, quietLog)
+	assert.ErrorContains(t, err, "in use by another aip-agent")
 }

@@ -51,6 +51,7 @@ func TestSIGTERMFinishesTheCommandInFlightAndExitsCleanly(t *testing.T) {
 
 func TestAnAgentKilledMidCommandReportsItAfterRestartWithoutRunningItAgain(t *testing.T) {
 	c := newCluster(t)
+	skipUnlessTheServerWaitsForDevices(t, c)
 	files := t.TempDir()
 	p := newAgentProcess(t, agentYAML(t, "kiosk-1", c.wsURL(), c.enroll("kiosk-1"), sharedAgentData(t), files))
 	p.start()

@@ -34,6 +34,7 @@ func TestChaosEveryCommandEndsWithExactlyOneOutcome(t *testing.T) {
 	}
 	const commands, callers, minCuts, kills = 500, 8, 20, 2
 	c := newCluster(t)
+	skipUnlessTheServerWaitsForDevices(t, c)
 	proxy := newCutProxy(t, c.hostPort())
 	files := t.TempDir()
 	p := newAgentProcess(t, agentYAML(t, "chaos-1", "ws://"+proxy.addr()+"/ws", c.enroll("chaos-1"), sharedAgentData(t), files))
