@@ -6,9 +6,11 @@ require (
 	github.com/coder/websocket v1.8.15
 	github.com/fxamacker/cbor/v2 v2.9.6
 	github.com/google/uuid v1.6.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.12.1
 	github.com/tetratelabs/wazero v1.12.0
+	golang.org/x/text v0.14.0
 	modernc.org/sqlite v1.61.1
 )
 
