@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 )
 
 // StockTools are the tools built from wasmtools/tools.
@@ -33,9 +35,10 @@ func Root() string {
 // TestdataTools is testdata/tools: tiny and hostile tool fixtures.
 func TestdataTools() string { return filepath.Join(Root(), "testdata", "tools") }
 
-// StockToolsDir builds the stock tools with GOOS=wasip1 and returns the
-// directory holding NAME.wasm and NAME.json. Builds are kept in the temp dir
-// under a hash of their sources, so that test binaries share them.
+// StockToolsDir builds the stock tools with GOOS=wasip1, embeds each one's
+// manifest as make build does, and returns the directory holding them as
+// NAME.wasm. Builds are kept in the temp dir under a hash of their
+// sources, so that test binaries share them.
 func StockToolsDir(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() { toolsDir, buildErr = buildStockTools() })
@@ -65,18 +68,15 @@ func buildStockTools() (string, error) {
 	}
 	for _, name := range StockTools {
 		src := filepath.Join(Root(), "wasmtools", "tools", name)
-		cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, name+".wasm"), ".")
+		out := filepath.Join(dir, name+".wasm")
+		cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
 		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("%s: %w\n%s", name, err, out)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%s: %w\n%s", name, err, b)
 		}
-		desc, err := os.ReadFile(filepath.Join(src, name+".json"))
-		if err != nil {
-			return "", err
-		}
-		if err := os.WriteFile(filepath.Join(dir, name+".json"), desc, 0o644); err != nil {
-			return "", err
+		if err := pack(out, filepath.Join(src, name+".json")); err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	if err := os.Rename(dir, final); err != nil && !os.IsExist(err) {
@@ -85,6 +85,27 @@ func buildStockTools() (string, error) {
 		}
 	}
 	return final, nil
+}
+
+// pack embeds the manifest at manifestPath into the module at wasmPath.
+func pack(wasmPath, manifestPath string) error {
+	b, err := os.ReadFile(manifestPath)
+	if err != nil {
+		return err
+	}
+	m, err := manifest.Parse(b)
+	if err != nil {
+		return err
+	}
+	wasm, err := os.ReadFile(wasmPath)
+	if err != nil {
+		return err
+	}
+	packed, err := manifest.Embed(wasm, m)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(wasmPath, packed, 0o644)
 }
 
 // sourcesHash digests everything a stock tool build depends on.
