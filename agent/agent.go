@@ -31,6 +31,9 @@ type Config struct {
 	// does not name (--allow-dir). A tool sees those of them its manifest
 	// requests, and no other.
 	Mounts []sandbox.Mount
+	// AllowEnv names the host environment variables granted, like Mounts,
+	// to every tool that Policies does not name (--allow-env).
+	AllowEnv []string
 	// Policies grant tools directories, environment variables and limits,
 	// by "NAMESPACE" or "NAMESPACE.TOOL"; the most specific entry applies.
 	Policies map[string]sandbox.Policy
@@ -158,7 +161,7 @@ func newToolLoader(sb *sandbox.Sandbox, cfg Config) *toolLoader {
 	return &toolLoader{
 		sb:        sb,
 		verifier:  signature.Verifier{Keys: keys, RequireSigned: require},
-		policies:  sandbox.Policies{Default: sandbox.Policy{Dirs: cfg.Mounts}, ByName: cfg.Policies},
+		policies:  sandbox.Policies{Default: sandbox.Policy{Dirs: cfg.Mounts, Env: cfg.AllowEnv}, ByName: cfg.Policies},
 		lookupEnv: os.LookupEnv,
 	}
 }
