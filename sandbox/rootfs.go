@@ -23,12 +23,23 @@ import (
 // using it. wazero's own DirFS joins paths and lets the host follow
 // symbolic links anywhere.
 //
-// A refusal is an EPERM to the guest and a line in the call's denials.
+// A refusal is an EPERM to the guest and a line in the call's denials. A
+// read-only grant refuses every change with EROFS (wazero's ReadFS says
+// ENOSYS, which tools report as "not implemented").
 type rootFS struct {
 	experimentalsys.UnimplementedFS
-	root   *os.Root
-	guest  string
-	denied *denials
+	root     *os.Root
+	guest    string
+	readOnly bool
+	denied   *denials
+}
+
+// writes is what a read-only grant returns for an attempt to change it.
+func (r *rootFS) writes() experimentalsys.Errno {
+	if r.readOnly {
+		return experimentalsys.EROFS
+	}
+	return 0
 }
 
 // name turns a wazero path ("", ".", "/", "a/b") into an os.Root name.
@@ -57,6 +68,11 @@ func (r *rootFS) errno(op, name string, err error) experimentalsys.Errno {
 // OpenFile implements sys.FS.
 func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
 	name := rootName(p)
+	if flag&(experimentalsys.O_WRONLY|experimentalsys.O_RDWR|experimentalsys.O_CREAT|experimentalsys.O_TRUNC|experimentalsys.O_APPEND) != 0 {
+		if errno := r.writes(); errno != 0 {
+			return nil, errno
+		}
+	}
 	f, err := r.root.OpenFile(name, osFlags(flag), perm)
 	if errno := r.errno("open", name, err); errno != 0 {
 		return nil, errno
@@ -116,24 +132,36 @@ func (r *rootFS) Lstat(p string) (wazerosys.Stat_t, experimentalsys.Errno) {
 
 // Mkdir implements sys.FS.
 func (r *rootFS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
+	if errno := r.writes(); errno != 0 {
+		return errno
+	}
 	name := rootName(p)
 	return r.errno("mkdir", name, r.root.Mkdir(name, perm))
 }
 
 // Chmod implements sys.FS.
 func (r *rootFS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
+	if errno := r.writes(); errno != 0 {
+		return errno
+	}
 	name := rootName(p)
 	return r.errno("chmod", name, r.root.Chmod(name, perm))
 }
 
 // Rename implements sys.FS.
 func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
+	if errno := r.writes(); errno != 0 {
+		return errno
+	}
 	from, to = rootName(from), rootName(to)
 	return r.errno("rename", from+" to "+to, r.root.Rename(from, to))
 }
 
 // Rmdir implements sys.FS.
 func (r *rootFS) Rmdir(p string) experimentalsys.Errno {
+	if errno := r.writes(); errno != 0 {
+		return errno
+	}
 	name := rootName(p)
 	if fi, err := r.root.Lstat(name); err != nil {
 		return r.errno("rmdir", name, err)
@@ -145,6 +173,9 @@ func (r *rootFS) Rmdir(p string) experimentalsys.Errno {
 
 // Unlink implements sys.FS.
 func (r *rootFS) Unlink(p string) experimentalsys.Errno {
+	if errno := r.writes(); errno != 0 {
+		return errno
+	}
 	name := rootName(p)
 	if fi, err := r.root.Lstat(name); err != nil {
 		return r.errno("unlink", name, err)
@@ -156,6 +187,9 @@ func (r *rootFS) Unlink(p string) experimentalsys.Errno {
 
 // Link implements sys.FS.
 func (r *rootFS) Link(oldPath, newPath string) experimentalsys.Errno {
+	if errno := r.writes(); errno != 0 {
+		return errno
+	}
 	oldName, newName := rootName(oldPath), rootName(newPath)
 	return r.errno("link", oldName, r.root.Link(oldName, newName))
 }
@@ -164,6 +198,9 @@ func (r *rootFS) Link(oldPath, newPath string) experimentalsys.Errno {
 // targets; a relative target that climbs out is harmless until followed,
 // and os.Root never follows it out.
 func (r *rootFS) Symlink(target, link string) experimentalsys.Errno {
+	if errno := r.writes(); errno != 0 {
+		return errno
+	}
 	if path.IsAbs(target) {
 		return experimentalsys.EPERM
 	}
@@ -183,6 +220,9 @@ func (r *rootFS) Readlink(p string) (string, experimentalsys.Errno) {
 
 // Utimens implements sys.FS.
 func (r *rootFS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
+	if errno := r.writes(); errno != 0 {
+		return errno
+	}
 	name := rootName(p)
 	return r.errno("utimens", name, r.root.Chtimes(name, utime(atim), utime(mtim)))
 }
@@ -350,10 +390,7 @@ func mountFS(mounts []Mount, denied *denials) (fsc wazero.FSConfig, closeFS func
 			return nil, nil, fmt.Errorf("granted dir %s: %w", m.GuestPath, err)
 		}
 		roots = append(roots, root)
-		var dir experimentalsys.FS = &rootFS{root: root, guest: m.GuestPath, denied: denied}
-		if m.ReadOnly {
-			dir = &sysfs.ReadFS{FS: dir}
-		}
+		dir := &rootFS{root: root, guest: m.GuestPath, readOnly: m.ReadOnly, denied: denied}
 		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(dir, m.GuestPath)
 	}
 	return fsc, closeFS, nil

@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
+	"github.com/edgeaip/edgeaip/wasmtools/signature"
 )
 
 // StockTools are the tools built from wasmtools/tools.
@@ -34,6 +36,32 @@ func Root() string {
 
 // TestdataTools is testdata/tools: tiny and hostile tool fixtures.
 func TestdataTools() string { return filepath.Join(Root(), "testdata", "tools") }
+
+// SignedTools is testdata/tools/signed: echo packed as signed_echo (signed
+// with the test key), unsigned_echo, foreign_echo (signed with a key no
+// test trusts) and tampered_echo (altered after signing).
+func SignedTools() string { return filepath.Join(TestdataTools(), "signed") }
+
+// TestKey is the public key, testdata/keys/test.pub, that signed the
+// trusted fixtures.
+func TestKey(t testing.TB) ed25519.PublicKey {
+	t.Helper()
+	pub, err := signature.LoadPublicKey(filepath.Join(Root(), "testdata", "keys", "test.pub"))
+	if err != nil {
+		t.Fatalf("test key: %v", err)
+	}
+	return pub
+}
+
+// ReadSigned returns the bytes of the fixture signed/NAME.wasm.
+func ReadSigned(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(SignedTools(), name+".wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 // StockToolsDir builds the stock tools with GOOS=wasip1, embeds each one's
 // manifest as make build does, and returns the directory holding them as

@@ -67,7 +67,7 @@ func run[P any](stdin io.Reader, stdout, stderr io.Writer, fn func(P) (any, erro
 // that lies under no preopened directory fails with EBADF ("bad file
 // number"): the host did not grant that path. EPERM on a path means the
 // host refused to follow it out of a granted directory, through a
-// symbolic link.
+// symbolic link; EROFS, that the directory was granted read-only.
 func explain(err error) error {
 	var pe *fs.PathError
 	switch {
@@ -75,6 +75,8 @@ func explain(err error) error {
 		return fmt.Errorf("%s %s: not under a directory this tool was granted", pe.Op, pe.Path)
 	case errors.As(err, &pe) && errors.Is(pe.Err, syscall.EPERM):
 		return fmt.Errorf("%s %s: refused by the host: it leads out of the directory this tool was granted", pe.Op, pe.Path)
+	case errors.As(err, &pe) && errors.Is(pe.Err, syscall.EROFS):
+		return fmt.Errorf("%s %s: this tool was granted that directory read-only", pe.Op, pe.Path)
 	}
 	return err
 }
