@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -142,4 +143,39 @@ func TestRunIsTheAgentsSandbox(t *testing.T) {
 	res, code = runResult(t, strict, "extra=1")
 	assert.Equal(t, exitFailed, code)
 	assert.Equal(t, `tool "strict": invalid parameters: parameter "extra": not allowed (additionalProperties is false); parameter "path": missing (required)`, res["error"])
+}
+
+func dirUsageTree(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a"), []byte("abc"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", "b"), []byte("defg"), 0o644))
+	return dir
+}
+
+func TestTheCExampleToolRuns(t *testing.T) {
+	mod := filepath.Join(testenv.Root(), "wasmtools", "examples", "c", "dir_usage", "dir_usage.wasm")
+	res, code := runResult(t, mod, "path=/data", "--allow-dir", dirUsageTree(t)+":/data")
+	require.Equal(t, exitOK, code, res)
+	assert.Equal(t, map[string]any{"path": "/data", "files": float64(2), "dirs": float64(1), "bytes": float64(7)}, res["result"])
+
+	res, code = runResult(t, mod, "path=/etc", "--allow-dir", dirUsageTree(t)+":/data")
+	assert.Equal(t, exitFailed, code)
+	assert.Contains(t, res["error"], "open /etc:")
+}
+
+func TestTheCExampleToolBuildsWithItsBuildScript(t *testing.T) {
+	for _, tool := range []string{"clang", "wasm-ld"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (apt-get install -y clang lld wasi-libc libclang-rt-14-dev-wasm32)", tool)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "dir_usage.wasm")
+	cmd := exec.Command("sh", filepath.Join(testenv.Root(), "wasmtools", "examples", "c", "dir_usage", "build.sh"), out)
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	res, code := runResult(t, out, "path=/data", "--allow-dir", dirUsageTree(t)+":/data")
+	require.Equal(t, exitOK, code, res)
+	assert.Equal(t, float64(7), res["result"].(map[string]any)["bytes"])
 }
