@@ -168,31 +168,55 @@ func newToolLoader(sb *sandbox.Sandbox, cfg Config) *toolLoader {
 
 // loadTools loads the tool dirs, then the tools deployed to this device.
 // A module that is refused is logged and reported at registration; the
-// agent runs with the rest.
+// agent runs with the rest. Two tool dirs that offer the same tool are a
+// configuration error; a deployed tool that clashes with them is refused.
 func (a *Agent) loadTools(ctx context.Context) error {
-	dirs := make([]toolDir, 0, len(a.cfg.ToolDirs))
 	for _, spec := range a.cfg.ToolDirs {
-		dirs = append(dirs, parseToolDir(spec))
+		dir := parseToolDir(spec)
+		tools, err := a.loadDir(ctx, dir)
+		if err != nil {
+			return err
+		}
+		if err := a.computer.add(tools...); err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
 	}
 	deployed, err := a.deployedDirs()
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	for _, dir := range append(dirs, deployed...) {
-		tools, refused, err := a.loader.loadDir(ctx, dir)
+	for _, dir := range deployed {
+		tools, err := a.loadDir(ctx, dir)
 		if err != nil {
-			return fmt.Errorf("agent: %w", err)
+			return err
 		}
-		if err := a.computer.add(tools...); err != nil {
-			return fmt.Errorf("agent: %w", err)
+		for _, t := range tools {
+			if err := a.computer.add(t); err != nil {
+				a.refuse(refusal{Path: filepath.Join(dir.Path, t.info().ToolName+".wasm"), Error: err.Error()})
+				t.(*wasmTool).close(ctx)
+			}
 		}
-		for _, r := range refused {
-			a.log.Error("tool refused", "path", r.Path, "err", r.Error)
-		}
-		a.refused = append(a.refused, refused...)
-		a.log.Info("tools loaded", "namespace", dir.Namespace, "dir", dir.Path, "count", len(tools), "refused", len(refused))
 	}
 	return nil
+}
+
+// loadDir loads the modules of dir, refusing those that fail.
+func (a *Agent) loadDir(ctx context.Context, dir toolDir) ([]tool, error) {
+	tools, refused, err := a.loader.loadDir(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	for _, r := range refused {
+		a.refuse(r)
+	}
+	a.log.Info("tools loaded", "namespace", dir.Namespace, "dir", dir.Path, "count", len(tools), "refused", len(refused))
+	return tools, nil
+}
+
+// refuse logs a module that was not loaded and keeps it for registration.
+func (a *Agent) refuse(r refusal) {
+	a.log.Error("tool refused", "path", r.Path, "err", r.Error)
+	a.refused = append(a.refused, r)
 }
 
 // Computer is the agent's tool registry.

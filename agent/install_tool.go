@@ -61,15 +61,20 @@ func (i *installTool) install(ctx context.Context, params map[string]any) (proto
 	if ns == "" {
 		ns = protocol.DefaultDeployNamespace
 	}
-	if !validNamespace.MatchString(ns) {
-		return none, false, fmt.Errorf("namespace %q: want 1-64 of [A-Za-z0-9_-], not starting with '-'", ns)
-	}
-	if dir := a.toolDirOf(ns); dir != "" {
-		return none, false, fmt.Errorf("namespace %q is loaded from the tools dir %s; deploy into another namespace", ns, dir)
+	if err := a.deployable(ns); err != nil {
+		return none, false, err
 	}
 	mod, err := manifest.FromWasm(wasm)
 	if err != nil {
 		return none, false, err
+	}
+	// Whatever require_signed says of the modules an operator puts on the
+	// device, code pushed over the network must come from a trusted signer.
+	if _, err := a.loader.verifier.Keys.Verify(wasm); err != nil {
+		if a.loader.verifier.Keys.Len() == 0 {
+			err = fmt.Errorf("this agent trusts no key (--trusted-key), and a deployed module must be signed by one")
+		}
+		return none, false, fmt.Errorf("tool %q (deployed module): refused: %w", mod.Manifest.Name, err)
 	}
 
 	i.mu.Lock()
@@ -95,6 +100,19 @@ func (i *installTool) install(ctx context.Context, params map[string]any) (proto
 	return t.info(), old != nil, nil
 }
 
+// deployable refuses a namespace that deployed tools may not go into: one
+// that is not a safe directory name, the meta tools', or one a tools dir
+// serves.
+func (a *Agent) deployable(ns string) error {
+	if !validNamespace.MatchString(ns) || ns == metaNamespace {
+		return fmt.Errorf("namespace %q: want 1-64 of [A-Za-z0-9_-], not starting with '-', and not %q", ns, metaNamespace)
+	}
+	if dir := a.toolDirOf(ns); dir != "" {
+		return fmt.Errorf("namespace %q is loaded from the tools dir %s; deploy into another namespace", ns, dir)
+	}
+	return nil
+}
+
 // deployDir holds the deployed tools, one directory per namespace.
 func (a *Agent) deployDir() string { return filepath.Join(a.cfg.DataDir, "tools") }
 
@@ -112,9 +130,15 @@ func (a *Agent) deployedDirs() ([]toolDir, error) {
 	}
 	var dirs []toolDir
 	for _, e := range entries {
-		if e.IsDir() && validNamespace.MatchString(e.Name()) {
-			dirs = append(dirs, toolDir{Namespace: e.Name(), Path: filepath.Join(a.deployDir(), e.Name())})
+		if !e.IsDir() {
+			continue
 		}
+		path := filepath.Join(a.deployDir(), e.Name())
+		if err := a.deployable(e.Name()); err != nil {
+			a.refuse(refusal{Path: path, Error: "deployed tools not loaded: " + err.Error()})
+			continue
+		}
+		dirs = append(dirs, toolDir{Namespace: e.Name(), Path: path})
 	}
 	return dirs, nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/edgeaip/edgeaip/internal/testenv"
@@ -19,14 +20,17 @@ import (
 // enough to drive its Computer directly.
 func offlineAgent(t *testing.T, data string, toolDirs ...string) *Agent {
 	t.Helper()
+	return newOfflineAgent(t, Config{DataDir: data, ToolDirs: toolDirs, TrustedKeys: []ed25519.PublicKey{testenv.TestKey(t)}})
+}
+
+func newOfflineAgent(t *testing.T, cfg Config) *Agent {
+	t.Helper()
 	token := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(token, []byte("aipd_test"), 0o600))
 	ctx := context.Background()
-	a, err := New(ctx, Config{
-		ID: "kiosk-1", ServerURL: "ws://127.0.0.1:1/ws", TokenFile: token, DataDir: data, ToolDirs: toolDirs,
-		TrustedKeys: []ed25519.PublicKey{testenv.TestKey(t)},
-		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	cfg.ID, cfg.ServerURL, cfg.TokenFile = "kiosk-1", "ws://127.0.0.1:1/ws", token
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := New(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { a.Close(ctx) })
 	return a
@@ -76,7 +80,7 @@ func TestARefusedModuleDisturbsNothing(t *testing.T) {
 
 	for fixture, want := range map[string]string{
 		"tampered_echo": "signature does not match the module",
-		"unsigned_echo": "module is not signed, and this host requires signed modules",
+		"unsigned_echo": "module is not signed",
 		"foreign_echo":  "signed by a key this host does not trust",
 	} {
 		res := install(t, a, fixture, "")
@@ -99,12 +103,36 @@ func TestInstallRefusesNamespacesOfToolDirsAndTakenKeys(t *testing.T) {
 
 	res = install(t, a, "signed_echo", "../up")
 	assert.Contains(t, res.Error, `namespace "../up"`)
+	res = install(t, a, "signed_echo", "computer")
+	assert.Contains(t, res.Error, `namespace "computer"`)
 }
 
-func TestInstallNeedsADataDir(t *testing.T) {
-	a := offlineAgent(t, "")
-	res := install(t, a, "signed_echo", "")
+func TestInstallNeedsADataDirAndATrustedSigner(t *testing.T) {
+	res := install(t, offlineAgent(t, ""), "signed_echo", "")
 	assert.Contains(t, res.Error, "no data dir")
+
+	optional := false
+	lax := newOfflineAgent(t, Config{DataDir: t.TempDir(), TrustedKeys: []ed25519.PublicKey{testenv.TestKey(t)}, RequireSigned: &optional})
+	res = install(t, lax, "unsigned_echo", "")
+	assert.Contains(t, res.Error, `tool "unsigned_echo" (deployed module): refused: module is not signed`, "require_signed=false is for local modules only")
+
+	res = install(t, newOfflineAgent(t, Config{DataDir: t.TempDir()}), "signed_echo", "")
+	assert.Contains(t, res.Error, "this agent trusts no key (--trusted-key), and a deployed module must be signed by one")
+}
+
+func TestDeployedToolsThatClashWithToolDirsAreRefusedAtStart(t *testing.T) {
+	data := t.TempDir()
+	require.Equal(t, protocol.ResultSuccess, install(t, offlineAgent(t, data), "signed_echo", "").Status)
+	// The operator later adds a tools dir with a tool of the same key.
+	a := offlineAgent(t, data, "signed="+testenv.SignedTools())
+	var clash string
+	for _, r := range a.refused {
+		if strings.HasSuffix(r.Path, filepath.Join("deployed", "signed_echo.wasm")) {
+			clash = r.Error
+		}
+	}
+	assert.Contains(t, clash, "tool action::signed_echo is already registered")
+	assert.Equal(t, protocol.ResultSuccess, run(a, "signed_echo", nil).Status, "the tools dir's version serves")
 }
 
 func TestRefusedModulesAreReportedAtRegistration(t *testing.T) {
