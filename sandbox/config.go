@@ -64,7 +64,7 @@ const DefaultCostModel = "unmetered"
 const DefaultMaxReservedMemory = 4 * 1024 * pageSize
 
 // Config configures a Sandbox. It is immutable: each With method returns a
-// copy. The zero value is not usable; start from NewConfig.
+// copy. Start from NewConfig; a zero Config gets its defaults.
 type Config struct {
 	limits            Limits
 	cacheDir          string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/edgeaip/edgeaip/agent"
@@ -14,7 +15,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// runOptions are aipctl tool run's flags: the policy to run under.
+// runOptions are aipctl tool run's flags: the policy to run under, and
+// where to keep compiled code.
 type runOptions struct {
 	params  string
 	fuel    uint64
@@ -22,6 +24,7 @@ type runOptions struct {
 	memory  string
 	dirs    []string
 	env     []string
+	cache   string
 }
 
 func newRunCmd() *cobra.Command {
@@ -49,7 +52,11 @@ Exits 0 when the tool succeeded and 1 when it failed.`,
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}
-			return runLocal(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], pol, params)
+			cfg := sandbox.NewConfig()
+			if o.cache != "" {
+				cfg = cfg.WithCacheDir(o.cache)
+			}
+			return runLocal(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg, args[0], pol, params)
 		},
 	}
 	f := cmd.Flags()
@@ -59,6 +66,7 @@ Exits 0 when the tool succeeded and 1 when it failed.`,
 	f.StringVar(&o.memory, "memory", "", "memory limit, e.g. 32MiB (default: the manifest's, else 64MiB)")
 	f.StringArrayVar(&o.dirs, "allow-dir", nil, "grant a host directory, HOST[:GUEST][:ro] (repeatable)")
 	f.StringArrayVar(&o.env, "allow-env", nil, "grant an environment variable, if the manifest asks (repeatable)")
+	f.StringVar(&o.cache, "cache", defaultCacheDir(), "keep compiled modules here, as an agent does (empty: compile every run)")
 	return cmd
 }
 
@@ -81,7 +89,17 @@ func (o runOptions) policy() (sandbox.Policy, error) {
 	return pol, nil
 }
 
-func runLocal(ctx context.Context, stdout, stderr io.Writer, path string, pol sandbox.Policy, params map[string]any) error {
+// defaultCacheDir is the user's cache dir for compiled modules, or empty
+// when the user has none.
+func defaultCacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "edgeaip", "compile-cache")
+}
+
+func runLocal(ctx context.Context, stdout, stderr io.Writer, cfg sandbox.Config, path string, pol sandbox.Policy, params map[string]any) error {
 	mod, err := manifest.Load(path)
 	if err != nil {
 		return &exitError{exitUsage, fmt.Errorf("%s: %w", path, err)}
@@ -90,7 +108,7 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, path string, pol sa
 	if err != nil {
 		return &exitError{exitUsage, fmt.Errorf("parameters: %w", err)}
 	}
-	sb, err := sandbox.New(ctx, sandbox.NewConfig())
+	sb, err := sandbox.New(ctx, cfg)
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}

@@ -112,7 +112,7 @@ func TestPackAndSignRefuseWhatAnAgentWouldRefuse(t *testing.T) {
 // runResult runs aipctl tool run and decodes the Result it prints.
 func runResult(t *testing.T, args ...string) (map[string]any, int) {
 	t.Helper()
-	out, errOut, code := ctl(t, append([]string{"tool", "run"}, args...)...)
+	out, errOut, code := ctl(t, append([]string{"tool", "run", "--cache="}, args...)...)
 	var res map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &res), "stdout %q stderr %q", out, errOut)
 	return res, code
