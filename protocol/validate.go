@@ -1,6 +1,12 @@
 package protocol
 
-import "fmt"
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
 
 // fieldError names the field at fault and why.
 func fieldError(field string, value any, problem string) error {
@@ -86,4 +92,69 @@ func (r *Result) validate(path string) error {
 		return fieldError(path+".status", r.Status, "unknown value")
 	}
 	return nil
+}
+
+// checkUTF8 finds the first string in v, a key or a value at any depth,
+// that is not valid UTF-8. Both decoders reject such a frame, so it is
+// better not sent: encoding/json would mangle it quietly and the CBOR
+// encoder would send it as it is.
+func checkUTF8(v any) error {
+	if path, bad := invalidUTF8(reflect.ValueOf(v), ""); bad {
+		return fmt.Errorf("field %q: invalid UTF-8", path)
+	}
+	return nil
+}
+
+func invalidUTF8(v reflect.Value, path string) (string, bool) {
+	switch v.Kind() {
+	case reflect.String:
+		return path, !utf8.ValidString(v.String())
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			return invalidUTF8(v.Elem(), path)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if p, bad := invalidUTF8(v.Field(i), join(path, wireName(v.Type().Field(i)))); bad {
+				return p, true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return "", false // bytes, not text
+		}
+		for i := range v.Len() {
+			if p, bad := invalidUTF8(v.Index(i), path+"["+strconv.Itoa(i)+"]"); bad {
+				return p, true
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			k := fmt.Sprint(it.Key())
+			if it.Key().Kind() == reflect.String && !utf8.ValidString(k) {
+				return path, true
+			}
+			if p, bad := invalidUTF8(it.Value(), join(path, k)); bad {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// wireName is a struct field's key on the wire.
+func wireName(f reflect.StructField) string {
+	if tag, ok := f.Tag.Lookup("json"); ok {
+		if name, _, _ := strings.Cut(tag, ","); name != "" {
+			return name
+		}
+	}
+	return f.Name
 }
