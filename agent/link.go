@@ -181,7 +181,7 @@ func (a *Agent) runCommand(ctx context.Context, conn *protocol.Conn, m *protocol
 	}
 }
 
-func (a *Agent) send(ctx context.Context, conn *protocol.Conn, msg any) error {
+func (a *Agent) send(ctx context.Context, conn *protocol.Conn, msg protocol.Message) error {
 	sctx, cancel := context.WithTimeout(ctx, sendTimeout)
 	defer cancel()
 	return conn.Send(sctx, msg)

@@ -277,10 +277,19 @@ func TestNumbersDecodeAlikeInBothEncodings(t *testing.T) {
 		require.NoError(t, enc.Unmarshal(f.in(enc), &m))
 		assert.Equal(t, want, m.Metadata, enc)
 	}
-	var m ClientMessage
-	require.NoError(t, JSON.Unmarshal([]byte(`{"type":"heartbeat","status":"ok","metadata":{"n":18446744073709551616}}`), &m))
-	assert.Equal(t, 18446744073709551616.0, m.Metadata["n"], "an integer beyond int64 in JSON is a float, as encoding/json makes it")
-	assert.ErrorContains(t, JSON.Unmarshal([]byte(`{"type":"heartbeat","status":"ok","metadata":{"n":1e999}}`), &m), "number 1e999: out of range")
+	for in, want := range map[string]string{
+		`{"n":18446744073709551615}`: `in field "metadata": integer out of range`,
+		`{"n":18446744073709551616}`: "integer 18446744073709551616: out of range",
+		`{"n":-9223372036854775809}`: "integer -9223372036854775809: out of range",
+		`{"n":1e999}`:                "number 1e999: out of range",
+	} {
+		var m ClientMessage
+		err := JSON.Unmarshal([]byte(`{"type":"heartbeat","status":"ok","metadata":`+in+`}`), &m)
+		assert.ErrorContains(t, err, want, "free-form integers must fit int64 in JSON as in CBOR")
+	}
+	var r Result
+	require.NoError(t, JSON.UnmarshalValue([]byte(`{"status":"success","usage":{"fuel":18446744073709551615}}`), &r))
+	assert.Equal(t, uint64(math.MaxUint64), r.Usage.Fuel, "a uint64 field takes all of uint64")
 }
 
 // An integral float64 leaves as an integer literal in JSON and comes back

@@ -14,8 +14,8 @@ import (
 // parseJSON reads one JSON value into the JSON data model (map[string]any,
 // []any, string, int64, float64, bool, nil) under the limits encoding/json
 // lacks: nesting depth, collection sizes, duplicate keys and valid UTF-8.
-// An integer literal that fits becomes int64, as Python keeps it an int;
-// every other number becomes float64.
+// An integer literal becomes int64 (uint64 above that), as Python keeps it
+// an int; every other number becomes float64.
 func parseJSON(data []byte) (any, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.New("invalid UTF-8")
@@ -115,6 +115,12 @@ func jsonNumber(n json.Number) (any, error) {
 		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 			return i, nil
 		}
+		// Beyond int64: a uint64 field may take it; a free-form value
+		// refuses it, as it refuses the same integer in CBOR.
+		if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return u, nil
+		}
+		return nil, fmt.Errorf("integer %s: out of range", s)
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil {
