@@ -28,7 +28,7 @@ func (m *ServerMessage) Validate() error {
 		return err
 	}
 	for i := range m.Actions {
-		if err := m.Actions[i].validate(fmt.Sprintf("actions[%d]", i)); err != nil {
+		if err := m.Actions[i].validate(i); err != nil {
 			return err
 		}
 	}
@@ -50,7 +50,7 @@ func (m *ClientMessage) Validate() error {
 		return fieldError("client_type", m.ClientType, "unknown value")
 	}
 	for i := range m.ActionResults {
-		if err := m.ActionResults[i].validate(fmt.Sprintf("action_results[%d]", i)); err != nil {
+		if err := m.ActionResults[i].validate(i); err != nil {
 			return err
 		}
 	}
@@ -74,22 +74,25 @@ func validateStatus(s TaskStatus) error {
 	return nil
 }
 
-func (c *Command) validate(path string) error {
+// validate checks actions[i] of a ServerMessage. The path is built only
+// on error: validation runs for every frame.
+func (c *Command) validate(i int) error {
 	if c.ToolName == "" {
-		return fieldError(path+".tool_name", nil, "missing")
+		return fieldError("actions["+strconv.Itoa(i)+"].tool_name", nil, "missing")
 	}
 	if c.ToolType != "" && !c.ToolType.Valid() {
-		return fieldError(path+".tool_type", c.ToolType, "unknown value")
+		return fieldError("actions["+strconv.Itoa(i)+"].tool_type", c.ToolType, "unknown value")
 	}
 	return nil
 }
 
-func (r *Result) validate(path string) error {
+// validate checks action_results[i] of a ClientMessage.
+func (r *Result) validate(i int) error {
 	if r.Status == "" {
-		return fieldError(path+".status", nil, "missing")
+		return fieldError("action_results["+strconv.Itoa(i)+"].status", nil, "missing")
 	}
 	if !r.Status.valid() {
-		return fieldError(path+".status", r.Status, "unknown value")
+		return fieldError("action_results["+strconv.Itoa(i)+"].status", r.Status, "unknown value")
 	}
 	return nil
 }
