@@ -72,13 +72,12 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 func (a *Agent) dial(ctx context.Context) (*protocol.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
+	opts := a.cfg.Conn
+	opts.Reject, opts.Logger = protocol.ClientErrorReply(a.cfg.ID), a.log
 	conn, resp, err := protocol.Dial(dctx, a.cfg.ServerURL, protocol.DialOptions{
-		Header:   http.Header{"Authorization": {"Bearer " + a.token}},
-		Encoding: a.cfg.Wire,
-		ConnOptions: protocol.ConnOptions{
-			Reject: protocol.ClientErrorReply(a.cfg.ID),
-			Logger: a.log,
-		},
+		Header:      http.Header{"Authorization": {"Bearer " + a.token}},
+		Encoding:    a.cfg.Wire,
+		ConnOptions: opts,
 	})
 	if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 		return nil, errUnauthorized
