@@ -222,8 +222,9 @@ func (c *Conn) rejectFrame(ctx context.Context, cause error, bad Message) error 
 	return nil
 }
 
-// Send validates m, encodes it and writes it as one frame. A message that
-// fails validation, holds invalid UTF-8 or exceeds the frame cap is not
+// Send validates m, encodes it and writes it as one frame. Invalid UTF-8 in
+// any string, which the peer would reject, is replaced by U+FFFD in a copy
+// of m. A message that fails validation or exceeds the frame cap is not
 // sent, and the connection stays up. If the write fails or ctx ends first,
 // the connection is closed: a peer that cannot take a frame in time is dead
 // or too slow to keep.
@@ -231,8 +232,12 @@ func (c *Conn) Send(ctx context.Context, m Message) error {
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("send: %w", err)
 	}
-	if err := checkUTF8(m); err != nil {
-		return fmt.Errorf("send: %w", err)
+	if bad := checkUTF8(m); bad != nil {
+		c.opts.Logger.Warn("invalid UTF-8 replaced before sending", "err", bad)
+		var err error
+		if m, err = withValidUTF8(m); err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
 	}
 	data, err := c.enc.Marshal(m)
 	if err != nil {

@@ -345,13 +345,11 @@ func TestAFrameOverTheCapClosesWith1009(t *testing.T) {
 	}
 }
 
-func TestSendRefusesWhatThePeerWouldRejectAndKeepsTheConnection(t *testing.T) {
+func TestSendRefusesWhatIsInvalidOrTooBigAndKeepsTheConnection(t *testing.T) {
 	s := newTestServer(t, ConnOptions{}, 0)
 	c, _ := s.dial(CBOR, DialOptions{ConnOptions: ConnOptions{MaxFrameBytes: 512}})
 	ctx := ctxT(t)
 	assert.ErrorContains(t, c.Send(ctx, &ClientMessage{Status: StatusOK}), `field "type": missing`)
-	assert.ErrorContains(t, c.Send(ctx, &ClientMessage{Type: ClientHeartbeat, Status: StatusOK, Metadata: map[string]any{"out": "\xff"}}),
-		`field "metadata.out": invalid UTF-8`)
 	err := c.Send(ctx, &ClientMessage{Type: ClientHeartbeat, Status: StatusOK, Error: strings.Repeat("x", 600)})
 	assert.ErrorIs(t, err, ErrTooBig)
 	select {
@@ -360,6 +358,22 @@ func TestSendRefusesWhatThePeerWouldRejectAndKeepsTheConnection(t *testing.T) {
 	default:
 	}
 	exchange(t, c, "still-up")
+}
+
+// A tool that prints bytes that are not text must not cost its result:
+// the peer gets U+FFFD where the bytes were.
+func TestSendReplacesInvalidUTF8(t *testing.T) {
+	s := newTestServer(t, ConnOptions{}, 0)
+	for _, enc := range encodings {
+		c, p := s.dial(enc, DialOptions{})
+		m := &ClientMessage{Type: ClientCommandResults, Status: StatusOK, Error: "tail cut mid-rune \xe2\x9c",
+			ActionResults: []Result{{Status: ResultSuccess, Result: map[string]any{"out\xff": []any{"ok", "bad\xc3"}}}}}
+		require.NoError(t, c.Send(ctxT(t), m))
+		got := recv(t, p.got)
+		assert.Equal(t, "tail cut mid-rune \ufffd\ufffd", got.Error, "%s: one U+FFFD per bad byte", enc)
+		assert.Equal(t, map[string]any{"out\ufffd": []any{"ok", "bad\ufffd"}}, got.ActionResults[0].Result, enc)
+		assert.Equal(t, "tail cut mid-rune \xe2\x9c", m.Error, "%s: the caller's message is left as it was", enc)
+	}
 }
 
 func TestCloseIsACleanHandshake(t *testing.T) {

@@ -98,14 +98,29 @@ func (r *Result) validate(i int) error {
 }
 
 // checkUTF8 finds the first string in v, a key or a value at any depth,
-// that is not valid UTF-8. Both decoders reject such a frame, so it is
-// better not sent: encoding/json would mangle it quietly and the CBOR
+// that is not valid UTF-8. Both decoders reject such a frame, and the CBOR
 // encoder would send it as it is.
 func checkUTF8(v any) error {
 	if path, bad := invalidUTF8(reflect.ValueOf(v), ""); bad {
 		return fmt.Errorf("field %q: invalid UTF-8", path)
 	}
 	return nil
+}
+
+// withValidUTF8 returns a copy of m with every invalid UTF-8 sequence
+// replaced by U+FFFD. It goes through JSON, whose encoder replaces them:
+// this path is rare (a tool printing bytes that are not text), so the
+// copy's one cost, a float such as 2.0 becoming the integer 2, is fine.
+func withValidUTF8(m Message) (Message, error) {
+	b, err := marshalJSON(m)
+	if err != nil {
+		return nil, err
+	}
+	clean := reflect.New(reflect.TypeOf(m).Elem()).Interface().(Message)
+	if err := JSON.Unmarshal(b, clean); err != nil {
+		return nil, err
+	}
+	return clean, nil
 }
 
 func invalidUTF8(v reflect.Value, path string) (string, bool) {
