@@ -236,6 +236,8 @@ func hostile(t *testing.T) map[string]struct {
 		"array too long":   {frame{arr, bigCBOR(t, arr)}, "array longer than 65536 elements"},
 		"map too big":      {frame{obj, bigCBOR(t, obj)}, "map with more than 65536 pairs"},
 		"not even a frame": {frame{`}{`, []byte{0xff, 0x00, 0x13}}, "malformed frame"},
+		"a huge bad value, quoted back clipped": {both(t, `{"type":"`+strings.Repeat("é", 1<<20)+`","status":"ok"}`),
+			`field "type": unknown value "` + strings.Repeat("é", 32) + `…"`},
 	}
 }
 

@@ -62,9 +62,9 @@ func describeTypeError(e *cbor.UnmarshalTypeError) error {
 
 func quoteKey(k any) string {
 	if s, ok := k.(string); ok {
-		return fmt.Sprintf("%q", s)
+		return fmt.Sprintf("%q", clip(s))
 	}
-	return fmt.Sprint(k)
+	return clip(fmt.Sprint(k))
 }
 
 // wireTypeName names a CBOR major type as JSON would.

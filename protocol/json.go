@@ -73,7 +73,7 @@ func (p *jsonParser) object() (map[string]any, error) {
 		}
 		key := tok.(string) // encoding/json only yields a string in key position
 		if _, dup := m[key]; dup {
-			return nil, fmt.Errorf("duplicate key %q", key)
+			return nil, fmt.Errorf("duplicate key %q", clip(key))
 		}
 		if len(m) == MaxMapPairs {
 			return nil, fmt.Errorf("map with more than %d pairs", MaxMapPairs)

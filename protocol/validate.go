@@ -13,7 +13,21 @@ func fieldError(field string, value any, problem string) error {
 	if problem == "missing" {
 		return fmt.Errorf("field %q: missing", field)
 	}
-	return fmt.Errorf("field %q: %s %q", field, problem, fmt.Sprint(value))
+	return fmt.Errorf("field %q: %s %q", field, problem, clip(fmt.Sprint(value)))
+}
+
+// clip shortens a value quoted back in an error: a hostile frame must not
+// make its ERROR reply as big as itself.
+func clip(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // Validate implements [Message].
