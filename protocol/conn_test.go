@@ -34,9 +34,9 @@ type peer struct {
 	readErr chan error         // the error that ended the server's read loop
 }
 
-// testServer accepts AIP connections on loopback and hands each to serve,
-// by default an echo that answers every message with a heartbeat whose
-// response_id is the message's request_id.
+// testServer accepts AIP connections on loopback and runs an echo on each:
+// every message is answered with a heartbeat whose response_id is the
+// message's request_id.
 type testServer struct {
 	t     *testing.T
 	hs    *httptest.Server
@@ -458,7 +458,7 @@ func TestAStuckPeerBlocksNoOtherConnection(t *testing.T) {
 	exchange(t, others[0], "after")
 }
 
-func TestAStuckSendEndsAtItsDeadlineAndDropsThePeer(t *testing.T) {
+func TestAStuckSendEndsWithItsContextAndDropsThePeer(t *testing.T) {
 	s := newTestServer(t, ConnOptions{PingInterval: -1}, 4096)
 	ctx, cancel := context.WithCancel(context.Background())
 	p, sendErr := s.stuck(ctx)
@@ -481,7 +481,6 @@ func newFreezeProxy(t *testing.T, target string) *freezeProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	p := &freezeProxy{ln: ln, target: target}
-	var conns sync.WaitGroup
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -495,8 +494,8 @@ func newFreezeProxy(t *testing.T, target string) *freezeProxy {
 				continue
 			}
 			t.Cleanup(func() { in.Close(); out.Close() })
-			conns.Go(func() { p.pipe(out, in) })
-			conns.Go(func() { p.pipe(in, out) })
+			go p.pipe(out, in)
+			go p.pipe(in, out)
 		}
 	}()
 	return p
