@@ -4,7 +4,7 @@ BIN      := bin
 CMDS     := aip-server aip-agent aipctl
 TOOLS    := read_file write_file list_dir hash_file
 
-.PHONY: all build tools fixtures test demo clean FORCE
+.PHONY: all build tools fixtures test fuzz demo clean FORCE
 .DELETE_ON_ERROR:
 
 all: build
@@ -39,6 +39,17 @@ fixtures:
 test:
 	$(GO) vet ./...
 	$(GO) test ./...
+
+# Each decoder's fuzz target for FUZZTIME; their seed corpora already run as
+# plain tests in `make test`.
+FUZZTIME    ?= 30s
+FUZZTARGETS := ./protocol:FuzzDecodeCBOR ./protocol:FuzzDecodeJSON
+
+fuzz:
+	@set -e; for t in $(FUZZTARGETS); do \
+		echo "fuzz $${t#*:} for $(FUZZTIME)"; \
+		$(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME); \
+	done
 
 demo: build
 	./scripts/demo.sh

@@ -52,6 +52,9 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// Wire is the encoding: CBOR (our server) or JSON (a UFO server).
 	Wire protocol.Encoding
+	// Conn tunes the link: frame cap and ping interval. Its Reject and
+	// Logger are the agent's own.
+	Conn protocol.ConnOptions
 	// Limits are the default limits of a tool call.
 	Limits sandbox.Limits
 	// MaxConcurrentCalls bounds the tool calls that run at once; the rest

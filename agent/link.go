@@ -72,13 +72,12 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 func (a *Agent) dial(ctx context.Context) (*protocol.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
+	opts := a.cfg.Conn
+	opts.Reject, opts.Logger = protocol.ClientErrorReply(a.cfg.ID), a.log
 	conn, resp, err := protocol.Dial(dctx, a.cfg.ServerURL, protocol.DialOptions{
-		Header:   http.Header{"Authorization": {"Bearer " + a.token}},
-		Encoding: a.cfg.Wire,
-		ConnOptions: protocol.ConnOptions{
-			Reject: protocol.ClientErrorReply(a.cfg.ID),
-			Logger: a.log,
-		},
+		Header:      http.Header{"Authorization": {"Bearer " + a.token}},
+		Encoding:    a.cfg.Wire,
+		ConnOptions: opts,
 	})
 	if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 		return nil, errUnauthorized
@@ -199,7 +198,7 @@ func (a *Agent) runCommand(ctx context.Context, conn *protocol.Conn, m *protocol
 	}
 }
 
-func (a *Agent) send(ctx context.Context, conn *protocol.Conn, msg any) error {
+func (a *Agent) send(ctx context.Context, conn *protocol.Conn, msg protocol.Message) error {
 	sctx, cancel := context.WithTimeout(ctx, sendTimeout)
 	defer cancel()
 	return conn.Send(sctx, msg)
