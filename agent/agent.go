@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/wasmtools/signature"
 )
 
 // Agent is a device agent. Build it with New, Run it once, then Close it.
@@ -21,6 +22,8 @@ type Agent struct {
 	token     string
 	log       *slog.Logger
 	sb        *sandbox.Sandbox
+	loader    *toolLoader
+	refused   []refusal // modules refused at startup, reported at registration
 	mcp       *mcpPool
 	computers *ComputerManager
 	router    *Router
@@ -41,7 +44,10 @@ type Agent struct {
 	link       *protocol.Conn // the registered link; nil while down
 	serverAcks atomic.Bool    // the server has acknowledged results
 	wake       chan struct{}  // results wait to be delivered
-	inventory  chan struct{}  // the tool list changed
+	inventory  chan struct{}  // the tool inventory changed
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // errRestarted is the failure of a command that was running when the agent
@@ -49,9 +55,10 @@ type Agent struct {
 var errRestarted = errors.New("agent restarted while the command ran")
 
 // New loads the token, the tools and the outbox. It fails on a config that
-// cannot work, such as a missing token file; a single bad tool module is
-// logged and left out instead. Commands that were running when the agent
-// last died are answered as failed, from the outbox, once it links up.
+// cannot work, such as a missing token file; a module that is refused is
+// logged, reported at registration and left out instead. Commands that
+// were running when the agent last died are answered as failed, from the
+// outbox, once it links up.
 func New(ctx context.Context, cfg Config) (*Agent, error) {
 	cfg.setDefaults()
 	if err := cfg.check(); err != nil {
@@ -61,14 +68,16 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	log := cfg.Logger.With("device", cfg.ID)
-	sb, err := sandbox.New(ctx, sandbox.NewConfig().WithLimits(cfg.Limits).WithMounts(cfg.Mounts...).
+	sb, err := sandbox.New(ctx, sandbox.NewConfig().WithLimits(cfg.Limits).
+		WithMaxConcurrentCalls(cfg.MaxConcurrentCalls).
+		WithMaxReservedMemory(cfg.MaxReservedMemory).
 		WithCacheDir(filepath.Join(cfg.DataDir, "compile-cache")))
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a := &Agent{
-		cfg: cfg, token: token, sb: sb, log: log,
+		cfg: cfg, token: token, sb: sb, log: cfg.Logger.With("device", cfg.ID),
+		loader:    newToolLoader(sb, cfg),
 		slots:     make(chan struct{}, cfg.MaxConcurrentCommands),
 		draining:  make(chan struct{}),
 		wake:      make(chan struct{}, 1),
@@ -87,8 +96,8 @@ func (a *Agent) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.mcp = newMCPPool(a.log, func() { notify(a.inventory) })
-	a.computers = newComputerManager(a.cfg.MCP, tools, a.mcp, a.log)
+	a.mcp = newMCPPool(a.log, a.inventoryChanged)
+	a.computers = newComputerManager(a.cfg.MCP, tools, []tool{&installTool{agent: a}}, a.mcp, a.log)
 	a.router = &Router{computers: a.computers, log: a.log}
 	ob, interrupted, err := openOutbox(filepath.Join(a.cfg.DataDir, "outbox", a.cfg.ID+".journal"), a.cfg.Outbox, a.log)
 	if err != nil {
@@ -120,50 +129,103 @@ func readToken(path string) (string, error) {
 	return token, nil
 }
 
-// loadTools loads the wasm tool directories. Each is a namespace, which no
-// MCP server may share.
-func (a *Agent) loadTools(ctx context.Context) ([]tool, error) {
-	mcpNamespaces := map[string]bool{}
-	for _, roots := range a.cfg.MCP {
-		for _, root := range roots {
-			for _, s := range append(append([]MCPServerConfig{}, root.DataCollection...), root.Action...) {
-				mcpNamespaces[s.Namespace] = true
-			}
-		}
+func newToolLoader(sb *sandbox.Sandbox, cfg Config) *toolLoader {
+	keys := signature.NewKeyRing(cfg.TrustedKeys...)
+	require := keys.Len() > 0
+	if cfg.RequireSigned != nil {
+		require = *cfg.RequireSigned
 	}
-	var all []tool
+	return &toolLoader{
+		sb:        sb,
+		verifier:  signature.Verifier{Keys: keys, RequireSigned: require},
+		policies:  sandbox.Policies{Default: sandbox.Policy{Dirs: cfg.Mounts, Env: cfg.AllowEnv}, ByName: cfg.Policies},
+		lookupEnv: os.LookupEnv,
+	}
+}
+
+// loadTools loads the tool dirs, then the tools deployed to this device:
+// the wasm tools every Computer has. A module that is refused is logged and
+// reported at registration; the agent runs with the rest. Two tool dirs
+// that offer the same tool, or a tool dir that takes an MCP server's
+// namespace, are a configuration error; a deployed tool that clashes with
+// the tool dirs is refused.
+func (a *Agent) loadTools(ctx context.Context) ([]tool, error) {
+	mcpNamespaces := a.cfg.MCP.namespaces()
+	// A Computer refuses two tools with one key; find out now rather than
+	// at the first command.
+	check := newComputer("tools", a.log)
+	var out []tool
 	for _, spec := range a.cfg.ToolDirs {
 		dir := parseToolDir(spec)
 		if mcpNamespaces[dir.Namespace] {
 			return nil, fmt.Errorf("agent: tools dir %s: namespace %q is also an MCP server's", dir.Path, dir.Namespace)
 		}
-		tools, err := loadToolDir(ctx, a.sb, dir, a.log)
+		tools, err := a.loadDir(ctx, dir)
 		if err != nil {
+			return nil, err
+		}
+		if err := check.add(tools...); err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
-		a.log.Info("tools loaded", "namespace", dir.Namespace, "dir", dir.Path, "count", len(tools))
-		all = append(all, tools...)
+		out = append(out, tools...)
 	}
-	// A Computer refuses two tools with one key; find out now rather than
-	// at the first command.
-	if err := newComputer("check", a.log).add(all...); err != nil {
+	deployed, err := a.deployedDirs()
+	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	return all, nil
+	for _, dir := range deployed {
+		tools, err := a.loadDir(ctx, dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range tools {
+			if err := check.add(t); err != nil {
+				a.refuse(refusal{Path: filepath.Join(dir.Path, t.info().ToolName+".wasm"), Error: err.Error()})
+				t.(*wasmTool).close(ctx)
+				continue
+			}
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// loadDir loads the modules of dir, refusing those that fail.
+func (a *Agent) loadDir(ctx context.Context, dir toolDir) ([]tool, error) {
+	tools, refused, err := a.loader.loadDir(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	for _, r := range refused {
+		a.refuse(r)
+	}
+	a.log.Info("tools loaded", "namespace", dir.Namespace, "dir", dir.Path, "count", len(tools), "refused", len(refused))
+	return tools, nil
+}
+
+// refuse logs a module that was not loaded and keeps it for registration.
+func (a *Agent) refuse(r refusal) {
+	a.log.Error("tool refused", "path", r.Path, "err", r.Error)
+	a.refused = append(a.refused, r)
 }
 
 // Close stops the MCP servers and frees the sandbox and the outbox. Call
-// it after Run returns.
+// it after Run returns; calls after the first do nothing.
 func (a *Agent) Close(ctx context.Context) error {
-	if a.mcp != nil {
-		a.mcp.close()
-	}
-	var err error
-	if a.outbox != nil {
-		err = a.outbox.close()
-	}
-	return errors.Join(err, a.sb.Close(ctx))
+	a.closeOnce.Do(func() {
+		if a.mcp != nil {
+			a.mcp.close()
+		}
+		if a.outbox != nil {
+			a.closeErr = a.outbox.close()
+		}
+		a.closeErr = errors.Join(a.closeErr, a.sb.Close(ctx))
+	})
+	return a.closeErr
 }
+
+// inventoryChanged makes the link send the new inventory.
+func (a *Agent) inventoryChanged() { notify(a.inventory) }
 
 // notify signals ch without blocking; one pending signal is enough.
 func notify(ch chan struct{}) {

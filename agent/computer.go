@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/wasmtools/schema"
 )
 
 // metaNamespace is the namespace of tools the Computer itself provides.
@@ -29,19 +32,23 @@ type Computer struct {
 }
 
 // registered is a tool in a Computer's registry, with its compiled input
-// schema.
+// schema (nil when the tool declares none).
 type registered struct {
 	tool   tool
 	info   protocol.MCPToolInfo
-	schema *paramSchema
+	schema *schema.Validator
 	meta   bool
 }
 
-// newComputer returns a Computer named name with only its meta tools.
-func newComputer(name string, log *slog.Logger) *Computer {
+// newComputer returns a Computer named name with only its meta tools:
+// list_tools, under each tool type, and those given.
+func newComputer(name string, log *slog.Logger, meta ...tool) *Computer {
 	c := &Computer{name: name, log: log, tools: map[string]registered{}}
 	for _, tt := range protocol.ToolTypes {
-		r := c.entry(&listTools{computer: c, toolType: tt})
+		meta = append(meta, &listTools{computer: c, toolType: tt})
+	}
+	for _, t := range meta {
+		r := c.entry(t)
 		r.meta = true
 		c.tools[r.info.ToolKey] = r
 	}
@@ -55,12 +62,16 @@ func (c *Computer) Name() string { return c.name }
 // logged, and the tool is then called without checking its parameters:
 // the tool still validates them itself.
 func (c *Computer) entry(t tool) registered {
-	info := t.info()
-	schema, err := compileParamSchema(info.ToolName, info.InputSchema)
-	if err != nil {
-		c.log.Warn("tool parameters will not be checked", "tool_key", info.ToolKey, "namespace", info.Namespace, "err", err)
+	r := registered{tool: t, info: t.info()}
+	if len(r.info.InputSchema) == 0 {
+		return r
 	}
-	return registered{tool: t, info: info, schema: schema}
+	v, err := schema.Compile(r.info.InputSchema)
+	if err != nil {
+		c.log.Warn("tool parameters will not be checked", "tool_key", r.info.ToolKey, "namespace", r.info.Namespace, "err", err)
+	}
+	r.schema = v
+	return r
 }
 
 // add registers tools; a key already taken is an error naming it.
@@ -70,8 +81,8 @@ func (c *Computer) add(tools ...tool) error {
 	for _, t := range tools {
 		r := c.entry(t)
 		if old, dup := c.tools[r.info.ToolKey]; dup {
-			return fmt.Errorf("computer %s: tool %s of namespace %q is already registered by namespace %q",
-				c.name, r.info.ToolKey, r.info.Namespace, old.info.Namespace)
+			return fmt.Errorf("tool %s of namespace %q: the key is already registered by namespace %q",
+				r.info.ToolKey, r.info.Namespace, old.info.Namespace)
 		}
 		c.tools[r.info.ToolKey] = r
 	}
@@ -101,6 +112,30 @@ func (c *Computer) setNamespace(toolType protocol.ToolType, namespace string, to
 		}
 		c.tools[r.info.ToolKey] = r
 	}
+}
+
+// canSwap refuses to put t in place of old (nil: in no tool's place) when
+// t's key is held by another tool.
+func (c *Computer) canSwap(old, t tool) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	i := t.info()
+	if holder, taken := c.tools[i.ToolKey]; taken && holder.tool != old {
+		return fmt.Errorf("computer %s: tool %s is already registered by namespace %q", c.name, i.ToolKey, holder.info.Namespace)
+	}
+	return nil
+}
+
+// swap puts t in place of old (nil: in no tool's place). Check canSwap
+// first; calls already running on old finish on it.
+func (c *Computer) swap(old, t tool) {
+	r := c.entry(t)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old != nil {
+		delete(c.tools, old.info().ToolKey)
+	}
+	c.tools[r.info.ToolKey] = r
 }
 
 func (c *Computer) bindServer(s *mcpServer) {
@@ -135,13 +170,25 @@ func (c *Computer) resolve(cmd protocol.Command) (registered, error) {
 }
 
 // prepare resolves cmd and checks its parameters against the tool's input
-// schema.
+// schema. The error names the tool and each parameter at fault.
 func (c *Computer) prepare(cmd protocol.Command) (registered, error) {
 	r, err := c.resolve(cmd)
-	if err != nil {
+	if err != nil || r.schema == nil {
 		return r, err
 	}
-	return r, r.schema.check(cmd.Parameters)
+	params := cmd.Parameters
+	if params == nil {
+		params = map[string]any{}
+	}
+	b, err := json.Marshal(params)
+	if err == nil {
+		err = r.schema.Validate(b)
+	}
+	if err != nil {
+		// Worded as the sandbox words it, whichever layer catches it.
+		return r, fmt.Errorf("tool %q: %w: %w", r.info.ToolName, sandbox.ErrInvalidParams, err)
+	}
+	return r, nil
 }
 
 // downServers explains an unknown tool by the MCP servers that are not

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/edgeaip/edgeaip/protocol"
@@ -41,23 +42,23 @@ func orDefault(name string) string {
 // needs no config: it has the wasm tools and whatever mcp.default lists.
 type ComputerManager struct {
 	mcp  MCPConfig
-	base []tool // on every Computer
+	meta []tool // agent-wide meta tools, on every Computer
 	pool *mcpPool
 	log  *slog.Logger
 
 	mu        sync.Mutex
+	base      []tool // the wasm tools, on every Computer
 	computers map[string]*computerSlot
 }
 
-// computerSlot is a Computer being built, or built.
+// computerSlot is a Computer, or why it could not be built.
 type computerSlot struct {
-	ready    chan struct{}
 	computer *Computer
 	err      error
 }
 
-func newComputerManager(mcp MCPConfig, base []tool, pool *mcpPool, log *slog.Logger) *ComputerManager {
-	return &ComputerManager{mcp: mcp, base: base, pool: pool, log: log, computers: map[string]*computerSlot{}}
+func newComputerManager(mcp MCPConfig, base, meta []tool, pool *mcpPool, log *slog.Logger) *ComputerManager {
+	return &ComputerManager{mcp: mcp, base: base, meta: meta, pool: pool, log: log, computers: map[string]*computerSlot{}}
 }
 
 // Get returns the Computer for t, building it on first use. It waits for
@@ -69,19 +70,12 @@ func (m *ComputerManager) Get(ctx context.Context, t Target) (*Computer, error) 
 	m.mu.Lock()
 	slot, ok := m.computers[key]
 	if !ok {
-		slot = &computerSlot{ready: make(chan struct{})}
+		// Building only registers: servers start in the background.
+		slot = &computerSlot{}
+		slot.computer, slot.err = m.build(key, t)
 		m.computers[key] = slot
 	}
 	m.mu.Unlock()
-	if !ok {
-		slot.computer, slot.err = m.build(key, t)
-		close(slot.ready)
-	}
-	select {
-	case <-slot.ready:
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
-	}
 	if slot.err != nil {
 		return nil, slot.err
 	}
@@ -91,12 +85,65 @@ func (m *ComputerManager) Get(ctx context.Context, t Target) (*Computer, error) 
 	return slot.computer, nil
 }
 
+// findBase returns the wasm tool called name in namespace, or nil.
+func (m *ComputerManager) findBase(namespace, name string) tool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range m.base {
+		if i := t.info(); i.Namespace == namespace && i.ToolName == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// canSwapBase refuses to put the wasm tool t in place of old (nil: in no
+// tool's place) when t's key is held by another tool in a Computer, or
+// among the wasm tools.
+func (m *ComputerManager) canSwapBase(old, t tool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	check := newComputer("wasm tools", m.log)
+	if err := check.add(m.base...); err != nil {
+		return err
+	}
+	if err := check.canSwap(old, t); err != nil {
+		return err
+	}
+	for _, slot := range m.computers {
+		if slot.err != nil {
+			continue
+		}
+		if err := slot.computer.canSwap(old, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// swapBase puts the wasm tool t in place of old in every Computer, those
+// built so far and those to come. Check canSwapBase first.
+func (m *ComputerManager) swapBase(old, t tool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, slot := range m.computers {
+		if slot.err == nil {
+			slot.computer.swap(old, t)
+		}
+	}
+	if i := slices.Index(m.base, old); old != nil && i >= 0 {
+		m.base[i] = t
+	} else {
+		m.base = append(m.base, t)
+	}
+}
+
 func (m *ComputerManager) build(key string, t Target) (*Computer, error) {
 	root, err := m.root(t)
 	if err != nil {
 		return nil, err
 	}
-	c := newComputer(key, m.log)
+	c := newComputer(key, m.log, m.meta...)
 	if err := c.add(m.base...); err != nil {
 		return nil, err
 	}

@@ -26,31 +26,45 @@ type Config struct {
 	TokenFile string
 	// Labels describe the device to operators.
 	Labels map[string]string
-	// DataDir holds the agent's state: the outbox and the compile cache.
+	// DataDir holds the agent's state: the outbox, the compile cache, and
+	// the tools deployed to it (DATA/tools/NAMESPACE/NAME.wasm).
 	DataDir string
 
 	// HeartbeatInterval is how often a HEARTBEAT goes out. Default 20 s.
 	HeartbeatInterval time.Duration
-	// PingInterval is how often the link is checked with a WebSocket ping;
-	// an unanswered ping drops it, so a dead link is noticed within two
-	// intervals. Default protocol.DefaultPingInterval (15 s).
-	PingInterval time.Duration
 	// Wire is the encoding: CBOR (our server) or JSON (a UFO server).
 	Wire protocol.Encoding
+	// Conn tunes the link: frame cap and ping interval (an unanswered ping
+	// drops the link, so a dead one is noticed within two intervals,
+	// 30 s by default). Its Reject and Logger are the agent's own.
+	Conn protocol.ConnOptions
 
 	// ToolDirs are directories of tool modules, each "DIR" or "NAMESPACE=DIR".
 	ToolDirs []string
-	// Mounts are the host directories tools may see.
+	// Mounts are the host directories granted to every tool that Policies
+	// does not name (--allow-dir). A tool sees those of them its manifest
+	// requests, and no other.
 	Mounts []sandbox.Mount
+	// AllowEnv names the host environment variables granted, like Mounts,
+	// to every tool that Policies does not name (--allow-env).
+	AllowEnv []string
+	// Policies grant tools directories, environment variables and limits,
+	// by "NAMESPACE" or "NAMESPACE.TOOL"; the most specific entry applies.
+	Policies map[string]sandbox.Policy
+	// TrustedKeys are the public keys tool signatures are checked against.
+	TrustedKeys []ed25519.PublicKey
+	// RequireSigned refuses modules that are unsigned, signed by a key not
+	// in TrustedKeys, or described by a sidecar. Nil means: required as
+	// soon as any key is trusted.
+	RequireSigned *bool
 	// Limits are the default limits of a tool call.
 	Limits sandbox.Limits
-	// TrustedKeys, RequireSigned and Policies are the tool trust and
-	// capability settings of the config file. This build parses and checks
-	// them but does not enforce them yet, so New refuses them rather than
-	// run tools less confined than the operator asked.
-	TrustedKeys   []TrustedKey
-	RequireSigned bool
-	Policies      []ToolPolicy
+	// MaxConcurrentCalls bounds the tool calls that run at once; the rest
+	// queue. Default GOMAXPROCS.
+	MaxConcurrentCalls int
+	// MaxReservedMemory bounds the memory running tool calls may reserve
+	// together, in bytes. Default sandbox.DefaultMaxReservedMemory.
+	MaxReservedMemory uint64
 
 	// MCP lists the MCP servers to proxy, in the shape of UFO's mcp.yaml.
 	MCP MCPConfig
@@ -74,24 +88,6 @@ type Config struct {
 type OutboxLimits struct {
 	MaxBytes int64         // default 16 MiB
 	MaxAge   time.Duration // default 7 days
-}
-
-// TrustedKey is a public key that tool signatures may be made with.
-type TrustedKey struct {
-	ID        string
-	PublicKey ed25519.PublicKey
-}
-
-// ToolPolicy grants tools of a namespace, or one tool, more than the
-// defaults: directories, environment variables and other limits.
-type ToolPolicy struct {
-	// Namespace selects every tool of a namespace; Tool selects one tool,
-	// as "namespace.tool". Exactly one is set.
-	Namespace string
-	Tool      string
-	Mounts    []sandbox.Mount
-	Env       []string // names of variables passed from the agent's environment
-	Limits    sandbox.Limits
 }
 
 // MCPConfig is UFO's mcp.yaml: agent_name → root_name → the MCP servers of
@@ -144,9 +140,6 @@ func (c *Config) setDefaults() {
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = 20 * time.Second
 	}
-	if c.PingInterval == 0 {
-		c.PingInterval = protocol.DefaultPingInterval
-	}
 	if c.MaxConcurrentCommands <= 0 {
 		c.MaxConcurrentCommands = runtime.GOMAXPROCS(0)
 	}
@@ -186,12 +179,21 @@ func (c *Config) check() error {
 		return errors.New("server URL is required")
 	case c.DataDir == "":
 		return errors.New("data dir is required: the agent keeps its outbox there")
-	case len(c.TrustedKeys) > 0 || c.RequireSigned:
-		return errors.New("tools.trusted_keys and tools.require_signed: tool signatures are not checked by this build yet")
-	case len(c.Policies) > 0:
-		return errors.New("tools.policies: per-tool policies are not enforced by this build yet")
 	}
 	return c.MCP.check()
+}
+
+// namespaces lists the namespaces of the MCP servers.
+func (m MCPConfig) namespaces() map[string]bool {
+	out := map[string]bool{}
+	for _, roots := range m {
+		for _, root := range roots {
+			for _, s := range append(append([]MCPServerConfig{}, root.DataCollection...), root.Action...) {
+				out[s.Namespace] = true
+			}
+		}
+	}
+	return out
 }
 
 // check refuses a namespace defined twice with different settings, and an

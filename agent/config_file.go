@@ -3,7 +3,6 @@ package agent
 import (
 	"bytes"
 	"crypto/ed25519"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -11,12 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
+	"github.com/edgeaip/edgeaip/wasmtools/signature"
 	"gopkg.in/yaml.v3"
 )
 
@@ -56,6 +56,7 @@ type fileConfig struct {
 		Wire      string   `yaml:"wire"`
 		Heartbeat duration `yaml:"heartbeat"`
 		Ping      duration `yaml:"ping"`
+		MaxFrame  byteSize `yaml:"max_frame"`
 	} `yaml:"server"`
 	DataDir  string `yaml:"data_dir"`
 	Commands struct {
@@ -67,12 +68,15 @@ type fileConfig struct {
 		MaxAge   duration `yaml:"max_age"`
 	} `yaml:"outbox"`
 	Tools struct {
-		Dirs          []string     `yaml:"dirs"`
-		AllowDirs     []string     `yaml:"allow_dirs"`
-		Limits        fileLimits   `yaml:"limits"`
-		TrustedKeys   []fileKey    `yaml:"trusted_keys"`
-		RequireSigned bool         `yaml:"require_signed"`
-		Policies      []filePolicy `yaml:"policies"`
+		Dirs          []string              `yaml:"dirs"`
+		AllowDirs     []string              `yaml:"allow_dirs"`
+		AllowEnv      []string              `yaml:"allow_env"`
+		Limits        fileLimits            `yaml:"limits"`
+		TrustedKeys   []string              `yaml:"trusted_keys"`
+		RequireSigned *bool                 `yaml:"require_signed"`
+		Policies      map[string]filePolicy `yaml:"policies"`
+		MaxCalls      int                   `yaml:"max_calls"`
+		MaxCallMemory byteSize              `yaml:"max_call_memory"`
 	} `yaml:"tools"`
 	MCP map[string]map[string]fileMCPRoot `yaml:"mcp"`
 }
@@ -82,19 +86,13 @@ type fileLimits struct {
 	Memory  byteSize `yaml:"memory"`
 	Stdout  byteSize `yaml:"stdout"`
 	Stderr  byteSize `yaml:"stderr"`
-}
-
-type fileKey struct {
-	ID        string `yaml:"id"`
-	PublicKey string `yaml:"public_key"`
+	Fuel    uint64   `yaml:"fuel"`
 }
 
 type filePolicy struct {
-	Namespace string     `yaml:"namespace"`
-	Tool      string     `yaml:"tool"`
-	Dirs      []string   `yaml:"dirs"`
-	Env       []string   `yaml:"env"`
-	Limits    fileLimits `yaml:"limits"`
+	Dirs   []string   `yaml:"dirs"`
+	Env    []string   `yaml:"env"`
+	Limits fileLimits `yaml:"limits"`
 }
 
 type fileMCPRoot struct {
@@ -144,19 +142,25 @@ func (l *configLoader) config(fc *fileConfig) Config {
 		ServerURL:             fc.Server.URL,
 		TokenFile:             l.abs(fc.Server.TokenFile),
 		HeartbeatInterval:     time.Duration(fc.Server.Heartbeat),
-		PingInterval:          time.Duration(fc.Server.Ping),
+		Conn:                  protocol.ConnOptions{PingInterval: time.Duration(fc.Server.Ping), MaxFrameBytes: int64(fc.Server.MaxFrame)},
 		DataDir:               l.abs(fc.DataDir),
 		MaxConcurrentCommands: fc.Commands.MaxConcurrent,
 		ShutdownGrace:         time.Duration(fc.Commands.ShutdownGrace),
 		Outbox:                OutboxLimits{MaxBytes: int64(fc.Outbox.MaxBytes), MaxAge: time.Duration(fc.Outbox.MaxAge)},
 		Limits:                l.limits([]any{"tools", "limits"}, fc.Tools.Limits),
+		AllowEnv:              l.envNames([]any{"tools", "allow_env"}, fc.Tools.AllowEnv),
 		RequireSigned:         fc.Tools.RequireSigned,
+		MaxConcurrentCalls:    fc.Tools.MaxCalls,
+		MaxReservedMemory:     uint64(fc.Tools.MaxCallMemory),
 	}
 	if fc.Device.ID != "" && !validDeviceID.MatchString(fc.Device.ID) {
 		l.fail([]any{"device", "id"}, "%q: want 1-64 of [A-Za-z0-9._-], not starting with '.'", fc.Device.ID)
 	}
 	if fc.Commands.MaxConcurrent < 0 {
 		l.fail([]any{"commands", "max_concurrent"}, "must not be negative")
+	}
+	if fc.Tools.MaxCalls < 0 {
+		l.fail([]any{"tools", "max_calls"}, "must not be negative")
 	}
 	switch fc.Server.Wire {
 	case "", "cbor":
@@ -185,6 +189,7 @@ func (l *configLoader) limits(path []any, fl fileLimits) sandbox.Limits {
 		Timeout:     time.Duration(fl.Timeout),
 		StdoutBytes: int(fl.Stdout),
 		StderrBytes: int(fl.Stderr),
+		Fuel:        fl.Fuel,
 	}
 	const page = 64 << 10
 	if fl.Memory != 0 && fl.Memory < page {
@@ -211,48 +216,46 @@ func (l *configLoader) mounts(path []any, specs []string) []sandbox.Mount {
 	return out
 }
 
-func (l *configLoader) keys(keys []fileKey) []TrustedKey {
-	var out []TrustedKey
-	for i, k := range keys {
-		path := []any{"tools", "trusted_keys", i}
-		if k.ID == "" {
-			l.fail(path, "field \"id\": missing")
+func (l *configLoader) keys(files []string) []ed25519.PublicKey {
+	var out []ed25519.PublicKey
+	for i, f := range files {
+		k, err := signature.LoadPublicKey(l.abs(f))
+		if err != nil {
+			l.fail([]any{"tools", "trusted_keys", i}, "%v", err)
 			continue
 		}
-		raw, err := base64.StdEncoding.DecodeString(k.PublicKey)
-		if err != nil || len(raw) != ed25519.PublicKeySize {
-			l.fail(append(path, "public_key"), "want the base64 of a %d-byte ed25519 public key", ed25519.PublicKeySize)
-			continue
-		}
-		out = append(out, TrustedKey{ID: k.ID, PublicKey: raw})
+		out = append(out, k)
 	}
 	return out
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-func (l *configLoader) policies(ps []filePolicy) []ToolPolicy {
-	var out []ToolPolicy
-	for i, p := range ps {
-		path := []any{"tools", "policies", i}
-		switch {
-		case (p.Namespace == "") == (p.Tool == ""):
-			l.fail(path, "set exactly one of namespace and tool")
-		case p.Tool != "" && !strings.Contains(strings.Trim(p.Tool, "."), "."):
-			l.fail(append(path, "tool"), "%q: want namespace.tool", p.Tool)
+func (l *configLoader) envNames(path []any, names []string) []string {
+	for i, e := range names {
+		if !envName.MatchString(e) {
+			l.fail(append(path, i), "%q is not an environment variable name", e)
 		}
-		for j, e := range p.Env {
-			if !envName.MatchString(e) {
-				l.fail(append(path, "env", j), "%q is not an environment variable name", e)
-			}
+	}
+	return names
+}
+
+// policies reads the policies by "NAMESPACE" or "NAMESPACE.TOOL".
+func (l *configLoader) policies(ps map[string]filePolicy) map[string]sandbox.Policy {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := map[string]sandbox.Policy{}
+	for _, name := range sortedKeys(ps) {
+		p, path := ps[name], []any{"tools", "policies", name}
+		if strings.Count(name, ".") > 1 || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") {
+			l.fail(path, "%q: want NAMESPACE or NAMESPACE.TOOL", name)
 		}
-		out = append(out, ToolPolicy{
-			Namespace: p.Namespace,
-			Tool:      p.Tool,
-			Mounts:    l.mounts(append(path, "dirs"), p.Dirs),
-			Env:       p.Env,
-			Limits:    l.limits(append(path, "limits"), p.Limits),
-		})
+		out[name] = sandbox.Policy{
+			Dirs:   l.mounts(append(path, "dirs"), p.Dirs),
+			Env:    l.envNames(append(path, "env"), p.Env),
+			Limits: l.limits(append(path, "limits"), p.Limits),
+		}
 	}
 	return out
 }
@@ -316,39 +319,43 @@ func (l *configLoader) mcpServer(path []any, fs fileMCPServer) MCPServerConfig {
 	return s
 }
 
-// lineOf finds the line of the value at path in doc. Where the path ends
+// lineOf finds the line of the value at path in doc: of its key, for a
+// map entry, whose value may start on the next line. Where the path ends
 // early, as for a missing field, it gives the line of the last node found.
 func lineOf(doc *yaml.Node, path []any) int {
 	n := doc
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 		n = n.Content[0]
 	}
+	line := n.Line
 	for _, p := range path {
-		next := child(n, p)
+		next, at := child(n, p)
 		if next == nil {
 			break
 		}
-		n = next
+		n, line = next, at
 	}
-	return n.Line
+	return line
 }
 
-func child(n *yaml.Node, p any) *yaml.Node {
+// child is the node under n at p, a map key or a list index, and the line
+// that names it.
+func child(n *yaml.Node, p any) (*yaml.Node, int) {
 	switch k := p.(type) {
 	case string:
 		if n.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				if n.Content[i].Value == k {
-					return n.Content[i+1]
+					return n.Content[i+1], n.Content[i].Line
 				}
 			}
 		}
 	case int:
 		if n.Kind == yaml.SequenceNode && k < len(n.Content) {
-			return n.Content[k]
+			return n.Content[k], n.Content[k].Line
 		}
 	}
-	return nil
+	return nil, 0
 }
 
 // dotted writes a path as the file's reader would: tools.allow_dirs[0].
@@ -407,31 +414,14 @@ func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // byteSize is a YAML size in bytes: a number, or a number with one of the
-// units B, KiB, MiB, GiB, KB, MB, GB.
+// units B, KiB, MiB or GiB, as in tool manifests.
 type byteSize int64
 
-var byteUnits = map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "KB": 1e3, "MB": 1e6, "GB": 1e9}
-
-var sizePattern = regexp.MustCompile(`^(\d+)\s*([KMG]i?B|B)?$`)
-
 func (b *byteSize) UnmarshalYAML(n *yaml.Node) error {
-	v, ok := parseSize(n.Value)
-	if n.Kind != yaml.ScalarNode || !ok {
+	v, err := manifest.ParseByteSize(n.Value)
+	if n.Kind != yaml.ScalarNode || err != nil || v > math.MaxInt64 {
 		return fmt.Errorf("line %d: %q is not a size such as 16MiB or 65536", n.Line, n.Value)
 	}
 	*b = byteSize(v)
 	return nil
-}
-
-func parseSize(s string) (int64, bool) {
-	sub := sizePattern.FindStringSubmatch(strings.TrimSpace(s))
-	if sub == nil {
-		return 0, false
-	}
-	v, err := strconv.ParseInt(sub[1], 10, 64)
-	unit := byteUnits[sub[2]]
-	if err != nil || v > math.MaxInt64/unit {
-		return 0, false
-	}
-	return v * unit, true
 }

@@ -2,12 +2,14 @@ package agent
 
 import (
 	"context"
+	"crypto/ed25519"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/stretchr/testify/assert"
@@ -28,6 +30,9 @@ func TestTheExampleConfigLoadsAsDocumented(t *testing.T) {
 	kiosk := t.TempDir() // stands for /srv/kiosk, which allow_dirs needs to exist
 	path := writeConfig(t, strings.ReplaceAll(string(example), "/srv/kiosk", kiosk))
 	dir := filepath.Dir(path)
+	key, err := os.ReadFile(filepath.Join(testenv.Root(), "testdata", "keys", "test.pub"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "ops.pub"), key, 0o600))
 
 	cfg, err := LoadConfig(path)
 	require.NoError(t, err)
@@ -37,14 +42,24 @@ func TestTheExampleConfigLoadsAsDocumented(t *testing.T) {
 	assert.Equal(t, filepath.Join(dir, "kiosk-1.token"), cfg.TokenFile, "relative to the file")
 	assert.Equal(t, protocol.CBOR, cfg.Wire)
 	assert.Equal(t, 20*time.Second, cfg.HeartbeatInterval)
-	assert.Equal(t, 15*time.Second, cfg.PingInterval)
+	assert.Equal(t, protocol.ConnOptions{PingInterval: 15 * time.Second, MaxFrameBytes: 4 << 20}, cfg.Conn)
 	assert.Equal(t, "/var/lib/aip-agent", cfg.DataDir)
 	assert.Equal(t, 4, cfg.MaxConcurrentCommands)
 	assert.Equal(t, 10*time.Second, cfg.ShutdownGrace)
 	assert.Equal(t, OutboxLimits{MaxBytes: 16 << 20, MaxAge: 168 * time.Hour}, cfg.Outbox)
 	assert.Equal(t, []string{"/usr/lib/aip-agent/tools", "kiosk=/opt/kiosk/tools"}, cfg.ToolDirs)
 	assert.Equal(t, []sandbox.Mount{{HostPath: kiosk, GuestPath: "/data", ReadOnly: true}}, cfg.Mounts)
+	assert.Equal(t, []string{"TZ"}, cfg.AllowEnv)
+	assert.Equal(t, []ed25519.PublicKey{testenv.TestKey(t)}, cfg.TrustedKeys)
+	require.NotNil(t, cfg.RequireSigned)
+	assert.True(t, *cfg.RequireSigned)
+	assert.Equal(t, map[string]sandbox.Policy{
+		"kiosk":        {Dirs: []sandbox.Mount{{HostPath: kiosk, GuestPath: "/data"}}, Env: []string{"TZ", "LANG"}},
+		"kiosk.reboot": {Limits: sandbox.Limits{Timeout: 5 * time.Second}},
+	}, cfg.Policies)
 	assert.Equal(t, sandbox.Limits{Timeout: 30 * time.Second, MemoryPages: 1024, StdoutBytes: 1 << 20, StderrBytes: 64 << 10}, cfg.Limits)
+	assert.Equal(t, 4, cfg.MaxConcurrentCalls)
+	assert.Equal(t, uint64(256<<20), cfg.MaxReservedMemory)
 	assert.Equal(t, MCPConfig{"default": {"default": {
 		Action: []MCPServerConfig{{Namespace: "browser", Type: MCPStdio, Command: "node",
 			StartArgs: []string{"/opt/mcp/node_modules/@playwright/mcp/cli.js", "--headless",
@@ -70,10 +85,12 @@ func TestAnInvalidConfigNamesTheLineAndTheProblem(t *testing.T) {
 			`agent.yaml:3: tools.allow_dirs[0]: mount "/nonexistent/kiosk:/data": stat /nonexistent/kiosk: no such file or directory`},
 		"memory below a page": {"tools:\n  limits:\n    memory: 1KiB\n",
 			`agent.yaml:3: tools.limits.memory: 1024 bytes is less than one 64 KiB page`},
-		"trusted key": {"tools:\n  trusted_keys:\n    - id: ops\n      public_key: c2hvcnQ=\n",
-			`agent.yaml:4: tools.trusted_keys[0].public_key: want the base64 of a 32-byte ed25519 public key`},
-		"policy selector": {"tools:\n  policies:\n    - namespace: kiosk\n      tool: kiosk.read_file\n",
-			`agent.yaml:3: tools.policies[0]: set exactly one of namespace and tool`},
+		"trusted key": {"tools:\n  trusted_keys:\n    - /nonexistent/ops.pub\n",
+			`agent.yaml:3: tools.trusted_keys[0]: `},
+		"policy name": {"tools:\n  policies:\n    kiosk.read.file:\n      env: [TZ]\n",
+			`agent.yaml:3: tools.policies.kiosk.read.file: "kiosk.read.file": want NAMESPACE or NAMESPACE.TOOL`},
+		"env name": {"tools:\n  allow_env: [TZ, 'NOT A NAME']\n",
+			`agent.yaml:2: tools.allow_env[1]: "NOT A NAME" is not an environment variable name`},
 		"mcp server type": {"mcp:\n  HostAgent:\n    default:\n      action:\n        - namespace: ui\n          type: local\n",
 			`agent.yaml:6: mcp.HostAgent.default.action[0].type: want stdio or http, got "local"`},
 		"stdio without a command": {"mcp:\n  default:\n    default:\n      data_collection:\n        - namespace: ui\n          type: stdio\n",
@@ -104,9 +121,9 @@ func TestAConfigWithEveryProblemReportsEachOne(t *testing.T) {
 	assert.Contains(t, err.Error(), "agent.yaml:4: commands.max_concurrent: must not be negative")
 }
 
-func TestToolTrustAndPoliciesAreRefusedUntilTheyAreEnforced(t *testing.T) {
+func TestAnAgentNeedsADataDirForItsOutbox(t *testing.T) {
 	cfg := agentConfig(t, "ws://127.0.0.1:1/ws")
-	cfg.Policies = []ToolPolicy{{Namespace: "fixtures", Env: []string{"TZ"}}}
+	cfg.DataDir = ""
 	_, err := New(context.Background(), cfg)
-	assert.ErrorContains(t, err, "tools.policies: per-tool policies are not enforced by this build yet")
+	assert.EqualError(t, err, "agent: data dir is required: the agent keeps its outbox there")
 }

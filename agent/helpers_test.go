@@ -33,17 +33,19 @@ func newTestRouterLog(t *testing.T, log *slog.Logger, mcpCfg MCPConfig, dirs ...
 	sb, err := sandbox.New(ctx, sandbox.NewConfig().WithLimits(sandbox.Limits{Timeout: time.Second}).WithCacheDir(filepath.Join(os.TempDir(), "edgeaip-agent-test-cache")))
 	require.NoError(t, err)
 	t.Cleanup(func() { sb.Close(ctx) })
-	var tools []tool
-	for _, spec := range append([]string{"fixtures=" + testenv.TestdataTools()}, dirs...) {
-		ts, err := loadToolDir(ctx, sb, parseToolDir(spec), log)
-		require.NoError(t, err)
-		tools = append(tools, ts...)
-	}
 	cfg := Config{MCP: mcpCfg}
 	cfg.setDefaults()
+	loader := newToolLoader(sb, cfg)
+	var tools []tool
+	for _, spec := range append([]string{"fixtures=" + testenv.TestdataTools()}, dirs...) {
+		ts, refused, err := loader.loadDir(ctx, parseToolDir(spec))
+		require.NoError(t, err)
+		require.Empty(t, refused)
+		tools = append(tools, ts...)
+	}
 	pool := newMCPPool(log, func() {})
 	t.Cleanup(pool.close)
-	return &Router{computers: newComputerManager(cfg.MCP, tools, pool, log), log: log}
+	return &Router{computers: newComputerManager(cfg.MCP, tools, nil, pool, log), log: log}
 }
 
 // probeDirs makes two tool dirs, "probes" and "acts", each with a tool
@@ -55,14 +57,14 @@ func probeDirs(t *testing.T) []string {
 	require.NoError(t, err)
 	root := t.TempDir()
 	var specs []string
-	for ns, desc := range map[string]sidecar{
-		"probes": {Name: "probe", ToolType: protocol.ToolDataCollection, InputSchema: map[string]any{
+	for ns, desc := range map[string]map[string]any{
+		"probes": {"name": "probe", "tool_type": protocol.ToolDataCollection, "input_schema": map[string]any{
 			"type":                 "object",
 			"properties":           map[string]any{"msg": map[string]any{"type": "string"}, "n": map[string]any{"type": "integer"}},
 			"required":             []any{"msg"},
 			"additionalProperties": false,
 		}},
-		"acts": {Name: "probe", ToolType: protocol.ToolAction},
+		"acts": {"name": "probe", "tool_type": protocol.ToolAction, "input_schema": map[string]any{"type": "object"}},
 	} {
 		dir := filepath.Join(root, ns)
 		require.NoError(t, os.Mkdir(dir, 0o755))

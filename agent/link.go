@@ -120,14 +120,12 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 func (a *Agent) dial(ctx context.Context) (*protocol.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
+	opts := a.cfg.Conn
+	opts.Reject, opts.Logger = protocol.ClientErrorReply(a.cfg.ID), a.log
 	conn, resp, err := protocol.Dial(dctx, a.cfg.ServerURL, protocol.DialOptions{
-		Header:   http.Header{"Authorization": {"Bearer " + a.token}},
-		Encoding: a.cfg.Wire,
-		ConnOptions: protocol.ConnOptions{
-			PingInterval: a.cfg.PingInterval,
-			Reject:       protocol.ClientErrorReply(a.cfg.ID),
-			Logger:       a.log,
-		},
+		Header:      http.Header{"Authorization": {"Bearer " + a.token}},
+		Encoding:    a.cfg.Wire,
+		ConnOptions: opts,
 	})
 	if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 		return nil, errUnauthorized
@@ -143,18 +141,9 @@ const maxEarlyCommands = 1024
 // ok. A server may send COMMANDs before the ack, as soon as it counts the
 // device online; they are returned, to be handled once registered.
 func (a *Agent) register(ctx context.Context, conn *protocol.Conn) ([]*protocol.ServerMessage, error) {
-	info := a.systemInfo()
-	msg := &protocol.ClientMessage{
-		Type:       protocol.ClientRegister,
-		Status:     protocol.StatusOK,
-		ClientType: protocol.ClientDevice,
-		ClientID:   a.cfg.ID,
-		Timestamp:  protocol.Now(),
-		Metadata:   map[string]any{protocol.MetadataSystemInfo: info, "platform": info.Platform},
-	}
 	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
-	if err := conn.Send(rctx, msg); err != nil {
+	if err := conn.Send(rctx, a.registerMessage()); err != nil {
 		return nil, fmt.Errorf("register: %w", err)
 	}
 	var early []*protocol.ServerMessage
@@ -175,13 +164,36 @@ func (a *Agent) register(ctx context.Context, conn *protocol.Conn) ([]*protocol.
 	}
 }
 
+// registerMessage describes the device and its tools.
+func (a *Agent) registerMessage() *protocol.ClientMessage {
+	info := a.systemInfo()
+	return &protocol.ClientMessage{
+		Type:       protocol.ClientRegister,
+		Status:     protocol.StatusOK,
+		ClientType: protocol.ClientDevice,
+		ClientID:   a.cfg.ID,
+		Timestamp:  protocol.Now(),
+		Metadata:   map[string]any{protocol.MetadataSystemInfo: info, "platform": info.Platform},
+	}
+}
+
 // systemInfo describes the device with the tools of its default Computer.
+// The modules refused at startup are listed in custom_metadata.
+// refused_tools, so that the operator sees why a tool is missing.
 func (a *Agent) systemInfo() protocol.SystemInfo {
 	var tools []protocol.MCPToolInfo
 	if c, err := a.computers.Get(context.Background(), Target{}); err == nil {
 		tools = c.ListTools("", "", false)
 	}
-	return systemInfo(a.cfg.ID, a.cfg.Labels, len(a.cfg.MCP) > 0, tools)
+	info := systemInfo(a.cfg.ID, a.cfg.Labels, len(a.cfg.MCP) > 0, tools)
+	if len(a.refused) > 0 {
+		refused := make([]any, len(a.refused))
+		for i, r := range a.refused {
+			refused[i] = map[string]any{"path": r.Path, "error": r.Error}
+		}
+		info.CustomMetadata["refused_tools"] = refused
+	}
+	return info
 }
 
 // heartbeat sends a HEARTBEAT every HeartbeatInterval, and the tool
@@ -237,7 +249,7 @@ func (a *Agent) handle(ctx context.Context, conn *protocol.Conn, m *protocol.Ser
 	}
 }
 
-func (a *Agent) send(ctx context.Context, conn *protocol.Conn, msg any) error {
+func (a *Agent) send(ctx context.Context, conn *protocol.Conn, msg protocol.Message) error {
 	sctx, cancel := context.WithTimeout(ctx, sendTimeout)
 	defer cancel()
 	return conn.Send(sctx, msg)

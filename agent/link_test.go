@@ -252,7 +252,7 @@ func TestACommandThatComesBeforeTheRegisterAckIsRun(t *testing.T) {
 func TestADeadLinkIsNoticedByItsPingsAndReplaced(t *testing.T) {
 	p := newTestPeer(t)
 	cfg := agentConfig(t, p.url())
-	cfg.PingInterval, cfg.HeartbeatInterval = 200*time.Millisecond, 20*time.Millisecond
+	cfg.Conn.PingInterval, cfg.HeartbeatInterval = 200*time.Millisecond, 20*time.Millisecond
 	ta := startAgent(t, cfg)
 	l := p.next(t)
 	l.stalled.Store(true) // the TCP connection stays open; nothing answers

@@ -45,7 +45,7 @@ func TestProxyRealMCPServersFromNPM(t *testing.T) {
 		res := one(t, r, Target{}, action("get-sum", map[string]any{"a": 2, "b": 3}))
 		assert.Equal(t, "The sum of 2 and 3 is 5.", res.Result, res.Error)
 		res = one(t, r, Target{}, action("get-sum", map[string]any{"a": 2}))
-		assert.Equal(t, `tool "get-sum": parameter "b": missing`, res.Error, "checked against the server's inputSchema")
+		assert.Equal(t, `tool "get-sum": invalid parameters: parameter "b": missing (required)`, res.Error, "checked against the server's inputSchema")
 	})
 	t.Run("read_file", func(t *testing.T) {
 		res := one(t, r, Target{}, action("read_file", map[string]any{"path": filepath.Join(allowed, "motd.txt")}))

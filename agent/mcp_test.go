@@ -36,13 +36,13 @@ func TestMCPServersOverStdioAndHTTPAreProxied(t *testing.T) {
 
 			res = one(t, r, Target{}, action("add", map[string]any{"a": 2, "b": 3}))
 			require.Equal(t, protocol.ResultSuccess, res.Status, res.Error)
-			assert.Equal(t, map[string]any{"sum": 5.0}, res.Result, "structured content is the result")
+			assert.Equal(t, map[string]any{"sum": int64(5)}, res.Result, "structured content is the result")
 			assert.Equal(t, "helper", res.Namespace)
 
 			res = one(t, r, Target{}, action("say", map[string]any{"text": "hello there"}))
 			assert.Equal(t, "hello there", res.Result, "text that is not JSON stays text")
 			res = one(t, r, Target{}, action("say", map[string]any{"text": `{"ok": true, "n": [1, 2]}`}))
-			assert.Equal(t, map[string]any{"ok": true, "n": []any{1.0, 2.0}}, res.Result, "text that is JSON is that JSON")
+			assert.Equal(t, map[string]any{"ok": true, "n": []any{int64(1), int64(2)}}, res.Result, "text that is JSON is that JSON")
 
 			res = one(t, r, Target{}, action("picture", nil))
 			assert.Equal(t, map[string]any{"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}, res.Result,
@@ -58,9 +58,9 @@ func TestMCPServersOverStdioAndHTTPAreProxied(t *testing.T) {
 func TestMCPCallsAreValidatedAgainstTheInputSchema(t *testing.T) {
 	r := newTestRouter(t, defaultAction(testMCPStdio(t, "helper")))
 	res := one(t, r, Target{}, action("add", map[string]any{"a": 2}))
-	assert.Equal(t, `tool "add": parameter "b": missing`, res.Error)
+	assert.Equal(t, `tool "add": invalid parameters: parameter "b": missing (required)`, res.Error)
 	res = one(t, r, Target{}, action("add", map[string]any{"a": "two", "b": 3}))
-	assert.Equal(t, `tool "add": parameter "a": got string, want number`, res.Error)
+	assert.Equal(t, `tool "add": invalid parameters: parameter "a": got string, want number`, res.Error)
 }
 
 func TestEveryMCPCallHasADeadline(t *testing.T) {
@@ -105,7 +105,7 @@ func TestToolsListChangedResyncsTheRegistry(t *testing.T) {
 	changed := make(chan struct{}, 10)
 	pool := newMCPPool(quietLog, func() { changed <- struct{}{} })
 	t.Cleanup(pool.close)
-	m := newComputerManager(defaultAction(testMCPStdio(t, "helper")), nil, pool, quietLog)
+	m := newComputerManager(defaultAction(testMCPStdio(t, "helper")), nil, nil, pool, quietLog)
 	r := &Router{computers: m, log: quietLog}
 	c, err := m.Get(context.Background(), Target{})
 	require.NoError(t, err)

@@ -70,9 +70,9 @@ func testReply(id, payload string) *protocol.ClientMessage {
 	}
 }
 
-// run takes id through admission, acceptance and completion, as a command
+// ranToEnd takes id through admission, acceptance and completion, as a command
 // that ran to the end.
-func run(t *testing.T, o *outbox, id, payload string) *protocol.ClientMessage {
+func ranToEnd(t *testing.T, o *outbox, id, payload string) *protocol.ClientMessage {
 	t.Helper()
 	require.Equal(t, admitNew, o.admit(id))
 	require.NoError(t, o.accept(testCommand(id)))
@@ -105,7 +105,7 @@ func markSent(t *testing.T, o *outbox, id string) {
 
 func TestOutboxACopyThatArrivesWhileResultsGoOutIsAnsweredToo(t *testing.T) {
 	o, _ := newJournal(t, testLimits).open()
-	r1 := run(t, o, "r1", "x")
+	r1 := ranToEnd(t, o, "r1", "x")
 	going := o.unsent()[0]
 	assert.Equal(t, admitDone, o.admit("r1"), "the command again, while its results are on the wire")
 	o.markSent(going)
@@ -131,7 +131,7 @@ func TestOutboxCrashAfterAcceptReportsTheCommandInterrupted(t *testing.T) {
 	o, _ := j.open()
 	o.admit("r1")
 	require.NoError(t, o.accept(testCommand("r1")))
-	run(t, o, "r2", "done before the crash")
+	ranToEnd(t, o, "r2", "done before the crash")
 
 	o2, interrupted := j.open()
 	assert.Equal(t, []acceptedCommand{testCommand("r1")}, interrupted, "what it needs to answer each call")
@@ -152,8 +152,8 @@ func TestOutboxCrashBeforeAcceptLeavesNoTrace(t *testing.T) {
 func TestOutboxCrashAfterResultWriteDeliversAfterRestart(t *testing.T) {
 	j := newJournal(t, testLimits)
 	o, _ := j.open()
-	r1 := run(t, o, "r1", "one")
-	r2 := run(t, o, "r2", "two")
+	r1 := ranToEnd(t, o, "r1", "one")
+	r2 := ranToEnd(t, o, "r2", "two")
 
 	o2, interrupted := j.open()
 	assert.Empty(t, interrupted)
@@ -163,7 +163,7 @@ func TestOutboxCrashAfterResultWriteDeliversAfterRestart(t *testing.T) {
 func TestOutboxCrashAfterSendBeforeTheAckSendsThemAgain(t *testing.T) {
 	j := newJournal(t, testLimits)
 	o, _ := j.open()
-	r1 := run(t, o, "r1", "one")
+	r1 := ranToEnd(t, o, "r1", "one")
 	markSent(t, o, "r1")
 	assert.Empty(t, replies(o), "not twice on one link")
 
@@ -174,8 +174,8 @@ func TestOutboxCrashAfterSendBeforeTheAckSendsThemAgain(t *testing.T) {
 func TestOutboxCrashAfterTheAckKeepsResultsForACommandSentAgain(t *testing.T) {
 	j := newJournal(t, testLimits)
 	o, _ := j.open()
-	r1 := run(t, o, "r1", "one")
-	r2 := run(t, o, "r2", "two")
+	r1 := ranToEnd(t, o, "r1", "one")
+	r2 := ranToEnd(t, o, "r2", "two")
 	assert.True(t, o.delivered("req-r1"))
 	assert.True(t, o.delivered("req-r2"))
 	assert.False(t, o.delivered("req-unknown"), "an ack of something else")
@@ -191,8 +191,8 @@ func TestOutboxCrashAfterTheAckKeepsResultsForACommandSentAgain(t *testing.T) {
 
 func TestOutboxSendsWhatWasNotAcknowledgedAgainOnANewLink(t *testing.T) {
 	o, _ := newJournal(t, testLimits).open()
-	r1 := run(t, o, "r1", "one")
-	run(t, o, "r2", "two")
+	r1 := ranToEnd(t, o, "r1", "one")
+	ranToEnd(t, o, "r2", "two")
 	markSent(t, o, "r1")
 	markSent(t, o, "r2")
 	o.delivered("req-r2")
@@ -211,8 +211,8 @@ func TestOutboxTornOrCorruptTailIsDroppedAndTheRestKept(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			j := newJournal(t, testLimits)
 			o, _ := j.open()
-			r1 := run(t, o, "r1", "kept")
-			r2 := run(t, o, "r2", "last record")
+			r1 := ranToEnd(t, o, "r1", "kept")
+			r2 := ranToEnd(t, o, "r2", "last record")
 			b, err := os.ReadFile(j.path)
 			require.NoError(t, err)
 			require.NoError(t, os.WriteFile(j.path, damage(b), 0o600))
@@ -227,7 +227,7 @@ func TestOutboxTornOrCorruptTailIsDroppedAndTheRestKept(t *testing.T) {
 			assert.Equal(t, want, replies(o2))
 
 			// The file is whole again: what is written next survives.
-			r3 := run(t, o2, "r3", "after repair")
+			r3 := ranToEnd(t, o2, "r3", "after repair")
 			o3, _ := j.open()
 			assert.Equal(t, append(want, r3), replies(o3))
 		})
@@ -237,7 +237,7 @@ func TestOutboxTornOrCorruptTailIsDroppedAndTheRestKept(t *testing.T) {
 func TestOutboxDropsResultsOlderThanMaxAge(t *testing.T) {
 	j := newJournal(t, testLimits)
 	o, _ := j.open()
-	run(t, o, "old", "x")
+	ranToEnd(t, o, "old", "x")
 	o.admit("running")
 	require.NoError(t, o.accept(testCommand("running")))
 
@@ -254,10 +254,10 @@ func TestOutboxStaysWithinMaxBytesDroppingDeliveredResultsFirst(t *testing.T) {
 	j := newJournal(t, limits)
 	o, _ := j.open()
 	payload := strings.Repeat("x", 1000)
-	undelivered := run(t, o, "undelivered", payload)
+	undelivered := ranToEnd(t, o, "undelivered", payload)
 	for i := range 60 {
 		id := fmt.Sprintf("r%02d", i)
-		run(t, o, id, payload)
+		ranToEnd(t, o, id, payload)
 		o.delivered("req-" + id)
 		fi, err := os.Stat(j.path)
 		require.NoError(t, err)

@@ -67,7 +67,7 @@ func TestListToolsFiltersByToolTypeNamespaceAndMeta(t *testing.T) {
 	all := toolKeys(t, res[0])
 	assert.Contains(t, all, "action::echo")
 	assert.NotContains(t, all, "action::list_tools", "meta tools are removed by default")
-	assert.Equal(t, map[string]string{"data_collection::probe": "probes"}, toolKeys(t, res[1]))
+	assert.Equal(t, map[string]string{"data_collection::probe": "probes", "data_collection::env": "fixtures"}, toolKeys(t, res[1]))
 	assert.Equal(t, map[string]string{"action::probe": "acts"}, toolKeys(t, res[2]))
 	assert.Equal(t, map[string]string{"action::list_tools": metaNamespace}, toolKeys(t, res[3]))
 }
@@ -75,9 +75,9 @@ func TestListToolsFiltersByToolTypeNamespaceAndMeta(t *testing.T) {
 func TestActionsRunInOrderAndEarlyExitSkipsTheRest(t *testing.T) {
 	r := newTestRouter(t, nil)
 	actions := []protocol.Command{
-		{ToolName: "echo", Parameters: map[string]any{"step": 1.0}, CallID: "c1"},
+		{ToolName: "echo", Parameters: map[string]any{"step": 1}, CallID: "c1"},
 		{ToolName: "fail", CallID: "c2"},
-		{ToolName: "echo", Parameters: map[string]any{"step": 3.0}, CallID: "c3"},
+		{ToolName: "echo", Parameters: map[string]any{"step": 3}, CallID: "c3"},
 	}
 	res := execute(t, r, Target{}, true, actions...)
 	assert.Equal(t, protocol.ResultSuccess, res[0].Status)
@@ -88,7 +88,7 @@ func TestActionsRunInOrderAndEarlyExitSkipsTheRest(t *testing.T) {
 	res = execute(t, r, Target{}, false, actions...)
 	assert.Equal(t, protocol.ResultFailure, res[1].Status)
 	assert.Equal(t, protocol.ResultSuccess, res[2].Status, "without early exit every action runs")
-	assert.Equal(t, map[string]any{"step": 3.0}, res[2].Result)
+	assert.Equal(t, map[string]any{"step": int64(3)}, res[2].Result)
 }
 
 func TestRouterValidatesBeforeItExecutes(t *testing.T) {
@@ -102,10 +102,10 @@ func TestRouterValidatesBeforeItExecutes(t *testing.T) {
 	}{
 		"unknown tool":       {action("no_such_tool", nil), `unknown tool "no_such_tool" on default::::default`},
 		"unknown tool type":  {protocol.Command{ToolName: "echo", ToolType: protocol.ToolDataCollection, CallID: "x"}, `unknown tool "echo" of type data_collection`},
-		"missing argument":   {dc(map[string]any{"n": 1}), `tool "probe": parameter "msg": missing`},
-		"wrong type":         {dc(map[string]any{"msg": 7}), `tool "probe": parameter "msg": got number, want string`},
-		"unknown argument":   {dc(map[string]any{"msg": "x", "colour": "red"}), `tool "probe": parameter "colour": not allowed`},
-		"meta tool argument": {action("list_tools", map[string]any{"tool_type": "gadget"}), `tool "list_tools": parameter "tool_type"`},
+		"missing argument":   {dc(map[string]any{"n": 1}), `tool "probe": invalid parameters: parameter "msg": missing (required)`},
+		"wrong type":         {dc(map[string]any{"msg": 7}), `tool "probe": invalid parameters: parameter "msg": got number, want string`},
+		"unknown argument":   {dc(map[string]any{"msg": "x", "colour": "red"}), `tool "probe": invalid parameters: parameter "colour": not allowed`},
+		"meta tool argument": {action("list_tools", map[string]any{"tool_type": "gadget"}), `tool "list_tools": invalid parameters: parameter "tool_type"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			before := action("echo", map[string]any{"ran": true})

@@ -81,25 +81,46 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, dev store.De
 	case m.ClientType != protocol.ClientDevice:
 		return nil, fmt.Errorf("field \"client_type\": %q is not allowed with a device token", m.ClientType)
 	}
-	dc := &deviceConn{id: dev.ID, conn: conn, connectedAt: time.Now(), info: systemInfoOf(m.Metadata, s.log)}
+	dc := &deviceConn{id: dev.ID, conn: conn, connectedAt: time.Now()}
+	s.updateInfo(ctx, dc, &m)
 	if old := s.reg.add(dc); old != nil {
 		s.log.Info("device reconnected; closing its stale link", "device", dev.ID)
 		old.conn.Close(websocket.StatusPolicyViolation, "superseded by a new connection")
-	}
-	var infoJSON json.RawMessage
-	if dc.info != nil {
-		infoJSON, _ = json.Marshal(dc.info)
-	}
-	if err := s.store.SeeDevice(ctx, dev.ID, infoJSON); err != nil {
-		s.log.Error("registration not recorded", "device", dev.ID, "err", err)
 	}
 	ack := &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, Timestamp: protocol.Now(), ResponseID: m.RequestID}
 	if err := s.send(ctx, conn, ack); err != nil {
 		s.reg.remove(dc)
 		return nil, fmt.Errorf("ack: %w", err)
 	}
-	s.log.Info("device registered", "device", dev.ID, "wire", conn.Encoding(), "tools", toolCount(dc.info))
+	s.log.Info("device registered", "device", dev.ID, "wire", conn.Encoding(), "tools", toolCount(dc.info.Load()))
 	return dc, nil
+}
+
+// updateInfo keeps the system info of a REGISTER: on the connection, and
+// in the store for when the device is offline.
+func (s *Server) updateInfo(ctx context.Context, dc *deviceConn, m *protocol.ClientMessage) {
+	info := systemInfoOf(m.Metadata, s.log)
+	dc.info.Store(info)
+	var infoJSON json.RawMessage
+	if info != nil {
+		infoJSON, _ = json.Marshal(info)
+	}
+	if err := s.store.SeeDevice(ctx, dc.id, infoJSON); err != nil {
+		s.log.Error("registration not recorded", "device", dc.id, "err", err)
+	}
+}
+
+// reregister takes a REGISTER on a registered connection as an update of
+// the device's system info, e.g. its tool inventory after a tool was
+// deployed, and acknowledges it as the first.
+func (s *Server) reregister(ctx context.Context, dc *deviceConn, m *protocol.ClientMessage) {
+	if m.ClientType != protocol.ClientDevice {
+		s.sendError(ctx, dc.conn, fmt.Sprintf("field \"client_type\": %q is not allowed with a device token", m.ClientType))
+		return
+	}
+	s.updateInfo(ctx, dc, m)
+	s.log.Info("device inventory updated", "device", dc.id, "tools", toolCount(dc.info.Load()))
+	s.send(ctx, dc.conn, &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, Timestamp: protocol.Now(), ResponseID: m.RequestID})
 }
 
 func (s *Server) unregister(dc *deviceConn) {
@@ -138,7 +159,10 @@ func (s *Server) handleDeviceMessage(ctx context.Context, dc *deviceConn, m *pro
 	case protocol.ClientError:
 		s.log.Warn("device reported an error", "device", dc.id, "error", m.Error)
 	case protocol.ClientRegister:
-		s.sendError(ctx, dc.conn, "already registered on this connection")
+		s.reregister(ctx, dc, m)
+	case protocol.ClientDeviceInfoResponse:
+		// The agent pushes its new inventory when its tools change.
+		s.updateInfo(ctx, dc, m)
 	default:
 		s.sendError(ctx, dc.conn, fmt.Sprintf("message type %q is not accepted from a device", m.Type))
 	}

@@ -26,6 +26,7 @@ func (s *Server) routeAPI(mux *http.ServeMux) {
 	mux.Handle("DELETE /api/devices/{id}", s.operator(s.revoke))
 	mux.Handle("GET /api/devices/{id}/tools", s.operator(s.deviceTools))
 	mux.Handle("POST /api/devices/{id}/commands", s.operator(s.command))
+	mux.Handle("POST /api/devices/{id}/tools", s.operator(s.deployTool))
 }
 
 // operator admits requests that carry the operator token.
@@ -157,7 +158,7 @@ func (s *Server) deviceView(d store.Device) api.Device {
 		v.LastSeen = &d.LastSeen
 	}
 	if dc := s.reg.get(d.ID); dc != nil {
-		v.Online, v.Info = true, dc.info
+		v.Online, v.Info = true, dc.info.Load()
 	} else if d.Info != nil {
 		var info protocol.SystemInfo
 		if json.Unmarshal(d.Info, &info) == nil {

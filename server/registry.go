@@ -3,6 +3,7 @@ package server
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -14,7 +15,9 @@ type deviceConn struct {
 	id          string
 	conn        *protocol.Conn
 	connectedAt time.Time
-	info        *protocol.SystemInfo // nil if the device sent none we could read
+	// info is nil if the device sent none we could read. A device that
+	// registers again on its connection replaces it.
+	info atomic.Pointer[protocol.SystemInfo]
 }
 
 // registry is the set of online devices, one connection per device id.

@@ -5,6 +5,8 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -17,6 +19,8 @@ import (
 	"github.com/edgeaip/edgeaip/agent"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
+	"github.com/edgeaip/edgeaip/wasmtools/signature"
 )
 
 // defaultServer is the server URL when neither the config file nor a flag
@@ -31,9 +35,11 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // flags are the command line; each one set overrides the config file.
 type flags struct {
-	config, server, id, tokenFile, data, wire string
-	tools, dirs                               listFlag
-	heartbeat                                 time.Duration
+	config, server, id, tokenFile, data, wire, reserve string
+	tools, dirs, keys, env                             listFlag
+	heartbeat                                          time.Duration
+	requireSigned                                      bool
+	maxCalls                                           int
 }
 
 func main() {
@@ -44,9 +50,14 @@ func main() {
 	flag.StringVar(&f.tokenFile, "token-file", "", "file holding the device token")
 	flag.Var(&f.tools, "tools", "directory of tool modules, DIR or NAMESPACE=DIR (repeatable)")
 	flag.Var(&f.dirs, "allow-dir", "host directory tools may use, HOST[:GUEST][:ro] (repeatable)")
-	flag.StringVar(&f.data, "data", "", "data directory: outbox and compile cache")
+	flag.StringVar(&f.data, "data", "", "data directory: outbox, compile cache and deployed tools")
 	flag.DurationVar(&f.heartbeat, "heartbeat", 20*time.Second, "heartbeat interval")
 	flag.StringVar(&f.wire, "wire", "cbor", "wire encoding: cbor (edgeaip server) or json (UFO server)")
+	flag.Var(&f.keys, "trusted-key", "PEM public key file tool signatures are checked against (repeatable)")
+	flag.BoolVar(&f.requireSigned, "require-signed", false, "refuse unsigned tool modules (default: true once a --trusted-key is given)")
+	flag.Var(&f.env, "allow-env", "environment variable tools may read, if their manifest asks (repeatable)")
+	flag.IntVar(&f.maxCalls, "max-calls", 0, "tool calls that run at once; the rest queue (default GOMAXPROCS)")
+	flag.StringVar(&f.reserve, "max-call-memory", "", "memory running tool calls may reserve together, e.g. 256MiB (default 256MiB)")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -70,7 +81,7 @@ func setFlags() map[string]bool {
 }
 
 // configure reads the config file, if any, and lays the flags that were
-// set over it.
+// set over it. Without a file every flag applies, defaults included.
 func configure(f flags, set map[string]bool) (agent.Config, error) {
 	var cfg agent.Config
 	if f.config != "" {
@@ -79,27 +90,31 @@ func configure(f flags, set map[string]bool) (agent.Config, error) {
 			return cfg, err
 		}
 	}
-	override := func(name string, apply func()) {
-		if set[name] || f.config == "" {
-			apply()
+	var errs []error
+	override := func(name string, apply func() error) {
+		if set[name] || (f.config == "" && name != "require-signed") {
+			if err := apply(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
-	override("server", func() { cfg.ServerURL = f.server })
-	override("id", func() { cfg.ID = f.id })
-	override("token-file", func() { cfg.TokenFile = f.tokenFile })
-	override("data", func() { cfg.DataDir = f.data })
-	override("heartbeat", func() { cfg.HeartbeatInterval = f.heartbeat })
-	override("tools", func() { cfg.ToolDirs = f.tools })
-	var err error
-	override("allow-dir", func() { cfg.Mounts, err = parseMounts(f.dirs) })
-	if err != nil {
-		return cfg, err
-	}
-	override("wire", func() { cfg.Wire, err = parseWire(f.wire) })
+	override("server", func() error { cfg.ServerURL = f.server; return nil })
+	override("id", func() error { cfg.ID = f.id; return nil })
+	override("token-file", func() error { cfg.TokenFile = f.tokenFile; return nil })
+	override("data", func() error { cfg.DataDir = f.data; return nil })
+	override("heartbeat", func() error { cfg.HeartbeatInterval = f.heartbeat; return nil })
+	override("tools", func() error { cfg.ToolDirs = f.tools; return nil })
+	override("allow-env", func() error { cfg.AllowEnv = f.env; return nil })
+	override("max-calls", func() error { cfg.MaxConcurrentCalls = f.maxCalls; return nil })
+	override("require-signed", func() error { cfg.RequireSigned = &f.requireSigned; return nil })
+	override("allow-dir", func() (err error) { cfg.Mounts, err = parseMounts(f.dirs); return err })
+	override("trusted-key", func() (err error) { cfg.TrustedKeys, err = loadKeys(f.keys); return err })
+	override("max-call-memory", func() (err error) { cfg.MaxReservedMemory, err = parseReserve(f.reserve); return err })
+	override("wire", func() (err error) { cfg.Wire, err = parseWire(f.wire); return err })
 	if cfg.ServerURL == "" {
 		cfg.ServerURL = defaultServer
 	}
-	return cfg, err
+	return cfg, errors.Join(errs...)
 }
 
 func parseMounts(specs []string) ([]sandbox.Mount, error) {
@@ -112,6 +127,29 @@ func parseMounts(specs []string) ([]sandbox.Mount, error) {
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+func loadKeys(files []string) ([]ed25519.PublicKey, error) {
+	var out []ed25519.PublicKey
+	for _, k := range files {
+		pub, err := signature.LoadPublicKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-key: %w", err)
+		}
+		out = append(out, pub)
+	}
+	return out, nil
+}
+
+func parseReserve(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := manifest.ParseByteSize(s)
+	if err != nil {
+		return 0, fmt.Errorf("--max-call-memory: %w", err)
+	}
+	return uint64(n), nil
 }
 
 func parseWire(wire string) (protocol.Encoding, error) {
