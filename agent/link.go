@@ -196,8 +196,8 @@ func (a *Agent) systemInfo() protocol.SystemInfo {
 	return info
 }
 
-// heartbeat sends a HEARTBEAT every HeartbeatInterval, and the tool
-// inventory again whenever it changes.
+// heartbeat sends a HEARTBEAT every HeartbeatInterval, and REGISTER again
+// whenever the tool inventory changes.
 func (a *Agent) heartbeat(ctx context.Context, conn *protocol.Conn) {
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
@@ -209,9 +209,10 @@ func (a *Agent) heartbeat(ctx context.Context, conn *protocol.Conn) {
 		case <-t.C:
 			msg.Type = protocol.ClientHeartbeat
 		case <-a.inventory:
-			msg.Type = protocol.ClientDeviceInfoResponse
-			msg.Metadata = map[string]any{protocol.MetadataSystemInfo: a.systemInfo()}
-			a.log.Info("tool inventory changed; sending it to the server")
+			// REGISTER on a registered link updates the device's
+			// inventory on the server.
+			msg = a.registerMessage()
+			a.log.Info("tool inventory changed; registering again with it")
 		}
 		msg.Timestamp = protocol.Now()
 		if err := a.send(ctx, conn, msg); err != nil {

@@ -213,8 +213,8 @@ func TestTheToolInventoryIsSentAgainWhenItChanges(t *testing.T) {
 		got[m.Type] = m
 	}
 	require.Contains(t, got, protocol.ClientCommandResults)
-	require.Contains(t, got, protocol.ClientDeviceInfoResponse)
-	assert.Contains(t, inventory(t, got[protocol.ClientDeviceInfoResponse].Metadata), "action::extra_1")
+	require.Contains(t, got, protocol.ClientRegister, "registers again on the same link")
+	assert.Contains(t, inventory(t, got[protocol.ClientRegister].Metadata), "action::extra_1")
 }
 
 // inventory reads the tool keys of the system_info in metadata.

@@ -160,9 +160,6 @@ func (s *Server) handleDeviceMessage(ctx context.Context, dc *deviceConn, m *pro
 		s.log.Warn("device reported an error", "device", dc.id, "error", m.Error)
 	case protocol.ClientRegister:
 		s.reregister(ctx, dc, m)
-	case protocol.ClientDeviceInfoResponse:
-		// The agent pushes its new inventory when its tools change.
-		s.updateInfo(ctx, dc, m)
 	default:
 		s.sendError(ctx, dc.conn, fmt.Sprintf("message type %q is not accepted from a device", m.Type))
 	}
