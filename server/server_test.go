@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -113,10 +112,15 @@ func TestCommandToAnOfflineDeviceIsRecordedWithItsResults(t *testing.T) {
 	assert.Equal(t, "kiosk-1", rec.DeviceID)
 	assert.Equal(t, resp.SessionID, rec.SessionID)
 	assert.Equal(t, `device "kiosk-1" is offline`, rec.Error)
-	var stored []protocol.Result
-	require.NoError(t, json.Unmarshal(rec.Results, &stored))
-	assert.Equal(t, resp.Results, stored)
+	assert.Equal(t, resp.Results, rec.Results)
 	assert.WithinDuration(t, time.Now(), rec.FinishedAt, time.Minute)
+
+	task, err := c.Task(ctx, resp.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, api.StateFailed, task.State, "the command ran as a session of its own")
+	assert.Equal(t, api.KindCommand, task.Kind)
+	require.Len(t, task.Commands, 1)
+	assert.Equal(t, resp.ResponseID, task.Commands[0].ResponseID)
 }
 
 func TestCommandRequestsAreValidated(t *testing.T) {
