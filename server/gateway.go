@@ -115,7 +115,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 	c.conn, c.connectedAt = conn, time.Now()
 	if old := s.reg.add(c); old != nil {
 		s.log.Info("client reconnected; closing its stale link", "client_id", c.id)
-		old.conn.Close(websocket.StatusPolicyViolation, "superseded by a new connection")
+		go old.conn.Close(websocket.StatusPolicyViolation, "superseded by a new connection")
 	}
 	if c.isDevice() {
 		var info json.RawMessage

@@ -80,14 +80,17 @@ func (r *registry) ids() []string {
 	return out
 }
 
-// disconnect closes the client's connection, if it has one.
+// disconnect closes the client's connection, if it has one, without
+// waiting for the peer's half of the closing handshake: a stale peer
+// would hold the caller for seconds.
 func (r *registry) disconnect(id string, reason string) {
 	if c := r.get(id); c != nil {
-		c.conn.Close(websocket.StatusPolicyViolation, reason)
+		go c.conn.Close(websocket.StatusPolicyViolation, reason)
 	}
 }
 
-// closeAll closes every connection, for shutdown.
+// closeAll closes every connection, for shutdown, and waits until each
+// has closed or given up on its peer.
 func (r *registry) closeAll() {
 	r.mu.RLock()
 	all := make([]*client, 0, len(r.byID))
@@ -95,7 +98,9 @@ func (r *registry) closeAll() {
 		all = append(all, c)
 	}
 	r.mu.RUnlock()
+	var wg sync.WaitGroup
 	for _, c := range all {
-		c.conn.Close(websocket.StatusGoingAway, "server shutting down")
+		wg.Go(func() { c.conn.Close(websocket.StatusGoingAway, "server shutting down") })
 	}
+	wg.Wait()
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,17 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-func newTestServer(t *testing.T, dir string) (*Server, *api.Client) {
-	t.Helper()
-	s, err := New(context.Background(), Config{DataDir: dir})
-	require.NoError(t, err)
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(func() { hs.Close(); s.Close() })
-	token, err := os.ReadFile(filepath.Join(dir, AdminTokenFile))
-	require.NoError(t, err)
-	return s, &api.Client{BaseURL: hs.URL, Token: strings.TrimSpace(string(token))}
-}
 
 func TestOperatorTokenIsWrittenOnceWithMode0600(t *testing.T) {
 	dir := t.TempDir()
@@ -48,7 +36,7 @@ func TestOperatorTokenIsWrittenOnceWithMode0600(t *testing.T) {
 }
 
 func TestAPIRefusesWrongOperatorTokens(t *testing.T) {
-	_, c := newTestServer(t, t.TempDir())
+	c := newTestServer(t).api
 	for _, token := range []string{"", "aipo_wrong"} {
 		bad := *c
 		bad.Token = token
@@ -67,8 +55,8 @@ func TestAPIRefusesWrongOperatorTokens(t *testing.T) {
 }
 
 func TestEnrollStoresOnlyAHashOfTheToken(t *testing.T) {
-	dir := t.TempDir()
-	s, c := newTestServer(t, dir)
+	ts := newTestServer(t)
+	s, c, dir := ts.srv, ts.api, ts.dir
 	resp, err := c.Enroll(context.Background(), api.EnrollRequest{ID: "kiosk-1", Labels: map[string]string{"site": "lobby"}})
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(resp.Token, deviceTokenPrefix))
@@ -85,7 +73,7 @@ func TestEnrollStoresOnlyAHashOfTheToken(t *testing.T) {
 }
 
 func TestEnrollValidatesIDsAndRefusesDuplicates(t *testing.T) {
-	_, c := newTestServer(t, t.TempDir())
+	c := newTestServer(t).api
 	ctx := context.Background()
 	_, err := c.Enroll(ctx, api.EnrollRequest{ID: "kiosk-1"})
 	require.NoError(t, err)
@@ -98,7 +86,8 @@ func TestEnrollValidatesIDsAndRefusesDuplicates(t *testing.T) {
 }
 
 func TestCommandToAnOfflineDeviceIsRecordedWithItsResults(t *testing.T) {
-	s, c := newTestServer(t, t.TempDir())
+	ts := newTestServer(t)
+	s, c := ts.srv, ts.api
 	ctx := context.Background()
 	_, err := c.Enroll(ctx, api.EnrollRequest{ID: "kiosk-1"})
 	require.NoError(t, err)
@@ -124,7 +113,7 @@ func TestCommandToAnOfflineDeviceIsRecordedWithItsResults(t *testing.T) {
 }
 
 func TestCommandRequestsAreValidated(t *testing.T) {
-	_, c := newTestServer(t, t.TempDir())
+	c := newTestServer(t).api
 	ctx := context.Background()
 	_, err := c.Enroll(ctx, api.EnrollRequest{ID: "kiosk-1"})
 	require.NoError(t, err)
