@@ -125,6 +125,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 		if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SeeDevice(c.id, info) }); err != nil {
 			s.log.Error("registration not recorded", "device", c.id, "err", err)
 		}
+		c.seenAt.Store(time.Now().UnixNano())
 	}
 	ack := &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, Timestamp: protocol.Now(), ResponseID: m.RequestID}
 	if err := s.send(ctx, conn, ack); err != nil {
@@ -216,9 +217,7 @@ func checkIdentity(c *client, m *protocol.ClientMessage) error {
 func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol.ClientMessage) {
 	switch m.Type {
 	case protocol.ClientHeartbeat:
-		if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SeeDevice(c.id, nil) }); err != nil {
-			s.log.Warn("heartbeat not recorded", "device", c.id, "err", err)
-		}
+		s.seeDevice(ctx, c)
 		s.sendAck(ctx, c.conn, m)
 	case protocol.ClientDeviceInfoResponse:
 		s.updateDeviceInfo(ctx, c, m)
@@ -228,6 +227,21 @@ func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol
 		s.sendError(ctx, c.conn, "already registered on this connection", m.RequestID)
 	default:
 		s.sendError(ctx, c.conn, fmt.Sprintf("message type %q is not accepted from a device", m.Type), m.RequestID)
+	}
+}
+
+// lastSeenEvery is how often a device's heartbeats update its last_seen:
+// finer would cost a durable write per heartbeat for nothing.
+const lastSeenEvery = 10 * time.Second
+
+func (s *Server) seeDevice(ctx context.Context, c *client) {
+	now := time.Now()
+	if now.Sub(time.Unix(0, c.seenAt.Load())) < lastSeenEvery {
+		return
+	}
+	c.seenAt.Store(now.UnixNano())
+	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SeeDevice(c.id, nil) }); err != nil {
+		s.log.Warn("heartbeat not recorded", "device", c.id, "err", err)
 	}
 }
 

@@ -19,6 +19,7 @@ type client struct {
 	connectedAt time.Time
 	target      string                              // constellations: the device they drive
 	info        atomic.Pointer[protocol.SystemInfo] // devices: nil if none we could read
+	seenAt      atomic.Int64                        // devices: when last_seen was last written, unix ns
 }
 
 func (c *client) isDevice() bool { return c.typ == protocol.ClientDevice }

@@ -118,7 +118,7 @@ func (t *Tx) FailInterrupted(reason string) (sessions, commands int, err error) 
 	}
 	ns, _ := res.RowsAffected()
 	var pending []string
-	rows, err := t.tx.QueryContext(context.Background(), `SELECT response_id FROM commands WHERE status = ?`, CommandPending)
+	rows, err := t.query(`SELECT response_id FROM commands WHERE status = ?`, CommandPending)
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: find interrupted commands: %w", err)
 	}

@@ -33,18 +33,22 @@ const maxBatch = 256
 
 // Store is the server's database. It is safe for concurrent use.
 type Store struct {
-	wdb     *sql.DB // the writer's single connection
-	rdb     *sql.DB // readers
+	wdb     *sql.DB
+	conn    *sql.Conn // the writer's connection: only the writer goroutine uses it
+	rdb     *sql.DB   // readers
 	writes  chan writeReq
 	closing chan struct{}
 	closed  chan struct{}
 	once    sync.Once
+	// stmts are the writer's prepared statements, by SQL text: parsing
+	// each statement anew cost more than the rest of a small write.
+	stmts map[string]*sql.Stmt
 }
 
 // Tx is one write's view of the current transaction. Its methods are the
 // store's writes; a write that returns an error is rolled back alone.
 type Tx struct {
-	tx *sql.Tx
+	s *Store
 }
 
 type writeReq struct {
@@ -66,12 +70,19 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		wdb.Close()
 		return nil, fmt.Errorf("store: %s: %w", path, err)
 	}
+	conn, err := wdb.Conn(ctx)
+	if err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("store: %s: %w", path, err)
+	}
 	rdb, err := openDB(path, "query_only(1)")
 	if err != nil {
+		conn.Close()
 		wdb.Close()
 		return nil, err
 	}
-	s := &Store{wdb: wdb, rdb: rdb, writes: make(chan writeReq), closing: make(chan struct{}), closed: make(chan struct{})}
+	s := &Store{wdb: wdb, conn: conn, rdb: rdb, writes: make(chan writeReq), closing: make(chan struct{}),
+		closed: make(chan struct{}), stmts: map[string]*sql.Stmt{}}
 	go s.writer()
 	return s, nil
 }
@@ -92,7 +103,11 @@ func openDB(path string, pragmas ...string) (*sql.DB, error) {
 func (s *Store) Close() error {
 	s.once.Do(func() { close(s.closing) })
 	<-s.closed
-	return errors.Join(s.wdb.Close(), s.rdb.Close())
+	var errs []error
+	for _, st := range s.stmts {
+		errs = append(errs, st.Close())
+	}
+	return errors.Join(append(errs, s.conn.Close(), s.wdb.Close(), s.rdb.Close())...)
 }
 
 // Write runs fn in the next group commit and returns once that commit is
@@ -136,21 +151,34 @@ func (s *Store) writer() {
 }
 
 // commit runs a batch in one transaction, each write under its own
-// savepoint so that one failing write does not undo the others.
+// savepoint so that one failing write does not undo the others. A write
+// alone needs no savepoint: its failure rolls back the transaction.
 func (s *Store) commit(batch []writeReq) {
-	ctx := context.Background()
 	errs := make([]error, len(batch))
-	tx, err := s.wdb.BeginTx(ctx, nil)
-	if err != nil {
+	tx := &Tx{s: s}
+	if _, err := tx.exec("BEGIN IMMEDIATE"); err != nil {
 		for _, r := range batch {
 			r.done <- fmt.Errorf("store: begin: %w", err)
 		}
 		return
 	}
-	for i, r := range batch {
-		errs[i] = runSavepoint(ctx, tx, r.fn)
+	if len(batch) == 1 {
+		if errs[0] = batch[0].fn(tx); errs[0] != nil {
+			if _, err := tx.exec("ROLLBACK"); err != nil {
+				errs[0] = errors.Join(errs[0], fmt.Errorf("store: rollback: %w", err))
+			}
+			batch[0].done <- errs[0]
+			return
+		}
+	} else {
+		for i, r := range batch {
+			errs[i] = tx.savepoint(r.fn)
+		}
 	}
-	if err := tx.Commit(); err != nil {
+	if _, err := tx.exec("COMMIT"); err != nil {
+		// A failed COMMIT leaves the transaction open: end it, so that the
+		// next batch starts clean.
+		tx.exec("ROLLBACK")
 		for i := range errs {
 			errs[i] = errors.Join(errs[i], fmt.Errorf("store: commit: %w", err))
 		}
@@ -160,28 +188,65 @@ func (s *Store) commit(batch []writeReq) {
 	}
 }
 
-func runSavepoint(ctx context.Context, tx *sql.Tx, fn func(*Tx) error) error {
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
+func (t *Tx) savepoint(fn func(*Tx) error) error {
+	if _, err := t.exec("SAVEPOINT w"); err != nil {
 		return fmt.Errorf("store: savepoint: %w", err)
 	}
-	err := fn(&Tx{tx: tx})
+	err := fn(t)
 	if err != nil {
-		if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO w"); rerr != nil {
+		if _, rerr := t.exec("ROLLBACK TO w"); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("store: rollback: %w", rerr))
 		}
 	}
-	if _, rerr := tx.ExecContext(ctx, "RELEASE w"); rerr != nil {
+	if _, rerr := t.exec("RELEASE w"); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("store: release: %w", rerr))
 	}
 	return err
 }
 
 func (t *Tx) exec(query string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(context.Background(), query, args...)
+	st, err := t.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(context.Background(), args...)
 }
 
-func (t *Tx) queryRow(query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(context.Background(), query, args...)
+func (t *Tx) query(query string, args ...any) (*sql.Rows, error) {
+	st, err := t.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(context.Background(), args...)
+}
+
+// rowScanner is a single row to scan: *sql.Row, or the error of preparing
+// its query.
+type rowScanner interface{ Scan(...any) error }
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+func (t *Tx) queryRow(query string, args ...any) rowScanner {
+	st, err := t.stmt(query)
+	if err != nil {
+		return errRow{err}
+	}
+	return st.QueryRowContext(context.Background(), args...)
+}
+
+// stmt returns query prepared on the writer's connection.
+func (t *Tx) stmt(query string) (*sql.Stmt, error) {
+	if st, ok := t.s.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := t.s.conn.PrepareContext(context.Background(), query)
+	if err != nil {
+		return nil, fmt.Errorf("store: prepare: %w", err)
+	}
+	t.s.stmts[query] = st
+	return st, nil
 }
 
 func now() string { return formatTime(time.Now()) }
