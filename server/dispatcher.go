@@ -139,7 +139,7 @@ func (d *dispatcher) run(ctx context.Context, cmd *command, before func(*store.T
 		if cmd.failed != "" {
 			cmd.log.Warn("command failed", "err", cmd.failed)
 		} else {
-			cmd.log.Info("command done", "status", overallStatus(cmd.results))
+			cmd.log.Info("command done", "status", d.response(cmd, cmd.results).Status)
 		}
 		return d.response(cmd, cmd.results), nil
 	case <-ctx.Done():
@@ -149,10 +149,7 @@ func (d *dispatcher) run(ctx context.Context, cmd *command, before func(*store.T
 }
 
 func (d *dispatcher) response(cmd *command, results []protocol.Result) api.CommandResponse {
-	return api.CommandResponse{
-		ResponseID: cmd.rec.ResponseID, SessionID: cmd.rec.SessionID, DeviceID: cmd.rec.DeviceID,
-		Status: overallStatus(results), Results: results,
-	}
+	return api.NewCommandResponse(cmd.rec.ResponseID, cmd.rec.SessionID, cmd.rec.DeviceID, results)
 }
 
 // send writes cmd on c unless it was already sent there. A failed send
@@ -342,13 +339,4 @@ func callIDs(actions []protocol.Command) string {
 		ids[i] = a.CallID
 	}
 	return strings.Join(ids, ",")
-}
-
-func overallStatus(results []protocol.Result) string {
-	for _, r := range results {
-		if r.Status != protocol.ResultSuccess {
-			return string(protocol.ResultFailure)
-		}
-	}
-	return string(protocol.ResultSuccess)
 }

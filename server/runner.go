@@ -82,12 +82,11 @@ func newCommandRunner(sessionID, deviceID string, actions []protocol.Command, ti
 
 func (c commandRunner) run(ctx context.Context, steps stepper) outcome {
 	r := steps.runStep(ctx, 0, c.step)
-	resp := api.CommandResponse{ResponseID: r.ResponseID, SessionID: c.sessionID, DeviceID: c.deviceID, Status: string(protocol.ResultSuccess), Results: r.Results}
+	if len(r.Results) == 0 {
+		r.Results = failAllActions(c.actions, r.Error)
+	}
+	resp := api.NewCommandResponse(r.ResponseID, c.sessionID, c.deviceID, r.Results)
 	if r.Status != api.StepSuccess {
-		resp.Status = string(protocol.ResultFailure)
-		if len(resp.Results) == 0 {
-			resp.Results = failAllActions(c.actions, r.Error)
-		}
 		return outcome{state: api.StateFailed, result: resp, err: r.Error}
 	}
 	return outcome{state: api.StateCompleted, result: resp}

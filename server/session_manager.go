@@ -275,7 +275,9 @@ func (m *sessionManager) execute(s *session, taskEnd taskEndFunc) outcome {
 		}
 	}
 	out := m.settle(s, s.runner.run(s.ctx, sessionStepper{m: m, s: s}))
-	if err := m.persistEnd(s, out); err != nil {
+	if row, ok := m.endedWithItsCommand(s); ok {
+		out.state, out.err = api.TaskState(row.State), row.Error
+	} else if err := m.persistEnd(s, out); err != nil {
 		log.Error("session outcome not recorded", "err", err)
 	}
 	log.Info("session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
@@ -343,6 +345,16 @@ func (m *sessionManager) persistEnd(s *session, out outcome) error {
 		}
 		return tx.EndSession(s.ID, string(out.state), result, out.err)
 	})
+}
+
+// endedWithItsCommand returns the stored end of a single-command session
+// that the store ended together with its command, which then stands.
+func (m *sessionManager) endedWithItsCommand(s *session) (store.Session, bool) {
+	if s.Kind != api.KindCommand || !s.isPersisted() {
+		return store.Session{}, false
+	}
+	row, err := m.store.Session(context.Background(), s.ID)
+	return row, err == nil && api.TaskState(row.State).Ended()
 }
 
 // insertOnce is the write that records a command session with its first

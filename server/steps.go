@@ -65,8 +65,10 @@ func (st sessionStepper) attempt(ctx context.Context, res *api.StepResult, step 
 	}
 	res.ResponseID, res.Results = resp.ResponseID, resp.Results
 	res.Status, res.Error = api.StepSuccess, ""
-	if err != nil || resp.Status != string(protocol.ResultSuccess) {
-		res.Status, res.Error = api.StepFailure, firstError(resp.Results, err)
+	if err != nil {
+		res.Status, res.Error = api.StepFailure, err.Error()
+	} else if !resp.Succeeded() {
+		res.Status, res.Error = api.StepFailure, resp.FirstError()
 	}
 	s.events.add(api.TaskEvent{Type: api.EventStepEnd, SessionID: s.ID, Step: &res.Step, Attempt: attempt, Tool: res.Tool,
 		ResponseID: res.ResponseID, Status: res.Status, Results: res.Results, Error: res.Error})
@@ -91,21 +93,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-func firstError(results []protocol.Result, err error) string {
-	if err != nil {
-		return err.Error()
-	}
-	for _, r := range results {
-		if r.Status != protocol.ResultSuccess {
-			if r.Error == "" {
-				return fmt.Sprintf("call %s: %s", r.CallID, r.Status)
-			}
-			return r.Error
-		}
-	}
-	return ""
 }
 
 // resolveActions turns a step's actions into wire commands, using the

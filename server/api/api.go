@@ -8,6 +8,7 @@
 package api
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
@@ -62,8 +63,32 @@ type CommandResponse struct {
 	Results    []protocol.Result `json:"results"`
 }
 
+// NewCommandResponse is the response of a command with these results.
+func NewCommandResponse(responseID, sessionID, deviceID string, results []protocol.Result) CommandResponse {
+	r := CommandResponse{ResponseID: responseID, SessionID: sessionID, DeviceID: deviceID,
+		Status: string(protocol.ResultSuccess), Results: results}
+	if r.FirstError() != "" {
+		r.Status = string(protocol.ResultFailure)
+	}
+	return r
+}
+
 // Succeeded reports whether every action succeeded.
 func (r *CommandResponse) Succeeded() bool { return r.Status == string(protocol.ResultSuccess) }
+
+// FirstError describes the first action that did not succeed, or is empty.
+func (r *CommandResponse) FirstError() string {
+	for _, res := range r.Results {
+		switch {
+		case res.Status == protocol.ResultSuccess:
+		case res.Error != "":
+			return res.Error
+		default:
+			return fmt.Sprintf("call %s: %s", res.CallID, res.Status)
+		}
+	}
+	return ""
+}
 
 // Health is the body of GET /api/health. OnlineClients is filled in, as
 // UFO's server does, only for a request that carries the operator token.
