@@ -120,6 +120,12 @@ func TestListTasksAndRemoveATask(t *testing.T) {
 
 	code, _ := ts.apiStatus("DELETE", "/api/tasks/"+running.SessionID, nil)
 	assert.Equal(t, http.StatusConflict, code)
+	events := <-ts.events(done.SessionID)
+	require.Len(t, events, 1, "a task that has ended gets its end event alone")
+	assert.Equal(t, api.TaskEvent{Type: api.EventEnd, SessionID: done.SessionID, State: api.StateCompleted, Status: "completed",
+		Result: events[0].Result, Time: events[0].Time}, events[0])
+	assert.NotNil(t, events[0].Result)
+
 	code, _ = ts.apiStatus("DELETE", "/api/tasks/"+done.SessionID, nil)
 	assert.Equal(t, http.StatusOK, code)
 	code, _ = ts.apiStatus("GET", "/api/tasks/"+done.SessionID, nil)

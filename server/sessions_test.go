@@ -84,6 +84,9 @@ steps:
 	assert.Equal(t, "done", res.Status)
 	assert.JSONEq(t, string(task.Result), string(res.Result))
 
+	assert.Regexp(t, `msg="command sent" device=kiosk-1 session_id=`+d.SessionID+` response_id=`+first.ResponseID+` call_id=`+first.Actions[0].CallID,
+		ts.logs.String(), "a command's log lines name its device, session, response_id and call_id")
+
 	var audit []api.AuditEntry
 	require.NoError(t, ts.api.Do(context.Background(), "GET", "/api/audit?session="+d.SessionID, nil, &audit))
 	require.Len(t, audit, 3)
@@ -297,4 +300,41 @@ func TestAFailingCallbackDoesNotFailTheSession(t *testing.T) {
 	assert.Equal(t, protocol.StatusCompleted, msg.Status)
 	assert.Equal(t, api.StateCompleted, ts.waitTask("s1").State)
 	assert.Eventually(t, func() bool { return strings.Contains(ts.logs.String(), "requester vanished") }, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestRevokingADeviceFailsItsCommandsAndCancelsItsSessionsAtOnce(t *testing.T) {
+	ts := newTestServer(t)
+	dev := ts.device("kiosk-1")
+	con := ts.constellation("orch-1", "kiosk-1")
+	con.task("s1", "", `steps: [{tool: spin, timeout: 1m}]`)
+	cmd := dev.nextCommand()
+
+	code, _ := ts.apiStatus("DELETE", "/api/devices/kiosk-1", nil)
+	require.Equal(t, http.StatusOK, code)
+	end := con.recvType(protocol.ServerTaskEnd)
+	assert.Equal(t, `task cancelled: target device "kiosk-1" disconnected`, end.Error)
+	dev.requireClosed()
+	task := ts.waitTask("s1")
+	require.Len(t, task.Commands, 1)
+	assert.Equal(t, cmd.ResponseID, task.Commands[0].ResponseID)
+	assert.Equal(t, "failed", task.Commands[0].Status)
+	assert.Equal(t, `device "kiosk-1" was revoked`, task.Commands[0].Error)
+}
+
+func TestADeadLinkIsNoticedAndItsCommandWaitsForTheDevice(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.Conn.PingInterval = 50 * time.Millisecond })
+	token := ts.enroll("kiosk-1")
+	dev := ts.mustDial(token)
+	dev.register("kiosk-1")
+	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: echo, timeout: 1m}]`)
+	dev.nextCommand()
+	// The device stops reading: it answers no more pings, as a dead link.
+	require.Eventually(t, func() bool { return len(ts.srv.reg.ids()) == 0 }, 10*time.Second, 10*time.Millisecond, "the dead link was never noticed")
+	assert.Contains(t, ts.logs.String(), "link dropped; the command waits for the device to come back")
+	assert.True(t, ts.srv.sessions.running(d.SessionID), "the task still runs, waiting")
+
+	again := ts.mustDial(token)
+	again.register("kiosk-1")
+	again.answer(again.nextCommand(), protocol.ResultSuccess, "")
+	assert.Equal(t, api.StateCompleted, ts.waitTask(d.SessionID).State)
 }
