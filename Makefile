@@ -4,7 +4,7 @@ BIN      := bin
 CMDS     := aip-server aip-agent aipctl
 TOOLS    := read_file write_file list_dir hash_file
 
-.PHONY: all build tools test demo clean FORCE
+.PHONY: all build tools fixtures test fuzz demo clean FORCE
 .DELETE_ON_ERROR:
 
 all: build
@@ -14,18 +14,42 @@ build: $(CMDS:%=$(BIN)/%) tools
 $(CMDS:%=$(BIN)/%): $(BIN)/%: FORCE
 	$(GO) build -trimpath -o $@ ./cmd/$*
 
-tools: $(TOOLS:%=$(BIN)/tools/%.wasm)
+tools: $(TOOLS:%=$(BIN)/tools/%.wasm) $(BIN)/tools/dir_usage.wasm
 
 # Stock tools are WASI preview1 command modules built from wasmtools/tools,
-# each with its description sidecar beside it.
-$(TOOLS:%=$(BIN)/tools/%.wasm): $(BIN)/tools/%.wasm: FORCE
+# each with its manifest embedded (aipctl tool pack). Sign them for devices
+# that require signatures: aipctl tool sign --key KEY.key bin/tools/NAME.wasm
+$(TOOLS:%=$(BIN)/tools/%.wasm): $(BIN)/tools/%.wasm: $(BIN)/aipctl FORCE
 	@mkdir -p $(BIN)/tools
 	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -ldflags="-s -w" -o $@ ./wasmtools/tools/$*
-	cp wasmtools/tools/$*/$*.json $(BIN)/tools/$*.json
+	$(BIN)/aipctl tool pack $@ --manifest wasmtools/tools/$*/$*.json >/dev/null
+	@rm -f $(BIN)/tools/$*.json
+
+# The example tool in C is committed built (its build.sh needs clang and
+# wasi-libc); make fixtures rebuilds it.
+$(BIN)/tools/dir_usage.wasm: wasmtools/examples/c/dir_usage/dir_usage.wasm
+	@mkdir -p $(BIN)/tools
+	cp $< $@
+
+# Rebuilds the committed .wasm fixtures and the C example from source.
+fixtures:
+	testdata/tools/build.sh
+	wasmtools/examples/c/dir_usage/build.sh
 
 test:
 	$(GO) vet ./...
 	$(GO) test ./...
+
+# Each decoder's fuzz target for FUZZTIME; their seed corpora already run as
+# plain tests in `make test`.
+FUZZTIME    ?= 30s
+FUZZTARGETS := ./protocol:FuzzDecodeCBOR ./protocol:FuzzDecodeJSON
+
+fuzz:
+	@set -e; for t in $(FUZZTARGETS); do \
+		echo "fuzz $${t#*:} for $(FUZZTIME)"; \
+		$(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME); \
+	done
 
 demo: build
 	./scripts/demo.sh

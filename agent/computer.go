@@ -51,6 +51,41 @@ func (c *Computer) add(tools ...tool) error {
 	return nil
 }
 
+// find returns the tool called name in namespace, of either type, or nil.
+func (c *Computer) find(namespace, name string) tool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, t := range c.tools {
+		if i := t.info(); i.Namespace == namespace && i.ToolName == name && !c.meta[name] {
+			return t
+		}
+	}
+	return nil
+}
+
+// canSwap refuses to put t in place of old (nil: in no tool's place) when
+// t's key is held by another tool.
+func (c *Computer) canSwap(old, t tool) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	i := t.info()
+	if holder, taken := c.tools[i.ToolKey]; taken && holder != old {
+		return fmt.Errorf("computer %s: tool %s is already registered by namespace %q", c.name, i.ToolKey, holder.info().Namespace)
+	}
+	return nil
+}
+
+// swap puts t in place of old (nil: in no tool's place). Check canSwap
+// first; calls already running on old finish on it.
+func (c *Computer) swap(old, t tool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old != nil {
+		delete(c.tools, old.info().ToolKey)
+	}
+	c.tools[t.info().ToolKey] = t
+}
+
 // resolve is UFO's command2tool: it finds the tool a command addresses,
 // trying each tool type when the command names none.
 func (c *Computer) resolve(cmd protocol.Command) (tool, error) {

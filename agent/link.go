@@ -72,13 +72,12 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 func (a *Agent) dial(ctx context.Context) (*protocol.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
+	opts := a.cfg.Conn
+	opts.Reject, opts.Logger = protocol.ClientErrorReply(a.cfg.ID), a.log
 	conn, resp, err := protocol.Dial(dctx, a.cfg.ServerURL, protocol.DialOptions{
-		Header:   http.Header{"Authorization": {"Bearer " + a.token}},
-		Encoding: a.cfg.Wire,
-		ConnOptions: protocol.ConnOptions{
-			Reject: protocol.ClientErrorReply(a.cfg.ID),
-			Logger: a.log,
-		},
+		Header:      http.Header{"Authorization": {"Bearer " + a.token}},
+		Encoding:    a.cfg.Wire,
+		ConnOptions: opts,
 	})
 	if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 		return nil, errUnauthorized
@@ -88,18 +87,9 @@ func (a *Agent) dial(ctx context.Context) (*protocol.Conn, error) {
 
 // register sends REGISTER and waits for the ack: a HEARTBEAT with status ok.
 func (a *Agent) register(ctx context.Context, conn *protocol.Conn) error {
-	info := systemInfo(a.cfg.ID, a.cfg.Labels, a.computer.ListTools("", "", false))
-	msg := &protocol.ClientMessage{
-		Type:       protocol.ClientRegister,
-		Status:     protocol.StatusOK,
-		ClientType: protocol.ClientDevice,
-		ClientID:   a.cfg.ID,
-		Timestamp:  protocol.Now(),
-		Metadata:   map[string]any{protocol.MetadataSystemInfo: info, "platform": info.Platform},
-	}
 	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
-	if err := conn.Send(rctx, msg); err != nil {
+	if err := conn.Send(rctx, a.registerMessage()); err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
 	var ack protocol.ServerMessage
@@ -113,18 +103,45 @@ func (a *Agent) register(ctx context.Context, conn *protocol.Conn) error {
 	return nil
 }
 
+// registerMessage describes the device and its tools. The modules refused
+// at startup are listed in custom_metadata.refused_tools, so that the
+// operator sees why a tool is missing.
+func (a *Agent) registerMessage() *protocol.ClientMessage {
+	info := systemInfo(a.cfg.ID, a.cfg.Labels, a.computer.ListTools("", "", false))
+	if len(a.refused) > 0 {
+		refused := make([]any, len(a.refused))
+		for i, r := range a.refused {
+			refused[i] = map[string]any{"path": r.Path, "error": r.Error}
+		}
+		info.CustomMetadata["refused_tools"] = refused
+	}
+	return &protocol.ClientMessage{
+		Type:       protocol.ClientRegister,
+		Status:     protocol.StatusOK,
+		ClientType: protocol.ClientDevice,
+		ClientID:   a.cfg.ID,
+		Timestamp:  protocol.Now(),
+		Metadata:   map[string]any{protocol.MetadataSystemInfo: info, "platform": info.Platform},
+	}
+}
+
 func (a *Agent) heartbeat(ctx context.Context, conn *protocol.Conn) {
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
+		var msg *protocol.ClientMessage
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-		msg := &protocol.ClientMessage{
-			Type: protocol.ClientHeartbeat, Status: protocol.StatusOK,
-			ClientID: a.cfg.ID, Timestamp: protocol.Now(),
+			msg = &protocol.ClientMessage{
+				Type: protocol.ClientHeartbeat, Status: protocol.StatusOK,
+				ClientID: a.cfg.ID, Timestamp: protocol.Now(),
+			}
+		case <-a.inventory:
+			// A registered connection that registers again updates the
+			// device's inventory on the server.
+			msg = a.registerMessage()
 		}
 		if err := a.send(ctx, conn, msg); err != nil {
 			a.log.Warn("heartbeat not sent", "err", err)
@@ -181,7 +198,7 @@ func (a *Agent) runCommand(ctx context.Context, conn *protocol.Conn, m *protocol
 	}
 }
 
-func (a *Agent) send(ctx context.Context, conn *protocol.Conn, msg any) error {
+func (a *Agent) send(ctx context.Context, conn *protocol.Conn, msg protocol.Message) error {
 	sctx, cancel := context.WithTimeout(ctx, sendTimeout)
 	defer cancel()
 	return conn.Send(sctx, msg)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,35 +11,101 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
+	"github.com/edgeaip/edgeaip/wasmtools/signature"
 )
-
-// sidecar is the development form of a tool's self-description: NAME.json
-// beside NAME.wasm.
-type sidecar struct {
-	Name        string            `json:"name"`
-	Description string            `json:"description"`
-	ToolType    protocol.ToolType `json:"tool_type"`
-	InputSchema map[string]any    `json:"input_schema"`
-}
 
 // wasmTool is a tool module loaded into the sandbox.
 type wasmTool struct {
 	sb        *sandbox.Sandbox
 	mod       *sandbox.Tool
 	namespace string
-	desc      sidecar
+	manifest  manifest.Manifest
+	source    manifest.Source
+	verdict   signature.Verdict
 }
 
 func (t *wasmTool) info() protocol.MCPToolInfo {
+	m := t.manifest
+	tt := protocol.ToolType(m.ToolType)
 	return protocol.MCPToolInfo{
-		ToolKey:     protocol.ToolKey(t.desc.ToolType, t.desc.Name),
-		ToolName:    t.desc.Name,
-		Namespace:   t.namespace,
-		ToolType:    t.desc.ToolType,
-		Description: t.desc.Description,
-		InputSchema: t.desc.InputSchema,
-		Meta:        map[string]any{"sha256": t.mod.SHA256()},
+		ToolKey:      protocol.ToolKey(tt, m.Name),
+		ToolName:     m.Name,
+		Namespace:    t.namespace,
+		ToolType:     tt,
+		Description:  m.Description,
+		InputSchema:  m.InputSchema,
+		OutputSchema: m.OutputSchema,
+		Meta:         t.meta(),
 	}
+}
+
+// meta is what an operator needs to know about a loaded module: which one
+// it is, who signed it, what it asked for and what it was granted.
+func (t *wasmTool) meta() map[string]any {
+	requested := map[string]any{}
+	if dirs := t.manifest.Capabilities.Dirs; len(dirs) > 0 {
+		list := make([]any, len(dirs))
+		for i, d := range dirs {
+			list[i] = map[string]any{"path": d.Path, "mode": string(d.Mode)}
+		}
+		requested["dirs"] = list
+	}
+	if env := t.manifest.Capabilities.Env; len(env) > 0 {
+		requested["env"] = anyList(env)
+	}
+	granted := map[string]any{}
+	if mounts := t.mod.Mounts(); len(mounts) > 0 {
+		list := make([]any, len(mounts))
+		for i, m := range mounts {
+			list[i] = map[string]any{"path": m.GuestPath, "mode": modeOf(m)}
+		}
+		granted["dirs"] = list
+	}
+	if env := t.mod.EnvKeys(); len(env) > 0 {
+		granted["env"] = anyList(env)
+	}
+	l := t.mod.Limits()
+	meta := map[string]any{
+		"sha256":       t.mod.SHA256(),
+		"manifest":     string(t.source),
+		"capabilities": requested,
+		"granted":      granted,
+		"limits":       map[string]any{"timeout": l.Timeout.String(), "memory_pages": l.MemoryPages, "fuel": l.Fuel},
+		"signature":    signatureState(t.verdict),
+	}
+	if t.manifest.Version != "" {
+		meta["version"] = t.manifest.Version
+	}
+	if t.verdict.KeyID != "" {
+		meta["signer"] = t.verdict.KeyID
+	}
+	return meta
+}
+
+func signatureState(v signature.Verdict) string {
+	switch {
+	case v.Verified:
+		return "verified"
+	case v.KeyID != "":
+		return "unverified"
+	}
+	return "none"
+}
+
+func modeOf(m sandbox.Mount) string {
+	if m.ReadOnly {
+		return string(manifest.ReadOnly)
+	}
+	return string(manifest.ReadWrite)
+}
+
+func anyList(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
 }
 
 func (t *wasmTool) call(ctx context.Context, params map[string]any) protocol.Result {
@@ -49,9 +114,17 @@ func (t *wasmTool) call(ctx context.Context, params map[string]any) protocol.Res
 	}
 	in, err := json.Marshal(params)
 	if err != nil {
-		return failure(fmt.Errorf("tool %q: parameters: %w", t.desc.Name, err))
+		return failure(fmt.Errorf("tool %q: parameters: %w", t.manifest.Name, err))
 	}
-	out := t.sb.Call(ctx, t.mod, in)
+	return ToolResult(t.sb.Call(ctx, t.mod, in))
+}
+
+// close frees the module once its running calls end.
+func (t *wasmTool) close(ctx context.Context) { t.mod.Close(ctx) }
+
+// ToolResult turns a sandbox call's outcome into the Result the agent
+// sends: stdout parsed as JSON when it is JSON, and the usage.
+func ToolResult(out sandbox.Result) protocol.Result {
 	res := protocol.Result{
 		Status: protocol.ResultSuccess,
 		Usage: &protocol.Usage{
@@ -79,6 +152,34 @@ func parseOutput(stdout []byte) any {
 	return string(stdout)
 }
 
+// toolLoader turns tool modules into tools: it reads the manifest, checks
+// the signature, applies the capability policy and compiles.
+type toolLoader struct {
+	sb        *sandbox.Sandbox
+	verifier  signature.Verifier
+	policies  sandbox.Policies
+	lookupEnv func(string) (string, bool)
+}
+
+// load loads mod as a tool of namespace; where names where mod came from,
+// for errors.
+func (l *toolLoader) load(ctx context.Context, namespace, where string, mod manifest.Module) (*wasmTool, error) {
+	name := mod.Manifest.Name
+	verdict, err := l.verifier.Check(mod.Wasm)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q (%s): refused: %w", name, where, err)
+	}
+	if l.verifier.RequireSigned && mod.Source != manifest.Embedded {
+		return nil, fmt.Errorf("tool %q (%s): refused: its manifest is a sidecar NAME.json, which no signature covers; embed it with aipctl tool pack, then sign", name, where)
+	}
+	spec := l.policies.For(namespace, name).Spec(mod, l.lookupEnv)
+	t, err := l.sb.Load(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%s)", err, where)
+	}
+	return &wasmTool{sb: l.sb, mod: t, namespace: namespace, manifest: mod.Manifest, source: mod.Source, verdict: verdict}, nil
+}
+
 // toolDir is a directory of tool modules that forms one namespace.
 type toolDir struct {
 	Namespace string
@@ -94,59 +195,40 @@ func parseToolDir(spec string) toolDir {
 	return toolDir{Namespace: filepath.Base(filepath.Clean(spec)), Path: spec}
 }
 
-// loadToolDir compiles every NAME.wasm that has a NAME.json beside it. A
-// module that fails to load is logged and left out; the rest still load.
-func loadToolDir(ctx context.Context, sb *sandbox.Sandbox, dir toolDir, log *slog.Logger) ([]tool, error) {
+// refusal is a module that was not loaded, and why.
+type refusal struct {
+	Path  string `json:"path"`
+	Error string `json:"error"`
+}
+
+// loadDir loads every NAME.wasm of dir. A module that fails to load is
+// refused and left out; the rest still load.
+func (l *toolLoader) loadDir(ctx context.Context, dir toolDir) ([]tool, []refusal, error) {
+	if _, err := os.Stat(dir.Path); err != nil {
+		return nil, nil, fmt.Errorf("tools dir: %w", err)
+	}
 	paths, err := filepath.Glob(filepath.Join(dir.Path, "*.wasm"))
 	if err != nil {
-		return nil, fmt.Errorf("tools dir %s: %w", dir.Path, err)
-	}
-	if _, err := os.Stat(dir.Path); err != nil {
-		return nil, fmt.Errorf("tools dir: %w", err)
+		return nil, nil, fmt.Errorf("tools dir %s: %w", dir.Path, err)
 	}
 	sort.Strings(paths)
 	var tools []tool
+	var refused []refusal
 	for _, p := range paths {
-		t, err := loadWasmTool(ctx, sb, dir.Namespace, p)
+		t, err := l.loadFile(ctx, dir.Namespace, p)
 		if err != nil {
-			log.Error("tool not loaded", "path", p, "err", err)
+			refused = append(refused, refusal{Path: p, Error: err.Error()})
 			continue
 		}
 		tools = append(tools, t)
 	}
-	return tools, nil
+	return tools, refused, nil
 }
 
-func loadWasmTool(ctx context.Context, sb *sandbox.Sandbox, namespace, path string) (*wasmTool, error) {
-	desc, err := readSidecar(strings.TrimSuffix(path, ".wasm") + ".json")
+func (l *toolLoader) loadFile(ctx context.Context, namespace, path string) (*wasmTool, error) {
+	mod, err := manifest.Load(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	wasm, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	mod, err := sb.Load(ctx, desc.Name, wasm, sandbox.Limits{})
-	if err != nil {
-		return nil, err
-	}
-	return &wasmTool{sb: sb, mod: mod, namespace: namespace, desc: desc}, nil
-}
-
-func readSidecar(path string) (sidecar, error) {
-	var d sidecar
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return d, fmt.Errorf("tool description: %w", err)
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		return d, fmt.Errorf("tool description %s: %w", path, err)
-	}
-	if d.Name == "" {
-		return d, fmt.Errorf("tool description %s: field \"name\": missing", path)
-	}
-	if !d.ToolType.Valid() {
-		return d, fmt.Errorf("tool description %s: field \"tool_type\": want data_collection or action, got %q", path, d.ToolType)
-	}
-	return d, nil
+	return l.load(ctx, namespace, path, mod)
 }

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
-	"unicode/utf8"
 
 	"github.com/fxamacker/cbor/v2"
 )
@@ -15,7 +13,8 @@ import (
 // Subprotocol is the WebSocket subprotocol that selects the CBOR encoding.
 const Subprotocol = "aip.cbor.v1"
 
-// Limits every decoder enforces, whatever the encoding.
+// Limits every decoder enforces, whatever the encoding. A frame at the top
+// is one level deep; its metadata map is two.
 const (
 	MaxDepth         = 32
 	MaxArrayElements = 65536
@@ -51,27 +50,42 @@ type Message interface {
 }
 
 var (
-	cborEnc = mustEncMode()
-	cborDec = mustDecMode()
+	// cborEnc is aip.cbor.v1: Core Deterministic Encoding, so equal
+	// messages give equal bytes.
+	cborEnc = mustEncMode(cbor.CoreDetEncOptions())
+	// transcodeEnc turns a parsed JSON value into CBOR for cborDec; nothing
+	// it writes leaves the process, so it need not sort.
+	transcodeEnc = mustEncMode(cbor.EncOptions{})
+	cborDec      = mustDecMode()
 )
 
-func mustEncMode() cbor.EncMode {
-	em, err := cbor.CoreDetEncOptions().EncMode()
+func mustEncMode(opts cbor.EncOptions) cbor.EncMode {
+	em, err := opts.EncMode()
 	if err != nil {
 		panic(err) // static options; cannot fail at run time
 	}
 	return em
 }
 
+// mustDecMode is the one decoder both encodings go through. It accepts the
+// JSON data model only, so that whatever decodes can be sent on in either
+// encoding: no tags, no NaN or infinity, no simple values but false, true
+// and null, integers within int64.
 func mustDecMode() cbor.DecMode {
 	dm, err := cbor.DecOptions{
-		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
-		IndefLength:      cbor.IndefLengthForbidden,
-		UTF8:             cbor.UTF8RejectInvalid,
-		MaxNestedLevels:  MaxDepth,
-		MaxArrayElements: MaxArrayElements,
-		MaxMapPairs:      MaxMapPairs,
-		DefaultMapType:   reflect.TypeFor[map[string]any](),
+		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
+		IndefLength:       cbor.IndefLengthForbidden,
+		UTF8:              cbor.UTF8RejectInvalid,
+		MaxNestedLevels:   MaxDepth,
+		MaxArrayElements:  MaxArrayElements,
+		MaxMapPairs:       MaxMapPairs,
+		DefaultMapType:    reflect.TypeFor[map[string]any](),
+		FieldNameMatching: cbor.FieldNameMatchingCaseSensitive,
+		IntDec:            cbor.IntDecConvertSignedOrFail,
+		TagsMd:            cbor.TagsForbidden,
+		NaN:               cbor.NaNDecodeForbidden,
+		Inf:               cbor.InfDecodeForbidden,
+		SimpleValues:      jsonSimpleValues(),
 	}.DecMode()
 	if err != nil {
 		panic(err) // static options; cannot fail at run time
@@ -79,8 +93,28 @@ func mustDecMode() cbor.DecMode {
 	return dm
 }
 
+// jsonSimpleValues accepts the CBOR simple values JSON has: false, true and
+// null.
+func jsonSimpleValues() *cbor.SimpleValueRegistry {
+	var reject []func(*cbor.SimpleValueRegistry) error
+	for sv := range 256 {
+		switch cbor.SimpleValue(sv) {
+		case 20, 21, 22: // false, true, null
+		case 24, 25, 26, 27, 28, 29, 30, 31: // not simple values: floats and reserved
+		default:
+			reject = append(reject, cbor.WithRejectedSimpleValue(cbor.SimpleValue(sv)))
+		}
+	}
+	r, err := cbor.NewSimpleValueRegistryFromDefaults(reject...)
+	if err != nil {
+		panic(err) // static options; cannot fail at run time
+	}
+	return r
+}
+
 // Marshal encodes v. CBOR output is deterministic: equal messages give equal
-// bytes.
+// bytes. JSON output is compact and, like pydantic's, does not escape <, >
+// and &.
 func (e Encoding) Marshal(v any) ([]byte, error) {
 	var (
 		b   []byte
@@ -89,7 +123,7 @@ func (e Encoding) Marshal(v any) ([]byte, error) {
 	if e == CBOR {
 		b, err = cborEnc.Marshal(v)
 	} else {
-		b, err = json.Marshal(v)
+		b, err = marshalJSON(v)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", e, err)
@@ -97,16 +131,24 @@ func (e Encoding) Marshal(v any) ([]byte, error) {
 	return b, nil
 }
 
-// Unmarshal decodes data into m strictly, applies UFO's defaults, and
-// validates the result. Every error wraps [ErrMalformed].
-func (e Encoding) Unmarshal(data []byte, m Message) error {
-	var err error
-	if e == CBOR {
-		err = cborDec.Unmarshal(data, m)
-	} else {
-		err = unmarshalJSON(data, m)
+func marshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
 	}
-	if err != nil {
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// Unmarshal decodes data into m strictly, applies UFO's defaults, and
+// validates the result. m is reset first, so nothing of an earlier message
+// remains. Every error wraps [ErrMalformed].
+func (e Encoding) Unmarshal(data []byte, m Message) error {
+	if v := reflect.ValueOf(m); v.Kind() == reflect.Pointer && !v.IsNil() {
+		v.Elem().SetZero()
+	}
+	if err := e.decode(data, m); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrMalformed, e, err)
 	}
 	if d, ok := m.(interface{ applyDefaults() }); ok {
@@ -118,89 +160,40 @@ func (e Encoding) Unmarshal(data []byte, m Message) error {
 	return nil
 }
 
-// UnmarshalValue decodes data into any value with the same limits as
-// messages, without message validation. It serves payloads nested in
-// messages, such as tool results.
+// UnmarshalValue decodes data into any value with the same limits and
+// rules as messages, without message validation. It serves payloads nested
+// in messages, such as tool results. Numbers decode as messages' do: an
+// integer to int64, anything else to float64.
 func (e Encoding) UnmarshalValue(data []byte, v any) error {
-	if e == CBOR {
-		return cborDec.Unmarshal(data, v)
+	if err := e.decode(data, v); err != nil {
+		return fmt.Errorf("%s: %w", e, err)
 	}
-	return unmarshalJSON(data, v)
+	return nil
 }
 
-func unmarshalJSON(data []byte, v any) error {
-	if !utf8.Valid(data) {
-		return errors.New("invalid UTF-8")
+func (e Encoding) decode(data []byte, v any) error {
+	if e == JSON {
+		return decodeJSON(data, v)
 	}
-	if err := checkJSONShape(data); err != nil {
+	return describeCBORError(cborDec.Unmarshal(data, v))
+}
+
+// decodeJSON parses data into the JSON data model, then decodes that through
+// the CBOR decoder, so that both encodings share one set of rules: exact,
+// case-sensitive keys as pydantic matches them, null as absent, and the
+// same number types.
+func decodeJSON(data []byte, v any) error {
+	tree, err := parseJSON(data)
+	if err != nil {
 		return err
 	}
-	return json.Unmarshal(data, v)
-}
-
-// checkJSONShape enforces the limits encoding/json lacks: nesting depth,
-// collection sizes and duplicate object keys.
-func checkJSONShape(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var stack []*jsonFrame
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		d, isDelim := tok.(json.Delim)
-		if isDelim && (d == '}' || d == ']') {
-			stack = stack[:len(stack)-1]
-			continue
-		}
-		if len(stack) > 0 {
-			if err := stack[len(stack)-1].take(tok); err != nil {
-				return err
-			}
-		}
-		if isDelim {
-			if len(stack) == MaxDepth {
-				return fmt.Errorf("nesting deeper than %d", MaxDepth)
-			}
-			stack = append(stack, &jsonFrame{object: d == '{', wantKey: d == '{'})
-		}
-	}
-}
-
-// jsonFrame tracks one open JSON object or array during checkJSONShape.
-type jsonFrame struct {
-	object  bool
-	wantKey bool
-	n       int
-	keys    map[string]struct{}
-}
-
-// take accounts for the next token inside the frame: a key or a value.
-func (f *jsonFrame) take(tok json.Token) error {
-	if !f.object {
-		if f.n++; f.n > MaxArrayElements {
-			return fmt.Errorf("array longer than %d elements", MaxArrayElements)
-		}
+	if p, ok := v.(*any); ok {
+		*p = tree
 		return nil
 	}
-	if !f.wantKey {
-		f.wantKey = true
-		return nil
+	b, err := transcodeEnc.Marshal(tree)
+	if err != nil {
+		return fmt.Errorf("transcode: %w", err)
 	}
-	f.wantKey = false
-	key, _ := tok.(string)
-	if f.n++; f.n > MaxMapPairs {
-		return fmt.Errorf("object with more than %d pairs", MaxMapPairs)
-	}
-	if f.keys == nil {
-		f.keys = make(map[string]struct{})
-	}
-	if _, dup := f.keys[key]; dup {
-		return fmt.Errorf("duplicate key %q", key)
-	}
-	f.keys[key] = struct{}{}
-	return nil
+	return describeCBORError(cborDec.Unmarshal(b, v))
 }

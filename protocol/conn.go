@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"sync"
 	"time"
 
@@ -20,31 +21,43 @@ const (
 	// with 1008 (policy violation).
 	MaxBadFrames   = 10
 	BadFrameWindow = time.Minute
+	// rejectTimeout bounds the ERROR reply to a bad frame.
+	rejectTimeout = 10 * time.Second
 )
+
+// ErrTooBig is returned by [Conn.Send] for a message that encodes to more
+// than the frame cap. Nothing is sent and the connection stays up.
+var ErrTooBig = errors.New("message larger than the frame cap")
 
 // ConnOptions tunes a [Conn]. The zero value gives the defaults.
 type ConnOptions struct {
-	// MaxFrameBytes caps one frame; a larger one closes the connection with
-	// 1009 (message too big). Default DefaultMaxFrameBytes.
+	// MaxFrameBytes caps one frame in both directions. A larger frame from
+	// the peer closes the connection with 1009 (message too big); a larger
+	// one to send fails with ErrTooBig. Default DefaultMaxFrameBytes.
 	MaxFrameBytes int64
 	// PingInterval is how often a WebSocket ping checks the link. A ping
 	// unanswered within the same interval closes the connection, so a dead
 	// link is noticed within two intervals. Default DefaultPingInterval;
 	// negative disables pings.
 	PingInterval time.Duration
-	// Reject builds the ERROR message sent back for a frame that failed to
-	// decode. If nil, bad frames are only counted.
-	Reject func(err error) any
+	// Reject builds the ERROR message sent back for a frame that was
+	// rejected. bad holds what the frame carried before it was found bad,
+	// if anything, so that the reply can name the ids it answers. Default
+	// ServerErrorReply for Accept and ClientErrorReply("") for Dial.
+	Reject func(err error, bad Message) Message
 	// Logger receives transport events. Default slog.Default().
 	Logger *slog.Logger
 }
 
-func (o ConnOptions) withDefaults() ConnOptions {
+func (o ConnOptions) withDefaults(reject func(error, Message) Message) ConnOptions {
 	if o.MaxFrameBytes <= 0 {
 		o.MaxFrameBytes = DefaultMaxFrameBytes
 	}
 	if o.PingInterval == 0 {
 		o.PingInterval = DefaultPingInterval
+	}
+	if o.Reject == nil {
+		o.Reject = reject
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -53,28 +66,41 @@ func (o ConnOptions) withDefaults() ConnOptions {
 }
 
 // Conn is one AIP connection over WebSocket. One goroutine calls Read in a
-// loop; Send may be called from any goroutine, and sends are serialized.
+// loop; Send may be called from any goroutine. Sends are serialized by the
+// WebSocket library under each caller's context, so a send stuck behind a
+// slow peer holds up only that peer's other sends, and only until their
+// own deadlines.
 type Conn struct {
 	ws   *websocket.Conn
 	enc  Encoding
 	opts ConnOptions
 
-	sendMu sync.Mutex
-	bad    []time.Time // times of recent bad frames; owned by the reader
-	done   chan struct{}
-	once   sync.Once
+	bad  []time.Time // times of recent bad frames; owned by the reader
+	done chan struct{}
+	once sync.Once
 }
 
-// ServerErrorReply is a [ConnOptions.Reject] for the server side: it answers
-// a bad frame with a ServerMessage of type error.
-func ServerErrorReply(err error) any {
-	return &ServerMessage{Type: ServerError, Status: StatusError, Error: err.Error(), Timestamp: Now()}
+// ServerErrorReply is the server side's [ConnOptions.Reject]: a
+// ServerMessage of type error whose response_id is the bad frame's
+// request_id, when it had one.
+func ServerErrorReply(err error, bad Message) Message {
+	reply := &ServerMessage{Type: ServerError, Status: StatusError, Error: err.Error(), Timestamp: Now()}
+	if cm, ok := bad.(*ClientMessage); ok {
+		reply.ResponseID, reply.SessionID = cm.RequestID, cm.SessionID
+	}
+	return reply
 }
 
-// ClientErrorReply is a [ConnOptions.Reject] for the client side.
-func ClientErrorReply(clientID string) func(error) any {
-	return func(err error) any {
-		return &ClientMessage{Type: ClientError, Status: StatusError, ClientID: clientID, Error: err.Error(), Timestamp: Now()}
+// ClientErrorReply is the client side's [ConnOptions.Reject]: a
+// ClientMessage of type error from clientID whose prev_response_id is the
+// bad frame's response_id, when it had one.
+func ClientErrorReply(clientID string) func(error, Message) Message {
+	return func(err error, bad Message) Message {
+		reply := &ClientMessage{Type: ClientError, Status: StatusError, ClientID: clientID, Error: err.Error(), Timestamp: Now()}
+		if sm, ok := bad.(*ServerMessage); ok {
+			reply.PrevResponseID, reply.SessionID = sm.ResponseID, sm.SessionID
+		}
+		return reply
 	}
 }
 
@@ -85,7 +111,7 @@ func Accept(w http.ResponseWriter, r *http.Request, opts ConnOptions) (*Conn, er
 	if err != nil {
 		return nil, fmt.Errorf("websocket accept: %w", err)
 	}
-	return newConn(ws, opts), nil
+	return newConn(ws, opts.withDefaults(ServerErrorReply)), nil
 }
 
 // DialOptions tunes [Dial].
@@ -114,11 +140,10 @@ func Dial(ctx context.Context, url string, opts DialOptions) (*Conn, *http.Respo
 		ws.Close(websocket.StatusProtocolError, "subprotocol "+Subprotocol+" required")
 		return nil, resp, fmt.Errorf("dial %s: server did not accept subprotocol %s", url, Subprotocol)
 	}
-	return newConn(ws, opts.ConnOptions), resp, nil
+	return newConn(ws, opts.ConnOptions.withDefaults(ClientErrorReply(""))), resp, nil
 }
 
 func newConn(ws *websocket.Conn, opts ConnOptions) *Conn {
-	opts = opts.withDefaults()
 	ws.SetReadLimit(opts.MaxFrameBytes)
 	enc := JSON
 	if ws.Subprotocol() == Subprotocol {
@@ -137,12 +162,12 @@ func (c *Conn) Encoding() Encoding { return c.enc }
 // Done is closed once the connection is closed, by either side.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
-// Read returns the next valid message, decoded into m. Frames that fail to
-// decode are answered with the Reject message and skipped; after
-// MaxBadFrames within BadFrameWindow the connection closes with 1008. Any
-// error returned means the connection is finished. ctx should live as long
-// as the connection: coder/websocket closes the connection when a read's
-// context ends.
+// Read returns the next valid message, decoded into m. A frame that is
+// rejected (see [ErrMalformed]) is answered with the Reject message and
+// skipped; after MaxBadFrames within BadFrameWindow the connection closes
+// with 1008. Any error returned means the connection is finished. ctx
+// should live as long as the connection: the WebSocket library closes the
+// connection when a read's context ends.
 func (c *Conn) Read(ctx context.Context, m Message) error {
 	for {
 		typ, data, err := c.ws.Read(ctx)
@@ -153,25 +178,29 @@ func (c *Conn) Read(ctx context.Context, m Message) error {
 		if err = c.decode(typ, data, m); err == nil {
 			return nil
 		}
-		if err := c.rejectFrame(ctx, err); err != nil {
+		if err := c.rejectFrame(ctx, err, m); err != nil {
 			return err
 		}
 	}
 }
 
 func (c *Conn) decode(typ websocket.MessageType, data []byte, m Message) error {
-	want := websocket.MessageBinary
-	if c.enc == JSON {
-		want = websocket.MessageText
-	}
-	if typ != want {
+	if typ != c.frameType() {
+		reflect.ValueOf(m).Elem().SetZero() // nothing of an earlier message may answer for this frame
 		return fmt.Errorf("%w: %s connection got a %s frame", ErrMalformed, c.enc, typ)
 	}
 	return c.enc.Unmarshal(data, m)
 }
 
+func (c *Conn) frameType() websocket.MessageType {
+	if c.enc == JSON {
+		return websocket.MessageText
+	}
+	return websocket.MessageBinary
+}
+
 // rejectFrame answers a bad frame and enforces the bad-frame budget.
-func (c *Conn) rejectFrame(ctx context.Context, cause error) error {
+func (c *Conn) rejectFrame(ctx context.Context, cause error, bad Message) error {
 	now := time.Now()
 	kept := c.bad[:0]
 	for _, t := range c.bad {
@@ -185,32 +214,40 @@ func (c *Conn) rejectFrame(ctx context.Context, cause error) error {
 		c.Close(websocket.StatusPolicyViolation, "too many malformed frames")
 		return fmt.Errorf("read: %d malformed frames within %s: %w", len(c.bad), BadFrameWindow, cause)
 	}
-	if c.opts.Reject != nil {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := c.Send(sctx, c.opts.Reject(cause)); err != nil {
-			return err
-		}
+	sctx, cancel := context.WithTimeout(ctx, rejectTimeout)
+	defer cancel()
+	if err := c.Send(sctx, c.opts.Reject(cause, bad)); err != nil {
+		return fmt.Errorf("answer a rejected frame: %w", err)
 	}
 	return nil
 }
 
-// Send encodes v and writes it as one frame. If ctx ends first, the
-// connection is closed: a peer that cannot take a frame in time is dead or
-// too slow to keep.
-func (c *Conn) Send(ctx context.Context, v any) error {
-	data, err := c.enc.Marshal(v)
+// Send validates m, encodes it and writes it as one frame. Invalid UTF-8 in
+// any string, which the peer would reject, is replaced by U+FFFD in a copy
+// of m. A message that fails validation or exceeds the frame cap is not
+// sent, and the connection stays up. If the write fails or ctx ends first,
+// the connection is closed: a peer that cannot take a frame in time is dead
+// or too slow to keep.
+func (c *Conn) Send(ctx context.Context, m Message) error {
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	if bad := checkUTF8(m); bad != nil {
+		c.opts.Logger.Warn("invalid UTF-8 replaced before sending", "err", bad)
+		var err error
+		if m, err = withValidUTF8(m); err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
+	}
+	data, err := c.enc.Marshal(m)
 	if err != nil {
-		return err
+		return fmt.Errorf("send: %w", err)
 	}
-	typ := websocket.MessageBinary
-	if c.enc == JSON {
-		typ = websocket.MessageText
+	if int64(len(data)) > c.opts.MaxFrameBytes {
+		return fmt.Errorf("send: %w: %d bytes, cap %d", ErrTooBig, len(data), c.opts.MaxFrameBytes)
 	}
-	c.sendMu.Lock()
-	defer c.sendMu.Unlock()
-	if err := c.ws.Write(ctx, typ, data); err != nil {
-		c.markDone()
+	if err := c.ws.Write(ctx, c.frameType(), data); err != nil {
+		c.CloseNow()
 		return fmt.Errorf("send: %w", err)
 	}
 	return nil

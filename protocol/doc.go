@@ -3,17 +3,23 @@
 // moves messages between a device agent and the server.
 //
 // The model mirrors UFO's pydantic classes field for field, with UFO's
-// snake_case names on the wire. Two encodings share it:
+// snake_case names as the keys in both encodings:
 //
 //   - aip.cbor.v1, negotiated as the WebSocket subprotocol: binary frames, one
-//     CBOR map each, in Core Deterministic Encoding, optional fields omitted.
-//   - JSON, when no subprotocol is negotiated: text frames, compatible with
-//     what UFO's server and clients emit and accept.
+//     CBOR map each, in Core Deterministic Encoding, optional fields omitted,
+//     so equal messages encode to equal bytes.
+//   - JSON, when no subprotocol is negotiated: text frames, as UFO's pydantic
+//     models emit and accept them.
 //
-// Decoding is strict in both: frames have a size cap, nesting and collection
-// sizes are bounded, duplicate keys and invalid UTF-8 are rejected, and every
-// enum is checked. A rejected frame is answered with an ERROR message and the
-// connection stays up (see [Conn]).
+// Both encodings decode through one strict decoder: frames have a size cap,
+// nesting and collection sizes are bounded, duplicate keys and invalid UTF-8
+// are rejected, keys are case-sensitive, and every enum is checked, with an
+// error that names the field and the value. A rejected frame is answered
+// with an ERROR message and the connection stays up (see [Conn.Read]).
+//
+// RATIONALE.md explains these choices; testdata/protocol holds a golden
+// frame for every message type as UFO emits it, with the CBOR and JSON we
+// emit for it.
 //
 // The server and the agent share nothing but this package.
 package protocol

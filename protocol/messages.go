@@ -2,12 +2,24 @@ package protocol
 
 import "time"
 
+// The model follows UFO's pydantic classes field for field and in the same
+// order. How a pydantic Optional maps to Go:
+//
+//   - Optional[str] is a string: null, missing and "" are one value, and
+//     nothing is sent for it (omitempty).
+//   - Optional[List] and Optional[Dict] are a slice or map: null and missing
+//     decode to nil and are not sent; [] and {} stay empty but non-nil and
+//     are sent as such (omitzero), as pydantic keeps None apart from [].
+//   - Any is an any: only nil is left out (omitzero), so a result of false,
+//     0, "" or [] survives the round trip.
+
 // Command is one action for a device to run.
 type Command struct {
 	ToolName   string         `cbor:"tool_name" json:"tool_name"`
-	Parameters map[string]any `cbor:"parameters,omitempty" json:"parameters,omitempty"`
-	// ToolType may be empty on the wire: the agent then looks the tool up
-	// under each type in turn, as UFO's Computer.command2tool does.
+	Parameters map[string]any `cbor:"parameters,omitzero" json:"parameters,omitzero"`
+	// ToolType may be empty on the wire, unlike in UFO's model: the agent
+	// then looks the tool up under each type in turn, as UFO's
+	// Computer.command2tool does. See RATIONALE.md.
 	ToolType ToolType `cbor:"tool_type,omitempty" json:"tool_type,omitempty"`
 	CallID   string   `cbor:"call_id,omitempty" json:"call_id,omitempty"`
 }
@@ -16,10 +28,11 @@ type Command struct {
 type Result struct {
 	Status    ResultStatus `cbor:"status" json:"status"`
 	Error     string       `cbor:"error,omitempty" json:"error,omitempty"`
-	Result    any          `cbor:"result,omitempty" json:"result,omitempty"`
+	Result    any          `cbor:"result,omitzero" json:"result,omitzero"`
 	Namespace string       `cbor:"namespace,omitempty" json:"namespace,omitempty"`
 	CallID    string       `cbor:"call_id,omitempty" json:"call_id,omitempty"`
 	// Usage is edgeaip's extension: what the sandbox measured for the call.
+	// UFO's pydantic model ignores it.
 	Usage *Usage `cbor:"usage,omitempty" json:"usage,omitempty"`
 }
 
@@ -39,47 +52,50 @@ type ServerMessage struct {
 	AgentName   string            `cbor:"agent_name,omitempty" json:"agent_name,omitempty"`
 	ProcessName string            `cbor:"process_name,omitempty" json:"process_name,omitempty"`
 	RootName    string            `cbor:"root_name,omitempty" json:"root_name,omitempty"`
-	Actions     []Command         `cbor:"actions,omitempty" json:"actions,omitempty"`
-	Messages    []string          `cbor:"messages,omitempty" json:"messages,omitempty"`
+	Actions     []Command         `cbor:"actions,omitzero" json:"actions,omitzero"`
+	Messages    []string          `cbor:"messages,omitzero" json:"messages,omitzero"`
 	Error       string            `cbor:"error,omitempty" json:"error,omitempty"`
 	SessionID   string            `cbor:"session_id,omitempty" json:"session_id,omitempty"`
 	TaskName    string            `cbor:"task_name,omitempty" json:"task_name,omitempty"`
-	Timestamp   string            `cbor:"timestamp,omitempty" json:"timestamp,omitempty"`
-	ResponseID  string            `cbor:"response_id,omitempty" json:"response_id,omitempty"`
-	Result      any               `cbor:"result,omitempty" json:"result,omitempty"`
+	// Timestamp is RFC 3339 in UTC when we send it (see [Now]); a received
+	// one is kept as it came.
+	Timestamp  string `cbor:"timestamp,omitempty" json:"timestamp,omitempty"`
+	ResponseID string `cbor:"response_id,omitempty" json:"response_id,omitempty"`
+	Result     any    `cbor:"result,omitzero" json:"result,omitzero"`
 }
 
 // ClientMessage is every message a device agent or a constellation client
 // sends to the server.
 type ClientMessage struct {
-	Type           ClientMessageType `cbor:"type" json:"type"`
-	Status         TaskStatus        `cbor:"status" json:"status"`
-	ClientType     ClientType        `cbor:"client_type,omitempty" json:"client_type,omitempty"`
-	SessionID      string            `cbor:"session_id,omitempty" json:"session_id,omitempty"`
-	TaskName       string            `cbor:"task_name,omitempty" json:"task_name,omitempty"`
-	ClientID       string            `cbor:"client_id,omitempty" json:"client_id,omitempty"`
-	TargetID       string            `cbor:"target_id,omitempty" json:"target_id,omitempty"`
-	Request        string            `cbor:"request,omitempty" json:"request,omitempty"`
-	ActionResults  []Result          `cbor:"action_results,omitempty" json:"action_results,omitempty"`
-	Timestamp      string            `cbor:"timestamp,omitempty" json:"timestamp,omitempty"`
-	RequestID      string            `cbor:"request_id,omitempty" json:"request_id,omitempty"`
-	PrevResponseID string            `cbor:"prev_response_id,omitempty" json:"prev_response_id,omitempty"`
-	Error          string            `cbor:"error,omitempty" json:"error,omitempty"`
-	Metadata       map[string]any    `cbor:"metadata,omitempty" json:"metadata,omitempty"`
+	Type   ClientMessageType `cbor:"type" json:"type"`
+	Status TaskStatus        `cbor:"status" json:"status"`
+	// ClientType defaults to device when missing or null.
+	ClientType     ClientType     `cbor:"client_type,omitempty" json:"client_type,omitempty"`
+	SessionID      string         `cbor:"session_id,omitempty" json:"session_id,omitempty"`
+	TaskName       string         `cbor:"task_name,omitempty" json:"task_name,omitempty"`
+	ClientID       string         `cbor:"client_id,omitempty" json:"client_id,omitempty"`
+	TargetID       string         `cbor:"target_id,omitempty" json:"target_id,omitempty"`
+	Request        string         `cbor:"request,omitempty" json:"request,omitempty"`
+	ActionResults  []Result       `cbor:"action_results,omitzero" json:"action_results,omitzero"`
+	Timestamp      string         `cbor:"timestamp,omitempty" json:"timestamp,omitempty"`
+	RequestID      string         `cbor:"request_id,omitempty" json:"request_id,omitempty"`
+	PrevResponseID string         `cbor:"prev_response_id,omitempty" json:"prev_response_id,omitempty"`
+	Error          string         `cbor:"error,omitempty" json:"error,omitempty"`
+	Metadata       map[string]any `cbor:"metadata,omitzero" json:"metadata,omitzero"`
 }
 
 // MCPToolInfo describes one tool a device offers, as UFO's Computer lists it.
 type MCPToolInfo struct {
 	ToolKey      string         `cbor:"tool_key" json:"tool_key"`
 	ToolName     string         `cbor:"tool_name" json:"tool_name"`
+	Title        string         `cbor:"title,omitempty" json:"title,omitempty"`
 	Namespace    string         `cbor:"namespace" json:"namespace"`
 	ToolType     ToolType       `cbor:"tool_type" json:"tool_type"`
-	Title        string         `cbor:"title,omitempty" json:"title,omitempty"`
 	Description  string         `cbor:"description,omitempty" json:"description,omitempty"`
-	InputSchema  map[string]any `cbor:"input_schema,omitempty" json:"input_schema,omitempty"`
-	OutputSchema map[string]any `cbor:"output_schema,omitempty" json:"output_schema,omitempty"`
-	Meta         map[string]any `cbor:"meta,omitempty" json:"meta,omitempty"`
-	Annotations  map[string]any `cbor:"annotations,omitempty" json:"annotations,omitempty"`
+	InputSchema  map[string]any `cbor:"input_schema,omitzero" json:"input_schema,omitzero"`
+	OutputSchema map[string]any `cbor:"output_schema,omitzero" json:"output_schema,omitzero"`
+	Meta         map[string]any `cbor:"meta,omitzero" json:"meta,omitzero"`
+	Annotations  map[string]any `cbor:"annotations,omitzero" json:"annotations,omitzero"`
 }
 
 // ToolKey is the registry key of a tool: "tool_type::tool_name".
@@ -87,7 +103,8 @@ func ToolKey(t ToolType, name string) string { return string(t) + "::" + name }
 
 // SystemInfo describes a device. The agent sends it in the register
 // message's metadata under [MetadataSystemInfo]. The fields up to
-// CustomMetadata are UFO's DeviceSystemInfo; the rest are edgeaip's.
+// CustomMetadata are UFO's DeviceSystemInfo, which has no optional field;
+// the rest are edgeaip's.
 type SystemInfo struct {
 	DeviceID          string         `cbor:"device_id" json:"device_id"`
 	Platform          string         `cbor:"platform" json:"platform"`
@@ -103,7 +120,7 @@ type SystemInfo struct {
 
 	Arch         string            `cbor:"arch" json:"arch"`
 	AgentVersion string            `cbor:"agent_version" json:"agent_version"`
-	Labels       map[string]string `cbor:"labels,omitempty" json:"labels,omitempty"`
+	Labels       map[string]string `cbor:"labels,omitzero" json:"labels,omitzero"`
 	Tools        []MCPToolInfo     `cbor:"tools" json:"tools"`
 }
 

@@ -1,13 +1,33 @@
 package protocol
 
-import "fmt"
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
 
 // fieldError names the field at fault and why.
 func fieldError(field string, value any, problem string) error {
 	if problem == "missing" {
 		return fmt.Errorf("field %q: missing", field)
 	}
-	return fmt.Errorf("field %q: %s %q", field, problem, fmt.Sprint(value))
+	return fmt.Errorf("field %q: %s %q", field, problem, clip(fmt.Sprint(value)))
+}
+
+// clip shortens a value quoted back in an error: a hostile frame must not
+// make its ERROR reply as big as itself.
+func clip(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // Validate implements [Message].
@@ -22,7 +42,7 @@ func (m *ServerMessage) Validate() error {
 		return err
 	}
 	for i := range m.Actions {
-		if err := m.Actions[i].validate(fmt.Sprintf("actions[%d]", i)); err != nil {
+		if err := m.Actions[i].validate(i); err != nil {
 			return err
 		}
 	}
@@ -44,7 +64,7 @@ func (m *ClientMessage) Validate() error {
 		return fieldError("client_type", m.ClientType, "unknown value")
 	}
 	for i := range m.ActionResults {
-		if err := m.ActionResults[i].validate(fmt.Sprintf("action_results[%d]", i)); err != nil {
+		if err := m.ActionResults[i].validate(i); err != nil {
 			return err
 		}
 	}
@@ -68,22 +88,105 @@ func validateStatus(s TaskStatus) error {
 	return nil
 }
 
-func (c *Command) validate(path string) error {
+// validate checks actions[i] of a ServerMessage. The path is built only
+// on error: validation runs for every frame.
+func (c *Command) validate(i int) error {
 	if c.ToolName == "" {
-		return fieldError(path+".tool_name", nil, "missing")
+		return fieldError("actions["+strconv.Itoa(i)+"].tool_name", nil, "missing")
 	}
 	if c.ToolType != "" && !c.ToolType.Valid() {
-		return fieldError(path+".tool_type", c.ToolType, "unknown value")
+		return fieldError("actions["+strconv.Itoa(i)+"].tool_type", c.ToolType, "unknown value")
 	}
 	return nil
 }
 
-func (r *Result) validate(path string) error {
+// validate checks action_results[i] of a ClientMessage.
+func (r *Result) validate(i int) error {
 	if r.Status == "" {
-		return fieldError(path+".status", nil, "missing")
+		return fieldError("action_results["+strconv.Itoa(i)+"].status", nil, "missing")
 	}
 	if !r.Status.valid() {
-		return fieldError(path+".status", r.Status, "unknown value")
+		return fieldError("action_results["+strconv.Itoa(i)+"].status", r.Status, "unknown value")
 	}
 	return nil
+}
+
+// checkUTF8 finds the first string in v, a key or a value at any depth,
+// that is not valid UTF-8. Both decoders reject such a frame, and the CBOR
+// encoder would send it as it is.
+func checkUTF8(v any) error {
+	if path, bad := invalidUTF8(reflect.ValueOf(v), ""); bad {
+		return fmt.Errorf("field %q: invalid UTF-8", path)
+	}
+	return nil
+}
+
+// withValidUTF8 returns a copy of m with every invalid UTF-8 sequence
+// replaced by U+FFFD. It goes through JSON, whose encoder replaces them:
+// this path is rare (a tool printing bytes that are not text), so the
+// copy's one cost, a float such as 2.0 becoming the integer 2, is fine.
+func withValidUTF8(m Message) (Message, error) {
+	b, err := marshalJSON(m)
+	if err != nil {
+		return nil, err
+	}
+	clean := reflect.New(reflect.TypeOf(m).Elem()).Interface().(Message)
+	if err := JSON.Unmarshal(b, clean); err != nil {
+		return nil, err
+	}
+	return clean, nil
+}
+
+func invalidUTF8(v reflect.Value, path string) (string, bool) {
+	switch v.Kind() {
+	case reflect.String:
+		return path, !utf8.ValidString(v.String())
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			return invalidUTF8(v.Elem(), path)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if p, bad := invalidUTF8(v.Field(i), join(path, wireName(v.Type().Field(i)))); bad {
+				return p, true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return "", false // bytes, not text
+		}
+		for i := range v.Len() {
+			if p, bad := invalidUTF8(v.Index(i), path+"["+strconv.Itoa(i)+"]"); bad {
+				return p, true
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			k := fmt.Sprint(it.Key())
+			if it.Key().Kind() == reflect.String && !utf8.ValidString(k) {
+				return path, true
+			}
+			if p, bad := invalidUTF8(it.Value(), join(path, k)); bad {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// wireName is a struct field's key on the wire.
+func wireName(f reflect.StructField) string {
+	if tag, ok := f.Tag.Lookup("json"); ok {
+		if name, _, _ := strings.Cut(tag, ","); name != "" {
+			return name
+		}
+	}
+	return f.Name
 }

@@ -24,6 +24,11 @@ var (
 	ErrTrap         = errors.New("trapped")
 	ErrOutputTooBig = errors.New("output too large")
 	ErrCanceled     = errors.New("canceled")
+	// ErrInvalidParams: the parameters do not satisfy the input schema;
+	// the tool did not run.
+	ErrInvalidParams = errors.New("invalid parameters")
+	// ErrUnloaded: the tool was closed, e.g. replaced by a new version.
+	ErrUnloaded = errors.New("unloaded")
 )
 
 // Result is the outcome of one call.
@@ -45,41 +50,80 @@ type Usage struct {
 }
 
 // Call runs t once in a fresh instance, with params (a JSON object) on
-// stdin. It never panics on a misbehaving module; every failure is in
-// Result.Err.
+// stdin. Parameters that do not satisfy the tool's input schema fail the
+// call before it runs. The call then waits for admission, its deadline
+// already running. It never panics on a misbehaving module; every failure
+// is in Result.Err.
 func (s *Sandbox) Call(ctx context.Context, t *Tool, params []byte) Result {
 	ctx, cancelTimeout := context.WithTimeout(ctx, t.limits.Timeout)
 	defer cancelTimeout()
+	if t.validator != nil {
+		if err := t.validator.Validate(params); err != nil {
+			return Result{Err: fmt.Errorf("tool %q: %w: %w", t.name, ErrInvalidParams, err)}
+		}
+	}
+	if !t.enter() {
+		return Result{Err: fmt.Errorf("tool %q: %w", t.name, ErrUnloaded)}
+	}
+	defer t.leave(context.WithoutCancel(ctx))
+	release, err := s.adm.enter(ctx, t.limits.MemoryPages)
+	if err != nil {
+		return Result{Err: fmt.Errorf("tool %q: %w", t.name, waitFailed(ctx, t, err))}
+	}
+	defer release()
+	return s.run(ctx, t, params)
+}
+
+// run instantiates t, which runs it to the end.
+func (s *Sandbox) run(ctx context.Context, t *Tool, params []byte) Result {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-
 	stdout := &cappedBuffer{max: t.limits.StdoutBytes}
 	stderr := &cappedBuffer{max: t.limits.StderrBytes}
 	stdout.onOverflow = func() { cancel(fmt.Errorf("%w: stdout exceeded %d bytes", ErrOutputTooBig, t.limits.StdoutBytes)) }
 	stderr.onOverflow = func() { cancel(fmt.Errorf("%w: stderr exceeded %d bytes", ErrOutputTooBig, t.limits.StderrBytes)) }
 
+	denied := &denials{}
+	fsc, closeFS, err := mountFS(t.mounts, denied)
+	if err != nil {
+		return Result{Err: fmt.Errorf("tool %q: %w", t.name, err)}
+	}
+	defer closeFS()
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithArgs(t.name).
 		WithStdin(bytes.NewReader(params)).
 		WithStdout(stdout).
 		WithStderr(stderr).
-		WithFSConfig(s.fs).
+		WithFSConfig(fsc).
 		WithSysWalltime().
 		WithSysNanotime().
 		WithSysNanosleep().
 		WithRandSource(rand.Reader)
+	for _, k := range t.EnvKeys() {
+		cfg = cfg.WithEnv(k, t.env[k])
+	}
 
 	mem := &callMemory{limit: uint64(t.limits.MemoryPages) * pageSize}
 	start := time.Now()
-	mod, err := s.rt.InstantiateModule(withCallMemory(ctx, mem), t.mod, cfg)
+	mod, err := s.rt.InstantiateModule(withDenials(withCallMemory(ctx, mem), denied), t.mod, cfg)
 	res := Result{Usage: Usage{Wall: time.Since(start), StdoutBytes: int64(stdout.buf.Len()), MemoryPages: mem.peakPages()}}
 	if mod != nil {
 		mod.Close(context.WithoutCancel(ctx))
 	}
-	res.Err = s.classify(ctx, t, err, stderr)
-	if res.Err != nil && mem.refused {
-		res.Err = fmt.Errorf("%w (%d pages): %w", ErrMemory, t.limits.MemoryPages, res.Err)
+	reason := s.classify(ctx, t, err, stderr)
+	if reason != nil && mem.refused {
+		reason = fmt.Errorf("%w (%d pages): %w", ErrMemory, t.limits.MemoryPages, reason)
+	}
+	// Whatever the tool made of a refused escape, the call tried to leave
+	// its dirs: that is what the operator needs to read first.
+	if derr := denied.err(); derr != nil && reason != nil {
+		reason = fmt.Errorf("%w (then: %w)", derr, reason)
+	} else if derr != nil {
+		reason = derr
+	}
+	if reason != nil {
+		res.Err = fmt.Errorf("tool %q: %w", t.name, reason)
 	}
 	if res.Err == nil {
 		res.Stdout = stdout.buf.Bytes()
@@ -87,26 +131,35 @@ func (s *Sandbox) Call(ctx context.Context, t *Tool, params []byte) Result {
 	return res
 }
 
-// classify turns what wazero returned into the error a Result carries.
+// classify says why a call failed, from what wazero returned; nil if it
+// did not.
 func (s *Sandbox) classify(ctx context.Context, t *Tool, err error, stderr *cappedBuffer) error {
 	if err == nil {
 		return nil
 	}
-	prefix := fmt.Sprintf("tool %q", t.name)
 	if cause := context.Cause(ctx); cause != nil && errors.Is(cause, ErrOutputTooBig) {
-		return fmt.Errorf("%s: %w", prefix, cause)
+		return cause
 	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
 		switch exit.ExitCode() {
 		case sys.ExitCodeDeadlineExceeded:
-			return fmt.Errorf("%s: %w after %s", prefix, ErrTimeout, t.limits.Timeout)
+			return fmt.Errorf("%w after %s", ErrTimeout, t.limits.Timeout)
 		case sys.ExitCodeContextCanceled:
-			return fmt.Errorf("%s: %w: %w", prefix, ErrCanceled, context.Cause(ctx))
+			return fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx))
 		}
-		return fmt.Errorf("%s: %w %d%s", prefix, ErrExit, exit.ExitCode(), stderrSuffix(stderr))
+		return fmt.Errorf("%w %d%s", ErrExit, exit.ExitCode(), stderrSuffix(stderr))
 	}
-	return fmt.Errorf("%s: %w: %s%s", prefix, ErrTrap, trapMessage(err), stderrSuffix(stderr))
+	return fmt.Errorf("%w: %s%s", ErrTrap, trapMessage(err), stderrSuffix(stderr))
+}
+
+// waitFailed says why a call that never started ended: its deadline or its
+// caller, while it waited for admission.
+func waitFailed(ctx context.Context, t *Tool, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w after %s: %w", ErrTimeout, t.limits.Timeout, err)
+	}
+	return fmt.Errorf("%w: %w: %w", ErrCanceled, context.Cause(ctx), err)
 }
 
 func stderrSuffix(stderr *cappedBuffer) string {

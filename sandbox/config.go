@@ -1,17 +1,26 @@
 package sandbox
 
-import "time"
+import (
+	"runtime"
+	"time"
+)
 
 // Limits bound one tool call. A zero field means "use the sandbox default".
 type Limits struct {
-	// Timeout is the wall-clock deadline of a call.
+	// Timeout is the wall-clock deadline of a call, counted from the moment
+	// Call is entered: time spent queued for admission counts.
 	Timeout time.Duration
-	// MemoryPages caps linear memory, in 64 KiB pages.
+	// MemoryPages caps linear memory, in 64 KiB pages. It is also what a
+	// call reserves from the sandbox's total while it runs.
 	MemoryPages uint32
 	// StdoutBytes and StderrBytes cap what a call may write; a call that
 	// writes more fails.
 	StdoutBytes int
 	StderrBytes int
+	// Fuel bounds the instructions a call may execute, in the units of the
+	// cost model. It is carried from manifests and policy to every call;
+	// nothing enforces it until the sandbox meters fuel.
+	Fuel uint64
 }
 
 // DefaultLimits are safe for a small edge board.
@@ -36,19 +45,62 @@ func (l Limits) orDefault(d Limits) Limits {
 	if l.StderrBytes <= 0 {
 		l.StderrBytes = d.StderrBytes
 	}
+	if l.Fuel == 0 {
+		l.Fuel = d.Fuel
+	}
 	return l
 }
 
+// overriddenBy returns l with every non-zero field of o put in its place.
+func (l Limits) overriddenBy(o Limits) Limits { return o.orDefault(l) }
+
+// DefaultCostModel names the cost model of a sandbox that does not meter
+// fuel. It is part of the compile cache key.
+const DefaultCostModel = "unmetered"
+
+// DefaultMaxReservedMemory bounds the memory concurrent calls may reserve,
+// unless WithMaxReservedMemory says otherwise: four calls at the default
+// limit.
+const DefaultMaxReservedMemory = 4 * 1024 * pageSize
+
 // Config configures a Sandbox. It is immutable: each With method returns a
-// copy. The zero value is not usable; start from NewConfig.
+// copy. Start from NewConfig; a zero Config gets its defaults.
 type Config struct {
-	limits   Limits
-	mounts   []Mount
-	cacheDir string
+	limits            Limits
+	cacheDir          string
+	costModel         string
+	maxCalls          int
+	maxReservedMemory uint64
 }
 
-// NewConfig returns a Config with DefaultLimits and no mounts.
-func NewConfig() Config { return Config{limits: DefaultLimits} }
+// NewConfig returns a Config with DefaultLimits, at most GOMAXPROCS calls
+// at once, DefaultMaxReservedMemory and no compile cache.
+func NewConfig() Config {
+	return Config{
+		limits:            DefaultLimits,
+		costModel:         DefaultCostModel,
+		maxCalls:          runtime.GOMAXPROCS(0),
+		maxReservedMemory: DefaultMaxReservedMemory,
+	}
+}
+
+// orDefault fills the fields of a Config that was not built by NewConfig.
+func (c Config) orDefault() Config {
+	d := NewConfig()
+	if c.limits == (Limits{}) {
+		c.limits = d.limits
+	}
+	if c.costModel == "" {
+		c.costModel = d.costModel
+	}
+	if c.maxCalls <= 0 {
+		c.maxCalls = d.maxCalls
+	}
+	if c.maxReservedMemory == 0 {
+		c.maxReservedMemory = d.maxReservedMemory
+	}
+	return c
+}
 
 // WithLimits sets the default limits of every call; zero fields keep
 // DefaultLimits. MemoryPages here is also the ceiling no tool can raise.
@@ -57,16 +109,39 @@ func (c Config) WithLimits(l Limits) Config {
 	return c
 }
 
-// WithMounts sets the host directories tools may see. Without mounts a tool
-// has no filesystem at all.
-func (c Config) WithMounts(m ...Mount) Config {
-	c.mounts = append([]Mount(nil), m...)
+// WithCacheDir keeps compiled modules on disk under dir, so that a restart
+// does not compile them again. dir is created with mode 0700: whoever can
+// write there chooses the machine code this process runs.
+func (c Config) WithCacheDir(dir string) Config {
+	c.cacheDir = dir
 	return c
 }
 
-// WithCacheDir keeps compiled modules on disk in dir, so that a restart
-// does not compile them again. dir is created with mode 0700.
-func (c Config) WithCacheDir(dir string) Config {
-	c.cacheDir = dir
+// WithCostModel names the fuel cost model modules are instrumented with.
+// Compiled code is cached per cost model, so that a change of model never
+// runs code metered under the old one. Default DefaultCostModel.
+func (c Config) WithCostModel(version string) Config {
+	c.costModel = version
+	return c
+}
+
+// WithMaxConcurrentCalls bounds how many calls run at once; the rest queue
+// in arrival order, their deadlines running. n <= 0 keeps the default,
+// GOMAXPROCS.
+func (c Config) WithMaxConcurrentCalls(n int) Config {
+	if n > 0 {
+		c.maxCalls = n
+	}
+	return c
+}
+
+// WithMaxReservedMemory bounds the linear memory that running calls may
+// reserve together, in bytes. Each call reserves its memory limit while
+// it runs, so a call that would exceed the total waits for others to end.
+// 0 keeps the default.
+func (c Config) WithMaxReservedMemory(bytes uint64) Config {
+	if bytes > 0 {
+		c.maxReservedMemory = bytes
+	}
 	return c
 }

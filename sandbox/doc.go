@@ -8,6 +8,18 @@
 // and anything else a failure, explained by the tail of stderr.
 //
 // The surface is small on purpose, in the manner of wazero itself: a
-// [Sandbox] built from a [Config], [Sandbox.Load] to compile a [Tool], and
-// [Sandbox.Call] to run it.
+// [Sandbox] built from a [Config], [Sandbox.Load] to compile a [Tool] from
+// a [Spec], and [Sandbox.Call] to run it. A [Policy] turns what a tool's
+// manifest requests into a Spec: the intersection of request and grant.
+//
+// What a call is held to:
+//   - its parameters must satisfy the tool's input schema, or it does not
+//     run;
+//   - it waits for admission: at most N calls run at once, and together
+//     they reserve no more than a set amount of memory;
+//   - granted directories are confined with os.Root: no "..", absolute
+//     path or symbolic link leads out, and an attempt fails the call with
+//     ErrDenied naming the path.
+//
+// RATIONALE.md explains the choices.
 package sandbox

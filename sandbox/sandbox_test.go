@@ -30,7 +30,12 @@ func newSandbox(t testing.TB, cfg Config) *Sandbox {
 
 func load(t testing.TB, sb *Sandbox, name string, l Limits) *Tool {
 	t.Helper()
-	tool, err := sb.Load(context.Background(), name, fixture(t, name), l)
+	return loadSpec(t, sb, Spec{Name: name, Wasm: fixture(t, name), Limits: l})
+}
+
+func loadSpec(t testing.TB, sb *Sandbox, spec Spec) *Tool {
+	t.Helper()
+	tool, err := sb.Load(context.Background(), spec)
 	require.NoError(t, err)
 	return tool
 }
@@ -110,9 +115,9 @@ func TestCallerCancellationStopsTheCall(t *testing.T) {
 func TestLoadRefusesNonCommandModules(t *testing.T) {
 	sb := newSandbox(t, NewConfig())
 	// (module (memory 1)) has no _start.
-	_, err := sb.Load(context.Background(), "lib", []byte("\x00asm\x01\x00\x00\x00\x05\x03\x01\x00\x01"), Limits{})
+	_, err := sb.Load(context.Background(), Spec{Name: "lib", Wasm: []byte("\x00asm\x01\x00\x00\x00\x05\x03\x01\x00\x01")})
 	assert.ErrorContains(t, err, `tool "lib": not a WASI command module`)
-	_, err = sb.Load(context.Background(), "junk", []byte("not wasm"), Limits{})
+	_, err = sb.Load(context.Background(), Spec{Name: "junk", Wasm: []byte("not wasm")})
 	assert.ErrorContains(t, err, `tool "junk": compile`)
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make demo: the whole system on loopback. It starts a server and an agent
-# in a temp dir, enrolls the device, runs list_tools and hash_file on a file
-# of its own, prints the results, and stops both cleanly.
+# in a temp dir, enrolls the device, signs the stock tools with a fresh key
+# the agent trusts, runs list_tools and hash_file on a file of its own,
+# deploys the C example tool without a restart, shows a tampered module
+# refused, and stops both cleanly.
 set -euo pipefail
 
 BIN=${BIN:-bin}
@@ -49,9 +51,18 @@ echo "token written to kiosk-1.token (shown once, stored only as a hash)"
 mkdir -p "$WORK/files"
 echo "edgeaip demo: $(date -u +%FT%TZ)" >"$WORK/files/config.txt"
 
-say "starting aip-agent for kiosk-1 with the stock tools and $WORK/files allowed"
+say "aipctl tool keygen, then sign the stock tools"
+"$BIN/aipctl" tool keygen -o "$WORK/demo"
+mkdir -p "$WORK/tools"
+for t in read_file write_file list_dir hash_file; do
+	"$BIN/aipctl" tool sign --key "$WORK/demo.key" "$BIN/tools/$t.wasm" -o "$WORK/tools/$t.wasm"
+done
+"$BIN/aipctl" tool inspect "$WORK/tools/hash_file.wasm" | sed -n '1,14p'
+
+say "starting aip-agent for kiosk-1: signed stock tools, $WORK/files allowed, demo.pub trusted"
 "$BIN/aip-agent" --server "ws://127.0.0.1:$PORT/ws" --id kiosk-1 --token-file "$WORK/kiosk-1.token" \
-	--tools "$BIN/tools" --allow-dir "$WORK/files" --data "$WORK/agent" >"$WORK/agent.log" 2>&1 &
+	--tools "stock=$WORK/tools" --allow-dir "$WORK/files" --trusted-key "$WORK/demo.pub" \
+	--data "$WORK/agent" >"$WORK/agent.log" 2>&1 &
 agent_pid=$!
 wait_for sh -c "'$BIN/aipctl' devices -o json | grep -q '\"online\": true'"
 "$BIN/aipctl" devices
@@ -68,6 +79,20 @@ echo "sha256 matches sha256sum: $want"
 say "aipctl exec kiosk-1 read_file path=/etc/passwd (outside the allowed dir: must fail)"
 if "$BIN/aipctl" exec kiosk-1 read_file path=/etc/passwd; then
 	echo "read outside the allowed dir succeeded" >&2
+	exit 1
+fi
+
+say "aipctl tool deploy kiosk-1 dir_usage.wasm (a tool in C), signed; no restart"
+"$BIN/aipctl" tool sign --key "$WORK/demo.key" "$BIN/tools/dir_usage.wasm" -o "$WORK/dir_usage.wasm"
+"$BIN/aipctl" tool deploy kiosk-1 "$WORK/dir_usage.wasm" >"$WORK/deploy.json"
+grep -q '"status": "success"' "$WORK/deploy.json"
+"$BIN/aipctl" exec kiosk-1 dir_usage path="$WORK/files"
+
+say "aipctl tool deploy kiosk-1 tampered.wasm (one byte changed after signing: must be refused)"
+cp "$WORK/dir_usage.wasm" "$WORK/tampered.wasm"
+printf 'X' | dd of="$WORK/tampered.wasm" bs=1 seek=200 conv=notrunc status=none
+if "$BIN/aipctl" tool deploy kiosk-1 "$WORK/tampered.wasm"; then
+	echo "a tampered module was installed" >&2
 	exit 1
 fi
 

@@ -118,14 +118,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 		go old.conn.Close(websocket.StatusPolicyViolation, "superseded by a new connection")
 	}
 	if c.isDevice() {
-		var info json.RawMessage
-		if si := c.info.Load(); si != nil {
-			info, _ = json.Marshal(si)
-		}
-		if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SeeDevice(c.id, info) }); err != nil {
-			s.log.Error("registration not recorded", "device", c.id, "err", err)
-		}
-		c.seenAt.Store(time.Now().UnixNano())
+		s.recordInfo(ctx, c)
 	}
 	ack := &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, Timestamp: protocol.Now(), ResponseID: m.RequestID}
 	if err := s.send(ctx, conn, ack); err != nil {
@@ -219,12 +212,10 @@ func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol
 	case protocol.ClientHeartbeat:
 		s.seeDevice(ctx, c)
 		s.sendAck(ctx, c.conn, m)
-	case protocol.ClientDeviceInfoResponse:
-		s.updateDeviceInfo(ctx, c, m)
+	case protocol.ClientRegister:
+		s.reregister(ctx, c, m)
 	case protocol.ClientError:
 		s.log.Warn("device reported an error", "device", c.id, "session_id", m.SessionID, "error", m.Error)
-	case protocol.ClientRegister:
-		s.sendError(ctx, c.conn, "already registered on this connection", m.RequestID)
 	default:
 		s.sendError(ctx, c.conn, fmt.Sprintf("message type %q is not accepted from a device", m.Type), m.RequestID)
 	}
@@ -260,20 +251,27 @@ func (s *Server) deliverResults(ctx context.Context, c *client, m *protocol.Clie
 	// sends them again after its next registration.
 }
 
-// updateDeviceInfo takes a device's fresh system info (and tool inventory)
-// pushed as DEVICE_INFO_RESPONSE.
-func (s *Server) updateDeviceInfo(ctx context.Context, c *client, m *protocol.ClientMessage) {
-	info := systemInfoOf(m.Metadata, s.log.With("device", c.id))
-	if info == nil {
-		s.sendError(ctx, c.conn, fmt.Sprintf("device_info_response: metadata has no readable %q", protocol.MetadataSystemInfo), m.RequestID)
-		return
+// reregister takes a REGISTER on a registered connection as an update of
+// the device's system info, e.g. its tool inventory after a tool was
+// deployed, and acknowledges it as the first.
+func (s *Server) reregister(ctx context.Context, c *client, m *protocol.ClientMessage) {
+	c.info.Store(systemInfoOf(m.Metadata, s.log.With("device", c.id)))
+	s.recordInfo(ctx, c)
+	s.log.Info("device inventory updated", "device", c.id, "tools", toolCount(c.info.Load()))
+	s.sendAck(ctx, c.conn, m)
+}
+
+// recordInfo keeps a device's system info in the store, for when it is
+// offline, and marks it seen.
+func (s *Server) recordInfo(ctx context.Context, c *client) {
+	var info json.RawMessage
+	if si := c.info.Load(); si != nil {
+		info, _ = json.Marshal(si)
 	}
-	c.info.Store(info)
-	b, _ := json.Marshal(info)
-	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SeeDevice(c.id, b) }); err != nil {
-		s.log.Warn("device info not recorded", "device", c.id, "err", err)
+	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SeeDevice(c.id, info) }); err != nil {
+		s.log.Error("device info not recorded", "device", c.id, "err", err)
 	}
-	s.log.Info("device info updated", "device", c.id, "tools", len(info.Tools))
+	c.seenAt.Store(time.Now().UnixNano())
 }
 
 // sendAck acknowledges m to its sender alone: a HEARTBEAT with status ok

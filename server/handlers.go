@@ -39,6 +39,7 @@ func (s *Server) routes() []route {
 		{"DELETE", "/api/devices/{id}", false, s.revoke},
 		{"GET", "/api/devices/{id}/tools", false, s.deviceTools},
 		{"POST", "/api/devices/{id}/commands", false, s.command},
+		{"POST", "/api/devices/{id}/tools", false, s.deployTool},
 		{"GET", "/api/tasks", false, s.listTasks},
 		{"GET", "/api/tasks/{id}", false, s.getTask},
 		{"DELETE", "/api/tasks/{id}", false, s.removeTask},

@@ -17,9 +17,11 @@ type client struct {
 	typ         protocol.ClientType
 	conn        *protocol.Conn
 	connectedAt time.Time
-	target      string                              // constellations: the device they drive
-	info        atomic.Pointer[protocol.SystemInfo] // devices: nil if none we could read
-	seenAt      atomic.Int64                        // devices: when last_seen was last written, unix ns
+	target      string // constellations: the device they drive
+	// info is a device's system info, nil if it sent none we could read.
+	// A device that registers again on its connection replaces it.
+	info   atomic.Pointer[protocol.SystemInfo]
+	seenAt atomic.Int64 // devices: when last_seen was last written, unix ns
 }
 
 func (c *client) isDevice() bool { return c.typ == protocol.ClientDevice }

@@ -125,6 +125,10 @@ func resolveActions(dev *client, deviceID string, batch []plan.Action) ([]protoc
 		if found {
 			refs[i] = store.ToolRef{Namespace: t.Namespace, SHA256: toolSHA256(t)}
 		}
+		if name == protocol.InstallToolName {
+			// The module that matters is the one being installed.
+			refs[i].SHA256, _ = a.Parameters["sha256"].(string)
+		}
 	}
 	return cmds, refs, nil
 }

@@ -1,4 +1,13 @@
 // Package wasmtools is the home of everything about tool modules as
-// artifacts. Its subpackages hold the guest SDK (sdk) that tools compiled
-// with GOOS=wasip1 use, and the stock tools (tools/...).
+// artifacts. Its subpackages:
+//
+//   - section reads and edits a module's sections: custom sections,
+//     imports and exports;
+//   - manifest is a tool's self-description, in the custom section
+//     "aip.tool" or a NAME.json sidecar;
+//   - schema checks parameters against a manifest's input_schema;
+//   - signature signs modules (custom section "aip.sig") and checks them
+//     against trusted keys;
+//   - sdk is the guest side of the tool ABI for Go (GOOS=wasip1), and
+//     tools/... the stock tools built on it; examples/c holds a tool in C.
 package wasmtools

@@ -17,6 +17,8 @@ import (
 	"github.com/edgeaip/edgeaip/agent"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
+	"github.com/edgeaip/edgeaip/wasmtools/signature"
 )
 
 // listFlag is a repeatable string flag.
@@ -27,8 +29,9 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func main() {
 	var cfg agent.Config
-	var tools, dirs listFlag
-	var wire string
+	var tools, dirs, keys, env listFlag
+	var wire, reserve string
+	var requireSigned bool
 	flag.StringVar(&cfg.ServerURL, "server", "ws://127.0.0.1:8700/ws", "server WebSocket URL")
 	flag.StringVar(&cfg.ID, "id", "", "device id, as enrolled with aipctl device enroll")
 	flag.StringVar(&cfg.TokenFile, "token-file", "", "file holding the device token")
@@ -37,11 +40,21 @@ func main() {
 	flag.StringVar(&cfg.DataDir, "data", "", "data directory: compile cache and agent state")
 	flag.DurationVar(&cfg.HeartbeatInterval, "heartbeat", 20*time.Second, "heartbeat interval")
 	flag.StringVar(&wire, "wire", "cbor", "wire encoding: cbor (edgeaip server) or json (UFO server)")
+	flag.Var(&keys, "trusted-key", "PEM public key file tool signatures are checked against (repeatable)")
+	flag.BoolVar(&requireSigned, "require-signed", false, "refuse unsigned tool modules (default: true once a --trusted-key is given)")
+	flag.Var(&env, "allow-env", "environment variable tools may read, if their manifest asks (repeatable)")
+	flag.IntVar(&cfg.MaxConcurrentCalls, "max-calls", 0, "tool calls that run at once; the rest queue (default GOMAXPROCS)")
+	flag.StringVar(&reserve, "max-call-memory", "", "memory running tool calls may reserve together, e.g. 256MiB (default 256MiB)")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	cfg.Logger, cfg.ToolDirs = log, tools
-	if err := configure(&cfg, dirs, wire); err != nil {
+	cfg.Logger, cfg.ToolDirs, cfg.AllowEnv = log, tools, env
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "require-signed" {
+			cfg.RequireSigned = &requireSigned
+		}
+	})
+	if err := configure(&cfg, dirs, keys, wire, reserve); err != nil {
 		fmt.Fprintln(os.Stderr, "aip-agent:", err)
 		os.Exit(2)
 	}
@@ -51,13 +64,27 @@ func main() {
 	}
 }
 
-func configure(cfg *agent.Config, dirs []string, wire string) error {
+func configure(cfg *agent.Config, dirs, keys []string, wire, reserve string) error {
 	for _, d := range dirs {
 		m, err := sandbox.ParseMount(d)
 		if err != nil {
 			return fmt.Errorf("--allow-dir: %w", err)
 		}
 		cfg.Mounts = append(cfg.Mounts, m)
+	}
+	for _, k := range keys {
+		pub, err := signature.LoadPublicKey(k)
+		if err != nil {
+			return fmt.Errorf("--trusted-key: %w", err)
+		}
+		cfg.TrustedKeys = append(cfg.TrustedKeys, pub)
+	}
+	if reserve != "" {
+		n, err := manifest.ParseByteSize(reserve)
+		if err != nil {
+			return fmt.Errorf("--max-call-memory: %w", err)
+		}
+		cfg.MaxReservedMemory = uint64(n)
 	}
 	switch wire {
 	case "cbor":

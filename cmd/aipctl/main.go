@@ -74,6 +74,6 @@ func newRoot() *cobra.Command {
 		}
 		return nil
 	}
-	root.AddCommand(newDeviceCmd(&g), newDevicesCmd(&g), newExecCmd(&g))
+	root.AddCommand(newDeviceCmd(&g), newDevicesCmd(&g), newExecCmd(&g), newToolCmd(&g))
 	return root
 }

@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -13,6 +14,9 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
+	"github.com/edgeaip/edgeaip/wasmtools/signature"
 )
 
 // StockTools are the tools built from wasmtools/tools.
@@ -33,9 +37,36 @@ func Root() string {
 // TestdataTools is testdata/tools: tiny and hostile tool fixtures.
 func TestdataTools() string { return filepath.Join(Root(), "testdata", "tools") }
 
-// StockToolsDir builds the stock tools with GOOS=wasip1 and returns the
-// directory holding NAME.wasm and NAME.json. Builds are kept in the temp dir
-// under a hash of their sources, so that test binaries share them.
+// SignedTools is testdata/tools/signed: echo packed as signed_echo (signed
+// with the test key), unsigned_echo, foreign_echo (signed with a key no
+// test trusts) and tampered_echo (altered after signing).
+func SignedTools() string { return filepath.Join(TestdataTools(), "signed") }
+
+// TestKey is the public key, testdata/keys/test.pub, that signed the
+// trusted fixtures.
+func TestKey(t testing.TB) ed25519.PublicKey {
+	t.Helper()
+	pub, err := signature.LoadPublicKey(filepath.Join(Root(), "testdata", "keys", "test.pub"))
+	if err != nil {
+		t.Fatalf("test key: %v", err)
+	}
+	return pub
+}
+
+// ReadSigned returns the bytes of the fixture signed/NAME.wasm.
+func ReadSigned(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(SignedTools(), name+".wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// StockToolsDir builds the stock tools with GOOS=wasip1, embeds each one's
+// manifest as make build does, and returns the directory holding them as
+// NAME.wasm. Builds are kept in the temp dir under a hash of their
+// sources, so that test binaries share them.
 func StockToolsDir(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() { toolsDir, buildErr = buildStockTools() })
@@ -65,18 +96,15 @@ func buildStockTools() (string, error) {
 	}
 	for _, name := range StockTools {
 		src := filepath.Join(Root(), "wasmtools", "tools", name)
-		cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, name+".wasm"), ".")
+		out := filepath.Join(dir, name+".wasm")
+		cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
 		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("%s: %w\n%s", name, err, out)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%s: %w\n%s", name, err, b)
 		}
-		desc, err := os.ReadFile(filepath.Join(src, name+".json"))
-		if err != nil {
-			return "", err
-		}
-		if err := os.WriteFile(filepath.Join(dir, name+".json"), desc, 0o644); err != nil {
-			return "", err
+		if err := pack(out, filepath.Join(src, name+".json")); err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	if err := os.Rename(dir, final); err != nil && !os.IsExist(err) {
@@ -85,6 +113,27 @@ func buildStockTools() (string, error) {
 		}
 	}
 	return final, nil
+}
+
+// pack embeds the manifest at manifestPath into the module at wasmPath.
+func pack(wasmPath, manifestPath string) error {
+	b, err := os.ReadFile(manifestPath)
+	if err != nil {
+		return err
+	}
+	m, err := manifest.Parse(b)
+	if err != nil {
+		return err
+	}
+	wasm, err := os.ReadFile(wasmPath)
+	if err != nil {
+		return err
+	}
+	packed, err := manifest.Embed(wasm, m)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(wasmPath, packed, 0o644)
 }
 
 // sourcesHash digests everything a stock tool build depends on.

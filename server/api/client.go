@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Client calls the operator API.
@@ -37,20 +38,27 @@ var ErrUnreachable = errors.New("server unreachable")
 // response into out (if not nil).
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
+	contentType := ""
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("%s %s: encode request: %w", method, path, err)
 		}
-		body = bytes.NewReader(b)
+		body, contentType = bytes.NewReader(b), "application/json"
 	}
+	return c.send(ctx, method, path, body, contentType, out)
+}
+
+// send sends a request with body of contentType, and decodes the JSON
+// response into out (if not nil).
+func (c *Client) send(ctx context.Context, method, path string, body io.Reader, contentType string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, body)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	hc := c.HTTP
 	if hc == nil {
@@ -128,5 +136,19 @@ func (c *Client) Tasks(ctx context.Context, state TaskState) ([]Task, error) {
 func (c *Client) CancelTask(ctx context.Context, sessionID string) (Task, error) {
 	var out Task
 	err := c.Do(ctx, http.MethodPost, "/api/tasks/"+url.PathEscape(sessionID)+"/cancel", nil, &out)
+	return out, err
+}
+
+// DeployTool pushes a tool module to a device, which verifies, keeps and
+// loads it into namespace (empty: the device's default). The response's
+// one Result says whether the device installed it.
+func (c *Client) DeployTool(ctx context.Context, deviceID string, wasm []byte, namespace string, timeout time.Duration) (CommandResponse, error) {
+	q := url.Values{"timeout": {timeout.String()}}
+	if namespace != "" {
+		q.Set("namespace", namespace)
+	}
+	var out CommandResponse
+	path := "/api/devices/" + url.PathEscape(deviceID) + "/tools?" + q.Encode()
+	err := c.send(ctx, http.MethodPost, path, bytes.NewReader(wasm), "application/wasm", &out)
 	return out, err
 }

@@ -1,8 +1,27 @@
 #!/bin/sh
-# Rebuilds the hostile and tiny tool fixtures from their .wat sources.
-# Needs wat2wasm from Debian's wabt package (apt-get install -y wabt).
+# Rebuilds the tool fixtures:
+#  - the hostile and tiny tools, from their .wat sources, with wat2wasm from
+#    Debian's wabt package (apt-get install -y wabt);
+#  - signed/: echo.wasm packed with each manifest of signed/manifests, then
+#    signed with the test keys of ../keys (aipctl tool, via go run):
+#      signed_echo    signed with test.key (trusted by the tests)
+#      unsigned_echo  not signed
+#      foreign_echo   signed with other.key (trusted by no test)
+#      tampered_echo  signed with test.key, then one byte of its manifest
+#                     changed ("copies" -> "Copies")
+# ed25519 signatures are deterministic, so a rebuild gives the same bytes.
 set -eu
 cd "$(dirname "$0")"
 for w in *.wat; do
 	wat2wasm "$w" -o "${w%.wat}.wasm"
 done
+
+aipctl="go run ../../cmd/aipctl"
+for n in signed_echo unsigned_echo tampered_echo foreign_echo; do
+	$aipctl tool pack echo.wasm --manifest "signed/manifests/$n.json" -o "signed/$n.wasm" >/dev/null
+done
+$aipctl tool sign --key ../keys/test.key signed/signed_echo.wasm >/dev/null
+$aipctl tool sign --key ../keys/other.key signed/foreign_echo.wasm >/dev/null
+$aipctl tool sign --key ../keys/test.key signed/tampered_echo.wasm >/dev/null
+off=$(grep -obUa 'copies stdin' signed/tampered_echo.wasm | cut -d: -f1)
+printf 'C' | dd of=signed/tampered_echo.wasm bs=1 seek="$off" conv=notrunc status=none

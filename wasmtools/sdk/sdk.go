@@ -65,11 +65,18 @@ func run[P any](stdin io.Reader, stdout, stderr io.Writer, fn func(P) (any, erro
 
 // explain rewords errors whose WASI form says little. Under wasip1 a path
 // that lies under no preopened directory fails with EBADF ("bad file
-// number"); what it means is that the host did not grant that path.
+// number"): the host did not grant that path. EPERM on a path means the
+// host refused to follow it out of a granted directory, through a
+// symbolic link; EROFS, that the directory was granted read-only.
 func explain(err error) error {
 	var pe *fs.PathError
-	if errors.As(err, &pe) && errors.Is(pe.Err, syscall.EBADF) {
+	switch {
+	case errors.As(err, &pe) && errors.Is(pe.Err, syscall.EBADF):
 		return fmt.Errorf("%s %s: not under a directory this tool was granted", pe.Op, pe.Path)
+	case errors.As(err, &pe) && errors.Is(pe.Err, syscall.EPERM):
+		return fmt.Errorf("%s %s: refused by the host: it leads out of the directory this tool was granted", pe.Op, pe.Path)
+	case errors.As(err, &pe) && errors.Is(pe.Err, syscall.EROFS):
+		return fmt.Errorf("%s %s: this tool was granted that directory read-only", pe.Op, pe.Path)
 	}
 	return err
 }

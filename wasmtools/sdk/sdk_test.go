@@ -61,3 +61,20 @@ func TestRunExplainsPathsOutsideGrantedDirs(t *testing.T) {
 	assert.Equal(t, ExitFailed, code)
 	assert.Equal(t, "open /etc/passwd: not under a directory this tool was granted\n", errOut.String())
 }
+
+func TestRunExplainsRefusedSymlinks(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(strings.NewReader(`{}`), &out, &errOut, func(params) (any, error) {
+		return nil, &fs.PathError{Op: "open", Path: "/data/link", Err: syscall.EPERM}
+	})
+	assert.Equal(t, ExitFailed, code)
+	assert.Equal(t, "open /data/link: refused by the host: it leads out of the directory this tool was granted\n", errOut.String())
+}
+
+func TestRunExplainsReadOnlyGrants(t *testing.T) {
+	var out, errOut bytes.Buffer
+	run(strings.NewReader(`{}`), &out, &errOut, func(params) (any, error) {
+		return nil, &fs.PathError{Op: "open", Path: "/data/new.txt", Err: syscall.EROFS}
+	})
+	assert.Equal(t, "open /data/new.txt: this tool was granted that directory read-only\n", errOut.String())
+}

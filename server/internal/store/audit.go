@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -42,7 +44,7 @@ func (t *Tx) appendAudit(c *Command) error {
 		if r.Namespace != "" {
 			ref.Namespace = r.Namespace
 		}
-		params, err := json.Marshal(a.Parameters)
+		params, err := json.Marshal(auditParameters(a.Parameters))
 		if err != nil {
 			return fmt.Errorf("store: audit %s: parameters: %w", a.CallID, err)
 		}
@@ -60,6 +62,23 @@ func (t *Tx) appendAudit(c *Command) error {
 		}
 	}
 	return nil
+}
+
+// maxAuditValue is the longest string parameter the audit log keeps as
+// is. The log is kept forever: a module being deployed or a file being
+// written is recorded by its size and hash instead.
+const maxAuditValue = 4 << 10
+
+func auditParameters(params map[string]any) map[string]any {
+	out := make(map[string]any, len(params))
+	for k, v := range params {
+		if s, ok := v.(string); ok && len(s) > maxAuditValue {
+			sum := sha256.Sum256([]byte(s))
+			v = fmt.Sprintf("<%d bytes, sha256 %s>", len(s), hex.EncodeToString(sum[:]))
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // AuditFilter selects audit entries; empty fields match everything.

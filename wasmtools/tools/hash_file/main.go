@@ -5,7 +5,6 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"io"
 	"os"
 
@@ -18,9 +17,6 @@ type params struct {
 
 func main() {
 	sdk.Run(func(p params) (any, error) {
-		if p.Path == "" {
-			return nil, errors.New("parameter \"path\" is required")
-		}
 		f, err := os.Open(p.Path)
 		if err != nil {
 			return nil, err

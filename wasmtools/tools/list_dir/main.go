@@ -3,7 +3,6 @@
 package main
 
 import (
-	"errors"
 	"os"
 
 	"github.com/edgeaip/edgeaip/wasmtools/sdk"
@@ -21,9 +20,6 @@ type entry struct {
 
 func main() {
 	sdk.Run(func(p params) (any, error) {
-		if p.Path == "" {
-			return nil, errors.New("parameter \"path\" is required")
-		}
 		des, err := os.ReadDir(p.Path)
 		if err != nil {
 			return nil, err

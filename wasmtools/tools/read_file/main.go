@@ -4,7 +4,6 @@ package main
 
 import (
 	"encoding/base64"
-	"errors"
 	"io"
 	"os"
 	"unicode/utf8"
@@ -29,9 +28,6 @@ const defaultMaxBytes = 256 << 10
 
 func main() {
 	sdk.Run(func(p params) (any, error) {
-		if p.Path == "" {
-			return nil, errors.New("parameter \"path\" is required")
-		}
 		if p.MaxBytes <= 0 {
 			p.MaxBytes = defaultMaxBytes
 		}

@@ -4,7 +4,6 @@ package main
 
 import (
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"os"
 
@@ -20,9 +19,6 @@ type params struct {
 
 func main() {
 	sdk.Run(func(p params) (any, error) {
-		if p.Path == "" {
-			return nil, errors.New("parameter \"path\" is required")
-		}
 		data := []byte(p.Content)
 		switch p.Encoding {
 		case "", "utf-8":

@@ -1,0 +1,187 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
+)
+
+// validNamespace is what a deployed namespace may be called: it names a
+// directory under DATA/tools.
+var validNamespace = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
+
+// installTool is the meta tool install_tool. The server pushes a module;
+// the agent checks it as it checks the modules it loads from disk, keeps
+// it as DATA/tools/NAMESPACE/NAME.wasm and loads it without restarting,
+// in place of the namespace's tool of that name if there is one. A module
+// that is refused changes nothing.
+type installTool struct {
+	agent *Agent
+	mu    sync.Mutex // one install at a time
+}
+
+func (i *installTool) info() protocol.MCPToolInfo {
+	return protocol.MCPToolInfo{
+		ToolKey:     protocol.ToolKey(protocol.ToolAction, protocol.InstallToolName),
+		ToolName:    protocol.InstallToolName,
+		Namespace:   metaNamespace,
+		ToolType:    protocol.ToolAction,
+		Title:       "Install tool",
+		Description: "Installs a signed tool module on this device and loads it; the server's POST /api/devices/{id}/tools sends it.",
+		InputSchema: protocol.InstallToolSchema,
+	}
+}
+
+func (i *installTool) call(ctx context.Context, params map[string]any) protocol.Result {
+	info, replaced, err := i.install(ctx, params)
+	if err != nil {
+		i.agent.log.Error("tool install refused", "err", err)
+		return failure(fmt.Errorf("%s: %w", protocol.InstallToolName, err))
+	}
+	i.agent.log.Info("tool installed", "tool_key", info.ToolKey, "namespace", info.Namespace, "sha256", info.Meta["sha256"], "replaced", replaced)
+	return protocol.Result{Status: protocol.ResultSuccess, Result: map[string]any{"tool": info, "replaced": replaced}}
+}
+
+func (i *installTool) install(ctx context.Context, params map[string]any) (protocol.MCPToolInfo, bool, error) {
+	a := i.agent
+	var none protocol.MCPToolInfo
+	if a.cfg.DataDir == "" {
+		return none, false, fmt.Errorf("this agent has no data dir (--data) to keep deployed tools in")
+	}
+	wasm, ns, err := protocol.InstalledModule(params)
+	if err != nil {
+		return none, false, err
+	}
+	if ns == "" {
+		ns = protocol.DefaultDeployNamespace
+	}
+	if err := a.deployable(ns); err != nil {
+		return none, false, err
+	}
+	mod, err := manifest.FromWasm(wasm)
+	if err != nil {
+		return none, false, err
+	}
+	// Whatever require_signed says of the modules an operator puts on the
+	// device, code pushed over the network must come from a trusted signer.
+	if _, err := a.loader.verifier.Keys.Verify(wasm); err != nil {
+		if a.loader.verifier.Keys.Len() == 0 {
+			err = fmt.Errorf("this agent trusts no key (--trusted-key), and a deployed module must be signed by one")
+		}
+		return none, false, fmt.Errorf("tool %q (deployed module): refused: %w", mod.Manifest.Name, err)
+	}
+
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	t, err := a.loader.load(ctx, ns, "deployed module", mod)
+	if err != nil {
+		return none, false, err
+	}
+	old := a.computer.find(ns, mod.Manifest.Name)
+	if err := a.computer.canSwap(old, t); err != nil {
+		t.close(ctx)
+		return none, false, err
+	}
+	if err := writeFileAtomic(filepath.Join(a.deployDir(), ns, mod.Manifest.Name+".wasm"), wasm); err != nil {
+		t.close(ctx)
+		return none, false, fmt.Errorf("keep module: %w", err)
+	}
+	a.computer.swap(old, t)
+	if w, ok := old.(*wasmTool); ok {
+		w.close(context.WithoutCancel(ctx))
+	}
+	a.inventoryChanged()
+	return t.info(), old != nil, nil
+}
+
+// deployable refuses a namespace that deployed tools may not go into: one
+// that is not a safe directory name, the meta tools', or one a tools dir
+// serves.
+func (a *Agent) deployable(ns string) error {
+	if !validNamespace.MatchString(ns) || ns == metaNamespace {
+		return fmt.Errorf("namespace %q: want 1-64 of [A-Za-z0-9_-], not starting with '-', and not %q", ns, metaNamespace)
+	}
+	if dir := a.toolDirOf(ns); dir != "" {
+		return fmt.Errorf("namespace %q is loaded from the tools dir %s; deploy into another namespace", ns, dir)
+	}
+	return nil
+}
+
+// deployDir holds the deployed tools, one directory per namespace.
+func (a *Agent) deployDir() string { return filepath.Join(a.cfg.DataDir, "tools") }
+
+// deployedDirs lists the namespaces of deployed tools, to load at start.
+func (a *Agent) deployedDirs() ([]toolDir, error) {
+	if a.cfg.DataDir == "" {
+		return nil, nil
+	}
+	entries, err := os.ReadDir(a.deployDir())
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("deployed tools: %w", err)
+	}
+	var dirs []toolDir
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		path := filepath.Join(a.deployDir(), e.Name())
+		if err := a.deployable(e.Name()); err != nil {
+			a.refuse(refusal{Path: path, Error: "deployed tools not loaded: " + err.Error()})
+			continue
+		}
+		dirs = append(dirs, toolDir{Namespace: e.Name(), Path: path})
+	}
+	return dirs, nil
+}
+
+// toolDirOf returns the tools dir that serves namespace ns, if any.
+func (a *Agent) toolDirOf(ns string) string {
+	for _, spec := range a.cfg.ToolDirs {
+		if d := parseToolDir(spec); d.Namespace == ns {
+			return d.Path
+		}
+	}
+	return ""
+}
+
+// inventoryChanged makes the link send the new inventory.
+func (a *Agent) inventoryChanged() {
+	select {
+	case a.inventory <- struct{}{}:
+	default: // one is already pending, and will carry this change too
+	}
+}
+
+// writeFileAtomic replaces path with data, so that a crash leaves the old
+// module or the new one, never half of one. Its directory is made 0700.
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".install-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

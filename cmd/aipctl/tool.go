@@ -1,0 +1,246 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
+	"github.com/edgeaip/edgeaip/wasmtools/section"
+	"github.com/edgeaip/edgeaip/wasmtools/signature"
+	"github.com/spf13/cobra"
+)
+
+// The commands that write a file take -o as that file: a local flag named
+// "output" shadows the persistent output format of the same name.
+
+func newToolCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tool",
+		Short: "Build, sign, check, run and deploy tool modules",
+		Long: `Tool modules are WASI command modules that carry their manifest in the
+custom section aip.tool and, once signed, an ed25519 signature in aip.sig.
+
+A tool author's loop:
+  aipctl tool keygen -o acme                 # once: acme.key, acme.pub
+  GOOS=wasip1 GOARCH=wasm go build -o t.wasm .
+  aipctl tool pack t.wasm --manifest tool.json -o t.wasm
+  aipctl tool run t.wasm --params '{"path":"/data/x"}' --allow-dir ./data:/data
+  aipctl tool sign --key acme.key t.wasm
+  aipctl tool deploy kiosk-1 t.wasm`,
+	}
+	cmd.AddCommand(newKeygenCmd(), newPackCmd(), newSignCmd(), newVerifyCmd(), newInspectCmd(g), newRunCmd(), newDeployCmd(g))
+	return cmd
+}
+
+func newKeygenCmd() *cobra.Command {
+	var out string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "keygen",
+		Short: "Write a new ed25519 key pair: NAME.key (secret, mode 0600) and NAME.pub",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pub, priv, err := signature.GenerateKey()
+			if err != nil {
+				return &exitError{exitFailed, err}
+			}
+			privPEM, err := signature.EncodePrivateKey(priv)
+			if err != nil {
+				return &exitError{exitFailed, err}
+			}
+			pubPEM, err := signature.EncodePublicKey(pub)
+			if err != nil {
+				return &exitError{exitFailed, err}
+			}
+			flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+			if force {
+				flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+			}
+			if err := writeFile(out+".key", privPEM, flags, 0o600); err != nil {
+				return err
+			}
+			if err := writeFile(out+".pub", pubPEM, flags, 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "key id %s\n%s.key: the signing key; keep it secret\n%s.pub: give it to agents (--trusted-key)\n",
+				signature.KeyID(pub), out, out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "aip-tool", "write NAME.key and NAME.pub")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing key files")
+	return cmd
+}
+
+func writeFile(path string, data []byte, flags int, mode os.FileMode) error {
+	f, err := os.OpenFile(path, flags, mode)
+	if errors.Is(err, os.ErrExist) {
+		return &exitError{exitUsage, fmt.Errorf("%s exists; pass --force to replace it", path)}
+	}
+	if err != nil {
+		return &exitError{exitFailed, err}
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &exitError{exitFailed, err}
+	}
+	return nil
+}
+
+func newPackCmd() *cobra.Command {
+	var manifestPath, out string
+	cmd := &cobra.Command{
+		Use:   "pack IN.wasm --manifest TOOL.json [-o OUT.wasm]",
+		Short: "Embed a manifest in a module (in place unless -o); it does not instrument",
+		Long: `Embed a manifest in a module, as its aip.tool custom section, replacing
+any it had. The manifest is checked first, schemas included, and the module
+must be a WASI command (export _start). A signature the module carried no
+longer matches, so it is removed: sign after packing.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			wasm, err := readModule(args[0])
+			if err != nil {
+				return err
+			}
+			if err := checkCommand(wasm); err != nil {
+				return &exitError{exitUsage, fmt.Errorf("%s: %w", args[0], err)}
+			}
+			b, err := os.ReadFile(manifestPath)
+			if err != nil {
+				return &exitError{exitUsage, fmt.Errorf("--manifest: %w", err)}
+			}
+			m, err := manifest.Parse(b)
+			if err != nil {
+				return &exitError{exitUsage, fmt.Errorf("%s: %w", manifestPath, err)}
+			}
+			if _, signed, _ := section.Custom(wasm, signature.SectionName); signed {
+				fmt.Fprintf(cmd.ErrOrStderr(), "removing the signature of %s: sign the packed module again\n", args[0])
+				if wasm, err = section.WithoutCustom(wasm, signature.SectionName); err != nil {
+					return &exitError{exitUsage, err}
+				}
+			}
+			packed, err := manifest.Embed(wasm, m)
+			if err != nil {
+				return &exitError{exitUsage, err}
+			}
+			if out == "" {
+				out = args[0]
+			}
+			if err := os.WriteFile(out, packed, 0o644); err != nil {
+				return &exitError{exitFailed, err}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "packed %s %s into %s (%d bytes, sha256 %s)\n", m.Name, m.Version, out, len(packed), digest(packed))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the manifest, JSON (required)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write the packed module here (default: in place)")
+	cmd.MarkFlagRequired("manifest")
+	return cmd
+}
+
+func newSignCmd() *cobra.Command {
+	var keyPath, out string
+	cmd := &cobra.Command{
+		Use:   "sign --key NAME.key MODULE.wasm [-o OUT.wasm]",
+		Short: "Sign a packed module (in place unless -o), replacing any signature",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			priv, err := signature.LoadPrivateKey(keyPath)
+			if err != nil {
+				return &exitError{exitUsage, fmt.Errorf("--key: %w", err)}
+			}
+			wasm, err := readModule(args[0])
+			if err != nil {
+				return err
+			}
+			if _, err := manifest.FromWasm(wasm); err != nil {
+				return &exitError{exitUsage, fmt.Errorf("%s: %w; run aipctl tool pack first, so that the signature covers the manifest", args[0], err)}
+			}
+			signed, err := signature.Sign(wasm, priv)
+			if err != nil {
+				return &exitError{exitUsage, err}
+			}
+			if out == "" {
+				out = args[0]
+			}
+			if err := os.WriteFile(out, signed, 0o644); err != nil {
+				return &exitError{exitFailed, err}
+			}
+			s, _, _ := signature.Read(signed)
+			fmt.Fprintf(cmd.OutOrStdout(), "signed %s with key id %s (sha256 %s)\n", out, s.KeyID, digest(signed))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&keyPath, "key", "", "the private key, PEM (required)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write the signed module here (default: in place)")
+	cmd.MarkFlagRequired("key")
+	return cmd
+}
+
+func newVerifyCmd() *cobra.Command {
+	var pubs []string
+	cmd := &cobra.Command{
+		Use:   "verify --pub NAME.pub [--pub ...] MODULE.wasm",
+		Short: "Check a module's signature against public keys, as an agent would",
+		Long:  "Check a module's signature against public keys, as an agent would. Exits 0 if it verifies, 1 if not.",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ring, err := signature.LoadKeyRing(pubs...)
+			if err != nil {
+				return &exitError{exitUsage, fmt.Errorf("--pub: %w", err)}
+			}
+			wasm, err := readModule(args[0])
+			if err != nil {
+				return err
+			}
+			keyID, err := ring.Verify(wasm)
+			if err != nil {
+				return &exitError{exitFailed, fmt.Errorf("%s: %w", args[0], err)}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: signature ok, key id %s\n", args[0], keyID)
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&pubs, "pub", nil, "a trusted public key, PEM (repeatable, at least one)")
+	cmd.MarkFlagRequired("pub")
+	return cmd
+}
+
+// readModule reads a module file; any failure is the caller's to fix.
+func readModule(path string) ([]byte, error) {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &exitError{exitUsage, err}
+	}
+	if _, err := section.Parse(wasm); err != nil {
+		return nil, &exitError{exitUsage, fmt.Errorf("%s: %w", path, err)}
+	}
+	return wasm, nil
+}
+
+// checkCommand refuses a module that is not a WASI command: agents could
+// not call it.
+func checkCommand(wasm []byte) error {
+	exports, err := section.Exports(wasm)
+	if err != nil {
+		return err
+	}
+	for _, e := range exports {
+		if e.Name == "_start" && e.Kind == section.KindFunc {
+			return nil
+		}
+	}
+	return errors.New("not a WASI command module: no _start export (build with GOOS=wasip1, or clang --target=wasm32-wasi)")
+}
+
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

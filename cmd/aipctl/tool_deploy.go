@@ -1,0 +1,50 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func newDeployCmd(g *globals) *cobra.Command {
+	var (
+		namespace string
+		timeout   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "deploy DEVICE MODULE.wasm [--namespace NS]",
+		Short: "Push a module to a device, which verifies, keeps and loads it without restarting",
+		Long: `Push a module to a device. The agent checks its signature against its
+trusted keys and its manifest against its policy, keeps it under its data
+dir and loads it at once, in place of the namespace's tool of that name;
+then it sends its new tool inventory. A module it refuses changes nothing.
+
+Prints the command's Results as JSON; exits 0 when the device installed the
+module and 1 when it refused it.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			wasm, err := readModule(args[1])
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			resp, err := c.DeployTool(cmd.Context(), args[0], wasm, namespace, timeout)
+			if err != nil {
+				return apiFailure(err)
+			}
+			if err := printJSON(cmd.OutOrStdout(), resp.Results); err != nil {
+				return &exitError{exitFailed, err}
+			}
+			if !resp.Succeeded() {
+				return &exitError{code: exitFailed}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&namespace, "namespace", "", "namespace on the device (default: deployed)")
+	cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long to wait for the device")
+	return cmd
+}

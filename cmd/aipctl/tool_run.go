@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/edgeaip/edgeaip/agent"
+	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
+	"github.com/spf13/cobra"
+)
+
+// runOptions are aipctl tool run's flags: the policy to run under, and
+// where to keep compiled code.
+type runOptions struct {
+	params  string
+	fuel    uint64
+	timeout time.Duration
+	memory  string
+	dirs    []string
+	env     []string
+	cache   string
+}
+
+func newRunCmd() *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run MODULE.wasm [KEY=VALUE...] [--params JSON] [--allow-dir HOST[:GUEST][:ro]...]",
+		Short: "Run a tool once, locally, in the agent's sandbox, and print its Result with usage",
+		Long: `Run a tool once, locally, in the agent's sandbox, and print its Result
+with usage as JSON: the same manifest reading, capability intersection,
+parameter validation, limits and confinement as on a device. The module
+need not be signed.
+
+--allow-dir and --allow-env are the policy: the tool gets what its manifest
+requests of them, and nothing else. --fuel, --timeout and --memory override
+the manifest's limits. Parameters come as with aipctl exec.
+
+Exits 0 when the tool succeeded and 1 when it failed.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			params, err := buildParams(o.params, args[1:])
+			if err != nil {
+				return &exitError{exitUsage, err}
+			}
+			pol, err := o.policy()
+			if err != nil {
+				return &exitError{exitUsage, err}
+			}
+			cfg := sandbox.NewConfig()
+			if o.cache != "" {
+				cfg = cfg.WithCacheDir(o.cache)
+			}
+			return runLocal(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg, args[0], pol, params)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.params, "params", "", "parameters as a JSON object")
+	f.Uint64Var(&o.fuel, "fuel", 0, "fuel limit (carried to the sandbox; enforced once it meters fuel)")
+	f.DurationVar(&o.timeout, "timeout", 0, "deadline of the call (default: the manifest's, else 30s)")
+	f.StringVar(&o.memory, "memory", "", "memory limit, e.g. 32MiB (default: the manifest's, else 64MiB)")
+	f.StringArrayVar(&o.dirs, "allow-dir", nil, "grant a host directory, HOST[:GUEST][:ro] (repeatable)")
+	f.StringArrayVar(&o.env, "allow-env", nil, "grant an environment variable, if the manifest asks (repeatable)")
+	f.StringVar(&o.cache, "cache", defaultCacheDir(), "keep compiled modules here, as an agent does (empty: compile every run)")
+	return cmd
+}
+
+func (o runOptions) policy() (sandbox.Policy, error) {
+	pol := sandbox.Policy{Env: o.env, Limits: sandbox.Limits{Fuel: o.fuel, Timeout: o.timeout}}
+	for _, d := range o.dirs {
+		m, err := sandbox.ParseMount(d)
+		if err != nil {
+			return pol, fmt.Errorf("--allow-dir: %w", err)
+		}
+		pol.Dirs = append(pol.Dirs, m)
+	}
+	if o.memory != "" {
+		n, err := manifest.ParseByteSize(o.memory)
+		if err != nil {
+			return pol, fmt.Errorf("--memory: %w", err)
+		}
+		pol.Limits.MemoryPages = uint32((uint64(n) + 65535) / 65536)
+	}
+	return pol, nil
+}
+
+// defaultCacheDir is the user's cache dir for compiled modules, or empty
+// when the user has none.
+func defaultCacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "edgeaip", "compile-cache")
+}
+
+func runLocal(ctx context.Context, stdout, stderr io.Writer, cfg sandbox.Config, path string, pol sandbox.Policy, params map[string]any) error {
+	mod, err := manifest.Load(path)
+	if err != nil {
+		return &exitError{exitUsage, fmt.Errorf("%s: %w", path, err)}
+	}
+	in, err := json.Marshal(params)
+	if err != nil {
+		return &exitError{exitUsage, fmt.Errorf("parameters: %w", err)}
+	}
+	sb, err := sandbox.New(ctx, cfg)
+	if err != nil {
+		return &exitError{exitFailed, err}
+	}
+	defer sb.Close(context.WithoutCancel(ctx))
+	tool, err := sb.Load(ctx, pol.Spec(mod, os.LookupEnv))
+	if err != nil {
+		return &exitError{exitUsage, err}
+	}
+	for _, m := range tool.Mounts() {
+		fmt.Fprintf(stderr, "granted %s as %s (%s)\n", m.HostPath, m.GuestPath, map[bool]string{true: "ro", false: "rw"}[m.ReadOnly])
+	}
+	res := agent.ToolResult(sb.Call(ctx, tool, in))
+	if err := printJSON(stdout, res); err != nil {
+		return &exitError{exitFailed, err}
+	}
+	if res.Error != "" {
+		return &exitError{code: exitFailed}
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// ctl runs aipctl with args and returns its stdout, stderr and exit code.
+func ctl(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	root := newRoot()
+	var out, errOut bytes.Buffer
+	root.SetArgs(args)
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	err := root.Execute()
+	var ee *exitError
+	switch {
+	case err == nil:
+		return out.String(), errOut.String(), exitOK
+	case errors.As(err, &ee):
+		if ee.err != nil {
+			errOut.WriteString(ee.err.Error())
+		}
+		return out.String(), errOut.String(), ee.code
+	}
+	return out.String(), err.Error(), exitUsage
+}
+
+func fixturePath(name string) string { return filepath.Join(testenv.TestdataTools(), name) }
+
+func TestToolAuthorLoop(t *testing.T) {
+	dir := t.TempDir()
+	key, mod := filepath.Join(dir, "k"), filepath.Join(dir, "t.wasm")
+
+	out, _, code := ctl(t, "tool", "keygen", "-o", key)
+	require.Equal(t, exitOK, code)
+	assert.Contains(t, out, "key id ")
+	fi, err := os.Stat(key + ".key")
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the signing key is private")
+	_, errOut, code := ctl(t, "tool", "keygen", "-o", key)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "exists; pass --force")
+
+	_, errOut, code = ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", filepath.Join(testenv.SignedTools(), "manifests", "signed_echo.json"), "-o", mod)
+	require.Equal(t, exitOK, code, errOut)
+	_, errOut, code = ctl(t, "tool", "sign", "--key", key+".key", mod)
+	require.Equal(t, exitOK, code, errOut)
+	out, errOut, code = ctl(t, "tool", "verify", "--pub", key+".pub", mod)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "signature ok")
+
+	out, _, code = ctl(t, "tool", "inspect", "-o", "json", mod)
+	require.Equal(t, exitOK, code)
+	var in inspection
+	require.NoError(t, json.Unmarshal([]byte(out), &in))
+	assert.Equal(t, "embedded", in.ManifestSource)
+	assert.Equal(t, "signed_echo", in.Manifest.Name)
+	require.NotNil(t, in.Signature)
+	assert.Len(t, in.Signature.KeyID, 16)
+	assert.Len(t, in.SHA256, 64)
+	assert.Len(t, in.Imports, 2)
+
+	out, _, code = ctl(t, "tool", "inspect", mod)
+	require.Equal(t, exitOK, code)
+	for _, want := range []string{"signed_echo", "1.0.0", "key id " + in.Signature.KeyID, "wasi_snapshot_preview1.fd_read (func)"} {
+		assert.Contains(t, out, want)
+	}
+
+	b, err := os.ReadFile(mod)
+	require.NoError(t, err)
+	b[20] ^= 1
+	require.NoError(t, os.WriteFile(mod, b, 0o644))
+	_, errOut, code = ctl(t, "tool", "verify", "--pub", key+".pub", mod)
+	assert.Equal(t, exitFailed, code)
+	assert.Contains(t, errOut, "signature does not match the module")
+
+	_, errOut, code = ctl(t, "tool", "verify", "--pub", filepath.Join(testenv.Root(), "testdata", "keys", "test.pub"), mod)
+	assert.Equal(t, exitFailed, code)
+	assert.Contains(t, errOut, "signed by a key this host does not trust")
+}
+
+func TestPackAndSignRefuseWhatAnAgentWouldRefuse(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"name":"x","tool_type":"query","input_schema":{"type":"object"}}`), 0o644))
+	_, errOut, code := ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", bad, "-o", filepath.Join(dir, "x.wasm"))
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, `field "tool_type"`)
+
+	lib := filepath.Join(dir, "lib.wasm")
+	require.NoError(t, os.WriteFile(lib, []byte("\x00asm\x01\x00\x00\x00\x05\x03\x01\x00\x01"), 0o644))
+	_, errOut, code = ctl(t, "tool", "pack", lib, "--manifest", fixturePath("echo.json"))
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "no _start export")
+
+	_, errOut, code = ctl(t, "tool", "sign", "--key", filepath.Join(testenv.Root(), "testdata", "keys", "test.key"), fixturePath("echo.wasm"), "-o", filepath.Join(dir, "s.wasm"))
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "run aipctl tool pack first")
+}
+
+// runResult runs aipctl tool run and decodes the Result it prints.
+func runResult(t *testing.T, args ...string) (map[string]any, int) {
+	t.Helper()
+	out, errOut, code := ctl(t, append([]string{"tool", "run", "--cache="}, args...)...)
+	var res map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &res), "stdout %q stderr %q", out, errOut)
+	return res, code
+}
+
+func TestRunIsTheAgentsSandbox(t *testing.T) {
+	res, code := runResult(t, fixturePath("echo.wasm"), "a=1", "--params", `{"b":"x"}`)
+	require.Equal(t, exitOK, code, res)
+	assert.Equal(t, map[string]any{"a": float64(1), "b": "x"}, res["result"])
+	assert.Contains(t, res, "usage")
+
+	res, code = runResult(t, fixturePath("spin.wasm"), "--timeout", "100ms")
+	assert.Equal(t, exitFailed, code)
+	assert.Equal(t, `tool "spin": timed out after 100ms`, res["error"])
+
+	granted := t.TempDir()
+	res, code = runResult(t, fixturePath("escape_symlink.wasm"), "--allow-dir", granted+":/data")
+	assert.Equal(t, exitFailed, code)
+	assert.Contains(t, res["error"], `denied: open "/data/up/escaped.txt": leads outside the granted dir /data`)
+	assert.NoFileExists(t, filepath.Join(filepath.Dir(granted), "escaped.txt"))
+
+	dir := t.TempDir()
+	m := filepath.Join(dir, "strict.json")
+	require.NoError(t, os.WriteFile(m, []byte(`{"name":"strict","tool_type":"action","input_schema":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}}`), 0o644))
+	strict := filepath.Join(dir, "strict.wasm")
+	_, errOut, code := ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", m, "-o", strict)
+	require.Equal(t, exitOK, code, errOut)
+	res, code = runResult(t, strict, "extra=1")
+	assert.Equal(t, exitFailed, code)
+	assert.Equal(t, `tool "strict": invalid parameters: parameter "extra": not allowed (additionalProperties is false); parameter "path": missing (required)`, res["error"])
+}
+
+func dirUsageTree(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a"), []byte("abc"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", "b"), []byte("defg"), 0o644))
+	return dir
+}
+
+func TestTheCExampleToolRuns(t *testing.T) {
+	mod := filepath.Join(testenv.Root(), "wasmtools", "examples", "c", "dir_usage", "dir_usage.wasm")
+	res, code := runResult(t, mod, "path=/data", "--allow-dir", dirUsageTree(t)+":/data")
+	require.Equal(t, exitOK, code, res)
+	assert.Equal(t, map[string]any{"path": "/data", "files": float64(2), "dirs": float64(1), "bytes": float64(7)}, res["result"])
+
+	res, code = runResult(t, mod, "path=/etc", "--allow-dir", dirUsageTree(t)+":/data")
+	assert.Equal(t, exitFailed, code)
+	assert.Contains(t, res["error"], "open /etc:")
+}
+
+func TestTheCExampleToolBuildsWithItsBuildScript(t *testing.T) {
+	for _, tool := range []string{"clang", "wasm-ld"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (apt-get install -y clang lld wasi-libc libclang-rt-14-dev-wasm32)", tool)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "dir_usage.wasm")
+	cmd := exec.Command("sh", filepath.Join(testenv.Root(), "wasmtools", "examples", "c", "dir_usage", "build.sh"), out)
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	res, code := runResult(t, out, "path=/data", "--allow-dir", dirUsageTree(t)+":/data")
+	require.Equal(t, exitOK, code, res)
+	assert.Equal(t, float64(7), res["result"].(map[string]any)["bytes"])
+}

@@ -1,0 +1,85 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/wasmtools/schema"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var pathSchema = map[string]any{
+	"type":                 "object",
+	"properties":           map[string]any{"path": map[string]any{"type": "string"}},
+	"required":             []any{"path"},
+	"additionalProperties": false,
+}
+
+func TestParametersAreValidatedBeforeTheToolRuns(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	// spin would time out if it ran at all.
+	tool := loadSpec(t, sb, Spec{Name: "spin", Wasm: fixture(t, "spin"), InputSchema: pathSchema, Limits: Limits{Timeout: 5 * time.Second}})
+	for params, want := range map[string]string{
+		`{}`:                   `tool "spin": invalid parameters: parameter "path": missing (required)`,
+		`{"path":7}`:           `tool "spin": invalid parameters: parameter "path": got number, want string`,
+		`{"path":"/a","x":""}`: `tool "spin": invalid parameters: parameter "x": not allowed (additionalProperties is false)`,
+	} {
+		res := sb.Call(context.Background(), tool, []byte(params))
+		require.ErrorIs(t, res.Err, ErrInvalidParams, params)
+		var se *schema.Error
+		require.ErrorAs(t, res.Err, &se)
+		assert.EqualError(t, res.Err, want)
+		assert.Zero(t, res.Usage, "the tool never ran")
+	}
+}
+
+func TestABadSchemaIsRefusedAtLoad(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	_, err := sb.Load(context.Background(), Spec{Name: "echo", Wasm: fixture(t, "echo"), InputSchema: map[string]any{"type": 3}})
+	assert.ErrorContains(t, err, `tool "echo": input_schema: schema:`)
+}
+
+func TestAClosedToolFinishesItsCallsThenRefusesNewOnes(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	tool := load(t, sb, "spin", Limits{Timeout: 300 * time.Millisecond})
+	done := make(chan Result, 1)
+	go func() { done <- sb.Call(context.Background(), tool, nil) }()
+	require.Eventually(t, func() bool { return sb.adm.running.Load() == 1 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, tool.Close(context.Background()))
+	assert.ErrorIs(t, (<-done).Err, ErrTimeout, "the running call ends on its own terms")
+	assert.ErrorIs(t, sb.Call(context.Background(), tool, nil).Err, ErrUnloaded)
+}
+
+func TestTheCompileCacheIsPrivateAndKeyedByCostModel(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cache")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	ctx := context.Background()
+	for _, model := range []string{"v1", "v2"} {
+		sb := newSandbox(t, NewConfig().WithCacheDir(dir).WithCostModel(model))
+		load(t, sb, "echo", Limits{})
+		require.NoError(t, sb.Close(ctx))
+	}
+	for _, d := range []string{dir, filepath.Join(dir, "cost-model-v1"), filepath.Join(dir, "cost-model-v2")} {
+		fi, err := os.Stat(d)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), d)
+	}
+	for _, model := range []string{"v1", "v2"} {
+		n := 0
+		filepath.WalkDir(filepath.Join(dir, "cost-model-"+model), func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				n++
+				fi, _ := d.Info()
+				assert.Zero(t, fi.Mode().Perm()&0o077, "cache entry %s is private", p)
+			}
+			return nil
+		})
+		assert.Equal(t, 1, n, "each cost model compiled echo once, into its own dir")
+	}
+	_, err := New(ctx, NewConfig().WithCacheDir(dir).WithCostModel("../escape"))
+	assert.ErrorContains(t, err, `cost model "../escape"`)
+}

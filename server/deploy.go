@@ -1,0 +1,58 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+)
+
+// frameHeadroom is what a COMMAND frame needs besides the module itself.
+const frameHeadroom = 64 << 10
+
+// deployTool is POST /api/devices/{id}/tools?namespace=NS&timeout=D: the
+// body is a tool module, which the device's install_tool meta tool
+// verifies, keeps and loads. The answer is the command's response, with
+// the installed tool's description as its Result.
+func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
+	d, ok := s.lookupDevice(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	timeout, err := api.ParseTimeout(q.Get("timeout"))
+	if err != nil || timeout <= 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("query \"timeout\": %q is not a positive duration", q.Get("timeout")))
+		return
+	}
+	wasm, err := io.ReadAll(http.MaxBytesReader(w, r.Body, protocol.MaxModuleBytes))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("module is larger than %d bytes", protocol.MaxModuleBytes))
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "request body: "+err.Error())
+		return
+	}
+	params, err := protocol.InstallToolParams(wasm, q.Get("namespace"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if n := len(params["module"].(string)); n > protocol.DefaultMaxFrameBytes-frameHeadroom {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("module is %d bytes once compressed and encoded; a device link carries frames of at most %d", n, protocol.DefaultMaxFrameBytes))
+		return
+	}
+	action := protocol.Command{ToolName: protocol.InstallToolName, ToolType: protocol.ToolAction, Parameters: params}
+	resp, err := s.sessions.runCommand(r.Context(), d.ID, []protocol.Command{action}, timeout)
+	if err != nil {
+		writeSessionError(w, err)
+		return
+	}
+	s.log.Info("tool deployed", "device", d.ID, "status", resp.Status, "bytes", len(wasm))
+	writeJSON(w, http.StatusOK, resp)
+}
