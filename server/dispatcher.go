@@ -50,17 +50,18 @@ type command struct {
 	done chan struct{}
 	once sync.Once
 	// Set before done closes.
-	results []protocol.Result
-	failed  string // why there are no device results, or ""
+	results  []protocol.Result
+	failed   string // why there are no device results, or ""
+	recorded bool   // the store holds this outcome
 
 	// Guarded by dispatcher.mu.
 	sentOn *client // the link it was sent on; nil once that link dropped
 	timer  *time.Timer
 }
 
-func (c *command) resolve(results []protocol.Result, failed string) {
+func (c *command) resolve(results []protocol.Result, failed string, recorded bool) {
 	c.once.Do(func() {
-		c.results, c.failed = results, failed
+		c.results, c.failed, c.recorded = results, failed, recorded
 		close(c.done)
 	})
 }
@@ -111,9 +112,10 @@ var errStorage = errors.New("storage unavailable")
 // run records cmd (after whatever before writes in the same transaction),
 // sends it and waits for its outcome. Only a storage failure is an error;
 // every other outcome, offline device and timeout included, is in the
-// Results. When ctx ends first, run returns failures at once, but the
-// command goes on: its results are recorded whenever they come.
-func (d *dispatcher) run(ctx context.Context, cmd *command, before func(*store.Tx) error) (api.CommandResponse, error) {
+// Results, and ended reports that the store holds that outcome. When ctx
+// ends first, run returns failures at once (ended false), but the command
+// goes on: its results are recorded whenever they come.
+func (d *dispatcher) run(ctx context.Context, cmd *command, before func(*store.Tx) error) (api.CommandResponse, bool, error) {
 	err := d.store.Write(context.WithoutCancel(ctx), func(tx *store.Tx) error {
 		if before != nil {
 			if err := before(tx); err != nil {
@@ -123,7 +125,7 @@ func (d *dispatcher) run(ctx context.Context, cmd *command, before func(*store.T
 		return tx.InsertCommand(cmd.rec)
 	})
 	if err != nil {
-		return d.response(cmd, store.FailAll(cmd.rec.Actions, err.Error())), fmt.Errorf("%w: %w", errStorage, err)
+		return d.response(cmd, store.FailAll(cmd.rec.Actions, err.Error())), false, fmt.Errorf("%w: %w", errStorage, err)
 	}
 	if c := d.reg.device(cmd.rec.DeviceID); c == nil {
 		d.fail(cmd, fmt.Sprintf("device %q is offline", cmd.rec.DeviceID))
@@ -141,10 +143,10 @@ func (d *dispatcher) run(ctx context.Context, cmd *command, before func(*store.T
 		} else {
 			cmd.log.Info("command done", "status", d.response(cmd, cmd.results).Status)
 		}
-		return d.response(cmd, cmd.results), nil
+		return d.response(cmd, cmd.results), cmd.recorded, nil
 	case <-ctx.Done():
 		cmd.log.Info("caller stopped waiting; the command's results will still be recorded", "err", context.Cause(ctx))
-		return d.response(cmd, store.FailAll(cmd.rec.Actions, "stopped waiting: "+context.Cause(ctx).Error())), nil
+		return d.response(cmd, store.FailAll(cmd.rec.Actions, "stopped waiting: "+context.Cause(ctx).Error())), false, nil
 	}
 }
 
@@ -235,14 +237,14 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 	if errors.Is(err, store.ErrFinished) {
 		// The device's results were recorded first: they stand.
 		if rec, err := d.store.Command(context.Background(), cmd.rec.ResponseID); err == nil {
-			cmd.resolve(rec.Results, "")
+			cmd.resolve(rec.Results, "", true)
 			return
 		}
 	}
 	if err != nil {
 		cmd.log.Error("command failure not recorded", "err", err, "failure", reason)
 	}
-	cmd.resolve(store.FailAll(cmd.rec.Actions, reason), reason)
+	cmd.resolve(store.FailAll(cmd.rec.Actions, reason), reason, err == nil)
 }
 
 func (d *dispatcher) forget(cmd *command) {
@@ -328,7 +330,7 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 	d.mu.Unlock()
 	if cmd != nil {
 		d.forget(cmd)
-		cmd.resolve(rec.Results, "")
+		cmd.resolve(rec.Results, "", true)
 	}
 	return nil
 }

@@ -48,7 +48,10 @@ type session struct {
 	mu        sync.Mutex
 	reason    string // why it was cancelled; the first reason wins
 	persisted bool   // its row exists in the store
-	released  sync.Once
+	// endedWithCommand: a single-command session that the store ended in
+	// the transaction that recorded its command's outcome.
+	endedWithCommand bool
+	released         sync.Once
 }
 
 func (s *session) setReason(reason string) {
@@ -75,6 +78,18 @@ func (s *session) markPersisted() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.persisted = true
+}
+
+func (s *session) markEndedWithCommand() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endedWithCommand = true
+}
+
+func (s *session) isEndedWithCommand() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.endedWithCommand
 }
 
 func (s *session) row(state api.TaskState) store.Session {
@@ -274,11 +289,13 @@ func (m *sessionManager) execute(s *session, taskEnd taskEndFunc) outcome {
 			log.Error("session start not recorded", "err", err)
 		}
 	}
-	out := m.settle(s, s.runner.run(s.ctx, sessionStepper{m: m, s: s}))
-	if row, ok := m.endedWithItsCommand(s); ok {
-		out.state, out.err = api.TaskState(row.State), row.Error
-	} else if err := m.persistEnd(s, out); err != nil {
-		log.Error("session outcome not recorded", "err", err)
+	out := s.runner.run(s.ctx, sessionStepper{m: m, s: s})
+	// A single command's outcome, recorded with the command, stands as is.
+	if !s.isEndedWithCommand() {
+		out = m.settle(s, out)
+		if err := m.persistEnd(s, out); err != nil {
+			log.Error("session outcome not recorded", "err", err)
+		}
 	}
 	log.Info("session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
 	s.events.add(api.TaskEvent{Type: api.EventEnd, SessionID: s.ID, State: out.state, Status: string(taskEndStatus(out.state)), Result: out.result, Error: out.err})
@@ -345,16 +362,6 @@ func (m *sessionManager) persistEnd(s *session, out outcome) error {
 		}
 		return tx.EndSession(s.ID, string(out.state), result, out.err)
 	})
-}
-
-// endedWithItsCommand returns the stored end of a single-command session
-// that the store ended together with its command, which then stands.
-func (m *sessionManager) endedWithItsCommand(s *session) (store.Session, bool) {
-	if s.Kind != api.KindCommand || !s.isPersisted() {
-		return store.Session{}, false
-	}
-	row, err := m.store.Session(context.Background(), s.ID)
-	return row, err == nil && api.TaskState(row.State).Ended()
 }
 
 // insertOnce is the write that records a command session with its first

@@ -58,10 +58,13 @@ func (st sessionStepper) attempt(ctx context.Context, res *api.StepResult, step 
 	})
 	s.events.add(api.TaskEvent{Type: api.EventStepStart, SessionID: s.ID, Step: &res.Step, Attempt: attempt, Tool: res.Tool, ResponseID: cmd.rec.ResponseID})
 	gctx, cancel := withGrace(ctx, cancelGrace)
-	resp, err := st.m.disp.run(gctx, cmd, st.m.insertOnce(s))
+	resp, ended, err := st.m.disp.run(gctx, cmd, st.m.insertOnce(s))
 	cancel()
 	if err == nil {
 		s.markPersisted()
+	}
+	if ended && s.Kind == api.KindCommand {
+		s.markEndedWithCommand()
 	}
 	res.ResponseID, res.Results = resp.ResponseID, resp.Results
 	res.Status, res.Error = api.StepSuccess, ""

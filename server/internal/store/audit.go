@@ -92,7 +92,7 @@ type AuditFilter struct {
 
 // Audit lists audit entries in the order they were written.
 func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
-	rows, err := s.rdb.QueryContext(ctx,
+	rows, err := s.readRows(ctx,
 		`SELECT seq, at, actor, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late
 		 FROM audit WHERE seq > ? AND (? = '' OR device_id = ?) AND (? = '' OR session_id = ?) ORDER BY seq LIMIT ?`,
 		f.AfterSeq, f.DeviceID, f.DeviceID, f.SessionID, f.SessionID, f.Limit)

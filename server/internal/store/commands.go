@@ -210,7 +210,7 @@ func (t *Tx) command(responseID string) (Command, error) {
 
 // Command returns one command, or ErrNotFound.
 func (s *Store) Command(ctx context.Context, responseID string) (Command, error) {
-	c, err := scanCommand(s.rdb.QueryRowContext(ctx, `SELECT `+commandColumns+` FROM commands WHERE response_id = ?`, responseID))
+	c, err := scanCommand(s.readRow(ctx, `SELECT `+commandColumns+` FROM commands WHERE response_id = ?`, responseID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, fmt.Errorf("store: command %s: %w", responseID, ErrNotFound)
 	}
@@ -222,7 +222,7 @@ func (s *Store) Command(ctx context.Context, responseID string) (Command, error)
 
 // CommandsOfSession lists a session's commands in the order they were sent.
 func (s *Store) CommandsOfSession(ctx context.Context, sessionID string) ([]Command, error) {
-	rows, err := s.rdb.QueryContext(ctx,
+	rows, err := s.readRows(ctx,
 		`SELECT `+commandColumns+` FROM commands WHERE session_id = ? ORDER BY created_at, step, attempt`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("store: commands of session %q: %w", sessionID, err)

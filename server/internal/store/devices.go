@@ -65,7 +65,7 @@ func scanDevice(row interface{ Scan(...any) error }) (Device, error) {
 
 // Device returns the device id, or ErrNotFound.
 func (s *Store) Device(ctx context.Context, id string) (Device, error) {
-	d, err := scanDevice(s.rdb.QueryRowContext(ctx, `SELECT `+deviceColumns+` FROM devices WHERE id = ?`, id))
+	d, err := scanDevice(s.readRow(ctx, `SELECT `+deviceColumns+` FROM devices WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, fmt.Errorf("store: device %q: %w", id, ErrNotFound)
 	}
@@ -78,7 +78,7 @@ func (s *Store) Device(ctx context.Context, id string) (Device, error) {
 // DeviceByTokenHash returns the device whose token hashes to hash, or
 // ErrNotFound.
 func (s *Store) DeviceByTokenHash(ctx context.Context, hash string) (Device, error) {
-	d, err := scanDevice(s.rdb.QueryRowContext(ctx, `SELECT `+deviceColumns+` FROM devices WHERE token_hash = ?`, hash))
+	d, err := scanDevice(s.readRow(ctx, `SELECT `+deviceColumns+` FROM devices WHERE token_hash = ?`, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, fmt.Errorf("store: device by token: %w", ErrNotFound)
 	}
@@ -90,7 +90,7 @@ func (s *Store) DeviceByTokenHash(ctx context.Context, hash string) (Device, err
 
 // Devices lists every enrolled device, ordered by id.
 func (s *Store) Devices(ctx context.Context) ([]Device, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+deviceColumns+` FROM devices ORDER BY id`)
+	rows, err := s.readRows(ctx, `SELECT `+deviceColumns+` FROM devices ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list devices: %w", err)
 	}

@@ -165,7 +165,7 @@ func scanSession(row interface{ Scan(...any) error }) (Session, error) {
 
 // Session returns one session, or ErrNotFound.
 func (s *Store) Session(ctx context.Context, id string) (Session, error) {
-	ses, err := scanSession(s.rdb.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+	ses, err := scanSession(s.readRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return ses, fmt.Errorf("store: session %q: %w", id, ErrNotFound)
 	}
@@ -177,7 +177,7 @@ func (s *Store) Session(ctx context.Context, id string) (Session, error) {
 
 // SessionByTask returns the newest session named taskName, or ErrNotFound.
 func (s *Store) SessionByTask(ctx context.Context, taskName string) (Session, error) {
-	ses, err := scanSession(s.rdb.QueryRowContext(ctx,
+	ses, err := scanSession(s.readRow(ctx,
 		`SELECT `+sessionColumns+` FROM sessions WHERE task_name = ? ORDER BY created_at DESC LIMIT 1`, taskName))
 	if errors.Is(err, sql.ErrNoRows) {
 		return ses, fmt.Errorf("store: task %q: %w", taskName, ErrNotFound)
@@ -199,7 +199,7 @@ func (s *Store) Sessions(ctx context.Context, state string, limit int) ([]Sessio
 	}
 	q += ` ORDER BY created_at DESC LIMIT ?`
 	args = append(args, limit)
-	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	rows, err := s.readRows(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list sessions: %w", err)
 	}

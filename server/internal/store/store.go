@@ -43,6 +43,8 @@ type Store struct {
 	// stmts are the writer's prepared statements, by SQL text: parsing
 	// each statement anew cost more than the rest of a small write.
 	stmts map[string]*sql.Stmt
+	// reads are the readers' prepared statements, by SQL text.
+	reads sync.Map
 }
 
 // Tx is one write's view of the current transaction. Its methods are the
@@ -107,6 +109,10 @@ func (s *Store) Close() error {
 	for _, st := range s.stmts {
 		errs = append(errs, st.Close())
 	}
+	s.reads.Range(func(_, st any) bool {
+		errs = append(errs, st.(*sql.Stmt).Close())
+		return true
+	})
 	return errors.Join(append(errs, s.conn.Close(), s.wdb.Close(), s.rdb.Close())...)
 }
 
@@ -247,6 +253,38 @@ func (t *Tx) stmt(query string) (*sql.Stmt, error) {
 	}
 	t.s.stmts[query] = st
 	return st, nil
+}
+
+// readStmt returns query prepared for the readers.
+func (s *Store) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := s.reads.Load(query); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := s.rdb.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("store: prepare: %w", err)
+	}
+	if prev, loaded := s.reads.LoadOrStore(query, st); loaded {
+		st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
+}
+
+func (s *Store) readRow(ctx context.Context, query string, args ...any) rowScanner {
+	st, err := s.readStmt(ctx, query)
+	if err != nil {
+		return errRow{err}
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (s *Store) readRows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := s.readStmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
 }
 
 func now() string { return formatTime(time.Now()) }
