@@ -16,93 +16,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// Why a session was cancelled. The first three are UFO's.
-const (
-	// The constellation that asked for the task disconnected: nobody is
-	// left to tell, so there is no TASK_END.
-	reasonConstellationDisconnected = "constellation_disconnected"
-	// The target device disconnected and did not come back in time: the
-	// requester gets a TASK_END.
-	reasonDeviceDisconnected = "device_disconnected"
-	// Someone asked for it: the requester gets a TASK_END.
-	reasonUserRequested = "user_requested"
-	// The server is shutting down.
-	reasonServerShutdown = "server_shutdown"
-)
-
-// session is a task running on one device.
-type session struct {
-	ID        string
-	TaskName  string
-	DeviceID  string
-	Requester api.Requester
-	Kind      string
-	planJSON  json.RawMessage
-	runner    runner
-	createdAt time.Time
-	events    *eventLog
-	ctx       context.Context
-	cancel    context.CancelFunc
-	done      chan struct{}
-
-	mu        sync.Mutex
-	reason    string // why it was cancelled; the first reason wins
-	persisted bool   // its row exists in the store
-	// endedWithCommand: a single-command session that the store ended in
-	// the transaction that recorded its command's outcome.
-	endedWithCommand bool
-	released         sync.Once
-}
-
-func (s *session) setReason(reason string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.reason == "" {
-		s.reason = reason
-	}
-}
-
-func (s *session) cancelReason() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.reason
-}
-
-func (s *session) isPersisted() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.persisted
-}
-
-func (s *session) markPersisted() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.persisted = true
-}
-
-func (s *session) markEndedWithCommand() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.endedWithCommand = true
-}
-
-func (s *session) isEndedWithCommand() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.endedWithCommand
-}
-
-func (s *session) row(state api.TaskState) store.Session {
-	row := store.Session{
-		ID: s.ID, TaskName: s.TaskName, DeviceID: s.DeviceID, RequesterKind: s.Requester.Kind,
-		RequesterID: s.Requester.ID, Kind: s.Kind, State: string(state), Plan: s.planJSON, CreatedAt: s.createdAt,
-	}
-	if state == api.StateRunning {
-		row.StartedAt = time.Now()
-	}
-	return row
-}
-
 // taskEndFunc delivers a TASK_END to whoever asked for the task.
 type taskEndFunc func(*protocol.ServerMessage) error
 
@@ -125,9 +38,9 @@ type SessionConfig struct {
 	// Default 7 days.
 	ResultTTL time.Duration
 	// DeviceGrace is how long a device whose link dropped has to come
-	// back before its sessions are cancelled as device_disconnected. A
-	// command in flight waits for the device within its own timeout
-	// regardless. Default 60 s.
+	// back before the plans running on it are cancelled as
+	// device_disconnected. A command in flight waits for the device within
+	// its own timeout regardless. Default 60 s.
 	DeviceGrace time.Duration
 }
 
@@ -221,7 +134,7 @@ func (m *sessionManager) getOrCreateSession(ctx context.Context, spec sessionSpe
 			m.release(s)
 			return nil, false, m.insertError(ctx, spec, err)
 		}
-		s.markPersisted()
+		s.persisted = true
 	}
 	return s, true, nil
 }
@@ -284,14 +197,14 @@ func (m *sessionManager) runCommand(ctx context.Context, deviceID string, action
 func (m *sessionManager) execute(s *session, taskEnd taskEndFunc) outcome {
 	defer m.release(s)
 	log := m.log.With("session_id", s.ID, "device", s.DeviceID, "task_name", s.TaskName)
-	if s.isPersisted() {
+	if s.persisted {
 		if err := m.store.Write(context.Background(), func(tx *store.Tx) error { return tx.StartSession(s.ID) }); err != nil {
 			log.Error("session start not recorded", "err", err)
 		}
 	}
 	out := s.runner.run(s.ctx, sessionStepper{m: m, s: s})
 	// A single command's outcome, recorded with the command, stands as is.
-	if !s.isEndedWithCommand() {
+	if !s.endedWithCommand {
 		out = m.settle(s, out)
 		if err := m.persistEnd(s, out); err != nil {
 			log.Error("session outcome not recorded", "err", err)
@@ -328,34 +241,13 @@ func (m *sessionManager) settle(s *session, out outcome) outcome {
 	return out
 }
 
-func cancelMessage(reason, deviceID string) string {
-	switch reason {
-	case reasonConstellationDisconnected:
-		return "task cancelled: the client that asked for it disconnected"
-	case reasonDeviceDisconnected:
-		return fmt.Sprintf("task cancelled: target device %q disconnected", deviceID)
-	case reasonUserRequested:
-		return "task cancelled on request"
-	default:
-		return "server shut down while the task ran"
-	}
-}
-
-// taskEndStatus is the TASK_END status of a final state.
-func taskEndStatus(state api.TaskState) protocol.TaskStatus {
-	if state == api.StateCompleted {
-		return protocol.StatusCompleted
-	}
-	return protocol.StatusFailed
-}
-
 func (m *sessionManager) persistEnd(s *session, out outcome) error {
 	result, err := json.Marshal(out.result)
 	if err != nil {
 		return fmt.Errorf("result: %w", err)
 	}
 	return m.store.Write(context.Background(), func(tx *store.Tx) error {
-		if !s.isPersisted() {
+		if !s.persisted {
 			if err := tx.InsertSession(s.row(api.StateRunning)); err != nil {
 				return err
 			}
@@ -367,7 +259,7 @@ func (m *sessionManager) persistEnd(s *session, out outcome) error {
 // insertOnce is the write that records a command session with its first
 // command, so that a single command costs no extra transaction.
 func (m *sessionManager) insertOnce(s *session) func(*store.Tx) error {
-	if s.isPersisted() {
+	if s.persisted {
 		return nil
 	}
 	return func(tx *store.Tx) error { return tx.InsertSession(s.row(api.StateRunning)) }
@@ -433,7 +325,7 @@ func (m *sessionManager) requesterGone(clientID string) {
 }
 
 // deviceLeft starts the device's grace: if it has not registered again
-// when it ends, its sessions are cancelled as device_disconnected.
+// when it ends, the plans on it are cancelled as device_disconnected.
 func (m *sessionManager) deviceLeft(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -463,9 +355,11 @@ func (m *sessionManager) deviceBack(id string) {
 	}
 }
 
-// deviceGone cancels the sessions on a device that is not coming back.
+// deviceGone cancels the plans running on a device that is not coming
+// back. A single command is left to its own timeout, which is what its
+// caller asked to wait.
 func (m *sessionManager) deviceGone(id string) {
-	m.cancelWhere(func(s *session) bool { return s.DeviceID == id }, reasonDeviceDisconnected)
+	m.cancelWhere(func(s *session) bool { return s.DeviceID == id && s.Kind == api.KindPlan }, reasonDeviceDisconnected)
 }
 
 // eventsOf returns the event log of a running session, or nil.

@@ -61,10 +61,10 @@ func (st sessionStepper) attempt(ctx context.Context, res *api.StepResult, step 
 	resp, ended, err := st.m.disp.run(gctx, cmd, st.m.insertOnce(s))
 	cancel()
 	if err == nil {
-		s.markPersisted()
+		s.persisted = true
 	}
 	if ended && s.Kind == api.KindCommand {
-		s.markEndedWithCommand()
+		s.endedWithCommand = true
 	}
 	res.ResponseID, res.Results = resp.ResponseID, resp.Results
 	res.Status, res.Error = api.StepSuccess, ""
