@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -128,15 +127,12 @@ func TestAKilledServerLosesNoFinishedResult(t *testing.T) {
 	assert.True(t, resp.Succeeded(), "%+v", resp.Results)
 }
 
-// buildCommand builds ./cmd/name into a temporary directory.
+// buildCommand builds ./cmd/name into a temporary directory. go test puts
+// its own go first in the PATH.
 func buildCommand(t *testing.T, name string) string {
 	t.Helper()
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		gobin = "go"
-	}
 	out := filepath.Join(t.TempDir(), name)
-	cmd := exec.Command(gobin, "build", "-o", out, "./cmd/"+name)
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
 	cmd.Dir = testenv.Root()
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", b)

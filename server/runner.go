@@ -6,6 +6,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
@@ -83,19 +84,11 @@ func newCommandRunner(sessionID, deviceID string, actions []protocol.Command, ti
 func (c commandRunner) run(ctx context.Context, steps stepper) outcome {
 	r := steps.runStep(ctx, 0, c.step)
 	if len(r.Results) == 0 {
-		r.Results = failAllActions(c.actions, r.Error)
+		r.Results = store.FailAll(c.actions, r.Error)
 	}
 	resp := api.NewCommandResponse(r.ResponseID, c.sessionID, c.deviceID, r.Results)
 	if r.Status != api.StepSuccess {
 		return outcome{state: api.StateFailed, result: resp, err: r.Error}
 	}
 	return outcome{state: api.StateCompleted, result: resp}
-}
-
-func failAllActions(actions []protocol.Command, errText string) []protocol.Result {
-	out := make([]protocol.Result, len(actions))
-	for i := range actions {
-		out[i] = protocol.Result{Status: protocol.ResultFailure, Error: errText}
-	}
-	return out
 }
