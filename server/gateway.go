@@ -112,7 +112,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 	if err != nil {
 		return nil, err
 	}
-	c.conn, c.connectedAt = conn, time.Now()
+	c.conn = conn
 	if old := s.reg.add(c); old != nil {
 		s.log.Info("client reconnected; closing its stale link", "client_id", c.id)
 		go old.conn.Close(websocket.StatusPolicyViolation, "superseded by a new connection")

@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"regexp"
 
@@ -117,8 +116,4 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(openAPIDocument)
-}
-
-func badID(w http.ResponseWriter, what, id string) {
-	writeError(w, http.StatusBadRequest, fmt.Sprintf("%s %q: want 1-64 of [A-Za-z0-9._-], not starting with '.'", what, id))
 }

@@ -18,7 +18,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !validID.MatchString(req.ID) {
-		badID(w, "device id", req.ID)
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("device id %q: want 1-64 of [A-Za-z0-9._-], not starting with '.'", req.ID))
 		return
 	}
 	if c := s.reg.get(req.ID); c != nil {

@@ -4,7 +4,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
@@ -13,11 +12,10 @@ import (
 // client is one registered connection: a device agent, or a constellation
 // client bound to one target device.
 type client struct {
-	id          string
-	typ         protocol.ClientType
-	conn        *protocol.Conn
-	connectedAt time.Time
-	target      string // constellations: the device they drive
+	id     string
+	typ    protocol.ClientType
+	conn   *protocol.Conn
+	target string // constellations: the device they drive
 	// info is a device's system info, nil if it sent none we could read.
 	// A device that registers again on its connection replaces it.
 	info   atomic.Pointer[protocol.SystemInfo]
