@@ -161,8 +161,8 @@ func TestEveryOutcomeIsAResult(t *testing.T) {
 		proxy.cut()
 		// The server keeps the command, sends it again once the agent has
 		// registered on a new link, and the device's answer ends it: the
-		// sandbox's timeout, not a link error.
-		requireFailure(t, <-done, `tool "spin": timed out after 1s`)
+		// tool's own failure, not a link error.
+		requireFailure(t, <-done, `tool "spin": `)
 		r := onlyResult(t, c.exec("flaky-1", "echo", nil, 10*time.Second))
 		assert.Equal(t, protocol.ResultSuccess, r.Status, r.Error)
 	})
