@@ -113,12 +113,14 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 		return nil, err
 	}
 	c.conn = conn
+	if c.isDevice() {
+		// Recorded before it is seen online, so that an online device
+		// always has its info and last_seen in the store.
+		s.recordInfo(ctx, c)
+	}
 	if old := s.reg.add(c); old != nil {
 		s.log.Info("client reconnected; closing its stale link", "client_id", c.id)
 		go old.conn.Close(websocket.StatusPolicyViolation, "superseded by a new connection")
-	}
-	if c.isDevice() {
-		s.recordInfo(ctx, c)
 	}
 	ack := &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, Timestamp: protocol.Now(), ResponseID: m.RequestID}
 	if err := s.send(ctx, conn, ack); err != nil {
