@@ -48,9 +48,9 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action := protocol.Command{ToolName: protocol.InstallToolName, ToolType: protocol.ToolAction, Parameters: params}
-	resp, err := s.disp.run(r.Context(), d.ID, "", []protocol.Command{action}, timeout)
+	resp, err := s.sessions.runCommand(r.Context(), d.ID, []protocol.Command{action}, timeout)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, err.Error())
+		writeSessionError(w, err)
 		return
 	}
 	s.log.Info("tool deployed", "device", d.ID, "status", resp.Status, "bytes", len(wasm))

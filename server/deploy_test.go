@@ -15,7 +15,7 @@ import (
 )
 
 func TestDeployRefusesWhatCouldNotReachTheDevice(t *testing.T) {
-	_, c := newTestServer(t, t.TempDir())
+	c := newTestServer(t).api
 	ctx := context.Background()
 	_, err := c.Enroll(ctx, api.EnrollRequest{ID: "kiosk-1"})
 	require.NoError(t, err)

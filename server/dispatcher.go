@@ -2,10 +2,10 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,197 +15,330 @@ import (
 	"github.com/google/uuid"
 )
 
-// dispatcher sends COMMAND messages and resolves each with its device's
-// COMMAND_RESULTS, a timeout, or a dropped link: every command ends in one
-// Result per action.
+// sendTimeout bounds writing one frame to a client.
+const sendTimeout = 10 * time.Second
+
+// dispatcher sends COMMAND messages and ends each with its device's
+// COMMAND_RESULTS or its timeout; see RATIONALE.md for why this loses
+// nothing and records every result exactly once.
+//
+//   - A command is recorded before it is sent.
+//   - If the device's link drops, the command waits for the device to
+//     register again within its timeout, and is sent again on the new link
+//     with the same response_id and call_ids; the agent answers a repeat
+//     from its store instead of running it twice.
+//   - The results are recorded, with their audit entries, by one
+//     conditional write: the first COMMAND_RESULTS for a response_id wins,
+//     even after the timeout or a server restart (then marked late), and
+//     any repeat is acknowledged and ignored.
 type dispatcher struct {
 	store *store.Store
 	reg   *registry
 	log   *slog.Logger
-	stop  <-chan struct{} // closed at server shutdown
 
 	mu      sync.Mutex
-	pending map[string]*future // by response_id
+	pending map[string]*command // by response_id
 }
 
-// future is a command waiting for its results.
-type future struct {
-	device *deviceConn
-	done   chan struct{}
-	once   sync.Once
-	// Exactly one of these is set when done is closed.
-	results []protocol.Result
-	err     error
+// command is a COMMAND waiting for its results.
+type command struct {
+	rec     store.Command
+	msg     *protocol.ServerMessage
+	timeout time.Duration
+	log     *slog.Logger
+
+	done chan struct{}
+	once sync.Once
+	// Set before done closes.
+	results  []protocol.Result
+	failed   string // why there are no device results, or ""
+	recorded bool   // the store holds this outcome
+
+	// Guarded by dispatcher.mu.
+	sentOn *client // the link it was sent on; nil once that link dropped
+	timer  *time.Timer
 }
 
-func (f *future) resolve(results []protocol.Result, err error) {
-	f.once.Do(func() {
-		f.results, f.err = results, err
-		close(f.done)
+func (c *command) resolve(results []protocol.Result, failed string, recorded bool) {
+	c.once.Do(func() {
+		c.results, c.failed, c.recorded = results, failed, recorded
+		close(c.done)
 	})
 }
 
-func newDispatcher(st *store.Store, reg *registry, log *slog.Logger, stop <-chan struct{}) *dispatcher {
-	return &dispatcher{store: st, reg: reg, log: log, stop: stop, pending: map[string]*future{}}
+func newDispatcher(st *store.Store, reg *registry, log *slog.Logger) *dispatcher {
+	return &dispatcher{store: st, reg: reg, log: log, pending: map[string]*command{}}
+}
+
+// commandSpec is what a command is for.
+type commandSpec struct {
+	deviceID, sessionID, actor string
+	step, attempt              int
+	actions                    []protocol.Command
+	tools                      []store.ToolRef
+	timeout                    time.Duration
+}
+
+// newCommand gives the actions fresh call_ids and the command a fresh
+// response_id.
+func (d *dispatcher) newCommand(spec commandSpec) *command {
+	actions := make([]protocol.Command, len(spec.actions))
+	callIDs := make([]string, len(actions))
+	for i, a := range spec.actions {
+		a.CallID = uuid.NewString()
+		actions[i], callIDs[i] = a, a.CallID
+	}
+	rec := store.Command{
+		ResponseID: uuid.NewString(), DeviceID: spec.deviceID, SessionID: spec.sessionID, Actor: spec.actor,
+		Step: spec.step, Attempt: spec.attempt, Actions: actions, Tools: spec.tools,
+	}
+	return &command{
+		rec: rec,
+		msg: &protocol.ServerMessage{
+			Type: protocol.ServerCommand, Status: protocol.StatusContinue, Actions: actions,
+			SessionID: rec.SessionID, ResponseID: rec.ResponseID, Timestamp: protocol.Now(),
+		},
+		timeout: spec.timeout,
+		log: d.log.With("device", rec.DeviceID, "session_id", rec.SessionID, "response_id", rec.ResponseID,
+			"call_id", strings.Join(callIDs, ",")),
+		done: make(chan struct{}),
+	}
 }
 
 // errStorage means the command was not sent because it could not be
 // recorded: nothing runs unrecorded.
 var errStorage = errors.New("storage unavailable")
 
-// run sends actions to a device and waits at most timeout for the results.
-// Only a storage failure is an error; every other outcome, offline device
-// and timeout included, is in the Results. The wait does not end with ctx:
-// a caller that gives up does not stop the results being recorded.
-func (d *dispatcher) run(ctx context.Context, deviceID, sessionID string, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
-	actions = withCallIDs(actions)
-	msg := &protocol.ServerMessage{
-		Type:       protocol.ServerCommand,
-		Status:     protocol.StatusContinue,
-		Actions:    actions,
-		SessionID:  sessionID,
-		ResponseID: uuid.NewString(),
-		Timestamp:  protocol.Now(),
-	}
-	if msg.SessionID == "" {
-		msg.SessionID = uuid.NewString()
-	}
-	resp := api.CommandResponse{ResponseID: msg.ResponseID, SessionID: msg.SessionID, DeviceID: deviceID}
-	log := d.log.With("device", deviceID, "session_id", msg.SessionID, "response_id", msg.ResponseID)
-
-	actionsJSON, _ := json.Marshal(actions)
-	rec := store.Command{ResponseID: msg.ResponseID, DeviceID: deviceID, SessionID: msg.SessionID, Actions: actionsJSON}
-	if err := d.store.InsertCommand(ctx, rec); err != nil {
-		return resp, fmt.Errorf("%w: %w", errStorage, err)
-	}
-	results, waitErr := d.exchange(ctx, deviceID, msg, timeout)
-	if waitErr != nil {
-		log.Warn("command failed", "err", waitErr)
-		results = failAll(actions, waitErr)
-	} else {
-		results = matchResults(actions, results)
-	}
-	resp.Results, resp.Status = results, overallStatus(results)
-	resultsJSON, _ := json.Marshal(results)
-	if err := d.store.FinishCommand(context.WithoutCancel(ctx), msg.ResponseID, resultsJSON, errText(waitErr)); err != nil {
-		log.Error("results not recorded", "err", err)
-		return resp, fmt.Errorf("%w: %w", errStorage, err)
-	}
-	log.Info("command done", "status", resp.Status, "actions", len(actions))
-	return resp, nil
-}
-
-// exchange sends msg and waits for the device's results.
-func (d *dispatcher) exchange(ctx context.Context, deviceID string, msg *protocol.ServerMessage, timeout time.Duration) ([]protocol.Result, error) {
-	dc := d.reg.get(deviceID)
-	if dc == nil {
-		return nil, fmt.Errorf("device %q is offline", deviceID)
-	}
-	f := &future{device: dc, done: make(chan struct{})}
-	d.mu.Lock()
-	d.pending[msg.ResponseID] = f
-	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		delete(d.pending, msg.ResponseID)
-		d.mu.Unlock()
-	}()
-
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(timeout, 10*time.Second))
-	err := dc.conn.Send(sctx, msg)
-	cancel()
+// run records cmd (after whatever before writes in the same transaction),
+// sends it and waits for its outcome. Only a storage failure is an error;
+// every other outcome, offline device and timeout included, is in the
+// Results, and ended reports that the store holds that outcome. When ctx
+// ends first, run returns failures at once (ended false), but the command
+// goes on: its results are recorded whenever they come.
+func (d *dispatcher) run(ctx context.Context, cmd *command, before func(*store.Tx) error) (api.CommandResponse, bool, error) {
+	err := d.store.Write(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		if before != nil {
+			if err := before(tx); err != nil {
+				return err
+			}
+		}
+		return tx.InsertCommand(cmd.rec)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("link to device %q dropped while sending the command: %w", deviceID, err)
+		return d.response(cmd, store.FailAll(cmd.rec.Actions, err.Error())), false, fmt.Errorf("%w: %w", errStorage, err)
+	}
+	if c := d.reg.device(cmd.rec.DeviceID); c == nil {
+		d.fail(cmd, fmt.Sprintf("device %q is offline", cmd.rec.DeviceID))
+	} else {
+		d.mu.Lock()
+		d.pending[cmd.rec.ResponseID] = cmd
+		cmd.timer = time.AfterFunc(cmd.timeout, func() { d.expire(cmd) })
+		d.mu.Unlock()
+		d.send(cmd, c, false)
 	}
 	select {
-	case <-f.done:
-		return f.results, f.err
-	case <-timer.C:
-		return nil, fmt.Errorf("device %q did not answer within %s", deviceID, timeout)
-	case <-d.stop:
-		return nil, errors.New("server shut down while waiting for results")
+	case <-cmd.done:
+		if cmd.failed != "" {
+			cmd.log.Warn("command failed", "err", cmd.failed)
+		} else {
+			cmd.log.Info("command done", "status", d.response(cmd, cmd.results).Status)
+		}
+		return d.response(cmd, cmd.results), cmd.recorded, nil
+	case <-ctx.Done():
+		cmd.log.Info("caller stopped waiting; the command's results will still be recorded", "err", context.Cause(ctx))
+		return d.response(cmd, store.FailAll(cmd.rec.Actions, "stopped waiting: "+context.Cause(ctx).Error())), false, nil
 	}
 }
 
-// resolve delivers COMMAND_RESULTS from dc. Results for a command that was
-// sent to another device are refused.
-func (d *dispatcher) resolve(dc *deviceConn, m *protocol.ClientMessage) error {
+func (d *dispatcher) response(cmd *command, results []protocol.Result) api.CommandResponse {
+	return api.NewCommandResponse(cmd.rec.ResponseID, cmd.rec.SessionID, cmd.rec.DeviceID, results)
+}
+
+// send writes cmd on c unless it was already sent there. A failed send
+// leaves the command waiting for the device to register again.
+func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	d.mu.Lock()
-	f := d.pending[m.PrevResponseID]
+	if cmd.sentOn == c || d.pending[cmd.rec.ResponseID] != cmd {
+		d.mu.Unlock()
+		return
+	}
+	cmd.sentOn = c
 	d.mu.Unlock()
-	if f == nil {
-		d.log.Warn("results for no pending command", "device", dc.id, "response_id", m.PrevResponseID)
+
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	err := c.conn.Send(ctx, cmd.msg)
+	cancel()
+	if err != nil {
+		d.mu.Lock()
+		if cmd.sentOn == c {
+			cmd.sentOn = nil
+		}
+		d.mu.Unlock()
+		cmd.log.Warn("command not sent; waiting for the device to come back", "err", err)
+		return
+	}
+	if resend {
+		cmd.log.Info("command sent again on the device's new link", "actions", len(cmd.rec.Actions))
+	} else {
+		cmd.log.Info("command sent", "actions", len(cmd.rec.Actions), "timeout", cmd.timeout)
+	}
+}
+
+// resend sends every command still waiting on c's device on its new link,
+// with the same response_id and call_ids.
+func (d *dispatcher) resend(c *client) {
+	d.mu.Lock()
+	var todo []*command
+	for _, cmd := range d.pending {
+		if cmd.rec.DeviceID == c.id && cmd.sentOn != c {
+			todo = append(todo, cmd)
+		}
+	}
+	d.mu.Unlock()
+	for _, cmd := range todo {
+		d.send(cmd, c, true)
+	}
+}
+
+// linkDropped marks the commands sent on c as waiting for the device to
+// come back. They fail only when their own timeout ends.
+func (d *dispatcher) linkDropped(c *client) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, cmd := range d.pending {
+		if cmd.sentOn == c {
+			cmd.sentOn = nil
+			cmd.log.Info("link dropped; the command waits for the device to come back", "within", cmd.timeout)
+		}
+	}
+}
+
+// expire fails cmd when its timeout ends, unless its results won the race.
+func (d *dispatcher) expire(cmd *command) {
+	d.mu.Lock()
+	dropped := cmd.sentOn == nil
+	d.mu.Unlock()
+	id := cmd.rec.DeviceID
+	if dropped {
+		d.fail(cmd, fmt.Sprintf("link to device %q dropped and the device did not come back within %s", id, cmd.timeout))
+	} else {
+		d.fail(cmd, fmt.Sprintf("device %q did not answer within %s", id, cmd.timeout))
+	}
+}
+
+// fail ends cmd without device results, durably. If the device's results
+// were recorded first, they stand.
+func (d *dispatcher) fail(cmd *command, reason string) {
+	d.forget(cmd)
+	err := d.store.Write(context.Background(), func(tx *store.Tx) error {
+		_, err := tx.FailCommand(cmd.rec.ResponseID, reason)
+		return err
+	})
+	if errors.Is(err, store.ErrFinished) {
+		// The device's results were recorded first: they stand.
+		if rec, err := d.store.Command(context.Background(), cmd.rec.ResponseID); err == nil {
+			cmd.resolve(rec.Results, "", true)
+			return
+		}
+	}
+	if err != nil {
+		cmd.log.Error("command failure not recorded", "err", err, "failure", reason)
+	}
+	cmd.resolve(store.FailAll(cmd.rec.Actions, reason), reason, err == nil)
+}
+
+func (d *dispatcher) forget(cmd *command) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.pending[cmd.rec.ResponseID] == cmd {
+		delete(d.pending, cmd.rec.ResponseID)
+	}
+	if cmd.timer != nil {
+		cmd.timer.Stop()
+	}
+}
+
+// failDevice fails at once every command waiting on a device that will
+// not come back (it was revoked).
+func (d *dispatcher) failDevice(deviceID, reason string) {
+	d.mu.Lock()
+	var todo []*command
+	for _, cmd := range d.pending {
+		if cmd.rec.DeviceID == deviceID {
+			todo = append(todo, cmd)
+		}
+	}
+	d.mu.Unlock()
+	for _, cmd := range todo {
+		d.fail(cmd, reason)
+	}
+}
+
+// shutdown fails every waiting command, for a server that is stopping.
+// Their results can still be recorded after a restart.
+func (d *dispatcher) shutdown() {
+	d.mu.Lock()
+	todo := make([]*command, 0, len(d.pending))
+	for _, cmd := range d.pending {
+		todo = append(todo, cmd)
+	}
+	d.mu.Unlock()
+	for _, cmd := range todo {
+		d.fail(cmd, "server shut down while waiting for results")
+	}
+}
+
+// deliveryError is COMMAND_RESULTS the server refuses; the device should
+// not send them again.
+type deliveryError struct{ msg string }
+
+func (e *deliveryError) Error() string { return e.msg }
+
+// deliver records a device's COMMAND_RESULTS exactly once and hands them
+// to whoever waits. A nil error means the results are durable (or were
+// already): the device may forget them. A *deliveryError means they can
+// never be accepted. Any other error is the server's: the device should
+// send them again later.
+func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
+	rid := m.PrevResponseID
+	if rid == "" {
+		return &deliveryError{`command_results: field "prev_response_id": missing`}
+	}
+	var rec store.Command
+	err := d.store.Write(context.Background(), func(tx *store.Tx) (err error) {
+		rec, err = tx.RecordResults(c.id, rid, m.ActionResults)
+		return err
+	})
+	log := d.log.With("device", c.id, "session_id", rec.SessionID, "response_id", rid)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		log.Warn("results refused: no such command")
+		return &deliveryError{fmt.Sprintf("command_results for response_id %q: no such command", rid)}
+	case errors.Is(err, store.ErrWrongDevice):
+		log.Warn("results refused: the command went to another device", "sent_to", rec.DeviceID)
+		return &deliveryError{fmt.Sprintf("command_results for response_id %q: that command was not sent to %q", rid, c.id)}
+	case errors.Is(err, store.ErrDuplicate):
+		log.Info("repeated results ignored: already recorded")
 		return nil
+	case err != nil:
+		log.Error("results not recorded", "err", err)
+		return err
 	}
-	if f.device.id != dc.id {
-		return fmt.Errorf("command_results for response_id %q: that command was not sent to %q", m.PrevResponseID, dc.id)
+	log.Info("results recorded", "late", rec.Late, "call_id", callIDs(rec.Actions))
+	d.mu.Lock()
+	cmd := d.pending[rid]
+	d.mu.Unlock()
+	if cmd != nil {
+		d.forget(cmd)
+		cmd.resolve(rec.Results, "", true)
 	}
-	f.resolve(m.ActionResults, nil)
 	return nil
 }
 
-// linkDropped fails at once every command waiting on dc.
-func (d *dispatcher) linkDropped(dc *deviceConn) {
-	err := fmt.Errorf("link to device %q dropped while waiting for results", dc.id)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, f := range d.pending {
-		if f.device == dc {
-			f.resolve(nil, err)
-		}
-	}
-}
-
-// withCallIDs gives each action a fresh call_id.
-func withCallIDs(actions []protocol.Command) []protocol.Command {
-	out := make([]protocol.Command, len(actions))
+func callIDs(actions []protocol.Command) string {
+	ids := make([]string, len(actions))
 	for i, a := range actions {
-		a.CallID = uuid.NewString()
-		out[i] = a
+		ids[i] = a.CallID
 	}
-	return out
-}
-
-func failAll(actions []protocol.Command, err error) []protocol.Result {
-	out := make([]protocol.Result, len(actions))
-	for i, a := range actions {
-		out[i] = protocol.Result{Status: protocol.ResultFailure, Error: err.Error(), CallID: a.CallID}
-	}
-	return out
-}
-
-// matchResults orders the device's results by the actions' call_ids; an
-// action the device did not answer gets a failure.
-func matchResults(actions []protocol.Command, got []protocol.Result) []protocol.Result {
-	byCall := make(map[string]protocol.Result, len(got))
-	for _, r := range got {
-		byCall[r.CallID] = r
-	}
-	out := make([]protocol.Result, len(actions))
-	for i, a := range actions {
-		r, ok := byCall[a.CallID]
-		if !ok {
-			r = protocol.Result{Status: protocol.ResultFailure, Error: "device returned no result for this action", CallID: a.CallID}
-		}
-		out[i] = r
-	}
-	return out
-}
-
-func overallStatus(results []protocol.Result) string {
-	for _, r := range results {
-		if r.Status != protocol.ResultSuccess {
-			return string(protocol.ResultFailure)
-		}
-	}
-	return string(protocol.ResultSuccess)
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
+	return strings.Join(ids, ",")
 }

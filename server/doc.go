@@ -1,11 +1,15 @@
-// Package server is the device gateway of edgeaip. It accepts device agents
-// over WebSocket (GET /ws), authenticates them by token, keeps a registry of
-// who is online, dispatches commands and correlates their results by
-// response_id, persists every command and result in SQLite, and serves the
-// operator HTTP API under /api.
+// Package server is the gateway of edgeaip. It accepts device agents and
+// constellation clients over WebSocket (GET /ws), authenticates them by
+// token, keeps a registry of who is online, runs tasks on devices as
+// sessions, dispatches their commands and correlates the results by
+// response_id, persists devices, sessions, commands and an append-only
+// audit log in SQLite, and serves the operator HTTP API under /api,
+// including UFO's endpoints.
 //
-// The dispatcher follows UFO's Command Dispatcher: each COMMAND parks a
-// future under its response_id; the device's COMMAND_RESULTS, a timeout or
-// a dropped link resolves it, so every command ends in Results and nothing
-// hangs.
+// The session manager follows UFO's Session Manager: a session per task,
+// run in the background, ending with a TASK_END to whoever asked. The
+// dispatcher follows UFO's Command Dispatcher, except that a dropped link
+// is not a failure: a command waits for its device to come back within its
+// timeout and is sent again on the new link. RATIONALE.md explains why,
+// and the contract the agent keeps for it.
 package server

@@ -17,162 +17,284 @@ import (
 // registerTimeout is how long a new connection has to send REGISTER.
 const registerTimeout = 10 * time.Second
 
-// serveWS is GET /ws: it authenticates the device before the upgrade, then
+// maxInFlightResults bounds the COMMAND_RESULTS of one connection being
+// recorded at once: they are recorded concurrently, so that they share
+// group commits, but a device cannot pile up goroutines.
+const maxInFlightResults = 64
+
+// principal is who a connection's token belongs to: an enrolled device, or
+// the operator (for constellation clients).
+type principal struct {
+	device   *store.Device
+	operator bool
+}
+
+// serveWS is GET /ws: it authenticates the token before the upgrade, then
 // expects REGISTER and serves the connection until it drops.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
-	dev, err := s.authDevice(r)
+	p, err := s.authClient(r)
 	if err != nil {
-		s.log.Warn("device refused at upgrade", "remote", r.RemoteAddr, "err", err)
+		s.log.Warn("connection refused at upgrade", "remote", r.RemoteAddr, "err", err)
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
 	opts := s.cfg.Conn
 	opts.Reject = protocol.ServerErrorReply
-	opts.Logger = s.log.With("device", dev.ID)
+	opts.Logger = s.log.With("remote", r.RemoteAddr)
 	conn, err := protocol.Accept(w, r, opts)
 	if err != nil {
-		s.log.Warn("websocket upgrade failed", "device", dev.ID, "err", err)
+		s.log.Warn("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
 	defer conn.CloseNow()
 	ctx := r.Context()
-	dc, err := s.register(ctx, conn, dev)
+	c, err := s.register(ctx, conn, p)
 	if err != nil {
-		s.log.Warn("registration refused", "device", dev.ID, "err", err)
-		s.sendError(ctx, conn, err.Error())
+		s.log.Warn("registration refused", "remote", r.RemoteAddr, "err", err)
+		s.sendError(ctx, conn, err.Error(), "")
 		conn.Close(websocket.StatusPolicyViolation, "registration refused")
 		return
 	}
-	defer s.unregister(dc)
-	s.serveDevice(ctx, dc)
+	defer s.unregister(c)
+	if c.isDevice() {
+		s.serveDevice(ctx, c)
+	} else {
+		s.serveConstellation(ctx, c)
+	}
 }
 
-// authDevice finds the enrolled device the request's token belongs to.
-func (s *Server) authDevice(r *http.Request) (store.Device, error) {
+// authClient finds whom the request's token belongs to. Only hashes are
+// compared, in constant time for the operator's; a device token is looked
+// up by its hash, which reveals nothing about a token not yet known.
+func (s *Server) authClient(r *http.Request) (principal, error) {
 	token := requestToken(r, true)
 	if token == "" {
-		return store.Device{}, errors.New("no token")
+		return principal{}, errors.New("no token")
 	}
 	hash := hashToken(token)
+	if sameHash(hash, s.adminHash) {
+		return principal{operator: true}, nil
+	}
 	dev, err := s.store.DeviceByTokenHash(r.Context(), hash)
 	if err != nil {
-		return dev, err
+		return principal{}, err
 	}
 	if !sameHash(dev.TokenHash, hash) {
-		return dev, errors.New("token mismatch")
+		return principal{}, errors.New("token mismatch")
 	}
-	return dev, nil
+	return principal{device: &dev}, nil
 }
 
-// register reads the REGISTER message, checks it against the device the
-// token belongs to, and makes the connection the device's current one.
-func (s *Server) register(ctx context.Context, conn *protocol.Conn, dev store.Device) (*deviceConn, error) {
+// register reads the REGISTER message, checks it against the token's
+// principal, and makes the connection its client's current one.
+func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal) (*client, error) {
 	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
 	var m protocol.ClientMessage
 	if err := conn.Read(rctx, &m); err != nil {
 		return nil, fmt.Errorf("waiting for register: %w", err)
 	}
-	switch {
-	case m.Type != protocol.ClientRegister:
-		return nil, fmt.Errorf("first message must be %q, got %q", protocol.ClientRegister, m.Type)
-	case m.ClientID != dev.ID:
-		return nil, fmt.Errorf("field \"client_id\": %q does not match the device token's device %q", m.ClientID, dev.ID)
-	case m.ClientType != protocol.ClientDevice:
-		return nil, fmt.Errorf("field \"client_type\": %q is not allowed with a device token", m.ClientType)
+	if m.Type != protocol.ClientRegister {
+		return nil, fmt.Errorf("not registered: the first message must be %q, got %q", protocol.ClientRegister, m.Type)
 	}
-	dc := &deviceConn{id: dev.ID, conn: conn, connectedAt: time.Now()}
-	s.updateInfo(ctx, dc, &m)
-	if old := s.reg.add(dc); old != nil {
-		s.log.Info("device reconnected; closing its stale link", "device", dev.ID)
-		old.conn.Close(websocket.StatusPolicyViolation, "superseded by a new connection")
+	if m.ClientID == "" {
+		return nil, errors.New(`register: field "client_id": missing`)
+	}
+	var (
+		c   *client
+		err error
+	)
+	if p.operator {
+		c, err = s.registerConstellation(ctx, &m)
+	} else {
+		c, err = registerDevice(p.device, &m, s.log)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.conn = conn
+	if c.isDevice() {
+		// Recorded before it is seen online, so that an online device
+		// always has its info and last_seen in the store.
+		s.recordInfo(ctx, c)
+	}
+	if old := s.reg.add(c); old != nil {
+		s.log.Info("client reconnected; closing its stale link", "client_id", c.id)
+		go old.conn.Close(websocket.StatusPolicyViolation, "superseded by a new connection")
 	}
 	ack := &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, Timestamp: protocol.Now(), ResponseID: m.RequestID}
 	if err := s.send(ctx, conn, ack); err != nil {
-		s.reg.remove(dc)
+		s.reg.remove(c)
 		return nil, fmt.Errorf("ack: %w", err)
 	}
-	s.log.Info("device registered", "device", dev.ID, "wire", conn.Encoding(), "tools", toolCount(dc.info.Load()))
-	return dc, nil
+	if c.isDevice() {
+		s.sessions.deviceBack(c.id)
+		go s.disp.resend(c)
+		s.log.Info("device registered", "device", c.id, "wire", conn.Encoding(), "tools", toolCount(c.info.Load()))
+	} else {
+		s.log.Info("constellation registered", "client_id", c.id, "target", c.target, "wire", conn.Encoding())
+	}
+	return c, nil
 }
 
-// updateInfo keeps the system info of a REGISTER: on the connection, and
-// in the store for when the device is offline.
-func (s *Server) updateInfo(ctx context.Context, dc *deviceConn, m *protocol.ClientMessage) {
-	info := systemInfoOf(m.Metadata, s.log)
-	dc.info.Store(info)
-	var infoJSON json.RawMessage
-	if info != nil {
-		infoJSON, _ = json.Marshal(info)
+// registerDevice checks a device's REGISTER against its token.
+func registerDevice(dev *store.Device, m *protocol.ClientMessage, log *slog.Logger) (*client, error) {
+	switch {
+	case m.ClientType != protocol.ClientDevice:
+		return nil, fmt.Errorf(`register: field "client_type": %q is not allowed with a device token`, m.ClientType)
+	case m.ClientID != dev.ID:
+		return nil, fmt.Errorf(`register: field "client_id": %q does not match the device token's device %q`, m.ClientID, dev.ID)
+	case m.TargetID != "" && m.TargetID != dev.ID:
+		return nil, fmt.Errorf(`register: field "target_id": device %q may not target %q`, dev.ID, m.TargetID)
 	}
-	if err := s.store.SeeDevice(ctx, dc.id, infoJSON); err != nil {
-		s.log.Error("registration not recorded", "device", dc.id, "err", err)
+	c := &client{id: dev.ID, typ: protocol.ClientDevice}
+	c.info.Store(systemInfoOf(m.Metadata, log.With("device", dev.ID)))
+	return c, nil
+}
+
+func (s *Server) unregister(c *client) {
+	if !s.reg.remove(c) {
+		// Superseded: the client is still online on its new connection.
+		s.disp.linkDropped(c)
+		return
 	}
+	if c.isDevice() {
+		s.disp.linkDropped(c)
+		s.sessions.deviceLeft(c.id)
+		s.log.Info("device disconnected", "device", c.id)
+		return
+	}
+	s.sessions.requesterGone(c.id)
+	s.log.Info("constellation disconnected", "client_id", c.id)
+}
+
+// serveDevice reads a device's messages until the link drops.
+func (s *Server) serveDevice(ctx context.Context, c *client) {
+	inFlight := make(chan struct{}, maxInFlightResults)
+	for {
+		var m protocol.ClientMessage
+		if err := c.conn.Read(ctx, &m); err != nil {
+			s.log.Info("device link ended", "device", c.id, "err", err)
+			return
+		}
+		if err := checkIdentity(c, &m); err != nil {
+			s.sendError(ctx, c.conn, err.Error(), m.RequestID)
+			continue
+		}
+		if m.Type == protocol.ClientCommandResults {
+			inFlight <- struct{}{}
+			go func() {
+				defer func() { <-inFlight }()
+				s.deliverResults(ctx, c, &m)
+			}()
+			continue
+		}
+		s.handleDeviceMessage(ctx, c, &m)
+	}
+}
+
+// checkIdentity refuses a message that claims to come from, or be for,
+// someone other than its connection allows.
+func checkIdentity(c *client, m *protocol.ClientMessage) error {
+	switch {
+	case m.ClientID != "" && m.ClientID != c.id:
+		return fmt.Errorf(`field "client_id": %q is not this connection's client %q`, m.ClientID, c.id)
+	case c.isDevice() && m.ClientType == protocol.ClientConstellation:
+		return fmt.Errorf(`field "client_type": %q: this connection is device %q`, m.ClientType, c.id)
+	case c.isDevice() && m.TargetID != "" && m.TargetID != c.id:
+		return fmt.Errorf(`field "target_id": device %q may not target %q`, c.id, m.TargetID)
+	case !c.isDevice() && m.TargetID != "" && m.TargetID != c.target:
+		return fmt.Errorf(`field "target_id": %q is not the target %q this constellation registered with`, m.TargetID, c.target)
+	}
+	return nil
+}
+
+func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol.ClientMessage) {
+	switch m.Type {
+	case protocol.ClientHeartbeat:
+		s.seeDevice(ctx, c)
+		s.sendAck(ctx, c.conn, m)
+	case protocol.ClientRegister:
+		s.reregister(ctx, c, m)
+	case protocol.ClientError:
+		s.log.Warn("device reported an error", "device", c.id, "session_id", m.SessionID, "error", m.Error)
+	default:
+		s.sendError(ctx, c.conn, fmt.Sprintf("message type %q is not accepted from a device", m.Type), m.RequestID)
+	}
+}
+
+// lastSeenEvery is how often a device's heartbeats update its last_seen:
+// finer would cost a durable write per heartbeat for nothing.
+const lastSeenEvery = 10 * time.Second
+
+func (s *Server) seeDevice(ctx context.Context, c *client) {
+	now := time.Now()
+	if now.Sub(time.Unix(0, c.seenAt.Load())) < lastSeenEvery {
+		return
+	}
+	c.seenAt.Store(now.UnixNano())
+	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SeeDevice(c.id, nil) }); err != nil {
+		s.log.Warn("heartbeat not recorded", "device", c.id, "err", err)
+	}
+}
+
+// deliverResults records COMMAND_RESULTS and acknowledges them, so that
+// the device may forget them; see RATIONALE.md.
+func (s *Server) deliverResults(ctx context.Context, c *client, m *protocol.ClientMessage) {
+	err := s.disp.deliver(c, m)
+	var refused *deliveryError
+	switch {
+	case err == nil:
+		s.sendAck(ctx, c.conn, m)
+	case errors.As(err, &refused):
+		s.sendError(ctx, c.conn, err.Error(), m.RequestID)
+	}
+	// Otherwise the server failed to record them: no answer, so the device
+	// sends them again after its next registration.
 }
 
 // reregister takes a REGISTER on a registered connection as an update of
 // the device's system info, e.g. its tool inventory after a tool was
 // deployed, and acknowledges it as the first.
-func (s *Server) reregister(ctx context.Context, dc *deviceConn, m *protocol.ClientMessage) {
-	if m.ClientType != protocol.ClientDevice {
-		s.sendError(ctx, dc.conn, fmt.Sprintf("field \"client_type\": %q is not allowed with a device token", m.ClientType))
-		return
-	}
-	s.updateInfo(ctx, dc, m)
-	s.log.Info("device inventory updated", "device", dc.id, "tools", toolCount(dc.info.Load()))
-	s.send(ctx, dc.conn, &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, Timestamp: protocol.Now(), ResponseID: m.RequestID})
+func (s *Server) reregister(ctx context.Context, c *client, m *protocol.ClientMessage) {
+	c.info.Store(systemInfoOf(m.Metadata, s.log.With("device", c.id)))
+	s.recordInfo(ctx, c)
+	s.log.Info("device inventory updated", "device", c.id, "tools", toolCount(c.info.Load()))
+	s.sendAck(ctx, c.conn, m)
 }
 
-func (s *Server) unregister(dc *deviceConn) {
-	s.reg.remove(dc)
-	s.disp.linkDropped(dc)
-	s.log.Info("device disconnected", "device", dc.id)
+// recordInfo keeps a device's system info in the store, for when it is
+// offline, and marks it seen.
+func (s *Server) recordInfo(ctx context.Context, c *client) {
+	var info json.RawMessage
+	if si := c.info.Load(); si != nil {
+		info, _ = json.Marshal(si)
+	}
+	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SeeDevice(c.id, info) }); err != nil {
+		s.log.Error("device info not recorded", "device", c.id, "err", err)
+	}
+	c.seenAt.Store(time.Now().UnixNano())
 }
 
-// serveDevice reads the device's messages until the link drops.
-func (s *Server) serveDevice(ctx context.Context, dc *deviceConn) {
-	for {
-		var m protocol.ClientMessage
-		if err := dc.conn.Read(ctx, &m); err != nil {
-			s.log.Info("device link ended", "device", dc.id, "err", err)
-			return
-		}
-		if m.ClientID != "" && m.ClientID != dc.id {
-			s.sendError(ctx, dc.conn, fmt.Sprintf("field \"client_id\": %q is not this connection's device %q", m.ClientID, dc.id))
-			continue
-		}
-		s.handleDeviceMessage(ctx, dc, &m)
-	}
-}
-
-func (s *Server) handleDeviceMessage(ctx context.Context, dc *deviceConn, m *protocol.ClientMessage) {
-	switch m.Type {
-	case protocol.ClientHeartbeat:
-		if err := s.store.SeeDevice(ctx, dc.id, nil); err != nil {
-			s.log.Warn("heartbeat not recorded", "device", dc.id, "err", err)
-		}
-		s.send(ctx, dc.conn, &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, Timestamp: protocol.Now(), ResponseID: m.RequestID})
-	case protocol.ClientCommandResults:
-		if err := s.disp.resolve(dc, m); err != nil {
-			s.sendError(ctx, dc.conn, err.Error())
-		}
-	case protocol.ClientError:
-		s.log.Warn("device reported an error", "device", dc.id, "error", m.Error)
-	case protocol.ClientRegister:
-		s.reregister(ctx, dc, m)
-	default:
-		s.sendError(ctx, dc.conn, fmt.Sprintf("message type %q is not accepted from a device", m.Type))
-	}
+// sendAck acknowledges m to its sender alone: a HEARTBEAT with status ok
+// whose response_id is m's request_id.
+func (s *Server) sendAck(ctx context.Context, conn *protocol.Conn, m *protocol.ClientMessage) {
+	s.send(ctx, conn, &protocol.ServerMessage{
+		Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, SessionID: m.SessionID,
+		Timestamp: protocol.Now(), ResponseID: m.RequestID,
+	})
 }
 
 func (s *Server) send(ctx context.Context, conn *protocol.Conn, m *protocol.ServerMessage) error {
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	defer cancel()
 	return conn.Send(sctx, m)
 }
 
-func (s *Server) sendError(ctx context.Context, conn *protocol.Conn, msg string) {
-	s.send(ctx, conn, &protocol.ServerMessage{Type: protocol.ServerError, Status: protocol.StatusError, Error: msg, Timestamp: protocol.Now()})
+// sendError answers with an ERROR whose response_id is the request_id of
+// the message at fault, if it had one.
+func (s *Server) sendError(ctx context.Context, conn *protocol.Conn, msg, requestID string) {
+	s.send(ctx, conn, &protocol.ServerMessage{Type: protocol.ServerError, Status: protocol.StatusError, Error: msg, Timestamp: protocol.Now(), ResponseID: requestID})
 }
 
 // systemInfoOf reads the SystemInfo from register metadata. A device that
@@ -188,7 +310,7 @@ func systemInfoOf(md map[string]any, log *slog.Logger) *protocol.SystemInfo {
 		err = json.Unmarshal(b, &info)
 	}
 	if err != nil {
-		log.Warn("unreadable system_info in register metadata", "err", err)
+		log.Warn("unreadable system_info in metadata", "err", err)
 		return nil
 	}
 	return &info

@@ -4,57 +4,72 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
 )
 
-// deviceConn is one registered device connection.
-type deviceConn struct {
-	id          string
-	conn        *protocol.Conn
-	connectedAt time.Time
-	// info is nil if the device sent none we could read. A device that
-	// registers again on its connection replaces it.
-	info atomic.Pointer[protocol.SystemInfo]
+// client is one registered connection: a device agent, or a constellation
+// client bound to one target device.
+type client struct {
+	id     string
+	typ    protocol.ClientType
+	conn   *protocol.Conn
+	target string // constellations: the device they drive
+	// info is a device's system info, nil if it sent none we could read.
+	// A device that registers again on its connection replaces it.
+	info   atomic.Pointer[protocol.SystemInfo]
+	seenAt atomic.Int64 // devices: when last_seen was last written, unix ns
 }
 
-// registry is the set of online devices, one connection per device id.
+func (c *client) isDevice() bool { return c.typ == protocol.ClientDevice }
+
+// registry is the set of online clients, one connection per client id.
+// Devices and constellations share the id space.
 type registry struct {
 	mu   sync.RWMutex
-	byID map[string]*deviceConn
+	byID map[string]*client
 }
 
-func newRegistry() *registry { return &registry{byID: map[string]*deviceConn{}} }
+func newRegistry() *registry { return &registry{byID: map[string]*client{}} }
 
-// add makes dc the device's connection and returns the one it supersedes,
-// if any. A device that reconnects before the server noticed its old link
-// die replaces that stale link.
-func (r *registry) add(dc *deviceConn) (old *deviceConn) {
+// add makes c the connection of its id and returns the one it supersedes,
+// if any.
+func (r *registry) add(c *client) (old *client) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	old = r.byID[dc.id]
-	r.byID[dc.id] = dc
+	old = r.byID[c.id]
+	r.byID[c.id] = c
 	return old
 }
 
-// remove drops dc if it is still the device's connection.
-func (r *registry) remove(dc *deviceConn) {
+// remove drops c if it is still its id's connection, and reports whether
+// it was.
+func (r *registry) remove(c *client) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.byID[dc.id] == dc {
-		delete(r.byID, dc.id)
+	if r.byID[c.id] == c {
+		delete(r.byID, c.id)
+		return true
 	}
+	return false
 }
 
-func (r *registry) get(id string) *deviceConn {
+func (r *registry) get(id string) *client {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.byID[id]
 }
 
-// ids lists the online devices, sorted.
+// device returns the online device id, or nil.
+func (r *registry) device(id string) *client {
+	if c := r.get(id); c != nil && c.isDevice() {
+		return c
+	}
+	return nil
+}
+
+// ids lists the online clients, sorted.
 func (r *registry) ids() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -66,22 +81,27 @@ func (r *registry) ids() []string {
 	return out
 }
 
-// disconnect closes the device's connection, if it has one.
+// disconnect closes the client's connection, if it has one, without
+// waiting for the peer's half of the closing handshake: a stale peer
+// would hold the caller for seconds.
 func (r *registry) disconnect(id string, reason string) {
-	if dc := r.get(id); dc != nil {
-		dc.conn.Close(websocket.StatusPolicyViolation, reason)
+	if c := r.get(id); c != nil {
+		go c.conn.Close(websocket.StatusPolicyViolation, reason)
 	}
 }
 
-// closeAll closes every connection, for shutdown.
+// closeAll closes every connection, for shutdown, and waits until each
+// has closed or given up on its peer.
 func (r *registry) closeAll() {
 	r.mu.RLock()
-	conns := make([]*deviceConn, 0, len(r.byID))
-	for _, dc := range r.byID {
-		conns = append(conns, dc)
+	all := make([]*client, 0, len(r.byID))
+	for _, c := range r.byID {
+		all = append(all, c)
 	}
 	r.mu.RUnlock()
-	for _, dc := range conns {
-		dc.conn.Close(websocket.StatusGoingAway, "server shutting down")
+	var wg sync.WaitGroup
+	for _, c := range all {
+		wg.Go(func() { c.conn.Close(websocket.StatusGoingAway, "server shutting down") })
 	}
+	wg.Wait()
 }

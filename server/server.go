@@ -18,8 +18,11 @@ type Config struct {
 	// DataDir holds the database and the operator token. It is created
 	// with mode 0700 if missing.
 	DataDir string
-	// Conn tunes device connections (frame cap, ping interval).
+	// Conn tunes client connections (frame cap, ping interval). With the
+	// default ping interval of 15 s, a dead link is noticed within 30 s.
 	Conn protocol.ConnOptions
+	// Sessions tunes the session manager: limits, result TTL, device grace.
+	Sessions SessionConfig
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -31,16 +34,19 @@ type Server struct {
 	store     *store.Store
 	reg       *registry
 	disp      *dispatcher
+	sessions  *sessionManager
 	adminHash string
 	stop      chan struct{}
 	stopOnce  sync.Once
+	janitor   chan struct{} // closed when the results janitor has stopped
 }
 
 // AdminTokenFile is the name of the operator token file in the data dir.
 const AdminTokenFile = "admin.token"
 
 // New opens the data dir, creating the database and, on first start, the
-// operator token.
+// operator token. Sessions and commands that a previous run left
+// unfinished are failed with "server restarted".
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -65,27 +71,66 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, store: st, reg: newRegistry(), adminHash: hash, stop: make(chan struct{})}
-	s.disp = newDispatcher(st, s.reg, s.log, s.stop)
+	if err := failInterrupted(ctx, st, cfg.Logger); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, store: st, reg: newRegistry(), adminHash: hash,
+		stop: make(chan struct{}), janitor: make(chan struct{})}
+	s.disp = newDispatcher(st, s.reg, s.log)
+	s.sessions = newSessionManager(cfg.Sessions, st, s.disp, s.reg, s.log)
+	go func() {
+		defer close(s.janitor)
+		s.sessions.expireResults(s.stop)
+	}()
 	return s, nil
+}
+
+// failInterrupted ends what the last run of the server left running.
+func failInterrupted(ctx context.Context, st *store.Store, log *slog.Logger) error {
+	var sessions, commands int
+	err := st.Write(ctx, func(tx *store.Tx) (err error) {
+		sessions, commands, err = tx.FailInterrupted("server restarted")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if sessions+commands > 0 {
+		log.Warn("failed what the last run left unfinished", "sessions", sessions, "commands", commands, "error", "server restarted")
+	}
+	return nil
 }
 
 // Handler serves /ws and /api.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ws", s.serveWS)
-	s.routeAPI(mux)
+	for _, rt := range s.routes() {
+		h := http.Handler(rt.handler)
+		if !rt.public {
+			h = s.operator(rt.handler)
+		}
+		mux.Handle(rt.method+" "+rt.pattern, h)
+	}
 	return mux
 }
 
-// Shutdown fails the commands still waiting and closes every device
-// connection. Call it before http.Server.Shutdown, then Close.
+// Shutdown cancels the running sessions, which record their end, fails
+// the commands still waiting and closes every connection. Call it before
+// http.Server.Shutdown, then Close.
 func (s *Server) Shutdown() {
-	s.stopOnce.Do(func() { close(s.stop) })
-	s.reg.closeAll()
+	s.stopOnce.Do(func() {
+		close(s.stop)
+		s.sessions.cancelAll()
+		s.disp.shutdown()
+		s.sessions.wait()
+		<-s.janitor
+		s.reg.closeAll()
+	})
 }
 
-// Close closes the database.
+// Close shuts down and closes the database.
 func (s *Server) Close() error {
 	s.Shutdown()
 	return s.store.Close()

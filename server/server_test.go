@@ -2,9 +2,7 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,17 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-func newTestServer(t *testing.T, dir string) (*Server, *api.Client) {
-	t.Helper()
-	s, err := New(context.Background(), Config{DataDir: dir})
-	require.NoError(t, err)
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(func() { hs.Close(); s.Close() })
-	token, err := os.ReadFile(filepath.Join(dir, AdminTokenFile))
-	require.NoError(t, err)
-	return s, &api.Client{BaseURL: hs.URL, Token: strings.TrimSpace(string(token))}
-}
 
 func TestOperatorTokenIsWrittenOnceWithMode0600(t *testing.T) {
 	dir := t.TempDir()
@@ -49,7 +36,7 @@ func TestOperatorTokenIsWrittenOnceWithMode0600(t *testing.T) {
 }
 
 func TestAPIRefusesWrongOperatorTokens(t *testing.T) {
-	_, c := newTestServer(t, t.TempDir())
+	c := newTestServer(t).api
 	for _, token := range []string{"", "aipo_wrong"} {
 		bad := *c
 		bad.Token = token
@@ -68,8 +55,8 @@ func TestAPIRefusesWrongOperatorTokens(t *testing.T) {
 }
 
 func TestEnrollStoresOnlyAHashOfTheToken(t *testing.T) {
-	dir := t.TempDir()
-	s, c := newTestServer(t, dir)
+	ts := newTestServer(t)
+	s, c, dir := ts.srv, ts.api, ts.dir
 	resp, err := c.Enroll(context.Background(), api.EnrollRequest{ID: "kiosk-1", Labels: map[string]string{"site": "lobby"}})
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(resp.Token, deviceTokenPrefix))
@@ -86,7 +73,7 @@ func TestEnrollStoresOnlyAHashOfTheToken(t *testing.T) {
 }
 
 func TestEnrollValidatesIDsAndRefusesDuplicates(t *testing.T) {
-	_, c := newTestServer(t, t.TempDir())
+	c := newTestServer(t).api
 	ctx := context.Background()
 	_, err := c.Enroll(ctx, api.EnrollRequest{ID: "kiosk-1"})
 	require.NoError(t, err)
@@ -99,7 +86,8 @@ func TestEnrollValidatesIDsAndRefusesDuplicates(t *testing.T) {
 }
 
 func TestCommandToAnOfflineDeviceIsRecordedWithItsResults(t *testing.T) {
-	s, c := newTestServer(t, t.TempDir())
+	ts := newTestServer(t)
+	s, c := ts.srv, ts.api
 	ctx := context.Background()
 	_, err := c.Enroll(ctx, api.EnrollRequest{ID: "kiosk-1"})
 	require.NoError(t, err)
@@ -113,14 +101,19 @@ func TestCommandToAnOfflineDeviceIsRecordedWithItsResults(t *testing.T) {
 	assert.Equal(t, "kiosk-1", rec.DeviceID)
 	assert.Equal(t, resp.SessionID, rec.SessionID)
 	assert.Equal(t, `device "kiosk-1" is offline`, rec.Error)
-	var stored []protocol.Result
-	require.NoError(t, json.Unmarshal(rec.Results, &stored))
-	assert.Equal(t, resp.Results, stored)
+	assert.Equal(t, resp.Results, rec.Results)
 	assert.WithinDuration(t, time.Now(), rec.FinishedAt, time.Minute)
+
+	task, err := c.Task(ctx, resp.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, api.StateFailed, task.State, "the command ran as a session of its own")
+	assert.Equal(t, api.KindCommand, task.Kind)
+	require.Len(t, task.Commands, 1)
+	assert.Equal(t, resp.ResponseID, task.Commands[0].ResponseID)
 }
 
 func TestCommandRequestsAreValidated(t *testing.T) {
-	_, c := newTestServer(t, t.TempDir())
+	c := newTestServer(t).api
 	ctx := context.Background()
 	_, err := c.Enroll(ctx, api.EnrollRequest{ID: "kiosk-1"})
 	require.NoError(t, err)

@@ -21,20 +21,24 @@ import (
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8700", "address to serve on")
 	data := flag.String("data", "./aip-data", "data directory: database and operator token")
+	var sessions server.SessionConfig
+	flag.IntVar(&sessions.MaxSessions, "max-sessions", 1000, "sessions that may run at once; more get 503")
+	flag.DurationVar(&sessions.ResultTTL, "result-ttl", 7*24*time.Hour, "how long finished tasks and their results are kept")
+	flag.DurationVar(&sessions.DeviceGrace, "device-grace", time.Minute, "how long a device whose link dropped has to come back before its tasks are cancelled")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(*listen, *data, log); err != nil {
+	if err := run(*listen, *data, sessions, log); err != nil {
 		log.Error("aip-server failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(listen, data string, log *slog.Logger) error {
+func run(listen, data string, sessions server.SessionConfig, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	srv, err := server.New(ctx, server.Config{DataDir: data, Logger: log})
+	srv, err := server.New(ctx, server.Config{DataDir: data, Sessions: sessions, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -8,14 +8,17 @@
 package api
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
 )
 
-// Error is the body of every failed request.
+// Error is the body of every failed request. Sessions is set on 503s
+// caused by the limit on concurrent sessions: how many are running.
 type Error struct {
-	Error string `json:"error"`
+	Error    string `json:"error"`
+	Sessions int    `json:"sessions,omitempty"`
 }
 
 // EnrollRequest is the body of POST /api/devices.
@@ -46,13 +49,12 @@ type CommandRequest struct {
 	Actions []protocol.Command `json:"actions"`
 	// Timeout bounds the wait for results, e.g. "30s". Default 30 s.
 	Timeout string `json:"timeout,omitempty"`
-	// SessionID groups commands; the server makes one when it is empty.
-	SessionID string `json:"session_id,omitempty"`
 }
 
 // CommandResponse is the outcome of a command: one Result per action, in
 // order, each with its call_id. Status is "success" when every action
-// succeeded and "failure" otherwise.
+// succeeded and "failure" otherwise. The command runs as a session of its
+// own, SessionID, so that GET /api/tasks/{id} and the audit log show it.
 type CommandResponse struct {
 	ResponseID string            `json:"response_id"`
 	SessionID  string            `json:"session_id"`
@@ -61,12 +63,38 @@ type CommandResponse struct {
 	Results    []protocol.Result `json:"results"`
 }
 
+// NewCommandResponse is the response of a command with these results.
+func NewCommandResponse(responseID, sessionID, deviceID string, results []protocol.Result) CommandResponse {
+	r := CommandResponse{ResponseID: responseID, SessionID: sessionID, DeviceID: deviceID,
+		Status: string(protocol.ResultSuccess), Results: results}
+	if r.FirstError() != "" {
+		r.Status = string(protocol.ResultFailure)
+	}
+	return r
+}
+
 // Succeeded reports whether every action succeeded.
 func (r *CommandResponse) Succeeded() bool { return r.Status == string(protocol.ResultSuccess) }
 
-// Health is the body of GET /api/health.
+// FirstError describes the first action that did not succeed, or is empty.
+func (r *CommandResponse) FirstError() string {
+	for _, res := range r.Results {
+		switch {
+		case res.Status == protocol.ResultSuccess:
+		case res.Error != "":
+			return res.Error
+		default:
+			return fmt.Sprintf("call %s: %s", res.CallID, res.Status)
+		}
+	}
+	return ""
+}
+
+// Health is the body of GET /api/health. OnlineClients is filled in, as
+// UFO's server does, only for a request that carries the operator token.
 type Health struct {
-	Status string `json:"status"`
+	Status        string   `json:"status"`
+	OnlineClients []string `json:"online_clients,omitempty"`
 }
 
 // DefaultCommandTimeout is used when a CommandRequest names none.

@@ -107,6 +107,38 @@ func (c *Client) Command(ctx context.Context, deviceID string, req CommandReques
 	return out, err
 }
 
+// Dispatch starts a task on a device (UFO's POST /api/dispatch).
+func (c *Client) Dispatch(ctx context.Context, req DispatchRequest) (DispatchResponse, error) {
+	var out DispatchResponse
+	err := c.Do(ctx, http.MethodPost, "/api/dispatch", req, &out)
+	return out, err
+}
+
+// Task returns one task with its commands.
+func (c *Client) Task(ctx context.Context, sessionID string) (Task, error) {
+	var out Task
+	err := c.Do(ctx, http.MethodGet, "/api/tasks/"+url.PathEscape(sessionID), nil, &out)
+	return out, err
+}
+
+// Tasks lists tasks, newest first; state filters them unless empty.
+func (c *Client) Tasks(ctx context.Context, state TaskState) ([]Task, error) {
+	var out []Task
+	path := "/api/tasks"
+	if state != "" {
+		path += "?state=" + url.QueryEscape(string(state))
+	}
+	err := c.Do(ctx, http.MethodGet, path, nil, &out)
+	return out, err
+}
+
+// CancelTask cancels a running task and returns it as it ended.
+func (c *Client) CancelTask(ctx context.Context, sessionID string) (Task, error) {
+	var out Task
+	err := c.Do(ctx, http.MethodPost, "/api/tasks/"+url.PathEscape(sessionID)+"/cancel", nil, &out)
+	return out, err
+}
+
 // DeployTool pushes a tool module to a device, which verifies, keeps and
 // loads it into namespace (empty: the device's default). The response's
 // one Result says whether the device installed it.

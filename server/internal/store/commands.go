@@ -7,12 +7,31 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
 )
 
 // Command states.
 const (
+	// CommandPending: sent, or about to be, and waiting for results.
 	CommandPending = "pending"
-	CommandDone    = "done"
+	// CommandDone: the device's results are recorded.
+	CommandDone = "done"
+	// CommandFailed: ended without the device's results (offline, timed
+	// out, server restarted). Results that arrive later are still recorded
+	// and turn it into done, late.
+	CommandFailed = "failed"
+)
+
+// More errors callers can test with errors.Is.
+var (
+	// ErrWrongDevice: results for a command that went to another device.
+	ErrWrongDevice = errors.New("command was sent to another device")
+	// ErrDuplicate: results for a command whose results are recorded.
+	ErrDuplicate = errors.New("results already recorded")
+	// ErrFinished: a command that has already ended.
+	ErrFinished = errors.New("command already ended")
 )
 
 // Command is one COMMAND message and, once it ends, its results.
@@ -20,59 +39,230 @@ type Command struct {
 	ResponseID string
 	DeviceID   string
 	SessionID  string
-	Actions    json.RawMessage
-	Status     string
-	Results    json.RawMessage
-	Error      string
+	// Actor is who the command ran for, as the audit log names them.
+	Actor   string
+	Step    int
+	Attempt int
+	Actions []protocol.Command
+	// Tools describes each action's tool as the device's inventory had it
+	// when the command was sent.
+	Tools   []ToolRef
+	Status  string
+	Results []protocol.Result
+	Error   string
+	// Late is set when the device's results arrived after the command had
+	// failed, e.g. after its timeout or a server restart.
+	Late       bool
 	CreatedAt  time.Time
 	FinishedAt time.Time
 }
 
+// ToolRef is what the audit log records about the tool of an action.
+type ToolRef struct {
+	Namespace string `json:"namespace,omitempty"`
+	SHA256    string `json:"sha256,omitempty"`
+}
+
 // InsertCommand records a command before it is sent, so that no command
 // runs unrecorded.
-func (s *Store) InsertCommand(ctx context.Context, c Command) error {
-	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO commands (response_id, device_id, session_id, actions, status, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		c.ResponseID, c.DeviceID, c.SessionID, string(c.Actions), CommandPending, now())
+func (t *Tx) InsertCommand(c Command) error {
+	actions, err := json.Marshal(c.Actions)
+	if err != nil {
+		return fmt.Errorf("store: command %s: actions: %w", c.ResponseID, err)
+	}
+	tools, err := json.Marshal(c.Tools)
+	if err != nil {
+		return fmt.Errorf("store: command %s: tools: %w", c.ResponseID, err)
+	}
+	_, err = t.exec(
+		`INSERT INTO commands (response_id, device_id, session_id, actor, step, attempt, actions, tools, status, created_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.ResponseID, c.DeviceID, c.SessionID, c.Actor, c.Step, c.Attempt, string(actions), string(tools), CommandPending, now())
 	if err != nil {
 		return fmt.Errorf("store: record command %s: %w", c.ResponseID, err)
 	}
 	return nil
 }
 
-// FinishCommand records the results of a command.
-func (s *Store) FinishCommand(ctx context.Context, responseID string, results json.RawMessage, errText string) error {
-	_, err := s.db.ExecContext(ctx,
-		`UPDATE commands SET status = ?, results = ?, error = ?, finished_at = ? WHERE response_id = ?`,
-		CommandDone, string(results), errText, now(), responseID)
+// RecordResults records a device's results for a command, with their
+// audit entries, exactly once: it fails with ErrNotFound for an unknown
+// response_id, ErrWrongDevice if the command went to another device, and
+// ErrDuplicate if its results are already recorded. A command that had
+// failed accepts them as late. The results are matched to the actions by
+// call_id, and the returned Command holds them in action order.
+func (t *Tx) RecordResults(deviceID, responseID string, results []protocol.Result) (Command, error) {
+	c, err := t.command(responseID)
 	if err != nil {
-		return fmt.Errorf("store: record results of %s: %w", responseID, err)
+		return c, err
+	}
+	switch {
+	case c.DeviceID != deviceID:
+		return c, fmt.Errorf("store: command %s: %w", responseID, ErrWrongDevice)
+	case c.Status == CommandDone:
+		return c, fmt.Errorf("store: command %s: %w", responseID, ErrDuplicate)
+	}
+	c.Late = c.Status == CommandFailed
+	c.Status, c.Results = CommandDone, matchResults(c.Actions, results)
+	if err := t.finish(&c); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// FailCommand ends a pending command without the device's results: every
+// action gets a failure carrying errText. It fails with ErrFinished if the
+// command has already ended.
+func (t *Tx) FailCommand(responseID, errText string) (Command, error) {
+	c, err := t.command(responseID)
+	if err != nil {
+		return c, err
+	}
+	if c.Status != CommandPending {
+		return c, fmt.Errorf("store: command %s: %w", responseID, ErrFinished)
+	}
+	c.Status, c.Error, c.Results = CommandFailed, errText, FailAll(c.Actions, errText)
+	if err := t.finish(&c); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// finish writes the command's outcome and appends its audit entries.
+func (t *Tx) finish(c *Command) error {
+	results, err := json.Marshal(c.Results)
+	if err != nil {
+		return fmt.Errorf("store: command %s: results: %w", c.ResponseID, err)
+	}
+	_, err = t.exec(
+		`UPDATE commands SET status = ?, results = ?, error = ?, late = ?, finished_at = COALESCE(finished_at, ?) WHERE response_id = ?`,
+		c.Status, string(results), c.Error, c.Late, now(), c.ResponseID)
+	if err != nil {
+		return fmt.Errorf("store: record results of %s: %w", c.ResponseID, err)
+	}
+	if err := t.endCommandSession(c); err != nil {
+		return err
+	}
+	return t.appendAudit(c)
+}
+
+// endCommandSession ends the session of a single command (kind "command")
+// with the command's outcome, in the same transaction, if it is still
+// running: a single command then costs no transaction of its own to end.
+func (t *Tx) endCommandSession(c *Command) error {
+	resp := api.NewCommandResponse(c.ResponseID, c.SessionID, c.DeviceID, c.Results)
+	result, err := json.Marshal(resp)
+	if err != nil {
+		return fmt.Errorf("store: command %s: session result: %w", c.ResponseID, err)
+	}
+	state := string(api.StateCompleted)
+	if !resp.Succeeded() {
+		state = string(api.StateFailed)
+	}
+	_, err = t.exec(
+		`UPDATE sessions SET state = ?, result = ?, error = ?, finished_at = ? WHERE id = ? AND kind = 'command' AND state = 'running'`,
+		state, string(result), resp.FirstError(), now(), c.SessionID)
+	if err != nil {
+		return fmt.Errorf("store: end session %q with its command: %w", c.SessionID, err)
 	}
 	return nil
 }
 
-// Command returns one command, or ErrNotFound.
-func (s *Store) Command(ctx context.Context, responseID string) (Command, error) {
+const commandColumns = `response_id, device_id, session_id, actor, step, attempt, actions, tools, status, results, error, late, created_at, finished_at`
+
+func scanCommand(row interface{ Scan(...any) error }) (Command, error) {
 	var (
 		c                 Command
-		actions           string
+		actions, tools    string
 		results, errText  sql.NullString
 		created, finished sql.NullString
 	)
-	err := s.db.QueryRowContext(ctx,
-		`SELECT response_id, device_id, session_id, actions, status, results, error, created_at, finished_at FROM commands WHERE response_id = ?`,
-		responseID).Scan(&c.ResponseID, &c.DeviceID, &c.SessionID, &actions, &c.Status, &results, &errText, &created, &finished)
+	err := row.Scan(&c.ResponseID, &c.DeviceID, &c.SessionID, &c.Actor, &c.Step, &c.Attempt, &actions, &tools,
+		&c.Status, &results, &errText, &c.Late, &created, &finished)
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal([]byte(actions), &c.Actions); err != nil {
+		return c, fmt.Errorf("command %s: actions: %w", c.ResponseID, err)
+	}
+	if err := json.Unmarshal([]byte(tools), &c.Tools); err != nil {
+		return c, fmt.Errorf("command %s: tools: %w", c.ResponseID, err)
+	}
+	if results.Valid {
+		if err := json.Unmarshal([]byte(results.String), &c.Results); err != nil {
+			return c, fmt.Errorf("command %s: results: %w", c.ResponseID, err)
+		}
+	}
+	c.Error = errText.String
+	c.CreatedAt, c.FinishedAt = parseTime(created), parseTime(finished)
+	return c, nil
+}
+
+func (t *Tx) command(responseID string) (Command, error) {
+	c, err := scanCommand(t.queryRow(`SELECT `+commandColumns+` FROM commands WHERE response_id = ?`, responseID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, fmt.Errorf("store: command %s: %w", responseID, ErrNotFound)
 	}
 	if err != nil {
 		return c, fmt.Errorf("store: command %s: %w", responseID, err)
 	}
-	c.Actions = json.RawMessage(actions)
-	if results.Valid {
-		c.Results = json.RawMessage(results.String)
-	}
-	c.Error = errText.String
-	c.CreatedAt, c.FinishedAt = parseTime(created), parseTime(finished)
 	return c, nil
+}
+
+// Command returns one command, or ErrNotFound.
+func (s *Store) Command(ctx context.Context, responseID string) (Command, error) {
+	c, err := scanCommand(s.readRow(ctx, `SELECT `+commandColumns+` FROM commands WHERE response_id = ?`, responseID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, fmt.Errorf("store: command %s: %w", responseID, ErrNotFound)
+	}
+	if err != nil {
+		return c, fmt.Errorf("store: command %s: %w", responseID, err)
+	}
+	return c, nil
+}
+
+// CommandsOfSession lists a session's commands in the order they were sent.
+func (s *Store) CommandsOfSession(ctx context.Context, sessionID string) ([]Command, error) {
+	rows, err := s.readRows(ctx,
+		`SELECT `+commandColumns+` FROM commands WHERE session_id = ? ORDER BY created_at, step, attempt`, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("store: commands of session %q: %w", sessionID, err)
+	}
+	defer rows.Close()
+	out := []Command{}
+	for rows.Next() {
+		c, err := scanCommand(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: commands of session %q: %w", sessionID, err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// FailAll is the Results of a command that got no answer: a failure with
+// errText for each action, carrying its call_id.
+func FailAll(actions []protocol.Command, errText string) []protocol.Result {
+	out := make([]protocol.Result, len(actions))
+	for i, a := range actions {
+		out[i] = protocol.Result{Status: protocol.ResultFailure, Error: errText, CallID: a.CallID}
+	}
+	return out
+}
+
+// matchResults orders the device's results by the actions' call_ids; an
+// action the device did not answer gets a failure.
+func matchResults(actions []protocol.Command, got []protocol.Result) []protocol.Result {
+	byCall := make(map[string]protocol.Result, len(got))
+	for _, r := range got {
+		byCall[r.CallID] = r
+	}
+	out := make([]protocol.Result, len(actions))
+	for i, a := range actions {
+		r, ok := byCall[a.CallID]
+		if !ok {
+			r = protocol.Result{Status: protocol.ResultFailure, Error: "device returned no result for this action", CallID: a.CallID}
+		}
+		out[i] = r
+	}
+	return out
 }

@@ -21,7 +21,7 @@ type Device struct {
 }
 
 // CreateDevice enrolls a device. It fails with ErrExists if the id is taken.
-func (s *Store) CreateDevice(ctx context.Context, id, tokenHash string, labels map[string]string) error {
+func (t *Tx) CreateDevice(id, tokenHash string, labels map[string]string) error {
 	if labels == nil {
 		labels = map[string]string{}
 	}
@@ -29,7 +29,7 @@ func (s *Store) CreateDevice(ctx context.Context, id, tokenHash string, labels m
 	if err != nil {
 		return fmt.Errorf("store: device %q: labels: %w", id, err)
 	}
-	_, err = s.db.ExecContext(ctx,
+	_, err = t.exec(
 		`INSERT INTO devices (id, token_hash, labels, created_at) VALUES (?, ?, ?, ?)`,
 		id, tokenHash, string(lb), now())
 	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: devices.id") {
@@ -65,7 +65,7 @@ func scanDevice(row interface{ Scan(...any) error }) (Device, error) {
 
 // Device returns the device id, or ErrNotFound.
 func (s *Store) Device(ctx context.Context, id string) (Device, error) {
-	d, err := scanDevice(s.db.QueryRowContext(ctx, `SELECT `+deviceColumns+` FROM devices WHERE id = ?`, id))
+	d, err := scanDevice(s.readRow(ctx, `SELECT `+deviceColumns+` FROM devices WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, fmt.Errorf("store: device %q: %w", id, ErrNotFound)
 	}
@@ -78,7 +78,7 @@ func (s *Store) Device(ctx context.Context, id string) (Device, error) {
 // DeviceByTokenHash returns the device whose token hashes to hash, or
 // ErrNotFound.
 func (s *Store) DeviceByTokenHash(ctx context.Context, hash string) (Device, error) {
-	d, err := scanDevice(s.db.QueryRowContext(ctx, `SELECT `+deviceColumns+` FROM devices WHERE token_hash = ?`, hash))
+	d, err := scanDevice(s.readRow(ctx, `SELECT `+deviceColumns+` FROM devices WHERE token_hash = ?`, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, fmt.Errorf("store: device by token: %w", ErrNotFound)
 	}
@@ -90,7 +90,7 @@ func (s *Store) DeviceByTokenHash(ctx context.Context, hash string) (Device, err
 
 // Devices lists every enrolled device, ordered by id.
 func (s *Store) Devices(ctx context.Context) ([]Device, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+deviceColumns+` FROM devices ORDER BY id`)
+	rows, err := s.readRows(ctx, `SELECT `+deviceColumns+` FROM devices ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list devices: %w", err)
 	}
@@ -108,8 +108,8 @@ func (s *Store) Devices(ctx context.Context) ([]Device, error) {
 
 // DeleteDevice revokes a device: its token stops working. Its command
 // history is kept.
-func (s *Store) DeleteDevice(ctx context.Context, id string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM devices WHERE id = ?`, id)
+func (t *Tx) DeleteDevice(id string) error {
+	res, err := t.exec(`DELETE FROM devices WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("store: delete device %q: %w", id, err)
 	}
@@ -121,12 +121,12 @@ func (s *Store) DeleteDevice(ctx context.Context, id string) error {
 
 // SeeDevice records that the device was seen now, with its latest system
 // info when info is not nil.
-func (s *Store) SeeDevice(ctx context.Context, id string, info json.RawMessage) error {
+func (t *Tx) SeeDevice(id string, info json.RawMessage) error {
 	var err error
 	if info != nil {
-		_, err = s.db.ExecContext(ctx, `UPDATE devices SET last_seen = ?, info = ? WHERE id = ?`, now(), string(info), id)
+		_, err = t.exec(`UPDATE devices SET last_seen = ?, info = ? WHERE id = ?`, now(), string(info), id)
 	} else {
-		_, err = s.db.ExecContext(ctx, `UPDATE devices SET last_seen = ? WHERE id = ?`, now(), id)
+		_, err = t.exec(`UPDATE devices SET last_seen = ? WHERE id = ?`, now(), id)
 	}
 	if err != nil {
 		return fmt.Errorf("store: device %q: record last seen: %w", id, err)

@@ -1,6 +1,12 @@
 // Package store is the server's durable state in SQLite (modernc.org/sqlite,
-// pure Go): enrolled devices with hashed tokens, and every command with its
-// results.
+// pure Go): enrolled devices with hashed tokens, sessions, every command with
+// its results, and an append-only audit log.
+//
+// Writes go through one writer goroutine that commits whatever writes are
+// waiting in a single transaction (group commit): each write is durable
+// (synchronous=FULL) when [Store.Write] returns, and concurrent writers share
+// one fsync. Reads use their own connections, which WAL mode lets run while
+// the writer works.
 package store
 
 import (
@@ -9,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -18,91 +25,271 @@ import (
 var (
 	ErrNotFound = errors.New("not found")
 	ErrExists   = errors.New("already exists")
+	ErrClosed   = errors.New("store closed")
 )
+
+// maxBatch bounds how many writes share one transaction.
+const maxBatch = 256
 
 // Store is the server's database. It is safe for concurrent use.
 type Store struct {
-	db *sql.DB
+	wdb     *sql.DB
+	conn    *sql.Conn // the writer's connection: only the writer goroutine uses it
+	rdb     *sql.DB   // readers
+	writes  chan writeReq
+	closing chan struct{}
+	closed  chan struct{}
+	once    sync.Once
+	// stmts are the writer's prepared statements, by SQL text: parsing
+	// each statement anew cost more than the rest of a small write.
+	stmts map[string]*sql.Stmt
+	// reads are the readers' prepared statements, by SQL text.
+	reads sync.Map
 }
 
-// Open opens or creates the database at path and brings its schema up to
-// date.
+// Tx is one write's view of the current transaction. Its methods are the
+// store's writes; a write that returns an error is rolled back alone.
+type Tx struct {
+	s *Store
+}
+
+type writeReq struct {
+	fn   func(*Tx) error
+	done chan error
+}
+
+// Open opens or creates the database at path, brings its schema up to
+// date, and starts the writer.
 func Open(ctx context.Context, path string) (*Store, error) {
+	wdb, err := openDB(path, "journal_mode(WAL)", "synchronous(FULL)")
+	if err != nil {
+		return nil, err
+	}
+	// One writer connection: SQLite has one writer anyway, and this rules
+	// out SQLITE_BUSY between our own connections.
+	wdb.SetMaxOpenConns(1)
+	if err := migrate(ctx, wdb); err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("store: %s: %w", path, err)
+	}
+	conn, err := wdb.Conn(ctx)
+	if err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("store: %s: %w", path, err)
+	}
+	rdb, err := openDB(path, "query_only(1)")
+	if err != nil {
+		conn.Close()
+		wdb.Close()
+		return nil, err
+	}
+	s := &Store{wdb: wdb, conn: conn, rdb: rdb, writes: make(chan writeReq), closing: make(chan struct{}),
+		closed: make(chan struct{}), stmts: map[string]*sql.Stmt{}}
+	go s.writer()
+	return s, nil
+}
+
+func openDB(path string, pragmas ...string) (*sql.DB, error) {
 	q := url.Values{}
-	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"} {
+	for _, p := range append([]string{"busy_timeout(10000)", "foreign_keys(1)"}, pragmas...) {
 		q.Add("_pragma", p)
 	}
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	// One connection: SQLite has one writer anyway, and this rules out
-	// SQLITE_BUSY between our own connections.
-	db.SetMaxOpenConns(1)
-	s := &Store{db: db}
-	if err := s.migrate(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store: %s: %w", path, err)
-	}
-	return s, nil
+	return db, nil
 }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
-
-// migrations are applied in order; PRAGMA user_version counts those done.
-var migrations = []string{
-	`CREATE TABLE devices (
-		id          TEXT PRIMARY KEY,
-		token_hash  TEXT NOT NULL UNIQUE,
-		labels      TEXT NOT NULL DEFAULT '{}',
-		created_at  TEXT NOT NULL,
-		last_seen   TEXT,
-		info        TEXT
-	);
-	CREATE TABLE commands (
-		response_id TEXT PRIMARY KEY,
-		device_id   TEXT NOT NULL,
-		session_id  TEXT NOT NULL,
-		actions     TEXT NOT NULL,
-		status      TEXT NOT NULL,
-		results     TEXT,
-		error       TEXT,
-		created_at  TEXT NOT NULL,
-		finished_at TEXT
-	);
-	CREATE INDEX commands_device ON commands(device_id, created_at);`,
+// Close finishes the writes already queued and closes the database.
+func (s *Store) Close() error {
+	s.once.Do(func() { close(s.closing) })
+	<-s.closed
+	var errs []error
+	for _, st := range s.stmts {
+		errs = append(errs, st.Close())
+	}
+	s.reads.Range(func(_, st any) bool {
+		errs = append(errs, st.(*sql.Stmt).Close())
+		return true
+	})
+	return errors.Join(append(errs, s.conn.Close(), s.wdb.Close(), s.rdb.Close())...)
 }
 
-func (s *Store) migrate(ctx context.Context) error {
-	var version int
-	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
+// Write runs fn in the next group commit and returns once that commit is
+// durable, or with fn's error (fn's statements are then rolled back) or the
+// commit's. ctx bounds only the wait for a place in the queue: once fn is
+// queued, Write reports its true outcome.
+func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
+	req := writeReq{fn: fn, done: make(chan error, 1)}
+	select {
+	case s.writes <- req:
+	case <-s.closing:
+		return ErrClosed
+	case <-ctx.Done():
+		return fmt.Errorf("store: waiting to write: %w", ctx.Err())
 	}
-	if version > len(migrations) {
-		return fmt.Errorf("schema version %d is newer than this server (%d)", version, len(migrations))
-	}
-	for i := version; i < len(migrations); i++ {
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("migration %d: %w", i+1, err)
-		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("migration %d: %w", i+1, err)
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("migration %d: %w", i+1, err)
-		}
-	}
-	return nil
+	return <-req.done
 }
 
-func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+// writer commits the queued writes in batches until Close.
+func (s *Store) writer() {
+	defer close(s.closed)
+	for {
+		var first writeReq
+		select {
+		case first = <-s.writes:
+		case <-s.closing:
+			return
+		}
+		batch := []writeReq{first}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-s.writes:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+// commit runs a batch in one transaction, each write under its own
+// savepoint so that one failing write does not undo the others. A write
+// alone needs no savepoint: its failure rolls back the transaction.
+func (s *Store) commit(batch []writeReq) {
+	errs := make([]error, len(batch))
+	tx := &Tx{s: s}
+	if _, err := tx.exec("BEGIN IMMEDIATE"); err != nil {
+		for _, r := range batch {
+			r.done <- fmt.Errorf("store: begin: %w", err)
+		}
+		return
+	}
+	if len(batch) == 1 {
+		if errs[0] = batch[0].fn(tx); errs[0] != nil {
+			if _, err := tx.exec("ROLLBACK"); err != nil {
+				errs[0] = errors.Join(errs[0], fmt.Errorf("store: rollback: %w", err))
+			}
+			batch[0].done <- errs[0]
+			return
+		}
+	} else {
+		for i, r := range batch {
+			errs[i] = tx.savepoint(r.fn)
+		}
+	}
+	if _, err := tx.exec("COMMIT"); err != nil {
+		// A failed COMMIT leaves the transaction open: end it, so that the
+		// next batch starts clean.
+		tx.exec("ROLLBACK")
+		for i := range errs {
+			errs[i] = errors.Join(errs[i], fmt.Errorf("store: commit: %w", err))
+		}
+	}
+	for i, r := range batch {
+		r.done <- errs[i]
+	}
+}
+
+func (t *Tx) savepoint(fn func(*Tx) error) error {
+	if _, err := t.exec("SAVEPOINT w"); err != nil {
+		return fmt.Errorf("store: savepoint: %w", err)
+	}
+	err := fn(t)
+	if err != nil {
+		if _, rerr := t.exec("ROLLBACK TO w"); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("store: rollback: %w", rerr))
+		}
+	}
+	if _, rerr := t.exec("RELEASE w"); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("store: release: %w", rerr))
+	}
+	return err
+}
+
+func (t *Tx) exec(query string, args ...any) (sql.Result, error) {
+	st, err := t.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(context.Background(), args...)
+}
+
+func (t *Tx) query(query string, args ...any) (*sql.Rows, error) {
+	st, err := t.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(context.Background(), args...)
+}
+
+// rowScanner is a single row to scan: *sql.Row, or the error of preparing
+// its query.
+type rowScanner interface{ Scan(...any) error }
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+func (t *Tx) queryRow(query string, args ...any) rowScanner {
+	st, err := t.stmt(query)
+	if err != nil {
+		return errRow{err}
+	}
+	return st.QueryRowContext(context.Background(), args...)
+}
+
+// stmt returns query prepared on the writer's connection.
+func (t *Tx) stmt(query string) (*sql.Stmt, error) {
+	if st, ok := t.s.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := t.s.conn.PrepareContext(context.Background(), query)
+	if err != nil {
+		return nil, fmt.Errorf("store: prepare: %w", err)
+	}
+	t.s.stmts[query] = st
+	return st, nil
+}
+
+// readStmt returns query prepared for the readers.
+func (s *Store) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := s.reads.Load(query); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := s.rdb.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("store: prepare: %w", err)
+	}
+	if prev, loaded := s.reads.LoadOrStore(query, st); loaded {
+		st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
+}
+
+func (s *Store) readRow(ctx context.Context, query string, args ...any) rowScanner {
+	st, err := s.readStmt(ctx, query)
+	if err != nil {
+		return errRow{err}
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (s *Store) readRows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := s.readStmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+func now() string { return formatTime(time.Now()) }
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 func parseTime(s sql.NullString) time.Time {
 	if !s.Valid {
@@ -111,3 +298,5 @@ func parseTime(s sql.NullString) time.Time {
 	t, _ := time.Parse(time.RFC3339Nano, s.String)
 	return t
 }
+
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

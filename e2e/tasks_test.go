@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A constellation asks for a plan on a real agent: namespaced tools, a
+// batch step, and a TASK_END back to it alone; the audit log names each
+// module by its sha256.
+func TestAConstellationRunsAPlanOnARealAgent(t *testing.T) {
+	c := newCluster(t)
+	files := t.TempDir()
+	c.startAgent("kiosk-1", c.enroll("kiosk-1"), withMounts(sandbox.Mount{HostPath: files, GuestPath: files}))
+	note := filepath.Join(files, "note.txt")
+
+	con := dialConstellation(t, c, "orch-1", "kiosk-1")
+	plan := `
+task_name: write-then-check
+steps:
+  - tool: stock.write_file
+    parameters: {path: ` + note + `, content: hello}
+  - actions:
+      - {tool: stock.read_file, parameters: {path: ` + note + `}}
+      - {tool: hash_file, parameters: {path: ` + note + `}}
+`
+	con.send(t, &protocol.ClientMessage{Type: protocol.ClientTask, Status: protocol.StatusContinue, ClientType: protocol.ClientConstellation,
+		ClientID: "orch-1", SessionID: "s-real", Request: plan, RequestID: "t1"})
+	assert.Equal(t, "t1", con.next(t, protocol.ServerHeartbeat).ResponseID, "the task is acknowledged")
+	end := con.next(t, protocol.ServerTaskEnd)
+	require.Equal(t, protocol.StatusCompleted, end.Status, end.Error)
+	assert.Equal(t, "s-real", end.SessionID)
+	b, err := json.Marshal(end.Result)
+	require.NoError(t, err)
+	var result api.PlanResult
+	require.NoError(t, json.Unmarshal(b, &result))
+	require.Len(t, result.Steps, 2)
+	batch := result.Steps[1].Results
+	require.Len(t, batch, 2)
+	assert.Equal(t, "hello", batch[0].Result.(map[string]any)["content"])
+	sum := sha256.Sum256([]byte("hello"))
+	assert.Equal(t, hex.EncodeToString(sum[:]), batch[1].Result.(map[string]any)["sha256"])
+
+	var audit []api.AuditEntry
+	require.NoError(t, c.api.Do(context.Background(), "GET", "/api/audit?session=s-real", nil, &audit))
+	require.Len(t, audit, 3)
+	for i, name := range []string{"write_file", "read_file", "hash_file"} {
+		wasm, err := os.ReadFile(filepath.Join(testenv.StockToolsDir(t), name+".wasm"))
+		require.NoError(t, err)
+		sum := sha256.Sum256(wasm)
+		assert.Equal(t, hex.EncodeToString(sum[:]), audit[i].ModuleSHA256, name)
+		assert.Equal(t, "stock", audit[i].Namespace, name)
+		assert.Equal(t, "constellation:orch-1", audit[i].Actor, name)
+		assert.Equal(t, protocol.ResultSuccess, audit[i].Outcome, name)
+	}
+}
+
+// dialConstellation registers a constellation client, by hand, with the
+// operator token.
+func dialConstellation(t *testing.T, c *cluster, id, target string) *rawDevice {
+	t.Helper()
+	conn, _, err := protocol.Dial(context.Background(), c.wsURL(), protocol.DialOptions{
+		Header: http.Header{"X-API-Key": {c.api.Token}}, Encoding: protocol.CBOR})
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.CloseNow() })
+	d := &rawDevice{conn: conn}
+	d.send(t, &protocol.ClientMessage{Type: protocol.ClientRegister, Status: protocol.StatusOK, ClientType: protocol.ClientConstellation, ClientID: id, TargetID: target})
+	d.next(t, protocol.ServerHeartbeat)
+	return d
+}

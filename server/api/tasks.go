@@ -1,0 +1,203 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+)
+
+// TaskState is where a task (a session) is in its life: created → running
+// → completed | failed | cancelled.
+type TaskState string
+
+// The values of TaskState.
+const (
+	StateCreated   TaskState = "created"
+	StateRunning   TaskState = "running"
+	StateCompleted TaskState = "completed"
+	StateFailed    TaskState = "failed"
+	StateCancelled TaskState = "cancelled"
+)
+
+// Valid reports whether s is one of the five states.
+func (s TaskState) Valid() bool {
+	switch s {
+	case StateCreated, StateRunning, StateCompleted, StateFailed, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// Ended reports whether s is a final state.
+func (s TaskState) Ended() bool {
+	return s == StateCompleted || s == StateFailed || s == StateCancelled
+}
+
+// Requester kinds.
+const (
+	RequesterOperator      = "operator"
+	RequesterConstellation = "constellation"
+)
+
+// Requester is who asked for a task: the operator (the HTTP API), or a
+// constellation client, with its client id.
+type Requester struct {
+	Kind string `json:"kind"`
+	ID   string `json:"id,omitempty"`
+}
+
+// String names the requester as the audit log does: "operator" or
+// "constellation:ID".
+func (r Requester) String() string {
+	if r.ID == "" {
+		return r.Kind
+	}
+	return r.Kind + ":" + r.ID
+}
+
+// Task kinds.
+const (
+	KindPlan    = "plan"
+	KindCommand = "command"
+)
+
+// Task is one session: a plan, or a single command, run on one device.
+type Task struct {
+	SessionID  string          `json:"session_id"`
+	TaskName   string          `json:"task_name,omitempty"`
+	DeviceID   string          `json:"device_id"`
+	Requester  Requester       `json:"requester"`
+	Kind       string          `json:"kind"`
+	State      TaskState       `json:"state"`
+	CreatedAt  time.Time       `json:"created_at"`
+	StartedAt  *time.Time      `json:"started_at,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Plan       json.RawMessage `json:"plan,omitempty"`
+	// Result is a PlanResult for a plan and a CommandResponse for a
+	// command.
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+	// Commands lists what was sent, in GET /api/tasks/{id} only.
+	Commands []CommandRecord `json:"commands,omitempty"`
+}
+
+// CommandRecord is one COMMAND of a task as the server recorded it.
+type CommandRecord struct {
+	ResponseID string `json:"response_id"`
+	Step       int    `json:"step"`
+	Attempt    int    `json:"attempt"`
+	// Status is pending, done (the device's results are recorded) or
+	// failed (no results: offline, timed out, server restarted).
+	Status string `json:"status"`
+	// Late is set when the device's results arrived after the command
+	// had failed; they are recorded all the same.
+	Late       bool              `json:"late,omitempty"`
+	Error      string            `json:"error,omitempty"`
+	Results    []protocol.Result `json:"results,omitempty"`
+	CreatedAt  time.Time         `json:"created_at"`
+	FinishedAt *time.Time        `json:"finished_at,omitempty"`
+}
+
+// PlanResult is the result of a plan: one StepResult per step.
+type PlanResult struct {
+	Steps []StepResult `json:"steps"`
+}
+
+// Step statuses.
+const (
+	StepSuccess = "success"
+	StepFailure = "failure"
+	StepSkipped = "skipped"
+)
+
+// StepResult is how one step of a plan went: its last attempt's command
+// and results.
+type StepResult struct {
+	Step       int               `json:"step"`
+	Tool       string            `json:"tool"`
+	Status     string            `json:"status"`
+	Attempts   int               `json:"attempts,omitempty"`
+	ResponseID string            `json:"response_id,omitempty"`
+	Results    []protocol.Result `json:"results,omitempty"`
+	Error      string            `json:"error,omitempty"`
+}
+
+// DispatchRequest is the body of POST /api/dispatch, UFO's dispatch with a
+// plan. Request is UFO's field: here it carries a plan as text (YAML or
+// JSON), since this server has no LLM to plan from prose. Plan is the same
+// as a JSON object or string. Give one of the two.
+type DispatchRequest struct {
+	ClientID string          `json:"client_id"`
+	Request  string          `json:"request,omitempty"`
+	Plan     json.RawMessage `json:"plan,omitempty"`
+	TaskName string          `json:"task_name,omitempty"`
+}
+
+// DispatchResponse is the answer to POST /api/dispatch.
+type DispatchResponse struct {
+	Status    string `json:"status"`
+	TaskName  string `json:"task_name"`
+	ClientID  string `json:"client_id"`
+	SessionID string `json:"session_id"`
+}
+
+// TaskResult is the body of GET /api/task_result/{task_name}: status
+// "pending" until the task ends, then "done" with its result. State and
+// Error are edgeaip's additions.
+type TaskResult struct {
+	Status string          `json:"status"`
+	Result json.RawMessage `json:"result,omitempty"`
+	State  TaskState       `json:"state,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// Clients is the body of GET /api/clients.
+type Clients struct {
+	OnlineClients []string `json:"online_clients"`
+}
+
+// Task event types, as GET /api/tasks/{id}/events names them.
+const (
+	EventStepStart = "step_start"
+	EventStepEnd   = "step_end"
+	EventEnd       = "end"
+)
+
+// TaskEvent is one Server-Sent Event of a task: a step's start, its
+// results, and finally the task's end.
+type TaskEvent struct {
+	Type      string `json:"type"`
+	SessionID string `json:"session_id"`
+	// Step, Attempt, Tool and ResponseID describe the step's attempt.
+	Step       *int   `json:"step,omitempty"`
+	Attempt    int    `json:"attempt,omitempty"`
+	Tool       string `json:"tool,omitempty"`
+	ResponseID string `json:"response_id,omitempty"`
+	// Status is the step's (success, failure) or the task's (completed,
+	// failed).
+	Status  string            `json:"status,omitempty"`
+	Results []protocol.Result `json:"results,omitempty"`
+	State   TaskState         `json:"state,omitempty"`
+	Result  any               `json:"result,omitempty"`
+	Error   string            `json:"error,omitempty"`
+	Time    time.Time         `json:"time"`
+}
+
+// AuditEntry is one line of the audit log (GET /api/audit).
+type AuditEntry struct {
+	Seq          int64                 `json:"seq"`
+	At           time.Time             `json:"at"`
+	Actor        string                `json:"actor"`
+	DeviceID     string                `json:"device_id"`
+	SessionID    string                `json:"session_id"`
+	ResponseID   string                `json:"response_id"`
+	CallID       string                `json:"call_id"`
+	Tool         string                `json:"tool"`
+	Namespace    string                `json:"namespace,omitempty"`
+	ModuleSHA256 string                `json:"module_sha256,omitempty"`
+	Parameters   json.RawMessage       `json:"parameters"`
+	Outcome      protocol.ResultStatus `json:"outcome"`
+	Error        string                `json:"error,omitempty"`
+	Late         bool                  `json:"late,omitempty"`
+}

@@ -1,0 +1,179 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDispatchChecksWhatUFOChecksInUFOsOrder(t *testing.T) {
+	ts := newTestServer(t)
+	ts.device("kiosk-1")
+	for _, tc := range []struct {
+		name string
+		body any
+		code int
+		msg  string
+	}{
+		// Each case also fails every check after its own.
+		{"empty content", map[string]any{"client_id": "", "task_name": "../x"}, 400, "Empty task content"},
+		{"empty client id", api.DispatchRequest{Request: echoPlan, TaskName: "../x"}, 400, "Empty client ID"},
+		{"unsafe task name", api.DispatchRequest{Request: echoPlan, ClientID: "nobody", TaskName: ".x"}, 400, "Invalid task_name"},
+		{"client not online", api.DispatchRequest{Request: "not a plan", ClientID: "nobody"}, 404, "Client not online"},
+		{"request is not a plan", api.DispatchRequest{Request: "open the pod bay doors", ClientID: "kiosk-1"}, 400, `field "request": not a plan`},
+		{"bad plan", api.DispatchRequest{Plan: json.RawMessage(`{"steps": []}`), ClientID: "kiosk-1"}, 400, `field "plan": plan: field "steps"`},
+		{"both", api.DispatchRequest{Request: echoPlan, Plan: json.RawMessage(`"steps: [{tool: a}]"`), ClientID: "kiosk-1"}, 400, "not both"},
+		{"unknown field", map[string]any{"client_id": "kiosk-1", "request": echoPlan, "priority": 1}, 400, "unknown field"},
+	} {
+		code, msg := ts.apiStatus("POST", "/api/dispatch", tc.body)
+		assert.Equal(t, tc.code, code, tc.name)
+		assert.Contains(t, msg, tc.msg, tc.name)
+	}
+}
+
+func TestDispatchTakesAPlanAsTextOrObjectAndTaskResultWaitsForIt(t *testing.T) {
+	ts := newTestServer(t)
+	dev := ts.device("kiosk-1")
+	ctx := context.Background()
+	var res api.TaskResult
+	require.NoError(t, ts.api.Do(ctx, "GET", "/api/task_result/never-dispatched", nil, &res))
+	assert.Equal(t, "pending", res.Status, "as UFO answers for a task it does not know")
+
+	for name, p := range map[string]json.RawMessage{
+		"object": json.RawMessage(`{"task_name": "from-object", "steps": [{"tool": "echo"}]}`),
+		"text":   json.RawMessage(`"task_name: from-text\nsteps: [{tool: echo}]"`),
+	} {
+		d, err := ts.api.Dispatch(ctx, api.DispatchRequest{ClientID: "kiosk-1", Plan: p})
+		require.NoError(t, err, name)
+		assert.Equal(t, "kiosk-1", d.ClientID)
+		cmd := dev.nextCommand()
+		res = api.TaskResult{}
+		require.NoError(t, ts.api.Do(ctx, "GET", "/api/task_result/"+d.TaskName, nil, &res))
+		assert.Equal(t, api.TaskResult{Status: "pending", State: api.StateRunning}, res, name)
+		dev.answer(cmd, protocol.ResultSuccess, "")
+		ts.waitTask(d.SessionID)
+		res = api.TaskResult{}
+		require.NoError(t, ts.api.Do(ctx, "GET", "/api/task_result/"+d.TaskName, nil, &res))
+		assert.Equal(t, "done", res.Status, name)
+		assert.Equal(t, api.StateCompleted, res.State)
+		assert.Contains(t, string(res.Result), `"status":"success"`)
+	}
+	// A dispatch's task_name wins over the plan's; without either, one is made.
+	d, err := ts.api.Dispatch(ctx, api.DispatchRequest{ClientID: "kiosk-1", Request: "task_name: inner\nsteps: [{tool: echo}]", TaskName: "outer"})
+	require.NoError(t, err)
+	assert.Equal(t, "outer", d.TaskName)
+	dev.answer(dev.nextCommand(), protocol.ResultSuccess, "")
+	d, err = ts.api.Dispatch(ctx, api.DispatchRequest{ClientID: "kiosk-1", Request: echoPlan})
+	require.NoError(t, err)
+	assert.Len(t, d.TaskName, 36)
+}
+
+func TestClientsAndHealth(t *testing.T) {
+	ts := newTestServer(t)
+	ts.device("kiosk-1")
+	ts.constellation("orch-1", "kiosk-1")
+	var clients api.Clients
+	require.NoError(t, ts.api.Do(context.Background(), "GET", "/api/clients", nil, &clients))
+	assert.Equal(t, []string{"kiosk-1", "orch-1"}, clients.OnlineClients)
+
+	var h api.Health
+	require.NoError(t, ts.api.Do(context.Background(), "GET", "/api/health", nil, &h))
+	assert.Equal(t, api.Health{Status: "healthy", OnlineClients: []string{"kiosk-1", "orch-1"}}, h)
+	resp, err := http.Get(ts.http.URL + "/api/health")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	h = api.Health{}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&h))
+	assert.Equal(t, api.Health{Status: "healthy"}, h, "without the token, no client ids")
+
+	code, _ := ts.apiStatus("GET", "/api/tasks?state=sleeping", nil)
+	assert.Equal(t, http.StatusBadRequest, code)
+	code, _ = ts.apiStatus("GET", "/api/tasks?limit=0", nil)
+	assert.Equal(t, http.StatusBadRequest, code)
+}
+
+func TestListTasksAndRemoveATask(t *testing.T) {
+	ts := newTestServer(t)
+	dev := ts.device("kiosk-1")
+	ctx := context.Background()
+	done := dispatch(t, ts, "kiosk-1", echoPlan)
+	dev.answer(dev.nextCommand(), protocol.ResultSuccess, "")
+	ts.waitTask(done.SessionID)
+	running := dispatch(t, ts, "kiosk-1", echoPlan)
+	dev.nextCommand()
+
+	tasks, err := ts.api.Tasks(ctx, api.StateRunning)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	assert.Equal(t, running.SessionID, tasks[0].SessionID)
+	tasks, err = ts.api.Tasks(ctx, "")
+	require.NoError(t, err)
+	assert.Len(t, tasks, 2)
+
+	code, _ := ts.apiStatus("DELETE", "/api/tasks/"+running.SessionID, nil)
+	assert.Equal(t, http.StatusConflict, code)
+	events := <-ts.events(done.SessionID)
+	require.Len(t, events, 1, "a task that has ended gets its end event alone")
+	assert.Equal(t, api.TaskEvent{Type: api.EventEnd, SessionID: done.SessionID, State: api.StateCompleted, Status: "completed",
+		Result: events[0].Result, Time: events[0].Time}, events[0])
+	assert.NotNil(t, events[0].Result)
+
+	code, _ = ts.apiStatus("DELETE", "/api/tasks/"+done.SessionID, nil)
+	assert.Equal(t, http.StatusOK, code)
+	code, _ = ts.apiStatus("GET", "/api/tasks/"+done.SessionID, nil)
+	assert.Equal(t, http.StatusNotFound, code)
+	code, _ = ts.apiStatus("GET", "/api/tasks/"+done.SessionID+"/events", nil)
+	assert.Equal(t, http.StatusNotFound, code)
+}
+
+func TestTheOpenAPIDocumentListsExactlyTheRoutes(t *testing.T) {
+	ts := newTestServer(t)
+	resp, err := http.Get(ts.http.URL + "/api/openapi.json")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&doc))
+	assert.True(t, strings.HasPrefix(doc.OpenAPI, "3."))
+
+	var documented, served []string
+	for path, item := range doc.Paths {
+		for method := range item {
+			if method != "parameters" {
+				documented = append(documented, strings.ToUpper(method)+" "+path)
+			}
+		}
+	}
+	for _, rt := range ts.srv.routes() {
+		served = append(served, rt.method+" "+rt.pattern)
+	}
+	sort.Strings(documented)
+	sort.Strings(served)
+	assert.Equal(t, served, documented)
+}
+
+func TestEveryRouteButTheOpenOnesNeedsTheOperatorToken(t *testing.T) {
+	ts := newTestServer(t)
+	for _, rt := range ts.srv.routes() {
+		path := strings.NewReplacer("{id}", "x", "{task_name}", "x").Replace(rt.pattern)
+		req, _ := http.NewRequest(rt.method, ts.http.URL+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		if rt.public {
+			assert.Equal(t, http.StatusOK, resp.StatusCode, "%s %s", rt.method, rt.pattern)
+		} else {
+			assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%s %s", rt.method, rt.pattern)
+		}
+	}
+}

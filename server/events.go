@@ -1,0 +1,87 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/edgeaip/edgeaip/server/api"
+)
+
+// eventLog is a session's events, kept while it runs so that a subscriber
+// who comes late still sees them all.
+type eventLog struct {
+	mu      sync.Mutex
+	events  []api.TaskEvent
+	ended   bool
+	changed chan struct{} // closed and replaced at each event
+}
+
+func newEventLog() *eventLog { return &eventLog{changed: make(chan struct{})} }
+
+// add appends e; an EventEnd event is the last.
+func (l *eventLog) add(e api.TaskEvent) {
+	e.Time = time.Now().UTC()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return
+	}
+	l.events = append(l.events, e)
+	l.ended = e.Type == api.EventEnd
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// since returns the events after the first n, whether the log has ended,
+// and a channel closed when there is more.
+func (l *eventLog) since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.events[n:], l.ended, l.changed
+}
+
+// serveEvents is GET /api/tasks/{id}/events: Server-Sent Events for each
+// step's start and results, then the end. A task that has already ended
+// gets its end event alone.
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "streaming is not supported by this connection")
+		return
+	}
+	log := s.sessions.eventsOf(id)
+	if log == nil {
+		t, ok := s.lookupTask(w, r, id)
+		if !ok {
+			return
+		}
+		log = newEventLog()
+		log.add(api.TaskEvent{Type: api.EventEnd, SessionID: id, State: t.State, Status: string(taskEndStatus(t.State)), Result: t.Result, Error: t.Error})
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	for n := 0; ; {
+		events, ended, more := log.since(n)
+		for _, e := range events {
+			n++
+			b, _ := json.Marshal(e)
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", n, e.Type, b); err != nil {
+				return
+			}
+		}
+		flusher.Flush()
+		if ended {
+			return
+		}
+		select {
+		case <-more:
+		case <-r.Context().Done():
+			return
+		}
+	}
+}

@@ -1,0 +1,214 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+)
+
+func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
+	var req api.EnrollRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if !validID.MatchString(req.ID) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("device id %q: want 1-64 of [A-Za-z0-9._-], not starting with '.'", req.ID))
+		return
+	}
+	if c := s.reg.get(req.ID); c != nil {
+		writeError(w, http.StatusConflict, fmt.Sprintf("%q is the id of a connected %s client", req.ID, c.typ))
+		return
+	}
+	token := newToken(deviceTokenPrefix)
+	err := s.store.Write(r.Context(), func(tx *store.Tx) error { return tx.CreateDevice(req.ID, hashToken(token), req.Labels) })
+	if errors.Is(err, store.ErrExists) {
+		writeError(w, http.StatusConflict, fmt.Sprintf("device %q is already enrolled", req.ID))
+		return
+	}
+	if err != nil {
+		s.log.Error("enroll failed", "device", req.ID, "err", err)
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	s.log.Info("device enrolled", "device", req.ID)
+	writeJSON(w, http.StatusCreated, api.EnrollResponse{ID: req.ID, Token: token})
+}
+
+// revoke deletes a device: its token stops working, its connection closes
+// at once, its waiting commands fail and its sessions are cancelled.
+func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	err := s.store.Write(r.Context(), func(tx *store.Tx) error { return tx.DeleteDevice(id) })
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("device %q is not enrolled", id))
+		return
+	} else if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	if s.reg.device(id) != nil {
+		s.reg.disconnect(id, "device revoked")
+	}
+	s.sessions.deviceGone(id)
+	s.disp.failDevice(id, fmt.Sprintf("device %q was revoked", id))
+	s.log.Info("device revoked", "device", id)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) {
+	devs, err := s.store.Devices(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	out := make([]api.Device, 0, len(devs))
+	for _, d := range devs {
+		out = append(out, s.deviceView(d))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getDevice(w http.ResponseWriter, r *http.Request) {
+	if d, ok := s.lookupDevice(w, r); ok {
+		writeJSON(w, http.StatusOK, s.deviceView(d))
+	}
+}
+
+func (s *Server) deviceTools(w http.ResponseWriter, r *http.Request) {
+	d, ok := s.lookupDevice(w, r)
+	if !ok {
+		return
+	}
+	tools := []protocol.MCPToolInfo{}
+	if v := s.deviceView(d); v.Info != nil && v.Info.Tools != nil {
+		tools = v.Info.Tools
+	}
+	writeJSON(w, http.StatusOK, tools)
+}
+
+func (s *Server) lookupDevice(w http.ResponseWriter, r *http.Request) (store.Device, bool) {
+	id := r.PathValue("id")
+	d, err := s.store.Device(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("device %q is not enrolled", id))
+		return d, false
+	}
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return d, false
+	}
+	return d, true
+}
+
+// deviceView is a device as the API shows it: online state and the system
+// info of the live connection, or else of its last registration.
+func (s *Server) deviceView(d store.Device) api.Device {
+	v := api.Device{ID: d.ID, Labels: d.Labels, CreatedAt: d.CreatedAt}
+	if !d.LastSeen.IsZero() {
+		v.LastSeen = &d.LastSeen
+	}
+	if c := s.reg.device(d.ID); c != nil {
+		v.Online, v.Info = true, c.info.Load()
+	} else if d.Info != nil {
+		var info protocol.SystemInfo
+		if json.Unmarshal(d.Info, &info) == nil {
+			v.Info = &info
+		}
+	}
+	return v
+}
+
+// command is POST /api/devices/{id}/commands: one command, run as a
+// session of its own, answered when it ends.
+func (s *Server) command(w http.ResponseWriter, r *http.Request) {
+	d, ok := s.lookupDevice(w, r)
+	if !ok {
+		return
+	}
+	var req api.CommandRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	timeout, err := api.ParseTimeout(req.Timeout)
+	if err != nil || timeout <= 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("field \"timeout\": %q is not a positive duration", req.Timeout))
+		return
+	}
+	if err := validateActions(req.Actions); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	resp, err := s.sessions.runCommand(r.Context(), d.ID, req.Actions, timeout)
+	if err != nil {
+		writeSessionError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// validateActions applies the wire's own rules, so the operator hears of a
+// bad action now rather than as a rejected frame.
+func validateActions(actions []protocol.Command) error {
+	if len(actions) == 0 {
+		return errors.New("field \"actions\": at least one action is required")
+	}
+	m := protocol.ServerMessage{Type: protocol.ServerCommand, Status: protocol.StatusContinue, Actions: actions}
+	return m.Validate()
+}
+
+// audit is GET /api/audit?device=&session=&after=&limit=: the audit log,
+// oldest first.
+func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var after int64
+	if a := q.Get("after"); a != "" {
+		n, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("query \"after\": %q is not a sequence number", a))
+			return
+		}
+		after = n
+	}
+	limit, ok := parseLimit(w, q.Get("limit"))
+	if !ok {
+		return
+	}
+	entries, err := s.store.Audit(r.Context(), store.AuditFilter{DeviceID: q.Get("device"), SessionID: q.Get("session"), AfterSeq: after, Limit: limit})
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	out := make([]api.AuditEntry, len(entries))
+	for i, e := range entries {
+		out[i] = api.AuditEntry{
+			Seq: e.Seq, At: e.At, Actor: e.Actor, DeviceID: e.DeviceID, SessionID: e.SessionID, ResponseID: e.ResponseID,
+			CallID: e.CallID, Tool: e.Tool, Namespace: e.Namespace, ModuleSHA256: e.ModuleSHA256, Parameters: e.Parameters,
+			Outcome: e.Outcome, Error: e.Error, Late: e.Late,
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// Page sizes of the list endpoints.
+const (
+	defaultLimit = 100
+	maxLimit     = 1000
+)
+
+func parseLimit(w http.ResponseWriter, s string) (int, bool) {
+	if s == "" {
+		return defaultLimit, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > maxLimit {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("query \"limit\": %q: want 1 to %d", s, maxLimit))
+		return 0, false
+	}
+	return n, true
+}

@@ -1,0 +1,121 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+)
+
+// listTasks is GET /api/tasks?state=&limit=: tasks, newest first.
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state := api.TaskState(q.Get("state"))
+	if state != "" && !state.Valid() {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("query \"state\": %q: want created, running, completed, failed or cancelled", state))
+		return
+	}
+	limit, ok := parseLimit(w, q.Get("limit"))
+	if !ok {
+		return
+	}
+	rows, err := s.store.Sessions(r.Context(), string(state), limit)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	out := make([]api.Task, len(rows))
+	for i, row := range rows {
+		out[i] = taskView(row)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// getTask is GET /api/tasks/{id}: the task with its commands.
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
+	t, ok := s.lookupTask(w, r, r.PathValue("id"))
+	if !ok {
+		return
+	}
+	cmds, err := s.store.CommandsOfSession(r.Context(), t.SessionID)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	for _, c := range cmds {
+		t.Commands = append(t.Commands, api.CommandRecord{
+			ResponseID: c.ResponseID, Step: c.Step, Attempt: c.Attempt, Status: c.Status, Late: c.Late,
+			Error: c.Error, Results: c.Results, CreatedAt: c.CreatedAt, FinishedAt: timePtr(c.FinishedAt),
+		})
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+// cancelTask is POST /api/tasks/{id}/cancel: it cancels a running task
+// (reason user_requested; its requester gets a TASK_END) and answers with
+// the task as it ended.
+func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := s.sessions.cancelTask(id, reasonUserRequested); errors.Is(err, errNotRunning) {
+		if t, ok := s.lookupTask(w, r, id); ok {
+			writeError(w, http.StatusConflict, fmt.Sprintf("task %q is not running: it is %s", id, t.State))
+		}
+		return
+	}
+	if t, ok := s.lookupTask(w, r, id); ok {
+		writeJSON(w, http.StatusOK, t)
+	}
+}
+
+// removeTask is DELETE /api/tasks/{id}: UFO's remove_session, for a task
+// that has ended. Its audit entries stay.
+func (s *Server) removeTask(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if s.sessions.running(id) {
+		writeError(w, http.StatusConflict, fmt.Sprintf("task %q is running: cancel it first", id))
+		return
+	}
+	err := s.store.Write(r.Context(), func(tx *store.Tx) error { return tx.DeleteSession(id) })
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// lookupTask is get_result: the task as the store has it.
+func (s *Server) lookupTask(w http.ResponseWriter, r *http.Request, id string) (api.Task, bool) {
+	row, err := s.store.Session(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
+		return api.Task{}, false
+	}
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return api.Task{}, false
+	}
+	return taskView(row), true
+}
+
+func taskView(row store.Session) api.Task {
+	return api.Task{
+		SessionID: row.ID, TaskName: row.TaskName, DeviceID: row.DeviceID,
+		Requester: api.Requester{Kind: row.RequesterKind, ID: row.RequesterID},
+		Kind:      row.Kind, State: api.TaskState(row.State), CreatedAt: row.CreatedAt,
+		StartedAt: timePtr(row.StartedAt), FinishedAt: timePtr(row.FinishedAt),
+		Plan: row.Plan, Result: row.Result, Error: row.Error,
+	}
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

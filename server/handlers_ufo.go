@@ -1,0 +1,110 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/plan"
+	"github.com/google/uuid"
+)
+
+// The endpoints of UFO's server, with UFO's checks in UFO's order.
+
+const invalidTaskName = "Invalid task_name: must be a non-empty string of characters [A-Za-z0-9._-] and must not start with '.'"
+
+// clients is GET /api/clients.
+func (s *Server) clients(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, api.Clients{OnlineClients: s.reg.ids()})
+}
+
+// dispatch is POST /api/dispatch: it starts a plan on an online device in
+// the background and answers at once.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+	var req api.DispatchRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	hasPlan := len(bytes.TrimSpace(req.Plan)) > 0 && string(bytes.TrimSpace(req.Plan)) != "null"
+	switch {
+	case req.Request == "" && !hasPlan:
+		writeError(w, http.StatusBadRequest, "Empty task content")
+		return
+	case req.ClientID == "":
+		writeError(w, http.StatusBadRequest, "Empty client ID")
+		return
+	case req.TaskName != "" && !plan.ValidTaskName(req.TaskName):
+		writeError(w, http.StatusBadRequest, invalidTaskName)
+		return
+	case s.reg.device(req.ClientID) == nil:
+		writeError(w, http.StatusNotFound, "Client not online")
+		return
+	case req.Request != "" && hasPlan:
+		writeError(w, http.StatusBadRequest, `give either "request" or "plan", not both`)
+		return
+	}
+	p, err := dispatchedPlan(req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	spec := sessionSpec{
+		ID: uuid.NewString(), TaskName: taskNameOf(req.TaskName, p), DeviceID: req.ClientID,
+		Requester: api.Requester{Kind: api.RequesterOperator}, Plan: p,
+	}
+	sess, _, err := s.sessions.getOrCreateSession(r.Context(), spec)
+	if err != nil {
+		writeSessionError(w, err)
+		return
+	}
+	s.sessions.executeTaskAsync(sess, nil)
+	s.log.Info("task dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "device", sess.DeviceID, "steps", len(p.Steps))
+	writeJSON(w, http.StatusOK, api.DispatchResponse{Status: "dispatched", TaskName: sess.TaskName, ClientID: req.ClientID, SessionID: sess.ID})
+}
+
+// dispatchedPlan reads the plan of a dispatch: the request's text, or the
+// plan field as an object or as text.
+func dispatchedPlan(req api.DispatchRequest) (*plan.Plan, error) {
+	if req.Request != "" {
+		p, err := planFromRequest(req.Request)
+		if err != nil {
+			return nil, fmt.Errorf(`field "request": %w`, err)
+		}
+		return p, nil
+	}
+	doc := []byte(req.Plan)
+	var text string
+	if json.Unmarshal(req.Plan, &text) == nil {
+		doc = []byte(text)
+	}
+	p, err := plan.Parse(doc)
+	if err != nil {
+		return nil, fmt.Errorf(`field "plan": %w`, err)
+	}
+	return p, nil
+}
+
+// taskResult is GET /api/task_result/{task_name}: "pending" until the
+// newest task of that name ends, then "done" with its result.
+func (s *Server) taskResult(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("task_name")
+	if !plan.ValidTaskName(name) {
+		writeError(w, http.StatusBadRequest, invalidTaskName)
+		return
+	}
+	row, err := s.store.SessionByTask(r.Context(), name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeJSON(w, http.StatusOK, api.TaskResult{Status: "pending"})
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+	case !api.TaskState(row.State).Ended():
+		writeJSON(w, http.StatusOK, api.TaskResult{Status: "pending", State: api.TaskState(row.State)})
+	default:
+		writeJSON(w, http.StatusOK, api.TaskResult{Status: "done", Result: row.Result, State: api.TaskState(row.State), Error: row.Error})
+	}
+}

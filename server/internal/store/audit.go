@@ -1,0 +1,119 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+)
+
+// AuditEntry is one line of the append-only audit log: who ran what on
+// which device, with which module, which parameters, and the outcome.
+type AuditEntry struct {
+	Seq          int64
+	At           time.Time
+	Actor        string
+	DeviceID     string
+	SessionID    string
+	ResponseID   string
+	CallID       string
+	Tool         string // tool_type::tool_name, or the bare name the command gave
+	Namespace    string
+	ModuleSHA256 string
+	Parameters   json.RawMessage
+	Outcome      protocol.ResultStatus
+	Error        string
+	// Late marks the device's results arriving after the command had
+	// failed; the command's earlier entries show that failure.
+	Late bool
+}
+
+// appendAudit writes one entry per action of a command that just ended.
+func (t *Tx) appendAudit(c *Command) error {
+	at := now()
+	for i, a := range c.Actions {
+		var ref ToolRef
+		if i < len(c.Tools) {
+			ref = c.Tools[i]
+		}
+		r := c.Results[i]
+		if r.Namespace != "" {
+			ref.Namespace = r.Namespace
+		}
+		params, err := json.Marshal(auditParameters(a.Parameters))
+		if err != nil {
+			return fmt.Errorf("store: audit %s: parameters: %w", a.CallID, err)
+		}
+		tool := a.ToolName
+		if a.ToolType != "" {
+			tool = protocol.ToolKey(a.ToolType, a.ToolName)
+		}
+		_, err = t.exec(
+			`INSERT INTO audit (at, actor, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			at, c.Actor, c.DeviceID, c.SessionID, c.ResponseID, a.CallID, tool, ref.Namespace, ref.SHA256,
+			string(params), string(r.Status), r.Error, c.Late)
+		if err != nil {
+			return fmt.Errorf("store: audit %s: %w", a.CallID, err)
+		}
+	}
+	return nil
+}
+
+// maxAuditValue is the longest string parameter the audit log keeps as
+// is. The log is kept forever: a module being deployed or a file being
+// written is recorded by its size and hash instead.
+const maxAuditValue = 4 << 10
+
+func auditParameters(params map[string]any) map[string]any {
+	out := make(map[string]any, len(params))
+	for k, v := range params {
+		if s, ok := v.(string); ok && len(s) > maxAuditValue {
+			sum := sha256.Sum256([]byte(s))
+			v = fmt.Sprintf("<%d bytes, sha256 %s>", len(s), hex.EncodeToString(sum[:]))
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// AuditFilter selects audit entries; empty fields match everything.
+type AuditFilter struct {
+	DeviceID  string
+	SessionID string
+	// AfterSeq pages: only entries with a larger Seq.
+	AfterSeq int64
+	Limit    int
+}
+
+// Audit lists audit entries in the order they were written.
+func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
+	rows, err := s.readRows(ctx,
+		`SELECT seq, at, actor, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late
+		 FROM audit WHERE seq > ? AND (? = '' OR device_id = ?) AND (? = '' OR session_id = ?) ORDER BY seq LIMIT ?`,
+		f.AfterSeq, f.DeviceID, f.DeviceID, f.SessionID, f.SessionID, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: audit: %w", err)
+	}
+	defer rows.Close()
+	out := []AuditEntry{}
+	for rows.Next() {
+		var (
+			e          AuditEntry
+			at, params string
+			outcome    string
+		)
+		if err := rows.Scan(&e.Seq, &at, &e.Actor, &e.DeviceID, &e.SessionID, &e.ResponseID, &e.CallID, &e.Tool,
+			&e.Namespace, &e.ModuleSHA256, &params, &outcome, &e.Error, &e.Late); err != nil {
+			return nil, fmt.Errorf("store: audit: %w", err)
+		}
+		e.At, _ = time.Parse(time.RFC3339Nano, at)
+		e.Parameters, e.Outcome = json.RawMessage(params), protocol.ResultStatus(outcome)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

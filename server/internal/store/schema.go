@@ -1,0 +1,111 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations are applied in order; PRAGMA user_version counts those done.
+var migrations = []string{
+	`CREATE TABLE devices (
+		id          TEXT PRIMARY KEY,
+		token_hash  TEXT NOT NULL UNIQUE,
+		labels      TEXT NOT NULL DEFAULT '{}',
+		created_at  TEXT NOT NULL,
+		last_seen   TEXT,
+		info        TEXT
+	);
+	CREATE TABLE commands (
+		response_id TEXT PRIMARY KEY,
+		device_id   TEXT NOT NULL,
+		session_id  TEXT NOT NULL,
+		actions     TEXT NOT NULL,
+		status      TEXT NOT NULL,
+		results     TEXT,
+		error       TEXT,
+		created_at  TEXT NOT NULL,
+		finished_at TEXT
+	);
+	CREATE INDEX commands_device ON commands(device_id, created_at);`,
+
+	// Sessions, command provenance for the audit log, and the audit log,
+	// which triggers keep append-only.
+	`CREATE TABLE sessions (
+		id             TEXT PRIMARY KEY,
+		task_name      TEXT NOT NULL,
+		device_id      TEXT NOT NULL,
+		requester_kind TEXT NOT NULL,
+		requester_id   TEXT NOT NULL,
+		kind           TEXT NOT NULL,
+		state          TEXT NOT NULL,
+		plan           TEXT,
+		result         TEXT,
+		error          TEXT,
+		created_at     TEXT NOT NULL,
+		started_at     TEXT,
+		finished_at    TEXT
+	);
+	CREATE INDEX sessions_task ON sessions(task_name, created_at);
+	CREATE INDEX sessions_state ON sessions(state, created_at);
+	CREATE INDEX sessions_finished ON sessions(finished_at);
+	ALTER TABLE commands ADD COLUMN actor TEXT NOT NULL DEFAULT '';
+	ALTER TABLE commands ADD COLUMN step INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE commands ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;
+	ALTER TABLE commands ADD COLUMN tools TEXT NOT NULL DEFAULT '[]';
+	ALTER TABLE commands ADD COLUMN late INTEGER NOT NULL DEFAULT 0;
+	CREATE INDEX commands_session ON commands(session_id);
+	CREATE INDEX commands_status ON commands(status);
+	CREATE TABLE audit (
+		seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+		at            TEXT NOT NULL,
+		actor         TEXT NOT NULL,
+		device_id     TEXT NOT NULL,
+		session_id    TEXT NOT NULL,
+		response_id   TEXT NOT NULL,
+		call_id       TEXT NOT NULL,
+		tool          TEXT NOT NULL,
+		namespace     TEXT NOT NULL,
+		module_sha256 TEXT NOT NULL,
+		parameters    TEXT NOT NULL,
+		outcome       TEXT NOT NULL,
+		error         TEXT NOT NULL,
+		late          INTEGER NOT NULL
+	);
+	CREATE INDEX audit_device ON audit(device_id, seq);
+	CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+		BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+	CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+		BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;`,
+}
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	var version int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("schema version %d is newer than this server (%d)", version, len(migrations))
+	}
+	for i := version; i < len(migrations); i++ {
+		if err := applyMigration(ctx, db, i); err != nil {
+			return fmt.Errorf("migration %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+func applyMigration(ctx context.Context, db *sql.DB, i int) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,216 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Session is one task run on one device, and once it ends its outcome.
+type Session struct {
+	ID       string
+	TaskName string
+	DeviceID string
+	// RequesterKind and RequesterID say who asked: "operator" (the HTTP
+	// API) or "constellation" with the client's id.
+	RequesterKind string
+	RequesterID   string
+	// Kind is "plan" or "command" (a single command from the API).
+	Kind       string
+	State      string
+	Plan       json.RawMessage
+	Result     json.RawMessage
+	Error      string
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
+// unfinished is the SQL list of the states of a session that has not ended.
+const unfinished = `('created', 'running')`
+
+// InsertSession records a new session.
+func (t *Tx) InsertSession(s Session) error {
+	started := sql.NullString{}
+	if !s.StartedAt.IsZero() {
+		started = nullString(formatTime(s.StartedAt))
+	}
+	_, err := t.exec(
+		`INSERT INTO sessions (id, task_name, device_id, requester_kind, requester_id, kind, state, plan, created_at, started_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.TaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Kind, s.State,
+		nullString(string(s.Plan)), formatTime(s.CreatedAt), started)
+	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: sessions.id") {
+		return fmt.Errorf("store: session %q: %w", s.ID, ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("store: record session %q: %w", s.ID, err)
+	}
+	return nil
+}
+
+// StartSession moves a created session to running.
+func (t *Tx) StartSession(id string) error {
+	_, err := t.exec(`UPDATE sessions SET state = 'running', started_at = ? WHERE id = ? AND state = 'created'`, now(), id)
+	if err != nil {
+		return fmt.Errorf("store: start session %q: %w", id, err)
+	}
+	return nil
+}
+
+// EndSession records how a session ended. A session that has already
+// ended keeps its first outcome.
+func (t *Tx) EndSession(id, state string, result json.RawMessage, errText string) error {
+	_, err := t.exec(
+		`UPDATE sessions SET state = ?, result = ?, error = ?, finished_at = ? WHERE id = ? AND state IN `+unfinished,
+		state, nullString(string(result)), errText, now(), id)
+	if err != nil {
+		return fmt.Errorf("store: end session %q: %w", id, err)
+	}
+	return nil
+}
+
+// DeleteSession removes a session and its commands. The audit log keeps
+// its entries.
+func (t *Tx) DeleteSession(id string) error {
+	res, err := t.exec(`DELETE FROM sessions WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("store: delete session %q: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("store: session %q: %w", id, ErrNotFound)
+	}
+	if _, err := t.exec(`DELETE FROM commands WHERE session_id = ?`, id); err != nil {
+		return fmt.Errorf("store: delete commands of session %q: %w", id, err)
+	}
+	return nil
+}
+
+// DeleteSessionsFinishedBefore removes the sessions that ended before t,
+// with their commands, and returns how many.
+func (t *Tx) DeleteSessionsFinishedBefore(before time.Time) (int, error) {
+	cutoff := formatTime(before)
+	if _, err := t.exec(
+		`DELETE FROM commands WHERE session_id IN (SELECT id FROM sessions WHERE finished_at IS NOT NULL AND finished_at < ?)`,
+		cutoff); err != nil {
+		return 0, fmt.Errorf("store: expire commands: %w", err)
+	}
+	res, err := t.exec(`DELETE FROM sessions WHERE finished_at IS NOT NULL AND finished_at < ?`, cutoff)
+	if err != nil {
+		return 0, fmt.Errorf("store: expire sessions: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// FailInterrupted fails what a stopped server left unfinished: sessions
+// not yet ended and commands still waiting for results. Results that
+// arrive for those commands later are still recorded, once.
+func (t *Tx) FailInterrupted(reason string) (sessions, commands int, err error) {
+	res, err := t.exec(
+		`UPDATE sessions SET state = 'failed', error = ?, finished_at = ? WHERE state IN `+unfinished, reason, now())
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: fail interrupted sessions: %w", err)
+	}
+	ns, _ := res.RowsAffected()
+	var pending []string
+	rows, err := t.query(`SELECT response_id FROM commands WHERE status = ?`, CommandPending)
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: find interrupted commands: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, 0, fmt.Errorf("store: find interrupted commands: %w", err)
+		}
+		pending = append(pending, id)
+	}
+	rows.Close()
+	for _, id := range pending {
+		if _, err := t.FailCommand(id, reason); err != nil {
+			return 0, 0, err
+		}
+	}
+	return int(ns), len(pending), nil
+}
+
+const sessionColumns = `id, task_name, device_id, requester_kind, requester_id, kind, state, plan, result, error, created_at, started_at, finished_at`
+
+func scanSession(row interface{ Scan(...any) error }) (Session, error) {
+	var (
+		s                          Session
+		plan, result, errText      sql.NullString
+		created, started, finished sql.NullString
+	)
+	err := row.Scan(&s.ID, &s.TaskName, &s.DeviceID, &s.RequesterKind, &s.RequesterID, &s.Kind, &s.State,
+		&plan, &result, &errText, &created, &started, &finished)
+	if err != nil {
+		return s, err
+	}
+	if plan.Valid {
+		s.Plan = json.RawMessage(plan.String)
+	}
+	if result.Valid {
+		s.Result = json.RawMessage(result.String)
+	}
+	s.Error = errText.String
+	s.CreatedAt, s.StartedAt, s.FinishedAt = parseTime(created), parseTime(started), parseTime(finished)
+	return s, nil
+}
+
+// Session returns one session, or ErrNotFound.
+func (s *Store) Session(ctx context.Context, id string) (Session, error) {
+	ses, err := scanSession(s.readRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return ses, fmt.Errorf("store: session %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return ses, fmt.Errorf("store: session %q: %w", id, err)
+	}
+	return ses, nil
+}
+
+// SessionByTask returns the newest session named taskName, or ErrNotFound.
+func (s *Store) SessionByTask(ctx context.Context, taskName string) (Session, error) {
+	ses, err := scanSession(s.readRow(ctx,
+		`SELECT `+sessionColumns+` FROM sessions WHERE task_name = ? ORDER BY created_at DESC LIMIT 1`, taskName))
+	if errors.Is(err, sql.ErrNoRows) {
+		return ses, fmt.Errorf("store: task %q: %w", taskName, ErrNotFound)
+	}
+	if err != nil {
+		return ses, fmt.Errorf("store: task %q: %w", taskName, err)
+	}
+	return ses, nil
+}
+
+// Sessions lists sessions newest first, at most limit of them, only those
+// in state unless state is empty.
+func (s *Store) Sessions(ctx context.Context, state string, limit int) ([]Session, error) {
+	q := `SELECT ` + sessionColumns + ` FROM sessions`
+	args := []any{}
+	if state != "" {
+		q += ` WHERE state = ?`
+		args = append(args, state)
+	}
+	q += ` ORDER BY created_at DESC LIMIT ?`
+	args = append(args, limit)
+	rows, err := s.readRows(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list sessions: %w", err)
+	}
+	defer rows.Close()
+	out := []Session{}
+	for rows.Next() {
+		ses, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list sessions: %w", err)
+		}
+		out = append(out, ses)
+	}
+	return out, rows.Err()
+}

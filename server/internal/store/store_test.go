@@ -1,0 +1,212 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func openTest(t *testing.T) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "test.db")
+	s, err := Open(context.Background(), path)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
+func write(t *testing.T, s *Store, fn func(*Tx) error) {
+	t.Helper()
+	require.NoError(t, s.Write(context.Background(), fn))
+}
+
+func TestConcurrentWritesAllCommitAndAFailingOneIsRolledBackAlone(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, 50)
+	for i := range errs {
+		wg.Go(func() {
+			errs[i] = s.Write(ctx, func(tx *Tx) error {
+				if err := tx.CreateDevice(fmt.Sprintf("d%02d", i), fmt.Sprintf("hash%d", i), nil); err != nil {
+					return err
+				}
+				if i%10 == 0 {
+					return errors.New("changed my mind")
+				}
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	devs, err := s.Devices(ctx)
+	require.NoError(t, err)
+	assert.Len(t, devs, 45)
+	for i, err := range errs {
+		if i%10 == 0 {
+			assert.EqualError(t, err, "changed my mind")
+			_, err := s.Device(ctx, fmt.Sprintf("d%02d", i))
+			assert.ErrorIs(t, err, ErrNotFound, "a failed write leaves nothing behind")
+		} else {
+			assert.NoError(t, err)
+		}
+	}
+}
+
+func TestWriteAfterCloseFails(t *testing.T) {
+	s, _ := openTest(t)
+	require.NoError(t, s.Close())
+	err := s.Write(context.Background(), func(tx *Tx) error { return nil })
+	assert.ErrorIs(t, err, ErrClosed)
+}
+
+func twoActions() []protocol.Command {
+	return []protocol.Command{
+		{ToolName: "hash_file", ToolType: protocol.ToolDataCollection, Parameters: map[string]any{"path": "/a"}, CallID: "c1"},
+		{ToolName: "echo", Parameters: map[string]any{"x": 1.0}, CallID: "c2"},
+	}
+}
+
+func insertCommand(t *testing.T, s *Store, id string) {
+	write(t, s, func(tx *Tx) error {
+		return tx.InsertCommand(Command{ResponseID: id, DeviceID: "kiosk-1", SessionID: "s1", Actor: "operator",
+			Actions: twoActions(), Tools: []ToolRef{{Namespace: "stock", SHA256: "abc"}, {}}})
+	})
+}
+
+func TestResultsAreRecordedExactlyOnceAndOnlyFromTheirDevice(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	insertCommand(t, s, "r1")
+	results := []protocol.Result{
+		{Status: protocol.ResultSkipped, CallID: "c2"},
+		{Status: protocol.ResultSuccess, Result: "ok", CallID: "c1", Namespace: "stock"},
+	}
+	record := func(device string) (Command, error) {
+		var c Command
+		err := s.Write(ctx, func(tx *Tx) (err error) { c, err = tx.RecordResults(device, "r1", results); return err })
+		return c, err
+	}
+
+	_, err := record("kiosk-2")
+	assert.ErrorIs(t, err, ErrWrongDevice)
+	c, err := record("kiosk-1")
+	require.NoError(t, err)
+	assert.Equal(t, CommandDone, c.Status)
+	assert.False(t, c.Late)
+	require.Len(t, c.Results, 2)
+	assert.Equal(t, "c1", c.Results[0].CallID, "results follow the order of the actions")
+	_, err = record("kiosk-1")
+	assert.ErrorIs(t, err, ErrDuplicate)
+	err = s.Write(ctx, func(tx *Tx) error { _, err := tx.RecordResults("kiosk-1", "nope", results); return err })
+	assert.ErrorIs(t, err, ErrNotFound)
+	err = s.Write(ctx, func(tx *Tx) error { _, err := tx.FailCommand("r1", "too late"); return err })
+	assert.ErrorIs(t, err, ErrFinished, "a command with results cannot fail afterwards")
+
+	audit, err := s.Audit(ctx, AuditFilter{Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, audit, 2, "one entry per action, written once")
+	assert.Equal(t, "data_collection::hash_file", audit[0].Tool)
+	assert.Equal(t, "stock", audit[0].Namespace)
+	assert.Equal(t, "abc", audit[0].ModuleSHA256)
+	assert.JSONEq(t, `{"path":"/a"}`, string(audit[0].Parameters))
+	assert.Equal(t, protocol.ResultSuccess, audit[0].Outcome)
+	assert.Equal(t, "operator", audit[0].Actor)
+	assert.Equal(t, "echo", audit[1].Tool)
+	assert.Equal(t, protocol.ResultSkipped, audit[1].Outcome)
+}
+
+func TestLateResultsTurnAFailedCommandDoneOnce(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	insertCommand(t, s, "r1")
+	var failed Command
+	write(t, s, func(tx *Tx) (err error) { failed, err = tx.FailCommand("r1", "device did not answer"); return err })
+	assert.Equal(t, CommandFailed, failed.Status)
+	assert.Equal(t, "device did not answer", failed.Results[1].Error)
+
+	results := []protocol.Result{{Status: protocol.ResultSuccess, CallID: "c1"}, {Status: protocol.ResultSuccess, CallID: "c2"}}
+	write(t, s, func(tx *Tx) error { _, err := tx.RecordResults("kiosk-1", "r1", results); return err })
+	err := s.Write(ctx, func(tx *Tx) error { _, err := tx.RecordResults("kiosk-1", "r1", results); return err })
+	assert.ErrorIs(t, err, ErrDuplicate)
+
+	c, err := s.Command(ctx, "r1")
+	require.NoError(t, err)
+	assert.Equal(t, CommandDone, c.Status)
+	assert.True(t, c.Late)
+	assert.Equal(t, "device did not answer", c.Error, "why the caller saw a failure stays on record")
+	assert.Equal(t, protocol.ResultSuccess, c.Results[0].Status)
+
+	audit, err := s.Audit(ctx, AuditFilter{SessionID: "s1", Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, audit, 4, "the failure and the late results are both on record")
+	assert.Equal(t, protocol.ResultFailure, audit[0].Outcome)
+	assert.False(t, audit[0].Late)
+	assert.Equal(t, protocol.ResultSuccess, audit[2].Outcome)
+	assert.True(t, audit[2].Late)
+}
+
+func TestTheAuditLogIsAppendOnly(t *testing.T) {
+	s, _ := openTest(t)
+	insertCommand(t, s, "r1")
+	write(t, s, func(tx *Tx) error { _, err := tx.FailCommand("r1", "x"); return err })
+	for _, q := range []string{`UPDATE audit SET outcome = 'success'`, `DELETE FROM audit`} {
+		err := s.Write(context.Background(), func(tx *Tx) error { _, err := tx.exec(q); return err })
+		require.Error(t, err, q)
+		assert.Contains(t, err.Error(), "the audit log is append-only", q)
+	}
+	// Expiring a session keeps its audit entries.
+	write(t, s, func(tx *Tx) error {
+		return tx.InsertSession(Session{ID: "s1", DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "command", State: "running", CreatedAt: time.Now()})
+	})
+	write(t, s, func(tx *Tx) error { return tx.EndSession("s1", "failed", nil, "x") })
+	write(t, s, func(tx *Tx) error { _, err := tx.DeleteSessionsFinishedBefore(time.Now().Add(time.Second)); return err })
+	_, err := s.Command(context.Background(), "r1")
+	assert.ErrorIs(t, err, ErrNotFound)
+	audit, err := s.Audit(context.Background(), AuditFilter{Limit: 10})
+	require.NoError(t, err)
+	assert.Len(t, audit, 2)
+}
+
+func TestFailInterruptedEndsWhatAStoppedServerLeftRunning(t *testing.T) {
+	s, path := openTest(t)
+	ctx := context.Background()
+	at := time.Now()
+	for id, state := range map[string]string{"created": "created", "running": "running", "done": "running"} {
+		write(t, s, func(tx *Tx) error {
+			return tx.InsertSession(Session{ID: id, DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "plan", State: state, CreatedAt: at})
+		})
+	}
+	write(t, s, func(tx *Tx) error { return tx.EndSession("done", "completed", []byte(`{"ok":true}`), "") })
+	insertCommand(t, s, "r1")
+	require.NoError(t, s.Close())
+
+	s2, err := Open(ctx, path)
+	require.NoError(t, err)
+	defer s2.Close()
+	var ns, nc int
+	write(t, s2, func(tx *Tx) (err error) { ns, nc, err = tx.FailInterrupted("server restarted"); return err })
+	assert.Equal(t, 2, ns)
+	assert.Equal(t, 1, nc)
+	for _, id := range []string{"created", "running"} {
+		ses, err := s2.Session(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, "failed", ses.State)
+		assert.Equal(t, "server restarted", ses.Error)
+	}
+	done, err := s2.Session(ctx, "done")
+	require.NoError(t, err)
+	assert.Equal(t, "completed", done.State)
+	assert.JSONEq(t, `{"ok":true}`, string(done.Result))
+	c, err := s2.Command(ctx, "r1")
+	require.NoError(t, err)
+	assert.Equal(t, CommandFailed, c.Status)
+}

@@ -1,0 +1,273 @@
+// Package plan is the model and parser of edgeaip plans: a task name, a list
+// of steps, and whether the plan stops at the first failed step. Each step
+// is one COMMAND to a device: one action, or a batch of actions, with its
+// own timeout and retries.
+//
+// Plans are written in YAML or JSON (JSON is read as YAML, which it is):
+//
+//	task_name: restart-kiosk-page
+//	early_exit: true
+//	steps:
+//	  - tool: browser.browser_navigate    # namespace.tool
+//	    parameters: {url: "http://localhost:8080/"}
+//	    timeout: 20s
+//	    retries: 1
+//	  - tool_name: hash_file              # or tool_name, with tool_type
+//	    tool_type: data_collection
+//	    parameters: {path: /data/kiosk/config.json}
+//	  - actions:                          # a batch: one COMMAND, run in order
+//	      - {tool: read_file, parameters: {path: /etc/hostname}}
+//	      - {tool: list_dir, parameters: {path: /data}}
+//
+// Parsing is strict: unknown fields, duplicate keys and values out of range
+// are errors that name the step and field at fault. The package has no
+// server dependencies, so aipctl can validate a plan before sending it.
+package plan
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"gopkg.in/yaml.v3"
+)
+
+// Defaults and bounds of a step.
+const (
+	DefaultTimeout = 30 * time.Second
+	DefaultBackoff = 500 * time.Millisecond
+	MaxBackoff     = 30 * time.Second
+	MaxTimeout     = 24 * time.Hour
+	MaxRetries     = 10
+	MaxSteps       = 1000
+	MaxActions     = 100
+)
+
+// Plan is a task for one device.
+type Plan struct {
+	// TaskName names the task, e.g. for GET /api/task_result/{task_name}.
+	// Optional: a dispatch may name it instead, or the server makes one.
+	TaskName string `yaml:"task_name" json:"task_name,omitempty"`
+	// EarlyExit stops the plan at the first step that fails after its
+	// retries; the steps after it are skipped. Default true. A step may
+	// override it.
+	EarlyExit *bool  `yaml:"early_exit" json:"early_exit,omitempty"`
+	Steps     []Step `yaml:"steps" json:"steps"`
+}
+
+// Step is one COMMAND: a single action written inline, or a batch under
+// Actions. The device runs a batch in order and skips the rest of it after
+// a failure, as UFO's command layer does.
+type Step struct {
+	Action  `yaml:",inline"`
+	Actions []Action `yaml:"actions" json:"actions,omitempty"`
+	// Timeout bounds one attempt, from sending to results. Default 30 s.
+	Timeout Duration `yaml:"timeout" json:"timeout,omitempty"`
+	// Retries is how many more attempts a failed step gets.
+	Retries int `yaml:"retries" json:"retries,omitempty"`
+	// Backoff is the wait before the first retry; it doubles for each
+	// further retry, up to MaxBackoff. Default 500 ms.
+	Backoff Duration `yaml:"backoff" json:"backoff,omitempty"`
+	// EarlyExit overrides the plan's EarlyExit for this step.
+	EarlyExit *bool `yaml:"early_exit" json:"early_exit,omitempty"`
+}
+
+// Action is one tool call. Tool is "namespace.tool" or a bare tool name;
+// ToolName is always taken literally (use it for names that contain a dot).
+type Action struct {
+	Tool       string            `yaml:"tool" json:"tool,omitempty"`
+	ToolName   string            `yaml:"tool_name" json:"tool_name,omitempty"`
+	ToolType   protocol.ToolType `yaml:"tool_type" json:"tool_type,omitempty"`
+	Parameters map[string]any    `yaml:"parameters" json:"parameters,omitempty"`
+}
+
+// Ref returns the namespace the action asks for ("" for any) and the tool
+// name to send.
+func (a Action) Ref() (namespace, name string) {
+	if a.ToolName != "" {
+		return "", a.ToolName
+	}
+	if ns, n, ok := strings.Cut(a.Tool, "."); ok {
+		return ns, n
+	}
+	return "", a.Tool
+}
+
+// Label is how the action is named in results and logs: what the plan said.
+func (a Action) Label() string {
+	if a.Tool != "" {
+		return a.Tool
+	}
+	return a.ToolName
+}
+
+// Batch returns the step's actions: the inline one, or the batch.
+func (s Step) Batch() []Action {
+	if len(s.Actions) > 0 {
+		return s.Actions
+	}
+	return []Action{s.Action}
+}
+
+// Label names the step by its tools, e.g. "hash_file" or "read_file+list_dir".
+func (s Step) Label() string {
+	var names []string
+	for _, a := range s.Batch() {
+		names = append(names, a.Label())
+	}
+	return strings.Join(names, "+")
+}
+
+// TimeoutOrDefault is the step's timeout, or DefaultTimeout.
+func (s Step) TimeoutOrDefault() time.Duration {
+	if s.Timeout > 0 {
+		return time.Duration(s.Timeout)
+	}
+	return DefaultTimeout
+}
+
+// RetryWait is the wait before retry number n (1 for the first retry).
+func (s Step) RetryWait(n int) time.Duration {
+	d := time.Duration(s.Backoff)
+	if d <= 0 {
+		d = DefaultBackoff
+	}
+	for i := 1; i < n && d < MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, MaxBackoff)
+}
+
+// StopsOnFailure reports whether the plan ends when step i fails.
+func (p *Plan) StopsOnFailure(i int) bool {
+	if e := p.Steps[i].EarlyExit; e != nil {
+		return *e
+	}
+	return p.EarlyExit == nil || *p.EarlyExit
+}
+
+// Duration is a time.Duration written as a Go duration string ("20s").
+type Duration time.Duration
+
+// UnmarshalYAML reads a duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" || n.Decode(&s) != nil {
+		return fmt.Errorf("line %d: want a duration string such as \"20s\", got %q", n.Line, n.Value)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration as a string, so that the JSON form of a
+// plan parses back to the same plan.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// MaxBytes caps the size of a plan document.
+const MaxBytes = 1 << 20
+
+// Parse reads a plan from YAML or JSON and validates it.
+func Parse(data []byte) (*Plan, error) {
+	if len(data) > MaxBytes {
+		return nil, fmt.Errorf("plan: %d bytes is more than the limit of %d", len(data), MaxBytes)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New("plan: empty document")
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var p Plan
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("plan: more than one document")
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// taskNameRe is UFO's rule for task names, which end up in paths: only
+// [A-Za-z0-9._-], and not starting with '.'.
+var taskNameRe = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$`)
+
+// ValidTaskName reports whether name is a safe task name: 1 to 128 of
+// [A-Za-z0-9._-], not starting with '.'.
+func ValidTaskName(name string) bool { return taskNameRe.MatchString(name) }
+
+// Validate checks the plan's shape and bounds.
+func (p *Plan) Validate() error {
+	if p.TaskName != "" && !ValidTaskName(p.TaskName) {
+		return fmt.Errorf("plan: field \"task_name\": %q: want 1-128 of [A-Za-z0-9._-], not starting with '.'", p.TaskName)
+	}
+	if len(p.Steps) == 0 {
+		return errors.New("plan: field \"steps\": at least one step is required")
+	}
+	if len(p.Steps) > MaxSteps {
+		return fmt.Errorf("plan: field \"steps\": %d steps is more than the limit of %d", len(p.Steps), MaxSteps)
+	}
+	for i := range p.Steps {
+		if err := p.Steps[i].validate(); err != nil {
+			return fmt.Errorf("plan: steps[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func (s *Step) validate() error {
+	inline := s.Action.Tool != "" || s.Action.ToolName != "" || s.Action.ToolType != "" || s.Action.Parameters != nil
+	switch {
+	case inline && len(s.Actions) > 0:
+		return errors.New("give either one action inline or \"actions\", not both")
+	case !inline && len(s.Actions) == 0:
+		return errors.New("no action: give \"tool\", \"tool_name\" or \"actions\"")
+	case len(s.Actions) > MaxActions:
+		return fmt.Errorf("field \"actions\": %d actions is more than the limit of %d", len(s.Actions), MaxActions)
+	case s.Timeout < 0 || time.Duration(s.Timeout) > MaxTimeout:
+		return fmt.Errorf("field \"timeout\": %s is outside (0, %s]", time.Duration(s.Timeout), MaxTimeout)
+	case s.Retries < 0 || s.Retries > MaxRetries:
+		return fmt.Errorf("field \"retries\": %d is outside [0, %d]", s.Retries, MaxRetries)
+	case s.Backoff < 0 || time.Duration(s.Backoff) > MaxBackoff:
+		return fmt.Errorf("field \"backoff\": %s is outside [0, %s]", time.Duration(s.Backoff), MaxBackoff)
+	}
+	if inline {
+		return s.Action.validate()
+	}
+	for i, a := range s.Actions {
+		if err := a.validate(); err != nil {
+			return fmt.Errorf("actions[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func (a Action) validate() error {
+	switch {
+	case a.Tool != "" && a.ToolName != "":
+		return errors.New("give either \"tool\" or \"tool_name\", not both")
+	case a.Tool == "" && a.ToolName == "":
+		return errors.New("field \"tool\": missing")
+	case a.ToolType != "" && !a.ToolType.Valid():
+		return fmt.Errorf("field \"tool_type\": %q: want action or data_collection", a.ToolType)
+	}
+	if ns, name := a.Ref(); name == "" || (a.Tool != "" && strings.Contains(a.Tool, ".") && ns == "") {
+		return fmt.Errorf("field \"tool\": %q: want \"namespace.tool\" or \"tool\"", a.Tool)
+	}
+	if _, err := json.Marshal(a.Parameters); err != nil {
+		return fmt.Errorf("field \"parameters\": not representable as JSON: %w", err)
+	}
+	return nil
+}

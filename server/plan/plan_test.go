@@ -1,0 +1,117 @@
+package plan
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const designExample = `
+task_name: restart-kiosk-page
+early_exit: true
+steps:
+  - tool: browser.browser_navigate     # namespace.tool, or tool_name + tool_type
+    parameters: {url: "http://localhost:8080/"}
+    timeout: 20s
+    retries: 1
+  - tool: hash_file
+    parameters: {path: /data/kiosk/config.json}
+`
+
+func TestParseReadsTheDesignExample(t *testing.T) {
+	p, err := Parse([]byte(designExample))
+	require.NoError(t, err)
+	assert.Equal(t, "restart-kiosk-page", p.TaskName)
+	require.Len(t, p.Steps, 2)
+
+	s := p.Steps[0]
+	ns, name := s.Action.Ref()
+	assert.Equal(t, "browser", ns)
+	assert.Equal(t, "browser_navigate", name)
+	assert.Equal(t, map[string]any{"url": "http://localhost:8080/"}, s.Parameters)
+	assert.Equal(t, 20*time.Second, s.TimeoutOrDefault())
+	assert.Equal(t, 1, s.Retries)
+
+	ns, name = p.Steps[1].Action.Ref()
+	assert.Equal(t, "", ns)
+	assert.Equal(t, "hash_file", name)
+	assert.Equal(t, DefaultTimeout, p.Steps[1].TimeoutOrDefault())
+	assert.True(t, p.StopsOnFailure(1))
+}
+
+func TestJSONFormParsesBackToTheSamePlan(t *testing.T) {
+	p, err := Parse([]byte(designExample))
+	require.NoError(t, err)
+	b, err := json.Marshal(p)
+	require.NoError(t, err)
+	again, err := Parse(b)
+	require.NoError(t, err, string(b))
+	assert.Equal(t, p, again)
+}
+
+func TestBatchesToolNamesAndEarlyExit(t *testing.T) {
+	p, err := Parse([]byte(`{
+		"early_exit": false,
+		"steps": [
+			{"actions": [{"tool": "read_file", "parameters": {"path": "/a"}}, {"tool_name": "my.dotted.tool", "tool_type": "action"}]},
+			{"tool": "echo", "early_exit": true, "backoff": "100ms", "retries": 3}
+		]}`))
+	require.NoError(t, err)
+	batch := p.Steps[0].Batch()
+	require.Len(t, batch, 2)
+	ns, name := batch[1].Ref()
+	assert.Equal(t, "", ns, "tool_name is taken literally")
+	assert.Equal(t, "my.dotted.tool", name)
+	assert.Equal(t, protocol.ToolAction, batch[1].ToolType)
+	assert.Equal(t, "read_file+my.dotted.tool", p.Steps[0].Label())
+	assert.False(t, p.StopsOnFailure(0), "the plan's early_exit")
+	assert.True(t, p.StopsOnFailure(1), "the step's own early_exit")
+
+	s := p.Steps[1]
+	assert.Equal(t, 100*time.Millisecond, s.RetryWait(1))
+	assert.Equal(t, 200*time.Millisecond, s.RetryWait(2))
+	assert.Equal(t, 400*time.Millisecond, s.RetryWait(3))
+	assert.Equal(t, MaxBackoff, (Step{Backoff: Duration(20 * time.Second)}).RetryWait(5), "backoff is capped")
+}
+
+func TestParseRefusesBadPlansNamingTheField(t *testing.T) {
+	for name, tc := range map[string]struct{ doc, want string }{
+		"empty":              {"", "empty document"},
+		"no steps":           {"task_name: x", `"steps": at least one step`},
+		"unknown field":      {"steps: [{tool: a, timout: 3s}]", "field timout not found"},
+		"duplicate key":      {"steps: [{tool: a, tool: b}]", `"tool" already defined`},
+		"traversal name":     {"task_name: ../etc\nsteps: [{tool: a}]", `"task_name": "../etc"`},
+		"dot name":           {"task_name: .hidden\nsteps: [{tool: a}]", `"task_name": ".hidden"`},
+		"no action":          {"steps: [{timeout: 3s}]", "steps[0]: no action"},
+		"both forms":         {"steps: [{tool: a, actions: [{tool: b}]}]", "steps[0]: give either one action inline"},
+		"tool and tool_name": {"steps: [{tool: a, tool_name: b}]", `steps[0]: give either "tool" or "tool_name"`},
+		"bad tool type":      {"steps: [{tool: a, tool_type: magic}]", `"tool_type": "magic"`},
+		"empty namespace":    {"steps: [{tool: .a}]", `"tool": ".a"`},
+		"empty name":         {"steps: [{tool: 'ns.'}]", `"tool": "ns."`},
+		"numeric timeout":    {"steps: [{tool: a, timeout: 20}]", "want a duration string"},
+		"bad timeout":        {"steps: [{tool: a, timeout: soon}]", `invalid duration "soon"`},
+		"huge timeout":       {"steps: [{tool: a, timeout: 48h}]", `"timeout": 48h0m0s is outside`},
+		"negative retries":   {"steps: [{tool: a, retries: -1}]", `"retries": -1`},
+		"too many retries":   {"steps: [{tool: a, retries: 11}]", `"retries": 11`},
+		"batch item":         {"steps: [{actions: [{tool: a}, {parameters: {}}]}]", `steps[0]: actions[1]: field "tool": missing`},
+		"non-string keys":    {"steps: [{tool: a, parameters: {x: {1: 2}}}]", "not representable as JSON"},
+		"two documents":      {"steps: [{tool: a}]\n---\nsteps: [{tool: b}]", "more than one document"},
+	} {
+		_, err := Parse([]byte(tc.doc))
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), tc.want, name)
+	}
+}
+
+func TestValidTaskName(t *testing.T) {
+	for _, ok := range []string{"a", "restart-kiosk.page_2", "A.b.c"} {
+		assert.True(t, ValidTaskName(ok), ok)
+	}
+	for _, bad := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".env", "a b", "é", string(make([]byte, 129))} {
+		assert.False(t, ValidTaskName(bad), bad)
+	}
+}

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+)
+
+// Why a session was cancelled. The first three are UFO's.
+const (
+	// The constellation that asked for the task disconnected: nobody is
+	// left to tell, so there is no TASK_END.
+	reasonConstellationDisconnected = "constellation_disconnected"
+	// The target device disconnected and did not come back in time: the
+	// requester gets a TASK_END.
+	reasonDeviceDisconnected = "device_disconnected"
+	// Someone asked for it: the requester gets a TASK_END.
+	reasonUserRequested = "user_requested"
+	// The server is shutting down.
+	reasonServerShutdown = "server_shutdown"
+)
+
+// session is a task running on one device.
+type session struct {
+	ID        string
+	TaskName  string
+	DeviceID  string
+	Requester api.Requester
+	Kind      string
+	planJSON  json.RawMessage
+	runner    runner
+	createdAt time.Time
+	events    *eventLog
+	ctx       context.Context
+	cancel    context.CancelFunc
+	done      chan struct{}
+
+	// Owned by whoever runs the session: set before it starts, then only
+	// by the goroutine that runs it.
+	persisted bool // its row exists in the store
+	// endedWithCommand: a single-command session that the store ended in
+	// the transaction that recorded its command's outcome.
+	endedWithCommand bool
+
+	mu       sync.Mutex
+	reason   string // why it was cancelled; the first reason wins
+	released sync.Once
+}
+
+func (s *session) setReason(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reason == "" {
+		s.reason = reason
+	}
+}
+
+func (s *session) cancelReason() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reason
+}
+
+func (s *session) row(state api.TaskState) store.Session {
+	row := store.Session{
+		ID: s.ID, TaskName: s.TaskName, DeviceID: s.DeviceID, RequesterKind: s.Requester.Kind,
+		RequesterID: s.Requester.ID, Kind: s.Kind, State: string(state), Plan: s.planJSON, CreatedAt: s.createdAt,
+	}
+	if state == api.StateRunning {
+		row.StartedAt = time.Now()
+	}
+	return row
+}
+
+func cancelMessage(reason, deviceID string) string {
+	switch reason {
+	case reasonConstellationDisconnected:
+		return "task cancelled: the client that asked for it disconnected"
+	case reasonDeviceDisconnected:
+		return fmt.Sprintf("task cancelled: target device %q disconnected", deviceID)
+	case reasonUserRequested:
+		return "task cancelled on request"
+	default:
+		return "server shut down while the task ran"
+	}
+}
+
+// taskEndStatus is the TASK_END status of a final state.
+func taskEndStatus(state api.TaskState) protocol.TaskStatus {
+	if state == api.StateCompleted {
+		return protocol.StatusCompleted
+	}
+	return protocol.StatusFailed
+}

@@ -1,0 +1,420 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/plan"
+	"github.com/google/uuid"
+)
+
+// taskEndFunc delivers a TASK_END to whoever asked for the task.
+type taskEndFunc func(*protocol.ServerMessage) error
+
+// sessionSpec is a session to create.
+type sessionSpec struct {
+	ID        string // required: the caller's, or a fresh one
+	TaskName  string
+	DeviceID  string
+	Requester api.Requester
+	Plan      *plan.Plan // nil for a single command
+	Command   []protocol.Command
+	Timeout   time.Duration // of a single command
+}
+
+// SessionConfig tunes the session manager.
+type SessionConfig struct {
+	// MaxSessions bounds the sessions running at once. Default 1000.
+	MaxSessions int
+	// ResultTTL is how long a finished session's results are kept.
+	// Default 7 days.
+	ResultTTL time.Duration
+	// DeviceGrace is how long a device whose link dropped has to come
+	// back before the plans running on it are cancelled as
+	// device_disconnected. A command in flight waits for the device within
+	// its own timeout regardless. Default 60 s.
+	DeviceGrace time.Duration
+}
+
+func (c *SessionConfig) setDefaults() {
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = 1000
+	}
+	if c.ResultTTL <= 0 {
+		c.ResultTTL = 7 * 24 * time.Hour
+	}
+	if c.DeviceGrace <= 0 {
+		c.DeviceGrace = 60 * time.Second
+	}
+}
+
+// sessionManager is UFO's SessionManager: it creates sessions, runs each
+// in a goroutine of its own, tracks their state, cancels them, ends each
+// with a TASK_END to the requester, and keeps their results (in the
+// store) for ResultTTL.
+type sessionManager struct {
+	cfg   SessionConfig
+	store *store.Store
+	disp  *dispatcher
+	reg   *registry
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	closed bool
+	live   map[string]*session
+	graces map[string]*time.Timer // devices whose link dropped, by id
+	wg     sync.WaitGroup         // one per live session
+}
+
+func newSessionManager(cfg SessionConfig, st *store.Store, disp *dispatcher, reg *registry, log *slog.Logger) *sessionManager {
+	cfg.setDefaults()
+	return &sessionManager{cfg: cfg, store: st, disp: disp, reg: reg, log: log,
+		live: map[string]*session{}, graces: map[string]*time.Timer{}}
+}
+
+// Errors of getOrCreateSession.
+type sessionOwnedError struct{ id, owner string }
+
+func (e *sessionOwnedError) Error() string {
+	return fmt.Sprintf("session_id %q is owned by %s", e.id, e.owner)
+}
+
+type capacityError struct{ running, max int }
+
+func (e *capacityError) Error() string {
+	return fmt.Sprintf("session limit reached: %d sessions running (limit %d)", e.running, e.max)
+}
+
+// errShuttingDown: no new sessions once shutdown has begun.
+var errShuttingDown = errors.New("server is shutting down")
+
+type sessionEndedError struct{ id string }
+
+func (e *sessionEndedError) Error() string {
+	return fmt.Sprintf("session_id %q has already ended: use a new session_id", e.id)
+}
+
+// getOrCreateSession returns the running session spec.ID if the same
+// requester owns it (created false), or creates the session, durably for
+// a plan. A session owned by someone else is refused, naming the owner.
+func (m *sessionManager) getOrCreateSession(ctx context.Context, spec sessionSpec) (s *session, created bool, err error) {
+	m.mu.Lock()
+	if s := m.live[spec.ID]; s != nil {
+		m.mu.Unlock()
+		if s.Requester != spec.Requester {
+			return nil, false, &sessionOwnedError{spec.ID, s.Requester.String()}
+		}
+		return s, false, nil
+	}
+	if m.closed {
+		m.mu.Unlock()
+		return nil, false, errShuttingDown
+	}
+	if len(m.live) >= m.cfg.MaxSessions {
+		n := len(m.live)
+		m.mu.Unlock()
+		return nil, false, &capacityError{n, m.cfg.MaxSessions}
+	}
+	s = m.newSession(spec)
+	m.live[s.ID] = s
+	m.wg.Add(1)
+	m.mu.Unlock()
+
+	if s.Kind == api.KindPlan {
+		err = m.store.Write(ctx, func(tx *store.Tx) error { return tx.InsertSession(s.row(api.StateCreated)) })
+		if err != nil {
+			m.release(s)
+			return nil, false, m.insertError(ctx, spec, err)
+		}
+		s.persisted = true
+	}
+	return s, true, nil
+}
+
+func (m *sessionManager) newSession(spec sessionSpec) *session {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s := &session{
+		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, Requester: spec.Requester,
+		createdAt: time.Now(), events: newEventLog(), ctx: ctx, done: make(chan struct{}),
+		cancel: func() { cancel(errors.New("session cancelled")) },
+	}
+	if spec.Plan != nil {
+		s.Kind, s.runner = api.KindPlan, planRunner{plan: spec.Plan}
+		s.planJSON, _ = json.Marshal(spec.Plan)
+	} else {
+		s.Kind = api.KindCommand
+		s.runner = newCommandRunner(spec.ID, spec.DeviceID, spec.Command, plan.Duration(spec.Timeout))
+	}
+	return s
+}
+
+// insertError explains a failed insert: an id that is taken belongs to
+// someone else or to a session that has ended.
+func (m *sessionManager) insertError(ctx context.Context, spec sessionSpec, err error) error {
+	if !errors.Is(err, store.ErrExists) {
+		return err
+	}
+	old, rerr := m.store.Session(ctx, spec.ID)
+	if rerr != nil {
+		return err
+	}
+	if owner := (api.Requester{Kind: old.RequesterKind, ID: old.RequesterID}); owner != spec.Requester {
+		return &sessionOwnedError{spec.ID, owner.String()}
+	}
+	return &sessionEndedError{spec.ID}
+}
+
+// executeTaskAsync runs s in a goroutine of its own; taskEnd, if not nil,
+// gets its TASK_END.
+func (m *sessionManager) executeTaskAsync(s *session, taskEnd taskEndFunc) {
+	go m.execute(s, taskEnd)
+}
+
+// runCommand runs a single command as a session of its own and waits for
+// it: POST /api/devices/{id}/commands.
+func (m *sessionManager) runCommand(ctx context.Context, deviceID string, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
+	s, _, err := m.getOrCreateSession(ctx, sessionSpec{
+		ID: uuid.NewString(), DeviceID: deviceID, Requester: api.Requester{Kind: api.RequesterOperator},
+		Command: actions, Timeout: timeout,
+	})
+	if err != nil {
+		return api.CommandResponse{}, err
+	}
+	out := m.execute(s, nil)
+	return out.result.(api.CommandResponse), nil
+}
+
+// execute runs s to its end, records the outcome, and only then tells the
+// requester.
+func (m *sessionManager) execute(s *session, taskEnd taskEndFunc) outcome {
+	defer m.release(s)
+	log := m.log.With("session_id", s.ID, "device", s.DeviceID, "task_name", s.TaskName)
+	if s.persisted {
+		if err := m.store.Write(context.Background(), func(tx *store.Tx) error { return tx.StartSession(s.ID) }); err != nil {
+			log.Error("session start not recorded", "err", err)
+		}
+	}
+	out := s.runner.run(s.ctx, sessionStepper{m: m, s: s})
+	// A single command's outcome, recorded with the command, stands as is.
+	if !s.endedWithCommand {
+		out = m.settle(s, out)
+		if err := m.persistEnd(s, out); err != nil {
+			log.Error("session outcome not recorded", "err", err)
+		}
+	}
+	log.Info("session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
+	s.events.add(api.TaskEvent{Type: api.EventEnd, SessionID: s.ID, State: out.state, Status: string(taskEndStatus(out.state)), Result: out.result, Error: out.err})
+	if taskEnd != nil && s.cancelReason() != reasonConstellationDisconnected {
+		msg := &protocol.ServerMessage{
+			Type: protocol.ServerTaskEnd, Status: taskEndStatus(out.state), SessionID: s.ID, TaskName: s.TaskName,
+			Result: out.result, Error: out.err, Timestamp: protocol.Now(), ResponseID: uuid.NewString(),
+		}
+		if err := taskEnd(msg); err != nil {
+			log.Warn("task_end not delivered; the result is kept", "err", err)
+		}
+	}
+	return out
+}
+
+// settle gives a runner's outcome its final state: a cancelled session
+// that did not complete is cancelled (failed at shutdown), and any state
+// other than completed or failed fails.
+func (m *sessionManager) settle(s *session, out outcome) outcome {
+	if reason := s.cancelReason(); reason != "" && out.state != api.StateCompleted {
+		out.state, out.err = api.StateCancelled, cancelMessage(reason, s.DeviceID)
+		if reason == reasonServerShutdown {
+			out.state = api.StateFailed
+		}
+		return out
+	}
+	if out.state != api.StateCompleted && out.state != api.StateFailed {
+		out.state, out.err = api.StateFailed, "session ended in unknown state"
+	}
+	return out
+}
+
+func (m *sessionManager) persistEnd(s *session, out outcome) error {
+	result, err := json.Marshal(out.result)
+	if err != nil {
+		return fmt.Errorf("result: %w", err)
+	}
+	return m.store.Write(context.Background(), func(tx *store.Tx) error {
+		if !s.persisted {
+			if err := tx.InsertSession(s.row(api.StateRunning)); err != nil {
+				return err
+			}
+		}
+		return tx.EndSession(s.ID, string(out.state), result, out.err)
+	})
+}
+
+// insertOnce is the write that records a command session with its first
+// command, so that a single command costs no extra transaction.
+func (m *sessionManager) insertOnce(s *session) func(*store.Tx) error {
+	if s.persisted {
+		return nil
+	}
+	return func(tx *store.Tx) error { return tx.InsertSession(s.row(api.StateRunning)) }
+}
+
+// release forgets a session that has ended, or was never started.
+func (m *sessionManager) release(s *session) {
+	s.released.Do(func() {
+		m.mu.Lock()
+		delete(m.live, s.ID)
+		m.mu.Unlock()
+		s.cancel()
+		close(s.done)
+		m.wg.Done()
+	})
+}
+
+// errNotRunning: cancel_task on a session that is not running.
+var errNotRunning = errors.New("task is not running")
+
+// cancelTask cancels a running session and waits for it to end: its
+// running step gets cancelGrace to finish first.
+func (m *sessionManager) cancelTask(id, reason string) error {
+	m.mu.Lock()
+	s := m.live[id]
+	m.mu.Unlock()
+	if s == nil {
+		return errNotRunning
+	}
+	m.cancelSession(s, reason)
+	<-s.done
+	return nil
+}
+
+func (m *sessionManager) cancelSession(s *session, reason string) {
+	m.log.Info("cancelling session", "session_id", s.ID, "device", s.DeviceID, "reason", reason)
+	s.setReason(reason)
+	s.cancel()
+}
+
+// cancelWhere cancels every session for which match is true, without
+// waiting for them to end.
+func (m *sessionManager) cancelWhere(match func(*session) bool, reason string) {
+	m.mu.Lock()
+	var todo []*session
+	for _, s := range m.live {
+		if match(s) {
+			todo = append(todo, s)
+		}
+	}
+	m.mu.Unlock()
+	for _, s := range todo {
+		m.cancelSession(s, reason)
+	}
+}
+
+// requesterGone cancels the sessions a constellation asked for, without
+// TASK_END: it is not there to hear it.
+func (m *sessionManager) requesterGone(clientID string) {
+	m.cancelWhere(func(s *session) bool {
+		return s.Requester.Kind == api.RequesterConstellation && s.Requester.ID == clientID
+	}, reasonConstellationDisconnected)
+}
+
+// deviceLeft starts the device's grace: if it has not registered again
+// when it ends, the plans on it are cancelled as device_disconnected.
+func (m *sessionManager) deviceLeft(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	if t := m.graces[id]; t != nil {
+		t.Stop()
+	}
+	m.graces[id] = time.AfterFunc(m.cfg.DeviceGrace, func() {
+		m.mu.Lock()
+		delete(m.graces, id)
+		m.mu.Unlock()
+		if m.reg.device(id) == nil {
+			m.deviceGone(id)
+		}
+	})
+}
+
+// deviceBack ends the device's grace.
+func (m *sessionManager) deviceBack(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t := m.graces[id]; t != nil {
+		t.Stop()
+		delete(m.graces, id)
+	}
+}
+
+// deviceGone cancels the plans running on a device that is not coming
+// back. A single command is left to its own timeout, which is what its
+// caller asked to wait.
+func (m *sessionManager) deviceGone(id string) {
+	m.cancelWhere(func(s *session) bool { return s.DeviceID == id && s.Kind == api.KindPlan }, reasonDeviceDisconnected)
+}
+
+// eventsOf returns the event log of a running session, or nil.
+func (m *sessionManager) eventsOf(id string) *eventLog {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.live[id]; s != nil {
+		return s.events
+	}
+	return nil
+}
+
+// running reports whether the session is running here.
+func (m *sessionManager) running(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.live[id] != nil
+}
+
+// cancelAll refuses new sessions and cancels the running ones, for a
+// server that is stopping. wait then waits until each has recorded its end.
+func (m *sessionManager) cancelAll() {
+	m.mu.Lock()
+	m.closed = true
+	for _, t := range m.graces {
+		t.Stop()
+	}
+	m.mu.Unlock()
+	m.cancelWhere(func(*session) bool { return true }, reasonServerShutdown)
+}
+
+func (m *sessionManager) wait() { m.wg.Wait() }
+
+// expireResults deletes what finished more than ResultTTL ago, every
+// tick, until stop.
+func (m *sessionManager) expireResults(stop <-chan struct{}) {
+	every := min(max(m.cfg.ResultTTL/4, 10*time.Millisecond), time.Hour)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		cutoff := time.Now().Add(-m.cfg.ResultTTL)
+		var n int
+		err := m.store.Write(context.Background(), func(tx *store.Tx) (err error) {
+			n, err = tx.DeleteSessionsFinishedBefore(cutoff)
+			return err
+		})
+		if err != nil {
+			m.log.Error("expired results not removed", "err", err)
+		} else if n > 0 {
+			m.log.Info("expired results removed", "sessions", n, "older_than", m.cfg.ResultTTL)
+		}
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
