@@ -145,7 +145,8 @@ func (a *Agent) shutdown() {
 
 // flush waits, up to flushTimeout, for the server to acknowledge every
 // result in the outbox; or, from a server that has acknowledged none (a
-// UFO server does not), for every result to have gone out.
+// UFO server does not), for every result to have gone out. With the link
+// down there is nothing to wait for: the results stay in the outbox.
 func (a *Agent) flush() {
 	deadline := time.Now().Add(flushTimeout)
 	for {
@@ -156,7 +157,7 @@ func (a *Agent) flush() {
 		if n == 0 {
 			return
 		}
-		if time.Now().After(deadline) {
+		if a.currentLink() == nil || time.Now().After(deadline) {
 			a.log.Warn("results left unacknowledged in the outbox; they go out after the next start", "count", n)
 			return
 		}

@@ -109,7 +109,9 @@ func (c *cluster) startAgent(id, tokenFile string, opts ...agentOption) *running
 		ToolDirs:          []string{"stock=" + testenv.StockToolsDir(c.t), "fixtures=" + testenv.TestdataTools()},
 		DataDir:           sharedAgentData(c.t),
 		HeartbeatInterval: 100 * time.Millisecond,
-		Logger:            testLogger(),
+		// Tests stop their agents with tools still running.
+		ShutdownGrace: 500 * time.Millisecond,
+		Logger:        testLogger(),
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -231,6 +233,10 @@ func (p *cutProxy) serve() {
 		go func() { io.Copy(in, out); in.Close() }()
 	}
 }
+
+// refuse stops the proxy taking new connections, as a network that is
+// gone would.
+func (p *cutProxy) refuse() { p.ln.Close() }
 
 // cut closes every connection through the proxy.
 func (p *cutProxy) cut() {
