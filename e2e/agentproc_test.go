@@ -12,10 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeaip/edgeaip/agent"
 	"github.com/edgeaip/edgeaip/internal/testenv"
-	"github.com/edgeaip/edgeaip/protocol"
-	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/stretchr/testify/require"
 )
 
@@ -144,23 +141,3 @@ func (p *agentProcess) waitLogged(s string) {
 
 // hostPort is the server's address, for a proxy in front of it.
 func (c *cluster) hostPort() string { return strings.TrimPrefix(c.http.URL, "http://") }
-
-// skipUnlessTheServerWaitsForDevices skips a test that needs the server to
-// keep a command pending while its device's link is down, and to send it
-// again when the device is back (the server's half of a link that loses
-// nothing), if this server fails the command at once, as the skeleton's
-// did. It probes with an agent of its own behind a proxy it cuts.
-func skipUnlessTheServerWaitsForDevices(t *testing.T, c *cluster) {
-	t.Helper()
-	proxy := newCutProxy(t, c.hostPort())
-	seen := make(chan string, 100)
-	c.startAgent("probe-1", c.enroll("probe-1"), watchLog(seen),
-		func(cfg *agent.Config) { cfg.ServerURL = "ws://" + proxy.addr() + "/ws" })
-	done := c.execAsync("probe-1", api.CommandRequest{Timeout: "30s",
-		Actions: []protocol.Command{{ToolName: "sleep", Parameters: map[string]any{"ms": 300}}}})
-	waitForLog(t, seen, "command received")
-	proxy.cut()
-	if resp := <-done; len(resp.Results) == 1 && strings.Contains(resp.Results[0].Error, "dropped while waiting for results") {
-		t.Skip("this server fails a command as soon as its device's link drops; the test needs it to wait for the device and send the command again (the server half of issue 6)")
-	}
-}

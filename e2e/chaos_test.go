@@ -25,16 +25,16 @@ import (
 // command appends a line to a file of its own, so a command run twice
 // leaves two lines. Every command must end with one outcome: success with
 // exactly one line, or, for a command the agent was running when it was
-// killed, "agent restarted while the command ran" with at most one.
-// Nothing may be lost to a cut. A command the server refuses at once
-// because the device is offline was never sent; the caller tries again.
+// killed, "agent restarted while the command ran" with at most one; and
+// the server's record of each task holds that one outcome. Nothing may be
+// lost to a cut. A command the server refuses at once because the device
+// is offline was never sent; the caller tries again.
 func TestChaosEveryCommandEndsWithExactlyOneOutcome(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos test takes a while; run without -short")
 	}
 	const commands, callers, minCuts, kills = 500, 8, 20, 2
 	c := newCluster(t)
-	skipUnlessTheServerWaitsForDevices(t, c)
 	proxy := newCutProxy(t, c.hostPort())
 	files := t.TempDir()
 	p := newAgentProcess(t, agentYAML(t, "chaos-1", "ws://"+proxy.addr()+"/ws", c.enroll("chaos-1"), sharedAgentData(t), files))
@@ -98,6 +98,7 @@ func TestChaosEveryCommandEndsWithExactlyOneOutcome(t *testing.T) {
 		require.False(t, seen[resp.ResponseID], "command %d: response_id %s twice", i, resp.ResponseID)
 		seen[resp.ResponseID] = true
 		r := resp.Results[0]
+		requireRecordedOnce(t, c, resp)
 		lines := countLines(t, fileOf(i))
 		switch {
 		case r.Status == protocol.ResultSuccess:
@@ -112,6 +113,21 @@ func TestChaosEveryCommandEndsWithExactlyOneOutcome(t *testing.T) {
 	assert.Equal(t, kills, killed, "the agent was killed and restarted")
 	t.Logf("%d commands, %d cuts, %d kills, %d commands interrupted by a kill, %d refused while offline and tried again",
 		commands, cuts, killed, interrupted, offline.Load())
+}
+
+// requireRecordedOnce checks the server's record of resp's task: one
+// command, with the results the caller got.
+func requireRecordedOnce(t *testing.T, c *cluster, resp api.CommandResponse) {
+	t.Helper()
+	task, err := c.api.Task(context.Background(), resp.SessionID)
+	require.NoError(t, err)
+	require.Len(t, task.Commands, 1, "session %s", resp.SessionID)
+	rec := task.Commands[0]
+	require.Equal(t, resp.ResponseID, rec.ResponseID)
+	require.Equal(t, "done", rec.Status, "the device's results are recorded: %s", rec.Error)
+	require.Len(t, rec.Results, 1)
+	require.Equal(t, resp.Results[0].Status, rec.Results[0].Status)
+	require.Equal(t, resp.Results[0].Error, rec.Results[0].Error)
 }
 
 func countLines(t *testing.T, path string) int {
