@@ -250,8 +250,11 @@ func (a *Agent) handle(ctx context.Context, conn *protocol.Conn, m *protocol.Ser
 	}
 }
 
+// send writes msg within sendTimeout. It does not end with ctx: a write
+// cut off midway drops the link without its closing handshake, and the
+// link is closed in order when the agent stops.
 func (a *Agent) send(ctx context.Context, conn *protocol.Conn, msg protocol.Message) error {
-	sctx, cancel := context.WithTimeout(ctx, sendTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	defer cancel()
 	return conn.Send(sctx, msg)
 }

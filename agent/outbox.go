@@ -80,9 +80,13 @@ type outbox struct {
 
 	lock *os.File // held while the outbox is open, so that one agent uses it
 
+	syncMu sync.Mutex // one fsync at a time; see syncTo
+
 	mu        sync.Mutex
 	f         *os.File
-	size      int64 // of the file
+	size      int64  // of the file
+	gen       uint64 // bumped by each rewrite, which starts a new file
+	synced    int64  // bytes of the file known to be on disk
 	entries   map[string]*outboxEntry
 	byRequest map[string]string // response_id by the request_id of its results
 	seq       uint64
@@ -220,18 +224,23 @@ func (o *outbox) forget(responseID string) {
 // a command never seen.
 func (o *outbox) accept(cmd acceptedCommand) error {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	e := o.entryLocked(cmd.ResponseID)
 	// The entry is complete before the record goes out, since the append
 	// may rewrite the file from the entries.
 	e.cmd, e.at, e.accepted = cmd, time.Now(), true
 	rec := &outboxRecord{Kind: recAccept, ResponseID: cmd.ResponseID, At: e.at.UnixMilli(),
 		SessionID: cmd.SessionID, Status: cmd.Status, CallIDs: cmd.CallIDs}
-	if err := o.appendLocked(e, rec, true); err != nil {
-		e.accepted = false
-		return err
+	mark, err := o.appendLocked(e, rec)
+	o.mu.Unlock()
+	if err == nil {
+		err = o.syncTo(mark)
 	}
-	return nil
+	if err != nil {
+		o.mu.Lock()
+		e.accepted = false
+		o.mu.Unlock()
+	}
+	return err
 }
 
 // complete records a command's results, durably, and queues them for
@@ -239,13 +248,17 @@ func (o *outbox) accept(cmd acceptedCommand) error {
 // memory, and the error says they would not survive a restart.
 func (o *outbox) complete(reply *protocol.ClientMessage) error {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	e := o.entryLocked(reply.PrevResponseID)
 	o.seq++
 	e.reply, e.delivered, e.sent, e.seq, e.at = reply, false, false, o.seq, time.Now()
 	e.asked++
 	o.byRequest[reply.RequestID] = reply.PrevResponseID
-	return o.appendLocked(e, &outboxRecord{Kind: recResult, ResponseID: reply.PrevResponseID, At: e.at.UnixMilli(), Reply: reply}, true)
+	mark, err := o.appendLocked(e, &outboxRecord{Kind: recResult, ResponseID: reply.PrevResponseID, At: e.at.UnixMilli(), Reply: reply})
+	o.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return o.syncTo(mark)
 }
 
 // pendingReply is results to send, and which request for them a send
@@ -315,7 +328,7 @@ func (o *outbox) delivered(requestID string) bool {
 	}
 	if !e.delivered {
 		e.delivered = true
-		if err := o.appendLocked(e, &outboxRecord{Kind: recDelivered, ResponseID: e.cmd.ResponseID, At: time.Now().UnixMilli()}, false); err != nil {
+		if _, err := o.appendLocked(e, &outboxRecord{Kind: recDelivered, ResponseID: e.cmd.ResponseID, At: time.Now().UnixMilli()}); err != nil {
 			o.log.Warn("outbox: delivery not recorded; the results may be sent again after a restart", "err", err)
 		}
 	}
@@ -361,31 +374,60 @@ func (o *outbox) sortedLocked() []*outboxEntry {
 	return out
 }
 
-// appendLocked writes one record, fsyncing it if durable. A failed write
-// is cut off again, so that the file stays a sequence of whole records.
-func (o *outbox) appendLocked(e *outboxEntry, rec *outboxRecord, durable bool) error {
+// syncMark is how far a file must be on disk for a record to be.
+type syncMark struct {
+	end int64  // bytes of the file up to the record's end
+	gen uint64 // which file: each rewrite starts a new one
+}
+
+// appendLocked writes one record and says what syncTo must cover for it
+// to be durable. A failed write is cut off again, so that the file stays
+// a sequence of whole records.
+func (o *outbox) appendLocked(e *outboxEntry, rec *outboxRecord) (syncMark, error) {
 	frame, err := encodeRecord(rec)
 	if err != nil {
-		return fmt.Errorf("outbox: %w", err)
+		return syncMark{}, fmt.Errorf("outbox: %w", err)
 	}
 	if _, err := o.f.Write(frame); err != nil {
 		o.f.Truncate(o.size)
-		return fmt.Errorf("outbox: write %s: %w", o.path, err)
+		return syncMark{}, fmt.Errorf("outbox: write %s: %w", o.path, err)
 	}
 	o.size += int64(len(frame))
 	e.size += int64(len(frame))
-	if durable {
-		if err := o.f.Sync(); err != nil {
-			return fmt.Errorf("outbox: fsync %s: %w", o.path, err)
-		}
-	}
+	mark := syncMark{end: o.size, gen: o.gen}
 	if o.size > o.limits.MaxBytes {
-		// The record is safe in the file as it is; a failed rewrite only
-		// leaves the file too big.
+		// A rewrite is synced whole: it makes the record durable too. A
+		// failed one only leaves the file too big.
 		if err := o.rewriteLocked(time.Now()); err != nil {
 			o.log.Error("outbox: not compacted", "err", err)
 		}
 	}
+	return mark, nil
+}
+
+// syncTo returns once the file is on disk up to mark. fsyncs are group
+// commits: one at a time, each covering everything written before it
+// began, so that commands finishing together share one.
+func (o *outbox) syncTo(mark syncMark) error {
+	o.syncMu.Lock()
+	defer o.syncMu.Unlock()
+	o.mu.Lock()
+	if o.gen != mark.gen || o.synced >= mark.end {
+		o.mu.Unlock()
+		return nil // a rewrite, or a sync since, covered it
+	}
+	f, size := o.f, o.size
+	o.mu.Unlock()
+	err := f.Sync()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case o.gen != mark.gen:
+		return nil // rewritten meanwhile, and the rewrite is on disk
+	case err != nil:
+		return fmt.Errorf("outbox: fsync %s: %w", o.path, err)
+	}
+	o.synced = max(o.synced, size)
 	return nil
 }
 
@@ -451,7 +493,8 @@ func (o *outbox) rewriteLocked(now time.Time) error {
 	if o.f, err = os.OpenFile(o.path, os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
-	o.size = size
+	o.size, o.synced = size, size
+	o.gen++
 	return nil
 }
 

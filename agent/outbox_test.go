@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -295,4 +296,17 @@ func TestOutboxIsUsedByOneAgentAtATime(t *testing.T) {
 	j.open()
 	_, _, err := openOutbox(j.path, testLimits, quietLog)
 	assert.ErrorContains(t, err, "in use by another aip-agent")
+}
+
+func TestOutboxCommandsFinishingTogetherAreAllDurable(t *testing.T) {
+	j := newJournal(t, testLimits)
+	o, _ := j.open()
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Go(func() { ranToEnd(t, o, fmt.Sprintf("r%02d", i), "payload") })
+	}
+	wg.Wait()
+	o2, interrupted := j.open()
+	assert.Empty(t, interrupted)
+	assert.Len(t, replies(o2), 32, "every result that was reported done is on disk")
 }
