@@ -201,6 +201,9 @@ func (s *mcpServer) connect(ctx context.Context) (*mcpConn, error) {
 		conn, tr, err = s.spawn()
 	} else {
 		conn = &mcpConn{dead: make(chan struct{})}
+		// Servers of protocol 2025-11-25, the npm ones among them, send
+		// tools/list_changed only on the standalone GET stream, which this
+		// (deprecated) option opens; it keeps the session on that protocol.
 		tr, err = transport.NewStreamableHTTP(s.cfg.URL, transport.WithContinuousListening(), transport.WithHTTPLogger(s.log))
 	}
 	if err != nil {

@@ -102,24 +102,31 @@ func TestAServerThatCannotStartIsExplainedAtTheUnknownTool(t *testing.T) {
 }
 
 func TestToolsListChangedResyncsTheRegistry(t *testing.T) {
-	changed := make(chan struct{}, 10)
-	pool := newMCPPool(quietLog, func() { changed <- struct{}{} })
-	t.Cleanup(pool.close)
-	m := newComputerManager(defaultAction(testMCPStdio(t, "helper")), nil, nil, pool, quietLog)
-	r := &Router{computers: m, log: quietLog}
-	c, err := m.Get(context.Background(), Target{})
-	require.NoError(t, err)
-	<-changed // the first discovery
+	for name, cfg := range map[string]MCPServerConfig{
+		"stdio": testMCPStdio(t, "helper"),
+		"http":  testMCPHTTP(t, "helper"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			changed := make(chan struct{}, 10)
+			pool := newMCPPool(quietLog, func() { changed <- struct{}{} })
+			t.Cleanup(pool.close)
+			m := newComputerManager(defaultAction(cfg), nil, nil, pool, quietLog)
+			r := &Router{computers: m, log: quietLog}
+			c, err := m.Get(context.Background(), Target{})
+			require.NoError(t, err)
+			<-changed // the first discovery
 
-	res := one(t, r, Target{}, action("grow", nil))
-	require.Equal(t, "extra_1", res.Result, res.Error)
-	select {
-	case <-changed:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no inventory change after tools/list_changed")
+			res := one(t, r, Target{}, action("grow", nil))
+			require.Equal(t, "extra_1", res.Result, res.Error)
+			select {
+			case <-changed:
+			case <-time.After(20 * time.Second):
+				t.Fatal("no inventory change after tools/list_changed")
+			}
+			assert.Contains(t, toolNames(c.ListTools("", "helper", true)), "extra_1")
+			assert.Equal(t, "extra_1", one(t, r, Target{}, action("extra_1", nil)).Result)
+		})
 	}
-	assert.Contains(t, toolNames(c.ListTools("", "helper", true)), "extra_1")
-	assert.Equal(t, "extra_1", one(t, r, Target{}, action("extra_1", nil)).Result)
 }
 
 func toolNames(tools []protocol.MCPToolInfo) []string {
