@@ -65,6 +65,14 @@ func sessionKey(m *protocol.ServerMessage) string {
 // results. A command still waiting for a slot when shutdown begins is not
 // taken: it leaves no trace, and the server sends it again.
 func (a *Agent) runCommand(m *protocol.ServerMessage) {
+	if results, taken := a.execute(m); taken {
+		a.finish(m, results)
+	}
+}
+
+// execute runs m in one of the slots, which it holds only while the tools
+// run: recording the results, an fsync, needs none.
+func (a *Agent) execute(m *protocol.ServerMessage) (results []protocol.Result, taken bool) {
 	select {
 	case a.slots <- struct{}{}:
 		defer func() { <-a.slots }()
@@ -73,14 +81,13 @@ func (a *Agent) runCommand(m *protocol.ServerMessage) {
 	if isClosed(a.draining) {
 		a.outbox.forget(m.ResponseID)
 		a.log.Info("command not started: the agent is shutting down", "response_id", m.ResponseID)
-		return
+		return nil, false
 	}
 	if err := a.outbox.accept(acceptedOf(m)); err != nil {
 		a.log.Error("command not run: it could not be recorded", "response_id", m.ResponseID, "err", err)
-		a.finish(m, failCalls(callIDs(m.Actions), fmt.Errorf("the agent could not record the command, so it did not run it: %w", err)))
-		return
+		return failCalls(callIDs(m.Actions), fmt.Errorf("the agent could not record the command, so it did not run it: %w", err)), true
 	}
-	a.finish(m, a.router.Execute(a.jobsCtx, targetOf(m), m.Actions, true))
+	return a.router.Execute(a.jobsCtx, targetOf(m), m.Actions, true), true
 }
 
 // finish records a command's results and hands them to delivery.
