@@ -88,7 +88,8 @@ type outbox struct {
 	gen       uint64 // bumped by each rewrite, which starts a new file
 	synced    int64  // bytes of the file known to be on disk
 	entries   map[string]*outboxEntry
-	byRequest map[string]string // response_id by the request_id of its results
+	owed      map[*outboxEntry]struct{} // done, and not acknowledged by the server
+	byRequest map[string]string         // response_id by the request_id of its results
 	seq       uint64
 }
 
@@ -103,7 +104,8 @@ func openOutbox(path string, limits OutboxLimits, log *slog.Logger) (*outbox, []
 	if err != nil {
 		return nil, nil, fmt.Errorf("outbox %s: in use by another aip-agent? %w", path, err)
 	}
-	o := &outbox{path: path, limits: limits, log: log, lock: lock, entries: map[string]*outboxEntry{}, byRequest: map[string]string{}}
+	o := &outbox{path: path, limits: limits, log: log, lock: lock, entries: map[string]*outboxEntry{},
+		owed: map[*outboxEntry]struct{}{}, byRequest: map[string]string{}}
 	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		lock.Close()
@@ -172,11 +174,12 @@ func (o *outbox) apply(rec *outboxRecord, size int64) {
 			break
 		}
 		o.seq++
-		e.reply, e.delivered, e.seq = rec.Reply, false, o.seq
+		e.reply, e.seq = rec.Reply, o.seq
+		o.setDelivered(e, false)
 		e.asked++
 		o.byRequest[rec.Reply.RequestID] = rec.ResponseID
 	case recDelivered:
-		e.delivered = e.reply != nil
+		o.setDelivered(e, e.reply != nil)
 	}
 }
 
@@ -203,7 +206,8 @@ func (o *outbox) admit(responseID string) admission {
 		return admitRunning
 	default:
 		// The server does not have the results, whatever it acknowledged.
-		e.delivered, e.sent = false, false
+		o.setDelivered(e, false)
+		e.sent = false
 		e.asked++
 		return admitDone
 	}
@@ -250,7 +254,8 @@ func (o *outbox) complete(reply *protocol.ClientMessage) error {
 	o.mu.Lock()
 	e := o.entryLocked(reply.PrevResponseID)
 	o.seq++
-	e.reply, e.delivered, e.sent, e.seq, e.at = reply, false, false, o.seq, time.Now()
+	e.reply, e.sent, e.seq, e.at = reply, false, o.seq, time.Now()
+	o.setDelivered(e, false)
 	e.asked++
 	o.byRequest[reply.RequestID] = reply.PrevResponseID
 	mark, err := o.appendLocked(e, &outboxRecord{Kind: recResult, ResponseID: reply.PrevResponseID, At: e.at.UnixMilli(), Reply: reply})
@@ -274,11 +279,14 @@ func (o *outbox) unsent() []pendingReply {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var out []pendingReply
-	for _, e := range o.sortedLocked() {
-		if e.reply != nil && !e.delivered && !e.sent {
+	for e := range o.owed {
+		if !e.sent {
 			out = append(out, pendingReply{e.reply, e.asked})
 		}
 	}
+	slices.SortFunc(out, func(a, b pendingReply) int {
+		return cmp.Compare(o.entries[a.reply.PrevResponseID].seq, o.entries[b.reply.PrevResponseID].seq)
+	})
 	return out
 }
 
@@ -296,13 +304,7 @@ func (o *outbox) markSent(p pendingReply) {
 func (o *outbox) undelivered() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	n := 0
-	for _, e := range o.entries {
-		if e.reply != nil && !e.delivered {
-			n++
-		}
-	}
-	return n
+	return len(o.owed)
 }
 
 // newLink forgets what went out on the previous link: what the server did
@@ -310,7 +312,7 @@ func (o *outbox) undelivered() int {
 func (o *outbox) newLink() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, e := range o.entries {
+	for e := range o.owed {
 		e.sent = false
 	}
 }
@@ -327,7 +329,7 @@ func (o *outbox) delivered(requestID string) bool {
 		return false
 	}
 	if !e.delivered {
-		e.delivered = true
+		o.setDelivered(e, true)
 		if _, err := o.appendLocked(e, &outboxRecord{Kind: recDelivered, ResponseID: e.cmd.ResponseID, At: time.Now().UnixMilli()}); err != nil {
 			o.log.Warn("outbox: delivery not recorded; the results may be sent again after a restart", "err", err)
 		}
@@ -352,6 +354,17 @@ func (o *outbox) close() error {
 	defer o.mu.Unlock()
 	defer o.lock.Close()
 	return o.f.Close()
+}
+
+// setDelivered records whether the server has e's results, keeping owed,
+// the entries whose results it has not, which delivery goes through.
+func (o *outbox) setDelivered(e *outboxEntry, delivered bool) {
+	e.delivered = delivered
+	if delivered {
+		delete(o.owed, e)
+	} else {
+		o.owed[e] = struct{}{}
+	}
 }
 
 func (o *outbox) entryLocked(responseID string) *outboxEntry {
@@ -515,6 +528,7 @@ func (o *outbox) shed(live []*outboxEntry, total, limit int64, deliveredOnly boo
 
 func (o *outbox) drop(e *outboxEntry, why string) {
 	delete(o.entries, e.cmd.ResponseID)
+	delete(o.owed, e)
 	if e.reply != nil {
 		delete(o.byRequest, e.reply.RequestID)
 	}

@@ -286,7 +286,7 @@ func onDisk(t *testing.T, path string) map[string]*outboxEntry {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	o := &outbox{entries: map[string]*outboxEntry{}, byRequest: map[string]string{}}
+	o := &outbox{entries: map[string]*outboxEntry{}, owed: map[*outboxEntry]struct{}{}, byRequest: map[string]string{}}
 	require.Equal(t, int64(len(data)), o.replay(data), "whole records only")
 	return o.entries
 }
