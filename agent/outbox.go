@@ -278,15 +278,17 @@ type pendingReply struct {
 func (o *outbox) unsent() []pendingReply {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var out []pendingReply
+	var owed []*outboxEntry
 	for e := range o.owed {
 		if !e.sent {
-			out = append(out, pendingReply{e.reply, e.asked})
+			owed = append(owed, e)
 		}
 	}
-	slices.SortFunc(out, func(a, b pendingReply) int {
-		return cmp.Compare(o.entries[a.reply.PrevResponseID].seq, o.entries[b.reply.PrevResponseID].seq)
-	})
+	slices.SortFunc(owed, func(a, b *outboxEntry) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]pendingReply, len(owed))
+	for i, e := range owed {
+		out[i] = pendingReply{e.reply, e.asked}
+	}
 	return out
 }
 
