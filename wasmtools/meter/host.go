@@ -1,0 +1,171 @@
+package meter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// Errors a metered call fails with. wazero wraps them, so test with
+// errors.Is on what Call or InstantiateModule returns.
+var (
+	// ErrOutOfFuel: the call used more than its budget. The message says
+	// how much: "out of fuel after N units".
+	ErrOutOfFuel = errors.New("out of fuel")
+	// ErrCallDepth: more than Options.MaxCallDepth calls were active.
+	ErrCallDepth = errors.New("call depth exceeded")
+	// ErrDeadline: the context's deadline passed while the guest ran. The
+	// error also matches context.DeadlineExceeded.
+	ErrDeadline = errors.New("deadline passed")
+
+	errNoMeter     = errors.New("meter: guest called the safepoint without a Meter in the call's context (use WithMeter)")
+	errSharedMeter = errors.New("meter: one Meter was used by two module instances")
+)
+
+// DefaultSliceSize is how much fuel the guest gets between safepoints. At
+// roughly a nanosecond per unit under wazero's compiler, that is a few
+// milliseconds: the bound on how late a deadline is noticed and how long
+// the guest can hold up Go's garbage collector.
+const DefaultSliceSize = 10_000_000
+
+// Install registers the host module the instrumented code imports. Call it
+// once per wazero.Runtime, before instantiating instrumented modules.
+func Install(ctx context.Context, r wazero.Runtime) error {
+	_, err := r.NewHostModuleBuilder(HostModule).
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(safepoint), []api.ValueType{api.ValueTypeI32}, nil).
+		WithParameterNames("reason").
+		Export(SafepointFunc).
+		Instantiate(ctx)
+	if err != nil {
+		return fmt.Errorf("meter: install host module %q: %w", HostModule, err)
+	}
+	return nil
+}
+
+// Meter is the fuel budget of one guest call: one module instance, from
+// its instantiation (which runs a command's _start) to the end of the
+// call. Create one per call with NewMeter, attach it to the call's
+// context with WithMeter, and read Consumed when the call has returned.
+//
+// A Meter is not safe for concurrent use, and must not be reused for
+// another instance or call: fuel the instance had left from an earlier
+// call would go uncounted.
+type Meter struct {
+	budget int64
+	slice  int64
+
+	// The guest's counter, the exported global, is granted - consumed.
+	// granted is all the fuel handed out so far.
+	granted int64
+	mod     api.Module // the metered instance, once it has called in
+	counter api.MutableGlobal
+}
+
+// MeterOption configures a Meter.
+type MeterOption func(*Meter)
+
+// WithSliceSize sets how much fuel the guest gets between safepoints
+// (default DefaultSliceSize). Smaller slices notice deadlines sooner, at
+// the price of more calls into the host; they do not change how much fuel
+// a call consumes nor where it runs out.
+func WithSliceSize(n uint64) MeterOption {
+	return func(m *Meter) { m.slice = clampInt64(max(n, 1)) }
+}
+
+// NewMeter returns a Meter that lets a call consume up to budget units of
+// fuel.
+func NewMeter(budget uint64, opts ...MeterOption) *Meter {
+	m := &Meter{budget: clampInt64(budget), slice: DefaultSliceSize}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
+}
+
+func clampInt64(n uint64) int64 { return int64(min(n, math.MaxInt64)) }
+
+type meterKey struct{}
+
+// WithMeter returns a context that meters the guest calls made with it.
+func WithMeter(ctx context.Context, m *Meter) context.Context {
+	return context.WithValue(ctx, meterKey{}, m)
+}
+
+// Consumed returns the fuel the call has consumed. It is exact at every
+// return to the host, including proc_exit and a failure with ErrOutOfFuel,
+// ErrCallDepth or ErrDeadline. After a trap inside the guest (such as
+// unreachable or an out-of-bounds access) it counts up to the function's
+// last call or safepoint. It is the same on every engine and architecture.
+// It may exceed the budget by the cost of the last segment, which is paid
+// before the budget is checked.
+func (m *Meter) Consumed() uint64 {
+	if m.counter == nil {
+		return 0
+	}
+	return uint64(m.granted - int64(m.counter.Get()))
+}
+
+// safepoint is the host function the instrumented code calls when its
+// counter is not positive (reason 0) or when the call depth is exceeded
+// (reason 1). The guest flushes its counter to the global first and
+// reloads it after, so the global is exact here.
+func safepoint(ctx context.Context, mod api.Module, stack []uint64) {
+	m, _ := ctx.Value(meterKey{}).(*Meter)
+	if m == nil {
+		panic(errNoMeter)
+	}
+	if err := m.bind(mod); err != nil {
+		panic(err)
+	}
+	if uint32(stack[0]) == reasonDepth {
+		panic(ErrCallDepth)
+	}
+	if err := m.refill(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// bind ties m to the instance that first calls in.
+func (m *Meter) bind(mod api.Module) error {
+	if m.mod == mod {
+		return nil
+	}
+	if m.mod != nil {
+		return errSharedMeter
+	}
+	g, ok := mod.ExportedGlobal(FuelExport).(api.MutableGlobal)
+	if !ok {
+		return fmt.Errorf("meter: module %q does not export the mutable global %q", mod.Name(), FuelExport)
+	}
+	m.mod, m.counter = mod, g
+	return nil
+}
+
+// refill checks the budget, then the deadline, and grants the next slice.
+// The budget comes first so that a call that is both out of fuel and late
+// fails the same way everywhere.
+func (m *Meter) refill(ctx context.Context) error {
+	consumed := m.granted - int64(m.counter.Get())
+	if consumed > m.budget {
+		return fmt.Errorf("%w after %d units", ErrOutOfFuel, consumed)
+	}
+	if err := ctx.Err(); err != nil {
+		return contextError(err)
+	}
+	next := min(m.slice, m.budget-consumed)
+	m.granted = consumed + next
+	m.counter.Set(uint64(next))
+	return nil
+}
+
+func contextError(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", ErrDeadline, err)
+	}
+	return fmt.Errorf("meter: guest call canceled: %w", err)
+}
