@@ -20,9 +20,9 @@ type holeKind uint8
 
 const (
 	holeEntry  holeKind = iota // load the counter from the global, pay, check
-	holeLoop                   // pay, check (a loop header)
+	holeLoad                   // load the counter from the global, pay
+	holeLoop                   // pay, check (the header of a loop that is not wrapped)
 	holePrepay                 // pay
-	holeReload                 // load the counter from the global after a call, pay
 )
 
 type hole struct {
@@ -40,9 +40,32 @@ const (
 	frameIf
 )
 
+// Frames the rewrite adds around a wrapped loop:
+//
+//	block $exit (type of the loop)   ;; the loop's normal way out
+//	  loop $resume                   ;; back in after the safepoint
+//	    block $slow                  ;; a back edge with no fuel left leaves to here
+//	      loop $L ... end            ;; the original loop
+//	      br $exit
+//	    end
+//	    safepoint call
+//	    br $resume
+//	  end
+//	  unreachable
+//	end
+//
+// Every back edge checks the counter and leaves for $slow when it is not
+// positive. This puts the safepoint call outside the loop: wazero's
+// register allocator spills every value that is live across a call, even a
+// call that never runs, so a call inside the loop would cost loads and
+// stores on every iteration.
+const wrapFrames = 3
+
 type frame struct {
 	kind     frameKind
 	targeted bool // some branch goes to this frame's label
+	wrapped  bool // a loop wrapped as above
+	added    int  // frames the rewrite added outside this frame and the frames enclosing it
 }
 
 // bodyRewriter instruments one function body at a time. It is reused
@@ -50,13 +73,17 @@ type frame struct {
 type bodyRewriter struct {
 	l        *layout
 	maxDepth uint32
+	plan     funcPlan
+
+	instrs   []wasmbin.Instr // the body, decoded once
+	wrapLoop []bool          // per loop, in order of appearance
+	loops    int             // loops emitted so far
 
 	out   []byte // instructions with holes cut out
 	holes []hole
 	segs  []int64 // cost of each segment
 	ctrl  []frame
 	seg   int // the current segment, or -1 in unreachable code
-	in    wasmbin.Instr
 
 	fuel, depth, tmp uint32 // local indices added to the function
 	usesTmp          bool
@@ -64,15 +91,27 @@ type bodyRewriter struct {
 
 // rewrite appends the instrumented form of body, the code entry of a
 // function with nparams parameters, to dst.
-func (b *bodyRewriter) rewrite(dst, body []byte, nparams uint32) ([]byte, error) {
+func (b *bodyRewriter) rewrite(dst, body []byte, nparams uint32, plan funcPlan) ([]byte, error) {
 	r := wasmbin.NewReader(body)
 	locals, err := readLocals(r)
 	if err != nil {
 		return nil, err
 	}
-	b.reset(nparams + locals.count)
-	if err := b.instructions(r); err != nil {
+	b.reset(nparams+locals.count, plan)
+	if err := b.decode(r); err != nil {
 		return nil, err
+	}
+	b.ctrl = append(b.ctrl, frame{kind: frameFunc})
+	if plan.entryCheck {
+		b.newSegment(holeEntry)
+	} else {
+		b.newSegment(holeLoad)
+	}
+	if plan.countDepth {
+		b.appendDepthEntry()
+	}
+	for i := range b.instrs {
+		b.instruction(&b.instrs[i], r.Slice(b.instrs[i].Start, b.instrs[i].End))
 	}
 	return b.assemble(dst, locals), nil
 }
@@ -108,21 +147,45 @@ func readLocals(r *wasmbin.Reader) (localDecls, error) {
 	return localDecls{groups: groups, raw: r.Slice(start, r.Pos()), count: uint32(total)}, nil
 }
 
-func (b *bodyRewriter) reset(firstNew uint32) {
+func (b *bodyRewriter) reset(firstNew uint32, plan funcPlan) {
+	b.plan = plan
+	b.instrs, b.wrapLoop, b.loops = b.instrs[:0], b.wrapLoop[:0], 0
 	b.out, b.holes, b.segs, b.ctrl = b.out[:0], b.holes[:0], b.segs[:0], b.ctrl[:0]
-	b.fuel, b.depth, b.tmp = firstNew, firstNew+1, firstNew+2
+	b.fuel = firstNew
+	b.depth, b.tmp = firstNew+1, firstNew+1
+	if plan.countDepth {
+		b.tmp++
+	}
 	b.usesTmp = false
 }
 
-func (b *bodyRewriter) instructions(r *wasmbin.Reader) error {
-	b.ctrl = append(b.ctrl, frame{kind: frameFunc})
-	b.newSegment(holeEntry)
-	b.appendDepthEntry()
-	for len(b.ctrl) > 0 {
-		if err := r.ReadInstr(&b.in); err != nil {
+// decode reads the instructions of the body and decides which loops to
+// wrap. A loop is wrapped unless it takes parameters, which the way back
+// in from the safepoint could not supply, or is the target of a br_table,
+// whose back edge cannot carry its own check.
+func (b *bodyRewriter) decode(r *wasmbin.Reader) error {
+	open := []int{-1} // per open frame: its loop number, or -1
+	for len(open) > 0 {
+		var in wasmbin.Instr
+		if err := r.ReadInstr(&in); err != nil {
 			return err
 		}
-		b.instruction(r.Slice(b.in.Start, b.in.End))
+		switch in.Op {
+		case wasmbin.OpBlock, wasmbin.OpIf:
+			open = append(open, -1)
+		case wasmbin.OpLoop:
+			open = append(open, len(b.wrapLoop))
+			b.wrapLoop = append(b.wrapLoop, b.l.blockParams(in.BlockType) == 0)
+		case wasmbin.OpEnd:
+			open = open[:len(open)-1]
+		case wasmbin.OpBrTable:
+			for _, l := range in.Labels {
+				if loop := open[len(open)-1-int(l)]; loop >= 0 {
+					b.wrapLoop[loop] = false
+				}
+			}
+		}
+		b.instrs = append(b.instrs, in)
 	}
 	if r.Len() != 0 {
 		return fmt.Errorf("%d bytes after the end of the body", r.Len())
@@ -132,17 +195,15 @@ func (b *bodyRewriter) instructions(r *wasmbin.Reader) error {
 
 // instruction copies one instruction to the output with the
 // instrumentation it calls for. raw is its encoding.
-func (b *bodyRewriter) instruction(raw []byte) {
-	in := &b.in
+func (b *bodyRewriter) instruction(in *wasmbin.Instr, raw []byte) {
 	b.charge(staticCost(in.Op))
 	switch in.Op {
 	case wasmbin.OpBlock:
-		b.push(frameBlock, raw)
+		b.push(frame{kind: frameBlock}, raw)
 	case wasmbin.OpLoop:
-		b.push(frameLoop, raw)
-		b.split(holeLoop)
+		b.loop(raw)
 	case wasmbin.OpIf:
-		b.push(frameIf, raw)
+		b.push(frame{kind: frameIf}, raw)
 		b.split(holePrepay)
 	case wasmbin.OpElse:
 		b.out = append(b.out, raw...)
@@ -150,9 +211,9 @@ func (b *bodyRewriter) instruction(raw []byte) {
 	case wasmbin.OpEnd:
 		b.end(raw)
 	case wasmbin.OpBr, wasmbin.OpBrIf:
-		b.branch(raw, in.Index)
+		b.branch(in.Op, in.Index)
 	case wasmbin.OpBrTable:
-		b.branch(raw, in.Labels...)
+		b.branchTable(in.Labels)
 	case wasmbin.OpReturn:
 		b.appendExit()
 		b.out = append(b.out, raw...)
@@ -165,10 +226,9 @@ func (b *bodyRewriter) instruction(raw []byte) {
 	case wasmbin.OpCallIndirect:
 		b.appendFlush()
 		b.out = append(b.out, raw...)
-		b.split(holeReload)
+		b.split(holeLoad)
 	case wasmbin.OpRefFunc:
-		b.out = append(b.out, byte(wasmbin.OpRefFunc))
-		b.out = wasmbin.AppendU32(b.out, b.l.remapFunc(in.Index))
+		b.out = appendOp(b.out, wasmbin.OpRefFunc, b.l.remapFunc(in.Index))
 	default:
 		b.appendDynamicCharge(in.Op)
 		b.out = append(b.out, raw...)
@@ -198,9 +258,31 @@ func (b *bodyRewriter) split(kind holeKind) {
 	}
 }
 
-func (b *bodyRewriter) push(kind frameKind, raw []byte) {
-	b.ctrl = append(b.ctrl, frame{kind: kind})
+func (b *bodyRewriter) push(f frame, raw []byte) {
+	f.added = b.ctrl[len(b.ctrl)-1].added
+	if f.wrapped {
+		f.added += wrapFrames
+	}
+	b.ctrl = append(b.ctrl, f)
 	b.out = append(b.out, raw...)
+}
+
+// loop opens a loop, wrapped or not. The header of a wrapped loop only
+// pays: its back edges check.
+func (b *bodyRewriter) loop(raw []byte) {
+	wrap := b.wrapLoop[b.loops]
+	b.loops++
+	if !wrap {
+		b.push(frame{kind: frameLoop}, raw)
+		b.split(holeLoop)
+		return
+	}
+	// $exit takes the loop's block type, which follows its opcode.
+	b.out = append(b.out, byte(wasmbin.OpBlock))
+	b.out = append(b.out, raw[1:]...)
+	b.out = append(b.out, byte(wasmbin.OpLoop), blockEmpty, byte(wasmbin.OpBlock), blockEmpty)
+	b.push(frame{kind: frameLoop, wrapped: true}, raw)
+	b.split(holePrepay)
 }
 
 // end closes a frame. Control arrives after the end of an if from two
@@ -216,43 +298,95 @@ func (b *bodyRewriter) end(raw []byte) {
 		return
 	}
 	b.out = append(b.out, raw...)
-	if f.kind == frameIf || (f.kind == frameBlock && f.targeted) {
+	switch {
+	case f.wrapped:
+		b.appendLoopWrapEnd()
+	case f.kind == frameIf || (f.kind == frameBlock && f.targeted):
 		b.newSegment(holePrepay)
 	}
 }
 
-// branch handles br, br_if and br_table. A branch to the function's own
-// label is a return and flushes like one.
-func (b *bodyRewriter) branch(raw []byte, labels ...uint32) {
-	returns := false
-	for _, l := range labels {
-		i := len(b.ctrl) - 1 - int(l)
-		b.ctrl[i].targeted = true
-		returns = returns || i == 0
-	}
+// label translates a label of the original code into the rewritten code,
+// where wrapped loops have added frames.
+func (b *bodyRewriter) label(l uint32) uint32 {
+	inner := b.ctrl[len(b.ctrl)-1].added
+	return l + uint32(inner-b.ctrl[len(b.ctrl)-1-int(l)].added)
+}
+
+// target marks the frame a branch goes to and reports whether the branch
+// leaves the function and whether it is a back edge that must check.
+func (b *bodyRewriter) target(l uint32) (returns, backEdge bool) {
+	i := len(b.ctrl) - 1 - int(l)
+	f := &b.ctrl[i]
+	f.targeted = true
+	return i == 0, f.wrapped && b.live()
+}
+
+// branch handles br and br_if. A branch to the function's own label is a
+// return and flushes like one. A back edge to a wrapped loop checks the
+// counter first and leaves for the safepoint when it is not positive; for
+// br_if that check must only run when the branch is taken, so it becomes
+// an if around a br.
+func (b *bodyRewriter) branch(op wasmbin.Opcode, l uint32) {
+	returns, backEdge := b.target(l)
 	if returns {
 		b.appendExit()
 	}
-	b.out = append(b.out, raw...)
-	if b.in.Op == wasmbin.OpBrIf {
+	nl := b.label(l)
+	switch {
+	case backEdge && op == wasmbin.OpBr:
+		b.appendBackEdgeCheck(nl + 1)
+		b.out = appendOp(b.out, wasmbin.OpBr, nl)
+	case backEdge:
+		b.out = append(b.out, byte(wasmbin.OpIf), blockEmpty)
+		b.appendBackEdgeCheck(nl + 2)
+		b.out = appendOp(b.out, wasmbin.OpBr, nl+1)
+		b.out = append(b.out, byte(wasmbin.OpEnd))
+	default:
+		b.out = appendOp(b.out, op, nl)
+	}
+	if op == wasmbin.OpBrIf {
 		b.split(holePrepay)
 	} else {
 		b.seg = -1
 	}
 }
 
+// branchTable handles br_table, whose targets are never wrapped loops.
+func (b *bodyRewriter) branchTable(labels []uint32) {
+	anyReturns := false
+	for _, l := range labels {
+		returns, _ := b.target(l)
+		anyReturns = anyReturns || returns
+	}
+	if anyReturns {
+		b.appendExit()
+	}
+	b.out = append(b.out, byte(wasmbin.OpBrTable))
+	b.out = wasmbin.AppendU32(b.out, uint32(len(labels)-1))
+	for _, l := range labels {
+		b.out = wasmbin.AppendU32(b.out, b.label(l))
+	}
+	b.seg = -1
+}
+
 // call flushes the counter for the callee and reloads what the callee left.
-// A call to an import needs no reload: host functions do not touch the
-// counter. It still splits the segment, so that fuel for the instructions
-// after a call to proc_exit, which never returns, is never charged.
+// A call to an import checks the counter first, so that no host function
+// (fd_write, proc_exit) runs once the budget is spent; it needs no reload,
+// as host functions do not touch the counter. It still splits the
+// segment, so that the instructions after a call to proc_exit, which never
+// returns, are not charged.
 func (b *bodyRewriter) call(callee uint32) {
+	imported := callee < b.l.importedFuncs
+	if imported && b.live() {
+		b.appendCounterCheck()
+	}
 	b.appendFlush()
-	b.out = append(b.out, byte(wasmbin.OpCall))
-	b.out = wasmbin.AppendU32(b.out, b.l.remapFunc(callee))
-	if callee < b.l.importedFuncs {
+	b.out = appendOp(b.out, wasmbin.OpCall, b.l.remapFunc(callee))
+	if imported {
 		b.split(holePrepay)
 	} else {
-		b.split(holeReload)
+		b.split(holeLoad)
 	}
 }
 
@@ -271,9 +405,13 @@ func (b *bodyRewriter) assemble(dst []byte, locals localDecls) []byte {
 }
 
 // appendLocals declares the function's own locals followed by the counter,
-// the saved depth and, if a dynamic cost needs it, a scratch i32.
+// the saved depth if the function counts depth, and a scratch i32 if a
+// dynamic cost needs one.
 func (b *bodyRewriter) appendLocals(dst []byte, locals localDecls) []byte {
-	added := []byte{1, valI64, 1, valI32}
+	added := []byte{1, valI64}
+	if b.plan.countDepth {
+		added = append(added, 1, valI32)
+	}
 	if b.usesTmp {
 		added = append(added, 1, valI32)
 	}

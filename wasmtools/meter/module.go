@@ -217,13 +217,13 @@ func (rw *rewriter) rewriteSection(s wasmbin.Section) (out wasmbin.Section, keep
 	case wasmbin.SectionImport:
 		p, err = appendToVector(s.Payload, safepointImport(rw.l.safepointType))
 	case wasmbin.SectionGlobal:
-		p, err = rw.rewriteGlobals(s.Payload)
+		p, err = rewriteGlobals(s.Payload, rw.l.remapFunc, fuelGlobalEntry, depthGlobalEntry)
 	case wasmbin.SectionExport:
 		p, err = rw.rewriteExports(s.Payload)
 	case wasmbin.SectionStart:
 		p, err = rw.rewriteStart(s.Payload)
 	case wasmbin.SectionElement:
-		p, err = rw.rewriteElements(s.Payload)
+		p, err = rewriteElements(s.Payload, rw.l.remapFunc)
 	case wasmbin.SectionCode:
 		p, err = rw.rewriteCode(s.Payload)
 	default:
@@ -254,59 +254,84 @@ func safepointImport(typeIndex uint32) []byte {
 	return wasmbin.AppendU32(b, typeIndex)
 }
 
-// rewriteGlobals remaps ref.func in initializers and appends the counter
-// and depth globals, both mutable and starting at zero. A counter of zero
-// makes the first function entry call the safepoint, which is how the
-// host learns which instance its Meter meters.
-func (rw *rewriter) rewriteGlobals(p []byte) ([]byte, error) {
+// rewriteGlobals copies the global section, passing ref.func indices in
+// initializers through remap, and appends the extra encoded globals.
+func rewriteGlobals(p []byte, remap func(uint32) uint32, extra ...[]byte) ([]byte, error) {
 	r := wasmbin.NewReader(p)
 	n, err := r.U32()
 	if err != nil {
 		return nil, fmt.Errorf("global section: %w", err)
 	}
-	out := wasmbin.AppendU32(make([]byte, 0, len(p)+16), n+2)
+	out := wasmbin.AppendU32(make([]byte, 0, len(p)+16), n+uint32(len(extra)))
 	for i := range n {
 		typ, err := r.Bytes(2)
 		if err != nil {
 			return nil, fmt.Errorf("global %d: %w", i, err)
 		}
 		out = append(out, typ...)
-		if out, err = wasmbin.AppendConstExpr(out, r, rw.l.remapFunc); err != nil {
+		if out, err = wasmbin.AppendConstExpr(out, r, remap); err != nil {
 			return nil, fmt.Errorf("global %d: %w", i, err)
 		}
 	}
-	out = append(out, valI64, 1, byte(wasmbin.OpI64Const), 0, byte(wasmbin.OpEnd))
-	return append(out, valI32, 1, byte(wasmbin.OpI32Const), 0, byte(wasmbin.OpEnd)), nil
+	for _, g := range extra {
+		out = append(out, g...)
+	}
+	return out, nil
 }
 
-func (rw *rewriter) rewriteExports(p []byte) ([]byte, error) {
+// The appended globals: the counter and the depth, both mutable and
+// starting at zero. A counter of zero makes the first checked function
+// entry call the safepoint, which is how the host learns which instance
+// its Meter meters.
+var (
+	fuelGlobalEntry  = []byte{valI64, 1, byte(wasmbin.OpI64Const), 0, byte(wasmbin.OpEnd)}
+	depthGlobalEntry = []byte{valI32, 1, byte(wasmbin.OpI32Const), 0, byte(wasmbin.OpEnd)}
+)
+
+type export struct {
+	name  string
+	kind  byte
+	index uint32
+}
+
+func readExports(p []byte) ([]export, error) {
 	r := wasmbin.NewReader(p)
 	n, err := r.U32()
 	if err != nil {
 		return nil, fmt.Errorf("export section: %w", err)
 	}
-	out := wasmbin.AppendU32(make([]byte, 0, len(p)+16), n+1)
+	exports := make([]export, 0, n)
 	for i := range n {
-		name, err := r.Name()
-		if err != nil {
+		var e export
+		if e.name, err = r.Name(); err != nil {
 			return nil, fmt.Errorf("export %d: %w", i, err)
 		}
-		if name == FuelExport {
-			return nil, fmt.Errorf("export %q: the name is reserved for fuel metering", name)
+		if e.kind, err = r.Byte(); err != nil {
+			return nil, fmt.Errorf("export %q: %w", e.name, err)
 		}
-		kind, err := r.Byte()
-		if err != nil {
-			return nil, fmt.Errorf("export %q: %w", name, err)
+		if e.index, err = r.U32(); err != nil {
+			return nil, fmt.Errorf("export %q: %w", e.name, err)
 		}
-		index, err := r.U32()
-		if err != nil {
-			return nil, fmt.Errorf("export %q: %w", name, err)
+		exports = append(exports, e)
+	}
+	return exports, nil
+}
+
+func (rw *rewriter) rewriteExports(p []byte) ([]byte, error) {
+	exports, err := readExports(p)
+	if err != nil {
+		return nil, err
+	}
+	out := wasmbin.AppendU32(make([]byte, 0, len(p)+16), uint32(len(exports)+1))
+	for _, e := range exports {
+		if e.name == FuelExport {
+			return nil, fmt.Errorf("export %q: the name is reserved for fuel metering", e.name)
 		}
-		if kind == externFunc {
-			index = rw.l.remapFunc(index)
+		if e.kind == externFunc {
+			e.index = rw.l.remapFunc(e.index)
 		}
-		out = append(wasmbin.AppendName(out, name), kind)
-		out = wasmbin.AppendU32(out, index)
+		out = append(wasmbin.AppendName(out, e.name), e.kind)
+		out = wasmbin.AppendU32(out, e.index)
 	}
 	out = append(wasmbin.AppendName(out, FuelExport), externGlobal)
 	return wasmbin.AppendU32(out, rw.l.fuelGlobal), nil
@@ -334,4 +359,12 @@ func (rw *rewriter) rewriteCustom(s wasmbin.Section) (wasmbin.Section, bool, err
 		return wasmbin.Section{Name: s.Name, Payload: p}, true, nil
 	}
 	return s, true, nil
+}
+
+// blockParams is the number of parameters of a block type.
+func (l *layout) blockParams(blockType int64) uint32 {
+	if blockType < 0 {
+		return 0
+	}
+	return l.paramCounts[blockType]
 }

@@ -15,7 +15,7 @@ const (
 
 // rewriteElements remaps the function indices in element segments, in
 // either of their encodings: a vector of indices or of expressions.
-func (rw *rewriter) rewriteElements(p []byte) ([]byte, error) {
+func rewriteElements(p []byte, remap func(uint32) uint32) ([]byte, error) {
 	r := wasmbin.NewReader(p)
 	n, err := r.U32()
 	if err != nil {
@@ -23,14 +23,14 @@ func (rw *rewriter) rewriteElements(p []byte) ([]byte, error) {
 	}
 	out := wasmbin.AppendU32(make([]byte, 0, len(p)+len(p)/8), n)
 	for i := range n {
-		if out, err = rw.rewriteElement(out, r); err != nil {
+		if out, err = rewriteElement(out, r, remap); err != nil {
 			return nil, fmt.Errorf("element segment %d: %w", i, err)
 		}
 	}
 	return out, nil
 }
 
-func (rw *rewriter) rewriteElement(out []byte, r *wasmbin.Reader) ([]byte, error) {
+func rewriteElement(out []byte, r *wasmbin.Reader, remap func(uint32) uint32) ([]byte, error) {
 	flags, err := r.U32()
 	if err != nil {
 		return nil, err
@@ -48,7 +48,7 @@ func (rw *rewriter) rewriteElement(out []byte, r *wasmbin.Reader) ([]byte, error
 		out = wasmbin.AppendU32(out, table)
 	}
 	if active {
-		if out, err = wasmbin.AppendConstExpr(out, r, rw.l.remapFunc); err != nil {
+		if out, err = wasmbin.AppendConstExpr(out, r, remap); err != nil {
 			return nil, fmt.Errorf("offset: %w", err)
 		}
 	}
@@ -60,10 +60,10 @@ func (rw *rewriter) rewriteElement(out []byte, r *wasmbin.Reader) ([]byte, error
 		}
 		out = append(out, kind)
 	}
-	return rw.rewriteElementItems(out, r, flags&elemExpressions != 0)
+	return rewriteElementItems(out, r, flags&elemExpressions != 0, remap)
 }
 
-func (rw *rewriter) rewriteElementItems(out []byte, r *wasmbin.Reader, exprs bool) ([]byte, error) {
+func rewriteElementItems(out []byte, r *wasmbin.Reader, exprs bool, remap func(uint32) uint32) ([]byte, error) {
 	n, err := r.U32()
 	if err != nil {
 		return nil, err
@@ -71,11 +71,11 @@ func (rw *rewriter) rewriteElementItems(out []byte, r *wasmbin.Reader, exprs boo
 	out = wasmbin.AppendU32(out, n)
 	for range n {
 		if exprs {
-			out, err = wasmbin.AppendConstExpr(out, r, rw.l.remapFunc)
+			out, err = wasmbin.AppendConstExpr(out, r, remap)
 		} else {
 			var f uint32
 			f, err = r.U32()
-			out = wasmbin.AppendU32(out, rw.l.remapFunc(f))
+			out = wasmbin.AppendU32(out, remap(f))
 		}
 		if err != nil {
 			return nil, err

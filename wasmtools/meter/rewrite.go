@@ -8,8 +8,9 @@ import (
 
 // rewriter instruments one module.
 type rewriter struct {
-	l    *layout
-	body bodyRewriter
+	l     *layout
+	plans []funcPlan // per defined function
+	body  bodyRewriter
 }
 
 // requiredSections are the sections the instrumentation adds entries to;
@@ -26,7 +27,11 @@ func rewrite(wasm []byte, maxDepth uint32) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	rw := &rewriter{l: l, body: bodyRewriter{l: l, maxDepth: maxDepth}}
+	plans, err := analyzeCalls(l, sections, maxDepth)
+	if err != nil {
+		return nil, err
+	}
+	rw := &rewriter{l: l, plans: plans, body: bodyRewriter{l: l, maxDepth: maxDepth}}
 	out := wasmbin.AppendModuleHeader(make([]byte, 0, len(wasm)+len(wasm)/4))
 	for _, s := range withRequiredSections(sections) {
 		s, keep, err := rw.rewriteSection(s)
@@ -64,28 +69,37 @@ func withRequiredSections(sections []wasmbin.Section) []wasmbin.Section {
 }
 
 func (rw *rewriter) rewriteCode(p []byte) ([]byte, error) {
+	out := wasmbin.AppendU32(make([]byte, 0, len(p)+len(p)/2), uint32(len(rw.l.funcTypes)))
+	err := forEachBody(p, func(i int, body []byte) error {
+		var err error
+		nparams := rw.l.paramCounts[rw.l.funcTypes[i]]
+		if out, err = rw.body.rewrite(out, body, nparams, rw.plans[i]); err != nil {
+			return fmt.Errorf("function %d: %w", rw.l.importedFuncs+uint32(i), err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// forEachBody calls fn with each function body of a code section.
+func forEachBody(p []byte, fn func(i int, body []byte) error) error {
 	r := wasmbin.NewReader(p)
 	n, err := r.U32()
 	if err != nil {
-		return nil, fmt.Errorf("code section: %w", err)
+		return fmt.Errorf("code section: %w", err)
 	}
-	if int(n) != len(rw.l.funcTypes) {
-		return nil, fmt.Errorf("code section has %d bodies for %d functions", n, len(rw.l.funcTypes))
-	}
-	out := wasmbin.AppendU32(make([]byte, 0, len(p)+len(p)/2), n)
-	for i := range n {
+	for i := range int(n) {
 		size, err := r.U32()
 		if err != nil {
-			return nil, fmt.Errorf("function %d: %w", rw.l.importedFuncs+i, err)
+			return fmt.Errorf("code entry %d: %w", i, err)
 		}
 		body, err := r.Bytes(int(size))
 		if err != nil {
-			return nil, fmt.Errorf("function %d: %w", rw.l.importedFuncs+i, err)
+			return fmt.Errorf("code entry %d: %w", i, err)
 		}
-		nparams := rw.l.paramCounts[rw.l.funcTypes[i]]
-		if out, err = rw.body.rewrite(out, body, nparams); err != nil {
-			return nil, fmt.Errorf("function %d: %w", rw.l.importedFuncs+i, err)
+		if err := fn(i, body); err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }

@@ -11,6 +11,9 @@ type Instr struct {
 	// Index is the first index immediate: the label of br and br_if, the
 	// function of call and ref.func. Zero for other instructions.
 	Index uint32
+	// BlockType is the block type of block, loop and if: negative for the
+	// one-byte encodings (-64 for none), else a type index.
+	BlockType int64
 	// Labels holds br_table's targets, the default last. It is reused by
 	// the next call to ReadInstr.
 	Labels []uint32
@@ -20,7 +23,7 @@ type Instr struct {
 // reusing in.Labels' storage.
 func (r *Reader) ReadInstr(in *Instr) error {
 	in.Start = r.pos
-	in.Index = 0
+	in.Index, in.BlockType = 0, 0
 	in.Labels = in.Labels[:0]
 	op, err := r.opcode()
 	if err != nil {
@@ -56,7 +59,7 @@ func (r *Reader) immediates(kind imm, in *Instr) error {
 	switch kind {
 	case immNone:
 	case immBlockType:
-		_, err = r.S33()
+		in.BlockType, err = r.S33()
 	case immIndex:
 		in.Index, err = r.U32()
 	case immTwoIndex, immMemArg, immDataMem, immTwoMem:

@@ -1,0 +1,281 @@
+package meter
+
+import (
+	"fmt"
+
+	"github.com/edgeaip/edgeaip/wasmtools/meter/internal/wasmbin"
+)
+
+// funcPlan says which checks one defined function needs beyond its loop
+// checks. Both are paid on every call, so they are left out where the call
+// graph shows they cannot matter.
+type funcPlan struct {
+	// entryCheck: check the counter on entry. Needed in every function
+	// that makes calls: that covers recursion, and a loop-free call tree,
+	// which can still do work exponential in its depth. Also in exported
+	// and start functions, so that every call from the host reaches a
+	// safepoint, which is how the Meter finds its instance. A leaf does
+	// bounded work, and the caller's next check covers it.
+	entryCheck bool
+	// countDepth: count the call against the depth limit. Only calls
+	// inside a cycle of the call graph can nest without bound.
+	countDepth bool
+	// exitCheck: check the counter before returning. Set for exported and
+	// start functions: with the check before every call to an import,
+	// it means that a call that returns to the host, or exits through
+	// proc_exit, has not consumed more than its budget.
+	exitCheck bool
+}
+
+// callGraph is what the analysis gathers from the module before rewriting.
+type callGraph struct {
+	callees   [][]uint32 // per defined function: defined functions it calls directly
+	indirect  []bool     // per defined function: it uses call_indirect
+	leaf      []bool     // per defined function: it calls nothing
+	reachable []bool     // per defined function: exported, start, in a table or taken by ref.func
+}
+
+func newCallGraph(n int) *callGraph {
+	return &callGraph{
+		callees:   make([][]uint32, n),
+		indirect:  make([]bool, n),
+		leaf:      make([]bool, n),
+		reachable: make([]bool, n),
+	}
+}
+
+// markFunc records a function index that escapes into a table, an export
+// or a ref.func, where any call_indirect may reach it.
+func (g *callGraph) markFunc(l *layout, f uint32) {
+	if f >= l.importedFuncs && int(f-l.importedFuncs) < len(g.reachable) {
+		g.reachable[f-l.importedFuncs] = true
+	}
+}
+
+// scanBody records the calls made by defined function i.
+func (g *callGraph) scanBody(l *layout, i int, body []byte) error {
+	r := wasmbin.NewReader(body)
+	if _, err := readLocals(r); err != nil {
+		return err
+	}
+	g.leaf[i] = true
+	var in wasmbin.Instr
+	for r.Len() > 0 {
+		if err := r.ReadInstr(&in); err != nil {
+			return err
+		}
+		switch in.Op {
+		case wasmbin.OpCall:
+			g.leaf[i] = false
+			if in.Index >= l.importedFuncs {
+				g.callees[i] = append(g.callees[i], in.Index-l.importedFuncs)
+			}
+		case wasmbin.OpCallIndirect:
+			g.leaf[i] = false
+			g.indirect[i] = true
+		case wasmbin.OpRefFunc:
+			g.markFunc(l, in.Index)
+		}
+	}
+	return nil
+}
+
+// plan decides the checks of every defined function. Functions in the
+// same strongly connected component of the call graph can call each other
+// without bound, so they count depth; everything else cannot nest deeper
+// than the longest chain of such functions. If that chain could push the
+// real depth past what the depth limit promises, every function counts.
+func (g *callGraph) plan(maxDepth uint32, entries []bool) []funcPlan {
+	n := len(g.callees)
+	// Node n stands for every call_indirect: it calls every function that
+	// escapes, and every function using call_indirect calls it.
+	succ := func(v int, yield func(int)) {
+		if v == n {
+			for f, ok := range g.reachable {
+				if ok {
+					yield(f)
+				}
+			}
+			return
+		}
+		for _, c := range g.callees[v] {
+			yield(int(c))
+		}
+		if g.indirect[v] {
+			yield(n)
+		}
+	}
+	comp, recursive := stronglyConnected(n+1, succ)
+	chain := longestAcyclicChain(n, comp, recursive, succ)
+	countAll := uint64(maxDepth)+uint64(chain) > MaxCallDepthLimit
+	plans := make([]funcPlan, n)
+	for f := range plans {
+		rec := recursive[comp[f]]
+		plans[f] = funcPlan{
+			entryCheck: !g.leaf[f] || entries[f],
+			countDepth: rec || countAll,
+			exitCheck:  entries[f],
+		}
+	}
+	return plans
+}
+
+// stronglyConnected labels each node with its component (Tarjan's
+// algorithm, iterative so that deep call graphs cannot overflow the Go
+// stack) and says which components contain a cycle. Components are
+// numbered in reverse topological order: callees before callers.
+func stronglyConnected(n int, succ func(int, func(int))) (comp []int, cyclic []bool) {
+	const unvisited = -1
+	index := make([]int, n)
+	low := make([]int, n)
+	onStack := make([]bool, n)
+	comp = make([]int, n)
+	for i := range index {
+		index[i] = unvisited
+	}
+	var stack []int
+	next := 0
+	type frame struct {
+		v     int
+		succs []int
+		i     int
+	}
+	for root := range n {
+		if index[root] != unvisited {
+			continue
+		}
+		work := []frame{{v: root}}
+		for len(work) > 0 {
+			top := &work[len(work)-1]
+			v := top.v
+			if top.i == 0 && top.succs == nil {
+				index[v], low[v] = next, next
+				next++
+				stack = append(stack, v)
+				onStack[v] = true
+				top.succs = []int{}
+				succ(v, func(w int) { top.succs = append(top.succs, w) })
+			}
+			if top.i < len(top.succs) {
+				w := top.succs[top.i]
+				top.i++
+				if index[w] == unvisited {
+					work = append(work, frame{v: w})
+				} else if onStack[w] {
+					low[v] = min(low[v], index[w])
+				}
+				continue
+			}
+			work = work[:len(work)-1]
+			if len(work) > 0 {
+				parent := work[len(work)-1].v
+				low[parent] = min(low[parent], low[v])
+			}
+			if low[v] != index[v] {
+				continue
+			}
+			c := len(cyclic)
+			size, selfLoop := 0, false
+			for {
+				w := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				onStack[w] = false
+				comp[w] = c
+				size++
+				if w == v {
+					break
+				}
+			}
+			succ(v, func(w int) { selfLoop = selfLoop || w == v })
+			cyclic = append(cyclic, size > 1 || selfLoop)
+		}
+	}
+	return comp, cyclic
+}
+
+// longestAcyclicChain returns the largest number of functions outside any
+// cycle that can be on the call stack at once: the longest path through
+// the component graph, counting only those functions. Node n is the
+// call_indirect stand-in and counts for nothing.
+func longestAcyclicChain(n int, comp []int, cyclic []bool, succ func(int, func(int))) int {
+	members := make([][]int, len(cyclic))
+	for v, c := range comp {
+		members[c] = append(members[c], v)
+	}
+	longest := make([]int, len(cyclic))
+	best := 0
+	// Callees come first in Tarjan's numbering, so each component's
+	// successors are final when it is reached.
+	for c := range cyclic {
+		below := 0
+		for _, v := range members[c] {
+			succ(v, func(w int) {
+				if comp[w] != c {
+					below = max(below, longest[comp[w]])
+				}
+			})
+		}
+		self := 0
+		if !cyclic[c] && members[c][0] != n {
+			self = 1
+		}
+		longest[c] = below + self
+		best = max(best, longest[c])
+	}
+	return best
+}
+
+// analyzeCalls builds the call graph from the sections that name
+// functions: exports, start, elements, globals and code.
+func analyzeCalls(l *layout, sections []wasmbin.Section, maxDepth uint32) ([]funcPlan, error) {
+	g := newCallGraph(len(l.funcTypes))
+	entries := make([]bool, len(l.funcTypes))
+	record := func(f uint32) uint32 {
+		g.markFunc(l, f)
+		return f
+	}
+	for _, s := range sections {
+		var err error
+		switch s.ID {
+		case wasmbin.SectionExport:
+			err = markExports(l, g, entries, s.Payload)
+		case wasmbin.SectionStart:
+			var f uint32
+			if f, err = wasmbin.NewReader(s.Payload).U32(); err == nil {
+				markEntry(l, entries, f)
+			}
+		case wasmbin.SectionElement:
+			_, err = rewriteElements(s.Payload, record)
+		case wasmbin.SectionGlobal:
+			_, err = rewriteGlobals(s.Payload, record)
+		case wasmbin.SectionCode:
+			err = forEachBody(s.Payload, func(i int, body []byte) error {
+				if err := g.scanBody(l, i, body); err != nil {
+					return fmt.Errorf("function %d: %w", l.importedFuncs+uint32(i), err)
+				}
+				return nil
+			})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("call graph: %w", err)
+		}
+	}
+	return g.plan(maxDepth, entries), nil
+}
+
+func markExports(l *layout, g *callGraph, entries []bool, p []byte) error {
+	exports, err := readExports(p)
+	for _, e := range exports {
+		if e.kind == externFunc {
+			g.markFunc(l, e.index)
+			markEntry(l, entries, e.index)
+		}
+	}
+	return err
+}
+
+func markEntry(l *layout, entries []bool, f uint32) {
+	if f >= l.importedFuncs && int(f-l.importedFuncs) < len(entries) {
+		entries[f-l.importedFuncs] = true
+	}
+}
