@@ -19,16 +19,30 @@ const (
 type holeKind uint8
 
 const (
-	holeEntry  holeKind = iota // load the counter from the global, pay, check
-	holeLoad                   // load the counter from the global, pay
-	holeLoop                   // pay, check (the header of a loop that is not wrapped)
-	holePrepay                 // pay
+	holeEntry holeKind = iota // pay and count the depth on entry
+	holeLoad                  // load the counter from the global and pay (after call_indirect)
+	holePay                   // pay
 )
 
 type hole struct {
 	at   int // offset in bodyRewriter.out
 	kind holeKind
 	seg  int
+}
+
+// segment is what a hole pays for, and whether it checks after paying.
+//
+// Checks are where the guest can run out of fuel and where the host gets
+// control: at the entry of a host entry function, at loop back edges (or
+// the header of a loop that is not wrapped), and at the start of every
+// segment that ends in a call that is not known to be bounded. Checking
+// at the start of the calling segment rather than on the callee's entry
+// costs less under wazero's compiler: the values live there are live
+// across the call anyway, so the safepoint call adds no spills, where at
+// a function's entry it made the parameters spill and reload.
+type segment struct {
+	cost  int64
+	check bool
 }
 
 type frameKind uint8
@@ -68,12 +82,25 @@ type frame struct {
 	added    int  // frames the rewrite added outside this frame and the frames enclosing it
 }
 
-// bodyRewriter instruments one function body at a time. It is reused
-// across the bodies of a module to keep its buffers.
+// bodyRewriter turns one function body at a time into the body of its
+// twin. It is reused across the bodies of a module to keep its buffers.
+//
+// The twin's body is the original one inside a block, $body, that stands
+// for the function's own label, so that every way out (branches to the
+// function label, return, the end) meets at one exit that restores the
+// depth and returns the counter:
+//
+//	<entry: pay, count the depth, check>
+//	block $body (result <results>)
+//	  <original body, instrumented; return becomes br $body>
+//	end
+//	<exit: uncount the depth, check>
+//	local.get $counter
 type bodyRewriter struct {
 	l        *layout
 	maxDepth uint32
-	plan     funcPlan
+	plans    []funcPlan // of every defined function
+	plan     funcPlan   // of this one
 
 	instrs   []wasmbin.Instr // the body, decoded once
 	wrapLoop []bool          // per loop, in order of appearance
@@ -81,35 +108,36 @@ type bodyRewriter struct {
 
 	out   []byte // instructions with holes cut out
 	holes []hole
-	segs  []int64 // cost of each segment
+	segs  []segment
 	ctrl  []frame
 	seg   int // the current segment, or -1 in unreachable code
 
-	fuel, depth, tmp uint32 // local indices added to the function
-	usesTmp          bool
+	nparams  uint32 // of the original function; its locals move up by one
+	counter  uint32 // the twin's extra parameter
+	tmp      uint32 // a scratch i32 local for dynamic costs
+	usesTmp  bool
+	bodyType []byte // block type of $body
 }
 
-// rewrite appends the instrumented form of body, the code entry of a
-// function with nparams parameters, to dst.
-func (b *bodyRewriter) rewrite(dst, body []byte, nparams uint32, plan funcPlan) ([]byte, error) {
+// rewrite appends the twin of a function of type t with the given body,
+// its code entry, to dst.
+func (b *bodyRewriter) rewrite(dst, body []byte, t uint32, plan funcPlan) ([]byte, error) {
 	r := wasmbin.NewReader(body)
 	locals, err := readLocals(r)
 	if err != nil {
 		return nil, err
 	}
-	b.reset(nparams+locals.count, plan)
+	b.reset(t, locals.count, plan)
 	if err := b.decode(r); err != nil {
 		return nil, err
 	}
 	b.ctrl = append(b.ctrl, frame{kind: frameFunc})
-	if plan.entryCheck {
-		b.newSegment(holeEntry)
-	} else {
-		b.newSegment(holeLoad)
-	}
+	b.newSegment(holeEntry, plan.hostEntry)
 	if plan.countDepth {
-		b.appendDepthEntry()
+		b.appendDepthCheck()
 	}
+	b.out = append(b.out, byte(wasmbin.OpBlock))
+	b.out = append(b.out, b.bodyType...)
 	for i := range b.instrs {
 		b.instruction(&b.instrs[i], r.Slice(b.instrs[i].Start, b.instrs[i].End))
 	}
@@ -140,41 +168,60 @@ func readLocals(r *wasmbin.Reader) (localDecls, error) {
 		}
 		total += uint64(c)
 	}
-	// Keep the total, with the three locals added below, inside a uint32.
+	// Keep the total, with the local and parameter added, inside a uint32.
 	if total > 1<<31 {
 		return localDecls{}, fmt.Errorf("%d locals is too many", total)
 	}
 	return localDecls{groups: groups, raw: r.Slice(start, r.Pos()), count: uint32(total)}, nil
 }
 
-func (b *bodyRewriter) reset(firstNew uint32, plan funcPlan) {
+func (b *bodyRewriter) reset(t, nlocals uint32, plan funcPlan) {
 	b.plan = plan
 	b.instrs, b.wrapLoop, b.loops = b.instrs[:0], b.wrapLoop[:0], 0
 	b.out, b.holes, b.segs, b.ctrl = b.out[:0], b.holes[:0], b.segs[:0], b.ctrl[:0]
-	b.fuel = firstNew
-	b.depth, b.tmp = firstNew+1, firstNew+1
-	if plan.countDepth {
-		b.tmp++
-	}
+	ft := b.l.types[t]
+	b.nparams = uint32(len(ft.params))
+	b.counter = b.nparams
+	b.tmp = b.nparams + 1 + nlocals
 	b.usesTmp = false
+	switch len(ft.results) {
+	case 0:
+		b.bodyType = append(b.bodyType[:0], blockEmpty)
+	case 1:
+		b.bodyType = append(b.bodyType[:0], ft.results[0])
+	default:
+		b.bodyType = wasmbin.AppendU32(b.bodyType[:0], b.l.resultTypes[t])
+	}
 }
 
 // decode reads the instructions of the body and decides which loops to
-// wrap. A loop is wrapped unless it takes parameters, which the way back
-// in from the safepoint could not supply, or is the target of a br_table,
-// whose back edge cannot carry its own check.
+// wrap. A loop is not wrapped when:
+//   - it takes parameters, which the way back in from the safepoint could
+//     not supply;
+//   - it is the target of a br_table, whose back edge cannot carry its own
+//     check;
+//   - its header segment ends in a checked call: every iteration then
+//     checks at the header, and back edges need no check of their own.
 func (b *bodyRewriter) decode(r *wasmbin.Reader) error {
 	open := []int{-1} // per open frame: its loop number, or -1
+	header := -1      // the loop whose header segment is being read, or -1
 	for len(open) > 0 {
 		var in wasmbin.Instr
 		if err := r.ReadInstr(&in); err != nil {
 			return err
 		}
+		if header >= 0 && in.Op != wasmbin.OpBlock && endsSegment(in.Op) {
+			if b.checkedCall(&in) {
+				b.wrapLoop[header] = false
+			}
+			header = -1
+		}
 		switch in.Op {
 		case wasmbin.OpBlock, wasmbin.OpIf:
 			open = append(open, -1)
 		case wasmbin.OpLoop:
-			open = append(open, len(b.wrapLoop))
+			header = len(b.wrapLoop)
+			open = append(open, header)
 			b.wrapLoop = append(b.wrapLoop, b.l.blockParams(in.BlockType) == 0)
 		case wasmbin.OpEnd:
 			open = open[:len(open)-1]
@@ -193,6 +240,31 @@ func (b *bodyRewriter) decode(r *wasmbin.Reader) error {
 	return nil
 }
 
+// endsSegment says whether op is the last instruction of its segment, or
+// (for loop) starts a new one.
+func endsSegment(op wasmbin.Opcode) bool {
+	switch op {
+	case wasmbin.OpLoop, wasmbin.OpIf, wasmbin.OpElse, wasmbin.OpEnd,
+		wasmbin.OpBr, wasmbin.OpBrIf, wasmbin.OpBrTable, wasmbin.OpReturn, wasmbin.OpUnreachable,
+		wasmbin.OpCall, wasmbin.OpCallIndirect:
+		return true
+	}
+	return false
+}
+
+// checkedCall says whether in is a call the segment ending in it checks
+// for: one to an import, through a table, or to a function that is not
+// bounded.
+func (b *bodyRewriter) checkedCall(in *wasmbin.Instr) bool {
+	switch in.Op {
+	case wasmbin.OpCallIndirect:
+		return true
+	case wasmbin.OpCall:
+		return in.Index < b.l.importedFuncs || !b.plans[in.Index-b.l.importedFuncs].bounded
+	}
+	return false
+}
+
 // instruction copies one instruction to the output with the
 // instrumentation it calls for. raw is its encoding.
 func (b *bodyRewriter) instruction(in *wasmbin.Instr, raw []byte) {
@@ -204,10 +276,10 @@ func (b *bodyRewriter) instruction(in *wasmbin.Instr, raw []byte) {
 		b.loop(raw)
 	case wasmbin.OpIf:
 		b.push(frame{kind: frameIf}, raw)
-		b.split(holePrepay)
+		b.split(holePay, false)
 	case wasmbin.OpElse:
 		b.out = append(b.out, raw...)
-		b.newSegment(holePrepay)
+		b.newSegment(holePay, false)
 	case wasmbin.OpEnd:
 		b.end(raw)
 	case wasmbin.OpBr, wasmbin.OpBrIf:
@@ -215,20 +287,27 @@ func (b *bodyRewriter) instruction(in *wasmbin.Instr, raw []byte) {
 	case wasmbin.OpBrTable:
 		b.branchTable(in.Labels)
 	case wasmbin.OpReturn:
-		b.appendExit()
+		if b.plan.hostEntry {
+			b.branch(wasmbin.OpBr, uint32(len(b.ctrl)-1))
+			break
+		}
+		b.out = appendOp(b.out, wasmbin.OpLocalGet, b.counter)
+		if b.plan.countDepth {
+			b.out = append(b.out, byte(wasmbin.OpI64Const), 1, byte(wasmbin.OpI64Sub))
+		}
 		b.out = append(b.out, raw...)
 		b.seg = -1
 	case wasmbin.OpUnreachable:
 		b.out = append(b.out, raw...)
 		b.seg = -1
 	case wasmbin.OpCall:
-		b.call(in.Index)
+		b.call(in)
 	case wasmbin.OpCallIndirect:
-		b.appendFlush()
-		b.out = append(b.out, raw...)
-		b.split(holeLoad)
+		b.callIndirect(in, raw)
 	case wasmbin.OpRefFunc:
-		b.out = appendOp(b.out, wasmbin.OpRefFunc, b.l.remapFunc(in.Index))
+		b.out = appendOp(b.out, wasmbin.OpRefFunc, b.l.refFunc(in.Index))
+	case wasmbin.OpLocalGet, wasmbin.OpLocalSet, wasmbin.OpLocalTee:
+		b.out = appendOp(b.out, in.Op, b.local(in.Index))
 	default:
 		b.appendDynamicCharge(in.Op)
 		b.out = append(b.out, raw...)
@@ -237,24 +316,39 @@ func (b *bodyRewriter) instruction(in *wasmbin.Instr, raw []byte) {
 
 func (b *bodyRewriter) live() bool { return b.seg >= 0 }
 
+// local moves an original local index past the counter parameter.
+func (b *bodyRewriter) local(i uint32) uint32 {
+	if i >= b.nparams {
+		return i + 1
+	}
+	return i
+}
+
 func (b *bodyRewriter) charge(cost int64) {
 	if b.live() {
-		b.segs[b.seg] += cost
+		b.segs[b.seg].cost += cost
+	}
+}
+
+// checkSegment makes the current segment check after paying.
+func (b *bodyRewriter) checkSegment() {
+	if b.live() {
+		b.segs[b.seg].check = true
 	}
 }
 
 // newSegment starts a segment whose payment goes at the current output
 // position.
-func (b *bodyRewriter) newSegment(kind holeKind) {
-	b.segs = append(b.segs, 0)
+func (b *bodyRewriter) newSegment(kind holeKind, check bool) {
+	b.segs = append(b.segs, segment{check: check})
 	b.seg = len(b.segs) - 1
 	b.holes = append(b.holes, hole{at: len(b.out), kind: kind, seg: b.seg})
 }
 
 // split ends the current segment. Unreachable code stays unreachable.
-func (b *bodyRewriter) split(kind holeKind) {
+func (b *bodyRewriter) split(kind holeKind, check bool) {
 	if b.live() {
-		b.newSegment(kind)
+		b.newSegment(kind, check)
 	}
 }
 
@@ -274,7 +368,7 @@ func (b *bodyRewriter) loop(raw []byte) {
 	b.loops++
 	if !wrap {
 		b.push(frame{kind: frameLoop}, raw)
-		b.split(holeLoop)
+		b.split(holePay, true)
 		return
 	}
 	// $exit takes the loop's block type, which follows its opcode.
@@ -282,7 +376,7 @@ func (b *bodyRewriter) loop(raw []byte) {
 	b.out = append(b.out, raw[1:]...)
 	b.out = append(b.out, byte(wasmbin.OpLoop), blockEmpty, byte(wasmbin.OpBlock), blockEmpty)
 	b.push(frame{kind: frameLoop, wrapped: true}, raw)
-	b.split(holePrepay)
+	b.split(holePay, false)
 }
 
 // end closes a frame. Control arrives after the end of an if from two
@@ -293,6 +387,7 @@ func (b *bodyRewriter) end(raw []byte) {
 	f := b.ctrl[len(b.ctrl)-1]
 	b.ctrl = b.ctrl[:len(b.ctrl)-1]
 	if f.kind == frameFunc {
+		b.out = append(b.out, byte(wasmbin.OpEnd)) // $body
 		b.appendExit()
 		b.out = append(b.out, raw...)
 		return
@@ -302,7 +397,7 @@ func (b *bodyRewriter) end(raw []byte) {
 	case f.wrapped:
 		b.appendLoopWrapEnd()
 	case f.kind == frameIf || (f.kind == frameBlock && f.targeted):
-		b.newSegment(holePrepay)
+		b.newSegment(holePay, false)
 	}
 }
 
@@ -314,24 +409,19 @@ func (b *bodyRewriter) label(l uint32) uint32 {
 }
 
 // target marks the frame a branch goes to and reports whether the branch
-// leaves the function and whether it is a back edge that must check.
-func (b *bodyRewriter) target(l uint32) (returns, backEdge bool) {
-	i := len(b.ctrl) - 1 - int(l)
-	f := &b.ctrl[i]
+// is a back edge that must check.
+func (b *bodyRewriter) target(l uint32) (backEdge bool) {
+	f := &b.ctrl[len(b.ctrl)-1-int(l)]
 	f.targeted = true
-	return i == 0, f.wrapped && b.live()
+	return f.wrapped && b.live()
 }
 
-// branch handles br and br_if. A branch to the function's own label is a
-// return and flushes like one. A back edge to a wrapped loop checks the
-// counter first and leaves for the safepoint when it is not positive; for
-// br_if that check must only run when the branch is taken, so it becomes
-// an if around a br.
+// branch handles br and br_if, and return, which is a br to $body. A back
+// edge to a wrapped loop checks the counter first and leaves for the
+// safepoint when there is no fuel left; for br_if that check must only run
+// when the branch is taken, so it becomes an if around a br.
 func (b *bodyRewriter) branch(op wasmbin.Opcode, l uint32) {
-	returns, backEdge := b.target(l)
-	if returns {
-		b.appendExit()
-	}
+	backEdge := b.target(l)
 	nl := b.label(l)
 	switch {
 	case backEdge && op == wasmbin.OpBr:
@@ -346,7 +436,7 @@ func (b *bodyRewriter) branch(op wasmbin.Opcode, l uint32) {
 		b.out = appendOp(b.out, op, nl)
 	}
 	if op == wasmbin.OpBrIf {
-		b.split(holePrepay)
+		b.split(holePay, false)
 	} else {
 		b.seg = -1
 	}
@@ -354,13 +444,8 @@ func (b *bodyRewriter) branch(op wasmbin.Opcode, l uint32) {
 
 // branchTable handles br_table, whose targets are never wrapped loops.
 func (b *bodyRewriter) branchTable(labels []uint32) {
-	anyReturns := false
 	for _, l := range labels {
-		returns, _ := b.target(l)
-		anyReturns = anyReturns || returns
-	}
-	if anyReturns {
-		b.appendExit()
+		b.target(l)
 	}
 	b.out = append(b.out, byte(wasmbin.OpBrTable))
 	b.out = wasmbin.AppendU32(b.out, uint32(len(labels)-1))
@@ -370,24 +455,58 @@ func (b *bodyRewriter) branchTable(labels []uint32) {
 	b.seg = -1
 }
 
-// call flushes the counter for the callee and reloads what the callee left.
-// A call to an import checks the counter first, so that no host function
-// (fd_write, proc_exit) runs once the budget is spent; it needs no reload,
-// as host functions do not touch the counter. It still splits the
-// segment, so that the instructions after a call to proc_exit, which never
-// returns, are not charged.
-func (b *bodyRewriter) call(callee uint32) {
-	imported := callee < b.l.importedFuncs
-	if imported && b.live() {
-		b.appendCounterCheck()
+// call turns a call to a defined function into a call to its twin, which
+// takes and returns the counter:
+//
+//	local.get $counter; call $twin; local.set $counter
+//
+// That sequence is needed even in unreachable code, where a block may
+// still typecheck its operands. A call to an import flushes the counter
+// for the host to read; host functions do not change it. Either way the
+// segment ends: that the callee may not return (proc_exit) keeps the
+// instructions after it from being charged.
+func (b *bodyRewriter) call(in *wasmbin.Instr) {
+	callee := in.Index
+	if b.checkedCall(in) {
+		b.checkSegment()
 	}
-	b.appendFlush()
-	b.out = appendOp(b.out, wasmbin.OpCall, b.l.remapFunc(callee))
-	if imported {
-		b.split(holePrepay)
-	} else {
-		b.split(holeLoad)
+	if callee < b.l.importedFuncs {
+		b.appendFlush()
+		b.out = appendOp(b.out, wasmbin.OpCall, callee)
+		b.split(holePay, false)
+		return
 	}
+	b.out = appendOp(b.out, wasmbin.OpLocalGet, b.counter)
+	b.out = appendOp(b.out, wasmbin.OpCall, b.l.twin(callee))
+	b.out = appendOp(b.out, wasmbin.OpLocalSet, b.counter)
+	b.split(holePay, false)
+}
+
+// callIndirect checks before a call through a table, since the callee is
+// unknown. With direct tables the callee is a twin, passed the counter
+// under the index, which a scratch local moves out of the way:
+//
+//	local.set $tmp; local.get $counter; local.get $tmp
+//	call_indirect (type $twin_type) $table
+//	local.set $counter
+//
+// Otherwise it is a wrapper, which reads and writes the counter global.
+func (b *bodyRewriter) callIndirect(in *wasmbin.Instr, raw []byte) {
+	b.checkSegment()
+	if !b.l.directTables {
+		b.appendFlush()
+		b.out = append(b.out, raw...)
+		b.split(holeLoad, false)
+		return
+	}
+	b.usesTmp = true
+	b.out = appendOp(b.out, wasmbin.OpLocalSet, b.tmp)
+	b.out = appendOp(b.out, wasmbin.OpLocalGet, b.counter)
+	b.out = appendOp(b.out, wasmbin.OpLocalGet, b.tmp)
+	b.out = appendOp(b.out, wasmbin.OpCallIndirect, b.l.twinTypes[in.Index])
+	b.out = wasmbin.AppendU32(b.out, in.Index2)
+	b.out = appendOp(b.out, wasmbin.OpLocalSet, b.counter)
+	b.split(holePay, false)
 }
 
 // assemble appends the finished body, with its size prefix, to dst.
@@ -404,18 +523,14 @@ func (b *bodyRewriter) assemble(dst []byte, locals localDecls) []byte {
 	return append(dst, body...)
 }
 
-// appendLocals declares the function's own locals followed by the counter,
-// the saved depth if the function counts depth, and a scratch i32 if a
-// dynamic cost needs one.
+// appendLocals declares the function's own locals, followed by a scratch
+// i32 if a dynamic cost needs one.
 func (b *bodyRewriter) appendLocals(dst []byte, locals localDecls) []byte {
-	added := []byte{1, valI64}
-	if b.plan.countDepth {
-		added = append(added, 1, valI32)
+	if !b.usesTmp {
+		dst = wasmbin.AppendU32(dst, locals.groups)
+		return append(dst, locals.raw...)
 	}
-	if b.usesTmp {
-		added = append(added, 1, valI32)
-	}
-	dst = wasmbin.AppendU32(dst, locals.groups+uint32(len(added)/2))
+	dst = wasmbin.AppendU32(dst, locals.groups+1)
 	dst = append(dst, locals.raw...)
-	return append(dst, added...)
+	return append(dst, 1, valI32)
 }

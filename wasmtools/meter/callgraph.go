@@ -2,52 +2,59 @@ package meter
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/edgeaip/edgeaip/wasmtools/meter/internal/wasmbin"
 )
 
-// funcPlan says which checks one defined function needs beyond its loop
-// checks. Both are paid on every call, so they are left out where the call
-// graph shows they cannot matter.
+// funcPlan is what the call graph says about one defined function. The
+// checks it leaves out are ones the graph shows cannot matter.
 type funcPlan struct {
-	// entryCheck: check the counter on entry. Needed in every function
-	// that makes calls: that covers recursion, and a loop-free call tree,
-	// which can still do work exponential in its depth. Also in exported
-	// and start functions, so that every call from the host reaches a
-	// safepoint, which is how the Meter finds its instance. A leaf does
-	// bounded work, and the caller's next check covers it.
-	entryCheck bool
-	// countDepth: count the call against the depth limit. Only calls
+	// bounded: the function calls no defined function and uses no
+	// call_indirect, so a call to it does bounded work and needs no check
+	// before it. Every other call is checked before it is made, which
+	// covers recursion, and also loop-free call trees, whose work can be
+	// exponential in their depth.
+	bounded bool
+	// countDepth: the function counts against the depth limit. Only calls
 	// inside a cycle of the call graph can nest without bound.
 	countDepth bool
-	// exitCheck: check the counter before returning. Set for exported and
-	// start functions: with the check before every call to an import,
-	// it means that a call that returns to the host, or exits through
-	// proc_exit, has not consumed more than its budget.
-	exitCheck bool
+	// hostEntry: the function is exported or the start function. Its
+	// twin checks on entry, so that every call from the host reaches a
+	// safepoint, which is how the Meter finds its instance, and before it
+	// returns, so that a call that returns to the host, like one that
+	// exits through proc_exit (an import, checked before it is called),
+	// has not consumed more than its budget.
+	hostEntry bool
 }
 
 // callGraph is what the analysis gathers from the module before rewriting.
 type callGraph struct {
 	callees   [][]uint32 // per defined function: defined functions it calls directly
 	indirect  []bool     // per defined function: it uses call_indirect
-	leaf      []bool     // per defined function: it calls nothing
 	reachable []bool     // per defined function: exported, start, in a table or taken by ref.func
+	entries   []bool     // per defined function: exported or start
+
+	indirectTypes []uint32 // types call_indirect uses, in order of first use
+	importRefs    bool     // an import is in a table or taken by ref.func
+	sharedRefs    bool     // a table, or a global of reference type, is imported or exported
 }
 
 func newCallGraph(n int) *callGraph {
 	return &callGraph{
 		callees:   make([][]uint32, n),
 		indirect:  make([]bool, n),
-		leaf:      make([]bool, n),
 		reachable: make([]bool, n),
+		entries:   make([]bool, n),
 	}
 }
 
 // markFunc records a function index that escapes into a table, an export
 // or a ref.func, where any call_indirect may reach it.
 func (g *callGraph) markFunc(l *layout, f uint32) {
-	if f >= l.importedFuncs && int(f-l.importedFuncs) < len(g.reachable) {
+	if f < l.importedFuncs {
+		g.importRefs = true
+	} else if int(f-l.importedFuncs) < len(g.reachable) {
 		g.reachable[f-l.importedFuncs] = true
 	}
 }
@@ -58,7 +65,6 @@ func (g *callGraph) scanBody(l *layout, i int, body []byte) error {
 	if _, err := readLocals(r); err != nil {
 		return err
 	}
-	g.leaf[i] = true
 	var in wasmbin.Instr
 	for r.Len() > 0 {
 		if err := r.ReadInstr(&in); err != nil {
@@ -66,13 +72,14 @@ func (g *callGraph) scanBody(l *layout, i int, body []byte) error {
 		}
 		switch in.Op {
 		case wasmbin.OpCall:
-			g.leaf[i] = false
 			if in.Index >= l.importedFuncs {
 				g.callees[i] = append(g.callees[i], in.Index-l.importedFuncs)
 			}
 		case wasmbin.OpCallIndirect:
-			g.leaf[i] = false
 			g.indirect[i] = true
+			if !slices.Contains(g.indirectTypes, in.Index) {
+				g.indirectTypes = append(g.indirectTypes, in.Index)
+			}
 		case wasmbin.OpRefFunc:
 			g.markFunc(l, in.Index)
 		}
@@ -85,7 +92,7 @@ func (g *callGraph) scanBody(l *layout, i int, body []byte) error {
 // without bound, so they count depth; everything else cannot nest deeper
 // than the longest chain of such functions. If that chain could push the
 // real depth past what the depth limit promises, every function counts.
-func (g *callGraph) plan(maxDepth uint32, entries []bool) []funcPlan {
+func (g *callGraph) plan(maxDepth uint32) []funcPlan {
 	n := len(g.callees)
 	// Node n stands for every call_indirect: it calls every function that
 	// escapes, and every function using call_indirect calls it.
@@ -112,9 +119,9 @@ func (g *callGraph) plan(maxDepth uint32, entries []bool) []funcPlan {
 	for f := range plans {
 		rec := recursive[comp[f]]
 		plans[f] = funcPlan{
-			entryCheck: !g.leaf[f] || entries[f],
+			bounded:    len(g.callees[f]) == 0 && !g.indirect[f],
 			countDepth: rec || countAll,
-			exitCheck:  entries[f],
+			hostEntry:  g.entries[f],
 		}
 	}
 	return plans
@@ -227,9 +234,9 @@ func longestAcyclicChain(n int, comp []int, cyclic []bool, succ func(int, func(i
 
 // analyzeCalls builds the call graph from the sections that name
 // functions: exports, start, elements, globals and code.
-func analyzeCalls(l *layout, sections []wasmbin.Section, maxDepth uint32) ([]funcPlan, error) {
+func analyzeCalls(l *layout, sections []wasmbin.Section) (*callGraph, error) {
 	g := newCallGraph(len(l.funcTypes))
-	entries := make([]bool, len(l.funcTypes))
+	g.sharedRefs = l.importedTables > 0 || slices.ContainsFunc(l.globalTypes[:l.importedGlobals()], isRefType)
 	record := func(f uint32) uint32 {
 		g.markFunc(l, f)
 		return f
@@ -238,11 +245,11 @@ func analyzeCalls(l *layout, sections []wasmbin.Section, maxDepth uint32) ([]fun
 		var err error
 		switch s.ID {
 		case wasmbin.SectionExport:
-			err = markExports(l, g, entries, s.Payload)
+			err = g.readExports(l, s.Payload)
 		case wasmbin.SectionStart:
 			var f uint32
 			if f, err = wasmbin.NewReader(s.Payload).U32(); err == nil {
-				markEntry(l, entries, f)
+				g.markEntry(l, f)
 			}
 		case wasmbin.SectionElement:
 			_, err = rewriteElements(s.Payload, record)
@@ -257,25 +264,32 @@ func analyzeCalls(l *layout, sections []wasmbin.Section, maxDepth uint32) ([]fun
 			})
 		}
 		if err != nil {
-			return nil, fmt.Errorf("call graph: %w", err)
+			return nil, err
 		}
 	}
-	return g.plan(maxDepth, entries), nil
+	return g, nil
 }
 
-func markExports(l *layout, g *callGraph, entries []bool, p []byte) error {
+func isRefType(t byte) bool { return t == refFunc || t == refExtern }
+
+func (g *callGraph) readExports(l *layout, p []byte) error {
 	exports, err := readExports(p)
 	for _, e := range exports {
-		if e.kind == externFunc {
+		switch e.kind {
+		case externFunc:
 			g.markFunc(l, e.index)
-			markEntry(l, entries, e.index)
+			g.markEntry(l, e.index)
+		case externTable:
+			g.sharedRefs = true
+		case externGlobal:
+			g.sharedRefs = g.sharedRefs || isRefType(l.globalTypes[e.index])
 		}
 	}
 	return err
 }
 
-func markEntry(l *layout, entries []bool, f uint32) {
-	if f >= l.importedFuncs && int(f-l.importedFuncs) < len(entries) {
-		entries[f-l.importedFuncs] = true
+func (g *callGraph) markEntry(l *layout, f uint32) {
+	if f >= l.importedFuncs && int(f-l.importedFuncs) < len(g.entries) {
+		g.entries[f-l.importedFuncs] = true
 	}
 }

@@ -37,7 +37,7 @@ var (
 )
 
 // watModules are the hand-written fixtures whose exports the tests call.
-var watModules = []string{"loops", "br_table", "blocks", "recursion", "bulk", "multivalue", "refs"}
+var watModules = []string{"loops", "br_table", "blocks", "recursion", "bulk", "multivalue", "refs", "tables"}
 
 // command is a WASI command fixture and the arguments it runs with in
 // tests: small, so that the interpreter gets through it quickly.

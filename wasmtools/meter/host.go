@@ -59,8 +59,8 @@ type Meter struct {
 	budget int64
 	slice  int64
 
-	// The guest's counter, the exported global, is granted - consumed.
-	// granted is all the fuel handed out so far.
+	// The fuel part of the guest's counter (see counter.go) is
+	// granted - consumed; granted is all the fuel handed out so far.
 	granted int64
 	mod     api.Module // the metered instance, once it has called in
 	counter api.MutableGlobal
@@ -74,7 +74,7 @@ type MeterOption func(*Meter)
 // the price of more calls into the host; they do not change how much fuel
 // a call consumes nor where it runs out.
 func WithSliceSize(n uint64) MeterOption {
-	return func(m *Meter) { m.slice = clampInt64(max(n, 1)) }
+	return func(m *Meter) { m.slice = int64(min(max(n, 1), maxSlice)) }
 }
 
 // NewMeter returns a Meter that lets a call consume up to budget units of
@@ -107,7 +107,14 @@ func (m *Meter) Consumed() uint64 {
 	if m.counter == nil {
 		return 0
 	}
-	return uint64(m.granted - int64(m.counter.Get()))
+	fuel, _ := m.read()
+	return uint64(m.granted - fuel)
+}
+
+// read splits the counter into fuel left in the slice and call depth.
+func (m *Meter) read() (fuel, depth int64) {
+	c := int64(m.counter.Get())
+	return c >> depthBits, c & depthMask
 }
 
 // safepoint is the host function the instrumented code calls when its
@@ -150,7 +157,8 @@ func (m *Meter) bind(mod api.Module) error {
 // The budget comes first so that a call that is both out of fuel and late
 // fails the same way everywhere.
 func (m *Meter) refill(ctx context.Context) error {
-	consumed := m.granted - int64(m.counter.Get())
+	fuel, depth := m.read()
+	consumed := m.granted - fuel
 	if consumed > m.budget {
 		return fmt.Errorf("%w after %d units", ErrOutOfFuel, consumed)
 	}
@@ -159,7 +167,7 @@ func (m *Meter) refill(ctx context.Context) error {
 	}
 	next := min(m.slice, m.budget-consumed)
 	m.granted = consumed + next
-	m.counter.Set(uint64(next))
+	m.counter.Set(uint64(next<<depthBits | depth))
 	return nil
 }
 

@@ -2,7 +2,7 @@ package meter
 
 import (
 	"fmt"
-	"strings"
+	"slices"
 
 	"github.com/edgeaip/edgeaip/wasmtools/meter/internal/wasmbin"
 )
@@ -20,6 +20,12 @@ const (
 	FuelExport = "__fuel"
 )
 
+// Reference types.
+const (
+	refFunc   = 0x70
+	refExtern = 0x6f
+)
+
 // Import and export kinds.
 const (
 	externFunc   = 0x00
@@ -29,32 +35,61 @@ const (
 	externTag    = 0x04
 )
 
-// layout is what the rewriter learns about the module's index spaces, and
-// where the appended import, globals and type land in them.
-type layout struct {
-	paramCounts     []uint32 // per type
-	funcTypes       []uint32 // per defined function
-	importedFuncs   uint32
-	importedGlobals uint32
-	definedGlobals  uint32
-
-	safepointType uint32
-	safepointFunc uint32 // the appended import; defined functions move up by one
-	fuelGlobal    uint32
-	depthGlobal   uint32
+// funcType is a function type, its value types one byte each, as they
+// are for every feature the rewriter accepts.
+type funcType struct {
+	params, results []byte
 }
 
-// remapFunc moves a function index past the appended import.
-func (l *layout) remapFunc(i uint32) uint32 {
-	if i >= l.safepointFunc {
-		return i + 1
+// layout is what the rewriter learns about the module's index spaces, and
+// where what it adds lands in them.
+//
+// Every defined function f gets a twin, appended after all defined
+// functions, that takes and returns the counter as an extra i64: calls
+// between twins pass the counter in a register instead of through memory.
+// f's own index keeps f's type and becomes a wrapper that loads the
+// counter, calls the twin and stores the counter back, for everything
+// that reaches f from outside direct calls: exports, the start function,
+// tables and ref.func.
+type layout struct {
+	types          []funcType
+	funcTypes      []uint32 // per defined function
+	importedFuncs  uint32
+	importedTables uint32
+	globalTypes    []byte // value type of each global, imported first
+	definedGlobals int
+
+	// directTables: tables hold twins rather than wrappers, and
+	// call_indirect passes the counter like a direct call. That is only
+	// safe when nothing outside the module can see or fill a table: see
+	// decideDirectTables.
+	directTables bool
+
+	addedTypes    [][]byte          // encoded, numbered from len(types)
+	twinTypes     map[uint32]uint32 // function type → (params, i64) → (results, i64)
+	resultTypes   map[uint32]uint32 // function type with several results → () → (results)
+	safepointType uint32
+	safepointFunc uint32 // the appended import, after the original imports
+	counterGlobal uint32
+}
+
+// remapFunc moves an original function index past the appended import. A
+// defined function's new index is its wrapper.
+func (l *layout) remapFunc(f uint32) uint32 {
+	if f >= l.importedFuncs {
+		return f + 1
 	}
-	return i
+	return f
+}
+
+// twin is the index of defined function f's twin; f is an original index.
+func (l *layout) twin(f uint32) uint32 {
+	return f + 1 + uint32(len(l.funcTypes))
 }
 
 // newLayout reads the sections that define index spaces.
 func newLayout(sections []wasmbin.Section) (*layout, error) {
-	l := &layout{}
+	l := &layout{twinTypes: map[uint32]uint32{}, resultTypes: map[uint32]uint32{}}
 	for _, s := range sections {
 		var err error
 		switch s.ID {
@@ -65,7 +100,7 @@ func newLayout(sections []wasmbin.Section) (*layout, error) {
 		case wasmbin.SectionFunction:
 			err = l.readFunctions(s.Payload)
 		case wasmbin.SectionGlobal:
-			l.definedGlobals, err = wasmbin.NewReader(s.Payload).U32()
+			err = l.readGlobals(s.Payload)
 		case wasmbin.SectionTag:
 			err = fmt.Errorf("tag section: exception handling is not supported")
 		}
@@ -73,11 +108,76 @@ func newLayout(sections []wasmbin.Section) (*layout, error) {
 			return nil, err
 		}
 	}
-	l.safepointType = uint32(len(l.paramCounts))
 	l.safepointFunc = l.importedFuncs
-	l.fuelGlobal = l.importedGlobals + l.definedGlobals
-	l.depthGlobal = l.fuelGlobal + 1
+	l.counterGlobal = uint32(len(l.globalTypes))
 	return l, nil
+}
+
+// addTypes appends the types the rewrite needs: the safepoint's, and the
+// twins' of every defined function and, with direct tables, of every
+// type call_indirect uses.
+func (l *layout) addTypes(indirectTypes []uint32) {
+	l.safepointType = l.addType([]byte{valI32}, nil)
+	for _, t := range l.funcTypes {
+		l.addTwinTypes(t)
+	}
+	if l.directTables {
+		for _, t := range indirectTypes {
+			l.addTwinTypes(t)
+		}
+	}
+}
+
+// refFunc is where a reference to function f points: its twin when tables
+// are direct, else its wrapper.
+func (l *layout) refFunc(f uint32) uint32 {
+	if l.directTables && f >= l.importedFuncs {
+		return l.twin(f)
+	}
+	return l.remapFunc(f)
+}
+
+func (l *layout) readGlobals(p []byte) error {
+	r := wasmbin.NewReader(p)
+	n, err := r.U32()
+	if err != nil {
+		return fmt.Errorf("global section: %w", err)
+	}
+	for i := range n {
+		typ, err := r.Bytes(2)
+		if err != nil {
+			return fmt.Errorf("global %d: %w", i, err)
+		}
+		if _, err := wasmbin.AppendConstExpr(nil, r, func(f uint32) uint32 { return f }); err != nil {
+			return fmt.Errorf("global %d: %w", i, err)
+		}
+		l.globalTypes = append(l.globalTypes, typ[0])
+		l.definedGlobals++
+	}
+	return nil
+}
+
+// addType appends a function type and returns its index.
+func (l *layout) addType(params, results []byte) uint32 {
+	b := append([]byte{0x60}, wasmbin.AppendU32(nil, uint32(len(params)))...)
+	b = append(b, params...)
+	b = wasmbin.AppendU32(b, uint32(len(results)))
+	b = append(b, results...)
+	l.addedTypes = append(l.addedTypes, b)
+	return uint32(len(l.types) + len(l.addedTypes) - 1)
+}
+
+// addTwinTypes adds the types a twin of a function of type t needs: its
+// own, and its body's block type if it has several results.
+func (l *layout) addTwinTypes(t uint32) {
+	if _, ok := l.twinTypes[t]; ok {
+		return
+	}
+	ft := l.types[t]
+	l.twinTypes[t] = l.addType(append(slices.Clip(ft.params), valI64), append(slices.Clip(ft.results), valI64))
+	if len(ft.results) > 1 {
+		l.resultTypes[t] = l.addType(nil, ft.results)
+	}
 }
 
 func (l *layout) readTypes(p []byte) error {
@@ -88,30 +188,31 @@ func (l *layout) readTypes(p []byte) error {
 	}
 	for i := range n {
 		form, err := r.Byte()
-		if err != nil || form != 0x60 {
-			return fmt.Errorf("type %d: not a function type (form 0x%02x): %v", i, form, err)
-		}
-		params, err := skipValTypes(r)
 		if err != nil {
+			return fmt.Errorf("type %d: %w", i, err)
+		}
+		if form != 0x60 {
+			return fmt.Errorf("type %d: form 0x%02x is not a function type", i, form)
+		}
+		var t funcType
+		if t.params, err = readValTypes(r); err != nil {
 			return fmt.Errorf("type %d: params: %w", i, err)
 		}
-		if _, err := skipValTypes(r); err != nil {
+		if t.results, err = readValTypes(r); err != nil {
 			return fmt.Errorf("type %d: results: %w", i, err)
 		}
-		l.paramCounts = append(l.paramCounts, params)
+		l.types = append(l.types, t)
 	}
 	return nil
 }
 
-// skipValTypes skips a vector of one-byte value types and returns its
-// length. Every value type of the accepted features is one byte.
-func skipValTypes(r *wasmbin.Reader) (uint32, error) {
+// readValTypes reads a vector of one-byte value types.
+func readValTypes(r *wasmbin.Reader) ([]byte, error) {
 	n, err := r.U32()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	_, err = r.Bytes(int(n))
-	return n, err
+	return r.Bytes(int(n))
 }
 
 func (l *layout) readImports(p []byte) error {
@@ -132,24 +233,28 @@ func (l *layout) readImports(p []byte) error {
 		if module == HostModule {
 			return fmt.Errorf("import %q.%q: module name %q is reserved for fuel metering", module, field, HostModule)
 		}
-		kind, err := skipImportDesc(r)
+		kind, desc, err := readImportDesc(r)
 		if err != nil {
 			return fmt.Errorf("import %q.%q: %w", module, field, err)
 		}
 		switch kind {
 		case externFunc:
 			l.importedFuncs++
+		case externTable:
+			l.importedTables++
 		case externGlobal:
-			l.importedGlobals++
+			l.globalTypes = append(l.globalTypes, desc[0])
 		}
 	}
 	return nil
 }
 
-func skipImportDesc(r *wasmbin.Reader) (kind byte, err error) {
+// readImportDesc reads an import's kind and the bytes describing it.
+func readImportDesc(r *wasmbin.Reader) (kind byte, desc []byte, err error) {
 	if kind, err = r.Byte(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
+	start := r.Pos()
 	switch kind {
 	case externFunc:
 		_, err = r.U32()
@@ -166,7 +271,7 @@ func skipImportDesc(r *wasmbin.Reader) (kind byte, err error) {
 	default:
 		err = fmt.Errorf("unknown import kind 0x%02x", kind)
 	}
-	return kind, err
+	return kind, r.Slice(start, r.Pos()), err
 }
 
 func skipLimits(r *wasmbin.Reader) error {
@@ -197,7 +302,7 @@ func (l *layout) readFunctions(p []byte) error {
 		if err != nil {
 			return fmt.Errorf("function %d: %w", i, err)
 		}
-		if int(t) >= len(l.paramCounts) {
+		if int(t) >= len(l.types) {
 			return fmt.Errorf("function %d: type %d does not exist", i, t)
 		}
 		l.funcTypes = append(l.funcTypes, t)
@@ -205,160 +310,9 @@ func (l *layout) readFunctions(p []byte) error {
 	return nil
 }
 
-// rewriteSection returns s as it goes into the instrumented module; keep is
-// false for sections that are dropped.
-func (rw *rewriter) rewriteSection(s wasmbin.Section) (out wasmbin.Section, keep bool, err error) {
-	var p []byte
-	switch s.ID {
-	case wasmbin.SectionCustom:
-		return rw.rewriteCustom(s)
-	case wasmbin.SectionType:
-		p, err = appendToVector(s.Payload, []byte{0x60, 1, valI32, 0})
-	case wasmbin.SectionImport:
-		p, err = appendToVector(s.Payload, safepointImport(rw.l.safepointType))
-	case wasmbin.SectionGlobal:
-		p, err = rewriteGlobals(s.Payload, rw.l.remapFunc, fuelGlobalEntry, depthGlobalEntry)
-	case wasmbin.SectionExport:
-		p, err = rw.rewriteExports(s.Payload)
-	case wasmbin.SectionStart:
-		p, err = rw.rewriteStart(s.Payload)
-	case wasmbin.SectionElement:
-		p, err = rewriteElements(s.Payload, rw.l.remapFunc)
-	case wasmbin.SectionCode:
-		p, err = rw.rewriteCode(s.Payload)
-	default:
-		return s, true, nil
-	}
-	if err != nil {
-		return s, false, err
-	}
-	return wasmbin.Section{ID: s.ID, Payload: p}, true, nil
-}
-
-// appendToVector adds one encoded entry to the end of a vector.
-func appendToVector(vec, entry []byte) ([]byte, error) {
-	r := wasmbin.NewReader(vec)
-	n, err := r.U32()
-	if err != nil {
-		return nil, err
-	}
-	out := wasmbin.AppendU32(make([]byte, 0, len(vec)+len(entry)+5), n+1)
-	out = append(out, r.Rest()...)
-	return append(out, entry...), nil
-}
-
-func safepointImport(typeIndex uint32) []byte {
-	b := wasmbin.AppendName(nil, HostModule)
-	b = wasmbin.AppendName(b, SafepointFunc)
-	b = append(b, externFunc)
-	return wasmbin.AppendU32(b, typeIndex)
-}
-
-// rewriteGlobals copies the global section, passing ref.func indices in
-// initializers through remap, and appends the extra encoded globals.
-func rewriteGlobals(p []byte, remap func(uint32) uint32, extra ...[]byte) ([]byte, error) {
-	r := wasmbin.NewReader(p)
-	n, err := r.U32()
-	if err != nil {
-		return nil, fmt.Errorf("global section: %w", err)
-	}
-	out := wasmbin.AppendU32(make([]byte, 0, len(p)+16), n+uint32(len(extra)))
-	for i := range n {
-		typ, err := r.Bytes(2)
-		if err != nil {
-			return nil, fmt.Errorf("global %d: %w", i, err)
-		}
-		out = append(out, typ...)
-		if out, err = wasmbin.AppendConstExpr(out, r, remap); err != nil {
-			return nil, fmt.Errorf("global %d: %w", i, err)
-		}
-	}
-	for _, g := range extra {
-		out = append(out, g...)
-	}
-	return out, nil
-}
-
-// The appended globals: the counter and the depth, both mutable and
-// starting at zero. A counter of zero makes the first checked function
-// entry call the safepoint, which is how the host learns which instance
-// its Meter meters.
-var (
-	fuelGlobalEntry  = []byte{valI64, 1, byte(wasmbin.OpI64Const), 0, byte(wasmbin.OpEnd)}
-	depthGlobalEntry = []byte{valI32, 1, byte(wasmbin.OpI32Const), 0, byte(wasmbin.OpEnd)}
-)
-
-type export struct {
-	name  string
-	kind  byte
-	index uint32
-}
-
-func readExports(p []byte) ([]export, error) {
-	r := wasmbin.NewReader(p)
-	n, err := r.U32()
-	if err != nil {
-		return nil, fmt.Errorf("export section: %w", err)
-	}
-	exports := make([]export, 0, n)
-	for i := range n {
-		var e export
-		if e.name, err = r.Name(); err != nil {
-			return nil, fmt.Errorf("export %d: %w", i, err)
-		}
-		if e.kind, err = r.Byte(); err != nil {
-			return nil, fmt.Errorf("export %q: %w", e.name, err)
-		}
-		if e.index, err = r.U32(); err != nil {
-			return nil, fmt.Errorf("export %q: %w", e.name, err)
-		}
-		exports = append(exports, e)
-	}
-	return exports, nil
-}
-
-func (rw *rewriter) rewriteExports(p []byte) ([]byte, error) {
-	exports, err := readExports(p)
-	if err != nil {
-		return nil, err
-	}
-	out := wasmbin.AppendU32(make([]byte, 0, len(p)+16), uint32(len(exports)+1))
-	for _, e := range exports {
-		if e.name == FuelExport {
-			return nil, fmt.Errorf("export %q: the name is reserved for fuel metering", e.name)
-		}
-		if e.kind == externFunc {
-			e.index = rw.l.remapFunc(e.index)
-		}
-		out = append(wasmbin.AppendName(out, e.name), e.kind)
-		out = wasmbin.AppendU32(out, e.index)
-	}
-	out = append(wasmbin.AppendName(out, FuelExport), externGlobal)
-	return wasmbin.AppendU32(out, rw.l.fuelGlobal), nil
-}
-
-func (rw *rewriter) rewriteStart(p []byte) ([]byte, error) {
-	f, err := wasmbin.NewReader(p).U32()
-	if err != nil {
-		return nil, fmt.Errorf("start section: %w", err)
-	}
-	return wasmbin.AppendU32(nil, rw.l.remapFunc(f)), nil
-}
-
-// rewriteCustom drops DWARF and source maps, whose code offsets the
-// rewrite invalidates, remaps the name section, and keeps the rest as is.
-func (rw *rewriter) rewriteCustom(s wasmbin.Section) (wasmbin.Section, bool, error) {
-	switch {
-	case strings.HasPrefix(s.Name, ".debug_"), s.Name == "sourceMappingURL", s.Name == "external_debug_info":
-		return s, false, nil
-	case s.Name == "name":
-		p, err := rw.rewriteNames(s.Payload)
-		if err != nil {
-			return s, false, fmt.Errorf("name section: %w", err)
-		}
-		return wasmbin.Section{Name: s.Name, Payload: p}, true, nil
-	}
-	return s, true, nil
+// importedGlobals is how many globals are imported: the first ones.
+func (l *layout) importedGlobals() int {
+	return len(l.globalTypes) - l.definedGlobals
 }
 
 // blockParams is the number of parameters of a block type.
@@ -366,5 +320,5 @@ func (l *layout) blockParams(blockType int64) uint32 {
 	if blockType < 0 {
 		return 0
 	}
-	return l.paramCounts[blockType]
+	return uint32(len(l.types[blockType].params))
 }

@@ -91,12 +91,13 @@ const (
 	namesLabels    = 3
 )
 
-// rewriteNames remaps function indices in the function and local name
-// maps, keeps other subsections, and drops label names: the added ifs
-// renumber labels, and nothing in wazero reads them.
+// rewriteNames keeps the name section true to the rewritten module: a
+// defined function's name goes to both its wrapper and its twin, its local
+// names to its twin, whose locals sit one index higher. Label names are
+// dropped: the rewrite renumbers labels, and wazero does not read them.
 func (rw *rewriter) rewriteNames(p []byte) ([]byte, error) {
 	r := wasmbin.NewReader(p)
-	out := make([]byte, 0, len(p)+64)
+	out := make([]byte, 0, len(p)+len(p)/2)
 	for r.Len() > 0 {
 		id, err := r.Byte()
 		if err != nil {
@@ -113,10 +114,13 @@ func (rw *rewriter) rewriteNames(p []byte) ([]byte, error) {
 		switch id {
 		case namesLabels:
 			continue
-		case namesFunctions, namesLocals:
-			if sub, err = rw.remapNameMap(sub, id == namesLocals); err != nil {
-				return nil, fmt.Errorf("subsection %d: %w", id, err)
-			}
+		case namesFunctions:
+			sub, err = rw.rewriteFunctionNames(sub)
+		case namesLocals:
+			sub, err = rw.rewriteLocalNames(sub)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("subsection %d: %w", id, err)
 		}
 		out = append(out, id)
 		out = wasmbin.AppendU32(out, uint32(len(sub)))
@@ -125,22 +129,25 @@ func (rw *rewriter) rewriteNames(p []byte) ([]byte, error) {
 	return out, nil
 }
 
-// remapNameMap remaps the keys of a name map (index → name) or, when
-// indirect, of an indirect name map (index → name map), whose inner maps
-// are copied as they are.
-func (rw *rewriter) remapNameMap(p []byte, indirect bool) ([]byte, error) {
+// nameEntry is one entry of a name map, or of an indirect name map, whose
+// value is then an encoded name map.
+type nameEntry struct {
+	index uint32
+	value []byte // encoded
+}
+
+func readNameMap(p []byte, indirect bool) ([]nameEntry, error) {
 	r := wasmbin.NewReader(p)
 	n, err := r.U32()
 	if err != nil {
 		return nil, err
 	}
-	out := wasmbin.AppendU32(make([]byte, 0, len(p)+8), n)
+	entries := make([]nameEntry, 0, n)
 	for range n {
-		f, err := r.U32()
+		index, err := r.U32()
 		if err != nil {
 			return nil, err
 		}
-		out = wasmbin.AppendU32(out, rw.l.remapFunc(f))
 		start := r.Pos()
 		if indirect {
 			err = skipNameMap(r)
@@ -150,9 +157,18 @@ func (rw *rewriter) remapNameMap(p []byte, indirect bool) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, r.Slice(start, r.Pos())...)
+		entries = append(entries, nameEntry{index, r.Slice(start, r.Pos())})
 	}
-	return out, nil
+	return entries, nil
+}
+
+func appendNameMap(dst []byte, entries []nameEntry) []byte {
+	dst = wasmbin.AppendU32(dst, uint32(len(entries)))
+	for _, e := range entries {
+		dst = wasmbin.AppendU32(dst, e.index)
+		dst = append(dst, e.value...)
+	}
+	return dst
 }
 
 func skipNameMap(r *wasmbin.Reader) error {
@@ -169,4 +185,49 @@ func skipNameMap(r *wasmbin.Reader) error {
 		}
 	}
 	return nil
+}
+
+// rewriteFunctionNames names each wrapper and then each twin. Both keep
+// the original order, and every twin comes after every wrapper, so the map
+// stays sorted by index as the format requires.
+func (rw *rewriter) rewriteFunctionNames(p []byte) ([]byte, error) {
+	entries, err := readNameMap(p, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]nameEntry, 0, 2*len(entries))
+	for _, e := range entries {
+		out = append(out, nameEntry{rw.l.remapFunc(e.index), e.value})
+	}
+	for _, e := range entries {
+		if e.index >= rw.l.importedFuncs {
+			out = append(out, nameEntry{rw.l.twin(e.index), e.value})
+		}
+	}
+	return appendNameMap(nil, out), nil
+}
+
+// rewriteLocalNames moves a defined function's local names to its twin.
+func (rw *rewriter) rewriteLocalNames(p []byte) ([]byte, error) {
+	entries, err := readNameMap(p, true)
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range entries {
+		if e.index < rw.l.importedFuncs {
+			continue
+		}
+		nparams := uint32(len(rw.l.types[rw.l.funcTypes[e.index-rw.l.importedFuncs]].params))
+		locals, err := readNameMap(e.value, false)
+		if err != nil {
+			return nil, err
+		}
+		for j := range locals {
+			if locals[j].index >= nparams {
+				locals[j].index++
+			}
+		}
+		entries[i] = nameEntry{rw.l.twin(e.index), appendNameMap(nil, locals)}
+	}
+	return appendNameMap(nil, entries), nil
 }

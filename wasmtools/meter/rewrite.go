@@ -27,11 +27,18 @@ func rewrite(wasm []byte, maxDepth uint32) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	plans, err := analyzeCalls(l, sections, maxDepth)
+	g, err := analyzeCalls(l, sections)
 	if err != nil {
 		return nil, err
 	}
-	rw := &rewriter{l: l, plans: plans, body: bodyRewriter{l: l, maxDepth: maxDepth}}
+	// Twins can go straight into tables, and call_indirect can pass the
+	// counter, when no table is visible from outside the module (where
+	// the host or another module could call through it with the original
+	// types) and no import is in one (an import has no twin).
+	l.directTables = !g.sharedRefs && !g.importRefs
+	l.addTypes(g.indirectTypes)
+	plans := g.plan(maxDepth)
+	rw := &rewriter{l: l, plans: plans, body: bodyRewriter{l: l, maxDepth: maxDepth, plans: plans}}
 	out := wasmbin.AppendModuleHeader(make([]byte, 0, len(wasm)+len(wasm)/4))
 	for _, s := range withRequiredSections(sections) {
 		s, keep, err := rw.rewriteSection(s)
@@ -68,17 +75,49 @@ func withRequiredSections(sections []wasmbin.Section) []wasmbin.Section {
 	return sections
 }
 
+// rewriteCode replaces each body with its wrapper and appends the twins,
+// which hold the instrumented bodies.
 func (rw *rewriter) rewriteCode(p []byte) ([]byte, error) {
-	out := wasmbin.AppendU32(make([]byte, 0, len(p)+len(p)/2), uint32(len(rw.l.funcTypes)))
+	n := len(rw.l.funcTypes)
+	out := wasmbin.AppendU32(make([]byte, 0, 2*len(p)), uint32(2*n))
+	for i := range n {
+		out = rw.appendWrapper(out, uint32(i))
+	}
 	err := forEachBody(p, func(i int, body []byte) error {
 		var err error
-		nparams := rw.l.paramCounts[rw.l.funcTypes[i]]
-		if out, err = rw.body.rewrite(out, body, nparams, rw.plans[i]); err != nil {
+		if out, err = rw.body.rewrite(out, body, rw.l.funcTypes[i], rw.plans[i]); err != nil {
 			return fmt.Errorf("function %d: %w", rw.l.importedFuncs+uint32(i), err)
 		}
 		return nil
 	})
 	return out, err
+}
+
+// appendWrapper appends the body that takes defined function i's place:
+// it passes its parameters and the counter to the twin, one call deeper,
+// and stores the counter the twin returns.
+//
+//	local.get 0 ... local.get n-1
+//	global.get $counter; i64.const 1; i64.add
+//	call $twin
+//	i64.const 1; i64.sub; global.set $counter
+//
+// The wrapper is a frame of its own, so it counts against the depth even
+// when its twin does not: calls through tables then cannot nest twice as
+// deep as the limit says.
+func (rw *rewriter) appendWrapper(dst []byte, i uint32) []byte {
+	body := []byte{0} // no locals
+	for p := range uint32(len(rw.l.types[rw.l.funcTypes[i]].params)) {
+		body = appendOp(body, wasmbin.OpLocalGet, p)
+	}
+	body = appendOp(body, wasmbin.OpGlobalGet, rw.l.counterGlobal)
+	body = append(body, byte(wasmbin.OpI64Const), 1, byte(wasmbin.OpI64Add))
+	body = appendOp(body, wasmbin.OpCall, rw.l.twin(rw.l.importedFuncs+i))
+	body = append(body, byte(wasmbin.OpI64Const), 1, byte(wasmbin.OpI64Sub))
+	body = appendOp(body, wasmbin.OpGlobalSet, rw.l.counterGlobal)
+	body = append(body, byte(wasmbin.OpEnd))
+	dst = wasmbin.AppendU32(dst, uint32(len(body)))
+	return append(dst, body...)
 }
 
 // forEachBody calls fn with each function body of a code section.

@@ -11,6 +11,9 @@ type Instr struct {
 	// Index is the first index immediate: the label of br and br_if, the
 	// function of call and ref.func. Zero for other instructions.
 	Index uint32
+	// Index2 is the second index immediate of call_indirect (the table),
+	// table.init and table.copy. Zero for other instructions.
+	Index2 uint32
 	// BlockType is the block type of block, loop and if: negative for the
 	// one-byte encodings (-64 for none), else a type index.
 	BlockType int64
@@ -23,7 +26,7 @@ type Instr struct {
 // reusing in.Labels' storage.
 func (r *Reader) ReadInstr(in *Instr) error {
 	in.Start = r.pos
-	in.Index, in.BlockType = 0, 0
+	in.Index, in.Index2, in.BlockType = 0, 0, 0
 	in.Labels = in.Labels[:0]
 	op, err := r.opcode()
 	if err != nil {
@@ -93,7 +96,7 @@ func (r *Reader) memArgOrPair(kind imm, in *Instr) error {
 		return fmt.Errorf("memarg names a memory index (multi-memory is not supported)")
 	}
 	in.Index = first
-	_, err = r.U32()
+	in.Index2, err = r.U32()
 	return err
 }
 

@@ -35,10 +35,12 @@ const (
 	OpI64Const     Opcode = 0x42
 	OpF32Const     Opcode = 0x43
 	OpF64Const     Opcode = 0x44
-	OpI32GeU       Opcode = 0x4f
-	OpI64LeS       Opcode = 0x57
+	OpI64LtS       Opcode = 0x53
+	OpI64GtU       Opcode = 0x56
 	OpI32Add       Opcode = 0x6a
+	OpI64Add       Opcode = 0x7c
 	OpI64Sub       Opcode = 0x7d
+	OpI64And       Opcode = 0x83
 	OpI64Shl       Opcode = 0x86
 	OpI64ShrU      Opcode = 0x88
 	OpI64ExtendU   Opcode = 0xad
