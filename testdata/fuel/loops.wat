@@ -3,6 +3,10 @@
 (module
   (memory (export "memory") 1)
 
+  ;; A start function runs at instantiation, before any export.
+  (start $init)
+  (func $init (i32.store (i32.const 65532) (i32.const 0x5eed)))
+
   ;; Sum 1..n with a single counted loop.
   (func $sum (param $n i32) (result i64)
     (local $acc i64)

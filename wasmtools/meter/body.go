@@ -8,8 +8,9 @@ import (
 
 // Safepoint reasons, the argument the guest passes to the host import.
 const (
-	reasonFuel  = 0 // the counter is not positive: account, check, refill
+	reasonFuel  = 0 // the slice is used up: account, check, refill
 	reasonDepth = 1 // the call-depth limit was reached: trap
+	reasonEnter = 2 // the host is calling in: bind the Meter, check, refill
 )
 
 // A segment is a run of instructions that control enters only at its start
@@ -19,7 +20,7 @@ const (
 type holeKind uint8
 
 const (
-	holeEntry holeKind = iota // pay and count the depth on entry
+	holeEntry holeKind = iota // pay, and count the depth, on entry
 	holeLoad                  // load the counter from the global and pay (after call_indirect)
 	holePay                   // pay
 )
@@ -33,9 +34,10 @@ type hole struct {
 // segment is what a hole pays for, and whether it checks after paying.
 //
 // Checks are where the guest can run out of fuel and where the host gets
-// control: at the entry of a host entry function, at loop back edges (or
-// the header of a loop that is not wrapped), and at the start of every
-// segment that ends in a call that is not known to be bounded. Checking
+// control: at loop back edges (or the header of a loop that is not
+// wrapped), at the start of every segment that ends in a call that is not
+// known to be bounded, and before a host entry function returns. Calls
+// from the host start with a safepoint of their own, in the wrapper. Checking
 // at the start of the calling segment rather than on the callee's entry
 // costs less under wazero's compiler: the values live there are live
 // across the call anyway, so the safepoint call adds no spills, where at
@@ -132,7 +134,7 @@ func (b *bodyRewriter) rewrite(dst, body []byte, t uint32, plan funcPlan) ([]byt
 		return nil, err
 	}
 	b.ctrl = append(b.ctrl, frame{kind: frameFunc})
-	b.newSegment(holeEntry, plan.hostEntry)
+	b.newSegment(holeEntry, false)
 	if plan.countDepth {
 		b.appendDepthCheck()
 	}

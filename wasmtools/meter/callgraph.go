@@ -20,8 +20,7 @@ type funcPlan struct {
 	// inside a cycle of the call graph can nest without bound.
 	countDepth bool
 	// hostEntry: the function is exported or the start function. Its
-	// twin checks on entry, so that every call from the host reaches a
-	// safepoint, which is how the Meter finds its instance, and before it
+	// wrapper calls the safepoint first, and its twin checks before it
 	// returns, so that a call that returns to the host, like one that
 	// exits through proc_exit (an import, checked before it is called),
 	// has not consumed more than its budget.

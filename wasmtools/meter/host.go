@@ -52,9 +52,9 @@ func Install(ctx context.Context, r wazero.Runtime) error {
 // call. Create one per call with NewMeter, attach it to the call's
 // context with WithMeter, and read Consumed when the call has returned.
 //
-// A Meter is not safe for concurrent use, and must not be reused for
-// another instance or call: fuel the instance had left from an earlier
-// call would go uncounted.
+// A Meter meters one instance, and is not safe for concurrent use. Use a
+// new one for every call: calls into one instance may each have their
+// own Meter, one after the other.
 type Meter struct {
 	budget int64
 	slice  int64
@@ -96,13 +96,14 @@ func WithMeter(ctx context.Context, m *Meter) context.Context {
 	return context.WithValue(ctx, meterKey{}, m)
 }
 
-// Consumed returns the fuel the call has consumed. It is exact at every
-// return to the host, including proc_exit and a failure with ErrOutOfFuel,
-// ErrCallDepth or ErrDeadline. After a trap inside the guest (such as
-// unreachable or an out-of-bounds access) it counts up to the function's
-// last call or safepoint. It is the same on every engine and architecture.
-// It may exceed the budget by the cost of the last segment, which is paid
-// before the budget is checked.
+// Consumed returns the fuel the call has consumed, the same on every engine
+// and architecture. It is exact at every return to the host, including
+// proc_exit and a failure with ErrOutOfFuel, ErrCallDepth or ErrDeadline;
+// a call that succeeds has consumed no more than its budget. After a trap
+// inside the guest (such as unreachable or an out-of-bounds access) it is
+// a lower bound: the fuel up to the last call into the host, or safepoint,
+// before the trap. With ErrOutOfFuel it exceeds the budget by the cost of
+// the last segment, which is paid before the budget is checked.
 func (m *Meter) Consumed() uint64 {
 	if m.counter == nil {
 		return 0
@@ -117,28 +118,35 @@ func (m *Meter) read() (fuel, depth int64) {
 	return c >> depthBits, c & depthMask
 }
 
-// safepoint is the host function the instrumented code calls when its
-// counter is not positive (reason 0) or when the call depth is exceeded
-// (reason 1). The guest flushes its counter to the global first and
-// reloads it after, so the global is exact here.
+// safepoint is the host function the instrumented code calls: on entry
+// from the host (reason 2), when a slice is used up (reason 0), and when
+// the call depth is exceeded (reason 1). The guest stores its counter in
+// the global before the call and reloads it after, so the global is exact
+// here.
 func safepoint(ctx context.Context, mod api.Module, stack []uint64) {
 	m, _ := ctx.Value(meterKey{}).(*Meter)
 	if m == nil {
 		panic(errNoMeter)
 	}
-	if err := m.bind(mod); err != nil {
-		panic(err)
+	var err error
+	switch uint32(stack[0]) {
+	case reasonEnter:
+		err = m.enter(mod)
+	case reasonDepth:
+		err = ErrCallDepth
 	}
-	if uint32(stack[0]) == reasonDepth {
-		panic(ErrCallDepth)
+	if err == nil {
+		err = m.refill(ctx)
 	}
-	if err := m.refill(ctx); err != nil {
+	if err != nil {
 		panic(err)
 	}
 }
 
-// bind ties m to the instance that first calls in.
-func (m *Meter) bind(mod api.Module) error {
+// enter binds m to the instance the host calls into. The first time, it
+// zeroes the counter: whatever an earlier call left in it, fuel or depth,
+// is not this call's.
+func (m *Meter) enter(mod api.Module) error {
 	if m.mod == mod {
 		return nil
 	}
@@ -150,6 +158,7 @@ func (m *Meter) bind(mod api.Module) error {
 		return fmt.Errorf("meter: module %q does not export the mutable global %q", mod.Name(), FuelExport)
 	}
 	m.mod, m.counter = mod, g
+	g.Set(0)
 	return nil
 }
 

@@ -228,7 +228,8 @@ func TestMeterBindsToOneInstance(t *testing.T) {
 	mctx := meter.WithMeter(ctx, m)
 	var mods []api.Module
 	for range 2 {
-		mod, err := r.InstantiateModule(ctx, c, wazero.NewModuleConfig().WithName(""))
+		// Instantiation runs the start function, metered on its own.
+		mod, err := r.InstantiateModule(meter.WithMeter(ctx, meter.NewMeter(bigBudget)), c, wazero.NewModuleConfig().WithName(""))
 		require.NoError(t, err)
 		mods = append(mods, mod)
 	}
@@ -253,4 +254,35 @@ func TestErrorsAreDistinct(t *testing.T) {
 	}
 	assert.Equal(t, "call depth exceeded", meter.ErrCallDepth.Error())
 	assert.False(t, bytes.Contains([]byte(meter.ErrDeadline.Error()), []byte("fuel")))
+}
+
+// TestNewMeterOnReusedInstanceCountsItsOwnCall: what an earlier call left
+// in the counter is not charged to, or granted to, the next Meter.
+func TestNewMeterOnReusedInstanceCountsItsOwnCall(t *testing.T) {
+	ctx := context.Background()
+	r := newRuntime(t, compiler)
+	c := compile(t, r, instrument(t, readFixture(t, "loops.wasm"), meter.Options{}))
+	instantiate := func() api.Module {
+		mod, err := r.InstantiateModule(meter.WithMeter(ctx, meter.NewMeter(bigBudget)), c, wazero.NewModuleConfig().WithName(""))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = mod.Close(ctx) })
+		return mod
+	}
+	call := func(mod api.Module, export string, m *meter.Meter) error {
+		_, err := mod.ExportedFunction(export).Call(meter.WithMeter(ctx, m))
+		return err
+	}
+
+	fresh := meter.NewMeter(bigBudget)
+	require.NoError(t, call(instantiate(), "sum_small", fresh))
+
+	reused := instantiate()
+	require.NoError(t, call(reused, "primes", meter.NewMeter(bigBudget)))
+	second := meter.NewMeter(bigBudget)
+	require.NoError(t, call(reused, "sum_small", second))
+	assert.Equal(t, fresh.Consumed(), second.Consumed())
+
+	// The leftover slice of the first call does not stretch the budget.
+	tight := meter.NewMeter(fresh.Consumed() - 1)
+	assert.ErrorIs(t, call(reused, "sum_small", tight), meter.ErrOutOfFuel)
 }

@@ -97,16 +97,24 @@ func (rw *rewriter) rewriteCode(p []byte) ([]byte, error) {
 // it passes its parameters and the counter to the twin, one call deeper,
 // and stores the counter the twin returns.
 //
+//	i32.const 2; call $safepoint           ;; exported and start functions only
 //	local.get 0 ... local.get n-1
 //	global.get $counter; i64.const 1; i64.add
 //	call $twin
 //	i64.const 1; i64.sub; global.set $counter
+//
+// The safepoint on entry is how a Meter learns its instance, and it checks
+// the budget and deadline before the guest runs at all.
 //
 // The wrapper is a frame of its own, so it counts against the depth even
 // when its twin does not: calls through tables then cannot nest twice as
 // deep as the limit says.
 func (rw *rewriter) appendWrapper(dst []byte, i uint32) []byte {
 	body := []byte{0} // no locals
+	if rw.plans[i].hostEntry {
+		body = append(body, byte(wasmbin.OpI32Const), reasonEnter)
+		body = appendOp(body, wasmbin.OpCall, rw.l.safepointFunc)
+	}
 	for p := range uint32(len(rw.l.types[rw.l.funcTypes[i]].params)) {
 		body = appendOp(body, wasmbin.OpLocalGet, p)
 	}
