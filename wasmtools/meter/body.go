@@ -105,8 +105,10 @@ type bodyRewriter struct {
 	plan     funcPlan   // of this one
 
 	instrs   []wasmbin.Instr // the body, decoded once
+	at       int             // index in instrs of the instruction being emitted
 	wrapLoop []bool          // per loop, in order of appearance
 	loops    int             // loops emitted so far
+	forward  map[int]bool    // back edges that need no check: see dispatch.go
 
 	out   []byte // instructions with holes cut out
 	holes []hole
@@ -133,6 +135,7 @@ func (b *bodyRewriter) rewrite(dst, body []byte, t uint32, plan funcPlan) ([]byt
 	if err := b.decode(r); err != nil {
 		return nil, err
 	}
+	b.findForwardJumps()
 	b.ctrl = append(b.ctrl, frame{kind: frameFunc})
 	b.newSegment(holeEntry, false)
 	if plan.countDepth {
@@ -140,8 +143,8 @@ func (b *bodyRewriter) rewrite(dst, body []byte, t uint32, plan funcPlan) ([]byt
 	}
 	b.out = append(b.out, byte(wasmbin.OpBlock))
 	b.out = append(b.out, b.bodyType...)
-	for i := range b.instrs {
-		b.instruction(&b.instrs[i], r.Slice(b.instrs[i].Start, b.instrs[i].End))
+	for b.at = range b.instrs {
+		b.instruction(&b.instrs[b.at], r.Slice(b.instrs[b.at].Start, b.instrs[b.at].End))
 	}
 	return b.assemble(dst, locals), nil
 }
@@ -415,7 +418,7 @@ func (b *bodyRewriter) label(l uint32) uint32 {
 func (b *bodyRewriter) target(l uint32) (backEdge bool) {
 	f := &b.ctrl[len(b.ctrl)-1-int(l)]
 	f.targeted = true
-	return f.wrapped && b.live()
+	return f.wrapped && b.live() && !b.forward[b.at]
 }
 
 // branch handles br and br_if, and return, which is a br to $body. A back

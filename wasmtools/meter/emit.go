@@ -7,6 +7,8 @@ const (
 	valI32     = 0x7f
 	valI64     = 0x7e
 	blockEmpty = 0x40
+
+	blockEmptyType = -64 // blockEmpty read as the s33 block type
 )
 
 // The sequences below are what the instrumentation adds to a function.

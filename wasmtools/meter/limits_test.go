@@ -49,6 +49,20 @@ func TestDeepRecursionFailsTheSameWayOnEveryEngine(t *testing.T) {
 	}
 }
 
+// TestStateMachineRunsOutOfFuel: a dispatch loop that cycles forever, of
+// which only the backward jump keeps its check, still runs out of fuel,
+// at the same count on both engines.
+func TestStateMachineRunsOutOfFuel(t *testing.T) {
+	wasm := instrument(t, readFixture(t, "dispatch.wasm"), meter.Options{})
+	var got []outcome
+	for _, e := range engines {
+		r := newRuntime(t, e)
+		got = append(got, callExport(t, r, compile(t, r, wasm), "spin_machine", meter.NewMeter(100_000)))
+	}
+	assert.Contains(t, got[0].Err, "out of fuel after")
+	assert.Equal(t, got[0], got[1], "interpreter vs compiler")
+}
+
 // TestMaxCallDepthIsConfigurable: 500 levels pass the default limit and
 // fail a limit of 100.
 func TestMaxCallDepthIsConfigurable(t *testing.T) {

@@ -38,7 +38,7 @@ func rewrite(wasm []byte, maxDepth uint32) ([]byte, error) {
 	l.directTables = !g.sharedRefs && !g.importRefs
 	l.addTypes(g.indirectTypes)
 	plans := g.plan(maxDepth)
-	rw := &rewriter{l: l, plans: plans, body: bodyRewriter{l: l, maxDepth: maxDepth, plans: plans}}
+	rw := &rewriter{l: l, plans: plans, body: bodyRewriter{l: l, maxDepth: maxDepth, plans: plans, forward: map[int]bool{}}}
 	out := wasmbin.AppendModuleHeader(make([]byte, 0, len(wasm)+len(wasm)/4))
 	for _, s := range withRequiredSections(sections) {
 		s, keep, err := rw.rewriteSection(s)

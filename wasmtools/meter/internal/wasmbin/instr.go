@@ -9,7 +9,8 @@ type Instr struct {
 	Start int // offset of the opcode in the input
 	End   int // offset just past the last immediate
 	// Index is the first index immediate: the label of br and br_if, the
-	// function of call and ref.func. Zero for other instructions.
+	// function of call and ref.func; or the value of i32.const. Zero for
+	// other instructions.
 	Index uint32
 	// Index2 is the second index immediate of call_indirect (the table),
 	// table.init and table.copy. Zero for other instructions.
@@ -72,7 +73,9 @@ func (r *Reader) immediates(kind imm, in *Instr) error {
 	case immMemIndex:
 		_, err = r.U32()
 	case immI32:
-		_, err = r.S32()
+		var v int32
+		v, err = r.S32()
+		in.Index = uint32(v)
 	case immI64:
 		_, err = r.S64()
 	case immF32:
