@@ -33,18 +33,22 @@ var benchPrograms = []benchProgram{
 // BenchmarkFuel runs each program of the CPU suite on wazero's compiler
 // three ways, side by side in one run: unmetered, metered by this package,
 // and unmetered under WithCloseOnContextDone, the mechanism metering
-// replaces. bench.sh turns the results into ratios.
+// replaces. Sub-benchmarks are named prog=<program>/variant=<variant> for
+// benchstat -col /variant; bench.sh turns the results into ratios.
 func BenchmarkFuel(b *testing.B) {
+	if !hasCompiler {
+		b.Skip("wazero has no compiler for " + runtime.GOARCH)
+	}
 	for _, p := range benchPrograms {
 		wasm := readFixture(b, p.file)
 		metered := instrument(b, wasm, meter.Options{})
-		b.Run(p.name+"/unmetered", func(b *testing.B) {
+		b.Run("prog="+p.name+"/variant=unmetered", func(b *testing.B) {
 			benchCommand(b, wazero.NewRuntimeConfigCompiler(), wasm, p.args, false)
 		})
-		b.Run(p.name+"/metered", func(b *testing.B) {
+		b.Run("prog="+p.name+"/variant=metered", func(b *testing.B) {
 			benchCommand(b, wazero.NewRuntimeConfigCompiler(), metered, p.args, true)
 		})
-		b.Run(p.name+"/closeOnContextDone", func(b *testing.B) {
+		b.Run("prog="+p.name+"/variant=closeOnContextDone", func(b *testing.B) {
 			benchCommand(b, wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(true), wasm, p.args, false)
 		})
 	}

@@ -70,8 +70,8 @@ const (
 //	  unreachable
 //	end
 //
-// Every back edge checks the counter and leaves for $slow when it is not
-// positive. This puts the safepoint call outside the loop: wazero's
+// Every back edge checks the counter and leaves for $slow when the slice
+// is used up. This puts the safepoint call outside the loop: wazero's
 // register allocator spills every value that is live across a call, even a
 // call that never runs, so a call inside the loop would cost loads and
 // stores on every iteration.
@@ -81,23 +81,27 @@ type frame struct {
 	kind     frameKind
 	targeted bool // some branch goes to this frame's label
 	wrapped  bool // a loop wrapped as above
-	added    int  // frames the rewrite added outside this frame and the frames enclosing it
+	added    int  // frames the rewrite added around this frame and the ones enclosing it
 }
 
 // bodyRewriter turns one function body at a time into the body of its
 // twin. It is reused across the bodies of a module to keep its buffers.
 //
 // The twin's body is the original one inside a block, $body, that stands
-// for the function's own label, so that every way out (branches to the
-// function label, return, the end) meets at one exit that restores the
-// depth and returns the counter:
+// for the function's own label, so that branches to that label and the
+// end meet at one exit that restores the depth and returns the counter
+// after the results:
 //
-//	<entry: pay, count the depth, check>
+//	<entry: pay, count the depth, check it>
 //	block $body (result <results>)
-//	  <original body, instrumented; return becomes br $body>
+//	  <original body, instrumented>
 //	end
-//	<exit: uncount the depth, check>
+//	<exit: uncount the depth, check if a host entry>
 //	local.get $counter
+//
+// A return returns directly, with the counter pushed (and the depth
+// restored) in place, except in a host entry, which must pass the exit
+// check.
 type bodyRewriter struct {
 	l        *layout
 	maxDepth uint32

@@ -135,9 +135,9 @@ func (b *bodyRewriter) appendFlush() {
 	}
 }
 
-// appendExit ends the twin after $body: the depth goes back one level, an
-// exported function checks that the call stayed in budget, and the
-// counter is returned after the function's results.
+// appendExit ends the twin after $body: the depth goes back one level, a
+// host entry checks that the call stayed in budget, and the counter is
+// returned after the function's results.
 func (b *bodyRewriter) appendExit() {
 	if b.plan.countDepth {
 		b.out = appendOp(b.out, wasmbin.OpLocalGet, b.counter)
@@ -161,9 +161,11 @@ func (b *bodyRewriter) appendCounterFlush(dst []byte) []byte {
 //	local.tee $tmp
 //	local.get $counter
 //	local.get $tmp; i64.extend_i32_u
-//	i64.const shift; i64.shr_u; i64.const depthBits; i64.shl   (or one i64.shl to grow)
-//	i64.sub; local.tee $counter
-//	check
+//	i64.const shift; i64.shr_u; i64.const depthBits; i64.shl   (memory.grow: one i64.shl)
+//	i64.sub; local.set $counter
+//	<check>
+//
+// The shifts are below 64, so each i64.const is one byte.
 func (b *bodyRewriter) appendDynamicCharge(op wasmbin.Opcode) {
 	shift, grow, ok := dynamicCost(op)
 	if !ok || !b.live() {

@@ -17,7 +17,7 @@ const bigBudget = 1 << 40
 // instrumented one on both engines: same results, traps, output and
 // memory.
 func TestInstrumentedModuleBehavesLikeOriginal(t *testing.T) {
-	plain := newRuntime(t, compiler)
+	plain := newRuntime(t, native)
 	for _, call := range guestCalls(t) {
 		want := call.run(t, plain, compile(t, plain, call.wasm), nil)
 		inst := instrument(t, call.wasm, meter.Options{})
@@ -40,12 +40,12 @@ func TestFuelIsTheSameOnEveryEngine(t *testing.T) {
 	for _, call := range guestCalls(t) {
 		t.Run(call.name, func(t *testing.T) {
 			inst := instrument(t, call.wasm, meter.Options{})
-			var fuel [2]uint64
-			for i, e := range engines {
+			var fuel []uint64
+			for _, e := range engines {
 				r := newRuntime(t, e)
-				fuel[i] = call.run(t, r, compile(t, r, inst), meter.NewMeter(bigBudget)).Fuel
+				fuel = append(fuel, call.run(t, r, compile(t, r, inst), meter.NewMeter(bigBudget)).Fuel)
 			}
-			assert.Equal(t, fuel[0], fuel[1], "interpreter vs compiler")
+			assertSameOnEveryEngine(t, fuel)
 		})
 	}
 }
@@ -57,19 +57,19 @@ func TestOutOfFuelStopsAtTheSamePoint(t *testing.T) {
 	for _, call := range guestCalls(t) {
 		t.Run(call.name, func(t *testing.T) {
 			inst := instrument(t, call.wasm, meter.Options{})
-			r := newRuntime(t, compiler)
+			r := newRuntime(t, native)
 			need := call.run(t, r, compile(t, r, inst), meter.NewMeter(bigBudget)).Fuel
 			if need < 4 {
 				t.Skipf("needs only %d units", need)
 			}
 			budget := need / 2
-			var got [2]outcome
-			for i, e := range engines {
+			var got []outcome
+			for _, e := range engines {
 				r := newRuntime(t, e)
-				got[i] = call.run(t, r, compile(t, r, inst), meter.NewMeter(budget))
+				got = append(got, call.run(t, r, compile(t, r, inst), meter.NewMeter(budget)))
 			}
 			require.Contains(t, got[0].Err, "out of fuel after")
-			assert.Equal(t, got[0], got[1], "interpreter vs compiler")
+			assertSameOnEveryEngine(t, got)
 			assert.Greater(t, got[0].Fuel, budget)
 			assert.LessOrEqual(t, got[0].Fuel, need)
 		})

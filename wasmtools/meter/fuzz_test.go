@@ -28,8 +28,11 @@ func FuzzInstrument(f *testing.F) {
 	ctx := context.Background()
 	// Runtimes without a compilation cache, so that a long fuzzing run
 	// does not keep every module it compiled.
-	interp := newUncachedRuntime(f, wazero.NewRuntimeConfigInterpreter())
-	comp := newUncachedRuntime(f, wazero.NewRuntimeConfigCompiler())
+	var runtimes []wazero.Runtime
+	for _, e := range engines {
+		runtimes = append(runtimes, newUncachedRuntime(f, e.config()))
+	}
+	interp := runtimes[0]
 	f.Fuzz(func(t *testing.T, data []byte) {
 		wasm := generateModule(data)
 		orig, err := interp.CompileModule(ctx, wasm)
@@ -40,14 +43,14 @@ func FuzzInstrument(f *testing.F) {
 
 		want := callExport(t, interp, orig, "run", nil)
 		var got []outcome
-		for _, r := range []wazero.Runtime{interp, comp} {
+		for _, r := range runtimes {
 			c, err := r.CompileModule(ctx, inst)
 			require.NoError(t, err, "the instrumented module is invalid")
 			got = append(got, callExport(t, r, c, "run", meter.NewMeter(bigBudget)))
 			require.NoError(t, c.Close(ctx))
 		}
 		require.Equal(t, want, got[0].withoutFuel())
-		require.Equal(t, got[0], got[1], "interpreter vs compiler")
+		assertSameOnEveryEngine(t, got)
 	})
 }
 

@@ -6,10 +6,12 @@ import (
 	"crypto/sha256"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -26,15 +28,33 @@ type engine struct {
 	config func() wazero.RuntimeConfig
 }
 
-var engines = []engine{
-	{"interpreter", wazero.NewRuntimeConfigInterpreter},
-	{"compiler", wazero.NewRuntimeConfigCompiler},
+var (
+	interpreter = engine{"interpreter", wazero.NewRuntimeConfigInterpreter}
+	compiler    = engine{"compiler", wazero.NewRuntimeConfigCompiler}
+
+	// hasCompiler: wazero compiles for amd64 and arm64 only; elsewhere
+	// NewRuntimeConfigCompiler panics.
+	hasCompiler = runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64"
+	// engines are the engines this architecture has, and native the one
+	// wazero picks by default.
+	engines = availableEngines()
+	native  = engines[len(engines)-1]
+)
+
+func availableEngines() []engine {
+	if hasCompiler {
+		return []engine{interpreter, compiler}
+	}
+	return []engine{interpreter}
 }
 
-var (
-	interpreter = engines[0]
-	compiler    = engines[1]
-)
+// assertSameOnEveryEngine compares outcomes got on each of engines.
+func assertSameOnEveryEngine[T any](t testing.TB, got []T) {
+	t.Helper()
+	for i := 1; i < len(got); i++ {
+		assert.Equal(t, got[0], got[i], "%s vs %s", engines[0].name, engines[i].name)
+	}
+}
 
 // watModules are the hand-written fixtures whose exports the tests call.
 var watModules = []string{"loops", "br_table", "blocks", "recursion", "bulk", "multivalue", "refs", "tables", "dispatch"}

@@ -16,7 +16,7 @@ var (
 	// ErrOutOfFuel: the call used more than its budget. The message says
 	// how much: "out of fuel after N units".
 	ErrOutOfFuel = errors.New("out of fuel")
-	// ErrCallDepth: more than Options.MaxCallDepth calls were active.
+	// ErrCallDepth: calls nested deeper than Options.MaxCallDepth.
 	ErrCallDepth = errors.New("call depth exceeded")
 	// ErrDeadline: the context's deadline passed while the guest ran. The
 	// error also matches context.DeadlineExceeded.
@@ -27,9 +27,10 @@ var (
 )
 
 // DefaultSliceSize is how much fuel the guest gets between safepoints. At
-// roughly a nanosecond per unit under wazero's compiler, that is a few
+// about a nanosecond per unit under wazero's compiler, that is around ten
 // milliseconds: the bound on how late a deadline is noticed and how long
-// the guest can hold up Go's garbage collector.
+// the guest can hold up Go's garbage collector. The interpreter is tens of
+// times slower per unit; hosts that use it may want smaller slices.
 const DefaultSliceSize = 10_000_000
 
 // Install registers the host module the instrumented code imports. Call it

@@ -2,11 +2,14 @@ package meter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
+
+	"github.com/edgeaip/edgeaip/wasmtools/meter/internal/wasmbin"
 )
 
 // Call-depth limits. wazero's interpreter fails at 2000 frames, and the
@@ -21,9 +24,14 @@ const (
 
 // Options configure Instrument. The zero value is ready to use.
 type Options struct {
-	// MaxCallDepth is how many instrumented calls may be active at once
-	// before the guest fails with ErrCallDepth. Zero means
-	// DefaultMaxCallDepth; more than MaxCallDepthLimit is an error.
+	// MaxCallDepth bounds how deeply calls nest: the guest fails with
+	// ErrCallDepth when a call would make more than MaxCallDepth counted
+	// frames active. Counted are the functions that can recurse (directly
+	// or through a table) and the wrappers the host and tables call
+	// through; the others cannot nest without bound. If the longest chain
+	// of uncounted functions could take the stack past MaxCallDepthLimit,
+	// every function is counted. Zero means DefaultMaxCallDepth; more than
+	// MaxCallDepthLimit is an error.
 	MaxCallDepth int
 }
 
@@ -66,7 +74,12 @@ func Instrument(ctx context.Context, wasm []byte, opts Options) ([]byte, error) 
 		return nil, err
 	}
 	out, err := rewrite(wasm, maxDepth)
-	if err != nil {
+	var unsupported *wasmbin.UnsupportedError
+	switch {
+	case errors.As(err, &unsupported):
+		return nil, fmt.Errorf("instrument: %w: cost model %s prices only the MVP, sign extension, "+
+			"non-trapping float-to-int, bulk memory, reference types and multi-value", err, CostModelVersion)
+	case err != nil:
 		return nil, fmt.Errorf("instrument: %w", err)
 	}
 	return out, nil

@@ -14,9 +14,15 @@ const (
 	// HostModule is the import module Install registers.
 	HostModule = "edgeaip_meter"
 	// SafepointFunc is the one function the instrumented code imports from
-	// HostModule: (func (param i32)), the i32 being the reason for the call.
+	// HostModule: (func (param i32)), the i32 being the reason for the
+	// call: 0 the slice is used up, 1 the call depth is exceeded, 2 the
+	// host is calling in.
 	SafepointFunc = "safepoint"
-	// FuelExport is the exported mutable i64 global holding the counter.
+	// FuelExport is the exported mutable i64 global through which the
+	// guest and the host share the counter: the fuel left in the current
+	// slice, shifted left 16 bits, with the call depth in the low 16. The
+	// guest keeps the counter in a local and stores it here before every
+	// call into the host.
 	FuelExport = "__fuel"
 )
 
@@ -48,9 +54,9 @@ type funcType struct {
 // functions, that takes and returns the counter as an extra i64: calls
 // between twins pass the counter in a register instead of through memory.
 // f's own index keeps f's type and becomes a wrapper that loads the
-// counter, calls the twin and stores the counter back, for everything
-// that reaches f from outside direct calls: exports, the start function,
-// tables and ref.func.
+// counter, calls the twin and stores the counter back, for the calls that
+// must keep f's type: from the host through exports and the start
+// function, and through tables that the host or another module can see.
 type layout struct {
 	types          []funcType
 	funcTypes      []uint32 // per defined function
@@ -59,10 +65,9 @@ type layout struct {
 	globalTypes    []byte // value type of each global, imported first
 	definedGlobals int
 
-	// directTables: tables hold twins rather than wrappers, and
-	// call_indirect passes the counter like a direct call. That is only
-	// safe when nothing outside the module can see or fill a table: see
-	// decideDirectTables.
+	// directTables: tables, ref.func and funcref globals hold twins
+	// rather than wrappers, and call_indirect passes the counter like a
+	// direct call. rewrite decides, from what the call graph saw.
 	directTables bool
 
 	addedTypes    [][]byte          // encoded, numbered from len(types)

@@ -96,10 +96,9 @@ func rewriteGlobals(p []byte, remap func(uint32) uint32, extra ...[]byte) ([]byt
 	return out, nil
 }
 
-// counterGlobalEntry is the appended global: the counter, a mutable i64
-// starting at zero. A counter of zero makes the first checked function
-// entry call the safepoint, which is how the host learns which instance its
-// Meter meters.
+// counterGlobalEntry is the appended global: the counter, a mutable i64.
+// Its initial value does not matter: a Meter zeroes it the first time it
+// sees the instance.
 var counterGlobalEntry = []byte{valI64, 1, byte(wasmbin.OpI64Const), 0, byte(wasmbin.OpEnd)}
 
 type export struct {

@@ -13,7 +13,6 @@ func Prefixed(prefix byte, sub uint32) Opcode { return Opcode(prefix)<<24 | Opco
 // table below.
 const (
 	OpUnreachable  Opcode = 0x00
-	OpNop          Opcode = 0x01
 	OpBlock        Opcode = 0x02
 	OpLoop         Opcode = 0x03
 	OpIf           Opcode = 0x04
@@ -37,7 +36,6 @@ const (
 	OpF64Const     Opcode = 0x44
 	OpI64LtS       Opcode = 0x53
 	OpI64GtU       Opcode = 0x56
-	OpI32Add       Opcode = 0x6a
 	OpI64Add       Opcode = 0x7c
 	OpI64Sub       Opcode = 0x7d
 	OpI64And       Opcode = 0x83
@@ -125,14 +123,6 @@ func buildOpTable() map[Opcode]opInfo {
 		t[Prefixed(0xfc, sub)] = info
 	}
 	return t
-}
-
-// Name returns a short human name for op, for error messages.
-func (op Opcode) Name() string {
-	if info, ok := ops[op]; ok {
-		return info.name
-	}
-	return "unknown"
 }
 
 func (op Opcode) String() string {
