@@ -1,7 +1,10 @@
 // Command benchratio reads the output of BenchmarkFuel (go test -bench)
 // on stdin and prints, per program, the median time of each variant and
 // the median ratios metered/unmetered and closeOnContextDone/unmetered,
-// with the geometric mean of each ratio over the programs.
+// with the geometric mean of each ratio over the programs. It does so for
+// wall time (ns/op) and, when the benchmark reports it, for the CPU time
+// of the thread that ran the guest (cpu-ns/op), which other load on the
+// machine disturbs much less.
 //
 // A ratio is taken per run: the i-th metered sample over the i-th
 // unmetered one. With -count, go test runs every sub-benchmark once per
@@ -28,8 +31,27 @@ const (
 )
 
 // line matches "BenchmarkFuel/prog=<program>/variant=<variant>-<procs>
-// <n> <ns> ns/op".
-var line = regexp.MustCompile(`^BenchmarkFuel/prog=([^/\s]+)/variant=([^/\s-]+)(?:-\d+)?\s+\d+\s+([0-9.]+) ns/op`)
+// <n> <ns> ns/op [<ns> cpu-ns/op]".
+var line = regexp.MustCompile(`^BenchmarkFuel/prog=([^/\s]+)/variant=([^/\s-]+)(?:-\d+)?\s+\d+\s+([0-9.]+) ns/op(?:\s+([0-9.]+) cpu-ns/op)?`)
+
+// Metrics, as the benchmark names them.
+const (
+	wallNs = "ns/op"
+	cpuNs  = "cpu-ns/op"
+)
+
+// samples holds ns/op values by metric, program and variant.
+type samples map[string]map[string]map[string][]float64
+
+func (s samples) add(metric, program, variant string, v float64) {
+	if s[metric] == nil {
+		s[metric] = map[string]map[string][]float64{}
+	}
+	if s[metric][program] == nil {
+		s[metric][program] = map[string][]float64{}
+	}
+	s[metric][program][variant] = append(s[metric][program][variant], v)
+}
 
 func main() {
 	samples, order, err := parse(os.Stdin)
@@ -41,13 +63,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchratio: no BenchmarkFuel results on stdin")
 		os.Exit(1)
 	}
-	report(os.Stdout, samples, order)
+	for _, metric := range []string{wallNs, cpuNs} {
+		if samples[metric] != nil {
+			fmt.Printf("%s\n", metric)
+			report(os.Stdout, samples[metric], order)
+		}
+	}
 }
 
-// parse returns ns/op samples by program and variant, and the programs in
-// the order they first appear.
-func parse(r io.Reader) (map[string]map[string][]float64, []string, error) {
-	samples := map[string]map[string][]float64{}
+// parse returns the samples, and the programs in the order they first
+// appear.
+func parse(r io.Reader) (samples, []string, error) {
+	all := samples{}
 	var order []string
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
@@ -55,17 +82,21 @@ func parse(r io.Reader) (map[string]map[string][]float64, []string, error) {
 		if m == nil {
 			continue
 		}
-		ns, err := strconv.ParseFloat(m[3], 64)
-		if err != nil {
-			return nil, nil, fmt.Errorf("line %q: %w", sc.Text(), err)
-		}
-		if samples[m[1]] == nil {
-			samples[m[1]] = map[string][]float64{}
+		if !slices.Contains(order, m[1]) {
 			order = append(order, m[1])
 		}
-		samples[m[1]][m[2]] = append(samples[m[1]][m[2]], ns)
+		for metric, text := range map[string]string{wallNs: m[3], cpuNs: m[4]} {
+			if text == "" {
+				continue
+			}
+			v, err := strconv.ParseFloat(text, 64)
+			if err != nil {
+				return nil, nil, fmt.Errorf("line %q: %w", sc.Text(), err)
+			}
+			all.add(metric, m[1], m[2], v)
+		}
 	}
-	return samples, order, sc.Err()
+	return all, order, sc.Err()
 }
 
 func report(w io.Writer, samples map[string]map[string][]float64, order []string) {
