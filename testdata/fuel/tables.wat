@@ -22,6 +22,13 @@
     (call_indirect (type $unary) (i32.const 50) (i32.const 1))
     (call_indirect (type $nullary) (i32.const 2)))
 
+  ;; Loops forever calling an import. The loop's first segment ends in a
+  ;; call, which checks every iteration, so its back edge does not.
+  (func (export "spin_yield")
+    (loop $forever
+      (drop (call $yield))
+      (br $forever)))
+
   ;; Deeper than any depth limit, through the table.
   (func (export "depth_through_table") (result i32)
     (call_indirect (type $unary) (i32.const 5000) (i32.const 1))))

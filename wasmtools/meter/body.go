@@ -20,9 +20,11 @@ const (
 type holeKind uint8
 
 const (
-	holeEntry holeKind = iota // pay, and count the depth, on entry
-	holeLoad                  // load the counter from the global and pay (after call_indirect)
-	holePay                   // pay
+	holeEntry  holeKind = iota // pay, and count the depth, on entry
+	holeLoad                   // load the counter from the global and pay (after call_indirect)
+	holePay                    // pay
+	holeHeader                 // pay at a header-checked loop's header, and leave for $slow if out of fuel
+	holeUndo                   // in $slow, give back what the header paid, since it will pay again
 )
 
 type hole struct {
@@ -75,13 +77,26 @@ const (
 // register allocator spills every value that is live across a call, even a
 // call that never runs, so a call inside the loop would cost loads and
 // stores on every iteration.
+//
+// A header-checked loop, whose first segment ends in a checked call,
+// checks at its header instead, after paying for that segment, and its
+// back edges do not check. $slow then gives back what the header paid
+// before re-entering, which pays it again.
 const wrapFrames = 3
 
+// loopPlan is what decode decides for a loop.
+type loopPlan struct {
+	wrap          bool
+	headerChecked bool
+}
+
 type frame struct {
-	kind     frameKind
-	targeted bool // some branch goes to this frame's label
-	wrapped  bool // a loop wrapped as above
-	added    int  // frames the rewrite added around this frame and the ones enclosing it
+	kind          frameKind
+	targeted      bool // some branch goes to this frame's label
+	wrapped       bool // a loop wrapped as above
+	headerChecked bool // a wrapped loop that checks at its header
+	headerSeg     int  // the segment a header-checked loop's header pays for
+	added         int  // frames the rewrite added around this frame and the ones enclosing it
 }
 
 // bodyRewriter turns one function body at a time into the body of its
@@ -108,11 +123,11 @@ type bodyRewriter struct {
 	plans    []funcPlan // of every defined function
 	plan     funcPlan   // of this one
 
-	instrs   []wasmbin.Instr // the body, decoded once
-	at       int             // index in instrs of the instruction being emitted
-	wrapLoop []bool          // per loop, in order of appearance
-	loops    int             // loops emitted so far
-	forward  map[int]bool    // back edges that need no check: see dispatch.go
+	instrs    []wasmbin.Instr // the body, decoded once
+	at        int             // index in instrs of the instruction being emitted
+	loopPlans []loopPlan      // per loop, in order of appearance
+	loops     int             // loops emitted so far
+	forward   map[int]bool    // back edges that need no check: see dispatch.go
 
 	out   []byte // instructions with holes cut out
 	holes []hole
@@ -186,7 +201,7 @@ func readLocals(r *wasmbin.Reader) (localDecls, error) {
 
 func (b *bodyRewriter) reset(t, nlocals uint32, plan funcPlan) {
 	b.plan = plan
-	b.instrs, b.wrapLoop, b.loops = b.instrs[:0], b.wrapLoop[:0], 0
+	b.instrs, b.loopPlans, b.loops = b.instrs[:0], b.loopPlans[:0], 0
 	b.out, b.holes, b.segs, b.ctrl = b.out[:0], b.holes[:0], b.segs[:0], b.ctrl[:0]
 	ft := b.l.types[t]
 	b.nparams = uint32(len(ft.params))
@@ -203,14 +218,12 @@ func (b *bodyRewriter) reset(t, nlocals uint32, plan funcPlan) {
 	}
 }
 
-// decode reads the instructions of the body and decides which loops to
-// wrap. A loop is not wrapped when:
-//   - it takes parameters, which the way back in from the safepoint could
-//     not supply;
-//   - it is the target of a br_table, whose back edge cannot carry its own
-//     check;
-//   - its header segment ends in a checked call: every iteration then
-//     checks at the header, and back edges need no check of their own.
+// decode reads the instructions of the body and plans its loops. A loop
+// is wrapped unless it takes parameters, which the way back in from the
+// safepoint could not supply, or is the target of a br_table, whose back
+// edge could not carry a check; it then checks inline at its header. A
+// loop whose first segment ends in a checked call is header-checked: it
+// checks there every iteration anyway.
 func (b *bodyRewriter) decode(r *wasmbin.Reader) error {
 	open := []int{-1} // per open frame: its loop number, or -1
 	header := -1      // the loop whose header segment is being read, or -1
@@ -220,24 +233,22 @@ func (b *bodyRewriter) decode(r *wasmbin.Reader) error {
 			return err
 		}
 		if header >= 0 && in.Op != wasmbin.OpBlock && endsSegment(in.Op) {
-			if b.checkedCall(&in) {
-				b.wrapLoop[header] = false
-			}
+			b.loopPlans[header].headerChecked = b.checkedCall(&in)
 			header = -1
 		}
 		switch in.Op {
 		case wasmbin.OpBlock, wasmbin.OpIf:
 			open = append(open, -1)
 		case wasmbin.OpLoop:
-			header = len(b.wrapLoop)
+			header = len(b.loopPlans)
 			open = append(open, header)
-			b.wrapLoop = append(b.wrapLoop, b.l.blockParams(in.BlockType) == 0)
+			b.loopPlans = append(b.loopPlans, loopPlan{wrap: b.l.blockParams(in.BlockType) == 0})
 		case wasmbin.OpEnd:
 			open = open[:len(open)-1]
 		case wasmbin.OpBrTable:
 			for _, l := range in.Labels {
 				if loop := open[len(open)-1-int(l)]; loop >= 0 {
-					b.wrapLoop[loop] = false
+					b.loopPlans[loop].wrap = false
 				}
 			}
 		}
@@ -371,11 +382,12 @@ func (b *bodyRewriter) push(f frame, raw []byte) {
 }
 
 // loop opens a loop, wrapped or not. The header of a wrapped loop only
-// pays: its back edges check.
+// pays, unless the loop is header-checked; otherwise its back edges
+// check. A loop that is not wrapped checks inline at its header.
 func (b *bodyRewriter) loop(raw []byte) {
-	wrap := b.wrapLoop[b.loops]
+	plan := b.loopPlans[b.loops]
 	b.loops++
-	if !wrap {
+	if !plan.wrap {
 		b.push(frame{kind: frameLoop}, raw)
 		b.split(holePay, true)
 		return
@@ -384,8 +396,14 @@ func (b *bodyRewriter) loop(raw []byte) {
 	b.out = append(b.out, byte(wasmbin.OpBlock))
 	b.out = append(b.out, raw[1:]...)
 	b.out = append(b.out, byte(wasmbin.OpLoop), blockEmpty, byte(wasmbin.OpBlock), blockEmpty)
-	b.push(frame{kind: frameLoop, wrapped: true}, raw)
-	b.split(holePay, false)
+	f := frame{kind: frameLoop, wrapped: true, headerChecked: plan.headerChecked, headerSeg: -1}
+	b.push(f, raw)
+	if plan.headerChecked {
+		b.split(holeHeader, false)
+		b.ctrl[len(b.ctrl)-1].headerSeg = b.seg
+	} else {
+		b.split(holePay, false)
+	}
 }
 
 // end closes a frame. Control arrives after the end of an if from two
@@ -404,7 +422,7 @@ func (b *bodyRewriter) end(raw []byte) {
 	b.out = append(b.out, raw...)
 	switch {
 	case f.wrapped:
-		b.appendLoopWrapEnd()
+		b.appendLoopWrapEnd(f.headerSeg)
 	case f.kind == frameIf || (f.kind == frameBlock && f.targeted):
 		b.newSegment(holePay, false)
 	}
@@ -422,7 +440,7 @@ func (b *bodyRewriter) label(l uint32) uint32 {
 func (b *bodyRewriter) target(l uint32) (backEdge bool) {
 	f := &b.ctrl[len(b.ctrl)-1-int(l)]
 	f.targeted = true
-	return f.wrapped && b.live() && !b.forward[b.at]
+	return f.wrapped && !f.headerChecked && b.live() && !b.forward[b.at]
 }
 
 // branch handles br and br_if, and return, which is a br to $body. A back

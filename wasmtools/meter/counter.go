@@ -11,8 +11,9 @@ package meter
 // counted function adds one.
 //
 // fuel is signed and goes negative when a segment is paid for with too
-// little left; the counter then compares below fuelUnit, which is the
-// check every checkpoint makes ("no fuel left" means counter < fuelUnit).
+// little left, and so does the counter: every checkpoint tests counter < 0.
+// Running out is overspending, not reaching zero, so that a slice cut to
+// exactly what is left of the budget can be spent to the last unit.
 const (
 	depthBits = 16
 	depthMask = 1<<depthBits - 1

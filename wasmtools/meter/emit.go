@@ -23,19 +23,36 @@ func (b *bodyRewriter) appendHole(dst []byte, h hole) []byte {
 	if h.kind == holeEntry && b.plan.countDepth {
 		charge-- // one level deeper
 	}
-	if h.kind == holeLoad {
+	switch {
+	case h.kind == holeUndo:
+		return b.appendAdd(dst, seg.cost*fuelUnit)
+	case h.kind == holeLoad:
 		dst = appendOp(dst, wasmbin.OpGlobalGet, b.l.counterGlobal)
 		dst = appendSub(dst, charge)
 		dst = appendOp(dst, wasmbin.OpLocalSet, b.counter)
-	} else if charge != 0 {
-		dst = appendOp(dst, wasmbin.OpLocalGet, b.counter)
-		dst = appendSub(dst, charge)
-		dst = appendOp(dst, wasmbin.OpLocalSet, b.counter)
+	case charge != 0:
+		dst = b.appendAdd(dst, -charge)
 	}
-	if seg.check {
-		dst = b.appendCheck(dst)
+	switch {
+	case h.kind == holeHeader:
+		// The header is inside the loop, one label in from $slow.
+		dst = appendOp(dst, wasmbin.OpLocalGet, b.counter)
+		dst = appendNoFuel(dst)
+		return appendOp(dst, wasmbin.OpBrIf, 1)
+	case seg.check:
+		return b.appendCheck(dst)
 	}
 	return dst
+}
+
+// appendAdd adds n to the counter.
+func (b *bodyRewriter) appendAdd(dst []byte, n int64) []byte {
+	if n == 0 {
+		return dst
+	}
+	dst = appendOp(dst, wasmbin.OpLocalGet, b.counter)
+	dst = appendSub(dst, -n)
+	return appendOp(dst, wasmbin.OpLocalSet, b.counter)
 }
 
 // appendSub subtracts n from the i64 on top of the stack.
@@ -49,16 +66,14 @@ func appendSub(dst []byte, n int64) []byte {
 }
 
 // appendNoFuel consumes the counter on top of the stack and leaves 1 if
-// the slice is used up: i64.const fuelUnit; i64.lt_s.
+// the slice is overspent, its fuel negative: i64.const 0; i64.lt_s.
 func appendNoFuel(dst []byte) []byte {
-	dst = append(dst, byte(wasmbin.OpI64Const))
-	dst = wasmbin.AppendS64(dst, fuelUnit)
-	return append(dst, byte(wasmbin.OpI64LtS))
+	return append(dst, byte(wasmbin.OpI64Const), 0, byte(wasmbin.OpI64LtS))
 }
 
-// appendCheck calls the safepoint when the slice is used up:
+// appendCheck calls the safepoint when the slice is overspent:
 //
-//	local.get $counter; i64.const fuelUnit; i64.lt_s
+//	local.get $counter; i64.const 0; i64.lt_s
 //	if <safepoint> end
 //
 // The shape matters under wazero's compiler, whose register allocator
@@ -89,9 +104,9 @@ func (b *bodyRewriter) appendSafepoint(dst []byte) []byte {
 }
 
 // appendBackEdgeCheck leaves for the wrapped loop's $slow block, at label
-// slow, when the slice is used up:
+// slow, when the slice is overspent:
 //
-//	local.get $counter; i64.const fuelUnit; i64.lt_s; br_if $slow
+//	local.get $counter; i64.const 0; i64.lt_s; br_if $slow
 func (b *bodyRewriter) appendBackEdgeCheck(slow uint32) {
 	b.out = appendOp(b.out, wasmbin.OpLocalGet, b.counter)
 	b.out = appendNoFuel(b.out)
@@ -99,11 +114,15 @@ func (b *bodyRewriter) appendBackEdgeCheck(slow uint32) {
 }
 
 // appendLoopWrapEnd closes the frames around a wrapped loop, whose own end
-// has just been emitted. See wrapFrames for the shape.
-func (b *bodyRewriter) appendLoopWrapEnd() {
-	o := append(b.out, byte(wasmbin.OpBr), 2, byte(wasmbin.OpEnd))
-	o = b.appendSafepoint(o)
-	b.out = append(o, byte(wasmbin.OpBr), 0, byte(wasmbin.OpEnd), byte(wasmbin.OpUnreachable), byte(wasmbin.OpEnd))
+// has just been emitted. See wrapFrames for the shape. headerSeg is the
+// segment a header-checked loop's header pays for, or -1.
+func (b *bodyRewriter) appendLoopWrapEnd(headerSeg int) {
+	b.out = append(b.out, byte(wasmbin.OpBr), 2, byte(wasmbin.OpEnd))
+	b.out = b.appendSafepoint(b.out)
+	if headerSeg >= 0 {
+		b.holes = append(b.holes, hole{at: len(b.out), kind: holeUndo, seg: headerSeg})
+	}
+	b.out = append(b.out, byte(wasmbin.OpBr), 0, byte(wasmbin.OpEnd), byte(wasmbin.OpUnreachable), byte(wasmbin.OpEnd))
 }
 
 // appendDepthCheck traps when the depth, already counted by the entry

@@ -51,18 +51,26 @@ func TestDeepRecursionFailsTheSameWayOnEveryEngine(t *testing.T) {
 	}
 }
 
-// TestStateMachineRunsOutOfFuel: a dispatch loop that cycles forever, of
-// which only the backward jump keeps its check, still runs out of fuel,
-// at the same count on both engines.
-func TestStateMachineRunsOutOfFuel(t *testing.T) {
-	wasm := instrument(t, readFixture(t, "dispatch.wasm"), meter.Options{})
-	var got []outcome
-	for _, e := range engines {
-		r := newRuntime(t, e)
-		got = append(got, callExport(t, r, compile(t, r, wasm), "spin_machine", meter.NewMeter(100_000)))
+// TestLoopsWithFewerChecksRunOutOfFuel: loops whose back edges carry no
+// check of their own still run out of fuel, at the same count on every
+// engine: a state machine whose forward jumps are unchecked, and a loop
+// that checks at its header because it calls an import there.
+func TestLoopsWithFewerChecksRunOutOfFuel(t *testing.T) {
+	for _, tc := range []struct{ file, export string }{
+		{"dispatch.wasm", "spin_machine"},
+		{"tables.wasm", "spin_yield"},
+	} {
+		t.Run(tc.export, func(t *testing.T) {
+			wasm := instrument(t, readFixture(t, tc.file), meter.Options{})
+			var got []outcome
+			for _, e := range engines {
+				r := newRuntime(t, e)
+				got = append(got, callExport(t, r, compile(t, r, wasm), tc.export, meter.NewMeter(100_000)))
+			}
+			assert.Contains(t, got[0].Err, "out of fuel after")
+			assertSameOnEveryEngine(t, got)
+		})
 	}
-	assert.Contains(t, got[0].Err, "out of fuel after")
-	assertSameOnEveryEngine(t, got)
 }
 
 // TestMaxCallDepthIsConfigurable: 500 levels pass the default limit and
