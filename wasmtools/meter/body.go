@@ -36,9 +36,9 @@ type hole struct {
 // segment is what a hole pays for, and whether it checks after paying.
 //
 // Checks are where the guest can run out of fuel and where the host gets
-// control: at loop back edges (or the header of a loop that is not
-// wrapped), at the start of every segment that ends in a call that is not
-// known to be bounded, and before a host entry function returns. Calls
+// control: at loop back edges (or headers), at the start of every segment
+// that ends in a checked call (see funcPlan), and before a host entry
+// function returns. Calls
 // from the host start with a safepoint of their own, in the wrapper. Checking
 // at the start of the calling segment rather than on the callee's entry
 // costs less under wazero's compiler: the values live there are live
@@ -273,14 +273,18 @@ func endsSegment(op wasmbin.Opcode) bool {
 }
 
 // checkedCall says whether in is a call the segment ending in it checks
-// for: one to an import, through a table, or to a function that is not
-// bounded.
+// for: one to an import, through a table, to a function that is not
+// light, or one that closes a cycle of direct calls (see funcPlan).
 func (b *bodyRewriter) checkedCall(in *wasmbin.Instr) bool {
 	switch in.Op {
 	case wasmbin.OpCallIndirect:
 		return true
 	case wasmbin.OpCall:
-		return in.Index < b.l.importedFuncs || !b.plans[in.Index-b.l.importedFuncs].bounded
+		if in.Index < b.l.importedFuncs {
+			return true
+		}
+		callee := in.Index - b.l.importedFuncs
+		return !b.plans[callee].light || b.plan.cycleCallees[callee]
 	}
 	return false
 }

@@ -7,15 +7,27 @@ import (
 	"github.com/edgeaip/edgeaip/wasmtools/meter/internal/wasmbin"
 )
 
+// lightWork is the most fuel a function may spend, between entering it
+// and its first check, for calls to it to go unchecked.
+const lightWork = 10_000
+
 // funcPlan is what the call graph says about one defined function. The
 // checks it leaves out are ones the graph shows cannot matter.
+//
+// A direct call is checked before it is made when it closes a cycle of
+// direct calls (it is a back edge of a depth-first search), or when the
+// callee is not light. Calls through tables and to imports are always
+// checked. That leaves a check on every cycle of the call graph, and at
+// most lightWork per unchecked call between two checks, however the calls
+// branch out.
 type funcPlan struct {
-	// bounded: the function calls no defined function and uses no
-	// call_indirect, so a call to it does bounded work and needs no check
-	// before it. Every other call is checked before it is made, which
-	// covers recursion, and also loop-free call trees, whose work can be
-	// exponential in their depth.
-	bounded bool
+	// light: without passing a check, a call to the function spends at
+	// most lightWork: its body once (every loop iteration checks, see
+	// body.go and dispatch.go) plus its unchecked calls.
+	light bool
+	// cycleCallees are the callees whose direct calls from this function
+	// close a cycle, and so are checked.
+	cycleCallees map[uint32]bool
 	// countDepth: the function counts against the depth limit. Only calls
 	// inside a cycle of the call graph can nest without bound.
 	countDepth bool
@@ -29,7 +41,8 @@ type funcPlan struct {
 
 // callGraph is what the analysis gathers from the module before rewriting.
 type callGraph struct {
-	callees   [][]uint32 // per defined function: defined functions it calls directly
+	callees   [][]uint32 // per defined function: defined functions it calls directly, once per call site
+	cost      []int64    // per defined function: the static cost of its body
 	indirect  []bool     // per defined function: it uses call_indirect
 	reachable []bool     // per defined function: exported, start, in a table or taken by ref.func
 	entries   []bool     // per defined function: exported or start
@@ -42,6 +55,7 @@ type callGraph struct {
 func newCallGraph(n int) *callGraph {
 	return &callGraph{
 		callees:   make([][]uint32, n),
+		cost:      make([]int64, n),
 		indirect:  make([]bool, n),
 		reachable: make([]bool, n),
 		entries:   make([]bool, n),
@@ -69,6 +83,7 @@ func (g *callGraph) scanBody(l *layout, i int, body []byte) error {
 		if err := r.ReadInstr(&in); err != nil {
 			return err
 		}
+		g.cost[i] += staticCost(in.Op)
 		switch in.Op {
 		case wasmbin.OpCall:
 			if in.Index >= l.importedFuncs {
@@ -116,14 +131,75 @@ func (g *callGraph) plan(maxDepth uint32) []funcPlan {
 	countAll := uint64(maxDepth)+uint64(chain) > MaxCallDepthLimit
 	plans := make([]funcPlan, n)
 	for f := range plans {
-		rec := recursive[comp[f]]
 		plans[f] = funcPlan{
-			bounded:    len(g.callees[f]) == 0 && !g.indirect[f],
-			countDepth: rec || countAll,
+			countDepth: recursive[comp[f]] || countAll,
 			hostEntry:  g.entries[f],
 		}
 	}
+	g.planDirectCalls(plans)
 	return plans
+}
+
+// planDirectCalls finds the direct calls that close cycles, as the back
+// edges of a depth-first search, and which functions are light. The
+// search's post-order lists callees before callers once the back edges
+// are set aside, so each function's unchecked callees are settled before
+// it is.
+func (g *callGraph) planDirectCalls(plans []funcPlan) {
+	const (
+		unvisited = iota
+		onPath
+		done
+	)
+	state := make([]uint8, len(g.callees))
+	work := make([]int64, len(g.callees))
+	type frame struct{ f, next int }
+	for root := range g.callees {
+		if state[root] != unvisited {
+			continue
+		}
+		state[root] = onPath
+		path := []frame{{f: root}}
+		for len(path) > 0 {
+			top := &path[len(path)-1]
+			if top.next < len(g.callees[top.f]) {
+				c := int(g.callees[top.f][top.next])
+				top.next++
+				switch state[c] {
+				case onPath:
+					if plans[top.f].cycleCallees == nil {
+						plans[top.f].cycleCallees = map[uint32]bool{}
+					}
+					plans[top.f].cycleCallees[uint32(c)] = true
+				case unvisited:
+					state[c] = onPath
+					path = append(path, frame{f: c})
+				}
+				continue
+			}
+			g.settleLight(plans, work, top.f)
+			state[top.f] = done
+			path = path[:len(path)-1]
+		}
+	}
+}
+
+// settleLight works out how much f can spend before its first check, and
+// so whether it is light, once its unchecked callees are settled: its body
+// once, plus what each unchecked call can spend. A call to a callee that
+// is not light is checked and adds nothing.
+func (g *callGraph) settleLight(plans []funcPlan, work []int64, f int) {
+	w := g.cost[f]
+	for _, c := range g.callees[f] {
+		if !plans[f].cycleCallees[c] && plans[c].light {
+			w += work[c]
+		}
+		if w > lightWork {
+			break
+		}
+	}
+	work[f] = w
+	plans[f].light = w <= lightWork
 }
 
 // stronglyConnected labels each node with its component (Tarjan's

@@ -16,6 +16,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/edgeaip/edgeaip/wasmtools/meter"
+	"github.com/edgeaip/edgeaip/wasmtools/meter/internal/wasmbin"
 )
 
 // TestDeepRecursionFailsTheSameWayOnEveryEngine: without instrumentation
@@ -312,4 +313,43 @@ func TestNewMeterOnReusedInstanceCountsItsOwnCall(t *testing.T) {
 	// The leftover slice of the first call does not stretch the budget.
 	tight := meter.NewMeter(fresh.Consumed() - 1)
 	assert.ErrorIs(t, call(reused, "sum_small", tight), meter.ErrOutOfFuel)
+}
+
+// TestExponentialCallTreeRunsOutOfFuel: without a loop or recursion, a
+// chain of functions that each call the next twice does 2^40 calls. Calls
+// go unchecked only while the work they can do without a check stays
+// small, so this still runs out of fuel, and soon.
+func TestExponentialCallTreeRunsOutOfFuel(t *testing.T) {
+	const n = 40
+	module := wasmbin.AppendModuleHeader(nil)
+	section := func(id byte, payload []byte) {
+		module = wasmbin.AppendSection(module, wasmbin.Section{ID: id, Payload: payload})
+	}
+	section(wasmbin.SectionType, []byte{1, 0x60, 0, 0})
+	funcs := wasmbin.AppendU32(nil, n)
+	code := wasmbin.AppendU32(nil, n)
+	for i := range uint32(n) {
+		funcs = append(funcs, 0)
+		body := []byte{0} // no locals
+		if i < n-1 {
+			body = append(body, opCall)
+			body = wasmbin.AppendU32(body, i+1)
+			body = append(body, opCall)
+			body = wasmbin.AppendU32(body, i+1)
+		}
+		body = append(body, opEnd)
+		code = append(wasmbin.AppendU32(code, uint32(len(body))), body...)
+	}
+	section(wasmbin.SectionFunction, funcs)
+	section(wasmbin.SectionExport, append(wasmbin.AppendName([]byte{1}, "spin_tree"), 0, 0))
+	section(wasmbin.SectionCode, code)
+
+	wasm := instrument(t, module, meter.Options{})
+	var got []outcome
+	for _, e := range engines {
+		r := newRuntime(t, e)
+		got = append(got, callExport(t, r, compile(t, r, wasm), "spin_tree", meter.NewMeter(1_000_000)))
+	}
+	assert.Contains(t, got[0].Err, "out of fuel after")
+	assertSameOnEveryEngine(t, got)
 }
