@@ -11,7 +11,7 @@ NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 \
                 @modelcontextprotocol/server-filesystem@2026.8.31 \
                 @playwright/mcp@0.0.83
 
-.PHONY: all build tools fixtures test fuzz deps-npm demo clean FORCE
+.PHONY: all build tools fixtures test fuzz bench-fuel deps-npm demo clean FORCE
 .DELETE_ON_ERROR:
 
 all: build
@@ -41,6 +41,7 @@ $(BIN)/tools/dir_usage.wasm: wasmtools/examples/c/dir_usage/dir_usage.wasm
 # Rebuilds the committed .wasm fixtures and the C example from source.
 fixtures:
 	testdata/tools/build.sh
+	testdata/fuel/build.sh
 	wasmtools/examples/c/dir_usage/build.sh
 
 test:
@@ -53,14 +54,21 @@ deps-npm:
 
 # Each decoder's fuzz target for FUZZTIME; their seed corpora already run as
 # plain tests in `make test`.
+# The fuel rewriter's target minimises for at most 3 s: longer, and the
+# fuzzer seems to stall while it shrinks a large generated module.
 FUZZTIME    ?= 30s
-FUZZTARGETS := ./protocol:FuzzDecodeCBOR ./protocol:FuzzDecodeJSON
+FUZZTARGETS := ./protocol:FuzzDecodeCBOR ./protocol:FuzzDecodeJSON ./wasmtools/meter:FuzzInstrument
 
 fuzz:
 	@set -e; for t in $(FUZZTARGETS); do \
 		echo "fuzz $${t#*:} for $(FUZZTIME)"; \
-		$(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME); \
+		$(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 3s -parallel 1; \
 	done
+
+# Metered over unmetered, and WithCloseOnContextDone over unmetered, for
+# the CPU suite of testdata/fuel, side by side; see BENCHMARKS.md.
+bench-fuel:
+	wasmtools/meter/bench.sh 10
 
 demo: build
 	./scripts/demo.sh

@@ -26,7 +26,7 @@ func TestHeartbeatsFlowWhileAToolRuns(t *testing.T) {
 	startAgent(t, cfg)
 	l := p.next(t)
 
-	m := newCommand("s1", action("sleep", map[string]any{"ms": 800}))
+	m := newCommand("s1", action("pause", map[string]any{"ms": 800}))
 	l.send(t, m)
 	before := l.heartbeats.Load()
 	l.results(t, m.ResponseID)
@@ -98,7 +98,7 @@ func TestResultsComputedWhileTheLinkIsDownAreDeliveredAfterRegistration(t *testi
 	ta := startAgent(t, agentConfig(t, p.url()))
 	l := p.next(t)
 
-	m := newCommand("s1", action("sleep", map[string]any{"ms": 300}), action("count", nil))
+	m := newCommand("s1", action("pause", map[string]any{"ms": 300}), action("count", nil))
 	l.send(t, m)
 	require.Eventually(t, func() bool { return ta.logs.contains("command received") }, 10*time.Second, 5*time.Millisecond)
 	l.conn.CloseNow()
@@ -162,7 +162,7 @@ func TestGracefulShutdownFinishesCommandsInFlightAndFlushesTheOutbox(t *testing.
 	ta := startAgent(t, cfg)
 	l := p.next(t)
 
-	m := newCommand("s1", action("sleep", map[string]any{"ms": 500}))
+	m := newCommand("s1", action("pause", map[string]any{"ms": 500}))
 	l.send(t, m)
 	require.Eventually(t, func() bool { return ta.logs.contains("command received") }, 10*time.Second, 5*time.Millisecond)
 	stopped := make(chan struct{})

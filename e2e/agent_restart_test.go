@@ -33,7 +33,7 @@ func TestSIGTERMFinishesTheCommandInFlightAndExitsCleanly(t *testing.T) {
 	c.waitOnline("kiosk-1", true)
 
 	done := c.execAsync("kiosk-1", api.CommandRequest{Timeout: "30s", Actions: []protocol.Command{
-		{ToolName: "sleep", Parameters: map[string]any{"ms": 1500}},
+		{ToolName: "pause", Parameters: map[string]any{"ms": 1500}},
 		{ToolName: "write_file", Parameters: map[string]any{"path": filepath.Join(files, "done.txt"), "content": "finished"}},
 	}})
 	p.waitLogged("command received")
@@ -57,7 +57,7 @@ func TestAnAgentKilledMidCommandReportsItAfterRestartWithoutRunningItAgain(t *te
 
 	marker := filepath.Join(files, "after-sleep.txt")
 	done := c.execAsync("kiosk-1", api.CommandRequest{Timeout: "60s", Actions: []protocol.Command{
-		{ToolName: "sleep", Parameters: map[string]any{"ms": 5000}},
+		{ToolName: "pause", Parameters: map[string]any{"ms": 5000}},
 		{ToolName: "write_file", Parameters: map[string]any{"path": marker, "content": "ran"}},
 	}})
 	p.waitLogged("command received")
