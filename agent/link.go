@@ -234,7 +234,9 @@ func (a *Agent) handle(ctx context.Context, conn *protocol.Conn, m *protocol.Ser
 		if a.outbox.delivered(m.ResponseID) {
 			a.serverAcks.Store(true)
 			a.log.Debug("results acknowledged", "request_id", m.ResponseID)
+			return
 		}
+		a.log.Debug("heartbeat acknowledged")
 	case protocol.ServerError:
 		if a.outbox.delivered(m.ResponseID) {
 			a.log.Error("server refused results; they are not sent again", "request_id", m.ResponseID, "error", m.Error)

@@ -55,7 +55,7 @@ func TestAnAgentKilledMidCommandReportsItAfterRestartWithoutRunningItAgain(t *te
 	p.start()
 	c.waitOnline("kiosk-1", true)
 
-	marker := filepath.Join(files, "after-sleep.txt")
+	marker := filepath.Join(files, "after-pause.txt")
 	done := c.execAsync("kiosk-1", api.CommandRequest{Timeout: "60s", Actions: []protocol.Command{
 		{ToolName: "pause", Parameters: map[string]any{"ms": 5000}},
 		{ToolName: "write_file", Parameters: map[string]any{"path": marker, "content": "ran"}},
