@@ -70,7 +70,9 @@ type Config struct {
 	MCP MCPConfig
 
 	// MaxConcurrentCommands bounds how many COMMAND messages run at once.
-	// Default GOMAXPROCS.
+	// Default 4 × GOMAXPROCS: a command waits on the disk and on MCP
+	// servers as well as on its wasm calls, which MaxConcurrentCalls
+	// bounds.
 	MaxConcurrentCommands int
 	// ShutdownGrace is how long commands in flight get to finish when the
 	// agent stops, before they are canceled. Default 10 s.
@@ -141,7 +143,7 @@ func (c *Config) setDefaults() {
 		c.HeartbeatInterval = 20 * time.Second
 	}
 	if c.MaxConcurrentCommands <= 0 {
-		c.MaxConcurrentCommands = runtime.GOMAXPROCS(0)
+		c.MaxConcurrentCommands = 4 * runtime.GOMAXPROCS(0)
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 10 * time.Second

@@ -44,7 +44,7 @@ func TestTheExampleConfigLoadsAsDocumented(t *testing.T) {
 	assert.Equal(t, 20*time.Second, cfg.HeartbeatInterval)
 	assert.Equal(t, protocol.ConnOptions{PingInterval: 15 * time.Second, MaxFrameBytes: 4 << 20}, cfg.Conn)
 	assert.Equal(t, "/var/lib/aip-agent", cfg.DataDir)
-	assert.Equal(t, 4, cfg.MaxConcurrentCommands)
+	assert.Equal(t, 8, cfg.MaxConcurrentCommands)
 	assert.Equal(t, 10*time.Second, cfg.ShutdownGrace)
 	assert.Equal(t, OutboxLimits{MaxBytes: 16 << 20, MaxAge: 168 * time.Hour}, cfg.Outbox)
 	assert.Equal(t, []string{"/usr/lib/aip-agent/tools", "kiosk=/opt/kiosk/tools"}, cfg.ToolDirs)
