@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -130,13 +129,15 @@ func (s *mcpServer) setDown(err error) {
 // to the context given to Start.
 func (s *mcpServer) run(ctx context.Context) {
 	b := backoff{base: 500 * time.Millisecond, max: 30 * time.Second}
+	defer s.startOnce.Do(func() { close(s.started) })
 	for {
 		err := s.session(ctx, &b)
-		s.startOnce.Do(func() { close(s.started) })
 		if ctx.Err() != nil {
 			return
 		}
+		// Why it is down is known before the first attempt counts as over.
 		s.setDown(fmt.Errorf("MCP server %q is not running: %w; restarting it", s.cfg.Namespace, err))
+		s.startOnce.Do(func() { close(s.started) })
 		wait := b.next()
 		s.log.Warn("MCP server down; restarting", "err", err, "in", wait.Round(time.Millisecond))
 		select {
@@ -259,19 +260,20 @@ func (s *mcpServer) spawn() (*mcpConn, transport.Interface, error) {
 	for _, f := range []*os.File{pipes[0][0], pipes[1][1], pipes[2][1]} {
 		f.Close() // the child's ends
 	}
-	conn := &mcpConn{proc: cmd, stdout: pipes[1][0], stderr: pipes[2][0],
-		exited: make(chan struct{}), dead: make(chan struct{})}
-	go s.logStderr(conn.stderr)
+	conn := &mcpConn{proc: cmd, exited: make(chan struct{}), dead: make(chan struct{})}
+	go s.logStderr(pipes[2][0])
 	go func() {
 		err := cmd.Wait()
-		close(conn.exited)
 		if err == nil {
 			err = errors.New("exit status 0")
 		}
+		// The exit is the cause, even for a call that saw the pipe close
+		// first and is waiting on exited to say why.
 		conn.die(fmt.Errorf("process exited: %w", err))
+		close(conn.exited)
 	}()
 	s.log.Info("MCP server started", "pid", cmd.Process.Pid, "command", s.cfg.Command)
-	return conn, transport.NewIO(conn.stdout, pipes[0][1], nil), nil
+	return conn, transport.NewIO(closeOnEOF{pipes[1][0]}, pipes[0][1], nil), nil
 }
 
 func closeAll(pipes [][2]*os.File) {
@@ -301,11 +303,25 @@ func (s *mcpServer) environ() []string {
 	return env
 }
 
+// closeOnEOF closes our end of a pipe once the server's end is closed and
+// everything in it read: the reader, not the one who stops the server,
+// knows when nothing is left.
+type closeOnEOF struct{ f *os.File }
+
+func (c closeOnEOF) Read(p []byte) (int, error) {
+	n, err := c.f.Read(p)
+	if err != nil {
+		c.f.Close()
+	}
+	return n, err
+}
+
 // logStderr copies the server's stderr to the agent's log, line by line,
 // until the pipe closes. It never stops reading early: a full pipe would
 // block the server.
-func (s *mcpServer) logStderr(r io.Reader) {
-	br := bufio.NewReaderSize(r, 4096)
+func (s *mcpServer) logStderr(f *os.File) {
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 4096)
 	for {
 		line, _, err := br.ReadLine()
 		if len(line) > 0 {
@@ -410,11 +426,9 @@ func (s *mcpServer) withExit(conn *mcpConn, err error) error {
 // mcpConn is one running connection to an MCP server.
 type mcpConn struct {
 	client *client.Client
-	// For a stdio server: its process and our ends of its pipes. proc is
-	// nil over HTTP.
-	proc           *exec.Cmd
-	stdout, stderr *os.File
-	exited         chan struct{} // closed once proc is reaped
+	// For a stdio server: its process; nil over HTTP.
+	proc   *exec.Cmd
+	exited chan struct{} // closed once proc is reaped
 
 	dead  chan struct{} // closed when the connection is unusable
 	cause error         // why; set before dead closes
@@ -446,10 +460,10 @@ func (c *mcpConn) close() {
 			<-c.exited
 		}
 	}
-	// Children the server left behind go with their group.
+	// Children the server left behind go with their group, and with them
+	// the last writers of its stdout and stderr, whose readers then close
+	// our ends.
 	signalGroup(c.proc.Process, syscall.SIGKILL)
-	c.stdout.Close()
-	c.stderr.Close()
 }
 
 // waitClosed waits up to d for ch to close and says whether it did.
