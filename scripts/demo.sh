@@ -52,10 +52,10 @@ mkdir -p "$WORK/files"
 echo "edgeaip demo: $(date -u +%FT%TZ)" >"$WORK/files/config.txt"
 
 say "aipctl tool keygen, then sign the stock tools"
-"$BIN/aipctl" tool keygen -o "$WORK/demo"
+"$BIN/aipctl" tool keygen --out "$WORK/demo"
 mkdir -p "$WORK/tools"
 for t in read_file write_file list_dir hash_file; do
-	"$BIN/aipctl" tool sign --key "$WORK/demo.key" "$BIN/tools/$t.wasm" -o "$WORK/tools/$t.wasm"
+	"$BIN/aipctl" tool sign --key "$WORK/demo.key" "$BIN/tools/$t.wasm" --out "$WORK/tools/$t.wasm"
 done
 "$BIN/aipctl" tool inspect "$WORK/tools/hash_file.wasm" | sed -n '1,14p'
 
@@ -83,7 +83,7 @@ if "$BIN/aipctl" exec kiosk-1 read_file path=/etc/passwd; then
 fi
 
 say "aipctl tool deploy kiosk-1 dir_usage.wasm (a tool in C), signed; no restart"
-"$BIN/aipctl" tool sign --key "$WORK/demo.key" "$BIN/tools/dir_usage.wasm" -o "$WORK/dir_usage.wasm"
+"$BIN/aipctl" tool sign --key "$WORK/demo.key" "$BIN/tools/dir_usage.wasm" --out "$WORK/dir_usage.wasm"
 "$BIN/aipctl" tool deploy kiosk-1 "$WORK/dir_usage.wasm" >"$WORK/deploy.json"
 grep -q '"status": "success"' "$WORK/deploy.json"
 "$BIN/aipctl" exec kiosk-1 dir_usage path="$WORK/files"
