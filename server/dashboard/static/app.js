@@ -18,7 +18,7 @@ function el(tag, attrs, ...children) {
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     e.append(c instanceof Node ? c : String(c));
   }
@@ -301,6 +301,7 @@ async function taskPage(seq, id) {
     head.replaceChildren(facts([
       ["State", el("span", { id: "task-state", class: `badge ${t.state}` }, t.state)],
       ["Name", t.task_name], ["Kind", t.kind], ["Device", t.device_id ? deviceLink(t.device_id) : undefined],
+      ["Labels", t.kind === "fleet" && t.result ? labelText(t.result.labels) : undefined],
       ["Fleet", t.parent_id ? taskLink(t.parent_id) : undefined], ["Requester", t.requester.id ? `${t.requester.kind}:${t.requester.id}` : t.requester.kind],
       ["Created", new Date(t.created_at).toLocaleString()], ["Took", duration(t.started_at, t.finished_at)],
       ["Error", t.error ? el("span", { class: "error" }, t.error) : undefined],
@@ -314,27 +315,47 @@ async function taskPage(seq, id) {
     log.append(el("li", { class: "muted" }, "The task had ended."));
     return;
   }
-  // Live: each event is listed, and the task fetched again.
+  // Live: each event is listed, and the task fetched again. Events that
+  // come while a fetch is under way get one more fetch after it, so the
+  // last one always shows the state after the last event.
   const es = new EventSource(`${path}/events`);
   stops.push(() => es.close());
-  let fetching = null;
-  const reload = () => {
-    fetching = fetching || api("GET", path).then((t) => { if (current(seq)) show(t); }).catch((e) => failed(seq, e)).finally(() => { fetching = null; });
+  let fetching = false;
+  let again = false;
+  const reload = async () => {
+    if (fetching) {
+      again = true;
+      return;
+    }
+    fetching = true;
+    try {
+      do {
+        again = false;
+        const t = await api("GET", path);
+        if (current(seq)) show(t);
+      } while (again);
+    } catch (e) {
+      failed(seq, e);
+    } finally {
+      fetching = false;
+    }
   };
+  const steps = {}; // by device: step_end events do not say how many
   for (const type of ["step_start", "step_end", "device_start", "device_end", "end"]) {
     es.addEventListener(type, (msg) => {
       const e = JSON.parse(msg.data);
-      log.append(el("li", {}, eventText(e)));
+      steps[e.device_id] = e.steps || steps[e.device_id];
+      log.append(el("li", {}, eventText(e, steps[e.device_id])));
       if (type === "end") es.close();
       reload();
     });
   }
 }
 
-function eventText(e) {
+function eventText(e, steps) {
   const t = new Date(e.time).toLocaleTimeString();
   const dev = e.device_id ? `${e.device_id}: ` : "";
-  const step = e.step !== undefined ? `step ${e.step + 1}${e.steps ? "/" + e.steps : ""} ${e.tool || ""}` : "";
+  const step = e.step !== undefined ? `step ${e.step + 1}${steps ? "/" + steps : ""} ${e.tool || ""}` : "";
   switch (e.type) {
     case "step_start": return `${t} ${dev}${step} started`;
     case "step_end": return `${t} ${dev}${step} ${e.status}${e.error ? ": " + e.error : ""}`;
@@ -420,8 +441,8 @@ async function dispatchPage(seq) {
       }
     },
   },
-  el("div", { class: "row" }, el("label", {}, toDevice, " to an online device "), device),
-  el("div", { class: "row" }, el("label", {}, toLabels, " to every device with the labels "), labels),
+  el("div", { class: "row" }, el("label", { class: "choice" }, toDevice, "to an online device"), device),
+  el("div", { class: "row" }, el("label", { class: "choice" }, toLabels, "to every device with the labels"), labels),
   el("label", {}, "Plan (YAML or JSON)", plan),
   el("label", {}, "Task name", name),
   el("div", { class: "row" }, el("label", {}, "Fleet concurrency", concurrency), el("label", {}, "Abort at % failed (0: never)", abort)),
