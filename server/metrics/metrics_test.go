@@ -91,3 +91,21 @@ func TestTheMetricsFollowPrometheusConventions(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, problems)
 }
+
+// The recording methods run on every command and frame.
+func BenchmarkCommandEnded(b *testing.B) {
+	m := testMetrics()
+	actions := []protocol.Command{{ToolName: "hash_file"}}
+	results := []protocol.Result{{Status: protocol.ResultSuccess, Usage: &protocol.Usage{Fuel: 10, WallMicros: 100}}}
+	for b.Loop() {
+		m.CommandEnded(actions, results, time.Millisecond)
+		m.ResultsRecorded(actions, results, false)
+	}
+}
+
+func BenchmarkFrame(b *testing.B) {
+	m := testMetrics()
+	for b.Loop() {
+		m.Frame(protocol.FrameIn, 200)
+	}
+}
