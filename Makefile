@@ -4,7 +4,7 @@ BIN      := bin
 CMDS     := aip-server aip-agent aipctl
 TOOLS    := read_file write_file list_dir hash_file
 
-.PHONY: all build tools fixtures test fuzz demo clean FORCE
+.PHONY: all build tools fixtures test fuzz bench-fuel demo clean FORCE
 .DELETE_ON_ERROR:
 
 all: build
@@ -34,6 +34,7 @@ $(BIN)/tools/dir_usage.wasm: wasmtools/examples/c/dir_usage/dir_usage.wasm
 # Rebuilds the committed .wasm fixtures and the C example from source.
 fixtures:
 	testdata/tools/build.sh
+	testdata/fuel/build.sh
 	wasmtools/examples/c/dir_usage/build.sh
 
 test:
@@ -42,14 +43,21 @@ test:
 
 # Each decoder's fuzz target for FUZZTIME; their seed corpora already run as
 # plain tests in `make test`.
+# The fuel rewriter's target minimises for at most 3 s: longer, and the
+# fuzzer seems to stall while it shrinks a large generated module.
 FUZZTIME    ?= 30s
-FUZZTARGETS := ./protocol:FuzzDecodeCBOR ./protocol:FuzzDecodeJSON
+FUZZTARGETS := ./protocol:FuzzDecodeCBOR ./protocol:FuzzDecodeJSON ./wasmtools/meter:FuzzInstrument
 
 fuzz:
 	@set -e; for t in $(FUZZTARGETS); do \
 		echo "fuzz $${t#*:} for $(FUZZTIME)"; \
-		$(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME); \
+		$(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 3s -parallel 1; \
 	done
+
+# Metered over unmetered, and WithCloseOnContextDone over unmetered, for
+# the CPU suite of testdata/fuel, side by side; see BENCHMARKS.md.
+bench-fuel:
+	wasmtools/meter/bench.sh 10
 
 demo: build
 	./scripts/demo.sh

@@ -178,10 +178,17 @@ type notifyHandler struct {
 	seen chan<- string
 }
 
+// Enabled is true at every level, so that debug messages are seen even
+// when they are not logged.
+func (h *notifyHandler) Enabled(context.Context, slog.Level) bool { return true }
+
 func (h *notifyHandler) Handle(ctx context.Context, r slog.Record) error {
 	select {
 	case h.seen <- r.Message:
 	default:
+	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
 	}
 	return h.Handler.Handle(ctx, r)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeaip/edgeaip/wasmtools/meter"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/sys"
 )
@@ -18,7 +19,12 @@ const stderrTail = 1024
 
 // Errors a failed call wraps, for errors.Is.
 var (
-	ErrTimeout      = errors.New("timed out")
+	ErrTimeout = errors.New("timed out")
+	// ErrOutOfFuel: the call executed more than its fuel budget.
+	ErrOutOfFuel = errors.New("out of fuel")
+	// ErrCallDepth: calls nested deeper than the instrumentation allows,
+	// the same on every engine.
+	ErrCallDepth    = errors.New("call depth exceeded")
 	ErrExit         = errors.New("exited with status")
 	ErrMemory       = errors.New("memory limit reached")
 	ErrTrap         = errors.New("trapped")
@@ -95,23 +101,24 @@ func (s *Sandbox) run(ctx context.Context, t *Tool, params []byte) Result {
 		WithStdin(bytes.NewReader(params)).
 		WithStdout(stdout).
 		WithStderr(stderr).
-		WithFSConfig(fsc).
-		WithSysWalltime().
-		WithSysNanotime().
-		WithSysNanosleep().
-		WithRandSource(rand.Reader)
+		WithFSConfig(fsc)
+	if !s.cfg.reproducible {
+		cfg = withRealTime(ctx, cfg)
+	}
 	for _, k := range t.EnvKeys() {
 		cfg = cfg.WithEnv(k, t.env[k])
 	}
 
 	mem := &callMemory{limit: uint64(t.limits.MemoryPages) * pageSize}
+	fuel := meter.NewMeter(t.limits.Fuel, meter.WithSliceSize(sliceSize()))
+	callCtx := meter.WithMeter(withDenials(withCallMemory(ctx, mem), denied), fuel)
 	start := time.Now()
-	mod, err := s.rt.InstantiateModule(withDenials(withCallMemory(ctx, mem), denied), t.mod, cfg)
-	res := Result{Usage: Usage{Wall: time.Since(start), StdoutBytes: int64(stdout.buf.Len()), MemoryPages: mem.peakPages()}}
+	mod, err := s.rt.InstantiateModule(callCtx, t.mod, cfg)
+	res := Result{Usage: Usage{Wall: time.Since(start), Fuel: fuel.Consumed(), StdoutBytes: int64(stdout.buf.Len()), MemoryPages: mem.peakPages()}}
 	if mod != nil {
 		mod.Close(context.WithoutCancel(ctx))
 	}
-	reason := s.classify(ctx, t, err, stderr)
+	reason := s.classify(ctx, t, err, stderr, res.Usage.Fuel)
 	if reason != nil && mem.refused {
 		reason = fmt.Errorf("%w (%d pages): %w", ErrMemory, t.limits.MemoryPages, reason)
 	}
@@ -131,9 +138,31 @@ func (s *Sandbox) run(ctx context.Context, t *Tool, params []byte) Result {
 	return res
 }
 
+// withRealTime gives a call the host's clocks and cryptographic
+// randomness. Sleeps end early when the call's context does, so that a
+// tool asleep past its deadline is stopped at its next safepoint.
+func withRealTime(ctx context.Context, cfg wazero.ModuleConfig) wazero.ModuleConfig {
+	return cfg.
+		WithSysWalltime().
+		WithSysNanotime().
+		WithNanosleep(func(ns int64) {
+			t := time.NewTimer(time.Duration(ns))
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+		}).
+		WithRandSource(rand.Reader)
+}
+
 // classify says why a call failed, from what wazero returned; nil if it
-// did not.
-func (s *Sandbox) classify(ctx context.Context, t *Tool, err error, stderr *cappedBuffer) error {
+// did not. fuel is what the call consumed. A call that returned after its
+// context ended failed too: a sleep it asked for was cut short.
+func (s *Sandbox) classify(ctx context.Context, t *Tool, err error, stderr *cappedBuffer, fuel uint64) error {
+	if err == nil {
+		err = ctx.Err()
+	}
 	if err == nil {
 		return nil
 	}
@@ -141,13 +170,16 @@ func (s *Sandbox) classify(ctx context.Context, t *Tool, err error, stderr *capp
 		return cause
 	}
 	var exit *sys.ExitError
-	if errors.As(err, &exit) {
-		switch exit.ExitCode() {
-		case sys.ExitCodeDeadlineExceeded:
-			return fmt.Errorf("%w after %s", ErrTimeout, t.limits.Timeout)
-		case sys.ExitCodeContextCanceled:
-			return fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx))
-		}
+	switch {
+	case errors.Is(err, meter.ErrOutOfFuel):
+		return fmt.Errorf("%w after %d units (budget %d)", ErrOutOfFuel, fuel, t.limits.Fuel)
+	case errors.Is(err, meter.ErrCallDepth):
+		return fmt.Errorf("%w: more than %d nested calls", ErrCallDepth, meter.DefaultMaxCallDepth)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w after %s", ErrTimeout, t.limits.Timeout)
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx))
+	case errors.As(err, &exit):
 		return fmt.Errorf("%w %d%s", ErrExit, exit.ExitCode(), stderrSuffix(stderr))
 	}
 	return fmt.Errorf("%w: %s%s", ErrTrap, trapMessage(err), stderrSuffix(stderr))

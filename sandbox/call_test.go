@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
@@ -58,19 +60,21 @@ func TestTheCompileCacheIsPrivateAndKeyedByCostModel(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cache")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	ctx := context.Background()
-	for _, model := range []string{"v1", "v2"} {
-		sb := newSandbox(t, NewConfig().WithCacheDir(dir).WithCostModel(model))
+	for range 2 {
+		sb := newSandbox(t, NewConfig().WithCacheDir(dir))
 		load(t, sb, "echo", Limits{})
 		require.NoError(t, sb.Close(ctx))
 	}
-	for _, d := range []string{dir, filepath.Join(dir, "cost-model-v1"), filepath.Join(dir, "cost-model-v2")} {
+	model := filepath.Join(dir, costModelDir)
+	assert.Equal(t, "cost-model-fuel-1", costModelDir, "the directory names the meter's cost model")
+	for _, d := range []string{dir, model} {
 		fi, err := os.Stat(d)
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), d)
 	}
-	for _, model := range []string{"v1", "v2"} {
+	for _, sub := range []string{"compiled", "metered"} {
 		n := 0
-		filepath.WalkDir(filepath.Join(dir, "cost-model-"+model), func(p string, d os.DirEntry, err error) error {
+		filepath.WalkDir(filepath.Join(model, sub), func(p string, d os.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
 				n++
 				fi, _ := d.Info()
@@ -78,8 +82,9 @@ func TestTheCompileCacheIsPrivateAndKeyedByCostModel(t *testing.T) {
 			}
 			return nil
 		})
-		assert.Equal(t, 1, n, "each cost model compiled echo once, into its own dir")
+		assert.Equal(t, 1, n, "echo was %s once, and the second start reused it", sub)
 	}
-	_, err := New(ctx, NewConfig().WithCacheDir(dir).WithCostModel("../escape"))
-	assert.ErrorContains(t, err, `cost model "../escape"`)
+	sum := sha256.Sum256(fixture(t, "echo"))
+	_, err := os.Stat(filepath.Join(model, "metered", hex.EncodeToString(sum[:])+".wasm"))
+	assert.NoError(t, err, "instrumented modules are kept under the original module's digest")
 }

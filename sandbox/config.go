@@ -18,14 +18,16 @@ type Limits struct {
 	StdoutBytes int
 	StderrBytes int
 	// Fuel bounds the instructions a call may execute, in the units of the
-	// cost model. It is carried from manifests and policy to every call;
-	// nothing enforces it until the sandbox meters fuel.
+	// cost model (wasmtools/meter): about one per WebAssembly operator.
 	Fuel uint64
 }
 
 // DefaultLimits are safe for a small edge board.
 var DefaultLimits = Limits{
-	Timeout:     30 * time.Second,
+	Timeout: 30 * time.Second,
+	// Ten billion operators: seconds of compute, far more than a Go tool's
+	// start-up (a few million), so the timeout is usually what binds.
+	Fuel:        10_000_000_000,
 	MemoryPages: 1024, // 64 MiB
 	StdoutBytes: 1 << 20,
 	StderrBytes: 64 << 10,
@@ -54,10 +56,6 @@ func (l Limits) orDefault(d Limits) Limits {
 // overriddenBy returns l with every non-zero field of o put in its place.
 func (l Limits) overriddenBy(o Limits) Limits { return o.orDefault(l) }
 
-// DefaultCostModel names the cost model of a sandbox that does not meter
-// fuel. It is part of the compile cache key.
-const DefaultCostModel = "unmetered"
-
 // DefaultMaxReservedMemory bounds the memory concurrent calls may reserve,
 // unless WithMaxReservedMemory says otherwise: four calls at the default
 // limit.
@@ -68,7 +66,7 @@ const DefaultMaxReservedMemory = 4 * 1024 * pageSize
 type Config struct {
 	limits            Limits
 	cacheDir          string
-	costModel         string
+	reproducible      bool
 	maxCalls          int
 	maxReservedMemory uint64
 }
@@ -78,7 +76,6 @@ type Config struct {
 func NewConfig() Config {
 	return Config{
 		limits:            DefaultLimits,
-		costModel:         DefaultCostModel,
 		maxCalls:          runtime.GOMAXPROCS(0),
 		maxReservedMemory: DefaultMaxReservedMemory,
 	}
@@ -89,9 +86,6 @@ func (c Config) orDefault() Config {
 	d := NewConfig()
 	if c.limits == (Limits{}) {
 		c.limits = d.limits
-	}
-	if c.costModel == "" {
-		c.costModel = d.costModel
 	}
 	if c.maxCalls <= 0 {
 		c.maxCalls = d.maxCalls
@@ -117,11 +111,15 @@ func (c Config) WithCacheDir(dir string) Config {
 	return c
 }
 
-// WithCostModel names the fuel cost model modules are instrumented with.
-// Compiled code is cached per cost model, so that a change of model never
-// runs code metered under the old one. Default DefaultCostModel.
-func (c Config) WithCostModel(version string) Config {
-	c.costModel = version
+// WithReproducible gives every call the same clocks and randomness: wall
+// and monotonic clocks that start at a fixed instant and advance 1 ms per
+// reading, sleeps that return at once, and a fixed random sequence. A
+// call's fuel count then depends only on its module and parameters, the
+// same on every run and every device. Off by default: tools see the real
+// time, sleep for real and get cryptographic randomness, and a Go tool's
+// runtime reads them, so its fuel varies a little from run to run.
+func (c Config) WithReproducible(on bool) Config {
+	c.reproducible = on
 	return c
 }
 

@@ -9,10 +9,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"sync"
 
+	"github.com/edgeaip/edgeaip/wasmtools/meter"
 	"github.com/edgeaip/edgeaip/wasmtools/schema"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental"
@@ -21,10 +21,11 @@ import (
 
 // Sandbox compiles and runs tool modules. It is safe for concurrent use.
 type Sandbox struct {
-	cfg   Config
-	rt    wazero.Runtime
-	cache wazero.CompilationCache
-	adm   *admission
+	cfg        Config
+	rt         wazero.Runtime
+	cache      wazero.CompilationCache
+	meteredDir string // where instrumented modules are kept; "" for none
+	adm        *admission
 }
 
 // Spec is a tool to load: the module and what its calls may use.
@@ -82,21 +83,25 @@ func (t *Tool) EnvKeys() []string {
 	return keys
 }
 
-var validCostModel = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-
 // New builds a Sandbox. Close it to free compiled code.
 func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	cfg = cfg.orDefault()
 	// Memory is limited per call by callMemory, not runtime-wide, so that
-	// each tool can have its own limit.
-	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true)
+	// each tool can have its own limit. Deadlines are enforced by the fuel
+	// meter's safepoints, not WithCloseOnContextDone, which costs 4-20x on
+	// loops (wasmtools/meter/RATIONALE.md).
+	rc := wazero.NewRuntimeConfig()
 	s := &Sandbox{cfg: cfg, adm: newAdmission(cfg.maxCalls, cfg.maxReservedMemory)}
 	if cfg.cacheDir != "" {
-		cache, err := openCache(cfg.cacheDir, cfg.costModel)
+		dir, err := openCacheDir(cfg.cacheDir)
 		if err != nil {
 			return nil, err
 		}
-		s.cache = cache
+		cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(dir, "compiled"))
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: compile cache %s: %w", dir, err)
+		}
+		s.cache, s.meteredDir = cache, filepath.Join(dir, "metered")
 		rc = rc.WithCompilationCache(cache)
 	}
 	s.rt = wazero.NewRuntimeWithConfig(ctx, rc)
@@ -105,31 +110,11 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		s.Close(ctx)
 		return nil, fmt.Errorf("sandbox: instantiate WASI: %w", err)
 	}
+	if err := meter.Install(ctx, s.rt); err != nil {
+		s.Close(ctx)
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
 	return s, nil
-}
-
-// openCache opens the compile cache of one cost model: DIR/cost-model-V.
-// wazero keys its entries by the bytes it compiles; the directory adds the
-// cost model, so the key is the module's digest plus the model version.
-func openCache(dir, costModel string) (wazero.CompilationCache, error) {
-	if !validCostModel.MatchString(costModel) {
-		return nil, fmt.Errorf("sandbox: cost model %q: want 1-64 of [A-Za-z0-9._-]", costModel)
-	}
-	sub := filepath.Join(dir, "cost-model-"+costModel)
-	for _, d := range []string{dir, sub} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("sandbox: compile cache: %w", err)
-		}
-		// MkdirAll leaves an existing directory's mode alone.
-		if err := os.Chmod(d, 0o700); err != nil {
-			return nil, fmt.Errorf("sandbox: compile cache: %w", err)
-		}
-	}
-	cache, err := wazero.NewCompilationCacheWithDir(sub)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: compile cache %s: %w", sub, err)
-	}
-	return cache, nil
 }
 
 // Load compiles spec.Wasm as the tool spec.Name, with its schema, mounts,
@@ -152,7 +137,13 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 	if err := s.adm.admissible(t.limits.MemoryPages); err != nil {
 		return fail(err)
 	}
-	mod, err := s.rt.CompileModule(ctx, spec.Wasm)
+	sum := sha256.Sum256(spec.Wasm)
+	t.sha256 = hex.EncodeToString(sum[:])
+	metered, err := s.instrument(ctx, spec.Wasm, t.sha256)
+	if err != nil {
+		return fail(err)
+	}
+	mod, err := s.rt.CompileModule(ctx, metered)
 	if err != nil {
 		return fail(fmt.Errorf("compile: %w", err))
 	}
@@ -164,8 +155,7 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 		mod.Close(ctx)
 		return fail(err)
 	}
-	sum := sha256.Sum256(spec.Wasm)
-	t.sha256, t.mod = hex.EncodeToString(sum[:]), mod
+	t.mod = mod
 	return t, nil
 }
 

@@ -61,7 +61,7 @@ Exits 0 when the tool succeeded and 1 when it failed.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.params, "params", "", "parameters as a JSON object")
-	f.Uint64Var(&o.fuel, "fuel", 0, "fuel limit (carried to the sandbox; enforced once it meters fuel)")
+	f.Uint64Var(&o.fuel, "fuel", 0, "fuel budget, in operators executed (default: the manifest's, else 10 billion)")
 	f.DurationVar(&o.timeout, "timeout", 0, "deadline of the call (default: the manifest's, else 30s)")
 	f.StringVar(&o.memory, "memory", "", "memory limit, e.g. 32MiB (default: the manifest's, else 64MiB)")
 	f.StringArrayVar(&o.dirs, "allow-dir", nil, "grant a host directory, HOST[:GUEST][:ro] (repeatable)")

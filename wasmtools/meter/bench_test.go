@@ -1,0 +1,108 @@
+package meter_test
+
+import (
+	"context"
+	"io"
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/edgeaip/edgeaip/wasmtools/meter"
+)
+
+// benchProgram is one program of the CPU suite, sized to run for tens of
+// milliseconds unmetered on wazero's compiler.
+type benchProgram struct {
+	name string
+	file string
+	args []string
+}
+
+var benchPrograms = []benchProgram{
+	{"coremark", "coremark.wasm", []string{"coremark", "1500"}},
+	{"matmul", "matmul.wasm", []string{"matmul", "256"}},
+	{"sieve", "sieve.wasm", []string{"sieve", "2000000", "4"}},
+	{"fib", "fib.wasm", []string{"fib", "34"}},
+	{"goprog", "goprog/goprog.wasm", []string{"goprog", "2000"}},
+}
+
+// BenchmarkFuel runs each program of the CPU suite on wazero's compiler
+// three ways, side by side in one run: unmetered, metered by this package,
+// and unmetered under WithCloseOnContextDone, the mechanism metering
+// replaces. Sub-benchmarks are named prog=<program>/variant=<variant> for
+// benchstat -col /variant; bench.sh turns the results into ratios.
+func BenchmarkFuel(b *testing.B) {
+	if !hasCompiler {
+		b.Skip("wazero has no compiler for " + runtime.GOARCH)
+	}
+	for _, p := range benchPrograms {
+		wasm := readFixture(b, p.file)
+		metered := instrument(b, wasm, meter.Options{})
+		b.Run("prog="+p.name+"/variant=unmetered", func(b *testing.B) {
+			benchCommand(b, wazero.NewRuntimeConfigCompiler(), wasm, p.args, false)
+		})
+		b.Run("prog="+p.name+"/variant=metered", func(b *testing.B) {
+			benchCommand(b, wazero.NewRuntimeConfigCompiler(), metered, p.args, true)
+		})
+		b.Run("prog="+p.name+"/variant=closeOnContextDone", func(b *testing.B) {
+			benchCommand(b, wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(true), wasm, p.args, false)
+		})
+	}
+}
+
+// benchCommand times instantiating a command, which runs its _start: what
+// the sandbox does per tool call. Compiling is outside the timed region,
+// and so is garbage collection: the collector is off while a run is timed
+// and runs, untimed, between runs, because its timing varies by up to 3x
+// from run to run. Besides wall time it reports the CPU time of the thread
+// that ran the guest (cpu-ns/op, on Linux), which a busy machine disturbs
+// far less.
+func benchCommand(b *testing.B, cfg wazero.RuntimeConfig, wasm []byte, args []string, metered bool) {
+	ctx := context.Background()
+	r := wazero.NewRuntimeWithConfig(ctx, cfg)
+	defer r.Close(ctx)
+	wasi_snapshot_preview1.MustInstantiate(ctx, r)
+	if err := meter.Install(ctx, r); err != nil {
+		b.Fatal(err)
+	}
+	compiled, err := r.CompileModule(ctx, wasm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	modCfg := wazero.NewModuleConfig().WithArgs(args...).WithStdout(io.Discard).WithStderr(io.Discard)
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	var cpu time.Duration
+	cpuOK := true
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		runtime.GC()
+		// Every variant runs under a deadline, as the sandbox's calls do.
+		callCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		if metered {
+			callCtx = meter.WithMeter(callCtx, meter.NewMeter(1<<62))
+		}
+		runtime.LockOSThread()
+		before, ok1 := threadCPU()
+		b.StartTimer()
+		mod, err := r.InstantiateModule(callCtx, compiled, modCfg)
+		b.StopTimer()
+		after, ok2 := threadCPU()
+		runtime.UnlockOSThread()
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		cpu += after - before
+		cpuOK = cpuOK && ok1 && ok2
+		_ = mod.Close(ctx)
+		b.StartTimer()
+	}
+	if cpuOK {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
+}

@@ -1,0 +1,63 @@
+package meter_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/tetratelabs/wazero"
+
+	"github.com/edgeaip/edgeaip/wasmtools/meter"
+)
+
+// FuzzInstrument feeds modules from the grammar in gen_test.go to
+// Instrument and checks that the result validates, computes what the
+// original computes (results, trap, memory), and consumes the same fuel on
+// the interpreter and the compiler.
+func FuzzInstrument(f *testing.F) {
+	f.Add([]byte{})
+	seeds := rand.New(rand.NewPCG(1, 2))
+	for range 16 {
+		b := make([]byte, 256)
+		for i := range b {
+			b[i] = byte(seeds.Uint32())
+		}
+		f.Add(b)
+	}
+	ctx := context.Background()
+	// Runtimes without a compilation cache, so that a long fuzzing run
+	// does not keep every module it compiled.
+	var runtimes []wazero.Runtime
+	for _, e := range engines {
+		runtimes = append(runtimes, newUncachedRuntime(f, e.config()))
+	}
+	interp := runtimes[0]
+	f.Fuzz(func(t *testing.T, data []byte) {
+		wasm := generateModule(data)
+		orig, err := interp.CompileModule(ctx, wasm)
+		require.NoError(t, err, "the generator made an invalid module")
+		defer orig.Close(ctx)
+		inst, err := meter.Instrument(ctx, wasm, meter.Options{})
+		require.NoError(t, err)
+
+		want := callExport(t, interp, orig, "run", nil)
+		var got []outcome
+		for _, r := range runtimes {
+			c, err := r.CompileModule(ctx, inst)
+			require.NoError(t, err, "the instrumented module is invalid")
+			got = append(got, callExport(t, r, c, "run", meter.NewMeter(bigBudget)))
+			require.NoError(t, c.Close(ctx))
+		}
+		require.Equal(t, want, got[0].withoutFuel())
+		assertSameOnEveryEngine(t, got)
+	})
+}
+
+func newUncachedRuntime(tb testing.TB, cfg wazero.RuntimeConfig) wazero.Runtime {
+	ctx := context.Background()
+	r := wazero.NewRuntimeWithConfig(ctx, cfg)
+	tb.Cleanup(func() { _ = r.Close(ctx) })
+	require.NoError(tb, meter.Install(ctx, r))
+	return r
+}
