@@ -117,6 +117,7 @@ func TestLoginsExpireAndAreBounded(t *testing.T) {
 	assert.False(t, l.valid(id, now.Add(loginTTL)))
 	assert.False(t, l.valid("", now))
 
+	l = newLogins()
 	first := l.create(now)
 	for i := 1; i < maxLogins; i++ {
 		l.create(now.Add(time.Duration(i) * time.Millisecond))
