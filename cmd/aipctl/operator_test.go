@@ -312,7 +312,7 @@ func TestProgressOnATerminalRedrawsALinePerDevice(t *testing.T) {
 	last := line.FindAllStringSubmatch(frames[3], -1)
 	require.Len(t, last, 2)
 	assert.Regexp(t, `^kiosk-1   failed     step 2/2 read_file \(attempt 2\)  \d+\.\ds  step 1 \(read_file\) failed: denied$`, last[0][1])
-	assert.Equal(t, "kiosk-22  pending  ", last[1][1])
+	assert.Equal(t, "kiosk-22  pending", last[1][1])
 	second := line.FindAllStringSubmatch(frames[1], -1)
 	assert.Regexp(t, `^kiosk-1   running    step 1/2 hash_file  \d+\.\ds$`, second[0][1])
 }

@@ -171,7 +171,7 @@ func (d *deviceProgress) text(id string, width int, now time.Time) string {
 	if d.err != "" {
 		line += "  " + truncate(d.err, maxErrorWidth)
 	}
-	return line
+	return strings.TrimRight(line, " ")
 }
 
 func (d *deviceProgress) elapsed(now time.Time) string {
