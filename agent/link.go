@@ -179,7 +179,7 @@ func (a *Agent) runCommand(ctx context.Context, conn *protocol.Conn, m *protocol
 	// Every line about a command names it: device (a.log's), session,
 	// response and call ids.
 	log := a.log.With("session_id", m.SessionID, "response_id", m.ResponseID)
-	calls := callIDs(m.Actions)
+	calls := joinCallIDs(m.Actions)
 	log.Info("command received", "actions", len(m.Actions), "call_id", calls)
 	results := a.router.withLogger(log).Execute(ctx, m.Actions, true)
 	status := m.Status

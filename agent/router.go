@@ -49,8 +49,8 @@ func (r *Router) withLogger(log *slog.Logger) *Router {
 	return &c
 }
 
-// callIDs joins the call_ids of actions, for a log line.
-func callIDs(actions []protocol.Command) string {
+// joinCallIDs joins the call_ids of actions, for a log line.
+func joinCallIDs(actions []protocol.Command) string {
 	ids := make([]string, len(actions))
 	for i, a := range actions {
 		ids[i] = a.CallID

@@ -112,7 +112,7 @@ EOF
 if command -v curl >/dev/null; then
 	say "GET /metrics (Prometheus text format, with the operator token)"
 	curl -fsS -H "Authorization: Bearer $AIP_TOKEN" "$AIP_SERVER/metrics" |
-		grep -E '^edgeaip_(devices_connected|commands_total|sessions_ended_total|websocket_frames_total)'
+		grep -E '^edgeaip_(devices_connected|commands_total|sessions_ended_total|tool_fuel_total|websocket_frames_total)'
 fi
 echo "the dashboard is at $AIP_SERVER/ (log in with the operator token)"
 
