@@ -77,7 +77,7 @@ func newRoot() *cobra.Command {
 	root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if g.output != "table" && g.output != "json" {
-			return &exitError{exitUsage, fmt.Errorf("--output: want table or json, got %q", g.output)}
+			return &exitError{exitUsage, fmt.Errorf("--output: want table or json, got %q (tool keygen, pack and sign take the file to write as --out)", g.output)}
 		}
 		return nil
 	}
