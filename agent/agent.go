@@ -105,10 +105,11 @@ func (a *Agent) init(ctx context.Context) error {
 	}
 	a.outbox = ob
 	for _, c := range interrupted {
-		a.log.Warn("command was running when the agent died; reporting it as failed", "response_id", c.ResponseID)
+		log := a.commandLog(c.SessionID, c.ResponseID, c.CallIDs)
+		log.Warn("command was running when the agent died; reporting it as failed")
 		reply := a.commandResults(c.SessionID, c.ResponseID, c.Status, failCalls(c.CallIDs, errRestarted))
 		if err := a.outbox.complete(reply); err != nil {
-			a.log.Error("failure not recorded; delivering it from memory", "response_id", c.ResponseID, "err", err)
+			log.Error("failure not recorded; delivering it from memory", "err", err)
 		}
 	}
 	return nil

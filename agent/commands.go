@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,7 +26,7 @@ var errShuttingDown = errors.New("agent shutting down: the command was canceled"
 // agent already ran is answered from the outbox, and one it is running is
 // left to finish; neither runs twice.
 func (a *Agent) onCommand(m *protocol.ServerMessage) {
-	log := a.log.With("session_id", m.SessionID, "response_id", m.ResponseID)
+	log := a.commandLog(m.SessionID, m.ResponseID, callIDs(m.Actions))
 	if m.ResponseID == "" {
 		log.Warn("command without a response_id not run: its results could not be matched")
 		return
@@ -48,8 +50,14 @@ func (a *Agent) onCommand(m *protocol.ServerMessage) {
 	a.jobs.Add(1)
 	a.sessions.enqueue(sessionKey(m), func() {
 		defer a.jobs.Done()
-		a.runCommand(m)
+		a.runCommand(m, log)
 	})
+}
+
+// commandLog is the agent's log for one command: every line about it
+// names its device (a.log's), session, response and call ids.
+func (a *Agent) commandLog(sessionID, responseID string, callIDs []string) *slog.Logger {
+	return a.log.With("session_id", sessionID, "response_id", responseID, "call_id", strings.Join(callIDs, ","))
 }
 
 // sessionKey orders the commands of one session; a command without a
@@ -64,15 +72,15 @@ func sessionKey(m *protocol.ServerMessage) string {
 // runCommand records the command as accepted, runs it, and records its
 // results. A command still waiting for a slot when shutdown begins is not
 // taken: it leaves no trace, and the server sends it again.
-func (a *Agent) runCommand(m *protocol.ServerMessage) {
-	if results, taken := a.execute(m); taken {
-		a.finish(m, results)
+func (a *Agent) runCommand(m *protocol.ServerMessage, log *slog.Logger) {
+	if results, taken := a.execute(m, log); taken {
+		a.finish(m, results, log)
 	}
 }
 
 // execute runs m in one of the slots, which it holds only while the tools
 // run: recording the results, an fsync, needs none.
-func (a *Agent) execute(m *protocol.ServerMessage) (results []protocol.Result, taken bool) {
+func (a *Agent) execute(m *protocol.ServerMessage, log *slog.Logger) (results []protocol.Result, taken bool) {
 	select {
 	case a.slots <- struct{}{}:
 		defer func() { <-a.slots }()
@@ -80,21 +88,21 @@ func (a *Agent) execute(m *protocol.ServerMessage) (results []protocol.Result, t
 	}
 	if isClosed(a.draining) {
 		a.outbox.forget(m.ResponseID)
-		a.log.Info("command not started: the agent is shutting down", "response_id", m.ResponseID)
+		log.Info("command not started: the agent is shutting down")
 		return nil, false
 	}
 	if err := a.outbox.accept(acceptedOf(m)); err != nil {
-		a.log.Error("command not run: it could not be recorded", "response_id", m.ResponseID, "err", err)
+		log.Error("command not run: it could not be recorded", "err", err)
 		return failCalls(callIDs(m.Actions), fmt.Errorf("the agent could not record the command, so it did not run it: %w", err)), true
 	}
-	return a.router.Execute(a.jobsCtx, targetOf(m), m.Actions, true), true
+	return a.router.withLogger(log).Execute(a.jobsCtx, targetOf(m), m.Actions, true), true
 }
 
 // finish records a command's results and hands them to delivery.
-func (a *Agent) finish(m *protocol.ServerMessage, results []protocol.Result) {
+func (a *Agent) finish(m *protocol.ServerMessage, results []protocol.Result, log *slog.Logger) {
 	reply := a.commandResults(m.SessionID, m.ResponseID, m.Status, results)
 	if err := a.outbox.complete(reply); err != nil {
-		a.log.Error("results not recorded; delivering them from memory", "response_id", m.ResponseID, "err", err)
+		log.Error("results not recorded; delivering them from memory", "err", err)
 	}
 	notify(a.wake)
 }
@@ -121,6 +129,15 @@ func callIDs(actions []protocol.Command) []string {
 	ids := make([]string, len(actions))
 	for i, a := range actions {
 		ids[i] = a.CallID
+	}
+	return ids
+}
+
+// resultCallIDs lists the call_ids of results.
+func resultCallIDs(results []protocol.Result) []string {
+	ids := make([]string, len(results))
+	for i, r := range results {
+		ids[i] = r.CallID
 	}
 	return ids
 }
@@ -247,7 +264,9 @@ func (a *Agent) deliver(ctx context.Context) {
 		}
 		for _, p := range a.outbox.unsent() {
 			if err := a.send(ctx, conn, p.reply); err != nil {
-				a.log.Warn("results not delivered; they wait in the outbox", "response_id", p.reply.PrevResponseID, "err", err)
+				r := p.reply
+				a.commandLog(r.SessionID, r.PrevResponseID, resultCallIDs(r.ActionResults)).
+					Warn("results not delivered; they wait in the outbox", "err", err)
 				break
 			}
 			a.outbox.markSent(p)

@@ -65,10 +65,18 @@ func (r *Router) Execute(ctx context.Context, target Target, actions []protocol.
 	return results
 }
 
+// withLogger returns a copy of r that logs to log: a command's router
+// logs with the command's ids.
+func (r *Router) withLogger(log *slog.Logger) *Router {
+	c := *r
+	c.log = log
+	return &c
+}
+
 func (r *Router) run(ctx context.Context, t registered, cmd protocol.Command) protocol.Result {
 	res := t.tool.call(ctx, cmd.Parameters)
 	res.Namespace = t.info.Namespace
-	r.log.Info("action done", "tool", t.info.ToolKey, "namespace", t.info.Namespace, "call_id", cmd.CallID,
+	r.log.Info("action done", "tool", t.info.ToolKey, "namespace", t.info.Namespace, "action_call_id", cmd.CallID,
 		"status", res.Status, "error", res.Error)
 	return res
 }

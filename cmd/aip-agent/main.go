@@ -9,7 +9,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/agent"
+	"github.com/edgeaip/edgeaip/internal/logging"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
@@ -58,9 +58,11 @@ func main() {
 	flag.Var(&f.env, "allow-env", "environment variable tools may read, if their manifest asks (repeatable)")
 	flag.IntVar(&f.maxCalls, "max-calls", 0, "tool calls that run at once; the rest queue (default GOMAXPROCS)")
 	flag.StringVar(&f.reserve, "max-call-memory", "", "memory running tool calls may reserve together, e.g. 256MiB (default 256MiB)")
+	var logOpts logging.Options
+	logOpts.RegisterFlags(flag.CommandLine)
 	flag.Parse()
 
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := logOpts.New(os.Stderr)
 	cfg, err := configure(f, setFlags())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "aip-agent:", err)
