@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"sort"
 	"sync"
 	"syscall"
 	"time"
@@ -292,12 +291,7 @@ func (s *mcpServer) environ() []string {
 			env = append(env, k+"="+v)
 		}
 	}
-	keys := make([]string, 0, len(s.cfg.Env))
-	for k := range s.cfg.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(s.cfg.Env) {
 		env = append(env, k+"="+s.cfg.Env[k])
 	}
 	return env
