@@ -4,7 +4,14 @@ BIN      := bin
 CMDS     := aip-server aip-agent aipctl
 TOOLS    := read_file write_file list_dir hash_file
 
-.PHONY: all build tools fixtures test fuzz bench-fuel demo clean FORCE
+# npm packages the MCP tests run, pinned; tests look for them in
+# $(NPM_CACHE) (EDGEAIP_NPM_CACHE overrides it) and skip, saying so, if absent.
+NPM_CACHE    ?= $(or $(EDGEAIP_NPM_CACHE),.cache/npm)
+NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 \
+                @modelcontextprotocol/server-filesystem@2026.8.31 \
+                @playwright/mcp@0.0.83
+
+.PHONY: all build tools fixtures test fuzz bench-fuel deps-npm demo clean FORCE
 .DELETE_ON_ERROR:
 
 all: build
@@ -40,6 +47,10 @@ fixtures:
 test:
 	$(GO) vet ./...
 	$(GO) test ./...
+
+deps-npm:
+	mkdir -p $(NPM_CACHE)
+	npm install --prefix $(NPM_CACHE) --no-audit --no-fund $(NPM_PACKAGES)
 
 # Each decoder's fuzz target for FUZZTIME; their seed corpora already run as
 # plain tests in `make test`.

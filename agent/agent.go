@@ -2,142 +2,117 @@ package agent
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"time"
+	"sync"
+	"sync/atomic"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/edgeaip/edgeaip/wasmtools/signature"
 )
 
-// Config configures an Agent.
-type Config struct {
-	// ID is the device id the server enrolled.
-	ID string
-	// ServerURL is the server's WebSocket endpoint, e.g. ws://host:8700/ws.
-	ServerURL string
-	// TokenFile holds the device token.
-	TokenFile string
-	// ToolDirs are directories of tool modules, each "DIR" or "NAMESPACE=DIR".
-	ToolDirs []string
-	// Mounts are the host directories granted to every tool that Policies
-	// does not name (--allow-dir). A tool sees those of them its manifest
-	// requests, and no other.
-	Mounts []sandbox.Mount
-	// AllowEnv names the host environment variables granted, like Mounts,
-	// to every tool that Policies does not name (--allow-env).
-	AllowEnv []string
-	// Policies grant tools directories, environment variables and limits,
-	// by "NAMESPACE" or "NAMESPACE.TOOL"; the most specific entry applies.
-	Policies map[string]sandbox.Policy
-	// TrustedKeys are the public keys tool signatures are checked against.
-	TrustedKeys []ed25519.PublicKey
-	// RequireSigned refuses modules that are unsigned, signed by a key not
-	// in TrustedKeys, or described by a sidecar. Nil means: required as
-	// soon as any key is trusted.
-	RequireSigned *bool
-	// DataDir holds the agent's state: the compile cache, and the tools
-	// deployed to it (DATA/tools/NAMESPACE/NAME.wasm).
-	DataDir string
-	// Labels describe the device to operators.
-	Labels map[string]string
-	// HeartbeatInterval is how often a HEARTBEAT goes out. Default 20 s.
-	HeartbeatInterval time.Duration
-	// Wire is the encoding: CBOR (our server) or JSON (a UFO server).
-	Wire protocol.Encoding
-	// Conn tunes the link: frame cap and ping interval. Its Reject and
-	// Logger are the agent's own.
-	Conn protocol.ConnOptions
-	// Limits are the default limits of a tool call.
-	Limits sandbox.Limits
-	// MaxConcurrentCalls bounds the tool calls that run at once; the rest
-	// queue. Default GOMAXPROCS.
-	MaxConcurrentCalls int
-	// MaxReservedMemory bounds the memory running tool calls may reserve
-	// together, in bytes. Default sandbox.DefaultMaxReservedMemory.
-	MaxReservedMemory uint64
-	// MaxConcurrentCommands bounds how many COMMAND messages run at once.
-	// Default GOMAXPROCS.
-	MaxConcurrentCommands int
-	// Logger receives the agent's logs. Default slog.Default().
-	Logger *slog.Logger
-}
-
-func (c *Config) setDefaults() {
-	if c.HeartbeatInterval <= 0 {
-		c.HeartbeatInterval = 20 * time.Second
-	}
-	if c.MaxConcurrentCommands <= 0 {
-		c.MaxConcurrentCommands = runtime.GOMAXPROCS(0)
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-}
-
-// Agent is a running device agent.
+// Agent is a device agent. Build it with New, Run it once, then Close it.
 type Agent struct {
-	cfg      Config
-	token    string
-	sb       *sandbox.Sandbox
-	loader   *toolLoader
-	computer *Computer
-	router   *Router
-	log      *slog.Logger
+	cfg       Config
+	token     string
+	log       *slog.Logger
+	sb        *sandbox.Sandbox
+	loader    *toolLoader
+	refused   []refusal // modules refused at startup, reported at registration
+	mcp       *mcpPool
+	computers *ComputerManager
+	router    *Router
+	outbox    *outbox
+
 	slots    chan struct{} // one per command allowed to run
-	refused  []refusal     // modules refused at startup, reported at registration
-	// inventory is signalled when the tool inventory changes, so that the
-	// link registers again with the new one.
-	inventory chan struct{}
+	sessions sessionQueues
+
+	// admitMu orders the admission of commands against the start of
+	// shutdown, so that no job is added once shutdown waits for them.
+	admitMu    sync.Mutex
+	draining   chan struct{} // closed when shutdown begins
+	jobs       sync.WaitGroup
+	jobsCtx    context.Context // ends when shutdown gives up waiting
+	cancelJobs context.CancelCauseFunc
+
+	linkMu     sync.Mutex
+	link       *protocol.Conn // the registered link; nil while down
+	serverAcks atomic.Bool    // the server has acknowledged results
+	wake       chan struct{}  // results wait to be delivered
+	inventory  chan struct{}  // the tool inventory changed
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
-// New loads the token and the tools. It fails on a configuration that
-// cannot work, such as a missing token file; a single bad tool module is
-// logged and left out instead.
+// errRestarted is the failure of a command that was running when the agent
+// died. It is reported, never run again.
+var errRestarted = errors.New("agent restarted while the command ran")
+
+// New loads the token, the tools and the outbox. It fails on a config that
+// cannot work, such as a missing token file; a module that is refused is
+// logged, reported at registration and left out instead. Commands that
+// were running when the agent last died are answered as failed, from the
+// outbox, once it links up.
 func New(ctx context.Context, cfg Config) (*Agent, error) {
 	cfg.setDefaults()
-	if cfg.ID == "" {
-		return nil, errors.New("agent: device id is required")
-	}
-	if cfg.ServerURL == "" {
-		return nil, errors.New("agent: server URL is required")
+	if err := cfg.check(); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	token, err := readToken(cfg.TokenFile)
 	if err != nil {
 		return nil, err
 	}
-	sbCfg := sandbox.NewConfig().WithLimits(cfg.Limits).
+	sb, err := sandbox.New(ctx, sandbox.NewConfig().WithLimits(cfg.Limits).
 		WithMaxConcurrentCalls(cfg.MaxConcurrentCalls).
-		WithMaxReservedMemory(cfg.MaxReservedMemory)
-	if cfg.DataDir != "" {
-		sbCfg = sbCfg.WithCacheDir(filepath.Join(cfg.DataDir, "compile-cache"))
-	}
-	sb, err := sandbox.New(ctx, sbCfg)
+		WithMaxReservedMemory(cfg.MaxReservedMemory).
+		WithCacheDir(filepath.Join(cfg.DataDir, "compile-cache")))
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	log := cfg.Logger.With("device", cfg.ID)
 	a := &Agent{
-		cfg: cfg, token: token, sb: sb, log: log,
+		cfg: cfg, token: token, sb: sb, log: cfg.Logger.With("device", cfg.ID),
 		loader:    newToolLoader(sb, cfg),
-		computer:  NewComputer("default"),
 		slots:     make(chan struct{}, cfg.MaxConcurrentCommands),
+		draining:  make(chan struct{}),
+		wake:      make(chan struct{}, 1),
 		inventory: make(chan struct{}, 1),
 	}
-	a.computer.addMeta(&installTool{agent: a})
-	a.router = &Router{computer: a.computer, log: log}
-	if err := a.loadTools(ctx); err != nil {
-		sb.Close(ctx)
+	a.jobsCtx, a.cancelJobs = context.WithCancelCause(context.Background())
+	if err := a.init(ctx); err != nil {
+		a.Close(ctx)
 		return nil, err
 	}
 	return a, nil
+}
+
+func (a *Agent) init(ctx context.Context) error {
+	tools, err := a.loadTools(ctx)
+	if err != nil {
+		return err
+	}
+	a.mcp = newMCPPool(a.log, a.inventoryChanged)
+	a.computers = newComputerManager(a.cfg.MCP, tools, []tool{&installTool{agent: a}}, a.mcp, a.log)
+	a.router = &Router{computers: a.computers, log: a.log}
+	ob, interrupted, err := openOutbox(filepath.Join(a.cfg.DataDir, "outbox", a.cfg.ID+".journal"), a.cfg.Outbox, a.log)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.outbox = ob
+	for _, c := range interrupted {
+		log := a.commandLog(c.SessionID, c.ResponseID, c.CallIDs)
+		log.Warn("command was running when the agent died; reporting it as failed")
+		reply := a.commandResults(c.SessionID, c.ResponseID, c.Status, failCalls(c.CallIDs, errRestarted))
+		if err := a.outbox.complete(reply); err != nil {
+			log.Error("failure not recorded; delivering it from memory", "err", err)
+		}
+	}
+	return nil
 }
 
 func readToken(path string) (string, error) {
@@ -169,38 +144,51 @@ func newToolLoader(sb *sandbox.Sandbox, cfg Config) *toolLoader {
 	}
 }
 
-// loadTools loads the tool dirs, then the tools deployed to this device.
-// A module that is refused is logged and reported at registration; the
-// agent runs with the rest. Two tool dirs that offer the same tool are a
-// configuration error; a deployed tool that clashes with them is refused.
-func (a *Agent) loadTools(ctx context.Context) error {
+// loadTools loads the tool dirs, then the tools deployed to this device:
+// the wasm tools every Computer has. A module that is refused is logged and
+// reported at registration; the agent runs with the rest. Two tool dirs
+// that offer the same tool, or a tool dir that takes an MCP server's
+// namespace, are a configuration error; a deployed tool that clashes with
+// the tool dirs is refused.
+func (a *Agent) loadTools(ctx context.Context) ([]tool, error) {
+	mcpNamespaces := a.cfg.MCP.namespaces()
+	// A Computer refuses two tools with one key; find out now rather than
+	// at the first command.
+	check := newComputer("tools", a.log)
+	var out []tool
 	for _, spec := range a.cfg.ToolDirs {
 		dir := parseToolDir(spec)
+		if mcpNamespaces[dir.Namespace] {
+			return nil, fmt.Errorf("agent: tools dir %s: namespace %q is also an MCP server's", dir.Path, dir.Namespace)
+		}
 		tools, err := a.loadDir(ctx, dir)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if err := a.computer.add(tools...); err != nil {
-			return fmt.Errorf("agent: %w", err)
+		if err := check.add(tools...); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
 		}
+		out = append(out, tools...)
 	}
 	deployed, err := a.deployedDirs()
 	if err != nil {
-		return fmt.Errorf("agent: %w", err)
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	for _, dir := range deployed {
 		tools, err := a.loadDir(ctx, dir)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, t := range tools {
-			if err := a.computer.add(t); err != nil {
+			if err := check.add(t); err != nil {
 				a.refuse(refusal{Path: filepath.Join(dir.Path, t.info().ToolName+".wasm"), Error: err.Error()})
 				t.(*wasmTool).close(ctx)
+				continue
 			}
+			out = append(out, t)
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // loadDir loads the modules of dir, refusing those that fail.
@@ -222,8 +210,28 @@ func (a *Agent) refuse(r refusal) {
 	a.refused = append(a.refused, r)
 }
 
-// Computer is the agent's tool registry.
-func (a *Agent) Computer() *Computer { return a.computer }
+// Close stops the MCP servers and frees the sandbox and the outbox. Call
+// it after Run returns; calls after the first do nothing.
+func (a *Agent) Close(ctx context.Context) error {
+	a.closeOnce.Do(func() {
+		if a.mcp != nil {
+			a.mcp.close()
+		}
+		if a.outbox != nil {
+			a.closeErr = a.outbox.close()
+		}
+		a.closeErr = errors.Join(a.closeErr, a.sb.Close(ctx))
+	})
+	return a.closeErr
+}
 
-// Close frees the sandbox. Call it after Run returns.
-func (a *Agent) Close(ctx context.Context) error { return a.sb.Close(ctx) }
+// inventoryChanged makes the link send the new inventory.
+func (a *Agent) inventoryChanged() { notify(a.inventory) }
+
+// notify signals ch without blocking; one pending signal is enough.
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

@@ -2,39 +2,76 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/wasmtools/schema"
 )
 
 // metaNamespace is the namespace of tools the Computer itself provides.
 const metaNamespace = "computer"
 
 // Computer is UFO's Computer: a registry of tools keyed
-// "tool_type::tool_name", plus the meta tool list_tools. It is safe for
-// concurrent use.
+// "tool_type::tool_name", plus the meta tool list_tools. Each wasm tool
+// directory and each MCP server is a namespace; the same tool name may be
+// registered under both tool types. It is safe for concurrent use.
 type Computer struct {
-	name  string
-	mu    sync.RWMutex
-	tools map[string]tool
-	meta  map[string]bool // tool names that are meta tools
+	name string
+	log  *slog.Logger
+
+	mu      sync.RWMutex
+	tools   map[string]registered // by tool key
+	servers []*mcpServer          // MCP servers bound here, to explain a missing tool
 }
 
-// NewComputer returns a Computer with only its meta tools registered.
-func NewComputer(name string) *Computer {
-	c := &Computer{name: name, tools: map[string]tool{}, meta: map[string]bool{}}
+// registered is a tool in a Computer's registry, with its compiled input
+// schema (nil when the tool declares none).
+type registered struct {
+	tool   tool
+	info   protocol.MCPToolInfo
+	schema *schema.Validator
+	meta   bool
+}
+
+// newComputer returns a Computer named name with only its meta tools:
+// list_tools, under each tool type, and those given.
+func newComputer(name string, log *slog.Logger, meta ...tool) *Computer {
+	c := &Computer{name: name, log: log, tools: map[string]registered{}}
 	for _, tt := range protocol.ToolTypes {
-		c.addMeta(&listTools{computer: c, toolType: tt})
+		meta = append(meta, &listTools{computer: c, toolType: tt})
+	}
+	for _, t := range meta {
+		r := c.entry(t)
+		r.meta = true
+		c.tools[r.info.ToolKey] = r
 	}
 	return c
 }
 
-func (c *Computer) addMeta(t tool) {
-	i := t.info()
-	c.tools[i.ToolKey] = t
-	c.meta[i.ToolName] = true
+// Name is the Computer's key, agent_name::process_name::root_name.
+func (c *Computer) Name() string { return c.name }
+
+// entry compiles t's input schema. A schema that does not compile is
+// logged, and the tool is then called without checking its parameters:
+// the tool still validates them itself.
+func (c *Computer) entry(t tool) registered {
+	r := registered{tool: t, info: t.info()}
+	if len(r.info.InputSchema) == 0 {
+		return r
+	}
+	v, err := schema.Compile(r.info.InputSchema)
+	if err != nil {
+		c.log.Warn("tool parameters will not be checked", "tool_key", r.info.ToolKey, "namespace", r.info.Namespace, "err", err)
+	}
+	r.schema = v
+	return r
 }
 
 // add registers tools; a key already taken is an error naming it.
@@ -42,25 +79,39 @@ func (c *Computer) add(tools ...tool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, t := range tools {
-		key := t.info().ToolKey
-		if _, dup := c.tools[key]; dup {
-			return fmt.Errorf("computer %s: tool %s is already registered", c.name, key)
+		r := c.entry(t)
+		if old, dup := c.tools[r.info.ToolKey]; dup {
+			return fmt.Errorf("tool %s of namespace %q: the key is already registered by namespace %q",
+				r.info.ToolKey, r.info.Namespace, old.info.Namespace)
 		}
-		c.tools[key] = t
+		c.tools[r.info.ToolKey] = r
 	}
 	return nil
 }
 
-// find returns the tool called name in namespace, of either type, or nil.
-func (c *Computer) find(namespace, name string) tool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	for _, t := range c.tools {
-		if i := t.info(); i.Namespace == namespace && i.ToolName == name && !c.meta[name] {
-			return t
+// setNamespace replaces the tools of one tool type that namespace
+// registered with tools, as an MCP server's tool list changes. A key that
+// another namespace holds stays with it, as in UFO, and is logged.
+func (c *Computer) setNamespace(toolType protocol.ToolType, namespace string, tools []tool) {
+	entries := make([]registered, len(tools))
+	for i, t := range tools {
+		entries[i] = c.entry(t)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, r := range c.tools {
+		if !r.meta && r.info.Namespace == namespace && r.info.ToolType == toolType {
+			delete(c.tools, key)
 		}
 	}
-	return nil
+	for _, r := range entries {
+		if old, taken := c.tools[r.info.ToolKey]; taken {
+			c.log.Warn("tool key already registered; skipping", "computer", c.name,
+				"tool_key", r.info.ToolKey, "namespace", namespace, "held_by", old.info.Namespace)
+			continue
+		}
+		c.tools[r.info.ToolKey] = r
+	}
 }
 
 // canSwap refuses to put t in place of old (nil: in no tool's place) when
@@ -69,8 +120,8 @@ func (c *Computer) canSwap(old, t tool) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	i := t.info()
-	if holder, taken := c.tools[i.ToolKey]; taken && holder != old {
-		return fmt.Errorf("computer %s: tool %s is already registered by namespace %q", c.name, i.ToolKey, holder.info().Namespace)
+	if holder, taken := c.tools[i.ToolKey]; taken && holder.tool != old {
+		return fmt.Errorf("computer %s: tool %s is already registered by namespace %q", c.name, i.ToolKey, holder.info.Namespace)
 	}
 	return nil
 }
@@ -78,31 +129,81 @@ func (c *Computer) canSwap(old, t tool) error {
 // swap puts t in place of old (nil: in no tool's place). Check canSwap
 // first; calls already running on old finish on it.
 func (c *Computer) swap(old, t tool) {
+	r := c.entry(t)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old != nil {
 		delete(c.tools, old.info().ToolKey)
 	}
-	c.tools[t.info().ToolKey] = t
+	c.tools[r.info.ToolKey] = r
+}
+
+func (c *Computer) bindServer(s *mcpServer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.servers = append(c.servers, s)
+}
+
+func (c *Computer) boundServers() []*mcpServer {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return slices.Clone(c.servers)
 }
 
 // resolve is UFO's command2tool: it finds the tool a command addresses,
-// trying each tool type when the command names none.
-func (c *Computer) resolve(cmd protocol.Command) (tool, error) {
+// trying data_collection, then action, when the command names no type.
+func (c *Computer) resolve(cmd protocol.Command) (registered, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if cmd.ToolType != "" {
-		if t, ok := c.tools[protocol.ToolKey(cmd.ToolType, cmd.ToolName)]; ok {
-			return t, nil
+		if r, ok := c.tools[protocol.ToolKey(cmd.ToolType, cmd.ToolName)]; ok {
+			return r, nil
 		}
-		return nil, fmt.Errorf("unknown tool %q of type %s on %s", cmd.ToolName, cmd.ToolType, c.name)
+		return registered{}, fmt.Errorf("unknown tool %q of type %s on %s%s", cmd.ToolName, cmd.ToolType, c.name, c.downServers())
 	}
 	for _, tt := range protocol.ToolTypes {
-		if t, ok := c.tools[protocol.ToolKey(tt, cmd.ToolName)]; ok {
-			return t, nil
+		if r, ok := c.tools[protocol.ToolKey(tt, cmd.ToolName)]; ok {
+			return r, nil
 		}
 	}
-	return nil, fmt.Errorf("unknown tool %q on %s", cmd.ToolName, c.name)
+	return registered{}, fmt.Errorf("unknown tool %q on %s%s", cmd.ToolName, c.name, c.downServers())
+}
+
+// prepare resolves cmd and checks its parameters against the tool's input
+// schema. The error names the tool and each parameter at fault.
+func (c *Computer) prepare(cmd protocol.Command) (registered, error) {
+	r, err := c.resolve(cmd)
+	if err != nil || r.schema == nil {
+		return r, err
+	}
+	params := cmd.Parameters
+	if params == nil {
+		params = map[string]any{}
+	}
+	b, err := json.Marshal(params)
+	if err == nil {
+		err = r.schema.Validate(b)
+	}
+	if err != nil {
+		// Worded as the sandbox words it, whichever layer catches it.
+		return r, fmt.Errorf("tool %q: %w: %w", r.info.ToolName, sandbox.ErrInvalidParams, err)
+	}
+	return r, nil
+}
+
+// downServers explains an unknown tool by the MCP servers that are not
+// running, whose tools may be the ones missing. Callers hold c.mu.
+func (c *Computer) downServers() string {
+	var down []string
+	for _, s := range c.servers {
+		if err := s.downErr(); err != nil {
+			down = append(down, err.Error())
+		}
+	}
+	if len(down) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(down, "; ") + ")"
 }
 
 // ListTools returns the registered tools, filtered as UFO's list_tools
@@ -111,14 +212,13 @@ func (c *Computer) ListTools(toolType protocol.ToolType, namespace string, remov
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	out := []protocol.MCPToolInfo{}
-	for _, t := range c.tools {
-		i := t.info()
-		if (toolType != "" && i.ToolType != toolType) ||
-			(namespace != "" && i.Namespace != namespace) ||
-			(removeMeta && c.meta[i.ToolName]) {
+	for _, r := range c.tools {
+		if (toolType != "" && r.info.ToolType != toolType) ||
+			(namespace != "" && r.info.Namespace != namespace) ||
+			(removeMeta && r.meta) {
 			continue
 		}
-		out = append(out, i)
+		out = append(out, r.info)
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ToolKey < out[b].ToolKey })
 	return out
@@ -152,26 +252,12 @@ func (l *listTools) info() protocol.MCPToolInfo {
 	}
 }
 
+// call runs list_tools on parameters the Router has checked against
+// listToolsSchema.
 func (l *listTools) call(_ context.Context, params map[string]any) protocol.Result {
-	var toolType, namespace string
-	removeMeta := true
-	for k, v := range params {
-		var ok bool
-		switch k {
-		case "tool_type":
-			toolType, ok = v.(string)
-			ok = ok && (toolType == "" || protocol.ToolType(toolType).Valid())
-		case "namespace":
-			namespace, ok = v.(string)
-		case "remove_meta":
-			removeMeta, ok = v.(bool)
-		default:
-			return failure(fmt.Errorf("tool \"list_tools\": unknown parameter %q", k))
-		}
-		if !ok {
-			return failure(fmt.Errorf("tool \"list_tools\": parameter %q: invalid value %v", k, v))
-		}
-	}
-	tools := l.computer.ListTools(protocol.ToolType(toolType), namespace, removeMeta)
+	toolType, _ := params["tool_type"].(string)
+	namespace, _ := params["namespace"].(string)
+	removeMeta, set := params["remove_meta"].(bool)
+	tools := l.computer.ListTools(protocol.ToolType(toolType), namespace, removeMeta || !set)
 	return protocol.Result{Status: protocol.ResultSuccess, Result: tools}
 }

@@ -2,8 +2,20 @@
 // server, registers the device with its system info and tool inventory, and
 // runs the commands the server sends, in the manner of UFO's Command Layer.
 //
-// A command's actions are resolved by a [Computer], whose registry is keyed
-// "tool_type::tool_name" as in UFO, and executed in order by a [Router]:
-// after a failure the remaining actions are skipped (early exit). Tools are
-// WebAssembly modules run by package sandbox.
+// A [ComputerManager] holds one [Computer] per
+// agent_name::process_name::root_name of the commands; each Computer's
+// registry is keyed "tool_type::tool_name" and holds the device's wasm
+// tools (run by package sandbox) and the tools of the MCP servers its config
+// names, which the agent proxies. A [Router] checks a command's actions
+// against the tools' input schemas and executes them in order, skipping the
+// rest after a failure (early exit).
+//
+// The link loses nothing: commands are recorded before they run and their
+// results before they count as done, in an on-disk outbox that answers a
+// command sent twice without running it again and delivers results after
+// the next registration until the server acknowledges them. RATIONALE.md
+// explains the outbox's format and its crash points.
+//
+// [LoadConfig] reads the agent's YAML config; agent.example.yaml documents
+// it.
 package agent

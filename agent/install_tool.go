@@ -51,9 +51,6 @@ func (i *installTool) call(ctx context.Context, params map[string]any) protocol.
 func (i *installTool) install(ctx context.Context, params map[string]any) (protocol.MCPToolInfo, bool, error) {
 	a := i.agent
 	var none protocol.MCPToolInfo
-	if a.cfg.DataDir == "" {
-		return none, false, fmt.Errorf("this agent has no data dir (--data) to keep deployed tools in")
-	}
 	wasm, ns, err := protocol.InstalledModule(params)
 	if err != nil {
 		return none, false, err
@@ -83,8 +80,8 @@ func (i *installTool) install(ctx context.Context, params map[string]any) (proto
 	if err != nil {
 		return none, false, err
 	}
-	old := a.computer.find(ns, mod.Manifest.Name)
-	if err := a.computer.canSwap(old, t); err != nil {
+	old := a.computers.findBase(ns, mod.Manifest.Name)
+	if err := a.computers.canSwapBase(old, t); err != nil {
 		t.close(ctx)
 		return none, false, err
 	}
@@ -92,7 +89,7 @@ func (i *installTool) install(ctx context.Context, params map[string]any) (proto
 		t.close(ctx)
 		return none, false, fmt.Errorf("keep module: %w", err)
 	}
-	a.computer.swap(old, t)
+	a.computers.swapBase(old, t)
 	if w, ok := old.(*wasmTool); ok {
 		w.close(context.WithoutCancel(ctx))
 	}
@@ -118,9 +115,6 @@ func (a *Agent) deployDir() string { return filepath.Join(a.cfg.DataDir, "tools"
 
 // deployedDirs lists the namespaces of deployed tools, to load at start.
 func (a *Agent) deployedDirs() ([]toolDir, error) {
-	if a.cfg.DataDir == "" {
-		return nil, nil
-	}
 	entries, err := os.ReadDir(a.deployDir())
 	if os.IsNotExist(err) {
 		return nil, nil
@@ -151,14 +145,6 @@ func (a *Agent) toolDirOf(ns string) string {
 		}
 	}
 	return ""
-}
-
-// inventoryChanged makes the link send the new inventory.
-func (a *Agent) inventoryChanged() {
-	select {
-	case a.inventory <- struct{}{}:
-	default: // one is already pending, and will carry this change too
-	}
 }
 
 // writeFileAtomic replaces path with data, so that a crash leaves the old

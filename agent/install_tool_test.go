@@ -40,11 +40,11 @@ func install(t *testing.T, a *Agent, fixture, namespace string) protocol.Result 
 	t.Helper()
 	params, err := protocol.InstallToolParams(testenv.ReadSigned(t, fixture), namespace)
 	require.NoError(t, err)
-	return a.router.Execute(context.Background(), []protocol.Command{{ToolName: protocol.InstallToolName, Parameters: params}}, true)[0]
+	return a.router.Execute(context.Background(), Target{}, []protocol.Command{{ToolName: protocol.InstallToolName, Parameters: params}}, true)[0]
 }
 
 func run(a *Agent, tool string, params map[string]any) protocol.Result {
-	return a.router.Execute(context.Background(), []protocol.Command{{ToolName: tool, Parameters: params}}, true)[0]
+	return a.router.Execute(context.Background(), Target{}, []protocol.Command{{ToolName: tool, Parameters: params}}, true)[0]
 }
 
 func TestInstalledToolIsKeptLoadedAndAnnounced(t *testing.T) {
@@ -67,6 +67,7 @@ func TestInstalledToolIsKeptLoadedAndAnnounced(t *testing.T) {
 	require.Equal(t, protocol.ResultSuccess, again.Status, again.Error)
 	assert.Equal(t, true, again.Result.(map[string]any)["replaced"])
 
+	a.Close(context.Background())
 	restarted := offlineAgent(t, data)
 	out = run(restarted, "signed_echo", map[string]any{"after": "restart"})
 	require.Equal(t, protocol.ResultSuccess, out.Status, out.Error)
@@ -76,7 +77,7 @@ func TestARefusedModuleDisturbsNothing(t *testing.T) {
 	data := t.TempDir()
 	a := offlineAgent(t, data)
 	require.Equal(t, protocol.ResultSuccess, install(t, a, "signed_echo", "").Status)
-	before := a.computer.ListTools("", "", false)
+	before := defaultComputer(t, a).ListTools("", "", false)
 
 	for fixture, want := range map[string]string{
 		"tampered_echo": "signature does not match the module",
@@ -88,7 +89,7 @@ func TestARefusedModuleDisturbsNothing(t *testing.T) {
 		assert.Contains(t, res.Error, "install_tool: tool \""+fixture+"\" (deployed module): refused: "+want, fixture)
 		assert.NoFileExists(t, filepath.Join(data, "tools", "deployed", fixture+".wasm"))
 	}
-	assert.Equal(t, before, a.computer.ListTools("", "", false))
+	assert.Equal(t, before, defaultComputer(t, a).ListTools("", "", false))
 	out := run(a, "signed_echo", map[string]any{"still": "here"})
 	assert.Equal(t, protocol.ResultSuccess, out.Status, out.Error)
 }
@@ -107,13 +108,10 @@ func TestInstallRefusesNamespacesOfToolDirsAndTakenKeys(t *testing.T) {
 	assert.Contains(t, res.Error, `namespace "computer"`)
 }
 
-func TestInstallNeedsADataDirAndATrustedSigner(t *testing.T) {
-	res := install(t, offlineAgent(t, ""), "signed_echo", "")
-	assert.Contains(t, res.Error, "no data dir")
-
+func TestInstallNeedsATrustedSigner(t *testing.T) {
 	optional := false
 	lax := newOfflineAgent(t, Config{DataDir: t.TempDir(), TrustedKeys: []ed25519.PublicKey{testenv.TestKey(t)}, RequireSigned: &optional})
-	res = install(t, lax, "unsigned_echo", "")
+	res := install(t, lax, "unsigned_echo", "")
 	assert.Contains(t, res.Error, `tool "unsigned_echo" (deployed module): refused: module is not signed`, "require_signed=false is for local modules only")
 
 	res = install(t, newOfflineAgent(t, Config{DataDir: t.TempDir()}), "signed_echo", "")
@@ -122,7 +120,9 @@ func TestInstallNeedsADataDirAndATrustedSigner(t *testing.T) {
 
 func TestDeployedToolsThatClashWithToolDirsAreRefusedAtStart(t *testing.T) {
 	data := t.TempDir()
-	require.Equal(t, protocol.ResultSuccess, install(t, offlineAgent(t, data), "signed_echo", "").Status)
+	first := offlineAgent(t, data)
+	require.Equal(t, protocol.ResultSuccess, install(t, first, "signed_echo", "").Status)
+	first.Close(context.Background())
 	// The operator later adds a tools dir with a tool of the same key.
 	a := offlineAgent(t, data, "signed="+testenv.SignedTools())
 	var clash string
@@ -131,7 +131,7 @@ func TestDeployedToolsThatClashWithToolDirsAreRefusedAtStart(t *testing.T) {
 			clash = r.Error
 		}
 	}
-	assert.Contains(t, clash, "tool action::signed_echo is already registered")
+	assert.Contains(t, clash, `tool action::signed_echo of namespace "deployed": the key is already registered by namespace "signed"`)
 	assert.Equal(t, protocol.ResultSuccess, run(a, "signed_echo", nil).Status, "the tools dir's version serves")
 }
 
@@ -147,4 +147,12 @@ func TestRefusedModulesAreReportedAtRegistration(t *testing.T) {
 		assert.Contains(t, m["error"], "refused:")
 	}
 	assert.ElementsMatch(t, []string{"foreign_echo.wasm", "tampered_echo.wasm", "unsigned_echo.wasm"}, paths)
+}
+
+// defaultComputer is the Computer of commands that name no agent.
+func defaultComputer(t *testing.T, a *Agent) *Computer {
+	t.Helper()
+	c, err := a.computers.Get(context.Background(), Target{})
+	require.NoError(t, err)
+	return c
 }

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
-	"github.com/google/uuid"
 )
 
 // Timeouts of the link.
@@ -21,15 +21,37 @@ const (
 // errUnauthorized means the server refused the device token.
 var errUnauthorized = errors.New("server refused the device token (401): check --id and the token file")
 
-// Run keeps the device linked to the server until ctx ends: it connects,
-// registers, heartbeats and serves commands, and when the link drops it
-// reconnects with exponential backoff and jitter, forever.
+// Run keeps the device linked to the server and serves commands until ctx
+// ends; it reconnects with exponential backoff and full jitter, forever.
+// When ctx ends it shuts down gracefully: it takes no new commands, lets
+// those in flight finish within ShutdownGrace and cancels the rest, and
+// delivers the outbox while the link is up. Run may be called once.
 func (a *Agent) Run(ctx context.Context) error {
+	// The default Computer starts its MCP servers now, so that the first
+	// registration carries their tools.
+	if _, err := a.computers.Get(ctx, Target{}); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	linkCtx, stopLink := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLink()
+	var wg sync.WaitGroup
+	wg.Go(func() { a.keepLinked(linkCtx) })
+	wg.Go(func() { a.deliver(linkCtx) })
+	wg.Go(func() { a.pruneOutbox(linkCtx) })
+	<-ctx.Done()
+	a.shutdown()
+	stopLink()
+	wg.Wait()
+	return nil
+}
+
+// keepLinked connects, and reconnects, until ctx ends.
+func (a *Agent) keepLinked(ctx context.Context) {
 	b := backoff{base: 500 * time.Millisecond, max: 30 * time.Second}
 	for {
 		registered, err := a.session(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
 		if registered {
 			b.reset()
@@ -38,7 +60,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.log.Warn("link down; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-time.After(wait):
 		}
 	}
@@ -52,17 +74,43 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 		return false, err
 	}
 	defer conn.CloseNow()
-	if err := a.register(ctx, conn); err != nil {
+	// REGISTER carries the inventory as it is now: a change signalled
+	// before it needs no message of its own.
+	select {
+	case <-a.inventory:
+	default:
+	}
+	early, err := a.register(ctx, conn)
+	if err != nil {
 		return false, err
 	}
 	a.log.Info("registered", "server", a.cfg.ServerURL, "wire", conn.Encoding())
+	a.outbox.newLink()
+	a.setLink(conn)
+	defer a.setLink(nil)
+	notify(a.wake) // what the server has not acknowledged goes out again
+	for _, m := range early {
+		a.handle(ctx, conn, m)
+	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go a.heartbeat(ctx, conn)
+	ended := make(chan struct{})
+	defer close(ended)
+	go func() {
+		select {
+		case <-ctx.Done():
+			conn.Close(websocket.StatusGoingAway, "agent shutting down")
+		case <-ended:
+		}
+	}()
+	hbCtx, stopHeartbeat := context.WithCancel(ctx)
+	defer stopHeartbeat()
+	go a.heartbeat(hbCtx, conn)
+	// The read does not end with ctx: closing the link, above, ends it
+	// after the closing handshake.
+	readCtx := context.WithoutCancel(ctx)
 	for {
 		var m protocol.ServerMessage
-		if err := conn.Read(ctx, &m); err != nil {
+		if err := conn.Read(readCtx, &m); err != nil {
 			return true, err
 		}
 		a.handle(ctx, conn, &m)
@@ -85,36 +133,40 @@ func (a *Agent) dial(ctx context.Context) (*protocol.Conn, error) {
 	return conn, err
 }
 
-// register sends REGISTER and waits for the ack: a HEARTBEAT with status ok.
-func (a *Agent) register(ctx context.Context, conn *protocol.Conn) error {
+// maxEarlyCommands bounds the COMMANDs kept while waiting for the ack of
+// REGISTER.
+const maxEarlyCommands = 1024
+
+// register sends REGISTER and waits for the ack: a HEARTBEAT with status
+// ok. A server may send COMMANDs before the ack, as soon as it counts the
+// device online; they are returned, to be handled once registered.
+func (a *Agent) register(ctx context.Context, conn *protocol.Conn) ([]*protocol.ServerMessage, error) {
 	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
 	if err := conn.Send(rctx, a.registerMessage()); err != nil {
-		return fmt.Errorf("register: %w", err)
+		return nil, fmt.Errorf("register: %w", err)
 	}
-	var ack protocol.ServerMessage
-	if err := conn.Read(rctx, &ack); err != nil {
-		return fmt.Errorf("register: waiting for ack: %w", err)
+	var early []*protocol.ServerMessage
+	for {
+		m := new(protocol.ServerMessage)
+		if err := conn.Read(rctx, m); err != nil {
+			return nil, fmt.Errorf("register: waiting for ack: %w", err)
+		}
+		switch {
+		case m.Type == protocol.ServerHeartbeat && m.Status == protocol.StatusOK:
+			return early, nil
+		case m.Type == protocol.ServerCommand && len(early) < maxEarlyCommands:
+			early = append(early, m)
+		default:
+			conn.Close(websocket.StatusNormalClosure, "registration refused")
+			return nil, fmt.Errorf("register: refused by server: %s %s: %s", m.Type, m.Status, m.Error)
+		}
 	}
-	if ack.Type != protocol.ServerHeartbeat || ack.Status != protocol.StatusOK {
-		conn.Close(websocket.StatusNormalClosure, "registration refused")
-		return fmt.Errorf("register: refused by server: %s %s: %s", ack.Type, ack.Status, ack.Error)
-	}
-	return nil
 }
 
-// registerMessage describes the device and its tools. The modules refused
-// at startup are listed in custom_metadata.refused_tools, so that the
-// operator sees why a tool is missing.
+// registerMessage describes the device and its tools.
 func (a *Agent) registerMessage() *protocol.ClientMessage {
-	info := systemInfo(a.cfg.ID, a.cfg.Labels, a.computer.ListTools("", "", false))
-	if len(a.refused) > 0 {
-		refused := make([]any, len(a.refused))
-		for i, r := range a.refused {
-			refused[i] = map[string]any{"path": r.Path, "error": r.Error}
-		}
-		info.CustomMetadata["refused_tools"] = refused
-	}
+	info := a.systemInfo()
 	return &protocol.ClientMessage{
 		Type:       protocol.ClientRegister,
 		Status:     protocol.StatusOK,
@@ -125,40 +177,71 @@ func (a *Agent) registerMessage() *protocol.ClientMessage {
 	}
 }
 
+// systemInfo describes the device with the tools of its default Computer.
+// The modules refused at startup are listed in custom_metadata.
+// refused_tools, so that the operator sees why a tool is missing.
+func (a *Agent) systemInfo() protocol.SystemInfo {
+	var tools []protocol.MCPToolInfo
+	if c, err := a.computers.Get(context.Background(), Target{}); err == nil {
+		tools = c.ListTools("", "", false)
+	}
+	info := systemInfo(a.cfg.ID, a.cfg.Labels, len(a.cfg.MCP) > 0, tools)
+	if len(a.refused) > 0 {
+		refused := make([]any, len(a.refused))
+		for i, r := range a.refused {
+			refused[i] = map[string]any{"path": r.Path, "error": r.Error}
+		}
+		info.CustomMetadata["refused_tools"] = refused
+	}
+	return info
+}
+
+// heartbeat sends a HEARTBEAT every HeartbeatInterval, and REGISTER again
+// whenever the tool inventory changes.
 func (a *Agent) heartbeat(ctx context.Context, conn *protocol.Conn) {
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
-		var msg *protocol.ClientMessage
+		msg := &protocol.ClientMessage{Status: protocol.StatusOK, ClientID: a.cfg.ID}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			msg = &protocol.ClientMessage{
-				Type: protocol.ClientHeartbeat, Status: protocol.StatusOK,
-				ClientID: a.cfg.ID, Timestamp: protocol.Now(),
-			}
+			msg.Type = protocol.ClientHeartbeat
 		case <-a.inventory:
-			// A registered connection that registers again updates the
-			// device's inventory on the server.
+			// REGISTER on a registered link updates the device's
+			// inventory on the server.
 			msg = a.registerMessage()
+			a.log.Info("tool inventory changed; registering again with it")
 		}
+		msg.Timestamp = protocol.Now()
 		if err := a.send(ctx, conn, msg); err != nil {
-			a.log.Warn("heartbeat not sent", "err", err)
+			a.log.Warn("message not sent", "type", msg.Type, "err", err)
 			return
 		}
 	}
 }
 
-// handle dispatches one message. It never blocks on a tool: commands run in
-// their own goroutines, so heartbeats keep flowing while tools run.
+// handle dispatches one message. It never blocks on a tool: commands run
+// in the background, so heartbeats keep flowing while tools run.
 func (a *Agent) handle(ctx context.Context, conn *protocol.Conn, m *protocol.ServerMessage) {
 	switch m.Type {
 	case protocol.ServerCommand:
-		go a.runCommand(ctx, conn, m)
+		a.onCommand(m)
 	case protocol.ServerHeartbeat:
+		// An ack: of a heartbeat, or of results, which the outbox may now
+		// consider delivered.
+		if a.outbox.delivered(m.ResponseID) {
+			a.serverAcks.Store(true)
+			a.log.Debug("results acknowledged", "request_id", m.ResponseID)
+			return
+		}
 		a.log.Debug("heartbeat acknowledged")
 	case protocol.ServerError:
+		if a.outbox.delivered(m.ResponseID) {
+			a.log.Error("server refused results; they are not sent again", "request_id", m.ResponseID, "error", m.Error)
+			return
+		}
 		a.log.Warn("server reported an error", "error", m.Error, "response_id", m.ResponseID)
 	default:
 		a.log.Warn("message type not handled by this agent", "type", m.Type)
@@ -169,40 +252,23 @@ func (a *Agent) handle(ctx context.Context, conn *protocol.Conn, m *protocol.Ser
 	}
 }
 
-func (a *Agent) runCommand(ctx context.Context, conn *protocol.Conn, m *protocol.ServerMessage) {
-	select {
-	case a.slots <- struct{}{}:
-		defer func() { <-a.slots }()
-	case <-ctx.Done():
-		return
-	}
-	// Every line about a command names it: device (a.log's), session,
-	// response and call ids.
-	log := a.log.With("session_id", m.SessionID, "response_id", m.ResponseID)
-	calls := joinCallIDs(m.Actions)
-	log.Info("command received", "actions", len(m.Actions), "call_id", calls)
-	results := a.router.withLogger(log).Execute(ctx, m.Actions, true)
-	status := m.Status
-	if status == "" {
-		status = protocol.StatusContinue
-	}
-	reply := &protocol.ClientMessage{
-		Type:           protocol.ClientCommandResults,
-		Status:         status,
-		ClientID:       a.cfg.ID,
-		SessionID:      m.SessionID,
-		RequestID:      uuid.NewString(),
-		PrevResponseID: m.ResponseID,
-		ActionResults:  results,
-		Timestamp:      protocol.Now(),
-	}
-	if err := a.send(ctx, conn, reply); err != nil {
-		log.Error("results not delivered: link down", "call_id", calls, "err", err)
-	}
-}
-
+// send writes msg within sendTimeout. It does not end with ctx: a write
+// cut off midway drops the link without its closing handshake, and the
+// link is closed in order when the agent stops.
 func (a *Agent) send(ctx context.Context, conn *protocol.Conn, msg protocol.Message) error {
-	sctx, cancel := context.WithTimeout(ctx, sendTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	defer cancel()
 	return conn.Send(sctx, msg)
+}
+
+func (a *Agent) setLink(conn *protocol.Conn) {
+	a.linkMu.Lock()
+	defer a.linkMu.Unlock()
+	a.link = conn
+}
+
+func (a *Agent) currentLink() *protocol.Conn {
+	a.linkMu.Lock()
+	defer a.linkMu.Unlock()
+	return a.link
 }

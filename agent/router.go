@@ -2,39 +2,63 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/edgeaip/edgeaip/protocol"
 )
 
-// skippedError is what a skipped action's Result says.
+// skippedError is what an action skipped by early exit says.
 const skippedError = "skipped due to previous failure"
 
-// Router is UFO's CommandRouter: it executes the actions of one COMMAND in
-// order on a Computer.
+// Router is UFO's CommandRouter: it executes the actions of one COMMAND,
+// in order, on the Computer the command is for.
 type Router struct {
-	computer *Computer
-	log      *slog.Logger
+	computers *ComputerManager
+	log       *slog.Logger
 }
 
-// Execute runs the actions in order and returns one Result per action, in
-// the same order and with the same call_id. With earlyExit, every action
-// after a failure is skipped.
-func (r *Router) Execute(ctx context.Context, actions []protocol.Command, earlyExit bool) []protocol.Result {
+// Execute runs actions on the Computer of target and returns one Result
+// per action, in the same order and with the same call_id. It never fails
+// as a whole: an unknown agent_name, an unknown tool or bad parameters are
+// failure Results that say so.
+//
+// Every action is resolved and its parameters checked against the tool's
+// input schema before any runs. With earlyExit, a command with an invalid
+// action runs nothing, and after an action fails the rest are skipped.
+// Without it, each action stands alone.
+func (r *Router) Execute(ctx context.Context, target Target, actions []protocol.Command, earlyExit bool) []protocol.Result {
+	c, err := r.computers.Get(ctx, target)
+	if err != nil {
+		return failCalls(callIDs(actions), err)
+	}
+	prepared := make([]registered, len(actions))
+	invalid := make([]error, len(actions))
+	firstInvalid := -1
+	for i, a := range actions {
+		prepared[i], invalid[i] = c.prepare(a)
+		if invalid[i] != nil && firstInvalid < 0 {
+			firstInvalid = i
+		}
+	}
 	results := make([]protocol.Result, len(actions))
 	failed := false
-	for i, cmd := range actions {
+	for i, a := range actions {
 		var res protocol.Result
 		switch {
-		case failed && earlyExit:
+		case invalid[i] != nil:
+			res = failure(invalid[i])
+		case earlyExit && firstInvalid >= 0:
+			res = protocol.Result{Status: protocol.ResultSkipped,
+				Error: fmt.Sprintf("not run: action %d (%s) failed validation", firstInvalid, actions[firstInvalid].ToolName)}
+		case earlyExit && failed:
 			res = protocol.Result{Status: protocol.ResultSkipped, Error: skippedError}
 		case ctx.Err() != nil:
 			res = failure(context.Cause(ctx))
 		default:
-			res = r.run(ctx, cmd)
+			res = r.run(ctx, prepared[i], a)
 		}
-		res.CallID = cmd.CallID
+		res.CallID = a.CallID
 		failed = failed || res.Status == protocol.ResultFailure
 		results[i] = res
 	}
@@ -49,22 +73,10 @@ func (r *Router) withLogger(log *slog.Logger) *Router {
 	return &c
 }
 
-// joinCallIDs joins the call_ids of actions, for a log line.
-func joinCallIDs(actions []protocol.Command) string {
-	ids := make([]string, len(actions))
-	for i, a := range actions {
-		ids[i] = a.CallID
-	}
-	return strings.Join(ids, ",")
-}
-
-func (r *Router) run(ctx context.Context, cmd protocol.Command) protocol.Result {
-	t, err := r.computer.resolve(cmd)
-	if err != nil {
-		return failure(err)
-	}
-	res := t.call(ctx, cmd.Parameters)
-	res.Namespace = t.info().Namespace
-	r.log.Info("action done", "tool", cmd.ToolName, "call_id", cmd.CallID, "status", res.Status, "error", res.Error)
+func (r *Router) run(ctx context.Context, t registered, cmd protocol.Command) protocol.Result {
+	res := t.tool.call(ctx, cmd.Parameters)
+	res.Namespace = t.info.Namespace
+	r.log.Info("action done", "tool", t.info.ToolKey, "namespace", t.info.Namespace, "action_call_id", cmd.CallID,
+		"status", res.Status, "error", res.Error)
 	return res
 }

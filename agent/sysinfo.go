@@ -12,15 +12,19 @@ import (
 )
 
 // Version is the agent's version, reported at registration.
-const Version = "0.1.0"
+const Version = "0.2.0"
 
 // systemInfo describes this device as UFO's DeviceInfoProvider does, plus
 // edgeaip's fields. Anything that cannot be read is reported as "unknown"
 // or zero rather than failing registration.
-func systemInfo(id string, labels map[string]string, tools []protocol.MCPToolInfo) protocol.SystemInfo {
+func systemInfo(id string, labels map[string]string, mcp bool, tools []protocol.MCPToolInfo) protocol.SystemInfo {
 	host, err := os.Hostname()
 	if err != nil {
 		host = "unknown"
+	}
+	features := []string{"wasm_tools"}
+	if mcp {
+		features = append(features, "mcp_tools")
 	}
 	return protocol.SystemInfo{
 		DeviceID:          id,
@@ -30,7 +34,7 @@ func systemInfo(id string, labels map[string]string, tools []protocol.MCPToolInf
 		MemoryTotalGB:     memoryTotalGB(),
 		Hostname:          host,
 		IPAddress:         ipAddress(),
-		SupportedFeatures: []string{"wasm_tools"},
+		SupportedFeatures: features,
 		PlatformType:      "iot",
 		SchemaVersion:     "1.0",
 		CustomMetadata:    map[string]any{},

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -108,7 +109,9 @@ func (c *cluster) startAgent(id, tokenFile string, opts ...agentOption) *running
 		ToolDirs:          []string{"stock=" + testenv.StockToolsDir(c.t), "fixtures=" + testenv.TestdataTools()},
 		DataDir:           sharedAgentData(c.t),
 		HeartbeatInterval: 100 * time.Millisecond,
-		Logger:            testLogger(),
+		// Tests stop their agents with tools still running.
+		ShutdownGrace: 500 * time.Millisecond,
+		Logger:        testLogger(),
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -144,20 +147,17 @@ func (ra *runningAgent) stop() {
 	<-ra.done
 }
 
-var (
-	agentDataOnce sync.Once
-	agentData     string
-)
+// compileCache is where every test agent keeps compiled modules, across
+// test runs: wazero keys its entries by module and by its own version.
+var compileCache = filepath.Join(os.TempDir(), fmt.Sprintf("edgeaip-e2e-compile-cache-%d", os.Getuid()))
 
-// sharedAgentData is one data dir for every agent of the test binary, so
-// that the compile cache saves compiling the stock tools again.
+// sharedAgentData is a data dir for one agent, for its outbox, whose
+// compile cache is shared, so that the stock tools are compiled once.
 func sharedAgentData(t testing.TB) string {
-	agentDataOnce.Do(func() {
-		var err error
-		agentData, err = os.MkdirTemp("", "edgeaip-e2e-agent-")
-		require.NoError(t, err)
-	})
-	return agentData
+	require.NoError(t, os.MkdirAll(compileCache, 0o700))
+	dir := t.TempDir()
+	require.NoError(t, os.Symlink(compileCache, filepath.Join(dir, "compile-cache")))
+	return dir
 }
 
 func withMounts(mounts ...sandbox.Mount) agentOption {
@@ -240,6 +240,10 @@ func (p *cutProxy) serve() {
 		go func() { io.Copy(in, out); in.Close() }()
 	}
 }
+
+// refuse stops the proxy taking new connections, as a network that is
+// gone would.
+func (p *cutProxy) refuse() { p.ln.Close() }
 
 // cut closes every connection through the proxy.
 func (p *cutProxy) cut() {

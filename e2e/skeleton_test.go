@@ -170,13 +170,18 @@ func TestEveryOutcomeIsAResult(t *testing.T) {
 	t.Run("link drops and the device does not come back in time", func(t *testing.T) {
 		proxy := newCutProxy(t, strings.TrimPrefix(c.http.URL, "http://"))
 		seen := make(chan string, 100)
-		ra := c.startAgent("gone-1", c.enroll("gone-1"), withLimits(sandbox.Limits{Timeout: time.Minute}), watchLog(seen),
-			func(cfg *agent.Config) { cfg.ServerURL = "ws://" + proxy.addr() + "/ws" })
+		c.startAgent("gone-1", c.enroll("gone-1"), withLimits(sandbox.Limits{Timeout: time.Minute}), watchLog(seen),
+			func(cfg *agent.Config) {
+				cfg.ServerURL = "ws://" + proxy.addr() + "/ws"
+				cfg.ShutdownGrace = 100 * time.Millisecond // the spin it runs is canceled at the end
+			})
 
 		done := make(chan api.CommandResponse, 1)
 		go func() { done <- c.exec("gone-1", "spin", nil, 2*time.Second) }()
 		waitForLog(t, seen, "command received")
-		ra.stop()
+		// The network goes and stays gone. (Stopping the agent would not do:
+		// it finishes what it runs, on its link, before it goes.)
+		proxy.refuse()
 		proxy.cut()
 		requireFailure(t, <-done, `link to device "gone-1" dropped and the device did not come back within 2s`)
 	})

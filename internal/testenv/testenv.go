@@ -90,14 +90,10 @@ func buildStockTools() (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		gobin = "go"
-	}
 	for _, name := range StockTools {
 		src := filepath.Join(Root(), "wasmtools", "tools", name)
 		out := filepath.Join(dir, name+".wasm")
-		cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+		cmd := exec.Command(Go(), "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
 		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 		if b, err := cmd.CombinedOutput(); err != nil {
@@ -113,6 +109,15 @@ func buildStockTools() (string, error) {
 		}
 	}
 	return final, nil
+}
+
+// Go is the go command of the toolchain running the tests.
+func Go() string {
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		return "go"
+	}
+	return gobin
 }
 
 // pack embeds the manifest at manifestPath into the module at wasmPath.
@@ -157,4 +162,38 @@ func sourcesHash() (string, error) {
 		return err
 	})
 	return hex.EncodeToString(h.Sum(nil)), err
+}
+
+// NPMDir is where `make deps-npm` installs the npm packages tests use:
+// $EDGEAIP_NPM_CACHE, or .cache/npm under the repository.
+func NPMDir() string {
+	if d := os.Getenv("EDGEAIP_NPM_CACHE"); d != "" {
+		return d
+	}
+	return filepath.Join(Root(), ".cache", "npm")
+}
+
+// NodePackage returns the directory of an npm package that `make deps-npm`
+// installed, and skips the test when node or the package is missing.
+func NodePackage(t testing.TB, name string) string {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed; .ci/run installs it (apt-get install -y nodejs npm)")
+	}
+	dir := filepath.Join(NPMDir(), "node_modules", name)
+	if _, err := os.Stat(filepath.Join(dir, "package.json")); err != nil {
+		t.Skipf("npm package %s is not installed in %s; run `make deps-npm`", name, NPMDir())
+	}
+	return dir
+}
+
+// Chromium returns the path of Debian's chromium, and skips the test when
+// it is missing.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	const path = "/usr/bin/chromium"
+	if _, err := os.Stat(path); err != nil {
+		t.Skip("chromium is not installed; .ci/run installs it (apt-get install -y chromium)")
+	}
+	return path
 }

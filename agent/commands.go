@@ -1,0 +1,291 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/google/uuid"
+)
+
+// flushTimeout bounds how long shutdown waits for the outbox to drain.
+const flushTimeout = 5 * time.Second
+
+// errShuttingDown is the cause of the cancellation of commands still
+// running when the shutdown grace period ends.
+var errShuttingDown = errors.New("agent shutting down: the command was canceled")
+
+// onCommand takes a COMMAND from the read loop. It never blocks: the
+// command runs in the background, after the earlier commands of its
+// session, when one of MaxConcurrentCommands slots is free. A command the
+// agent already ran is answered from the outbox, and one it is running is
+// left to finish; neither runs twice.
+func (a *Agent) onCommand(m *protocol.ServerMessage) {
+	log := a.commandLog(m.SessionID, m.ResponseID, callIDs(m.Actions))
+	if m.ResponseID == "" {
+		log.Warn("command without a response_id not run: its results could not be matched")
+		return
+	}
+	a.admitMu.Lock()
+	defer a.admitMu.Unlock()
+	if isClosed(a.draining) {
+		log.Info("command not taken: the agent is shutting down")
+		return
+	}
+	switch a.outbox.admit(m.ResponseID) {
+	case admitRunning:
+		log.Info("command already running; its results will follow")
+		return
+	case admitDone:
+		log.Info("command already done; sending its results again")
+		notify(a.wake)
+		return
+	}
+	log.Info("command received", "actions", len(m.Actions))
+	a.jobs.Add(1)
+	a.sessions.enqueue(sessionKey(m), func() {
+		defer a.jobs.Done()
+		a.runCommand(m, log)
+	})
+}
+
+// commandLog is the agent's log for one command: every line about it
+// names its device (a.log's), session, response and call ids.
+func (a *Agent) commandLog(sessionID, responseID string, callIDs []string) *slog.Logger {
+	return a.log.With("session_id", sessionID, "response_id", responseID, "call_id", strings.Join(callIDs, ","))
+}
+
+// sessionKey orders the commands of one session; a command without a
+// session is a session of its own.
+func sessionKey(m *protocol.ServerMessage) string {
+	if m.SessionID == "" {
+		return "response:" + m.ResponseID
+	}
+	return "session:" + m.SessionID
+}
+
+// runCommand records the command as accepted, runs it, and records its
+// results. A command still waiting for a slot when shutdown begins is not
+// taken: it leaves no trace, and the server sends it again.
+func (a *Agent) runCommand(m *protocol.ServerMessage, log *slog.Logger) {
+	if results, taken := a.execute(m, log); taken {
+		a.finish(m, results, log)
+	}
+}
+
+// execute runs m in one of the slots, which it holds only while the tools
+// run: recording the results, an fsync, needs none.
+func (a *Agent) execute(m *protocol.ServerMessage, log *slog.Logger) (results []protocol.Result, taken bool) {
+	select {
+	case a.slots <- struct{}{}:
+		defer func() { <-a.slots }()
+	case <-a.draining:
+	}
+	if isClosed(a.draining) {
+		a.outbox.forget(m.ResponseID)
+		log.Info("command not started: the agent is shutting down")
+		return nil, false
+	}
+	if err := a.outbox.accept(acceptedOf(m)); err != nil {
+		log.Error("command not run: it could not be recorded", "err", err)
+		return failCalls(callIDs(m.Actions), fmt.Errorf("the agent could not record the command, so it did not run it: %w", err)), true
+	}
+	return a.router.withLogger(log).Execute(a.jobsCtx, targetOf(m), m.Actions, true), true
+}
+
+// finish records a command's results and hands them to delivery.
+func (a *Agent) finish(m *protocol.ServerMessage, results []protocol.Result, log *slog.Logger) {
+	reply := a.commandResults(m.SessionID, m.ResponseID, m.Status, results)
+	if err := a.outbox.complete(reply); err != nil {
+		log.Error("results not recorded; delivering them from memory", "err", err)
+	}
+	notify(a.wake)
+}
+
+// commandResults is the COMMAND_RESULTS message answering response_id.
+func (a *Agent) commandResults(sessionID, responseID string, status protocol.TaskStatus, results []protocol.Result) *protocol.ClientMessage {
+	if status == "" {
+		status = protocol.StatusContinue
+	}
+	return &protocol.ClientMessage{
+		Type:           protocol.ClientCommandResults,
+		Status:         status,
+		ClientID:       a.cfg.ID,
+		SessionID:      sessionID,
+		RequestID:      uuid.NewString(),
+		PrevResponseID: responseID,
+		ActionResults:  results,
+		Timestamp:      protocol.Now(),
+	}
+}
+
+// callIDs lists the call_ids of actions.
+func callIDs(actions []protocol.Command) []string {
+	ids := make([]string, len(actions))
+	for i, a := range actions {
+		ids[i] = a.CallID
+	}
+	return ids
+}
+
+// resultCallIDs lists the call_ids of results.
+func resultCallIDs(results []protocol.Result) []string {
+	ids := make([]string, len(results))
+	for i, r := range results {
+		ids[i] = r.CallID
+	}
+	return ids
+}
+
+// failCalls gives each call the same failure.
+func failCalls(callIDs []string, err error) []protocol.Result {
+	out := make([]protocol.Result, len(callIDs))
+	for i, id := range callIDs {
+		out[i] = failure(err)
+		out[i].CallID = id
+	}
+	return out
+}
+
+// shutdown stops taking commands, lets those in flight finish within the
+// grace period and cancels the rest, then flushes the outbox.
+func (a *Agent) shutdown() {
+	a.admitMu.Lock()
+	close(a.draining)
+	a.admitMu.Unlock()
+	a.log.Info("shutting down: taking no new commands", "grace", a.cfg.ShutdownGrace)
+	if !waitTimeout(&a.jobs, a.cfg.ShutdownGrace) {
+		a.log.Warn("commands still running after the grace period; canceling them")
+		a.cancelJobs(errShuttingDown)
+		a.jobs.Wait()
+	}
+	a.flush()
+}
+
+// flush waits, up to flushTimeout, for the server to acknowledge every
+// result in the outbox; or, from a server that has acknowledged none (a
+// UFO server does not), for every result to have gone out. With the link
+// down there is nothing to wait for: the results stay in the outbox.
+func (a *Agent) flush() {
+	deadline := time.Now().Add(flushTimeout)
+	for {
+		n := len(a.outbox.unsent())
+		if a.serverAcks.Load() {
+			n = a.outbox.undelivered()
+		}
+		if n == 0 {
+			return
+		}
+		if a.currentLink() == nil || time.Now().After(deadline) {
+			a.log.Warn("results left unacknowledged in the outbox; they go out after the next start", "count", n)
+			return
+		}
+		notify(a.wake)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	return waitClosed(done, d)
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// sessionQueues runs the jobs of each session one after another, in the
+// order they came; jobs of different sessions run concurrently.
+type sessionQueues struct {
+	mu     sync.Mutex
+	queues map[string][]func()
+}
+
+func (q *sessionQueues) enqueue(key string, job func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.queues == nil {
+		q.queues = map[string][]func(){}
+	}
+	pending := q.queues[key]
+	q.queues[key] = append(pending, job)
+	if len(pending) == 0 {
+		go q.work(key)
+	}
+}
+
+func (q *sessionQueues) work(key string) {
+	for {
+		q.mu.Lock()
+		job := q.queues[key][0]
+		q.mu.Unlock()
+		job()
+		q.mu.Lock()
+		rest := q.queues[key][1:]
+		if len(rest) == 0 {
+			delete(q.queues, key)
+			q.mu.Unlock()
+			return
+		}
+		q.queues[key] = rest
+		q.mu.Unlock()
+	}
+}
+
+// deliver sends the outbox's results on the registered link whenever it is
+// woken: after a result is recorded, after a registration, and when a
+// COMMAND arrives for results already sent. It is the only sender of
+// results, so none goes out twice on one link unasked. The server's ack of
+// each (see handle) marks it delivered.
+func (a *Agent) deliver(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.wake:
+		}
+		conn := a.currentLink()
+		if conn == nil {
+			continue
+		}
+		for _, p := range a.outbox.unsent() {
+			if err := a.send(ctx, conn, p.reply); err != nil {
+				r := p.reply
+				a.commandLog(r.SessionID, r.PrevResponseID, resultCallIDs(r.ActionResults)).
+					Warn("results not delivered; they wait in the outbox", "err", err)
+				break
+			}
+			a.outbox.markSent(p)
+		}
+	}
+}
+
+// pruneOutbox drops aged-out results now and then.
+func (a *Agent) pruneOutbox(ctx context.Context) {
+	t := time.NewTicker(min(a.cfg.Outbox.MaxAge/4, time.Hour))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if err := a.outbox.prune(now); err != nil {
+				a.log.Error("outbox not pruned", "err", err)
+			}
+		}
+	}
+}

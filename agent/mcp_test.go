@@ -1,0 +1,183 @@
+package agent
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// defaultAction puts MCP servers under the default agent's default root,
+// as action servers.
+func defaultAction(servers ...MCPServerConfig) MCPConfig {
+	return MCPConfig{defaultName: {defaultName: {Action: servers}}}
+}
+
+func one(t *testing.T, r *Router, target Target, c protocol.Command) protocol.Result {
+	t.Helper()
+	return execute(t, r, target, true, c)[0]
+}
+
+func TestMCPServersOverStdioAndHTTPAreProxied(t *testing.T) {
+	for name, cfg := range map[string]MCPServerConfig{
+		"stdio": testMCPStdio(t, "helper"),
+		"http":  testMCPHTTP(t, "helper"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newTestRouter(t, defaultAction(cfg))
+
+			res := one(t, r, Target{}, protocol.Command{ToolName: "list_tools", Parameters: map[string]any{"namespace": "helper"}, CallID: "l"})
+			keys := toolKeys(t, res)
+			assert.Len(t, keys, 10, "every page of tools/list (3 tools a page)")
+			assert.Equal(t, "helper", keys["action::add"])
+
+			res = one(t, r, Target{}, action("add", map[string]any{"a": 2, "b": 3}))
+			require.Equal(t, protocol.ResultSuccess, res.Status, res.Error)
+			assert.Equal(t, map[string]any{"sum": int64(5)}, res.Result, "structured content is the result")
+			assert.Equal(t, "helper", res.Namespace)
+
+			res = one(t, r, Target{}, action("say", map[string]any{"text": "hello there"}))
+			assert.Equal(t, "hello there", res.Result, "text that is not JSON stays text")
+			res = one(t, r, Target{}, action("say", map[string]any{"text": `{"ok": true, "n": [1, 2]}`}))
+			assert.Equal(t, map[string]any{"ok": true, "n": []any{int64(1), int64(2)}}, res.Result, "text that is JSON is that JSON")
+
+			res = one(t, r, Target{}, action("picture", nil))
+			assert.Equal(t, map[string]any{"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}, res.Result,
+				"an image is its base64 data with its mime type")
+
+			res = one(t, r, Target{}, action("broken", nil))
+			assert.Equal(t, protocol.Result{Status: protocol.ResultFailure, Error: "it broke", Namespace: "helper", CallID: "call-broken"}, res,
+				"isError is a failure carrying the text")
+		})
+	}
+}
+
+func TestMCPCallsAreValidatedAgainstTheInputSchema(t *testing.T) {
+	r := newTestRouter(t, defaultAction(testMCPStdio(t, "helper")))
+	res := one(t, r, Target{}, action("add", map[string]any{"a": 2}))
+	assert.Equal(t, `tool "add": invalid parameters: parameter "b": missing (required)`, res.Error)
+	res = one(t, r, Target{}, action("add", map[string]any{"a": "two", "b": 3}))
+	assert.Equal(t, `tool "add": invalid parameters: parameter "a": got string, want number`, res.Error)
+}
+
+func TestEveryMCPCallHasADeadline(t *testing.T) {
+	cfg := testMCPStdio(t, "helper")
+	cfg.Timeout = 300 * time.Millisecond
+	r := newTestRouter(t, defaultAction(cfg))
+	res := one(t, r, Target{}, action("nap", map[string]any{"ms": 60000}))
+	assert.Equal(t, protocol.ResultFailure, res.Status)
+	assert.Equal(t, `tool "nap" of MCP server "helper": no answer within 300ms`, res.Error)
+	res = one(t, r, Target{}, action("say", map[string]any{"text": "still here"}))
+	assert.Equal(t, "still here", res.Result, "a late answer does not upset the next call")
+}
+
+func TestACrashedStdioServerFailsItsCallsAndIsRestarted(t *testing.T) {
+	logs := &logRecorder{}
+	r := newTestRouterLog(t, logs.logger(), defaultAction(testMCPStdio(t, "helper")))
+	before := one(t, r, Target{}, action("pid", nil))
+	require.Equal(t, protocol.ResultSuccess, before.Status, before.Error)
+	assert.Eventually(t, func() bool { return logs.contains("test MCP server up") }, 10*time.Second, 10*time.Millisecond,
+		"stderr goes to the agent's log")
+
+	res := one(t, r, Target{}, action("crash", nil))
+	assert.Equal(t, protocol.ResultFailure, res.Status)
+	assert.Contains(t, res.Error, `tool "crash" of MCP server "helper": the server failed during the call: process exited: exit status 3; restarting it`)
+	assert.Eventually(t, func() bool { return logs.contains("crashing on purpose") }, 10*time.Second, 10*time.Millisecond)
+
+	var after protocol.Result
+	require.Eventually(t, func() bool {
+		after = one(t, r, Target{}, action("pid", nil))
+		return after.Status == protocol.ResultSuccess
+	}, 20*time.Second, 50*time.Millisecond, "the server comes back: %s", after.Error)
+	assert.NotEqual(t, before.Result, after.Result, "a new process")
+}
+
+func TestAServerThatCannotStartIsExplainedAtTheUnknownTool(t *testing.T) {
+	r := newTestRouter(t, defaultAction(MCPServerConfig{Namespace: "ghost", Type: MCPStdio, Command: "/nonexistent/mcp-server", Timeout: time.Second}))
+	res := one(t, r, Target{}, action("haunt", nil))
+	assert.Contains(t, res.Error, `unknown tool "haunt" on default::::default (MCP server "ghost" is not running: start /nonexistent/mcp-server:`)
+}
+
+func TestToolsListChangedResyncsTheRegistry(t *testing.T) {
+	for name, cfg := range map[string]MCPServerConfig{
+		"stdio": testMCPStdio(t, "helper"),
+		"http":  testMCPHTTP(t, "helper"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			changed := make(chan struct{}, 10)
+			pool := newMCPPool(quietLog, func() { changed <- struct{}{} })
+			t.Cleanup(pool.close)
+			m := newComputerManager(defaultAction(cfg), nil, nil, pool, quietLog)
+			r := &Router{computers: m, log: quietLog}
+			c, err := m.Get(context.Background(), Target{})
+			require.NoError(t, err)
+			<-changed // the first discovery
+
+			// Over HTTP the notification travels on a stream the client
+			// opens after initialize; one sent before it is up is lost,
+			// so the tool list changes until the agent hears of it.
+			var grown any
+			for heard := false; !heard; {
+				res := one(t, r, Target{}, action("grow", nil))
+				require.Equal(t, protocol.ResultSuccess, res.Status, res.Error)
+				grown = res.Result
+				select {
+				case <-changed:
+					heard = true
+				case <-time.After(time.Second):
+					require.NotEqual(t, "extra_10", grown, "no inventory change after tools/list_changed")
+				}
+			}
+			assert.Contains(t, toolNames(c.ListTools("", "helper", true)), grown)
+			assert.Equal(t, grown, one(t, r, Target{}, action(grown.(string), nil)).Result)
+		})
+	}
+}
+
+func toolNames(tools []protocol.MCPToolInfo) []string {
+	var out []string
+	for _, ti := range tools {
+		out = append(out, ti.ToolName)
+	}
+	return out
+}
+
+func TestOneComputerPerAgentProcessAndRootFromConfig(t *testing.T) {
+	shared := testMCPStdio(t, "ui")
+	private := testMCPStdio(t, "excel")
+	private.Reset = true
+	r := newTestRouter(t, MCPConfig{
+		"AppAgent": {
+			"default":   {DataCollection: []MCPServerConfig{shared}},
+			"EXCEL.EXE": {DataCollection: []MCPServerConfig{shared}, Action: []MCPServerConfig{private}},
+		},
+	})
+	namespaces := func(target Target) map[string]bool {
+		res := one(t, r, target, action("list_tools", nil))
+		out := map[string]bool{}
+		for _, ns := range toolKeys(t, res) {
+			out[ns] = true
+		}
+		return out
+	}
+	pid := func(target Target, toolType protocol.ToolType) any {
+		res := one(t, r, target, protocol.Command{ToolName: "pid", ToolType: toolType, CallID: "pid"})
+		require.Equal(t, protocol.ResultSuccess, res.Status, res.Error)
+		return res.Result
+	}
+
+	book1 := Target{AgentName: "AppAgent", ProcessName: "book1", RootName: "EXCEL.EXE"}
+	book2 := Target{AgentName: "AppAgent", ProcessName: "book2", RootName: "EXCEL.EXE"}
+	word := Target{AgentName: "AppAgent", ProcessName: "doc", RootName: "WINWORD.EXE"}
+	assert.Equal(t, map[string]bool{"ui": true, "excel": true, "fixtures": true}, namespaces(book1))
+	assert.Equal(t, map[string]bool{"ui": true, "fixtures": true}, namespaces(word), "an unknown root falls back to default")
+
+	assert.NotEqual(t, pid(book1, protocol.ToolAction), pid(book2, protocol.ToolAction),
+		"reset: each Computer has its own instance")
+	assert.Equal(t, pid(book1, protocol.ToolAction), pid(book1, protocol.ToolAction), "one Computer per key")
+	assert.Equal(t, pid(book1, protocol.ToolDataCollection), pid(word, protocol.ToolDataCollection),
+		"a namespace without reset is one server, shared")
+}

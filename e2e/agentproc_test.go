@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	agentBinOnce sync.Once
+	agentBin     string
+	agentBinErr  error
+)
+
+// agentBinary builds cmd/aip-agent, once per test binary.
+func agentBinary(t testing.TB) string {
+	t.Helper()
+	agentBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "edgeaip-e2e-bin-")
+		if err != nil {
+			agentBinErr = err
+			return
+		}
+		agentBin = filepath.Join(dir, "aip-agent")
+		cmd := exec.Command(testenv.Go(), "build", "-o", agentBin, "./cmd/aip-agent")
+		cmd.Dir = testenv.Root()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			agentBinErr = fmt.Errorf("go build ./cmd/aip-agent: %w\n%s", err, out)
+		}
+	})
+	require.NoError(t, agentBinErr)
+	return agentBin
+}
+
+// agentProcess is aip-agent run as a process of its own, from a config
+// file, so that a test can kill it and start it again on the same data dir.
+type agentProcess struct {
+	t      testing.TB
+	config string
+	log    string // its stderr, across restarts
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error // how it exited; set before exited closes
+}
+
+// agentYAML is the config of a test agent process: the stock tools and
+// the fixtures, files allowed, and a link that notices drops fast.
+func agentYAML(t testing.TB, id, wsURL, tokenFile, dataDir, files string) string {
+	return fmt.Sprintf(`device: {id: %s}
+server: {url: %q, token_file: %q, heartbeat: 1s, ping: 1s}
+data_dir: %q
+commands: {max_concurrent: 4, shutdown_grace: 10s}
+tools:
+  dirs: [%q, %q]
+  allow_dirs: [%q]
+`, id, wsURL, tokenFile, dataDir, "stock="+testenv.StockToolsDir(t), "fixtures="+testenv.TestdataTools(), files)
+}
+
+// newAgentProcess writes yaml as the agent's config; start runs it.
+func newAgentProcess(t testing.TB, yaml string) *agentProcess {
+	t.Helper()
+	dir := t.TempDir()
+	p := &agentProcess{t: t, config: filepath.Join(dir, "agent.yaml"), log: filepath.Join(dir, "agent.log")}
+	require.NoError(t, os.WriteFile(p.config, []byte(yaml), 0o600))
+	t.Cleanup(func() {
+		if p.cmd != nil {
+			p.kill()
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(p.log)
+			t.Logf("aip-agent log (last 4 KiB):\n%s", tail(b, 4096))
+		}
+	})
+	return p
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return b
+}
+
+// start runs the agent.
+func (p *agentProcess) start() {
+	p.t.Helper()
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	require.NoError(p.t, err)
+	defer logf.Close()
+	fmt.Fprintf(logf, "=== start %s\n", time.Now().Format(time.RFC3339Nano))
+	p.cmd = exec.Command(agentBinary(p.t), "--config", p.config)
+	p.cmd.Stderr, p.cmd.Stdout = logf, logf
+	require.NoError(p.t, p.cmd.Start())
+	p.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) {
+		p.err = cmd.Wait()
+		close(exited)
+	}(p.cmd, p.exited)
+}
+
+// kill stops the agent with SIGKILL, as a power cut would.
+func (p *agentProcess) kill() {
+	p.cmd.Process.Kill()
+	<-p.exited
+	p.cmd = nil
+}
+
+// term sends SIGTERM and returns how the agent exited.
+func (p *agentProcess) term() error {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		p.t.Fatal("aip-agent did not exit within 30s of SIGTERM")
+	}
+	p.cmd = nil
+	return p.err
+}
+
+// logged reports whether the agent's log has s.
+func (p *agentProcess) logged(s string) bool {
+	b, _ := os.ReadFile(p.log)
+	return bytes.Contains(b, []byte(s))
+}
+
+// waitLogged waits for s in the agent's log.
+func (p *agentProcess) waitLogged(s string) {
+	p.t.Helper()
+	require.Eventually(p.t, func() bool { return p.logged(s) }, 30*time.Second, 10*time.Millisecond, "aip-agent never logged %q", s)
+}
+
+// hostPort is the server's address, for a proxy in front of it.
+func (c *cluster) hostPort() string { return strings.TrimPrefix(c.http.URL, "http://") }
