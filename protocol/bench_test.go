@@ -51,6 +51,15 @@ func benchResults() *ClientMessage {
 	return m
 }
 
+type namedMessage struct {
+	name string
+	m    Message
+}
+
+func benchMessages() []namedMessage {
+	return []namedMessage{{"command5", benchCommand()}, {"results5", benchResults()}}
+}
+
 // codec is one way to put a message on the wire and take it off again.
 // form turns our message into what the codec encodes.
 type codec struct {
@@ -110,10 +119,7 @@ func benchCodecs(b *testing.B, m Message) {
 // BenchmarkSplit measures encoding and decoding apart, to show where the
 // time of a round trip goes.
 func BenchmarkSplit(b *testing.B) {
-	for _, msg := range []struct {
-		name string
-		m    Message
-	}{{"command5", benchCommand()}, {"results5", benchResults()}} {
+	for _, msg := range benchMessages() {
 		for _, c := range codecs {
 			v := c.form(msg.m)
 			frame, err := c.marshal(v)
@@ -135,6 +141,22 @@ func BenchmarkSplit(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkWellformed measures fxamacker's well-formedness pass, which the
+// fast decoder does without (RATIONALE.md, "Two decoders, one judge").
+func BenchmarkWellformed(b *testing.B) {
+	for _, msg := range benchMessages() {
+		frame, err := CBOR.Marshal(msg.m)
+		require.NoError(b, err)
+		b.Run("msg="+msg.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := cborDec.Wellformed(frame); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

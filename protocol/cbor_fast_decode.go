@@ -32,7 +32,7 @@ func decodeFast(data []byte, m Message) bool {
 }
 
 func (r *cborReader) serverMessage(m *ServerMessage) bool {
-	return r.object(func(key []byte) (uint32, bool) {
+	return r.fields(func(key []byte) (uint32, bool) {
 		switch string(key) {
 		case "type":
 			return 1 << 0, enum(r, &m.Type, serverMessageTypes[:])
@@ -68,7 +68,7 @@ func (r *cborReader) serverMessage(m *ServerMessage) bool {
 }
 
 func (r *cborReader) clientMessage(m *ClientMessage) bool {
-	return r.object(func(key []byte) (uint32, bool) {
+	return r.fields(func(key []byte) (uint32, bool) {
 		switch string(key) {
 		case "type":
 			return 1 << 0, enum(r, &m.Type, clientMessageTypes[:])
@@ -104,7 +104,7 @@ func (r *cborReader) clientMessage(m *ClientMessage) bool {
 }
 
 func (r *cborReader) command(c *Command) bool {
-	return r.object(func(key []byte) (uint32, bool) {
+	return r.fields(func(key []byte) (uint32, bool) {
 		switch string(key) {
 		case "tool_name":
 			return 1 << 0, text(r, &c.ToolName)
@@ -120,7 +120,7 @@ func (r *cborReader) command(c *Command) bool {
 }
 
 func (r *cborReader) result(res *Result) bool {
-	return r.object(func(key []byte) (uint32, bool) {
+	return r.fields(func(key []byte) (uint32, bool) {
 		switch string(key) {
 		case "status":
 			return 1 << 0, enum(r, &res.Status, resultStatuses[:])
@@ -145,7 +145,7 @@ func (r *cborReader) usageField(p **Usage) bool {
 	}
 	u := new(Usage)
 	*p = u
-	return r.object(func(key []byte) (uint32, bool) {
+	return r.fields(func(key []byte) (uint32, bool) {
 		switch string(key) {
 		case "fuel":
 			return 1 << 0, unsigned(r, &u.Fuel)
@@ -160,12 +160,12 @@ func (r *cborReader) usageField(p **Usage) bool {
 	})
 }
 
-// object decodes a map into a struct. field decodes the value of a key the
+// fields decodes a map into a struct. field decodes the value of a key the
 // struct has and returns the key's own bit; for a key the struct does not
-// have it returns 0 and reads nothing, and object checks and skips the
+// have it returns 0 and reads nothing, and fields checks and skips the
 // value, as the strict decoder ignores unknown keys. A key that comes
 // twice, known or not, fails the frame.
-func (r *cborReader) object(field func(key []byte) (bit uint32, ok bool)) bool {
+func (r *cborReader) fields(field func(key []byte) (bit uint32, ok bool)) bool {
 	major, _, arg, ok := r.head()
 	if !ok || major != majorMap {
 		return false

@@ -197,7 +197,7 @@ func (w *cborWriter) mapField(key string, m map[string]any) int {
 		return 0
 	}
 	w.text(key)
-	w.object(m)
+	w.freeMap(m)
 	return 1
 }
 
@@ -228,7 +228,7 @@ func (w *cborWriter) value(v any) {
 			w.buf = append(w.buf, cborNull)
 			return
 		}
-		w.object(v)
+		w.freeMap(v)
 	case []any:
 		if v == nil {
 			w.buf = append(w.buf, cborNull)
@@ -249,8 +249,8 @@ type entry struct {
 	val any
 }
 
-// object writes a free-form map with its keys in Core Deterministic order.
-func (w *cborWriter) object(m map[string]any) {
+// freeMap writes a free-form map with its keys in Core Deterministic order.
+func (w *cborWriter) freeMap(m map[string]any) {
 	w.head(majorMap, uint64(len(m)))
 	var small [8]entry
 	entries := small[:0]
