@@ -176,9 +176,12 @@ func (a *Agent) runCommand(ctx context.Context, conn *protocol.Conn, m *protocol
 	case <-ctx.Done():
 		return
 	}
+	// Every line about a command names it: device (a.log's), session,
+	// response and call ids.
 	log := a.log.With("session_id", m.SessionID, "response_id", m.ResponseID)
-	log.Info("command received", "actions", len(m.Actions))
-	results := a.router.Execute(ctx, m.Actions, true)
+	calls := joinCallIDs(m.Actions)
+	log.Info("command received", "actions", len(m.Actions), "call_id", calls)
+	results := a.router.withLogger(log).Execute(ctx, m.Actions, true)
 	status := m.Status
 	if status == "" {
 		status = protocol.StatusContinue
@@ -194,7 +197,7 @@ func (a *Agent) runCommand(ctx context.Context, conn *protocol.Conn, m *protocol
 		Timestamp:      protocol.Now(),
 	}
 	if err := a.send(ctx, conn, reply); err != nil {
-		log.Error("results not delivered: link down", "err", err)
+		log.Error("results not delivered: link down", "call_id", calls, "err", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"github.com/edgeaip/edgeaip/protocol"
 )
@@ -38,6 +39,23 @@ func (r *Router) Execute(ctx context.Context, actions []protocol.Command, earlyE
 		results[i] = res
 	}
 	return results
+}
+
+// withLogger returns a copy of r that logs to log: a command's router
+// logs with the command's ids.
+func (r *Router) withLogger(log *slog.Logger) *Router {
+	c := *r
+	c.log = log
+	return &c
+}
+
+// joinCallIDs joins the call_ids of actions, for a log line.
+func joinCallIDs(actions []protocol.Command) string {
+	ids := make([]string, len(actions))
+	for i, a := range actions {
+		ids[i] = a.CallID
+	}
+	return strings.Join(ids, ",")
 }
 
 func (r *Router) run(ctx context.Context, cmd protocol.Command) protocol.Result {

@@ -47,7 +47,20 @@ type ConnOptions struct {
 	Reject func(err error, bad Message) Message
 	// Logger receives transport events. Default slog.Default().
 	Logger *slog.Logger
+	// OnFrame, if set, is told of each frame read or written, with its
+	// size in bytes, e.g. for metrics. It is called on the reading or
+	// sending goroutine, so it must not block.
+	OnFrame func(dir FrameDirection, bytes int)
 }
+
+// FrameDirection says whether a frame was read (in) or written (out).
+type FrameDirection string
+
+// The values of FrameDirection.
+const (
+	FrameIn  FrameDirection = "in"
+	FrameOut FrameDirection = "out"
+)
 
 func (o ConnOptions) withDefaults(reject func(error, Message) Message) ConnOptions {
 	if o.MaxFrameBytes <= 0 {
@@ -175,6 +188,7 @@ func (c *Conn) Read(ctx context.Context, m Message) error {
 			c.markDone()
 			return fmt.Errorf("read: %w", err)
 		}
+		c.observe(FrameIn, len(data))
 		if err = c.decode(typ, data, m); err == nil {
 			return nil
 		}
@@ -250,7 +264,14 @@ func (c *Conn) Send(ctx context.Context, m Message) error {
 		c.CloseNow()
 		return fmt.Errorf("send: %w", err)
 	}
+	c.observe(FrameOut, len(data))
 	return nil
+}
+
+func (c *Conn) observe(dir FrameDirection, n int) {
+	if c.opts.OnFrame != nil {
+		c.opts.OnFrame(dir, n)
+	}
 }
 
 // Close performs the closing handshake with code and reason.

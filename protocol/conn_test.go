@@ -532,3 +532,59 @@ func TestKeepaliveDropsADeadLink(t *testing.T) {
 	require.Error(t, err)
 	recv(t, p.conn.Done())
 }
+
+// frameTally counts what OnFrame reports, by direction.
+type frameTally struct {
+	mu            sync.Mutex
+	frames, bytes map[FrameDirection]int
+}
+
+func (f *frameTally) observe(dir FrameDirection, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.frames[dir]++
+	f.bytes[dir] += n
+}
+
+func (f *frameTally) get(dir FrameDirection) (frames, bytes int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.frames[dir], f.bytes[dir]
+}
+
+func TestOnFrameSeesEveryFrameWithItsSize(t *testing.T) {
+	client := &frameTally{frames: map[FrameDirection]int{}, bytes: map[FrameDirection]int{}}
+	server := &frameTally{frames: map[FrameDirection]int{}, bytes: map[FrameDirection]int{}}
+	s := newTestServer(t, ConnOptions{OnFrame: server.observe}, 0)
+	c, _ := s.dial(CBOR, DialOptions{ConnOptions: ConnOptions{OnFrame: client.observe}})
+	exchange(t, c, "a")
+	exchange(t, c, "b")
+
+	sent, err := CBOR.Marshal(&ClientMessage{Type: ClientHeartbeat, Status: StatusOK, RequestID: "a"})
+	require.NoError(t, err)
+	frames, bytes := client.get(FrameOut)
+	assert.Equal(t, 2, frames)
+	assert.Equal(t, 2*len(sent), bytes, "the size is the encoded frame's")
+	inFrames, inBytes := server.get(FrameIn)
+	assert.Equal(t, frames, inFrames)
+	assert.Equal(t, bytes, inBytes)
+	frames, bytes = client.get(FrameIn)
+	assert.Equal(t, 2, frames)
+	// The server counts a frame once its write returns, which may be
+	// after the client has read it.
+	require.Eventually(t, func() bool {
+		outFrames, outBytes := server.get(FrameOut)
+		return outFrames == frames && outBytes == bytes
+	}, testTimeout, time.Millisecond)
+
+	// A frame the server rejects was read all the same; its ERROR reply
+	// was written.
+	sendRaw(t, c, websocket.MessageText, []byte(`{}`))
+	var m ServerMessage
+	require.NoError(t, c.Read(ctxT(t), &m))
+	assert.Equal(t, ServerError, m.Type)
+	inFrames, inBytes = server.get(FrameIn)
+	assert.Equal(t, 3, inFrames)
+	assert.Equal(t, 2*len(sent)+2, inBytes)
+	require.Eventually(t, func() bool { outFrames, _ := server.get(FrameOut); return outFrames == 3 }, testTimeout, time.Millisecond)
+}

@@ -3,7 +3,8 @@
 # in a temp dir, enrolls the device, signs the stock tools with a fresh key
 # the agent trusts, runs list_tools and hash_file on a file of its own,
 # deploys the C example tool without a restart, shows a tampered module
-# refused, and stops both cleanly.
+# refused, dispatches a plan to the devices of a label and follows it live,
+# shows some metrics, and stops both cleanly.
 set -euo pipefail
 
 BIN=${BIN:-bin}
@@ -52,10 +53,10 @@ mkdir -p "$WORK/files"
 echo "edgeaip demo: $(date -u +%FT%TZ)" >"$WORK/files/config.txt"
 
 say "aipctl tool keygen, then sign the stock tools"
-"$BIN/aipctl" tool keygen -o "$WORK/demo"
+"$BIN/aipctl" tool keygen --out "$WORK/demo"
 mkdir -p "$WORK/tools"
 for t in read_file write_file list_dir hash_file; do
-	"$BIN/aipctl" tool sign --key "$WORK/demo.key" "$BIN/tools/$t.wasm" -o "$WORK/tools/$t.wasm"
+	"$BIN/aipctl" tool sign --key "$WORK/demo.key" "$BIN/tools/$t.wasm" --out "$WORK/tools/$t.wasm"
 done
 "$BIN/aipctl" tool inspect "$WORK/tools/hash_file.wasm" | sed -n '1,14p'
 
@@ -83,7 +84,7 @@ if "$BIN/aipctl" exec kiosk-1 read_file path=/etc/passwd; then
 fi
 
 say "aipctl tool deploy kiosk-1 dir_usage.wasm (a tool in C), signed; no restart"
-"$BIN/aipctl" tool sign --key "$WORK/demo.key" "$BIN/tools/dir_usage.wasm" -o "$WORK/dir_usage.wasm"
+"$BIN/aipctl" tool sign --key "$WORK/demo.key" "$BIN/tools/dir_usage.wasm" --out "$WORK/dir_usage.wasm"
 "$BIN/aipctl" tool deploy kiosk-1 "$WORK/dir_usage.wasm" >"$WORK/deploy.json"
 grep -q '"status": "success"' "$WORK/deploy.json"
 "$BIN/aipctl" exec kiosk-1 dir_usage path="$WORK/files"
@@ -95,6 +96,25 @@ if "$BIN/aipctl" tool deploy kiosk-1 "$WORK/tampered.wasm"; then
 	echo "a tampered module was installed" >&2
 	exit 1
 fi
+
+say "aipctl dispatch --label site=demo plan.yaml --wait (every device labelled site=demo, followed live)"
+cat >"$WORK/plan.yaml" <<EOF
+task_name: demo-check
+steps:
+  - tool: stock.hash_file
+    parameters: {path: $WORK/files/config.txt}
+  - tool: stock.list_dir
+    parameters: {path: $WORK/files}
+EOF
+"$BIN/aipctl" dispatch --label site=demo "$WORK/plan.yaml" --wait
+"$BIN/aipctl" tasks --limit 4
+
+if command -v curl >/dev/null; then
+	say "GET /metrics (Prometheus text format, with the operator token)"
+	curl -fsS -H "Authorization: Bearer $AIP_TOKEN" "$AIP_SERVER/metrics" |
+		grep -E '^edgeaip_(devices_connected|commands_total|sessions_ended_total|tool_fuel_total|websocket_frames_total)'
+fi
+echo "the dashboard is at $AIP_SERVER/ (log in with the operator token)"
 
 say "stopping agent and server"
 kill -TERM "$agent_pid"; wait "$agent_pid" || true; agent_pid=

@@ -12,6 +12,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/metrics"
 	"github.com/google/uuid"
 )
 
@@ -32,9 +33,10 @@ const sendTimeout = 10 * time.Second
 //     even after the timeout or a server restart (then marked late), and
 //     any repeat is acknowledged and ignored.
 type dispatcher struct {
-	store *store.Store
-	reg   *registry
-	log   *slog.Logger
+	store   *store.Store
+	reg     *registry
+	metrics *metrics.Metrics
+	log     *slog.Logger
 
 	mu      sync.Mutex
 	pending map[string]*command // by response_id
@@ -46,6 +48,7 @@ type command struct {
 	msg     *protocol.ServerMessage
 	timeout time.Duration
 	log     *slog.Logger
+	start   time.Time // when it was recorded
 
 	done chan struct{}
 	once sync.Once
@@ -59,15 +62,27 @@ type command struct {
 	timer  *time.Timer
 }
 
-func (c *command) resolve(results []protocol.Result, failed string, recorded bool) {
+// resolve ends c with its outcome and reports whether this call did: the
+// first one wins.
+func (c *command) resolve(results []protocol.Result, failed string, recorded bool) bool {
+	resolved := false
 	c.once.Do(func() {
 		c.results, c.failed, c.recorded = results, failed, recorded
 		close(c.done)
+		resolved = true
 	})
+	return resolved
 }
 
-func newDispatcher(st *store.Store, reg *registry, log *slog.Logger) *dispatcher {
-	return &dispatcher{store: st, reg: reg, log: log, pending: map[string]*command{}}
+func newDispatcher(st *store.Store, reg *registry, mx *metrics.Metrics, log *slog.Logger) *dispatcher {
+	return &dispatcher{store: st, reg: reg, metrics: mx, log: log, pending: map[string]*command{}}
+}
+
+// end resolves cmd, once, and counts it.
+func (d *dispatcher) end(cmd *command, results []protocol.Result, failed string, recorded bool) {
+	if cmd.resolve(results, failed, recorded) {
+		d.metrics.CommandEnded(cmd.rec.Actions, results, time.Since(cmd.start))
+	}
 }
 
 // commandSpec is what a command is for.
@@ -116,6 +131,7 @@ var errStorage = errors.New("storage unavailable")
 // ends first, run returns failures at once (ended false), but the command
 // goes on: its results are recorded whenever they come.
 func (d *dispatcher) run(ctx context.Context, cmd *command, before func(*store.Tx) error) (api.CommandResponse, bool, error) {
+	cmd.start = time.Now()
 	err := d.store.Write(context.WithoutCancel(ctx), func(tx *store.Tx) error {
 		if before != nil {
 			if err := before(tx); err != nil {
@@ -237,14 +253,14 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 	if errors.Is(err, store.ErrFinished) {
 		// The device's results were recorded first: they stand.
 		if rec, err := d.store.Command(context.Background(), cmd.rec.ResponseID); err == nil {
-			cmd.resolve(rec.Results, "", true)
+			d.end(cmd, rec.Results, "", true)
 			return
 		}
 	}
 	if err != nil {
 		cmd.log.Error("command failure not recorded", "err", err, "failure", reason)
 	}
-	cmd.resolve(store.FailAll(cmd.rec.Actions, reason), reason, err == nil)
+	d.end(cmd, store.FailAll(cmd.rec.Actions, reason), reason, err == nil)
 }
 
 func (d *dispatcher) forget(cmd *command) {
@@ -309,7 +325,12 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 		rec, err = tx.RecordResults(c.id, rid, m.ActionResults)
 		return err
 	})
-	log := d.log.With("device", c.id, "session_id", rec.SessionID, "response_id", rid)
+	// The command's ids when it is known; else those the device sent.
+	sessionID, calls := rec.SessionID, callIDs(rec.Actions)
+	if rec.ResponseID == "" {
+		sessionID, calls = m.SessionID, resultCallIDs(m.ActionResults)
+	}
+	log := d.log.With("device", c.id, "session_id", sessionID, "response_id", rid, "call_id", calls)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		log.Warn("results refused: no such command")
@@ -324,15 +345,24 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 		log.Error("results not recorded", "err", err)
 		return err
 	}
-	log.Info("results recorded", "late", rec.Late, "call_id", callIDs(rec.Actions))
+	log.Info("results recorded", "late", rec.Late)
+	d.metrics.ResultsRecorded(rec.Actions, rec.Results, rec.Late)
 	d.mu.Lock()
 	cmd := d.pending[rid]
 	d.mu.Unlock()
 	if cmd != nil {
 		d.forget(cmd)
-		cmd.resolve(rec.Results, "", true)
+		d.end(cmd, rec.Results, "", true)
 	}
 	return nil
+}
+
+func resultCallIDs(results []protocol.Result) string {
+	ids := make([]string, len(results))
+	for i, r := range results {
+		ids[i] = r.CallID
+	}
+	return strings.Join(ids, ",")
 }
 
 func callIDs(actions []protocol.Command) string {

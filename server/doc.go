@@ -4,7 +4,9 @@
 // sessions, dispatches their commands and correlates the results by
 // response_id, persists devices, sessions, commands and an append-only
 // audit log in SQLite, and serves the operator HTTP API under /api,
-// including UFO's endpoints.
+// including UFO's endpoints, Prometheus metrics at /metrics and the web
+// dashboard at /. A fleet runs a plan on every device whose labels match,
+// as a session whose children are one plan session per device.
 //
 // The session manager follows UFO's Session Manager: a session per task,
 // run in the background, ending with a TASK_END to whoever asked. The

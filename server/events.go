@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -13,26 +14,46 @@ import (
 // eventLog is a session's events, kept while it runs so that a subscriber
 // who comes late still sees them all.
 type eventLog struct {
+	deviceID string // stamped on events that name no device
+	// tee, if set, is also given each event: a fleet follows its
+	// children's. Set before the session starts.
+	tee func(api.TaskEvent)
+
 	mu      sync.Mutex
 	events  []api.TaskEvent
 	ended   bool
 	changed chan struct{} // closed and replaced at each event
 }
 
-func newEventLog() *eventLog { return &eventLog{changed: make(chan struct{})} }
+func newEventLog(deviceID string) *eventLog {
+	return &eventLog{deviceID: deviceID, changed: make(chan struct{})}
+}
 
 // add appends e; an EventEnd event is the last.
 func (l *eventLog) add(e api.TaskEvent) {
 	e.Time = time.Now().UTC()
+	if e.DeviceID == "" {
+		e.DeviceID = l.deviceID
+	}
+	if !l.append(e) {
+		return
+	}
+	if l.tee != nil {
+		l.tee(e)
+	}
+}
+
+func (l *eventLog) append(e api.TaskEvent) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended {
-		return
+		return false
 	}
 	l.events = append(l.events, e)
 	l.ended = e.Type == api.EventEnd
 	close(l.changed)
 	l.changed = make(chan struct{})
+	return true
 }
 
 // since returns the events after the first n, whether the log has ended,
@@ -40,12 +61,17 @@ func (l *eventLog) add(e api.TaskEvent) {
 func (l *eventLog) since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if n > len(l.events) {
+		return nil, l.ended, l.changed
+	}
 	return l.events[n:], l.ended, l.changed
 }
 
 // serveEvents is GET /api/tasks/{id}/events: Server-Sent Events for each
 // step's start and results, then the end. A task that has already ended
-// gets its end event alone.
+// gets its end event alone. Each event's id is its number in the task's
+// stream, so a client that reconnects with Last-Event-ID gets only the
+// events after it.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	flusher, ok := w.(http.Flusher)
@@ -53,19 +79,23 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "streaming is not supported by this connection")
 		return
 	}
+	n := 0
 	log := s.sessions.eventsOf(id)
-	if log == nil {
+	if log != nil {
+		n, _ = strconv.Atoi(r.Header.Get("Last-Event-ID"))
+		n = max(n, 0)
+	} else {
 		t, ok := s.lookupTask(w, r, id)
 		if !ok {
 			return
 		}
-		log = newEventLog()
+		log = newEventLog(t.DeviceID)
 		log.add(api.TaskEvent{Type: api.EventEnd, SessionID: id, State: t.State, Status: string(taskEndStatus(t.State)), Result: t.Result, Error: t.Error})
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	for n := 0; ; {
+	for {
 		events, ended, more := log.since(n)
 		for _, e := range events {
 			n++

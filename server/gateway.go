@@ -41,6 +41,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	opts := s.cfg.Conn
 	opts.Reject = protocol.ServerErrorReply
 	opts.Logger = s.log.With("remote", r.RemoteAddr)
+	opts.OnFrame = s.metrics.Frame
 	conn, err := protocol.Accept(w, r, opts)
 	if err != nil {
 		s.log.Warn("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)

@@ -45,23 +45,33 @@ func (s *Server) routes() []route {
 		{"POST", "/api/tasks/{id}/cancel", false, s.cancelTask},
 		{"GET", "/api/tasks/{id}/events", false, s.serveEvents},
 		{"GET", "/api/audit", false, s.audit},
+		{"POST", "/api/fleets", false, s.createFleet},
+		{"POST", "/api/login", true, s.login},
+		{"POST", "/api/logout", true, s.logout},
+		{"GET", "/metrics", false, s.metrics.Handler().ServeHTTP},
 	}
 }
 
-// operator admits requests that carry the operator token.
+// operator admits requests that act for the operator: with the operator
+// token, or the dashboard's login cookie from the dashboard's own page.
 func (s *Server) operator(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.isOperator(r) {
+		ok, err := s.operatorAuth(r)
+		switch {
+		case !ok:
 			writeError(w, http.StatusUnauthorized, "missing or wrong operator token")
-			return
+		case err != nil:
+			s.log.Warn("request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+			writeError(w, http.StatusForbidden, err.Error())
+		default:
+			h(w, r)
 		}
-		h(w, r)
 	})
 }
 
 func (s *Server) isOperator(r *http.Request) bool {
-	token := requestToken(r, false)
-	return token != "" && sameHash(hashToken(token), s.adminHash)
+	ok, err := s.operatorAuth(r)
+	return ok && err == nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -39,6 +40,9 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 	t, ok := s.lookupTask(w, r, r.PathValue("id"))
 	if !ok {
 		return
+	}
+	if p := s.sessions.progressOf(t.SessionID); p != nil && !t.State.Ended() {
+		t.Result, _ = json.Marshal(p)
 	}
 	cmds, err := s.store.CommandsOfSession(r.Context(), t.SessionID)
 	if err != nil {
@@ -107,7 +111,7 @@ func taskView(row store.Session) api.Task {
 	return api.Task{
 		SessionID: row.ID, TaskName: row.TaskName, DeviceID: row.DeviceID,
 		Requester: api.Requester{Kind: row.RequesterKind, ID: row.RequesterID},
-		Kind:      row.Kind, State: api.TaskState(row.State), CreatedAt: row.CreatedAt,
+		Kind:      row.Kind, ParentID: row.ParentID, State: api.TaskState(row.State), CreatedAt: row.CreatedAt,
 		StartedAt: timePtr(row.StartedAt), FinishedAt: timePtr(row.FinishedAt),
 		Plan: row.Plan, Result: row.Result, Error: row.Error,
 	}

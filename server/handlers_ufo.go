@@ -76,9 +76,15 @@ func dispatchedPlan(req api.DispatchRequest) (*plan.Plan, error) {
 		}
 		return p, nil
 	}
-	doc := []byte(req.Plan)
+	return planField(req.Plan)
+}
+
+// planField reads a request's "plan" field: a plan as a JSON object, or
+// as text (YAML or JSON).
+func planField(raw json.RawMessage) (*plan.Plan, error) {
+	doc := []byte(raw)
 	var text string
-	if json.Unmarshal(req.Plan, &text) == nil {
+	if json.Unmarshal(raw, &text) == nil {
 		doc = []byte(text)
 	}
 	p, err := plan.Parse(doc)

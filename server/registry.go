@@ -69,6 +69,19 @@ func (r *registry) device(id string) *client {
 	return nil
 }
 
+// deviceCount counts the online devices.
+func (r *registry) deviceCount() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	n := 0
+	for _, c := range r.byID {
+		if c.isDevice() {
+			n++
+		}
+	}
+	return n
+}
+
 // ids lists the online clients, sorted.
 func (r *registry) ids() []string {
 	r.mu.RLock()

@@ -25,6 +25,12 @@ type stepper interface {
 	runStep(ctx context.Context, index int, step plan.Step) api.StepResult
 }
 
+// progressReporter is a runner that can tell how far it has got, for
+// GET /api/tasks/{id} while the task runs.
+type progressReporter interface {
+	progress() any
+}
+
 // outcome is how a runner ended. State is completed or failed; anything
 // else fails the session as "session ended in unknown state".
 type outcome struct {

@@ -10,7 +10,9 @@ import (
 	"sync"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/dashboard"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/metrics"
 )
 
 // Config configures a Server.
@@ -35,6 +37,9 @@ type Server struct {
 	reg       *registry
 	disp      *dispatcher
 	sessions  *sessionManager
+	metrics   *metrics.Metrics
+	logins    *logins
+	csrf      *http.CrossOriginProtection
 	adminHash string
 	stop      chan struct{}
 	stopOnce  sync.Once
@@ -76,9 +81,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, store: st, reg: newRegistry(), adminHash: hash,
+		logins: newLogins(), csrf: http.NewCrossOriginProtection(),
 		stop: make(chan struct{}), janitor: make(chan struct{})}
-	s.disp = newDispatcher(st, s.reg, s.log)
-	s.sessions = newSessionManager(cfg.Sessions, st, s.disp, s.reg, s.log)
+	s.metrics = metrics.New(metrics.Sources{
+		ConnectedDevices: s.reg.deviceCount,
+		LiveSessions:     func(state string) int { return s.sessions.liveSessions(state) },
+	})
+	s.disp = newDispatcher(st, s.reg, s.metrics, s.log)
+	s.sessions = newSessionManager(cfg.Sessions, st, s.disp, s.reg, s.metrics, s.log)
 	go func() {
 		defer close(s.janitor)
 		s.sessions.expireResults(s.stop)
@@ -102,7 +112,7 @@ func failInterrupted(ctx context.Context, st *store.Store, log *slog.Logger) err
 	return nil
 }
 
-// Handler serves /ws and /api.
+// Handler serves /ws, /api, /metrics and the dashboard at /.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ws", s.serveWS)
@@ -113,6 +123,9 @@ func (s *Server) Handler() http.Handler {
 		}
 		mux.Handle(rt.method+" "+rt.pattern, h)
 	}
+	dash := dashboard.Handler()
+	mux.Handle("GET /{$}", dash)
+	mux.Handle("GET /static/", dash)
 	return mux
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
@@ -26,20 +27,24 @@ const (
 	reasonServerShutdown = "server_shutdown"
 )
 
-// session is a task running on one device.
+// session is a task running on one device, or a fleet running one on
+// many.
 type session struct {
 	ID        string
 	TaskName  string
-	DeviceID  string
+	DeviceID  string // empty for a fleet
+	ParentID  string // the fleet it runs for, if any
 	Requester api.Requester
 	Kind      string
 	planJSON  json.RawMessage
+	steps     int // how many steps its task has, for progress events
 	runner    runner
 	createdAt time.Time
 	events    *eventLog
 	ctx       context.Context
 	cancel    context.CancelFunc
 	done      chan struct{}
+	started   atomic.Bool // running, no longer created
 
 	// Owned by whoever runs the session: set before it starts, then only
 	// by the goroutine that runs it.
@@ -70,7 +75,7 @@ func (s *session) cancelReason() string {
 func (s *session) row(state api.TaskState) store.Session {
 	row := store.Session{
 		ID: s.ID, TaskName: s.TaskName, DeviceID: s.DeviceID, RequesterKind: s.Requester.Kind,
-		RequesterID: s.Requester.ID, Kind: s.Kind, State: string(state), Plan: s.planJSON, CreatedAt: s.createdAt,
+		RequesterID: s.Requester.ID, Kind: s.Kind, ParentID: s.ParentID, State: string(state), Plan: s.planJSON, CreatedAt: s.createdAt,
 	}
 	if state == api.StateRunning {
 		row.StartedAt = time.Now()

@@ -12,6 +12,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/metrics"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/google/uuid"
 )
@@ -23,9 +24,11 @@ type taskEndFunc func(*protocol.ServerMessage) error
 type sessionSpec struct {
 	ID        string // required: the caller's, or a fresh one
 	TaskName  string
-	DeviceID  string
+	DeviceID  string // empty for a fleet
+	ParentID  string // the fleet a plan runs for
 	Requester api.Requester
 	Plan      *plan.Plan // nil for a single command
+	Fleet     *fleetSpec // runs Plan on many devices
 	Command   []protocol.Command
 	Timeout   time.Duration // of a single command
 }
@@ -61,11 +64,12 @@ func (c *SessionConfig) setDefaults() {
 // with a TASK_END to the requester, and keeps their results (in the
 // store) for ResultTTL.
 type sessionManager struct {
-	cfg   SessionConfig
-	store *store.Store
-	disp  *dispatcher
-	reg   *registry
-	log   *slog.Logger
+	cfg     SessionConfig
+	store   *store.Store
+	disp    *dispatcher
+	reg     *registry
+	metrics *metrics.Metrics
+	log     *slog.Logger
 
 	mu     sync.Mutex
 	closed bool
@@ -74,9 +78,9 @@ type sessionManager struct {
 	wg     sync.WaitGroup         // one per live session
 }
 
-func newSessionManager(cfg SessionConfig, st *store.Store, disp *dispatcher, reg *registry, log *slog.Logger) *sessionManager {
+func newSessionManager(cfg SessionConfig, st *store.Store, disp *dispatcher, reg *registry, mx *metrics.Metrics, log *slog.Logger) *sessionManager {
 	cfg.setDefaults()
-	return &sessionManager{cfg: cfg, store: st, disp: disp, reg: reg, log: log,
+	return &sessionManager{cfg: cfg, store: st, disp: disp, reg: reg, metrics: mx, log: log,
 		live: map[string]*session{}, graces: map[string]*time.Timer{}}
 }
 
@@ -128,7 +132,7 @@ func (m *sessionManager) getOrCreateSession(ctx context.Context, spec sessionSpe
 	m.wg.Add(1)
 	m.mu.Unlock()
 
-	if s.Kind == api.KindPlan {
+	if s.Kind != api.KindCommand {
 		err = m.store.Write(ctx, func(tx *store.Tx) error { return tx.InsertSession(s.row(api.StateCreated)) })
 		if err != nil {
 			m.release(s)
@@ -142,16 +146,22 @@ func (m *sessionManager) getOrCreateSession(ctx context.Context, spec sessionSpe
 func (m *sessionManager) newSession(spec sessionSpec) *session {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &session{
-		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, Requester: spec.Requester,
-		createdAt: time.Now(), events: newEventLog(), ctx: ctx, done: make(chan struct{}),
+		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, ParentID: spec.ParentID, Requester: spec.Requester,
+		createdAt: time.Now(), events: newEventLog(spec.DeviceID), ctx: ctx, done: make(chan struct{}),
 		cancel: func() { cancel(errors.New("session cancelled")) },
 	}
-	if spec.Plan != nil {
+	switch {
+	case spec.Fleet != nil:
+		s.Kind, s.runner = api.KindFleet, newFleetRunner(m, s, spec.Plan, *spec.Fleet)
+	case spec.Plan != nil:
 		s.Kind, s.runner = api.KindPlan, planRunner{plan: spec.Plan}
-		s.planJSON, _ = json.Marshal(spec.Plan)
-	} else {
-		s.Kind = api.KindCommand
+	default:
+		s.Kind, s.steps = api.KindCommand, 1
 		s.runner = newCommandRunner(spec.ID, spec.DeviceID, spec.Command, plan.Duration(spec.Timeout))
+	}
+	if spec.Plan != nil {
+		s.planJSON, _ = json.Marshal(spec.Plan)
+		s.steps = len(spec.Plan.Steps)
 	}
 	return s
 }
@@ -197,6 +207,7 @@ func (m *sessionManager) runCommand(ctx context.Context, deviceID string, action
 func (m *sessionManager) execute(s *session, taskEnd taskEndFunc) outcome {
 	defer m.release(s)
 	log := m.log.With("session_id", s.ID, "device", s.DeviceID, "task_name", s.TaskName)
+	s.started.Store(true)
 	if s.persisted {
 		if err := m.store.Write(context.Background(), func(tx *store.Tx) error { return tx.StartSession(s.ID) }); err != nil {
 			log.Error("session start not recorded", "err", err)
@@ -210,6 +221,7 @@ func (m *sessionManager) execute(s *session, taskEnd taskEndFunc) outcome {
 			log.Error("session outcome not recorded", "err", err)
 		}
 	}
+	m.metrics.SessionEnded(string(out.state))
 	log.Info("session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
 	s.events.add(api.TaskEvent{Type: api.EventEnd, SessionID: s.ID, State: out.state, Status: string(taskEndStatus(out.state)), Result: out.result, Error: out.err})
 	if taskEnd != nil && s.cancelReason() != reasonConstellationDisconnected {
@@ -368,6 +380,35 @@ func (m *sessionManager) eventsOf(id string) *eventLog {
 	defer m.mu.Unlock()
 	if s := m.live[id]; s != nil {
 		return s.events
+	}
+	return nil
+}
+
+// liveSessions counts the sessions not yet ended in state, created or
+// running: for metrics.
+func (m *sessionManager) liveSessions(state string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, s := range m.live {
+		if s.started.Load() == (state == string(api.StateRunning)) {
+			n++
+		}
+	}
+	return n
+}
+
+// progressOf returns what a running session's runner has done so far, if
+// it tells (a fleet does), or nil.
+func (m *sessionManager) progressOf(id string) any {
+	m.mu.Lock()
+	s := m.live[id]
+	m.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	if p, ok := s.runner.(progressReporter); ok {
+		return p.progress()
 	}
 	return nil
 }

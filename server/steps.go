@@ -56,7 +56,7 @@ func (st sessionStepper) attempt(ctx context.Context, res *api.StepResult, step 
 		deviceID: s.DeviceID, sessionID: s.ID, actor: s.Requester.String(),
 		step: res.Step, attempt: attempt, actions: actions, tools: tools, timeout: step.TimeoutOrDefault(),
 	})
-	s.events.add(api.TaskEvent{Type: api.EventStepStart, SessionID: s.ID, Step: &res.Step, Attempt: attempt, Tool: res.Tool, ResponseID: cmd.rec.ResponseID})
+	s.events.add(api.TaskEvent{Type: api.EventStepStart, SessionID: s.ID, Steps: s.steps, Step: &res.Step, Attempt: attempt, Tool: res.Tool, ResponseID: cmd.rec.ResponseID})
 	gctx, cancel := withGrace(ctx, cancelGrace)
 	resp, ended, err := st.m.disp.run(gctx, cmd, st.m.insertOnce(s))
 	cancel()

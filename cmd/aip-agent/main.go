@@ -7,7 +7,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/agent"
+	"github.com/edgeaip/edgeaip/internal/logging"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
@@ -45,9 +45,11 @@ func main() {
 	flag.Var(&env, "allow-env", "environment variable tools may read, if their manifest asks (repeatable)")
 	flag.IntVar(&cfg.MaxConcurrentCalls, "max-calls", 0, "tool calls that run at once; the rest queue (default GOMAXPROCS)")
 	flag.StringVar(&reserve, "max-call-memory", "", "memory running tool calls may reserve together, e.g. 256MiB (default 256MiB)")
+	var logOpts logging.Options
+	logOpts.RegisterFlags(flag.CommandLine)
 	flag.Parse()
 
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := logOpts.New(os.Stderr)
 	cfg.Logger, cfg.ToolDirs, cfg.AllowEnv = log, tools, env
 	flag.Visit(func(f *flag.Flag) {
 		if f.Name == "require-signed" {

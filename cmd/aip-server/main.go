@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/logging"
 	"github.com/edgeaip/edgeaip/server"
 )
 
@@ -25,9 +26,11 @@ func main() {
 	flag.IntVar(&sessions.MaxSessions, "max-sessions", 1000, "sessions that may run at once; more get 503")
 	flag.DurationVar(&sessions.ResultTTL, "result-ttl", 7*24*time.Hour, "how long finished tasks and their results are kept")
 	flag.DurationVar(&sessions.DeviceGrace, "device-grace", time.Minute, "how long a device whose link dropped has to come back before its tasks are cancelled")
+	var logOpts logging.Options
+	logOpts.RegisterFlags(flag.CommandLine)
 	flag.Parse()
 
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := logOpts.New(os.Stderr)
 	if err := run(*listen, *data, sessions, log); err != nil {
 		log.Error("aip-server failed", "err", err)
 		os.Exit(1)

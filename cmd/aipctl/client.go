@@ -17,6 +17,9 @@ type globals struct {
 	output    string
 }
 
+// json reports whether the output is JSON, for scripts.
+func (g *globals) json() bool { return g.output == "json" }
+
 // client builds an API client from flags and environment.
 func (g *globals) client() (*api.Client, error) {
 	c := &api.Client{BaseURL: g.server}

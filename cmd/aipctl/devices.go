@@ -27,7 +27,7 @@ func newDevicesCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return apiFailure(err)
 			}
-			if g.output == "json" {
+			if g.json() {
 				return printJSON(cmd.OutOrStdout(), devs)
 			}
 			return printDevices(cmd.OutOrStdout(), devs)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -26,8 +27,11 @@ Parameters come from --params (a JSON object) and KEY=VALUE arguments, which
 override it. A VALUE that is JSON (a number, true, false, null, an array, an
 object or a quoted string) is taken as that JSON; anything else is a string.
 
-Exits 0 when the tool succeeded and 1 when it failed.`,
-		Args: cobra.MinimumNArgs(2),
+Prints the Results as JSON; -o json prints the whole response, with its
+response_id and session_id. Exits 0 when the tool succeeded and 1 when it
+failed.`,
+		Args:              cobra.MinimumNArgs(2),
+		ValidArgsFunction: completeDevices(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			params, err := buildParams(paramsJSON, args[2:])
 			if err != nil {
@@ -46,19 +50,29 @@ Exits 0 when the tool succeeded and 1 when it failed.`,
 			if err != nil {
 				return apiFailure(err)
 			}
-			if err := printJSON(cmd.OutOrStdout(), resp.Results); err != nil {
-				return &exitError{exitFailed, err}
-			}
-			if !resp.Succeeded() {
-				return &exitError{code: exitFailed}
-			}
-			return nil
+			return g.printResponse(cmd.OutOrStdout(), resp)
 		},
 	}
 	cmd.Flags().StringVar(&paramsJSON, "params", "", "parameters as a JSON object")
 	cmd.Flags().DurationVar(&timeout, "timeout", api.DefaultCommandTimeout, "how long to wait for the result")
 	cmd.Flags().StringVar(&toolType, "tool-type", "", "action or data_collection (default: whichever the device has)")
 	return cmd
+}
+
+// printResponse prints a command's Results, or with -o json the whole
+// response, and fails with exitFailed unless every action succeeded.
+func (g *globals) printResponse(w io.Writer, resp api.CommandResponse) error {
+	var out any = resp.Results
+	if g.json() {
+		out = resp
+	}
+	if err := printJSON(w, out); err != nil {
+		return &exitError{exitFailed, err}
+	}
+	if !resp.Succeeded() {
+		return &exitError{code: exitFailed}
+	}
+	return nil
 }
 
 // buildParams merges --params with KEY=VALUE arguments.

@@ -1,18 +1,23 @@
 // Command aipctl is the operator's and the tool author's command line for
-// edgeaip: enroll devices, run commands on them, and more.
+// edgeaip: enroll devices, run tools and plans on them (on one, or on a
+// fleet by labels), follow tasks live, and build, sign and deploy tools.
 //
 // It reads the server URL from AIP_SERVER or --server (default
 // http://127.0.0.1:8700) and the operator token from AIP_TOKEN or
-// --token-file.
+// --token-file. Every command takes -o json, for scripts; aipctl
+// completion prints shell completion scripts.
 //
 // Exit codes: 0 ok, 1 the command or task failed, 2 usage error, 3 server
 // unreachable or authentication failed.
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -40,8 +45,9 @@ func (e *exitError) Error() string {
 func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
-	root := newRoot()
-	err := root.Execute()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRoot().ExecuteContext(ctx)
+	stop()
 	if err == nil {
 		os.Exit(exitOK)
 	}
@@ -67,13 +73,15 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", "", "server URL (default $AIP_SERVER or http://127.0.0.1:8700)")
 	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", "", "file holding the operator token (default $AIP_TOKEN)")
-	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table (for people) or json (for scripts)")
+	root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if g.output != "table" && g.output != "json" {
-			return &exitError{exitUsage, fmt.Errorf("--output: want table or json, got %q", g.output)}
+			return &exitError{exitUsage, fmt.Errorf("--output: want table or json, got %q (tool keygen, pack and sign take the file to write as --out)", g.output)}
 		}
 		return nil
 	}
-	root.AddCommand(newDeviceCmd(&g), newDevicesCmd(&g), newExecCmd(&g), newToolCmd(&g))
+	root.AddCommand(newDevicesCmd(&g), newDeviceCmd(&g), newToolsCmd(&g), newExecCmd(&g),
+		newDispatchCmd(&g), newTaskCmd(&g), newTasksCmd(&g), newCancelCmd(&g), newToolCmd(&g))
 	return root
 }

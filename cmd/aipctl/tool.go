@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// The commands that write a file take -o as that file: a local flag named
-// "output" shadows the persistent output format of the same name.
+// The commands that write a file take it as --out; -o is the output
+// format, json for scripts, as everywhere.
 
 func newToolCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -24,18 +24,25 @@ func newToolCmd(g *globals) *cobra.Command {
 custom section aip.tool and, once signed, an ed25519 signature in aip.sig.
 
 A tool author's loop:
-  aipctl tool keygen -o acme                 # once: acme.key, acme.pub
+  aipctl tool keygen --out acme              # once: acme.key, acme.pub
   GOOS=wasip1 GOARCH=wasm go build -o t.wasm .
-  aipctl tool pack t.wasm --manifest tool.json -o t.wasm
+  aipctl tool pack t.wasm --manifest tool.json
   aipctl tool run t.wasm --params '{"path":"/data/x"}' --allow-dir ./data:/data
   aipctl tool sign --key acme.key t.wasm
   aipctl tool deploy kiosk-1 t.wasm`,
 	}
-	cmd.AddCommand(newKeygenCmd(), newPackCmd(), newSignCmd(), newVerifyCmd(), newInspectCmd(g), newRunCmd(), newDeployCmd(g))
+	cmd.AddCommand(newKeygenCmd(g), newPackCmd(g), newSignCmd(g), newVerifyCmd(g), newInspectCmd(g), newRunCmd(), newDeployCmd(g))
 	return cmd
 }
 
-func newKeygenCmd() *cobra.Command {
+// keygenOutput is what aipctl tool keygen -o json prints.
+type keygenOutput struct {
+	KeyID      string `json:"key_id"`
+	PrivateKey string `json:"private_key"`
+	PublicKey  string `json:"public_key"`
+}
+
+func newKeygenCmd(g *globals) *cobra.Command {
 	var out string
 	var force bool
 	cmd := &cobra.Command{
@@ -65,12 +72,15 @@ func newKeygenCmd() *cobra.Command {
 			if err := writeFile(out+".pub", pubPEM, flags, 0o644); err != nil {
 				return err
 			}
+			if g.json() {
+				return printJSON(cmd.OutOrStdout(), keygenOutput{signature.KeyID(pub), out + ".key", out + ".pub"})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "key id %s\n%s.key: the signing key; keep it secret\n%s.pub: give it to agents (--trusted-key)\n",
 				signature.KeyID(pub), out, out)
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "aip-tool", "write NAME.key and NAME.pub")
+	cmd.Flags().StringVar(&out, "out", "aip-tool", "write NAME.key and NAME.pub")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing key files")
 	return cmd
 }
@@ -93,11 +103,21 @@ func writeFile(path string, data []byte, flags int, mode os.FileMode) error {
 	return nil
 }
 
-func newPackCmd() *cobra.Command {
+// moduleOutput is what aipctl tool pack and sign print with -o json.
+type moduleOutput struct {
+	Path    string `json:"path"`
+	Name    string `json:"name,omitempty"`
+	Version string `json:"version,omitempty"`
+	KeyID   string `json:"key_id,omitempty"`
+	Size    int    `json:"size"`
+	SHA256  string `json:"sha256"`
+}
+
+func newPackCmd(g *globals) *cobra.Command {
 	var manifestPath, out string
 	cmd := &cobra.Command{
-		Use:   "pack IN.wasm --manifest TOOL.json [-o OUT.wasm]",
-		Short: "Embed a manifest in a module (in place unless -o); it does not instrument",
+		Use:   "pack IN.wasm --manifest TOOL.json [--out OUT.wasm]",
+		Short: "Embed a manifest in a module (in place unless --out); it does not instrument",
 		Long: `Embed a manifest in a module, as its aip.tool custom section, replacing
 any it had. The manifest is checked first, schemas included, and the module
 must be a WASI command (export _start). A signature the module carried no
@@ -135,21 +155,24 @@ longer matches, so it is removed: sign after packing.`,
 			if err := os.WriteFile(out, packed, 0o644); err != nil {
 				return &exitError{exitFailed, err}
 			}
+			if g.json() {
+				return printJSON(cmd.OutOrStdout(), moduleOutput{Path: out, Name: m.Name, Version: m.Version, Size: len(packed), SHA256: digest(packed)})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "packed %s %s into %s (%d bytes, sha256 %s)\n", m.Name, m.Version, out, len(packed), digest(packed))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the manifest, JSON (required)")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write the packed module here (default: in place)")
+	cmd.Flags().StringVar(&out, "out", "", "write the packed module here (default: in place)")
 	cmd.MarkFlagRequired("manifest")
 	return cmd
 }
 
-func newSignCmd() *cobra.Command {
+func newSignCmd(g *globals) *cobra.Command {
 	var keyPath, out string
 	cmd := &cobra.Command{
-		Use:   "sign --key NAME.key MODULE.wasm [-o OUT.wasm]",
-		Short: "Sign a packed module (in place unless -o), replacing any signature",
+		Use:   "sign --key NAME.key MODULE.wasm [--out OUT.wasm]",
+		Short: "Sign a packed module (in place unless --out), replacing any signature",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			priv, err := signature.LoadPrivateKey(keyPath)
@@ -174,17 +197,20 @@ func newSignCmd() *cobra.Command {
 				return &exitError{exitFailed, err}
 			}
 			s, _, _ := signature.Read(signed)
+			if g.json() {
+				return printJSON(cmd.OutOrStdout(), moduleOutput{Path: out, KeyID: s.KeyID, Size: len(signed), SHA256: digest(signed)})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "signed %s with key id %s (sha256 %s)\n", out, s.KeyID, digest(signed))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&keyPath, "key", "", "the private key, PEM (required)")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write the signed module here (default: in place)")
+	cmd.Flags().StringVar(&out, "out", "", "write the signed module here (default: in place)")
 	cmd.MarkFlagRequired("key")
 	return cmd
 }
 
-func newVerifyCmd() *cobra.Command {
+func newVerifyCmd(g *globals) *cobra.Command {
 	var pubs []string
 	cmd := &cobra.Command{
 		Use:   "verify --pub NAME.pub [--pub ...] MODULE.wasm",
@@ -203,6 +229,9 @@ func newVerifyCmd() *cobra.Command {
 			keyID, err := ring.Verify(wasm)
 			if err != nil {
 				return &exitError{exitFailed, fmt.Errorf("%s: %w", args[0], err)}
+			}
+			if g.json() {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"path": args[0], "verified": true, "key_id": keyID})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: signature ok, key id %s\n", args[0], keyID)
 			return nil

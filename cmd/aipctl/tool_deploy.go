@@ -19,9 +19,10 @@ trusted keys and its manifest against its policy, keeps it under its data
 dir and loads it at once, in place of the namespace's tool of that name;
 then it sends its new tool inventory. A module it refuses changes nothing.
 
-Prints the command's Results as JSON; exits 0 when the device installed the
-module and 1 when it refused it.`,
-		Args: cobra.ExactArgs(2),
+Prints the command's Results as JSON (-o json: the whole response); exits
+0 when the device installed the module and 1 when it refused it.`,
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeDevices(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			wasm, err := readModule(args[1])
 			if err != nil {
@@ -35,13 +36,7 @@ module and 1 when it refused it.`,
 			if err != nil {
 				return apiFailure(err)
 			}
-			if err := printJSON(cmd.OutOrStdout(), resp.Results); err != nil {
-				return &exitError{exitFailed, err}
-			}
-			if !resp.Succeeded() {
-				return &exitError{code: exitFailed}
-			}
-			return nil
+			return g.printResponse(cmd.OutOrStdout(), resp)
 		},
 	}
 	cmd.Flags().StringVar(&namespace, "namespace", "", "namespace on the device (default: deployed)")

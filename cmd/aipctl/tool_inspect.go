@@ -43,7 +43,7 @@ func newInspectCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
+			if g.json() {
 				return printJSON(cmd.OutOrStdout(), in)
 			}
 			return printInspection(cmd.OutOrStdout(), in)

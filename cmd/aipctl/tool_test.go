@@ -42,17 +42,17 @@ func TestToolAuthorLoop(t *testing.T) {
 	dir := t.TempDir()
 	key, mod := filepath.Join(dir, "k"), filepath.Join(dir, "t.wasm")
 
-	out, _, code := ctl(t, "tool", "keygen", "-o", key)
+	out, _, code := ctl(t, "tool", "keygen", "--out", key)
 	require.Equal(t, exitOK, code)
 	assert.Contains(t, out, "key id ")
 	fi, err := os.Stat(key + ".key")
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the signing key is private")
-	_, errOut, code := ctl(t, "tool", "keygen", "-o", key)
+	_, errOut, code := ctl(t, "tool", "keygen", "--out", key)
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, "exists; pass --force")
 
-	_, errOut, code = ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", filepath.Join(testenv.SignedTools(), "manifests", "signed_echo.json"), "-o", mod)
+	_, errOut, code = ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", filepath.Join(testenv.SignedTools(), "manifests", "signed_echo.json"), "--out", mod)
 	require.Equal(t, exitOK, code, errOut)
 	_, errOut, code = ctl(t, "tool", "sign", "--key", key+".key", mod)
 	require.Equal(t, exitOK, code, errOut)
@@ -94,7 +94,7 @@ func TestPackAndSignRefuseWhatAnAgentWouldRefuse(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
 	require.NoError(t, os.WriteFile(bad, []byte(`{"name":"x","tool_type":"query","input_schema":{"type":"object"}}`), 0o644))
-	_, errOut, code := ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", bad, "-o", filepath.Join(dir, "x.wasm"))
+	_, errOut, code := ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", bad, "--out", filepath.Join(dir, "x.wasm"))
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, `field "tool_type"`)
 
@@ -104,7 +104,7 @@ func TestPackAndSignRefuseWhatAnAgentWouldRefuse(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, "no _start export")
 
-	_, errOut, code = ctl(t, "tool", "sign", "--key", filepath.Join(testenv.Root(), "testdata", "keys", "test.key"), fixturePath("echo.wasm"), "-o", filepath.Join(dir, "s.wasm"))
+	_, errOut, code = ctl(t, "tool", "sign", "--key", filepath.Join(testenv.Root(), "testdata", "keys", "test.key"), fixturePath("echo.wasm"), "--out", filepath.Join(dir, "s.wasm"))
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, "run aipctl tool pack first")
 }
@@ -138,7 +138,7 @@ func TestRunIsTheAgentsSandbox(t *testing.T) {
 	m := filepath.Join(dir, "strict.json")
 	require.NoError(t, os.WriteFile(m, []byte(`{"name":"strict","tool_type":"action","input_schema":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}}`), 0o644))
 	strict := filepath.Join(dir, "strict.wasm")
-	_, errOut, code := ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", m, "-o", strict)
+	_, errOut, code := ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", m, "--out", strict)
 	require.Equal(t, exitOK, code, errOut)
 	res, code = runResult(t, strict, "extra=1")
 	assert.Equal(t, exitFailed, code)

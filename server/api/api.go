@@ -107,3 +107,13 @@ func ParseTimeout(s string) (time.Duration, error) {
 	}
 	return time.ParseDuration(s)
 }
+
+// LoginRequest is the body of POST /api/login, the dashboard's login.
+type LoginRequest struct {
+	Token string `json:"token"`
+}
+
+// LoginResponse says when the login cookie the answer sets expires.
+type LoginResponse struct {
+	ExpiresAt time.Time `json:"expires_at"`
+}

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
 )
 
 // Client calls the operator API.
@@ -60,22 +62,13 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		return fmt.Errorf("%w: %s %s: %w", ErrUnreachable, method, path, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		var e Error
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		if json.Unmarshal(b, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(b))
-		}
-		return &StatusError{Code: resp.StatusCode, Message: e.Error}
+		return statusError(resp)
 	}
 	if out == nil {
 		return nil
@@ -84,6 +77,23 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 		return fmt.Errorf("%s %s: decode response: %w", method, path, err)
 	}
 	return nil
+}
+
+func (c *Client) httpClient() *http.Client {
+	if c.HTTP == nil {
+		return http.DefaultClient
+	}
+	return c.HTTP
+}
+
+// statusError reads a non-2xx answer's Error body.
+func statusError(resp *http.Response) *StatusError {
+	var e Error
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(b, &e) != nil || e.Error == "" {
+		e.Error = strings.TrimSpace(string(b))
+	}
+	return &StatusError{Code: resp.StatusCode, Message: e.Error}
 }
 
 // Enroll creates a device and returns its token.
@@ -150,5 +160,33 @@ func (c *Client) DeployTool(ctx context.Context, deviceID string, wasm []byte, n
 	var out CommandResponse
 	path := "/api/devices/" + url.PathEscape(deviceID) + "/tools?" + q.Encode()
 	err := c.send(ctx, http.MethodPost, path, bytes.NewReader(wasm), "application/wasm", &out)
+	return out, err
+}
+
+// Device returns one enrolled device.
+func (c *Client) Device(ctx context.Context, id string) (Device, error) {
+	var out Device
+	err := c.Do(ctx, http.MethodGet, "/api/devices/"+url.PathEscape(id), nil, &out)
+	return out, err
+}
+
+// DeviceTools returns a device's tools, with their schemas, as it last
+// registered them.
+func (c *Client) DeviceTools(ctx context.Context, id string) ([]protocol.MCPToolInfo, error) {
+	var out []protocol.MCPToolInfo
+	err := c.Do(ctx, http.MethodGet, "/api/devices/"+url.PathEscape(id)+"/tools", nil, &out)
+	return out, err
+}
+
+// Revoke deletes a device: its token stops working and its connection
+// closes.
+func (c *Client) Revoke(ctx context.Context, id string) error {
+	return c.Do(ctx, http.MethodDelete, "/api/devices/"+url.PathEscape(id), nil, nil)
+}
+
+// Fleet starts a plan on every device whose labels match.
+func (c *Client) Fleet(ctx context.Context, req FleetRequest) (FleetResponse, error) {
+	var out FleetResponse
+	err := c.Do(ctx, http.MethodPost, "/api/fleets", req, &out)
 	return out, err
 }

@@ -60,22 +60,29 @@ func (r Requester) String() string {
 const (
 	KindPlan    = "plan"
 	KindCommand = "command"
+	// KindFleet is a plan for every device whose labels match: its
+	// children, one plan task per device, carry its id as ParentID.
+	KindFleet = "fleet"
 )
 
-// Task is one session: a plan, or a single command, run on one device.
+// Task is one session: a plan or a single command run on one device, or
+// a fleet (DeviceID empty) that runs a plan on many.
 type Task struct {
-	SessionID  string          `json:"session_id"`
-	TaskName   string          `json:"task_name,omitempty"`
-	DeviceID   string          `json:"device_id"`
-	Requester  Requester       `json:"requester"`
-	Kind       string          `json:"kind"`
+	SessionID string    `json:"session_id"`
+	TaskName  string    `json:"task_name,omitempty"`
+	DeviceID  string    `json:"device_id"`
+	Requester Requester `json:"requester"`
+	Kind      string    `json:"kind"`
+	// ParentID is the fleet this task runs for, if any.
+	ParentID   string          `json:"parent_id,omitempty"`
 	State      TaskState       `json:"state"`
 	CreatedAt  time.Time       `json:"created_at"`
 	StartedAt  *time.Time      `json:"started_at,omitempty"`
 	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 	Plan       json.RawMessage `json:"plan,omitempty"`
-	// Result is a PlanResult for a plan and a CommandResponse for a
-	// command.
+	// Result is a PlanResult for a plan, a CommandResponse for a command
+	// and a FleetResult for a fleet (which shows, while the fleet runs,
+	// its progress so far).
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  string          `json:"error,omitempty"`
 	// Commands lists what was sent, in GET /api/tasks/{id} only.
@@ -162,13 +169,24 @@ const (
 	EventStepStart = "step_start"
 	EventStepEnd   = "step_end"
 	EventEnd       = "end"
+	// A fleet's events: a device's task starts, then its steps' events
+	// follow (without their results), then it ends.
+	EventDeviceStart = "device_start"
+	EventDeviceEnd   = "device_end"
 )
 
 // TaskEvent is one Server-Sent Event of a task: a step's start, its
-// results, and finally the task's end.
+// results, and finally the task's end. A fleet's stream carries its
+// devices' events too, each with the device's own SessionID.
 type TaskEvent struct {
 	Type      string `json:"type"`
 	SessionID string `json:"session_id"`
+	// DeviceID is the device the event happened on; empty for a fleet's
+	// own end.
+	DeviceID string `json:"device_id,omitempty"`
+	// Steps is how many steps the task has, on step_start and
+	// device_start.
+	Steps int `json:"steps,omitempty"`
 	// Step, Attempt, Tool and ResponseID describe the step's attempt.
 	Step       *int   `json:"step,omitempty"`
 	Attempt    int    `json:"attempt,omitempty"`
@@ -178,10 +196,11 @@ type TaskEvent struct {
 	// failed).
 	Status  string            `json:"status,omitempty"`
 	Results []protocol.Result `json:"results,omitempty"`
-	State   TaskState         `json:"state,omitempty"`
-	Result  any               `json:"result,omitempty"`
-	Error   string            `json:"error,omitempty"`
-	Time    time.Time         `json:"time"`
+	// State is the task's final state, on end and device_end.
+	State  TaskState `json:"state,omitempty"`
+	Result any       `json:"result,omitempty"`
+	Error  string    `json:"error,omitempty"`
+	Time   time.Time `json:"time"`
 }
 
 // AuditEntry is one line of the audit log (GET /api/audit).

@@ -18,7 +18,7 @@ done
 
 aipctl="go run ../../cmd/aipctl"
 for n in signed_echo unsigned_echo tampered_echo foreign_echo; do
-	$aipctl tool pack echo.wasm --manifest "signed/manifests/$n.json" -o "signed/$n.wasm" >/dev/null
+	$aipctl tool pack echo.wasm --manifest "signed/manifests/$n.json" --out "signed/$n.wasm" >/dev/null
 done
 $aipctl tool sign --key ../keys/test.key signed/signed_echo.wasm >/dev/null
 $aipctl tool sign --key ../keys/other.key signed/foreign_echo.wasm >/dev/null

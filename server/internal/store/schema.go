@@ -77,6 +77,11 @@ var migrations = []string{
 		BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 	CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
 		BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;`,
+
+	// Fleets: a fleet is a session whose children run its plan, one per
+	// device.
+	`ALTER TABLE sessions ADD COLUMN parent_id TEXT NOT NULL DEFAULT '';
+	CREATE INDEX sessions_parent ON sessions(parent_id);`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

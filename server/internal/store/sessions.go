@@ -19,8 +19,11 @@ type Session struct {
 	// API) or "constellation" with the client's id.
 	RequesterKind string
 	RequesterID   string
-	// Kind is "plan" or "command" (a single command from the API).
-	Kind       string
+	// Kind is "plan", "command" (a single command from the API) or
+	// "fleet" (a plan for many devices, run by child sessions).
+	Kind string
+	// ParentID is the fleet a plan session runs for, or empty.
+	ParentID   string
 	State      string
 	Plan       json.RawMessage
 	Result     json.RawMessage
@@ -40,9 +43,9 @@ func (t *Tx) InsertSession(s Session) error {
 		started = nullString(formatTime(s.StartedAt))
 	}
 	_, err := t.exec(
-		`INSERT INTO sessions (id, task_name, device_id, requester_kind, requester_id, kind, state, plan, created_at, started_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.ID, s.TaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Kind, s.State,
+		`INSERT INTO sessions (id, task_name, device_id, requester_kind, requester_id, kind, parent_id, state, plan, created_at, started_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.TaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Kind, s.ParentID, s.State,
 		nullString(string(s.Plan)), formatTime(s.CreatedAt), started)
 	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: sessions.id") {
 		return fmt.Errorf("store: session %q: %w", s.ID, ErrExists)
@@ -139,7 +142,7 @@ func (t *Tx) FailInterrupted(reason string) (sessions, commands int, err error) 
 	return int(ns), len(pending), nil
 }
 
-const sessionColumns = `id, task_name, device_id, requester_kind, requester_id, kind, state, plan, result, error, created_at, started_at, finished_at`
+const sessionColumns = `id, task_name, device_id, requester_kind, requester_id, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at`
 
 func scanSession(row interface{ Scan(...any) error }) (Session, error) {
 	var (
@@ -147,7 +150,7 @@ func scanSession(row interface{ Scan(...any) error }) (Session, error) {
 		plan, result, errText      sql.NullString
 		created, started, finished sql.NullString
 	)
-	err := row.Scan(&s.ID, &s.TaskName, &s.DeviceID, &s.RequesterKind, &s.RequesterID, &s.Kind, &s.State,
+	err := row.Scan(&s.ID, &s.TaskName, &s.DeviceID, &s.RequesterKind, &s.RequesterID, &s.Kind, &s.ParentID, &s.State,
 		&plan, &result, &errText, &created, &started, &finished)
 	if err != nil {
 		return s, err
@@ -176,9 +179,10 @@ func (s *Store) Session(ctx context.Context, id string) (Session, error) {
 }
 
 // SessionByTask returns the newest session named taskName, or ErrNotFound.
+// A fleet's children share its name; the fleet is the task of that name.
 func (s *Store) SessionByTask(ctx context.Context, taskName string) (Session, error) {
 	ses, err := scanSession(s.readRow(ctx,
-		`SELECT `+sessionColumns+` FROM sessions WHERE task_name = ? ORDER BY created_at DESC LIMIT 1`, taskName))
+		`SELECT `+sessionColumns+` FROM sessions WHERE task_name = ? AND parent_id = '' ORDER BY created_at DESC LIMIT 1`, taskName))
 	if errors.Is(err, sql.ErrNoRows) {
 		return ses, fmt.Errorf("store: task %q: %w", taskName, ErrNotFound)
 	}

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/agent"
+	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/server"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fleet is a real server on loopback with real agents, each running the
+// tool fixtures of testdata/tools (echo, fail, spin...), and the global
+// flags that point aipctl at it.
+type fleet struct {
+	t     *testing.T
+	api   *api.Client
+	flags []string
+}
+
+func newFleet(t *testing.T, devices map[string]map[string]string) *fleet {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	data := t.TempDir()
+	srv, err := server.New(context.Background(), server.Config{DataDir: data, Logger: quiet})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { srv.Shutdown(); hs.Close(); srv.Close() })
+	tokenFile := filepath.Join(data, server.AdminTokenFile)
+	token, err := os.ReadFile(tokenFile)
+	require.NoError(t, err)
+	f := &fleet{t: t, api: &api.Client{BaseURL: hs.URL, Token: strings.TrimSpace(string(token))},
+		flags: []string{"--server", hs.URL, "--token-file", tokenFile}}
+	for id, labels := range devices {
+		f.startAgent(id, labels, "ws"+strings.TrimPrefix(hs.URL, "http")+"/ws", quiet)
+	}
+	return f
+}
+
+func (f *fleet) startAgent(id string, labels map[string]string, wsURL string, log *slog.Logger) {
+	f.t.Helper()
+	resp, err := f.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: labels})
+	require.NoError(f.t, err)
+	tokenFile := filepath.Join(f.t.TempDir(), id+".token")
+	require.NoError(f.t, os.WriteFile(tokenFile, []byte(resp.Token), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := agent.New(ctx, agent.Config{ID: id, ServerURL: wsURL, TokenFile: tokenFile,
+		ToolDirs: []string{"fixtures=" + testenv.TestdataTools()}, DataDir: f.t.TempDir(),
+		HeartbeatInterval: time.Second, Limits: sandbox.Limits{Timeout: 5 * time.Second}, Logger: log})
+	require.NoError(f.t, err)
+	done := make(chan struct{})
+	go func() { defer close(done); a.Run(ctx); a.Close(context.Background()) }()
+	f.t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(f.t, func() bool {
+		d, err := f.api.Device(context.Background(), id)
+		return err == nil && d.Online
+	}, 20*time.Second, 20*time.Millisecond, "%s never came online", id)
+}
+
+// ctl runs aipctl against the fleet's server.
+func (f *fleet) ctl(args ...string) (string, string, int) {
+	f.t.Helper()
+	return ctl(f.t, append(append([]string{}, f.flags...), args...)...)
+}
+
+// plan writes a plan file.
+func (f *fleet) plan(doc string) string {
+	f.t.Helper()
+	p := filepath.Join(f.t.TempDir(), "plan.yaml")
+	require.NoError(f.t, os.WriteFile(p, []byte(doc), 0o644))
+	return p
+}
+
+var lobby = map[string]string{"site": "lobby"}
+
+func TestOperatorCommandsOnARealFleet(t *testing.T) {
+	f := newFleet(t, map[string]map[string]string{"kiosk-1": lobby, "kiosk-2": lobby, "cafe-1": {"site": "cafe"}})
+
+	out, _, code := f.ctl("devices")
+	require.Equal(t, exitOK, code)
+	assert.Regexp(t, `(?m)^kiosk-1\s+true\s+\S+ ago\s+linux/\S+\s+site=lobby\s+\d+$`, out)
+
+	out, _, code = f.ctl("tools", "kiosk-1")
+	require.Equal(t, exitOK, code)
+	assert.Regexp(t, `(?m)^fixtures\s+echo\s+action\s+none\s+copies stdin to stdout\.$`, out)
+
+	out, _, code = f.ctl("exec", "kiosk-1", "echo", "a=1")
+	require.Equal(t, exitOK, code)
+	var results []protocol.Result
+	require.NoError(t, json.Unmarshal([]byte(out), &results))
+	assert.Equal(t, map[string]any{"a": float64(1)}, results[0].Result)
+
+	// One device, followed live: plain lines, since the output is no
+	// terminal, then the steps.
+	plan := f.plan("task_name: twice\nsteps: [{tool: fixtures.echo, parameters: {n: 1}}, {tool: echo}]\n")
+	out, errOut, code := f.ctl("dispatch", "kiosk-1", plan, "--wait")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Regexp(t, `\] kiosk-1: step 1/2 fixtures\.echo\n`, out)
+	assert.Regexp(t, `\] kiosk-1: step 2/2 echo success\n`, out)
+	assert.Regexp(t, `\] kiosk-1: completed in \d+\.\ds\n`, out)
+	assert.Regexp(t, `(?m)^2\s+echo\s+success\s+1\s*$`, out)
+	assert.Regexp(t, `(?m)^plan \S+ \(twice\) on kiosk-1: completed, took \d+\.\ds$`, out)
+
+	// A fleet by label: each matching device, live, then each outcome.
+	out, errOut, code = f.ctl("dispatch", "--label", "site=lobby", plan, "--wait", "--concurrency", "1")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "on 2 device(s)")
+	for _, id := range []string{"kiosk-1", "kiosk-2"} {
+		assert.Regexp(t, `\] `+id+`: started\n`, out)
+		assert.Regexp(t, `\] `+id+`: step 2/2 echo success\n`, out)
+		assert.Regexp(t, `(?m)^`+id+`\s+completed\s+\S{36}\s*$`, out)
+	}
+	assert.NotContains(t, out, "cafe-1")
+	assert.Regexp(t, `(?m)^fleet \S+ \(twice\): completed`, out)
+
+	// A plan that fails: exit 1, and the summary says where.
+	failing := f.plan("steps: [{tool: echo}, {tool: fail}, {tool: echo}]\n")
+	out, _, code = f.ctl("dispatch", "--label", "site=lobby", failing, "--wait")
+	assert.Equal(t, exitFailed, code)
+	assert.Regexp(t, `(?m)^kiosk-2\s+failed\s+\S{36}\s+step 1 \(fail\) failed: `, out)
+	assert.Regexp(t, `(?m)^fleet \S{36} \(\S{36}\): failed, took \S+: 2 of 2 devices failed$`, out, "a task without a name gets its own")
+
+	// Without --wait, the id; task ID --wait follows it up.
+	out, _, code = f.ctl("-o", "json", "dispatch", "cafe-1", plan)
+	require.Equal(t, exitOK, code)
+	var d api.DispatchResponse
+	require.NoError(t, json.Unmarshal([]byte(out), &d))
+	out, _, code = f.ctl("-o", "json", "task", d.SessionID, "--wait")
+	require.Equal(t, exitOK, code)
+	var task api.Task
+	require.NoError(t, json.Unmarshal([]byte(out), &task))
+	assert.Equal(t, api.StateCompleted, task.State)
+	assert.Len(t, task.Commands, 2)
+
+	out, _, code = f.ctl("task", d.SessionID)
+	require.Equal(t, exitOK, code)
+	assert.Regexp(t, `(?m)^device\s+cafe-1$`, out)
+	assert.Regexp(t, `(?m)^state\s+completed$`, out)
+	assert.Regexp(t, `(?m)^1\s+fixtures\.echo\s+success\s+1\s*$`, out)
+
+	out, _, code = f.ctl("tasks", "--state", "failed")
+	require.Equal(t, exitOK, code)
+	assert.Regexp(t, `(?m)^\S{36}\s+\S{36}\s+fleet\s+\(fleet\)\s+failed\s`, out)
+	assert.NotContains(t, out, "completed")
+
+	// Cancel a task that runs.
+	spin := f.plan("steps: [{tool: spin, timeout: 20s}]\n")
+	out, _, code = f.ctl("-o", "json", "dispatch", "kiosk-2", spin)
+	require.Equal(t, exitOK, code)
+	require.NoError(t, json.Unmarshal([]byte(out), &d))
+	out, _, code = f.ctl("cancel", d.SessionID)
+	require.Equal(t, exitOK, code)
+	assert.Equal(t, "task "+d.SessionID+" cancelled\n", out)
+	_, errOut, code = f.ctl("cancel", d.SessionID)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "is not running: it is cancelled")
+
+	out, _, code = f.ctl("device", "enroll", "kiosk-9", "--label", "site=attic")
+	require.Equal(t, exitOK, code)
+	assert.True(t, strings.HasPrefix(out, "aipd_"))
+	out, _, code = f.ctl("device", "revoke", "kiosk-9")
+	require.Equal(t, exitOK, code)
+	assert.Equal(t, "revoked kiosk-9\n", out)
+	_, errOut, code = f.ctl("device", "revoke", "kiosk-9")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, `device "kiosk-9" is not enrolled`)
+}
+
+func TestExitCodes(t *testing.T) {
+	f := newFleet(t, nil)
+	plan := f.plan("steps: [{tool: echo}]\n")
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"unknown command", []string{"nope"}, exitUsage},
+		{"dispatch needs a target", []string{"dispatch", plan}, exitUsage},
+		{"a bad label", []string{"dispatch", "--label", "site", plan}, exitUsage},
+		{"no such plan file", []string{"dispatch", "kiosk-1", "/nonexistent.yaml"}, exitUsage},
+		{"no device has the label", []string{"dispatch", "--label", "site=moon", plan}, exitUsage},
+		{"a device that is not online", []string{"dispatch", "kiosk-1", plan}, exitUsage},
+		{"a bad state", []string{"tasks", "--state", "sleepy"}, exitUsage},
+		{"a bad output format", []string{"devices", "-o", "yaml"}, exitUsage},
+		{"no such task", []string{"task", "nope"}, exitUsage},
+	} {
+		_, errOut, code := f.ctl(c.args...)
+		assert.Equal(t, c.code, code, "%s: %s", c.name, errOut)
+	}
+
+	_, _, code := ctl(t, "--server", "http://127.0.0.1:1", "--token-file", filepath.Join(t.TempDir(), "x"), "devices")
+	assert.Equal(t, exitUsage, code, "an unreadable token file")
+	bad := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(bad, []byte("aipo_wrong"), 0o600))
+	_, errOut, code := ctl(t, "--server", "http://127.0.0.1:1", "--token-file", bad, "devices")
+	assert.Equal(t, exitUnreachable, code, "server unreachable: %s", errOut)
+	_, errOut, code = ctl(t, "--server", f.api.BaseURL, "--token-file", bad, "devices")
+	assert.Equal(t, exitUnreachable, code, "authentication failed: %s", errOut)
+}
+
+// jsonCommands run every command with -o json; the test checks that
+// none is missing.
+func jsonCommands(t *testing.T, f *fleet) map[string][]string {
+	dir := t.TempDir()
+	key, mod := filepath.Join(dir, "k"), filepath.Join(dir, "t.wasm")
+	return map[string][]string{
+		"devices":       {"devices"},
+		"device enroll": {"device", "enroll", "kiosk-7"},
+		"device revoke": {"device", "revoke", "kiosk-7"},
+		"tools":         {"tools", "kiosk-1"},
+		"exec":          {"exec", "kiosk-1", "echo"},
+		"dispatch":      {"dispatch", "kiosk-1", f.plan("steps: [{tool: echo}]\n"), "--wait"},
+		"tasks":         {"tasks"},
+		"task":          {"task", "LAST"},
+		"cancel":        {"cancel", "SPIN"},
+		"tool keygen":   {"tool", "keygen", "--out", key},
+		"tool pack":     {"tool", "pack", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "--out", mod},
+		"tool sign":     {"tool", "sign", "--key", key + ".key", mod},
+		"tool verify":   {"tool", "verify", "--pub", key + ".pub", mod},
+		"tool inspect":  {"tool", "inspect", mod},
+		"tool run":      {"tool", "run", "--cache=", mod, "a=1"},
+		"tool deploy":   {"tool", "deploy", "kiosk-1", filepath.Join(testenv.SignedTools(), "unsigned_echo.wasm")},
+	}
+}
+
+func TestEveryCommandSpeaksJSON(t *testing.T) {
+	f := newFleet(t, map[string]map[string]string{"kiosk-1": lobby})
+	cmds := jsonCommands(t, f)
+
+	var leaves []string
+	var walk func(c *cobra.Command, prefix string)
+	walk = func(c *cobra.Command, prefix string) {
+		for _, sub := range c.Commands() {
+			name := strings.TrimSpace(prefix + " " + sub.Name())
+			if sub.HasSubCommands() {
+				walk(sub, name)
+			} else {
+				leaves = append(leaves, name)
+			}
+		}
+	}
+	walk(newRoot(), "")
+	for _, leaf := range leaves {
+		assert.Contains(t, cmds, leaf, "aipctl %s: not checked for -o json", leaf)
+	}
+
+	spin := f.plan("steps: [{tool: spin, timeout: 20s}]\n")
+	var d api.DispatchResponse
+	out, _, code := f.ctl("-o", "json", "dispatch", "kiosk-1", spin)
+	require.Equal(t, exitOK, code)
+	require.NoError(t, json.Unmarshal([]byte(out), &d))
+
+	// In order: enroll before revoke, keygen and pack before sign.
+	order := []string{"devices", "device enroll", "device revoke", "tools", "exec", "cancel", "dispatch", "tasks", "task",
+		"tool keygen", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy"}
+	require.ElementsMatch(t, order, keys(cmds))
+	var last string
+	for _, name := range order {
+		args := cmds[name]
+		for i, a := range args {
+			args[i] = strings.NewReplacer("LAST", last, "SPIN", d.SessionID).Replace(a)
+		}
+		out, errOut, code := f.ctl(append([]string{"-o", "json"}, args...)...)
+		if name == "tool deploy" {
+			assert.Equal(t, exitFailed, code, "an agent without trusted keys refuses deploys")
+		} else {
+			require.Equal(t, exitOK, code, "%s: %s", name, errOut)
+		}
+		var v any
+		require.NoError(t, json.Unmarshal([]byte(out), &v), "aipctl -o json %s printed %q", name, out)
+		if m, ok := v.(map[string]any); ok && name == "dispatch" {
+			last, _ = m["session_id"].(string)
+		}
+	}
+}
+
+func keys(m map[string][]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestProgressOnATerminalRedrawsALinePerDevice(t *testing.T) {
+	var buf strings.Builder
+	p := newProgress(&buf, true, []string{"kiosk-1", "kiosk-22"})
+	zero, one := 0, 1
+	p.event(api.TaskEvent{Type: api.EventDeviceStart, DeviceID: "kiosk-1", Steps: 2})
+	p.event(api.TaskEvent{Type: api.EventStepStart, DeviceID: "kiosk-1", Steps: 2, Step: &zero, Tool: "hash_file", Attempt: 1})
+	p.event(api.TaskEvent{Type: api.EventStepStart, DeviceID: "kiosk-1", Steps: 2, Step: &one, Tool: "read_file", Attempt: 2})
+	p.event(api.TaskEvent{Type: api.EventDeviceEnd, DeviceID: "kiosk-1", State: api.StateFailed, Error: "step 1 (read_file) failed: denied"})
+
+	frames := strings.Split(buf.String(), "\x1b[2A")
+	require.Len(t, frames, 4, "the first frame draws two lines; each later one goes back up over them")
+	line := regexp.MustCompile(`\r\x1b\[2K([^\n]*)\n`)
+	last := line.FindAllStringSubmatch(frames[3], -1)
+	require.Len(t, last, 2)
+	assert.Regexp(t, `^kiosk-1   failed     step 2/2 read_file \(attempt 2\)  \d+\.\ds  step 1 \(read_file\) failed: denied$`, last[0][1])
+	assert.Equal(t, "kiosk-22  pending", last[1][1])
+	second := line.FindAllStringSubmatch(frames[1], -1)
+	assert.Regexp(t, `^kiosk-1   running    step 1/2 hash_file  \d+\.\ds$`, second[0][1])
+}

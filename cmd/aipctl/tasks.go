@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/spf13/cobra"
+)
+
+func newTaskCmd(g *globals) *cobra.Command {
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "task ID [--wait]",
+		Short: "Show a task: its state, steps and results, or each device's outcome for a fleet",
+		Long: `Show a task: its state, steps and results, or each device's outcome for a
+fleet. With --wait, follow a task that runs until it ends, as dispatch
+--wait does; then exit 1 unless it completed.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeTasks(g, ""),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			t, err := c.Task(cmd.Context(), args[0])
+			if err != nil {
+				return apiFailure(err)
+			}
+			if wait {
+				return g.follow(cmd.Context(), c, cmd.OutOrStdout(), t.SessionID, taskDevices(t))
+			}
+			if g.json() {
+				return printJSON(cmd.OutOrStdout(), t)
+			}
+			return printTask(cmd.OutOrStdout(), t)
+		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "follow the task until it ends")
+	return cmd
+}
+
+func newTasksCmd(g *globals) *cobra.Command {
+	var (
+		state string
+		limit int
+	)
+	cmd := &cobra.Command{
+		Use:   "tasks [--state STATE] [--limit N]",
+		Short: "List tasks, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st := api.TaskState(state)
+			if st != "" && !st.Valid() {
+				return &exitError{exitUsage, fmt.Errorf("--state: %q: want created, running, completed, failed or cancelled", state)}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var tasks []api.Task
+			path := fmt.Sprintf("/api/tasks?limit=%d", limit)
+			if st != "" {
+				path += "&state=" + state
+			}
+			if err := c.Do(cmd.Context(), "GET", path, nil, &tasks); err != nil {
+				return apiFailure(err)
+			}
+			if g.json() {
+				return printJSON(cmd.OutOrStdout(), tasks)
+			}
+			return printTasks(cmd.OutOrStdout(), tasks)
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", "", "only tasks in this state: created, running, completed, failed or cancelled")
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many (1 to 1000)")
+	cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(
+		[]string{"created", "running", "completed", "failed", "cancelled"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func newCancelCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:               "cancel ID",
+		Short:             "Cancel a running task (a fleet: its running devices too) and show how it ended",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeTasks(g, api.StateRunning),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			t, err := c.CancelTask(cmd.Context(), args[0])
+			if err != nil {
+				return apiFailure(err)
+			}
+			if g.json() {
+				return printJSON(cmd.OutOrStdout(), t)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "task %s %s\n", t.SessionID, t.State)
+			return nil
+		},
+	}
+}
+
+// taskDevices are the devices a task runs on: a fleet's, or its one.
+func taskDevices(t api.Task) []string {
+	if t.Kind != api.KindFleet {
+		return []string{t.DeviceID}
+	}
+	var r api.FleetResult
+	json.Unmarshal(t.Result, &r)
+	ids := make([]string, len(r.Devices))
+	for i, d := range r.Devices {
+		ids[i] = d.DeviceID
+	}
+	return ids
+}
+
+// follow shows a task's progress until it ends, then its summary; with
+// -o json, only the task as it ended. It fails with exitFailed unless the
+// task completed.
+func (g *globals) follow(ctx context.Context, c *api.Client, w io.Writer, id string, devices []string) error {
+	onEvent := func(api.TaskEvent) error { return nil }
+	if !g.json() {
+		p := newProgress(w, isTerminal(w), devices)
+		tctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go p.tick(tctx)
+		onEvent = func(e api.TaskEvent) error { p.event(e); return nil }
+	}
+	if err := c.Events(ctx, id, onEvent); err != nil {
+		if ctx.Err() != nil {
+			return &exitError{exitFailed, fmt.Errorf("stopped waiting; the task goes on: aipctl task %s --wait", id)}
+		}
+		return apiFailure(err)
+	}
+	t, err := c.Task(ctx, id)
+	if err != nil {
+		return apiFailure(err)
+	}
+	if g.json() {
+		err = printJSON(w, t)
+	} else {
+		fmt.Fprintln(w)
+		err = printSummary(w, t)
+	}
+	if err != nil {
+		return &exitError{exitFailed, err}
+	}
+	if t.State != api.StateCompleted {
+		return &exitError{code: exitFailed}
+	}
+	return nil
+}
+
+func printTasks(w io.Writer, tasks []api.Task) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tKIND\tDEVICE\tSTATE\tCREATED\tTOOK")
+	for _, t := range tasks {
+		device := t.DeviceID
+		if t.Kind == api.KindFleet {
+			device = "(fleet)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.SessionID, orDash(t.TaskName), t.Kind, device, t.State,
+			ago(t.CreatedAt), took(t))
+	}
+	return tw.Flush()
+}
+
+func ago(t time.Time) string { return time.Since(t).Round(time.Second).String() + " ago" }
+
+func took(t api.Task) string {
+	if t.StartedAt == nil {
+		return "-"
+	}
+	end := time.Now()
+	if t.FinishedAt != nil {
+		end = *t.FinishedAt
+	}
+	return seconds(end.Sub(*t.StartedAt))
+}
+
+// printTask shows a task: its facts, then its summary.
+func printTask(w io.Writer, t api.Task) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "task\t%s\n", t.SessionID)
+	fmt.Fprintf(tw, "name\t%s\n", orDash(t.TaskName))
+	fmt.Fprintf(tw, "kind\t%s\n", t.Kind)
+	if t.DeviceID != "" {
+		fmt.Fprintf(tw, "device\t%s\n", t.DeviceID)
+	}
+	if t.ParentID != "" {
+		fmt.Fprintf(tw, "fleet\t%s\n", t.ParentID)
+	}
+	fmt.Fprintf(tw, "requester\t%s\n", t.Requester)
+	fmt.Fprintf(tw, "state\t%s\n", t.State)
+	fmt.Fprintf(tw, "created\t%s (%s)\n", t.CreatedAt.Local().Format(time.DateTime), ago(t.CreatedAt))
+	fmt.Fprintf(tw, "took\t%s\n", took(t))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return printSummary(w, t)
+}
+
+// printSummary shows what a task did: each device's outcome (a fleet),
+// each step's (a plan), or the results (a command); then one line.
+func printSummary(w io.Writer, t api.Task) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	switch t.Kind {
+	case api.KindFleet:
+		var r api.FleetResult
+		json.Unmarshal(t.Result, &r)
+		fmt.Fprintln(tw, "DEVICE\tSTATE\tTASK\tERROR")
+		for _, d := range r.Devices {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.DeviceID, d.State, orDash(d.SessionID), d.Error)
+		}
+	case api.KindPlan:
+		var r api.PlanResult
+		json.Unmarshal(t.Result, &r)
+		fmt.Fprintln(tw, "STEP\tTOOL\tSTATUS\tATTEMPTS\tERROR")
+		for _, s := range r.Steps {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\n", s.Step+1, s.Tool, s.Status, s.Attempts, s.Error)
+		}
+	default:
+		var r api.CommandResponse
+		json.Unmarshal(t.Result, &r)
+		if err := printJSON(w, r.Results); err != nil {
+			return err
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	line := fmt.Sprintf("%s %s", t.Kind, t.SessionID)
+	if t.TaskName != "" {
+		line += fmt.Sprintf(" (%s)", t.TaskName)
+	}
+	if t.DeviceID != "" {
+		line += " on " + t.DeviceID
+	}
+	line += fmt.Sprintf(": %s, took %s", t.State, took(t))
+	if t.Error != "" {
+		line += ": " + t.Error
+	}
+	_, err := fmt.Fprintln(w, line)
+	return err
+}

@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// chromiumPath finds Debian's chromium (apt-get install -y chromium), or
+// another Chrome, or skips the test, saying so.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium on PATH: apt-get install -y chromium (.ci/run does)")
+	return ""
+}
+
+// screenshotDir is where the dashboard test keeps its screenshots:
+// $TEST_OUTPUT_DIR when set, else the test's artifact directory (kept with
+// go test -artifacts -outputdir DIR).
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("TEST_OUTPUT_DIR"); dir != "" {
+		dir = filepath.Join(dir, t.Name())
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		return dir
+	}
+	return t.ArtifactDir()
+}
+
+// stepTimeout bounds one step of the dashboard test: a hang guard.
+const stepTimeout = 30 * time.Second
+
+// page drives the dashboard in a headless Chromium with a fresh profile,
+// started with the flags that work as root here (TIPS.md), one step at a
+// time. A step that fails leaves a screenshot and the page's text.
+type page struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string
+}
+
+func newPage(t *testing.T) *page {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-component-update", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
+	t.Cleanup(func() { cancelTab(); cancelAlloc() })
+	// The first run starts the browser, which lives as long as its
+	// context: that one has no deadline, the steps have theirs.
+	require.NoError(t, chromedp.Do(ctx))
+	return &page{t: t, ctx: ctx, shots: screenshotDir(t)}
+}
+
+// do runs one step's actions.
+func (p *page) do(step string, actions ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, stepTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		ctx, cancel := context.WithTimeout(p.ctx, stepTimeout)
+		defer cancel()
+		chromedp.Do(ctx, p.shot("failed-"+step))
+		view, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#view")))
+		p.t.Fatalf("%s: %v\nthe page says:\n%s", step, err, view)
+	}
+}
+
+// shot saves a screenshot of the whole page as NAME.png.
+func (p *page) shot(name string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		png, err := chromedp.FullScreenshot(100)(ctx, t)
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(p.shots, name+".png")
+		p.t.Logf("screenshot: %s", path)
+		return os.WriteFile(path, png, 0o644)
+	})
+}
+
+// text is the text of the element sel.
+func (p *page) text(sel string) string {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, stepTimeout)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	require.NoError(p.t, err, sel)
+	return s
+}
+
+// selectOption picks the option of a <select> whose text starts with
+// prefix, as a user would.
+func selectOption(sel, prefix string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](`(() => {
+			const s = document.querySelector(`+jsString(sel)+`);
+			const o = [...s.options].find((o) => o.text.startsWith(`+jsString(prefix)+`));
+			s.value = o.value;
+			s.dispatchEvent(new Event("change"));
+			return true;
+		})()`)(ctx, t)
+		return err
+	})
+}
+
+func jsString(s string) string {
+	return `"` + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), `"`, `\"`) + `"`
+}
+
+func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+
+func TestTheDashboardLogsInRunsAToolAndFollowsAPlan(t *testing.T) {
+	p := newPage(t)
+	c := newCluster(t)
+	files := t.TempDir()
+	content := []byte("kiosk config v2\n")
+	require.NoError(t, os.WriteFile(filepath.Join(files, "config.txt"), content, 0o644))
+	enrolled, err := c.api.Enroll(context.Background(), api.EnrollRequest{ID: "kiosk-1", Labels: map[string]string{"site": "lobby"}})
+	require.NoError(t, err)
+	tokenFile := filepath.Join(t.TempDir(), "kiosk-1.token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(enrolled.Token), 0o600))
+	c.startAgent("kiosk-1", tokenFile, withMounts(sandbox.Mount{HostPath: files, GuestPath: files}))
+
+	// Log in: the token goes in once; the cookie carries the login.
+	p.do("login",
+		chromedp.Navigate(c.http.URL+"/"),
+		chromedp.WaitVisible(css("#login-token")),
+		p.shot("1-login"),
+		chromedp.SendKeys(css("#login-token"), c.api.Token),
+		chromedp.Click(css("#login-submit")),
+	)
+
+	// The device is online.
+	p.do("devices",
+		chromedp.WaitVisible(css(`tr[data-device="kiosk-1"] td.state.online`)),
+		p.shot("2-devices"),
+	)
+	assert.Equal(t, "online", p.text(`tr[data-device="kiosk-1"] td.state`))
+
+	// Run hash_file from the device's page and see its result.
+	sum := sha256.Sum256(content)
+	p.do("run hash_file",
+		chromedp.Click(css(`tr[data-device="kiosk-1"] a`)),
+		chromedp.WaitVisible(css(`#tools tr[data-tool="hash_file"]`)),
+		selectOption("#run-tool", "hash_file "),
+		chromedp.SetValue(css("#run-params"), `{"path": `+jsString(filepath.Join(files, "config.txt"))+`}`),
+		chromedp.Click(css("#run-submit")),
+		chromedp.WaitVisible(css("#run-status.success")),
+		p.shot("3-device-hash_file"),
+	)
+	assert.Contains(t, p.text("#run-output"), hex.EncodeToString(sum[:]))
+
+	// Dispatch a plan and watch it finish, live.
+	plan := "task_name: browser-check\nsteps:\n" +
+		"  - tool: stock.hash_file\n    parameters: {path: " + filepath.Join(files, "config.txt") + "}\n" +
+		"  - tool: stock.list_dir\n    parameters: {path: " + files + "}\n"
+	p.do("dispatch",
+		chromedp.Click(css(`nav a[href="#/dispatch"]`)),
+		chromedp.WaitVisible(css("#dispatch-plan")),
+		chromedp.SetValue(css("#dispatch-plan"), plan),
+		p.shot("4-dispatch"),
+		chromedp.Click(css("#dispatch-submit")),
+		chromedp.WaitVisible(css("#task-state.completed")),
+		chromedp.WaitVisible(css("#task-steps tbody tr:nth-child(2)")),
+		p.shot("5-task"),
+	)
+	assert.Contains(t, p.text("#task-events"), "task completed", "the page followed the task's events")
+
+	// The same plan for every device labelled site=lobby: a fleet.
+	p.do("fleet",
+		chromedp.Click(css(`nav a[href="#/dispatch"]`)),
+		chromedp.WaitVisible(css("#dispatch-plan")),
+		chromedp.Click(css("#dispatch-to-labels")),
+		chromedp.SendKeys(css("#dispatch-labels"), "site=lobby"),
+		chromedp.SetValue(css("#dispatch-plan"), plan),
+		chromedp.Click(css("#dispatch-submit")),
+		chromedp.WaitVisible(css("#task-state.completed")),
+		chromedp.WaitVisible(css(`#fleet-devices tr[data-device="kiosk-1"] .badge.completed`)),
+		p.shot("6-fleet"),
+	)
+	assert.Contains(t, p.text("#task-events"), "kiosk-1: completed")
+
+	// The task list shows it.
+	p.do("tasks",
+		chromedp.Click(css(`nav a[href="#/tasks"]`)),
+		chromedp.WaitVisible(css("#tasks tbody tr")),
+		p.shot("7-tasks"),
+	)
+	tasks := p.text("#tasks")
+	assert.Contains(t, tasks, "browser-check")
+	assert.Contains(t, tasks, "completed")
+}

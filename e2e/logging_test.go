@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/agent"
+	"github.com/edgeaip/edgeaip/internal/logging"
+	"github.com/edgeaip/edgeaip/server"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// jsonLog collects JSON log lines from many goroutines.
+type jsonLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *jsonLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *jsonLog) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(l.buf.String()))
+	for sc.Scan() {
+		var line map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), "not a JSON line: %s", sc.Text())
+		out = append(out, line)
+	}
+	return out
+}
+
+// requireCommandFields checks that every line about a command (one that
+// names a response_id or a call_id) names its device, session, response
+// and calls, and that the lines in want are among them.
+func requireCommandFields(t *testing.T, who string, lines []map[string]any, want ...string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, line := range lines {
+		_, rid := line["response_id"]
+		_, cid := line["call_id"]
+		if !rid && !cid {
+			continue
+		}
+		seen[line["msg"].(string)] = true
+		for _, k := range []string{"device", "session_id", "response_id", "call_id"} {
+			v, _ := line[k].(string)
+			assert.NotEmpty(t, v, "%s: %q lacks %s: %v", who, line["msg"], k, line)
+		}
+	}
+	for _, msg := range want {
+		assert.True(t, seen[msg], "%s never logged %q with the command's ids", who, msg)
+	}
+}
+
+func TestEveryCommandLogLineNamesDeviceSessionResponseAndCalls(t *testing.T) {
+	jsonOut := logging.Options{Format: logging.FormatJSON, Level: slog.LevelDebug}
+	serverLog, agentLog := &jsonLog{}, &jsonLog{}
+	data := t.TempDir()
+	srv, err := server.New(context.Background(), server.Config{DataDir: data, Logger: jsonOut.New(serverLog)})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { srv.Shutdown(); hs.Close(); srv.Close() })
+	token, err := os.ReadFile(filepath.Join(data, server.AdminTokenFile))
+	require.NoError(t, err)
+	c := &cluster{t: t, srv: srv, http: hs, data: data, api: &api.Client{BaseURL: hs.URL, Token: strings.TrimSpace(string(token))}}
+	c.startAgent("kiosk-1", c.enroll("kiosk-1"), func(cfg *agent.Config) { cfg.Logger = jsonOut.New(agentLog) })
+
+	resp := c.exec("kiosk-1", "echo", map[string]any{"a": 1}, 10*time.Second)
+	require.Equal(t, "success", resp.Status)
+	resp = c.exec("kiosk-1", "fail", nil, 10*time.Second)
+	require.Equal(t, "failure", resp.Status)
+
+	requireCommandFields(t, "aip-server", serverLog.lines(t), "command sent", "results recorded", "command done")
+	requireCommandFields(t, "aip-agent", agentLog.lines(t), "command received", "action done")
+}

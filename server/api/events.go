@@ -1,0 +1,119 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxEventBytes bounds one Server-Sent Event: a step's results are in it.
+const maxEventBytes = 16 << 20
+
+// eventRetries is how many times Events connects again after a stream
+// breaks before the task's end, each time from the last event it got.
+const eventRetries = 5
+
+// errStreamEnded: the stream closed before the task's end event.
+var errStreamEnded = errors.New("event stream ended before the task did")
+
+// Events follows a task's Server-Sent Events (GET /api/tasks/{id}/events)
+// and hands each to fn, until the task's end event, which it hands on
+// too. It returns fn's error if fn fails, ctx's if ctx ends. A stream
+// that breaks is taken up again from the last event, a few times, a
+// second apart.
+func (c *Client) Events(ctx context.Context, sessionID string, fn func(TaskEvent) error) error {
+	last := 0
+	var err error
+	for attempt := 0; attempt <= eventRetries; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+		var ended bool
+		ended, err = c.followEvents(ctx, sessionID, &last, fn)
+		var stop *stopError
+		switch {
+		case ended:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.As(err, &stop):
+			return stop.err
+		}
+	}
+	return err
+}
+
+// stopError ends Events without another try: the server's refusal, an
+// event that does not decode, or fn's error.
+type stopError struct{ err error }
+
+func (e *stopError) Error() string { return e.err.Error() }
+
+// followEvents reads one stream from event last on, and reports whether
+// it saw the end.
+func (c *Client) followEvents(ctx context.Context, sessionID string, last *int, fn func(TaskEvent) error) (bool, error) {
+	path := "/api/tasks/" + url.PathEscape(sessionID) + "/events"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.BaseURL, "/")+path, nil)
+	if err != nil {
+		return false, fmt.Errorf("GET %s: %w", path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("Accept", "text/event-stream")
+	if *last > 0 {
+		req.Header.Set("Last-Event-ID", strconv.Itoa(*last))
+	}
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return false, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, &stopError{statusError(resp)}
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, maxEventBytes)
+	var id int
+	var data strings.Builder
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if data.Len() == 0 {
+				continue
+			}
+			var e TaskEvent
+			if err := json.Unmarshal([]byte(data.String()), &e); err != nil {
+				return false, &stopError{fmt.Errorf("event %d of task %s: %w", id, sessionID, err)}
+			}
+			data.Reset()
+			if id > 0 {
+				*last = id
+			}
+			if err := fn(e); err != nil {
+				return false, &stopError{err}
+			}
+			if e.Type == EventEnd {
+				return true, nil
+			}
+		case strings.HasPrefix(line, "id:"):
+			id, _ = strconv.Atoi(strings.TrimSpace(line[3:]))
+		case strings.HasPrefix(line, "data:"):
+			data.WriteString(strings.TrimPrefix(line[5:], " "))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return false, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, path, err)
+	}
+	return false, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, path, errStreamEnded)
+}

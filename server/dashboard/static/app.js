@@ -1,0 +1,463 @@
+// The edgeaip dashboard: pages over the operator API, routed by the URL's
+// hash. It authenticates with the login cookie that POST /api/login sets,
+// and builds every element with textContent, never HTML from data.
+"use strict";
+
+const view = document.getElementById("view");
+
+// Each page render gets a number; timers and event streams of an older
+// page stop, and its late answers are dropped.
+let pageSeq = 0;
+let stops = [];
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false) continue;
+    e.append(c instanceof Node ? c : String(c));
+  }
+  return e;
+}
+
+class Unauthorized extends Error {}
+
+async function api(method, path, body) {
+  const opts = { method, headers: {}, credentials: "same-origin" };
+  if (body !== undefined) {
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
+  const resp = await fetch(path, opts);
+  if (resp.status === 401) throw new Unauthorized("not logged in");
+  const text = await resp.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = { error: text }; }
+  if (!resp.ok) throw new Error((data && data.error) || `${resp.status} ${resp.statusText}`);
+  return data;
+}
+
+// ---- formatting
+
+function ago(t) {
+  if (!t) return "never";
+  const s = Math.max(0, (Date.now() - Date.parse(t)) / 1000);
+  if (s < 60) return `${Math.round(s)}s ago`;
+  if (s < 3600) return `${Math.round(s / 60)}m ago`;
+  if (s < 86400) return `${Math.round(s / 3600)}h ago`;
+  return new Date(t).toLocaleString();
+}
+
+function duration(from, to) {
+  if (!from) return "–";
+  const ms = (to ? Date.parse(to) : Date.now()) - Date.parse(from);
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+function labelText(labels) {
+  const kv = Object.entries(labels || {}).map(([k, v]) => `${k}=${v}`).sort();
+  return kv.length ? kv.join(", ") : "–";
+}
+
+function json(v) { return JSON.stringify(v, null, 2); }
+function short(id) { return id ? id.slice(0, 8) : "–"; }
+function state(s) { return el("span", { class: `badge ${s}` }, s); }
+function deviceLink(id) { return id ? el("a", { href: `#/devices/${encodeURIComponent(id)}` }, id) : "–"; }
+function taskLink(id, text) { return el("a", { href: `#/tasks/${encodeURIComponent(id)}`, class: "mono" }, text || short(id)); }
+
+function table(id, headers, rows) {
+  return el("table", { id },
+    el("thead", {}, el("tr", {}, headers.map((h) => el("th", {}, h)))),
+    el("tbody", {}, rows));
+}
+
+function facts(pairs) {
+  return el("dl", { class: "facts" }, pairs.filter(([, v]) => v !== undefined && v !== "").map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+}
+
+// ---- routing
+
+const routes = [
+  [/^#\/devices$/, devicesPage],
+  [/^#\/devices\/([^/]+)$/, devicePage],
+  [/^#\/tasks$/, tasksPage],
+  [/^#\/tasks\/([^/]+)$/, taskPage],
+  [/^#\/dispatch$/, dispatchPage],
+];
+
+function route() {
+  for (const stop of stops) stop();
+  stops = [];
+  const seq = ++pageSeq;
+  const hash = location.hash || "#/devices";
+  for (const [re, page] of routes) {
+    const m = hash.match(re);
+    if (m) return render(seq, () => page(seq, ...m.slice(1).map(decodeURIComponent)));
+  }
+  location.hash = "#/devices";
+}
+
+function current(seq) { return seq === pageSeq; }
+
+async function render(seq, page) {
+  try {
+    await page();
+    if (current(seq)) document.getElementById("nav").hidden = false;
+  } catch (e) {
+    failed(seq, e);
+  }
+}
+
+function failed(seq, e) {
+  if (!current(seq)) return;
+  if (e instanceof Unauthorized) loginPage();
+  else view.replaceChildren(el("p", { class: "error" }, e.message));
+}
+
+// every runs fn every ms while the page is shown.
+function every(seq, ms, fn) {
+  const id = setInterval(async () => {
+    try { await fn(); } catch (e) { failed(seq, e); }
+  }, ms);
+  stops.push(() => clearInterval(id));
+}
+
+// ---- login
+
+function loginPage() {
+  for (const stop of stops) stop();
+  stops = [];
+  pageSeq++;
+  document.getElementById("nav").hidden = true;
+  view.replaceChildren(document.getElementById("login-template").content.cloneNode(true));
+  const form = document.getElementById("login-form");
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const token = document.getElementById("login-token").value.trim();
+    try {
+      await api("POST", "/api/login", { token });
+      route();
+    } catch (e) {
+      document.getElementById("login-error").textContent = e instanceof Unauthorized ? "Wrong token." : e.message;
+    }
+  });
+}
+
+document.getElementById("logout").addEventListener("click", async () => {
+  await api("POST", "/api/logout").catch(() => {});
+  loginPage();
+});
+
+// ---- devices
+
+function devicesTable(devices) {
+  return table("devices", ["ID", "State", "Last seen", "Platform", "Labels", "Tools"], devices.map((d) =>
+    el("tr", { "data-device": d.id },
+      el("td", {}, deviceLink(d.id)),
+      el("td", { class: `state ${d.online ? "online" : "offline"}` }, d.online ? "online" : "offline"),
+      el("td", { title: d.last_seen || "" }, ago(d.last_seen)),
+      el("td", {}, d.info ? `${d.info.platform}/${d.info.arch}` : "–"),
+      el("td", {}, labelText(d.labels)),
+      el("td", {}, d.info && d.info.tools ? d.info.tools.length : 0))));
+}
+
+async function devicesPage(seq) {
+  const devices = await api("GET", "/api/devices");
+  if (!current(seq)) return;
+  view.replaceChildren(el("h1", {}, "Devices"),
+    devices.length ? devicesTable(devices) : el("p", { class: "muted" }, "No device is enrolled: aipctl device enroll ID"));
+  every(seq, 3000, async () => {
+    const fresh = await api("GET", "/api/devices");
+    const old = document.getElementById("devices");
+    if (current(seq) && old) old.replaceWith(devicesTable(fresh));
+  });
+}
+
+async function devicePage(seq, id) {
+  const [device, tools] = await Promise.all([
+    api("GET", `/api/devices/${encodeURIComponent(id)}`),
+    api("GET", `/api/devices/${encodeURIComponent(id)}/tools`),
+  ]);
+  if (!current(seq)) return;
+  const info = device.info || {};
+  const status = el("span", { id: "device-state", class: device.online ? "online" : "offline" }, device.online ? "online" : "offline");
+  view.replaceChildren(
+    el("h1", {}, device.id),
+    el("div", { class: "card" }, facts([
+      ["State", status], ["Last seen", ago(device.last_seen)], ["Labels", labelText(device.labels)],
+      ["Platform", info.platform ? `${info.platform}/${info.arch} ${info.os_version || ""}` : "–"],
+      ["Hostname", info.hostname], ["Agent", info.agent_version], ["Enrolled", new Date(device.created_at).toLocaleString()],
+    ])),
+    el("h2", {}, "Run a tool"),
+    runForm(device.id, tools),
+    el("h2", {}, `Tools (${tools.length})`),
+    toolsTable(tools));
+  every(seq, 3000, async () => {
+    const d = await api("GET", `/api/devices/${encodeURIComponent(id)}`);
+    status.textContent = d.online ? "online" : "offline";
+    status.className = d.online ? "online" : "offline";
+  });
+}
+
+function toolsTable(tools) {
+  return table("tools", ["Tool", "Namespace", "Type", "Description", "Schema"], tools.map((t) =>
+    el("tr", { "data-tool": t.tool_name },
+      el("td", { class: "mono" }, t.tool_name),
+      el("td", {}, t.namespace || "–"),
+      el("td", {}, t.tool_type),
+      el("td", {}, t.description || ""),
+      el("td", {}, el("details", {}, el("summary", {}, "input schema"), el("pre", {}, json(t.input_schema || {})),
+        t.output_schema ? [el("div", { class: "muted" }, "output schema"), el("pre", {}, json(t.output_schema))] : null)))));
+}
+
+// skeleton is a parameters object with each property of a schema.
+function skeleton(schema) {
+  const out = {};
+  for (const [k, p] of Object.entries((schema && schema.properties) || {})) {
+    out[k] = p.type === "integer" || p.type === "number" ? 0 : p.type === "boolean" ? false : p.type === "object" ? {} : p.type === "array" ? [] : "";
+  }
+  return out;
+}
+
+function runForm(deviceID, tools) {
+  const select = el("select", { id: "run-tool" }, tools.map((t, i) => el("option", { value: i }, `${t.tool_name} (${t.namespace || t.tool_type})`)));
+  const params = el("textarea", { id: "run-params", spellcheck: "false" });
+  const timeout = el("input", { id: "run-timeout", value: "30s" });
+  const result = el("div", { id: "run-result" });
+  const button = el("button", { id: "run-submit", type: "submit" }, "Run");
+  const fill = () => { const t = tools[select.value]; params.value = json(skeleton(t && t.input_schema)); };
+  select.addEventListener("change", fill);
+  fill();
+  return el("form", {
+    class: "stack card", onsubmit: async (ev) => {
+      ev.preventDefault();
+      const t = tools[select.value];
+      let parameters;
+      try { parameters = JSON.parse(params.value || "{}"); } catch (e) {
+        result.replaceChildren(el("p", { class: "error" }, `Parameters are not JSON: ${e.message}`));
+        return;
+      }
+      button.disabled = true;
+      result.replaceChildren(el("p", { class: "muted" }, `Running ${t.tool_name}…`));
+      try {
+        const resp = await api("POST", `/api/devices/${encodeURIComponent(deviceID)}/commands`, {
+          actions: [{ tool_name: t.tool_name, tool_type: t.tool_type, parameters }], timeout: timeout.value,
+        });
+        result.replaceChildren(
+          el("p", {}, "Status ", el("span", { id: "run-status", class: resp.status }, resp.status), " · task ", taskLink(resp.session_id)),
+          el("pre", { id: "run-output" }, json(resp.results)));
+      } catch (e) {
+        if (e instanceof Unauthorized) return loginPage();
+        result.replaceChildren(el("p", { class: "error" }, e.message));
+      } finally {
+        button.disabled = false;
+      }
+    },
+  }, el("label", {}, "Tool", select), el("label", {}, "Parameters (JSON)", params), el("label", {}, "Timeout", timeout), button, result);
+}
+
+// ---- tasks
+
+function tasksTable(tasks) {
+  return table("tasks", ["Task", "Name", "Kind", "Device", "State", "Created", "Took"], tasks.map((t) =>
+    el("tr", { "data-task": t.session_id },
+      el("td", {}, taskLink(t.session_id)),
+      el("td", {}, t.task_name || "–"),
+      el("td", {}, t.kind + (t.parent_id ? " (fleet)" : "")),
+      el("td", {}, t.kind === "fleet" ? labelText((t.result || {}).labels) : deviceLink(t.device_id)),
+      el("td", {}, state(t.state)),
+      el("td", { title: t.created_at }, ago(t.created_at)),
+      el("td", {}, duration(t.started_at, t.finished_at)))));
+}
+
+async function tasksPage(seq) {
+  const filter = el("select", { id: "tasks-state" }, ["", "created", "running", "completed", "failed", "cancelled"].map((s) => el("option", { value: s }, s || "any state")));
+  const load = () => api("GET", "/api/tasks" + (filter.value ? `?state=${filter.value}` : ""));
+  const tasks = await load();
+  if (!current(seq)) return;
+  const refresh = async () => {
+    const fresh = await load();
+    const old = document.getElementById("tasks");
+    if (current(seq) && old) old.replaceWith(tasksTable(fresh));
+  };
+  filter.addEventListener("change", () => refresh().catch((e) => failed(seq, e)));
+  view.replaceChildren(el("div", { class: "row" }, el("h1", {}, "Tasks"), filter), tasksTable(tasks));
+  every(seq, 2000, refresh);
+}
+
+async function taskPage(seq, id) {
+  const path = `/api/tasks/${encodeURIComponent(id)}`;
+  const head = el("div", { class: "card" });
+  const body = el("div");
+  const log = el("ol", { id: "task-events", class: "events mono" });
+  view.replaceChildren(el("h1", {}, "Task ", el("span", { class: "mono" }, short(id))), head, body,
+    el("h2", {}, "Live events"), log);
+  const show = (t) => {
+    head.replaceChildren(facts([
+      ["State", el("span", { id: "task-state", class: `badge ${t.state}` }, t.state)],
+      ["Name", t.task_name], ["Kind", t.kind], ["Device", t.device_id ? deviceLink(t.device_id) : undefined],
+      ["Labels", t.kind === "fleet" && t.result ? labelText(t.result.labels) : undefined],
+      ["Fleet", t.parent_id ? taskLink(t.parent_id) : undefined], ["Requester", t.requester.id ? `${t.requester.kind}:${t.requester.id}` : t.requester.kind],
+      ["Created", new Date(t.created_at).toLocaleString()], ["Took", duration(t.started_at, t.finished_at)],
+      ["Error", t.error ? el("span", { class: "error" }, t.error) : undefined],
+    ]));
+    body.replaceChildren(...taskBody(t));
+  };
+  let task = await api("GET", path);
+  if (!current(seq)) return;
+  show(task);
+  if (["completed", "failed", "cancelled"].includes(task.state)) {
+    log.append(el("li", { class: "muted" }, "The task had ended."));
+    return;
+  }
+  // Live: each event is listed, and the task fetched again. Events that
+  // come while a fetch is under way get one more fetch after it, so the
+  // last one always shows the state after the last event.
+  const es = new EventSource(`${path}/events`);
+  stops.push(() => es.close());
+  let fetching = false;
+  let again = false;
+  const reload = async () => {
+    if (fetching) {
+      again = true;
+      return;
+    }
+    fetching = true;
+    try {
+      do {
+        again = false;
+        const t = await api("GET", path);
+        if (current(seq)) show(t);
+      } while (again);
+    } catch (e) {
+      failed(seq, e);
+    } finally {
+      fetching = false;
+    }
+  };
+  const steps = {}; // by device: step_end events do not say how many
+  for (const type of ["step_start", "step_end", "device_start", "device_end", "end"]) {
+    es.addEventListener(type, (msg) => {
+      const e = JSON.parse(msg.data);
+      steps[e.device_id] = e.steps || steps[e.device_id];
+      log.append(el("li", {}, eventText(e, steps[e.device_id])));
+      if (type === "end") es.close();
+      reload();
+    });
+  }
+}
+
+function eventText(e, steps) {
+  const t = new Date(e.time).toLocaleTimeString();
+  const dev = e.device_id ? `${e.device_id}: ` : "";
+  const step = e.step !== undefined ? `step ${e.step + 1}${steps ? "/" + steps : ""} ${e.tool || ""}` : "";
+  switch (e.type) {
+    case "step_start": return `${t} ${dev}${step} started`;
+    case "step_end": return `${t} ${dev}${step} ${e.status}${e.error ? ": " + e.error : ""}`;
+    case "device_start": return `${t} ${dev}started`;
+    case "device_end": return `${t} ${dev}${e.state}${e.error ? ": " + e.error : ""}`;
+    default: return `${t} ${dev}task ${e.state}${e.error ? ": " + e.error : ""}`;
+  }
+}
+
+function taskBody(t) {
+  const out = [];
+  const r = t.result || {};
+  if (t.kind === "fleet" && r.devices) {
+    out.push(el("h2", {}, `Devices (${r.devices.length})${r.aborted ? " · aborted" : ""}`),
+      table("fleet-devices", ["Device", "State", "Task", "Error"], r.devices.map((d) =>
+        el("tr", { "data-device": d.device_id },
+          el("td", {}, deviceLink(d.device_id)), el("td", {}, state(d.state)),
+          el("td", {}, d.session_id ? taskLink(d.session_id) : "–"), el("td", { class: "error" }, d.error || "")))));
+  }
+  if (r.steps) {
+    out.push(el("h2", {}, "Steps"), table("task-steps", ["#", "Tool", "Status", "Attempts", "Error"], r.steps.map((s) =>
+      el("tr", {}, el("td", {}, s.step + 1), el("td", { class: "mono" }, s.tool), el("td", {}, state(s.status)),
+        el("td", {}, s.attempts || "–"), el("td", { class: "error" }, s.error || "")))));
+  }
+  if (t.commands && t.commands.length) {
+    out.push(el("h2", {}, "Commands and results"));
+    for (const c of t.commands) {
+      out.push(el("div", { class: "card command" },
+        el("div", {}, `Step ${c.step + 1}, attempt ${c.attempt} · `, state(c.status), c.late ? " · late" : "",
+          " · ", el("span", { class: "mono muted" }, c.response_id)),
+        c.error ? el("p", { class: "error" }, c.error) : null,
+        c.results ? el("pre", {}, json(c.results)) : el("p", { class: "muted" }, "waiting for results…")));
+    }
+  }
+  if (t.plan) out.push(el("details", {}, el("summary", {}, "Plan"), el("pre", {}, json(t.plan))));
+  return out;
+}
+
+// ---- dispatch
+
+const examplePlan = `task_name: check-config
+steps:
+  - tool: hash_file
+    parameters: {path: /data/kiosk/config.json}
+`;
+
+async function dispatchPage(seq) {
+  const devices = await api("GET", "/api/devices");
+  if (!current(seq)) return;
+  const online = devices.filter((d) => d.online);
+  const toDevice = el("input", { type: "radio", name: "target", id: "dispatch-to-device", checked: true });
+  const toLabels = el("input", { type: "radio", name: "target", id: "dispatch-to-labels" });
+  const device = el("select", { id: "dispatch-device" }, online.map((d) => el("option", { value: d.id }, d.id)));
+  const labels = el("input", { id: "dispatch-labels", placeholder: "site=lobby,role=kiosk" });
+  const plan = el("textarea", { id: "dispatch-plan", spellcheck: "false", rows: 10 });
+  plan.value = examplePlan;
+  const name = el("input", { id: "dispatch-name", placeholder: "from the plan" });
+  const concurrency = el("input", { id: "dispatch-concurrency", type: "number", min: 1, value: 10 });
+  const abort = el("input", { id: "dispatch-abort", type: "number", min: 0, max: 100, value: 0 });
+  const error = el("p", { class: "error", id: "dispatch-error" });
+  const button = el("button", { type: "submit", id: "dispatch-submit" }, "Dispatch");
+  view.replaceChildren(el("h1", {}, "Dispatch a plan"), el("form", {
+    class: "stack card", onsubmit: async (ev) => {
+      ev.preventDefault();
+      button.disabled = true;
+      error.textContent = "";
+      try {
+        let resp;
+        if (toDevice.checked) {
+          resp = await api("POST", "/api/dispatch", { client_id: device.value, request: plan.value, task_name: name.value || undefined });
+        } else {
+          resp = await api("POST", "/api/fleets", {
+            labels: parseLabels(labels.value), plan: plan.value, task_name: name.value || undefined,
+            concurrency: Number(concurrency.value) || 0, abort_percent: Number(abort.value) || 0,
+          });
+        }
+        location.hash = `#/tasks/${encodeURIComponent(resp.session_id)}`;
+      } catch (e) {
+        if (e instanceof Unauthorized) return loginPage();
+        error.textContent = e.message;
+      } finally {
+        button.disabled = false;
+      }
+    },
+  },
+  el("div", { class: "row" }, el("label", { class: "choice" }, toDevice, "to an online device"), device),
+  el("div", { class: "row" }, el("label", { class: "choice" }, toLabels, "to every device with the labels"), labels),
+  el("label", {}, "Plan (YAML or JSON)", plan),
+  el("label", {}, "Task name", name),
+  el("div", { class: "row" }, el("label", {}, "Fleet concurrency", concurrency), el("label", {}, "Abort at % failed (0: never)", abort)),
+  button, error));
+}
+
+function parseLabels(text) {
+  const out = {};
+  for (const kv of text.split(",").map((s) => s.trim()).filter(Boolean)) {
+    const i = kv.indexOf("=");
+    if (i <= 0) throw new Error(`label "${kv}": want KEY=VALUE`);
+    out[kv.slice(0, i)] = kv.slice(i + 1);
+  }
+  return out;
+}
+
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,169 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/plan"
+	"github.com/google/uuid"
+)
+
+// fleetSpec is what a fleet runs its plan on, and how.
+type fleetSpec struct {
+	labels       map[string]string
+	devices      []string // in the order they start
+	concurrency  int
+	abortPercent int
+}
+
+// fleetRunner runs a plan on many devices, each as a child session of
+// the fleet's own, at most concurrency at once. Once abortPercent of the
+// devices have failed it starts no more; those running finish. Cancelling
+// the fleet cancels its running children. See RATIONALE.md, "Fleets".
+type fleetRunner struct {
+	m     *sessionManager
+	fleet *session
+	plan  *plan.Plan
+	spec  fleetSpec
+
+	mu  sync.Mutex
+	res api.FleetResult // Devices in spec.devices' order
+}
+
+func newFleetRunner(m *sessionManager, fleet *session, p *plan.Plan, spec fleetSpec) *fleetRunner {
+	res := api.FleetResult{Labels: spec.labels, Concurrency: spec.concurrency, AbortPercent: spec.abortPercent,
+		Devices: make([]api.FleetDevice, len(spec.devices))}
+	for i, id := range spec.devices {
+		res.Devices[i] = api.FleetDevice{DeviceID: id, State: api.StatePending}
+	}
+	return &fleetRunner{m: m, fleet: fleet, plan: p, spec: spec, res: res}
+}
+
+func (f *fleetRunner) run(ctx context.Context, _ stepper) outcome {
+	slots := make(chan struct{}, f.spec.concurrency)
+	var wg sync.WaitGroup
+	for i, dev := range f.spec.devices {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			f.skipFrom(i, false)
+			break
+		}
+		if f.abortReached() {
+			f.skipFrom(i, true)
+			break
+		}
+		wg.Go(func() {
+			// The device's outcome is counted before its slot is freed,
+			// so that the abort check that slot unblocks sees it.
+			defer func() { <-slots }()
+			f.runDevice(ctx, i, dev)
+		})
+	}
+	wg.Wait()
+	return f.outcome()
+}
+
+// runDevice runs the plan on one device as a child session and waits for
+// it to end.
+func (f *fleetRunner) runDevice(ctx context.Context, i int, dev string) {
+	child, _, err := f.m.getOrCreateSession(context.WithoutCancel(ctx), sessionSpec{
+		ID: uuid.NewString(), TaskName: f.fleet.TaskName, DeviceID: dev, ParentID: f.fleet.ID,
+		Requester: f.fleet.Requester, Plan: f.plan,
+	})
+	if err != nil {
+		f.deviceEnded(i, "", api.StateFailed, err.Error())
+		return
+	}
+	child.events.tee = f.forward
+	f.set(i, child.ID, api.StateRunning, "")
+	f.fleet.events.add(api.TaskEvent{Type: api.EventDeviceStart, SessionID: child.ID, DeviceID: dev, Steps: child.steps})
+	stop := context.AfterFunc(ctx, func() { f.m.cancelSession(child, f.fleet.cancelReason()) })
+	out := f.m.execute(child, nil)
+	stop()
+	f.deviceEnded(i, child.ID, out.state, out.err)
+}
+
+// forward passes a child's step events on to the fleet's stream, without
+// their results: those stay in the child's own task.
+func (f *fleetRunner) forward(e api.TaskEvent) {
+	if e.Type != api.EventStepStart && e.Type != api.EventStepEnd {
+		return
+	}
+	e.Results = nil
+	f.fleet.events.add(e)
+}
+
+func (f *fleetRunner) set(i int, sessionID string, state api.TaskState, errText string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d := &f.res.Devices[i]
+	d.SessionID, d.State, d.Error = sessionID, state, errText
+}
+
+func (f *fleetRunner) deviceEnded(i int, sessionID string, state api.TaskState, errText string) {
+	f.set(i, sessionID, state, errText)
+	f.fleet.events.add(api.TaskEvent{Type: api.EventDeviceEnd, SessionID: sessionID, DeviceID: f.spec.devices[i],
+		State: state, Error: errText})
+}
+
+// abortReached reports whether abortPercent of all the devices have
+// failed.
+func (f *fleetRunner) abortReached() bool {
+	if f.spec.abortPercent == 0 {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	failed := 0
+	for _, d := range f.res.Devices {
+		if d.State == api.StateFailed || d.State == api.StateCancelled {
+			failed++
+		}
+	}
+	return failed*100 >= f.spec.abortPercent*len(f.res.Devices)
+}
+
+// skipFrom marks the devices from i on as never started.
+func (f *fleetRunner) skipFrom(i int, aborted bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.res.Aborted = aborted
+	for j := i; j < len(f.res.Devices); j++ {
+		f.res.Devices[j].State = api.StateSkipped
+	}
+}
+
+func (f *fleetRunner) progress() any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := f.res
+	res.Devices = slices.Clone(f.res.Devices)
+	return res
+}
+
+// outcome is completed when every device completed.
+func (f *fleetRunner) outcome() outcome {
+	res := f.progress().(api.FleetResult)
+	counts := map[api.TaskState]int{}
+	for _, d := range res.Devices {
+		counts[d.State]++
+	}
+	n := len(res.Devices)
+	if counts[api.StateCompleted] == n {
+		return outcome{state: api.StateCompleted, result: res}
+	}
+	msg := fmt.Sprintf("%d of %d devices failed", n-counts[api.StateCompleted]-counts[api.StateSkipped], n)
+	if counts[api.StateSkipped] > 0 {
+		msg += fmt.Sprintf(", %d not started", counts[api.StateSkipped])
+	}
+	if res.Aborted {
+		msg += fmt.Sprintf(" (aborted: at least %d%% failed)", f.spec.abortPercent)
+	}
+	return outcome{state: api.StateFailed, result: res, err: msg}
+}

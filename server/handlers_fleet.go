@@ -1,0 +1,111 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/plan"
+	"github.com/google/uuid"
+)
+
+// createFleet is POST /api/fleets: it starts a plan on every enrolled
+// device whose labels match, as one fleet task, and answers at once.
+func (s *Server) createFleet(w http.ResponseWriter, r *http.Request) {
+	var req api.FleetRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if err := checkFleetRequest(req, s.sessions.cfg.MaxSessions); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	p, err := planField(req.Plan)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	devices, err := s.matchDevices(r.Context(), req.Labels)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	if len(devices) == 0 {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no enrolled device has the labels %s", labelText(req.Labels)))
+		return
+	}
+	spec := sessionSpec{
+		ID: uuid.NewString(), TaskName: taskNameOf(req.TaskName, p), Requester: api.Requester{Kind: api.RequesterOperator}, Plan: p,
+		Fleet: &fleetSpec{labels: req.Labels, devices: devices, concurrency: req.Concurrency, abortPercent: req.AbortPercent},
+	}
+	if spec.Fleet.concurrency == 0 {
+		spec.Fleet.concurrency = api.DefaultFleetConcurrency
+	}
+	sess, _, err := s.sessions.getOrCreateSession(r.Context(), spec)
+	if err != nil {
+		writeSessionError(w, err)
+		return
+	}
+	s.sessions.executeTaskAsync(sess, nil)
+	s.log.Info("fleet dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "labels", labelText(req.Labels),
+		"devices", len(devices), "concurrency", spec.Fleet.concurrency, "abort_percent", req.AbortPercent)
+	writeJSON(w, http.StatusOK, api.FleetResponse{SessionID: sess.ID, TaskName: sess.TaskName, Devices: devices})
+}
+
+func checkFleetRequest(req api.FleetRequest, maxSessions int) error {
+	switch {
+	case len(req.Labels) == 0:
+		return fmt.Errorf(`field "labels": at least one label is required`)
+	case req.TaskName != "" && !plan.ValidTaskName(req.TaskName):
+		return fmt.Errorf("%s", invalidTaskName)
+	case req.Concurrency < 0 || req.Concurrency > maxSessions:
+		return fmt.Errorf(`field "concurrency": %d: want 1 to %d (0: %d)`, req.Concurrency, maxSessions, api.DefaultFleetConcurrency)
+	case req.AbortPercent < 0 || req.AbortPercent > 100:
+		return fmt.Errorf(`field "abort_percent": %d: want 0 (never) to 100`, req.AbortPercent)
+	case len(bytes.TrimSpace(req.Plan)) == 0 || string(bytes.TrimSpace(req.Plan)) == "null":
+		return fmt.Errorf(`field "plan": missing`)
+	}
+	return nil
+}
+
+// matchDevices lists the enrolled devices whose labels include all of
+// want, sorted by id.
+func (s *Server) matchDevices(ctx context.Context, want map[string]string) ([]string, error) {
+	devs, err := s.store.Devices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, d := range devs {
+		if matches(d.Labels, want) {
+			out = append(out, d.ID)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func matches(labels, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// labelText writes labels as k=v,k=v, sorted.
+func labelText(labels map[string]string) string {
+	keys := slices.Sorted(maps.Keys(labels))
+	kv := make([]string, len(keys))
+	for i, k := range keys {
+		kv[i] = k + "=" + labels[k]
+	}
+	return strings.Join(kv, ",")
+}

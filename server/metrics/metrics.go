@@ -1,0 +1,160 @@
+// Package metrics holds aip-server's Prometheus metrics, in a registry
+// of their own, and serves them in the text exposition format.
+//
+// The server calls the recording methods where things happen; gauges of
+// its state (connected devices, live sessions) are read from it at each
+// scrape, so they cannot drift from what the server holds.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Sources are read at each scrape.
+type Sources struct {
+	// ConnectedDevices counts the devices online now.
+	ConnectedDevices func() int
+	// LiveSessions counts the sessions not yet ended that are in state
+	// (created or running).
+	LiveSessions func(state string) int
+}
+
+// LiveStates are the states LiveSessions is asked about.
+var LiveStates = []string{"created", "running"}
+
+// Metrics are the server's metrics.
+type Metrics struct {
+	reg             *prometheus.Registry
+	handler         http.Handler
+	actions         *prometheus.CounterVec
+	commandSeconds  *prometheus.HistogramVec
+	lateResults     prometheus.Counter
+	fuel            *prometheus.CounterVec
+	toolWallSeconds *prometheus.CounterVec
+	frames          *prometheus.CounterVec
+	frameBytes      *prometheus.CounterVec
+	sessionsEnded   *prometheus.CounterVec
+}
+
+// New registers the metrics, Go runtime and process metrics included, in
+// a new registry.
+func New(src Sources) *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		reg: reg,
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgeaip_commands_total",
+			Help: "Actions of COMMANDs that ended, by tool and result status (success, failure, skipped); an action that got no answer from its device (offline, timed out) is a failure.",
+		}, []string{"tool", "status"}),
+		commandSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "edgeaip_command_duration_seconds",
+			Help:    "Time from recording a COMMAND to its end (its results, or its failure), by status: success when every action succeeded.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12), // 5 ms to 2 min
+		}, []string{"status"}),
+		lateResults: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgeaip_late_results_total",
+			Help: "COMMAND_RESULTS recorded after their command had failed (timed out, or the server restarted): results an agent kept in its outbox.",
+		}),
+		fuel: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgeaip_tool_fuel_total",
+			Help: "Sandbox fuel the tool calls consumed, as agents report it in Result.usage, by tool.",
+		}, []string{"tool"}),
+		toolWallSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgeaip_tool_wall_seconds_total",
+			Help: "Wall time of the tool calls in the sandbox, as agents report it in Result.usage, by tool.",
+		}, []string{"tool"}),
+		frames: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgeaip_websocket_frames_total",
+			Help: "AIP WebSocket frames read (in) and written (out).",
+		}, []string{"direction"}),
+		frameBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgeaip_websocket_bytes_total",
+			Help: "Bytes of AIP WebSocket frames read (in) and written (out), payload only.",
+		}, []string{"direction"}),
+		sessionsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgeaip_sessions_ended_total",
+			Help: "Sessions (tasks) that ended, by final state: completed, failed or cancelled.",
+		}, []string{"state"}),
+	}
+	reg.MustRegister(m.actions, m.commandSeconds, m.lateResults, m.fuel, m.toolWallSeconds, m.frames, m.frameBytes, m.sessionsEnded,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "edgeaip_devices_connected",
+			Help: "Devices with a registered connection now.",
+		}, func() float64 { return float64(src.ConnectedDevices()) }))
+	for _, state := range LiveStates {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "edgeaip_sessions",
+			Help:        "Sessions (tasks) not yet ended, by state: created or running.",
+			ConstLabels: prometheus.Labels{"state": state},
+		}, func() float64 { return float64(src.LiveSessions(state)) }))
+	}
+	// Every label value that is known in advance shows from the start, at
+	// zero, so that rate() sees the first increment.
+	for _, dir := range []protocol.FrameDirection{protocol.FrameIn, protocol.FrameOut} {
+		m.frames.WithLabelValues(string(dir))
+		m.frameBytes.WithLabelValues(string(dir))
+	}
+	for _, state := range []string{"completed", "failed", "cancelled"} {
+		m.sessionsEnded.WithLabelValues(state)
+	}
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler { return m.handler }
+
+// Registry is where the metrics are registered, for tests and for
+// gathering them in-process.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// CommandEnded records a COMMAND that ended after elapsed with results,
+// one per action, in the actions' order.
+func (m *Metrics) CommandEnded(actions []protocol.Command, results []protocol.Result, elapsed time.Duration) {
+	status := string(protocol.ResultSuccess)
+	for i, r := range results {
+		tool := ""
+		if i < len(actions) {
+			tool = actions[i].ToolName
+		}
+		m.actions.WithLabelValues(tool, string(r.Status)).Inc()
+		if r.Status != protocol.ResultSuccess {
+			status = string(protocol.ResultFailure)
+		}
+	}
+	m.commandSeconds.WithLabelValues(status).Observe(elapsed.Seconds())
+}
+
+// ResultsRecorded records the usage of a device's results, in the
+// actions' order; late says they came after their command had failed.
+func (m *Metrics) ResultsRecorded(actions []protocol.Command, results []protocol.Result, late bool) {
+	if late {
+		m.lateResults.Inc()
+	}
+	for i, r := range results {
+		if r.Usage == nil || i >= len(actions) {
+			continue
+		}
+		tool := actions[i].ToolName
+		m.fuel.WithLabelValues(tool).Add(float64(r.Usage.Fuel))
+		m.toolWallSeconds.WithLabelValues(tool).Add(float64(r.Usage.WallMicros) / 1e6)
+	}
+}
+
+// Frame records one WebSocket frame; it fits protocol.ConnOptions.OnFrame.
+func (m *Metrics) Frame(dir protocol.FrameDirection, bytes int) {
+	m.frames.WithLabelValues(string(dir)).Inc()
+	m.frameBytes.WithLabelValues(string(dir)).Add(float64(bytes))
+}
+
+// SessionEnded records a session that ended in state.
+func (m *Metrics) SessionEnded(state string) {
+	m.sessionsEnded.WithLabelValues(state).Inc()
+}
