@@ -51,12 +51,12 @@ type Message interface {
 
 var (
 	// cborEnc is aip.cbor.v1: Core Deterministic Encoding, so equal
-	// messages give equal bytes.
+	// messages give equal bytes. The fast encoder writes the same bytes
+	// for messages (cbor_fast_encode.go).
 	cborEnc = mustEncMode(cbor.CoreDetEncOptions())
-	// transcodeEnc turns a parsed JSON value into CBOR for cborDec; nothing
-	// it writes leaves the process, so it need not sort.
-	transcodeEnc = mustEncMode(cbor.EncOptions{})
-	cborDec      = mustDecMode()
+	// cborDec is the strict decoder; the fast decoder accepts a subset of
+	// what it accepts, with the same result (cbor_fast_decode.go).
+	cborDec = mustDecMode()
 )
 
 func mustEncMode(opts cbor.EncOptions) cbor.EncMode {
@@ -121,7 +121,7 @@ func (e Encoding) Marshal(v any) ([]byte, error) {
 		err error
 	)
 	if e == CBOR {
-		b, err = cborEnc.Marshal(v)
+		b, err = marshalCBOR(v)
 	} else {
 		b, err = marshalJSON(v)
 	}
@@ -145,10 +145,8 @@ func marshalJSON(v any) ([]byte, error) {
 // validates the result. m is reset first, so nothing of an earlier message
 // remains. Every error wraps [ErrMalformed].
 func (e Encoding) Unmarshal(data []byte, m Message) error {
-	if v := reflect.ValueOf(m); v.Kind() == reflect.Pointer && !v.IsNil() {
-		v.Elem().SetZero()
-	}
-	if err := e.decode(data, m); err != nil {
+	reset(m)
+	if err := e.decodeMessage(data, m); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrMalformed, e, err)
 	}
 	if d, ok := m.(interface{ applyDefaults() }); ok {
@@ -160,40 +158,80 @@ func (e Encoding) Unmarshal(data []byte, m Message) error {
 	return nil
 }
 
+// reset zeroes the message m points to.
+func reset(m Message) {
+	if v := reflect.ValueOf(m); v.Kind() == reflect.Pointer && !v.IsNil() {
+		v.Elem().SetZero()
+	}
+}
+
+// decodeMessage decodes a frame into the zero message m with the fast
+// decoder, or, when that gives up, with the strict one, which then says
+// why the frame is refused.
+func (e Encoding) decodeMessage(data []byte, m Message) error {
+	data, err := e.asCBOR(data)
+	if err != nil {
+		return err
+	}
+	if decodeFast(data, m) {
+		return nil
+	}
+	reset(m) // of what the fast decoder filled in before it gave up
+	return decodeStrict(data, m)
+}
+
 // UnmarshalValue decodes data into any value with the same limits and
 // rules as messages, without message validation. It serves payloads nested
 // in messages, such as tool results. Numbers decode as messages' do: an
 // integer to int64, anything else to float64.
 func (e Encoding) UnmarshalValue(data []byte, v any) error {
-	if err := e.decode(data, v); err != nil {
+	if err := e.decodeValue(data, v); err != nil {
 		return fmt.Errorf("%s: %w", e, err)
 	}
 	return nil
 }
 
-func (e Encoding) decode(data []byte, v any) error {
-	if e == JSON {
-		return decodeJSON(data, v)
+func (e Encoding) decodeValue(data []byte, v any) error {
+	if p, ok := v.(*any); ok && e == JSON {
+		tree, err := parseJSON(data)
+		if err == nil {
+			*p = tree
+		}
+		return err
 	}
-	return describeCBORError(cborDec.Unmarshal(data, v))
-}
-
-// decodeJSON parses data into the JSON data model, then decodes that through
-// the CBOR decoder, so that both encodings share one set of rules: exact,
-// case-sensitive keys as pydantic matches them, null as absent, and the
-// same number types.
-func decodeJSON(data []byte, v any) error {
-	tree, err := parseJSON(data)
+	data, err := e.asCBOR(data)
 	if err != nil {
 		return err
 	}
-	if p, ok := v.(*any); ok {
-		*p = tree
-		return nil
+	return decodeStrict(data, v)
+}
+
+// asCBOR returns a frame as CBOR. A JSON frame is parsed into the JSON
+// data model under our limits and encoded, so that both encodings go
+// through one decoder and share one set of rules: exact, case-sensitive
+// keys as pydantic matches them, null as absent, and the same number
+// types.
+func (e Encoding) asCBOR(data []byte) ([]byte, error) {
+	if e == CBOR {
+		return data, nil
 	}
-	b, err := transcodeEnc.Marshal(tree)
+	tree, err := parseJSON(data)
 	if err != nil {
-		return fmt.Errorf("transcode: %w", err)
+		return nil, err
 	}
-	return describeCBORError(cborDec.Unmarshal(b, v))
+	w := cborWriter{buf: make([]byte, 0, len(data))}
+	w.value(tree)
+	if w.err != nil {
+		return nil, fmt.Errorf("transcode: %w", w.err)
+	}
+	return w.buf, nil
+}
+
+// decodeStrict is the reference decoder: fxamacker/cbor under cborDec,
+// then the checks it skips inside the values of unknown fields.
+func decodeStrict(data []byte, v any) error {
+	if err := cborDec.Unmarshal(data, v); err != nil {
+		return describeCBORError(err)
+	}
+	return checkKeysAndText(data)
 }

@@ -76,26 +76,28 @@ func TestDecodingRejectsWithThePreciseReason(t *testing.T) {
 		in   frame
 		want string
 	}{
-		"missing type":           {both(t, `{"status":"ok"}`), `field "type": missing`},
-		"null type":              {both(t, `{"type":null,"status":"ok"}`), `field "type": missing`},
-		"missing status":         {both(t, `{"type":"heartbeat"}`), `field "status": missing`},
-		"unknown type":           {both(t, `{"type":"dance","status":"ok"}`), `field "type": unknown value "dance"`},
-		"unknown status":         {both(t, `{"type":"heartbeat","status":"meh"}`), `field "status": unknown value "meh"`},
-		"enum values are exact":  {both(t, `{"type":"heartbeat","status":"OK"}`), `field "status": unknown value "OK"`},
-		"unknown client_type":    {both(t, `{"type":"heartbeat","status":"ok","client_type":"robot"}`), `field "client_type": unknown value "robot"`},
-		"unknown result status":  {both(t, `{"type":"command_results","status":"ok","action_results":[{"status":"great"}]}`), `field "action_results[0].status": unknown value "great"`},
-		"result without status":  {both(t, `{"type":"command_results","status":"ok","action_results":[{"status":"success"},{"result":1}]}`), `field "action_results[1].status": missing`},
-		"wrong type":             {both(t, `{"type":"heartbeat","status":"ok","client_id":5}`), `in field "client_id": want a string, got an integer`},
-		"wrong nested type":      {both(t, `{"type":"command_results","status":"ok","action_results":[{"status":"success","usage":{"fuel":"lots"}}]}`), `in field "action_results": want an integer, got a string`},
-		"not an object":          {both(t, `["type","heartbeat"]`), `want an object, got an array`},
-		"too deep":               {frame{`{"type":"heartbeat","status":"ok","metadata":` + deep + `}`, bigCBOR(t, `{"type":"heartbeat","status":"ok","metadata":`+deep+`}`)}, "nesting deeper than 32 levels"},
-		"duplicate key":          {frame{`{"type":"heartbeat","type":"heartbeat","status":"ok"}`, cborMap(cborText("type"), cborText("heartbeat"), cborText("type"), cborText("heartbeat"), cborText("status"), cborText("ok"))}, `duplicate key "type"`},
-		"duplicate unknown key":  {frame{`{"type":"heartbeat","status":"ok","x":1,"x":2}`, cborMap(cborText("type"), cborText("heartbeat"), cborText("status"), cborText("ok"), cborText("x"), []byte{0x01}, cborText("x"), []byte{0x02})}, `duplicate key "x"`},
-		"duplicate nested key":   {frame{`{"type":"heartbeat","status":"ok","metadata":{"k":1,"k":1}}`, cborMap(cborText("type"), cborText("heartbeat"), cborText("status"), cborText("ok"), cborText("metadata"), cborMap(cborText("k"), []byte{0x01}, cborText("k"), []byte{0x01}))}, `duplicate key "k"`},
-		"invalid UTF-8":          {frame{"{\"type\":\"heartbeat\",\"status\":\"ok\",\"error\":\"\xff\"}", cborMap(cborText("type"), cborText("heartbeat"), cborText("status"), cborText("ok"), cborText("error"), []byte{0x61, 0xff})}, "invalid UTF-8"},
-		"invalid UTF-8 in a key": {frame{"{\"type\":\"heartbeat\",\"status\":\"ok\",\"\xc3\":1}", cborMap(cborText("type"), cborText("heartbeat"), cborText("status"), cborText("ok"), []byte{0x61, 0xc3}, []byte{0x01})}, "invalid UTF-8"},
-		"trailing data":          {frame{`{"type":"heartbeat","status":"ok"} {}`, append(both(t, `{"type":"heartbeat","status":"ok"}`).cbor, 0xa0)}, "data after"},
-		"truncated":              {frame{`{"type":"heartbeat","status":"ok"`, both(t, `{"type":"heartbeat","status":"ok"}`).cbor[:10]}, "unexpected EOF"},
+		"missing type":                      {both(t, `{"status":"ok"}`), `field "type": missing`},
+		"null type":                         {both(t, `{"type":null,"status":"ok"}`), `field "type": missing`},
+		"missing status":                    {both(t, `{"type":"heartbeat"}`), `field "status": missing`},
+		"unknown type":                      {both(t, `{"type":"dance","status":"ok"}`), `field "type": unknown value "dance"`},
+		"unknown status":                    {both(t, `{"type":"heartbeat","status":"meh"}`), `field "status": unknown value "meh"`},
+		"enum values are exact":             {both(t, `{"type":"heartbeat","status":"OK"}`), `field "status": unknown value "OK"`},
+		"unknown client_type":               {both(t, `{"type":"heartbeat","status":"ok","client_type":"robot"}`), `field "client_type": unknown value "robot"`},
+		"unknown result status":             {both(t, `{"type":"command_results","status":"ok","action_results":[{"status":"great"}]}`), `field "action_results[0].status": unknown value "great"`},
+		"result without status":             {both(t, `{"type":"command_results","status":"ok","action_results":[{"status":"success"},{"result":1}]}`), `field "action_results[1].status": missing`},
+		"wrong type":                        {both(t, `{"type":"heartbeat","status":"ok","client_id":5}`), `in field "client_id": want a string, got an integer`},
+		"wrong nested type":                 {both(t, `{"type":"command_results","status":"ok","action_results":[{"status":"success","usage":{"fuel":"lots"}}]}`), `in field "action_results": want an integer, got a string`},
+		"not an object":                     {both(t, `["type","heartbeat"]`), `want an object, got an array`},
+		"too deep":                          {frame{`{"type":"heartbeat","status":"ok","metadata":` + deep + `}`, bigCBOR(t, `{"type":"heartbeat","status":"ok","metadata":`+deep+`}`)}, "nesting deeper than 32 levels"},
+		"duplicate key":                     {frame{`{"type":"heartbeat","type":"heartbeat","status":"ok"}`, cborMap(cborText("type"), cborText("heartbeat"), cborText("type"), cborText("heartbeat"), cborText("status"), cborText("ok"))}, `duplicate key "type"`},
+		"duplicate unknown key":             {frame{`{"type":"heartbeat","status":"ok","x":1,"x":2}`, cborMap(cborText("type"), cborText("heartbeat"), cborText("status"), cborText("ok"), cborText("x"), []byte{0x01}, cborText("x"), []byte{0x02})}, `duplicate key "x"`},
+		"duplicate nested key":              {frame{`{"type":"heartbeat","status":"ok","metadata":{"k":1,"k":1}}`, cborMap(cborText("type"), cborText("heartbeat"), cborText("status"), cborText("ok"), cborText("metadata"), cborMap(cborText("k"), []byte{0x01}, cborText("k"), []byte{0x01}))}, `duplicate key "k"`},
+		"duplicate key in an unknown field": {frame{`{"type":"heartbeat","status":"ok","future":[{"k":1,"k":2}]}`, heartbeatWith(append(cborText("future"), 0x81, 0xa2, 0x61, 'k', 0x01, 0x61, 'k', 0x02)...)}, `duplicate key "k"`},
+		"invalid UTF-8 in an unknown field": {frame{"{\"type\":\"heartbeat\",\"status\":\"ok\",\"future\":{\"k\":\"\xff\"}}", heartbeatWith(append(cborText("future"), 0xa1, 0x61, 'k', 0x61, 0xff)...)}, "invalid UTF-8"},
+		"invalid UTF-8":                     {frame{"{\"type\":\"heartbeat\",\"status\":\"ok\",\"error\":\"\xff\"}", cborMap(cborText("type"), cborText("heartbeat"), cborText("status"), cborText("ok"), cborText("error"), []byte{0x61, 0xff})}, "invalid UTF-8"},
+		"invalid UTF-8 in a key":            {frame{"{\"type\":\"heartbeat\",\"status\":\"ok\",\"\xc3\":1}", cborMap(cborText("type"), cborText("heartbeat"), cborText("status"), cborText("ok"), []byte{0x61, 0xc3}, []byte{0x01})}, "invalid UTF-8"},
+		"trailing data":                     {frame{`{"type":"heartbeat","status":"ok"} {}`, append(both(t, `{"type":"heartbeat","status":"ok"}`).cbor, 0xa0)}, "data after"},
+		"truncated":                         {frame{`{"type":"heartbeat","status":"ok"`, both(t, `{"type":"heartbeat","status":"ok"}`).cbor[:10]}, "unexpected EOF"},
 	}
 	for name, c := range cases {
 		for _, enc := range encodings {
@@ -132,6 +134,21 @@ func TestCBOROutsideTheJSONDataModelIsRejected(t *testing.T) {
 			require.ErrorIs(t, err, ErrMalformed)
 			assert.ErrorContains(t, err, c.want)
 		})
+	}
+}
+
+// JSON cannot say these; CBOR must not carry them in a field we do not
+// know any more than in one we do.
+func TestCBORKeysAreTextEverywhere(t *testing.T) {
+	for name, in := range map[string][]byte{
+		"at the top":           heartbeatWith(0x01, 0x01),
+		"in an unknown field":  heartbeatWith(append(cborText("future"), 0xa1, 0x01, 0x01)...),
+		"in a free-form value": heartbeatWith(append(cborText("metadata"), 0xa1, 0x61, 'k', 0xa1, 0x41, 'b', 0x01)...),
+	} {
+		var m ClientMessage
+		err := CBOR.Unmarshal(in, &m)
+		require.ErrorIs(t, err, ErrMalformed, name)
+		assert.ErrorContains(t, err, "want a string, got", name)
 	}
 }
 

@@ -1,5 +1,7 @@
 package protocol
 
+import "slices"
+
 // ResultStatus is the outcome of one command.
 type ResultStatus string
 
@@ -73,41 +75,27 @@ const (
 // ToolTypes lists the tool types in the order tool lookup tries them.
 var ToolTypes = [...]ToolType{ToolDataCollection, ToolAction}
 
-func (s ResultStatus) valid() bool {
-	switch s {
-	case ResultSuccess, ResultFailure, ResultSkipped, ResultNone:
-		return true
-	}
-	return false
-}
+// The values of each enum type, for validation, and for the fast decoder
+// to share their strings instead of allocating.
+var (
+	resultStatuses     = [...]ResultStatus{ResultSuccess, ResultFailure, ResultSkipped, ResultNone}
+	taskStatuses       = [...]TaskStatus{StatusContinue, StatusCompleted, StatusFailed, StatusOK, StatusError}
+	clientMessageTypes = [...]ClientMessageType{ClientTask, ClientHeartbeat, ClientCommandResults, ClientError,
+		ClientRegister, ClientTaskEnd, ClientDeviceInfoRequest, ClientDeviceInfoResponse}
+	serverMessageTypes = [...]ServerMessageType{ServerTask, ServerHeartbeat, ServerTaskEnd, ServerCommand,
+		ServerError, ServerDeviceInfoRequest, ServerDeviceInfoResponse}
+	clientTypes = [...]ClientType{ClientDevice, ClientConstellation}
+)
 
-func (s TaskStatus) valid() bool {
-	switch s {
-	case StatusContinue, StatusCompleted, StatusFailed, StatusOK, StatusError:
-		return true
-	}
-	return false
-}
+func (s ResultStatus) valid() bool { return slices.Contains(resultStatuses[:], s) }
 
-func (t ClientMessageType) valid() bool {
-	switch t {
-	case ClientTask, ClientHeartbeat, ClientCommandResults, ClientError, ClientRegister,
-		ClientTaskEnd, ClientDeviceInfoRequest, ClientDeviceInfoResponse:
-		return true
-	}
-	return false
-}
+func (s TaskStatus) valid() bool { return slices.Contains(taskStatuses[:], s) }
 
-func (t ServerMessageType) valid() bool {
-	switch t {
-	case ServerTask, ServerHeartbeat, ServerTaskEnd, ServerCommand, ServerError,
-		ServerDeviceInfoRequest, ServerDeviceInfoResponse:
-		return true
-	}
-	return false
-}
+func (t ClientMessageType) valid() bool { return slices.Contains(clientMessageTypes[:], t) }
 
-func (t ClientType) valid() bool { return t == ClientDevice || t == ClientConstellation }
+func (t ServerMessageType) valid() bool { return slices.Contains(serverMessageTypes[:], t) }
+
+func (t ClientType) valid() bool { return slices.Contains(clientTypes[:], t) }
 
 // Valid reports whether t is one of the two tool types.
-func (t ToolType) Valid() bool { return t == ToolDataCollection || t == ToolAction }
+func (t ToolType) Valid() bool { return slices.Contains(ToolTypes[:], t) }

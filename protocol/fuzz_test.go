@@ -22,20 +22,42 @@ var hostileSeeds = []string{
 	`{"Type":"heartbeat","STATUS":"ok"}`,
 }
 
+// fastPathSeeds are CBOR frames at the edges of what the fast decoder
+// takes.
+var fastPathSeeds = [][]byte{
+	{0xa1, 0x64, 't', 'y', 'p', 'e', 0xf7},                                         // undefined
+	{0xa1, 0x64, 't', 'y', 'p', 'e', 0xc1, 0x00},                                   // a tag
+	{0xbf, 0x64, 't', 'y', 'p', 'e', 0x61, 'x', 0xff},                              // indefinite map
+	heartbeatWith(0x78, 0x01, 'x', 0x19, 0x00, 0x05),                               // heads longer than they need be
+	heartbeatWith(0x61, 'x', 0xf9, 0x00, 0x01),                                     // the smallest half-precision subnormal
+	heartbeatWith(0x61, 'x', 0xf9, 0x80, 0x00),                                     // -0.0
+	heartbeatWith(0x61, 'x', 0xf8, 0x20),                                           // a one-byte simple value
+	heartbeatWith(0x61, 'x', 0x41, 0x00),                                           // a byte string
+	heartbeatWith(0x61, 'x', 0xa2, 0x61, 'k', 0x01, 0x61, 'k', 0x02),               // a duplicate key inside an unknown field
+	heartbeatWith(0x61, 'x', 0xa1, 0x01, 0x01),                                     // an integer key inside an unknown field
+	heartbeatWith(0x61, 'x', 0x1b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff), // beyond int64 in an unknown field
+	heartbeatWith(0x68, 'm', 'e', 't', 'a', 'd', 'a', 't', 'a', 0xa1, 0x61, 'k', 0x3b, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff), // MinInt64
+}
+
+// heartbeatWith is a heartbeat frame with one more pair appended.
+func heartbeatWith(pair ...byte) []byte {
+	b := cborMap(cborText("type"), cborText("heartbeat"), cborText("status"), cborText("ok"))
+	b[0]++ // one pair more
+	return append(b, pair...)
+}
+
 func FuzzDecodeCBOR(f *testing.F) {
 	for _, g := range loadGolden(f) {
 		f.Add(g.cbor)
 	}
 	for _, s := range hostileSeeds {
-		if v, err := parseJSON([]byte(s)); err == nil {
-			b, err := transcodeEnc.Marshal(v)
-			require.NoError(f, err)
+		if b, err := JSON.asCBOR([]byte(s)); err == nil {
 			f.Add(b)
 		}
 	}
-	f.Add([]byte{0xa1, 0x64, 't', 'y', 'p', 'e', 0xf7})            // undefined
-	f.Add([]byte{0xa1, 0x64, 't', 'y', 'p', 'e', 0xc1, 0x00})      // a tag
-	f.Add([]byte{0xbf, 0x64, 't', 'y', 'p', 'e', 0x61, 'x', 0xff}) // indefinite map
+	for _, b := range fastPathSeeds {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzDecode(t, CBOR, data) })
 }
 
@@ -53,18 +75,21 @@ func FuzzDecodeJSON(f *testing.F) {
 
 // fuzzDecode checks, for both message kinds, that data is refused as
 // malformed or decodes to a message that can be sent on in either
-// encoding and comes back the same.
+// encoding and comes back the same; and that the fast decoder and encoder
+// agree with the strict decoder and cborEnc.
 func fuzzDecode(t *testing.T, enc Encoding, data []byte) {
-	for _, newMsg := range []func() Message{
-		func() Message { return &ClientMessage{} },
-		func() Message { return &ServerMessage{} },
-	} {
+	asCBOR, cborErr := enc.asCBOR(data)
+	for _, newMsg := range newMessages {
+		if cborErr == nil {
+			requireFastDecodeMatches(t, asCBOR, newMsg)
+		}
 		m := newMsg()
 		if err := enc.Unmarshal(data, m); err != nil {
 			require.ErrorIs(t, err, ErrMalformed)
 			continue
 		}
 		require.NoError(t, checkUTF8(m), "whatever decodes can be sent")
+		requireFastEncodeMatches(t, m)
 
 		b1, err := CBOR.Marshal(m)
 		require.NoError(t, err)

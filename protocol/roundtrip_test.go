@@ -53,23 +53,35 @@ func decodeValue[T any](enc Encoding, b []byte) (*T, error) {
 
 func checkRoundTrip[T any](t *testing.T, gen func(*rand.Rand) *T, decode func(Encoding, []byte) (*T, error)) {
 	t.Helper()
+	r := testRand(t)
+	for i := range roundTrips {
+		in := gen(r)
+		for _, enc := range encodings {
+			b, err := enc.Marshal(in)
+			require.NoError(t, err, "case %d, %s", i, enc)
+			out, err := decode(enc, b)
+			require.NoError(t, err, "case %d, %s: %s", i, enc, b)
+			require.Equal(t, in, out, "case %d, %s: %s", i, enc, b)
+		}
+	}
+}
+
+// testRand returns a random source seeded from ROUNDTRIP_SEED, or from the
+// clock, and names the seed if the test fails.
+func testRand(t *testing.T) *rand.Rand {
+	t.Helper()
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("ROUNDTRIP_SEED"); s != "" {
 		var err error
 		seed, err = strconv.ParseUint(s, 10, 64)
 		require.NoError(t, err)
 	}
-	r := rand.New(rand.NewPCG(seed, seed))
-	for i := range roundTrips {
-		in := gen(r)
-		for _, enc := range encodings {
-			b, err := enc.Marshal(in)
-			require.NoError(t, err, "ROUNDTRIP_SEED=%d, case %d, %s", seed, i, enc)
-			out, err := decode(enc, b)
-			require.NoError(t, err, "ROUNDTRIP_SEED=%d, case %d, %s: %s", seed, i, enc, b)
-			require.Equal(t, in, out, "ROUNDTRIP_SEED=%d, case %d, %s: %s", seed, i, enc, b)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replay with ROUNDTRIP_SEED=%d", seed)
 		}
-	}
+	})
+	return rand.New(rand.NewPCG(seed, seed))
 }
 
 // pick returns one of vs at random.

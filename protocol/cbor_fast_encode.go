@@ -1,0 +1,329 @@
+package protocol
+
+import (
+	"cmp"
+	"encoding/binary"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/x448/float16"
+)
+
+// The fast encoder: a hand-written encoder for the two top-level messages
+// that writes exactly the bytes cborEnc (fxamacker/cbor with
+// CoreDetEncOptions) writes for them, without reflection. Core
+// Deterministic Encoding sorts map keys, struct fields included, bytewise
+// by their encoding, which for text keys means shorter first, then
+// bytewise; each struct's fields are written below in that order, not in
+// declaration order. A value outside the JSON data model is handed to
+// cborEnc. FuzzDecodeCBOR and TestFastEncoderMatchesCBOREncoder hold the
+// bytes equal to cborEnc's.
+
+// marshalCBOR encodes v deterministically.
+func marshalCBOR(v any) ([]byte, error) {
+	var w cborWriter
+	switch m := v.(type) {
+	case *ServerMessage:
+		if m == nil {
+			return cborEnc.Marshal(v)
+		}
+		w.buf = make([]byte, 0, frameSizeHint(len(m.Actions)))
+		w.serverMessage(m)
+	case *ClientMessage:
+		if m == nil {
+			return cborEnc.Marshal(v)
+		}
+		w.buf = make([]byte, 0, frameSizeHint(len(m.ActionResults)))
+		w.clientMessage(m)
+	default:
+		return cborEnc.Marshal(v)
+	}
+	if w.err != nil {
+		return nil, w.err
+	}
+	return w.buf, nil
+}
+
+// frameSizeHint guesses the size of a frame with n actions or results, so
+// that a typical frame is written without growing the buffer: growing it
+// costs more than the whole rest of the encoding.
+func frameSizeHint(n int) int { return 256 + 320*n }
+
+// cborWriter appends CBOR to buf. The first error, which only cborEnc can
+// return, sticks; later writes still append but the result is dropped.
+type cborWriter struct {
+	buf []byte
+	err error
+}
+
+func (w *cborWriter) serverMessage(m *ServerMessage) {
+	at := w.beginStruct()
+	n := w.textField("type", string(m.Type))
+	n += w.optText("error", m.Error)
+	n += w.anyField("result", m.Result)
+	n += w.textField("status", string(m.Status))
+	if m.Actions != nil {
+		w.text("actions")
+		w.head(majorArray, uint64(len(m.Actions)))
+		for i := range m.Actions {
+			w.command(&m.Actions[i])
+		}
+		n++
+	}
+	if m.Messages != nil {
+		w.text("messages")
+		w.head(majorArray, uint64(len(m.Messages)))
+		for _, s := range m.Messages {
+			w.text(s)
+		}
+		n++
+	}
+	n += w.optText("root_name", m.RootName)
+	n += w.optText("task_name", m.TaskName)
+	n += w.optText("timestamp", m.Timestamp)
+	n += w.optText("agent_name", m.AgentName)
+	n += w.optText("session_id", m.SessionID)
+	n += w.optText("response_id", m.ResponseID)
+	n += w.optText("process_name", m.ProcessName)
+	n += w.optText("user_request", m.UserRequest)
+	w.endStruct(at, n)
+}
+
+func (w *cborWriter) clientMessage(m *ClientMessage) {
+	at := w.beginStruct()
+	n := w.textField("type", string(m.Type))
+	n += w.optText("error", m.Error)
+	n += w.textField("status", string(m.Status))
+	n += w.optText("request", m.Request)
+	n += w.mapField("metadata", m.Metadata)
+	n += w.optText("client_id", m.ClientID)
+	n += w.optText("target_id", m.TargetID)
+	n += w.optText("task_name", m.TaskName)
+	n += w.optText("timestamp", m.Timestamp)
+	n += w.optText("request_id", m.RequestID)
+	n += w.optText("session_id", m.SessionID)
+	n += w.optText("client_type", string(m.ClientType))
+	if m.ActionResults != nil {
+		w.text("action_results")
+		w.head(majorArray, uint64(len(m.ActionResults)))
+		for i := range m.ActionResults {
+			w.result(&m.ActionResults[i])
+		}
+		n++
+	}
+	n += w.optText("prev_response_id", m.PrevResponseID)
+	w.endStruct(at, n)
+}
+
+func (w *cborWriter) command(c *Command) {
+	at := w.beginStruct()
+	n := w.optText("call_id", c.CallID)
+	n += w.textField("tool_name", c.ToolName)
+	n += w.optText("tool_type", string(c.ToolType))
+	n += w.mapField("parameters", c.Parameters)
+	w.endStruct(at, n)
+}
+
+func (w *cborWriter) result(r *Result) {
+	at := w.beginStruct()
+	n := w.optText("error", r.Error)
+	if r.Usage != nil {
+		w.text("usage")
+		w.usage(r.Usage)
+		n++
+	}
+	n += w.anyField("result", r.Result)
+	n += w.textField("status", string(r.Status))
+	n += w.optText("call_id", r.CallID)
+	n += w.optText("namespace", r.Namespace)
+	w.endStruct(at, n)
+}
+
+func (w *cborWriter) usage(u *Usage) {
+	w.head(majorMap, 4)
+	w.text("fuel")
+	w.head(majorUint, u.Fuel)
+	w.text("wall_us")
+	w.int(u.WallMicros)
+	w.text("memory_pages")
+	w.head(majorUint, uint64(u.MemoryPages))
+	w.text("stdout_bytes")
+	w.int(u.StdoutBytes)
+}
+
+// beginStruct reserves the one-byte head of a struct's map: no struct of
+// the model has 24 fields, so the count fits in it. endStruct writes the
+// count of the fields that were not omitted.
+func (w *cborWriter) beginStruct() int {
+	w.buf = append(w.buf, 0)
+	return len(w.buf) - 1
+}
+
+func (w *cborWriter) endStruct(at, fields int) {
+	w.buf[at] = majorMap<<5 | byte(fields)
+}
+
+// textField writes a field that is always sent, and returns 1.
+func (w *cborWriter) textField(key, s string) int {
+	w.text(key)
+	w.text(s)
+	return 1
+}
+
+// optText writes an omitempty string field unless it is "", and returns
+// how many fields it wrote.
+func (w *cborWriter) optText(key, s string) int {
+	if s == "" {
+		return 0
+	}
+	return w.textField(key, s)
+}
+
+// anyField writes an omitzero any field unless it is nil.
+func (w *cborWriter) anyField(key string, v any) int {
+	if v == nil {
+		return 0
+	}
+	w.text(key)
+	w.value(v)
+	return 1
+}
+
+// mapField writes an omitzero map field unless it is nil; an empty map is
+// sent.
+func (w *cborWriter) mapField(key string, m map[string]any) int {
+	if m == nil {
+		return 0
+	}
+	w.text(key)
+	w.freeMap(m)
+	return 1
+}
+
+// value writes a free-form value. Types beyond the JSON data model's and
+// the common integer types go to cborEnc.
+func (w *cborWriter) value(v any) {
+	switch v := v.(type) {
+	case nil:
+		w.buf = append(w.buf, cborNull)
+	case bool:
+		if v {
+			w.buf = append(w.buf, cborTrue)
+		} else {
+			w.buf = append(w.buf, cborFalse)
+		}
+	case string:
+		w.text(v)
+	case int64:
+		w.int(v)
+	case int:
+		w.int(int64(v))
+	case uint64:
+		w.head(majorUint, v)
+	case float64:
+		w.float(v)
+	case map[string]any:
+		if v == nil {
+			w.buf = append(w.buf, cborNull)
+			return
+		}
+		w.freeMap(v)
+	case []any:
+		if v == nil {
+			w.buf = append(w.buf, cborNull)
+			return
+		}
+		w.head(majorArray, uint64(len(v)))
+		for _, e := range v {
+			w.value(e)
+		}
+	default:
+		w.fallback(v)
+	}
+}
+
+// entry is one pair of a free-form map, for sorting.
+type entry struct {
+	key string
+	val any
+}
+
+// freeMap writes a free-form map with its keys in Core Deterministic order.
+func (w *cborWriter) freeMap(m map[string]any) {
+	w.head(majorMap, uint64(len(m)))
+	var small [8]entry
+	entries := small[:0]
+	for k, v := range m {
+		entries = append(entries, entry{k, v})
+	}
+	slices.SortFunc(entries, func(a, b entry) int {
+		if c := cmp.Compare(len(a.key), len(b.key)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	for _, e := range entries {
+		w.text(e.key)
+		w.value(e.val)
+	}
+}
+
+// fallback has cborEnc write v, a value the fast encoder does not know.
+func (w *cborWriter) fallback(v any) {
+	b, err := cborEnc.Marshal(v)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	w.buf = append(w.buf, b...)
+}
+
+// head writes a data item's initial byte and argument in the shortest
+// form.
+func (w *cborWriter) head(major byte, arg uint64) {
+	ib := major << 5
+	switch {
+	case arg < 24:
+		w.buf = append(w.buf, ib|byte(arg))
+	case arg <= math.MaxUint8:
+		w.buf = append(w.buf, ib|24, byte(arg))
+	case arg <= math.MaxUint16:
+		w.buf = binary.BigEndian.AppendUint16(append(w.buf, ib|25), uint16(arg))
+	case arg <= math.MaxUint32:
+		w.buf = binary.BigEndian.AppendUint32(append(w.buf, ib|26), uint32(arg))
+	default:
+		w.buf = binary.BigEndian.AppendUint64(append(w.buf, ib|27), arg)
+	}
+}
+
+func (w *cborWriter) text(s string) {
+	w.head(majorText, uint64(len(s)))
+	w.buf = append(w.buf, s...)
+}
+
+func (w *cborWriter) int(i int64) {
+	if i < 0 {
+		w.head(majorNegInt, uint64(-1-i))
+		return
+	}
+	w.head(majorUint, uint64(i))
+}
+
+// float writes f in the shortest of half, single and double precision that
+// keeps its value, as ShortestFloat16 does. NaN and infinities, which the
+// wire refuses, are left to cborEnc.
+func (w *cborWriter) float(f float64) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		w.fallback(f)
+		return
+	}
+	f32 := float32(f)
+	switch {
+	case float64(f32) != f:
+		w.buf = binary.BigEndian.AppendUint64(append(w.buf, majorSimple<<5|aiFloat64), math.Float64bits(f))
+	case float16.Fromfloat32(f32).Float32() == f32:
+		w.buf = binary.BigEndian.AppendUint16(append(w.buf, majorSimple<<5|aiFloat16), float16.Fromfloat32(f32).Bits())
+	default:
+		w.buf = binary.BigEndian.AppendUint32(append(w.buf, majorSimple<<5|aiFloat32), math.Float32bits(f32))
+	}
+}
