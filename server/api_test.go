@@ -121,10 +121,12 @@ func TestListTasksAndRemoveATask(t *testing.T) {
 	code, _ := ts.apiStatus("DELETE", "/api/tasks/"+running.SessionID, nil)
 	assert.Equal(t, http.StatusConflict, code)
 	events := <-ts.events(done.SessionID)
-	require.Len(t, events, 1, "a task that has ended gets its end event alone")
+	require.Len(t, events, 3, "a task that ended lately replays all its events")
+	assert.Equal(t, []string{api.EventStepStart, api.EventStepEnd, api.EventEnd}, []string{events[0].Type, events[1].Type, events[2].Type})
+	end := events[2]
 	assert.Equal(t, api.TaskEvent{Type: api.EventEnd, SessionID: done.SessionID, DeviceID: "kiosk-1", State: api.StateCompleted, Status: "completed",
-		Result: events[0].Result, Time: events[0].Time}, events[0])
-	assert.NotNil(t, events[0].Result)
+		Result: end.Result, Time: end.Time}, end)
+	assert.NotNil(t, end.Result)
 
 	code, _ = ts.apiStatus("DELETE", "/api/tasks/"+done.SessionID, nil)
 	assert.Equal(t, http.StatusOK, code)

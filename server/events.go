@@ -67,9 +67,61 @@ func (l *eventLog) since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
 	return l.events[n:], l.ended, l.changed
 }
 
+// recentLogs keeps the event logs of ended sessions for recentLogsTTL, so
+// that a client that subscribes just after a task ended, as one that
+// dispatched a quick task does, still sees every event. It is guarded by
+// the session manager's mutex.
+type recentLogs struct {
+	logs  map[string]*eventLog
+	order []recentLog // oldest first
+}
+
+type recentLog struct {
+	id    string
+	ended time.Time
+}
+
+// Bounds of recentLogs: an event log holds a task's results, so memory is
+// bounded by count as well as by age.
+const (
+	recentLogsTTL = 10 * time.Minute
+	recentLogsMax = 1000
+)
+
+func (r *recentLogs) keep(id string, l *eventLog, now time.Time) {
+	if l == nil {
+		return
+	}
+	if r.logs == nil {
+		r.logs = map[string]*eventLog{}
+	}
+	r.prune(now)
+	if len(r.order) == recentLogsMax {
+		delete(r.logs, r.order[0].id)
+		r.order = r.order[1:]
+	}
+	r.logs[id] = l
+	r.order = append(r.order, recentLog{id: id, ended: now})
+}
+
+func (r *recentLogs) get(id string, now time.Time) *eventLog {
+	r.prune(now)
+	return r.logs[id]
+}
+
+func (r *recentLogs) prune(now time.Time) {
+	n := 0
+	for n < len(r.order) && now.Sub(r.order[n].ended) > recentLogsTTL {
+		delete(r.logs, r.order[n].id)
+		n++
+	}
+	r.order = r.order[n:]
+}
+
 // serveEvents is GET /api/tasks/{id}/events: Server-Sent Events for each
-// step's start and results, then the end. A task that has already ended
-// gets its end event alone. Each event's id is its number in the task's
+// step's start and results, then the end. A task that ended within
+// recentLogsTTL replays all its events; one that ended earlier gets its end
+// event alone. Each event's id is its number in the task's
 // stream, so a client that reconnects with Last-Event-ID gets only the
 // events after it.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {

@@ -89,6 +89,7 @@ func (s *Server) removeTask(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 	default:
+		s.sessions.forgetEvents(id)
 		w.WriteHeader(http.StatusNoContent)
 	}
 }

@@ -74,6 +74,7 @@ type sessionManager struct {
 	mu     sync.Mutex
 	closed bool
 	live   map[string]*session
+	recent recentLogs             // event logs of sessions that ended lately
 	graces map[string]*time.Timer // devices whose link dropped, by id
 	wg     sync.WaitGroup         // one per live session
 }
@@ -282,6 +283,7 @@ func (m *sessionManager) release(s *session) {
 	s.released.Do(func() {
 		m.mu.Lock()
 		delete(m.live, s.ID)
+		m.recent.keep(s.ID, s.events, time.Now())
 		m.mu.Unlock()
 		s.cancel()
 		close(s.done)
@@ -374,14 +376,22 @@ func (m *sessionManager) deviceGone(id string) {
 	m.cancelWhere(func(s *session) bool { return s.DeviceID == id && s.Kind == api.KindPlan }, reasonDeviceDisconnected)
 }
 
-// eventsOf returns the event log of a running session, or nil.
+// eventsOf returns the event log of a session that is running or ended
+// lately, or nil.
 func (m *sessionManager) eventsOf(id string) *eventLog {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if s := m.live[id]; s != nil {
 		return s.events
 	}
-	return nil
+	return m.recent.get(id, time.Now())
+}
+
+// forgetEvents drops the kept event log of a removed session.
+func (m *sessionManager) forgetEvents(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.recent.logs, id)
 }
 
 // liveSessions counts the sessions not yet ended in state, created or
