@@ -71,6 +71,8 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	sb, err := sandbox.New(ctx, sandbox.NewConfig().WithLimits(cfg.Limits).
 		WithMaxConcurrentCalls(cfg.MaxConcurrentCalls).
 		WithMaxReservedMemory(cfg.MaxReservedMemory).
+		WithUnloadAfter(cfg.UnloadAfter).
+		WithReproducible(cfg.Reproducible).
 		WithCacheDir(filepath.Join(cfg.DataDir, "compile-cache")))
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)

@@ -65,6 +65,13 @@ type Config struct {
 	// MaxReservedMemory bounds the memory running tool calls may reserve
 	// together, in bytes. Default sandbox.DefaultMaxReservedMemory.
 	MaxReservedMemory uint64
+	// UnloadAfter is how long a tool's compiled code stays in memory after
+	// its last call. Default sandbox.DefaultUnloadAfter; negative: never.
+	UnloadAfter time.Duration
+	// Reproducible gives tools fake clocks and a fixed random sequence, so
+	// that a call's fuel is the same on every device (sandbox.Config.
+	// WithReproducible).
+	Reproducible bool
 
 	// MCP lists the MCP servers to proxy, in the shape of UFO's mcp.yaml.
 	MCP MCPConfig
@@ -80,9 +87,18 @@ type Config struct {
 	// Outbox bounds the results the agent keeps on disk.
 	Outbox OutboxLimits
 
+	// MemoryLimit is the soft limit of the agent's Go heap, as GOMEMLIMIT
+	// sets it; the main program applies it unless GOMEMLIMIT is set.
+	// Default DefaultMemoryLimit. Tool memory and compiled code are outside
+	// it: MaxReservedMemory bounds the former.
+	MemoryLimit int64
+
 	// Logger receives the agent's logs. Default slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultMemoryLimit is the agent's default GOMEMLIMIT.
+const DefaultMemoryLimit = 64 << 20
 
 // OutboxLimits bound the outbox. Results older than MaxAge are dropped, and
 // once the outbox grows past MaxBytes the oldest are dropped, delivered

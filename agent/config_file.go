@@ -58,8 +58,9 @@ type fileConfig struct {
 		Ping      duration `yaml:"ping"`
 		MaxFrame  byteSize `yaml:"max_frame"`
 	} `yaml:"server"`
-	DataDir  string `yaml:"data_dir"`
-	Commands struct {
+	DataDir     string   `yaml:"data_dir"`
+	MemoryLimit byteSize `yaml:"memory_limit"`
+	Commands    struct {
 		MaxConcurrent int      `yaml:"max_concurrent"`
 		ShutdownGrace duration `yaml:"shutdown_grace"`
 	} `yaml:"commands"`
@@ -77,6 +78,8 @@ type fileConfig struct {
 		Policies      map[string]filePolicy `yaml:"policies"`
 		MaxCalls      int                   `yaml:"max_calls"`
 		MaxCallMemory byteSize              `yaml:"max_call_memory"`
+		UnloadAfter   duration              `yaml:"unload_after"`
+		Reproducible  bool                  `yaml:"reproducible"`
 	} `yaml:"tools"`
 	MCP map[string]map[string]fileMCPRoot `yaml:"mcp"`
 }
@@ -152,6 +155,9 @@ func (l *configLoader) config(fc *fileConfig) Config {
 		RequireSigned:         fc.Tools.RequireSigned,
 		MaxConcurrentCalls:    fc.Tools.MaxCalls,
 		MaxReservedMemory:     uint64(fc.Tools.MaxCallMemory),
+		UnloadAfter:           time.Duration(fc.Tools.UnloadAfter),
+		Reproducible:          fc.Tools.Reproducible,
+		MemoryLimit:           int64(fc.MemoryLimit),
 	}
 	if fc.Device.ID != "" && !validDeviceID.MatchString(fc.Device.ID) {
 		l.fail([]any{"device", "id"}, "%q: want 1-64 of [A-Za-z0-9._-], not starting with '.'", fc.Device.ID)

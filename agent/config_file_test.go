@@ -57,9 +57,12 @@ func TestTheExampleConfigLoadsAsDocumented(t *testing.T) {
 		"kiosk":        {Dirs: []sandbox.Mount{{HostPath: kiosk, GuestPath: "/data"}}, Env: []string{"TZ", "LANG"}},
 		"kiosk.reboot": {Limits: sandbox.Limits{Timeout: 5 * time.Second}},
 	}, cfg.Policies)
-	assert.Equal(t, sandbox.Limits{Timeout: 30 * time.Second, MemoryPages: 1024, StdoutBytes: 1 << 20, StderrBytes: 64 << 10}, cfg.Limits)
+	assert.Equal(t, sandbox.Limits{Timeout: 30 * time.Second, MemoryPages: 1024, StdoutBytes: 1 << 20, StderrBytes: 64 << 10, Fuel: 10_000_000_000}, cfg.Limits)
 	assert.Equal(t, 4, cfg.MaxConcurrentCalls)
 	assert.Equal(t, uint64(256<<20), cfg.MaxReservedMemory)
+	assert.Equal(t, 5*time.Minute, cfg.UnloadAfter)
+	assert.False(t, cfg.Reproducible)
+	assert.Equal(t, int64(64<<20), cfg.MemoryLimit)
 	assert.Equal(t, MCPConfig{"default": {"default": {
 		Action: []MCPServerConfig{{Namespace: "browser", Type: MCPStdio, Command: "node",
 			StartArgs: []string{"/opt/mcp/node_modules/@playwright/mcp/cli.js", "--headless",

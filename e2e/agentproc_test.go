@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,35 +18,39 @@ import (
 )
 
 var (
-	agentBinOnce sync.Once
-	agentBin     string
-	agentBinErr  error
+	agentBinMu sync.Mutex
+	agentBins  = map[string]string{} // by GOARCH
 )
 
-// agentBinary builds cmd/aip-agent, once per test binary.
-func agentBinary(t testing.TB) string {
+// agentBinary builds cmd/aip-agent for this machine, once per test binary.
+func agentBinary(t testing.TB) string { return agentBinaryFor(t, runtime.GOARCH) }
+
+// agentBinaryFor builds cmd/aip-agent for linux/goarch (arm as ARMv7), as
+// `make cross` does, once per test binary.
+func agentBinaryFor(t testing.TB, goarch string) string {
 	t.Helper()
-	agentBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "edgeaip-e2e-bin-")
-		if err != nil {
-			agentBinErr = err
-			return
-		}
-		agentBin = filepath.Join(dir, "aip-agent")
-		cmd := exec.Command(testenv.Go(), "build", "-o", agentBin, "./cmd/aip-agent")
-		cmd.Dir = testenv.Root()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			agentBinErr = fmt.Errorf("go build ./cmd/aip-agent: %w\n%s", err, out)
-		}
-	})
-	require.NoError(t, agentBinErr)
-	return agentBin
+	agentBinMu.Lock()
+	defer agentBinMu.Unlock()
+	if bin, ok := agentBins[goarch]; ok {
+		return bin
+	}
+	dir, err := os.MkdirTemp("", "edgeaip-e2e-bin-")
+	require.NoError(t, err)
+	bin := filepath.Join(dir, "aip-agent")
+	cmd := exec.Command(testenv.Go(), "build", "-o", bin, "./cmd/aip-agent")
+	cmd.Dir = testenv.Root()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch, "GOARM=7")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build ./cmd/aip-agent for %s:\n%s", goarch, out)
+	agentBins[goarch] = bin
+	return bin
 }
 
 // agentProcess is aip-agent run as a process of its own, from a config
 // file, so that a test can kill it and start it again on the same data dir.
 type agentProcess struct {
 	t      testing.TB
+	argv   []string // the agent's command, less its config flag
 	config string
 	log    string // its stderr, across restarts
 	cmd    *exec.Cmd
@@ -70,7 +75,7 @@ tools:
 func newAgentProcess(t testing.TB, yaml string) *agentProcess {
 	t.Helper()
 	dir := t.TempDir()
-	p := &agentProcess{t: t, config: filepath.Join(dir, "agent.yaml"), log: filepath.Join(dir, "agent.log")}
+	p := &agentProcess{t: t, argv: []string{agentBinary(t)}, config: filepath.Join(dir, "agent.yaml"), log: filepath.Join(dir, "agent.log")}
 	require.NoError(t, os.WriteFile(p.config, []byte(yaml), 0o600))
 	t.Cleanup(func() {
 		if p.cmd != nil {
@@ -98,7 +103,7 @@ func (p *agentProcess) start() {
 	require.NoError(p.t, err)
 	defer logf.Close()
 	fmt.Fprintf(logf, "=== start %s\n", time.Now().Format(time.RFC3339Nano))
-	p.cmd = exec.Command(agentBinary(p.t), "--config", p.config)
+	p.cmd = exec.Command(p.argv[0], append(p.argv[1:], "--config", p.config)...)
 	p.cmd.Stderr, p.cmd.Stdout = logf, logf
 	require.NoError(p.t, p.cmd.Start())
 	p.exited = make(chan struct{})

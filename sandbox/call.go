@@ -57,12 +57,12 @@ type Usage struct {
 
 // Call runs t once in a fresh instance, with params (a JSON object) on
 // stdin. Parameters that do not satisfy the tool's input schema fail the
-// call before it runs. The call then waits for admission, its deadline
-// already running. It never panics on a misbehaving module; every failure
-// is in Result.Err.
+// call before it runs. The tool's code is compiled if it is not loaded,
+// which does not count against the call's deadline: the deadline bounds
+// the tool, and compiling is the board's work. The call then waits for
+// admission, its deadline already running. It never panics on a
+// misbehaving module; every failure is in Result.Err.
 func (s *Sandbox) Call(ctx context.Context, t *Tool, params []byte) Result {
-	ctx, cancelTimeout := context.WithTimeout(ctx, t.limits.Timeout)
-	defer cancelTimeout()
 	if t.validator != nil {
 		if err := t.validator.Validate(params); err != nil {
 			return Result{Err: fmt.Errorf("tool %q: %w: %w", t.name, ErrInvalidParams, err)}
@@ -72,16 +72,22 @@ func (s *Sandbox) Call(ctx context.Context, t *Tool, params []byte) Result {
 		return Result{Err: fmt.Errorf("tool %q: %w", t.name, ErrUnloaded)}
 	}
 	defer t.leave(context.WithoutCancel(ctx))
+	code, err := t.compiled(ctx)
+	if err != nil {
+		return Result{Err: fmt.Errorf("tool %q: %w", t.name, err)}
+	}
+	ctx, cancelTimeout := context.WithTimeout(ctx, t.limits.Timeout)
+	defer cancelTimeout()
 	release, err := s.adm.enter(ctx, t.limits.MemoryPages)
 	if err != nil {
 		return Result{Err: fmt.Errorf("tool %q: %w", t.name, waitFailed(ctx, t, err))}
 	}
 	defer release()
-	return s.run(ctx, t, params)
+	return s.run(ctx, t, code, params)
 }
 
-// run instantiates t, which runs it to the end.
-func (s *Sandbox) run(ctx context.Context, t *Tool, params []byte) Result {
+// run instantiates t's code, which runs it to the end.
+func (s *Sandbox) run(ctx context.Context, t *Tool, code wazero.CompiledModule, params []byte) Result {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stdout := &cappedBuffer{max: t.limits.StdoutBytes}
@@ -113,7 +119,7 @@ func (s *Sandbox) run(ctx context.Context, t *Tool, params []byte) Result {
 	fuel := meter.NewMeter(t.limits.Fuel, meter.WithSliceSize(sliceSize()))
 	callCtx := meter.WithMeter(withDenials(withCallMemory(ctx, mem), denied), fuel)
 	start := time.Now()
-	mod, err := s.rt.InstantiateModule(callCtx, t.mod, cfg)
+	mod, err := s.rt.InstantiateModule(callCtx, code, cfg)
 	res := Result{Usage: Usage{Wall: time.Since(start), Fuel: fuel.Consumed(), StdoutBytes: int64(stdout.buf.Len()), MemoryPages: mem.peakPages()}}
 	if mod != nil {
 		mod.Close(context.WithoutCancel(ctx))

@@ -62,7 +62,7 @@ func TestTheCompileCacheIsPrivateAndKeyedByCostModel(t *testing.T) {
 	ctx := context.Background()
 	for range 2 {
 		sb := newSandbox(t, NewConfig().WithCacheDir(dir))
-		load(t, sb, "echo", Limits{})
+		require.NoError(t, sb.Call(ctx, load(t, sb, "echo", Limits{}), nil).Err)
 		require.NoError(t, sb.Close(ctx))
 	}
 	model := filepath.Join(dir, costModelDir)

@@ -67,6 +67,7 @@ type Config struct {
 	limits            Limits
 	cacheDir          string
 	reproducible      bool
+	unloadAfter       time.Duration
 	maxCalls          int
 	maxReservedMemory uint64
 }
@@ -93,6 +94,9 @@ func (c Config) orDefault() Config {
 	if c.maxReservedMemory == 0 {
 		c.maxReservedMemory = d.maxReservedMemory
 	}
+	if c.unloadAfter == 0 {
+		c.unloadAfter = DefaultUnloadAfter
+	}
 	return c
 }
 
@@ -108,6 +112,19 @@ func (c Config) WithLimits(l Limits) Config {
 // write there chooses the machine code this process runs.
 func (c Config) WithCacheDir(dir string) Config {
 	c.cacheDir = dir
+	return c
+}
+
+// DefaultUnloadAfter is how long a tool's compiled code stays in memory
+// after its last call.
+const DefaultUnloadAfter = 5 * time.Minute
+
+// WithUnloadAfter sets how long a tool's compiled code stays in memory
+// after its last call; the next call compiles it again, from the compile
+// cache when there is one (about a tenth of a second for a Go tool). 0
+// keeps DefaultUnloadAfter; negative keeps code until the tool is closed.
+func (c Config) WithUnloadAfter(d time.Duration) Config {
+	c.unloadAfter = d
 	return c
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/edgeaip/edgeaip/wasmtools/meter"
+	"github.com/tetratelabs/wazero"
 )
 
 // costModelDir names the cache directory of the current cost model. Code
@@ -31,26 +32,54 @@ func openCacheDir(dir string) (string, error) {
 	return sub, nil
 }
 
-// instrument returns wasm metered for fuel. Instrumenting a Go tool takes
-// a quarter of a second, most of it validating, so the result is kept
-// under the module's digest and later loads only read it back.
-func (s *Sandbox) instrument(ctx context.Context, wasm []byte, sum string) ([]byte, error) {
+// meteredModule is a module instrumented for fuel: on disk in the cache
+// dir, or, without one, in memory.
+type meteredModule struct {
+	path  string
+	bytes []byte
+}
+
+// instrument meters wasm for fuel. Instrumenting a Go tool takes a quarter
+// of a second, most of it validating, so the result is kept under the
+// module's digest and a later load finds it there: a module only ever gets
+// there by passing Instrument's validation.
+func (s *Sandbox) instrument(ctx context.Context, wasm []byte, sum string) (meteredModule, error) {
 	var path string
 	if s.meteredDir != "" {
 		path = filepath.Join(s.meteredDir, sum+".wasm")
-		if b, err := os.ReadFile(path); err == nil {
-			return b, nil
+		if _, err := os.Stat(path); err == nil {
+			return meteredModule{path: path}, nil
 		}
 	}
 	metered, err := meter.Instrument(ctx, wasm, meter.Options{})
 	if err != nil {
-		return nil, err // meter names itself: "instrument: ..."
+		return meteredModule{}, err // meter names itself: "instrument: ..."
 	}
-	if path != "" {
-		// A cache that cannot be written only costs the next start time.
-		_ = writeFileAtomic(path, metered)
+	if path != "" && writeFileAtomic(path, metered) == nil {
+		return meteredModule{path: path}, nil
 	}
-	return metered, nil
+	// Without a cache, or one that cannot be written, the module stays
+	// in memory.
+	return meteredModule{bytes: metered}, nil
+}
+
+// compile compiles a metered module. An entry of the cache that does not
+// compile is removed, so that the next load instruments the module again.
+func (s *Sandbox) compile(ctx context.Context, m meteredModule) (wazero.CompiledModule, error) {
+	wasm := m.bytes
+	if m.path != "" {
+		b, err := os.ReadFile(m.path)
+		if err != nil {
+			return nil, fmt.Errorf("read instrumented module: %w", err)
+		}
+		wasm = b
+	}
+	code, err := s.rt.CompileModule(ctx, wasm)
+	if err != nil && m.path != "" {
+		os.Remove(m.path)
+		return nil, fmt.Errorf("%w (the cached instrumented module was removed: reload the tool)", err)
+	}
+	return code, err
 }
 
 // writeFileAtomic makes path hold data, whole or not at all, even across

@@ -4,16 +4,18 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
+	"slices"
 	"sync"
 
 	"github.com/edgeaip/edgeaip/wasmtools/meter"
 	"github.com/edgeaip/edgeaip/wasmtools/schema"
+	"github.com/edgeaip/edgeaip/wasmtools/section"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -26,6 +28,11 @@ type Sandbox struct {
 	cache      wazero.CompilationCache
 	meteredDir string // where instrumented modules are kept; "" for none
 	adm        *admission
+
+	mu    sync.Mutex
+	tools map[*Tool]struct{} // loaded and not closed, for unloadIdle
+	stop  chan struct{}      // closed by Close
+	done  chan struct{}      // closed when unloadIdle has returned
 }
 
 // Spec is a tool to load: the module and what its calls may use.
@@ -45,44 +52,6 @@ type Spec struct {
 	Env map[string]string
 }
 
-// Tool is a compiled tool module, ready to be called any number of times.
-type Tool struct {
-	name      string
-	sha256    string
-	limits    Limits
-	mod       wazero.CompiledModule
-	validator *schema.Validator
-	mounts    []Mount
-	env       map[string]string
-
-	mu       sync.Mutex
-	inflight int
-	closed   bool
-}
-
-// Name is the tool's name.
-func (t *Tool) Name() string { return t.name }
-
-// SHA256 is the hex digest of the module bytes the tool was loaded from.
-func (t *Tool) SHA256() string { return t.sha256 }
-
-// Limits are the limits each call of the tool runs under.
-func (t *Tool) Limits() Limits { return t.limits }
-
-// Mounts are the directories the tool sees.
-func (t *Tool) Mounts() []Mount { return t.mounts }
-
-// EnvKeys are the names of the environment variables the tool sees,
-// sorted.
-func (t *Tool) EnvKeys() []string {
-	keys := make([]string, 0, len(t.env))
-	for k := range t.env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // New builds a Sandbox. Close it to free compiled code.
 func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	cfg = cfg.orDefault()
@@ -91,7 +60,8 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	// meter's safepoints, not WithCloseOnContextDone, which costs 4-20x on
 	// loops (wasmtools/meter/RATIONALE.md).
 	rc := wazero.NewRuntimeConfig()
-	s := &Sandbox{cfg: cfg, adm: newAdmission(cfg.maxCalls, cfg.maxReservedMemory)}
+	s := &Sandbox{cfg: cfg, adm: newAdmission(cfg.maxCalls, cfg.maxReservedMemory),
+		tools: map[*Tool]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
 	if cfg.cacheDir != "" {
 		dir, err := openCacheDir(cfg.cacheDir)
 		if err != nil {
@@ -114,13 +84,18 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		s.Close(ctx)
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
+	go s.unloadIdle(context.WithoutCancel(ctx))
 	return s, nil
 }
 
-// Load compiles spec.Wasm as the tool spec.Name, with its schema, mounts,
-// environment and limits.
+// Load prepares spec.Wasm as the tool spec.Name, with its schema, mounts,
+// environment and limits. It checks all it can without compiling: the
+// module is valid, a WASI command, and fits its memory limit. Compiling is
+// left to the first call, and compiled code is dropped again when the tool
+// stays idle (WithUnloadAfter): a Go tool's code is some 25 MB of memory,
+// too much to hold for every tool a small board has.
 func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
-	t := &Tool{name: spec.Name, mounts: spec.Mounts, env: maps.Clone(spec.Env)}
+	t := &Tool{sb: s, name: spec.Name, mounts: spec.Mounts, env: maps.Clone(spec.Env)}
 	fail := func(err error) (*Tool, error) { return nil, fmt.Errorf("tool %q: %w", spec.Name, err) }
 	if err := checkMounts(spec.Mounts); err != nil {
 		return fail(err)
@@ -143,61 +118,26 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 	if err != nil {
 		return fail(err)
 	}
-	mod, err := s.rt.CompileModule(ctx, metered)
-	if err != nil {
-		return fail(fmt.Errorf("compile: %w", err))
-	}
-	if _, ok := mod.ExportedFunctions()["_start"]; !ok {
-		mod.Close(ctx)
-		return fail(fmt.Errorf("not a WASI command module: no _start export"))
-	}
-	if err := checkMinMemory(mod, t.limits.MemoryPages); err != nil {
-		mod.Close(ctx)
+	if err := checkCommand(spec.Wasm, t.limits.MemoryPages); err != nil {
 		return fail(err)
 	}
-	t.mod = mod
+	t.metered = metered
+	s.mu.Lock()
+	s.tools[t] = struct{}{}
+	s.mu.Unlock()
 	return t, nil
-}
-
-// Close frees the tool's compiled code once the calls running now have
-// ended; later calls fail.
-func (t *Tool) Close(ctx context.Context) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return nil
-	}
-	t.closed = true
-	if t.inflight == 0 {
-		return t.mod.Close(ctx)
-	}
-	return nil
-}
-
-// enter counts a call in; it fails once the tool is closed.
-func (t *Tool) enter() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return false
-	}
-	t.inflight++
-	return true
-}
-
-// leave counts a call out, and frees the code of a closed tool after its
-// last call.
-func (t *Tool) leave(ctx context.Context) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.inflight--
-	if t.closed && t.inflight == 0 {
-		t.mod.Close(ctx)
-	}
 }
 
 // Close frees the sandbox and every tool it loaded.
 func (s *Sandbox) Close(ctx context.Context) error {
+	s.mu.Lock()
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	s.mu.Unlock()
+	<-s.done
 	err := s.rt.Close(ctx)
 	if s.cache != nil {
 		s.cache.Close(ctx)
@@ -205,13 +145,22 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	return err
 }
 
-// checkMinMemory refuses a module whose memory starts above the limit: it
-// could never be instantiated.
-func checkMinMemory(mod wazero.CompiledModule, limit uint32) error {
-	for _, m := range mod.ExportedMemories() {
-		if m.Min() > limit {
-			return fmt.Errorf("memory starts at %d pages, above the limit of %d", m.Min(), limit)
-		}
+// checkCommand refuses what could never run: a module that is not a WASI
+// command, or whose memory starts above the limit.
+func checkCommand(wasm []byte, limit uint32) error {
+	exports, err := section.Exports(wasm)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(exports, func(e section.Export) bool { return e.Name == "_start" && e.Kind == section.KindFunc }) {
+		return errors.New("not a WASI command module: no _start export")
+	}
+	pages, err := section.MinMemoryPages(wasm)
+	if err != nil {
+		return err
+	}
+	if pages > uint64(limit) {
+		return fmt.Errorf("memory starts at %d pages, above the limit of %d", pages, limit)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -69,6 +70,7 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.Logger = log
+	applyMemoryLimit(cfg.MemoryLimit)
 	if err := run(cfg); err != nil {
 		log.Error("aip-agent failed", "err", err)
 		os.Exit(1)
@@ -164,6 +166,18 @@ func parseWire(wire string) (protocol.Encoding, error) {
 	return protocol.CBOR, fmt.Errorf("--wire: want cbor or json, got %q", wire)
 }
 
+// applyMemoryLimit sets the Go heap's soft limit from the config, unless
+// the GOMEMLIMIT environment variable already did.
+func applyMemoryLimit(limit int64) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	if limit <= 0 {
+		limit = agent.DefaultMemoryLimit
+	}
+	debug.SetMemoryLimit(limit)
+}
+
 // run serves until SIGINT or SIGTERM, then shuts down gracefully.
 func run(cfg agent.Config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -173,5 +187,8 @@ func run(cfg agent.Config) error {
 		return err
 	}
 	defer a.Close(context.Background())
+	// Loading tools can instrument them, which leaves tens of megabytes
+	// of garbage; hand it back to the board before settling down.
+	debug.FreeOSMemory()
 	return a.Run(ctx)
 }

@@ -71,6 +71,24 @@ func Exports(wasm []byte) ([]Export, error) {
 	return out, nil
 }
 
+// MinMemoryPages is the initial size, in 64 KiB pages, of the memory wasm
+// defines, or 0 if it defines none.
+func MinMemoryPages(wasm []byte) (uint64, error) {
+	payload, err := standard(wasm, IDMemory)
+	if err != nil || payload == nil {
+		return 0, err
+	}
+	r := &reader{b: payload}
+	var most uint64
+	for n, i := r.uint(), uint64(0); i < n && r.err == nil; i++ {
+		most = max(most, r.limits())
+	}
+	if r.err != nil {
+		return 0, fmt.Errorf("memory section: %w", r.err)
+	}
+	return most, nil
+}
+
 // standard returns the payload of the non-custom section id, or nil.
 func standard(wasm []byte, id byte) ([]byte, error) {
 	secs, err := Parse(wasm)
@@ -158,12 +176,14 @@ func (r *reader) skipImportDesc(kind string) {
 	}
 }
 
-func (r *reader) limits() {
+// limits reads a limits encoding and returns its minimum.
+func (r *reader) limits() uint64 {
 	flags := r.byte()
-	r.uint()
+	least := r.uint()
 	if flags&1 != 0 {
 		r.uint()
 	}
+	return least
 }
 
 func (r *reader) fail(err error) {

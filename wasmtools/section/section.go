@@ -17,6 +17,7 @@ import (
 const (
 	IDCustom byte = 0
 	IDImport byte = 2
+	IDMemory byte = 5
 	IDExport byte = 7
 )
 

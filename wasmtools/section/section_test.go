@@ -77,3 +77,18 @@ func TestImportsAndExports(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []Export{{Name: "memory", Kind: KindMemory}, {Name: "_start", Kind: KindFunc}}, exps)
 }
+
+func TestMinMemoryPages(t *testing.T) {
+	pages, err := MinMemoryPages(echoWasm(t))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), pages)
+	// (module (memory 3 10)) and (module).
+	pages, err = MinMemoryPages([]byte("\x00asm\x01\x00\x00\x00\x05\x04\x01\x01\x03\x0a"))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), pages)
+	pages, err = MinMemoryPages([]byte("\x00asm\x01\x00\x00\x00"))
+	require.NoError(t, err)
+	assert.Zero(t, pages)
+	_, err = MinMemoryPages([]byte("\x00asm\x01\x00\x00\x00\x05\x02\x01\x01"))
+	assert.ErrorContains(t, err, "memory section: ")
+}

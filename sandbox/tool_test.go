@@ -1,0 +1,45 @@
+package sandbox
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCodeIsCompiledAtTheFirstCallAndDroppedWhenIdle(t *testing.T) {
+	sb := newSandbox(t, NewConfig().WithUnloadAfter(50*time.Millisecond))
+	ctx := context.Background()
+	tool := load(t, sb, "echo", Limits{})
+	assert.False(t, tool.loaded(), "loading compiles nothing")
+
+	require.NoError(t, sb.Call(ctx, tool, []byte("one")).Err)
+	assert.True(t, tool.loaded())
+	require.Eventually(t, func() bool { return !tool.loaded() }, 10*time.Second, 10*time.Millisecond, "idle code is dropped")
+
+	res := sb.Call(ctx, tool, []byte("two"))
+	require.NoError(t, res.Err, "and compiled again when called")
+	assert.Equal(t, "two", string(res.Stdout))
+}
+
+func TestCodeIsNotDroppedUnderARunningCall(t *testing.T) {
+	sb := newSandbox(t, NewConfig().WithUnloadAfter(20*time.Millisecond))
+	tool := load(t, sb, "spin", Limits{Timeout: time.Second})
+	done := make(chan Result, 1)
+	go func() { done <- sb.Call(context.Background(), tool, nil) }()
+	require.Eventually(t, tool.loaded, 10*time.Second, time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // ten unload periods
+	assert.True(t, tool.loaded(), "a running call keeps its code")
+	assert.ErrorIs(t, (<-done).Err, ErrTimeout, "the call ran to its deadline")
+}
+
+func TestLoadStillRefusesWhatCouldNeverRun(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	ctx := context.Background()
+	// (module (memory 2000) (func (export "_start"))).
+	big := []byte("\x00asm\x01\x00\x00\x00\x01\x04\x01\x60\x00\x00\x03\x02\x01\x00\x05\x04\x01\x00\xd0\x0f\x07\x0a\x01\x06_start\x00\x00\x0a\x04\x01\x02\x00\x0b")
+	_, err := sb.Load(ctx, Spec{Name: "big", Wasm: big})
+	assert.ErrorContains(t, err, `tool "big": memory starts at 2000 pages, above the limit of 1024`)
+}
