@@ -11,7 +11,7 @@ NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 \
                 @modelcontextprotocol/server-filesystem@2026.8.31 \
                 @playwright/mcp@0.0.83
 
-.PHONY: all build tools fixtures test fuzz bench-fuel deps-npm demo clean FORCE
+.PHONY: all build tools cross footprint fixtures test fuzz bench-fuel deps-npm demo clean FORCE
 .DELETE_ON_ERROR:
 
 all: build
@@ -20,6 +20,25 @@ build: $(CMDS:%=$(BIN)/%) tools
 
 $(CMDS:%=$(BIN)/%): $(BIN)/%: FORCE
 	$(GO) build -trimpath -o $@ ./cmd/$*
+
+# The agent as it ships to boards: static and stripped, for each
+# architecture operators have. wazero compiles on amd64 and arm64 and
+# interprets on the others; fuel counts are the same.
+CROSS := amd64 arm64 arm riscv64
+
+cross:
+	@mkdir -p $(BIN)/cross
+	@for arch in $(CROSS); do \
+		echo "aip-agent linux/$$arch"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch GOARM=7 $(GO) build -trimpath -ldflags "-s -w" \
+			-o $(BIN)/cross/aip-agent-linux-$$arch ./cmd/aip-agent || exit 1; \
+	done
+	@ls -l $(BIN)/cross
+
+# Binary sizes, start-up time and memory of the agent, on loopback with the
+# stock tools; BENCHMARKS.md records what it prints.
+footprint: build cross
+	$(GO) run ./scripts/footprint -bin $(BIN)
 
 tools: $(TOOLS:%=$(BIN)/tools/%.wasm) $(BIN)/tools/dir_usage.wasm
 

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edgeaip/edgeaip/agent"
+	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestThePackagedConfigLoads(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(testenv.Root(), "packaging", "agent.yaml"))
+	require.NoError(t, err)
+	kiosk := t.TempDir() // stands for /srv/kiosk, which must exist
+	path := filepath.Join(t.TempDir(), "agent.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(strings.ReplaceAll(string(b), "/srv/kiosk", kiosk)), 0o600))
+	cfg, err := agent.LoadConfig(path)
+	require.NoError(t, err)
+	assert.Equal(t, "/run/credentials/aip-agent.service/device.token", cfg.TokenFile, "the unit's credential")
+	assert.Equal(t, "/var/lib/aip-agent", cfg.DataDir, "the unit's state directory")
+	assert.Equal(t, int64(64<<20), cfg.MemoryLimit)
+}
+
+func TestTheSystemdUnitIsHardenedAndValid(t *testing.T) {
+	path := filepath.Join(testenv.Root(), "packaging", "aip-agent.service")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for _, line := range []string{"Restart=always", "NoNewPrivileges=yes", "ProtectSystem=strict",
+		"ReadWritePaths=/var/lib/aip-agent", "DynamicUser=yes", "KillSignal=SIGTERM"} {
+		assert.Contains(t, string(b), "\n"+line+"\n")
+	}
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skipf("systemd-analyze is not installed, so the unit's syntax is not checked: %v", err)
+	}
+	// verify wants ExecStart's binary to exist.
+	unit := filepath.Join(t.TempDir(), "aip-agent.service")
+	self, err := os.Executable()
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(unit, []byte(strings.ReplaceAll(string(b), "/usr/local/bin/aip-agent", self)), 0o644))
+	out, err := exec.Command(analyze, "verify", unit).CombinedOutput()
+	assert.NoError(t, err, "systemd-analyze verify:\n%s", out)
+	if len(out) > 0 {
+		t.Logf("systemd-analyze verify:\n%s", out)
+	}
+}
