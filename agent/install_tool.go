@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sync"
 
+	"github.com/edgeaip/edgeaip/internal/atomicfile"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 )
@@ -85,7 +86,7 @@ func (i *installTool) install(ctx context.Context, params map[string]any) (proto
 		t.close(ctx)
 		return none, false, err
 	}
-	if err := writeFileAtomic(filepath.Join(a.deployDir(), ns, mod.Manifest.Name+".wasm"), wasm); err != nil {
+	if err := atomicfile.Write(filepath.Join(a.deployDir(), ns, mod.Manifest.Name+".wasm"), wasm); err != nil {
 		t.close(ctx)
 		return none, false, fmt.Errorf("keep module: %w", err)
 	}
@@ -145,29 +146,4 @@ func (a *Agent) toolDirOf(ns string) string {
 		}
 	}
 	return ""
-}
-
-// writeFileAtomic replaces path with data, so that a crash leaves the old
-// module or the new one, never half of one. Its directory is made 0700.
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".install-*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

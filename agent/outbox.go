@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/atomicfile"
 	"github.com/edgeaip/edgeaip/protocol"
 )
 
@@ -496,7 +497,7 @@ func (o *outbox) rewriteLocked(now time.Time) error {
 		err = os.Rename(tmp, o.path)
 	}
 	if err == nil {
-		err = syncDir(filepath.Dir(o.path))
+		err = atomicfile.SyncDir(filepath.Dir(o.path))
 	}
 	if err != nil {
 		os.Remove(tmp)
@@ -573,13 +574,4 @@ func writeEntries(f *os.File, entries []*outboxEntry) (int64, error) {
 		total += e.size
 	}
 	return total, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

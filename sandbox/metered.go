@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/edgeaip/edgeaip/internal/atomicfile"
 	"github.com/edgeaip/edgeaip/wasmtools/meter"
 	"github.com/tetratelabs/wazero"
 )
@@ -55,7 +56,7 @@ func (s *Sandbox) instrument(ctx context.Context, wasm []byte, sum string) (mete
 	if err != nil {
 		return meteredModule{}, err // meter names itself: "instrument: ..."
 	}
-	if path != "" && writeFileAtomic(path, metered) == nil {
+	if path != "" && atomicfile.Write(path, metered) == nil {
 		return meteredModule{path: path}, nil
 	}
 	// Without a cache, or one that cannot be written, the module stays
@@ -80,31 +81,6 @@ func (s *Sandbox) compile(ctx context.Context, m meteredModule) (wazero.Compiled
 		return nil, fmt.Errorf("%w (the cached instrumented module was removed: reload the tool)", err)
 	}
 	return code, err
-}
-
-// writeFileAtomic makes path hold data, whole or not at all, even across
-// a power cut.
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 // sliceSize is the fuel between two safepoints: about 10 ms of guest work.
