@@ -200,6 +200,21 @@ func TestUFODeviceClientWorksWithOurServer(t *testing.T) {
 
 	d.send(ufoFrame(t, "client_heartbeat"))
 	assert.Equal(t, protocol.ServerHeartbeat, d.recv().Type, "no error came back for the results, and the link is up")
+
+	// An operator who names no tool_type, as aipctl exec does by default:
+	// UFO's Command requires one, and a UFO device lists no tools to find
+	// it in, so the server refuses rather than send what UFO would reject.
+	resp, err := c.api.Command(context.Background(), "kiosk-1", api.CommandRequest{
+		Actions: []protocol.Command{{ToolName: "hash_file", Parameters: map[string]any{"path": "/x"}}}, Timeout: "5s"})
+	var refusal string
+	if err != nil {
+		refusal = err.Error()
+	} else {
+		refusal = resp.FirstError()
+	}
+	assert.Contains(t, refusal, `speaks UFO's JSON and does not list "hash_file": give its tool_type`)
+	d.send(ufoFrame(t, "client_heartbeat"))
+	assert.Equal(t, protocol.ServerHeartbeat, d.recv().Type, "no command was sent")
 	d.checkWithPydantic()
 }
 

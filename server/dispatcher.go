@@ -143,14 +143,19 @@ func (d *dispatcher) run(ctx context.Context, cmd *command, before func(*store.T
 	if err != nil {
 		return d.response(cmd, store.FailAll(cmd.rec.Actions, err.Error())), false, fmt.Errorf("%w: %w", errStorage, err)
 	}
-	if c := d.reg.device(cmd.rec.DeviceID); c == nil {
+	if d.reg.device(cmd.rec.DeviceID) == nil {
 		d.fail(cmd, fmt.Sprintf("device %q is offline", cmd.rec.DeviceID))
 	} else {
+		// Park the command before looking up the link it goes on: a device
+		// that registers again in between then either finds it parked and
+		// gets it re-sent, or is the link found here.
 		d.mu.Lock()
 		d.pending[cmd.rec.ResponseID] = cmd
 		cmd.timer = time.AfterFunc(cmd.timeout, func() { d.expire(cmd) })
 		d.mu.Unlock()
-		d.send(cmd, c, false)
+		if c := d.reg.device(cmd.rec.DeviceID); c != nil {
+			d.send(cmd, c, false)
+		}
 	}
 	select {
 	case <-cmd.done:
@@ -240,6 +245,20 @@ func (d *dispatcher) expire(cmd *command) {
 	} else {
 		d.fail(cmd, fmt.Sprintf("device %q did not answer within %s", id, cmd.timeout))
 	}
+}
+
+// refused fails at once a command its device answered with an ERROR,
+// such as a frame it could not decode: it will not run it, so waiting for
+// its results would only end in a misleading timeout. An ERROR about
+// another device's command changes nothing.
+func (d *dispatcher) refused(c *client, responseID, reason string) {
+	d.mu.Lock()
+	cmd := d.pending[responseID]
+	d.mu.Unlock()
+	if cmd == nil || cmd.rec.DeviceID != c.id {
+		return
+	}
+	d.fail(cmd, fmt.Sprintf("device %q refused the command: %s", c.id, reason))
 }
 
 // fail ends cmd without device results, durably. If the device's results

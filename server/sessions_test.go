@@ -178,6 +178,25 @@ func TestCancellingOnRequestTellsTheRequesterAndStillRecordsLateResults(t *testi
 	assert.Contains(t, msg, "it is cancelled")
 }
 
+func TestACancelledTasksRunningStepGetsItsGraceToFinish(t *testing.T) {
+	ts := newTestServer(t)
+	dev := ts.device("kiosk-1")
+	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: spin, timeout: 1m}]`)
+	cmd := dev.nextCommand()
+
+	cancelled := make(chan api.Task, 1)
+	go func() {
+		task, err := ts.api.CancelTask(context.Background(), d.SessionID)
+		assert.NoError(t, err)
+		cancelled <- task
+	}()
+	time.Sleep(200 * time.Millisecond) // the cancel is in, its grace running
+	dev.answer(cmd, protocol.ResultSuccess, "")
+	task := <-cancelled
+	assert.Equal(t, api.StateCompleted, task.State, "the step finished within its %s grace", cancelGrace)
+	assert.Equal(t, api.StepSuccess, planResult(t, task).Steps[0].Status)
+}
+
 func TestAConstellationThatLeavesHasItsSessionsCancelledWithoutTaskEnd(t *testing.T) {
 	ts := newTestServer(t)
 	dev := ts.device("kiosk-1")
@@ -337,4 +356,31 @@ func TestADeadLinkIsNoticedAndItsCommandWaitsForTheDevice(t *testing.T) {
 	again.register("kiosk-1")
 	again.answer(again.nextCommand(), protocol.ResultSuccess, "")
 	assert.Equal(t, api.StateCompleted, ts.waitTask(d.SessionID).State)
+}
+
+func TestACommandTheDeviceRefusesFailsAtOnceWithItsReason(t *testing.T) {
+	ts := newTestServer(t)
+	dev := ts.device("kiosk-1")
+	other := ts.device("kiosk-2")
+	done := make(chan api.CommandResponse, 1)
+	go func() {
+		resp, err := ts.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "1m"})
+		assert.NoError(t, err)
+		done <- resp
+	}()
+	cmd := dev.nextCommand()
+	refusal := protocol.ClientMessage{Type: protocol.ClientError, Status: protocol.StatusError, PrevResponseID: cmd.ResponseID, Error: "malformed frame: too deep"}
+
+	refusal.ClientID = "kiosk-2"
+	other.send(refusal)
+	select {
+	case <-done:
+		t.Fatal("another device's ERROR ended the command")
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	refusal.ClientID = "kiosk-1"
+	dev.send(refusal)
+	resp := <-done
+	assert.Equal(t, `device "kiosk-1" refused the command: malformed frame: too deep`, resp.FirstError(), "at once, not at the 1m timeout")
 }

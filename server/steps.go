@@ -124,6 +124,13 @@ func resolveActions(dev *client, deviceID string, batch []plan.Action) ([]protoc
 			return nil, nil, fmt.Errorf("device %q has no tool %q", deviceID, a.Label())
 		case ns != "":
 			cmds[i].ToolType = t.ToolType
+		case a.ToolType == "" && dev != nil && dev.conn.Encoding() == protocol.JSON:
+			// UFO's Command requires tool_type, which our agent finds
+			// itself but a UFO device does not.
+			if !found {
+				return nil, nil, fmt.Errorf("device %q speaks UFO's JSON and does not list %q: give its tool_type (data_collection or action)", deviceID, a.Label())
+			}
+			cmds[i].ToolType = t.ToolType
 		}
 		if found {
 			refs[i] = store.ToolRef{Namespace: t.Namespace, SHA256: toolSHA256(t)}

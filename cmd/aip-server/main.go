@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/internal/logging"
+	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server"
 )
 
@@ -26,22 +26,27 @@ func main() {
 	flag.IntVar(&sessions.MaxSessions, "max-sessions", 1000, "sessions that may run at once; more get 503")
 	flag.DurationVar(&sessions.ResultTTL, "result-ttl", 7*24*time.Hour, "how long finished tasks and their results are kept")
 	flag.DurationVar(&sessions.DeviceGrace, "device-grace", time.Minute, "how long a device whose link dropped has to come back before its tasks are cancelled")
+	var conn protocol.ConnOptions
+	flag.Int64Var(&conn.MaxFrameBytes, "max-frame", protocol.DefaultMaxFrameBytes, "largest WebSocket frame accepted, in bytes; a larger one closes the link with 1009")
+	flag.DurationVar(&conn.PingInterval, "ping", protocol.DefaultPingInterval, "WebSocket ping interval; a link silent for two is dropped")
 	var logOpts logging.Options
 	logOpts.RegisterFlags(flag.CommandLine)
 	flag.Parse()
 
 	log := logOpts.New(os.Stderr)
-	if err := run(*listen, *data, sessions, log); err != nil {
+	if err := run(*listen, *data, server.Config{Sessions: sessions, Conn: conn, Logger: log}); err != nil {
 		log.Error("aip-server failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(listen, data string, sessions server.SessionConfig, log *slog.Logger) error {
+func run(listen, data string, cfg server.Config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	srv, err := server.New(ctx, server.Config{DataDir: data, Sessions: sessions, Logger: log})
+	log := cfg.Logger
+	cfg.DataDir = data
+	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
