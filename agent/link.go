@@ -159,7 +159,7 @@ func (a *Agent) register(ctx context.Context, conn *protocol.Conn) ([]*protocol.
 			early = append(early, m)
 		default:
 			conn.Close(websocket.StatusNormalClosure, "registration refused")
-			return nil, fmt.Errorf("register: refused by server: %s %s: %s", m.Type, m.Status, m.Error)
+			return nil, fmt.Errorf("register: refused by server (%s, status %s): %s", m.Type, m.Status, m.Error)
 		}
 	}
 }

@@ -86,7 +86,7 @@ func TestDecodingRejectsWithThePreciseReason(t *testing.T) {
 		"unknown result status":             {both(t, `{"type":"command_results","status":"ok","action_results":[{"status":"great"}]}`), `field "action_results[0].status": unknown value "great"`},
 		"result without status":             {both(t, `{"type":"command_results","status":"ok","action_results":[{"status":"success"},{"result":1}]}`), `field "action_results[1].status": missing`},
 		"wrong type":                        {both(t, `{"type":"heartbeat","status":"ok","client_id":5}`), `in field "client_id": want a string, got an integer`},
-		"wrong nested type":                 {both(t, `{"type":"command_results","status":"ok","action_results":[{"status":"success","usage":{"fuel":"lots"}}]}`), `in field "action_results": want an integer, got a string`},
+		"wrong nested type":                 {both(t, `{"type":"command_results","status":"ok","action_results":[{"status":"success","usage":{"fuel":"lots"}}]}`), `in field "action_results": want a non-negative integer, got a string`},
 		"not an object":                     {both(t, `["type","heartbeat"]`), `want an object, got an array`},
 		"too deep":                          {frame{`{"type":"heartbeat","status":"ok","metadata":` + deep + `}`, bigCBOR(t, `{"type":"heartbeat","status":"ok","metadata":`+deep+`}`)}, "nesting deeper than 32 levels"},
 		"duplicate key":                     {frame{`{"type":"heartbeat","type":"heartbeat","status":"ok"}`, cborMap(cborText("type"), cborText("heartbeat"), cborText("type"), cborText("heartbeat"), cborText("status"), cborText("ok"))}, `duplicate key "type"`},
@@ -360,4 +360,12 @@ func TestCheckUTF8NamesTheField(t *testing.T) {
 	assert.EqualError(t, checkUTF8(m), `field "action_results[1].result.out": invalid UTF-8`)
 	m.ActionResults[1].Result = map[string]any{"ok": []any{"fine"}}
 	assert.NoError(t, checkUTF8(m))
+}
+
+func TestATypeErrorNeverReadsAsAContradiction(t *testing.T) {
+	var m ClientMessage
+	err := JSON.Unmarshal([]byte(`{"type":"command_results","status":"ok","action_results":[{"status":"success","usage":{"fuel":-1}}]}`), &m)
+	assert.ErrorContains(t, err, `in field "action_results": want a non-negative integer, got a negative integer`)
+	err = JSON.Unmarshal([]byte(`{"type":"heartbeat","status":"ok","request_id":5}`), &m)
+	assert.ErrorContains(t, err, `in field "request_id": want a string, got an integer`)
 }

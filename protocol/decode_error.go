@@ -70,8 +70,10 @@ func quoteKey(k any) string {
 // wireTypeName names a CBOR major type as JSON would.
 func wireTypeName(cborType string) string {
 	switch cborType {
-	case "positive integer", "negative integer":
+	case "positive integer":
 		return "an integer"
+	case "negative integer":
+		return "a negative integer"
 	case "UTF-8 text string":
 		return "a string"
 	case "map":
@@ -96,7 +98,9 @@ func goTypeName(goType string) string {
 		return "a string"
 	case goType == "bool":
 		return "a boolean"
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+	case strings.HasPrefix(goType, "uint"):
+		return "a non-negative integer"
+	case strings.HasPrefix(goType, "int"):
 		return "an integer"
 	case strings.HasPrefix(goType, "float"):
 		return "a number"

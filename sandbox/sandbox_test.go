@@ -51,11 +51,11 @@ func TestCallPassesParamsOnStdinAndReturnsStdout(t *testing.T) {
 
 func TestEachCallGetsAFreshInstance(t *testing.T) {
 	sb := newSandbox(t, NewConfig())
-	tool := load(t, sb, "echo", Limits{})
-	for _, in := range []string{"first call, longer", "second"} {
-		res := sb.Call(context.Background(), tool, []byte(in))
+	tool := load(t, sb, "counter", Limits{})
+	for range 3 {
+		res := sb.Call(context.Background(), tool, nil)
 		require.NoError(t, res.Err)
-		assert.Equal(t, in, string(res.Stdout), "no bytes left over from an earlier call")
+		assert.Equal(t, "1 1", string(res.Stdout), "globals and memory start afresh")
 	}
 }
 
@@ -102,6 +102,13 @@ func TestOutputFloodIsCutOff(t *testing.T) {
 	require.ErrorIs(t, res.Err, ErrOutputTooBig)
 	assert.Contains(t, res.Err.Error(), "stdout exceeded 100000 bytes")
 	assert.Equal(t, int64(100_000), res.Usage.StdoutBytes)
+}
+
+func TestStderrFloodIsCutOff(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	res := sb.Call(context.Background(), load(t, sb, "errflood", Limits{StderrBytes: 10_000, Timeout: 10 * time.Second}), nil)
+	require.ErrorIs(t, res.Err, ErrOutputTooBig)
+	assert.Contains(t, res.Err.Error(), "stderr exceeded 10000 bytes")
 }
 
 func TestCallerCancellationStopsTheCall(t *testing.T) {

@@ -9,4 +9,5 @@ set -eu
 out=$(realpath "${1:-$(dirname "$0")/dir_usage.wasm}")
 cd "$(dirname "$0")"
 clang --target=wasm32-wasi -O2 -Wall -Wextra -Wl,--strip-all -o "$out" dir_usage.c
+chmod 644 "$out" # a module is data, not a host executable
 go run ../../../../cmd/aipctl tool pack "$out" --manifest dir_usage.json
