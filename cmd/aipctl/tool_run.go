@@ -70,6 +70,13 @@ Exits 0 when the tool succeeded and 1 when it failed.`,
 	return cmd
 }
 
+// A WebAssembly page, and the most a 32-bit memory holds: a larger
+// --memory would wrap around in the page count.
+const (
+	wasmPage  = 64 << 10
+	maxMemory = 1 << 16 * wasmPage
+)
+
 func (o runOptions) policy() (sandbox.Policy, error) {
 	pol := sandbox.Policy{Env: o.env, Limits: sandbox.Limits{Fuel: o.fuel, Timeout: o.timeout}}
 	for _, d := range o.dirs {
@@ -84,7 +91,10 @@ func (o runOptions) policy() (sandbox.Policy, error) {
 		if err != nil {
 			return pol, fmt.Errorf("--memory: %w", err)
 		}
-		pol.Limits.MemoryPages = uint32((uint64(n) + 65535) / 65536)
+		if n > maxMemory {
+			return pol, fmt.Errorf("--memory: %s is more than 4GiB, all a 32-bit WebAssembly memory holds", o.memory)
+		}
+		pol.Limits.MemoryPages = uint32((uint64(n) + wasmPage - 1) / wasmPage)
 	}
 	return pol, nil
 }

@@ -124,6 +124,12 @@ func TestRunIsTheAgentsSandbox(t *testing.T) {
 	assert.Equal(t, map[string]any{"a": float64(1), "b": "x"}, res["result"])
 	assert.Contains(t, res, "usage")
 
+	for _, huge := range []string{"5GiB", "18446744073709551615"} {
+		_, errOut, code := ctl(t, "tool", "run", "--cache=", fixturePath("echo.wasm"), "--memory", huge)
+		assert.Equal(t, exitUsage, code, "--memory %s", huge)
+		assert.Contains(t, errOut, "is more than 4GiB", "--memory %s", huge)
+	}
+
 	res, code = runResult(t, fixturePath("spin.wasm"), "--timeout", "100ms")
 	assert.Equal(t, exitFailed, code)
 	assert.Equal(t, `tool "spin": timed out after 100ms`, res["error"])
