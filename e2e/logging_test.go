@@ -90,4 +90,18 @@ func TestEveryCommandLogLineNamesDeviceSessionResponseAndCalls(t *testing.T) {
 
 	requireCommandFields(t, "aip-server", serverLog.lines(t), "command sent", "results recorded", "command done")
 	requireCommandFields(t, "aip-agent", agentLog.lines(t), "command received", "action done")
+	assert.Equal(t, "cbor", field(t, serverLog.lines(t), "device registered", "wire"), "the wire by its name")
+	assert.Equal(t, "cbor", field(t, agentLog.lines(t), "registered", "wire"), "the wire by its name")
+}
+
+// field returns key of the first line whose message is msg.
+func field(t *testing.T, lines []map[string]any, msg, key string) any {
+	t.Helper()
+	for _, line := range lines {
+		if line["msg"] == msg {
+			return line[key]
+		}
+	}
+	t.Fatalf("no line %q", msg)
+	return nil
 }
