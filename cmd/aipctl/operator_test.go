@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/edgeaip/edgeaip/agent"
 	"github.com/edgeaip/edgeaip/internal/testenv"
@@ -128,11 +129,18 @@ func TestOperatorCommandsOnARealFleet(t *testing.T) {
 	assert.NotContains(t, out, "cafe-1")
 	assert.Regexp(t, `(?m)^fleet \S+ \(twice\): completed`, out)
 
+	// A step that fails before it starts still shows its step and tool.
+	unknown := f.plan("steps: [{tool: fixtures.nope}, {tool: echo}]\n")
+	out, _, code = f.ctl("dispatch", "kiosk-1", unknown, "--wait")
+	assert.Equal(t, exitFailed, code)
+	assert.Regexp(t, `\] kiosk-1: step 1/2 fixtures\.nope failure: device "kiosk-1" has no tool "fixtures\.nope"\n`, out)
+	assert.Regexp(t, `(?m)^plan \S+ \(\S+\) on kiosk-1: failed, took \S+: step 1 \(fixtures\.nope\) failed: `, out)
+
 	// A plan that fails: exit 1, and the summary says where.
 	failing := f.plan("steps: [{tool: echo}, {tool: fail}, {tool: echo}]\n")
 	out, _, code = f.ctl("dispatch", "--label", "site=lobby", failing, "--wait")
 	assert.Equal(t, exitFailed, code)
-	assert.Regexp(t, `(?m)^kiosk-2\s+failed\s+\S{36}\s+step 1 \(fail\) failed: `, out)
+	assert.Regexp(t, `(?m)^kiosk-2\s+failed\s+\S{36}\s+step 2 \(fail\) failed: `, out, "steps count from 1")
 	assert.Regexp(t, `(?m)^fleet \S{36} \(\S{36}\): failed, took \S+: 2 of 2 devices failed$`, out, "a task without a name gets its own")
 
 	// Without --wait, the id; task ID --wait follows it up.
@@ -299,7 +307,7 @@ func keys(m map[string][]string) []string {
 
 func TestProgressOnATerminalRedrawsALinePerDevice(t *testing.T) {
 	var buf strings.Builder
-	p := newProgress(&buf, true, []string{"kiosk-1", "kiosk-22"})
+	p := newProgress(&buf, func() int { return 24 }, []string{"kiosk-1", "kiosk-22"})
 	zero, one := 0, 1
 	p.event(api.TaskEvent{Type: api.EventDeviceStart, DeviceID: "kiosk-1", Steps: 2})
 	p.event(api.TaskEvent{Type: api.EventStepStart, DeviceID: "kiosk-1", Steps: 2, Step: &zero, Tool: "hash_file", Attempt: 1})
@@ -315,4 +323,50 @@ func TestProgressOnATerminalRedrawsALinePerDevice(t *testing.T) {
 	assert.Equal(t, "kiosk-22  pending", last[1][1])
 	second := line.FindAllStringSubmatch(frames[1], -1)
 	assert.Regexp(t, `^kiosk-1   running    step 1/2 hash_file  \d+\.\ds$`, second[0][1])
+}
+
+func TestProgressFallsBackToLinesWhenDevicesOutnumberTheRows(t *testing.T) {
+	var buf strings.Builder
+	rows := 4
+	p := newProgress(&buf, func() int { return rows }, []string{"kiosk-1", "kiosk-2", "kiosk-3"})
+	p.event(api.TaskEvent{Type: api.EventDeviceStart, DeviceID: "kiosk-1", Steps: 2})
+	require.Contains(t, buf.String(), "\x1b[2K", "three lines and the cursor fit in four rows")
+
+	rows = 3 // the terminal shrank: going up three lines would leave the screen
+	buf.Reset()
+	p.event(api.TaskEvent{Type: api.EventDeviceStart, DeviceID: "kiosk-2", Steps: 2})
+	p.event(api.TaskEvent{Type: api.EventDeviceEnd, DeviceID: "kiosk-2", State: api.StateCompleted})
+	p.tick(t.Context()) // returns at its first tick: nothing to redraw any more
+	out := buf.String()
+	assert.NotContains(t, out, "\x1b[", "no cursor movement once the lines do not fit")
+	assert.Regexp(t, `^3 devices do not fit in 3 rows: one line per event from here on\n`, out)
+	assert.Regexp(t, `\] kiosk-2: started\n`, out)
+	assert.Regexp(t, `\] kiosk-2: completed in \d+\.\ds\n`, out)
+}
+
+func TestAStepThatFailsBeforeItStartsShowsItsStepAndTool(t *testing.T) {
+	zero := 0
+	failed := api.TaskEvent{Type: api.EventStepEnd, DeviceID: "k1", Step: &zero, Tool: "nosuchtool", Attempt: 1,
+		Status: "failure", Error: `device "k1" has no tool "nosuchtool"`}
+	var buf strings.Builder
+	newProgress(&buf, nil, []string{"k1"}).event(failed)
+	assert.Regexp(t, `\] k1: step 1 nosuchtool failure: device "k1" has no tool "nosuchtool"\n$`, buf.String(),
+		"a server that does not say how many steps")
+
+	failed.Steps = 2
+	buf.Reset()
+	newProgress(&buf, nil, []string{"k1"}).event(failed)
+	assert.Regexp(t, `\] k1: step 1/2 nosuchtool failure: `, buf.String())
+
+	buf.Reset()
+	newProgress(&buf, func() int { return 24 }, []string{"k1"}).event(failed)
+	assert.Regexp(t, `k1  running    step 1/2 nosuchtool  \d+\.\ds\n$`, buf.String())
+}
+
+func TestTruncateCutsWholeCharacters(t *testing.T) {
+	s := truncate(strings.Repeat("é", 100)+"\nnext", maxErrorWidth)
+	assert.True(t, utf8.ValidString(s), "%q", s)
+	assert.Equal(t, maxErrorWidth, utf8.RuneCountInString(s))
+	assert.True(t, strings.HasSuffix(s, "é…"))
+	assert.Equal(t, "a b", truncate("a\nb", maxErrorWidth))
 }
