@@ -27,6 +27,11 @@ type Config struct {
 	Sessions SessionConfig
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
+	// SecureCookies marks the dashboard's login cookie Secure even on
+	// plain HTTP: for a TLS-terminating proxy in front that does not send
+	// X-Forwarded-Proto. Without it, the cookie is Secure over TLS or
+	// when X-Forwarded-Proto says https.
+	SecureCookies bool
 }
 
 // Server is the device gateway and operator API. Serve its Handler.

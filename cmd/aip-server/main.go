@@ -30,12 +30,13 @@ func main() {
 	var conn protocol.ConnOptions
 	flag.Int64Var(&conn.MaxFrameBytes, "max-frame", protocol.DefaultMaxFrameBytes, "largest WebSocket frame accepted, in bytes; a larger one closes the link with 1009")
 	flag.DurationVar(&conn.PingInterval, "ping", protocol.DefaultPingInterval, "WebSocket ping interval; a link silent for two is dropped")
+	secureCookies := flag.Bool("secure-cookies", false, "mark the dashboard's login cookie Secure even on plain HTTP, behind a TLS proxy that sends no X-Forwarded-Proto")
 	var logOpts logging.Options
 	logOpts.RegisterFlags(flag.CommandLine)
 	flag.Parse()
 
 	log := logOpts.New(os.Stderr)
-	if err := run(*listen, *data, server.Config{Sessions: sessions, Conn: conn, Logger: log}); err != nil {
+	if err := run(*listen, *data, server.Config{Sessions: sessions, Conn: conn, Logger: log, SecureCookies: *secureCookies}); err != nil {
 		log.Error("aip-server failed", "err", err)
 		os.Exit(1)
 	}
