@@ -53,7 +53,7 @@ func completeTasks(g *globals, state api.TaskState) cobra.CompletionFunc {
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
 		defer cancel()
-		tasks, err := c.Tasks(ctx, state)
+		tasks, err := c.Tasks(ctx, state, 0)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}

@@ -62,12 +62,8 @@ func newTasksCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var tasks []api.Task
-			path := fmt.Sprintf("/api/tasks?limit=%d", limit)
-			if st != "" {
-				path += "&state=" + state
-			}
-			if err := c.Do(cmd.Context(), "GET", path, nil, &tasks); err != nil {
+			tasks, err := c.Tasks(cmd.Context(), st, limit)
+			if err != nil {
 				return apiFailure(err)
 			}
 			if g.json() {
