@@ -39,7 +39,8 @@ need not be signed.
 
 --allow-dir and --allow-env are the policy: the tool gets what its manifest
 requests of them, and nothing else. --fuel, --timeout and --memory override
-the manifest's limits. Parameters come as with aipctl exec.
+the manifest's limits; --memory may go past the 64MiB an agent allows by
+default. Parameters come as with aipctl exec.
 
 Exits 0 when the tool succeeded and 1 when it failed.`,
 		Args: cobra.MinimumNArgs(1),
@@ -53,6 +54,12 @@ Exits 0 when the tool succeeded and 1 when it failed.`,
 				return &exitError{exitUsage, err}
 			}
 			cfg := sandbox.NewConfig()
+			if pages := pol.Limits.MemoryPages; pages > 0 {
+				// The author's --memory is the authority here: raise the
+				// sandbox's ceiling, which an agent's operator sets, to it.
+				cfg = cfg.WithLimits(sandbox.Limits{MemoryPages: pages}).
+					WithMaxReservedMemory(max(sandbox.DefaultMaxReservedMemory, uint64(pages)*wasmPage))
+			}
 			if o.cache != "" {
 				cfg = cfg.WithCacheDir(o.cache)
 			}
