@@ -31,7 +31,7 @@ Prints the Results as JSON; -o json prints the whole response, with its
 response_id and session_id. Exits 0 when the tool succeeded and 1 when it
 failed.`,
 		Args:              cobra.MinimumNArgs(2),
-		ValidArgsFunction: completeDevices(g),
+		ValidArgsFunction: completeExec(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			params, err := buildParams(paramsJSON, args[2:])
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -171,6 +172,12 @@ func TestOperatorCommandsOnARealFleet(t *testing.T) {
 	out, _, code = f.ctl("-o", "json", "dispatch", "kiosk-2", spin)
 	require.Equal(t, exitOK, code)
 	require.NoError(t, json.Unmarshal([]byte(out), &d))
+	// Ctrl-C while following it: exit 130, and the task goes on.
+	ctx, interrupt := context.WithCancel(t.Context())
+	errOut, code = ctlContext(ctx, writerFunc(func(p []byte) (int, error) { interrupt(); return len(p), nil }),
+		append(slices.Clone(f.flags), "task", d.SessionID, "--wait")...)
+	assert.Equal(t, exitInterrupted, code, errOut)
+	assert.Equal(t, "stopped waiting; the task goes on: aipctl task "+d.SessionID+" --wait", errOut)
 	out, _, code = f.ctl("cancel", d.SessionID)
 	require.Equal(t, exitOK, code)
 	assert.Equal(t, "task "+d.SessionID+" cancelled\n", out)
@@ -192,6 +199,8 @@ func TestOperatorCommandsOnARealFleet(t *testing.T) {
 func TestExitCodes(t *testing.T) {
 	f := newFleet(t, nil)
 	plan := f.plan("steps: [{tool: echo}]\n")
+	_, err := f.api.Enroll(t.Context(), api.EnrollRequest{ID: "kiosk-off"}) // and never connects
+	require.NoError(t, err)
 	for _, c := range []struct {
 		name string
 		args []string
@@ -202,7 +211,8 @@ func TestExitCodes(t *testing.T) {
 		{"a bad label", []string{"dispatch", "--label", "site", plan}, exitUsage},
 		{"no such plan file", []string{"dispatch", "kiosk-1", "/nonexistent.yaml"}, exitUsage},
 		{"no device has the label", []string{"dispatch", "--label", "site=moon", plan}, exitUsage},
-		{"a device that is not online", []string{"dispatch", "kiosk-1", plan}, exitUsage},
+		{"a device that is not enrolled", []string{"dispatch", "kiosk-1", plan}, exitUsage},
+		{"a device that is offline", []string{"dispatch", "kiosk-off", plan}, exitUsage},
 		{"a bad state", []string{"tasks", "--state", "sleepy"}, exitUsage},
 		{"a bad output format", []string{"devices", "-o", "yaml"}, exitUsage},
 		{"no such task", []string{"task", "nope"}, exitUsage},
@@ -211,7 +221,12 @@ func TestExitCodes(t *testing.T) {
 		assert.Equal(t, c.code, code, "%s: %s", c.name, errOut)
 	}
 
-	_, _, code := ctl(t, "--server", "http://127.0.0.1:1", "--token-file", filepath.Join(t.TempDir(), "x"), "devices")
+	// A command is sent even so, and fails like a tool would: exit 1.
+	out, _, code := f.ctl("exec", "kiosk-off", "echo")
+	assert.Equal(t, exitFailed, code, "exec on a device that is offline")
+	assert.Contains(t, out, `device \"kiosk-off\" is offline`)
+
+	_, _, code = ctl(t, "--server", "http://127.0.0.1:1", "--token-file", filepath.Join(t.TempDir(), "x"), "devices")
 	assert.Equal(t, exitUsage, code, "an unreadable token file")
 	bad := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(bad, []byte("aipo_wrong"), 0o600))
@@ -297,6 +312,11 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 	}
 }
 
+// writerFunc is an io.Writer that calls itself.
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
 func keys(m map[string][]string) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -369,4 +389,20 @@ func TestTruncateCutsWholeCharacters(t *testing.T) {
 	assert.Equal(t, maxErrorWidth, utf8.RuneCountInString(s))
 	assert.True(t, strings.HasSuffix(s, "é…"))
 	assert.Equal(t, "a b", truncate("a\nb", maxErrorWidth))
+}
+
+func TestExecCompletesDevicesThenTheirTools(t *testing.T) {
+	f := newFleet(t, map[string]map[string]string{"kiosk-1": lobby})
+	complete := func(args ...string) []string {
+		t.Helper()
+		out, errOut, code := ctl(t, append(append([]string{"__complete", "exec"}, f.flags...), args...)...)
+		require.Equal(t, exitOK, code, errOut)
+		return strings.Split(strings.TrimSpace(out), "\n")
+	}
+	assert.Equal(t, []string{"kiosk-1\tonline", ":4"}, complete(""), "devices, and no files")
+	tools := complete("kiosk-1", "")
+	assert.Contains(t, tools, "echo\tfixtures action")
+	assert.Contains(t, tools, "spin\tfixtures action")
+	assert.Equal(t, ":4", tools[len(tools)-1])
+	assert.Equal(t, []string{":4"}, complete("kiosk-1", "echo", ""), "no files for KEY=VALUE either")
 }

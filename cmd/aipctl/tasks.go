@@ -131,7 +131,7 @@ func (g *globals) follow(ctx context.Context, c *api.Client, w io.Writer, id str
 	}
 	if err := c.Events(ctx, id, onEvent); err != nil {
 		if ctx.Err() != nil {
-			return &exitError{exitFailed, fmt.Errorf("stopped waiting; the task goes on: aipctl task %s --wait", id)}
+			return &exitError{exitInterrupted, fmt.Errorf("stopped waiting; the task goes on: aipctl task %s --wait", id)}
 		}
 		return apiFailure(err)
 	}
