@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
@@ -117,13 +118,16 @@ func (t *Tool) compiled(ctx context.Context) (wazero.CompiledModule, error) {
 	return code, nil
 }
 
-// unloadIfIdle drops the code of a tool no call has used since before.
-func (t *Tool) unloadIfIdle(ctx context.Context, before time.Time) {
+// unloadIfIdle drops the code of a tool no call has used since before,
+// and reports whether it did.
+func (t *Tool) unloadIfIdle(ctx context.Context, before time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.inflight == 0 && t.lastUsed.Before(before) {
-		t.unloadLocked(ctx)
+	if t.inflight != 0 || !t.lastUsed.Before(before) || t.code == nil {
+		return false
 	}
+	t.unloadLocked(ctx)
+	return true
 }
 
 func (t *Tool) unloadLocked(ctx context.Context) error {
@@ -157,8 +161,14 @@ func (s *Sandbox) unloadIdle(ctx context.Context) {
 		case <-s.stop:
 			return
 		case now := <-tick.C:
+			freed := false
 			for _, t := range s.loadedTools() {
-				t.unloadIfIdle(ctx, now.Add(-s.cfg.unloadAfter))
+				freed = t.unloadIfIdle(ctx, now.Add(-s.cfg.unloadAfter)) || freed
+			}
+			if freed {
+				// wazero unmaps compiled code from a finalizer: without a
+				// collection, freed code stays resident for minutes.
+				debug.FreeOSMemory()
 			}
 		}
 	}
