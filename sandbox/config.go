@@ -8,7 +8,8 @@ import (
 // Limits bound one tool call. A zero field means "use the sandbox default".
 type Limits struct {
 	// Timeout is the wall-clock deadline of a call, counted from the moment
-	// Call is entered: time spent queued for admission counts.
+	// Call is entered, less the time spent compiling the tool's code if it
+	// was not loaded: time spent queued for admission counts.
 	Timeout time.Duration
 	// MemoryPages caps linear memory, in 64 KiB pages. It is also what a
 	// call reserves from the sandbox's total while it runs.

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -36,7 +35,7 @@ func TestAToolGetsTheIntersectionOfRequestAndGrant(t *testing.T) {
 		},
 		"a request below a grant gets that subtree": {
 			[]manifest.Dir{{Path: "/data/kiosk", Mode: manifest.ReadWrite}},
-			[]Mount{{HostPath: filepath.Join("/srv/data", "kiosk"), GuestPath: "/data/kiosk"}},
+			[]Mount{{HostPath: "/srv/data", Sub: "kiosk", GuestPath: "/data/kiosk"}},
 		},
 		"a request above a grant gets only the grant": {
 			[]manifest.Dir{{Path: "/", Mode: manifest.ReadWrite}},
