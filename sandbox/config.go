@@ -57,6 +57,24 @@ func (l Limits) orDefault(d Limits) Limits {
 // overriddenBy returns l with every non-zero field of o put in its place.
 func (l Limits) overriddenBy(o Limits) Limits { return o.orDefault(l) }
 
+// atMost lowers each field of l that is above max's to max's.
+func (l Limits) atMost(most Limits) Limits {
+	l.Timeout = capped(l.Timeout, most.Timeout)
+	l.MemoryPages = capped(l.MemoryPages, most.MemoryPages)
+	l.StdoutBytes = capped(l.StdoutBytes, most.StdoutBytes)
+	l.StderrBytes = capped(l.StderrBytes, most.StderrBytes)
+	l.Fuel = capped(l.Fuel, most.Fuel)
+	return l
+}
+
+// capped is v, but no more than most where most is set.
+func capped[T time.Duration | uint32 | int | uint64](v, most T) T {
+	if most > 0 && v > most {
+		return most
+	}
+	return v
+}
+
 // DefaultMaxReservedMemory bounds the memory concurrent calls may reserve,
 // unless WithMaxReservedMemory says otherwise: four calls at the default
 // limit.

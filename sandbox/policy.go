@@ -55,7 +55,8 @@ func (p Policy) Spec(mod manifest.Module, lookupEnv func(string) (string, bool))
 		Wasm:        mod.Wasm,
 		Path:        mod.Path,
 		InputSchema: m.InputSchema,
-		Limits:      manifestLimits(m.Limits).overriddenBy(p.Limits),
+		Requested:   manifestLimits(m.Limits),
+		Limits:      p.Limits,
 		Mounts:      grantDirs(m.Capabilities.Dirs, p.Dirs),
 		Env:         grantEnv(m.Capabilities.Env, p.Env, lookupEnv),
 	}

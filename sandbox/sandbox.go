@@ -49,8 +49,14 @@ type Spec struct {
 	// InputSchema, if set, is the JSON Schema every call's parameters must
 	// satisfy before the tool runs.
 	InputSchema map[string]any
-	// Limits override the sandbox defaults field by field; memory can
-	// never exceed the sandbox's ceiling.
+	// Requested are the limits the module asks for (its manifest's). A
+	// module may ask for less than the sandbox defaults, not more: the
+	// defaults are what the operator allows a tool that policy does not
+	// name.
+	Requested Limits
+	// Limits are the operator's, from policy: they override the rest field
+	// by field, the sandbox defaults included. Memory can never exceed the
+	// sandbox's ceiling.
 	Limits Limits
 	// Mounts are the host directories the tool sees. Without mounts it
 	// has no filesystem at all.
@@ -115,7 +121,7 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 		}
 		t.validator = v
 	}
-	t.limits = spec.Limits.orDefault(s.cfg.limits)
+	t.limits = spec.Requested.atMost(s.cfg.limits).overriddenBy(spec.Limits).orDefault(s.cfg.limits)
 	t.limits.MemoryPages = min(t.limits.MemoryPages, s.cfg.limits.MemoryPages)
 	if err := s.adm.admissible(t.limits.MemoryPages); err != nil {
 		return fail(err)
