@@ -381,3 +381,10 @@ func TestAnEncodingLogsByItsName(t *testing.T) {
 	assert.Equal(t, "cbor", line["wire"])
 	assert.Equal(t, "json", line["other"])
 }
+
+// heartbeatWith is a heartbeat frame with one more pair appended.
+func heartbeatWith(pair ...byte) []byte {
+	b := cborMap(cborText("type"), cborText("heartbeat"), cborText("status"), cborText("ok"))
+	b[0]++ // one pair more
+	return append(b, pair...)
+}
