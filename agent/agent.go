@@ -28,6 +28,7 @@ type Agent struct {
 	computers *ComputerManager
 	router    *Router
 	outbox    *outbox
+	outboxFS  outboxFS
 
 	slots    chan struct{} // one per command allowed to run
 	sessions sessionQueues
@@ -42,6 +43,7 @@ type Agent struct {
 
 	linkMu     sync.Mutex
 	link       *protocol.Conn // the registered link; nil while down
+	linkNum    uint64         // numbers each link, for the outbox to tell what went out on which
 	serverAcks atomic.Bool    // the server has acknowledged results
 	wake       chan struct{}  // results wait to be delivered
 	inventory  chan struct{}  // the tool inventory changed
@@ -60,6 +62,11 @@ var errRestarted = errors.New("agent restarted while the command ran")
 // were running when the agent last died are answered as failed, from the
 // outbox, once it links up.
 func New(ctx context.Context, cfg Config) (*Agent, error) {
+	return newAgent(ctx, cfg, osFS{})
+}
+
+// newAgent is New with the outbox kept on fs.
+func newAgent(ctx context.Context, cfg Config, fs outboxFS) (*Agent, error) {
 	cfg.setDefaults()
 	if err := cfg.check(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -80,6 +87,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, token: token, sb: sb, log: cfg.Logger.With("device", cfg.ID),
 		loader:    newToolLoader(sb, cfg),
+		outboxFS:  fs,
 		slots:     make(chan struct{}, cfg.MaxConcurrentCommands),
 		draining:  make(chan struct{}),
 		wake:      make(chan struct{}, 1),
@@ -101,7 +109,7 @@ func (a *Agent) init(ctx context.Context) error {
 	a.mcp = newMCPPool(a.log, a.inventoryChanged)
 	a.computers = newComputerManager(a.cfg.MCP, tools, []tool{&installTool{agent: a}}, a.mcp, a.log)
 	a.router = &Router{computers: a.computers, log: a.log}
-	ob, interrupted, err := openOutbox(filepath.Join(a.cfg.DataDir, "outbox", a.cfg.ID+".journal"), a.cfg.Outbox, a.log)
+	ob, interrupted, err := openOutbox(filepath.Join(a.cfg.DataDir, "outbox", a.cfg.ID+".journal"), a.outboxFS, a.cfg.Outbox, a.log)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}

@@ -174,14 +174,15 @@ func (a *Agent) shutdown() {
 func (a *Agent) flush() {
 	deadline := time.Now().Add(flushTimeout)
 	for {
-		n := len(a.outbox.unsent())
+		conn, link := a.currentLink()
+		n := len(a.outbox.unsent(link))
 		if a.serverAcks.Load() {
 			n = a.outbox.undelivered()
 		}
 		if n == 0 {
 			return
 		}
-		if a.currentLink() == nil || time.Now().After(deadline) {
+		if conn == nil || time.Now().After(deadline) {
 			a.log.Warn("results left unacknowledged in the outbox; they go out after the next start", "count", n)
 			return
 		}
@@ -258,18 +259,18 @@ func (a *Agent) deliver(ctx context.Context) {
 			return
 		case <-a.wake:
 		}
-		conn := a.currentLink()
+		conn, link := a.currentLink()
 		if conn == nil {
 			continue
 		}
-		for _, p := range a.outbox.unsent() {
+		for _, p := range a.outbox.unsent(link) {
 			if err := a.send(ctx, conn, p.reply); err != nil {
 				r := p.reply
 				a.commandLog(r.SessionID, r.PrevResponseID, resultCallIDs(r.ActionResults)).
 					Warn("results not delivered; they wait in the outbox", "err", err)
 				break
 			}
-			a.outbox.markSent(p)
+			a.outbox.markSent(p, link)
 		}
 	}
 }

@@ -85,7 +85,6 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 		return false, err
 	}
 	a.log.Info("registered", "server", a.cfg.ServerURL, "wire", conn.Encoding())
-	a.outbox.newLink()
 	a.setLink(conn)
 	defer a.setLink(nil)
 	notify(a.wake) // what the server has not acknowledged goes out again
@@ -261,14 +260,19 @@ func (a *Agent) send(ctx context.Context, conn *protocol.Conn, msg protocol.Mess
 	return conn.Send(sctx, msg)
 }
 
+// setLink makes conn the registered link (nil: none), numbered anew: what
+// went out on an earlier link goes out again on this one unless the server
+// acknowledged it.
 func (a *Agent) setLink(conn *protocol.Conn) {
 	a.linkMu.Lock()
 	defer a.linkMu.Unlock()
 	a.link = conn
+	a.linkNum++
 }
 
-func (a *Agent) currentLink() *protocol.Conn {
+// currentLink is the registered link, nil while down, and its number.
+func (a *Agent) currentLink() (*protocol.Conn, uint64) {
 	a.linkMu.Lock()
 	defer a.linkMu.Unlock()
-	return a.link
+	return a.link, a.linkNum
 }

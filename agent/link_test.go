@@ -135,7 +135,7 @@ func TestACommandRunningWhenTheAgentDiedIsReportedAfterRestartNotRunAgain(t *tes
 	// SIGKILL during the tool call leaves on disk (e2e kills a real agent).
 	m := newCommand("s1", action("count", nil), action("echo", nil))
 	m.Actions[0].CallID, m.Actions[1].CallID = "c1", "c2"
-	ob, _, err := openOutbox(filepath.Join(cfg.DataDir, "outbox", cfg.ID+".journal"), OutboxLimits{MaxBytes: 1 << 20, MaxAge: time.Hour}, quietLog)
+	ob, _, err := openOutbox(filepath.Join(cfg.DataDir, "outbox", cfg.ID+".journal"), osFS{}, OutboxLimits{MaxBytes: 1 << 20, MaxAge: time.Hour}, quietLog)
 	require.NoError(t, err)
 	ob.admit(m.ResponseID)
 	require.NoError(t, ob.accept(acceptedOf(m)))

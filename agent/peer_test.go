@@ -179,9 +179,15 @@ func agentConfig(t *testing.T, url string) Config {
 
 func startAgent(t *testing.T, cfg Config) *testAgent {
 	t.Helper()
+	return startAgentOn(t, cfg, osFS{})
+}
+
+// startAgentOn starts an agent that keeps its outbox on fs.
+func startAgentOn(t *testing.T, cfg Config, fs outboxFS) *testAgent {
+	t.Helper()
 	logs := &logRecorder{}
 	cfg.Logger = logs.logger()
-	a, err := New(context.Background(), cfg)
+	a, err := newAgent(context.Background(), cfg, fs)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	ta := &testAgent{Agent: a, logs: logs, cancel: cancel, done: make(chan struct{})}
