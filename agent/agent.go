@@ -29,6 +29,7 @@ type Agent struct {
 	router    *Router
 	outbox    *outbox
 	outboxFS  outboxFS
+	frames    frameCap // what one message on the link may take
 
 	slots    chan struct{} // one per command allowed to run
 	sessions sessionQueues
@@ -88,6 +89,7 @@ func newAgent(ctx context.Context, cfg Config, fs outboxFS) (*Agent, error) {
 		cfg: cfg, token: token, sb: sb, log: cfg.Logger.With("device", cfg.ID),
 		loader:    newToolLoader(sb, cfg),
 		outboxFS:  fs,
+		frames:    frameCap{enc: cfg.Wire, max: cfg.Conn.MaxFrameBytes},
 		slots:     make(chan struct{}, cfg.MaxConcurrentCommands),
 		draining:  make(chan struct{}),
 		wake:      make(chan struct{}, 1),
@@ -106,7 +108,7 @@ func (a *Agent) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.mcp = newMCPPool(a.log, a.inventoryChanged)
+	a.mcp = newMCPPool(a.frames, a.log, a.inventoryChanged)
 	a.computers = newComputerManager(a.cfg.MCP, tools, []tool{&installTool{agent: a}}, a.mcp, a.log)
 	a.router = &Router{computers: a.computers, log: a.log}
 	ob, interrupted, err := openOutbox(filepath.Join(a.cfg.DataDir, "outbox", a.cfg.ID+".journal"), a.outboxFS, a.cfg.Outbox, a.log)

@@ -98,9 +98,16 @@ func (a *Agent) execute(m *protocol.ServerMessage, log *slog.Logger) (results []
 	return a.router.withLogger(log).Execute(a.jobsCtx, targetOf(m), m.Actions, true), true
 }
 
-// finish records a command's results and hands them to delivery.
+// finish records a command's results and hands them to delivery. What is
+// recorded is what can be sent: results that would make the reply larger
+// than a frame are failures that say so.
 func (a *Agent) finish(m *protocol.ServerMessage, results []protocol.Result, log *slog.Logger) {
-	reply := a.commandResults(m.SessionID, m.ResponseID, m.Status, results)
+	reply := a.frames.fit(a.commandResults(m.SessionID, m.ResponseID, m.Status, results))
+	for i, r := range reply.ActionResults {
+		if r.Error != results[i].Error {
+			log.Warn("result too large for the link; a failure goes in its place", "action_call_id", r.CallID, "error", r.Error)
+		}
+	}
 	if err := a.outbox.complete(reply); err != nil {
 		log.Error("results not recorded; delivering them from memory", "err", err)
 	}
@@ -264,15 +271,50 @@ func (a *Agent) deliver(ctx context.Context) {
 			continue
 		}
 		for _, p := range a.outbox.unsent(link) {
-			if err := a.send(ctx, conn, p.reply); err != nil {
-				r := p.reply
-				a.commandLog(r.SessionID, r.PrevResponseID, resultCallIDs(r.ActionResults)).
-					Warn("results not delivered; they wait in the outbox", "err", err)
+			err := a.send(ctx, conn, p.reply)
+			if errors.Is(err, protocol.ErrTooBig) {
+				a.tooBigToSend(p, link, err)
+				continue
+			}
+			if err != nil {
+				a.replyLog(p.reply).Warn("results not delivered; they wait in the outbox", "err", err)
 				break
 			}
 			a.outbox.markSent(p, link)
 		}
 	}
+}
+
+// tooBigToSend handles results the link refused as larger than a frame,
+// though they were made to fit when recorded: the frame cap is lower than
+// it was then, or the link grew them (it replaces invalid UTF-8). They are
+// not sent again on this link, whatever follows, so that they hold up no
+// other results. If failures in their place are smaller, those are
+// recorded and go out instead; if not, nothing can be sent for them, and
+// they stay in the outbox until they age out.
+func (a *Agent) tooBigToSend(p pendingReply, link uint64, sendErr error) {
+	a.outbox.markSent(p, link)
+	log := a.replyLog(p.reply)
+	n, err := a.frames.size(p.reply)
+	if err != nil {
+		log.Error("results cannot be sent; they stay in the outbox", "err", err)
+		return
+	}
+	failed := a.frames.failAll(p.reply, n)
+	if m, err := a.frames.size(failed); err != nil || m >= n {
+		log.Error("results cannot be sent, even as failures; they stay in the outbox", "err", sendErr)
+		return
+	}
+	log.Error("results too large for the link; failures go out in their place", "err", sendErr)
+	if err := a.outbox.complete(failed); err != nil {
+		log.Error("results not recorded; delivering them from memory", "err", err)
+	}
+	notify(a.wake)
+}
+
+// replyLog is the log of the command r answers.
+func (a *Agent) replyLog(r *protocol.ClientMessage) *slog.Logger {
+	return a.commandLog(r.SessionID, r.PrevResponseID, resultCallIDs(r.ActionResults))
 }
 
 // pruneOutbox drops aged-out results now and then.

@@ -164,6 +164,12 @@ func (c *Config) setDefaults() {
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 10 * time.Second
 	}
+	if c.Conn.PingInterval == 0 {
+		c.Conn.PingInterval = protocol.DefaultPingInterval
+	}
+	if c.Conn.MaxFrameBytes <= 0 {
+		c.Conn.MaxFrameBytes = protocol.DefaultMaxFrameBytes
+	}
 	if c.Outbox.MaxBytes <= 0 {
 		c.Outbox.MaxBytes = 16 << 20
 	}

@@ -43,7 +43,7 @@ func newTestRouterLog(t *testing.T, log *slog.Logger, mcpCfg MCPConfig, dirs ...
 		require.Empty(t, refused)
 		tools = append(tools, ts...)
 	}
-	pool := newMCPPool(log, func() {})
+	pool := newMCPPool(testFrames, log, func() {})
 	t.Cleanup(pool.close)
 	return &Router{computers: newComputerManager(cfg.MCP, tools, nil, pool, log), log: log}
 }

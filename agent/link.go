@@ -45,19 +45,22 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// keepLinked connects, and reconnects, until ctx ends.
+// keepLinked connects, and reconnects, until ctx ends. The backoff starts
+// over only once a link has stayed up for linkStableAfter: a server that
+// closes the link right after registering the device (one whose frame cap
+// is below ours, say) must not get a reconnection every half second.
 func (a *Agent) keepLinked(ctx context.Context) {
 	b := backoff{base: 500 * time.Millisecond, max: 30 * time.Second}
 	for {
-		registered, err := a.session(ctx)
+		up, err := a.session(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if registered {
+		if up >= a.linkStableAfter() {
 			b.reset()
 		}
 		wait := b.next()
-		a.log.Warn("link down; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		a.log.Warn("link down; reconnecting", "err", err, "in", wait.Round(time.Millisecond), "attempt", b.attempt)
 		select {
 		case <-ctx.Done():
 			return
@@ -66,12 +69,23 @@ func (a *Agent) keepLinked(ctx context.Context) {
 	}
 }
 
-// session runs one connection from dial to drop. It reports whether the
-// device got registered, which resets the backoff.
-func (a *Agent) session(ctx context.Context) (registered bool, err error) {
+// linkStableAfter is how long a link must stay up for the reconnection
+// backoff to start over: two ping intervals, the time in which a dead link
+// is noticed, so a link that lived through it carried pings both ways.
+func (a *Agent) linkStableAfter() time.Duration {
+	ping := a.cfg.Conn.PingInterval
+	if ping <= 0 {
+		ping = protocol.DefaultPingInterval
+	}
+	return 2 * ping
+}
+
+// session runs one connection from dial to drop. It reports how long the
+// device stayed registered on it.
+func (a *Agent) session(ctx context.Context) (up time.Duration, err error) {
 	conn, err := a.dial(ctx)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	defer conn.CloseNow()
 	// REGISTER carries the inventory as it is now: a change signalled
@@ -82,8 +96,9 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 	}
 	early, err := a.register(ctx, conn)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
+	registered := time.Now()
 	a.log.Info("registered", "server", a.cfg.ServerURL, "wire", conn.Encoding())
 	a.setLink(conn)
 	defer a.setLink(nil)
@@ -110,7 +125,7 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 	for {
 		var m protocol.ServerMessage
 		if err := conn.Read(readCtx, &m); err != nil {
-			return true, err
+			return time.Since(registered), err
 		}
 		a.handle(ctx, conn, &m)
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -261,4 +262,46 @@ func TestADeadLinkIsNoticedByItsPingsAndReplaced(t *testing.T) {
 	m := newCommand("s1", action("count", nil))
 	l2.send(t, m)
 	assert.EqualValues(t, 1, calls(t, l2.results(t, m.ResponseID)))
+}
+
+func TestResultsRecordedUnderALargerFrameCapGoOutAsFailuresAndHoldUpNothing(t *testing.T) {
+	p := newTestPeer(t)
+	cfg := agentConfig(t, p.url())
+	// Recorded by an agent whose frame cap was larger.
+	ob, _, err := openOutbox(filepath.Join(cfg.DataDir, "outbox", cfg.ID+".journal"), osFS{}, OutboxLimits{MaxBytes: 1 << 20, MaxAge: time.Hour}, quietLog)
+	require.NoError(t, err)
+	big, small := testReply("big", strings.Repeat("x", 100_000)), testReply("small", "y")
+	for _, r := range []*protocol.ClientMessage{big, small} {
+		ob.admit(r.PrevResponseID)
+		require.NoError(t, ob.accept(testCommand(r.PrevResponseID)))
+		require.NoError(t, ob.complete(r))
+	}
+	kill(ob)
+
+	cfg.Conn.MaxFrameBytes = 64 << 10
+	startAgent(t, cfg)
+	l := p.next(t)
+	got := map[string]protocol.ClientMessage{}
+	for range 2 {
+		m := l.next(t)
+		got[m.PrevResponseID] = m
+	}
+	assert.Equal(t, small.ActionResults, got["small"].ActionResults, "not held up by the results that cannot go out")
+	require.Len(t, got["big"].ActionResults, 2)
+	for _, r := range got["big"].ActionResults {
+		assert.Equal(t, protocol.ResultFailure, r.Status)
+		assert.Regexp(t, `^results of 100\d{3} bytes exceed the link's frame cap of 65536 bytes$`, r.Error)
+	}
+	assert.Equal(t, big.RequestID, got["big"].RequestID, "they answer the same results message")
+}
+
+func TestALinkClosedRightAfterRegistrationDoesNotResetTheBackoff(t *testing.T) {
+	p := newTestPeer(t)
+	p.hangUp.Store(true)
+	ta := startAgent(t, agentConfig(t, p.url()))
+	for range 3 {
+		p.next(t)
+	}
+	require.Eventually(t, func() bool { return ta.logs.contains("attempt=3") }, 10*time.Second, 5*time.Millisecond,
+		"each short-lived link counts as another failed attempt")
 }

@@ -46,8 +46,9 @@ var mcpEnvKeys = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "L
 // registers them in every Computer bound to it, follows tools/list_changed,
 // and restarts a server that dies, with backoff, forever.
 type mcpServer struct {
-	cfg MCPServerConfig
-	log *slog.Logger
+	cfg    MCPServerConfig
+	log    *slog.Logger
+	frames frameCap // no result may be larger than a frame of the link
 	// onChange is told when the tool list changed, so that the agent sends
 	// its inventory again.
 	onChange func()
@@ -71,9 +72,10 @@ type mcpBinding struct {
 	toolType protocol.ToolType
 }
 
-func newMCPServer(cfg MCPServerConfig, log *slog.Logger, onChange func()) *mcpServer {
+func newMCPServer(cfg MCPServerConfig, frames frameCap, log *slog.Logger, onChange func()) *mcpServer {
 	return &mcpServer{
 		cfg:      cfg,
+		frames:   frames,
 		log:      log.With("mcp_server", cfg.Namespace),
 		onChange: onChange,
 		started:  make(chan struct{}),
@@ -382,7 +384,19 @@ func (s *mcpServer) call(ctx context.Context, name string, params map[string]any
 	if err != nil {
 		return failure(s.callError(ctx, conn, name, err))
 	}
-	return toolResult(res)
+	return s.capped(name, toolResult(res))
+}
+
+// capped fails r if it alone is larger than a frame of the link, which it
+// could never go out on: a full-page screenshot, say.
+func (s *mcpServer) capped(name string, r protocol.Result) protocol.Result {
+	n, err := s.frames.size(r)
+	if err == nil && n <= s.frames.max {
+		return r
+	}
+	f := s.frames.tooBig(r, n, err)
+	f.Error = fmt.Sprintf("tool %q of MCP server %q: %s", name, s.cfg.Namespace, f.Error)
+	return f
 }
 
 // callError explains a call that got no tool result: a deadline, a server
@@ -478,6 +492,7 @@ func waitClosed(ch <-chan struct{}, d time.Duration) bool {
 type mcpPool struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
+	frames   frameCap
 	log      *slog.Logger
 	onChange func()
 
@@ -486,9 +501,9 @@ type mcpPool struct {
 	running sync.WaitGroup
 }
 
-func newMCPPool(log *slog.Logger, onChange func()) *mcpPool {
+func newMCPPool(frames frameCap, log *slog.Logger, onChange func()) *mcpPool {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &mcpPool{ctx: ctx, cancel: cancel, log: log, onChange: onChange, shared: map[string]*mcpServer{}}
+	return &mcpPool{ctx: ctx, cancel: cancel, frames: frames, log: log, onChange: onChange, shared: map[string]*mcpServer{}}
 }
 
 // server returns the running server for cfg, starting it if needed.
@@ -498,7 +513,7 @@ func (p *mcpPool) server(cfg MCPServerConfig) *mcpServer {
 	if s, ok := p.shared[cfg.Namespace]; ok && !cfg.Reset {
 		return s
 	}
-	s := newMCPServer(cfg, p.log, p.onChange)
+	s := newMCPServer(cfg, p.frames, p.log, p.onChange)
 	if !cfg.Reset {
 		p.shared[cfg.Namespace] = s
 	}

@@ -108,7 +108,7 @@ func TestToolsListChangedResyncsTheRegistry(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			changed := make(chan struct{}, 10)
-			pool := newMCPPool(quietLog, func() { changed <- struct{}{} })
+			pool := newMCPPool(testFrames, quietLog, func() { changed <- struct{}{} })
 			t.Cleanup(pool.close)
 			m := newComputerManager(defaultAction(cfg), nil, nil, pool, quietLog)
 			r := &Router{computers: m, log: quietLog}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/google/uuid"
@@ -31,6 +32,9 @@ type testPeer struct {
 	// early is sent before the ack of REGISTER, as a server that counts a
 	// device online before it acks may do.
 	early atomic.Pointer[protocol.ServerMessage]
+	// hangUp closes each link right after the ack of REGISTER, as a server
+	// that refuses what the device sends next would.
+	hangUp atomic.Bool
 }
 
 // peerLink is one registered connection of the agent.
@@ -75,6 +79,10 @@ func (p *testPeer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	p.links <- l
 	defer close(l.closed)
+	if p.hangUp.Load() {
+		conn.Close(websocket.StatusMessageTooBig, "too big")
+		return
+	}
 	for {
 		if l.stalled.Load() {
 			<-ctx.Done()
