@@ -38,6 +38,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.keepLinked(linkCtx) })
 	wg.Go(func() { a.deliver(linkCtx) })
 	wg.Go(func() { a.pruneOutbox(linkCtx) })
+	wg.Go(func() { a.computers.evictIdleUntil(linkCtx) })
 	<-ctx.Done()
 	a.shutdown()
 	stopLink()

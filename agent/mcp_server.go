@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -55,7 +56,9 @@ type mcpServer struct {
 
 	started   chan struct{} // closed once the first start attempt has ended
 	startOnce sync.Once
-	resync    chan struct{} // a tools/list_changed to act on
+	resync    chan struct{}      // a tools/list_changed to act on
+	cancel    context.CancelFunc // stops run
+	stopped   chan struct{}      // closed when run has returned
 
 	mu       sync.Mutex
 	conn     *mcpConn // nil while down
@@ -102,6 +105,19 @@ func (s *mcpServer) wrap(defs []mcp.Tool, toolType protocol.ToolType) []tool {
 		out[i] = newMCPTool(s, d, toolType)
 	}
 	return out
+}
+
+// unbind drops c from the Computers the server's tools are registered in.
+func (s *mcpServer) unbind(c *Computer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bindings = slices.DeleteFunc(s.bindings, func(b mcpBinding) bool { return b.computer == c })
+}
+
+// stop stops the server and waits until it has.
+func (s *mcpServer) stop() {
+	s.cancel()
+	<-s.stopped
 }
 
 // waitStarted waits until the first start attempt has ended, or ctx.
@@ -517,8 +533,25 @@ func (p *mcpPool) server(cfg MCPServerConfig) *mcpServer {
 	if !cfg.Reset {
 		p.shared[cfg.Namespace] = s
 	}
-	p.running.Go(func() { s.run(p.ctx) })
+	ctx, cancel := context.WithCancel(p.ctx)
+	s.cancel, s.stopped = cancel, make(chan struct{})
+	p.running.Go(func() {
+		defer close(s.stopped)
+		s.run(ctx)
+	})
 	return s
+}
+
+// release lets go of the servers of c, a Computer that is gone: those
+// started for it alone stop, the shared ones forget it.
+func (p *mcpPool) release(c *Computer) {
+	for _, s := range c.boundServers() {
+		if s.cfg.Reset {
+			s.stop()
+		} else {
+			s.unbind(c)
+		}
+	}
 }
 
 // close stops every server and waits for them.

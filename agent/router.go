@@ -28,7 +28,8 @@ type Router struct {
 // action runs nothing, and after an action fails the rest are skipped.
 // Without it, each action stands alone.
 func (r *Router) Execute(ctx context.Context, target Target, actions []protocol.Command, earlyExit bool) []protocol.Result {
-	c, err := r.computers.Get(ctx, target)
+	c, release, err := r.computers.acquire(ctx, target)
+	defer release()
 	if err != nil {
 		return failCalls(callIDs(actions), err)
 	}
