@@ -57,7 +57,19 @@ func (a *Agent) onCommand(m *protocol.ServerMessage) {
 // commandLog is the agent's log for one command: every line about it
 // names its device (a.log's), session, response and call ids.
 func (a *Agent) commandLog(sessionID, responseID string, callIDs []string) *slog.Logger {
-	return a.log.With("session_id", sessionID, "response_id", responseID, "call_id", strings.Join(callIDs, ","))
+	return withCommand(a.log, sessionID, responseID, callIDs)
+}
+
+// withCommand is log for one command, naming the ids an operator greps
+// for: its session, response and call ids.
+func withCommand(log *slog.Logger, sessionID, responseID string, callIDs []string) *slog.Logger {
+	return log.With("session_id", sessionID, "response_id", responseID, "call_id", strings.Join(callIDs, ","))
+}
+
+// withReply is log for the results r carries: their command's ids, and
+// r's request_id, which the server's ack or refusal names.
+func withReply(log *slog.Logger, r *protocol.ClientMessage) *slog.Logger {
+	return withCommand(log, r.SessionID, r.PrevResponseID, resultCallIDs(r.ActionResults)).With("request_id", r.RequestID)
 }
 
 // sessionKey orders the commands of one session; a command without a
@@ -312,10 +324,8 @@ func (a *Agent) tooBigToSend(p pendingReply, link uint64, sendErr error) {
 	notify(a.wake)
 }
 
-// replyLog is the log of the command r answers.
-func (a *Agent) replyLog(r *protocol.ClientMessage) *slog.Logger {
-	return a.commandLog(r.SessionID, r.PrevResponseID, resultCallIDs(r.ActionResults))
-}
+// replyLog is the agent's log for the results r carries.
+func (a *Agent) replyLog(r *protocol.ClientMessage) *slog.Logger { return withReply(a.log, r) }
 
 // pruneOutbox drops aged-out results now and then.
 func (a *Agent) pruneOutbox(ctx context.Context) {

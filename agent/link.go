@@ -246,15 +246,15 @@ func (a *Agent) handle(ctx context.Context, conn *protocol.Conn, m *protocol.Ser
 	case protocol.ServerHeartbeat:
 		// An ack: of a heartbeat, or of results, which the outbox may now
 		// consider delivered.
-		if a.outbox.delivered(m.ResponseID) {
+		if r := a.outbox.delivered(m.ResponseID); r != nil {
 			a.serverAcks.Store(true)
-			a.log.Debug("results acknowledged", "request_id", m.ResponseID)
+			a.replyLog(r).Debug("results acknowledged")
 			return
 		}
 		a.log.Debug("heartbeat acknowledged")
 	case protocol.ServerError:
-		if a.outbox.delivered(m.ResponseID) {
-			a.log.Error("server refused results; they are not sent again", "request_id", m.ResponseID, "error", m.Error)
+		if r := a.outbox.delivered(m.ResponseID); r != nil {
+			a.replyLog(r).Error("server refused results; they are not sent again", "error", m.Error)
 			return
 		}
 		a.log.Warn("server reported an error", "error", m.Error, "response_id", m.ResponseID)

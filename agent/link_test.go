@@ -94,6 +94,21 @@ func TestACommandSentAgainIsAnsweredFromTheOutboxNotRunAgain(t *testing.T) {
 	assert.EqualValues(t, 3, calls(t, l.results(t, m.ResponseID)), "count ran exactly once per command")
 }
 
+func TestResultsTheServerRefusesAreLoggedWithTheirIDs(t *testing.T) {
+	p := newTestPeer(t)
+	p.noAck.Store(true)
+	ta := startAgent(t, agentConfig(t, p.url()))
+	l := p.next(t)
+	m := newCommand("s1", action("count", nil))
+	l.send(t, m)
+	reply := l.next(t)
+	l.send(t, &protocol.ServerMessage{Type: protocol.ServerError, Status: protocol.StatusError, ResponseID: reply.RequestID, Error: "store full"})
+	const refused = "server refused results; they are not sent again"
+	require.Eventually(t, func() bool { return ta.logs.contains(refused) }, 10*time.Second, 5*time.Millisecond)
+	ta.logs.requireIDs(t, refused, map[string]string{"device": "dev-1", "session_id": "s1", "response_id": m.ResponseID,
+		"call_id": "call-count", "request_id": reply.RequestID})
+}
+
 func TestResultsComputedWhileTheLinkIsDownAreDeliveredAfterRegistration(t *testing.T) {
 	p := newTestPeer(t)
 	ta := startAgent(t, agentConfig(t, p.url()))

@@ -340,23 +340,23 @@ func (o *outbox) undelivered() int {
 }
 
 // delivered notes that the server acknowledged the results sent with
-// requestID, and reports whether they were results of ours. The record is
-// not fsynced: losing it only means sending them once more, which the
-// server acknowledges and ignores.
-func (o *outbox) delivered(requestID string) bool {
+// requestID, and returns them; nil if they were not results of ours. The
+// record is not fsynced: losing it only means sending them once more,
+// which the server acknowledges and ignores.
+func (o *outbox) delivered(requestID string) *protocol.ClientMessage {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	e := o.entries[o.byRequest[requestID]]
 	if requestID == "" || e == nil || !e.done() || e.reply.RequestID != requestID {
-		return false
+		return nil
 	}
 	if !e.delivered {
 		o.setDelivered(e, true)
 		if _, err := o.appendLocked(e, &outboxRecord{Kind: recDelivered, ResponseID: e.cmd.ResponseID, At: time.Now().UnixMilli()}); err != nil {
-			o.log.Warn("outbox: delivery not recorded; the results may be sent again after a restart", "err", err)
+			o.entryLog(e).Warn("outbox: delivery not recorded; the results may be sent again after a restart", "err", err)
 		}
 	}
-	return true
+	return e.reply
 }
 
 // prune drops what has aged out, if anything has.
@@ -558,10 +558,10 @@ func (o *outbox) entomb(live []*outboxEntry, total, limit int64, deliveredOnly b
 			continue
 		}
 		if e.delivered {
-			o.log.Debug("outbox: dropping delivered results, keeping a tombstone", "response_id", e.cmd.ResponseID)
+			o.entryLog(e).Debug("outbox: dropping delivered results, keeping a tombstone")
 		} else {
-			o.log.Error("outbox: dropping results never delivered; the server gets failures in their place",
-				"response_id", e.cmd.ResponseID, "why", "outbox over outbox.max_bytes")
+			o.entryLog(e).Error("outbox: dropping results never delivered; the server gets failures in their place",
+				"why", "outbox over outbox.max_bytes")
 		}
 		tomb := *e.reply
 		tomb.ActionResults = failCalls(resultCallIDs(e.reply.ActionResults), errors.New(droppedForSize))
@@ -601,14 +601,25 @@ func (o *outbox) drop(e *outboxEntry, why string) {
 	if e.reply != nil {
 		delete(o.byRequest, e.reply.RequestID)
 	}
+	log := o.entryLog(e)
 	switch {
 	case e.delivered:
-		o.log.Debug("outbox: forgetting delivered results", "response_id", e.cmd.ResponseID, "why", why)
+		log.Debug("outbox: forgetting delivered results", "why", why)
 	case e.tomb:
-		o.log.Error("outbox: forgetting the tombstone of results never delivered", "response_id", e.cmd.ResponseID, "why", why)
+		log.Error("outbox: forgetting the tombstone of results never delivered", "why", why)
 	default:
-		o.log.Error("outbox: dropping results never delivered", "response_id", e.cmd.ResponseID, "why", why)
+		log.Error("outbox: dropping results never delivered", "why", why)
 	}
+}
+
+// entryLog is o's log for e: its command's ids, and once it has results,
+// their request_id. An entry rebuilt from a result record knows its
+// command only from the results.
+func (o *outbox) entryLog(e *outboxEntry) *slog.Logger {
+	if e.reply != nil {
+		return withReply(o.log, e.reply)
+	}
+	return withCommand(o.log, e.cmd.SessionID, e.cmd.ResponseID, e.cmd.CallIDs)
 }
 
 // entryRecords are the records that rebuild e.

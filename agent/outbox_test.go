@@ -192,9 +192,9 @@ func TestOutboxCrashAfterTheAckKeepsResultsForACommandSentAgain(t *testing.T) {
 	o, _ := j.open()
 	r1 := ranToEnd(t, o, "r1", "one")
 	r2 := ranToEnd(t, o, "r2", "two")
-	assert.True(t, o.delivered("req-r1"))
-	assert.True(t, o.delivered("req-r2"))
-	assert.False(t, o.delivered("req-unknown"), "an ack of something else")
+	assert.NotNil(t, o.delivered("req-r1"))
+	assert.NotNil(t, o.delivered("req-r2"))
+	assert.Nil(t, o.delivered("req-unknown"), "an ack of something else")
 
 	o2, _ := j.open()
 	assert.Empty(t, replies(o2), "acknowledged results are not sent again unasked")
@@ -262,6 +262,17 @@ func TestOutboxDropsResultsOlderThanMaxAge(t *testing.T) {
 	o2, interrupted := j.open()
 	assert.Equal(t, admitNew, o2.admit("old"), "gone from disk too")
 	assert.Len(t, interrupted, 1)
+}
+
+func TestOutboxLinesAboutResultsNameTheirCommandAndRequest(t *testing.T) {
+	logs := &logRecorder{}
+	o, _, err := openOutbox(filepath.Join(t.TempDir(), "j"), osFS{}, testLimits, logs.logger())
+	require.NoError(t, err)
+	t.Cleanup(func() { o.close() })
+	ranToEnd(t, o, "old", "x")
+	require.NoError(t, o.prune(time.Now().Add(2*testLimits.MaxAge)))
+	logs.requireIDs(t, "outbox: dropping results never delivered",
+		map[string]string{"session_id": "s-old", "response_id": "old", "call_id": "old-c1,old-c2", "request_id": "req-old"})
 }
 
 func TestOutboxStaysWithinMaxBytesDroppingDeliveredResultsFirst(t *testing.T) {
