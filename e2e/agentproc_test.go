@@ -25,8 +25,8 @@ var (
 // agentBinary builds cmd/aip-agent for this machine, once per test binary.
 func agentBinary(t testing.TB) string { return agentBinaryFor(t, runtime.GOARCH) }
 
-// agentBinaryFor builds cmd/aip-agent for linux/goarch (arm as ARMv7), as
-// `make cross` does, once per test binary.
+// agentBinaryFor builds cmd/aip-agent for linux/goarch (arm as ARMv7)
+// exactly as `make cross` does, once per test binary.
 func agentBinaryFor(t testing.TB, goarch string) string {
 	t.Helper()
 	agentBinMu.Lock()
@@ -37,7 +37,7 @@ func agentBinaryFor(t testing.TB, goarch string) string {
 	dir, err := os.MkdirTemp("", "edgeaip-e2e-bin-")
 	require.NoError(t, err)
 	bin := filepath.Join(dir, "aip-agent")
-	cmd := exec.Command(testenv.Go(), "build", "-o", bin, "./cmd/aip-agent")
+	cmd := exec.Command(testenv.Go(), "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./cmd/aip-agent")
 	cmd.Dir = testenv.Root()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch, "GOARM=7")
 	out, err := cmd.CombinedOutput()

@@ -369,3 +369,10 @@ func TestATypeErrorNeverReadsAsAContradiction(t *testing.T) {
 	err = JSON.Unmarshal([]byte(`{"type":"heartbeat","status":"ok","request_id":5}`), &m)
 	assert.ErrorContains(t, err, `in field "request_id": want a string, got an integer`)
 }
+
+// heartbeatWith is a heartbeat frame with one more pair appended.
+func heartbeatWith(pair ...byte) []byte {
+	b := cborMap(cborText("type"), cborText("heartbeat"), cborText("status"), cborText("ok"))
+	b[0]++ // one pair more
+	return append(b, pair...)
+}

@@ -12,8 +12,14 @@ const pageSize = 65536
 // page limit and remembers whether it refused to grow, so that a failure
 // can say the limit was the cause. wazero's own limit is runtime-wide;
 // this one is per tool.
+//
+// Where the system allows, the memory is a mapping of its own (mapRegion),
+// outside the Go heap: the agent's GOMEMLIMIT then bounds the agent alone,
+// growing never copies, and a call's memory goes back to the system the
+// moment the call ends, instead of when the collector gets to it.
 type callMemory struct {
 	limit   uint64 // bytes
+	region  []byte // the mapping the memory grows in, if any
 	buf     []byte
 	sized   bool // the initial allocation is done
 	refused bool
@@ -23,10 +29,20 @@ type callMemory struct {
 // withCallMemory makes the instance created with ctx allocate through m.
 func withCallMemory(ctx context.Context, m *callMemory) context.Context {
 	return experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(
-		func(capacity, _ uint64) experimental.LinearMemory {
-			m.buf = make([]byte, 0, min(capacity, m.limit))
-			return m
-		}))
+		func(capacity, _ uint64) experimental.LinearMemory { return m.allocate(capacity) }))
+}
+
+// allocate prepares the memory, capacity being the module's initial size.
+// That may exceed the limit (Load checks the memories a module exports,
+// not others), so a mapping holds whichever is larger.
+func (m *callMemory) allocate(capacity uint64) *callMemory {
+	if region, err := mapRegion(max(m.limit, capacity)); err == nil {
+		m.region = region
+		m.buf = region[:0]
+	} else {
+		m.buf = make([]byte, 0, min(capacity, m.limit))
+	}
+	return m
 }
 
 // Reallocate implements experimental.LinearMemory. The first call sizes the
@@ -39,6 +55,10 @@ func (m *callMemory) Reallocate(size uint64) []byte {
 	}
 	m.sized = true
 	m.peak = max(m.peak, size)
+	if m.region != nil && size <= uint64(len(m.region)) {
+		m.buf = m.region[:size]
+		return m.buf
+	}
 	if size <= uint64(cap(m.buf)) {
 		m.buf = m.buf[:size]
 		return m.buf
@@ -49,8 +69,15 @@ func (m *callMemory) Reallocate(size uint64) []byte {
 	return m.buf
 }
 
-// Free implements experimental.LinearMemory.
-func (m *callMemory) Free() { m.buf = nil }
+// Free implements experimental.LinearMemory. wazero calls it when the
+// instance closes, after which nothing reads the memory.
+func (m *callMemory) Free() {
+	if m.region != nil {
+		unmapRegion(m.region)
+		m.region = nil
+	}
+	m.buf = nil
+}
 
 // peakPages is the largest size the memory reached, in pages.
 func (m *callMemory) peakPages() uint32 { return uint32(m.peak / pageSize) }

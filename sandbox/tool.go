@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
@@ -21,11 +22,10 @@ type Tool struct {
 	sha256    string
 	limits    Limits
 	metered   meteredModule
+	path      string // where the module can be read again; "" if nowhere
 	validator *schema.Validator
 	mounts    []Mount
 	env       map[string]string
-
-	compileMu sync.Mutex // one compilation at a time per tool
 
 	mu       sync.Mutex
 	code     wazero.CompiledModule // nil until compiled, and once unloaded
@@ -99,15 +99,22 @@ func (t *Tool) leave(ctx context.Context) {
 // compiled returns the tool's code, compiling it if it is not loaded. Call
 // it between enter and leave, which keep the code from being unloaded.
 func (t *Tool) compiled(ctx context.Context) (wazero.CompiledModule, error) {
-	t.compileMu.Lock()
-	defer t.compileMu.Unlock()
 	t.mu.Lock()
 	code := t.code
 	t.mu.Unlock()
 	if code != nil {
 		return code, nil
 	}
-	code, err := t.sb.compile(ctx, t.metered)
+	sb := t.sb
+	sb.compileMu.Lock()
+	defer sb.compileMu.Unlock()
+	t.mu.Lock()
+	code = t.code // another call may have compiled it meanwhile
+	t.mu.Unlock()
+	if code != nil {
+		return code, nil
+	}
+	code, err := sb.compile(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}
@@ -117,13 +124,16 @@ func (t *Tool) compiled(ctx context.Context) (wazero.CompiledModule, error) {
 	return code, nil
 }
 
-// unloadIfIdle drops the code of a tool no call has used since before.
-func (t *Tool) unloadIfIdle(ctx context.Context, before time.Time) {
+// unloadIfIdle drops the code of a tool no call has used since before,
+// and reports whether it did.
+func (t *Tool) unloadIfIdle(ctx context.Context, before time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.inflight == 0 && t.lastUsed.Before(before) {
-		t.unloadLocked(ctx)
+	if t.inflight != 0 || !t.lastUsed.Before(before) || t.code == nil {
+		return false
 	}
+	t.unloadLocked(ctx)
+	return true
 }
 
 func (t *Tool) unloadLocked(ctx context.Context) error {
@@ -157,8 +167,14 @@ func (s *Sandbox) unloadIdle(ctx context.Context) {
 		case <-s.stop:
 			return
 		case now := <-tick.C:
+			freed := false
 			for _, t := range s.loadedTools() {
-				t.unloadIfIdle(ctx, now.Add(-s.cfg.unloadAfter))
+				freed = t.unloadIfIdle(ctx, now.Add(-s.cfg.unloadAfter)) || freed
+			}
+			if freed {
+				// wazero unmaps compiled code from a finalizer: without a
+				// collection, freed code stays resident for minutes.
+				debug.FreeOSMemory()
 			}
 		}
 	}

@@ -21,7 +21,7 @@ func TestThePackagedConfigLoads(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(strings.ReplaceAll(string(b), "/srv/kiosk", kiosk)), 0o600))
 	cfg, err := agent.LoadConfig(path)
 	require.NoError(t, err)
-	assert.Equal(t, "/run/credentials/aip-agent.service/device.token", cfg.TokenFile, "the unit's credential")
+	assert.Empty(t, cfg.TokenFile, "the unit passes the token's credential path")
 	assert.Equal(t, "/var/lib/aip-agent", cfg.DataDir, "the unit's state directory")
 	assert.Equal(t, int64(64<<20), cfg.MemoryLimit)
 }
@@ -31,7 +31,9 @@ func TestTheSystemdUnitIsHardenedAndValid(t *testing.T) {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	for _, line := range []string{"Restart=always", "NoNewPrivileges=yes", "ProtectSystem=strict",
-		"ReadWritePaths=/var/lib/aip-agent", "DynamicUser=yes", "KillSignal=SIGTERM"} {
+		"StateDirectory=aip-agent", "ReadWritePaths=/var/lib/aip-agent", "DynamicUser=yes", "KillSignal=SIGTERM",
+		"LoadCredential=device.token:/etc/edgeaip/device.token",
+		"ExecStart=/usr/local/bin/aip-agent --config /etc/edgeaip/agent.yaml --token-file %d/device.token"} {
 		assert.Contains(t, string(b), "\n"+line+"\n")
 	}
 	analyze, err := exec.LookPath("systemd-analyze")

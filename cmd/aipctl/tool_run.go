@@ -118,7 +118,7 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, cfg sandbox.Config,
 		return &exitError{exitUsage, err}
 	}
 	for _, m := range tool.Mounts() {
-		fmt.Fprintf(stderr, "granted %s as %s (%s)\n", m.HostPath, m.GuestPath, map[bool]string{true: "ro", false: "rw"}[m.ReadOnly])
+		fmt.Fprintf(stderr, "granted %s\n", m)
 	}
 	res := agent.ToolResult(sb.Call(ctx, tool, in))
 	if err := printJSON(stdout, res); err != nil {

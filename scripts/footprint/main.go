@@ -36,6 +36,10 @@ import (
 // concurrentCalls is how many tool calls run at once for the busy figure.
 const concurrentCalls = 8
 
+// unloadAfter is the agent's tools.unload_after here: short, so that the
+// figure after unloading takes seconds to measure, not minutes.
+const unloadAfter = 5 * time.Second
+
 func main() {
 	bin := flag.String("bin", "bin", "directory of aip-server and tools/, and cross/ from make cross")
 	agentBin := flag.String("agent", "", "the agent to measure (default BIN/cross/aip-agent-linux-GOARCH, as shipped)")
@@ -43,6 +47,15 @@ func main() {
 	flag.Parse()
 	if *agentBin == "" {
 		*agentBin = filepath.Join(*bin, "cross", "aip-agent-linux-"+runtime.GOARCH)
+	}
+	// The agent's config resolves relative paths against its own dir.
+	for _, p := range []*string{bin, agentBin} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "footprint:", err)
+			os.Exit(1)
+		}
+		*p = abs
 	}
 	if err := run(*bin, *agentBin, *runs); err != nil {
 		fmt.Fprintln(os.Stderr, "footprint:", err)
@@ -89,15 +102,17 @@ func run(bin, agentBin string, runs int) error {
 		}
 		warm = append(warm, d)
 	}
-	idle, busy, err := a.memory(ctx)
+	m, err := a.memory(ctx)
 	if err != nil {
 		return err
 	}
 	slices.Sort(warm)
 	fmt.Printf("| start to registered, compile cache warm (median of %d) | %s |\n", runs, warm[len(warm)/2].Round(time.Millisecond))
 	fmt.Printf("| start to registered, first start (instruments the stock tools) | %s |\n", cold.Round(time.Millisecond))
-	fmt.Printf("| RSS idle after registration, stock tools loaded | %.1f MiB |\n", mib(idle))
-	fmt.Printf("| RSS peak during %d concurrent hash_file calls (32 MiB file) | %.1f MiB |\n", concurrentCalls, mib(busy))
+	fmt.Printf("| RSS idle after registration, stock tools loaded | %.1f MiB |\n", mib(m.idle))
+	fmt.Printf("| RSS peak during %d concurrent hash_file calls (32 MiB file) | %.1f MiB |\n", concurrentCalls, mib(m.busy))
+	fmt.Printf("| RSS idle once each stock tool has run (their code resident) | %.1f MiB |\n", mib(m.used))
+	fmt.Printf("| RSS once the idle code is unloaded (tools.unload_after, %s here) | %.1f MiB |\n", unloadAfter, mib(m.unloaded))
 	return nil
 }
 
@@ -182,11 +197,26 @@ func (a agentRun) start() (*exec.Cmd, error) {
 	if err := os.WriteFile(tokenFile, []byte(a.token), 0o600); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(a.agent,
-		"--server", "ws"+strings.TrimPrefix(a.server, "http")+"/ws", "--id", "footprint-1",
-		"--token-file", tokenFile, "--tools", filepath.Join(a.bin, "tools"),
-		"--allow-dir", a.files, "--data", filepath.Join(a.work, "agent"))
-	cmd.Stderr = io.Discard
+	config := filepath.Join(a.work, "agent.yaml")
+	yaml := fmt.Sprintf(`device: {id: footprint-1}
+server: {url: %q, token_file: %q}
+data_dir: %q
+tools:
+  dirs: [%q]
+  allow_dirs: [%q]
+  unload_after: %s
+`, "ws"+strings.TrimPrefix(a.server, "http")+"/ws", tokenFile, filepath.Join(a.work, "agent"),
+		filepath.Join(a.bin, "tools"), a.files, unloadAfter)
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+		return nil, err
+	}
+	logFile, err := os.OpenFile(filepath.Join(a.work, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(a.agent, "--config", config)
+	cmd.Stderr = logFile
 	return cmd, cmd.Start()
 }
 
@@ -207,15 +237,24 @@ func (a agentRun) startToRegistered(ctx context.Context) (time.Duration, error) 
 		time.Sleep(2 * time.Millisecond)
 	}
 	stop(cmd)
-	return 0, errors.New("aip-agent did not register within a minute")
+	log, _ := os.ReadFile(filepath.Join(a.work, "agent.log"))
+	return 0, fmt.Errorf("aip-agent did not register within a minute; its log:\n%s", log[max(0, len(log)-2000):])
 }
 
-// memory measures the agent's resident memory idle after registration,
-// and its peak while concurrentCalls hash_file calls run, in KiB.
-func (a agentRun) memory(ctx context.Context) (idle, busy int64, err error) {
+// memoryFigures are the agent's resident memory at four moments, in KiB.
+type memoryFigures struct {
+	idle     int64 // registered, no tool run yet
+	busy     int64 // peak while concurrentCalls hash_file calls run
+	used     int64 // idle again, each stock tool having run once
+	unloaded int64 // after unloadAfter, the tools' code freed
+}
+
+// memory measures memoryFigures on a fresh agent.
+func (a agentRun) memory(ctx context.Context) (memoryFigures, error) {
+	var m memoryFigures
 	cmd, err := a.start()
 	if err != nil {
-		return 0, 0, err
+		return m, err
 	}
 	defer stop(cmd)
 	for {
@@ -226,9 +265,37 @@ func (a agentRun) memory(ctx context.Context) (idle, busy int64, err error) {
 	}
 	time.Sleep(3 * time.Second) // let start-up settle
 	pid := cmd.Process.Pid
-	if idle, err = rssKiB(pid); err != nil {
-		return 0, 0, err
+	if m.idle, err = rssKiB(pid); err != nil {
+		return m, err
 	}
+	if m.busy, err = a.busy(ctx, pid, m.idle); err != nil {
+		return m, err
+	}
+	for _, tool := range []struct {
+		name   string
+		params map[string]any
+	}{
+		{"read_file", map[string]any{"path": filepath.Join(a.files, "big.bin"), "max_bytes": 1024}},
+		{"write_file", map[string]any{"path": filepath.Join(a.files, "note.txt"), "content": "hello"}},
+		{"list_dir", map[string]any{"path": a.files}},
+	} {
+		req := api.CommandRequest{Actions: []protocol.Command{{ToolName: tool.name, Parameters: tool.params}}, Timeout: "2m"}
+		if resp, err := a.client.Command(ctx, "footprint-1", req); err != nil || !resp.Succeeded() {
+			return m, fmt.Errorf("%s failed: %v %+v", tool.name, err, resp.Results)
+		}
+	}
+	time.Sleep(time.Second)
+	if m.used, err = rssKiB(pid); err != nil {
+		return m, err
+	}
+	time.Sleep(unloadAfter + 3*time.Second) // the sweep runs every unloadAfter/4
+	m.unloaded, err = rssKiB(pid)
+	return m, err
+}
+
+// busy runs concurrentCalls hash_file calls at once and returns the peak
+// resident memory meanwhile, in KiB.
+func (a agentRun) busy(ctx context.Context, pid int, idle int64) (int64, error) {
 	var wg sync.WaitGroup
 	errs := make(chan error, concurrentCalls)
 	req := api.CommandRequest{Actions: []protocol.Command{{ToolName: "hash_file", Parameters: map[string]any{"path": filepath.Join(a.files, "big.bin")}}}, Timeout: "2m"}
@@ -243,7 +310,7 @@ func (a agentRun) memory(ctx context.Context) (idle, busy int64, err error) {
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	for busy = idle; ; time.Sleep(5 * time.Millisecond) {
+	for busy := idle; ; time.Sleep(5 * time.Millisecond) {
 		if kb, err := rssKiB(pid); err == nil {
 			busy = max(busy, kb)
 		}
@@ -252,10 +319,10 @@ func (a agentRun) memory(ctx context.Context) (idle, busy int64, err error) {
 			close(errs)
 			for err := range errs {
 				if err != nil {
-					return 0, 0, err
+					return 0, err
 				}
 			}
-			return idle, busy, nil
+			return busy, nil
 		default:
 		}
 	}
