@@ -257,7 +257,8 @@ func (a *Agent) handle(ctx context.Context, conn *protocol.Conn, m *protocol.Ser
 			a.replyLog(r).Error("server refused results; they are not sent again", "error", m.Error)
 			return
 		}
-		a.log.Warn("server reported an error", "error", m.Error, "response_id", m.ResponseID)
+		// The server puts the request_id it answers in response_id.
+		a.log.Warn("server reported an error", "error", m.Error, "request_id", m.ResponseID)
 	default:
 		a.log.Warn("message type not handled by this agent", "type", m.Type)
 		a.send(ctx, conn, &protocol.ClientMessage{
