@@ -94,7 +94,7 @@ func (i *installTool) install(ctx context.Context, params map[string]any) (proto
 	}
 	a.computers.swapBase(old, t)
 	if w, ok := old.(*wasmTool); ok {
-		w.close(context.WithoutCancel(ctx))
+		w.replaceWith(context.WithoutCancel(ctx), t)
 	}
 	a.inventoryChanged()
 	return t.info(), old != nil, nil
