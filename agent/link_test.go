@@ -178,7 +178,9 @@ func TestGracefulShutdownFinishesCommandsInFlightAndFlushesTheOutbox(t *testing.
 	ta := startAgent(t, cfg)
 	l := p.next(t)
 
-	m := newCommand("s1", action("pause", map[string]any{"ms": 500}))
+	// Long enough that the link is still up when the late command is sent,
+	// however slow the machine.
+	m := newCommand("s1", action("pause", map[string]any{"ms": 2000}))
 	l.send(t, m)
 	require.Eventually(t, func() bool { return ta.logs.contains("command received") }, 10*time.Second, 5*time.Millisecond)
 	stopped := make(chan struct{})
