@@ -327,18 +327,23 @@ func (a *Agent) tooBigToSend(p pendingReply, link uint64, sendErr error) {
 // replyLog is the agent's log for the results r carries.
 func (a *Agent) replyLog(r *protocol.ClientMessage) *slog.Logger { return withReply(a.log, r) }
 
-// pruneOutbox drops aged-out results now and then.
-func (a *Agent) pruneOutbox(ctx context.Context) {
-	t := time.NewTicker(min(a.cfg.Outbox.MaxAge/4, time.Hour))
+// pruneOutbox drops aged-out results.
+func (a *Agent) pruneOutbox(now time.Time) {
+	if err := a.outbox.prune(now); err != nil {
+		a.log.Error("outbox not pruned", "err", err)
+	}
+}
+
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func(now time.Time)) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			if err := a.outbox.prune(now); err != nil {
-				a.log.Error("outbox not pruned", "err", err)
-			}
+			f(now)
 		}
 	}
 }

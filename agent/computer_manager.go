@@ -132,20 +132,6 @@ func (m *ComputerManager) evictIdle(now time.Time) {
 	}
 }
 
-// evictIdleUntil evicts idle Computers now and then until ctx ends.
-func (m *ComputerManager) evictIdleUntil(ctx context.Context) {
-	t := time.NewTicker(computerIdleAfter / 4)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			m.evictIdle(now)
-		}
-	}
-}
-
 // findBase returns the wasm tool called name in namespace, or nil.
 func (m *ComputerManager) findBase(namespace, name string) tool {
 	m.mu.Lock()

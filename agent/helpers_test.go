@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -85,35 +83,20 @@ func action(tool string, params map[string]any) protocol.Command {
 }
 
 // logRecorder keeps what is logged, to check what the agent says.
-type logRecorder struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (r *logRecorder) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.buf.Write(p)
-}
+type logRecorder struct{ testenv.LogBuffer }
 
 func (r *logRecorder) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(r, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-func (r *logRecorder) contains(s string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return strings.Contains(r.buf.String(), s)
-}
+func (r *logRecorder) contains(s string) bool { return strings.Contains(r.String(), s) }
 
 // requireIDs checks that each line logged with msg names the ids an
 // operator greps for, with the values in ids, and that there is one.
 func (r *logRecorder) requireIDs(t *testing.T, msg string, ids map[string]string) {
 	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	found := false
-	for line := range strings.Lines(r.buf.String()) {
+	for line := range strings.Lines(r.String()) {
 		if !strings.Contains(line, fmt.Sprintf("msg=%q", msg)) {
 			continue
 		}

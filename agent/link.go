@@ -37,8 +37,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { a.keepLinked(linkCtx) })
 	wg.Go(func() { a.deliver(linkCtx) })
-	wg.Go(func() { a.pruneOutbox(linkCtx) })
-	wg.Go(func() { a.computers.evictIdleUntil(linkCtx) })
+	wg.Go(func() { every(linkCtx, min(a.cfg.Outbox.MaxAge/4, time.Hour), a.pruneOutbox) })
+	wg.Go(func() { every(linkCtx, computerIdleAfter/4, a.computers.evictIdle) })
 	<-ctx.Done()
 	a.shutdown()
 	stopLink()

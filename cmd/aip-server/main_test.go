@@ -1,42 +1,23 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/edgeaip/edgeaip/internal/logging"
+	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// lockedBuffer is written by the HTTP server's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // net/http logs a handler's panic itself, through the server's ErrorLog:
 // under --log-format json that must be a JSON line too.
 func TestNetHTTPErrorsAreJSONLinesUnderJSONLogging(t *testing.T) {
-	var out lockedBuffer
+	var out testenv.LogBuffer
 	log := logging.Options{Format: logging.FormatJSON, Level: slog.LevelInfo}.New(&out)
 	hs := newHTTPServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }), log)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
