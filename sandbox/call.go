@@ -57,16 +57,21 @@ type Usage struct {
 
 // Call runs t once in a fresh instance, with params (a JSON object) on
 // stdin. Parameters that do not satisfy the tool's input schema fail the
-// call before it runs. The tool's code is compiled if it is not loaded,
-// which does not count against the call's deadline: the deadline bounds
-// the tool, and compiling is the board's work. The call then waits for
-// admission, its deadline already running. It never panics on a
-// misbehaving module; every failure is in Result.Err.
+// call before it runs. The call waits for the tool to be Ready and its
+// code to be compiled if it is not loaded, neither of which counts
+// against the call's deadline: the deadline bounds the tool, and
+// instrumenting and compiling are the board's work. A tool whose module
+// was refused fails with ErrRefused. The call then waits for admission,
+// its deadline already running. It never panics on a misbehaving module;
+// every failure is in Result.Err.
 func (s *Sandbox) Call(ctx context.Context, t *Tool, params []byte) Result {
 	if t.validator != nil {
 		if err := t.validator.Validate(params); err != nil {
 			return Result{Err: fmt.Errorf("tool %q: %w: %w", t.name, ErrInvalidParams, err)}
 		}
+	}
+	if err := t.Ready(ctx); err != nil {
+		return Result{Err: err}
 	}
 	if !t.enter() {
 		return Result{Err: fmt.Errorf("tool %q: %w", t.name, ErrUnloaded)}

@@ -49,24 +49,38 @@ type meteredModule struct {
 // module's digest and a later load finds it there: a module only ever gets
 // there by passing Instrument's validation.
 func (s *Sandbox) instrument(ctx context.Context, wasm []byte, sum string) (meteredModule, error) {
-	var path string
-	if s.meteredDir != "" {
-		path = filepath.Join(s.meteredDir, sum+".wasm")
-		if _, err := os.Stat(path); err == nil {
-			return meteredModule{path: path}, nil
-		}
+	if m, ok := s.cachedInstrumented(sum); ok {
+		return m, nil
 	}
 	metered, err := meter.Instrument(ctx, wasm, meter.Options{})
 	if err != nil {
 		return meteredModule{}, err // meter names itself: "instrument: ..."
 	}
-	if path != "" && atomicfile.Write(path, metered) == nil {
-		return meteredModule{path: path}, nil
+	if s.meteredDir != "" {
+		path := s.meteredPath(sum)
+		if atomicfile.Write(path, metered) == nil {
+			return meteredModule{path: path}, nil
+		}
 	}
 	// Without a cache, or one that cannot be written, the module stays
 	// in memory.
 	return meteredModule{bytes: metered}, nil
 }
+
+// cachedInstrumented finds the instrumented copy of the module whose
+// digest is sum in the cache.
+func (s *Sandbox) cachedInstrumented(sum string) (meteredModule, bool) {
+	if s.meteredDir == "" {
+		return meteredModule{}, false
+	}
+	path := s.meteredPath(sum)
+	if _, err := os.Stat(path); err != nil {
+		return meteredModule{}, false
+	}
+	return meteredModule{path: path}, true
+}
+
+func (s *Sandbox) meteredPath(sum string) string { return filepath.Join(s.meteredDir, sum+".wasm") }
 
 // compile compiles t's metered module; callers hold compileMu. A cached
 // instrumented copy that has gone is made again from the module's file. A

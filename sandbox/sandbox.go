@@ -31,10 +31,12 @@ type Sandbox struct {
 	compileMu   sync.Mutex // one compilation at a time: each may take 150 MB
 	compiledDir string     // wazero's compile cache; "" for none
 
-	mu    sync.Mutex
-	tools map[*Tool]struct{} // loaded and not closed, for unloadIdle
-	stop  chan struct{}      // closed by Close
-	done  chan struct{}      // closed when unloadIdle has returned
+	mu     sync.Mutex
+	tools  map[*Tool]struct{} // loaded and not closed, for unloadIdle
+	queue  []*Tool            // loaded, waiting to be instrumented, in Load order
+	queued chan struct{}      // signalled when a tool joins the queue
+	stop   chan struct{}      // closed by Close
+	bg     sync.WaitGroup     // unloadIdle and instrumentQueued
 }
 
 // Spec is a tool to load: the module and what its calls may use.
@@ -74,7 +76,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	// loops (wasmtools/meter/RATIONALE.md).
 	rc := wazero.NewRuntimeConfig()
 	s := &Sandbox{cfg: cfg, adm: newAdmission(cfg.maxCalls, cfg.maxReservedMemory),
-		tools: map[*Tool]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
+		tools: map[*Tool]struct{}{}, queued: make(chan struct{}, 1), stop: make(chan struct{})}
 	if cfg.cacheDir != "" {
 		dir, err := openCacheDir(cfg.cacheDir)
 		if err != nil {
@@ -98,18 +100,25 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		s.Close(ctx)
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	go s.unloadIdle(context.WithoutCancel(ctx))
+	bgCtx := context.WithoutCancel(ctx)
+	s.bg.Go(func() { s.unloadIdle(bgCtx) })
+	s.bg.Go(func() { s.instrumentQueued(bgCtx) })
 	return s, nil
 }
 
 // Load prepares spec.Wasm as the tool spec.Name, with its schema, mounts,
-// environment and limits. It checks all it can without compiling: the
-// module is valid, a WASI command, and fits its memory limit. Compiling is
-// left to the first call, and compiled code is dropped again when the tool
-// stays idle (WithUnloadAfter): a Go tool's code is some 25 MB of memory,
-// too much to hold for every tool a small board has.
+// environment and limits. It checks at once all that is cheap to check:
+// the module is a WASI command and fits its memory limit. Instrumenting it
+// for fuel, which validates it, takes a quarter of a second for a Go tool,
+// so unless the instrumented copy is in the cache already, the tool is
+// instrumented in the background, one module at a time in Load order:
+// Ready waits for it and says if it failed, and a call waits for it as it
+// waits for compiling. Compiling is left to the first call, and compiled
+// code is dropped again when the tool stays idle (WithUnloadAfter): a Go
+// tool's code is some 25 MB of memory, too much to hold for every tool a
+// small board has.
 func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
-	t := &Tool{sb: s, name: spec.Name, mounts: spec.Mounts, env: maps.Clone(spec.Env)}
+	t := &Tool{sb: s, name: spec.Name, path: spec.Path, mounts: spec.Mounts, env: maps.Clone(spec.Env), ready: make(chan struct{})}
 	fail := func(err error) (*Tool, error) { return nil, fmt.Errorf("tool %q: %w", spec.Name, err) }
 	if err := checkMounts(spec.Mounts); err != nil {
 		return fail(err)
@@ -126,19 +135,25 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 	if err := s.adm.admissible(t.limits.MemoryPages); err != nil {
 		return fail(err)
 	}
-	sum := sha256.Sum256(spec.Wasm)
-	t.sha256 = hex.EncodeToString(sum[:])
-	metered, err := s.instrument(ctx, spec.Wasm, t.sha256)
-	if err != nil {
-		return fail(err)
-	}
 	if err := checkCommand(spec.Wasm, t.limits.MemoryPages); err != nil {
 		return fail(err)
 	}
-	t.metered, t.path = metered, spec.Path
+	sum := sha256.Sum256(spec.Wasm)
+	t.sha256 = hex.EncodeToString(sum[:])
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.stop:
+		return fail(ErrClosed)
+	default:
+	}
+	if m, ok := s.cachedInstrumented(t.sha256); ok {
+		t.becomeReady(m, nil)
+	} else {
+		t.pending = spec.Wasm
+		s.enqueue(t)
+	}
 	s.tools[t] = struct{}{}
-	s.mu.Unlock()
 	return t, nil
 }
 
@@ -151,7 +166,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		close(s.stop)
 	}
 	s.mu.Unlock()
-	<-s.done
+	s.bg.Wait()
 	err := s.rt.Close(ctx)
 	if s.cache != nil {
 		s.cache.Close(ctx)

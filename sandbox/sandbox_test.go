@@ -125,7 +125,7 @@ func TestLoadRefusesNonCommandModules(t *testing.T) {
 	_, err := sb.Load(context.Background(), Spec{Name: "lib", Wasm: []byte("\x00asm\x01\x00\x00\x00\x05\x03\x01\x00\x01")})
 	assert.ErrorContains(t, err, `tool "lib": not a WASI command module`)
 	_, err = sb.Load(context.Background(), Spec{Name: "junk", Wasm: []byte("not wasm")})
-	assert.ErrorContains(t, err, `tool "junk": instrument: invalid module`)
+	assert.ErrorContains(t, err, `tool "junk": not a WebAssembly module`)
 }
 
 func TestParseMount(t *testing.T) {

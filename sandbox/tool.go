@@ -12,20 +12,27 @@ import (
 	"github.com/tetratelabs/wazero"
 )
 
-// Tool is a loaded tool module, ready to be called any number of times. Its
-// code is compiled at its first call and dropped when it has been idle for
-// the sandbox's unload time; the next call compiles it again, from the
-// compile cache when there is one.
+// Tool is a loaded tool module, to be called any number of times. Its
+// module is instrumented for fuel in the background unless the cache had
+// it (Ready). Its code is compiled at its first call and dropped when it
+// has been idle for the sandbox's unload time; the next call compiles it
+// again, from the compile cache when there is one.
 type Tool struct {
 	sb        *Sandbox
 	name      string
 	sha256    string
 	limits    Limits
-	metered   meteredModule
 	path      string // where the module can be read again; "" if nowhere
 	validator *schema.Validator
 	mounts    []Mount
 	env       map[string]string
+
+	// ready is closed once the module is instrumented, or has failed to
+	// be; metered and readyErr are set before.
+	ready    chan struct{}
+	metered  meteredModule
+	readyErr error
+	pending  []byte // the module, while it waits to be instrumented
 
 	mu       sync.Mutex
 	code     wazero.CompiledModule // nil until compiled, and once unloaded
@@ -124,6 +131,12 @@ func (t *Tool) compiled(ctx context.Context) (wazero.CompiledModule, error) {
 	return code, nil
 }
 
+func (t *Tool) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
 // unloadIfIdle drops the code of a tool no call has used since before,
 // and reports whether it did.
 func (t *Tool) unloadIfIdle(ctx context.Context, before time.Time) bool {
@@ -155,7 +168,6 @@ func (t *Tool) loaded() bool {
 // unloadIdle drops the code of tools idle for the unload time, until the
 // sandbox closes.
 func (s *Sandbox) unloadIdle(ctx context.Context) {
-	defer close(s.done)
 	if s.cfg.unloadAfter < 0 {
 		<-s.stop
 		return

@@ -54,6 +54,7 @@ func TestAToolWhoseCachedCopyVanishedIsInstrumentedAgainFromItsFile(t *testing.T
 	require.NoError(t, os.WriteFile(path, fixture(t, "echo"), 0o600))
 	tool, err := sb.Load(ctx, Spec{Name: "echo", Wasm: fixture(t, "echo"), Path: path})
 	require.NoError(t, err)
+	require.NoError(t, tool.Ready(ctx))
 
 	require.NoError(t, os.RemoveAll(cache), "someone clears the cache while the agent runs")
 	res := sb.Call(ctx, tool, []byte("hi"))

@@ -2,6 +2,7 @@
 # Rebuilds the tool fixtures:
 #  - the hostile and tiny tools, from their .wat sources, with wat2wasm from
 #    Debian's wabt package (apt-get install -y wabt);
+#  - invalid/: modules only instrumenting refuses, likewise;
 #  - signed/: echo.wasm packed with each manifest of signed/manifests, then
 #    signed with the test keys of ../keys (aipctl tool, via go run):
 #      signed_echo    signed with test.key (trusted by the tests)
@@ -14,6 +15,11 @@ set -eu
 cd "$(dirname "$0")"
 for w in *.wat; do
 	wat2wasm "$w" -o "${w%.wat}.wasm"
+done
+# invalid/: modules that pass the agent's checks but not wazero's
+# validation, which wat2wasm would refuse to build.
+for w in invalid/*.wat; do
+	wat2wasm --no-check "$w" -o "${w%.wat}.wasm"
 done
 
 aipctl="go run ../../cmd/aipctl"

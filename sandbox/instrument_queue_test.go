@@ -1,0 +1,112 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// invalidBody is a WASI command that passes Load's checks and fails
+// wazero's validation, which instrumenting runs.
+func invalidBody(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.TestdataTools(), "invalid", "invalid_body.wasm"))
+	require.NoError(t, err)
+	return b
+}
+
+// goTool is a stock tool built from Go: some 3.7 MB, a quarter of a second
+// to instrument.
+func goTool(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.StockToolsDir(t), "hash_file.wasm"))
+	require.NoError(t, err)
+	return b
+}
+
+func TestReadyReportsWhyTheModuleCouldNotBeInstrumented(t *testing.T) {
+	sb := newSandbox(t, NewConfig().WithCacheDir(t.TempDir()))
+	ctx := context.Background()
+	tool, err := sb.Load(ctx, Spec{Name: "bad", Wasm: invalidBody(t)})
+	require.NoError(t, err, "the checks Load makes at once pass")
+
+	err = tool.Ready(ctx)
+	require.ErrorIs(t, err, ErrRefused)
+	assert.ErrorContains(t, err, `tool "bad": module refused: instrument: invalid module`)
+	res := sb.Call(ctx, tool, nil)
+	require.ErrorIs(t, res.Err, ErrRefused, "a call fails with the same error")
+	assert.Equal(t, err.Error(), res.Err.Error())
+}
+
+func TestACallBeforeInstrumentationEndsWaitsForItAndRuns(t *testing.T) {
+	sb := newSandbox(t, NewConfig().WithCacheDir(t.TempDir()))
+	ctx := context.Background()
+	slow, err := sb.Load(ctx, Spec{Name: "hash_file", Wasm: goTool(t)})
+	require.NoError(t, err)
+	echo := load(t, sb, "echo", Limits{})
+	require.ErrorIs(t, echo.Ready(canceled()), ErrCanceled, "echo waits behind the Go tool")
+
+	res := sb.Call(ctx, echo, []byte("hi"))
+	require.NoError(t, res.Err)
+	assert.Equal(t, "hi", string(res.Stdout))
+	require.NoError(t, slow.Ready(ctx), "modules are instrumented in Load order")
+}
+
+func TestAToolWhoseInstrumentedCopyIsCachedIsReadyAtOnce(t *testing.T) {
+	cache := t.TempDir()
+	ctx := context.Background()
+	first := newSandbox(t, NewConfig().WithCacheDir(cache))
+	require.NoError(t, load(t, first, "echo", Limits{}).Ready(ctx))
+	require.NoError(t, first.Close(ctx))
+
+	second := newSandbox(t, NewConfig().WithCacheDir(cache))
+	assert.NoError(t, load(t, second, "echo", Limits{}).Ready(canceled()))
+}
+
+func TestCloseAbandonsTheModulesWaitingToBeInstrumented(t *testing.T) {
+	ctx := context.Background()
+	sb, err := New(ctx, NewConfig())
+	require.NoError(t, err)
+	wasm := goTool(t)
+	var tools []*Tool
+	for _, name := range []string{"first", "second", "third"} {
+		tool, err := sb.Load(ctx, Spec{Name: name, Wasm: wasm})
+		require.NoError(t, err)
+		tools = append(tools, tool)
+	}
+	require.NoError(t, sb.Close(ctx), "Close returns, having waited for the module being instrumented")
+
+	for _, tool := range tools {
+		if err := tool.Ready(canceled()); err != nil {
+			require.ErrorIs(t, err, ErrClosed, "Ready returns without waiting: %s", tool.Name())
+		}
+	}
+	assert.ErrorIs(t, tools[2].Ready(ctx), ErrClosed, "the last in line was never instrumented")
+	assert.ErrorIs(t, sb.Call(ctx, tools[2], nil).Err, ErrClosed)
+	_, err = sb.Load(ctx, Spec{Name: "late", Wasm: fixture(t, "echo")})
+	assert.ErrorIs(t, err, ErrClosed)
+}
+
+func TestAToolClosedBeforeItsTurnIsNotInstrumented(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	ctx := context.Background()
+	slow, err := sb.Load(ctx, Spec{Name: "hash_file", Wasm: goTool(t)})
+	require.NoError(t, err)
+	echo := load(t, sb, "echo", Limits{})
+	require.NoError(t, echo.Close(ctx))
+	assert.ErrorIs(t, echo.Ready(ctx), ErrUnloaded)
+	assert.NoError(t, slow.Ready(ctx))
+}
+
+// canceled is a context that has ended, to ask Ready whether a tool is
+// ready without waiting.
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}

@@ -1,0 +1,10 @@
+;; A WASI command whose one function does not validate: it leaves an i32 on
+;; the stack of a function that returns nothing. Everything the agent checks
+;; before instrumenting (the manifest, the _start export, the memory size)
+;; passes; wazero's validation, which instrumenting runs, refuses it.
+;; Built with `wat2wasm --no-check` (see ../build.sh), which skips that
+;; validation.
+(module
+  (memory (export "memory") 1)
+  (func (export "_start")
+    i32.const 1))
