@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,13 +24,19 @@ type Agent struct {
 	log       *slog.Logger
 	sb        *sandbox.Sandbox
 	loader    *toolLoader
-	refused   []refusal // modules refused at startup, reported at registration
 	mcp       *mcpPool
 	computers *ComputerManager
 	router    *Router
 	outbox    *outbox
 	outboxFS  outboxFS
 	frames    frameCap // what one message on the link may take
+
+	refusedMu sync.Mutex
+	refused   []refusal // modules refused since start, reported at registration
+
+	// stopWatch ends refuseUninstrumented, which watching waits for.
+	stopWatch context.CancelFunc
+	watching  sync.WaitGroup
 
 	slots    chan struct{} // one per command allowed to run
 	sessions sessionQueues
@@ -59,7 +66,10 @@ var errRestarted = errors.New("agent restarted while the command ran")
 
 // New loads the token, the tools and the outbox. It fails on a config that
 // cannot work, such as a missing token file; a module that is refused is
-// logged, reported at registration and left out instead. Commands that
+// logged, reported at registration and left out instead. It does not wait
+// for modules to be instrumented for fuel, which on a first start takes a
+// quarter of a second per Go tool: one that turns out not to instrument is
+// refused then, and the inventory sent again without it. Commands that
 // were running when the agent last died are answered as failed, from the
 // outbox, once it links up.
 func New(ctx context.Context, cfg Config) (*Agent, error) {
@@ -111,6 +121,9 @@ func (a *Agent) init(ctx context.Context) error {
 	a.mcp = newMCPPool(a.frames, a.log, a.inventoryChanged)
 	a.computers = newComputerManager(a.cfg.MCP, tools, []tool{&installTool{agent: a}}, a.mcp, a.log)
 	a.router = &Router{computers: a.computers, log: a.log}
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopWatch = stopWatch
+	a.watching.Go(func() { a.refuseUninstrumented(watchCtx, tools) })
 	ob, interrupted, err := openOutbox(filepath.Join(a.cfg.DataDir, "outbox", a.cfg.ID+".journal"), a.outboxFS, a.cfg.Outbox, a.log)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
@@ -216,16 +229,55 @@ func (a *Agent) loadDir(ctx context.Context, dir toolDir) ([]tool, error) {
 	return tools, nil
 }
 
+// refuseUninstrumented waits for each wasm tool to be instrumented, in
+// the order the sandbox instruments them, and refuses one that cannot be
+// as a module that fails to load is refused: logged and reported at
+// registration. It is taken out of every Computer, and the link registers
+// again with the inventory without it.
+func (a *Agent) refuseUninstrumented(ctx context.Context, tools []tool) {
+	for _, t := range tools {
+		w, ok := t.(*wasmTool)
+		if !ok {
+			continue
+		}
+		err := w.mod.Ready(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		// A tool replaced by a deployed version meanwhile is out of the
+		// inventory already.
+		if !errors.Is(err, sandbox.ErrRefused) || !a.computers.removeBase(w) {
+			continue
+		}
+		a.refuse(refusal{Path: w.where, Error: fmt.Sprintf("%v (%s)", err, w.where)})
+		w.close(ctx)
+		a.inventoryChanged()
+	}
+}
+
 // refuse logs a module that was not loaded and keeps it for registration.
 func (a *Agent) refuse(r refusal) {
 	a.log.Error("tool refused", "path", r.Path, "err", r.Error)
+	a.refusedMu.Lock()
+	defer a.refusedMu.Unlock()
 	a.refused = append(a.refused, r)
+}
+
+// refusals are the modules refused since start.
+func (a *Agent) refusals() []refusal {
+	a.refusedMu.Lock()
+	defer a.refusedMu.Unlock()
+	return slices.Clone(a.refused)
 }
 
 // Close stops the MCP servers and frees the sandbox and the outbox. Call
 // it after Run returns; calls after the first do nothing.
 func (a *Agent) Close(ctx context.Context) error {
 	a.closeOnce.Do(func() {
+		if a.stopWatch != nil {
+			a.stopWatch()
+			a.watching.Wait()
+		}
 		if a.mcp != nil {
 			a.mcp.close()
 		}

@@ -138,6 +138,16 @@ func (c *Computer) swap(old, t tool) {
 	c.tools[r.info.ToolKey] = r
 }
 
+// remove takes t out, if it holds its key.
+func (c *Computer) remove(t tool) {
+	key := t.info().ToolKey
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.tools[key]; ok && r.tool == t {
+		delete(c.tools, key)
+	}
+}
+
 func (c *Computer) bindServer(s *mcpServer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -67,7 +67,7 @@ type computerSlot struct {
 }
 
 func newComputerManager(mcp MCPConfig, base, meta []tool, pool *mcpPool, log *slog.Logger) *ComputerManager {
-	return &ComputerManager{mcp: mcp, base: base, meta: meta, pool: pool, log: log, computers: map[string]*computerSlot{}}
+	return &ComputerManager{mcp: mcp, base: slices.Clone(base), meta: meta, pool: pool, log: log, computers: map[string]*computerSlot{}}
 }
 
 // Get returns the Computer for t, building it on first use. It waits for
@@ -183,6 +183,24 @@ func (m *ComputerManager) swapBase(old, t tool) {
 	} else {
 		m.base = append(m.base, t)
 	}
+}
+
+// removeBase takes the wasm tool t out of every Computer, those built so
+// far and those to come, and reports whether it was there.
+func (m *ComputerManager) removeBase(t tool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := slices.Index(m.base, t)
+	if i < 0 {
+		return false
+	}
+	m.base = slices.Delete(m.base, i, i+1)
+	for _, slot := range m.computers {
+		if slot.err == nil {
+			slot.computer.remove(t)
+		}
+	}
+	return true
 }
 
 func (m *ComputerManager) build(key string, t Target) (*Computer, error) {

@@ -83,6 +83,11 @@ func (i *installTool) install(ctx context.Context, params map[string]any) (proto
 	if err != nil {
 		return none, false, err
 	}
+	// The operator learns now whether the module can run at all.
+	if err := t.mod.Ready(ctx); err != nil {
+		t.close(ctx)
+		return none, false, fmt.Errorf("%w (deployed module)", err)
+	}
 	old := a.computers.findBase(ns, mod.Manifest.Name)
 	if err := a.computers.canSwapBase(old, t); err != nil {
 		t.close(ctx)

@@ -143,7 +143,7 @@ func TestDeployedToolsThatClashWithToolDirsAreRefusedAtStart(t *testing.T) {
 	// The operator later adds a tools dir with a tool of the same key.
 	a := offlineAgent(t, data, "signed="+testenv.SignedTools())
 	var clash string
-	for _, r := range a.refused {
+	for _, r := range a.refusals() {
 		if strings.HasSuffix(r.Path, filepath.Join("deployed", "signed_echo.wasm")) {
 			clash = r.Error
 		}

@@ -193,7 +193,7 @@ func (a *Agent) registerMessage() *protocol.ClientMessage {
 }
 
 // systemInfo describes the device with the tools of its default Computer.
-// The modules refused at startup are listed in custom_metadata.
+// The modules refused since start are listed in custom_metadata.
 // refused_tools, so that the operator sees why a tool is missing.
 func (a *Agent) systemInfo() protocol.SystemInfo {
 	var tools []protocol.MCPToolInfo
@@ -201,9 +201,9 @@ func (a *Agent) systemInfo() protocol.SystemInfo {
 		tools = c.ListTools("", "", false)
 	}
 	info := systemInfo(a.cfg.ID, a.cfg.Labels, len(a.cfg.MCP) > 0, tools)
-	if len(a.refused) > 0 {
-		refused := make([]any, len(a.refused))
-		for i, r := range a.refused {
+	if refusals := a.refusals(); len(refusals) > 0 {
+		refused := make([]any, len(refusals))
+		for i, r := range refusals {
 			refused[i] = map[string]any{"path": r.Path, "error": r.Error}
 		}
 		info.CustomMetadata["refused_tools"] = refused

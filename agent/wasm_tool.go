@@ -22,6 +22,7 @@ type wasmTool struct {
 	sb        *sandbox.Sandbox
 	mod       *sandbox.Tool
 	namespace string
+	where     string // where the module came from: its file, or "deployed module"
 	manifest  manifest.Manifest
 	source    manifest.Source
 	verdict   signature.Verdict
@@ -170,7 +171,8 @@ func parseOutput(stdout []byte) any {
 }
 
 // toolLoader turns tool modules into tools: it reads the manifest, checks
-// the signature, applies the capability policy and compiles.
+// the signature, applies the capability policy and loads the module into
+// the sandbox, which instruments it in the background (sandbox.Tool.Ready).
 type toolLoader struct {
 	sb        *sandbox.Sandbox
 	verifier  signature.Verifier
@@ -194,7 +196,7 @@ func (l *toolLoader) load(ctx context.Context, namespace, where string, mod mani
 	if err != nil {
 		return nil, fmt.Errorf("%w (%s)", err, where)
 	}
-	return &wasmTool{sb: l.sb, mod: t, namespace: namespace, manifest: mod.Manifest, source: mod.Source, verdict: verdict}, nil
+	return &wasmTool{sb: l.sb, mod: t, namespace: namespace, where: where, manifest: mod.Manifest, source: mod.Source, verdict: verdict}, nil
 }
 
 // toolDir is a directory of tool modules that forms one namespace.

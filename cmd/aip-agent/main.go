@@ -210,8 +210,5 @@ func run(cfg agent.Config) error {
 		return err
 	}
 	defer a.Close(context.Background())
-	// Loading tools can instrument them, which leaves tens of megabytes
-	// of garbage; hand it back to the board before settling down.
-	debug.FreeOSMemory()
 	return a.Run(ctx)
 }

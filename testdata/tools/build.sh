@@ -2,7 +2,8 @@
 # Rebuilds the tool fixtures:
 #  - the hostile and tiny tools, from their .wat sources, with wat2wasm from
 #    Debian's wabt package (apt-get install -y wabt);
-#  - invalid/: modules only instrumenting refuses, likewise;
+#  - invalid/: modules only instrumenting refuses, likewise, then packed and
+#    signed with test.key as signed_echo is;
 #  - signed/: echo.wasm packed with each manifest of signed/manifests, then
 #    signed with the test keys of ../keys (aipctl tool, via go run):
 #      signed_echo    signed with test.key (trusted by the tests)
@@ -17,7 +18,8 @@ for w in *.wat; do
 	wat2wasm "$w" -o "${w%.wat}.wasm"
 done
 # invalid/: modules that pass the agent's checks but not wazero's
-# validation, which wat2wasm would refuse to build.
+# validation, which wat2wasm would refuse to build; they are packed with
+# their manifest of invalid/manifests and signed with test.key, below.
 for w in invalid/*.wat; do
 	wat2wasm --no-check "$w" -o "${w%.wat}.wasm"
 done
@@ -31,3 +33,8 @@ $aipctl tool sign --key ../keys/other.key signed/foreign_echo.wasm >/dev/null
 $aipctl tool sign --key ../keys/test.key signed/tampered_echo.wasm >/dev/null
 off=$(grep -obUa 'copies stdin' signed/tampered_echo.wasm | cut -d: -f1)
 printf 'C' | dd of=signed/tampered_echo.wasm bs=1 seek="$off" conv=notrunc status=none
+for w in invalid/*.wat; do
+	n=$(basename "${w%.wat}")
+	$aipctl tool pack "invalid/$n.wasm" --manifest "invalid/manifests/$n.json" --out "invalid/$n.wasm" >/dev/null
+	$aipctl tool sign --key ../keys/test.key "invalid/$n.wasm" >/dev/null
+done

@@ -1,0 +1,121 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// invalidBodyPath is a signed module that passes every check the agent
+// makes at load and fails wazero's validation, which instrumenting runs.
+func invalidBodyPath() string {
+	return filepath.Join(testenv.TestdataTools(), "invalid", "invalid_body.wasm")
+}
+
+// slowStartConfig is a config for dev-1 linked to url, on a fresh data
+// dir, with one tools dir (namespace "tools") holding the stock Go tool
+// hash_file, a quarter of a second to instrument, and the modules named,
+// which sort after it and so are instrumented after it. No MCP server
+// holds up registration.
+func slowStartConfig(t *testing.T, url string, modules ...string) Config {
+	t.Helper()
+	cfg := agentConfig(t, url)
+	cfg.MCP = nil
+	dir := filepath.Join(t.TempDir(), "tools")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	for _, src := range append([]string{filepath.Join(testenv.StockToolsDir(t), "hash_file.wasm")}, modules...) {
+		b, err := os.ReadFile(src)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, filepath.Base(src)), b, 0o644))
+	}
+	cfg.ToolDirs = []string{dir}
+	return cfg
+}
+
+// registeredInfo reads the system_info of a REGISTER as the peer got it.
+func registeredInfo(t *testing.T, m protocol.ClientMessage) map[string]any {
+	t.Helper()
+	require.Equal(t, protocol.ClientRegister, m.Type, "%+v", m)
+	info, ok := m.Metadata[protocol.MetadataSystemInfo].(map[string]any)
+	require.True(t, ok, "metadata has system_info: %v", m.Metadata)
+	return info
+}
+
+func TestAModuleThatCannotBeInstrumentedIsRefusedAfterTheAgentRegisters(t *testing.T) {
+	p := newTestPeer(t)
+	cfg := slowStartConfig(t, p.url(), invalidBodyPath())
+	ta := startAgent(t, cfg)
+	l := p.next(t)
+	first := registeredInfo(t, l.register)
+	assert.Subset(t, inventory(t, l.register.Metadata), []string{"data_collection::hash_file", "action::invalid_body"},
+		"the agent registers before its tools are instrumented, with all it loaded")
+	assert.NotContains(t, first["custom_metadata"], "refused_tools")
+
+	again := l.next(t)
+	info := registeredInfo(t, again)
+	assert.Contains(t, inventory(t, again.Metadata), "data_collection::hash_file")
+	assert.NotContains(t, inventory(t, again.Metadata), "action::invalid_body", "registers again without it")
+	refused := info["custom_metadata"].(map[string]any)["refused_tools"].([]any)
+	require.Len(t, refused, 1)
+	r := refused[0].(map[string]any)
+	path := filepath.Join(cfg.ToolDirs[0], "invalid_body.wasm")
+	assert.Equal(t, path, r["path"])
+	assert.Contains(t, r["error"], `tool "invalid_body": module refused: instrument: invalid module`)
+	assert.Contains(t, r["error"], "("+path+")")
+	assert.True(t, ta.logs.contains(`msg="tool refused" device=dev-1 path=`+path), "the refusal is logged with the module's path")
+
+	m := newCommand("s1", action("invalid_body", nil))
+	l.send(t, m)
+	res := l.results(t, m.ResponseID)
+	assert.Contains(t, res[0].Error, `unknown tool "invalid_body"`, "it is gone from the Computer")
+}
+
+func TestACommandThatComesBeforeItsToolIsInstrumentedWaitsAndRuns(t *testing.T) {
+	p := newTestPeer(t)
+	files := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(files, "f"), []byte("kiosk"), 0o644))
+	cfg := slowStartConfig(t, p.url())
+	cfg.Mounts = []sandbox.Mount{{HostPath: files, GuestPath: "/files", ReadOnly: true}}
+	ta := startAgent(t, cfg)
+	l := p.next(t)
+	tool := ta.computers.findBase("tools", "hash_file").(*wasmTool)
+	require.ErrorIs(t, tool.mod.Ready(canceledCtx()), sandbox.ErrCanceled, "hash_file is still being instrumented")
+
+	m := newCommand("s1", protocol.Command{ToolName: "hash_file", Parameters: map[string]any{"path": "/files/f"}, CallID: "c1"})
+	l.send(t, m)
+	res := l.results(t, m.ResponseID)
+	require.Equal(t, protocol.ResultSuccess, res[0].Status, res[0].Error)
+	sum := sha256.Sum256([]byte("kiosk"))
+	assert.Equal(t, hex.EncodeToString(sum[:]), res[0].Result.(map[string]any)["sha256"])
+}
+
+func TestADeployedModuleThatCannotBeInstrumentedIsRefusedToTheOperator(t *testing.T) {
+	data := t.TempDir()
+	a := offlineAgent(t, data)
+	wasm, err := os.ReadFile(invalidBodyPath())
+	require.NoError(t, err)
+	params, err := protocol.InstallToolParams(wasm, "")
+	require.NoError(t, err)
+	res := a.router.Execute(context.Background(), Target{}, []protocol.Command{{ToolName: protocol.InstallToolName, Parameters: params}}, true)[0]
+	assert.Equal(t, protocol.ResultFailure, res.Status)
+	assert.Contains(t, res.Error, `install_tool: tool "invalid_body": module refused: instrument: invalid module`)
+	assert.NoFileExists(t, filepath.Join(data, "tools", "deployed", "invalid_body.wasm"))
+	assert.Empty(t, a.inventory, "the inventory did not change")
+}
+
+// canceledCtx is a context that has ended, to ask whether a tool is ready
+// without waiting.
+func canceledCtx() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
