@@ -210,5 +210,10 @@ func run(cfg agent.Config) error {
 		return err
 	}
 	defer a.Close(context.Background())
+	// Loading tools reads each module whole (3-4 MB for a Go tool), which
+	// is garbage once its instrumented copy is found in the cache; hand it
+	// back to the board before settling down. The sandbox does the same
+	// for what instrumenting leaves, once it has instrumented the tools.
+	debug.FreeOSMemory()
 	return a.Run(ctx)
 }

@@ -108,7 +108,7 @@ func run(bin, agentBin string, runs int) error {
 	}
 	slices.Sort(warm)
 	fmt.Printf("| start to registered, compile cache warm (median of %d) | %s |\n", runs, warm[len(warm)/2].Round(time.Millisecond))
-	fmt.Printf("| start to registered, first start (instruments the stock tools) | %s |\n", cold.Round(time.Millisecond))
+	fmt.Printf("| start to registered, first start on a fresh data dir (tools instrumented in the background) | %s |\n", cold.Round(time.Millisecond))
 	fmt.Printf("| RSS idle after registration, stock tools loaded | %.1f MiB |\n", mib(m.idle))
 	fmt.Printf("| RSS peak during %d concurrent hash_file calls (32 MiB file) | %.1f MiB |\n", concurrentCalls, mib(m.busy))
 	fmt.Printf("| RSS idle once each stock tool has run (their code resident) | %.1f MiB |\n", mib(m.used))
