@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
@@ -235,6 +236,12 @@ func (a *Agent) loadDir(ctx context.Context, dir toolDir) ([]tool, error) {
 // registration. It is taken out of every Computer, and the link registers
 // again with the inventory without it.
 func (a *Agent) refuseUninstrumented(ctx context.Context, tools []tool) {
+	began, refused := time.Now(), 0
+	defer func() {
+		if ctx.Err() == nil {
+			a.log.Info("tools instrumented", "count", len(tools)-refused, "refused", refused, "took", time.Since(began).Round(time.Millisecond))
+		}
+	}()
 	for _, t := range tools {
 		w, ok := t.(*wasmTool)
 		if !ok {
@@ -249,6 +256,7 @@ func (a *Agent) refuseUninstrumented(ctx context.Context, tools []tool) {
 		if !errors.Is(err, sandbox.ErrRefused) || !a.computers.removeBase(w) {
 			continue
 		}
+		refused++
 		a.refuse(refusal{Path: w.where, Error: fmt.Sprintf("%v (%s)", err, w.where)})
 		w.close(ctx)
 		a.inventoryChanged()

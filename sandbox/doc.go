@@ -8,8 +8,9 @@
 // and anything else a failure, explained by the tail of stderr.
 //
 // The surface is small on purpose, in the manner of wazero itself: a
-// [Sandbox] built from a [Config], [Sandbox.Load] to compile a [Tool] from
-// a [Spec], and [Sandbox.Call] to run it. A [Policy] turns what a tool's
+// [Sandbox] built from a [Config], [Sandbox.Load] to check a [Tool] from a
+// [Spec] (instrumenting it for fuel follows in the background, and
+// [Tool.Ready] waits for it), and [Sandbox.Call] to run it. A [Policy] turns what a tool's
 // manifest requests into a Spec: the intersection of request and grant.
 //
 // What a call is held to:

@@ -140,6 +140,7 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 	}
 	sum := sha256.Sum256(spec.Wasm)
 	t.sha256 = hex.EncodeToString(sum[:])
+	m, cached := s.cachedInstrumented(t.sha256)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	select {
@@ -147,7 +148,7 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 		return fail(ErrClosed)
 	default:
 	}
-	if m, ok := s.cachedInstrumented(t.sha256); ok {
+	if cached {
 		t.becomeReady(m, nil)
 	} else {
 		t.pending = spec.Wasm
