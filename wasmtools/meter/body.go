@@ -176,7 +176,7 @@ type localDecls struct {
 }
 
 func readLocals(r *wasmbin.Reader) (localDecls, error) {
-	groups, err := r.U32()
+	groups, err := r.Count(2) // a count and a type each
 	if err != nil {
 		return localDecls{}, fmt.Errorf("locals: %w", err)
 	}
@@ -218,7 +218,9 @@ func (b *bodyRewriter) reset(t, nlocals uint32, plan funcPlan) {
 	}
 }
 
-// decode reads the instructions of the body and plans its loops. A loop
+// decode reads the instructions of the body, checks the labels and locals
+// they name (scanBody has checked function and type indices), and plans
+// its loops. A loop
 // is wrapped unless it takes parameters, which the way back in from the
 // safepoint could not supply, or is the target of a br_table, whose back
 // edge could not carry a check; it then checks inline at its header. A
@@ -231,6 +233,9 @@ func (b *bodyRewriter) decode(r *wasmbin.Reader) error {
 		var in wasmbin.Instr
 		if err := r.ReadInstr(&in); err != nil {
 			return err
+		}
+		if err := b.checkIndices(&in, len(open)); err != nil {
+			return fmt.Errorf("body offset %d: %w", in.Start, err)
 		}
 		if header >= 0 && in.Op != wasmbin.OpBlock && endsSegment(in.Op) {
 			b.loopPlans[header].headerChecked = b.checkedCall(&in)
@@ -256,6 +261,28 @@ func (b *bodyRewriter) decode(r *wasmbin.Reader) error {
 	}
 	if r.Len() != 0 {
 		return fmt.Errorf("%d bytes after the end of the body", r.Len())
+	}
+	return nil
+}
+
+// checkIndices fails if in names a label beyond the depth frames open
+// around it, or a local the function does not have.
+func (b *bodyRewriter) checkIndices(in *wasmbin.Instr, depth int) error {
+	switch in.Op {
+	case wasmbin.OpBr, wasmbin.OpBrIf:
+		if uint64(in.Index) >= uint64(depth) {
+			return fmt.Errorf("label %d does not exist (depth %d)", in.Index, depth)
+		}
+	case wasmbin.OpBrTable:
+		for _, l := range in.Labels {
+			if uint64(l) >= uint64(depth) {
+				return fmt.Errorf("br_table: label %d does not exist (depth %d)", l, depth)
+			}
+		}
+	case wasmbin.OpLocalGet, wasmbin.OpLocalSet, wasmbin.OpLocalTee:
+		if in.Index >= b.tmp-1 {
+			return fmt.Errorf("local %d does not exist (the function has %d)", in.Index, b.tmp-1)
+		}
 	}
 	return nil
 }
