@@ -35,6 +35,11 @@ type hole struct {
 
 // segment is what a hole pays for, and whether it checks after paying.
 //
+// A segment that holds an instruction that can trap also stores the
+// counter in the global after paying, so that a trap, which loses the
+// local, leaves the host the count: exact, since the segment is paid for
+// whole before it runs, and the same on every engine.
+//
 // Checks are where the guest can run out of fuel and where the host gets
 // control: at loop back edges (or headers), at the start of every segment
 // that ends in a checked call (see funcPlan), and before a host entry
@@ -47,6 +52,7 @@ type hole struct {
 type segment struct {
 	cost  int64
 	check bool
+	store bool // store the counter after paying: an instruction in the segment can trap
 }
 
 type frameKind uint8
@@ -320,6 +326,9 @@ func (b *bodyRewriter) checkedCall(in *wasmbin.Instr) bool {
 // instrumentation it calls for. raw is its encoding.
 func (b *bodyRewriter) instruction(in *wasmbin.Instr, raw []byte) {
 	b.charge(staticCost(in.Op))
+	if canTrap(in.Op) {
+		b.storeSegment()
+	}
 	switch in.Op {
 	case wasmbin.OpBlock:
 		b.push(frame{kind: frameBlock}, raw)
@@ -365,6 +374,24 @@ func (b *bodyRewriter) instruction(in *wasmbin.Instr, raw []byte) {
 	}
 }
 
+// canTrap says whether op can trap: unreachable, an access to memory or a
+// table, an indirect call, an integer division, or a float-to-int
+// truncation that does not saturate. A call traps only if its callee does
+// (or the stack overflows, which MaxCallDepth prevents).
+func canTrap(op wasmbin.Opcode) bool {
+	switch op {
+	case wasmbin.OpUnreachable, wasmbin.OpCallIndirect, wasmbin.OpTableGet, wasmbin.OpTableSet,
+		wasmbin.OpMemoryInit, wasmbin.OpMemoryCopy, wasmbin.OpMemoryFill,
+		wasmbin.OpTableInit, wasmbin.OpTableCopy, wasmbin.OpTableFill:
+		return true
+	}
+	return op >= wasmbin.OpI32Load && op <= wasmbin.OpI64Store32 ||
+		op >= wasmbin.OpI32DivS && op <= wasmbin.OpI32RemU ||
+		op >= wasmbin.OpI64DivS && op <= wasmbin.OpI64RemU ||
+		op >= wasmbin.OpI32TruncF32S && op <= wasmbin.OpI32TruncF64U ||
+		op >= wasmbin.OpI64TruncF32S && op <= wasmbin.OpI64TruncF64U
+}
+
 func (b *bodyRewriter) live() bool { return b.seg >= 0 }
 
 // local moves an original local index past the counter parameter.
@@ -385,6 +412,13 @@ func (b *bodyRewriter) charge(cost int64) {
 func (b *bodyRewriter) checkSegment() {
 	if b.live() {
 		b.segs[b.seg].check = true
+	}
+}
+
+// storeSegment makes the current segment store the counter after paying.
+func (b *bodyRewriter) storeSegment() {
+	if b.live() {
+		b.segs[b.seg].store = true
 	}
 }
 

@@ -152,6 +152,45 @@ func TestConsumedIsExactAtProcExit(t *testing.T) {
 	assert.Contains(t, runCommand(t, r, c, []string{"coremark", "0"}, meter.NewMeter(fuel[0]-1)).Err, "out of fuel")
 }
 
+// TestConsumedCountsTheWorkBeforeATrap: a trap loses the guest's
+// counter, yet each export of traps.wat, which traps after the work the
+// export "work" does, reports more fuel than that work alone, and the
+// same on every engine, whatever the size of the slices.
+func TestConsumedCountsTheWorkBeforeATrap(t *testing.T) {
+	wasm := instrument(t, readFixture(t, "traps.wasm"), meter.Options{})
+	fuelOf := func(r wazero.Runtime, c wazero.CompiledModule, export string, m *meter.Meter) (uint64, string) {
+		o := callExport(t, r, c, export, m)
+		return o.Fuel, o.Err
+	}
+	r := newRuntime(t, native)
+	c := compile(t, r, wasm)
+	work, err := fuelOf(r, c, "work", meter.NewMeter(bigBudget))
+	require.Empty(t, err)
+	require.Greater(t, work, uint64(100), "the work is a loop of 100 iterations")
+
+	for _, export := range exportNames(c) {
+		if export == "work" {
+			continue
+		}
+		t.Run(export, func(t *testing.T) {
+			var fuel []uint64
+			for _, e := range engines {
+				r := newRuntime(t, e)
+				c := compile(t, r, wasm)
+				for _, slice := range []uint64{7, meter.DefaultSliceSize} {
+					f, err := fuelOf(r, c, export, meter.NewMeter(bigBudget, meter.WithSliceSize(slice)))
+					require.Contains(t, err, "wasm error:", "%s traps", export)
+					fuel = append(fuel, f)
+				}
+			}
+			assert.Greater(t, fuel[0], work)
+			for _, f := range fuel[1:] {
+				assert.Equal(t, fuel[0], f)
+			}
+		})
+	}
+}
+
 // TestSliceSizeDoesNotChangeFuel: slices only decide how often the host
 // gets control.
 func TestSliceSizeDoesNotChangeFuel(t *testing.T) {
