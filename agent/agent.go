@@ -28,6 +28,8 @@ type Agent struct {
 	computers *ComputerManager
 	router    *Router
 	outbox    *outbox
+	outboxFS  outboxFS
+	frames    frameCap // what one message on the link may take
 
 	slots    chan struct{} // one per command allowed to run
 	sessions sessionQueues
@@ -42,6 +44,7 @@ type Agent struct {
 
 	linkMu     sync.Mutex
 	link       *protocol.Conn // the registered link; nil while down
+	linkNum    uint64         // numbers each link, for the outbox to tell what went out on which
 	serverAcks atomic.Bool    // the server has acknowledged results
 	wake       chan struct{}  // results wait to be delivered
 	inventory  chan struct{}  // the tool inventory changed
@@ -60,6 +63,11 @@ var errRestarted = errors.New("agent restarted while the command ran")
 // were running when the agent last died are answered as failed, from the
 // outbox, once it links up.
 func New(ctx context.Context, cfg Config) (*Agent, error) {
+	return newAgent(ctx, cfg, osFS{})
+}
+
+// newAgent is New with the outbox kept on fs.
+func newAgent(ctx context.Context, cfg Config, fs outboxFS) (*Agent, error) {
 	cfg.setDefaults()
 	if err := cfg.check(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -80,6 +88,8 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, token: token, sb: sb, log: cfg.Logger.With("device", cfg.ID),
 		loader:    newToolLoader(sb, cfg),
+		outboxFS:  fs,
+		frames:    frameCap{enc: cfg.Wire, max: cfg.Conn.MaxFrameBytes},
 		slots:     make(chan struct{}, cfg.MaxConcurrentCommands),
 		draining:  make(chan struct{}),
 		wake:      make(chan struct{}, 1),
@@ -98,10 +108,10 @@ func (a *Agent) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.mcp = newMCPPool(a.log, a.inventoryChanged)
+	a.mcp = newMCPPool(a.frames, a.log, a.inventoryChanged)
 	a.computers = newComputerManager(a.cfg.MCP, tools, []tool{&installTool{agent: a}}, a.mcp, a.log)
 	a.router = &Router{computers: a.computers, log: a.log}
-	ob, interrupted, err := openOutbox(filepath.Join(a.cfg.DataDir, "outbox", a.cfg.ID+".journal"), a.cfg.Outbox, a.log)
+	ob, interrupted, err := openOutbox(filepath.Join(a.cfg.DataDir, "outbox", a.cfg.ID+".journal"), a.outboxFS, a.cfg.Outbox, a.log)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}

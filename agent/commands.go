@@ -57,7 +57,19 @@ func (a *Agent) onCommand(m *protocol.ServerMessage) {
 // commandLog is the agent's log for one command: every line about it
 // names its device (a.log's), session, response and call ids.
 func (a *Agent) commandLog(sessionID, responseID string, callIDs []string) *slog.Logger {
-	return a.log.With("session_id", sessionID, "response_id", responseID, "call_id", strings.Join(callIDs, ","))
+	return withCommand(a.log, sessionID, responseID, callIDs)
+}
+
+// withCommand is log for one command, naming the ids an operator greps
+// for: its session, response and call ids.
+func withCommand(log *slog.Logger, sessionID, responseID string, callIDs []string) *slog.Logger {
+	return log.With("session_id", sessionID, "response_id", responseID, "call_id", strings.Join(callIDs, ","))
+}
+
+// withReply is log for the results r carries: their command's ids, and
+// r's request_id, which the server's ack or refusal names.
+func withReply(log *slog.Logger, r *protocol.ClientMessage) *slog.Logger {
+	return withCommand(log, r.SessionID, r.PrevResponseID, resultCallIDs(r.ActionResults)).With("request_id", r.RequestID)
 }
 
 // sessionKey orders the commands of one session; a command without a
@@ -98,9 +110,16 @@ func (a *Agent) execute(m *protocol.ServerMessage, log *slog.Logger) (results []
 	return a.router.withLogger(log).Execute(a.jobsCtx, targetOf(m), m.Actions, true), true
 }
 
-// finish records a command's results and hands them to delivery.
+// finish records a command's results and hands them to delivery. What is
+// recorded is what can be sent: results that would make the reply larger
+// than a frame are failures that say so.
 func (a *Agent) finish(m *protocol.ServerMessage, results []protocol.Result, log *slog.Logger) {
-	reply := a.commandResults(m.SessionID, m.ResponseID, m.Status, results)
+	reply := a.frames.fit(a.commandResults(m.SessionID, m.ResponseID, m.Status, results))
+	for i, r := range reply.ActionResults {
+		if r.Error != results[i].Error {
+			log.Warn("result too large for the link; a failure goes in its place", "action_call_id", r.CallID, "error", r.Error)
+		}
+	}
 	if err := a.outbox.complete(reply); err != nil {
 		log.Error("results not recorded; delivering them from memory", "err", err)
 	}
@@ -174,14 +193,15 @@ func (a *Agent) shutdown() {
 func (a *Agent) flush() {
 	deadline := time.Now().Add(flushTimeout)
 	for {
-		n := len(a.outbox.unsent())
+		conn, link := a.currentLink()
+		n := len(a.outbox.unsent(link))
 		if a.serverAcks.Load() {
 			n = a.outbox.undelivered()
 		}
 		if n == 0 {
 			return
 		}
-		if a.currentLink() == nil || time.Now().After(deadline) {
+		if conn == nil || time.Now().After(deadline) {
 			a.log.Warn("results left unacknowledged in the outbox; they go out after the next start", "count", n)
 			return
 		}
@@ -258,21 +278,54 @@ func (a *Agent) deliver(ctx context.Context) {
 			return
 		case <-a.wake:
 		}
-		conn := a.currentLink()
+		conn, link := a.currentLink()
 		if conn == nil {
 			continue
 		}
-		for _, p := range a.outbox.unsent() {
-			if err := a.send(ctx, conn, p.reply); err != nil {
-				r := p.reply
-				a.commandLog(r.SessionID, r.PrevResponseID, resultCallIDs(r.ActionResults)).
-					Warn("results not delivered; they wait in the outbox", "err", err)
+		for _, p := range a.outbox.unsent(link) {
+			err := a.send(ctx, conn, p.reply)
+			if errors.Is(err, protocol.ErrTooBig) {
+				a.tooBigToSend(p, link, err)
+				continue
+			}
+			if err != nil {
+				a.replyLog(p.reply).Warn("results not delivered; they wait in the outbox", "err", err)
 				break
 			}
-			a.outbox.markSent(p)
+			a.outbox.markSent(p, link)
 		}
 	}
 }
+
+// tooBigToSend handles results the link refused as larger than a frame,
+// though they were made to fit when recorded: the frame cap is lower than
+// it was then, or the link grew them (it replaces invalid UTF-8). They are
+// not sent again on this link, whatever follows, so that they hold up no
+// other results. If failures in their place are smaller, those are
+// recorded and go out instead; if not, nothing can be sent for them, and
+// they stay in the outbox until they age out.
+func (a *Agent) tooBigToSend(p pendingReply, link uint64, sendErr error) {
+	a.outbox.markSent(p, link)
+	log := a.replyLog(p.reply)
+	n, err := a.frames.size(p.reply)
+	if err != nil {
+		log.Error("results cannot be sent; they stay in the outbox", "err", err)
+		return
+	}
+	failed := a.frames.failAll(p.reply, n)
+	if m, err := a.frames.size(failed); err != nil || m >= n {
+		log.Error("results cannot be sent, even as failures; they stay in the outbox", "err", sendErr)
+		return
+	}
+	log.Error("results too large for the link; failures go out in their place", "err", sendErr)
+	if err := a.outbox.complete(failed); err != nil {
+		log.Error("results not recorded; delivering them from memory", "err", err)
+	}
+	notify(a.wake)
+}
+
+// replyLog is the agent's log for the results r carries.
+func (a *Agent) replyLog(r *protocol.ClientMessage) *slog.Logger { return withReply(a.log, r) }
 
 // pruneOutbox drops aged-out results now and then.
 func (a *Agent) pruneOutbox(ctx context.Context) {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
 )
@@ -36,10 +37,16 @@ func orDefault(name string) string {
 	return name
 }
 
+// computerIdleAfter is how long a Computer may go unused before it is
+// evicted, and the MCP servers started for it alone (reset: true) with it.
+const computerIdleAfter = 10 * time.Minute
+
 // ComputerManager is UFO's ComputerManager: one Computer per
 // agent_name::process_name::root_name, built on first use from the MCP
 // config, and holding the device's wasm tools as well. The agent "default"
 // needs no config: it has the wasm tools and whatever mcp.default lists.
+// A Computer unused for computerIdleAfter is evicted, but the default one,
+// whose tools the device registers with; used again, it is built afresh.
 type ComputerManager struct {
 	mcp  MCPConfig
 	meta []tool // agent-wide meta tools, on every Computer
@@ -51,10 +58,12 @@ type ComputerManager struct {
 	computers map[string]*computerSlot
 }
 
-// computerSlot is a Computer, or why it could not be built.
+// computerSlot is a Computer, or why it could not be built, and its use.
 type computerSlot struct {
 	computer *Computer
 	err      error
+	inUse    int       // commands running on it
+	lastUsed time.Time // when it was last taken or given back
 }
 
 func newComputerManager(mcp MCPConfig, base, meta []tool, pool *mcpPool, log *slog.Logger) *ComputerManager {
@@ -66,6 +75,14 @@ func newComputerManager(mcp MCPConfig, base, meta []tool, pool *mcpPool, log *sl
 // that a command right after the agent starts finds their tools. An
 // agent_name with no config is an error that names it.
 func (m *ComputerManager) Get(ctx context.Context, t Target) (*Computer, error) {
+	c, release, err := m.acquire(ctx, t)
+	release()
+	return c, err
+}
+
+// acquire is Get for a command: the Computer is not evicted until the
+// command calls release.
+func (m *ComputerManager) acquire(ctx context.Context, t Target) (c *Computer, release func(), err error) {
 	key := t.key()
 	m.mu.Lock()
 	slot, ok := m.computers[key]
@@ -75,14 +92,58 @@ func (m *ComputerManager) Get(ctx context.Context, t Target) (*Computer, error) 
 		slot.computer, slot.err = m.build(key, t)
 		m.computers[key] = slot
 	}
+	slot.inUse++
+	slot.lastUsed = time.Now()
 	m.mu.Unlock()
+	release = func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		slot.inUse--
+		slot.lastUsed = time.Now()
+	}
 	if slot.err != nil {
-		return nil, slot.err
+		return nil, release, slot.err
 	}
 	for _, s := range slot.computer.boundServers() {
 		s.waitStarted(ctx)
 	}
-	return slot.computer, nil
+	return slot.computer, release, nil
+}
+
+// evictIdle evicts the Computers unused since before now−computerIdleAfter,
+// but the default one, and lets go of their MCP servers: those started
+// for them alone stop.
+func (m *ComputerManager) evictIdle(now time.Time) {
+	m.mu.Lock()
+	var idle []*Computer
+	for key, slot := range m.computers {
+		if key == (Target{}).key() || slot.inUse > 0 || now.Sub(slot.lastUsed) < computerIdleAfter {
+			continue
+		}
+		delete(m.computers, key)
+		if slot.computer != nil {
+			idle = append(idle, slot.computer)
+		}
+	}
+	m.mu.Unlock()
+	for _, c := range idle {
+		m.log.Info("computer evicted: idle", "computer", c.Name(), "idle_after", computerIdleAfter)
+		m.pool.release(c)
+	}
+}
+
+// evictIdleUntil evicts idle Computers now and then until ctx ends.
+func (m *ComputerManager) evictIdleUntil(ctx context.Context) {
+	t := time.NewTicker(computerIdleAfter / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			m.evictIdle(now)
+		}
+	}
 }
 
 // findBase returns the wasm tool called name in namespace, or nil.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/url"
 	"reflect"
 	"regexp"
 	"runtime"
@@ -36,7 +37,8 @@ type Config struct {
 	Wire protocol.Encoding
 	// Conn tunes the link: frame cap and ping interval (an unanswered ping
 	// drops the link, so a dead one is noticed within two intervals,
-	// 30 s by default). Its Reject and Logger are the agent's own.
+	// 30 s by default; at most 22 s, for 45 s). Its Reject and Logger are
+	// the agent's own.
 	Conn protocol.ConnOptions
 
 	// ToolDirs are directories of tool modules, each "DIR" or "NAMESPACE=DIR".
@@ -101,11 +103,11 @@ type Config struct {
 const DefaultMemoryLimit = 64 << 20
 
 // OutboxLimits bound the outbox. Results older than MaxAge are dropped, and
-// once the outbox grows past MaxBytes the oldest are dropped, delivered
-// ones first.
+// once the outbox grows past MaxBytes the oldest give way to tombstones,
+// delivered ones first (RATIONALE.md, "Bounds").
 type OutboxLimits struct {
-	MaxBytes int64         // default 16 MiB
-	MaxAge   time.Duration // default 7 days
+	MaxBytes int64         // default 16 MiB, or 4 frames if larger; at least one frame
+	MaxAge   time.Duration // default 7 days; at least 24 h
 }
 
 // MCPConfig is UFO's mcp.yaml: agent_name → root_name → the MCP servers of
@@ -150,6 +152,17 @@ type MCPServerConfig struct {
 // defaultMCPCallTimeout is MCPServerConfig.Timeout's default.
 const defaultMCPCallTimeout = 60 * time.Second
 
+// Bounds of the config. Beyond them the agent cannot keep its promises.
+const (
+	// maxPingInterval: a dead link is noticed within two ping intervals,
+	// which must stay within the 45 s in which a dead link is to be found.
+	maxPingInterval = 22 * time.Second
+	// minOutboxAge: results, and their tombstones, must outlive every copy
+	// of their command the server may send, and the server sends a pending
+	// command again until its timeout, which is up to 24 h for a plan step.
+	minOutboxAge = 24 * time.Hour
+)
+
 // validDeviceID is what device ids may look like; the server enrolls no
 // other, and the agent names its outbox after it.
 var validDeviceID = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
@@ -164,8 +177,14 @@ func (c *Config) setDefaults() {
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 10 * time.Second
 	}
+	if c.Conn.PingInterval == 0 {
+		c.Conn.PingInterval = protocol.DefaultPingInterval
+	}
+	if c.Conn.MaxFrameBytes <= 0 {
+		c.Conn.MaxFrameBytes = protocol.DefaultMaxFrameBytes
+	}
 	if c.Outbox.MaxBytes <= 0 {
-		c.Outbox.MaxBytes = 16 << 20
+		c.Outbox.MaxBytes = max(16<<20, 4*c.Conn.MaxFrameBytes)
 	}
 	if c.Outbox.MaxAge <= 0 {
 		c.Outbox.MaxAge = 7 * 24 * time.Hour
@@ -198,7 +217,51 @@ func (c *Config) check() error {
 	case c.DataDir == "":
 		return errors.New("data dir is required: the agent keeps its outbox there")
 	}
+	if err := checkServerURL(c.ServerURL); err != nil {
+		return fmt.Errorf("server URL %w", err)
+	}
+	if err := checkPing(c.Conn.PingInterval); err != nil {
+		return fmt.Errorf("ping interval %w", err)
+	}
+	if err := checkOutboxAge(c.Outbox.MaxAge); err != nil {
+		return fmt.Errorf("outbox max age %w", err)
+	}
+	if err := checkOutboxBytes(c.Outbox.MaxBytes, c.Conn.MaxFrameBytes); err != nil {
+		return fmt.Errorf("outbox max bytes %w", err)
+	}
 	return c.MCP.check()
+}
+
+// checkServerURL refuses a server URL the agent could never dial.
+func checkServerURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+		return fmt.Errorf("%q: want ws://HOST/PATH or wss://HOST/PATH", s)
+	}
+	return nil
+}
+
+func checkPing(d time.Duration) error {
+	if d > maxPingInterval {
+		return fmt.Errorf("%s: at most %s, so that a dead link is noticed within 45s", d, maxPingInterval)
+	}
+	return nil
+}
+
+func checkOutboxAge(d time.Duration) error {
+	if d < minOutboxAge {
+		return fmt.Errorf("%s: at least 24h, as long as the server may send a command again", d)
+	}
+	return nil
+}
+
+// checkOutboxBytes refuses an outbox that could not hold one result of
+// the largest size the link carries.
+func checkOutboxBytes(n, frame int64) error {
+	if n < frame {
+		return fmt.Errorf("%d bytes: at least the frame cap, %d bytes", n, frame)
+	}
+	return nil
 }
 
 // namespaces lists the namespaces of the MCP servers.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -161,6 +162,25 @@ func (l *configLoader) config(fc *fileConfig) Config {
 	}
 	if fc.Device.ID != "" && !validDeviceID.MatchString(fc.Device.ID) {
 		l.fail([]any{"device", "id"}, "%q: want 1-64 of [A-Za-z0-9._-], not starting with '.'", fc.Device.ID)
+	}
+	if fc.Server.URL != "" {
+		if err := checkServerURL(fc.Server.URL); err != nil {
+			l.fail([]any{"server", "url"}, "%v", err)
+		}
+	}
+	if err := checkPing(time.Duration(fc.Server.Ping)); err != nil {
+		l.fail([]any{"server", "ping"}, "%v", err)
+	}
+	if fc.Outbox.MaxAge != 0 {
+		if err := checkOutboxAge(time.Duration(fc.Outbox.MaxAge)); err != nil {
+			l.fail([]any{"outbox", "max_age"}, "%v", err)
+		}
+	}
+	if fc.Outbox.MaxBytes != 0 {
+		frame := cmp.Or(int64(fc.Server.MaxFrame), protocol.DefaultMaxFrameBytes)
+		if err := checkOutboxBytes(int64(fc.Outbox.MaxBytes), frame); err != nil {
+			l.fail([]any{"outbox", "max_bytes"}, "%v (server.max_frame)", err)
+		}
 	}
 	if fc.Commands.MaxConcurrent < 0 {
 		l.fail([]any{"commands", "max_concurrent"}, "must not be negative")

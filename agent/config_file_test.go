@@ -105,6 +105,20 @@ func TestAnInvalidConfigNamesTheLineAndTheProblem(t *testing.T) {
 			`agent.yaml:9: mcp.B.default.action[0]: namespace "ui" is defined at line 5 with other settings`},
 		"a list for a map": {"mcp:\n  default: [1, 2]\n",
 			`agent.yaml:2: cannot unmarshal !!seq`},
+		"server url": {"server:\n  url: not a url\n",
+			`agent.yaml:2: server.url: "not a url": want ws://HOST/PATH or wss://HOST/PATH`},
+		"server url without a host": {"server:\n  url: 'ws:///ws'\n",
+			`agent.yaml:2: server.url: "ws:///ws": want ws://HOST/PATH or wss://HOST/PATH`},
+		"server url over http": {"server:\n  url: 'http://aip:8700/ws'\n",
+			`agent.yaml:2: server.url: "http://aip:8700/ws": want ws://HOST/PATH or wss://HOST/PATH`},
+		"ping too slow for the dead-link promise": {"server:\n  url: ws://x/ws\n  ping: 90s\n",
+			`agent.yaml:3: server.ping: 1m30s: at most 22s, so that a dead link is noticed within 45s`},
+		"outbox max_age too short to deduplicate": {"outbox:\n  max_age: 30m\n",
+			`agent.yaml:2: outbox.max_age: 30m0s: at least 24h, as long as the server may send a command again`},
+		"outbox max_bytes under the frame cap": {"outbox:\n  max_bytes: 1MiB\n",
+			`agent.yaml:2: outbox.max_bytes: 1048576 bytes: at least the frame cap, 4194304 bytes (server.max_frame)`},
+		"outbox max_bytes under a larger frame cap": {"server:\n  max_frame: 32MiB\noutbox:\n  max_bytes: 16MiB\n",
+			`agent.yaml:4: outbox.max_bytes: 16777216 bytes: at least the frame cap, 33554432 bytes (server.max_frame)`},
 		// The YAML library gives the line of the flow it was parsing.
 		"bad YAML": {"device:\n  id: [k1\n",
 			`did not find expected ',' or ']'`},
@@ -129,4 +143,35 @@ func TestAnAgentNeedsADataDirForItsOutbox(t *testing.T) {
 	cfg.DataDir = ""
 	_, err := New(context.Background(), cfg)
 	assert.EqualError(t, err, "agent: data dir is required: the agent keeps its outbox there")
+}
+
+func TestAConfigWithinTheBoundsLoads(t *testing.T) {
+	cfg, err := LoadConfig(writeConfig(t, "server:\n  url: 'wss://aip.example.net/ws'\n  ping: 22s\n  max_frame: 1MiB\n"+
+		"outbox:\n  max_age: 24h\n  max_bytes: 1MiB\n"))
+	require.NoError(t, err)
+	assert.Equal(t, 22*time.Second, cfg.Conn.PingInterval)
+	assert.Equal(t, OutboxLimits{MaxBytes: 1 << 20, MaxAge: 24 * time.Hour}, cfg.Outbox)
+}
+
+func TestAConfigBuiltInGoIsCheckedAsTheFileIs(t *testing.T) {
+	for name, tc := range map[string]struct {
+		change func(*Config)
+		want   string
+	}{
+		"server url": {func(c *Config) { c.ServerURL = "not a url" },
+			`agent: server URL "not a url": want ws://HOST/PATH or wss://HOST/PATH`},
+		"ping": {func(c *Config) { c.Conn.PingInterval = time.Minute },
+			`agent: ping interval 1m0s: at most 22s, so that a dead link is noticed within 45s`},
+		"outbox max_age": {func(c *Config) { c.Outbox.MaxAge = time.Hour },
+			`agent: outbox max age 1h0m0s: at least 24h, as long as the server may send a command again`},
+		"outbox max_bytes": {func(c *Config) { c.Outbox.MaxBytes = 1 << 20 },
+			`agent: outbox max bytes 1048576 bytes: at least the frame cap, 4194304 bytes`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := agentConfig(t, "ws://127.0.0.1:1/ws")
+			tc.change(&cfg)
+			_, err := New(context.Background(), cfg)
+			assert.EqualError(t, err, tc.want)
+		})
+	}
 }

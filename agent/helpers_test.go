@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -43,7 +45,7 @@ func newTestRouterLog(t *testing.T, log *slog.Logger, mcpCfg MCPConfig, dirs ...
 		require.Empty(t, refused)
 		tools = append(tools, ts...)
 	}
-	pool := newMCPPool(log, func() {})
+	pool := newMCPPool(testFrames, log, func() {})
 	t.Cleanup(pool.close)
 	return &Router{computers: newComputerManager(cfg.MCP, tools, nil, pool, log), log: log}
 }
@@ -102,4 +104,23 @@ func (r *logRecorder) contains(s string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return strings.Contains(r.buf.String(), s)
+}
+
+// requireIDs checks that each line logged with msg names the ids an
+// operator greps for, with the values in ids, and that there is one.
+func (r *logRecorder) requireIDs(t *testing.T, msg string, ids map[string]string) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	found := false
+	for line := range strings.Lines(r.buf.String()) {
+		if !strings.Contains(line, fmt.Sprintf("msg=%q", msg)) {
+			continue
+		}
+		found = true
+		for k, v := range ids {
+			assert.Contains(t, line, " "+k+"="+v+" ", "%q names %s", msg, k)
+		}
+	}
+	require.True(t, found, "never logged %q", msg)
 }

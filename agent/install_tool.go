@@ -77,6 +77,8 @@ func (i *installTool) install(ctx context.Context, params map[string]any) (proto
 
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	dest := filepath.Join(a.deployDir(), ns, mod.Manifest.Name+".wasm")
+	mod.Path = dest // where it is kept once loaded
 	t, err := a.loader.load(ctx, ns, "deployed module", mod)
 	if err != nil {
 		return none, false, err
@@ -86,13 +88,13 @@ func (i *installTool) install(ctx context.Context, params map[string]any) (proto
 		t.close(ctx)
 		return none, false, err
 	}
-	if err := atomicfile.Write(filepath.Join(a.deployDir(), ns, mod.Manifest.Name+".wasm"), wasm); err != nil {
+	if err := atomicfile.Write(dest, wasm); err != nil {
 		t.close(ctx)
 		return none, false, fmt.Errorf("keep module: %w", err)
 	}
 	a.computers.swapBase(old, t)
 	if w, ok := old.(*wasmTool); ok {
-		w.close(context.WithoutCancel(ctx))
+		w.replaceWith(context.WithoutCancel(ctx), t)
 	}
 	a.inventoryChanged()
 	return t.info(), old != nil, nil

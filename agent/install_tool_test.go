@@ -73,6 +73,23 @@ func TestInstalledToolIsKeptLoadedAndAnnounced(t *testing.T) {
 	require.Equal(t, protocol.ResultSuccess, out.Status, out.Error)
 }
 
+func TestAnActionWhoseToolIsReplacedWhileItsCommandRunsRunsOnTheNewVersion(t *testing.T) {
+	a := offlineAgent(t, t.TempDir())
+	require.Equal(t, protocol.ResultSuccess, install(t, a, "signed_echo", "").Status)
+	params, err := protocol.InstallToolParams(testenv.ReadSigned(t, "signed_echo"), "")
+	require.NoError(t, err)
+	// Both actions are resolved before the first deploys signed_echo again
+	// and closes the version the second was resolved to.
+	res := a.router.Execute(context.Background(), Target{}, []protocol.Command{
+		{ToolName: protocol.InstallToolName, Parameters: params},
+		{ToolName: "signed_echo", Parameters: map[string]any{"after": "replace"}},
+	}, true)
+	require.Equal(t, protocol.ResultSuccess, res[0].Status, res[0].Error)
+	require.Equal(t, true, res[0].Result.(map[string]any)["replaced"])
+	require.Equal(t, protocol.ResultSuccess, res[1].Status, res[1].Error)
+	assert.Equal(t, map[string]any{"after": "replace"}, res[1].Result)
+}
+
 func TestARefusedModuleDisturbsNothing(t *testing.T) {
 	data := t.TempDir()
 	a := offlineAgent(t, data)

@@ -38,6 +38,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.keepLinked(linkCtx) })
 	wg.Go(func() { a.deliver(linkCtx) })
 	wg.Go(func() { a.pruneOutbox(linkCtx) })
+	wg.Go(func() { a.computers.evictIdleUntil(linkCtx) })
 	<-ctx.Done()
 	a.shutdown()
 	stopLink()
@@ -45,19 +46,22 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// keepLinked connects, and reconnects, until ctx ends.
+// keepLinked connects, and reconnects, until ctx ends. The backoff starts
+// over only once a link has stayed up for linkStableAfter: a server that
+// closes the link right after registering the device (one whose frame cap
+// is below ours, say) must not get a reconnection every half second.
 func (a *Agent) keepLinked(ctx context.Context) {
 	b := backoff{base: 500 * time.Millisecond, max: 30 * time.Second}
 	for {
-		registered, err := a.session(ctx)
+		up, err := a.session(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if registered {
+		if up >= a.linkStableAfter() {
 			b.reset()
 		}
 		wait := b.next()
-		a.log.Warn("link down; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		a.log.Warn("link down; reconnecting", "err", err, "in", wait.Round(time.Millisecond), "attempt", b.attempt)
 		select {
 		case <-ctx.Done():
 			return
@@ -66,12 +70,23 @@ func (a *Agent) keepLinked(ctx context.Context) {
 	}
 }
 
-// session runs one connection from dial to drop. It reports whether the
-// device got registered, which resets the backoff.
-func (a *Agent) session(ctx context.Context) (registered bool, err error) {
+// linkStableAfter is how long a link must stay up for the reconnection
+// backoff to start over: two ping intervals, the time in which a dead link
+// is noticed, so a link that lived through it carried pings both ways.
+func (a *Agent) linkStableAfter() time.Duration {
+	ping := a.cfg.Conn.PingInterval
+	if ping <= 0 {
+		ping = protocol.DefaultPingInterval
+	}
+	return 2 * ping
+}
+
+// session runs one connection from dial to drop. It reports how long the
+// device stayed registered on it.
+func (a *Agent) session(ctx context.Context) (up time.Duration, err error) {
 	conn, err := a.dial(ctx)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	defer conn.CloseNow()
 	// REGISTER carries the inventory as it is now: a change signalled
@@ -82,10 +97,10 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 	}
 	early, err := a.register(ctx, conn)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
+	registered := time.Now()
 	a.log.Info("registered", "server", a.cfg.ServerURL, "wire", conn.Encoding())
-	a.outbox.newLink()
 	a.setLink(conn)
 	defer a.setLink(nil)
 	notify(a.wake) // what the server has not acknowledged goes out again
@@ -111,7 +126,7 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 	for {
 		var m protocol.ServerMessage
 		if err := conn.Read(readCtx, &m); err != nil {
-			return true, err
+			return time.Since(registered), err
 		}
 		a.handle(ctx, conn, &m)
 	}
@@ -231,18 +246,19 @@ func (a *Agent) handle(ctx context.Context, conn *protocol.Conn, m *protocol.Ser
 	case protocol.ServerHeartbeat:
 		// An ack: of a heartbeat, or of results, which the outbox may now
 		// consider delivered.
-		if a.outbox.delivered(m.ResponseID) {
+		if r := a.outbox.delivered(m.ResponseID); r != nil {
 			a.serverAcks.Store(true)
-			a.log.Debug("results acknowledged", "request_id", m.ResponseID)
+			a.replyLog(r).Debug("results acknowledged")
 			return
 		}
 		a.log.Debug("heartbeat acknowledged")
 	case protocol.ServerError:
-		if a.outbox.delivered(m.ResponseID) {
-			a.log.Error("server refused results; they are not sent again", "request_id", m.ResponseID, "error", m.Error)
+		if r := a.outbox.delivered(m.ResponseID); r != nil {
+			a.replyLog(r).Error("server refused results; they are not sent again", "error", m.Error)
 			return
 		}
-		a.log.Warn("server reported an error", "error", m.Error, "response_id", m.ResponseID)
+		// The server puts the request_id it answers in response_id.
+		a.log.Warn("server reported an error", "error", m.Error, "request_id", m.ResponseID)
 	default:
 		a.log.Warn("message type not handled by this agent", "type", m.Type)
 		a.send(ctx, conn, &protocol.ClientMessage{
@@ -261,14 +277,19 @@ func (a *Agent) send(ctx context.Context, conn *protocol.Conn, msg protocol.Mess
 	return conn.Send(sctx, msg)
 }
 
+// setLink makes conn the registered link (nil: none), numbered anew: what
+// went out on an earlier link goes out again on this one unless the server
+// acknowledged it.
 func (a *Agent) setLink(conn *protocol.Conn) {
 	a.linkMu.Lock()
 	defer a.linkMu.Unlock()
 	a.link = conn
+	a.linkNum++
 }
 
-func (a *Agent) currentLink() *protocol.Conn {
+// currentLink is the registered link, nil while down, and its number.
+func (a *Agent) currentLink() (*protocol.Conn, uint64) {
 	a.linkMu.Lock()
 	defer a.linkMu.Unlock()
-	return a.link
+	return a.link, a.linkNum
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +94,21 @@ func TestACommandSentAgainIsAnsweredFromTheOutboxNotRunAgain(t *testing.T) {
 	assert.EqualValues(t, 3, calls(t, l.results(t, m.ResponseID)), "count ran exactly once per command")
 }
 
+func TestResultsTheServerRefusesAreLoggedWithTheirIDs(t *testing.T) {
+	p := newTestPeer(t)
+	p.noAck.Store(true)
+	ta := startAgent(t, agentConfig(t, p.url()))
+	l := p.next(t)
+	m := newCommand("s1", action("count", nil))
+	l.send(t, m)
+	reply := l.next(t)
+	l.send(t, &protocol.ServerMessage{Type: protocol.ServerError, Status: protocol.StatusError, ResponseID: reply.RequestID, Error: "store full"})
+	const refused = "server refused results; they are not sent again"
+	require.Eventually(t, func() bool { return ta.logs.contains(refused) }, 10*time.Second, 5*time.Millisecond)
+	ta.logs.requireIDs(t, refused, map[string]string{"device": "dev-1", "session_id": "s1", "response_id": m.ResponseID,
+		"call_id": "call-count", "request_id": reply.RequestID})
+}
+
 func TestResultsComputedWhileTheLinkIsDownAreDeliveredAfterRegistration(t *testing.T) {
 	p := newTestPeer(t)
 	ta := startAgent(t, agentConfig(t, p.url()))
@@ -135,7 +151,7 @@ func TestACommandRunningWhenTheAgentDiedIsReportedAfterRestartNotRunAgain(t *tes
 	// SIGKILL during the tool call leaves on disk (e2e kills a real agent).
 	m := newCommand("s1", action("count", nil), action("echo", nil))
 	m.Actions[0].CallID, m.Actions[1].CallID = "c1", "c2"
-	ob, _, err := openOutbox(filepath.Join(cfg.DataDir, "outbox", cfg.ID+".journal"), OutboxLimits{MaxBytes: 1 << 20, MaxAge: time.Hour}, quietLog)
+	ob, _, err := openOutbox(filepath.Join(cfg.DataDir, "outbox", cfg.ID+".journal"), osFS{}, OutboxLimits{MaxBytes: 1 << 20, MaxAge: time.Hour}, quietLog)
 	require.NoError(t, err)
 	ob.admit(m.ResponseID)
 	require.NoError(t, ob.accept(acceptedOf(m)))
@@ -162,7 +178,9 @@ func TestGracefulShutdownFinishesCommandsInFlightAndFlushesTheOutbox(t *testing.
 	ta := startAgent(t, cfg)
 	l := p.next(t)
 
-	m := newCommand("s1", action("pause", map[string]any{"ms": 500}))
+	// Long enough that the link is still up when the late command is sent,
+	// however slow the machine.
+	m := newCommand("s1", action("pause", map[string]any{"ms": 2000}))
 	l.send(t, m)
 	require.Eventually(t, func() bool { return ta.logs.contains("command received") }, 10*time.Second, 5*time.Millisecond)
 	stopped := make(chan struct{})
@@ -261,4 +279,46 @@ func TestADeadLinkIsNoticedByItsPingsAndReplaced(t *testing.T) {
 	m := newCommand("s1", action("count", nil))
 	l2.send(t, m)
 	assert.EqualValues(t, 1, calls(t, l2.results(t, m.ResponseID)))
+}
+
+func TestResultsRecordedUnderALargerFrameCapGoOutAsFailuresAndHoldUpNothing(t *testing.T) {
+	p := newTestPeer(t)
+	cfg := agentConfig(t, p.url())
+	// Recorded by an agent whose frame cap was larger.
+	ob, _, err := openOutbox(filepath.Join(cfg.DataDir, "outbox", cfg.ID+".journal"), osFS{}, OutboxLimits{MaxBytes: 1 << 20, MaxAge: time.Hour}, quietLog)
+	require.NoError(t, err)
+	big, small := testReply("big", strings.Repeat("x", 100_000)), testReply("small", "y")
+	for _, r := range []*protocol.ClientMessage{big, small} {
+		ob.admit(r.PrevResponseID)
+		require.NoError(t, ob.accept(testCommand(r.PrevResponseID)))
+		require.NoError(t, ob.complete(r))
+	}
+	kill(ob)
+
+	cfg.Conn.MaxFrameBytes = 64 << 10
+	startAgent(t, cfg)
+	l := p.next(t)
+	got := map[string]protocol.ClientMessage{}
+	for range 2 {
+		m := l.next(t)
+		got[m.PrevResponseID] = m
+	}
+	assert.Equal(t, small.ActionResults, got["small"].ActionResults, "not held up by the results that cannot go out")
+	require.Len(t, got["big"].ActionResults, 2)
+	for _, r := range got["big"].ActionResults {
+		assert.Equal(t, protocol.ResultFailure, r.Status)
+		assert.Regexp(t, `^results of 100\d{3} bytes exceed the link's frame cap of 65536 bytes$`, r.Error)
+	}
+	assert.Equal(t, big.RequestID, got["big"].RequestID, "they answer the same results message")
+}
+
+func TestALinkClosedRightAfterRegistrationDoesNotResetTheBackoff(t *testing.T) {
+	p := newTestPeer(t)
+	p.hangUp.Store(true)
+	ta := startAgent(t, agentConfig(t, p.url()))
+	for range 3 {
+		p.next(t)
+	}
+	require.Eventually(t, func() bool { return ta.logs.contains("attempt=3") }, 10*time.Second, 5*time.Millisecond,
+		"each short-lived link counts as another failed attempt")
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -46,15 +47,18 @@ var mcpEnvKeys = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "L
 // registers them in every Computer bound to it, follows tools/list_changed,
 // and restarts a server that dies, with backoff, forever.
 type mcpServer struct {
-	cfg MCPServerConfig
-	log *slog.Logger
+	cfg    MCPServerConfig
+	log    *slog.Logger
+	frames frameCap // no result may be larger than a frame of the link
 	// onChange is told when the tool list changed, so that the agent sends
 	// its inventory again.
 	onChange func()
 
 	started   chan struct{} // closed once the first start attempt has ended
 	startOnce sync.Once
-	resync    chan struct{} // a tools/list_changed to act on
+	resync    chan struct{}      // a tools/list_changed to act on
+	cancel    context.CancelFunc // stops run
+	stopped   chan struct{}      // closed when run has returned
 
 	mu       sync.Mutex
 	conn     *mcpConn // nil while down
@@ -71,9 +75,10 @@ type mcpBinding struct {
 	toolType protocol.ToolType
 }
 
-func newMCPServer(cfg MCPServerConfig, log *slog.Logger, onChange func()) *mcpServer {
+func newMCPServer(cfg MCPServerConfig, frames frameCap, log *slog.Logger, onChange func()) *mcpServer {
 	return &mcpServer{
 		cfg:      cfg,
+		frames:   frames,
 		log:      log.With("mcp_server", cfg.Namespace),
 		onChange: onChange,
 		started:  make(chan struct{}),
@@ -100,6 +105,19 @@ func (s *mcpServer) wrap(defs []mcp.Tool, toolType protocol.ToolType) []tool {
 		out[i] = newMCPTool(s, d, toolType)
 	}
 	return out
+}
+
+// unbind drops c from the Computers the server's tools are registered in.
+func (s *mcpServer) unbind(c *Computer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bindings = slices.DeleteFunc(s.bindings, func(b mcpBinding) bool { return b.computer == c })
+}
+
+// stop stops the server and waits until it has.
+func (s *mcpServer) stop() {
+	s.cancel()
+	<-s.stopped
 }
 
 // waitStarted waits until the first start attempt has ended, or ctx.
@@ -382,7 +400,19 @@ func (s *mcpServer) call(ctx context.Context, name string, params map[string]any
 	if err != nil {
 		return failure(s.callError(ctx, conn, name, err))
 	}
-	return toolResult(res)
+	return s.capped(name, toolResult(res))
+}
+
+// capped fails r if it alone is larger than a frame of the link, which it
+// could never go out on: a full-page screenshot, say.
+func (s *mcpServer) capped(name string, r protocol.Result) protocol.Result {
+	n, err := s.frames.size(r)
+	if err == nil && n <= s.frames.max {
+		return r
+	}
+	f := s.frames.tooBig(r, n, err)
+	f.Error = fmt.Sprintf("tool %q of MCP server %q: %s", name, s.cfg.Namespace, f.Error)
+	return f
 }
 
 // callError explains a call that got no tool result: a deadline, a server
@@ -478,6 +508,7 @@ func waitClosed(ch <-chan struct{}, d time.Duration) bool {
 type mcpPool struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
+	frames   frameCap
 	log      *slog.Logger
 	onChange func()
 
@@ -486,9 +517,9 @@ type mcpPool struct {
 	running sync.WaitGroup
 }
 
-func newMCPPool(log *slog.Logger, onChange func()) *mcpPool {
+func newMCPPool(frames frameCap, log *slog.Logger, onChange func()) *mcpPool {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &mcpPool{ctx: ctx, cancel: cancel, log: log, onChange: onChange, shared: map[string]*mcpServer{}}
+	return &mcpPool{ctx: ctx, cancel: cancel, frames: frames, log: log, onChange: onChange, shared: map[string]*mcpServer{}}
 }
 
 // server returns the running server for cfg, starting it if needed.
@@ -498,12 +529,29 @@ func (p *mcpPool) server(cfg MCPServerConfig) *mcpServer {
 	if s, ok := p.shared[cfg.Namespace]; ok && !cfg.Reset {
 		return s
 	}
-	s := newMCPServer(cfg, p.log, p.onChange)
+	s := newMCPServer(cfg, p.frames, p.log, p.onChange)
 	if !cfg.Reset {
 		p.shared[cfg.Namespace] = s
 	}
-	p.running.Go(func() { s.run(p.ctx) })
+	ctx, cancel := context.WithCancel(p.ctx)
+	s.cancel, s.stopped = cancel, make(chan struct{})
+	p.running.Go(func() {
+		defer close(s.stopped)
+		s.run(ctx)
+	})
 	return s
+}
+
+// release lets go of the servers of c, a Computer that is gone: those
+// started for it alone stop, the shared ones forget it.
+func (p *mcpPool) release(c *Computer) {
+	for _, s := range c.boundServers() {
+		if s.cfg.Reset {
+			s.stop()
+		} else {
+			s.unbind(c)
+		}
+	}
 }
 
 // close stops every server and waits for them.

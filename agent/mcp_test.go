@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -108,7 +110,7 @@ func TestToolsListChangedResyncsTheRegistry(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			changed := make(chan struct{}, 10)
-			pool := newMCPPool(quietLog, func() { changed <- struct{}{} })
+			pool := newMCPPool(testFrames, quietLog, func() { changed <- struct{}{} })
 			t.Cleanup(pool.close)
 			m := newComputerManager(defaultAction(cfg), nil, nil, pool, quietLog)
 			r := &Router{computers: m, log: quietLog}
@@ -180,4 +182,50 @@ func TestOneComputerPerAgentProcessAndRootFromConfig(t *testing.T) {
 	assert.Equal(t, pid(book1, protocol.ToolAction), pid(book1, protocol.ToolAction), "one Computer per key")
 	assert.Equal(t, pid(book1, protocol.ToolDataCollection), pid(word, protocol.ToolDataCollection),
 		"a namespace without reset is one server, shared")
+}
+
+func TestAnIdleComputerIsEvictedAndTheServerStartedForItStops(t *testing.T) {
+	shared := testMCPStdio(t, "ui")
+	private := testMCPStdio(t, "excel")
+	private.Reset = true
+	pool := newMCPPool(testFrames, quietLog, func() {})
+	t.Cleanup(pool.close)
+	m := newComputerManager(MCPConfig{"AppAgent": {"default": {
+		DataCollection: []MCPServerConfig{shared}, Action: []MCPServerConfig{private},
+	}}}, nil, nil, pool, quietLog)
+	r := &Router{computers: m, log: quietLog}
+	book := Target{AgentName: "AppAgent", ProcessName: "book1"}
+	pid := func(toolType protocol.ToolType) int {
+		res := one(t, r, book, protocol.Command{ToolName: "pid", ToolType: toolType, CallID: "pid"})
+		require.Equal(t, protocol.ResultSuccess, res.Status, res.Error)
+		return int(res.Result.(map[string]any)["pid"].(int64))
+	}
+	privatePid, sharedPid := pid(protocol.ToolAction), pid(protocol.ToolDataCollection)
+	byDefault, err := m.Get(context.Background(), Target{})
+	require.NoError(t, err)
+	later := time.Now().Add(2 * computerIdleAfter)
+
+	c, release, err := m.acquire(context.Background(), book)
+	require.NoError(t, err)
+	m.evictIdle(later)
+	assert.NoError(t, syscall.Kill(privatePid, 0), "a Computer running a command is kept, and its server")
+	release()
+
+	m.evictIdle(later)
+	assert.ErrorIs(t, syscall.Kill(privatePid, 0), syscall.ESRCH, "the server started for the evicted Computer is stopped")
+	assert.NoError(t, syscall.Kill(sharedPid, 0), "a shared server goes on")
+	for _, s := range c.boundServers() {
+		s.mu.Lock()
+		if !s.cfg.Reset {
+			assert.False(t, slices.ContainsFunc(s.bindings, func(b mcpBinding) bool { return b.computer == c }),
+				"the shared server forgot the evicted Computer")
+		}
+		s.mu.Unlock()
+	}
+	again, err := m.Get(context.Background(), Target{})
+	require.NoError(t, err)
+	assert.Same(t, byDefault, again, "the default Computer is never evicted")
+
+	assert.NotEqual(t, privatePid, pid(protocol.ToolAction), "used again, the Computer is built afresh, with a new server")
+	assert.Equal(t, sharedPid, pid(protocol.ToolDataCollection))
 }

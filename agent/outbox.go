@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgeaip/edgeaip/internal/atomicfile"
 	"github.com/edgeaip/edgeaip/protocol"
 )
 
@@ -25,7 +24,7 @@ import (
 // Kinds of outbox record.
 const (
 	recAccept    = "A" // a command is about to run; fsynced before it does
-	recResult    = "R" // its results; fsynced before they count as done
+	recResult    = "R" // its results, or their tombstone; fsynced before they count as done
 	recDelivered = "D" // the server acknowledged the results; not fsynced
 )
 
@@ -33,6 +32,10 @@ const (
 	recHeaderLen = 8        // payload length and CRC-32C, big-endian
 	maxRecordLen = 64 << 20 // a longer length field is a torn or bad record
 )
+
+// droppedForSize is the failure that stands in for each result of a
+// command whose results were dropped from a full outbox: its tombstone.
+const droppedForSize = "results dropped: the agent's outbox was over outbox.max_bytes"
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -45,6 +48,7 @@ type outboxRecord struct {
 	Status     protocol.TaskStatus     `cbor:"st,omitempty"`
 	CallIDs    []string                `cbor:"calls,omitempty"`
 	Reply      *protocol.ClientMessage `cbor:"reply,omitempty"`
+	Tomb       bool                    `cbor:"tomb,omitempty"` // Reply is a tombstone
 }
 
 // acceptedCommand is what an accept record keeps of a COMMAND: enough to
@@ -62,20 +66,28 @@ func acceptedOf(m *protocol.ServerMessage) acceptedCommand {
 
 // outboxEntry is the state of one response_id.
 type outboxEntry struct {
-	cmd       acceptedCommand
-	accepted  bool                    // an accept record is on disk
-	reply     *protocol.ClientMessage // the results; nil until done
-	delivered bool                    // the server acknowledged them
-	sent      bool                    // they went out on the current link, unacknowledged
-	asked     uint64                  // how many times they were asked for: by completion, then by each copy of the command
-	at        time.Time               // of the last change
-	seq       uint64                  // completion order, which is delivery order
-	size      int64                   // bytes of its records in the file
+	cmd      acceptedCommand
+	accepted bool                    // an accept record is on disk
+	reply    *protocol.ClientMessage // the results; nil until done
+	// recorded: reply is on disk, or could not be written and goes out
+	// from memory. Until then it is neither sent nor dropped.
+	recorded  bool
+	tomb      bool   // reply is a tombstone: failures standing in for results dropped for size
+	delivered bool   // the server acknowledged them
+	sentOn    uint64 // the link they last went out on, unacknowledged; 0: none since last asked for
+	asked     uint64 // how many times they were asked for: by completion, then by each copy of the command
+	at        time.Time
+	seq       uint64 // completion order, which is delivery order
+	size      int64  // bytes of its records in the file
 }
+
+// done reports whether e holds results that may be sent.
+func (e *outboxEntry) done() bool { return e.reply != nil && e.recorded }
 
 // outbox is safe for concurrent use.
 type outbox struct {
 	path   string
+	fs     outboxFS
 	limits OutboxLimits
 	log    *slog.Logger
 
@@ -84,20 +96,22 @@ type outbox struct {
 	syncMu sync.Mutex // one fsync at a time; see syncTo
 
 	mu        sync.Mutex
-	f         *os.File
+	f         outboxFile
 	size      int64  // of the file
 	gen       uint64 // bumped by each rewrite, which starts a new file
 	synced    int64  // bytes of the file known to be on disk
+	dirSynced bool   // the file's name is on disk: false after a rewrite whose directory fsync failed
 	entries   map[string]*outboxEntry
 	owed      map[*outboxEntry]struct{} // done, and not acknowledged by the server
 	byRequest map[string]string         // response_id by the request_id of its results
 	seq       uint64
 }
 
-// openOutbox reads the outbox at path, creating it if missing. It returns
-// the commands that were accepted but never finished: the agent died while
-// they ran, and the caller must complete them.
-func openOutbox(path string, limits OutboxLimits, log *slog.Logger) (*outbox, []acceptedCommand, error) {
+// openOutbox reads the outbox at path, creating it if missing, and keeps
+// it on fs from then on. It returns the commands that were accepted but
+// never finished: the agent died while they ran, and the caller must
+// complete them.
+func openOutbox(path string, fs outboxFS, limits OutboxLimits, log *slog.Logger) (*outbox, []acceptedCommand, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, nil, fmt.Errorf("outbox: %w", err)
 	}
@@ -105,7 +119,7 @@ func openOutbox(path string, limits OutboxLimits, log *slog.Logger) (*outbox, []
 	if err != nil {
 		return nil, nil, fmt.Errorf("outbox %s: in use by another aip-agent? %w", path, err)
 	}
-	o := &outbox{path: path, limits: limits, log: log, lock: lock, entries: map[string]*outboxEntry{},
+	o := &outbox{path: path, fs: fs, limits: limits, log: log, lock: lock, entries: map[string]*outboxEntry{},
 		owed: map[*outboxEntry]struct{}{}, byRequest: map[string]string{}}
 	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -121,6 +135,9 @@ func openOutbox(path string, limits OutboxLimits, log *slog.Logger) (*outbox, []
 	defer o.mu.Unlock()
 	// Rewriting at open also drops what has aged out and a bad tail.
 	if err := o.rewriteLocked(time.Now()); err != nil {
+		if o.f != nil {
+			o.f.Close()
+		}
 		lock.Close()
 		return nil, nil, err
 	}
@@ -175,7 +192,7 @@ func (o *outbox) apply(rec *outboxRecord, size int64) {
 			break
 		}
 		o.seq++
-		e.reply, e.seq = rec.Reply, o.seq
+		e.reply, e.tomb, e.recorded, e.seq = rec.Reply, rec.Tomb, true, o.seq
 		o.setDelivered(e, false)
 		e.asked++
 		o.byRequest[rec.Reply.RequestID] = rec.ResponseID
@@ -195,6 +212,7 @@ const (
 
 // admit decides what to do with an incoming COMMAND. A new one is held in
 // memory as running, so that a copy arriving meanwhile is not run too.
+// Results not yet on disk count as running: they go out once they are.
 func (o *outbox) admit(responseID string) admission {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -203,13 +221,11 @@ func (o *outbox) admit(responseID string) admission {
 	case !ok:
 		o.entries[responseID] = &outboxEntry{cmd: acceptedCommand{ResponseID: responseID}, at: time.Now()}
 		return admitNew
-	case e.reply == nil:
+	case !e.done():
 		return admitRunning
 	default:
 		// The server does not have the results, whatever it acknowledged.
-		o.setDelivered(e, false)
-		e.sent = false
-		e.asked++
+		o.askAgain(e)
 		return admitDone
 	}
 }
@@ -248,23 +264,34 @@ func (o *outbox) accept(cmd acceptedCommand) error {
 	return err
 }
 
-// complete records a command's results, durably, and queues them for
-// delivery. If they cannot be written they are still delivered from
-// memory, and the error says they would not survive a restart.
+// complete records a command's results, durably, and only then queues
+// them for delivery: results count as done once they are on disk. If they
+// cannot be written they are still delivered from memory, and the error
+// says they would not survive a restart. Results recorded again for the
+// same command (smaller ones, say) replace the earlier ones.
 func (o *outbox) complete(reply *protocol.ClientMessage) error {
 	o.mu.Lock()
 	e := o.entryLocked(reply.PrevResponseID)
 	o.seq++
-	e.reply, e.sent, e.seq, e.at = reply, false, o.seq, time.Now()
-	o.setDelivered(e, false)
-	e.asked++
+	e.reply, e.tomb, e.recorded, e.seq, e.at = reply, false, false, o.seq, time.Now()
 	o.byRequest[reply.RequestID] = reply.PrevResponseID
 	mark, err := o.appendLocked(e, &outboxRecord{Kind: recResult, ResponseID: reply.PrevResponseID, At: e.at.UnixMilli(), Reply: reply})
 	o.mu.Unlock()
-	if err != nil {
-		return err
+	if err == nil {
+		err = o.syncTo(mark)
 	}
-	return o.syncTo(mark)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e.recorded = true
+	o.askAgain(e)
+	return err
+}
+
+// askAgain queues e's results for delivery, on the current link too.
+func (o *outbox) askAgain(e *outboxEntry) {
+	o.setDelivered(e, false)
+	e.sentOn = 0
+	e.asked++
 }
 
 // pendingReply is results to send, and which request for them a send
@@ -274,14 +301,15 @@ type pendingReply struct {
 	asked uint64
 }
 
-// unsent lists the results the server has not acknowledged and that have
-// not gone out on the current link, in the order they were completed.
-func (o *outbox) unsent() []pendingReply {
+// unsent lists, in the order they were completed, the results the server
+// has not acknowledged and that have not gone out on link, a number the
+// caller gives each link it registers on.
+func (o *outbox) unsent(link uint64) []pendingReply {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var owed []*outboxEntry
 	for e := range o.owed {
-		if !e.sent {
+		if e.sentOn != link {
 			owed = append(owed, e)
 		}
 	}
@@ -293,13 +321,14 @@ func (o *outbox) unsent() []pendingReply {
 	return out
 }
 
-// markSent notes that p went out on the current link. If its command came
-// again meanwhile, the results stay unsent, to answer that copy too.
-func (o *outbox) markSent(p pendingReply) {
+// markSent notes that p went out on link. If its command came again
+// meanwhile, the results stay unsent, to answer that copy too. A send that
+// ends after its link was replaced marks nothing sent on the new one.
+func (o *outbox) markSent(p pendingReply, link uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if e := o.entries[p.reply.PrevResponseID]; e != nil && e.asked == p.asked {
-		e.sent = true
+		e.sentOn = link
 	}
 }
 
@@ -310,34 +339,24 @@ func (o *outbox) undelivered() int {
 	return len(o.owed)
 }
 
-// newLink forgets what went out on the previous link: what the server did
-// not acknowledge there goes out again.
-func (o *outbox) newLink() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for e := range o.owed {
-		e.sent = false
-	}
-}
-
 // delivered notes that the server acknowledged the results sent with
-// requestID, and reports whether they were results of ours. The record is
-// not fsynced: losing it only means sending them once more, which the
-// server acknowledges and ignores.
-func (o *outbox) delivered(requestID string) bool {
+// requestID, and returns them; nil if they were not results of ours. The
+// record is not fsynced: losing it only means sending them once more,
+// which the server acknowledges and ignores.
+func (o *outbox) delivered(requestID string) *protocol.ClientMessage {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	e := o.entries[o.byRequest[requestID]]
-	if requestID == "" || e == nil || e.reply == nil || e.reply.RequestID != requestID {
-		return false
+	if requestID == "" || e == nil || !e.done() || e.reply.RequestID != requestID {
+		return nil
 	}
 	if !e.delivered {
 		o.setDelivered(e, true)
 		if _, err := o.appendLocked(e, &outboxRecord{Kind: recDelivered, ResponseID: e.cmd.ResponseID, At: time.Now().UnixMilli()}); err != nil {
-			o.log.Warn("outbox: delivery not recorded; the results may be sent again after a restart", "err", err)
+			o.entryLog(e).Warn("outbox: delivery not recorded; the results may be sent again after a restart", "err", err)
 		}
 	}
-	return true
+	return e.reply
 }
 
 // prune drops what has aged out, if anything has.
@@ -415,35 +434,45 @@ func (o *outbox) appendLocked(e *outboxEntry, rec *outboxRecord) (syncMark, erro
 		// A rewrite is synced whole: it makes the record durable too. A
 		// failed one only leaves the file too big.
 		if err := o.rewriteLocked(time.Now()); err != nil {
-			o.log.Error("outbox: not compacted", "err", err)
+			o.log.Error("outbox: rewrite failed", "err", err)
 		}
 	}
 	return mark, nil
 }
 
-// syncTo returns once the file is on disk up to mark. fsyncs are group
-// commits: one at a time, each covering everything written before it
-// began, so that commands finishing together share one.
+// syncTo returns once the file is on disk up to mark, its name included.
+// fsyncs are group commits: one at a time, each covering everything
+// written before it began, so that commands finishing together share one.
 func (o *outbox) syncTo(mark syncMark) error {
 	o.syncMu.Lock()
 	defer o.syncMu.Unlock()
 	o.mu.Lock()
-	if o.gen != mark.gen || o.synced >= mark.end {
-		o.mu.Unlock()
-		return nil // a rewrite, or a sync since, covered it
-	}
-	f, size := o.f, o.size
+	f, gen, size := o.f, o.gen, o.size
+	// A rewrite since mark wrote the file whole and fsynced it.
+	syncFile := gen == mark.gen && o.synced < mark.end
 	o.mu.Unlock()
-	err := f.Sync()
+	var err error
+	if syncFile {
+		err = f.Sync()
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch {
-	case o.gen != mark.gen:
-		return nil // rewritten meanwhile, and the rewrite is on disk
+	case o.gen != gen:
+		// Rewritten meanwhile, which covers mark: f may have been
+		// closed under the fsync.
 	case err != nil:
 		return fmt.Errorf("outbox: fsync %s: %w", o.path, err)
+	case syncFile:
+		o.synced = max(o.synced, size)
 	}
-	o.synced = max(o.synced, size)
+	if !o.dirSynced {
+		// The rewrite that made this file could not fsync its name.
+		if err := o.fs.SyncDir(filepath.Dir(o.path)); err != nil {
+			return fmt.Errorf("outbox: %s: fsync its directory: %w", o.path, err)
+		}
+		o.dirSynced = true
+	}
 	return nil
 }
 
@@ -461,12 +490,16 @@ func encodeRecord(rec *outboxRecord) ([]byte, error) {
 // expired reports whether e is done and older than MaxAge. Commands that
 // have not finished are never dropped.
 func (o *outbox) expired(e *outboxEntry, now time.Time) bool {
-	return e.reply != nil && now.Sub(e.at) > o.limits.MaxAge
+	return e.done() && now.Sub(e.at) > o.limits.MaxAge
 }
 
-// rewriteLocked writes the live entries to a new file and swaps it in. It
-// drops expired entries, then, while they take more than half of MaxBytes,
-// the oldest delivered ones, and only past MaxBytes undelivered ones.
+// rewriteLocked writes the live entries to a new file and swaps it in.
+// Entries older than MaxAge are forgotten. The results of the others are
+// replaced by tombstones, oldest first, while the entries take more than
+// MaxBytes/2 (delivered results) or more than MaxBytes (undelivered ones
+// too); and the oldest tombstones are forgotten while they take more than
+// MaxBytes/4, or the whole more than MaxBytes. An entry whose results are
+// being recorded, the one being appended among them, is left whole.
 func (o *outbox) rewriteLocked(now time.Time) error {
 	var live []*outboxEntry
 	var total int64
@@ -478,90 +511,153 @@ func (o *outbox) rewriteLocked(now time.Time) error {
 		live = append(live, e)
 		total += e.size
 	}
-	live, total = o.shed(live, total, o.limits.MaxBytes/2, true)
-	live, _ = o.shed(live, total, o.limits.MaxBytes, false)
+	total = o.entomb(live, total, o.limits.MaxBytes/2, true)
+	total = o.entomb(live, total, o.limits.MaxBytes, false)
+	live = o.forgetTombstones(live, total)
 
 	tmp := o.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	f, err := o.fs.Create(tmp)
 	if err != nil {
-		return fmt.Errorf("outbox: %w", err)
+		return fmt.Errorf("outbox: rewrite %s: %w", o.path, err)
 	}
 	size, err := writeEntries(f, live)
 	if err == nil {
 		err = f.Sync()
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err == nil {
-		err = os.Rename(tmp, o.path)
-	}
-	if err == nil {
-		err = atomicfile.SyncDir(filepath.Dir(o.path))
+		err = o.fs.Rename(tmp, o.path)
 	}
 	if err != nil {
-		os.Remove(tmp)
+		f.Close()
+		o.fs.Remove(tmp)
 		return fmt.Errorf("outbox: rewrite %s: %w", o.path, err)
 	}
+	// The new file is the journal now, its name durable or not: appends
+	// go to it, and syncTo fsyncs the directory until that succeeds.
 	if o.f != nil {
 		o.f.Close()
 	}
-	if o.f, err = os.OpenFile(o.path, os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
-		return fmt.Errorf("outbox: %w", err)
-	}
-	o.size, o.synced = size, size
+	o.f, o.size, o.synced, o.dirSynced = f, size, size, false
 	o.gen++
+	if err := o.fs.SyncDir(filepath.Dir(o.path)); err != nil {
+		return fmt.Errorf("outbox: rewrite %s: fsync its directory: %w", o.path, err)
+	}
+	o.dirSynced = true
 	return nil
 }
 
-// shed drops the oldest entries, delivered ones only if deliveredOnly,
-// until total is at most limit.
-func (o *outbox) shed(live []*outboxEntry, total, limit int64, deliveredOnly bool) ([]*outboxEntry, int64) {
-	kept := live[:0]
+// entomb replaces the results of the oldest entries, delivered ones only
+// if deliveredOnly, with tombstones until total is at most limit, and
+// returns the new total.
+func (o *outbox) entomb(live []*outboxEntry, total, limit int64, deliveredOnly bool) int64 {
 	for _, e := range live {
-		if total > limit && e.reply != nil && (e.delivered || !deliveredOnly) {
-			o.drop(e, "outbox over outbox.max_bytes")
-			total -= e.size
+		if total <= limit {
+			break
+		}
+		if !e.done() || e.tomb || (deliveredOnly && !e.delivered) {
 			continue
 		}
-		kept = append(kept, e)
+		if e.delivered {
+			o.entryLog(e).Debug("outbox: dropping delivered results, keeping a tombstone")
+		} else {
+			o.entryLog(e).Error("outbox: dropping results never delivered; the server gets failures in their place",
+				"why", "outbox over outbox.max_bytes")
+		}
+		tomb := *e.reply
+		tomb.ActionResults = failCalls(resultCallIDs(e.reply.ActionResults), errors.New(droppedForSize))
+		e.reply, e.tomb = &tomb, true
+		size := recordsSize(entryRecords(e))
+		total += size - e.size
+		e.size = size
 	}
-	return kept, total
+	return total
 }
 
+// forgetTombstones drops the oldest tombstones while tombstones take more
+// than MaxBytes/4 or everything more than MaxBytes, and returns the entries
+// left.
+func (o *outbox) forgetTombstones(live []*outboxEntry, total int64) []*outboxEntry {
+	var tombs int64
+	for _, e := range live {
+		if e.tomb {
+			tombs += e.size
+		}
+	}
+	return slices.DeleteFunc(live, func(e *outboxEntry) bool {
+		if !e.tomb || (tombs <= o.limits.MaxBytes/4 && total <= o.limits.MaxBytes) {
+			return false
+		}
+		o.drop(e, "too many tombstones for outbox.max_bytes")
+		tombs -= e.size
+		total -= e.size
+		return true
+	})
+}
+
+// drop forgets e: a copy of its command that came after would run again.
 func (o *outbox) drop(e *outboxEntry, why string) {
 	delete(o.entries, e.cmd.ResponseID)
 	delete(o.owed, e)
 	if e.reply != nil {
 		delete(o.byRequest, e.reply.RequestID)
 	}
-	if e.delivered {
-		o.log.Debug("outbox: forgetting delivered results", "response_id", e.cmd.ResponseID, "why", why)
-		return
+	log := o.entryLog(e)
+	switch {
+	case e.delivered:
+		log.Debug("outbox: forgetting delivered results", "why", why)
+	case e.tomb:
+		log.Error("outbox: forgetting the tombstone of results never delivered", "why", why)
+	default:
+		log.Error("outbox: dropping results never delivered", "why", why)
 	}
-	o.log.Error("outbox: dropping results never delivered", "response_id", e.cmd.ResponseID, "why", why)
+}
+
+// entryLog is o's log for e: its command's ids, and once it has results,
+// their request_id. An entry rebuilt from a result record knows its
+// command only from the results.
+func (o *outbox) entryLog(e *outboxEntry) *slog.Logger {
+	if e.reply != nil {
+		return withReply(o.log, e.reply)
+	}
+	return withCommand(o.log, e.cmd.SessionID, e.cmd.ResponseID, e.cmd.CallIDs)
+}
+
+// entryRecords are the records that rebuild e.
+func entryRecords(e *outboxEntry) []*outboxRecord {
+	at := e.at.UnixMilli()
+	switch {
+	case e.reply != nil:
+		recs := []*outboxRecord{{Kind: recResult, ResponseID: e.cmd.ResponseID, At: at, Reply: e.reply, Tomb: e.tomb}}
+		if e.delivered {
+			recs = append(recs, &outboxRecord{Kind: recDelivered, ResponseID: e.cmd.ResponseID, At: at})
+		}
+		return recs
+	case e.accepted:
+		c := e.cmd
+		return []*outboxRecord{{Kind: recAccept, ResponseID: c.ResponseID, At: at,
+			SessionID: c.SessionID, Status: c.Status, CallIDs: c.CallIDs}}
+	}
+	return nil
+}
+
+// recordsSize is how many bytes recs take in the file.
+func recordsSize(recs []*outboxRecord) int64 {
+	var n int64
+	for _, rec := range recs {
+		if frame, err := encodeRecord(rec); err == nil {
+			n += int64(len(frame))
+		}
+	}
+	return n
 }
 
 // writeEntries writes each entry as the records that rebuild it and sets
 // its size; it returns the bytes written.
-func writeEntries(f *os.File, entries []*outboxEntry) (int64, error) {
+func writeEntries(f outboxFile, entries []*outboxEntry) (int64, error) {
 	var total int64
 	for _, e := range entries {
-		at := e.at.UnixMilli()
-		var recs []*outboxRecord
-		switch {
-		case e.reply != nil:
-			recs = append(recs, &outboxRecord{Kind: recResult, ResponseID: e.cmd.ResponseID, At: at, Reply: e.reply})
-			if e.delivered {
-				recs = append(recs, &outboxRecord{Kind: recDelivered, ResponseID: e.cmd.ResponseID, At: at})
-			}
-		case e.accepted:
-			c := e.cmd
-			recs = append(recs, &outboxRecord{Kind: recAccept, ResponseID: c.ResponseID, At: at,
-				SessionID: c.SessionID, Status: c.Status, CallIDs: c.CallIDs})
-		}
 		e.size = 0
-		for _, rec := range recs {
+		for _, rec := range entryRecords(e) {
 			frame, err := encodeRecord(rec)
 			if err != nil {
 				return total, err

@@ -10,7 +10,7 @@ import (
 // BenchmarkOutboxCommand is the outbox's cost per command: admission, the
 // accept record and the result record, each fsynced, and the ack.
 func BenchmarkOutboxCommand(b *testing.B) {
-	o, _, err := openOutbox(filepath.Join(b.TempDir(), "j"), OutboxLimits{MaxBytes: 16 << 20, MaxAge: time.Hour}, quietLog)
+	o, _, err := openOutbox(filepath.Join(b.TempDir(), "j"), osFS{}, OutboxLimits{MaxBytes: 16 << 20, MaxAge: time.Hour}, quietLog)
 	if err != nil {
 		b.Fatal(err)
 	}

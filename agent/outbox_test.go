@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,7 +46,7 @@ func (j *testJournal) open() (*outbox, []acceptedCommand) {
 	if j.cur != nil {
 		kill(j.cur)
 	}
-	o, interrupted, err := openOutbox(j.path, j.limits, quietLog)
+	o, interrupted, err := openOutbox(j.path, osFS{}, j.limits, quietLog)
 	require.NoError(j.t, err)
 	j.cur = o
 	return o, interrupted
@@ -82,22 +83,36 @@ func ranToEnd(t *testing.T, o *outbox, id, payload string) *protocol.ClientMessa
 	return reply
 }
 
-// replies lists the results the outbox has yet to send.
-func replies(o *outbox) []*protocol.ClientMessage {
+// testLink is the number of the link the outbox tests send on.
+const testLink = 1
+
+// replies lists the results the outbox has yet to send on testLink.
+func replies(o *outbox) []*protocol.ClientMessage { return repliesOn(o, testLink) }
+
+func repliesOn(o *outbox, link uint64) []*protocol.ClientMessage {
 	var out []*protocol.ClientMessage
-	for _, p := range o.unsent() {
+	for _, p := range o.unsent(link) {
 		out = append(out, p.reply)
 	}
 	return out
 }
 
-// markSent marks the results of id sent on the current link, as delivery
-// does.
+// requestIDs lists the request_ids of the results the outbox has yet to
+// send.
+func requestIDs(o *outbox) []string {
+	var out []string
+	for _, r := range replies(o) {
+		out = append(out, r.RequestID)
+	}
+	return out
+}
+
+// markSent marks the results of id sent on testLink, as delivery does.
 func markSent(t *testing.T, o *outbox, id string) {
 	t.Helper()
-	for _, p := range o.unsent() {
+	for _, p := range o.unsent(testLink) {
 		if p.reply.PrevResponseID == id {
-			o.markSent(p)
+			o.markSent(p, testLink)
 			return
 		}
 	}
@@ -107,9 +122,9 @@ func markSent(t *testing.T, o *outbox, id string) {
 func TestOutboxACopyThatArrivesWhileResultsGoOutIsAnsweredToo(t *testing.T) {
 	o, _ := newJournal(t, testLimits).open()
 	r1 := ranToEnd(t, o, "r1", "x")
-	going := o.unsent()[0]
+	going := o.unsent(testLink)[0]
 	assert.Equal(t, admitDone, o.admit("r1"), "the command again, while its results are on the wire")
-	o.markSent(going)
+	o.markSent(going, testLink)
 	assert.Equal(t, []*protocol.ClientMessage{r1}, replies(o), "they go out once more, for the copy")
 	markSent(t, o, "r1")
 	assert.Empty(t, replies(o))
@@ -177,9 +192,9 @@ func TestOutboxCrashAfterTheAckKeepsResultsForACommandSentAgain(t *testing.T) {
 	o, _ := j.open()
 	r1 := ranToEnd(t, o, "r1", "one")
 	r2 := ranToEnd(t, o, "r2", "two")
-	assert.True(t, o.delivered("req-r1"))
-	assert.True(t, o.delivered("req-r2"))
-	assert.False(t, o.delivered("req-unknown"), "an ack of something else")
+	assert.NotNil(t, o.delivered("req-r1"))
+	assert.NotNil(t, o.delivered("req-r2"))
+	assert.Nil(t, o.delivered("req-unknown"), "an ack of something else")
 
 	o2, _ := j.open()
 	assert.Empty(t, replies(o2), "acknowledged results are not sent again unasked")
@@ -198,8 +213,7 @@ func TestOutboxSendsWhatWasNotAcknowledgedAgainOnANewLink(t *testing.T) {
 	markSent(t, o, "r2")
 	o.delivered("req-r2")
 	assert.Empty(t, replies(o))
-	o.newLink()
-	assert.Equal(t, []*protocol.ClientMessage{r1}, replies(o))
+	assert.Equal(t, []*protocol.ClientMessage{r1}, repliesOn(o, testLink+1))
 	assert.Equal(t, 1, o.undelivered())
 }
 
@@ -250,6 +264,17 @@ func TestOutboxDropsResultsOlderThanMaxAge(t *testing.T) {
 	assert.Len(t, interrupted, 1)
 }
 
+func TestOutboxLinesAboutResultsNameTheirCommandAndRequest(t *testing.T) {
+	logs := &logRecorder{}
+	o, _, err := openOutbox(filepath.Join(t.TempDir(), "j"), osFS{}, testLimits, logs.logger())
+	require.NoError(t, err)
+	t.Cleanup(func() { o.close() })
+	ranToEnd(t, o, "old", "x")
+	require.NoError(t, o.prune(time.Now().Add(2*testLimits.MaxAge)))
+	logs.requireIDs(t, "outbox: dropping results never delivered",
+		map[string]string{"session_id": "s-old", "response_id": "old", "call_id": "old-c1,old-c2", "request_id": "req-old"})
+}
+
 func TestOutboxStaysWithinMaxBytesDroppingDeliveredResultsFirst(t *testing.T) {
 	limits := OutboxLimits{MaxBytes: 16 << 10, MaxAge: time.Hour}
 	j := newJournal(t, limits)
@@ -266,7 +291,7 @@ func TestOutboxStaysWithinMaxBytesDroppingDeliveredResultsFirst(t *testing.T) {
 	}
 	assert.Equal(t, []*protocol.ClientMessage{undelivered}, replies(o), "an undelivered result outlives delivered ones")
 	assert.Equal(t, admitDone, o.admit("r59"), "the newest are kept")
-	assert.Equal(t, admitNew, o.admit("r00"), "the oldest delivered are dropped")
+	assert.Equal(t, admitNew, o.admit("r00"), "the oldest delivered are dropped, tombstones and all")
 }
 
 func TestOutboxRewriteKeepsTheAcceptRecordThatTriggeredIt(t *testing.T) {
@@ -294,7 +319,7 @@ func onDisk(t *testing.T, path string) map[string]*outboxEntry {
 func TestOutboxIsUsedByOneAgentAtATime(t *testing.T) {
 	j := newJournal(t, testLimits)
 	j.open()
-	_, _, err := openOutbox(j.path, testLimits, quietLog)
+	_, _, err := openOutbox(j.path, osFS{}, testLimits, quietLog)
 	assert.ErrorContains(t, err, "in use by another aip-agent")
 }
 
@@ -309,4 +334,91 @@ func TestOutboxCommandsFinishingTogetherAreAllDurable(t *testing.T) {
 	o2, interrupted := j.open()
 	assert.Empty(t, interrupted)
 	assert.Len(t, replies(o2), 32, "every result that was reported done is on disk")
+}
+
+func TestOutboxOverMaxBytesKeepsATombstoneThatAnswersACopyOfTheCommand(t *testing.T) {
+	j := newJournal(t, OutboxLimits{MaxBytes: 16 << 10, MaxAge: time.Hour})
+	o, _ := j.open()
+	payload := strings.Repeat("x", 6000)
+	for _, id := range []string{"r1", "r2", "r3", "r4"} {
+		ranToEnd(t, o, id, payload) // never delivered
+	}
+	assert.Equal(t, admitDone, o.admit("r1"), "the oldest, shed for size, is still known: a copy is not run")
+	got := replies(o)
+	require.Len(t, got, 4, "every command is answered")
+	assert.Equal(t, "req-r1", got[0].RequestID)
+	for _, r := range got[0].ActionResults {
+		assert.Equal(t, protocol.ResultFailure, r.Status)
+		assert.Equal(t, "results dropped: the agent's outbox was over outbox.max_bytes", r.Error)
+	}
+	assert.Equal(t, []string{"r1-c1", "r1-c2"}, resultCallIDs(got[0].ActionResults))
+	assert.Equal(t, testReply("r4", payload), got[3], "the newest are kept whole")
+
+	o2, _ := j.open()
+	assert.Equal(t, admitDone, o2.admit("r1"), "the tombstone is on disk")
+	assert.Equal(t, got, replies(o2))
+}
+
+func TestOutboxKeepsAResultLargerThanMaxBytesUntilItIsDelivered(t *testing.T) {
+	j := newJournal(t, OutboxLimits{MaxBytes: 4 << 10, MaxAge: time.Hour})
+	o, _ := j.open()
+	ranToEnd(t, o, "big", strings.Repeat("x", 8000))
+	assert.Equal(t, []string{"req-big"}, requestIDs(o), "recorded as done, so it must be sent")
+	o2, _ := j.open()
+	assert.Equal(t, []string{"req-big"}, requestIDs(o2), "and it is on disk")
+}
+
+func TestOutboxAResultThatGoesOutOnALinkThatWasReplacedIsSentOnTheNewOne(t *testing.T) {
+	o, _ := newJournal(t, testLimits).open()
+	r1 := ranToEnd(t, o, "r1", "x")
+	going := o.unsent(testLink)[0]
+	o.markSent(going, testLink) // the send completes after link testLink+1 registered
+	assert.Equal(t, []*protocol.ClientMessage{r1}, repliesOn(o, testLink+1), "not sent on the new link yet")
+}
+
+func TestOutboxWritesGoToTheRewrittenFileEvenIfItsDirectoryFsyncFailed(t *testing.T) {
+	fs := &recordingFS{}
+	path := filepath.Join(t.TempDir(), "j")
+	o, _, err := openOutbox(path, fs, testLimits, quietLog)
+	require.NoError(t, err)
+	ranToEnd(t, o, "old", "x")
+	fs.mu.Lock()
+	fs.failDirSyncs = 1
+	fs.mu.Unlock()
+	assert.ErrorContains(t, o.prune(time.Now().Add(2*testLimits.MaxAge)), "fsync its directory: syncdir")
+
+	ranToEnd(t, o, "r1", "after the rewrite")
+	assert.True(t, between(fs.log(), "write A r1", "syncdir", "write R r1"),
+		"the accept record's fsync fsyncs the directory again: %q", fs.log())
+	kill(o)
+	o2, _, err := openOutbox(path, osFS{}, testLimits, quietLog)
+	require.NoError(t, err)
+	t.Cleanup(func() { o2.close() })
+	assert.Equal(t, []string{"req-r1"}, requestIDs(o2), "written to the journal, not to the file it replaced")
+}
+
+func TestOutboxTombstonesAreBoundedBySizeAndAge(t *testing.T) {
+	limits := OutboxLimits{MaxBytes: 16 << 10, MaxAge: time.Hour}
+	o, _ := newJournal(t, limits).open()
+	payload := strings.Repeat("x", 1000)
+	for i := range 200 {
+		id := fmt.Sprintf("r%03d", i)
+		ranToEnd(t, o, id, payload)
+		o.delivered("req-" + id)
+	}
+	var tombs []string
+	var tombBytes int64
+	for id, e := range o.entries {
+		if e.tomb {
+			tombs = append(tombs, id)
+			tombBytes += e.size
+		}
+	}
+	assert.NotEmpty(t, tombs)
+	assert.LessOrEqual(t, tombBytes, limits.MaxBytes/4, "tombstones take at most a quarter of max_bytes")
+	assert.Equal(t, admitNew, o.admit("r000"), "the oldest tombstones are forgotten")
+	assert.Equal(t, admitDone, o.admit(slices.Max(tombs)), "the newer ones are kept")
+
+	require.NoError(t, o.prune(time.Now().Add(2*limits.MaxAge)))
+	assert.Equal(t, admitNew, o.admit(slices.Max(tombs)), "tombstones age out as results do")
 }

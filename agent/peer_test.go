@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/google/uuid"
@@ -31,6 +32,9 @@ type testPeer struct {
 	// early is sent before the ack of REGISTER, as a server that counts a
 	// device online before it acks may do.
 	early atomic.Pointer[protocol.ServerMessage]
+	// hangUp closes each link right after the ack of REGISTER, as a server
+	// that refuses what the device sends next would.
+	hangUp atomic.Bool
 }
 
 // peerLink is one registered connection of the agent.
@@ -75,6 +79,10 @@ func (p *testPeer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	p.links <- l
 	defer close(l.closed)
+	if p.hangUp.Load() {
+		conn.Close(websocket.StatusMessageTooBig, "too big")
+		return
+	}
 	for {
 		if l.stalled.Load() {
 			<-ctx.Done()
@@ -179,9 +187,15 @@ func agentConfig(t *testing.T, url string) Config {
 
 func startAgent(t *testing.T, cfg Config) *testAgent {
 	t.Helper()
+	return startAgentOn(t, cfg, osFS{})
+}
+
+// startAgentOn starts an agent that keeps its outbox on fs.
+func startAgentOn(t *testing.T, cfg Config, fs outboxFS) *testAgent {
+	t.Helper()
 	logs := &logRecorder{}
 	cfg.Logger = logs.logger()
-	a, err := New(context.Background(), cfg)
+	a, err := newAgent(context.Background(), cfg, fs)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	ta := &testAgent{Agent: a, logs: logs, cancel: cancel, done: make(chan struct{})}

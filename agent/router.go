@@ -26,9 +26,12 @@ type Router struct {
 // Every action is resolved and its parameters checked against the tool's
 // input schema before any runs. With earlyExit, a command with an invalid
 // action runs nothing, and after an action fails the rest are skipped.
-// Without it, each action stands alone.
+// Without it, each action stands alone. An action whose tool is deployed
+// again while the command runs (by an earlier action, or by another
+// command) runs on the new version.
 func (r *Router) Execute(ctx context.Context, target Target, actions []protocol.Command, earlyExit bool) []protocol.Result {
-	c, err := r.computers.Get(ctx, target)
+	c, release, err := r.computers.acquire(ctx, target)
+	defer release()
 	if err != nil {
 		return failCalls(callIDs(actions), err)
 	}

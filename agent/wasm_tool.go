@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
@@ -23,6 +25,10 @@ type wasmTool struct {
 	manifest  manifest.Manifest
 	source    manifest.Source
 	verdict   signature.Verdict
+	// next is the version deployed in this one's place, if any. A command
+	// resolves its actions before the first runs; an action whose tool
+	// was replaced since runs on the replacement.
+	next atomic.Pointer[wasmTool]
 }
 
 func (t *wasmTool) info() protocol.MCPToolInfo {
@@ -116,11 +122,22 @@ func (t *wasmTool) call(ctx context.Context, params map[string]any) protocol.Res
 	if err != nil {
 		return failure(fmt.Errorf("tool %q: parameters: %w", t.manifest.Name, err))
 	}
-	return ToolResult(t.sb.Call(ctx, t.mod, in))
+	out := t.sb.Call(ctx, t.mod, in)
+	if next := t.next.Load(); next != nil && errors.Is(out.Err, sandbox.ErrUnloaded) {
+		return next.call(ctx, params)
+	}
+	return ToolResult(out)
 }
 
 // close frees the module once its running calls end.
 func (t *wasmTool) close(ctx context.Context) { t.mod.Close(ctx) }
+
+// replaceWith closes t, sending the calls that reach it afterwards to
+// next. Calls already running on t finish on it.
+func (t *wasmTool) replaceWith(ctx context.Context, next *wasmTool) {
+	t.next.Store(next)
+	t.close(ctx)
+}
 
 // ToolResult turns a sandbox call's outcome into the Result the agent
 // sends: stdout parsed as JSON when it is JSON, and the usage.

@@ -207,14 +207,18 @@ type cutProxy struct {
 	ln     net.Listener
 	target string
 	mu     sync.Mutex
-	conns  []net.Conn
+	conns  map[*proxiedConn]struct{} // open ones
 }
+
+// proxiedConn is one connection through the proxy: the client's end and
+// the target's.
+type proxiedConn struct{ in, out net.Conn }
 
 func newCutProxy(t testing.TB, target string) *cutProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &cutProxy{ln: ln, target: target}
+	p := &cutProxy{ln: ln, target: target, conns: map[*proxiedConn]struct{}{}}
 	go p.serve()
 	t.Cleanup(func() { ln.Close(); p.cut() })
 	return p
@@ -233,24 +237,38 @@ func (p *cutProxy) serve() {
 			in.Close()
 			continue
 		}
+		pc := &proxiedConn{in: in, out: out}
 		p.mu.Lock()
-		p.conns = append(p.conns, in, out)
+		p.conns[pc] = struct{}{}
 		p.mu.Unlock()
-		go func() { io.Copy(out, in); out.Close() }()
-		go func() { io.Copy(in, out); in.Close() }()
+		go func() { io.Copy(out, in); p.closed(pc) }()
+		go func() { io.Copy(in, out); p.closed(pc) }()
 	}
+}
+
+// closed ends pc once either side has closed it.
+func (p *cutProxy) closed(pc *proxiedConn) {
+	p.mu.Lock()
+	delete(p.conns, pc)
+	p.mu.Unlock()
+	pc.in.Close()
+	pc.out.Close()
 }
 
 // refuse stops the proxy taking new connections, as a network that is
 // gone would.
 func (p *cutProxy) refuse() { p.ln.Close() }
 
-// cut closes every connection through the proxy.
-func (p *cutProxy) cut() {
+// cut closes every open connection through the proxy and says how many
+// there were.
+func (p *cutProxy) cut() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
+	for pc := range p.conns {
+		pc.in.Close()
+		pc.out.Close()
 	}
-	p.conns = nil
+	n := len(p.conns)
+	clear(p.conns)
+	return n
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,16 +48,18 @@ func (l *jsonLog) lines(t *testing.T) []map[string]any {
 	return out
 }
 
-// requireCommandFields checks that every line about a command (one that
-// names a response_id or a call_id) names its device, session, response
-// and calls, and that the lines in want are among them.
+// commandKeys are the keys that mark a line as one about a command or
+// its results: any id of either.
+var commandKeys = []string{"response_id", "call_id", "request_id", "action_call_id"}
+
+// requireCommandFields checks that every line about a command or its
+// results (one that names any of commandKeys) names its device, session,
+// response and calls, and that the lines in want are among them.
 func requireCommandFields(t *testing.T, who string, lines []map[string]any, want ...string) {
 	t.Helper()
 	seen := map[string]bool{}
 	for _, line := range lines {
-		_, rid := line["response_id"]
-		_, cid := line["call_id"]
-		if !rid && !cid {
+		if !slices.ContainsFunc(commandKeys, func(k string) bool { _, ok := line[k]; return ok }) {
 			continue
 		}
 		seen[line["msg"].(string)] = true
@@ -89,5 +92,21 @@ func TestEveryCommandLogLineNamesDeviceSessionResponseAndCalls(t *testing.T) {
 	require.Equal(t, "failure", resp.Status)
 
 	requireCommandFields(t, "aip-server", serverLog.lines(t), "command sent", "results recorded", "command done")
-	requireCommandFields(t, "aip-agent", agentLog.lines(t), "command received", "action done")
+	// "results acknowledged" names the request_id of the results, which
+	// the server's ack carries.
+	requireCommandFields(t, "aip-agent", agentLog.lines(t), "command received", "action done", "results acknowledged")
+	assert.Equal(t, "cbor", field(t, serverLog.lines(t), "device registered", "wire"), "the wire by its name")
+	assert.Equal(t, "cbor", field(t, agentLog.lines(t), "registered", "wire"), "the wire by its name")
+}
+
+// field returns key of the first line whose message is msg.
+func field(t *testing.T, lines []map[string]any, msg, key string) any {
+	t.Helper()
+	for _, line := range lines {
+		if line["msg"] == msg {
+			return line[key]
+		}
+	}
+	t.Fatalf("no line %q", msg)
+	return nil
 }

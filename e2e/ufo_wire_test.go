@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -105,22 +104,18 @@ func assertOnlyUFOKeys(t *testing.T, frame []byte) {
 }
 
 // checkWithPydantic has UFO's models (restated in ufo_wire.py) validate
-// every frame the server sent, when python3 with pydantic 2 is at hand.
+// every frame the server sent.
 func (d *ufoDevice) checkWithPydantic() {
-	d.t.Helper()
-	out, err := exec.Command("python3", "-c", "import pydantic; print(pydantic.VERSION)").Output()
-	if err != nil || !bytes.HasPrefix(out, []byte("2.")) {
-		d.t.Logf("pydantic check skipped: python3 with pydantic 2 not found (%v)", err)
-		return
-	}
-	var in strings.Builder
-	for _, f := range d.sent {
-		in.WriteString("server " + f + "\n")
-	}
-	cmd := exec.Command("python3", filepath.Join(testenv.Root(), "testdata", "protocol", "ufo_wire.py"), "validate")
-	cmd.Stdin = strings.NewReader(in.String())
-	res, err := cmd.CombinedOutput()
-	require.NoError(d.t, err, "pydantic refused a frame our server sent:\n%s", res)
+	d.t.Run("pydantic reads what the server sent", func(t *testing.T) {
+		var in strings.Builder
+		for _, f := range d.sent {
+			in.WriteString("server " + f + "\n")
+		}
+		cmd := testenv.UFOWire(t, "validate")
+		cmd.Stdin = strings.NewReader(in.String())
+		res, err := cmd.CombinedOutput()
+		require.NoError(t, err, "pydantic refused a frame our server sent:\n%s", res)
+	})
 }
 
 // TestUFODeviceClientWorksWithOurServer replays UFO's own frames, byte for

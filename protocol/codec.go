@@ -42,6 +42,10 @@ func (e Encoding) String() string {
 	return "json"
 }
 
+// MarshalText writes the encoding's name, so that structured logs (slog's
+// JSON handler) show "cbor" or "json" rather than its number.
+func (e Encoding) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
+
 // Message is a top-level AIP message: a *ServerMessage or a *ClientMessage.
 type Message interface {
 	// Validate checks required fields and enum values, naming the field and

@@ -1,7 +1,9 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -368,4 +370,21 @@ func TestATypeErrorNeverReadsAsAContradiction(t *testing.T) {
 	assert.ErrorContains(t, err, `in field "action_results": want a non-negative integer, got a negative integer`)
 	err = JSON.Unmarshal([]byte(`{"type":"heartbeat","status":"ok","request_id":5}`), &m)
 	assert.ErrorContains(t, err, `in field "request_id": want a string, got an integer`)
+}
+
+func TestAnEncodingLogsByItsName(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	log.Info("registered", "wire", CBOR, "other", JSON)
+	var line map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &line))
+	assert.Equal(t, "cbor", line["wire"])
+	assert.Equal(t, "json", line["other"])
+}
+
+// heartbeatWith is a heartbeat frame with one more pair appended.
+func heartbeatWith(pair ...byte) []byte {
+	b := cborMap(cborText("type"), cborText("heartbeat"), cborText("status"), cborText("ok"))
+	b[0]++ // one pair more
+	return append(b, pair...)
 }

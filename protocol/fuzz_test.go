@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,54 +8,13 @@ import (
 
 // The fuzz targets run their seeds with every `go test`; `make fuzz` runs
 // each with -fuzz for FUZZTIME. The seeds are the golden vectors in
-// testdata/protocol and the small hostile frames below.
-
-var hostileSeeds = []string{
-	`{"status":"ok"}`,
-	`{"type":"heartbeat","status":"sleepy"}`,
-	`{"type":"heartbeat","type":"heartbeat","status":"ok"}`,
-	`{"type":"command","status":"continue","actions":[{"tool_name":"x","tool_type":"magic"},null]}`,
-	`{"type":"command_results","status":"ok","action_results":[{"status":"success","result":-0.0,"usage":{"fuel":18446744073709551615}}]}`,
-	`{"type":"heartbeat","status":"ok","metadata":{"a":[[[[{"b":1e308}]]]],"c":"\u0000\ud800"}}`,
-	"{\"type\":\"heartbeat\",\"status\":\"ok\",\"error\":\"\xff\"}",
-	`{"Type":"heartbeat","STATUS":"ok"}`,
-}
-
-// fastPathSeeds are CBOR frames at the edges of what the fast decoder
-// takes.
-var fastPathSeeds = [][]byte{
-	{0xa1, 0x64, 't', 'y', 'p', 'e', 0xf7},                                         // undefined
-	{0xa1, 0x64, 't', 'y', 'p', 'e', 0xc1, 0x00},                                   // a tag
-	{0xbf, 0x64, 't', 'y', 'p', 'e', 0x61, 'x', 0xff},                              // indefinite map
-	heartbeatWith(0x78, 0x01, 'x', 0x19, 0x00, 0x05),                               // heads longer than they need be
-	heartbeatWith(0x61, 'x', 0xf9, 0x00, 0x01),                                     // the smallest half-precision subnormal
-	heartbeatWith(0x61, 'x', 0xf9, 0x80, 0x00),                                     // -0.0
-	heartbeatWith(0x61, 'x', 0xf8, 0x20),                                           // a one-byte simple value
-	heartbeatWith(0x61, 'x', 0x41, 0x00),                                           // a byte string
-	heartbeatWith(0x61, 'x', 0xa2, 0x61, 'k', 0x01, 0x61, 'k', 0x02),               // a duplicate key inside an unknown field
-	heartbeatWith(0x61, 'x', 0xa1, 0x01, 0x01),                                     // an integer key inside an unknown field
-	heartbeatWith(0x61, 'x', 0x1b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff), // beyond int64 in an unknown field
-	heartbeatWith(0x68, 'm', 'e', 't', 'a', 'd', 'a', 't', 'a', 0xa1, 0x61, 'k', 0x3b, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff), // MinInt64
-}
-
-// heartbeatWith is a heartbeat frame with one more pair appended.
-func heartbeatWith(pair ...byte) []byte {
-	b := cborMap(cborText("type"), cborText("heartbeat"), cborText("status"), cborText("ok"))
-	b[0]++ // one pair more
-	return append(b, pair...)
-}
+// testdata/protocol, and the hostile frames in testdata/fuzz/<target>
+// (described in testdata/fuzz/README.md), where the fuzzer also keeps what
+// it finds.
 
 func FuzzDecodeCBOR(f *testing.F) {
 	for _, g := range loadGolden(f) {
 		f.Add(g.cbor)
-	}
-	for _, s := range hostileSeeds {
-		if b, err := JSON.asCBOR([]byte(s)); err == nil {
-			f.Add(b)
-		}
-	}
-	for _, b := range fastPathSeeds {
-		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzDecode(t, CBOR, data) })
 }
@@ -66,10 +24,6 @@ func FuzzDecodeJSON(f *testing.F) {
 		f.Add(g.ufoJSON)
 		f.Add(g.ourJSON)
 	}
-	for _, s := range hostileSeeds {
-		f.Add([]byte(s))
-	}
-	f.Add([]byte(strings.Repeat("[", MaxDepth+1)))
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzDecode(t, JSON, data) })
 }
 

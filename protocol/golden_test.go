@@ -1,15 +1,14 @@
 package protocol
 
 import (
-	"bytes"
 	"encoding/hex"
 	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/fxamacker/cbor/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -143,21 +142,8 @@ func TestUFOFramesKeepTheirValues(t *testing.T) {
 }
 
 // TestPydanticReadsOurJSON has pydantic itself read every golden frame we
-// emit and compare it with UFO's. It needs python3 with pydantic 2, which
-// CI does not have (Debian ships pydantic 1); the byte-exact golden test
-// above keeps our output equal to what was checked here.
+// emit and compare it with UFO's.
 func TestPydanticReadsOurJSON(t *testing.T) {
-	requirePydantic(t)
-	cmd := exec.Command("python3", filepath.Join(goldenDir, "ufo_wire.py"), "check")
-	out, err := cmd.CombinedOutput()
+	out, err := testenv.UFOWire(t, "check").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-}
-
-// requirePydantic skips the test unless python3 can import pydantic 2.
-func requirePydantic(t *testing.T) {
-	t.Helper()
-	out, err := exec.Command("python3", "-c", "import pydantic; print(pydantic.VERSION)").Output()
-	if err != nil || !bytes.HasPrefix(out, []byte("2.")) {
-		t.Skipf("python3 with pydantic 2 not found (%v, %q): UFO's models are not at hand", err, bytes.TrimSpace(out))
-	}
 }

@@ -76,6 +76,7 @@ func (s *Sandbox) Call(ctx context.Context, t *Tool, params []byte) Result {
 	if err != nil {
 		return Result{Err: fmt.Errorf("tool %q: %w", t.name, err)}
 	}
+	ctx = withDeadlineOf(ctx, t.limits.Timeout)
 	ctx, cancelTimeout := context.WithTimeout(ctx, t.limits.Timeout)
 	defer cancelTimeout()
 	release, err := s.adm.enter(ctx, t.limits.MemoryPages)
@@ -182,7 +183,7 @@ func (s *Sandbox) classify(ctx context.Context, t *Tool, err error, stderr *capp
 	case errors.Is(err, meter.ErrCallDepth):
 		return fmt.Errorf("%w: more than %d nested calls", ErrCallDepth, meter.DefaultMaxCallDepth)
 	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%w after %s", ErrTimeout, t.limits.Timeout)
+		return fmt.Errorf("%w after %s", ErrTimeout, deadlineOf(ctx))
 	case errors.Is(err, context.Canceled):
 		return fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx))
 	case errors.As(err, &exit):
@@ -191,11 +192,29 @@ func (s *Sandbox) classify(ctx context.Context, t *Tool, err error, stderr *capp
 	return fmt.Errorf("%w: %s%s", ErrTrap, trapMessage(err), stderrSuffix(stderr))
 }
 
+type deadlineKey struct{}
+
+// withDeadlineOf notes which deadline will end the call: the tool's
+// timeout, or the caller's, if that comes first. A timeout then says
+// which it was.
+func withDeadlineOf(ctx context.Context, timeout time.Duration) context.Context {
+	what := timeout.String()
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+		what = time.Until(d).Round(time.Millisecond).String() + " (the caller's deadline)"
+	}
+	return context.WithValue(ctx, deadlineKey{}, what)
+}
+
+func deadlineOf(ctx context.Context) string {
+	what, _ := ctx.Value(deadlineKey{}).(string)
+	return what
+}
+
 // waitFailed says why a call that never started ended: its deadline or its
 // caller, while it waited for admission.
 func waitFailed(ctx context.Context, t *Tool, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("%w after %s: %w", ErrTimeout, t.limits.Timeout, err)
+		return fmt.Errorf("%w after %s: %w", ErrTimeout, deadlineOf(ctx), err)
 	}
 	return fmt.Errorf("%w: %w: %w", ErrCanceled, context.Cause(ctx), err)
 }

@@ -8,7 +8,8 @@ import (
 // Limits bound one tool call. A zero field means "use the sandbox default".
 type Limits struct {
 	// Timeout is the wall-clock deadline of a call, counted from the moment
-	// Call is entered: time spent queued for admission counts.
+	// Call is entered, less the time spent compiling the tool's code if it
+	// was not loaded: time spent queued for admission counts.
 	Timeout time.Duration
 	// MemoryPages caps linear memory, in 64 KiB pages. It is also what a
 	// call reserves from the sandbox's total while it runs.
@@ -55,6 +56,24 @@ func (l Limits) orDefault(d Limits) Limits {
 
 // overriddenBy returns l with every non-zero field of o put in its place.
 func (l Limits) overriddenBy(o Limits) Limits { return o.orDefault(l) }
+
+// atMost lowers each field of l that is above max's to max's.
+func (l Limits) atMost(most Limits) Limits {
+	l.Timeout = capped(l.Timeout, most.Timeout)
+	l.MemoryPages = capped(l.MemoryPages, most.MemoryPages)
+	l.StdoutBytes = capped(l.StdoutBytes, most.StdoutBytes)
+	l.StderrBytes = capped(l.StderrBytes, most.StderrBytes)
+	l.Fuel = capped(l.Fuel, most.Fuel)
+	return l
+}
+
+// capped is v, but no more than most where most is set.
+func capped[T time.Duration | uint32 | int | uint64](v, most T) T {
+	if most > 0 && v > most {
+		return most
+	}
+	return v
+}
 
 // DefaultMaxReservedMemory bounds the memory concurrent calls may reserve,
 // unless WithMaxReservedMemory says otherwise: four calls at the default

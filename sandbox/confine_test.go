@@ -100,3 +100,26 @@ func TestEnvHoldsExactlyWhatWasGranted(t *testing.T) {
 	require.NoError(t, res.Err)
 	assert.Empty(t, res.Stdout, "no host environment leaks in")
 }
+
+// A tool that asks for part of a granted dir gets it resolved inside the
+// grant at each call. Were it a host path, a link planted there, by this
+// tool in an earlier call or by another, would lead the next call out.
+func TestANarrowedGrantCannotBeRedirectedByALink(t *testing.T) {
+	grant, outside := granted(t)
+	sub := filepath.Join(grant, "x")
+	require.NoError(t, os.Mkdir(sub, 0o755))
+	sb := newSandbox(t, NewConfig())
+	tool, err := sb.Load(context.Background(), Spec{Name: "echo", Wasm: fixture(t, "echo"),
+		Mounts: []Mount{{HostPath: grant, Sub: "x", GuestPath: "/data/x"}}})
+	require.NoError(t, err)
+	require.NoError(t, sb.Call(context.Background(), tool, nil).Err)
+
+	require.NoError(t, os.Remove(sub))
+	require.NoError(t, os.Symlink(filepath.Dir(outside), sub))
+	res := sb.Call(context.Background(), tool, nil)
+	require.Error(t, res.Err, "the call must not see what the link points to")
+	assert.Contains(t, res.Err.Error(), `granted dir /data/x`)
+	require.NoError(t, os.Remove(sub))
+	require.NoError(t, os.Symlink("../../../../../../../../etc", sub))
+	assert.Error(t, sb.Call(context.Background(), tool, nil).Err, "nor a relative link that climbs out")
+}

@@ -73,3 +73,14 @@ func TestTheGarbageCollectorRunsWhileAToolSpins(t *testing.T) {
 	}
 	assert.ErrorIs(t, (<-done).Err, ErrTimeout)
 }
+
+func TestATimeoutSaysWhoseDeadlineItWas(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	tool := load(t, sb, "spin", Limits{Timeout: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	res := sb.Call(ctx, tool, nil)
+	require.ErrorIs(t, res.Err, ErrTimeout)
+	assert.Contains(t, res.Err.Error(), "(the caller's deadline)")
+	assert.NotContains(t, res.Err.Error(), "1m0s", "not the tool's own timeout, which did not fire")
+}

@@ -2,7 +2,11 @@ package sandbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -64,23 +68,67 @@ func (s *Sandbox) instrument(ctx context.Context, wasm []byte, sum string) (mete
 	return meteredModule{bytes: metered}, nil
 }
 
-// compile compiles a metered module. An entry of the cache that does not
-// compile is removed, so that the next load instruments the module again.
-func (s *Sandbox) compile(ctx context.Context, m meteredModule) (wazero.CompiledModule, error) {
-	wasm := m.bytes
-	if m.path != "" {
-		b, err := os.ReadFile(m.path)
+// compile compiles t's metered module; callers hold compileMu. A cached
+// instrumented copy that has gone is made again from the module's file. A
+// compile that fails with a compile cache is tried once more after the
+// cache is reset: wazero fails every compile of a module whose cached code
+// is damaged, and every compile once its cache directory has been removed.
+func (s *Sandbox) compile(ctx context.Context, t *Tool) (wazero.CompiledModule, error) {
+	wasm, err := s.meteredBytes(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	code, err := s.rt.CompileModule(ctx, wasm)
+	if err != nil && s.compiledDir != "" && s.resetCompileCache() == nil {
+		code, err = s.rt.CompileModule(ctx, wasm)
+	}
+	return code, err
+}
+
+// resetCompileCache empties wazero's compile cache and lays out its
+// directories again, as opening a cache on the directory does.
+func (s *Sandbox) resetCompileCache() error {
+	if err := os.RemoveAll(s.compiledDir); err != nil {
+		return err
+	}
+	if _, err := openCacheDir(filepath.Dir(filepath.Dir(s.compiledDir))); err != nil {
+		return err
+	}
+	c, err := wazero.NewCompilationCacheWithDir(s.compiledDir)
+	if err != nil {
+		return err
+	}
+	return c.Close(context.Background())
+}
+
+// meteredBytes reads t's instrumented module, instrumenting it again from
+// t.path if the cached copy is gone.
+func (s *Sandbox) meteredBytes(ctx context.Context, t *Tool) ([]byte, error) {
+	if t.metered.path == "" {
+		return t.metered.bytes, nil
+	}
+	b, err := os.ReadFile(t.metered.path)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) || t.path == "" {
 		if err != nil {
 			return nil, fmt.Errorf("read instrumented module: %w", err)
 		}
-		wasm = b
+		return b, nil
 	}
-	code, err := s.rt.CompileModule(ctx, wasm)
-	if err != nil && m.path != "" {
-		os.Remove(m.path)
-		return nil, fmt.Errorf("%w (the cached instrumented module was removed: reload the tool)", err)
+	wasm, err := os.ReadFile(t.path)
+	if err != nil {
+		return nil, fmt.Errorf("instrumented module gone from the cache, and the module with it: %w", err)
 	}
-	return code, err
+	if sum := sha256.Sum256(wasm); hex.EncodeToString(sum[:]) != t.sha256 {
+		return nil, fmt.Errorf("instrumented module gone from the cache, and %s no longer holds the module loaded: load the tool again", t.path)
+	}
+	m, err := s.instrument(ctx, wasm, t.sha256)
+	if err != nil {
+		return nil, err
+	}
+	if m.path == "" {
+		return m.bytes, nil
+	}
+	return os.ReadFile(m.path)
 }
 
 // sliceSize is the fuel between two safepoints: about 10 ms of guest work.

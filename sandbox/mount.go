@@ -13,6 +13,11 @@ type Mount struct {
 	HostPath  string
 	GuestPath string
 	ReadOnly  bool
+	// Sub, if set, narrows the mount to a directory below HostPath, which
+	// is resolved inside HostPath on every call: a symbolic link there,
+	// even one a tool planted, cannot lead it out. Policies set it when a
+	// tool asks for part of a granted directory.
+	Sub string
 }
 
 // ParseMount parses "HOST[:GUEST][:ro]". GUEST defaults to HOST, so a tool
@@ -56,9 +61,28 @@ func ParseMount(spec string) (Mount, error) {
 }
 
 func (m Mount) String() string {
-	s := m.HostPath + ":" + m.GuestPath
+	s := m.hostDir() + ":" + m.GuestPath
 	if m.ReadOnly {
 		return s + ":ro"
 	}
 	return s
+}
+
+// hostDir names the host directory the mount shows, for people to read.
+func (m Mount) hostDir() string {
+	if m.Sub == "" {
+		return m.HostPath
+	}
+	return filepath.Join(m.HostPath, m.Sub)
+}
+
+// open opens the mount's directory as a root that nothing can leave: the
+// grant's own directory, then, for a narrowed mount, Sub inside it.
+func (m Mount) open() (*os.Root, error) {
+	root, err := os.OpenRoot(m.HostPath)
+	if err != nil || m.Sub == "" {
+		return root, err
+	}
+	defer root.Close()
+	return root.OpenRoot(m.Sub)
 }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"errors"
+	"unicode/utf8"
 )
 
 // errOutputCap is what a tool's write returns once its cap is reached.
@@ -40,7 +41,8 @@ func (c *cappedBuffer) tail(n int) string {
 		return string(b)
 	}
 	b = b[len(b)-n:]
-	for i := 0; i < 4 && i < len(b) && b[i]&0xC0 == 0x80; i++ {
+	// A character is at most 4 bytes: skip at most 3 continuation bytes.
+	for i := 0; i < utf8.UTFMax-1 && len(b) > 0 && !utf8.RuneStart(b[0]); i++ {
 		b = b[1:]
 	}
 	return "…" + string(b)

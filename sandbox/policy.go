@@ -53,8 +53,10 @@ func (p Policy) Spec(mod manifest.Module, lookupEnv func(string) (string, bool))
 	return Spec{
 		Name:        m.Name,
 		Wasm:        mod.Wasm,
+		Path:        mod.Path,
 		InputSchema: m.InputSchema,
-		Limits:      manifestLimits(m.Limits).overriddenBy(p.Limits),
+		Requested:   manifestLimits(m.Limits),
+		Limits:      p.Limits,
 		Mounts:      grantDirs(m.Capabilities.Dirs, p.Dirs),
 		Env:         grantEnv(m.Capabilities.Env, p.Env, lookupEnv),
 	}
@@ -93,13 +95,16 @@ func grantDirs(requested []manifest.Dir, granted []Mount) []Mount {
 }
 
 func intersect(r manifest.Dir, g Mount) (Mount, bool) {
-	m := Mount{HostPath: g.HostPath, GuestPath: g.GuestPath, ReadOnly: g.ReadOnly || r.Mode != manifest.ReadWrite}
+	m := g
+	m.ReadOnly = g.ReadOnly || r.Mode != manifest.ReadWrite
 	switch {
 	case r.Path == manifest.AnyDir || within(g.GuestPath, r.Path):
 		return m, true
 	case within(r.Path, g.GuestPath):
-		rel := strings.TrimPrefix(strings.TrimPrefix(r.Path, g.GuestPath), "/")
-		m.HostPath, m.GuestPath = filepath.Join(g.HostPath, filepath.FromSlash(rel)), r.Path
+		// The narrower dir is found inside the grant at each call, never
+		// through a host path that a link in the grant could redirect.
+		rel := filepath.FromSlash(strings.TrimPrefix(strings.TrimPrefix(r.Path, g.GuestPath), "/"))
+		m.Sub, m.GuestPath = filepath.Join(g.Sub, rel), r.Path
 		return m, true
 	}
 	return Mount{}, false

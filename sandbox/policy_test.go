@@ -1,13 +1,14 @@
 package sandbox
 
 import (
+	"context"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func requesting(dirs []manifest.Dir, env []string, l manifest.Limits) manifest.Module {
@@ -36,7 +37,7 @@ func TestAToolGetsTheIntersectionOfRequestAndGrant(t *testing.T) {
 		},
 		"a request below a grant gets that subtree": {
 			[]manifest.Dir{{Path: "/data/kiosk", Mode: manifest.ReadWrite}},
-			[]Mount{{HostPath: filepath.Join("/srv/data", "kiosk"), GuestPath: "/data/kiosk"}},
+			[]Mount{{HostPath: "/srv/data", Sub: "kiosk", GuestPath: "/data/kiosk"}},
 		},
 		"a request above a grant gets only the grant": {
 			[]manifest.Dir{{Path: "/", Mode: manifest.ReadWrite}},
@@ -63,7 +64,36 @@ func TestEnvIsRequestedAndAllowedAndSet(t *testing.T) {
 func TestPolicyLimitsOverrideTheManifestsField(t *testing.T) {
 	m := requesting(nil, nil, manifest.Limits{Fuel: 10, Timeout: manifest.Duration(time.Second), Memory: 100 << 10})
 	spec := Policy{Limits: Limits{Timeout: 5 * time.Second}}.Spec(m, os.LookupEnv)
-	assert.Equal(t, Limits{Fuel: 10, Timeout: 5 * time.Second, MemoryPages: 2}, spec.Limits, "memory rounds up to pages")
+	assert.Equal(t, Limits{Fuel: 10, Timeout: time.Second, MemoryPages: 2}, spec.Requested, "memory rounds up to pages")
+	assert.Equal(t, Limits{Timeout: 5 * time.Second}, spec.Limits)
+
+	sb := newSandbox(t, NewConfig())
+	spec.Name, spec.Wasm = "echo", fixture(t, "echo")
+	tool, err := sb.Load(context.Background(), spec)
+	require.NoError(t, err)
+	assert.Equal(t, Limits{Fuel: 10, Timeout: 5 * time.Second, MemoryPages: 2, StdoutBytes: DefaultLimits.StdoutBytes, StderrBytes: DefaultLimits.StderrBytes}, tool.Limits(),
+		"policy over manifest over defaults")
+}
+
+// A manifest may ask for less than the operator's defaults, not more: only
+// policy raises a limit.
+func TestAManifestCannotRaiseTheDefaults(t *testing.T) {
+	m := requesting(nil, nil, manifest.Limits{Fuel: 1 << 62, Timeout: manifest.Duration(1000 * time.Hour), Memory: 1 << 30})
+	sb := newSandbox(t, NewConfig())
+	spec := Policy{}.Spec(m, os.LookupEnv)
+	spec.Name, spec.Wasm = "echo", fixture(t, "echo")
+	tool, err := sb.Load(context.Background(), spec)
+	require.NoError(t, err)
+	assert.Equal(t, DefaultLimits.Timeout, tool.Limits().Timeout)
+	assert.Equal(t, DefaultLimits.Fuel, tool.Limits().Fuel)
+	assert.Equal(t, DefaultLimits.MemoryPages, tool.Limits().MemoryPages)
+
+	spec = Policy{Limits: Limits{Timeout: 2 * time.Hour, Fuel: 1 << 40}}.Spec(m, os.LookupEnv)
+	spec.Name, spec.Wasm = "echo", fixture(t, "echo")
+	tool, err = sb.Load(context.Background(), spec)
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Hour, tool.Limits().Timeout, "an operator's policy may")
+	assert.Equal(t, uint64(1<<40), tool.Limits().Fuel)
 }
 
 func TestTheMostSpecificPolicyApplies(t *testing.T) {

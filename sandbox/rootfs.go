@@ -73,9 +73,16 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 			return nil, errno
 		}
 	}
-	f, err := r.root.OpenFile(name, osFlags(flag), perm)
+	// Non-blocking, so that opening a FIFO cannot hang the call past its
+	// deadline: no safepoint runs while a host call blocks.
+	f, err := r.root.OpenFile(name, osFlags(flag)|openNonblock, perm)
 	if errno := r.errno("open", name, err); errno != 0 {
 		return nil, errno
+	}
+	if fi, err := f.Stat(); err != nil || !(fi.Mode().IsRegular() || fi.IsDir()) {
+		// FIFOs, sockets and devices could block, or never end.
+		f.Close()
+		return nil, experimentalsys.EACCES
 	}
 	return &rootFile{fs: r, name: name, f: f, append: flag&experimentalsys.O_APPEND != 0}, 0
 }
@@ -384,7 +391,7 @@ func mountFS(mounts []Mount, denied *denials) (fsc wazero.FSConfig, closeFS func
 		}
 	}
 	for _, m := range mounts {
-		root, err := os.OpenRoot(m.HostPath)
+		root, err := m.open()
 		if err != nil {
 			closeFS()
 			return nil, nil, fmt.Errorf("granted dir %s: %w", m.GuestPath, err)

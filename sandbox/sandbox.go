@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -29,6 +28,9 @@ type Sandbox struct {
 	meteredDir string // where instrumented modules are kept; "" for none
 	adm        *admission
 
+	compileMu   sync.Mutex // one compilation at a time: each may take 150 MB
+	compiledDir string     // wazero's compile cache; "" for none
+
 	mu    sync.Mutex
 	tools map[*Tool]struct{} // loaded and not closed, for unloadIdle
 	stop  chan struct{}      // closed by Close
@@ -39,11 +41,22 @@ type Sandbox struct {
 type Spec struct {
 	Name string
 	Wasm []byte
+	// Path, if set, is a file that holds Wasm. Compiling is left to a
+	// tool's first call, from an instrumented copy in the compile cache;
+	// should that copy be gone by then, the module is read from Path
+	// again, if it is still the same module.
+	Path string
 	// InputSchema, if set, is the JSON Schema every call's parameters must
 	// satisfy before the tool runs.
 	InputSchema map[string]any
-	// Limits override the sandbox defaults field by field; memory can
-	// never exceed the sandbox's ceiling.
+	// Requested are the limits the module asks for (its manifest's). A
+	// module may ask for less than the sandbox defaults, not more: the
+	// defaults are what the operator allows a tool that policy does not
+	// name.
+	Requested Limits
+	// Limits are the operator's, from policy: they override the rest field
+	// by field, the sandbox defaults included. Memory can never exceed the
+	// sandbox's ceiling.
 	Limits Limits
 	// Mounts are the host directories the tool sees. Without mounts it
 	// has no filesystem at all.
@@ -67,7 +80,8 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		if err != nil {
 			return nil, err
 		}
-		cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(dir, "compiled"))
+		s.compiledDir = filepath.Join(dir, "compiled")
+		cache, err := wazero.NewCompilationCacheWithDir(s.compiledDir)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: compile cache %s: %w", dir, err)
 		}
@@ -107,7 +121,7 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 		}
 		t.validator = v
 	}
-	t.limits = spec.Limits.orDefault(s.cfg.limits)
+	t.limits = spec.Requested.atMost(s.cfg.limits).overriddenBy(spec.Limits).orDefault(s.cfg.limits)
 	t.limits.MemoryPages = min(t.limits.MemoryPages, s.cfg.limits.MemoryPages)
 	if err := s.adm.admissible(t.limits.MemoryPages); err != nil {
 		return fail(err)
@@ -121,7 +135,7 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 	if err := checkCommand(spec.Wasm, t.limits.MemoryPages); err != nil {
 		return fail(err)
 	}
-	t.metered = metered
+	t.metered, t.path = metered, spec.Path
 	s.mu.Lock()
 	s.tools[t] = struct{}{}
 	s.mu.Unlock()
@@ -172,13 +186,11 @@ func checkMounts(mounts []Mount) error {
 		if !path.IsAbs(m.GuestPath) || path.Clean(m.GuestPath) != m.GuestPath {
 			return fmt.Errorf("granted dir %s: guest path is not absolute and clean", m.GuestPath)
 		}
-		fi, err := os.Stat(m.HostPath)
+		root, err := m.open()
 		if err != nil {
-			return fmt.Errorf("granted dir %s: %w", m.GuestPath, err)
+			return fmt.Errorf("granted dir %s: host dir %s: %w", m.GuestPath, m.hostDir(), err)
 		}
-		if !fi.IsDir() {
-			return fmt.Errorf("granted dir %s: host path %s is not a directory", m.GuestPath, m.HostPath)
-		}
+		root.Close()
 	}
 	return nil
 }

@@ -22,11 +22,10 @@ type Tool struct {
 	sha256    string
 	limits    Limits
 	metered   meteredModule
+	path      string // where the module can be read again; "" if nowhere
 	validator *schema.Validator
 	mounts    []Mount
 	env       map[string]string
-
-	compileMu sync.Mutex // one compilation at a time per tool
 
 	mu       sync.Mutex
 	code     wazero.CompiledModule // nil until compiled, and once unloaded
@@ -100,15 +99,22 @@ func (t *Tool) leave(ctx context.Context) {
 // compiled returns the tool's code, compiling it if it is not loaded. Call
 // it between enter and leave, which keep the code from being unloaded.
 func (t *Tool) compiled(ctx context.Context) (wazero.CompiledModule, error) {
-	t.compileMu.Lock()
-	defer t.compileMu.Unlock()
 	t.mu.Lock()
 	code := t.code
 	t.mu.Unlock()
 	if code != nil {
 		return code, nil
 	}
-	code, err := t.sb.compile(ctx, t.metered)
+	sb := t.sb
+	sb.compileMu.Lock()
+	defer sb.compileMu.Unlock()
+	t.mu.Lock()
+	code = t.code // another call may have compiled it meanwhile
+	t.mu.Unlock()
+	if code != nil {
+		return code, nil
+	}
+	code, err := sb.compile(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}

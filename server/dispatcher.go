@@ -81,7 +81,8 @@ func newDispatcher(st *store.Store, reg *registry, mx *metrics.Metrics, log *slo
 // end resolves cmd, once, and counts it.
 func (d *dispatcher) end(cmd *command, results []protocol.Result, failed string, recorded bool) {
 	if cmd.resolve(results, failed, recorded) {
-		d.metrics.CommandEnded(cmd.rec.Actions, results, time.Since(cmd.start))
+		elapsed := time.Since(cmd.start)
+		d.metrics.CommandEnded(d.toolLabels(cmd.rec.DeviceID, cmd.rec.Actions), results, elapsed)
 	}
 }
 
@@ -339,6 +340,7 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 	if rid == "" {
 		return &deliveryError{`command_results: field "prev_response_id": missing`}
 	}
+	dropImplausibleUsage(m.ActionResults, d.log.With("device", c.id, "session_id", m.SessionID, "response_id", rid))
 	var rec store.Command
 	err := d.store.Write(context.Background(), func(tx *store.Tx) (err error) {
 		rec, err = tx.RecordResults(c.id, rid, m.ActionResults)
@@ -365,7 +367,7 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 		return err
 	}
 	log.Info("results recorded", "late", rec.Late)
-	d.metrics.ResultsRecorded(rec.Actions, rec.Results, rec.Late)
+	d.metrics.ResultsRecorded(d.toolLabels(c.id, rec.Actions), rec.Results, rec.Late)
 	d.mu.Lock()
 	cmd := d.pending[rid]
 	d.mu.Unlock()
@@ -374,6 +376,36 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 		d.end(cmd, rec.Results, "", true)
 	}
 	return nil
+}
+
+// toolLabels are the metric labels of actions sent to a device: each
+// tool's name if the device lists it, else metrics.UnknownTool, so that a
+// name an operator mistyped does not become a series of its own.
+func (d *dispatcher) toolLabels(deviceID string, actions []protocol.Command) []string {
+	tools := d.inventory(deviceID)
+	labels := make([]string, len(actions))
+	for i, a := range actions {
+		labels[i] = metrics.UnknownTool
+		if _, found := findTool(tools, "", a.ToolName, a.ToolType); found {
+			labels[i] = a.ToolName
+		}
+	}
+	return labels
+}
+
+// inventory is a device's tools as the server knows them: those of its
+// live registration or, while it is offline, of its last one.
+func (d *dispatcher) inventory(deviceID string) []protocol.MCPToolInfo {
+	var info *protocol.SystemInfo
+	if c := d.reg.device(deviceID); c != nil {
+		info = c.info.Load()
+	} else if dev, err := d.store.Device(context.Background(), deviceID); err == nil {
+		info = storedInfo(dev)
+	}
+	if info == nil {
+		return nil
+	}
+	return info.Tools
 }
 
 func resultCallIDs(results []protocol.Result) string {

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -16,7 +17,7 @@ import (
 type eventLog struct {
 	deviceID string // stamped on events that name no device
 	// tee, if set, is also given each event: a fleet follows its
-	// children's. Set before the session starts.
+	// children's. Never changed after newEventLog.
 	tee func(api.TaskEvent)
 
 	mu      sync.Mutex
@@ -25,8 +26,8 @@ type eventLog struct {
 	changed chan struct{} // closed and replaced at each event
 }
 
-func newEventLog(deviceID string) *eventLog {
-	return &eventLog{deviceID: deviceID, changed: make(chan struct{})}
+func newEventLog(deviceID string, tee func(api.TaskEvent)) *eventLog {
+	return &eventLog{deviceID: deviceID, tee: tee, changed: make(chan struct{})}
 }
 
 // add appends e; an EventEnd event is the last.
@@ -141,12 +142,14 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		log = newEventLog(t.DeviceID)
+		log = newEventLog(t.DeviceID, nil)
 		log.add(api.TaskEvent{Type: api.EventEnd, SessionID: id, State: t.State, Status: string(taskEndStatus(t.State)), Result: t.Result, Error: t.Error})
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
+	keepalive := time.NewTicker(s.cfg.EventsKeepalive)
+	defer keepalive.Stop()
 	for {
 		events, ended, more := log.since(n)
 		for _, e := range events {
@@ -160,10 +163,26 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		if ended {
 			return
 		}
+		if !waitForEvents(w, flusher, more, keepalive.C, r.Context().Done()) {
+			return
+		}
+	}
+}
+
+// waitForEvents waits for more, writing a comment line, which clients
+// ignore, at each keepalive tick. It reports false if the client left.
+func waitForEvents(w io.Writer, flusher http.Flusher, more <-chan struct{}, keepalive <-chan time.Time, gone <-chan struct{}) bool {
+	for {
 		select {
 		case <-more:
-		case <-r.Context().Done():
-			return
+			return true
+		case <-gone:
+			return false
+		case <-keepalive:
+			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {
+				return false
+			}
+			flusher.Flush()
 		}
 	}
 }

@@ -74,13 +74,12 @@ func (f *fleetRunner) run(ctx context.Context, _ stepper) outcome {
 func (f *fleetRunner) runDevice(ctx context.Context, i int, dev string) {
 	child, _, err := f.m.getOrCreateSession(context.WithoutCancel(ctx), sessionSpec{
 		ID: uuid.NewString(), TaskName: f.fleet.TaskName, DeviceID: dev, ParentID: f.fleet.ID,
-		Requester: f.fleet.Requester, Plan: f.plan,
+		Requester: f.fleet.Requester, Plan: f.plan, Tee: f.forward,
 	})
 	if err != nil {
 		f.deviceEnded(i, "", api.StateFailed, err.Error())
 		return
 	}
-	child.events.tee = f.forward
 	f.set(i, child.ID, api.StateRunning, "")
 	f.fleet.events.add(api.TaskEvent{Type: api.EventDeviceStart, SessionID: child.ID, DeviceID: dev, Steps: child.steps})
 	stop := context.AfterFunc(ctx, func() { f.m.cancelSession(child, f.fleet.cancelReason()) })

@@ -89,7 +89,7 @@ func TestAFleetRunsThePlanOnEveryMatchingDeviceWithinItsConcurrency(t *testing.T
 		assert.Equal(t, "roll", child.TaskName)
 		assert.Equal(t, d.State, child.State)
 	}
-	assert.Contains(t, r.Devices[1].Error, "step 0 (stock.echo) failed: it broke")
+	assert.Contains(t, r.Devices[1].Error, "step 1 (stock.echo) failed: it broke")
 
 	var result api.TaskResult
 	require.NoError(t, ts.api.Do(context.Background(), "GET", "/api/task_result/roll", nil, &result))

@@ -61,12 +61,18 @@ func (s *Server) operator(h http.HandlerFunc) http.Handler {
 		case !ok:
 			writeError(w, http.StatusUnauthorized, "missing or wrong operator token")
 		case err != nil:
-			s.log.Warn("request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
-			writeError(w, http.StatusForbidden, err.Error())
+			s.forbid(w, r, err)
 		default:
 			h(w, r)
 		}
 	})
+}
+
+// forbid answers 403 with err, and logs it: a refused request may be an
+// attack.
+func (s *Server) forbid(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.Warn("request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+	writeError(w, http.StatusForbidden, err.Error())
 }
 
 func (s *Server) isOperator(r *http.Request) bool {

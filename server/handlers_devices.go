@@ -115,11 +115,8 @@ func (s *Server) deviceView(d store.Device) api.Device {
 	}
 	if c := s.reg.device(d.ID); c != nil {
 		v.Online, v.Info = true, c.info.Load()
-	} else if d.Info != nil {
-		var info protocol.SystemInfo
-		if json.Unmarshal(d.Info, &info) == nil {
-			v.Info = &info
-		}
+	} else {
+		v.Info = storedInfo(d)
 	}
 	return v
 }
@@ -211,4 +208,17 @@ func parseLimit(w http.ResponseWriter, s string) (int, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// storedInfo is the system info of a device's last registration, or nil
+// if it never sent one that reads.
+func storedInfo(d store.Device) *protocol.SystemInfo {
+	if d.Info == nil {
+		return nil
+	}
+	var info protocol.SystemInfo
+	if json.Unmarshal(d.Info, &info) != nil {
+		return nil
+	}
+	return &info
 }

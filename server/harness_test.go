@@ -60,7 +60,7 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 	}
 	s, err := New(context.Background(), cfg)
 	require.NoError(t, err)
-	hs := httptest.NewServer(s.Handler())
+	hs := httptest.NewServer(checkAPIConformance(t, s.Handler()))
 	t.Cleanup(func() {
 		s.Shutdown()
 		hs.Close()

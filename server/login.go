@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,14 +96,32 @@ func (s *Server) operatorAuth(r *http.Request) (bool, error) {
 		return false, nil
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		if r.Header.Get("Sec-Fetch-Site") == "" && r.Header.Get("Origin") == "" {
-			return true, errForbiddenOrigin
-		}
-		if err := s.csrf.Check(r); err != nil {
-			return true, fmt.Errorf("%w (%w)", errForbiddenOrigin, err)
-		}
+		return true, s.fromDashboard(r)
 	}
 	return true, nil
+}
+
+// fromDashboard checks that r comes from the dashboard's own origin. A
+// request with neither Sec-Fetch-Site nor Origin is refused too: every
+// browser that could hold the login cookie sends one of them.
+func (s *Server) fromDashboard(r *http.Request) error {
+	if r.Header.Get("Sec-Fetch-Site") == "" && r.Header.Get("Origin") == "" {
+		return errForbiddenOrigin
+	}
+	if err := s.csrf.Check(r); err != nil {
+		return fmt.Errorf("%w (%w)", errForbiddenOrigin, err)
+	}
+	return nil
+}
+
+// secureCookie says whether the login cookie must be Secure: when r came
+// over TLS, through a proxy that says it did (X-Forwarded-Proto: https),
+// or always with Config.SecureCookies. Trusting the header cannot weaken
+// anything: a client that lies in it only keeps its own cookie off plain
+// HTTP.
+func (s *Server) secureCookie(r *http.Request) bool {
+	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	return s.cfg.SecureCookies || r.TLS != nil || strings.EqualFold(strings.TrimSpace(proto), "https")
 }
 
 // login is POST /api/login {"token": ...}: it checks the operator token
@@ -120,19 +139,24 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	http.SetCookie(w, &http.Cookie{
 		Name: loginCookie, Value: s.logins.create(now), Path: "/", Expires: now.Add(loginTTL), MaxAge: int(loginTTL.Seconds()),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secureCookie(r),
 	})
 	s.log.Info("dashboard login", "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, api.LoginResponse{ExpiresAt: now.Add(loginTTL).UTC()})
 }
 
 // logout is POST /api/logout: it ends the login of the cookie, if any,
-// and clears the cookie.
+// and clears the cookie. Only the dashboard's own page may: another
+// origin on the same site must not log the operator out.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	if err := s.fromDashboard(r); err != nil {
+		s.forbid(w, r, err)
+		return
+	}
 	if c, err := r.Cookie(loginCookie); err == nil {
 		s.logins.remove(c.Value)
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secureCookie(r)})
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -93,6 +93,10 @@ func TestTheDashboardLoginIsACookieTheAPIAccepts(t *testing.T) {
 	// A wrong token is not rescued by a good cookie.
 	assert.Equal(t, http.StatusUnauthorized, b.do("GET", "/api/devices", "", "Authorization", "Bearer aipo_wrong").StatusCode)
 
+	assert.Equal(t, http.StatusForbidden, b.do("POST", "/api/logout", "", "Sec-Fetch-Site", "same-site").StatusCode,
+		"a sibling origin cannot log the operator out")
+	assert.Equal(t, http.StatusForbidden, b.do("POST", "/api/logout", "", "Origin", "http://evil.example").StatusCode)
+	assert.Equal(t, http.StatusOK, b.do("GET", "/api/devices", "").StatusCode, "the login survived")
 	assert.Equal(t, http.StatusNoContent, b.do("POST", "/api/logout", "", "Sec-Fetch-Site", "same-origin").StatusCode)
 	assert.Equal(t, http.StatusUnauthorized, b.do("GET", "/api/devices", "").StatusCode, "the login is gone from the server")
 
@@ -107,6 +111,29 @@ func TestTheLoginCookieIsSecureOverTLS(t *testing.T) {
 	b := &browser{t: t, client: hs.Client(), base: hs.URL}
 	require.Equal(t, http.StatusOK, b.login(ts.api.Token).StatusCode)
 	assert.True(t, b.cookie.Secure)
+}
+
+func TestTheLoginCookieIsSecureBehindATLSProxy(t *testing.T) {
+	ts := newTestServer(t)
+	b := &browser{t: t, client: http.DefaultClient, base: ts.http.URL}
+	login := func(header ...string) *http.Cookie {
+		resp := b.do("POST", "/api/login", `{"token":"`+ts.api.Token+`"}`, append(header, "Sec-Fetch-Site", "same-origin")...)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Len(t, resp.Cookies(), 1)
+		return resp.Cookies()[0]
+	}
+	assert.True(t, login("X-Forwarded-Proto", "https").Secure)
+	assert.True(t, login("X-Forwarded-Proto", "HTTPS, http").Secure, "the first proxy's word counts")
+	assert.False(t, login("X-Forwarded-Proto", "http").Secure)
+
+	b.cookie = login()
+	logout := b.do("POST", "/api/logout", "", "Sec-Fetch-Site", "same-origin", "X-Forwarded-Proto", "https")
+	require.Len(t, logout.Cookies(), 1)
+	assert.True(t, logout.Cookies()[0].Secure, "the cookie that clears it matches")
+
+	ts = newTestServer(t, func(c *Config) { c.SecureCookies = true })
+	b = &browser{t: t, client: http.DefaultClient, base: ts.http.URL}
+	assert.True(t, login().Secure, "--secure-cookies, behind a proxy that says nothing")
 }
 
 func TestLoginsExpireAndAreBounded(t *testing.T) {

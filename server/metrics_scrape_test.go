@@ -130,3 +130,67 @@ func TestMetricsCountCommandsUsageLateResultsFramesAndSessions(t *testing.T) {
 	dev.conn.CloseNow()
 	require.Eventually(t, func() bool { return metric(t, ts.scrape(), "edgeaip_devices_connected") == 0 }, 10*time.Second, 10*time.Millisecond)
 }
+
+// A device's Result.usage is its word: a negative or absurd figure must
+// neither crash the server (a Prometheus counter panics when it would
+// decrease) nor reach the metrics or the store, and the results still
+// count.
+func TestImplausibleUsageIsDroppedAndTheResultsRecorded(t *testing.T) {
+	ts := newTestServer(t)
+	dev := ts.device("kiosk-1", tool("stock", "echo", protocol.ToolAction))
+	// Each command after the first shows the link and the server still up.
+	for i, u := range []protocol.Usage{
+		{Fuel: 10, WallMicros: -5},
+		{Fuel: 10, StdoutBytes: -1},
+		{Fuel: 10, MemoryPages: 1 << 20},
+		{Fuel: 1 << 60},
+		{Fuel: 10, WallMicros: int64(30 * 24 * time.Hour / time.Microsecond)},
+	} {
+		done := make(chan api.CommandResponse, 1)
+		go func() {
+			r, _ := ts.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}})
+			done <- r
+		}()
+		cmd := dev.nextCommand()
+		res := dev.results(cmd, protocol.ResultSuccess, "r")
+		res.ActionResults[0].Usage = &u
+		dev.send(*res)
+		resp := <-done
+		require.Equal(t, "success", resp.Status, "usage %d: %+v", i, u)
+		assert.Nil(t, resp.Results[0].Usage, "usage %d: %+v", i, u)
+	}
+	fams := ts.scrape()
+	assert.Equal(t, 5.0, metric(t, fams, "edgeaip_commands_total", "tool", "echo", "status", "success"))
+	assert.NotContains(t, fams, "edgeaip_tool_fuel_total", "no implausible usage is counted")
+	assert.NotContains(t, fams, "edgeaip_tool_wall_seconds_total", "no implausible usage is counted")
+	assert.Contains(t, ts.logs.String(), "usage dropped")
+}
+
+// Any name an operator types must not become a series: tools that the
+// device does not list are counted as "unknown".
+func TestToolsTheDeviceDoesNotListAreCountedAsUnknown(t *testing.T) {
+	ts := newTestServer(t)
+	dev := ts.device("kiosk-1", tool("stock", "echo", protocol.ToolAction))
+	dev.serveOK()
+	resp, err := ts.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}, {ToolName: "nosuchtool"}}})
+	require.NoError(t, err)
+	require.Equal(t, "success", resp.Status)
+	dev.conn.CloseNow()
+	require.Eventually(t, func() bool { return metric(t, ts.scrape(), "edgeaip_devices_connected") == 0 }, 10*time.Second, 10*time.Millisecond)
+	// Offline: its last registration's inventory still tells.
+	_, err = ts.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}, {ToolName: "other"}}})
+	require.NoError(t, err)
+
+	fams := ts.scrape()
+	assert.Equal(t, 1.0, metric(t, fams, "edgeaip_commands_total", "tool", "echo", "status", "success"))
+	assert.Equal(t, 1.0, metric(t, fams, "edgeaip_commands_total", "tool", "echo", "status", "failure"))
+	assert.Equal(t, 1.0, metric(t, fams, "edgeaip_commands_total", "tool", "unknown", "status", "success"))
+	assert.Equal(t, 1.0, metric(t, fams, "edgeaip_commands_total", "tool", "unknown", "status", "failure"))
+	for _, m := range fams["edgeaip_commands_total"].Metric {
+		for _, l := range m.Label {
+			if l.GetName() == "tool" {
+				assert.Contains(t, []string{"echo", "unknown"}, l.GetValue())
+			}
+		}
+	}
+}

@@ -40,7 +40,9 @@ type outcome struct {
 }
 
 // planRunner runs a plan's steps in order. A failed step ends the plan
-// when early_exit says so; the steps after it are skipped.
+// when early_exit says so; the steps after it are skipped. Its error
+// counts steps from 1, as people do (and aipctl and the dashboard show
+// them); the API's step fields count from 0.
 type planRunner struct {
 	plan *plan.Plan
 }
@@ -50,7 +52,7 @@ func (p planRunner) run(ctx context.Context, steps stepper) outcome {
 	firstErr, stopped := "", false
 	for i, step := range p.plan.Steps {
 		if !stopped && ctx.Err() != nil && firstErr == "" {
-			firstErr = fmt.Sprintf("cancelled before step %d (%s)", i, step.Label())
+			firstErr = fmt.Sprintf("cancelled before step %d (%s)", i+1, step.Label())
 		}
 		if stopped || ctx.Err() != nil {
 			res.Steps = append(res.Steps, api.StepResult{Step: i, Tool: step.Label(), Status: api.StepSkipped})
@@ -60,7 +62,7 @@ func (p planRunner) run(ctx context.Context, steps stepper) outcome {
 		res.Steps = append(res.Steps, r)
 		if r.Status != api.StepSuccess {
 			if firstErr == "" {
-				firstErr = fmt.Sprintf("step %d (%s) failed: %s", i, r.Tool, r.Error)
+				firstErr = fmt.Sprintf("step %d (%s) failed: %s", i+1, r.Tool, r.Error)
 			}
 			stopped = p.plan.StopsOnFailure(i)
 		}

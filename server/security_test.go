@@ -186,7 +186,7 @@ func TestCommandResultsCreateNothingAndComeOnlyFromTheirDevice(t *testing.T) {
 		ActionResults: []protocol.Result{{Status: protocol.ResultSuccess}}})
 	m := b.requireError(`command_results for response_id "r-forged": no such command`)
 	assert.Equal(t, "q1", m.ResponseID)
-	tasks, err := ts.api.Tasks(ctx, "")
+	tasks, err := ts.api.Tasks(ctx, "", 0)
 	require.NoError(t, err)
 	assert.Empty(t, tasks)
 	_, err = ts.api.Task(ctx, "forged")

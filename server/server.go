@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/dashboard"
@@ -27,6 +29,15 @@ type Config struct {
 	Sessions SessionConfig
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
+	// SecureCookies marks the dashboard's login cookie Secure even on
+	// plain HTTP: for a TLS-terminating proxy in front that does not send
+	// X-Forwarded-Proto. Without it, the cookie is Secure over TLS or
+	// when X-Forwarded-Proto says https.
+	SecureCookies bool
+	// EventsKeepalive is how often an idle task event stream gets an SSE
+	// comment, so that proxies and load balancers that drop silent
+	// connections keep it open. Default 15 s.
+	EventsKeepalive time.Duration
 }
 
 // Server is the device gateway and operator API. Serve its Handler.
@@ -56,6 +67,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.EventsKeepalive = cmp.Or(cfg.EventsKeepalive, 15*time.Second)
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("server: data dir is required")
 	}

@@ -31,6 +31,10 @@ type sessionSpec struct {
 	Fleet     *fleetSpec // runs Plan on many devices
 	Command   []protocol.Command
 	Timeout   time.Duration // of a single command
+	// Tee is also given each of the session's events: a fleet follows its
+	// children's. It is fixed before the session is published, so that
+	// nothing reads it while it is written.
+	Tee func(api.TaskEvent)
 }
 
 // SessionConfig tunes the session manager.
@@ -148,7 +152,7 @@ func (m *sessionManager) newSession(spec sessionSpec) *session {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &session{
 		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, ParentID: spec.ParentID, Requester: spec.Requester,
-		createdAt: time.Now(), events: newEventLog(spec.DeviceID), ctx: ctx, done: make(chan struct{}),
+		createdAt: time.Now(), events: newEventLog(spec.DeviceID, spec.Tee), ctx: ctx, done: make(chan struct{}),
 		cancel: func() { cancel(errors.New("session cancelled")) },
 	}
 	switch {

@@ -76,6 +76,11 @@ steps:
 	var kinds []string
 	for _, e := range <-events {
 		kinds = append(kinds, e.Type)
+		if e.Type != api.EventEnd {
+			assert.Equal(t, 2, e.Steps, "%s says how many steps", e.Type)
+			assert.NotEmpty(t, e.Tool, "%s says which tool", e.Type)
+			assert.NotNil(t, e.Step, "%s says which step", e.Type)
+		}
 	}
 	assert.Equal(t, []string{"step_start", "step_end", "step_start", "step_end", "step_start", "step_end", "end"}, kinds)
 
@@ -132,7 +137,7 @@ func TestEarlyExitSkipsTheRestUnlessTheStepSaysOtherwise(t *testing.T) {
 	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: stock.nope}, {tool: echo}]`)
 	task := ts.waitTask(d.SessionID)
 	assert.Equal(t, api.StateFailed, task.State)
-	assert.Equal(t, `step 0 (stock.nope) failed: device "kiosk-1" has no tool "stock.nope"`, task.Error)
+	assert.Equal(t, `step 1 (stock.nope) failed: device "kiosk-1" has no tool "stock.nope"`, task.Error)
 	r := planResult(t, task)
 	assert.Equal(t, api.StepSkipped, r.Steps[1].Status)
 	assert.Empty(t, task.Commands, "nothing was sent")

@@ -49,7 +49,7 @@ func (st sessionStepper) attempt(ctx context.Context, res *api.StepResult, step 
 	actions, tools, err := resolveActions(st.m.reg.device(s.DeviceID), s.DeviceID, step.Batch())
 	if err != nil {
 		res.Status, res.ResponseID, res.Results, res.Error = api.StepFailure, "", nil, err.Error()
-		s.events.add(api.TaskEvent{Type: api.EventStepEnd, SessionID: s.ID, Step: &res.Step, Attempt: attempt, Tool: res.Tool, Status: res.Status, Error: res.Error})
+		s.events.add(api.TaskEvent{Type: api.EventStepEnd, SessionID: s.ID, Steps: s.steps, Step: &res.Step, Attempt: attempt, Tool: res.Tool, Status: res.Status, Error: res.Error})
 		return
 	}
 	cmd := st.m.disp.newCommand(commandSpec{
@@ -73,7 +73,7 @@ func (st sessionStepper) attempt(ctx context.Context, res *api.StepResult, step 
 	} else if !resp.Succeeded() {
 		res.Status, res.Error = api.StepFailure, resp.FirstError()
 	}
-	s.events.add(api.TaskEvent{Type: api.EventStepEnd, SessionID: s.ID, Step: &res.Step, Attempt: attempt, Tool: res.Tool,
+	s.events.add(api.TaskEvent{Type: api.EventStepEnd, SessionID: s.ID, Steps: s.steps, Step: &res.Step, Attempt: attempt, Tool: res.Tool,
 		ResponseID: res.ResponseID, Status: res.Status, Results: res.Results, Error: res.Error})
 }
 

@@ -2,8 +2,11 @@ package main
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/edgeaip/edgeaip/internal/testenv"
 )
 
 // The agent is flashed onto small boards: what the server needs must not
@@ -20,11 +23,20 @@ var (
 )
 
 func TestAgentDoesNotImportServerDependencies(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	// The toolchain running the tests has go list: an error here is a
+	// broken build, which must fail the test rather than pass it unseen.
+	cmd := exec.Command(testenv.Go(), "list", "-deps", ".")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Skipf("go list unavailable: %v", err)
+		t.Fatalf("go list -deps: %v\n%s", err, stderr.String())
 	}
-	for _, dep := range strings.Fields(string(out)) {
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/edgeaip/edgeaip/agent") {
+		t.Fatalf("go list -deps listed no github.com/edgeaip/edgeaip/agent: %q", deps)
+	}
+	for _, dep := range deps {
 		if forbiddenExact[dep] {
 			t.Errorf("aip-agent imports %s", dep)
 		}

@@ -118,7 +118,30 @@ func configure(f flags, set map[string]bool) (agent.Config, error) {
 	if cfg.ServerURL == "" {
 		cfg.ServerURL = defaultServer
 	}
-	return cfg, errors.Join(errs...)
+	return cfg, errors.Join(append(errs, missingKeys(f.config, cfg)...)...)
+}
+
+// missingKeys names each setting the agent cannot run without that neither
+// the config file nor a flag gave: as the file's key when there is a file.
+func missingKeys(file string, cfg agent.Config) []error {
+	var errs []error
+	for _, k := range []struct {
+		key, flag string
+		set       bool
+	}{
+		{"device.id", "--id", cfg.ID != ""},
+		{"server.token_file", "--token-file", cfg.TokenFile != ""},
+		{"data_dir", "--data", cfg.DataDir != ""},
+	} {
+		switch {
+		case k.set:
+		case file != "":
+			errs = append(errs, fmt.Errorf("%s: %s: missing (or %s)", file, k.key, k.flag))
+		default:
+			errs = append(errs, fmt.Errorf("%s: missing (or %s in a --config file)", k.flag, k.key))
+		}
+	}
+	return errs
 }
 
 func parseMounts(specs []string) ([]sandbox.Mount, error) {

@@ -34,14 +34,14 @@ tools: {dirs: [file-tools]}
 }
 
 func TestWithoutAConfigFileTheFlagsAndTheirDefaultsApply(t *testing.T) {
-	cfg, err := configure(flags{server: defaultServer, id: "k1", wire: "json", heartbeat: time.Second}, map[string]bool{"id": true})
+	cfg, err := configure(flags{server: defaultServer, id: "k1", tokenFile: "t", data: "d", wire: "json", heartbeat: time.Second}, map[string]bool{"id": true})
 	require.NoError(t, err)
 	assert.Equal(t, defaultServer, cfg.ServerURL)
 	assert.Equal(t, protocol.JSON, cfg.Wire)
 	assert.Equal(t, time.Second, cfg.HeartbeatInterval)
 
 	_, err = configure(flags{wire: "xml"}, nil)
-	assert.EqualError(t, err, `--wire: want cbor or json, got "xml"`)
+	assert.ErrorContains(t, err, `--wire: want cbor or json, got "xml"`)
 }
 
 func TestAnInvalidConfigFileFailsNamingItsLine(t *testing.T) {
@@ -49,4 +49,24 @@ func TestAnInvalidConfigFileFailsNamingItsLine(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte("device:\n  id: k1\nserver:\n  wire: xml\n"), 0o600))
 	_, err := configure(flags{config: path}, nil)
 	assert.ErrorContains(t, err, "agent.yaml:4: server.wire: want cbor or json")
+}
+
+func TestARequiredKeyMissingFromTheFileNamesItsFieldAndFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("server: {url: \"ws://file:8700/ws\"}\n"), 0o600))
+	_, err := configure(flags{config: path}, nil)
+	require.Error(t, err)
+	for _, want := range []string{
+		path + ": device.id: missing (or --id)",
+		path + ": server.token_file: missing (or --token-file)",
+		path + ": data_dir: missing (or --data)",
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+
+	_, err = configure(flags{config: path, id: "k1", tokenFile: "t", data: "d"}, map[string]bool{"id": true, "token-file": true, "data": true})
+	assert.NoError(t, err, "the flags supply them")
+
+	_, err = configure(flags{server: defaultServer, wire: "cbor"}, nil)
+	assert.ErrorContains(t, err, "--id: missing", "without a file, the flag is named")
 }

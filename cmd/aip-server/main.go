@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -29,12 +30,13 @@ func main() {
 	var conn protocol.ConnOptions
 	flag.Int64Var(&conn.MaxFrameBytes, "max-frame", protocol.DefaultMaxFrameBytes, "largest WebSocket frame accepted, in bytes; a larger one closes the link with 1009")
 	flag.DurationVar(&conn.PingInterval, "ping", protocol.DefaultPingInterval, "WebSocket ping interval; a link silent for two is dropped")
+	secureCookies := flag.Bool("secure-cookies", false, "mark the dashboard's login cookie Secure even on plain HTTP, behind a TLS proxy that sends no X-Forwarded-Proto")
 	var logOpts logging.Options
 	logOpts.RegisterFlags(flag.CommandLine)
 	flag.Parse()
 
 	log := logOpts.New(os.Stderr)
-	if err := run(*listen, *data, server.Config{Sessions: sessions, Conn: conn, Logger: log}); err != nil {
+	if err := run(*listen, *data, server.Config{Sessions: sessions, Conn: conn, Logger: log, SecureCookies: *secureCookies}); err != nil {
 		log.Error("aip-server failed", "err", err)
 		os.Exit(1)
 	}
@@ -55,7 +57,7 @@ func run(listen, data string, cfg server.Config) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := newHTTPServer(srv.Handler(), log)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("aip-server listening", "addr", ln.Addr().String(), "data", data)
@@ -73,4 +75,12 @@ func run(listen, data string, cfg server.Config) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// newHTTPServer serves h, with net/http's own complaints (a handler that
+// panicked, a failed accept) logged through log, so that they are JSON
+// lines like the rest under --log-format json.
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
@@ -40,6 +41,46 @@ func completeDevices(g *globals) cobra.CompletionFunc {
 	}
 }
 
+// completeExec completes exec's arguments: the device, then the tools it
+// last registered.
+func completeExec(g *globals) cobra.CompletionFunc {
+	devices := completeDevices(g)
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		switch len(args) {
+		case 0:
+			return devices(cmd, args, toComplete)
+		case 1:
+			return deviceTools(cmd, g, args[0])
+		}
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// deviceTools completes the names of a device's tools, asking the server;
+// the description is the tool's namespace and type.
+func deviceTools(cmd *cobra.Command, g *globals, device string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	c, err := g.client()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
+	defer cancel()
+	tools, err := c.DeviceTools(ctx, device)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []cobra.Completion
+	seen := map[string]bool{}
+	for _, t := range tools {
+		if seen[t.ToolName] {
+			continue // the same name in two namespaces
+		}
+		seen[t.ToolName] = true
+		out = append(out, cobra.CompletionWithDesc(t.ToolName, strings.TrimSpace(t.Namespace+" "+string(t.ToolType))))
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
 // completeTasks completes a task id with the newest tasks, in state
 // unless it is empty.
 func completeTasks(g *globals, state api.TaskState) cobra.CompletionFunc {
@@ -53,7 +94,7 @@ func completeTasks(g *globals, state api.TaskState) cobra.CompletionFunc {
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
 		defer cancel()
-		tasks, err := c.Tasks(ctx, state)
+		tasks, err := c.Tasks(ctx, state, 0)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}

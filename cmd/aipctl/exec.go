@@ -31,7 +31,7 @@ Prints the Results as JSON; -o json prints the whole response, with its
 response_id and session_id. Exits 0 when the tool succeeded and 1 when it
 failed.`,
 		Args:              cobra.MinimumNArgs(2),
-		ValidArgsFunction: completeDevices(g),
+		ValidArgsFunction: completeExec(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			params, err := buildParams(paramsJSON, args[2:])
 			if err != nil {
@@ -79,8 +79,13 @@ func (g *globals) printResponse(w io.Writer, resp api.CommandResponse) error {
 func buildParams(paramsJSON string, kvs []string) (map[string]any, error) {
 	params := map[string]any{}
 	if paramsJSON != "" {
+		// JSON null decodes into a map without error, leaving it nil.
+		params = nil
 		if err := json.Unmarshal([]byte(paramsJSON), &params); err != nil {
 			return nil, fmt.Errorf("--params: not a JSON object: %w", err)
+		}
+		if params == nil {
+			return nil, fmt.Errorf("--params: not a JSON object: %s", paramsJSON)
 		}
 	}
 	for _, kv := range kvs {

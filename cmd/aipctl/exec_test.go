@@ -17,8 +17,12 @@ func TestBuildParamsMergesJSONAndKeyValues(t *testing.T) {
 		"path": "/b", "n": float64(1), "count": float64(3), "flag": true, "name": "kiosk 1", "quoted": "5", "list": []any{float64(1), float64(2)},
 	}, p)
 
-	_, err = buildParams(`[1]`, nil)
-	assert.ErrorContains(t, err, "--params: not a JSON object")
+	for _, bad := range []string{`[1]`, `null`, ` null `, `"s"`, `3`} {
+		_, err = buildParams(bad, []string{"path=/x"})
+		assert.ErrorContains(t, err, "--params: not a JSON object", "--params %s", bad)
+	}
+	_, _, code := ctl(t, "exec", "k1", "hash_file", "--params", "null", "path=/x")
+	assert.Equal(t, exitUsage, code, "refused before asking any server")
 	_, err = buildParams("", []string{"novalue"})
 	assert.ErrorContains(t, err, `parameter "novalue": want KEY=VALUE`)
 }

@@ -8,7 +8,8 @@
 // completion prints shell completion scripts.
 //
 // Exit codes: 0 ok, 1 the command or task failed, 2 usage error, 3 server
-// unreachable or authentication failed.
+// unreachable or authentication failed, 130 interrupted (Ctrl-C, as
+// shells report a SIGINT).
 package main
 
 import (
@@ -28,6 +29,7 @@ const (
 	exitFailed      = 1
 	exitUsage       = 2
 	exitUnreachable = 3
+	exitInterrupted = 130
 )
 
 // exitError carries an exit code out of a command.
@@ -46,7 +48,7 @@ func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRoot().ExecuteContext(ctx)
+	err := execute(ctx, newRoot())
 	stop()
 	if err == nil {
 		os.Exit(exitOK)
@@ -61,6 +63,21 @@ func main() {
 	// Anything else is cobra's: a usage error.
 	fmt.Fprintln(os.Stderr, "aipctl:", err)
 	os.Exit(exitUsage)
+}
+
+// execute runs root under ctx. A command that fails once ctx has ended
+// (Ctrl-C) failed because it was interrupted, whatever it says: it exits
+// with exitInterrupted, not as if the server were unreachable.
+func execute(ctx context.Context, root *cobra.Command) error {
+	err := root.ExecuteContext(ctx)
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return &exitError{exitInterrupted, ee.err}
+	}
+	return &exitError{exitInterrupted, err}
 }
 
 func newRoot() *cobra.Command {

@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/edgeaip/edgeaip/agent"
 	"github.com/edgeaip/edgeaip/internal/testenv"
@@ -128,11 +130,18 @@ func TestOperatorCommandsOnARealFleet(t *testing.T) {
 	assert.NotContains(t, out, "cafe-1")
 	assert.Regexp(t, `(?m)^fleet \S+ \(twice\): completed`, out)
 
+	// A step that fails before it starts still shows its step and tool.
+	unknown := f.plan("steps: [{tool: fixtures.nope}, {tool: echo}]\n")
+	out, _, code = f.ctl("dispatch", "kiosk-1", unknown, "--wait")
+	assert.Equal(t, exitFailed, code)
+	assert.Regexp(t, `\] kiosk-1: step 1/2 fixtures\.nope failure: device "kiosk-1" has no tool "fixtures\.nope"\n`, out)
+	assert.Regexp(t, `(?m)^plan \S+ \(\S+\) on kiosk-1: failed, took \S+: step 1 \(fixtures\.nope\) failed: `, out)
+
 	// A plan that fails: exit 1, and the summary says where.
 	failing := f.plan("steps: [{tool: echo}, {tool: fail}, {tool: echo}]\n")
 	out, _, code = f.ctl("dispatch", "--label", "site=lobby", failing, "--wait")
 	assert.Equal(t, exitFailed, code)
-	assert.Regexp(t, `(?m)^kiosk-2\s+failed\s+\S{36}\s+step 1 \(fail\) failed: `, out)
+	assert.Regexp(t, `(?m)^kiosk-2\s+failed\s+\S{36}\s+step 2 \(fail\) failed: `, out, "steps count from 1")
 	assert.Regexp(t, `(?m)^fleet \S{36} \(\S{36}\): failed, took \S+: 2 of 2 devices failed$`, out, "a task without a name gets its own")
 
 	// Without --wait, the id; task ID --wait follows it up.
@@ -163,6 +172,12 @@ func TestOperatorCommandsOnARealFleet(t *testing.T) {
 	out, _, code = f.ctl("-o", "json", "dispatch", "kiosk-2", spin)
 	require.Equal(t, exitOK, code)
 	require.NoError(t, json.Unmarshal([]byte(out), &d))
+	// Ctrl-C while following it: exit 130, and the task goes on.
+	ctx, interrupt := context.WithCancel(t.Context())
+	errOut, code = ctlContext(ctx, writerFunc(func(p []byte) (int, error) { interrupt(); return len(p), nil }),
+		append(slices.Clone(f.flags), "task", d.SessionID, "--wait")...)
+	assert.Equal(t, exitInterrupted, code, errOut)
+	assert.Equal(t, "stopped waiting; the task goes on: aipctl task "+d.SessionID+" --wait", errOut)
 	out, _, code = f.ctl("cancel", d.SessionID)
 	require.Equal(t, exitOK, code)
 	assert.Equal(t, "task "+d.SessionID+" cancelled\n", out)
@@ -184,6 +199,8 @@ func TestOperatorCommandsOnARealFleet(t *testing.T) {
 func TestExitCodes(t *testing.T) {
 	f := newFleet(t, nil)
 	plan := f.plan("steps: [{tool: echo}]\n")
+	_, err := f.api.Enroll(t.Context(), api.EnrollRequest{ID: "kiosk-off"}) // and never connects
+	require.NoError(t, err)
 	for _, c := range []struct {
 		name string
 		args []string
@@ -194,7 +211,8 @@ func TestExitCodes(t *testing.T) {
 		{"a bad label", []string{"dispatch", "--label", "site", plan}, exitUsage},
 		{"no such plan file", []string{"dispatch", "kiosk-1", "/nonexistent.yaml"}, exitUsage},
 		{"no device has the label", []string{"dispatch", "--label", "site=moon", plan}, exitUsage},
-		{"a device that is not online", []string{"dispatch", "kiosk-1", plan}, exitUsage},
+		{"a device that is not enrolled", []string{"dispatch", "kiosk-1", plan}, exitUsage},
+		{"a device that is offline", []string{"dispatch", "kiosk-off", plan}, exitUsage},
 		{"a bad state", []string{"tasks", "--state", "sleepy"}, exitUsage},
 		{"a bad output format", []string{"devices", "-o", "yaml"}, exitUsage},
 		{"no such task", []string{"task", "nope"}, exitUsage},
@@ -203,7 +221,12 @@ func TestExitCodes(t *testing.T) {
 		assert.Equal(t, c.code, code, "%s: %s", c.name, errOut)
 	}
 
-	_, _, code := ctl(t, "--server", "http://127.0.0.1:1", "--token-file", filepath.Join(t.TempDir(), "x"), "devices")
+	// A command is sent even so, and fails like a tool would: exit 1.
+	out, _, code := f.ctl("exec", "kiosk-off", "echo")
+	assert.Equal(t, exitFailed, code, "exec on a device that is offline")
+	assert.Contains(t, out, `device \"kiosk-off\" is offline`)
+
+	_, _, code = ctl(t, "--server", "http://127.0.0.1:1", "--token-file", filepath.Join(t.TempDir(), "x"), "devices")
 	assert.Equal(t, exitUsage, code, "an unreadable token file")
 	bad := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(bad, []byte("aipo_wrong"), 0o600))
@@ -289,6 +312,11 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 	}
 }
 
+// writerFunc is an io.Writer that calls itself.
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
 func keys(m map[string][]string) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -299,7 +327,7 @@ func keys(m map[string][]string) []string {
 
 func TestProgressOnATerminalRedrawsALinePerDevice(t *testing.T) {
 	var buf strings.Builder
-	p := newProgress(&buf, true, []string{"kiosk-1", "kiosk-22"})
+	p := newProgress(&buf, func() int { return 24 }, []string{"kiosk-1", "kiosk-22"})
 	zero, one := 0, 1
 	p.event(api.TaskEvent{Type: api.EventDeviceStart, DeviceID: "kiosk-1", Steps: 2})
 	p.event(api.TaskEvent{Type: api.EventStepStart, DeviceID: "kiosk-1", Steps: 2, Step: &zero, Tool: "hash_file", Attempt: 1})
@@ -315,4 +343,66 @@ func TestProgressOnATerminalRedrawsALinePerDevice(t *testing.T) {
 	assert.Equal(t, "kiosk-22  pending", last[1][1])
 	second := line.FindAllStringSubmatch(frames[1], -1)
 	assert.Regexp(t, `^kiosk-1   running    step 1/2 hash_file  \d+\.\ds$`, second[0][1])
+}
+
+func TestProgressFallsBackToLinesWhenDevicesOutnumberTheRows(t *testing.T) {
+	var buf strings.Builder
+	rows := 4
+	p := newProgress(&buf, func() int { return rows }, []string{"kiosk-1", "kiosk-2", "kiosk-3"})
+	p.event(api.TaskEvent{Type: api.EventDeviceStart, DeviceID: "kiosk-1", Steps: 2})
+	require.Contains(t, buf.String(), "\x1b[2K", "three lines and the cursor fit in four rows")
+
+	rows = 3 // the terminal shrank: going up three lines would leave the screen
+	buf.Reset()
+	p.event(api.TaskEvent{Type: api.EventDeviceStart, DeviceID: "kiosk-2", Steps: 2})
+	p.event(api.TaskEvent{Type: api.EventDeviceEnd, DeviceID: "kiosk-2", State: api.StateCompleted})
+	p.tick(t.Context()) // returns at its first tick: nothing to redraw any more
+	out := buf.String()
+	assert.NotContains(t, out, "\x1b[", "no cursor movement once the lines do not fit")
+	assert.Regexp(t, `^3 devices do not fit in 3 rows: one line per event from here on\n`, out)
+	assert.Regexp(t, `\] kiosk-2: started\n`, out)
+	assert.Regexp(t, `\] kiosk-2: completed in \d+\.\ds\n`, out)
+}
+
+func TestAStepThatFailsBeforeItStartsShowsItsStepAndTool(t *testing.T) {
+	zero := 0
+	failed := api.TaskEvent{Type: api.EventStepEnd, DeviceID: "k1", Step: &zero, Tool: "nosuchtool", Attempt: 1,
+		Status: "failure", Error: `device "k1" has no tool "nosuchtool"`}
+	var buf strings.Builder
+	newProgress(&buf, nil, []string{"k1"}).event(failed)
+	assert.Regexp(t, `\] k1: step 1 nosuchtool failure: device "k1" has no tool "nosuchtool"\n$`, buf.String(),
+		"a server that does not say how many steps")
+
+	failed.Steps = 2
+	buf.Reset()
+	newProgress(&buf, nil, []string{"k1"}).event(failed)
+	assert.Regexp(t, `\] k1: step 1/2 nosuchtool failure: `, buf.String())
+
+	buf.Reset()
+	newProgress(&buf, func() int { return 24 }, []string{"k1"}).event(failed)
+	assert.Regexp(t, `k1  running    step 1/2 nosuchtool  \d+\.\ds\n$`, buf.String())
+}
+
+func TestTruncateCutsWholeCharacters(t *testing.T) {
+	s := truncate(strings.Repeat("é", 100)+"\nnext", maxErrorWidth)
+	assert.True(t, utf8.ValidString(s), "%q", s)
+	assert.Equal(t, maxErrorWidth, utf8.RuneCountInString(s))
+	assert.True(t, strings.HasSuffix(s, "é…"))
+	assert.Equal(t, "a b", truncate("a\nb", maxErrorWidth))
+}
+
+func TestExecCompletesDevicesThenTheirTools(t *testing.T) {
+	f := newFleet(t, map[string]map[string]string{"kiosk-1": lobby})
+	complete := func(args ...string) []string {
+		t.Helper()
+		out, errOut, code := ctl(t, append(append([]string{"__complete", "exec"}, f.flags...), args...)...)
+		require.Equal(t, exitOK, code, errOut)
+		return strings.Split(strings.TrimSpace(out), "\n")
+	}
+	assert.Equal(t, []string{"kiosk-1\tonline", ":4"}, complete(""), "devices, and no files")
+	tools := complete("kiosk-1", "")
+	assert.Contains(t, tools, "echo\tfixtures action")
+	assert.Contains(t, tools, "spin\tfixtures action")
+	assert.Equal(t, ":4", tools[len(tools)-1])
+	assert.Equal(t, []string{":4"}, complete("kiosk-1", "echo", ""), "no files for KEY=VALUE either")
 }

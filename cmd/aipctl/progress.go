@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"golang.org/x/term"
 )
 
 // redrawEvery is how often a terminal's progress lines tick, so that the
@@ -18,13 +20,17 @@ const redrawEvery = 250 * time.Millisecond
 
 // progress shows a task's events as they come, a line per device: on a
 // terminal, the lines are redrawn in place (carriage return, cursor up);
-// anywhere else, each event is one plain line, for logs.
+// anywhere else, each event is one plain line, for logs. Cursor movement
+// cannot reach lines that scrolled off the top, so a terminal with fewer
+// rows than there are devices gets plain lines too.
 type progress struct {
 	w     io.Writer
-	tty   bool
 	start time.Time
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	// rows reads the terminal's height (0 if unknown); nil when w is no
+	// terminal, or once the devices outgrew it.
+	rows  func() int
 	order []string
 	lines map[string]*deviceProgress
 	drawn int // lines on the terminal from the last redraw
@@ -40,23 +46,30 @@ type deviceProgress struct {
 	err            string
 }
 
-func newProgress(w io.Writer, tty bool, devices []string) *progress {
-	p := &progress{w: w, tty: tty, start: time.Now(), lines: map[string]*deviceProgress{}}
+// newProgress shows progress on w; rows is as terminalRows returns it.
+func newProgress(w io.Writer, rows func() int, devices []string) *progress {
+	p := &progress{w: w, rows: rows, start: time.Now(), lines: map[string]*deviceProgress{}}
 	for _, id := range devices {
 		p.line(id)
 	}
 	return p
 }
 
-// isTerminal reports whether w is a terminal that understands cursor
-// movement.
-func isTerminal(w io.Writer) bool {
+// terminalRows returns, if w is a terminal that understands cursor
+// movement, a function that reads its height in rows (0 if unknown);
+// else nil.
+func terminalRows(w io.Writer) func() int {
 	f, ok := w.(*os.File)
-	if !ok || os.Getenv("TERM") == "dumb" {
-		return false
+	if !ok || os.Getenv("TERM") == "dumb" || !term.IsTerminal(int(f.Fd())) {
+		return nil
 	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return func() int {
+		_, h, err := term.GetSize(int(f.Fd()))
+		if err != nil {
+			return 0
+		}
+		return h
+	}
 }
 
 func (p *progress) line(id string) *deviceProgress {
@@ -71,9 +84,6 @@ func (p *progress) line(id string) *deviceProgress {
 
 // tick redraws a terminal's lines until ctx ends.
 func (p *progress) tick(ctx context.Context) {
-	if !p.tty {
-		return
-	}
 	t := time.NewTicker(redrawEvery)
 	defer t.Stop()
 	for {
@@ -81,10 +91,14 @@ func (p *progress) tick(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			p.mu.Lock()
-			p.redraw()
-			p.mu.Unlock()
 		}
+		p.mu.Lock()
+		if p.rows == nil {
+			p.mu.Unlock()
+			return
+		}
+		p.redraw()
+		p.mu.Unlock()
 	}
 }
 
@@ -94,7 +108,7 @@ func (p *progress) event(e api.TaskEvent) {
 	defer p.mu.Unlock()
 	if e.Type == api.EventEnd && e.DeviceID == "" {
 		// A fleet's own end: its devices have ended already.
-		if p.tty {
+		if p.rows != nil {
 			p.redraw()
 		}
 		return
@@ -104,7 +118,9 @@ func (p *progress) event(e api.TaskEvent) {
 	switch e.Type {
 	case api.EventDeviceStart:
 		d.state, d.started, d.steps = api.StateRunning, now, e.Steps
-	case api.EventStepStart:
+	case api.EventStepStart, api.EventStepEnd:
+		// A step that fails before it starts (an unknown tool) has only
+		// its step_end, which must then say which step and tool it was.
 		if d.started.IsZero() {
 			d.started = now
 		}
@@ -121,15 +137,22 @@ func (p *progress) event(e api.TaskEvent) {
 			d.started = now
 		}
 	}
-	if p.tty {
+	if p.rows != nil {
 		p.redraw()
-	} else {
+	}
+	if p.rows == nil { // not a terminal, or redraw just gave up on it
 		p.plain(e, d)
 	}
 }
 
-// redraw writes every line again over the last ones.
+// redraw writes every line again over the last ones; when they no longer
+// fit on the terminal, it switches to plain lines instead.
 func (p *progress) redraw() {
+	if rows := p.rows(); rows > 0 && len(p.order) >= rows {
+		p.rows = nil
+		fmt.Fprintf(p.w, "%d devices do not fit in %d rows: one line per event from here on\n", len(p.order), rows)
+		return
+	}
 	var b strings.Builder
 	if p.drawn > 0 {
 		fmt.Fprintf(&b, "\x1b[%dA", p.drawn)
@@ -159,11 +182,8 @@ const maxErrorWidth = 80
 // text is a device's line: id, state, step, tool, elapsed, error.
 func (d *deviceProgress) text(id string, width int, now time.Time) string {
 	line := fmt.Sprintf("%-*s  %-9s", width, id, d.state)
-	if d.step > 0 {
-		line += fmt.Sprintf("  step %d/%d %s", d.step, d.steps, d.tool)
-		if d.attempt > 1 {
-			line += fmt.Sprintf(" (attempt %d)", d.attempt)
-		}
+	if step := d.stepText(); step != "" {
+		line += "  " + step
 	}
 	if !d.started.IsZero() {
 		line += "  " + d.elapsed(now)
@@ -172,6 +192,24 @@ func (d *deviceProgress) text(id string, width int, now time.Time) string {
 		line += "  " + truncate(d.err, maxErrorWidth)
 	}
 	return strings.TrimRight(line, " ")
+}
+
+// stepText is "step i/n tool (attempt k)", without what is not known
+// yet: nothing before the first step, no n from a server that does not
+// say.
+func (d *deviceProgress) stepText() string {
+	if d.step == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("step %d", d.step)
+	if d.steps > 0 {
+		s += fmt.Sprintf("/%d", d.steps)
+	}
+	s += " " + d.tool
+	if d.attempt > 1 {
+		s += fmt.Sprintf(" (attempt %d)", d.attempt)
+	}
+	return s
 }
 
 func (d *deviceProgress) elapsed(now time.Time) string {
@@ -184,29 +222,27 @@ func (d *deviceProgress) elapsed(now time.Time) string {
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
 
+// truncate puts s on one line of at most n characters (runes: a cut
+// must not split a UTF-8 sequence).
 func truncate(s string, n int) string {
 	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) <= n {
+	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
-	return s[:n-1] + "…"
+	return string([]rune(s)[:n-1]) + "…"
 }
 
 // plain writes one line for an event, stamped with the time since the
 // start.
 func (p *progress) plain(e api.TaskEvent, d *deviceProgress) {
-	step := fmt.Sprintf("step %d/%d %s", d.step, d.steps, d.tool)
-	if d.attempt > 1 {
-		step += fmt.Sprintf(" (attempt %d)", d.attempt)
-	}
 	var what string
 	switch e.Type {
 	case api.EventDeviceStart:
 		what = "started"
 	case api.EventStepStart:
-		what = step
+		what = d.stepText()
 	case api.EventStepEnd:
-		what = step + " " + e.Status
+		what = d.stepText() + " " + e.Status
 		if e.Error != "" {
 			what += ": " + e.Error
 		}

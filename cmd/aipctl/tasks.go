@@ -62,12 +62,8 @@ func newTasksCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var tasks []api.Task
-			path := fmt.Sprintf("/api/tasks?limit=%d", limit)
-			if st != "" {
-				path += "&state=" + state
-			}
-			if err := c.Do(cmd.Context(), "GET", path, nil, &tasks); err != nil {
+			tasks, err := c.Tasks(cmd.Context(), st, limit)
+			if err != nil {
 				return apiFailure(err)
 			}
 			if g.json() {
@@ -127,7 +123,7 @@ func taskDevices(t api.Task) []string {
 func (g *globals) follow(ctx context.Context, c *api.Client, w io.Writer, id string, devices []string) error {
 	onEvent := func(api.TaskEvent) error { return nil }
 	if !g.json() {
-		p := newProgress(w, isTerminal(w), devices)
+		p := newProgress(w, terminalRows(w), devices)
 		tctx, stop := context.WithCancel(ctx)
 		defer stop()
 		go p.tick(tctx)
@@ -135,7 +131,7 @@ func (g *globals) follow(ctx context.Context, c *api.Client, w io.Writer, id str
 	}
 	if err := c.Events(ctx, id, onEvent); err != nil {
 		if ctx.Err() != nil {
-			return &exitError{exitFailed, fmt.Errorf("stopped waiting; the task goes on: aipctl task %s --wait", id)}
+			return &exitError{exitInterrupted, fmt.Errorf("stopped waiting; the task goes on: aipctl task %s --wait", id)}
 		}
 		return apiFailure(err)
 	}

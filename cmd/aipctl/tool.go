@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 	"github.com/edgeaip/edgeaip/wasmtools/section"
@@ -158,7 +159,8 @@ longer matches, so it is removed: sign after packing.`,
 			if g.json() {
 				return printJSON(cmd.OutOrStdout(), moduleOutput{Path: out, Name: m.Name, Version: m.Version, Size: len(packed), SHA256: digest(packed)})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "packed %s %s into %s (%d bytes, sha256 %s)\n", m.Name, m.Version, out, len(packed), digest(packed))
+			fmt.Fprintf(cmd.OutOrStdout(), "packed %s into %s (%d bytes, sha256 %s)\n",
+				strings.TrimSpace(m.Name+" "+m.Version), out, len(packed), digest(packed))
 			return nil
 		},
 	}
@@ -210,6 +212,15 @@ func newSignCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// verifyOutput is what aipctl tool verify -o json prints: the verdict,
+// whichever it is.
+type verifyOutput struct {
+	Path     string `json:"path"`
+	Verified bool   `json:"verified"`
+	KeyID    string `json:"key_id,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
 func newVerifyCmd(g *globals) *cobra.Command {
 	var pubs []string
 	cmd := &cobra.Command{
@@ -226,14 +237,23 @@ func newVerifyCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			keyID, err := ring.Verify(wasm)
-			if err != nil {
-				return &exitError{exitFailed, fmt.Errorf("%s: %w", args[0], err)}
+			keyID, verr := ring.Verify(wasm)
+			v := verifyOutput{Path: args[0], Verified: verr == nil, KeyID: keyID}
+			if verr != nil {
+				verr = fmt.Errorf("%s: %w", args[0], verr)
+				v.Error = verr.Error()
 			}
-			if g.json() {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"path": args[0], "verified": true, "key_id": keyID})
+			switch {
+			case g.json():
+				if err := printJSON(cmd.OutOrStdout(), v); err != nil {
+					return &exitError{exitFailed, err}
+				}
+			case verr == nil:
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: signature ok, key id %s\n", args[0], keyID)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: signature ok, key id %s\n", args[0], keyID)
+			if verr != nil {
+				return &exitError{exitFailed, verr}
+			}
 			return nil
 		},
 	}

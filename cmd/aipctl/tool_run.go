@@ -39,7 +39,8 @@ need not be signed.
 
 --allow-dir and --allow-env are the policy: the tool gets what its manifest
 requests of them, and nothing else. --fuel, --timeout and --memory override
-the manifest's limits. Parameters come as with aipctl exec.
+the manifest's limits; --memory may go past the 64MiB an agent allows by
+default. Parameters come as with aipctl exec.
 
 Exits 0 when the tool succeeded and 1 when it failed.`,
 		Args: cobra.MinimumNArgs(1),
@@ -53,6 +54,12 @@ Exits 0 when the tool succeeded and 1 when it failed.`,
 				return &exitError{exitUsage, err}
 			}
 			cfg := sandbox.NewConfig()
+			if pages := pol.Limits.MemoryPages; pages > 0 {
+				// The author's --memory is the authority here: raise the
+				// sandbox's ceiling, which an agent's operator sets, to it.
+				cfg = cfg.WithLimits(sandbox.Limits{MemoryPages: pages}).
+					WithMaxReservedMemory(max(sandbox.DefaultMaxReservedMemory, uint64(pages)*wasmPage))
+			}
 			if o.cache != "" {
 				cfg = cfg.WithCacheDir(o.cache)
 			}
@@ -70,6 +77,13 @@ Exits 0 when the tool succeeded and 1 when it failed.`,
 	return cmd
 }
 
+// A WebAssembly page, and the most a 32-bit memory holds: a larger
+// --memory would wrap around in the page count.
+const (
+	wasmPage  = 64 << 10
+	maxMemory = 1 << 16 * wasmPage
+)
+
 func (o runOptions) policy() (sandbox.Policy, error) {
 	pol := sandbox.Policy{Env: o.env, Limits: sandbox.Limits{Fuel: o.fuel, Timeout: o.timeout}}
 	for _, d := range o.dirs {
@@ -84,7 +98,10 @@ func (o runOptions) policy() (sandbox.Policy, error) {
 		if err != nil {
 			return pol, fmt.Errorf("--memory: %w", err)
 		}
-		pol.Limits.MemoryPages = uint32((uint64(n) + 65535) / 65536)
+		if n > maxMemory {
+			return pol, fmt.Errorf("--memory: %s is more than 4GiB, all a 32-bit WebAssembly memory holds", o.memory)
+		}
+		pol.Limits.MemoryPages = uint32((uint64(n) + wasmPage - 1) / wasmPage)
 	}
 	return pol, nil
 }
@@ -118,7 +135,7 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, cfg sandbox.Config,
 		return &exitError{exitUsage, err}
 	}
 	for _, m := range tool.Mounts() {
-		fmt.Fprintf(stderr, "granted %s as %s (%s)\n", m.HostPath, m.GuestPath, map[bool]string{true: "ro", false: "rw"}[m.ReadOnly])
+		fmt.Fprintf(stderr, "granted %s\n", m)
 	}
 	res := agent.ToolResult(sb.Call(ctx, tool, in))
 	if err := printJSON(stdout, res); err != nil {

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/edgeaip/edgeaip/internal/testenv"
@@ -17,23 +20,31 @@ import (
 // ctl runs aipctl with args and returns its stdout, stderr and exit code.
 func ctl(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
+	var out bytes.Buffer
+	errOut, code := ctlContext(t.Context(), &out, args...)
+	return out.String(), errOut, code
+}
+
+// ctlContext runs aipctl under ctx, as main does under its signal
+// context, writing its stdout to out; it returns its stderr and exit code.
+func ctlContext(ctx context.Context, out io.Writer, args ...string) (string, int) {
 	root := newRoot()
-	var out, errOut bytes.Buffer
+	var errOut bytes.Buffer
 	root.SetArgs(args)
-	root.SetOut(&out)
+	root.SetOut(out)
 	root.SetErr(&errOut)
-	err := root.Execute()
+	err := execute(ctx, root)
 	var ee *exitError
 	switch {
 	case err == nil:
-		return out.String(), errOut.String(), exitOK
+		return errOut.String(), exitOK
 	case errors.As(err, &ee):
 		if ee.err != nil {
 			errOut.WriteString(ee.err.Error())
 		}
-		return out.String(), errOut.String(), ee.code
+		return errOut.String(), ee.code
 	}
-	return out.String(), err.Error(), exitUsage
+	return err.Error(), exitUsage
 }
 
 func fixturePath(name string) string { return filepath.Join(testenv.TestdataTools(), name) }
@@ -52,13 +63,28 @@ func TestToolAuthorLoop(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, "exists; pass --force")
 
-	_, errOut, code = ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", filepath.Join(testenv.SignedTools(), "manifests", "signed_echo.json"), "--out", mod)
+	out, errOut, code = ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", filepath.Join(testenv.SignedTools(), "manifests", "signed_echo.json"), "--out", mod)
 	require.Equal(t, exitOK, code, errOut)
+	assert.True(t, strings.HasPrefix(out, "packed signed_echo 1.0.0 into "+mod+" ("), out)
+	out, errOut, code = ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "--out", filepath.Join(dir, "e.wasm"))
+	require.Equal(t, exitOK, code, errOut)
+	assert.True(t, strings.HasPrefix(out, "packed echo into "), "no version, no double space: %q", out)
 	_, errOut, code = ctl(t, "tool", "sign", "--key", key+".key", mod)
 	require.Equal(t, exitOK, code, errOut)
 	out, errOut, code = ctl(t, "tool", "verify", "--pub", key+".pub", mod)
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, out, "signature ok")
+	verdict := func() verifyOutput {
+		t.Helper()
+		out, _, _ := ctl(t, "tool", "verify", "-o", "json", "--pub", key+".pub", mod)
+		var v verifyOutput
+		require.NoError(t, json.Unmarshal([]byte(out), &v), "%q", out)
+		return v
+	}
+	ok := verdict()
+	assert.True(t, ok.Verified)
+	assert.Len(t, ok.KeyID, 16)
+	assert.Empty(t, ok.Error)
 
 	out, _, code = ctl(t, "tool", "inspect", "-o", "json", mod)
 	require.Equal(t, exitOK, code)
@@ -84,6 +110,9 @@ func TestToolAuthorLoop(t *testing.T) {
 	_, errOut, code = ctl(t, "tool", "verify", "--pub", key+".pub", mod)
 	assert.Equal(t, exitFailed, code)
 	assert.Contains(t, errOut, "signature does not match the module")
+	bad := verdict()
+	assert.Equal(t, verifyOutput{Path: mod, KeyID: bad.KeyID, Error: bad.Error}, bad, "a verdict, not silence")
+	assert.Contains(t, bad.Error, "signature does not match the module")
 
 	_, errOut, code = ctl(t, "tool", "verify", "--pub", filepath.Join(testenv.Root(), "testdata", "keys", "test.pub"), mod)
 	assert.Equal(t, exitFailed, code)
@@ -123,6 +152,21 @@ func TestRunIsTheAgentsSandbox(t *testing.T) {
 	require.Equal(t, exitOK, code, res)
 	assert.Equal(t, map[string]any{"a": float64(1), "b": "x"}, res["result"])
 	assert.Contains(t, res, "usage")
+
+	for _, huge := range []string{"5GiB", "18446744073709551615"} {
+		_, errOut, code := ctl(t, "tool", "run", "--cache=", fixturePath("echo.wasm"), "--memory", huge)
+		assert.Equal(t, exitUsage, code, "--memory %s", huge)
+		assert.Contains(t, errOut, "is more than 4GiB", "--memory %s", huge)
+	}
+
+	// --memory past the agent's default ceiling (64MiB) is the ceiling.
+	res, code = runResult(t, fixturePath("membomb.wasm"), "--memory", "96MiB")
+	assert.Equal(t, exitFailed, code)
+	// membomb grows by 1MiB (16 pages) from one page, so it stops one
+	// short of 96MiB.
+	assert.EqualValues(t, 1+95*16, res["usage"].(map[string]any)["memory_pages"], "grew to the 96MiB of --memory")
+	res, code = runResult(t, fixturePath("echo.wasm"), "--memory", "1GiB")
+	assert.Equal(t, exitOK, code, "more than the 256MiB an agent's calls may reserve together: %v", res)
 
 	res, code = runResult(t, fixturePath("spin.wasm"), "--timeout", "100ms")
 	assert.Equal(t, exitFailed, code)

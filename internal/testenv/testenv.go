@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
@@ -196,4 +197,17 @@ func Chromium(t testing.TB) string {
 		t.Skip("chromium is not installed; .ci/run installs it (apt-get install -y chromium)")
 	}
 	return path
+}
+
+// UFOWire returns a command that runs testdata/protocol/ufo_wire.py (UFO's
+// pydantic models) with args, and skips the test when python3 cannot import
+// pydantic.
+func UFOWire(t testing.TB, args ...string) *exec.Cmd {
+	t.Helper()
+	out, err := exec.Command("python3", "-c", "import pydantic; print(pydantic.VERSION)").Output()
+	if err != nil {
+		t.Skipf("python3 with pydantic not found (%v); .ci/run installs it (apt-get install -y python3-pydantic)", err)
+	}
+	t.Logf("UFO's models under pydantic %s", bytes.TrimSpace(out))
+	return exec.Command("python3", append([]string{filepath.Join(Root(), "testdata", "protocol", "ufo_wire.py")}, args...)...)
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,9 @@ type Client struct {
 	Token string
 	// HTTP performs requests. Default http.DefaultClient.
 	HTTP *http.Client
+	// EventsRetryWait is how long Events waits before it connects again
+	// after a stream broke. Default 1 s.
+	EventsRetryWait time.Duration
 }
 
 // StatusError is a request the server answered with a non-2xx status.
@@ -131,13 +135,21 @@ func (c *Client) Task(ctx context.Context, sessionID string) (Task, error) {
 	return out, err
 }
 
-// Tasks lists tasks, newest first; state filters them unless empty.
-func (c *Client) Tasks(ctx context.Context, state TaskState) ([]Task, error) {
-	var out []Task
-	path := "/api/tasks"
+// Tasks lists tasks, newest first: at most limit of them (the server's
+// default if 0), in state unless it is empty.
+func (c *Client) Tasks(ctx context.Context, state TaskState, limit int) ([]Task, error) {
+	q := url.Values{}
 	if state != "" {
-		path += "?state=" + url.QueryEscape(string(state))
+		q.Set("state", string(state))
 	}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/api/tasks"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out []Task
 	err := c.Do(ctx, http.MethodGet, path, nil, &out)
 	return out, err
 }

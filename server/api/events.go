@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,9 +17,11 @@ import (
 // maxEventBytes bounds one Server-Sent Event: a step's results are in it.
 const maxEventBytes = 16 << 20
 
-// eventRetries is how many times Events connects again after a stream
-// breaks before the task's end, each time from the last event it got.
-const eventRetries = 5
+// maxEventFailures is how many streams in a row may break before the
+// task's end, each without a new event, before Events gives up. A stream
+// that brought events resets the count: a long task behind a proxy that
+// cuts idle or old connections is followed to its end.
+const maxEventFailures = 5
 
 // errStreamEnded: the stream closed before the task's end event.
 var errStreamEnded = errors.New("event stream ended before the task did")
@@ -26,21 +29,14 @@ var errStreamEnded = errors.New("event stream ended before the task did")
 // Events follows a task's Server-Sent Events (GET /api/tasks/{id}/events)
 // and hands each to fn, until the task's end event, which it hands on
 // too. It returns fn's error if fn fails, ctx's if ctx ends. A stream
-// that breaks is taken up again from the last event, a few times, a
-// second apart.
+// that breaks is taken up again from the last event, EventsRetryWait
+// later; Events gives up after maxEventFailures breaks in a row that
+// brought nothing new.
 func (c *Client) Events(ctx context.Context, sessionID string, fn func(TaskEvent) error) error {
 	last := 0
-	var err error
-	for attempt := 0; attempt <= eventRetries; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Second):
-			}
-		}
-		var ended bool
-		ended, err = c.followEvents(ctx, sessionID, &last, fn)
+	for failures := 0; ; {
+		before := last
+		ended, err := c.followEvents(ctx, sessionID, &last, fn)
 		var stop *stopError
 		switch {
 		case ended:
@@ -50,8 +46,18 @@ func (c *Client) Events(ctx context.Context, sessionID string, fn func(TaskEvent
 		case errors.As(err, &stop):
 			return stop.err
 		}
+		if last > before {
+			failures = 0
+		}
+		if failures++; failures == maxEventFailures {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(cmp.Or(c.EventsRetryWait, time.Second)):
+		}
 	}
-	return err
 }
 
 // stopError ends Events without another try: the server's refusal, an

@@ -184,7 +184,7 @@ type TaskEvent struct {
 	// DeviceID is the device the event happened on; empty for a fleet's
 	// own end.
 	DeviceID string `json:"device_id,omitempty"`
-	// Steps is how many steps the task has, on step_start and
+	// Steps is how many steps the task has, on step_start, step_end and
 	// device_start.
 	Steps int `json:"steps,omitempty"`
 	// Step, Attempt, Tool and ResponseID describe the step's attempt.

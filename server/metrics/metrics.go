@@ -50,7 +50,7 @@ func New(src Sources) *Metrics {
 		reg: reg,
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgeaip_commands_total",
-			Help: "Actions of COMMANDs that ended, by tool and result status (success, failure, skipped); an action that got no answer from its device (offline, timed out) is a failure.",
+			Help: "Actions of COMMANDs that ended, by tool and result status (success, failure, skipped); an action that got no answer from its device (offline, timed out) is a failure. A tool its device does not list is counted as unknown.",
 		}, []string{"tool", "status"}),
 		commandSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "edgeaip_command_duration_seconds",
@@ -63,11 +63,11 @@ func New(src Sources) *Metrics {
 		}),
 		fuel: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgeaip_tool_fuel_total",
-			Help: "Sandbox fuel the tool calls consumed, as agents report it in Result.usage, by tool.",
+			Help: "Sandbox fuel the tool calls consumed, as agents report it in Result.usage, by tool (unknown: one its device does not list).",
 		}, []string{"tool"}),
 		toolWallSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgeaip_tool_wall_seconds_total",
-			Help: "Wall time of the tool calls in the sandbox, as agents report it in Result.usage, by tool.",
+			Help: "Wall time of the tool calls in the sandbox, as agents report it in Result.usage, by tool (unknown: one its device does not list).",
 		}, []string{"tool"}),
 		frames: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgeaip_websocket_frames_total",
@@ -115,16 +115,26 @@ func (m *Metrics) Handler() http.Handler { return m.handler }
 // gathering them in-process.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
+// UnknownTool is the tool label of an action whose tool its device does
+// not list: the label takes only names devices announce, not any name an
+// operator types, so the series stay bounded.
+const UnknownTool = "unknown"
+
+// toolLabel is tools[i], or UnknownTool past its end.
+func toolLabel(tools []string, i int) string {
+	if i < len(tools) {
+		return tools[i]
+	}
+	return UnknownTool
+}
+
 // CommandEnded records a COMMAND that ended after elapsed with results,
-// one per action, in the actions' order.
-func (m *Metrics) CommandEnded(actions []protocol.Command, results []protocol.Result, elapsed time.Duration) {
+// one per action, in the actions' order; tools are the actions' tool
+// labels, UnknownTool for a tool the device does not list.
+func (m *Metrics) CommandEnded(tools []string, results []protocol.Result, elapsed time.Duration) {
 	status := string(protocol.ResultSuccess)
 	for i, r := range results {
-		tool := ""
-		if i < len(actions) {
-			tool = actions[i].ToolName
-		}
-		m.actions.WithLabelValues(tool, string(r.Status)).Inc()
+		m.actions.WithLabelValues(toolLabel(tools, i), string(r.Status)).Inc()
 		if r.Status != protocol.ResultSuccess {
 			status = string(protocol.ResultFailure)
 		}
@@ -133,16 +143,19 @@ func (m *Metrics) CommandEnded(actions []protocol.Command, results []protocol.Re
 }
 
 // ResultsRecorded records the usage of a device's results, in the
-// actions' order; late says they came after their command had failed.
-func (m *Metrics) ResultsRecorded(actions []protocol.Command, results []protocol.Result, late bool) {
+// actions' order, with their tool labels as for CommandEnded; late says
+// they came after their command had failed. A negative figure, which
+// only a broken or hostile device reports, is not counted: a counter
+// cannot go down.
+func (m *Metrics) ResultsRecorded(tools []string, results []protocol.Result, late bool) {
 	if late {
 		m.lateResults.Inc()
 	}
 	for i, r := range results {
-		if r.Usage == nil || i >= len(actions) {
+		if r.Usage == nil || r.Usage.WallMicros < 0 {
 			continue
 		}
-		tool := actions[i].ToolName
+		tool := toolLabel(tools, i)
 		m.fuel.WithLabelValues(tool).Add(float64(r.Usage.Fuel))
 		m.toolWallSeconds.WithLabelValues(tool).Add(float64(r.Usage.WallMicros) / 1e6)
 	}

@@ -20,21 +20,24 @@ func testMetrics() *Metrics {
 
 func TestTheExpositionCarriesWhatWasRecorded(t *testing.T) {
 	m := testMetrics()
-	actions := []protocol.Command{{ToolName: "hash_file"}, {ToolName: "read_file"}}
+	tools := []string{"hash_file", "read_file"}
 	results := []protocol.Result{
 		{Status: protocol.ResultSuccess, Usage: &protocol.Usage{Fuel: 1500, WallMicros: 250000}},
 		{Status: protocol.ResultFailure, Usage: &protocol.Usage{Fuel: 500, WallMicros: 500000}},
 	}
-	m.CommandEnded(actions, results, 40*time.Millisecond)
-	m.ResultsRecorded(actions, results, false)
-	m.ResultsRecorded(actions[:1], results[:1], true)
+	m.CommandEnded(tools, results, 40*time.Millisecond)
+	m.ResultsRecorded(tools, results, false)
+	m.ResultsRecorded(tools[:1], results[:1], true)
+	// A negative wall time from a broken device is not counted, and does
+	// not panic as the counter would.
+	m.ResultsRecorded(tools[:1], []protocol.Result{{Status: protocol.ResultSuccess, Usage: &protocol.Usage{Fuel: 7, WallMicros: -5}}}, false)
 	m.Frame(protocol.FrameIn, 100)
 	m.Frame(protocol.FrameIn, 20)
 	m.Frame(protocol.FrameOut, 7)
 	m.SessionEnded("completed")
 
 	want := `
-# HELP edgeaip_commands_total Actions of COMMANDs that ended, by tool and result status (success, failure, skipped); an action that got no answer from its device (offline, timed out) is a failure.
+# HELP edgeaip_commands_total Actions of COMMANDs that ended, by tool and result status (success, failure, skipped); an action that got no answer from its device (offline, timed out) is a failure. A tool its device does not list is counted as unknown.
 # TYPE edgeaip_commands_total counter
 edgeaip_commands_total{status="failure",tool="read_file"} 1
 edgeaip_commands_total{status="success",tool="hash_file"} 1
@@ -53,11 +56,11 @@ edgeaip_sessions{state="running"} 3
 edgeaip_sessions_ended_total{state="cancelled"} 0
 edgeaip_sessions_ended_total{state="completed"} 1
 edgeaip_sessions_ended_total{state="failed"} 0
-# HELP edgeaip_tool_fuel_total Sandbox fuel the tool calls consumed, as agents report it in Result.usage, by tool.
+# HELP edgeaip_tool_fuel_total Sandbox fuel the tool calls consumed, as agents report it in Result.usage, by tool (unknown: one its device does not list).
 # TYPE edgeaip_tool_fuel_total counter
 edgeaip_tool_fuel_total{tool="hash_file"} 3000
 edgeaip_tool_fuel_total{tool="read_file"} 500
-# HELP edgeaip_tool_wall_seconds_total Wall time of the tool calls in the sandbox, as agents report it in Result.usage, by tool.
+# HELP edgeaip_tool_wall_seconds_total Wall time of the tool calls in the sandbox, as agents report it in Result.usage, by tool (unknown: one its device does not list).
 # TYPE edgeaip_tool_wall_seconds_total counter
 edgeaip_tool_wall_seconds_total{tool="hash_file"} 0.5
 edgeaip_tool_wall_seconds_total{tool="read_file"} 0.5
@@ -82,7 +85,7 @@ edgeaip_websocket_frames_total{direction="out"} 1
 
 func TestTheMetricsFollowPrometheusConventions(t *testing.T) {
 	m := testMetrics()
-	m.CommandEnded([]protocol.Command{{ToolName: "x"}}, []protocol.Result{{Status: protocol.ResultSuccess}}, time.Second)
+	m.CommandEnded([]string{"x"}, []protocol.Result{{Status: protocol.ResultSuccess}}, time.Second)
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	require.Equal(t, 200, rec.Code)
@@ -95,11 +98,11 @@ func TestTheMetricsFollowPrometheusConventions(t *testing.T) {
 // The recording methods run on every command and frame.
 func BenchmarkCommandEnded(b *testing.B) {
 	m := testMetrics()
-	actions := []protocol.Command{{ToolName: "hash_file"}}
+	tools := []string{"hash_file"}
 	results := []protocol.Result{{Status: protocol.ResultSuccess, Usage: &protocol.Usage{Fuel: 10, WallMicros: 100}}}
 	for b.Loop() {
-		m.CommandEnded(actions, results, time.Millisecond)
-		m.ResultsRecorded(actions, results, false)
+		m.CommandEnded(tools, results, time.Millisecond)
+		m.ResultsRecorded(tools, results, false)
 	}
 }
 

@@ -3,7 +3,9 @@
 
 The models below restate, field for field and in declaration order, the
 pydantic models of microsoft/UFO's aip/messages.py (the wire contract); they
-are not UFO's code. Needs Python 3.10+ and pydantic 2.
+are not UFO's code. Needs Python 3.10+ and pydantic: UFO uses pydantic 2;
+pydantic 1 (what Debian 12 ships) reads and writes the same frames here,
+though it coerces more loosely than 2 when it validates.
 
   python3 ufo_wire.py write      # (re)write NAME.ufo.json, as model_dump_json() emits it
   python3 ufo_wire.py check      # every NAME.json (ours) validates and equals NAME.ufo.json
@@ -16,7 +18,22 @@ import sys
 from enum import Enum
 from typing import Any, Dict, List, Literal, Optional
 
+import pydantic
 from pydantic import BaseModel, Field
+
+PYDANTIC_2 = pydantic.VERSION.startswith("2.")
+
+
+def dump_json(msg):
+    """The frame pydantic 2's model_dump_json() emits; pydantic 1 is told to match it."""
+    if PYDANTIC_2:
+        return msg.model_dump_json()
+    return json.dumps(msg.dict(), default=lambda e: e.value, separators=(",", ":"), ensure_ascii=False)
+
+
+def load_json(model, frame):
+    """Validates one JSON frame as UFO's side would."""
+    return model.model_validate_json(frame) if PYDANTIC_2 else model.parse_raw(frame)
 
 
 class Command(BaseModel):
@@ -219,7 +236,7 @@ def model_for(name):
 
 def write():
     for name, msg in VECTORS.items():
-        (HERE / f"{name}.ufo.json").write_text(msg.model_dump_json(), encoding="utf-8")
+        (HERE / f"{name}.ufo.json").write_text(dump_json(msg), encoding="utf-8")
 
 
 def check():
@@ -227,10 +244,10 @@ def check():
     for name, msg in VECTORS.items():
         model = model_for(name)
         ufo = (HERE / f"{name}.ufo.json").read_text(encoding="utf-8")
-        if ufo != msg.model_dump_json():
+        if ufo != dump_json(msg):
             print(f"{name}.ufo.json: not what pydantic emits; run: python3 ufo_wire.py write")
             failed = True
-        ours = model.model_validate_json((HERE / f"{name}.json").read_bytes())
+        ours = load_json(model, (HERE / f"{name}.json").read_bytes())
         if ours != msg:
             print(f"{name}.json: pydantic reads\n  {ours!r}\nwant\n  {msg!r}")
             failed = True
@@ -243,7 +260,7 @@ def validate():
         side, _, frame = line.rstrip("\n").partition(" ")
         model = ServerMessage if side == "server" else ClientMessage
         try:
-            model.model_validate_json(frame)
+            load_json(model, frame)
         except Exception as e:  # pydantic.ValidationError, or bad JSON
             print(f"{side} frame refused by pydantic: {e}\n  {frame}")
             failed = True

@@ -29,6 +29,8 @@ type Module struct {
 	Wasm     []byte
 	Manifest Manifest
 	Source   Source
+	// Path is the file the module is kept in, if any.
+	Path string
 }
 
 // FromWasm reads the manifest embedded in wasm. It fails with ErrNone if
@@ -57,6 +59,7 @@ func Load(path string) (Module, error) {
 	}
 	mod, err := FromWasm(wasm)
 	if !errors.Is(err, ErrNone) {
+		mod.Path = path
 		return mod, err
 	}
 	sidecar := strings.TrimSuffix(path, ".wasm") + ".json"
@@ -71,7 +74,7 @@ func Load(path string) (Module, error) {
 	if err != nil {
 		return Module{}, fmt.Errorf("%s: %w", sidecar, err)
 	}
-	return Module{Wasm: wasm, Manifest: m, Source: Sidecar}, nil
+	return Module{Wasm: wasm, Manifest: m, Source: Sidecar, Path: path}, nil
 }
 
 // Embed validates m and returns wasm with m in its aip.tool section,

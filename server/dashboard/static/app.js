@@ -340,22 +340,20 @@ async function taskPage(seq, id) {
       fetching = false;
     }
   };
-  const steps = {}; // by device: step_end events do not say how many
   for (const type of ["step_start", "step_end", "device_start", "device_end", "end"]) {
     es.addEventListener(type, (msg) => {
       const e = JSON.parse(msg.data);
-      steps[e.device_id] = e.steps || steps[e.device_id];
-      log.append(el("li", {}, eventText(e, steps[e.device_id])));
+      log.append(el("li", {}, eventText(e)));
       if (type === "end") es.close();
       reload();
     });
   }
 }
 
-function eventText(e, steps) {
+function eventText(e) {
   const t = new Date(e.time).toLocaleTimeString();
   const dev = e.device_id ? `${e.device_id}: ` : "";
-  const step = e.step !== undefined ? `step ${e.step + 1}${steps ? "/" + steps : ""} ${e.tool || ""}` : "";
+  const step = e.step !== undefined ? `step ${e.step + 1}${e.steps ? "/" + e.steps : ""} ${e.tool || ""}` : "";
   switch (e.type) {
     case "step_start": return `${t} ${dev}${step} started`;
     case "step_end": return `${t} ${dev}${step} ${e.status}${e.error ? ": " + e.error : ""}`;
