@@ -1,6 +1,7 @@
 ;; A trap of every kind the cost model knows, each after the same work, so
 ;; that a test can check that a call that traps reports the fuel it burned:
-;; more than the work alone, the same on every engine.
+;; more than the work alone, the same on every engine. (A memory fault,
+;; load or store, reports the count at the last safepoint instead.)
 (module
   (type $nullary (func (result i32)))
   (type $void (func))

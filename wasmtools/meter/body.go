@@ -35,10 +35,13 @@ type hole struct {
 
 // segment is what a hole pays for, and whether it checks after paying.
 //
-// A segment that holds an instruction that can trap also stores the
-// counter in the global after paying, so that a trap, which loses the
-// local, leaves the host the count: exact, since the segment is paid for
-// whole before it runs, and the same on every engine.
+// A segment that holds an instruction that traps on purpose or on bad
+// arguments (see canTrap) also stores the counter in the global after
+// paying, so that a trap, which loses the local, leaves the host the
+// count: exact, since the segment is paid for whole before it runs, and
+// the same on every engine. Loads and stores do not: they are in nearly
+// every segment, and the store cost 2–19 % of CPU time (RATIONALE.md); a
+// memory fault reports the count at the last store or safepoint.
 //
 // Checks are where the guest can run out of fuel and where the host gets
 // control: at loop back edges (or headers), at the start of every segment
@@ -374,9 +377,9 @@ func (b *bodyRewriter) instruction(in *wasmbin.Instr, raw []byte) {
 	}
 }
 
-// canTrap says whether op can trap: unreachable, an access to memory or a
-// table, an indirect call, an integer division, or a float-to-int
-// truncation that does not saturate. A call traps only if its callee does
+// canTrap says whether op can trap, loads and stores aside: unreachable,
+// an access to a table, a bulk memory op, an indirect call, an integer
+// division, or a float-to-int truncation that does not saturate. A call traps only if its callee does
 // (or the stack overflows, which MaxCallDepth prevents).
 func canTrap(op wasmbin.Opcode) bool {
 	switch op {
@@ -385,8 +388,7 @@ func canTrap(op wasmbin.Opcode) bool {
 		wasmbin.OpTableInit, wasmbin.OpTableCopy, wasmbin.OpTableFill:
 		return true
 	}
-	return op >= wasmbin.OpI32Load && op <= wasmbin.OpI64Store32 ||
-		op >= wasmbin.OpI32DivS && op <= wasmbin.OpI32RemU ||
+	return op >= wasmbin.OpI32DivS && op <= wasmbin.OpI32RemU ||
 		op >= wasmbin.OpI64DivS && op <= wasmbin.OpI64RemU ||
 		op >= wasmbin.OpI32TruncF32S && op <= wasmbin.OpI32TruncF64U ||
 		op >= wasmbin.OpI64TruncF32S && op <= wasmbin.OpI64TruncF64U
