@@ -76,7 +76,8 @@ deps-npm:
 # The fuel rewriter's target minimises for at most 3 s: longer, and the
 # fuzzer seems to stall while it shrinks a large generated module.
 FUZZTIME    ?= 30s
-FUZZTARGETS := ./protocol:FuzzDecodeCBOR ./protocol:FuzzDecodeJSON ./wasmtools/meter:FuzzInstrument
+FUZZTARGETS := ./protocol:FuzzDecodeCBOR ./protocol:FuzzDecodeJSON ./wasmtools/meter:FuzzInstrument \
+               ./wasmtools/meter:FuzzInstrumentBytes ./wasmtools/section:FuzzSection
 
 fuzz:
 	@set -e; for t in $(FUZZTARGETS); do \

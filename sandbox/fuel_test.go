@@ -59,7 +59,7 @@ func TestReproducibleCallsSleepNotAtAll(t *testing.T) {
 // while the guest is still spinning.
 func TestTheGarbageCollectorRunsWhileAToolSpins(t *testing.T) {
 	sb := newSandbox(t, NewConfig())
-	tool := load(t, sb, "spin", Limits{Timeout: 5 * time.Second})
+	tool := load(t, sb, "spin", Limits{Timeout: 5 * time.Second, Fuel: 1 << 60})
 	done := make(chan Result, 1)
 	go func() { done <- sb.Call(context.Background(), tool, nil) }()
 	require.Eventually(t, func() bool { return sb.adm.running.Load() == 1 }, 10*time.Second, time.Millisecond)

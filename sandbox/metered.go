@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/edgeaip/edgeaip/internal/atomicfile"
@@ -145,14 +144,11 @@ func (s *Sandbox) meteredBytes(ctx context.Context, t *Tool) ([]byte, error) {
 	return os.ReadFile(m.path)
 }
 
-// sliceSize is the fuel between two safepoints: about 10 ms of guest work.
-// wazero interprets on architectures it cannot compile for, tens of times
-// slower per unit, so there the slice is smaller, for deadlines to be
-// noticed as promptly. The fuel counted is the same either way.
-func sliceSize() uint64 {
-	switch runtime.GOARCH {
-	case "amd64", "arm64":
-		return meter.DefaultSliceSize
-	}
-	return meter.DefaultSliceSize / 50
-}
+// sliceSize is the fuel between two safepoints: a fiftieth of the
+// meter's default, so that wazero's interpreter (on armv7 and riscv64,
+// tens of times slower per unit than its compiler) still notices a
+// deadline within milliseconds. It is the same on every architecture
+// because a call that faults on memory reports the fuel counted at its
+// last safepoint; the extra safepoints under the compiler cost nothing
+// measurable (BENCHMARKS.md, "Fuel metering").
+func sliceSize() uint64 { return meter.DefaultSliceSize / 50 }

@@ -72,6 +72,7 @@ func TestTrapIsAFailureNotAPanic(t *testing.T) {
 	res := sb.Call(context.Background(), load(t, sb, "trap", Limits{}), nil)
 	require.ErrorIs(t, res.Err, ErrTrap)
 	assert.Contains(t, res.Err.Error(), "unreachable")
+	assert.Positive(t, res.Usage.Fuel, "a trap still reports the fuel it burned")
 }
 
 func TestSpinningToolIsStoppedByItsTimeout(t *testing.T) {

@@ -23,7 +23,7 @@
             (local.set $n (i32.sub (local.get $n) (i32.const 1)))
             (local.set $state (i32.const 0))
             (br $L)))
-        (local.set $state (i32.const 7)) ;; out of range: the default, region 2
+        (local.set $state (i32.const -1)) ;; out of range: the default, region 2
         (br $L))
       ;; region 2
       (return (local.get $acc)))

@@ -35,6 +35,14 @@ type hole struct {
 
 // segment is what a hole pays for, and whether it checks after paying.
 //
+// A segment that holds an instruction that traps on purpose or on bad
+// arguments (see canTrap) also stores the counter in the global after
+// paying, so that a trap, which loses the local, leaves the host the
+// count: exact, since the segment is paid for whole before it runs, and
+// the same on every engine. Loads and stores do not: they are in nearly
+// every segment, and the store cost 2–19 % of CPU time (RATIONALE.md); a
+// memory fault reports the count at the last store or safepoint.
+//
 // Checks are where the guest can run out of fuel and where the host gets
 // control: at loop back edges (or headers), at the start of every segment
 // that ends in a checked call (see funcPlan), and before a host entry
@@ -47,6 +55,7 @@ type hole struct {
 type segment struct {
 	cost  int64
 	check bool
+	store bool // store the counter after paying: an instruction in the segment can trap
 }
 
 type frameKind uint8
@@ -176,7 +185,7 @@ type localDecls struct {
 }
 
 func readLocals(r *wasmbin.Reader) (localDecls, error) {
-	groups, err := r.U32()
+	groups, err := r.Count(2) // a count and a type each
 	if err != nil {
 		return localDecls{}, fmt.Errorf("locals: %w", err)
 	}
@@ -218,7 +227,9 @@ func (b *bodyRewriter) reset(t, nlocals uint32, plan funcPlan) {
 	}
 }
 
-// decode reads the instructions of the body and plans its loops. A loop
+// decode reads the instructions of the body, checks the labels and locals
+// they name (scanBody has checked function and type indices), and plans
+// its loops. A loop
 // is wrapped unless it takes parameters, which the way back in from the
 // safepoint could not supply, or is the target of a br_table, whose back
 // edge could not carry a check; it then checks inline at its header. A
@@ -231,6 +242,9 @@ func (b *bodyRewriter) decode(r *wasmbin.Reader) error {
 		var in wasmbin.Instr
 		if err := r.ReadInstr(&in); err != nil {
 			return err
+		}
+		if err := b.checkIndices(&in, len(open)); err != nil {
+			return fmt.Errorf("body offset %d: %w", in.Start, err)
 		}
 		if header >= 0 && in.Op != wasmbin.OpBlock && endsSegment(in.Op) {
 			b.loopPlans[header].headerChecked = b.checkedCall(&in)
@@ -256,6 +270,28 @@ func (b *bodyRewriter) decode(r *wasmbin.Reader) error {
 	}
 	if r.Len() != 0 {
 		return fmt.Errorf("%d bytes after the end of the body", r.Len())
+	}
+	return nil
+}
+
+// checkIndices fails if in names a label beyond the depth frames open
+// around it, or a local the function does not have.
+func (b *bodyRewriter) checkIndices(in *wasmbin.Instr, depth int) error {
+	switch in.Op {
+	case wasmbin.OpBr, wasmbin.OpBrIf:
+		if uint64(in.Index) >= uint64(depth) {
+			return fmt.Errorf("label %d does not exist (depth %d)", in.Index, depth)
+		}
+	case wasmbin.OpBrTable:
+		for _, l := range in.Labels {
+			if uint64(l) >= uint64(depth) {
+				return fmt.Errorf("br_table: label %d does not exist (depth %d)", l, depth)
+			}
+		}
+	case wasmbin.OpLocalGet, wasmbin.OpLocalSet, wasmbin.OpLocalTee:
+		if in.Index >= b.tmp-1 {
+			return fmt.Errorf("local %d does not exist (the function has %d)", in.Index, b.tmp-1)
+		}
 	}
 	return nil
 }
@@ -293,6 +329,9 @@ func (b *bodyRewriter) checkedCall(in *wasmbin.Instr) bool {
 // instrumentation it calls for. raw is its encoding.
 func (b *bodyRewriter) instruction(in *wasmbin.Instr, raw []byte) {
 	b.charge(staticCost(in.Op))
+	if canTrap(in.Op) {
+		b.storeSegment()
+	}
 	switch in.Op {
 	case wasmbin.OpBlock:
 		b.push(frame{kind: frameBlock}, raw)
@@ -338,6 +377,23 @@ func (b *bodyRewriter) instruction(in *wasmbin.Instr, raw []byte) {
 	}
 }
 
+// canTrap says whether op can trap, loads and stores aside: unreachable,
+// an access to a table, a bulk memory op, an indirect call, an integer
+// division, or a float-to-int truncation that does not saturate. A call traps only if its callee does
+// (or the stack overflows, which MaxCallDepth prevents).
+func canTrap(op wasmbin.Opcode) bool {
+	switch op {
+	case wasmbin.OpUnreachable, wasmbin.OpCallIndirect, wasmbin.OpTableGet, wasmbin.OpTableSet,
+		wasmbin.OpMemoryInit, wasmbin.OpMemoryCopy, wasmbin.OpMemoryFill,
+		wasmbin.OpTableInit, wasmbin.OpTableCopy, wasmbin.OpTableFill:
+		return true
+	}
+	return op >= wasmbin.OpI32DivS && op <= wasmbin.OpI32RemU ||
+		op >= wasmbin.OpI64DivS && op <= wasmbin.OpI64RemU ||
+		op >= wasmbin.OpI32TruncF32S && op <= wasmbin.OpI32TruncF64U ||
+		op >= wasmbin.OpI64TruncF32S && op <= wasmbin.OpI64TruncF64U
+}
+
 func (b *bodyRewriter) live() bool { return b.seg >= 0 }
 
 // local moves an original local index past the counter parameter.
@@ -358,6 +414,13 @@ func (b *bodyRewriter) charge(cost int64) {
 func (b *bodyRewriter) checkSegment() {
 	if b.live() {
 		b.segs[b.seg].check = true
+	}
+}
+
+// storeSegment makes the current segment store the counter after paying.
+func (b *bodyRewriter) storeSegment() {
+	if b.live() {
+		b.segs[b.seg].store = true
 	}
 }
 

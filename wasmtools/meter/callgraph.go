@@ -2,6 +2,7 @@ package meter
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/edgeaip/edgeaip/wasmtools/meter/internal/wasmbin"
@@ -48,54 +49,88 @@ type callGraph struct {
 	entries   []bool     // per defined function: exported or start
 
 	indirectTypes []uint32 // types call_indirect uses, in order of first use
+	indirectType  []bool   // per type: in indirectTypes
 	importRefs    bool     // an import is in a table or taken by ref.func
 	sharedRefs    bool     // a table, or a global of reference type, is imported or exported
 }
 
-func newCallGraph(n int) *callGraph {
+func newCallGraph(l *layout) *callGraph {
+	n := len(l.funcTypes)
 	return &callGraph{
-		callees:   make([][]uint32, n),
-		cost:      make([]int64, n),
-		indirect:  make([]bool, n),
-		reachable: make([]bool, n),
-		entries:   make([]bool, n),
+		callees:      make([][]uint32, n),
+		cost:         make([]int64, n),
+		indirect:     make([]bool, n),
+		reachable:    make([]bool, n),
+		entries:      make([]bool, n),
+		indirectType: make([]bool, len(l.types)),
 	}
 }
 
 // markFunc records a function index that escapes into a table, an export
-// or a ref.func, where any call_indirect may reach it.
-func (g *callGraph) markFunc(l *layout, f uint32) {
+// or a ref.func, where any call_indirect may reach it. It fails if there is
+// no such function.
+func (g *callGraph) markFunc(l *layout, f uint32) (uint32, error) {
+	if err := l.checkFunc(f); err != nil {
+		return 0, err
+	}
 	if f < l.importedFuncs {
 		g.importRefs = true
-	} else if int(f-l.importedFuncs) < len(g.reachable) {
+	} else {
 		g.reachable[f-l.importedFuncs] = true
 	}
+	return f, nil
 }
 
-// scanBody records the calls made by defined function i.
+// scanBody records the calls made by defined function i, and its locals.
+// It is the first pass over the code, and so checks the function and type
+// indices in it.
 func (g *callGraph) scanBody(l *layout, i int, body []byte) error {
 	r := wasmbin.NewReader(body)
-	if _, err := readLocals(r); err != nil {
+	locals, err := readLocals(r)
+	if err != nil {
 		return err
 	}
+	l.localCounts[i] = locals.count
 	var in wasmbin.Instr
 	for r.Len() > 0 {
 		if err := r.ReadInstr(&in); err != nil {
 			return err
 		}
 		g.cost[i] += staticCost(in.Op)
-		switch in.Op {
-		case wasmbin.OpCall:
-			if in.Index >= l.importedFuncs {
-				g.callees[i] = append(g.callees[i], in.Index-l.importedFuncs)
+		if err := g.scanInstr(l, i, &in); err != nil {
+			return fmt.Errorf("body offset %d: %w", in.Start, err)
+		}
+	}
+	return nil
+}
+
+func (g *callGraph) scanInstr(l *layout, i int, in *wasmbin.Instr) error {
+	switch in.Op {
+	case wasmbin.OpCall:
+		if err := l.checkFunc(in.Index); err != nil {
+			return fmt.Errorf("call: %w", err)
+		}
+		if in.Index >= l.importedFuncs {
+			g.callees[i] = append(g.callees[i], in.Index-l.importedFuncs)
+		}
+	case wasmbin.OpCallIndirect:
+		if err := l.checkType(in.Index); err != nil {
+			return fmt.Errorf("call_indirect: %w", err)
+		}
+		g.indirect[i] = true
+		if !g.indirectType[in.Index] {
+			g.indirectType[in.Index] = true
+			g.indirectTypes = append(g.indirectTypes, in.Index)
+		}
+	case wasmbin.OpRefFunc:
+		if _, err := g.markFunc(l, in.Index); err != nil {
+			return fmt.Errorf("ref.func: %w", err)
+		}
+	case wasmbin.OpBlock, wasmbin.OpLoop, wasmbin.OpIf:
+		if in.BlockType >= 0 {
+			if err := l.checkType(uint32(min(in.BlockType, math.MaxUint32))); err != nil {
+				return fmt.Errorf("block type: %w", err)
 			}
-		case wasmbin.OpCallIndirect:
-			g.indirect[i] = true
-			if !slices.Contains(g.indirectTypes, in.Index) {
-				g.indirectTypes = append(g.indirectTypes, in.Index)
-			}
-		case wasmbin.OpRefFunc:
-			g.markFunc(l, in.Index)
 		}
 	}
 	return nil
@@ -310,12 +345,10 @@ func longestAcyclicChain(n int, comp []int, cyclic []bool, succ func(int, func(i
 // analyzeCalls builds the call graph from the sections that name
 // functions: exports, start, elements, globals and code.
 func analyzeCalls(l *layout, sections []wasmbin.Section) (*callGraph, error) {
-	g := newCallGraph(len(l.funcTypes))
+	g := newCallGraph(l)
 	g.sharedRefs = l.importedTables > 0 || slices.ContainsFunc(l.globalTypes[:l.importedGlobals()], isRefType)
-	record := func(f uint32) uint32 {
-		g.markFunc(l, f)
-		return f
-	}
+	l.localCounts = make([]uint32, len(l.funcTypes))
+	record := func(f uint32) (uint32, error) { return g.markFunc(l, f) }
 	for _, s := range sections {
 		var err error
 		switch s.ID {
@@ -323,7 +356,7 @@ func analyzeCalls(l *layout, sections []wasmbin.Section) (*callGraph, error) {
 			err = g.readExports(l, s.Payload)
 		case wasmbin.SectionStart:
 			var f uint32
-			if f, err = wasmbin.NewReader(s.Payload).U32(); err == nil {
+			if f, err = readStart(l, s.Payload); err == nil {
 				g.markEntry(l, f)
 			}
 		case wasmbin.SectionElement:
@@ -331,7 +364,7 @@ func analyzeCalls(l *layout, sections []wasmbin.Section) (*callGraph, error) {
 		case wasmbin.SectionGlobal:
 			_, err = rewriteGlobals(s.Payload, record)
 		case wasmbin.SectionCode:
-			err = forEachBody(s.Payload, func(i int, body []byte) error {
+			err = forEachBody(s.Payload, len(l.funcTypes), func(i int, body []byte) error {
 				if err := g.scanBody(l, i, body); err != nil {
 					return fmt.Errorf("function %d: %w", l.importedFuncs+uint32(i), err)
 				}
@@ -349,22 +382,31 @@ func isRefType(t byte) bool { return t == refFunc || t == refExtern }
 
 func (g *callGraph) readExports(l *layout, p []byte) error {
 	exports, err := readExports(p)
+	if err != nil {
+		return err
+	}
 	for _, e := range exports {
 		switch e.kind {
 		case externFunc:
-			g.markFunc(l, e.index)
+			if _, err := g.markFunc(l, e.index); err != nil {
+				return fmt.Errorf("export %q: %w", e.name, err)
+			}
 			g.markEntry(l, e.index)
 		case externTable:
 			g.sharedRefs = true
 		case externGlobal:
+			if uint64(e.index) >= uint64(len(l.globalTypes)) {
+				return fmt.Errorf("export %q: global %d does not exist (the module has %d)", e.name, e.index, len(l.globalTypes))
+			}
 			g.sharedRefs = g.sharedRefs || isRefType(l.globalTypes[e.index])
 		}
 	}
-	return err
+	return nil
 }
 
+// markEntry records that the host calls f, an index checkFunc accepted.
 func (g *callGraph) markEntry(l *layout, f uint32) {
-	if f >= l.importedFuncs && int(f-l.importedFuncs) < len(g.entries) {
+	if f >= l.importedFuncs {
 		g.entries[f-l.importedFuncs] = true
 	}
 }

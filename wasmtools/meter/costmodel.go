@@ -6,9 +6,10 @@ import "github.com/edgeaip/edgeaip/wasmtools/meter/internal/wasmbin"
 // Instrument's output depends only on its input, its Options and this
 // version, so any cache of instrumented or compiled modules must put it in
 // its key. It changes whenever a cost or the shape of the emitted code does.
-const CostModelVersion = "fuel/1"
+const CostModelVersion = "fuel/2"
 
-// Cost model, version 1:
+// Cost model, version 2 (version 1 had the same costs, but its code did
+// not store the counter where a trap could lose it):
 //
 //   - Every instruction costs 1, except the structural markers block, loop,
 //     else and end, which emit no machine code and cost 0.
@@ -20,6 +21,9 @@ const CostModelVersion = "fuel/1"
 //
 // The dynamic part is charged, and the budget checked, before the
 // instruction runs, so a failed or trapping operation is still paid for.
+// Before anything that can trap, the counter is where the host reads it,
+// so a call that traps reports the fuel it consumed, to the end of the
+// segment that trapped.
 
 // staticCost is the fuel one execution of op costs, prepaid with the rest
 // of its straight-line segment.

@@ -95,7 +95,7 @@ func (b *bodyRewriter) dispatchAt(i int) (*dispatchLoop, bool) {
 		return nil, false
 	}
 	for _, l := range table.Labels {
-		if int(l) >= n {
+		if uint64(l) >= uint64(n) {
 			return nil, false
 		}
 	}
@@ -112,6 +112,11 @@ func (b *bodyRewriter) jumpsForward(i int, d *dispatchLoop) bool {
 	if set.Op != wasmbin.OpLocalSet || set.Index != d.state || k.Op != wasmbin.OpI32Const {
 		return false
 	}
-	target := d.table[min(int(k.Index), len(d.table)-1)]
+	// A state past the table's end, or negative, takes the default label,
+	// which is last.
+	target := d.table[len(d.table)-1]
+	if k.Index < uint32(len(d.table)) {
+		target = d.table[k.Index]
+	}
 	return int(target) > d.ends-1
 }

@@ -33,6 +33,9 @@ func (b *bodyRewriter) appendHole(dst []byte, h hole) []byte {
 	case charge != 0:
 		dst = b.appendAdd(dst, -charge)
 	}
+	if seg.store {
+		dst = b.appendCounterFlush(dst)
+	}
 	switch {
 	case h.kind == holeHeader:
 		// The header is inside the loop, one label in from $slow.
@@ -183,6 +186,7 @@ func (b *bodyRewriter) appendCounterFlush(dst []byte) []byte {
 //	i64.const shift; i64.shr_u; i64.const depthBits; i64.shl   (memory.grow: one i64.shl)
 //	i64.sub; local.set $counter
 //	<check>
+//	local.get $counter; global.set $__fuel   (unless a grow, which cannot trap)
 //
 // The shifts are below 64, so each i64.const is one byte.
 func (b *bodyRewriter) appendDynamicCharge(op wasmbin.Opcode) {
@@ -203,7 +207,11 @@ func (b *bodyRewriter) appendDynamicCharge(op wasmbin.Opcode) {
 	}
 	o = append(o, byte(wasmbin.OpI64Sub))
 	o = appendOp(o, wasmbin.OpLocalSet, b.counter)
-	b.out = b.appendCheck(o)
+	o = b.appendCheck(o)
+	if canTrap(op) {
+		o = b.appendCounterFlush(o)
+	}
+	b.out = o
 }
 
 // appendOp appends a single-byte opcode with one index immediate.

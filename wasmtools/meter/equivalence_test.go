@@ -26,9 +26,6 @@ func TestInstrumentedModuleBehavesLikeOriginal(t *testing.T) {
 				r := newRuntime(t, e)
 				got := call.run(t, r, compile(t, r, inst), meter.NewMeter(bigBudget))
 				assert.Equal(t, want, got.withoutFuel())
-				if got.Err == "" {
-					assert.NotZero(t, got.Fuel)
-				}
 			})
 		}
 	}
@@ -52,13 +49,15 @@ func TestFuelIsTheSameOnEveryEngine(t *testing.T) {
 
 // TestOutOfFuelStopsAtTheSamePoint gives each call half the fuel it needs
 // and checks that both engines stop with the same error, at the same count,
-// with the same memory and output.
+// with the same memory and output. The error is running out of fuel,
+// unless the call traps before it reaches a check.
 func TestOutOfFuelStopsAtTheSamePoint(t *testing.T) {
 	for _, call := range guestCalls(t) {
 		t.Run(call.name, func(t *testing.T) {
 			inst := instrument(t, call.wasm, meter.Options{})
 			r := newRuntime(t, native)
-			need := call.run(t, r, compile(t, r, inst), meter.NewMeter(bigBudget)).Fuel
+			full := call.run(t, r, compile(t, r, inst), meter.NewMeter(bigBudget))
+			need := full.Fuel
 			if need < 4 {
 				t.Skipf("needs only %d units", need)
 			}
@@ -68,7 +67,10 @@ func TestOutOfFuelStopsAtTheSamePoint(t *testing.T) {
 				r := newRuntime(t, e)
 				got = append(got, call.run(t, r, compile(t, r, inst), meter.NewMeter(budget)))
 			}
-			require.Contains(t, got[0].Err, "out of fuel after")
+			// A call that traps may get there before a check notices.
+			if full.Err == "" || got[0].Err != full.Err {
+				require.Contains(t, got[0].Err, "out of fuel after")
+			}
 			assertSameOnEveryEngine(t, got)
 			assert.Greater(t, got[0].Fuel, budget)
 			assert.LessOrEqual(t, got[0].Fuel, need)

@@ -3,6 +3,8 @@ package meter_test
 import (
 	"context"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -60,4 +62,33 @@ func newUncachedRuntime(tb testing.TB, cfg wazero.RuntimeConfig) wazero.Runtime 
 	tb.Cleanup(func() { _ = r.Close(ctx) })
 	require.NoError(tb, meter.Install(ctx, r))
 	return r
+}
+
+// FuzzInstrumentBytes feeds Instrument arbitrary bytes, starting from the
+// fixtures and the modules that once crashed it (testdata/fuzz). Whatever
+// it gets, it must return an error or a module wazero compiles: never
+// panic (which Instrument would report as an internal error), nor run out
+// of memory.
+func FuzzInstrumentBytes(f *testing.F) {
+	for _, pattern := range []string{fixtureDir + "/*.wasm", "../../testdata/tools/*.wasm"} {
+		files, err := filepath.Glob(pattern)
+		require.NoError(f, err)
+		for _, file := range files {
+			wasm, err := os.ReadFile(file)
+			require.NoError(f, err)
+			f.Add(wasm)
+		}
+	}
+	ctx := context.Background()
+	r := newUncachedRuntime(f, interpreter.config())
+	f.Fuzz(func(t *testing.T, wasm []byte) {
+		out, err := meter.Instrument(ctx, wasm, meter.Options{})
+		if err != nil {
+			require.NotContains(t, err.Error(), "internal error")
+			return
+		}
+		c, err := r.CompileModule(ctx, out)
+		require.NoError(t, err, "the instrumented module is invalid")
+		require.NoError(t, c.Close(ctx))
+	})
 }

@@ -101,10 +101,12 @@ func WithMeter(ctx context.Context, m *Meter) context.Context {
 // and architecture. It is exact at every return to the host, including
 // proc_exit and a failure with ErrOutOfFuel, ErrCallDepth or ErrDeadline;
 // a call that succeeds has consumed no more than its budget. After a trap
-// inside the guest (such as unreachable or an out-of-bounds access) it is
-// a lower bound: the fuel up to the last call into the host, or safepoint,
-// before the trap. With ErrOutOfFuel it exceeds the budget by the cost of
-// the last segment, which is paid before the budget is checked.
+// inside the guest (such as unreachable or an out-of-bounds access) it
+// counts the straight-line segment that trapped in full, since segments
+// are paid for before they run. With ErrOutOfFuel it exceeds the budget by
+// the cost of the last segment, which is paid before the budget is
+// checked; a call that traps may exceed it by the work since the last
+// check.
 func (m *Meter) Consumed() uint64 {
 	if m.counter == nil {
 		return 0

@@ -10,6 +10,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/edgeaip/edgeaip/wasmtools/meter/internal/wasmbin"
+	"github.com/edgeaip/edgeaip/wasmtools/section"
 )
 
 // Call-depth limits. wazero's interpreter fails at 2000 frames, and the
@@ -64,8 +65,11 @@ const validationFeatures = api.CoreFeaturesV2 | experimental.CoreFeaturesThreads
 // are accepted. DWARF and source-map custom sections are dropped, since
 // the rewrite moves code; other custom sections are kept.
 //
-// The output depends only on wasm, opts and CostModelVersion.
-func Instrument(ctx context.Context, wasm []byte, opts Options) ([]byte, error) {
+// wasm may come from anyone: a malformed or hostile module gets an error,
+// never a panic nor an allocation its size does not justify. The output
+// depends only on wasm, opts and CostModelVersion.
+func Instrument(ctx context.Context, wasm []byte, opts Options) (out []byte, err error) {
+	defer recoverInternal(&err)
 	maxDepth, err := opts.maxCallDepth()
 	if err != nil {
 		return nil, err
@@ -73,7 +77,7 @@ func Instrument(ctx context.Context, wasm []byte, opts Options) ([]byte, error) 
 	if err := validate(ctx, wasm); err != nil {
 		return nil, err
 	}
-	out, err := rewrite(wasm, maxDepth)
+	out, err = rewrite(wasm, maxDepth)
 	var unsupported *wasmbin.UnsupportedError
 	switch {
 	case errors.As(err, &unsupported):
@@ -85,10 +89,24 @@ func Instrument(ctx context.Context, wasm []byte, opts Options) ([]byte, error) 
 	return out, nil
 }
 
-// validate checks wasm with wazero's decoder and validator. The
-// interpreter is used because compiling for it is cheap.
+// recoverInternal turns a panic into the error *err: the last line of
+// defence, should a module reach a case the rewriter does not check.
+func recoverInternal(err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("instrument: internal error: %v (please report)", p)
+	}
+}
+
+// validate checks wasm with wazero's decoder and validator. wazero's
+// decoder sizes allocations from the counts it reads, so section.CheckBounds
+// checks them first. The interpreter is used because compiling for it is
+// cheap.
 func validate(ctx context.Context, wasm []byte) error {
-	cfg := wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(validationFeatures)
+	if err := section.CheckBounds(wasm); err != nil {
+		return fmt.Errorf("instrument: invalid module: %w", err)
+	}
+	// DWARF is left undecoded: the rewrite drops it.
+	cfg := wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(validationFeatures).WithDebugInfoEnabled(false)
 	r := wazero.NewRuntimeWithConfig(ctx, cfg)
 	defer r.Close(ctx)
 	if _, err := r.CompileModule(ctx, wasm); err != nil {

@@ -152,6 +152,58 @@ func TestConsumedIsExactAtProcExit(t *testing.T) {
 	assert.Contains(t, runCommand(t, r, c, []string{"coremark", "0"}, meter.NewMeter(fuel[0]-1)).Err, "out of fuel")
 }
 
+// memoryFaults are the exports of traps.wat that trap on a load or store
+// out of bounds: those report the fuel counted at the last safepoint.
+var memoryFaults = map[string]bool{"load": true, "store": true, "in_callee": true, "in_loop": true}
+
+// TestConsumedCountsTheWorkBeforeATrap: a trap loses the guest's
+// counter, yet each export of traps.wat, which traps after the work the
+// export "work" does, reports more fuel than that work alone, and the
+// same on every engine, whatever the size of the slices. A memory fault
+// reports the count at the last safepoint: the same on every engine for
+// one slice size.
+func TestConsumedCountsTheWorkBeforeATrap(t *testing.T) {
+	wasm := instrument(t, readFixture(t, "traps.wasm"), meter.Options{})
+	fuelOf := func(r wazero.Runtime, c wazero.CompiledModule, export string, m *meter.Meter) (uint64, string) {
+		o := callExport(t, r, c, export, m)
+		return o.Fuel, o.Err
+	}
+	r := newRuntime(t, native)
+	c := compile(t, r, wasm)
+	work, err := fuelOf(r, c, "work", meter.NewMeter(bigBudget))
+	require.Empty(t, err)
+	require.Greater(t, work, uint64(100), "the work is a loop of 100 iterations")
+
+	for _, export := range exportNames(c) {
+		if export == "work" {
+			continue
+		}
+		t.Run(export, func(t *testing.T) {
+			slices := []uint64{7, meter.DefaultSliceSize}
+			fuel := make([][]uint64, len(slices)) // by slice, then engine
+			for _, e := range engines {
+				r := newRuntime(t, e)
+				c := compile(t, r, wasm)
+				for i, slice := range slices {
+					f, err := fuelOf(r, c, export, meter.NewMeter(bigBudget, meter.WithSliceSize(slice)))
+					require.Contains(t, err, "wasm error:", "%s traps", export)
+					fuel[i] = append(fuel[i], f)
+				}
+			}
+			for i := range slices {
+				assertSameOnEveryEngine(t, fuel[i])
+			}
+			if memoryFaults[export] {
+				// Short by at most the slice and the code since the last check.
+				assert.Greater(t, fuel[0][0]+2*slices[0], work)
+				return
+			}
+			assert.Greater(t, fuel[0][0], work)
+			assert.Equal(t, fuel[0], fuel[1], "the same whatever the slice size")
+		})
+	}
+}
+
 // TestSliceSizeDoesNotChangeFuel: slices only decide how often the host
 // gets control.
 func TestSliceSizeDoesNotChangeFuel(t *testing.T) {

@@ -26,6 +26,15 @@ const (
 	FuelExport = "__fuel"
 )
 
+// The fewest bytes an entry of some vectors takes, which bounds how many
+// entries a vector of a given size can hold.
+const (
+	minTypeSize   = 3 // 0x60, no params, no results
+	minImportSize = 4 // two empty names, the kind, one byte of description
+	minGlobalSize = 3 // type, mutability, end
+	minExportSize = 3 // empty name, kind, index
+)
+
 // Reference types.
 const (
 	refFunc   = 0x70
@@ -60,6 +69,7 @@ type funcType struct {
 type layout struct {
 	types          []funcType
 	funcTypes      []uint32 // per defined function
+	localCounts    []uint32 // per defined function: locals declared, parameters not included
 	importedFuncs  uint32
 	importedTables uint32
 	globalTypes    []byte // value type of each global, imported first
@@ -90,6 +100,25 @@ func (l *layout) remapFunc(f uint32) uint32 {
 // twin is the index of defined function f's twin; f is an original index.
 func (l *layout) twin(f uint32) uint32 {
 	return f + 1 + uint32(len(l.funcTypes))
+}
+
+// checkFunc fails unless f is an original function index. Every function
+// index read from the module passes here before it is used: wazero's
+// validation does not look at all of them (not at the name section's), and
+// the rewriter must not trust it to.
+func (l *layout) checkFunc(f uint32) error {
+	if uint64(f) >= uint64(l.importedFuncs)+uint64(len(l.funcTypes)) {
+		return fmt.Errorf("function %d does not exist (the module has %d)", f, uint64(l.importedFuncs)+uint64(len(l.funcTypes)))
+	}
+	return nil
+}
+
+// checkType fails unless t is a type index.
+func (l *layout) checkType(t uint32) error {
+	if uint64(t) >= uint64(len(l.types)) {
+		return fmt.Errorf("type %d does not exist (the module has %d)", t, len(l.types))
+	}
+	return nil
 }
 
 // newLayout reads the sections that define index spaces.
@@ -133,8 +162,8 @@ func (l *layout) addTypes(indirectTypes []uint32) {
 	}
 }
 
-// refFunc is where a reference to function f points: its twin when tables
-// are direct, else its wrapper.
+// refFunc is where a reference to function f, which checkFunc accepted,
+// points: its twin when tables are direct, else its wrapper.
 func (l *layout) refFunc(f uint32) uint32 {
 	if l.directTables && f >= l.importedFuncs {
 		return l.twin(f)
@@ -142,9 +171,17 @@ func (l *layout) refFunc(f uint32) uint32 {
 	return l.remapFunc(f)
 }
 
+// checkedRefFunc is refFunc for an index not yet checked.
+func (l *layout) checkedRefFunc(f uint32) (uint32, error) {
+	if err := l.checkFunc(f); err != nil {
+		return 0, err
+	}
+	return l.refFunc(f), nil
+}
+
 func (l *layout) readGlobals(p []byte) error {
 	r := wasmbin.NewReader(p)
-	n, err := r.U32()
+	n, err := r.Count(minGlobalSize)
 	if err != nil {
 		return fmt.Errorf("global section: %w", err)
 	}
@@ -153,7 +190,8 @@ func (l *layout) readGlobals(p []byte) error {
 		if err != nil {
 			return fmt.Errorf("global %d: %w", i, err)
 		}
-		if _, err := wasmbin.AppendConstExpr(nil, r, func(f uint32) uint32 { return f }); err != nil {
+		// Function indices are checked once the function section is read.
+		if _, err := wasmbin.AppendConstExpr(nil, r, func(f uint32) (uint32, error) { return f, nil }); err != nil {
 			return fmt.Errorf("global %d: %w", i, err)
 		}
 		l.globalTypes = append(l.globalTypes, typ[0])
@@ -187,7 +225,7 @@ func (l *layout) addTwinTypes(t uint32) {
 
 func (l *layout) readTypes(p []byte) error {
 	r := wasmbin.NewReader(p)
-	n, err := r.U32()
+	n, err := r.Count(minTypeSize)
 	if err != nil {
 		return fmt.Errorf("type section: %w", err)
 	}
@@ -222,7 +260,7 @@ func readValTypes(r *wasmbin.Reader) ([]byte, error) {
 
 func (l *layout) readImports(p []byte) error {
 	r := wasmbin.NewReader(p)
-	n, err := r.U32()
+	n, err := r.Count(minImportSize)
 	if err != nil {
 		return fmt.Errorf("import section: %w", err)
 	}
@@ -298,7 +336,7 @@ func skipLimits(r *wasmbin.Reader) error {
 
 func (l *layout) readFunctions(p []byte) error {
 	r := wasmbin.NewReader(p)
-	n, err := r.U32()
+	n, err := r.Count(1)
 	if err != nil {
 		return fmt.Errorf("function section: %w", err)
 	}
@@ -307,8 +345,8 @@ func (l *layout) readFunctions(p []byte) error {
 		if err != nil {
 			return fmt.Errorf("function %d: %w", i, err)
 		}
-		if int(t) >= len(l.types) {
-			return fmt.Errorf("function %d: type %d does not exist", i, t)
+		if err := l.checkType(t); err != nil {
+			return fmt.Errorf("function %d: %w", i, err)
 		}
 		l.funcTypes = append(l.funcTypes, t)
 	}

@@ -2,9 +2,12 @@ package meter_test
 
 import (
 	"context"
+	"os"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/edgeaip/edgeaip/wasmtools/meter"
 )
@@ -36,4 +39,58 @@ func TestInstrumentValidatesFirst(t *testing.T) {
 	wasm = wasm[:len(wasm)-3] // truncate the last section
 	_, err := meter.Instrument(context.Background(), wasm, meter.Options{})
 	assert.ErrorContains(t, err, "invalid module")
+}
+
+// Modules a reviewer found to crash Instrument, and their kin: each must
+// be refused with an error that names what is wrong.
+var (
+	// huge is the LEB128 encoding of 2^32-1.
+	huge = []byte{0xff, 0xff, 0xff, 0xff, 0x0f}
+	// dataBomb is a module header and a data section of 2^32-16 segments,
+	// 14 bytes in all: wazero's decoder would allocate room for them all.
+	dataBomb = []byte{0, 'a', 's', 'm', 1, 0, 0, 0, 11, 5, 0xf0, 0xff, 0xff, 0xff, 0x0f}
+	// localsBomb declares 2^32-1 locals in one function, in 8 bytes.
+	localsBomb = slices.Concat([]byte{0, 'a', 's', 'm', 1, 0, 0, 0},
+		[]byte{1, 4, 1, 0x60, 0, 0},                       // type section: () -> ()
+		[]byte{3, 2, 1, 0},                                // function section
+		[]byte{10, 10, 1, 8, 1}, huge, []byte{0x7f, 0x0b}) // code: 2^32-1 i32 locals
+)
+
+// withNames returns the echo tool with a name section of the given
+// subsections appended.
+func withNames(t testing.TB, subsections ...byte) []byte {
+	echo, err := os.ReadFile("../../testdata/tools/echo.wasm")
+	require.NoError(t, err)
+	payload := append([]byte{4, 'n', 'a', 'm', 'e'}, subsections...)
+	return slices.Concat(echo, []byte{0, byte(len(payload))}, payload)
+}
+
+func TestInstrumentRefusesMalformedModules(t *testing.T) {
+	// echo imports two functions and defines a third, _start, with one
+	// local.
+	for _, tc := range []struct {
+		name string
+		wasm []byte
+		want string
+	}{
+		{"local names of a function that does not exist", withNames(t, 2, 3, 1, 48, 0),
+			"instrument: name section: local names: function 48 does not exist (the module has 3)"},
+		{"name of a function that does not exist", withNames(t, 1, 4, 1, 7, 1, 'f'),
+			"instrument: name section: function names: function 7 does not exist (the module has 3)"},
+		{"name of a local that does not exist", withNames(t, 2, 6, 1, 2, 1, 5, 1, 'x'),
+			"instrument: name section: local names: function 2: local 5 does not exist (the function has 1)"},
+		{"2^32 function names", withNames(t, slices.Concat([]byte{1, 5}, huge)...),
+			"instrument: invalid module: name section: function names: entry count 4294967295 does not fit in the 0 bytes left"},
+		{"2^32 local names", withNames(t, slices.Concat([]byte{2, 7, 1, 2}, huge)...),
+			"instrument: invalid module: name section: local names: entry 0: entry count 4294967295 does not fit in the 0 bytes left"},
+		{"2^32 data segments", dataBomb,
+			"instrument: invalid module: data section: segment count 4294967280 does not fit in the 0 bytes left"},
+		{"2^32 locals", localsBomb,
+			"instrument: invalid module: code section: function 0: 4294967295 locals declared, more than 50000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := meter.Instrument(context.Background(), tc.wasm, meter.Options{})
+			assert.EqualError(t, err, tc.want)
+		})
+	}
 }

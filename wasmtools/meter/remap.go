@@ -15,9 +15,9 @@ const (
 
 // rewriteElements remaps the function indices in element segments, in
 // either of their encodings: a vector of indices or of expressions.
-func rewriteElements(p []byte, remap func(uint32) uint32) ([]byte, error) {
+func rewriteElements(p []byte, remap func(uint32) (uint32, error)) ([]byte, error) {
 	r := wasmbin.NewReader(p)
-	n, err := r.U32()
+	n, err := r.Count(1)
 	if err != nil {
 		return nil, fmt.Errorf("element section: %w", err)
 	}
@@ -30,7 +30,7 @@ func rewriteElements(p []byte, remap func(uint32) uint32) ([]byte, error) {
 	return out, nil
 }
 
-func rewriteElement(out []byte, r *wasmbin.Reader, remap func(uint32) uint32) ([]byte, error) {
+func rewriteElement(out []byte, r *wasmbin.Reader, remap func(uint32) (uint32, error)) ([]byte, error) {
 	flags, err := r.U32()
 	if err != nil {
 		return nil, err
@@ -63,25 +63,34 @@ func rewriteElement(out []byte, r *wasmbin.Reader, remap func(uint32) uint32) ([
 	return rewriteElementItems(out, r, flags&elemExpressions != 0, remap)
 }
 
-func rewriteElementItems(out []byte, r *wasmbin.Reader, exprs bool, remap func(uint32) uint32) ([]byte, error) {
-	n, err := r.U32()
+func rewriteElementItems(out []byte, r *wasmbin.Reader, exprs bool, remap func(uint32) (uint32, error)) ([]byte, error) {
+	n, err := r.Count(1)
 	if err != nil {
 		return nil, err
 	}
 	out = wasmbin.AppendU32(out, n)
-	for range n {
+	for i := range n {
 		if exprs {
 			out, err = wasmbin.AppendConstExpr(out, r, remap)
 		} else {
-			var f uint32
-			f, err = r.U32()
-			out = wasmbin.AppendU32(out, remap(f))
+			out, err = appendElementIndex(out, r, remap)
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("item %d: %w", i, err)
 		}
 	}
 	return out, nil
+}
+
+func appendElementIndex(out []byte, r *wasmbin.Reader, remap func(uint32) (uint32, error)) ([]byte, error) {
+	f, err := r.U32()
+	if err != nil {
+		return nil, err
+	}
+	if f, err = remap(f); err != nil {
+		return nil, err
+	}
+	return wasmbin.AppendU32(out, f), nil
 }
 
 // Name section subsections that hold function indices.
@@ -115,12 +124,13 @@ func (rw *rewriter) rewriteNames(p []byte) ([]byte, error) {
 		case namesLabels:
 			continue
 		case namesFunctions:
-			sub, err = rw.rewriteFunctionNames(sub)
+			if sub, err = rw.rewriteFunctionNames(sub); err != nil {
+				return nil, fmt.Errorf("function names: %w", err)
+			}
 		case namesLocals:
-			sub, err = rw.rewriteLocalNames(sub)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("subsection %d: %w", id, err)
+			if sub, err = rw.rewriteLocalNames(sub); err != nil {
+				return nil, fmt.Errorf("local names: %w", err)
+			}
 		}
 		out = append(out, id)
 		out = wasmbin.AppendU32(out, uint32(len(sub)))
@@ -136,9 +146,13 @@ type nameEntry struct {
 	value []byte // encoded
 }
 
+// minNameEntrySize is the fewest bytes an entry of a name map takes: the
+// index and an empty name, or an empty name map.
+const minNameEntrySize = 2
+
 func readNameMap(p []byte, indirect bool) ([]nameEntry, error) {
 	r := wasmbin.NewReader(p)
-	n, err := r.U32()
+	n, err := r.Count(minNameEntrySize)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +186,7 @@ func appendNameMap(dst []byte, entries []nameEntry) []byte {
 }
 
 func skipNameMap(r *wasmbin.Reader) error {
-	n, err := r.U32()
+	n, err := r.Count(minNameEntrySize)
 	if err != nil {
 		return err
 	}
@@ -197,6 +211,9 @@ func (rw *rewriter) rewriteFunctionNames(p []byte) ([]byte, error) {
 	}
 	out := make([]nameEntry, 0, 2*len(entries))
 	for _, e := range entries {
+		if err := rw.l.checkFunc(e.index); err != nil {
+			return nil, err
+		}
 		out = append(out, nameEntry{rw.l.remapFunc(e.index), e.value})
 	}
 	for _, e := range entries {
@@ -214,20 +231,37 @@ func (rw *rewriter) rewriteLocalNames(p []byte) ([]byte, error) {
 		return nil, err
 	}
 	for i, e := range entries {
+		if err := rw.l.checkFunc(e.index); err != nil {
+			return nil, err
+		}
 		if e.index < rw.l.importedFuncs {
 			continue
 		}
-		nparams := uint32(len(rw.l.types[rw.l.funcTypes[e.index-rw.l.importedFuncs]].params))
-		locals, err := readNameMap(e.value, false)
+		locals, err := rw.twinLocalNames(e.index-rw.l.importedFuncs, e.value)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("function %d: %w", e.index, err)
 		}
-		for j := range locals {
-			if locals[j].index >= nparams {
-				locals[j].index++
-			}
-		}
-		entries[i] = nameEntry{rw.l.twin(e.index), appendNameMap(nil, locals)}
+		entries[i] = nameEntry{rw.l.twin(e.index), locals}
 	}
 	return appendNameMap(nil, entries), nil
+}
+
+// twinLocalNames renumbers the local names of defined function f for its
+// twin, whose locals sit one index higher, past the counter parameter.
+func (rw *rewriter) twinLocalNames(f uint32, names []byte) ([]byte, error) {
+	nparams := uint32(len(rw.l.types[rw.l.funcTypes[f]].params))
+	nlocals := uint64(nparams) + uint64(rw.l.localCounts[f])
+	locals, err := readNameMap(names, false)
+	if err != nil {
+		return nil, err
+	}
+	for j := range locals {
+		if uint64(locals[j].index) >= nlocals {
+			return nil, fmt.Errorf("local %d does not exist (the function has %d)", locals[j].index, nlocals)
+		}
+		if locals[j].index >= nparams {
+			locals[j].index++
+		}
+	}
+	return appendNameMap(nil, locals), nil
 }

@@ -2,6 +2,7 @@ package meter
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/edgeaip/edgeaip/wasmtools/meter/internal/wasmbin"
 )
@@ -12,6 +13,10 @@ type rewriter struct {
 	plans []funcPlan // per defined function
 	body  bodyRewriter
 }
+
+// maxSectionSize is the most a section can hold: its size is a u32, which
+// for a custom section also counts its name and the name's length.
+const maxSectionSize = math.MaxUint32 - 5
 
 // requiredSections are the sections the instrumentation adds entries to;
 // an empty one is made up when the module has none.
@@ -45,9 +50,15 @@ func rewrite(wasm []byte, maxDepth uint32) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if keep {
-			out = wasmbin.AppendSection(out, s)
+		if !keep {
+			continue
 		}
+		// Twins double the code: a section near the size limit could
+		// outgrow it.
+		if uint64(len(s.Name))+uint64(len(s.Payload)) > maxSectionSize {
+			return nil, fmt.Errorf("section %d: instrumented, it would take %d bytes, more than a section can hold", s.ID, len(s.Payload))
+		}
+		out = wasmbin.AppendSection(out, s)
 	}
 	return out, nil
 }
@@ -83,7 +94,7 @@ func (rw *rewriter) rewriteCode(p []byte) ([]byte, error) {
 	for i := range n {
 		out = rw.appendWrapper(out, uint32(i))
 	}
-	err := forEachBody(p, func(i int, body []byte) error {
+	err := forEachBody(p, n, func(i int, body []byte) error {
 		var err error
 		if out, err = rw.body.rewrite(out, body, rw.l.funcTypes[i], rw.plans[i]); err != nil {
 			return fmt.Errorf("function %d: %w", rw.l.importedFuncs+uint32(i), err)
@@ -128,12 +139,17 @@ func (rw *rewriter) appendWrapper(dst []byte, i uint32) []byte {
 	return append(dst, body...)
 }
 
-// forEachBody calls fn with each function body of a code section.
-func forEachBody(p []byte, fn func(i int, body []byte) error) error {
+// forEachBody calls fn with each function body of a code section, which
+// must hold one for each of the want functions the function section
+// declares.
+func forEachBody(p []byte, want int, fn func(i int, body []byte) error) error {
 	r := wasmbin.NewReader(p)
-	n, err := r.U32()
+	n, err := r.Count(1)
 	if err != nil {
 		return fmt.Errorf("code section: %w", err)
+	}
+	if uint64(n) != uint64(want) {
+		return fmt.Errorf("code section: %d bodies for %d functions", n, want)
 	}
 	for i := range int(n) {
 		size, err := r.U32()

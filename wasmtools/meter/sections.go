@@ -2,6 +2,7 @@ package meter
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/edgeaip/edgeaip/wasmtools/meter/internal/wasmbin"
@@ -21,13 +22,13 @@ func (rw *rewriter) rewriteSection(s wasmbin.Section) (out wasmbin.Section, keep
 	case wasmbin.SectionFunction:
 		p, err = appendToVector(s.Payload, rw.twinFunctionEntries()...)
 	case wasmbin.SectionGlobal:
-		p, err = rewriteGlobals(s.Payload, rw.l.refFunc, counterGlobalEntry)
+		p, err = rewriteGlobals(s.Payload, rw.l.checkedRefFunc, counterGlobalEntry)
 	case wasmbin.SectionExport:
 		p, err = rw.rewriteExports(s.Payload)
 	case wasmbin.SectionStart:
 		p, err = rw.rewriteStart(s.Payload)
 	case wasmbin.SectionElement:
-		p, err = rewriteElements(s.Payload, rw.l.refFunc)
+		p, err = rewriteElements(s.Payload, rw.l.checkedRefFunc)
 	case wasmbin.SectionCode:
 		p, err = rw.rewriteCode(s.Payload)
 	default:
@@ -42,16 +43,30 @@ func (rw *rewriter) rewriteSection(s wasmbin.Section) (out wasmbin.Section, keep
 // appendToVector adds encoded entries to the end of a vector.
 func appendToVector(vec []byte, entries ...[]byte) ([]byte, error) {
 	r := wasmbin.NewReader(vec)
-	n, err := r.U32()
+	n, err := r.Count(1)
 	if err != nil {
 		return nil, err
 	}
-	out := wasmbin.AppendU32(make([]byte, 0, len(vec)+8*len(entries)+5), n+uint32(len(entries)))
+	total, err := vectorLen(n, len(entries))
+	if err != nil {
+		return nil, err
+	}
+	out := wasmbin.AppendU32(make([]byte, 0, len(vec)+8*len(entries)+5), total)
 	out = append(out, r.Rest()...)
 	for _, e := range entries {
 		out = append(out, e...)
 	}
 	return out, nil
+}
+
+// vectorLen is the length of a vector of n entries with extra ones added,
+// which must stay a u32.
+func vectorLen(n uint32, extra int) (uint32, error) {
+	total := uint64(n) + uint64(extra)
+	if total > math.MaxUint32 {
+		return 0, fmt.Errorf("%d entries and %d added: too many", n, extra)
+	}
+	return uint32(total), nil
 }
 
 // twinFunctionEntries are the function section entries of the twins: the
@@ -73,13 +88,17 @@ func safepointImport(typeIndex uint32) []byte {
 
 // rewriteGlobals copies the global section, passing ref.func indices in
 // initializers through remap, and appends the extra encoded globals.
-func rewriteGlobals(p []byte, remap func(uint32) uint32, extra ...[]byte) ([]byte, error) {
+func rewriteGlobals(p []byte, remap func(uint32) (uint32, error), extra ...[]byte) ([]byte, error) {
 	r := wasmbin.NewReader(p)
-	n, err := r.U32()
+	n, err := r.Count(minGlobalSize)
 	if err != nil {
 		return nil, fmt.Errorf("global section: %w", err)
 	}
-	out := wasmbin.AppendU32(make([]byte, 0, len(p)+16), n+uint32(len(extra)))
+	total, err := vectorLen(n, len(extra))
+	if err != nil {
+		return nil, fmt.Errorf("global section: %w", err)
+	}
+	out := wasmbin.AppendU32(make([]byte, 0, len(p)+16), total)
 	for i := range n {
 		typ, err := r.Bytes(2)
 		if err != nil {
@@ -109,7 +128,7 @@ type export struct {
 
 func readExports(p []byte) ([]export, error) {
 	r := wasmbin.NewReader(p)
-	n, err := r.U32()
+	n, err := r.Count(minExportSize)
 	if err != nil {
 		return nil, fmt.Errorf("export section: %w", err)
 	}
@@ -141,6 +160,9 @@ func (rw *rewriter) rewriteExports(p []byte) ([]byte, error) {
 			return nil, fmt.Errorf("export %q: the name is reserved for fuel metering", e.name)
 		}
 		if e.kind == externFunc {
+			if err := rw.l.checkFunc(e.index); err != nil {
+				return nil, fmt.Errorf("export %q: %w", e.name, err)
+			}
 			e.index = rw.l.remapFunc(e.index)
 		}
 		out = append(wasmbin.AppendName(out, e.name), e.kind)
@@ -151,11 +173,23 @@ func (rw *rewriter) rewriteExports(p []byte) ([]byte, error) {
 }
 
 func (rw *rewriter) rewriteStart(p []byte) ([]byte, error) {
-	f, err := wasmbin.NewReader(p).U32()
+	f, err := readStart(rw.l, p)
 	if err != nil {
-		return nil, fmt.Errorf("start section: %w", err)
+		return nil, err
 	}
 	return wasmbin.AppendU32(nil, rw.l.remapFunc(f)), nil
+}
+
+// readStart reads the start function's index.
+func readStart(l *layout, p []byte) (uint32, error) {
+	f, err := wasmbin.NewReader(p).U32()
+	if err == nil {
+		err = l.checkFunc(f)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("start section: %w", err)
+	}
+	return f, nil
 }
 
 // rewriteCustom drops DWARF and source maps, whose code offsets the

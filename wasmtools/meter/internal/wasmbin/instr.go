@@ -104,12 +104,9 @@ func (r *Reader) memArgOrPair(kind imm, in *Instr) error {
 }
 
 func (r *Reader) brTable(in *Instr) error {
-	n, err := r.U32()
+	n, err := r.Count(1)
 	if err != nil {
 		return err
-	}
-	if int(n) > r.Len() {
-		return fmt.Errorf("br_table with %d labels: %w", n, ErrTruncated)
 	}
 	for i := uint32(0); i <= n; i++ {
 		l, err := r.U32()

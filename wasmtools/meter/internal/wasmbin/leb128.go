@@ -77,6 +77,21 @@ func (r *Reader) S33() (int64, error) { return r.sleb(33) }
 // S64 reads a signed LEB128 value of at most 64 bits.
 func (r *Reader) S64() (int64, error) { return r.sleb(64) }
 
+// Count reads the length of a vector whose entries take at least
+// minSize bytes each, and checks that they fit in what is left: a count
+// read from a module must never size an allocation on its own.
+func (r *Reader) Count(minSize int) (uint32, error) {
+	at := r.pos
+	n, err := r.U32()
+	if err != nil {
+		return 0, err
+	}
+	if uint64(n)*uint64(minSize) > uint64(r.Len()) {
+		return 0, fmt.Errorf("count %d at offset %d: %d bytes left: %w", n, at, r.Len(), ErrTruncated)
+	}
+	return n, nil
+}
+
 // Name reads a length-prefixed UTF-8 name.
 func (r *Reader) Name() (string, error) {
 	n, err := r.U32()

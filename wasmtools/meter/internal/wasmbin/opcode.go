@@ -29,6 +29,10 @@ const (
 	OpLocalTee     Opcode = 0x22
 	OpGlobalGet    Opcode = 0x23
 	OpGlobalSet    Opcode = 0x24
+	OpTableGet     Opcode = 0x25
+	OpTableSet     Opcode = 0x26
+	OpI32Load      Opcode = 0x28 // the first load
+	OpI64Store32   Opcode = 0x3e // the last store
 	OpMemoryGrow   Opcode = 0x40
 	OpI32Const     Opcode = 0x41
 	OpI64Const     Opcode = 0x42
@@ -36,12 +40,20 @@ const (
 	OpF64Const     Opcode = 0x44
 	OpI64LtS       Opcode = 0x53
 	OpI64GtU       Opcode = 0x56
+	OpI32DivS      Opcode = 0x6d
+	OpI32RemU      Opcode = 0x70
 	OpI64Add       Opcode = 0x7c
 	OpI64Sub       Opcode = 0x7d
+	OpI64DivS      Opcode = 0x7f
+	OpI64RemU      Opcode = 0x82
 	OpI64And       Opcode = 0x83
 	OpI64Shl       Opcode = 0x86
 	OpI64ShrU      Opcode = 0x88
+	OpI32TruncF32S Opcode = 0xa8
+	OpI32TruncF64U Opcode = 0xab
 	OpI64ExtendU   Opcode = 0xad
+	OpI64TruncF32S Opcode = 0xae
+	OpI64TruncF64U Opcode = 0xb1
 	OpRefNull      Opcode = 0xd0
 	OpRefFunc      Opcode = 0xd2
 
@@ -101,7 +113,7 @@ func buildOpTable() map[Opcode]opInfo {
 		0x43: {"f32.const", immF32}, 0x44: {"f64.const", immF64},
 		0xd0: {"ref.null", immRefType}, 0xd1: {"ref.is_null", immNone}, 0xd2: {"ref.func", immIndex},
 	}
-	for op := Opcode(0x28); op <= 0x3e; op++ {
+	for op := OpI32Load; op <= OpI64Store32; op++ {
 		t[op] = opInfo{"load/store", immMemArg}
 	}
 	// Numeric instructions without immediates: MVP 0x45-0xbf, sign

@@ -94,10 +94,27 @@ func TestReadInstrRejectsWhatTheCostModelDoesNotKnow(t *testing.T) {
 
 func TestAppendConstExprRemapsRefFunc(t *testing.T) {
 	expr := []byte{0xd2, 7, 0x0b}
-	out, err := AppendConstExpr(nil, NewReader(expr), func(f uint32) uint32 { return f + 100 })
+	out, err := AppendConstExpr(nil, NewReader(expr), func(f uint32) (uint32, error) { return f + 100, nil })
 	require.NoError(t, err)
 	assert.Equal(t, []byte{0xd2, 107, 0x0b}, out)
 
 	_, err = AppendConstExpr(nil, NewReader([]byte{0x41, 1, 0x41, 2, 0x6a, 0x0b}), nil) // extended const
 	assert.ErrorContains(t, err, "not supported")
+}
+
+func TestCountRefusesVectorsThatCannotFit(t *testing.T) {
+	n, err := NewReader([]byte{2, 0xaa, 0xbb, 0xcc, 0xdd}).Count(2)
+	require.NoError(t, err)
+	assert.Equal(t, uint32(2), n)
+	_, err = NewReader([]byte{3, 0xaa, 0xbb, 0xcc, 0xdd}).Count(2)
+	assert.ErrorIs(t, err, ErrTruncated)
+	_, err = NewReader([]byte{0xff, 0xff, 0xff, 0xff, 0x0f}).Count(1)
+	assert.EqualError(t, err, "count 4294967295 at offset 0: 0 bytes left: unexpected end of input")
+}
+
+func TestAppendConstExprPassesOnRemapErrors(t *testing.T) {
+	_, err := AppendConstExpr(nil, NewReader([]byte{0xd2, 7, 0x0b}), func(f uint32) (uint32, error) {
+		return 0, errors.New("no such function")
+	})
+	assert.EqualError(t, err, "constant expression: ref.func: no such function")
 }
