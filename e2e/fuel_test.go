@@ -19,7 +19,8 @@ func TestHeartbeatsAndOtherCallsFlowWhileAToolSpins(t *testing.T) {
 	c := newCluster(t)
 	seen := make(chan string, 100)
 	c.startAgent("kiosk-1", c.enroll("kiosk-1"), watchLog(seen),
-		withLimits(sandbox.Limits{Timeout: 5 * time.Second}),
+		// Fuel enough for any machine to reach the timeout first.
+		withLimits(sandbox.Limits{Timeout: 5 * time.Second, Fuel: 1 << 60}),
 		func(cfg *agent.Config) { cfg.MaxConcurrentCalls, cfg.MaxConcurrentCommands = 4, 4 })
 
 	spun := make(chan api.CommandResponse, 1)
