@@ -61,8 +61,18 @@ func (s *Sandbox) enqueue(t *Tool) {
 // they were loaded, one at a time: each takes a quarter of a second and
 // tens of megabytes for a Go tool, and a board has little of either to
 // spare. Once the sandbox closes, the module being instrumented is
-// finished and the rest fail with ErrClosed.
+// abandoned as soon as the meter looks at its context, and it and the
+// rest fail with ErrClosed.
 func (s *Sandbox) instrumentQueued(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
 		t := s.nextQueued()
 		if t == nil {
@@ -73,7 +83,10 @@ func (s *Sandbox) instrumentQueued(ctx context.Context) {
 			continue
 		}
 		m, err := s.instrument(ctx, t.pending, t.sha256)
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			err = fmt.Errorf("tool %q: %w", t.name, ErrClosed)
+		case err != nil:
 			err = fmt.Errorf("tool %q: %w: %w", t.name, ErrRefused, err)
 		}
 		t.becomeReady(m, err)

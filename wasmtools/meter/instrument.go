@@ -77,6 +77,9 @@ func Instrument(ctx context.Context, wasm []byte, opts Options) (out []byte, err
 	if err := validate(ctx, wasm); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("instrument: %w", err) // wazero's validation does not stop for ctx
+	}
 	out, err = rewrite(wasm, maxDepth)
 	var unsupported *wasmbin.UnsupportedError
 	switch {

@@ -1,7 +1,9 @@
 package meter_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"os"
 	"slices"
 	"testing"
@@ -56,6 +58,20 @@ var (
 		[]byte{10, 10, 1, 8, 1}, huge, []byte{0x7f, 0x0b}) // code: 2^32-1 i32 locals
 )
 
+// paramsBomb is n functions of one type with n i32 parameters, in about
+// 5n bytes: the meter's wrappers pass every parameter of every function
+// on, n² instructions (a reviewer's 50 KB module made gigabytes).
+func paramsBomb(n int) []byte {
+	leb := func(b []byte, v int) []byte { return binary.AppendUvarint(b, uint64(v)) }
+	section := func(id byte, payload []byte) []byte {
+		return slices.Concat([]byte{id}, leb(nil, len(payload)), payload)
+	}
+	types := slices.Concat(leb([]byte{1, 0x60}, n), bytes.Repeat([]byte{0x7f}, n), []byte{0})
+	funcs := slices.Concat(leb(nil, n), make([]byte, n))
+	code := slices.Concat(leb(nil, n), bytes.Repeat([]byte{2, 0, 0x0b}, n))
+	return slices.Concat([]byte{0, 'a', 's', 'm', 1, 0, 0, 0}, section(1, types), section(3, funcs), section(10, code))
+}
+
 // withNames returns the echo tool with a name section of the given
 // subsections appended.
 func withNames(t testing.TB, subsections ...byte) []byte {
@@ -86,7 +102,9 @@ func TestInstrumentRefusesMalformedModules(t *testing.T) {
 		{"2^32 data segments", dataBomb,
 			"instrument: invalid module: data section: segment count 4294967280 does not fit in the 0 bytes left"},
 		{"2^32 locals", localsBomb,
-			"instrument: invalid module: code section: function 0: 4294967295 locals declared, more than 50000"},
+			"instrument: invalid module: code section: function 0: 4294967295 locals with the parameters, more than 50000"},
+		{"5,000 functions of 5,000 parameters", paramsBomb(5000),
+			"instrument: invalid module: type section: type 0: 5000 params, more than 1000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := meter.Instrument(context.Background(), tc.wasm, meter.Options{})

@@ -2,17 +2,25 @@ package section
 
 import "fmt"
 
-// Limits on declared locals. A function's local declarations are groups
-// of a count and a type, so a few bytes can declare 2^32 locals, and a
-// decoder that makes room for each one (wazero's does) runs out of memory.
+// Limits on locals and signatures. A function's local declarations are
+// groups of a count and a type, so a few bytes can declare 2^32 locals,
+// and a decoder that makes room for each one (wazero's does) runs out of
+// memory. Parameters are locals too, declared once in a type that any
+// number of functions may share, so what a rewriter emits per parameter
+// of each function (the meter's wrappers do) grows with the product.
 const (
-	// MaxFunctionLocals is the most locals a function may declare: the
-	// limit the web's engines apply, which every toolchain stays within.
+	// MaxFunctionLocals is the most locals a function may have, its
+	// parameters included: the limit the web's engines apply, which every
+	// toolchain stays within.
 	MaxFunctionLocals = 50_000
-	// MaxModuleLocals is the most locals the functions of a module may
-	// declare together. A Go program of 2,400 functions declares about
-	// 10,000.
+	// MaxModuleLocals is the most locals, parameters included, the
+	// functions of a module may have together. A Go program of 2,400
+	// functions has about 10,000.
 	MaxModuleLocals = 1_000_000
+	// MaxParams and MaxResults bound a function type, as the web's
+	// engines do.
+	MaxParams  = 1_000
+	MaxResults = 1_000
 )
 
 // Section ids CheckBounds walks, besides those named in section.go.
@@ -35,9 +43,10 @@ var sectionNames = map[byte]string{
 }
 
 // CheckBounds returns an error, naming the section, unless every count and
-// length in wasm fits in the bytes that are left for it, and its functions
-// declare no more than MaxFunctionLocals locals each and MaxModuleLocals
-// together.
+// length in wasm fits in the bytes that are left for it, its function
+// types stay within MaxParams and MaxResults, and its functions have no
+// more than MaxFunctionLocals locals each, parameters included, and
+// MaxModuleLocals together.
 //
 // It is the check to make before a decoder that sizes allocations from
 // the counts it reads, as wazero's does: a count of 2^32 entries in a
@@ -55,16 +64,34 @@ func CheckBounds(wasm []byte) error {
 	if err != nil {
 		return err
 	}
-	var locals uint64 // declared by every function so far
+	var m moduleLocals
 	for _, s := range secs {
-		if err := checkSection(s, &locals); err != nil {
+		if err := checkSection(s, &m); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func checkSection(s Section, locals *uint64) error {
+// moduleLocals is what CheckBounds needs to count a function's locals:
+// the parameters of each type, and the type of each defined function.
+type moduleLocals struct {
+	typeParams []uint32
+	funcTypes  []uint32
+	code       int    // code entries read so far
+	total      uint64 // locals of those functions, parameters included
+}
+
+// params is the parameter count of the i-th defined function, or 0 when
+// the module does not say (wazero refuses such a module).
+func (m *moduleLocals) params(i int) uint64 {
+	if i >= len(m.funcTypes) || int(m.funcTypes[i]) >= len(m.typeParams) {
+		return 0
+	}
+	return uint64(m.typeParams[m.funcTypes[i]])
+}
+
+func checkSection(s Section, m *moduleLocals) error {
 	r := &reader{b: s.Payload}
 	name := sectionNames[s.ID] + " section"
 	switch s.ID {
@@ -75,11 +102,11 @@ func checkSection(s Section, locals *uint64) error {
 		name = "name section"
 		r.nameSection()
 	case idType:
-		r.vec("type", 3, r.funcType)
+		r.vec("type", 3, func() { m.typeParams = append(m.typeParams, r.funcType()) })
 	case IDImport:
 		r.vec("import", 4, r.importEntry)
 	case idFunction:
-		r.vec("function", 1, func() { r.u32() })
+		r.vec("function", 1, func() { m.funcTypes = append(m.funcTypes, r.u32()) })
 	case idTable:
 		r.vec("table", 3, r.tableType)
 	case IDMemory:
@@ -93,7 +120,7 @@ func checkSection(s Section, locals *uint64) error {
 	case idElement:
 		r.vec("segment", 3, r.elementSegment)
 	case idCode:
-		r.vec("function", 2, func() { r.codeEntry(locals) })
+		r.vec("function", 2, func() { r.codeEntry(m) })
 	case idData:
 		r.vec("segment", 2, r.dataSegment)
 	default:
@@ -205,13 +232,26 @@ func (r *reader) refType() {
 	}
 }
 
-func (r *reader) funcType() {
+// funcType reads a function type and returns its parameter count.
+func (r *reader) funcType() uint32 {
 	if form := r.byte(); r.err == nil && form != 0x60 {
 		r.fail(fmt.Errorf("form 0x%02x is not a function type", form))
-		return
+		return 0
 	}
-	r.vec("param", 1, r.valType)
-	r.vec("result", 1, r.valType)
+	params := r.signature("param", MaxParams)
+	r.signature("result", MaxResults)
+	return params
+}
+
+// signature reads the value types of a function type's params or results,
+// at most limit of them, and returns how many there are.
+func (r *reader) signature(what string, limit uint32) uint32 {
+	var n uint32
+	r.vec(what, 1, func() { n++; r.valType() })
+	if r.err == nil && n > limit {
+		r.fail(fmt.Errorf("%d %ss, more than %d", n, what, limit))
+	}
+	return n
 }
 
 func (r *reader) importEntry() {
@@ -316,11 +356,12 @@ func (r *reader) elementSegment() {
 }
 
 // codeEntry reads a function body's size and local declarations, and
-// counts the locals into *total. The instructions are not walked: they are
-// read from within the body's bytes.
-func (r *reader) codeEntry(total *uint64) {
+// counts its locals, parameters included, into m. The instructions are
+// not walked: they are read from within the body's bytes.
+func (r *reader) codeEntry(m *moduleLocals) {
 	body := r.sub(r.u32())
-	var locals uint64
+	locals := m.params(m.code)
+	m.code++
 	body.vec("local group", 2, func() {
 		locals += uint64(body.u32())
 		body.valType()
@@ -328,11 +369,11 @@ func (r *reader) codeEntry(total *uint64) {
 	switch {
 	case body.err != nil:
 	case locals > MaxFunctionLocals:
-		body.fail(fmt.Errorf("%d locals declared, more than %d", locals, MaxFunctionLocals))
-	case *total+locals > MaxModuleLocals:
-		body.fail(fmt.Errorf("functions so far declare %d locals together, more than %d", *total+locals, MaxModuleLocals))
+		body.fail(fmt.Errorf("%d locals with the parameters, more than %d", locals, MaxFunctionLocals))
+	case m.total+locals > MaxModuleLocals:
+		body.fail(fmt.Errorf("functions so far have %d locals together with their parameters, more than %d", m.total+locals, MaxModuleLocals))
 	}
-	*total += locals
+	m.total += locals
 	r.fail(body.err)
 }
 

@@ -1,6 +1,7 @@
 package section
 
 import (
+	"bytes"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -91,7 +92,7 @@ func TestCheckBoundsRefusesCountsPastTheEnd(t *testing.T) {
 		{"local groups", module(sec(10, cat([]byte{1, 6}, huge, []byte{0x0b})...)),
 			"code section: function 0: local group count 4294967295 does not fit in the 1 bytes left"},
 		{"2^32 locals", module(sec(10, cat([]byte{1, 8, 1}, huge, []byte{0x7f, 0x0b})...)),
-			"code section: function 0: 4294967295 locals declared, more than 50000"},
+			"code section: function 0: 4294967295 locals with the parameters, more than 50000"},
 		{"name subsection size", module(nameSec(cat([]byte{1}, huge))),
 			"name section: function names: 4294967295 bytes do not fit"},
 		{"function names count", module(nameSec(cat([]byte{1, 5}, huge))),
@@ -127,11 +128,42 @@ func codeWithLocals(n int, locals uint64) []byte {
 func TestCheckBoundsLimitsLocals(t *testing.T) {
 	assert.NoError(t, CheckBounds(module(codeWithLocals(1, MaxFunctionLocals))))
 	assert.EqualError(t, CheckBounds(module(codeWithLocals(1, MaxFunctionLocals+1))),
-		"code section: function 0: 50001 locals declared, more than 50000")
+		"code section: function 0: 50001 locals with the parameters, more than 50000")
 	full := MaxModuleLocals / MaxFunctionLocals
 	assert.NoError(t, CheckBounds(module(codeWithLocals(full, MaxFunctionLocals))))
 	assert.EqualError(t, CheckBounds(module(codeWithLocals(full+1, MaxFunctionLocals))),
-		"code section: function 20: functions so far declare 1050000 locals together, more than 1000000")
+		"code section: function 20: functions so far have 1050000 locals together with their parameters, more than 1000000")
+}
+
+// typeWithParams is a type section of one function type with n i32
+// parameters and no results.
+func typeWithParams(n uint64) []byte {
+	payload := binary.AppendUvarint([]byte{1, 0x60}, n)
+	payload = append(payload, bytes.Repeat([]byte{0x7f}, int(n))...)
+	return sec(1, append(payload, 0)...)
+}
+
+// functionsOfType0 is a function section of n functions of type 0.
+func functionsOfType0(n int) []byte {
+	return sec(3, append(binary.AppendUvarint(nil, uint64(n)), make([]byte, n)...)...)
+}
+
+// A type is declared once and shared by any number of functions, so its
+// parameters count against the limits for every function of the type: a
+// module of 50 KB with 10,000 functions of 10,000 parameters each made the
+// meter write gigabytes.
+func TestCheckBoundsCountsParametersAsLocals(t *testing.T) {
+	assert.NoError(t, CheckBounds(module(typeWithParams(MaxParams))))
+	assert.EqualError(t, CheckBounds(module(typeWithParams(MaxParams+1))),
+		"type section: type 0: 1001 params, more than 1000")
+
+	assert.EqualError(t, CheckBounds(module(typeWithParams(MaxParams), functionsOfType0(1),
+		codeWithLocals(1, MaxFunctionLocals-MaxParams+1))),
+		"code section: function 0: 50001 locals with the parameters, more than 50000")
+	n := MaxModuleLocals / MaxParams
+	assert.NoError(t, CheckBounds(module(typeWithParams(MaxParams), functionsOfType0(n), codeWithLocals(n, 0))))
+	assert.EqualError(t, CheckBounds(module(typeWithParams(MaxParams), functionsOfType0(n+1), codeWithLocals(n+1, 0))),
+		"code section: function 1000: functions so far have 1001000 locals together with their parameters, more than 1000000")
 }
 
 func TestCheckBoundsWalksEveryEncoding(t *testing.T) {
