@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -501,6 +502,7 @@ func (o *outbox) expired(e *outboxEntry, now time.Time) bool {
 // MaxBytes/4, or the whole more than MaxBytes. An entry whose results are
 // being recorded, the one being appended among them, is left whole.
 func (o *outbox) rewriteLocked(now time.Time) error {
+	undo := o.snapshotLocked()
 	var live []*outboxEntry
 	var total int64
 	for _, e := range o.sortedLocked() {
@@ -515,10 +517,15 @@ func (o *outbox) rewriteLocked(now time.Time) error {
 	total = o.entomb(live, total, o.limits.MaxBytes, false)
 	live = o.forgetTombstones(live, total)
 
+	fail := func(err error) error {
+		undo()
+		o.log.Error("outbox: rewrite failed; the results it would have dropped are kept", "err", err)
+		return fmt.Errorf("outbox: rewrite %s: %w", o.path, err)
+	}
 	tmp := o.path + ".tmp"
 	f, err := o.fs.Create(tmp)
 	if err != nil {
-		return fmt.Errorf("outbox: rewrite %s: %w", o.path, err)
+		return fail(err)
 	}
 	size, err := writeEntries(f, live)
 	if err == nil {
@@ -530,7 +537,7 @@ func (o *outbox) rewriteLocked(now time.Time) error {
 	if err != nil {
 		f.Close()
 		o.fs.Remove(tmp)
-		return fmt.Errorf("outbox: rewrite %s: %w", o.path, err)
+		return fail(err)
 	}
 	// The new file is the journal now, its name durable or not: appends
 	// go to it, and syncTo fsyncs the directory until that succeeds.
@@ -544,6 +551,24 @@ func (o *outbox) rewriteLocked(now time.Time) error {
 	}
 	o.dirSynced = true
 	return nil
+}
+
+// snapshotLocked returns a function that puts o's entries back as they
+// are now: a rewrite tombstones and drops entries before it writes the new
+// file, and one that fails must leave memory agreeing with the old file,
+// which still holds them.
+func (o *outbox) snapshotLocked() (undo func()) {
+	entries, owed, byRequest := maps.Clone(o.entries), maps.Clone(o.owed), maps.Clone(o.byRequest)
+	was := make(map[*outboxEntry]outboxEntry, len(o.entries))
+	for _, e := range o.entries {
+		was[e] = *e
+	}
+	return func() {
+		for e, v := range was {
+			*e = v
+		}
+		o.entries, o.owed, o.byRequest = entries, owed, byRequest
+	}
 }
 
 // entomb replaces the results of the oldest entries, delivered ones only

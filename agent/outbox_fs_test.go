@@ -29,11 +29,19 @@ type recordingFS struct {
 	holdAfter     string
 	holding       bool
 	held, release chan struct{}
-	// failDirSyncs is how many of the next directory fsyncs fail.
-	failDirSyncs int
+	// failDirSyncs is how many of the next directory fsyncs fail, and
+	// failCreates how many of the next file creations.
+	failDirSyncs, failCreates int
 }
 
 func (fs *recordingFS) Create(path string) (outboxFile, error) {
+	fs.mu.Lock()
+	if fs.failCreates > 0 {
+		fs.failCreates--
+		fs.mu.Unlock()
+		return nil, fmt.Errorf("create %s: injected failure", path)
+	}
+	fs.mu.Unlock()
 	f, err := fs.osFS.Create(path)
 	if err != nil {
 		return nil, err

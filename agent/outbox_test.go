@@ -397,6 +397,26 @@ func TestOutboxWritesGoToTheRewrittenFileEvenIfItsDirectoryFsyncFailed(t *testin
 	assert.Equal(t, []string{"req-r1"}, requestIDs(o2), "written to the journal, not to the file it replaced")
 }
 
+func TestOutboxARewriteThatFailsDropsNothing(t *testing.T) {
+	fs := &recordingFS{}
+	path := filepath.Join(t.TempDir(), "j")
+	o, _, err := openOutbox(path, fs, testLimits, quietLog)
+	require.NoError(t, err)
+	old := ranToEnd(t, o, "old", "x")
+	fs.mu.Lock()
+	fs.failCreates = 1 // say the disk is full
+	fs.mu.Unlock()
+	assert.ErrorContains(t, o.prune(time.Now().Add(2*testLimits.MaxAge)), "injected failure")
+
+	assert.Equal(t, admitDone, o.admit("old"), "still known, as it is in the file")
+	assert.Equal(t, []*protocol.ClientMessage{old}, replies(o), "and its results still go out")
+	kill(o)
+	o2, _, err := openOutbox(path, osFS{}, testLimits, quietLog)
+	require.NoError(t, err)
+	t.Cleanup(func() { o2.close() })
+	assert.Equal(t, []string{"req-old"}, requestIDs(o2))
+}
+
 func TestOutboxTombstonesAreBoundedBySizeAndAge(t *testing.T) {
 	limits := OutboxLimits{MaxBytes: 16 << 10, MaxAge: time.Hour}
 	o, _ := newJournal(t, limits).open()
