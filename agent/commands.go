@@ -285,7 +285,9 @@ func (a *Agent) deliver(ctx context.Context) {
 		for _, p := range a.outbox.unsent(link) {
 			err := a.send(ctx, conn, p.reply)
 			if errors.Is(err, protocol.ErrTooBig) {
-				a.tooBigToSend(p, link, err)
+				a.tooBigToSend(p, link, err, func(n int64) error {
+					return fmt.Errorf("results of %d bytes exceed the link's frame cap of %d bytes", n, a.frames.max)
+				})
 				continue
 			}
 			if err != nil {
@@ -304,7 +306,9 @@ func (a *Agent) deliver(ctx context.Context) {
 // other results. If failures in their place are smaller, those are
 // recorded and go out instead; if not, nothing can be sent for them, and
 // they stay in the outbox until they age out.
-func (a *Agent) tooBigToSend(p pendingReply, link uint64, sendErr error) {
+//
+// why says what went wrong for results of n bytes, for the failures.
+func (a *Agent) tooBigToSend(p pendingReply, link uint64, sendErr error, why func(n int64) error) {
 	a.outbox.markSent(p, link)
 	log := a.replyLog(p.reply)
 	n, err := a.frames.size(p.reply)
@@ -312,7 +316,7 @@ func (a *Agent) tooBigToSend(p pendingReply, link uint64, sendErr error) {
 		log.Error("results cannot be sent; they stay in the outbox", "err", err)
 		return
 	}
-	failed := a.frames.failAll(p.reply, n)
+	failed := failAll(p.reply, why(n))
 	if m, err := a.frames.size(failed); err != nil || m >= n {
 		log.Error("results cannot be sent, even as failures; they stay in the outbox", "err", sendErr)
 		return
@@ -322,6 +326,21 @@ func (a *Agent) tooBigToSend(p pendingReply, link uint64, sendErr error) {
 		log.Error("results not recorded; delivering them from memory", "err", err)
 	}
 	notify(a.wake)
+}
+
+// refusedAsTooBig handles a server that closed link with 1009 because a
+// frame was larger than it takes: its frame cap is below the agent's. The
+// largest results that went out on link and were not acknowledged are the
+// ones it refused, or larger still and so refused too; failures go out in
+// their place, rather than the same results first on every new link.
+func (a *Agent) refusedAsTooBig(link uint64, closeErr error) {
+	p, ok := a.outbox.largestSentOn(link)
+	if !ok {
+		return
+	}
+	a.tooBigToSend(p, link, closeErr, func(n int64) error {
+		return fmt.Errorf("results of %d bytes are more than the server takes in a frame (it closed the link with 1009)", n)
+	})
 }
 
 // replyLog is the agent's log for the results r carries.

@@ -76,11 +76,10 @@ func (c frameCap) tooBig(r protocol.Result, n int64, err error) protocol.Result 
 	return protocol.Result{Status: protocol.ResultFailure, Error: msg, Namespace: r.Namespace, CallID: r.CallID, Usage: r.Usage}
 }
 
-// failAll is reply with every result a failure naming its size, n bytes
-// on the link: the last resort for results the link refused.
-func (c frameCap) failAll(reply *protocol.ClientMessage, n int64) *protocol.ClientMessage {
+// failAll is reply with every result a failure saying why: the last
+// resort for results the link refused.
+func failAll(reply *protocol.ClientMessage, why error) *protocol.ClientMessage {
 	out := *reply
-	out.ActionResults = failCalls(resultCallIDs(reply.ActionResults),
-		fmt.Errorf("results of %d bytes exceed the link's frame cap of %d bytes", n, c.max))
+	out.ActionResults = failCalls(resultCallIDs(reply.ActionResults), why)
 	return &out
 }

@@ -103,6 +103,7 @@ func (a *Agent) session(ctx context.Context) (up time.Duration, err error) {
 	a.log.Info("registered", "server", a.cfg.ServerURL, "wire", conn.Encoding())
 	a.setLink(conn)
 	defer a.setLink(nil)
+	_, link := a.currentLink()
 	notify(a.wake) // what the server has not acknowledged goes out again
 	for _, m := range early {
 		a.handle(ctx, conn, m)
@@ -126,6 +127,9 @@ func (a *Agent) session(ctx context.Context) (up time.Duration, err error) {
 	for {
 		var m protocol.ServerMessage
 		if err := conn.Read(readCtx, &m); err != nil {
+			if protocol.CloseStatus(err) == websocket.StatusMessageTooBig {
+				a.refusedAsTooBig(link, err)
+			}
 			return time.Since(registered), err
 		}
 		a.handle(ctx, conn, &m)

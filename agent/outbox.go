@@ -322,6 +322,23 @@ func (o *outbox) unsent(link uint64) []pendingReply {
 	return out
 }
 
+// largestSentOn is the largest of the results that went out on link and
+// have not been acknowledged.
+func (o *outbox) largestSentOn(link uint64) (pendingReply, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var big *outboxEntry
+	for e := range o.owed {
+		if e.sentOn == link && (big == nil || e.size > big.size) {
+			big = e
+		}
+	}
+	if big == nil {
+		return pendingReply{}, false
+	}
+	return pendingReply{big.reply, big.asked}, true
+}
+
 // markSent notes that p went out on link. If its command came again
 // meanwhile, the results stay unsent, to answer that copy too. A send that
 // ends after its link was replaced marks nothing sent on the new one.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/server"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -46,6 +47,31 @@ func TestResultsOverTheFrameCapComeBackAsFailuresAndBlockNothing(t *testing.T) {
 	}
 	assert.Equal(t, 1, failed, "only as many fail as must: %+v", resp.Status)
 	assert.Equal(t, 4, read)
+
+	r := onlyResult(t, c.exec("kiosk-1", "echo", map[string]any{"msg": "still here"}, 10*time.Second))
+	assert.Equal(t, protocol.ResultSuccess, r.Status, r.Error)
+}
+
+// A server whose frame cap is below the agent's closes the link with 1009
+// on results it will not take. The agent fails them in its next link
+// instead of sending them first on every link, which held up every later
+// result for good.
+func TestResultsTooLargeForTheServerComeBackAsFailuresAndBlockNothing(t *testing.T) {
+	c := newCluster(t, func(cfg *server.Config) { cfg.Conn.MaxFrameBytes = 1 << 20 })
+	files := t.TempDir()
+	path := filepath.Join(files, "big.txt")
+	const size = 600_000 // two make a reply under the agent's 4 MiB, over the server's 1 MiB
+	require.NoError(t, os.WriteFile(path, []byte(strings.Repeat("x", size)), 0o644))
+	c.startAgent("kiosk-1", c.enroll("kiosk-1"), withMounts(sandbox.Mount{HostPath: files, GuestPath: files}))
+
+	read := protocol.Command{ToolName: "read_file", Parameters: map[string]any{"path": path, "max_bytes": size}}
+	resp, err := c.api.Command(t.Context(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{read, read}, Timeout: "30s"})
+	require.NoError(t, err)
+	require.Len(t, resp.Results, 2)
+	for _, r := range resp.Results {
+		assert.Equal(t, protocol.ResultFailure, r.Status)
+		assert.Regexp(t, `^results of \d+ bytes are more than the server takes in a frame \(it closed the link with 1009\)$`, r.Error)
+	}
 
 	r := onlyResult(t, c.exec("kiosk-1", "echo", map[string]any{"msg": "still here"}, 10*time.Second))
 	assert.Equal(t, protocol.ResultSuccess, r.Status, r.Error)

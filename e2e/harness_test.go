@@ -40,10 +40,14 @@ type cluster struct {
 	data string
 }
 
-func newCluster(t testing.TB) *cluster {
+func newCluster(t testing.TB, configure ...func(*server.Config)) *cluster {
 	t.Helper()
 	data := t.TempDir()
-	srv, err := server.New(context.Background(), server.Config{DataDir: data, Logger: testLogger()})
+	cfg := server.Config{DataDir: data, Logger: testLogger()}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	srv, err := server.New(context.Background(), cfg)
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
