@@ -112,7 +112,7 @@ func (p *testPeer) next(t *testing.T) *peerLink {
 	select {
 	case l := <-p.links:
 		return l
-	case <-time.After(20 * time.Second):
+	case <-time.After(testenv.Slowdown * 20 * time.Second):
 		t.Fatal("the agent did not link up")
 		return nil
 	}
@@ -136,7 +136,7 @@ func (l *peerLink) next(t *testing.T) protocol.ClientMessage {
 	select {
 	case m := <-l.msgs:
 		return m
-	case <-time.After(20 * time.Second):
+	case <-time.After(testenv.Slowdown * 20 * time.Second):
 		t.Fatal("no message from the agent")
 		return protocol.ClientMessage{}
 	}
