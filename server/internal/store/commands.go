@@ -199,25 +199,13 @@ func scanCommand(row interface{ Scan(...any) error }) (Command, error) {
 
 func (t *Tx) command(responseID string) (Command, error) {
 	c, err := scanCommand(t.queryRow(`SELECT `+commandColumns+` FROM commands WHERE response_id = ?`, responseID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, fmt.Errorf("store: command %s: %w", responseID, ErrNotFound)
-	}
-	if err != nil {
-		return c, fmt.Errorf("store: command %s: %w", responseID, err)
-	}
-	return c, nil
+	return c, rowErr(err, "command %s", responseID)
 }
 
 // Command returns one command, or ErrNotFound.
 func (s *Store) Command(ctx context.Context, responseID string) (Command, error) {
 	c, err := scanCommand(s.readRow(ctx, `SELECT `+commandColumns+` FROM commands WHERE response_id = ?`, responseID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, fmt.Errorf("store: command %s: %w", responseID, ErrNotFound)
-	}
-	if err != nil {
-		return c, fmt.Errorf("store: command %s: %w", responseID, err)
-	}
-	return c, nil
+	return c, rowErr(err, "command %s", responseID)
 }
 
 // CommandsOfSession lists a session's commands in the order they were sent.

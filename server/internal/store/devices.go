@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -66,26 +65,14 @@ func scanDevice(row interface{ Scan(...any) error }) (Device, error) {
 // Device returns the device id, or ErrNotFound.
 func (s *Store) Device(ctx context.Context, id string) (Device, error) {
 	d, err := scanDevice(s.readRow(ctx, `SELECT `+deviceColumns+` FROM devices WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return d, fmt.Errorf("store: device %q: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return d, fmt.Errorf("store: device %q: %w", id, err)
-	}
-	return d, nil
+	return d, rowErr(err, "device %q", id)
 }
 
 // DeviceByTokenHash returns the device whose token hashes to hash, or
 // ErrNotFound.
 func (s *Store) DeviceByTokenHash(ctx context.Context, hash string) (Device, error) {
 	d, err := scanDevice(s.readRow(ctx, `SELECT `+deviceColumns+` FROM devices WHERE token_hash = ?`, hash))
-	if errors.Is(err, sql.ErrNoRows) {
-		return d, fmt.Errorf("store: device by token: %w", ErrNotFound)
-	}
-	if err != nil {
-		return d, fmt.Errorf("store: device by token: %w", err)
-	}
-	return d, nil
+	return d, rowErr(err, "device by token")
 }
 
 // Devices lists every enrolled device, ordered by id.

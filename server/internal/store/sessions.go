@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -169,13 +168,7 @@ func scanSession(row interface{ Scan(...any) error }) (Session, error) {
 // Session returns one session, or ErrNotFound.
 func (s *Store) Session(ctx context.Context, id string) (Session, error) {
 	ses, err := scanSession(s.readRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return ses, fmt.Errorf("store: session %q: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return ses, fmt.Errorf("store: session %q: %w", id, err)
-	}
-	return ses, nil
+	return ses, rowErr(err, "session %q", id)
 }
 
 // SessionByTask returns the newest session named taskName, or ErrNotFound.
@@ -183,13 +176,7 @@ func (s *Store) Session(ctx context.Context, id string) (Session, error) {
 func (s *Store) SessionByTask(ctx context.Context, taskName string) (Session, error) {
 	ses, err := scanSession(s.readRow(ctx,
 		`SELECT `+sessionColumns+` FROM sessions WHERE task_name = ? AND parent_id = '' ORDER BY created_at DESC LIMIT 1`, taskName))
-	if errors.Is(err, sql.ErrNoRows) {
-		return ses, fmt.Errorf("store: task %q: %w", taskName, ErrNotFound)
-	}
-	if err != nil {
-		return ses, fmt.Errorf("store: task %q: %w", taskName, err)
-	}
-	return ses, nil
+	return ses, rowErr(err, "task %q", taskName)
 }
 
 // Sessions lists sessions newest first, at most limit of them, only those

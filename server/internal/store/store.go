@@ -300,3 +300,15 @@ func parseTime(s sql.NullString) time.Time {
 }
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// rowErr is err from a lookup of one row, named by format and args: nil
+// stays nil, and no row is ErrNotFound.
+func rowErr(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	return fmt.Errorf("store: "+format+": %w", append(args, err)...)
+}
