@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"text/tabwriter"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/spf13/cobra"
 )
 
@@ -17,18 +19,9 @@ func newToolsCmd(g *globals) *cobra.Command {
 		// The device's tools, as opposed to aipctl tool, which builds them.
 		ValidArgsFunction: completeDevices(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			tools, err := c.DeviceTools(cmd.Context(), args[0])
-			if err != nil {
-				return apiFailure(err)
-			}
-			if g.json() {
-				return printJSON(cmd.OutOrStdout(), tools)
-			}
-			return printTools(cmd.OutOrStdout(), tools)
+			return show(cmd, g, func(c *api.Client, ctx context.Context) ([]protocol.MCPToolInfo, error) {
+				return c.DeviceTools(ctx, args[0])
+			}, printTools)
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,18 +20,7 @@ func newDevicesCmd(g *globals) *cobra.Command {
 		Short: "List enrolled devices: online state, last seen, platform, labels and tools",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			devs, err := c.Devices(cmd.Context())
-			if err != nil {
-				return apiFailure(err)
-			}
-			if g.json() {
-				return printJSON(cmd.OutOrStdout(), devs)
-			}
-			return printDevices(cmd.OutOrStdout(), devs)
+			return show(cmd, g, (*api.Client).Devices, printDevices)
 		},
 	}
 }
@@ -65,6 +55,23 @@ func labels(m map[string]string) string {
 	}
 	sort.Strings(kv)
 	return strings.Join(kv, ",")
+}
+
+// show fetches a value with the operator's client and prints it: as JSON
+// with -o json, otherwise as table writes it.
+func show[T any](cmd *cobra.Command, g *globals, fetch func(*api.Client, context.Context) (T, error), table func(io.Writer, T) error) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	v, err := fetch(c, cmd.Context())
+	if err != nil {
+		return apiFailure(err)
+	}
+	if g.json() {
+		return printJSON(cmd.OutOrStdout(), v)
+	}
+	return table(cmd.OutOrStdout(), v)
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -58,18 +58,9 @@ func newTasksCmd(g *globals) *cobra.Command {
 			if st != "" && !st.Valid() {
 				return &exitError{exitUsage, fmt.Errorf("--state: %q: want created, running, completed, failed or cancelled", state)}
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			tasks, err := c.Tasks(cmd.Context(), st, limit)
-			if err != nil {
-				return apiFailure(err)
-			}
-			if g.json() {
-				return printJSON(cmd.OutOrStdout(), tasks)
-			}
-			return printTasks(cmd.OutOrStdout(), tasks)
+			return show(cmd, g, func(c *api.Client, ctx context.Context) ([]api.Task, error) {
+				return c.Tasks(ctx, st, limit)
+			}, printTasks)
 		},
 	}
 	cmd.Flags().StringVar(&state, "state", "", "only tasks in this state: created, running, completed, failed or cancelled")
@@ -86,19 +77,12 @@ func newCancelCmd(g *globals) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeTasks(g, api.StateRunning),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
+			return show(cmd, g, func(c *api.Client, ctx context.Context) (api.Task, error) {
+				return c.CancelTask(ctx, args[0])
+			}, func(w io.Writer, t api.Task) error {
+				_, err := fmt.Fprintf(w, "task %s %s\n", t.SessionID, t.State)
 				return err
-			}
-			t, err := c.CancelTask(cmd.Context(), args[0])
-			if err != nil {
-				return apiFailure(err)
-			}
-			if g.json() {
-				return printJSON(cmd.OutOrStdout(), t)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "task %s %s\n", t.SessionID, t.State)
-			return nil
+			})
 		},
 	}
 }
