@@ -169,7 +169,7 @@ func (t *Tx) endCommandSession(c *Command) error {
 
 const commandColumns = `response_id, device_id, session_id, actor, step, attempt, actions, tools, status, results, error, late, created_at, finished_at`
 
-func scanCommand(row interface{ Scan(...any) error }) (Command, error) {
+func scanCommand(row rowScanner) (Command, error) {
 	var (
 		c                 Command
 		actions, tools    string
@@ -215,16 +215,11 @@ func (s *Store) CommandsOfSession(ctx context.Context, sessionID string) ([]Comm
 	if err != nil {
 		return nil, fmt.Errorf("store: commands of session %q: %w", sessionID, err)
 	}
-	defer rows.Close()
-	out := []Command{}
-	for rows.Next() {
-		c, err := scanCommand(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: commands of session %q: %w", sessionID, err)
-		}
-		out = append(out, c)
+	out, err := collect(rows, scanCommand, []Command{})
+	if err != nil {
+		return nil, fmt.Errorf("store: commands of session %q: %w", sessionID, err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // FailAll is the Results of a command that got no answer: a failure with

@@ -42,7 +42,7 @@ func (t *Tx) CreateDevice(id, tokenHash string, labels map[string]string) error 
 
 const deviceColumns = `id, token_hash, labels, created_at, last_seen, info`
 
-func scanDevice(row interface{ Scan(...any) error }) (Device, error) {
+func scanDevice(row rowScanner) (Device, error) {
 	var (
 		d                 Device
 		labels            string
@@ -81,16 +81,11 @@ func (s *Store) Devices(ctx context.Context) ([]Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: list devices: %w", err)
 	}
-	defer rows.Close()
-	var out []Device
-	for rows.Next() {
-		d, err := scanDevice(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list devices: %w", err)
-		}
-		out = append(out, d)
+	out, err := collect(rows, scanDevice, nil)
+	if err != nil {
+		return nil, fmt.Errorf("store: list devices: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // DeleteDevice revokes a device: its token stops working. Its command

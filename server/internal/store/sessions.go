@@ -143,7 +143,7 @@ func (t *Tx) FailInterrupted(reason string) (sessions, commands int, err error) 
 
 const sessionColumns = `id, task_name, device_id, requester_kind, requester_id, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at`
 
-func scanSession(row interface{ Scan(...any) error }) (Session, error) {
+func scanSession(row rowScanner) (Session, error) {
 	var (
 		s                          Session
 		plan, result, errText      sql.NullString
@@ -194,14 +194,9 @@ func (s *Store) Sessions(ctx context.Context, state string, limit int) ([]Sessio
 	if err != nil {
 		return nil, fmt.Errorf("store: list sessions: %w", err)
 	}
-	defer rows.Close()
-	out := []Session{}
-	for rows.Next() {
-		ses, err := scanSession(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list sessions: %w", err)
-		}
-		out = append(out, ses)
+	out, err := collect(rows, scanSession, []Session{})
+	if err != nil {
+		return nil, fmt.Errorf("store: list sessions: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }

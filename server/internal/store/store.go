@@ -312,3 +312,17 @@ func rowErr(err error, format string, args ...any) error {
 	}
 	return fmt.Errorf("store: "+format+": %w", append(args, err)...)
 }
+
+// collect scans every row of rows with scan, appending to out, and closes
+// rows.
+func collect[T any](rows *sql.Rows, scan func(rowScanner) (T, error), out []T) ([]T, error) {
+	defer rows.Close()
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
