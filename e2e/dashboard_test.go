@@ -213,4 +213,22 @@ func TestTheDashboardLogsInRunsAToolAndFollowsAPlan(t *testing.T) {
 	tasks := p.text("#tasks")
 	assert.Contains(t, tasks, "browser-check")
 	assert.Contains(t, tasks, "completed")
+
+	// A task opened after it ended still lists its events.
+	all, err := c.api.Tasks(context.Background(), "", 0)
+	require.NoError(t, err)
+	planTask := ""
+	for _, task := range all {
+		if task.Kind == api.KindPlan && task.ParentID == "" {
+			planTask = task.SessionID
+		}
+	}
+	require.NotEmpty(t, planTask, "the plan dispatched to kiosk-1 is listed")
+	p.do("ended task",
+		chromedp.Click(css(`#tasks tr[data-task="`+planTask+`"] a`)),
+		chromedp.WaitVisible(css("#task-state.completed")),
+		chromedp.WaitVisible(css("#task-events li")),
+		p.shot("8-ended-task"),
+	)
+	assert.Contains(t, p.text("#task-events"), "step 2/2 stock.list_dir success")
 }

@@ -311,10 +311,9 @@ async function taskPage(seq, id) {
   let task = await api("GET", path);
   if (!current(seq)) return;
   show(task);
-  if (["completed", "failed", "cancelled"].includes(task.state)) {
-    log.append(el("li", { class: "muted" }, "The task had ended."));
-    return;
-  }
+  // A task that had ended still gets its events: the server replays those
+  // of a recently ended task, and the end alone of an older one.
+  const ended = ["completed", "failed", "cancelled"].includes(task.state);
   // Live: each event is listed, and the task fetched again. Events that
   // come while a fetch is under way get one more fetch after it, so the
   // last one always shows the state after the last event.
@@ -345,7 +344,7 @@ async function taskPage(seq, id) {
       const e = JSON.parse(msg.data);
       log.append(el("li", {}, eventText(e)));
       if (type === "end") es.close();
-      reload();
+      if (!ended) reload();
     });
   }
 }
