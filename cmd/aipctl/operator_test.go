@@ -236,28 +236,29 @@ func TestExitCodes(t *testing.T) {
 	assert.Equal(t, exitUnreachable, code, "authentication failed: %s", errOut)
 }
 
-// jsonCommands run every command with -o json; the test checks that
-// none is missing.
+// jsonCommands run every command asking for JSON: -o json, or --format
+// json where -o names the file written; the test checks that none is
+// missing.
 func jsonCommands(t *testing.T, f *fleet) map[string][]string {
 	dir := t.TempDir()
 	key, mod := filepath.Join(dir, "k"), filepath.Join(dir, "t.wasm")
 	return map[string][]string{
-		"devices":       {"devices"},
-		"device enroll": {"device", "enroll", "kiosk-7"},
-		"device revoke": {"device", "revoke", "kiosk-7"},
-		"tools":         {"tools", "kiosk-1"},
-		"exec":          {"exec", "kiosk-1", "echo"},
-		"dispatch":      {"dispatch", "kiosk-1", f.plan("steps: [{tool: echo}]\n"), "--wait"},
-		"tasks":         {"tasks"},
-		"task":          {"task", "LAST"},
-		"cancel":        {"cancel", "SPIN"},
-		"tool keygen":   {"tool", "keygen", "--out", key},
-		"tool pack":     {"tool", "pack", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "--out", mod},
-		"tool sign":     {"tool", "sign", "--key", key + ".key", mod},
-		"tool verify":   {"tool", "verify", "--pub", key + ".pub", mod},
-		"tool inspect":  {"tool", "inspect", mod},
-		"tool run":      {"tool", "run", "--cache=", mod, "a=1"},
-		"tool deploy":   {"tool", "deploy", "kiosk-1", filepath.Join(testenv.SignedTools(), "unsigned_echo.wasm")},
+		"devices":       {"-o", "json", "devices"},
+		"device enroll": {"-o", "json", "device", "enroll", "kiosk-7"},
+		"device revoke": {"-o", "json", "device", "revoke", "kiosk-7"},
+		"tools":         {"-o", "json", "tools", "kiosk-1"},
+		"exec":          {"-o", "json", "exec", "kiosk-1", "echo"},
+		"dispatch":      {"-o", "json", "dispatch", "kiosk-1", f.plan("steps: [{tool: echo}]\n"), "--wait"},
+		"tasks":         {"-o", "json", "tasks"},
+		"task":          {"-o", "json", "task", "LAST"},
+		"cancel":        {"-o", "json", "cancel", "SPIN"},
+		"tool keygen":   {"tool", "keygen", "--format", "json", "-o", key},
+		"tool pack":     {"tool", "pack", "--format", "json", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "-o", mod},
+		"tool sign":     {"tool", "sign", "--format", "json", "--key", key + ".key", mod},
+		"tool verify":   {"-o", "json", "tool", "verify", "--pub", key + ".pub", mod},
+		"tool inspect":  {"-o", "json", "tool", "inspect", mod},
+		"tool run":      {"-o", "json", "tool", "run", "--cache=", mod, "a=1"},
+		"tool deploy":   {"-o", "json", "tool", "deploy", "kiosk-1", filepath.Join(testenv.SignedTools(), "unsigned_echo.wasm")},
 	}
 }
 
@@ -298,14 +299,14 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		for i, a := range args {
 			args[i] = strings.NewReplacer("LAST", last, "SPIN", d.SessionID).Replace(a)
 		}
-		out, errOut, code := f.ctl(append([]string{"-o", "json"}, args...)...)
+		out, errOut, code := f.ctl(args...)
 		if name == "tool deploy" {
 			assert.Equal(t, exitFailed, code, "an agent without trusted keys refuses deploys")
 		} else {
 			require.Equal(t, exitOK, code, "%s: %s", name, errOut)
 		}
 		var v any
-		require.NoError(t, json.Unmarshal([]byte(out), &v), "aipctl -o json %s printed %q", name, out)
+		require.NoError(t, json.Unmarshal([]byte(out), &v), "aipctl %s printed %q", strings.Join(args, " "), out)
 		if m, ok := v.(map[string]any); ok && name == "dispatch" {
 			last, _ = m["session_id"].(string)
 		}

@@ -119,6 +119,95 @@ func TestToolAuthorLoop(t *testing.T) {
 	assert.Contains(t, errOut, "signed by a key this host does not trust")
 }
 
+// The issue's own command line: -o names the file pack writes, as it
+// does for sign and keygen, and --out still does.
+func TestPackSignAndKeygenWriteTheFileDashONames(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.wasm"), filepath.Join(dir, "out.wasm")
+	orig, err := os.ReadFile(fixturePath("echo.wasm"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(in, orig, 0o644))
+
+	_, errOut, code := ctl(t, "tool", "pack", in, "--manifest", fixturePath("echo.json"), "-o", out)
+	require.Equal(t, exitOK, code, errOut)
+	got, err := os.ReadFile(in)
+	require.NoError(t, err)
+	assert.Equal(t, orig, got, "the input is left alone")
+	_, errOut, code = ctl(t, "tool", "keygen", "-o", filepath.Join(dir, "k"))
+	require.Equal(t, exitOK, code, errOut)
+	_, errOut, code = ctl(t, "tool", "sign", "--key", filepath.Join(dir, "k.key"), out, "--output", filepath.Join(dir, "signed.wasm"))
+	require.Equal(t, exitOK, code, errOut)
+	out2, errOut, code := ctl(t, "tool", "inspect", "-o", "json", filepath.Join(dir, "signed.wasm"))
+	require.Equal(t, exitOK, code, errOut)
+	var ins inspection
+	require.NoError(t, json.Unmarshal([]byte(out2), &ins))
+	assert.Equal(t, "embedded", ins.ManifestSource)
+	assert.NotNil(t, ins.Signature)
+
+	report, errOut, code := ctl(t, "tool", "pack", in, "--manifest", fixturePath("echo.json"), "--out", filepath.Join(dir, "old.wasm"), "--format", "json")
+	require.Equal(t, exitOK, code, errOut)
+	var m moduleOutput
+	require.NoError(t, json.Unmarshal([]byte(report), &m), "%q", report)
+	assert.Equal(t, filepath.Join(dir, "old.wasm"), m.Path)
+
+	_, errOut, code = ctl(t, "-o", "json", "tool", "pack", in, "--manifest", fixturePath("echo.json"))
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "for a JSON report pass --format json")
+	assert.NoFileExists(t, "json")
+	_, errOut, code = ctl(t, "tool", "sign", "--key", filepath.Join(dir, "k.key"), out, "--format", "yaml")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, `--format: want table or json, got "yaml"`)
+}
+
+func TestKeygenForceMakesThePrivateKeyPrivate(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "k")
+	require.NoError(t, os.WriteFile(key+".key", []byte("old"), 0o644))
+	_, errOut, code := ctl(t, "tool", "keygen", "-o", key)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, key+".key exists; pass --force")
+
+	_, errOut, code = ctl(t, "tool", "keygen", "-o", key, "--force")
+	require.Equal(t, exitOK, code, errOut)
+	fi, err := os.Stat(key + ".key")
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "a key written over a 0644 file")
+
+	other := filepath.Join(t.TempDir(), "other")
+	require.NoError(t, os.WriteFile(other+".pub", []byte("old"), 0o644))
+	_, errOut, code = ctl(t, "tool", "keygen", "-o", other)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, other+".pub exists")
+	assert.NoFileExists(t, other+".key", "a refused keygen writes neither file")
+}
+
+// Pack and sign replace the module whole: a reader that opened it before
+// (an agent loading it, a copy in progress) reads the old module to its
+// end, not a mix.
+func TestSignInPlaceReplacesTheModuleWhole(t *testing.T) {
+	dir := t.TempDir()
+	mod := filepath.Join(dir, "t.wasm")
+	_, errOut, code := ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "-o", mod)
+	require.Equal(t, exitOK, code, errOut)
+	require.NoError(t, os.Chmod(mod, 0o640))
+	before, err := os.ReadFile(mod)
+	require.NoError(t, err)
+	reader, err := os.Open(mod)
+	require.NoError(t, err)
+	defer reader.Close()
+
+	_, errOut, code = ctl(t, "tool", "sign", "--key", filepath.Join(testenv.Root(), "testdata", "keys", "test.key"), mod)
+	require.Equal(t, exitOK, code, errOut)
+	seen, err := io.ReadAll(reader)
+	require.NoError(t, err)
+	assert.Equal(t, before, seen, "the reader of the old module")
+	fi, err := os.Stat(mod)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o640), fi.Mode().Perm(), "a module signed in place keeps its mode")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "no temporary file is left behind")
+}
+
 func TestPackAndSignRefuseWhatAnAgentWouldRefuse(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
