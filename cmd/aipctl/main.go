@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/spf13/cobra"
 )
 
@@ -92,6 +93,8 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", "", "server URL (default $AIP_SERVER or http://127.0.0.1:8700)")
 	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", "", "file holding the operator token (default $AIP_TOKEN)")
+	root.PersistentFlags().DurationVar(&g.replyTimeout, "reply-timeout", api.DefaultReplyTimeout,
+		"how long to wait for the server's reply, on top of the --timeout a command asks of it")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table (for people) or json (for scripts); tool keygen, pack and sign take -o FILE and --format")
 	root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
@@ -101,6 +104,9 @@ func newRoot() *cobra.Command {
 				flag = "--format"
 			}
 			return &exitError{exitUsage, fmt.Errorf("%s: want table or json, got %q (tool keygen, pack and sign take the file to write as -o FILE)", flag, g.output)}
+		}
+		if g.replyTimeout <= 0 {
+			return &exitError{exitUsage, fmt.Errorf("--reply-timeout: %s is not a positive duration", g.replyTimeout)}
 		}
 		return nil
 	}
