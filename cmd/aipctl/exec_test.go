@@ -72,3 +72,16 @@ func TestExecGivesUpOnAServerThatNeverReplies(t *testing.T) {
 	assert.Contains(t, errOut, "server unreachable: POST /api/devices/kiosk-1/commands: no reply within 1.5s")
 	assert.Less(t, took, 5*time.Second, "the bound is 1.5s")
 }
+
+func TestTimeoutsPastAPlanStepsCapAreRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"exec", "kiosk-1", "echo", "--timeout", "25h"},
+		{"exec", "kiosk-1", "echo", "--timeout", "0s"},
+		{"tool", "deploy", "kiosk-1", fixturePath("echo.wasm"), "--timeout", "25h"},
+	} {
+		_, errOut, code := ctl(t, args...)
+		assert.Equal(t, exitUsage, code, "%v", args)
+		assert.Contains(t, errOut, "--timeout: ", "%v", args)
+		assert.Contains(t, errOut, " is outside (0, 24h0m0s]", "%v: refused before asking any server", args)
+	}
+}
