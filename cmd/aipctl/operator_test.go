@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -328,7 +329,7 @@ func keys(m map[string][]string) []string {
 
 func TestProgressOnATerminalRedrawsALinePerDevice(t *testing.T) {
 	var buf strings.Builder
-	p := newProgress(&buf, func() int { return 24 }, []string{"kiosk-1", "kiosk-22"})
+	p := newProgress(&buf, func() (int, int) { return 120, 24 }, []string{"kiosk-1", "kiosk-22"})
 	zero, one := 0, 1
 	p.event(api.TaskEvent{Type: api.EventDeviceStart, DeviceID: "kiosk-1", Steps: 2})
 	p.event(api.TaskEvent{Type: api.EventStepStart, DeviceID: "kiosk-1", Steps: 2, Step: &zero, Tool: "hash_file", Attempt: 1})
@@ -349,7 +350,7 @@ func TestProgressOnATerminalRedrawsALinePerDevice(t *testing.T) {
 func TestProgressFallsBackToLinesWhenDevicesOutnumberTheRows(t *testing.T) {
 	var buf strings.Builder
 	rows := 4
-	p := newProgress(&buf, func() int { return rows }, []string{"kiosk-1", "kiosk-2", "kiosk-3"})
+	p := newProgress(&buf, func() (int, int) { return 80, rows }, []string{"kiosk-1", "kiosk-2", "kiosk-3"})
 	p.event(api.TaskEvent{Type: api.EventDeviceStart, DeviceID: "kiosk-1", Steps: 2})
 	require.Contains(t, buf.String(), "\x1b[2K", "three lines and the cursor fit in four rows")
 
@@ -380,16 +381,52 @@ func TestAStepThatFailsBeforeItStartsShowsItsStepAndTool(t *testing.T) {
 	assert.Regexp(t, `\] k1: step 1/2 nosuchtool failure: `, buf.String())
 
 	buf.Reset()
-	newProgress(&buf, func() int { return 24 }, []string{"k1"}).event(failed)
+	newProgress(&buf, func() (int, int) { return 80, 24 }, []string{"k1"}).event(failed)
 	assert.Regexp(t, `k1  running    step 1/2 nosuchtool  \d+\.\ds\n$`, buf.String())
 }
 
 func TestTruncateCutsWholeCharacters(t *testing.T) {
-	s := truncate(strings.Repeat("é", 100)+"\nnext", maxErrorWidth)
+	s := truncate(strings.Repeat("é", 100)+"\nnext", 80)
 	assert.True(t, utf8.ValidString(s), "%q", s)
-	assert.Equal(t, maxErrorWidth, utf8.RuneCountInString(s))
+	assert.Equal(t, 80, utf8.RuneCountInString(s))
 	assert.True(t, strings.HasSuffix(s, "é…"))
-	assert.Equal(t, "a b", truncate("a\nb", maxErrorWidth))
+	assert.Equal(t, "a b c d", truncate("a\nb\rc\x1bd", 80), "nothing that moves the cursor")
+}
+
+// On an 80-column terminal, a device line with a long error must still
+// take one row: else going up one row per device lands short, and each
+// redraw leaves a stale copy of the wrapped rows behind.
+func TestProgressLinesFitTheTerminalsWidth(t *testing.T) {
+	var buf strings.Builder
+	p := newProgress(&buf, func() (int, int) { return 80, 24 }, []string{"kiosk-1", "kiosk-2"})
+	p.event(api.TaskEvent{Type: api.EventDeviceStart, DeviceID: "kiosk-1", Steps: 1})
+	p.event(api.TaskEvent{Type: api.EventDeviceEnd, DeviceID: "kiosk-1", State: api.StateFailed,
+		Error: strings.Repeat("step 1 (hash_file) failed: open /data/kiosk/a/very/long/path: denied; ", 5) + "\r\nand more"})
+	p.event(api.TaskEvent{Type: api.EventDeviceStart, DeviceID: "kiosk-2", Steps: 1})
+	p.redraw()
+
+	up := regexp.MustCompile(`\x1b\[(\d+)A`)
+	frames := up.Split(buf.String(), -1)
+	ups := up.FindAllStringSubmatch(buf.String(), -1)
+	require.Len(t, frames, 4, "a frame per event, and one more")
+	for i, frame := range frames {
+		lines := strings.SplitAfter(frame, "\n")
+		require.Equal(t, "", lines[len(lines)-1], "frame %d ends its last line", i)
+		lines = lines[:len(lines)-1]
+		for _, l := range lines {
+			text, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), "\r\x1b[2K")
+			require.True(t, ok, "frame %d: each line clears its row first: %q", i, l)
+			assert.NotContains(t, text, "\x1b", "frame %d", i)
+			assert.NotContains(t, text, "\r", "frame %d", i)
+			assert.LessOrEqual(t, utf8.RuneCountInString(text), 79, "frame %d: %q", i, text)
+		}
+		if i > 0 {
+			assert.Equal(t, strconv.Itoa(len(strings.SplitAfter(frames[i-1], "\n"))-1), ups[i-1][1],
+				"frame %d goes up over as many rows as frame %d printed", i, i-1)
+		}
+	}
+	assert.Contains(t, frames[3], "kiosk-1  failed     ", "the error line is cut, not dropped")
+	assert.True(t, strings.HasSuffix(strings.Split(frames[3], "\n")[0], "…"), "%q", frames[3])
 }
 
 func TestExecCompletesDevicesThenTheirTools(t *testing.T) {
