@@ -34,6 +34,8 @@ type fleet struct {
 	t     *testing.T
 	api   *api.Client
 	flags []string
+	wsURL string
+	log   *slog.Logger
 }
 
 func newFleet(t *testing.T, devices map[string]map[string]string) *fleet {
@@ -48,23 +50,30 @@ func newFleet(t *testing.T, devices map[string]map[string]string) *fleet {
 	token, err := os.ReadFile(tokenFile)
 	require.NoError(t, err)
 	f := &fleet{t: t, api: &api.Client{BaseURL: hs.URL, Token: strings.TrimSpace(string(token))},
-		flags: []string{"--server", hs.URL, "--token-file", tokenFile}}
+		flags: []string{"--server", hs.URL, "--token-file", tokenFile},
+		wsURL: "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws", log: quiet}
 	for id, labels := range devices {
-		f.startAgent(id, labels, "ws"+strings.TrimPrefix(hs.URL, "http")+"/ws", quiet)
+		f.startAgent(id, labels)
 	}
 	return f
 }
 
-func (f *fleet) startAgent(id string, labels map[string]string, wsURL string, log *slog.Logger) {
+// startAgent enrolls a device and runs its agent, with the tool fixtures,
+// configured further by configure if any.
+func (f *fleet) startAgent(id string, labels map[string]string, configure ...func(*agent.Config)) {
 	f.t.Helper()
 	resp, err := f.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: labels})
 	require.NoError(f.t, err)
 	tokenFile := filepath.Join(f.t.TempDir(), id+".token")
 	require.NoError(f.t, os.WriteFile(tokenFile, []byte(resp.Token), 0o600))
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := agent.New(ctx, agent.Config{ID: id, ServerURL: wsURL, TokenFile: tokenFile,
+	cfg := agent.Config{ID: id, ServerURL: f.wsURL, TokenFile: tokenFile,
 		ToolDirs: []string{"fixtures=" + testenv.TestdataTools()}, DataDir: f.t.TempDir(),
-		HeartbeatInterval: time.Second, Limits: sandbox.Limits{Timeout: 5 * time.Second}, Logger: log})
+		HeartbeatInterval: time.Second, Limits: sandbox.Limits{Timeout: 5 * time.Second}, Logger: f.log}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	a, err := agent.New(ctx, cfg)
 	require.NoError(f.t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); a.Run(ctx); a.Close(context.Background()) }()

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,7 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeaip/edgeaip/agent"
 	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/wasmtools/signature"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -208,6 +212,39 @@ func TestSignInPlaceReplacesTheModuleWhole(t *testing.T) {
 	assert.Len(t, entries, 1, "no temporary file is left behind")
 }
 
+// The whole loop through aipctl, as the README tells it: a key, a packed
+// and signed module, deployed to a device that trusts the key, then run
+// there.
+func TestADeployedSignedToolRunsOnTheDevice(t *testing.T) {
+	dir := t.TempDir()
+	key, mod, m := filepath.Join(dir, "acme"), filepath.Join(dir, "hello.wasm"), filepath.Join(dir, "hello.json")
+	require.NoError(t, os.WriteFile(m, []byte(`{"name":"hello","version":"1.0.0","tool_type":"action","input_schema":{"type":"object"}}`), 0o644))
+	for _, args := range [][]string{
+		{"tool", "keygen", "-o", key},
+		{"tool", "pack", fixturePath("echo.wasm"), "--manifest", m, "-o", mod},
+		{"tool", "sign", "--key", key + ".key", mod},
+	} {
+		_, errOut, code := ctl(t, args...)
+		require.Equal(t, exitOK, code, "%v: %s", args, errOut)
+	}
+	pub, err := signature.LoadPublicKey(key + ".pub")
+	require.NoError(t, err)
+	f := newFleet(t, nil)
+	f.startAgent("kiosk-1", lobby, func(c *agent.Config) { c.TrustedKeys = []ed25519.PublicKey{pub} })
+
+	_, errOut, code := f.ctl("exec", "kiosk-1", "hello")
+	require.Equal(t, exitFailed, code, "not there before the deploy: %s", errOut)
+	out, errOut, code := f.ctl("tool", "deploy", "kiosk-1", mod)
+	require.Equal(t, exitOK, code, "%s%s", out, errOut)
+	assert.Contains(t, out, `"status": "success"`)
+	out, errOut, code = f.ctl("exec", "kiosk-1", "hello", "greeting=hi", "n=2")
+	require.Equal(t, exitOK, code, "%s%s", out, errOut)
+	var results []protocol.Result
+	require.NoError(t, json.Unmarshal([]byte(out), &results), "%q", out)
+	require.Len(t, results, 1)
+	assert.Equal(t, map[string]any{"greeting": "hi", "n": float64(2)}, results[0].Result)
+}
+
 func TestPackAndSignRefuseWhatAnAgentWouldRefuse(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
@@ -256,6 +293,11 @@ func TestRunIsTheAgentsSandbox(t *testing.T) {
 	assert.EqualValues(t, 1+95*16, res["usage"].(map[string]any)["memory_pages"], "grew to the 96MiB of --memory")
 	res, code = runResult(t, fixturePath("echo.wasm"), "--memory", "1GiB")
 	assert.Equal(t, exitOK, code, "more than the 256MiB an agent's calls may reserve together: %v", res)
+
+	res, code = runResult(t, fixturePath("spin.wasm"), "--fuel", "100000")
+	assert.Equal(t, exitFailed, code)
+	assert.Regexp(t, `^tool "spin": out of fuel after \d+ units \(budget 100000\)$`, res["error"])
+	assert.Greater(t, res["usage"].(map[string]any)["fuel"], float64(100000), "the fuel spent is in the usage")
 
 	res, code = runResult(t, fixturePath("spin.wasm"), "--timeout", "100ms")
 	assert.Equal(t, exitFailed, code)
