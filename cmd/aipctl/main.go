@@ -96,14 +96,14 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().DurationVar(&g.replyTimeout, "reply-timeout", api.DefaultReplyTimeout,
 		"how long to wait for the server's reply, on top of the --timeout a command asks of it")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table (for people) or json (for scripts); tool keygen, pack and sign take -o FILE and --format")
-	root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	root.RegisterFlagCompletionFunc("output", completeFormats)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		if g.output != "table" && g.output != "json" {
-			flag := "--output"
-			if cmd.Flags().Lookup("format") != nil {
-				flag = "--format"
-			}
-			return &exitError{exitUsage, fmt.Errorf("%s: want table or json, got %q (tool keygen, pack and sign take the file to write as -o FILE)", flag, g.output)}
+		switch {
+		case g.output == "table" || g.output == "json":
+		case cmd.Flags().Lookup("format") != nil:
+			return &exitError{exitUsage, fmt.Errorf("--format: want table or json, got %q", g.output)}
+		default:
+			return &exitError{exitUsage, fmt.Errorf("--output: want table or json, got %q (tool keygen, pack and sign take the file to write as -o FILE)", g.output)}
 		}
 		if g.replyTimeout <= 0 {
 			return &exitError{exitUsage, fmt.Errorf("--reply-timeout: %s is not a positive duration", g.replyTimeout)}

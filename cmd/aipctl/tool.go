@@ -98,7 +98,7 @@ func fileFlags(cmd *cobra.Command, g *globals, out *string, def, usage string) {
 	f.StringVarP(out, "output", "o", def, usage)
 	f.StringVar(out, "out", def, "same as -o")
 	f.StringVar(&g.output, "format", "table", "output format: table (for people) or json (for scripts)")
-	cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]cobra.Completion{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("format", completeFormats)
 	cmd.PreRunE = func(*cobra.Command, []string) error {
 		if *out == "json" || *out == "table" {
 			return &exitError{exitUsage, fmt.Errorf("-o %s: %s writes the file -o names; for a JSON report pass --format json (for a file named %[1]s, -o ./%[1]s)",

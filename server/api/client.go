@@ -115,7 +115,7 @@ func (c *Client) send(ctx context.Context, wait time.Duration, method, path stri
 	}
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %s %s: %w", ErrUnreachable, method, path, timedOut(ctx, callCtx, err))
+		return fmt.Errorf("%w: %s %s: %w", ErrUnreachable, method, path, cmp.Or(expired(ctx, callCtx), err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
@@ -125,8 +125,8 @@ func (c *Client) send(ctx context.Context, wait time.Duration, method, path stri
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		if ctx.Err() == nil && callCtx.Err() != nil {
-			return fmt.Errorf("%w: %s %s: %w", ErrUnreachable, method, path, context.Cause(callCtx))
+		if cause := expired(ctx, callCtx); cause != nil {
+			return fmt.Errorf("%w: %s %s: %w", ErrUnreachable, method, path, cause)
 		}
 		return fmt.Errorf("%s %s: decode response: %w", method, path, err)
 	}
@@ -151,13 +151,13 @@ func noReply(wait, limit time.Duration) error {
 	return fmt.Errorf("no reply within %s (the %s the call asks the server to wait, and %s more)", limit, wait, limit-wait)
 }
 
-// timedOut is err, or the reason callCtx gave up if it gave up while the
-// caller's ctx still runs: what a "context deadline exceeded" means.
-func timedOut(ctx, callCtx context.Context, err error) error {
+// expired is why callCtx, derived from ctx, gave up waiting while ctx
+// still runs, or nil: what a "context canceled" from the call means.
+func expired(ctx, callCtx context.Context) error {
 	if ctx.Err() == nil && callCtx.Err() != nil {
 		return context.Cause(callCtx)
 	}
-	return err
+	return nil
 }
 
 func (c *Client) httpClient() *http.Client {

@@ -86,12 +86,13 @@ func (c *Client) followEvents(ctx context.Context, sessionID string, last *int, 
 	}
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
-		return false, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, path, timedOut(ctx, streamCtx, err))
+		return false, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, path, cmp.Or(expired(ctx, streamCtx), err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return false, &stopError{statusError(resp)}
 	}
+	// Open: from here on, the server's keepalives at least must come.
 	idle := cmp.Or(c.EventsIdleTimeout, DefaultEventsIdleTimeout)
 	if !watchdog.Stop() {
 		return false, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, path, context.Cause(streamCtx))
@@ -131,7 +132,7 @@ func (c *Client) followEvents(ctx context.Context, sessionID string, last *int, 
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return false, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, path, timedOut(ctx, streamCtx, err))
+		return false, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, path, cmp.Or(expired(ctx, streamCtx), err))
 	}
 	return false, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, path, errStreamEnded)
 }
