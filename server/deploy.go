@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	"github.com/edgeaip/edgeaip/protocol"
-	"github.com/edgeaip/edgeaip/server/api"
 )
 
 // frameHeadroom is what a COMMAND frame needs besides the module itself.
@@ -23,9 +22,9 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	timeout, err := api.ParseTimeout(q.Get("timeout"))
-	if err != nil || timeout <= 0 {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("query \"timeout\": %q is not a positive duration", q.Get("timeout")))
+	timeout, err := commandTimeout(`query "timeout"`, q.Get("timeout"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	wasm, err := io.ReadAll(http.MaxBytesReader(w, r.Body, protocol.MaxModuleBytes))

@@ -39,6 +39,10 @@ func TestDeployRefusesWhatCouldNotReachTheDevice(t *testing.T) {
 
 	err = c.Do(ctx, http.MethodPost, "/api/devices/kiosk-1/tools?timeout=soon", nil, nil)
 	assert.Equal(t, http.StatusBadRequest, status(err))
+	// A plan step's cap: agents forget commands older than that.
+	err = c.Do(ctx, http.MethodPost, "/api/devices/kiosk-1/tools?timeout=25h", nil, nil)
+	assert.Equal(t, http.StatusBadRequest, status(err))
+	assert.ErrorContains(t, err, `query "timeout": "25h" is more than 24h0m0s, the longest a command may take`)
 
 	resp, err := c.DeployTool(ctx, "kiosk-1", []byte("\x00asm\x01\x00\x00\x00"), "", time.Second)
 	require.NoError(t, err)

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/plan"
 )
 
 func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
@@ -132,9 +134,9 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	timeout, err := api.ParseTimeout(req.Timeout)
-	if err != nil || timeout <= 0 {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("field \"timeout\": %q is not a positive duration", req.Timeout))
+	timeout, err := commandTimeout(`field "timeout"`, req.Timeout)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if err := validateActions(req.Actions); err != nil {
@@ -147,6 +149,22 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// commandTimeout reads a command's timeout, named what in errors: a
+// positive duration, at most a plan step's plan.MaxTimeout. The server
+// sends a pending command again until its timeout, and agents remember
+// the commands they ran (outbox tombstones) on the promise that none
+// comes again later than that.
+func commandTimeout(what, s string) (time.Duration, error) {
+	d, err := api.ParseTimeout(s)
+	switch {
+	case err != nil || d <= 0:
+		return 0, fmt.Errorf("%s: %q is not a positive duration", what, s)
+	case d > plan.MaxTimeout:
+		return 0, fmt.Errorf("%s: %q is more than %s, the longest a command may take", what, s, plan.MaxTimeout)
+	}
+	return d, nil
 }
 
 // validateActions applies the wire's own rules, so the operator hears of a

@@ -36,7 +36,9 @@ type Config struct {
 	SecureCookies bool
 	// EventsKeepalive is how often an idle task event stream gets an SSE
 	// comment, so that proxies and load balancers that drop silent
-	// connections keep it open. Default 15 s.
+	// connections keep it open, and clients know it is alive: an
+	// api.Client takes a stream silent for api.DefaultEventsIdleTimeout
+	// (45 s) as broken. Default 15 s.
 	EventsKeepalive time.Duration
 }
 

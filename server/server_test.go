@@ -126,6 +126,7 @@ func TestCommandRequestsAreValidated(t *testing.T) {
 		"no tool name":  {api.CommandRequest{Actions: []protocol.Command{{}}}, 400, `"actions[0].tool_name": missing`},
 		"bad tool type": {api.CommandRequest{Actions: []protocol.Command{{ToolName: "x", ToolType: "magic"}}}, 400, `unknown value "magic"`},
 		"bad timeout":   {api.CommandRequest{Actions: []protocol.Command{{ToolName: "x"}}, Timeout: "soon"}, 400, `"timeout"`},
+		"long timeout":  {api.CommandRequest{Actions: []protocol.Command{{ToolName: "x"}}, Timeout: "24h0m1s"}, 400, `field "timeout": "24h0m1s" is more than 24h0m0s, the longest a command may take`},
 		"unknown field": {map[string]any{"actoins": []any{}}, 400, "unknown field"},
 	} {
 		err := c.Do(ctx, "POST", "/api/devices/kiosk-1/commands", tc.req, nil)

@@ -6,15 +6,17 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
 )
 
 // globals are the flags every subcommand shares.
 type globals struct {
-	server    string
-	tokenFile string
-	output    string
+	server       string
+	tokenFile    string
+	output       string
+	replyTimeout time.Duration
 }
 
 // json reports whether the output is JSON, for scripts.
@@ -22,7 +24,7 @@ func (g *globals) json() bool { return g.output == "json" }
 
 // client builds an API client from flags and environment.
 func (g *globals) client() (*api.Client, error) {
-	c := &api.Client{BaseURL: g.server}
+	c := &api.Client{BaseURL: g.server, ReplyTimeout: g.replyTimeout}
 	if c.BaseURL == "" {
 		c.BaseURL = os.Getenv("AIP_SERVER")
 	}

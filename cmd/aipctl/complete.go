@@ -105,3 +105,8 @@ func completeTasks(g *globals, state api.TaskState) cobra.CompletionFunc {
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}
 }
+
+// completeFormats completes an output format.
+func completeFormats(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	return []cobra.Completion{"table", "json"}, cobra.ShellCompDirectiveNoFileComp
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/spf13/cobra"
 )
 
@@ -33,6 +34,9 @@ failed.`,
 		Args:              cobra.MinimumNArgs(2),
 		ValidArgsFunction: completeExec(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkTimeout(timeout); err != nil {
+				return err
+			}
 			params, err := buildParams(paramsJSON, args[2:])
 			if err != nil {
 				return &exitError{exitUsage, err}
@@ -54,9 +58,18 @@ failed.`,
 		},
 	}
 	cmd.Flags().StringVar(&paramsJSON, "params", "", "parameters as a JSON object")
-	cmd.Flags().DurationVar(&timeout, "timeout", api.DefaultCommandTimeout, "how long to wait for the result")
+	cmd.Flags().DurationVar(&timeout, "timeout", api.DefaultCommandTimeout, "how long to wait for the result (at most 24h)")
 	cmd.Flags().StringVar(&toolType, "tool-type", "", "action or data_collection (default: whichever the device has)")
 	return cmd
+}
+
+// checkTimeout refuses a --timeout the server would: it must be positive
+// and at most a plan step's cap, which agents count on.
+func checkTimeout(d time.Duration) error {
+	if d <= 0 || d > plan.MaxTimeout {
+		return &exitError{exitUsage, fmt.Errorf("--timeout: %s is outside (0, %s]", d, plan.MaxTimeout)}
+	}
+	return nil
 }
 
 // printResponse prints a command's Results, or with -o json the whole

@@ -2,8 +2,10 @@ package main
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/stretchr/testify/assert"
@@ -37,4 +39,49 @@ func TestAPIFailuresMapToExitCodes(t *testing.T) {
 	assert.Equal(t, exitUnreachable, code(&api.StatusError{Code: http.StatusUnauthorized}))
 	assert.Equal(t, exitUsage, code(&api.StatusError{Code: http.StatusNotFound}))
 	assert.Equal(t, exitFailed, code(&api.StatusError{Code: http.StatusServiceUnavailable}))
+}
+
+// A server that accepts the connection and never replies must not hang
+// aipctl: exec gives up once the command's timeout and --reply-timeout
+// have passed.
+func TestExecGivesUpOnAServerThatNeverReplies(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	go func() {
+		var held []net.Conn // open, unread, unanswered
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Setenv("AIP_TOKEN", "aipo_test")
+
+	start := time.Now()
+	_, errOut, code := ctl(t, "--server", "http://"+l.Addr().String(), "--reply-timeout", "500ms", "exec", "kiosk-1", "echo", "--timeout", "1s")
+	took := time.Since(start)
+	assert.Equal(t, exitUnreachable, code, errOut)
+	assert.Contains(t, errOut, "server unreachable: POST /api/devices/kiosk-1/commands: no reply within 1.5s")
+	assert.Less(t, took, 5*time.Second, "the bound is 1.5s")
+}
+
+func TestTimeoutsPastAPlanStepsCapAreRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"exec", "kiosk-1", "echo", "--timeout", "25h"},
+		{"exec", "kiosk-1", "echo", "--timeout", "0s"},
+		{"tool", "deploy", "kiosk-1", fixturePath("echo.wasm"), "--timeout", "25h"},
+	} {
+		_, errOut, code := ctl(t, args...)
+		assert.Equal(t, exitUsage, code, "%v", args)
+		assert.Contains(t, errOut, "--timeout: ", "%v", args)
+		assert.Contains(t, errOut, " is outside (0, 24h0m0s]", "%v: refused before asking any server", args)
+	}
 }

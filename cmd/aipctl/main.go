@@ -4,7 +4,9 @@
 //
 // It reads the server URL from AIP_SERVER or --server (default
 // http://127.0.0.1:8700) and the operator token from AIP_TOKEN or
-// --token-file. Every command takes -o json, for scripts; aipctl
+// --token-file. Every command takes -o json, for scripts, except the three
+// that write a file (tool keygen, pack and sign): for them, as for go
+// build, -o names the file, and --format json asks for JSON. aipctl
 // completion prints shell completion scripts.
 //
 // Exit codes: 0 ok, 1 the command or task failed, 2 usage error, 3 server
@@ -20,6 +22,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/spf13/cobra"
 )
 
@@ -90,11 +93,20 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", "", "server URL (default $AIP_SERVER or http://127.0.0.1:8700)")
 	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", "", "file holding the operator token (default $AIP_TOKEN)")
-	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table (for people) or json (for scripts)")
-	root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
-		if g.output != "table" && g.output != "json" {
-			return &exitError{exitUsage, fmt.Errorf("--output: want table or json, got %q (tool keygen, pack and sign take the file to write as --out)", g.output)}
+	root.PersistentFlags().DurationVar(&g.replyTimeout, "reply-timeout", api.DefaultReplyTimeout,
+		"how long to wait for the server's reply, on top of the --timeout a command asks of it")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table (for people) or json (for scripts); tool keygen, pack and sign take -o FILE and --format")
+	root.RegisterFlagCompletionFunc("output", completeFormats)
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		switch {
+		case g.output == "table" || g.output == "json":
+		case cmd.Flags().Lookup("format") != nil:
+			return &exitError{exitUsage, fmt.Errorf("--format: want table or json, got %q", g.output)}
+		default:
+			return &exitError{exitUsage, fmt.Errorf("--output: want table or json, got %q (tool keygen, pack and sign take the file to write as -o FILE)", g.output)}
+		}
+		if g.replyTimeout <= 0 {
+			return &exitError{exitUsage, fmt.Errorf("--reply-timeout: %s is not a positive duration", g.replyTimeout)}
 		}
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,8 @@ type fleet struct {
 	t     *testing.T
 	api   *api.Client
 	flags []string
+	wsURL string
+	log   *slog.Logger
 }
 
 func newFleet(t *testing.T, devices map[string]map[string]string) *fleet {
@@ -47,23 +50,30 @@ func newFleet(t *testing.T, devices map[string]map[string]string) *fleet {
 	token, err := os.ReadFile(tokenFile)
 	require.NoError(t, err)
 	f := &fleet{t: t, api: &api.Client{BaseURL: hs.URL, Token: strings.TrimSpace(string(token))},
-		flags: []string{"--server", hs.URL, "--token-file", tokenFile}}
+		flags: []string{"--server", hs.URL, "--token-file", tokenFile},
+		wsURL: "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws", log: quiet}
 	for id, labels := range devices {
-		f.startAgent(id, labels, "ws"+strings.TrimPrefix(hs.URL, "http")+"/ws", quiet)
+		f.startAgent(id, labels)
 	}
 	return f
 }
 
-func (f *fleet) startAgent(id string, labels map[string]string, wsURL string, log *slog.Logger) {
+// startAgent enrolls a device and runs its agent, with the tool fixtures,
+// configured further by configure if any.
+func (f *fleet) startAgent(id string, labels map[string]string, configure ...func(*agent.Config)) {
 	f.t.Helper()
 	resp, err := f.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: labels})
 	require.NoError(f.t, err)
 	tokenFile := filepath.Join(f.t.TempDir(), id+".token")
 	require.NoError(f.t, os.WriteFile(tokenFile, []byte(resp.Token), 0o600))
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := agent.New(ctx, agent.Config{ID: id, ServerURL: wsURL, TokenFile: tokenFile,
+	cfg := agent.Config{ID: id, ServerURL: f.wsURL, TokenFile: tokenFile,
 		ToolDirs: []string{"fixtures=" + testenv.TestdataTools()}, DataDir: f.t.TempDir(),
-		HeartbeatInterval: time.Second, Limits: sandbox.Limits{Timeout: 5 * time.Second}, Logger: log})
+		HeartbeatInterval: time.Second, Limits: sandbox.Limits{Timeout: 5 * time.Second}, Logger: f.log}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	a, err := agent.New(ctx, cfg)
 	require.NoError(f.t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); a.Run(ctx); a.Close(context.Background()) }()
@@ -236,28 +246,29 @@ func TestExitCodes(t *testing.T) {
 	assert.Equal(t, exitUnreachable, code, "authentication failed: %s", errOut)
 }
 
-// jsonCommands run every command with -o json; the test checks that
-// none is missing.
+// jsonCommands run every command asking for JSON: -o json, or --format
+// json where -o names the file written; the test checks that none is
+// missing.
 func jsonCommands(t *testing.T, f *fleet) map[string][]string {
 	dir := t.TempDir()
 	key, mod := filepath.Join(dir, "k"), filepath.Join(dir, "t.wasm")
 	return map[string][]string{
-		"devices":       {"devices"},
-		"device enroll": {"device", "enroll", "kiosk-7"},
-		"device revoke": {"device", "revoke", "kiosk-7"},
-		"tools":         {"tools", "kiosk-1"},
-		"exec":          {"exec", "kiosk-1", "echo"},
-		"dispatch":      {"dispatch", "kiosk-1", f.plan("steps: [{tool: echo}]\n"), "--wait"},
-		"tasks":         {"tasks"},
-		"task":          {"task", "LAST"},
-		"cancel":        {"cancel", "SPIN"},
-		"tool keygen":   {"tool", "keygen", "--out", key},
-		"tool pack":     {"tool", "pack", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "--out", mod},
-		"tool sign":     {"tool", "sign", "--key", key + ".key", mod},
-		"tool verify":   {"tool", "verify", "--pub", key + ".pub", mod},
-		"tool inspect":  {"tool", "inspect", mod},
-		"tool run":      {"tool", "run", "--cache=", mod, "a=1"},
-		"tool deploy":   {"tool", "deploy", "kiosk-1", filepath.Join(testenv.SignedTools(), "unsigned_echo.wasm")},
+		"devices":       {"-o", "json", "devices"},
+		"device enroll": {"-o", "json", "device", "enroll", "kiosk-7"},
+		"device revoke": {"-o", "json", "device", "revoke", "kiosk-7"},
+		"tools":         {"-o", "json", "tools", "kiosk-1"},
+		"exec":          {"-o", "json", "exec", "kiosk-1", "echo"},
+		"dispatch":      {"-o", "json", "dispatch", "kiosk-1", f.plan("steps: [{tool: echo}]\n"), "--wait"},
+		"tasks":         {"-o", "json", "tasks"},
+		"task":          {"-o", "json", "task", "LAST"},
+		"cancel":        {"-o", "json", "cancel", "SPIN"},
+		"tool keygen":   {"tool", "keygen", "--format", "json", "-o", key},
+		"tool pack":     {"tool", "pack", "--format", "json", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "-o", mod},
+		"tool sign":     {"tool", "sign", "--format", "json", "--key", key + ".key", mod},
+		"tool verify":   {"-o", "json", "tool", "verify", "--pub", key + ".pub", mod},
+		"tool inspect":  {"-o", "json", "tool", "inspect", mod},
+		"tool run":      {"-o", "json", "tool", "run", "--cache=", mod, "a=1"},
+		"tool deploy":   {"-o", "json", "tool", "deploy", "kiosk-1", filepath.Join(testenv.SignedTools(), "unsigned_echo.wasm")},
 	}
 }
 
@@ -298,14 +309,14 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		for i, a := range args {
 			args[i] = strings.NewReplacer("LAST", last, "SPIN", d.SessionID).Replace(a)
 		}
-		out, errOut, code := f.ctl(append([]string{"-o", "json"}, args...)...)
+		out, errOut, code := f.ctl(args...)
 		if name == "tool deploy" {
 			assert.Equal(t, exitFailed, code, "an agent without trusted keys refuses deploys")
 		} else {
 			require.Equal(t, exitOK, code, "%s: %s", name, errOut)
 		}
 		var v any
-		require.NoError(t, json.Unmarshal([]byte(out), &v), "aipctl -o json %s printed %q", name, out)
+		require.NoError(t, json.Unmarshal([]byte(out), &v), "aipctl %s printed %q", strings.Join(args, " "), out)
 		if m, ok := v.(map[string]any); ok && name == "dispatch" {
 			last, _ = m["session_id"].(string)
 		}
@@ -327,7 +338,7 @@ func keys(m map[string][]string) []string {
 
 func TestProgressOnATerminalRedrawsALinePerDevice(t *testing.T) {
 	var buf strings.Builder
-	p := newProgress(&buf, func() int { return 24 }, []string{"kiosk-1", "kiosk-22"})
+	p := newProgress(&buf, func() (int, int) { return 120, 24 }, []string{"kiosk-1", "kiosk-22"})
 	zero, one := 0, 1
 	p.event(api.TaskEvent{Type: api.EventDeviceStart, DeviceID: "kiosk-1", Steps: 2})
 	p.event(api.TaskEvent{Type: api.EventStepStart, DeviceID: "kiosk-1", Steps: 2, Step: &zero, Tool: "hash_file", Attempt: 1})
@@ -348,7 +359,7 @@ func TestProgressOnATerminalRedrawsALinePerDevice(t *testing.T) {
 func TestProgressFallsBackToLinesWhenDevicesOutnumberTheRows(t *testing.T) {
 	var buf strings.Builder
 	rows := 4
-	p := newProgress(&buf, func() int { return rows }, []string{"kiosk-1", "kiosk-2", "kiosk-3"})
+	p := newProgress(&buf, func() (int, int) { return 80, rows }, []string{"kiosk-1", "kiosk-2", "kiosk-3"})
 	p.event(api.TaskEvent{Type: api.EventDeviceStart, DeviceID: "kiosk-1", Steps: 2})
 	require.Contains(t, buf.String(), "\x1b[2K", "three lines and the cursor fit in four rows")
 
@@ -379,16 +390,52 @@ func TestAStepThatFailsBeforeItStartsShowsItsStepAndTool(t *testing.T) {
 	assert.Regexp(t, `\] k1: step 1/2 nosuchtool failure: `, buf.String())
 
 	buf.Reset()
-	newProgress(&buf, func() int { return 24 }, []string{"k1"}).event(failed)
+	newProgress(&buf, func() (int, int) { return 80, 24 }, []string{"k1"}).event(failed)
 	assert.Regexp(t, `k1  running    step 1/2 nosuchtool  \d+\.\ds\n$`, buf.String())
 }
 
 func TestTruncateCutsWholeCharacters(t *testing.T) {
-	s := truncate(strings.Repeat("é", 100)+"\nnext", maxErrorWidth)
+	s := truncate(strings.Repeat("é", 100)+"\nnext", 80)
 	assert.True(t, utf8.ValidString(s), "%q", s)
-	assert.Equal(t, maxErrorWidth, utf8.RuneCountInString(s))
+	assert.Equal(t, 80, utf8.RuneCountInString(s))
 	assert.True(t, strings.HasSuffix(s, "é…"))
-	assert.Equal(t, "a b", truncate("a\nb", maxErrorWidth))
+	assert.Equal(t, "a b c d", truncate("a\nb\rc\x1bd", 80), "nothing that moves the cursor")
+}
+
+// On an 80-column terminal, a device line with a long error must still
+// take one row: else going up one row per device lands short, and each
+// redraw leaves a stale copy of the wrapped rows behind.
+func TestProgressLinesFitTheTerminalsWidth(t *testing.T) {
+	var buf strings.Builder
+	p := newProgress(&buf, func() (int, int) { return 80, 24 }, []string{"kiosk-1", "kiosk-2"})
+	p.event(api.TaskEvent{Type: api.EventDeviceStart, DeviceID: "kiosk-1", Steps: 1})
+	p.event(api.TaskEvent{Type: api.EventDeviceEnd, DeviceID: "kiosk-1", State: api.StateFailed,
+		Error: strings.Repeat("step 1 (hash_file) failed: open /data/kiosk/a/very/long/path: denied; ", 5) + "\r\nand more"})
+	p.event(api.TaskEvent{Type: api.EventDeviceStart, DeviceID: "kiosk-2", Steps: 1})
+	p.redraw()
+
+	up := regexp.MustCompile(`\x1b\[(\d+)A`)
+	frames := up.Split(buf.String(), -1)
+	ups := up.FindAllStringSubmatch(buf.String(), -1)
+	require.Len(t, frames, 4, "a frame per event, and one more")
+	for i, frame := range frames {
+		lines := strings.SplitAfter(frame, "\n")
+		require.Equal(t, "", lines[len(lines)-1], "frame %d ends its last line", i)
+		lines = lines[:len(lines)-1]
+		for _, l := range lines {
+			text, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), "\r\x1b[2K")
+			require.True(t, ok, "frame %d: each line clears its row first: %q", i, l)
+			assert.NotContains(t, text, "\x1b", "frame %d", i)
+			assert.NotContains(t, text, "\r", "frame %d", i)
+			assert.LessOrEqual(t, utf8.RuneCountInString(text), 79, "frame %d: %q", i, text)
+		}
+		if i > 0 {
+			assert.Equal(t, strconv.Itoa(len(strings.SplitAfter(frames[i-1], "\n"))-1), ups[i-1][1],
+				"frame %d goes up over as many rows as frame %d printed", i, i-1)
+		}
+	}
+	assert.Contains(t, frames[3], "kiosk-1  failed     ", "the error line is cut, not dropped")
+	assert.True(t, strings.HasSuffix(strings.Split(frames[3], "\n")[0], "…"), "%q", frames[3])
 }
 
 func TestExecCompletesDevicesThenTheirTools(t *testing.T) {

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/edgeaip/edgeaip/server/api"
@@ -20,7 +22,9 @@ const redrawEvery = 250 * time.Millisecond
 
 // progress shows a task's events as they come, a line per device: on a
 // terminal, the lines are redrawn in place (carriage return, cursor up);
-// anywhere else, each event is one plain line, for logs. Cursor movement
+// anywhere else, each event is one plain line, for logs. Each device's
+// line is cut to the terminal's width, so that it takes one row and going
+// up as many rows as there are devices reaches the first. Cursor movement
 // cannot reach lines that scrolled off the top, so a terminal with fewer
 // rows than there are devices gets plain lines too.
 type progress struct {
@@ -28,12 +32,12 @@ type progress struct {
 	start time.Time
 
 	mu sync.Mutex
-	// rows reads the terminal's height (0 if unknown); nil when w is no
-	// terminal, or once the devices outgrew it.
-	rows  func() int
+	// size reads the terminal's width and height (a height of 0 if
+	// unknown); nil when w is no terminal, or once the devices outgrew it.
+	size  func() (cols, rows int)
 	order []string
 	lines map[string]*deviceProgress
-	drawn int // lines on the terminal from the last redraw
+	drawn int // rows on the terminal from the last redraw, one per line
 }
 
 // deviceProgress is where one device's task is.
@@ -46,29 +50,38 @@ type deviceProgress struct {
 	err            string
 }
 
-// newProgress shows progress on w; rows is as terminalRows returns it.
-func newProgress(w io.Writer, rows func() int, devices []string) *progress {
-	p := &progress{w: w, rows: rows, start: time.Now(), lines: map[string]*deviceProgress{}}
+// newProgress shows progress on w; size is as terminalSize returns it.
+func newProgress(w io.Writer, size func() (cols, rows int), devices []string) *progress {
+	p := &progress{w: w, size: size, start: time.Now(), lines: map[string]*deviceProgress{}}
 	for _, id := range devices {
 		p.line(id)
 	}
 	return p
 }
 
-// terminalRows returns, if w is a terminal that understands cursor
-// movement, a function that reads its height in rows (0 if unknown);
-// else nil.
-func terminalRows(w io.Writer) func() int {
+// defaultColumns is the width of a terminal that does not say, nor
+// $COLUMNS.
+const defaultColumns = 80
+
+// terminalSize returns, if w is a terminal that understands cursor
+// movement, a function that reads its width and height; else nil. A
+// terminal that does not say its width has $COLUMNS, or defaultColumns;
+// one that does not say its height, 0.
+func terminalSize(w io.Writer) func() (cols, rows int) {
 	f, ok := w.(*os.File)
 	if !ok || os.Getenv("TERM") == "dumb" || !term.IsTerminal(int(f.Fd())) {
 		return nil
 	}
-	return func() int {
-		_, h, err := term.GetSize(int(f.Fd()))
-		if err != nil {
-			return 0
+	fallback, err := strconv.Atoi(os.Getenv("COLUMNS"))
+	if err != nil || fallback <= 0 {
+		fallback = defaultColumns
+	}
+	return func() (int, int) {
+		cols, rows, err := term.GetSize(int(f.Fd()))
+		if err != nil || cols <= 0 {
+			return fallback, max(rows, 0)
 		}
-		return h
+		return cols, rows
 	}
 }
 
@@ -93,7 +106,7 @@ func (p *progress) tick(ctx context.Context) {
 		case <-t.C:
 		}
 		p.mu.Lock()
-		if p.rows == nil {
+		if p.size == nil {
 			p.mu.Unlock()
 			return
 		}
@@ -108,7 +121,7 @@ func (p *progress) event(e api.TaskEvent) {
 	defer p.mu.Unlock()
 	if e.Type == api.EventEnd && e.DeviceID == "" {
 		// A fleet's own end: its devices have ended already.
-		if p.rows != nil {
+		if p.size != nil {
 			p.redraw()
 		}
 		return
@@ -137,10 +150,10 @@ func (p *progress) event(e api.TaskEvent) {
 			d.started = now
 		}
 	}
-	if p.rows != nil {
+	if p.size != nil {
 		p.redraw()
 	}
-	if p.rows == nil { // not a terminal, or redraw just gave up on it
+	if p.size == nil { // not a terminal, or redraw just gave up on it
 		p.plain(e, d)
 	}
 }
@@ -148,8 +161,9 @@ func (p *progress) event(e api.TaskEvent) {
 // redraw writes every line again over the last ones; when they no longer
 // fit on the terminal, it switches to plain lines instead.
 func (p *progress) redraw() {
-	if rows := p.rows(); rows > 0 && len(p.order) >= rows {
-		p.rows = nil
+	cols, rows := p.size()
+	if rows > 0 && len(p.order) >= rows {
+		p.size = nil
 		fmt.Fprintf(p.w, "%d devices do not fit in %d rows: one line per event from here on\n", len(p.order), rows)
 		return
 	}
@@ -157,11 +171,14 @@ func (p *progress) redraw() {
 	if p.drawn > 0 {
 		fmt.Fprintf(&b, "\x1b[%dA", p.drawn)
 	}
-	width := p.idWidth()
+	idWidth := p.idWidth()
+	// A line as wide as the terminal would wrap on some terminals, and
+	// leave the cursor past the edge on others.
+	lineWidth := max(cols-1, 1)
 	now := time.Now()
 	for _, id := range p.order {
 		b.WriteString("\r\x1b[2K")
-		b.WriteString(p.lines[id].text(id, width, now))
+		b.WriteString(truncate(p.lines[id].text(id, idWidth, now), lineWidth))
 		b.WriteByte('\n')
 	}
 	p.drawn = len(p.order)
@@ -176,9 +193,6 @@ func (p *progress) idWidth() int {
 	return w
 }
 
-// maxErrorWidth keeps a terminal line on one line.
-const maxErrorWidth = 80
-
 // text is a device's line: id, state, step, tool, elapsed, error.
 func (d *deviceProgress) text(id string, width int, now time.Time) string {
 	line := fmt.Sprintf("%-*s  %-9s", width, id, d.state)
@@ -189,7 +203,7 @@ func (d *deviceProgress) text(id string, width int, now time.Time) string {
 		line += "  " + d.elapsed(now)
 	}
 	if d.err != "" {
-		line += "  " + truncate(d.err, maxErrorWidth)
+		line += "  " + d.err
 	}
 	return strings.TrimRight(line, " ")
 }
@@ -223,9 +237,16 @@ func (d *deviceProgress) elapsed(now time.Time) string {
 func seconds(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
 
 // truncate puts s on one line of at most n characters (runes: a cut
-// must not split a UTF-8 sequence).
+// must not split a UTF-8 sequence). Control characters become spaces: a
+// newline, a carriage return or an escape sequence from an error message
+// must not move the cursor.
 func truncate(s string, n int) string {
-	s = strings.ReplaceAll(s, "\n", " ")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}

@@ -107,7 +107,7 @@ func taskDevices(t api.Task) []string {
 func (g *globals) follow(ctx context.Context, c *api.Client, w io.Writer, id string, devices []string) error {
 	onEvent := func(api.TaskEvent) error { return nil }
 	if !g.json() {
-		p := newProgress(w, terminalRows(w), devices)
+		p := newProgress(w, terminalSize(w), devices)
 		tctx, stop := context.WithCancel(ctx)
 		defer stop()
 		go p.tick(tctx)

@@ -8,14 +8,12 @@ import (
 	"os"
 	"strings"
 
+	"github.com/edgeaip/edgeaip/internal/atomicfile"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 	"github.com/edgeaip/edgeaip/wasmtools/section"
 	"github.com/edgeaip/edgeaip/wasmtools/signature"
 	"github.com/spf13/cobra"
 )
-
-// The commands that write a file take it as --out; -o is the output
-// format, json for scripts, as everywhere.
 
 func newToolCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -25,12 +23,16 @@ func newToolCmd(g *globals) *cobra.Command {
 custom section aip.tool and, once signed, an ed25519 signature in aip.sig.
 
 A tool author's loop:
-  aipctl tool keygen --out acme              # once: acme.key, acme.pub
+  aipctl tool keygen -o acme                 # once: acme.key, acme.pub
   GOOS=wasip1 GOARCH=wasm go build -o t.wasm .
   aipctl tool pack t.wasm --manifest tool.json
   aipctl tool run t.wasm --params '{"path":"/data/x"}' --allow-dir ./data:/data
   aipctl tool sign --key acme.key t.wasm
-  aipctl tool deploy kiosk-1 t.wasm`,
+  aipctl tool deploy kiosk-1 t.wasm
+
+keygen, pack and sign write a file: for them, as for go build, -o (or
+--output, or --out) names that file, and --format json asks for their
+report as JSON, which -o json does for every other command.`,
 	}
 	cmd.AddCommand(newKeygenCmd(g), newPackCmd(g), newSignCmd(g), newVerifyCmd(g), newInspectCmd(g), newRunCmd(), newDeployCmd(g))
 	return cmd
@@ -63,14 +65,15 @@ func newKeygenCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return &exitError{exitFailed, err}
 			}
-			flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-			if force {
-				flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+			if !force {
+				if err := refuseExisting(out+".key", out+".pub"); err != nil {
+					return err
+				}
 			}
-			if err := writeFile(out+".key", privPEM, flags, 0o600); err != nil {
+			if err := writeFile(out+".key", privPEM, 0o600); err != nil {
 				return err
 			}
-			if err := writeFile(out+".pub", pubPEM, flags, 0o644); err != nil {
+			if err := writeFile(out+".pub", pubPEM, 0o644); err != nil {
 				return err
 			}
 			if g.json() {
@@ -81,27 +84,59 @@ func newKeygenCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "aip-tool", "write NAME.key and NAME.pub")
+	fileFlags(cmd, g, &out, "aip-tool", "write NAME.key and NAME.pub")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing key files")
 	return cmd
 }
 
-func writeFile(path string, data []byte, flags int, mode os.FileMode) error {
-	f, err := os.OpenFile(path, flags, mode)
-	if errors.Is(err, os.ErrExist) {
-		return &exitError{exitUsage, fmt.Errorf("%s exists; pass --force to replace it", path)}
+// fileFlags gives a command that writes a file the flags that name it:
+// -o, --output and --out (its first name), as go build -o does. It takes
+// -o from the output format, which --format sets instead. A file named
+// json or table is most likely -o json meant as a format: refused.
+func fileFlags(cmd *cobra.Command, g *globals, out *string, def, usage string) {
+	f := cmd.Flags()
+	f.StringVarP(out, "output", "o", def, usage)
+	f.StringVar(out, "out", def, "same as -o")
+	f.StringVar(&g.output, "format", "table", "output format: table (for people) or json (for scripts)")
+	cmd.RegisterFlagCompletionFunc("format", completeFormats)
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if *out == "json" || *out == "table" {
+			return &exitError{exitUsage, fmt.Errorf("-o %s: %s writes the file -o names; for a JSON report pass --format json (for a file named %[1]s, -o ./%[1]s)",
+				*out, cmd.CommandPath())}
+		}
+		return nil
 	}
-	if err != nil {
-		return &exitError{exitFailed, err}
+}
+
+// refuseExisting fails if any of paths exists: --force replaces them.
+func refuseExisting(paths ...string) error {
+	for _, p := range paths {
+		if _, err := os.Lstat(p); err == nil {
+			return &exitError{exitUsage, fmt.Errorf("%s exists; pass --force to replace it", p)}
+		}
 	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	return nil
+}
+
+// writeFile replaces path with data, mode perm, whole: a failure, or a
+// reader at the wrong moment, sees the old file or the new one, never
+// part of either; and a key is never readable by others, even for a
+// moment over a file that was.
+func writeFile(path string, data []byte, perm os.FileMode) error {
+	if err := atomicfile.WriteMode(path, data, perm); err != nil {
 		return &exitError{exitFailed, err}
 	}
 	return nil
+}
+
+// writeModule writes a module to path, keeping the mode of the file it
+// replaces (a module written in place keeps its own).
+func writeModule(path string, wasm []byte) error {
+	perm := os.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		perm = fi.Mode().Perm()
+	}
+	return writeFile(path, wasm, perm)
 }
 
 // moduleOutput is what aipctl tool pack and sign print with -o json.
@@ -117,8 +152,8 @@ type moduleOutput struct {
 func newPackCmd(g *globals) *cobra.Command {
 	var manifestPath, out string
 	cmd := &cobra.Command{
-		Use:   "pack IN.wasm --manifest TOOL.json [--out OUT.wasm]",
-		Short: "Embed a manifest in a module (in place unless --out); it does not instrument",
+		Use:   "pack IN.wasm --manifest TOOL.json [-o OUT.wasm]",
+		Short: "Embed a manifest in a module (in place unless -o); it does not instrument",
 		Long: `Embed a manifest in a module, as its aip.tool custom section, replacing
 any it had. The manifest is checked first, schemas included, and the module
 must be a WASI command (export _start). A signature the module carried no
@@ -153,8 +188,8 @@ longer matches, so it is removed: sign after packing.`,
 			if out == "" {
 				out = args[0]
 			}
-			if err := os.WriteFile(out, packed, 0o644); err != nil {
-				return &exitError{exitFailed, err}
+			if err := writeModule(out, packed); err != nil {
+				return err
 			}
 			if g.json() {
 				return printJSON(cmd.OutOrStdout(), moduleOutput{Path: out, Name: m.Name, Version: m.Version, Size: len(packed), SHA256: digest(packed)})
@@ -165,7 +200,7 @@ longer matches, so it is removed: sign after packing.`,
 		},
 	}
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the manifest, JSON (required)")
-	cmd.Flags().StringVar(&out, "out", "", "write the packed module here (default: in place)")
+	fileFlags(cmd, g, &out, "", "write the packed module here (default: in place)")
 	cmd.MarkFlagRequired("manifest")
 	return cmd
 }
@@ -173,8 +208,8 @@ longer matches, so it is removed: sign after packing.`,
 func newSignCmd(g *globals) *cobra.Command {
 	var keyPath, out string
 	cmd := &cobra.Command{
-		Use:   "sign --key NAME.key MODULE.wasm [--out OUT.wasm]",
-		Short: "Sign a packed module (in place unless --out), replacing any signature",
+		Use:   "sign --key NAME.key MODULE.wasm [-o OUT.wasm]",
+		Short: "Sign a packed module (in place unless -o), replacing any signature",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			priv, err := signature.LoadPrivateKey(keyPath)
@@ -195,8 +230,8 @@ func newSignCmd(g *globals) *cobra.Command {
 			if out == "" {
 				out = args[0]
 			}
-			if err := os.WriteFile(out, signed, 0o644); err != nil {
-				return &exitError{exitFailed, err}
+			if err := writeModule(out, signed); err != nil {
+				return err
 			}
 			s, _, _ := signature.Read(signed)
 			if g.json() {
@@ -207,7 +242,7 @@ func newSignCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&keyPath, "key", "", "the private key, PEM (required)")
-	cmd.Flags().StringVar(&out, "out", "", "write the signed module here (default: in place)")
+	fileFlags(cmd, g, &out, "", "write the signed module here (default: in place)")
 	cmd.MarkFlagRequired("key")
 	return cmd
 }

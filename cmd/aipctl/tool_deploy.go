@@ -24,6 +24,9 @@ Prints the command's Results as JSON (-o json: the whole response); exits
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: completeDevices(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkTimeout(timeout); err != nil {
+				return err
+			}
 			wasm, err := readModule(args[1])
 			if err != nil {
 				return err
@@ -40,6 +43,6 @@ Prints the command's Results as JSON (-o json: the whole response); exits
 		},
 	}
 	cmd.Flags().StringVar(&namespace, "namespace", "", "namespace on the device (default: deployed)")
-	cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long to wait for the device")
+	cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long to wait for the device (at most 24h)")
 	return cmd
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,7 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeaip/edgeaip/agent"
 	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/wasmtools/signature"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -119,6 +123,128 @@ func TestToolAuthorLoop(t *testing.T) {
 	assert.Contains(t, errOut, "signed by a key this host does not trust")
 }
 
+// The issue's own command line: -o names the file pack writes, as it
+// does for sign and keygen, and --out still does.
+func TestPackSignAndKeygenWriteTheFileDashONames(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.wasm"), filepath.Join(dir, "out.wasm")
+	orig, err := os.ReadFile(fixturePath("echo.wasm"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(in, orig, 0o644))
+
+	_, errOut, code := ctl(t, "tool", "pack", in, "--manifest", fixturePath("echo.json"), "-o", out)
+	require.Equal(t, exitOK, code, errOut)
+	got, err := os.ReadFile(in)
+	require.NoError(t, err)
+	assert.Equal(t, orig, got, "the input is left alone")
+	_, errOut, code = ctl(t, "tool", "keygen", "-o", filepath.Join(dir, "k"))
+	require.Equal(t, exitOK, code, errOut)
+	_, errOut, code = ctl(t, "tool", "sign", "--key", filepath.Join(dir, "k.key"), out, "--output", filepath.Join(dir, "signed.wasm"))
+	require.Equal(t, exitOK, code, errOut)
+	out2, errOut, code := ctl(t, "tool", "inspect", "-o", "json", filepath.Join(dir, "signed.wasm"))
+	require.Equal(t, exitOK, code, errOut)
+	var ins inspection
+	require.NoError(t, json.Unmarshal([]byte(out2), &ins))
+	assert.Equal(t, "embedded", ins.ManifestSource)
+	assert.NotNil(t, ins.Signature)
+
+	report, errOut, code := ctl(t, "tool", "pack", in, "--manifest", fixturePath("echo.json"), "--out", filepath.Join(dir, "old.wasm"), "--format", "json")
+	require.Equal(t, exitOK, code, errOut)
+	var m moduleOutput
+	require.NoError(t, json.Unmarshal([]byte(report), &m), "%q", report)
+	assert.Equal(t, filepath.Join(dir, "old.wasm"), m.Path)
+
+	_, errOut, code = ctl(t, "-o", "json", "tool", "pack", in, "--manifest", fixturePath("echo.json"))
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "for a JSON report pass --format json")
+	assert.NoFileExists(t, "json")
+	_, errOut, code = ctl(t, "tool", "sign", "--key", filepath.Join(dir, "k.key"), out, "--format", "yaml")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, `--format: want table or json, got "yaml"`)
+}
+
+func TestKeygenForceMakesThePrivateKeyPrivate(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "k")
+	require.NoError(t, os.WriteFile(key+".key", []byte("old"), 0o644))
+	_, errOut, code := ctl(t, "tool", "keygen", "-o", key)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, key+".key exists; pass --force")
+
+	_, errOut, code = ctl(t, "tool", "keygen", "-o", key, "--force")
+	require.Equal(t, exitOK, code, errOut)
+	fi, err := os.Stat(key + ".key")
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "a key written over a 0644 file")
+
+	other := filepath.Join(t.TempDir(), "other")
+	require.NoError(t, os.WriteFile(other+".pub", []byte("old"), 0o644))
+	_, errOut, code = ctl(t, "tool", "keygen", "-o", other)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, other+".pub exists")
+	assert.NoFileExists(t, other+".key", "a refused keygen writes neither file")
+}
+
+// Pack and sign replace the module whole: a reader that opened it before
+// (an agent loading it, a copy in progress) reads the old module to its
+// end, not a mix.
+func TestSignInPlaceReplacesTheModuleWhole(t *testing.T) {
+	dir := t.TempDir()
+	mod := filepath.Join(dir, "t.wasm")
+	_, errOut, code := ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "-o", mod)
+	require.Equal(t, exitOK, code, errOut)
+	require.NoError(t, os.Chmod(mod, 0o640))
+	before, err := os.ReadFile(mod)
+	require.NoError(t, err)
+	reader, err := os.Open(mod)
+	require.NoError(t, err)
+	defer reader.Close()
+
+	_, errOut, code = ctl(t, "tool", "sign", "--key", filepath.Join(testenv.Root(), "testdata", "keys", "test.key"), mod)
+	require.Equal(t, exitOK, code, errOut)
+	seen, err := io.ReadAll(reader)
+	require.NoError(t, err)
+	assert.Equal(t, before, seen, "the reader of the old module")
+	fi, err := os.Stat(mod)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o640), fi.Mode().Perm(), "a module signed in place keeps its mode")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "no temporary file is left behind")
+}
+
+// The whole loop through aipctl, as the README tells it: a key, a packed
+// and signed module, deployed to a device that trusts the key, then run
+// there.
+func TestADeployedSignedToolRunsOnTheDevice(t *testing.T) {
+	dir := t.TempDir()
+	key, mod, m := filepath.Join(dir, "acme"), filepath.Join(dir, "hello.wasm"), filepath.Join(dir, "hello.json")
+	require.NoError(t, os.WriteFile(m, []byte(`{"name":"hello","version":"1.0.0","tool_type":"action","input_schema":{"type":"object"}}`), 0o644))
+	for _, args := range [][]string{
+		{"tool", "keygen", "-o", key},
+		{"tool", "pack", fixturePath("echo.wasm"), "--manifest", m, "-o", mod},
+		{"tool", "sign", "--key", key + ".key", mod},
+	} {
+		_, errOut, code := ctl(t, args...)
+		require.Equal(t, exitOK, code, "%v: %s", args, errOut)
+	}
+	pub, err := signature.LoadPublicKey(key + ".pub")
+	require.NoError(t, err)
+	f := newFleet(t, nil)
+	f.startAgent("kiosk-1", lobby, func(c *agent.Config) { c.TrustedKeys = []ed25519.PublicKey{pub} })
+
+	_, errOut, code := f.ctl("exec", "kiosk-1", "hello")
+	require.Equal(t, exitFailed, code, "not there before the deploy: %s", errOut)
+	out, errOut, code := f.ctl("tool", "deploy", "kiosk-1", mod)
+	require.Equal(t, exitOK, code, "%s%s", out, errOut)
+	assert.Contains(t, out, `"status": "success"`)
+	out, errOut, code = f.ctl("exec", "kiosk-1", "hello", "greeting=hi", "n=2")
+	require.Equal(t, exitOK, code, "%s%s", out, errOut)
+	var results []protocol.Result
+	require.NoError(t, json.Unmarshal([]byte(out), &results), "%q", out)
+	require.Len(t, results, 1)
+	assert.Equal(t, map[string]any{"greeting": "hi", "n": float64(2)}, results[0].Result)
+}
+
 func TestPackAndSignRefuseWhatAnAgentWouldRefuse(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
@@ -167,6 +293,11 @@ func TestRunIsTheAgentsSandbox(t *testing.T) {
 	assert.EqualValues(t, 1+95*16, res["usage"].(map[string]any)["memory_pages"], "grew to the 96MiB of --memory")
 	res, code = runResult(t, fixturePath("echo.wasm"), "--memory", "1GiB")
 	assert.Equal(t, exitOK, code, "more than the 256MiB an agent's calls may reserve together: %v", res)
+
+	res, code = runResult(t, fixturePath("spin.wasm"), "--fuel", "100000")
+	assert.Equal(t, exitFailed, code)
+	assert.Regexp(t, `^tool "spin": out of fuel after \d+ units \(budget 100000\)$`, res["error"])
+	assert.Greater(t, res["usage"].(map[string]any)["fuel"], float64(100000), "the fuel spent is in the usage")
 
 	res, code = runResult(t, fixturePath("spin.wasm"), "--timeout", "100ms")
 	assert.Equal(t, exitFailed, code)

@@ -12,7 +12,12 @@ import (
 // syncs it, renames it over path and syncs the directory, so that once it
 // returns the new content survives a power cut. A missing directory is
 // created with mode 0700; the file gets mode 0600.
-func Write(path string, data []byte) error {
+func Write(path string, data []byte) error { return WriteMode(path, data, 0o600) }
+
+// WriteMode is Write giving the file mode perm. The mode is set before the
+// rename, so the file is never seen with another: a secret written over a
+// file anyone could read does not inherit its mode.
+func WriteMode(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -22,6 +27,10 @@ func Write(path string, data []byte) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer os.Remove(f.Name()) // after a successful rename, a no-op
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path, err)

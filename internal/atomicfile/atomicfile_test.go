@@ -35,3 +35,12 @@ func TestWriteFailsWithThePath(t *testing.T) {
 	err := Write(filepath.Join(file, "under-a-file"), []byte("x"))
 	assert.ErrorContains(t, err, "under-a-file")
 }
+
+func TestWriteModeSetsTheModeOverAnOldFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "module.wasm")
+	require.NoError(t, os.WriteFile(path, []byte("old"), 0o600))
+	require.NoError(t, WriteMode(path, []byte("new"), 0o644))
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
+}

@@ -2,11 +2,13 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -16,17 +18,53 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 )
 
-// Client calls the operator API.
+// Client calls the operator API. Every call has a bounded wait: a server
+// that accepts the connection and never replies fails the call with
+// ErrUnreachable; it does not hang the caller.
 type Client struct {
 	// BaseURL is the server, e.g. http://127.0.0.1:8700.
 	BaseURL string
 	// Token is the operator token.
 	Token string
-	// HTTP performs requests. Default http.DefaultClient.
+	// HTTP performs requests. Default: http.DefaultTransport's settings,
+	// with a dial that gives up after DialTimeout.
 	HTTP *http.Client
+	// ReplyTimeout is how long a call waits for the server's reply on top
+	// of any wait the call asks of the server (a command's or a deploy's
+	// timeout), and how long a task's event stream takes to open.
+	// Default DefaultReplyTimeout.
+	ReplyTimeout time.Duration
+	// EventsIdleTimeout is how long an event stream may bring nothing,
+	// not even the server's keepalive, before Events takes it as broken
+	// and connects again. Default DefaultEventsIdleTimeout.
+	EventsIdleTimeout time.Duration
 	// EventsRetryWait is how long Events waits before it connects again
 	// after a stream broke. Default 1 s.
 	EventsRetryWait time.Duration
+}
+
+// Bounds on a Client's waits.
+const (
+	// DialTimeout bounds connecting to the server.
+	DialTimeout = 10 * time.Second
+	// DefaultReplyTimeout is a healthy server's reply time, generously.
+	DefaultReplyTimeout = 15 * time.Second
+	// DefaultEventsIdleTimeout is three of the server's 15 s keepalives:
+	// a stream idle that long has lost its server.
+	DefaultEventsIdleTimeout = 45 * time.Second
+)
+
+// defaultHTTP is the client of a Client without HTTP. It is shared so
+// that Clients reuse connections, and never changed.
+var defaultHTTP = &http.Client{Transport: boundedTransport()}
+
+// boundedTransport is http.DefaultTransport with DialTimeout. There is no
+// response header timeout: the reply to a command comes only with its
+// result. Each call's context bounds that wait instead.
+func boundedTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: DialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	return t
 }
 
 // StatusError is a request the server answered with a non-2xx status.
@@ -41,8 +79,14 @@ func (e *StatusError) Error() string { return fmt.Sprintf("server answered %d: %
 var ErrUnreachable = errors.New("server unreachable")
 
 // Do sends a request with body in (JSON, or none if nil) and decodes the
-// response into out (if not nil).
+// response into out (if not nil). It waits ReplyTimeout for the reply.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	return c.do(ctx, 0, method, path, in, out)
+}
+
+// do is Do for a request that asks the server to wait up to wait before it
+// replies: it waits that long more.
+func (c *Client) do(ctx context.Context, wait time.Duration, method, path string, in, out any) error {
 	var body io.Reader
 	contentType := ""
 	if in != nil {
@@ -52,23 +96,26 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		}
 		body, contentType = bytes.NewReader(b), "application/json"
 	}
-	return c.send(ctx, method, path, body, contentType, out)
+	return c.send(ctx, wait, method, path, body, contentType, out)
 }
 
 // send sends a request with body of contentType, and decodes the JSON
-// response into out (if not nil).
-func (c *Client) send(ctx context.Context, method, path string, body io.Reader, contentType string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, body)
+// response into out (if not nil); it waits wait plus ReplyTimeout for the
+// whole reply.
+func (c *Client) send(ctx context.Context, wait time.Duration, method, path string, body io.Reader, contentType string, out any) error {
+	limit := wait + cmp.Or(c.ReplyTimeout, DefaultReplyTimeout)
+	callCtx, cancel := context.WithTimeoutCause(ctx, limit, noReply(wait, limit))
+	defer cancel()
+	req, err := c.newRequest(callCtx, method, path, body)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.Token)
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %s %s: %w", ErrUnreachable, method, path, err)
+		return fmt.Errorf("%w: %s %s: %w", ErrUnreachable, method, path, cmp.Or(expired(ctx, callCtx), err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
@@ -78,14 +125,44 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		if cause := expired(ctx, callCtx); cause != nil {
+			return fmt.Errorf("%w: %s %s: %w", ErrUnreachable, method, path, cause)
+		}
 		return fmt.Errorf("%s %s: decode response: %w", method, path, err)
+	}
+	return nil
+}
+
+// newRequest is a request to the API at path, with the operator token.
+func (c *Client) newRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	return req, nil
+}
+
+// noReply is the error of a call that waited limit for a reply in vain.
+func noReply(wait, limit time.Duration) error {
+	if wait == 0 {
+		return fmt.Errorf("no reply within %s", limit)
+	}
+	return fmt.Errorf("no reply within %s (the %s the call asks the server to wait, and %s more)", limit, wait, limit-wait)
+}
+
+// expired is why callCtx, derived from ctx, gave up waiting while ctx
+// still runs, or nil: what a "context canceled" from the call means.
+func expired(ctx, callCtx context.Context) error {
+	if ctx.Err() == nil && callCtx.Err() != nil {
+		return context.Cause(callCtx)
 	}
 	return nil
 }
 
 func (c *Client) httpClient() *http.Client {
 	if c.HTTP == nil {
-		return http.DefaultClient
+		return defaultHTTP
 	}
 	return c.HTTP
 }
@@ -114,10 +191,13 @@ func (c *Client) Devices(ctx context.Context) ([]Device, error) {
 	return out, err
 }
 
-// Command runs actions on a device and waits for their results.
+// Command runs actions on a device and waits for their results: the
+// request's timeout, and ReplyTimeout more.
 func (c *Client) Command(ctx context.Context, deviceID string, req CommandRequest) (CommandResponse, error) {
+	// A timeout that does not parse is the server's to refuse, at once.
+	wait, _ := ParseTimeout(req.Timeout)
 	var out CommandResponse
-	err := c.Do(ctx, http.MethodPost, "/api/devices/"+url.PathEscape(deviceID)+"/commands", req, &out)
+	err := c.do(ctx, max(wait, 0), http.MethodPost, "/api/devices/"+url.PathEscape(deviceID)+"/commands", req, &out)
 	return out, err
 }
 
@@ -171,7 +251,7 @@ func (c *Client) DeployTool(ctx context.Context, deviceID string, wasm []byte, n
 	}
 	var out CommandResponse
 	path := "/api/devices/" + url.PathEscape(deviceID) + "/tools?" + q.Encode()
-	err := c.send(ctx, http.MethodPost, path, bytes.NewReader(wasm), "application/wasm", &out)
+	err := c.send(ctx, timeout, http.MethodPost, path, bytes.NewReader(wasm), "application/wasm", &out)
 	return out, err
 }
 

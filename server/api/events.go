@@ -67,31 +67,44 @@ type stopError struct{ err error }
 func (e *stopError) Error() string { return e.err.Error() }
 
 // followEvents reads one stream from event last on, and reports whether
-// it saw the end.
+// it saw the end. The stream must open within ReplyTimeout, then bring
+// something (an event, a keepalive) every EventsIdleTimeout.
 func (c *Client) followEvents(ctx context.Context, sessionID string, last *int, fn func(TaskEvent) error) (bool, error) {
 	path := "/api/tasks/" + url.PathEscape(sessionID) + "/events"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.BaseURL, "/")+path, nil)
+	streamCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	open := cmp.Or(c.ReplyTimeout, DefaultReplyTimeout)
+	watchdog := time.AfterFunc(open, func() { cancel(noReply(0, open)) })
+	defer watchdog.Stop()
+	req, err := c.newRequest(streamCtx, http.MethodGet, path, nil)
 	if err != nil {
-		return false, fmt.Errorf("GET %s: %w", path, err)
+		return false, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.Token)
 	req.Header.Set("Accept", "text/event-stream")
 	if *last > 0 {
 		req.Header.Set("Last-Event-ID", strconv.Itoa(*last))
 	}
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
-		return false, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, path, err)
+		return false, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, path, cmp.Or(expired(ctx, streamCtx), err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return false, &stopError{statusError(resp)}
 	}
+	// Open: from here on, the server's keepalives at least must come.
+	idle := cmp.Or(c.EventsIdleTimeout, DefaultEventsIdleTimeout)
+	if !watchdog.Stop() {
+		return false, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, path, context.Cause(streamCtx))
+	}
+	watchdog = time.AfterFunc(idle, func() { cancel(fmt.Errorf("the stream brought nothing for %s, not even a keepalive", idle)) })
+	defer watchdog.Stop()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, maxEventBytes)
 	var id int
 	var data strings.Builder
 	for sc.Scan() {
+		watchdog.Reset(idle)
 		line := sc.Text()
 		switch {
 		case line == "":
@@ -119,7 +132,7 @@ func (c *Client) followEvents(ctx context.Context, sessionID string, last *int, 
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return false, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, path, err)
+		return false, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, path, cmp.Or(expired(ctx, streamCtx), err))
 	}
 	return false, fmt.Errorf("%w: GET %s: %w", ErrUnreachable, path, errStreamEnded)
 }
