@@ -230,15 +230,29 @@ func (m *sessionManager) execute(s *session, taskEnd taskEndFunc) outcome {
 	log.Info("session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
 	s.events.add(api.TaskEvent{Type: api.EventEnd, SessionID: s.ID, State: out.state, Status: string(taskEndStatus(out.state)), Result: out.result, Error: out.err})
 	if taskEnd != nil && s.cancelReason() != reasonConstellationDisconnected {
-		msg := &protocol.ServerMessage{
-			Type: protocol.ServerTaskEnd, Status: taskEndStatus(out.state), SessionID: s.ID, TaskName: s.TaskName,
-			Result: out.result, Error: out.err, Timestamp: protocol.Now(), ResponseID: uuid.NewString(),
-		}
-		if err := taskEnd(msg); err != nil {
-			log.Warn("task_end not delivered; the result is kept", "err", err)
-		}
+		sendTaskEnd(s, out, taskEnd, log)
 	}
 	return out
+}
+
+// sendTaskEnd tells the requester how s ended. A result too big for one
+// frame goes without the steps' results, with a note saying where the
+// whole result is: the store keeps it whole.
+func sendTaskEnd(s *session, out outcome, taskEnd taskEndFunc, log *slog.Logger) {
+	msg := &protocol.ServerMessage{
+		Type: protocol.ServerTaskEnd, Status: taskEndStatus(out.state), SessionID: s.ID, TaskName: s.TaskName,
+		Result: out.result, Error: out.err, Timestamp: protocol.Now(), ResponseID: uuid.NewString(),
+	}
+	err := taskEnd(msg)
+	if res, ok := out.result.(api.PlanResult); ok && errors.Is(err, protocol.ErrTooBig) {
+		log.Warn("task_end too big for a frame; sending it without the steps' results", "err", err)
+		msg.Result = res.WithoutResults(fmt.Sprintf("the steps' results are too big for one frame (%v); "+
+			"GET /api/tasks/%s or /api/task_result/%s has them whole", err, s.ID, s.TaskName))
+		err = taskEnd(msg)
+	}
+	if err != nil {
+		log.Warn("task_end not delivered; the result is kept", "err", err)
+	}
 }
 
 // settle gives a runner's outcome its final state: a cancelled session

@@ -231,6 +231,43 @@ func TestADeviceThatDoesNotComeBackHasItsSessionsCancelledWithTaskEnd(t *testing
 	assert.Equal(t, api.StateCancelled, ts.waitTask("s1").State)
 }
 
+func TestATaskEndTooBigForAFrameComesWithoutTheStepsResults(t *testing.T) {
+	ts := newTestServer(t)
+	dev := ts.device("kiosk-1")
+	con := ts.constellation("orch-1", "kiosk-1")
+	con.task("s1", "big-dump", `steps: [{tool: dump}, {tool: dump}]`)
+	// Each answer fits in a frame; the two together do not.
+	bulk := strings.Repeat("x", 5<<19)
+	for range 2 {
+		res := dev.results(dev.nextCommand(), protocol.ResultSuccess, "")
+		res.ActionResults[0].Result = bulk
+		dev.send(*res)
+	}
+
+	end := con.recvType(protocol.ServerTaskEnd)
+	assert.Equal(t, protocol.StatusCompleted, end.Status)
+	assert.Equal(t, "s1", end.SessionID)
+	raw, err := json.Marshal(end.Result)
+	require.NoError(t, err)
+	var short api.PlanResult
+	require.NoError(t, json.Unmarshal(raw, &short), string(raw))
+	require.Len(t, short.Steps, 2)
+	for _, st := range short.Steps {
+		assert.Equal(t, api.StepSuccess, st.Status)
+		assert.NotEmpty(t, st.ResponseID)
+		assert.Nil(t, st.Results)
+	}
+	assert.Contains(t, short.ResultsOmitted, "GET /api/tasks/s1 or /api/task_result/big-dump has them whole")
+
+	whole := planResult(t, ts.waitTask("s1"))
+	require.Len(t, whole.Steps, 2)
+	for _, st := range whole.Steps {
+		require.Len(t, st.Results, 1)
+		assert.Equal(t, bulk, st.Results[0].Result, "the stored result is whole")
+	}
+	assert.Empty(t, whole.ResultsOmitted)
+}
+
 func TestADeviceThatComesBackGetsItsPendingCommandAgain(t *testing.T) {
 	ts := newTestServer(t)
 	token := ts.enroll("kiosk-1")
