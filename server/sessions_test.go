@@ -102,6 +102,28 @@ steps:
 	assert.JSONEq(t, `{"path": "/etc/hostname"}`, string(audit[0].Parameters))
 }
 
+func TestAYAMLDateParameterIsSentStoredAndAuditedAsTheStringWritten(t *testing.T) {
+	ts := newTestServer(t)
+	for _, enc := range []protocol.Encoding{protocol.CBOR, protocol.JSON} {
+		id := "kiosk-" + enc.String()
+		dev, err := ts.dialWire(ts.enroll(id), enc)
+		require.NoError(t, err)
+		dev.register(id)
+		d := dispatch(t, ts, id, `steps: [{tool: write_file, tool_type: action, parameters: {content: 2024-01-01}}]`)
+
+		cmd := dev.nextCommand()
+		assert.Equal(t, map[string]any{"content": "2024-01-01"}, cmd.Actions[0].Parameters, "sent on %s", enc)
+		dev.answer(cmd, protocol.ResultSuccess, "")
+		task := ts.waitTask(d.SessionID)
+		assert.JSONEq(t, `{"steps": [{"tool": "write_file", "tool_type": "action", "parameters": {"content": "2024-01-01"}}]}`,
+			string(task.Plan), "stored")
+		var audit []api.AuditEntry
+		require.NoError(t, ts.api.Do(context.Background(), "GET", "/api/audit?session="+d.SessionID, nil, &audit))
+		require.Len(t, audit, 1)
+		assert.JSONEq(t, `{"content": "2024-01-01"}`, string(audit[0].Parameters), "audited")
+	}
+}
+
 // events subscribes to a task's events and delivers them all once the
 // stream ends.
 func (ts *testServer) events(sessionID string) <-chan []api.TaskEvent {
