@@ -92,9 +92,9 @@ steps:
 `))
 	require.NoError(t, err)
 	params := p.Steps[0].Parameters
+	nested := map[string]any{"days": []any{"2024-01-02"}, "2024-01-03": "key", "anchored": "2024-01-04", "again": "2024-01-04"}
 	assert.Equal(t, Parameters{"content": "2024-01-01", "at": "2024-01-01T10:00:00Z", "tagged": "2001-12-14", "blob": "aGk=",
-		"nested": map[string]any{"days": []any{"2024-01-02"}, "2024-01-03": "key", "anchored": "2024-01-04", "again": "2024-01-04"},
-		"count":  5}, params)
+		"count": 5, "nested": nested}, params)
 
 	// What a CBOR device is sent: a text string of 10 bytes (0x6a), not
 	// a tagged epoch number.
