@@ -45,9 +45,11 @@ type SessionConfig struct {
 	// Default 7 days.
 	ResultTTL time.Duration
 	// DeviceGrace is how long a device whose link dropped has to come
-	// back before the plans running on it are cancelled as
+	// back before the sessions running on it are cancelled as
 	// device_disconnected. A command in flight waits for the device within
-	// its own timeout regardless. Default 60 s.
+	// its own timeout regardless; one that starts in the grace waits for
+	// the device within its timeout and what is left of the grace.
+	// Default 60 s.
 	DeviceGrace time.Duration
 }
 
@@ -79,14 +81,14 @@ type sessionManager struct {
 	closed bool
 	live   map[string]*session
 	recent recentLogs             // event logs of sessions that ended lately
-	graces map[string]*time.Timer // devices whose link dropped, by id
+	graces map[string]deviceGrace // devices whose link dropped, by id
 	wg     sync.WaitGroup         // one per live session
 }
 
 func newSessionManager(cfg SessionConfig, st *store.Store, disp *dispatcher, reg *registry, mx *metrics.Metrics, log *slog.Logger) *sessionManager {
 	cfg.setDefaults()
 	return &sessionManager{cfg: cfg, store: st, disp: disp, reg: reg, metrics: mx, log: log,
-		live: map[string]*session{}, graces: map[string]*time.Timer{}}
+		live: map[string]*session{}, graces: map[string]deviceGrace{}}
 }
 
 // Errors of getOrCreateSession.
@@ -356,6 +358,12 @@ func (m *sessionManager) requesterGone(clientID string) {
 	}, reasonConstellationDisconnected)
 }
 
+// deviceGrace is the time a device whose link dropped has to come back.
+type deviceGrace struct {
+	timer *time.Timer
+	ends  time.Time
+}
+
 // deviceLeft starts the device's grace: if it has not registered again
 // when it ends, the plans on it are cancelled as device_disconnected.
 func (m *sessionManager) deviceLeft(id string) {
@@ -364,10 +372,11 @@ func (m *sessionManager) deviceLeft(id string) {
 	if m.closed {
 		return
 	}
-	if t := m.graces[id]; t != nil {
-		t.Stop()
+	if g, ok := m.graces[id]; ok {
+		g.timer.Stop()
 	}
-	m.graces[id] = time.AfterFunc(m.cfg.DeviceGrace, func() {
+	g := deviceGrace{ends: time.Now().Add(m.cfg.DeviceGrace)}
+	g.timer = time.AfterFunc(m.cfg.DeviceGrace, func() {
 		m.mu.Lock()
 		delete(m.graces, id)
 		m.mu.Unlock()
@@ -375,14 +384,29 @@ func (m *sessionManager) deviceLeft(id string) {
 			m.deviceGone(id)
 		}
 	})
+	m.graces[id] = g
+}
+
+// graceLeft is how much of an offline device's grace is left: how long a
+// command that starts now may wait for it to register again. It is 0 for
+// a device that is online, past its grace, or was not seen since the
+// server started.
+func (m *sessionManager) graceLeft(id string) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g, ok := m.graces[id]
+	if !ok {
+		return 0
+	}
+	return max(time.Until(g.ends), 0)
 }
 
 // deviceBack ends the device's grace.
 func (m *sessionManager) deviceBack(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if t := m.graces[id]; t != nil {
-		t.Stop()
+	if g, ok := m.graces[id]; ok {
+		g.timer.Stop()
 		delete(m.graces, id)
 	}
 }
@@ -453,8 +477,8 @@ func (m *sessionManager) running(id string) bool {
 func (m *sessionManager) cancelAll() {
 	m.mu.Lock()
 	m.closed = true
-	for _, t := range m.graces {
-		t.Stop()
+	for _, g := range m.graces {
+		g.timer.Stop()
 	}
 	m.mu.Unlock()
 	m.cancelWhere(func(*session) bool { return true }, reasonServerShutdown)

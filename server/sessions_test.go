@@ -309,6 +309,90 @@ func TestADeviceThatComesBackGetsItsPendingCommandAgain(t *testing.T) {
 	assert.Equal(t, api.StateCompleted, ts.waitTask(d.SessionID).State)
 }
 
+// waitOffline waits until the server has noticed that every device's link
+// dropped.
+func (ts *testServer) waitOffline() {
+	ts.t.Helper()
+	require.Eventually(ts.t, func() bool { return len(ts.srv.reg.ids()) == 0 }, 10*time.Second, 10*time.Millisecond, "the dropped link was never noticed")
+}
+
+// waitLog waits until the server's log says want.
+func (ts *testServer) waitLog(want string) {
+	ts.t.Helper()
+	require.Eventually(ts.t, func() bool { return strings.Contains(ts.logs.String(), want) }, 10*time.Second, 10*time.Millisecond, "never logged: %s", want)
+}
+
+func TestARetryThatStartsWhileItsDeviceReconnectsWaitsForIt(t *testing.T) {
+	ts := newTestServer(t)
+	token := ts.enroll("kiosk-1")
+	echo := tool("stock", "echo", protocol.ToolAction)
+	dev := ts.mustDial(token)
+	dev.register("kiosk-1", echo)
+	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: stock.echo, retries: 1, backoff: 1s, timeout: 1m}]`)
+	first := dev.nextCommand()
+	dev.answer(first, protocol.ResultFailure, "r1")
+	require.Equal(t, "r1", dev.recvType(protocol.ServerHeartbeat).ResponseID)
+	// The link drops during the backoff: the retry starts while the
+	// device is away, and waits for it.
+	dev.conn.CloseNow()
+	ts.waitOffline()
+	ts.waitLog("device is offline; the command waits for it to register again")
+
+	again := ts.mustDial(token)
+	again.register("kiosk-1", echo)
+	retry := again.nextCommand()
+	assert.NotEqual(t, first.ResponseID, retry.ResponseID)
+	assert.Equal(t, protocol.ToolAction, retry.Actions[0].ToolType, "stock.echo resolved from the last inventory")
+	again.answer(retry, protocol.ResultSuccess, "")
+	task := ts.waitTask(d.SessionID)
+	assert.Equal(t, api.StateCompleted, task.State, task.Error)
+	assert.Equal(t, 2, planResult(t, task).Steps[0].Attempts)
+}
+
+func TestACommandForADeviceInItsGraceWaitsForItToComeBack(t *testing.T) {
+	ts := newTestServer(t)
+	token := ts.enroll("kiosk-1")
+	dev := ts.mustDial(token)
+	dev.register("kiosk-1")
+	dev.conn.CloseNow()
+	ts.waitOffline()
+
+	done := make(chan api.CommandResponse, 1)
+	go func() {
+		resp, err := ts.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "1m"})
+		assert.NoError(t, err)
+		done <- resp
+	}()
+	ts.waitLog("device is offline; the command waits for it to register again")
+	again := ts.mustDial(token)
+	again.register("kiosk-1")
+	again.answer(again.nextCommand(), protocol.ResultSuccess, "")
+	resp := <-done
+	assert.True(t, resp.Succeeded(), resp.FirstError())
+}
+
+func TestACommandWaitingForItsDeviceFailsWhenTheGraceEndsAndIsNeverSent(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.Sessions.DeviceGrace = time.Second })
+	token := ts.enroll("kiosk-1")
+	dev := ts.mustDial(token)
+	dev.register("kiosk-1")
+	dev.conn.CloseNow()
+	ts.waitOffline()
+	command := func() api.CommandResponse {
+		resp, err := ts.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "1m"})
+		require.NoError(t, err)
+		return resp
+	}
+
+	resp := command()
+	assert.Equal(t, `device "kiosk-1" is offline and did not register again within its grace`, resp.FirstError())
+	resp = command()
+	assert.Equal(t, `device "kiosk-1" is offline`, resp.FirstError(), "past its grace: at once")
+	again := ts.mustDial(token)
+	again.register("kiosk-1")
+	again.ping() // and no command came first
+}
+
 func TestTheSessionLimitAnswers503WithTheCount(t *testing.T) {
 	ts := newTestServer(t, func(c *Config) { c.Sessions.MaxSessions = 1 })
 	dev := ts.device("kiosk-1")
