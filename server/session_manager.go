@@ -155,7 +155,7 @@ func (m *sessionManager) newSession(spec sessionSpec) *session {
 	s := &session{
 		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, ParentID: spec.ParentID, Requester: spec.Requester,
 		createdAt: time.Now(), events: newEventLog(spec.DeviceID, spec.Tee), ctx: ctx, done: make(chan struct{}),
-		cancel: func() { cancel(errors.New("session cancelled")) },
+		cancel: cancel,
 	}
 	switch {
 	case spec.Fleet != nil:
@@ -305,11 +305,14 @@ func (m *sessionManager) release(s *session) {
 		delete(m.live, s.ID)
 		m.recent.keep(s.ID, s.events, time.Now())
 		m.mu.Unlock()
-		s.cancel()
+		s.cancel(errSessionEnded)
 		close(s.done)
 		m.wg.Done()
 	})
 }
+
+// errSessionEnded ends the context of a session that has ended.
+var errSessionEnded = errors.New("session ended")
 
 // errNotRunning: cancel_task on a session that is not running.
 var errNotRunning = errors.New("task is not running")
@@ -331,7 +334,7 @@ func (m *sessionManager) cancelTask(id, reason string) error {
 func (m *sessionManager) cancelSession(s *session, reason string) {
 	m.log.Info("cancelling session", "session_id", s.ID, "device", s.DeviceID, "reason", reason)
 	s.setReason(reason)
-	s.cancel()
+	s.cancel(errors.New(cancelMessage(reason, s.DeviceID)))
 }
 
 // cancelWhere cancels every session for which match is true, without
@@ -411,11 +414,12 @@ func (m *sessionManager) deviceBack(id string) {
 	}
 }
 
-// deviceGone cancels the plans running on a device that is not coming
-// back. A single command is left to its own timeout, which is what its
-// caller asked to wait.
+// deviceGone cancels every session running on a device that is not
+// coming back, plans and single commands alike: the device had its grace
+// to return, and a command that outlived it would only wait for a device
+// that is gone.
 func (m *sessionManager) deviceGone(id string) {
-	m.cancelWhere(func(s *session) bool { return s.DeviceID == id && s.Kind == api.KindPlan }, reasonDeviceDisconnected)
+	m.cancelWhere(func(s *session) bool { return s.DeviceID == id }, reasonDeviceDisconnected)
 }
 
 // eventsOf returns the event log of a session that is running or ended

@@ -290,6 +290,26 @@ func TestATaskEndTooBigForAFrameComesWithoutTheStepsResults(t *testing.T) {
 	assert.Empty(t, whole.ResultsOmitted)
 }
 
+func TestASingleCommandEndsAsDeviceDisconnectedWhenItsDeviceDoesNotComeBack(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.Sessions.DeviceGrace = 100 * time.Millisecond })
+	dev := ts.device("kiosk-1")
+	done := make(chan api.CommandResponse, 1)
+	go func() {
+		resp, err := ts.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "spin"}}, Timeout: "10s"})
+		assert.NoError(t, err)
+		done <- resp
+	}()
+	dev.nextCommand()
+	dev.conn.CloseNow()
+
+	resp := <-done
+	assert.Equal(t, `stopped waiting: task cancelled: target device "kiosk-1" disconnected`, resp.FirstError(), "not the 10s timeout")
+	task := ts.waitTask(resp.SessionID)
+	assert.Equal(t, api.StateCancelled, task.State)
+	assert.Equal(t, `task cancelled: target device "kiosk-1" disconnected`, task.Error)
+	assert.Contains(t, ts.logs.String(), "reason=device_disconnected")
+}
+
 func TestADeviceThatComesBackGetsItsPendingCommandAgain(t *testing.T) {
 	ts := newTestServer(t)
 	token := ts.enroll("kiosk-1")

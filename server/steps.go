@@ -83,11 +83,12 @@ func (st sessionStepper) attempt(ctx context.Context, res *api.StepResult, step 
 		ResponseID: res.ResponseID, Status: res.Status, Results: res.Results, Error: res.Error})
 }
 
-// withGrace returns a context that ends grace after ctx ends.
+// withGrace returns a context that ends grace after ctx ends, with ctx's
+// cause.
 func withGrace(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
 	gctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, func() {
-		time.AfterFunc(grace, func() { cancel(fmt.Errorf("session cancelled: %w", context.Cause(ctx))) })
+		time.AfterFunc(grace, func() { cancel(context.Cause(ctx)) })
 	})
 	return gctx, func() { stop(); cancel(context.Canceled) }
 }
