@@ -173,6 +173,7 @@ func (d *dispatcher) run(ctx context.Context, cmd *command, before func(*store.T
 	case <-ctx.Done():
 		reason := "stopped waiting: " + context.Cause(ctx).Error()
 		if d.failUnsent(cmd, reason) {
+			cmd.log.Info("caller stopped waiting before the device came back; the command is never sent", "err", context.Cause(ctx))
 			return d.response(cmd, cmd.results), cmd.recorded, nil
 		}
 		cmd.log.Info("caller stopped waiting; the command's results will still be recorded", "err", context.Cause(ctx))

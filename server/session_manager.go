@@ -368,7 +368,7 @@ type deviceGrace struct {
 }
 
 // deviceLeft starts the device's grace: if it has not registered again
-// when it ends, the plans on it are cancelled as device_disconnected.
+// when it ends, the sessions on it are cancelled as device_disconnected.
 func (m *sessionManager) deviceLeft(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
