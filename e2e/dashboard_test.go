@@ -139,23 +139,37 @@ func TestTheDashboardLogsInRunsAToolAndFollowsAPlan(t *testing.T) {
 	files := t.TempDir()
 	content := []byte("kiosk config v2\n")
 	require.NoError(t, os.WriteFile(filepath.Join(files, "config.txt"), content, 0o644))
-	enrolled, err := c.api.Enroll(context.Background(), api.EnrollRequest{ID: "kiosk-1", Labels: map[string]string{"site": "lobby"}})
-	require.NoError(t, err)
-	tokenFile := filepath.Join(t.TempDir(), "kiosk-1.token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte(enrolled.Token), 0o600))
-	c.startAgent("kiosk-1", tokenFile, withMounts(sandbox.Mount{HostPath: files, GuestPath: files}))
 
-	// Log in: the token goes in once; the cookie carries the login.
+	// Log in: the token goes in once; the cookie carries the login. No
+	// device is enrolled yet.
 	p.do("login",
 		chromedp.Navigate(c.http.URL+"/"),
 		chromedp.WaitVisible(css("#login-token")),
 		p.shot("1-login"),
 		chromedp.SendKeys(css("#login-token"), c.api.Token),
 		chromedp.Click(css("#login-submit")),
+		chromedp.WaitVisible(css("#view p.muted")),
 	)
 
-	// The device is online.
+	// The open page shows a device enrolled after it, and then on the
+	// device's page, that it comes online and when it was last seen.
+	enrolled, err := c.api.Enroll(context.Background(), api.EnrollRequest{ID: "kiosk-1", Labels: map[string]string{"site": "lobby"}})
+	require.NoError(t, err)
+	tokenFile := filepath.Join(t.TempDir(), "kiosk-1.token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(enrolled.Token), 0o600))
+	p.do("enrolled",
+		chromedp.WaitVisible(css(`tr[data-device="kiosk-1"] td.state.offline`)),
+		chromedp.Click(css(`tr[data-device="kiosk-1"] a`)),
+		chromedp.WaitVisible(css("#device-state.offline")),
+	)
+	assert.Equal(t, "never", p.text("#device-last-seen"))
+	c.startAgent("kiosk-1", tokenFile, withMounts(sandbox.Mount{HostPath: files, GuestPath: files}))
+	p.do("online", chromedp.WaitVisible(css("#device-state.online")))
+	assert.Regexp(t, `^\d+s ago$`, p.text("#device-last-seen"))
+
+	// The device is online in the list.
 	p.do("devices",
+		chromedp.Click(css(`nav a[href="#/devices"]`)),
 		chromedp.WaitVisible(css(`tr[data-device="kiosk-1"] td.state.online`)),
 		p.shot("2-devices"),
 	)

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -41,14 +42,26 @@ func (l *jsonLog) lines(t *testing.T) []map[string]any {
 // its results: any id of either.
 var commandKeys = []string{"response_id", "call_id", "request_id", "action_call_id"}
 
+// commandWords mark a line as one about a command, its results or a
+// deploy by its message, so that a line that names none of commandKeys
+// does not escape the check. "commands" and a session's "result" are
+// about more than one command: no single command's ids fit them.
+var commandWords = regexp.MustCompile(`(?i)\b(command|results|deploy\w*)\b`)
+
+// aboutCommand reports whether line is about a command or its results.
+func aboutCommand(line map[string]any) bool {
+	msg, _ := line["msg"].(string)
+	return commandWords.MatchString(msg) || slices.ContainsFunc(commandKeys, func(k string) bool { _, ok := line[k]; return ok })
+}
+
 // requireCommandFields checks that every line about a command or its
-// results (one that names any of commandKeys) names its device, session,
-// response and calls, and that the lines in want are among them.
+// results names its device, session, response and calls, and that the
+// lines in want are among them.
 func requireCommandFields(t *testing.T, who string, lines []map[string]any, want ...string) {
 	t.Helper()
 	seen := map[string]bool{}
 	for _, line := range lines {
-		if !slices.ContainsFunc(commandKeys, func(k string) bool { _, ok := line[k]; return ok }) {
+		if !aboutCommand(line) {
 			continue
 		}
 		seen[line["msg"].(string)] = true
@@ -79,8 +92,9 @@ func TestEveryCommandLogLineNamesDeviceSessionResponseAndCalls(t *testing.T) {
 	require.Equal(t, "success", resp.Status)
 	resp = c.exec("kiosk-1", "fail", nil, 10*time.Second)
 	require.Equal(t, "failure", resp.Status)
+	require.Equal(t, "failure", c.deploy("kiosk-1", "unsigned_echo").Status)
 
-	requireCommandFields(t, "aip-server", serverLog.lines(t), "command sent", "results recorded", "command done")
+	requireCommandFields(t, "aip-server", serverLog.lines(t), "command sent", "results recorded", "command done", "tool deploy failed")
 	// "results acknowledged" names the request_id of the results, which
 	// the server's ack carries.
 	requireCommandFields(t, "aip-agent", agentLog.lines(t), "command received", "action done", "results acknowledged")

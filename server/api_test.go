@@ -60,12 +60,13 @@ func TestDispatchTakesAPlanAsTextOrObjectAndTaskResultWaitsForIt(t *testing.T) {
 		cmd := dev.nextCommand()
 		res = api.TaskResult{}
 		require.NoError(t, ts.api.Do(ctx, "GET", "/api/task_result/"+d.TaskName, nil, &res))
-		assert.Equal(t, api.TaskResult{Status: "pending", State: api.StateRunning}, res, name)
+		assert.Equal(t, api.TaskResult{Status: "pending", SessionID: d.SessionID, State: api.StateRunning}, res, name)
 		dev.answer(cmd, protocol.ResultSuccess, "")
 		ts.waitTask(d.SessionID)
 		res = api.TaskResult{}
 		require.NoError(t, ts.api.Do(ctx, "GET", "/api/task_result/"+d.TaskName, nil, &res))
 		assert.Equal(t, "done", res.Status, name)
+		assert.Equal(t, d.SessionID, res.SessionID, "the task the name maps to")
 		assert.Equal(t, api.StateCompleted, res.State)
 		assert.Contains(t, string(res.Result), `"status":"success"`)
 	}
@@ -124,8 +125,14 @@ func TestListTasksAndRemoveATask(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, tasks, 1, "limit")
 	assert.Equal(t, running.SessionID, tasks[0].SessionID, "newest first")
+	var named []api.Task
+	require.NoError(t, ts.api.Do(ctx, "GET", "/api/tasks?task_name="+done.TaskName, nil, &named))
+	require.Len(t, named, 1, "only the task of that name")
+	assert.Equal(t, done.SessionID, named[0].SessionID)
+	code, _ := ts.apiStatus("GET", "/api/tasks?task_name=.env", nil)
+	assert.Equal(t, http.StatusBadRequest, code)
 
-	code, _ := ts.apiStatus("DELETE", "/api/tasks/"+running.SessionID, nil)
+	code, _ = ts.apiStatus("DELETE", "/api/tasks/"+running.SessionID, nil)
 	assert.Equal(t, http.StatusConflict, code)
 	events := <-ts.events(done.SessionID)
 	require.Len(t, events, 3, "a task that ended lately replays all its events")

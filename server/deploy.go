@@ -53,6 +53,12 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 		writeSessionError(w, err)
 		return
 	}
-	s.log.Info("tool deployed", "device", d.ID, "status", resp.Status, "bytes", len(wasm))
+	log := s.log.With("device", d.ID, "session_id", resp.SessionID, "response_id", resp.ResponseID,
+		"call_id", resultCallIDs(resp.Results), "bytes", len(wasm))
+	if reason := resp.FirstError(); reason != "" {
+		log.Warn("tool deploy failed", "err", reason)
+	} else {
+		log.Info("tool deployed")
+	}
 	writeJSON(w, http.StatusOK, resp)
 }

@@ -295,18 +295,32 @@ func (d *dispatcher) expire(cmd *command) {
 	}
 }
 
-// refused fails at once a command its device answered with an ERROR,
+// refused fails at once a command its device answered with an ERROR m,
 // such as a frame it could not decode: it will not run it, so waiting for
-// its results would only end in a misleading timeout. An ERROR about
-// another device's command changes nothing.
-func (d *dispatcher) refused(c *client, responseID, reason string) {
+// its results would only end in a misleading timeout. An ERROR about a
+// command that is not waiting on this device changes nothing.
+func (d *dispatcher) refused(ctx context.Context, c *client, m *protocol.ClientMessage) {
+	rid := m.PrevResponseID
 	d.mu.Lock()
-	cmd := d.pending[responseID]
+	cmd := d.pending[rid]
 	d.mu.Unlock()
 	if cmd == nil || cmd.rec.DeviceID != c.id {
+		d.storedCommandLog(ctx, c.id, rid, m.SessionID).Warn("device reported an error about a command not waiting on it", "error", m.Error)
 		return
 	}
-	d.fail(cmd, fmt.Sprintf("device %q refused the command: %s", c.id, reason))
+	cmd.log.Warn("device refused the command", "error", m.Error)
+	d.fail(cmd, fmt.Sprintf("device %q refused the command: %s", c.id, m.Error))
+}
+
+// storedCommandLog is d's logger naming the command responseID that device
+// deviceID spoke of: by its recorded ids if the store has it, else by the
+// session the device named.
+func (d *dispatcher) storedCommandLog(ctx context.Context, deviceID, responseID, sessionID string) *slog.Logger {
+	calls := ""
+	if rec, err := d.store.Command(ctx, responseID); err == nil {
+		sessionID, calls = rec.SessionID, callIDs(rec.Actions)
+	}
+	return d.log.With("device", deviceID, "session_id", sessionID, "response_id", responseID, "call_id", calls)
 }
 
 // fail ends cmd without device results, durably. If the device's results

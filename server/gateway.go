@@ -218,10 +218,11 @@ func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol
 	case protocol.ClientRegister:
 		s.reregister(ctx, c, m)
 	case protocol.ClientError:
-		s.log.Warn("device reported an error", "device", c.id, "session_id", m.SessionID, "response_id", m.PrevResponseID, "error", m.Error)
-		if m.PrevResponseID != "" {
-			s.disp.refused(c, m.PrevResponseID, m.Error)
+		if m.PrevResponseID == "" {
+			s.log.Warn("device reported an error", "device", c.id, "session_id", m.SessionID, "error", m.Error)
+			return
 		}
+		s.disp.refused(ctx, c, m)
 	default:
 		s.sendError(ctx, c.conn, fmt.Sprintf("message type %q is not accepted from a device", m.Type), m.RequestID)
 	}

@@ -90,9 +90,10 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, api.Error{Error: msg})
 }
 
-// writeSessionError answers a failure to create or run a session: 503 for
-// the session limit (with the count) and for storage, 409 for a session
-// that exists or a server shutting down.
+// writeSessionError answers a failure to create or run a session: 409 for
+// a session_id another requester owns or that has already ended, 503 for
+// anything else: the session limit (with the count), storage, or a server
+// shutting down.
 func writeSessionError(w http.ResponseWriter, err error) {
 	var full *capacityError
 	var owned *sessionOwnedError

@@ -9,9 +9,11 @@ import (
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/plan"
 )
 
-// listTasks is GET /api/tasks?state=&limit=: tasks, newest first.
+// listTasks is GET /api/tasks?state=&task_name=&limit=: tasks, newest
+// first.
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	state := api.TaskState(q.Get("state"))
@@ -19,11 +21,16 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("query \"state\": %q: want created, running, completed, failed or cancelled", state))
 		return
 	}
+	name := q.Get("task_name")
+	if name != "" && !plan.ValidTaskName(name) {
+		writeError(w, http.StatusBadRequest, "query \"task_name\": "+invalidTaskName)
+		return
+	}
 	limit, ok := parseLimit(w, q.Get("limit"))
 	if !ok {
 		return
 	}
-	rows, err := s.store.Sessions(r.Context(), string(state), limit)
+	rows, err := s.store.Sessions(r.Context(), store.SessionFilter{State: string(state), TaskName: name, Limit: limit})
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return

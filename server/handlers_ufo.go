@@ -109,8 +109,8 @@ func (s *Server) taskResult(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 	case !api.TaskState(row.State).Ended():
-		writeJSON(w, http.StatusOK, api.TaskResult{Status: "pending", State: api.TaskState(row.State)})
+		writeJSON(w, http.StatusOK, api.TaskResult{Status: "pending", SessionID: row.ID, State: api.TaskState(row.State)})
 	default:
-		writeJSON(w, http.StatusOK, api.TaskResult{Status: "done", Result: row.Result, State: api.TaskState(row.State), Error: row.Error})
+		writeJSON(w, http.StatusOK, api.TaskResult{Status: "done", SessionID: row.ID, Result: row.Result, State: api.TaskState(row.State), Error: row.Error})
 	}
 }

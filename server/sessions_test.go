@@ -551,4 +551,9 @@ func TestACommandTheDeviceRefusesFailsAtOnceWithItsReason(t *testing.T) {
 	dev.send(refusal)
 	resp := <-done
 	assert.Equal(t, `device "kiosk-1" refused the command: malformed frame: too deep`, resp.FirstError(), "at once, not at the 1m timeout")
+
+	ids := ` session_id=` + resp.SessionID + ` response_id=` + cmd.ResponseID + ` call_id=` + cmd.Actions[0].CallID
+	assert.Regexp(t, `msg="device reported an error about a command not waiting on it" device=kiosk-2`+ids, ts.logs.String(),
+		"the command's ids, from the store")
+	assert.Regexp(t, `msg="device refused the command" device=kiosk-1`+ids, ts.logs.String())
 }

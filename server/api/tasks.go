@@ -165,13 +165,15 @@ type DispatchResponse struct {
 }
 
 // TaskResult is the body of GET /api/task_result/{task_name}: status
-// "pending" until the task ends, then "done" with its result. State and
-// Error are edgeaip's additions.
+// "pending" until the task ends, then "done" with its result. SessionID
+// (the task the name maps to, as UFO's get_result_by_task finds it once
+// the task exists), State and Error are edgeaip's additions.
 type TaskResult struct {
-	Status string          `json:"status"`
-	Result json.RawMessage `json:"result,omitempty"`
-	State  TaskState       `json:"state,omitempty"`
-	Error  string          `json:"error,omitempty"`
+	Status    string          `json:"status"`
+	SessionID string          `json:"session_id,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	State     TaskState       `json:"state,omitempty"`
+	Error     string          `json:"error,omitempty"`
 }
 
 // Clients is the body of GET /api/clients.

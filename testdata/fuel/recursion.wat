@@ -38,4 +38,16 @@
   (func (export "deep_ok") (result i32) (call $down (i32.const 500)))
   ;; Deeper than any depth limit: fails with call depth exceeded when
   ;; instrumented, and with wazero's own stack overflow when not.
-  (func (export "depth_exceeded") (result i32) (call $down (i32.const 100000))))
+  (func (export "depth_exceeded") (result i32) (call $down (i32.const 100000)))
+
+  ;; Many calls, direct and through the table, each of which counts
+  ;; depth: each must give its level back, or the depth limit trips.
+  (func (export "many_calls") (result i32)
+    (local $i i32) (local $sum i32)
+    (loop $next
+      (local.set $sum (i32.add (local.get $sum)
+        (i32.add (call $down (i32.const 1))
+                 (call_indirect (type $unary) (i32.const 2) (i32.const 0)))))
+      (br_if $next (i32.lt_u
+        (local.tee $i (i32.add (local.get $i) (i32.const 1))) (i32.const 3000))))
+    (local.get $sum)))

@@ -31,4 +31,15 @@
 
   ;; Deeper than any depth limit, through the table.
   (func (export "depth_through_table") (result i32)
-    (call_indirect (type $unary) (i32.const 5000) (i32.const 1))))
+    (call_indirect (type $unary) (i32.const 5000) (i32.const 1)))
+
+  ;; Many calls through the table to a function that counts depth: each
+  ;; must give its levels back, or the depth limit trips.
+  (func (export "many_through_table") (result i32)
+    (local $i i32) (local $sum i32)
+    (loop $next
+      (local.set $sum (i32.add (local.get $sum)
+        (call_indirect (type $unary) (i32.const 1) (i32.const 1))))
+      (br_if $next (i32.lt_u
+        (local.tee $i (i32.add (local.get $i) (i32.const 1))) (i32.const 3000))))
+    (local.get $sum)))

@@ -56,6 +56,11 @@ type segment struct {
 	cost  int64
 	check bool
 	store bool // store the counter after paying: an instruction in the segment can trap
+	// callReturn: the segment starts where a call to a twin that counts
+	// depth returns, and its payment takes that level off the depth. The
+	// callee leaves the depth raised, so that counting costs its return
+	// nothing: the caller folds the decrement into a payment it makes anyway.
+	callReturn bool
 }
 
 type frameKind uint8
@@ -113,19 +118,18 @@ type frame struct {
 //
 // The twin's body is the original one inside a block, $body, that stands
 // for the function's own label, so that branches to that label and the
-// end meet at one exit that restores the depth and returns the counter
-// after the results:
+// end meet at one exit that returns the counter after the results:
 //
-//	<entry: pay, count the depth, check it>
+//	<entry: pay, raise the depth, check it>
 //	block $body (result <results>)
 //	  <original body, instrumented>
 //	end
-//	<exit: uncount the depth, check if a host entry>
+//	<exit: check if a host entry>
 //	local.get $counter
 //
-// A return returns directly, with the counter pushed (and the depth
-// restored) in place, except in a host entry, which must pass the exit
-// check.
+// A return returns directly, with the counter pushed in place, except in
+// a host entry, which must pass the exit check. The depth is returned
+// raised: the caller's next payment lowers it (segment.callReturn).
 type bodyRewriter struct {
 	l        *layout
 	maxDepth uint32
@@ -166,7 +170,7 @@ func (b *bodyRewriter) rewrite(dst, body []byte, t uint32, plan funcPlan) ([]byt
 	b.findForwardJumps()
 	b.ctrl = append(b.ctrl, frame{kind: frameFunc})
 	b.newSegment(holeEntry, false)
-	if plan.countDepth {
+	if plan.checkDepth {
 		b.appendDepthCheck()
 	}
 	b.out = append(b.out, byte(wasmbin.OpBlock))
@@ -355,9 +359,6 @@ func (b *bodyRewriter) instruction(in *wasmbin.Instr, raw []byte) {
 			break
 		}
 		b.out = appendOp(b.out, wasmbin.OpLocalGet, b.counter)
-		if b.plan.countDepth {
-			b.out = append(b.out, byte(wasmbin.OpI64Const), 1, byte(wasmbin.OpI64Sub))
-		}
 		b.out = append(b.out, raw...)
 		b.seg = -1
 	case wasmbin.OpUnreachable:
@@ -573,7 +574,16 @@ func (b *bodyRewriter) call(in *wasmbin.Instr) {
 	b.out = appendOp(b.out, wasmbin.OpLocalGet, b.counter)
 	b.out = appendOp(b.out, wasmbin.OpCall, b.l.twin(callee))
 	b.out = appendOp(b.out, wasmbin.OpLocalSet, b.counter)
+	b.splitAfterCall(b.plans[callee-b.l.importedFuncs].countDepth)
+}
+
+// splitAfterCall starts the segment after a call to a twin, whose payment
+// also lowers the depth if the callee raised it.
+func (b *bodyRewriter) splitAfterCall(counted bool) {
 	b.split(holePay, false)
+	if counted && b.live() {
+		b.segs[b.seg].callReturn = true
+	}
 }
 
 // callIndirect checks before a call through a table, since the callee is
@@ -600,7 +610,7 @@ func (b *bodyRewriter) callIndirect(in *wasmbin.Instr, raw []byte) {
 	b.out = appendOp(b.out, wasmbin.OpCallIndirect, b.l.twinTypes[in.Index])
 	b.out = wasmbin.AppendU32(b.out, in.Index2)
 	b.out = appendOp(b.out, wasmbin.OpLocalSet, b.counter)
-	b.split(holePay, false)
+	b.splitAfterCall(true) // a twin in a table escapes, so it counts
 }
 
 // assemble appends the finished body, with its size prefix, to dst.

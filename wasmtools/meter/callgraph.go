@@ -29,9 +29,14 @@ type funcPlan struct {
 	// cycleCallees are the callees whose direct calls from this function
 	// close a cycle, and so are checked.
 	cycleCallees map[uint32]bool
-	// countDepth: the function counts against the depth limit. Only calls
-	// inside a cycle of the call graph can nest without bound.
+	// countDepth: the function counts against the depth limit. Its entry
+	// payment raises the depth, and the payment its caller makes when it
+	// returns lowers it again (see segment.callReturn). Functions that
+	// escape count, so that every twin call_indirect reaches counts alike.
 	countDepth bool
+	// checkDepth: the function checks the depth limit on entry. Only calls
+	// inside a cycle of the call graph can nest without bound.
+	checkDepth bool
 	// hostEntry: the function is exported or the start function. Its
 	// wrapper calls the safepoint first, and its twin checks before it
 	// returns, so that a call that returns to the host, like one that
@@ -166,8 +171,10 @@ func (g *callGraph) plan(maxDepth uint32) []funcPlan {
 	countAll := uint64(maxDepth)+uint64(chain) > MaxCallDepthLimit
 	plans := make([]funcPlan, n)
 	for f := range plans {
+		check := recursive[comp[f]] || countAll
 		plans[f] = funcPlan{
-			countDepth: recursive[comp[f]] || countAll,
+			countDepth: check || g.reachable[f],
+			checkDepth: check,
 			hostEntry:  g.entries[f],
 		}
 	}

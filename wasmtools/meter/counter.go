@@ -8,7 +8,8 @@ package meter
 // Packing them lets one value travel between caller and callee, in a
 // register between twins and in one global at the host boundary. Paying c
 // units subtracts c<<depthBits, which leaves the depth alone; entering a
-// counted function adds one.
+// counted function adds one, and its caller's payment after the call takes
+// it off again.
 //
 // fuel is signed and goes negative when a segment is paid for with too
 // little left, and so does the counter: every checkpoint tests counter < 0.

@@ -23,6 +23,9 @@ func (b *bodyRewriter) appendHole(dst []byte, h hole) []byte {
 	if h.kind == holeEntry && b.plan.countDepth {
 		charge-- // one level deeper
 	}
+	if seg.callReturn {
+		charge++ // the callee's level, which it left raised
+	}
 	switch {
 	case h.kind == holeUndo:
 		return b.appendAdd(dst, seg.cost*fuelUnit)
@@ -157,15 +160,10 @@ func (b *bodyRewriter) appendFlush() {
 	}
 }
 
-// appendExit ends the twin after $body: the depth goes back one level, a
-// host entry checks that the call stayed in budget, and the counter is
-// returned after the function's results.
+// appendExit ends the twin after $body: a host entry checks that the call
+// stayed in budget, and the counter is returned after the function's
+// results. The depth stays as it is; the caller lowers it.
 func (b *bodyRewriter) appendExit() {
-	if b.plan.countDepth {
-		b.out = appendOp(b.out, wasmbin.OpLocalGet, b.counter)
-		b.out = append(b.out, byte(wasmbin.OpI64Const), 1, byte(wasmbin.OpI64Sub))
-		b.out = appendOp(b.out, wasmbin.OpLocalSet, b.counter)
-	}
 	if b.plan.hostEntry {
 		b.out = b.appendCheck(b.out)
 	}

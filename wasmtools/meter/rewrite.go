@@ -106,13 +106,14 @@ func (rw *rewriter) rewriteCode(p []byte) ([]byte, error) {
 
 // appendWrapper appends the body that takes defined function i's place:
 // it passes its parameters and the counter to the twin, one call deeper,
-// and stores the counter the twin returns.
+// and stores the counter the twin returns, with its own level and the
+// twin's, if the twin counts, taken off the depth.
 //
 //	i32.const 2; call $safepoint           ;; exported and start functions only
 //	local.get 0 ... local.get n-1
 //	global.get $counter; i64.const 1; i64.add
 //	call $twin
-//	i64.const 1; i64.sub; global.set $counter
+//	i64.const 1 (2); i64.sub; global.set $counter
 //
 // The safepoint on entry is how a Meter learns its instance, and it checks
 // the budget and deadline before the guest runs at all.
@@ -132,7 +133,11 @@ func (rw *rewriter) appendWrapper(dst []byte, i uint32) []byte {
 	body = appendOp(body, wasmbin.OpGlobalGet, rw.l.counterGlobal)
 	body = append(body, byte(wasmbin.OpI64Const), 1, byte(wasmbin.OpI64Add))
 	body = appendOp(body, wasmbin.OpCall, rw.l.twin(rw.l.importedFuncs+i))
-	body = append(body, byte(wasmbin.OpI64Const), 1, byte(wasmbin.OpI64Sub))
+	levels := byte(1)
+	if rw.plans[i].countDepth {
+		levels++
+	}
+	body = append(body, byte(wasmbin.OpI64Const), levels, byte(wasmbin.OpI64Sub))
 	body = appendOp(body, wasmbin.OpGlobalSet, rw.l.counterGlobal)
 	body = append(body, byte(wasmbin.OpEnd))
 	dst = wasmbin.AppendU32(dst, uint32(len(body)))

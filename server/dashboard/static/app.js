@@ -166,15 +166,21 @@ function devicesTable(devices) {
       el("td", {}, d.info && d.info.tools ? d.info.tools.length : 0))));
 }
 
+// devicesList is the table of devices or, while there is none, a note with
+// the same id, so that a refresh finds either one to replace.
+function devicesList(devices) {
+  return devices.length ? devicesTable(devices)
+    : el("p", { id: "devices", class: "muted" }, "No device is enrolled: aipctl device enroll ID");
+}
+
 async function devicesPage(seq) {
   const devices = await api("GET", "/api/devices");
   if (!current(seq)) return;
-  view.replaceChildren(el("h1", {}, "Devices"),
-    devices.length ? devicesTable(devices) : el("p", { class: "muted" }, "No device is enrolled: aipctl device enroll ID"));
+  view.replaceChildren(el("h1", {}, "Devices"), devicesList(devices));
   every(seq, 3000, async () => {
     const fresh = await api("GET", "/api/devices");
     const old = document.getElementById("devices");
-    if (current(seq) && old) old.replaceWith(devicesTable(fresh));
+    if (current(seq) && old) old.replaceWith(devicesList(fresh));
   });
 }
 
@@ -185,11 +191,19 @@ async function devicePage(seq, id) {
   ]);
   if (!current(seq)) return;
   const info = device.info || {};
-  const status = el("span", { id: "device-state", class: device.online ? "online" : "offline" }, device.online ? "online" : "offline");
+  const status = el("span", { id: "device-state" });
+  const seen = el("span", { id: "device-last-seen" });
+  const show = (d) => {
+    status.textContent = d.online ? "online" : "offline";
+    status.className = d.online ? "online" : "offline";
+    seen.textContent = ago(d.last_seen);
+    seen.title = d.last_seen || "";
+  };
+  show(device);
   view.replaceChildren(
     el("h1", {}, device.id),
     el("div", { class: "card" }, facts([
-      ["State", status], ["Last seen", ago(device.last_seen)], ["Labels", labelText(device.labels)],
+      ["State", status], ["Last seen", seen], ["Labels", labelText(device.labels)],
       ["Platform", info.platform ? `${info.platform}/${info.arch} ${info.os_version || ""}` : "–"],
       ["Hostname", info.hostname], ["Agent", info.agent_version], ["Enrolled", new Date(device.created_at).toLocaleString()],
     ])),
@@ -197,11 +211,7 @@ async function devicePage(seq, id) {
     runForm(device.id, tools),
     el("h2", {}, `Tools (${tools.length})`),
     toolsTable(tools));
-  every(seq, 3000, async () => {
-    const d = await api("GET", `/api/devices/${encodeURIComponent(id)}`);
-    status.textContent = d.online ? "online" : "offline";
-    status.className = d.online ? "online" : "offline";
-  });
+  every(seq, 3000, async () => show(await api("GET", `/api/devices/${encodeURIComponent(id)}`)));
 }
 
 function toolsTable(tools) {

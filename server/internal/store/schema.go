@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 )
 
 // migrations are applied in order; PRAGMA user_version counts those done.
@@ -82,6 +83,27 @@ var migrations = []string{
 	// device.
 	`ALTER TABLE sessions ADD COLUMN parent_id TEXT NOT NULL DEFAULT '';
 	CREATE INDEX sessions_parent ON sessions(parent_id);`,
+
+	// Times in timeLayout, so that their text sorts as they do. The audit
+	// log, append-only and ordered by seq, keeps the times it has.
+	fixedWidthTimes("devices", "created_at", "last_seen") +
+		fixedWidthTimes("sessions", "created_at", "started_at", "finished_at") +
+		fixedWidthTimes("commands", "created_at", "finished_at"),
+}
+
+// fixedWidthTimes is the SQL that rewrites columns of table from
+// time.RFC3339Nano in UTC, which drops the fraction's trailing zeros
+// ("2006-01-02T15:04:05.1Z"), to timeLayout: the seconds, then the
+// fraction padded to nine digits.
+func fixedWidthTimes(table string, columns ...string) string {
+	var b strings.Builder
+	for _, c := range columns {
+		fmt.Fprintf(&b, `UPDATE %[1]s SET %[2]s = substr(%[2]s, 1, 19) || '.' ||
+			substr(CASE WHEN substr(%[2]s, 20, 1) = '.' THEN substr(%[2]s, 21, length(%[2]s) - 21) ELSE '' END || '000000000', 1, 9) || 'Z'
+			WHERE %[2]s GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]*Z' AND length(%[2]s) < 30;
+		`, table, c)
+	}
+	return b.String()
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

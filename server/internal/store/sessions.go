@@ -179,17 +179,30 @@ func (s *Store) SessionByTask(ctx context.Context, taskName string) (Session, er
 	return ses, rowErr(err, "task %q", taskName)
 }
 
-// Sessions lists sessions newest first, at most limit of them, only those
-// in state unless state is empty.
-func (s *Store) Sessions(ctx context.Context, state string, limit int) ([]Session, error) {
+// SessionFilter picks the sessions a listing holds: each non-empty field
+// must match, and Limit bounds how many.
+type SessionFilter struct {
+	State    string
+	TaskName string
+	Limit    int
+}
+
+// Sessions lists the sessions f picks, newest first.
+func (s *Store) Sessions(ctx context.Context, f SessionFilter) ([]Session, error) {
+	var where []string
+	var args []any
+	if f.State != "" {
+		where, args = append(where, `state = ?`), append(args, f.State)
+	}
+	if f.TaskName != "" {
+		where, args = append(where, `task_name = ?`), append(args, f.TaskName)
+	}
 	q := `SELECT ` + sessionColumns + ` FROM sessions`
-	args := []any{}
-	if state != "" {
-		q += ` WHERE state = ?`
-		args = append(args, state)
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	q += ` ORDER BY created_at DESC LIMIT ?`
-	args = append(args, limit)
+	args = append(args, f.Limit)
 	rows, err := s.readRows(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list sessions: %w", err)

@@ -289,7 +289,14 @@ func (s *Store) readRows(ctx context.Context, query string, args ...any) (*sql.R
 
 func now() string { return formatTime(time.Now()) }
 
-func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+// timeLayout is how the store writes times: UTC with all nine digits of
+// the fraction, so that comparing the text, as ORDER BY and < do, is
+// comparing the times. time.RFC3339Nano drops trailing zeros, which put
+// "05.1Z" after "05.10000001Z"; rows written that way before migration 4
+// are rewritten by it, and time.RFC3339Nano still parses both.
+const timeLayout = "2006-01-02T15:04:05.000000000Z"
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
 
 func parseTime(s sql.NullString) time.Time {
 	if !s.Valid {

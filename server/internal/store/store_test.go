@@ -210,3 +210,71 @@ func TestFailInterruptedEndsWhatAStoppedServerLeftRunning(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, CommandFailed, c.Status)
 }
+
+// tenNanosApart are two times 10 ns apart whose time.RFC3339Nano texts
+// sort the wrong way round: "…05.1Z" after "…05.10000001Z".
+func tenNanosApart() (earlier, later time.Time) {
+	earlier = time.Date(2026, 11, 21, 14, 29, 5, 100_000_000, time.UTC)
+	return earlier, earlier.Add(10 * time.Nanosecond)
+}
+
+func sessionAt(id string, created time.Time) Session {
+	return Session{ID: id, DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "plan", State: "created", CreatedAt: created}
+}
+
+func sessionIDs(t *testing.T, s *Store) []string {
+	t.Helper()
+	rows, err := s.Sessions(context.Background(), SessionFilter{Limit: 10})
+	require.NoError(t, err)
+	var ids []string
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+func TestSessionsAreListedInTimeOrderToTheNanosecond(t *testing.T) {
+	s, _ := openTest(t)
+	earlier, later := tenNanosApart()
+	write(t, s, func(tx *Tx) error { return tx.InsertSession(sessionAt("later", later)) })
+	write(t, s, func(tx *Tx) error { return tx.InsertSession(sessionAt("earlier", earlier)) })
+	assert.Equal(t, []string{"later", "earlier"}, sessionIDs(t, s), "newest first")
+	ses, err := s.Session(context.Background(), "earlier")
+	require.NoError(t, err)
+	assert.True(t, earlier.Equal(ses.CreatedAt), "read back as written: %v", ses.CreatedAt)
+}
+
+// TestTimesWrittenBeforeMigration4AreRewrittenToSortInTimeOrder opens a
+// database as the store left it before times had a fixed width.
+func TestTimesWrittenBeforeMigration4AreRewrittenToSortInTimeOrder(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := openDB(path)
+	require.NoError(t, err)
+	for i := range 3 {
+		require.NoError(t, applyMigration(ctx, db, i))
+	}
+	earlier, later := tenNanosApart()
+	old := func(t time.Time) string { return t.Format(time.RFC3339Nano) }
+	whole := later.Truncate(time.Second) // no fraction at all: "…05Z"
+	_, err = db.ExecContext(ctx, `INSERT INTO sessions (id, task_name, device_id, requester_kind, requester_id, kind, state, created_at, finished_at)
+		VALUES ('earlier', '', 'kiosk-1', 'operator', '', 'plan', 'completed', ?, ?), ('later', '', 'kiosk-1', 'operator', '', 'plan', 'completed', ?, ?),
+		       ('whole', '', 'kiosk-1', 'operator', '', 'plan', 'completed', ?, NULL)`,
+		old(earlier), old(earlier), old(later), old(later), old(whole))
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	s, err := Open(ctx, path)
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Equal(t, []string{"later", "earlier", "whole"}, sessionIDs(t, s), "newest first")
+	for id, want := range map[string]time.Time{"earlier": earlier, "later": later, "whole": whole} {
+		ses, err := s.Session(ctx, id)
+		require.NoError(t, err)
+		assert.True(t, want.Equal(ses.CreatedAt), "%s: read back as %v", id, ses.CreatedAt)
+	}
+	var n int
+	write(t, s, func(tx *Tx) (err error) { n, err = tx.DeleteSessionsFinishedBefore(later); return err })
+	assert.Equal(t, 1, n, "only the session that finished before the cutoff")
+	assert.Equal(t, []string{"later", "whole"}, sessionIDs(t, s))
+}
