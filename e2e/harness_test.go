@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -210,6 +211,7 @@ func (h *notifyHandler) WithGroup(name string) slog.Handler {
 type cutProxy struct {
 	ln     net.Listener
 	target string
+	held   atomic.Bool // connections are refused until release
 	mu     sync.Mutex
 	conns  map[*proxiedConn]struct{} // open ones
 }
@@ -235,6 +237,10 @@ func (p *cutProxy) serve() {
 		in, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		if p.held.Load() {
+			in.Close()
+			continue
 		}
 		out, err := net.Dial("tcp", p.target)
 		if err != nil {
@@ -262,6 +268,12 @@ func (p *cutProxy) closed(pc *proxiedConn) {
 // refuse stops the proxy taking new connections, as a network that is
 // gone would.
 func (p *cutProxy) refuse() { p.ln.Close() }
+
+// hold refuses new connections until release, as a network that is gone
+// for a while would.
+func (p *cutProxy) hold() { p.held.Store(true) }
+
+func (p *cutProxy) release() { p.held.Store(false) }
 
 // cut closes every open connection through the proxy and says how many
 // there were.

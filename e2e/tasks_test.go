@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/edgeaip/edgeaip/agent"
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
@@ -66,6 +68,48 @@ steps:
 		assert.Equal(t, "constellation:orch-1", audit[i].Actor, name)
 		assert.Equal(t, protocol.ResultSuccess, audit[i].Outcome, name)
 	}
+}
+
+// A plan step whose first attempt fails retries while the device's link
+// is cut: the retry waits for the device to register again, within the
+// device's grace and the step's timeout, and the plan completes.
+func TestARetryDuringACutLinkWaitsForTheDeviceAndCompletes(t *testing.T) {
+	c := newCluster(t)
+	proxy := newCutProxy(t, c.hostPort())
+	files := t.TempDir()
+	c.startAgent("kiosk-1", c.enroll("kiosk-1"), withMounts(sandbox.Mount{HostPath: files, GuestPath: files}),
+		func(cfg *agent.Config) { cfg.ServerURL = "ws://" + proxy.addr() + "/ws" })
+	late := filepath.Join(files, "late.txt")
+	d, err := c.api.Dispatch(context.Background(), api.DispatchRequest{ClientID: "kiosk-1",
+		Request: `steps: [{tool: stock.read_file, parameters: {path: ` + late + `}, retries: 1, backoff: 1s, timeout: 30s}]`})
+	require.NoError(t, err)
+	commands := func(n int, status string) func() bool {
+		return func() bool {
+			task, err := c.api.Task(context.Background(), d.SessionID)
+			return err == nil && len(task.Commands) == n && task.Commands[n-1].Status == status
+		}
+	}
+	require.Eventually(t, commands(1, "done"), 10*time.Second, 5*time.Millisecond, "the first attempt never failed")
+
+	// The link goes during the backoff, and stays gone until the retry
+	// has started.
+	proxy.hold()
+	proxy.cut()
+	c.waitOnline("kiosk-1", false)
+	require.NoError(t, os.WriteFile(late, []byte("here now"), 0o644))
+	require.Eventually(t, commands(2, "pending"), 10*time.Second, 10*time.Millisecond, "the retry never started")
+	proxy.release()
+
+	var task api.Task
+	require.Eventually(t, func() bool {
+		task, err = c.api.Task(context.Background(), d.SessionID)
+		return err == nil && task.State.Ended()
+	}, 30*time.Second, 20*time.Millisecond, "the plan never ended")
+	require.Equal(t, api.StateCompleted, task.State, task.Error)
+	var result api.PlanResult
+	require.NoError(t, json.Unmarshal(task.Result, &result))
+	assert.Equal(t, 2, result.Steps[0].Attempts)
+	assert.Equal(t, "here now", result.Steps[0].Results[0].Result.(map[string]any)["content"])
 }
 
 // dialConstellation registers a constellation client, by hand, with the

@@ -24,6 +24,10 @@ const sendTimeout = 10 * time.Second
 // nothing and records every result exactly once.
 //
 //   - A command is recorded before it is sent.
+//   - A command for a device that is offline but within its grace (its
+//     link dropped lately) waits, unsent, for the device to register
+//     again, within its timeout and the grace; it fails when the grace
+//     ends, or when its caller stops waiting, without ever being sent.
 //   - If the device's link drops, the command waits for the device to
 //     register again within its timeout, and is sent again on the new link
 //     with the same response_id and call_ids; the agent answers a repeat
@@ -47,8 +51,11 @@ type command struct {
 	rec     store.Command
 	msg     *protocol.ServerMessage
 	timeout time.Duration
-	log     *slog.Logger
-	start   time.Time // when it was recorded
+	// offlineWait is how long the command waits, unsent, for a device
+	// that is offline when it starts; 0 fails it at once.
+	offlineWait time.Duration
+	log         *slog.Logger
+	start       time.Time // when it was recorded
 
 	done chan struct{}
 	once sync.Once
@@ -59,7 +66,11 @@ type command struct {
 
 	// Guarded by dispatcher.mu.
 	sentOn *client // the link it was sent on; nil once that link dropped
+	sent   bool    // it went out on some link
 	timer  *time.Timer
+	// unsentTimer fails the command if it is still unsent when its
+	// device's grace ends.
+	unsentTimer *time.Timer
 }
 
 // resolve ends c with its outcome and reports whether this call did: the
@@ -93,6 +104,8 @@ type commandSpec struct {
 	actions                    []protocol.Command
 	tools                      []store.ToolRef
 	timeout                    time.Duration
+	// offlineWait: see command.offlineWait.
+	offlineWait time.Duration
 }
 
 // newCommand gives the actions fresh call_ids and the command a fresh
@@ -114,7 +127,7 @@ func (d *dispatcher) newCommand(spec commandSpec) *command {
 			Type: protocol.ServerCommand, Status: protocol.StatusContinue, Actions: actions,
 			SessionID: rec.SessionID, ResponseID: rec.ResponseID, Timestamp: protocol.Now(),
 		},
-		timeout: spec.timeout,
+		timeout: spec.timeout, offlineWait: spec.offlineWait,
 		log: d.log.With("device", rec.DeviceID, "session_id", rec.SessionID, "response_id", rec.ResponseID,
 			"call_id", strings.Join(callIDs, ",")),
 		done: make(chan struct{}),
@@ -144,19 +157,10 @@ func (d *dispatcher) run(ctx context.Context, cmd *command, before func(*store.T
 	if err != nil {
 		return d.response(cmd, store.FailAll(cmd.rec.Actions, err.Error())), false, fmt.Errorf("%w: %w", errStorage, err)
 	}
-	if d.reg.device(cmd.rec.DeviceID) == nil {
-		d.fail(cmd, fmt.Sprintf("device %q is offline", cmd.rec.DeviceID))
+	if online := d.reg.device(cmd.rec.DeviceID) != nil; online || cmd.offlineWait > 0 {
+		d.park(cmd, online)
 	} else {
-		// Park the command before looking up the link it goes on: a device
-		// that registers again in between then either finds it parked and
-		// gets it re-sent, or is the link found here.
-		d.mu.Lock()
-		d.pending[cmd.rec.ResponseID] = cmd
-		cmd.timer = time.AfterFunc(cmd.timeout, func() { d.expire(cmd) })
-		d.mu.Unlock()
-		if c := d.reg.device(cmd.rec.DeviceID); c != nil {
-			d.send(cmd, c, false)
-		}
+		d.fail(cmd, fmt.Sprintf("device %q is offline", cmd.rec.DeviceID))
 	}
 	select {
 	case <-cmd.done:
@@ -167,9 +171,52 @@ func (d *dispatcher) run(ctx context.Context, cmd *command, before func(*store.T
 		}
 		return d.response(cmd, cmd.results), cmd.recorded, nil
 	case <-ctx.Done():
+		reason := "stopped waiting: " + context.Cause(ctx).Error()
+		if d.failUnsent(cmd, reason) {
+			cmd.log.Info("caller stopped waiting before the device came back; the command is never sent", "err", context.Cause(ctx))
+			return d.response(cmd, cmd.results), cmd.recorded, nil
+		}
 		cmd.log.Info("caller stopped waiting; the command's results will still be recorded", "err", context.Cause(ctx))
-		return d.response(cmd, store.FailAll(cmd.rec.Actions, "stopped waiting: "+context.Cause(ctx).Error())), false, nil
+		return d.response(cmd, store.FailAll(cmd.rec.Actions, reason)), false, nil
 	}
+}
+
+// park makes cmd wait for its results, and sends it if its device is
+// online. It looks the link up after parking: a device that registers
+// again in between then either finds it parked and gets it sent, or is
+// the link found here. A command for a device that was offline waits at
+// most its offlineWait to be sent.
+func (d *dispatcher) park(cmd *command, online bool) {
+	d.mu.Lock()
+	d.pending[cmd.rec.ResponseID] = cmd
+	cmd.timer = time.AfterFunc(cmd.timeout, func() { d.expire(cmd) })
+	if !online && cmd.offlineWait < cmd.timeout {
+		cmd.unsentTimer = time.AfterFunc(cmd.offlineWait, func() {
+			d.failUnsent(cmd, fmt.Sprintf("device %q is offline and did not register again within its grace", cmd.rec.DeviceID))
+		})
+	}
+	d.mu.Unlock()
+	if !online {
+		cmd.log.Info("device is offline; the command waits for it to register again", "within", min(cmd.offlineWait, cmd.timeout))
+	}
+	if c := d.reg.device(cmd.rec.DeviceID); c != nil {
+		d.send(cmd, c, false)
+	}
+}
+
+// failUnsent fails cmd, durably, if it was never sent, so that it never
+// will be, and reports whether it did.
+func (d *dispatcher) failUnsent(cmd *command, reason string) bool {
+	d.mu.Lock()
+	unsent := !cmd.sent && d.pending[cmd.rec.ResponseID] == cmd
+	if unsent {
+		delete(d.pending, cmd.rec.ResponseID)
+	}
+	d.mu.Unlock()
+	if unsent {
+		d.fail(cmd, reason)
+	}
+	return unsent
 }
 
 func (d *dispatcher) response(cmd *command, results []protocol.Result) api.CommandResponse {
@@ -184,7 +231,7 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 		d.mu.Unlock()
 		return
 	}
-	cmd.sentOn = c
+	cmd.sentOn, cmd.sent = c, true
 	d.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
@@ -305,6 +352,9 @@ func (d *dispatcher) forget(cmd *command) {
 	}
 	if cmd.timer != nil {
 		cmd.timer.Stop()
+	}
+	if cmd.unsentTimer != nil {
+		cmd.unsentTimer.Stop()
 	}
 }
 

@@ -111,8 +111,21 @@ func writeSessionError(w http.ResponseWriter, err error) {
 // readJSON decodes a request body strictly: unknown fields are errors, so a
 // typo does not silently do something else.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	return decodeBody(w, r, v, true)
+}
+
+// readUFOJSON decodes the body of one of UFO's endpoints as UFO's server
+// does: it takes the fields it knows and ignores the rest, so that a UFO
+// client that sends more is served as UFO would serve it.
+func readUFOJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	return decodeBody(w, r, v, false)
+}
+
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, strict bool) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		writeError(w, http.StatusBadRequest, "request body: "+err.Error())
 		return false

@@ -26,7 +26,7 @@ func (s *Server) clients(w http.ResponseWriter, r *http.Request) {
 // the background and answers at once.
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	var req api.DispatchRequest
-	if !readJSON(w, r, &req) {
+	if !readUFOJSON(w, r, &req) {
 		return
 	}
 	hasPlan := len(bytes.TrimSpace(req.Plan)) > 0 && string(bytes.TrimSpace(req.Plan)) != "null"

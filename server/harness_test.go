@@ -96,13 +96,18 @@ type rawClient struct {
 
 // dial connects with token (none if empty) and the CBOR wire.
 func (ts *testServer) dial(token string) (*rawClient, error) {
+	return ts.dialWire(token, protocol.CBOR)
+}
+
+// dialWire connects with token (none if empty) and the encoding enc.
+func (ts *testServer) dialWire(token string, enc protocol.Encoding) (*rawClient, error) {
 	h := http.Header{}
 	if token != "" {
 		h.Set("Authorization", "Bearer "+token)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, _, err := protocol.Dial(ctx, ts.wsURL(), protocol.DialOptions{Header: h, Encoding: protocol.CBOR})
+	conn, _, err := protocol.Dial(ctx, ts.wsURL(), protocol.DialOptions{Header: h, Encoding: enc})
 	if err != nil {
 		return nil, err
 	}

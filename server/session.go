@@ -42,7 +42,7 @@ type session struct {
 	createdAt time.Time
 	events    *eventLog
 	ctx       context.Context
-	cancel    context.CancelFunc
+	cancel    context.CancelCauseFunc // with why, for the running step
 	done      chan struct{}
 	started   atomic.Bool // running, no longer created
 

@@ -45,9 +45,11 @@ type SessionConfig struct {
 	// Default 7 days.
 	ResultTTL time.Duration
 	// DeviceGrace is how long a device whose link dropped has to come
-	// back before the plans running on it are cancelled as
+	// back before the sessions running on it are cancelled as
 	// device_disconnected. A command in flight waits for the device within
-	// its own timeout regardless. Default 60 s.
+	// its own timeout regardless; one that starts in the grace waits for
+	// the device within its timeout and what is left of the grace.
+	// Default 60 s.
 	DeviceGrace time.Duration
 }
 
@@ -79,14 +81,14 @@ type sessionManager struct {
 	closed bool
 	live   map[string]*session
 	recent recentLogs             // event logs of sessions that ended lately
-	graces map[string]*time.Timer // devices whose link dropped, by id
+	graces map[string]deviceGrace // devices whose link dropped, by id
 	wg     sync.WaitGroup         // one per live session
 }
 
 func newSessionManager(cfg SessionConfig, st *store.Store, disp *dispatcher, reg *registry, mx *metrics.Metrics, log *slog.Logger) *sessionManager {
 	cfg.setDefaults()
 	return &sessionManager{cfg: cfg, store: st, disp: disp, reg: reg, metrics: mx, log: log,
-		live: map[string]*session{}, graces: map[string]*time.Timer{}}
+		live: map[string]*session{}, graces: map[string]deviceGrace{}}
 }
 
 // Errors of getOrCreateSession.
@@ -153,7 +155,7 @@ func (m *sessionManager) newSession(spec sessionSpec) *session {
 	s := &session{
 		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, ParentID: spec.ParentID, Requester: spec.Requester,
 		createdAt: time.Now(), events: newEventLog(spec.DeviceID, spec.Tee), ctx: ctx, done: make(chan struct{}),
-		cancel: func() { cancel(errors.New("session cancelled")) },
+		cancel: cancel,
 	}
 	switch {
 	case spec.Fleet != nil:
@@ -230,15 +232,29 @@ func (m *sessionManager) execute(s *session, taskEnd taskEndFunc) outcome {
 	log.Info("session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
 	s.events.add(api.TaskEvent{Type: api.EventEnd, SessionID: s.ID, State: out.state, Status: string(taskEndStatus(out.state)), Result: out.result, Error: out.err})
 	if taskEnd != nil && s.cancelReason() != reasonConstellationDisconnected {
-		msg := &protocol.ServerMessage{
-			Type: protocol.ServerTaskEnd, Status: taskEndStatus(out.state), SessionID: s.ID, TaskName: s.TaskName,
-			Result: out.result, Error: out.err, Timestamp: protocol.Now(), ResponseID: uuid.NewString(),
-		}
-		if err := taskEnd(msg); err != nil {
-			log.Warn("task_end not delivered; the result is kept", "err", err)
-		}
+		sendTaskEnd(s, out, taskEnd, log)
 	}
 	return out
+}
+
+// sendTaskEnd tells the requester how s ended. A result too big for one
+// frame goes without the steps' results, with a note saying where the
+// whole result is: the store keeps it whole.
+func sendTaskEnd(s *session, out outcome, taskEnd taskEndFunc, log *slog.Logger) {
+	msg := &protocol.ServerMessage{
+		Type: protocol.ServerTaskEnd, Status: taskEndStatus(out.state), SessionID: s.ID, TaskName: s.TaskName,
+		Result: out.result, Error: out.err, Timestamp: protocol.Now(), ResponseID: uuid.NewString(),
+	}
+	err := taskEnd(msg)
+	if res, ok := out.result.(api.PlanResult); ok && errors.Is(err, protocol.ErrTooBig) {
+		log.Warn("task_end too big for a frame; sending it without the steps' results", "err", err)
+		msg.Result = res.WithoutResults(fmt.Sprintf("the steps' results are too big for one frame (%v); "+
+			"GET /api/tasks/%s or /api/task_result/%s has them whole", err, s.ID, s.TaskName))
+		err = taskEnd(msg)
+	}
+	if err != nil {
+		log.Warn("task_end not delivered; the result is kept", "err", err)
+	}
 }
 
 // settle gives a runner's outcome its final state: a cancelled session
@@ -289,11 +305,14 @@ func (m *sessionManager) release(s *session) {
 		delete(m.live, s.ID)
 		m.recent.keep(s.ID, s.events, time.Now())
 		m.mu.Unlock()
-		s.cancel()
+		s.cancel(errSessionEnded)
 		close(s.done)
 		m.wg.Done()
 	})
 }
+
+// errSessionEnded ends the context of a session that has ended.
+var errSessionEnded = errors.New("session ended")
 
 // errNotRunning: cancel_task on a session that is not running.
 var errNotRunning = errors.New("task is not running")
@@ -315,7 +334,7 @@ func (m *sessionManager) cancelTask(id, reason string) error {
 func (m *sessionManager) cancelSession(s *session, reason string) {
 	m.log.Info("cancelling session", "session_id", s.ID, "device", s.DeviceID, "reason", reason)
 	s.setReason(reason)
-	s.cancel()
+	s.cancel(errors.New(cancelMessage(reason, s.DeviceID)))
 }
 
 // cancelWhere cancels every session for which match is true, without
@@ -342,18 +361,25 @@ func (m *sessionManager) requesterGone(clientID string) {
 	}, reasonConstellationDisconnected)
 }
 
+// deviceGrace is the time a device whose link dropped has to come back.
+type deviceGrace struct {
+	timer *time.Timer
+	ends  time.Time
+}
+
 // deviceLeft starts the device's grace: if it has not registered again
-// when it ends, the plans on it are cancelled as device_disconnected.
+// when it ends, the sessions on it are cancelled as device_disconnected.
 func (m *sessionManager) deviceLeft(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return
 	}
-	if t := m.graces[id]; t != nil {
-		t.Stop()
+	if g, ok := m.graces[id]; ok {
+		g.timer.Stop()
 	}
-	m.graces[id] = time.AfterFunc(m.cfg.DeviceGrace, func() {
+	g := deviceGrace{ends: time.Now().Add(m.cfg.DeviceGrace)}
+	g.timer = time.AfterFunc(m.cfg.DeviceGrace, func() {
 		m.mu.Lock()
 		delete(m.graces, id)
 		m.mu.Unlock()
@@ -361,23 +387,39 @@ func (m *sessionManager) deviceLeft(id string) {
 			m.deviceGone(id)
 		}
 	})
+	m.graces[id] = g
+}
+
+// graceLeft is how much of an offline device's grace is left: how long a
+// command that starts now may wait for it to register again. It is 0 for
+// a device that is online, past its grace, or was not seen since the
+// server started.
+func (m *sessionManager) graceLeft(id string) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g, ok := m.graces[id]
+	if !ok {
+		return 0
+	}
+	return max(time.Until(g.ends), 0)
 }
 
 // deviceBack ends the device's grace.
 func (m *sessionManager) deviceBack(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if t := m.graces[id]; t != nil {
-		t.Stop()
+	if g, ok := m.graces[id]; ok {
+		g.timer.Stop()
 		delete(m.graces, id)
 	}
 }
 
-// deviceGone cancels the plans running on a device that is not coming
-// back. A single command is left to its own timeout, which is what its
-// caller asked to wait.
+// deviceGone cancels every session running on a device that is not
+// coming back, plans and single commands alike: the device had its grace
+// to return, and a command that outlived it would only wait for a device
+// that is gone.
 func (m *sessionManager) deviceGone(id string) {
-	m.cancelWhere(func(s *session) bool { return s.DeviceID == id && s.Kind == api.KindPlan }, reasonDeviceDisconnected)
+	m.cancelWhere(func(s *session) bool { return s.DeviceID == id }, reasonDeviceDisconnected)
 }
 
 // eventsOf returns the event log of a session that is running or ended
@@ -439,8 +481,8 @@ func (m *sessionManager) running(id string) bool {
 func (m *sessionManager) cancelAll() {
 	m.mu.Lock()
 	m.closed = true
-	for _, t := range m.graces {
-		t.Stop()
+	for _, g := range m.graces {
+		g.timer.Stop()
 	}
 	m.mu.Unlock()
 	m.cancelWhere(func(*session) bool { return true }, reasonServerShutdown)

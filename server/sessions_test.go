@@ -102,6 +102,28 @@ steps:
 	assert.JSONEq(t, `{"path": "/etc/hostname"}`, string(audit[0].Parameters))
 }
 
+func TestAYAMLDateParameterIsSentStoredAndAuditedAsTheStringWritten(t *testing.T) {
+	ts := newTestServer(t)
+	for _, enc := range []protocol.Encoding{protocol.CBOR, protocol.JSON} {
+		id := "kiosk-" + enc.String()
+		dev, err := ts.dialWire(ts.enroll(id), enc)
+		require.NoError(t, err)
+		dev.register(id)
+		d := dispatch(t, ts, id, `steps: [{tool: write_file, tool_type: action, parameters: {content: 2024-01-01}}]`)
+
+		cmd := dev.nextCommand()
+		assert.Equal(t, map[string]any{"content": "2024-01-01"}, cmd.Actions[0].Parameters, "sent on %s", enc)
+		dev.answer(cmd, protocol.ResultSuccess, "")
+		task := ts.waitTask(d.SessionID)
+		assert.JSONEq(t, `{"steps": [{"tool": "write_file", "tool_type": "action", "parameters": {"content": "2024-01-01"}}]}`,
+			string(task.Plan), "stored")
+		var audit []api.AuditEntry
+		require.NoError(t, ts.api.Do(context.Background(), "GET", "/api/audit?session="+d.SessionID, nil, &audit))
+		require.Len(t, audit, 1)
+		assert.JSONEq(t, `{"content": "2024-01-01"}`, string(audit[0].Parameters), "audited")
+	}
+}
+
 // events subscribes to a task's events and delivers them all once the
 // stream ends.
 func (ts *testServer) events(sessionID string) <-chan []api.TaskEvent {
@@ -231,6 +253,63 @@ func TestADeviceThatDoesNotComeBackHasItsSessionsCancelledWithTaskEnd(t *testing
 	assert.Equal(t, api.StateCancelled, ts.waitTask("s1").State)
 }
 
+func TestATaskEndTooBigForAFrameComesWithoutTheStepsResults(t *testing.T) {
+	ts := newTestServer(t)
+	dev := ts.device("kiosk-1")
+	con := ts.constellation("orch-1", "kiosk-1")
+	con.task("s1", "big-dump", `steps: [{tool: dump}, {tool: dump}]`)
+	// Each answer fits in a frame; the two together do not.
+	bulk := strings.Repeat("x", 5<<19)
+	for range 2 {
+		res := dev.results(dev.nextCommand(), protocol.ResultSuccess, "")
+		res.ActionResults[0].Result = bulk
+		dev.send(*res)
+	}
+
+	end := con.recvType(protocol.ServerTaskEnd)
+	assert.Equal(t, protocol.StatusCompleted, end.Status)
+	assert.Equal(t, "s1", end.SessionID)
+	raw, err := json.Marshal(end.Result)
+	require.NoError(t, err)
+	var short api.PlanResult
+	require.NoError(t, json.Unmarshal(raw, &short), string(raw))
+	require.Len(t, short.Steps, 2)
+	for _, st := range short.Steps {
+		assert.Equal(t, api.StepSuccess, st.Status)
+		assert.NotEmpty(t, st.ResponseID)
+		assert.Nil(t, st.Results)
+	}
+	assert.Contains(t, short.ResultsOmitted, "GET /api/tasks/s1 or /api/task_result/big-dump has them whole")
+
+	whole := planResult(t, ts.waitTask("s1"))
+	require.Len(t, whole.Steps, 2)
+	for _, st := range whole.Steps {
+		require.Len(t, st.Results, 1)
+		assert.Equal(t, bulk, st.Results[0].Result, "the stored result is whole")
+	}
+	assert.Empty(t, whole.ResultsOmitted)
+}
+
+func TestASingleCommandEndsAsDeviceDisconnectedWhenItsDeviceDoesNotComeBack(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.Sessions.DeviceGrace = 100 * time.Millisecond })
+	dev := ts.device("kiosk-1")
+	done := make(chan api.CommandResponse, 1)
+	go func() {
+		resp, err := ts.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "spin"}}, Timeout: "10s"})
+		assert.NoError(t, err)
+		done <- resp
+	}()
+	dev.nextCommand()
+	dev.conn.CloseNow()
+
+	resp := <-done
+	assert.Equal(t, `stopped waiting: task cancelled: target device "kiosk-1" disconnected`, resp.FirstError(), "not the 10s timeout")
+	task := ts.waitTask(resp.SessionID)
+	assert.Equal(t, api.StateCancelled, task.State)
+	assert.Equal(t, `task cancelled: target device "kiosk-1" disconnected`, task.Error)
+	assert.Contains(t, ts.logs.String(), "reason=device_disconnected")
+}
+
 func TestADeviceThatComesBackGetsItsPendingCommandAgain(t *testing.T) {
 	ts := newTestServer(t)
 	token := ts.enroll("kiosk-1")
@@ -248,6 +327,90 @@ func TestADeviceThatComesBackGetsItsPendingCommandAgain(t *testing.T) {
 	assert.Equal(t, first.Actions, resent.Actions, "same call_ids")
 	again.answer(resent, protocol.ResultSuccess, "")
 	assert.Equal(t, api.StateCompleted, ts.waitTask(d.SessionID).State)
+}
+
+// waitOffline waits until the server has noticed that every device's link
+// dropped.
+func (ts *testServer) waitOffline() {
+	ts.t.Helper()
+	require.Eventually(ts.t, func() bool { return len(ts.srv.reg.ids()) == 0 }, 10*time.Second, 10*time.Millisecond, "the dropped link was never noticed")
+}
+
+// waitLog waits until the server's log says want.
+func (ts *testServer) waitLog(want string) {
+	ts.t.Helper()
+	require.Eventually(ts.t, func() bool { return strings.Contains(ts.logs.String(), want) }, 10*time.Second, 10*time.Millisecond, "never logged: %s", want)
+}
+
+func TestARetryThatStartsWhileItsDeviceReconnectsWaitsForIt(t *testing.T) {
+	ts := newTestServer(t)
+	token := ts.enroll("kiosk-1")
+	echo := tool("stock", "echo", protocol.ToolAction)
+	dev := ts.mustDial(token)
+	dev.register("kiosk-1", echo)
+	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: stock.echo, retries: 1, backoff: 1s, timeout: 1m}]`)
+	first := dev.nextCommand()
+	dev.answer(first, protocol.ResultFailure, "r1")
+	require.Equal(t, "r1", dev.recvType(protocol.ServerHeartbeat).ResponseID)
+	// The link drops during the backoff: the retry starts while the
+	// device is away, and waits for it.
+	dev.conn.CloseNow()
+	ts.waitOffline()
+	ts.waitLog("device is offline; the command waits for it to register again")
+
+	again := ts.mustDial(token)
+	again.register("kiosk-1", echo)
+	retry := again.nextCommand()
+	assert.NotEqual(t, first.ResponseID, retry.ResponseID)
+	assert.Equal(t, protocol.ToolAction, retry.Actions[0].ToolType, "stock.echo resolved from the last inventory")
+	again.answer(retry, protocol.ResultSuccess, "")
+	task := ts.waitTask(d.SessionID)
+	assert.Equal(t, api.StateCompleted, task.State, task.Error)
+	assert.Equal(t, 2, planResult(t, task).Steps[0].Attempts)
+}
+
+func TestACommandForADeviceInItsGraceWaitsForItToComeBack(t *testing.T) {
+	ts := newTestServer(t)
+	token := ts.enroll("kiosk-1")
+	dev := ts.mustDial(token)
+	dev.register("kiosk-1")
+	dev.conn.CloseNow()
+	ts.waitOffline()
+
+	done := make(chan api.CommandResponse, 1)
+	go func() {
+		resp, err := ts.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "1m"})
+		assert.NoError(t, err)
+		done <- resp
+	}()
+	ts.waitLog("device is offline; the command waits for it to register again")
+	again := ts.mustDial(token)
+	again.register("kiosk-1")
+	again.answer(again.nextCommand(), protocol.ResultSuccess, "")
+	resp := <-done
+	assert.True(t, resp.Succeeded(), resp.FirstError())
+}
+
+func TestACommandWaitingForItsDeviceFailsWhenTheGraceEndsAndIsNeverSent(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.Sessions.DeviceGrace = time.Second })
+	token := ts.enroll("kiosk-1")
+	dev := ts.mustDial(token)
+	dev.register("kiosk-1")
+	dev.conn.CloseNow()
+	ts.waitOffline()
+	command := func() api.CommandResponse {
+		resp, err := ts.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "1m"})
+		require.NoError(t, err)
+		return resp
+	}
+
+	resp := command()
+	assert.Equal(t, `device "kiosk-1" is offline and did not register again within its grace`, resp.FirstError())
+	resp = command()
+	assert.Equal(t, `device "kiosk-1" is offline`, resp.FirstError(), "past its grace: at once")
+	again := ts.mustDial(token)
+	again.register("kiosk-1")
+	again.ping() // and no command came first
 }
 
 func TestTheSessionLimitAnswers503WithTheCount(t *testing.T) {

@@ -46,7 +46,12 @@ func (st sessionStepper) runStep(ctx context.Context, index int, step plan.Step)
 // session gives it cancelGrace more to finish.
 func (st sessionStepper) attempt(ctx context.Context, res *api.StepResult, step plan.Step, attempt int) {
 	s := st.s
-	actions, tools, err := resolveActions(st.m.reg.device(s.DeviceID), s.DeviceID, step.Batch())
+	dev := st.m.reg.device(s.DeviceID)
+	var offlineWait time.Duration
+	if dev == nil {
+		offlineWait = st.m.graceLeft(s.DeviceID)
+	}
+	actions, tools, err := resolveActions(dev, st.m.disp.inventory(s.DeviceID), s.DeviceID, step.Batch())
 	if err != nil {
 		res.Status, res.ResponseID, res.Results, res.Error = api.StepFailure, "", nil, err.Error()
 		s.events.add(api.TaskEvent{Type: api.EventStepEnd, SessionID: s.ID, Steps: s.steps, Step: &res.Step, Attempt: attempt, Tool: res.Tool, Status: res.Status, Error: res.Error})
@@ -55,6 +60,7 @@ func (st sessionStepper) attempt(ctx context.Context, res *api.StepResult, step 
 	cmd := st.m.disp.newCommand(commandSpec{
 		deviceID: s.DeviceID, sessionID: s.ID, actor: s.Requester.String(),
 		step: res.Step, attempt: attempt, actions: actions, tools: tools, timeout: step.TimeoutOrDefault(),
+		offlineWait: offlineWait,
 	})
 	s.events.add(api.TaskEvent{Type: api.EventStepStart, SessionID: s.ID, Steps: s.steps, Step: &res.Step, Attempt: attempt, Tool: res.Tool, ResponseID: cmd.rec.ResponseID})
 	gctx, cancel := withGrace(ctx, cancelGrace)
@@ -77,11 +83,12 @@ func (st sessionStepper) attempt(ctx context.Context, res *api.StepResult, step 
 		ResponseID: res.ResponseID, Status: res.Status, Results: res.Results, Error: res.Error})
 }
 
-// withGrace returns a context that ends grace after ctx ends.
+// withGrace returns a context that ends grace after ctx ends, with ctx's
+// cause.
 func withGrace(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
 	gctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, func() {
-		time.AfterFunc(grace, func() { cancel(fmt.Errorf("session cancelled: %w", context.Cause(ctx))) })
+		time.AfterFunc(grace, func() { cancel(context.Cause(ctx)) })
 	})
 	return gctx, func() { stop(); cancel(context.Canceled) }
 }
@@ -99,18 +106,12 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // resolveActions turns a step's actions into wire commands, using the
-// device's inventory (nil if it is offline): "namespace.tool" must name a
-// tool the device has in that namespace, and is sent with that tool's
-// tool_type so the agent runs exactly it (the agent keys tools by
-// tool_type::tool_name). It also returns what the audit log records about
-// each tool.
-func resolveActions(dev *client, deviceID string, batch []plan.Action) ([]protocol.Command, []store.ToolRef, error) {
-	var tools []protocol.MCPToolInfo
-	if dev != nil {
-		if info := dev.info.Load(); info != nil {
-			tools = info.Tools
-		}
-	}
+// device's inventory (that of its last registration while it is offline,
+// when dev is nil): "namespace.tool" must name a tool the device has in
+// that namespace, and is sent with that tool's tool_type so the agent runs
+// exactly it (the agent keys tools by tool_type::tool_name). It also
+// returns what the audit log records about each tool.
+func resolveActions(dev *client, tools []protocol.MCPToolInfo, deviceID string, batch []plan.Action) ([]protocol.Command, []store.ToolRef, error) {
 	cmds := make([]protocol.Command, len(batch))
 	refs := make([]store.ToolRef, len(batch))
 	for i, a := range batch {
@@ -118,8 +119,8 @@ func resolveActions(dev *client, deviceID string, batch []plan.Action) ([]protoc
 		cmds[i] = protocol.Command{ToolName: name, ToolType: a.ToolType, Parameters: a.Parameters}
 		t, found := findTool(tools, ns, name, a.ToolType)
 		switch {
-		case ns != "" && dev == nil:
-			return nil, nil, fmt.Errorf("device %q is offline", deviceID)
+		case ns != "" && !found && dev == nil:
+			return nil, nil, fmt.Errorf("device %q is offline, and its last registration listed no tool %q", deviceID, a.Label())
 		case ns != "" && !found:
 			return nil, nil, fmt.Errorf("device %q has no tool %q", deviceID, a.Label())
 		case ns != "":
@@ -130,6 +131,10 @@ func resolveActions(dev *client, deviceID string, batch []plan.Action) ([]protoc
 			if !found {
 				return nil, nil, fmt.Errorf("device %q speaks UFO's JSON and does not list %q: give its tool_type (data_collection or action)", deviceID, a.Label())
 			}
+			cmds[i].ToolType = t.ToolType
+		case a.ToolType == "" && dev == nil && found:
+			// Which wire the device comes back on is not known yet: UFO's
+			// requires the tool_type, and our agent takes it.
 			cmds[i].ToolType = t.ToolType
 		}
 		if found {

@@ -109,6 +109,21 @@ type CommandRecord struct {
 // PlanResult is the result of a plan: one StepResult per step.
 type PlanResult struct {
 	Steps []StepResult `json:"steps"`
+	// ResultsOmitted is set only in a TASK_END whose whole result would
+	// not fit in a frame: the steps come without their results, and it
+	// says why and where the whole result is (GET /api/tasks/{id}).
+	ResultsOmitted string `json:"results_omitted,omitempty"`
+}
+
+// WithoutResults is r with each step's status and error but not its
+// results, and note in ResultsOmitted.
+func (r PlanResult) WithoutResults(note string) PlanResult {
+	steps := make([]StepResult, len(r.Steps))
+	for i, st := range r.Steps {
+		st.Results = nil
+		steps[i] = st
+	}
+	return PlanResult{Steps: steps, ResultsOmitted: note}
 }
 
 // Step statuses.

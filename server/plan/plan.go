@@ -84,7 +84,50 @@ type Action struct {
 	Tool       string            `yaml:"tool" json:"tool,omitempty"`
 	ToolName   string            `yaml:"tool_name" json:"tool_name,omitempty"`
 	ToolType   protocol.ToolType `yaml:"tool_type" json:"tool_type,omitempty"`
-	Parameters map[string]any    `yaml:"parameters" json:"parameters,omitempty"`
+	Parameters Parameters        `yaml:"parameters" json:"parameters,omitempty"`
+}
+
+// Parameters are an action's arguments, in JSON's data model whichever
+// way the plan was written, so that what a device is sent, what the store
+// keeps and what the audit log says are the same values. YAML's own types
+// stay the text written: a timestamp such as 2024-01-01 is that string
+// (yaml.v3 would make it a time.Time, which CBOR sends as an epoch
+// number and JSON writes as "2024-01-01T00:00:00Z"), !!binary is its
+// base64 text. Other values JSON cannot hold, such as a mapping key that
+// is not a string, are errors.
+type Parameters map[string]any
+
+// UnmarshalYAML reads parameters in JSON's data model.
+func (p *Parameters) UnmarshalYAML(n *yaml.Node) error {
+	asJSONScalars(n, map[*yaml.Node]bool{})
+	var m map[string]any
+	if err := n.Decode(&m); err != nil {
+		return err
+	}
+	*p = m
+	return nil
+}
+
+// asJSONScalars retags the scalars under n that JSON has no type for
+// (timestamps, binary) as the strings written. seen guards against an
+// alias that contains itself, which decoding then reports.
+func asJSONScalars(n *yaml.Node, seen map[*yaml.Node]bool) {
+	if n == nil || seen[n] {
+		return
+	}
+	seen[n] = true
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if t := n.ShortTag(); t == "!!timestamp" || t == "!!binary" {
+			n.Tag = "!!str"
+		}
+	case yaml.AliasNode:
+		asJSONScalars(n.Alias, seen)
+	default:
+		for _, c := range n.Content {
+			asJSONScalars(c, seen)
+		}
+	}
 }
 
 // Ref returns the namespace the action asks for ("" for any) and the tool

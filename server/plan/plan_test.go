@@ -32,7 +32,7 @@ func TestParseReadsTheDesignExample(t *testing.T) {
 	ns, name := s.Action.Ref()
 	assert.Equal(t, "browser", ns)
 	assert.Equal(t, "browser_navigate", name)
-	assert.Equal(t, map[string]any{"url": "http://localhost:8080/"}, s.Parameters)
+	assert.Equal(t, Parameters{"url": "http://localhost:8080/"}, s.Parameters)
 	assert.Equal(t, 20*time.Second, s.TimeoutOrDefault())
 	assert.Equal(t, 1, s.Retries)
 
@@ -76,6 +76,35 @@ func TestBatchesToolNamesAndEarlyExit(t *testing.T) {
 	assert.Equal(t, 200*time.Millisecond, s.RetryWait(2))
 	assert.Equal(t, 400*time.Millisecond, s.RetryWait(3))
 	assert.Equal(t, MaxBackoff, (Step{Backoff: Duration(20 * time.Second)}).RetryWait(5), "backoff is capped")
+}
+
+func TestYAMLTimestampsAndBinaryInParametersStayTheTextWritten(t *testing.T) {
+	p, err := Parse([]byte(`
+steps:
+  - tool: write_file
+    parameters:
+      content: 2024-01-01
+      at: 2024-01-01T10:00:00Z
+      tagged: !!timestamp 2001-12-14
+      blob: !!binary aGk=
+      nested: {days: [2024-01-02], 2024-01-03: key, anchored: &d 2024-01-04, again: *d}
+      count: 5
+`))
+	require.NoError(t, err)
+	params := p.Steps[0].Parameters
+	nested := map[string]any{"days": []any{"2024-01-02"}, "2024-01-03": "key", "anchored": "2024-01-04", "again": "2024-01-04"}
+	assert.Equal(t, Parameters{"content": "2024-01-01", "at": "2024-01-01T10:00:00Z", "tagged": "2001-12-14", "blob": "aGk=",
+		"count": 5, "nested": nested}, params)
+
+	// What a CBOR device is sent: a text string of 10 bytes (0x6a), not
+	// a tagged epoch number.
+	b, err := protocol.CBOR.Marshal(&protocol.ServerMessage{Type: protocol.ServerCommand, Status: protocol.StatusContinue,
+		Actions: []protocol.Command{{ToolName: "write_file", Parameters: params}}})
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "\x6a2024-01-01")
+	b, err = json.Marshal(params)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"content":"2024-01-01"`, "what is stored and audited")
 }
 
 func TestParseRefusesBadPlansNamingTheField(t *testing.T) {
