@@ -23,7 +23,9 @@ $(CMDS:%=$(BIN)/%): $(BIN)/%: FORCE
 
 # The agent as it ships to boards: static and stripped, for each
 # architecture operators have. wazero compiles on amd64 and arm64 and
-# interprets on the others; fuel counts are the same.
+# interprets on the others; fuel is counted the same way on each, and a
+# call's count is identical on each with tools.reproducible: true (with the
+# default, false, it varies a little from run to run: tools read the clock).
 CROSS := amd64 arm64 arm riscv64
 
 cross:
