@@ -16,9 +16,11 @@ import (
 func TestThePackagedConfigLoads(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(testenv.Root(), "packaging", "agent.yaml"))
 	require.NoError(t, err)
-	kiosk := t.TempDir() // stands for /srv/kiosk, which must exist
+	// Temporary dirs stand for /srv/kiosk and the tools dir, which must exist.
+	kiosk, tools := t.TempDir(), t.TempDir()
 	path := filepath.Join(t.TempDir(), "agent.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(strings.ReplaceAll(string(b), "/srv/kiosk", kiosk)), 0o600))
+	yaml := strings.NewReplacer("/srv/kiosk", kiosk, "/usr/lib/aip-agent/tools", tools).Replace(string(b))
+	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o600))
 	cfg, err := agent.LoadConfig(path)
 	require.NoError(t, err)
 	assert.Empty(t, cfg.TokenFile, "the unit passes the token's credential path")
