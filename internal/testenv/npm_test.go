@@ -10,7 +10,7 @@ import (
 )
 
 func TestTheNPMPinsAreTheMakefiles(t *testing.T) {
-	pins, err := NPMPins()
+	pins, err := npmPins()
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{
 		"@modelcontextprotocol/server-everything": "2026.8.31",

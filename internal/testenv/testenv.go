@@ -188,7 +188,7 @@ func NodePackage(t testing.TB, name string) string {
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("node is not installed; .ci/run installs it (apt-get install -y nodejs npm)")
 	}
-	pins, err := NPMPins()
+	pins, err := npmPins()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,10 +233,10 @@ func pinnedPackage(cache, name string, pins map[string]string) (string, error) {
 	return dir, nil
 }
 
-// NPMPins are the npm packages the tests run, by name, with the versions
+// npmPins are the npm packages the tests run, by name, with the versions
 // the Makefile's NPM_PACKAGES pins, which `make deps-npm` installs: the
 // one list of them.
-func NPMPins() (map[string]string, error) {
+func npmPins() (map[string]string, error) {
 	path := filepath.Join(Root(), "Makefile")
 	b, err := os.ReadFile(path)
 	if err != nil {

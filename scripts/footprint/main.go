@@ -359,18 +359,15 @@ func (a agentRun) busy(ctx context.Context, pid int) (busyFigures, error) {
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	peak, err := rssKiB(pid)
-	if err != nil {
-		return busyFigures{}, err
-	}
+	var peak int64
 	for {
+		if kb, err := rssKiB(pid); err == nil {
+			peak = max(peak, kb)
+		}
 		select {
 		case <-done:
 			return busyFigures{peak: peak, overlapped: mostAtOnce(runs)}, errors.Join(errs...)
 		case <-time.After(5 * time.Millisecond):
-		}
-		if kb, err := rssKiB(pid); err == nil {
-			peak = max(peak, kb)
 		}
 	}
 }
