@@ -4,8 +4,10 @@ BIN      := bin
 CMDS     := aip-server aip-agent aipctl
 TOOLS    := read_file write_file list_dir hash_file
 
-# npm packages the MCP tests run, pinned; tests look for them in
-# $(NPM_CACHE) (EDGEAIP_NPM_CACHE overrides it) and skip, saying so, if absent.
+# npm packages the MCP tests run, pinned: the one list of them, which
+# internal/testenv reads. Tests look for them in $(NPM_CACHE)
+# (EDGEAIP_NPM_CACHE overrides it), skip, saying so, if one is absent, and
+# fail if another version is installed.
 NPM_CACHE    ?= $(or $(EDGEAIP_NPM_CACHE),.cache/npm)
 NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 \
                 @modelcontextprotocol/server-filesystem@2026.8.31 \
@@ -23,7 +25,9 @@ $(CMDS:%=$(BIN)/%): $(BIN)/%: FORCE
 
 # The agent as it ships to boards: static and stripped, for each
 # architecture operators have. wazero compiles on amd64 and arm64 and
-# interprets on the others; fuel counts are the same.
+# interprets on the others; fuel is counted the same way on each, and a
+# call's count is identical on each with tools.reproducible: true (with the
+# default, false, it varies a little from run to run: tools read the clock).
 CROSS := amd64 arm64 arm riscv64
 
 cross:
@@ -69,7 +73,7 @@ test:
 
 deps-npm:
 	mkdir -p $(NPM_CACHE)
-	npm install --prefix $(NPM_CACHE) --no-audit --no-fund $(NPM_PACKAGES)
+	npm install --prefix $(NPM_CACHE) --no-audit --no-fund --save-exact $(NPM_PACKAGES)
 
 # Each decoder's fuzz target for FUZZTIME; their seed corpora already run as
 # plain tests in `make test`.

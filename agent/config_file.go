@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,15 +32,15 @@ func LoadConfig(path string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
+	l := &configLoader{file: path, dir: filepath.Dir(path)}
+	if err := yaml.Unmarshal(data, &l.doc); err != nil {
+		return Config{}, l.yamlError(err)
+	}
 	var fc fileConfig
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, yamlError(path, err)
-	}
-	l := &configLoader{file: path, dir: filepath.Dir(path)}
-	if err := yaml.Unmarshal(data, &l.doc); err != nil {
-		return Config{}, yamlError(path, err)
+		return Config{}, l.yamlError(err)
 	}
 	cfg := l.config(&fc)
 	return cfg, errors.Join(l.errs...)
@@ -196,18 +197,35 @@ func (l *configLoader) config(fc *fileConfig) Config {
 	default:
 		l.fail([]any{"server", "wire"}, "want cbor or json, got %q", fc.Server.Wire)
 	}
-	for _, d := range fc.Tools.Dirs {
-		if ns, dir, ok := strings.Cut(d, "="); ok {
-			cfg.ToolDirs = append(cfg.ToolDirs, ns+"="+l.abs(dir))
-		} else {
-			cfg.ToolDirs = append(cfg.ToolDirs, l.abs(d))
-		}
-	}
+	cfg.ToolDirs = l.toolDirs(fc.Tools.Dirs)
 	cfg.Mounts = l.mounts([]any{"tools", "allow_dirs"}, fc.Tools.AllowDirs)
 	cfg.TrustedKeys = l.keys(fc.Tools.TrustedKeys)
 	cfg.Policies = l.policies(fc.Tools.Policies)
 	cfg.MCP = l.mcp(fc.MCP)
 	return cfg
+}
+
+// toolDirs resolves the tool dirs, "DIR" or "NAMESPACE=DIR", each of which
+// must be a directory: the agent would not start without it.
+func (l *configLoader) toolDirs(specs []string) []string {
+	var out []string
+	for i, spec := range specs {
+		ns, dir, named := strings.Cut(spec, "=")
+		if !named {
+			dir = spec
+		}
+		dir = l.abs(dir)
+		if fi, err := os.Stat(dir); err != nil {
+			l.fail([]any{"tools", "dirs", i}, "%v", err)
+		} else if !fi.IsDir() {
+			l.fail([]any{"tools", "dirs", i}, "%s is not a directory", dir)
+		}
+		if named {
+			dir = ns + "=" + dir
+		}
+		out = append(out, dir)
+	}
+	return out
 }
 
 func (l *configLoader) limits(path []any, fl fileLimits) sandbox.Limits {
@@ -402,12 +420,15 @@ func dotted(path []any) string {
 }
 
 var (
-	yamlLine     = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
-	yamlTypeName = regexp.MustCompile(` (?:in|into) type agent\.\w+`)
+	yamlLine         = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
+	yamlTypeName     = regexp.MustCompile(` (?:in|into) type agent\.\w+`)
+	yamlUnknownField = regexp.MustCompile(`^line (\d+): field (.*?) not found in type `)
 )
 
-// yamlError rewrites the YAML library's errors as file:line: problem.
-func yamlError(file string, err error) error {
+// yamlError rewrites the YAML library's errors as file:line: problem, and
+// an unknown key as file:line: section.key: unknown field, rather than
+// with the Go type it is not in.
+func (l *configLoader) yamlError(err error) error {
 	var msgs []string
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
@@ -417,14 +438,53 @@ func yamlError(file string, err error) error {
 	}
 	errs := make([]error, len(msgs))
 	for i, m := range msgs {
+		if sub := yamlUnknownField.FindStringSubmatch(m); sub != nil {
+			line, _ := strconv.Atoi(sub[1])
+			path := keyPath(&l.doc, line, sub[2])
+			if path == nil {
+				path = []any{sub[2]}
+			}
+			errs[i] = fmt.Errorf("%s:%d: %s: unknown field", l.file, line, dotted(path))
+			continue
+		}
 		m = yamlTypeName.ReplaceAllString(m, "")
 		if sub := yamlLine.FindStringSubmatch(m); sub != nil {
-			errs[i] = fmt.Errorf("%s:%s: %s", file, sub[1], m[len(sub[0]):])
+			errs[i] = fmt.Errorf("%s:%s: %s", l.file, sub[1], m[len(sub[0]):])
 		} else {
-			errs[i] = fmt.Errorf("%s: %s", file, strings.TrimPrefix(m, "yaml: "))
+			errs[i] = fmt.Errorf("%s: %s", l.file, strings.TrimPrefix(m, "yaml: "))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// keyPath is the path from n to the map key named key on line, nil if
+// there is none.
+func keyPath(n *yaml.Node, line int, key string) []any {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if p := keyPath(c, line, key); p != nil {
+				return p
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Line == line && k.Value == key {
+				return []any{key}
+			}
+			if p := keyPath(v, line, key); p != nil {
+				return append([]any{k.Value}, p...)
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if p := keyPath(c, line, key); p != nil {
+				return append([]any{i}, p...)
+			}
+		}
+	}
+	return nil
 }
 
 // duration is a YAML duration with a unit, such as 30s or 5m.

@@ -27,8 +27,10 @@ func writeConfig(t *testing.T, yaml string) string {
 func TestTheExampleConfigLoadsAsDocumented(t *testing.T) {
 	example, err := os.ReadFile("agent.example.yaml")
 	require.NoError(t, err)
-	kiosk := t.TempDir() // stands for /srv/kiosk, which allow_dirs needs to exist
-	path := writeConfig(t, strings.ReplaceAll(string(example), "/srv/kiosk", kiosk))
+	// Temporary dirs stand for those the file names, which must exist.
+	kiosk, stock, kioskTools := t.TempDir(), t.TempDir(), t.TempDir()
+	path := writeConfig(t, strings.NewReplacer("/srv/kiosk", kiosk, "/usr/lib/aip-agent/tools", stock,
+		"/opt/kiosk/tools", kioskTools).Replace(string(example)))
 	dir := filepath.Dir(path)
 	key, err := os.ReadFile(filepath.Join(testenv.Root(), "testdata", "keys", "test.pub"))
 	require.NoError(t, err)
@@ -47,7 +49,7 @@ func TestTheExampleConfigLoadsAsDocumented(t *testing.T) {
 	assert.Equal(t, 8, cfg.MaxConcurrentCommands)
 	assert.Equal(t, 10*time.Second, cfg.ShutdownGrace)
 	assert.Equal(t, OutboxLimits{MaxBytes: 16 << 20, MaxAge: 168 * time.Hour}, cfg.Outbox)
-	assert.Equal(t, []string{"/usr/lib/aip-agent/tools", "kiosk=/opt/kiosk/tools"}, cfg.ToolDirs)
+	assert.Equal(t, []string{stock, "kiosk=" + kioskTools}, cfg.ToolDirs)
 	assert.Equal(t, []sandbox.Mount{{HostPath: kiosk, GuestPath: "/data", ReadOnly: true}}, cfg.Mounts)
 	assert.Equal(t, []string{"TZ"}, cfg.AllowEnv)
 	assert.Equal(t, []ed25519.PublicKey{testenv.TestKey(t)}, cfg.TrustedKeys)
@@ -75,7 +77,17 @@ func TestTheExampleConfigLoadsAsDocumented(t *testing.T) {
 func TestAnInvalidConfigNamesTheLineAndTheProblem(t *testing.T) {
 	for name, tc := range map[string]struct{ yaml, want string }{
 		"unknown field": {"device:\n  id: k1\n  colour: red\n",
-			`agent.yaml:3: field colour not found`},
+			`agent.yaml:3: device.colour: unknown field`},
+		"unknown field deep down": {"mcp:\n  default:\n    default:\n      action:\n        - namespace: ui\n          type: http\n          urll: 'http://x/mcp'\n",
+			`agent.yaml:7: mcp.default.default.action[0].urll: unknown field`},
+		"unknown section": {"device: {id: k1}\nbogus: 1\n",
+			`agent.yaml:2: bogus: unknown field`},
+		"tool dir": {"tools:\n  dirs:\n    - /nonexistent/tools\n",
+			`agent.yaml:3: tools.dirs[0]: stat /nonexistent/tools: no such file or directory`},
+		"named tool dir": {"tools:\n  dirs: [ok=.,\n    kiosk=/nonexistent/tools]\n",
+			`agent.yaml:3: tools.dirs[1]: stat /nonexistent/tools: no such file or directory`},
+		"tool dir that is a file": {"tools:\n  dirs: [agent.yaml]\n",
+			`agent.yaml is not a directory`},
 		"duration without a unit": {"server:\n  heartbeat: 20\n",
 			`agent.yaml:2: "20" is not a duration such as 30s or 5m`},
 		"size that is not one": {"outbox:\n  max_bytes: lots\n",
@@ -127,6 +139,7 @@ func TestAnInvalidConfigNamesTheLineAndTheProblem(t *testing.T) {
 			_, err := LoadConfig(writeConfig(t, tc.yaml))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
+			assert.NotContains(t, err.Error(), "struct {", "no Go type")
 		})
 	}
 }

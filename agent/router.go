@@ -8,8 +8,15 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 )
 
-// skippedError is what an action skipped by early exit says.
+// skippedError is what an action skipped by early exit says, as in UFO.
 const skippedError = "skipped due to previous failure"
+
+// skippedInvalid is what the other actions of a command with an invalid
+// action say, with early exit: UFO's words, and the invalid action,
+// counted from 1 as steps are.
+func skippedInvalid(n int, tool string) string {
+	return fmt.Sprintf("%s: action %d (%s) failed validation", skippedError, n, tool)
+}
 
 // Router is UFO's CommandRouter: it executes the actions of one COMMAND,
 // in order, on the Computer the command is for.
@@ -52,8 +59,7 @@ func (r *Router) Execute(ctx context.Context, target Target, actions []protocol.
 		case invalid[i] != nil:
 			res = failure(invalid[i])
 		case earlyExit && firstInvalid >= 0:
-			res = protocol.Result{Status: protocol.ResultSkipped,
-				Error: fmt.Sprintf("not run: action %d (%s) failed validation", firstInvalid, actions[firstInvalid].ToolName)}
+			res = protocol.Result{Status: protocol.ResultSkipped, Error: skippedInvalid(firstInvalid+1, actions[firstInvalid].ToolName)}
 		case earlyExit && failed:
 			res = protocol.Result{Status: protocol.ResultSkipped, Error: skippedError}
 		case ctx.Err() != nil:

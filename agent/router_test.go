@@ -113,7 +113,7 @@ func TestRouterValidatesBeforeItExecutes(t *testing.T) {
 			assert.Equal(t, protocol.ResultFailure, res[1].Status)
 			assert.Contains(t, res[1].Error, tc.want)
 			assert.Equal(t, protocol.ResultSkipped, res[0].Status, "nothing of an invalid command runs")
-			assert.Contains(t, res[0].Error, "not run: action 1")
+			assert.Equal(t, "skipped due to previous failure: action 2 ("+tc.cmd.ToolName+") failed validation", res[0].Error)
 			assert.Nil(t, res[0].Usage, "the sandbox never saw it")
 
 			res = execute(t, r, Target{}, false, before, tc.cmd)

@@ -16,7 +16,9 @@ import (
 // BenchmarkRoundTrip is the whole path: operator API → server → agent →
 // sandbox (echo.wat) → agent → server → operator, on loopback, with 1 and
 // with 64 concurrent callers. It reports the p50 and p99 latency of one
-// command; ns/op is wall time per command across all callers.
+// command; ns/op is wall time per command across all callers. A command
+// that fails fails the benchmark, which then reports no latencies: those
+// of the commands never sent would be zeros.
 func BenchmarkRoundTrip(b *testing.B) {
 	c := newCluster(b)
 	c.startAgent("bench-1", c.enroll("bench-1"))
@@ -34,7 +36,8 @@ func BenchmarkRoundTrip(b *testing.B) {
 						resp, err := c.api.Command(context.Background(), "bench-1", req)
 						lat[i] = time.Since(start)
 						if err != nil || !resp.Succeeded() {
-							b.Errorf("command failed: %v %+v", err, resp.Results)
+							b.Errorf("command %d failed: %v %+v", i, err, resp.Results)
+							next.Store(int64(b.N)) // the other callers stop too
 							return
 						}
 					}
@@ -42,6 +45,9 @@ func BenchmarkRoundTrip(b *testing.B) {
 			}
 			wg.Wait()
 			b.StopTimer()
+			if b.Failed() {
+				b.FailNow()
+			}
 			slices.Sort(lat)
 			b.ReportMetric(micros(lat[len(lat)/2]), "p50-µs")
 			b.ReportMetric(micros(lat[(len(lat)*99)/100]), "p99-µs")

@@ -117,6 +117,8 @@ fi
 echo "the dashboard is at $AIP_SERVER/ (log in with the operator token)"
 
 say "stopping agent and server"
-kill -TERM "$agent_pid"; wait "$agent_pid" || true; agent_pid=
+# Both exit 0 on SIGTERM once they have shut down cleanly; anything else
+# fails the demo.
+kill -TERM "$agent_pid"; wait "$agent_pid"; agent_pid=
 kill -TERM "$server_pid"; wait "$server_pid"; server_pid=
 echo "demo ok"

@@ -13,6 +13,7 @@ import (
 
 func TestFlagsThatAreSetOverrideTheConfigFile(t *testing.T) {
 	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "file-tools"), 0o755))
 	path := filepath.Join(dir, "agent.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(`
 device: {id: from-file}

@@ -7,12 +7,16 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -175,18 +179,88 @@ func NPMDir() string {
 }
 
 // NodePackage returns the directory of an npm package that `make deps-npm`
-// installed, and skips the test when node or the package is missing.
+// installed, at the version the Makefile pins. It skips the test when node
+// or the package is missing, and fails it when another version is there:
+// the tests are of the pinned versions, and a stale cache would pass or
+// fail them for another's reasons.
 func NodePackage(t testing.TB, name string) string {
 	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("node is not installed; .ci/run installs it (apt-get install -y nodejs npm)")
 	}
-	dir := filepath.Join(NPMDir(), "node_modules", name)
-	if _, err := os.Stat(filepath.Join(dir, "package.json")); err != nil {
-		t.Skipf("npm package %s is not installed in %s; run `make deps-npm`", name, NPMDir())
+	pins, err := npmPins()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := pinnedPackage(NPMDir(), name, pins)
+	if errors.Is(err, errNotInstalled) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
+
+// errNotInstalled is a pinned npm package absent from the cache.
+var errNotInstalled = errors.New("not installed")
+
+// pinnedPackage returns the directory of the npm package name in cache,
+// checking that its version is the one pins has for it.
+func pinnedPackage(cache, name string, pins map[string]string) (string, error) {
+	want, ok := pins[name]
+	if !ok {
+		return "", fmt.Errorf("npm package %s is not pinned in the Makefile's NPM_PACKAGES", name)
+	}
+	dir := filepath.Join(cache, "node_modules", name)
+	b, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("npm package %s@%s is %w in %s; run `make deps-npm`", name, want, errNotInstalled, cache)
+	}
+	if err != nil {
+		return "", fmt.Errorf("npm package %s: %w", name, err)
+	}
+	var pkg struct {
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal(b, &pkg); err != nil {
+		return "", fmt.Errorf("npm package %s: %s: %w", name, filepath.Join(dir, "package.json"), err)
+	}
+	if pkg.Version != want {
+		return "", fmt.Errorf("npm package %s in %s is version %q, not the pinned %q (the Makefile's NPM_PACKAGES); run `make deps-npm`",
+			name, cache, pkg.Version, want)
+	}
+	return dir, nil
+}
+
+// npmPins are the npm packages the tests run, by name, with the versions
+// the Makefile's NPM_PACKAGES pins, which `make deps-npm` installs: the
+// one list of them.
+func npmPins() (map[string]string, error) {
+	path := filepath.Join(Root(), "Makefile")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("npm pins: %w", err)
+	}
+	m := npmPackagesVar.FindSubmatch(b)
+	if m == nil {
+		return nil, fmt.Errorf("npm pins: no NPM_PACKAGES := ... in %s", path)
+	}
+	pins := map[string]string{}
+	for _, spec := range strings.Fields(strings.ReplaceAll(string(m[1]), "\\\n", " ")) {
+		// A scoped name starts with @: the version follows the last one.
+		at := strings.LastIndex(spec, "@")
+		if at <= 0 || at == len(spec)-1 {
+			return nil, fmt.Errorf("npm pins: %q in %s's NPM_PACKAGES: want NAME@VERSION", spec, path)
+		}
+		pins[spec[:at]] = spec[at+1:]
+	}
+	return pins, nil
+}
+
+// npmPackagesVar is the value of NPM_PACKAGES in the Makefile, with its
+// continued lines.
+var npmPackagesVar = regexp.MustCompile(`(?m)^NPM_PACKAGES\s*:=((?:.*\\\n)*.*)$`)
 
 // Chromium returns the path of Debian's chromium, and skips the test when
 // it is missing.

@@ -2,7 +2,8 @@
 // binaries (from `make cross`), the time from start to registered, its
 // resident memory once registered with the stock tools loaded, and its
 // resident memory while 8 tool calls run at once. `make footprint` runs it
-// and BENCHMARKS.md records what it printed.
+// and BENCHMARKS.md records what it printed. It prints each figure issue 9
+// bounds beside its budget, and exits non-zero if one is over it.
 //
 // It runs the real aip-server and aip-agent of BIN on loopback, each in a
 // temporary directory, and reads the agent's memory from /proc (Linux).
@@ -11,12 +12,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -36,6 +39,16 @@ import (
 
 // concurrentCalls is how many tool calls run at once for the busy figure.
 const concurrentCalls = 8
+
+// hashFileMemory is the memory limit of the stock hash_file tool
+// (wasmtools/tools/hash_file/hash_file.json), which each of its calls
+// reserves while it runs: the agent must let concurrentCalls of them
+// reserve it together.
+const hashFileMemory = 64 << 20
+
+// settle is how long an agent is left once registered before its memory
+// is read: start-up leaves garbage that it hands back.
+const settle = 3 * time.Second
 
 // unloadAfter is the agent's tools.unload_after here: short, so that the
 // figure after unloading takes seconds to measure, not minutes.
@@ -89,12 +102,16 @@ func run(bin, agentBin string, runs int) error {
 
 	fmt.Println("## Agent footprint (make footprint)")
 	fmt.Println()
-	printSizes(filepath.Join(bin, "cross"))
+	var r report
+	fmt.Println("| what | figure | budget |")
+	fmt.Println("|---|---|---|")
+	r.sizes(filepath.Join(bin, "cross"))
 
-	cold, err := a.startToRegistered(ctx)
+	cmd, cold, err := a.startRegistered(ctx)
 	if err != nil {
 		return err
 	}
+	stop(cmd)
 	// The first start stopped once registered; let one run to the end of
 	// instrumenting, as a board's first start does, so that the starts
 	// measured next find every tool in the cache.
@@ -102,41 +119,29 @@ func run(bin, agentBin string, runs int) error {
 	if err != nil {
 		return err
 	}
+	// The idle memory of one start differs from the next's by up to 3 MiB:
+	// each warm start gives a reading.
 	var warm []time.Duration
+	var idle rssReadings
 	for range runs {
-		d, err := a.startToRegistered(ctx)
+		d, kb, err := a.warmStart(ctx)
 		if err != nil {
 			return err
 		}
-		warm = append(warm, d)
+		warm, idle = append(warm, d), append(idle, kb)
 	}
 	m, err := a.memory(ctx)
 	if err != nil {
 		return err
 	}
-	slices.Sort(warm)
-	fmt.Printf("| start to registered, compile cache warm (median of %d) | %s |\n", runs, warm[len(warm)/2].Round(time.Millisecond))
-	fmt.Printf("| start to registered, first start on a fresh data dir (tools instrumented in the background) | %s |\n", cold.Round(time.Millisecond))
-	fmt.Printf("| RSS idle after registration, stock tools loaded | %.1f MiB |\n", mib(m.idle))
-	fmt.Printf("| RSS idle after a first start has instrumented the tools in the background | %.1f MiB |\n", mib(firstIdle))
-	fmt.Printf("| RSS peak during %d concurrent hash_file calls (32 MiB file) | %.1f MiB |\n", concurrentCalls, mib(m.busy))
-	fmt.Printf("| RSS idle once each stock tool has run (their code resident) | %.1f MiB |\n", mib(m.used))
-	fmt.Printf("| RSS once the idle code is unloaded (tools.unload_after, %s here) | %.1f MiB |\n", unloadAfter, mib(m.unloaded))
-	return nil
-}
-
-func mib(kb int64) float64 { return float64(kb) / 1024 }
-
-// printSizes lists the agent binaries make cross built.
-func printSizes(dir string) {
-	fmt.Println("| what | figure |")
-	fmt.Println("|---|---|")
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if fi, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), "aip-agent-") {
-			fmt.Printf("| %s (static, stripped) | %.1f MB |\n", e.Name(), float64(fi.Size())/1e6)
-		}
-	}
+	r.startup(fmt.Sprintf("start to registered, compile cache warm (median of %d)", runs), median(warm))
+	r.startup("start to registered, first start on a fresh data dir (tools instrumented in the background)", cold)
+	r.idleRSS(fmt.Sprintf("RSS idle after registration, stock tools loaded (median of %d starts)", runs), idle)
+	r.row("RSS idle after a first start has instrumented the tools in the background", fmt.Sprintf("%.1f MiB", mib(firstIdle)))
+	r.busy(m.busy)
+	r.row("RSS idle once each stock tool has run (their code resident)", fmt.Sprintf("%.1f MiB", mib(m.used)))
+	r.row(fmt.Sprintf("RSS once the idle code is unloaded (tools.unload_after, %s here)", unloadAfter), fmt.Sprintf("%.1f MiB", mib(m.unloaded)))
+	return r.err()
 }
 
 // startServer runs aip-server on a free loopback port.
@@ -207,15 +212,21 @@ func (a agentRun) start() (*exec.Cmd, error) {
 		return nil, err
 	}
 	config := filepath.Join(a.work, "agent.yaml")
+	// The defaults would run GOMAXPROCS commands' calls at once, and
+	// reserve memory for four hash_file calls: let concurrentCalls run.
 	yaml := fmt.Sprintf(`device: {id: footprint-1}
 server: {url: %q, token_file: %q}
 data_dir: %q
+commands:
+  max_concurrent: %d
 tools:
   dirs: [%q]
   allow_dirs: [%q]
   unload_after: %s
-`, "ws"+strings.TrimPrefix(a.server, "http")+"/ws", tokenFile, filepath.Join(a.work, "agent"),
-		filepath.Join(a.bin, "tools"), a.files, unloadAfter)
+  max_calls: %d
+  max_call_memory: %d
+`, "ws"+strings.TrimPrefix(a.server, "http")+"/ws", tokenFile, filepath.Join(a.work, "agent"), concurrentCalls,
+		filepath.Join(a.bin, "tools"), a.files, unloadAfter, concurrentCalls, concurrentCalls*hashFileMemory)
 	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
 		return nil, err
 	}
@@ -229,25 +240,36 @@ tools:
 	return cmd, cmd.Start()
 }
 
-// startToRegistered starts the agent, waits until the server has it
-// online, and stops it again.
-func (a agentRun) startToRegistered(ctx context.Context) (time.Duration, error) {
+// startRegistered starts the agent and returns once the server has it
+// online, with the time that took.
+func (a agentRun) startRegistered(ctx context.Context) (*exec.Cmd, time.Duration, error) {
 	began := time.Now()
 	cmd, err := a.start()
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	for time.Since(began) < time.Minute {
 		if d, err := a.client.Device(ctx, "footprint-1"); err == nil && d.Online {
-			took := time.Since(began)
-			stop(cmd)
-			return took, nil
+			return cmd, time.Since(began), nil
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	stop(cmd)
 	log, _ := os.ReadFile(filepath.Join(a.work, "agent.log"))
-	return 0, fmt.Errorf("aip-agent did not register within a minute; its log:\n%s", log[max(0, len(log)-2000):])
+	return nil, 0, fmt.Errorf("aip-agent did not register within a minute; its log:\n%s", log[max(0, len(log)-2000):])
+}
+
+// warmStart starts the agent, times its start to registered, and reads
+// its resident memory, in KiB, once it has settled.
+func (a agentRun) warmStart(ctx context.Context) (time.Duration, int64, error) {
+	cmd, took, err := a.startRegistered(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer stop(cmd)
+	time.Sleep(settle)
+	kb, err := rssKiB(cmd.Process.Pid)
+	return took, kb, err
 }
 
 // instrumentAll starts the agent, waits until it has instrumented every
@@ -270,38 +292,28 @@ func (a agentRun) instrumentAll(ctx context.Context) (int64, error) {
 			return 0, fmt.Errorf("aip-agent did not instrument its tools within a minute; its log:\n%s", log[max(0, len(log)-2000):])
 		}
 	}
-	time.Sleep(3 * time.Second) // let it settle, as memory does
+	time.Sleep(settle)
 	return rssKiB(cmd.Process.Pid)
 }
 
-// memoryFigures are the agent's resident memory at four moments, in KiB.
+// memoryFigures are the agent's resident memory at three moments, in KiB.
 type memoryFigures struct {
-	idle     int64 // registered, no tool run yet
-	busy     int64 // peak while concurrentCalls hash_file calls run
-	used     int64 // idle again, each stock tool having run once
-	unloaded int64 // after unloadAfter, the tools' code freed
+	busy     busyFigures // while concurrentCalls hash_file calls run
+	used     int64       // idle again, each stock tool having run once
+	unloaded int64       // after unloadAfter, the tools' code freed
 }
 
 // memory measures memoryFigures on a fresh agent.
 func (a agentRun) memory(ctx context.Context) (memoryFigures, error) {
 	var m memoryFigures
-	cmd, err := a.start()
+	cmd, _, err := a.startRegistered(ctx)
 	if err != nil {
 		return m, err
 	}
 	defer stop(cmd)
-	for {
-		if d, err := a.client.Device(ctx, "footprint-1"); err == nil && d.Online {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(3 * time.Second) // let start-up settle
+	time.Sleep(settle)
 	pid := cmd.Process.Pid
-	if m.idle, err = rssKiB(pid); err != nil {
-		return m, err
-	}
-	if m.busy, err = a.busy(ctx, pid, m.idle); err != nil {
+	if m.busy, err = a.busy(ctx, pid); err != nil {
 		return m, err
 	}
 	for _, tool := range []struct {
@@ -326,40 +338,103 @@ func (a agentRun) memory(ctx context.Context) (memoryFigures, error) {
 	return m, err
 }
 
+// busyFigures are what busy measured.
+type busyFigures struct {
+	peak       int64 // resident memory, in KiB
+	overlapped int   // the most calls that ran at one moment
+}
+
 // busy runs concurrentCalls hash_file calls at once and returns the peak
-// resident memory meanwhile, in KiB.
-func (a agentRun) busy(ctx context.Context, pid int, idle int64) (int64, error) {
+// resident memory meanwhile and how many of them the agent ran together.
+func (a agentRun) busy(ctx context.Context, pid int) (busyFigures, error) {
 	var wg sync.WaitGroup
-	errs := make(chan error, concurrentCalls)
+	runs := make([]interval, concurrentCalls)
+	errs := make([]error, concurrentCalls)
 	req := api.CommandRequest{Actions: []protocol.Command{{ToolName: "hash_file", Parameters: map[string]any{"path": filepath.Join(a.files, "big.bin")}}}, Timeout: "2m"}
-	for range concurrentCalls {
+	began := time.Now()
+	for i := range concurrentCalls {
 		wg.Go(func() {
-			resp, err := a.client.Command(ctx, "footprint-1", req)
-			if err == nil && !resp.Succeeded() {
-				err = fmt.Errorf("hash_file failed: %+v", resp.Results)
-			}
-			errs <- err
+			runs[i], errs[i] = a.hashFile(ctx, req, began)
 		})
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	for busy := idle; ; time.Sleep(5 * time.Millisecond) {
+	var peak int64
+	for {
 		if kb, err := rssKiB(pid); err == nil {
-			busy = max(busy, kb)
+			peak = max(peak, kb)
 		}
 		select {
 		case <-done:
-			close(errs)
-			for err := range errs {
-				if err != nil {
-					return 0, err
-				}
-			}
-			return busy, nil
-		default:
+			return busyFigures{peak: peak, overlapped: mostAtOnce(runs)}, errors.Join(errs...)
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }
+
+// hashFile runs one hash_file command and returns when its call ran,
+// since began: it ended about when its result came back, and ran for the
+// wall time the sandbox measured, which leaves out its wait for a slot.
+// The result's way back, a few milliseconds, blurs the end.
+func (a agentRun) hashFile(ctx context.Context, req api.CommandRequest, began time.Time) (interval, error) {
+	resp, err := a.client.Command(ctx, "footprint-1", req)
+	end := time.Since(began)
+	if err != nil {
+		return interval{}, fmt.Errorf("hash_file: %w", err)
+	}
+	if !resp.Succeeded() || len(resp.Results) != 1 || resp.Results[0].Usage == nil {
+		return interval{}, fmt.Errorf("hash_file failed: %+v", resp.Results)
+	}
+	wall := time.Duration(resp.Results[0].Usage.WallMicros) * time.Microsecond
+	return interval{start: end - wall, end: end}, nil
+}
+
+// interval is when something ran.
+type interval struct{ start, end time.Duration }
+
+// mostAtOnce is the most intervals that share a moment. Each is cut short
+// by a tenth of the shortest first: a call that took the slot of one that
+// ended seems to overlap it by the difference of the two results' ways
+// back, milliseconds against calls that take hundreds.
+func mostAtOnce(runs []interval) int {
+	type edge struct {
+		at    time.Duration
+		delta int
+	}
+	blur := time.Duration(math.MaxInt64)
+	for _, r := range runs {
+		blur = min(blur, (r.end-r.start)/10)
+	}
+	var edges []edge
+	for _, r := range runs {
+		edges = append(edges, edge{r.start, +1}, edge{r.end - blur, -1})
+	}
+	// An interval that ends where another starts did not overlap it.
+	slices.SortFunc(edges, func(x, y edge) int { return cmp.Or(cmp.Compare(x.at, y.at), cmp.Compare(x.delta, y.delta)) })
+	most, now := 0, 0
+	for _, e := range edges {
+		now += e.delta
+		most = max(most, now)
+	}
+	return most
+}
+
+// rssReadings are readings of resident memory, in KiB, in no order; they
+// print as their median and range.
+type rssReadings []int64
+
+func (r rssReadings) median() int64 { return median(r) }
+
+func (r rssReadings) String() string {
+	return fmt.Sprintf("%.1f MiB (%.1f-%.1f)", mib(r.median()), mib(slices.Min(r)), mib(slices.Max(r)))
+}
+
+func median[T cmp.Ordered](xs []T) T {
+	s := slices.Sorted(slices.Values(xs))
+	return s[len(s)/2]
+}
+
+func mib(kb int64) float64 { return float64(kb) / 1024 }
 
 var rssLine = regexp.MustCompile(`^VmRSS:\s+(\d+) kB`)
 
