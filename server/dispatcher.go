@@ -71,6 +71,9 @@ type command struct {
 	// unsentTimer fails the command if it is still unsent when its
 	// device's grace ends.
 	unsentTimer *time.Timer
+	// abandoned: its device's grace ended, so it is not sent again; a
+	// device that comes back later may still report results it had.
+	abandoned bool
 }
 
 // resolve ends c with its outcome and reports whether this call did: the
@@ -231,6 +234,11 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 		d.mu.Unlock()
 		return
 	}
+	if cmd.abandoned {
+		d.mu.Unlock()
+		cmd.log.Info("command not sent again: its device came back after its grace")
+		return
+	}
 	cmd.sentOn, cmd.sent = c, true
 	d.mu.Unlock()
 
@@ -355,6 +363,20 @@ func (d *dispatcher) forget(cmd *command) {
 	}
 	if cmd.unsentTimer != nil {
 		cmd.unsentTimer.Stop()
+	}
+}
+
+// abandon keeps every command waiting on a device whose grace ended from
+// being sent again: the sessions that asked for them are cancelled, and a
+// device that comes back must not run them then. Each still waits out its
+// timeout for results the device may have had before its link dropped.
+func (d *dispatcher) abandon(deviceID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, cmd := range d.pending {
+		if cmd.rec.DeviceID == deviceID {
+			cmd.abandoned = true
+		}
 	}
 }
 

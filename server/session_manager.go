@@ -46,9 +46,10 @@ type SessionConfig struct {
 	ResultTTL time.Duration
 	// DeviceGrace is how long a device whose link dropped has to come
 	// back before the sessions running on it are cancelled as
-	// device_disconnected. A command in flight waits for the device within
-	// its own timeout regardless; one that starts in the grace waits for
-	// the device within its timeout and what is left of the grace.
+	// device_disconnected. A command in flight is then no longer sent
+	// again, but still takes results the device may report within its own
+	// timeout; one that starts in the grace waits for the device within
+	// its timeout and what is left of the grace.
 	// Default 60 s.
 	DeviceGrace time.Duration
 }
@@ -384,6 +385,7 @@ func (m *sessionManager) deviceLeft(id string) {
 		delete(m.graces, id)
 		m.mu.Unlock()
 		if m.reg.device(id) == nil {
+			m.disp.abandon(id)
 			m.deviceGone(id)
 		}
 	})

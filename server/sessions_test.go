@@ -292,7 +292,9 @@ func TestATaskEndTooBigForAFrameComesWithoutTheStepsResults(t *testing.T) {
 
 func TestASingleCommandEndsAsDeviceDisconnectedWhenItsDeviceDoesNotComeBack(t *testing.T) {
 	ts := newTestServer(t, func(c *Config) { c.Sessions.DeviceGrace = 100 * time.Millisecond })
-	dev := ts.device("kiosk-1")
+	token := ts.enroll("kiosk-1")
+	dev := ts.mustDial(token)
+	dev.register("kiosk-1")
 	done := make(chan api.CommandResponse, 1)
 	go func() {
 		resp, err := ts.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "spin"}}, Timeout: "10s"})
@@ -308,6 +310,14 @@ func TestASingleCommandEndsAsDeviceDisconnectedWhenItsDeviceDoesNotComeBack(t *t
 	assert.Equal(t, api.StateCancelled, task.State)
 	assert.Equal(t, `task cancelled: target device "kiosk-1" disconnected`, task.Error)
 	assert.Contains(t, ts.logs.String(), "reason=device_disconnected")
+
+	// Back after its grace, the device is not sent the cancelled task's
+	// command again: the line is logged in place of the send.
+	back := ts.mustDial(token)
+	back.register("kiosk-1")
+	require.Eventually(t, func() bool {
+		return strings.Contains(ts.logs.String(), "command not sent again: its device came back after its grace")
+	}, 10*time.Second, 10*time.Millisecond)
 }
 
 func TestADeviceThatComesBackGetsItsPendingCommandAgain(t *testing.T) {
