@@ -69,3 +69,62 @@ func TestADamagedInstrumentedCopyIsMadeAgain(t *testing.T) {
 		}
 	}
 }
+
+func TestTheCachesOfOtherCostModelsAreRemovedAtStart(t *testing.T) {
+	cache := t.TempDir()
+	retired := filepath.Join(cache, "cost-model-fuel-1")
+	require.NoError(t, os.MkdirAll(filepath.Join(retired, "metered"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(retired, "metered", "x.wasm"), []byte("old"), 0o600))
+	notOurs := []string{filepath.Join(cache, "models"), filepath.Join(cache, "cost-model-notes.txt")}
+	require.NoError(t, os.Mkdir(notOurs[0], 0o700))
+	require.NoError(t, os.WriteFile(notOurs[1], []byte("a file, not a cache"), 0o600))
+
+	newSandbox(t, NewConfig().WithCacheDir(cache))
+	assert.NoDirExists(t, retired)
+	assert.DirExists(t, filepath.Join(cache, costModelDir))
+	assert.DirExists(t, notOurs[0], "only cost-model directories are removed")
+	assert.FileExists(t, notOurs[1], "only cost-model directories are removed")
+}
+
+func TestPruneCacheRemovesWhatNoLoadedToolUses(t *testing.T) {
+	ctx := context.Background()
+	cache := t.TempDir()
+	sb := newSandbox(t, NewConfig().WithCacheDir(cache))
+	call := func(tool *Tool) {
+		t.Helper()
+		sb.Call(ctx, tool, nil) // fail fails; what matters is that it was compiled
+		require.True(t, tool.loaded(), tool.Name())
+	}
+	replaced := load(t, sb, "echo", Limits{})
+	kept := load(t, sb, "fail", Limits{})
+	call(replaced)
+	call(kept)
+	replacement := load(t, sb, "counter", Limits{})
+	call(replacement)
+	sameModule := load(t, sb, "env", Limits{})
+	call(sameModule)
+	sameModuleAgain := load(t, sb, "env", Limits{})
+	require.Len(t, sb.compiledFiles(), 4, "one compiled entry per module")
+	echoCode := sb.compiledRecord(replaced.SHA256())
+	require.Len(t, echoCode, 1, "compiling echo recorded its entry")
+	leftover := filepath.Join(cache, costModelDir, "metered", ".tmp-"+replaced.SHA256()+".wasm-123")
+	require.NoError(t, os.WriteFile(leftover, []byte("half"), 0o600))
+
+	require.NoError(t, replaced.Close(ctx))
+	require.NoError(t, sameModule.Close(ctx))
+	require.NoError(t, sb.PruneCache())
+
+	assert.NoFileExists(t, meteredCopy(cache, fixture(t, "echo")), "the replaced module's instrumented copy")
+	assert.NoFileExists(t, sb.compiledRecordPath(replaced.SHA256()))
+	assert.NoFileExists(t, filepath.Join(cache, costModelDir, "compiled", echoCode[0]), "the replaced module's compiled code")
+	assert.NoFileExists(t, leftover)
+	for _, tool := range []*Tool{kept, replacement, sameModuleAgain} {
+		assert.FileExists(t, meteredCopy(cache, fixture(t, tool.Name())), tool.Name())
+		for _, f := range sb.compiledRecord(tool.SHA256()) {
+			assert.FileExists(t, filepath.Join(cache, costModelDir, "compiled", f), tool.Name())
+		}
+	}
+	assert.Len(t, sb.compiledFiles(), 3)
+	res := sb.Call(ctx, sameModuleAgain, nil)
+	assert.NoError(t, res.Err, "a tool whose module another, closed, tool shared still runs")
+}

@@ -76,9 +76,24 @@ func (s *Sandbox) compile(ctx context.Context, t *Tool) (wazero.CompiledModule, 
 	if err != nil {
 		return nil, err
 	}
-	code, err := s.rt.CompileModule(ctx, wasm)
+	code, err := s.compileRecorded(ctx, t.sha256, wasm)
 	if err != nil && s.compiledDir != "" && s.resetCompileCache() == nil {
-		code, err = s.rt.CompileModule(ctx, wasm)
+		code, err = s.compileRecorded(ctx, t.sha256, wasm)
+	}
+	return code, err
+}
+
+// compileRecorded compiles wasm, the instrumented module whose original's
+// digest is sum, and records which entries of the compile cache hold its
+// code, for PruneCache.
+func (s *Sandbox) compileRecorded(ctx context.Context, sum string, wasm []byte) (wazero.CompiledModule, error) {
+	if s.compiledDir == "" {
+		return s.rt.CompileModule(ctx, wasm)
+	}
+	before := s.compiledFiles()
+	code, err := s.rt.CompileModule(ctx, wasm)
+	if err == nil {
+		s.recordCompiled(sum, before)
 	}
 	return code, err
 }
