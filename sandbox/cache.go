@@ -15,15 +15,6 @@ import (
 	"github.com/edgeaip/edgeaip/wasmtools/meter"
 )
 
-// The compile cache, under the directory Config.WithCacheDir names:
-//
-//	DIR/cost-model-V/           V is meter.CostModelVersion; New removes the others
-//	  metered/SHA.wasm          the instrumented copy of the module whose digest is SHA, sealed
-//	  metered/SHA.compiled      the files of compiled/ that compiling that copy created
-//	  compiled/...              wazero's compilation cache, whose names we cannot derive
-//
-// PruneCache removes what no loaded tool uses.
-
 // costModelPrefix starts the name of every cost model's cache directory.
 const costModelPrefix = "cost-model-"
 

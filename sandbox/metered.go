@@ -128,7 +128,7 @@ func (s *Sandbox) meteredBytes(ctx context.Context, t *Tool) ([]byte, error) {
 	}
 	os.Remove(t.metered.path)
 	if t.path == "" {
-		return nil, fmt.Errorf("%w; it was removed: load the tool again", err)
+		return nil, fmt.Errorf("%w: load the tool again to instrument it anew", err)
 	}
 	wasm, err := os.ReadFile(t.path)
 	if err != nil {
