@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,7 +93,7 @@ func newAgent(ctx context.Context, cfg Config, fs outboxFS) (*Agent, error) {
 		WithMaxReservedMemory(cfg.MaxReservedMemory).
 		WithUnloadAfter(cfg.UnloadAfter).
 		WithReproducible(cfg.Reproducible).
-		WithCacheDir(filepath.Join(cfg.DataDir, "compile-cache")))
+		WithCacheDir(cmp.Or(cfg.CompileCacheDir, filepath.Join(cfg.DataDir, "compile-cache"))))
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
@@ -130,6 +131,9 @@ func (a *Agent) init(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	a.outbox = ob
+	// Pruned only now, under the outbox's lock, which keeps a second
+	// agent of this device off the data dir and its cache.
+	a.pruneCache()
 	for _, c := range interrupted {
 		log := a.commandLog(c.SessionID, c.ResponseID, c.CallIDs)
 		log.Warn("command was running when the agent died; reporting it as failed")
@@ -295,6 +299,17 @@ func (a *Agent) Close(ctx context.Context) error {
 		a.closeErr = errors.Join(a.closeErr, a.sb.Close(ctx))
 	})
 	return a.closeErr
+}
+
+// pruneCache removes from the agent's own compile cache the modules no
+// loaded tool uses: those replaced by a deploy, or gone from the tool dirs.
+func (a *Agent) pruneCache() {
+	if a.cfg.CompileCacheDir != "" {
+		return // shared
+	}
+	if err := a.sb.PruneCache(); err != nil {
+		a.log.Warn("compile cache not pruned", "err", err)
+	}
 }
 
 // inventoryChanged makes the link send the new inventory.

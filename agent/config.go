@@ -30,6 +30,12 @@ type Config struct {
 	// DataDir holds the agent's state: the outbox, the compile cache, and
 	// the tools deployed to it (DATA/tools/NAMESPACE/NAME.wasm).
 	DataDir string
+	// CompileCacheDir, if set, keeps instrumented and compiled modules
+	// instead of DATA/compile-cache. Several agents on one host may share
+	// it, so the agent never prunes it; DATA/compile-cache is the agent's
+	// alone, and what no loaded tool uses is removed from it at start and
+	// after each deploy (sandbox.Sandbox.PruneCache).
+	CompileCacheDir string
 
 	// HeartbeatInterval is how often a HEARTBEAT goes out. Default 20 s.
 	HeartbeatInterval time.Duration

@@ -60,9 +60,10 @@ type fileConfig struct {
 		Ping      duration `yaml:"ping"`
 		MaxFrame  byteSize `yaml:"max_frame"`
 	} `yaml:"server"`
-	DataDir     string   `yaml:"data_dir"`
-	MemoryLimit byteSize `yaml:"memory_limit"`
-	Commands    struct {
+	DataDir      string   `yaml:"data_dir"`
+	CompileCache string   `yaml:"compile_cache"`
+	MemoryLimit  byteSize `yaml:"memory_limit"`
+	Commands     struct {
 		MaxConcurrent int      `yaml:"max_concurrent"`
 		ShutdownGrace duration `yaml:"shutdown_grace"`
 	} `yaml:"commands"`
@@ -149,6 +150,7 @@ func (l *configLoader) config(fc *fileConfig) Config {
 		HeartbeatInterval:     time.Duration(fc.Server.Heartbeat),
 		Conn:                  protocol.ConnOptions{PingInterval: time.Duration(fc.Server.Ping), MaxFrameBytes: int64(fc.Server.MaxFrame)},
 		DataDir:               l.abs(fc.DataDir),
+		CompileCacheDir:       l.abs(fc.CompileCache),
 		MaxConcurrentCommands: fc.Commands.MaxConcurrent,
 		ShutdownGrace:         time.Duration(fc.Commands.ShutdownGrace),
 		Outbox:                OutboxLimits{MaxBytes: int64(fc.Outbox.MaxBytes), MaxAge: time.Duration(fc.Outbox.MaxAge)},

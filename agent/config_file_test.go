@@ -188,3 +188,10 @@ func TestAConfigBuiltInGoIsCheckedAsTheFileIs(t *testing.T) {
 		})
 	}
 }
+
+func TestASharedCompileCacheIsFoundRelativeToTheFile(t *testing.T) {
+	path := writeConfig(t, "compile_cache: shared-cache\n")
+	cfg, err := LoadConfig(path)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(filepath.Dir(path), "shared-cache"), cfg.CompileCacheDir)
+}

@@ -83,6 +83,9 @@ func (i *installTool) install(ctx context.Context, params map[string]any) (proto
 	if err != nil {
 		return none, false, err
 	}
+	// Once t has replaced the old version, or been refused, one of them
+	// is closed: its module's cached copies go with it.
+	defer a.pruneCache()
 	// The operator learns now whether the module can run at all.
 	if err := t.mod.Ready(ctx); err != nil {
 		t.close(ctx)

@@ -38,7 +38,12 @@ func newOfflineAgent(t *testing.T, cfg Config) *Agent {
 
 func install(t *testing.T, a *Agent, fixture, namespace string) protocol.Result {
 	t.Helper()
-	params, err := protocol.InstallToolParams(testenv.ReadSigned(t, fixture), namespace)
+	return installModule(t, a, testenv.ReadSigned(t, fixture), namespace)
+}
+
+func installModule(t *testing.T, a *Agent, wasm []byte, namespace string) protocol.Result {
+	t.Helper()
+	params, err := protocol.InstallToolParams(wasm, namespace)
 	require.NoError(t, err)
 	return a.router.Execute(context.Background(), Target{}, []protocol.Command{{ToolName: protocol.InstallToolName, Parameters: params}}, true)[0]
 }

@@ -28,7 +28,7 @@ func (c *cluster) execAsync(id string, req api.CommandRequest) <-chan api.Comman
 func TestSIGTERMFinishesTheCommandInFlightAndExitsCleanly(t *testing.T) {
 	c := newCluster(t)
 	files := t.TempDir()
-	p := newAgentProcess(t, agentYAML(t, "kiosk-1", c.wsURL(), c.enroll("kiosk-1"), sharedAgentData(t), files))
+	p := newAgentProcess(t, agentYAML(t, "kiosk-1", c.wsURL(), c.enroll("kiosk-1"), t.TempDir(), files))
 	p.start()
 	c.waitOnline("kiosk-1", true)
 
@@ -51,7 +51,7 @@ func TestSIGTERMFinishesTheCommandInFlightAndExitsCleanly(t *testing.T) {
 func TestAnAgentKilledMidCommandReportsItAfterRestartWithoutRunningItAgain(t *testing.T) {
 	c := newCluster(t)
 	files := t.TempDir()
-	p := newAgentProcess(t, agentYAML(t, "kiosk-1", c.wsURL(), c.enroll("kiosk-1"), sharedAgentData(t), files))
+	p := newAgentProcess(t, agentYAML(t, "kiosk-1", c.wsURL(), c.enroll("kiosk-1"), t.TempDir(), files))
 	p.start()
 	c.waitOnline("kiosk-1", true)
 

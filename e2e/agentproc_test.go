@@ -59,16 +59,18 @@ type agentProcess struct {
 }
 
 // agentYAML is the config of a test agent process: the stock tools and
-// the fixtures, files allowed, and a link that notices drops fast.
+// the fixtures, files allowed, the compile cache every test agent shares,
+// and a link that notices drops fast.
 func agentYAML(t testing.TB, id, wsURL, tokenFile, dataDir, files string) string {
 	return fmt.Sprintf(`device: {id: %s}
 server: {url: %q, token_file: %q, heartbeat: 1s, ping: 1s}
 data_dir: %q
+compile_cache: %q
 commands: {max_concurrent: 4, shutdown_grace: 10s}
 tools:
   dirs: [%q, %q]
   allow_dirs: [%q]
-`, id, wsURL, tokenFile, dataDir, "stock="+testenv.StockToolsDir(t), "fixtures="+testenv.TestdataTools(), files)
+`, id, wsURL, tokenFile, dataDir, sharedCompileCache(t), "stock="+testenv.StockToolsDir(t), "fixtures="+testenv.TestdataTools(), files)
 }
 
 // newAgentProcess writes yaml as the agent's config; start runs it.

@@ -49,7 +49,7 @@ func TestChaosEveryCommandEndsWithExactlyOneOutcome(t *testing.T) {
 	// A link counts as stable after two pings: with pings every 250 ms, a
 	// good part of the links live that long between cuts, so that the
 	// agent's reconnection backoff starts over often enough.
-	yaml := agentYAML(t, "chaos-1", "ws://"+proxy.addr()+"/ws", c.enroll("chaos-1"), sharedAgentData(t), files)
+	yaml := agentYAML(t, "chaos-1", "ws://"+proxy.addr()+"/ws", c.enroll("chaos-1"), t.TempDir(), files)
 	p := newAgentProcess(t, strings.Replace(yaml, "ping: 1s", "ping: 250ms", 1))
 	p.start()
 	c.waitOnline("chaos-1", true)

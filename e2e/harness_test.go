@@ -112,7 +112,8 @@ func (c *cluster) startAgent(id, tokenFile string, opts ...agentOption) *running
 		ServerURL:         c.wsURL(),
 		TokenFile:         tokenFile,
 		ToolDirs:          []string{"stock=" + testenv.StockToolsDir(c.t), "fixtures=" + testenv.TestdataTools()},
-		DataDir:           sharedAgentData(c.t),
+		DataDir:           c.t.TempDir(),
+		CompileCacheDir:   sharedCompileCache(c.t),
 		HeartbeatInterval: 100 * time.Millisecond,
 		// Tests stop their agents with tools still running.
 		ShutdownGrace: 500 * time.Millisecond,
@@ -156,13 +157,12 @@ func (ra *runningAgent) stop() {
 // test runs: wazero keys its entries by module and by its own version.
 var compileCache = filepath.Join(os.TempDir(), fmt.Sprintf("edgeaip-e2e-compile-cache-%d", os.Getuid()))
 
-// sharedAgentData is a data dir for one agent, for its outbox, whose
-// compile cache is shared, so that the stock tools are compiled once.
-func sharedAgentData(t testing.TB) string {
+// sharedCompileCache is the compile cache every test agent shares, so
+// that the stock tools are compiled once. Agents do not prune a cache
+// they share.
+func sharedCompileCache(t testing.TB) string {
 	require.NoError(t, os.MkdirAll(compileCache, 0o700))
-	dir := t.TempDir()
-	require.NoError(t, os.Symlink(compileCache, filepath.Join(dir, "compile-cache")))
-	return dir
+	return compileCache
 }
 
 func withMounts(mounts ...sandbox.Mount) agentOption {

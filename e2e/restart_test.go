@@ -41,7 +41,7 @@ func TestAKilledServerLosesNoFinishedResult(t *testing.T) {
 	cfg := agent.Config{
 		ID: "kiosk-1", ServerURL: srv.wsURL(), TokenFile: srv.enroll(t, "kiosk-1"),
 		ToolDirs: []string{"stock=" + testenv.StockToolsDir(t), "fixtures=" + testenv.TestdataTools()},
-		DataDir:  sharedAgentData(t), HeartbeatInterval: 100 * time.Millisecond,
+		DataDir:  t.TempDir(), CompileCacheDir: sharedCompileCache(t), HeartbeatInterval: 100 * time.Millisecond,
 		Limits: sandbox.Limits{Timeout: time.Minute}, Logger: testLogger(),
 	}
 	watchLog(seen)(&cfg)

@@ -21,3 +21,15 @@ func BenchmarkCallWarm(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/call")
 }
+
+// BenchmarkUnseal checks the digest of a cached instrumented copy the
+// size of a Go tool's (5 MB), as a first call from the cache does.
+func BenchmarkUnseal(b *testing.B) {
+	sealed := seal(make([]byte, 5<<20))
+	b.SetBytes(int64(len(sealed)))
+	for b.Loop() {
+		if _, err := unseal(sealed); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,9 +77,11 @@ func TestTheCompileCacheIsPrivateAndKeyedByCostModel(t *testing.T) {
 		n := 0
 		filepath.WalkDir(filepath.Join(model, sub), func(p string, d os.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
-				n++
 				fi, _ := d.Info()
 				assert.Zero(t, fi.Mode().Perm()&0o077, "cache entry %s is private", p)
+				if !strings.HasSuffix(p, ".compiled") { // the record of echo's compiled code
+					n++
+				}
 			}
 			return nil
 		})

@@ -22,5 +22,18 @@
 //     path or symbolic link leads out, and an attempt fails the call with
 //     ErrDenied naming the path.
 //
+// The compile cache (Config.WithCacheDir) holds, per cost model,
+// instrumented copies sealed with their own digest and wazero's compiled
+// code:
+//
+//	DIR/cost-model-V/metered/SHA.wasm      instrumented copy of the module SHA
+//	DIR/cost-model-V/metered/SHA.compiled  the entries of compiled/ that are its code
+//	DIR/cost-model-V/compiled/...          wazero's cache
+//
+// A copy that fails its seal is removed and made again from the module.
+// New removes the directories of other cost models; [Sandbox.PruneCache]
+// removes the modules no loaded tool uses, for the one process that owns
+// the cache.
+//
 // RATIONALE.md explains the choices.
 package sandbox

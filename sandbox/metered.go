@@ -4,37 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/edgeaip/edgeaip/internal/atomicfile"
 	"github.com/edgeaip/edgeaip/wasmtools/meter"
 	"github.com/tetratelabs/wazero"
 )
-
-// costModelDir names the cache directory of the current cost model. Code
-// compiled under another model lives elsewhere and is never run.
-var costModelDir = "cost-model-" + strings.ReplaceAll(meter.CostModelVersion, "/", "-")
-
-// openCacheDir prepares DIR/cost-model-V, mode 0700: whoever can write
-// there chooses the machine code this process runs.
-func openCacheDir(dir string) (string, error) {
-	sub := filepath.Join(dir, costModelDir)
-	for _, d := range []string{dir, sub} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return "", fmt.Errorf("sandbox: compile cache: %w", err)
-		}
-		// MkdirAll leaves an existing directory's mode alone.
-		if err := os.Chmod(d, 0o700); err != nil {
-			return "", fmt.Errorf("sandbox: compile cache: %w", err)
-		}
-	}
-	return sub, nil
-}
 
 // meteredModule is a module instrumented for fuel: on disk in the cache
 // dir, or, without one, in memory.
@@ -46,9 +23,11 @@ type meteredModule struct {
 // instrument meters wasm for fuel. Instrumenting a Go tool takes a quarter
 // of a second, most of it validating, so the result is kept under the
 // module's digest and a later load finds it there: a module only ever gets
-// there by passing Instrument's validation.
+// there by passing Instrument's validation. It is written whole or not at
+// all, and sealed with its own digest, so that a copy damaged on disk is
+// never compiled.
 func (s *Sandbox) instrument(ctx context.Context, wasm []byte, sum string) (meteredModule, error) {
-	if m, ok := s.cachedInstrumented(sum); ok {
+	if m, ok := s.cachedInstrumented(sum, true); ok {
 		return m, nil
 	}
 	metered, err := meter.Instrument(ctx, wasm, meter.Options{})
@@ -57,7 +36,7 @@ func (s *Sandbox) instrument(ctx context.Context, wasm []byte, sum string) (mete
 	}
 	if s.meteredDir != "" {
 		path := s.meteredPath(sum)
-		if atomicfile.Write(path, metered) == nil {
+		if atomicfile.Write(path, seal(metered)) == nil {
 			return meteredModule{path: path}, nil
 		}
 	}
@@ -67,33 +46,54 @@ func (s *Sandbox) instrument(ctx context.Context, wasm []byte, sum string) (mete
 }
 
 // cachedInstrumented finds the instrumented copy of the module whose
-// digest is sum in the cache.
-func (s *Sandbox) cachedInstrumented(sum string) (meteredModule, bool) {
+// digest is sum in the cache. With check, it reads the copy and checks its
+// seal, and removes a copy that fails; without, a damaged copy is found
+// when it is compiled (meteredBytes).
+func (s *Sandbox) cachedInstrumented(sum string, check bool) (meteredModule, bool) {
 	if s.meteredDir == "" {
 		return meteredModule{}, false
 	}
 	path := s.meteredPath(sum)
-	if _, err := os.Stat(path); err != nil {
+	var err error
+	if check {
+		_, err = readMetered(path)
+	} else {
+		_, err = os.Stat(path)
+	}
+	if err != nil {
+		os.Remove(path)
 		return meteredModule{}, false
 	}
 	return meteredModule{path: path}, true
 }
 
-func (s *Sandbox) meteredPath(sum string) string { return filepath.Join(s.meteredDir, sum+".wasm") }
-
-// compile compiles t's metered module; callers hold compileMu. A cached
-// instrumented copy that has gone is made again from the module's file. A
-// compile that fails with a compile cache is tried once more after the
-// cache is reset: wazero fails every compile of a module whose cached code
-// is damaged, and every compile once its cache directory has been removed.
+// compile compiles t's metered module; callers hold compileMu. A compile
+// that fails with a compile cache is tried once more after the cache is
+// reset: wazero fails every compile of a module whose cached code is
+// damaged, and every compile once its cache directory has been removed.
 func (s *Sandbox) compile(ctx context.Context, t *Tool) (wazero.CompiledModule, error) {
 	wasm, err := s.meteredBytes(ctx, t)
 	if err != nil {
 		return nil, err
 	}
-	code, err := s.rt.CompileModule(ctx, wasm)
+	code, err := s.compileRecorded(ctx, t.sha256, wasm)
 	if err != nil && s.compiledDir != "" && s.resetCompileCache() == nil {
-		code, err = s.rt.CompileModule(ctx, wasm)
+		code, err = s.compileRecorded(ctx, t.sha256, wasm)
+	}
+	return code, err
+}
+
+// compileRecorded compiles wasm, the instrumented module whose original's
+// digest is sum, and records which entries of the compile cache hold its
+// code, for PruneCache.
+func (s *Sandbox) compileRecorded(ctx context.Context, sum string, wasm []byte) (wazero.CompiledModule, error) {
+	if s.compiledDir == "" {
+		return s.rt.CompileModule(ctx, wasm)
+	}
+	before := s.compiledFiles()
+	code, err := s.rt.CompileModule(ctx, wasm)
+	if err == nil {
+		s.recordCompiled(sum, before)
 	}
 	return code, err
 }
@@ -114,25 +114,28 @@ func (s *Sandbox) resetCompileCache() error {
 	return c.Close(context.Background())
 }
 
-// meteredBytes reads t's instrumented module, instrumenting it again from
-// t.path if the cached copy is gone.
+// meteredBytes reads t's instrumented module. A cached copy that has gone,
+// cannot be read or fails its seal is removed and made again from t.path,
+// if that still holds the module t was loaded from: a bad copy left in
+// place would fail the tool at every start.
 func (s *Sandbox) meteredBytes(ctx context.Context, t *Tool) ([]byte, error) {
 	if t.metered.path == "" {
 		return t.metered.bytes, nil
 	}
-	b, err := os.ReadFile(t.metered.path)
-	if err == nil || !errors.Is(err, fs.ErrNotExist) || t.path == "" {
-		if err != nil {
-			return nil, fmt.Errorf("read instrumented module: %w", err)
-		}
+	b, err := readMetered(t.metered.path)
+	if err == nil {
 		return b, nil
+	}
+	os.Remove(t.metered.path)
+	if t.path == "" {
+		return nil, fmt.Errorf("%w: load the tool again to instrument it anew", err)
 	}
 	wasm, err := os.ReadFile(t.path)
 	if err != nil {
-		return nil, fmt.Errorf("instrumented module gone from the cache, and the module with it: %w", err)
+		return nil, fmt.Errorf("instrumented module unusable, and the module with it: %w", err)
 	}
 	if sum := sha256.Sum256(wasm); hex.EncodeToString(sum[:]) != t.sha256 {
-		return nil, fmt.Errorf("instrumented module gone from the cache, and %s no longer holds the module loaded: load the tool again", t.path)
+		return nil, fmt.Errorf("instrumented module unusable, and %s no longer holds the module loaded: load the tool again", t.path)
 	}
 	m, err := s.instrument(ctx, wasm, t.sha256)
 	if err != nil {
@@ -141,7 +144,7 @@ func (s *Sandbox) meteredBytes(ctx context.Context, t *Tool) ([]byte, error) {
 	if m.path == "" {
 		return m.bytes, nil
 	}
-	return os.ReadFile(m.path)
+	return readMetered(m.path)
 }
 
 // sliceSize is the fuel between two safepoints: a fiftieth of the

@@ -140,7 +140,9 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 	}
 	sum := sha256.Sum256(spec.Wasm)
 	t.sha256 = hex.EncodeToString(sum[:])
-	m, cached := s.cachedInstrumented(t.sha256)
+	// Without a path, a damaged copy could not be made again once the
+	// module is dropped: it is checked now, while the module is at hand.
+	m, cached := s.cachedInstrumented(t.sha256, spec.Path == "")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	select {
