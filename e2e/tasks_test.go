@@ -81,7 +81,7 @@ func TestARetryDuringACutLinkWaitsForTheDeviceAndCompletes(t *testing.T) {
 		func(cfg *agent.Config) { cfg.ServerURL = "ws://" + proxy.addr() + "/ws" })
 	late := filepath.Join(files, "late.txt")
 	d, err := c.api.Dispatch(context.Background(), api.DispatchRequest{ClientID: "kiosk-1",
-		Request: `steps: [{tool: stock.read_file, parameters: {path: ` + late + `}, retries: 1, backoff: 1s, timeout: 30s}]`})
+		Request: `steps: [{tool: stock.read_file, parameters: {path: ` + late + `}, retries: 1, backoff: 3s, timeout: 30s}]`})
 	require.NoError(t, err)
 	commands := func(n int, status string) func() bool {
 		return func() bool {
@@ -97,7 +97,7 @@ func TestARetryDuringACutLinkWaitsForTheDeviceAndCompletes(t *testing.T) {
 	proxy.cut()
 	c.waitOnline("kiosk-1", false)
 	require.NoError(t, os.WriteFile(late, []byte("here now"), 0o644))
-	require.Eventually(t, commands(2, "pending"), 10*time.Second, 10*time.Millisecond, "the retry never started")
+	require.Eventually(t, commands(2, "pending"), 20*time.Second, 10*time.Millisecond, "the retry never started")
 	proxy.release()
 
 	var task api.Task
