@@ -92,7 +92,7 @@ fuzz:
 # Metered over unmetered, and WithCloseOnContextDone over unmetered, for
 # the CPU suite of testdata/fuel, side by side; see BENCHMARKS.md.
 bench-fuel:
-	wasmtools/meter/bench.sh 10
+	wasmtools/meter/bench.sh
 
 demo: build
 	./scripts/demo.sh

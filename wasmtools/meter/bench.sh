@@ -5,8 +5,13 @@
 # closeOnContextDone/unmetered, and their geometric means. `make bench-fuel`
 # calls it.
 #
-# Usage: wasmtools/meter/bench.sh [count]        (default 10)
+# Usage: wasmtools/meter/bench.sh [rounds]       (default 8)
 #   BENCHTIME=2s wasmtools/meter/bench.sh 20      (go test -benchtime)
+#
+# Each round is one `go test -count 1` of the whole suite, so that every
+# variant of every program runs once per round and a ratio pairs samples
+# taken close in time (go test -count N would run each sub-benchmark N
+# times in a row instead). A round takes about a minute and a half.
 #
 # The raw go test output is kept in $OUT (default: a temporary file) for
 # benchstat, which is run too when it is installed:
@@ -15,10 +20,17 @@
 # Wall-clock figures need a quiet machine: run nothing else meanwhile.
 set -eu
 cd "$(dirname "$0")/../.."
-count=${1:-10}
+rounds=${1:-8}
 out=${OUT:-$(mktemp)}
-go test -run '^$' -bench '^BenchmarkFuel$' -benchtime "${BENCHTIME:-1s}" -count "$count" \
-	./wasmtools/meter/ >"$out"
+: >"$out"
+go test -c -o "$out.test" ./wasmtools/meter/
+i=0
+while [ "$i" -lt "$rounds" ]; do
+	(cd wasmtools/meter && "$out.test" -test.run '^$' -test.bench '^BenchmarkFuel$' \
+		-test.benchtime "${BENCHTIME:-1s}" -test.count 1) >>"$out"
+	i=$((i + 1))
+done
+rm -f "$out.test"
 go run ./wasmtools/meter/internal/benchratio <"$out"
 echo "raw results: $out"
 if command -v benchstat >/dev/null 2>&1; then

@@ -2,6 +2,7 @@ package meter_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"runtime"
 	"runtime/debug"
@@ -30,11 +31,19 @@ var benchPrograms = []benchProgram{
 	{"goprog", "goprog/goprog.wasm", []string{"goprog", "2000"}},
 }
 
+// layouts is how many placements of the machine code BenchmarkFuel times
+// each program at: as compiled, and shifted by meter.ShiftCode(n) for n
+// from 1 up. A program's time moves by several percent from one placement
+// to another, metered or not, so a ratio at a single placement says as
+// much about where hot loops fell as about the metering.
+const layouts = 4
+
 // BenchmarkFuel runs each program of the CPU suite on wazero's compiler
-// three ways, side by side in one run: unmetered, metered by this package,
-// and unmetered under WithCloseOnContextDone, the mechanism metering
-// replaces. Sub-benchmarks are named prog=<program>/variant=<variant> for
-// benchstat -col /variant; bench.sh turns the results into ratios.
+// three ways, side by side in one run: unmetered and metered by this
+// package, each at every placement in layouts, and unmetered under
+// WithCloseOnContextDone, the mechanism metering replaces, as compiled. Sub-benchmarks are named
+// prog=<program>/layout=<n>/variant=<variant> for benchstat -col /variant;
+// bench.sh turns the results into ratios.
 func BenchmarkFuel(b *testing.B) {
 	if !hasCompiler {
 		b.Skip("wazero has no compiler for " + runtime.GOARCH)
@@ -42,16 +51,32 @@ func BenchmarkFuel(b *testing.B) {
 	for _, p := range benchPrograms {
 		wasm := readFixture(b, p.file)
 		metered := instrument(b, wasm, meter.Options{})
-		b.Run("prog="+p.name+"/variant=unmetered", func(b *testing.B) {
-			benchCommand(b, wazero.NewRuntimeConfigCompiler(), wasm, p.args, false)
-		})
-		b.Run("prog="+p.name+"/variant=metered", func(b *testing.B) {
-			benchCommand(b, wazero.NewRuntimeConfigCompiler(), metered, p.args, true)
-		})
-		b.Run("prog="+p.name+"/variant=closeOnContextDone", func(b *testing.B) {
-			benchCommand(b, wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(true), wasm, p.args, false)
-		})
+		for n := range layouts {
+			plain, inst := shiftCode(b, wasm, n), shiftCode(b, metered, n)
+			name := fmt.Sprintf("prog=%s/layout=%d/variant=", p.name, n)
+			b.Run(name+"unmetered", func(b *testing.B) {
+				benchCommand(b, wazero.NewRuntimeConfigCompiler(), plain, p.args, false)
+			})
+			b.Run(name+"metered", func(b *testing.B) {
+				benchCommand(b, wazero.NewRuntimeConfigCompiler(), inst, p.args, true)
+			})
+			if n > 0 {
+				continue // the ratio is 4-20x: placement does not matter
+			}
+			b.Run(name+"closeOnContextDone", func(b *testing.B) {
+				benchCommand(b, wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(true), plain, p.args, false)
+			})
+		}
 	}
+}
+
+func shiftCode(b *testing.B, wasm []byte, n int) []byte {
+	b.Helper()
+	out, err := meter.ShiftCode(wasm, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
 }
 
 // benchCommand times instantiating a command, which runs its _start: what

@@ -77,3 +77,24 @@ func TestOutOfFuelStopsAtTheSamePoint(t *testing.T) {
 		})
 	}
 }
+
+// TestShiftedCommandsBehaveLikeOriginal checks the benchmark's layout
+// shifts (meter.ShiftCode): a shifted command, original or instrumented,
+// prints what the original prints and consumes the same fuel.
+func TestShiftedCommandsBehaveLikeOriginal(t *testing.T) {
+	r := newRuntime(t, native)
+	for _, cmd := range commands {
+		t.Run(cmd.file, func(t *testing.T) {
+			wasm := readFixture(t, cmd.file)
+			inst := instrument(t, wasm, meter.Options{})
+			want := runCommand(t, r, compile(t, r, wasm), cmd.args, nil)
+			wantMetered := runCommand(t, r, compile(t, r, inst), cmd.args, meter.NewMeter(bigBudget))
+			shifted, err := meter.ShiftCode(wasm, 2)
+			require.NoError(t, err)
+			assert.Equal(t, want, runCommand(t, r, compile(t, r, shifted), cmd.args, nil))
+			shifted, err = meter.ShiftCode(inst, 2)
+			require.NoError(t, err)
+			assert.Equal(t, wantMetered, runCommand(t, r, compile(t, r, shifted), cmd.args, meter.NewMeter(bigBudget)))
+		})
+	}
+}

@@ -1,15 +1,18 @@
 // Command benchratio reads the output of BenchmarkFuel (go test -bench)
 // on stdin and prints, per program, the median time of each variant and
-// the median ratios metered/unmetered and closeOnContextDone/unmetered,
-// with the geometric mean of each ratio over the programs. It does so for
-// wall time (ns/op) and, when the benchmark reports it, for the CPU time
-// of the thread that ran the guest (cpu-ns/op), which other load on the
-// machine disturbs much less.
+// the ratios metered/unmetered and closeOnContextDone/unmetered, with the
+// geometric mean of each ratio over the programs. It does so for wall time
+// (ns/op) and, when the benchmark reports it, for the CPU time of the
+// thread that ran the guest (cpu-ns/op), which other load on the machine
+// disturbs much less.
 //
 // A ratio is taken per run: the i-th metered sample over the i-th
-// unmetered one. With -count, go test runs every sub-benchmark once per
-// round, so the two come from the same round, close in time, and drift in
-// the machine's load cancels out.
+// unmetered one. bench.sh runs the whole suite once per round, so the two
+// come from the same round, close in time, and drift in the machine's load
+// cancels out. The median of those is the ratio at one
+// layout (one placement of the machine code, see meter.ShiftCode); a
+// program's ratio is the geometric mean over its layouts, and the last
+// column shows the lowest and highest of them.
 package main
 
 import (
@@ -30,9 +33,9 @@ const (
 	ccd       = "closeOnContextDone"
 )
 
-// line matches "BenchmarkFuel/prog=<program>/variant=<variant>-<procs>
-// <n> <ns> ns/op [<ns> cpu-ns/op]".
-var line = regexp.MustCompile(`^BenchmarkFuel/prog=([^/\s]+)/variant=([^/\s-]+)(?:-\d+)?\s+\d+\s+([0-9.]+) ns/op(?:\s+([0-9.]+) cpu-ns/op)?`)
+// line matches "BenchmarkFuel/prog=<program>[/layout=<n>]/variant=<variant>-<procs>
+// <n> <ns> ns/op [<ns> cpu-ns/op]". Output without layouts reads as layout 0.
+var line = regexp.MustCompile(`^BenchmarkFuel/prog=([^/\s]+)(?:/layout=(\d+))?/variant=([^/\s-]+)(?:-\d+)?\s+\d+\s+([0-9.]+) ns/op(?:\s+([0-9.]+) cpu-ns/op)?`)
 
 // Metrics, as the benchmark names them.
 const (
@@ -40,78 +43,122 @@ const (
 	cpuNs  = "cpu-ns/op"
 )
 
-// samples holds ns/op values by metric, program and variant.
-type samples map[string]map[string]map[string][]float64
+// key names one sub-benchmark's samples of one metric.
+type key struct{ metric, program, layout, variant string }
 
-func (s samples) add(metric, program, variant string, v float64) {
-	if s[metric] == nil {
-		s[metric] = map[string]map[string][]float64{}
+// samples holds the ns/op values read, and the programs and layouts in
+// the order they first appear.
+type samples struct {
+	values   map[key][]float64
+	programs []string
+	layouts  []string
+}
+
+func (s *samples) add(k key, v float64) {
+	if !slices.Contains(s.programs, k.program) {
+		s.programs = append(s.programs, k.program)
 	}
-	if s[metric][program] == nil {
-		s[metric][program] = map[string][]float64{}
+	if !slices.Contains(s.layouts, k.layout) {
+		s.layouts = append(s.layouts, k.layout)
 	}
-	s[metric][program][variant] = append(s[metric][program][variant], v)
+	s.values[k] = append(s.values[k], v)
+}
+
+func (s *samples) has(metric string) bool {
+	for k := range s.values {
+		if k.metric == metric {
+			return true
+		}
+	}
+	return false
 }
 
 func main() {
-	samples, order, err := parse(os.Stdin)
+	s, err := parse(os.Stdin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchratio:", err)
 		os.Exit(1)
 	}
-	if len(order) == 0 {
+	if len(s.programs) == 0 {
 		fmt.Fprintln(os.Stderr, "benchratio: no BenchmarkFuel results on stdin")
 		os.Exit(1)
 	}
 	for _, metric := range []string{wallNs, cpuNs} {
-		if samples[metric] != nil {
+		if s.has(metric) {
 			fmt.Printf("%s\n", metric)
-			report(os.Stdout, samples[metric], order)
+			report(os.Stdout, s, metric)
 		}
 	}
 }
 
-// parse returns the samples, and the programs in the order they first
-// appear.
-func parse(r io.Reader) (samples, []string, error) {
-	all := samples{}
-	var order []string
+func parse(r io.Reader) (*samples, error) {
+	s := &samples{values: map[key][]float64{}}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		m := line.FindStringSubmatch(sc.Text())
 		if m == nil {
 			continue
 		}
-		if !slices.Contains(order, m[1]) {
-			order = append(order, m[1])
+		layout := m[2]
+		if layout == "" {
+			layout = "0"
 		}
-		for metric, text := range map[string]string{wallNs: m[3], cpuNs: m[4]} {
+		for metric, text := range map[string]string{wallNs: m[4], cpuNs: m[5]} {
 			if text == "" {
 				continue
 			}
 			v, err := strconv.ParseFloat(text, 64)
 			if err != nil {
-				return nil, nil, fmt.Errorf("line %q: %w", sc.Text(), err)
+				return nil, fmt.Errorf("line %q: %w", sc.Text(), err)
 			}
-			all.add(metric, m[1], m[2], v)
+			s.add(key{metric, m[1], layout, m[3]}, v)
 		}
 	}
-	return all, order, sc.Err()
+	return s, sc.Err()
 }
 
-func report(w io.Writer, samples map[string]map[string][]float64, order []string) {
-	fmt.Fprintf(w, "%-10s %14s %14s %14s %10s %10s\n", "program", "unmetered ms", "metered ms", "ccd ms", "metered/x", "ccd/x")
+func report(w io.Writer, s *samples, metric string) {
+	const format = "%-10s %14s %14s %14s %10s %10s %14s\n"
+	fmt.Fprintf(w, format, "program", "unmetered ms", "metered ms", "ccd ms", "metered/x", "ccd/x", "metered/x by layout")
 	var logMetered, logCCD []float64
-	for _, p := range order {
-		v := samples[p]
-		rm := pairedRatio(v[metered], v[unmetered])
-		rc := pairedRatio(v[ccd], v[unmetered])
-		fmt.Fprintf(w, "%-10s %14s %14s %14s %10s %10s\n", p,
-			ms(median(v[unmetered])), ms(median(v[metered])), ms(median(v[ccd])), ratio(rm), ratio(rc))
+	for _, p := range s.programs {
+		rm, lo, hi := s.ratio(metric, p, metered)
+		rc, _, _ := s.ratio(metric, p, ccd)
+		spread := "-"
+		if !math.IsNaN(rm) {
+			spread = ratio(lo) + "-" + ratio(hi)
+		}
+		fmt.Fprintf(w, format, p, ms(median(s.all(metric, p, unmetered))), ms(median(s.all(metric, p, metered))),
+			ms(median(s.all(metric, p, ccd))), ratio(rm), ratio(rc), spread)
 		logMetered = appendLog(logMetered, rm)
 		logCCD = appendLog(logCCD, rc)
 	}
-	fmt.Fprintf(w, "%-10s %14s %14s %14s %10s %10s\n", "geomean", "", "", "", ratio(geomean(logMetered)), ratio(geomean(logCCD)))
+	fmt.Fprintf(w, format, "geomean", "", "", "", ratio(geomean(logMetered)), ratio(geomean(logCCD)), "")
+}
+
+// ratio is variant over unmetered for program p: the geometric mean over
+// layouts of the paired ratio at each, with the lowest and highest.
+func (s *samples) ratio(metric, p, variant string) (r, lo, hi float64) {
+	var logs []float64
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, l := range s.layouts {
+		rl := pairedRatio(s.values[key{metric, p, l, variant}], s.values[key{metric, p, l, unmetered}])
+		if math.IsNaN(rl) {
+			continue
+		}
+		logs = append(logs, math.Log(rl))
+		lo, hi = min(lo, rl), max(hi, rl)
+	}
+	return geomean(logs), lo, hi
+}
+
+// all is every sample of one variant of p, at every layout.
+func (s *samples) all(metric, p, variant string) []float64 {
+	var out []float64
+	for _, l := range s.layouts {
+		out = append(out, s.values[key{metric, p, l, variant}]...)
+	}
+	return out
 }
 
 // pairedRatio is the median of a[i]/b[i] over the runs both have.

@@ -21,24 +21,43 @@ BenchmarkFuel/prog=fib/variant=metered-2           	      10	 220000000 ns/op
 BenchmarkFuel/prog=fib/variant=closeOnContextDone-2	       1	4000000000 ns/op
 PASS
 `
-	samples, order, err := parse(strings.NewReader(in))
+	s, err := parse(strings.NewReader(in))
 	require.NoError(t, err)
-	assert.Equal(t, []string{"fib", "sieve"}, order)
+	assert.Equal(t, []string{"fib", "sieve"}, s.programs)
+	assert.Equal(t, []string{"0"}, s.layouts, "output without layouts is one layout")
 
-	assert.Nil(t, samples[cpuNs], "no cpu-ns/op in the input")
+	assert.False(t, s.has(cpuNs), "no cpu-ns/op in the input")
 	var out bytes.Buffer
-	report(&out, samples[wallNs], order)
+	report(&out, s, wallNs)
 	lines := strings.Split(out.String(), "\n")
-	assert.Regexp(t, `^fib\s+150\.0\s+165\.0\s+3000\.0\s+1\.100\s+20\.000$`, lines[1])
-	assert.Regexp(t, `^sieve\s+50\.0\s+60\.0\s+-\s+1\.200\s+-$`, lines[2])
+	assert.Regexp(t, `^fib\s+150\.0\s+165\.0\s+3000\.0\s+1\.100\s+20\.000\s+1\.100-1\.100$`, lines[1])
+	assert.Regexp(t, `^sieve\s+50\.0\s+60\.0\s+-\s+1\.200\s+-\s+1\.200-1\.200$`, lines[2])
 	// geomean of 1.1 and 1.2; the ccd column has only fib.
-	assert.Regexp(t, `^geomean\s+1\.149\s+20\.000$`, lines[3])
+	assert.Regexp(t, `^geomean\s+1\.149\s+20\.000\s*$`, lines[3])
+}
+
+func TestReportAveragesOverLayouts(t *testing.T) {
+	in := `BenchmarkFuel/prog=fib/layout=0/variant=unmetered-2   10   100000000 ns/op
+BenchmarkFuel/prog=fib/layout=0/variant=metered-2     10   121000000 ns/op
+BenchmarkFuel/prog=fib/layout=1/variant=unmetered-2   10   110000000 ns/op
+BenchmarkFuel/prog=fib/layout=1/variant=metered-2     10   110000000 ns/op
+`
+	s, err := parse(strings.NewReader(in))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"0", "1"}, s.layouts)
+	r, lo, hi := s.ratio(wallNs, "fib", metered)
+	assert.InDelta(t, 1.1, r, 1e-9, "geomean of 1.21 and 1.0")
+	assert.InDelta(t, 1.0, lo, 1e-9)
+	assert.InDelta(t, 1.21, hi, 1e-9)
+	var out bytes.Buffer
+	report(&out, s, wallNs)
+	assert.Regexp(t, `(?m)^fib\s+105\.0\s+115\.5\s+-\s+1\.100\s+-\s+1\.000-1\.210$`, out.String())
 }
 
 func TestParseReadsCPUTimeWhenReported(t *testing.T) {
-	in := "BenchmarkFuel/prog=fib/variant=metered-2   10   110000000 ns/op   90000000 cpu-ns/op\n"
-	samples, _, err := parse(strings.NewReader(in))
+	in := "BenchmarkFuel/prog=fib/layout=2/variant=metered-2   10   110000000 ns/op   90000000 cpu-ns/op\n"
+	s, err := parse(strings.NewReader(in))
 	require.NoError(t, err)
-	assert.Equal(t, []float64{1.1e8}, samples[wallNs]["fib"]["metered"])
-	assert.Equal(t, []float64{9e7}, samples[cpuNs]["fib"]["metered"])
+	assert.Equal(t, []float64{1.1e8}, s.values[key{wallNs, "fib", "2", metered}])
+	assert.Equal(t, []float64{9e7}, s.values[key{cpuNs, "fib", "2", metered}])
 }
