@@ -19,18 +19,21 @@
 #
 # Wall-clock figures need a quiet machine: run nothing else meanwhile.
 set -eu
-cd "$(dirname "$0")/../.."
 rounds=${1:-8}
 out=${OUT:-$(mktemp)}
+case $out in /*) ;; *) out=$PWD/$out ;; esac
+cd "$(dirname "$0")/../.."
 : >"$out"
-go test -c -o "$out.test" ./wasmtools/meter/
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+go test -c -o "$bin/meter.test" ./wasmtools/meter/
 i=0
 while [ "$i" -lt "$rounds" ]; do
-	(cd wasmtools/meter && "$out.test" -test.run '^$' -test.bench '^BenchmarkFuel$' \
+	# The test binary reads its fixtures relative to its package directory.
+	(cd wasmtools/meter && "$bin/meter.test" -test.run '^$' -test.bench '^BenchmarkFuel$' \
 		-test.benchtime "${BENCHTIME:-1s}" -test.count 1) >>"$out"
 	i=$((i + 1))
 done
-rm -f "$out.test"
 go run ./wasmtools/meter/internal/benchratio <"$out"
 echo "raw results: $out"
 if command -v benchstat >/dev/null 2>&1; then

@@ -41,9 +41,9 @@ const layouts = 4
 // BenchmarkFuel runs each program of the CPU suite on wazero's compiler
 // three ways, side by side in one run: unmetered and metered by this
 // package, each at every placement in layouts, and unmetered under
-// WithCloseOnContextDone, the mechanism metering replaces, as compiled. Sub-benchmarks are named
-// prog=<program>/layout=<n>/variant=<variant> for benchstat -col /variant;
-// bench.sh turns the results into ratios.
+// WithCloseOnContextDone, the mechanism metering replaces, as compiled.
+// Sub-benchmarks are named prog=<program>/layout=<n>/variant=<variant> for
+// benchstat -col /variant; bench.sh turns the results into ratios.
 func BenchmarkFuel(b *testing.B) {
 	if !hasCompiler {
 		b.Skip("wazero has no compiler for " + runtime.GOARCH)
