@@ -31,16 +31,17 @@ var benchPrograms = []benchProgram{
 	{"goprog", "goprog/goprog.wasm", []string{"goprog", "2000"}},
 }
 
-// layouts is how many placements of the machine code BenchmarkFuel times
-// each program at: as compiled, and shifted by meter.ShiftCode(n) for n
-// from 1 up. A program's time moves by several percent from one placement
-// to another, metered or not, so a ratio at a single placement says as
-// much about where hot loops fell as about the metering.
-const layouts = 4
+// shifts are the placements of the machine code BenchmarkFuel times each
+// program at, as meter.ShiftCode's n: as compiled, and moved 16, 32 and 48
+// bytes past a 64-byte boundary (on amd64; see ShiftCode). A program's
+// time moves by several percent from one placement to another, metered or
+// not, so a ratio at a single placement says as much about where hot loops
+// fell as about the metering.
+var shifts = []int{0, 2, 6, 10}
 
 // BenchmarkFuel runs each program of the CPU suite on wazero's compiler
 // three ways, side by side in one run: unmetered and metered by this
-// package, each at every placement in layouts, and unmetered under
+// package, each at every placement in shifts, and unmetered under
 // WithCloseOnContextDone, the mechanism metering replaces, as compiled.
 // Sub-benchmarks are named prog=<program>/layout=<n>/variant=<variant> for
 // benchstat -col /variant; bench.sh turns the results into ratios.
@@ -51,16 +52,16 @@ func BenchmarkFuel(b *testing.B) {
 	for _, p := range benchPrograms {
 		wasm := readFixture(b, p.file)
 		metered := instrument(b, wasm, meter.Options{})
-		for n := range layouts {
+		for layout, n := range shifts {
 			plain, inst := shiftCode(b, wasm, n), shiftCode(b, metered, n)
-			name := fmt.Sprintf("prog=%s/layout=%d/variant=", p.name, n)
+			name := fmt.Sprintf("prog=%s/layout=%d/variant=", p.name, layout)
 			b.Run(name+"unmetered", func(b *testing.B) {
 				benchCommand(b, wazero.NewRuntimeConfigCompiler(), plain, p.args, false)
 			})
 			b.Run(name+"metered", func(b *testing.B) {
 				benchCommand(b, wazero.NewRuntimeConfigCompiler(), inst, p.args, true)
 			})
-			if n > 0 {
+			if layout > 0 {
 				continue // the ratio is 4-20x: placement does not matter
 			}
 			b.Run(name+"closeOnContextDone", func(b *testing.B) {

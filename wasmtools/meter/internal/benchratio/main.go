@@ -12,7 +12,9 @@
 // cancels out. The median of those is the ratio at one
 // layout (one placement of the machine code, see meter.ShiftCode); a
 // program's ratio is the geometric mean over its layouts, and the last
-// column shows the lowest and highest of them.
+// column shows the lowest and highest of them. The medians in milliseconds
+// pool every layout a variant ran at (closeOnContextDone runs at the
+// first only).
 package main
 
 import (
@@ -118,7 +120,7 @@ func parse(r io.Reader) (*samples, error) {
 }
 
 func report(w io.Writer, s *samples, metric string) {
-	const format = "%-10s %14s %14s %14s %10s %10s %14s\n"
+	const format = "%-10s %14s %14s %14s %10s %10s %20s\n"
 	fmt.Fprintf(w, format, "program", "unmetered ms", "metered ms", "ccd ms", "metered/x", "ccd/x", "metered/x by layout")
 	var logMetered, logCCD []float64
 	for _, p := range s.programs {

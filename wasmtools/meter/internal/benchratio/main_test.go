@@ -36,22 +36,43 @@ PASS
 	assert.Regexp(t, `^geomean\s+1\.149\s+20\.000\s*$`, lines[3])
 }
 
-func TestReportAveragesOverLayouts(t *testing.T) {
+func TestRatiosArePairedByRound(t *testing.T) {
+	// Round ratios 2.2 and 0.55: their median is 1.375, while the ratio of
+	// the medians would be 1.1.
 	in := `BenchmarkFuel/prog=fib/layout=0/variant=unmetered-2   10   100000000 ns/op
-BenchmarkFuel/prog=fib/layout=0/variant=metered-2     10   121000000 ns/op
-BenchmarkFuel/prog=fib/layout=1/variant=unmetered-2   10   110000000 ns/op
-BenchmarkFuel/prog=fib/layout=1/variant=metered-2     10   110000000 ns/op
+BenchmarkFuel/prog=fib/layout=0/variant=metered-2     10   220000000 ns/op
+BenchmarkFuel/prog=fib/layout=0/variant=unmetered-2   10   200000000 ns/op
+BenchmarkFuel/prog=fib/layout=0/variant=metered-2     10   110000000 ns/op
+`
+	s, err := parse(strings.NewReader(in))
+	require.NoError(t, err)
+	r, _, _ := s.ratio(wallNs, "fib", metered)
+	assert.InDelta(t, 1.375, r, 1e-9)
+}
+
+func TestReportAveragesOverLayouts(t *testing.T) {
+	// Layout ratios 1.44 and 1.0, geomean 1.2; pooled, the medians would
+	// give 133.5/125 = 1.068. closeOnContextDone runs at layout 0 only.
+	in := `BenchmarkFuel/prog=fib/layout=0/variant=unmetered-2   10   100000000 ns/op
+BenchmarkFuel/prog=fib/layout=0/variant=metered-2     10   144000000 ns/op
+BenchmarkFuel/prog=fib/layout=0/variant=closeOnContextDone-2  1  1000000000 ns/op
+BenchmarkFuel/prog=fib/layout=1/variant=unmetered-2   10   150000000 ns/op
+BenchmarkFuel/prog=fib/layout=1/variant=metered-2     10   123000000 ns/op
+BenchmarkFuel/prog=fib/layout=1/variant=unmetered-2   10   150000000 ns/op
+BenchmarkFuel/prog=fib/layout=1/variant=metered-2     10   177000000 ns/op
 `
 	s, err := parse(strings.NewReader(in))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"0", "1"}, s.layouts)
 	r, lo, hi := s.ratio(wallNs, "fib", metered)
-	assert.InDelta(t, 1.1, r, 1e-9, "geomean of 1.21 and 1.0")
+	assert.InDelta(t, 1.2, r, 1e-9, "geomean of 1.44 and 1.0")
 	assert.InDelta(t, 1.0, lo, 1e-9)
-	assert.InDelta(t, 1.21, hi, 1e-9)
+	assert.InDelta(t, 1.44, hi, 1e-9)
+	rc, _, _ := s.ratio(wallNs, "fib", ccd)
+	assert.InDelta(t, 10.0, rc, 1e-9, "layouts without the variant are left out")
 	var out bytes.Buffer
 	report(&out, s, wallNs)
-	assert.Regexp(t, `(?m)^fib\s+105\.0\s+115\.5\s+-\s+1\.100\s+-\s+1\.000-1\.210$`, out.String())
+	assert.Regexp(t, `(?m)^fib\s+150\.0\s+144\.0\s+1000\.0\s+1\.200\s+10\.000\s+1\.000-1\.440$`, out.String())
 }
 
 func TestParseReadsCPUTimeWhenReported(t *testing.T) {
