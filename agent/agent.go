@@ -137,7 +137,7 @@ func (a *Agent) init(ctx context.Context) error {
 	for _, c := range interrupted {
 		log := a.commandLog(c.SessionID, c.ResponseID, c.CallIDs)
 		log.Warn("command was running when the agent died; reporting it as failed")
-		reply := a.commandResults(c.SessionID, c.ResponseID, c.Status, failCalls(c.CallIDs, errRestarted))
+		reply := a.commandResults(c.SessionID, c.ResponseID, c.Status, protocol.FailAll(c.CallIDs, errRestarted.Error()))
 		if err := a.outbox.complete(reply); err != nil {
 			log.Error("failure not recorded; delivering it from memory", "err", err)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -26,7 +25,7 @@ var errShuttingDown = errors.New("agent shutting down: the command was canceled"
 // agent already ran is answered from the outbox, and one it is running is
 // left to finish; neither runs twice.
 func (a *Agent) onCommand(m *protocol.ServerMessage) {
-	log := a.commandLog(m.SessionID, m.ResponseID, callIDs(m.Actions))
+	log := a.commandLog(m.SessionID, m.ResponseID, protocol.CallIDs(m.Actions))
 	if m.ResponseID == "" {
 		log.Warn("command without a response_id not run: its results could not be matched")
 		return
@@ -63,13 +62,13 @@ func (a *Agent) commandLog(sessionID, responseID string, callIDs []string) *slog
 // withCommand is log for one command, naming the ids an operator greps
 // for: its session, response and call ids.
 func withCommand(log *slog.Logger, sessionID, responseID string, callIDs []string) *slog.Logger {
-	return log.With("session_id", sessionID, "response_id", responseID, "call_id", strings.Join(callIDs, ","))
+	return log.With("session_id", sessionID, "response_id", responseID, "call_id", protocol.JoinCallIDs(callIDs))
 }
 
 // withReply is log for the results r carries: their command's ids, and
 // r's request_id, which the server's ack or refusal names.
 func withReply(log *slog.Logger, r *protocol.ClientMessage) *slog.Logger {
-	return withCommand(log, r.SessionID, r.PrevResponseID, resultCallIDs(r.ActionResults)).With("request_id", r.RequestID)
+	return withCommand(log, r.SessionID, r.PrevResponseID, protocol.ResultCallIDs(r.ActionResults)).With("request_id", r.RequestID)
 }
 
 // sessionKey orders the commands of one session; a command without a
@@ -105,7 +104,7 @@ func (a *Agent) execute(m *protocol.ServerMessage, log *slog.Logger) (results []
 	}
 	if err := a.outbox.accept(acceptedOf(m)); err != nil {
 		log.Error("command not run: it could not be recorded", "err", err)
-		return failCalls(callIDs(m.Actions), fmt.Errorf("the agent could not record the command, so it did not run it: %w", err)), true
+		return protocol.FailAll(protocol.CallIDs(m.Actions), fmt.Sprintf("the agent could not record the command, so it did not run it: %v", err)), true
 	}
 	return a.router.withLogger(log).Execute(a.jobsCtx, targetOf(m), m.Actions, true), true
 }
@@ -141,34 +140,6 @@ func (a *Agent) commandResults(sessionID, responseID string, status protocol.Tas
 		ActionResults:  results,
 		Timestamp:      protocol.Now(),
 	}
-}
-
-// callIDs lists the call_ids of actions.
-func callIDs(actions []protocol.Command) []string {
-	ids := make([]string, len(actions))
-	for i, a := range actions {
-		ids[i] = a.CallID
-	}
-	return ids
-}
-
-// resultCallIDs lists the call_ids of results.
-func resultCallIDs(results []protocol.Result) []string {
-	ids := make([]string, len(results))
-	for i, r := range results {
-		ids[i] = r.CallID
-	}
-	return ids
-}
-
-// failCalls gives each call the same failure.
-func failCalls(callIDs []string, err error) []protocol.Result {
-	out := make([]protocol.Result, len(callIDs))
-	for i, id := range callIDs {
-		out[i] = failure(err)
-		out[i].CallID = id
-	}
-	return out
 }
 
 // shutdown stops taking commands, lets those in flight finish within the

@@ -80,6 +80,6 @@ func (c frameCap) tooBig(r protocol.Result, n int64, err error) protocol.Result 
 // resort for results the link refused.
 func failAll(reply *protocol.ClientMessage, why error) *protocol.ClientMessage {
 	out := *reply
-	out.ActionResults = failCalls(resultCallIDs(reply.ActionResults), why)
+	out.ActionResults = protocol.FailAll(protocol.ResultCallIDs(reply.ActionResults), why.Error())
 	return &out
 }

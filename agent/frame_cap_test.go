@@ -37,7 +37,7 @@ func TestTheLargestResultsFailUntilTheReplyFitsTheFrame(t *testing.T) {
 	n, err := c.size(got)
 	require.NoError(t, err)
 	assert.LessOrEqual(t, n, c.max)
-	assert.Equal(t, []string{"c0", "c1", "c2", "c3"}, resultCallIDs(got.ActionResults))
+	assert.Equal(t, []string{"c0", "c1", "c2", "c3"}, protocol.ResultCallIDs(got.ActionResults))
 	assert.Equal(t, protocol.ResultFailure, got.ActionResults[1].Status)
 	assert.Regexp(t, `^result of 60\d\d bytes exceeds the link's frame cap of 10000 bytes$`, got.ActionResults[1].Error)
 	for _, i := range []int{0, 2, 3} {

@@ -62,7 +62,7 @@ type acceptedCommand struct {
 }
 
 func acceptedOf(m *protocol.ServerMessage) acceptedCommand {
-	return acceptedCommand{ResponseID: m.ResponseID, SessionID: m.SessionID, Status: m.Status, CallIDs: callIDs(m.Actions)}
+	return acceptedCommand{ResponseID: m.ResponseID, SessionID: m.SessionID, Status: m.Status, CallIDs: protocol.CallIDs(m.Actions)}
 }
 
 // outboxEntry is the state of one response_id.
@@ -606,7 +606,7 @@ func (o *outbox) entomb(live []*outboxEntry, total, limit int64, deliveredOnly b
 				"why", "outbox over outbox.max_bytes")
 		}
 		tomb := *e.reply
-		tomb.ActionResults = failCalls(resultCallIDs(e.reply.ActionResults), errors.New(droppedForSize))
+		tomb.ActionResults = protocol.FailAll(protocol.ResultCallIDs(e.reply.ActionResults), droppedForSize)
 		e.reply, e.tomb = &tomb, true
 		size := recordsSize(entryRecords(e))
 		total += size - e.size

@@ -351,7 +351,7 @@ func TestOutboxOverMaxBytesKeepsATombstoneThatAnswersACopyOfTheCommand(t *testin
 		assert.Equal(t, protocol.ResultFailure, r.Status)
 		assert.Equal(t, "results dropped: the agent's outbox was over outbox.max_bytes", r.Error)
 	}
-	assert.Equal(t, []string{"r1-c1", "r1-c2"}, resultCallIDs(got[0].ActionResults))
+	assert.Equal(t, []string{"r1-c1", "r1-c2"}, protocol.ResultCallIDs(got[0].ActionResults))
 	assert.Equal(t, testReply("r4", payload), got[3], "the newest are kept whole")
 
 	o2, _ := j.open()

@@ -40,7 +40,7 @@ func (r *Router) Execute(ctx context.Context, target Target, actions []protocol.
 	c, release, err := r.computers.acquire(ctx, target)
 	defer release()
 	if err != nil {
-		return failCalls(callIDs(actions), err)
+		return protocol.FailAll(protocol.CallIDs(actions), err.Error())
 	}
 	prepared := make([]registered, len(actions))
 	invalid := make([]error, len(actions))

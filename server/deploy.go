@@ -53,7 +53,7 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log := s.log.With("device", d.ID, "session_id", resp.SessionID, "response_id", resp.ResponseID,
-		"call_id", resultCallIDs(resp.Results), "bytes", len(wasm))
+		"call_id", protocol.JoinCallIDs(protocol.ResultCallIDs(resp.Results)), "bytes", len(wasm))
 	if reason := resp.FirstError(); reason != "" {
 		log.Warn("tool deploy failed", "err", reason)
 	} else {

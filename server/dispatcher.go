@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -132,7 +131,7 @@ func (d *dispatcher) newCommand(spec commandSpec) *command {
 		},
 		timeout: spec.timeout, offlineWait: spec.offlineWait,
 		log: d.log.With("device", rec.DeviceID, "session_id", rec.SessionID, "response_id", rec.ResponseID,
-			"call_id", strings.Join(callIDs, ",")),
+			"call_id", protocol.JoinCallIDs(callIDs)),
 		done: make(chan struct{}),
 	}
 }
@@ -158,7 +157,7 @@ func (d *dispatcher) run(ctx context.Context, cmd *command, before func(*store.T
 		return tx.InsertCommand(cmd.rec)
 	})
 	if err != nil {
-		return d.response(cmd, store.FailAll(cmd.rec.Actions, err.Error())), false, fmt.Errorf("%w: %w", errStorage, err)
+		return d.response(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), err.Error())), false, fmt.Errorf("%w: %w", errStorage, err)
 	}
 	if online := d.reg.device(cmd.rec.DeviceID) != nil; online || cmd.offlineWait > 0 {
 		d.park(cmd, online)
@@ -180,7 +179,7 @@ func (d *dispatcher) run(ctx context.Context, cmd *command, before func(*store.T
 			return d.response(cmd, cmd.results), cmd.recorded, nil
 		}
 		cmd.log.Info("caller stopped waiting; the command's results will still be recorded", "err", context.Cause(ctx))
-		return d.response(cmd, store.FailAll(cmd.rec.Actions, reason)), false, nil
+		return d.response(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), reason)), false, nil
 	}
 }
 
@@ -326,7 +325,7 @@ func (d *dispatcher) refused(ctx context.Context, c *client, m *protocol.ClientM
 func (d *dispatcher) storedCommandLog(ctx context.Context, deviceID, responseID, sessionID string) *slog.Logger {
 	calls := ""
 	if rec, err := d.store.Command(ctx, responseID); err == nil {
-		sessionID, calls = rec.SessionID, callIDs(rec.Actions)
+		sessionID, calls = rec.SessionID, protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))
 	}
 	return d.log.With("device", deviceID, "session_id", sessionID, "response_id", responseID, "call_id", calls)
 }
@@ -349,7 +348,7 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 	if err != nil {
 		cmd.log.Error("command failure not recorded", "err", err, "failure", reason)
 	}
-	d.end(cmd, store.FailAll(cmd.rec.Actions, reason), reason, err == nil)
+	d.end(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), reason), reason, err == nil)
 }
 
 func (d *dispatcher) forget(cmd *command) {
@@ -433,9 +432,9 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 		return err
 	})
 	// The command's ids when it is known; else those the device sent.
-	sessionID, calls := rec.SessionID, callIDs(rec.Actions)
+	sessionID, calls := rec.SessionID, protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))
 	if rec.ResponseID == "" {
-		sessionID, calls = m.SessionID, resultCallIDs(m.ActionResults)
+		sessionID, calls = m.SessionID, protocol.JoinCallIDs(protocol.ResultCallIDs(m.ActionResults))
 	}
 	log := d.log.With("device", c.id, "session_id", sessionID, "response_id", rid, "call_id", calls)
 	switch {
@@ -492,20 +491,4 @@ func (d *dispatcher) inventory(deviceID string) []protocol.MCPToolInfo {
 		return nil
 	}
 	return info.Tools
-}
-
-func resultCallIDs(results []protocol.Result) string {
-	ids := make([]string, len(results))
-	for i, r := range results {
-		ids[i] = r.CallID
-	}
-	return strings.Join(ids, ",")
-}
-
-func callIDs(actions []protocol.Command) string {
-	ids := make([]string, len(actions))
-	for i, a := range actions {
-		ids[i] = a.CallID
-	}
-	return strings.Join(ids, ",")
 }

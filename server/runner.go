@@ -6,7 +6,6 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
-	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
@@ -92,7 +91,7 @@ func newCommandRunner(sessionID, deviceID string, actions []protocol.Command, ti
 func (c commandRunner) run(ctx context.Context, steps stepper) outcome {
 	r := steps.runStep(ctx, 0, c.step)
 	if len(r.Results) == 0 {
-		r.Results = store.FailAll(c.actions, r.Error)
+		r.Results = protocol.FailAll(protocol.CallIDs(c.actions), r.Error)
 	}
 	resp := api.NewCommandResponse(r.ResponseID, c.sessionID, c.deviceID, r.Results)
 	if r.Status != api.StepSuccess {

@@ -102,7 +102,7 @@ func (t *Tx) RecordResults(deviceID, responseID string, results []protocol.Resul
 		return c, fmt.Errorf("store: command %s: %w", responseID, ErrDuplicate)
 	}
 	c.Late = c.Status == CommandFailed
-	c.Status, c.Results = CommandDone, matchResults(c.Actions, results)
+	c.Status, c.Results = CommandDone, protocol.MatchResults(c.Actions, results)
 	if err := t.finish(&c); err != nil {
 		return c, err
 	}
@@ -120,7 +120,7 @@ func (t *Tx) FailCommand(responseID, errText string) (Command, error) {
 	if c.Status != CommandPending {
 		return c, fmt.Errorf("store: command %s: %w", responseID, ErrFinished)
 	}
-	c.Status, c.Error, c.Results = CommandFailed, errText, FailAll(c.Actions, errText)
+	c.Status, c.Error, c.Results = CommandFailed, errText, protocol.FailAll(protocol.CallIDs(c.Actions), errText)
 	if err := t.finish(&c); err != nil {
 		return c, err
 	}
@@ -220,32 +220,4 @@ func (s *Store) CommandsOfSession(ctx context.Context, sessionID string) ([]Comm
 		return nil, fmt.Errorf("store: commands of session %q: %w", sessionID, err)
 	}
 	return out, nil
-}
-
-// FailAll is the Results of a command that got no answer: a failure with
-// errText for each action, carrying its call_id.
-func FailAll(actions []protocol.Command, errText string) []protocol.Result {
-	out := make([]protocol.Result, len(actions))
-	for i, a := range actions {
-		out[i] = protocol.Result{Status: protocol.ResultFailure, Error: errText, CallID: a.CallID}
-	}
-	return out
-}
-
-// matchResults orders the device's results by the actions' call_ids; an
-// action the device did not answer gets a failure.
-func matchResults(actions []protocol.Command, got []protocol.Result) []protocol.Result {
-	byCall := make(map[string]protocol.Result, len(got))
-	for _, r := range got {
-		byCall[r.CallID] = r
-	}
-	out := make([]protocol.Result, len(actions))
-	for i, a := range actions {
-		r, ok := byCall[a.CallID]
-		if !ok {
-			r = protocol.Result{Status: protocol.ResultFailure, Error: "device returned no result for this action", CallID: a.CallID}
-		}
-		out[i] = r
-	}
-	return out
 }
