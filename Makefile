@@ -4,6 +4,31 @@ BIN      := bin
 CMDS     := aip-server aip-agent aipctl
 TOOLS    := read_file write_file list_dir hash_file
 
+# What the full test suite needs besides Go: the one list of it. `make deps`
+# installs it all (.ci/run calls it); a test whose tool is missing skips,
+# saying which. Debian packages, each with the reason it is here:
+#
+# clang, lld, wasi-libc and its runtime library build the example tool in C
+# (wasmtools/examples/c/dir_usage), which an aipctl test rebuilds.
+APT_PACKAGES := clang lld wasi-libc libclang-rt-14-dev-wasm32
+# wabt's wat2wasm rebuilds the .wat fixtures (make fixtures).
+APT_PACKAGES += wabt
+# The kiosk test and the dashboard's end-to-end test drive Debian's chromium.
+APT_PACKAGES += chromium
+# The agent built for arm64, armv7 and riscv64 runs under qemu-user
+# (e2e's cross-architecture test).
+APT_PACKAGES += qemu-user-static
+# UFO's pydantic models (testdata/protocol/ufo_wire.py) check our JSON
+# frames; Debian 12 ships pydantic 1, which the script also speaks.
+APT_PACKAGES += python3-pydantic
+# systemd-analyze verify checks the packaged unit (cmd/aip-agent), without
+# what systemd recommends.
+APT_PACKAGES_NO_RECOMMENDS := systemd
+# node and npm run the MCP servers below. Installed only when there is no
+# node at all: a node from elsewhere (NodeSource's bundles npm) would
+# conflict with Debian's npm package.
+APT_PACKAGES_NODE := nodejs npm
+
 # npm packages the MCP tests run, pinned: the one list of them, which
 # internal/testenv reads. Tests look for them in $(NPM_CACHE)
 # (EDGEAIP_NPM_CACHE overrides it), skip, saying so, if one is absent, and
@@ -13,7 +38,7 @@ NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 \
                 @modelcontextprotocol/server-filesystem@2026.8.31 \
                 @playwright/mcp@0.0.83
 
-.PHONY: all build tools cross footprint fixtures test fuzz bench-fuel deps-npm demo clean FORCE
+.PHONY: all build tools cross footprint fixtures test fuzz bench-fuel deps deps-apt deps-npm demo clean FORCE
 .DELETE_ON_ERROR:
 
 all: build
@@ -70,6 +95,31 @@ fixtures:
 test:
 	$(GO) vet ./...
 	$(GO) test ./...
+
+# deps-npm runs after deps-apt, not beside it under -j: npm may be what
+# deps-apt installs.
+deps: deps-apt
+	@$(MAKE) --no-print-directory deps-npm
+
+# Quiet and unattended: sudo unless root; without apt-get (not Debian) it
+# names the packages to find and goes on.
+SUDO = $(if $(filter 0,$(shell id -u)),,sudo)
+APT  = DEBIAN_FRONTEND=noninteractive apt-get
+
+deps-apt:
+	@if ! command -v apt-get >/dev/null; then \
+		echo "deps-apt: no apt-get; install these Debian packages' equivalents: $(APT_PACKAGES) $(APT_PACKAGES_NO_RECOMMENDS) $(APT_PACKAGES_NODE)" >&2; \
+		exit 0; \
+	fi; \
+	set -e; \
+	echo "apt-get install $(APT_PACKAGES) $(APT_PACKAGES_NO_RECOMMENDS)"; \
+	$(SUDO) $(APT) update -qq; \
+	$(SUDO) $(APT) install -y -qq $(APT_PACKAGES) >/dev/null; \
+	$(SUDO) $(APT) install -y -qq --no-install-recommends $(APT_PACKAGES_NO_RECOMMENDS) >/dev/null; \
+	if ! command -v node >/dev/null; then \
+		echo "apt-get install $(APT_PACKAGES_NODE)"; \
+		$(SUDO) $(APT) install -y -qq $(APT_PACKAGES_NODE) >/dev/null; \
+	fi
 
 deps-npm:
 	mkdir -p $(NPM_CACHE)

@@ -6,6 +6,9 @@
 //   - manifest is a tool's self-description, in the custom section
 //     "aip.tool" or a NAME.json sidecar;
 //   - schema checks parameters against a manifest's input_schema;
+//   - meter instruments a module for fuel: the binary rewriter that makes
+//     the guest count what it runs and call the host at safepoints, where
+//     the sandbox checks the budget and the deadline;
 //   - signature signs modules (custom section "aip.sig") and checks them
 //     against trusted keys;
 //   - sdk is the guest side of the tool ABI for Go (GOOS=wasip1), and
