@@ -41,7 +41,7 @@ func TestBoardAgentsUnderQemuGiveTheSameResultAndFuel(t *testing.T) {
 		t.Run(board.goarch, func(t *testing.T) {
 			qemu, err := exec.LookPath(board.qemu)
 			if err != nil {
-				t.Skipf("%s is not installed (apt-get install qemu-user-static): %v", board.qemu, err)
+				t.Skipf("%s is not installed; make deps installs it (apt-get install qemu-user-static): %v", board.qemu, err)
 			}
 			id := board.goarch + "-1"
 			yaml := fmt.Sprintf(`device: {id: %s}

@@ -27,7 +27,7 @@ func chromiumPath(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no chromium on PATH: apt-get install -y chromium (.ci/run does)")
+	t.Skip("no chromium on PATH: apt-get install -y chromium (make deps does)")
 	return ""
 }
 

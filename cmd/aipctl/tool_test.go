@@ -343,7 +343,7 @@ func TestTheCExampleToolRuns(t *testing.T) {
 func TestTheCExampleToolBuildsWithItsBuildScript(t *testing.T) {
 	for _, tool := range []string{"clang", "wasm-ld"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed (apt-get install -y clang lld wasi-libc libclang-rt-14-dev-wasm32)", tool)
+			t.Skipf("%s is not installed; make deps installs it (apt-get install -y clang lld wasi-libc libclang-rt-14-dev-wasm32)", tool)
 		}
 	}
 	out := filepath.Join(t.TempDir(), "dir_usage.wasm")

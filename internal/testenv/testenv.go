@@ -186,7 +186,7 @@ func NPMDir() string {
 func NodePackage(t testing.TB, name string) string {
 	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed; .ci/run installs it (apt-get install -y nodejs npm)")
+		t.Skip("node is not installed; make deps installs it (apt-get install -y nodejs npm)")
 	}
 	pins, err := npmPins()
 	if err != nil {
@@ -268,7 +268,7 @@ func Chromium(t testing.TB) string {
 	t.Helper()
 	const path = "/usr/bin/chromium"
 	if _, err := os.Stat(path); err != nil {
-		t.Skip("chromium is not installed; .ci/run installs it (apt-get install -y chromium)")
+		t.Skip("chromium is not installed; make deps installs it (apt-get install -y chromium)")
 	}
 	return path
 }
@@ -280,7 +280,7 @@ func UFOWire(t testing.TB, args ...string) *exec.Cmd {
 	t.Helper()
 	out, err := exec.Command("python3", "-c", "import pydantic; print(pydantic.VERSION)").Output()
 	if err != nil {
-		t.Skipf("python3 with pydantic not found (%v); .ci/run installs it (apt-get install -y python3-pydantic)", err)
+		t.Skipf("python3 with pydantic not found (%v); make deps installs it (apt-get install -y python3-pydantic)", err)
 	}
 	t.Logf("UFO's models under pydantic %s", bytes.TrimSpace(out))
 	return exec.Command("python3", append([]string{filepath.Join(Root(), "testdata", "protocol", "ufo_wire.py")}, args...)...)
