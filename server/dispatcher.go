@@ -75,28 +75,19 @@ type command struct {
 	abandoned bool
 }
 
-// resolve ends c with its outcome and reports whether this call did: the
-// first one wins.
-func (c *command) resolve(results []protocol.Result, failed string, recorded bool) bool {
-	resolved := false
-	c.once.Do(func() {
-		c.results, c.failed, c.recorded = results, failed, recorded
-		close(c.done)
-		resolved = true
-	})
-	return resolved
-}
-
 func newDispatcher(st *store.Store, reg *registry, mx *metrics.Metrics, log *slog.Logger) *dispatcher {
 	return &dispatcher{store: st, reg: reg, metrics: mx, log: log, pending: map[string]*command{}}
 }
 
-// end resolves cmd, once, and counts it.
+// end ends cmd with its outcome: the first call wins. The command is
+// counted before whoever waits for it hears, so that what they do next
+// (read /metrics, say) sees it.
 func (d *dispatcher) end(cmd *command, results []protocol.Result, failed string, recorded bool) {
-	if cmd.resolve(results, failed, recorded) {
-		elapsed := time.Since(cmd.start)
-		d.metrics.CommandEnded(d.toolLabels(cmd.rec.DeviceID, cmd.rec.Actions), results, elapsed)
-	}
+	cmd.once.Do(func() {
+		d.metrics.CommandEnded(d.toolLabels(cmd.rec.DeviceID, cmd.rec.Actions), results, time.Since(cmd.start))
+		cmd.results, cmd.failed, cmd.recorded = results, failed, recorded
+		close(cmd.done)
+	})
 }
 
 // commandSpec is what a command is for.
