@@ -14,9 +14,9 @@ import (
 // runner carries out a session's task and ends with its result R: it
 // decides which steps go to the device and when the task is over.
 // planRunner runs a fixed plan; an LLM planner would be another runner,
-// choosing each next step from the results so far. Everything else
-// (resolution, timeouts, recording, events, cancellation) is the
-// stepper's and the session manager's.
+// choosing each next step from the results so far. runStep tries a step
+// with its retries; everything else (resolution, timeouts, recording,
+// events, cancellation) is the stepper's and the session manager's.
 type runner[R any] interface {
 	run(ctx context.Context, steps stepper) outcome[R]
 }
@@ -144,7 +144,8 @@ func (c commandRunner) run(ctx context.Context, steps stepper) outcome[api.Comma
 	}
 	r, _ := runStep(ctx, steps, step{calls: calls, timeout: c.timeout})
 	if len(r.results) == 0 {
-		// It never ran; still, every action ends in a Result.
+		// It never ran (cancelled first, or its actions did not resolve);
+		// still, every action ends in a Result with its call_id.
 		r.results = protocol.FailAll(protocol.CallIDs(c.actions), r.failure())
 	}
 	return commandOutcome(c.sessionID, c.deviceID, r)
