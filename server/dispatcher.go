@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
-	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/metrics"
 	"github.com/google/uuid"
@@ -47,8 +46,10 @@ type dispatcher struct {
 
 // command is a COMMAND waiting for its results.
 type command struct {
-	rec     store.Command
-	msg     *protocol.ServerMessage
+	rec store.Command
+	msg *protocol.ServerMessage
+	// session: see commandSpec.session.
+	session *store.Session
 	timeout time.Duration
 	// offlineWait is how long the command waits, unsent, for a device
 	// that is offline when it starts; 0 fails it at once.
@@ -75,39 +76,43 @@ type command struct {
 	abandoned bool
 }
 
-// resolve ends c with its outcome and reports whether this call did: the
-// first one wins.
-func (c *command) resolve(results []protocol.Result, failed string, recorded bool) bool {
-	resolved := false
-	c.once.Do(func() {
-		c.results, c.failed, c.recorded = results, failed, recorded
-		close(c.done)
-		resolved = true
-	})
-	return resolved
+// result is how cmd ended, once done is closed.
+func (c *command) result() commandResult {
+	return commandResult{responseID: c.rec.ResponseID, results: c.results, recorded: c.recorded}
 }
 
 func newDispatcher(st *store.Store, reg *registry, mx *metrics.Metrics, log *slog.Logger) *dispatcher {
 	return &dispatcher{store: st, reg: reg, metrics: mx, log: log, pending: map[string]*command{}}
 }
 
-// end resolves cmd, once, and counts it.
+// end ends cmd with its outcome: the first call wins. The command is
+// counted before whoever waits for it hears, so that what they do next
+// (read /metrics, say) sees it.
 func (d *dispatcher) end(cmd *command, results []protocol.Result, failed string, recorded bool) {
-	if cmd.resolve(results, failed, recorded) {
-		elapsed := time.Since(cmd.start)
-		d.metrics.CommandEnded(d.toolLabels(cmd.rec.DeviceID, cmd.rec.Actions), results, elapsed)
-	}
+	cmd.once.Do(func() {
+		d.metrics.CommandEnded(d.toolLabels(cmd.rec.DeviceID, cmd.rec.Actions), results, time.Since(cmd.start))
+		cmd.results, cmd.failed, cmd.recorded = results, failed, recorded
+		close(cmd.done)
+	})
 }
 
 // commandSpec is what a command is for.
 type commandSpec struct {
 	deviceID, sessionID, actor string
 	step, attempt              int
-	actions                    []protocol.Command
-	tools                      []store.ToolRef
-	timeout                    time.Duration
+	// actions are resolved: they go to the device as they are, with
+	// fresh call_ids.
+	actions []protocol.Command
+	tools   []store.ToolRef
+	timeout time.Duration
 	// offlineWait: see command.offlineWait.
 	offlineWait time.Duration
+	// session, if set, is the row of the session this command alone
+	// makes up (a single command from the API). The dispatcher records it
+	// in the transaction that records the command, and ends it in the one
+	// that records the command's outcome: a single command costs two
+	// transactions in all.
+	session *store.Session
 }
 
 // newCommand gives the actions fresh call_ids and the command a fresh
@@ -129,7 +134,7 @@ func (d *dispatcher) newCommand(spec commandSpec) *command {
 			Type: protocol.ServerCommand, Status: protocol.StatusContinue, Actions: actions,
 			SessionID: rec.SessionID, ResponseID: rec.ResponseID, Timestamp: protocol.Now(),
 		},
-		timeout: spec.timeout, offlineWait: spec.offlineWait,
+		session: spec.session, timeout: spec.timeout, offlineWait: spec.offlineWait,
 		log: d.log.With("device", rec.DeviceID, "session_id", rec.SessionID, "response_id", rec.ResponseID,
 			"call_id", protocol.JoinCallIDs(callIDs)),
 		done: make(chan struct{}),
@@ -140,24 +145,24 @@ func (d *dispatcher) newCommand(spec commandSpec) *command {
 // recorded: nothing runs unrecorded.
 var errStorage = errors.New("storage unavailable")
 
-// run records cmd (after whatever before writes in the same transaction),
-// sends it and waits for its outcome. Only a storage failure is an error;
-// every other outcome, offline device and timeout included, is in the
-// Results, and ended reports that the store holds that outcome. When ctx
-// ends first, run returns failures at once (ended false), but the command
-// goes on: its results are recorded whenever they come.
-func (d *dispatcher) run(ctx context.Context, cmd *command, before func(*store.Tx) error) (api.CommandResponse, bool, error) {
+// run records cmd (with its session, if it makes one up), sends it and
+// waits for its outcome. Every outcome, offline device, timeout and
+// storage failure included, ends in one Result per action. When ctx ends
+// first, run returns failures at once (not recorded), but the command goes
+// on: its results are recorded whenever they come.
+func (d *dispatcher) run(ctx context.Context, cmd *command) commandResult {
 	cmd.start = time.Now()
 	err := d.store.Write(context.WithoutCancel(ctx), func(tx *store.Tx) error {
-		if before != nil {
-			if err := before(tx); err != nil {
+		if cmd.session != nil {
+			if err := tx.InsertSession(*cmd.session); err != nil {
 				return err
 			}
 		}
 		return tx.InsertCommand(cmd.rec)
 	})
 	if err != nil {
-		return d.response(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), err.Error())), false, fmt.Errorf("%w: %w", errStorage, err)
+		return commandResult{responseID: cmd.rec.ResponseID, results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), err.Error()),
+			err: fmt.Errorf("%w: %w", errStorage, err)}
 	}
 	if online := d.reg.device(cmd.rec.DeviceID) != nil; online || cmd.offlineWait > 0 {
 		d.park(cmd, online)
@@ -169,17 +174,17 @@ func (d *dispatcher) run(ctx context.Context, cmd *command, before func(*store.T
 		if cmd.failed != "" {
 			cmd.log.Warn("command failed", "err", cmd.failed)
 		} else {
-			cmd.log.Info("command done", "status", d.response(cmd, cmd.results).Status)
+			cmd.log.Info("command done", "status", cmd.result().status())
 		}
-		return d.response(cmd, cmd.results), cmd.recorded, nil
+		return cmd.result()
 	case <-ctx.Done():
 		reason := "stopped waiting: " + context.Cause(ctx).Error()
 		if d.failUnsent(cmd, reason) {
 			cmd.log.Info("caller stopped waiting before the device came back; the command is never sent", "err", context.Cause(ctx))
-			return d.response(cmd, cmd.results), cmd.recorded, nil
+			return cmd.result()
 		}
 		cmd.log.Info("caller stopped waiting; the command's results will still be recorded", "err", context.Cause(ctx))
-		return d.response(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), reason)), false, nil
+		return commandResult{responseID: cmd.rec.ResponseID, results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), reason)}
 	}
 }
 
@@ -219,10 +224,6 @@ func (d *dispatcher) failUnsent(cmd *command, reason string) bool {
 		d.fail(cmd, reason)
 	}
 	return unsent
-}
-
-func (d *dispatcher) response(cmd *command, results []protocol.Result) api.CommandResponse {
-	return api.NewCommandResponse(cmd.rec.ResponseID, cmd.rec.SessionID, cmd.rec.DeviceID, results)
 }
 
 // send writes cmd on c unless it was already sent there. A failed send
@@ -308,9 +309,7 @@ func (d *dispatcher) expire(cmd *command) {
 // command that is not waiting on this device changes nothing.
 func (d *dispatcher) refused(ctx context.Context, c *client, m *protocol.ClientMessage) {
 	rid := m.PrevResponseID
-	d.mu.Lock()
-	cmd := d.pending[rid]
-	d.mu.Unlock()
+	cmd := d.waiting(rid)
 	if cmd == nil || cmd.rec.DeviceID != c.id {
 		d.storedCommandLog(ctx, c.id, rid, m.SessionID).Warn("device reported an error about a command not waiting on it", "error", m.Error)
 		return
@@ -334,21 +333,54 @@ func (d *dispatcher) storedCommandLog(ctx context.Context, deviceID, responseID,
 // were recorded first, they stand.
 func (d *dispatcher) fail(cmd *command, reason string) {
 	d.forget(cmd)
-	err := d.store.Write(context.Background(), func(tx *store.Tx) error {
-		_, err := tx.FailCommand(cmd.rec.ResponseID, reason)
-		return err
-	})
-	if errors.Is(err, store.ErrFinished) {
-		// The device's results were recorded first: they stand.
-		if rec, err := d.store.Command(context.Background(), cmd.rec.ResponseID); err == nil {
-			d.end(cmd, rec.Results, "", true)
-			return
+	var rec store.Command
+	finished := false
+	err := d.store.Write(context.Background(), func(tx *store.Tx) (err error) {
+		rec, err = tx.FailCommand(cmd.rec.ResponseID, reason)
+		if errors.Is(err, store.ErrFinished) {
+			// The device's results were recorded first: they stand. The
+			// write that recorded them may not have known cmd (it was
+			// forgotten just above), so end its session here if it has
+			// not ended.
+			finished, err = true, nil
 		}
-	}
-	if err != nil {
+		if err != nil {
+			return err
+		}
+		return cmd.endSession(tx, rec)
+	})
+	switch {
+	case err != nil:
 		cmd.log.Error("command failure not recorded", "err", err, "failure", reason)
+		d.end(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), reason), reason, false)
+	case finished:
+		d.end(cmd, rec.Results, "", true)
+	default:
+		d.end(cmd, rec.Results, reason, true)
 	}
-	d.end(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), reason), reason, err == nil)
+}
+
+// endSession ends the session cmd alone makes up, if it does, with the
+// outcome rec that tx records; a session that has already ended keeps its
+// end.
+func (cmd *command) endSession(tx *store.Tx, rec store.Command) error {
+	if cmd.session == nil {
+		return nil
+	}
+	out := commandOutcome(rec.SessionID, rec.DeviceID, commandResult{responseID: rec.ResponseID, results: rec.Results, recorded: true})
+	row, err := out.endRow(*cmd.session)
+	if err != nil {
+		return err
+	}
+	return tx.EndSession(row)
+}
+
+// waiting is the command responseID if it still waits for its outcome,
+// or nil.
+func (d *dispatcher) waiting(responseID string) *command {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pending[responseID]
 }
 
 func (d *dispatcher) forget(cmd *command) {
@@ -426,10 +458,15 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 		return &deliveryError{`command_results: field "prev_response_id": missing`}
 	}
 	dropImplausibleUsage(m.ActionResults, d.log.With("device", c.id, "session_id", m.SessionID, "response_id", rid))
+	// The write that records the results of a command still waiting for
+	// them also ends the session the command alone makes up.
+	waiting := d.waiting(rid)
 	var rec store.Command
 	err := d.store.Write(context.Background(), func(tx *store.Tx) (err error) {
-		rec, err = tx.RecordResults(c.id, rid, m.ActionResults)
-		return err
+		if rec, err = tx.RecordResults(c.id, rid, m.ActionResults); err != nil || waiting == nil {
+			return err
+		}
+		return waiting.endSession(tx, rec)
 	})
 	// The command's ids when it is known; else those the device sent.
 	sessionID, calls := rec.SessionID, protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))
@@ -453,10 +490,10 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 	}
 	log.Info("results recorded", "late", rec.Late)
 	d.metrics.ResultsRecorded(d.toolLabels(c.id, rec.Actions), rec.Results, rec.Late)
-	d.mu.Lock()
-	cmd := d.pending[rid]
-	d.mu.Unlock()
-	if cmd != nil {
+	// Whoever waits hears of them only if the command still waits: one
+	// that failed meanwhile (fail forgets it before recording the failure)
+	// keeps the failure it reported, as the store does.
+	if cmd := d.waiting(rid); cmd != nil {
 		d.forget(cmd)
 		d.end(cmd, rec.Results, "", true)
 	}
@@ -467,7 +504,7 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 // tool's name if the device lists it, else metrics.UnknownTool, so that a
 // name an operator mistyped does not become a series of its own.
 func (d *dispatcher) toolLabels(deviceID string, actions []protocol.Command) []string {
-	tools := d.inventory(deviceID)
+	tools := d.inventory(deviceID).tools
 	labels := make([]string, len(actions))
 	for i, a := range actions {
 		labels[i] = metrics.UnknownTool
@@ -476,19 +513,4 @@ func (d *dispatcher) toolLabels(deviceID string, actions []protocol.Command) []s
 		}
 	}
 	return labels
-}
-
-// inventory is a device's tools as the server knows them: those of its
-// live registration or, while it is offline, of its last one.
-func (d *dispatcher) inventory(deviceID string) []protocol.MCPToolInfo {
-	var info *protocol.SystemInfo
-	if c := d.reg.device(deviceID); c != nil {
-		info = c.info.Load()
-	} else if dev, err := d.store.Device(context.Background(), deviceID); err == nil {
-		info = storedInfo(dev)
-	}
-	if info == nil {
-		return nil
-	}
-	return info.Tools
 }

@@ -42,7 +42,7 @@ func newFleetRunner(m *sessionManager, fleet *session, p *plan.Plan, spec fleetS
 	return &fleetRunner{m: m, fleet: fleet, plan: p, spec: spec, res: res}
 }
 
-func (f *fleetRunner) run(ctx context.Context, _ stepper) outcome {
+func (f *fleetRunner) run(ctx context.Context, _ stepper) outcome[api.FleetResult] {
 	slots := make(chan struct{}, f.spec.concurrency)
 	var wg sync.WaitGroup
 	for i, dev := range f.spec.devices {
@@ -83,7 +83,7 @@ func (f *fleetRunner) runDevice(ctx context.Context, i int, dev string) {
 	f.set(i, child.ID, api.StateRunning, "")
 	f.fleet.events.add(api.TaskEvent{Type: api.EventDeviceStart, SessionID: child.ID, DeviceID: dev, Steps: child.steps})
 	stop := context.AfterFunc(ctx, func() { f.m.cancelSession(child, f.fleet.cancelReason()) })
-	out := f.m.execute(child, nil)
+	out := f.m.runPlan(child, nil)
 	stop()
 	f.deviceEnded(i, child.ID, out.state, out.err)
 }
@@ -138,7 +138,8 @@ func (f *fleetRunner) skipFrom(i int, aborted bool) {
 	}
 }
 
-func (f *fleetRunner) progress() any {
+// progress is the fleet's result so far.
+func (f *fleetRunner) progress() api.FleetResult {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	res := f.res
@@ -147,15 +148,15 @@ func (f *fleetRunner) progress() any {
 }
 
 // outcome is completed when every device completed.
-func (f *fleetRunner) outcome() outcome {
-	res := f.progress().(api.FleetResult)
+func (f *fleetRunner) outcome() outcome[api.FleetResult] {
+	res := f.progress()
 	counts := map[api.TaskState]int{}
 	for _, d := range res.Devices {
 		counts[d.State]++
 	}
 	n := len(res.Devices)
 	if counts[api.StateCompleted] == n {
-		return outcome{state: api.StateCompleted, result: res}
+		return outcome[api.FleetResult]{state: api.StateCompleted, result: res}
 	}
 	msg := fmt.Sprintf("%d of %d devices failed", n-counts[api.StateCompleted]-counts[api.StateSkipped], n)
 	if counts[api.StateSkipped] > 0 {
@@ -164,5 +165,5 @@ func (f *fleetRunner) outcome() outcome {
 	if res.Aborted {
 		msg += fmt.Sprintf(" (aborted: at least %d%% failed)", f.spec.abortPercent)
 	}
-	return outcome{state: api.StateFailed, result: res, err: msg}
+	return outcome[api.FleetResult]{state: api.StateFailed, result: res, err: msg}
 }

@@ -48,7 +48,7 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if p := s.sessions.progressOf(t.SessionID); p != nil && !t.State.Ended() {
+	if p, ok := s.sessions.progressOf(t.SessionID); ok && !t.State.Ended() {
 		t.Result, _ = json.Marshal(p)
 	}
 	cmds, err := s.store.CommandsOfSession(r.Context(), t.SessionID)

@@ -3,39 +3,80 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
-// runner carries out a session's task: it decides which steps go to the
-// device and when the task is over. planRunner runs a fixed plan; an LLM
-// planner would be another runner, choosing each next step from the
-// results so far. Everything else (retries, timeouts, recording, events,
-// cancellation) is the stepper's and the session manager's.
-type runner interface {
-	run(ctx context.Context, steps stepper) outcome
+// runner carries out a session's task and ends with its result R: it
+// decides which steps go to the device and when the task is over.
+// planRunner runs a fixed plan; an LLM planner would be another runner,
+// choosing each next step from the results so far. runStep tries a step
+// with its retries; everything else (resolution, timeouts, recording,
+// events, cancellation) is the stepper's and the session manager's.
+type runner[R any] interface {
+	run(ctx context.Context, steps stepper) outcome[R]
 }
 
-// stepper runs one step on the session's device: one command per attempt,
-// with the step's timeout, retries and backoff.
+// stepper makes one attempt at a step on the session's device: one
+// command.
 type stepper interface {
-	runStep(ctx context.Context, index int, step plan.Step) api.StepResult
+	attempt(ctx context.Context, st step, n int) commandResult
 }
 
-// progressReporter is a runner that can tell how far it has got, for
-// GET /api/tasks/{id} while the task runs.
-type progressReporter interface {
-	progress() any
+// step is one COMMAND a runner asks for: its actions as asked for, and how
+// to try it.
+type step struct {
+	index   int // in the task, from 0
+	calls   []toolCall
+	timeout time.Duration
+	retries int
+	// retryWait is the wait before retry n (1 for the first).
+	retryWait func(n int) time.Duration
 }
 
-// outcome is how a runner ended. State is completed or failed; anything
-// else fails the session as "session ended in unknown state".
-type outcome struct {
-	state  api.TaskState
-	result any
-	err    string
+// label names the step by its tools, as events and results show it, e.g.
+// "hash_file" or "stock.read_file+list_dir".
+func (st step) label() string {
+	names := make([]string, len(st.calls))
+	for i, c := range st.calls {
+		names[i] = c.label()
+	}
+	return strings.Join(names, "+")
+}
+
+// runStep makes attempts at st until one succeeds, its retries run out or
+// ctx ends, and returns the last attempt's result and how many were made.
+func runStep(ctx context.Context, steps stepper, st step) (commandResult, int) {
+	last, n := commandResult{err: errNotRun}, 0
+	for n <= st.retries {
+		if n > 0 && !sleep(ctx, st.retryWait(n)) {
+			break
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		n++
+		if last = steps.attempt(ctx, st, n); last.failure() == "" {
+			break
+		}
+	}
+	return last, n
+}
+
+// sleep waits d unless ctx ends first, and reports whether it waited.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // planRunner runs a plan's steps in order. A failed step ends the plan
@@ -46,56 +87,66 @@ type planRunner struct {
 	plan *plan.Plan
 }
 
-func (p planRunner) run(ctx context.Context, steps stepper) outcome {
+func (p planRunner) run(ctx context.Context, steps stepper) outcome[api.PlanResult] {
 	res := api.PlanResult{Steps: make([]api.StepResult, 0, len(p.plan.Steps))}
 	firstErr, stopped := "", false
-	for i, step := range p.plan.Steps {
+	for i, ps := range p.plan.Steps {
 		if !stopped && ctx.Err() != nil && firstErr == "" {
-			firstErr = fmt.Sprintf("cancelled before step %d (%s)", i+1, step.Label())
+			firstErr = fmt.Sprintf("cancelled before step %d (%s)", i+1, ps.Label())
 		}
 		if stopped || ctx.Err() != nil {
-			res.Steps = append(res.Steps, api.StepResult{Step: i, Tool: step.Label(), Status: api.StepSkipped})
+			res.Steps = append(res.Steps, api.StepResult{Step: i, Tool: ps.Label(), Status: api.StepSkipped})
 			continue
 		}
-		r := steps.runStep(ctx, i, step)
-		res.Steps = append(res.Steps, r)
-		if r.Status != api.StepSuccess {
+		st := planStep(i, ps)
+		r, attempts := runStep(ctx, steps, st)
+		why := r.failure()
+		res.Steps = append(res.Steps, api.StepResult{Step: i, Tool: st.label(), Status: r.status(), Attempts: attempts,
+			ResponseID: r.responseID, Results: r.results, Error: why})
+		if why != "" {
 			if firstErr == "" {
-				firstErr = fmt.Sprintf("step %d (%s) failed: %s", i+1, r.Tool, r.Error)
+				firstErr = fmt.Sprintf("step %d (%s) failed: %s", i+1, st.label(), why)
 			}
 			stopped = p.plan.StopsOnFailure(i)
 		}
 	}
 	if firstErr != "" {
-		return outcome{state: api.StateFailed, result: res, err: firstErr}
+		return outcome[api.PlanResult]{state: api.StateFailed, result: res, err: firstErr}
 	}
-	return outcome{state: api.StateCompleted, result: res}
+	return outcome[api.PlanResult]{state: api.StateCompleted, result: res}
+}
+
+// planStep is step i of a plan, its actions read once: "namespace.tool"
+// split into the namespace and the tool's name.
+func planStep(i int, ps plan.Step) step {
+	batch := ps.Batch()
+	calls := make([]toolCall, len(batch))
+	for j, a := range batch {
+		ns, name := a.Ref()
+		calls[j] = toolCall{namespace: ns, cmd: protocol.Command{ToolName: name, ToolType: a.ToolType, Parameters: a.Parameters}}
+	}
+	return step{index: i, calls: calls, timeout: ps.TimeoutOrDefault(), retries: ps.Retries, retryWait: ps.RetryWait}
 }
 
 // commandRunner runs one command from POST /api/devices/{id}/commands: a
-// single step, no retries. Its result is the CommandResponse.
+// single step, no retries, its actions taken literally. Its result is the
+// command's response.
 type commandRunner struct {
 	sessionID, deviceID string
 	actions             []protocol.Command
-	step                plan.Step
+	timeout             time.Duration
 }
 
-func newCommandRunner(sessionID, deviceID string, actions []protocol.Command, timeout plan.Duration) commandRunner {
-	batch := make([]plan.Action, len(actions))
-	for i, a := range actions {
-		batch[i] = plan.Action{ToolName: a.ToolName, ToolType: a.ToolType, Parameters: a.Parameters}
+func (c commandRunner) run(ctx context.Context, steps stepper) outcome[api.CommandResponse] {
+	calls := make([]toolCall, len(c.actions))
+	for i, a := range c.actions {
+		calls[i] = toolCall{cmd: a}
 	}
-	return commandRunner{sessionID: sessionID, deviceID: deviceID, actions: actions, step: plan.Step{Actions: batch, Timeout: timeout}}
-}
-
-func (c commandRunner) run(ctx context.Context, steps stepper) outcome {
-	r := steps.runStep(ctx, 0, c.step)
-	if len(r.Results) == 0 {
-		r.Results = protocol.FailAll(protocol.CallIDs(c.actions), r.Error)
+	r, _ := runStep(ctx, steps, step{calls: calls, timeout: c.timeout})
+	if len(r.results) == 0 {
+		// It never ran (cancelled first, or its actions did not resolve);
+		// still, every action ends in a Result with its call_id.
+		r.results = protocol.FailAll(protocol.CallIDs(c.actions), r.failure())
 	}
-	resp := api.NewCommandResponse(r.ResponseID, c.sessionID, c.deviceID, r.Results)
-	if r.Status != api.StepSuccess {
-		return outcome{state: api.StateFailed, result: resp, err: r.Error}
-	}
-	return outcome{state: api.StateCompleted, result: resp}
+	return commandOutcome(c.sessionID, c.deviceID, r)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/plan"
 )
 
 // Why a session was cancelled. The first three are UFO's.
@@ -36,9 +37,10 @@ type session struct {
 	ParentID  string // the fleet it runs for, if any
 	Requester api.Requester
 	Kind      string
+	plan      *plan.Plan // a plan's or a fleet's
 	planJSON  json.RawMessage
-	steps     int // how many steps its task has, for progress events
-	runner    runner
+	steps     int          // how many steps its task has, for progress events
+	fleet     *fleetRunner // a fleet's, which reports its progress
 	createdAt time.Time
 	events    *eventLog
 	ctx       context.Context
@@ -46,12 +48,10 @@ type session struct {
 	done      chan struct{}
 	started   atomic.Bool // running, no longer created
 
-	// Owned by whoever runs the session: set before it starts, then only
-	// by the goroutine that runs it.
-	persisted bool // its row exists in the store
-	// endedWithCommand: a single-command session that the store ended in
-	// the transaction that recorded its command's outcome.
-	endedWithCommand bool
+	// persisted: its row was recorded when it was created, as a plan's or
+	// a fleet's is; a single command's is recorded with its command. Set
+	// before the session starts.
+	persisted bool
 
 	mu       sync.Mutex
 	reason   string // why it was cancelled; the first reason wins

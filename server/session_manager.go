@@ -29,8 +29,6 @@ type sessionSpec struct {
 	Requester api.Requester
 	Plan      *plan.Plan // nil for a single command
 	Fleet     *fleetSpec // runs Plan on many devices
-	Command   []protocol.Command
-	Timeout   time.Duration // of a single command
 	// Tee is also given each of the session's events: a fleet follows its
 	// children's. It is fixed before the session is published, so that
 	// nothing reads it while it is written.
@@ -160,14 +158,14 @@ func (m *sessionManager) newSession(spec sessionSpec) *session {
 	}
 	switch {
 	case spec.Fleet != nil:
-		s.Kind, s.runner = api.KindFleet, newFleetRunner(m, s, spec.Plan, *spec.Fleet)
+		s.Kind, s.fleet = api.KindFleet, newFleetRunner(m, s, spec.Plan, *spec.Fleet)
 	case spec.Plan != nil:
-		s.Kind, s.runner = api.KindPlan, planRunner{plan: spec.Plan}
+		s.Kind = api.KindPlan
 	default:
 		s.Kind, s.steps = api.KindCommand, 1
-		s.runner = newCommandRunner(spec.ID, spec.DeviceID, spec.Command, plan.Duration(spec.Timeout))
 	}
 	if spec.Plan != nil {
+		s.plan = spec.Plan
 		s.planJSON, _ = json.Marshal(spec.Plan)
 		s.steps = len(spec.Plan.Steps)
 	}
@@ -190,10 +188,24 @@ func (m *sessionManager) insertError(ctx context.Context, spec sessionSpec, err 
 	return &sessionEndedError{spec.ID}
 }
 
-// executeTaskAsync runs s in a goroutine of its own; taskEnd, if not nil,
-// gets its TASK_END.
+// executeTaskAsync runs s, a plan or a fleet, in a goroutine of its own;
+// taskEnd, if not nil, gets a plan's TASK_END.
 func (m *sessionManager) executeTaskAsync(s *session, taskEnd taskEndFunc) {
-	go m.execute(s, taskEnd)
+	if s.fleet != nil {
+		go execute(m, s, s.fleet, nil)
+		return
+	}
+	go m.runPlan(s, taskEnd)
+}
+
+// runPlan runs a plan session to its end; taskEnd, if not nil, gets its
+// TASK_END.
+func (m *sessionManager) runPlan(s *session, taskEnd taskEndFunc) outcome[api.PlanResult] {
+	var tell func(outcome[api.PlanResult], *slog.Logger)
+	if taskEnd != nil {
+		tell = func(out outcome[api.PlanResult], log *slog.Logger) { sendTaskEnd(s, out, taskEnd, log) }
+	}
+	return execute(m, s, planRunner{plan: s.plan}, tell)
 }
 
 // runCommand runs a single command as a session of its own and waits for
@@ -201,18 +213,18 @@ func (m *sessionManager) executeTaskAsync(s *session, taskEnd taskEndFunc) {
 func (m *sessionManager) runCommand(ctx context.Context, deviceID string, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
 	s, _, err := m.getOrCreateSession(ctx, sessionSpec{
 		ID: uuid.NewString(), DeviceID: deviceID, Requester: api.Requester{Kind: api.RequesterOperator},
-		Command: actions, Timeout: timeout,
 	})
 	if err != nil {
 		return api.CommandResponse{}, err
 	}
-	out := m.execute(s, nil)
-	return out.result.(api.CommandResponse), nil
+	out := execute(m, s, commandRunner{sessionID: s.ID, deviceID: deviceID, actions: actions, timeout: timeout}, nil)
+	return out.result, nil
 }
 
-// execute runs s to its end, records the outcome, and only then tells the
-// requester.
-func (m *sessionManager) execute(s *session, taskEnd taskEndFunc) outcome {
+// execute runs s with r to its end, records the outcome, and only then
+// tells anyone: its end event, then tell, if not nil, unless the requester
+// is gone.
+func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcome[R], *slog.Logger)) outcome[R] {
 	defer m.release(s)
 	log := m.log.With("session_id", s.ID, "device", s.DeviceID, "task_name", s.TaskName)
 	s.started.Store(true)
@@ -221,35 +233,35 @@ func (m *sessionManager) execute(s *session, taskEnd taskEndFunc) outcome {
 			log.Error("session start not recorded", "err", err)
 		}
 	}
-	out := s.runner.run(s.ctx, sessionStepper{m: m, s: s})
+	out := r.run(s.ctx, sessionStepper{m: m, s: s})
 	// A single command's outcome, recorded with the command, stands as is.
-	if !s.endedWithCommand {
-		out = m.settle(s, out)
-		if err := m.persistEnd(s, out); err != nil {
+	if !out.recorded {
+		out = settle(s, out)
+		if err := persistEnd(m, s, out); err != nil {
 			log.Error("session outcome not recorded", "err", err)
 		}
 	}
 	m.metrics.SessionEnded(string(out.state))
 	log.Info("session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
 	s.events.add(api.TaskEvent{Type: api.EventEnd, SessionID: s.ID, State: out.state, Status: string(taskEndStatus(out.state)), Result: out.result, Error: out.err})
-	if taskEnd != nil && s.cancelReason() != reasonConstellationDisconnected {
-		sendTaskEnd(s, out, taskEnd, log)
+	if tell != nil && s.cancelReason() != reasonConstellationDisconnected {
+		tell(out, log)
 	}
 	return out
 }
 
-// sendTaskEnd tells the requester how s ended. A result too big for one
-// frame goes without the steps' results, with a note saying where the
-// whole result is: the store keeps it whole.
-func sendTaskEnd(s *session, out outcome, taskEnd taskEndFunc, log *slog.Logger) {
+// sendTaskEnd tells the requester how the plan session s ended. A result
+// too big for one frame goes without the steps' results, with a note
+// saying where the whole result is: the store keeps it whole.
+func sendTaskEnd(s *session, out outcome[api.PlanResult], taskEnd taskEndFunc, log *slog.Logger) {
 	msg := &protocol.ServerMessage{
 		Type: protocol.ServerTaskEnd, Status: taskEndStatus(out.state), SessionID: s.ID, TaskName: s.TaskName,
 		Result: out.result, Error: out.err, Timestamp: protocol.Now(), ResponseID: uuid.NewString(),
 	}
 	err := taskEnd(msg)
-	if res, ok := out.result.(api.PlanResult); ok && errors.Is(err, protocol.ErrTooBig) {
+	if errors.Is(err, protocol.ErrTooBig) {
 		log.Warn("task_end too big for a frame; sending it without the steps' results", "err", err)
-		msg.Result = res.WithoutResults(fmt.Sprintf("the steps' results are too big for one frame (%v); "+
+		msg.Result = out.result.WithoutResults(fmt.Sprintf("the steps' results are too big for one frame (%v); "+
 			"GET /api/tasks/%s or /api/task_result/%s has them whole", err, s.ID, s.TaskName))
 		err = taskEnd(msg)
 	}
@@ -261,7 +273,7 @@ func sendTaskEnd(s *session, out outcome, taskEnd taskEndFunc, log *slog.Logger)
 // settle gives a runner's outcome its final state: a cancelled session
 // that did not complete is cancelled (failed at shutdown), and any state
 // other than completed or failed fails.
-func (m *sessionManager) settle(s *session, out outcome) outcome {
+func settle[R any](s *session, out outcome[R]) outcome[R] {
 	if reason := s.cancelReason(); reason != "" && out.state != api.StateCompleted {
 		out.state, out.err = api.StateCancelled, cancelMessage(reason, s.DeviceID)
 		if reason == reasonServerShutdown {
@@ -275,28 +287,14 @@ func (m *sessionManager) settle(s *session, out outcome) outcome {
 	return out
 }
 
-func (m *sessionManager) persistEnd(s *session, out outcome) error {
-	result, err := json.Marshal(out.result)
+// persistEnd records how s ended. The session of a single command that
+// never recorded its command is recorded here, as it ends.
+func persistEnd[R any](m *sessionManager, s *session, out outcome[R]) error {
+	row, err := out.endRow(s.row(api.StateRunning))
 	if err != nil {
-		return fmt.Errorf("result: %w", err)
+		return err
 	}
-	return m.store.Write(context.Background(), func(tx *store.Tx) error {
-		if !s.persisted {
-			if err := tx.InsertSession(s.row(api.StateRunning)); err != nil {
-				return err
-			}
-		}
-		return tx.EndSession(s.ID, string(out.state), result, out.err)
-	})
-}
-
-// insertOnce is the write that records a command session with its first
-// command, so that a single command costs no extra transaction.
-func (m *sessionManager) insertOnce(s *session) func(*store.Tx) error {
-	if s.persisted {
-		return nil
-	}
-	return func(tx *store.Tx) error { return tx.InsertSession(s.row(api.StateRunning)) }
+	return m.store.Write(context.Background(), func(tx *store.Tx) error { return tx.EndSession(row) })
 }
 
 // release forgets a session that has ended, or was never started.
@@ -456,19 +454,16 @@ func (m *sessionManager) liveSessions(state string) int {
 	return n
 }
 
-// progressOf returns what a running session's runner has done so far, if
-// it tells (a fleet does), or nil.
-func (m *sessionManager) progressOf(id string) any {
+// progressOf returns what a running fleet has done so far; ok is false
+// for any other session, or one not running.
+func (m *sessionManager) progressOf(id string) (res api.FleetResult, ok bool) {
 	m.mu.Lock()
 	s := m.live[id]
 	m.mu.Unlock()
-	if s == nil {
-		return nil
+	if s == nil || s.fleet == nil {
+		return res, false
 	}
-	if p, ok := s.runner.(progressReporter); ok {
-		return p.progress()
-	}
-	return nil
+	return s.fleet.progress(), true
 }
 
 // running reports whether the session is running here.

@@ -467,9 +467,9 @@ func TestResultsExpireAfterTheirTTLButTheAuditLogStays(t *testing.T) {
 func TestASessionEndingInAnUnknownStateFails(t *testing.T) {
 	ts := newTestServer(t)
 	s := ts.srv.sessions.newSession(sessionSpec{ID: "s1", Plan: &plan.Plan{}})
-	out := ts.srv.sessions.settle(s, outcome{state: "paused", result: "r"})
-	assert.Equal(t, outcome{state: api.StateFailed, result: "r", err: "session ended in unknown state"}, out)
-	out = ts.srv.sessions.settle(s, outcome{state: api.StateCompleted})
+	out := settle(s, outcome[string]{state: "paused", result: "r"})
+	assert.Equal(t, outcome[string]{state: api.StateFailed, result: "r", err: "session ended in unknown state"}, out)
+	out = settle(s, outcome[string]{state: api.StateCompleted})
 	assert.Equal(t, api.StateCompleted, out.state)
 }
 

@@ -77,8 +77,12 @@ func NewCommandResponse(responseID, sessionID, deviceID string, results []protoc
 func (r *CommandResponse) Succeeded() bool { return r.Status == string(protocol.ResultSuccess) }
 
 // FirstError describes the first action that did not succeed, or is empty.
-func (r *CommandResponse) FirstError() string {
-	for _, res := range r.Results {
+func (r *CommandResponse) FirstError() string { return FirstError(r.Results) }
+
+// FirstError describes the first of a command's results that is not a
+// success, or is empty if they all are.
+func FirstError(results []protocol.Result) string {
+	for _, res := range results {
 		switch {
 		case res.Status == protocol.ResultSuccess:
 		case res.Error != "":

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
-	"github.com/edgeaip/edgeaip/server/api"
 )
 
 // Command states.
@@ -111,7 +110,7 @@ func (t *Tx) RecordResults(deviceID, responseID string, results []protocol.Resul
 
 // FailCommand ends a pending command without the device's results: every
 // action gets a failure carrying errText. It fails with ErrFinished if the
-// command has already ended.
+// command has already ended, and then returns the command as recorded.
 func (t *Tx) FailCommand(responseID, errText string) (Command, error) {
 	c, err := t.command(responseID)
 	if err != nil {
@@ -139,32 +138,7 @@ func (t *Tx) finish(c *Command) error {
 	if err != nil {
 		return fmt.Errorf("store: record results of %s: %w", c.ResponseID, err)
 	}
-	if err := t.endCommandSession(c); err != nil {
-		return err
-	}
 	return t.appendAudit(c)
-}
-
-// endCommandSession ends the session of a single command (kind "command")
-// with the command's outcome, in the same transaction, if it is still
-// running: a single command then costs no transaction of its own to end.
-func (t *Tx) endCommandSession(c *Command) error {
-	resp := api.NewCommandResponse(c.ResponseID, c.SessionID, c.DeviceID, c.Results)
-	result, err := json.Marshal(resp)
-	if err != nil {
-		return fmt.Errorf("store: command %s: session result: %w", c.ResponseID, err)
-	}
-	state := string(api.StateCompleted)
-	if !resp.Succeeded() {
-		state = string(api.StateFailed)
-	}
-	_, err = t.exec(
-		`UPDATE sessions SET state = ?, result = ?, error = ?, finished_at = ? WHERE id = ? AND kind = 'command' AND state = 'running'`,
-		state, string(result), resp.FirstError(), now(), c.SessionID)
-	if err != nil {
-		return fmt.Errorf("store: end session %q with its command: %w", c.SessionID, err)
-	}
-	return nil
 }
 
 const commandColumns = `response_id, device_id, session_id, actor, step, attempt, actions, tools, status, results, error, late, created_at, finished_at`

@@ -37,15 +37,11 @@ const unfinished = `('created', 'running')`
 
 // InsertSession records a new session.
 func (t *Tx) InsertSession(s Session) error {
-	started := sql.NullString{}
-	if !s.StartedAt.IsZero() {
-		started = nullString(formatTime(s.StartedAt))
-	}
 	_, err := t.exec(
 		`INSERT INTO sessions (id, task_name, device_id, requester_kind, requester_id, kind, parent_id, state, plan, created_at, started_at)
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.TaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Kind, s.ParentID, s.State,
-		nullString(string(s.Plan)), formatTime(s.CreatedAt), started)
+		nullString(string(s.Plan)), formatTime(s.CreatedAt), nullTime(s.StartedAt))
 	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: sessions.id") {
 		return fmt.Errorf("store: session %q: %w", s.ID, ErrExists)
 	}
@@ -64,14 +60,20 @@ func (t *Tx) StartSession(id string) error {
 	return nil
 }
 
-// EndSession records how a session ended. A session that has already
-// ended keeps its first outcome.
-func (t *Tx) EndSession(id, state string, result json.RawMessage, errText string) error {
+// EndSession records how session s ended: its State, Result and Error. A
+// session that has already ended keeps its first outcome. A session not
+// recorded yet (a single command that never recorded its command) is
+// recorded as it ends, with all of s.
+func (t *Tx) EndSession(s Session) error {
 	_, err := t.exec(
-		`UPDATE sessions SET state = ?, result = ?, error = ?, finished_at = ? WHERE id = ? AND state IN `+unfinished,
-		state, nullString(string(result)), errText, now(), id)
+		`INSERT INTO sessions (id, task_name, device_id, requester_kind, requester_id, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 ON CONFLICT (id) DO UPDATE SET state = excluded.state, result = excluded.result, error = excluded.error, finished_at = excluded.finished_at
+		 WHERE sessions.state IN `+unfinished,
+		s.ID, s.TaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Kind, s.ParentID, s.State,
+		nullString(string(s.Plan)), nullString(string(s.Result)), s.Error, formatTime(s.CreatedAt), nullTime(s.StartedAt), now())
 	if err != nil {
-		return fmt.Errorf("store: end session %q: %w", id, err)
+		return fmt.Errorf("store: end session %q: %w", s.ID, err)
 	}
 	return nil
 }

@@ -308,6 +308,14 @@ func parseTime(s sql.NullString) time.Time {
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
+// nullTime is t as the store writes it, or NULL if t is zero.
+func nullTime(t time.Time) sql.NullString {
+	if t.IsZero() {
+		return sql.NullString{}
+	}
+	return nullString(formatTime(t))
+}
+
 // rowErr is err from a lookup of one row, named by format and args: nil
 // stays nil, and no row is ErrNotFound.
 func rowErr(err error, format string, args ...any) error {

@@ -164,10 +164,10 @@ func TestTheAuditLogIsAppendOnly(t *testing.T) {
 		assert.Contains(t, err.Error(), "the audit log is append-only", q)
 	}
 	// Expiring a session keeps its audit entries.
-	write(t, s, func(tx *Tx) error {
-		return tx.InsertSession(Session{ID: "s1", DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "command", State: "running", CreatedAt: time.Now()})
-	})
-	write(t, s, func(tx *Tx) error { return tx.EndSession("s1", "failed", nil, "x") })
+	row := Session{ID: "s1", DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "command", State: "running", CreatedAt: time.Now()}
+	write(t, s, func(tx *Tx) error { return tx.InsertSession(row) })
+	row.State, row.Error = "failed", "x"
+	write(t, s, func(tx *Tx) error { return tx.EndSession(row) })
 	write(t, s, func(tx *Tx) error { _, err := tx.DeleteSessionsFinishedBefore(time.Now().Add(time.Second)); return err })
 	_, err := s.Command(context.Background(), "r1")
 	assert.ErrorIs(t, err, ErrNotFound)
@@ -185,7 +185,8 @@ func TestFailInterruptedEndsWhatAStoppedServerLeftRunning(t *testing.T) {
 			return tx.InsertSession(Session{ID: id, DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "plan", State: state, CreatedAt: at})
 		})
 	}
-	write(t, s, func(tx *Tx) error { return tx.EndSession("done", "completed", []byte(`{"ok":true}`), "") })
+	end := Session{ID: "done", DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "plan", State: "completed", Result: []byte(`{"ok":true}`), CreatedAt: at}
+	write(t, s, func(tx *Tx) error { return tx.EndSession(end) })
 	insertCommand(t, s, "r1")
 	require.NoError(t, s.Close())
 
@@ -209,6 +210,43 @@ func TestFailInterruptedEndsWhatAStoppedServerLeftRunning(t *testing.T) {
 	c, err := s2.Command(ctx, "r1")
 	require.NoError(t, err)
 	assert.Equal(t, CommandFailed, c.Status)
+}
+
+func TestASessionEndsOnceAndOneNeverRecordedIsRecordedAsItEnds(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	created, started := time.Now().Add(-time.Minute), time.Now().Add(-time.Second)
+	row := Session{ID: "s1", TaskName: "t", DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "plan", State: "created",
+		Plan: []byte(`{"steps":[]}`), CreatedAt: created}
+	write(t, s, func(tx *Tx) error { return tx.InsertSession(row) })
+	write(t, s, func(tx *Tx) error { return tx.StartSession("s1") })
+	end := row
+	end.State, end.Result, end.Error, end.StartedAt = "failed", []byte(`{"n":1}`), "step 1 failed", started
+	write(t, s, func(tx *Tx) error { return tx.EndSession(end) })
+	again := end
+	again.State, again.Result, again.Error = "cancelled", []byte(`{"n":2}`), "too late"
+	write(t, s, func(tx *Tx) error { return tx.EndSession(again) })
+
+	got, err := s.Session(ctx, "s1")
+	require.NoError(t, err)
+	assert.Equal(t, "failed", got.State, "the first end stands")
+	assert.JSONEq(t, `{"n":1}`, string(got.Result))
+	assert.Equal(t, "step 1 failed", got.Error)
+	assert.NotEqual(t, started.UTC(), got.StartedAt, "an end changes nothing but the outcome")
+	assert.False(t, got.FinishedAt.IsZero())
+
+	never := Session{ID: "s2", DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "command", State: "failed",
+		Result: []byte(`{"status":"failure"}`), Error: "device \"kiosk-1\" has no tool \"x\"", CreatedAt: created, StartedAt: started}
+	write(t, s, func(tx *Tx) error { return tx.EndSession(never) })
+	got, err = s.Session(ctx, "s2")
+	require.NoError(t, err)
+	assert.Equal(t, "failed", got.State)
+	assert.Equal(t, "command", got.Kind)
+	assert.Equal(t, never.Error, got.Error)
+	assert.JSONEq(t, `{"status":"failure"}`, string(got.Result))
+	assert.True(t, started.Equal(got.StartedAt), "started %v, got %v", started, got.StartedAt)
+	assert.True(t, created.Equal(got.CreatedAt))
+	assert.False(t, got.FinishedAt.IsZero())
 }
 
 // tenNanosApart are two times 10 ns apart whose time.RFC3339Nano texts

@@ -1,0 +1,107 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// requireTaskHolds requires the task of a single command to hold exactly
+// the command's response, and the state and error it implies.
+func requireTaskHolds(t *testing.T, ts *testServer, resp api.CommandResponse) api.Task {
+	t.Helper()
+	task, err := ts.api.Task(context.Background(), resp.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, api.KindCommand, task.Kind)
+	want, err := json.Marshal(resp)
+	require.NoError(t, err)
+	assert.JSONEq(t, string(want), string(task.Result))
+	if resp.Succeeded() {
+		assert.Equal(t, api.StateCompleted, task.State)
+		assert.Empty(t, task.Error)
+	} else {
+		assert.Equal(t, api.StateFailed, task.State)
+		assert.Equal(t, resp.FirstError(), task.Error)
+	}
+	assert.NotNil(t, task.StartedAt)
+	assert.NotNil(t, task.FinishedAt)
+	return task
+}
+
+func TestASingleCommandsTaskHoldsItsResponseHoweverItEnds(t *testing.T) {
+	ts := newTestServer(t)
+	dev := ts.device("kiosk-1", tool("stock", "echo", protocol.ToolAction))
+	ctx := context.Background()
+	run := func(status protocol.ResultStatus) api.CommandResponse {
+		done := make(chan api.CommandResponse, 1)
+		go func() {
+			resp, err := ts.api.Command(ctx, "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}, {ToolName: "echo"}}})
+			assert.NoError(t, err)
+			done <- resp
+		}()
+		dev.answer(dev.nextCommand(), status, "")
+		return <-done
+	}
+
+	ok := run(protocol.ResultSuccess)
+	assert.Equal(t, "success", ok.Status)
+	assert.Len(t, requireTaskHolds(t, ts, ok).Commands, 1)
+
+	failed := run(protocol.ResultFailure)
+	assert.Equal(t, "failure", failed.Status)
+	assert.Equal(t, "it broke", failed.FirstError())
+	requireTaskHolds(t, ts, failed)
+
+	// A device on UFO's wire cannot take a tool it does not list without
+	// its tool_type: the command never runs, and is never recorded, but
+	// each action still gets a Result and the task is recorded.
+	ufo, err := ts.dialWire(ts.enroll("ufo-1"), protocol.JSON)
+	require.NoError(t, err)
+	ufo.register("ufo-1")
+	never, err := ts.api.Command(ctx, "ufo-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo", CallID: "mine"}}})
+	require.NoError(t, err)
+	assert.Empty(t, never.ResponseID)
+	assert.Equal(t, []protocol.Result{{Status: protocol.ResultFailure, CallID: "mine",
+		Error: `device "ufo-1" speaks UFO's JSON and does not list "echo": give its tool_type (data_collection or action)`}}, never.Results)
+	assert.Empty(t, requireTaskHolds(t, ts, never).Commands)
+}
+
+// A command can fail (its timeout ends) just as its results are recorded
+// by a write that no longer found it waiting: the failure then finds the
+// results recorded, and they stand. The session the command alone makes up
+// must end with them all the same, in the failure's write.
+func TestAFailureThatLosesTheRaceToResultsStillEndsTheCommandsSession(t *testing.T) {
+	ts := newTestServer(t)
+	ts.enroll("kiosk-1")
+	m, d := ts.srv.sessions, ts.srv.disp
+	ctx := context.Background()
+	s, _, err := m.getOrCreateSession(ctx, sessionSpec{ID: "s1", DeviceID: "kiosk-1", Requester: api.Requester{Kind: api.RequesterOperator}})
+	require.NoError(t, err)
+	defer m.release(s)
+	row := s.row(api.StateRunning)
+	cmd := d.newCommand(commandSpec{deviceID: "kiosk-1", sessionID: "s1", actor: "operator", attempt: 1,
+		actions: []protocol.Command{{ToolName: "echo"}}, timeout: time.Minute, offlineWait: time.Minute, session: &row})
+	ran := make(chan commandResult, 1)
+	go func() { ran <- d.run(ctx, cmd) }() // recorded, then waiting unsent for the device
+	require.Eventually(t, func() bool { return d.waiting(cmd.rec.ResponseID) != nil }, 10*time.Second, time.Millisecond)
+
+	d.forget(cmd) // as fail does first, before a write that records the results
+	results := []protocol.Result{{Status: protocol.ResultSuccess, Result: "done", CallID: cmd.rec.Actions[0].CallID}}
+	require.NoError(t, ts.srv.store.Write(ctx, func(tx *store.Tx) error {
+		_, err := tx.RecordResults("kiosk-1", cmd.rec.ResponseID, results)
+		return err
+	}))
+	d.fail(cmd, "device \"kiosk-1\" did not answer within 1m0s")
+
+	r := <-ran
+	assert.True(t, r.recorded)
+	assert.Equal(t, results, r.results, "the results stand")
+	requireTaskHolds(t, ts, api.NewCommandResponse(cmd.rec.ResponseID, "s1", "kiosk-1", results))
+}

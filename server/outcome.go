@@ -1,0 +1,90 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+)
+
+// How commands and tasks end. A command ends in a commandResult, whatever
+// happens to it; a task (a session) ends in an outcome typed by its kind:
+// an api.PlanResult, an api.CommandResponse or an api.FleetResult.
+// commandOutcome is the one place a command's response is built and the
+// one place a single command's task is judged completed or failed.
+
+// commandResult is how one command ended, for the runner that asked for
+// it.
+type commandResult struct {
+	// responseID is the command's, or "" if none was recorded.
+	responseID string
+	// results has one Result per action, in order, each with its call_id;
+	// nil if the command never ran.
+	results []protocol.Result
+	// err says why the command never ran or was not recorded: it was
+	// cancelled first, its actions did not resolve, the store failed.
+	err error
+	// recorded: the store holds this outcome, and the end of the session
+	// the command alone makes up (see commandSpec.session).
+	recorded bool
+}
+
+// errNotRun: a step's session was cancelled before its first attempt.
+var errNotRun = errors.New("cancelled before it ran")
+
+// failure says why the command did not succeed, or is "" if every action
+// did.
+func (r commandResult) failure() string {
+	if r.err != nil {
+		return r.err.Error()
+	}
+	return api.FirstError(r.results)
+}
+
+// status is the command's as a step's: success or failure.
+func (r commandResult) status() string {
+	if r.failure() == "" {
+		return api.StepSuccess
+	}
+	return api.StepFailure
+}
+
+// outcome is how a runner ended: its final state (completed or failed;
+// any other fails the session as "session ended in unknown state"), its
+// result R, and the error that ended it.
+type outcome[R any] struct {
+	state  api.TaskState
+	result R
+	err    string
+	// recorded: the store already holds this outcome. A single command's
+	// session ends in the transaction that records its command's outcome.
+	recorded bool
+}
+
+// endRow is row as it ends with o.
+func (o outcome[R]) endRow(row store.Session) (store.Session, error) {
+	result, err := json.Marshal(o.result)
+	if err != nil {
+		return row, fmt.Errorf("session %q: result: %w", row.ID, err)
+	}
+	row.State, row.Result, row.Error = string(o.state), result, o.err
+	return row, nil
+}
+
+// commandOutcome is how the session of a single command ends: with the
+// command's response, completed if every action succeeded, else failed
+// with why.
+func commandOutcome(sessionID, deviceID string, r commandResult) outcome[api.CommandResponse] {
+	out := outcome[api.CommandResponse]{
+		state:    api.StateCompleted,
+		result:   api.NewCommandResponse(r.responseID, sessionID, deviceID, r.results),
+		recorded: r.recorded,
+	}
+	if why := r.failure(); why != "" {
+		out.state, out.err = api.StateFailed, why
+	}
+	return out
+}

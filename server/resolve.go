@@ -1,0 +1,133 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+)
+
+// toolCall is one action as a runner asks for it, before it is resolved
+// against the device's inventory: the command to send, and the namespace
+// a plan's "namespace.tool" named ("" for any).
+type toolCall struct {
+	namespace string
+	cmd       protocol.Command
+}
+
+// label names the call as it was asked for: "namespace.tool", or the
+// tool's name.
+func (c toolCall) label() string {
+	if c.namespace != "" {
+		return c.namespace + "." + c.cmd.ToolName
+	}
+	return c.cmd.ToolName
+}
+
+// inventory is what the server knows of a device when it resolves calls
+// for it: the tools of its live registration, or of its last one while it
+// is offline, and the wire its live link speaks. It is a snapshot, so a
+// whole batch (or, up front, a whole plan) resolves against one view.
+type inventory struct {
+	deviceID string
+	tools    []protocol.MCPToolInfo
+	online   bool
+	// ufoJSON: the live link speaks UFO's JSON, whose Command requires a
+	// tool_type.
+	ufoJSON bool
+}
+
+// inventory is deviceID's inventory as the server knows it now.
+func (d *dispatcher) inventory(deviceID string) inventory {
+	inv := inventory{deviceID: deviceID}
+	var info *protocol.SystemInfo
+	if c := d.reg.device(deviceID); c != nil {
+		inv.online, inv.ufoJSON = true, c.conn.Encoding() == protocol.JSON
+		info = c.info.Load()
+	} else if dev, err := d.store.Device(context.Background(), deviceID); err == nil {
+		info = storedInfo(dev)
+	}
+	if info != nil {
+		inv.tools = info.Tools
+	}
+	return inv
+}
+
+// resolve turns a step's calls into the commands sent, and what the audit
+// log records about each one's tool; it fails on the first call that
+// cannot be sent.
+func (inv inventory) resolve(calls []toolCall) ([]protocol.Command, []store.ToolRef, error) {
+	cmds := make([]protocol.Command, len(calls))
+	refs := make([]store.ToolRef, len(calls))
+	for i, c := range calls {
+		var err error
+		if cmds[i], refs[i], err = inv.resolveCall(c); err != nil {
+			return nil, nil, err
+		}
+	}
+	return cmds, refs, nil
+}
+
+// resolveCall turns one call into the command sent: "namespace.tool" must
+// name a tool the device has in that namespace, and is sent with that
+// tool's tool_type so that the agent runs exactly it (the agent keys tools
+// by tool_type::tool_name). A bare name is sent as is, with the tool_type
+// filled in where the device's wire requires one.
+func (inv inventory) resolveCall(c toolCall) (protocol.Command, store.ToolRef, error) {
+	a := c.cmd
+	cmd := protocol.Command{ToolName: a.ToolName, ToolType: a.ToolType, Parameters: a.Parameters}
+	t, found := findTool(inv.tools, c.namespace, a.ToolName, a.ToolType)
+	switch {
+	case c.namespace != "" && !found && !inv.online:
+		return cmd, store.ToolRef{}, fmt.Errorf("device %q is offline, and its last registration listed no tool %q", inv.deviceID, c.label())
+	case c.namespace != "" && !found:
+		return cmd, store.ToolRef{}, fmt.Errorf("device %q has no tool %q", inv.deviceID, c.label())
+	case c.namespace != "":
+		cmd.ToolType = t.ToolType
+	case a.ToolType == "" && inv.ufoJSON:
+		// UFO's Command requires tool_type, which our agent finds itself
+		// but a UFO device does not.
+		if !found {
+			return cmd, store.ToolRef{}, fmt.Errorf("device %q speaks UFO's JSON and does not list %q: give its tool_type (data_collection or action)", inv.deviceID, c.label())
+		}
+		cmd.ToolType = t.ToolType
+	case a.ToolType == "" && !inv.online && found:
+		// Which wire the device comes back on is not known yet: UFO's
+		// requires the tool_type, and our agent takes it.
+		cmd.ToolType = t.ToolType
+	}
+	var ref store.ToolRef
+	if found {
+		ref = store.ToolRef{Namespace: t.Namespace, SHA256: toolSHA256(t)}
+	}
+	if a.ToolName == protocol.InstallToolName {
+		// The module that matters is the one being installed.
+		ref.SHA256, _ = a.Parameters["sha256"].(string)
+	}
+	return cmd, ref, nil
+}
+
+// findTool looks a tool up as the agent would: by tool_type::tool_name, or
+// when no type is given, under each type in turn; a namespace, if given,
+// must match too.
+func findTool(tools []protocol.MCPToolInfo, ns, name string, tt protocol.ToolType) (protocol.MCPToolInfo, bool) {
+	types := protocol.ToolTypes[:]
+	if tt != "" {
+		types = []protocol.ToolType{tt}
+	}
+	for _, want := range types {
+		for _, t := range tools {
+			if t.ToolName == name && t.ToolType == want && (ns == "" || t.Namespace == ns) {
+				return t, true
+			}
+		}
+	}
+	return protocol.MCPToolInfo{}, false
+}
+
+// toolSHA256 is the module hash the agent reports in a tool's meta.
+func toolSHA256(t protocol.MCPToolInfo) string {
+	s, _ := t.Meta["sha256"].(string)
+	return s
+}
