@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,18 +12,17 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/sandbox/wasmtool"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 	"github.com/edgeaip/edgeaip/wasmtools/signature"
 )
 
 // wasmTool is a tool module loaded into the sandbox.
 type wasmTool struct {
-	sb        *sandbox.Sandbox
-	mod       *sandbox.Tool
+	tool      *wasmtool.Tool
+	mod       *sandbox.Tool // tool.Module()
 	namespace string
 	where     string // where the module came from: its file, or "deployed module"
-	manifest  manifest.Manifest
-	source    manifest.Source
 	verdict   signature.Verdict
 	// next is the version deployed in this one's place, if any. A command
 	// resolves its actions before the first runs; an action whose tool
@@ -33,7 +31,7 @@ type wasmTool struct {
 }
 
 func (t *wasmTool) info() protocol.MCPToolInfo {
-	m := t.manifest
+	m := t.tool.Manifest()
 	tt := protocol.ToolType(m.ToolType)
 	return protocol.MCPToolInfo{
 		ToolKey:      protocol.ToolKey(tt, m.Name),
@@ -51,14 +49,14 @@ func (t *wasmTool) info() protocol.MCPToolInfo {
 // it is, who signed it, what it asked for and what it was granted.
 func (t *wasmTool) meta() map[string]any {
 	requested := map[string]any{}
-	if dirs := t.manifest.Capabilities.Dirs; len(dirs) > 0 {
+	if dirs := t.tool.Manifest().Capabilities.Dirs; len(dirs) > 0 {
 		list := make([]any, len(dirs))
 		for i, d := range dirs {
 			list[i] = map[string]any{"path": d.Path, "mode": string(d.Mode)}
 		}
 		requested["dirs"] = list
 	}
-	if env := t.manifest.Capabilities.Env; len(env) > 0 {
+	if env := t.tool.Manifest().Capabilities.Env; len(env) > 0 {
 		requested["env"] = anyList(env)
 	}
 	granted := map[string]any{}
@@ -75,14 +73,14 @@ func (t *wasmTool) meta() map[string]any {
 	l := t.mod.Limits()
 	meta := map[string]any{
 		"sha256":       t.mod.SHA256(),
-		"manifest":     string(t.source),
+		"manifest":     string(t.tool.Source()),
 		"capabilities": requested,
 		"granted":      granted,
 		"limits":       map[string]any{"timeout": l.Timeout.String(), "memory_pages": l.MemoryPages, "fuel": l.Fuel},
 		"signature":    signatureState(t.verdict),
 	}
-	if t.manifest.Version != "" {
-		meta["version"] = t.manifest.Version
+	if v := t.tool.Manifest().Version; v != "" {
+		meta["version"] = v
 	}
 	if t.verdict.KeyID != "" {
 		meta["signer"] = t.verdict.KeyID
@@ -116,18 +114,14 @@ func anyList(s []string) []any {
 }
 
 func (t *wasmTool) call(ctx context.Context, params map[string]any) protocol.Result {
-	if params == nil {
-		params = map[string]any{}
-	}
-	in, err := json.Marshal(params)
+	out, err := t.tool.Run(ctx, params)
 	if err != nil {
-		return failure(fmt.Errorf("tool %q: parameters: %w", t.manifest.Name, err))
+		return failure(err)
 	}
-	out := t.sb.Call(ctx, t.mod, in)
 	if next := t.next.Load(); next != nil && errors.Is(out.Err, sandbox.ErrUnloaded) {
 		return next.call(ctx, params)
 	}
-	return ToolResult(out)
+	return wasmtool.Result(out)
 }
 
 // close frees the module once its running calls end.
@@ -138,36 +132,6 @@ func (t *wasmTool) close(ctx context.Context) { t.mod.Close(ctx) }
 func (t *wasmTool) replaceWith(ctx context.Context, next *wasmTool) {
 	t.next.Store(next)
 	t.close(ctx)
-}
-
-// ToolResult turns a sandbox call's outcome into the Result the agent
-// sends: stdout parsed as JSON when it is JSON, and the usage.
-func ToolResult(out sandbox.Result) protocol.Result {
-	res := protocol.Result{
-		Status: protocol.ResultSuccess,
-		Usage: &protocol.Usage{
-			Fuel:        out.Usage.Fuel,
-			WallMicros:  out.Usage.Wall.Microseconds(),
-			MemoryPages: out.Usage.MemoryPages,
-			StdoutBytes: out.Usage.StdoutBytes,
-		},
-	}
-	if out.Err != nil {
-		res.Status, res.Error = protocol.ResultFailure, out.Err.Error()
-		return res
-	}
-	res.Result = parseOutput(out.Stdout)
-	return res
-}
-
-// parseOutput is the tool's result: JSON when stdout is JSON that the wire
-// can carry, otherwise the text itself.
-func parseOutput(stdout []byte) any {
-	var v any
-	if err := protocol.JSON.UnmarshalValue(stdout, &v); err == nil {
-		return v
-	}
-	return string(stdout)
 }
 
 // toolLoader turns tool modules into tools: it reads the manifest, checks
@@ -191,12 +155,11 @@ func (l *toolLoader) load(ctx context.Context, namespace, where string, mod mani
 	if l.verifier.RequireSigned && mod.Source != manifest.Embedded {
 		return nil, fmt.Errorf("tool %q (%s): refused: its manifest is a sidecar NAME.json, which no signature covers; embed it with aipctl tool pack, then sign", name, where)
 	}
-	spec := l.policies.For(namespace, name).Spec(mod, l.lookupEnv)
-	t, err := l.sb.Load(ctx, spec)
+	t, err := wasmtool.Load(ctx, l.sb, mod, l.policies.For(namespace, name), l.lookupEnv)
 	if err != nil {
 		return nil, fmt.Errorf("%w (%s)", err, where)
 	}
-	return &wasmTool{sb: l.sb, mod: t, namespace: namespace, where: where, manifest: mod.Manifest, source: mod.Source, verdict: verdict}, nil
+	return &wasmTool{tool: t, mod: t.Module(), namespace: namespace, where: where, verdict: verdict}, nil
 }
 
 // toolDir is a directory of tool modules that forms one namespace.
