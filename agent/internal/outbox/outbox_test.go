@@ -545,3 +545,21 @@ func TestOutboxEncodesAnewResultsRecordedInTheOtherEncoding(t *testing.T) {
 	assert.Equal(t, protocol.CBOR, p[0].Reply.Frame().Encoding)
 	assert.Equal(t, []*protocol.ClientMessage{r1}, replies(o2))
 }
+
+// A tool that prints bytes that are not text: the results are recorded as
+// they are sent, with U+FFFD in their place, so that the journal still
+// reads back whole after a restart, those results and the ones after them.
+func TestOutboxResultsWithInvalidUTF8SurviveARestart(t *testing.T) {
+	j := newJournal(t, testLimits)
+	o, _ := j.open()
+	require.Equal(t, outbox.AdmitNew, o.Admit("r1"))
+	require.NoError(t, o.Accept(outboxtest.Command("r1")))
+	require.NoError(t, o.Complete(encoded(t, outboxtest.Results("r1", "bad \xff"))))
+	r2 := ranToEnd(t, o, "r2", "fine")
+
+	o2, interrupted := j.open()
+	assert.Empty(t, interrupted)
+	fixed := outboxtest.Results("r1", "bad \ufffd")
+	fixed.ClientType = protocol.ClientDevice // the fix goes through the decoder, which fills it in
+	assert.Equal(t, []*protocol.ClientMessage{fixed, r2}, replies(o2))
+}
