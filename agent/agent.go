@@ -30,15 +30,12 @@ type Config = config.Config
 // The MCP servers an agent proxies, in the shape of UFO's mcp.yaml.
 type (
 	MCPConfig       = config.MCPConfig
-	MCPRoot         = config.MCPRoot
 	MCPServerConfig = config.MCPServerConfig
 )
 
-// The types of MCP server.
-const (
-	MCPStdio = config.MCPStdio
-	MCPHTTP  = config.MCPHTTP
-)
+// MCPStdio is the type of an MCP server the agent spawns, speaking on
+// stdin and stdout.
+const MCPStdio = config.MCPStdio
 
 // flushTimeout bounds how long shutdown waits for the outbox to drain.
 const flushTimeout = 5 * time.Second

@@ -29,23 +29,23 @@ type flagKey struct {
 
 // flagKeys are the flags, each with its key of the config file.
 var flagKeys = []flagKey{
-	{name: "server", key: []any{"server", "url"}, usage: "server WebSocket URL (default " + DefaultServerURL + ")",
+	{name: "server", key: []any{"server", "url"}, usage: "server WebSocket `URL` (default " + DefaultServerURL + ")",
 		set: func(fc *fileConfig, v string) error { fc.Server.URL = v; return nil }},
-	{name: "id", key: []any{"device", "id"}, usage: "device id, as enrolled with aipctl device enroll",
+	{name: "id", key: []any{"device", "id"}, usage: "device `id`, as enrolled with aipctl device enroll",
 		set: func(fc *fileConfig, v string) error { fc.Device.ID = v; return nil }},
-	{name: "token-file", key: []any{"server", "token_file"}, usage: "file holding the device token",
+	{name: "token-file", key: []any{"server", "token_file"}, usage: "`file` holding the device token",
 		set: func(fc *fileConfig, v string) error { fc.Server.TokenFile = v; return nil }},
-	{name: "tools", key: []any{"tools", "dirs"}, usage: "directory of tool modules, DIR or NAMESPACE=DIR (repeatable)",
+	{name: "tools", key: []any{"tools", "dirs"}, usage: "`directory` of tool modules, DIR or NAMESPACE=DIR (repeatable)",
 		set: func(fc *fileConfig, v string) error { fc.Tools.Dirs = append(fc.Tools.Dirs, v); return nil }},
-	{name: "allow-dir", key: []any{"tools", "allow_dirs"}, usage: "host directory tools may use, HOST[:GUEST][:ro] (repeatable)",
+	{name: "allow-dir", key: []any{"tools", "allow_dirs"}, usage: "host `directory` tools may use, HOST[:GUEST][:ro] (repeatable)",
 		set: func(fc *fileConfig, v string) error { fc.Tools.AllowDirs = append(fc.Tools.AllowDirs, v); return nil }},
-	{name: "data", key: []any{"data_dir"}, usage: "data directory: outbox, compile cache and deployed tools",
+	{name: "data", key: []any{"data_dir"}, usage: "data `directory`: outbox, compile cache and deployed tools",
 		set: func(fc *fileConfig, v string) error { fc.DataDir = v; return nil }},
-	{name: "heartbeat", key: []any{"server", "heartbeat"}, usage: "heartbeat interval (default 20s)",
+	{name: "heartbeat", key: []any{"server", "heartbeat"}, usage: "heartbeat `interval` (default 20s)",
 		set: func(fc *fileConfig, v string) error { return fc.Server.Heartbeat.Set(v) }},
-	{name: "wire", key: []any{"server", "wire"}, usage: "wire encoding: cbor (edgeaip server) or json (UFO server) (default cbor)",
+	{name: "wire", key: []any{"server", "wire"}, usage: "wire `encoding`: cbor (edgeaip server) or json (UFO server) (default cbor)",
 		set: func(fc *fileConfig, v string) error { fc.Server.Wire = v; return nil }},
-	{name: "trusted-key", key: []any{"tools", "trusted_keys"}, usage: "PEM public key file tool signatures are checked against (repeatable)",
+	{name: "trusted-key", key: []any{"tools", "trusted_keys"}, usage: "PEM public key `file` tool signatures are checked against (repeatable)",
 		set: func(fc *fileConfig, v string) error {
 			fc.Tools.TrustedKeys = append(fc.Tools.TrustedKeys, v)
 			return nil
@@ -60,12 +60,12 @@ var flagKeys = []flagKey{
 			fc.Tools.RequireSigned = &b
 			return nil
 		}},
-	{name: "allow-env", key: []any{"tools", "allow_env"}, usage: "environment variable tools may read, if their manifest asks (repeatable)",
+	{name: "allow-env", key: []any{"tools", "allow_env"}, usage: "environment `variable` tools may read, if their manifest asks (repeatable)",
 		set: func(fc *fileConfig, v string) error { fc.Tools.AllowEnv = append(fc.Tools.AllowEnv, v); return nil }},
-	{name: "max-calls", key: []any{"tools", "max_calls"}, usage: "tool calls that run at once; the rest queue (default GOMAXPROCS)",
+	{name: "max-calls", key: []any{"tools", "max_calls"}, usage: "tool `calls` that run at once; the rest queue (default GOMAXPROCS)",
 		set: func(fc *fileConfig, v string) (err error) { fc.Tools.MaxCalls, err = strconv.Atoi(v); return err }},
 	{name: "max-call-memory", key: []any{"tools", "max_call_memory"},
-		usage: "memory running tool calls may reserve together, e.g. 256MiB (default 256MiB)",
+		usage: "`memory` running tool calls may reserve together, e.g. 256MiB (default 256MiB)",
 		set:   func(fc *fileConfig, v string) error { return fc.Tools.MaxCallMemory.Set(v) }},
 }
 
