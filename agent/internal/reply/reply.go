@@ -30,13 +30,24 @@ func Encode(m *protocol.ClientMessage, enc protocol.Encoding, log *slog.Logger) 
 	return of(m, f), nil
 }
 
-// Decode reads back a reply from a frame Encode made.
+// Decode reads back a reply from a frame Encode made. It reads the
+// message's fields and its results' call_ids, and skips their values:
+// the frame is what is kept of them.
 func Decode(f protocol.Frame) (Reply, error) {
-	var m protocol.ClientMessage
-	if err := f.Encoding.UnmarshalValue(f.Data, &m); err != nil {
+	var h struct {
+		protocol.ClientMessage
+		ActionResults []struct {
+			CallID string `cbor:"call_id"`
+		} `cbor:"action_results"`
+	}
+	if err := f.Encoding.UnmarshalValue(f.Data, &h); err != nil {
 		return Reply{}, err
 	}
-	return of(&m, f), nil
+	calls := make([]string, len(h.ActionResults))
+	for i, res := range h.ActionResults {
+		calls[i] = res.CallID
+	}
+	return Reply{head: h.ClientMessage, calls: calls, frame: f}, nil
 }
 
 func of(m *protocol.ClientMessage, f protocol.Frame) Reply {

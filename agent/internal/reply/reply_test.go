@@ -70,3 +70,17 @@ func TestLinesAboutAReplyNameItsCommandAndRequest(t *testing.T) {
 }
 
 func testLogger(w *testenv.LogBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+func TestAReplyReadBackKeepsOnlyItsBytesOfTheResults(t *testing.T) {
+	m := resultsOf("a")
+	m.ActionResults[0].Result = map[string]any{"deep": []any{map[string]any{"n": int64(1)}}}
+	r, err := Encode(m, protocol.CBOR, quietLog)
+	require.NoError(t, err)
+	back, err := Decode(r.Frame())
+	require.NoError(t, err)
+	assert.Nil(t, back.head.ActionResults, "the results live in the frame only")
+	assert.Equal(t, m.ActionResults, sent(t, back).ActionResults)
+
+	_, err = Decode(protocol.Frame{Encoding: protocol.CBOR, Data: []byte{0xa1, 0x61}})
+	assert.Error(t, err, "a frame that does not decode")
+}
