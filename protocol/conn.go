@@ -236,35 +236,63 @@ func (c *Conn) rejectFrame(ctx context.Context, cause error, bad Message) error 
 	return nil
 }
 
-// Send validates m, encodes it and writes it as one frame. Invalid UTF-8 in
-// any string, which the peer would reject, is replaced by U+FFFD in a copy
-// of m. A message that fails validation or exceeds the frame cap is not
-// sent, and the connection stays up. If the write fails or ctx ends first,
-// the connection is closed: a peer that cannot take a frame in time is dead
-// or too slow to keep.
-func (c *Conn) Send(ctx context.Context, m Message) error {
+// Frame is one message encoded for the wire by [Encoding.EncodeFrame]:
+// bytes that can be kept, measured and sent as they are, by
+// [Conn.SendFrame], as many times as needed.
+type Frame struct {
+	Encoding Encoding
+	Data     []byte
+}
+
+// EncodeFrame validates m and encodes it as [Conn.Send] sends it. Invalid
+// UTF-8 in any string, which the peer would reject, is replaced by U+FFFD
+// in a copy of m, with a warning to log.
+func (e Encoding) EncodeFrame(m Message, log *slog.Logger) (Frame, error) {
 	if err := m.Validate(); err != nil {
-		return fmt.Errorf("send: %w", err)
+		return Frame{}, err
 	}
 	if bad := checkUTF8(m); bad != nil {
-		c.opts.Logger.Warn("invalid UTF-8 replaced before sending", "err", bad)
+		log.Warn("invalid UTF-8 replaced before sending", "err", bad)
 		var err error
 		if m, err = withValidUTF8(m); err != nil {
-			return fmt.Errorf("send: %w", err)
+			return Frame{}, err
 		}
 	}
-	data, err := c.enc.Marshal(m)
+	data, err := e.Marshal(m)
+	if err != nil {
+		return Frame{}, err
+	}
+	return Frame{Encoding: e, Data: data}, nil
+}
+
+// Send validates m, encodes it and writes it as one frame: EncodeFrame,
+// then SendFrame. A message that fails validation or exceeds the frame
+// cap is not sent, and the connection stays up. If the write fails or ctx
+// ends first, the connection is closed: a peer that cannot take a frame
+// in time is dead or too slow to keep.
+func (c *Conn) Send(ctx context.Context, m Message) error {
+	f, err := c.enc.EncodeFrame(m, c.opts.Logger)
 	if err != nil {
 		return fmt.Errorf("send: %w", err)
 	}
-	if int64(len(data)) > c.opts.MaxFrameBytes {
-		return fmt.Errorf("send: %w: %d bytes, cap %d", ErrTooBig, len(data), c.opts.MaxFrameBytes)
+	return c.SendFrame(ctx, f)
+}
+
+// SendFrame writes f, encoded by EncodeFrame in the connection's
+// encoding, as one frame, as Send does. A frame of the other encoding, or
+// over the frame cap, is not sent, and the connection stays up.
+func (c *Conn) SendFrame(ctx context.Context, f Frame) error {
+	if f.Encoding != c.enc {
+		return fmt.Errorf("send: a %s frame on a %s connection", f.Encoding, c.enc)
 	}
-	if err := c.ws.Write(ctx, c.frameType(), data); err != nil {
+	if int64(len(f.Data)) > c.opts.MaxFrameBytes {
+		return fmt.Errorf("send: %w: %d bytes, cap %d", ErrTooBig, len(f.Data), c.opts.MaxFrameBytes)
+	}
+	if err := c.ws.Write(ctx, c.frameType(), f.Data); err != nil {
 		c.CloseNow()
 		return fmt.Errorf("send: %w", err)
 	}
-	c.observe(FrameOut, len(data))
+	c.observe(FrameOut, len(f.Data))
 	return nil
 }
 
