@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"go/build"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -71,6 +73,55 @@ func firstDifferentLine(got, want []byte) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// TestEveryKind generates the fast path for Kinds (testdata/kinds), a
+// struct with a field of every type and omit rule cborgen accepts, most of
+// which the messages do not use yet, in a scratch copy of protocol; and
+// runs testdata/kinds/kinds_test.go there, which holds the generated code
+// to cborEnc's bytes and to the strict decoder's values. Building the copy
+// takes a few seconds.
+func TestEveryKind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a copy of protocol")
+	}
+	goTool, err := exec.LookPath("go")
+	require.NoError(t, err)
+	scratch := t.TempDir()
+	pkg := filepath.Join(scratch, "protocol")
+	require.NoError(t, os.Mkdir(pkg, 0o755))
+	for _, name := range []string{"go.mod", "go.sum"} {
+		copyFile(t, filepath.Join(protocolDir, "..", name), filepath.Join(scratch, name))
+	}
+	c, err := parseArgs(directiveArgs(t, protocolDir), io.Discard)
+	require.NoError(t, err)
+	bp, err := build.ImportDir(protocolDir, 0)
+	require.NoError(t, err)
+	for _, name := range bp.GoFiles {
+		if name != c.out {
+			copyFile(t, filepath.Join(protocolDir, name), filepath.Join(pkg, name))
+		}
+	}
+	for _, name := range []string{"kinds.go", "kinds_test.go"} {
+		copyFile(t, filepath.Join("testdata/kinds", name), filepath.Join(pkg, name))
+	}
+	c.roots = append(c.roots, "Kinds")
+	src, err := generate(pkg, c)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(pkg, c.out), src, 0o644))
+
+	cmd := exec.CommandContext(t.Context(), goTool, "test", "-count=1", "-run", "^TestKinds$", "./protocol")
+	cmd.Dir = scratch
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOPROXY=off", "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go test in the scratch copy:\n%s", out)
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(to, b, 0o644))
 }
 
 // TestRefusals holds the generator to refusing, with the field's name,
