@@ -2,9 +2,9 @@
 
 // The per-field code of the CBOR fast path: a reader and a writer for each
 // struct of the model, fields in Core Deterministic order for the writer.
-// Change the structs (messages.go) and run go generate ./protocol; the
-// generator is internal/cborgen, the code it calls cbor_fast_decode.go and
-// cbor_fast_encode.go.
+// Change the structs (messages.go) and run go generate ./protocol. The
+// generator is internal/cborgen; what this code calls is in
+// cbor_fast_decode.go and cbor_fast_encode.go.
 
 package protocol
 
