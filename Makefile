@@ -38,7 +38,7 @@ NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 \
                 @modelcontextprotocol/server-filesystem@2026.8.31 \
                 @playwright/mcp@0.0.83
 
-.PHONY: all build tools cross footprint fixtures test fuzz bench-fuel deps deps-apt deps-npm demo clean FORCE
+.PHONY: all build tools cross footprint fixtures generate test fuzz bench-fuel deps deps-apt deps-npm demo clean FORCE
 .DELETE_ON_ERROR:
 
 all: build
@@ -91,6 +91,11 @@ fixtures:
 	testdata/tools/build.sh
 	testdata/fuel/build.sh
 	wasmtools/examples/c/dir_usage/build.sh
+
+# Rewrites the generated Go files (the CBOR fast path's per-field code,
+# from protocol's message structs); a test fails while one is stale.
+generate:
+	$(GO) generate ./...
 
 test:
 	$(GO) vet ./...
