@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
@@ -93,6 +94,7 @@ type admission struct {
 	limits    Limits
 	frameCap  int64
 	inventory func(deviceID string) inventory
+	schemas   schemaCache
 }
 
 // admit returns nil if o may go ahead, or a *refusal with every problem
@@ -100,7 +102,7 @@ type admission struct {
 // the plan's size, then each step's wire limits and sizes, then each
 // call on each device.
 func (a *admission) admit(o order) error {
-	c := check{admission: a, validators: map[string]*schema.Validator{}, seen: map[api.Problem]bool{}}
+	c := check{admission: a, seen: map[api.Problem]bool{}}
 	if o.plan != nil {
 		c.planSize(o.plan)
 	}
@@ -128,13 +130,11 @@ func (st step) installs() bool {
 	return slices.ContainsFunc(st.calls, func(c toolCall) bool { return c.cmd.ToolName == protocol.InstallToolName })
 }
 
-// check is one run of admission: the problems found so far, and the
-// schemas compiled for it.
+// check is one run of admission: the problems found so far.
 type check struct {
 	*admission
-	problems   []api.Problem
-	seen       map[api.Problem]bool
-	validators map[string]*schema.Validator // by the schema's JSON; nil if it does not compile
+	problems []api.Problem
+	seen     map[api.Problem]bool
 }
 
 // add records a problem once, up to maxProblems; the last says how many
@@ -347,7 +347,7 @@ func (c *check) schema(inv inventory, call toolCall, t protocol.MCPToolInfo, par
 	if len(t.InputSchema) == 0 {
 		return
 	}
-	v := c.validator(t.InputSchema)
+	v := c.schemas.validator(t.InputSchema)
 	if v == nil {
 		return
 	}
@@ -368,17 +368,45 @@ func (c *check) schema(inv inventory, call toolCall, t protocol.MCPToolInfo, par
 	}
 }
 
-// validator compiles doc once per check; nil if it does not compile.
-func (c *check) validator(doc map[string]any) *schema.Validator {
-	key, err := json.Marshal(doc)
+// schemaCache keeps input schemas compiled, across requests, by their
+// JSON: compiling one costs some hundreds of µs, more than all the rest
+// of admitting a command. It keeps at most maxSchemas; past that, one
+// goes for each that comes, so that devices that register ever new
+// schemas cost time, not memory.
+type schemaCache struct {
+	mu     sync.Mutex
+	byJSON map[string]*schema.Validator // nil: it does not compile
+}
+
+// maxSchemas bounds the schemas a schemaCache keeps.
+const maxSchemas = 1024
+
+// validator is doc compiled, or nil if it does not compile.
+func (sc *schemaCache) validator(doc map[string]any) *schema.Validator {
+	b, err := json.Marshal(doc)
 	if err != nil {
 		return nil
 	}
-	v, done := c.validators[string(key)]
-	if !done {
-		v, _ = schema.Compile(doc)
-		c.validators[string(key)] = v
+	key := string(b)
+	sc.mu.Lock()
+	v, ok := sc.byJSON[key]
+	sc.mu.Unlock()
+	if ok {
+		return v
 	}
+	v, _ = schema.Compile(doc)
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.byJSON == nil {
+		sc.byJSON = map[string]*schema.Validator{}
+	}
+	for k := range sc.byJSON {
+		if len(sc.byJSON) < maxSchemas {
+			break
+		}
+		delete(sc.byJSON, k)
+	}
+	sc.byJSON[key] = v
 	return v
 }
 

@@ -332,3 +332,14 @@ func TestACommandTooBigForTheWireItsDeviceComesBackOnFailsAtOnce(t *testing.T) {
 	assert.Regexp(t, `^command not sent: its COMMAND frame is 12\d{4} bytes in json, more than the frame cap of 65536$`, resp.FirstError())
 	back.ping()
 }
+
+// The compiled schemas kept are bounded, whatever devices register.
+func TestTheSchemaCacheIsBounded(t *testing.T) {
+	var sc schemaCache
+	for i := range maxSchemas + 10 {
+		v := sc.validator(map[string]any{"type": "object", "maxProperties": i})
+		require.NotNil(t, v)
+	}
+	assert.Len(t, sc.byJSON, maxSchemas)
+	assert.Nil(t, sc.validator(map[string]any{"type": "no such type"}), "a schema that does not compile checks nothing, as on the agent")
+}
