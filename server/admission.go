@@ -112,6 +112,9 @@ func (a *admission) admit(o order) error {
 	}
 	installed := false
 	for _, st := range o.steps {
+		if c.full() {
+			break
+		}
 		params, sound := c.wire(st)
 		for _, inv := range invs {
 			c.onDevice(inv, st, params, sound, installed)
@@ -137,8 +140,8 @@ type check struct {
 	seen     map[api.Problem]bool
 }
 
-// add records a problem once, up to maxProblems; the last says how many
-// more there were.
+// add records a problem once, up to maxProblems; one more then says that
+// there were more.
 func (c *check) add(path, format string, args ...any) {
 	p := api.Problem{Path: path, Problem: fmt.Sprintf(format, args...)}
 	if c.seen[p] {
@@ -152,6 +155,9 @@ func (c *check) add(path, format string, args ...any) {
 		c.problems = append(c.problems, api.Problem{Path: "request", Problem: "more problems than these"})
 	}
 }
+
+// full reports whether the check has found all the problems it lists.
+func (c *check) full() bool { return len(c.problems) > maxProblems }
 
 // planSize bounds the plan as it is stored and sent: as JSON, its aliases
 // expanded.
