@@ -61,11 +61,14 @@ func TestASingleCommandsTaskHoldsItsResponseHoweverItEnds(t *testing.T) {
 
 	// A device on UFO's wire cannot take a tool it does not list without
 	// its tool_type: the command never runs, and is never recorded, but
-	// each action still gets a Result and the task is recorded.
+	// each action still gets a Result and the task is recorded. Admission
+	// refuses such a command up front; it gets this far when the device's
+	// inventory or wire changed since, which running it below admission
+	// stands for.
 	ufo, err := ts.dialWire(ts.enroll("ufo-1"), protocol.JSON)
 	require.NoError(t, err)
 	ufo.register("ufo-1")
-	never, err := ts.api.Command(ctx, "ufo-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo", CallID: "mine"}}})
+	never, err := ts.srv.sessions.runCommand(ctx, "ufo-1", []protocol.Command{{ToolName: "echo", CallID: "mine"}}, time.Minute)
 	require.NoError(t, err)
 	assert.Empty(t, never.ResponseID)
 	assert.Equal(t, []protocol.Result{{Status: protocol.ResultFailure, CallID: "mine",

@@ -77,12 +77,15 @@ func (s *Server) startConstellationTask(ctx context.Context, c *client, m *proto
 	if m.TaskName != "" && !plan.ValidTaskName(m.TaskName) {
 		return fmt.Errorf(`field "task_name": %q: want 1-128 of [A-Za-z0-9._-], not starting with '.'`, m.TaskName)
 	}
-	p, err := planFromRequest(m.Request)
+	p, err := planFromRequest(m.Request, s.cfg.Limits.MaxPlanBytes)
 	if err != nil {
-		return fmt.Errorf(`field "request": %w`, err)
+		return inField("request", err)
 	}
 	if s.reg.device(c.target) == nil {
 		return fmt.Errorf("target device %q is not connected", c.target)
+	}
+	if err := s.admission.admit(planOrder(p, c.target)); err != nil {
+		return err
 	}
 	spec := sessionSpec{
 		ID: m.SessionID, TaskName: taskNameOf(m.TaskName, p), DeviceID: c.target,
@@ -135,15 +138,16 @@ func (s *Server) answerDeviceInfo(ctx context.Context, c *client, m *protocol.Cl
 // planFromRequest reads the plan a request carries. UFO's requests are
 // prose for an LLM; this server has no planner, so a request must be a
 // plan (YAML or JSON).
-func planFromRequest(request string) (*plan.Plan, error) {
+func planFromRequest(request string, maxExpanded int) (*plan.Plan, error) {
 	if request == "" {
 		return nil, errors.New("empty task content")
 	}
-	p, err := plan.Parse([]byte(request))
-	if err != nil {
+	p, err := parsePlan([]byte(request), maxExpanded)
+	var refused *refusal
+	if err != nil && !errors.As(err, &refused) {
 		return nil, fmt.Errorf("not a plan (this server runs plans, not prose): %w", err)
 	}
-	return p, nil
+	return p, err
 }
 
 // taskNameOf is the task's name: the one asked for, else the plan's, else

@@ -47,6 +47,10 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action := protocol.Command{ToolName: protocol.InstallToolName, ToolType: protocol.ToolAction, Parameters: params}
+	if err := s.admission.admit(commandOrder(d.ID, []protocol.Command{action})); err != nil {
+		writeRequestError(w, err)
+		return
+	}
 	resp, err := s.sessions.runCommand(r.Context(), d.ID, []protocol.Command{action}, timeout)
 	if err != nil {
 		writeSessionError(w, err)

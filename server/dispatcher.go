@@ -39,6 +39,8 @@ type dispatcher struct {
 	reg     *registry
 	metrics *metrics.Metrics
 	log     *slog.Logger
+	// frameCap is the largest frame a link carries.
+	frameCap int64
 
 	mu      sync.Mutex
 	pending map[string]*command // by response_id
@@ -81,8 +83,8 @@ func (c *command) result() commandResult {
 	return commandResult{responseID: c.rec.ResponseID, results: c.results, recorded: c.recorded}
 }
 
-func newDispatcher(st *store.Store, reg *registry, mx *metrics.Metrics, log *slog.Logger) *dispatcher {
-	return &dispatcher{store: st, reg: reg, metrics: mx, log: log, pending: map[string]*command{}}
+func newDispatcher(st *store.Store, reg *registry, mx *metrics.Metrics, log *slog.Logger, frameCap int64) *dispatcher {
+	return &dispatcher{store: st, reg: reg, metrics: mx, log: log, frameCap: frameCap, pending: map[string]*command{}}
 }
 
 // end ends cmd with its outcome: the first call wins. The command is
@@ -129,15 +131,20 @@ func (d *dispatcher) newCommand(spec commandSpec) *command {
 		Step: spec.step, Attempt: spec.attempt, Actions: actions, Tools: spec.tools,
 	}
 	return &command{
-		rec: rec,
-		msg: &protocol.ServerMessage{
-			Type: protocol.ServerCommand, Status: protocol.StatusContinue, Actions: actions,
-			SessionID: rec.SessionID, ResponseID: rec.ResponseID, Timestamp: protocol.Now(),
-		},
+		rec:     rec,
+		msg:     commandMessage(rec.SessionID, rec.ResponseID, actions),
 		session: spec.session, timeout: spec.timeout, offlineWait: spec.offlineWait,
 		log: d.log.With("device", rec.DeviceID, "session_id", rec.SessionID, "response_id", rec.ResponseID,
 			"call_id", protocol.JoinCallIDs(callIDs)),
 		done: make(chan struct{}),
+	}
+}
+
+// commandMessage is the COMMAND that carries actions.
+func commandMessage(sessionID, responseID string, actions []protocol.Command) *protocol.ServerMessage {
+	return &protocol.ServerMessage{
+		Type: protocol.ServerCommand, Status: protocol.StatusContinue, Actions: actions,
+		SessionID: sessionID, ResponseID: responseID, Timestamp: protocol.Now(),
 	}
 }
 
@@ -227,7 +234,9 @@ func (d *dispatcher) failUnsent(cmd *command, reason string) bool {
 }
 
 // send writes cmd on c unless it was already sent there. A failed send
-// leaves the command waiting for the device to register again.
+// leaves the command waiting for the device to register again, unless the
+// command is too big for a frame: it could never be sent, so it fails at
+// once, saying so.
 func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	d.mu.Lock()
 	if cmd.sentOn == c || d.pending[cmd.rec.ResponseID] != cmd {
@@ -245,6 +254,10 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 	err := c.conn.Send(ctx, cmd.msg)
 	cancel()
+	if errors.Is(err, protocol.ErrTooBig) {
+		d.tooBig(cmd, c, err)
+		return
+	}
 	if err != nil {
 		d.mu.Lock()
 		if cmd.sentOn == c {
@@ -259,6 +272,19 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	} else {
 		cmd.log.Info("command sent", "actions", len(cmd.rec.Actions), "timeout", cmd.timeout)
 	}
+}
+
+// tooBig fails cmd, which c's link refused as larger than a frame (err).
+// Admission refuses such a command before it is recorded; one gets here
+// when its device came back on a wire in which it is larger than it was
+// measured.
+func (d *dispatcher) tooBig(cmd *command, c *client, err error) {
+	size, merr := frameSize(c.conn.Encoding(), cmd.msg)
+	if merr != nil {
+		d.fail(cmd, fmt.Sprintf("command not sent: %v", err))
+		return
+	}
+	d.fail(cmd, "command not sent: "+frameTooBig(size, c.conn.Encoding(), d.frameCap))
 }
 
 // resend sends every command still waiting on c's device on its new link,

@@ -90,6 +90,17 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, api.Error{Error: msg})
 }
 
+// writeRequestError answers 400 for a request that cannot go ahead: with
+// each problem, if admission refused it.
+func writeRequestError(w http.ResponseWriter, err error) {
+	var refused *refusal
+	if errors.As(err, &refused) {
+		writeJSON(w, http.StatusBadRequest, api.Error{Error: refused.Error(), Problems: refused.problems})
+		return
+	}
+	writeError(w, http.StatusBadRequest, err.Error())
+}
+
 // writeSessionError answers a failure to create or run a session: 409 for
 // a session_id another requester owns or that has already ended, 503 for
 // anything else: the session limit (with the count), storage, or a server

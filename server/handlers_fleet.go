@@ -26,9 +26,9 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	p, err := planField(req.Plan)
+	p, err := planField(req.Plan, s.cfg.Limits.MaxPlanBytes)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		writeRequestError(w, err)
 		return
 	}
 	devices, err := s.matchDevices(r.Context(), req.Labels)
@@ -38,6 +38,10 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(devices) == 0 {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no enrolled device has the labels %s", labelText(req.Labels)))
+		return
+	}
+	if err := s.admission.admit(planOrder(p, devices...)); err != nil {
+		writeRequestError(w, err)
 		return
 	}
 	spec := sessionSpec{

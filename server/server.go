@@ -27,6 +27,9 @@ type Config struct {
 	Conn protocol.ConnOptions
 	// Sessions tunes the session manager: limits, result TTL, device grace.
 	Sessions SessionConfig
+	// Limits bound what one request may ask of devices: admission refuses
+	// a command, plan or fleet past them, or past the wire's own limits.
+	Limits Limits
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
 	// SecureCookies marks the dashboard's login cookie Secure even on
@@ -50,6 +53,7 @@ type Server struct {
 	reg       *registry
 	disp      *dispatcher
 	sessions  *sessionManager
+	admission *admission
 	metrics   *metrics.Metrics
 	logins    *logins
 	csrf      *http.CrossOriginProtection
@@ -70,6 +74,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.EventsKeepalive = cmp.Or(cfg.EventsKeepalive, 15*time.Second)
+	frameCap := cfg.Conn.MaxFrameBytes
+	if frameCap <= 0 {
+		frameCap = protocol.DefaultMaxFrameBytes
+	}
+	cfg.Limits.setDefaults(frameCap)
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("server: data dir is required")
 	}
@@ -101,7 +110,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		ConnectedDevices: s.reg.deviceCount,
 		LiveSessions:     func(state string) int { return s.sessions.liveSessions(state) },
 	})
-	s.disp = newDispatcher(st, s.reg, s.metrics, s.log)
+	s.disp = newDispatcher(st, s.reg, s.metrics, s.log, frameCap)
+	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
 	s.sessions = newSessionManager(cfg.Sessions, st, s.disp, s.reg, s.metrics, s.log)
 	go func() {
 		defer close(s.janitor)

@@ -68,12 +68,27 @@ func boundedTransport() *http.Transport {
 }
 
 // StatusError is a request the server answered with a non-2xx status.
+// Problems lists, on a 400 from admission, each thing wrong with the
+// request (Message lists them too).
 type StatusError struct {
-	Code    int
-	Message string
+	Code     int
+	Message  string
+	Problems []Problem
 }
 
-func (e *StatusError) Error() string { return fmt.Sprintf("server answered %d: %s", e.Code, e.Message) }
+// Error is the server's message, or, for a refusal, each problem on a
+// line of its own.
+func (e *StatusError) Error() string {
+	if len(e.Problems) == 0 {
+		return fmt.Sprintf("server answered %d: %s", e.Code, e.Message)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "server answered %d: refused:", e.Code)
+	for _, p := range e.Problems {
+		b.WriteString("\n  " + p.String())
+	}
+	return b.String()
+}
 
 // ErrUnreachable wraps failures to reach the server at all.
 var ErrUnreachable = errors.New("server unreachable")
@@ -174,7 +189,7 @@ func statusError(resp *http.Response) *StatusError {
 	if json.Unmarshal(b, &e) != nil || e.Error == "" {
 		e.Error = strings.TrimSpace(string(b))
 	}
-	return &StatusError{Code: resp.StatusCode, Message: e.Error}
+	return &StatusError{Code: resp.StatusCode, Message: e.Error, Problems: e.Problems}
 }
 
 // Enroll creates a device and returns its token.
@@ -215,23 +230,43 @@ func (c *Client) Task(ctx context.Context, sessionID string) (Task, error) {
 	return out, err
 }
 
-// Tasks lists tasks, newest first: at most limit of them (the server's
-// default if 0), in state unless it is empty.
-func (c *Client) Tasks(ctx context.Context, state TaskState, limit int) ([]Task, error) {
-	q := url.Values{}
-	if state != "" {
-		q.Set("state", string(state))
+// TaskPage returns one page of tasks, newest first, as q picks them.
+func (c *Client) TaskPage(ctx context.Context, q TaskQuery) (TaskPage, error) {
+	v := url.Values{}
+	for k, s := range map[string]string{"state": string(q.State), "task_name": q.TaskName, "cursor": q.Cursor} {
+		if s != "" {
+			v.Set(k, s)
+		}
 	}
-	if limit != 0 {
-		q.Set("limit", strconv.Itoa(limit))
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
 	}
 	path := "/api/tasks"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
+	if len(v) > 0 {
+		path += "?" + v.Encode()
 	}
-	var out []Task
+	var out TaskPage
 	err := c.Do(ctx, http.MethodGet, path, nil, &out)
 	return out, err
+}
+
+// Tasks lists tasks, newest first: at most limit of them (one page of the
+// server's default size if 0), in state unless it is empty. It follows
+// the pages as far as limit needs.
+func (c *Client) Tasks(ctx context.Context, state TaskState, limit int) ([]TaskSummary, error) {
+	q := TaskQuery{State: state, Limit: min(limit, MaxTaskPage)}
+	out := []TaskSummary{}
+	for {
+		page, err := c.TaskPage(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Tasks...)
+		if page.Next == "" || limit == 0 || len(out) >= limit {
+			return out, nil
+		}
+		q.Cursor, q.Limit = page.Next, min(limit-len(out), MaxTaskPage)
+	}
 }
 
 // CancelTask cancels a running task and returns it as it ended.

@@ -219,13 +219,38 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 // MaxBytes caps the size of a plan document.
 const MaxBytes = 1 << 20
 
-// Parse reads a plan from YAML or JSON and validates it.
-func Parse(data []byte) (*Plan, error) {
+// DefaultMaxExpandedBytes is Parse's bound on a plan's size once its YAML
+// aliases are expanded: a document of MaxBytes can otherwise expand a
+// hundredfold within yaml.v3's own "excessive aliasing" limit.
+const DefaultMaxExpandedBytes = 1 << 20
+
+// ExpandedError refuses a plan whose YAML aliases expand it to more than
+// Limit bytes: it is at least Size bytes as JSON.
+type ExpandedError struct {
+	Size, Limit int
+}
+
+func (e *ExpandedError) Error() string {
+	return fmt.Sprintf("plan: its YAML aliases expand it to at least %d bytes as JSON, more than the limit of %d", e.Size, e.Limit)
+}
+
+// Parse reads a plan from YAML or JSON and validates it; its aliases may
+// expand it to at most DefaultMaxExpandedBytes.
+func Parse(data []byte) (*Plan, error) { return ParseWithin(data, DefaultMaxExpandedBytes) }
+
+// ParseWithin reads a plan from YAML or JSON and validates it. A plan
+// whose aliases expand it past maxExpanded bytes (as JSON, a lower bound
+// measured on the YAML before it is expanded) is refused with an
+// *ExpandedError before it takes that memory.
+func ParseWithin(data []byte, maxExpanded int) (*Plan, error) {
 	if len(data) > MaxBytes {
 		return nil, fmt.Errorf("plan: %d bytes is more than the limit of %d", len(data), MaxBytes)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("plan: empty document")
+	}
+	if err := checkExpanded(data, maxExpanded); err != nil {
+		return nil, err
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)

@@ -89,6 +89,9 @@ var migrations = []string{
 	fixedWidthTimes("devices", "created_at", "last_seen") +
 		fixedWidthTimes("sessions", "created_at", "started_at", "finished_at") +
 		fixedWidthTimes("commands", "created_at", "finished_at"),
+
+	// Task listings page by (created_at, id), newest first.
+	`CREATE INDEX sessions_created ON sessions(created_at, id);`,
 }
 
 // fixedWidthTimes is the SQL that rewrites columns of table from

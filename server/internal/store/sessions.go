@@ -181,16 +181,30 @@ func (s *Store) SessionByTask(ctx context.Context, taskName string) (Session, er
 	return ses, rowErr(err, "task %q", taskName)
 }
 
+// SessionKey is where a session sorts in a listing, newest first: by its
+// creation time, then by its id.
+type SessionKey struct {
+	CreatedAt time.Time
+	ID        string
+}
+
 // SessionFilter picks the sessions a listing holds: each non-empty field
-// must match, and Limit bounds how many.
+// must match, Limit bounds how many, and After, if set, starts the listing
+// after that key.
 type SessionFilter struct {
 	State    string
 	TaskName string
 	Limit    int
+	After    *SessionKey
 }
 
-// Sessions lists the sessions f picks, newest first.
-func (s *Store) Sessions(ctx context.Context, f SessionFilter) ([]Session, error) {
+// summaryColumns are sessionColumns with plan, result and error left out:
+// they read as empty.
+const summaryColumns = `id, task_name, device_id, requester_kind, requester_id, kind, parent_id, state, NULL, NULL, NULL, created_at, started_at, finished_at`
+
+// SessionSummaries lists the sessions f picks, newest first, without their
+// plan, result and error: a listing's size does not grow with theirs.
+func (s *Store) SessionSummaries(ctx context.Context, f SessionFilter) ([]Session, error) {
 	var where []string
 	var args []any
 	if f.State != "" {
@@ -199,11 +213,15 @@ func (s *Store) Sessions(ctx context.Context, f SessionFilter) ([]Session, error
 	if f.TaskName != "" {
 		where, args = append(where, `task_name = ?`), append(args, f.TaskName)
 	}
-	q := `SELECT ` + sessionColumns + ` FROM sessions`
+	if f.After != nil {
+		at := formatTime(f.After.CreatedAt)
+		where, args = append(where, `(created_at < ? OR (created_at = ? AND id < ?))`), append(args, at, at, f.After.ID)
+	}
+	q := `SELECT ` + summaryColumns + ` FROM sessions`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	q += ` ORDER BY created_at DESC LIMIT ?`
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	args = append(args, f.Limit)
 	rows, err := s.readRows(ctx, q, args...)
 	if err != nil {
