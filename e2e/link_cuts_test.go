@@ -35,12 +35,12 @@ func TestNoCommandFailsBecauseItsLinkWasCutAsItStarted(t *testing.T) {
 	c := newCluster(t)
 	proxy := newCutProxy(t, c.hostPort())
 	files := t.TempDir()
-	// With pings every 100 ms a link counts as stable after 200 ms, and
+	// With pings every 250 ms a link counts as stable after 500 ms, and
 	// the agent's reconnection backoff starts over (0.5 s at most).
 	c.startAgent("cuts-1", c.enroll("cuts-1"), withMounts(sandbox.Mount{HostPath: files, GuestPath: files}),
 		func(cfg *agent.Config) {
 			cfg.ServerURL = "ws://" + proxy.addr() + "/ws"
-			cfg.Conn.PingInterval = 100 * time.Millisecond
+			cfg.Conn.PingInterval = 250 * time.Millisecond
 		})
 
 	fileOf := func(i int) string { return filepath.Join(files, fmt.Sprintf("cmd-%03d", i)) }
@@ -51,14 +51,17 @@ func TestNoCommandFailsBecauseItsLinkWasCutAsItStarted(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	start, cuts := time.Now(), 0
-	for b := range bursts {
+	// A cut that finds no link (the agent dropped it itself, say) does
+	// not count; the bursts are over by the 20th that does.
+	for b := 0; cuts < bursts; b++ {
+		require.Less(t, b, 2*bursts, "only %d of %d cuts found a live link", cuts, b)
 		// The agent's new link, registered and stable: the server may
 		// not have noticed the last cut yet, so its online flag alone
 		// does not say that.
 		require.Eventually(t, func() bool { return proxy.open() > 0 }, 20*time.Second, 5*time.Millisecond, "the agent never came back")
 		c.waitOnline("cuts-1", true)
-		time.Sleep(250 * time.Millisecond)
-		for i := b * perBurst; i < (b+1)*perBurst; i++ {
+		time.Sleep(600 * time.Millisecond)
+		for i := b * perBurst; i < (b+1)*perBurst && i < len(outcomes); i++ {
 			wg.Go(func() {
 				outcomes[i], errs[i] = c.api.Command(context.Background(), "cuts-1", api.CommandRequest{Timeout: "1m", Actions: []protocol.Command{
 					{ToolName: "write_file", Parameters: map[string]any{"path": fileOf(i), "content": "ran\n", "append": true}},
@@ -73,7 +76,6 @@ func TestNoCommandFailsBecauseItsLinkWasCutAsItStarted(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d commands, %d cuts of a live link, in %s", len(outcomes), cuts, time.Since(start).Round(time.Millisecond))
-	require.Equal(t, bursts, cuts, "every cut found a live link")
 
 	failed := 0
 	for i, resp := range outcomes {

@@ -79,7 +79,11 @@ func TestASingleCommandsTaskHoldsItsResponseHoweverItEnds(t *testing.T) {
 // must end with them all the same, in the failure's write.
 func TestAFailureThatLosesTheRaceToResultsStillEndsTheCommandsSession(t *testing.T) {
 	ts := newTestServer(t)
-	ts.enroll("kiosk-1")
+	// The device is between links, so that the command waits for it.
+	dev := ts.mustDial(ts.enroll("kiosk-1"))
+	dev.register("kiosk-1")
+	dev.conn.CloseNow()
+	ts.waitOffline()
 	m, d := ts.srv.sessions, ts.srv.disp
 	ctx := context.Background()
 	s, _, err := m.getOrCreateSession(ctx, sessionSpec{ID: "s1", DeviceID: "kiosk-1", Requester: api.Requester{Kind: api.RequesterOperator}})
@@ -87,7 +91,7 @@ func TestAFailureThatLosesTheRaceToResultsStillEndsTheCommandsSession(t *testing
 	defer m.release(s)
 	row := s.row(api.StateRunning)
 	cmd := d.newCommand(commandSpec{deviceID: "kiosk-1", sessionID: "s1", actor: "operator", attempt: 1,
-		actions: []protocol.Command{{ToolName: "echo"}}, timeout: time.Minute, offlineWait: time.Minute, session: &row})
+		actions: []protocol.Command{{ToolName: "echo"}}, timeout: time.Minute, session: &row})
 	ran := make(chan commandResult, 1)
 	go func() { ran <- d.run(ctx, cmd) }() // recorded, then waiting unsent for the device
 	require.Eventually(t, func() bool { return d.waiting(cmd.rec.ResponseID) != nil }, 10*time.Second, time.Millisecond)

@@ -94,15 +94,17 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, store: st, reg: newRegistry(), adminHash: hash,
+	cfg.Sessions.setDefaults()
+	s := &Server{cfg: cfg, log: cfg.Logger, store: st, adminHash: hash,
 		logins: newLogins(), csrf: http.NewCrossOriginProtection(),
 		stop: make(chan struct{}), janitor: make(chan struct{})}
+	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
 	s.metrics = metrics.New(metrics.Sources{
 		ConnectedDevices: s.reg.deviceCount,
 		LiveSessions:     func(state string) int { return s.sessions.liveSessions(state) },
 	})
 	s.disp = newDispatcher(st, s.reg, s.metrics, s.log)
-	s.sessions = newSessionManager(cfg.Sessions, st, s.disp, s.reg, s.metrics, s.log)
+	s.sessions = newSessionManager(cfg.Sessions, st, s.disp, s.metrics, s.log)
 	go func() {
 		defer close(s.janitor)
 		s.sessions.expireResults(s.stop)

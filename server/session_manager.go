@@ -72,22 +72,19 @@ type sessionManager struct {
 	cfg     SessionConfig
 	store   *store.Store
 	disp    *dispatcher
-	reg     *registry
 	metrics *metrics.Metrics
 	log     *slog.Logger
 
 	mu     sync.Mutex
 	closed bool
 	live   map[string]*session
-	recent recentLogs             // event logs of sessions that ended lately
-	graces map[string]deviceGrace // devices whose link dropped, by id
-	wg     sync.WaitGroup         // one per live session
+	recent recentLogs     // event logs of sessions that ended lately
+	wg     sync.WaitGroup // one per live session
 }
 
-func newSessionManager(cfg SessionConfig, st *store.Store, disp *dispatcher, reg *registry, mx *metrics.Metrics, log *slog.Logger) *sessionManager {
+func newSessionManager(cfg SessionConfig, st *store.Store, disp *dispatcher, mx *metrics.Metrics, log *slog.Logger) *sessionManager {
 	cfg.setDefaults()
-	return &sessionManager{cfg: cfg, store: st, disp: disp, reg: reg, metrics: mx, log: log,
-		live: map[string]*session{}, graces: map[string]deviceGrace{}}
+	return &sessionManager{cfg: cfg, store: st, disp: disp, metrics: mx, log: log, live: map[string]*session{}}
 }
 
 // Errors of getOrCreateSession.
@@ -360,60 +357,6 @@ func (m *sessionManager) requesterGone(clientID string) {
 	}, reasonConstellationDisconnected)
 }
 
-// deviceGrace is the time a device whose link dropped has to come back.
-type deviceGrace struct {
-	timer *time.Timer
-	ends  time.Time
-}
-
-// deviceLeft starts the device's grace: if it has not registered again
-// when it ends, the sessions on it are cancelled as device_disconnected.
-func (m *sessionManager) deviceLeft(id string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return
-	}
-	if g, ok := m.graces[id]; ok {
-		g.timer.Stop()
-	}
-	g := deviceGrace{ends: time.Now().Add(m.cfg.DeviceGrace)}
-	g.timer = time.AfterFunc(m.cfg.DeviceGrace, func() {
-		m.mu.Lock()
-		delete(m.graces, id)
-		m.mu.Unlock()
-		if m.reg.device(id) == nil {
-			m.disp.abandon(id)
-			m.deviceGone(id)
-		}
-	})
-	m.graces[id] = g
-}
-
-// graceLeft is how much of an offline device's grace is left: how long a
-// command that starts now may wait for it to register again. It is 0 for
-// a device that is online, past its grace, or was not seen since the
-// server started.
-func (m *sessionManager) graceLeft(id string) time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	g, ok := m.graces[id]
-	if !ok {
-		return 0
-	}
-	return max(time.Until(g.ends), 0)
-}
-
-// deviceBack ends the device's grace.
-func (m *sessionManager) deviceBack(id string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if g, ok := m.graces[id]; ok {
-		g.timer.Stop()
-		delete(m.graces, id)
-	}
-}
-
 // deviceGone cancels every session running on a device that is not
 // coming back, plans and single commands alike: the device had its grace
 // to return, and a command that outlived it would only wait for a device
@@ -478,9 +421,6 @@ func (m *sessionManager) running(id string) bool {
 func (m *sessionManager) cancelAll() {
 	m.mu.Lock()
 	m.closed = true
-	for _, g := range m.graces {
-		g.timer.Stop()
-	}
 	m.mu.Unlock()
 	m.cancelWhere(func(*session) bool { return true }, reasonServerShutdown)
 }
