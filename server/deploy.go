@@ -47,7 +47,7 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action := protocol.Command{ToolName: protocol.InstallToolName, ToolType: protocol.ToolAction, Parameters: params}
-	resp, err := s.sessions.runCommand(r.Context(), d.ID, []protocol.Command{action}, timeout)
+	resp, err := s.sessions.runCommand(r.Context(), d.ID, []protocol.Command{action}, timeout, nil)
 	if err != nil {
 		writeSessionError(w, err)
 		return

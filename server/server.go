@@ -52,6 +52,7 @@ type Server struct {
 	sessions  *sessionManager
 	metrics   *metrics.Metrics
 	logins    *logins
+	keys      *keyLocks // idempotency keys being served
 	csrf      *http.CrossOriginProtection
 	adminHash string
 	stop      chan struct{}
@@ -96,7 +97,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	cfg.Sessions.setDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, store: st, adminHash: hash,
-		logins: newLogins(), csrf: http.NewCrossOriginProtection(),
+		logins: newLogins(), keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
 		stop: make(chan struct{}), janitor: make(chan struct{})}
 	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
 	s.metrics = metrics.New(metrics.Sources{

@@ -33,6 +33,10 @@ type sessionSpec struct {
 	// children's. It is fixed before the session is published, so that
 	// nothing reads it while it is written.
 	Tee func(api.TaskEvent)
+	// Key, if set, is the idempotency key of the request that asked for
+	// the session, recorded with it: with its row for a plan or a fleet,
+	// with its command for a single command.
+	Key *store.IdempotencyKey
 }
 
 // SessionConfig tunes the session manager.
@@ -151,7 +155,7 @@ func (m *sessionManager) newSession(spec sessionSpec) *session {
 	s := &session{
 		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, ParentID: spec.ParentID, Requester: spec.Requester,
 		createdAt: time.Now(), events: newEventLog(spec.DeviceID, spec.Tee), ctx: ctx, done: make(chan struct{}),
-		cancel: cancel,
+		cancel: cancel, key: spec.Key,
 	}
 	switch {
 	case spec.Fleet != nil:
@@ -206,10 +210,12 @@ func (m *sessionManager) runPlan(s *session, taskEnd taskEndFunc) outcome[api.Pl
 }
 
 // runCommand runs a single command as a session of its own and waits for
-// it: POST /api/devices/{id}/commands.
-func (m *sessionManager) runCommand(ctx context.Context, deviceID string, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
+// it: POST /api/devices/{id}/commands. key, if not nil, is recorded with
+// the command.
+func (m *sessionManager) runCommand(ctx context.Context, deviceID string, actions []protocol.Command, timeout time.Duration,
+	key *store.IdempotencyKey) (api.CommandResponse, error) {
 	s, _, err := m.getOrCreateSession(ctx, sessionSpec{
-		ID: uuid.NewString(), DeviceID: deviceID, Requester: api.Requester{Kind: api.RequesterOperator},
+		ID: uuid.NewString(), DeviceID: deviceID, Requester: api.Requester{Kind: api.RequesterOperator}, Key: key,
 	})
 	if err != nil {
 		return api.CommandResponse{}, err
@@ -427,28 +433,39 @@ func (m *sessionManager) cancelAll() {
 
 func (m *sessionManager) wait() { m.wg.Wait() }
 
-// expireResults deletes what finished more than ResultTTL ago, every
-// tick, until stop.
+// expireResults deletes, every tick until stop, what finished more than
+// ResultTTL ago and the idempotency keys older than idempotencyKeyTTL.
 func (m *sessionManager) expireResults(stop <-chan struct{}) {
 	every := min(max(m.cfg.ResultTTL/4, 10*time.Millisecond), time.Hour)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		cutoff := time.Now().Add(-m.cfg.ResultTTL)
-		var n int
-		err := m.store.Write(context.Background(), func(tx *store.Tx) (err error) {
-			n, err = tx.DeleteSessionsFinishedBefore(cutoff)
-			return err
-		})
-		if err != nil {
-			m.log.Error("expired results not removed", "err", err)
-		} else if n > 0 {
-			m.log.Info("expired results removed", "sessions", n, "older_than", m.cfg.ResultTTL)
-		}
+		m.expire(time.Now())
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// expire deletes, as of now, the sessions that finished more than
+// ResultTTL ago and the idempotency keys recorded more than
+// idempotencyKeyTTL ago: a repeat under one is then a new request.
+func (m *sessionManager) expire(now time.Time) {
+	var sessions, keys int
+	err := m.store.Write(context.Background(), func(tx *store.Tx) (err error) {
+		if sessions, err = tx.DeleteSessionsFinishedBefore(now.Add(-m.cfg.ResultTTL)); err != nil {
+			return err
+		}
+		keys, err = tx.DeleteIdempotencyKeysBefore(now.Add(-idempotencyKeyTTL))
+		return err
+	})
+	switch {
+	case err != nil:
+		m.log.Error("expired results not removed", "err", err)
+	case sessions+keys > 0:
+		m.log.Info("expired results removed", "sessions", sessions, "older_than", m.cfg.ResultTTL,
+			"idempotency_keys", keys, "keys_older_than", idempotencyKeyTTL)
 	}
 }
