@@ -48,30 +48,22 @@ type keyedHandler func(w http.ResponseWriter, r *http.Request, key *store.Idempo
 // repeat is served as new.
 func (s *Server) idempotent(h keyedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		values := r.Header.Values(api.IdempotencyKeyHeader)
-		if len(values) == 0 {
+		if len(r.Header.Values(api.IdempotencyKeyHeader)) == 0 {
 			h(w, r, nil)
 			return
 		}
-		key, err := parseIdempotencyKey(values)
+		k, err := s.keyOf(w, r)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "request body: "+err.Error())
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		k := store.IdempotencyKey{Identity: s.identity(r), Key: key, Fingerprint: fingerprint(r, body)}
 		unlock, err := s.keys.lock(r.Context(), k)
 		switch {
 		case errors.Is(err, errAnotherRequest):
-			writeError(w, http.StatusUnprocessableEntity, anotherRequestError(key))
+			writeError(w, http.StatusUnprocessableEntity, anotherRequestError(k.Key))
 			return
 		case err != nil:
-			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("waiting for the first request with Idempotency-Key %q: %v", key, err))
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("waiting for the first request with Idempotency-Key %q: %v", k.Key, err))
 			return
 		}
 		defer unlock()
@@ -82,11 +74,26 @@ func (s *Server) idempotent(h keyedHandler) http.HandlerFunc {
 		case err != nil:
 			writeError(w, http.StatusServiceUnavailable, err.Error())
 		case first.Fingerprint != k.Fingerprint:
-			writeError(w, http.StatusUnprocessableEntity, anotherRequestError(key))
+			writeError(w, http.StatusUnprocessableEntity, anotherRequestError(k.Key))
 		default:
 			s.replay(r.Context(), w, first)
 		}
 	}
+}
+
+// keyOf is r's idempotency key, with its fingerprint. It reads r's body,
+// and puts it back for the handler.
+func (s *Server) keyOf(w http.ResponseWriter, r *http.Request) (store.IdempotencyKey, error) {
+	key, err := parseIdempotencyKey(r.Header.Values(api.IdempotencyKeyHeader))
+	if err != nil {
+		return store.IdempotencyKey{}, err
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	if err != nil {
+		return store.IdempotencyKey{}, fmt.Errorf("request body: %w", err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return store.IdempotencyKey{Identity: s.identity(r), Key: key, Fingerprint: fingerprint(r, body)}, nil
 }
 
 // withAnswer is key, if not nil, carrying answer, the answer a repeat
