@@ -288,6 +288,13 @@ func (p *cutProxy) hold() { p.held.Store(true) }
 
 func (p *cutProxy) release() { p.held.Store(false) }
 
+// open counts the connections open through the proxy.
+func (p *cutProxy) open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
 // cut closes every open connection through the proxy and says how many
 // there were.
 func (p *cutProxy) cut() int {

@@ -125,11 +125,10 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 	}
 	ack := &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, Timestamp: protocol.Now(), ResponseID: m.RequestID}
 	if err := s.send(ctx, conn, ack); err != nil {
-		s.reg.remove(c)
+		s.unregister(c)
 		return nil, fmt.Errorf("ack: %w", err)
 	}
 	if c.isDevice() {
-		s.sessions.deviceBack(c.id)
 		go s.disp.resend(c)
 		s.log.Info("device registered", "device", c.id, "wire", conn.Encoding(), "tools", toolCount(c.info.Load()))
 	} else {
@@ -153,6 +152,8 @@ func registerDevice(dev *store.Device, m *protocol.ClientMessage, log *slog.Logg
 	return c, nil
 }
 
+// unregister forgets a connection that ended. A device whose link it
+// was is then between links, for its grace (see the registry).
 func (s *Server) unregister(c *client) {
 	if !s.reg.remove(c) {
 		// Superseded: the client is still online on its new connection.
@@ -161,12 +162,20 @@ func (s *Server) unregister(c *client) {
 	}
 	if c.isDevice() {
 		s.disp.linkDropped(c)
-		s.sessions.deviceLeft(c.id)
-		s.log.Info("device disconnected", "device", c.id)
+		s.log.Info("device disconnected", "device", c.id, "grace", s.reg.grace)
 		return
 	}
 	s.sessions.requesterGone(c.id)
 	s.log.Info("constellation disconnected", "client_id", c.id)
+}
+
+// graceEnded gives up on a device whose link dropped and which did not
+// come back within its grace: the commands waiting on it are not sent
+// again, and the sessions on it are cancelled as device_disconnected.
+func (s *Server) graceEnded(id string) {
+	s.log.Info("device did not come back within its grace", "device", id, "grace", s.reg.grace)
+	s.disp.abandon(id)
+	s.sessions.deviceGone(id)
 }
 
 // serveDevice reads a device's messages until the link drops.

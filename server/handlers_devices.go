@@ -124,8 +124,9 @@ func (s *Server) deviceView(d store.Device) api.Device {
 }
 
 // command is POST /api/devices/{id}/commands: one command, run as a
-// session of its own, answered when it ends.
-func (s *Server) command(w http.ResponseWriter, r *http.Request) {
+// session of its own, answered when it ends. key, if not nil, is recorded
+// with the command.
+func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
 	d, ok := s.lookupDevice(w, r)
 	if !ok {
 		return
@@ -147,7 +148,7 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request) {
 		writeRequestError(w, err)
 		return
 	}
-	resp, err := s.sessions.runCommand(r.Context(), d.ID, req.Actions, timeout)
+	resp, err := s.sessions.runCommand(r.Context(), d.ID, req.Actions, timeout, key)
 	if err != nil {
 		writeSessionError(w, err)
 		return

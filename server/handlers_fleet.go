@@ -11,13 +11,15 @@ import (
 	"strings"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/google/uuid"
 )
 
 // createFleet is POST /api/fleets: it starts a plan on every enrolled
-// device whose labels match, as one fleet task, and answers at once.
-func (s *Server) createFleet(w http.ResponseWriter, r *http.Request) {
+// device whose labels match, as one fleet task, and answers at once. key,
+// if not nil, is recorded with the task, with the answer.
+func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
 	var req api.FleetRequest
 	if !readJSON(w, r, &req) {
 		return
@@ -51,6 +53,8 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request) {
 	if spec.Fleet.concurrency == 0 {
 		spec.Fleet.concurrency = api.DefaultFleetConcurrency
 	}
+	resp := api.FleetResponse{SessionID: spec.ID, TaskName: spec.TaskName, Devices: devices}
+	spec.Key = withAnswer(key, resp)
 	sess, _, err := s.sessions.getOrCreateSession(r.Context(), spec)
 	if err != nil {
 		writeSessionError(w, err)
@@ -59,7 +63,7 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request) {
 	s.sessions.executeTaskAsync(sess, nil)
 	s.log.Info("fleet dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "labels", labelText(req.Labels),
 		"devices", len(devices), "concurrency", spec.Fleet.concurrency, "abort_percent", req.AbortPercent)
-	writeJSON(w, http.StatusOK, api.FleetResponse{SessionID: sess.ID, TaskName: sess.TaskName, Devices: devices})
+	writeJSON(w, http.StatusOK, resp)
 }
 
 func checkFleetRequest(req api.FleetRequest, maxSessions int) error {

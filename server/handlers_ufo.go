@@ -23,8 +23,9 @@ func (s *Server) clients(w http.ResponseWriter, r *http.Request) {
 }
 
 // dispatch is POST /api/dispatch: it starts a plan on an online device in
-// the background and answers at once.
-func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+// the background and answers at once. key, if not nil, is recorded with
+// the task, with the answer.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
 	var req api.DispatchRequest
 	if !readUFOJSON(w, r, &req) {
 		return
@@ -59,6 +60,8 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 		ID: uuid.NewString(), TaskName: taskNameOf(req.TaskName, p), DeviceID: req.ClientID,
 		Requester: api.Requester{Kind: api.RequesterOperator}, Plan: p,
 	}
+	resp := api.DispatchResponse{Status: "dispatched", TaskName: spec.TaskName, ClientID: req.ClientID, SessionID: spec.ID}
+	spec.Key = withAnswer(key, resp)
 	sess, _, err := s.sessions.getOrCreateSession(r.Context(), spec)
 	if err != nil {
 		writeSessionError(w, err)
@@ -66,7 +69,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	}
 	s.sessions.executeTaskAsync(sess, nil)
 	s.log.Info("task dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "device", sess.DeviceID, "steps", len(p.Steps))
-	writeJSON(w, http.StatusOK, api.DispatchResponse{Status: "dispatched", TaskName: sess.TaskName, ClientID: req.ClientID, SessionID: sess.ID})
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // dispatchedPlan reads the plan of a dispatch: the request's text, or the

@@ -56,6 +56,7 @@ type Server struct {
 	admission *admission
 	metrics   *metrics.Metrics
 	logins    *logins
+	keys      *keyLocks // idempotency keys being served
 	csrf      *http.CrossOriginProtection
 	adminHash string
 	stop      chan struct{}
@@ -103,16 +104,18 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, store: st, reg: newRegistry(), adminHash: hash,
-		logins: newLogins(), csrf: http.NewCrossOriginProtection(),
+	cfg.Sessions.setDefaults()
+	s := &Server{cfg: cfg, log: cfg.Logger, store: st, adminHash: hash,
+		logins: newLogins(), keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
 		stop: make(chan struct{}), janitor: make(chan struct{})}
+	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
 	s.metrics = metrics.New(metrics.Sources{
 		ConnectedDevices: s.reg.deviceCount,
 		LiveSessions:     func(state string) int { return s.sessions.liveSessions(state) },
 	})
 	s.disp = newDispatcher(st, s.reg, s.metrics, s.log, frameCap)
 	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
-	s.sessions = newSessionManager(cfg.Sessions, st, s.disp, s.reg, s.metrics, s.log)
+	s.sessions = newSessionManager(cfg.Sessions, st, s.disp, s.metrics, s.log)
 	go func() {
 		defer close(s.janitor)
 		s.sessions.expireResults(s.stop)

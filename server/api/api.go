@@ -65,6 +65,12 @@ type CommandRequest struct {
 	Actions []protocol.Command `json:"actions"`
 	// Timeout bounds the wait for results, e.g. "30s". Default 30 s.
 	Timeout string `json:"timeout,omitempty"`
+	// IdempotencyKey goes in the Idempotency-Key header, not the body.
+	// The server runs a request with a key its sender used in the last
+	// 24 h only once: a repeat gets the first request's answer. The
+	// Client makes a fresh key for each call that has none; give one to
+	// repeat a call whose answer was lost.
+	IdempotencyKey string `json:"-"`
 }
 
 // CommandResponse is the outcome of a command: one Result per action, in

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -96,28 +97,41 @@ var ErrUnreachable = errors.New("server unreachable")
 // Do sends a request with body in (JSON, or none if nil) and decodes the
 // response into out (if not nil). It waits ReplyTimeout for the reply.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
-	return c.do(ctx, 0, method, path, in, out)
+	return c.do(ctx, 0, http.Header{}, method, path, in, out)
 }
 
-// do is Do for a request that asks the server to wait up to wait before it
-// replies: it waits that long more.
-func (c *Client) do(ctx context.Context, wait time.Duration, method, path string, in, out any) error {
+// IdempotencyKeyHeader is the header of a request's idempotency key.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// NewIdempotencyKey returns a fresh idempotency key: 128 random bits.
+func NewIdempotencyKey() string { return rand.Text() }
+
+// startTask is do for a request that starts a task, sent with key as its
+// Idempotency-Key, or a fresh one.
+func (c *Client) startTask(ctx context.Context, wait time.Duration, key, path string, in, out any) error {
+	h := http.Header{IdempotencyKeyHeader: {cmp.Or(key, NewIdempotencyKey())}}
+	return c.do(ctx, wait, h, http.MethodPost, path, in, out)
+}
+
+// do is Do for a request with header that asks the server to wait up to
+// wait before it replies: it waits that long more.
+func (c *Client) do(ctx context.Context, wait time.Duration, header http.Header, method, path string, in, out any) error {
 	var body io.Reader
-	contentType := ""
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("%s %s: encode request: %w", method, path, err)
 		}
-		body, contentType = bytes.NewReader(b), "application/json"
+		body = bytes.NewReader(b)
+		header.Set("Content-Type", "application/json")
 	}
-	return c.send(ctx, wait, method, path, body, contentType, out)
+	return c.send(ctx, wait, header, method, path, body, out)
 }
 
-// send sends a request with body of contentType, and decodes the JSON
+// send sends a request with header and body, and decodes the JSON
 // response into out (if not nil); it waits wait plus ReplyTimeout for the
 // whole reply.
-func (c *Client) send(ctx context.Context, wait time.Duration, method, path string, body io.Reader, contentType string, out any) error {
+func (c *Client) send(ctx context.Context, wait time.Duration, header http.Header, method, path string, body io.Reader, out any) error {
 	limit := wait + cmp.Or(c.ReplyTimeout, DefaultReplyTimeout)
 	callCtx, cancel := context.WithTimeoutCause(ctx, limit, noReply(wait, limit))
 	defer cancel()
@@ -125,8 +139,8 @@ func (c *Client) send(ctx context.Context, wait time.Duration, method, path stri
 	if err != nil {
 		return err
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
@@ -207,19 +221,21 @@ func (c *Client) Devices(ctx context.Context) ([]Device, error) {
 }
 
 // Command runs actions on a device and waits for their results: the
-// request's timeout, and ReplyTimeout more.
+// request's timeout, and ReplyTimeout more. It is sent with
+// req.IdempotencyKey, or a fresh key.
 func (c *Client) Command(ctx context.Context, deviceID string, req CommandRequest) (CommandResponse, error) {
 	// A timeout that does not parse is the server's to refuse, at once.
 	wait, _ := ParseTimeout(req.Timeout)
 	var out CommandResponse
-	err := c.do(ctx, max(wait, 0), http.MethodPost, "/api/devices/"+url.PathEscape(deviceID)+"/commands", req, &out)
+	err := c.startTask(ctx, max(wait, 0), req.IdempotencyKey, "/api/devices/"+url.PathEscape(deviceID)+"/commands", req, &out)
 	return out, err
 }
 
-// Dispatch starts a task on a device (UFO's POST /api/dispatch).
+// Dispatch starts a task on a device (UFO's POST /api/dispatch). It is
+// sent with req.IdempotencyKey, or a fresh key.
 func (c *Client) Dispatch(ctx context.Context, req DispatchRequest) (DispatchResponse, error) {
 	var out DispatchResponse
-	err := c.Do(ctx, http.MethodPost, "/api/dispatch", req, &out)
+	err := c.startTask(ctx, 0, req.IdempotencyKey, "/api/dispatch", req, &out)
 	return out, err
 }
 
@@ -286,7 +302,7 @@ func (c *Client) DeployTool(ctx context.Context, deviceID string, wasm []byte, n
 	}
 	var out CommandResponse
 	path := "/api/devices/" + url.PathEscape(deviceID) + "/tools?" + q.Encode()
-	err := c.send(ctx, timeout, http.MethodPost, path, bytes.NewReader(wasm), "application/wasm", &out)
+	err := c.send(ctx, timeout, http.Header{"Content-Type": {"application/wasm"}}, http.MethodPost, path, bytes.NewReader(wasm), &out)
 	return out, err
 }
 
@@ -311,9 +327,10 @@ func (c *Client) Revoke(ctx context.Context, id string) error {
 	return c.Do(ctx, http.MethodDelete, "/api/devices/"+url.PathEscape(id), nil, nil)
 }
 
-// Fleet starts a plan on every device whose labels match.
+// Fleet starts a plan on every device whose labels match. It is sent
+// with req.IdempotencyKey, or a fresh key.
 func (c *Client) Fleet(ctx context.Context, req FleetRequest) (FleetResponse, error) {
 	var out FleetResponse
-	err := c.Do(ctx, http.MethodPost, "/api/fleets", req, &out)
+	err := c.startTask(ctx, 0, req.IdempotencyKey, "/api/fleets", req, &out)
 	return out, err
 }

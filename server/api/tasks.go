@@ -184,6 +184,8 @@ type DispatchRequest struct {
 	Request  string          `json:"request,omitempty"`
 	Plan     json.RawMessage `json:"plan,omitempty"`
 	TaskName string          `json:"task_name,omitempty"`
+	// IdempotencyKey: see CommandRequest.IdempotencyKey.
+	IdempotencyKey string `json:"-"`
 }
 
 // DispatchResponse is the answer to POST /api/dispatch.

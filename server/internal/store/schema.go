@@ -92,6 +92,19 @@ var migrations = []string{
 
 	// Task listings page by (created_at, id), newest first.
 	`CREATE INDEX sessions_created ON sessions(created_at, id);`,
+
+	// Idempotency keys: the requests that started a session, by who sent
+	// them and their Idempotency-Key, so that a repeat runs nothing again.
+	`CREATE TABLE idempotency_keys (
+		identity    TEXT NOT NULL,
+		key         TEXT NOT NULL,
+		fingerprint TEXT NOT NULL,
+		session_id  TEXT NOT NULL,
+		response    TEXT,
+		created_at  TEXT NOT NULL,
+		PRIMARY KEY (identity, key)
+	);
+	CREATE INDEX idempotency_keys_created ON idempotency_keys(created_at);`,
 }
 
 // fixedWidthTimes is the SQL that rewrites columns of table from

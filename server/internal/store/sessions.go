@@ -30,12 +30,18 @@ type Session struct {
 	CreatedAt  time.Time
 	StartedAt  time.Time
 	FinishedAt time.Time
+	// Key, if set, is the idempotency key of the request that asked for
+	// the session: InsertSession records it with the session, so that a
+	// repeat finds the session, and fails with ErrKeyTaken, recording
+	// nothing, if the key is recorded already. Reads leave it nil.
+	Key *IdempotencyKey
 }
 
 // unfinished is the SQL list of the states of a session that has not ended.
 const unfinished = `('created', 'running')`
 
-// InsertSession records a new session.
+// InsertSession records a new session, and the idempotency key that
+// asked for it, if any.
 func (t *Tx) InsertSession(s Session) error {
 	_, err := t.exec(
 		`INSERT INTO sessions (id, task_name, device_id, requester_kind, requester_id, kind, parent_id, state, plan, created_at, started_at)
@@ -47,6 +53,9 @@ func (t *Tx) InsertSession(s Session) error {
 	}
 	if err != nil {
 		return fmt.Errorf("store: record session %q: %w", s.ID, err)
+	}
+	if s.Key != nil {
+		return t.insertIdempotencyKey(*s.Key, s.ID)
 	}
 	return nil
 }
