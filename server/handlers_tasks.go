@@ -121,7 +121,7 @@ func taskView(row store.Session) api.Task {
 		Requester: api.Requester{Kind: row.RequesterKind, ID: row.RequesterID},
 		Kind:      row.Kind, ParentID: row.ParentID, State: api.TaskState(row.State), CreatedAt: row.CreatedAt,
 		StartedAt: timePtr(row.StartedAt), FinishedAt: timePtr(row.FinishedAt),
-		Plan: row.Plan, Result: row.Result, Error: row.Error,
+		Plan: row.Plan, Result: row.Result, Error: row.Error, OriginalTaskName: row.OriginalTaskName,
 	}
 }
 

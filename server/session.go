@@ -53,6 +53,10 @@ type session struct {
 	// before the session starts.
 	persisted bool
 
+	// originalTaskName is the name its client sent, when TaskName is that
+	// name sanitized.
+	originalTaskName string
+
 	mu       sync.Mutex
 	reason   string // why it was cancelled; the first reason wins
 	released sync.Once
@@ -75,7 +79,7 @@ func (s *session) cancelReason() string {
 func (s *session) row(state api.TaskState) store.Session {
 	row := store.Session{
 		ID: s.ID, TaskName: s.TaskName, DeviceID: s.DeviceID, RequesterKind: s.Requester.Kind,
-		RequesterID: s.Requester.ID, Kind: s.Kind, ParentID: s.ParentID, State: string(state), Plan: s.planJSON, CreatedAt: s.createdAt,
+		RequesterID: s.Requester.ID, Kind: s.Kind, OriginalTaskName: s.originalTaskName, ParentID: s.ParentID, State: string(state), Plan: s.planJSON, CreatedAt: s.createdAt,
 	}
 	if state == api.StateRunning {
 		row.StartedAt = time.Now()

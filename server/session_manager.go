@@ -33,6 +33,10 @@ type sessionSpec struct {
 	// children's. It is fixed before the session is published, so that
 	// nothing reads it while it is written.
 	Tee func(api.TaskEvent)
+
+	// OriginalTaskName is the name the client sent, when TaskName is that
+	// name sanitized.
+	OriginalTaskName string
 }
 
 // SessionConfig tunes the session manager.
@@ -154,7 +158,7 @@ func (m *sessionManager) newSession(spec sessionSpec) *session {
 	s := &session{
 		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, ParentID: spec.ParentID, Requester: spec.Requester,
 		createdAt: time.Now(), events: newEventLog(spec.DeviceID, spec.Tee), ctx: ctx, done: make(chan struct{}),
-		cancel: cancel,
+		cancel: cancel, originalTaskName: spec.OriginalTaskName,
 	}
 	switch {
 	case spec.Fleet != nil:

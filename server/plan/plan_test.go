@@ -2,6 +2,7 @@ package plan
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,5 +143,27 @@ func TestValidTaskName(t *testing.T) {
 	}
 	for _, bad := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".env", "a b", "é", string(make([]byte, 129))} {
 		assert.False(t, ValidTaskName(bad), bad)
+	}
+}
+
+// SanitizeTaskName is UFO's sanitize_task_name: each character outside
+// [A-Za-z0-9._-] becomes '_', then leading dots go; cut to 128 here.
+func TestSanitizeTaskNameIsUFOs(t *testing.T) {
+	for in, want := range map[string]string{
+		"galaxy/task_1/t1":        "galaxy_task_1_t1",
+		"restart-kiosk.page":      "restart-kiosk.page",
+		"../../etc/passwd":        "_.._etc_passwd",
+		"..hidden":                "hidden",
+		"._x":                     "_x",
+		"...":                     "",
+		"":                        "",
+		"a b\tc":                  "a_b_c",
+		"café ✓":                  "caf___",
+		`a\b:c*d`:                 "a_b_c_d",
+		strings.Repeat("ab/", 60): strings.Repeat("ab_", 42) + "ab",
+	} {
+		got := SanitizeTaskName(in)
+		assert.Equal(t, want, got, in)
+		assert.True(t, got == "" || ValidTaskName(got), "%q sanitizes to a valid name, %q", in, got)
 	}
 }

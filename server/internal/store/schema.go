@@ -89,6 +89,11 @@ var migrations = []string{
 	fixedWidthTimes("devices", "created_at", "last_seen") +
 		fixedWidthTimes("sessions", "created_at", "started_at", "finished_at") +
 		fixedWidthTimes("commands", "created_at", "finished_at"),
+
+	// The task name a client sent, when the server had to sanitize it
+	// (a UFO galaxy client's galaxy/<task>/<name>): task_name holds the
+	// sanitized name, which task_result looks up.
+	`ALTER TABLE sessions ADD COLUMN original_task_name TEXT NOT NULL DEFAULT '';`,
 }
 
 // fixedWidthTimes is the SQL that rewrites columns of table from
