@@ -43,6 +43,7 @@ type testPeer struct {
 // peerLink is one registered connection of the agent.
 type peerLink struct {
 	conn       *protocol.Conn
+	upgrade    *http.Request // the upgrade request, as the peer got it
 	register   protocol.ClientMessage
 	msgs       chan protocol.ClientMessage // all but heartbeats
 	heartbeats atomic.Int64
@@ -67,7 +68,7 @@ func (p *testPeer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	defer conn.CloseNow()
 	ctx := r.Context()
-	l := &peerLink{conn: conn, msgs: make(chan protocol.ClientMessage, 256), closed: make(chan struct{})}
+	l := &peerLink{conn: conn, upgrade: r.Clone(context.Background()), msgs: make(chan protocol.ClientMessage, 256), closed: make(chan struct{})}
 	if err := conn.Read(ctx, &l.register); err != nil {
 		return
 	}

@@ -139,7 +139,8 @@ type DialOptions struct {
 }
 
 // Dial opens an AIP connection to url. On a refused upgrade it returns the
-// HTTP response, so the caller can tell 401 from an outage.
+// HTTP response, so the caller can tell 401 from an outage. Its errors
+// quote url as RedactURL gives it, so that they can be logged.
 func Dial(ctx context.Context, url string, opts DialOptions) (*Conn, *http.Response, error) {
 	wo := &websocket.DialOptions{HTTPHeader: opts.Header, HTTPClient: opts.HTTPClient}
 	if opts.Encoding == CBOR {
@@ -147,11 +148,11 @@ func Dial(ctx context.Context, url string, opts DialOptions) (*Conn, *http.Respo
 	}
 	ws, resp, err := websocket.Dial(ctx, url, wo)
 	if err != nil {
-		return nil, resp, fmt.Errorf("dial %s: %w", url, err)
+		return nil, resp, fmt.Errorf("dial %s: %w", RedactURL(url), redactErr(err, url))
 	}
 	if opts.Encoding == CBOR && ws.Subprotocol() != Subprotocol {
 		ws.Close(websocket.StatusProtocolError, "subprotocol "+Subprotocol+" required")
-		return nil, resp, fmt.Errorf("dial %s: server did not accept subprotocol %s", url, Subprotocol)
+		return nil, resp, fmt.Errorf("dial %s: server did not accept subprotocol %s", RedactURL(url), Subprotocol)
 	}
 	return newConn(ws, opts.ConnOptions.withDefaults(ClientErrorReply(""))), resp, nil
 }
