@@ -122,6 +122,17 @@ func (p *testPeer) next(t *testing.T) *peerLink {
 	}
 }
 
+// linkedOn starts an agent speaking wire to a new testPeer, and returns
+// its link.
+func linkedOn(t *testing.T, wire protocol.Encoding) *peerLink {
+	t.Helper()
+	p := newTestPeer(t)
+	cfg := agentConfig(t, p.url())
+	cfg.Wire = wire
+	startAgent(t, cfg)
+	return p.next(t)
+}
+
 // newCommand is a COMMAND with a fresh response_id.
 func newCommand(session string, actions ...protocol.Command) *protocol.ServerMessage {
 	return &protocol.ServerMessage{Type: protocol.ServerCommand, Status: protocol.StatusContinue,

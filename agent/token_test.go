@@ -17,11 +17,7 @@ import (
 func TestTheJSONWireCarriesTheTokenInTheURLToo(t *testing.T) {
 	for _, wire := range []protocol.Encoding{protocol.CBOR, protocol.JSON} {
 		t.Run(wire.String(), func(t *testing.T) {
-			p := newTestPeer(t)
-			cfg := agentConfig(t, p.url())
-			cfg.Wire = wire
-			startAgent(t, cfg)
-			up := p.next(t).upgrade
+			up := linkedOn(t, wire).upgrade
 
 			assert.Equal(t, "Bearer aipd_test", up.Header.Get("Authorization"))
 			assert.Equal(t, "/ws", up.URL.Path)
