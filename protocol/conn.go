@@ -41,9 +41,10 @@ type ConnOptions struct {
 	// link is noticed within two intervals. Default DefaultPingInterval;
 	// negative disables pings.
 	PingInterval time.Duration
-	// Reject builds the ERROR message sent back for a frame that was
-	// rejected. bad holds what the frame carried before it was found bad,
-	// if anything, so that the reply can name the ids it answers. Default
+	// Reject builds the message sent back for a frame that was rejected.
+	// bad holds what the frame carried before it was found bad, if
+	// anything, and for a server message the ids a lenient read of the
+	// frame found, so that the reply can name what it answers. Default
 	// ServerErrorReply for Accept and ClientErrorReply("") for Dial.
 	Reject func(err error, bad Message) Message
 	// Logger receives transport events. Default slog.Default().
