@@ -2,10 +2,11 @@
 """UFO's AIP wire as pydantic v2 emits and accepts it.
 
 The models below restate, field for field and in declaration order, the
-pydantic models of microsoft/UFO's aip/messages.py (the wire contract); they
-are not UFO's code. Needs Python 3.10+ and pydantic: UFO uses pydantic 2;
-pydantic 1 (what Debian 12 ships) reads and writes the same frames here,
-though it coerces more loosely than 2 when it validates.
+pydantic models of microsoft/UFO's aip/messages.py (the wire contract) at
+UFO_COMMIT; they are not UFO's code. Needs Python 3.10+ and pydantic: UFO
+uses pydantic 2, and the frames committed are written with it; pydantic 1
+(what Debian 12 ships) checks and validates the same frames here, though
+it coerces more loosely than 2 when it validates.
 
 The frames of galaxy/ are those of a UFO galaxy (constellation) client's
 TASK path, as UFO's own code builds them at commit UFO_COMMIT: what its
