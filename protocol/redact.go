@@ -10,8 +10,8 @@ const redacted = "REDACTED"
 
 // RedactURL is rawURL fit for a log line or an error: the value of every
 // query parameter, where UFO's clients carry their token (?token=), and
-// any password, replaced by REDACTED. What cannot be parsed is cut at its
-// query.
+// any password, replaced by REDACTED and xxxxx; the rest as it was
+// written. What cannot be parsed is cut at its query.
 func RedactURL(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -20,14 +20,18 @@ func RedactURL(rawURL string) string {
 		}
 		return rawURL
 	}
+	out := rawURL
 	if u.RawQuery != "" {
 		q := u.Query()
 		for k := range q {
 			q[k] = []string{redacted}
 		}
-		u.RawQuery = q.Encode()
+		out = strings.Replace(out, "?"+u.RawQuery, "?"+q.Encode(), 1)
 	}
-	return u.Redacted()
+	if _, ok := u.User.Password(); ok {
+		out = strings.Replace(out, u.User.String()+"@", u.User.Username()+":xxxxx@", 1)
+	}
+	return out
 }
 
 // minSecret is the shortest query value hidden on its own; the query as a

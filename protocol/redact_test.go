@@ -20,6 +20,8 @@ func TestRedactURLHidesQueryValuesAndPasswords(t *testing.T) {
 		"ws://h:bad port/ws?token=aipd_secret":     "ws://h:bad port/ws?REDACTED",
 		"ws://h:bad port/ws":                       "ws://h:bad port/ws",
 		"ws://h/ws?token=aipd_secret&token=second": "ws://h/ws?token=REDACTED",
+		"not a url":                    "not a url",
+		"ws://h/a b?token=aipd_secret": "ws://h/a b?token=REDACTED",
 	} {
 		assert.Equal(t, want, RedactURL(in), in)
 	}
