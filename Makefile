@@ -21,6 +21,9 @@ APT_PACKAGES += qemu-user-static
 # UFO's pydantic models (testdata/protocol/ufo_wire.py) check our JSON
 # frames; Debian 12 ships pydantic 1, which the script also speaks.
 APT_PACKAGES += python3-pydantic
+# UFO's own galaxy client imports websockets (e2e/ufo_galaxy_test.go, which
+# runs only with a UFO checkout in EDGEAIP_UFO_DIR).
+APT_PACKAGES += python3-websockets
 # systemd-analyze verify checks the packaged unit (cmd/aip-agent), without
 # what systemd recommends.
 APT_PACKAGES_NO_RECOMMENDS := systemd

@@ -204,7 +204,9 @@ func TestAConstellationsTaskIsRefusedWithItsProblems(t *testing.T) {
 	dev := ts.device("kiosk-1", inventoryWithSchemas()...)
 	con := ts.constellation("orch-1", "kiosk-1")
 	m := con.task("s1", "", `steps: [{tool: stock.echo}, {tool: stock.hash_file}]`)
-	require.Equal(t, protocol.ServerError, m.Type, "%+v", m)
+	require.Equal(t, protocol.ServerTaskEnd, m.Type, "a TASK that cannot start ends at once (UFO's client waits for its TASK_END): %+v", m)
+	assert.Equal(t, protocol.StatusFailed, m.Status)
+	assert.Equal(t, "s1", m.SessionID)
 	assert.Equal(t, `task: refused: steps[1].parameters.path: missing (required), says the input schema of "stock.hash_file" on device "kiosk-1"`, m.Error)
 	ts.requireNothingRecorded(dev)
 }

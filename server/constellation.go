@@ -54,7 +54,7 @@ func (s *Server) serveConstellation(ctx context.Context, c *client) {
 			s.sendAck(ctx, c.conn, &m)
 		case protocol.ClientTask:
 			if err := s.startConstellationTask(ctx, c, &m); err != nil {
-				s.sendError(ctx, c.conn, "task: "+err.Error(), m.RequestID)
+				s.refuseTask(ctx, c, &m, err)
 			}
 		case protocol.ClientDeviceInfoRequest:
 			s.answerDeviceInfo(ctx, c, &m)
@@ -74,9 +74,7 @@ func (s *Server) serveConstellation(ctx context.Context, c *client) {
 // for a TASK, acknowledges it, and sends the TASK_END back to the
 // constellation when the session ends.
 func (s *Server) startConstellationTask(ctx context.Context, c *client, m *protocol.ClientMessage) error {
-	if m.TaskName != "" && !plan.ValidTaskName(m.TaskName) {
-		return fmt.Errorf(`field "task_name": %q: want 1-128 of [A-Za-z0-9._-], not starting with '.'`, m.TaskName)
-	}
+	name, original := s.wsTaskName(c, m.TaskName)
 	p, err := planFromRequest(m.Request, s.cfg.Limits.MaxPlanBytes)
 	if err != nil {
 		return inField("request", err)
@@ -88,8 +86,8 @@ func (s *Server) startConstellationTask(ctx context.Context, c *client, m *proto
 		return err
 	}
 	spec := sessionSpec{
-		ID: m.SessionID, TaskName: taskNameOf(m.TaskName, p), DeviceID: c.target,
-		Requester: api.Requester{Kind: api.RequesterConstellation, ID: c.id}, Plan: p,
+		ID: m.SessionID, TaskName: taskNameOf(name, p), DeviceID: c.target,
+		Requester: api.Requester{Kind: api.RequesterConstellation, ID: c.id}, Plan: p, OriginalTaskName: original,
 	}
 	if spec.ID == "" {
 		spec.ID = uuid.NewString()
@@ -99,11 +97,11 @@ func (s *Server) startConstellationTask(ctx context.Context, c *client, m *proto
 		return err
 	}
 	if !created {
-		return fmt.Errorf("session_id %q is already running", spec.ID)
+		return &sessionRunningError{spec.ID}
 	}
 	s.send(ctx, c.conn, &protocol.ServerMessage{
 		Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, SessionID: sess.ID, TaskName: sess.TaskName,
-		Timestamp: protocol.Now(), ResponseID: m.RequestID,
+		Timestamp: protocol.Now(), ResponseID: ackID(m),
 	})
 	s.sessions.executeTaskAsync(sess, s.taskEndTo(c.id))
 	return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/google/uuid"
 )
 
 // registerTimeout is how long a new connection has to send REGISTER.
@@ -123,8 +124,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 		s.log.Info("client reconnected; closing its stale link", "client_id", c.id)
 		go old.conn.Close(websocket.StatusPolicyViolation, "superseded by a new connection")
 	}
-	ack := &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, Timestamp: protocol.Now(), ResponseID: m.RequestID}
-	if err := s.send(ctx, conn, ack); err != nil {
+	if err := s.send(ctx, conn, registrationAck(&m)); err != nil {
 		s.unregister(c)
 		return nil, fmt.Errorf("ack: %w", err)
 	}
@@ -135,6 +135,22 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 		s.log.Info("constellation registered", "client_id", c.id, "target", c.target, "wire", conn.Encoding())
 	}
 	return c, nil
+}
+
+// registrationAck is the ack of a REGISTER: a HEARTBEAT with status ok.
+func registrationAck(m *protocol.ClientMessage) *protocol.ServerMessage {
+	return &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, Timestamp: protocol.Now(), ResponseID: ackID(m)}
+}
+
+// ackID is the response_id of the ack of m: m's request_id, or, as UFO's
+// server always gives one (RegistrationProtocol.send_registration_confirmation,
+// AIPProtocol.send_ack), a fresh one when m has none, as the REGISTER and
+// TASK of UFO's clients do not.
+func ackID(m *protocol.ClientMessage) string {
+	if m.RequestID != "" {
+		return m.RequestID
+	}
+	return uuid.NewString()
 }
 
 // registerDevice checks a device's REGISTER against its token.

@@ -151,7 +151,7 @@ func (s *Server) lookupTask(w http.ResponseWriter, r *http.Request, id string) (
 }
 
 func taskView(row store.Session) api.Task {
-	return api.Task{TaskSummary: taskSummary(row), Plan: row.Plan, Result: row.Result, Error: row.Error}
+	return api.Task{TaskSummary: taskSummary(row), Plan: row.Plan, Result: row.Result, Error: row.Error, OriginalTaskName: row.OriginalTaskName}
 }
 
 func taskSummary(row store.Session) api.TaskSummary {

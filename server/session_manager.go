@@ -37,6 +37,10 @@ type sessionSpec struct {
 	// the session, recorded with it: with its row for a plan or a fleet,
 	// with its command for a single command.
 	Key *store.IdempotencyKey
+
+	// OriginalTaskName is the name the client sent, when TaskName is that
+	// name sanitized.
+	OriginalTaskName string
 }
 
 // SessionConfig tunes the session manager.
@@ -155,7 +159,7 @@ func (m *sessionManager) newSession(spec sessionSpec) *session {
 	s := &session{
 		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, ParentID: spec.ParentID, Requester: spec.Requester,
 		createdAt: time.Now(), events: newEventLog(spec.DeviceID, spec.Tee), ctx: ctx, done: make(chan struct{}),
-		cancel: cancel, key: spec.Key,
+		cancel: cancel, key: spec.Key, originalTaskName: spec.OriginalTaskName,
 	}
 	switch {
 	case spec.Fleet != nil:

@@ -258,7 +258,7 @@ func (c *Config) Check() error {
 func checkServerURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-		return fmt.Errorf("%q: want ws://HOST/PATH or wss://HOST/PATH", s)
+		return fmt.Errorf("%q: want ws://HOST/PATH or wss://HOST/PATH", protocol.RedactURL(s))
 	}
 	return nil
 }

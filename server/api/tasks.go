@@ -94,6 +94,11 @@ type Task struct {
 	Error  string          `json:"error,omitempty"`
 	// Commands lists what was sent, in GET /api/tasks/{id} only.
 	Commands []CommandRecord `json:"commands,omitempty"`
+
+	// OriginalTaskName is the task name the client sent over the
+	// WebSocket, when the server had to sanitize it into TaskName, as
+	// UFO's server does (a galaxy client's galaxy/<task>/<name>).
+	OriginalTaskName string `json:"original_task_name,omitempty"`
 }
 
 // Page sizes of GET /api/tasks.

@@ -276,6 +276,37 @@ var taskNameRe = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$`)
 // [A-Za-z0-9._-], not starting with '.'.
 func ValidTaskName(name string) bool { return taskNameRe.MatchString(name) }
 
+// maxTaskName is the longest task name ValidTaskName accepts.
+const maxTaskName = 128
+
+// SanitizeTaskName makes name a valid task name the way UFO's server does
+// (ufo.utils.sanitize_task_name): every character outside [A-Za-z0-9._-]
+// becomes '_', and leading dots go. UFO keeps any length; a name is cut
+// here to the 128 characters ValidTaskName allows. It returns "" when
+// nothing is left, for the caller to pick a name, as UFO picks a fresh
+// UUID.
+func SanitizeTaskName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if b.Len() == maxTaskName {
+			break
+		}
+		switch {
+		case r == '.' && b.Len() == 0:
+		case taskNameChar(r):
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+// taskNameChar reports whether r may appear in a task name.
+func taskNameChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+}
+
 // Validate checks the plan's shape and bounds.
 func (p *Plan) Validate() error {
 	if p.TaskName != "" && !ValidTaskName(p.TaskName) {

@@ -1,9 +1,8 @@
 package plan
 
 import (
-	"strings"
-
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,5 +201,27 @@ func TestTheExpandedSizeIsALowerBoundOfTheJSON(t *testing.T) {
 		size := expandedSize(&n, map[*yaml.Node]int{})
 		assert.LessOrEqual(t, size, len(b), "%s\nas JSON: %s", doc, b)
 		assert.Greater(t, size, len(b)/3, "%s\nas JSON: %s", doc, b)
+	}
+}
+
+// SanitizeTaskName is UFO's sanitize_task_name: each character outside
+// [A-Za-z0-9._-] becomes '_', then leading dots go; cut to 128 here.
+func TestSanitizeTaskNameIsUFOs(t *testing.T) {
+	for in, want := range map[string]string{
+		"galaxy/task_1/t1":        "galaxy_task_1_t1",
+		"restart-kiosk.page":      "restart-kiosk.page",
+		"../../etc/passwd":        "_.._etc_passwd",
+		"..hidden":                "hidden",
+		"._x":                     "_x",
+		"...":                     "",
+		"":                        "",
+		"a b\tc":                  "a_b_c",
+		"café ✓":                  "caf___",
+		`a\b:c*d`:                 "a_b_c_d",
+		strings.Repeat("ab/", 60): strings.Repeat("ab_", 42) + "ab",
+	} {
+		got := SanitizeTaskName(in)
+		assert.Equal(t, want, got, in)
+		assert.True(t, got == "" || ValidTaskName(got), "%q sanitizes to a valid name, %q", in, got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,7 +135,7 @@ func (l *Link) session(ctx context.Context) (up time.Duration, err error) {
 		return 0, err
 	}
 	registered := time.Now()
-	l.log.Info("registered", "server", l.opts.ServerURL, "wire", conn.Encoding())
+	l.log.Info("registered", "server", protocol.RedactURL(l.opts.ServerURL), "wire", conn.Encoding())
 	num := l.setConn(conn)
 	defer l.setConn(nil)
 	notify(l.wake) // what the server has not acknowledged goes out again
@@ -174,7 +175,11 @@ func (l *Link) dial(ctx context.Context) (*protocol.Conn, error) {
 	defer cancel()
 	opts := l.opts.Conn
 	opts.Reject, opts.Logger = protocol.ClientErrorReply(l.opts.DeviceID), l.log
-	conn, resp, err := protocol.Dial(dctx, l.opts.ServerURL, protocol.DialOptions{
+	target, err := dialURL(l.opts.ServerURL, l.opts.Token, l.opts.Wire)
+	if err != nil {
+		return nil, err
+	}
+	conn, resp, err := protocol.Dial(dctx, target, protocol.DialOptions{
 		Header:      http.Header{"Authorization": {"Bearer " + l.opts.Token}},
 		Encoding:    l.opts.Wire,
 		ConnOptions: opts,
@@ -183,6 +188,24 @@ func (l *Link) dial(ctx context.Context) (*protocol.Conn, error) {
 		return nil, errUnauthorized
 	}
 	return conn, err
+}
+
+// dialURL is the URL the link dials. On the JSON wire, which is for UFO's
+// server, the token goes in the URL too, as ?token=: UFO's server reads
+// only that. The Authorization header carries it either way, for ours.
+// The URL is never logged as it is (protocol.RedactURL).
+func dialURL(serverURL, token string, wire protocol.Encoding) (string, error) {
+	if wire != protocol.JSON {
+		return serverURL, nil
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", fmt.Errorf("server URL %s: %w", protocol.RedactURL(serverURL), err)
+	}
+	q := u.Query()
+	q.Set("token", token)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
 }
 
 // maxEarlyCommands bounds the COMMANDs kept while waiting for the ack of

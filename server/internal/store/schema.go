@@ -105,6 +105,11 @@ var migrations = []string{
 		PRIMARY KEY (identity, key)
 	);
 	CREATE INDEX idempotency_keys_created ON idempotency_keys(created_at);`,
+
+	// The task name a client sent, when the server had to sanitize it
+	// (a UFO galaxy client's galaxy/<task>/<name>): task_name holds the
+	// sanitized name, which task_result looks up.
+	`ALTER TABLE sessions ADD COLUMN original_task_name TEXT NOT NULL DEFAULT '';`,
 }
 
 // fixedWidthTimes is the SQL that rewrites columns of table from
