@@ -7,6 +7,8 @@
 #
 # Usage: wasmtools/meter/bench.sh [rounds]       (default 8)
 #   BENCHTIME=2s wasmtools/meter/bench.sh 20      (go test -benchtime)
+#   SUITE=DIR wasmtools/meter/bench.sh            (add the programs DIR/suite.txt lists)
+#   CCD=0 wasmtools/meter/bench.sh                (skip WithCloseOnContextDone)
 #
 # Each round is one `go test -count 1` of the whole suite, so that every
 # variant of every program runs once per round and a ratio pairs samples
@@ -22,6 +24,10 @@ set -eu
 rounds=${1:-8}
 out=${OUT:-$(mktemp)}
 case $out in /*) ;; *) out=$PWD/$out ;; esac
+suite=${SUITE:-}
+case $suite in /* | "") ;; *) suite=$PWD/$suite ;; esac
+ccd=true
+[ "${CCD:-1}" = 0 ] && ccd=false
 cd "$(dirname "$0")/../.."
 : >"$out"
 bin=$(mktemp -d)
@@ -31,7 +37,7 @@ i=0
 while [ "$i" -lt "$rounds" ]; do
 	# The test binary reads its fixtures relative to its package directory.
 	(cd wasmtools/meter && "$bin/meter.test" -test.run '^$' -test.bench '^BenchmarkFuel$' \
-		-test.benchtime "${BENCHTIME:-1s}" -test.count 1) >>"$out"
+		-test.benchtime "${BENCHTIME:-1s}" -test.count 1 -fuel.suite "$suite" -fuel.ccd="$ccd") >>"$out"
 	i=$((i + 1))
 done
 go run ./wasmtools/meter/internal/benchratio <"$out"

@@ -72,6 +72,8 @@ var commands = []command{
 	{"matmul.wasm", []string{"matmul", "12"}},
 	{"sieve.wasm", []string{"sieve", "3000"}},
 	{"fib.wasm", []string{"fib", "12"}},
+	{"stride.wasm", []string{"stride", "3000"}},
+	{"gostd/gostd.wasm", []string{"gostd", "json", "3"}},
 }
 
 // compilationCache is shared by every runtime the tests make, so that each
