@@ -136,14 +136,15 @@ func shiftCode(b *testing.B, wasm []byte, n int) []byte {
 
 // benchCommand times instantiating a command, which runs its _start: what
 // the sandbox does per tool call. Compiling is outside the timed region,
-// and so is garbage collection: the collector is off while a run is timed
-// and runs, untimed, between runs, because its timing varies by up to 3x
-// from run to run. Besides wall time it reports the CPU time of the thread
+// and done once per module and configuration in a process (the workloads
+// of gostd share one module), and so is garbage collection: the collector
+// is off while a run is timed and runs, untimed, between runs, because its
+// timing varies by up to 3x from run to run. Besides wall time it reports the CPU time of the thread
 // that ran the guest (cpu-ns/op, on Linux), which a busy machine disturbs
 // far less.
 func benchCommand(b *testing.B, cfg wazero.RuntimeConfig, wasm []byte, args []string, metered bool) {
 	ctx := context.Background()
-	r := wazero.NewRuntimeWithConfig(ctx, cfg)
+	r := wazero.NewRuntimeWithConfig(ctx, cfg.WithCompilationCache(compilationCache))
 	defer r.Close(ctx)
 	wasi_snapshot_preview1.MustInstantiate(ctx, r)
 	if err := meter.Install(ctx, r); err != nil {
