@@ -57,7 +57,7 @@ func assertSameOnEveryEngine[T any](t testing.TB, got []T) {
 }
 
 // watModules are the hand-written fixtures whose exports the tests call.
-var watModules = []string{"loops", "br_table", "blocks", "recursion", "bulk", "multivalue", "refs", "tables", "dispatch", "traps"}
+var watModules = []string{"loops", "br_table", "blocks", "recursion", "bulk", "multivalue", "refs", "tables", "dispatch", "traps", "counted"}
 
 // command is a WASI command fixture and the arguments it runs with in
 // tests: small, so that the interpreter gets through it quickly.
