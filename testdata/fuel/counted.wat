@@ -31,6 +31,26 @@
       (br_if $down (i32.ne (local.tee $j (i32.add (local.get $j) (i32.const -1))) (local.get $m))))
     (i32.add (local.get $sum) (local.get $j)))
 
+  ;; Walks byte offsets from j to n with j != n, x bytes a step, summing words.
+  (func $walk_ne16 (param $j i32) (param $n i32) (result i32)
+    (local $sum i32)
+    (loop $l
+      (local.set $sum (i32.add (local.get $sum) (i32.load (i32.and (local.get $j) (i32.const 0xfffc)))))
+      (br_if $l (i32.ne (local.tee $j (i32.add (local.get $j) (i32.const 16))) (local.get $n))))
+    (local.get $sum))
+  (func $walk_ne12 (param $j i32) (param $n i32) (result i32)
+    (local $sum i32)
+    (loop $l
+      (local.set $sum (i32.add (local.get $sum) (i32.load (i32.and (local.get $j) (i32.const 0xfffc)))))
+      (br_if $l (i32.ne (local.tee $j (i32.add (i32.const 12) (local.get $j))) (i32.const 1200))))
+    (i32.add (local.get $sum) (local.get $j)))
+  (func $walk_down8 (param $j i32) (param $n i32) (result i32)
+    (local $sum i32)
+    (loop $l
+      (local.set $sum (i32.xor (local.get $sum) (i32.load (i32.and (local.get $j) (i32.const 0xfffc)))))
+      (br_if $l (i32.ne (local.tee $j (i32.add (local.get $j) (i32.const -8))) (local.get $n))))
+    (i32.add (local.get $sum) (local.get $j)))
+
   ;; Stores every 7th word across the whole memory and beyond: traps.
   (func $fault (result i32)
     (local $p i32)
@@ -61,5 +81,11 @@
   (func (export "ne") (result i32)
     (i32.add (call $up_down (i32.const -1000) (i32.const 2000) (i32.const 0))
       (call $up_down (i32.const 5) (i32.const 6) (i32.const 5))))
+  (func (export "ne_steps") (result i32)
+    (drop (call $fill_lt (i32.const 0) (i32.const 1) (i32.const 16000) (i32.const 0x01010101)))
+    (i32.add (call $walk_ne16 (i32.const 64) (i32.const 32064))
+      (i32.add (call $walk_ne12 (i32.const 0) (i32.const 1200))
+        (i32.add (call $walk_ne12 (i32.const 1188) (i32.const 1200))
+          (call $walk_down8 (i32.const 8000) (i32.const -8000))))))
   (func (export "fault") (result i32) (call $fault))
 )

@@ -2,6 +2,7 @@ package meter
 
 import (
 	"math"
+	"math/bits"
 
 	"github.com/edgeaip/edgeaip/wasmtools/meter/internal/wasmbin"
 )
@@ -12,11 +13,12 @@ import (
 //
 //	local.get $j; <x>; i32.add; local.tee $j; <n>; <cmp>; br_if 0
 //
-// with x and n constants or locals the body leaves alone, and $j written
-// nowhere else in it. cmp is i32.lt_s or i32.lt_u with a positive step, or
-// i32.ne with a step of 1 or -1.
+// (the add's operands either way round) with x and n constants or locals
+// the body leaves alone, and $j written nowhere else in it. cmp is
+// i32.lt_s or i32.lt_u with a positive step, or i32.ne with a constant
+// step.
 //
-// (the add's operands either way round). Such a loop is versioned: on entry the guest computes the trip count t
+// Such a loop is versioned: on entry the guest computes the trip count t
 // and, when t iterations fit in the fuel left in the slice, pays for all of
 // them at once and runs an unmetered copy of the loop; otherwise it runs
 // the loop metered as any other. Both ways consume the same fuel and reach
@@ -89,7 +91,7 @@ func (b *bodyRewriter) countedLoopAt(start, end int) (countedLoop, bool) {
 			return countedLoop{}, false
 		}
 	case wasmbin.OpI32Ne:
-		if x.local || (x.value != 1 && x.value != math.MaxUint32) {
+		if x.local || x.value == 0 {
 			return countedLoop{}, false
 		}
 	default:
@@ -130,11 +132,8 @@ func (b *bodyRewriter) countedLoopAt(start, end int) (countedLoop, bool) {
 //	end
 func (b *bodyRewriter) appendCountedEntry(cl *countedLoop) {
 	b.usesTmp64 = true
-	guarded := cl.cmp != wasmbin.OpI32Ne
-	if guarded {
-		b.appendCountedGuard(cl)
-		b.out = append(b.out, byte(wasmbin.OpIf), valI32)
-	}
+	b.appendCountedGuard(cl)
+	b.out = append(b.out, byte(wasmbin.OpIf), valI32)
 	b.out = appendOp(b.out, wasmbin.OpLocalGet, b.counter)
 	b.appendTripCount(cl)
 	b.out = append(b.out, byte(wasmbin.OpI64Const))
@@ -142,9 +141,7 @@ func (b *bodyRewriter) appendCountedEntry(cl *countedLoop) {
 	b.out = append(b.out, byte(wasmbin.OpI64Mul), byte(wasmbin.OpI64Sub))
 	b.out = appendOp(b.out, wasmbin.OpLocalTee, b.tmp64())
 	b.out = append(b.out, byte(wasmbin.OpI64Const), 0, byte(wasmbin.OpI64GeS))
-	if guarded {
-		b.out = append(b.out, byte(wasmbin.OpElse), byte(wasmbin.OpI32Const), 0, byte(wasmbin.OpEnd))
-	}
+	b.out = append(b.out, byte(wasmbin.OpElse), byte(wasmbin.OpI32Const), 0, byte(wasmbin.OpEnd))
 	b.out = append(b.out, byte(wasmbin.OpIf), blockEmpty)
 	b.out = appendOp(b.out, wasmbin.OpLocalGet, b.tmp64())
 	b.out = appendOp(b.out, wasmbin.OpLocalSet, b.counter)
@@ -176,9 +173,34 @@ func (b *bodyRewriter) appendUnmetered(in *wasmbin.Instr) {
 	}
 }
 
-// The loop's model is exact in i64 when no value of $j wraps: $j takes
-// j0, j0+x, ..., and the last is below n+x, so j0+x and n+x-1 must fit.
+// appendCountedGuard pushes whether the trip count is what
+// appendTripCount computes. For lt, the model in i64 is exact when no
+// value of $j wraps: $j takes j0, j0+x, ..., and the last is below n+x,
+// so j0+x and n+x-1 must fit. For ne, $j meets n after d/|x| steps
+// without wrapping when d, n - j0 (mod 2^32) the way $j runs, is a
+// positive multiple of |x|; d is left in $tmp64.
 func (b *bodyRewriter) appendCountedGuard(cl *countedLoop) {
+	if cl.cmp == wasmbin.OpI32Ne {
+		from, to, step := neDistance(cl)
+		b.appendI64(to, false)
+		b.appendI64(from, false)
+		b.out = append(b.out, byte(wasmbin.OpI64Sub), byte(wasmbin.OpI64Const))
+		b.out = wasmbin.AppendS64(b.out, math.MaxUint32)
+		b.out = append(b.out, byte(wasmbin.OpI64And))
+		b.out = appendOp(b.out, wasmbin.OpLocalTee, b.tmp64())
+		b.out = append(b.out, byte(wasmbin.OpI64Eqz), byte(wasmbin.OpI32Eqz))
+		b.out = appendOp(b.out, wasmbin.OpLocalGet, b.tmp64())
+		b.out = append(b.out, byte(wasmbin.OpI64Const))
+		if step&(step-1) == 0 {
+			b.out = wasmbin.AppendS64(b.out, step-1)
+			b.out = append(b.out, byte(wasmbin.OpI64And))
+		} else {
+			b.out = wasmbin.AppendS64(b.out, step)
+			b.out = append(b.out, byte(wasmbin.OpI64RemU))
+		}
+		b.out = append(b.out, byte(wasmbin.OpI64Eqz), byte(wasmbin.OpI32And))
+		return
+	}
 	signed := cl.cmp == wasmbin.OpI32LtS
 	limit := int64(math.MaxUint32)
 	if signed {
@@ -207,23 +229,37 @@ func (b *bodyRewriter) appendCountedGuard(cl *countedLoop) {
 	}
 }
 
+// neDistance says which way $j runs towards n, and how far a step takes it.
+func neDistance(cl *countedLoop) (from, to operand, step int64) {
+	from, to = operand{local: true, value: cl.j}, cl.n
+	step = int64(int32(cl.x.value))
+	if step < 0 {
+		return to, from, -step
+	}
+	return from, to, step
+}
+
 // appendTripCount pushes the number of iterations the loop will run, at
-// least one, as an i64:
+// least one, as an i64, once appendCountedGuard has passed:
 //
 //	lt: max(1, (n - j0 + x - 1) / x), or max(1, n - j0) for x = 1
-//	ne: ((n - j0 - 1) & 0xffffffff) + 1 for x = 1; j0 and n swapped for x = -1
+//	ne: d / |x|, d being in $tmp64
 func (b *bodyRewriter) appendTripCount(cl *countedLoop) {
 	j := operand{local: true, value: cl.j}
 	if cl.cmp == wasmbin.OpI32Ne {
-		from, to := j, cl.n
-		if cl.x.value != 1 {
-			from, to = to, from
+		_, _, step := neDistance(cl)
+		b.out = appendOp(b.out, wasmbin.OpLocalGet, b.tmp64())
+		switch {
+		case step == 1:
+		case step&(step-1) == 0:
+			b.out = append(b.out, byte(wasmbin.OpI64Const))
+			b.out = wasmbin.AppendS64(b.out, int64(bits.TrailingZeros64(uint64(step))))
+			b.out = append(b.out, byte(wasmbin.OpI64ShrU))
+		default:
+			b.out = append(b.out, byte(wasmbin.OpI64Const))
+			b.out = wasmbin.AppendS64(b.out, step)
+			b.out = append(b.out, byte(wasmbin.OpI64DivU))
 		}
-		b.appendI64(to, false)
-		b.appendI64(from, false)
-		b.out = append(b.out, byte(wasmbin.OpI64Sub), byte(wasmbin.OpI64Const), 1, byte(wasmbin.OpI64Sub), byte(wasmbin.OpI64Const))
-		b.out = wasmbin.AppendS64(b.out, math.MaxUint32)
-		b.out = append(b.out, byte(wasmbin.OpI64And), byte(wasmbin.OpI64Const), 1, byte(wasmbin.OpI64Add))
 		return
 	}
 	signed := cl.cmp == wasmbin.OpI32LtS

@@ -44,6 +44,7 @@ const (
 	OpI32LtS       Opcode = 0x48
 	OpI32LtU       Opcode = 0x49
 	OpI32GtS       Opcode = 0x4a
+	OpI64Eqz       Opcode = 0x50
 	OpI64LtS       Opcode = 0x53
 	OpI64GtS       Opcode = 0x55
 	OpI64GtU       Opcode = 0x56
@@ -56,6 +57,7 @@ const (
 	OpI64Sub       Opcode = 0x7d
 	OpI64Mul       Opcode = 0x7e
 	OpI64DivS      Opcode = 0x7f
+	OpI64DivU      Opcode = 0x80
 	OpI64RemU      Opcode = 0x82
 	OpI64And       Opcode = 0x83
 	OpI64Shl       Opcode = 0x86
