@@ -13,8 +13,9 @@
 # Each round is one `go test -count 1` of the whole suite, so that every
 # variant of every program runs once per round and a ratio pairs samples
 # taken close in time (go test -count N would run each sub-benchmark N
-# times in a row instead). A round of the committed programs takes about
-# four minutes with CCD=0 and BENCHTIME=1x; -fuel.suite adds the rest.
+# times in a row instead). With CCD=0 and BENCHTIME=1x, a round of the 46
+# programs of issue 25's suite (SUITE, BENCHMARKS.md) took 3.5 minutes at
+# load average 5.
 #
 # The raw go test output is kept in $OUT (default: a temporary file) for
 # benchstat, which is run too when it is installed:
