@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/dirlock"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/dashboard"
 	"github.com/edgeaip/edgeaip/server/internal/store"
@@ -46,6 +48,7 @@ type Config struct {
 type Server struct {
 	cfg       Config
 	log       *slog.Logger
+	lock      *dirlock.Lock // the data dir's, held until Close
 	store     *store.Store
 	reg       *registry
 	disp      *dispatcher
@@ -56,15 +59,22 @@ type Server struct {
 	adminHash string
 	stop      chan struct{}
 	stopOnce  sync.Once
+	closeOnce sync.Once
 	janitor   chan struct{} // closed when the results janitor has stopped
 }
 
 // AdminTokenFile is the name of the operator token file in the data dir.
 const AdminTokenFile = "admin.token"
 
+// LockFile is the name of the file in the data dir that a running server
+// holds locked, with its pid in it.
+const LockFile = "aip-server.lock"
+
 // New opens the data dir, creating the database and, on first start, the
 // operator token. Sessions and commands that a previous run left
-// unfinished are failed with "server restarted".
+// unfinished are failed with "server restarted". The data dir is the
+// server's alone until Close: New fails, having written nothing, if
+// another process holds it.
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -76,6 +86,20 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
+	lock, err := dirlock.Acquire(cfg.DataDir, LockFile)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s, err := openDataDir(ctx, cfg, lock)
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openDataDir opens the data dir whose lock New holds.
+func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock) (*Server, error) {
 	tokenPath := filepath.Join(cfg.DataDir, AdminTokenFile)
 	hash, created, err := loadOrCreateAdminToken(tokenPath)
 	if err != nil {
@@ -94,7 +118,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, store: st, reg: newRegistry(), adminHash: hash,
+	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, reg: newRegistry(), adminHash: hash,
 		logins: newLogins(), csrf: http.NewCrossOriginProtection(),
 		stop: make(chan struct{}), janitor: make(chan struct{})}
 	s.metrics = metrics.New(metrics.Sources{
@@ -157,8 +181,10 @@ func (s *Server) Shutdown() {
 	})
 }
 
-// Close shuts down and closes the database.
+// Close shuts down, closes the database and releases the data dir.
 func (s *Server) Close() error {
 	s.Shutdown()
-	return s.store.Close()
+	err := s.store.Close()
+	s.closeOnce.Do(func() { err = errors.Join(err, s.lock.Release()) })
+	return err
 }

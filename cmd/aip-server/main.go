@@ -47,16 +47,19 @@ func run(listen, data string, cfg server.Config) error {
 	defer stop()
 
 	log := cfg.Logger
+	// Bound first: a busy port then fails the start before the data dir,
+	// the operator token or the database is written.
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
 	cfg.DataDir = data
 	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	hs := newHTTPServer(srv.Handler(), log)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
