@@ -158,7 +158,7 @@ func TestASecondServerProcessOnTheSameDataDirExitsNamingTheFirst(t *testing.T) {
 
 // buildCommand builds ./cmd/name into a temporary directory. go test puts
 // its own go first in the PATH.
-func buildCommand(t *testing.T, name string) string {
+func buildCommand(t testing.TB, name string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), name)
 	cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
@@ -178,7 +178,7 @@ type serverProcess struct {
 
 var listeningRe = regexp.MustCompile(`msg="aip-server listening" addr=(\S+)`)
 
-func startServerProcess(t *testing.T, bin, listen, data string) *serverProcess {
+func startServerProcess(t testing.TB, bin, listen, data string) *serverProcess {
 	t.Helper()
 	cmd := exec.Command(bin, "--listen", listen, "--data", data)
 	stderr, err := cmd.StderrPipe()
@@ -212,7 +212,7 @@ func startServerProcess(t *testing.T, bin, listen, data string) *serverProcess {
 }
 
 // kill ends the process with SIGKILL: no shutdown, no flush.
-func (p *serverProcess) kill(t *testing.T) {
+func (p *serverProcess) kill(t testing.TB) {
 	if p.cmd.ProcessState != nil {
 		return
 	}
@@ -223,7 +223,7 @@ func (p *serverProcess) kill(t *testing.T) {
 
 func (p *serverProcess) wsURL() string { return "ws://" + p.addr + "/ws" }
 
-func (p *serverProcess) enrollToken(t *testing.T, id string) string {
+func (p *serverProcess) enrollToken(t testing.TB, id string) string {
 	t.Helper()
 	resp, err := p.api.Enroll(context.Background(), api.EnrollRequest{ID: id})
 	require.NoError(t, err)

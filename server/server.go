@@ -29,6 +29,8 @@ type Config struct {
 	Conn protocol.ConnOptions
 	// Sessions tunes the session manager: limits, result TTL, device grace.
 	Sessions SessionConfig
+	// Store tunes the database.
+	Store StoreConfig
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
 	// SecureCookies marks the dashboard's login cookie Secure even on
@@ -42,6 +44,17 @@ type Config struct {
 	// api.Client takes a stream silent for api.DefaultEventsIdleTimeout
 	// (45 s) as broken. Default 15 s.
 	EventsKeepalive time.Duration
+}
+
+// StoreConfig tunes the database. The zero value gives the defaults.
+type StoreConfig struct {
+	// Readers bounds the database connections that serve reads (API
+	// requests, the dashboard); a read beyond them waits for one. Default
+	// max(4, 2 × GOMAXPROCS).
+	Readers int
+	// ReaderIdle closes a reader connection unused this long, with the
+	// memory and files it holds. Default 60 s.
+	ReaderIdle time.Duration
 }
 
 // Server is the device gateway and operator API. Serve its Handler.
@@ -110,7 +123,8 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock) (*Server, 
 	} else {
 		cfg.Logger.Info("using the operator token", "path", tokenPath)
 	}
-	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "edgeaip.db"))
+	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "edgeaip.db"),
+		store.Options{Readers: cfg.Store.Readers, ReaderIdle: cfg.Store.ReaderIdle})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

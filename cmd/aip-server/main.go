@@ -27,6 +27,9 @@ func main() {
 	flag.IntVar(&sessions.MaxSessions, "max-sessions", 1000, "sessions that may run at once; more get 503")
 	flag.DurationVar(&sessions.ResultTTL, "result-ttl", 7*24*time.Hour, "how long finished tasks and their results are kept")
 	flag.DurationVar(&sessions.DeviceGrace, "device-grace", time.Minute, "how long a device whose link dropped has to come back before its tasks are cancelled")
+	var st server.StoreConfig
+	flag.IntVar(&st.Readers, "db-readers", 0, "database connections that serve reads at once (default max(4, 2 × GOMAXPROCS))")
+	flag.DurationVar(&st.ReaderIdle, "db-reader-idle", time.Minute, "close a database reader unused this long")
 	var conn protocol.ConnOptions
 	flag.Int64Var(&conn.MaxFrameBytes, "max-frame", protocol.DefaultMaxFrameBytes, "largest WebSocket frame accepted, in bytes; a larger one closes the link with 1009")
 	flag.DurationVar(&conn.PingInterval, "ping", protocol.DefaultPingInterval, "WebSocket ping interval; a link silent for two is dropped")
@@ -36,7 +39,7 @@ func main() {
 	flag.Parse()
 
 	log := logOpts.New(os.Stderr)
-	if err := run(*listen, *data, server.Config{Sessions: sessions, Conn: conn, Logger: log, SecureCookies: *secureCookies}); err != nil {
+	if err := run(*listen, *data, server.Config{Sessions: sessions, Store: st, Conn: conn, Logger: log, SecureCookies: *secureCookies}); err != nil {
 		log.Error("aip-server failed", "err", err)
 		os.Exit(1)
 	}

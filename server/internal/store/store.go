@@ -5,8 +5,8 @@
 // Writes go through one writer goroutine that commits whatever writes are
 // waiting in a single transaction (group commit): each write is durable
 // (synchronous=FULL) when [Store.Write] returns, and concurrent writers share
-// one fsync. Reads use their own connections, which WAL mode lets run while
-// the writer works.
+// one fsync. Reads use a bounded pool of connections of their own, which
+// WAL mode lets run while the writer works; idle ones are closed.
 package store
 
 import (
@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime"
 	"sync"
 	"time"
 
@@ -58,9 +59,36 @@ type writeReq struct {
 	done chan error
 }
 
+// Options tune a Store. The zero value gives the defaults.
+type Options struct {
+	// Readers bounds the connections that serve reads: a read beyond them
+	// waits for one to be free. Default DefaultReaders().
+	Readers int
+	// ReaderIdle closes a reader connection unused this long, with the
+	// memory and files it holds. Default 60 s.
+	ReaderIdle time.Duration
+}
+
+// DefaultReaders is the default size of the reader pool: max(4, 2 ×
+// GOMAXPROCS). Reads are short and CPU-bound in the pure-Go SQLite, so
+// more connections than that only hold memory (a page cache each) and
+// files.
+func DefaultReaders() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
+
+func (o Options) withDefaults() Options {
+	if o.Readers <= 0 {
+		o.Readers = DefaultReaders()
+	}
+	if o.ReaderIdle <= 0 {
+		o.ReaderIdle = time.Minute
+	}
+	return o
+}
+
 // Open opens or creates the database at path, brings its schema up to
 // date, and starts the writer.
-func Open(ctx context.Context, path string) (*Store, error) {
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
 	wdb, err := openDB(path, "journal_mode(WAL)", "synchronous(FULL)")
 	if err != nil {
 		return nil, err
@@ -83,6 +111,12 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		wdb.Close()
 		return nil, err
 	}
+	// Unbounded, a burst of 2000 reads opened a connection each and left
+	// a thousand of them open: SQLite keeps a closed connection's files
+	// while others hold locks on the database, for the next one to reuse.
+	rdb.SetMaxOpenConns(opts.Readers)
+	rdb.SetMaxIdleConns(opts.Readers)
+	rdb.SetConnMaxIdleTime(opts.ReaderIdle)
 	s := &Store{wdb: wdb, conn: conn, rdb: rdb, writes: make(chan writeReq), closing: make(chan struct{}),
 		closed: make(chan struct{}), stmts: map[string]*sql.Stmt{}}
 	go s.writer()
