@@ -55,25 +55,46 @@ type StoreConfig struct {
 	// ReaderIdle closes a reader connection unused this long, with the
 	// memory and files it holds. Default 60 s.
 	ReaderIdle time.Duration
+	// UnrecordedWrites and UnrecordedBytes bound the writes the database
+	// could not take (a full disk) that the server keeps, in memory, to
+	// retry until it takes them: devices' results, commands' failures,
+	// tasks' ends; bytes count what they would record. Past either bound
+	// a write is dropped: results stay in their agent's outbox, which
+	// sends them again after it next registers, and a task's end is
+	// recorded as "server restarted" at the next start. Default 10 000
+	// writes and 64 MiB.
+	UnrecordedWrites int
+	UnrecordedBytes  int64
+}
+
+func (c *StoreConfig) setDefaults() {
+	if c.UnrecordedWrites <= 0 {
+		c.UnrecordedWrites = defaultUnrecordedWrites
+	}
+	if c.UnrecordedBytes <= 0 {
+		c.UnrecordedBytes = defaultUnrecordedBytes
+	}
 }
 
 // Server is the device gateway and operator API. Serve its Handler.
 type Server struct {
-	cfg       Config
-	log       *slog.Logger
-	lock      *dirlock.Lock // the data dir's, held until Close
-	store     *store.Store
-	reg       *registry
-	disp      *dispatcher
-	sessions  *sessionManager
-	metrics   *metrics.Metrics
-	logins    *logins
-	csrf      *http.CrossOriginProtection
-	adminHash string
-	stop      chan struct{}
-	stopOnce  sync.Once
-	closeOnce sync.Once
-	janitor   chan struct{} // closed when the results janitor has stopped
+	cfg   Config
+	log   *slog.Logger
+	lock  *dirlock.Lock // the data dir's, held until Close
+	store *store.Store
+	// unrecorded keeps what the store could not take, to retry.
+	unrecorded *unrecorded
+	reg        *registry
+	disp       *dispatcher
+	sessions   *sessionManager
+	metrics    *metrics.Metrics
+	logins     *logins
+	csrf       *http.CrossOriginProtection
+	adminHash  string
+	stop       chan struct{}
+	stopOnce   sync.Once
+	closeOnce  sync.Once
+	janitor    chan struct{} // closed when the results janitor has stopped
 }
 
 // AdminTokenFile is the name of the operator token file in the data dir.
@@ -93,6 +114,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.EventsKeepalive = cmp.Or(cfg.EventsKeepalive, 15*time.Second)
+	cfg.Store.setDefaults()
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("server: data dir is required")
 	}
@@ -136,11 +158,14 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock) (*Server, 
 		logins: newLogins(), csrf: http.NewCrossOriginProtection(),
 		stop: make(chan struct{}), janitor: make(chan struct{})}
 	s.metrics = metrics.New(metrics.Sources{
-		ConnectedDevices: s.reg.deviceCount,
-		LiveSessions:     func(state string) int { return s.sessions.liveSessions(state) },
+		ConnectedDevices:   s.reg.deviceCount,
+		LiveSessions:       func(state string) int { return s.sessions.liveSessions(state) },
+		StoreWriteFailures: st.WriteFailures,
+		UnrecordedWrites:   func() int { n, _ := s.unrecorded.pending(); return n },
 	})
-	s.disp = newDispatcher(st, s.reg, s.metrics, s.log)
-	s.sessions = newSessionManager(cfg.Sessions, st, s.disp, s.reg, s.metrics, s.log)
+	s.unrecorded = newUnrecorded(st, cfg.Store, s.metrics.UnrecordedDropped, s.log)
+	s.disp = newDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, s.log)
+	s.sessions = newSessionManager(cfg.Sessions, st, s.unrecorded, s.disp, s.reg, s.metrics, s.log)
 	go func() {
 		defer close(s.janitor)
 		s.sessions.expireResults(s.stop)
@@ -191,6 +216,7 @@ func (s *Server) Shutdown() {
 		s.disp.shutdown()
 		s.sessions.wait()
 		<-s.janitor
+		s.unrecorded.close()
 		s.reg.closeAll()
 	})
 }

@@ -30,6 +30,8 @@ func main() {
 	var st server.StoreConfig
 	flag.IntVar(&st.Readers, "db-readers", 0, "database connections that serve reads at once (default max(4, 2 × GOMAXPROCS))")
 	flag.DurationVar(&st.ReaderIdle, "db-reader-idle", time.Minute, "close a database reader unused this long")
+	flag.IntVar(&st.UnrecordedWrites, "unrecorded-writes", 10_000, "writes the database could not take (a full disk) kept in memory to retry; past this, results stay with their devices")
+	flag.Int64Var(&st.UnrecordedBytes, "unrecorded-bytes", 64<<20, "bytes of results and task ends kept in memory for a database that cannot take them; past this, as --unrecorded-writes")
 	var conn protocol.ConnOptions
 	flag.Int64Var(&conn.MaxFrameBytes, "max-frame", protocol.DefaultMaxFrameBytes, "largest WebSocket frame accepted, in bytes; a larger one closes the link with 1009")
 	flag.DurationVar(&conn.PingInterval, "ping", protocol.DefaultPingInterval, "WebSocket ping interval; a link silent for two is dropped")
