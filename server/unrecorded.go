@@ -129,26 +129,33 @@ func (u *unrecorded) pending() (int, int64) {
 }
 
 // run retries the kept writes until close, waiting longer each time the
-// store refuses them.
+// store refuses them. A write kept while a retry is due does not put it
+// off: under a steady stream of refused writes, retries still come.
 func (u *unrecorded) run() {
 	defer close(u.done)
 	delay := retryUnrecordedFirst
+	retry := time.NewTimer(delay)
+	retry.Stop()
+	due := false
 	for {
-		var retry <-chan time.Time
-		if n, _ := u.pending(); n > 0 {
-			retry = time.After(delay)
-		}
 		select {
 		case <-u.stop:
+			retry.Stop()
 			return
 		case <-u.wake:
-			continue // the write just failed: retry it after delay
-		case <-retry:
-		}
-		if u.flush() {
-			delay = retryUnrecordedFirst
-		} else {
+			if !due {
+				retry.Reset(delay)
+				due = true
+			}
+		case <-retry.C:
+			due = false
+			if u.flush() {
+				delay = retryUnrecordedFirst
+				continue
+			}
 			delay = min(2*delay, retryUnrecordedMax)
+			retry.Reset(delay)
+			due = true
 		}
 	}
 }
