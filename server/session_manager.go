@@ -73,9 +73,9 @@ type sessionManager struct {
 	store      *store.Store
 	unrecorded *unrecorded
 	disp       *dispatcher
-	reg     *registry
-	metrics *metrics.Metrics
-	log     *slog.Logger
+	reg        *registry
+	metrics    *metrics.Metrics
+	log        *slog.Logger
 
 	mu     sync.Mutex
 	closed bool
