@@ -22,6 +22,9 @@ APT_PACKAGES += qemu-user-static
 # UFO's pydantic models (testdata/protocol/ufo_wire.py) check our JSON
 # frames; Debian 12 ships pydantic 1, which the script also speaks.
 APT_PACKAGES += python3-pydantic
+# UFO's own galaxy client imports websockets (e2e/ufo_galaxy_test.go, which
+# runs only with a UFO checkout in EDGEAIP_UFO_DIR).
+APT_PACKAGES += python3-websockets
 # systemd-analyze verify checks the packaged unit (cmd/aip-agent), without
 # what systemd recommends.
 APT_PACKAGES_NO_RECOMMENDS := systemd
@@ -39,7 +42,7 @@ NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 \
                 @modelcontextprotocol/server-filesystem@2026.8.31 \
                 @playwright/mcp@0.0.83
 
-.PHONY: all build tools cross footprint fixtures test fuzz bench-fuel deps deps-apt deps-npm demo clean FORCE
+.PHONY: all build tools cross footprint fixtures generate test fuzz bench-fuel deps deps-apt deps-npm demo clean FORCE
 .DELETE_ON_ERROR:
 
 all: build
@@ -92,6 +95,11 @@ fixtures:
 	testdata/tools/build.sh
 	testdata/fuel/build.sh
 	wasmtools/examples/c/dir_usage/build.sh
+
+# Rewrites the generated Go files (the CBOR fast path's per-field code,
+# from protocol's message structs); a test fails while one is stale.
+generate:
+	$(GO) generate ./...
 
 test:
 	$(GO) vet ./...

@@ -2,20 +2,29 @@
 // server, registers the device with its system info and tool inventory, and
 // runs the commands the server sends, in the manner of UFO's Command Layer.
 //
-// A [ComputerManager] holds one [Computer] per
-// agent_name::process_name::root_name of the commands; each Computer's
-// registry is keyed "tool_type::tool_name" and holds the device's wasm
-// tools (run by package sandbox) and the tools of the MCP servers its config
-// names, which the agent proxies. A [Router] checks a command's actions
-// against the tools' input schemas and executes them in order, skipping the
-// rest after a failure (early exit).
+// An [Agent] wires its parts, each a package of its own:
 //
-// The link loses nothing: commands are recorded before they run and their
-// results before they count as done, in an on-disk outbox that answers a
-// command sent twice without running it again and delivers results after
-// the next registration until the server acknowledges them. RATIONALE.md
-// explains the outbox's format and its crash points.
+//   - config (public): the [Config], read from a YAML file and from the
+//     command line by one parser, and merged.
+//   - internal/link: dials the server, registers, sends heartbeats,
+//     reconnects, and delivers results until they are acknowledged.
+//   - internal/executor: admits each COMMAND once, runs it in order within
+//     its session, and records its results.
+//   - internal/outbox: the on-disk journal that records commands before
+//     they run and results before they count as done, answers a command
+//     sent twice without running it again, and keeps results, as the bytes
+//     the link sends, until the server acknowledges them.
+//   - internal/computer: UFO's Computer, ComputerManager (Manager) and
+//     CommandRouter (Router): one registry of tools per
+//     agent_name::process_name::root_name, and the execution of a command's
+//     actions with early exit.
+//   - internal/toolbox: the device's wasm tools, loaded from the tool dirs
+//     and deployments (install_tool), called through sandbox/wasmtool.
+//   - internal/mcpproxy: the MCP servers the config names, whose tools it
+//     publishes to the Computers.
+//   - internal/reply: a command's results, encoded once and made to fit a
+//     frame.
 //
-// [LoadConfig] reads the agent's YAML config; agent.example.yaml documents
-// it.
+// RATIONALE.md explains the outbox's format and its crash points, and the
+// other decisions; agent.example.yaml documents the config.
 package agent

@@ -3,13 +3,13 @@ package agent
 import (
 	"context"
 	"crypto/ed25519"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/edgeaip/edgeaip/agent/internal/computer"
+	"github.com/edgeaip/edgeaip/agent/internal/logtest"
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/stretchr/testify/assert"
@@ -29,7 +29,7 @@ func newOfflineAgent(t *testing.T, cfg Config) *Agent {
 	require.NoError(t, os.WriteFile(token, []byte("aipd_test"), 0o600))
 	ctx := context.Background()
 	cfg.ID, cfg.ServerURL, cfg.TokenFile = "kiosk-1", "ws://127.0.0.1:1/ws", token
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Logger = logtest.Quiet
 	a, err := New(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { a.Close(ctx) })
@@ -45,11 +45,11 @@ func installModule(t *testing.T, a *Agent, wasm []byte, namespace string) protoc
 	t.Helper()
 	params, err := protocol.InstallToolParams(wasm, namespace)
 	require.NoError(t, err)
-	return a.router.Execute(context.Background(), Target{}, []protocol.Command{{ToolName: protocol.InstallToolName, Parameters: params}}, true)[0]
+	return a.router.Execute(context.Background(), computer.Target{}, []protocol.Command{{ToolName: protocol.InstallToolName, Parameters: params}}, true)[0]
 }
 
 func run(a *Agent, tool string, params map[string]any) protocol.Result {
-	return a.router.Execute(context.Background(), Target{}, []protocol.Command{{ToolName: tool, Parameters: params}}, true)[0]
+	return a.router.Execute(context.Background(), computer.Target{}, []protocol.Command{{ToolName: tool, Parameters: params}}, true)[0]
 }
 
 func TestInstalledToolIsKeptLoadedAndAnnounced(t *testing.T) {
@@ -85,7 +85,7 @@ func TestAnActionWhoseToolIsReplacedWhileItsCommandRunsRunsOnTheNewVersion(t *te
 	require.NoError(t, err)
 	// Both actions are resolved before the first deploys signed_echo again
 	// and closes the version the second was resolved to.
-	res := a.router.Execute(context.Background(), Target{}, []protocol.Command{
+	res := a.router.Execute(context.Background(), computer.Target{}, []protocol.Command{
 		{ToolName: protocol.InstallToolName, Parameters: params},
 		{ToolName: "signed_echo", Parameters: map[string]any{"after": "replace"}},
 	}, true)
@@ -148,7 +148,7 @@ func TestDeployedToolsThatClashWithToolDirsAreRefusedAtStart(t *testing.T) {
 	// The operator later adds a tools dir with a tool of the same key.
 	a := offlineAgent(t, data, "signed="+testenv.SignedTools())
 	var clash string
-	for _, r := range a.refusals() {
+	for _, r := range a.tools.Refusals() {
 		if strings.HasSuffix(r.Path, filepath.Join("deployed", "signed_echo.wasm")) {
 			clash = r.Error
 		}
@@ -159,7 +159,7 @@ func TestDeployedToolsThatClashWithToolDirsAreRefusedAtStart(t *testing.T) {
 
 func TestRefusedModulesAreReportedAtRegistration(t *testing.T) {
 	a := offlineAgent(t, t.TempDir(), "signed="+testenv.SignedTools())
-	info := a.registerMessage().Metadata[protocol.MetadataSystemInfo].(protocol.SystemInfo)
+	info := a.systemInfo()
 	refused := info.CustomMetadata["refused_tools"].([]any)
 	require.Len(t, refused, 3)
 	var paths []string
@@ -172,9 +172,9 @@ func TestRefusedModulesAreReportedAtRegistration(t *testing.T) {
 }
 
 // defaultComputer is the Computer of commands that name no agent.
-func defaultComputer(t *testing.T, a *Agent) *Computer {
+func defaultComputer(t *testing.T, a *Agent) *computer.Computer {
 	t.Helper()
-	c, err := a.computers.Get(context.Background(), Target{})
+	c, err := a.computers.Get(context.Background(), computer.Target{})
 	require.NoError(t, err)
 	return c
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/edgeaip/edgeaip/agent/internal/computer"
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
@@ -71,7 +72,7 @@ func TestAModuleThatCannotBeInstrumentedIsRefusedAfterTheAgentRegisters(t *testi
 	assert.Equal(t, path, r["path"])
 	assert.Contains(t, r["error"], `tool "invalid_body": module refused: instrument: invalid module`)
 	assert.Contains(t, r["error"], "("+path+")")
-	assert.True(t, ta.logs.contains(`msg="tool refused" device=dev-1 path=`+path), "the refusal is logged with the module's path")
+	assert.True(t, ta.logs.Contains(`msg="tool refused" device=dev-1 path=`+path), "the refusal is logged with the module's path")
 
 	m := newCommand("s1", action("invalid_body", nil))
 	l.send(t, m)
@@ -87,8 +88,8 @@ func TestACommandThatComesBeforeItsToolIsInstrumentedWaitsAndRuns(t *testing.T) 
 	cfg.Mounts = []sandbox.Mount{{HostPath: files, GuestPath: "/files", ReadOnly: true}}
 	ta := startAgent(t, cfg)
 	l := p.next(t)
-	tool := ta.computers.findBase("tools", "hash_file").(*wasmTool)
-	require.ErrorIs(t, tool.mod.Ready(canceledCtx()), sandbox.ErrCanceled, "hash_file is still being instrumented")
+	tool := ta.computers.FindBase("tools", "hash_file").(interface{ Ready(context.Context) error })
+	require.ErrorIs(t, tool.Ready(canceledCtx()), sandbox.ErrCanceled, "hash_file is still being instrumented")
 
 	m := newCommand("s1", protocol.Command{ToolName: "hash_file", Parameters: map[string]any{"path": "/files/f"}, CallID: "c1"})
 	l.send(t, m)
@@ -105,7 +106,7 @@ func TestADeployedModuleThatCannotBeInstrumentedIsRefusedToTheOperator(t *testin
 	require.NoError(t, err)
 	params, err := protocol.InstallToolParams(wasm, "")
 	require.NoError(t, err)
-	res := a.router.Execute(context.Background(), Target{}, []protocol.Command{{ToolName: protocol.InstallToolName, Parameters: params}}, true)[0]
+	res := a.router.Execute(context.Background(), computer.Target{}, []protocol.Command{{ToolName: protocol.InstallToolName, Parameters: params}}, true)[0]
 	assert.Equal(t, protocol.ResultFailure, res.Status)
 	assert.Contains(t, res.Error, `install_tool: tool "invalid_body": module refused: instrument: invalid module`)
 	assert.NoFileExists(t, filepath.Join(data, "tools", "deployed", "invalid_body.wasm"))

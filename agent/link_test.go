@@ -8,6 +8,11 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/edgeaip/edgeaip/agent/config"
+	"github.com/edgeaip/edgeaip/agent/internal/logtest"
+	"github.com/edgeaip/edgeaip/agent/internal/outbox"
+	"github.com/edgeaip/edgeaip/agent/internal/outbox/outboxtest"
+	"github.com/edgeaip/edgeaip/agent/internal/reply"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -104,8 +109,8 @@ func TestResultsTheServerRefusesAreLoggedWithTheirIDs(t *testing.T) {
 	reply := l.next(t)
 	l.send(t, &protocol.ServerMessage{Type: protocol.ServerError, Status: protocol.StatusError, ResponseID: reply.RequestID, Error: "store full"})
 	const refused = "server refused results; they are not sent again"
-	require.Eventually(t, func() bool { return ta.logs.contains(refused) }, 10*time.Second, 5*time.Millisecond)
-	ta.logs.requireIDs(t, refused, map[string]string{"device": "dev-1", "session_id": "s1", "response_id": m.ResponseID,
+	require.Eventually(t, func() bool { return ta.logs.Contains(refused) }, 10*time.Second, 5*time.Millisecond)
+	ta.logs.RequireIDs(t, refused, map[string]string{"device": "dev-1", "session_id": "s1", "response_id": m.ResponseID,
 		"call_id": "call-count", "request_id": reply.RequestID})
 }
 
@@ -116,7 +121,7 @@ func TestResultsComputedWhileTheLinkIsDownAreDeliveredAfterRegistration(t *testi
 
 	m := newCommand("s1", action("pause", map[string]any{"ms": 300}), action("count", nil))
 	l.send(t, m)
-	require.Eventually(t, func() bool { return ta.logs.contains("command received") }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return ta.logs.Contains("command received") }, 10*time.Second, 5*time.Millisecond)
 	l.conn.CloseNow()
 
 	l2 := p.next(t)
@@ -151,11 +156,10 @@ func TestACommandRunningWhenTheAgentDiedIsReportedAfterRestartNotRunAgain(t *tes
 	// SIGKILL during the tool call leaves on disk (e2e kills a real agent).
 	m := newCommand("s1", action("count", nil), action("echo", nil))
 	m.Actions[0].CallID, m.Actions[1].CallID = "c1", "c2"
-	ob, _, err := openOutbox(filepath.Join(cfg.DataDir, "outbox", cfg.ID+".journal"), osFS{}, OutboxLimits{MaxBytes: 1 << 20, MaxAge: time.Hour}, quietLog)
-	require.NoError(t, err)
-	ob.admit(m.ResponseID)
-	require.NoError(t, ob.accept(acceptedOf(m)))
-	kill(ob)
+	ob := openJournal(t, cfg)
+	ob.Admit(m.ResponseID)
+	require.NoError(t, ob.Accept(outbox.AcceptedOf(m)))
+	ob.Close() // writes nothing, as a killed agent
 
 	startAgent(t, cfg)
 	l := p.next(t)
@@ -182,10 +186,10 @@ func TestGracefulShutdownFinishesCommandsInFlightAndFlushesTheOutbox(t *testing.
 	// however slow the machine.
 	m := newCommand("s1", action("pause", map[string]any{"ms": 2000}))
 	l.send(t, m)
-	require.Eventually(t, func() bool { return ta.logs.contains("command received") }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return ta.logs.Contains("command received") }, 10*time.Second, 5*time.Millisecond)
 	stopped := make(chan struct{})
 	go func() { ta.stop(); close(stopped) }()
-	require.Eventually(t, func() bool { return ta.logs.contains("shutting down") }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return ta.logs.Contains("shutting down") }, 10*time.Second, 5*time.Millisecond)
 
 	late := newCommand("s2", action("count", nil))
 	l.send(t, late)
@@ -195,7 +199,7 @@ func TestGracefulShutdownFinishesCommandsInFlightAndFlushesTheOutbox(t *testing.
 	<-l.closed
 	assert.Equal(t, websocket.StatusGoingAway, protocol.CloseStatus(l.readErr), "closed with a handshake: %v", l.readErr)
 	assert.Empty(t, l.msgs, "a command that came during shutdown was not taken")
-	assert.True(t, ta.logs.contains("command not taken: the agent is shutting down"))
+	assert.True(t, ta.logs.Contains("command not taken: the agent is shutting down"))
 }
 
 func TestShutdownCancelsCommandsThatOutlastTheGracePeriod(t *testing.T) {
@@ -207,7 +211,7 @@ func TestShutdownCancelsCommandsThatOutlastTheGracePeriod(t *testing.T) {
 
 	m := newCommand("s1", action("nap", map[string]any{"ms": 30000}), action("count", nil))
 	l.send(t, m)
-	require.Eventually(t, func() bool { return ta.logs.contains("command received") }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return ta.logs.Contains("command received") }, 10*time.Second, 5*time.Millisecond)
 	go ta.stop()
 	res := l.results(t, m.ResponseID)
 	assert.Equal(t, protocol.ResultFailure, res[0].Status)
@@ -275,7 +279,7 @@ func TestADeadLinkIsNoticedByItsPingsAndReplaced(t *testing.T) {
 	l := p.next(t)
 	l.stalled.Store(true) // the TCP connection stays open; nothing answers
 	l2 := p.next(t)
-	assert.True(t, ta.logs.contains("link dead: ping unanswered"))
+	assert.True(t, ta.logs.Contains("link dead: ping unanswered"))
 	m := newCommand("s1", action("count", nil))
 	l2.send(t, m)
 	assert.EqualValues(t, 1, calls(t, l2.results(t, m.ResponseID)))
@@ -285,15 +289,16 @@ func TestResultsRecordedUnderALargerFrameCapGoOutAsFailuresAndHoldUpNothing(t *t
 	p := newTestPeer(t)
 	cfg := agentConfig(t, p.url())
 	// Recorded by an agent whose frame cap was larger.
-	ob, _, err := openOutbox(filepath.Join(cfg.DataDir, "outbox", cfg.ID+".journal"), osFS{}, OutboxLimits{MaxBytes: 1 << 20, MaxAge: time.Hour}, quietLog)
-	require.NoError(t, err)
-	big, small := testReply("big", strings.Repeat("x", 100_000)), testReply("small", "y")
-	for _, r := range []*protocol.ClientMessage{big, small} {
-		ob.admit(r.PrevResponseID)
-		require.NoError(t, ob.accept(testCommand(r.PrevResponseID)))
-		require.NoError(t, ob.complete(r))
+	ob := openJournal(t, cfg)
+	big, small := outboxtest.Results("big", strings.Repeat("x", 100_000)), outboxtest.Results("small", "y")
+	for _, m := range []*protocol.ClientMessage{big, small} {
+		ob.Admit(m.PrevResponseID)
+		require.NoError(t, ob.Accept(outboxtest.Command(m.PrevResponseID)))
+		r, err := reply.Encode(m, protocol.CBOR, logtest.Quiet)
+		require.NoError(t, err)
+		require.NoError(t, ob.Complete(r))
 	}
-	kill(ob)
+	ob.Close()
 
 	cfg.Conn.MaxFrameBytes = 64 << 10
 	startAgent(t, cfg)
@@ -319,6 +324,16 @@ func TestALinkClosedRightAfterRegistrationDoesNotResetTheBackoff(t *testing.T) {
 	for range 3 {
 		p.next(t)
 	}
-	require.Eventually(t, func() bool { return ta.logs.contains("attempt=3") }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return ta.logs.Contains("attempt=3") }, 10*time.Second, 5*time.Millisecond,
 		"each short-lived link counts as another failed attempt")
+}
+
+// openJournal opens the outbox of the agent cfg configures, as an agent
+// that ran before would have.
+func openJournal(t *testing.T, cfg Config) *outbox.Outbox {
+	t.Helper()
+	ob, _, err := outbox.Open(filepath.Join(cfg.DataDir, "outbox", cfg.ID+".journal"), outbox.OSFS{}, protocol.CBOR,
+		config.OutboxLimits{MaxBytes: 1 << 20, MaxAge: time.Hour}, logtest.Quiet)
+	require.NoError(t, err)
+	return ob
 }

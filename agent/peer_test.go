@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/edgeaip/edgeaip/agent/internal/logtest"
+	"github.com/edgeaip/edgeaip/agent/internal/mcpproxy/mcptest"
+	"github.com/edgeaip/edgeaip/agent/internal/outbox"
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/google/uuid"
@@ -40,6 +43,7 @@ type testPeer struct {
 // peerLink is one registered connection of the agent.
 type peerLink struct {
 	conn       *protocol.Conn
+	upgrade    *http.Request // the upgrade request, as the peer got it
 	register   protocol.ClientMessage
 	msgs       chan protocol.ClientMessage // all but heartbeats
 	heartbeats atomic.Int64
@@ -58,13 +62,13 @@ func newTestPeer(t *testing.T) *testPeer {
 func (p *testPeer) url() string { return "ws" + strings.TrimPrefix(p.srv.URL, "http") + "/ws" }
 
 func (p *testPeer) serve(w http.ResponseWriter, r *http.Request) {
-	conn, err := protocol.Accept(w, r, protocol.ConnOptions{Logger: quietLog})
+	conn, err := protocol.Accept(w, r, protocol.ConnOptions{Logger: logtest.Quiet})
 	if err != nil {
 		return
 	}
 	defer conn.CloseNow()
 	ctx := r.Context()
-	l := &peerLink{conn: conn, msgs: make(chan protocol.ClientMessage, 256), closed: make(chan struct{})}
+	l := &peerLink{conn: conn, upgrade: r.Clone(context.Background()), msgs: make(chan protocol.ClientMessage, 256), closed: make(chan struct{})}
 	if err := conn.Read(ctx, &l.register); err != nil {
 		return
 	}
@@ -118,6 +122,17 @@ func (p *testPeer) next(t *testing.T) *peerLink {
 	}
 }
 
+// linkedOn starts an agent speaking wire to a new testPeer, and returns
+// its link.
+func linkedOn(t *testing.T, wire protocol.Encoding) *peerLink {
+	t.Helper()
+	p := newTestPeer(t)
+	cfg := agentConfig(t, p.url())
+	cfg.Wire = wire
+	startAgent(t, cfg)
+	return p.next(t)
+}
+
 // newCommand is a COMMAND with a fresh response_id.
 func newCommand(session string, actions ...protocol.Command) *protocol.ServerMessage {
 	return &protocol.ServerMessage{Type: protocol.ServerCommand, Status: protocol.StatusContinue,
@@ -165,7 +180,7 @@ func (l *peerLink) quiet(t *testing.T, d time.Duration) {
 // testAgent is an Agent running in the test, linked to a testPeer.
 type testAgent struct {
 	*Agent
-	logs   *logRecorder
+	logs   *logtest.Recorder
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
@@ -180,21 +195,21 @@ func agentConfig(t *testing.T, url string) Config {
 	return Config{
 		ID: "dev-1", ServerURL: url, TokenFile: token, DataDir: filepath.Join(dir, "data"),
 		ToolDirs:          []string{"fixtures=" + testenv.TestdataTools()},
-		MCP:               defaultAction(testMCPStdio(t, "helper")),
+		MCP:               defaultAction(mcptest.Stdio(t, "helper")),
 		HeartbeatInterval: time.Second,
 	}
 }
 
 func startAgent(t *testing.T, cfg Config) *testAgent {
 	t.Helper()
-	return startAgentOn(t, cfg, osFS{})
+	return startAgentOn(t, cfg, outbox.OSFS{})
 }
 
 // startAgentOn starts an agent that keeps its outbox on fs.
-func startAgentOn(t *testing.T, cfg Config, fs outboxFS) *testAgent {
+func startAgentOn(t *testing.T, cfg Config, fs outbox.FS) *testAgent {
 	t.Helper()
-	logs := &logRecorder{}
-	cfg.Logger = logs.logger()
+	logs := &logtest.Recorder{}
+	cfg.Logger = logs.Logger()
 	a, err := newAgent(context.Background(), cfg, fs)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

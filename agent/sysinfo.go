@@ -2,22 +2,45 @@ package agent
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 
+	"github.com/edgeaip/edgeaip/agent/internal/computer"
 	"github.com/edgeaip/edgeaip/protocol"
 )
 
-// Version is the agent's version, reported at registration.
+// Version is the agent's version, reported at registration and to the MCP
+// servers it proxies.
 const Version = "0.2.0"
 
-// systemInfo describes this device as UFO's DeviceInfoProvider does, plus
+// systemInfo describes the device with the tools of its default Computer,
+// as the link registers it. The modules refused since start are listed in
+// custom_metadata.refused_tools, so that the operator sees why a tool is
+// missing.
+func (a *Agent) systemInfo() protocol.SystemInfo {
+	var tools []protocol.MCPToolInfo
+	if c, err := a.computers.Get(context.Background(), computer.Target{}); err == nil {
+		tools = c.ListTools("", "", false)
+	}
+	info := hostInfo(a.cfg.ID, a.cfg.Labels, len(a.cfg.MCP) > 0, tools)
+	if refusals := a.tools.Refusals(); len(refusals) > 0 {
+		refused := make([]any, len(refusals))
+		for i, r := range refusals {
+			refused[i] = map[string]any{"path": r.Path, "error": r.Error}
+		}
+		info.CustomMetadata["refused_tools"] = refused
+	}
+	return info
+}
+
+// hostInfo describes this device as UFO's DeviceInfoProvider does, plus
 // edgeaip's fields. Anything that cannot be read is reported as "unknown"
 // or zero rather than failing registration.
-func systemInfo(id string, labels map[string]string, mcp bool, tools []protocol.MCPToolInfo) protocol.SystemInfo {
+func hostInfo(id string, labels map[string]string, mcp bool, tools []protocol.MCPToolInfo) protocol.SystemInfo {
 	host, err := os.Hostname()
 	if err != nil {
 		host = "unknown"

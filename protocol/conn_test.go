@@ -378,6 +378,47 @@ func TestSendReplacesInvalidUTF8(t *testing.T) {
 	}
 }
 
+// A frame encoded once is sent as it is, as often as needed: what an
+// agent records is what the server gets.
+func TestAFrameEncodedOnceIsSentAsItIs(t *testing.T) {
+	s := newTestServer(t, ConnOptions{}, 0)
+	for _, enc := range encodings {
+		c, p := s.dial(enc, DialOptions{ConnOptions: ConnOptions{MaxFrameBytes: 512}})
+		m := &ClientMessage{Type: ClientCommandResults, Status: StatusOK, RequestID: "r1", Error: "bad \xff",
+			ActionResults: []Result{{Status: ResultSuccess, Result: map[string]any{"n": int64(1)}}}}
+		f, err := enc.EncodeFrame(m, quiet)
+		require.NoError(t, err)
+		for range 2 {
+			require.NoError(t, c.SendFrame(ctxT(t), f))
+			got := recv(t, p.got)
+			assert.Equal(t, "bad \ufffd", got.Error, "%s: fixed when encoded", enc)
+			assert.Equal(t, map[string]any{"n": int64(1)}, got.ActionResults[0].Result, enc)
+			var echo ServerMessage
+			require.NoError(t, c.Read(ctxT(t), &echo))
+		}
+		clean := &ClientMessage{Type: ClientHeartbeat, Status: StatusOK, RequestID: "r2"}
+		f, err = enc.EncodeFrame(clean, quiet)
+		require.NoError(t, err)
+		want, err := enc.Marshal(clean)
+		require.NoError(t, err)
+		assert.Equal(t, want, f.Data, "%s: the bytes Send writes", enc)
+
+		other := CBOR
+		if enc == CBOR {
+			other = JSON
+		}
+		wrong, err := other.EncodeFrame(m, quiet)
+		require.NoError(t, err)
+		assert.ErrorContains(t, c.SendFrame(ctxT(t), wrong), "send: a "+other.String()+" frame on a "+enc.String()+" connection")
+		big, err := enc.EncodeFrame(&ClientMessage{Type: ClientHeartbeat, Status: StatusOK, Error: strings.Repeat("x", 600)}, quiet)
+		require.NoError(t, err)
+		assert.ErrorIs(t, c.SendFrame(ctxT(t), big), ErrTooBig)
+		_, err = enc.EncodeFrame(&ClientMessage{Status: StatusOK}, quiet)
+		assert.ErrorContains(t, err, `field "type": missing`)
+		exchange(t, c, "still-up")
+	}
+}
+
 func TestCloseIsACleanHandshake(t *testing.T) {
 	s := newTestServer(t, ConnOptions{}, 0)
 	c, p := s.dial(JSON, DialOptions{})

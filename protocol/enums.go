@@ -76,7 +76,8 @@ const (
 var ToolTypes = [...]ToolType{ToolDataCollection, ToolAction}
 
 // The values of each enum type, for validation, and for the fast decoder
-// to share their strings instead of allocating.
+// to share their strings instead of allocating: cborgen finds the array of
+// a field's type by its element type, so each type has one.
 var (
 	resultStatuses     = [...]ResultStatus{ResultSuccess, ResultFailure, ResultSkipped, ResultNone}
 	taskStatuses       = [...]TaskStatus{StatusContinue, StatusCompleted, StatusFailed, StatusOK, StatusError}

@@ -2,6 +2,11 @@ package protocol
 
 import "time"
 
+// The CBOR fast path's code for these structs is generated from them: run
+// go generate ./protocol after changing one (RATIONALE.md, "Generated
+// per-field code").
+//go:generate go run ./internal/cborgen -o cbor_fast_gen.go ServerMessage ClientMessage
+
 // The model follows UFO's pydantic classes field for field and in the same
 // order. How a pydantic Optional maps to Go:
 //

@@ -22,11 +22,13 @@ const sendTimeout = 10 * time.Second
 // COMMAND_RESULTS or its timeout; see RATIONALE.md for why this loses
 // nothing and records every result exactly once.
 //
-//   - A command is recorded before it is sent.
-//   - A command for a device that is offline but within its grace (its
-//     link dropped lately) waits, unsent, for the device to register
-//     again, within its timeout and the grace; it fails when the grace
-//     ends, or when its caller stops waiting, without ever being sent.
+//   - A command is recorded before it is sent, and only then decided on:
+//     see park, the one place that says when a command waits for its
+//     device and when it fails at once.
+//   - A command for a device between links (its link dropped within its
+//     grace) waits, unsent, for the device to register again, within its
+//     timeout and the grace; it fails when the grace ends, or when its
+//     caller stops waiting, without ever being sent.
 //   - If the device's link drops, the command waits for the device to
 //     register again within its timeout, and is sent again on the new link
 //     with the same response_id and call_ids; the agent answers a repeat
@@ -46,6 +48,8 @@ type dispatcher struct {
 	// not take them, ended: deliver's error for them.
 	answer func(deviceID string, m *protocol.ClientMessage, err error)
 	log    *slog.Logger
+	// frameCap is the largest frame a link carries.
+	frameCap int64
 
 	mu      sync.Mutex
 	pending map[string]*command // by response_id
@@ -58,11 +62,8 @@ type command struct {
 	// session: see commandSpec.session.
 	session *store.Session
 	timeout time.Duration
-	// offlineWait is how long the command waits, unsent, for a device
-	// that is offline when it starts; 0 fails it at once.
-	offlineWait time.Duration
-	log         *slog.Logger
-	start       time.Time // when it was recorded
+	log     *slog.Logger
+	start   time.Time // when it was recorded
 
 	done chan struct{}
 	once sync.Once
@@ -89,8 +90,9 @@ func (c *command) result() commandResult {
 }
 
 func newDispatcher(st *store.Store, u *unrecorded, reg *registry, mx *metrics.Metrics,
-	answer func(deviceID string, m *protocol.ClientMessage, err error), log *slog.Logger) *dispatcher {
-	return &dispatcher{store: st, unrecorded: u, reg: reg, metrics: mx, answer: answer, log: log, pending: map[string]*command{}}
+	answer func(deviceID string, m *protocol.ClientMessage, err error), log *slog.Logger, frameCap int64) *dispatcher {
+	return &dispatcher{store: st, unrecorded: u, reg: reg, metrics: mx, answer: answer, log: log, frameCap: frameCap,
+		pending: map[string]*command{}}
 }
 
 // end ends cmd with its outcome: the first call wins. The command is
@@ -113,8 +115,6 @@ type commandSpec struct {
 	actions []protocol.Command
 	tools   []store.ToolRef
 	timeout time.Duration
-	// offlineWait: see command.offlineWait.
-	offlineWait time.Duration
 	// session, if set, is the row of the session this command alone
 	// makes up (a single command from the API). The dispatcher records it
 	// in the transaction that records the command, and ends it in the one
@@ -137,15 +137,20 @@ func (d *dispatcher) newCommand(spec commandSpec) *command {
 		Step: spec.step, Attempt: spec.attempt, Actions: actions, Tools: spec.tools,
 	}
 	return &command{
-		rec: rec,
-		msg: &protocol.ServerMessage{
-			Type: protocol.ServerCommand, Status: protocol.StatusContinue, Actions: actions,
-			SessionID: rec.SessionID, ResponseID: rec.ResponseID, Timestamp: protocol.Now(),
-		},
-		session: spec.session, timeout: spec.timeout, offlineWait: spec.offlineWait,
+		rec:     rec,
+		msg:     commandMessage(rec.SessionID, rec.ResponseID, actions),
+		session: spec.session, timeout: spec.timeout,
 		log: d.log.With("device", rec.DeviceID, "session_id", rec.SessionID, "response_id", rec.ResponseID,
 			"call_id", protocol.JoinCallIDs(callIDs)),
 		done: make(chan struct{}),
+	}
+}
+
+// commandMessage is the COMMAND that carries actions.
+func commandMessage(sessionID, responseID string, actions []protocol.Command) *protocol.ServerMessage {
+	return &protocol.ServerMessage{
+		Type: protocol.ServerCommand, Status: protocol.StatusContinue, Actions: actions,
+		SessionID: sessionID, ResponseID: responseID, Timestamp: protocol.Now(),
 	}
 }
 
@@ -172,10 +177,8 @@ func (d *dispatcher) run(ctx context.Context, cmd *command) commandResult {
 		return commandResult{responseID: cmd.rec.ResponseID, results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), err.Error()),
 			err: fmt.Errorf("%w: %w", errStorage, err)}
 	}
-	if online := d.reg.device(cmd.rec.DeviceID) != nil; online || cmd.offlineWait > 0 {
-		d.park(cmd, online)
-	} else {
-		d.fail(cmd, fmt.Sprintf("device %q is offline", cmd.rec.DeviceID))
+	if offline := d.park(cmd); offline != "" {
+		d.fail(cmd, offline)
 	}
 	select {
 	case <-cmd.done:
@@ -196,27 +199,47 @@ func (d *dispatcher) run(ctx context.Context, cmd *command) commandResult {
 	}
 }
 
-// park makes cmd wait for its results, and sends it if its device is
-// online. It looks the link up after parking: a device that registers
-// again in between then either finds it parked and gets it sent, or is
-// the link found here. A command for a device that was offline waits at
-// most its offlineWait to be sent.
-func (d *dispatcher) park(cmd *command, online bool) {
+// park decides, once cmd is recorded, whether it goes to its device now,
+// waits for it, or fails at once, and makes it wait for its results
+// unless it fails; offline, if not "", is why it fails. This is the one
+// place that decides it (RATIONALE.md, "When a command waits for its
+// device"), from where the registry says the device is:
+//
+//   - online: it is sent on the device's link now;
+//   - between links (its link dropped within its grace): it waits, unsent,
+//     for the device to register again, within its timeout and what is
+//     left of the grace;
+//   - anywhere else (not seen since the server started, past its grace):
+//     it fails at once, "device X is offline".
+//
+// The decision and the parking are one step under d.mu: a device that
+// registers again afterwards finds the command parked and gets it sent
+// (resend), and one whose grace ends afterwards has it abandoned. The
+// registry moves a device from online to between links in one step, so
+// a link that drops at any moment before, even while the command was
+// being recorded, leaves it waiting, never failed.
+func (d *dispatcher) park(cmd *command) (offline string) {
+	id := cmd.rec.DeviceID
 	d.mu.Lock()
+	c, graceLeft := d.reg.reach(id)
+	if c == nil && graceLeft <= 0 {
+		d.mu.Unlock()
+		return fmt.Sprintf("device %q is offline", id)
+	}
 	d.pending[cmd.rec.ResponseID] = cmd
 	cmd.timer = time.AfterFunc(cmd.timeout, func() { d.expire(cmd) })
-	if !online && cmd.offlineWait < cmd.timeout {
-		cmd.unsentTimer = time.AfterFunc(cmd.offlineWait, func() {
-			d.failUnsent(cmd, fmt.Sprintf("device %q is offline and did not register again within its grace", cmd.rec.DeviceID))
+	if c == nil && graceLeft < cmd.timeout {
+		cmd.unsentTimer = time.AfterFunc(graceLeft, func() {
+			d.failUnsent(cmd, fmt.Sprintf("device %q is offline and did not register again within its grace", id))
 		})
 	}
 	d.mu.Unlock()
-	if !online {
-		cmd.log.Info("device is offline; the command waits for it to register again", "within", min(cmd.offlineWait, cmd.timeout))
+	if c == nil {
+		cmd.log.Info("device is offline; the command waits for it to register again", "within", min(graceLeft, cmd.timeout))
+		return ""
 	}
-	if c := d.reg.device(cmd.rec.DeviceID); c != nil {
-		d.send(cmd, c, false)
-	}
+	d.send(cmd, c, false)
+	return ""
 }
 
 // failUnsent fails cmd, durably, if it was never sent, so that it never
@@ -235,7 +258,9 @@ func (d *dispatcher) failUnsent(cmd *command, reason string) bool {
 }
 
 // send writes cmd on c unless it was already sent there. A failed send
-// leaves the command waiting for the device to register again.
+// leaves the command waiting for the device to register again, unless the
+// command is too big for a frame: it could never be sent, so it fails at
+// once, saying so.
 func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	d.mu.Lock()
 	if cmd.sentOn == c || d.pending[cmd.rec.ResponseID] != cmd {
@@ -253,6 +278,10 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 	err := c.conn.Send(ctx, cmd.msg)
 	cancel()
+	if errors.Is(err, protocol.ErrTooBig) {
+		d.tooBig(cmd, c, err)
+		return
+	}
 	if err != nil {
 		d.mu.Lock()
 		if cmd.sentOn == c {
@@ -267,6 +296,19 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	} else {
 		cmd.log.Info("command sent", "actions", len(cmd.rec.Actions), "timeout", cmd.timeout)
 	}
+}
+
+// tooBig fails cmd, which c's link refused as larger than a frame (err).
+// Admission refuses such a command before it is recorded; one gets here
+// when its device came back on a wire in which it is larger than it was
+// measured.
+func (d *dispatcher) tooBig(cmd *command, c *client, err error) {
+	size, merr := frameSize(c.conn.Encoding(), cmd.msg)
+	if merr != nil {
+		d.fail(cmd, fmt.Sprintf("command not sent: %v", err))
+		return
+	}
+	d.fail(cmd, "command not sent: "+frameTooBig(size, c.conn.Encoding(), d.frameCap))
 }
 
 // resend sends every command still waiting on c's device on its new link,

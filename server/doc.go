@@ -6,7 +6,10 @@
 // audit log in SQLite, and serves the operator HTTP API under /api,
 // including UFO's endpoints, Prometheus metrics at /metrics and the web
 // dashboard at /. A fleet runs a plan on every device whose labels match,
-// as a session whose children are one plan session per device.
+// as a session whose children are one plan session per device. Every
+// command, plan and fleet passes admission first: the wire's limits, the
+// size bounds of Limits, and each call against its device's tools and
+// their input schemas, all checked before anything is recorded or sent.
 //
 // The session manager follows UFO's Session Manager: a session per task,
 // run in the background, ending with a TASK_END to whoever asked. The

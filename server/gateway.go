@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/google/uuid"
 )
 
 // registerTimeout is how long a new connection has to send REGISTER.
@@ -123,19 +124,33 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 		s.log.Info("client reconnected; closing its stale link", "client_id", c.id)
 		go old.conn.Close(websocket.StatusPolicyViolation, "superseded by a new connection")
 	}
-	ack := &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, Timestamp: protocol.Now(), ResponseID: m.RequestID}
-	if err := s.send(ctx, conn, ack); err != nil {
-		s.reg.remove(c)
+	if err := s.send(ctx, conn, registrationAck(&m)); err != nil {
+		s.unregister(c)
 		return nil, fmt.Errorf("ack: %w", err)
 	}
 	if c.isDevice() {
-		s.sessions.deviceBack(c.id)
 		go s.disp.resend(c)
 		s.log.Info("device registered", "device", c.id, "wire", conn.Encoding(), "tools", toolCount(c.info.Load()))
 	} else {
 		s.log.Info("constellation registered", "client_id", c.id, "target", c.target, "wire", conn.Encoding())
 	}
 	return c, nil
+}
+
+// registrationAck is the ack of a REGISTER: a HEARTBEAT with status ok.
+func registrationAck(m *protocol.ClientMessage) *protocol.ServerMessage {
+	return &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, Timestamp: protocol.Now(), ResponseID: ackID(m)}
+}
+
+// ackID is the response_id of the ack of m: m's request_id, or, as UFO's
+// server always gives one (RegistrationProtocol.send_registration_confirmation,
+// AIPProtocol.send_ack), a fresh one when m has none, as the REGISTER and
+// TASK of UFO's clients do not.
+func ackID(m *protocol.ClientMessage) string {
+	if m.RequestID != "" {
+		return m.RequestID
+	}
+	return uuid.NewString()
 }
 
 // registerDevice checks a device's REGISTER against its token.
@@ -153,6 +168,8 @@ func registerDevice(dev *store.Device, m *protocol.ClientMessage, log *slog.Logg
 	return c, nil
 }
 
+// unregister forgets a connection that ended. A device whose link it
+// was is then between links, for its grace (see the registry).
 func (s *Server) unregister(c *client) {
 	if !s.reg.remove(c) {
 		// Superseded: the client is still online on its new connection.
@@ -161,12 +178,20 @@ func (s *Server) unregister(c *client) {
 	}
 	if c.isDevice() {
 		s.disp.linkDropped(c)
-		s.sessions.deviceLeft(c.id)
-		s.log.Info("device disconnected", "device", c.id)
+		s.log.Info("device disconnected", "device", c.id, "grace", s.reg.grace)
 		return
 	}
 	s.sessions.requesterGone(c.id)
 	s.log.Info("constellation disconnected", "client_id", c.id)
+}
+
+// graceEnded gives up on a device whose link dropped and which did not
+// come back within its grace: the commands waiting on it are not sent
+// again, and the sessions on it are cancelled as device_disconnected.
+func (s *Server) graceEnded(id string) {
+	s.log.Info("device did not come back within its grace", "device", id, "grace", s.reg.grace)
+	s.disp.abandon(id)
+	s.sessions.deviceGone(id)
 }
 
 // serveDevice reads a device's messages until the link drops.

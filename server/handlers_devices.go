@@ -124,8 +124,9 @@ func (s *Server) deviceView(d store.Device) api.Device {
 }
 
 // command is POST /api/devices/{id}/commands: one command, run as a
-// session of its own, answered when it ends.
-func (s *Server) command(w http.ResponseWriter, r *http.Request) {
+// session of its own, answered when it ends. key, if not nil, is recorded
+// with the command.
+func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
 	d, ok := s.lookupDevice(w, r)
 	if !ok {
 		return
@@ -143,7 +144,11 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	resp, err := s.sessions.runCommand(r.Context(), d.ID, req.Actions, timeout)
+	if err := s.admission.admit(commandOrder(d.ID, req.Actions)); err != nil {
+		writeRequestError(w, err)
+		return
+	}
+	resp, err := s.sessions.runCommand(r.Context(), d.ID, req.Actions, timeout, key)
 	if err != nil {
 		writeSessionError(w, err)
 		return
@@ -190,7 +195,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
-	limit, ok := parseLimit(w, q.Get("limit"))
+	limit, ok := parseLimit(w, q.Get("limit"), defaultAuditLimit, maxAuditLimit)
 	if !ok {
 		return
 	}
@@ -210,19 +215,20 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// Page sizes of the list endpoints.
+// Page sizes of GET /api/audit.
 const (
-	defaultLimit = 100
-	maxLimit     = 1000
+	defaultAuditLimit = 100
+	maxAuditLimit     = 1000
 )
 
-func parseLimit(w http.ResponseWriter, s string) (int, bool) {
+// parseLimit reads a list's "limit" query: def if empty, else 1 to max.
+func parseLimit(w http.ResponseWriter, s string, def, max int) (int, bool) {
 	if s == "" {
-		return defaultLimit, true
+		return def, true
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > maxLimit {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("query \"limit\": %q: want 1 to %d", s, maxLimit))
+	if err != nil || n < 1 || n > max {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("query \"limit\": %q: want 1 to %d", s, max))
 		return 0, false
 	}
 	return n, true

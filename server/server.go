@@ -31,6 +31,9 @@ type Config struct {
 	Sessions SessionConfig
 	// Store tunes the database.
 	Store StoreConfig
+	// Limits bound what one request may ask of devices: admission refuses
+	// a command, plan or fleet past them, or past the wire's own limits.
+	Limits Limits
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
 	// SecureCookies marks the dashboard's login cookie Secure even on
@@ -78,17 +81,18 @@ func (c *StoreConfig) setDefaults() {
 
 // Server is the device gateway and operator API. Serve its Handler.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	lock  *dirlock.Lock // the data dir's, held until Close
-	store *store.Store
-	// unrecorded keeps what the store could not take, to retry.
-	unrecorded *unrecorded
+	cfg        Config
+	log        *slog.Logger
+	lock       *dirlock.Lock // the data dir's, held until Close
+	store      *store.Store
+	unrecorded *unrecorded // what the store could not take, to retry
 	reg        *registry
 	disp       *dispatcher
 	sessions   *sessionManager
+	admission  *admission
 	metrics    *metrics.Metrics
 	logins     *logins
+	keys       *keyLocks // idempotency keys being served
 	csrf       *http.CrossOriginProtection
 	adminHash  string
 	stop       chan struct{}
@@ -115,6 +119,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	cfg.EventsKeepalive = cmp.Or(cfg.EventsKeepalive, 15*time.Second)
 	cfg.Store.setDefaults()
+	if cfg.Conn.MaxFrameBytes <= 0 {
+		cfg.Conn.MaxFrameBytes = protocol.DefaultMaxFrameBytes
+	}
+	cfg.Limits.setDefaults(cfg.Conn.MaxFrameBytes)
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("server: data dir is required")
 	}
@@ -154,18 +162,22 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock) (*Server, 
 		st.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, reg: newRegistry(), adminHash: hash,
-		logins: newLogins(), csrf: http.NewCrossOriginProtection(),
+	cfg.Sessions.setDefaults()
+	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, adminHash: hash,
+		logins: newLogins(), keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
 		stop: make(chan struct{}), janitor: make(chan struct{})}
+	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
 	s.metrics = metrics.New(metrics.Sources{
 		ConnectedDevices:   s.reg.deviceCount,
 		LiveSessions:       func(state string) int { return s.sessions.liveSessions(state) },
 		StoreWriteFailures: st.WriteFailures,
 		UnrecordedWrites:   func() int { n, _ := s.unrecorded.pending(); return n },
 	})
+	frameCap := cfg.Conn.MaxFrameBytes
 	s.unrecorded = newUnrecorded(st, cfg.Store, s.metrics.UnrecordedDropped, s.log)
-	s.disp = newDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, s.log)
-	s.sessions = newSessionManager(cfg.Sessions, st, s.unrecorded, s.disp, s.reg, s.metrics, s.log)
+	s.disp = newDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, s.log, frameCap)
+	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
+	s.sessions = newSessionManager(cfg.Sessions, st, s.unrecorded, s.disp, s.metrics, s.log)
 	go func() {
 		defer close(s.janitor)
 		s.sessions.expireResults(s.stop)

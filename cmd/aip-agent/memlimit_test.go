@@ -5,7 +5,7 @@ import (
 	"runtime/debug"
 	"testing"
 
-	"github.com/edgeaip/edgeaip/agent"
+	"github.com/edgeaip/edgeaip/agent/config"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -15,7 +15,7 @@ func TestTheMemoryLimitComesFromTheConfigUnlessGOMEMLIMITIsSet(t *testing.T) {
 
 	t.Setenv("GOMEMLIMIT", "")
 	applyMemoryLimit(0)
-	assert.Equal(t, int64(agent.DefaultMemoryLimit), debug.SetMemoryLimit(-1), "64 MiB by default")
+	assert.Equal(t, int64(config.DefaultMemoryLimit), debug.SetMemoryLimit(-1), "64 MiB by default")
 	applyMemoryLimit(32 << 20)
 	assert.Equal(t, int64(32<<20), debug.SetMemoryLimit(-1), "memory_limit from the config")
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/edgeaip/edgeaip/agent"
+	"github.com/edgeaip/edgeaip/agent/config"
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,7 +21,7 @@ func TestThePackagedConfigLoads(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agent.yaml")
 	yaml := strings.NewReplacer("/srv/kiosk", kiosk, "/usr/lib/aip-agent/tools", tools).Replace(string(b))
 	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o600))
-	cfg, err := agent.LoadConfig(path)
+	cfg, err := config.Load(path)
 	require.NoError(t, err)
 	assert.Empty(t, cfg.TokenFile, "the unit passes the token's credential path")
 	assert.Equal(t, "/var/lib/aip-agent", cfg.DataDir, "the unit's state directory")

@@ -18,6 +18,7 @@ import (
 	"github.com/edgeaip/edgeaip/internal/logging"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server"
+	"github.com/edgeaip/edgeaip/server/plan"
 )
 
 func main() {
@@ -35,13 +36,17 @@ func main() {
 	var conn protocol.ConnOptions
 	flag.Int64Var(&conn.MaxFrameBytes, "max-frame", protocol.DefaultMaxFrameBytes, "largest WebSocket frame accepted, in bytes; a larger one closes the link with 1009")
 	flag.DurationVar(&conn.PingInterval, "ping", protocol.DefaultPingInterval, "WebSocket ping interval; a link silent for two is dropped")
+	var limits server.Limits
+	flag.IntVar(&limits.MaxPlanBytes, "max-plan-bytes", plan.DefaultMaxExpandedBytes, "largest plan accepted, in bytes as JSON once its YAML aliases are expanded")
+	flag.IntVar(&limits.MaxParamBytes, "max-param-bytes", 0, "largest parameters of one command accepted, in bytes as JSON (0: the frame cap)")
 	secureCookies := flag.Bool("secure-cookies", false, "mark the dashboard's login cookie Secure even on plain HTTP, behind a TLS proxy that sends no X-Forwarded-Proto")
 	var logOpts logging.Options
 	logOpts.RegisterFlags(flag.CommandLine)
 	flag.Parse()
 
 	log := logOpts.New(os.Stderr)
-	if err := run(*listen, *data, server.Config{Sessions: sessions, Store: st, Conn: conn, Logger: log, SecureCookies: *secureCookies}); err != nil {
+	if err := run(*listen, *data, server.Config{Sessions: sessions, Store: st, Conn: conn, Limits: limits, Logger: log,
+		SecureCookies: *secureCookies}); err != nil {
 		log.Error("aip-server failed", "err", err)
 		os.Exit(1)
 	}

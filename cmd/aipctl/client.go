@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -46,6 +47,24 @@ func (g *globals) client() (*api.Client, error) {
 	}
 	return c, nil
 }
+
+// idempotencyKey is the Idempotency-Key of a call that starts a task: the
+// one given with --idempotency-key, or a fresh one.
+func idempotencyKey(given string) string { return cmp.Or(given, api.NewIdempotencyKey()) }
+
+// startFailure is apiFailure for a call that started a task with key:
+// when no answer came, the task may have started, and the error says how
+// to repeat the call without starting it twice.
+func startFailure(err error, key string) error {
+	if errors.Is(err, api.ErrUnreachable) {
+		err = fmt.Errorf("%w\nit may have run: repeat the call with --idempotency-key %s to get its outcome without running it twice", err, key)
+	}
+	return apiFailure(err)
+}
+
+// keyFlagUsage describes --idempotency-key.
+const keyFlagUsage = "send the call with this Idempotency-Key (default: a fresh one, shown when no answer comes): " +
+	"the server runs a repeat within 24 h only once, and answers it as the first"
 
 // apiFailure maps an API error to aipctl's exit codes.
 func apiFailure(err error) error {

@@ -140,12 +140,14 @@ func TestOperatorCommandsOnARealFleet(t *testing.T) {
 	assert.NotContains(t, out, "cafe-1")
 	assert.Regexp(t, `(?m)^fleet \S+ \(twice\): completed`, out)
 
-	// A step that fails before it starts still shows its step and tool.
-	unknown := f.plan("steps: [{tool: fixtures.nope}, {tool: echo}]\n")
-	out, _, code = f.ctl("dispatch", "kiosk-1", unknown, "--wait")
-	assert.Equal(t, exitFailed, code)
-	assert.Regexp(t, `\] kiosk-1: step 1/2 fixtures\.nope failure: device "kiosk-1" has no tool "fixtures\.nope"\n`, out)
-	assert.Regexp(t, `(?m)^plan \S+ \(\S+\) on kiosk-1: failed, took \S+: step 1 \(fixtures\.nope\) failed: `, out)
+	// A plan the device cannot run whole is refused before anything runs:
+	// exit 2, each problem on a line of its own.
+	unknown := f.plan("steps: [{tool: fixtures.nope}, {tool: echo, parameters: {n: 1}}, {tool: ech0}]\n")
+	out, errOut, code = f.ctl("dispatch", "kiosk-1", unknown, "--wait")
+	assert.Equal(t, exitUsage, code, out)
+	assert.Contains(t, errOut, "server answered 400: refused:\n"+
+		`  steps[0].tool: device "kiosk-1" has no tool "fixtures.nope"`+"\n"+
+		`  steps[2].tool: device "kiosk-1" has no tool "ech0"`)
 
 	// A plan that fails: exit 1, and the summary says where.
 	failing := f.plan("steps: [{tool: echo}, {tool: fail}, {tool: echo}]\n")

@@ -2,15 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/edgeaip/edgeaip/agent"
 	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/sandbox/wasmtool"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 	"github.com/spf13/cobra"
 )
@@ -117,27 +116,19 @@ func defaultCacheDir() string {
 }
 
 func runLocal(ctx context.Context, stdout, stderr io.Writer, cfg sandbox.Config, path string, pol sandbox.Policy, params map[string]any) error {
-	mod, err := manifest.Load(path)
-	if err != nil {
-		return &exitError{exitUsage, fmt.Errorf("%s: %w", path, err)}
-	}
-	in, err := json.Marshal(params)
-	if err != nil {
-		return &exitError{exitUsage, fmt.Errorf("parameters: %w", err)}
-	}
 	sb, err := sandbox.New(ctx, cfg)
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}
 	defer sb.Close(context.WithoutCancel(ctx))
-	tool, err := sb.Load(ctx, pol.Spec(mod, os.LookupEnv))
+	tool, err := wasmtool.LoadFile(ctx, sb, path, pol, os.LookupEnv)
 	if err != nil {
 		return &exitError{exitUsage, err}
 	}
-	for _, m := range tool.Mounts() {
+	for _, m := range tool.Module().Mounts() {
 		fmt.Fprintf(stderr, "granted %s\n", m)
 	}
-	res := agent.ToolResult(sb.Call(ctx, tool, in))
+	res := tool.Call(ctx, params)
 	if err := printJSON(stdout, res); err != nil {
 		return &exitError{exitFailed, err}
 	}

@@ -16,10 +16,26 @@ import (
 
 // Error is the body of every failed request. Sessions is set on 503s
 // caused by the limit on concurrent sessions: how many are running.
+// Problems is set on a 400 from admission, the checks every command, plan
+// and fleet passes before anything is recorded or sent: each thing wrong
+// with the request, all of them, in the request's order. Error then lists
+// them too.
 type Error struct {
-	Error    string `json:"error"`
-	Sessions int    `json:"sessions,omitempty"`
+	Error    string    `json:"error"`
+	Sessions int       `json:"sessions,omitempty"`
+	Problems []Problem `json:"problems,omitempty"`
 }
+
+// Problem is one reason admission refused a request: where in the request
+// (e.g. "steps[2].tool", "actions[0].parameters.path", "plan") and what is
+// wrong there.
+type Problem struct {
+	Path    string `json:"path"`
+	Problem string `json:"problem"`
+}
+
+// String is the problem as Error lists it: "path: problem".
+func (p Problem) String() string { return p.Path + ": " + p.Problem }
 
 // EnrollRequest is the body of POST /api/devices.
 type EnrollRequest struct {
@@ -49,6 +65,12 @@ type CommandRequest struct {
 	Actions []protocol.Command `json:"actions"`
 	// Timeout bounds the wait for results, e.g. "30s". Default 30 s.
 	Timeout string `json:"timeout,omitempty"`
+	// IdempotencyKey goes in the Idempotency-Key header, not the body.
+	// The server runs a request with a key its sender used in the last
+	// 24 h only once: a repeat gets the first request's answer. The
+	// Client makes a fresh key for each call that has none; give one to
+	// repeat a call whose answer was lost.
+	IdempotencyKey string `json:"-"`
 }
 
 // CommandResponse is the outcome of a command: one Result per action, in

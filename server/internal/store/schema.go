@@ -89,6 +89,27 @@ var migrations = []string{
 	fixedWidthTimes("devices", "created_at", "last_seen") +
 		fixedWidthTimes("sessions", "created_at", "started_at", "finished_at") +
 		fixedWidthTimes("commands", "created_at", "finished_at"),
+
+	// Task listings page by (created_at, id), newest first.
+	`CREATE INDEX sessions_created ON sessions(created_at, id);`,
+
+	// Idempotency keys: the requests that started a session, by who sent
+	// them and their Idempotency-Key, so that a repeat runs nothing again.
+	`CREATE TABLE idempotency_keys (
+		identity    TEXT NOT NULL,
+		key         TEXT NOT NULL,
+		fingerprint TEXT NOT NULL,
+		session_id  TEXT NOT NULL,
+		response    TEXT,
+		created_at  TEXT NOT NULL,
+		PRIMARY KEY (identity, key)
+	);
+	CREATE INDEX idempotency_keys_created ON idempotency_keys(created_at);`,
+
+	// The task name a client sent, when the server had to sanitize it
+	// (a UFO galaxy client's galaxy/<task>/<name>): task_name holds the
+	// sanitized name, which task_result looks up.
+	`ALTER TABLE sessions ADD COLUMN original_task_name TEXT NOT NULL DEFAULT '';`,
 }
 
 // fixedWidthTimes is the SQL that rewrites columns of table from

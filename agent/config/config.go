@@ -1,0 +1,344 @@
+// Package config is the agent's configuration: one [Config], read from
+// a YAML file by [Load] and from the command line by [Flags], both
+// through one parser, and laid one over the other by [Config.Merge]:
+// defaults, then the file, then the flags that were given.
+// agent.example.yaml, beside the agent package, documents every field.
+package config
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/url"
+	"reflect"
+	"regexp"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/sandbox"
+)
+
+// Config configures an agent. Load reads one from a YAML file, Flags
+// from the command line.
+type Config struct {
+	// ID is the device id the server enrolled.
+	ID string
+	// ServerURL is the server's WebSocket endpoint, e.g. ws://host:8700/ws.
+	ServerURL string
+	// TokenFile holds the device token.
+	TokenFile string
+	// Labels describe the device to operators.
+	Labels map[string]string
+	// DataDir holds the agent's state: the outbox, the compile cache, and
+	// the tools deployed to it (DATA/tools/NAMESPACE/NAME.wasm).
+	DataDir string
+	// CompileCacheDir, if set, keeps instrumented and compiled modules
+	// instead of DATA/compile-cache. Several agents on one host may share
+	// it, so the agent never prunes it; DATA/compile-cache is the agent's
+	// alone, and what no loaded tool uses is removed from it at start and
+	// after each deploy (sandbox.Sandbox.PruneCache).
+	CompileCacheDir string
+
+	// HeartbeatInterval is how often a HEARTBEAT goes out. Default 20 s.
+	HeartbeatInterval time.Duration
+	// Wire is the encoding: CBOR (our server) or JSON (a UFO server).
+	Wire protocol.Encoding
+	// wireSet says Wire was given, as CBOR may be: its zero value.
+	wireSet bool
+	// Conn tunes the link: frame cap and ping interval (an unanswered ping
+	// drops the link, so a dead one is noticed within two intervals,
+	// 30 s by default; at most 22 s, for 45 s). Its Reject and Logger are
+	// the agent's own.
+	Conn protocol.ConnOptions
+
+	// ToolDirs are directories of tool modules, each "DIR" or "NAMESPACE=DIR".
+	ToolDirs []string
+	// Mounts are the host directories granted to every tool that Policies
+	// does not name (--allow-dir). A tool sees those of them its manifest
+	// requests, and no other.
+	Mounts []sandbox.Mount
+	// AllowEnv names the host environment variables granted, like Mounts,
+	// to every tool that Policies does not name (--allow-env).
+	AllowEnv []string
+	// Policies grant tools directories, environment variables and limits,
+	// by "NAMESPACE" or "NAMESPACE.TOOL"; the most specific entry applies.
+	Policies map[string]sandbox.Policy
+	// TrustedKeys are the public keys tool signatures are checked against.
+	TrustedKeys []ed25519.PublicKey
+	// RequireSigned refuses modules that are unsigned, signed by a key not
+	// in TrustedKeys, or described by a sidecar. Nil means: required as
+	// soon as any key is trusted.
+	RequireSigned *bool
+	// Limits are the default limits of a tool call.
+	Limits sandbox.Limits
+	// MaxConcurrentCalls bounds the tool calls that run at once; the rest
+	// queue. Default GOMAXPROCS.
+	MaxConcurrentCalls int
+	// MaxReservedMemory bounds the memory running tool calls may reserve
+	// together, in bytes. Default sandbox.DefaultMaxReservedMemory.
+	MaxReservedMemory uint64
+	// UnloadAfter is how long a tool's compiled code stays in memory after
+	// its last call. Default sandbox.DefaultUnloadAfter; negative: never.
+	UnloadAfter time.Duration
+	// Reproducible gives tools fake clocks and a fixed random sequence, so
+	// that a call's fuel is the same on every device (sandbox.Config.
+	// WithReproducible).
+	Reproducible bool
+
+	// MCP lists the MCP servers to proxy, in the shape of UFO's mcp.yaml.
+	MCP MCPConfig
+
+	// MaxConcurrentCommands bounds how many COMMAND messages run at once.
+	// Default 4 × GOMAXPROCS: a command waits on the disk and on MCP
+	// servers as well as on its wasm calls, which MaxConcurrentCalls
+	// bounds.
+	MaxConcurrentCommands int
+	// ShutdownGrace is how long commands in flight get to finish when the
+	// agent stops, before they are canceled. Default 10 s.
+	ShutdownGrace time.Duration
+	// Outbox bounds the results the agent keeps on disk.
+	Outbox OutboxLimits
+
+	// MemoryLimit is the soft limit of the agent's Go heap, as GOMEMLIMIT
+	// sets it; the main program applies it unless GOMEMLIMIT is set.
+	// Default DefaultMemoryLimit. Tool memory and compiled code are outside
+	// it: MaxReservedMemory bounds the former.
+	MemoryLimit int64
+
+	// Logger receives the agent's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultMemoryLimit is the agent's default GOMEMLIMIT.
+const DefaultMemoryLimit = 64 << 20
+
+// DefaultServerURL is the server's URL when neither the config file nor
+// a flag gives one.
+const DefaultServerURL = "ws://127.0.0.1:8700/ws"
+
+// Default is what the agent assumes before the file and the flags.
+func Default() Config { return Config{ServerURL: DefaultServerURL} }
+
+// OutboxLimits bound the outbox. Results older than MaxAge are dropped, and
+// once the outbox grows past MaxBytes the oldest give way to tombstones,
+// delivered ones first (agent/RATIONALE.md, "Bounds").
+type OutboxLimits struct {
+	MaxBytes int64         // default 16 MiB, or 4 frames if larger; at least one frame
+	MaxAge   time.Duration // default 7 days; at least 24 h
+}
+
+// MCPConfig is UFO's mcp.yaml: agent_name → root_name → the MCP servers of
+// that root. A command reaches the Computer of its agent_name and
+// root_name, or of the agent's "default" root when its root has no entry.
+type MCPConfig map[string]map[string]MCPRoot
+
+// MCPRoot lists the MCP servers of one root. Their tools are registered
+// with the tool type of the list they are in.
+type MCPRoot struct {
+	DataCollection []MCPServerConfig
+	Action         []MCPServerConfig
+}
+
+// The types of MCP server.
+const (
+	MCPStdio = "stdio" // a subprocess the agent spawns, speaking on stdin/stdout
+	MCPHTTP  = "http"  // a streamable HTTP endpoint
+)
+
+// MCPServerConfig is one MCP server. The same namespace may appear under
+// several roots; it is then one server, shared, unless Reset is set.
+type MCPServerConfig struct {
+	Namespace string
+	Type      string // MCPStdio or MCPHTTP
+	// Command, StartArgs, Env and Cwd start a stdio server. It inherits
+	// only a few variables of the agent's environment (PATH, HOME, LANG,
+	// TZ, DISPLAY, ...); Env adds to them.
+	Command   string
+	StartArgs []string
+	Env       map[string]string
+	Cwd       string
+	// URL is an HTTP server's endpoint.
+	URL string
+	// Reset gives each Computer its own instance of the server, started
+	// fresh for it, as UFO resets such servers for each new Computer.
+	Reset bool
+	// Timeout bounds each tool call. Default 60 s.
+	Timeout time.Duration
+}
+
+// defaultMCPCallTimeout is MCPServerConfig.Timeout's default.
+const defaultMCPCallTimeout = 60 * time.Second
+
+// Bounds of the config. Beyond them the agent cannot keep its promises.
+const (
+	// maxPingInterval: a dead link is noticed within two ping intervals,
+	// which must stay within the 45 s in which a dead link is to be found.
+	maxPingInterval = 22 * time.Second
+	// minOutboxAge: results, and their tombstones, must outlive every copy
+	// of their command the server may send, and the server sends a pending
+	// command again until its timeout, which is up to 24 h for a plan step.
+	minOutboxAge = 24 * time.Hour
+)
+
+// validDeviceID is what device ids may look like; the server enrolls no
+// other, and the agent names its outbox after it.
+var validDeviceID = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
+
+// SetDefaults fills in what c leaves unset.
+func (c *Config) SetDefaults() {
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 20 * time.Second
+	}
+	if c.MaxConcurrentCommands <= 0 {
+		c.MaxConcurrentCommands = 4 * runtime.GOMAXPROCS(0)
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 10 * time.Second
+	}
+	if c.Conn.PingInterval == 0 {
+		c.Conn.PingInterval = protocol.DefaultPingInterval
+	}
+	if c.Conn.MaxFrameBytes <= 0 {
+		c.Conn.MaxFrameBytes = protocol.DefaultMaxFrameBytes
+	}
+	if c.Outbox.MaxBytes <= 0 {
+		c.Outbox.MaxBytes = max(16<<20, 4*c.Conn.MaxFrameBytes)
+	}
+	if c.Outbox.MaxAge <= 0 {
+		c.Outbox.MaxAge = 7 * 24 * time.Hour
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	for _, roots := range c.MCP {
+		for _, root := range roots {
+			for _, list := range [][]MCPServerConfig{root.DataCollection, root.Action} {
+				for i := range list {
+					if list[i].Timeout <= 0 {
+						list[i].Timeout = defaultMCPCallTimeout
+					}
+				}
+			}
+		}
+	}
+}
+
+// Check refuses a Config the agent cannot honour.
+func (c *Config) Check() error {
+	switch {
+	case c.ID == "":
+		return errors.New("device id is required")
+	case !validDeviceID.MatchString(c.ID):
+		return fmt.Errorf("device id %q: want 1-64 of [A-Za-z0-9._-], not starting with '.'", c.ID)
+	case c.ServerURL == "":
+		return errors.New("server URL is required")
+	case c.DataDir == "":
+		return errors.New("data dir is required: the agent keeps its outbox there")
+	}
+	if err := checkServerURL(c.ServerURL); err != nil {
+		return fmt.Errorf("server URL %w", err)
+	}
+	if err := checkPing(c.Conn.PingInterval); err != nil {
+		return fmt.Errorf("ping interval %w", err)
+	}
+	if err := checkOutboxAge(c.Outbox.MaxAge); err != nil {
+		return fmt.Errorf("outbox max age %w", err)
+	}
+	if err := checkOutboxBytes(c.Outbox.MaxBytes, c.Conn.MaxFrameBytes); err != nil {
+		return fmt.Errorf("outbox max bytes %w", err)
+	}
+	return c.MCP.check()
+}
+
+// checkServerURL refuses a server URL the agent could never dial.
+func checkServerURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+		return fmt.Errorf("%q: want ws://HOST/PATH or wss://HOST/PATH", protocol.RedactURL(s))
+	}
+	return nil
+}
+
+func checkPing(d time.Duration) error {
+	if d > maxPingInterval {
+		return fmt.Errorf("%s: at most %s, so that a dead link is noticed within 45s", d, maxPingInterval)
+	}
+	return nil
+}
+
+func checkOutboxAge(d time.Duration) error {
+	if d < minOutboxAge {
+		return fmt.Errorf("%s: at least 24h, as long as the server may send a command again", d)
+	}
+	return nil
+}
+
+// checkOutboxBytes refuses an outbox that could not hold one result of
+// the largest size the link carries.
+func checkOutboxBytes(n, frame int64) error {
+	if n < frame {
+		return fmt.Errorf("%d bytes: at least the frame cap, %d bytes", n, frame)
+	}
+	return nil
+}
+
+// Namespaces lists the namespaces of the MCP servers.
+func (m MCPConfig) Namespaces() map[string]bool {
+	out := map[string]bool{}
+	for _, roots := range m {
+		for _, root := range roots {
+			for _, s := range append(append([]MCPServerConfig{}, root.DataCollection...), root.Action...) {
+				out[s.Namespace] = true
+			}
+		}
+	}
+	return out
+}
+
+// check refuses a namespace defined twice with different settings, and an
+// incomplete server.
+func (m MCPConfig) check() error {
+	seen := map[string]MCPServerConfig{}
+	for _, agentName := range sortedKeys(m) {
+		for _, rootName := range sortedKeys(m[agentName]) {
+			root := m[agentName][rootName]
+			for _, s := range append(append([]MCPServerConfig{}, root.DataCollection...), root.Action...) {
+				where := fmt.Sprintf("mcp server %q (agent %q, root %q)", s.Namespace, agentName, rootName)
+				if err := s.check(); err != nil {
+					return fmt.Errorf("%s: %w", where, err)
+				}
+				if prev, ok := seen[s.Namespace]; ok && !sameServer(prev, s) {
+					return fmt.Errorf("%s: namespace is defined elsewhere with other settings", where)
+				}
+				seen[s.Namespace] = s
+			}
+		}
+	}
+	return nil
+}
+
+func (s MCPServerConfig) check() error {
+	switch {
+	case s.Namespace == "":
+		return errors.New("namespace is required")
+	case s.Type == MCPStdio && s.Command == "":
+		return errors.New("command is required for a stdio server")
+	case s.Type == MCPStdio && s.URL != "":
+		return errors.New("url is for http servers; a stdio server has a command")
+	case s.Type == MCPHTTP && s.URL == "":
+		return errors.New("url is required for an http server")
+	case s.Type == MCPHTTP && (s.Command != "" || len(s.StartArgs) > 0 || len(s.Env) > 0 || s.Cwd != ""):
+		return errors.New("command, start_args, env and cwd are for stdio servers; an http server has a url")
+	case s.Type != MCPStdio && s.Type != MCPHTTP:
+		return fmt.Errorf("type %q: want stdio or http", s.Type)
+	}
+	return nil
+}
+
+func sameServer(a, b MCPServerConfig) bool { return reflect.DeepEqual(a, b) }
+
+func sortedKeys[M ~map[string]V, V any](m M) []string { return slices.Sorted(maps.Keys(m)) }

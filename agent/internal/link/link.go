@@ -1,0 +1,351 @@
+// Package link keeps the device linked to the server: it dials, registers
+// the device, sends heartbeats and registers again when the tool
+// inventory changes, hands each COMMAND to the executor, reconnects with
+// backoff when the link drops, and delivers the outbox's results, as the
+// bytes the outbox recorded, until the server acknowledges them.
+package link
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/edgeaip/edgeaip/agent/internal/backoff"
+	"github.com/edgeaip/edgeaip/agent/internal/outbox"
+	"github.com/edgeaip/edgeaip/agent/internal/reply"
+	"github.com/edgeaip/edgeaip/protocol"
+)
+
+// Timeouts of the link.
+const (
+	registerTimeout = 10 * time.Second
+	sendTimeout     = 10 * time.Second
+)
+
+// errUnauthorized means the server refused the device token.
+var errUnauthorized = errors.New("server refused the device token (401): check --id and the token file")
+
+// Options are what a Link needs to know of the device and the agent.
+type Options struct {
+	DeviceID  string
+	ServerURL string
+	Token     string
+	Wire      protocol.Encoding
+	// Conn tunes each connection; its Reject and Logger are the link's.
+	Conn      protocol.ConnOptions
+	Heartbeat time.Duration
+	// Describe is the device's system info and tool inventory, as REGISTER
+	// carries them.
+	Describe func() protocol.SystemInfo
+	// Commands takes each COMMAND. It must not block: the read loop calls
+	// it.
+	Commands func(*protocol.ServerMessage)
+	// Inventory is signalled when the tool inventory changed: the link
+	// registers again with it.
+	Inventory <-chan struct{}
+}
+
+// Link is the device's link to the server. Run it once.
+type Link struct {
+	opts   Options
+	outbox *outbox.Outbox
+	cap    reply.Cap
+	log    *slog.Logger
+
+	mu         sync.Mutex
+	conn       *protocol.Conn // the registered connection; nil while down
+	num        uint64         // numbers each connection, for the outbox to tell what went out on which
+	serverAcks atomic.Bool    // the server has acknowledged results
+	wake       chan struct{}  // deliver what the outbox owes: after a registration, or while flushing
+}
+
+// New returns a link that delivers the results of ob, encoded under cap.
+func New(opts Options, ob *outbox.Outbox, cap reply.Cap, log *slog.Logger) *Link {
+	return &Link{opts: opts, outbox: ob, cap: cap, log: log, wake: make(chan struct{}, 1)}
+}
+
+// Run keeps the device linked to the server, reconnecting with
+// exponential backoff and full jitter, and delivers results, until ctx
+// ends. A connection up then is closed with a handshake.
+func (l *Link) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { l.keepLinked(ctx) })
+	wg.Go(func() { l.deliver(ctx) })
+	wg.Wait()
+}
+
+// keepLinked connects, and reconnects, until ctx ends. The backoff starts
+// over only once a link has stayed up for stableAfter: a server that
+// closes the link right after registering the device (one whose frame cap
+// is below ours, say) must not get a reconnection every half second.
+func (l *Link) keepLinked(ctx context.Context) {
+	b := backoff.Backoff{Base: 500 * time.Millisecond, Max: 30 * time.Second}
+	for {
+		up, err := l.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if up >= l.stableAfter() {
+			b.Reset()
+		}
+		wait := b.Next()
+		l.log.Warn("link down; reconnecting", "err", err, "in", wait.Round(time.Millisecond), "attempt", b.Attempt())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// stableAfter is how long a link must stay up for the reconnection backoff
+// to start over: two ping intervals, the time in which a dead link is
+// noticed, so a link that lived through it carried pings both ways.
+func (l *Link) stableAfter() time.Duration {
+	ping := l.opts.Conn.PingInterval
+	if ping <= 0 {
+		ping = protocol.DefaultPingInterval
+	}
+	return 2 * ping
+}
+
+// session runs one connection from dial to drop. It reports how long the
+// device stayed registered on it.
+func (l *Link) session(ctx context.Context) (up time.Duration, err error) {
+	conn, err := l.dial(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.CloseNow()
+	// REGISTER carries the inventory as it is now: a change signalled
+	// before it needs no message of its own.
+	select {
+	case <-l.opts.Inventory:
+	default:
+	}
+	early, err := l.register(ctx, conn)
+	if err != nil {
+		return 0, err
+	}
+	registered := time.Now()
+	l.log.Info("registered", "server", protocol.RedactURL(l.opts.ServerURL), "wire", conn.Encoding())
+	num := l.setConn(conn)
+	defer l.setConn(nil)
+	notify(l.wake) // what the server has not acknowledged goes out again
+	for _, m := range early {
+		l.handle(ctx, conn, m)
+	}
+
+	ended := make(chan struct{})
+	defer close(ended)
+	go func() {
+		select {
+		case <-ctx.Done():
+			conn.Close(websocket.StatusGoingAway, "agent shutting down")
+		case <-ended:
+		}
+	}()
+	hbCtx, stopHeartbeat := context.WithCancel(ctx)
+	defer stopHeartbeat()
+	go l.heartbeat(hbCtx, conn)
+	// The read does not end with ctx: closing the link, above, ends it
+	// after the closing handshake.
+	readCtx := context.WithoutCancel(ctx)
+	for {
+		var m protocol.ServerMessage
+		if err := conn.Read(readCtx, &m); err != nil {
+			if protocol.CloseStatus(err) == websocket.StatusMessageTooBig {
+				l.refusedAsTooBig(num, err)
+			}
+			return time.Since(registered), err
+		}
+		l.handle(ctx, conn, &m)
+	}
+}
+
+func (l *Link) dial(ctx context.Context) (*protocol.Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	defer cancel()
+	opts := l.opts.Conn
+	opts.Reject, opts.Logger = protocol.ClientErrorReply(l.opts.DeviceID), l.log
+	target, err := dialURL(l.opts.ServerURL, l.opts.Token, l.opts.Wire)
+	if err != nil {
+		return nil, err
+	}
+	conn, resp, err := protocol.Dial(dctx, target, protocol.DialOptions{
+		Header:      http.Header{"Authorization": {"Bearer " + l.opts.Token}},
+		Encoding:    l.opts.Wire,
+		ConnOptions: opts,
+	})
+	if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+		return nil, errUnauthorized
+	}
+	return conn, err
+}
+
+// dialURL is the URL the link dials. On the JSON wire, which is for UFO's
+// server, the token goes in the URL too, as ?token=: UFO's server reads
+// only that. The Authorization header carries it either way, for ours.
+// The URL is never logged as it is (protocol.RedactURL).
+func dialURL(serverURL, token string, wire protocol.Encoding) (string, error) {
+	if wire != protocol.JSON {
+		return serverURL, nil
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", fmt.Errorf("server URL %s: %w", protocol.RedactURL(serverURL), err)
+	}
+	q := u.Query()
+	q.Set("token", token)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// maxEarlyCommands bounds the COMMANDs kept while waiting for the ack of
+// REGISTER.
+const maxEarlyCommands = 1024
+
+// register sends REGISTER and waits for the ack: a HEARTBEAT with status
+// ok. A server may send COMMANDs before the ack, as soon as it counts the
+// device online; they are returned, to be handled once registered.
+func (l *Link) register(ctx context.Context, conn *protocol.Conn) ([]*protocol.ServerMessage, error) {
+	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	defer cancel()
+	if err := conn.Send(rctx, l.registerMessage()); err != nil {
+		return nil, fmt.Errorf("register: %w", err)
+	}
+	var early []*protocol.ServerMessage
+	for {
+		m := new(protocol.ServerMessage)
+		if err := conn.Read(rctx, m); err != nil {
+			return nil, fmt.Errorf("register: waiting for ack: %w", err)
+		}
+		switch {
+		case m.Type == protocol.ServerHeartbeat && m.Status == protocol.StatusOK:
+			return early, nil
+		case m.Type == protocol.ServerCommand && len(early) < maxEarlyCommands:
+			early = append(early, m)
+		default:
+			conn.Close(websocket.StatusNormalClosure, "registration refused")
+			return nil, fmt.Errorf("register: refused by server (%s, status %s): %s", m.Type, m.Status, m.Error)
+		}
+	}
+}
+
+// registerMessage describes the device and its tools.
+func (l *Link) registerMessage() *protocol.ClientMessage {
+	info := l.opts.Describe()
+	return &protocol.ClientMessage{
+		Type:       protocol.ClientRegister,
+		Status:     protocol.StatusOK,
+		ClientType: protocol.ClientDevice,
+		ClientID:   l.opts.DeviceID,
+		Timestamp:  protocol.Now(),
+		Metadata:   map[string]any{protocol.MetadataSystemInfo: info, "platform": info.Platform},
+	}
+}
+
+// heartbeat sends a HEARTBEAT every Heartbeat, and REGISTER again whenever
+// the tool inventory changes.
+func (l *Link) heartbeat(ctx context.Context, conn *protocol.Conn) {
+	t := time.NewTicker(l.opts.Heartbeat)
+	defer t.Stop()
+	for {
+		msg := &protocol.ClientMessage{Status: protocol.StatusOK, ClientID: l.opts.DeviceID}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			msg.Type = protocol.ClientHeartbeat
+		case <-l.opts.Inventory:
+			// REGISTER on a registered link updates the device's
+			// inventory on the server.
+			msg = l.registerMessage()
+			l.log.Info("tool inventory changed; registering again with it")
+		}
+		msg.Timestamp = protocol.Now()
+		if err := l.send(ctx, conn, msg); err != nil {
+			l.log.Warn("message not sent", "type", msg.Type, "err", err)
+			return
+		}
+	}
+}
+
+// handle dispatches one message. It never blocks on a tool: commands run
+// in the background, so heartbeats keep flowing while tools run.
+func (l *Link) handle(ctx context.Context, conn *protocol.Conn, m *protocol.ServerMessage) {
+	switch m.Type {
+	case protocol.ServerCommand:
+		l.opts.Commands(m)
+	case protocol.ServerHeartbeat:
+		// An ack: of a heartbeat, or of results, which the outbox may now
+		// consider delivered.
+		if r, ok := l.outbox.Delivered(m.ResponseID); ok {
+			l.serverAcks.Store(true)
+			r.Log(l.log).Debug("results acknowledged")
+			return
+		}
+		l.log.Debug("heartbeat acknowledged")
+	case protocol.ServerError:
+		if r, ok := l.outbox.Delivered(m.ResponseID); ok {
+			r.Log(l.log).Error("server refused results; they are not sent again", "error", m.Error)
+			return
+		}
+		// The server puts the request_id it answers in response_id.
+		l.log.Warn("server reported an error", "error", m.Error, "request_id", m.ResponseID)
+	default:
+		l.log.Warn("message type not handled by this agent", "type", m.Type)
+		msg := &protocol.ClientMessage{
+			Type: protocol.ClientError, Status: protocol.StatusError, ClientID: l.opts.DeviceID,
+			Error: fmt.Sprintf("message type %q is not handled by this agent", m.Type), Timestamp: protocol.Now(),
+		}
+		l.send(ctx, conn, msg)
+	}
+}
+
+// send writes msg within sendTimeout.
+func (l *Link) send(ctx context.Context, conn *protocol.Conn, msg protocol.Message) error {
+	sctx, cancel := sendContext(ctx)
+	defer cancel()
+	return conn.Send(sctx, msg)
+}
+
+// sendContext bounds a send by sendTimeout. It does not end with ctx: a
+// write cut off midway drops the link without its closing handshake, and
+// the link is closed in order when the agent stops.
+func sendContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+}
+
+// setConn makes conn the registered connection (nil: none), numbered
+// anew, and returns its number: what went out on an earlier connection
+// goes out again on this one unless the server acknowledged it.
+func (l *Link) setConn(conn *protocol.Conn) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.conn = conn
+	l.num++
+	return l.num
+}
+
+// current is the registered connection, nil while down, and its number.
+func (l *Link) current() (*protocol.Conn, uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conn, l.num
+}
+
+// notify signals ch without blocking; one pending signal is enough.
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,171 @@
+// Package outboxtest watches what the outbox does with its files, for
+// tests: the order of its writes and fsyncs is its promise, and a killed
+// process, whose page cache survives it, does not show it.
+package outboxtest
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/edgeaip/edgeaip/agent/internal/outbox"
+	"github.com/edgeaip/edgeaip/protocol"
+)
+
+// RecordingFS is the real file system, with a log of what the outbox does
+// with it, in order: "write A r1" for each record written, "sync" for each
+// fsync of a journal, "syncdir", and the test's own events. A killed
+// process keeps its page cache, so only this order shows whether what must
+// be on disk was fsynced in time.
+type RecordingFS struct {
+	outbox.OSFS
+	mu     sync.Mutex
+	events []string
+	// holdAfter, if set, is a record ("R r1") after whose write the next
+	// fsync waits until release is closed; held is closed when it starts
+	// waiting.
+	holdAfter     string
+	holding       bool
+	held, release chan struct{}
+	// failDirSyncs is how many of the next directory fsyncs fail, and
+	// failCreates how many of the next file creations.
+	failDirSyncs, failCreates int
+}
+
+// Create implements outbox.FS, unless a failure is due.
+func (fs *RecordingFS) Create(path string) (outbox.File, error) {
+	fs.mu.Lock()
+	if fs.failCreates > 0 {
+		fs.failCreates--
+		fs.mu.Unlock()
+		return nil, fmt.Errorf("create %s: injected failure", path)
+	}
+	fs.mu.Unlock()
+	f, err := fs.OSFS.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	return &recordingFile{File: f, fs: fs}, nil
+}
+
+// SyncDir implements outbox.FS, unless a failure is due.
+func (fs *RecordingFS) SyncDir(dir string) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.events = append(fs.events, "syncdir")
+	if fs.failDirSyncs > 0 {
+		fs.failDirSyncs--
+		return fmt.Errorf("syncdir %s: injected failure", dir)
+	}
+	return fs.OSFS.SyncDir(dir)
+}
+
+// FailDirSyncs makes the next n directory fsyncs fail.
+func (fs *RecordingFS) FailDirSyncs(n int) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.failDirSyncs = n
+}
+
+// FailCreates makes the next n file creations fail, as on a full disk.
+func (fs *RecordingFS) FailCreates(n int) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.failCreates = n
+}
+
+// Event adds the test's own event to the log.
+func (fs *RecordingFS) Event(e string) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.events = append(fs.events, e)
+}
+
+// Log is what happened so far, in order.
+func (fs *RecordingFS) Log() []string {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return slices.Clone(fs.events)
+}
+
+// Hold makes the fsync that follows the write of record ("R r1") wait
+// until Unhold, or the end of the test.
+func (fs *RecordingFS) Hold(t *testing.T, record string) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.holdAfter, fs.held, fs.release = record, make(chan struct{}), make(chan struct{})
+	t.Cleanup(fs.Unhold)
+}
+
+// Held is closed once the held fsync waits.
+func (fs *RecordingFS) Held() <-chan struct{} {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.held
+}
+
+// Unhold lets the held fsync go on.
+func (fs *RecordingFS) Unhold() {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	select {
+	case <-fs.release:
+	default:
+		close(fs.release)
+	}
+}
+
+type recordingFile struct {
+	outbox.File
+	fs *RecordingFS
+}
+
+// recordHeader is the length and CRC before each record's payload; the
+// payload's first keys are its kind and response_id. Restated here rather
+// than taken from the outbox, so that a change of the format shows.
+const recordHeader = 8
+
+type recordName struct {
+	Kind       string `cbor:"k"`
+	ResponseID string `cbor:"id"`
+}
+
+// Write logs each record in p: the outbox writes whole records.
+func (f *recordingFile) Write(p []byte) (int, error) {
+	f.fs.mu.Lock()
+	for rest := p; len(rest) >= recordHeader; {
+		n := recordHeader + int(binary.BigEndian.Uint32(rest))
+		var rec recordName
+		if n > len(rest) || protocol.CBOR.UnmarshalValue(rest[recordHeader:n], &rec) != nil {
+			break
+		}
+		e := "write " + rec.Kind + " " + rec.ResponseID
+		f.fs.events = append(f.fs.events, e)
+		f.fs.holding = f.fs.holding || e == "write "+f.fs.holdAfter
+		rest = rest[n:]
+	}
+	f.fs.mu.Unlock()
+	return f.File.Write(p)
+}
+
+func (f *recordingFile) Sync() error {
+	f.fs.mu.Lock()
+	f.fs.events = append(f.fs.events, "sync")
+	hold := f.fs.holding
+	f.fs.holding = false
+	f.fs.mu.Unlock()
+	if hold {
+		close(f.fs.held)
+		<-f.fs.release
+	}
+	return f.File.Sync()
+}
+
+// Between reports whether want occurs in log after the first from and
+// before the first to.
+func Between(log []string, from, want, to string) bool {
+	i, j := slices.Index(log, from), slices.Index(log, to)
+	return i >= 0 && j > i && slices.Contains(log[i+1:j], want)
+}
