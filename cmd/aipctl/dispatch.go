@@ -31,7 +31,8 @@ with --label, on every enrolled device that has all the labels: a fleet,
 run by the server at most --concurrency devices at once, which stops
 starting devices once --abort-percent of them have failed.
 
-The server runs the task in the background; aipctl prints its id. With
+The server runs the task in the background; aipctl prints its id alone
+on standard output (ID=$(aipctl dispatch ...) works). With
 --wait it follows the task: a live line per device (step i/n, current
 tool, elapsed), then a summary; it exits 1 unless the task completed.
 Interrupting the wait leaves the task running: aipctl task ID --wait
@@ -96,7 +97,10 @@ takes it up again.`,
 			if g.json() {
 				return printJSON(w, resp)
 			}
-			fmt.Fprintf(w, "task %s started on %d device(s); follow it with: aipctl task %s --wait\n", id, len(devices), id)
+			// The id alone on stdout, so that ID=$(aipctl dispatch ...) works;
+			// the sentence is for the person at the terminal.
+			fmt.Fprintln(w, id)
+			fmt.Fprintf(cmd.ErrOrStderr(), "task started on %d device(s); follow it with: aipctl task %s --wait\n", len(devices), id)
 			return nil
 		},
 	}

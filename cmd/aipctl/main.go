@@ -92,7 +92,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", "", "server URL (default $AIP_SERVER or http://127.0.0.1:8700)")
-	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", "", "file holding the operator token (default $AIP_TOKEN)")
+	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", "", "file holding the operator token (default: the token itself, from $AIP_TOKEN)")
 	root.PersistentFlags().DurationVar(&g.replyTimeout, "reply-timeout", api.DefaultReplyTimeout,
 		"how long to wait for the server's reply, on top of the --timeout a command asks of it")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table (for people) or json (for scripts); tool keygen, pack and sign take -o FILE and --format")
