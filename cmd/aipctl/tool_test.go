@@ -355,3 +355,27 @@ func TestTheCExampleToolBuildsWithItsBuildScript(t *testing.T) {
 	require.Equal(t, exitOK, code, res)
 	assert.Equal(t, float64(7), res["result"].(map[string]any)["bytes"])
 }
+
+// Item 10 of issue 24: Go's linker imports fd_write twice; inspect lists
+// it once, with the count.
+func TestInspectListsAnImportOnceWithItsCount(t *testing.T) {
+	mod := filepath.Join(testenv.StockToolsDir(t), "hash_file.wasm")
+	out, errOut, code := sh(t, nil, "aipctl tool inspect "+mod)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, 1, strings.Count(out, "wasi_snapshot_preview1.fd_write "), out)
+	assert.Contains(t, out, "  wasi_snapshot_preview1.fd_write (func, imported 2 times)\n")
+	assert.Contains(t, out, "  wasi_snapshot_preview1.fd_read (func)\n")
+
+	out, _, code = sh(t, nil, "aipctl tool inspect -o json "+mod)
+	require.Equal(t, exitOK, code)
+	var in inspection
+	require.NoError(t, json.Unmarshal([]byte(out), &in))
+	counts := map[string]int{}
+	for _, imp := range in.Imports {
+		counts[imp.Name] += imp.Count
+		assert.NotEmpty(t, imp.Name)
+	}
+	assert.Equal(t, 2, counts["fd_write"])
+	assert.Equal(t, 1, counts["fd_read"])
+	assert.Len(t, in.Imports, len(counts), "each import once")
+}
