@@ -149,3 +149,34 @@ func TestDispatchPrintsTheTaskIDAloneForScripts(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, out, `"session_id"`, "-o json prints the response, as before")
 }
+
+// Item 2 of issue 24: aipctl parses a plan before it sends it, and says
+// where each problem is: file, line, column and key path, with the key
+// most likely meant; a misspelt tool gets the nearest one the device has.
+func TestAPlanThatDoesNotParseIsReportedWhereItIs(t *testing.T) {
+	f := newFleet(t, map[string]map[string]string{"kiosk-1": lobby})
+	dir := t.TempDir()
+	write := func(name, doc string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(doc), 0o644))
+	}
+	write("unclosed.yaml", "task_name: x\nsteps:\n  - tool: echo\n    parameters: {path: /x\n  - tool: echo\n")
+	write("typos.yaml", "steps:\n  - tool: echo\n    paramters: {n: 1}\n  - tool: echo\n    retries: many\n")
+	write("tool.yaml", "steps:\n  - tool: fixtures.ecko\n  - tool: sleeep\n")
+
+	_, errOut, code := sh(t, f, "cd "+dir+" && aipctl dispatch kiosk-1 unclosed.yaml")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "aipctl: unclosed.yaml: the plan is not valid:\n"+
+		`  unclosed.yaml:4:17: this "{" is not closed: a "}", or a "," between its entries, is missing`+"\n", errOut)
+
+	_, errOut, code = sh(t, f, "cd "+dir+" && aipctl dispatch kiosk-1 - < typos.yaml")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "aipctl: <stdin>: the plan is not valid:\n"+
+		"  <stdin>:3:5: steps[0].paramters: unknown key; did you mean parameters?\n"+
+		`  <stdin>:5:14: steps[1].retries: want a whole number, got "many"`+"\n", errOut)
+	assert.NotRegexp(t, `plan\.Step|not found in type|field "request"`, errOut)
+
+	_, errOut, code = sh(t, f, "cd "+dir+" && aipctl dispatch kiosk-1 tool.yaml")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, `steps[0].tool: device "kiosk-1" has no tool "fixtures.ecko"; did you mean fixtures.echo?`)
+	assert.Contains(t, errOut, `steps[1].tool: device "kiosk-1" has no tool "sleeep"; did you mean sleep?`)
+}

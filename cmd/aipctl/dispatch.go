@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/spf13/cobra"
 )
 
@@ -114,7 +115,11 @@ takes it up again.`,
 	return cmd
 }
 
-// readPlan reads a plan file, or standard input for "-".
+// readPlan reads a plan file, or standard input for "-", and checks it
+// here first, so that a plan that does not parse is reported with its
+// file, line and column rather than as the server's answer. A plan whose
+// aliases expand past what this side measures is left to the server,
+// whose limit may be higher.
 func readPlan(stdin io.Reader, path string) (string, error) {
 	var b []byte
 	var err error
@@ -129,5 +134,22 @@ func readPlan(stdin io.Reader, path string) (string, error) {
 	if len(b) == 0 {
 		return "", fmt.Errorf("plan %s is empty", path)
 	}
+	_, err = plan.Parse(b)
+	var big *plan.ExpandedError
+	if err != nil && !errors.As(err, &big) {
+		return "", planFailure(path, err)
+	}
 	return string(b), nil
+}
+
+// planFailure says what is wrong with the plan file path.
+func planFailure(path string, err error) error {
+	if path == "-" {
+		path = "<stdin>"
+	}
+	var bad *plan.Error
+	if errors.As(err, &bad) {
+		return fileFailure(path, "the plan is not valid", bad.Problems)
+	}
+	return fmt.Errorf("%s: %w", path, err)
 }

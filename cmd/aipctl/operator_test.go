@@ -147,7 +147,7 @@ func TestOperatorCommandsOnARealFleet(t *testing.T) {
 	assert.Equal(t, exitUsage, code, out)
 	assert.Contains(t, errOut, "server answered 400: refused:\n"+
 		`  steps[0].tool: device "kiosk-1" has no tool "fixtures.nope"`+"\n"+
-		`  steps[2].tool: device "kiosk-1" has no tool "ech0"`)
+		`  steps[2].tool: device "kiosk-1" has no tool "ech0"; did you mean echo?`)
 
 	// A plan that fails: exit 1, and the summary says where.
 	failing := f.plan("steps: [{tool: echo}, {tool: fail}, {tool: echo}]\n")

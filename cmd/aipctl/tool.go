@@ -173,7 +173,7 @@ longer matches, so it is removed: sign after packing.`,
 			}
 			m, err := manifest.Parse(b)
 			if err != nil {
-				return &exitError{exitUsage, fmt.Errorf("%s: %w", manifestPath, err)}
+				return &exitError{exitUsage, manifestFailure(manifestPath, err)}
 			}
 			if _, signed, _ := section.Custom(wasm, signature.SectionName); signed {
 				fmt.Fprintf(cmd.ErrOrStderr(), "removing the signature of %s: sign the packed module again\n", args[0])
@@ -295,6 +295,15 @@ func newVerifyCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringArrayVar(&pubs, "pub", nil, "a trusted public key, PEM (repeatable, at least one)")
 	cmd.MarkFlagRequired("pub")
 	return cmd
+}
+
+// manifestFailure says what is wrong with the manifest file path.
+func manifestFailure(path string, err error) error {
+	var bad *manifest.Error
+	if errors.As(err, &bad) {
+		return fileFailure(path, "the manifest is not valid", bad.Problems)
+	}
+	return fmt.Errorf("%s: %w", path, err)
 }
 
 // readModule reads a module file; any failure is the caller's to fix.

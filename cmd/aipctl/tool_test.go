@@ -379,3 +379,30 @@ func TestInspectListsAnImportOnceWithItsCount(t *testing.T) {
 	assert.Equal(t, 1, counts["fd_read"])
 	assert.Len(t, in.Imports, len(counts), "each import once")
 }
+
+// Item 3 of issue 24: pack reports every problem of a manifest at once,
+// each at its line, as a compiler would.
+func TestPackReportsEveryManifestProblemWithItsLine(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "tool.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{
+  "name": "hash file",
+  "tool_type": "action",
+  "input_schema": {"type": "object"},
+  "limits": {"timeout": "10 seconds", "memroy": "32MiB"}
+}
+`), 0o644))
+	out, errOut, code := sh(t, nil, "cd "+dir+" && aipctl tool pack "+fixturePath("echo.wasm")+" --manifest tool.json -o t.wasm")
+	assert.Equal(t, exitUsage, code, out)
+	assert.Equal(t, `aipctl: tool.json: the manifest is not valid:
+  tool.json:2: name: "hash file": want 1-64 of [A-Za-z0-9_-], not starting with '-'
+  tool.json:5: limits.memroy: unknown field; did you mean memory?
+  tool.json:5: limits.timeout: duration "10 seconds": want a non-negative duration such as "5s"
+`, errOut)
+	assert.NoFileExists(t, filepath.Join(dir, "t.wasm"))
+
+	require.NoError(t, os.WriteFile(bad, []byte("{\n  \"name\": \"t\",\n  \"tool_type\": \"action\"\n  \"input_schema\": {}\n}\n"), 0o644))
+	_, errOut, code = sh(t, nil, "cd "+dir+" && aipctl tool pack "+fixturePath("echo.wasm")+" --manifest tool.json -o t.wasm")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "aipctl: tool.json: the manifest is not valid:\n  tool.json:4:3: invalid character '\"' after object key:value pair\n", errOut)
+}
