@@ -47,6 +47,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/tasks/{id}/events", false, s.serveEvents},
 		{"GET", "/api/audit", false, s.audit},
 		{"POST", "/api/fleets", false, s.idempotent(s.createFleet)},
+		{"POST", "/api/admission", false, s.checkAdmission},
 		{"POST", "/api/login", true, s.login},
 		{"POST", "/api/logout", true, s.logout},
 		{"GET", "/metrics", false, s.metrics.Handler().ServeHTTP},

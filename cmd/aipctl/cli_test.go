@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -179,4 +181,71 @@ func TestAPlanThatDoesNotParseIsReportedWhereItIs(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, `steps[0].tool: device "kiosk-1" has no tool "fixtures.ecko"; did you mean fixtures.echo?`)
 	assert.Contains(t, errOut, `steps[1].tool: device "kiosk-1" has no tool "sleeep"; did you mean sleep?`)
+}
+
+// Item 1 of issue 24: a plan is checked whole before anything runs:
+// plan validate and dispatch --dry-run ask the server's admission stage
+// and list every problem at once; for an offline device they say that
+// what it was checked against may be stale.
+func TestPlanValidateAndDryRunListEveryProblemBeforeAnythingRuns(t *testing.T) {
+	f := newFleet(t, map[string]map[string]string{"kiosk-1": lobby})
+	_, err := f.api.Enroll(t.Context(), api.EnrollRequest{ID: "kiosk-off", Labels: map[string]string{"site": "attic"}})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	write := func(name, doc string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(doc), 0o644))
+	}
+	write("good.yaml", "steps:\n  - tool: fixtures.echo\n    parameters: {n: 1}\n")
+	write("bad.yaml", "steps:\n  - tool: fixtures.echo\n  - tool: ech0\n  - tool: fail\n  - tool: fixtures.slep\n")
+	run := func(args string) (string, string, int) { return sh(t, f, "cd "+dir+" && aipctl "+args) }
+
+	out, errOut, code := run("plan validate good.yaml")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, "good.yaml: valid; pass --device or --label to check it against devices\n", out)
+
+	out, errOut, code = run("plan validate good.yaml --device kiosk-1")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, "good.yaml: would run on kiosk-1\n", out)
+
+	out, _, code = run("plan validate bad.yaml --device kiosk-1")
+	assert.Equal(t, exitFailed, code)
+	assert.Equal(t, "bad.yaml: would be refused:\n"+
+		`  steps[1].tool: device "kiosk-1" has no tool "ech0"; did you mean echo?`+"\n"+
+		`  steps[3].tool: device "kiosk-1" has no tool "fixtures.slep"; did you mean fixtures.sleep?`+"\n", out)
+
+	out, _, code = run("dispatch --dry-run --label site=lobby bad.yaml")
+	assert.Equal(t, exitFailed, code)
+	assert.Contains(t, out, "bad.yaml: would be refused:\n", "dispatch --dry-run says the same")
+
+	// An offline device is checked against its last registration, which
+	// may be stale.
+	f.stopAgent("kiosk-1")
+	out, errOut, code = run("dispatch --dry-run kiosk-1 good.yaml")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Regexp(t, `^good.yaml: would run on kiosk-1\n`+
+		`note: kiosk-1 is offline \(last seen \d+s ago\): checked against the tools of its last registration, which may be stale\n$`, out)
+	out, _, code = run("plan validate bad.yaml --device kiosk-1")
+	assert.Equal(t, exitFailed, code)
+	assert.Contains(t, out, `steps[1].tool: device "kiosk-1" is offline, and its last registration listed no tool "ech0"; did you mean echo?`)
+	// One that never registered lists no tools: a bare name is left for it
+	// to check, and the note says so.
+	write("bare.yaml", "steps: [{tool: echo}]\n")
+	out, errOut, code = run("dispatch --dry-run kiosk-off bare.yaml")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, "bare.yaml: would run on kiosk-off\n"+
+		"note: kiosk-off has never registered: its tools are not known, so no tool was checked\n", out)
+
+	out, _, code = run("-o json plan validate bad.yaml --label site=lobby")
+	assert.Equal(t, exitFailed, code)
+	var verdict api.AdmissionResponse
+	require.NoError(t, json.Unmarshal([]byte(out), &verdict))
+	assert.False(t, verdict.Admitted)
+	assert.Len(t, verdict.Problems, 2)
+
+	_, errOut, code = run("plan validate good.yaml --device kiosk-1 --label site=lobby")
+	assert.Equal(t, exitUsage, code, errOut)
+
+	tasks, err := f.api.Tasks(t.Context(), "", 0)
+	require.NoError(t, err)
+	assert.Empty(t, tasks, "nothing ran")
 }

@@ -20,6 +20,7 @@ type dispatchOptions struct {
 	concurrency  int
 	abortPercent int
 	key          string
+	dryRun       bool
 }
 
 func newDispatchCmd(g *globals) *cobra.Command {
@@ -37,7 +38,11 @@ on standard output (ID=$(aipctl dispatch ...) works). With
 --wait it follows the task: a live line per device (step i/n, current
 tool, elapsed), then a summary; it exits 1 unless the task completed.
 Interrupting the wait leaves the task running: aipctl task ID --wait
-takes it up again.`,
+takes it up again.
+
+With --dry-run nothing runs: the server's admission stage checks the
+plan on the device(s), and aipctl prints its verdict, every problem at
+once, as aipctl plan validate does (exit 1 if it would be refused).`,
 		Example: `  aipctl dispatch kiosk-1 plan.yaml --wait
   aipctl dispatch --label site=lobby --concurrency 5 --abort-percent 20 plan.yaml --wait`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -64,6 +69,13 @@ takes it up again.`,
 			planDoc, err := readPlan(cmd.InOrStdin(), args[len(args)-1])
 			if err != nil {
 				return &exitError{exitUsage, err}
+			}
+			if o.dryRun {
+				req := api.AdmissionRequest{Labels: labels}
+				if len(labels) == 0 {
+					req.Device = args[0]
+				}
+				return g.dryRun(cmd, args[len(args)-1], req, planDoc)
 			}
 			c, err := g.client()
 			if err != nil {
@@ -112,6 +124,7 @@ takes it up again.`,
 	f.IntVar(&o.concurrency, "concurrency", api.DefaultFleetConcurrency, "with --label: devices running the plan at once")
 	f.IntVar(&o.abortPercent, "abort-percent", 0, "with --label: stop starting devices once this % of them failed (0: never)")
 	f.StringVar(&o.key, "idempotency-key", "", keyFlagUsage)
+	f.BoolVar(&o.dryRun, "dry-run", false, "run nothing: ask the server whether it would admit the plan on the device(s), as plan validate does; exit 1 if not")
 	return cmd
 }
 

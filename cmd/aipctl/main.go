@@ -111,6 +111,6 @@ func newRoot() *cobra.Command {
 		return nil
 	}
 	root.AddCommand(newDevicesCmd(&g), newDeviceCmd(&g), newToolsCmd(&g), newExecCmd(&g),
-		newDispatchCmd(&g), newTaskCmd(&g), newTasksCmd(&g), newCancelCmd(&g), newToolCmd(&g))
+		newDispatchCmd(&g), newPlanCmd(&g), newTaskCmd(&g), newTasksCmd(&g), newCancelCmd(&g), newToolCmd(&g))
 	return root
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -36,6 +37,8 @@ type fleet struct {
 	flags []string
 	wsURL string
 	log   *slog.Logger
+	// stops stops each device's agent, once.
+	stops map[string]func()
 }
 
 func newFleet(t *testing.T, devices map[string]map[string]string) *fleet {
@@ -51,11 +54,22 @@ func newFleet(t *testing.T, devices map[string]map[string]string) *fleet {
 	require.NoError(t, err)
 	f := &fleet{t: t, api: &api.Client{BaseURL: hs.URL, Token: strings.TrimSpace(string(token))},
 		flags: []string{"--server", hs.URL, "--token-file", tokenFile},
-		wsURL: "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws", log: quiet}
+		wsURL: "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws", log: quiet, stops: map[string]func(){}}
 	for id, labels := range devices {
 		f.startAgent(id, labels)
 	}
 	return f
+}
+
+// stopAgent stops the agent of device id, as SIGTERM does, and waits
+// until the server has it offline.
+func (f *fleet) stopAgent(id string) {
+	f.t.Helper()
+	f.stops[id]()
+	require.Eventually(f.t, func() bool {
+		d, err := f.api.Device(context.Background(), id)
+		return err == nil && !d.Online
+	}, 20*time.Second, 20*time.Millisecond, "%s never went offline", id)
 }
 
 // startAgent enrolls a device and runs its agent, with the tool fixtures,
@@ -77,7 +91,8 @@ func (f *fleet) startAgent(id string, labels map[string]string, configure ...fun
 	require.NoError(f.t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); a.Run(ctx); a.Close(context.Background()) }()
-	f.t.Cleanup(func() { cancel(); <-done })
+	f.stops[id] = sync.OnceFunc(func() { cancel(); <-done })
+	f.t.Cleanup(f.stops[id])
 	require.Eventually(f.t, func() bool {
 		d, err := f.api.Device(context.Background(), id)
 		return err == nil && d.Online
@@ -261,6 +276,7 @@ func jsonCommands(t *testing.T, f *fleet) map[string][]string {
 		"tools":         {"-o", "json", "tools", "kiosk-1"},
 		"exec":          {"-o", "json", "exec", "kiosk-1", "echo"},
 		"dispatch":      {"-o", "json", "dispatch", "kiosk-1", f.plan("steps: [{tool: echo}]\n"), "--wait"},
+		"plan validate": {"-o", "json", "plan", "validate", f.plan("steps: [{tool: echo}]\n"), "--device", "kiosk-1"},
 		"tasks":         {"-o", "json", "tasks"},
 		"task":          {"-o", "json", "task", "LAST"},
 		"cancel":        {"-o", "json", "cancel", "SPIN"},
@@ -302,7 +318,7 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &d))
 
 	// In order: enroll before revoke, keygen and pack before sign.
-	order := []string{"devices", "device enroll", "device revoke", "tools", "exec", "cancel", "dispatch", "tasks", "task",
+	order := []string{"devices", "device enroll", "device revoke", "tools", "exec", "cancel", "dispatch", "plan validate", "tasks", "task",
 		"tool keygen", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy"}
 	require.ElementsMatch(t, order, keys(cmds))
 	var last string
