@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/agent"
 	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -248,4 +251,42 @@ func TestPlanValidateAndDryRunListEveryProblemBeforeAnythingRuns(t *testing.T) {
 	tasks, err := f.api.Tasks(t.Context(), "", 0)
 	require.NoError(t, err)
 	assert.Empty(t, tasks, "nothing ran")
+}
+
+// Item 4 of issue 24: exec types KEY=VALUE as the tool's schema does
+// (content=42 is "42" for a string parameter), says so with -v, and
+// refuses a tool the device lacks with the nearest name it has, without
+// UFO's internal key.
+func TestExecTypesValuesByTheToolsSchema(t *testing.T) {
+	f := newFleet(t, nil)
+	files := t.TempDir()
+	f.startAgent("kiosk-1", lobby, func(c *agent.Config) {
+		c.ToolDirs = append(c.ToolDirs, "stock="+testenv.StockToolsDir(t))
+		c.Mounts = []sandbox.Mount{{HostPath: files, GuestPath: "/data"}}
+	})
+
+	out, errOut, code := sh(t, f, "aipctl exec -v kiosk-1 write_file path=/data/n.txt content=42 append=false")
+	require.Equal(t, exitOK, code, "%s%s", out, errOut)
+	assert.Equal(t, `content=42: taken as a string "42", as the tool's schema types it`+"\n", errOut, "only what was coerced")
+	b, err := os.ReadFile(filepath.Join(files, "n.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "42", string(b))
+
+	_, errOut, code = sh(t, f, "aipctl exec kiosk-1 write_file path=/data/n.txt content=x append=maybe")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "aipctl: tool write_file: parameter append=maybe: want true or false\n", errOut)
+
+	_, errOut, code = sh(t, f, "aipctl exec kiosk-1 hash_fiel path=/data/n.txt")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "aipctl: device kiosk-1 has no tool hash_fiel; did you mean hash_file?\n", errOut)
+	assert.NotContains(t, errOut, "::")
+
+	// A parameter the schema does not type is read as before: JSON if it
+	// is JSON.
+	out, errOut, code = sh(t, f, "aipctl exec -v kiosk-1 echo n=3 s=x")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Empty(t, errOut)
+	var results []protocol.Result
+	require.NoError(t, json.Unmarshal([]byte(out), &results))
+	assert.Equal(t, map[string]any{"n": float64(3), "s": "x"}, results[0].Result)
 }

@@ -15,19 +15,19 @@ import (
 )
 
 func TestBuildParamsMergesJSONAndKeyValues(t *testing.T) {
-	p, err := buildParams(`{"path":"/a","n":1}`, []string{"path=/b", "count=3", "flag=true", "name=kiosk 1", `quoted="5"`, "list=[1,2]"})
+	p, _, err := buildParams(`{"path":"/a","n":1}`, []string{"path=/b", "count=3", "flag=true", "name=kiosk 1", `quoted="5"`, "list=[1,2]"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{
 		"path": "/b", "n": float64(1), "count": float64(3), "flag": true, "name": "kiosk 1", "quoted": "5", "list": []any{float64(1), float64(2)},
 	}, p)
 
 	for _, bad := range []string{`[1]`, `null`, ` null `, `"s"`, `3`} {
-		_, err = buildParams(bad, []string{"path=/x"})
+		_, _, err = buildParams(bad, []string{"path=/x"}, nil)
 		assert.ErrorContains(t, err, "--params: not a JSON object", "--params %s", bad)
 	}
 	_, _, code := ctl(t, "exec", "k1", "hash_file", "--params", "null", "path=/x")
 	assert.Equal(t, exitUsage, code, "refused before asking any server")
-	_, err = buildParams("", []string{"novalue"})
+	_, _, err = buildParams("", []string{"novalue"}, nil)
 	assert.ErrorContains(t, err, `parameter "novalue": want KEY=VALUE`)
 }
 
