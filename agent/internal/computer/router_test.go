@@ -143,7 +143,3 @@ func TestAnAgentNameWithNoConfigGetsFailuresThatNameIt(t *testing.T) {
 	res = execute(t, r, computer.Target{AgentName: "default", RootName: "anything"}, true, action("echo", nil))
 	assert.Equal(t, protocol.ResultSuccess, res[0].Status, "the default agent needs no config")
 }
-
-func TestTheDefaultKeyIsTheKeyOfATargetThatNamesNothing(t *testing.T) {
-	assert.Equal(t, Target{}.key(), defaultKey)
-}
