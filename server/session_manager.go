@@ -414,16 +414,47 @@ func (m *sessionManager) liveSessions(state string) int {
 	return n
 }
 
-// progressOf returns what a running fleet has done so far; ok is false
-// for any other session, or one not running.
-func (m *sessionManager) progressOf(id string) (res api.FleetResult, ok bool) {
+// progressOf returns what a running fleet or plan has done so far: a
+// FleetResult or a PlanResult. ok is false for a single command, or a
+// session not running.
+func (m *sessionManager) progressOf(id string) (res any, ok bool) {
 	m.mu.Lock()
 	s := m.live[id]
 	m.mu.Unlock()
-	if s == nil || s.fleet == nil {
-		return res, false
+	switch {
+	case s == nil:
+		return nil, false
+	case s.fleet != nil:
+		return s.fleet.progress(), true
+	case s.plan != nil:
+		events, _, _ := s.events.since(0)
+		return planProgress(s.plan, events), true
 	}
-	return s.fleet.progress(), true
+	return nil, false
+}
+
+// planProgress is where each step of a running plan is, from its events:
+// pending until it starts, running while an attempt is out, then how its
+// last attempt went. A step that is being retried keeps the last
+// attempt's error, which is why.
+func planProgress(p *plan.Plan, events []api.TaskEvent) api.PlanResult {
+	res := api.PlanResult{Steps: make([]api.StepResult, len(p.Steps))}
+	for i, ps := range p.Steps {
+		res.Steps[i] = api.StepResult{Step: i, Tool: ps.Label(), Status: api.StepPending}
+	}
+	for _, e := range events {
+		if e.Step == nil || *e.Step < 0 || *e.Step >= len(res.Steps) {
+			continue
+		}
+		st := &res.Steps[*e.Step]
+		switch e.Type {
+		case api.EventStepStart:
+			st.Status, st.Attempts, st.ResponseID = api.StepRunning, e.Attempt, e.ResponseID
+		case api.EventStepEnd:
+			st.Status, st.Attempts, st.Error, st.Results = e.Status, e.Attempt, e.Error, e.Results
+		}
+	}
+	return res
 }
 
 // running reports whether the session is running here.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -289,4 +290,39 @@ func TestExecTypesValuesByTheToolsSchema(t *testing.T) {
 	var results []protocol.Result
 	require.NoError(t, json.Unmarshal([]byte(out), &results))
 	assert.Equal(t, map[string]any{"n": float64(3), "s": "x"}, results[0].Result)
+}
+
+// Item 5 of issue 24: aipctl task on a plan that runs shows where each
+// step is, with its attempts and last error, and how long it has been
+// running, not how long it "took".
+func TestTaskShowsARunningPlansStepsLive(t *testing.T) {
+	f := newFleet(t, map[string]map[string]string{"kiosk-1": lobby})
+	planFile := f.plan(`task_name: slow
+steps:
+  - tool: echo
+  - {tool: fail, retries: 1, backoff: 100ms, early_exit: false}
+  - {tool: spin, timeout: 20s}
+  - tool: echo
+`)
+	id, errOut, code := sh(t, f, "aipctl dispatch kiosk-1 "+planFile)
+	require.Equal(t, exitOK, code, errOut)
+	id = strings.TrimSpace(id)
+	var out string
+	require.Eventually(t, func() bool {
+		out, _, _ = sh(t, f, "aipctl task "+id)
+		return strings.Contains(out, "spin") && regexp.MustCompile(`(?m)^3\s+spin\s+running`).MatchString(out)
+	}, 20*time.Second, 100*time.Millisecond, "the spin step never showed running:\n%s", out)
+	assert.Regexp(t, `(?m)^state\s+running$`, out)
+	assert.Regexp(t, `(?m)^running for\s+\d+\.\ds$`, out)
+	assert.NotRegexp(t, `(?m)^took`, out)
+	assert.Regexp(t, `(?m)^1\s+echo\s+success\s+1\s*$`, out)
+	assert.Regexp(t, `(?m)^2\s+fail\s+failure\s+2\s+\S.*$`, out, "both attempts, and the last one's error")
+	assert.Regexp(t, `(?m)^3\s+spin\s+running\s+1\s*$`, out)
+	assert.Regexp(t, `(?m)^4\s+echo\s+pending\s+0\s*$`, out)
+	assert.Regexp(t, `(?m)^plan \S+ \(slow\) on kiosk-1: running for \d+\.\ds so far$`, out)
+
+	_, _, code = sh(t, f, "aipctl cancel "+id)
+	require.Equal(t, exitOK, code)
+	out, _, _ = sh(t, f, "aipctl task "+id)
+	assert.Regexp(t, `(?m)^took\s+\d+\.\ds$`, out, "once it ended")
 }
