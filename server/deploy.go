@@ -51,7 +51,7 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 		writeRequestError(w, err)
 		return
 	}
-	resp, err := s.sessions.runCommand(r.Context(), d.ID, []protocol.Command{action}, timeout, nil)
+	resp, err := s.sessions.runCommand(r.Context(), d.ID, []protocol.Command{action}, timeout, false, nil)
 	if err != nil {
 		writeSessionError(w, err)
 		return

@@ -148,7 +148,7 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.Idem
 		writeRequestError(w, err)
 		return
 	}
-	resp, err := s.sessions.runCommand(r.Context(), d.ID, req.Actions, timeout, key)
+	resp, err := s.sessions.runCommand(r.Context(), d.ID, req.Actions, timeout, req.WaitForDevice, key)
 	if err != nil {
 		writeSessionError(w, err)
 		return

@@ -219,14 +219,16 @@ func (m *sessionManager) runPlan(s *session, taskEnd taskEndFunc) outcome[api.Pl
 // it: POST /api/devices/{id}/commands. key, if not nil, is recorded with
 // the command.
 func (m *sessionManager) runCommand(ctx context.Context, deviceID string, actions []protocol.Command, timeout time.Duration,
-	key *store.IdempotencyKey) (api.CommandResponse, error) {
+	waitForDevice bool, key *store.IdempotencyKey) (api.CommandResponse, error) {
 	s, _, err := m.getOrCreateSession(ctx, sessionSpec{
 		ID: uuid.NewString(), DeviceID: deviceID, Requester: api.Requester{Kind: api.RequesterOperator}, Key: key,
 	})
 	if err != nil {
 		return api.CommandResponse{}, err
 	}
-	out := execute(m, s, commandRunner{sessionID: s.ID, deviceID: deviceID, actions: actions, timeout: timeout}, nil)
+	s.waitsForDevice = waitForDevice
+	out := execute(m, s, commandRunner{sessionID: s.ID, deviceID: deviceID, actions: actions, timeout: timeout,
+		waitForDevice: waitForDevice}, nil)
 	return out.result, nil
 }
 
@@ -377,9 +379,10 @@ func (m *sessionManager) requesterGone(clientID string) {
 // deviceGone cancels every session running on a device that is not
 // coming back, plans and single commands alike: the device had its grace
 // to return, and a command that outlived it would only wait for a device
-// that is gone.
+// that is gone. A command whose caller asked to wait for the device goes
+// on waiting, within its timeout.
 func (m *sessionManager) deviceGone(id string) {
-	m.cancelWhere(func(s *session) bool { return s.DeviceID == id }, reasonDeviceDisconnected)
+	m.cancelWhere(func(s *session) bool { return s.DeviceID == id && !s.waitsForDevice }, reasonDeviceDisconnected)
 }
 
 // eventsOf returns the event log of a session that is running or ended

@@ -326,3 +326,43 @@ steps:
 	out, _, _ = sh(t, f, "aipctl task "+id)
 	assert.Regexp(t, `(?m)^took\s+\d+\.\ds$`, out, "once it ended")
 }
+
+// Item 7 of issue 24: an agent that stops cleanly closes its link as
+// going away; a command for its device then fails at once, "device shut
+// down", rather than wait out the reconnect grace, unless the operator
+// asks to wait for it.
+func TestExecOnADeviceThatShutDownFailsAtOnceUnlessAskedToWait(t *testing.T) {
+	f := newFleet(t, nil)
+	resp, err := f.api.Enroll(t.Context(), api.EnrollRequest{ID: "kiosk-1", Labels: lobby})
+	require.NoError(t, err)
+	tokenFile := filepath.Join(t.TempDir(), "kiosk-1.token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(resp.Token), 0o600))
+	f.runAgent("kiosk-1", tokenFile)
+	f.stopAgent("kiosk-1") // as on SIGTERM
+
+	start := time.Now()
+	out, _, code := sh(t, f, "aipctl exec kiosk-1 echo --timeout 1m")
+	assert.Equal(t, exitFailed, code)
+	assert.Less(t, time.Since(start), 20*time.Second, "at once, not after the minute's grace")
+	assert.Contains(t, out, `device \"kiosk-1\" shut down (its agent stopped); to wait for it to come back, send the command with wait_for_device (aipctl exec --wait-for-device)`)
+
+	type result struct {
+		out  string
+		code int
+	}
+	waited := make(chan result, 1)
+	go func() {
+		out, _, code := sh(t, f, "aipctl exec kiosk-1 echo a=1 --wait-for-device --timeout 1m")
+		waited <- result{out, code}
+	}()
+	time.Sleep(time.Second) // the command is parked, waiting; nothing to observe from outside
+	select {
+	case r := <-waited:
+		t.Fatalf("exec --wait-for-device ended before the device came back: %d %s", r.code, r.out)
+	default:
+	}
+	f.runAgent("kiosk-1", tokenFile)
+	r := <-waited
+	require.Equal(t, exitOK, r.code, r.out)
+	assert.Contains(t, r.out, `"a": 1`)
+}

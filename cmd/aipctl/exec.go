@@ -18,6 +18,7 @@ func newExecCmd(g *globals) *cobra.Command {
 		toolType   string
 		key        string
 		verbose    bool
+		waitDevice bool
 	)
 	cmd := &cobra.Command{
 		Use:   "exec DEVICE TOOL [KEY=VALUE...]",
@@ -33,6 +34,10 @@ device that lists no tools, a VALUE that is JSON (a number, true, false,
 null, an array, an object or a quoted string) is taken as that JSON, and
 anything else as a string. A tool the device does not list is refused
 before anything is sent, with the nearest name it has.
+
+A command for a device whose agent stopped on purpose fails at once, "device
+shut down"; with --wait-for-device it waits for the device to come back,
+within --timeout, as it does for any device that is not online.
 
 Prints the Results as JSON; -o json prints the whole response, with its
 response_id and session_id. Exits 0 when the tool succeeded and 1 when it
@@ -65,7 +70,7 @@ failed.`,
 			}
 			req := api.CommandRequest{
 				Actions: []protocol.Command{{ToolName: args[1], ToolType: protocol.ToolType(toolType), Parameters: params}},
-				Timeout: timeout.String(), IdempotencyKey: idempotencyKey(key),
+				Timeout: timeout.String(), WaitForDevice: waitDevice, IdempotencyKey: idempotencyKey(key),
 			}
 			ctx := cmd.Context()
 			resp, err := c.Command(ctx, args[0], req)
@@ -79,6 +84,8 @@ failed.`,
 	cmd.Flags().DurationVar(&timeout, "timeout", api.DefaultCommandTimeout, "how long to wait for the result (at most 24h)")
 	cmd.Flags().StringVar(&toolType, "tool-type", "", "action or data_collection (default: whichever the device has)")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", keyFlagUsage)
+	cmd.Flags().BoolVar(&waitDevice, "wait-for-device", false,
+		"if the device is not online (its agent stopped, or its link is down), wait for it to register again, within --timeout, instead of failing")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "say which KEY=VALUE was taken otherwise than as it reads, for the tool's schema")
 	return cmd
 }

@@ -80,6 +80,13 @@ func (f *fleet) startAgent(id string, labels map[string]string, configure ...fun
 	require.NoError(f.t, err)
 	tokenFile := filepath.Join(f.t.TempDir(), id+".token")
 	require.NoError(f.t, os.WriteFile(tokenFile, []byte(resp.Token), 0o600))
+	f.runAgent(id, tokenFile, configure...)
+}
+
+// runAgent runs the agent of device id, enrolled with the token in
+// tokenFile, and waits until it is online.
+func (f *fleet) runAgent(id, tokenFile string, configure ...func(*agent.Config)) {
+	f.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := agent.Config{ID: id, ServerURL: f.wsURL, TokenFile: tokenFile,
 		ToolDirs: []string{"fixtures=" + testenv.TestdataTools()}, DataDir: f.t.TempDir(),
