@@ -16,6 +16,9 @@ APT_PACKAGES := clang lld wasi-libc libclang-rt-14-dev-wasm32
 APT_PACKAGES += wabt
 # The kiosk test and the dashboard's end-to-end test drive Debian's chromium.
 APT_PACKAGES += chromium
+# tmux gives tests a terminal, where what a user sees there matters (make
+# demo waits for Enter only on a terminal: e2e/demo_test.go).
+APT_PACKAGES += tmux
 # The agent built for arm64, armv7 and riscv64 runs under qemu-user
 # (e2e's cross-architecture test).
 APT_PACKAGES += qemu-user-static

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +22,7 @@ import (
 )
 
 // The tests in this file run aipctl as its users do: the binary, from a
-// shell, or on a terminal (tmux) where what the terminal shows matters.
+// shell.
 
 // sh runs script in bash with aipctl on the PATH and AIP_SERVER and
 // AIP_TOKEN pointing at f's server (f may be nil), and returns its stdout,
@@ -50,87 +49,11 @@ func sh(t *testing.T, f *fleet, script string) (string, string, int) {
 func userEnv(t *testing.T, f *fleet) []string {
 	t.Helper()
 	bin := filepath.Dir(testenv.Command(t, "aipctl"))
-	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "TERM=xterm-256color")
+	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	if f != nil {
 		env = append(env, "AIP_SERVER="+f.api.BaseURL, "AIP_TOKEN="+f.api.Token)
 	}
 	return env
-}
-
-// terminal is a tmux session of its own, 100 columns by 30 rows, running
-// one command; what it shows is read with screen.
-type terminal struct {
-	t      *testing.T
-	socket string
-}
-
-// newTerminal runs script in bash on a fresh tmux server, with f's
-// environment (see userEnv), and kills it at the end of the test. It
-// skips the test without tmux.
-func newTerminal(t *testing.T, f *fleet, script string) *terminal {
-	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("no tmux on PATH: apt-get install -y tmux (make deps does)")
-	}
-	term := &terminal{t: t, socket: filepath.Join(t.TempDir(), "tmux.sock")}
-	var env []string
-	for _, kv := range userEnv(t, f) {
-		env = append(env, "-e", kv)
-	}
-	// remain-on-exit keeps the pane, and what it shows, once the command
-	// ends.
-	args := append([]string{"new-session", "-d", "-x", "100", "-y", "30"}, env...)
-	term.tmux(append(args, "bash", "--norc", "-c", script)...)
-	term.tmux("set-option", "-g", "remain-on-exit", "on")
-	t.Cleanup(func() { exec.Command("tmux", "-S", term.socket, "kill-server").Run() })
-	return term
-}
-
-func (term *terminal) tmux(args ...string) string {
-	term.t.Helper()
-	out, err := exec.Command("tmux", append([]string{"-S", term.socket}, args...)...).CombinedOutput()
-	require.NoError(term.t, err, "tmux %s: %s", strings.Join(args, " "), out)
-	return string(out)
-}
-
-// screen is what the terminal shows now, its trailing blank lines left
-// out.
-func (term *terminal) screen() string {
-	term.t.Helper()
-	return strings.TrimRight(term.tmux("capture-pane", "-p"), "\n")
-}
-
-// waitFor waits up to 30 s for the screen to satisfy ok, and returns it.
-func (term *terminal) waitFor(what string, ok func(screen string) bool) string {
-	term.t.Helper()
-	var s string
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if s = term.screen(); ok(s) {
-			return s
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	term.t.Fatalf("the terminal never showed %s; it shows:\n%s", what, s)
-	return ""
-}
-
-// exited waits for the command to end and returns its exit status.
-func (term *terminal) exited() int {
-	term.t.Helper()
-	var status int
-	term.waitFor("the command's end", func(string) bool {
-		out := strings.TrimSpace(term.tmux("display-message", "-p", "#{pane_dead} #{pane_dead_status}"))
-		n, _ := fmt.Sscanf(out, "1 %d", &status)
-		return n == 1
-	})
-	return status
-}
-
-// keys types keys on the terminal, as tmux send-keys names them.
-func (term *terminal) keys(keys ...string) {
-	term.t.Helper()
-	term.tmux(append([]string{"send-keys"}, keys...)...)
 }
 
 // Item 8 of issue 24: the help of --token-file says what $AIP_TOKEN
