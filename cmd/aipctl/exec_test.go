@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -67,8 +69,26 @@ func TestExecGivesUpOnAServerThatNeverReplies(t *testing.T) {
 	}()
 	t.Setenv("AIP_TOKEN", "aipo_test")
 
+	// exec first reads the tool's schema: nothing is sent yet.
 	start := time.Now()
 	_, errOut, code := ctl(t, "--server", "http://"+l.Addr().String(), "--reply-timeout", "500ms", "exec", "kiosk-1", "echo", "--timeout", "1s")
+	assert.Equal(t, exitUnreachable, code, errOut)
+	assert.Equal(t, "server unreachable: GET /api/devices/kiosk-1/tools: no reply within 500ms", errOut)
+	assert.Less(t, time.Since(start), 5*time.Second, "the bound is 500ms")
+
+	// A server that lists the tools, then never answers the command.
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			w.Write([]byte("[]"))
+			return
+		}
+		// Read to the end: only then does the server see the client go.
+		io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	}))
+	defer silent.Close()
+	start = time.Now()
+	_, errOut, code = ctl(t, "--server", silent.URL, "--reply-timeout", "500ms", "exec", "kiosk-1", "echo", "--timeout", "1s")
 	took := time.Since(start)
 	assert.Equal(t, exitUnreachable, code, errOut)
 	assert.Contains(t, errOut, "server unreachable: POST /api/devices/kiosk-1/commands: no reply within 1.5s")

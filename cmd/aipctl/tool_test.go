@@ -234,7 +234,7 @@ func TestADeployedSignedToolRunsOnTheDevice(t *testing.T) {
 
 	_, errOut, code := f.ctl("exec", "kiosk-1", "hello")
 	require.Equal(t, exitUsage, code, "not there before the deploy: %s", errOut)
-	assert.Contains(t, errOut, `actions[0].tool_name: device "kiosk-1" has no tool "hello"`)
+	assert.Equal(t, "device kiosk-1 has no tool hello", errOut)
 	out, errOut, code := f.ctl("tool", "deploy", "kiosk-1", mod)
 	require.Equal(t, exitOK, code, "%s%s", out, errOut)
 	assert.Contains(t, out, `"status": "success"`)
@@ -252,7 +252,7 @@ func TestPackAndSignRefuseWhatAnAgentWouldRefuse(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte(`{"name":"x","tool_type":"query","input_schema":{"type":"object"}}`), 0o644))
 	_, errOut, code := ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", bad, "--out", filepath.Join(dir, "x.wasm"))
 	assert.Equal(t, exitUsage, code)
-	assert.Contains(t, errOut, `field "tool_type"`)
+	assert.Contains(t, errOut, `tool_type: want action or data_collection, got "query"`)
 
 	lib := filepath.Join(dir, "lib.wasm")
 	require.NoError(t, os.WriteFile(lib, []byte("\x00asm\x01\x00\x00\x00\x05\x03\x01\x00\x01"), 0o644))
