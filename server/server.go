@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/dashboard"
+	"github.com/edgeaip/edgeaip/server/internal/certs"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
@@ -43,6 +44,8 @@ type Config struct {
 	// api.Client takes a stream silent for api.DefaultEventsIdleTimeout
 	// (45 s) as broken. Default 15 s.
 	EventsKeepalive time.Duration
+	// TLS names the files of the server's TLS; none: plain HTTP.
+	TLS TLSFiles
 }
 
 // Server is the device gateway and operator API. Serve its Handler.
@@ -59,6 +62,8 @@ type Server struct {
 	keys      *keyLocks // idempotency keys being served
 	csrf      *http.CrossOriginProtection
 	adminHash string
+	certs     *certs.Set // nil: plain HTTP
+	rotations *rotationWaiters
 	stop      chan struct{}
 	stopOnce  sync.Once
 	janitor   chan struct{} // closed when the results janitor has stopped
@@ -83,6 +88,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("server: data dir is required")
 	}
+	// Read before anything is written: a bad file fails the start alone.
+	set, err := cfg.TLS.load()
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
@@ -105,7 +115,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	cfg.Sessions.setDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, store: st, adminHash: hash,
+	s := &Server{cfg: cfg, log: cfg.Logger, store: st, adminHash: hash, certs: set, rotations: newRotationWaiters(),
 		logins: newLogins(), keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
 		stop: make(chan struct{}), janitor: make(chan struct{})}
 	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)

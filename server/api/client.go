@@ -213,6 +213,26 @@ func (c *Client) Enroll(ctx context.Context, req EnrollRequest) (EnrollResponse,
 	return out, err
 }
 
+// RotateToken has the server give a device a new token, over its link,
+// and waits for the device to confirm it (up to req.Wait).
+func (c *Client) RotateToken(ctx context.Context, id string, req RotateRequest) (TokenRotation, error) {
+	var out TokenRotation
+	wait, err := ParseRotateWait(req.Wait)
+	if err != nil {
+		return out, err
+	}
+	err = c.do(ctx, wait, http.Header{}, http.MethodPost, "/api/devices/"+url.PathEscape(id)+"/token", req, &out)
+	return out, err
+}
+
+// SignCertificate has the server sign a certificate for an enrolled
+// device's key, with its device CA.
+func (c *Client) SignCertificate(ctx context.Context, id string, req CertificateRequest) (Certificate, error) {
+	var out Certificate
+	err := c.Do(ctx, http.MethodPost, "/api/devices/"+url.PathEscape(id)+"/certificate", req, &out)
+	return out, err
+}
+
 // Devices lists the enrolled devices.
 func (c *Client) Devices(ctx context.Context) ([]Device, error) {
 	var out []Device
