@@ -35,6 +35,12 @@ var flagKeys = []flagKey{
 		set: func(fc *fileConfig, v string) error { fc.Device.ID = v; return nil }},
 	{name: "token-file", key: []any{"server", "token_file"}, usage: "`file` holding the device token",
 		set: func(fc *fileConfig, v string) error { fc.Server.TokenFile = v; return nil }},
+	{name: "ca", key: []any{"server", "ca"}, usage: "PEM `file` of the CAs a wss:// server's certificate is checked against (default: the system's)",
+		set: func(fc *fileConfig, v string) error { fc.Server.CA = v; return nil }},
+	{name: "cert", key: []any{"server", "cert"}, usage: "PEM `file` of the device's certificate, for a wss:// server; one naming ID.devices.edgeaip stands in for the token",
+		set: func(fc *fileConfig, v string) error { fc.Server.Cert = v; return nil }},
+	{name: "key", key: []any{"server", "key"}, usage: "PEM `file` of the key of --cert",
+		set: func(fc *fileConfig, v string) error { fc.Server.Key = v; return nil }},
 	{name: "tools", key: []any{"tools", "dirs"}, usage: "`directory` of tool modules, DIR or NAMESPACE=DIR (repeatable)",
 		set: func(fc *fileConfig, v string) error { fc.Tools.Dirs = append(fc.Tools.Dirs, v); return nil }},
 	{name: "allow-dir", key: []any{"tools", "allow_dirs"}, usage: "host `directory` tools may use, HOST[:GUEST][:ro] (repeatable)",
@@ -118,7 +124,8 @@ func (f *Flags) missing(cfg Config) []error {
 		set bool
 	}{
 		{[]any{"device", "id"}, cfg.ID != ""},
-		{[]any{"server", "token_file"}, cfg.TokenFile != ""},
+		// A device certificate may stand in for the token.
+		{[]any{"server", "token_file"}, cfg.TokenFile != "" || cfg.CertFile != ""},
 		{[]any{"data_dir"}, cfg.DataDir != ""},
 	} {
 		switch {
