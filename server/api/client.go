@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,6 +59,15 @@ const (
 // defaultHTTP is the client of a Client without HTTP. It is shared so
 // that Clients reuse connections, and never changed.
 var defaultHTTP = &http.Client{Transport: boundedTransport()}
+
+// HTTPClient is an HTTP client for a Client whose server speaks TLS
+// configured by tc (its RootCAs, say): with the bounded dial of the
+// default client.
+func HTTPClient(tc *tls.Config) *http.Client {
+	t := boundedTransport()
+	t.TLSClientConfig = tc
+	return &http.Client{Transport: t}
+}
 
 // boundedTransport is http.DefaultTransport with DialTimeout. There is no
 // response header timeout: the reply to a command comes only with its
