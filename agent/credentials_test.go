@@ -87,7 +87,7 @@ func tlsPeer(t *testing.T, ca *testpki.CA, clientCA *testpki.CA) *testPeer {
 // key, and returns their paths.
 func deviceFiles(t *testing.T, ca *testpki.CA, id string, edit ...func(*testpki.Leaf)) (cert, key string) {
 	t.Helper()
-	l := testpki.Leaf{Name: id, DNSNames: []string{protocol.DeviceCertName(id)}, Client: true}
+	l := testpki.Device(id)
 	for _, e := range edit {
 		e(&l)
 	}

@@ -45,7 +45,7 @@ func newPKI(t *testing.T, signer bool) *pki {
 // deviceCert issues a client certificate for device id.
 func (p *pki) deviceCert(t *testing.T, id string, edit ...func(*testpki.Leaf)) tls.Certificate {
 	t.Helper()
-	l := testpki.Leaf{Name: id, DNSNames: []string{protocol.DeviceCertName(id)}, Client: true}
+	l := testpki.Device(id)
 	for _, e := range edit {
 		e(&l)
 	}

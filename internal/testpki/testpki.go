@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/stretchr/testify/require"
 )
 
@@ -105,6 +106,12 @@ func (ca *CA) Issue(t testing.TB, l Leaf) Issued {
 	cert, err := x509.ParseCertificate(der)
 	require.NoError(t, err)
 	return Issued{Cert: cert, CertPEM: certPEM(cert), KeyPEM: keyPEM(t, key)}
+}
+
+// Device describes a client certificate for device id, naming it as the
+// server expects (protocol.DeviceCertName).
+func Device(id string) Leaf {
+	return Leaf{Name: id, DNSNames: []string{protocol.DeviceCertName(id)}, Client: true}
 }
 
 // Loopback describes a server certificate for 127.0.0.1 and localhost.
