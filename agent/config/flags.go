@@ -122,18 +122,18 @@ func (f *Flags) missing(cfg Config) []error {
 	for _, k := range []struct {
 		key []any
 		set bool
+		or  string // what else would do
 	}{
-		{[]any{"device", "id"}, cfg.ID != ""},
-		// A device certificate may stand in for the token.
-		{[]any{"server", "token_file"}, cfg.TokenFile != "" || cfg.CertFile != ""},
-		{[]any{"data_dir"}, cfg.DataDir != ""},
+		{[]any{"device", "id"}, cfg.ID != "", ""},
+		{[]any{"server", "token_file"}, cfg.TokenFile != "" || cfg.CertFile != "", "; or a device certificate, --cert and --key"},
+		{[]any{"data_dir"}, cfg.DataDir != "", ""},
 	} {
 		switch {
 		case k.set:
 		case f.file != "":
-			errs = append(errs, fmt.Errorf("%s: %s: missing (or %s)", f.file, dotted(k.key), flagOf(k.key)))
+			errs = append(errs, fmt.Errorf("%s: %s: missing (or %s%s)", f.file, dotted(k.key), flagOf(k.key), k.or))
 		default:
-			errs = append(errs, fmt.Errorf("%s: missing (or %s in a --config file)", flagOf(k.key), dotted(k.key)))
+			errs = append(errs, fmt.Errorf("%s: missing (or %s in a --config file%s)", flagOf(k.key), dotted(k.key), k.or))
 		}
 	}
 	return errs
