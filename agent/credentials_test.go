@@ -63,14 +63,15 @@ func TestATokenTheAgentCannotKeepLeavesTheOldOne(t *testing.T) {
 	assert.Equal(t, "Bearer aipd_test", p.next(t).upgrade.Header.Get("Authorization"))
 }
 
-// tlsPeer is a testPeer serving WSS with a certificate of ca, asking for
-// client certificates of clientCA when it is not nil.
-func tlsPeer(t *testing.T, ca *testpki.CA, clientCA *testpki.CA) *testPeer {
+// tlsPeer is a testPeer serving WSS with a certificate of ca, for
+// loopback or as serving describes it, asking for client certificates of
+// clientCA when it is not nil.
+func tlsPeer(t *testing.T, ca *testpki.CA, clientCA *testpki.CA, serving ...testpki.Leaf) *testPeer {
 	t.Helper()
 	p := &testPeer{links: make(chan *peerLink, 16)}
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
-	serving := ca.Issue(t, testpki.Loopback())
-	pair, err := tls.X509KeyPair(serving.CertPEM, serving.KeyPEM)
+	issued := ca.Issue(t, append(serving, testpki.Loopback())[0])
+	pair, err := tls.X509KeyPair(issued.CertPEM, issued.KeyPEM)
 	require.NoError(t, err)
 	p.srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
 	if clientCA != nil {
@@ -130,6 +131,8 @@ func TestTLSFailuresSayWhatToFix(t *testing.T) {
 	}{
 		"a server the agent does not trust": {tlsPeer(t, ca, nil), func(*Config) {}, []string{
 			"the server's certificate is not trusted (give the CA that signed it as --ca, server.ca)", "certificate signed by unknown authority"}},
+		"a server certificate for another name": {tlsPeer(t, ca, nil, testpki.Leaf{Name: "elsewhere", DNSNames: []string{"elsewhere.example"}, Server: true}),
+			func(c *Config) { c.CAFile = caFile }, []string{"the server's certificate is not valid for wss://127.0.0.1:", "cannot validate certificate for 127.0.0.1"}},
 		"a certificate of a CA the server does not trust": {tlsPeer(t, ca, testpki.NewCA(t, "the server's client CA")), func(c *Config) {
 			c.CAFile = caFile
 			c.CertFile, c.KeyFile = deviceFiles(t, ca, "dev-1")

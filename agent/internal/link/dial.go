@@ -89,16 +89,19 @@ func refusedCredentials(resp *http.Response) error {
 }
 
 // explainTLS says what a TLS failure of a dial means for the operator: a
-// server certificate the device does not trust, or a device certificate
-// the server refused (an alert from the server, whose cause it logs; the
-// device can tell only whether its certificate expired).
+// server certificate the device does not trust, or one not valid for the
+// URL; or a device certificate the server refused (an alert from the
+// server, whose cause it logs: the device can tell only whether its
+// certificate expired).
 func (l *Link) explainTLS(err error) error {
 	var unknown x509.UnknownAuthorityError
 	var invalid x509.CertificateInvalidError
 	var hostname x509.HostnameError
 	switch {
-	case errors.As(err, &unknown), errors.As(err, &invalid), errors.As(err, &hostname):
+	case errors.As(err, &unknown):
 		return fmt.Errorf("the server's certificate is not trusted (give the CA that signed it as --ca, server.ca): %w", err)
+	case errors.As(err, &invalid), errors.As(err, &hostname):
+		return fmt.Errorf("the server's certificate is not valid for %s: %w", protocol.RedactURL(l.opts.ServerURL), err)
 	case isAlert(err) && l.tls != nil && l.tls.GetClientCertificate != nil:
 		return fmt.Errorf("the server refused the device certificate%s (its log says why): %w", l.certProblem(), err)
 	}
