@@ -247,16 +247,31 @@ func (s *Server) seeDevice(ctx context.Context, c *client) {
 // deliverResults records COMMAND_RESULTS and acknowledges them, so that
 // the device may forget them; see RATIONALE.md.
 func (s *Server) deliverResults(ctx context.Context, c *client, m *protocol.ClientMessage) {
-	err := s.disp.deliver(c, m)
+	s.answerResults(ctx, c.conn, m, s.disp.deliver(c, m))
+}
+
+// answerResults tells a device how its results m ended, err being what
+// deliver said: acknowledged, or refused for good. Results the server has
+// not recorded get no answer: the device keeps them, and sends them again
+// after its next registration, unless the server, which kept them,
+// records them first and answers then (answerRecorded).
+func (s *Server) answerResults(ctx context.Context, conn *protocol.Conn, m *protocol.ClientMessage, err error) {
 	var refused *deliveryError
 	switch {
 	case err == nil:
-		s.sendAck(ctx, c.conn, m)
+		s.sendAck(ctx, conn, m)
 	case errors.As(err, &refused):
-		s.sendError(ctx, c.conn, err.Error(), m.RequestID)
+		s.sendError(ctx, conn, err.Error(), m.RequestID)
 	}
-	// Otherwise the server failed to record them: no answer, so the device
-	// sends them again after its next registration.
+}
+
+// answerRecorded answers results the server kept, once the store took
+// them (err is deliver's error for them), on the device's link if it is
+// online: it need not register again to hear.
+func (s *Server) answerRecorded(deviceID string, m *protocol.ClientMessage, err error) {
+	if c := s.reg.device(deviceID); c != nil {
+		s.answerResults(context.Background(), c.conn, m, err)
+	}
 }
 
 // reregister takes a REGISTER on a registered connection as an update of

@@ -148,13 +148,18 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, strict bool) bool
 }
 
 // health is GET /api/health. It is open, for load balancers; with the
-// operator token it also lists the online clients, as UFO's does.
+// operator token it also lists the online clients, as UFO's does. While
+// the database cannot take writes, or the server holds writes it has not
+// taken yet, the server is degraded: 503, with the cause.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	h := api.Health{Status: "healthy"}
+	h, code := api.Health{Status: "healthy"}, http.StatusOK
+	if cause := s.unrecorded.health(); cause != "" {
+		h, code = api.Health{Status: "degraded", Cause: cause}, http.StatusServiceUnavailable
+	}
 	if s.isOperator(r) {
 		h.OnlineClients = s.reg.ids()
 	}
-	writeJSON(w, http.StatusOK, h)
+	writeJSON(w, code, h)
 }
 
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {

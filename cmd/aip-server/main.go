@@ -28,6 +28,11 @@ func main() {
 	flag.IntVar(&sessions.MaxSessions, "max-sessions", 1000, "sessions that may run at once; more get 503")
 	flag.DurationVar(&sessions.ResultTTL, "result-ttl", 7*24*time.Hour, "how long finished tasks and their results are kept")
 	flag.DurationVar(&sessions.DeviceGrace, "device-grace", time.Minute, "how long a device whose link dropped has to come back before its tasks are cancelled")
+	var st server.StoreConfig
+	flag.IntVar(&st.Readers, "db-readers", 0, "database connections that serve reads at once (default max(4, 2 × GOMAXPROCS))")
+	flag.DurationVar(&st.ReaderIdle, "db-reader-idle", time.Minute, "close a database reader unused this long")
+	flag.IntVar(&st.UnrecordedWrites, "unrecorded-writes", 10_000, "writes the database could not take (a full disk) kept in memory to retry; past this, results stay with their devices")
+	flag.Int64Var(&st.UnrecordedBytes, "unrecorded-bytes", 64<<20, "bytes of results and task ends kept in memory for a database that cannot take them; past this, as --unrecorded-writes")
 	var conn protocol.ConnOptions
 	flag.Int64Var(&conn.MaxFrameBytes, "max-frame", protocol.DefaultMaxFrameBytes, "largest WebSocket frame accepted, in bytes; a larger one closes the link with 1009")
 	flag.DurationVar(&conn.PingInterval, "ping", protocol.DefaultPingInterval, "WebSocket ping interval; a link silent for two is dropped")
@@ -47,7 +52,8 @@ func main() {
 	flag.Parse()
 
 	log := logOpts.New(os.Stderr)
-	if err := run(*listen, *data, server.Config{Sessions: sessions, Conn: conn, Limits: limits, Logger: log, SecureCookies: *secureCookies, TLS: tlsFiles}); err != nil {
+	if err := run(*listen, *data, server.Config{Sessions: sessions, Store: st, Conn: conn, Limits: limits, Logger: log,
+		SecureCookies: *secureCookies, TLS: tlsFiles}); err != nil {
 		log.Error("aip-server failed", "err", err)
 		os.Exit(1)
 	}
@@ -58,16 +64,19 @@ func run(listen, data string, cfg server.Config) error {
 	defer stop()
 
 	log := cfg.Logger
+	// Bound first: a busy port then fails the start before the data dir,
+	// the operator token or the database is written.
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
 	cfg.DataDir = data
 	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	hs := newHTTPServer(srv.Handler(), log)
 	hs.TLSConfig = srv.TLSConfig()
 	// Caught before the server says it listens: a SIGHUP then never kills it.

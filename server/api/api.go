@@ -201,10 +201,14 @@ func FirstError(results []protocol.Result) string {
 	return ""
 }
 
-// Health is the body of GET /api/health. OnlineClients is filled in, as
-// UFO's server does, only for a request that carries the operator token.
+// Health is the body of GET /api/health: Status is "healthy", or
+// "degraded" (with status 503) while the server's database cannot take
+// writes, or it holds writes the database has not taken yet, and Cause
+// says which. OnlineClients is filled in, as UFO's server does, only for
+// a request that carries the operator token.
 type Health struct {
 	Status        string   `json:"status"`
+	Cause         string   `json:"cause,omitempty"`
 	OnlineClients []string `json:"online_clients,omitempty"`
 }
 
