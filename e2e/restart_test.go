@@ -230,7 +230,9 @@ func (p *serverProcess) kill(t testing.TB) {
 	<-p.done
 }
 
-func (p *serverProcess) wsURL() string { return "ws" + strings.TrimPrefix(p.api.BaseURL, "http") + "/ws" }
+func (p *serverProcess) wsURL() string {
+	return "ws" + strings.TrimPrefix(p.api.BaseURL, "http") + "/ws"
+}
 
 func (p *serverProcess) enrollToken(t testing.TB, id string) string {
 	t.Helper()
