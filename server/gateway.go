@@ -23,20 +23,13 @@ const registerTimeout = 10 * time.Second
 // group commits, but a device cannot pile up goroutines.
 const maxInFlightResults = 64
 
-// principal is who a connection's token belongs to: an enrolled device, or
-// the operator (for constellation clients).
-type principal struct {
-	device   *store.Device
-	operator bool
-}
-
 // serveWS is GET /ws: it authenticates the token before the upgrade, then
 // expects REGISTER and serves the connection until it drops.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	p, err := s.authClient(r)
 	if err != nil {
 		s.log.Warn("connection refused at upgrade", "remote", r.RemoteAddr, "err", err)
-		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		http.Error(w, publicReason(err), http.StatusUnauthorized)
 		return
 	}
 	opts := s.cfg.Conn
@@ -65,28 +58,6 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	goingAway := false
 	defer func() { s.unregister(c, goingAway) }()
 	goingAway = s.serveDevice(ctx, c)
-}
-
-// authClient finds whom the request's token belongs to. Only hashes are
-// compared, in constant time for the operator's; a device token is looked
-// up by its hash, which reveals nothing about a token not yet known.
-func (s *Server) authClient(r *http.Request) (principal, error) {
-	token := requestToken(r, true)
-	if token == "" {
-		return principal{}, errors.New("no token")
-	}
-	hash := hashToken(token)
-	if sameHash(hash, s.adminHash) {
-		return principal{operator: true}, nil
-	}
-	dev, err := s.store.DeviceByTokenHash(r.Context(), hash)
-	if err != nil {
-		return principal{}, err
-	}
-	if !sameHash(dev.TokenHash, hash) {
-		return principal{}, errors.New("token mismatch")
-	}
-	return principal{device: &dev}, nil
 }
 
 // register reads the REGISTER message, checks it against the token's
@@ -133,6 +104,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 	if c.isDevice() {
 		go s.disp.resend(c)
 		s.log.Info("device registered", "device", c.id, "wire", conn.Encoding(), "tools", toolCount(c.info.Load()))
+		go s.registered(ctx, c)
 	} else {
 		s.log.Info("constellation registered", "client_id", c.id, "target", c.target, "wire", conn.Encoding())
 	}
@@ -259,12 +231,16 @@ func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol
 		s.sendAck(ctx, c.conn, m)
 	case protocol.ClientRegister:
 		s.reregister(ctx, c, m)
+	case protocol.ClientTokenRotated:
+		s.rotationAnswered(ctx, c, m)
 	case protocol.ClientError:
 		if m.PrevResponseID == "" {
 			s.log.Warn("device reported an error", "device", c.id, "session_id", m.SessionID, "error", m.Error)
 			return
 		}
-		s.disp.refused(ctx, c, m)
+		if !s.rotationRefused(ctx, c, m) {
+			s.disp.refused(ctx, c, m)
+		}
 	default:
 		s.sendError(ctx, c.conn, fmt.Sprintf("message type %q is not accepted from a device", m.Type), m.RequestID)
 	}
@@ -325,14 +301,20 @@ func (s *Server) reregister(ctx context.Context, c *client, m *protocol.ClientMe
 	s.sendAck(ctx, c.conn, m)
 }
 
-// recordInfo keeps a device's system info in the store, for when it is
-// offline, and marks it seen.
+// recordInfo keeps a device's system info and the wire of its link in the
+// store, for when it is offline, and marks it seen.
 func (s *Server) recordInfo(ctx context.Context, c *client) {
 	var info json.RawMessage
 	if si := c.info.Load(); si != nil {
 		info, _ = json.Marshal(si)
 	}
-	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SeeDevice(c.id, info) }); err != nil {
+	err := s.store.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.SeeDevice(c.id, info); err != nil {
+			return err
+		}
+		return tx.LinkedOver(c.id, c.conn.Encoding().String())
+	})
+	if err != nil {
 		s.log.Error("device info not recorded", "device", c.id, "err", err)
 	}
 	c.seenAt.Store(time.Now().UnixNano())

@@ -38,6 +38,8 @@ func (s *Server) routes() []route {
 		{"GET", "/api/devices/{id}", false, s.getDevice},
 		{"DELETE", "/api/devices/{id}", false, s.revoke},
 		{"GET", "/api/devices/{id}/tools", false, s.deviceTools},
+		{"POST", "/api/devices/{id}/token", false, s.rotateToken},
+		{"POST", "/api/devices/{id}/certificate", false, s.signCertificate},
 		{"POST", "/api/devices/{id}/commands", false, s.idempotent(s.command)},
 		{"POST", "/api/devices/{id}/tools", false, s.deployTool},
 		{"GET", "/api/tasks", false, s.listTasks},

@@ -15,6 +15,7 @@ import (
 	"github.com/edgeaip/edgeaip/internal/dirlock"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/dashboard"
+	"github.com/edgeaip/edgeaip/server/internal/certs"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
@@ -47,6 +48,8 @@ type Config struct {
 	// api.Client takes a stream silent for api.DefaultEventsIdleTimeout
 	// (45 s) as broken. Default 15 s.
 	EventsKeepalive time.Duration
+	// TLS names the files of the server's TLS; none: plain HTTP.
+	TLS TLSFiles
 }
 
 // StoreConfig tunes the database. The zero value gives the defaults.
@@ -95,6 +98,8 @@ type Server struct {
 	keys       *keyLocks // idempotency keys being served
 	csrf       *http.CrossOriginProtection
 	adminHash  string
+	certs      *certs.Set // nil: plain HTTP
+	rotations  *rotationWaiters
 	stop       chan struct{}
 	stopOnce   sync.Once
 	closeOnce  sync.Once
@@ -126,6 +131,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("server: data dir is required")
 	}
+	// Read before anything is written: a bad file fails the start alone.
+	set, err := cfg.TLS.load()
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
@@ -133,7 +143,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s, err := openDataDir(ctx, cfg, lock)
+	s, err := openDataDir(ctx, cfg, lock, set)
 	if err != nil {
 		lock.Release()
 		return nil, err
@@ -141,8 +151,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// openDataDir opens the data dir whose lock New holds.
-func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock) (*Server, error) {
+// openDataDir opens the data dir whose lock New holds, for a server with
+// the TLS material set (nil: plain HTTP).
+func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs.Set) (*Server, error) {
 	tokenPath := filepath.Join(cfg.DataDir, AdminTokenFile)
 	hash, created, err := loadOrCreateAdminToken(tokenPath)
 	if err != nil {
@@ -163,7 +174,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock) (*Server, 
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	cfg.Sessions.setDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, adminHash: hash,
+	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, adminHash: hash, certs: set, rotations: newRotationWaiters(),
 		logins: newLogins(), keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
 		stop: make(chan struct{}), janitor: make(chan struct{})}
 	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
