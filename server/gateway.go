@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/metrics"
 	"github.com/google/uuid"
 )
 
@@ -24,17 +25,26 @@ const registerTimeout = 10 * time.Second
 const maxInFlightResults = 64
 
 // principal is who a connection's token belongs to: an enrolled device, or
-// the operator (for constellation clients).
+// an operator identity (for constellation clients).
 type principal struct {
 	device   *store.Device
-	operator bool
+	operator *caller
 }
 
 // serveWS is GET /ws: it authenticates the token before the upgrade, then
-// expects REGISTER and serves the connection until it drops.
+// expects REGISTER and serves the connection until it drops. A wrong
+// token counts toward its source's limit of failures.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	src := s.source(r)
+	if wait := s.authLimit.blocked(src); wait > 0 {
+		s.tooManyFailures(w, metrics.SurfaceWebSocket, wait)
+		return
+	}
 	p, err := s.authClient(r)
 	if err != nil {
+		if errors.Is(err, errWrongToken) {
+			s.authFailed(src, metrics.SurfaceWebSocket)
+		}
 		s.log.Warn("connection refused at upgrade", "remote", r.RemoteAddr, "err", err)
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
@@ -61,30 +71,33 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if c.isDevice() {
 		s.serveDevice(ctx, c)
 	} else {
+		defer s.closeOnRevocation(ctx, c)()
 		s.serveConstellation(ctx, c)
 	}
 }
 
-// authClient finds whom the request's token belongs to. Only hashes are
-// compared, in constant time for the operator's; a device token is looked
-// up by its hash, which reveals nothing about a token not yet known.
+// authClient finds whom the request's token belongs to: a device, or else
+// an operator identity. Tokens are looked up by their hash, which reveals
+// nothing about a token not yet known. A token that is neither is
+// errWrongToken.
 func (s *Server) authClient(r *http.Request) (principal, error) {
 	token := requestToken(r, true)
 	if token == "" {
-		return principal{}, errors.New("no token")
+		return principal{}, errNoCredentials
 	}
 	hash := hashToken(token)
-	if sameHash(hash, s.adminHash) {
-		return principal{operator: true}, nil
-	}
 	dev, err := s.store.DeviceByTokenHash(r.Context(), hash)
+	switch {
+	case err == nil && sameHash(dev.TokenHash, hash):
+		return principal{device: &dev}, nil
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return principal{}, err
+	}
+	c, err := s.callerByToken(r.Context(), token)
 	if err != nil {
 		return principal{}, err
 	}
-	if !sameHash(dev.TokenHash, hash) {
-		return principal{}, errors.New("token mismatch")
-	}
-	return principal{device: &dev}, nil
+	return principal{operator: c}, nil
 }
 
 // register reads the REGISTER message, checks it against the token's
@@ -106,8 +119,8 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 		c   *client
 		err error
 	)
-	if p.operator {
-		c, err = s.registerConstellation(ctx, &m)
+	if p.operator != nil {
+		c, err = s.registerConstellation(ctx, &m, p.operator)
 	} else {
 		c, err = registerDevice(p.device, &m, s.log)
 	}

@@ -15,7 +15,8 @@ import (
 
 func testMetrics() *Metrics {
 	live := map[string]int{"created": 2, "running": 3}
-	return New(Sources{ConnectedDevices: func() int { return 4 }, LiveSessions: func(s string) int { return live[s] }})
+	return New(Sources{ConnectedDevices: func() int { return 4 }, LiveSessions: func(s string) int { return live[s] },
+		BlockedSources: func() int { return 0 }})
 }
 
 func TestTheExpositionCarriesWhatWasRecorded(t *testing.T) {

@@ -213,8 +213,12 @@ type SessionKey struct {
 type SessionFilter struct {
 	State    string
 	TaskName string
-	Limit    int
-	After    *SessionKey
+	// OnlyDevices, if not nil, keeps the sessions on these devices, and
+	// the fleets (which run on none): what a scoped reader may see, once
+	// it has checked the fleets.
+	OnlyDevices []string
+	Limit       int
+	After       *SessionKey
 }
 
 // summaryColumns are sessionColumns with plan, result and error left out:
@@ -231,6 +235,13 @@ func (s *Store) SessionSummaries(ctx context.Context, f SessionFilter) ([]Sessio
 	}
 	if f.TaskName != "" {
 		where, args = append(where, `task_name = ?`), append(args, f.TaskName)
+	}
+	if f.OnlyDevices != nil {
+		only, err := json.Marshal(f.OnlyDevices)
+		if err != nil {
+			return nil, fmt.Errorf("store: list sessions: %w", err)
+		}
+		where, args = append(where, `(device_id = '' OR device_id IN (SELECT value FROM json_each(?)))`), append(args, string(only))
 	}
 	if f.After != nil {
 		at := formatTime(f.After.CreatedAt)
