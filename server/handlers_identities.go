@@ -35,7 +35,12 @@ func identityRequest(req api.IdentityRequest) (store.Identity, error) {
 	}
 	scope, err := access.ParseScope(req.Scope.Devices, req.Scope.Tools)
 	if err != nil {
-		return store.Identity{}, fmt.Errorf(`field "scope": %w`, err)
+		field := "scope"
+		var bad *access.FieldError
+		if errors.As(err, &bad) && bad.Field != "" {
+			field, err = field+"."+bad.Field, bad.Err
+		}
+		return store.Identity{}, fmt.Errorf("field %q: %w", field, err)
 	}
 	id.Devices, id.Tools = scope.Devices.String(), scope.ToolStrings()
 	return id, nil

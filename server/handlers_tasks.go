@@ -194,7 +194,7 @@ func taskView(row store.Session) api.Task {
 func taskSummary(row store.Session) api.TaskSummary {
 	return api.TaskSummary{
 		SessionID: row.ID, TaskName: row.TaskName, DeviceID: row.DeviceID,
-		Requester: api.Requester{Kind: row.RequesterKind, ID: row.RequesterID},
+		Requester: api.Requester{Kind: row.RequesterKind, ID: row.RequesterID, Identity: row.Identity, TokenID: row.TokenID},
 		Kind:      row.Kind, ParentID: row.ParentID, State: api.TaskState(row.State), CreatedAt: row.CreatedAt,
 		StartedAt: timePtr(row.StartedAt), FinishedAt: timePtr(row.FinishedAt),
 	}

@@ -6,6 +6,7 @@
 package access
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -64,26 +65,43 @@ type Scope struct {
 }
 
 // ParseScope reads a scope as the API gives it: a selector and tool
-// patterns. An error names the field at fault: "devices" or "tools[i]".
-// A scope that narrows nothing is an error: leave it out instead.
+// patterns. Its error is a *FieldError naming the field at fault:
+// "devices", "tools[i]", or none for a scope that narrows nothing, which
+// is an error: leave it out instead.
 func ParseScope(devices string, tools []string) (Scope, error) {
 	var s Scope
 	var err error
 	if s.Devices, err = ParseSelector(devices); err != nil {
-		return Scope{}, fmt.Errorf(`field "devices": %w`, err)
+		return Scope{}, &FieldError{Field: "devices", Err: err}
 	}
 	for i, t := range tools {
 		p, err := ParseToolPattern(t)
 		if err != nil {
-			return Scope{}, fmt.Errorf(`field "tools[%d]": %w`, i, err)
+			return Scope{}, &FieldError{Field: fmt.Sprintf("tools[%d]", i), Err: err}
 		}
 		s.Tools = append(s.Tools, p)
 	}
 	if s.Unscoped() {
-		return Scope{}, fmt.Errorf("empty: give devices, tools or both, or no scope at all")
+		return Scope{}, &FieldError{Err: errors.New("empty: give devices, tools or both, or no scope at all")}
 	}
 	return s, nil
 }
+
+// FieldError is a scope's field that does not parse; Field is empty when
+// the fault is the scope's as a whole.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("field %q: %v", e.Field, e.Err)
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
 
 // Unscoped reports whether s narrows nothing.
 func (s Scope) Unscoped() bool { return len(s.Devices) == 0 && len(s.Tools) == 0 }
