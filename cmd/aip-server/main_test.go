@@ -35,3 +35,13 @@ func TestNetHTTPErrorsAreJSONLinesUnderJSONLogging(t *testing.T) {
 	assert.Contains(t, line["msg"], "http: panic serving")
 	assert.Contains(t, line["msg"], "boom")
 }
+
+func TestTrustedProxiesAreCIDRsOrAddresses(t *testing.T) {
+	for in, want := range map[string]string{"10.0.0.0/8": "10.0.0.0/8", "10.1.2.3/8": "10.0.0.0/8", "192.0.2.1": "192.0.2.1/32", "::1": "::1/128"} {
+		p, err := parsePrefix(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, p.String(), in)
+	}
+	_, err := parsePrefix("lobby")
+	assert.EqualError(t, err, `"lobby": want a CIDR such as 10.0.0.0/8, or an address`)
+}
