@@ -153,7 +153,7 @@ func (o order) installsAllowed() error {
 				continue
 			}
 			if !o.who.role.Covers(access.Deployer) {
-				return &forbidden{fmt.Sprintf("%s: identity %q is a %s: installing a tool needs %s", call.path, o.who.name, o.who.role, access.Deployer)}
+				return &forbidden{fmt.Sprintf("%s: identity %q has role %s: installing a tool needs %s", call.path, o.who.name, o.who.role, access.Deployer)}
 			}
 			if err := installsInScope(call, o.who); err != nil {
 				return err

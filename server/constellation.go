@@ -77,7 +77,7 @@ func (s *Server) serveConstellation(ctx context.Context, c *client) {
 			s.sendError(ctx, c.conn, err.Error(), m.RequestID)
 			continue
 		}
-		if err := allowMessage(c.caller, m.Type); err != nil {
+		if err := s.allowLinkMessage(ctx, c, m.Type); err != nil {
 			s.refuseMessage(ctx, c, &m, err)
 			continue
 		}
@@ -98,6 +98,28 @@ func (s *Server) serveConstellation(ctx context.Context, c *client) {
 			s.sendError(ctx, c.conn, fmt.Sprintf("message type %q is not accepted from a constellation", m.Type), m.RequestID)
 		}
 	}
+}
+
+// allowLinkMessage checks a message of type t from the constellation c
+// against the access policy: its identity's role, and, for a message
+// about its target, that the target is still in its scope (a device
+// revoked and enrolled again with other labels may not be), else it is
+// refused as a target that is not connected.
+func (s *Server) allowLinkMessage(ctx context.Context, c *client, t protocol.ClientMessageType) error {
+	if err := allowMessage(c.caller, t); err != nil {
+		return err
+	}
+	if policy[messageKey(t)].scope != linkTarget {
+		return nil
+	}
+	in, err := s.deviceInScope(ctx, c.caller, c.target)
+	switch {
+	case err != nil:
+		return err
+	case !in:
+		return fmt.Errorf("target device %q is not connected", c.target)
+	}
+	return nil
 }
 
 // refuseMessage answers a message the access policy refuses: a TASK as

@@ -104,7 +104,7 @@ func (e *forbidden) Error() string { return e.reason }
 func (ru rule) allows(c *caller, key string) error {
 	switch {
 	case !c.role.Covers(ru.role):
-		return &forbidden{fmt.Sprintf("identity %q is a %s: %s needs %s", c.name, c.role, key, ru.role)}
+		return &forbidden{fmt.Sprintf("identity %q has role %s: %s needs %s", c.name, c.role, key, ru.role)}
 	case ru.scope == wholeFleet && c.scoped():
 		return &forbidden{fmt.Sprintf("identity %q is scoped (%s): %s covers the whole fleet", c.name, c.scope, key)}
 	}

@@ -195,7 +195,7 @@ func TestOnlyADeployerInstallsToolsAndAScopedOneOnlyToolsItsScopeAllows(t *testi
 
 	op := ts.as(ts.addIdentity("op", api.RoleOperator, nil))
 	_, err = op.Dispatch(ctx, api.DispatchRequest{ClientID: "kiosk-1", Request: install})
-	requireStatus(t, err, http.StatusForbidden, `steps[0]: identity "op" is a operator: installing a tool needs deployer`)
+	requireStatus(t, err, http.StatusForbidden, `steps[0]: identity "op" has role operator: installing a tool needs deployer`)
 
 	collectors := ts.as(ts.addIdentity("collectors", api.RoleDeployer, &api.Scope{Tools: []string{"data_collection::*"}}))
 	_, err = collectors.DeployTool(ctx, "kiosk-1", module, "", time.Minute)
@@ -237,4 +237,30 @@ func TestAScopedDashboardLoginAndEventStreamSeeOnlyTheScope(t *testing.T) {
 	require.NoError(t, ts.as(token).Do(context.Background(), "GET", "/api/whoami", nil, &me))
 	assert.Equal(t, api.Caller{Name: "lobby-viewer", Role: api.RoleViewer, Scope: &api.Scope{Devices: "site=lobby"}, TokenID: me.TokenID}, me)
 	assert.Len(t, me.TokenID, 16)
+}
+
+func TestAConstellationIsHeldToItsScopeWhenItsTargetChanges(t *testing.T) {
+	ts := newTestServer(t)
+	lobbyAndDepot(ts)
+	ctx := context.Background()
+	lobby := ts.addIdentity("lobby-op", api.RoleOperator, &api.Scope{Devices: "site=lobby"})
+	con, _ := ts.constellationAs(lobby, "orch-1", "lobby-1")
+	ack := con.task("s-1", "", echoPlan)
+	require.Equal(t, protocol.ServerHeartbeat, ack.Type, "in scope, it runs")
+	con.recvType(protocol.ServerTaskEnd)
+
+	// The same id, enrolled again at another site.
+	require.NoError(t, ts.api.Revoke(ctx, "lobby-1"))
+	resp, err := ts.api.Enroll(ctx, api.EnrollRequest{ID: "lobby-1", Labels: map[string]string{"site": "depot"}})
+	require.NoError(t, err)
+	moved := ts.mustDial(resp.Token)
+	moved.register("lobby-1", tool("stock", "echo", protocol.ToolAction))
+	moved.serveOK()
+
+	end := con.task("s-2", "", echoPlan)
+	assert.Equal(t, protocol.ServerTaskEnd, end.Type)
+	assert.Equal(t, `task: target device "lobby-1" is not connected`, end.Error)
+	con.send(protocol.ClientMessage{Type: protocol.ClientDeviceInfoRequest, ClientID: "orch-1", RequestID: "info"})
+	con.requireError(`target device "lobby-1" is not connected`)
+	con.ping()
 }

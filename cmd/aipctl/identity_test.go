@@ -62,7 +62,7 @@ func TestAScopedOperatorThroughAipctl(t *testing.T) {
 	assert.Contains(t, errOut, "no enrolled device has the labels site=cafe")
 	_, errOut, code = f.as(ci, "operator", "list")
 	assert.Equal(t, exitUnreachable, code, "403: an operator manages no identities")
-	assert.Contains(t, errOut, `identity "ci" is a operator: GET /api/identities needs admin`)
+	assert.Contains(t, errOut, `identity "ci" has role operator: GET /api/identities needs admin`)
 
 	// The audit log names ci, and reads by identity, device and time.
 	out, _, code = f.ctl("audit", "--identity", "ci")
