@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +15,10 @@ import (
 // failures within authWindow, every authentication from that source is
 // refused with 429 for authBlock, the right token included, so that
 // guessing goes no faster. Only failures count: a busy client with a good
-// token is never held back. See RATIONALE.md, "Identities".
+// token is never held back. A token that fails again within the window
+// counts once: a revoked device (or a CI job with a stale token) retrying
+// is not guessing, and must not get its whole site's address refused. See
+// RATIONALE.md, "Identities".
 const (
 	authFailures = 20
 	authWindow   = time.Minute
@@ -32,11 +36,18 @@ type authLimiter struct {
 	sources map[netip.Addr]*authSource
 }
 
-// authSource is one address's recent failures: the times of the last
-// authFailures, oldest first, and until when it is refused.
+// authSource is one address's recent failures, at most authFailures,
+// oldest first, and until when it is refused.
 type authSource struct {
-	failures     []time.Time
+	failures     []authFailure
 	blockedUntil time.Time
+}
+
+// authFailure is a token that failed, by a prefix of its hash, and when
+// it last did.
+type authFailure struct {
+	token string
+	at    time.Time
 }
 
 func newAuthLimiter(now func() time.Time) *authLimiter {
@@ -58,9 +69,9 @@ func (l *authLimiter) blocked(src netip.Addr) int {
 	return int(math.Ceil(left.Seconds()))
 }
 
-// failed counts a failure from src, and reports whether src is now
-// refused.
-func (l *authLimiter) failed(src netip.Addr) bool {
+// failed counts a failure of token from src, unless token failed from
+// src within the window already, and reports whether src is now refused.
+func (l *authLimiter) failed(src netip.Addr, token string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -70,11 +81,10 @@ func (l *authLimiter) failed(src netip.Addr) bool {
 		a = &authSource{}
 		l.sources[src] = a
 	}
-	a.failures = append(a.failures, now)
-	if len(a.failures) > authFailures {
-		a.failures = a.failures[1:]
-	}
-	if len(a.failures) == authFailures && now.Sub(a.failures[0]) < authWindow {
+	key := hashToken(token)[:16]
+	a.failures = slices.DeleteFunc(a.failures, func(f authFailure) bool { return f.token == key || now.Sub(f.at) >= authWindow })
+	a.failures = append(a.failures, authFailure{token: key, at: now})
+	if len(a.failures) >= authFailures {
 		a.blockedUntil, a.failures = now.Add(authBlock), nil
 	}
 	return a.blockedUntil.After(now)
@@ -103,8 +113,8 @@ func (l *authLimiter) makeRoom(now time.Time) {
 	var oldestAt time.Time
 	for src, a := range l.sources {
 		last := a.blockedUntil
-		if n := len(a.failures); n > 0 && a.failures[n-1].After(last) {
-			last = a.failures[n-1]
+		if n := len(a.failures); n > 0 && a.failures[n-1].at.After(last) {
+			last = a.failures[n-1].at
 		}
 		if now.Sub(last) > authWindow && !a.blockedUntil.After(now) {
 			delete(l.sources, src)
@@ -164,11 +174,12 @@ func remoteAddr(r *http.Request) netip.Addr {
 	return a.Unmap()
 }
 
-// authFailed counts a failed authentication from src on surface, and
-// logs the source being refused when this failure makes it so.
-func (s *Server) authFailed(src netip.Addr, surface string) {
+// authFailed counts a failed authentication with token from src on
+// surface, and logs the source being refused when this failure makes it
+// so.
+func (s *Server) authFailed(src netip.Addr, surface, token string) {
 	s.metrics.AuthFailed(surface)
-	if s.authLimit.failed(src) {
+	if s.authLimit.failed(src, token) {
 		s.log.Warn("too many failed authentications: refusing the source", "source", src, "surface", surface,
 			"failures", authFailures, "within", authWindow, "for", authBlock)
 	}

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"crypto/rand"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -58,15 +60,17 @@ func (ts *testServer) gather() map[string]*dto.MetricFamily {
 	return out
 }
 
-// wrongTokens sends n requests with wrong tokens, each with header.
+// wrongTokens sends n requests with wrong tokens, each another, each
+// with header.
 func (ts *testServer) wrongTokens(n int, header ...string) {
 	ts.t.Helper()
+	guesser := rand.Text()
 	for i := range n {
 		rq := probeRequest{method: "GET", path: "/api/devices", header: http.Header{}}
 		for j := 0; j+1 < len(header); j += 2 {
 			rq.header.Set(header[j], header[j+1])
 		}
-		code, _ := ts.call("aipo_guess"+strconv.Itoa(i), rq)
+		code, _ := ts.call("aipo_"+guesser+strconv.Itoa(i), rq)
 		require.Equal(ts.t, http.StatusUnauthorized, code, "guess %d", i)
 	}
 }
@@ -121,6 +125,29 @@ func TestTwentyFailedAuthenticationsInAMinuteRefuseTheSourceForAMinute(t *testin
 	assert.Equal(t, 0.0, metric(t, ts.gather(), "edgeaip_auth_blocked_sources"))
 }
 
+func TestAWrongTokenTriedAgainCountsOnce(t *testing.T) {
+	ts, clock := limitedServer(t)
+	// A revoked device retrying, all day: one failure a window.
+	stale := ts.enroll("kiosk-1")
+	require.NoError(t, ts.api.Revoke(context.Background(), "kiosk-1"))
+	for range 3 {
+		for range 5 * authFailures {
+			_, err := ts.dial(stale)
+			require.ErrorContains(t, err, "401")
+		}
+		clock.advance(authWindow / 2)
+	}
+	code, _ := ts.call(ts.api.Token, probeRequest{method: "GET", path: "/api/devices"})
+	assert.Equal(t, http.StatusOK, code, "its site's address is not refused")
+	assert.Equal(t, float64(15*authFailures), metric(t, ts.gather(), "edgeaip_auth_failures_total", "surface", "websocket"),
+		"the metric counts every failure")
+
+	// Guesses, each another token, do count: with the stale one, 20.
+	ts.wrongTokens(authFailures - 1)
+	code, _ = ts.call(ts.api.Token, probeRequest{method: "GET", path: "/api/devices"})
+	assert.Equal(t, http.StatusTooManyRequests, code)
+}
+
 func TestFailuresOnEverySurfaceCount(t *testing.T) {
 	ts, _ := limitedServer(t)
 	for i := range 10 {
@@ -149,7 +176,7 @@ func TestTheSourceComesFromXForwardedForOnlyFromATrustedProxy(t *testing.T) {
 	// nothing.
 	ts, _ = limitedServer(t)
 	for i := range authFailures {
-		code, _ := ts.call("aipo_guess", probeRequest{method: "GET", path: "/api/devices",
+		code, _ := ts.call("aipo_guess"+strconv.Itoa(i), probeRequest{method: "GET", path: "/api/devices",
 			header: http.Header{"X-Forwarded-For": {"198.51.100." + strconv.Itoa(i)}}})
 		require.Equal(t, http.StatusUnauthorized, code)
 	}
@@ -186,12 +213,12 @@ func TestTheLimiterForgetsTheOldestSourceWhenFull(t *testing.T) {
 	clock := &fakeClock{t: time.Now()}
 	l := newAuthLimiter(clock.now)
 	for i := range maxAuthSources {
-		l.failed(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+		l.failed(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), "aipo_guess")
 		clock.advance(time.Nanosecond)
 	}
 	require.Len(t, l.sources, maxAuthSources)
 	newcomer := netip.MustParseAddr("192.0.2.1")
-	l.failed(newcomer)
+	l.failed(newcomer, "aipo_guess")
 	assert.Len(t, l.sources, maxAuthSources, "bounded")
 	assert.Contains(t, l.sources, newcomer)
 	assert.NotContains(t, l.sources, netip.AddrFrom4([4]byte{10, 0, 0, 0}), "the oldest went")

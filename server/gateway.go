@@ -43,7 +43,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	p, err := s.authClient(r)
 	if err != nil {
 		if errors.Is(err, errWrongToken) {
-			s.authFailed(src, metrics.SurfaceWebSocket)
+			s.authFailed(src, metrics.SurfaceWebSocket, requestToken(r, true))
 		}
 		s.log.Warn("connection refused at upgrade", "remote", r.RemoteAddr, "err", err)
 		http.Error(w, "unauthorized", http.StatusUnauthorized)

@@ -149,7 +149,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		c, err := s.authenticate(r)
 		switch {
 		case errors.Is(err, errWrongToken):
-			s.authFailed(src, metrics.SurfaceAPI)
+			s.authFailed(src, metrics.SurfaceAPI, requestToken(r, false))
 		case err == nil:
 			h.OnlineClients, _ = s.clientsInScope(r.Context(), c)
 		}

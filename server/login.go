@@ -68,7 +68,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	c, err := s.callerByToken(r.Context(), req.Token)
 	switch {
 	case errors.Is(err, errWrongToken):
-		s.authFailed(src, metrics.SurfaceLogin)
+		s.authFailed(src, metrics.SurfaceLogin, req.Token)
 		s.log.Warn("dashboard login refused", "remote", r.RemoteAddr)
 		writeError(w, http.StatusUnauthorized, "wrong operator token")
 		return

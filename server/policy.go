@@ -164,7 +164,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (*caller, bool) {
 	c, err := s.authenticate(r)
 	switch {
 	case errors.Is(err, errWrongToken):
-		s.authFailed(src, metrics.SurfaceAPI)
+		s.authFailed(src, metrics.SurfaceAPI, requestToken(r, false))
 		writeError(w, http.StatusUnauthorized, err.Error())
 	case errors.Is(err, errNoCredentials), errors.Is(err, errNoLogin):
 		writeError(w, http.StatusUnauthorized, err.Error())
