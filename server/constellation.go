@@ -49,11 +49,9 @@ func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMe
 	return &client{id: m.ClientID, typ: protocol.ClientConstellation, target: m.TargetID, caller: c}, nil
 }
 
-// closeOnRevocation closes the constellation c's link when its identity
-// or token is revoked, until ctx ends; call what it returns when the link
-// is done with.
-func (s *Server) closeOnRevocation(ctx context.Context, c *client) (stop func()) {
-	revoked, stopWatch := s.revocations.watch(c.caller)
+// closeOnRevocation closes the constellation c's link when revoked, its
+// identity's or token's revocation, is closed, until ctx ends.
+func (s *Server) closeOnRevocation(ctx context.Context, c *client, revoked <-chan struct{}) {
 	go func() {
 		select {
 		case <-revoked:
@@ -62,7 +60,6 @@ func (s *Server) closeOnRevocation(ctx context.Context, c *client) (stop func())
 		case <-ctx.Done():
 		}
 	}()
-	return stopWatch
 }
 
 // serveConstellation reads a constellation's messages until it leaves.

@@ -49,6 +49,13 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
+	var revoked <-chan struct{}
+	if p.operator != nil {
+		// Watched from now: a revocation while it registers counts too.
+		var stop func()
+		revoked, stop = s.revocations.watch(p.operator)
+		defer stop()
+	}
 	opts := s.cfg.Conn
 	opts.Reject = protocol.ServerErrorReply
 	opts.Logger = s.log.With("remote", r.RemoteAddr)
@@ -71,7 +78,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if c.isDevice() {
 		s.serveDevice(ctx, c)
 	} else {
-		defer s.closeOnRevocation(ctx, c)()
+		s.closeOnRevocation(ctx, c, revoked)
 		s.serveConstellation(ctx, c)
 	}
 }

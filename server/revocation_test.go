@@ -176,3 +176,14 @@ func TestARevocationFromAnotherNodeClosesWhatItCoversHere(t *testing.T) {
 	requireWithin(t, open.stream, "the event stream")
 	requireWithin(t, open.link, "the constellation link")
 }
+
+func TestAConstellationRevokedBeforeItRegistersIsClosed(t *testing.T) {
+	ts := newTestServer(t)
+	ts.device("kiosk-1").serveOK()
+	ann := ts.addIdentity("ann", api.RoleViewer, nil)
+	rc := ts.mustDial(ann) // upgraded, not yet registered
+	require.NoError(t, ts.api.RevokeIdentity(context.Background(), "ann"))
+	rc.id = "orch-ann"
+	rc.send(protocol.ClientMessage{Type: protocol.ClientRegister, ClientType: protocol.ClientConstellation, ClientID: "orch-ann", TargetID: "kiosk-1"})
+	requireWithin(t, linkClosed(rc), "a link whose identity was revoked while it registered")
+}

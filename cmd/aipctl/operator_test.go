@@ -255,22 +255,27 @@ func jsonCommands(t *testing.T, f *fleet) map[string][]string {
 	dir := t.TempDir()
 	key, mod := filepath.Join(dir, "k"), filepath.Join(dir, "t.wasm")
 	return map[string][]string{
-		"devices":       {"-o", "json", "devices"},
-		"device enroll": {"-o", "json", "device", "enroll", "kiosk-7"},
-		"device revoke": {"-o", "json", "device", "revoke", "kiosk-7"},
-		"tools":         {"-o", "json", "tools", "kiosk-1"},
-		"exec":          {"-o", "json", "exec", "kiosk-1", "echo"},
-		"dispatch":      {"-o", "json", "dispatch", "kiosk-1", f.plan("steps: [{tool: echo}]\n"), "--wait"},
-		"tasks":         {"-o", "json", "tasks"},
-		"task":          {"-o", "json", "task", "LAST"},
-		"cancel":        {"-o", "json", "cancel", "SPIN"},
-		"tool keygen":   {"tool", "keygen", "--format", "json", "-o", key},
-		"tool pack":     {"tool", "pack", "--format", "json", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "-o", mod},
-		"tool sign":     {"tool", "sign", "--format", "json", "--key", key + ".key", mod},
-		"tool verify":   {"-o", "json", "tool", "verify", "--pub", key + ".pub", mod},
-		"tool inspect":  {"-o", "json", "tool", "inspect", mod},
-		"tool run":      {"-o", "json", "tool", "run", "--cache=", mod, "a=1"},
-		"tool deploy":   {"-o", "json", "tool", "deploy", "kiosk-1", filepath.Join(testenv.SignedTools(), "unsigned_echo.wasm")},
+		"devices":         {"-o", "json", "devices"},
+		"device enroll":   {"-o", "json", "device", "enroll", "kiosk-7"},
+		"device revoke":   {"-o", "json", "device", "revoke", "kiosk-7"},
+		"tools":           {"-o", "json", "tools", "kiosk-1"},
+		"exec":            {"-o", "json", "exec", "kiosk-1", "echo"},
+		"dispatch":        {"-o", "json", "dispatch", "kiosk-1", f.plan("steps: [{tool: echo}]\n"), "--wait"},
+		"tasks":           {"-o", "json", "tasks"},
+		"task":            {"-o", "json", "task", "LAST"},
+		"cancel":          {"-o", "json", "cancel", "SPIN"},
+		"tool keygen":     {"tool", "keygen", "--format", "json", "-o", key},
+		"tool pack":       {"tool", "pack", "--format", "json", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "-o", mod},
+		"tool sign":       {"tool", "sign", "--format", "json", "--key", key + ".key", mod},
+		"tool verify":     {"-o", "json", "tool", "verify", "--pub", key + ".pub", mod},
+		"tool inspect":    {"-o", "json", "tool", "inspect", mod},
+		"tool run":        {"-o", "json", "tool", "run", "--cache=", mod, "a=1"},
+		"tool deploy":     {"-o", "json", "tool", "deploy", "kiosk-1", filepath.Join(testenv.SignedTools(), "unsigned_echo.wasm")},
+		"operator add":    {"-o", "json", "operator", "add", "ci", "--role", "viewer"},
+		"operator list":   {"-o", "json", "operator", "list"},
+		"operator rotate": {"-o", "json", "operator", "rotate", "ci"},
+		"operator revoke": {"-o", "json", "operator", "revoke", "ci"},
+		"audit":           {"-o", "json", "audit"},
 	}
 }
 
@@ -301,9 +306,11 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 	require.Equal(t, exitOK, code)
 	require.NoError(t, json.Unmarshal([]byte(out), &d))
 
-	// In order: enroll before revoke, keygen and pack before sign.
+	// In order: enroll before revoke, keygen and pack before sign, add
+	// before rotate and revoke.
 	order := []string{"devices", "device enroll", "device revoke", "tools", "exec", "cancel", "dispatch", "tasks", "task",
-		"tool keygen", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy"}
+		"tool keygen", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy",
+		"operator add", "operator list", "operator rotate", "operator revoke", "audit"}
 	require.ElementsMatch(t, order, keys(cmds))
 	var last string
 	for _, name := range order {
