@@ -26,7 +26,7 @@ import (
 // not connected.
 func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMessage, c *caller) (*client, error) {
 	if m.ClientType != protocol.ClientConstellation {
-		return nil, fmt.Errorf(`register: field "client_type": %q needs the device's own token; the operator token registers constellations only`, m.ClientType)
+		return nil, fmt.Errorf(`register: field "client_type": %q needs the device's own token; an operator token registers constellations only`, m.ClientType)
 	}
 	if err := allowMessage(c, m.Type); err != nil {
 		return nil, fmt.Errorf("register: %w", err)

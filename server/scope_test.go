@@ -251,8 +251,12 @@ func TestAConstellationIsHeldToItsScopeWhenItsTargetChanges(t *testing.T) {
 
 	// The same id, enrolled again at another site.
 	require.NoError(t, ts.api.Revoke(ctx, "lobby-1"))
-	resp, err := ts.api.Enroll(ctx, api.EnrollRequest{ID: "lobby-1", Labels: map[string]string{"site": "depot"}})
-	require.NoError(t, err)
+	var resp api.EnrollResponse
+	require.Eventually(t, func() bool { // once its old link has closed
+		var err error
+		resp, err = ts.api.Enroll(ctx, api.EnrollRequest{ID: "lobby-1", Labels: map[string]string{"site": "depot"}})
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
 	moved := ts.mustDial(resp.Token)
 	moved.register("lobby-1", tool("stock", "echo", protocol.ToolAction))
 	moved.serveOK()
