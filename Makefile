@@ -8,8 +8,9 @@ TOOLS    := read_file write_file list_dir hash_file
 # installs it all (.ci/run calls it); a test whose tool is missing skips,
 # saying which. Debian packages, each with the reason it is here:
 #
-# clang, lld, wasi-libc and its runtime library build the example tool in C
-# (wasmtools/examples/c/dir_usage), which an aipctl test rebuilds.
+# clang, lld, wasi-libc and its runtime library build the tools in C: the
+# example (wasmtools/examples/c/dir_usage), which an aipctl test rebuilds,
+# and the symlinks fixture (make fixtures).
 APT_PACKAGES := clang lld wasi-libc libclang-rt-14-dev-wasm32
 # wabt's wat2wasm rebuilds the .wat fixtures (make fixtures).
 APT_PACKAGES += wabt

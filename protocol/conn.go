@@ -280,6 +280,9 @@ func (e Encoding) EncodeFrame(m Message, log *slog.Logger) (Frame, error) {
 	if err := m.Validate(); err != nil {
 		return Frame{}, err
 	}
+	if err := e.carries(m); err != nil {
+		return Frame{}, err
+	}
 	if bad := checkUTF8(m); bad != nil {
 		log.Warn("invalid UTF-8 replaced before sending", "err", bad)
 		var err error

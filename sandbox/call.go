@@ -102,7 +102,7 @@ func (s *Sandbox) run(ctx context.Context, t *Tool, code wazero.CompiledModule, 
 	stderr.onOverflow = func() { cancel(fmt.Errorf("%w: stderr exceeded %d bytes", ErrOutputTooBig, t.limits.StderrBytes)) }
 
 	denied := &denials{}
-	fsc, closeFS, err := mountFS(t.mounts, denied)
+	fsc, closeFS, err := mountFS(t.mounts, denied, &s.links)
 	if err != nil {
 		return Result{Err: fmt.Errorf("tool %q: %w", t.name, err)}
 	}

@@ -29,6 +29,7 @@ type Sandbox struct {
 	adm        *admission
 
 	compileMu   sync.Mutex // one compilation at a time: each may take 150 MB
+	links       sync.Mutex // see rootFS.links
 	compiledDir string     // wazero's compile cache; "" for none
 
 	mu     sync.Mutex

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
@@ -146,6 +147,22 @@ func TestAWrongTokenTriedAgainCountsOnce(t *testing.T) {
 	ts.wrongTokens(authFailures - 1)
 	code, _ = ts.call(ts.api.Token, probeRequest{method: "GET", path: "/api/devices"})
 	assert.Equal(t, http.StatusTooManyRequests, code)
+}
+
+// A device token a rotation retired, once its grace has ended, is a
+// failed authentication like a wrong one; within its grace it works.
+func TestARetiredDeviceTokenCountsAsAFailedAuthentication(t *testing.T) {
+	ts, _ := limitedServer(t)
+	old, rc := ts.linked("kiosk-1")
+	answer := ts.rotate("kiosk-1", api.RotateRequest{})
+	rc.keepToken(rc.recvType(protocol.ServerRotateToken))
+	assert.Equal(t, api.RotationConfirmed, ts.rotated(answer).State)
+
+	ts.refusedAtUpgrade(old, "retired by a rotation")
+	assert.Equal(t, 1.0, metric(t, ts.gather(), "edgeaip_auth_failures_total", "surface", "websocket"))
+	ts.wrongTokens(authFailures - 1)
+	code, _ := ts.call(ts.api.Token, probeRequest{method: "GET", path: "/api/devices"})
+	assert.Equal(t, http.StatusTooManyRequests, code, "with the retired token, 20")
 }
 
 func TestFailuresOnEverySurfaceCount(t *testing.T) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,11 +37,17 @@ const sendTimeout = 10 * time.Second
 //     conditional write: the first COMMAND_RESULTS for a response_id wins,
 //     even after the timeout or a server restart (then marked late), and
 //     any repeat is acknowledged and ignored.
+//   - Results, and failures, that the store cannot take now (a full disk)
+//     are kept and recorded once it can; see RATIONALE.md, "A full disk".
 type dispatcher struct {
-	store   *store.Store
-	reg     *registry
-	metrics *metrics.Metrics
-	log     *slog.Logger
+	store      *store.Store
+	unrecorded *unrecorded
+	reg        *registry
+	metrics    *metrics.Metrics
+	// answer tells a device how its results, kept while the store could
+	// not take them, ended: deliver's error for them.
+	answer func(deviceID string, m *protocol.ClientMessage, err error)
+	log    *slog.Logger
 	// frameCap is the largest frame a link carries.
 	frameCap int64
 
@@ -82,8 +89,10 @@ func (c *command) result() commandResult {
 	return commandResult{responseID: c.rec.ResponseID, results: c.results, recorded: c.recorded}
 }
 
-func newDispatcher(st *store.Store, reg *registry, mx *metrics.Metrics, log *slog.Logger, frameCap int64) *dispatcher {
-	return &dispatcher{store: st, reg: reg, metrics: mx, log: log, frameCap: frameCap, pending: map[string]*command{}}
+func newDispatcher(st *store.Store, u *unrecorded, reg *registry, mx *metrics.Metrics,
+	answer func(deviceID string, m *protocol.ClientMessage, err error), log *slog.Logger, frameCap int64) *dispatcher {
+	return &dispatcher{store: st, unrecorded: u, reg: reg, metrics: mx, answer: answer, log: log, frameCap: frameCap,
+		pending: map[string]*command{}}
 }
 
 // end ends cmd with its outcome: the first call wins. The command is
@@ -371,29 +380,31 @@ func (d *dispatcher) storedCommandLog(ctx context.Context, deviceID, responseID,
 	return d.log.With("device", deviceID, "session_id", sessionID, "response_id", responseID, "call_id", calls)
 }
 
-// fail ends cmd without device results, durably. If the device's results
-// were recorded first, they stand.
+// fail ends cmd without device results, durably, or as soon as the
+// store can take it. If the device's results were recorded first, they
+// stand.
 func (d *dispatcher) fail(cmd *command, reason string) {
 	d.forget(cmd)
 	var rec store.Command
 	finished := false
-	err := d.store.Write(context.Background(), func(tx *store.Tx) (err error) {
-		rec, err = tx.FailCommand(cmd.rec.ResponseID, reason)
-		if errors.Is(err, store.ErrFinished) {
-			// The device's results were recorded first: they stand. The
-			// write that recorded them may not have known cmd (it was
-			// forgotten just above), so end its session here if it has
-			// not ended.
-			finished, err = true, nil
-		}
-		if err != nil {
-			return err
-		}
-		return cmd.endSession(tx, rec)
-	})
+	err := d.unrecorded.write(context.Background(), keptWrite{what: "failure of command " + cmd.rec.ResponseID, size: keptFailureBytes,
+		fn: func(tx *store.Tx) (err error) {
+			rec, err = tx.FailCommand(cmd.rec.ResponseID, reason)
+			if errors.Is(err, store.ErrFinished) {
+				// The device's results were recorded first: they stand. The
+				// write that recorded them may not have known cmd (it was
+				// forgotten just above), so end its session here if it has
+				// not ended.
+				finished, err = true, nil
+			}
+			if err != nil {
+				return err
+			}
+			return cmd.endSession(tx, rec)
+		}})
 	switch {
 	case err != nil:
-		cmd.log.Error("command failure not recorded", "err", err, "failure", reason)
+		cmd.log.Error("command failure not recorded", "err", err, "failure", reason, "kept", errors.Is(err, store.ErrUnavailable))
 		d.end(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), reason), reason, false)
 	case finished:
 		d.end(cmd, rec.Results, "", true)
@@ -492,8 +503,11 @@ func (e *deliveryError) Error() string { return e.msg }
 // deliver records a device's COMMAND_RESULTS exactly once and hands them
 // to whoever waits. A nil error means the results are durable (or were
 // already): the device may forget them. A *deliveryError means they can
-// never be accepted. Any other error is the server's: the device should
-// send them again later.
+// never be accepted. errKept means the store could not take them now:
+// they are kept, the device hears how they ended once it does (answer),
+// and whoever waits hears at once that the server could not record them.
+// Any other error is the server's: the device should send them again
+// later.
 func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 	rid := m.PrevResponseID
 	if rid == "" {
@@ -510,19 +524,79 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 		}
 		return waiting.endSession(tx, rec)
 	})
+	if errors.Is(err, store.ErrUnavailable) {
+		return d.keepResults(c.id, m, err)
+	}
+	return d.recorded(c.id, m, rec, err)
+}
+
+// errKept: results the store could not take now, kept until it does.
+var errKept = errors.New("results kept until the store takes them")
+
+// keptFailureBytes is about what a kept failure of a command or start of
+// a session records.
+const keptFailureBytes = 1 << 10
+
+// keepResults keeps results m that the store could not take (cause), to
+// record them as soon as it can, and fails the command that waits for
+// them at once, saying why: its caller is not left to wait out the
+// timeout and hear "did not answer". The results then come late, as
+// they would after a timeout. Past the bound on kept writes they are not
+// kept: the device keeps them, unacknowledged, and sends them again after
+// it next registers.
+func (d *dispatcher) keepResults(deviceID string, m *protocol.ClientMessage, cause error) error {
+	rid := m.PrevResponseID
+	log := d.log.With("device", deviceID, "session_id", m.SessionID, "response_id", rid,
+		"call_id", protocol.JoinCallIDs(protocol.ResultCallIDs(m.ActionResults)))
+	size := resultsBytes(m.ActionResults)
+	if cmd := d.waiting(rid); cmd != nil {
+		// Its failure goes first, so that the results come late, after it.
+		then := "it keeps them and records them once it can"
+		if !d.unrecorded.hasRoom(2, size+keptFailureBytes) {
+			then = "the device keeps them and sends them again when it next registers"
+		}
+		d.fail(cmd, fmt.Sprintf("device %q answered, but the server could not record its results: %v; %s",
+			deviceID, store.UnavailableCause(cause), then))
+	}
+	var rec store.Command
+	kept := d.unrecorded.keep(keptWrite{what: "results of command " + rid, key: "results " + rid, size: size,
+		fn: func(tx *store.Tx) (err error) {
+			rec, err = tx.RecordResults(deviceID, rid, m.ActionResults)
+			return err
+		},
+		recorded: func(err error) { d.answer(deviceID, m, d.recorded(deviceID, m, rec, err)) },
+	}, cause)
+	if !kept {
+		log.Error("results not recorded; the device keeps them", "err", cause)
+		return cause
+	}
+	log.Error("results not recorded yet: kept until the store takes them", "err", cause)
+	return errKept
+}
+
+// resultsBytes is about what results take to record.
+func resultsBytes(results []protocol.Result) int64 {
+	b, _ := json.Marshal(results)
+	return int64(len(b))
+}
+
+// recorded finishes the delivery of results m whose write ended with
+// rec and err, and returns deliver's error for them.
+func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec store.Command, err error) error {
+	rid := m.PrevResponseID
 	// The command's ids when it is known; else those the device sent.
 	sessionID, calls := rec.SessionID, protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))
 	if rec.ResponseID == "" {
 		sessionID, calls = m.SessionID, protocol.JoinCallIDs(protocol.ResultCallIDs(m.ActionResults))
 	}
-	log := d.log.With("device", c.id, "session_id", sessionID, "response_id", rid, "call_id", calls)
+	log := d.log.With("device", deviceID, "session_id", sessionID, "response_id", rid, "call_id", calls)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		log.Warn("results refused: no such command")
 		return &deliveryError{fmt.Sprintf("command_results for response_id %q: no such command", rid)}
 	case errors.Is(err, store.ErrWrongDevice):
 		log.Warn("results refused: the command went to another device", "sent_to", rec.DeviceID)
-		return &deliveryError{fmt.Sprintf("command_results for response_id %q: that command was not sent to %q", rid, c.id)}
+		return &deliveryError{fmt.Sprintf("command_results for response_id %q: that command was not sent to %q", rid, deviceID)}
 	case errors.Is(err, store.ErrDuplicate):
 		log.Info("repeated results ignored: already recorded")
 		return nil
@@ -531,7 +605,7 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 		return err
 	}
 	log.Info("results recorded", "late", rec.Late)
-	d.metrics.ResultsRecorded(d.toolLabels(c.id, rec.Actions), rec.Results, rec.Late)
+	d.metrics.ResultsRecorded(d.toolLabels(deviceID, rec.Actions), rec.Results, rec.Late)
 	// Whoever waits hears of them only if the command still waits: one
 	// that failed meanwhile (fail forgets it before recording the failure)
 	// keeps the failure it reported, as the store does.

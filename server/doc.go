@@ -1,6 +1,7 @@
 // Package server is the gateway of edgeaip. It accepts device agents and
 // constellation clients over WebSocket (GET /ws), authenticates them by
-// token, keeps a registry of who is online, runs tasks on devices as
+// token or, over TLS, by a device certificate, rotates devices' tokens
+// over their links, keeps a registry of who is online, runs tasks on devices as
 // sessions, dispatches their commands and correlates the results by
 // response_id, persists devices, sessions, commands and an append-only
 // audit log in SQLite, and serves the operator HTTP API under /api,

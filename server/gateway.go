@@ -24,13 +24,6 @@ const registerTimeout = 10 * time.Second
 // group commits, but a device cannot pile up goroutines.
 const maxInFlightResults = 64
 
-// principal is who a connection's token belongs to: an enrolled device, or
-// an operator identity (for constellation clients).
-type principal struct {
-	device   *store.Device
-	operator *caller
-}
-
 // serveWS is GET /ws: it authenticates the token before the upgrade, then
 // expects REGISTER and serves the connection until it drops. A wrong
 // token counts toward its source's limit of failures.
@@ -46,7 +39,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 			s.authFailed(src, metrics.SurfaceWebSocket, requestToken(r, true))
 		}
 		s.log.Warn("connection refused at upgrade", "remote", r.RemoteAddr, "err", err)
-		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		http.Error(w, publicReason(err), http.StatusUnauthorized)
 		return
 	}
 	var revoked <-chan struct{}
@@ -81,30 +74,6 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.closeOnRevocation(ctx, c, revoked)
 		s.serveConstellation(ctx, c)
 	}
-}
-
-// authClient finds whom the request's token belongs to: a device, or else
-// an operator identity. Tokens are looked up by their hash, which reveals
-// nothing about a token not yet known. A token that is neither is
-// errWrongToken.
-func (s *Server) authClient(r *http.Request) (principal, error) {
-	token := requestToken(r, true)
-	if token == "" {
-		return principal{}, errNoCredentials
-	}
-	hash := hashToken(token)
-	dev, err := s.store.DeviceByTokenHash(r.Context(), hash)
-	switch {
-	case err == nil && sameHash(dev.TokenHash, hash):
-		return principal{device: &dev}, nil
-	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return principal{}, err
-	}
-	c, err := s.callerByToken(r.Context(), token)
-	if err != nil {
-		return principal{}, err
-	}
-	return principal{operator: c}, nil
 }
 
 // register reads the REGISTER message, checks it against the token's
@@ -151,6 +120,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 	if c.isDevice() {
 		go s.disp.resend(c)
 		s.log.Info("device registered", "device", c.id, "wire", conn.Encoding(), "tools", toolCount(c.info.Load()))
+		go s.registered(ctx, c)
 	} else {
 		s.log.Info("constellation registered", "client_id", c.id, "target", c.target, "wire", conn.Encoding())
 	}
@@ -262,12 +232,16 @@ func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol
 		s.sendAck(ctx, c.conn, m)
 	case protocol.ClientRegister:
 		s.reregister(ctx, c, m)
+	case protocol.ClientTokenRotated:
+		s.rotationAnswered(ctx, c, m)
 	case protocol.ClientError:
 		if m.PrevResponseID == "" {
 			s.log.Warn("device reported an error", "device", c.id, "session_id", m.SessionID, "error", m.Error)
 			return
 		}
-		s.disp.refused(ctx, c, m)
+		if !s.rotationRefused(ctx, c, m) {
+			s.disp.refused(ctx, c, m)
+		}
 	default:
 		s.sendError(ctx, c.conn, fmt.Sprintf("message type %q is not accepted from a device", m.Type), m.RequestID)
 	}
@@ -291,16 +265,31 @@ func (s *Server) seeDevice(ctx context.Context, c *client) {
 // deliverResults records COMMAND_RESULTS and acknowledges them, so that
 // the device may forget them; see RATIONALE.md.
 func (s *Server) deliverResults(ctx context.Context, c *client, m *protocol.ClientMessage) {
-	err := s.disp.deliver(c, m)
+	s.answerResults(ctx, c.conn, m, s.disp.deliver(c, m))
+}
+
+// answerResults tells a device how its results m ended, err being what
+// deliver said: acknowledged, or refused for good. Results the server has
+// not recorded get no answer: the device keeps them, and sends them again
+// after its next registration, unless the server, which kept them,
+// records them first and answers then (answerRecorded).
+func (s *Server) answerResults(ctx context.Context, conn *protocol.Conn, m *protocol.ClientMessage, err error) {
 	var refused *deliveryError
 	switch {
 	case err == nil:
-		s.sendAck(ctx, c.conn, m)
+		s.sendAck(ctx, conn, m)
 	case errors.As(err, &refused):
-		s.sendError(ctx, c.conn, err.Error(), m.RequestID)
+		s.sendError(ctx, conn, err.Error(), m.RequestID)
 	}
-	// Otherwise the server failed to record them: no answer, so the device
-	// sends them again after its next registration.
+}
+
+// answerRecorded answers results the server kept, once the store took
+// them (err is deliver's error for them), on the device's link if it is
+// online: it need not register again to hear.
+func (s *Server) answerRecorded(deviceID string, m *protocol.ClientMessage, err error) {
+	if c := s.reg.device(deviceID); c != nil {
+		s.answerResults(context.Background(), c.conn, m, err)
+	}
 }
 
 // reregister takes a REGISTER on a registered connection as an update of
@@ -313,14 +302,20 @@ func (s *Server) reregister(ctx context.Context, c *client, m *protocol.ClientMe
 	s.sendAck(ctx, c.conn, m)
 }
 
-// recordInfo keeps a device's system info in the store, for when it is
-// offline, and marks it seen.
+// recordInfo keeps a device's system info and the wire of its link in the
+// store, for when it is offline, and marks it seen.
 func (s *Server) recordInfo(ctx context.Context, c *client) {
 	var info json.RawMessage
 	if si := c.info.Load(); si != nil {
 		info, _ = json.Marshal(si)
 	}
-	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SeeDevice(c.id, info) }); err != nil {
+	err := s.store.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.SeeDevice(c.id, info); err != nil {
+			return err
+		}
+		return tx.LinkedOver(c.id, c.conn.Encoding().String())
+	})
+	if err != nil {
 		s.log.Error("device info not recorded", "device", c.id, "err", err)
 	}
 	c.seenAt.Store(time.Now().UnixNano())

@@ -42,6 +42,8 @@ func (s *Server) routes() []route {
 		{"GET", "/api/devices/{id}", s.getDevice},
 		{"DELETE", "/api/devices/{id}", s.revoke},
 		{"GET", "/api/devices/{id}/tools", s.deviceTools},
+		{"POST", "/api/devices/{id}/token", s.rotateToken},
+		{"POST", "/api/devices/{id}/certificate", s.signCertificate},
 		{"POST", "/api/devices/{id}/commands", s.idempotent(s.command)},
 		{"POST", "/api/devices/{id}/tools", s.deployTool},
 		{"GET", "/api/tasks", s.listTasks},
@@ -143,8 +145,13 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, strict bool) bool
 // operator token (or login) it also lists the online clients in the
 // caller's scope, as UFO's lists them all. A wrong token counts as a
 // failed authentication, and a source refused for too many gets no list.
+// While the database cannot take writes, or the server holds writes it
+// has not taken yet, the server is degraded: 503, with the cause.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	h := api.Health{Status: "healthy"}
+	h, code := api.Health{Status: "healthy"}, http.StatusOK
+	if cause := s.unrecorded.health(); cause != "" {
+		h, code = api.Health{Status: "degraded", Cause: cause}, http.StatusServiceUnavailable
+	}
 	if src := s.source(r); s.authLimit.blocked(src) == 0 {
 		c, err := s.authenticate(r)
 		switch {
@@ -154,7 +161,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 			h.OnlineClients, _ = s.clientsInScope(r.Context(), c)
 		}
 	}
-	writeJSON(w, http.StatusOK, h)
+	writeJSON(w, code, h)
 }
 
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {

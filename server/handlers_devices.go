@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,12 +36,30 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("%q is the id of a connected %s client", req.ID, c.typ))
 		return
 	}
-	token := newToken(deviceTokenPrefix)
+	resp := api.EnrollResponse{ID: req.ID, Token: newToken(deviceTokenPrefix)}
+	var cert *x509.Certificate
+	if req.CSR != "" {
+		var pem []byte
+		var err error
+		if cert, pem, err = s.signDeviceCertificate(req.ID, req.CSR); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		resp.Certificate = string(pem)
+	}
+	params := map[string]any{"labels": req.Labels}
 	err := s.store.Write(r.Context(), func(tx *store.Tx) error {
-		if err := tx.CreateDevice(req.ID, hashToken(token), req.Labels); err != nil {
+		if err := tx.CreateDevice(req.ID, hashToken(resp.Token), req.Labels); err != nil {
 			return err
 		}
-		return tx.AppendAudit(who.audit(api.ActionDeviceEnroll, req.ID, map[string]any{"labels": req.Labels}))
+		if cert != nil {
+			rec := signedRecord(req.ID, cert)
+			if err := tx.AddCertificate(rec); err != nil {
+				return err
+			}
+			params["certificate_serial"] = rec.Serial
+		}
+		return tx.AppendAudit(who.audit(api.ActionDeviceEnroll, req.ID, params))
 	})
 	if errors.Is(err, store.ErrExists) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("device %q is already enrolled", req.ID))
@@ -51,12 +70,13 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	s.log.Info("device enrolled", "device", req.ID, "by", who.name)
-	writeJSON(w, http.StatusCreated, api.EnrollResponse{ID: req.ID, Token: token})
+	s.log.Info("device enrolled", "device", req.ID, "certificate", cert != nil, "by", who.name)
+	writeJSON(w, http.StatusCreated, resp)
 }
 
-// revoke deletes a device: its token stops working, its connection closes
-// at once, its waiting commands fail and its sessions are cancelled.
+// revoke deletes a device: its tokens stop working and its certificates
+// are revoked, its connection closes at once, its waiting commands fail
+// and its sessions are cancelled.
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	id, who := r.PathValue("id"), callerFrom(r)
 	err := s.store.Write(r.Context(), func(tx *store.Tx) error {
@@ -139,6 +159,10 @@ func (s *Server) deviceView(d store.Device, scope access.Scope) api.Device {
 	v := api.Device{ID: d.ID, Labels: d.Labels, CreatedAt: d.CreatedAt}
 	if !d.LastSeen.IsZero() {
 		v.LastSeen = &d.LastSeen
+	}
+	if d.Rotation != nil {
+		rv := rotationView(d.ID, d.Rotation)
+		v.TokenRotation = &rv
 	}
 	if c := s.reg.device(d.ID); c != nil {
 		v.Online, v.Info = true, c.info.Load()

@@ -154,7 +154,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 // this once; the identity's other tokens stop working after the grace.
 func (s *Server) rotateIdentity(w http.ResponseWriter, r *http.Request) {
 	name, c := r.PathValue("name"), callerFrom(r)
-	var req api.RotateRequest
+	var req api.IdentityRotateRequest
 	if !readJSON(w, r, &req) {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/testpki"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/store"
@@ -41,7 +42,7 @@ func TestBadIdentityRequestsAre400NamingTheField(t *testing.T) {
 		assert.Equal(t, http.StatusBadRequest, code, tc.body)
 		assert.Contains(t, body, jsonQuoted(tc.want), tc.body)
 	}
-	code, body := ts.call(ts.api.Token, jsonRequest("POST", "/api/identities/admin/tokens", api.RotateRequest{Grace: "forever"}))
+	code, body := ts.call(ts.api.Token, jsonRequest("POST", "/api/identities/admin/tokens", api.IdentityRotateRequest{Grace: "forever"}))
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Contains(t, body, jsonQuoted(`field "grace": "forever": want a duration from 0s to 720h0m0s`))
 	ids, err := ts.api.Identities(context.Background())
@@ -215,4 +216,32 @@ func TestTheAuditLogNamesTheIdentityAndTokenOfEveryCallAndChange(t *testing.T) {
 	task, err := ts.api.Task(ctx, "s-1")
 	require.NoError(t, err)
 	assert.Equal(t, api.Requester{Kind: api.RequesterConstellation, ID: "orch-1", Identity: "ann", TokenID: ann.TokenID}, task.Requester)
+}
+
+// A device's credentials change under an identity's name too: enrolling
+// with a certificate, signing one, asking for a token rotation.
+func TestDeviceCredentialChangesAreAuditedWithTheirIdentity(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.TLS = newPKI(t, true).files })
+	ctx := context.Background()
+	csr, _ := testpki.Request(t, "kiosk-1")
+	_, err := ts.api.Enroll(ctx, api.EnrollRequest{ID: "kiosk-1", CSR: string(csr)})
+	require.NoError(t, err)
+	signed, err := ts.api.SignCertificate(ctx, "kiosk-1", api.CertificateRequest{CSR: string(csr)})
+	require.NoError(t, err)
+	_, err = ts.api.RotateToken(ctx, "kiosk-1", api.RotateRequest{Grace: "1h"})
+	require.NoError(t, err)
+	me, err := ts.api.WhoAmI(ctx)
+	require.NoError(t, err)
+
+	entries, err := ts.api.Audit(ctx, api.AuditQuery{Device: "kiosk-1"})
+	require.NoError(t, err)
+	require.Len(t, entries, 3)
+	for i, action := range []string{api.ActionDeviceEnroll, api.ActionDeviceCertificate, api.ActionDeviceRotateToken} {
+		assert.Equal(t, action, entries[i].Action)
+		assert.Equal(t, bootstrapIdentity, entries[i].Identity, action)
+		assert.Equal(t, me.TokenID, entries[i].TokenID, action)
+	}
+	assert.Contains(t, string(entries[0].Parameters), `"certificate_serial":`)
+	assert.JSONEq(t, `{"serial":"`+signed.Serial+`"}`, string(entries[1].Parameters))
+	assert.JSONEq(t, `{"grace":"1h0m0s"}`, string(entries[2].Parameters))
 }

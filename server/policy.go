@@ -51,7 +51,9 @@ const (
 // route's method and pattern, and every message type a constellation
 // sends, as "WS type". Anything without an entry is refused (default
 // deny): a test checks every endpoint of openapi.json and every message
-// type against it.
+// type against it. A device's own messages (command_results,
+// device_info_response, token_rotated) have none: a device link is its
+// device's token or certificate, and speaks only for that device.
 var policy = map[string]rule{
 	"GET /api/health":                                 {public: true},
 	"GET /api/openapi.json":                           {public: true},
@@ -76,6 +78,8 @@ var policy = map[string]rule{
 	"POST /api/devices/{id}/tools":                    {role: access.Deployer, scope: pathDevice},
 	"POST /api/devices":                               {role: access.Admin, scope: inHandler},
 	"DELETE /api/devices/{id}":                        {role: access.Admin, scope: pathDevice},
+	"POST /api/devices/{id}/token":                    {role: access.Admin, scope: pathDevice},
+	"POST /api/devices/{id}/certificate":              {role: access.Admin, scope: pathDevice},
 	"GET /api/identities":                             {role: access.Admin, scope: wholeFleet},
 	"POST /api/identities":                            {role: access.Admin, scope: wholeFleet},
 	"DELETE /api/identities/{name}":                   {role: access.Admin, scope: wholeFleet},

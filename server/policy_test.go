@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/testpki"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
@@ -128,6 +129,7 @@ type probe struct {
 type matrix struct {
 	ts     *testServer
 	tokens map[string]string // by identity name
+	csr    string            // a device's certificate request, PEM
 	seq    int
 }
 
@@ -170,9 +172,12 @@ func (m *matrix) runningTask(target string) string {
 	return d.SessionID
 }
 
+// newMatrix starts the matrix's server, with a device CA to sign
+// certificates with (served over plain HTTP: signing does not need TLS).
 func newMatrix(t *testing.T) *matrix {
-	ts := newTestServer(t)
-	m := &matrix{ts: ts, tokens: map[string]string{}}
+	ts := newTestServer(t, func(c *Config) { c.TLS = newPKI(t, true).files })
+	csr, _ := testpki.Request(t, "a device")
+	m := &matrix{ts: ts, tokens: map[string]string{}, csr: string(csr)}
 	inventory := []protocol.MCPToolInfo{tool("stock", "echo", protocol.ToolAction), tool("", protocol.InstallToolName, protocol.ToolAction)}
 	for _, target := range []string{in, out} {
 		for _, kind := range []string{"", "quiet"} {
@@ -261,6 +266,15 @@ var probes = map[string]probe{
 		require.NoError(m.ts.t, err)
 		return probeRequest{method: "DELETE", path: "/api/devices/" + id}
 	}},
+	"POST /api/devices/{id}/token": {least: access.Admin, scope: object, works: 202, request: func(m *matrix, target string) probeRequest {
+		id := m.fresh("rotated-" + target) // never linked: the rotation waits for it
+		_, err := m.ts.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: labelsOf(target)})
+		require.NoError(m.ts.t, err)
+		return jsonRequest("POST", "/api/devices/"+id+"/token", api.RotateRequest{})
+	}},
+	"POST /api/devices/{id}/certificate": {least: access.Admin, scope: object, works: 201, request: func(m *matrix, target string) probeRequest {
+		return jsonRequest("POST", "/api/devices/"+m.device(target, "")+"/certificate", api.CertificateRequest{CSR: m.csr})
+	}},
 	"GET /api/identities": {least: access.Admin, scope: fleetWide, works: 200, request: get("/api/identities")},
 	"POST /api/identities": {least: access.Admin, scope: fleetWide, works: 201, request: func(m *matrix, _ string) probeRequest {
 		return jsonRequest("POST", "/api/identities", api.IdentityRequest{Name: m.fresh("someone"), Role: api.RoleViewer})
@@ -273,7 +287,7 @@ var probes = map[string]probe{
 	"POST /api/identities/{name}/tokens": {least: access.Admin, scope: fleetWide, works: 201, request: func(m *matrix, _ string) probeRequest {
 		name := m.fresh("rotating")
 		m.ts.addIdentity(name, api.RoleViewer, nil)
-		return jsonRequest("POST", "/api/identities/"+name+"/tokens", api.RotateRequest{})
+		return jsonRequest("POST", "/api/identities/"+name+"/tokens", api.IdentityRotateRequest{})
 	}},
 	"DELETE /api/identities/{name}/tokens/{token_id}": {least: access.Admin, scope: fleetWide, works: 204, request: func(m *matrix, _ string) probeRequest {
 		name := m.fresh("two-tokens")
@@ -363,6 +377,7 @@ var messageProbes = map[protocol.ClientMessageType]access.Role{
 	protocol.ClientTask:               access.Operator,
 	protocol.ClientCommandResults:     0,
 	protocol.ClientDeviceInfoResponse: 0,
+	protocol.ClientTokenRotated:       0,
 }
 
 // constellationAs connects as token and registers id with target,

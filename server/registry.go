@@ -23,6 +23,12 @@ type client struct {
 	// A device that registers again on its connection replaces it.
 	info   atomic.Pointer[protocol.SystemInfo]
 	seenAt atomic.Int64 // devices: when last_seen was last written, unix ns
+
+	// rotMu guards acked and rotation, for offering a device a new token
+	// (rotation.go).
+	rotMu    sync.Mutex
+	acked    bool       // its REGISTER was acknowledged
+	rotation *sentToken // the new token offered on this link, unanswered
 }
 
 func (c *client) isDevice() bool { return c.typ == protocol.ClientDevice }

@@ -81,11 +81,12 @@ func (c *SessionConfig) setDefaults() {
 // with a TASK_END to the requester, and keeps their results (in the
 // store) for ResultTTL.
 type sessionManager struct {
-	cfg     SessionConfig
-	store   *store.Store
-	disp    *dispatcher
-	metrics *metrics.Metrics
-	log     *slog.Logger
+	cfg        SessionConfig
+	store      *store.Store
+	unrecorded *unrecorded
+	disp       *dispatcher
+	metrics    *metrics.Metrics
+	log        *slog.Logger
 
 	mu     sync.Mutex
 	closed bool
@@ -94,9 +95,10 @@ type sessionManager struct {
 	wg     sync.WaitGroup // one per live session
 }
 
-func newSessionManager(cfg SessionConfig, st *store.Store, disp *dispatcher, mx *metrics.Metrics, log *slog.Logger) *sessionManager {
+func newSessionManager(cfg SessionConfig, st *store.Store, u *unrecorded, disp *dispatcher, mx *metrics.Metrics,
+	log *slog.Logger) *sessionManager {
 	cfg.setDefaults()
-	return &sessionManager{cfg: cfg, store: st, disp: disp, metrics: mx, log: log, live: map[string]*session{}}
+	return &sessionManager{cfg: cfg, store: st, unrecorded: u, disp: disp, metrics: mx, log: log, live: map[string]*session{}}
 }
 
 // Errors of getOrCreateSession.
@@ -246,8 +248,10 @@ func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcom
 	log := m.log.With("session_id", s.ID, "device", s.DeviceID, "task_name", s.TaskName)
 	s.started.Store(true)
 	if s.persisted {
-		if err := m.store.Write(context.Background(), func(tx *store.Tx) error { return tx.StartSession(s.ID) }); err != nil {
-			log.Error("session start not recorded", "err", err)
+		err := m.unrecorded.write(context.Background(), keptWrite{what: "start of session " + s.ID, size: keptFailureBytes,
+			fn: func(tx *store.Tx) error { return tx.StartSession(s.ID) }})
+		if err != nil {
+			log.Error("session start not recorded", "err", err, "kept", errors.Is(err, store.ErrUnavailable))
 		}
 	}
 	out := r.run(s.ctx, sessionStepper{m: m, s: s})
@@ -255,7 +259,7 @@ func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcom
 	if !out.recorded {
 		out = settle(s, out)
 		if err := persistEnd(m, s, out); err != nil {
-			log.Error("session outcome not recorded", "err", err)
+			log.Error("session outcome not recorded", "err", err, "kept", errors.Is(err, store.ErrUnavailable))
 		}
 	}
 	m.metrics.SessionEnded(string(out.state))
@@ -304,14 +308,17 @@ func settle[R any](s *session, out outcome[R]) outcome[R] {
 	return out
 }
 
-// persistEnd records how s ended. The session of a single command that
-// never recorded its command is recorded here, as it ends.
+// persistEnd records how s ended, now or as soon as the store can take
+// it. The session of a single command that never recorded its command is
+// recorded here, as it ends.
 func persistEnd[R any](m *sessionManager, s *session, out outcome[R]) error {
 	row, err := out.endRow(s.row(api.StateRunning))
 	if err != nil {
 		return err
 	}
-	return m.store.Write(context.Background(), func(tx *store.Tx) error { return tx.EndSession(row) })
+	return m.unrecorded.write(context.Background(), keptWrite{what: "end of session " + s.ID,
+		size: int64(keptFailureBytes + len(row.Plan) + len(row.Result)),
+		fn:   func(tx *store.Tx) error { return tx.EndSession(row) }})
 }
 
 // release forgets a session that has ended, or was never started.

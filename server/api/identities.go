@@ -63,8 +63,8 @@ type IdentityToken struct {
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
-// RotateRequest is the body of POST /api/identities/{name}/tokens.
-type RotateRequest struct {
+// IdentityRotateRequest is the body of POST /api/identities/{name}/tokens.
+type IdentityRotateRequest struct {
 	// Grace is how long the identity's other tokens keep working, a Go
 	// duration; empty or "0s": they stop at once.
 	Grace string `json:"grace,omitempty"`
@@ -114,7 +114,7 @@ func (c *Client) RevokeIdentity(ctx context.Context, name string) error {
 // working after grace (at once if 0).
 func (c *Client) RotateIdentity(ctx context.Context, name string, grace time.Duration) (TokenResponse, error) {
 	var out TokenResponse
-	err := c.Do(ctx, http.MethodPost, "/api/identities/"+url.PathEscape(name)+"/tokens", RotateRequest{Grace: grace.String()}, &out)
+	err := c.Do(ctx, http.MethodPost, "/api/identities/"+url.PathEscape(name)+"/tokens", IdentityRotateRequest{Grace: grace.String()}, &out)
 	return out, err
 }
 
@@ -135,6 +135,8 @@ func (c *Client) WhoAmI(ctx context.Context) (Caller, error) {
 const (
 	ActionDeviceEnroll        = "device.enroll"
 	ActionDeviceRevoke        = "device.revoke"
+	ActionDeviceRotateToken   = "device.rotate_token"
+	ActionDeviceCertificate   = "device.certificate"
 	ActionIdentityAdd         = "identity.add"
 	ActionIdentityRevoke      = "identity.revoke"
 	ActionIdentityRotate      = "identity.rotate"

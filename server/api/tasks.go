@@ -272,6 +272,7 @@ type AuditEntry struct {
 	Identity string `json:"identity,omitempty"`
 	TokenID  string `json:"token_id,omitempty"`
 	// Action is what was changed: device.enroll, device.revoke,
+	// device.rotate_token, device.certificate,
 	// identity.add, identity.revoke, identity.rotate or
 	// identity.revoke_token. Empty for a tool call.
 	Action       string                `json:"action,omitempty"`

@@ -26,6 +26,12 @@ type Sources struct {
 	// BlockedSources counts the sources refused now for too many failed
 	// authentications.
 	BlockedSources func() int
+	// StoreWriteFailures counts the writes the database could not take
+	// (a full disk, an I/O error) since the server started.
+	StoreWriteFailures func() uint64
+	// UnrecordedWrites counts the writes the server keeps, to retry until
+	// the database takes them.
+	UnrecordedWrites func() int
 }
 
 // The surfaces authentication failures are counted by: the API (and
@@ -56,6 +62,7 @@ type Metrics struct {
 	sessionsEnded   *prometheus.CounterVec
 	authFailures    *prometheus.CounterVec
 	authThrottled   *prometheus.CounterVec
+	droppedWrites   prometheus.Counter
 }
 
 // New registers the metrics, Go runtime and process metrics included, in
@@ -105,9 +112,13 @@ func New(src Sources) *Metrics {
 			Name: "edgeaip_auth_throttled_total",
 			Help: "Requests refused with 429 because their source failed to authenticate too often (20 times within a minute refuses it for a minute), by surface.",
 		}, []string{"surface"}),
+		droppedWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgeaip_store_unrecorded_dropped_total",
+			Help: "Writes the database could not take that the server could not keep either, past its bound on kept writes: results stay in their agent's outbox; a task's end is recorded as \"server restarted\" at the next start.",
+		}),
 	}
 	reg.MustRegister(m.actions, m.commandSeconds, m.lateResults, m.fuel, m.toolWallSeconds, m.frames, m.frameBytes, m.sessionsEnded,
-		m.authFailures, m.authThrottled,
+		m.authFailures, m.authThrottled, m.droppedWrites,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "edgeaip_auth_blocked_sources",
 			Help: "Sources refused now for too many failed authentications.",
@@ -116,7 +127,15 @@ func New(src Sources) *Metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "edgeaip_devices_connected",
 			Help: "Devices with a registered connection now.",
-		}, func() float64 { return float64(src.ConnectedDevices()) }))
+		}, func() float64 { return float64(src.ConnectedDevices()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "edgeaip_store_write_failures_total",
+			Help: "Writes the database could not take (a full disk, an I/O error), retries of kept writes included.",
+		}, func() float64 { return float64(src.StoreWriteFailures()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "edgeaip_store_unrecorded_writes",
+			Help: "Writes the database could not take that the server keeps and retries until it takes them: devices' results, commands' failures, tasks' ends.",
+		}, func() float64 { return float64(src.UnrecordedWrites()) }))
 	for _, state := range LiveStates {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "edgeaip_sessions",
@@ -199,6 +218,10 @@ func (m *Metrics) Frame(dir protocol.FrameDirection, bytes int) {
 	m.frames.WithLabelValues(string(dir)).Inc()
 	m.frameBytes.WithLabelValues(string(dir)).Add(float64(bytes))
 }
+
+// UnrecordedDropped records a write the database could not take that
+// the server did not keep either: past its bound.
+func (m *Metrics) UnrecordedDropped() { m.droppedWrites.Inc() }
 
 // SessionEnded records a session that ended in state.
 func (m *Metrics) SessionEnded(state string) {

@@ -2,6 +2,8 @@
 # Rebuilds the tool fixtures:
 #  - the hostile and tiny tools, from their .wat sources, with wat2wasm from
 #    Debian's wabt package (apt-get install -y wabt);
+#  - the tools written in C (symlinks.c), with clang and Debian's wasi-libc
+#    (apt-get install -y clang lld wasi-libc libclang-rt-14-dev-wasm32);
 #  - invalid/: modules only instrumenting refuses, likewise, then packed and
 #    signed with test.key as signed_echo is;
 #  - signed/: echo.wasm packed with each manifest of signed/manifests, then
@@ -16,6 +18,10 @@ set -eu
 cd "$(dirname "$0")"
 for w in *.wat; do
 	wat2wasm "$w" -o "${w%.wat}.wasm"
+done
+for c in *.c; do
+	clang --target=wasm32-wasi -O2 -Wall -Wextra -Wl,--strip-all -o "${c%.c}.wasm" "$c"
+	chmod 644 "${c%.c}.wasm" # a module is data, not a host executable
 done
 # invalid/: modules that pass the agent's checks but not wazero's
 # validation, which wat2wasm would refuse to build; they are packed with

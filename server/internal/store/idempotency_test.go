@@ -27,7 +27,7 @@ func TestAnIdempotencyKeyIsRecordedWithItsSessionOncePerIdentityAndOutlivesARest
 	write(t, s, func(tx *Tx) error { return tx.InsertSession(keyedSession("s3", "someone-else", "k1")) })
 
 	require.NoError(t, s.Close())
-	s, err = Open(ctx, path)
+	s, err = Open(ctx, path, Options{})
 	require.NoError(t, err)
 	defer s.Close()
 	k, err := s.IdempotencyKeyOf(ctx, "operator", "k1")

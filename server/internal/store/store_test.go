@@ -17,7 +17,7 @@ import (
 func openTest(t *testing.T) (*Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "test.db")
-	s, err := Open(context.Background(), path)
+	s, err := Open(context.Background(), path, Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s, path
@@ -190,7 +190,7 @@ func TestFailInterruptedEndsWhatAStoppedServerLeftRunning(t *testing.T) {
 	insertCommand(t, s, "r1")
 	require.NoError(t, s.Close())
 
-	s2, err := Open(ctx, path)
+	s2, err := Open(ctx, path, Options{})
 	require.NoError(t, err)
 	defer s2.Close()
 	var ns, nc int
@@ -341,7 +341,7 @@ func TestTimesWrittenBeforeMigration4AreRewrittenToSortInTimeOrder(t *testing.T)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
-	s, err := Open(ctx, path)
+	s, err := Open(ctx, path, Options{})
 	require.NoError(t, err)
 	defer s.Close()
 	assert.Equal(t, []string{"later", "earlier", "whole"}, sessionIDs(t, s), "newest first")
