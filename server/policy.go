@@ -115,14 +115,28 @@ func (ru rule) allows(c *caller, key string) error {
 	return nil
 }
 
+// allow checks c against the policy's rule for key, default deny: a key
+// with no rule is refused to everyone. Surfaces other than routes call it
+// with keys of their own ("WS task"; the MCP gateway's, once it has
+// rules); a refusal is a *forbidden, 403 on HTTP. It checks the role, and
+// that a scoped caller may use the key at all: what the request is about
+// is held to the scope with deviceInScope, taskInScope and the others in
+// scope.go, and a tool call by admission (commandOrder, planOrder).
+func allow(c *caller, key string) error {
+	ru, ok := policy[key]
+	if !ok {
+		return &forbidden{fmt.Sprintf("%s has no access policy: refused", key)}
+	}
+	return ru.allows(c, key)
+}
+
 // allowMessage checks that c may send a message of type t.
 func allowMessage(c *caller, t protocol.ClientMessageType) error {
 	key := messageKey(t)
-	ru, ok := policy[key]
-	if !ok {
+	if _, ok := policy[key]; !ok {
 		return &forbidden{fmt.Sprintf("message type %q is not accepted from a constellation", t)}
 	}
-	return ru.allows(c, key)
+	return allow(c, key)
 }
 
 // guard serves h as the policy says for the route key: public, or for an

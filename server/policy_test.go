@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sort"
 	"strings"
@@ -460,4 +461,28 @@ func (m *matrix) checkMessage(t *testing.T, rc *rawClient, typ protocol.ClientMe
 	default:
 		rc.ping() // nothing answers it, and the link goes on
 	}
+}
+
+// The policy is default deny for every surface that asks it, the MCP
+// gateway's keys included: a key with no rule is refused even to an
+// unscoped admin; a rule holds the role and the scope.
+func TestAKeyWithoutARuleIsRefusedToEveryone(t *testing.T) {
+	var f *forbidden
+	require.ErrorAs(t, allow(testAdmin, "MCP tools/call"), &f)
+	assert.Equal(t, "MCP tools/call has no access policy: refused", f.Error())
+
+	assert.NoError(t, allow(testAdmin, "POST /api/devices/{id}/token"))
+	viewer := &caller{name: "v", role: access.Viewer}
+	assert.EqualError(t, allow(viewer, "POST /api/devices/{id}/token"),
+		`identity "v" has role viewer: POST /api/devices/{id}/token needs admin`)
+	scoped := &caller{name: "s", role: access.Admin, scope: access.Scope{Devices: access.Selector{{Key: "site", Value: "lobby"}}}}
+	assert.ErrorContains(t, allow(scoped, "GET /metrics"), "covers the whole fleet")
+
+	ts := newTestServer(t)
+	rec := httptest.NewRecorder()
+	ts.srv.guard("GET /api/nothing", func(http.ResponseWriter, *http.Request) { t.Error("a route with no rule was served") }).
+		ServeHTTP(rec, httptest.NewRequest("GET", "/api/nothing", nil))
+	assert.Equal(t, http.StatusForbidden, rec.Code)
+	assert.Contains(t, rec.Body.String(), "GET /api/nothing has no access policy: refused")
+	assert.Contains(t, ts.logs.String(), "route has no access policy: refused to everyone")
 }
