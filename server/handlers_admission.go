@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -13,21 +14,24 @@ import (
 // fleet or a command: admission's verdict on a plan or a command for a
 // device or for the devices some labels match, with every problem, and
 // which devices were checked against a registration that may be stale.
-// Nothing is recorded or sent. A request that cannot be checked (no such
-// device, no device with the labels, a plan that does not parse) is an
-// error, as it is for the request it stands for; what admission refuses
-// is a verdict, 200.
+// Nothing is recorded or sent. The verdict is the caller's: its role and
+// scope hold the request as they would hold the one it stands for. A
+// request that cannot be checked (no such device, none in the caller's
+// scope, no device with the labels, a plan that does not parse) is an
+// error, as it is for the request it stands for, and so is one the
+// caller's role forbids (403); what admission refuses is a verdict, 200.
 func (s *Server) checkAdmission(w http.ResponseWriter, r *http.Request) {
 	var req api.AdmissionRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
-	devices, code, err := s.admissionTargets(r, req)
+	who := callerFrom(r)
+	devices, code, err := s.admissionTargets(r, who, req)
 	if err != nil {
 		writeError(w, code, err.Error())
 		return
 	}
-	o, err := s.admissionOrder(req, devices)
+	o, err := s.admissionOrder(who, req, devices)
 	if err == nil {
 		err = s.admission.admit(o)
 	}
@@ -46,23 +50,28 @@ func (s *Server) checkAdmission(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, verdict)
 }
 
-// admissionTargets are the devices a dry run is for, or an error and
-// its status.
-func (s *Server) admissionTargets(r *http.Request, req api.AdmissionRequest) ([]string, int, error) {
+// admissionTargets are the devices in who's scope a dry run is for, or
+// an error and its status. A device outside the scope is not enrolled,
+// as for the request the dry run stands for.
+func (s *Server) admissionTargets(r *http.Request, who *caller, req api.AdmissionRequest) ([]string, int, error) {
 	switch {
 	case (req.Device == "") == (len(req.Labels) == 0):
 		return nil, http.StatusBadRequest, errors.New(`give either "device" or "labels"`)
 	case req.Device != "":
 		_, err := s.store.Device(r.Context(), req.Device)
+		in := err == nil
+		if in {
+			in, err = s.deviceInScope(r.Context(), who, req.Device)
+		}
 		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return nil, http.StatusNotFound, fmt.Errorf("device %q is not enrolled", req.Device)
-		case err != nil:
+		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return nil, http.StatusServiceUnavailable, err
+		case !in:
+			return nil, http.StatusNotFound, errors.New(deviceNotEnrolled(req.Device))
 		}
 		return []string{req.Device}, 0, nil
 	}
-	devices, err := s.matchDevices(r.Context(), req.Labels)
+	devices, err := s.matchDevices(r.Context(), access.LabelSelector(req.Labels).And(who.scope.Devices))
 	switch {
 	case err != nil:
 		return nil, http.StatusServiceUnavailable, err
@@ -73,8 +82,8 @@ func (s *Server) admissionTargets(r *http.Request, req api.AdmissionRequest) ([]
 }
 
 // admissionOrder is what a dry run checks: the plan or the actions, for
-// devices.
-func (s *Server) admissionOrder(req api.AdmissionRequest, devices []string) (order, error) {
+// devices, asked by who.
+func (s *Server) admissionOrder(who *caller, req api.AdmissionRequest, devices []string) (order, error) {
 	hasPlan := len(req.Plan) > 0 && string(req.Plan) != "null"
 	switch {
 	case hasPlan == (len(req.Actions) > 0):
@@ -84,12 +93,12 @@ func (s *Server) admissionOrder(req api.AdmissionRequest, devices []string) (ord
 		if err != nil {
 			return order{}, err
 		}
-		return planOrder(p, devices...), nil
+		return planOrder(who, p, devices...), nil
 	}
 	if err := validateActions(req.Actions); err != nil {
 		return order{}, err
 	}
-	o := commandOrder(devices[0], req.Actions)
+	o := commandOrder(who, devices[0], req.Actions)
 	o.devices = devices
 	return o, nil
 }
