@@ -131,7 +131,7 @@ deps-npm:
 # fuzzer seems to stall while it shrinks a large generated module.
 FUZZTIME    ?= 30s
 FUZZTARGETS := ./protocol:FuzzDecodeCBOR ./protocol:FuzzDecodeJSON ./wasmtools/meter:FuzzInstrument \
-               ./wasmtools/meter:FuzzInstrumentBytes ./wasmtools/section:FuzzSection
+               ./wasmtools/meter:FuzzInstrumentBytes ./wasmtools/meter:FuzzInstrumentSnapshot ./wasmtools/section:FuzzSection
 
 fuzz:
 	@set -e; for t in $(FUZZTARGETS); do \
