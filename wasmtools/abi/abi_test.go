@@ -10,7 +10,7 @@ import (
 // module is a module exporting functions of those names, each () -> ().
 func module(names ...string) []byte {
 	b := []byte("\x00asm\x01\x00\x00\x00")
-	b = append(b, 1, 4, 1, 0x60, 0, 0)                  // type section: () -> ()
+	b = append(b, 1, 4, 1, 0x60, 0, 0)                     // type section: () -> ()
 	b = append(b, 3, byte(1+len(names)), byte(len(names))) // function section
 	for range names {
 		b = append(b, 0)

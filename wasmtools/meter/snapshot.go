@@ -270,11 +270,19 @@ func (m *snapshotModule) checkTablesUnchanged(p []byte) error {
 				return fmt.Errorf("code entry %d: %w", i, err)
 			}
 			if name, ok := tableChanges[in.Op]; ok {
-				return fmt.Errorf("code entry %d: %s changes a table, which a snapshot of memory would not hold", i, name)
+				return fmt.Errorf("function %d: %s changes a table, which a snapshot of memory would not hold", m.originalFunc(i), name)
 			}
 		}
 		return nil
 	})
+}
+
+// originalFunc is the index, in the module before instrumenting, of the
+// function whose body is code entry i of the instrumented module: the
+// wrappers come first and hold no table instruction, then the twins in
+// the original order, and one import was added (module.go's layout).
+func (m *snapshotModule) originalFunc(i int) uint32 {
+	return m.importedFuncs - 1 + uint32(i) - m.definedFuncs/2
 }
 
 // readData reads the active data segments; a passive one is refused,
