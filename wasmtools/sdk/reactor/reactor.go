@@ -5,7 +5,9 @@
 // a fraction of a millisecond instead of the runtime's start-up.
 //
 // A tool registers its function in an init function, since main is not
-// run in this form:
+// run in this form, and whatever else it does in init functions is done
+// once per loaded version, not once per call: a tool can warm the caches
+// its calls use there. Handle warms the SDK's own:
 //
 //	func init() { reactor.Handle(hashFile) }
 //
@@ -45,7 +47,9 @@
 package reactor
 
 import (
+	"io"
 	"os"
+	"strings"
 
 	"github.com/edgeaip/edgeaip/wasmtools/sdk"
 )
@@ -59,4 +63,18 @@ var call func() int
 // the snapshot.
 func Handle[P any](fn func(P) (any, error)) {
 	call = func() int { return sdk.Invoke(os.Stdin, os.Stdout, os.Stderr, fn) }
+	warmUp[P]()
+}
+
+// warmUp runs the SDK's path once, while the module initializes, on empty
+// parameters and with a stand-in for the tool that returns a result of
+// the usual shape, in memory: what that path builds on first use
+// (encoding/json's decoder for P and encoder for maps, reflect's type
+// data) is then in the snapshot, and no call builds it again. The tool
+// itself does not run: it may have effects. For hash_file this took a
+// call from 494 000 units of fuel to 255 000.
+func warmUp[P any]() {
+	sdk.Invoke(strings.NewReader("{}"), io.Discard, io.Discard, func(P) (any, error) {
+		return map[string]any{"name": "", "size": 0, "ok": false}, nil
+	})
 }
