@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
 
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 )
@@ -158,8 +159,9 @@ func (s *Sandbox) prepareSnapshot(ctx context.Context, t *Tool) error {
 }
 
 // nextQueued takes the next tool to instrument, or, when none is left,
-// to initialize (init), waiting for one; nil once the sandbox is closed,
-// when it fails the tools still in line.
+// to initialize (init): one that a call waits for, or else the first in
+// line. It waits for one; nil once the sandbox is closed, when it fails
+// the tools still in line.
 func (s *Sandbox) nextQueued() (t *Tool, init bool) {
 	for {
 		s.mu.Lock()
@@ -174,14 +176,21 @@ func (s *Sandbox) nextQueued() (t *Tool, init bool) {
 			return nil, false
 		default:
 		}
-		for _, q := range []*[]*Tool{&s.queue, &s.inits} {
-			if len(*q) > 0 {
-				t := (*q)[0]
-				(*q)[0] = nil
-				*q = (*q)[1:]
-				s.mu.Unlock()
-				return t, q == &s.inits
-			}
+		if len(s.queue) > 0 {
+			t := s.queue[0]
+			s.queue[0] = nil
+			s.queue = s.queue[1:]
+			s.mu.Unlock()
+			return t, false
+		}
+		if len(s.inits) > 0 {
+			// A tool a call waits for goes first: initializing compiles,
+			// which takes seconds on a fresh cache.
+			i := max(0, slices.IndexFunc(s.inits, (*Tool).awaited))
+			t := s.inits[i]
+			s.inits = slices.Delete(s.inits, i, i+1)
+			s.mu.Unlock()
+			return t, true
 		}
 		s.mu.Unlock()
 		select {

@@ -198,6 +198,13 @@ func (t *Tool) compiled(ctx context.Context) (wazero.CompiledModule, error) {
 	return code, nil
 }
 
+// awaited reports whether a call is waiting for t, or running.
+func (t *Tool) awaited() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.inflight > 0
+}
+
 func (t *Tool) isClosed() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
