@@ -342,6 +342,9 @@ func (a agentRun) memory(ctx context.Context) (memoryFigures, error) {
 type busyFigures struct {
 	peak       int64 // resident memory, in KiB
 	overlapped int   // the most calls that ran at one moment
+	// snapshots is the reading of the snapshot mappings with the most of
+	// them, and of those the one with the most resident.
+	snapshots snapshotMappings
 }
 
 // busy runs concurrentCalls hash_file calls at once and returns the peak
@@ -359,14 +362,19 @@ func (a agentRun) busy(ctx context.Context, pid int) (busyFigures, error) {
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	var peak int64
+	var b busyFigures
 	for {
 		if kb, err := rssKiB(pid); err == nil {
-			peak = max(peak, kb)
+			b.peak = max(b.peak, kb)
+		}
+		if m, err := readSnapshotMappings(pid); err == nil &&
+			(m.count > b.snapshots.count || m.count == b.snapshots.count && m.rss > b.snapshots.rss) {
+			b.snapshots = m
 		}
 		select {
 		case <-done:
-			return busyFigures{peak: peak, overlapped: mostAtOnce(runs)}, errors.Join(errs...)
+			b.overlapped = mostAtOnce(runs)
+			return b, errors.Join(errs...)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// snapshotMark names the mappings of tool snapshots in smaps: the memfd
+// the sandbox maps copy-on-write into each call's memory.
+const snapshotMark = "memfd:aip-snapshot"
+
+// snapshotMappings sums, in KiB, what /proc/PID/smaps says of the
+// mappings of tool snapshots: each running call of a snapshot tool has
+// one, over the start of its memory.
+type snapshotMappings struct {
+	count int
+	size  int64 // the images mapped, whole
+	rss   int64 // resident: pages read or written
+	dirty int64 // Private_Dirty: pages the calls wrote, copied
+	clean int64 // Shared_Clean: the image's own pages, shared
+}
+
+// readSnapshotMappings reads the snapshot mappings of process pid.
+func readSnapshotMappings(pid int) (snapshotMappings, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return snapshotMappings{}, err
+	}
+	defer f.Close()
+	return parseSnapshotMappings(f)
+}
+
+// parseSnapshotMappings reads smaps: a header line per mapping (address
+// range, permissions, offset, device, inode, path), then "Field: N kB"
+// lines.
+func parseSnapshotMappings(r io.Reader) (snapshotMappings, error) {
+	var m snapshotMappings
+	in := false
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		if !strings.HasSuffix(fields[0], ":") {
+			in = len(fields) >= 6 && strings.Contains(fields[5], snapshotMark)
+			if in {
+				m.count++
+			}
+			continue
+		}
+		if !in || len(fields) < 2 {
+			continue
+		}
+		kb, err := strconv.ParseInt(fields[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch fields[0] {
+		case "Size:":
+			m.size += kb
+		case "Rss:":
+			m.rss += kb
+		case "Private_Dirty:":
+			m.dirty += kb
+		case "Shared_Clean:":
+			m.clean += kb
+		}
+	}
+	return m, sc.Err()
+}
