@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"flag"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -48,7 +49,10 @@ func BenchmarkUnseal(b *testing.B) {
 // CPU time per call (cpu-µs/call: user and system, the Go collector's
 // included), and the call's fuel.
 func BenchmarkToolCall(b *testing.B) {
-	data, cache := b.TempDir(), b.TempDir()
+	data, cache := b.TempDir(), *benchCache
+	if cache == "" {
+		cache = b.TempDir()
+	}
 	if err := os.WriteFile(filepath.Join(data, "f.txt"), []byte("kiosk config"), 0o644); err != nil {
 		b.Fatal(err)
 	}
@@ -82,6 +86,11 @@ func BenchmarkToolCall(b *testing.B) {
 		})
 	}
 }
+
+// benchCache is BenchmarkToolCall's compile cache, to keep across runs:
+// under qemu, compiling a Go tool takes minutes. By default each run has
+// its own, which no other process shares (or prunes).
+var benchCache = flag.String("benchcache", "", "compile cache `dir` for BenchmarkToolCall, kept across runs (default: a fresh one per run)")
 
 // processCPU is the user and system time the process has used.
 func processCPU() time.Duration {
