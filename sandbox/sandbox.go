@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/edgeaip/edgeaip/wasmtools/abi"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
@@ -30,6 +31,9 @@ type Sandbox struct {
 
 	compileMu   sync.Mutex // one compilation at a time: each may take 150 MB
 	compiledDir string     // wazero's compile cache; "" for none
+	// sweepCompiled asks the compile under way to prune wazero's cache
+	// when it ends (PruneCache).
+	sweepCompiled atomic.Bool
 
 	mu     sync.Mutex
 	tools  map[*Tool]struct{} // loaded and not closed, for unloadIdle

@@ -189,6 +189,9 @@ func (t *Tool) compiled(ctx context.Context) (wazero.CompiledModule, error) {
 		return code, nil
 	}
 	code, err := sb.compile(ctx, t)
+	if sb.sweepCompiled.Swap(false) {
+		sb.pruneCompiled() // PruneCache came during the compile
+	}
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}

@@ -76,7 +76,7 @@ func (r *report) idleRSS(what string, rss rssReadings) {
 // not all run at once: the figure would not be what it says. Of the
 // snapshot mappings (one per running call of a snapshot tool) it prints
 // what they hold resident, split into the pages the calls wrote (their
-// own copies) and the image's pages they share.
+// own copies) and the image's pages they map.
 func (r *report) busy(b busyFigures) {
 	what := fmt.Sprintf("RSS peak during %d concurrent hash_file calls (32 MiB file; %d ran at once)", concurrentCalls, b.overlapped)
 	r.bounded(what, fmt.Sprintf("%.1f MiB", mib(b.peak)), fmt.Sprintf("%d calls at once", concurrentCalls), b.overlapped == concurrentCalls)
@@ -86,8 +86,8 @@ func (r *report) busy(b busyFigures) {
 		return
 	}
 	r.row(fmt.Sprintf("snapshot mappings during those calls (smaps): %d, of %.1f MiB of image each", s.count, mib(s.size)/float64(s.count)),
-		fmt.Sprintf("resident %.1f MiB: %.1f MiB written by the calls (Private_Dirty), %.1f MiB of the image shared (Shared_Clean); %d copies would be %.1f MiB",
-			mib(s.rss), mib(s.dirty), mib(s.clean), s.count, mib(s.size)))
+		fmt.Sprintf("resident %.1f MiB (Pss %.1f MiB): %.1f MiB the calls wrote (Anonymous), %.1f MiB of image pages they map; %d copies of the image would be %.1f MiB",
+			mib(s.rss), mib(s.pss), mib(s.written), mib(s.rss-s.written), s.count, mib(s.size)))
 }
 
 // err names every figure over its budget.

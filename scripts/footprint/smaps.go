@@ -15,13 +15,18 @@ const snapshotMark = "memfd:aip-snapshot"
 
 // snapshotMappings sums, in KiB, what /proc/PID/smaps says of the
 // mappings of tool snapshots: each running call of a snapshot tool has
-// one, over the start of its memory.
+// one, over the start of its memory. A page a call writes is copied into
+// an anonymous page of its own; the rest of what is resident are the
+// image's pages, in the memfd, which every call maps (smaps calls a
+// shared memory page dirty whether or not a call wrote it, so Dirty says
+// nothing here, and a page only one mapping holds at the moment counts as
+// private).
 type snapshotMappings struct {
-	count int
-	size  int64 // the images mapped, whole
-	rss   int64 // resident: pages read or written
-	dirty int64 // Private_Dirty: pages the calls wrote, copied
-	clean int64 // Shared_Clean: the image's own pages, shared
+	count   int
+	size    int64 // the images mapped, whole
+	rss     int64 // resident: pages read or written
+	written int64 // Anonymous: pages the calls wrote, copied
+	pss     int64 // Pss: resident, each shared page divided among its mappers
 }
 
 // readSnapshotMappings reads the snapshot mappings of process pid.
@@ -65,10 +70,10 @@ func parseSnapshotMappings(r io.Reader) (snapshotMappings, error) {
 			m.size += kb
 		case "Rss:":
 			m.rss += kb
-		case "Private_Dirty:":
-			m.dirty += kb
-		case "Shared_Clean:":
-			m.clean += kb
+		case "Anonymous:":
+			m.written += kb
+		case "Pss:":
+			m.pss += kb
 		}
 	}
 	return m, sc.Err()
