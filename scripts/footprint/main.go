@@ -58,6 +58,7 @@ func main() {
 	bin := flag.String("bin", "bin", "directory of aip-server and tools/, and cross/ from make cross")
 	agentBin := flag.String("agent", "", "the agent to measure (default BIN/cross/aip-agent-linux-GOARCH, as shipped)")
 	runs := flag.Int("runs", 5, "warm starts to time; the median is reported")
+	busyMiB := flag.Int("busy-mib", 32, "MiB of the file the concurrent hash_file calls hash: less, on a machine too busy for 8 of them to finish within the tool's 10s")
 	flag.Parse()
 	if *agentBin == "" {
 		*agentBin = filepath.Join(*bin, "cross", "aip-agent-linux-"+runtime.GOARCH)
@@ -71,13 +72,13 @@ func main() {
 		}
 		*p = abs
 	}
-	if err := run(*bin, *agentBin, *runs); err != nil {
+	if err := run(*bin, *agentBin, *runs, *busyMiB); err != nil {
 		fmt.Fprintln(os.Stderr, "footprint:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, agentBin string, runs int) error {
+func run(bin, agentBin string, runs, busyMiB int) error {
 	work, err := os.MkdirTemp("", "edgeaip-footprint-")
 	if err != nil {
 		return err
@@ -95,10 +96,10 @@ func run(bin, agentBin string, runs int) error {
 		return err
 	}
 	files := filepath.Join(work, "files")
-	if err := writeRandomFile(filepath.Join(files, "big.bin"), 32<<20); err != nil {
+	if err := writeRandomFile(filepath.Join(files, "big.bin"), int64(busyMiB)<<20); err != nil {
 		return err
 	}
-	a := agentRun{bin: bin, agent: agentBin, work: work, files: files, server: client.BaseURL, token: token.Token, client: client}
+	a := agentRun{bin: bin, agent: agentBin, work: work, files: files, server: client.BaseURL, token: token.Token, client: client, busyMiB: busyMiB}
 
 	fmt.Println("## Agent footprint (make footprint)")
 	fmt.Println()
@@ -204,6 +205,7 @@ func writeRandomFile(path string, size int64) error {
 type agentRun struct {
 	bin, agent, work, files, server, token string
 	client                                 *api.Client
+	busyMiB                                int // the size of the file the busy calls hash
 }
 
 func (a agentRun) start() (*exec.Cmd, error) {
@@ -342,6 +344,7 @@ func (a agentRun) memory(ctx context.Context) (memoryFigures, error) {
 type busyFigures struct {
 	peak       int64 // resident memory, in KiB
 	overlapped int   // the most calls that ran at one moment
+	fileMiB    int   // the size of the file each call hashed
 	// snapshots is the reading of the snapshot mappings with the most of
 	// them, and of those the one with the most resident.
 	snapshots snapshotMappings
@@ -362,7 +365,7 @@ func (a agentRun) busy(ctx context.Context, pid int) (busyFigures, error) {
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	var b busyFigures
+	b := busyFigures{fileMiB: a.busyMiB}
 	for {
 		if kb, err := rssKiB(pid); err == nil {
 			b.peak = max(b.peak, kb)

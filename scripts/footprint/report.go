@@ -78,7 +78,7 @@ func (r *report) idleRSS(what string, rss rssReadings) {
 // what they hold resident, split into the pages the calls wrote (their
 // own copies) and the image's pages they map.
 func (r *report) busy(b busyFigures) {
-	what := fmt.Sprintf("RSS peak during %d concurrent hash_file calls (32 MiB file; %d ran at once)", concurrentCalls, b.overlapped)
+	what := fmt.Sprintf("RSS peak during %d concurrent hash_file calls (%d MiB file; %d ran at once)", concurrentCalls, b.fileMiB, b.overlapped)
 	r.bounded(what, fmt.Sprintf("%.1f MiB", mib(b.peak)), fmt.Sprintf("%d calls at once", concurrentCalls), b.overlapped == concurrentCalls)
 	s := b.snapshots
 	if s.count == 0 {
