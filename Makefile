@@ -8,8 +8,9 @@ TOOLS    := read_file write_file list_dir hash_file
 # installs it all (.ci/run calls it); a test whose tool is missing skips,
 # saying which. Debian packages, each with the reason it is here:
 #
-# clang, lld, wasi-libc and its runtime library build the example tool in C
-# (wasmtools/examples/c/dir_usage), which an aipctl test rebuilds.
+# clang, lld, wasi-libc and its runtime library build the tools in C: the
+# example (wasmtools/examples/c/dir_usage), which an aipctl test rebuilds,
+# and the symlinks fixture (make fixtures).
 APT_PACKAGES := clang lld wasi-libc libclang-rt-14-dev-wasm32
 # wabt's wat2wasm rebuilds the .wat fixtures (make fixtures).
 APT_PACKAGES += wabt
@@ -21,6 +22,9 @@ APT_PACKAGES += qemu-user-static
 # UFO's pydantic models (testdata/protocol/ufo_wire.py) check our JSON
 # frames; Debian 12 ships pydantic 1, which the script also speaks.
 APT_PACKAGES += python3-pydantic
+# UFO's own galaxy client imports websockets (e2e/ufo_galaxy_test.go, which
+# runs only with a UFO checkout in EDGEAIP_UFO_DIR).
+APT_PACKAGES += python3-websockets
 # systemd-analyze verify checks the packaged unit (cmd/aip-agent), without
 # what systemd recommends.
 APT_PACKAGES_NO_RECOMMENDS := systemd
@@ -38,7 +42,7 @@ NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 \
                 @modelcontextprotocol/server-filesystem@2026.8.31 \
                 @playwright/mcp@0.0.83
 
-.PHONY: all build tools cross footprint fixtures test fuzz bench-fuel deps deps-apt deps-npm demo clean FORCE
+.PHONY: all build tools cross footprint fixtures generate test fuzz bench-fuel deps deps-apt deps-npm demo clean FORCE
 .DELETE_ON_ERROR:
 
 all: build
@@ -98,6 +102,11 @@ fixtures:
 	testdata/tools/build.sh
 	testdata/fuel/build.sh
 	wasmtools/examples/c/dir_usage/build.sh
+
+# Rewrites the generated Go files (the CBOR fast path's per-field code,
+# from protocol's message structs); a test fails while one is stale.
+generate:
+	$(GO) generate ./...
 
 test:
 	$(GO) vet ./...

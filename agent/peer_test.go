@@ -43,6 +43,7 @@ type testPeer struct {
 // peerLink is one registered connection of the agent.
 type peerLink struct {
 	conn       *protocol.Conn
+	upgrade    *http.Request // the upgrade request, as the peer got it
 	register   protocol.ClientMessage
 	msgs       chan protocol.ClientMessage // all but heartbeats
 	heartbeats atomic.Int64
@@ -67,7 +68,7 @@ func (p *testPeer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	defer conn.CloseNow()
 	ctx := r.Context()
-	l := &peerLink{conn: conn, msgs: make(chan protocol.ClientMessage, 256), closed: make(chan struct{})}
+	l := &peerLink{conn: conn, upgrade: r.Clone(context.Background()), msgs: make(chan protocol.ClientMessage, 256), closed: make(chan struct{})}
 	if err := conn.Read(ctx, &l.register); err != nil {
 		return
 	}
@@ -119,6 +120,17 @@ func (p *testPeer) next(t *testing.T) *peerLink {
 		t.Fatal("the agent did not link up")
 		return nil
 	}
+}
+
+// linkedOn starts an agent speaking wire to a new testPeer, and returns
+// its link.
+func linkedOn(t *testing.T, wire protocol.Encoding) *peerLink {
+	t.Helper()
+	p := newTestPeer(t)
+	cfg := agentConfig(t, p.url())
+	cfg.Wire = wire
+	startAgent(t, cfg)
+	return p.next(t)
 }
 
 // newCommand is a COMMAND with a fresh response_id.

@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
@@ -50,8 +52,8 @@ func TestSIGTERMFinishesTheCommandInFlightAndExitsCleanly(t *testing.T) {
 
 func TestAnAgentKilledMidCommandReportsItAfterRestartWithoutRunningItAgain(t *testing.T) {
 	c := newCluster(t)
-	files := t.TempDir()
-	p := newAgentProcess(t, agentYAML(t, "kiosk-1", c.wsURL(), c.enroll("kiosk-1"), t.TempDir(), files))
+	files, data := t.TempDir(), t.TempDir()
+	p := newAgentProcess(t, agentYAML(t, "kiosk-1", c.wsURL(), c.enroll("kiosk-1"), data, files))
 	p.start()
 	c.waitOnline("kiosk-1", true)
 
@@ -60,7 +62,11 @@ func TestAnAgentKilledMidCommandReportsItAfterRestartWithoutRunningItAgain(t *te
 		{ToolName: "pause", Parameters: map[string]any{"ms": 5000}},
 		{ToolName: "write_file", Parameters: map[string]any{"path": marker, "content": "ran"}},
 	}})
+	// Killed once the command is in the outbox, so that it has been taken
+	// (the agent logs "command received" before it records it: a kill
+	// before then loses it, and the server sends it again to be run once).
 	p.waitLogged("command received")
+	c.waitRecordedInOutbox(filepath.Join(data, "outbox", "kiosk-1.journal"))
 	p.kill()
 	p.start()
 
@@ -72,4 +78,21 @@ func TestAnAgentKilledMidCommandReportsItAfterRestartWithoutRunningItAgain(t *te
 	}
 	_, err := os.Stat(marker)
 	assert.ErrorIs(t, err, os.ErrNotExist, "the command was not run again")
+}
+
+// waitRecordedInOutbox waits until the agent's outbox journal holds the
+// response_id of the one command running on the server.
+func (c *cluster) waitRecordedInOutbox(journal string) {
+	c.t.Helper()
+	require.EventuallyWithT(c.t, func(t *assert.CollectT) {
+		page, err := c.api.TaskPage(context.Background(), api.TaskQuery{State: api.StateRunning})
+		require.NoError(t, err)
+		require.Len(t, page.Tasks, 1)
+		task, err := c.api.Task(context.Background(), page.Tasks[0].SessionID)
+		require.NoError(t, err)
+		require.Len(t, task.Commands, 1)
+		b, err := os.ReadFile(journal)
+		require.NoError(t, err)
+		assert.True(t, bytes.Contains(b, []byte(task.Commands[0].ResponseID)), "journal holds %s", task.Commands[0].ResponseID)
+	}, 20*time.Second, 20*time.Millisecond)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 )
@@ -56,3 +57,39 @@ func BenchmarkRoundTrip(b *testing.B) {
 }
 
 func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+// BenchmarkReadBurst is n operator reads at once on a real aip-server
+// process (GET /api/tasks/{id}, over 200 tasks whose commands carry 8 KiB
+// of parameters each, so that each database connection caches pages of
+// its own). It reports the database files the server holds open and its
+// resident memory right after the burst, and its memory once the server
+// has been idle for settleAfterBurst, past the garbage collection Go forces
+// every two minutes; ns/op is the burst's wall time. Run it with
+// -benchtime=1x: each iteration starts a fresh server, and takes minutes.
+func BenchmarkReadBurst(b *testing.B) {
+	const settleAfterBurst = 130 * time.Second
+	bin := buildCommand(b, "aip-server")
+	for _, n := range []int{2000, 3000} {
+		b.Run(fmt.Sprintf("reads=%d", n), func(b *testing.B) {
+			var files, rss, settled float64
+			for range b.N {
+				b.StopTimer()
+				data := b.TempDir()
+				srv := startServerProcess(b, bin, "127.0.0.1:0", data)
+				pid := srv.cmd.Process.Pid
+				paths := tasksToRead(b, srv, 200)
+				b.StartTimer()
+				testenv.GetAtOnce(b, srv.api.BaseURL, srv.api.Token, paths, n)
+				b.StopTimer()
+				files += float64(testenv.OpenFilesIn(b, pid, data))
+				rss += testenv.ResidentKiB(b, pid)
+				time.Sleep(settleAfterBurst)
+				settled += testenv.ResidentKiB(b, pid)
+				srv.kill(b)
+			}
+			b.ReportMetric(files/float64(b.N), "db-files")
+			b.ReportMetric(rss/float64(b.N)/1024, "rss-MiB")
+			b.ReportMetric(settled/float64(b.N)/1024, "rss-idle-MiB")
+		})
+	}
+}

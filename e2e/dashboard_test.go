@@ -222,6 +222,9 @@ func TestTheDashboardLogsInRunsAToolAndFollowsAPlan(t *testing.T) {
 	p.do("tasks",
 		chromedp.Click(css(`nav a[href="#/tasks"]`)),
 		chromedp.WaitVisible(css("#tasks tbody tr")),
+		// One page: the tasks come a page at a time, and there is no other.
+		chromedp.WaitVisible(css("#tasks-newer[disabled]")),
+		chromedp.WaitVisible(css("#tasks-older[disabled]")),
 		p.shot("7-tasks"),
 	)
 	tasks := p.text("#tasks")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -97,6 +98,18 @@ func (c *cluster) exec(id, tool string, params map[string]any, timeout time.Dura
 	})
 	require.NoError(c.t, err)
 	return resp
+}
+
+// refusal runs one tool on a device through the operator API and requires
+// admission to refuse it, before anything is sent: it returns the
+// problems.
+func (c *cluster) refusal(id, tool string, params map[string]any) []api.Problem {
+	c.t.Helper()
+	_, err := c.api.Command(context.Background(), id, api.CommandRequest{Actions: []protocol.Command{{ToolName: tool, Parameters: params}}})
+	var se *api.StatusError
+	require.ErrorAs(c.t, err, &se)
+	require.Equal(c.t, http.StatusBadRequest, se.Code, se.Message)
+	return se.Problems
 }
 
 // agentOptions adjust an agent's Config before it starts.
@@ -274,6 +287,13 @@ func (p *cutProxy) refuse() { p.ln.Close() }
 func (p *cutProxy) hold() { p.held.Store(true) }
 
 func (p *cutProxy) release() { p.held.Store(false) }
+
+// open counts the connections open through the proxy.
+func (p *cutProxy) open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
 
 // cut closes every open connection through the proxy and says how many
 // there were.

@@ -127,9 +127,38 @@ func TestAKilledServerLosesNoFinishedResult(t *testing.T) {
 	assert.True(t, resp.Succeeded(), "%+v", resp.Results)
 }
 
+// A second aip-server process on a live server's data dir exits at once,
+// naming the dir and the process that holds it, and leaves the first one's
+// running task alone.
+func TestASecondServerProcessOnTheSameDataDirExitsNamingTheFirst(t *testing.T) {
+	bin := buildCommand(t, "aip-server")
+	data := t.TempDir()
+	first := startServerProcess(t, bin, "127.0.0.1:0", data)
+	raw := dialDevice(t, first.wsURL(), first.enrollToken(t, "raw-1"), "raw-1")
+	ctx := context.Background()
+	d, err := first.api.Dispatch(ctx, api.DispatchRequest{ClientID: "raw-1", Request: "steps: [{tool: echo}]"})
+	require.NoError(t, err)
+	cmd := raw.next(t, protocol.ServerCommand)
+
+	// Bounded, for a second server that would run instead of exiting.
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(sctx, bin, "--listen", "127.0.0.1:0", "--data", data).CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	assert.Equal(t, 1, exit.ExitCode())
+	assert.Contains(t, string(out), fmt.Sprintf("data dir %s is in use by another process (pid %d)", data, first.cmd.Process.Pid))
+
+	raw.send(t, &protocol.ClientMessage{Type: protocol.ClientCommandResults, Status: protocol.StatusContinue, ClientID: "raw-1",
+		SessionID: cmd.SessionID, PrevResponseID: cmd.ResponseID, RequestID: "res-1",
+		ActionResults: []protocol.Result{{Status: protocol.ResultSuccess, Result: "ran", CallID: cmd.Actions[0].CallID}}})
+	task := waitEnded(t, first.api, d.SessionID)
+	assert.Equal(t, api.StateCompleted, task.State, "the first server's task was not failed as \"server restarted\": %s", task.Error)
+}
+
 // buildCommand builds ./cmd/name into a temporary directory. go test puts
 // its own go first in the PATH.
-func buildCommand(t *testing.T, name string) string {
+func buildCommand(t testing.TB, name string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), name)
 	cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
@@ -145,19 +174,22 @@ type serverProcess struct {
 	addr string
 	api  *api.Client
 	done chan struct{}
+	logs testenv.LogBuffer // its stderr
 }
 
-var listeningRe = regexp.MustCompile(`msg="aip-server listening" addr=(\S+)`)
+var listeningRe = regexp.MustCompile(`msg="aip-server listening" addr=(\S+) .*tls=(true|false)`)
 
-func startServerProcess(t *testing.T, bin, listen, data string) *serverProcess {
+// startServerProcess runs aip-server on listen and data, with more flags
+// in args. Over TLS (--tls-cert), its api client must be given the CA.
+func startServerProcess(t testing.TB, bin, listen, data string, args ...string) *serverProcess {
 	t.Helper()
-	cmd := exec.Command(bin, "--listen", listen, "--data", data)
+	cmd := exec.Command(bin, append([]string{"--listen", listen, "--data", data}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	p := &serverProcess{cmd: cmd, done: make(chan struct{})}
 	t.Cleanup(func() { p.kill(t) })
-	addr := make(chan string, 1)
+	listening := make(chan []string, 1)
 	go func() {
 		defer close(p.done)
 		sc := bufio.NewScanner(stderr)
@@ -165,25 +197,31 @@ func startServerProcess(t *testing.T, bin, listen, data string) *serverProcess {
 			if os.Getenv("E2E_LOG") != "" {
 				fmt.Fprintln(os.Stderr, "aip-server:", sc.Text())
 			}
+			fmt.Fprintln(&p.logs, sc.Text())
 			if m := listeningRe.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
+				listening <- m
 			}
 		}
 		io.Copy(io.Discard, stderr)
 	}()
+	scheme := "http"
 	select {
-	case p.addr = <-addr:
+	case m := <-listening:
+		p.addr = m[1]
+		if m[2] == "true" {
+			scheme = "https"
+		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("aip-server did not start listening")
 	}
 	token, err := os.ReadFile(filepath.Join(data, "admin.token"))
 	require.NoError(t, err)
-	p.api = &api.Client{BaseURL: "http://" + p.addr, Token: strings.TrimSpace(string(token))}
+	p.api = &api.Client{BaseURL: scheme + "://" + p.addr, Token: strings.TrimSpace(string(token))}
 	return p
 }
 
 // kill ends the process with SIGKILL: no shutdown, no flush.
-func (p *serverProcess) kill(t *testing.T) {
+func (p *serverProcess) kill(t testing.TB) {
 	if p.cmd.ProcessState != nil {
 		return
 	}
@@ -192,9 +230,11 @@ func (p *serverProcess) kill(t *testing.T) {
 	<-p.done
 }
 
-func (p *serverProcess) wsURL() string { return "ws://" + p.addr + "/ws" }
+func (p *serverProcess) wsURL() string {
+	return "ws" + strings.TrimPrefix(p.api.BaseURL, "http") + "/ws"
+}
 
-func (p *serverProcess) enrollToken(t *testing.T, id string) string {
+func (p *serverProcess) enrollToken(t testing.TB, id string) string {
 	t.Helper()
 	resp, err := p.api.Enroll(context.Background(), api.EnrollRequest{ID: id})
 	require.NoError(t, err)

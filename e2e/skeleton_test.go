@@ -125,7 +125,8 @@ func TestBadToolsFailCleanlyAndTheAgentKeepsServing(t *testing.T) {
 	c := newCluster(t)
 	c.startAgent("kiosk-1", c.enroll("kiosk-1"), withLimits(sandbox.Limits{Timeout: 300 * time.Millisecond, MemoryPages: 64}))
 
-	requireFailure(t, c.exec("kiosk-1", "no_such_tool", nil, 10*time.Second), `unknown tool "no_such_tool"`)
+	assert.Equal(t, []api.Problem{{Path: "actions[0].tool_name", Problem: `device "kiosk-1" has no tool "no_such_tool"`}},
+		c.refusal("kiosk-1", "no_such_tool", nil), "refused before it is sent")
 	requireFailure(t, c.exec("kiosk-1", "trap", nil, 10*time.Second), `tool "trap": trapped: wasm error: unreachable`)
 	requireFailure(t, c.exec("kiosk-1", "membomb", nil, 10*time.Second), `memory limit reached (64 pages)`)
 	requireFailure(t, c.exec("kiosk-1", "spin", nil, 10*time.Second), `tool "spin": timed out after 300ms`)

@@ -119,6 +119,9 @@ func TestPolicyConfinesStockToolsOnADevice(t *testing.T) {
 	requireFailure(t, c.exec("kiosk-1", "write_file", map[string]any{"path": "/data/new.txt", "content": "x"}, 10*time.Second),
 		"open /data/new.txt: this tool was granted that directory read-only")
 	assert.NoFileExists(t, filepath.Join(files, "new.txt"))
-	requireFailure(t, c.exec("kiosk-1", "read_file", map[string]any{"path": "/data/a", "extra": 1}, 10*time.Second),
-		`invalid parameters: parameter "extra": not allowed (additionalProperties is false)`)
+	// The server checks parameters with the agent's own schema checker,
+	// before anything is sent.
+	assert.Equal(t, []api.Problem{{Path: "actions[0].parameters.extra",
+		Problem: `not allowed (additionalProperties is false), says the input schema of "read_file" on device "kiosk-1"`}},
+		c.refusal("kiosk-1", "read_file", map[string]any{"path": "/data/a", "extra": 1}))
 }

@@ -107,14 +107,7 @@ func assertOnlyUFOKeys(t *testing.T, frame []byte) {
 // every frame the server sent.
 func (d *ufoDevice) checkWithPydantic() {
 	d.t.Run("pydantic reads what the server sent", func(t *testing.T) {
-		var in strings.Builder
-		for _, f := range d.sent {
-			in.WriteString("server " + f + "\n")
-		}
-		cmd := testenv.UFOWire(t, "validate")
-		cmd.Stdin = strings.NewReader(in.String())
-		res, err := cmd.CombinedOutput()
-		require.NoError(t, err, "pydantic refused a frame our server sent:\n%s", res)
+		testenv.CheckWithPydantic(t, "server", d.sent)
 	})
 }
 

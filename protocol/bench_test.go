@@ -144,6 +144,55 @@ func BenchmarkSplit(b *testing.B) {
 	}
 }
 
+// BenchmarkFastPath measures the CBOR fast path alone, encode and decode
+// apart, for every message shape: the golden frames, one per message type,
+// and the two benchmark messages. Decode is decodeFast into a new message,
+// without the defaults and Validate that Unmarshal adds, so the figures
+// are those of the per-field code (RATIONALE.md, "Generated per-field
+// code").
+func BenchmarkFastPath(b *testing.B) {
+	for _, s := range fastPathShapes(b) {
+		m := s.newMsg()
+		require.NoError(b, CBOR.Unmarshal(s.frame, m))
+		b.Run("msg="+s.name+"/op=encode", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := marshalCBOR(m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("msg="+s.name+"/op=decode", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if !decodeFast(s.frame, s.newMsg()) {
+					b.Fatal("the fast decoder gave up")
+				}
+			}
+		})
+	}
+}
+
+// frameShape is a CBOR frame and a maker of the message it decodes into.
+type frameShape struct {
+	name   string
+	frame  []byte
+	newMsg func() Message
+}
+
+func fastPathShapes(b *testing.B) []frameShape {
+	var shapes []frameShape
+	for _, g := range loadGolden(b) {
+		shapes = append(shapes, frameShape{g.name, g.cbor, g.newMessage})
+	}
+	for i, msg := range benchMessages() {
+		frame, err := CBOR.Marshal(msg.m)
+		require.NoError(b, err)
+		shapes = append(shapes, frameShape{msg.name, frame, newMessages[i]})
+	}
+	return shapes
+}
+
 // BenchmarkWellformed measures fxamacker's well-formedness pass, which the
 // fast decoder does without (RATIONALE.md, "Two decoders, one judge").
 func BenchmarkWellformed(b *testing.B) {

@@ -5,8 +5,8 @@ import (
 	"unicode/utf8"
 )
 
-// The fast decoder: a hand-written, single-pass CBOR decoder for the two
-// top-level messages. It takes only what it can vouch for and gives up on
+// The fast decoder: a single-pass CBOR decoder for the two top-level
+// messages. It takes only what it can vouch for and gives up on
 // anything else (a type mismatch, a byte string, a broken limit, a
 // duplicate key, …) without saying why: the strict decoder then decodes the
 // frame from the start and gives the reason, so every error a frame can
@@ -18,146 +18,12 @@ import (
 // leave a field at its zero value, as the strict decoder leaves it.
 
 // decodeFast decodes a CBOR frame into m, which must be zero, and reports
-// whether it could. When it could not, m may be partly filled.
+// whether it could. When it could not, m may be partly filled. The code
+// for each struct of the model is generated (cbor_fast_gen.go); it calls
+// the helpers below, one for each kind of field.
 func decodeFast(data []byte, m Message) bool {
 	r := cborReader{data: data}
-	var ok bool
-	switch m := m.(type) {
-	case *ServerMessage:
-		ok = r.serverMessage(m)
-	case *ClientMessage:
-		ok = r.clientMessage(m)
-	}
-	return ok && r.off == len(data)
-}
-
-func (r *cborReader) serverMessage(m *ServerMessage) bool {
-	return r.fields(func(key []byte) (uint32, bool) {
-		switch string(key) {
-		case "type":
-			return 1 << 0, enum(r, &m.Type, serverMessageTypes[:])
-		case "status":
-			return 1 << 1, enum(r, &m.Status, taskStatuses[:])
-		case "user_request":
-			return 1 << 2, text(r, &m.UserRequest)
-		case "agent_name":
-			return 1 << 3, text(r, &m.AgentName)
-		case "process_name":
-			return 1 << 4, text(r, &m.ProcessName)
-		case "root_name":
-			return 1 << 5, text(r, &m.RootName)
-		case "actions":
-			return 1 << 6, list(r, &m.Actions, r.command)
-		case "messages":
-			return 1 << 7, list(r, &m.Messages, func(s *string) bool { return text(r, s) })
-		case "error":
-			return 1 << 8, text(r, &m.Error)
-		case "session_id":
-			return 1 << 9, text(r, &m.SessionID)
-		case "task_name":
-			return 1 << 10, text(r, &m.TaskName)
-		case "timestamp":
-			return 1 << 11, text(r, &m.Timestamp)
-		case "response_id":
-			return 1 << 12, text(r, &m.ResponseID)
-		case "result":
-			return 1 << 13, r.anyField(&m.Result)
-		}
-		return 0, true
-	})
-}
-
-func (r *cborReader) clientMessage(m *ClientMessage) bool {
-	return r.fields(func(key []byte) (uint32, bool) {
-		switch string(key) {
-		case "type":
-			return 1 << 0, enum(r, &m.Type, clientMessageTypes[:])
-		case "status":
-			return 1 << 1, enum(r, &m.Status, taskStatuses[:])
-		case "client_type":
-			return 1 << 2, enum(r, &m.ClientType, clientTypes[:])
-		case "session_id":
-			return 1 << 3, text(r, &m.SessionID)
-		case "task_name":
-			return 1 << 4, text(r, &m.TaskName)
-		case "client_id":
-			return 1 << 5, text(r, &m.ClientID)
-		case "target_id":
-			return 1 << 6, text(r, &m.TargetID)
-		case "request":
-			return 1 << 7, text(r, &m.Request)
-		case "action_results":
-			return 1 << 8, list(r, &m.ActionResults, r.result)
-		case "timestamp":
-			return 1 << 9, text(r, &m.Timestamp)
-		case "request_id":
-			return 1 << 10, text(r, &m.RequestID)
-		case "prev_response_id":
-			return 1 << 11, text(r, &m.PrevResponseID)
-		case "error":
-			return 1 << 12, text(r, &m.Error)
-		case "metadata":
-			return 1 << 13, r.mapField(&m.Metadata)
-		}
-		return 0, true
-	})
-}
-
-func (r *cborReader) command(c *Command) bool {
-	return r.fields(func(key []byte) (uint32, bool) {
-		switch string(key) {
-		case "tool_name":
-			return 1 << 0, text(r, &c.ToolName)
-		case "parameters":
-			return 1 << 1, r.mapField(&c.Parameters)
-		case "tool_type":
-			return 1 << 2, enum(r, &c.ToolType, ToolTypes[:])
-		case "call_id":
-			return 1 << 3, text(r, &c.CallID)
-		}
-		return 0, true
-	})
-}
-
-func (r *cborReader) result(res *Result) bool {
-	return r.fields(func(key []byte) (uint32, bool) {
-		switch string(key) {
-		case "status":
-			return 1 << 0, enum(r, &res.Status, resultStatuses[:])
-		case "error":
-			return 1 << 1, text(r, &res.Error)
-		case "result":
-			return 1 << 2, r.anyField(&res.Result)
-		case "namespace":
-			return 1 << 3, text(r, &res.Namespace)
-		case "call_id":
-			return 1 << 4, text(r, &res.CallID)
-		case "usage":
-			return 1 << 5, r.usageField(&res.Usage)
-		}
-		return 0, true
-	})
-}
-
-func (r *cborReader) usageField(p **Usage) bool {
-	if r.null() {
-		return true
-	}
-	u := new(Usage)
-	*p = u
-	return r.fields(func(key []byte) (uint32, bool) {
-		switch string(key) {
-		case "fuel":
-			return 1 << 0, unsigned(r, &u.Fuel)
-		case "wall_us":
-			return 1 << 1, signed(r, &u.WallMicros)
-		case "memory_pages":
-			return 1 << 2, unsigned(r, &u.MemoryPages)
-		case "stdout_bytes":
-			return 1 << 3, signed(r, &u.StdoutBytes)
-		}
-		return 0, true
-	})
+	return r.readMessage(m) && r.off == len(data)
 }
 
 // fields decodes a map into a struct. field decodes the value of a key the
@@ -323,6 +189,15 @@ func list[T any](r *cborReader, p *[]T, elem func(*T) bool) bool {
 	*p = s
 	r.leave()
 	return true
+}
+
+// ptr decodes a map into a new T, or null into nil, into a pointer field.
+func ptr[T any](r *cborReader, p **T, decode func(*T) bool) bool {
+	if r.null() {
+		return true
+	}
+	*p = new(T)
+	return decode(*p)
 }
 
 // mapField decodes a map, or null into nil, into a free-form map field.

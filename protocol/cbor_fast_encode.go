@@ -10,33 +10,20 @@ import (
 	"github.com/x448/float16"
 )
 
-// The fast encoder: a hand-written encoder for the two top-level messages
-// that writes exactly the bytes cborEnc (fxamacker/cbor with
-// CoreDetEncOptions) writes for them, without reflection. Core
-// Deterministic Encoding sorts map keys, struct fields included, bytewise
-// by their encoding, which for text keys means shorter first, then
-// bytewise; each struct's fields are written below in that order, not in
-// declaration order. A value outside the JSON data model is handed to
-// cborEnc. FuzzDecodeCBOR and TestFastEncoderMatchesCBOREncoder hold the
-// bytes equal to cborEnc's.
+// The fast encoder: an encoder for the two top-level messages that writes
+// exactly the bytes cborEnc (fxamacker/cbor with CoreDetEncOptions) writes
+// for them, without reflection. Core Deterministic Encoding sorts map
+// keys, struct fields included, bytewise by their encoding, which for text
+// keys means shorter first, then bytewise. The code for each struct, its
+// fields in that order, is generated from the structs (cbor_fast_gen.go,
+// internal/cborgen); what it calls, the same for every field, is below. A
+// value outside the JSON data model is handed to cborEnc. FuzzDecodeCBOR
+// and TestFastEncoderMatchesCBOREncoder hold the bytes equal to cborEnc's.
 
 // marshalCBOR encodes v deterministically.
 func marshalCBOR(v any) ([]byte, error) {
 	var w cborWriter
-	switch m := v.(type) {
-	case *ServerMessage:
-		if m == nil {
-			return cborEnc.Marshal(v)
-		}
-		w.buf = make([]byte, 0, frameSizeHint(len(m.Actions)))
-		w.serverMessage(m)
-	case *ClientMessage:
-		if m == nil {
-			return cborEnc.Marshal(v)
-		}
-		w.buf = make([]byte, 0, frameSizeHint(len(m.ActionResults)))
-		w.clientMessage(m)
-	default:
+	if !w.writeMessage(v) {
 		return cborEnc.Marshal(v)
 	}
 	if w.err != nil {
@@ -57,104 +44,9 @@ type cborWriter struct {
 	err error
 }
 
-func (w *cborWriter) serverMessage(m *ServerMessage) {
-	at := w.beginStruct()
-	n := w.textField("type", string(m.Type))
-	n += w.optText("error", m.Error)
-	n += w.anyField("result", m.Result)
-	n += w.textField("status", string(m.Status))
-	if m.Actions != nil {
-		w.text("actions")
-		w.head(majorArray, uint64(len(m.Actions)))
-		for i := range m.Actions {
-			w.command(&m.Actions[i])
-		}
-		n++
-	}
-	if m.Messages != nil {
-		w.text("messages")
-		w.head(majorArray, uint64(len(m.Messages)))
-		for _, s := range m.Messages {
-			w.text(s)
-		}
-		n++
-	}
-	n += w.optText("root_name", m.RootName)
-	n += w.optText("task_name", m.TaskName)
-	n += w.optText("timestamp", m.Timestamp)
-	n += w.optText("agent_name", m.AgentName)
-	n += w.optText("session_id", m.SessionID)
-	n += w.optText("response_id", m.ResponseID)
-	n += w.optText("process_name", m.ProcessName)
-	n += w.optText("user_request", m.UserRequest)
-	w.endStruct(at, n)
-}
-
-func (w *cborWriter) clientMessage(m *ClientMessage) {
-	at := w.beginStruct()
-	n := w.textField("type", string(m.Type))
-	n += w.optText("error", m.Error)
-	n += w.textField("status", string(m.Status))
-	n += w.optText("request", m.Request)
-	n += w.mapField("metadata", m.Metadata)
-	n += w.optText("client_id", m.ClientID)
-	n += w.optText("target_id", m.TargetID)
-	n += w.optText("task_name", m.TaskName)
-	n += w.optText("timestamp", m.Timestamp)
-	n += w.optText("request_id", m.RequestID)
-	n += w.optText("session_id", m.SessionID)
-	n += w.optText("client_type", string(m.ClientType))
-	if m.ActionResults != nil {
-		w.text("action_results")
-		w.head(majorArray, uint64(len(m.ActionResults)))
-		for i := range m.ActionResults {
-			w.result(&m.ActionResults[i])
-		}
-		n++
-	}
-	n += w.optText("prev_response_id", m.PrevResponseID)
-	w.endStruct(at, n)
-}
-
-func (w *cborWriter) command(c *Command) {
-	at := w.beginStruct()
-	n := w.optText("call_id", c.CallID)
-	n += w.textField("tool_name", c.ToolName)
-	n += w.optText("tool_type", string(c.ToolType))
-	n += w.mapField("parameters", c.Parameters)
-	w.endStruct(at, n)
-}
-
-func (w *cborWriter) result(r *Result) {
-	at := w.beginStruct()
-	n := w.optText("error", r.Error)
-	if r.Usage != nil {
-		w.text("usage")
-		w.usage(r.Usage)
-		n++
-	}
-	n += w.anyField("result", r.Result)
-	n += w.textField("status", string(r.Status))
-	n += w.optText("call_id", r.CallID)
-	n += w.optText("namespace", r.Namespace)
-	w.endStruct(at, n)
-}
-
-func (w *cborWriter) usage(u *Usage) {
-	w.head(majorMap, 4)
-	w.text("fuel")
-	w.head(majorUint, u.Fuel)
-	w.text("wall_us")
-	w.int(u.WallMicros)
-	w.text("memory_pages")
-	w.head(majorUint, uint64(u.MemoryPages))
-	w.text("stdout_bytes")
-	w.int(u.StdoutBytes)
-}
-
-// beginStruct reserves the one-byte head of a struct's map: no struct of
-// the model has 24 fields, so the count fits in it. endStruct writes the
-// count of the fields that were not omitted.
+// beginStruct reserves the one-byte head of a struct's map: the generator
+// refuses a struct of 24 fields or more, so the count fits in it.
+// endStruct writes the count of the fields that were not omitted.
 func (w *cborWriter) beginStruct() int {
 	w.buf = append(w.buf, 0)
 	return len(w.buf) - 1
@@ -162,43 +54,6 @@ func (w *cborWriter) beginStruct() int {
 
 func (w *cborWriter) endStruct(at, fields int) {
 	w.buf[at] = majorMap<<5 | byte(fields)
-}
-
-// textField writes a field that is always sent, and returns 1.
-func (w *cborWriter) textField(key, s string) int {
-	w.text(key)
-	w.text(s)
-	return 1
-}
-
-// optText writes an omitempty string field unless it is "", and returns
-// how many fields it wrote.
-func (w *cborWriter) optText(key, s string) int {
-	if s == "" {
-		return 0
-	}
-	return w.textField(key, s)
-}
-
-// anyField writes an omitzero any field unless it is nil.
-func (w *cborWriter) anyField(key string, v any) int {
-	if v == nil {
-		return 0
-	}
-	w.text(key)
-	w.value(v)
-	return 1
-}
-
-// mapField writes an omitzero map field unless it is nil; an empty map is
-// sent.
-func (w *cborWriter) mapField(key string, m map[string]any) int {
-	if m == nil {
-		return 0
-	}
-	w.text(key)
-	w.freeMap(m)
-	return 1
 }
 
 // value writes a free-form value. Types beyond the JSON data model's and

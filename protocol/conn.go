@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/google/uuid"
 )
 
 // Defaults for [ConnOptions].
@@ -40,9 +41,10 @@ type ConnOptions struct {
 	// link is noticed within two intervals. Default DefaultPingInterval;
 	// negative disables pings.
 	PingInterval time.Duration
-	// Reject builds the ERROR message sent back for a frame that was
-	// rejected. bad holds what the frame carried before it was found bad,
-	// if anything, so that the reply can name the ids it answers. Default
+	// Reject builds the message sent back for a frame that was rejected.
+	// bad holds what the frame carried before it was found bad, if
+	// anything, and for a server message the ids a lenient read of the
+	// frame found, so that the reply can name what it answers. Default
 	// ServerErrorReply for Accept and ClientErrorReply("") for Dial.
 	Reject func(err error, bad Message) Message
 	// Logger receives transport events. Default slog.Default().
@@ -104,13 +106,23 @@ func ServerErrorReply(err error, bad Message) Message {
 	return reply
 }
 
-// ClientErrorReply is the client side's [ConnOptions.Reject]: a
-// ClientMessage of type error from clientID whose prev_response_id is the
-// bad frame's response_id, when it had one.
+// ClientErrorReply is the client side's [ConnOptions.Reject]. A COMMAND
+// whose response_id and call_ids could be read gets COMMAND_RESULTS from
+// clientID with a failure for each call_id, never silence; anything else
+// a ClientMessage of type error whose prev_response_id is the bad frame's
+// response_id, when it had one (a server fails that command at once).
 func ClientErrorReply(clientID string) func(error, Message) Message {
 	return func(err error, bad Message) Message {
+		sm, _ := bad.(*ServerMessage)
+		if calls := knownCallIDs(sm); answeredByName(bad) && len(calls) > 0 {
+			return &ClientMessage{
+				Type: ClientCommandResults, Status: StatusContinue, ClientID: clientID, SessionID: sm.SessionID,
+				RequestID: uuid.NewString(), PrevResponseID: sm.ResponseID, Timestamp: Now(),
+				ActionResults: FailAll(calls, "the agent could not read the command: "+err.Error()),
+			}
+		}
 		reply := &ClientMessage{Type: ClientError, Status: StatusError, ClientID: clientID, Error: err.Error(), Timestamp: Now()}
-		if sm, ok := bad.(*ServerMessage); ok {
+		if sm != nil {
 			reply.PrevResponseID, reply.SessionID = sm.ResponseID, sm.SessionID
 		}
 		return reply
@@ -139,7 +151,8 @@ type DialOptions struct {
 }
 
 // Dial opens an AIP connection to url. On a refused upgrade it returns the
-// HTTP response, so the caller can tell 401 from an outage.
+// HTTP response, so the caller can tell 401 from an outage. Its errors
+// quote url as RedactURL gives it, so that they can be logged.
 func Dial(ctx context.Context, url string, opts DialOptions) (*Conn, *http.Response, error) {
 	wo := &websocket.DialOptions{HTTPHeader: opts.Header, HTTPClient: opts.HTTPClient}
 	if opts.Encoding == CBOR {
@@ -147,11 +160,11 @@ func Dial(ctx context.Context, url string, opts DialOptions) (*Conn, *http.Respo
 	}
 	ws, resp, err := websocket.Dial(ctx, url, wo)
 	if err != nil {
-		return nil, resp, fmt.Errorf("dial %s: %w", url, err)
+		return nil, resp, fmt.Errorf("dial %s: %w", RedactURL(url), redactErr(err, url))
 	}
 	if opts.Encoding == CBOR && ws.Subprotocol() != Subprotocol {
 		ws.Close(websocket.StatusProtocolError, "subprotocol "+Subprotocol+" required")
-		return nil, resp, fmt.Errorf("dial %s: server did not accept subprotocol %s", url, Subprotocol)
+		return nil, resp, fmt.Errorf("dial %s: server did not accept subprotocol %s", RedactURL(url), Subprotocol)
 	}
 	return newConn(ws, opts.ConnOptions.withDefaults(ClientErrorReply(""))), resp, nil
 }
@@ -192,6 +205,9 @@ func (c *Conn) Read(ctx context.Context, m Message) error {
 		if err = c.decode(typ, data, m); err == nil {
 			return nil
 		}
+		if typ == c.frameType() {
+			c.enc.readRefusedCommand(data, m)
+		}
 		if err := c.rejectFrame(ctx, err, m); err != nil {
 			return err
 		}
@@ -213,8 +229,26 @@ func (c *Conn) frameType() websocket.MessageType {
 	return websocket.MessageBinary
 }
 
-// rejectFrame answers a bad frame and enforces the bad-frame budget.
+// rejectFrame answers a bad frame and enforces the bad-frame budget. A
+// COMMAND answered by name does not count: its sender learns which
+// command failed, and sends it no more.
 func (c *Conn) rejectFrame(ctx context.Context, cause error, bad Message) error {
+	if answeredByName(bad) {
+		c.opts.Logger.Warn("rejected frame; its command is answered by its response_id", "err", cause)
+	} else if err := c.countBadFrame(cause); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, rejectTimeout)
+	defer cancel()
+	if err := c.Send(sctx, c.opts.Reject(cause, bad)); err != nil {
+		return fmt.Errorf("answer a rejected frame: %w", err)
+	}
+	return nil
+}
+
+// countBadFrame counts a bad frame against the budget, and closes the
+// connection with 1008 when it is spent.
+func (c *Conn) countBadFrame(cause error) error {
 	now := time.Now()
 	kept := c.bad[:0]
 	for _, t := range c.bad {
@@ -227,11 +261,6 @@ func (c *Conn) rejectFrame(ctx context.Context, cause error, bad Message) error 
 	if len(c.bad) >= MaxBadFrames {
 		c.Close(websocket.StatusPolicyViolation, "too many malformed frames")
 		return fmt.Errorf("read: %d malformed frames within %s: %w", len(c.bad), BadFrameWindow, cause)
-	}
-	sctx, cancel := context.WithTimeout(ctx, rejectTimeout)
-	defer cancel()
-	if err := c.Send(sctx, c.opts.Reject(cause, bad)); err != nil {
-		return fmt.Errorf("answer a rejected frame: %w", err)
 	}
 	return nil
 }
@@ -249,6 +278,9 @@ type Frame struct {
 // in a copy of m, with a warning to log.
 func (e Encoding) EncodeFrame(m Message, log *slog.Logger) (Frame, error) {
 	if err := m.Validate(); err != nil {
+		return Frame{}, err
+	}
+	if err := e.carries(m); err != nil {
 		return Frame{}, err
 	}
 	if bad := checkUTF8(m); bad != nil {

@@ -16,9 +16,10 @@
 // are rejected, keys are case-sensitive, and every enum is checked, with an
 // error that names the field and the value. A rejected frame is answered
 // with an ERROR message and the connection stays up (see [Conn.Read]).
-// Messages are encoded and decoded by a hand-written fast path that gives
-// the same results; on any frame it cannot vouch for, it leaves the
-// decoding, and the verdict, to the strict decoder.
+// Messages are encoded and decoded by a fast path, its per-field code
+// generated from the message structs, that gives the same results; on any
+// frame it cannot vouch for, it leaves the decoding, and the verdict, to
+// the strict decoder.
 //
 // RATIONALE.md explains these choices; testdata/protocol holds a golden
 // frame for every message type as UFO emits it, with the CBOR and JSON we

@@ -38,6 +38,9 @@ const (
 	ClientTaskEnd            ClientMessageType = "task_end"
 	ClientDeviceInfoRequest  ClientMessageType = "device_info_request"
 	ClientDeviceInfoResponse ClientMessageType = "device_info_response"
+	// ClientTokenRotated is edgeaip's own: a device's answer to
+	// ServerRotateToken, on the CBOR wire only: UFO's models, which the JSON wire follows, have no such type.
+	ClientTokenRotated ClientMessageType = "token_rotated"
 )
 
 // ServerMessageType is the type of a message from the server to a client.
@@ -52,6 +55,9 @@ const (
 	ServerError              ServerMessageType = "error"
 	ServerDeviceInfoRequest  ServerMessageType = "device_info_request"
 	ServerDeviceInfoResponse ServerMessageType = "device_info_response"
+	// ServerRotateToken is edgeaip's own: it hands a device a new token,
+	// on the CBOR wire only: UFO's models, which the JSON wire follows, have no such type.
+	ServerRotateToken ServerMessageType = "rotate_token"
 )
 
 // ClientType says whether a client is a device agent or an orchestrator.
@@ -76,14 +82,15 @@ const (
 var ToolTypes = [...]ToolType{ToolDataCollection, ToolAction}
 
 // The values of each enum type, for validation, and for the fast decoder
-// to share their strings instead of allocating.
+// to share their strings instead of allocating: cborgen finds the array of
+// a field's type by its element type, so each type has one.
 var (
 	resultStatuses     = [...]ResultStatus{ResultSuccess, ResultFailure, ResultSkipped, ResultNone}
 	taskStatuses       = [...]TaskStatus{StatusContinue, StatusCompleted, StatusFailed, StatusOK, StatusError}
 	clientMessageTypes = [...]ClientMessageType{ClientTask, ClientHeartbeat, ClientCommandResults, ClientError,
-		ClientRegister, ClientTaskEnd, ClientDeviceInfoRequest, ClientDeviceInfoResponse}
+		ClientRegister, ClientTaskEnd, ClientDeviceInfoRequest, ClientDeviceInfoResponse, ClientTokenRotated}
 	serverMessageTypes = [...]ServerMessageType{ServerTask, ServerHeartbeat, ServerTaskEnd, ServerCommand,
-		ServerError, ServerDeviceInfoRequest, ServerDeviceInfoResponse}
+		ServerError, ServerDeviceInfoRequest, ServerDeviceInfoResponse, ServerRotateToken}
 	clientTypes = [...]ClientType{ClientDevice, ClientConstellation}
 )
 
@@ -94,6 +101,14 @@ func (s TaskStatus) valid() bool { return slices.Contains(taskStatuses[:], s) }
 func (t ClientMessageType) valid() bool { return slices.Contains(clientMessageTypes[:], t) }
 
 func (t ServerMessageType) valid() bool { return slices.Contains(serverMessageTypes[:], t) }
+
+// ours reports whether t is one of edgeaip's own message types, which
+// only the CBOR wire carries.
+func (t ServerMessageType) ours() bool { return t == ServerRotateToken }
+
+// ours reports whether t is one of edgeaip's own message types, which
+// only the CBOR wire carries.
+func (t ClientMessageType) ours() bool { return t == ClientTokenRotated }
 
 func (t ClientType) valid() bool { return slices.Contains(clientTypes[:], t) }
 

@@ -2,6 +2,11 @@ package protocol
 
 import "time"
 
+// The CBOR fast path's code for these structs is generated from them: run
+// go generate ./protocol after changing one (RATIONALE.md, "Generated
+// per-field code").
+//go:generate go run ./internal/cborgen -o cbor_fast_gen.go ServerMessage ClientMessage
+
 // The model follows UFO's pydantic classes field for field and in the same
 // order. How a pydantic Optional maps to Go:
 //
@@ -62,6 +67,9 @@ type ServerMessage struct {
 	Timestamp  string `cbor:"timestamp,omitempty" json:"timestamp,omitempty"`
 	ResponseID string `cbor:"response_id,omitempty" json:"response_id,omitempty"`
 	Result     any    `cbor:"result,omitzero" json:"result,omitzero"`
+	// Token is edgeaip's own, not UFO's: the device's new token, in a
+	// ServerRotateToken, which only the CBOR wire carries.
+	Token string `cbor:"token,omitempty" json:"token,omitempty"`
 }
 
 // ClientMessage is every message a device agent or a constellation client

@@ -141,7 +141,7 @@ func (s *Sandbox) execute(ctx context.Context, t *Tool, stdin io.Reader, from fa
 	ex := execution{stdout: stdout, time: from}
 
 	denied := &denials{}
-	fsc, closeFS, err := mountFS(t.mounts, denied)
+	fsc, closeFS, err := mountFS(t.mounts, denied, &s.links)
 	if err != nil {
 		ex.err = err
 		return ex

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func TestAFIFOInAGrantedDirIsRefusedNotWaitedOn(t *testing.T) {
 	root, err := os.OpenRoot(dir)
 	require.NoError(t, err)
 	defer root.Close()
-	fsys := &rootFS{root: root, guest: "/data", denied: &denials{}}
+	fsys := &rootFS{root: root, guest: "/data", denied: &denials{}, links: &sync.Mutex{}}
 	done := make(chan experimentalsys.Errno, 1)
 	go func() {
 		_, errno := fsys.OpenFile("pipe", experimentalsys.O_RDONLY, 0)

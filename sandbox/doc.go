@@ -24,7 +24,8 @@
 //   - it waits for admission: at most N calls run at once, and together
 //     they reserve no more than a set amount of memory;
 //   - granted directories are confined with os.Root: no "..", absolute
-//     path or symbolic link leads out, and an attempt fails the call with
+//     path or symbolic link leads out, nor may the tool make or move a
+//     symbolic link that would, and an attempt fails the call with
 //     ErrDenied naming the path.
 //
 // The compile cache (Config.WithCacheDir) holds, per cost model,

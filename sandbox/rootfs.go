@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -18,10 +19,11 @@ import (
 )
 
 // rootFS is a granted directory as wazero sees it, confined with os.Root:
-// no path, ".." or symbolic link can lead outside it, including links the
-// tool itself creates, and without a race between checking a path and
-// using it. wazero's own DirFS joins paths and lets the host follow
-// symbolic links anywhere.
+// no path, ".." or symbolic link can lead outside it, and without a race
+// between checking a path and using it. wazero's own DirFS joins paths and
+// lets the host follow symbolic links anywhere. A link the tool makes or
+// moves must lead inside it too (links.go), so that none is left for the
+// host to follow out.
 //
 // A refusal is an EPERM to the guest and a line in the call's denials. A
 // read-only grant refuses every change with EROFS (wazero's ReadFS says
@@ -32,6 +34,10 @@ type rootFS struct {
 	guest    string
 	readOnly bool
 	denied   *denials
+	// links serializes the changes that could leave a link leading out
+	// (links.go) across the calls of a sandbox, which may share a
+	// directory: each is checked, then made, with no other in between.
+	links *sync.Mutex
 }
 
 // writes is what a read-only grant returns for an attempt to change it.
@@ -51,18 +57,25 @@ func rootName(p string) string {
 	return p
 }
 
-// errno maps an os.Root failure to an errno. os.Root reports a path that
-// would leave it with an error that is not an errno: that is a denial.
+// errno maps an os.Root failure to an errno; a path that would leave the
+// root is a denial.
 func (r *rootFS) errno(op, name string, err error) experimentalsys.Errno {
 	if err == nil {
 		return 0
 	}
-	var errno syscall.Errno
-	if errors.As(err, &errno) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrExist) || errors.Is(err, fs.ErrClosed) {
+	if !leavesRoot(err) {
 		return experimentalsys.UnwrapOSError(err)
 	}
 	r.denied.add("%s %q: leads outside the granted dir %s through a symbolic link", op, path.Join(r.guest, name), r.guest)
 	return experimentalsys.EPERM
+}
+
+// leavesRoot reports whether err is os.Root's refusal of a path that
+// would leave it: unlike its other failures, that is not an errno.
+func leavesRoot(err error) bool {
+	var errno syscall.Errno
+	return err != nil && !errors.As(err, &errno) && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrExist) &&
+		!errors.Is(err, fs.ErrClosed)
 }
 
 // OpenFile implements sys.FS.
@@ -155,13 +168,27 @@ func (r *rootFS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
 	return r.errno("chmod", name, r.root.Chmod(name, perm))
 }
 
-// Rename implements sys.FS.
+// Rename implements sys.FS. A link, or a directory with links under it,
+// may move only where each link still leads inside the grant.
 func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
+	return r.move("rename", from, to, r.root.Rename)
+}
+
+// move checks that op (a rename, or a hard link) from one path to another
+// leaves no link leading out of the grant, then does it.
+func (r *rootFS) move(op, fromPath, toPath string, do func(from, to string) error) experimentalsys.Errno {
 	if errno := r.writes(); errno != 0 {
 		return errno
 	}
-	from, to = rootName(from), rootName(to)
-	return r.errno("rename", from+" to "+to, r.root.Rename(from, to))
+	from, to := rootName(fromPath), rootName(toPath)
+	r.links.Lock()
+	defer r.links.Unlock()
+	if why, err := r.moveLeadsOut(from, to); err != nil {
+		return r.errno(op, from, err)
+	} else if why != "" {
+		return r.refuseLink("%s %q to %q: %s", op, path.Join(r.guest, from), path.Join(r.guest, to), why)
+	}
+	return r.errno(op, from+" to "+to, do(from, to))
 }
 
 // Rmdir implements sys.FS.
@@ -192,26 +219,28 @@ func (r *rootFS) Unlink(p string) experimentalsys.Errno {
 	return r.errno("unlink", name, r.root.Remove(name))
 }
 
-// Link implements sys.FS.
+// Link implements sys.FS. A hard link to a symbolic link is that link in
+// a second place, where it must lead inside the grant too.
 func (r *rootFS) Link(oldPath, newPath string) experimentalsys.Errno {
-	if errno := r.writes(); errno != 0 {
-		return errno
-	}
-	oldName, newName := rootName(oldPath), rootName(newPath)
-	return r.errno("link", oldName, r.root.Link(oldName, newName))
+	return r.move("link", oldPath, newPath, r.root.Link)
 }
 
-// Symlink implements sys.FS. Like wazero's DirFS, it refuses absolute
-// targets; a relative target that climbs out is harmless until followed,
-// and os.Root never follows it out.
+// Symlink implements sys.FS. The link must lead inside the grant: os.Root
+// would never follow it out, but the host might.
 func (r *rootFS) Symlink(target, link string) experimentalsys.Errno {
 	if errno := r.writes(); errno != 0 {
 		return errno
 	}
-	if path.IsAbs(target) {
-		return experimentalsys.EPERM
-	}
 	name := rootName(link)
+	r.links.Lock()
+	defer r.links.Unlock()
+	if _, err := r.root.Lstat(name); err == nil {
+		// Not made, whatever its target: no denial for a link that never was.
+		return experimentalsys.EEXIST
+	}
+	if why := r.linkLeadsOut(path.Dir(name), target); why != "" {
+		return r.refuseLink("symlink %q -> %q: %s", path.Join(r.guest, name), target, why)
+	}
 	return r.errno("symlink", name, r.root.Symlink(target, name))
 }
 
@@ -382,7 +411,8 @@ func ioErrno(err error) experimentalsys.Errno {
 
 // mountFS opens the granted dirs of one call, each confined by an os.Root
 // and read-only where granted so. closeFS releases them after the call.
-func mountFS(mounts []Mount, denied *denials) (fsc wazero.FSConfig, closeFS func(), err error) {
+// links is the sandbox's: see rootFS.links.
+func mountFS(mounts []Mount, denied *denials, links *sync.Mutex) (fsc wazero.FSConfig, closeFS func(), err error) {
 	fsc = wazero.NewFSConfig()
 	var roots []*os.Root
 	closeFS = func() {
@@ -397,7 +427,7 @@ func mountFS(mounts []Mount, denied *denials) (fsc wazero.FSConfig, closeFS func
 			return nil, nil, fmt.Errorf("granted dir %s: %w", m.GuestPath, err)
 		}
 		roots = append(roots, root)
-		dir := &rootFS{root: root, guest: m.GuestPath, readOnly: m.ReadOnly, denied: denied}
+		dir := &rootFS{root: root, guest: m.GuestPath, readOnly: m.ReadOnly, denied: denied, links: links}
 		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(dir, m.GuestPath)
 	}
 	return fsc, closeFS, nil

@@ -30,6 +30,7 @@ type Sandbox struct {
 	adm        *admission
 
 	compileMu   sync.Mutex // one compilation at a time: each may take 150 MB
+	links       sync.Mutex // see rootFS.links
 	compiledDir string     // wazero's compile cache; "" for none
 	// sweepCompiled asks the compile under way to prune wazero's cache
 	// when it ends (PruneCache).

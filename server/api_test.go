@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"testing"
@@ -125,10 +126,10 @@ func TestListTasksAndRemoveATask(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, tasks, 1, "limit")
 	assert.Equal(t, running.SessionID, tasks[0].SessionID, "newest first")
-	var named []api.Task
-	require.NoError(t, ts.api.Do(ctx, "GET", "/api/tasks?task_name="+done.TaskName, nil, &named))
-	require.Len(t, named, 1, "only the task of that name")
-	assert.Equal(t, done.SessionID, named[0].SessionID)
+	named, err := ts.api.TaskPage(ctx, api.TaskQuery{TaskName: done.TaskName})
+	require.NoError(t, err)
+	require.Len(t, named.Tasks, 1, "only the task of that name")
+	assert.Equal(t, done.SessionID, named.Tasks[0].SessionID)
 	code, _ := ts.apiStatus("GET", "/api/tasks?task_name=.env", nil)
 	assert.Equal(t, http.StatusBadRequest, code)
 
@@ -196,5 +197,53 @@ func TestEveryRouteButTheOpenOnesNeedsTheOperatorToken(t *testing.T) {
 		default:
 			assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%s %s", rt.method, rt.pattern)
 		}
+	}
+}
+
+func TestTasksAreListedAsSummariesPageByPage(t *testing.T) {
+	ts := newTestServer(t)
+	ts.device("kiosk-1").serveOK()
+	ctx := context.Background()
+	var ids []string
+	for range 7 {
+		resp, err := ts.api.Command(ctx, "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}})
+		require.NoError(t, err)
+		ids = append([]string{resp.SessionID}, ids...) // newest first
+	}
+
+	var listed []string
+	cursor, pages := "", 0
+	for {
+		var raw json.RawMessage
+		require.NoError(t, ts.api.Do(ctx, "GET", "/api/tasks?limit=3&cursor="+url.QueryEscape(cursor), nil, &raw))
+		assert.NotContains(t, string(raw), `"result"`, "summaries: no results")
+		assert.NotContains(t, string(raw), `"plan"`, "summaries: no plans")
+		var page api.TaskPage
+		require.NoError(t, json.Unmarshal(raw, &page))
+		pages++
+		assert.LessOrEqual(t, len(page.Tasks), 3)
+		for _, s := range page.Tasks {
+			listed = append(listed, s.SessionID)
+			assert.Equal(t, api.StateCompleted, s.State)
+			assert.Equal(t, api.KindCommand, s.Kind)
+			assert.NotNil(t, s.FinishedAt)
+		}
+		if page.Next == "" {
+			break
+		}
+		cursor = page.Next
+	}
+	assert.Equal(t, ids, listed, "every task once, newest first")
+	assert.Equal(t, 3, pages)
+
+	all, err := ts.api.Tasks(ctx, "", 5)
+	require.NoError(t, err)
+	require.Len(t, all, 5, "the client follows the pages up to its limit")
+	assert.Equal(t, ids[:5], []string{all[0].SessionID, all[1].SessionID, all[2].SessionID, all[3].SessionID, all[4].SessionID})
+
+	for _, q := range []string{"limit=501", "limit=0", "cursor=nonsense", "cursor=" + url.QueryEscape(`["2026-01-01T00:00:00Z"]`)} {
+		code, msg := ts.apiStatus("GET", "/api/tasks?"+q, nil)
+		assert.Equal(t, http.StatusBadRequest, code, q)
+		assert.NotEmpty(t, msg)
 	}
 }

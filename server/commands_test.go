@@ -61,11 +61,14 @@ func TestASingleCommandsTaskHoldsItsResponseHoweverItEnds(t *testing.T) {
 
 	// A device on UFO's wire cannot take a tool it does not list without
 	// its tool_type: the command never runs, and is never recorded, but
-	// each action still gets a Result and the task is recorded.
+	// each action still gets a Result and the task is recorded. Admission
+	// refuses such a command up front; it gets this far when the device's
+	// inventory or wire changed since, which running it below admission
+	// stands for.
 	ufo, err := ts.dialWire(ts.enroll("ufo-1"), protocol.JSON)
 	require.NoError(t, err)
 	ufo.register("ufo-1")
-	never, err := ts.api.Command(ctx, "ufo-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo", CallID: "mine"}}})
+	never, err := ts.srv.sessions.runCommand(ctx, "ufo-1", []protocol.Command{{ToolName: "echo", CallID: "mine"}}, time.Minute, nil)
 	require.NoError(t, err)
 	assert.Empty(t, never.ResponseID)
 	assert.Equal(t, []protocol.Result{{Status: protocol.ResultFailure, CallID: "mine",
@@ -79,7 +82,11 @@ func TestASingleCommandsTaskHoldsItsResponseHoweverItEnds(t *testing.T) {
 // must end with them all the same, in the failure's write.
 func TestAFailureThatLosesTheRaceToResultsStillEndsTheCommandsSession(t *testing.T) {
 	ts := newTestServer(t)
-	ts.enroll("kiosk-1")
+	// The device is between links, so that the command waits for it.
+	dev := ts.mustDial(ts.enroll("kiosk-1"))
+	dev.register("kiosk-1")
+	dev.conn.CloseNow()
+	ts.waitOffline()
 	m, d := ts.srv.sessions, ts.srv.disp
 	ctx := context.Background()
 	s, _, err := m.getOrCreateSession(ctx, sessionSpec{ID: "s1", DeviceID: "kiosk-1", Requester: api.Requester{Kind: api.RequesterOperator}})
@@ -87,7 +94,7 @@ func TestAFailureThatLosesTheRaceToResultsStillEndsTheCommandsSession(t *testing
 	defer m.release(s)
 	row := s.row(api.StateRunning)
 	cmd := d.newCommand(commandSpec{deviceID: "kiosk-1", sessionID: "s1", actor: "operator", attempt: 1,
-		actions: []protocol.Command{{ToolName: "echo"}}, timeout: time.Minute, offlineWait: time.Minute, session: &row})
+		actions: []protocol.Command{{ToolName: "echo"}}, timeout: time.Minute, session: &row})
 	ran := make(chan commandResult, 1)
 	go func() { ran <- d.run(ctx, cmd) }() // recorded, then waiting unsent for the device
 	require.Eventually(t, func() bool { return d.waiting(cmd.rec.ResponseID) != nil }, 10*time.Second, time.Millisecond)

@@ -54,7 +54,7 @@ func (s *Server) serveConstellation(ctx context.Context, c *client) {
 			s.sendAck(ctx, c.conn, &m)
 		case protocol.ClientTask:
 			if err := s.startConstellationTask(ctx, c, &m); err != nil {
-				s.sendError(ctx, c.conn, "task: "+err.Error(), m.RequestID)
+				s.refuseTask(ctx, c, &m, err)
 			}
 		case protocol.ClientDeviceInfoRequest:
 			s.answerDeviceInfo(ctx, c, &m)
@@ -74,19 +74,20 @@ func (s *Server) serveConstellation(ctx context.Context, c *client) {
 // for a TASK, acknowledges it, and sends the TASK_END back to the
 // constellation when the session ends.
 func (s *Server) startConstellationTask(ctx context.Context, c *client, m *protocol.ClientMessage) error {
-	if m.TaskName != "" && !plan.ValidTaskName(m.TaskName) {
-		return fmt.Errorf(`field "task_name": %q: want 1-128 of [A-Za-z0-9._-], not starting with '.'`, m.TaskName)
-	}
-	p, err := planFromRequest(m.Request)
+	name, original := s.wsTaskName(c, m.TaskName)
+	p, err := planFromRequest(m.Request, s.cfg.Limits.MaxPlanBytes)
 	if err != nil {
-		return fmt.Errorf(`field "request": %w`, err)
+		return inField("request", err)
 	}
 	if s.reg.device(c.target) == nil {
 		return fmt.Errorf("target device %q is not connected", c.target)
 	}
+	if err := s.admission.admit(planOrder(p, c.target)); err != nil {
+		return err
+	}
 	spec := sessionSpec{
-		ID: m.SessionID, TaskName: taskNameOf(m.TaskName, p), DeviceID: c.target,
-		Requester: api.Requester{Kind: api.RequesterConstellation, ID: c.id}, Plan: p,
+		ID: m.SessionID, TaskName: taskNameOf(name, p), DeviceID: c.target,
+		Requester: api.Requester{Kind: api.RequesterConstellation, ID: c.id}, Plan: p, OriginalTaskName: original,
 	}
 	if spec.ID == "" {
 		spec.ID = uuid.NewString()
@@ -96,11 +97,11 @@ func (s *Server) startConstellationTask(ctx context.Context, c *client, m *proto
 		return err
 	}
 	if !created {
-		return fmt.Errorf("session_id %q is already running", spec.ID)
+		return &sessionRunningError{spec.ID}
 	}
 	s.send(ctx, c.conn, &protocol.ServerMessage{
 		Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, SessionID: sess.ID, TaskName: sess.TaskName,
-		Timestamp: protocol.Now(), ResponseID: m.RequestID,
+		Timestamp: protocol.Now(), ResponseID: ackID(m),
 	})
 	s.sessions.executeTaskAsync(sess, s.taskEndTo(c.id))
 	return nil
@@ -135,15 +136,16 @@ func (s *Server) answerDeviceInfo(ctx context.Context, c *client, m *protocol.Cl
 // planFromRequest reads the plan a request carries. UFO's requests are
 // prose for an LLM; this server has no planner, so a request must be a
 // plan (YAML or JSON).
-func planFromRequest(request string) (*plan.Plan, error) {
+func planFromRequest(request string, maxExpanded int) (*plan.Plan, error) {
 	if request == "" {
 		return nil, errors.New("empty task content")
 	}
-	p, err := plan.Parse([]byte(request))
-	if err != nil {
+	p, err := parsePlan([]byte(request), maxExpanded)
+	var refused *refusal
+	if err != nil && !errors.As(err, &refused) {
 		return nil, fmt.Errorf("not a plan (this server runs plans, not prose): %w", err)
 	}
-	return p, nil
+	return p, err
 }
 
 // taskNameOf is the task's name: the one asked for, else the plan's, else

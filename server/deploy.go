@@ -47,7 +47,11 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action := protocol.Command{ToolName: protocol.InstallToolName, ToolType: protocol.ToolAction, Parameters: params}
-	resp, err := s.sessions.runCommand(r.Context(), d.ID, []protocol.Command{action}, timeout)
+	if err := s.admission.admit(commandOrder(d.ID, []protocol.Command{action})); err != nil {
+		writeRequestError(w, err)
+		return
+	}
+	resp, err := s.sessions.runCommand(r.Context(), d.ID, []protocol.Command{action}, timeout, nil)
 	if err != nil {
 		writeSessionError(w, err)
 		return

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,11 +22,13 @@ const sendTimeout = 10 * time.Second
 // COMMAND_RESULTS or its timeout; see RATIONALE.md for why this loses
 // nothing and records every result exactly once.
 //
-//   - A command is recorded before it is sent.
-//   - A command for a device that is offline but within its grace (its
-//     link dropped lately) waits, unsent, for the device to register
-//     again, within its timeout and the grace; it fails when the grace
-//     ends, or when its caller stops waiting, without ever being sent.
+//   - A command is recorded before it is sent, and only then decided on:
+//     see park, the one place that says when a command waits for its
+//     device and when it fails at once.
+//   - A command for a device between links (its link dropped within its
+//     grace) waits, unsent, for the device to register again, within its
+//     timeout and the grace; it fails when the grace ends, or when its
+//     caller stops waiting, without ever being sent.
 //   - If the device's link drops, the command waits for the device to
 //     register again within its timeout, and is sent again on the new link
 //     with the same response_id and call_ids; the agent answers a repeat
@@ -34,11 +37,19 @@ const sendTimeout = 10 * time.Second
 //     conditional write: the first COMMAND_RESULTS for a response_id wins,
 //     even after the timeout or a server restart (then marked late), and
 //     any repeat is acknowledged and ignored.
+//   - Results, and failures, that the store cannot take now (a full disk)
+//     are kept and recorded once it can; see RATIONALE.md, "A full disk".
 type dispatcher struct {
-	store   *store.Store
-	reg     *registry
-	metrics *metrics.Metrics
-	log     *slog.Logger
+	store      *store.Store
+	unrecorded *unrecorded
+	reg        *registry
+	metrics    *metrics.Metrics
+	// answer tells a device how its results, kept while the store could
+	// not take them, ended: deliver's error for them.
+	answer func(deviceID string, m *protocol.ClientMessage, err error)
+	log    *slog.Logger
+	// frameCap is the largest frame a link carries.
+	frameCap int64
 
 	mu      sync.Mutex
 	pending map[string]*command // by response_id
@@ -51,11 +62,8 @@ type command struct {
 	// session: see commandSpec.session.
 	session *store.Session
 	timeout time.Duration
-	// offlineWait is how long the command waits, unsent, for a device
-	// that is offline when it starts; 0 fails it at once.
-	offlineWait time.Duration
-	log         *slog.Logger
-	start       time.Time // when it was recorded
+	log     *slog.Logger
+	start   time.Time // when it was recorded
 
 	done chan struct{}
 	once sync.Once
@@ -81,8 +89,10 @@ func (c *command) result() commandResult {
 	return commandResult{responseID: c.rec.ResponseID, results: c.results, recorded: c.recorded}
 }
 
-func newDispatcher(st *store.Store, reg *registry, mx *metrics.Metrics, log *slog.Logger) *dispatcher {
-	return &dispatcher{store: st, reg: reg, metrics: mx, log: log, pending: map[string]*command{}}
+func newDispatcher(st *store.Store, u *unrecorded, reg *registry, mx *metrics.Metrics,
+	answer func(deviceID string, m *protocol.ClientMessage, err error), log *slog.Logger, frameCap int64) *dispatcher {
+	return &dispatcher{store: st, unrecorded: u, reg: reg, metrics: mx, answer: answer, log: log, frameCap: frameCap,
+		pending: map[string]*command{}}
 }
 
 // end ends cmd with its outcome: the first call wins. The command is
@@ -105,8 +115,6 @@ type commandSpec struct {
 	actions []protocol.Command
 	tools   []store.ToolRef
 	timeout time.Duration
-	// offlineWait: see command.offlineWait.
-	offlineWait time.Duration
 	// session, if set, is the row of the session this command alone
 	// makes up (a single command from the API). The dispatcher records it
 	// in the transaction that records the command, and ends it in the one
@@ -129,15 +137,20 @@ func (d *dispatcher) newCommand(spec commandSpec) *command {
 		Step: spec.step, Attempt: spec.attempt, Actions: actions, Tools: spec.tools,
 	}
 	return &command{
-		rec: rec,
-		msg: &protocol.ServerMessage{
-			Type: protocol.ServerCommand, Status: protocol.StatusContinue, Actions: actions,
-			SessionID: rec.SessionID, ResponseID: rec.ResponseID, Timestamp: protocol.Now(),
-		},
-		session: spec.session, timeout: spec.timeout, offlineWait: spec.offlineWait,
+		rec:     rec,
+		msg:     commandMessage(rec.SessionID, rec.ResponseID, actions),
+		session: spec.session, timeout: spec.timeout,
 		log: d.log.With("device", rec.DeviceID, "session_id", rec.SessionID, "response_id", rec.ResponseID,
 			"call_id", protocol.JoinCallIDs(callIDs)),
 		done: make(chan struct{}),
+	}
+}
+
+// commandMessage is the COMMAND that carries actions.
+func commandMessage(sessionID, responseID string, actions []protocol.Command) *protocol.ServerMessage {
+	return &protocol.ServerMessage{
+		Type: protocol.ServerCommand, Status: protocol.StatusContinue, Actions: actions,
+		SessionID: sessionID, ResponseID: responseID, Timestamp: protocol.Now(),
 	}
 }
 
@@ -164,10 +177,8 @@ func (d *dispatcher) run(ctx context.Context, cmd *command) commandResult {
 		return commandResult{responseID: cmd.rec.ResponseID, results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), err.Error()),
 			err: fmt.Errorf("%w: %w", errStorage, err)}
 	}
-	if online := d.reg.device(cmd.rec.DeviceID) != nil; online || cmd.offlineWait > 0 {
-		d.park(cmd, online)
-	} else {
-		d.fail(cmd, fmt.Sprintf("device %q is offline", cmd.rec.DeviceID))
+	if offline := d.park(cmd); offline != "" {
+		d.fail(cmd, offline)
 	}
 	select {
 	case <-cmd.done:
@@ -188,27 +199,47 @@ func (d *dispatcher) run(ctx context.Context, cmd *command) commandResult {
 	}
 }
 
-// park makes cmd wait for its results, and sends it if its device is
-// online. It looks the link up after parking: a device that registers
-// again in between then either finds it parked and gets it sent, or is
-// the link found here. A command for a device that was offline waits at
-// most its offlineWait to be sent.
-func (d *dispatcher) park(cmd *command, online bool) {
+// park decides, once cmd is recorded, whether it goes to its device now,
+// waits for it, or fails at once, and makes it wait for its results
+// unless it fails; offline, if not "", is why it fails. This is the one
+// place that decides it (RATIONALE.md, "When a command waits for its
+// device"), from where the registry says the device is:
+//
+//   - online: it is sent on the device's link now;
+//   - between links (its link dropped within its grace): it waits, unsent,
+//     for the device to register again, within its timeout and what is
+//     left of the grace;
+//   - anywhere else (not seen since the server started, past its grace):
+//     it fails at once, "device X is offline".
+//
+// The decision and the parking are one step under d.mu: a device that
+// registers again afterwards finds the command parked and gets it sent
+// (resend), and one whose grace ends afterwards has it abandoned. The
+// registry moves a device from online to between links in one step, so
+// a link that drops at any moment before, even while the command was
+// being recorded, leaves it waiting, never failed.
+func (d *dispatcher) park(cmd *command) (offline string) {
+	id := cmd.rec.DeviceID
 	d.mu.Lock()
+	c, graceLeft := d.reg.reach(id)
+	if c == nil && graceLeft <= 0 {
+		d.mu.Unlock()
+		return fmt.Sprintf("device %q is offline", id)
+	}
 	d.pending[cmd.rec.ResponseID] = cmd
 	cmd.timer = time.AfterFunc(cmd.timeout, func() { d.expire(cmd) })
-	if !online && cmd.offlineWait < cmd.timeout {
-		cmd.unsentTimer = time.AfterFunc(cmd.offlineWait, func() {
-			d.failUnsent(cmd, fmt.Sprintf("device %q is offline and did not register again within its grace", cmd.rec.DeviceID))
+	if c == nil && graceLeft < cmd.timeout {
+		cmd.unsentTimer = time.AfterFunc(graceLeft, func() {
+			d.failUnsent(cmd, fmt.Sprintf("device %q is offline and did not register again within its grace", id))
 		})
 	}
 	d.mu.Unlock()
-	if !online {
-		cmd.log.Info("device is offline; the command waits for it to register again", "within", min(cmd.offlineWait, cmd.timeout))
+	if c == nil {
+		cmd.log.Info("device is offline; the command waits for it to register again", "within", min(graceLeft, cmd.timeout))
+		return ""
 	}
-	if c := d.reg.device(cmd.rec.DeviceID); c != nil {
-		d.send(cmd, c, false)
-	}
+	d.send(cmd, c, false)
+	return ""
 }
 
 // failUnsent fails cmd, durably, if it was never sent, so that it never
@@ -227,7 +258,9 @@ func (d *dispatcher) failUnsent(cmd *command, reason string) bool {
 }
 
 // send writes cmd on c unless it was already sent there. A failed send
-// leaves the command waiting for the device to register again.
+// leaves the command waiting for the device to register again, unless the
+// command is too big for a frame: it could never be sent, so it fails at
+// once, saying so.
 func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	d.mu.Lock()
 	if cmd.sentOn == c || d.pending[cmd.rec.ResponseID] != cmd {
@@ -245,6 +278,10 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 	err := c.conn.Send(ctx, cmd.msg)
 	cancel()
+	if errors.Is(err, protocol.ErrTooBig) {
+		d.tooBig(cmd, c, err)
+		return
+	}
 	if err != nil {
 		d.mu.Lock()
 		if cmd.sentOn == c {
@@ -259,6 +296,19 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	} else {
 		cmd.log.Info("command sent", "actions", len(cmd.rec.Actions), "timeout", cmd.timeout)
 	}
+}
+
+// tooBig fails cmd, which c's link refused as larger than a frame (err).
+// Admission refuses such a command before it is recorded; one gets here
+// when its device came back on a wire in which it is larger than it was
+// measured.
+func (d *dispatcher) tooBig(cmd *command, c *client, err error) {
+	size, merr := frameSize(c.conn.Encoding(), cmd.msg)
+	if merr != nil {
+		d.fail(cmd, fmt.Sprintf("command not sent: %v", err))
+		return
+	}
+	d.fail(cmd, "command not sent: "+frameTooBig(size, c.conn.Encoding(), d.frameCap))
 }
 
 // resend sends every command still waiting on c's device on its new link,
@@ -329,29 +379,31 @@ func (d *dispatcher) storedCommandLog(ctx context.Context, deviceID, responseID,
 	return d.log.With("device", deviceID, "session_id", sessionID, "response_id", responseID, "call_id", calls)
 }
 
-// fail ends cmd without device results, durably. If the device's results
-// were recorded first, they stand.
+// fail ends cmd without device results, durably, or as soon as the
+// store can take it. If the device's results were recorded first, they
+// stand.
 func (d *dispatcher) fail(cmd *command, reason string) {
 	d.forget(cmd)
 	var rec store.Command
 	finished := false
-	err := d.store.Write(context.Background(), func(tx *store.Tx) (err error) {
-		rec, err = tx.FailCommand(cmd.rec.ResponseID, reason)
-		if errors.Is(err, store.ErrFinished) {
-			// The device's results were recorded first: they stand. The
-			// write that recorded them may not have known cmd (it was
-			// forgotten just above), so end its session here if it has
-			// not ended.
-			finished, err = true, nil
-		}
-		if err != nil {
-			return err
-		}
-		return cmd.endSession(tx, rec)
-	})
+	err := d.unrecorded.write(context.Background(), keptWrite{what: "failure of command " + cmd.rec.ResponseID, size: keptFailureBytes,
+		fn: func(tx *store.Tx) (err error) {
+			rec, err = tx.FailCommand(cmd.rec.ResponseID, reason)
+			if errors.Is(err, store.ErrFinished) {
+				// The device's results were recorded first: they stand. The
+				// write that recorded them may not have known cmd (it was
+				// forgotten just above), so end its session here if it has
+				// not ended.
+				finished, err = true, nil
+			}
+			if err != nil {
+				return err
+			}
+			return cmd.endSession(tx, rec)
+		}})
 	switch {
 	case err != nil:
-		cmd.log.Error("command failure not recorded", "err", err, "failure", reason)
+		cmd.log.Error("command failure not recorded", "err", err, "failure", reason, "kept", errors.Is(err, store.ErrUnavailable))
 		d.end(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), reason), reason, false)
 	case finished:
 		d.end(cmd, rec.Results, "", true)
@@ -450,8 +502,11 @@ func (e *deliveryError) Error() string { return e.msg }
 // deliver records a device's COMMAND_RESULTS exactly once and hands them
 // to whoever waits. A nil error means the results are durable (or were
 // already): the device may forget them. A *deliveryError means they can
-// never be accepted. Any other error is the server's: the device should
-// send them again later.
+// never be accepted. errKept means the store could not take them now:
+// they are kept, the device hears how they ended once it does (answer),
+// and whoever waits hears at once that the server could not record them.
+// Any other error is the server's: the device should send them again
+// later.
 func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 	rid := m.PrevResponseID
 	if rid == "" {
@@ -468,19 +523,79 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 		}
 		return waiting.endSession(tx, rec)
 	})
+	if errors.Is(err, store.ErrUnavailable) {
+		return d.keepResults(c.id, m, err)
+	}
+	return d.recorded(c.id, m, rec, err)
+}
+
+// errKept: results the store could not take now, kept until it does.
+var errKept = errors.New("results kept until the store takes them")
+
+// keptFailureBytes is about what a kept failure of a command or start of
+// a session records.
+const keptFailureBytes = 1 << 10
+
+// keepResults keeps results m that the store could not take (cause), to
+// record them as soon as it can, and fails the command that waits for
+// them at once, saying why: its caller is not left to wait out the
+// timeout and hear "did not answer". The results then come late, as
+// they would after a timeout. Past the bound on kept writes they are not
+// kept: the device keeps them, unacknowledged, and sends them again after
+// it next registers.
+func (d *dispatcher) keepResults(deviceID string, m *protocol.ClientMessage, cause error) error {
+	rid := m.PrevResponseID
+	log := d.log.With("device", deviceID, "session_id", m.SessionID, "response_id", rid,
+		"call_id", protocol.JoinCallIDs(protocol.ResultCallIDs(m.ActionResults)))
+	size := resultsBytes(m.ActionResults)
+	if cmd := d.waiting(rid); cmd != nil {
+		// Its failure goes first, so that the results come late, after it.
+		then := "it keeps them and records them once it can"
+		if !d.unrecorded.hasRoom(2, size+keptFailureBytes) {
+			then = "the device keeps them and sends them again when it next registers"
+		}
+		d.fail(cmd, fmt.Sprintf("device %q answered, but the server could not record its results: %v; %s",
+			deviceID, store.UnavailableCause(cause), then))
+	}
+	var rec store.Command
+	kept := d.unrecorded.keep(keptWrite{what: "results of command " + rid, key: "results " + rid, size: size,
+		fn: func(tx *store.Tx) (err error) {
+			rec, err = tx.RecordResults(deviceID, rid, m.ActionResults)
+			return err
+		},
+		recorded: func(err error) { d.answer(deviceID, m, d.recorded(deviceID, m, rec, err)) },
+	}, cause)
+	if !kept {
+		log.Error("results not recorded; the device keeps them", "err", cause)
+		return cause
+	}
+	log.Error("results not recorded yet: kept until the store takes them", "err", cause)
+	return errKept
+}
+
+// resultsBytes is about what results take to record.
+func resultsBytes(results []protocol.Result) int64 {
+	b, _ := json.Marshal(results)
+	return int64(len(b))
+}
+
+// recorded finishes the delivery of results m whose write ended with
+// rec and err, and returns deliver's error for them.
+func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec store.Command, err error) error {
+	rid := m.PrevResponseID
 	// The command's ids when it is known; else those the device sent.
 	sessionID, calls := rec.SessionID, protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))
 	if rec.ResponseID == "" {
 		sessionID, calls = m.SessionID, protocol.JoinCallIDs(protocol.ResultCallIDs(m.ActionResults))
 	}
-	log := d.log.With("device", c.id, "session_id", sessionID, "response_id", rid, "call_id", calls)
+	log := d.log.With("device", deviceID, "session_id", sessionID, "response_id", rid, "call_id", calls)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		log.Warn("results refused: no such command")
 		return &deliveryError{fmt.Sprintf("command_results for response_id %q: no such command", rid)}
 	case errors.Is(err, store.ErrWrongDevice):
 		log.Warn("results refused: the command went to another device", "sent_to", rec.DeviceID)
-		return &deliveryError{fmt.Sprintf("command_results for response_id %q: that command was not sent to %q", rid, c.id)}
+		return &deliveryError{fmt.Sprintf("command_results for response_id %q: that command was not sent to %q", rid, deviceID)}
 	case errors.Is(err, store.ErrDuplicate):
 		log.Info("repeated results ignored: already recorded")
 		return nil
@@ -489,7 +604,7 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 		return err
 	}
 	log.Info("results recorded", "late", rec.Late)
-	d.metrics.ResultsRecorded(d.toolLabels(c.id, rec.Actions), rec.Results, rec.Late)
+	d.metrics.ResultsRecorded(d.toolLabels(deviceID, rec.Actions), rec.Results, rec.Late)
 	// Whoever waits hears of them only if the command still waits: one
 	// that failed meanwhile (fail forgets it before recording the failure)
 	// keeps the failure it reported, as the store does.

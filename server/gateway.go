@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/google/uuid"
 )
 
 // registerTimeout is how long a new connection has to send REGISTER.
@@ -22,20 +23,13 @@ const registerTimeout = 10 * time.Second
 // group commits, but a device cannot pile up goroutines.
 const maxInFlightResults = 64
 
-// principal is who a connection's token belongs to: an enrolled device, or
-// the operator (for constellation clients).
-type principal struct {
-	device   *store.Device
-	operator bool
-}
-
 // serveWS is GET /ws: it authenticates the token before the upgrade, then
 // expects REGISTER and serves the connection until it drops.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	p, err := s.authClient(r)
 	if err != nil {
 		s.log.Warn("connection refused at upgrade", "remote", r.RemoteAddr, "err", err)
-		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		http.Error(w, publicReason(err), http.StatusUnauthorized)
 		return
 	}
 	opts := s.cfg.Conn
@@ -62,28 +56,6 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.serveConstellation(ctx, c)
 	}
-}
-
-// authClient finds whom the request's token belongs to. Only hashes are
-// compared, in constant time for the operator's; a device token is looked
-// up by its hash, which reveals nothing about a token not yet known.
-func (s *Server) authClient(r *http.Request) (principal, error) {
-	token := requestToken(r, true)
-	if token == "" {
-		return principal{}, errors.New("no token")
-	}
-	hash := hashToken(token)
-	if sameHash(hash, s.adminHash) {
-		return principal{operator: true}, nil
-	}
-	dev, err := s.store.DeviceByTokenHash(r.Context(), hash)
-	if err != nil {
-		return principal{}, err
-	}
-	if !sameHash(dev.TokenHash, hash) {
-		return principal{}, errors.New("token mismatch")
-	}
-	return principal{device: &dev}, nil
 }
 
 // register reads the REGISTER message, checks it against the token's
@@ -123,19 +95,34 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 		s.log.Info("client reconnected; closing its stale link", "client_id", c.id)
 		go old.conn.Close(websocket.StatusPolicyViolation, "superseded by a new connection")
 	}
-	ack := &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, Timestamp: protocol.Now(), ResponseID: m.RequestID}
-	if err := s.send(ctx, conn, ack); err != nil {
-		s.reg.remove(c)
+	if err := s.send(ctx, conn, registrationAck(&m)); err != nil {
+		s.unregister(c)
 		return nil, fmt.Errorf("ack: %w", err)
 	}
 	if c.isDevice() {
-		s.sessions.deviceBack(c.id)
 		go s.disp.resend(c)
 		s.log.Info("device registered", "device", c.id, "wire", conn.Encoding(), "tools", toolCount(c.info.Load()))
+		go s.registered(ctx, c)
 	} else {
 		s.log.Info("constellation registered", "client_id", c.id, "target", c.target, "wire", conn.Encoding())
 	}
 	return c, nil
+}
+
+// registrationAck is the ack of a REGISTER: a HEARTBEAT with status ok.
+func registrationAck(m *protocol.ClientMessage) *protocol.ServerMessage {
+	return &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, Timestamp: protocol.Now(), ResponseID: ackID(m)}
+}
+
+// ackID is the response_id of the ack of m: m's request_id, or, as UFO's
+// server always gives one (RegistrationProtocol.send_registration_confirmation,
+// AIPProtocol.send_ack), a fresh one when m has none, as the REGISTER and
+// TASK of UFO's clients do not.
+func ackID(m *protocol.ClientMessage) string {
+	if m.RequestID != "" {
+		return m.RequestID
+	}
+	return uuid.NewString()
 }
 
 // registerDevice checks a device's REGISTER against its token.
@@ -153,6 +140,8 @@ func registerDevice(dev *store.Device, m *protocol.ClientMessage, log *slog.Logg
 	return c, nil
 }
 
+// unregister forgets a connection that ended. A device whose link it
+// was is then between links, for its grace (see the registry).
 func (s *Server) unregister(c *client) {
 	if !s.reg.remove(c) {
 		// Superseded: the client is still online on its new connection.
@@ -161,12 +150,20 @@ func (s *Server) unregister(c *client) {
 	}
 	if c.isDevice() {
 		s.disp.linkDropped(c)
-		s.sessions.deviceLeft(c.id)
-		s.log.Info("device disconnected", "device", c.id)
+		s.log.Info("device disconnected", "device", c.id, "grace", s.reg.grace)
 		return
 	}
 	s.sessions.requesterGone(c.id)
 	s.log.Info("constellation disconnected", "client_id", c.id)
+}
+
+// graceEnded gives up on a device whose link dropped and which did not
+// come back within its grace: the commands waiting on it are not sent
+// again, and the sessions on it are cancelled as device_disconnected.
+func (s *Server) graceEnded(id string) {
+	s.log.Info("device did not come back within its grace", "device", id, "grace", s.reg.grace)
+	s.disp.abandon(id)
+	s.sessions.deviceGone(id)
 }
 
 // serveDevice reads a device's messages until the link drops.
@@ -217,12 +214,16 @@ func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol
 		s.sendAck(ctx, c.conn, m)
 	case protocol.ClientRegister:
 		s.reregister(ctx, c, m)
+	case protocol.ClientTokenRotated:
+		s.rotationAnswered(ctx, c, m)
 	case protocol.ClientError:
 		if m.PrevResponseID == "" {
 			s.log.Warn("device reported an error", "device", c.id, "session_id", m.SessionID, "error", m.Error)
 			return
 		}
-		s.disp.refused(ctx, c, m)
+		if !s.rotationRefused(ctx, c, m) {
+			s.disp.refused(ctx, c, m)
+		}
 	default:
 		s.sendError(ctx, c.conn, fmt.Sprintf("message type %q is not accepted from a device", m.Type), m.RequestID)
 	}
@@ -246,16 +247,31 @@ func (s *Server) seeDevice(ctx context.Context, c *client) {
 // deliverResults records COMMAND_RESULTS and acknowledges them, so that
 // the device may forget them; see RATIONALE.md.
 func (s *Server) deliverResults(ctx context.Context, c *client, m *protocol.ClientMessage) {
-	err := s.disp.deliver(c, m)
+	s.answerResults(ctx, c.conn, m, s.disp.deliver(c, m))
+}
+
+// answerResults tells a device how its results m ended, err being what
+// deliver said: acknowledged, or refused for good. Results the server has
+// not recorded get no answer: the device keeps them, and sends them again
+// after its next registration, unless the server, which kept them,
+// records them first and answers then (answerRecorded).
+func (s *Server) answerResults(ctx context.Context, conn *protocol.Conn, m *protocol.ClientMessage, err error) {
 	var refused *deliveryError
 	switch {
 	case err == nil:
-		s.sendAck(ctx, c.conn, m)
+		s.sendAck(ctx, conn, m)
 	case errors.As(err, &refused):
-		s.sendError(ctx, c.conn, err.Error(), m.RequestID)
+		s.sendError(ctx, conn, err.Error(), m.RequestID)
 	}
-	// Otherwise the server failed to record them: no answer, so the device
-	// sends them again after its next registration.
+}
+
+// answerRecorded answers results the server kept, once the store took
+// them (err is deliver's error for them), on the device's link if it is
+// online: it need not register again to hear.
+func (s *Server) answerRecorded(deviceID string, m *protocol.ClientMessage, err error) {
+	if c := s.reg.device(deviceID); c != nil {
+		s.answerResults(context.Background(), c.conn, m, err)
+	}
 }
 
 // reregister takes a REGISTER on a registered connection as an update of
@@ -268,14 +284,20 @@ func (s *Server) reregister(ctx context.Context, c *client, m *protocol.ClientMe
 	s.sendAck(ctx, c.conn, m)
 }
 
-// recordInfo keeps a device's system info in the store, for when it is
-// offline, and marks it seen.
+// recordInfo keeps a device's system info and the wire of its link in the
+// store, for when it is offline, and marks it seen.
 func (s *Server) recordInfo(ctx context.Context, c *client) {
 	var info json.RawMessage
 	if si := c.info.Load(); si != nil {
 		info, _ = json.Marshal(si)
 	}
-	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SeeDevice(c.id, info) }); err != nil {
+	err := s.store.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.SeeDevice(c.id, info); err != nil {
+			return err
+		}
+		return tx.LinkedOver(c.id, c.conn.Encoding().String())
+	})
+	if err != nil {
 		s.log.Error("device info not recorded", "device", c.id, "err", err)
 	}
 	c.seenAt.Store(time.Now().UnixNano())

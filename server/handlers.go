@@ -7,6 +7,7 @@ import (
 	"regexp"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
 // maxRequestBytes caps an API request body.
@@ -28,7 +29,7 @@ func (s *Server) routes() []route {
 		// UFO's endpoints.
 		{"GET", "/api/health", true, s.health},
 		{"GET", "/api/clients", false, s.clients},
-		{"POST", "/api/dispatch", false, s.dispatch},
+		{"POST", "/api/dispatch", false, s.idempotent(s.dispatch)},
 		{"GET", "/api/task_result/{task_name}", false, s.taskResult},
 		// edgeaip's.
 		{"GET", "/api/openapi.json", true, s.openAPI},
@@ -37,7 +38,9 @@ func (s *Server) routes() []route {
 		{"GET", "/api/devices/{id}", false, s.getDevice},
 		{"DELETE", "/api/devices/{id}", false, s.revoke},
 		{"GET", "/api/devices/{id}/tools", false, s.deviceTools},
-		{"POST", "/api/devices/{id}/commands", false, s.command},
+		{"POST", "/api/devices/{id}/token", false, s.rotateToken},
+		{"POST", "/api/devices/{id}/certificate", false, s.signCertificate},
+		{"POST", "/api/devices/{id}/commands", false, s.idempotent(s.command)},
 		{"POST", "/api/devices/{id}/tools", false, s.deployTool},
 		{"GET", "/api/tasks", false, s.listTasks},
 		{"GET", "/api/tasks/{id}", false, s.getTask},
@@ -45,7 +48,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/tasks/{id}/cancel", false, s.cancelTask},
 		{"GET", "/api/tasks/{id}/events", false, s.serveEvents},
 		{"GET", "/api/audit", false, s.audit},
-		{"POST", "/api/fleets", false, s.createFleet},
+		{"POST", "/api/fleets", false, s.idempotent(s.createFleet)},
 		{"POST", "/api/login", true, s.login},
 		{"POST", "/api/logout", true, s.logout},
 		{"GET", "/metrics", false, s.metrics.Handler().ServeHTTP},
@@ -90,10 +93,21 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, api.Error{Error: msg})
 }
 
+// writeRequestError answers 400 for a request that cannot go ahead: with
+// each problem, if admission refused it.
+func writeRequestError(w http.ResponseWriter, err error) {
+	var refused *refusal
+	if errors.As(err, &refused) {
+		writeJSON(w, http.StatusBadRequest, api.Error{Error: refused.Error(), Problems: refused.problems})
+		return
+	}
+	writeError(w, http.StatusBadRequest, err.Error())
+}
+
 // writeSessionError answers a failure to create or run a session: 409 for
-// a session_id another requester owns or that has already ended, 503 for
-// anything else: the session limit (with the count), storage, or a server
-// shutting down.
+// a session_id another requester owns or that has already ended, or an
+// idempotency key another request recorded first; 503 for anything else:
+// the session limit (with the count), storage, or a server shutting down.
 func writeSessionError(w http.ResponseWriter, err error) {
 	var full *capacityError
 	var owned *sessionOwnedError
@@ -101,7 +115,7 @@ func writeSessionError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.As(err, &full):
 		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: err.Error(), Sessions: full.running})
-	case errors.As(err, &owned), errors.As(err, &ended):
+	case errors.As(err, &owned), errors.As(err, &ended), errors.Is(err, store.ErrKeyTaken):
 		writeError(w, http.StatusConflict, err.Error())
 	default:
 		writeError(w, http.StatusServiceUnavailable, err.Error())
@@ -134,13 +148,18 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, strict bool) bool
 }
 
 // health is GET /api/health. It is open, for load balancers; with the
-// operator token it also lists the online clients, as UFO's does.
+// operator token it also lists the online clients, as UFO's does. While
+// the database cannot take writes, or the server holds writes it has not
+// taken yet, the server is degraded: 503, with the cause.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	h := api.Health{Status: "healthy"}
+	h, code := api.Health{Status: "healthy"}, http.StatusOK
+	if cause := s.unrecorded.health(); cause != "" {
+		h, code = api.Health{Status: "degraded", Cause: cause}, http.StatusServiceUnavailable
+	}
 	if s.isOperator(r) {
 		h.OnlineClients = s.reg.ids()
 	}
-	writeJSON(w, http.StatusOK, h)
+	writeJSON(w, code, h)
 }
 
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,8 +28,23 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("%q is the id of a connected %s client", req.ID, c.typ))
 		return
 	}
-	token := newToken(deviceTokenPrefix)
-	err := s.store.Write(r.Context(), func(tx *store.Tx) error { return tx.CreateDevice(req.ID, hashToken(token), req.Labels) })
+	resp := api.EnrollResponse{ID: req.ID, Token: newToken(deviceTokenPrefix)}
+	var cert *x509.Certificate
+	if req.CSR != "" {
+		var pem []byte
+		var err error
+		if cert, pem, err = s.signDeviceCertificate(req.ID, req.CSR); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		resp.Certificate = string(pem)
+	}
+	err := s.store.Write(r.Context(), func(tx *store.Tx) error {
+		if err := tx.CreateDevice(req.ID, hashToken(resp.Token), req.Labels); err != nil || cert == nil {
+			return err
+		}
+		return tx.AddCertificate(signedRecord(req.ID, cert))
+	})
 	if errors.Is(err, store.ErrExists) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("device %q is already enrolled", req.ID))
 		return
@@ -38,12 +54,13 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	s.log.Info("device enrolled", "device", req.ID)
-	writeJSON(w, http.StatusCreated, api.EnrollResponse{ID: req.ID, Token: token})
+	s.log.Info("device enrolled", "device", req.ID, "certificate", cert != nil)
+	writeJSON(w, http.StatusCreated, resp)
 }
 
-// revoke deletes a device: its token stops working, its connection closes
-// at once, its waiting commands fail and its sessions are cancelled.
+// revoke deletes a device: its tokens stop working and its certificates
+// are revoked, its connection closes at once, its waiting commands fail
+// and its sessions are cancelled.
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	err := s.store.Write(r.Context(), func(tx *store.Tx) error { return tx.DeleteDevice(id) })
@@ -115,6 +132,10 @@ func (s *Server) deviceView(d store.Device) api.Device {
 	if !d.LastSeen.IsZero() {
 		v.LastSeen = &d.LastSeen
 	}
+	if d.Rotation != nil {
+		rv := rotationView(d.ID, d.Rotation)
+		v.TokenRotation = &rv
+	}
 	if c := s.reg.device(d.ID); c != nil {
 		v.Online, v.Info = true, c.info.Load()
 	} else {
@@ -124,8 +145,9 @@ func (s *Server) deviceView(d store.Device) api.Device {
 }
 
 // command is POST /api/devices/{id}/commands: one command, run as a
-// session of its own, answered when it ends.
-func (s *Server) command(w http.ResponseWriter, r *http.Request) {
+// session of its own, answered when it ends. key, if not nil, is recorded
+// with the command.
+func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
 	d, ok := s.lookupDevice(w, r)
 	if !ok {
 		return
@@ -143,7 +165,11 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	resp, err := s.sessions.runCommand(r.Context(), d.ID, req.Actions, timeout)
+	if err := s.admission.admit(commandOrder(d.ID, req.Actions)); err != nil {
+		writeRequestError(w, err)
+		return
+	}
+	resp, err := s.sessions.runCommand(r.Context(), d.ID, req.Actions, timeout, key)
 	if err != nil {
 		writeSessionError(w, err)
 		return
@@ -190,7 +216,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
-	limit, ok := parseLimit(w, q.Get("limit"))
+	limit, ok := parseLimit(w, q.Get("limit"), defaultAuditLimit, maxAuditLimit)
 	if !ok {
 		return
 	}
@@ -210,19 +236,20 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// Page sizes of the list endpoints.
+// Page sizes of GET /api/audit.
 const (
-	defaultLimit = 100
-	maxLimit     = 1000
+	defaultAuditLimit = 100
+	maxAuditLimit     = 1000
 )
 
-func parseLimit(w http.ResponseWriter, s string) (int, bool) {
+// parseLimit reads a list's "limit" query: def if empty, else 1 to max.
+func parseLimit(w http.ResponseWriter, s string, def, max int) (int, bool) {
 	if s == "" {
-		return defaultLimit, true
+		return def, true
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > maxLimit {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("query \"limit\": %q: want 1 to %d", s, maxLimit))
+	if err != nil || n < 1 || n > max {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("query \"limit\": %q: want 1 to %d", s, max))
 		return 0, false
 	}
 	return n, true

@@ -11,13 +11,15 @@ import (
 	"strings"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/google/uuid"
 )
 
 // createFleet is POST /api/fleets: it starts a plan on every enrolled
-// device whose labels match, as one fleet task, and answers at once.
-func (s *Server) createFleet(w http.ResponseWriter, r *http.Request) {
+// device whose labels match, as one fleet task, and answers at once. key,
+// if not nil, is recorded with the task, with the answer.
+func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
 	var req api.FleetRequest
 	if !readJSON(w, r, &req) {
 		return
@@ -26,9 +28,9 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	p, err := planField(req.Plan)
+	p, err := planField(req.Plan, s.cfg.Limits.MaxPlanBytes)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		writeRequestError(w, err)
 		return
 	}
 	devices, err := s.matchDevices(r.Context(), req.Labels)
@@ -40,6 +42,10 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no enrolled device has the labels %s", labelText(req.Labels)))
 		return
 	}
+	if err := s.admission.admit(planOrder(p, devices...)); err != nil {
+		writeRequestError(w, err)
+		return
+	}
 	spec := sessionSpec{
 		ID: uuid.NewString(), TaskName: taskNameOf(req.TaskName, p), Requester: api.Requester{Kind: api.RequesterOperator}, Plan: p,
 		Fleet: &fleetSpec{labels: req.Labels, devices: devices, concurrency: req.Concurrency, abortPercent: req.AbortPercent},
@@ -47,6 +53,8 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request) {
 	if spec.Fleet.concurrency == 0 {
 		spec.Fleet.concurrency = api.DefaultFleetConcurrency
 	}
+	resp := api.FleetResponse{SessionID: spec.ID, TaskName: spec.TaskName, Devices: devices}
+	spec.Key = withAnswer(key, resp)
 	sess, _, err := s.sessions.getOrCreateSession(r.Context(), spec)
 	if err != nil {
 		writeSessionError(w, err)
@@ -55,7 +63,7 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request) {
 	s.sessions.executeTaskAsync(sess, nil)
 	s.log.Info("fleet dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "labels", labelText(req.Labels),
 		"devices", len(devices), "concurrency", spec.Fleet.concurrency, "abort_percent", req.AbortPercent)
-	writeJSON(w, http.StatusOK, api.FleetResponse{SessionID: sess.ID, TaskName: sess.TaskName, Devices: devices})
+	writeJSON(w, http.StatusOK, resp)
 }
 
 func checkFleetRequest(req api.FleetRequest, maxSessions int) error {

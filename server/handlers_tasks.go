@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +13,8 @@ import (
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
-// listTasks is GET /api/tasks?state=&task_name=&limit=: tasks, newest
-// first.
+// listTasks is GET /api/tasks?state=&task_name=&limit=&cursor=: a page
+// of task summaries, newest first, with the cursor of the next page.
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	state := api.TaskState(q.Get("state"))
@@ -26,20 +27,54 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "query \"task_name\": "+invalidTaskName)
 		return
 	}
-	limit, ok := parseLimit(w, q.Get("limit"))
+	limit, ok := parseLimit(w, q.Get("limit"), api.DefaultTaskPage, api.MaxTaskPage)
 	if !ok {
 		return
 	}
-	rows, err := s.store.Sessions(r.Context(), store.SessionFilter{State: string(state), TaskName: name, Limit: limit})
+	after, err := readCursor(q.Get("cursor"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	rows, err := s.store.SessionSummaries(r.Context(), store.SessionFilter{State: string(state), TaskName: name, Limit: limit + 1, After: after})
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	out := make([]api.Task, len(rows))
+	page := api.TaskPage{Tasks: make([]api.TaskSummary, 0, min(len(rows), limit))}
 	for i, row := range rows {
-		out[i] = taskView(row)
+		if i == limit {
+			page.Next = cursorAfter(rows[i-1])
+			break
+		}
+		page.Tasks = append(page.Tasks, taskSummary(row))
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, page)
+}
+
+// cursorAfter is the cursor of the page that starts after row: its key,
+// opaque to clients.
+func cursorAfter(row store.Session) string {
+	b, _ := json.Marshal([]string{row.CreatedAt.UTC().Format(time.RFC3339Nano), row.ID})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// readCursor reads a cursor made by cursorAfter; "" is the first page.
+func readCursor(cursor string) (*store.SessionKey, error) {
+	if cursor == "" {
+		return nil, nil
+	}
+	bad := errors.New(`query "cursor": not a cursor this server gave (the "next" of a page)`)
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	var key []string
+	if err != nil || json.Unmarshal(b, &key) != nil || len(key) != 2 {
+		return nil, bad
+	}
+	at, err := time.Parse(time.RFC3339Nano, key[0])
+	if err != nil {
+		return nil, bad
+	}
+	return &store.SessionKey{CreatedAt: at, ID: key[1]}, nil
 }
 
 // getTask is GET /api/tasks/{id}: the task with its commands.
@@ -116,12 +151,15 @@ func (s *Server) lookupTask(w http.ResponseWriter, r *http.Request, id string) (
 }
 
 func taskView(row store.Session) api.Task {
-	return api.Task{
+	return api.Task{TaskSummary: taskSummary(row), Plan: row.Plan, Result: row.Result, Error: row.Error, OriginalTaskName: row.OriginalTaskName}
+}
+
+func taskSummary(row store.Session) api.TaskSummary {
+	return api.TaskSummary{
 		SessionID: row.ID, TaskName: row.TaskName, DeviceID: row.DeviceID,
 		Requester: api.Requester{Kind: row.RequesterKind, ID: row.RequesterID},
 		Kind:      row.Kind, ParentID: row.ParentID, State: api.TaskState(row.State), CreatedAt: row.CreatedAt,
 		StartedAt: timePtr(row.StartedAt), FinishedAt: timePtr(row.FinishedAt),
-		Plan: row.Plan, Result: row.Result, Error: row.Error,
 	}
 }
 

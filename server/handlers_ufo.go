@@ -23,8 +23,9 @@ func (s *Server) clients(w http.ResponseWriter, r *http.Request) {
 }
 
 // dispatch is POST /api/dispatch: it starts a plan on an online device in
-// the background and answers at once.
-func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+// the background and answers at once. key, if not nil, is recorded with
+// the task, with the answer.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
 	var req api.DispatchRequest
 	if !readUFOJSON(w, r, &req) {
 		return
@@ -47,15 +48,20 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `give either "request" or "plan", not both`)
 		return
 	}
-	p, err := dispatchedPlan(req)
+	p, err := dispatchedPlan(req, s.cfg.Limits.MaxPlanBytes)
+	if err == nil {
+		err = s.admission.admit(planOrder(p, req.ClientID))
+	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		writeRequestError(w, err)
 		return
 	}
 	spec := sessionSpec{
 		ID: uuid.NewString(), TaskName: taskNameOf(req.TaskName, p), DeviceID: req.ClientID,
 		Requester: api.Requester{Kind: api.RequesterOperator}, Plan: p,
 	}
+	resp := api.DispatchResponse{Status: "dispatched", TaskName: spec.TaskName, ClientID: req.ClientID, SessionID: spec.ID}
+	spec.Key = withAnswer(key, resp)
 	sess, _, err := s.sessions.getOrCreateSession(r.Context(), spec)
 	if err != nil {
 		writeSessionError(w, err)
@@ -63,35 +69,56 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	}
 	s.sessions.executeTaskAsync(sess, nil)
 	s.log.Info("task dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "device", sess.DeviceID, "steps", len(p.Steps))
-	writeJSON(w, http.StatusOK, api.DispatchResponse{Status: "dispatched", TaskName: sess.TaskName, ClientID: req.ClientID, SessionID: sess.ID})
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // dispatchedPlan reads the plan of a dispatch: the request's text, or the
 // plan field as an object or as text.
-func dispatchedPlan(req api.DispatchRequest) (*plan.Plan, error) {
+func dispatchedPlan(req api.DispatchRequest, maxExpanded int) (*plan.Plan, error) {
 	if req.Request != "" {
-		p, err := planFromRequest(req.Request)
+		p, err := planFromRequest(req.Request, maxExpanded)
 		if err != nil {
-			return nil, fmt.Errorf(`field "request": %w`, err)
+			return nil, inField("request", err)
 		}
 		return p, nil
 	}
-	return planField(req.Plan)
+	return planField(req.Plan, maxExpanded)
 }
 
 // planField reads a request's "plan" field: a plan as a JSON object, or
 // as text (YAML or JSON).
-func planField(raw json.RawMessage) (*plan.Plan, error) {
+func planField(raw json.RawMessage, maxExpanded int) (*plan.Plan, error) {
 	doc := []byte(raw)
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
 		doc = []byte(text)
 	}
-	p, err := plan.Parse(doc)
+	p, err := parsePlan(doc, maxExpanded)
 	if err != nil {
-		return nil, fmt.Errorf(`field "plan": %w`, err)
+		return nil, inField("plan", err)
 	}
 	return p, nil
+}
+
+// parsePlan reads a plan whose aliases may expand it to maxExpanded bytes;
+// one that expands further is refused as admission refuses it.
+func parsePlan(doc []byte, maxExpanded int) (*plan.Plan, error) {
+	p, err := plan.ParseWithin(doc, maxExpanded)
+	var big *plan.ExpandedError
+	if errors.As(err, &big) {
+		return nil, &refusal{problems: []api.Problem{{Path: "plan", Problem: planTooBig(big.Size, big.Limit, true)}}}
+	}
+	return p, err
+}
+
+// inField says which field of a request err is about; a refusal names
+// its own paths.
+func inField(field string, err error) error {
+	var refused *refusal
+	if errors.As(err, &refused) {
+		return err
+	}
+	return fmt.Errorf("field %q: %w", field, err)
 }
 
 // taskResult is GET /api/task_result/{task_name}: "pending" until the

@@ -167,18 +167,22 @@ func TestImplausibleUsageIsDroppedAndTheResultsRecorded(t *testing.T) {
 }
 
 // Any name an operator types must not become a series: tools that the
-// device does not list are counted as "unknown".
+// device does not list are counted as "unknown". Admission refuses such a
+// command; one still reaches the dispatcher when the device's inventory
+// changed since it was admitted, which the commands here, run below
+// admission, stand for.
 func TestToolsTheDeviceDoesNotListAreCountedAsUnknown(t *testing.T) {
 	ts := newTestServer(t)
 	dev := ts.device("kiosk-1", tool("stock", "echo", protocol.ToolAction))
 	dev.serveOK()
-	resp, err := ts.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}, {ToolName: "nosuchtool"}}})
+	ctx := context.Background()
+	resp, err := ts.srv.sessions.runCommand(ctx, "kiosk-1", []protocol.Command{{ToolName: "echo"}, {ToolName: "nosuchtool"}}, time.Minute, nil)
 	require.NoError(t, err)
 	require.Equal(t, "success", resp.Status)
 	dev.conn.CloseNow()
 	require.Eventually(t, func() bool { return metric(t, ts.scrape(), "edgeaip_devices_connected") == 0 }, 10*time.Second, 10*time.Millisecond)
 	// Offline: its last registration's inventory still tells.
-	_, err = ts.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}, {ToolName: "other"}}})
+	_, err = ts.srv.sessions.runCommand(ctx, "kiosk-1", []protocol.Command{{ToolName: "echo"}, {ToolName: "other"}}, 100*time.Millisecond, nil)
 	require.NoError(t, err)
 
 	fams := ts.scrape()

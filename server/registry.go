@@ -4,6 +4,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
@@ -20,39 +21,109 @@ type client struct {
 	// A device that registers again on its connection replaces it.
 	info   atomic.Pointer[protocol.SystemInfo]
 	seenAt atomic.Int64 // devices: when last_seen was last written, unix ns
+
+	// rotMu guards acked and rotation, for offering a device a new token
+	// (rotation.go).
+	rotMu    sync.Mutex
+	acked    bool       // its REGISTER was acknowledged
+	rotation *sentToken // the new token offered on this link, unanswered
 }
 
 func (c *client) isDevice() bool { return c.typ == protocol.ClientDevice }
 
-// registry is the set of online clients, one connection per client id.
-// Devices and constellations share the id space.
+// registry is where each client is: the set of online clients, one
+// connection per client id (devices and constellations share the id
+// space), and the devices between links: those whose link dropped less
+// than their grace ago. Both change under one lock, so that a device is
+// at every moment either online or between links until its grace ends:
+// reach, the one question the dispatcher asks about a device, never
+// finds it in neither state while its link is being replaced or lost.
 type registry struct {
-	mu   sync.RWMutex
-	byID map[string]*client
+	grace time.Duration
+	// gone is called when a device's grace ends without it coming back.
+	gone func(id string)
+
+	mu     sync.RWMutex
+	byID   map[string]*client
+	away   map[string]*deviceGrace // devices between links, by id
+	closed bool                    // no new graces: the server is stopping
 }
 
-func newRegistry() *registry { return &registry{byID: map[string]*client{}} }
+// newRegistry gives a device whose link drops grace to come back, and
+// calls gone, outside any lock, if it does not.
+func newRegistry(grace time.Duration, gone func(id string)) *registry {
+	return &registry{grace: grace, gone: gone, byID: map[string]*client{}, away: map[string]*deviceGrace{}}
+}
+
+// deviceGrace is the time a device between links has to come back.
+type deviceGrace struct {
+	ends  time.Time
+	timer *time.Timer
+}
 
 // add makes c the connection of its id and returns the one it supersedes,
-// if any.
+// if any. A device that was between links is back: its grace ends.
 func (r *registry) add(c *client) (old *client) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old = r.byID[c.id]
 	r.byID[c.id] = c
+	if g, ok := r.away[c.id]; ok {
+		g.timer.Stop()
+		delete(r.away, c.id)
+	}
 	return old
 }
 
 // remove drops c if it is still its id's connection, and reports whether
-// it was.
+// it was. A device is then between links, for its grace.
 func (r *registry) remove(c *client) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.byID[c.id] == c {
-		delete(r.byID, c.id)
-		return true
+	if r.byID[c.id] != c {
+		return false
 	}
-	return false
+	delete(r.byID, c.id)
+	if c.isDevice() && !r.closed {
+		r.startGrace(c.id)
+	}
+	return true
+}
+
+// startGrace gives device id its grace; r.mu is held.
+func (r *registry) startGrace(id string) {
+	if g, ok := r.away[id]; ok {
+		g.timer.Stop()
+	}
+	g := &deviceGrace{ends: time.Now().Add(r.grace)}
+	g.timer = time.AfterFunc(r.grace, func() {
+		r.mu.Lock()
+		ended := r.away[id] == g
+		if ended {
+			delete(r.away, id)
+		}
+		r.mu.Unlock()
+		if ended {
+			r.gone(id)
+		}
+	})
+	r.away[id] = g
+}
+
+// reach is where device id is: its link if it is online; else, if it is
+// between links, how long its grace has left, in which a command may wait
+// for it. Neither (nil, 0) means it is offline: not seen since the server
+// started, or past its grace.
+func (r *registry) reach(id string) (c *client, graceLeft time.Duration) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if c := r.byID[id]; c != nil && c.isDevice() {
+		return c, 0
+	}
+	if g, ok := r.away[id]; ok {
+		return nil, max(time.Until(g.ends), 0)
+	}
+	return nil, 0
 }
 
 func (r *registry) get(id string) *client {
@@ -103,15 +174,21 @@ func (r *registry) disconnect(id string, reason string) {
 	}
 }
 
-// closeAll closes every connection, for shutdown, and waits until each
-// has closed or given up on its peer.
+// closeAll ends every grace and closes every connection, for shutdown,
+// and waits until each has closed or given up on its peer. A server that
+// stops waits for no device.
 func (r *registry) closeAll() {
-	r.mu.RLock()
+	r.mu.Lock()
+	r.closed = true
+	for id, g := range r.away {
+		g.timer.Stop()
+		delete(r.away, id)
+	}
 	all := make([]*client, 0, len(r.byID))
 	for _, c := range r.byID {
 		all = append(all, c)
 	}
-	r.mu.RUnlock()
+	r.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, c := range all {
 		wg.Go(func() { c.conn.Close(websocket.StatusGoingAway, "server shutting down") })

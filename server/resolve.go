@@ -14,6 +14,11 @@ import (
 type toolCall struct {
 	namespace string
 	cmd       protocol.Command
+	// path is where the request gave the action, e.g. "steps[2]",
+	// "steps[3].actions[1]" or "actions[0]", and toolField the field that
+	// named its tool ("tool" or "tool_name"): admission's problems say
+	// where they are.
+	path, toolField string
 }
 
 // label names the call as it was asked for: "namespace.tool", or the
@@ -36,6 +41,34 @@ type inventory struct {
 	// ufoJSON: the live link speaks UFO's JSON, whose Command requires a
 	// tool_type.
 	ufoJSON bool
+}
+
+// listsTools reports whether the device told the server its tools. UFO's
+// device client lists none: such a device checks its commands itself.
+func (inv inventory) listsTools() bool { return len(inv.tools) > 0 }
+
+// encoding is the wire the device speaks: its live link's, else CBOR, our
+// agent's, since the wire a device comes back on is not known before it
+// does.
+func (inv inventory) encoding() protocol.Encoding {
+	if inv.ufoJSON {
+		return protocol.JSON
+	}
+	return protocol.CBOR
+}
+
+// lookup finds the tool c names, as the agent would.
+func (inv inventory) lookup(c toolCall) (protocol.MCPToolInfo, bool) {
+	return findTool(inv.tools, c.namespace, c.cmd.ToolName, c.cmd.ToolType)
+}
+
+// noTool says that the device lacks the tool c names: as it is now, or as
+// it last registered.
+func (inv inventory) noTool(c toolCall) error {
+	if !inv.online {
+		return fmt.Errorf("device %q is offline, and its last registration listed no tool %q", inv.deviceID, c.label())
+	}
+	return fmt.Errorf("device %q has no tool %q", inv.deviceID, c.label())
 }
 
 // inventory is deviceID's inventory as the server knows it now.
@@ -77,12 +110,10 @@ func (inv inventory) resolve(calls []toolCall) ([]protocol.Command, []store.Tool
 func (inv inventory) resolveCall(c toolCall) (protocol.Command, store.ToolRef, error) {
 	a := c.cmd
 	cmd := protocol.Command{ToolName: a.ToolName, ToolType: a.ToolType, Parameters: a.Parameters}
-	t, found := findTool(inv.tools, c.namespace, a.ToolName, a.ToolType)
+	t, found := inv.lookup(c)
 	switch {
-	case c.namespace != "" && !found && !inv.online:
-		return cmd, store.ToolRef{}, fmt.Errorf("device %q is offline, and its last registration listed no tool %q", inv.deviceID, c.label())
 	case c.namespace != "" && !found:
-		return cmd, store.ToolRef{}, fmt.Errorf("device %q has no tool %q", inv.deviceID, c.label())
+		return cmd, store.ToolRef{}, inv.noTool(c)
 	case c.namespace != "":
 		cmd.ToolType = t.ToolType
 	case a.ToolType == "" && inv.ufoJSON:

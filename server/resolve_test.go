@@ -23,7 +23,7 @@ func TestResolvingACallAgainstAnInventory(t *testing.T) {
 		ref  store.ToolRef
 		err  string
 	}{
-		"a namespace picks the tool and its type": {cbor, toolCall{"stock", protocol.Command{ToolName: "hash_file", Parameters: params}},
+		"a namespace picks the tool and its type": {cbor, toolCall{namespace: "stock", cmd: protocol.Command{ToolName: "hash_file", Parameters: params}},
 			protocol.Command{ToolName: "hash_file", ToolType: protocol.ToolDataCollection, Parameters: params}, store.ToolRef{Namespace: "stock", SHA256: "sha-of-hash_file"}, ""},
 		"a namespace the tool is not in": {cbor, toolCall{namespace: "browser", cmd: protocol.Command{ToolName: "hash_file"}},
 			protocol.Command{}, store.ToolRef{}, `device "kiosk-1" has no tool "browser.hash_file"`},
@@ -55,11 +55,11 @@ func TestResolvingACallAgainstAnInventory(t *testing.T) {
 
 func TestABatchResolvesWholeOrNotAtAll(t *testing.T) {
 	inv := inventory{deviceID: "kiosk-1", tools: []protocol.MCPToolInfo{tool("stock", "echo", protocol.ToolAction)}, online: true}
-	cmds, refs, err := inv.resolve([]toolCall{{"stock", protocol.Command{ToolName: "echo"}}, {cmd: protocol.Command{ToolName: "x"}}})
+	cmds, refs, err := inv.resolve([]toolCall{{namespace: "stock", cmd: protocol.Command{ToolName: "echo"}}, {cmd: protocol.Command{ToolName: "x"}}})
 	require.NoError(t, err)
 	assert.Equal(t, []protocol.Command{{ToolName: "echo", ToolType: protocol.ToolAction}, {ToolName: "x"}}, cmds)
 	assert.Equal(t, []store.ToolRef{{Namespace: "stock", SHA256: "sha-of-echo"}, {}}, refs)
-	_, _, err = inv.resolve([]toolCall{{"stock", protocol.Command{ToolName: "echo"}}, {"stock", protocol.Command{ToolName: "x"}}})
+	_, _, err = inv.resolve([]toolCall{{namespace: "stock", cmd: protocol.Command{ToolName: "echo"}}, {namespace: "stock", cmd: protocol.Command{ToolName: "x"}}})
 	assert.EqualError(t, err, `device "kiosk-1" has no tool "stock.x"`)
 }
 
@@ -79,9 +79,10 @@ steps:
 	}
 	st := planStep(2, p.Steps[2])
 	assert.Equal(t, []toolCall{
-		{cmd: protocol.Command{ToolName: "read_file", Parameters: map[string]any{"path": "/etc/hostname"}}},
-		{namespace: "browser", cmd: protocol.Command{ToolName: "a.b"}},
+		{cmd: protocol.Command{ToolName: "read_file", Parameters: map[string]any{"path": "/etc/hostname"}}, path: "steps[2].actions[0]", toolField: "tool"},
+		{namespace: "browser", cmd: protocol.Command{ToolName: "a.b"}, path: "steps[2].actions[1]", toolField: "tool"},
 	}, st.calls)
-	assert.Equal(t, toolCall{cmd: protocol.Command{ToolName: "my.dotted.tool", ToolType: protocol.ToolAction}}, planStep(1, p.Steps[1]).calls[0],
-		"tool_name is taken literally")
+	assert.Equal(t, "steps[2]", st.path)
+	assert.Equal(t, toolCall{cmd: protocol.Command{ToolName: "my.dotted.tool", ToolType: protocol.ToolAction}, path: "steps[1]", toolField: "tool_name"},
+		planStep(1, p.Steps[1]).calls[0], "tool_name is taken literally")
 }

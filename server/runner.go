@@ -30,7 +30,10 @@ type stepper interface {
 // step is one COMMAND a runner asks for: its actions as asked for, and how
 // to try it.
 type step struct {
-	index   int // in the task, from 0
+	index int // in the task, from 0
+	// path is where the request gave the step: "steps[2]", or "actions"
+	// for a single command.
+	path    string
 	calls   []toolCall
 	timeout time.Duration
 	retries int
@@ -119,13 +122,40 @@ func (p planRunner) run(ctx context.Context, steps stepper) outcome[api.PlanResu
 // planStep is step i of a plan, its actions read once: "namespace.tool"
 // split into the namespace and the tool's name.
 func planStep(i int, ps plan.Step) step {
+	path := fmt.Sprintf("steps[%d]", i)
 	batch := ps.Batch()
 	calls := make([]toolCall, len(batch))
 	for j, a := range batch {
 		ns, name := a.Ref()
-		calls[j] = toolCall{namespace: ns, cmd: protocol.Command{ToolName: name, ToolType: a.ToolType, Parameters: a.Parameters}}
+		calls[j] = toolCall{namespace: ns, cmd: protocol.Command{ToolName: name, ToolType: a.ToolType, Parameters: a.Parameters},
+			path: path, toolField: "tool"}
+		if len(ps.Actions) > 0 {
+			calls[j].path = fmt.Sprintf("%s.actions[%d]", path, j)
+		}
+		if a.Tool == "" {
+			calls[j].toolField = "tool_name"
+		}
 	}
-	return step{index: i, calls: calls, timeout: ps.TimeoutOrDefault(), retries: ps.Retries, retryWait: ps.RetryWait}
+	return step{index: i, path: path, calls: calls, timeout: ps.TimeoutOrDefault(), retries: ps.Retries, retryWait: ps.RetryWait}
+}
+
+// planSteps are a plan's steps, as planRunner runs them.
+func planSteps(p *plan.Plan) []step {
+	steps := make([]step, len(p.Steps))
+	for i, ps := range p.Steps {
+		steps[i] = planStep(i, ps)
+	}
+	return steps
+}
+
+// commandStep is the one step of a single command: its actions taken
+// literally, no retries.
+func commandStep(actions []protocol.Command, timeout time.Duration) step {
+	calls := make([]toolCall, len(actions))
+	for i, a := range actions {
+		calls[i] = toolCall{cmd: a, path: fmt.Sprintf("actions[%d]", i), toolField: "tool_name"}
+	}
+	return step{path: "actions", calls: calls, timeout: timeout}
 }
 
 // commandRunner runs one command from POST /api/devices/{id}/commands: a
@@ -138,11 +168,7 @@ type commandRunner struct {
 }
 
 func (c commandRunner) run(ctx context.Context, steps stepper) outcome[api.CommandResponse] {
-	calls := make([]toolCall, len(c.actions))
-	for i, a := range c.actions {
-		calls[i] = toolCall{cmd: a}
-	}
-	r, _ := runStep(ctx, steps, step{calls: calls, timeout: c.timeout})
+	r, _ := runStep(ctx, steps, commandStep(c.actions, c.timeout))
 	if len(r.results) == 0 {
 		// It never ran (cancelled first, or its actions did not resolve);
 		// still, every action ends in a Result with its call_id.

@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,8 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/dirlock"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/dashboard"
+	"github.com/edgeaip/edgeaip/server/internal/certs"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
@@ -27,6 +30,11 @@ type Config struct {
 	Conn protocol.ConnOptions
 	// Sessions tunes the session manager: limits, result TTL, device grace.
 	Sessions SessionConfig
+	// Store tunes the database.
+	Store StoreConfig
+	// Limits bound what one request may ask of devices: admission refuses
+	// a command, plan or fleet past them, or past the wire's own limits.
+	Limits Limits
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
 	// SecureCookies marks the dashboard's login cookie Secure even on
@@ -40,42 +48,112 @@ type Config struct {
 	// api.Client takes a stream silent for api.DefaultEventsIdleTimeout
 	// (45 s) as broken. Default 15 s.
 	EventsKeepalive time.Duration
+	// TLS names the files of the server's TLS; none: plain HTTP.
+	TLS TLSFiles
+}
+
+// StoreConfig tunes the database. The zero value gives the defaults.
+type StoreConfig struct {
+	// Readers bounds the database connections that serve reads (API
+	// requests, the dashboard); a read beyond them waits for one. Default
+	// max(4, 2 × GOMAXPROCS).
+	Readers int
+	// ReaderIdle closes a reader connection unused this long, with the
+	// memory and files it holds. Default 60 s.
+	ReaderIdle time.Duration
+	// UnrecordedWrites and UnrecordedBytes bound the writes the database
+	// could not take (a full disk) that the server keeps, in memory, to
+	// retry until it takes them: devices' results, commands' failures,
+	// tasks' ends; bytes count what they would record. Past either bound
+	// a write is dropped: results stay in their agent's outbox, which
+	// sends them again after it next registers, and a task's end is
+	// recorded as "server restarted" at the next start. Default 10 000
+	// writes and 64 MiB.
+	UnrecordedWrites int
+	UnrecordedBytes  int64
+}
+
+func (c *StoreConfig) setDefaults() {
+	if c.UnrecordedWrites <= 0 {
+		c.UnrecordedWrites = defaultUnrecordedWrites
+	}
+	if c.UnrecordedBytes <= 0 {
+		c.UnrecordedBytes = defaultUnrecordedBytes
+	}
 }
 
 // Server is the device gateway and operator API. Serve its Handler.
 type Server struct {
-	cfg       Config
-	log       *slog.Logger
-	store     *store.Store
-	reg       *registry
-	disp      *dispatcher
-	sessions  *sessionManager
-	metrics   *metrics.Metrics
-	logins    *logins
-	csrf      *http.CrossOriginProtection
-	adminHash string
-	stop      chan struct{}
-	stopOnce  sync.Once
-	janitor   chan struct{} // closed when the results janitor has stopped
+	cfg        Config
+	log        *slog.Logger
+	lock       *dirlock.Lock // the data dir's, held until Close
+	store      *store.Store
+	unrecorded *unrecorded // what the store could not take, to retry
+	reg        *registry
+	disp       *dispatcher
+	sessions   *sessionManager
+	admission  *admission
+	metrics    *metrics.Metrics
+	logins     *logins
+	keys       *keyLocks // idempotency keys being served
+	csrf       *http.CrossOriginProtection
+	adminHash  string
+	certs      *certs.Set // nil: plain HTTP
+	rotations  *rotationWaiters
+	stop       chan struct{}
+	stopOnce   sync.Once
+	closeOnce  sync.Once
+	janitor    chan struct{} // closed when the results janitor has stopped
 }
 
 // AdminTokenFile is the name of the operator token file in the data dir.
 const AdminTokenFile = "admin.token"
 
+// LockFile is the name of the file in the data dir that a running server
+// holds locked, with its pid in it.
+const LockFile = "aip-server.lock"
+
 // New opens the data dir, creating the database and, on first start, the
 // operator token. Sessions and commands that a previous run left
-// unfinished are failed with "server restarted".
+// unfinished are failed with "server restarted". The data dir is the
+// server's alone until Close: New fails, having written nothing, if
+// another process holds it.
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	cfg.EventsKeepalive = cmp.Or(cfg.EventsKeepalive, 15*time.Second)
+	cfg.Store.setDefaults()
+	if cfg.Conn.MaxFrameBytes <= 0 {
+		cfg.Conn.MaxFrameBytes = protocol.DefaultMaxFrameBytes
+	}
+	cfg.Limits.setDefaults(cfg.Conn.MaxFrameBytes)
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("server: data dir is required")
+	}
+	// Read before anything is written: a bad file fails the start alone.
+	set, err := cfg.TLS.load()
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
+	lock, err := dirlock.Acquire(cfg.DataDir, LockFile)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s, err := openDataDir(ctx, cfg, lock, set)
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openDataDir opens the data dir whose lock New holds, for a server with
+// the TLS material set (nil: plain HTTP).
+func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs.Set) (*Server, error) {
 	tokenPath := filepath.Join(cfg.DataDir, AdminTokenFile)
 	hash, created, err := loadOrCreateAdminToken(tokenPath)
 	if err != nil {
@@ -86,7 +164,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	} else {
 		cfg.Logger.Info("using the operator token", "path", tokenPath)
 	}
-	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "edgeaip.db"))
+	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "edgeaip.db"),
+		store.Options{Readers: cfg.Store.Readers, ReaderIdle: cfg.Store.ReaderIdle})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -94,15 +173,22 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, store: st, reg: newRegistry(), adminHash: hash,
-		logins: newLogins(), csrf: http.NewCrossOriginProtection(),
+	cfg.Sessions.setDefaults()
+	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, adminHash: hash, certs: set, rotations: newRotationWaiters(),
+		logins: newLogins(), keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
 		stop: make(chan struct{}), janitor: make(chan struct{})}
+	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
 	s.metrics = metrics.New(metrics.Sources{
-		ConnectedDevices: s.reg.deviceCount,
-		LiveSessions:     func(state string) int { return s.sessions.liveSessions(state) },
+		ConnectedDevices:   s.reg.deviceCount,
+		LiveSessions:       func(state string) int { return s.sessions.liveSessions(state) },
+		StoreWriteFailures: st.WriteFailures,
+		UnrecordedWrites:   func() int { n, _ := s.unrecorded.pending(); return n },
 	})
-	s.disp = newDispatcher(st, s.reg, s.metrics, s.log)
-	s.sessions = newSessionManager(cfg.Sessions, st, s.disp, s.reg, s.metrics, s.log)
+	frameCap := cfg.Conn.MaxFrameBytes
+	s.unrecorded = newUnrecorded(st, cfg.Store, s.metrics.UnrecordedDropped, s.log)
+	s.disp = newDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, s.log, frameCap)
+	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
+	s.sessions = newSessionManager(cfg.Sessions, st, s.unrecorded, s.disp, s.metrics, s.log)
 	go func() {
 		defer close(s.janitor)
 		s.sessions.expireResults(s.stop)
@@ -153,12 +239,15 @@ func (s *Server) Shutdown() {
 		s.disp.shutdown()
 		s.sessions.wait()
 		<-s.janitor
+		s.unrecorded.close()
 		s.reg.closeAll()
 	})
 }
 
-// Close shuts down and closes the database.
+// Close shuts down, closes the database and releases the data dir.
 func (s *Server) Close() error {
 	s.Shutdown()
-	return s.store.Close()
+	err := s.store.Close()
+	s.closeOnce.Do(func() { err = errors.Join(err, s.lock.Release()) })
+	return err
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -139,4 +140,27 @@ func TestCommandRequestsAreValidated(t *testing.T) {
 	var se *api.StatusError
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, http.StatusNotFound, se.Code)
+}
+
+// A second server on a live server's data dir must not start: it would
+// fail the first's running tasks as "server restarted" while the first
+// still runs them.
+func TestASecondServerOnTheSameDataDirIsRefusedAndChangesNothing(t *testing.T) {
+	ts := newTestServer(t)
+	dev := ts.device("kiosk-1")
+	ctx := context.Background()
+	d, err := ts.api.Dispatch(ctx, api.DispatchRequest{ClientID: "kiosk-1", Request: echoPlan})
+	require.NoError(t, err)
+	cmd := dev.nextCommand()
+
+	_, err = New(ctx, Config{DataDir: ts.dir})
+	require.Error(t, err)
+	assert.Equal(t, fmt.Sprintf("server: data dir %s is in use by another process (pid %d)", ts.dir, os.Getpid()), err.Error())
+
+	task, err := ts.api.Task(ctx, d.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, api.StateRunning, task.State, "the first server's task is untouched")
+	assert.Equal(t, "pending", task.Commands[0].Status)
+	dev.answer(cmd, protocol.ResultSuccess, "")
+	assert.Equal(t, api.StateCompleted, ts.waitTask(d.SessionID).State, "and runs to its end")
 }

@@ -52,6 +52,13 @@ type session struct {
 	// a fleet's is; a single command's is recorded with its command. Set
 	// before the session starts.
 	persisted bool
+	// key is the idempotency key of the request that asked for it, if
+	// any: its row, when first recorded, records the key too.
+	key *store.IdempotencyKey
+
+	// originalTaskName is the name its client sent, when TaskName is that
+	// name sanitized.
+	originalTaskName string
 
 	mu       sync.Mutex
 	reason   string // why it was cancelled; the first reason wins
@@ -75,7 +82,8 @@ func (s *session) cancelReason() string {
 func (s *session) row(state api.TaskState) store.Session {
 	row := store.Session{
 		ID: s.ID, TaskName: s.TaskName, DeviceID: s.DeviceID, RequesterKind: s.Requester.Kind,
-		RequesterID: s.Requester.ID, Kind: s.Kind, ParentID: s.ParentID, State: string(state), Plan: s.planJSON, CreatedAt: s.createdAt,
+		RequesterID: s.Requester.ID, Kind: s.Kind, OriginalTaskName: s.originalTaskName, ParentID: s.ParentID, State: string(state), Plan: s.planJSON, CreatedAt: s.createdAt,
+		Key: s.key,
 	}
 	if state == api.StateRunning {
 		row.StartedAt = time.Now()

@@ -33,6 +33,14 @@ type sessionSpec struct {
 	// children's. It is fixed before the session is published, so that
 	// nothing reads it while it is written.
 	Tee func(api.TaskEvent)
+	// Key, if set, is the idempotency key of the request that asked for
+	// the session, recorded with it: with its row for a plan or a fleet,
+	// with its command for a single command.
+	Key *store.IdempotencyKey
+
+	// OriginalTaskName is the name the client sent, when TaskName is that
+	// name sanitized.
+	OriginalTaskName string
 }
 
 // SessionConfig tunes the session manager.
@@ -69,25 +77,24 @@ func (c *SessionConfig) setDefaults() {
 // with a TASK_END to the requester, and keeps their results (in the
 // store) for ResultTTL.
 type sessionManager struct {
-	cfg     SessionConfig
-	store   *store.Store
-	disp    *dispatcher
-	reg     *registry
-	metrics *metrics.Metrics
-	log     *slog.Logger
+	cfg        SessionConfig
+	store      *store.Store
+	unrecorded *unrecorded
+	disp       *dispatcher
+	metrics    *metrics.Metrics
+	log        *slog.Logger
 
 	mu     sync.Mutex
 	closed bool
 	live   map[string]*session
-	recent recentLogs             // event logs of sessions that ended lately
-	graces map[string]deviceGrace // devices whose link dropped, by id
-	wg     sync.WaitGroup         // one per live session
+	recent recentLogs     // event logs of sessions that ended lately
+	wg     sync.WaitGroup // one per live session
 }
 
-func newSessionManager(cfg SessionConfig, st *store.Store, disp *dispatcher, reg *registry, mx *metrics.Metrics, log *slog.Logger) *sessionManager {
+func newSessionManager(cfg SessionConfig, st *store.Store, u *unrecorded, disp *dispatcher, mx *metrics.Metrics,
+	log *slog.Logger) *sessionManager {
 	cfg.setDefaults()
-	return &sessionManager{cfg: cfg, store: st, disp: disp, reg: reg, metrics: mx, log: log,
-		live: map[string]*session{}, graces: map[string]deviceGrace{}}
+	return &sessionManager{cfg: cfg, store: st, unrecorded: u, disp: disp, metrics: mx, log: log, live: map[string]*session{}}
 }
 
 // Errors of getOrCreateSession.
@@ -154,7 +161,7 @@ func (m *sessionManager) newSession(spec sessionSpec) *session {
 	s := &session{
 		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, ParentID: spec.ParentID, Requester: spec.Requester,
 		createdAt: time.Now(), events: newEventLog(spec.DeviceID, spec.Tee), ctx: ctx, done: make(chan struct{}),
-		cancel: cancel,
+		cancel: cancel, key: spec.Key, originalTaskName: spec.OriginalTaskName,
 	}
 	switch {
 	case spec.Fleet != nil:
@@ -209,10 +216,12 @@ func (m *sessionManager) runPlan(s *session, taskEnd taskEndFunc) outcome[api.Pl
 }
 
 // runCommand runs a single command as a session of its own and waits for
-// it: POST /api/devices/{id}/commands.
-func (m *sessionManager) runCommand(ctx context.Context, deviceID string, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
+// it: POST /api/devices/{id}/commands. key, if not nil, is recorded with
+// the command.
+func (m *sessionManager) runCommand(ctx context.Context, deviceID string, actions []protocol.Command, timeout time.Duration,
+	key *store.IdempotencyKey) (api.CommandResponse, error) {
 	s, _, err := m.getOrCreateSession(ctx, sessionSpec{
-		ID: uuid.NewString(), DeviceID: deviceID, Requester: api.Requester{Kind: api.RequesterOperator},
+		ID: uuid.NewString(), DeviceID: deviceID, Requester: api.Requester{Kind: api.RequesterOperator}, Key: key,
 	})
 	if err != nil {
 		return api.CommandResponse{}, err
@@ -229,8 +238,10 @@ func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcom
 	log := m.log.With("session_id", s.ID, "device", s.DeviceID, "task_name", s.TaskName)
 	s.started.Store(true)
 	if s.persisted {
-		if err := m.store.Write(context.Background(), func(tx *store.Tx) error { return tx.StartSession(s.ID) }); err != nil {
-			log.Error("session start not recorded", "err", err)
+		err := m.unrecorded.write(context.Background(), keptWrite{what: "start of session " + s.ID, size: keptFailureBytes,
+			fn: func(tx *store.Tx) error { return tx.StartSession(s.ID) }})
+		if err != nil {
+			log.Error("session start not recorded", "err", err, "kept", errors.Is(err, store.ErrUnavailable))
 		}
 	}
 	out := r.run(s.ctx, sessionStepper{m: m, s: s})
@@ -238,7 +249,7 @@ func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcom
 	if !out.recorded {
 		out = settle(s, out)
 		if err := persistEnd(m, s, out); err != nil {
-			log.Error("session outcome not recorded", "err", err)
+			log.Error("session outcome not recorded", "err", err, "kept", errors.Is(err, store.ErrUnavailable))
 		}
 	}
 	m.metrics.SessionEnded(string(out.state))
@@ -287,14 +298,17 @@ func settle[R any](s *session, out outcome[R]) outcome[R] {
 	return out
 }
 
-// persistEnd records how s ended. The session of a single command that
-// never recorded its command is recorded here, as it ends.
+// persistEnd records how s ended, now or as soon as the store can take
+// it. The session of a single command that never recorded its command is
+// recorded here, as it ends.
 func persistEnd[R any](m *sessionManager, s *session, out outcome[R]) error {
 	row, err := out.endRow(s.row(api.StateRunning))
 	if err != nil {
 		return err
 	}
-	return m.store.Write(context.Background(), func(tx *store.Tx) error { return tx.EndSession(row) })
+	return m.unrecorded.write(context.Background(), keptWrite{what: "end of session " + s.ID,
+		size: int64(keptFailureBytes + len(row.Plan) + len(row.Result)),
+		fn:   func(tx *store.Tx) error { return tx.EndSession(row) }})
 }
 
 // release forgets a session that has ended, or was never started.
@@ -358,60 +372,6 @@ func (m *sessionManager) requesterGone(clientID string) {
 	m.cancelWhere(func(s *session) bool {
 		return s.Requester.Kind == api.RequesterConstellation && s.Requester.ID == clientID
 	}, reasonConstellationDisconnected)
-}
-
-// deviceGrace is the time a device whose link dropped has to come back.
-type deviceGrace struct {
-	timer *time.Timer
-	ends  time.Time
-}
-
-// deviceLeft starts the device's grace: if it has not registered again
-// when it ends, the sessions on it are cancelled as device_disconnected.
-func (m *sessionManager) deviceLeft(id string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return
-	}
-	if g, ok := m.graces[id]; ok {
-		g.timer.Stop()
-	}
-	g := deviceGrace{ends: time.Now().Add(m.cfg.DeviceGrace)}
-	g.timer = time.AfterFunc(m.cfg.DeviceGrace, func() {
-		m.mu.Lock()
-		delete(m.graces, id)
-		m.mu.Unlock()
-		if m.reg.device(id) == nil {
-			m.disp.abandon(id)
-			m.deviceGone(id)
-		}
-	})
-	m.graces[id] = g
-}
-
-// graceLeft is how much of an offline device's grace is left: how long a
-// command that starts now may wait for it to register again. It is 0 for
-// a device that is online, past its grace, or was not seen since the
-// server started.
-func (m *sessionManager) graceLeft(id string) time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	g, ok := m.graces[id]
-	if !ok {
-		return 0
-	}
-	return max(time.Until(g.ends), 0)
-}
-
-// deviceBack ends the device's grace.
-func (m *sessionManager) deviceBack(id string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if g, ok := m.graces[id]; ok {
-		g.timer.Stop()
-		delete(m.graces, id)
-	}
 }
 
 // deviceGone cancels every session running on a device that is not
@@ -478,37 +438,45 @@ func (m *sessionManager) running(id string) bool {
 func (m *sessionManager) cancelAll() {
 	m.mu.Lock()
 	m.closed = true
-	for _, g := range m.graces {
-		g.timer.Stop()
-	}
 	m.mu.Unlock()
 	m.cancelWhere(func(*session) bool { return true }, reasonServerShutdown)
 }
 
 func (m *sessionManager) wait() { m.wg.Wait() }
 
-// expireResults deletes what finished more than ResultTTL ago, every
-// tick, until stop.
+// expireResults deletes, every tick until stop, what finished more than
+// ResultTTL ago and the idempotency keys older than idempotencyKeyTTL.
 func (m *sessionManager) expireResults(stop <-chan struct{}) {
 	every := min(max(m.cfg.ResultTTL/4, 10*time.Millisecond), time.Hour)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		cutoff := time.Now().Add(-m.cfg.ResultTTL)
-		var n int
-		err := m.store.Write(context.Background(), func(tx *store.Tx) (err error) {
-			n, err = tx.DeleteSessionsFinishedBefore(cutoff)
-			return err
-		})
-		if err != nil {
-			m.log.Error("expired results not removed", "err", err)
-		} else if n > 0 {
-			m.log.Info("expired results removed", "sessions", n, "older_than", m.cfg.ResultTTL)
-		}
+		m.expire(time.Now())
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// expire deletes, as of now, the sessions that finished more than
+// ResultTTL ago and the idempotency keys recorded more than
+// idempotencyKeyTTL ago: a repeat under one is then a new request.
+func (m *sessionManager) expire(now time.Time) {
+	var sessions, keys int
+	err := m.store.Write(context.Background(), func(tx *store.Tx) (err error) {
+		if sessions, err = tx.DeleteSessionsFinishedBefore(now.Add(-m.cfg.ResultTTL)); err != nil {
+			return err
+		}
+		keys, err = tx.DeleteIdempotencyKeysBefore(now.Add(-idempotencyKeyTTL))
+		return err
+	})
+	switch {
+	case err != nil:
+		m.log.Error("expired results not removed", "err", err)
+	case sessions+keys > 0:
+		m.log.Info("expired results removed", "sessions", sessions, "older_than", m.cfg.ResultTTL,
+			"idempotency_keys", keys, "keys_older_than", idempotencyKeyTTL)
 	}
 }

@@ -155,14 +155,20 @@ func (ts *testServer) events(sessionID string) <-chan []api.TaskEvent {
 
 func TestEarlyExitSkipsTheRestUnlessTheStepSaysOtherwise(t *testing.T) {
 	ts := newTestServer(t)
-	dev := ts.device("kiosk-1", tool("stock", "echo", protocol.ToolAction))
-	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: stock.nope}, {tool: echo}]`)
+	echo, hash := tool("stock", "echo", protocol.ToolAction), tool("stock", "hash_file", protocol.ToolDataCollection)
+	dev := ts.device("kiosk-1", echo, hash)
+	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: echo}, {tool: stock.hash_file}, {tool: echo}]`)
+	first := dev.nextCommand()
+	// The device loses a tool after the plan was admitted: the step that
+	// uses it fails as it resolves, and nothing more is sent.
+	dev.register("kiosk-1", echo)
+	dev.answer(first, protocol.ResultSuccess, "")
 	task := ts.waitTask(d.SessionID)
 	assert.Equal(t, api.StateFailed, task.State)
-	assert.Equal(t, `step 1 (stock.nope) failed: device "kiosk-1" has no tool "stock.nope"`, task.Error)
+	assert.Equal(t, `step 2 (stock.hash_file) failed: device "kiosk-1" has no tool "stock.hash_file"`, task.Error)
 	r := planResult(t, task)
-	assert.Equal(t, api.StepSkipped, r.Steps[1].Status)
-	assert.Empty(t, task.Commands, "nothing was sent")
+	assert.Equal(t, api.StepSkipped, r.Steps[2].Status)
+	assert.Len(t, task.Commands, 1, "nothing was sent for the step that failed")
 
 	d = dispatch(t, ts, "kiosk-1", `steps: [{tool: echo, early_exit: false}, {tool: echo}]`)
 	dev.answer(dev.nextCommand(), protocol.ResultFailure, "")

@@ -35,9 +35,6 @@ func (st sessionStepper) attempt(ctx context.Context, step step, n int) commandR
 		deviceID: s.DeviceID, sessionID: s.ID, actor: s.Requester.String(),
 		step: step.index, attempt: n, actions: actions, tools: tools, timeout: step.timeout,
 	}
-	if !inv.online {
-		spec.offlineWait = st.m.graceLeft(s.DeviceID)
-	}
 	if s.Kind == api.KindCommand {
 		row := s.row(api.StateRunning)
 		spec.session = &row

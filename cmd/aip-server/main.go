@@ -18,6 +18,7 @@ import (
 	"github.com/edgeaip/edgeaip/internal/logging"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server"
+	"github.com/edgeaip/edgeaip/server/plan"
 )
 
 func main() {
@@ -27,16 +28,32 @@ func main() {
 	flag.IntVar(&sessions.MaxSessions, "max-sessions", 1000, "sessions that may run at once; more get 503")
 	flag.DurationVar(&sessions.ResultTTL, "result-ttl", 7*24*time.Hour, "how long finished tasks and their results are kept")
 	flag.DurationVar(&sessions.DeviceGrace, "device-grace", time.Minute, "how long a device whose link dropped has to come back before its tasks are cancelled")
+	var st server.StoreConfig
+	flag.IntVar(&st.Readers, "db-readers", 0, "database connections that serve reads at once (default max(4, 2 × GOMAXPROCS))")
+	flag.DurationVar(&st.ReaderIdle, "db-reader-idle", time.Minute, "close a database reader unused this long")
+	flag.IntVar(&st.UnrecordedWrites, "unrecorded-writes", 10_000, "writes the database could not take (a full disk) kept in memory to retry; past this, results stay with their devices")
+	flag.Int64Var(&st.UnrecordedBytes, "unrecorded-bytes", 64<<20, "bytes of results and task ends kept in memory for a database that cannot take them; past this, as --unrecorded-writes")
 	var conn protocol.ConnOptions
 	flag.Int64Var(&conn.MaxFrameBytes, "max-frame", protocol.DefaultMaxFrameBytes, "largest WebSocket frame accepted, in bytes; a larger one closes the link with 1009")
 	flag.DurationVar(&conn.PingInterval, "ping", protocol.DefaultPingInterval, "WebSocket ping interval; a link silent for two is dropped")
+	var limits server.Limits
+	flag.IntVar(&limits.MaxPlanBytes, "max-plan-bytes", plan.DefaultMaxExpandedBytes, "largest plan accepted, in bytes as JSON once its YAML aliases are expanded")
+	flag.IntVar(&limits.MaxParamBytes, "max-param-bytes", 0, "largest parameters of one command accepted, in bytes as JSON (0: the frame cap)")
 	secureCookies := flag.Bool("secure-cookies", false, "mark the dashboard's login cookie Secure even on plain HTTP, behind a TLS proxy that sends no X-Forwarded-Proto")
+	var tlsFiles server.TLSFiles
+	flag.StringVar(&tlsFiles.Cert, "tls-cert", "", "PEM `file` of the server's certificate chain: serve HTTPS and WSS (reloaded on SIGHUP)")
+	flag.StringVar(&tlsFiles.Key, "tls-key", "", "PEM `file` of the key of --tls-cert")
+	flag.StringVar(&tlsFiles.ClientCA, "client-ca", "", "PEM `file` of CAs whose device certificates (naming ID.devices.edgeaip) stand in for a device token")
+	flag.StringVar(&tlsFiles.DeviceCACert, "device-ca-cert", "", "PEM `file` of a CA that signs devices' certificate requests (aipctl device enroll --csr); its certificates are taken as --client-ca's")
+	flag.StringVar(&tlsFiles.DeviceCAKey, "device-ca-key", "", "PEM `file` of the key of --device-ca-cert")
+	flag.DurationVar(&tlsFiles.DeviceCertValidity, "device-cert-validity", server.DefaultDeviceCertValidity, "how long a device certificate the server signs is valid")
 	var logOpts logging.Options
 	logOpts.RegisterFlags(flag.CommandLine)
 	flag.Parse()
 
 	log := logOpts.New(os.Stderr)
-	if err := run(*listen, *data, server.Config{Sessions: sessions, Conn: conn, Logger: log, SecureCookies: *secureCookies}); err != nil {
+	if err := run(*listen, *data, server.Config{Sessions: sessions, Store: st, Conn: conn, Limits: limits, Logger: log,
+		SecureCookies: *secureCookies, TLS: tlsFiles}); err != nil {
 		log.Error("aip-server failed", "err", err)
 		os.Exit(1)
 	}
@@ -47,25 +64,31 @@ func run(listen, data string, cfg server.Config) error {
 	defer stop()
 
 	log := cfg.Logger
+	// Bound first: a busy port then fails the start before the data dir,
+	// the operator token or the database is written.
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
 	cfg.DataDir = data
 	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	hs := newHTTPServer(srv.Handler(), log)
+	hs.TLSConfig = srv.TLSConfig()
+	// Caught before the server says it listens: a SIGHUP then never kills it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	log.Info("aip-server listening", "addr", ln.Addr().String(), "data", data)
+	go func() { errc <- serve(hs, ln) }()
+	log.Info("aip-server listening", "addr", ln.Addr().String(), "data", data, "tls", hs.TLSConfig != nil)
 
-	select {
-	case err := <-errc:
+	if err := untilStopped(ctx, errc, hup, func() { reloadTLS(srv, log) }); err != nil {
 		return err
-	case <-ctx.Done():
 	}
 	log.Info("shutting down")
 	srv.Shutdown()
@@ -75,6 +98,36 @@ func run(listen, data string, cfg server.Config) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// serve serves on ln, over TLS if hs has a TLS config.
+func serve(hs *http.Server, ln net.Listener) error {
+	if hs.TLSConfig != nil {
+		return hs.ServeTLS(ln, "", "")
+	}
+	return hs.Serve(ln)
+}
+
+// untilStopped waits for ctx to end, calling reload on each signal on
+// hup, or returns the error that ended serving.
+func untilStopped(ctx context.Context, errc <-chan error, hup <-chan os.Signal, reload func()) error {
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case <-hup:
+			reload()
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// reloadTLS reads the TLS files again, on SIGHUP.
+func reloadTLS(srv *server.Server, log *slog.Logger) {
+	if err := srv.ReloadTLS(); err != nil {
+		log.Warn("SIGHUP: TLS files not reloaded; serving those loaded before", "err", err)
+	}
 }
 
 // newHTTPServer serves h, with net/http's own complaints (a handler that

@@ -5,11 +5,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/edgeaip/edgeaip/internal/logging"
 	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -34,4 +37,25 @@ func TestNetHTTPErrorsAreJSONLinesUnderJSONLogging(t *testing.T) {
 	assert.Equal(t, "ERROR", line["level"])
 	assert.Contains(t, line["msg"], "http: panic serving")
 	assert.Contains(t, line["msg"], "boom")
+}
+
+// A port that is taken fails the start before anything is written: no
+// data dir, no operator token, no database to puzzle over.
+func TestABusyPortFailsFastAndLeavesTheDataDirUntouched(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	quiet := slog.New(slog.DiscardHandler)
+
+	missing := filepath.Join(t.TempDir(), "data")
+	err = run(busy.Addr().String(), missing, server.Config{Logger: quiet})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), busy.Addr().String())
+	assert.NoDirExists(t, missing)
+
+	empty := t.TempDir()
+	require.Error(t, run(busy.Addr().String(), empty, server.Config{Logger: quiet}))
+	entries, err := os.ReadDir(empty)
+	require.NoError(t, err)
+	assert.Empty(t, entries)
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"cmp"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/tlsfiles"
 	"github.com/edgeaip/edgeaip/server/api"
 )
 
@@ -15,6 +19,7 @@ import (
 type globals struct {
 	server       string
 	tokenFile    string
+	ca           string
 	output       string
 	replyTimeout time.Duration
 }
@@ -44,13 +49,41 @@ func (g *globals) client() (*api.Client, error) {
 	if c.Token == "" {
 		return nil, &exitError{exitUsage, errors.New("no operator token: set AIP_TOKEN or pass --token-file (the server writes it to DATA/admin.token)")}
 	}
+	if ca := cmp.Or(g.ca, os.Getenv("AIP_CA")); ca != "" {
+		pool, err := tlsfiles.CertPool(ca)
+		if err != nil {
+			return nil, &exitError{exitUsage, fmt.Errorf("--ca: %w", err)}
+		}
+		c.HTTP = api.HTTPClient(&tls.Config{RootCAs: pool})
+	}
 	return c, nil
 }
+
+// idempotencyKey is the Idempotency-Key of a call that starts a task: the
+// one given with --idempotency-key, or a fresh one.
+func idempotencyKey(given string) string { return cmp.Or(given, api.NewIdempotencyKey()) }
+
+// startFailure is apiFailure for a call that started a task with key:
+// when no answer came, the task may have started, and the error says how
+// to repeat the call without starting it twice.
+func startFailure(err error, key string) error {
+	if errors.Is(err, api.ErrUnreachable) {
+		err = fmt.Errorf("%w\nit may have run: repeat the call with --idempotency-key %s to get its outcome without running it twice", err, key)
+	}
+	return apiFailure(err)
+}
+
+// keyFlagUsage describes --idempotency-key.
+const keyFlagUsage = "send the call with this Idempotency-Key (default: a fresh one, shown when no answer comes): " +
+	"the server runs a repeat within 24 h only once, and answers it as the first"
 
 // apiFailure maps an API error to aipctl's exit codes.
 func apiFailure(err error) error {
 	var se *api.StatusError
+	var untrusted x509.UnknownAuthorityError
 	switch {
+	case errors.As(err, &untrusted):
+		return &exitError{exitUnreachable, fmt.Errorf("%w\nthe server's certificate is not trusted: give the CA that signed it with --ca or AIP_CA", err)}
 	case errors.Is(err, api.ErrUnreachable):
 		return &exitError{exitUnreachable, err}
 	case errors.As(err, &se) && (se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden):

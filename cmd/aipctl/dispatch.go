@@ -18,6 +18,7 @@ type dispatchOptions struct {
 	wait         bool
 	concurrency  int
 	abortPercent int
+	key          string
 }
 
 func newDispatchCmd(g *globals) *cobra.Command {
@@ -67,21 +68,22 @@ takes it up again.`,
 				return err
 			}
 			ctx, w := cmd.Context(), cmd.OutOrStdout()
+			key := idempotencyKey(o.key)
 			var id string
 			var devices []string
 			var resp any
 			if len(labels) > 0 {
 				doc, _ := json.Marshal(planDoc)
 				f, err := c.Fleet(ctx, api.FleetRequest{Labels: labels, Plan: doc, TaskName: o.taskName,
-					Concurrency: o.concurrency, AbortPercent: o.abortPercent})
+					Concurrency: o.concurrency, AbortPercent: o.abortPercent, IdempotencyKey: key})
 				if err != nil {
-					return apiFailure(err)
+					return startFailure(err, key)
 				}
 				id, devices, resp = f.SessionID, f.Devices, f
 			} else {
-				d, err := c.Dispatch(ctx, api.DispatchRequest{ClientID: args[0], Request: planDoc, TaskName: o.taskName})
+				d, err := c.Dispatch(ctx, api.DispatchRequest{ClientID: args[0], Request: planDoc, TaskName: o.taskName, IdempotencyKey: key})
 				if err != nil {
-					return apiFailure(err)
+					return startFailure(err, key)
 				}
 				id, devices, resp = d.SessionID, []string{args[0]}, d
 			}
@@ -104,6 +106,7 @@ takes it up again.`,
 	f.BoolVar(&o.wait, "wait", false, "follow the task until it ends, with a live line per device")
 	f.IntVar(&o.concurrency, "concurrency", api.DefaultFleetConcurrency, "with --label: devices running the plan at once")
 	f.IntVar(&o.abortPercent, "abort-percent", 0, "with --label: stop starting devices once this % of them failed (0: never)")
+	f.StringVar(&o.key, "idempotency-key", "", keyFlagUsage)
 	return cmd
 }
 

@@ -18,6 +18,7 @@ func newExecCmd(g *globals) *cobra.Command {
 		paramsJSON string
 		timeout    time.Duration
 		toolType   string
+		key        string
 	)
 	cmd := &cobra.Command{
 		Use:   "exec DEVICE TOOL [KEY=VALUE...]",
@@ -47,12 +48,12 @@ failed.`,
 			}
 			req := api.CommandRequest{
 				Actions: []protocol.Command{{ToolName: args[1], ToolType: protocol.ToolType(toolType), Parameters: params}},
-				Timeout: timeout.String(),
+				Timeout: timeout.String(), IdempotencyKey: idempotencyKey(key),
 			}
 			ctx := cmd.Context()
 			resp, err := c.Command(ctx, args[0], req)
 			if err != nil {
-				return apiFailure(err)
+				return startFailure(err, req.IdempotencyKey)
 			}
 			return g.printResponse(cmd.OutOrStdout(), resp)
 		},
@@ -60,6 +61,7 @@ failed.`,
 	cmd.Flags().StringVar(&paramsJSON, "params", "", "parameters as a JSON object")
 	cmd.Flags().DurationVar(&timeout, "timeout", api.DefaultCommandTimeout, "how long to wait for the result (at most 24h)")
 	cmd.Flags().StringVar(&toolType, "tool-type", "", "action or data_collection (default: whichever the device has)")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", keyFlagUsage)
 	return cmd
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -70,6 +72,7 @@ func TestExecGivesUpOnAServerThatNeverReplies(t *testing.T) {
 	took := time.Since(start)
 	assert.Equal(t, exitUnreachable, code, errOut)
 	assert.Contains(t, errOut, "server unreachable: POST /api/devices/kiosk-1/commands: no reply within 1.5s")
+	assert.Regexp(t, `it may have run: repeat the call with --idempotency-key \S+ to get its outcome without running it twice`, errOut)
 	assert.Less(t, took, 5*time.Second, "the bound is 1.5s")
 }
 
@@ -84,4 +87,34 @@ func TestTimeoutsPastAPlanStepsCapAreRefused(t *testing.T) {
 		assert.Contains(t, errOut, "--timeout: ", "%v", args)
 		assert.Contains(t, errOut, " is outside (0, 24h0m0s]", "%v: refused before asking any server", args)
 	}
+}
+
+// A call that starts a task goes with an Idempotency-Key: one given with
+// --idempotency-key makes its repeat answer as the first, running nothing
+// again.
+func TestARepeatedCallWithItsIdempotencyKeyRunsOnce(t *testing.T) {
+	f := newFleet(t, map[string]map[string]string{"kiosk-1": lobby})
+	run := func(args ...string) map[string]any {
+		out, errOut, code := f.ctl(append(args, "-o", "json", "--idempotency-key", "k-"+args[0])...)
+		require.Equal(t, exitOK, code, errOut)
+		var resp map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &resp), out)
+		return resp
+	}
+	first := run("exec", "kiosk-1", "echo", "message=once")
+	again := run("exec", "kiosk-1", "echo", "message=once")
+	assert.Equal(t, first, again, "the first answer, repeated")
+
+	plan := f.plan("steps: [{tool: echo}]")
+	first = run("dispatch", "kiosk-1", plan)
+	again = run("dispatch", "kiosk-1", plan)
+	assert.Equal(t, first["session_id"], again["session_id"], "the same task")
+
+	tasks, err := f.api.Tasks(context.Background(), "", 0)
+	require.NoError(t, err)
+	assert.Len(t, tasks, 2, "one command, one plan")
+
+	_, errOut, code := f.ctl("exec", "kiosk-1", "echo", "message=another", "--idempotency-key", "k-exec")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, `Idempotency-Key "k-exec" was used for another request`)
 }

@@ -58,13 +58,16 @@ func newTasksCmd(g *globals) *cobra.Command {
 			if st != "" && !st.Valid() {
 				return &exitError{exitUsage, fmt.Errorf("--state: %q: want created, running, completed, failed or cancelled", state)}
 			}
-			return show(cmd, g, func(c *api.Client, ctx context.Context) ([]api.Task, error) {
+			if limit < 1 {
+				return &exitError{exitUsage, fmt.Errorf("--limit: %d: want 1 or more", limit)}
+			}
+			return show(cmd, g, func(c *api.Client, ctx context.Context) ([]api.TaskSummary, error) {
 				return c.Tasks(ctx, st, limit)
 			}, printTasks)
 		},
 	}
 	cmd.Flags().StringVar(&state, "state", "", "only tasks in this state: created, running, completed, failed or cancelled")
-	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many (1 to 1000)")
+	cmd.Flags().IntVar(&limit, "limit", api.DefaultTaskPage, "at most this many, the newest (the server's pages are followed as far as it takes)")
 	cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(
 		[]string{"created", "running", "completed", "failed", "cancelled"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -138,7 +141,7 @@ func (g *globals) follow(ctx context.Context, c *api.Client, w io.Writer, id str
 	return nil
 }
 
-func printTasks(w io.Writer, tasks []api.Task) error {
+func printTasks(w io.Writer, tasks []api.TaskSummary) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tKIND\tDEVICE\tSTATE\tCREATED\tTOOK")
 	for _, t := range tasks {
@@ -154,7 +157,7 @@ func printTasks(w io.Writer, tasks []api.Task) error {
 
 func ago(t time.Time) string { return time.Since(t).Round(time.Second).String() + " ago" }
 
-func took(t api.Task) string {
+func took(t api.TaskSummary) string {
 	if t.StartedAt == nil {
 		return "-"
 	}
@@ -180,7 +183,7 @@ func printTask(w io.Writer, t api.Task) error {
 	fmt.Fprintf(tw, "requester\t%s\n", t.Requester)
 	fmt.Fprintf(tw, "state\t%s\n", t.State)
 	fmt.Fprintf(tw, "created\t%s (%s)\n", t.CreatedAt.Local().Format(time.DateTime), ago(t.CreatedAt))
-	fmt.Fprintf(tw, "took\t%s\n", took(t))
+	fmt.Fprintf(tw, "took\t%s\n", took(t.TaskSummary))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -224,7 +227,7 @@ func printSummary(w io.Writer, t api.Task) error {
 	if t.DeviceID != "" {
 		line += " on " + t.DeviceID
 	}
-	line += fmt.Sprintf(": %s, took %s", t.State, took(t))
+	line += fmt.Sprintf(": %s, took %s", t.State, took(t.TaskSummary))
 	if t.Error != "" {
 		line += ": " + t.Error
 	}

@@ -35,6 +35,13 @@ var rules = []rule{
 			"so that another store (PostgreSQL) implements the same interface without them",
 	},
 	{
+		pkg: module + "/server",
+		forbidden: []string{module + "/agent", module + "/sandbox", module + "/wasmtools/meter",
+			"github.com/tetratelabs/wazero", "github.com/mark3labs/mcp-go"},
+		why: "the server checks parameters with the agent's schema checker, wasmtools/schema, a leaf; " +
+			"it runs no tools and links neither the agent nor a wasm runtime",
+	},
+	{
 		pkg:       module + "/cmd/aipctl",
 		forbidden: []string{module + "/agent", "github.com/mark3labs/mcp-go"},
 		why:       "aipctl is the operator's small CLI: it links neither the device agent nor an MCP client",

@@ -333,6 +333,21 @@ func Chromium(t testing.TB) string {
 	return path
 }
 
+// CheckWithPydantic has UFO's models (ufo_wire.py validate) read every
+// frame of side ("server" or "client"), and fails t on a frame they refuse.
+func CheckWithPydantic(t testing.TB, side string, frames []string) {
+	t.Helper()
+	var in strings.Builder
+	for _, f := range frames {
+		in.WriteString(side + " " + f + "\n")
+	}
+	cmd := UFOWire(t, "validate")
+	cmd.Stdin = strings.NewReader(in.String())
+	if res, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pydantic refused a %s frame: %v\n%s", side, err, res)
+	}
+}
+
 // UFOWire returns a command that runs testdata/protocol/ufo_wire.py (UFO's
 // pydantic models) with args, and skips the test when python3 cannot import
 // pydantic.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,6 +60,15 @@ const (
 // that Clients reuse connections, and never changed.
 var defaultHTTP = &http.Client{Transport: boundedTransport()}
 
+// HTTPClient is an HTTP client for a Client whose server speaks TLS
+// configured by tc (its RootCAs, say): with the bounded dial of the
+// default client.
+func HTTPClient(tc *tls.Config) *http.Client {
+	t := boundedTransport()
+	t.TLSClientConfig = tc
+	return &http.Client{Transport: t}
+}
+
 // boundedTransport is http.DefaultTransport with DialTimeout. There is no
 // response header timeout: the reply to a command comes only with its
 // result. Each call's context bounds that wait instead.
@@ -68,12 +79,27 @@ func boundedTransport() *http.Transport {
 }
 
 // StatusError is a request the server answered with a non-2xx status.
+// Problems lists, on a 400 from admission, each thing wrong with the
+// request (Message lists them too).
 type StatusError struct {
-	Code    int
-	Message string
+	Code     int
+	Message  string
+	Problems []Problem
 }
 
-func (e *StatusError) Error() string { return fmt.Sprintf("server answered %d: %s", e.Code, e.Message) }
+// Error is the server's message, or, for a refusal, each problem on a
+// line of its own.
+func (e *StatusError) Error() string {
+	if len(e.Problems) == 0 {
+		return fmt.Sprintf("server answered %d: %s", e.Code, e.Message)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "server answered %d: refused:", e.Code)
+	for _, p := range e.Problems {
+		b.WriteString("\n  " + p.String())
+	}
+	return b.String()
+}
 
 // ErrUnreachable wraps failures to reach the server at all.
 var ErrUnreachable = errors.New("server unreachable")
@@ -81,28 +107,41 @@ var ErrUnreachable = errors.New("server unreachable")
 // Do sends a request with body in (JSON, or none if nil) and decodes the
 // response into out (if not nil). It waits ReplyTimeout for the reply.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
-	return c.do(ctx, 0, method, path, in, out)
+	return c.do(ctx, 0, http.Header{}, method, path, in, out)
 }
 
-// do is Do for a request that asks the server to wait up to wait before it
-// replies: it waits that long more.
-func (c *Client) do(ctx context.Context, wait time.Duration, method, path string, in, out any) error {
+// IdempotencyKeyHeader is the header of a request's idempotency key.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// NewIdempotencyKey returns a fresh idempotency key: 128 random bits.
+func NewIdempotencyKey() string { return rand.Text() }
+
+// startTask is do for a request that starts a task, sent with key as its
+// Idempotency-Key, or a fresh one.
+func (c *Client) startTask(ctx context.Context, wait time.Duration, key, path string, in, out any) error {
+	h := http.Header{IdempotencyKeyHeader: {cmp.Or(key, NewIdempotencyKey())}}
+	return c.do(ctx, wait, h, http.MethodPost, path, in, out)
+}
+
+// do is Do for a request with header that asks the server to wait up to
+// wait before it replies: it waits that long more.
+func (c *Client) do(ctx context.Context, wait time.Duration, header http.Header, method, path string, in, out any) error {
 	var body io.Reader
-	contentType := ""
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("%s %s: encode request: %w", method, path, err)
 		}
-		body, contentType = bytes.NewReader(b), "application/json"
+		body = bytes.NewReader(b)
+		header.Set("Content-Type", "application/json")
 	}
-	return c.send(ctx, wait, method, path, body, contentType, out)
+	return c.send(ctx, wait, header, method, path, body, out)
 }
 
-// send sends a request with body of contentType, and decodes the JSON
+// send sends a request with header and body, and decodes the JSON
 // response into out (if not nil); it waits wait plus ReplyTimeout for the
 // whole reply.
-func (c *Client) send(ctx context.Context, wait time.Duration, method, path string, body io.Reader, contentType string, out any) error {
+func (c *Client) send(ctx context.Context, wait time.Duration, header http.Header, method, path string, body io.Reader, out any) error {
 	limit := wait + cmp.Or(c.ReplyTimeout, DefaultReplyTimeout)
 	callCtx, cancel := context.WithTimeoutCause(ctx, limit, noReply(wait, limit))
 	defer cancel()
@@ -110,8 +149,8 @@ func (c *Client) send(ctx context.Context, wait time.Duration, method, path stri
 	if err != nil {
 		return err
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
@@ -174,13 +213,33 @@ func statusError(resp *http.Response) *StatusError {
 	if json.Unmarshal(b, &e) != nil || e.Error == "" {
 		e.Error = strings.TrimSpace(string(b))
 	}
-	return &StatusError{Code: resp.StatusCode, Message: e.Error}
+	return &StatusError{Code: resp.StatusCode, Message: e.Error, Problems: e.Problems}
 }
 
 // Enroll creates a device and returns its token.
 func (c *Client) Enroll(ctx context.Context, req EnrollRequest) (EnrollResponse, error) {
 	var out EnrollResponse
 	err := c.Do(ctx, http.MethodPost, "/api/devices", req, &out)
+	return out, err
+}
+
+// RotateToken has the server give a device a new token, over its link,
+// and waits for the device to confirm it (up to req.Wait).
+func (c *Client) RotateToken(ctx context.Context, id string, req RotateRequest) (TokenRotation, error) {
+	var out TokenRotation
+	wait, err := ParseRotateWait(req.Wait)
+	if err != nil {
+		return out, err
+	}
+	err = c.do(ctx, wait, http.Header{}, http.MethodPost, "/api/devices/"+url.PathEscape(id)+"/token", req, &out)
+	return out, err
+}
+
+// SignCertificate has the server sign a certificate for an enrolled
+// device's key, with its device CA.
+func (c *Client) SignCertificate(ctx context.Context, id string, req CertificateRequest) (Certificate, error) {
+	var out Certificate
+	err := c.Do(ctx, http.MethodPost, "/api/devices/"+url.PathEscape(id)+"/certificate", req, &out)
 	return out, err
 }
 
@@ -192,19 +251,21 @@ func (c *Client) Devices(ctx context.Context) ([]Device, error) {
 }
 
 // Command runs actions on a device and waits for their results: the
-// request's timeout, and ReplyTimeout more.
+// request's timeout, and ReplyTimeout more. It is sent with
+// req.IdempotencyKey, or a fresh key.
 func (c *Client) Command(ctx context.Context, deviceID string, req CommandRequest) (CommandResponse, error) {
 	// A timeout that does not parse is the server's to refuse, at once.
 	wait, _ := ParseTimeout(req.Timeout)
 	var out CommandResponse
-	err := c.do(ctx, max(wait, 0), http.MethodPost, "/api/devices/"+url.PathEscape(deviceID)+"/commands", req, &out)
+	err := c.startTask(ctx, max(wait, 0), req.IdempotencyKey, "/api/devices/"+url.PathEscape(deviceID)+"/commands", req, &out)
 	return out, err
 }
 
-// Dispatch starts a task on a device (UFO's POST /api/dispatch).
+// Dispatch starts a task on a device (UFO's POST /api/dispatch). It is
+// sent with req.IdempotencyKey, or a fresh key.
 func (c *Client) Dispatch(ctx context.Context, req DispatchRequest) (DispatchResponse, error) {
 	var out DispatchResponse
-	err := c.Do(ctx, http.MethodPost, "/api/dispatch", req, &out)
+	err := c.startTask(ctx, 0, req.IdempotencyKey, "/api/dispatch", req, &out)
 	return out, err
 }
 
@@ -215,23 +276,43 @@ func (c *Client) Task(ctx context.Context, sessionID string) (Task, error) {
 	return out, err
 }
 
-// Tasks lists tasks, newest first: at most limit of them (the server's
-// default if 0), in state unless it is empty.
-func (c *Client) Tasks(ctx context.Context, state TaskState, limit int) ([]Task, error) {
-	q := url.Values{}
-	if state != "" {
-		q.Set("state", string(state))
+// TaskPage returns one page of tasks, newest first, as q picks them.
+func (c *Client) TaskPage(ctx context.Context, q TaskQuery) (TaskPage, error) {
+	v := url.Values{}
+	for k, s := range map[string]string{"state": string(q.State), "task_name": q.TaskName, "cursor": q.Cursor} {
+		if s != "" {
+			v.Set(k, s)
+		}
 	}
-	if limit != 0 {
-		q.Set("limit", strconv.Itoa(limit))
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
 	}
 	path := "/api/tasks"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
+	if len(v) > 0 {
+		path += "?" + v.Encode()
 	}
-	var out []Task
+	var out TaskPage
 	err := c.Do(ctx, http.MethodGet, path, nil, &out)
 	return out, err
+}
+
+// Tasks lists tasks, newest first: at most limit of them (one page of the
+// server's default size if 0), in state unless it is empty. It follows
+// the pages as far as limit needs.
+func (c *Client) Tasks(ctx context.Context, state TaskState, limit int) ([]TaskSummary, error) {
+	q := TaskQuery{State: state, Limit: min(limit, MaxTaskPage)}
+	out := []TaskSummary{}
+	for {
+		page, err := c.TaskPage(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Tasks...)
+		if page.Next == "" || limit == 0 || len(out) >= limit {
+			return out, nil
+		}
+		q.Cursor, q.Limit = page.Next, min(limit-len(out), MaxTaskPage)
+	}
 }
 
 // CancelTask cancels a running task and returns it as it ended.
@@ -251,7 +332,7 @@ func (c *Client) DeployTool(ctx context.Context, deviceID string, wasm []byte, n
 	}
 	var out CommandResponse
 	path := "/api/devices/" + url.PathEscape(deviceID) + "/tools?" + q.Encode()
-	err := c.send(ctx, timeout, http.MethodPost, path, bytes.NewReader(wasm), "application/wasm", &out)
+	err := c.send(ctx, timeout, http.Header{"Content-Type": {"application/wasm"}}, http.MethodPost, path, bytes.NewReader(wasm), &out)
 	return out, err
 }
 
@@ -276,9 +357,10 @@ func (c *Client) Revoke(ctx context.Context, id string) error {
 	return c.Do(ctx, http.MethodDelete, "/api/devices/"+url.PathEscape(id), nil, nil)
 }
 
-// Fleet starts a plan on every device whose labels match.
+// Fleet starts a plan on every device whose labels match. It is sent
+// with req.IdempotencyKey, or a fresh key.
 func (c *Client) Fleet(ctx context.Context, req FleetRequest) (FleetResponse, error) {
 	var out FleetResponse
-	err := c.Do(ctx, http.MethodPost, "/api/fleets", req, &out)
+	err := c.startTask(ctx, 0, req.IdempotencyKey, "/api/fleets", req, &out)
 	return out, err
 }

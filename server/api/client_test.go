@@ -73,3 +73,42 @@ func TestEventsTakesASilentStreamAsBroken(t *testing.T) {
 	assert.ErrorContains(t, err, "the stream brought nothing for 50ms, not even a keepalive")
 	assert.EqualValues(t, maxEventFailures, conns.Load(), "each silent stream counts as a break")
 }
+
+// Every call that starts a task goes with an Idempotency-Key: the
+// request's, or a fresh one per call.
+func TestCallsThatStartATaskSendAnIdempotencyKey(t *testing.T) {
+	keys := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keys <- r.Header.Get(IdempotencyKeyHeader)
+		w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	c := &Client{BaseURL: srv.URL}
+	ctx := t.Context()
+	calls := map[string]func(key string) error{
+		"command": func(key string) error {
+			_, err := c.Command(ctx, "kiosk-1", CommandRequest{IdempotencyKey: key})
+			return err
+		},
+		"dispatch": func(key string) error {
+			_, err := c.Dispatch(ctx, DispatchRequest{IdempotencyKey: key})
+			return err
+		},
+		"fleet": func(key string) error {
+			_, err := c.Fleet(ctx, FleetRequest{IdempotencyKey: key})
+			return err
+		},
+	}
+	for name, call := range calls {
+		require.NoError(t, call("mine"))
+		assert.Equal(t, "mine", <-keys, name)
+		require.NoError(t, call(""))
+		fresh := <-keys
+		require.NoError(t, call(""))
+		assert.Len(t, fresh, 26, "%s: 128 random bits in base32", name)
+		assert.NotEqual(t, fresh, <-keys, "%s: a fresh key per call", name)
+	}
+	_, err := c.Devices(ctx)
+	require.Error(t, err) // {} is not a list; the header is what matters
+	assert.Empty(t, <-keys, "a call that starts nothing sends none")
+}

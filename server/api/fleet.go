@@ -18,6 +18,8 @@ type FleetRequest struct {
 	// of the matched devices has failed; the devices already running
 	// finish. 0, the default, never stops.
 	AbortPercent int `json:"abort_percent,omitempty"`
+	// IdempotencyKey: see CommandRequest.IdempotencyKey.
+	IdempotencyKey string `json:"-"`
 }
 
 // DefaultFleetConcurrency is a fleet's concurrency when the request names

@@ -65,21 +65,28 @@ const (
 	KindFleet = "fleet"
 )
 
-// Task is one session: a plan or a single command run on one device, or
-// a fleet (DeviceID empty) that runs a plan on many.
-type Task struct {
+// TaskSummary is a task as GET /api/tasks lists it: what it is and where
+// it stands, without its plan, result or error, which GET /api/tasks/{id}
+// has. A listing stays small however large the tasks are.
+type TaskSummary struct {
 	SessionID string    `json:"session_id"`
 	TaskName  string    `json:"task_name,omitempty"`
 	DeviceID  string    `json:"device_id"`
 	Requester Requester `json:"requester"`
 	Kind      string    `json:"kind"`
 	// ParentID is the fleet this task runs for, if any.
-	ParentID   string          `json:"parent_id,omitempty"`
-	State      TaskState       `json:"state"`
-	CreatedAt  time.Time       `json:"created_at"`
-	StartedAt  *time.Time      `json:"started_at,omitempty"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
-	Plan       json.RawMessage `json:"plan,omitempty"`
+	ParentID   string     `json:"parent_id,omitempty"`
+	State      TaskState  `json:"state"`
+	CreatedAt  time.Time  `json:"created_at"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// Task is one session: a plan or a single command run on one device, or
+// a fleet (DeviceID empty) that runs a plan on many.
+type Task struct {
+	TaskSummary
+	Plan json.RawMessage `json:"plan,omitempty"`
 	// Result is a PlanResult for a plan, a CommandResponse for a command
 	// and a FleetResult for a fleet (which shows, while the fleet runs,
 	// its progress so far).
@@ -87,6 +94,34 @@ type Task struct {
 	Error  string          `json:"error,omitempty"`
 	// Commands lists what was sent, in GET /api/tasks/{id} only.
 	Commands []CommandRecord `json:"commands,omitempty"`
+
+	// OriginalTaskName is the task name the client sent over the
+	// WebSocket, when the server had to sanitize it into TaskName, as
+	// UFO's server does (a galaxy client's galaxy/<task>/<name>).
+	OriginalTaskName string `json:"original_task_name,omitempty"`
+}
+
+// Page sizes of GET /api/tasks.
+const (
+	DefaultTaskPage = 50
+	MaxTaskPage     = 500
+)
+
+// TaskQuery picks a page of GET /api/tasks: tasks in State and of
+// TaskName, each if not empty; at most Limit (DefaultTaskPage if 0, at
+// most MaxTaskPage); after Cursor, the Next of the page before.
+type TaskQuery struct {
+	State    TaskState
+	TaskName string
+	Limit    int
+	Cursor   string
+}
+
+// TaskPage is one page of GET /api/tasks: summaries, newest first, and
+// Next, the opaque cursor of the page after it, empty on the last page.
+type TaskPage struct {
+	Tasks []TaskSummary `json:"tasks"`
+	Next  string        `json:"next,omitempty"`
 }
 
 // CommandRecord is one COMMAND of a task as the server recorded it.
@@ -154,6 +189,8 @@ type DispatchRequest struct {
 	Request  string          `json:"request,omitempty"`
 	Plan     json.RawMessage `json:"plan,omitempty"`
 	TaskName string          `json:"task_name,omitempty"`
+	// IdempotencyKey: see CommandRequest.IdempotencyKey.
+	IdempotencyKey string `json:"-"`
 }
 
 // DispatchResponse is the answer to POST /api/dispatch.

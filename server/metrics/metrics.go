@@ -23,6 +23,12 @@ type Sources struct {
 	// LiveSessions counts the sessions not yet ended that are in state
 	// (created or running).
 	LiveSessions func(state string) int
+	// StoreWriteFailures counts the writes the database could not take
+	// (a full disk, an I/O error) since the server started.
+	StoreWriteFailures func() uint64
+	// UnrecordedWrites counts the writes the server keeps, to retry until
+	// the database takes them.
+	UnrecordedWrites func() int
 }
 
 // LiveStates are the states LiveSessions is asked about.
@@ -40,6 +46,7 @@ type Metrics struct {
 	frames          *prometheus.CounterVec
 	frameBytes      *prometheus.CounterVec
 	sessionsEnded   *prometheus.CounterVec
+	droppedWrites   prometheus.Counter
 }
 
 // New registers the metrics, Go runtime and process metrics included, in
@@ -81,13 +88,25 @@ func New(src Sources) *Metrics {
 			Name: "edgeaip_sessions_ended_total",
 			Help: "Sessions (tasks) that ended, by final state: completed, failed or cancelled.",
 		}, []string{"state"}),
+		droppedWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgeaip_store_unrecorded_dropped_total",
+			Help: "Writes the database could not take that the server could not keep either, past its bound on kept writes: results stay in their agent's outbox; a task's end is recorded as \"server restarted\" at the next start.",
+		}),
 	}
 	reg.MustRegister(m.actions, m.commandSeconds, m.lateResults, m.fuel, m.toolWallSeconds, m.frames, m.frameBytes, m.sessionsEnded,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.droppedWrites, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "edgeaip_devices_connected",
 			Help: "Devices with a registered connection now.",
-		}, func() float64 { return float64(src.ConnectedDevices()) }))
+		}, func() float64 { return float64(src.ConnectedDevices()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "edgeaip_store_write_failures_total",
+			Help: "Writes the database could not take (a full disk, an I/O error), retries of kept writes included.",
+		}, func() float64 { return float64(src.StoreWriteFailures()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "edgeaip_store_unrecorded_writes",
+			Help: "Writes the database could not take that the server keeps and retries until it takes them: devices' results, commands' failures, tasks' ends.",
+		}, func() float64 { return float64(src.UnrecordedWrites()) }))
 	for _, state := range LiveStates {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "edgeaip_sessions",
@@ -166,6 +185,10 @@ func (m *Metrics) Frame(dir protocol.FrameDirection, bytes int) {
 	m.frames.WithLabelValues(string(dir)).Inc()
 	m.frameBytes.WithLabelValues(string(dir)).Add(float64(bytes))
 }
+
+// UnrecordedDropped records a write the database could not take that
+// the server did not keep either: past its bound.
+func (m *Metrics) UnrecordedDropped() { m.droppedWrites.Inc() }
 
 // SessionEnded records a session that ended in state.
 func (m *Metrics) SessionEnded(state string) {

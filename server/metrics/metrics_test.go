@@ -15,7 +15,8 @@ import (
 
 func testMetrics() *Metrics {
 	live := map[string]int{"created": 2, "running": 3}
-	return New(Sources{ConnectedDevices: func() int { return 4 }, LiveSessions: func(s string) int { return live[s] }})
+	return New(Sources{ConnectedDevices: func() int { return 4 }, LiveSessions: func(s string) int { return live[s] },
+		StoreWriteFailures: func() uint64 { return 6 }, UnrecordedWrites: func() int { return 2 }})
 }
 
 func TestTheExpositionCarriesWhatWasRecorded(t *testing.T) {
@@ -35,6 +36,7 @@ func TestTheExpositionCarriesWhatWasRecorded(t *testing.T) {
 	m.Frame(protocol.FrameIn, 20)
 	m.Frame(protocol.FrameOut, 7)
 	m.SessionEnded("completed")
+	m.UnrecordedDropped()
 
 	want := `
 # HELP edgeaip_commands_total Actions of COMMANDs that ended, by tool and result status (success, failure, skipped); an action that got no answer from its device (offline, timed out) is a failure. A tool its device does not list is counted as unknown.
@@ -56,6 +58,15 @@ edgeaip_sessions{state="running"} 3
 edgeaip_sessions_ended_total{state="cancelled"} 0
 edgeaip_sessions_ended_total{state="completed"} 1
 edgeaip_sessions_ended_total{state="failed"} 0
+# HELP edgeaip_store_unrecorded_dropped_total Writes the database could not take that the server could not keep either, past its bound on kept writes: results stay in their agent's outbox; a task's end is recorded as "server restarted" at the next start.
+# TYPE edgeaip_store_unrecorded_dropped_total counter
+edgeaip_store_unrecorded_dropped_total 1
+# HELP edgeaip_store_unrecorded_writes Writes the database could not take that the server keeps and retries until it takes them: devices' results, commands' failures, tasks' ends.
+# TYPE edgeaip_store_unrecorded_writes gauge
+edgeaip_store_unrecorded_writes 2
+# HELP edgeaip_store_write_failures_total Writes the database could not take (a full disk, an I/O error), retries of kept writes included.
+# TYPE edgeaip_store_write_failures_total counter
+edgeaip_store_write_failures_total 6
 # HELP edgeaip_tool_fuel_total Sandbox fuel the tool calls consumed, as agents report it in Result.usage, by tool (unknown: one its device does not list).
 # TYPE edgeaip_tool_fuel_total counter
 edgeaip_tool_fuel_total{tool="hash_file"} 3000
@@ -74,7 +85,8 @@ edgeaip_websocket_frames_total{direction="in"} 2
 edgeaip_websocket_frames_total{direction="out"} 1
 `
 	names := []string{"edgeaip_commands_total", "edgeaip_devices_connected", "edgeaip_late_results_total", "edgeaip_sessions",
-		"edgeaip_sessions_ended_total", "edgeaip_tool_fuel_total", "edgeaip_tool_wall_seconds_total",
+		"edgeaip_sessions_ended_total", "edgeaip_store_unrecorded_dropped_total", "edgeaip_store_unrecorded_writes",
+		"edgeaip_store_write_failures_total", "edgeaip_tool_fuel_total", "edgeaip_tool_wall_seconds_total",
 		"edgeaip_websocket_bytes_total", "edgeaip_websocket_frames_total"}
 	require.NoError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...))
 

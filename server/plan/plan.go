@@ -219,13 +219,38 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 // MaxBytes caps the size of a plan document.
 const MaxBytes = 1 << 20
 
-// Parse reads a plan from YAML or JSON and validates it.
-func Parse(data []byte) (*Plan, error) {
+// DefaultMaxExpandedBytes is Parse's bound on a plan's size once its YAML
+// aliases are expanded: a document of MaxBytes can otherwise expand a
+// hundredfold within yaml.v3's own "excessive aliasing" limit.
+const DefaultMaxExpandedBytes = 1 << 20
+
+// ExpandedError refuses a plan whose YAML aliases expand it to more than
+// Limit bytes: it is at least Size bytes as JSON.
+type ExpandedError struct {
+	Size, Limit int
+}
+
+func (e *ExpandedError) Error() string {
+	return fmt.Sprintf("plan: its YAML aliases expand it to at least %d bytes as JSON, more than the limit of %d", e.Size, e.Limit)
+}
+
+// Parse reads a plan from YAML or JSON and validates it; its aliases may
+// expand it to at most DefaultMaxExpandedBytes.
+func Parse(data []byte) (*Plan, error) { return ParseWithin(data, DefaultMaxExpandedBytes) }
+
+// ParseWithin reads a plan from YAML or JSON and validates it. A plan
+// whose aliases expand it past maxExpanded bytes (as JSON, a lower bound
+// measured on the YAML before it is expanded) is refused with an
+// *ExpandedError before it takes that memory.
+func ParseWithin(data []byte, maxExpanded int) (*Plan, error) {
 	if len(data) > MaxBytes {
 		return nil, fmt.Errorf("plan: %d bytes is more than the limit of %d", len(data), MaxBytes)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("plan: empty document")
+	}
+	if err := checkExpanded(data, maxExpanded); err != nil {
+		return nil, err
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -250,6 +275,37 @@ var taskNameRe = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$`)
 // ValidTaskName reports whether name is a safe task name: 1 to 128 of
 // [A-Za-z0-9._-], not starting with '.'.
 func ValidTaskName(name string) bool { return taskNameRe.MatchString(name) }
+
+// maxTaskName is the longest task name ValidTaskName accepts.
+const maxTaskName = 128
+
+// SanitizeTaskName makes name a valid task name the way UFO's server does
+// (ufo.utils.sanitize_task_name): every character outside [A-Za-z0-9._-]
+// becomes '_', and leading dots go. UFO keeps any length; a name is cut
+// here to the 128 characters ValidTaskName allows. It returns "" when
+// nothing is left, for the caller to pick a name, as UFO picks a fresh
+// UUID.
+func SanitizeTaskName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if b.Len() == maxTaskName {
+			break
+		}
+		switch {
+		case r == '.' && b.Len() == 0:
+		case taskNameChar(r):
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+// taskNameChar reports whether r may appear in a task name.
+func taskNameChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+}
 
 // Validate checks the plan's shape and bounds.
 func (p *Plan) Validate() error {

@@ -2,8 +2,11 @@ package plan
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/stretchr/testify/assert"
@@ -142,5 +145,83 @@ func TestValidTaskName(t *testing.T) {
 	}
 	for _, bad := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".env", "a b", "é", string(make([]byte, 129))} {
 		assert.False(t, ValidTaskName(bad), bad)
+	}
+}
+
+// aliasBomb is a plan of about 300 KB whose aliases expand it a
+// hundredfold, within yaml.v3's own "excessive aliasing" limit.
+func aliasBomb() string {
+	var b strings.Builder
+	b.WriteString("steps:\n  - tool: echo\n    parameters:\n      a: &x \"")
+	b.WriteString(strings.Repeat("x", 300_000))
+	b.WriteString("\"\n      b: [")
+	for i := range 100 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("*x")
+	}
+	b.WriteString("]\n")
+	return b.String()
+}
+
+func TestAPlanWhoseAliasesExpandPastTheLimitIsRefusedWithBothFigures(t *testing.T) {
+	doc := aliasBomb()
+	require.Less(t, len(doc), MaxBytes)
+	_, err := Parse([]byte(doc))
+	var big *ExpandedError
+	require.ErrorAs(t, err, &big)
+	assert.Equal(t, DefaultMaxExpandedBytes, big.Limit)
+	assert.Greater(t, big.Size, 100*300_000, "at least the hundred copies")
+	assert.Regexp(t, `^plan: its YAML aliases expand it to at least \d+ bytes as JSON, more than the limit of 1048576$`, err.Error())
+
+	p, err := ParseWithin([]byte(doc), 64<<20)
+	require.NoError(t, err, "a higher limit takes it")
+	b, err := json.Marshal(p)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, big.Size, len(b), "the figure is a lower bound of the plan's JSON")
+}
+
+// The measure is a lower bound of the JSON, whatever the YAML holds, so
+// that no plan is refused for a size it does not have.
+func TestTheExpandedSizeIsALowerBoundOfTheJSON(t *testing.T) {
+	for _, doc := range []string{
+		designExample,
+		`{"steps": [{"tool": "a", "parameters": {"n": 1, "f": 0.5, "t": true, "z": null, "l": [1, "two", {"three": []}]}}]}`,
+		"steps:\n  - tool: a\n    parameters: &p {k: 0x10, e: '', s: \"quote\\\"d\"}\n  - tool: b\n    parameters: *p\n",
+		"steps:\n  - tool: a\n    parameters:\n      base: &b {x: 1, y: 2}\n      merged: {<<: *b, x: 3}\n",
+		"steps: [{tool: a, parameters: {when: 2024-01-01, blob: !!binary aGk=, n: ~}}]",
+	} {
+		var n yaml.Node
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &n), doc)
+		var v any
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &v), doc)
+		b, err := json.Marshal(v)
+		require.NoError(t, err, doc)
+		size := expandedSize(&n, map[*yaml.Node]int{})
+		assert.LessOrEqual(t, size, len(b), "%s\nas JSON: %s", doc, b)
+		assert.Greater(t, size, len(b)/3, "%s\nas JSON: %s", doc, b)
+	}
+}
+
+// SanitizeTaskName is UFO's sanitize_task_name: each character outside
+// [A-Za-z0-9._-] becomes '_', then leading dots go; cut to 128 here.
+func TestSanitizeTaskNameIsUFOs(t *testing.T) {
+	for in, want := range map[string]string{
+		"galaxy/task_1/t1":        "galaxy_task_1_t1",
+		"restart-kiosk.page":      "restart-kiosk.page",
+		"../../etc/passwd":        "_.._etc_passwd",
+		"..hidden":                "hidden",
+		"._x":                     "_x",
+		"...":                     "",
+		"":                        "",
+		"a b\tc":                  "a_b_c",
+		"café ✓":                  "caf___",
+		`a\b:c*d`:                 "a_b_c_d",
+		strings.Repeat("ab/", 60): strings.Repeat("ab_", 42) + "ab",
+	} {
+		got := SanitizeTaskName(in)
+		assert.Equal(t, want, got, in)
+		assert.True(t, got == "" || ValidTaskName(got), "%q sanitizes to a valid name, %q", in, got)
 	}
 }

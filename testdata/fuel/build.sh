@@ -21,10 +21,13 @@ done
 
 # C programs against Debian's wasi-libc, with the post-MVP features clang
 # and Rust enable by default in newer releases.
-for c in coremark matmul sieve fib; do
+for c in coremark matmul sieve fib stride; do
 	clang --target=wasm32-wasi -O2 -mbulk-memory -msign-ext -mnontrapping-fptoint \
 		-o "$c.wasm" "$c.c"
 done
 
-# A real Go program.
-(cd goprog && GOOS=wasip1 GOARCH=wasm go build -trimpath -buildvcs=false -o goprog.wasm .)
+# Real Go programs: a mixed workload, and workloads of the standard
+# library for the benchmark suite.
+for p in goprog gostd; do
+	(cd $p && GOOS=wasip1 GOARCH=wasm go build -trimpath -buildvcs=false -o $p.wasm .)
+done

@@ -2,12 +2,20 @@
 """UFO's AIP wire as pydantic v2 emits and accepts it.
 
 The models below restate, field for field and in declaration order, the
-pydantic models of microsoft/UFO's aip/messages.py (the wire contract); they
-are not UFO's code. Needs Python 3.10+ and pydantic: UFO uses pydantic 2;
-pydantic 1 (what Debian 12 ships) reads and writes the same frames here,
-though it coerces more loosely than 2 when it validates.
+pydantic models of microsoft/UFO's aip/messages.py (the wire contract) at
+UFO_COMMIT; they are not UFO's code. Needs Python 3.10+ and pydantic: UFO
+uses pydantic 2, and the frames committed are written with it; pydantic 1
+(what Debian 12 ships) checks and validates the same frames here, though
+it coerces more loosely than 2 when it validates.
 
-  python3 ufo_wire.py write      # (re)write NAME.ufo.json, as model_dump_json() emits it
+The frames of galaxy/ are those of a UFO galaxy (constellation) client's
+TASK path, as UFO's own code builds them at commit UFO_COMMIT: what its
+galaxy client sends (galaxy/client/components/connection_manager.py) and
+what UFO's server answers (ufo/server/ws/handler.py, through
+aip/protocol/registration.py, base.py and task_execution.py). They are
+UFO's side only: our server is tested against them (server/ufo_galaxy_test.go).
+
+  python3 ufo_wire.py write      # (re)write NAME.ufo.json and galaxy/NAME.ufo.json; needs pydantic 2
   python3 ufo_wire.py check      # every NAME.json (ours) validates and equals NAME.ufo.json
   python3 ufo_wire.py validate   # stdin: lines "server JSON" or "client JSON"; exit 1 if one is refused
 """
@@ -22,6 +30,9 @@ import pydantic
 from pydantic import BaseModel, Field
 
 PYDANTIC_2 = pydantic.VERSION.startswith("2.")
+
+# The commit of microsoft/UFO whose wire this restates.
+UFO_COMMIT = "b28183fd426452c6cb511627c9bd32a929f29406"
 
 
 def dump_json(msg):
@@ -227,6 +238,51 @@ VECTORS = {
         response_id="6d5c4b3a-2f1e-4d0c-9b8a-7f6e5d4c3b2a", timestamp=T1),
 }
 
+# A galaxy client's TASK path, as UFO's code at UFO_COMMIT builds each
+# frame. The galaxy client's WebSocketConnectionManager is made with the
+# task name of its session (here "task_1"); it names itself
+# f"{task_name}@{device_id}", and a TASK for task t1 gets the session_id
+# f"{task_name}@{t1}" and the task name f"galaxy/{task_name}/{t1}". Its
+# request is prose for UFO's LLM; our server runs plans, so it is a plan.
+GALAXY_TASK = "task_1"
+GALAXY_CLIENT_ID = f"{GALAXY_TASK}@kiosk-1"
+GALAXY_SESSION_ID = f"{GALAXY_TASK}@t1"
+GALAXY_PLAN = '{"steps": [{"tool": "echo", "parameters": {"text": "hello"}}]}'
+
+GALAXY = {
+    # connection_manager.py, _register_constellation_client
+    "client_register": ClientMessage(
+        type=ClientMessageType.REGISTER, client_id=GALAXY_CLIENT_ID, client_type=ClientType.CONSTELLATION,
+        target_id="kiosk-1", status=TaskStatus.OK, timestamp=T0,
+        metadata={"type": "constellation_client", "task_name": GALAXY_TASK, "targeted_device_id": "kiosk-1",
+                  "capabilities": ["task_distribution", "session_management", "device_coordination"],
+                  "version": "2.0"}),
+    # registration.py, send_registration_confirmation: no response_id is
+    # passed, so a fresh uuid4 goes out.
+    "server_register_ack": ServerMessage(
+        type=ServerMessageType.HEARTBEAT, status=TaskStatus.OK, timestamp=T0,
+        response_id="0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"),
+    # connection_manager.py, send_task_to_device
+    "client_task": ClientMessage(
+        type=ClientMessageType.TASK, client_type=ClientType.CONSTELLATION, client_id=GALAXY_CLIENT_ID,
+        target_id="kiosk-1", task_name=f"galaxy/{GALAXY_TASK}/t1", request=GALAXY_PLAN,
+        session_id=GALAXY_SESSION_ID, timestamp=T0, status=TaskStatus.CONTINUE),
+    # handler.py, handle_task_request: ctx.task_protocol.send_ack(session_id)
+    # (base.py, send_ack), once the task runs.
+    "server_task_ack": ServerMessage(
+        type=ServerMessageType.HEARTBEAT, status=TaskStatus.OK, session_id=GALAXY_SESSION_ID, timestamp=T0,
+        response_id="1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d"),
+    # handler.py, send_result: requester_protocol.send_task_end
+    # (task_execution.py), when the session ends.
+    "server_task_end": ServerMessage(
+        type=ServerMessageType.TASK_END, status=TaskStatus.COMPLETED, session_id=GALAXY_SESSION_ID,
+        result={"steps": 1}, error=None, response_id="2b3c4d5e-6f7a-4b8c-9d0e-1f2a3b4c5d6e", timestamp=T1),
+    "server_task_end_failed": ServerMessage(
+        type=ServerMessageType.TASK_END, status=TaskStatus.FAILED, session_id=GALAXY_SESSION_ID,
+        result=None, error="device kiosk-1 disconnected", response_id="3c4d5e6f-7a8b-4c9d-8e0f-2a3b4c5d6e7f",
+        timestamp=T1),
+}
+
 HERE = pathlib.Path(__file__).resolve().parent
 
 
@@ -235,12 +291,21 @@ def model_for(name):
 
 
 def write():
+    if not PYDANTIC_2:
+        sys.exit(f"write needs pydantic 2, which UFO's aip package needs; this is pydantic {pydantic.VERSION}")
     for name, msg in VECTORS.items():
         (HERE / f"{name}.ufo.json").write_text(dump_json(msg), encoding="utf-8")
+    (HERE / "galaxy").mkdir(exist_ok=True)
+    for name, msg in GALAXY.items():
+        (HERE / "galaxy" / f"{name}.ufo.json").write_text(dump_json(msg), encoding="utf-8")
 
 
 def check():
     failed = False
+    for name, msg in GALAXY.items():
+        if (HERE / "galaxy" / f"{name}.ufo.json").read_text(encoding="utf-8") != dump_json(msg):
+            print(f"galaxy/{name}.ufo.json: not what pydantic emits; run: python3 ufo_wire.py write")
+            failed = True
     for name, msg in VECTORS.items():
         model = model_for(name)
         ufo = (HERE / f"{name}.ufo.json").read_text(encoding="utf-8")

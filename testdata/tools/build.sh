@@ -5,6 +5,8 @@
 #    reactors (the form started from a snapshot) in reactor/;
 #  - reactor/: also some of the commands in the reactor form, made from the
 #    same .wat by reactor() below, for the tests that run a tool both ways;
+#  - the tools written in C (symlinks.c), with clang and Debian's wasi-libc
+#    (apt-get install -y clang lld wasi-libc libclang-rt-14-dev-wasm32);
 #  - invalid/: modules only instrumenting refuses, likewise, then packed and
 #    signed with test.key as signed_echo is;
 #  - signed/: echo.wasm packed with each manifest of signed/manifests, then
@@ -19,6 +21,10 @@ set -eu
 cd "$(dirname "$0")"
 for w in *.wat reactor/*.wat; do
 	wat2wasm "$w" -o "${w%.wat}.wasm"
+done
+for c in *.c; do
+	clang --target=wasm32-wasi -O2 -Wall -Wextra -Wl,--strip-all -o "${c%.c}.wasm" "$c"
+	chmod 644 "${c%.c}.wasm" # a module is data, not a host executable
 done
 
 # reactor NAME: NAME.wat as a reactor. Its _start becomes a function that

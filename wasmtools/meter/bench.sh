@@ -7,11 +7,15 @@
 #
 # Usage: wasmtools/meter/bench.sh [rounds]       (default 8)
 #   BENCHTIME=2s wasmtools/meter/bench.sh 20      (go test -benchtime)
+#   SUITE=DIR wasmtools/meter/bench.sh            (add the programs DIR/suite.txt lists)
+#   CCD=0 wasmtools/meter/bench.sh                (skip WithCloseOnContextDone)
 #
 # Each round is one `go test -count 1` of the whole suite, so that every
 # variant of every program runs once per round and a ratio pairs samples
 # taken close in time (go test -count N would run each sub-benchmark N
-# times in a row instead). A round takes about a minute and a half.
+# times in a row instead). With CCD=0 and BENCHTIME=1x, a round of the 46
+# programs of issue 25's suite (SUITE, BENCHMARKS.md) took 3.5 minutes at
+# load average 5.
 #
 # The raw go test output is kept in $OUT (default: a temporary file) for
 # benchstat, which is run too when it is installed:
@@ -22,6 +26,10 @@ set -eu
 rounds=${1:-8}
 out=${OUT:-$(mktemp)}
 case $out in /*) ;; *) out=$PWD/$out ;; esac
+suite=${SUITE:-}
+case $suite in /* | "") ;; *) suite=$PWD/$suite ;; esac
+ccd=true
+[ "${CCD:-1}" = 0 ] && ccd=false
 cd "$(dirname "$0")/../.."
 : >"$out"
 bin=$(mktemp -d)
@@ -31,7 +39,7 @@ i=0
 while [ "$i" -lt "$rounds" ]; do
 	# The test binary reads its fixtures relative to its package directory.
 	(cd wasmtools/meter && "$bin/meter.test" -test.run '^$' -test.bench '^BenchmarkFuel$' \
-		-test.benchtime "${BENCHTIME:-1s}" -test.count 1) >>"$out"
+		-test.benchtime "${BENCHTIME:-1s}" -test.count 1 -fuel.suite "$suite" -fuel.ccd="$ccd") >>"$out"
 	i=$((i + 1))
 done
 go run ./wasmtools/meter/internal/benchratio <"$out"

@@ -102,6 +102,8 @@ const wrapFrames = 3
 type loopPlan struct {
 	wrap          bool
 	headerChecked bool
+	counted       bool        // a counted loop, versioned (see counted.go)
+	count         countedLoop // if counted
 }
 
 type frame struct {
@@ -110,6 +112,7 @@ type frame struct {
 	wrapped       bool // a loop wrapped as above
 	headerChecked bool // a wrapped loop that checks at its header
 	headerSeg     int  // the segment a header-checked loop's header pays for
+	versioned     bool // a counted loop: an if around its unmetered copy and the wrapped loop
 	added         int  // frames the rewrite added around this frame and the ones enclosing it
 }
 
@@ -136,6 +139,7 @@ type bodyRewriter struct {
 	plans    []funcPlan // of every defined function
 	plan     funcPlan   // of this one
 
+	src       *wasmbin.Reader // the body, encoded
 	instrs    []wasmbin.Instr // the body, decoded once
 	at        int             // index in instrs of the instruction being emitted
 	loopPlans []loopPlan      // per loop, in order of appearance
@@ -148,11 +152,12 @@ type bodyRewriter struct {
 	ctrl  []frame
 	seg   int // the current segment, or -1 in unreachable code
 
-	nparams  uint32 // of the original function; its locals move up by one
-	counter  uint32 // the twin's extra parameter
-	tmp      uint32 // a scratch i32 local for dynamic costs
-	usesTmp  bool
-	bodyType []byte // block type of $body
+	nparams   uint32 // of the original function; its locals move up by one
+	counter   uint32 // the twin's extra parameter
+	tmp       uint32 // a scratch i32 local for dynamic costs, followed by an i64 one for counted loops
+	usesTmp   bool
+	usesTmp64 bool
+	bodyType  []byte // block type of $body
 }
 
 // rewrite appends the twin of a function of type t with the given body,
@@ -164,6 +169,7 @@ func (b *bodyRewriter) rewrite(dst, body []byte, t uint32, plan funcPlan) ([]byt
 		return nil, err
 	}
 	b.reset(t, locals.count, plan)
+	b.src = r
 	if err := b.decode(r); err != nil {
 		return nil, err
 	}
@@ -220,7 +226,7 @@ func (b *bodyRewriter) reset(t, nlocals uint32, plan funcPlan) {
 	b.nparams = uint32(len(ft.params))
 	b.counter = b.nparams
 	b.tmp = b.nparams + 1 + nlocals
-	b.usesTmp = false
+	b.usesTmp, b.usesTmp64 = false, false
 	switch len(ft.results) {
 	case 0:
 		b.bodyType = append(b.bodyType[:0], blockEmpty)
@@ -240,8 +246,9 @@ func (b *bodyRewriter) reset(t, nlocals uint32, plan funcPlan) {
 // loop whose first segment ends in a checked call is header-checked: it
 // checks there every iteration anyway.
 func (b *bodyRewriter) decode(r *wasmbin.Reader) error {
-	open := []int{-1} // per open frame: its loop number, or -1
-	header := -1      // the loop whose header segment is being read, or -1
+	open := []int{-1}   // per open frame: its loop number, or -1
+	starts := []int{-1} // per open frame: the index of its opcode in instrs
+	header := -1        // the loop whose header segment is being read, or -1
 	for len(open) > 0 {
 		var in wasmbin.Instr
 		if err := r.ReadInstr(&in); err != nil {
@@ -256,13 +263,17 @@ func (b *bodyRewriter) decode(r *wasmbin.Reader) error {
 		}
 		switch in.Op {
 		case wasmbin.OpBlock, wasmbin.OpIf:
-			open = append(open, -1)
+			open, starts = append(open, -1), append(starts, len(b.instrs))
 		case wasmbin.OpLoop:
 			header = len(b.loopPlans)
-			open = append(open, header)
+			open, starts = append(open, header), append(starts, len(b.instrs))
 			b.loopPlans = append(b.loopPlans, loopPlan{wrap: b.l.blockParams(in.BlockType) == 0})
 		case wasmbin.OpEnd:
-			open = open[:len(open)-1]
+			top := len(open) - 1
+			if loop := open[top]; loop >= 0 && b.loopPlans[loop].wrap {
+				b.loopPlans[loop].count, b.loopPlans[loop].counted = b.countedLoopAt(starts[top], len(b.instrs))
+			}
+			open, starts = open[:top], starts[:top]
 		case wasmbin.OpBrTable:
 			for _, l := range in.Labels {
 				if loop := open[len(open)-1-int(l)]; loop >= 0 {
@@ -445,6 +456,9 @@ func (b *bodyRewriter) push(f frame, raw []byte) {
 	if f.wrapped {
 		f.added += wrapFrames
 	}
+	if f.versioned {
+		f.added++
+	}
 	b.ctrl = append(b.ctrl, f)
 	b.out = append(b.out, raw...)
 }
@@ -460,11 +474,15 @@ func (b *bodyRewriter) loop(raw []byte) {
 		b.split(holePay, true)
 		return
 	}
+	f := frame{kind: frameLoop, wrapped: true, headerChecked: plan.headerChecked, headerSeg: -1}
+	if plan.counted && b.live() {
+		b.appendCountedEntry(&plan.count)
+		f.versioned = true
+	}
 	// $exit takes the loop's block type, which follows its opcode.
 	b.out = append(b.out, byte(wasmbin.OpBlock))
 	b.out = append(b.out, raw[1:]...)
 	b.out = append(b.out, byte(wasmbin.OpLoop), blockEmpty, byte(wasmbin.OpBlock), blockEmpty)
-	f := frame{kind: frameLoop, wrapped: true, headerChecked: plan.headerChecked, headerSeg: -1}
 	b.push(f, raw)
 	if plan.headerChecked {
 		b.split(holeHeader, false)
@@ -491,6 +509,9 @@ func (b *bodyRewriter) end(raw []byte) {
 	switch {
 	case f.wrapped:
 		b.appendLoopWrapEnd(f.headerSeg)
+		if f.versioned {
+			b.appendCountedExit()
+		}
 	case f.kind == frameIf || (f.kind == frameBlock && f.targeted):
 		b.newSegment(holePay, false)
 	}
@@ -630,11 +651,19 @@ func (b *bodyRewriter) assemble(dst []byte, locals localDecls) []byte {
 // appendLocals declares the function's own locals, followed by a scratch
 // i32 if a dynamic cost needs one.
 func (b *bodyRewriter) appendLocals(dst []byte, locals localDecls) []byte {
-	if !b.usesTmp {
-		dst = wasmbin.AppendU32(dst, locals.groups)
-		return append(dst, locals.raw...)
+	switch {
+	case b.usesTmp64:
+		dst = wasmbin.AppendU32(dst, locals.groups+2)
+		dst = append(dst, locals.raw...)
+		return append(dst, 1, valI32, 1, valI64)
+	case b.usesTmp:
+		dst = wasmbin.AppendU32(dst, locals.groups+1)
+		dst = append(dst, locals.raw...)
+		return append(dst, 1, valI32)
 	}
-	dst = wasmbin.AppendU32(dst, locals.groups+1)
-	dst = append(dst, locals.raw...)
-	return append(dst, 1, valI32)
+	dst = wasmbin.AppendU32(dst, locals.groups)
+	return append(dst, locals.raw...)
 }
+
+// tmp64 is the scratch i64 local of counted loops, after tmp.
+func (b *bodyRewriter) tmp64() uint32 { return b.tmp + 1 }

@@ -57,7 +57,7 @@ func assertSameOnEveryEngine[T any](t testing.TB, got []T) {
 }
 
 // watModules are the hand-written fixtures whose exports the tests call.
-var watModules = []string{"loops", "br_table", "blocks", "recursion", "bulk", "multivalue", "refs", "tables", "dispatch", "traps"}
+var watModules = []string{"loops", "br_table", "blocks", "recursion", "bulk", "multivalue", "refs", "tables", "dispatch", "traps", "counted"}
 
 // command is a WASI command fixture and the arguments it runs with in
 // tests: small, so that the interpreter gets through it quickly.
@@ -72,6 +72,8 @@ var commands = []command{
 	{"matmul.wasm", []string{"matmul", "12"}},
 	{"sieve.wasm", []string{"sieve", "3000"}},
 	{"fib.wasm", []string{"fib", "12"}},
+	{"stride.wasm", []string{"stride", "3000"}},
+	{"gostd/gostd.wasm", []string{"gostd", "json", "3"}},
 }
 
 // compilationCache is shared by every runtime the tests make, so that each

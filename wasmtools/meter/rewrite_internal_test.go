@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/edgeaip/edgeaip/wasmtools/meter/internal/wasmbin"
 )
@@ -97,4 +98,73 @@ func TestRecoverInternalTurnsAPanicIntoAnError(t *testing.T) {
 		panic("boom")
 	}()
 	assert.EqualError(t, err, "instrument: internal error: boom (please report)")
+}
+
+// loopsInTwin counts the loops in the twin of oneFunction's function.
+func loopsInTwin(t *testing.T, wasm []byte) int {
+	t.Helper()
+	out, err := rewrite(wasm, DefaultMaxCallDepth)
+	require.NoError(t, err)
+	sections, err := wasmbin.ReadSections(out)
+	require.NoError(t, err)
+	loops := 0
+	for _, s := range sections {
+		if s.ID != wasmbin.SectionCode {
+			continue
+		}
+		require.NoError(t, forEachBody(s.Payload, 2, func(i int, body []byte) error {
+			r := wasmbin.NewReader(body)
+			if _, err := readLocals(r); err != nil || i == 0 {
+				return err // the wrapper
+			}
+			var in wasmbin.Instr
+			for r.Len() > 0 {
+				if err := r.ReadInstr(&in); err != nil {
+					return err
+				}
+				if in.Op == wasmbin.OpLoop {
+					loops++
+				}
+			}
+			return nil
+		}))
+	}
+	return loops
+}
+
+// TestCountedLoopsGetAnUnmeteredCopy checks which loops counted.go
+// versions: a wrapped loop is two loops in the twin ($resume and the loop),
+// a versioned one three (its unmetered copy too).
+func TestCountedLoopsGetAnUnmeteredCopy(t *testing.T) {
+	const (
+		get, tee, add = 0x20, 0x22, 0x6a
+		i32c, brIf    = 0x41, 0x0d
+		ltS, ltU, ne  = 0x48, 0x49, 0x47
+		gtS, divS     = 0x4a, 0x6d
+	)
+	loop := func(body ...byte) []byte {
+		return append(append([]byte{0x03, blockEmpty}, body...), brIf, 0, 0x0b)
+	}
+	for _, tc := range []struct {
+		name  string
+		body  []byte
+		loops int
+	}{
+		{"j < n after j += 4", loop(get, 0, i32c, 4, add, tee, 0, i32c, 100, ltS), 3},
+		{"operands of the add swapped", loop(i32c, 4, get, 0, add, tee, 0, i32c, 100, ltS), 3},
+		{"unsigned", loop(get, 0, i32c, 1, add, tee, 0, i32c, 100, ltU), 3},
+		{"j != n after j++", loop(get, 0, i32c, 1, add, tee, 0, i32c, 100, ne), 3},
+		{"j != n after j--", loop(get, 0, i32c, 0x7f, add, tee, 0, i32c, 100, ne), 3},
+		{"work before the step", loop(get, 0, get, 0, 0x36, 2, 0, get, 0, i32c, 4, add, tee, 0, i32c, 100, ltS), 3},
+		{"step of zero", loop(get, 0, i32c, 0, add, tee, 0, i32c, 100, ltS), 2},
+		{"j != n after j += 12", loop(get, 0, i32c, 12, add, tee, 0, i32c, 96, ne), 3},
+		{"j != n after j += step, a local", loop(get, 0, get, 0, add, tee, 0, i32c, 100, ne), 2},
+		{"j > n", loop(get, 0, i32c, 1, add, tee, 0, i32c, 100, gtS), 2},
+		{"a division in the body", loop(get, 0, i32c, 3, divS, 0x1a, get, 0, i32c, 1, add, tee, 0, i32c, 100, ltS), 2},
+		{"j written twice", loop(i32c, 5, 0x21, 0, get, 0, i32c, 1, add, tee, 0, i32c, 100, ltS), 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.loops, loopsInTwin(t, oneFunction(tc.body)))
+		})
+	}
 }

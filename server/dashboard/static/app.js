@@ -38,8 +38,16 @@ async function api(method, path, body) {
   const text = await resp.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = { error: text }; }
-  if (!resp.ok) throw new Error((data && data.error) || `${resp.status} ${resp.statusText}`);
+  if (!resp.ok) throw new Error(errorText(data) || `${resp.status} ${resp.statusText}`);
   return data;
+}
+
+// errorText is an API error's message; a refusal's problems go one to a
+// line.
+function errorText(data) {
+  if (!data) return "";
+  if (data.problems) return ["Refused:", ...data.problems.map((p) => `${p.path}: ${p.problem}`)].join("\n");
+  return data.error;
 }
 
 // ---- formatting
@@ -273,21 +281,38 @@ function runForm(deviceID, tools) {
 
 // ---- tasks
 
+// tasksTable lists task summaries: a fleet's labels are on its own page.
 function tasksTable(tasks) {
   return table("tasks", ["Task", "Name", "Kind", "Device", "State", "Created", "Took"], tasks.map((t) =>
     el("tr", { "data-task": t.session_id },
       el("td", {}, taskLink(t.session_id)),
       el("td", {}, t.task_name || "–"),
       el("td", {}, t.kind + (t.parent_id ? " (fleet)" : "")),
-      el("td", {}, t.kind === "fleet" ? labelText((t.result || {}).labels) : deviceLink(t.device_id)),
+      el("td", {}, t.kind === "fleet" ? "(fleet)" : deviceLink(t.device_id)),
       el("td", {}, state(t.state)),
       el("td", { title: t.created_at }, ago(t.created_at)),
       el("td", {}, duration(t.started_at, t.finished_at)))));
 }
 
+// tasksPage shows the tasks a page at a time, newest first: Older follows
+// the page's cursor, Newer goes back the way it came. The page shown is
+// read again every 2 s.
 async function tasksPage(seq) {
   const filter = el("select", { id: "tasks-state" }, ["", "created", "running", "completed", "failed", "cancelled"].map((s) => el("option", { value: s }, s || "any state")));
-  const load = () => api("GET", "/api/tasks" + (filter.value ? `?state=${filter.value}` : ""));
+  const cursors = [""]; // the cursor of each page on the way to the one shown
+  let next = "";
+  const newer = el("button", { id: "tasks-newer", type: "button" }, "← Newer");
+  const older = el("button", { id: "tasks-older", type: "button" }, "Older →");
+  const load = async () => {
+    const q = new URLSearchParams();
+    if (filter.value) q.set("state", filter.value);
+    if (cursors.at(-1)) q.set("cursor", cursors.at(-1));
+    const page = await api("GET", "/api/tasks" + (q.size ? `?${q}` : ""));
+    next = page.next || "";
+    newer.disabled = cursors.length === 1;
+    older.disabled = !next;
+    return page.tasks;
+  };
   const tasks = await load();
   if (!current(seq)) return;
   const refresh = async () => {
@@ -295,8 +320,12 @@ async function tasksPage(seq) {
     const old = document.getElementById("tasks");
     if (current(seq) && old) old.replaceWith(tasksTable(fresh));
   };
-  filter.addEventListener("change", () => refresh().catch((e) => failed(seq, e)));
-  view.replaceChildren(el("div", { class: "row" }, el("h1", {}, "Tasks"), filter), tasksTable(tasks));
+  const go = (change) => () => { change(); refresh().catch((e) => failed(seq, e)); };
+  filter.addEventListener("change", go(() => cursors.splice(1)));
+  newer.addEventListener("click", go(() => cursors.length > 1 && cursors.pop()));
+  older.addEventListener("click", go(() => next && cursors.push(next)));
+  view.replaceChildren(el("div", { class: "row" }, el("h1", {}, "Tasks"), filter), tasksTable(tasks),
+    el("div", { class: "row" }, newer, older));
   every(seq, 2000, refresh);
 }
 

@@ -89,6 +89,63 @@ var migrations = []string{
 	fixedWidthTimes("devices", "created_at", "last_seen") +
 		fixedWidthTimes("sessions", "created_at", "started_at", "finished_at") +
 		fixedWidthTimes("commands", "created_at", "finished_at"),
+
+	// Task listings page by (created_at, id), newest first.
+	`CREATE INDEX sessions_created ON sessions(created_at, id);`,
+
+	// Idempotency keys: the requests that started a session, by who sent
+	// them and their Idempotency-Key, so that a repeat runs nothing again.
+	`CREATE TABLE idempotency_keys (
+		identity    TEXT NOT NULL,
+		key         TEXT NOT NULL,
+		fingerprint TEXT NOT NULL,
+		session_id  TEXT NOT NULL,
+		response    TEXT,
+		created_at  TEXT NOT NULL,
+		PRIMARY KEY (identity, key)
+	);
+	CREATE INDEX idempotency_keys_created ON idempotency_keys(created_at);`,
+
+	// The task name a client sent, when the server had to sanitize it
+	// (a UFO galaxy client's galaxy/<task>/<name>): task_name holds the
+	// sanitized name, which task_result looks up.
+	`ALTER TABLE sessions ADD COLUMN original_task_name TEXT NOT NULL DEFAULT '';`,
+
+	// Device credentials. A token rotation the operator asked for and the
+	// device has not confirmed, at most one per device; the hash of the
+	// token last sent for it works until a newer one is sent. Tokens a
+	// confirmed rotation replaced, kept to refuse them by name, working
+	// until their grace ends. The wire of a device's last link, since a
+	// JSON link cannot carry a new token. Device certificates, by their
+	// SHA-256: those the server signed and those devices presented; a
+	// revoked device's stay, revoked, so that re-enrolling its id does not
+	// make them good again.
+	`CREATE TABLE token_rotations (
+		device_id    TEXT PRIMARY KEY,
+		grace_ns     INTEGER NOT NULL,
+		requested_at TEXT NOT NULL,
+		sent_hash    TEXT UNIQUE,
+		sent_at      TEXT,
+		error        TEXT NOT NULL DEFAULT ''
+	);
+	CREATE TABLE retired_tokens (
+		hash       TEXT PRIMARY KEY,
+		device_id  TEXT NOT NULL,
+		retired_at TEXT NOT NULL,
+		until      TEXT NOT NULL
+	);
+	CREATE INDEX retired_tokens_device ON retired_tokens(device_id);
+	ALTER TABLE devices ADD COLUMN wire TEXT NOT NULL DEFAULT '';
+	CREATE TABLE device_certificates (
+		sha256     TEXT PRIMARY KEY,
+		device_id  TEXT NOT NULL,
+		serial     TEXT NOT NULL,
+		not_after  TEXT NOT NULL,
+		signed     INTEGER NOT NULL,
+		created_at TEXT NOT NULL,
+		revoked_at TEXT
+	);
+	CREATE INDEX device_certificates_device ON device_certificates(device_id);`,
 }
 
 // fixedWidthTimes is the SQL that rewrites columns of table from

@@ -30,23 +30,36 @@ type Session struct {
 	CreatedAt  time.Time
 	StartedAt  time.Time
 	FinishedAt time.Time
+	// Key, if set, is the idempotency key of the request that asked for
+	// the session: InsertSession records it with the session, so that a
+	// repeat finds the session, and fails with ErrKeyTaken, recording
+	// nothing, if the key is recorded already. Reads leave it nil.
+	Key *IdempotencyKey
+
+	// OriginalTaskName is the name the client sent when TaskName is its
+	// sanitized form; empty otherwise.
+	OriginalTaskName string
 }
 
 // unfinished is the SQL list of the states of a session that has not ended.
 const unfinished = `('created', 'running')`
 
-// InsertSession records a new session.
+// InsertSession records a new session, and the idempotency key that
+// asked for it, if any.
 func (t *Tx) InsertSession(s Session) error {
 	_, err := t.exec(
-		`INSERT INTO sessions (id, task_name, device_id, requester_kind, requester_id, kind, parent_id, state, plan, created_at, started_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.ID, s.TaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Kind, s.ParentID, s.State,
+		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, kind, parent_id, state, plan, created_at, started_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.TaskName, s.OriginalTaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Kind, s.ParentID, s.State,
 		nullString(string(s.Plan)), formatTime(s.CreatedAt), nullTime(s.StartedAt))
 	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: sessions.id") {
 		return fmt.Errorf("store: session %q: %w", s.ID, ErrExists)
 	}
 	if err != nil {
 		return fmt.Errorf("store: record session %q: %w", s.ID, err)
+	}
+	if s.Key != nil {
+		return t.insertIdempotencyKey(*s.Key, s.ID)
 	}
 	return nil
 }
@@ -66,11 +79,11 @@ func (t *Tx) StartSession(id string) error {
 // recorded as it ends, with all of s.
 func (t *Tx) EndSession(s Session) error {
 	_, err := t.exec(
-		`INSERT INTO sessions (id, task_name, device_id, requester_kind, requester_id, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		 ON CONFLICT (id) DO UPDATE SET state = excluded.state, result = excluded.result, error = excluded.error, finished_at = excluded.finished_at
 		 WHERE sessions.state IN `+unfinished,
-		s.ID, s.TaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Kind, s.ParentID, s.State,
+		s.ID, s.TaskName, s.OriginalTaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Kind, s.ParentID, s.State,
 		nullString(string(s.Plan)), nullString(string(s.Result)), s.Error, formatTime(s.CreatedAt), nullTime(s.StartedAt), now())
 	if err != nil {
 		return fmt.Errorf("store: end session %q: %w", s.ID, err)
@@ -143,7 +156,7 @@ func (t *Tx) FailInterrupted(reason string) (sessions, commands int, err error) 
 	return int(ns), len(pending), nil
 }
 
-const sessionColumns = `id, task_name, device_id, requester_kind, requester_id, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at`
+const sessionColumns = `id, task_name, original_task_name, device_id, requester_kind, requester_id, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at`
 
 func scanSession(row rowScanner) (Session, error) {
 	var (
@@ -151,7 +164,7 @@ func scanSession(row rowScanner) (Session, error) {
 		plan, result, errText      sql.NullString
 		created, started, finished sql.NullString
 	)
-	err := row.Scan(&s.ID, &s.TaskName, &s.DeviceID, &s.RequesterKind, &s.RequesterID, &s.Kind, &s.ParentID, &s.State,
+	err := row.Scan(&s.ID, &s.TaskName, &s.OriginalTaskName, &s.DeviceID, &s.RequesterKind, &s.RequesterID, &s.Kind, &s.ParentID, &s.State,
 		&plan, &result, &errText, &created, &started, &finished)
 	if err != nil {
 		return s, err
@@ -181,16 +194,30 @@ func (s *Store) SessionByTask(ctx context.Context, taskName string) (Session, er
 	return ses, rowErr(err, "task %q", taskName)
 }
 
+// SessionKey is where a session sorts in a listing, newest first: by its
+// creation time, then by its id.
+type SessionKey struct {
+	CreatedAt time.Time
+	ID        string
+}
+
 // SessionFilter picks the sessions a listing holds: each non-empty field
-// must match, and Limit bounds how many.
+// must match, Limit bounds how many, and After, if set, starts the listing
+// after that key.
 type SessionFilter struct {
 	State    string
 	TaskName string
 	Limit    int
+	After    *SessionKey
 }
 
-// Sessions lists the sessions f picks, newest first.
-func (s *Store) Sessions(ctx context.Context, f SessionFilter) ([]Session, error) {
+// summaryColumns are sessionColumns with plan, result and error left out:
+// they read as empty.
+const summaryColumns = `id, task_name, original_task_name, device_id, requester_kind, requester_id, kind, parent_id, state, NULL, NULL, NULL, created_at, started_at, finished_at`
+
+// SessionSummaries lists the sessions f picks, newest first, without their
+// plan, result and error: a listing's size does not grow with theirs.
+func (s *Store) SessionSummaries(ctx context.Context, f SessionFilter) ([]Session, error) {
 	var where []string
 	var args []any
 	if f.State != "" {
@@ -199,11 +226,15 @@ func (s *Store) Sessions(ctx context.Context, f SessionFilter) ([]Session, error
 	if f.TaskName != "" {
 		where, args = append(where, `task_name = ?`), append(args, f.TaskName)
 	}
-	q := `SELECT ` + sessionColumns + ` FROM sessions`
+	if f.After != nil {
+		at := formatTime(f.After.CreatedAt)
+		where, args = append(where, `(created_at < ? OR (created_at = ? AND id < ?))`), append(args, at, at, f.After.ID)
+	}
+	q := `SELECT ` + summaryColumns + ` FROM sessions`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	q += ` ORDER BY created_at DESC LIMIT ?`
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	args = append(args, f.Limit)
 	rows, err := s.readRows(ctx, q, args...)
 	if err != nil {

@@ -5,8 +5,8 @@
 // Writes go through one writer goroutine that commits whatever writes are
 // waiting in a single transaction (group commit): each write is durable
 // (synchronous=FULL) when [Store.Write] returns, and concurrent writers share
-// one fsync. Reads use their own connections, which WAL mode lets run while
-// the writer works.
+// one fsync. Reads use a bounded pool of connections of their own, which
+// WAL mode lets run while the writer works; idle ones are closed.
 package store
 
 import (
@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime"
 	"sync"
 	"time"
 
@@ -45,6 +46,8 @@ type Store struct {
 	stmts map[string]*sql.Stmt
 	// reads are the readers' prepared statements, by SQL text.
 	reads sync.Map
+	// failing says whether writes fail for the database's own reasons.
+	failing failing
 }
 
 // Tx is one write's view of the current transaction. Its methods are the
@@ -58,9 +61,36 @@ type writeReq struct {
 	done chan error
 }
 
+// Options tune a Store. The zero value gives the defaults.
+type Options struct {
+	// Readers bounds the connections that serve reads: a read beyond them
+	// waits for one to be free. Default DefaultReaders().
+	Readers int
+	// ReaderIdle closes a reader connection unused this long, with the
+	// memory and files it holds. Default 60 s.
+	ReaderIdle time.Duration
+}
+
+// DefaultReaders is the default size of the reader pool: max(4, 2 ×
+// GOMAXPROCS). Reads are short and CPU-bound in the pure-Go SQLite, so
+// more connections than that only hold memory (a page cache each) and
+// files.
+func DefaultReaders() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
+
+func (o Options) withDefaults() Options {
+	if o.Readers <= 0 {
+		o.Readers = DefaultReaders()
+	}
+	if o.ReaderIdle <= 0 {
+		o.ReaderIdle = time.Minute
+	}
+	return o
+}
+
 // Open opens or creates the database at path, brings its schema up to
 // date, and starts the writer.
-func Open(ctx context.Context, path string) (*Store, error) {
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
 	wdb, err := openDB(path, "journal_mode(WAL)", "synchronous(FULL)")
 	if err != nil {
 		return nil, err
@@ -83,6 +113,12 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		wdb.Close()
 		return nil, err
 	}
+	// Unbounded, a burst of 2000 reads opened a connection each and left
+	// a thousand of them open: SQLite keeps a closed connection's files
+	// while others hold locks on the database, for the next one to reuse.
+	rdb.SetMaxOpenConns(opts.Readers)
+	rdb.SetMaxIdleConns(opts.Readers)
+	rdb.SetConnMaxIdleTime(opts.ReaderIdle)
 	s := &Store{wdb: wdb, conn: conn, rdb: rdb, writes: make(chan writeReq), closing: make(chan struct{}),
 		closed: make(chan struct{}), stmts: map[string]*sql.Stmt{}}
 	go s.writer()
@@ -158,27 +194,38 @@ func (s *Store) writer() {
 
 // commit runs a batch in one transaction, each write under its own
 // savepoint so that one failing write does not undo the others. A write
-// alone needs no savepoint: its failure rolls back the transaction.
+// alone needs no savepoint: its failure rolls back the transaction. A
+// write the database itself could not take (ErrUnavailable) may have
+// rolled back the whole transaction, as SQLite may on SQLITE_FULL, so it
+// fails the whole batch.
 func (s *Store) commit(batch []writeReq) {
+	errs := s.commitErrs(batch)
+	s.failing.note(errs)
+	for i, r := range batch {
+		r.done <- errs[i]
+	}
+}
+
+// commitErrs commits batch and returns each write's outcome.
+func (s *Store) commitErrs(batch []writeReq) []error {
 	errs := make([]error, len(batch))
 	tx := &Tx{s: s}
 	if _, err := tx.exec("BEGIN IMMEDIATE"); err != nil {
-		for _, r := range batch {
-			r.done <- fmt.Errorf("store: begin: %w", err)
-		}
-		return
+		return fill(errs, unavailableError{fmt.Errorf("store: begin: %w", err)})
 	}
 	if len(batch) == 1 {
 		if errs[0] = batch[0].fn(tx); errs[0] != nil {
 			if _, err := tx.exec("ROLLBACK"); err != nil {
 				errs[0] = errors.Join(errs[0], fmt.Errorf("store: rollback: %w", err))
 			}
-			batch[0].done <- errs[0]
-			return
+			return errs
 		}
 	} else {
 		for i, r := range batch {
-			errs[i] = tx.savepoint(r.fn)
+			if errs[i] = tx.savepoint(r.fn); errors.Is(errs[i], ErrUnavailable) {
+				tx.exec("ROLLBACK") // may fail: SQLite may have rolled back already
+				return fill(errs, unavailableError{fmt.Errorf("store: rolled back with a write the database could not take: %w", errs[i])})
+			}
 		}
 	}
 	if _, err := tx.exec("COMMIT"); err != nil {
@@ -186,26 +233,32 @@ func (s *Store) commit(batch []writeReq) {
 		// next batch starts clean.
 		tx.exec("ROLLBACK")
 		for i := range errs {
-			errs[i] = errors.Join(errs[i], fmt.Errorf("store: commit: %w", err))
+			errs[i] = errors.Join(errs[i], unavailableError{fmt.Errorf("store: commit: %w", err)})
 		}
 	}
-	for i, r := range batch {
-		r.done <- errs[i]
+	return errs
+}
+
+// fill sets every error of errs to err, and returns errs.
+func fill(errs []error, err error) []error {
+	for i := range errs {
+		errs[i] = err
 	}
+	return errs
 }
 
 func (t *Tx) savepoint(fn func(*Tx) error) error {
 	if _, err := t.exec("SAVEPOINT w"); err != nil {
-		return fmt.Errorf("store: savepoint: %w", err)
+		return unavailableError{fmt.Errorf("store: savepoint: %w", err)}
 	}
 	err := fn(t)
 	if err != nil {
 		if _, rerr := t.exec("ROLLBACK TO w"); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("store: rollback: %w", rerr))
+			err = errors.Join(err, unavailableError{fmt.Errorf("store: rollback: %w", rerr)})
 		}
 	}
 	if _, rerr := t.exec("RELEASE w"); rerr != nil {
-		err = errors.Join(err, fmt.Errorf("store: release: %w", rerr))
+		err = errors.Join(err, unavailableError{fmt.Errorf("store: release: %w", rerr)})
 	}
 	return err
 }
@@ -215,7 +268,8 @@ func (t *Tx) exec(query string, args ...any) (sql.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return st.ExecContext(context.Background(), args...)
+	res, err := st.ExecContext(context.Background(), args...)
+	return res, unavailable(err)
 }
 
 func (t *Tx) query(query string, args ...any) (*sql.Rows, error) {
@@ -223,7 +277,8 @@ func (t *Tx) query(query string, args ...any) (*sql.Rows, error) {
 	if err != nil {
 		return nil, err
 	}
-	return st.QueryContext(context.Background(), args...)
+	rows, err := st.QueryContext(context.Background(), args...)
+	return rows, unavailable(err)
 }
 
 // rowScanner is a single row to scan: *sql.Row, or the error of preparing
@@ -239,8 +294,14 @@ func (t *Tx) queryRow(query string, args ...any) rowScanner {
 	if err != nil {
 		return errRow{err}
 	}
-	return st.QueryRowContext(context.Background(), args...)
+	return markedRow{st.QueryRowContext(context.Background(), args...)}
 }
+
+// markedRow is a row of the writer's, whose errors say whether they were
+// the database's.
+type markedRow struct{ row *sql.Row }
+
+func (r markedRow) Scan(dest ...any) error { return unavailable(r.row.Scan(dest...)) }
 
 // stmt returns query prepared on the writer's connection.
 func (t *Tx) stmt(query string) (*sql.Stmt, error) {
@@ -249,7 +310,7 @@ func (t *Tx) stmt(query string) (*sql.Stmt, error) {
 	}
 	st, err := t.s.conn.PrepareContext(context.Background(), query)
 	if err != nil {
-		return nil, fmt.Errorf("store: prepare: %w", err)
+		return nil, fmt.Errorf("store: prepare: %w", unavailable(err))
 	}
 	t.s.stmts[query] = st
 	return st, nil

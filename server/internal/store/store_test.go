@@ -17,7 +17,7 @@ import (
 func openTest(t *testing.T) (*Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "test.db")
-	s, err := Open(context.Background(), path)
+	s, err := Open(context.Background(), path, Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s, path
@@ -190,7 +190,7 @@ func TestFailInterruptedEndsWhatAStoppedServerLeftRunning(t *testing.T) {
 	insertCommand(t, s, "r1")
 	require.NoError(t, s.Close())
 
-	s2, err := Open(ctx, path)
+	s2, err := Open(ctx, path, Options{})
 	require.NoError(t, err)
 	defer s2.Close()
 	var ns, nc int
@@ -262,7 +262,7 @@ func sessionAt(id string, created time.Time) Session {
 
 func sessionIDs(t *testing.T, s *Store) []string {
 	t.Helper()
-	rows, err := s.Sessions(context.Background(), SessionFilter{Limit: 10})
+	rows, err := s.SessionSummaries(context.Background(), SessionFilter{Limit: 10})
 	require.NoError(t, err)
 	var ids []string
 	for _, r := range rows {
@@ -280,6 +280,45 @@ func TestSessionsAreListedInTimeOrderToTheNanosecond(t *testing.T) {
 	ses, err := s.Session(context.Background(), "earlier")
 	require.NoError(t, err)
 	assert.True(t, earlier.Equal(ses.CreatedAt), "read back as written: %v", ses.CreatedAt)
+}
+
+// Pages follow one another by key: sessions created at the same instant
+// are told apart by id, so none is listed twice or left out. A summary
+// carries no plan, result or error.
+func TestSessionSummariesPageByKeyWithoutPlansOrResults(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	at := time.Date(2026, 11, 21, 14, 29, 5, 0, time.UTC)
+	for _, id := range []string{"b", "a", "c"} {
+		row := sessionAt(id, at)
+		row.Plan, row.State, row.Result, row.Error = []byte(`{"steps":[]}`), "failed", []byte(`{"big":true}`), "it broke"
+		write(t, s, func(tx *Tx) error { return tx.EndSession(row) })
+	}
+	write(t, s, func(tx *Tx) error { return tx.InsertSession(sessionAt("newest", at.Add(time.Nanosecond))) })
+
+	var got []string
+	var after *SessionKey
+	for {
+		rows, err := s.SessionSummaries(ctx, SessionFilter{Limit: 2, After: after})
+		require.NoError(t, err)
+		if len(rows) == 0 {
+			break
+		}
+		for _, r := range rows {
+			got = append(got, r.ID)
+			assert.Nil(t, r.Plan, r.ID)
+			assert.Nil(t, r.Result, r.ID)
+			assert.Empty(t, r.Error, r.ID)
+		}
+		last := rows[len(rows)-1]
+		after = &SessionKey{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	assert.Equal(t, []string{"newest", "c", "b", "a"}, got)
+
+	rows, err := s.SessionSummaries(ctx, SessionFilter{State: "failed", Limit: 10, After: &SessionKey{CreatedAt: at, ID: "b"}})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	assert.Equal(t, "a", rows[0].ID)
 }
 
 // TestTimesWrittenBeforeMigration4AreRewrittenToSortInTimeOrder opens a
@@ -302,7 +341,7 @@ func TestTimesWrittenBeforeMigration4AreRewrittenToSortInTimeOrder(t *testing.T)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
-	s, err := Open(ctx, path)
+	s, err := Open(ctx, path, Options{})
 	require.NoError(t, err)
 	defer s.Close()
 	assert.Equal(t, []string{"later", "earlier", "whole"}, sessionIDs(t, s), "newest first")

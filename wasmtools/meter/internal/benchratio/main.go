@@ -1,7 +1,8 @@
 // Command benchratio reads the output of BenchmarkFuel (go test -bench)
 // on stdin and prints, per program, the median time of each variant and
 // the ratios metered/unmetered and closeOnContextDone/unmetered, with the
-// geometric mean of each ratio over the programs. It does so for wall time
+// geometric mean of each ratio over the programs and the program with the
+// highest metered ratio. It does so for wall time
 // (ns/op) and, when the benchmark reports it, for the CPU time of the
 // thread that ran the guest (cpu-ns/op), which other load on the machine
 // disturbs much less.
@@ -123,6 +124,7 @@ func report(w io.Writer, s *samples, metric string) {
 	const format = "%-10s %14s %14s %14s %10s %10s %20s\n"
 	fmt.Fprintf(w, format, "program", "unmetered ms", "metered ms", "ccd ms", "metered/x", "ccd/x", "metered/x by layout")
 	var logMetered, logCCD []float64
+	worst, worstRatio := "", math.Inf(-1)
 	for _, p := range s.programs {
 		rm, lo, hi := s.ratio(metric, p, metered)
 		rc, _, _ := s.ratio(metric, p, ccd)
@@ -132,10 +134,16 @@ func report(w io.Writer, s *samples, metric string) {
 		}
 		fmt.Fprintf(w, format, p, ms(median(s.all(metric, p, unmetered))), ms(median(s.all(metric, p, metered))),
 			ms(median(s.all(metric, p, ccd))), ratio(rm), ratio(rc), spread)
+		if rm > worstRatio {
+			worst, worstRatio = p, rm
+		}
 		logMetered = appendLog(logMetered, rm)
 		logCCD = appendLog(logCCD, rc)
 	}
 	fmt.Fprintf(w, format, "geomean", "", "", "", ratio(geomean(logMetered)), ratio(geomean(logCCD)), "")
+	if worst != "" {
+		fmt.Fprintf(w, "worst metered/x: %s %s\n", worst, ratio(worstRatio))
+	}
 }
 
 // ratio is variant over unmetered for program p: the geometric mean over

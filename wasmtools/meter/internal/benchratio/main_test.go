@@ -34,6 +34,7 @@ PASS
 	assert.Regexp(t, `^sieve\s+50\.0\s+60\.0\s+-\s+1\.200\s+-\s+1\.200-1\.200$`, lines[2])
 	// geomean of 1.1 and 1.2; the ccd column has only fib.
 	assert.Regexp(t, `^geomean\s+1\.149\s+20\.000\s*$`, lines[3])
+	assert.Equal(t, "worst metered/x: sieve 1.200", lines[4])
 }
 
 func TestRatiosArePairedByRound(t *testing.T) {

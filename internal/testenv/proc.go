@@ -1,0 +1,87 @@
+package testenv
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// OpenFilesIn counts the files process pid has open in dir, from
+// /proc/PID/fd; it skips the test where there is no /proc.
+func OpenFilesIn(t testing.TB, pid int, dir string) int {
+	t.Helper()
+	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(fdDir)
+	if err != nil {
+		t.Skipf("cannot count the open files of process %d: %v", pid, err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join(fdDir, fd.Name())); err == nil && strings.HasPrefix(target, dir+"/") {
+			n++
+		}
+	}
+	return n
+}
+
+// ResidentKiB is process pid's resident memory (VmRSS), in KiB.
+func ResidentKiB(t testing.TB, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Skipf("cannot read the memory of process %d: %v", pid, err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kib, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				t.Fatalf("/proc/%d/status: VmRSS %q: %v", pid, rest, err)
+			}
+			return kib
+		}
+	}
+	t.Fatalf("/proc/%d/status has no VmRSS", pid)
+	return 0
+}
+
+// GetAtOnce sends n GETs at once to baseURL, the i-th for paths[i %
+// len(paths)], each on a connection of its own and with token as the
+// bearer, and fails the test unless each answers 200.
+func GetAtOnce(t testing.TB, baseURL, token string, paths []string, n int) {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}
+	defer client.CloseIdleConnections()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = get(client, baseURL+paths[i%len(paths)], token) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("GET %d of %d: %v", i, n, err)
+		}
+	}
+}
+
+func get(client *http.Client, url, token string) error {
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}

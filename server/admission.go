@@ -1,0 +1,454 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/plan"
+	"github.com/edgeaip/edgeaip/wasmtools/schema"
+)
+
+// Admission is the one stage every command, plan and fleet passes before
+// anything is recorded or sent: the wire's limits, the bounds on sizes,
+// each call's tool against its device's inventory and its parameters
+// against the tool's input schema. It refuses a request with every
+// problem it finds, each with its path in the request. See RATIONALE.md.
+
+// Limits bound what one request may ask of devices.
+type Limits struct {
+	// MaxPlanBytes bounds a plan as JSON, once its YAML aliases are
+	// expanded. Default 1 MiB.
+	MaxPlanBytes int
+	// MaxParamBytes bounds the parameters of one command, all its
+	// actions' together, as JSON; install_tool's module is bounded by the
+	// frame cap alone. Default: the frame cap.
+	MaxParamBytes int
+}
+
+func (l *Limits) setDefaults(frameCap int64) {
+	if l.MaxPlanBytes <= 0 {
+		l.MaxPlanBytes = plan.DefaultMaxExpandedBytes
+	}
+	if l.MaxParamBytes <= 0 {
+		l.MaxParamBytes = int(frameCap)
+	}
+}
+
+// maxParamsDepth is how deep parameters may nest: a COMMAND frame holds
+// them at its fourth level (the message, its actions, an action, the
+// parameters), and a frame nests at most protocol.MaxDepth levels.
+const maxParamsDepth = protocol.MaxDepth - 3
+
+// maxProblems bounds the problems one refusal lists.
+const maxProblems = 100
+
+// pathShown is how many keys of a parameter's path a problem shows.
+const pathShown = 8
+
+// refusal is admission's answer to a request it refuses: every problem
+// it found, in the request's order.
+type refusal struct {
+	problems []api.Problem
+}
+
+func (r *refusal) Error() string {
+	lines := make([]string, len(r.problems))
+	for i, p := range r.problems {
+		lines[i] = p.String()
+	}
+	return "refused: " + strings.Join(lines, "; ")
+}
+
+// order is a request as admission checks it: steps for one device or for
+// each device of a fleet.
+type order struct {
+	// devices are the targets: one device, or every device a fleet's
+	// labels matched.
+	devices []string
+	steps   []step
+	// plan is what the steps come from; nil for a single command.
+	plan *plan.Plan
+}
+
+// commandOrder is a single command for a device.
+func commandOrder(deviceID string, actions []protocol.Command) order {
+	return order{devices: []string{deviceID}, steps: []step{commandStep(actions, 0)}}
+}
+
+// planOrder is a plan for devices.
+func planOrder(p *plan.Plan, devices ...string) order {
+	return order{devices: devices, steps: planSteps(p), plan: p}
+}
+
+// admission checks orders. Its inventories are the ones the dispatcher
+// resolves calls against when it sends them, so that what it admits
+// resolves then too, unless the device has changed in between.
+type admission struct {
+	limits    Limits
+	frameCap  int64
+	inventory func(deviceID string) inventory
+	schemas   schemaCache
+}
+
+// admit returns nil if o may go ahead, or a *refusal with every problem
+// found. The problems come step by step, in the request's order: first
+// the plan's size, then each step's wire limits and sizes, then each
+// call on each device.
+func (a *admission) admit(o order) error {
+	c := check{admission: a, seen: map[api.Problem]bool{}}
+	if o.plan != nil {
+		c.planSize(o.plan)
+	}
+	invs := make([]inventory, len(o.devices))
+	for i, id := range o.devices {
+		invs[i] = a.inventory(id)
+	}
+	installed := false
+	for _, st := range o.steps {
+		if c.full() {
+			break
+		}
+		params, sound := c.wire(st)
+		for _, inv := range invs {
+			c.onDevice(inv, st, params, sound, installed)
+		}
+		installed = installed || st.installs()
+	}
+	if len(c.problems) == 0 {
+		return nil
+	}
+	return &refusal{problems: c.problems}
+}
+
+// installs reports whether the step installs a tool: the steps after it
+// may use a tool the inventory does not list yet.
+func (st step) installs() bool {
+	return slices.ContainsFunc(st.calls, func(c toolCall) bool { return c.cmd.ToolName == protocol.InstallToolName })
+}
+
+// check is one run of admission: the problems found so far.
+type check struct {
+	*admission
+	problems []api.Problem
+	seen     map[api.Problem]bool
+}
+
+// add records a problem once, up to maxProblems; one more then says that
+// there were more.
+func (c *check) add(path, format string, args ...any) {
+	p := api.Problem{Path: path, Problem: fmt.Sprintf(format, args...)}
+	if c.seen[p] {
+		return
+	}
+	c.seen[p] = true
+	switch {
+	case len(c.problems) < maxProblems:
+		c.problems = append(c.problems, p)
+	case len(c.problems) == maxProblems:
+		c.problems = append(c.problems, api.Problem{Path: "request", Problem: "more problems than these"})
+	}
+}
+
+// full reports whether the check has found all the problems it lists.
+func (c *check) full() bool { return len(c.problems) > maxProblems }
+
+// planSize bounds the plan as it is stored and sent: as JSON, its aliases
+// expanded.
+func (c *check) planSize(p *plan.Plan) {
+	b, err := json.Marshal(p)
+	switch {
+	case err != nil:
+		c.add("plan", "not representable as JSON: %v", err)
+	case len(b) > c.limits.MaxPlanBytes:
+		c.add("plan", "%s", planTooBig(len(b), c.limits.MaxPlanBytes, false))
+	}
+}
+
+// planTooBig says that a plan of size bytes, or at least that many, is
+// over limit.
+func planTooBig(size, limit int, atLeast bool) string {
+	s := fmt.Sprintf("%d bytes as JSON once its YAML aliases are expanded, more than the limit of %d", size, limit)
+	if atLeast {
+		return "at least " + s
+	}
+	return s
+}
+
+// wire checks what does not depend on the device: each call's parameters
+// against the wire's limits, and the step's parameters against
+// MaxParamBytes. It returns each call's parameters as JSON, and whether
+// the step is sound enough to check further.
+func (c *check) wire(st step) (params [][]byte, sound bool) {
+	sound = true
+	if len(st.calls) > protocol.MaxArrayElements {
+		c.add(st.path, "%d actions; a frame holds at most %d in one array", len(st.calls), protocol.MaxArrayElements)
+		sound = false
+	}
+	params = make([][]byte, len(st.calls))
+	total := 0
+	for i, call := range st.calls {
+		if !c.paramShape(call) {
+			sound = false
+			continue
+		}
+		b, err := json.Marshal(orEmpty(call.cmd.Parameters))
+		if err != nil {
+			c.add(call.path+".parameters", "not representable as JSON: %v", err)
+			sound = false
+			continue
+		}
+		params[i] = b
+		if call.cmd.ToolName != protocol.InstallToolName {
+			total += len(b)
+		}
+	}
+	if total > c.limits.MaxParamBytes {
+		c.add(st.path, "parameters of %d bytes as JSON, more than the %d one command may carry", total, c.limits.MaxParamBytes)
+		sound = false
+	}
+	return params, sound
+}
+
+// orEmpty is the parameters an action with none is checked with, as the
+// agent checks them.
+func orEmpty(params map[string]any) map[string]any {
+	if params == nil {
+		return map[string]any{}
+	}
+	return params
+}
+
+// paramShape checks a call's parameters against the wire's limits on a
+// frame: how deep they nest, and how many elements an array or a map
+// holds. It reports whether they are within them.
+func (c *check) paramShape(call toolCall) bool {
+	w := shapeWalk{}
+	depth, deepest := w.walk(call.cmd.Parameters)
+	for _, crowd := range w.crowded {
+		c.add(paramPath(call, crowd.path), "%d elements; a frame holds at most %d in one %s", crowd.n, crowd.limit, crowd.kind)
+	}
+	if depth > maxParamsDepth {
+		slices.Reverse(deepest)
+		c.add(paramPath(call, deepest), "nested %d levels deep; a COMMAND frame has room for %d (%d levels in all)",
+			depth, maxParamsDepth, protocol.MaxDepth)
+	}
+	return depth <= maxParamsDepth && len(w.crowded) == 0
+}
+
+// paramPath is the path of a parameter of call, given by its keys, the
+// first pathShown of them.
+func paramPath(call toolCall, keys []string) string {
+	p := call.path + ".parameters"
+	if len(keys) == 0 {
+		return p
+	}
+	clipped := ""
+	if len(keys) > pathShown {
+		keys, clipped = keys[:pathShown], "…"
+	}
+	return p + "." + strings.Join(keys, ".") + clipped
+}
+
+// shapeWalk measures parameters for the wire's limits.
+type shapeWalk struct {
+	path    []string // keys from the parameters to where the walk is
+	crowded []crowd
+}
+
+// crowd is an array or a map with more elements than a frame takes.
+type crowd struct {
+	path     []string
+	kind     string
+	n, limit int
+}
+
+// walk returns how deep v nests (0 for a scalar, 1 for an array or map of
+// scalars) and, reversed, the keys to its deepest array or map, the least
+// key first among equals. Indices are keys too, as the schema's problems
+// name them.
+func (w *shapeWalk) walk(v any) (depth int, deepest []string) {
+	switch v := v.(type) {
+	case map[string]any:
+		w.crowdedAt(len(v), protocol.MaxMapPairs, "map")
+		best := ""
+		for k, e := range v {
+			w.path = append(w.path, k)
+			d, keys := w.walk(e)
+			w.path = w.path[:len(w.path)-1]
+			if d > depth || (d == depth && d > 0 && k < best) {
+				depth, deepest, best = d, append(keys, k), k
+			}
+		}
+	case []any:
+		w.crowdedAt(len(v), protocol.MaxArrayElements, "array")
+		for i, e := range v {
+			w.path = append(w.path, strconv.Itoa(i))
+			d, keys := w.walk(e)
+			w.path = w.path[:len(w.path)-1]
+			if d > depth {
+				depth, deepest = d, append(keys, strconv.Itoa(i))
+			}
+		}
+	default:
+		return 0, nil
+	}
+	return depth + 1, deepest
+}
+
+func (w *shapeWalk) crowdedAt(n, limit int, kind string) {
+	if n > limit {
+		w.crowded = append(w.crowded, crowd{path: slices.Clone(w.path), kind: kind, n: n, limit: limit})
+	}
+}
+
+// onDevice checks a step on one device: each call resolves as it will
+// when sent, names a tool the device lists and has parameters its input
+// schema takes; and, if the step is sound on the wire, its COMMAND fits a
+// frame of the device's wire. The calls of a step after one that installs
+// a tool are resolved and checked when they are sent: they may use the
+// tool installed, which the inventory does not list yet.
+func (c *check) onDevice(inv inventory, st step, params [][]byte, sound, afterInstall bool) {
+	cmds := make([]protocol.Command, len(st.calls))
+	resolved := true
+	for i, call := range st.calls {
+		cmds[i] = call.cmd
+		if afterInstall {
+			continue
+		}
+		cmd, _, err := inv.resolveCall(call)
+		if err != nil {
+			c.add(call.path+"."+call.toolField, "%v", err)
+			resolved = false
+			continue
+		}
+		cmds[i] = cmd
+		if !inv.listsTools() {
+			continue
+		}
+		t, found := inv.lookup(call)
+		if !found {
+			c.add(call.path+"."+call.toolField, "%v", inv.noTool(call))
+			continue
+		}
+		if params[i] != nil {
+			c.schema(inv, call, t, params[i])
+		}
+	}
+	if sound && resolved {
+		c.frame(inv, st, cmds)
+	}
+}
+
+// schema checks a call's parameters against its tool's input schema, as
+// the agent will. A schema that does not compile checks nothing, as on
+// the agent.
+func (c *check) schema(inv inventory, call toolCall, t protocol.MCPToolInfo, params []byte) {
+	if len(t.InputSchema) == 0 {
+		return
+	}
+	v := c.schemas.validator(t.InputSchema)
+	if v == nil {
+		return
+	}
+	var bad *schema.Error
+	if !errors.As(v.Validate(params), &bad) {
+		return
+	}
+	whose := fmt.Sprintf("says the input schema of %q on device %q", call.label(), inv.deviceID)
+	if !inv.online {
+		whose += " (offline: as it last registered)"
+	}
+	for _, p := range bad.Problems {
+		path := call.path + ".parameters"
+		if p.Field != "" {
+			path += "." + p.Field
+		}
+		c.add(path, "%s, %s", p.Message, whose)
+	}
+}
+
+// schemaCache keeps input schemas compiled, across requests, by their
+// JSON: compiling one costs some hundreds of µs, more than all the rest
+// of admitting a command. It keeps at most maxSchemas; past that, one
+// goes for each that comes, so that devices that register ever new
+// schemas cost time, not memory.
+type schemaCache struct {
+	mu     sync.Mutex
+	byJSON map[string]*schema.Validator // nil: it does not compile
+}
+
+// maxSchemas bounds the schemas a schemaCache keeps.
+const maxSchemas = 1024
+
+// validator is doc compiled, or nil if it does not compile.
+func (sc *schemaCache) validator(doc map[string]any) *schema.Validator {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil
+	}
+	key := string(b)
+	sc.mu.Lock()
+	v, ok := sc.byJSON[key]
+	sc.mu.Unlock()
+	if ok {
+		return v
+	}
+	v, _ = schema.Compile(doc)
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.byJSON == nil {
+		sc.byJSON = map[string]*schema.Validator{}
+	}
+	for k := range sc.byJSON {
+		if len(sc.byJSON) < maxSchemas {
+			break
+		}
+		delete(sc.byJSON, k)
+	}
+	sc.byJSON[key] = v
+	return v
+}
+
+// frame checks that the step's COMMAND fits a frame on the device's wire.
+func (c *check) frame(inv inventory, st step, cmds []protocol.Command) {
+	enc := inv.encoding()
+	size, err := frameSize(enc, commandMessage(placeholderID, placeholderID, withCallIDs(cmds, placeholderID)))
+	switch {
+	case err != nil:
+		c.add(st.path, "cannot be encoded as a frame: %v", err)
+	case int64(size) > c.frameCap:
+		c.add(st.path, "%s", frameTooBig(size, enc, c.frameCap))
+	}
+}
+
+// placeholderID stands for the ids a command gets when it is sent, with
+// their length.
+const placeholderID = "00000000-0000-0000-0000-000000000000"
+
+// withCallIDs is cmds, each with the call_id id.
+func withCallIDs(cmds []protocol.Command, id string) []protocol.Command {
+	out := slices.Clone(cmds)
+	for i := range out {
+		out[i].CallID = id
+	}
+	return out
+}
+
+// frameSize is the size of m as one frame in enc.
+func frameSize(enc protocol.Encoding, m *protocol.ServerMessage) (int, error) {
+	b, err := enc.Marshal(m)
+	return len(b), err
+}
+
+// frameTooBig says that a COMMAND frame of size bytes in enc is over the
+// frame cap.
+func frameTooBig(size int, enc protocol.Encoding, frameCap int64) string {
+	return fmt.Sprintf("its COMMAND frame is %d bytes in %s, more than the frame cap of %d", size, enc, frameCap)
+}

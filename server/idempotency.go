@@ -1,0 +1,251 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+)
+
+// Idempotency keys: a client whose POST timed out cannot know whether its
+// command ran, so it may send it again with the same Idempotency-Key, and
+// get the first request's answer instead of a second run. See
+// RATIONALE.md, "Retries without double execution".
+const (
+	// replayedHeader marks an answer that repeats the first request's.
+	replayedHeader = "Idempotent-Replayed"
+	// maxIdempotencyKey bounds a key's length, as Stripe's does.
+	maxIdempotencyKey = 255
+	// idempotencyKeyTTL is how long a key is kept: a repeat after that is
+	// a new request.
+	idempotencyKeyTTL = 24 * time.Hour
+)
+
+// keyedHandler serves a request that starts a task. key, if not nil, is
+// the request's idempotency key, not yet recorded: the handler gives it to
+// the session it starts (sessionSpec.Key), which records it.
+type keyedHandler func(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey)
+
+// idempotent serves h so that a request with an Idempotency-Key its
+// sender has used before runs nothing again: it gets the first request's
+// answer, marked Idempotent-Replayed: true, or 422 if it is another
+// request (another method, path or body) under the same key. A repeat
+// that comes while the first request is still being served waits for it:
+// a command's repeat gets the command's outcome when it ends. A first
+// request that started nothing (refused, say) recorded no key, so its
+// repeat is served as new.
+func (s *Server) idempotent(h keyedHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if len(r.Header.Values(api.IdempotencyKeyHeader)) == 0 {
+			h(w, r, nil)
+			return
+		}
+		k, err := s.keyOf(w, r)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		unlock, err := s.keys.lock(r.Context(), k)
+		switch {
+		case errors.Is(err, errAnotherRequest):
+			writeError(w, http.StatusUnprocessableEntity, anotherRequestError(k.Key))
+			return
+		case err != nil:
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("waiting for the first request with Idempotency-Key %q: %v", k.Key, err))
+			return
+		}
+		defer unlock()
+		first, err := s.store.IdempotencyKeyOf(r.Context(), k.Identity, k.Key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			h(w, r, &k)
+		case err != nil:
+			writeError(w, http.StatusServiceUnavailable, err.Error())
+		case first.Fingerprint != k.Fingerprint:
+			writeError(w, http.StatusUnprocessableEntity, anotherRequestError(k.Key))
+		default:
+			s.replay(r.Context(), w, first)
+		}
+	}
+}
+
+// keyOf is r's idempotency key, with its fingerprint. It reads r's body,
+// and puts it back for the handler.
+func (s *Server) keyOf(w http.ResponseWriter, r *http.Request) (store.IdempotencyKey, error) {
+	key, err := parseIdempotencyKey(r.Header.Values(api.IdempotencyKeyHeader))
+	if err != nil {
+		return store.IdempotencyKey{}, err
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	if err != nil {
+		return store.IdempotencyKey{}, fmt.Errorf("request body: %w", err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return store.IdempotencyKey{Identity: s.identity(r), Key: key, Fingerprint: fingerprint(r, body)}, nil
+}
+
+// withAnswer is key, if not nil, carrying answer, the answer a repeat
+// gets: for a request answered as soon as its task starts. The API's
+// answers always encode.
+func withAnswer(key *store.IdempotencyKey, answer any) *store.IdempotencyKey {
+	if key == nil {
+		return nil
+	}
+	k := *key
+	k.Response, _ = json.Marshal(answer)
+	return &k
+}
+
+// identity is who sent r, whose idempotency keys are theirs alone. Every
+// caller of the API is the operator today; the identities issue names the
+// caller here, from r's credentials.
+func (s *Server) identity(*http.Request) string {
+	return api.Requester{Kind: api.RequesterOperator}.String()
+}
+
+// parseIdempotencyKey reads the header's one value: 1 to 255 visible
+// ASCII characters, without '"' or '\', such as a UUID. The IETF draft's
+// form, a quoted string, is taken too.
+func parseIdempotencyKey(values []string) (string, error) {
+	if len(values) > 1 {
+		return "", fmt.Errorf("header %q: given %d times; give it once", api.IdempotencyKeyHeader, len(values))
+	}
+	key := values[0]
+	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
+		key = key[1 : len(key)-1]
+	}
+	if len(key) == 0 || len(key) > maxIdempotencyKey {
+		return "", fmt.Errorf("header %q: %d characters: want 1 to %d", api.IdempotencyKeyHeader, len(key), maxIdempotencyKey)
+	}
+	if i := strings.IndexFunc(key, func(c rune) bool { return c <= ' ' || c > '~' || c == '"' || c == '\\' }); i >= 0 {
+		return "", fmt.Errorf("header %q: character %d is %q: want visible ASCII, without '\"' or '\\'", api.IdempotencyKeyHeader, i+1, key[i])
+	}
+	return key, nil
+}
+
+// fingerprint identifies a request: its method, path and body, byte for
+// byte.
+func fingerprint(r *http.Request, body []byte) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s %s\n", r.Method, r.URL.Path)
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func anotherRequestError(key string) string {
+	return fmt.Sprintf("Idempotency-Key %q was used for another request: a repeat must have the same method, path and body; "+
+		"use a new key for a new request", key)
+}
+
+// replay answers a repeat with the answer of the first request, first:
+// the one recorded with its key, or else (a command) its session's result.
+func (s *Server) replay(ctx context.Context, w http.ResponseWriter, first store.IdempotencyKey) {
+	answer := first.Response
+	if answer == nil {
+		var code int
+		var err error
+		if answer, code, err = s.commandAnswer(ctx, first); err != nil {
+			writeError(w, code, err.Error())
+			return
+		}
+	}
+	w.Header().Set(replayedHeader, "true")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(answer)
+}
+
+// commandAnswer is the answer to the single command whose key is first:
+// its session's result, or, for a session a server restart ended, the
+// response its command's record makes.
+func (s *Server) commandAnswer(ctx context.Context, first store.IdempotencyKey) ([]byte, int, error) {
+	row, err := s.store.Session(ctx, first.SessionID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, http.StatusConflict, fmt.Errorf("Idempotency-Key %q: the task it started, %q, has been removed; use a new key", first.Key, first.SessionID)
+	case err != nil:
+		return nil, http.StatusServiceUnavailable, err
+	case !api.TaskState(row.State).Ended():
+		return nil, http.StatusConflict, fmt.Errorf("Idempotency-Key %q: the task it started, %q, is still running", first.Key, first.SessionID)
+	case row.Result != nil:
+		return row.Result, 0, nil
+	}
+	cmds, err := s.store.CommandsOfSession(ctx, row.ID)
+	if err != nil {
+		return nil, http.StatusServiceUnavailable, err
+	}
+	r := commandResult{recorded: true}
+	if len(cmds) > 0 {
+		r.responseID, r.results = cmds[0].ResponseID, cmds[0].Results
+	}
+	b, err := json.Marshal(commandOutcome(row.ID, row.DeviceID, r).result)
+	if err != nil {
+		return nil, http.StatusInternalServerError, err
+	}
+	return b, 0, nil
+}
+
+// errAnotherRequest: a request holds the key with another fingerprint.
+var errAnotherRequest = errors.New("another request holds the key")
+
+// keyLocks lets one request at a time be served under each idempotency
+// key, so that in this process a repeat never races the first request: it
+// waits, then finds the key recorded (or not, if the first started
+// nothing). The store's uniqueness of (identity, key) stays the backstop.
+type keyLocks struct {
+	log *slog.Logger
+
+	mu   sync.Mutex
+	held map[string]*heldKey
+}
+
+type heldKey struct {
+	fingerprint string
+	released    chan struct{}
+}
+
+func newKeyLocks(log *slog.Logger) *keyLocks { return &keyLocks{log: log, held: map[string]*heldKey{}} }
+
+// lock takes k's key, waiting while a request with the same fingerprint
+// holds it, until ctx ends; one with another fingerprint is
+// errAnotherRequest at once.
+func (l *keyLocks) lock(ctx context.Context, k store.IdempotencyKey) (unlock func(), err error) {
+	id := k.Identity + "\x00" + k.Key
+	for {
+		l.mu.Lock()
+		h := l.held[id]
+		if h == nil {
+			h = &heldKey{fingerprint: k.Fingerprint, released: make(chan struct{})}
+			l.held[id] = h
+			l.mu.Unlock()
+			return func() {
+				l.mu.Lock()
+				delete(l.held, id)
+				l.mu.Unlock()
+				close(h.released)
+			}, nil
+		}
+		l.mu.Unlock()
+		if h.fingerprint != k.Fingerprint {
+			return nil, errAnotherRequest
+		}
+		l.log.Info("a repeated request waits for the first with its Idempotency-Key", "identity", k.Identity, "key", k.Key)
+		select {
+		case <-h.released:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ErrKeyTaken: an idempotency key that another request has already
+// recorded.
+var ErrKeyTaken = errors.New("idempotency key already recorded")
+
+// IdempotencyKey is a request's Idempotency-Key as the session it started
+// records it: who sent it, the key, and the request's fingerprint, so that
+// a repeat is recognised and another request under the same key refused.
+type IdempotencyKey struct {
+	// Identity is who sent it: a key is theirs alone.
+	Identity    string
+	Key         string
+	Fingerprint string
+	// SessionID is the session it started, as InsertSession recorded it.
+	SessionID string
+	// Response is the answer the request got, if it was known when the
+	// session was recorded (a dispatch's, a fleet's); else the session's
+	// result is the answer (a command's).
+	Response  json.RawMessage
+	CreatedAt time.Time
+}
+
+// insertIdempotencyKey records k for session sessionID; a key its
+// identity has already recorded fails with ErrKeyTaken.
+func (t *Tx) insertIdempotencyKey(k IdempotencyKey, sessionID string) error {
+	_, err := t.exec(
+		`INSERT INTO idempotency_keys (identity, key, fingerprint, session_id, response, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		k.Identity, k.Key, k.Fingerprint, sessionID, nullString(string(k.Response)), now())
+	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: idempotency_keys") {
+		return fmt.Errorf("store: idempotency key %q of %s: %w", k.Key, k.Identity, ErrKeyTaken)
+	}
+	if err != nil {
+		return fmt.Errorf("store: record idempotency key %q of %s: %w", k.Key, k.Identity, err)
+	}
+	return nil
+}
+
+// IdempotencyKeyOf returns the key identity recorded, or ErrNotFound.
+func (s *Store) IdempotencyKeyOf(ctx context.Context, identity, key string) (IdempotencyKey, error) {
+	var (
+		k        = IdempotencyKey{Identity: identity, Key: key}
+		response sql.NullString
+		created  sql.NullString
+	)
+	err := s.readRow(ctx, `SELECT fingerprint, session_id, response, created_at FROM idempotency_keys WHERE identity = ? AND key = ?`,
+		identity, key).Scan(&k.Fingerprint, &k.SessionID, &response, &created)
+	if response.Valid {
+		k.Response = json.RawMessage(response.String)
+	}
+	k.CreatedAt = parseTime(created)
+	return k, rowErr(err, "idempotency key %q of %s", key, identity)
+}
+
+// DeleteIdempotencyKeysBefore forgets the keys recorded before t, and
+// returns how many: a repeat under one of them is a new request.
+func (t *Tx) DeleteIdempotencyKeysBefore(before time.Time) (int, error) {
+	res, err := t.exec(`DELETE FROM idempotency_keys WHERE created_at < ?`, formatTime(before))
+	if err != nil {
+		return 0, fmt.Errorf("store: expire idempotency keys: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}

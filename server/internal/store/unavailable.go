@@ -1,0 +1,113 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// ErrUnavailable is wrapped by the error of a write the database itself
+// could not take (a full disk, an I/O error), as opposed to one refused
+// for what it asked: the same write may succeed later.
+var ErrUnavailable = errors.New("store unavailable")
+
+// unavailableError is an error of the database, not of the write. Its
+// message is the error's own.
+type unavailableError struct{ err error }
+
+func (e unavailableError) Error() string        { return e.err.Error() }
+func (e unavailableError) Unwrap() error        { return e.err }
+func (e unavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// unavailable marks err as the database's if SQLite says so: the codes of
+// a database that cannot write now, whatever the write.
+func unavailable(err error) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_READONLY,
+		sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+		return unavailableError{err}
+	}
+	return err
+}
+
+// failing is whether the latest writes failed for the database's own
+// reasons, and how many writes have since Open.
+type failing struct {
+	mu    sync.Mutex
+	cause error // the database's error (SQLite's words), or nil
+	count atomic.Uint64
+}
+
+// note records how a commit's writes ended: failed writes that were the
+// database's are counted and their cause kept; a commit that took a write
+// clears it.
+func (f *failing) note(errs []error) {
+	var cause error
+	took := false
+	for _, err := range errs {
+		if errors.Is(err, ErrUnavailable) {
+			f.count.Add(1)
+			cause = UnavailableCause(err)
+		}
+		took = took || err == nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case cause != nil:
+		f.cause = cause
+	case took:
+		f.cause = nil
+	}
+}
+
+// UnavailableCause is SQLite's own error inside err, one of
+// ErrUnavailable: its words ("database or disk is full (13)") name no row
+// and no other write of the batch. For any other err it is err.
+func UnavailableCause(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se
+	}
+	return err
+}
+
+// WriteFailure is SQLite's error for the latest write the database could
+// not take, or nil if none failed so since a write last succeeded.
+func (s *Store) WriteFailure() error {
+	s.failing.mu.Lock()
+	defer s.failing.mu.Unlock()
+	return s.failing.cause
+}
+
+// WriteFailures counts the writes that failed with ErrUnavailable since
+// Open.
+func (s *Store) WriteFailures() uint64 { return s.failing.count.Load() }
+
+// SetMaxPages bounds the database to n pages (PRAGMA max_page_count),
+// or, with n = 0, to the pages it has now: a write that needs more fails
+// with SQLITE_FULL, as on a full disk. Tests fill the store with it.
+func (s *Store) SetMaxPages(ctx context.Context, n int64) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		if n == 0 {
+			if err := tx.queryRow(`PRAGMA page_count`).Scan(&n); err != nil {
+				return fmt.Errorf("store: page count: %w", err)
+			}
+		}
+		// Not through tx.exec: a PRAGMA takes no parameters, and each n
+		// would be a statement kept prepared.
+		if _, err := s.conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, n)); err != nil {
+			return fmt.Errorf("store: max page count %d: %w", n, err)
+		}
+		return nil
+	})
+}

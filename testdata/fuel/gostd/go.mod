@@ -1,0 +1,3 @@
+module github.com/edgeaip/edgeaip/testdata/fuel/gostd
+
+go 1.26
