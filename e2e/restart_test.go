@@ -291,7 +291,9 @@ func (d *rawDevice) send(t *testing.T, m *protocol.ClientMessage) {
 
 func (d *rawDevice) next(t *testing.T, typ protocol.ServerMessageType) protocol.ServerMessage {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// A generous bound: the message may wait on a tool's first compile,
+	// which on a loaded machine with a cold cache takes tens of seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Slowdown*90*time.Second)
 	defer cancel()
 	var m protocol.ServerMessage
 	require.NoError(t, d.conn.Read(ctx, &m))
