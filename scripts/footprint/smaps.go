@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // snapshotMark names the mappings of tool snapshots in smaps: the memfd
@@ -77,4 +79,30 @@ func parseSnapshotMappings(r io.Reader) (snapshotMappings, error) {
 		}
 	}
 	return m, sc.Err()
+}
+
+// snapshotImages is the memory, in KiB, that the snapshot images process
+// pid holds take, and how many there are: each is a memfd, counted in no
+// RSS while no call maps it, though its pages are memory all the same.
+func snapshotImages(pid int) (count int, kib int64, err error) {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		if link, err := os.Readlink(path); err != nil || !strings.Contains(link, snapshotMark) {
+			continue
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			continue // closed since it was listed
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			count++
+			kib += st.Blocks * 512 / 1024
+		}
+	}
+	return count, kib, nil
 }
