@@ -10,7 +10,8 @@ TOOLS    := read_file write_file list_dir hash_file
 #
 # clang, lld, wasi-libc and its runtime library build the tools in C: the
 # example (wasmtools/examples/c/dir_usage), which an aipctl test rebuilds,
-# and the symlinks fixture (make fixtures).
+# the tool aipctl tool init writes with --lang c, which an aipctl test
+# builds, and the symlinks fixture (make fixtures).
 APT_PACKAGES := clang lld wasi-libc libclang-rt-14-dev-wasm32
 # wabt's wat2wasm rebuilds the .wat fixtures (make fixtures).
 APT_PACKAGES += wabt

@@ -337,6 +337,7 @@ func jsonCommands(t *testing.T, f *fleet) map[string][]string {
 		"tasks":              {"-o", "json", "tasks"},
 		"task":               {"-o", "json", "task", "LAST"},
 		"cancel":             {"-o", "json", "cancel", "SPIN"},
+		"tool init":          {"-o", "json", "tool", "init", "newtool", "--dir", filepath.Join(dir, "newtool")},
 		"tool keygen":        {"tool", "keygen", "--format", "json", "-o", key},
 		"tool pack":          {"tool", "pack", "--format", "json", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "-o", mod},
 		"tool sign":          {"tool", "sign", "--format", "json", "--key", key + ".key", mod},
@@ -382,7 +383,7 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 	// In order: enroll before revoke, keygen and pack before sign, add
 	// before rotate and revoke.
 	order := []string{"devices", "device enroll", "device revoke", "device rotate", "device certificate", "tools", "exec", "cancel", "dispatch", "plan validate", "tasks", "task",
-		"tool keygen", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy",
+		"tool init", "tool keygen", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy",
 		"operator add", "operator list", "operator rotate", "operator revoke", "audit"}
 	require.ElementsMatch(t, order, keys(cmds))
 	var last string
