@@ -63,7 +63,7 @@ func TestAScopedIdentityLivesInTheStoreAcrossRestarts(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	_, errOut, code = aipctlAs(t, ctl, srv, ci, "exec", "cafe-1", "echo")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, errOut, `device "cafe-1" is not enrolled`, "outside the scope, as if it did not exist")
+	assert.Equal(t, "aipctl: device cafe-1 is not enrolled\n", errOut, "outside the scope, as if it did not exist")
 	login := dashboardLogin(t, srv, ci)
 
 	// A restart keeps the identity and its login: both are in the store.
