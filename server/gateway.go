@@ -166,7 +166,8 @@ func registerDevice(dev *store.Device, m *protocol.ClientMessage, log *slog.Logg
 func (s *Server) unregister(c *client, goingAway bool) {
 	removed, shutDown := s.reg.remove(c, goingAway)
 	if !removed {
-		// Superseded: the client is still online on its new connection.
+		// Superseded (the client is online on a new connection) or
+		// revoked (taken offline by disconnect).
 		s.disp.linkDropped(c, false)
 		return
 	}
