@@ -41,6 +41,11 @@ const (
 	// ClientTokenRotated is edgeaip's own: a device's answer to
 	// ServerRotateToken, on the CBOR wire only: UFO's models, which the JSON wire follows, have no such type.
 	ClientTokenRotated ClientMessageType = "token_rotated"
+	// ClientLocalCall is edgeaip's own: a device reports a call a local
+	// application made to its tools through the agent's own MCP endpoint,
+	// for the server's audit log. On the CBOR wire only, as
+	// ClientTokenRotated.
+	ClientLocalCall ClientMessageType = "local_call"
 )
 
 // ServerMessageType is the type of a message from the server to a client.
@@ -88,7 +93,7 @@ var (
 	resultStatuses     = [...]ResultStatus{ResultSuccess, ResultFailure, ResultSkipped, ResultNone}
 	taskStatuses       = [...]TaskStatus{StatusContinue, StatusCompleted, StatusFailed, StatusOK, StatusError}
 	clientMessageTypes = [...]ClientMessageType{ClientTask, ClientHeartbeat, ClientCommandResults, ClientError,
-		ClientRegister, ClientTaskEnd, ClientDeviceInfoRequest, ClientDeviceInfoResponse, ClientTokenRotated}
+		ClientRegister, ClientTaskEnd, ClientDeviceInfoRequest, ClientDeviceInfoResponse, ClientTokenRotated, ClientLocalCall}
 	serverMessageTypes = [...]ServerMessageType{ServerTask, ServerHeartbeat, ServerTaskEnd, ServerCommand,
 		ServerError, ServerDeviceInfoRequest, ServerDeviceInfoResponse, ServerRotateToken}
 	clientTypes = [...]ClientType{ClientDevice, ClientConstellation}
@@ -108,7 +113,7 @@ func (t ServerMessageType) ours() bool { return t == ServerRotateToken }
 
 // ours reports whether t is one of edgeaip's own message types, which
 // only the CBOR wire carries.
-func (t ClientMessageType) ours() bool { return t == ClientTokenRotated }
+func (t ClientMessageType) ours() bool { return t == ClientTokenRotated || t == ClientLocalCall }
 
 func (t ClientType) valid() bool { return slices.Contains(clientTypes[:], t) }
 
