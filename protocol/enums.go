@@ -63,6 +63,10 @@ const (
 	// ServerRotateToken is edgeaip's own: it hands a device a new token,
 	// on the CBOR wire only: UFO's models, which the JSON wire follows, have no such type.
 	ServerRotateToken ServerMessageType = "rotate_token"
+	// ServerCancelCommand is edgeaip's own: it stops the command whose
+	// response_id it carries, if the device is running it, on the CBOR
+	// wire only. The command's results, failures saying so, answer it.
+	ServerCancelCommand ServerMessageType = "cancel_command"
 )
 
 // ClientType says whether a client is a device agent or an orchestrator.
@@ -95,7 +99,7 @@ var (
 	clientMessageTypes = [...]ClientMessageType{ClientTask, ClientHeartbeat, ClientCommandResults, ClientError,
 		ClientRegister, ClientTaskEnd, ClientDeviceInfoRequest, ClientDeviceInfoResponse, ClientTokenRotated, ClientLocalCall}
 	serverMessageTypes = [...]ServerMessageType{ServerTask, ServerHeartbeat, ServerTaskEnd, ServerCommand,
-		ServerError, ServerDeviceInfoRequest, ServerDeviceInfoResponse, ServerRotateToken}
+		ServerError, ServerDeviceInfoRequest, ServerDeviceInfoResponse, ServerRotateToken, ServerCancelCommand}
 	clientTypes = [...]ClientType{ClientDevice, ClientConstellation}
 )
 
@@ -109,7 +113,7 @@ func (t ServerMessageType) valid() bool { return slices.Contains(serverMessageTy
 
 // ours reports whether t is one of edgeaip's own message types, which
 // only the CBOR wire carries.
-func (t ServerMessageType) ours() bool { return t == ServerRotateToken }
+func (t ServerMessageType) ours() bool { return t == ServerRotateToken || t == ServerCancelCommand }
 
 // ours reports whether t is one of edgeaip's own message types, which
 // only the CBOR wire carries.

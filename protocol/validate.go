@@ -49,6 +49,9 @@ func (m *ServerMessage) Validate() error {
 	if m.Type == ServerRotateToken && m.Token == "" {
 		return fieldError("token", nil, "missing")
 	}
+	if m.Type == ServerCancelCommand && m.ResponseID == "" {
+		return fieldError("response_id", nil, "missing")
+	}
 	return nil
 }
 
