@@ -35,6 +35,9 @@ type (
 	MCPServerConfig = config.MCPServerConfig
 )
 
+// MCPServe configures the agent's own MCP endpoint.
+type MCPServe = config.MCPServe
+
 // MCPStdio is the type of an MCP server the agent spawns, speaking on
 // stdin and stdout.
 const MCPStdio = config.MCPStdio

@@ -120,6 +120,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 	if c.isDevice() {
 		go s.disp.resend(c)
 		s.log.Info("device registered", "device", c.id, "wire", conn.Encoding(), "tools", toolCount(c.info.Load()))
+		s.mcp.devicesChanged()
 		go s.registered(ctx, c)
 	} else {
 		s.log.Info("constellation registered", "client_id", c.id, "target", c.target, "wire", conn.Encoding())
@@ -168,6 +169,7 @@ func (s *Server) unregister(c *client) {
 	}
 	if c.isDevice() {
 		s.disp.linkDropped(c)
+		s.mcp.devicesChanged()
 		s.log.Info("device disconnected", "device", c.id, "grace", s.reg.grace)
 		return
 	}
@@ -234,6 +236,8 @@ func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol
 		s.reregister(ctx, c, m)
 	case protocol.ClientTokenRotated:
 		s.rotationAnswered(ctx, c, m)
+	case protocol.ClientLocalCall:
+		s.localCall(ctx, c, m)
 	case protocol.ClientError:
 		if m.PrevResponseID == "" {
 			s.log.Warn("device reported an error", "device", c.id, "session_id", m.SessionID, "error", m.Error)
@@ -299,6 +303,7 @@ func (s *Server) reregister(ctx context.Context, c *client, m *protocol.ClientMe
 	c.info.Store(systemInfoOf(m.Metadata, s.log.With("device", c.id)))
 	s.recordInfo(ctx, c)
 	s.log.Info("device inventory updated", "device", c.id, "tools", toolCount(c.info.Load()))
+	s.mcp.devicesChanged()
 	s.sendAck(ctx, c.conn, m)
 }
 
