@@ -325,3 +325,46 @@ func TestTheGatewaySaysWhenDevicesComeAndGoOnEachRevision(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, mcpNames(tools.Tools), "kiosk-2__echo", "a device gone takes its tools with it")
 }
+
+// dispatch_plan runs a plan as a task, with progress from its steps;
+// get_task reads it; cancel_task stops a running one and the tool call
+// its device runs.
+func TestPlansThroughTheGateway(t *testing.T) {
+	c := newCluster(t)
+	c.startAgent("kiosk-1", c.enroll("kiosk-1"))
+	cl, h := c.mcpClient(c.api.Token)
+	ctx := context.Background()
+	plan := map[string]any{"steps": []any{
+		map[string]any{"tool": "pause", "parameters": map[string]any{"ms": 10}},
+		map[string]any{"tool": "fixtures.echo", "parameters": map[string]any{"x": 1}},
+	}}
+	res, err := cl.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "dispatch_plan",
+		Arguments: map[string]any{"device": "kiosk-1", "plan": plan}, Meta: &mcp.Meta{ProgressToken: "plan"}}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, text(res))
+	task := res.StructuredContent.(map[string]any)
+	assert.Equal(t, "completed", task["state"])
+	assert.GreaterOrEqual(t, h.count(mcp.MethodNotificationProgress), 4, "each step's start and end")
+
+	got := callTool(t, cl, "get_task", map[string]any{"id": task["session_id"]})
+	require.False(t, got.IsError, text(got))
+	assert.Equal(t, "completed", got.StructuredContent.(map[string]any)["state"])
+
+	yaml := "steps:\n  - tool: spin\n    timeout: 5m\n"
+	started := callTool(t, cl, "dispatch_plan", map[string]any{"labels": map[string]any{}, "plan": yaml})
+	assert.True(t, started.IsError)
+	assert.Equal(t, `argument "labels": at least one label is required`, text(started), "not the whole fleet")
+	started = callTool(t, cl, "dispatch_plan", map[string]any{"labels": map[string]any{"site": "moon"}, "plan": yaml})
+	assert.Equal(t, "no enrolled device has the labels site=moon", text(started))
+	started = callTool(t, cl, "dispatch_plan", map[string]any{"device": "kiosk-1", "plan": yaml, "wait": false})
+	require.False(t, started.IsError, text(started))
+	id := started.StructuredContent.(map[string]any)["session_id"].(string)
+	time.Sleep(time.Second)
+	cancelled := callTool(t, cl, "cancel_task", map[string]any{"id": id})
+	require.False(t, cancelled.IsError, text(cancelled))
+	requireSpinCancelled(t, c)
+
+	missing := callTool(t, cl, "get_task", map[string]any{"id": "nope"})
+	assert.True(t, missing.IsError)
+	assert.Equal(t, `no task "nope"`, text(missing))
+}

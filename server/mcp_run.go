@@ -249,6 +249,9 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 // fleetSpec makes spec a fleet over the devices in who's scope that have
 // labels, admitted on each.
 func (g *mcpGateway) fleetSpec(ctx context.Context, who *caller, spec *sessionSpec, labels map[string]any) error {
+	if len(labels) == 0 {
+		return errors.New(`argument "labels": at least one label is required`)
+	}
 	want := map[string]string{}
 	for k, v := range labels {
 		s, ok := v.(string)
