@@ -68,6 +68,8 @@ type mcpView struct {
 	http   *mcpserver.StreamableHTTPServer
 	limits *callLimits
 
+	listed sync.Once // the tools are listed once the view is made
+
 	mu     sync.Mutex
 	who    *caller
 	served []mcp.Tool              // the tools last served, to tell a change
@@ -88,7 +90,8 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 	s.mcp.view(r.Context(), callerFrom(r)).http.ServeHTTP(w, r)
 }
 
-// view is c's view, made on first use.
+// view is c's view, made, with its tools, on first use; devicesChanged
+// keeps the tools up to date from then on.
 func (g *mcpGateway) view(ctx context.Context, c *caller) *mcpView {
 	g.mu.Lock()
 	v := g.views[viewKey(c)]
@@ -97,7 +100,7 @@ func (g *mcpGateway) view(ctx context.Context, c *caller) *mcpView {
 		g.views[viewKey(c)] = v
 	}
 	g.mu.Unlock()
-	v.refresh(ctx)
+	v.listed.Do(func() { v.refresh(ctx) })
 	return v
 }
 
