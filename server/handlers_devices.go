@@ -93,6 +93,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.reg.disconnect(id, "device revoked")
+	s.mcp.devicesChanged()
 	s.sessions.deviceGone(id)
 	s.disp.failDevice(id, fmt.Sprintf("device %q was revoked", id))
 	s.log.Info("device revoked", "device", id, "by", who.name)
