@@ -389,12 +389,12 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 	err := d.unrecorded.write(context.Background(), keptWrite{what: "failure of command " + cmd.rec.ResponseID, size: keptFailureBytes,
 		fn: func(tx *store.Tx) (err error) {
 			rec, err = tx.FailCommand(cmd.rec.ResponseID, reason)
-			if errors.Is(err, store.ErrFinished) {
-				// The device's results were recorded first: they stand. The
-				// write that recorded them may not have known cmd (it was
-				// forgotten just above), so end its session here if it has
-				// not ended.
-				finished, err = true, nil
+			// The device's results were recorded first: they stand. The
+			// write that recorded them may not have known cmd (it was
+			// forgotten just above), so end its session here if it has not
+			// ended. (Set on every run: the store may run a write again.)
+			if finished = errors.Is(err, store.ErrFinished); finished {
+				err = nil
 			}
 			if err != nil {
 				return err
