@@ -294,7 +294,8 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	if resend {
 		cmd.log.Info("command sent again on the device's new link", "actions", len(cmd.rec.Actions))
 	} else {
-		cmd.log.Info("command sent", "actions", len(cmd.rec.Actions), "timeout", cmd.timeout)
+		// At debug: "command done" is the command's one line at info.
+		cmd.log.Debug("command sent", "actions", len(cmd.rec.Actions), "timeout", cmd.timeout)
 	}
 }
 
@@ -603,7 +604,7 @@ func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec st
 		log.Error("results not recorded", "err", err)
 		return err
 	}
-	log.Info("results recorded", "late", rec.Late)
+	log.Debug("results recorded", "late", rec.Late)
 	d.metrics.ResultsRecorded(d.toolLabels(deviceID, rec.Actions), rec.Results, rec.Late)
 	// Whoever waits hears of them only if the command still waits: one
 	// that failed meanwhile (fail forgets it before recording the failure)
