@@ -38,6 +38,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
+	s.devices.forget(req.ID)
 	s.log.Info("device enrolled", "device", req.ID)
 	writeJSON(w, http.StatusCreated, api.EnrollResponse{ID: req.ID, Token: token})
 }
@@ -54,6 +55,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
+	s.devices.forget(id)
 	if s.reg.device(id) != nil {
 		s.reg.disconnect(id, "device revoked")
 	}
@@ -94,18 +96,34 @@ func (s *Server) deviceTools(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, tools)
 }
 
+// lookupDevice is the device the request's path names, as the store has
+// it, info and last_seen included: for the views of a device.
 func (s *Server) lookupDevice(w http.ResponseWriter, r *http.Request) (store.Device, bool) {
 	id := r.PathValue("id")
 	d, err := s.store.Device(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
+	return d, deviceFound(w, id, err)
+}
+
+// enrolled is the device the request's path names, from the device
+// cache: for the requests that send it commands.
+func (s *Server) enrolled(w http.ResponseWriter, r *http.Request) (enrolledDevice, bool) {
+	id := r.PathValue("id")
+	d, err := s.devices.get(r.Context(), id)
+	return d, deviceFound(w, id, err)
+}
+
+// deviceFound answers 404 or 503 for a failed lookup of device id, and
+// reports whether it succeeded.
+func deviceFound(w http.ResponseWriter, id string, err error) bool {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("device %q is not enrolled", id))
-		return d, false
-	}
-	if err != nil {
+		return false
+	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err.Error())
-		return d, false
+		return false
 	}
-	return d, true
+	return true
 }
 
 // deviceView is a device as the API shows it: online state and the system
@@ -127,7 +145,7 @@ func (s *Server) deviceView(d store.Device) api.Device {
 // session of its own, answered when it ends. key, if not nil, is recorded
 // with the command.
 func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
-	d, ok := s.lookupDevice(w, r)
+	d, ok := s.enrolled(w, r)
 	if !ok {
 		return
 	}

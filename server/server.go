@@ -87,6 +87,7 @@ type Server struct {
 	store      *store.Store
 	unrecorded *unrecorded // what the store could not take, to retry
 	reg        *registry
+	devices    *deviceCache // enrolled devices, for the command path
 	disp       *dispatcher
 	sessions   *sessionManager
 	admission  *admission
@@ -167,6 +168,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock) (*Server, 
 		logins: newLogins(), keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
 		stop: make(chan struct{}), janitor: make(chan struct{})}
 	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
+	s.devices = newDeviceCache(st)
 	s.metrics = metrics.New(metrics.Sources{
 		ConnectedDevices:   s.reg.deviceCount,
 		LiveSessions:       func(state string) int { return s.sessions.liveSessions(state) },
