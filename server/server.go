@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"sync"
@@ -41,6 +42,10 @@ type Config struct {
 	// X-Forwarded-Proto. Without it, the cookie is Secure over TLS or
 	// when X-Forwarded-Proto says https.
 	SecureCookies bool
+	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/, to
+	// the operator alone, as /metrics is: they show what the server runs,
+	// and a CPU profile costs it while it is taken. Off by default.
+	Pprof bool
 	// EventsKeepalive is how often an idle task event stream gets an SSE
 	// comment, so that proxies and load balancers that drop silent
 	// connections keep it open, and clients know it is alive: an
@@ -217,7 +222,20 @@ func (s *Server) Handler() http.Handler {
 	dash := dashboard.Handler()
 	mux.Handle("GET /{$}", dash)
 	mux.Handle("GET /static/", dash)
+	if s.cfg.Pprof {
+		s.servePprof(mux)
+	}
 	return mux
+}
+
+// servePprof serves net/http/pprof's handlers on mux, to the operator.
+func (s *Server) servePprof(mux *http.ServeMux) {
+	mux.Handle("GET /debug/pprof/", s.operator(pprof.Index))
+	mux.Handle("GET /debug/pprof/cmdline", s.operator(pprof.Cmdline))
+	mux.Handle("GET /debug/pprof/profile", s.operator(pprof.Profile))
+	mux.Handle("GET /debug/pprof/symbol", s.operator(pprof.Symbol))
+	mux.Handle("POST /debug/pprof/symbol", s.operator(pprof.Symbol))
+	mux.Handle("GET /debug/pprof/trace", s.operator(pprof.Trace))
 }
 
 // Shutdown cancels the running sessions, which record their end, fails

@@ -39,6 +39,7 @@ func main() {
 	var limits server.Limits
 	flag.IntVar(&limits.MaxPlanBytes, "max-plan-bytes", plan.DefaultMaxExpandedBytes, "largest plan accepted, in bytes as JSON once its YAML aliases are expanded")
 	flag.IntVar(&limits.MaxParamBytes, "max-param-bytes", 0, "largest parameters of one command accepted, in bytes as JSON (0: the frame cap)")
+	pprof := flag.Bool("pprof", false, "serve Go's profiles under /debug/pprof/, with the operator token")
 	secureCookies := flag.Bool("secure-cookies", false, "mark the dashboard's login cookie Secure even on plain HTTP, behind a TLS proxy that sends no X-Forwarded-Proto")
 	var logOpts logging.Options
 	logOpts.RegisterFlags(flag.CommandLine)
@@ -46,7 +47,7 @@ func main() {
 
 	log := logOpts.New(os.Stderr)
 	if err := run(*listen, *data, server.Config{Sessions: sessions, Store: st, Conn: conn, Limits: limits, Logger: log,
-		SecureCookies: *secureCookies}); err != nil {
+		SecureCookies: *secureCookies, Pprof: *pprof}); err != nil {
 		log.Error("aip-server failed", "err", err)
 		os.Exit(1)
 	}

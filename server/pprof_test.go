@@ -1,0 +1,32 @@
+package server
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Go's profiles are off unless asked for, and then only the operator
+// gets them, as /metrics: they show what the server runs.
+func TestProfilesAreOffByDefaultAndOperatorOnly(t *testing.T) {
+	get := func(ts *testServer, token string) int {
+		req, err := http.NewRequest("GET", ts.http.URL+"/debug/pprof/cmdline", nil)
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	off := newTestServer(t)
+	assert.Equal(t, http.StatusNotFound, get(off, off.api.Token), "off by default")
+
+	on := newTestServer(t, func(c *Config) { c.Pprof = true })
+	assert.Equal(t, http.StatusUnauthorized, get(on, ""))
+	assert.Equal(t, http.StatusUnauthorized, get(on, on.enroll("kiosk")), "a device token is not the operator's")
+	assert.Equal(t, http.StatusOK, get(on, on.api.Token))
+}
