@@ -43,6 +43,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	opts.Reject = protocol.ServerErrorReply
 	opts.Logger = s.log.With("remote", r.RemoteAddr)
 	opts.OnFrame = s.metrics.Frame
+	opts.Liveness = s.liveness
 	conn, err := protocol.Accept(w, r, opts)
 	if err != nil {
 		s.log.Warn("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)

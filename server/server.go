@@ -25,8 +25,11 @@ type Config struct {
 	// DataDir holds the database and the operator token. It is created
 	// with mode 0700 if missing.
 	DataDir string
-	// Conn tunes client connections (frame cap, ping interval). With the
-	// default ping interval of 15 s, a dead link is noticed within 30 s.
+	// Conn tunes client connections (frame cap, ping interval). The
+	// server pings only a link silent for its PingInterval and half its
+	// PingTimeout, 55 s by default: our agents ping after 50 s of silence
+	// themselves, and the server answers. A link silent for 60 s, by
+	// default, is dropped as dead.
 	Conn protocol.ConnOptions
 	// Sessions tunes the session manager: limits, result TTL, device grace.
 	Sessions SessionConfig
@@ -92,7 +95,8 @@ type Server struct {
 	store      *store.Store
 	unrecorded *unrecorded // what the store could not take, to retry
 	reg        *registry
-	devices    *deviceCache // enrolled devices, for the command path
+	liveness   *protocol.Liveness // checks every link for silence
+	devices    *deviceCache       // enrolled devices, for the command path
 	disp       *dispatcher
 	sessions   *sessionManager
 	admission  *admission
@@ -171,7 +175,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock) (*Server, 
 	cfg.Sessions.setDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, adminHash: hash,
 		logins: newLogins(), keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
-		stop: make(chan struct{}), janitor: make(chan struct{})}
+		stop: make(chan struct{}), janitor: make(chan struct{}), liveness: protocol.NewLiveness()}
 	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
 	s.devices = newDeviceCache(st)
 	s.metrics = metrics.New(metrics.Sources{
@@ -250,6 +254,7 @@ func (s *Server) Shutdown() {
 		<-s.janitor
 		s.unrecorded.close()
 		s.reg.closeAll()
+		s.liveness.Close()
 	})
 }
 

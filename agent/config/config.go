@@ -49,10 +49,11 @@ type Config struct {
 	Wire protocol.Encoding
 	// wireSet says Wire was given, as CBOR may be: its zero value.
 	wireSet bool
-	// Conn tunes the link: frame cap and ping interval (an unanswered ping
-	// drops the link, so a dead one is noticed within two intervals,
-	// 30 s by default; at most 22 s, for 45 s). Its Reject and Logger are
-	// the agent's own.
+	// Conn tunes the link: frame cap and ping interval. The agent pings a
+	// link it has heard nothing on for the ping interval, 50 s by default
+	// and at most, and drops it when a fifth of that more passes without
+	// an answer: a dead link is noticed within 60 s. Its Reject and
+	// Logger are the agent's own.
 	Conn protocol.ConnOptions
 
 	// ToolDirs are directories of tool modules, each "DIR" or "NAMESPACE=DIR".
@@ -175,9 +176,10 @@ const defaultMCPCallTimeout = 60 * time.Second
 
 // Bounds of the config. Beyond them the agent cannot keep its promises.
 const (
-	// maxPingInterval: a dead link is noticed within two ping intervals,
-	// which must stay within the 45 s in which a dead link is to be found.
-	maxPingInterval = 22 * time.Second
+	// maxPingInterval: a dead link is noticed within the ping interval
+	// and a fifth of it more, which must stay within the 60 s in which a
+	// dead link is to be found.
+	maxPingInterval = 50 * time.Second
 	// minOutboxAge: results, and their tombstones, must outlive every copy
 	// of their command the server may send, and the server sends a pending
 	// command again until its timeout, which is up to 24 h for a plan step.
@@ -265,7 +267,7 @@ func checkServerURL(s string) error {
 
 func checkPing(d time.Duration) error {
 	if d > maxPingInterval {
-		return fmt.Errorf("%s: at most %s, so that a dead link is noticed within 45s", d, maxPingInterval)
+		return fmt.Errorf("%s: at most %s, so that a dead link is noticed within 60s", d, maxPingInterval)
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -35,7 +34,7 @@ func main() {
 	flag.Int64Var(&st.UnrecordedBytes, "unrecorded-bytes", 64<<20, "bytes of results and task ends kept in memory for a database that cannot take them; past this, as --unrecorded-writes")
 	var conn protocol.ConnOptions
 	flag.Int64Var(&conn.MaxFrameBytes, "max-frame", protocol.DefaultMaxFrameBytes, "largest WebSocket frame accepted, in bytes; a larger one closes the link with 1009")
-	flag.DurationVar(&conn.PingInterval, "ping", protocol.DefaultPingInterval, "WebSocket ping interval; a link silent for two is dropped")
+	flag.DurationVar(&conn.PingInterval, "ping", protocol.DefaultPingInterval, "the devices' ping interval: the server pings a link silent for this and 5s more, and drops one silent for this and 10s more (a fifth of it)")
 	var limits server.Limits
 	flag.IntVar(&limits.MaxPlanBytes, "max-plan-bytes", plan.DefaultMaxExpandedBytes, "largest plan accepted, in bytes as JSON once its YAML aliases are expanded")
 	flag.IntVar(&limits.MaxParamBytes, "max-param-bytes", 0, "largest parameters of one command accepted, in bytes as JSON (0: the frame cap)")
@@ -60,9 +59,9 @@ func run(listen, data string, cfg server.Config) error {
 	log := cfg.Logger
 	// Bound first: a busy port then fails the start before the data dir,
 	// the operator token or the database is written.
-	ln, err := net.Listen("tcp", listen)
+	ln, err := server.Listen(ctx, listen)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	defer ln.Close()
 	cfg.DataDir = data

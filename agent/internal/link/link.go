@@ -106,14 +106,13 @@ func (l *Link) keepLinked(ctx context.Context) {
 }
 
 // stableAfter is how long a link must stay up for the reconnection backoff
-// to start over: two ping intervals, the time in which a dead link is
-// noticed, so a link that lived through it carried pings both ways.
+// to start over: the time in which a dead link is noticed, so a link that
+// lived through it was alive, whether it carried a ping or not.
 func (l *Link) stableAfter() time.Duration {
-	ping := l.opts.Conn.PingInterval
-	if ping <= 0 {
-		ping = protocol.DefaultPingInterval
+	if d := l.opts.Conn.NoticedWithin(); d > 0 {
+		return d
 	}
-	return 2 * ping
+	return protocol.ConnOptions{}.NoticedWithin()
 }
 
 // session runs one connection from dial to drop. It reports how long the
