@@ -179,6 +179,7 @@ func (s *Server) unregister(c *client) {
 	}
 	if c.isDevice() {
 		s.disp.linkDropped(c)
+		s.recordLastSeen(context.Background(), []*client{c})
 		s.log.Info("device disconnected", "device", c.id, "grace", s.reg.grace)
 		return
 	}
@@ -239,7 +240,7 @@ func checkIdentity(c *client, m *protocol.ClientMessage) error {
 func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol.ClientMessage) {
 	switch m.Type {
 	case protocol.ClientHeartbeat:
-		s.seeDevice(ctx, c)
+		// Heard, as every frame is: last_seen follows (last_seen.go).
 		s.sendAck(ctx, c.conn, m)
 	case protocol.ClientRegister:
 		s.reregister(ctx, c, m)
@@ -251,21 +252,6 @@ func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol
 		s.disp.refused(ctx, c, m)
 	default:
 		s.sendError(ctx, c.conn, fmt.Sprintf("message type %q is not accepted from a device", m.Type), m.RequestID)
-	}
-}
-
-// lastSeenEvery is how often a device's heartbeats update its last_seen:
-// finer would cost a durable write per heartbeat for nothing.
-const lastSeenEvery = 10 * time.Second
-
-func (s *Server) seeDevice(ctx context.Context, c *client) {
-	now := time.Now()
-	if now.Sub(time.Unix(0, c.seenAt.Load())) < lastSeenEvery {
-		return
-	}
-	c.seenAt.Store(now.UnixNano())
-	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SeeDevice(c.id, nil) }); err != nil {
-		s.log.Warn("heartbeat not recorded", "device", c.id, "err", err)
 	}
 }
 
@@ -310,16 +296,19 @@ func (s *Server) reregister(ctx context.Context, c *client, m *protocol.ClientMe
 }
 
 // recordInfo keeps a device's system info in the store, for when it is
-// offline, and marks it seen.
+// offline, and marks it seen. It need not be durable at once: the
+// device's next registration brings it again.
 func (s *Server) recordInfo(ctx context.Context, c *client) {
 	var info json.RawMessage
 	if si := c.info.Load(); si != nil {
 		info, _ = json.Marshal(si)
 	}
-	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SeeDevice(c.id, info) }); err != nil {
+	heard := c.conn.LastHeard()
+	if err := s.store.WriteUnsynced(ctx, func(tx *store.Tx) error { return tx.SeeDevice(c.id, info, heard) }); err != nil {
 		s.log.Error("device info not recorded", "device", c.id, "err", err)
+		return
 	}
-	c.seenAt.Store(time.Now().UnixNano())
+	c.seenAt.Store(heard.UnixNano())
 }
 
 // sendAck acknowledges m to its sender alone: a HEARTBEAT with status ok

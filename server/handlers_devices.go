@@ -130,10 +130,11 @@ func deviceFound(w http.ResponseWriter, id string, err error) bool {
 // info of the live connection, or else of its last registration.
 func (s *Server) deviceView(d store.Device) api.Device {
 	v := api.Device{ID: d.ID, Labels: d.Labels, CreatedAt: d.CreatedAt}
-	if !d.LastSeen.IsZero() {
-		v.LastSeen = &d.LastSeen
+	c := s.reg.device(d.ID)
+	if seen := lastSeen(c, d.LastSeen); !seen.IsZero() {
+		v.LastSeen = &seen
 	}
-	if c := s.reg.device(d.ID); c != nil {
+	if c != nil {
 		v.Online, v.Info = true, c.info.Load()
 	} else {
 		v.Info = storedInfo(d)

@@ -19,8 +19,10 @@ type client struct {
 	target string // constellations: the device they drive
 	// info is a device's system info, nil if it sent none we could read.
 	// A device that registers again on its connection replaces it.
-	info   atomic.Pointer[protocol.SystemInfo]
-	seenAt atomic.Int64 // devices: when last_seen was last written, unix ns
+	info atomic.Pointer[protocol.SystemInfo]
+	// seenAt is, for a device, the last_seen the store holds, unix ns: the
+	// time its link was last heard from when last_seen was last written.
+	seenAt atomic.Int64
 }
 
 func (c *client) isDevice() bool { return c.typ == protocol.ClientDevice }
@@ -132,6 +134,19 @@ func (r *registry) device(id string) *client {
 		return c
 	}
 	return nil
+}
+
+// devices lists the online devices.
+func (r *registry) devices() []*client {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*client, 0, len(r.byID))
+	for _, c := range r.byID {
+		if c.isDevice() {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // deviceCount counts the online devices.

@@ -109,6 +109,7 @@ type Server struct {
 	stopOnce   sync.Once
 	closeOnce  sync.Once
 	janitor    chan struct{} // closed when the results janitor has stopped
+	seenFlush  chan struct{} // closed when the last_seen flusher has stopped
 }
 
 // AdminTokenFile is the name of the operator token file in the data dir.
@@ -175,7 +176,8 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock) (*Server, 
 	cfg.Sessions.setDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, adminHash: hash,
 		logins: newLogins(), keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
-		stop: make(chan struct{}), janitor: make(chan struct{}), liveness: protocol.NewLiveness()}
+		stop: make(chan struct{}), janitor: make(chan struct{}), seenFlush: make(chan struct{}),
+		liveness: protocol.NewLiveness()}
 	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
 	s.devices = newDeviceCache(st)
 	s.metrics = metrics.New(metrics.Sources{
@@ -192,6 +194,10 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock) (*Server, 
 	go func() {
 		defer close(s.janitor)
 		s.sessions.expireResults(s.stop)
+	}()
+	go func() {
+		defer close(s.seenFlush)
+		s.flushLastSeen(s.stop)
 	}()
 	return s, nil
 }
@@ -252,7 +258,9 @@ func (s *Server) Shutdown() {
 		s.disp.shutdown()
 		s.sessions.wait()
 		<-s.janitor
+		<-s.seenFlush
 		s.unrecorded.close()
+		s.recordLastSeen(context.Background(), s.reg.devices())
 		s.reg.closeAll()
 		s.liveness.Close()
 	})

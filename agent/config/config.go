@@ -43,7 +43,10 @@ type Config struct {
 	// after each deploy (sandbox.Sandbox.PruneCache).
 	CompileCacheDir string
 
-	// HeartbeatInterval is how often a HEARTBEAT goes out. Default 20 s.
+	// HeartbeatInterval is how often a HEARTBEAT goes out. Default none
+	// on CBOR, our server's wire, where the link's WebSocket pings are the
+	// one liveness exchange and keep the device's last_seen; 20 s on JSON,
+	// for UFO's servers, which expect heartbeats.
 	HeartbeatInterval time.Duration
 	// Wire is the encoding: CBOR (our server) or JSON (a UFO server).
 	Wire protocol.Encoding
@@ -192,7 +195,7 @@ var validDeviceID = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
 
 // SetDefaults fills in what c leaves unset.
 func (c *Config) SetDefaults() {
-	if c.HeartbeatInterval <= 0 {
+	if c.HeartbeatInterval <= 0 && c.Wire == protocol.JSON {
 		c.HeartbeatInterval = 20 * time.Second
 	}
 	if c.MaxConcurrentCommands <= 0 {

@@ -42,7 +42,7 @@ func TestTheExampleConfigLoadsAsDocumented(t *testing.T) {
 	assert.Equal(t, "ws://aip.example.net:8700/ws", cfg.ServerURL)
 	assert.Equal(t, filepath.Join(dir, "kiosk-1.token"), cfg.TokenFile, "relative to the file")
 	assert.Equal(t, protocol.CBOR, cfg.Wire)
-	assert.Equal(t, 20*time.Second, cfg.HeartbeatInterval)
+	assert.Zero(t, cfg.HeartbeatInterval, "none on cbor: the link's pings keep it")
 	assert.Equal(t, protocol.ConnOptions{PingInterval: 50 * time.Second, MaxFrameBytes: 4 << 20}, cfg.Conn)
 	assert.Equal(t, "/var/lib/aip-agent", cfg.DataDir)
 	assert.Equal(t, 8, cfg.MaxConcurrentCommands)

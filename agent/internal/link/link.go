@@ -251,17 +251,22 @@ func (l *Link) registerMessage() *protocol.ClientMessage {
 	}
 }
 
-// heartbeat sends a HEARTBEAT every Heartbeat, and REGISTER again whenever
-// the tool inventory changes.
+// heartbeat sends a HEARTBEAT every Heartbeat, if set, and REGISTER again
+// whenever the tool inventory changes. Without heartbeats, the link's
+// pings keep it alive (protocol.ConnOptions.PingInterval).
 func (l *Link) heartbeat(ctx context.Context, conn *protocol.Conn) {
-	t := time.NewTicker(l.opts.Heartbeat)
-	defer t.Stop()
+	var tick <-chan time.Time
+	if l.opts.Heartbeat > 0 {
+		t := time.NewTicker(l.opts.Heartbeat)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		msg := &protocol.ClientMessage{Status: protocol.StatusOK, ClientID: l.opts.DeviceID}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-tick:
 			msg.Type = protocol.ClientHeartbeat
 		case <-l.opts.Inventory:
 			// REGISTER on a registered link updates the device's
