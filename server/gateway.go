@@ -31,7 +31,8 @@ type principal struct {
 }
 
 // serveWS is GET /ws: it authenticates the token before the upgrade, then
-// expects REGISTER and serves the connection until it drops.
+// expects REGISTER, and serves the connection, once registered, from a
+// goroutine of its own (serveLink).
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	p, err := s.authClient(r)
 	if err != nil {
@@ -49,20 +50,30 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	defer conn.CloseNow()
-	ctx := r.Context()
-	c, err := s.register(ctx, conn, p)
+	c, err := s.register(r.Context(), conn, p)
 	if err != nil {
 		s.log.Warn("registration refused", "remote", r.RemoteAddr, "err", err)
-		s.sendError(ctx, conn, err.Error(), "")
+		s.sendError(r.Context(), conn, err.Error(), "")
 		conn.Close(websocket.StatusPolicyViolation, "registration refused")
+		conn.CloseNow()
 		return
 	}
+	go s.serveLink(c)
+}
+
+// serveLink reads a registered client's messages until its link drops.
+// It runs on a goroutine of its own, so that an idle link holds a stack
+// only as deep as its read: the handler's goroutine, deep under net/http,
+// returns once the client has registered, and with it the request and
+// net/http's state for the connection. Nothing cancels the link's context:
+// the link ends when its connection closes.
+func (s *Server) serveLink(c *client) {
+	defer c.conn.CloseNow()
 	defer s.unregister(c)
 	if c.isDevice() {
-		s.serveDevice(ctx, c)
+		s.serveDevice(context.Background(), c)
 	} else {
-		s.serveConstellation(ctx, c)
+		s.serveConstellation(context.Background(), c)
 	}
 }
 
