@@ -161,7 +161,7 @@ func ClientErrorReply(clientID string) func(error, Message) Message {
 func Accept(w http.ResponseWriter, r *http.Request, opts ConnOptions) (*Conn, error) {
 	c := newConn(opts.withDefaults(ServerErrorReply))
 	c.accepted = true
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol},
+	ws, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol},
 		OnPingReceived: c.heardPing, OnPongReceived: c.heardPong})
 	if err != nil {
 		return nil, fmt.Errorf("websocket accept: %w", err)
