@@ -163,9 +163,20 @@ var errStorage = errors.New("storage unavailable")
 // storage failure included, ends in one Result per action. When ctx ends
 // first, run returns failures at once (not recorded), but the command goes
 // on: its results are recorded whenever they come.
+//
+// The record is committed before the command is sent, but not fsynced:
+// the write that records the command's outcome, which is fsynced before
+// anyone hears of it, makes both durable at once. A command that carries
+// an Idempotency-Key is the exception: its key must outlive a crash of
+// the machine before a repeat can come (RATIONALE.md, "One fsync per
+// command").
 func (d *dispatcher) run(ctx context.Context, cmd *command) commandResult {
 	cmd.start = time.Now()
-	err := d.store.Write(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+	record := d.store.WriteUnsynced
+	if cmd.session != nil && cmd.session.Key != nil {
+		record = d.store.Write
+	}
+	err := record(context.WithoutCancel(ctx), func(tx *store.Tx) error {
 		if cmd.session != nil {
 			if err := tx.InsertSession(*cmd.session); err != nil {
 				return err
