@@ -3,12 +3,11 @@ package agent
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/edgeaip/edgeaip/agent/internal/mcpproxy"
 	"github.com/edgeaip/edgeaip/agent/internal/outbox"
 	"github.com/edgeaip/edgeaip/agent/internal/reply"
+	"github.com/edgeaip/edgeaip/agent/internal/token"
 	"github.com/edgeaip/edgeaip/agent/internal/toolbox"
 	"github.com/edgeaip/edgeaip/sandbox"
 )
@@ -82,7 +82,12 @@ func newAgent(ctx context.Context, cfg Config, fs outbox.FS) (*Agent, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	token, err := readToken(cfg.TokenFile)
+	log := cfg.Logger.With("device", cfg.ID)
+	tokens, err := token.Open(cfg.TokenFile, cfg.DataDir, log)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	tc, err := clientTLS(cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -95,8 +100,8 @@ func newAgent(ctx context.Context, cfg Config, fs outbox.FS) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	a := &Agent{cfg: cfg, sb: sb, log: cfg.Logger.With("device", cfg.ID), inventory: make(chan struct{}, 1)}
-	if err := a.init(ctx, token, fs); err != nil {
+	a := &Agent{cfg: cfg, sb: sb, log: log, inventory: make(chan struct{}, 1)}
+	if err := a.init(ctx, tokens, tc, fs); err != nil {
 		a.Close(ctx)
 		return nil, err
 	}
@@ -104,8 +109,9 @@ func newAgent(ctx context.Context, cfg Config, fs outbox.FS) (*Agent, error) {
 }
 
 // init builds the parts: the tools and the Computers that hold them, the
-// outbox, the executor that runs commands and the link that carries them.
-func (a *Agent) init(ctx context.Context, token string, fs outbox.FS) error {
+// outbox, the executor that runs commands and the link that carries them,
+// dialling the server with tokens and, over TLS, tc.
+func (a *Agent) init(ctx context.Context, tokens link.Tokens, tc *tls.Config, fs outbox.FS) error {
 	cap := reply.Cap{Enc: a.cfg.Wire, Max: a.cfg.Conn.MaxFrameBytes}
 	a.tools = toolbox.New(a.sb, a.cfg, a.log, a.inventoryChanged)
 	tools, err := a.tools.Load(ctx)
@@ -132,25 +138,10 @@ func (a *Agent) init(ctx context.Context, token string, fs outbox.FS) error {
 		a.outbox, a.router, cap, a.log)
 	a.executor.ReportInterrupted(interrupted)
 	a.link = link.New(link.Options{
-		DeviceID: a.cfg.ID, ServerURL: a.cfg.ServerURL, Token: token, Wire: a.cfg.Wire, Conn: a.cfg.Conn,
+		DeviceID: a.cfg.ID, ServerURL: a.cfg.ServerURL, Tokens: tokens, TLS: tc, Wire: a.cfg.Wire, Conn: a.cfg.Conn,
 		Heartbeat: a.cfg.HeartbeatInterval, Describe: a.systemInfo, Commands: a.executor.Admit, Inventory: a.inventory,
 	}, a.outbox, cap, a.log)
 	return nil
-}
-
-func readToken(path string) (string, error) {
-	if path == "" {
-		return "", errors.New("agent: token file is required")
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("agent: token file: %w", err)
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", fmt.Errorf("agent: token file %s is empty", path)
-	}
-	return token, nil
 }
 
 // Run keeps the device linked to the server and serves commands until ctx

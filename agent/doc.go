@@ -8,6 +8,8 @@
 //     command line by one parser, and merged.
 //   - internal/link: dials the server, registers, sends heartbeats,
 //     reconnects, and delivers results until they are acknowledged.
+//   - internal/token: the device token: read at start, and kept when the
+//     server rotates it (in the token file, or the data dir).
 //   - internal/executor: admits each COMMAND once, runs it in order within
 //     its session, and records its results.
 //   - internal/outbox: the on-disk journal that records commands before

@@ -174,19 +174,22 @@ type serverProcess struct {
 	addr string
 	api  *api.Client
 	done chan struct{}
+	logs testenv.LogBuffer // its stderr
 }
 
-var listeningRe = regexp.MustCompile(`msg="aip-server listening" addr=(\S+)`)
+var listeningRe = regexp.MustCompile(`msg="aip-server listening" addr=(\S+) .*tls=(true|false)`)
 
-func startServerProcess(t testing.TB, bin, listen, data string) *serverProcess {
+// startServerProcess runs aip-server on listen and data, with more flags
+// in args. Over TLS (--tls-cert), its api client must be given the CA.
+func startServerProcess(t testing.TB, bin, listen, data string, args ...string) *serverProcess {
 	t.Helper()
-	cmd := exec.Command(bin, "--listen", listen, "--data", data)
+	cmd := exec.Command(bin, append([]string{"--listen", listen, "--data", data}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	p := &serverProcess{cmd: cmd, done: make(chan struct{})}
 	t.Cleanup(func() { p.kill(t) })
-	addr := make(chan string, 1)
+	listening := make(chan []string, 1)
 	go func() {
 		defer close(p.done)
 		sc := bufio.NewScanner(stderr)
@@ -194,20 +197,26 @@ func startServerProcess(t testing.TB, bin, listen, data string) *serverProcess {
 			if os.Getenv("E2E_LOG") != "" {
 				fmt.Fprintln(os.Stderr, "aip-server:", sc.Text())
 			}
+			fmt.Fprintln(&p.logs, sc.Text())
 			if m := listeningRe.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
+				listening <- m
 			}
 		}
 		io.Copy(io.Discard, stderr)
 	}()
+	scheme := "http"
 	select {
-	case p.addr = <-addr:
+	case m := <-listening:
+		p.addr = m[1]
+		if m[2] == "true" {
+			scheme = "https"
+		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("aip-server did not start listening")
 	}
 	token, err := os.ReadFile(filepath.Join(data, "admin.token"))
 	require.NoError(t, err)
-	p.api = &api.Client{BaseURL: "http://" + p.addr, Token: strings.TrimSpace(string(token))}
+	p.api = &api.Client{BaseURL: scheme + "://" + p.addr, Token: strings.TrimSpace(string(token))}
 	return p
 }
 
@@ -221,7 +230,9 @@ func (p *serverProcess) kill(t testing.TB) {
 	<-p.done
 }
 
-func (p *serverProcess) wsURL() string { return "ws://" + p.addr + "/ws" }
+func (p *serverProcess) wsURL() string {
+	return "ws" + strings.TrimPrefix(p.api.BaseURL, "http") + "/ws"
+}
 
 func (p *serverProcess) enrollToken(t testing.TB, id string) string {
 	t.Helper()
@@ -280,7 +291,9 @@ func (d *rawDevice) send(t *testing.T, m *protocol.ClientMessage) {
 
 func (d *rawDevice) next(t *testing.T, typ protocol.ServerMessageType) protocol.ServerMessage {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// A generous bound: the message may wait on a tool's first compile,
+	// which on a loaded machine with a cold cache takes tens of seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Slowdown*90*time.Second)
 	defer cancel()
 	var m protocol.ServerMessage
 	require.NoError(t, d.conn.Read(ctx, &m))

@@ -200,6 +200,8 @@ func (r *cborReader) readServerMessage(v *ServerMessage) bool {
 			return 1 << 12, text(r, &v.ResponseID)
 		case "result":
 			return 1 << 13, r.anyField(&v.Result)
+		case "token":
+			return 1 << 14, text(r, &v.Token)
 		}
 		return 0, true
 	})
@@ -214,6 +216,11 @@ func (w *cborWriter) writeServerMessage(v *ServerMessage) {
 	if v.Error != "" {
 		w.text("error")
 		w.text(v.Error)
+		n++
+	}
+	if v.Token != "" {
+		w.text("token")
+		w.text(v.Token)
 		n++
 	}
 	if v.Result != nil {

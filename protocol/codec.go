@@ -159,7 +159,34 @@ func (e Encoding) Unmarshal(data []byte, m Message) error {
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
+	if err := e.carries(m); err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
 	return nil
+}
+
+// carries refuses, on the JSON wire, a message type of edgeaip's own: the
+// JSON wire follows UFO's models, which have none, and a UFO peer would
+// refuse it.
+func (e Encoding) carries(m Message) error {
+	if e == CBOR {
+		return nil
+	}
+	var ours string
+	switch m := m.(type) {
+	case *ServerMessage:
+		if m.Type.ours() {
+			ours = string(m.Type)
+		}
+	case *ClientMessage:
+		if m.Type.ours() {
+			ours = string(m.Type)
+		}
+	}
+	if ours == "" {
+		return nil
+	}
+	return fmt.Errorf("field \"type\": %q is edgeaip's own message type, carried on the CBOR wire (%s) only", ours, Subprotocol)
 }
 
 // reset zeroes the message m points to.

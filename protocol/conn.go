@@ -188,7 +188,7 @@ func Dial(ctx context.Context, url string, opts DialOptions) (*Conn, *http.Respo
 	c := newConn(opts.ConnOptions.withDefaults(ClientErrorReply("")))
 	client := opts.HTTPClient
 	if client == nil {
-		client = linkHTTPClient()
+		client = &http.Client{Transport: LinkTransport()}
 	}
 	wo := &websocket.DialOptions{HTTPHeader: opts.Header, HTTPClient: client,
 		OnPingReceived: c.heardPing, OnPongReceived: c.heardPong}
@@ -326,6 +326,9 @@ type Frame struct {
 // in a copy of m, with a warning to log.
 func (e Encoding) EncodeFrame(m Message, log *slog.Logger) (Frame, error) {
 	if err := m.Validate(); err != nil {
+		return Frame{}, err
+	}
+	if err := e.carries(m); err != nil {
 		return Frame{}, err
 	}
 	if bad := checkUTF8(m); bad != nil {

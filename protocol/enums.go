@@ -38,6 +38,9 @@ const (
 	ClientTaskEnd            ClientMessageType = "task_end"
 	ClientDeviceInfoRequest  ClientMessageType = "device_info_request"
 	ClientDeviceInfoResponse ClientMessageType = "device_info_response"
+	// ClientTokenRotated is edgeaip's own: a device's answer to
+	// ServerRotateToken, on the CBOR wire only: UFO's models, which the JSON wire follows, have no such type.
+	ClientTokenRotated ClientMessageType = "token_rotated"
 )
 
 // ServerMessageType is the type of a message from the server to a client.
@@ -52,6 +55,9 @@ const (
 	ServerError              ServerMessageType = "error"
 	ServerDeviceInfoRequest  ServerMessageType = "device_info_request"
 	ServerDeviceInfoResponse ServerMessageType = "device_info_response"
+	// ServerRotateToken is edgeaip's own: it hands a device a new token,
+	// on the CBOR wire only: UFO's models, which the JSON wire follows, have no such type.
+	ServerRotateToken ServerMessageType = "rotate_token"
 )
 
 // ClientType says whether a client is a device agent or an orchestrator.
@@ -82,11 +88,15 @@ var (
 	resultStatuses     = [...]ResultStatus{ResultSuccess, ResultFailure, ResultSkipped, ResultNone}
 	taskStatuses       = [...]TaskStatus{StatusContinue, StatusCompleted, StatusFailed, StatusOK, StatusError}
 	clientMessageTypes = [...]ClientMessageType{ClientTask, ClientHeartbeat, ClientCommandResults, ClientError,
-		ClientRegister, ClientTaskEnd, ClientDeviceInfoRequest, ClientDeviceInfoResponse}
+		ClientRegister, ClientTaskEnd, ClientDeviceInfoRequest, ClientDeviceInfoResponse, ClientTokenRotated}
 	serverMessageTypes = [...]ServerMessageType{ServerTask, ServerHeartbeat, ServerTaskEnd, ServerCommand,
-		ServerError, ServerDeviceInfoRequest, ServerDeviceInfoResponse}
+		ServerError, ServerDeviceInfoRequest, ServerDeviceInfoResponse, ServerRotateToken}
 	clientTypes = [...]ClientType{ClientDevice, ClientConstellation}
 )
+
+// ClientMessageTypes lists every ClientMessageType: for a server that
+// must have a rule for each.
+func ClientMessageTypes() []ClientMessageType { return slices.Clone(clientMessageTypes[:]) }
 
 func (s ResultStatus) valid() bool { return slices.Contains(resultStatuses[:], s) }
 
@@ -95,6 +105,14 @@ func (s TaskStatus) valid() bool { return slices.Contains(taskStatuses[:], s) }
 func (t ClientMessageType) valid() bool { return slices.Contains(clientMessageTypes[:], t) }
 
 func (t ServerMessageType) valid() bool { return slices.Contains(serverMessageTypes[:], t) }
+
+// ours reports whether t is one of edgeaip's own message types, which
+// only the CBOR wire carries.
+func (t ServerMessageType) ours() bool { return t == ServerRotateToken }
+
+// ours reports whether t is one of edgeaip's own message types, which
+// only the CBOR wire carries.
+func (t ClientMessageType) ours() bool { return t == ClientTokenRotated }
 
 func (t ClientType) valid() bool { return slices.Contains(clientTypes[:], t) }
 

@@ -188,11 +188,13 @@ func (q *dueQueue) Pop() any {
 	return c
 }
 
-// linkHTTPClient is what Dial upgrades with unless told otherwise: Go's
-// default, but without TCP keepalives, which would add two segments each
-// time the link idled past 30 s: the link's own pings notice a dead link.
-func linkHTTPClient() *http.Client {
+// LinkTransport is the HTTP transport links dial with (Dial's, unless
+// told otherwise): Go's default, but without TCP keepalives, which would
+// add two segments each time the link idled past 30 s, where the link's
+// own pings notice a dead link. A client that needs another transport
+// (TLS settings) starts from this one.
+func LinkTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: -1}).DialContext
-	return &http.Client{Transport: t}
+	return t
 }

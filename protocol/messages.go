@@ -67,6 +67,9 @@ type ServerMessage struct {
 	Timestamp  string `cbor:"timestamp,omitempty" json:"timestamp,omitempty"`
 	ResponseID string `cbor:"response_id,omitempty" json:"response_id,omitempty"`
 	Result     any    `cbor:"result,omitzero" json:"result,omitzero"`
+	// Token is edgeaip's own, not UFO's: the device's new token, in a
+	// ServerRotateToken, which only the CBOR wire carries.
+	Token string `cbor:"token,omitempty" json:"token,omitempty"`
 }
 
 // ClientMessage is every message a device agent or a constellation client

@@ -192,7 +192,7 @@ func randServerMessage(r *rand.Rand) *ServerMessage {
 		Actions:  randSlice(r, func(r *rand.Rand) Command { return *randCommand(r) }),
 		Messages: randSlice(r, randString),
 		Error:    randString(r), SessionID: randString(r), TaskName: randString(r), Timestamp: randString(r),
-		ResponseID: randString(r), Result: randValue(r, 3),
+		ResponseID: randString(r), Result: randValue(r, 3), Token: randString(r),
 	}
 }
 

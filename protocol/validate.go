@@ -46,6 +46,9 @@ func (m *ServerMessage) Validate() error {
 			return err
 		}
 	}
+	if m.Type == ServerRotateToken && m.Token == "" {
+		return fieldError("token", nil, "missing")
+	}
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/metrics"
 	"github.com/google/uuid"
 )
 
@@ -23,22 +24,30 @@ const registerTimeout = 10 * time.Second
 // group commits, but a device cannot pile up goroutines.
 const maxInFlightResults = 64
 
-// principal is who a connection's token belongs to: an enrolled device, or
-// the operator (for constellation clients).
-type principal struct {
-	device   *store.Device
-	operator bool
-}
-
 // serveWS is GET /ws: it authenticates the token before the upgrade, then
 // expects REGISTER, and serves the connection, once registered, from a
-// goroutine of its own (serveLink).
+// goroutine of its own (serveLink). A wrong token counts toward its
+// source's limit of failures.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	src := s.source(r)
+	if wait := s.authLimit.blocked(src); wait > 0 {
+		s.tooManyFailures(w, metrics.SurfaceWebSocket, wait)
+		return
+	}
 	p, err := s.authClient(r)
 	if err != nil {
+		if errors.Is(err, errWrongToken) {
+			s.authFailed(src, metrics.SurfaceWebSocket, requestToken(r, true))
+		}
 		s.log.Warn("connection refused at upgrade", "remote", r.RemoteAddr, "err", err)
-		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		http.Error(w, publicReason(err), http.StatusUnauthorized)
 		return
+	}
+	var revoked <-chan struct{}
+	stopWatch := func() {}
+	if p.operator != nil {
+		// Watched from now: a revocation while it registers counts too.
+		revoked, stopWatch = s.revocations.watch(p.operator)
 	}
 	opts := s.cfg.Conn
 	opts.Reject = protocol.ServerErrorReply
@@ -47,56 +56,45 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	opts.Liveness = s.liveness
 	conn, err := protocol.Accept(w, r, opts)
 	if err != nil {
+		stopWatch()
 		s.log.Warn("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	c, err := s.register(r.Context(), conn, p)
+	// The link outlives the request, whose context net/http cancels once
+	// this handler returns: what registering starts (a resend, a token
+	// offer) must not end with it.
+	ctx := context.WithoutCancel(r.Context())
+	c, err := s.register(ctx, conn, p)
 	if err != nil {
+		stopWatch()
 		s.log.Warn("registration refused", "remote", r.RemoteAddr, "err", err)
-		s.sendError(r.Context(), conn, err.Error(), "")
+		s.sendError(ctx, conn, err.Error(), "")
 		conn.Close(websocket.StatusPolicyViolation, "registration refused")
 		conn.CloseNow()
 		return
 	}
-	go s.serveLink(c)
+	go s.serveLink(c, revoked, stopWatch)
 }
 
-// serveLink reads a registered client's messages until its link drops.
-// It runs on a goroutine of its own, so that an idle link holds a stack
-// only as deep as its read: the handler's goroutine, deep under net/http,
-// returns once the client has registered, and with it the request and
-// net/http's state for the connection. Nothing cancels the link's context:
-// the link ends when its connection closes.
-func (s *Server) serveLink(c *client) {
+// serveLink reads a registered client's messages until its link drops,
+// and a constellation's until its identity is revoked (revoked; stopWatch
+// ends the watch). It runs on a goroutine of its own, so that an idle
+// link holds a stack only as deep as its read: the handler's goroutine,
+// deep under net/http, returns once the client has registered, and with
+// it the request and net/http's state for the connection. The link's
+// context ends when serveLink returns, not with the request's.
+func (s *Server) serveLink(c *client, revoked <-chan struct{}, stopWatch func()) {
+	defer stopWatch()
 	defer c.conn.CloseNow()
 	defer s.unregister(c)
 	if c.isDevice() {
 		s.serveDevice(context.Background(), c)
-	} else {
-		s.serveConstellation(context.Background(), c)
+		return
 	}
-}
-
-// authClient finds whom the request's token belongs to. Only hashes are
-// compared, in constant time for the operator's; a device token is looked
-// up by its hash, which reveals nothing about a token not yet known.
-func (s *Server) authClient(r *http.Request) (principal, error) {
-	token := requestToken(r, true)
-	if token == "" {
-		return principal{}, errors.New("no token")
-	}
-	hash := hashToken(token)
-	if sameHash(hash, s.adminHash) {
-		return principal{operator: true}, nil
-	}
-	dev, err := s.store.DeviceByTokenHash(r.Context(), hash)
-	if err != nil {
-		return principal{}, err
-	}
-	if !sameHash(dev.TokenHash, hash) {
-		return principal{}, errors.New("token mismatch")
-	}
-	return principal{device: &dev}, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.closeOnRevocation(ctx, c, revoked)
+	s.serveConstellation(ctx, c)
 }
 
 // register reads the REGISTER message, checks it against the token's
@@ -118,8 +116,8 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 		c   *client
 		err error
 	)
-	if p.operator {
-		c, err = s.registerConstellation(ctx, &m)
+	if p.operator != nil {
+		c, err = s.registerConstellation(ctx, &m, p.operator)
 	} else {
 		c, err = registerDevice(p.device, &m, s.log)
 	}
@@ -143,6 +141,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 	if c.isDevice() {
 		go s.disp.resend(c)
 		s.log.Info("device registered", "device", c.id, "wire", conn.Encoding(), "tools", toolCount(c.info.Load()))
+		go s.registered(ctx, c)
 	} else {
 		s.log.Info("constellation registered", "client_id", c.id, "target", c.target, "wire", conn.Encoding())
 	}
@@ -255,12 +254,16 @@ func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol
 		s.sendAck(ctx, c.conn, m)
 	case protocol.ClientRegister:
 		s.reregister(ctx, c, m)
+	case protocol.ClientTokenRotated:
+		s.rotationAnswered(ctx, c, m)
 	case protocol.ClientError:
 		if m.PrevResponseID == "" {
 			s.log.Warn("device reported an error", "device", c.id, "session_id", m.SessionID, "error", m.Error)
 			return
 		}
-		s.disp.refused(ctx, c, m)
+		if !s.rotationRefused(ctx, c, m) {
+			s.disp.refused(ctx, c, m)
+		}
 	default:
 		s.sendError(ctx, c.conn, fmt.Sprintf("message type %q is not accepted from a device", m.Type), m.RequestID)
 	}
@@ -306,16 +309,22 @@ func (s *Server) reregister(ctx context.Context, c *client, m *protocol.ClientMe
 	s.sendAck(ctx, c.conn, m)
 }
 
-// recordInfo keeps a device's system info in the store, for when it is
-// offline, and marks it seen. It need not be durable at once: the
-// device's next registration brings it again.
+// recordInfo keeps a device's system info and the wire of its link in the
+// store, for when it is offline, and marks it seen. It need not be
+// durable at once: the device's next registration brings them again.
 func (s *Server) recordInfo(ctx context.Context, c *client) {
 	var info json.RawMessage
 	if si := c.info.Load(); si != nil {
 		info, _ = json.Marshal(si)
 	}
 	heard := c.conn.LastHeard()
-	if err := s.store.WriteUnsynced(ctx, func(tx *store.Tx) error { return tx.SeeDevice(c.id, info, heard) }); err != nil {
+	err := s.store.WriteUnsynced(ctx, func(tx *store.Tx) error {
+		if err := tx.SeeDevice(c.id, info, heard); err != nil {
+			return err
+		}
+		return tx.LinkedOver(c.id, c.conn.Encoding().String())
+	})
+	if err != nil {
 		s.log.Error("device info not recorded", "device", c.id, "err", err)
 		return
 	}

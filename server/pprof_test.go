@@ -4,12 +4,13 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// Go's profiles are off unless asked for, and then only the operator
-// gets them, as /metrics: they show what the server runs.
+// Go's profiles are off unless asked for, and then only admins get them:
+// they show everything the server runs.
 func TestProfilesAreOffByDefaultAndOperatorOnly(t *testing.T) {
 	get := func(ts *testServer, token string) int {
 		req, err := http.NewRequest("GET", ts.http.URL+"/debug/pprof/cmdline", nil)
@@ -27,6 +28,9 @@ func TestProfilesAreOffByDefaultAndOperatorOnly(t *testing.T) {
 
 	on := newTestServer(t, func(c *Config) { c.Pprof = true })
 	assert.Equal(t, http.StatusUnauthorized, get(on, ""))
-	assert.Equal(t, http.StatusUnauthorized, get(on, on.enroll("kiosk")), "a device token is not the operator's")
+	assert.Equal(t, http.StatusUnauthorized, get(on, on.enroll("kiosk")), "a device token is no identity's")
+	assert.Equal(t, http.StatusForbidden, get(on, on.addIdentity("ops", api.RoleOperator, nil)))
+	assert.Equal(t, http.StatusForbidden, get(on, on.addIdentity("lobby", api.RoleAdmin, &api.Scope{Devices: "site=lobby"})),
+		"a scoped admin does not see the whole fleet")
 	assert.Equal(t, http.StatusOK, get(on, on.api.Token))
 }

@@ -17,12 +17,20 @@ type client struct {
 	typ    protocol.ClientType
 	conn   *protocol.Conn
 	target string // constellations: the device they drive
+	// caller is the operator identity a constellation acts for.
+	caller *caller
 	// info is a device's system info, nil if it sent none we could read.
 	// A device that registers again on its connection replaces it.
 	info atomic.Pointer[protocol.SystemInfo]
 	// seenAt is, for a device, the last_seen the store holds, unix ns: the
 	// time its link was last heard from when last_seen was last written.
 	seenAt atomic.Int64
+
+	// rotMu guards acked and rotation, for offering a device a new token
+	// (rotation.go).
+	rotMu    sync.Mutex
+	acked    bool       // its REGISTER was acknowledged
+	rotation *sentToken // the new token offered on this link, unanswered
 }
 
 func (c *client) isDevice() bool { return c.typ == protocol.ClientDevice }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/edgeaip/edgeaip/internal/dirlock"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/dashboard"
+	"github.com/edgeaip/edgeaip/server/internal/certs"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
@@ -49,12 +51,22 @@ type Config struct {
 	// the operator alone, as /metrics is: they show what the server runs,
 	// and a CPU profile costs it while it is taken. Off by default.
 	Pprof bool
+	// TrustedProxies are the proxies (load balancers, a site's NAT) whose
+	// X-Forwarded-For names a request's source, for the limit on failed
+	// authentications; a request from anywhere else is its peer's.
+	TrustedProxies []netip.Prefix
+	// OnRevoke, if set, hears of every revocation made here, once the
+	// store holds it: in a cluster, to carry it to the other nodes, whose
+	// Server.Revoked closes what it covers there.
+	OnRevoke func(Revocation)
 	// EventsKeepalive is how often an idle task event stream gets an SSE
 	// comment, so that proxies and load balancers that drop silent
 	// connections keep it open, and clients know it is alive: an
 	// api.Client takes a stream silent for api.DefaultEventsIdleTimeout
 	// (45 s) as broken. Default 15 s.
 	EventsKeepalive time.Duration
+	// TLS names the files of the server's TLS; none: plain HTTP.
+	TLS TLSFiles
 }
 
 // StoreConfig tunes the database. The zero value gives the defaults.
@@ -101,15 +113,18 @@ type Server struct {
 	sessions   *sessionManager
 	admission  *admission
 	metrics    *metrics.Metrics
-	logins     *logins
 	keys       *keyLocks // idempotency keys being served
 	csrf       *http.CrossOriginProtection
-	adminHash  string
-	stop       chan struct{}
-	stopOnce   sync.Once
-	closeOnce  sync.Once
-	janitor    chan struct{} // closed when the results janitor has stopped
-	seenFlush  chan struct{} // closed when the last_seen flusher has stopped
+	authLimit  *authLimiter
+	// revocations close the open surfaces of revoked identities.
+	revocations *revocations
+	certs       *certs.Set // nil: plain HTTP
+	rotations   *rotationWaiters
+	stop        chan struct{}
+	stopOnce    sync.Once
+	closeOnce   sync.Once
+	janitor     chan struct{} // closed when the results janitor has stopped
+	seenFlush   chan struct{} // closed when the last_seen flusher has stopped
 }
 
 // AdminTokenFile is the name of the operator token file in the data dir.
@@ -137,6 +152,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("server: data dir is required")
 	}
+	// Read before anything is written: a bad file fails the start alone.
+	set, err := cfg.TLS.load()
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
@@ -144,7 +164,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s, err := openDataDir(ctx, cfg, lock)
+	s, err := openDataDir(ctx, cfg, lock, set)
 	if err != nil {
 		lock.Release()
 		return nil, err
@@ -152,30 +172,27 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// openDataDir opens the data dir whose lock New holds.
-func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock) (*Server, error) {
+// openDataDir opens the data dir whose lock New holds, for a server with
+// the TLS material set (nil: plain HTTP).
+func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs.Set) (*Server, error) {
 	tokenPath := filepath.Join(cfg.DataDir, AdminTokenFile)
-	hash, created, err := loadOrCreateAdminToken(tokenPath)
+	token, created, err := loadOrCreateAdminToken(tokenPath)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
-	}
-	if created {
-		cfg.Logger.Info("wrote a new operator token", "path", tokenPath)
-	} else {
-		cfg.Logger.Info("using the operator token", "path", tokenPath)
 	}
 	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "edgeaip.db"),
 		store.Options{Readers: cfg.Store.Readers, ReaderIdle: cfg.Store.ReaderIdle})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	if err := failInterrupted(ctx, st, cfg.Logger); err != nil {
+	if err := startStore(ctx, st, token, created, tokenPath, cfg.Logger); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	cfg.Sessions.setDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, adminHash: hash,
-		logins: newLogins(), keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
+	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, certs: set, rotations: newRotationWaiters(),
+		keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
+		authLimit: newAuthLimiter(time.Now), revocations: newRevocations(),
 		stop: make(chan struct{}), janitor: make(chan struct{}), seenFlush: make(chan struct{}),
 		liveness: protocol.NewLiveness()}
 	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
@@ -183,6 +200,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock) (*Server, 
 	s.metrics = metrics.New(metrics.Sources{
 		ConnectedDevices:   s.reg.deviceCount,
 		LiveSessions:       func(state string) int { return s.sessions.liveSessions(state) },
+		BlockedSources:     s.authLimit.count,
 		StoreWriteFailures: st.WriteFailures,
 		UnrecordedWrites:   func() int { n, _ := s.unrecorded.pending(); return n },
 	})
@@ -200,6 +218,24 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock) (*Server, 
 		s.flushLastSeen(s.stop)
 	}()
 	return s, nil
+}
+
+// startStore readies the store for a server starting: the identity of
+// admin.token (token, just written if created), and the end of what the
+// last run left running.
+func startStore(ctx context.Context, st *store.Store, token string, created bool, tokenPath string, log *slog.Logger) error {
+	live, err := bootstrapAdmin(ctx, st, token)
+	switch {
+	case err != nil:
+		return err
+	case created:
+		log.Info("wrote a new operator token", "path", tokenPath, "identity", bootstrapIdentity)
+	case live:
+		log.Info("using the operator token", "path", tokenPath)
+	default:
+		log.Warn("the operator token file holds a token that was rotated or revoked: it does not work", "path", tokenPath)
+	}
+	return failInterrupted(ctx, st, log)
 }
 
 // failInterrupted ends what the last run of the server left running.
@@ -223,11 +259,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ws", s.serveWS)
 	for _, rt := range s.routes() {
-		h := http.Handler(rt.handler)
-		if !rt.public {
-			h = s.operator(rt.handler)
-		}
-		mux.Handle(rt.method+" "+rt.pattern, h)
+		mux.Handle(rt.key(), s.guard(rt.key(), rt.handler))
 	}
 	dash := dashboard.Handler()
 	mux.Handle("GET /{$}", dash)
@@ -238,14 +270,18 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// servePprof serves net/http/pprof's handlers on mux, to the operator.
+// pprofKey is the access policy's key of Go's profiles, all of them.
+const pprofKey = "GET /debug/pprof/"
+
+// servePprof serves net/http/pprof's handlers on mux, to admins.
 func (s *Server) servePprof(mux *http.ServeMux) {
-	mux.Handle("GET /debug/pprof/", s.operator(pprof.Index))
-	mux.Handle("GET /debug/pprof/cmdline", s.operator(pprof.Cmdline))
-	mux.Handle("GET /debug/pprof/profile", s.operator(pprof.Profile))
-	mux.Handle("GET /debug/pprof/symbol", s.operator(pprof.Symbol))
-	mux.Handle("POST /debug/pprof/symbol", s.operator(pprof.Symbol))
-	mux.Handle("GET /debug/pprof/trace", s.operator(pprof.Trace))
+	for pattern, h := range map[string]http.HandlerFunc{
+		"GET /debug/pprof/": pprof.Index, "GET /debug/pprof/cmdline": pprof.Cmdline,
+		"GET /debug/pprof/profile": pprof.Profile, "GET /debug/pprof/symbol": pprof.Symbol,
+		"POST /debug/pprof/symbol": pprof.Symbol, "GET /debug/pprof/trace": pprof.Trace,
+	} {
+		mux.Handle(pattern, s.guard(pprofKey, h))
+	}
 }
 
 // Shutdown cancels the running sessions, which record their end, fails

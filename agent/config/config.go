@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
@@ -29,8 +30,19 @@ type Config struct {
 	ID string
 	// ServerURL is the server's WebSocket endpoint, e.g. ws://host:8700/ws.
 	ServerURL string
-	// TokenFile holds the device token.
+	// TokenFile holds the device token. It may be left out when CertFile
+	// names the device. A token the server rotates is written into it, or,
+	// if the agent may not write it, into the data dir (see
+	// agent/internal/token).
 	TokenFile string
+	// CAFile holds the CAs a wss:// server's certificate is verified
+	// against; empty: the system's roots.
+	CAFile string
+	// CertFile and KeyFile are the device's certificate and its key,
+	// presented to a wss:// server. A certificate that names the device
+	// (protocol.DeviceCertName) stands in for the token. Both are read
+	// again at each connection, so a renewed certificate needs no restart.
+	CertFile, KeyFile string
 	// Labels describe the device to operators.
 	Labels map[string]string
 	// DataDir holds the agent's state: the outbox, the compile cache, and
@@ -247,6 +259,12 @@ func (c *Config) Check() error {
 	if err := checkServerURL(c.ServerURL); err != nil {
 		return fmt.Errorf("server URL %w", err)
 	}
+	if err := checkTLS(c.ServerURL, c.CAFile, c.CertFile, c.KeyFile); err != nil {
+		return err
+	}
+	if c.TokenFile == "" && c.CertFile == "" {
+		return errors.New("a token file or a device certificate is required")
+	}
 	if err := checkPing(c.Conn.PingInterval); err != nil {
 		return fmt.Errorf("ping interval %w", err)
 	}
@@ -264,6 +282,18 @@ func checkServerURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
 		return fmt.Errorf("%q: want ws://HOST/PATH or wss://HOST/PATH", protocol.RedactURL(s))
+	}
+	return nil
+}
+
+// checkTLS refuses TLS files the agent could not use: a certificate
+// without its key, or either, or a CA, for a server that speaks no TLS.
+func checkTLS(serverURL, ca, cert, key string) error {
+	if (cert == "") != (key == "") {
+		return errors.New("the device certificate and its key go together: give both or neither")
+	}
+	if (ca != "" || cert != "") && !strings.HasPrefix(serverURL, "wss://") {
+		return fmt.Errorf("server URL %q: a CA or a device certificate needs a wss:// URL", protocol.RedactURL(serverURL))
 	}
 	return nil
 }

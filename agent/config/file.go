@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/tlsfiles"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
@@ -56,6 +57,9 @@ type fileConfig struct {
 	Server struct {
 		URL       string   `yaml:"url"`
 		TokenFile string   `yaml:"token_file"`
+		CA        string   `yaml:"ca"`
+		Cert      string   `yaml:"cert"`
+		Key       string   `yaml:"key"`
 		Wire      string   `yaml:"wire"`
 		Heartbeat duration `yaml:"heartbeat"`
 		Ping      duration `yaml:"ping"`
@@ -156,6 +160,9 @@ func (l *loader) config(fc *fileConfig) Config {
 		Labels:                fc.Device.Labels,
 		ServerURL:             fc.Server.URL,
 		TokenFile:             l.abs(fc.Server.TokenFile),
+		CAFile:                l.abs(fc.Server.CA),
+		CertFile:              l.abs(fc.Server.Cert),
+		KeyFile:               l.abs(fc.Server.Key),
 		HeartbeatInterval:     time.Duration(fc.Server.Heartbeat),
 		Conn:                  protocol.ConnOptions{PingInterval: time.Duration(fc.Server.Ping), MaxFrameBytes: int64(fc.Server.MaxFrame)},
 		DataDir:               l.abs(fc.DataDir),
@@ -180,6 +187,7 @@ func (l *loader) config(fc *fileConfig) Config {
 			l.fail([]any{"server", "url"}, "%v", err)
 		}
 	}
+	l.tlsFiles(cfg)
 	if err := checkPing(time.Duration(fc.Server.Ping)); err != nil {
 		l.fail([]any{"server", "ping"}, "%v", err)
 	}
@@ -213,6 +221,21 @@ func (l *loader) config(fc *fileConfig) Config {
 	cfg.Policies = l.policies(fc.Tools.Policies)
 	cfg.MCP = l.mcp(fc.MCP)
 	return cfg
+}
+
+// tlsFiles checks that the CA bundle and the device certificate and key
+// given read: the agent could not connect without them.
+func (l *loader) tlsFiles(cfg Config) {
+	if cfg.CAFile != "" {
+		if _, err := tlsfiles.CertPool(cfg.CAFile); err != nil {
+			l.fail([]any{"server", "ca"}, "%v", err)
+		}
+	}
+	if cfg.CertFile != "" && cfg.KeyFile != "" {
+		if _, err := tlsfiles.KeyPair(cfg.CertFile, cfg.KeyFile); err != nil {
+			l.fail([]any{"server", "cert"}, "%v", err)
+		}
+	}
 }
 
 // toolDirs resolves the tool dirs, "DIR" or "NAMESPACE=DIR", each of which

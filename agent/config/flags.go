@@ -35,6 +35,12 @@ var flagKeys = []flagKey{
 		set: func(fc *fileConfig, v string) error { fc.Device.ID = v; return nil }},
 	{name: "token-file", key: []any{"server", "token_file"}, usage: "`file` holding the device token",
 		set: func(fc *fileConfig, v string) error { fc.Server.TokenFile = v; return nil }},
+	{name: "ca", key: []any{"server", "ca"}, usage: "PEM `file` of the CAs a wss:// server's certificate is checked against (default: the system's)",
+		set: func(fc *fileConfig, v string) error { fc.Server.CA = v; return nil }},
+	{name: "cert", key: []any{"server", "cert"}, usage: "PEM `file` of the device's certificate, for a wss:// server; one naming ID.devices.edgeaip stands in for the token",
+		set: func(fc *fileConfig, v string) error { fc.Server.Cert = v; return nil }},
+	{name: "key", key: []any{"server", "key"}, usage: "PEM `file` of the key of --cert",
+		set: func(fc *fileConfig, v string) error { fc.Server.Key = v; return nil }},
 	{name: "tools", key: []any{"tools", "dirs"}, usage: "`directory` of tool modules, DIR or NAMESPACE=DIR (repeatable)",
 		set: func(fc *fileConfig, v string) error { fc.Tools.Dirs = append(fc.Tools.Dirs, v); return nil }},
 	{name: "allow-dir", key: []any{"tools", "allow_dirs"}, usage: "host `directory` tools may use, HOST[:GUEST][:ro] (repeatable)",
@@ -116,17 +122,18 @@ func (f *Flags) missing(cfg Config) []error {
 	for _, k := range []struct {
 		key []any
 		set bool
+		or  string // what else would do
 	}{
-		{[]any{"device", "id"}, cfg.ID != ""},
-		{[]any{"server", "token_file"}, cfg.TokenFile != ""},
-		{[]any{"data_dir"}, cfg.DataDir != ""},
+		{[]any{"device", "id"}, cfg.ID != "", ""},
+		{[]any{"server", "token_file"}, cfg.TokenFile != "" || cfg.CertFile != "", "; or a device certificate, --cert and --key"},
+		{[]any{"data_dir"}, cfg.DataDir != "", ""},
 	} {
 		switch {
 		case k.set:
 		case f.file != "":
-			errs = append(errs, fmt.Errorf("%s: %s: missing (or %s)", f.file, dotted(k.key), flagOf(k.key)))
+			errs = append(errs, fmt.Errorf("%s: %s: missing (or %s%s)", f.file, dotted(k.key), flagOf(k.key), k.or))
 		default:
-			errs = append(errs, fmt.Errorf("%s: missing (or %s in a --config file)", flagOf(k.key), dotted(k.key)))
+			errs = append(errs, fmt.Errorf("%s: missing (or %s in a --config file%s)", flagOf(k.key), dotted(k.key), k.or))
 		}
 	}
 	return errs

@@ -107,7 +107,7 @@ func TestARequiredKeyMissingFromTheFileNamesItsFieldAndFlag(t *testing.T) {
 	require.Error(t, err)
 	for _, want := range []string{
 		path + ": device.id: missing (or --id)",
-		path + ": server.token_file: missing (or --token-file)",
+		path + ": server.token_file: missing (or --token-file; or a device certificate, --cert and --key)",
 		path + ": data_dir: missing (or --data)",
 	} {
 		assert.Contains(t, err.Error(), want)

@@ -8,7 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -40,13 +42,28 @@ func main() {
 	flag.IntVar(&limits.MaxParamBytes, "max-param-bytes", 0, "largest parameters of one command accepted, in bytes as JSON (0: the frame cap)")
 	pprof := flag.Bool("pprof", false, "serve Go's profiles under /debug/pprof/, with the operator token")
 	secureCookies := flag.Bool("secure-cookies", false, "mark the dashboard's login cookie Secure even on plain HTTP, behind a TLS proxy that sends no X-Forwarded-Proto")
+	var trusted []netip.Prefix
+	flag.Func("trusted-proxy", "a proxy (CIDR, or an address) whose X-Forwarded-For names a request's source, for the limit on failed authentications (repeatable)",
+		func(s string) error {
+			p, err := parsePrefix(s)
+			trusted = append(trusted, p)
+			return err
+		})
+	var tlsFiles server.TLSFiles
+	flag.StringVar(&tlsFiles.Cert, "tls-cert", "", "PEM `file` of the server's certificate chain: serve HTTPS and WSS (reloaded on SIGHUP)")
+	flag.StringVar(&tlsFiles.Key, "tls-key", "", "PEM `file` of the key of --tls-cert")
+	flag.StringVar(&tlsFiles.ClientCA, "client-ca", "", "PEM `file` of CAs whose device certificates (naming ID.devices.edgeaip) stand in for a device token")
+	flag.StringVar(&tlsFiles.DeviceCACert, "device-ca-cert", "", "PEM `file` of a CA that signs devices' certificate requests (aipctl device enroll --csr); its certificates are taken as --client-ca's")
+	flag.StringVar(&tlsFiles.DeviceCAKey, "device-ca-key", "", "PEM `file` of the key of --device-ca-cert")
+	flag.DurationVar(&tlsFiles.DeviceCertValidity, "device-cert-validity", server.DefaultDeviceCertValidity, "how long a device certificate the server signs is valid")
 	var logOpts logging.Options
 	logOpts.RegisterFlags(flag.CommandLine)
 	flag.Parse()
 
 	log := logOpts.New(os.Stderr)
-	if err := run(*listen, *data, server.Config{Sessions: sessions, Store: st, Conn: conn, Limits: limits, Logger: log,
-		SecureCookies: *secureCookies, Pprof: *pprof}); err != nil {
+	cfg := server.Config{Sessions: sessions, Store: st, Conn: conn, Limits: limits, Logger: log,
+		SecureCookies: *secureCookies, TrustedProxies: trusted, TLS: tlsFiles, Pprof: *pprof}
+	if err := run(*listen, *data, cfg); err != nil {
 		log.Error("aip-server failed", "err", err)
 		os.Exit(1)
 	}
@@ -71,14 +88,17 @@ func run(listen, data string, cfg server.Config) error {
 	}
 	defer srv.Close()
 	hs := newHTTPServer(srv.Handler(), log)
+	hs.TLSConfig = srv.TLSConfig()
+	// Caught before the server says it listens: a SIGHUP then never kills it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	log.Info("aip-server listening", "addr", ln.Addr().String(), "data", data)
+	go func() { errc <- serve(hs, ln) }()
+	log.Info("aip-server listening", "addr", ln.Addr().String(), "data", data, "tls", hs.TLSConfig != nil)
 
-	select {
-	case err := <-errc:
+	if err := untilStopped(ctx, errc, hup, func() { reloadTLS(srv, log) }); err != nil {
 		return err
-	case <-ctx.Done():
 	}
 	log.Info("shutting down")
 	srv.Shutdown()
@@ -90,10 +110,53 @@ func run(listen, data string, cfg server.Config) error {
 	return nil
 }
 
+// serve serves on ln, over TLS if hs has a TLS config.
+func serve(hs *http.Server, ln net.Listener) error {
+	if hs.TLSConfig != nil {
+		return hs.ServeTLS(ln, "", "")
+	}
+	return hs.Serve(ln)
+}
+
+// untilStopped waits for ctx to end, calling reload on each signal on
+// hup, or returns the error that ended serving.
+func untilStopped(ctx context.Context, errc <-chan error, hup <-chan os.Signal, reload func()) error {
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case <-hup:
+			reload()
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// reloadTLS reads the TLS files again, on SIGHUP.
+func reloadTLS(srv *server.Server, log *slog.Logger) {
+	if err := srv.ReloadTLS(); err != nil {
+		log.Warn("SIGHUP: TLS files not reloaded; serving those loaded before", "err", err)
+	}
+}
+
 // newHTTPServer serves h, with net/http's own complaints (a handler that
 // panicked, a failed accept) logged through log, so that they are JSON
 // lines like the rest under --log-format json.
 func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}
+}
+
+// parsePrefix reads a CIDR, or a single address as the prefix of it
+// alone.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return p, fmt.Errorf("%q: want a CIDR such as 10.0.0.0/8, or an address", s)
+	}
+	return p.Masked(), nil
 }

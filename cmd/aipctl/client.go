@@ -2,6 +2,8 @@ package main
 
 import (
 	"cmp"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/tlsfiles"
 	"github.com/edgeaip/edgeaip/server/api"
 )
 
@@ -16,6 +19,7 @@ import (
 type globals struct {
 	server       string
 	tokenFile    string
+	ca           string
 	output       string
 	replyTimeout time.Duration
 }
@@ -45,6 +49,13 @@ func (g *globals) client() (*api.Client, error) {
 	if c.Token == "" {
 		return nil, &exitError{exitUsage, errors.New("no operator token: set AIP_TOKEN or pass --token-file (the server writes it to DATA/admin.token)")}
 	}
+	if ca := cmp.Or(g.ca, os.Getenv("AIP_CA")); ca != "" {
+		pool, err := tlsfiles.CertPool(ca)
+		if err != nil {
+			return nil, &exitError{exitUsage, fmt.Errorf("--ca: %w", err)}
+		}
+		c.HTTP = api.HTTPClient(&tls.Config{RootCAs: pool})
+	}
 	return c, nil
 }
 
@@ -69,7 +80,10 @@ const keyFlagUsage = "send the call with this Idempotency-Key (default: a fresh 
 // apiFailure maps an API error to aipctl's exit codes.
 func apiFailure(err error) error {
 	var se *api.StatusError
+	var untrusted x509.UnknownAuthorityError
 	switch {
+	case errors.As(err, &untrusted):
+		return &exitError{exitUnreachable, fmt.Errorf("%w\nthe server's certificate is not trusted: give the CA that signed it with --ca or AIP_CA", err)}
 	case errors.Is(err, api.ErrUnreachable):
 		return &exitError{exitUnreachable, err}
 	case errors.As(err, &se) && (se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden):

@@ -4,7 +4,10 @@
 //
 // It reads the server URL from AIP_SERVER or --server (default
 // http://127.0.0.1:8700) and the operator token from AIP_TOKEN or
-// --token-file. Every command takes -o json, for scripts, except the three
+// --token-file; an https:// server's certificate is checked against the
+// CAs of AIP_CA or --ca, else the system's. aipctl operator manages the
+// identities tokens act for, and aipctl audit reads who did what. Every
+// command takes -o json, for scripts, except the three
 // that write a file (tool keygen, pack and sign): for them, as for go
 // build, -o names the file, and --format json asks for JSON. aipctl
 // completion prints shell completion scripts.
@@ -93,6 +96,7 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", "", "server URL (default $AIP_SERVER or http://127.0.0.1:8700)")
 	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", "", "file holding the operator token (default $AIP_TOKEN)")
+	root.PersistentFlags().StringVar(&g.ca, "ca", "", "PEM file of the CAs an https:// server's certificate is checked against (default $AIP_CA, else the system's)")
 	root.PersistentFlags().DurationVar(&g.replyTimeout, "reply-timeout", api.DefaultReplyTimeout,
 		"how long to wait for the server's reply, on top of the --timeout a command asks of it")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table (for people) or json (for scripts); tool keygen, pack and sign take -o FILE and --format")
@@ -111,6 +115,7 @@ func newRoot() *cobra.Command {
 		return nil
 	}
 	root.AddCommand(newDevicesCmd(&g), newDeviceCmd(&g), newToolsCmd(&g), newExecCmd(&g),
-		newDispatchCmd(&g), newTaskCmd(&g), newTasksCmd(&g), newCancelCmd(&g), newToolCmd(&g))
+		newDispatchCmd(&g), newTaskCmd(&g), newTasksCmd(&g), newCancelCmd(&g), newToolCmd(&g),
+		newOperatorCmd(&g), newAuditCmd(&g))
 	return root
 }

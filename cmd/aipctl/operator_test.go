@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/edgeaip/edgeaip/agent"
 	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/internal/testpki"
+	"github.com/edgeaip/edgeaip/internal/tlsfiles"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/edgeaip/edgeaip/server"
@@ -36,26 +39,62 @@ type fleet struct {
 	flags []string
 	wsURL string
 	log   *slog.Logger
+	ca    string // the CA file of a fleet served over TLS
 }
 
-func newFleet(t *testing.T, devices map[string]map[string]string) *fleet {
+// newFleet starts a server, plain or, with tlsFiles, over TLS, and an
+// agent for each device.
+func newFleet(t *testing.T, devices map[string]map[string]string, tlsFiles ...fleetTLS) *fleet {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	data := t.TempDir()
-	srv, err := server.New(context.Background(), server.Config{DataDir: data, Logger: quiet})
+	cfg := server.Config{DataDir: data, Logger: quiet}
+	var ca string
+	for _, ft := range tlsFiles {
+		cfg.TLS, ca = ft.files, ft.ca
+	}
+	srv, err := server.New(context.Background(), cfg)
 	require.NoError(t, err)
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewUnstartedServer(srv.Handler())
+	if hs.TLS = srv.TLSConfig(); hs.TLS != nil {
+		hs.StartTLS()
+	} else {
+		hs.Start()
+	}
 	t.Cleanup(func() { srv.Shutdown(); hs.Close(); srv.Close() })
 	tokenFile := filepath.Join(data, server.AdminTokenFile)
 	token, err := os.ReadFile(tokenFile)
 	require.NoError(t, err)
 	f := &fleet{t: t, api: &api.Client{BaseURL: hs.URL, Token: strings.TrimSpace(string(token))},
 		flags: []string{"--server", hs.URL, "--token-file", tokenFile},
-		wsURL: "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws", log: quiet}
+		wsURL: "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws", log: quiet, ca: ca}
+	if ca != "" {
+		f.flags = append(f.flags, "--ca", ca)
+		pool, err := tlsfiles.CertPool(ca)
+		require.NoError(t, err)
+		f.api.HTTP = api.HTTPClient(&tls.Config{RootCAs: pool})
+	}
 	for id, labels := range devices {
 		f.startAgent(id, labels)
 	}
 	return f
+}
+
+// fleetTLS serves a fleet over HTTPS and WSS, with a CA of the test's
+// that also signs devices' certificates.
+type fleetTLS struct {
+	files server.TLSFiles
+	ca    string
+}
+
+func overTLS(t *testing.T) fleetTLS {
+	t.Helper()
+	ca, dir := testpki.NewCA(t, "aipctl test CA"), t.TempDir()
+	var ft fleetTLS
+	ft.files.Cert, ft.files.Key = ca.Issue(t, testpki.Loopback()).Write(t, dir, "server")
+	ft.files.DeviceCACert, ft.files.DeviceCAKey = ca.WriteCA(t, dir, "ca")
+	ft.ca = ft.files.DeviceCACert
+	return ft
 }
 
 // startAgent enrolls a device and runs its agent, with the tool fixtures,
@@ -67,7 +106,7 @@ func (f *fleet) startAgent(id string, labels map[string]string, configure ...fun
 	tokenFile := filepath.Join(f.t.TempDir(), id+".token")
 	require.NoError(f.t, os.WriteFile(tokenFile, []byte(resp.Token), 0o600))
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg := agent.Config{ID: id, ServerURL: f.wsURL, TokenFile: tokenFile,
+	cfg := agent.Config{ID: id, ServerURL: f.wsURL, TokenFile: tokenFile, CAFile: f.ca,
 		ToolDirs: []string{"fixtures=" + testenv.TestdataTools()}, DataDir: f.t.TempDir(),
 		HeartbeatInterval: time.Second, Limits: sandbox.Limits{Timeout: 5 * time.Second}, Logger: f.log}
 	for _, c := range configure {
@@ -88,6 +127,15 @@ func (f *fleet) startAgent(id string, labels map[string]string, configure ...fun
 func (f *fleet) ctl(args ...string) (string, string, int) {
 	f.t.Helper()
 	return ctl(f.t, append(append([]string{}, f.flags...), args...)...)
+}
+
+// csr writes a certificate request for a new key and returns its path.
+func (f *fleet) csr() string {
+	f.t.Helper()
+	csr, _ := testpki.Request(f.t, "device")
+	p := filepath.Join(f.t.TempDir(), "device.csr")
+	require.NoError(f.t, os.WriteFile(p, csr, 0o644))
+	return p
 }
 
 // plan writes a plan file.
@@ -255,27 +303,34 @@ func jsonCommands(t *testing.T, f *fleet) map[string][]string {
 	dir := t.TempDir()
 	key, mod := filepath.Join(dir, "k"), filepath.Join(dir, "t.wasm")
 	return map[string][]string{
-		"devices":       {"-o", "json", "devices"},
-		"device enroll": {"-o", "json", "device", "enroll", "kiosk-7"},
-		"device revoke": {"-o", "json", "device", "revoke", "kiosk-7"},
-		"tools":         {"-o", "json", "tools", "kiosk-1"},
-		"exec":          {"-o", "json", "exec", "kiosk-1", "echo"},
-		"dispatch":      {"-o", "json", "dispatch", "kiosk-1", f.plan("steps: [{tool: echo}]\n"), "--wait"},
-		"tasks":         {"-o", "json", "tasks"},
-		"task":          {"-o", "json", "task", "LAST"},
-		"cancel":        {"-o", "json", "cancel", "SPIN"},
-		"tool keygen":   {"tool", "keygen", "--format", "json", "-o", key},
-		"tool pack":     {"tool", "pack", "--format", "json", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "-o", mod},
-		"tool sign":     {"tool", "sign", "--format", "json", "--key", key + ".key", mod},
-		"tool verify":   {"-o", "json", "tool", "verify", "--pub", key + ".pub", mod},
-		"tool inspect":  {"-o", "json", "tool", "inspect", mod},
-		"tool run":      {"-o", "json", "tool", "run", "--cache=", mod, "a=1"},
-		"tool deploy":   {"-o", "json", "tool", "deploy", "kiosk-1", filepath.Join(testenv.SignedTools(), "unsigned_echo.wasm")},
+		"devices":            {"-o", "json", "devices"},
+		"device enroll":      {"-o", "json", "device", "enroll", "kiosk-7"},
+		"device revoke":      {"-o", "json", "device", "revoke", "kiosk-7"},
+		"device rotate":      {"-o", "json", "device", "rotate", "kiosk-1"},
+		"device certificate": {"-o", "json", "device", "certificate", "kiosk-1", "--csr", f.csr()},
+		"tools":              {"-o", "json", "tools", "kiosk-1"},
+		"exec":               {"-o", "json", "exec", "kiosk-1", "echo"},
+		"dispatch":           {"-o", "json", "dispatch", "kiosk-1", f.plan("steps: [{tool: echo}]\n"), "--wait"},
+		"tasks":              {"-o", "json", "tasks"},
+		"task":               {"-o", "json", "task", "LAST"},
+		"cancel":             {"-o", "json", "cancel", "SPIN"},
+		"tool keygen":        {"tool", "keygen", "--format", "json", "-o", key},
+		"tool pack":          {"tool", "pack", "--format", "json", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "-o", mod},
+		"tool sign":          {"tool", "sign", "--format", "json", "--key", key + ".key", mod},
+		"tool verify":        {"-o", "json", "tool", "verify", "--pub", key + ".pub", mod},
+		"tool inspect":       {"-o", "json", "tool", "inspect", mod},
+		"tool run":           {"-o", "json", "tool", "run", "--cache=", mod, "a=1"},
+		"tool deploy":        {"-o", "json", "tool", "deploy", "kiosk-1", filepath.Join(testenv.SignedTools(), "unsigned_echo.wasm")},
+		"operator add":       {"-o", "json", "operator", "add", "ci", "--role", "viewer"},
+		"operator list":      {"-o", "json", "operator", "list"},
+		"operator rotate":    {"-o", "json", "operator", "rotate", "ci"},
+		"operator revoke":    {"-o", "json", "operator", "revoke", "ci"},
+		"audit":              {"-o", "json", "audit"},
 	}
 }
 
 func TestEveryCommandSpeaksJSON(t *testing.T) {
-	f := newFleet(t, map[string]map[string]string{"kiosk-1": lobby})
+	f := newFleet(t, map[string]map[string]string{"kiosk-1": lobby}, overTLS(t))
 	cmds := jsonCommands(t, f)
 
 	var leaves []string
@@ -301,9 +356,11 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 	require.Equal(t, exitOK, code)
 	require.NoError(t, json.Unmarshal([]byte(out), &d))
 
-	// In order: enroll before revoke, keygen and pack before sign.
-	order := []string{"devices", "device enroll", "device revoke", "tools", "exec", "cancel", "dispatch", "tasks", "task",
-		"tool keygen", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy"}
+	// In order: enroll before revoke, keygen and pack before sign, add
+	// before rotate and revoke.
+	order := []string{"devices", "device enroll", "device revoke", "device rotate", "device certificate", "tools", "exec", "cancel", "dispatch", "tasks", "task",
+		"tool keygen", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy",
+		"operator add", "operator list", "operator rotate", "operator revoke", "audit"}
 	require.ElementsMatch(t, order, keys(cmds))
 	var last string
 	for _, name := range order {

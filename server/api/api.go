@@ -3,8 +3,9 @@
 // that aipctl stays small.
 //
 // Every endpoint takes `Authorization: Bearer <operator token>`; UFO's
-// `X-API-Key` header is accepted too. Errors come back as an [Error] body
-// with a non-2xx status.
+// `X-API-Key` header is accepted too. A token acts for an operator
+// identity (see [Identity]), whose role and scope decide what it may do
+// and see. Errors come back as an [Error] body with a non-2xx status.
 package api
 
 import (
@@ -41,13 +42,96 @@ func (p Problem) String() string { return p.Path + ": " + p.Problem }
 type EnrollRequest struct {
 	ID     string            `json:"id"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// CSR is a PEM certificate request of the device's key: the server
+	// signs a certificate for the device with it (see CertificateRequest).
+	CSR string `json:"csr,omitempty"`
 }
 
 // EnrollResponse carries the device token. The server keeps only its hash,
-// so this is the one time it can be read.
+// so this is the one time it can be read. Certificate is the device's
+// certificate, PEM, when the request carried a CSR.
 type EnrollResponse struct {
-	ID    string `json:"id"`
-	Token string `json:"token"`
+	ID          string `json:"id"`
+	Token       string `json:"token"`
+	Certificate string `json:"certificate,omitempty"`
+}
+
+// CertificateRequest is the body of POST /api/devices/{id}/certificate: a
+// PEM certificate request of the device's key. The server signs a
+// certificate naming the device (DNS name ID.devices.edgeaip) with its
+// device CA; whatever else the request asks for is ignored.
+type CertificateRequest struct {
+	CSR string `json:"csr"`
+}
+
+// Certificate is a device certificate the server signed.
+type Certificate struct {
+	ID          string    `json:"id"`
+	Certificate string    `json:"certificate"` // PEM
+	Serial      string    `json:"serial"`      // hex
+	NotAfter    time.Time `json:"not_after"`
+}
+
+// RotateRequest is the body of POST /api/devices/{id}/token.
+type RotateRequest struct {
+	// Grace is how long the old token keeps working once the device has
+	// confirmed the new one, e.g. "1h". Default 0: it stops at once.
+	Grace string `json:"grace,omitempty"`
+	// Wait is how long the call waits for the device to confirm, e.g.
+	// "10s", at most 60 s. Default 10 s.
+	Wait string `json:"wait,omitempty"`
+}
+
+// The states of a TokenRotation.
+const (
+	// RotationConfirmed: the device keeps its new token; the old one is
+	// retired.
+	RotationConfirmed = "confirmed"
+	// RotationPending: the device has not confirmed yet. It gets a new
+	// token when it is next linked, the old one working until then.
+	RotationPending = "pending"
+)
+
+// Bounds of RotateRequest.Wait.
+const (
+	DefaultRotateWait = 10 * time.Second
+	MaxRotateWait     = time.Minute
+)
+
+// ParseRotateWait reads RotateRequest.Wait: DefaultRotateWait if empty.
+func ParseRotateWait(s string) (time.Duration, error) {
+	if s == "" {
+		return DefaultRotateWait, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > MaxRotateWait {
+		return 0, fmt.Errorf("field \"wait\": %q: want a duration from 0s to %s", s, MaxRotateWait)
+	}
+	return d, nil
+}
+
+// ParseGrace reads RotateRequest.Grace: 0 if empty.
+func ParseGrace(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("field \"grace\": %q is not a duration of 0s or more", s)
+	}
+	return d, nil
+}
+
+// TokenRotation is the state of a rotation of a device's token.
+type TokenRotation struct {
+	ID          string    `json:"id"`
+	State       string    `json:"state"` // RotationConfirmed or RotationPending
+	Grace       string    `json:"grace"`
+	RequestedAt time.Time `json:"requested_at"`
+	// SentAt is when a new token last went to the device, if one did.
+	SentAt *time.Time `json:"sent_at,omitempty"`
+	// Error is why the device, or its link, last could not take one.
+	Error string `json:"error,omitempty"`
 }
 
 // Device is one enrolled device, as GET /api/devices lists it.
@@ -58,6 +142,8 @@ type Device struct {
 	CreatedAt time.Time            `json:"created_at"`
 	LastSeen  *time.Time           `json:"last_seen,omitempty"`
 	Info      *protocol.SystemInfo `json:"info,omitempty"`
+	// TokenRotation is a rotation of its token it has not confirmed.
+	TokenRotation *TokenRotation `json:"token_rotation,omitempty"`
 }
 
 // CommandRequest is the body of POST /api/devices/{id}/commands.

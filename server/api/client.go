@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,7 +26,7 @@ import (
 type Client struct {
 	// BaseURL is the server, e.g. http://127.0.0.1:8700.
 	BaseURL string
-	// Token is the operator token.
+	// Token is an operator token: the identity the client acts for.
 	Token string
 	// HTTP performs requests. Default: http.DefaultTransport's settings,
 	// with a dial that gives up after DialTimeout.
@@ -58,6 +59,15 @@ const (
 // defaultHTTP is the client of a Client without HTTP. It is shared so
 // that Clients reuse connections, and never changed.
 var defaultHTTP = &http.Client{Transport: boundedTransport()}
+
+// HTTPClient is an HTTP client for a Client whose server speaks TLS
+// configured by tc (its RootCAs, say): with the bounded dial of the
+// default client.
+func HTTPClient(tc *tls.Config) *http.Client {
+	t := boundedTransport()
+	t.TLSClientConfig = tc
+	return &http.Client{Transport: t}
+}
 
 // boundedTransport is http.DefaultTransport with DialTimeout. There is no
 // response header timeout: the reply to a command comes only with its
@@ -210,6 +220,26 @@ func statusError(resp *http.Response) *StatusError {
 func (c *Client) Enroll(ctx context.Context, req EnrollRequest) (EnrollResponse, error) {
 	var out EnrollResponse
 	err := c.Do(ctx, http.MethodPost, "/api/devices", req, &out)
+	return out, err
+}
+
+// RotateToken has the server give a device a new token, over its link,
+// and waits for the device to confirm it (up to req.Wait).
+func (c *Client) RotateToken(ctx context.Context, id string, req RotateRequest) (TokenRotation, error) {
+	var out TokenRotation
+	wait, err := ParseRotateWait(req.Wait)
+	if err != nil {
+		return out, err
+	}
+	err = c.do(ctx, wait, http.Header{}, http.MethodPost, "/api/devices/"+url.PathEscape(id)+"/token", req, &out)
+	return out, err
+}
+
+// SignCertificate has the server sign a certificate for an enrolled
+// device's key, with its device CA.
+func (c *Client) SignCertificate(ctx context.Context, id string, req CertificateRequest) (Certificate, error) {
+	var out Certificate
+	err := c.Do(ctx, http.MethodPost, "/api/devices/"+url.PathEscape(id)+"/certificate", req, &out)
 	return out, err
 }
 

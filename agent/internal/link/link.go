@@ -7,11 +7,10 @@ package link
 
 import (
 	"context"
-	"errors"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,15 +28,16 @@ const (
 	sendTimeout     = 10 * time.Second
 )
 
-// errUnauthorized means the server refused the device token.
-var errUnauthorized = errors.New("server refused the device token (401): check --id and the token file")
-
 // Options are what a Link needs to know of the device and the agent.
 type Options struct {
 	DeviceID  string
 	ServerURL string
-	Token     string
-	Wire      protocol.Encoding
+	// Tokens keeps the device token, if it has one.
+	Tokens Tokens
+	// TLS dials a wss:// server: the CAs its certificate is verified
+	// against and the device's certificate. Nil: the defaults.
+	TLS  *tls.Config
+	Wire protocol.Encoding
 	// Conn tunes each connection; its Reject and Logger are the link's.
 	Conn      protocol.ConnOptions
 	Heartbeat time.Duration
@@ -52,12 +52,24 @@ type Options struct {
 	Inventory <-chan struct{}
 }
 
+// Tokens keeps the device token: the link connects with Token, and has
+// Replace keep the new one the server rotates it to.
+type Tokens interface {
+	// Token is the token to connect with, "" if none.
+	Token() string
+	// Replace keeps token, durably, and returns where; Token returns it
+	// from then on.
+	Replace(token string) (path string, err error)
+}
+
 // Link is the device's link to the server. Run it once.
 type Link struct {
 	opts   Options
 	outbox *outbox.Outbox
 	cap    reply.Cap
 	log    *slog.Logger
+	tls    *tls.Config
+	http   *http.Client // dials the server; nil: the default
 
 	mu         sync.Mutex
 	conn       *protocol.Conn // the registered connection; nil while down
@@ -68,7 +80,7 @@ type Link struct {
 
 // New returns a link that delivers the results of ob, encoded under cap.
 func New(opts Options, ob *outbox.Outbox, cap reply.Cap, log *slog.Logger) *Link {
-	return &Link{opts: opts, outbox: ob, cap: cap, log: log, wake: make(chan struct{}, 1)}
+	return &Link{opts: opts, outbox: ob, cap: cap, log: log, tls: opts.TLS, http: httpClient(opts.TLS), wake: make(chan struct{}, 1)}
 }
 
 // Run keeps the device linked to the server, reconnecting with
@@ -169,44 +181,6 @@ func (l *Link) session(ctx context.Context) (up time.Duration, err error) {
 	}
 }
 
-func (l *Link) dial(ctx context.Context) (*protocol.Conn, error) {
-	dctx, cancel := context.WithTimeout(ctx, registerTimeout)
-	defer cancel()
-	opts := l.opts.Conn
-	opts.Reject, opts.Logger = protocol.ClientErrorReply(l.opts.DeviceID), l.log
-	target, err := dialURL(l.opts.ServerURL, l.opts.Token, l.opts.Wire)
-	if err != nil {
-		return nil, err
-	}
-	conn, resp, err := protocol.Dial(dctx, target, protocol.DialOptions{
-		Header:      http.Header{"Authorization": {"Bearer " + l.opts.Token}},
-		Encoding:    l.opts.Wire,
-		ConnOptions: opts,
-	})
-	if resp != nil && resp.StatusCode == http.StatusUnauthorized {
-		return nil, errUnauthorized
-	}
-	return conn, err
-}
-
-// dialURL is the URL the link dials. On the JSON wire, which is for UFO's
-// server, the token goes in the URL too, as ?token=: UFO's server reads
-// only that. The Authorization header carries it either way, for ours.
-// The URL is never logged as it is (protocol.RedactURL).
-func dialURL(serverURL, token string, wire protocol.Encoding) (string, error) {
-	if wire != protocol.JSON {
-		return serverURL, nil
-	}
-	u, err := url.Parse(serverURL)
-	if err != nil {
-		return "", fmt.Errorf("server URL %s: %w", protocol.RedactURL(serverURL), err)
-	}
-	q := u.Query()
-	q.Set("token", token)
-	u.RawQuery = q.Encode()
-	return u.String(), nil
-}
-
 // maxEarlyCommands bounds the COMMANDs kept while waiting for the ack of
 // REGISTER.
 const maxEarlyCommands = 1024
@@ -297,6 +271,8 @@ func (l *Link) handle(ctx context.Context, conn *protocol.Conn, m *protocol.Serv
 			return
 		}
 		l.log.Debug("heartbeat acknowledged")
+	case protocol.ServerRotateToken:
+		l.rotateToken(ctx, conn, m)
 	case protocol.ServerError:
 		if r, ok := l.outbox.Delivered(m.ResponseID); ok {
 			r.Log(l.log).Error("server refused results; they are not sent again", "error", m.Error)
@@ -311,6 +287,24 @@ func (l *Link) handle(ctx context.Context, conn *protocol.Conn, m *protocol.Serv
 			Error: fmt.Sprintf("message type %q is not handled by this agent", m.Type), Timestamp: protocol.Now(),
 		}
 		l.send(ctx, conn, msg)
+	}
+}
+
+// rotateToken keeps the new token the server sent, for the next
+// connection, and says whether it did: the server retires the old token
+// once it hears so.
+func (l *Link) rotateToken(ctx context.Context, conn *protocol.Conn, m *protocol.ServerMessage) {
+	reply := &protocol.ClientMessage{Type: protocol.ClientTokenRotated, Status: protocol.StatusOK, ClientID: l.opts.DeviceID,
+		PrevResponseID: m.ResponseID, Timestamp: protocol.Now()}
+	path, err := l.opts.Tokens.Replace(m.Token)
+	if err != nil {
+		l.log.Error("new device token not kept; the old one stays", "err", err)
+		reply.Status, reply.Error = protocol.StatusError, err.Error()
+	} else {
+		l.log.Info("device token rotated; the new one is used from the next connection", "path", path)
+	}
+	if err := l.send(ctx, conn, reply); err != nil {
+		l.log.Warn("answer to the token rotation not sent; a new token kept is confirmed by the next connection, made with it", "err", err)
 	}
 }
 

@@ -17,6 +17,12 @@ type Device struct {
 	CreatedAt time.Time
 	LastSeen  time.Time       // zero if never connected
 	Info      json.RawMessage // the SystemInfo of its last registration, or nil
+	// Wire is the encoding of its last link, "cbor" or "json"; "" if it
+	// never linked.
+	Wire string
+	// Rotation is a rotation of its token that it has not confirmed, or
+	// nil.
+	Rotation *TokenRotation
 }
 
 // CreateDevice enrolls a device. It fails with ErrExists if the id is taken.
@@ -40,7 +46,11 @@ func (t *Tx) CreateDevice(id, tokenHash string, labels map[string]string) error 
 	return nil
 }
 
-const deviceColumns = `id, token_hash, labels, created_at, last_seen, info`
+// selectDevices reads devices with their pending token rotations; a
+// WHERE or ORDER BY may follow.
+const selectDevices = `SELECT d.id, d.token_hash, d.labels, d.created_at, d.last_seen, d.info, d.wire,
+	r.grace_ns, r.requested_at, r.sent_at, r.error
+	FROM devices d LEFT JOIN token_rotations r ON r.device_id = d.id`
 
 func scanDevice(row rowScanner) (Device, error) {
 	var (
@@ -48,8 +58,10 @@ func scanDevice(row rowScanner) (Device, error) {
 		labels            string
 		created, lastSeen sql.NullString
 		info              sql.NullString
+		rot               nullRotation
 	)
-	if err := row.Scan(&d.ID, &d.TokenHash, &labels, &created, &lastSeen, &info); err != nil {
+	if err := row.Scan(&d.ID, &d.TokenHash, &labels, &created, &lastSeen, &info, &d.Wire,
+		&rot.grace, &rot.requested, &rot.sent, &rot.err); err != nil {
 		return d, err
 	}
 	if err := json.Unmarshal([]byte(labels), &d.Labels); err != nil {
@@ -59,25 +71,19 @@ func scanDevice(row rowScanner) (Device, error) {
 	if info.Valid {
 		d.Info = json.RawMessage(info.String)
 	}
+	d.Rotation = rot.value()
 	return d, nil
 }
 
 // Device returns the device id, or ErrNotFound.
 func (s *Store) Device(ctx context.Context, id string) (Device, error) {
-	d, err := scanDevice(s.readRow(ctx, `SELECT `+deviceColumns+` FROM devices WHERE id = ?`, id))
+	d, err := scanDevice(s.readRow(ctx, selectDevices+` WHERE d.id = ?`, id))
 	return d, rowErr(err, "device %q", id)
-}
-
-// DeviceByTokenHash returns the device whose token hashes to hash, or
-// ErrNotFound.
-func (s *Store) DeviceByTokenHash(ctx context.Context, hash string) (Device, error) {
-	d, err := scanDevice(s.readRow(ctx, `SELECT `+deviceColumns+` FROM devices WHERE token_hash = ?`, hash))
-	return d, rowErr(err, "device by token")
 }
 
 // Devices lists every enrolled device, ordered by id.
 func (s *Store) Devices(ctx context.Context) ([]Device, error) {
-	rows, err := s.readRows(ctx, `SELECT `+deviceColumns+` FROM devices ORDER BY id`)
+	rows, err := s.readRows(ctx, selectDevices+` ORDER BY d.id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list devices: %w", err)
 	}
@@ -88,8 +94,8 @@ func (s *Store) Devices(ctx context.Context) ([]Device, error) {
 	return out, nil
 }
 
-// DeleteDevice revokes a device: its token stops working. Its command
-// history is kept.
+// DeleteDevice revokes a device: its tokens stop working, and its
+// certificates are revoked for good. Its command history is kept.
 func (t *Tx) DeleteDevice(id string) error {
 	res, err := t.exec(`DELETE FROM devices WHERE id = ?`, id)
 	if err != nil {
@@ -97,6 +103,14 @@ func (t *Tx) DeleteDevice(id string) error {
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("store: device %q: %w", id, ErrNotFound)
+	}
+	return t.revokeCredentials(id)
+}
+
+// LinkedOver records the wire of the device's link.
+func (t *Tx) LinkedOver(id, wire string) error {
+	if _, err := t.exec(`UPDATE devices SET wire = ? WHERE id = ?`, wire, id); err != nil {
+		return fmt.Errorf("store: device %q: record its wire: %w", id, err)
 	}
 	return nil
 }

@@ -110,6 +110,81 @@ var migrations = []string{
 	// (a UFO galaxy client's galaxy/<task>/<name>): task_name holds the
 	// sanitized name, which task_result looks up.
 	`ALTER TABLE sessions ADD COLUMN original_task_name TEXT NOT NULL DEFAULT '';`,
+
+	// Device credentials. A token rotation the operator asked for and the
+	// device has not confirmed, at most one per device; the hash of the
+	// token last sent for it works until a newer one is sent. Tokens a
+	// confirmed rotation replaced, kept to refuse them by name, working
+	// until their grace ends. The wire of a device's last link, since a
+	// JSON link cannot carry a new token. Device certificates, by their
+	// SHA-256: those the server signed and those devices presented; a
+	// revoked device's stay, revoked, so that re-enrolling its id does not
+	// make them good again.
+	`CREATE TABLE token_rotations (
+		device_id    TEXT PRIMARY KEY,
+		grace_ns     INTEGER NOT NULL,
+		requested_at TEXT NOT NULL,
+		sent_hash    TEXT UNIQUE,
+		sent_at      TEXT,
+		error        TEXT NOT NULL DEFAULT ''
+	);
+	CREATE TABLE retired_tokens (
+		hash       TEXT PRIMARY KEY,
+		device_id  TEXT NOT NULL,
+		retired_at TEXT NOT NULL,
+		until      TEXT NOT NULL
+	);
+	CREATE INDEX retired_tokens_device ON retired_tokens(device_id);
+	ALTER TABLE devices ADD COLUMN wire TEXT NOT NULL DEFAULT '';
+	CREATE TABLE device_certificates (
+		sha256     TEXT PRIMARY KEY,
+		device_id  TEXT NOT NULL,
+		serial     TEXT NOT NULL,
+		not_after  TEXT NOT NULL,
+		signed     INTEGER NOT NULL,
+		created_at TEXT NOT NULL,
+		revoked_at TEXT
+	);
+	CREATE INDEX device_certificates_device ON device_certificates(device_id);`,
+
+	// Operator identities, each with a role, a scope (a device selector
+	// and tool patterns; empty: none) and tokens kept as hashes; the
+	// dashboard's logins, each made with a token, which end with it; and
+	// who asked, by identity and token, on tasks, commands and the audit
+	// log. An audit entry with an action records a change to devices or
+	// identities rather than a tool call. Rows from before name no one.
+	`CREATE TABLE identities (
+		name       TEXT PRIMARY KEY,
+		role       TEXT NOT NULL,
+		devices    TEXT NOT NULL DEFAULT '',
+		tools      TEXT NOT NULL DEFAULT '[]',
+		created_at TEXT NOT NULL
+	);
+	CREATE TABLE identity_tokens (
+		id         TEXT PRIMARY KEY,
+		identity   TEXT NOT NULL REFERENCES identities(name) ON DELETE CASCADE,
+		hash       TEXT NOT NULL UNIQUE,
+		created_at TEXT NOT NULL,
+		expires_at TEXT
+	);
+	CREATE INDEX identity_tokens_identity ON identity_tokens(identity);
+	CREATE TABLE logins (
+		hash       TEXT PRIMARY KEY,
+		token_id   TEXT NOT NULL REFERENCES identity_tokens(id) ON DELETE CASCADE,
+		created_at TEXT NOT NULL,
+		expires_at TEXT NOT NULL
+	);
+	CREATE INDEX logins_token ON logins(token_id);
+	CREATE INDEX logins_expires ON logins(expires_at);
+	ALTER TABLE sessions ADD COLUMN identity TEXT NOT NULL DEFAULT '';
+	ALTER TABLE sessions ADD COLUMN token_id TEXT NOT NULL DEFAULT '';
+	ALTER TABLE sessions ADD COLUMN selector TEXT NOT NULL DEFAULT '';
+	ALTER TABLE commands ADD COLUMN identity TEXT NOT NULL DEFAULT '';
+	ALTER TABLE commands ADD COLUMN token_id TEXT NOT NULL DEFAULT '';
+	ALTER TABLE audit ADD COLUMN identity TEXT NOT NULL DEFAULT '';
+	ALTER TABLE audit ADD COLUMN token_id TEXT NOT NULL DEFAULT '';
+	ALTER TABLE audit ADD COLUMN action TEXT NOT NULL DEFAULT '';
+	CREATE INDEX audit_identity ON audit(identity, seq);`,
 }
 
 // fixedWidthTimes is the SQL that rewrites columns of table from

@@ -1,0 +1,130 @@
+package link
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+)
+
+// dial connects to the server with the device's credentials: its token,
+// if it has one, and over TLS its certificate, if it has one.
+func (l *Link) dial(ctx context.Context) (*protocol.Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	defer cancel()
+	opts := l.opts.Conn
+	opts.Reject, opts.Logger = protocol.ClientErrorReply(l.opts.DeviceID), l.log
+	token := l.opts.Tokens.Token()
+	target, err := dialURL(l.opts.ServerURL, token, l.opts.Wire)
+	if err != nil {
+		return nil, err
+	}
+	header := http.Header{}
+	if token != "" {
+		header.Set("Authorization", "Bearer "+token)
+	}
+	conn, resp, err := protocol.Dial(dctx, target, protocol.DialOptions{
+		Header:      header,
+		Encoding:    l.opts.Wire,
+		HTTPClient:  l.http,
+		ConnOptions: opts,
+	})
+	if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+		return nil, refusedCredentials(resp)
+	}
+	if err != nil {
+		return nil, l.explainTLS(err)
+	}
+	return conn, nil
+}
+
+// httpClient is the client that dials a server over TLS tc; nil, the
+// default, when tc is.
+func httpClient(tc *tls.Config) *http.Client {
+	if tc == nil {
+		return nil
+	}
+	t := protocol.LinkTransport()
+	t.TLSClientConfig = tc
+	return &http.Client{Transport: t}
+}
+
+// dialURL is the URL the link dials. On the JSON wire, which is for UFO's
+// server, the token goes in the URL too, as ?token=: UFO's server reads
+// only that. The Authorization header carries it either way, for ours.
+// The URL is never logged as it is (protocol.RedactURL).
+func dialURL(serverURL, token string, wire protocol.Encoding) (string, error) {
+	if wire != protocol.JSON || token == "" {
+		return serverURL, nil
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", fmt.Errorf("server URL %s: %w", protocol.RedactURL(serverURL), err)
+	}
+	q := u.Query()
+	q.Set("token", token)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// refusedCredentials is the error of a 401 at the upgrade, with the
+// reason the server gave: none for a token, why for a certificate.
+func refusedCredentials(resp *http.Response) error {
+	reason := "unauthorized"
+	if resp.Body != nil {
+		if b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024)); len(strings.TrimSpace(string(b))) > 0 {
+			reason = strings.TrimSpace(string(b))
+		}
+	}
+	return fmt.Errorf("server refused the device (401 %s): check --id, the token file and the device certificate", reason)
+}
+
+// explainTLS says what a TLS failure of a dial means for the operator: a
+// server certificate the device does not trust, or one not valid for the
+// URL; or a device certificate the server refused (an alert from the
+// server, whose cause it logs: the device can tell only whether its
+// certificate expired).
+func (l *Link) explainTLS(err error) error {
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var hostname x509.HostnameError
+	switch {
+	case errors.As(err, &unknown):
+		return fmt.Errorf("the server's certificate is not trusted (give the CA that signed it as --ca, server.ca): %w", err)
+	case errors.As(err, &invalid), errors.As(err, &hostname):
+		return fmt.Errorf("the server's certificate is not valid for %s: %w", protocol.RedactURL(l.opts.ServerURL), err)
+	case isAlert(err) && l.tls != nil && l.tls.GetClientCertificate != nil:
+		return fmt.Errorf("the server refused the device certificate%s (its log says why): %w", l.certProblem(), err)
+	}
+	return err
+}
+
+// isAlert reports whether err is a TLS alert the server sent.
+func isAlert(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error"
+}
+
+// certProblem is what the device can see wrong with its own certificate:
+// ", which expired at T", or nothing.
+func (l *Link) certProblem() string {
+	cert, err := l.tls.GetClientCertificate(&tls.CertificateRequestInfo{})
+	if err != nil || cert.Leaf == nil {
+		return ""
+	}
+	if now := time.Now(); now.After(cert.Leaf.NotAfter) {
+		return fmt.Sprintf(", which expired at %s", cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
+	} else if now.Before(cert.Leaf.NotBefore) {
+		return fmt.Sprintf(", which is valid only from %s", cert.Leaf.NotBefore.UTC().Format(time.RFC3339))
+	}
+	return ", though it has not expired: is it signed by a CA the server trusts (its --client-ca or --device-ca-cert)?"
+}

@@ -1,0 +1,263 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/google/uuid"
+)
+
+// A device token is rotated in three steps (RATIONALE.md, "Rotating a
+// device's token"):
+//
+//  1. The operator asks (POST /api/devices/{id}/token): the store records
+//     a rotation, pending, whether or not the device is linked.
+//  2. The node holding the device's link offers it a new token, in a
+//     ROTATE_TOKEN on the CBOR wire: at once if it is linked, else right
+//     after it next registers. The hash of the token sent works from then
+//     on, beside the old token.
+//  3. The device keeps the token and says so (TOKEN_ROTATED), or connects
+//     with it: either confirms the rotation, and the old token is retired,
+//     working only until the grace the operator gave ends.
+
+// sentToken is a new token offered on a link and not yet answered.
+type sentToken struct {
+	responseID string
+	hash       string
+}
+
+// rotateToken is POST /api/devices/{id}/token.
+func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) {
+	d, ok := s.lookupDevice(w, r)
+	if !ok {
+		return
+	}
+	var req api.RotateRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	grace, graceErr := api.ParseGrace(req.Grace)
+	wait, waitErr := api.ParseRotateWait(req.Wait)
+	if err := errors.Join(graceErr, waitErr); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if s.deviceWire(d) == protocol.JSON.String() {
+		writeError(w, http.StatusConflict, fmt.Sprintf("device %q links over JSON, UFO's wire, which cannot carry a new token: "+
+			"enroll it again to give it one (aipctl device revoke %[1]s; aipctl device enroll %[1]s)", d.ID))
+		return
+	}
+	audit := callerFrom(r).audit(api.ActionDeviceRotateToken, d.ID, map[string]any{"grace": grace.String()})
+	err := s.store.Write(r.Context(), func(tx *store.Tx) error {
+		if err := tx.RequestRotation(d.ID, grace); err != nil {
+			return err
+		}
+		return tx.AppendAudit(audit)
+	})
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	settled := s.rotations.wait(d.ID)
+	linked := s.offerRotationTo(r.Context(), d.ID)
+	s.log.Info("device token rotation requested", "device", d.ID, "grace", grace, "linked", linked)
+	if linked {
+		select {
+		case <-settled:
+		case <-time.After(wait):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	s.answerRotation(w, r, d.ID, grace)
+}
+
+// answerRotation answers a rotation request with the rotation's state:
+// 200 once the device has confirmed it, 202 while it is pending.
+func (s *Server) answerRotation(w http.ResponseWriter, r *http.Request, id string, grace time.Duration) {
+	d, ok := s.lookupDevice(w, r)
+	if !ok {
+		return
+	}
+	if d.Rotation != nil {
+		writeJSON(w, http.StatusAccepted, rotationView(id, d.Rotation))
+		return
+	}
+	writeJSON(w, http.StatusOK, api.TokenRotation{ID: id, State: api.RotationConfirmed, Grace: grace.String()})
+}
+
+// rotationView is a pending rotation as the API shows it.
+func rotationView(id string, rot *store.TokenRotation) api.TokenRotation {
+	v := api.TokenRotation{ID: id, State: api.RotationPending, Grace: rot.Grace.String(), RequestedAt: rot.RequestedAt, Error: rot.Error}
+	if !rot.SentAt.IsZero() {
+		v.SentAt = &rot.SentAt
+	}
+	return v
+}
+
+// deviceWire is the wire of device d's link, or of its last one if it is
+// not linked, "" if it never was.
+func (s *Server) deviceWire(d store.Device) string {
+	if c := s.reg.device(d.ID); c != nil {
+		return c.conn.Encoding().String()
+	}
+	return d.Wire
+}
+
+// offerRotationTo offers a new token to device id if its link is held
+// here, and reports whether it is. In cluster mode the node that holds it
+// is found as commands' is, and offers it there; a device linked nowhere
+// gets it when it next registers, on whatever node.
+func (s *Server) offerRotationTo(ctx context.Context, id string) bool {
+	c := s.reg.device(id)
+	if c != nil {
+		s.offerRotation(ctx, c)
+	}
+	return c != nil
+}
+
+// registered marks device c's REGISTER acknowledged, and offers it a new
+// token if a rotation of its token waits for it.
+func (s *Server) registered(ctx context.Context, c *client) {
+	c.rotMu.Lock()
+	c.acked = true
+	c.rotMu.Unlock()
+	s.offerRotation(ctx, c)
+}
+
+// offerRotation sends device c a new token if a rotation of its token is
+// pending: once per link, and only once the link is registered, so that
+// the device never gets one before its REGISTER's ack.
+func (s *Server) offerRotation(ctx context.Context, c *client) {
+	c.rotMu.Lock()
+	defer c.rotMu.Unlock()
+	if !c.acked || c.rotation != nil {
+		return
+	}
+	d, err := s.store.Device(ctx, c.id)
+	if err != nil || d.Rotation == nil {
+		return
+	}
+	if c.conn.Encoding() != protocol.CBOR {
+		s.failRotation(ctx, c.id, "its link is JSON, UFO's wire, which cannot carry a new token: enroll it again to give it one")
+		return
+	}
+	token := newToken(deviceTokenPrefix)
+	sent := &sentToken{responseID: uuid.NewString(), hash: hashToken(token)}
+	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SendRotation(c.id, sent.hash) }); err != nil {
+		s.log.Warn("new token not recorded; none sent", "device", c.id, "err", err)
+		return
+	}
+	c.rotation = sent
+	msg := &protocol.ServerMessage{Type: protocol.ServerRotateToken, Status: protocol.StatusOK, Timestamp: protocol.Now(),
+		ResponseID: sent.responseID, Token: token}
+	if err := s.send(ctx, c.conn, msg); err != nil {
+		s.log.Warn("new token not sent; another goes when the device next registers", "device", c.id, "err", err)
+		return
+	}
+	s.log.Info("new token sent to the device", "device", c.id, "response_id", sent.responseID)
+}
+
+// takeRotation returns the token offered on c's link whose rotate_token
+// had response id rid, and forgets it; nil if there is none.
+func (c *client) takeRotation(rid string) *sentToken {
+	c.rotMu.Lock()
+	defer c.rotMu.Unlock()
+	if c.rotation == nil || rid == "" || c.rotation.responseID != rid {
+		return nil
+	}
+	sent := c.rotation
+	c.rotation = nil
+	return sent
+}
+
+// rotationAnswered takes a device's TOKEN_ROTATED: it confirms the
+// rotation, or says why the device could not keep its new token, which
+// then keeps its old one.
+func (s *Server) rotationAnswered(ctx context.Context, c *client, m *protocol.ClientMessage) {
+	sent := c.takeRotation(m.PrevResponseID)
+	if sent == nil {
+		s.sendError(ctx, c.conn, fmt.Sprintf("field \"prev_response_id\": %q names no new token sent on this link", m.PrevResponseID), m.RequestID)
+		return
+	}
+	if m.Status != protocol.StatusOK {
+		s.failRotation(ctx, c.id, "the device could not keep its new token: "+m.Error)
+		return
+	}
+	s.confirmRotation(ctx, c.id, sent.hash, "the device confirmed it")
+}
+
+// rotationRefused takes an ERROR from device c that answers the new token
+// offered on its link, as an agent that does not know ROTATE_TOKEN sends,
+// and reports whether it did.
+func (s *Server) rotationRefused(ctx context.Context, c *client, m *protocol.ClientMessage) bool {
+	if c.takeRotation(m.PrevResponseID) == nil {
+		return false
+	}
+	s.failRotation(ctx, c.id, "the device refused its new token (an agent too old to rotate its token?): "+m.Error)
+	return true
+}
+
+// confirmRotation makes the sent token hashing to hash device id's token,
+// how says what confirmed it. One already confirmed is left as it is.
+func (s *Server) confirmRotation(ctx context.Context, id, hash, how string) {
+	err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.ConfirmRotation(id, hash) })
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return
+	case err != nil:
+		s.log.Error("token rotation not recorded; the old token still works", "device", id, "err", err)
+		return
+	}
+	s.log.Info("device token rotated: the old token is retired", "device", id, "confirmed", how)
+	s.rotations.settled(id)
+}
+
+// failRotation records why device id could not take its new token; the
+// rotation stays pending, for its next registration.
+func (s *Server) failRotation(ctx context.Context, id, why string) {
+	s.log.Warn("device token not rotated; it keeps its old token", "device", id, "why", why)
+	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.FailRotation(id, why) }); err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Error("failed token rotation not recorded", "device", id, "err", err)
+	}
+	s.rotations.settled(id)
+}
+
+// rotationWaiters are the rotation requests waiting for their device to
+// answer, by device id.
+type rotationWaiters struct {
+	mu sync.Mutex
+	by map[string]chan struct{}
+}
+
+func newRotationWaiters() *rotationWaiters { return &rotationWaiters{by: map[string]chan struct{}{}} }
+
+// wait returns a channel closed when device id next confirms a rotation,
+// or fails to take its new token.
+func (w *rotationWaiters) wait(id string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch, ok := w.by[id]
+	if !ok {
+		ch = make(chan struct{})
+		w.by[id] = ch
+	}
+	return ch
+}
+
+// settled wakes those waiting for device id.
+func (w *rotationWaiters) settled(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch, ok := w.by[id]; ok {
+		close(ch)
+		delete(w.by, id)
+	}
+}
