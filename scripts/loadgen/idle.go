@@ -201,7 +201,7 @@ func (p *idlePool) read() {
 // is still up.
 func (p *idlePool) serve(c *idleConn, buf []byte) bool {
 	n, err := unix.Read(c.fd, buf)
-	if errors.Is(err, unix.EAGAIN) {
+	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 		return true
 	}
 	if err != nil || n == 0 {

@@ -102,7 +102,7 @@ func handshake(src, dst netip.AddrPort, id, token string, keepalive time.Duratio
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: src.Addr().As4()}); err != nil {
 		return -1, nil, fmt.Errorf("bind %s: %w", src.Addr(), err)
 	}
-	if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: dst.Addr().As4(), Port: int(dst.Port())}); err != nil {
+	if err := connect(fd, dst); err != nil {
 		return -1, nil, fmt.Errorf("connect %s: %w", dst, err)
 	}
 	var key [16]byte
@@ -172,9 +172,39 @@ func setupSocket(fd int, keepalive time.Duration) error {
 	return nil
 }
 
+// connect connects blocking socket fd to dst. A signal (Go's runtime
+// sends them to preempt goroutines) interrupts a blocking connect with
+// EINTR while the connection goes on: it is then waited for.
+func connect(fd int, dst netip.AddrPort) error {
+	err := unix.Connect(fd, &unix.SockaddrInet4{Addr: dst.Addr().As4(), Port: int(dst.Port())})
+	if !errors.Is(err, unix.EINTR) {
+		return err
+	}
+	for {
+		_, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}, 10_000)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		soErr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		if err != nil {
+			return err
+		}
+		if soErr != 0 {
+			return unix.Errno(soErr)
+		}
+		return nil
+	}
+}
+
 func writeAll(fd int, b []byte) error {
 	for len(b) > 0 {
 		n, err := unix.Write(fd, b)
+		if errors.Is(err, unix.EINTR) {
+			continue // interrupted before anything was written
+		}
 		if err != nil {
 			return err
 		}
@@ -189,6 +219,9 @@ func readUntil(fd int, b []byte, done func([]byte) int) ([]byte, error) {
 	buf := make([]byte, 4096)
 	for done(b) == 0 {
 		n, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
