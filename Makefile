@@ -10,12 +10,16 @@ TOOLS    := read_file write_file list_dir hash_file
 #
 # clang, lld, wasi-libc and its runtime library build the tools in C: the
 # example (wasmtools/examples/c/dir_usage), which an aipctl test rebuilds,
-# and the symlinks fixture (make fixtures).
+# the tool aipctl tool init writes with --lang c, which an aipctl test
+# builds, and the symlinks fixture (make fixtures).
 APT_PACKAGES := clang lld wasi-libc libclang-rt-14-dev-wasm32
 # wabt's wat2wasm rebuilds the .wat fixtures (make fixtures).
 APT_PACKAGES += wabt
 # The kiosk test and the dashboard's end-to-end test drive Debian's chromium.
 APT_PACKAGES += chromium
+# tmux gives tests a terminal, where what a user sees there matters (make
+# demo waits for Enter only on a terminal: e2e/demo_test.go).
+APT_PACKAGES += tmux
 # The agent built for arm64, armv7 and riscv64 runs under qemu-user
 # (e2e's cross-architecture test).
 APT_PACKAGES += qemu-user-static
@@ -75,12 +79,19 @@ footprint: build cross
 
 tools: $(TOOLS:%=$(BIN)/tools/%.wasm) $(BIN)/tools/dir_usage.wasm
 
-# Stock tools are WASI preview1 command modules built from wasmtools/tools,
-# each with its manifest embedded (aipctl tool pack). Sign them for devices
+# Stock tools are WASI preview1 reactors built from wasmtools/tools with
+# wasmtools/sdk/reactor, which agents initialize once and start each call
+# from a snapshot of; each has its manifest embedded (aipctl tool pack).
+# -checklinkname=0 lets the SDK reseed the Go runtime's random state
+# (wasmtools/sdk/reactor). internal/testenv builds them for the tests with
+# these two variables: the one place they are set. Sign them for devices
 # that require signatures: aipctl tool sign --key KEY.key bin/tools/NAME.wasm
+TOOL_BUILDMODE := c-shared
+TOOL_LDFLAGS   := -s -w -checklinkname=0
+
 $(TOOLS:%=$(BIN)/tools/%.wasm): $(BIN)/tools/%.wasm: $(BIN)/aipctl FORCE
 	@mkdir -p $(BIN)/tools
-	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -ldflags="-s -w" -o $@ ./wasmtools/tools/$*
+	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=$(TOOL_BUILDMODE) -ldflags="$(TOOL_LDFLAGS)" -o $@ ./wasmtools/tools/$*
 	$(BIN)/aipctl tool pack $@ --manifest wasmtools/tools/$*/$*.json >/dev/null
 	@rm -f $(BIN)/tools/$*.json
 
@@ -140,7 +151,7 @@ deps-npm:
 # fuzzer seems to stall while it shrinks a large generated module.
 FUZZTIME    ?= 30s
 FUZZTARGETS := ./protocol:FuzzDecodeCBOR ./protocol:FuzzDecodeJSON ./wasmtools/meter:FuzzInstrument \
-               ./wasmtools/meter:FuzzInstrumentBytes ./wasmtools/section:FuzzSection
+               ./wasmtools/meter:FuzzInstrumentBytes ./wasmtools/meter:FuzzInstrumentSnapshot ./wasmtools/section:FuzzSection
 
 fuzz:
 	@set -e; for t in $(FUZZTARGETS); do \

@@ -94,9 +94,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.devices.forget(id)
-	if s.reg.device(id) != nil {
-		s.reg.disconnect(id, "device revoked")
-	}
+	s.reg.disconnect(id, "device revoked")
 	s.sessions.deviceGone(id)
 	s.disp.failDevice(id, fmt.Sprintf("device %q was revoked", id))
 	s.log.Info("device revoked", "device", id, "by", who.name)
@@ -218,7 +216,8 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.Idem
 		writeRequestError(w, err)
 		return
 	}
-	spec := sessionSpec{DeviceID: d.ID, Requester: who.requester(api.RequesterOperator, ""), Scope: who.scope, Key: key}
+	spec := sessionSpec{DeviceID: d.ID, Requester: who.requester(api.RequesterOperator, ""), Scope: who.scope, Key: key,
+		WaitForDevice: req.WaitForDevice}
 	resp, err := s.sessions.runCommand(r.Context(), spec, req.Actions, timeout)
 	if err != nil {
 		writeSessionError(w, err)

@@ -41,10 +41,20 @@ requests of them, and nothing else. --fuel, --timeout and --memory override
 the manifest's limits; --memory may go past the 64MiB an agent allows by
 default. Parameters come as with aipctl exec.
 
+It says on stderr how the tool's calls start: a reactor from a snapshot
+of its initialization (and what initializing took), or plainly; a
+command as ABI v1.
+
 Exits 0 when the tool succeeded and 1 when it failed.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			params, err := buildParams(o.params, args[1:])
+			// The manifest types the parameters; one that does not load is
+			// reported by the run itself.
+			var schema map[string]any
+			if mod, err := manifest.Load(args[0]); err == nil {
+				schema = mod.Manifest.InputSchema
+			}
+			params, _, err := buildParams(o.params, args[1:], schema)
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}
@@ -129,6 +139,13 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, cfg sandbox.Config,
 		fmt.Fprintf(stderr, "granted %s\n", m)
 	}
 	res := tool.Call(ctx, params)
+	// A call refused before it started did not wait for initialization;
+	// wait here, so that the line says what initializing took.
+	if err := tool.Module().Ready(ctx); err != nil {
+		fmt.Fprintf(stderr, "start: not ready: %v\n", err)
+	} else {
+		fmt.Fprintln(stderr, startText(tool.Module()))
+	}
 	if err := printJSON(stdout, res); err != nil {
 		return &exitError{exitFailed, err}
 	}
@@ -136,4 +153,20 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, cfg sandbox.Config,
 		return &exitError{code: exitFailed}
 	}
 	return nil
+}
+
+// startText says how the tool's calls start, and what initializing it
+// took or why it could not start from a snapshot.
+func startText(t *sandbox.Tool) string {
+	in := t.Initialization()
+	switch {
+	case t.Start() == sandbox.StartSnapshot:
+		u := in.Usage
+		return fmt.Sprintf("start: from a snapshot (reactor; initialized once: fuel %d, %s, %d pages)", u.Fuel, u.Wall.Round(time.Microsecond), u.MemoryPages)
+	case in.Fallback != nil:
+		return fmt.Sprintf("start: plain (reactor, initialized by each call: %v)", in.Fallback)
+	case t.Start() == sandbox.StartPlain:
+		return "start: plain (reactor, initialized by each call)"
+	}
+	return "start: command (ABI v1)"
 }

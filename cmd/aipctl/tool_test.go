@@ -16,6 +16,8 @@ import (
 	"github.com/edgeaip/edgeaip/agent"
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/wasmtools/abi"
 	"github.com/edgeaip/edgeaip/wasmtools/signature"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -101,9 +103,12 @@ func TestToolAuthorLoop(t *testing.T) {
 	assert.Len(t, in.SHA256, 64)
 	assert.Len(t, in.Imports, 2)
 
+	assert.Equal(t, abi.Command, in.Form)
+	assert.Equal(t, sandbox.StartCommand, in.Start)
+
 	out, _, code = ctl(t, "tool", "inspect", mod)
 	require.Equal(t, exitOK, code)
-	for _, want := range []string{"signed_echo", "1.0.0", "key id " + in.Signature.KeyID, "wasi_snapshot_preview1.fd_read (func)"} {
+	for _, want := range []string{"signed_echo", "1.0.0", "key id " + in.Signature.KeyID, "wasi_snapshot_preview1.fd_read (func)", "command (ABI v1)"} {
 		assert.Contains(t, out, want)
 	}
 
@@ -121,6 +126,37 @@ func TestToolAuthorLoop(t *testing.T) {
 	_, errOut, code = ctl(t, "tool", "verify", "--pub", filepath.Join(testenv.Root(), "testdata", "keys", "test.pub"), mod)
 	assert.Equal(t, exitFailed, code)
 	assert.Contains(t, errOut, "signed by a key this host does not trust")
+}
+
+// inspect and run say which form a module takes and how its calls start:
+// a reactor from a snapshot, whose initialization run reports.
+func TestInspectAndRunShowTheForm(t *testing.T) {
+	reactor := filepath.Join(t.TempDir(), "echo.wasm")
+	_, errOut, code := ctl(t, "tool", "pack", fixturePath("reactor/echo.wasm"), "--manifest", fixturePath("echo.json"), "--out", reactor)
+	require.Equal(t, exitOK, code, errOut)
+	out, _, code := ctl(t, "tool", "inspect", "-o", "json", reactor)
+	require.Equal(t, exitOK, code)
+	var in inspection
+	require.NoError(t, json.Unmarshal([]byte(out), &in))
+	assert.Equal(t, abi.Reactor, in.Form)
+	assert.Equal(t, sandbox.StartSnapshot, in.Start)
+	out, _, _ = ctl(t, "tool", "inspect", reactor)
+	assert.Contains(t, out, "reactor, started from a snapshot")
+
+	out, errOut, code = ctl(t, "tool", "run", "--cache=", reactor, "a=1")
+	require.Equal(t, exitOK, code, errOut)
+	assert.JSONEq(t, `{"a":1}`, mustField(t, out, "result"))
+	assert.Regexp(t, `start: from a snapshot \(reactor; initialized once: fuel \d+, .+, 1 pages\)`, errOut)
+	_, errOut, _ = ctl(t, "tool", "run", "--cache=", fixturePath("echo.wasm"))
+	assert.Contains(t, errOut, "start: command (ABI v1)")
+}
+
+// mustField is the JSON of a field of the JSON object doc.
+func mustField(t *testing.T, doc, field string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(doc), &m), "%q", doc)
+	return string(m[field])
 }
 
 // The issue's own command line: -o names the file pack writes, as it
@@ -234,7 +270,7 @@ func TestADeployedSignedToolRunsOnTheDevice(t *testing.T) {
 
 	_, errOut, code := f.ctl("exec", "kiosk-1", "hello")
 	require.Equal(t, exitUsage, code, "not there before the deploy: %s", errOut)
-	assert.Contains(t, errOut, `actions[0].tool_name: device "kiosk-1" has no tool "hello"`)
+	assert.Equal(t, "device kiosk-1 has no tool hello", errOut)
 	out, errOut, code := f.ctl("tool", "deploy", "kiosk-1", mod)
 	require.Equal(t, exitOK, code, "%s%s", out, errOut)
 	assert.Contains(t, out, `"status": "success"`)
@@ -252,13 +288,19 @@ func TestPackAndSignRefuseWhatAnAgentWouldRefuse(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte(`{"name":"x","tool_type":"query","input_schema":{"type":"object"}}`), 0o644))
 	_, errOut, code := ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", bad, "--out", filepath.Join(dir, "x.wasm"))
 	assert.Equal(t, exitUsage, code)
-	assert.Contains(t, errOut, `field "tool_type"`)
+	assert.Contains(t, errOut, `tool_type: want action or data_collection, got "query"`)
 
 	lib := filepath.Join(dir, "lib.wasm")
 	require.NoError(t, os.WriteFile(lib, []byte("\x00asm\x01\x00\x00\x00\x05\x03\x01\x00\x01"), 0o644))
 	_, errOut, code = ctl(t, "tool", "pack", lib, "--manifest", fixturePath("echo.json"))
 	assert.Equal(t, exitUsage, code)
-	assert.Contains(t, errOut, "no _start export")
+	assert.Contains(t, errOut, "not a tool module: it exports neither _start (a WASI command) nor aip_call (a reactor)")
+
+	snapshot := filepath.Join(dir, "snapshot.json")
+	require.NoError(t, os.WriteFile(snapshot, []byte(`{"name":"echo","tool_type":"action","input_schema":{"type":"object"},"init":"snapshot"}`), 0o644))
+	_, errOut, code = ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", snapshot, "--out", filepath.Join(dir, "x.wasm"))
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, `init "snapshot": a WASI command (it exports _start) cannot be snapshotted`)
 
 	_, errOut, code = ctl(t, "tool", "sign", "--key", filepath.Join(testenv.Root(), "testdata", "keys", "test.key"), fixturePath("echo.wasm"), "--out", filepath.Join(dir, "s.wasm"))
 	assert.Equal(t, exitUsage, code)
@@ -354,4 +396,55 @@ func TestTheCExampleToolBuildsWithItsBuildScript(t *testing.T) {
 	res, code := runResult(t, out, "path=/data", "--allow-dir", dirUsageTree(t)+":/data")
 	require.Equal(t, exitOK, code, res)
 	assert.Equal(t, float64(7), res["result"].(map[string]any)["bytes"])
+}
+
+// Item 10 of issue 24: Go's linker imports fd_write twice; inspect lists
+// it once, with the count.
+func TestInspectListsAnImportOnceWithItsCount(t *testing.T) {
+	mod := filepath.Join(testenv.StockToolsDir(t), "hash_file.wasm")
+	out, errOut, code := sh(t, nil, "aipctl tool inspect "+mod)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, 1, strings.Count(out, "wasi_snapshot_preview1.fd_write "), out)
+	assert.Contains(t, out, "  wasi_snapshot_preview1.fd_write (func, imported 2 times)\n")
+	assert.Contains(t, out, "  wasi_snapshot_preview1.fd_read (func)\n")
+
+	out, _, code = sh(t, nil, "aipctl tool inspect -o json "+mod)
+	require.Equal(t, exitOK, code)
+	var in inspection
+	require.NoError(t, json.Unmarshal([]byte(out), &in))
+	counts := map[string]int{}
+	for _, imp := range in.Imports {
+		counts[imp.Name] += imp.Count
+		assert.NotEmpty(t, imp.Name)
+	}
+	assert.Equal(t, 2, counts["fd_write"])
+	assert.Equal(t, 1, counts["fd_read"])
+	assert.Len(t, in.Imports, len(counts), "each import once")
+}
+
+// Item 3 of issue 24: pack reports every problem of a manifest at once,
+// each at its line, as a compiler would.
+func TestPackReportsEveryManifestProblemWithItsLine(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "tool.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{
+  "name": "hash file",
+  "tool_type": "action",
+  "input_schema": {"type": "object"},
+  "limits": {"timeout": "10 seconds", "memroy": "32MiB"}
+}
+`), 0o644))
+	out, errOut, code := sh(t, nil, "cd "+dir+" && aipctl tool pack "+fixturePath("echo.wasm")+" --manifest tool.json -o t.wasm")
+	assert.Equal(t, exitUsage, code, out)
+	assert.Equal(t, `aipctl: tool.json: the manifest is not valid:
+  tool.json:2: name: "hash file": want 1-64 of [A-Za-z0-9_-], not starting with '-'
+  tool.json:5: limits.memroy: unknown field; did you mean memory?
+  tool.json:5: limits.timeout: duration "10 seconds": want a non-negative duration such as "5s"
+`, errOut)
+	assert.NoFileExists(t, filepath.Join(dir, "t.wasm"))
+
+	require.NoError(t, os.WriteFile(bad, []byte("{\n  \"name\": \"t\",\n  \"tool_type\": \"action\"\n  \"input_schema\": {}\n}\n"), 0o644))
+	_, errOut, code = sh(t, nil, "cd "+dir+" && aipctl tool pack "+fixturePath("echo.wasm")+" --manifest tool.json -o t.wasm")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "aipctl: tool.json: the manifest is not valid:\n  tool.json:4:3: invalid character '\"' after object key:value pair\n", errOut)
 }
