@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +33,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/scripts/internal/aipserver"
 	"github.com/edgeaip/edgeaip/server/api"
 )
 
@@ -86,11 +86,12 @@ func run(bin, agentBin string, runs, busyMiB int) error {
 	defer os.RemoveAll(work)
 	ctx := context.Background()
 
-	srv, client, err := startServer(bin, work)
+	srv, err := aipserver.Start(ctx, filepath.Join(bin, "aip-server"), filepath.Join(work, "server"))
 	if err != nil {
 		return err
 	}
-	defer stop(srv)
+	defer srv.Stop()
+	client := srv.API
 	token, err := client.Enroll(ctx, api.EnrollRequest{ID: "footprint-1"})
 	if err != nil {
 		return err
@@ -144,41 +145,6 @@ func run(bin, agentBin string, runs, busyMiB int) error {
 	r.row("RSS idle once each stock tool has run (their code resident)", fmt.Sprintf("%.1f MiB", mib(m.used)))
 	r.row(fmt.Sprintf("RSS once the idle code is unloaded (tools.unload_after, %s here)", unloadAfter), fmt.Sprintf("%.1f MiB", mib(m.unloaded)))
 	return r.err()
-}
-
-// startServer runs aip-server on a free loopback port.
-func startServer(bin, work string) (*exec.Cmd, *api.Client, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, nil, err
-	}
-	data := filepath.Join(work, "server")
-	cmd := exec.Command(filepath.Join(bin, "aip-server"), "--listen", addr, "--data", data)
-	cmd.Stderr = io.Discard
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
-	}
-	client := &api.Client{BaseURL: "http://" + addr}
-	for range 500 {
-		if b, err := os.ReadFile(filepath.Join(data, "admin.token")); err == nil && len(b) > 0 {
-			client.Token = strings.TrimSpace(string(b))
-			if _, err := client.Devices(context.Background()); err == nil {
-				return cmd, client, nil
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	stop(cmd)
-	return nil, nil, errors.New("aip-server did not come up")
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 func stop(cmd *exec.Cmd) {

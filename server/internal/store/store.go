@@ -3,10 +3,13 @@
 // its results, and an append-only audit log.
 //
 // Writes go through one writer goroutine that commits whatever writes are
-// waiting in a single transaction (group commit): each write is durable
-// (synchronous=FULL) when [Store.Write] returns, and concurrent writers share
-// one fsync. Reads use a bounded pool of connections of their own, which
-// WAL mode lets run while the writer works; idle ones are closed.
+// waiting in a single transaction (group commit): a write is durable
+// (fsynced) when [Store.Write] returns, and concurrent writers share one
+// fsync; [Store.WriteUnsynced] returns once its write is committed, which
+// the next fsync makes durable. Checkpoints run beside the writer, on a
+// connection of their own. Reads use a bounded pool of connections of
+// their own, which WAL mode lets run while the writer works; idle ones are
+// closed.
 package store
 
 import (
@@ -48,16 +51,24 @@ type Store struct {
 	reads sync.Map
 	// failing says whether writes fail for the database's own reasons.
 	failing failing
+	// synced is the writer connection's synchronous setting: whether its
+	// commits fsync. The writer's.
+	synced bool
+	ckpt   *checkpointer
 }
 
 // Tx is one write's view of the current transaction. Its methods are the
 // store's writes; a write that returns an error is rolled back alone.
 type Tx struct {
 	s *Store
+	// changes counts the rows the transaction's statements changed: a
+	// write that fails having changed none needs nothing undone.
+	changes int64
 }
 
 type writeReq struct {
 	fn   func(*Tx) error
+	sync bool // the write returns once it is durable, not just committed
 	done chan error
 }
 
@@ -69,6 +80,11 @@ type Options struct {
 	// ReaderIdle closes a reader connection unused this long, with the
 	// memory and files it holds. Default 60 s.
 	ReaderIdle time.Duration
+	// CheckpointDelay is how long after a commit the checkpointer copies
+	// the WAL into the database; it fsyncs the WAL first, which makes the
+	// writes of WriteUnsynced durable if no Write did so before. Default
+	// 100 ms.
+	CheckpointDelay time.Duration
 }
 
 // DefaultReaders is the default size of the reader pool: max(4, 2 ×
@@ -84,6 +100,9 @@ func (o Options) withDefaults() Options {
 	if o.ReaderIdle <= 0 {
 		o.ReaderIdle = time.Minute
 	}
+	if o.CheckpointDelay <= 0 {
+		o.CheckpointDelay = 100 * time.Millisecond
+	}
 	return o
 }
 
@@ -91,7 +110,9 @@ func (o Options) withDefaults() Options {
 // date, and starts the writer.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
-	wdb, err := openDB(path, "journal_mode(WAL)", "synchronous(FULL)")
+	// Checkpoints are the checkpointer's, not the commits': SQLite would
+	// otherwise run one inside the commit that crosses 1000 pages of WAL.
+	wdb, err := openDB(path, "journal_mode(WAL)", "synchronous(FULL)", "wal_autocheckpoint(0)")
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +140,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	rdb.SetMaxOpenConns(opts.Readers)
 	rdb.SetMaxIdleConns(opts.Readers)
 	rdb.SetConnMaxIdleTime(opts.ReaderIdle)
+	ckpt, err := newCheckpointer(path, opts.CheckpointDelay)
+	if err != nil {
+		rdb.Close()
+		conn.Close()
+		wdb.Close()
+		return nil, err
+	}
 	s := &Store{wdb: wdb, conn: conn, rdb: rdb, writes: make(chan writeReq), closing: make(chan struct{}),
-		closed: make(chan struct{}), stmts: map[string]*sql.Stmt{}}
+		closed: make(chan struct{}), stmts: map[string]*sql.Stmt{}, synced: true, ckpt: ckpt}
 	go s.writer()
 	return s, nil
 }
@@ -141,7 +169,9 @@ func openDB(path string, pragmas ...string) (*sql.DB, error) {
 func (s *Store) Close() error {
 	s.once.Do(func() { close(s.closing) })
 	<-s.closed
-	var errs []error
+	// Before the other connections: the last one to close checkpoints
+	// what is left.
+	errs := []error{s.ckpt.close()}
 	for _, st := range s.stmts {
 		errs = append(errs, st.Close())
 	}
@@ -155,9 +185,24 @@ func (s *Store) Close() error {
 // Write runs fn in the next group commit and returns once that commit is
 // durable, or with fn's error (fn's statements are then rolled back) or the
 // commit's. ctx bounds only the wait for a place in the queue: once fn is
-// queued, Write reports its true outcome.
+// queued, Write reports its true outcome. fn may run more than once (when
+// another write of its batch is undone, see commitErrs): it must only set
+// what it returns.
 func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
-	req := writeReq{fn: fn, done: make(chan error, 1)}
+	return s.write(ctx, writeReq{fn: fn, sync: true, done: make(chan error, 1)})
+}
+
+// WriteUnsynced is Write for what need not be durable before the caller
+// goes on: it returns once fn is committed, without waiting for an fsync.
+// The write is then seen by every read and survives the process's crash;
+// a crash of the machine loses it until the next durable commit (any
+// Write's, which fsyncs the WAL it is in) or the next checkpoint, within
+// Options.CheckpointDelay.
+func (s *Store) WriteUnsynced(ctx context.Context, fn func(*Tx) error) error {
+	return s.write(ctx, writeReq{fn: fn, done: make(chan error, 1)})
+}
+
+func (s *Store) write(ctx context.Context, req writeReq) error {
 	select {
 	case s.writes <- req:
 	case <-s.closing:
@@ -189,15 +234,14 @@ func (s *Store) writer() {
 			}
 		}
 		s.commit(batch)
+		s.ckpt.due()
 	}
 }
 
-// commit runs a batch in one transaction, each write under its own
-// savepoint so that one failing write does not undo the others. A write
-// alone needs no savepoint: its failure rolls back the transaction. A
-// write the database itself could not take (ErrUnavailable) may have
-// rolled back the whole transaction, as SQLite may on SQLITE_FULL, so it
-// fails the whole batch.
+// commit runs a batch in one transaction, fsynced if any of its writes
+// asks for it, and tells each write how it ended. A write the database
+// itself could not take (ErrUnavailable) may have rolled back the whole
+// transaction, as SQLite may on SQLITE_FULL, so it fails the whole batch.
 func (s *Store) commit(batch []writeReq) {
 	errs := s.commitErrs(batch)
 	s.failing.note(errs)
@@ -206,70 +250,132 @@ func (s *Store) commit(batch []writeReq) {
 	}
 }
 
-// commitErrs commits batch and returns each write's outcome.
+// commitErrs commits batch and returns each write's outcome. Writes run
+// with no savepoint of their own: a savepoint makes SQLite copy every
+// page a write touches to a sub-journal, which cost more than the writes.
+// A write that fails having changed no row needs nothing undone, as when
+// a write refuses what it is asked before writing; one that fails having
+// changed rows is undone by rolling the batch back and running it again
+// without that write.
 func (s *Store) commitErrs(batch []writeReq) []error {
 	errs := make([]error, len(batch))
+	left := make([]bool, len(batch)) // writes undone and left out
+	for s.tryBatch(batch, left, errs) {
+	}
+	return errs
+}
+
+// tryBatch runs the writes of batch not left out in one transaction and
+// commits it, setting each one's outcome in errs. It reports whether it
+// rolled back to leave out a write that failed having changed rows, for
+// the caller to run the rest again.
+func (s *Store) tryBatch(batch []writeReq, left []bool, errs []error) (again bool) {
 	tx := &Tx{s: s}
-	if _, err := tx.exec("BEGIN IMMEDIATE"); err != nil {
-		return fill(errs, unavailableError{fmt.Errorf("store: begin: %w", err)})
+	if err := s.setSynced(tx, needsSync(batch, left)); err != nil {
+		failRest(errs, left, unavailableError{fmt.Errorf("store: synchronous setting: %w", err)})
+		return false
 	}
-	if len(batch) == 1 {
-		if errs[0] = batch[0].fn(tx); errs[0] != nil {
-			if _, err := tx.exec("ROLLBACK"); err != nil {
-				errs[0] = errors.Join(errs[0], fmt.Errorf("store: rollback: %w", err))
-			}
-			return errs
+	if err := tx.control("BEGIN IMMEDIATE"); err != nil {
+		failRest(errs, left, unavailableError{fmt.Errorf("store: begin: %w", err)})
+		return false
+	}
+	for i, r := range batch {
+		if left[i] {
+			continue
 		}
-	} else {
-		for i, r := range batch {
-			if errs[i] = tx.savepoint(r.fn); errors.Is(errs[i], ErrUnavailable) {
-				tx.exec("ROLLBACK") // may fail: SQLite may have rolled back already
-				return fill(errs, unavailableError{fmt.Errorf("store: rolled back with a write the database could not take: %w", errs[i])})
+		before := tx.changes
+		errs[i] = r.fn(tx)
+		switch {
+		case errors.Is(errs[i], ErrUnavailable):
+			tx.control("ROLLBACK") // may fail: SQLite may have rolled back already
+			failRest(errs, left, unavailableError{fmt.Errorf("store: rolled back with a write the database could not take: %w", errs[i])})
+			return false
+		case errs[i] != nil && tx.changes != before:
+			if err := tx.control("ROLLBACK"); err != nil {
+				failRest(errs, left, unavailableError{fmt.Errorf("store: rollback: %w", err)})
+				return false
 			}
+			left[i] = true
+			return true
 		}
 	}
-	if _, err := tx.exec("COMMIT"); err != nil {
+	if err := tx.control("COMMIT"); err != nil {
 		// A failed COMMIT leaves the transaction open: end it, so that the
 		// next batch starts clean.
-		tx.exec("ROLLBACK")
+		tx.control("ROLLBACK")
 		for i := range errs {
-			errs[i] = errors.Join(errs[i], unavailableError{fmt.Errorf("store: commit: %w", err)})
+			if !left[i] {
+				errs[i] = errors.Join(errs[i], unavailableError{fmt.Errorf("store: commit: %w", err)})
+			}
 		}
 	}
-	return errs
+	return false
 }
 
-// fill sets every error of errs to err, and returns errs.
-func fill(errs []error, err error) []error {
+// needsSync reports whether a write of batch not left out must be durable
+// when it returns.
+func needsSync(batch []writeReq, left []bool) bool {
+	for i, r := range batch {
+		if r.sync && !left[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// setSynced makes the writer's commits fsync or not. SQLite takes the
+// setting only outside a transaction; in WAL mode, NORMAL commits without
+// an fsync and FULL fsyncs the WAL, and with it every commit before.
+func (s *Store) setSynced(tx *Tx, synced bool) error {
+	if s.synced == synced {
+		return nil
+	}
+	level := "NORMAL"
+	if synced {
+		level = "FULL"
+	}
+	if err := tx.control("PRAGMA synchronous = " + level); err != nil {
+		return err
+	}
+	s.synced = synced
+	return nil
+}
+
+// failRest sets the error of every write of errs not left out to err:
+// those left out failed for their own reasons.
+func failRest(errs []error, left []bool, err error) {
 	for i := range errs {
-		errs[i] = err
-	}
-	return errs
-}
-
-func (t *Tx) savepoint(fn func(*Tx) error) error {
-	if _, err := t.exec("SAVEPOINT w"); err != nil {
-		return unavailableError{fmt.Errorf("store: savepoint: %w", err)}
-	}
-	err := fn(t)
-	if err != nil {
-		if _, rerr := t.exec("ROLLBACK TO w"); rerr != nil {
-			err = errors.Join(err, unavailableError{fmt.Errorf("store: rollback: %w", rerr)})
+		if !left[i] {
+			errs[i] = err
 		}
 	}
-	if _, rerr := t.exec("RELEASE w"); rerr != nil {
-		err = errors.Join(err, unavailableError{fmt.Errorf("store: release: %w", rerr)})
-	}
-	return err
 }
 
+// exec runs a statement of a write and counts the rows it changed
+// (sqlite3_changes): every statement of a write that changes rows goes
+// through it, so that a failed write is known to need undoing.
 func (t *Tx) exec(query string, args ...any) (sql.Result, error) {
 	st, err := t.stmt(query)
 	if err != nil {
 		return nil, err
 	}
 	res, err := st.ExecContext(context.Background(), args...)
-	return res, unavailable(err)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	n, _ := res.RowsAffected()
+	t.changes += n
+	return res, nil
+}
+
+// control runs a statement that changes no rows: BEGIN, COMMIT, a PRAGMA.
+func (t *Tx) control(query string) error {
+	st, err := t.stmt(query)
+	if err != nil {
+		return err
+	}
+	_, err = st.ExecContext(context.Background())
+	return unavailable(err)
 }
 
 func (t *Tx) query(query string, args ...any) (*sql.Rows, error) {
