@@ -111,15 +111,20 @@ func (d *directCalls) readFunctions(p []byte) error {
 }
 
 // readTable reads the table section's count and the first table's
-// minimum size, which is the table's size: the module never grows it.
+// minimum size, which is the table's size: the module never grows it. A
+// table of another kind, or with an initializer, counts as none.
 func (d *directCalls) readTable(p []byte) (int, error) {
 	r := wasmbin.NewReader(p)
 	n, err := r.Count(3)
 	if err != nil || n == 0 {
 		return int(n), err
 	}
-	if typ, err := r.Byte(); err != nil || typ != refFunc {
-		return 0, fmt.Errorf("table 0: type 0x%02x: %w", typ, err)
+	typ, err := r.Byte()
+	if err != nil {
+		return 0, fmt.Errorf("table 0: %w", err)
+	}
+	if typ != refFunc {
+		return 0, nil
 	}
 	if _, err := r.Byte(); err != nil { // limits flags
 		return 0, fmt.Errorf("table 0: %w", err)
