@@ -70,6 +70,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
+	s.mcp.devicesChanged()
 	s.log.Info("device enrolled", "device", req.ID, "certificate", cert != nil, "by", who.name)
 	writeJSON(w, http.StatusCreated, resp)
 }
