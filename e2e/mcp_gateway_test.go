@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -177,17 +179,24 @@ func TestBadInputToTheGatewaySaysWhich(t *testing.T) {
 	assert.ErrorContains(t, err, "no_such_tool", "an unknown gateway tool is an MCP error")
 }
 
+// startAtSites enrolls each device with the label site and starts its
+// agent.
+func (c *cluster) startAtSites(sites map[string]string) {
+	c.t.Helper()
+	for id, site := range sites {
+		resp, err := c.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: map[string]string{"site": site}})
+		require.NoError(c.t, err)
+		f := filepath.Join(c.t.TempDir(), id+".token")
+		require.NoError(c.t, os.WriteFile(f, []byte(resp.Token), 0o600))
+		c.startAgent(id, f)
+	}
+}
+
 // A scoped identity sees and calls only what its scope covers through
 // /mcp; a viewer may look but not call.
 func TestAScopedIdentitySeesAndCallsOnlyItsScopeThroughTheGateway(t *testing.T) {
 	c := newCluster(t)
-	for id, site := range map[string]string{"lobby-1": "lobby", "depot-1": "depot"} {
-		resp, err := c.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: map[string]string{"site": site}})
-		require.NoError(t, err)
-		f := filepath.Join(t.TempDir(), id+".token")
-		require.NoError(t, os.WriteFile(f, []byte(resp.Token), 0o600))
-		c.startAgent(id, f)
-	}
+	c.startAtSites(map[string]string{"lobby-1": "lobby", "depot-1": "depot"})
 	cl, _ := c.mcpClient(c.identity("lobby-op", api.RoleOperator, &api.Scope{Devices: "site=lobby"}))
 	tools, err := cl.ListTools(context.Background(), mcp.ListToolsRequest{})
 	require.NoError(t, err)
@@ -249,22 +258,41 @@ func TestALocalCallIsInTheServersAuditLog(t *testing.T) {
 	c.startAgent("kiosk-1", c.enroll("kiosk-1"), func(cfg *agent.Config) {
 		cfg.MCPServe = agent.MCPServe{Listen: addr, TokenFile: tokenFile}
 	})
+	cl := localClient(t, addr, tokenFile, "2")
+	require.False(t, callTool(t, cl, "echo", map[string]any{"say": "hi"}).IsError)
+
+	local := c.localAuditEntry("kiosk-1")
+	assert.Equal(t, "action::echo", local.Tool)
+	assert.Equal(t, "success", string(local.Outcome))
+	assert.Contains(t, local.Identity, "kiosk-assistant/2")
+	assert.JSONEq(t, `{"say":"hi"}`, string(local.Parameters))
+}
+
+// localClient is an mcp-go client of an agent's own endpoint at addr,
+// with the token in tokenFile, initialized as kiosk-assistant/version.
+func localClient(t *testing.T, addr, tokenFile, version string) *client.Client {
+	t.Helper()
 	token, err := os.ReadFile(tokenFile)
 	require.NoError(t, err)
 	cl, err := client.NewStreamableHttpClient("http://"+addr+"/mcp",
 		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + strings.TrimSpace(string(token))}))
 	require.NoError(t, err)
-	defer cl.Close()
+	t.Cleanup(func() { cl.Close() })
 	ctx := context.Background()
 	require.NoError(t, cl.Start(ctx))
-	_, err = cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "kiosk-assistant", Version: "2"}}})
+	_, err = cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "kiosk-assistant", Version: version}}})
 	require.NoError(t, err)
-	require.False(t, callTool(t, cl, "echo", map[string]any{"say": "hi"}).IsError)
+	return cl
+}
 
+// localAuditEntry waits for the audit log's first entry of a local call
+// on device.
+func (c *cluster) localAuditEntry(device string) api.AuditEntry {
+	c.t.Helper()
 	var local api.AuditEntry
-	require.Eventually(t, func() bool {
-		entries, err := c.api.Audit(ctx, api.AuditQuery{Device: "kiosk-1"})
-		require.NoError(t, err)
+	require.Eventually(c.t, func() bool {
+		entries, err := c.api.Audit(context.Background(), api.AuditQuery{Device: device})
+		require.NoError(c.t, err)
 		for _, e := range entries {
 			if e.Actor == api.ActorLocal {
 				local = e
@@ -272,11 +300,8 @@ func TestALocalCallIsInTheServersAuditLog(t *testing.T) {
 			}
 		}
 		return false
-	}, 10*time.Second, 50*time.Millisecond)
-	assert.Equal(t, "action::echo", local.Tool)
-	assert.Equal(t, "success", string(local.Outcome))
-	assert.Contains(t, local.Identity, "kiosk-assistant/2")
-	assert.JSONEq(t, `{"say":"hi"}`, string(local.Parameters))
+	}, 30*time.Second, 50*time.Millisecond, "a local call on %s in the audit log", device)
+	return local
 }
 
 // freeAddr is a loopback address free to listen on.
@@ -367,4 +392,74 @@ func TestPlansThroughTheGateway(t *testing.T) {
 	missing := callTool(t, cl, "get_task", map[string]any{"id": "nope"})
 	assert.True(t, missing.IsError)
 	assert.Equal(t, `no task "nope"`, text(missing))
+}
+
+// dispatch_plan to labels runs the plan on every device that has them,
+// as a fleet, with progress from each device's steps, and answers with
+// the fleet's outcome, device by device.
+func TestAFleetRunsThroughTheGateway(t *testing.T) {
+	c := newCluster(t)
+	c.startAtSites(map[string]string{"lobby-1": "lobby", "lobby-2": "lobby", "depot-1": "depot"})
+	cl, h := c.mcpClient(c.api.Token)
+	plan := map[string]any{"steps": []any{
+		map[string]any{"tool": "pause", "parameters": map[string]any{"ms": 1200}},
+		map[string]any{"tool": "fixtures.echo", "parameters": map[string]any{"x": 1}},
+	}}
+	res, err := cl.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "dispatch_plan",
+		Arguments: map[string]any{"labels": map[string]any{"site": "lobby"}, "plan": plan}, Meta: &mcp.Meta{ProgressToken: "fleet"}}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, text(res))
+
+	b, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	var fleet api.Task
+	require.NoError(t, json.Unmarshal(b, &fleet))
+	assert.Equal(t, api.KindFleet, fleet.Kind)
+	assert.Equal(t, api.StateCompleted, fleet.State)
+	assert.Equal(t, api.RequesterMCP, fleet.Requester.Kind)
+	b, err = json.Marshal(fleet.Result)
+	require.NoError(t, err)
+	var outcome api.FleetResult
+	require.NoError(t, json.Unmarshal(b, &outcome))
+	assert.Equal(t, map[string]string{"site": "lobby"}, outcome.Labels)
+	var devices []string
+	for _, d := range outcome.Devices {
+		devices = append(devices, d.DeviceID)
+		assert.Equal(t, api.StateCompleted, d.State, d.DeviceID)
+		device, err := c.api.Task(context.Background(), d.SessionID)
+		require.NoError(t, err)
+		assert.Len(t, device.Commands, 2, "each step ran on %s", d.DeviceID)
+	}
+	assert.ElementsMatch(t, []string{"lobby-1", "lobby-2"}, devices, "not depot-1")
+	assert.GreaterOrEqual(t, h.count(mcp.MethodNotificationProgress), 2, "progress while the fleet ran")
+}
+
+// A local call the agent dies during is not lost to the audit log: it was
+// recorded in the outbox before it ran, and after the restart it is
+// reported as interrupted.
+func TestALocalCallTheAgentDiesDuringIsInTheAuditLogAfterTheRestart(t *testing.T) {
+	c := newCluster(t)
+	data := t.TempDir()
+	addr, tokenFile := freeAddr(t), filepath.Join(t.TempDir(), "mcp-serve.token")
+	yaml := agentYAML(t, "kiosk-1", c.wsURL(), c.enroll("kiosk-1"), data, t.TempDir()) +
+		fmt.Sprintf("mcp_serve: {listen: %q, token_file: %q}\n", addr, tokenFile)
+	p := newAgentProcess(t, yaml)
+	p.start()
+	c.waitOnline("kiosk-1", true)
+	cl := localClient(t, addr, tokenFile, "3")
+	go cl.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "spin"}}) //nolint:errcheck // the agent dies under it
+
+	journal := filepath.Join(data, "outbox", "kiosk-1.journal")
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(journal)
+		return bytes.Contains(b, []byte("local-"))
+	}, 20*time.Second, 10*time.Millisecond, "the call is in the outbox before it runs")
+	p.kill()
+	p.start()
+
+	local := c.localAuditEntry("kiosk-1")
+	assert.Equal(t, "action::spin", local.Tool)
+	assert.Equal(t, "failure", string(local.Outcome))
+	assert.Equal(t, "agent restarted while the call ran", local.Error)
+	assert.Contains(t, local.Identity, "kiosk-assistant/3")
 }

@@ -71,6 +71,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.devices.forget(req.ID)
+	s.mcp.devicesChanged()
 	s.log.Info("device enrolled", "device", req.ID, "certificate", cert != nil, "by", who.name)
 	writeJSON(w, http.StatusCreated, resp)
 }

@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"reflect"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -70,6 +72,10 @@ type mcpView struct {
 
 	listed sync.Once // the tools are listed once the view is made
 
+	// tokens are the ids of the identity's tokens that used the view,
+	// under g.mu: it is dropped once they are all revoked.
+	tokens map[string]struct{}
+
 	mu     sync.Mutex
 	who    *caller
 	served []mcp.Tool              // the tools last served, to tell a change
@@ -85,9 +91,26 @@ func newMCPGateway(s *Server, cfg MCPConfig) *mcpGateway {
 // with another role or scope gets a view of its own.
 func viewKey(c *caller) string { return c.name + "\x00" + c.role.String() + "\x00" + c.scope.String() }
 
-// serveMCP is /mcp: the caller's view serves the request.
+// serveMCP is /mcp: the caller's view serves the request, which ends
+// when the caller is revoked, as the other open surfaces do, or the
+// server shuts down: a stream of notifications, or a call still running
+// (which is then cancelled, saying why).
 func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
-	s.mcp.view(r.Context(), callerFrom(r)).http.ServeHTTP(w, r)
+	who := callerFrom(r)
+	revoked, stop := s.revocations.watch(who)
+	defer stop()
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-revoked:
+			cancel(fmt.Errorf("identity %q was revoked", who.name))
+		case <-s.stop:
+			cancel(errShuttingDown)
+		case <-ctx.Done():
+		}
+	}()
+	s.mcp.view(ctx, who).http.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // view is c's view, made, with its tools, on first use; devicesChanged
@@ -99,13 +122,44 @@ func (g *mcpGateway) view(ctx context.Context, c *caller) *mcpView {
 		v = g.newView(c)
 		g.views[viewKey(c)] = v
 	}
+	v.tokens[c.tokenID] = struct{}{}
 	g.mu.Unlock()
 	v.listed.Do(func() { v.refresh(ctx) })
 	return v
 }
 
+// revoked drops the views of an identity revoked, or whose tokens that
+// used them all are, and ends their sessions: otherwise a view would be
+// kept, with its MCP server and sessions, for as long as the server runs.
+func (g *mcpGateway) revoked(rev Revocation) {
+	g.mu.Lock()
+	var dropped []*mcpView
+	for key, v := range g.views {
+		for id := range v.tokens {
+			if rev.covers(&caller{name: v.who.name, tokenID: id}) {
+				delete(v.tokens, id)
+			}
+		}
+		if len(v.tokens) == 0 {
+			delete(g.views, key)
+			dropped = append(dropped, v)
+		}
+	}
+	g.mu.Unlock()
+	for _, v := range dropped {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if err := v.http.Shutdown(ctx); err != nil {
+			g.log.Warn("MCP sessions of a revoked identity not all closed", "identity", v.who.name, "err", err)
+		}
+		cancel()
+	}
+	if len(dropped) > 0 {
+		g.log.Info("MCP views dropped: their identity was revoked", "identity", rev.Identity, "views", len(dropped))
+	}
+}
+
 func (g *mcpGateway) newView(c *caller) *mcpView {
-	v := &mcpView{g: g, who: c, limits: newCallLimits(g.cfg.CallsPerMinute, g.cfg.CallsAtOnce)}
+	v := &mcpView{g: g, who: c, tokens: map[string]struct{}{}, limits: newCallLimits(g.cfg.CallsPerMinute, g.cfg.CallsAtOnce)}
 	v.mcp = mcpserver.NewMCPServer("aip-server", buildVersion(),
 		mcpserver.WithToolCapabilities(true),
 		mcpserver.WithInstructions(mcpInstructions),
@@ -152,8 +206,9 @@ func (v *mcpView) refresh(ctx context.Context) {
 	v.mcp.SetTools(tools...)
 }
 
-// devicesChanged is called when a device registers, updates its tools
-// or its link drops: views are refreshed in the background.
+// devicesChanged is called when a device is enrolled or revoked,
+// registers, updates its tools or its link drops: views are refreshed in
+// the background. Enrolling one can move a scope past DirectTools.
 func (g *mcpGateway) devicesChanged() {
 	select {
 	case g.changed <- struct{}{}:

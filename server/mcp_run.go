@@ -81,7 +81,10 @@ func eventText(e api.TaskEvent) string {
 // wait waits for done, sending progress from the task's events and every
 // progressEvery while it runs. If the client cancels (ctx ends), the task
 // sessionID() names is cancelled, with the tool call its device runs, and
-// wait still waits for done: the task's end is recorded either way.
+// wait still waits for done: the task's end is recorded either way. If
+// the server ends the request (its identity revoked, or shutdown), wait
+// returns at once: the request must end within a second, and a device
+// that does not answer the cancellation holds the task for cancelGrace.
 func (f *following) wait(g *mcpGateway, done <-chan struct{}, sessionID func() string) (cancelled bool) {
 	tick := time.NewTicker(progressEvery)
 	defer tick.Stop()
@@ -95,15 +98,33 @@ func (f *following) wait(g *mcpGateway, done <-chan struct{}, sessionID func() s
 		case now := <-tick.C:
 			f.progress(fmt.Sprintf("running, %s", now.Sub(started).Round(time.Second)))
 		case <-f.ctx.Done():
+			why, byServer := cancelReason(f.ctx)
+			id := sessionID()
+			if byServer {
+				if id != "" {
+					go g.cancel(id, why)
+				}
+				return true
+			}
 			if !cancelled {
 				cancelled = true
-				if id := sessionID(); id != "" {
-					g.cancel(id, "the MCP client cancelled the call")
+				if id != "" {
+					g.cancel(id, why)
 				}
 			}
 			f.ctx = context.WithoutCancel(f.ctx)
 		}
 	}
+}
+
+// cancelReason says why an MCP request's context ended: the client
+// cancelled or went away, or the server ended it (its identity revoked,
+// or shutdown; see serveMCP).
+func cancelReason(ctx context.Context) (why string, byServer bool) {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause.Error(), true
+	}
+	return "the MCP client cancelled the call", false
 }
 
 // runCommand runs actions on device as a single command for who, with
@@ -113,7 +134,7 @@ func (g *mcpGateway) runCommand(ctx context.Context, req mcp.CallToolRequest, wh
 	f := newFollowing(ctx, req)
 	var sessionID string
 	started := make(chan string, 1)
-	spec := sessionSpec{DeviceID: device, Requester: who.requester(api.RequesterOperator, ""), Scope: who.scope,
+	spec := sessionSpec{DeviceID: device, Requester: who.requester(api.RequesterMCP, ""), Scope: who.scope,
 		Tee: func(e api.TaskEvent) {
 			if e.Type == api.EventStepStart {
 				select {
@@ -205,7 +226,7 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 	}
 	who := callerIn(ctx)
 	f := newFollowing(ctx, req)
-	spec := sessionSpec{ID: uuid.NewString(), TaskName: taskNameOf("", p), Requester: who.requester(api.RequesterOperator, ""),
+	spec := sessionSpec{ID: uuid.NewString(), TaskName: taskNameOf("", p), Requester: who.requester(api.RequesterMCP, ""),
 		Scope: who.scope, Plan: p, Tee: f.tee}
 	device := req.GetString("device", "")
 	labels, _ := args["labels"].(map[string]any)

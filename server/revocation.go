@@ -8,7 +8,7 @@ import (
 // Revocation is an identity, or some of its tokens, that stopped working:
 // revoked, or at the end of a rotation's grace. The store already refuses
 // them to every new request; the open surfaces they authenticated (event
-// streams, constellation links) close when they hear of it. In a cluster
+// streams, constellation links, MCP requests) close when they hear of it. In a cluster
 // each node hears of it: Config.OnRevoke carries it out, and
 // Server.Revoked takes it in.
 type Revocation struct {
@@ -71,6 +71,7 @@ func (r *revocations) publish(v Revocation) int {
 // Revoked closes the open surfaces v covers: for a revocation made on
 // another node of a cluster, which Config.OnRevoke carried here.
 func (s *Server) Revoked(v Revocation) {
+	s.mcp.revoked(v)
 	if n := s.revocations.publish(v); n > 0 {
 		s.log.Info("closed what a revoked identity had open", "identity", v.Identity, "tokens", v.TokenIDs, "surfaces", n)
 	}

@@ -28,6 +28,11 @@ func (ts *testServer) openStream(token, task string) <-chan struct{} {
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(ts.t, err)
 	require.Equal(ts.t, http.StatusOK, resp.StatusCode)
+	return untilEOF(resp)
+}
+
+// untilEOF returns a channel closed when resp's body ends.
+func untilEOF(resp *http.Response) <-chan struct{} {
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
@@ -74,10 +79,12 @@ func requireOpen(t *testing.T, ch <-chan struct{}, what string) {
 }
 
 // surfaces are what one token of an identity has open: an event stream,
-// a constellation link and a dashboard login.
+// a constellation link, a dashboard login, and on /mcp a session's stream
+// of notifications and a call waiting for its device.
 type surfaces struct {
-	stream, link <-chan struct{}
-	login        *browser
+	stream, link      <-chan struct{}
+	mcpStream, mcpRun <-chan struct{}
+	login             *browser
 }
 
 func (ts *testServer) openSurfaces(token, clientID, task string) surfaces {
@@ -85,7 +92,19 @@ func (ts *testServer) openSurfaces(token, clientID, task string) surfaces {
 	con, _ := ts.constellationAs(token, clientID, "quiet-1")
 	b := &browser{t: ts.t, client: http.DefaultClient, base: ts.http.URL}
 	require.Equal(ts.t, http.StatusOK, b.login(token).StatusCode)
-	return surfaces{stream: ts.openStream(token, task), link: linkClosed(con), login: b}
+	open := surfaces{stream: ts.openStream(token, task), link: linkClosed(con), login: b}
+	open.mcpStream, open.mcpRun = ts.openMCP(token)
+	return open
+}
+
+// each checks every surface of open but the login, which has no
+// connection to close.
+func (open surfaces) each(t *testing.T, whose string, check func(*testing.T, <-chan struct{}, string)) {
+	t.Helper()
+	check(t, open.stream, whose+" event stream")
+	check(t, open.link, whose+" constellation link")
+	check(t, open.mcpStream, whose+" MCP notification stream")
+	check(t, open.mcpRun, whose+" MCP call")
 }
 
 // quietTask is a task that runs until cancelled, on the device quiet-1.
@@ -111,16 +130,14 @@ func TestRevokingAnIdentityClosesEveryOpenSurfaceWithinASecond(t *testing.T) {
 	bobOpen := ts.openSurfaces(bob, "orch-bob", task)
 
 	require.NoError(t, ts.api.RevokeIdentity(ctx, "ann"))
-	requireWithin(t, annOpen.stream, "ann's event stream")
-	requireWithin(t, annOpen.link, "ann's constellation link")
+	annOpen.each(t, "ann's", requireWithin)
 	assert.Equal(t, http.StatusUnauthorized, annOpen.login.do("GET", "/api/devices", "").StatusCode, "ann's dashboard login")
 	_, err := ts.as(ann).Devices(ctx)
 	requireStatus(t, err, http.StatusUnauthorized, "wrong operator token")
 	_, err = ts.dial(ann)
 	assert.Error(t, err, "nor can ann's token connect again")
 
-	requireOpen(t, bobOpen.stream, "bob's event stream")
-	requireOpen(t, bobOpen.link, "bob's constellation link")
+	bobOpen.each(t, "bob's", requireOpen)
 	assert.Equal(t, http.StatusOK, bobOpen.login.do("GET", "/api/devices", "").StatusCode)
 	mu.Lock()
 	assert.Equal(t, []Revocation{{Identity: "ann"}}, heard, "the hook a cluster broadcasts with")
@@ -140,11 +157,9 @@ func TestRevokingOneTokenClosesWhatItOpenedAlone(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, ts.api.RevokeToken(ctx, "ci", me.TokenID))
-	requireWithin(t, firstOpen.stream, "the revoked token's event stream")
-	requireWithin(t, firstOpen.link, "the revoked token's constellation link")
+	firstOpen.each(t, "the revoked token's", requireWithin)
 	assert.Equal(t, http.StatusUnauthorized, firstOpen.login.do("GET", "/api/devices", "").StatusCode)
-	requireOpen(t, secondOpen.stream, "the other token's event stream")
-	requireOpen(t, secondOpen.link, "the other token's constellation link")
+	secondOpen.each(t, "the other token's", requireOpen)
 	assert.Equal(t, http.StatusOK, secondOpen.login.do("GET", "/api/devices", "").StatusCode)
 }
 
@@ -158,23 +173,20 @@ func TestARotationsGraceEndsWhatTheOldTokenHasOpen(t *testing.T) {
 	require.NoError(t, err)
 	requireOpen(t, oldOpen.link, "the old token's link, within the grace")
 	newOpen := ts.openSurfaces(rotated.Token, "orch-2", task)
-	requireWithin(t, oldOpen.stream, "the old token's event stream, once the grace ends")
-	requireWithin(t, oldOpen.link, "the old token's link, once the grace ends")
+	oldOpen.each(t, "the old token's, once the grace ends,", requireWithin)
 	assert.Equal(t, http.StatusUnauthorized, oldOpen.login.do("GET", "/api/devices", "").StatusCode)
-	requireOpen(t, newOpen.stream, "the new token's event stream")
-	requireOpen(t, newOpen.link, "the new token's link")
+	newOpen.each(t, "the new token's", requireOpen)
 }
 
 func TestARevocationFromAnotherNodeClosesWhatItCoversHere(t *testing.T) {
 	ts := newTestServer(t)
 	task := quietTask(ts)
-	ann := ts.addIdentity("ann", api.RoleViewer, nil)
+	ann := ts.addIdentity("ann", api.RoleOperator, nil)
 	open := ts.openSurfaces(ann, "orch-ann", task)
 	// The store (shared in a cluster) still has ann: only the open
 	// surfaces here hear of it.
 	ts.srv.Revoked(Revocation{Identity: "ann"})
-	requireWithin(t, open.stream, "the event stream")
-	requireWithin(t, open.link, "the constellation link")
+	open.each(t, "the", requireWithin)
 }
 
 func TestAConstellationRevokedBeforeItRegistersIsClosed(t *testing.T) {

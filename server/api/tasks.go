@@ -38,6 +38,9 @@ func (s TaskState) Ended() bool {
 const (
 	RequesterOperator      = "operator"
 	RequesterConstellation = "constellation"
+	// RequesterMCP is an operator identity acting through the MCP
+	// gateway (/mcp): the task's origin, as the audit log's actor.
+	RequesterMCP = "mcp"
 	// ActorLocal is the actor of an audit entry for a call an application
 	// on the device made through the agent's own MCP endpoint; the entry's
 	// identity names that application.
@@ -45,9 +48,9 @@ const (
 )
 
 // Requester is who asked for a task: through the HTTP API (kind
-// operator), or a constellation client, with its client id; and the
-// operator identity and token it acted for (none on tasks from before
-// identities).
+// operator), the MCP gateway (kind mcp), or a constellation client, with
+// its client id; and the operator identity and token it acted for (none
+// on tasks from before identities).
 type Requester struct {
 	Kind     string `json:"kind"`
 	ID       string `json:"id,omitempty"`
@@ -273,9 +276,12 @@ type TaskEvent struct {
 // AuditEntry is one line of the audit log (GET /api/audit): a tool call,
 // or, with an Action, a change to devices or identities.
 type AuditEntry struct {
-	Seq   int64     `json:"seq"`
-	At    time.Time `json:"at"`
-	Actor string    `json:"actor"`
+	Seq int64     `json:"seq"`
+	At  time.Time `json:"at"`
+	// Actor is how it was asked for: operator (the API), mcp (the MCP
+	// gateway), constellation:ID, or local (an application on the device,
+	// through the agent's own MCP endpoint).
+	Actor string `json:"actor"`
 	// Identity and TokenID name the operator identity, and its token, it
 	// was done for; entries from before identities name none.
 	Identity string `json:"identity,omitempty"`

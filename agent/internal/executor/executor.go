@@ -187,9 +187,14 @@ func (e *Executor) commandResults(sessionID, responseID string, status protocol.
 }
 
 // ReportInterrupted answers, from the outbox, the commands that were
-// running when the agent last died: each of their calls failed.
+// running when the agent last died: each of their calls failed; and
+// reports the local calls that were as failed.
 func (e *Executor) ReportInterrupted(cmds []outbox.Accepted) {
 	for _, c := range cmds {
+		if c.Local != nil {
+			e.reportInterruptedLocal(c)
+			continue
+		}
 		log := reply.CommandLog(e.log, c.SessionID, c.ResponseID, c.CallIDs)
 		log.Warn("command was running when the agent died; reporting it as failed")
 		e.finish(c.SessionID, c.ResponseID, c.Status, protocol.FailAll(c.CallIDs, errRestarted.Error()), log)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/agent/internal/computer"
+	"github.com/edgeaip/edgeaip/agent/internal/outbox"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/google/uuid"
 )
@@ -32,15 +33,68 @@ var errLocalShutdown = errors.New("agent shutting down: the call was not run")
 // canceled, at shutdown. ctx ends it: the application cancelled it or
 // went away. The call is logged and reported to the server, through the
 // outbox, in a local_call message, which goes out when the link is up.
+//
+// On the CBOR wire, which carries local_call, the report is recorded in
+// the outbox as the call starts, fsynced, before it runs: if the agent
+// dies during the call, it is reported after the restart as failed (see
+// ReportInterrupted), so that the audit log hears of every call. A call
+// that cannot be recorded so is not run.
 func (e *Executor) RunLocal(ctx context.Context, call LocalCall) protocol.Result {
 	call.Action.CallID = "local-" + uuid.NewString()
 	log := e.log.With("local_call_id", call.Action.CallID, "caller", call.Caller, "tool", call.Action.ToolName)
 	started := time.Now()
-	res := e.runLocal(ctx, call, log)
+	m := e.localReport(call, started)
+	var res protocol.Result
+	if err := e.acceptLocal(m); err != nil {
+		log.Error("local call not recorded before it ran; not run", "err", err)
+		res = protocol.Result{Status: protocol.ResultFailure, Error: fmt.Sprintf("not run: the agent could not record the call for the audit log: %v", err)}
+	} else {
+		res = e.runLocal(ctx, call, log)
+	}
 	res.CallID = call.Action.CallID
 	log.Info("local call done", "status", res.Status, "error", res.Error, "took", time.Since(started).Round(time.Microsecond))
-	e.reportLocal(call, res, started, log)
+	e.reportLocal(m, res, log)
 	return res
+}
+
+// errLocalRestarted fails a local call the agent died during.
+var errLocalRestarted = errors.New("agent restarted while the call ran")
+
+// localReport is the local_call message that reports call, as it starts:
+// the call and who asked, without its result.
+func (e *Executor) localReport(call LocalCall, started time.Time) *protocol.ClientMessage {
+	return &protocol.ClientMessage{
+		Type: protocol.ClientLocalCall, Status: protocol.StatusOK, ClientID: e.deviceID,
+		PrevResponseID: call.Action.CallID, Actions: []protocol.Command{call.Action},
+		Metadata: map[string]any{"caller": call.Caller, "started": started.UTC().Format(time.RFC3339Nano)},
+	}
+}
+
+// acceptLocal records m, the report of a local call as it starts, in the
+// outbox, on the CBOR wire; the JSON wire (a UFO server) does not carry
+// local_call, and such calls are only logged.
+func (e *Executor) acceptLocal(m *protocol.ClientMessage) error {
+	if e.cap.Enc != protocol.CBOR {
+		return nil
+	}
+	b, err := protocol.CBOR.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return e.outbox.Accept(outbox.Accepted{ResponseID: m.PrevResponseID, CallIDs: protocol.CallIDs(m.Actions), Local: b})
+}
+
+// reportInterruptedLocal reports, as failed, the local call whose report
+// as it started c keeps: the agent died while it ran.
+func (e *Executor) reportInterruptedLocal(c outbox.Accepted) {
+	log := e.log.With("local_call_id", c.ResponseID)
+	var m protocol.ClientMessage
+	if err := protocol.CBOR.UnmarshalValue(c.Local, &m); err != nil || len(m.Actions) != 1 {
+		log.Error("local call interrupted by a restart, and its record does not decode; not reported", "err", err)
+		return
+	}
+	log.Warn("local call was running when the agent died; reporting it as failed", "caller", m.Metadata["caller"], "tool", m.Actions[0].ToolName)
+	e.reportLocal(&m, protocol.Result{Status: protocol.ResultFailure, Error: errLocalRestarted.Error(), CallID: c.ResponseID}, log)
 }
 
 // runLocal runs call in a slot, unless the agent is shutting down.
@@ -67,21 +121,17 @@ func (e *Executor) runLocal(ctx context.Context, call LocalCall, log *slog.Logge
 	return e.router.WithLogger(log).Execute(ctx, computer.Target{}, []protocol.Command{call.Action}, true)[0]
 }
 
-// reportLocal records the local_call message that reports call, for the
-// link to deliver: the call and how it ended, without the result's value,
-// which is the application's, not the audit log's. A report larger than a
-// frame leaves the parameters out, saying how large they were.
-func (e *Executor) reportLocal(call LocalCall, res protocol.Result, started time.Time, log *slog.Logger) {
+// reportLocal records m, the report of a local call as it started, with
+// res, how it ended, for the link to deliver: the call and how it ended,
+// without the result's value, which is the application's, not the audit
+// log's. A report larger than a frame leaves the parameters out, saying
+// how large they were.
+func (e *Executor) reportLocal(m *protocol.ClientMessage, res protocol.Result, log *slog.Logger) {
 	res.Result = nil
-	m := &protocol.ClientMessage{
-		Type: protocol.ClientLocalCall, Status: protocol.StatusOK, ClientID: e.deviceID,
-		RequestID: uuid.NewString(), PrevResponseID: call.Action.CallID,
-		Actions: []protocol.Command{call.Action}, ActionResults: []protocol.Result{res},
-		Metadata:  map[string]any{"caller": call.Caller, "started": started.UTC().Format(time.RFC3339Nano)},
-		Timestamp: protocol.Now(),
-	}
+	m.ActionResults = []protocol.Result{res}
+	m.RequestID, m.Timestamp = uuid.NewString(), protocol.Now()
 	if n, err := e.cap.Size(m); err == nil && n > e.cap.Max {
-		params, _ := e.cap.Size(call.Action.Parameters)
+		params, _ := e.cap.Size(m.Actions[0].Parameters)
 		m.Actions[0].Parameters = map[string]any{"omitted": fmt.Sprintf("%d bytes of parameters: the report would not fit in a frame", params)}
 	}
 	r, err := e.cap.Fit(m, log)

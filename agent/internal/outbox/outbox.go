@@ -57,7 +57,8 @@ type record struct {
 	CallIDs    []string            `cbor:"calls,omitempty"`
 	Reply      cbor.RawMessage     `cbor:"reply,omitempty"`
 	ReplyJSON  []byte              `cbor:"rjson,omitempty"`
-	Tomb       bool                `cbor:"tomb,omitempty"` // the reply is a tombstone
+	Tomb       bool                `cbor:"tomb,omitempty"`  // the reply is a tombstone
+	Local      []byte              `cbor:"local,omitempty"` // an accepted local call's report; see Accepted
 }
 
 // resultRecord is the record of r, the results of responseID.
@@ -89,6 +90,17 @@ type Accepted struct {
 	SessionID  string
 	Status     protocol.TaskStatus
 	CallIDs    []string
+	// Local is, for a call an application made through the agent's own
+	// MCP endpoint (ResponseID its call id), its report as it started,
+	// encoded by the executor, which completes it with a failure if the
+	// agent dies while it runs. Nil for a COMMAND.
+	Local []byte
+}
+
+// acceptRecord is the accept record of c, accepted at.
+func acceptRecord(c Accepted, at time.Time) *record {
+	return &record{Kind: recAccept, ResponseID: c.ResponseID, At: at.UnixMilli(),
+		SessionID: c.SessionID, Status: c.Status, CallIDs: c.CallIDs, Local: c.Local}
 }
 
 // AcceptedOf is what the outbox keeps of m when it runs.
@@ -259,7 +271,7 @@ func (o *Outbox) apply(rec *record, size int64) bool {
 	switch rec.Kind {
 	case recAccept:
 		e.accepted = true
-		e.cmd = Accepted{ResponseID: rec.ResponseID, SessionID: rec.SessionID, Status: rec.Status, CallIDs: rec.CallIDs}
+		e.cmd = Accepted{ResponseID: rec.ResponseID, SessionID: rec.SessionID, Status: rec.Status, CallIDs: rec.CallIDs, Local: rec.Local}
 	case recResult:
 		if r.Frame().Data == nil {
 			break
@@ -324,9 +336,7 @@ func (o *Outbox) Accept(cmd Accepted) error {
 	// The entry is complete before the record goes out, since the append
 	// may rewrite the file from the entries.
 	e.cmd, e.at, e.accepted = cmd, time.Now(), true
-	rec := &record{Kind: recAccept, ResponseID: cmd.ResponseID, At: e.at.UnixMilli(),
-		SessionID: cmd.SessionID, Status: cmd.Status, CallIDs: cmd.CallIDs}
-	mark, err := o.appendLocked(e, rec)
+	mark, err := o.appendLocked(e, acceptRecord(cmd, e.at))
 	o.mu.Unlock()
 	if err == nil {
 		err = o.syncTo(mark)
@@ -763,9 +773,7 @@ func entryRecords(e *entry) []*record {
 		}
 		return recs
 	case e.accepted:
-		c := e.cmd
-		return []*record{{Kind: recAccept, ResponseID: c.ResponseID, At: at,
-			SessionID: c.SessionID, Status: c.Status, CallIDs: c.CallIDs}}
+		return []*record{acceptRecord(e.cmd, e.at)}
 	}
 	return nil
 }

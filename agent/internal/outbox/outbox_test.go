@@ -162,6 +162,19 @@ func TestOutboxCrashAfterAcceptReportsTheCommandInterrupted(t *testing.T) {
 	assert.Equal(t, outbox.AdmitDone, o2.Admit("r2"))
 }
 
+// A local call's accept record keeps its report as it started, across
+// the rewrite at open too, so that a second crash before it is reported
+// still finds it.
+func TestOutboxKeepsAnInterruptedLocalCallsReport(t *testing.T) {
+	j := newJournal(t, testLimits)
+	o, _ := j.open()
+	local := outbox.Accepted{ResponseID: "local-1", CallIDs: []string{"local-1"}, Local: []byte("the report as it started")}
+	require.NoError(t, o.Accept(local))
+	j.open()
+	_, interrupted := j.open()
+	assert.Equal(t, []outbox.Accepted{local}, interrupted)
+}
+
 func TestOutboxCrashBeforeAcceptLeavesNoTrace(t *testing.T) {
 	j := newJournal(t, testLimits)
 	o, _ := j.open()
