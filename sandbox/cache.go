@@ -126,8 +126,10 @@ func (s *Sandbox) compiledRecord(sum string) []string {
 // recordCompiled records as the module sum's code the files that wazero's
 // cache holds now and did not before. wazero names an entry by a digest
 // of its own (of the bytes, wazero's version and the CPU's features),
-// which is not ours to compute; compiles are one at a time (compileMu), so
-// what appeared during one is its code. Without a record, or if it cannot
+// which is not ours to compute; compiles are one at a time in each lane,
+// so what appeared during one is its code, and that of a compile of the
+// other lane that ended meanwhile, which is then kept while either module
+// is loaded (RATIONALE.md). Without a record, or if it cannot
 // be written, the next PruneCache removes the entry, and the next call
 // compiles it again and records it.
 func (s *Sandbox) recordCompiled(sum string, before []string) {
@@ -160,13 +162,7 @@ func (s *Sandbox) PruneCache() error {
 	if s.meteredDir == "" {
 		return nil
 	}
-	err := s.pruneMetered()
-	if !s.compileMu.TryLock() {
-		s.sweepCompiled.Store(true)
-		return err
-	}
-	defer s.compileMu.Unlock()
-	return errors.Join(err, s.pruneCompiled())
+	return errors.Join(s.pruneMetered(), s.compiles.whenIdle(s.pruneCompiled))
 }
 
 // usedSums are the digests of the modules of the tools loaded now.
@@ -201,7 +197,8 @@ func (s *Sandbox) pruneMetered() error {
 }
 
 // pruneCompiled removes from wazero's cache every entry not recorded as
-// the code of a loaded tool's module. Callers hold compileMu.
+// the code of a loaded tool's module. No compile may be under way
+// (compiling.whenIdle).
 func (s *Sandbox) pruneCompiled() error {
 	keep := map[string]bool{}
 	for sum := range s.usedSums() {

@@ -144,7 +144,8 @@ func TestPruneCacheDoesNotWaitForACompileUnderWay(t *testing.T) {
 	require.NoError(t, replaced.Close(ctx))
 	kept := load(t, sb, "counter", Limits{})
 
-	sb.compileMu.Lock() // a compile under way
+	compiled, err := sb.compiles.enter(ctx, prepareLane) // a compile under way
+	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- sb.PruneCache() }()
 	select {
@@ -155,7 +156,7 @@ func TestPruneCacheDoesNotWaitForACompileUnderWay(t *testing.T) {
 	}
 	assert.NoFileExists(t, meteredCopy(cache, fixture(t, "echo")), "instrumented copies go at once")
 	assert.FileExists(t, filepath.Join(cache, costModelDir, "compiled", echoCode[0]), "compiled code waits for the compile")
-	sb.compileMu.Unlock()
+	compiled()
 
 	require.NoError(t, sb.Call(ctx, kept, nil).Err) // compiles
 	assert.NoFileExists(t, filepath.Join(cache, costModelDir, "compiled", echoCode[0]), "swept when the compile ended")

@@ -80,7 +80,10 @@ func (s *Sandbox) Call(ctx context.Context, t *Tool, params []byte) Result {
 	if err := t.Ready(ctx); err != nil {
 		return Result{Err: err}
 	}
-	code, err := t.compiled(ctx)
+	code, err := t.compiled(ctx, callLane)
+	if errors.Is(err, errCompileWait) {
+		err = fmt.Errorf("%w: %w: %w", ctxEnded(ctx), context.Cause(ctx), err)
+	}
 	if err != nil {
 		return Result{Err: fmt.Errorf("tool %q: %w", t.name, err)}
 	}

@@ -38,12 +38,16 @@ func (t *Tool) Ready(ctx context.Context) error {
 	case <-t.ready:
 		return t.readyErr
 	case <-ctx.Done():
-		why := ErrCanceled
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			why = ErrTimeout
-		}
-		return fmt.Errorf("tool %q: %w while its module was being prepared (instrumented, or initialized): %w", t.name, why, context.Cause(ctx))
+		return fmt.Errorf("tool %q: %w while its module was being prepared (instrumented, or initialized): %w", t.name, ctxEnded(ctx), context.Cause(ctx))
 	}
+}
+
+// ctxEnded is ErrTimeout if ctx's deadline passed, else ErrCanceled.
+func ctxEnded(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ErrTimeout
+	}
+	return ErrCanceled
 }
 
 // becomeReady records how t's preparation ended and wakes whoever waits

@@ -92,7 +92,7 @@ func (s *Sandbox) cachedInstrumented(sum string, check bool) (meteredModule, boo
 	return meteredModule{path: path}, true
 }
 
-// compile compiles t's metered module; callers hold compileMu. A compile
+// compile compiles t's metered module; callers hold a compile lane. A compile
 // that fails with a compile cache is tried once more after the cache is
 // reset: wazero fails every compile of a module whose cached code is
 // damaged, and every compile once its cache directory has been removed.

@@ -9,7 +9,6 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 
 	"github.com/edgeaip/edgeaip/wasmtools/abi"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
@@ -29,13 +28,10 @@ type Sandbox struct {
 	meteredDir string // where instrumented modules are kept; "" for none
 	adm        *admission
 
-	compileMu   sync.Mutex // one compilation at a time: each may take 150 MB
+	compiles    *compiling // one compile per lane at a time: each may take 150 MB
 	links       sync.Mutex // see rootFS.links
 	compiledDir string     // wazero's compile cache; "" for none
 	imageDir    string     // where snapshot images are made (newImage); "" for none
-	// sweepCompiled asks the compile under way to prune wazero's cache
-	// when it ends (PruneCache).
-	sweepCompiled atomic.Bool
 
 	mu     sync.Mutex
 	tools  map[*Tool]struct{} // loaded and not closed, for unloadIdle
@@ -85,7 +81,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	// meter's safepoints, not WithCloseOnContextDone, which costs 4-20x on
 	// loops (wasmtools/meter/RATIONALE.md).
 	rc := wazero.NewRuntimeConfig().WithCoreFeatures(meter.CoreFeatures)
-	s := &Sandbox{cfg: cfg, adm: newAdmission(cfg.maxCalls, cfg.maxReservedMemory),
+	s := &Sandbox{cfg: cfg, adm: newAdmission(cfg.maxCalls, cfg.maxReservedMemory), compiles: newCompiling(),
 		tools: map[*Tool]struct{}{}, queued: make(chan struct{}, 1), stop: make(chan struct{})}
 	if cfg.cacheDir != "" {
 		dir, err := openCacheDir(cfg.cacheDir)

@@ -102,7 +102,7 @@ func (s *Sandbox) takeInitSnapshot(ctx context.Context, t *Tool) (*snapshot, err
 		return nil, ErrUnloaded
 	}
 	defer t.leave(context.WithoutCancel(ctx))
-	code, err := t.compiled(ctx)
+	code, err := t.compiled(ctx, prepareLane)
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}

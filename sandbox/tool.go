@@ -170,35 +170,40 @@ func (t *Tool) releaseLocked(ctx context.Context) error {
 	return t.unloadLocked(ctx)
 }
 
-// compiled returns the tool's code, compiling it if it is not loaded. Call
-// it between enter and leave, which keep the code from being unloaded.
-func (t *Tool) compiled(ctx context.Context) (wazero.CompiledModule, error) {
-	t.mu.Lock()
-	code := t.code
-	t.mu.Unlock()
-	if code != nil {
+// compiled returns the tool's code, compiling it in lane l if it is not
+// loaded; it gives up if ctx ends while another compile holds l. Call it
+// between enter and leave, which keep the code from being unloaded.
+func (t *Tool) compiled(ctx context.Context, l lane) (wazero.CompiledModule, error) {
+	if code := t.loadedCode(); code != nil {
 		return code, nil
 	}
-	sb := t.sb
-	sb.compileMu.Lock()
-	defer sb.compileMu.Unlock()
-	t.mu.Lock()
-	code = t.code // another call may have compiled it meanwhile
-	t.mu.Unlock()
-	if code != nil {
-		return code, nil
+	done, err := t.sb.compiles.enter(ctx, l)
+	if err != nil {
+		return nil, err
 	}
-	code, err := sb.compile(ctx, t)
-	if sb.sweepCompiled.Swap(false) {
-		sb.pruneCompiled() // PruneCache came during the compile
+	defer done()
+	if code := t.loadedCode(); code != nil {
+		return code, nil // another call compiled it meanwhile
 	}
+	code, err := t.sb.compile(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.code != nil {
+		// The other lane compiled it too; wazero shares one copy.
+		code.Close(ctx)
+		return t.code, nil
+	}
 	t.code = code
-	t.mu.Unlock()
 	return code, nil
+}
+
+func (t *Tool) loadedCode() wazero.CompiledModule {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.code
 }
 
 // awaited reports whether a call is waiting for t, or running.
