@@ -92,6 +92,7 @@ func (f *following) wait(g *mcpGateway, done <-chan struct{}, sessionID func() s
 	for {
 		select {
 		case <-done:
+			f.flush()
 			return cancelled
 		case e := <-f.events:
 			f.progress(eventText(e))
@@ -113,6 +114,19 @@ func (f *following) wait(g *mcpGateway, done <-chan struct{}, sessionID func() s
 				}
 			}
 			f.ctx = context.WithoutCancel(f.ctx)
+		}
+	}
+}
+
+// flush sends the progress of the events the task emitted before it
+// ended that wait has not taken yet: select picks done as readily as them.
+func (f *following) flush() {
+	for {
+		select {
+		case e := <-f.events:
+			f.progress(eventText(e))
+		default:
+			return
 		}
 	}
 }
