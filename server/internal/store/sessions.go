@@ -52,7 +52,7 @@ func (t *Tx) InsertSession(s Session) error {
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.TaskName, s.OriginalTaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Kind, s.ParentID, s.State,
 		nullString(string(s.Plan)), formatTime(s.CreatedAt), nullTime(s.StartedAt))
-	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: sessions.id") {
+	if err != nil && uniqueViolated(err, "sessions", "id") {
 		return fmt.Errorf("store: session %q: %w", s.ID, ErrExists)
 	}
 	if err != nil {

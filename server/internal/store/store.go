@@ -1,12 +1,16 @@
-// Package store is the server's durable state in SQLite (modernc.org/sqlite,
-// pure Go): enrolled devices with hashed tokens, sessions, every command with
-// its results, and an append-only audit log.
+// Package store is the server's durable state: enrolled devices with
+// hashed tokens, sessions, every command with its results, and an
+// append-only audit log. It keeps them in SQLite (modernc.org/sqlite, pure
+// Go), one file for a single node, or in PostgreSQL (pgx), which several
+// nodes can share: the same schema and the same methods on both, the SQL
+// written once and turned into each database's by a dialect.
 //
 // Writes go through one writer goroutine that commits whatever writes are
 // waiting in a single transaction (group commit): each write is durable
 // (synchronous=FULL) when [Store.Write] returns, and concurrent writers share
 // one fsync. Reads use a bounded pool of connections of their own, which
-// WAL mode lets run while the writer works; idle ones are closed.
+// WAL mode lets run while the writer works; idle ones are closed. On
+// PostgreSQL the writer is one connection too, replaced when it breaks.
 package store
 
 import (
@@ -34,6 +38,7 @@ const maxBatch = 256
 
 // Store is the server's database. It is safe for concurrent use.
 type Store struct {
+	dialect dialect
 	wdb     *sql.DB
 	conn    *sql.Conn // the writer's connection: only the writer goroutine uses it
 	rdb     *sql.DB   // readers
@@ -87,9 +92,18 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Open opens or creates the database at path, brings its schema up to
-// date, and starts the writer.
-func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+// Open opens the database at location, brings its schema up to date,
+// and starts the writer. location is a PostgreSQL URL (postgres://…) or
+// the path of a SQLite file, created if missing.
+func Open(ctx context.Context, location string, opts Options) (*Store, error) {
+	if IsPostgresURL(location) {
+		return openPostgres(ctx, location, opts)
+	}
+	return openSQLite(ctx, location, opts)
+}
+
+// openSQLite opens or creates the SQLite database at path.
+func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	wdb, err := openDB(path, "journal_mode(WAL)", "synchronous(FULL)")
 	if err != nil {
@@ -98,7 +112,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// One writer connection: SQLite has one writer anyway, and this rules
 	// out SQLITE_BUSY between our own connections.
 	wdb.SetMaxOpenConns(1)
-	if err := migrate(ctx, wdb); err != nil {
+	if err := migrate(ctx, wdb, sqliteDialect{}); err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("store: %s: %w", path, err)
 	}
@@ -116,13 +130,25 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// Unbounded, a burst of 2000 reads opened a connection each and left
 	// a thousand of them open: SQLite keeps a closed connection's files
 	// while others hold locks on the database, for the next one to reuse.
+	poolReaders(rdb, opts)
+	return newStore(sqliteDialect{}, wdb, conn, rdb), nil
+}
+
+// newStore starts the writer of a store on d's database, which writes on
+// conn, a connection of wdb, and reads from rdb.
+func newStore(d dialect, wdb *sql.DB, conn *sql.Conn, rdb *sql.DB) *Store {
+	s := &Store{dialect: d, wdb: wdb, conn: conn, rdb: rdb, writes: make(chan writeReq), closing: make(chan struct{}),
+		closed: make(chan struct{}), stmts: map[string]*sql.Stmt{}}
+	go s.writer()
+	return s
+}
+
+// poolReaders bounds the readers to opts.Readers connections, closed once
+// unused for opts.ReaderIdle.
+func poolReaders(rdb *sql.DB, opts Options) {
 	rdb.SetMaxOpenConns(opts.Readers)
 	rdb.SetMaxIdleConns(opts.Readers)
 	rdb.SetConnMaxIdleTime(opts.ReaderIdle)
-	s := &Store{wdb: wdb, conn: conn, rdb: rdb, writes: make(chan writeReq), closing: make(chan struct{}),
-		closed: make(chan struct{}), stmts: map[string]*sql.Stmt{}}
-	go s.writer()
-	return s, nil
 }
 
 func openDB(path string, pragmas ...string) (*sql.DB, error) {
@@ -149,7 +175,10 @@ func (s *Store) Close() error {
 		errs = append(errs, st.(*sql.Stmt).Close())
 		return true
 	})
-	return errors.Join(append(errs, s.conn.Close(), s.wdb.Close(), s.rdb.Close())...)
+	if err := s.conn.Close(); !errors.Is(err, sql.ErrConnDone) { // done: the writer lost it and found none to replace it
+		errs = append(errs, err)
+	}
+	return errors.Join(append(errs, s.wdb.Close(), s.rdb.Close())...)
 }
 
 // Write runs fn in the next group commit and returns once that commit is
@@ -210,7 +239,7 @@ func (s *Store) commit(batch []writeReq) {
 func (s *Store) commitErrs(batch []writeReq) []error {
 	errs := make([]error, len(batch))
 	tx := &Tx{s: s}
-	if _, err := tx.exec("BEGIN IMMEDIATE"); err != nil {
+	if err := s.begin(tx); err != nil {
 		return fill(errs, unavailableError{fmt.Errorf("store: begin: %w", err)})
 	}
 	if len(batch) == 1 {
@@ -268,7 +297,7 @@ func (t *Tx) exec(query string, args ...any) (sql.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := st.ExecContext(context.Background(), args...)
+	res, err := st.ExecContext(context.Background(), t.s.dialect.args(args)...)
 	return res, unavailable(err)
 }
 
@@ -277,7 +306,7 @@ func (t *Tx) query(query string, args ...any) (*sql.Rows, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.QueryContext(context.Background(), args...)
+	rows, err := st.QueryContext(context.Background(), t.s.dialect.args(args)...)
 	return rows, unavailable(err)
 }
 
@@ -294,7 +323,7 @@ func (t *Tx) queryRow(query string, args ...any) rowScanner {
 	if err != nil {
 		return errRow{err}
 	}
-	return markedRow{st.QueryRowContext(context.Background(), args...)}
+	return markedRow{st.QueryRowContext(context.Background(), t.s.dialect.args(args)...)}
 }
 
 // markedRow is a row of the writer's, whose errors say whether they were
@@ -308,7 +337,7 @@ func (t *Tx) stmt(query string) (*sql.Stmt, error) {
 	if st, ok := t.s.stmts[query]; ok {
 		return st, nil
 	}
-	st, err := t.s.conn.PrepareContext(context.Background(), query)
+	st, err := t.s.conn.PrepareContext(context.Background(), t.s.dialect.bind(query))
 	if err != nil {
 		return nil, fmt.Errorf("store: prepare: %w", unavailable(err))
 	}
@@ -321,7 +350,7 @@ func (s *Store) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	if st, ok := s.reads.Load(query); ok {
 		return st.(*sql.Stmt), nil
 	}
-	st, err := s.rdb.PrepareContext(ctx, query)
+	st, err := s.rdb.PrepareContext(ctx, s.dialect.bind(query))
 	if err != nil {
 		return nil, fmt.Errorf("store: prepare: %w", err)
 	}
@@ -337,7 +366,7 @@ func (s *Store) readRow(ctx context.Context, query string, args ...any) rowScann
 	if err != nil {
 		return errRow{err}
 	}
-	return st.QueryRowContext(ctx, args...)
+	return st.QueryRowContext(ctx, s.dialect.args(args)...)
 }
 
 func (s *Store) readRows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
@@ -345,7 +374,7 @@ func (s *Store) readRows(ctx context.Context, query string, args ...any) (*sql.R
 	if err != nil {
 		return nil, err
 	}
-	return st.QueryContext(ctx, args...)
+	return st.QueryContext(ctx, s.dialect.args(args)...)
 }
 
 func now() string { return formatTime(time.Now()) }

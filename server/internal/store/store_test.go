@@ -14,9 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// openTest opens a store of t's own, on the backend under test, and
+// returns it with its location, for Open to open it again.
 func openTest(t *testing.T) (*Store, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "test.db")
+	path := testLocation(t)
 	s, err := Open(context.Background(), path, Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
@@ -324,12 +326,16 @@ func TestSessionSummariesPageByKeyWithoutPlansOrResults(t *testing.T) {
 // TestTimesWrittenBeforeMigration4AreRewrittenToSortInTimeOrder opens a
 // database as the store left it before times had a fixed width.
 func TestTimesWrittenBeforeMigration4AreRewrittenToSortInTimeOrder(t *testing.T) {
+	sqliteOnly(t, "PostgreSQL stores start with fixed-width times")
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.db")
 	db, err := openDB(path)
 	require.NoError(t, err)
 	for i := range 3 {
-		require.NoError(t, applyMigration(ctx, db, i))
+		tx, err := db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		require.NoError(t, applyMigration(ctx, tx, sqliteDialect{}, i))
+		require.NoError(t, tx.Commit())
 	}
 	earlier, later := tenNanosApart()
 	old := func(t time.Time) string { return t.Format(time.RFC3339Nano) }

@@ -1,0 +1,118 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Backend names the database a Store keeps its rows in.
+type Backend string
+
+// The backends.
+const (
+	// SQLite is one file in the data dir: a single node's store.
+	SQLite Backend = "sqlite"
+	// Postgres is a PostgreSQL database, which several nodes can share.
+	Postgres Backend = "postgres"
+)
+
+// Backend reports which database the store is on.
+func (s *Store) Backend() Backend { return s.dialect.backend() }
+
+// dialect is what differs between the databases in what the store sends
+// them. The store's SQL is written once, with ? placeholders and types
+// both take; a dialect turns it into its database's.
+type dialect interface {
+	backend() Backend
+	// bind rewrites query, written with ? placeholders, into the
+	// database's placeholders.
+	bind(query string) string
+	// args converts a statement's arguments into values the database
+	// takes; it may reuse args.
+	args(args []any) []any
+	// begin opens the writer's transaction.
+	begin() string
+	// migration is the SQL of migrations[i] in the database's dialect.
+	migration(i int) string
+	// schemaVersion counts the migrations applied, in tx, which it makes
+	// the only one migrating.
+	schemaVersion(ctx context.Context, tx *sql.Tx) (int, error)
+	// setSchemaVersion records, in tx, that n migrations are applied.
+	setSchemaVersion(ctx context.Context, tx *sql.Tx, n int) error
+}
+
+// sqliteDialect is SQLite's: the store's SQL as written.
+type sqliteDialect struct{}
+
+func (sqliteDialect) backend() Backend         { return SQLite }
+func (sqliteDialect) bind(query string) string { return query }
+func (sqliteDialect) args(args []any) []any    { return args }
+
+// begin takes the write lock at once: a deferred transaction that reads
+// first could fail to upgrade with SQLITE_BUSY midway.
+func (sqliteDialect) begin() string { return "BEGIN IMMEDIATE" }
+
+func (sqliteDialect) migration(i int) string { return migrations[i] }
+
+func (sqliteDialect) schemaVersion(ctx context.Context, tx *sql.Tx) (int, error) {
+	var v int
+	err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	return v, err
+}
+
+func (sqliteDialect) setSchemaVersion(ctx context.Context, tx *sql.Tx, n int) error {
+	_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", n))
+	return err
+}
+
+// bindNumbered rewrites the ? placeholders of query as $1, $2, …,
+// leaving alone those inside quoted strings and identifiers.
+func bindNumbered(query string) string {
+	if !strings.Contains(query, "?") {
+		return query
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 16)
+	n := 0
+	var quote byte // the quote we are inside, or 0
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '?':
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// uniqueViolated reports whether err is the database refusing a row whose
+// column (any, if column is "") of table repeats another row's, as a
+// primary key or a UNIQUE constraint forbids.
+func uniqueViolated(err error, table, column string) bool {
+	if err == nil {
+		return false
+	}
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return pgUniqueViolated(pe, table, column)
+	}
+	if column != "" {
+		return strings.Contains(err.Error(), "UNIQUE constraint failed: "+table+"."+column)
+	}
+	return strings.Contains(err.Error(), "UNIQUE constraint failed: "+table+".")
+}
