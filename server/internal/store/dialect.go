@@ -45,6 +45,21 @@ type dialect interface {
 	schemaVersion(ctx context.Context, tx *sql.Tx) (int, error)
 	// setSchemaVersion records, in tx, that n migrations are applied.
 	setSchemaVersion(ctx context.Context, tx *sql.Tx, n int) error
+
+	// What a copy between stores needs (copy.go):
+	// snapshot is a read transaction that sees one state throughout.
+	snapshot() *sql.TxOptions
+	// tablesQuery lists the store's tables, without the schema version's.
+	tablesQuery() string
+	// referencesQuery lists the tables the table $1 references.
+	referencesQuery() string
+	// columnsQuery lists the columns of the table $1, in order.
+	columnsQuery() string
+	// emptyTables is the statement that empties tables.
+	emptyTables(tables []string) (string, error)
+	// afterCopy sets what the rows copied into tx imply: the next value
+	// of identity columns.
+	afterCopy(tx *Tx) error
 }
 
 // sqliteDialect is SQLite's: the store's SQL as written.
@@ -70,6 +85,26 @@ func (sqliteDialect) setSchemaVersion(ctx context.Context, tx *sql.Tx, n int) er
 	_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", n))
 	return err
 }
+
+func (sqliteDialect) snapshot() *sql.TxOptions { return nil } // a read transaction's snapshot is taken at its first read
+
+func (sqliteDialect) tablesQuery() string {
+	return `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'`
+}
+
+func (sqliteDialect) referencesQuery() string {
+	return `SELECT DISTINCT "table" FROM pragma_foreign_key_list(?)`
+}
+
+func (sqliteDialect) columnsQuery() string { return `SELECT name FROM pragma_table_info(?) ORDER BY cid` }
+
+func (sqliteDialect) emptyTables([]string) (string, error) {
+	return "", errors.New("a SQLite store is not emptied in place: remove its file, or name a new one")
+}
+
+// afterCopy needs nothing: SQLite's AUTOINCREMENT follows the largest key
+// inserted.
+func (sqliteDialect) afterCopy(*Tx) error { return nil }
 
 // bindNumbered rewrites the ? placeholders of query as $1, $2, …,
 // leaving alone those inside quoted strings and identifiers.

@@ -144,6 +144,55 @@ func (postgresDialect) setSchemaVersion(ctx context.Context, tx *sql.Tx, n int) 
 	return err
 }
 
+// snapshot is REPEATABLE READ: every statement sees the state of the
+// first.
+func (postgresDialect) snapshot() *sql.TxOptions {
+	return &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
+}
+
+func (postgresDialect) tablesQuery() string {
+	return `SELECT table_name FROM information_schema.tables
+		WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' AND table_name <> 'schema_version'`
+}
+
+func (postgresDialect) referencesQuery() string {
+	return `SELECT DISTINCT u.table_name FROM information_schema.table_constraints c
+		JOIN information_schema.constraint_column_usage u ON u.constraint_schema = c.constraint_schema AND u.constraint_name = c.constraint_name
+		WHERE c.constraint_type = 'FOREIGN KEY' AND c.table_schema = current_schema() AND c.table_name = $1`
+}
+
+func (postgresDialect) columnsQuery() string {
+	return `SELECT column_name FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`
+}
+
+// emptyTables truncates: DELETE would fire the audit log's append-only
+// trigger, which TRUNCATE does not.
+func (postgresDialect) emptyTables(tables []string) (string, error) {
+	return `TRUNCATE ` + strings.Join(tables, ", ") + ` RESTART IDENTITY`, nil
+}
+
+// afterCopy moves each identity column's sequence past the largest value
+// copied, which an INSERT that names it leaves where it was.
+func (postgresDialect) afterCopy(tx *Tx) error {
+	rows, err := tx.query(`SELECT table_name, column_name FROM information_schema.columns
+		WHERE table_schema = current_schema() AND is_identity = 'YES'`)
+	if err != nil {
+		return fmt.Errorf("store: identity columns: %w", err)
+	}
+	ids, err := collect(rows, func(r rowScanner) (c [2]string, err error) { return c, r.Scan(&c[0], &c[1]) }, nil)
+	if err != nil {
+		return fmt.Errorf("store: identity columns: %w", err)
+	}
+	for _, c := range ids {
+		q := fmt.Sprintf(`SELECT setval(pg_get_serial_sequence('%[1]s', '%[2]s'), COALESCE((SELECT max(%[2]s) FROM %[1]s), 0) + 1, false)`, c[0], c[1])
+		if _, err := tx.exec(q); err != nil {
+			return fmt.Errorf("store: identity %s.%s: %w", c[0], c[1], err)
+		}
+	}
+	return nil
+}
+
 // pgUnavailable reports whether err is PostgreSQL, or the way to it,
 // failing rather than the statement: a lost or refused connection, a
 // server shutting down, a full disk, a conflict to retry. The same write

@@ -18,7 +18,12 @@ import (
 // returns it with its location, for Open to open it again.
 func openTest(t *testing.T) (*Store, string) {
 	t.Helper()
-	path := testLocation(t)
+	return openTestAt(t, testLocation(t))
+}
+
+// openTestAt opens the store at path, closed when t ends.
+func openTestAt(t *testing.T, path string) (*Store, string) {
+	t.Helper()
 	s, err := Open(context.Background(), path, Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
