@@ -96,7 +96,9 @@ func (sqliteDialect) referencesQuery() string {
 	return `SELECT DISTINCT "table" FROM pragma_foreign_key_list(?)`
 }
 
-func (sqliteDialect) columnsQuery() string { return `SELECT name FROM pragma_table_info(?) ORDER BY cid` }
+func (sqliteDialect) columnsQuery() string {
+	return `SELECT name FROM pragma_table_info(?) ORDER BY cid`
+}
 
 func (sqliteDialect) emptyTables([]string) (string, error) {
 	return "", errors.New("a SQLite store is not emptied in place: remove its file, or name a new one")

@@ -171,15 +171,15 @@ func TestPlaceholdersAreNumberedOutsideQuotes(t *testing.T) {
 // code is PostgreSQL's documented 53100.
 func TestPostgreSQLErrorsOfTheDatabaseAreUnavailable(t *testing.T) {
 	for code, want := range map[string]bool{
-		"53100": true, // disk_full
-		"53200": true, // out_of_memory
-		"53300": true, // too_many_connections
-		"57P01": true, // admin_shutdown
-		"57P03": true, // cannot_connect_now
-		"08006": true, // connection_failure
-		"58030": true, // io_error
-		"40001": true, // serialization_failure
-		"25006": true, // read_only_sql_transaction
+		"53100": true,  // disk_full
+		"53200": true,  // out_of_memory
+		"53300": true,  // too_many_connections
+		"57P01": true,  // admin_shutdown
+		"57P03": true,  // cannot_connect_now
+		"08006": true,  // connection_failure
+		"58030": true,  // io_error
+		"40001": true,  // serialization_failure
+		"25006": true,  // read_only_sql_transaction
 		"23505": false, // unique_violation
 		"23503": false, // foreign_key_violation
 		"42601": false, // syntax_error
