@@ -249,3 +249,41 @@ func TestTheDashboardLogsInRunsAToolAndFollowsAPlan(t *testing.T) {
 	)
 	assert.Contains(t, p.text("#task-events"), "step 2/2 stock.list_dir success")
 }
+
+func TestAScopedViewersDashboardShowsItsScopeAndEndsWhenRevoked(t *testing.T) {
+	p := newPage(t)
+	c := newCluster(t)
+	ctx := context.Background()
+	for id, site := range map[string]string{"kiosk-1": "lobby", "depot-1": "depot"} {
+		_, err := c.api.Enroll(ctx, api.EnrollRequest{ID: id, Labels: map[string]string{"site": site}})
+		require.NoError(t, err)
+	}
+	viewer, err := c.api.AddIdentity(ctx, api.IdentityRequest{Name: "lobby-viewer", Role: api.RoleViewer, Scope: &api.Scope{Devices: "site=lobby"}})
+	require.NoError(t, err)
+
+	p.do("login as a scoped viewer",
+		chromedp.Navigate(c.http.URL+"/"),
+		chromedp.WaitVisible(css("#login-token")),
+		chromedp.SendKeys(css("#login-token"), viewer.Token),
+		chromedp.Click(css("#login-submit")),
+		chromedp.WaitVisible(css(`tr[data-device="kiosk-1"]`)),
+		p.shot("1-scoped-devices"),
+	)
+	assert.Equal(t, "lobby-viewer (viewer · site=lobby)", p.text("#whoami"))
+	assert.NotContains(t, p.text("#devices"), "depot-1", "a device outside the scope is not there")
+	p.do("a viewer runs nothing",
+		chromedp.Click(css(`tr[data-device="kiosk-1"] a`)),
+		chromedp.WaitVisible(css("#device-state")),
+		chromedp.WaitNotPresent(css("#run-tool")),
+		chromedp.WaitNotVisible(css("#nav-dispatch")),
+		p.shot("2-scoped-device"),
+	)
+
+	// Revoked, its login ends: the page's next call finds it gone and
+	// asks for a token again.
+	require.NoError(t, c.api.RevokeIdentity(ctx, "lobby-viewer"))
+	p.do("revoked",
+		chromedp.WaitVisible(css("#login-token")),
+		p.shot("3-revoked"),
+	)
+}

@@ -94,6 +94,10 @@ var (
 	clientTypes = [...]ClientType{ClientDevice, ClientConstellation}
 )
 
+// ClientMessageTypes lists every ClientMessageType: for a server that
+// must have a rule for each.
+func ClientMessageTypes() []ClientMessageType { return slices.Clone(clientMessageTypes[:]) }
+
 func (s ResultStatus) valid() bool { return slices.Contains(resultStatuses[:], s) }
 
 func (s TaskStatus) valid() bool { return slices.Contains(taskStatuses[:], s) }

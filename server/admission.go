@@ -11,7 +11,9 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/plan"
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 	"github.com/edgeaip/edgeaip/wasmtools/schema"
 )
 
@@ -69,6 +71,8 @@ func (r *refusal) Error() string {
 // order is a request as admission checks it: steps for one device or for
 // each device of a fleet.
 type order struct {
+	// who asks: its role and scope hold the request too.
+	who *caller
 	// devices are the targets: one device, or every device a fleet's
 	// labels matched.
 	devices []string
@@ -77,14 +81,14 @@ type order struct {
 	plan *plan.Plan
 }
 
-// commandOrder is a single command for a device.
-func commandOrder(deviceID string, actions []protocol.Command) order {
-	return order{devices: []string{deviceID}, steps: []step{commandStep(actions, 0)}}
+// commandOrder is a single command for a device, asked by who.
+func commandOrder(who *caller, deviceID string, actions []protocol.Command) order {
+	return order{who: who, devices: []string{deviceID}, steps: []step{commandStep(actions, 0)}}
 }
 
-// planOrder is a plan for devices.
-func planOrder(p *plan.Plan, devices ...string) order {
-	return order{devices: devices, steps: planSteps(p), plan: p}
+// planOrder is a plan for devices, asked by who.
+func planOrder(who *caller, p *plan.Plan, devices ...string) order {
+	return order{who: who, devices: devices, steps: planSteps(p), plan: p}
 }
 
 // admission checks orders. Its inventories are the ones the dispatcher
@@ -97,12 +101,18 @@ type admission struct {
 	schemas   schemaCache
 }
 
-// admit returns nil if o may go ahead, or a *refusal with every problem
-// found. The problems come step by step, in the request's order: first
-// the plan's size, then each step's wire limits and sizes, then each
-// call on each device.
+// admit returns nil if o may go ahead; a *forbidden if o installs a tool
+// its requester may not (a role below deployer, or a tool outside its
+// scope); or a *refusal with every problem found. The problems come step
+// by step, in the request's order: first the plan's size, then each
+// step's wire limits and sizes, then each call on each device. A call to
+// a tool outside the requester's scope is refused as one its device does
+// not have.
 func (a *admission) admit(o order) error {
-	c := check{admission: a, seen: map[api.Problem]bool{}}
+	if err := o.installsAllowed(); err != nil {
+		return err
+	}
+	c := check{admission: a, scope: o.who.scope, seen: map[api.Problem]bool{}}
 	if o.plan != nil {
 		c.planSize(o.plan)
 	}
@@ -133,9 +143,54 @@ func (st step) installs() bool {
 	return slices.ContainsFunc(st.calls, func(c toolCall) bool { return c.cmd.ToolName == protocol.InstallToolName })
 }
 
+// installsAllowed checks o's calls that install a tool against its
+// requester: only a deployer installs tools, and a scoped one only a tool
+// its patterns allow, as the module's manifest names it.
+func (o order) installsAllowed() error {
+	for _, st := range o.steps {
+		for _, call := range st.calls {
+			if call.cmd.ToolName != protocol.InstallToolName {
+				continue
+			}
+			if !o.who.role.Covers(access.Deployer) {
+				return &forbidden{fmt.Sprintf("%s: identity %q has role %s: installing a tool needs %s", call.path, o.who.name, o.who.role, access.Deployer)}
+			}
+			if err := installsInScope(call, o.who); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// installsInScope checks that the tool an install_tool call installs is
+// one who's tool patterns allow: its module must carry its manifest, since
+// no other part of the request says which tool it is.
+func installsInScope(call toolCall, who *caller) error {
+	if len(who.scope.Tools) == 0 {
+		return nil
+	}
+	wasm, _, err := protocol.InstalledModule(call.cmd.Parameters)
+	if err != nil {
+		return nil // the module is bad: the device refuses it, and installs nothing
+	}
+	mod, err := manifest.FromWasm(wasm)
+	if err != nil {
+		return &forbidden{fmt.Sprintf("%s: identity %q may install only tools its scope allows (%s), and the module's manifest cannot say which it is: %v",
+			call.path, who.name, who.scope, err)}
+	}
+	if m := mod.Manifest; !who.scope.Tool(m.ToolType, m.Name) {
+		return &forbidden{fmt.Sprintf("%s: the module installs %s, which identity %q's scope (%s) does not allow",
+			call.path, protocol.ToolKey(protocol.ToolType(m.ToolType), m.Name), who.name, who.scope)}
+	}
+	return nil
+}
+
 // check is one run of admission: the problems found so far.
 type check struct {
 	*admission
+	// scope is the requester's, whose tool patterns each call is held to.
+	scope    access.Scope
 	problems []api.Problem
 	seen     map[api.Problem]bool
 }
@@ -323,6 +378,9 @@ func (c *check) onDevice(inv inventory, st step, params [][]byte, sound, afterIn
 			continue
 		}
 		cmd, _, err := inv.resolveCall(call)
+		if err == nil {
+			cmd, err = inv.confine(call, cmd, c.scope)
+		}
 		if err != nil {
 			c.add(call.path+"."+call.toolField, "%v", err)
 			resolved = false

@@ -24,7 +24,7 @@ func BenchmarkAdmitACommand(b *testing.B) {
 	inv := inventory{deviceID: "kiosk-1", online: true, tools: append(inventoryWithSchemas(), read)}
 	a := &admission{limits: Limits{MaxPlanBytes: 1 << 20, MaxParamBytes: 4 << 20}, frameCap: 4 << 20,
 		inventory: func(string) inventory { return inv }}
-	o := commandOrder("kiosk-1", []protocol.Command{{ToolName: "read_file", Parameters: map[string]any{"path": "/etc/hostname", "max_bytes": 4096}}})
+	o := commandOrder(testAdmin, "kiosk-1", []protocol.Command{{ToolName: "read_file", Parameters: map[string]any{"path": "/etc/hostname", "max_bytes": 4096}}})
 	require.NoError(b, a.admit(o))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -12,6 +13,9 @@ import (
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
 // Token prefixes say what a token is for when one turns up in a file.
@@ -54,25 +58,60 @@ func requestToken(r *http.Request, allowQuery bool) string {
 	return ""
 }
 
-// loadOrCreateAdminToken returns the hash of the operator token in path,
-// writing a new token there (mode 0600) if the file does not exist.
-func loadOrCreateAdminToken(path string) (hash string, created bool, err error) {
+// loadOrCreateAdminToken returns the operator token in path, writing a
+// new one there (mode 0600) if the file does not exist.
+func loadOrCreateAdminToken(path string) (token string, created bool, err error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		token := newToken(operatorTokenPrefix)
 		if err := writeFileSync(path, []byte(token+"\n"), 0o600); err != nil {
 			return "", false, fmt.Errorf("write operator token: %w", err)
 		}
-		return hashToken(token), true, nil
+		return token, true, nil
 	}
 	if err != nil {
 		return "", false, fmt.Errorf("read operator token: %w", err)
 	}
-	token := strings.TrimSpace(string(b))
+	token = strings.TrimSpace(string(b))
 	if token == "" {
 		return "", false, fmt.Errorf("operator token file %s is empty", path)
 	}
-	return hashToken(token), false, nil
+	return token, false, nil
+}
+
+// bootstrapIdentity is the identity the token in admin.token acts for.
+const bootstrapIdentity = "admin"
+
+// bootstrapAdmin gives token, admin.token's, an identity when the store
+// has none: an unscoped admin named bootstrapIdentity. That is the first
+// start, or the first after an upgrade from the server that had only
+// that one token. Once there are identities, admin.token is a token like
+// any other: rotating or revoking it ends it, and it does not come back
+// on a restart. It reports whether the token is live.
+func bootstrapAdmin(ctx context.Context, st *store.Store, token string) (live bool, err error) {
+	err = st.Write(ctx, func(tx *store.Tx) error {
+		n, err := tx.CountIdentities()
+		if err != nil || n > 0 {
+			return err
+		}
+		return tx.CreateIdentity(store.Identity{Name: bootstrapIdentity, Role: access.Admin.String()},
+			store.Token{ID: newTokenID(), Hash: hashToken(token)})
+	})
+	if err != nil {
+		return false, fmt.Errorf("bootstrap admin identity: %w", err)
+	}
+	_, _, err = st.TokenByHash(ctx, hashToken(token))
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// newTokenID is a token's public id: 64 random bits, in hex.
+func newTokenID() string {
+	b := make([]byte, 8)
+	rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b)
 }
 
 // writeFileSync creates path exclusively and makes it durable.

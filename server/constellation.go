@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/store"
@@ -12,18 +13,29 @@ import (
 	"github.com/google/uuid"
 )
 
-// A constellation client is an orchestrator acting for the operator: it
-// connects with the operator token, registers with client_type
-// constellation and the target_id of one online device, and then asks for
-// tasks on that device and reads its info. Its TASK_ENDs come back to it
-// alone.
+// A constellation client is an orchestrator acting for an operator
+// identity: it connects with that identity's token, registers with
+// client_type constellation and the target_id of one online device in the
+// identity's scope, and then asks for tasks on that device and reads its
+// info, each message as the access policy allows the identity. Its
+// TASK_ENDs come back to it alone; it is closed when its identity or
+// token is revoked.
 
-// registerConstellation checks a REGISTER sent with the operator token.
-func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMessage) (*client, error) {
+// registerConstellation checks a REGISTER sent with an operator token, for
+// caller. A target outside the caller's scope is refused as one that is
+// not connected.
+func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMessage, c *caller) (*client, error) {
 	if m.ClientType != protocol.ClientConstellation {
-		return nil, fmt.Errorf(`register: field "client_type": %q needs the device's own token; the operator token registers constellations only`, m.ClientType)
+		return nil, fmt.Errorf(`register: field "client_type": %q needs the device's own token; an operator token registers constellations only`, m.ClientType)
 	}
-	_, err := s.store.Device(ctx, m.ClientID)
+	if err := allowMessage(c, m.Type); err != nil {
+		return nil, fmt.Errorf("register: %w", err)
+	}
+	inScope, err := s.deviceInScope(ctx, c, m.TargetID)
+	if err != nil {
+		return nil, fmt.Errorf("register: %w", err)
+	}
+	_, err = s.store.Device(ctx, m.ClientID)
 	switch {
 	case err == nil:
 		return nil, fmt.Errorf(`register: field "client_id": %q is an enrolled device; a constellation needs an id of its own`, m.ClientID)
@@ -31,10 +43,23 @@ func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMe
 		return nil, fmt.Errorf("register: %w", err)
 	case m.TargetID == "":
 		return nil, errors.New(`register: field "target_id": missing: a constellation registers with the device it drives`)
-	case s.reg.device(m.TargetID) == nil:
+	case s.reg.device(m.TargetID) == nil || !inScope:
 		return nil, fmt.Errorf(`register: field "target_id": target device %q is not connected`, m.TargetID)
 	}
-	return &client{id: m.ClientID, typ: protocol.ClientConstellation, target: m.TargetID}, nil
+	return &client{id: m.ClientID, typ: protocol.ClientConstellation, target: m.TargetID, caller: c}, nil
+}
+
+// closeOnRevocation closes the constellation c's link when revoked, its
+// identity's or token's revocation, is closed, until ctx ends.
+func (s *Server) closeOnRevocation(ctx context.Context, c *client, revoked <-chan struct{}) {
+	go func() {
+		select {
+		case <-revoked:
+			s.log.Info("closing a revoked identity's constellation", "client_id", c.id, "identity", c.caller.name)
+			c.conn.Close(websocket.StatusPolicyViolation, "identity revoked")
+		case <-ctx.Done():
+		}
+	}()
 }
 
 // serveConstellation reads a constellation's messages until it leaves.
@@ -47,6 +72,10 @@ func (s *Server) serveConstellation(ctx context.Context, c *client) {
 		}
 		if err := checkIdentity(c, &m); err != nil {
 			s.sendError(ctx, c.conn, err.Error(), m.RequestID)
+			continue
+		}
+		if err := s.allowLinkMessage(ctx, c, m.Type); err != nil {
+			s.refuseMessage(ctx, c, &m, err)
 			continue
 		}
 		switch m.Type {
@@ -62,12 +91,44 @@ func (s *Server) serveConstellation(ctx context.Context, c *client) {
 			s.log.Debug("constellation acknowledged a task end", "client_id", c.id, "session_id", m.SessionID)
 		case protocol.ClientError:
 			s.log.Warn("constellation reported an error", "client_id", c.id, "error", m.Error)
-		case protocol.ClientCommandResults:
-			s.sendError(ctx, c.conn, "command_results are accepted only from the device the command went to", m.RequestID)
 		default:
 			s.sendError(ctx, c.conn, fmt.Sprintf("message type %q is not accepted from a constellation", m.Type), m.RequestID)
 		}
 	}
+}
+
+// allowLinkMessage checks a message of type t from the constellation c
+// against the access policy: its identity's role, and, for a message
+// about its target, that the target is still in its scope (a device
+// revoked and enrolled again with other labels may not be), else it is
+// refused as a target that is not connected.
+func (s *Server) allowLinkMessage(ctx context.Context, c *client, t protocol.ClientMessageType) error {
+	if err := allowMessage(c.caller, t); err != nil {
+		return err
+	}
+	if policy[messageKey(t)].scope != linkTarget {
+		return nil
+	}
+	in, err := s.deviceInScope(ctx, c.caller, c.target)
+	switch {
+	case err != nil:
+		return err
+	case !in:
+		return fmt.Errorf("target device %q is not connected", c.target)
+	}
+	return nil
+}
+
+// refuseMessage answers a message the access policy refuses: a TASK as
+// every TASK that cannot start, with a failed TASK_END; others with an
+// ERROR.
+func (s *Server) refuseMessage(ctx context.Context, c *client, m *protocol.ClientMessage, err error) {
+	s.log.Warn("message refused", "client_id", c.id, "identity", c.caller.name, "type", m.Type, "err", err)
+	if m.Type == protocol.ClientTask {
+		s.refuseTask(ctx, c, m, err)
+		return
+	}
+	s.sendError(ctx, c.conn, err.Error(), m.RequestID)
 }
 
 // startConstellationTask starts a session on the constellation's target
@@ -82,12 +143,12 @@ func (s *Server) startConstellationTask(ctx context.Context, c *client, m *proto
 	if s.reg.device(c.target) == nil {
 		return fmt.Errorf("target device %q is not connected", c.target)
 	}
-	if err := s.admission.admit(planOrder(p, c.target)); err != nil {
+	if err := s.admission.admit(planOrder(c.caller, p, c.target)); err != nil {
 		return err
 	}
 	spec := sessionSpec{
 		ID: m.SessionID, TaskName: taskNameOf(name, p), DeviceID: c.target,
-		Requester: api.Requester{Kind: api.RequesterConstellation, ID: c.id}, Plan: p, OriginalTaskName: original,
+		Requester: c.caller.requester(api.RequesterConstellation, c.id), Scope: c.caller.scope, Plan: p, OriginalTaskName: original,
 	}
 	if spec.ID == "" {
 		spec.ID = uuid.NewString()
@@ -128,7 +189,7 @@ func (s *Server) answerDeviceInfo(ctx context.Context, c *client, m *protocol.Cl
 		return
 	}
 	s.send(ctx, c.conn, &protocol.ServerMessage{
-		Type: protocol.ServerDeviceInfoResponse, Status: protocol.StatusOK, Result: dev.info.Load(),
+		Type: protocol.ServerDeviceInfoResponse, Status: protocol.StatusOK, Result: infoInScope(dev.info.Load(), c.caller.scope),
 		Timestamp: protocol.Now(), ResponseID: m.RequestID,
 	})
 }

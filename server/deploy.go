@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
 )
 
 // frameHeadroom is what a COMMAND frame needs besides the module itself.
@@ -47,11 +48,13 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action := protocol.Command{ToolName: protocol.InstallToolName, ToolType: protocol.ToolAction, Parameters: params}
-	if err := s.admission.admit(commandOrder(d.ID, []protocol.Command{action})); err != nil {
+	who := callerFrom(r)
+	if err := s.admission.admit(commandOrder(who, d.ID, []protocol.Command{action})); err != nil {
 		writeRequestError(w, err)
 		return
 	}
-	resp, err := s.sessions.runCommand(r.Context(), d.ID, []protocol.Command{action}, timeout, nil)
+	spec := sessionSpec{DeviceID: d.ID, Requester: who.requester(api.RequesterOperator, ""), Scope: who.scope}
+	resp, err := s.sessions.runCommand(r.Context(), spec, []protocol.Command{action}, timeout)
 	if err != nil {
 		writeSessionError(w, err)
 		return

@@ -14,27 +14,37 @@ import (
 )
 
 // principal is who a connection's credentials belong to: an enrolled
-// device, or the operator (for constellation clients).
+// device, or an operator identity (for constellation clients).
 type principal struct {
 	device   *store.Device
-	operator bool
+	operator *caller
 }
 
 // authError is a refused connection's reason, as the server logs it, and
 // what the client is told: a refused token learns nothing, a refused
 // certificate why, since only a holder of a certificate the server's CAs
-// signed can get that far.
+// signed can get that far. A failed one is a token no one holds (any
+// more): it is errWrongToken, and counts toward its source's limit of
+// failures.
 type authError struct {
 	err    error
 	public string
+	failed bool
 }
 
-func (e *authError) Error() string { return e.err.Error() }
-func (e *authError) Unwrap() error { return e.err }
+func (e *authError) Error() string        { return e.err.Error() }
+func (e *authError) Unwrap() error        { return e.err }
+func (e *authError) Is(target error) bool { return e.failed && target == errWrongToken }
 
 // refusedToken is a token refused for err: the client is told only that
 // it is unauthorized.
 func refusedToken(err error) error { return &authError{err: err, public: "unauthorized"} }
+
+// wrongToken is a token refused for err, as refusedToken, that counts as a
+// failed authentication: unknown, or retired past its grace.
+func wrongToken(err error) error {
+	return &authError{err: err, public: "unauthorized", failed: true}
+}
 
 // refusedCertificate is a device certificate refused for err, which the
 // client is told.
@@ -54,9 +64,9 @@ func publicReason(err error) string {
 
 // authClient finds whom the request's credentials belong to: a device
 // certificate the TLS handshake verified, if the client presented one
-// that names a device, or else a token. Only hashes of tokens are
-// compared, in constant time for the operator's; a device token is looked
-// up by its hash, which reveals nothing about a token not yet known.
+// that names a device, or else a token, a device's or an operator
+// identity's. Tokens are looked up by their hash, which reveals nothing
+// about a token not yet known.
 func (s *Server) authClient(r *http.Request) (principal, error) {
 	if leaf := s.clientCertificate(r); leaf != nil {
 		id, err := protocol.DeviceOfCert(leaf)
@@ -71,11 +81,7 @@ func (s *Server) authClient(r *http.Request) (principal, error) {
 	if token == "" {
 		return principal{}, refusedToken(errors.New("no token, and no device certificate"))
 	}
-	hash := hashToken(token)
-	if sameHash(hash, s.adminHash) {
-		return principal{operator: true}, nil
-	}
-	return s.authByToken(r.Context(), hash)
+	return s.authByToken(r.Context(), token)
 }
 
 // clientCertificate is the certificate the client presented, which the
@@ -88,13 +94,14 @@ func (s *Server) clientCertificate(r *http.Request) *x509.Certificate {
 	return r.TLS.PeerCertificates[0]
 }
 
-// authByToken finds the device one of whose tokens hashes to hash. A
-// rotation's new token confirms the rotation; a token a rotation retired
-// works until its grace ends.
-func (s *Server) authByToken(ctx context.Context, hash string) (principal, error) {
+// authByToken finds the device one of whose tokens is token, or else the
+// operator identity it belongs to. A rotation's new token confirms the
+// rotation; a token a rotation retired works until its grace ends.
+func (s *Server) authByToken(ctx context.Context, token string) (principal, error) {
+	hash := hashToken(token)
 	m, err := s.store.DeviceByToken(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
-		return principal{}, refusedToken(errors.New("unknown token"))
+		return s.authOperator(ctx, token)
 	}
 	if err != nil {
 		return principal{}, refusedToken(err)
@@ -105,12 +112,25 @@ func (s *Server) authByToken(ctx context.Context, hash string) (principal, error
 		s.confirmRotation(ctx, dev.ID, hash, "the device connected with its new token")
 	case store.TokenRetired:
 		if !time.Now().Before(m.Until) {
-			return principal{}, refusedToken(fmt.Errorf("token of device %q was retired by a rotation at %s, and its grace ended at %s",
+			return principal{}, wrongToken(fmt.Errorf("token of device %q was retired by a rotation at %s, and its grace ended at %s",
 				dev.ID, m.RetiredAt.UTC().Format(time.RFC3339), m.Until.UTC().Format(time.RFC3339)))
 		}
 		s.log.Warn("device connected with its old token, within the grace of its rotation", "device", dev.ID, "until", m.Until)
 	}
 	return principal{device: dev}, nil
+}
+
+// authOperator finds the operator identity token belongs to, for a
+// constellation client.
+func (s *Server) authOperator(ctx context.Context, token string) (principal, error) {
+	c, err := s.callerByToken(ctx, token)
+	if errors.Is(err, errWrongToken) {
+		return principal{}, wrongToken(errors.New("unknown token: no device's, and no live operator token"))
+	}
+	if err != nil {
+		return principal{}, refusedToken(err)
+	}
+	return principal{operator: c}, nil
 }
 
 // authByCertificate checks a verified certificate naming device id

@@ -109,6 +109,7 @@ func (d *dispatcher) end(cmd *command, results []protocol.Result, failed string,
 // commandSpec is what a command is for.
 type commandSpec struct {
 	deviceID, sessionID, actor string
+	by                         store.By
 	step, attempt              int
 	// actions are resolved: they go to the device as they are, with
 	// fresh call_ids.
@@ -133,7 +134,7 @@ func (d *dispatcher) newCommand(spec commandSpec) *command {
 		actions[i], callIDs[i] = a, a.CallID
 	}
 	rec := store.Command{
-		ResponseID: uuid.NewString(), DeviceID: spec.deviceID, SessionID: spec.sessionID, Actor: spec.actor,
+		ResponseID: uuid.NewString(), DeviceID: spec.deviceID, SessionID: spec.sessionID, Actor: spec.actor, By: spec.by,
 		Step: spec.step, Attempt: spec.attempt, Actions: actions, Tools: spec.tools,
 	}
 	return &command{

@@ -6,7 +6,11 @@
 // response_id, persists devices, sessions, commands and an append-only
 // audit log in SQLite, and serves the operator HTTP API under /api,
 // including UFO's endpoints, Prometheus metrics at /metrics and the web
-// dashboard at /. A fleet runs a plan on every device whose labels match,
+// dashboard at /. Every operator token acts for an identity with a role
+// and an optional scope (a device selector and tool patterns), held on
+// every surface by one access policy table (policy.go): what is outside a
+// scope answers as if it did not exist, and a revoked identity's open
+// event streams and constellation links close at once. A fleet runs a plan on every device whose labels match,
 // as a session whose children are one plan session per device. Every
 // command, plan and fleet passes admission first: the wire's limits, the
 // size bounds of Limits, and each call against its device's tools and

@@ -124,7 +124,8 @@ func (r *recentLogs) prune(now time.Time) {
 // recentLogsTTL replays all its events; one that ended earlier gets its end
 // event alone. Each event's id is its number in the task's
 // stream, so a client that reconnects with Last-Event-ID gets only the
-// events after it.
+// events after it. The stream ends when the caller's identity or token is
+// revoked.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	flusher, ok := w.(http.Flusher)
@@ -145,6 +146,8 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		log = newEventLog(t.DeviceID, nil)
 		log.add(api.TaskEvent{Type: api.EventEnd, SessionID: id, State: t.State, Status: string(taskEndStatus(t.State)), Result: t.Result, Error: t.Error})
 	}
+	revoked, stop := s.revocations.watch(callerFrom(r))
+	defer stop()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -163,20 +166,23 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		if ended {
 			return
 		}
-		if !waitForEvents(w, flusher, more, keepalive.C, r.Context().Done()) {
+		if !waitForEvents(w, flusher, more, keepalive.C, r.Context().Done(), revoked) {
 			return
 		}
 	}
 }
 
 // waitForEvents waits for more, writing a comment line, which clients
-// ignore, at each keepalive tick. It reports false if the client left.
-func waitForEvents(w io.Writer, flusher http.Flusher, more <-chan struct{}, keepalive <-chan time.Time, gone <-chan struct{}) bool {
+// ignore, at each keepalive tick. It reports false if the client left or
+// was revoked.
+func waitForEvents(w io.Writer, flusher http.Flusher, more <-chan struct{}, keepalive <-chan time.Time, gone, revoked <-chan struct{}) bool {
 	for {
 		select {
 		case <-more:
 			return true
 		case <-gone:
+			return false
+		case <-revoked:
 			return false
 		case <-keepalive:
 			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {

@@ -7,13 +7,17 @@ import (
 	"sync"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/google/uuid"
 )
 
 // fleetSpec is what a fleet runs its plan on, and how.
 type fleetSpec struct {
-	labels       map[string]string
+	labels map[string]string
+	// selector picks the devices: the labels, narrowed by the
+	// requester's scope.
+	selector     access.Selector
 	devices      []string // in the order they start
 	concurrency  int
 	abortPercent int
@@ -74,7 +78,7 @@ func (f *fleetRunner) run(ctx context.Context, _ stepper) outcome[api.FleetResul
 func (f *fleetRunner) runDevice(ctx context.Context, i int, dev string) {
 	child, _, err := f.m.getOrCreateSession(context.WithoutCancel(ctx), sessionSpec{
 		ID: uuid.NewString(), TaskName: f.fleet.TaskName, DeviceID: dev, ParentID: f.fleet.ID,
-		Requester: f.fleet.Requester, Plan: f.plan, Tee: f.forward,
+		Requester: f.fleet.Requester, Scope: f.fleet.scope, Plan: f.plan, Tee: f.forward,
 	})
 	if err != nil {
 		f.deviceEnded(i, "", api.StateFailed, err.Error())

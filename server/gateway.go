@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/metrics"
 	"github.com/google/uuid"
 )
 
@@ -24,13 +25,29 @@ const registerTimeout = 10 * time.Second
 const maxInFlightResults = 64
 
 // serveWS is GET /ws: it authenticates the token before the upgrade, then
-// expects REGISTER and serves the connection until it drops.
+// expects REGISTER and serves the connection until it drops. A wrong
+// token counts toward its source's limit of failures.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	src := s.source(r)
+	if wait := s.authLimit.blocked(src); wait > 0 {
+		s.tooManyFailures(w, metrics.SurfaceWebSocket, wait)
+		return
+	}
 	p, err := s.authClient(r)
 	if err != nil {
+		if errors.Is(err, errWrongToken) {
+			s.authFailed(src, metrics.SurfaceWebSocket, requestToken(r, true))
+		}
 		s.log.Warn("connection refused at upgrade", "remote", r.RemoteAddr, "err", err)
 		http.Error(w, publicReason(err), http.StatusUnauthorized)
 		return
+	}
+	var revoked <-chan struct{}
+	if p.operator != nil {
+		// Watched from now: a revocation while it registers counts too.
+		var stop func()
+		revoked, stop = s.revocations.watch(p.operator)
+		defer stop()
 	}
 	opts := s.cfg.Conn
 	opts.Reject = protocol.ServerErrorReply
@@ -54,6 +71,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if c.isDevice() {
 		s.serveDevice(ctx, c)
 	} else {
+		s.closeOnRevocation(ctx, c, revoked)
 		s.serveConstellation(ctx, c)
 	}
 }
@@ -77,8 +95,8 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 		c   *client
 		err error
 	)
-	if p.operator {
-		c, err = s.registerConstellation(ctx, &m)
+	if p.operator != nil {
+		c, err = s.registerConstellation(ctx, &m, p.operator)
 	} else {
 		c, err = registerDevice(p.device, &m, s.log)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/metrics"
 )
 
 // maxRequestBytes caps an API request body.
@@ -17,58 +18,51 @@ const maxRequestBytes = 1 << 20
 var validID = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
 
 // route is one endpoint of the operator API. The OpenAPI document lists
-// exactly these, which a test checks.
+// exactly these, which a test checks, and the access policy has a rule
+// for each.
 type route struct {
 	method, pattern string
-	public          bool // served without the operator token
 	handler         http.HandlerFunc
 }
+
+// key names the route as the access policy does: "GET /api/devices".
+func (rt route) key() string { return rt.method + " " + rt.pattern }
 
 func (s *Server) routes() []route {
 	return []route{
 		// UFO's endpoints.
-		{"GET", "/api/health", true, s.health},
-		{"GET", "/api/clients", false, s.clients},
-		{"POST", "/api/dispatch", false, s.idempotent(s.dispatch)},
-		{"GET", "/api/task_result/{task_name}", false, s.taskResult},
+		{"GET", "/api/health", s.health},
+		{"GET", "/api/clients", s.clients},
+		{"POST", "/api/dispatch", s.idempotent(s.dispatch)},
+		{"GET", "/api/task_result/{task_name}", s.taskResult},
 		// edgeaip's.
-		{"GET", "/api/openapi.json", true, s.openAPI},
-		{"GET", "/api/devices", false, s.listDevices},
-		{"POST", "/api/devices", false, s.enroll},
-		{"GET", "/api/devices/{id}", false, s.getDevice},
-		{"DELETE", "/api/devices/{id}", false, s.revoke},
-		{"GET", "/api/devices/{id}/tools", false, s.deviceTools},
-		{"POST", "/api/devices/{id}/token", false, s.rotateToken},
-		{"POST", "/api/devices/{id}/certificate", false, s.signCertificate},
-		{"POST", "/api/devices/{id}/commands", false, s.idempotent(s.command)},
-		{"POST", "/api/devices/{id}/tools", false, s.deployTool},
-		{"GET", "/api/tasks", false, s.listTasks},
-		{"GET", "/api/tasks/{id}", false, s.getTask},
-		{"DELETE", "/api/tasks/{id}", false, s.removeTask},
-		{"POST", "/api/tasks/{id}/cancel", false, s.cancelTask},
-		{"GET", "/api/tasks/{id}/events", false, s.serveEvents},
-		{"GET", "/api/audit", false, s.audit},
-		{"POST", "/api/fleets", false, s.idempotent(s.createFleet)},
-		{"POST", "/api/login", true, s.login},
-		{"POST", "/api/logout", true, s.logout},
-		{"GET", "/metrics", false, s.metrics.Handler().ServeHTTP},
+		{"GET", "/api/openapi.json", s.openAPI},
+		{"GET", "/api/devices", s.listDevices},
+		{"POST", "/api/devices", s.enroll},
+		{"GET", "/api/devices/{id}", s.getDevice},
+		{"DELETE", "/api/devices/{id}", s.revoke},
+		{"GET", "/api/devices/{id}/tools", s.deviceTools},
+		{"POST", "/api/devices/{id}/token", s.rotateToken},
+		{"POST", "/api/devices/{id}/certificate", s.signCertificate},
+		{"POST", "/api/devices/{id}/commands", s.idempotent(s.command)},
+		{"POST", "/api/devices/{id}/tools", s.deployTool},
+		{"GET", "/api/tasks", s.listTasks},
+		{"GET", "/api/tasks/{id}", s.getTask},
+		{"DELETE", "/api/tasks/{id}", s.removeTask},
+		{"POST", "/api/tasks/{id}/cancel", s.cancelTask},
+		{"GET", "/api/tasks/{id}/events", s.serveEvents},
+		{"GET", "/api/audit", s.audit},
+		{"POST", "/api/fleets", s.idempotent(s.createFleet)},
+		{"GET", "/api/identities", s.listIdentities},
+		{"POST", "/api/identities", s.addIdentity},
+		{"DELETE", "/api/identities/{name}", s.revokeIdentity},
+		{"POST", "/api/identities/{name}/tokens", s.rotateIdentity},
+		{"DELETE", "/api/identities/{name}/tokens/{token_id}", s.revokeToken},
+		{"GET", "/api/whoami", s.whoami},
+		{"POST", "/api/login", s.login},
+		{"POST", "/api/logout", s.logout},
+		{"GET", "/metrics", s.metrics.Handler().ServeHTTP},
 	}
-}
-
-// operator admits requests that act for the operator: with the operator
-// token, or the dashboard's login cookie from the dashboard's own page.
-func (s *Server) operator(h http.HandlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ok, err := s.operatorAuth(r)
-		switch {
-		case !ok:
-			writeError(w, http.StatusUnauthorized, "missing or wrong operator token")
-		case err != nil:
-			s.forbid(w, r, err)
-		default:
-			h(w, r)
-		}
-	})
 }
 
 // forbid answers 403 with err, and logs it: a refused request may be an
@@ -76,11 +70,6 @@ func (s *Server) operator(h http.HandlerFunc) http.Handler {
 func (s *Server) forbid(w http.ResponseWriter, r *http.Request, err error) {
 	s.log.Warn("request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
 	writeError(w, http.StatusForbidden, err.Error())
-}
-
-func (s *Server) isOperator(r *http.Request) bool {
-	ok, err := s.operatorAuth(r)
-	return ok && err == nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -94,9 +83,14 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 }
 
 // writeRequestError answers 400 for a request that cannot go ahead: with
-// each problem, if admission refused it.
+// each problem, if admission refused it; 403 if the access policy did.
 func writeRequestError(w http.ResponseWriter, err error) {
 	var refused *refusal
+	var denied *forbidden
+	if errors.As(err, &denied) {
+		writeError(w, http.StatusForbidden, err.Error())
+		return
+	}
 	if errors.As(err, &refused) {
 		writeJSON(w, http.StatusBadRequest, api.Error{Error: refused.Error(), Problems: refused.problems})
 		return
@@ -147,17 +141,25 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, strict bool) bool
 	return true
 }
 
-// health is GET /api/health. It is open, for load balancers; with the
-// operator token it also lists the online clients, as UFO's does. While
-// the database cannot take writes, or the server holds writes it has not
-// taken yet, the server is degraded: 503, with the cause.
+// health is GET /api/health. It is open, for load balancers; with an
+// operator token (or login) it also lists the online clients in the
+// caller's scope, as UFO's lists them all. A wrong token counts as a
+// failed authentication, and a source refused for too many gets no list.
+// While the database cannot take writes, or the server holds writes it
+// has not taken yet, the server is degraded: 503, with the cause.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	h, code := api.Health{Status: "healthy"}, http.StatusOK
 	if cause := s.unrecorded.health(); cause != "" {
 		h, code = api.Health{Status: "degraded", Cause: cause}, http.StatusServiceUnavailable
 	}
-	if s.isOperator(r) {
-		h.OnlineClients = s.reg.ids()
+	if src := s.source(r); s.authLimit.blocked(src) == 0 {
+		c, err := s.authenticate(r)
+		switch {
+		case errors.Is(err, errWrongToken):
+			s.authFailed(src, metrics.SurfaceAPI, requestToken(r, false))
+		case err == nil:
+			h.OnlineClients, _ = s.clientsInScope(r.Context(), c)
+		}
 	}
 	writeJSON(w, code, h)
 }

@@ -11,17 +11,25 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
+// enroll is POST /api/devices. A scoped admin enrolls only devices whose
+// labels its scope picks.
 func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
+	who := callerFrom(r)
 	var req api.EnrollRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
 	if !validID.MatchString(req.ID) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("device id %q: want 1-64 of [A-Za-z0-9._-], not starting with '.'", req.ID))
+		return
+	}
+	if !who.scope.Device(req.Labels) {
+		s.forbid(w, r, fmt.Errorf(`field "labels": identity %q may enroll only devices its scope picks (%s)`, who.name, who.scope.Devices))
 		return
 	}
 	if c := s.reg.get(req.ID); c != nil {
@@ -39,11 +47,19 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		}
 		resp.Certificate = string(pem)
 	}
+	params := map[string]any{"labels": req.Labels}
 	err := s.store.Write(r.Context(), func(tx *store.Tx) error {
-		if err := tx.CreateDevice(req.ID, hashToken(resp.Token), req.Labels); err != nil || cert == nil {
+		if err := tx.CreateDevice(req.ID, hashToken(resp.Token), req.Labels); err != nil {
 			return err
 		}
-		return tx.AddCertificate(signedRecord(req.ID, cert))
+		if cert != nil {
+			rec := signedRecord(req.ID, cert)
+			if err := tx.AddCertificate(rec); err != nil {
+				return err
+			}
+			params["certificate_serial"] = rec.Serial
+		}
+		return tx.AppendAudit(who.audit(api.ActionDeviceEnroll, req.ID, params))
 	})
 	if errors.Is(err, store.ErrExists) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("device %q is already enrolled", req.ID))
@@ -54,7 +70,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	s.log.Info("device enrolled", "device", req.ID, "certificate", cert != nil)
+	s.log.Info("device enrolled", "device", req.ID, "certificate", cert != nil, "by", who.name)
 	writeJSON(w, http.StatusCreated, resp)
 }
 
@@ -62,10 +78,15 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 // are revoked, its connection closes at once, its waiting commands fail
 // and its sessions are cancelled.
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	err := s.store.Write(r.Context(), func(tx *store.Tx) error { return tx.DeleteDevice(id) })
+	id, who := r.PathValue("id"), callerFrom(r)
+	err := s.store.Write(r.Context(), func(tx *store.Tx) error {
+		if err := tx.DeleteDevice(id); err != nil {
+			return err
+		}
+		return tx.AppendAudit(who.audit(api.ActionDeviceRevoke, id, nil))
+	})
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("device %q is not enrolled", id))
+		writeError(w, http.StatusNotFound, deviceNotEnrolled(id))
 		return
 	} else if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
@@ -76,36 +97,42 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	}
 	s.sessions.deviceGone(id)
 	s.disp.failDevice(id, fmt.Sprintf("device %q was revoked", id))
-	s.log.Info("device revoked", "device", id)
+	s.log.Info("device revoked", "device", id, "by", who.name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// listDevices is GET /api/devices: the devices in the caller's scope.
 func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) {
 	devs, err := s.store.Devices(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
+	who := callerFrom(r)
 	out := make([]api.Device, 0, len(devs))
 	for _, d := range devs {
-		out = append(out, s.deviceView(d))
+		if who.scope.Device(d.Labels) {
+			out = append(out, s.deviceView(d, who.scope))
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getDevice(w http.ResponseWriter, r *http.Request) {
 	if d, ok := s.lookupDevice(w, r); ok {
-		writeJSON(w, http.StatusOK, s.deviceView(d))
+		writeJSON(w, http.StatusOK, s.deviceView(d, callerFrom(r).scope))
 	}
 }
 
+// deviceTools is GET /api/devices/{id}/tools: the tools in the caller's
+// scope.
 func (s *Server) deviceTools(w http.ResponseWriter, r *http.Request) {
 	d, ok := s.lookupDevice(w, r)
 	if !ok {
 		return
 	}
 	tools := []protocol.MCPToolInfo{}
-	if v := s.deviceView(d); v.Info != nil && v.Info.Tools != nil {
+	if v := s.deviceView(d, callerFrom(r).scope); v.Info != nil && v.Info.Tools != nil {
 		tools = v.Info.Tools
 	}
 	writeJSON(w, http.StatusOK, tools)
@@ -115,7 +142,7 @@ func (s *Server) lookupDevice(w http.ResponseWriter, r *http.Request) (store.Dev
 	id := r.PathValue("id")
 	d, err := s.store.Device(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("device %q is not enrolled", id))
+		writeError(w, http.StatusNotFound, deviceNotEnrolled(id))
 		return d, false
 	}
 	if err != nil {
@@ -125,9 +152,10 @@ func (s *Server) lookupDevice(w http.ResponseWriter, r *http.Request) (store.Dev
 	return d, true
 }
 
-// deviceView is a device as the API shows it: online state and the system
-// info of the live connection, or else of its last registration.
-func (s *Server) deviceView(d store.Device) api.Device {
+// deviceView is a device as the API shows it to a caller with scope:
+// online state and the system info of the live connection, or else of
+// its last registration, with the tools the scope allows.
+func (s *Server) deviceView(d store.Device, scope access.Scope) api.Device {
 	v := api.Device{ID: d.ID, Labels: d.Labels, CreatedAt: d.CreatedAt}
 	if !d.LastSeen.IsZero() {
 		v.LastSeen = &d.LastSeen
@@ -141,6 +169,7 @@ func (s *Server) deviceView(d store.Device) api.Device {
 	} else {
 		v.Info = storedInfo(d)
 	}
+	v.Info = infoInScope(v.Info, scope)
 	return v
 }
 
@@ -165,11 +194,13 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.Idem
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if err := s.admission.admit(commandOrder(d.ID, req.Actions)); err != nil {
+	who := callerFrom(r)
+	if err := s.admission.admit(commandOrder(who, d.ID, req.Actions)); err != nil {
 		writeRequestError(w, err)
 		return
 	}
-	resp, err := s.sessions.runCommand(r.Context(), d.ID, req.Actions, timeout, key)
+	spec := sessionSpec{DeviceID: d.ID, Requester: who.requester(api.RequesterOperator, ""), Scope: who.scope, Key: key}
+	resp, err := s.sessions.runCommand(r.Context(), spec, req.Actions, timeout)
 	if err != nil {
 		writeSessionError(w, err)
 		return
@@ -203,10 +234,20 @@ func validateActions(actions []protocol.Command) error {
 	return m.Validate()
 }
 
-// audit is GET /api/audit?device=&session=&after=&limit=: the audit log,
-// oldest first.
+// audit is GET /api/audit?device=&session=&identity=&since=&after=&limit=:
+// the audit log, oldest first. A caller whose scope picks devices reads
+// the entries about those devices alone.
 func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	f := store.AuditFilter{DeviceID: q.Get("device"), SessionID: q.Get("session"), Identity: q.Get("identity")}
+	if since := q.Get("since"); since != "" {
+		t, err := time.Parse(time.RFC3339Nano, since)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf(`query "since": %q is not an RFC 3339 time`, since))
+			return
+		}
+		f.Since = t
+	}
 	var after int64
 	if a := q.Get("after"); a != "" {
 		n, err := strconv.ParseInt(a, 10, 64)
@@ -220,7 +261,14 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	entries, err := s.store.Audit(r.Context(), store.AuditFilter{DeviceID: q.Get("device"), SessionID: q.Get("session"), AfterSeq: after, Limit: limit})
+	f.AfterSeq, f.Limit = after, limit
+	only, err := s.devicesInScope(r.Context(), callerFrom(r))
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	f.OnlyDevices = only
+	entries, err := s.store.Audit(r.Context(), f)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -228,7 +276,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	out := make([]api.AuditEntry, len(entries))
 	for i, e := range entries {
 		out[i] = api.AuditEntry{
-			Seq: e.Seq, At: e.At, Actor: e.Actor, DeviceID: e.DeviceID, SessionID: e.SessionID, ResponseID: e.ResponseID,
+			Seq: e.Seq, At: e.At, Actor: e.Actor, Identity: e.Identity, TokenID: e.TokenID, Action: e.Action, DeviceID: e.DeviceID, SessionID: e.SessionID, ResponseID: e.ResponseID,
 			CallID: e.CallID, Tool: e.Tool, Namespace: e.Namespace, ModuleSHA256: e.ModuleSHA256, Parameters: e.Parameters,
 			Outcome: e.Outcome, Error: e.Error, Late: e.Late,
 		}

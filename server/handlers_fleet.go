@@ -11,15 +11,18 @@ import (
 	"strings"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/google/uuid"
 )
 
 // createFleet is POST /api/fleets: it starts a plan on every enrolled
-// device whose labels match, as one fleet task, and answers at once. key,
-// if not nil, is recorded with the task, with the answer.
+// device whose labels match, and that is in the caller's scope, as one
+// fleet task, and answers at once. key, if not nil, is recorded with the
+// task, with the answer.
 func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
+	who := callerFrom(r)
 	var req api.FleetRequest
 	if !readJSON(w, r, &req) {
 		return
@@ -33,7 +36,8 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 		writeRequestError(w, err)
 		return
 	}
-	devices, err := s.matchDevices(r.Context(), req.Labels)
+	selector := access.LabelSelector(req.Labels).And(who.scope.Devices)
+	devices, err := s.matchDevices(r.Context(), selector)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -42,13 +46,14 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no enrolled device has the labels %s", labelText(req.Labels)))
 		return
 	}
-	if err := s.admission.admit(planOrder(p, devices...)); err != nil {
+	if err := s.admission.admit(planOrder(who, p, devices...)); err != nil {
 		writeRequestError(w, err)
 		return
 	}
 	spec := sessionSpec{
-		ID: uuid.NewString(), TaskName: taskNameOf(req.TaskName, p), Requester: api.Requester{Kind: api.RequesterOperator}, Plan: p,
-		Fleet: &fleetSpec{labels: req.Labels, devices: devices, concurrency: req.Concurrency, abortPercent: req.AbortPercent},
+		ID: uuid.NewString(), TaskName: taskNameOf(req.TaskName, p), Requester: who.requester(api.RequesterOperator, ""),
+		Scope: who.scope, Plan: p, Fleet: &fleetSpec{labels: req.Labels, selector: selector, devices: devices,
+			concurrency: req.Concurrency, abortPercent: req.AbortPercent},
 	}
 	if spec.Fleet.concurrency == 0 {
 		spec.Fleet.concurrency = api.DefaultFleetConcurrency
@@ -82,30 +87,20 @@ func checkFleetRequest(req api.FleetRequest, maxSessions int) error {
 	return nil
 }
 
-// matchDevices lists the enrolled devices whose labels include all of
-// want, sorted by id.
-func (s *Server) matchDevices(ctx context.Context, want map[string]string) ([]string, error) {
+// matchDevices lists the enrolled devices sel picks, sorted by id.
+func (s *Server) matchDevices(ctx context.Context, sel access.Selector) ([]string, error) {
 	devs, err := s.store.Devices(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, d := range devs {
-		if matches(d.Labels, want) {
+		if sel.Matches(d.Labels) {
 			out = append(out, d.ID)
 		}
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-func matches(labels, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }
 
 // labelText writes labels as k=v,k=v, sorted.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -36,7 +37,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	rows, err := s.store.SessionSummaries(r.Context(), store.SessionFilter{State: string(state), TaskName: name, Limit: limit + 1, After: after})
+	rows, err := s.summaries(r.Context(), callerFrom(r), store.SessionFilter{State: string(state), TaskName: name, After: after}, limit+1)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -50,6 +51,42 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		page.Tasks = append(page.Tasks, taskSummary(row))
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// summaries lists, newest first, up to n of the tasks f picks that c may
+// see. The store keeps the tasks on devices in c's scope, and the fleets,
+// which are checked here; a page short of the fleets it dropped is filled
+// from the rows after it.
+func (s *Server) summaries(ctx context.Context, c *caller, f store.SessionFilter, n int) ([]store.Session, error) {
+	only, err := s.devicesInScope(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	f.OnlyDevices = only
+	out := []store.Session{}
+	for {
+		f.Limit = n - len(out)
+		rows, err := s.store.SessionSummaries(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, row := range rows {
+			in := true
+			if row.DeviceID == "" {
+				if in, err = s.rowInScope(ctx, c, row); err != nil {
+					return nil, err
+				}
+			}
+			if in {
+				out = append(out, row)
+			}
+		}
+		if len(rows) < f.Limit || len(out) == n {
+			return out, nil
+		}
+		last := rows[len(rows)-1]
+		f.After = &store.SessionKey{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
 }
 
 // cursorAfter is the cursor of the page that starts after row: its key,
@@ -157,7 +194,7 @@ func taskView(row store.Session) api.Task {
 func taskSummary(row store.Session) api.TaskSummary {
 	return api.TaskSummary{
 		SessionID: row.ID, TaskName: row.TaskName, DeviceID: row.DeviceID,
-		Requester: api.Requester{Kind: row.RequesterKind, ID: row.RequesterID},
+		Requester: api.Requester{Kind: row.RequesterKind, ID: row.RequesterID, Identity: row.Identity, TokenID: row.TokenID},
 		Kind:      row.Kind, ParentID: row.ParentID, State: api.TaskState(row.State), CreatedAt: row.CreatedAt,
 		StartedAt: timePtr(row.StartedAt), FinishedAt: timePtr(row.FinishedAt),
 	}

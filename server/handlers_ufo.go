@@ -17,15 +17,21 @@ import (
 
 const invalidTaskName = "Invalid task_name: must be a non-empty string of characters [A-Za-z0-9._-] and must not start with '.'"
 
-// clients is GET /api/clients.
+// clients is GET /api/clients: the online clients in the caller's scope.
 func (s *Server) clients(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, api.Clients{OnlineClients: s.reg.ids()})
+	ids, err := s.clientsInScope(r.Context(), callerFrom(r))
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, api.Clients{OnlineClients: ids})
 }
 
 // dispatch is POST /api/dispatch: it starts a plan on an online device in
 // the background and answers at once. key, if not nil, is recorded with
 // the task, with the answer.
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
+	who := callerFrom(r)
 	var req api.DispatchRequest
 	if !readUFOJSON(w, r, &req) {
 		return
@@ -41,7 +47,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, key *store.Ide
 	case req.TaskName != "" && !plan.ValidTaskName(req.TaskName):
 		writeError(w, http.StatusBadRequest, invalidTaskName)
 		return
-	case s.reg.device(req.ClientID) == nil:
+	case !s.onlineInScope(r.Context(), who, req.ClientID):
 		writeError(w, http.StatusNotFound, "Client not online")
 		return
 	case req.Request != "" && hasPlan:
@@ -50,7 +56,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, key *store.Ide
 	}
 	p, err := dispatchedPlan(req, s.cfg.Limits.MaxPlanBytes)
 	if err == nil {
-		err = s.admission.admit(planOrder(p, req.ClientID))
+		err = s.admission.admit(planOrder(who, p, req.ClientID))
 	}
 	if err != nil {
 		writeRequestError(w, err)
@@ -58,7 +64,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, key *store.Ide
 	}
 	spec := sessionSpec{
 		ID: uuid.NewString(), TaskName: taskNameOf(req.TaskName, p), DeviceID: req.ClientID,
-		Requester: api.Requester{Kind: api.RequesterOperator}, Plan: p,
+		Requester: who.requester(api.RequesterOperator, ""), Scope: who.scope, Plan: p,
 	}
 	resp := api.DispatchResponse{Status: "dispatched", TaskName: spec.TaskName, ClientID: req.ClientID, SessionID: spec.ID}
 	spec.Key = withAnswer(key, resp)
@@ -122,7 +128,9 @@ func inField(field string, err error) error {
 }
 
 // taskResult is GET /api/task_result/{task_name}: "pending" until the
-// newest task of that name ends, then "done" with its result.
+// newest task of that name ends, then "done" with its result. A task
+// outside the caller's scope answers as one not known: pending, as UFO
+// answers.
 func (s *Server) taskResult(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("task_name")
 	if !plan.ValidTaskName(name) {
@@ -130,6 +138,12 @@ func (s *Server) taskResult(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	row, err := s.store.SessionByTask(r.Context(), name)
+	if err == nil {
+		var in bool
+		if in, err = s.rowInScope(r.Context(), callerFrom(r), row); err == nil && !in {
+			err = store.ErrNotFound
+		}
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeJSON(w, http.StatusOK, api.TaskResult{Status: "pending"})

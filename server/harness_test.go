@@ -15,6 +15,7 @@ import (
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/stretchr/testify/require"
 )
 
@@ -85,6 +86,15 @@ func (ts *testServer) waitTask(id string) api.Task {
 		return err == nil && task.State.Ended()
 	}, 20*time.Second, 10*time.Millisecond, "task %s never ended", id)
 	return task
+}
+
+// testAdmin is an unscoped admin, for what tests call below the API.
+var testAdmin = &caller{name: bootstrapIdentity, role: access.Admin}
+
+// operatorCommand is the session of a single command for deviceID, asked
+// through the API by testAdmin.
+func operatorCommand(deviceID string) sessionSpec {
+	return sessionSpec{DeviceID: deviceID, Requester: testAdmin.requester(api.RequesterOperator, "")}
 }
 
 // rawClient speaks AIP by hand, as a device or a constellation.

@@ -108,11 +108,10 @@ func withAnswer(key *store.IdempotencyKey, answer any) *store.IdempotencyKey {
 	return &k
 }
 
-// identity is who sent r, whose idempotency keys are theirs alone. Every
-// caller of the API is the operator today; the identities issue names the
-// caller here, from r's credentials.
-func (s *Server) identity(*http.Request) string {
-	return api.Requester{Kind: api.RequesterOperator}.String()
+// identity is who sent r, whose idempotency keys are theirs alone: the
+// name of its operator identity, whichever of its tokens it used.
+func (s *Server) identity(r *http.Request) string {
+	return callerFrom(r).name
 }
 
 // parseIdempotencyKey reads the header's one value: 1 to 255 visible

@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -134,25 +133,6 @@ func TestTheLoginCookieIsSecureBehindATLSProxy(t *testing.T) {
 	ts = newTestServer(t, func(c *Config) { c.SecureCookies = true })
 	b = &browser{t: t, client: http.DefaultClient, base: ts.http.URL}
 	assert.True(t, login().Secure, "--secure-cookies, behind a proxy that says nothing")
-}
-
-func TestLoginsExpireAndAreBounded(t *testing.T) {
-	l := newLogins()
-	now := time.Now()
-	id := l.create(now)
-	assert.True(t, l.valid(id, now.Add(loginTTL-time.Second)))
-	assert.False(t, l.valid(id, now.Add(loginTTL)))
-	assert.False(t, l.valid("", now))
-
-	l = newLogins()
-	first := l.create(now)
-	for i := 1; i < maxLogins; i++ {
-		l.create(now.Add(time.Duration(i) * time.Millisecond))
-	}
-	assert.True(t, l.valid(first, now))
-	l.create(now.Add(time.Hour))
-	assert.False(t, l.valid(first, now), "the oldest login makes room")
-	assert.Len(t, l.expires, maxLogins)
 }
 
 func TestTheDashboardIsServedAtTheRoot(t *testing.T) {

@@ -17,6 +17,8 @@ type client struct {
 	typ    protocol.ClientType
 	conn   *protocol.Conn
 	target string // constellations: the device they drive
+	// caller is the operator identity a constellation acts for.
+	caller *caller
 	// info is a device's system info, nil if it sent none we could read.
 	// A device that registers again on its connection replaces it.
 	info   atomic.Pointer[protocol.SystemInfo]

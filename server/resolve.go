@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -87,10 +88,10 @@ func (d *dispatcher) inventory(deviceID string) inventory {
 	return inv
 }
 
-// resolve turns a step's calls into the commands sent, and what the audit
-// log records about each one's tool; it fails on the first call that
-// cannot be sent.
-func (inv inventory) resolve(calls []toolCall) ([]protocol.Command, []store.ToolRef, error) {
+// resolve turns a step's calls into the commands sent, held to scope,
+// and what the audit log records about each one's tool; it fails on the
+// first call that cannot be sent.
+func (inv inventory) resolve(calls []toolCall, scope access.Scope) ([]protocol.Command, []store.ToolRef, error) {
 	cmds := make([]protocol.Command, len(calls))
 	refs := make([]store.ToolRef, len(calls))
 	for i, c := range calls {
@@ -98,8 +99,34 @@ func (inv inventory) resolve(calls []toolCall) ([]protocol.Command, []store.Tool
 		if cmds[i], refs[i], err = inv.resolveCall(c); err != nil {
 			return nil, nil, err
 		}
+		if cmds[i], err = inv.confine(c, cmds[i], scope); err != nil {
+			return nil, nil, err
+		}
 	}
 	return cmds, refs, nil
+}
+
+// confine holds a resolved command to scope's tool patterns: the tool the
+// agent will run for it, as findTool finds it, must be one the scope
+// allows (a tool of no known type only by a pattern for any type), and
+// the command then names its tool_type, so that the agent runs that tool
+// and not another of the same name the device lists later. A tool outside
+// the scope is refused as one the device does not have. install_tool is
+// no tool of the patterns: its role, and the tool it installs, are
+// admission's to check.
+func (inv inventory) confine(c toolCall, cmd protocol.Command, scope access.Scope) (protocol.Command, error) {
+	if len(scope.Tools) == 0 || cmd.ToolName == protocol.InstallToolName {
+		return cmd, nil
+	}
+	if cmd.ToolType == "" {
+		if t, found := findTool(inv.tools, "", cmd.ToolName, ""); found {
+			cmd.ToolType = t.ToolType
+		}
+	}
+	if !scope.Tool(string(cmd.ToolType), cmd.ToolName) {
+		return cmd, inv.noTool(c)
+	}
+	return cmd, nil
 }
 
 // resolveCall turns one call into the command sent: "namespace.tool" must

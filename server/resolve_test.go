@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/stretchr/testify/assert"
@@ -55,11 +56,11 @@ func TestResolvingACallAgainstAnInventory(t *testing.T) {
 
 func TestABatchResolvesWholeOrNotAtAll(t *testing.T) {
 	inv := inventory{deviceID: "kiosk-1", tools: []protocol.MCPToolInfo{tool("stock", "echo", protocol.ToolAction)}, online: true}
-	cmds, refs, err := inv.resolve([]toolCall{{namespace: "stock", cmd: protocol.Command{ToolName: "echo"}}, {cmd: protocol.Command{ToolName: "x"}}})
+	cmds, refs, err := inv.resolve([]toolCall{{namespace: "stock", cmd: protocol.Command{ToolName: "echo"}}, {cmd: protocol.Command{ToolName: "x"}}}, access.Scope{})
 	require.NoError(t, err)
 	assert.Equal(t, []protocol.Command{{ToolName: "echo", ToolType: protocol.ToolAction}, {ToolName: "x"}}, cmds)
 	assert.Equal(t, []store.ToolRef{{Namespace: "stock", SHA256: "sha-of-echo"}, {}}, refs)
-	_, _, err = inv.resolve([]toolCall{{namespace: "stock", cmd: protocol.Command{ToolName: "echo"}}, {namespace: "stock", cmd: protocol.Command{ToolName: "x"}}})
+	_, _, err = inv.resolve([]toolCall{{namespace: "stock", cmd: protocol.Command{ToolName: "echo"}}, {namespace: "stock", cmd: protocol.Command{ToolName: "x"}}}, access.Scope{})
 	assert.EqualError(t, err, `device "kiosk-1" has no tool "stock.x"`)
 }
 

@@ -54,7 +54,14 @@ func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) {
 			"enroll it again to give it one (aipctl device revoke %[1]s; aipctl device enroll %[1]s)", d.ID))
 		return
 	}
-	if err := s.store.Write(r.Context(), func(tx *store.Tx) error { return tx.RequestRotation(d.ID, grace) }); err != nil {
+	audit := callerFrom(r).audit(api.ActionDeviceRotateToken, d.ID, map[string]any{"grace": grace.String()})
+	err := s.store.Write(r.Context(), func(tx *store.Tx) error {
+		if err := tx.RequestRotation(d.ID, grace); err != nil {
+			return err
+		}
+		return tx.AppendAudit(audit)
+	})
+	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}

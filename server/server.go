@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -42,6 +43,14 @@ type Config struct {
 	// X-Forwarded-Proto. Without it, the cookie is Secure over TLS or
 	// when X-Forwarded-Proto says https.
 	SecureCookies bool
+	// TrustedProxies are the proxies (load balancers, a site's NAT) whose
+	// X-Forwarded-For names a request's source, for the limit on failed
+	// authentications; a request from anywhere else is its peer's.
+	TrustedProxies []netip.Prefix
+	// OnRevoke, if set, hears of every revocation made here, once the
+	// store holds it: in a cluster, to carry it to the other nodes, whose
+	// Server.Revoked closes what it covers there.
+	OnRevoke func(Revocation)
 	// EventsKeepalive is how often an idle task event stream gets an SSE
 	// comment, so that proxies and load balancers that drop silent
 	// connections keep it open, and clients know it is alive: an
@@ -108,16 +117,17 @@ type Server struct {
 	sessions   *sessionManager
 	admission  *admission
 	metrics    *metrics.Metrics
-	logins     *logins
 	keys       *keyLocks // idempotency keys being served
 	csrf       *http.CrossOriginProtection
-	adminHash  string
-	certs      *certs.Set // nil: plain HTTP
-	rotations  *rotationWaiters
-	stop       chan struct{}
-	stopOnce   sync.Once
-	closeOnce  sync.Once
-	janitor    chan struct{} // closed when the results janitor has stopped
+	authLimit  *authLimiter
+	// revocations close the open surfaces of revoked identities.
+	revocations *revocations
+	certs       *certs.Set // nil: plain HTTP
+	rotations   *rotationWaiters
+	stop        chan struct{}
+	stopOnce    sync.Once
+	closeOnce   sync.Once
+	janitor     chan struct{} // closed when the results janitor has stopped
 }
 
 // AdminTokenFile is the name of the operator token file in the data dir.
@@ -172,14 +182,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 // the TLS material set (nil: plain HTTP).
 func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs.Set) (*Server, error) {
 	tokenPath := filepath.Join(cfg.DataDir, AdminTokenFile)
-	hash, created, err := loadOrCreateAdminToken(tokenPath)
+	token, created, err := loadOrCreateAdminToken(tokenPath)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
-	}
-	if created {
-		cfg.Logger.Info("wrote a new operator token", "path", tokenPath)
-	} else {
-		cfg.Logger.Info("using the operator token", "path", tokenPath)
 	}
 	st, err := store.Open(ctx, cfg.Store.location(cfg.DataDir),
 		store.Options{Readers: cfg.Store.Readers, ReaderIdle: cfg.Store.ReaderIdle})
@@ -187,18 +192,20 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	cfg.Logger.Info("store open", "backend", st.Backend())
-	if err := failInterrupted(ctx, st, cfg.Logger); err != nil {
+	if err := startStore(ctx, st, token, created, tokenPath, cfg.Logger); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	cfg.Sessions.setDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, adminHash: hash, certs: set, rotations: newRotationWaiters(),
-		logins: newLogins(), keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
+	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, certs: set, rotations: newRotationWaiters(),
+		keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
+		authLimit: newAuthLimiter(time.Now), revocations: newRevocations(),
 		stop: make(chan struct{}), janitor: make(chan struct{})}
 	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
 	s.metrics = metrics.New(metrics.Sources{
 		ConnectedDevices:   s.reg.deviceCount,
 		LiveSessions:       func(state string) int { return s.sessions.liveSessions(state) },
+		BlockedSources:     s.authLimit.count,
 		StoreWriteFailures: st.WriteFailures,
 		UnrecordedWrites:   func() int { n, _ := s.unrecorded.pending(); return n },
 	})
@@ -212,6 +219,24 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		s.sessions.expireResults(s.stop)
 	}()
 	return s, nil
+}
+
+// startStore readies the store for a server starting: the identity of
+// admin.token (token, just written if created), and the end of what the
+// last run left running.
+func startStore(ctx context.Context, st *store.Store, token string, created bool, tokenPath string, log *slog.Logger) error {
+	live, err := bootstrapAdmin(ctx, st, token)
+	switch {
+	case err != nil:
+		return err
+	case created:
+		log.Info("wrote a new operator token", "path", tokenPath, "identity", bootstrapIdentity)
+	case live:
+		log.Info("using the operator token", "path", tokenPath)
+	default:
+		log.Warn("the operator token file holds a token that was rotated or revoked: it does not work", "path", tokenPath)
+	}
+	return failInterrupted(ctx, st, log)
 }
 
 // failInterrupted ends what the last run of the server left running.
@@ -235,11 +260,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ws", s.serveWS)
 	for _, rt := range s.routes() {
-		h := http.Handler(rt.handler)
-		if !rt.public {
-			h = s.operator(rt.handler)
-		}
-		mux.Handle(rt.method+" "+rt.pattern, h)
+		mux.Handle(rt.key(), s.guard(rt.key(), rt.handler))
 	}
 	dash := dashboard.Handler()
 	mux.Handle("GET /{$}", dash)

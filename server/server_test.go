@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -33,7 +34,10 @@ func TestOperatorTokenIsWrittenOnceWithMode0600(t *testing.T) {
 	defer s2.Close()
 	second, _ := os.ReadFile(path)
 	assert.Equal(t, first, second, "a restart keeps the operator token")
-	assert.Equal(t, hashToken(strings.TrimSpace(string(first))), s2.adminHash)
+	c, err := s2.callerByToken(context.Background(), strings.TrimSpace(string(first)))
+	require.NoError(t, err, "and it still works")
+	assert.Equal(t, bootstrapIdentity, c.name)
+	assert.Equal(t, access.Admin, c.role)
 }
 
 func TestAPIRefusesWrongOperatorTokens(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
@@ -36,6 +37,10 @@ type session struct {
 	DeviceID  string // empty for a fleet
 	ParentID  string // the fleet it runs for, if any
 	Requester api.Requester
+	// scope is the requester's, which each command is held to when sent.
+	scope access.Scope
+	// selector is a fleet's: the devices it may run on.
+	selector  access.Selector
 	Kind      string
 	plan      *plan.Plan // a plan's or a fleet's
 	planJSON  json.RawMessage
@@ -82,14 +87,21 @@ func (s *session) cancelReason() string {
 func (s *session) row(state api.TaskState) store.Session {
 	row := store.Session{
 		ID: s.ID, TaskName: s.TaskName, DeviceID: s.DeviceID, RequesterKind: s.Requester.Kind,
-		RequesterID: s.Requester.ID, Kind: s.Kind, OriginalTaskName: s.originalTaskName, ParentID: s.ParentID, State: string(state), Plan: s.planJSON, CreatedAt: s.createdAt,
+		RequesterID: s.Requester.ID, By: requesterBy(s.Requester), Kind: s.Kind, OriginalTaskName: s.originalTaskName, ParentID: s.ParentID, State: string(state), Plan: s.planJSON, CreatedAt: s.createdAt,
 		Key: s.key,
+	}
+	if s.fleet != nil {
+		b, _ := json.Marshal(s.selector) // a slice of strings always encodes
+		row.Selector = string(b)
 	}
 	if state == api.StateRunning {
 		row.StartedAt = time.Now()
 	}
 	return row
 }
+
+// requesterBy is the identity and token r names, as the store records it.
+func requesterBy(r api.Requester) store.By { return store.By{Identity: r.Identity, TokenID: r.TokenID} }
 
 func cancelMessage(reason, deviceID string) string {
 	switch reason {

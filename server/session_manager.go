@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/metrics"
 	"github.com/edgeaip/edgeaip/server/plan"
@@ -27,8 +28,11 @@ type sessionSpec struct {
 	DeviceID  string // empty for a fleet
 	ParentID  string // the fleet a plan runs for
 	Requester api.Requester
-	Plan      *plan.Plan // nil for a single command
-	Fleet     *fleetSpec // runs Plan on many devices
+	// Scope is the requester's: each command is held to its tool
+	// patterns when it is sent, as admission held the request.
+	Scope access.Scope
+	Plan  *plan.Plan // nil for a single command
+	Fleet *fleetSpec // runs Plan on many devices
 	// Tee is also given each of the session's events: a fleet follows its
 	// children's. It is fixed before the session is published, so that
 	// nothing reads it while it is written.
@@ -126,7 +130,7 @@ func (m *sessionManager) getOrCreateSession(ctx context.Context, spec sessionSpe
 	m.mu.Lock()
 	if s := m.live[spec.ID]; s != nil {
 		m.mu.Unlock()
-		if s.Requester != spec.Requester {
+		if !sameOwner(s.Requester, spec.Requester) {
 			return nil, false, &sessionOwnedError{spec.ID, s.Requester.String()}
 		}
 		return s, false, nil
@@ -160,12 +164,12 @@ func (m *sessionManager) newSession(spec sessionSpec) *session {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &session{
 		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, ParentID: spec.ParentID, Requester: spec.Requester,
-		createdAt: time.Now(), events: newEventLog(spec.DeviceID, spec.Tee), ctx: ctx, done: make(chan struct{}),
+		scope: spec.Scope, createdAt: time.Now(), events: newEventLog(spec.DeviceID, spec.Tee), ctx: ctx, done: make(chan struct{}),
 		cancel: cancel, key: spec.Key, originalTaskName: spec.OriginalTaskName,
 	}
 	switch {
 	case spec.Fleet != nil:
-		s.Kind, s.fleet = api.KindFleet, newFleetRunner(m, s, spec.Plan, *spec.Fleet)
+		s.Kind, s.fleet, s.selector = api.KindFleet, newFleetRunner(m, s, spec.Plan, *spec.Fleet), spec.Fleet.selector
 	case spec.Plan != nil:
 		s.Kind = api.KindPlan
 	default:
@@ -189,7 +193,7 @@ func (m *sessionManager) insertError(ctx context.Context, spec sessionSpec, err 
 	if rerr != nil {
 		return err
 	}
-	if owner := (api.Requester{Kind: old.RequesterKind, ID: old.RequesterID}); owner != spec.Requester {
+	if owner := (api.Requester{Kind: old.RequesterKind, ID: old.RequesterID, Identity: old.Identity}); !sameOwner(owner, spec.Requester) {
 		return &sessionOwnedError{spec.ID, owner.String()}
 	}
 	return &sessionEndedError{spec.ID}
@@ -215,19 +219,25 @@ func (m *sessionManager) runPlan(s *session, taskEnd taskEndFunc) outcome[api.Pl
 	return execute(m, s, planRunner{plan: s.plan}, tell)
 }
 
-// runCommand runs a single command as a session of its own and waits for
-// it: POST /api/devices/{id}/commands. key, if not nil, is recorded with
-// the command.
-func (m *sessionManager) runCommand(ctx context.Context, deviceID string, actions []protocol.Command, timeout time.Duration,
-	key *store.IdempotencyKey) (api.CommandResponse, error) {
-	s, _, err := m.getOrCreateSession(ctx, sessionSpec{
-		ID: uuid.NewString(), DeviceID: deviceID, Requester: api.Requester{Kind: api.RequesterOperator}, Key: key,
-	})
+// runCommand runs a single command as a session of its own, as spec
+// (its device, requester, scope and key) says, and waits for it: POST
+// /api/devices/{id}/commands.
+func (m *sessionManager) runCommand(ctx context.Context, spec sessionSpec, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
+	spec.ID = uuid.NewString()
+	s, _, err := m.getOrCreateSession(ctx, spec)
 	if err != nil {
 		return api.CommandResponse{}, err
 	}
-	out := execute(m, s, commandRunner{sessionID: s.ID, deviceID: deviceID, actions: actions, timeout: timeout}, nil)
+	out := execute(m, s, commandRunner{sessionID: s.ID, deviceID: spec.DeviceID, actions: actions, timeout: timeout}, nil)
 	return out.result, nil
+}
+
+// sameOwner reports whether two requesters are the same owner of a
+// session: the same client of the same identity, whichever of its tokens
+// it uses now.
+func sameOwner(a, b api.Requester) bool {
+	a.TokenID, b.TokenID = "", ""
+	return a == b
 }
 
 // execute runs s with r to its end, records the outcome, and only then
@@ -426,6 +436,13 @@ func (m *sessionManager) progressOf(id string) (res api.FleetResult, ok bool) {
 	return s.fleet.progress(), true
 }
 
+// liveSession returns the session id if it is running here, or nil.
+func (m *sessionManager) liveSession(id string) *session {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.live[id]
+}
+
 // running reports whether the session is running here.
 func (m *sessionManager) running(id string) bool {
 	m.mu.Lock()
@@ -445,7 +462,8 @@ func (m *sessionManager) cancelAll() {
 func (m *sessionManager) wait() { m.wg.Wait() }
 
 // expireResults deletes, every tick until stop, what finished more than
-// ResultTTL ago and the idempotency keys older than idempotencyKeyTTL.
+// ResultTTL ago, the idempotency keys older than idempotencyKeyTTL, and
+// the tokens and logins that have expired.
 func (m *sessionManager) expireResults(stop <-chan struct{}) {
 	every := min(max(m.cfg.ResultTTL/4, 10*time.Millisecond), time.Hour)
 	t := time.NewTicker(every)
@@ -462,11 +480,16 @@ func (m *sessionManager) expireResults(stop <-chan struct{}) {
 
 // expire deletes, as of now, the sessions that finished more than
 // ResultTTL ago and the idempotency keys recorded more than
-// idempotencyKeyTTL ago: a repeat under one is then a new request.
+// idempotencyKeyTTL ago: a repeat under one is then a new request. It
+// also deletes the tokens and logins that have expired, which the store
+// already refuses.
 func (m *sessionManager) expire(now time.Time) {
-	var sessions, keys int
+	var sessions, keys, credentials int
 	err := m.store.Write(context.Background(), func(tx *store.Tx) (err error) {
 		if sessions, err = tx.DeleteSessionsFinishedBefore(now.Add(-m.cfg.ResultTTL)); err != nil {
+			return err
+		}
+		if credentials, err = tx.DeleteExpiredCredentials(now); err != nil {
 			return err
 		}
 		keys, err = tx.DeleteIdempotencyKeysBefore(now.Add(-idempotencyKeyTTL))
@@ -475,8 +498,8 @@ func (m *sessionManager) expire(now time.Time) {
 	switch {
 	case err != nil:
 		m.log.Error("expired results not removed", "err", err)
-	case sessions+keys > 0:
+	case sessions+keys+credentials > 0:
 		m.log.Info("expired results removed", "sessions", sessions, "older_than", m.cfg.ResultTTL,
-			"idempotency_keys", keys, "keys_older_than", idempotencyKeyTTL)
+			"idempotency_keys", keys, "keys_older_than", idempotencyKeyTTL, "tokens_and_logins", credentials)
 	}
 }

@@ -25,14 +25,14 @@ type sessionStepper struct {
 func (st sessionStepper) attempt(ctx context.Context, step step, n int) commandResult {
 	s := st.s
 	inv := st.m.disp.inventory(s.DeviceID)
-	actions, tools, err := inv.resolve(step.calls)
+	actions, tools, err := inv.resolve(step.calls, s.scope)
 	if err != nil {
 		r := commandResult{err: err}
 		s.events.add(st.stepEvent(api.EventStepEnd, step, n, r))
 		return r
 	}
 	spec := commandSpec{
-		deviceID: s.DeviceID, sessionID: s.ID, actor: s.Requester.String(),
+		deviceID: s.DeviceID, sessionID: s.ID, actor: s.Requester.String(), by: requesterBy(s.Requester),
 		step: step.index, attempt: n, actions: actions, tools: tools, timeout: step.timeout,
 	}
 	if s.Kind == api.KindCommand {

@@ -103,7 +103,15 @@ func (s *Server) signCertificate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if err := s.store.Write(r.Context(), func(tx *store.Tx) error { return tx.AddCertificate(signedRecord(d.ID, cert)) }); err != nil {
+	rec := signedRecord(d.ID, cert)
+	audit := callerFrom(r).audit(api.ActionDeviceCertificate, d.ID, map[string]any{"serial": rec.Serial})
+	err = s.store.Write(r.Context(), func(tx *store.Tx) error {
+		if err := tx.AddCertificate(rec); err != nil {
+			return err
+		}
+		return tx.AppendAudit(audit)
+	})
+	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -40,6 +41,13 @@ func main() {
 	flag.IntVar(&limits.MaxPlanBytes, "max-plan-bytes", plan.DefaultMaxExpandedBytes, "largest plan accepted, in bytes as JSON once its YAML aliases are expanded")
 	flag.IntVar(&limits.MaxParamBytes, "max-param-bytes", 0, "largest parameters of one command accepted, in bytes as JSON (0: the frame cap)")
 	secureCookies := flag.Bool("secure-cookies", false, "mark the dashboard's login cookie Secure even on plain HTTP, behind a TLS proxy that sends no X-Forwarded-Proto")
+	var trusted []netip.Prefix
+	flag.Func("trusted-proxy", "a proxy (CIDR, or an address) whose X-Forwarded-For names a request's source, for the limit on failed authentications (repeatable)",
+		func(s string) error {
+			p, err := parsePrefix(s)
+			trusted = append(trusted, p)
+			return err
+		})
 	var tlsFiles server.TLSFiles
 	flag.StringVar(&tlsFiles.Cert, "tls-cert", "", "PEM `file` of the server's certificate chain: serve HTTPS and WSS (reloaded on SIGHUP)")
 	flag.StringVar(&tlsFiles.Key, "tls-key", "", "PEM `file` of the key of --tls-cert")
@@ -52,8 +60,9 @@ func main() {
 	flag.Parse()
 
 	log := logOpts.New(os.Stderr)
-	if err := run(*listen, *data, server.Config{Sessions: sessions, Store: st, Conn: conn, Limits: limits, Logger: log,
-		SecureCookies: *secureCookies, TLS: tlsFiles}); err != nil {
+	cfg := server.Config{Sessions: sessions, Store: st, Conn: conn, Limits: limits, Logger: log,
+		SecureCookies: *secureCookies, TrustedProxies: trusted, TLS: tlsFiles}
+	if err := run(*listen, *data, cfg); err != nil {
 		log.Error("aip-server failed", "err", err)
 		os.Exit(1)
 	}
@@ -136,4 +145,17 @@ func reloadTLS(srv *server.Server, log *slog.Logger) {
 func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}
+}
+
+// parsePrefix reads a CIDR, or a single address as the prefix of it
+// alone.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return p, fmt.Errorf("%q: want a CIDR such as 10.0.0.0/8, or an address", s)
+	}
+	return p.Masked(), nil
 }

@@ -39,6 +39,16 @@ func TestNetHTTPErrorsAreJSONLinesUnderJSONLogging(t *testing.T) {
 	assert.Contains(t, line["msg"], "boom")
 }
 
+func TestTrustedProxiesAreCIDRsOrAddresses(t *testing.T) {
+	for in, want := range map[string]string{"10.0.0.0/8": "10.0.0.0/8", "10.1.2.3/8": "10.0.0.0/8", "192.0.2.1": "192.0.2.1/32", "::1": "::1/128"} {
+		p, err := parsePrefix(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, p.String(), in)
+	}
+	_, err := parsePrefix("lobby")
+	assert.EqualError(t, err, `"lobby": want a CIDR such as 10.0.0.0/8, or an address`)
+}
+
 // A port that is taken fails the start before anything is written: no
 // data dir, no operator token, no database to puzzle over.
 func TestABusyPortFailsFastAndLeavesTheDataDirUntouched(t *testing.T) {

@@ -15,6 +15,36 @@ const completionTimeout = 2 * time.Second
 // completeDevices completes the first argument with the enrolled devices'
 // ids, asking the server.
 func completeDevices(g *globals) cobra.CompletionFunc {
+	return completeFirst(g, func(ctx context.Context, c *api.Client) ([]cobra.Completion, error) {
+		devs, err := c.Devices(ctx)
+		out := make([]cobra.Completion, len(devs))
+		for i, d := range devs {
+			state := "offline"
+			if d.Online {
+				state = "online"
+			}
+			out[i] = cobra.CompletionWithDesc(d.ID, state)
+		}
+		return out, err
+	})
+}
+
+// completeIdentities completes the first argument with the operator
+// identities' names, asking the server.
+func completeIdentities(g *globals) cobra.CompletionFunc {
+	return completeFirst(g, func(ctx context.Context, c *api.Client) ([]cobra.Completion, error) {
+		ids, err := c.Identities(ctx)
+		out := make([]cobra.Completion, len(ids))
+		for i, id := range ids {
+			out[i] = cobra.CompletionWithDesc(id.Name, id.Role)
+		}
+		return out, err
+	})
+}
+
+// completeFirst completes the first argument with what list finds on the
+// server, within completionTimeout; nothing if it fails.
+func completeFirst(g *globals, list func(context.Context, *api.Client) ([]cobra.Completion, error)) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveDefault
@@ -25,17 +55,9 @@ func completeDevices(g *globals) cobra.CompletionFunc {
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
 		defer cancel()
-		devs, err := c.Devices(ctx)
+		out, err := list(ctx, c)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		out := make([]cobra.Completion, len(devs))
-		for i, d := range devs {
-			state := "offline"
-			if d.Online {
-				state = "online"
-			}
-			out[i] = cobra.CompletionWithDesc(d.ID, state)
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}

@@ -5,7 +5,9 @@
 // It reads the server URL from AIP_SERVER or --server (default
 // http://127.0.0.1:8700) and the operator token from AIP_TOKEN or
 // --token-file; an https:// server's certificate is checked against the
-// CAs of AIP_CA or --ca, else the system's. Every command takes -o json, for scripts, except the three
+// CAs of AIP_CA or --ca, else the system's. aipctl operator manages the
+// identities tokens act for, and aipctl audit reads who did what. Every
+// command takes -o json, for scripts, except the three
 // that write a file (tool keygen, pack and sign): for them, as for go
 // build, -o names the file, and --format json asks for JSON. aipctl
 // completion prints shell completion scripts.
@@ -113,6 +115,7 @@ func newRoot() *cobra.Command {
 		return nil
 	}
 	root.AddCommand(newDevicesCmd(&g), newDeviceCmd(&g), newToolsCmd(&g), newExecCmd(&g),
-		newDispatchCmd(&g), newTaskCmd(&g), newTasksCmd(&g), newCancelCmd(&g), newToolCmd(&g))
+		newDispatchCmd(&g), newTaskCmd(&g), newTasksCmd(&g), newCancelCmd(&g), newToolCmd(&g),
+		newOperatorCmd(&g), newAuditCmd(&g))
 	return root
 }

@@ -321,6 +321,11 @@ func jsonCommands(t *testing.T, f *fleet) map[string][]string {
 		"tool inspect":       {"-o", "json", "tool", "inspect", mod},
 		"tool run":           {"-o", "json", "tool", "run", "--cache=", mod, "a=1"},
 		"tool deploy":        {"-o", "json", "tool", "deploy", "kiosk-1", filepath.Join(testenv.SignedTools(), "unsigned_echo.wasm")},
+		"operator add":       {"-o", "json", "operator", "add", "ci", "--role", "viewer"},
+		"operator list":      {"-o", "json", "operator", "list"},
+		"operator rotate":    {"-o", "json", "operator", "rotate", "ci"},
+		"operator revoke":    {"-o", "json", "operator", "revoke", "ci"},
+		"audit":              {"-o", "json", "audit"},
 	}
 }
 
@@ -351,9 +356,11 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 	require.Equal(t, exitOK, code)
 	require.NoError(t, json.Unmarshal([]byte(out), &d))
 
-	// In order: enroll before revoke, keygen and pack before sign.
+	// In order: enroll before revoke, keygen and pack before sign, add
+	// before rotate and revoke.
 	order := []string{"devices", "device enroll", "device revoke", "device rotate", "device certificate", "tools", "exec", "cancel", "dispatch", "tasks", "task",
-		"tool keygen", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy"}
+		"tool keygen", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy",
+		"operator add", "operator list", "operator rotate", "operator revoke", "audit"}
 	require.ElementsMatch(t, order, keys(cmds))
 	var last string
 	for _, name := range order {

@@ -38,8 +38,8 @@ var rules = []rule{
 		pkg: module + "/server",
 		forbidden: []string{module + "/agent", module + "/sandbox", module + "/wasmtools/meter",
 			"github.com/tetratelabs/wazero", "github.com/mark3labs/mcp-go"},
-		why: "the server checks parameters with the agent's schema checker, wasmtools/schema, a leaf; " +
-			"it runs no tools and links neither the agent nor a wasm runtime",
+		why: "the server checks parameters with the agent's schema checker, wasmtools/schema, and reads the manifest " +
+			"of a module a scoped deployer installs, wasmtools/manifest, leaves; it runs no tools and links neither the agent nor a wasm runtime",
 	},
 	{
 		pkg:       module + "/cmd/aipctl",

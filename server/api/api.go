@@ -3,8 +3,9 @@
 // that aipctl stays small.
 //
 // Every endpoint takes `Authorization: Bearer <operator token>`; UFO's
-// `X-API-Key` header is accepted too. Errors come back as an [Error] body
-// with a non-2xx status.
+// `X-API-Key` header is accepted too. A token acts for an operator
+// identity (see [Identity]), whose role and scope decide what it may do
+// and see. Errors come back as an [Error] body with a non-2xx status.
 package api
 
 import (

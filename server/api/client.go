@@ -26,7 +26,7 @@ import (
 type Client struct {
 	// BaseURL is the server, e.g. http://127.0.0.1:8700.
 	BaseURL string
-	// Token is the operator token.
+	// Token is an operator token: the identity the client acts for.
 	Token string
 	// HTTP performs requests. Default: http.DefaultTransport's settings,
 	// with a dial that gives up after DialTimeout.

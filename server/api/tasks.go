@@ -40,11 +40,15 @@ const (
 	RequesterConstellation = "constellation"
 )
 
-// Requester is who asked for a task: the operator (the HTTP API), or a
-// constellation client, with its client id.
+// Requester is who asked for a task: through the HTTP API (kind
+// operator), or a constellation client, with its client id; and the
+// operator identity and token it acted for (none on tasks from before
+// identities).
 type Requester struct {
-	Kind string `json:"kind"`
-	ID   string `json:"id,omitempty"`
+	Kind     string `json:"kind"`
+	ID       string `json:"id,omitempty"`
+	Identity string `json:"identity,omitempty"`
+	TokenID  string `json:"token_id,omitempty"`
 }
 
 // String names the requester as the audit log does: "operator" or
@@ -257,11 +261,21 @@ type TaskEvent struct {
 	Time   time.Time `json:"time"`
 }
 
-// AuditEntry is one line of the audit log (GET /api/audit).
+// AuditEntry is one line of the audit log (GET /api/audit): a tool call,
+// or, with an Action, a change to devices or identities.
 type AuditEntry struct {
-	Seq          int64                 `json:"seq"`
-	At           time.Time             `json:"at"`
-	Actor        string                `json:"actor"`
+	Seq   int64     `json:"seq"`
+	At    time.Time `json:"at"`
+	Actor string    `json:"actor"`
+	// Identity and TokenID name the operator identity, and its token, it
+	// was done for; entries from before identities name none.
+	Identity string `json:"identity,omitempty"`
+	TokenID  string `json:"token_id,omitempty"`
+	// Action is what was changed: device.enroll, device.revoke,
+	// device.rotate_token, device.certificate,
+	// identity.add, identity.revoke, identity.rotate or
+	// identity.revoke_token. Empty for a tool call.
+	Action       string                `json:"action,omitempty"`
 	DeviceID     string                `json:"device_id"`
 	SessionID    string                `json:"session_id"`
 	ResponseID   string                `json:"response_id"`

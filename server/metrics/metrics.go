@@ -23,6 +23,9 @@ type Sources struct {
 	// LiveSessions counts the sessions not yet ended that are in state
 	// (created or running).
 	LiveSessions func(state string) int
+	// BlockedSources counts the sources refused now for too many failed
+	// authentications.
+	BlockedSources func() int
 	// StoreWriteFailures counts the writes the database could not take
 	// (a full disk, an I/O error) since the server started.
 	StoreWriteFailures func() uint64
@@ -30,6 +33,17 @@ type Sources struct {
 	// the database takes them.
 	UnrecordedWrites func() int
 }
+
+// The surfaces authentication failures are counted by: the API (and
+// metrics), the dashboard's login, and WebSocket upgrades.
+const (
+	SurfaceAPI       = "api"
+	SurfaceLogin     = "login"
+	SurfaceWebSocket = "websocket"
+)
+
+// AuthSurfaces lists the surfaces.
+var AuthSurfaces = []string{SurfaceAPI, SurfaceLogin, SurfaceWebSocket}
 
 // LiveStates are the states LiveSessions is asked about.
 var LiveStates = []string{"created", "running"}
@@ -46,6 +60,8 @@ type Metrics struct {
 	frames          *prometheus.CounterVec
 	frameBytes      *prometheus.CounterVec
 	sessionsEnded   *prometheus.CounterVec
+	authFailures    *prometheus.CounterVec
+	authThrottled   *prometheus.CounterVec
 	droppedWrites   prometheus.Counter
 }
 
@@ -88,13 +104,26 @@ func New(src Sources) *Metrics {
 			Name: "edgeaip_sessions_ended_total",
 			Help: "Sessions (tasks) that ended, by final state: completed, failed or cancelled.",
 		}, []string{"state"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgeaip_auth_failures_total",
+			Help: "Failed authentications (a wrong or revoked token), by surface: api, login (the dashboard's), websocket (devices and constellations).",
+		}, []string{"surface"}),
+		authThrottled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgeaip_auth_throttled_total",
+			Help: "Requests refused with 429 because their source failed to authenticate too often (20 times within a minute refuses it for a minute), by surface.",
+		}, []string{"surface"}),
 		droppedWrites: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edgeaip_store_unrecorded_dropped_total",
 			Help: "Writes the database could not take that the server could not keep either, past its bound on kept writes: results stay in their agent's outbox; a task's end is recorded as \"server restarted\" at the next start.",
 		}),
 	}
 	reg.MustRegister(m.actions, m.commandSeconds, m.lateResults, m.fuel, m.toolWallSeconds, m.frames, m.frameBytes, m.sessionsEnded,
-		m.droppedWrites, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.authFailures, m.authThrottled, m.droppedWrites,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "edgeaip_auth_blocked_sources",
+			Help: "Sources refused now for too many failed authentications.",
+		}, func() float64 { return float64(src.BlockedSources()) }),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "edgeaip_devices_connected",
 			Help: "Devices with a registered connection now.",
@@ -122,6 +151,10 @@ func New(src Sources) *Metrics {
 	}
 	for _, state := range []string{"completed", "failed", "cancelled"} {
 		m.sessionsEnded.WithLabelValues(state)
+	}
+	for _, surface := range AuthSurfaces {
+		m.authFailures.WithLabelValues(surface)
+		m.authThrottled.WithLabelValues(surface)
 	}
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return m
@@ -193,4 +226,15 @@ func (m *Metrics) UnrecordedDropped() { m.droppedWrites.Inc() }
 // SessionEnded records a session that ended in state.
 func (m *Metrics) SessionEnded(state string) {
 	m.sessionsEnded.WithLabelValues(state).Inc()
+}
+
+// AuthFailed records a failed authentication on surface.
+func (m *Metrics) AuthFailed(surface string) {
+	m.authFailures.WithLabelValues(surface).Inc()
+}
+
+// AuthThrottled records a request on surface refused because its source
+// failed to authenticate too often.
+func (m *Metrics) AuthThrottled(surface string) {
+	m.authThrottled.WithLabelValues(surface).Inc()
 }

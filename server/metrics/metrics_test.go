@@ -16,7 +16,7 @@ import (
 func testMetrics() *Metrics {
 	live := map[string]int{"created": 2, "running": 3}
 	return New(Sources{ConnectedDevices: func() int { return 4 }, LiveSessions: func(s string) int { return live[s] },
-		StoreWriteFailures: func() uint64 { return 6 }, UnrecordedWrites: func() int { return 2 }})
+		BlockedSources: func() int { return 0 }, StoreWriteFailures: func() uint64 { return 6 }, UnrecordedWrites: func() int { return 2 }})
 }
 
 func TestTheExpositionCarriesWhatWasRecorded(t *testing.T) {

@@ -10,6 +10,21 @@ const view = document.getElementById("view");
 let pageSeq = 0;
 let stops = [];
 
+// me is the identity the login acts for (GET /api/whoami): the pages
+// offer only what its role may do. The server holds it to its role and
+// scope whatever the page offers.
+let me = null;
+
+async function loadMe() {
+  if (!me) me = await api("GET", "/api/whoami");
+  const scope = me.scope ? ` · ${[me.scope.devices, ...(me.scope.tools || [])].filter(Boolean).join(", ")}` : "";
+  document.getElementById("whoami").textContent = `${me.name} (${me.role}${scope})`;
+  document.getElementById("nav-dispatch").hidden = !runs();
+}
+
+// runs reports whether the identity may run things: a viewer only reads.
+function runs() { return me && me.role !== "viewer"; }
+
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -114,6 +129,7 @@ function current(seq) { return seq === pageSeq; }
 
 async function render(seq, page) {
   try {
+    await loadMe();
     await page();
     if (current(seq)) document.getElementById("nav").hidden = false;
   } catch (e) {
@@ -141,6 +157,7 @@ function loginPage() {
   for (const stop of stops) stop();
   stops = [];
   pageSeq++;
+  me = null;
   document.getElementById("nav").hidden = true;
   view.replaceChildren(document.getElementById("login-template").content.cloneNode(true));
   const form = document.getElementById("login-form");
@@ -215,8 +232,7 @@ async function devicePage(seq, id) {
       ["Platform", info.platform ? `${info.platform}/${info.arch} ${info.os_version || ""}` : "–"],
       ["Hostname", info.hostname], ["Agent", info.agent_version], ["Enrolled", new Date(device.created_at).toLocaleString()],
     ])),
-    el("h2", {}, "Run a tool"),
-    runForm(device.id, tools),
+    ...(runs() ? [el("h2", {}, "Run a tool"), runForm(device.id, tools)] : []),
     el("h2", {}, `Tools (${tools.length})`),
     toolsTable(tools));
   every(seq, 3000, async () => show(await api("GET", `/api/devices/${encodeURIComponent(id)}`)));
@@ -439,6 +455,10 @@ steps:
 `;
 
 async function dispatchPage(seq) {
+  if (!runs()) {
+    view.replaceChildren(el("h1", {}, "Dispatch a plan"), el("p", { class: "muted" }, `As a ${me.role}, ${me.name} reads only: it dispatches nothing.`));
+    return;
+  }
   const devices = await api("GET", "/api/devices");
   if (!current(seq)) return;
   const online = devices.filter((d) => d.online);

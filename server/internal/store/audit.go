@@ -12,11 +12,17 @@ import (
 )
 
 // AuditEntry is one line of the append-only audit log: who ran what on
-// which device, with which module, which parameters, and the outcome.
+// which device, with which module, which parameters, and the outcome; or,
+// with an Action, who changed which device or identity, and how.
 type AuditEntry struct {
-	Seq          int64
-	At           time.Time
-	Actor        string
+	Seq   int64
+	At    time.Time
+	Actor string
+	// By is the operator identity, and the token, it was done for.
+	By
+	// Action is what was done, for a change to devices or identities
+	// ("device.enroll", "identity.add"...); empty for a tool call.
+	Action       string
 	DeviceID     string
 	SessionID    string
 	ResponseID   string
@@ -53,9 +59,9 @@ func (t *Tx) appendAudit(c *Command) error {
 			tool = protocol.ToolKey(a.ToolType, a.ToolName)
 		}
 		_, err = t.exec(
-			`INSERT INTO audit (at, actor, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late)
-			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			at, c.Actor, c.DeviceID, c.SessionID, c.ResponseID, a.CallID, tool, ref.Namespace, ref.SHA256,
+			`INSERT INTO audit (at, actor, identity, token_id, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			at, c.Actor, c.Identity, c.TokenID, c.DeviceID, c.SessionID, c.ResponseID, a.CallID, tool, ref.Namespace, ref.SHA256,
 			string(params), string(r.Status), r.Error, c.Late)
 		if err != nil {
 			return fmt.Errorf("store: audit %s: %w", a.CallID, err)
@@ -81,10 +87,34 @@ func auditParameters(params map[string]any) map[string]any {
 	return out
 }
 
+// AppendAudit records a change to devices or identities: e.Action, by
+// e.By, with e.DeviceID and e.Parameters saying what changed. The time
+// and sequence number are the store's.
+func (t *Tx) AppendAudit(e AuditEntry) error {
+	params, err := json.Marshal(e.Parameters)
+	if err != nil {
+		return fmt.Errorf("store: audit %s: parameters: %w", e.Action, err)
+	}
+	_, err = t.exec(
+		`INSERT INTO audit (at, actor, identity, token_id, action, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late)
+		 VALUES (?, ?, ?, ?, ?, ?, '', '', '', '', '', '', ?, ?, '', 0)`,
+		now(), e.Actor, e.Identity, e.TokenID, e.Action, e.DeviceID, string(params), string(protocol.ResultSuccess))
+	if err != nil {
+		return fmt.Errorf("store: audit %s: %w", e.Action, err)
+	}
+	return nil
+}
+
 // AuditFilter selects audit entries; empty fields match everything.
 type AuditFilter struct {
 	DeviceID  string
 	SessionID string
+	Identity  string
+	// Since, if set, keeps the entries written at or after it.
+	Since time.Time
+	// OnlyDevices, if not nil, keeps the entries about these devices
+	// alone: what a scoped reader may see.
+	OnlyDevices []string
 	// AfterSeq pages: only entries with a larger Seq.
 	AfterSeq int64
 	Limit    int
@@ -92,10 +122,20 @@ type AuditFilter struct {
 
 // Audit lists audit entries in the order they were written.
 func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
+	var since string
+	if !f.Since.IsZero() {
+		since = formatTime(f.Since)
+	}
+	only, err := json.Marshal(orNone(f.OnlyDevices))
+	if err != nil {
+		return nil, fmt.Errorf("store: audit: %w", err)
+	}
 	rows, err := s.readRows(ctx,
-		`SELECT seq, at, actor, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late
-		 FROM audit WHERE seq > ? AND (? = '' OR device_id = ?) AND (? = '' OR session_id = ?) ORDER BY seq LIMIT ?`,
-		f.AfterSeq, f.DeviceID, f.DeviceID, f.SessionID, f.SessionID, f.Limit)
+		`SELECT seq, at, actor, identity, token_id, action, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late
+		 FROM audit WHERE seq > ? AND (? = '' OR device_id = ?) AND (? = '' OR session_id = ?) AND (? = '' OR identity = ?)
+		 AND (? = '' OR at >= ?) AND (? = 0 OR device_id IN (`+s.dialect.jsonTexts()+`)) ORDER BY seq LIMIT ?`,
+		f.AfterSeq, f.DeviceID, f.DeviceID, f.SessionID, f.SessionID, f.Identity, f.Identity,
+		since, since, boolInt(f.OnlyDevices != nil), string(only), f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: audit: %w", err)
 	}
@@ -107,7 +147,7 @@ func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) 
 			at, params string
 			outcome    string
 		)
-		if err := rows.Scan(&e.Seq, &at, &e.Actor, &e.DeviceID, &e.SessionID, &e.ResponseID, &e.CallID, &e.Tool,
+		if err := rows.Scan(&e.Seq, &at, &e.Actor, &e.Identity, &e.TokenID, &e.Action, &e.DeviceID, &e.SessionID, &e.ResponseID, &e.CallID, &e.Tool,
 			&e.Namespace, &e.ModuleSHA256, &params, &outcome, &e.Error, &e.Late); err != nil {
 			return nil, fmt.Errorf("store: audit: %w", err)
 		}

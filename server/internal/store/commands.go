@@ -38,8 +38,11 @@ type Command struct {
 	ResponseID string
 	DeviceID   string
 	SessionID  string
-	// Actor is who the command ran for, as the audit log names them.
-	Actor   string
+	// Actor is who the command ran for, as the audit log names them:
+	// "operator", or "constellation:ID".
+	Actor string
+	// By is the operator identity, and token, it ran for.
+	By
 	Step    int
 	Attempt int
 	Actions []protocol.Command
@@ -74,9 +77,9 @@ func (t *Tx) InsertCommand(c Command) error {
 		return fmt.Errorf("store: command %s: tools: %w", c.ResponseID, err)
 	}
 	_, err = t.exec(
-		`INSERT INTO commands (response_id, device_id, session_id, actor, step, attempt, actions, tools, status, created_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.ResponseID, c.DeviceID, c.SessionID, c.Actor, c.Step, c.Attempt, string(actions), string(tools), CommandPending, now())
+		`INSERT INTO commands (response_id, device_id, session_id, actor, identity, token_id, step, attempt, actions, tools, status, created_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.ResponseID, c.DeviceID, c.SessionID, c.Actor, c.Identity, c.TokenID, c.Step, c.Attempt, string(actions), string(tools), CommandPending, now())
 	if err != nil {
 		return fmt.Errorf("store: record command %s: %w", c.ResponseID, err)
 	}
@@ -141,7 +144,7 @@ func (t *Tx) finish(c *Command) error {
 	return t.appendAudit(c)
 }
 
-const commandColumns = `response_id, device_id, session_id, actor, step, attempt, actions, tools, status, results, error, late, created_at, finished_at`
+const commandColumns = `response_id, device_id, session_id, actor, identity, token_id, step, attempt, actions, tools, status, results, error, late, created_at, finished_at`
 
 func scanCommand(row rowScanner) (Command, error) {
 	var (
@@ -150,7 +153,7 @@ func scanCommand(row rowScanner) (Command, error) {
 		results, errText  sql.NullString
 		created, finished sql.NullString
 	)
-	err := row.Scan(&c.ResponseID, &c.DeviceID, &c.SessionID, &c.Actor, &c.Step, &c.Attempt, &actions, &tools,
+	err := row.Scan(&c.ResponseID, &c.DeviceID, &c.SessionID, &c.Actor, &c.Identity, &c.TokenID, &c.Step, &c.Attempt, &actions, &tools,
 		&c.Status, &results, &errText, &c.Late, &created, &finished)
 	if err != nil {
 		return c, err

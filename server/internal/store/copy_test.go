@@ -22,6 +22,11 @@ import (
 // odd string.
 func fillFleet(t *testing.T, s *Store, devices int) {
 	t.Helper()
+	write(t, s, func(tx *Tx) error {
+		return tx.CreateIdentity(Identity{Name: "ci", Role: "operator", Devices: "site=s1", Tools: []string{"data_collection::*"}},
+			Token{ID: "tok-1", Hash: "hash-tok-1"})
+	})
+	write(t, s, func(tx *Tx) error { return tx.CreateLogin("login-1", "tok-1", time.Now().Add(time.Hour), 10) })
 	for i := range devices {
 		id := fmt.Sprintf("kiosk-%d", i)
 		write(t, s, func(tx *Tx) error {
@@ -94,7 +99,8 @@ func TestAStoreCopiesToPostgreSQLAndBackTableByTable(t *testing.T) {
 		assert.Len(t, c.Digest, 64, c.Table)
 	}
 	assert.Equal(t, rowCounts(t, src), counts, "every table, every row")
-	for _, table := range []string{"devices", "commands", "sessions", "audit", "idempotency_keys", "token_rotations", "retired_tokens", "device_certificates"} {
+	for _, table := range []string{"devices", "commands", "sessions", "audit", "idempotency_keys", "token_rotations", "retired_tokens",
+		"device_certificates", "identities", "identity_tokens", "logins"} {
 		assert.Positive(t, counts[table], table)
 	}
 

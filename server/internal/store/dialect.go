@@ -38,6 +38,8 @@ type dialect interface {
 	args(args []any) []any
 	// begin opens the writer's transaction.
 	begin() string
+	// jsonTexts is a SELECT of the strings of the JSON array ?.
+	jsonTexts() string
 	// migration is the SQL of migrations[i] in the database's dialect.
 	migration(i int) string
 	// schemaVersion counts the migrations applied, in tx, which it makes
@@ -72,6 +74,8 @@ func (sqliteDialect) args(args []any) []any    { return args }
 // begin takes the write lock at once: a deferred transaction that reads
 // first could fail to upgrade with SQLITE_BUSY midway.
 func (sqliteDialect) begin() string { return "BEGIN IMMEDIATE" }
+
+func (sqliteDialect) jsonTexts() string { return `SELECT value FROM json_each(?)` }
 
 func (sqliteDialect) migration(i int) string { return migrations[i] }
 
@@ -152,4 +156,12 @@ func uniqueViolated(err error, table, column string) bool {
 		return strings.Contains(err.Error(), "UNIQUE constraint failed: "+table+"."+column)
 	}
 	return strings.Contains(err.Error(), "UNIQUE constraint failed: "+table+".")
+}
+
+// boolInt is b as the store's flag columns hold it, on either database.
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

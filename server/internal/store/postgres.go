@@ -74,6 +74,9 @@ type postgresDialect struct{}
 func (postgresDialect) backend() Backend         { return Postgres }
 func (postgresDialect) bind(query string) string { return bindNumbered(query) }
 func (postgresDialect) begin() string            { return "BEGIN" }
+func (postgresDialect) jsonTexts() string {
+	return `SELECT json_array_elements_text(?::json)`
+}
 
 // args turns bools into the 0 and 1 that SQLite stores, as the store's
 // flag columns are integers on both, and makes strings valid UTF-8
@@ -90,13 +93,6 @@ func (postgresDialect) args(args []any) []any {
 		}
 	}
 	return args
-}
-
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // validText is s as PostgreSQL's text can hold it.

@@ -104,6 +104,45 @@ var migrations = []string{
 		revoked_at TEXT
 	);
 	CREATE INDEX device_certificates_device ON device_certificates(device_id);`,
+
+	// Operator identities, each with a role, a scope (a device selector
+	// and tool patterns; empty: none) and tokens kept as hashes; the
+	// dashboard's logins, each made with a token, which end with it; and
+	// who asked, by identity and token, on tasks, commands and the audit
+	// log. An audit entry with an action records a change to devices or
+	// identities rather than a tool call. Rows from before name no one.
+	`CREATE TABLE identities (
+		name       TEXT PRIMARY KEY,
+		role       TEXT NOT NULL,
+		devices    TEXT NOT NULL DEFAULT '',
+		tools      TEXT NOT NULL DEFAULT '[]',
+		created_at TEXT NOT NULL
+	);
+	CREATE TABLE identity_tokens (
+		id         TEXT PRIMARY KEY,
+		identity   TEXT NOT NULL REFERENCES identities(name) ON DELETE CASCADE,
+		hash       TEXT NOT NULL UNIQUE,
+		created_at TEXT NOT NULL,
+		expires_at TEXT
+	);
+	CREATE INDEX identity_tokens_identity ON identity_tokens(identity);
+	CREATE TABLE logins (
+		hash       TEXT PRIMARY KEY,
+		token_id   TEXT NOT NULL REFERENCES identity_tokens(id) ON DELETE CASCADE,
+		created_at TEXT NOT NULL,
+		expires_at TEXT NOT NULL
+	);
+	CREATE INDEX logins_token ON logins(token_id);
+	CREATE INDEX logins_expires ON logins(expires_at);
+	ALTER TABLE sessions ADD COLUMN identity TEXT NOT NULL DEFAULT '';
+	ALTER TABLE sessions ADD COLUMN token_id TEXT NOT NULL DEFAULT '';
+	ALTER TABLE sessions ADD COLUMN selector TEXT NOT NULL DEFAULT '';
+	ALTER TABLE commands ADD COLUMN identity TEXT NOT NULL DEFAULT '';
+	ALTER TABLE commands ADD COLUMN token_id TEXT NOT NULL DEFAULT '';
+	ALTER TABLE audit ADD COLUMN identity TEXT NOT NULL DEFAULT '';
+	ALTER TABLE audit ADD COLUMN token_id TEXT NOT NULL DEFAULT '';
+	ALTER TABLE audit ADD COLUMN action TEXT NOT NULL DEFAULT '';
+	CREATE INDEX audit_identity ON audit(identity, seq);`,
 }
 
 // fixedWidthTimes is the SQL that rewrites columns of table from

@@ -18,6 +18,12 @@ type Session struct {
 	// API) or "constellation" with the client's id.
 	RequesterKind string
 	RequesterID   string
+	// By is the operator identity, and token, that asked.
+	By
+	// Selector is, for a fleet, the device selector it ran with (its
+	// labels, narrowed by its requester's scope), as JSON; empty for
+	// others. A scoped reader sees a fleet whose selector implies its own.
+	Selector string
 	// Kind is "plan", "command" (a single command from the API) or
 	// "fleet" (a plan for many devices, run by child sessions).
 	Kind string
@@ -48,9 +54,9 @@ const unfinished = `('created', 'running')`
 // asked for it, if any.
 func (t *Tx) InsertSession(s Session) error {
 	_, err := t.exec(
-		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, kind, parent_id, state, plan, created_at, started_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.ID, s.TaskName, s.OriginalTaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Kind, s.ParentID, s.State,
+		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, created_at, started_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.TaskName, s.OriginalTaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Identity, s.TokenID, s.Selector, s.Kind, s.ParentID, s.State,
 		nullString(string(s.Plan)), formatTime(s.CreatedAt), nullTime(s.StartedAt))
 	if err != nil && uniqueViolated(err, "sessions", "id") {
 		return fmt.Errorf("store: session %q: %w", s.ID, ErrExists)
@@ -79,11 +85,11 @@ func (t *Tx) StartSession(id string) error {
 // recorded as it ends, with all of s.
 func (t *Tx) EndSession(s Session) error {
 	_, err := t.exec(
-		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		 ON CONFLICT (id) DO UPDATE SET state = excluded.state, result = excluded.result, error = excluded.error, finished_at = excluded.finished_at
 		 WHERE sessions.state IN `+unfinished,
-		s.ID, s.TaskName, s.OriginalTaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Kind, s.ParentID, s.State,
+		s.ID, s.TaskName, s.OriginalTaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Identity, s.TokenID, s.Selector, s.Kind, s.ParentID, s.State,
 		nullString(string(s.Plan)), nullString(string(s.Result)), s.Error, formatTime(s.CreatedAt), nullTime(s.StartedAt), now())
 	if err != nil {
 		return fmt.Errorf("store: end session %q: %w", s.ID, err)
@@ -156,7 +162,7 @@ func (t *Tx) FailInterrupted(reason string) (sessions, commands int, err error) 
 	return int(ns), len(pending), nil
 }
 
-const sessionColumns = `id, task_name, original_task_name, device_id, requester_kind, requester_id, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at`
+const sessionColumns = `id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at`
 
 func scanSession(row rowScanner) (Session, error) {
 	var (
@@ -164,7 +170,7 @@ func scanSession(row rowScanner) (Session, error) {
 		plan, result, errText      sql.NullString
 		created, started, finished sql.NullString
 	)
-	err := row.Scan(&s.ID, &s.TaskName, &s.OriginalTaskName, &s.DeviceID, &s.RequesterKind, &s.RequesterID, &s.Kind, &s.ParentID, &s.State,
+	err := row.Scan(&s.ID, &s.TaskName, &s.OriginalTaskName, &s.DeviceID, &s.RequesterKind, &s.RequesterID, &s.Identity, &s.TokenID, &s.Selector, &s.Kind, &s.ParentID, &s.State,
 		&plan, &result, &errText, &created, &started, &finished)
 	if err != nil {
 		return s, err
@@ -207,13 +213,17 @@ type SessionKey struct {
 type SessionFilter struct {
 	State    string
 	TaskName string
-	Limit    int
-	After    *SessionKey
+	// OnlyDevices, if not nil, keeps the sessions on these devices, and
+	// the fleets (which run on none): what a scoped reader may see, once
+	// it has checked the fleets.
+	OnlyDevices []string
+	Limit       int
+	After       *SessionKey
 }
 
 // summaryColumns are sessionColumns with plan, result and error left out:
 // they read as empty.
-const summaryColumns = `id, task_name, original_task_name, device_id, requester_kind, requester_id, kind, parent_id, state, NULL, NULL, NULL, created_at, started_at, finished_at`
+const summaryColumns = `id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, NULL, NULL, NULL, created_at, started_at, finished_at`
 
 // SessionSummaries lists the sessions f picks, newest first, without their
 // plan, result and error: a listing's size does not grow with theirs.
@@ -225,6 +235,13 @@ func (s *Store) SessionSummaries(ctx context.Context, f SessionFilter) ([]Sessio
 	}
 	if f.TaskName != "" {
 		where, args = append(where, `task_name = ?`), append(args, f.TaskName)
+	}
+	if f.OnlyDevices != nil {
+		only, err := json.Marshal(f.OnlyDevices)
+		if err != nil {
+			return nil, fmt.Errorf("store: list sessions: %w", err)
+		}
+		where, args = append(where, `(device_id = '' OR device_id IN (`+s.dialect.jsonTexts()+`))`), append(args, string(only))
 	}
 	if f.After != nil {
 		at := formatTime(f.After.CreatedAt)

@@ -1,0 +1,49 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/stretchr/testify/require"
+)
+
+// BenchmarkAuthenticate is what finding a request's identity in the
+// store costs every request, by token and by the dashboard's login: the
+// price of a revocation that needs no cache to reach every node.
+func BenchmarkAuthenticate(b *testing.B) {
+	s, err := New(context.Background(), Config{DataDir: b.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(b, err)
+	b.Cleanup(func() { s.Close() })
+	token, tok := newOperatorToken("ci")
+	require.NoError(b, s.store.Write(context.Background(), func(tx *store.Tx) error {
+		return tx.CreateIdentity(store.Identity{Name: "ci", Role: "operator", Devices: "site=lobby", Tools: []string{"data_collection::*"}}, tok)
+	}))
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/api/login", strings.NewReader(`{"token":"`+token+`"}`)))
+	require.Equal(b, 200, rec.Code, rec.Body.String())
+	cookie := rec.Result().Cookies()[0]
+
+	b.Run("token", func(b *testing.B) {
+		r := httptest.NewRequest("GET", "/api/devices", nil)
+		r.Header.Set("Authorization", "Bearer "+token)
+		for b.Loop() {
+			if _, err := s.authenticate(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("login", func(b *testing.B) {
+		r := httptest.NewRequest("GET", "/api/devices", nil)
+		r.AddCookie(cookie)
+		for b.Loop() {
+			if _, err := s.authenticate(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

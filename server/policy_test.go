@@ -1,0 +1,488 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/internal/testpki"
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The access matrix: every endpoint of openapi.json and every message type
+// a client may send, against each role and a scoped identity. Allowed, a
+// request works; below the role it is 403; outside the scope, 404. The
+// endpoints come from the document and the message types from protocol,
+// so that a new one without a probe here (and a rule in the policy)
+// fails.
+
+// addIdentity adds an identity as the bootstrap admin and returns its
+// token.
+func (ts *testServer) addIdentity(name, role string, scope *api.Scope) string {
+	ts.t.Helper()
+	resp, err := ts.api.AddIdentity(context.Background(), api.IdentityRequest{Name: name, Role: role, Scope: scope})
+	require.NoError(ts.t, err)
+	return resp.Token
+}
+
+// as is the API client of token.
+func (ts *testServer) as(token string) *api.Client {
+	c := *ts.api
+	c.Token = token
+	return &c
+}
+
+// call sends a request with token (none if empty) and returns the status
+// and body.
+func (ts *testServer) call(token string, rq probeRequest) (int, string) {
+	ts.t.Helper()
+	var body io.Reader
+	if rq.body != nil {
+		body = bytes.NewReader(rq.body)
+	}
+	req, err := http.NewRequest(rq.method, ts.http.URL+rq.path, body)
+	require.NoError(ts.t, err)
+	for k, v := range rq.header {
+		req.Header[k] = v
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(ts.t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// drain reads and drops what the client is sent until its link ends: a
+// device that never answers.
+func (rc *rawClient) drain() {
+	go func() {
+		for {
+			if _, err := rc.read(); err != nil && !strings.Contains(err.Error(), "deadline") {
+				return
+			}
+		}
+	}()
+}
+
+// probeRequest is one HTTP request of the matrix.
+type probeRequest struct {
+	method, path string
+	body         []byte
+	header       http.Header
+}
+
+func jsonRequest(method, path string, v any) probeRequest {
+	b, _ := json.Marshal(v)
+	return probeRequest{method: method, path: path, body: b, header: http.Header{"Content-Type": {"application/json"}}}
+}
+
+// probeScope is how a scope holds an endpoint, as the issue says it
+// must.
+type probeScope int
+
+const (
+	// open to all: public, the caller's own identity, and lists, which
+	// a scope filters (checked by tests of their own).
+	open probeScope = iota
+	// object: the request is about a device or a task, which outside
+	// the scope is 404.
+	object
+	// enrollment: the labels of a device to enroll, which outside the
+	// scope are 403: there is no object yet to hide.
+	enrollment
+	// pending: a task name outside the scope reads as one not known,
+	// "pending", as UFO answers.
+	pending
+	// fleetWide: the endpoint covers every device: 403 to a scoped
+	// identity.
+	fleetWide
+)
+
+// probe is the matrix's row for one endpoint: the least role that may
+// use it (0: public), how a scope holds it, and a request that works,
+// made afresh for each call on the objects of target (in or out of the
+// scoped identity's scope), with the status it gets.
+type probe struct {
+	least   access.Role
+	scope   probeScope
+	works   int
+	request func(m *matrix, target string) probeRequest
+}
+
+// matrix is a server with devices and tasks in scope (site=lobby) and out
+// of it (site=depot), and an identity for each role and a scoped one.
+type matrix struct {
+	ts     *testServer
+	tokens map[string]string // by identity name
+	csr    string            // a device's certificate request, PEM
+	seq    int
+}
+
+const (
+	in  = "in"
+	out = "out"
+)
+
+// device names the device of target: kind is "" (answers every command)
+// or "quiet" (answers none).
+func (m *matrix) device(target, kind string) string {
+	return strings.TrimSuffix(target+"-"+kind, "-")
+}
+
+func (m *matrix) fresh(prefix string) string {
+	m.seq++
+	return fmt.Sprintf("%s-%d", prefix, m.seq)
+}
+
+func labelsOf(target string) map[string]string {
+	if target == in {
+		return map[string]string{"site": "lobby"}
+	}
+	return map[string]string{"site": "depot"}
+}
+
+// finishedTask is a task that ended on target's device.
+func (m *matrix) finishedTask(target string) string {
+	m.ts.t.Helper()
+	resp, err := m.ts.api.Command(context.Background(), m.device(target, ""), api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}})
+	require.NoError(m.ts.t, err)
+	return resp.SessionID
+}
+
+// runningTask is a plan running on target's quiet device.
+func (m *matrix) runningTask(target string) string {
+	m.ts.t.Helper()
+	d, err := m.ts.api.Dispatch(context.Background(), api.DispatchRequest{ClientID: m.device(target, "quiet"), Request: echoPlan})
+	require.NoError(m.ts.t, err)
+	return d.SessionID
+}
+
+// newMatrix starts the matrix's server, with a device CA to sign
+// certificates with (served over plain HTTP: signing does not need TLS).
+func newMatrix(t *testing.T) *matrix {
+	ts := newTestServer(t, func(c *Config) { c.TLS = newPKI(t, true).files })
+	csr, _ := testpki.Request(t, "a device")
+	m := &matrix{ts: ts, tokens: map[string]string{}, csr: string(csr)}
+	inventory := []protocol.MCPToolInfo{tool("stock", "echo", protocol.ToolAction), tool("", protocol.InstallToolName, protocol.ToolAction)}
+	for _, target := range []string{in, out} {
+		for _, kind := range []string{"", "quiet"} {
+			id := m.device(target, kind)
+			resp, err := ts.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: labelsOf(target)})
+			require.NoError(t, err)
+			dev := ts.mustDial(resp.Token)
+			dev.register(id, inventory...)
+			if kind == "" {
+				dev.serveOK()
+			} else {
+				dev.drain()
+			}
+		}
+	}
+	for _, r := range access.Roles() {
+		m.tokens[r.String()] = ts.addIdentity("a-"+r.String(), r.String(), nil)
+	}
+	m.tokens["scoped"] = ts.addIdentity("scoped", api.RoleAdmin, &api.Scope{Devices: "site=lobby"})
+	return m
+}
+
+// probes are the matrix's rows, by route: the issue's policy, written
+// down here again on purpose, as the test's own statement of it.
+var probes = map[string]probe{
+	"GET /api/health":       {works: 200, request: get("/api/health")},
+	"GET /api/openapi.json": {works: 200, request: get("/api/openapi.json")},
+	"POST /api/login": {works: 200, request: func(m *matrix, _ string) probeRequest {
+		rq := jsonRequest("POST", "/api/login", api.LoginRequest{Token: m.tokens[api.RoleViewer]})
+		rq.header.Set("Sec-Fetch-Site", "same-origin")
+		return rq
+	}},
+	"POST /api/logout": {works: 204, request: func(*matrix, string) probeRequest {
+		return probeRequest{method: "POST", path: "/api/logout", header: http.Header{"Sec-Fetch-Site": {"same-origin"}}}
+	}},
+	"GET /api/whoami":  {least: access.Viewer, works: 200, request: get("/api/whoami")},
+	"GET /api/clients": {least: access.Viewer, works: 200, request: get("/api/clients")},
+	"GET /api/devices": {least: access.Viewer, works: 200, request: get("/api/devices")},
+	"GET /api/tasks":   {least: access.Viewer, works: 200, request: get("/api/tasks")},
+	"GET /api/audit":   {least: access.Viewer, works: 200, request: get("/api/audit")},
+	"GET /metrics":     {least: access.Viewer, scope: fleetWide, works: 200, request: get("/metrics")},
+	"GET /api/devices/{id}": {least: access.Viewer, scope: object, works: 200, request: func(m *matrix, target string) probeRequest {
+		return probeRequest{method: "GET", path: "/api/devices/" + m.device(target, "")}
+	}},
+	"GET /api/devices/{id}/tools": {least: access.Viewer, scope: object, works: 200, request: func(m *matrix, target string) probeRequest {
+		return probeRequest{method: "GET", path: "/api/devices/" + m.device(target, "") + "/tools"}
+	}},
+	"GET /api/tasks/{id}": {least: access.Viewer, scope: object, works: 200, request: func(m *matrix, target string) probeRequest {
+		return probeRequest{method: "GET", path: "/api/tasks/" + m.finishedTask(target)}
+	}},
+	"GET /api/tasks/{id}/events": {least: access.Viewer, scope: object, works: 200, request: func(m *matrix, target string) probeRequest {
+		return probeRequest{method: "GET", path: "/api/tasks/" + m.finishedTask(target) + "/events"}
+	}},
+	"GET /api/task_result/{task_name}": {least: access.Viewer, scope: pending, works: 200, request: func(m *matrix, target string) probeRequest {
+		name := m.fresh("named-" + target)
+		d, err := m.ts.api.Dispatch(context.Background(), api.DispatchRequest{ClientID: m.device(target, ""), Request: echoPlan, TaskName: name})
+		require.NoError(m.ts.t, err)
+		m.ts.waitTask(d.SessionID)
+		return probeRequest{method: "GET", path: "/api/task_result/" + name}
+	}},
+	"POST /api/devices/{id}/commands": {least: access.Operator, scope: object, works: 200, request: func(m *matrix, target string) probeRequest {
+		return jsonRequest("POST", "/api/devices/"+m.device(target, "")+"/commands", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}})
+	}},
+	"POST /api/dispatch": {least: access.Operator, scope: object, works: 200, request: func(m *matrix, target string) probeRequest {
+		return jsonRequest("POST", "/api/dispatch", api.DispatchRequest{ClientID: m.device(target, ""), Request: echoPlan})
+	}},
+	"POST /api/fleets": {least: access.Operator, scope: object, works: 200, request: func(m *matrix, target string) probeRequest {
+		return jsonRequest("POST", "/api/fleets", map[string]any{"labels": labelsOf(target), "plan": echoPlan})
+	}},
+	"POST /api/tasks/{id}/cancel": {least: access.Operator, scope: object, works: 200, request: func(m *matrix, target string) probeRequest {
+		return probeRequest{method: "POST", path: "/api/tasks/" + m.runningTask(target) + "/cancel"}
+	}},
+	"DELETE /api/tasks/{id}": {least: access.Operator, scope: object, works: 204, request: func(m *matrix, target string) probeRequest {
+		return probeRequest{method: "DELETE", path: "/api/tasks/" + m.finishedTask(target)}
+	}},
+	"POST /api/devices/{id}/tools": {least: access.Deployer, scope: object, works: 200, request: func(m *matrix, target string) probeRequest {
+		return probeRequest{method: "POST", path: "/api/devices/" + m.device(target, "") + "/tools?timeout=10s", body: []byte("\x00asm\x01\x00\x00\x00"),
+			header: http.Header{"Content-Type": {"application/wasm"}}}
+	}},
+	"POST /api/devices": {least: access.Admin, scope: enrollment, works: 201, request: func(m *matrix, target string) probeRequest {
+		return jsonRequest("POST", "/api/devices", api.EnrollRequest{ID: m.fresh("new-" + target), Labels: labelsOf(target)})
+	}},
+	"DELETE /api/devices/{id}": {least: access.Admin, scope: object, works: 204, request: func(m *matrix, target string) probeRequest {
+		id := m.fresh("doomed-" + target)
+		_, err := m.ts.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: labelsOf(target)})
+		require.NoError(m.ts.t, err)
+		return probeRequest{method: "DELETE", path: "/api/devices/" + id}
+	}},
+	"POST /api/devices/{id}/token": {least: access.Admin, scope: object, works: 202, request: func(m *matrix, target string) probeRequest {
+		id := m.fresh("rotated-" + target) // never linked: the rotation waits for it
+		_, err := m.ts.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: labelsOf(target)})
+		require.NoError(m.ts.t, err)
+		return jsonRequest("POST", "/api/devices/"+id+"/token", api.RotateRequest{})
+	}},
+	"POST /api/devices/{id}/certificate": {least: access.Admin, scope: object, works: 201, request: func(m *matrix, target string) probeRequest {
+		return jsonRequest("POST", "/api/devices/"+m.device(target, "")+"/certificate", api.CertificateRequest{CSR: m.csr})
+	}},
+	"GET /api/identities": {least: access.Admin, scope: fleetWide, works: 200, request: get("/api/identities")},
+	"POST /api/identities": {least: access.Admin, scope: fleetWide, works: 201, request: func(m *matrix, _ string) probeRequest {
+		return jsonRequest("POST", "/api/identities", api.IdentityRequest{Name: m.fresh("someone"), Role: api.RoleViewer})
+	}},
+	"DELETE /api/identities/{name}": {least: access.Admin, scope: fleetWide, works: 204, request: func(m *matrix, _ string) probeRequest {
+		name := m.fresh("leaving")
+		m.ts.addIdentity(name, api.RoleViewer, nil)
+		return probeRequest{method: "DELETE", path: "/api/identities/" + name}
+	}},
+	"POST /api/identities/{name}/tokens": {least: access.Admin, scope: fleetWide, works: 201, request: func(m *matrix, _ string) probeRequest {
+		name := m.fresh("rotating")
+		m.ts.addIdentity(name, api.RoleViewer, nil)
+		return jsonRequest("POST", "/api/identities/"+name+"/tokens", api.IdentityRotateRequest{})
+	}},
+	"DELETE /api/identities/{name}/tokens/{token_id}": {least: access.Admin, scope: fleetWide, works: 204, request: func(m *matrix, _ string) probeRequest {
+		name := m.fresh("two-tokens")
+		m.ts.addIdentity(name, api.RoleViewer, nil)
+		resp, err := m.ts.api.RotateIdentity(context.Background(), name, time.Hour)
+		require.NoError(m.ts.t, err)
+		return probeRequest{method: "DELETE", path: "/api/identities/" + name + "/tokens/" + resp.TokenID}
+	}},
+}
+
+func get(path string) func(*matrix, string) probeRequest {
+	return func(*matrix, string) probeRequest { return probeRequest{method: "GET", path: path} }
+}
+
+// documentedRoutes lists openapi.json's operations as "METHOD path".
+func documentedRoutes(t *testing.T) []string {
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(openAPIDocument, &doc))
+	var out []string
+	for path, item := range doc.Paths {
+		for method := range item {
+			if method != "parameters" {
+				out = append(out, strings.ToUpper(method)+" "+path)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestEveryEndpointHoldsEachRoleAndAScopedIdentity(t *testing.T) {
+	m := newMatrix(t)
+	for _, route := range documentedRoutes(t) {
+		p, ok := probes[route]
+		if !assert.True(t, ok, "%s has no probe in the access matrix: add one, and a rule to the policy", route) {
+			continue
+		}
+		for _, r := range access.Roles() {
+			want := p.works
+			if !r.Covers(p.least) {
+				want = http.StatusForbidden
+			}
+			code, body := m.ts.call(m.tokens[r.String()], p.request(m, in))
+			assert.Equal(t, want, code, "%s as %s: %s", route, r, body)
+		}
+		m.checkScoped(t, route, p)
+	}
+}
+
+// checkScoped runs p as the scoped identity (an admin of site=lobby), on
+// objects in and out of its scope.
+func (m *matrix) checkScoped(t *testing.T, route string, p probe) {
+	scoped := m.tokens["scoped"]
+	code, body := m.ts.call(scoped, p.request(m, in))
+	if p.scope == fleetWide {
+		assert.Equal(t, http.StatusForbidden, code, "%s scoped: %s", route, body)
+		assert.Contains(t, body, "covers the whole fleet", route)
+		return
+	}
+	assert.Equal(t, p.works, code, "%s scoped, in scope: %s", route, body)
+	code, body = m.ts.call(scoped, p.request(m, out))
+	switch p.scope {
+	case object:
+		assert.Equal(t, http.StatusNotFound, code, "%s scoped, out of scope: %s", route, body)
+		assert.NotContains(t, body, "scope", "%s: a 404 says nothing of the scope", route)
+	case enrollment:
+		assert.Equal(t, http.StatusForbidden, code, "%s scoped, out of scope: %s", route, body)
+	case pending:
+		assert.Equal(t, http.StatusOK, code, route)
+		assert.Contains(t, body, `"status":"pending"`, "%s scoped, out of scope: as a task not known", route)
+		assert.NotContains(t, body, "session_id", route)
+	default:
+		assert.Equal(t, p.works, code, "%s scoped: %s", route, body)
+	}
+}
+
+// The message types a client may send, and what the policy answers each
+// from a constellation: the least role (0: refused to all).
+var messageProbes = map[protocol.ClientMessageType]access.Role{
+	protocol.ClientRegister:           access.Viewer,
+	protocol.ClientHeartbeat:          access.Viewer,
+	protocol.ClientDeviceInfoRequest:  access.Viewer,
+	protocol.ClientTaskEnd:            access.Viewer,
+	protocol.ClientError:              access.Viewer,
+	protocol.ClientTask:               access.Operator,
+	protocol.ClientCommandResults:     0,
+	protocol.ClientDeviceInfoResponse: 0,
+	protocol.ClientTokenRotated:       0,
+}
+
+// constellationAs connects as token and registers id with target,
+// returning the registration's answer.
+func (ts *testServer) constellationAs(token, id, target string) (*rawClient, protocol.ServerMessage) {
+	ts.t.Helper()
+	rc := ts.mustDial(token)
+	rc.id = id
+	rc.send(protocol.ClientMessage{Type: protocol.ClientRegister, ClientType: protocol.ClientConstellation, ClientID: id, TargetID: target})
+	return rc, rc.recv()
+}
+
+func TestEveryMessageTypeHoldsEachRoleAndAScopedIdentity(t *testing.T) {
+	m := newMatrix(t)
+	for _, typ := range protocol.ClientMessageTypes() {
+		least, ok := messageProbes[typ]
+		if !assert.True(t, ok, "message type %q has no probe in the access matrix: add one, and a rule to the policy", typ) {
+			continue
+		}
+		for _, who := range append(slices.Collect(func(yield func(string) bool) {
+			for _, r := range access.Roles() {
+				yield(r.String())
+			}
+		}), "scoped") {
+			role, _ := access.ParseRole(who)
+			if who == "scoped" {
+				role = access.Admin
+			}
+			rc, ack := m.ts.constellationAs(m.tokens[who], m.fresh("orch"), m.device(in, ""))
+			require.Equal(t, protocol.ServerHeartbeat, ack.Type, "%s registers: %+v", who, ack)
+			m.checkMessage(t, rc, typ, least, role, who)
+		}
+	}
+	// A target outside the scope is refused as one not connected.
+	rc, answer := m.ts.constellationAs(m.tokens["scoped"], "orch-out", m.device(out, ""))
+	assert.Equal(t, protocol.ServerError, answer.Type)
+	assert.Equal(t, fmt.Sprintf(`register: field "target_id": target device %q is not connected`, m.device(out, "")), answer.Error)
+	rc.requireClosed()
+}
+
+// checkMessage sends one message of typ and checks the answer.
+func (m *matrix) checkMessage(t *testing.T, rc *rawClient, typ protocol.ClientMessageType, least, role access.Role, who string) {
+	msg := protocol.ClientMessage{Type: typ, ClientID: rc.id, RequestID: "req-" + rc.id, SessionID: "s-" + rc.id}
+	switch typ {
+	case protocol.ClientTask:
+		msg.Request, msg.Status = echoPlan, protocol.StatusContinue
+	case protocol.ClientCommandResults:
+		msg.PrevResponseID = "nothing"
+	}
+	rc.send(msg)
+	allowed := least != 0 && role.Covers(least)
+	switch {
+	case !allowed && typ == protocol.ClientTask:
+		end := rc.recvType(protocol.ServerTaskEnd)
+		assert.Equal(t, protocol.StatusFailed, end.Status, who)
+		assert.Contains(t, end.Error, "needs operator", "%s: %s", who, typ)
+	case !allowed:
+		e := rc.recvType(protocol.ServerError)
+		if least == 0 {
+			assert.Contains(t, e.Error, "is not accepted from a constellation", "%s: %s", who, typ)
+		} else {
+			assert.Contains(t, e.Error, "needs", "%s: %s", who, typ)
+		}
+	case typ == protocol.ClientTask:
+		ack := rc.recvType(protocol.ServerHeartbeat)
+		assert.Equal(t, msg.SessionID, ack.SessionID, who)
+		end := rc.recvType(protocol.ServerTaskEnd)
+		assert.Equal(t, protocol.StatusCompleted, end.Status, "%s: %s", who, end.Error)
+	case typ == protocol.ClientDeviceInfoRequest:
+		info := rc.recvType(protocol.ServerDeviceInfoResponse)
+		assert.Equal(t, msg.RequestID, info.ResponseID, who)
+	case typ == protocol.ClientRegister:
+		// A second REGISTER on a registered link is not a message of
+		// the link's: the policy let it through to the handler.
+		e := rc.recvType(protocol.ServerError)
+		assert.Contains(t, e.Error, "is not accepted from a constellation", who)
+	case typ == protocol.ClientHeartbeat:
+		ack := rc.recvType(protocol.ServerHeartbeat)
+		assert.Equal(t, msg.RequestID, ack.ResponseID, who)
+	default:
+		rc.ping() // nothing answers it, and the link goes on
+	}
+}
+
+// The policy is default deny for every surface that asks it, the MCP
+// gateway's keys included: a key with no rule is refused even to an
+// unscoped admin; a rule holds the role and the scope.
+func TestAKeyWithoutARuleIsRefusedToEveryone(t *testing.T) {
+	var f *forbidden
+	require.ErrorAs(t, allow(testAdmin, "MCP tools/call"), &f)
+	assert.Equal(t, "MCP tools/call has no access policy: refused", f.Error())
+
+	assert.NoError(t, allow(testAdmin, "POST /api/devices/{id}/token"))
+	viewer := &caller{name: "v", role: access.Viewer}
+	assert.EqualError(t, allow(viewer, "POST /api/devices/{id}/token"),
+		`identity "v" has role viewer: POST /api/devices/{id}/token needs admin`)
+	scoped := &caller{name: "s", role: access.Admin, scope: access.Scope{Devices: access.Selector{{Key: "site", Value: "lobby"}}}}
+	assert.ErrorContains(t, allow(scoped, "GET /metrics"), "covers the whole fleet")
+
+	ts := newTestServer(t)
+	rec := httptest.NewRecorder()
+	ts.srv.guard("GET /api/nothing", func(http.ResponseWriter, *http.Request) { t.Error("a route with no rule was served") }).
+		ServeHTTP(rec, httptest.NewRequest("GET", "/api/nothing", nil))
+	assert.Equal(t, http.StatusForbidden, rec.Code)
+	assert.Contains(t, rec.Body.String(), "GET /api/nothing has no access policy: refused")
+	assert.Contains(t, ts.logs.String(), "route has no access policy: refused to everyone")
+}
