@@ -65,6 +65,22 @@ func testStoreURL(t *testing.T) string {
 	return ""
 }
 
+// storedBytes is what the store holds, as bytes: SQLite's database and
+// its WAL, or PostgreSQL's data as pg_dump writes it. Close the server
+// first, for SQLite's files to hold everything written.
+func (ts *testServer) storedBytes() string {
+	ts.t.Helper()
+	if url := ts.srv.cfg.Store.URL; url != "" {
+		return pgtest.Shared(ts.t).Dump(ts.t, url)
+	}
+	var all []byte
+	for _, f := range []string{DatabaseFile, DatabaseFile + "-wal"} {
+		b, _ := os.ReadFile(filepath.Join(ts.dir, f))
+		all = append(all, b...)
+	}
+	return string(all)
+}
+
 func (ts *testServer) wsURL() string { return "ws" + strings.TrimPrefix(ts.http.URL, "http") + "/ws" }
 
 // enroll enrolls id and returns its token.

@@ -366,3 +366,14 @@ func StoreOnPostgres(t testing.TB) bool {
 		return false
 	}
 }
+
+// Dump is the data of the database at dsn, as pg_dump writes it: for a
+// test to look for what must not be stored.
+func (c *Cluster) Dump(t testing.TB, dsn string) string {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(c.bin, "pg_dump"), "--data-only", "--dbname", dsn).Output()
+	if err != nil {
+		t.Fatalf("pgtest: pg_dump: %v", err)
+	}
+	return string(out)
+}
