@@ -367,11 +367,15 @@ func StoreOnPostgres(t testing.TB) bool {
 	}
 }
 
+// Bin is the path of PostgreSQL's program name (pg_dump, pg_restore, …)
+// of the cluster's version.
+func (c *Cluster) Bin(name string) string { return filepath.Join(c.bin, name) }
+
 // Dump is the data of the database at dsn, as pg_dump writes it: for a
 // test to look for what must not be stored.
 func (c *Cluster) Dump(t testing.TB, dsn string) string {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(c.bin, "pg_dump"), "--data-only", "--dbname", dsn).Output()
+	out, err := exec.Command(c.Bin("pg_dump"), "--data-only", "--dbname", dsn).Output()
 	if err != nil {
 		t.Fatalf("pgtest: pg_dump: %v", err)
 	}

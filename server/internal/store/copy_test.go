@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -66,17 +67,9 @@ func fillFleet(t *testing.T, s *Store, devices int) {
 // rowCounts counts every table's rows.
 func rowCounts(t *testing.T, s *Store) map[string]int64 {
 	t.Helper()
-	ctx := context.Background()
-	tx, err := s.rdb.BeginTx(ctx, s.dialect.snapshot())
-	require.NoError(t, err)
-	defer tx.Rollback()
-	tables, err := tablesInOrder(ctx, tx, s.dialect)
-	require.NoError(t, err)
 	out := map[string]int64{}
-	for _, tb := range tables {
-		c, err := digestTable(ctx, tx, tb)
-		require.NoError(t, err)
-		out[tb.name] = c.Rows
+	for _, c := range tableDigests(t, s) {
+		out[c.Table] = c.Rows
 	}
 	return out
 }
@@ -240,4 +233,46 @@ func TestACopyThatWouldChangeARowCopiesNothing(t *testing.T) {
 	for table, n := range rowCounts(t, pg) {
 		assert.Zero(t, n, table)
 	}
+}
+
+// tableDigests digests every table of s.
+func tableDigests(t *testing.T, s *Store) []TableCopy {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := s.rdb.BeginTx(ctx, s.dialect.snapshot())
+	require.NoError(t, err)
+	defer tx.Rollback()
+	tables, err := tablesInOrder(ctx, tx, s.dialect)
+	require.NoError(t, err)
+	var out []TableCopy
+	for _, tb := range tables {
+		c, err := digestTable(ctx, tx, tb)
+		require.NoError(t, err)
+		out = append(out, c)
+	}
+	return out
+}
+
+// A PostgreSQL store is backed up as the README says, with pg_dump, and
+// restored with pg_restore into an empty database: a store that opens,
+// holding the same rows, whose next audit entry follows the last.
+func TestAPgDumpOfAStoreRestoresIntoAnEmptyDatabase(t *testing.T) {
+	c := pgtest.Shared(t)
+	dsn := c.NewDatabase(t)
+	s, _ := openTestAt(t, dsn)
+	fillFleet(t, s, 2)
+	dump := filepath.Join(t.TempDir(), "edgeaip.dump")
+	out, err := exec.Command(c.Bin("pg_dump"), "--format=custom", "--file="+dump, dsn).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	restored := c.NewDatabase(t)
+	out, err = exec.Command(c.Bin("pg_restore"), "--dbname="+restored, dump).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	r, _ := openTestAt(t, restored)
+	assert.Equal(t, tableDigests(t, s), tableDigests(t, r))
+	insertCommand(t, r, "after-the-restore")
+	write(t, r, func(tx *Tx) error { _, err := tx.FailCommand("after-the-restore", "x"); return err })
+	audit, err := r.Audit(context.Background(), AuditFilter{Limit: 1000})
+	require.NoError(t, err)
+	assert.Equal(t, "after-the-restore", audit[len(audit)-1].ResponseID)
 }
