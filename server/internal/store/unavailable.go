@@ -103,7 +103,8 @@ func (s *Store) WriteFailures() uint64 { return s.failing.count.Load() }
 
 // SetMaxPages bounds the database to n pages (PRAGMA max_page_count),
 // or, with n = 0, to the pages it has now: a write that needs more fails
-// with SQLITE_FULL, as on a full disk. Tests fill the store with it.
+// with SQLITE_FULL, as on a full disk. Tests fill the store with it. On
+// PostgreSQL it fails: there a test stops the server instead.
 func (s *Store) SetMaxPages(ctx context.Context, n int64) error {
 	return s.Write(ctx, func(tx *Tx) error {
 		if n == 0 {
