@@ -79,12 +79,19 @@ footprint: build cross
 
 tools: $(TOOLS:%=$(BIN)/tools/%.wasm) $(BIN)/tools/dir_usage.wasm
 
-# Stock tools are WASI preview1 command modules built from wasmtools/tools,
-# each with its manifest embedded (aipctl tool pack). Sign them for devices
+# Stock tools are WASI preview1 reactors built from wasmtools/tools with
+# wasmtools/sdk/reactor, which agents initialize once and start each call
+# from a snapshot of; each has its manifest embedded (aipctl tool pack).
+# -checklinkname=0 lets the SDK reseed the Go runtime's random state
+# (wasmtools/sdk/reactor). internal/testenv builds them for the tests with
+# these two variables: the one place they are set. Sign them for devices
 # that require signatures: aipctl tool sign --key KEY.key bin/tools/NAME.wasm
+TOOL_BUILDMODE := c-shared
+TOOL_LDFLAGS   := -s -w -checklinkname=0
+
 $(TOOLS:%=$(BIN)/tools/%.wasm): $(BIN)/tools/%.wasm: $(BIN)/aipctl FORCE
 	@mkdir -p $(BIN)/tools
-	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -ldflags="-s -w" -o $@ ./wasmtools/tools/$*
+	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=$(TOOL_BUILDMODE) -ldflags="$(TOOL_LDFLAGS)" -o $@ ./wasmtools/tools/$*
 	$(BIN)/aipctl tool pack $@ --manifest wasmtools/tools/$*/$*.json >/dev/null
 	@rm -f $(BIN)/tools/$*.json
 
@@ -151,7 +158,7 @@ deps-npm:
 # fuzzer seems to stall while it shrinks a large generated module.
 FUZZTIME    ?= 30s
 FUZZTARGETS := ./protocol:FuzzDecodeCBOR ./protocol:FuzzDecodeJSON ./wasmtools/meter:FuzzInstrument \
-               ./wasmtools/meter:FuzzInstrumentBytes ./wasmtools/section:FuzzSection
+               ./wasmtools/meter:FuzzInstrumentBytes ./wasmtools/meter:FuzzInstrumentSnapshot ./wasmtools/section:FuzzSection
 
 fuzz:
 	@set -e; for t in $(FUZZTARGETS); do \

@@ -12,6 +12,8 @@ import (
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
+	"github.com/edgeaip/edgeaip/wasmtools/signature"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -111,6 +113,26 @@ func TestADeployedModuleThatCannotBeInstrumentedIsRefusedToTheOperator(t *testin
 	assert.Contains(t, res.Error, `install_tool: tool "invalid_body": module refused: instrument: invalid module`)
 	assert.NoFileExists(t, filepath.Join(data, "tools", "deployed", "invalid_body.wasm"))
 	assert.Empty(t, a.inventory, "the inventory did not change")
+}
+
+// A deployed reactor whose initialization never ends is refused to the
+// operator, saying why, once its fuel runs out: the deploy never hangs.
+func TestADeployedReactorWhoseInitializationSpinsIsRefusedToTheOperator(t *testing.T) {
+	data := t.TempDir()
+	a := offlineAgent(t, data)
+	spin, err := os.ReadFile(filepath.Join(testenv.TestdataTools(), "reactor", "initspin.wasm"))
+	require.NoError(t, err)
+	wasm, err := manifest.Embed(spin, manifest.Manifest{Name: "initspin", ToolType: manifest.ToolTypeAction,
+		InputSchema: map[string]any{"type": "object"}, Limits: manifest.Limits{Fuel: 10_000_000}})
+	require.NoError(t, err)
+	priv, err := signature.LoadPrivateKey(filepath.Join(testenv.Root(), "testdata", "keys", "test.key"))
+	require.NoError(t, err)
+	wasm, err = signature.Sign(wasm, priv)
+	require.NoError(t, err)
+	res := installModule(t, a, wasm, "")
+	assert.Equal(t, protocol.ResultFailure, res.Status)
+	assert.Contains(t, res.Error, `install_tool: tool "initspin": module refused: initialization: out of fuel after`)
+	assert.NoFileExists(t, filepath.Join(data, "tools", "deployed", "initspin.wasm"))
 }
 
 // canceledCtx is a context that has ended, to ask whether a tool is ready

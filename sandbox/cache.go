@@ -146,7 +146,11 @@ func (s *Sandbox) recordCompiled(sum string, before []string) {
 // PruneCache removes from the compile cache what no tool loaded now (and
 // not closed) uses: the instrumented copies and compiled code of modules
 // that were replaced or are no longer loaded, and files a crash left half
-// written. It waits for a compile under way.
+// written. If a compile is under way (a snapshot tool being initialized,
+// say), it does not wait for it: the compiled code is swept when that
+// compile ends, since what a compile writes must not be taken for
+// something nobody uses; errors of that later sweep are dropped, as the
+// next PruneCache tries again.
 //
 // Call it only from the one process that uses the cache dir, with no Load
 // under way, once it has loaded every tool it means to keep: an agent
@@ -156,18 +160,33 @@ func (s *Sandbox) PruneCache() error {
 	if s.meteredDir == "" {
 		return nil
 	}
-	s.compileMu.Lock()
+	err := s.pruneMetered()
+	if !s.compileMu.TryLock() {
+		s.sweepCompiled.Store(true)
+		return err
+	}
 	defer s.compileMu.Unlock()
+	return errors.Join(err, s.pruneCompiled())
+}
+
+// usedSums are the digests of the modules of the tools loaded now.
+func (s *Sandbox) usedSums() map[string]bool {
 	used := map[string]bool{}
 	for _, t := range s.loadedTools() {
 		used[t.sha256] = true
 	}
+	return used
+}
+
+// pruneMetered removes the instrumented copies, and the records of
+// compiled code, of modules no loaded tool uses.
+func (s *Sandbox) pruneMetered() error {
+	used := s.usedSums()
 	entries, err := os.ReadDir(s.meteredDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("sandbox: prune compile cache: %w", err)
 	}
 	var errs []error
-	keep := map[string]bool{}
 	for _, e := range entries {
 		// SHA.wasm, SHA.compiled, or atomicfile's .tmp-SHA.wasm-N.
 		sum, _, _ := strings.Cut(strings.TrimPrefix(e.Name(), ".tmp-"), ".")
@@ -175,11 +194,22 @@ func (s *Sandbox) PruneCache() error {
 			errs = append(errs, os.RemoveAll(filepath.Join(s.meteredDir, e.Name())))
 		}
 	}
-	for sum := range used {
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sandbox: prune compile cache: %w", err)
+	}
+	return nil
+}
+
+// pruneCompiled removes from wazero's cache every entry not recorded as
+// the code of a loaded tool's module. Callers hold compileMu.
+func (s *Sandbox) pruneCompiled() error {
+	keep := map[string]bool{}
+	for sum := range s.usedSums() {
 		for _, f := range s.compiledRecord(sum) {
 			keep[f] = true
 		}
 	}
+	var errs []error
 	for _, f := range s.compiledFiles() {
 		if !keep[f] {
 			errs = append(errs, os.Remove(filepath.Join(s.compiledDir, filepath.FromSlash(f))))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -127,4 +128,36 @@ func TestPruneCacheRemovesWhatNoLoadedToolUses(t *testing.T) {
 	assert.Len(t, sb.compiledFiles(), 3)
 	res := sb.Call(ctx, sameModuleAgain, nil)
 	assert.NoError(t, res.Err, "a tool whose module another, closed, tool shared still runs")
+}
+
+// An agent prunes its cache at start, while snapshot tools are being
+// initialized, which compiles them: PruneCache does not wait for that
+// compile, and the compiled code goes when the compile ends.
+func TestPruneCacheDoesNotWaitForACompileUnderWay(t *testing.T) {
+	ctx := context.Background()
+	cache := t.TempDir()
+	sb := newSandbox(t, NewConfig().WithCacheDir(cache))
+	replaced := load(t, sb, "echo", Limits{})
+	require.NoError(t, sb.Call(ctx, replaced, nil).Err)
+	echoCode := sb.compiledRecord(replaced.SHA256())
+	require.Len(t, echoCode, 1)
+	require.NoError(t, replaced.Close(ctx))
+	kept := load(t, sb, "counter", Limits{})
+
+	sb.compileMu.Lock() // a compile under way
+	done := make(chan error, 1)
+	go func() { done <- sb.PruneCache() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("PruneCache waited for the compile")
+	}
+	assert.NoFileExists(t, meteredCopy(cache, fixture(t, "echo")), "instrumented copies go at once")
+	assert.FileExists(t, filepath.Join(cache, costModelDir, "compiled", echoCode[0]), "compiled code waits for the compile")
+	sb.compileMu.Unlock()
+
+	require.NoError(t, sb.Call(ctx, kept, nil).Err) // compiles
+	assert.NoFileExists(t, filepath.Join(cache, costModelDir, "compiled", echoCode[0]), "swept when the compile ended")
+	assert.Len(t, sb.compiledFiles(), 1, "counter's code stays")
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -70,13 +71,15 @@ func (s *Sandbox) Call(ctx context.Context, t *Tool, params []byte) Result {
 			return Result{Err: fmt.Errorf("tool %q: %w: %w", t.name, ErrInvalidParams, err)}
 		}
 	}
-	if err := t.Ready(ctx); err != nil {
-		return Result{Err: err}
-	}
+	// A call counts in while it waits, so that code compiled to
+	// initialize the tool is kept for it.
 	if !t.enter() {
 		return Result{Err: fmt.Errorf("tool %q: %w", t.name, ErrUnloaded)}
 	}
 	defer t.leave(context.WithoutCancel(ctx))
+	if err := t.Ready(ctx); err != nil {
+		return Result{Err: err}
+	}
 	code, err := t.compiled(ctx)
 	if err != nil {
 		return Result{Err: fmt.Errorf("tool %q: %w", t.name, err)}
@@ -92,29 +95,68 @@ func (s *Sandbox) Call(ctx context.Context, t *Tool, params []byte) Result {
 	return s.run(ctx, t, code, params)
 }
 
-// run instantiates t's code, which runs it to the end.
+// run runs one call of t's code in a fresh instance, params on stdin.
 func (s *Sandbox) run(ctx context.Context, t *Tool, code wazero.CompiledModule, params []byte) Result {
+	snap := t.snapshot()
+	var from fakeTime
+	if snap != nil {
+		from = snap.time
+	}
+	ex := s.execute(ctx, t, bytes.NewReader(params), from, func(ctx context.Context, cfg wazero.ModuleConfig, mem *callMemory) error {
+		return s.runInstance(ctx, t, code, cfg, mem, snap)
+	})
+	res := Result{Usage: ex.usage}
+	if ex.err != nil {
+		res.Err = fmt.Errorf("tool %q: %w", t.name, ex.err)
+	} else {
+		res.Stdout = ex.stdout.buf.Bytes()
+	}
+	return res
+}
+
+// execution is one run of a tool's code, a call or its initialization:
+// what it wrote, what it used, why it failed (nil if it did not), and
+// where its reproducible clocks stood at its end.
+type execution struct {
+	stdout *cappedBuffer
+	usage  Usage
+	err    error
+	time   fakeTime
+}
+
+// execute runs t's code once: steps instantiates and runs it, with the
+// module config and memory execute prepares. The run reads stdin, and its
+// output is capped; it sees t's granted files and environment and
+// nothing else, under t's memory limit and fuel budget, with the real
+// clocks or, in a reproducible sandbox, fake ones carrying on from from.
+// Its failure says why, as a call's does: the tail of stderr, the limit
+// it hit, the escape it tried.
+func (s *Sandbox) execute(ctx context.Context, t *Tool, stdin io.Reader, from fakeTime, steps func(context.Context, wazero.ModuleConfig, *callMemory) error) execution {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stdout := &cappedBuffer{max: t.limits.StdoutBytes}
 	stderr := &cappedBuffer{max: t.limits.StderrBytes}
 	stdout.onOverflow = func() { cancel(fmt.Errorf("%w: stdout exceeded %d bytes", ErrOutputTooBig, t.limits.StdoutBytes)) }
 	stderr.onOverflow = func() { cancel(fmt.Errorf("%w: stderr exceeded %d bytes", ErrOutputTooBig, t.limits.StderrBytes)) }
+	ex := execution{stdout: stdout, time: from}
 
 	denied := &denials{}
 	fsc, closeFS, err := mountFS(t.mounts, denied, &s.links)
 	if err != nil {
-		return Result{Err: fmt.Errorf("tool %q: %w", t.name, err)}
+		ex.err = err
+		return ex
 	}
 	defer closeFS()
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithArgs(t.name).
-		WithStdin(bytes.NewReader(params)).
+		WithStdin(stdin).
 		WithStdout(stdout).
 		WithStderr(stderr).
 		WithFSConfig(fsc)
-	if !s.cfg.reproducible {
+	if s.cfg.reproducible {
+		cfg = withFakeTime(cfg, &ex.time)
+	} else {
 		cfg = withRealTime(ctx, cfg)
 	}
 	for _, k := range t.EnvKeys() {
@@ -123,14 +165,11 @@ func (s *Sandbox) run(ctx context.Context, t *Tool, code wazero.CompiledModule, 
 
 	mem := &callMemory{limit: uint64(t.limits.MemoryPages) * pageSize}
 	fuel := meter.NewMeter(t.limits.Fuel, meter.WithSliceSize(sliceSize()))
-	callCtx := meter.WithMeter(withDenials(withCallMemory(ctx, mem), denied), fuel)
+	runCtx := meter.WithMeter(withDenials(withCallMemory(ctx, mem), denied), fuel)
 	start := time.Now()
-	mod, err := s.rt.InstantiateModule(callCtx, code, cfg)
-	res := Result{Usage: Usage{Wall: time.Since(start), Fuel: fuel.Consumed(), StdoutBytes: int64(stdout.buf.Len()), MemoryPages: mem.peakPages()}}
-	if mod != nil {
-		mod.Close(context.WithoutCancel(ctx))
-	}
-	reason := s.classify(ctx, t, err, stderr, res.Usage.Fuel)
+	err = steps(runCtx, cfg, mem)
+	ex.usage = Usage{Wall: time.Since(start), Fuel: fuel.Consumed(), StdoutBytes: int64(stdout.buf.Len()), MemoryPages: mem.peakPages()}
+	reason := s.classify(ctx, t, err, stderr, ex.usage.Fuel)
 	if reason != nil && mem.refused {
 		reason = fmt.Errorf("%w (%d pages): %w", ErrMemory, t.limits.MemoryPages, reason)
 	}
@@ -141,13 +180,8 @@ func (s *Sandbox) run(ctx context.Context, t *Tool, code wazero.CompiledModule, 
 	} else if derr != nil {
 		reason = derr
 	}
-	if reason != nil {
-		res.Err = fmt.Errorf("tool %q: %w", t.name, reason)
-	}
-	if res.Err == nil {
-		res.Stdout = stdout.buf.Bytes()
-	}
-	return res
+	ex.err = reason
+	return ex
 }
 
 // withRealTime gives a call the host's clocks and cryptographic

@@ -150,8 +150,10 @@ func (c Config) WithUnloadAfter(d time.Duration) Config {
 // WithReproducible gives every call the same clocks and randomness: wall
 // and monotonic clocks that start at a fixed instant and advance 1 ms per
 // reading, sleeps that return at once, and a fixed random sequence. A
-// call's fuel count then depends only on its module and parameters, the
-// same on every run and every device. Off by default: tools see the real
+// call that starts from a snapshot carries on with them from where the
+// tool's initialization left them, as a plain start would. A call's fuel
+// count then depends only on its module and parameters, the same on
+// every run and every device. Off by default: tools see the real
 // time, sleep for real and get cryptographic randomness, and a Go tool's
 // runtime reads them, so its fuel varies a little from run to run.
 func (c Config) WithReproducible(on bool) Config {

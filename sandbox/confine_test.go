@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -20,68 +21,98 @@ func granted(t *testing.T) (string, string) {
 	return g, filepath.Join(dir, "escaped.txt")
 }
 
+// callWithDir calls the fixture name, granted dir as /data, in the form
+// the test runs (forms).
 func callWithDir(t *testing.T, name, dir string, readOnly bool) Result {
 	t.Helper()
 	sb := newSandbox(t, NewConfig())
-	tool := loadSpec(t, sb, Spec{Name: name, Wasm: fixture(t, name), Mounts: []Mount{{HostPath: dir, GuestPath: "/data", ReadOnly: readOnly}}})
+	tool := loadSpec(t, sb, Spec{Name: name, Wasm: formFixture(t, name), Mounts: []Mount{{HostPath: dir, GuestPath: "/data", ReadOnly: readOnly}}})
 	return sb.Call(context.Background(), tool, []byte(`{}`))
 }
 
+// forms runs test on the command fixtures, then on their reactor forms
+// (testdata/tools/reactor), started from a snapshot: the hostile tools
+// are stopped the same way in both.
+func forms(t *testing.T, test func(t *testing.T)) {
+	t.Run("command", test)
+	t.Run("snapshot", test)
+}
+
+// formFixture reads the fixture name in the form of the subtest forms
+// runs.
+func formFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	if strings.HasSuffix(t.Name(), "/snapshot") || strings.Contains(t.Name(), "/snapshot/") {
+		return fixture(t, "reactor/"+name)
+	}
+	return fixture(t, name)
+}
+
 func TestDotDotCannotLeaveTheGrantedDir(t *testing.T) {
-	dir, outside := granted(t)
-	res := callWithDir(t, "escape_dotdot", dir, false)
-	require.ErrorIs(t, res.Err, ErrDenied)
-	assert.EqualError(t, res.Err, `tool "escape_dotdot": denied: path_open "../escaped.txt": leads outside the granted dir (an absolute path or "..") (then: exited with status 1)`)
-	assert.NoFileExists(t, outside)
+	forms(t, func(t *testing.T) {
+		dir, outside := granted(t)
+		res := callWithDir(t, "escape_dotdot", dir, false)
+		require.ErrorIs(t, res.Err, ErrDenied)
+		assert.EqualError(t, res.Err, `tool "escape_dotdot": denied: path_open "../escaped.txt": leads outside the granted dir (an absolute path or "..") (then: exited with status 1)`)
+		assert.NoFileExists(t, outside)
+	})
 }
 
 func TestASymlinkTheToolMakesCannotLeaveTheGrantedDir(t *testing.T) {
-	dir, outside := granted(t)
-	res := callWithDir(t, "escape_symlink", dir, false)
-	require.ErrorIs(t, res.Err, ErrDenied)
-	assert.Contains(t, res.Err.Error(), `denied: symlink "/data/up" -> "..": leads outside the granted dir /data`)
-	_, err := os.Lstat(filepath.Join(dir, "up"))
-	assert.ErrorIs(t, err, os.ErrNotExist, "the link was never made")
-	assert.NoFileExists(t, outside)
+	forms(t, func(t *testing.T) {
+		dir, outside := granted(t)
+		res := callWithDir(t, "escape_symlink", dir, false)
+		require.ErrorIs(t, res.Err, ErrDenied)
+		assert.Contains(t, res.Err.Error(), `denied: symlink "/data/up" -> "..": leads outside the granted dir /data`)
+		_, err := os.Lstat(filepath.Join(dir, "up"))
+		assert.ErrorIs(t, err, os.ErrNotExist, "the link was never made")
+		assert.NoFileExists(t, outside)
+	})
 }
 
 func TestASymlinkAlreadyInTheGrantedDirCannotLeadOut(t *testing.T) {
-	for name, target := range map[string]func(outsideDir string) string{
-		"absolute": func(o string) string { return o },
-		"relative": func(string) string { return ".." },
-	} {
-		t.Run(name, func(t *testing.T) {
-			dir, outside := granted(t)
-			require.NoError(t, os.Symlink(target(filepath.Dir(outside)), filepath.Join(dir, "up")))
-			res := callWithDir(t, "escape_symlink", dir, false)
-			require.ErrorIs(t, res.Err, ErrDenied)
-			assert.Contains(t, res.Err.Error(), "through a symbolic link")
-			assert.NoFileExists(t, outside)
-		})
-	}
+	forms(t, func(t *testing.T) {
+		for name, target := range map[string]func(outsideDir string) string{
+			"absolute": func(o string) string { return o },
+			"relative": func(string) string { return ".." },
+		} {
+			t.Run(name, func(t *testing.T) {
+				dir, outside := granted(t)
+				require.NoError(t, os.Symlink(target(filepath.Dir(outside)), filepath.Join(dir, "up")))
+				res := callWithDir(t, "escape_symlink", dir, false)
+				require.ErrorIs(t, res.Err, ErrDenied)
+				assert.Contains(t, res.Err.Error(), "through a symbolic link")
+				assert.NoFileExists(t, outside)
+			})
+		}
+	})
 }
 
 func TestASymlinkThatStaysInsideStillWorks(t *testing.T) {
-	dir, outside := granted(t)
-	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
-	require.NoError(t, os.Symlink("sub", filepath.Join(dir, "up")))
-	res := callWithDir(t, "escape_symlink", dir, false)
-	require.NoError(t, res.Err)
-	got, err := os.ReadFile(filepath.Join(dir, "sub", "escaped.txt"))
-	require.NoError(t, err)
-	assert.Equal(t, "escaped", string(got))
-	assert.NoFileExists(t, outside)
+	forms(t, func(t *testing.T) {
+		dir, outside := granted(t)
+		require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+		require.NoError(t, os.Symlink("sub", filepath.Join(dir, "up")))
+		res := callWithDir(t, "escape_symlink", dir, false)
+		require.NoError(t, res.Err)
+		got, err := os.ReadFile(filepath.Join(dir, "sub", "escaped.txt"))
+		require.NoError(t, err)
+		assert.Equal(t, "escaped", string(got))
+		assert.NoFileExists(t, outside)
+	})
 }
 
 func TestAReadOnlyDirCannotBeWritten(t *testing.T) {
-	dir, outside := granted(t)
-	res := callWithDir(t, "escape_symlink", dir, true)
-	require.ErrorIs(t, res.Err, ErrExit)
-	assert.NotErrorIs(t, res.Err, ErrDenied, "refused as read-only before any path is followed")
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	assert.Empty(t, entries)
-	assert.NoFileExists(t, outside)
+	forms(t, func(t *testing.T) {
+		dir, outside := granted(t)
+		res := callWithDir(t, "escape_symlink", dir, true)
+		require.ErrorIs(t, res.Err, ErrExit)
+		assert.NotErrorIs(t, res.Err, ErrDenied, "refused as read-only before any path is followed")
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		assert.Empty(t, entries)
+		assert.NoFileExists(t, outside)
+	})
 }
 
 func TestAToolWithoutMountsSeesNoFiles(t *testing.T) {

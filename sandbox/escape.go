@@ -17,13 +17,35 @@ import (
 // the directories it was granted.
 var ErrDenied = errors.New("denied")
 
-// denials records a call's attempts to leave its granted directories. The
-// guest sees only an errno (EPERM); the host keeps what was tried, so that
-// the call's Result says it.
-type denials struct {
+// notes keeps what a run did that the host must report, the first eight
+// things: enough to say what happened, bounded whatever the guest does.
+type notes struct {
 	mu   sync.Mutex
 	list []string
 }
+
+func (n *notes) add(format string, args ...any) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.list) < 8 {
+		n.list = append(n.list, fmt.Sprintf(format, args...))
+	}
+}
+
+// wrap is nil if nothing was noted, else err followed by the notes.
+func (n *notes) wrap(err error) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.list) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", err, strings.Join(n.list, "; "))
+}
+
+// denials records a call's attempts to leave its granted directories. The
+// guest sees only an errno (EPERM); the host keeps what was tried, so that
+// the call's Result says it.
+type denials struct{ notes }
 
 type denialsKey struct{}
 
@@ -31,23 +53,8 @@ func withDenials(ctx context.Context, d *denials) context.Context {
 	return context.WithValue(ctx, denialsKey{}, d)
 }
 
-func (d *denials) add(format string, args ...any) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.list) < 8 {
-		d.list = append(d.list, fmt.Sprintf(format, args...))
-	}
-}
-
 // err is nil if nothing was denied.
-func (d *denials) err() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.list) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%w: %s", ErrDenied, strings.Join(d.list, "; "))
-}
+func (d *denials) err() error { return d.wrap(ErrDenied) }
 
 // pathParams lists, for each WASI function that resolves paths against a
 // directory descriptor, the (pointer, length) parameter indices of those
@@ -66,24 +73,35 @@ var pathParams = map[string][][2]int{
 	"path_unlink_file":        {{1, 2}},
 }
 
+// fileParams adds to pathParams the one other way to learn what files
+// there are: listing a preopened directory, by its descriptor.
+var fileParams = map[string][][2]int{"fd_readdir": nil}
+
 // escapeListenerFactory watches the path arguments of WASI calls. wazero
 // refuses a path that is absolute or climbs out with ".." before any
-// filesystem sees it, so this is where such an attempt can be named.
+// filesystem sees it, so this is where such an attempt can be named. It
+// also tells a reactor's initialization (initWatch) that it touched
+// files, which a snapshot of it could not keep.
 type escapeListenerFactory struct{}
 
 func (escapeListenerFactory) NewFunctionListener(def api.FunctionDefinition) experimental.FunctionListener {
 	params, ok := pathParams[def.Name()]
-	if !ok {
+	if _, file := fileParams[def.Name()]; !ok && !file {
 		return nil
 	}
 	return experimental.FunctionListenerFunc(func(ctx context.Context, mod api.Module, def api.FunctionDefinition, args []uint64, _ experimental.StackIterator) {
-		d, ok := ctx.Value(denialsKey{}).(*denials)
-		if !ok {
-			return
+		d, _ := ctx.Value(denialsKey{}).(*denials)
+		w, _ := ctx.Value(initWatchKey{}).(*initWatch)
+		if w != nil && len(params) == 0 {
+			w.add("called %s", def.Name())
 		}
 		for _, pl := range params {
 			b, ok := mod.Memory().Read(uint32(args[pl[0]]), uint32(args[pl[1]]))
-			if p := string(b); ok && escapes(p) {
+			p := string(b)
+			if w != nil {
+				w.add("called %s %q", def.Name(), p)
+			}
+			if d != nil && ok && escapes(p) {
 				d.add("%s %q: leads outside the granted dir (an absolute path or \"..\")", def.Name(), p)
 			}
 		}

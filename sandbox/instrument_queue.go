@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
+	"slices"
+
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 )
 
 // Errors a tool that is not ready wraps, for errors.Is.
@@ -17,10 +21,12 @@ var (
 	ErrClosed = errors.New("sandbox closed")
 )
 
-// Ready waits until t's module is instrumented for fuel, and returns why
-// it could not be: an error wrapping ErrRefused, ErrUnloaded (t was closed
-// first) or ErrClosed. A tool whose instrumented copy was in the cache is
-// ready as soon as Load returns. If ctx ends first, the error wraps
+// Ready waits until t's module is instrumented for fuel and, if it starts
+// from a snapshot, initialized, and returns why it could not be: an error
+// wrapping ErrRefused (with ErrNotSnapshottable, for a snapshot that could
+// not be taken), ErrUnloaded (t was closed first) or ErrClosed. A tool
+// whose instrumented copy was in the cache, and that needs no snapshot,
+// is ready as soon as Load returns. If ctx ends first, the error wraps
 // ErrCanceled or ErrTimeout.
 func (t *Tool) Ready(ctx context.Context) error {
 	select {
@@ -36,21 +42,26 @@ func (t *Tool) Ready(ctx context.Context) error {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			why = ErrTimeout
 		}
-		return fmt.Errorf("tool %q: %w while its module was being instrumented: %w", t.name, why, context.Cause(ctx))
+		return fmt.Errorf("tool %q: %w while its module was being prepared (instrumented, or initialized): %w", t.name, why, context.Cause(ctx))
 	}
 }
 
-// becomeReady records how t's instrumentation ended and wakes whoever
-// waits in Ready.
+// becomeReady records how t's preparation ended and wakes whoever waits
+// in Ready.
 func (t *Tool) becomeReady(m meteredModule, err error) {
 	t.metered, t.readyErr, t.pending = m, err, nil
 	close(t.ready)
 }
 
-// enqueue puts t, whose module is t.pending, in line to be instrumented.
-// Callers hold s.mu.
-func (s *Sandbox) enqueue(t *Tool) {
-	s.queue = append(s.queue, t)
+// enqueue puts t, whose module is t.pending, in line to be instrumented,
+// or, with init, t, whose module is instrumented, in line to be
+// initialized. Callers hold s.mu.
+func (s *Sandbox) enqueue(t *Tool, init bool) {
+	if init {
+		s.inits = append(s.inits, t)
+	} else {
+		s.queue = append(s.queue, t)
+	}
 	select {
 	case s.queued <- struct{}{}:
 	default:
@@ -60,9 +71,13 @@ func (s *Sandbox) enqueue(t *Tool) {
 // instrumentQueued instruments the modules of loaded tools in the order
 // they were loaded, one at a time: each takes a quarter of a second and
 // tens of megabytes for a Go tool, and a board has little of either to
-// spare. Once the sandbox closes, the module being instrumented is
-// abandoned as soon as the meter looks at its context, and it and the
-// rest fail with ErrClosed.
+// spare. It initializes the tools that start from a snapshot once no
+// module waits to be instrumented: initializing compiles the tool, which
+// can take seconds on a fresh cache, and a module that cannot be
+// instrumented should be refused without waiting for that. Once the
+// sandbox closes, the module being instrumented is abandoned as soon as
+// the meter looks at its context, and it and the rest fail with
+// ErrClosed.
 func (s *Sandbox) instrumentQueued(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -74,44 +89,91 @@ func (s *Sandbox) instrumentQueued(ctx context.Context) {
 		}
 	}()
 	for {
-		t := s.nextQueued()
+		t, init := s.nextQueued()
 		if t == nil {
 			return
 		}
-		if t.isClosed() {
-			t.becomeReady(meteredModule{}, fmt.Errorf("tool %q: %w", t.name, ErrUnloaded))
-			continue
-		}
-		m, err := s.instrument(ctx, t.pending, t.sha256)
+		var err error
 		switch {
-		case err != nil && ctx.Err() != nil:
-			err = fmt.Errorf("tool %q: %w", t.name, ErrClosed)
-		case err != nil:
-			err = fmt.Errorf("tool %q: %w: %w", t.name, ErrRefused, err)
+		case t.isClosed():
+			err = fmt.Errorf("tool %q: %w", t.name, ErrUnloaded)
+		case init:
+			err = s.prepareSnapshot(ctx, t)
+		default:
+			err = s.instrumentPending(ctx, t)
+			if err == nil && t.start == StartSnapshot {
+				s.mu.Lock()
+				s.enqueue(t, true)
+				s.mu.Unlock()
+				continue
+			}
 		}
-		t.becomeReady(m, err)
+		t.becomeReady(t.metered, err)
 		if s.queueEmpty() {
-			// Instrumenting leaves tens of megabytes of garbage; hand it
-			// back to the board before settling down.
+			// Instrumenting and compiling leave tens of megabytes of
+			// garbage; hand it back to the board before settling down.
 			debug.FreeOSMemory()
 		}
 	}
 }
 
-// nextQueued takes the next tool to instrument, waiting for one; nil once
-// the sandbox is closed, when it fails the tools still in line.
-func (s *Sandbox) nextQueued() *Tool {
+// instrumentPending instruments t's module, t.pending, into t.metered.
+func (s *Sandbox) instrumentPending(ctx context.Context, t *Tool) error {
+	m, err := s.instrument(ctx, t.pending, t.sha256, t.form)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("tool %q: %w", t.name, ErrClosed)
+	case err != nil:
+		return fmt.Errorf("tool %q: %w: %w", t.name, ErrRefused, err)
+	}
+	t.metered, t.pending = m, nil
+	return nil
+}
+
+// prepareSnapshot initializes t and keeps the snapshot its calls start
+// from. A tool that cannot be snapshotted is refused, or, if its manifest
+// allows, starts plainly. Where the compile cache gives code back cheaply,
+// the code compiled for initializing is dropped again unless a call waits
+// for it: compiling it from the cache at the first call takes a tenth of
+// a second, and an agent that starts with many tools would otherwise hold
+// every one's code, some 25 MB for a Go tool, until it went idle.
+func (s *Sandbox) prepareSnapshot(ctx context.Context, t *Tool) error {
+	sn, err := s.takeInitSnapshot(ctx, t)
+	if s.codeCached() {
+		defer t.unloadUnused(ctx)
+	}
+	switch {
+	case err == nil && !t.keepSnapshot(sn):
+		return fmt.Errorf("tool %q: %w", t.name, ErrUnloaded)
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNotSnapshottable) && t.init == manifest.InitSnapshotOrPlain:
+		t.start, t.fallback = StartPlain, err
+		return nil
+	case errors.Is(err, ErrUnloaded):
+		return fmt.Errorf("tool %q: %w", t.name, ErrUnloaded)
+	case ctx.Err() != nil:
+		return fmt.Errorf("tool %q: %w", t.name, ErrClosed)
+	}
+	return fmt.Errorf("tool %q: %w: initialization: %w", t.name, ErrRefused, err)
+}
+
+// nextQueued takes the next tool to instrument, or, when none is left,
+// to initialize (init): one that a call waits for, or else the first in
+// line. It waits for one; nil once the sandbox is closed, when it fails
+// the tools still in line.
+func (s *Sandbox) nextQueued() (t *Tool, init bool) {
 	for {
 		s.mu.Lock()
 		select {
 		case <-s.stop:
-			left := s.queue
-			s.queue = nil
+			left := append(s.queue, s.inits...)
+			s.queue, s.inits = nil, nil
 			s.mu.Unlock()
 			for _, t := range left {
 				t.becomeReady(meteredModule{}, fmt.Errorf("tool %q: %w", t.name, ErrClosed))
 			}
-			return nil
+			return nil, false
 		default:
 		}
 		if len(s.queue) > 0 {
@@ -119,7 +181,16 @@ func (s *Sandbox) nextQueued() *Tool {
 			s.queue[0] = nil
 			s.queue = s.queue[1:]
 			s.mu.Unlock()
-			return t
+			return t, false
+		}
+		if len(s.inits) > 0 {
+			// A tool a call waits for goes first: initializing compiles,
+			// which takes seconds on a fresh cache.
+			i := max(0, slices.IndexFunc(s.inits, (*Tool).awaited))
+			t := s.inits[i]
+			s.inits = slices.Delete(s.inits, i, i+1)
+			s.mu.Unlock()
+			return t, true
 		}
 		s.mu.Unlock()
 		select {
@@ -132,5 +203,12 @@ func (s *Sandbox) nextQueued() *Tool {
 func (s *Sandbox) queueEmpty() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.queue) == 0
+	return len(s.queue) == 0 && len(s.inits) == 0
+}
+
+// codeCached says whether compiled code comes back from the compile cache
+// cheaply: wazero compiles, and caches, on amd64 and arm64 only; it
+// interprets elsewhere, and caches nothing.
+func (s *Sandbox) codeCached() bool {
+	return s.compiledDir != "" && (runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64")
 }

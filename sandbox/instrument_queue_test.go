@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/stretchr/testify/assert"
@@ -109,4 +110,25 @@ func canceled() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return ctx
+}
+
+// Initializing a snapshot tool compiles it, seconds on a fresh cache: a
+// tool a call waits for is initialized before those loaded earlier. Here
+// the earlier ones spin through their initialization until their
+// deadline, so the call returns while the second still waits its turn.
+func TestAToolACallWaitsForIsInitializedFirst(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	ctx := context.Background()
+	spin := Spec{Wasm: fixture(t, "reactor/initspin"), Limits: Limits{Timeout: time.Second, Fuel: 1 << 60}}
+	spin.Name = "first"
+	first := loadSpec(t, sb, spin)
+	spin.Name = "second"
+	second := loadSpec(t, sb, spin)
+	third := loadSpec(t, sb, Spec{Name: "third", Wasm: fixture(t, "reactor/state")})
+	res := sb.Call(ctx, third, nil)
+	require.NoError(t, res.Err)
+	assert.Equal(t, "AAC1", string(res.Stdout))
+	assert.ErrorIs(t, second.Ready(canceled()), ErrCanceled, "the second, loaded before, is not initialized yet")
+	assert.ErrorIs(t, first.Ready(ctx), ErrRefused)
+	assert.ErrorIs(t, second.Ready(ctx), ErrRefused)
 }

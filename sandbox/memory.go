@@ -24,6 +24,13 @@ type callMemory struct {
 	sized   bool // the initial allocation is done
 	refused bool
 	peak    uint64 // bytes; the memory is freed when a module exits
+	// image, if set, is the snapshot the memory starts from: mapped
+	// copy-on-write at the start of the region, or copied where there is
+	// no region. The memory is grown to its size after instantiation.
+	image *image
+	// err says why the image could not be put in place; the call must not
+	// run then.
+	err error
 }
 
 // withCallMemory makes the instance created with ctx allocate through m.
@@ -37,11 +44,19 @@ func withCallMemory(ctx context.Context, m *callMemory) context.Context {
 // not others), so a mapping holds whichever is larger.
 func (m *callMemory) allocate(capacity uint64) *callMemory {
 	if region, err := mapRegion(max(m.limit, capacity)); err == nil {
-		m.region = region
-		m.buf = region[:0]
-	} else {
-		m.buf = make([]byte, 0, min(capacity, m.limit))
+		if m.image == nil || m.image.mapOnto(region) == nil {
+			m.region = region
+			m.buf = region[:0]
+			return m
+		}
+		unmapRegion(region)
 	}
+	if m.image == nil {
+		m.buf = make([]byte, 0, min(capacity, m.limit))
+		return m
+	}
+	m.buf = make([]byte, 0, max(min(capacity, m.limit), m.image.size))
+	m.err = m.image.copyTo(m.buf[:m.image.size])
 	return m
 }
 

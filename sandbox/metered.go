@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/edgeaip/edgeaip/internal/atomicfile"
+	"github.com/edgeaip/edgeaip/wasmtools/abi"
 	"github.com/edgeaip/edgeaip/wasmtools/meter"
+	"github.com/edgeaip/edgeaip/wasmtools/section"
 	"github.com/tetratelabs/wazero"
 )
 
@@ -20,17 +24,17 @@ type meteredModule struct {
 	bytes []byte
 }
 
-// instrument meters wasm for fuel. Instrumenting a Go tool takes a quarter
-// of a second, most of it validating, so the result is kept under the
-// module's digest and a later load finds it there: a module only ever gets
-// there by passing Instrument's validation. It is written whole or not at
-// all, and sealed with its own digest, so that a copy damaged on disk is
-// never compiled.
-func (s *Sandbox) instrument(ctx context.Context, wasm []byte, sum string) (meteredModule, error) {
+// instrument meters wasm, a module of form, for fuel. Instrumenting a Go
+// tool takes a quarter of a second, most of it validating, so the result
+// is kept under the module's digest and a later load finds it there: a
+// module only ever gets there by passing Instrument's validation. It is
+// written whole or not at all, and sealed with its own digest, so that a
+// copy damaged on disk is never compiled.
+func (s *Sandbox) instrument(ctx context.Context, wasm []byte, sum string, form abi.Form) (meteredModule, error) {
 	if m, ok := s.cachedInstrumented(sum, true); ok {
 		return m, nil
 	}
-	metered, err := meter.Instrument(ctx, wasm, meter.Options{})
+	metered, err := instrumentForm(ctx, wasm, form)
 	if err != nil {
 		return meteredModule{}, err // meter names itself: "instrument: ..."
 	}
@@ -43,6 +47,27 @@ func (s *Sandbox) instrument(ctx context.Context, wasm []byte, sum string) (mete
 	// Without a cache, or one that cannot be written, the module stays
 	// in memory.
 	return meteredModule{bytes: metered}, nil
+}
+
+// instrumentForm instruments a command as it is, and a reactor in the
+// snapshot form, whether or not it will start from a snapshot: the form
+// starts plainly too. A reactor the form cannot hold is instrumented as
+// it is, with the reason in a custom section, so that a tool loaded from
+// the cached copy can say why it cannot start from a snapshot.
+func instrumentForm(ctx context.Context, wasm []byte, form abi.Form) ([]byte, error) {
+	if form == abi.Command {
+		return meter.Instrument(ctx, wasm, meter.Options{})
+	}
+	metered, err := meter.InstrumentSnapshot(ctx, wasm, meter.Options{})
+	if !errors.Is(err, meter.ErrNotSnapshottable) {
+		return metered, err
+	}
+	plain, perr := meter.Instrument(ctx, wasm, meter.Options{})
+	if perr != nil {
+		return nil, perr
+	}
+	reason := strings.TrimPrefix(err.Error(), "instrument: "+meter.ErrNotSnapshottable.Error()+": ")
+	return section.WithCustom(plain, plainReasonSection, []byte(reason))
 }
 
 // cachedInstrumented finds the instrumented copy of the module whose
@@ -137,7 +162,7 @@ func (s *Sandbox) meteredBytes(ctx context.Context, t *Tool) ([]byte, error) {
 	if sum := sha256.Sum256(wasm); hex.EncodeToString(sum[:]) != t.sha256 {
 		return nil, fmt.Errorf("instrumented module unusable, and %s no longer holds the module loaded: load the tool again", t.path)
 	}
-	m, err := s.instrument(ctx, wasm, t.sha256)
+	m, err := s.instrument(ctx, wasm, t.sha256, t.form)
 	if err != nil {
 		return nil, err
 	}

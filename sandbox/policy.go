@@ -59,6 +59,7 @@ func (p Policy) Spec(mod manifest.Module, lookupEnv func(string) (string, bool))
 		Limits:      p.Limits,
 		Mounts:      grantDirs(m.Capabilities.Dirs, p.Dirs),
 		Env:         grantEnv(m.Capabilities.Env, p.Env, lookupEnv),
+		Init:        m.Init,
 	}
 }
 

@@ -4,14 +4,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"maps"
 	"path"
 	"path/filepath"
-	"slices"
 	"sync"
+	"sync/atomic"
 
+	"github.com/edgeaip/edgeaip/wasmtools/abi"
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 	"github.com/edgeaip/edgeaip/wasmtools/meter"
 	"github.com/edgeaip/edgeaip/wasmtools/schema"
 	"github.com/edgeaip/edgeaip/wasmtools/section"
@@ -31,10 +32,14 @@ type Sandbox struct {
 	compileMu   sync.Mutex // one compilation at a time: each may take 150 MB
 	links       sync.Mutex // see rootFS.links
 	compiledDir string     // wazero's compile cache; "" for none
+	// sweepCompiled asks the compile under way to prune wazero's cache
+	// when it ends (PruneCache).
+	sweepCompiled atomic.Bool
 
 	mu     sync.Mutex
 	tools  map[*Tool]struct{} // loaded and not closed, for unloadIdle
 	queue  []*Tool            // loaded, waiting to be instrumented, in Load order
+	inits  []*Tool            // instrumented, waiting to be initialized (StartSnapshot)
 	queued chan struct{}      // signalled when a tool joins the queue
 	stop   chan struct{}      // closed by Close
 	bg     sync.WaitGroup     // unloadIdle and instrumentQueued
@@ -66,6 +71,9 @@ type Spec struct {
 	Mounts []Mount
 	// Env is the tool's whole environment.
 	Env map[string]string
+	// Init is how the manifest asks the calls of a reactor to start
+	// (manifest.Init): empty for a snapshot.
+	Init manifest.Init
 }
 
 // New builds a Sandbox. Close it to free compiled code.
@@ -109,17 +117,21 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 
 // Load prepares spec.Wasm as the tool spec.Name, with its schema, mounts,
 // environment and limits. It checks at once all that is cheap to check:
-// the module is a WASI command and fits its memory limit. Instrumenting it
-// for fuel, which validates it, takes a quarter of a second for a Go tool,
-// so unless the instrumented copy is in the cache already, the tool is
-// instrumented in the background, one module at a time in Load order:
-// Ready waits for it and says if it failed, and a call waits for it as it
-// waits for compiling. Compiling is left to the first call, and compiled
-// code is dropped again when the tool stays idle (WithUnloadAfter): a Go
-// tool's code is some 25 MB of memory, too much to hold for every tool a
-// small board has.
+// the module takes one of the ABI's forms (a WASI command, or a reactor),
+// and fits its memory limit. Instrumenting it for fuel, which validates
+// it, takes a quarter of a second for a Go tool, so unless the
+// instrumented copy is in the cache already, the tool is instrumented in
+// the background, one module at a time in Load order: Ready waits for it
+// and says if it failed, and a call waits for it as it waits for
+// compiling. A reactor that starts from a snapshot (Start) is then
+// initialized, in the background too: its code is compiled for that, and
+// dropped again afterwards when the compile cache can give it back fast.
+// Otherwise compiling is left to the first call, and compiled code is
+// dropped again when the tool stays idle (WithUnloadAfter): a Go tool's
+// code is some 25 MB of memory, too much to hold for every tool a small
+// board has.
 func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
-	t := &Tool{sb: s, name: spec.Name, path: spec.Path, mounts: spec.Mounts, env: maps.Clone(spec.Env), ready: make(chan struct{})}
+	t := &Tool{sb: s, name: spec.Name, path: spec.Path, mounts: spec.Mounts, env: maps.Clone(spec.Env), init: spec.Init, ready: make(chan struct{})}
 	fail := func(err error) (*Tool, error) { return nil, fmt.Errorf("tool %q: %w", spec.Name, err) }
 	if err := checkMounts(spec.Mounts); err != nil {
 		return fail(err)
@@ -136,9 +148,14 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 	if err := s.adm.admissible(t.limits.MemoryPages); err != nil {
 		return fail(err)
 	}
-	if err := checkCommand(spec.Wasm, t.limits.MemoryPages); err != nil {
+	form, err := checkModule(spec.Wasm, t.limits.MemoryPages)
+	if err != nil {
 		return fail(err)
 	}
+	if t.start, err = StartOf(form, spec.Init); err != nil {
+		return fail(err)
+	}
+	t.form = form
 	sum := sha256.Sum256(spec.Wasm)
 	t.sha256 = hex.EncodeToString(sum[:])
 	// Without a path, a damaged copy could not be made again once the
@@ -151,11 +168,15 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 		return fail(ErrClosed)
 	default:
 	}
-	if cached {
+	switch {
+	case cached && t.start != StartSnapshot:
 		t.becomeReady(m, nil)
-	} else {
+	case cached:
+		t.metered = m
+		s.enqueue(t, true)
+	default:
 		t.pending = spec.Wasm
-		s.enqueue(t)
+		s.enqueue(t, false)
 	}
 	s.tools[t] = struct{}{}
 	return t, nil
@@ -171,6 +192,9 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.bg.Wait()
+	for _, t := range s.loadedTools() {
+		t.snap.free()
+	}
 	err := s.rt.Close(ctx)
 	if s.cache != nil {
 		s.cache.Close(ctx)
@@ -178,24 +202,21 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	return err
 }
 
-// checkCommand refuses what could never run: a module that is not a WASI
-// command, or whose memory starts above the limit.
-func checkCommand(wasm []byte, limit uint32) error {
-	exports, err := section.Exports(wasm)
+// checkModule refuses what could never run: a module of neither of the
+// ABI's forms, or whose memory starts above the limit.
+func checkModule(wasm []byte, limit uint32) (abi.Form, error) {
+	form, err := abi.FormOf(wasm)
 	if err != nil {
-		return err
-	}
-	if !slices.ContainsFunc(exports, func(e section.Export) bool { return e.Name == "_start" && e.Kind == section.KindFunc }) {
-		return errors.New("not a WASI command module: no _start export")
+		return "", err
 	}
 	pages, err := section.MinMemoryPages(wasm)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if pages > uint64(limit) {
-		return fmt.Errorf("memory starts at %d pages, above the limit of %d", pages, limit)
+		return "", fmt.Errorf("memory starts at %d pages, above the limit of %d", pages, limit)
 	}
-	return nil
+	return form, nil
 }
 
 // checkMounts refuses mounts that could not work: a relative guest path or

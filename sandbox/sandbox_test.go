@@ -98,18 +98,24 @@ func TestToolLimitCannotRaiseTheSandboxCeiling(t *testing.T) {
 }
 
 func TestOutputFloodIsCutOff(t *testing.T) {
-	sb := newSandbox(t, NewConfig())
-	res := sb.Call(context.Background(), load(t, sb, "flood", Limits{StdoutBytes: 100_000, Timeout: 10 * time.Second}), nil)
-	require.ErrorIs(t, res.Err, ErrOutputTooBig)
-	assert.Contains(t, res.Err.Error(), "stdout exceeded 100000 bytes")
-	assert.Equal(t, int64(100_000), res.Usage.StdoutBytes)
+	forms(t, func(t *testing.T) {
+		sb := newSandbox(t, NewConfig())
+		tool := loadSpec(t, sb, Spec{Name: "flood", Wasm: formFixture(t, "flood"), Limits: Limits{StdoutBytes: 100_000, Timeout: 10 * time.Second}})
+		res := sb.Call(context.Background(), tool, nil)
+		require.ErrorIs(t, res.Err, ErrOutputTooBig)
+		assert.Contains(t, res.Err.Error(), "stdout exceeded 100000 bytes")
+		assert.Equal(t, int64(100_000), res.Usage.StdoutBytes)
+	})
 }
 
 func TestStderrFloodIsCutOff(t *testing.T) {
-	sb := newSandbox(t, NewConfig())
-	res := sb.Call(context.Background(), load(t, sb, "errflood", Limits{StderrBytes: 10_000, Timeout: 10 * time.Second}), nil)
-	require.ErrorIs(t, res.Err, ErrOutputTooBig)
-	assert.Contains(t, res.Err.Error(), "stderr exceeded 10000 bytes")
+	forms(t, func(t *testing.T) {
+		sb := newSandbox(t, NewConfig())
+		tool := loadSpec(t, sb, Spec{Name: "errflood", Wasm: formFixture(t, "errflood"), Limits: Limits{StderrBytes: 10_000, Timeout: 10 * time.Second}})
+		res := sb.Call(context.Background(), tool, nil)
+		require.ErrorIs(t, res.Err, ErrOutputTooBig)
+		assert.Contains(t, res.Err.Error(), "stderr exceeded 10000 bytes")
+	})
 }
 
 func TestCallerCancellationStopsTheCall(t *testing.T) {
@@ -120,11 +126,11 @@ func TestCallerCancellationStopsTheCall(t *testing.T) {
 	require.ErrorIs(t, res.Err, ErrCanceled)
 }
 
-func TestLoadRefusesNonCommandModules(t *testing.T) {
+func TestLoadRefusesModulesOfNeitherForm(t *testing.T) {
 	sb := newSandbox(t, NewConfig())
-	// (module (memory 1)) has no _start.
+	// (module (memory 1)) has no _start, nor aip_call.
 	_, err := sb.Load(context.Background(), Spec{Name: "lib", Wasm: []byte("\x00asm\x01\x00\x00\x00\x05\x03\x01\x00\x01")})
-	assert.ErrorContains(t, err, `tool "lib": not a WASI command module`)
+	assert.EqualError(t, err, `tool "lib": not a tool module: it exports neither _start (a WASI command) nor aip_call (a reactor)`)
 	_, err = sb.Load(context.Background(), Spec{Name: "junk", Wasm: []byte("not wasm")})
 	assert.ErrorContains(t, err, `tool "junk": not a WebAssembly module`)
 }

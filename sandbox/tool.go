@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeaip/edgeaip/wasmtools/abi"
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 	"github.com/edgeaip/edgeaip/wasmtools/schema"
 	"github.com/tetratelabs/wazero"
 )
@@ -26,13 +28,19 @@ type Tool struct {
 	validator *schema.Validator
 	mounts    []Mount
 	env       map[string]string
+	form      abi.Form
+	init      manifest.Init // what the manifest asks
 
 	// ready is closed once the module is instrumented, or has failed to
-	// be; metered and readyErr are set before.
+	// be, and a snapshot tool initialized; metered, readyErr, start, snap
+	// and fallback are set before.
 	ready    chan struct{}
 	metered  meteredModule
 	readyErr error
 	pending  []byte // the module, while it waits to be instrumented
+	start    Start
+	snap     *snapshot // for StartSnapshot
+	fallback error     // why a tool that asked for a snapshot starts plainly
 
 	mu       sync.Mutex
 	code     wazero.CompiledModule // nil until compiled, and once unloaded
@@ -64,8 +72,61 @@ func (t *Tool) EnvKeys() []string {
 	return keys
 }
 
-// Close frees the tool's compiled code once the calls running now have
-// ended; later calls fail.
+// Start says how the tool's calls start. Until the tool is Ready, a tool
+// that asked for a snapshot says StartSnapshot, though it may then start
+// plainly (Initialization says why).
+func (t *Tool) Start() Start { return t.start }
+
+// Initialization is what initializing a snapshot tool took, once, when it
+// was loaded; or why a tool that asked for a snapshot, and allowed the
+// fallback, starts each call plainly instead.
+type Initialization struct {
+	// Usage is what initialization used; zero unless the tool starts from
+	// a snapshot. A call's own usage does not include it.
+	Usage Usage
+	// Fallback, if not nil, wraps ErrNotSnapshottable and says why the
+	// tool starts plainly.
+	Fallback error
+}
+
+// Initialization reports how the tool was initialized, once it is Ready.
+func (t *Tool) Initialization() Initialization {
+	select {
+	case <-t.ready:
+	default:
+		return Initialization{}
+	}
+	in := Initialization{Fallback: t.fallback}
+	if t.snap != nil {
+		in.Usage = t.snap.usage
+	}
+	return in
+}
+
+// snapshot is what t's calls start from, or nil if they start plainly.
+// Read it once Ready.
+func (t *Tool) snapshot() *snapshot {
+	if t.start != StartSnapshot {
+		return nil
+	}
+	return t.snap
+}
+
+// keepSnapshot makes sn the snapshot t's calls start from, unless t was
+// closed and no call remains to use it, when it frees sn.
+func (t *Tool) keepSnapshot(sn *snapshot) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed && t.inflight == 0 {
+		sn.free()
+		return false
+	}
+	t.snap = sn
+	return true
+}
+
+// Close frees the tool's compiled code and snapshot once the calls running
+// now have ended; later calls fail.
 func (t *Tool) Close(ctx context.Context) error {
 	t.sb.forget(t)
 	t.mu.Lock()
@@ -75,7 +136,7 @@ func (t *Tool) Close(ctx context.Context) error {
 	}
 	t.closed = true
 	if t.inflight == 0 {
-		return t.unloadLocked(ctx)
+		return t.releaseLocked(ctx)
 	}
 	return nil
 }
@@ -91,16 +152,22 @@ func (t *Tool) enter() bool {
 	return true
 }
 
-// leave counts a call out, and frees the code of a closed tool after its
-// last call.
+// leave counts a call out, and frees the code and snapshot of a closed
+// tool after its last call.
 func (t *Tool) leave(ctx context.Context) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.inflight--
 	t.lastUsed = time.Now()
 	if t.closed && t.inflight == 0 {
-		t.unloadLocked(ctx)
+		t.releaseLocked(ctx)
 	}
+}
+
+// releaseLocked frees what a closed tool holds.
+func (t *Tool) releaseLocked(ctx context.Context) error {
+	t.snap.free()
+	return t.unloadLocked(ctx)
 }
 
 // compiled returns the tool's code, compiling it if it is not loaded. Call
@@ -122,6 +189,9 @@ func (t *Tool) compiled(ctx context.Context) (wazero.CompiledModule, error) {
 		return code, nil
 	}
 	code, err := sb.compile(ctx, t)
+	if sb.sweepCompiled.Swap(false) {
+		sb.pruneCompiled() // PruneCache came during the compile
+	}
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}
@@ -129,6 +199,13 @@ func (t *Tool) compiled(ctx context.Context) (wazero.CompiledModule, error) {
 	t.code = code
 	t.mu.Unlock()
 	return code, nil
+}
+
+// awaited reports whether a call is waiting for t, or running.
+func (t *Tool) awaited() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.inflight > 0
 }
 
 func (t *Tool) isClosed() bool {
@@ -147,6 +224,15 @@ func (t *Tool) unloadIfIdle(ctx context.Context, before time.Time) bool {
 	}
 	t.unloadLocked(ctx)
 	return true
+}
+
+// unloadUnused drops t's code unless a call is running or waiting for it.
+func (t *Tool) unloadUnused(ctx context.Context) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.inflight == 0 {
+		t.unloadLocked(ctx)
+	}
 }
 
 func (t *Tool) unloadLocked(ctx context.Context) error {

@@ -3,12 +3,15 @@
 //
 //   - section reads and edits a module's sections: custom sections,
 //     imports and exports;
+//   - abi tells a tool module's two forms apart: a WASI command, run
+//     whole by each call, or a reactor, initialized once and snapshotted;
 //   - manifest is a tool's self-description, in the custom section
 //     "aip.tool" or a NAME.json sidecar;
 //   - schema checks parameters against a manifest's input_schema;
 //   - meter instruments a module for fuel: the binary rewriter that makes
 //     the guest count what it runs and call the host at safepoints, where
-//     the sandbox checks the budget and the deadline;
+//     the sandbox checks the budget and the deadline; it also puts a
+//     reactor in the form a snapshot can start;
 //   - signature signs modules (custom section "aip.sig") and checks them
 //     against trusted keys;
 //   - sdk is the guest side of the tool ABI for Go (GOOS=wasip1), and

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/edgeaip/edgeaip/internal/atomicfile"
+	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/wasmtools/abi"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 	"github.com/edgeaip/edgeaip/wasmtools/section"
 	"github.com/edgeaip/edgeaip/wasmtools/signature"
@@ -19,12 +21,14 @@ func newToolCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tool",
 		Short: "Build, sign, check, run and deploy tool modules",
-		Long: `Tool modules are WASI command modules that carry their manifest in the
-custom section aip.tool and, once signed, an ed25519 signature in aip.sig.
+		Long: `Tool modules are WASI modules, reactors (which agents initialize once
+and start each call from a snapshot of) or commands, that carry their
+manifest in the custom section aip.tool and, once signed, an ed25519
+signature in aip.sig.
 
-A tool author's loop:
+A tool author's loop (a Go tool built with wasmtools/sdk/reactor):
   aipctl tool keygen -o acme                 # once: acme.key, acme.pub
-  GOOS=wasip1 GOARCH=wasm go build -o t.wasm .
+  GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -ldflags=-checklinkname=0 -o t.wasm .
   aipctl tool pack t.wasm --manifest tool.json
   aipctl tool run t.wasm --params '{"path":"/data/x"}' --allow-dir ./data:/data
   aipctl tool sign --key acme.key t.wasm
@@ -156,16 +160,14 @@ func newPackCmd(g *globals) *cobra.Command {
 		Short: "Embed a manifest in a module (in place unless -o); it does not instrument",
 		Long: `Embed a manifest in a module, as its aip.tool custom section, replacing
 any it had. The manifest is checked first, schemas included, and the module
-must be a WASI command (export _start). A signature the module carried no
-longer matches, so it is removed: sign after packing.`,
+must take one of the ABI's forms, a reactor (export aip_call) or a WASI
+command (export _start), that the manifest's init suits. A signature the
+module carried no longer matches, so it is removed: sign after packing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			wasm, err := readModule(args[0])
 			if err != nil {
 				return err
-			}
-			if err := checkCommand(wasm); err != nil {
-				return &exitError{exitUsage, fmt.Errorf("%s: %w", args[0], err)}
 			}
 			b, err := os.ReadFile(manifestPath)
 			if err != nil {
@@ -174,6 +176,9 @@ longer matches, so it is removed: sign after packing.`,
 			m, err := manifest.Parse(b)
 			if err != nil {
 				return &exitError{exitUsage, fmt.Errorf("%s: %w", manifestPath, err)}
+			}
+			if _, _, err := startOf(wasm, m); err != nil {
+				return &exitError{exitUsage, fmt.Errorf("%s: %w", args[0], err)}
 			}
 			if _, signed, _ := section.Custom(wasm, signature.SectionName); signed {
 				fmt.Fprintf(cmd.ErrOrStderr(), "removing the signature of %s: sign the packed module again\n", args[0])
@@ -309,19 +314,18 @@ func readModule(path string) ([]byte, error) {
 	return wasm, nil
 }
 
-// checkCommand refuses a module that is not a WASI command: agents could
-// not call it.
-func checkCommand(wasm []byte) error {
-	exports, err := section.Exports(wasm)
+// startOf is the form of wasm and how its calls start under m: the
+// sandbox's rule, so that a module pack accepts is one an agent loads.
+func startOf(wasm []byte, m manifest.Manifest) (abi.Form, sandbox.Start, error) {
+	form, err := abi.FormOf(wasm)
 	if err != nil {
-		return err
-	}
-	for _, e := range exports {
-		if e.Name == "_start" && e.Kind == section.KindFunc {
-			return nil
+		if errors.Is(err, abi.ErrNoForm) {
+			err = fmt.Errorf("%w (build with GOOS=wasip1, or clang --target=wasm32-wasi)", err)
 		}
+		return "", "", err
 	}
-	return errors.New("not a WASI command module: no _start export (build with GOOS=wasip1, or clang --target=wasm32-wasi)")
+	start, err := sandbox.StartOf(form, m.Init)
+	return form, start, err
 }
 
 func digest(b []byte) string {

@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/wasmtools/abi"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 	"github.com/edgeaip/edgeaip/wasmtools/section"
 	"github.com/edgeaip/edgeaip/wasmtools/signature"
@@ -25,6 +27,12 @@ type inspection struct {
 	ManifestError  string             `json:"manifest_error,omitempty"`
 	Signature      *signatureView     `json:"signature,omitempty"`
 	Imports        []section.Import   `json:"imports"`
+	// Form is the module's form under the ABI (reactor or command), and
+	// Start how an agent starts its calls, as the manifest's init asks;
+	// FormError says why it takes neither form, or why the two disagree.
+	Form      abi.Form      `json:"form,omitempty"`
+	Start     sandbox.Start `json:"start,omitempty"`
+	FormError string        `json:"form_error,omitempty"`
 }
 
 type signatureView struct {
@@ -36,7 +44,7 @@ type signatureView struct {
 func newInspectCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "inspect MODULE.wasm",
-		Short: "Show a module's manifest, capabilities, signature, imports, size and sha256",
+		Short: "Show a module's form, manifest, capabilities, signature, imports, size and sha256",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in, err := inspect(args[0])
@@ -67,6 +75,9 @@ func inspect(path string) (inspection, error) {
 	case !errors.Is(err, manifest.ErrNone):
 		in.ManifestError = err.Error()
 	}
+	if in.Form, in.Start, err = startOf(wasm, mod.Manifest); err != nil {
+		in.FormError = err.Error()
+	}
 	s, signed, err := signature.Read(wasm)
 	switch {
 	case err != nil:
@@ -82,6 +93,7 @@ func printInspection(w io.Writer, in inspection) error {
 	fmt.Fprintf(tw, "module\t%s\n", in.Path)
 	fmt.Fprintf(tw, "size\t%d bytes\n", in.Size)
 	fmt.Fprintf(tw, "sha256\t%s\n", in.SHA256)
+	fmt.Fprintf(tw, "form\t%s\n", formText(in))
 	fmt.Fprintf(tw, "manifest\t%s\n", in.ManifestSource)
 	if in.ManifestError != "" {
 		fmt.Fprintf(tw, "  error\t%s\n", in.ManifestError)
@@ -117,6 +129,19 @@ func printInspection(w io.Writer, in inspection) error {
 		fmt.Fprintf(w, "  %s.%s (%s)\n", imp.Module, imp.Name, imp.Kind)
 	}
 	return nil
+}
+
+// formText says which form the module takes and how its calls start.
+func formText(in inspection) string {
+	switch {
+	case in.FormError != "":
+		return "refused: " + in.FormError
+	case in.Start == sandbox.StartSnapshot:
+		return "reactor, started from a snapshot: initialized once per loaded version, each call from a snapshot of that"
+	case in.Start == sandbox.StartPlain:
+		return "reactor, started plainly: each call initializes it"
+	}
+	return "command (ABI v1): each call runs _start"
 }
 
 func dirsText(dirs []manifest.Dir) string {

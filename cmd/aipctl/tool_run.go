@@ -41,6 +41,10 @@ requests of them, and nothing else. --fuel, --timeout and --memory override
 the manifest's limits; --memory may go past the 64MiB an agent allows by
 default. Parameters come as with aipctl exec.
 
+It says on stderr how the tool's calls start: a reactor from a snapshot
+of its initialization (and what initializing took), or plainly; a
+command as ABI v1.
+
 Exits 0 when the tool succeeded and 1 when it failed.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -129,6 +133,7 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, cfg sandbox.Config,
 		fmt.Fprintf(stderr, "granted %s\n", m)
 	}
 	res := tool.Call(ctx, params)
+	fmt.Fprintln(stderr, startText(tool.Module()))
 	if err := printJSON(stdout, res); err != nil {
 		return &exitError{exitFailed, err}
 	}
@@ -136,4 +141,20 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, cfg sandbox.Config,
 		return &exitError{code: exitFailed}
 	}
 	return nil
+}
+
+// startText says how the tool's calls start, and what initializing it
+// took or why it could not start from a snapshot.
+func startText(t *sandbox.Tool) string {
+	in := t.Initialization()
+	switch {
+	case t.Start() == sandbox.StartSnapshot:
+		u := in.Usage
+		return fmt.Sprintf("start: from a snapshot (reactor; initialized once: fuel %d, %s, %d pages)", u.Fuel, u.Wall.Round(time.Microsecond), u.MemoryPages)
+	case in.Fallback != nil:
+		return fmt.Sprintf("start: plain (reactor, initialized by each call: %v)", in.Fallback)
+	case t.Start() == sandbox.StartPlain:
+		return "start: plain (reactor, initialized by each call)"
+	}
+	return "start: command (ABI v1)"
 }

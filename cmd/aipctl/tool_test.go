@@ -16,6 +16,8 @@ import (
 	"github.com/edgeaip/edgeaip/agent"
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/sandbox"
+	"github.com/edgeaip/edgeaip/wasmtools/abi"
 	"github.com/edgeaip/edgeaip/wasmtools/signature"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -101,9 +103,12 @@ func TestToolAuthorLoop(t *testing.T) {
 	assert.Len(t, in.SHA256, 64)
 	assert.Len(t, in.Imports, 2)
 
+	assert.Equal(t, abi.Command, in.Form)
+	assert.Equal(t, sandbox.StartCommand, in.Start)
+
 	out, _, code = ctl(t, "tool", "inspect", mod)
 	require.Equal(t, exitOK, code)
-	for _, want := range []string{"signed_echo", "1.0.0", "key id " + in.Signature.KeyID, "wasi_snapshot_preview1.fd_read (func)"} {
+	for _, want := range []string{"signed_echo", "1.0.0", "key id " + in.Signature.KeyID, "wasi_snapshot_preview1.fd_read (func)", "command (ABI v1)"} {
 		assert.Contains(t, out, want)
 	}
 
@@ -121,6 +126,37 @@ func TestToolAuthorLoop(t *testing.T) {
 	_, errOut, code = ctl(t, "tool", "verify", "--pub", filepath.Join(testenv.Root(), "testdata", "keys", "test.pub"), mod)
 	assert.Equal(t, exitFailed, code)
 	assert.Contains(t, errOut, "signed by a key this host does not trust")
+}
+
+// inspect and run say which form a module takes and how its calls start:
+// a reactor from a snapshot, whose initialization run reports.
+func TestInspectAndRunShowTheForm(t *testing.T) {
+	reactor := filepath.Join(t.TempDir(), "echo.wasm")
+	_, errOut, code := ctl(t, "tool", "pack", fixturePath("reactor/echo.wasm"), "--manifest", fixturePath("echo.json"), "--out", reactor)
+	require.Equal(t, exitOK, code, errOut)
+	out, _, code := ctl(t, "tool", "inspect", "-o", "json", reactor)
+	require.Equal(t, exitOK, code)
+	var in inspection
+	require.NoError(t, json.Unmarshal([]byte(out), &in))
+	assert.Equal(t, abi.Reactor, in.Form)
+	assert.Equal(t, sandbox.StartSnapshot, in.Start)
+	out, _, _ = ctl(t, "tool", "inspect", reactor)
+	assert.Contains(t, out, "reactor, started from a snapshot")
+
+	out, errOut, code = ctl(t, "tool", "run", "--cache=", reactor, "a=1")
+	require.Equal(t, exitOK, code, errOut)
+	assert.JSONEq(t, `{"a":1}`, mustField(t, out, "result"))
+	assert.Regexp(t, `start: from a snapshot \(reactor; initialized once: fuel \d+, .+, 1 pages\)`, errOut)
+	_, errOut, _ = ctl(t, "tool", "run", "--cache=", fixturePath("echo.wasm"))
+	assert.Contains(t, errOut, "start: command (ABI v1)")
+}
+
+// mustField is the JSON of a field of the JSON object doc.
+func mustField(t *testing.T, doc, field string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(doc), &m), "%q", doc)
+	return string(m[field])
 }
 
 // The issue's own command line: -o names the file pack writes, as it
@@ -258,7 +294,13 @@ func TestPackAndSignRefuseWhatAnAgentWouldRefuse(t *testing.T) {
 	require.NoError(t, os.WriteFile(lib, []byte("\x00asm\x01\x00\x00\x00\x05\x03\x01\x00\x01"), 0o644))
 	_, errOut, code = ctl(t, "tool", "pack", lib, "--manifest", fixturePath("echo.json"))
 	assert.Equal(t, exitUsage, code)
-	assert.Contains(t, errOut, "no _start export")
+	assert.Contains(t, errOut, "not a tool module: it exports neither _start (a WASI command) nor aip_call (a reactor)")
+
+	snapshot := filepath.Join(dir, "snapshot.json")
+	require.NoError(t, os.WriteFile(snapshot, []byte(`{"name":"echo","tool_type":"action","input_schema":{"type":"object"},"init":"snapshot"}`), 0o644))
+	_, errOut, code = ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", snapshot, "--out", filepath.Join(dir, "x.wasm"))
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, `init "snapshot": a WASI command (it exports _start) cannot be snapshotted`)
 
 	_, errOut, code = ctl(t, "tool", "sign", "--key", filepath.Join(testenv.Root(), "testdata", "keys", "test.key"), fixturePath("echo.wasm"), "--out", filepath.Join(dir, "s.wasm"))
 	assert.Equal(t, exitUsage, code)

@@ -11,11 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -68,41 +70,70 @@ func ReadSigned(t testing.TB, name string) []byte {
 	return b
 }
 
-// StockToolsDir builds the stock tools with GOOS=wasip1, embeds each one's
-// manifest as make build does, and returns the directory holding them as
-// NAME.wasm. Builds are kept in the temp dir under a hash of their
-// sources, so that test binaries share them.
+// StockToolsDir builds the stock tools with GOOS=wasip1, as make build
+// does (the Makefile's TOOL_BUILDMODE and TOOL_LDFLAGS), embeds each one's
+// manifest, and returns the directory holding them as NAME.wasm. Builds
+// are kept in the temp dir under a hash of their sources and the
+// Makefile, so that test binaries share them.
 func StockToolsDir(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() { toolsDir, buildErr = buildStockTools() })
+	buildOnce.Do(func() {
+		srcs := map[string]string{}
+		for _, name := range StockTools {
+			srcs[name] = filepath.Join(Root(), "wasmtools", "tools", name)
+		}
+		toolsDir, buildErr = buildGoTools("edgeaip-stock-tools-", srcs, true)
+	})
 	if buildErr != nil {
 		t.Fatalf("build stock tools: %v", buildErr)
 	}
 	return toolsDir
 }
 
-func buildStockTools() (string, error) {
-	sum, err := sourcesHash()
+// GoFixture builds the Go tool testdata/tools/NAME as the stock tools are
+// built, without a manifest, and returns the path of its module.
+func GoFixture(t testing.TB, name string) string {
+	t.Helper()
+	dir, err := buildGoTools("edgeaip-go-fixture-", map[string]string{name: filepath.Join(TestdataTools(), name)}, false)
+	if err != nil {
+		t.Fatalf("build %s: %v", name, err)
+	}
+	return filepath.Join(dir, name+".wasm")
+}
+
+// buildGoTools builds each package of srcs (name → dir) as the tool
+// NAME.wasm, with its manifest NAME.json from its dir embedded if
+// manifests is set, into a temp dir named prefix and a hash of what the
+// builds depend on, and returns that dir.
+func buildGoTools(prefix string, srcs map[string]string, manifests bool) (string, error) {
+	dirs := slices.Collect(maps.Values(srcs))
+	sum, err := sourcesHash(append(dirs, filepath.Join(Root(), "wasmtools"))...)
 	if err != nil {
 		return "", err
 	}
-	final := filepath.Join(os.TempDir(), "edgeaip-stock-tools-"+sum[:16])
+	final := filepath.Join(os.TempDir(), prefix+sum[:16])
 	if _, err := os.Stat(final); err == nil {
 		return final, nil
 	}
-	dir, err := os.MkdirTemp("", "edgeaip-stock-tools-build-")
+	dir, err := os.MkdirTemp("", prefix+"build-")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
-	for _, name := range StockTools {
-		src := filepath.Join(Root(), "wasmtools", "tools", name)
+	flags, err := toolBuildFlags()
+	if err != nil {
+		return "", err
+	}
+	for name, src := range srcs {
 		out := filepath.Join(dir, name+".wasm")
-		cmd := exec.Command(Go(), "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+		cmd := exec.Command(Go(), "build", "-trimpath", "-buildmode="+flags.mode, "-ldflags="+flags.ldflags, "-o", out, ".")
 		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return "", fmt.Errorf("%s: %w\n%s", name, err, b)
+		}
+		if !manifests {
+			continue
 		}
 		if err := pack(out, filepath.Join(src, name+".json")); err != nil {
 			return "", fmt.Errorf("%s: %w", name, err)
@@ -146,27 +177,56 @@ func pack(wasmPath, manifestPath string) error {
 	return os.WriteFile(wasmPath, packed, 0o644)
 }
 
-// sourcesHash digests everything a stock tool build depends on.
-func sourcesHash() (string, error) {
+// sourcesHash digests everything a tool build depends on: the toolchain,
+// the module's requirements, the Makefile's flags, and the files of dirs.
+func sourcesHash(dirs ...string) (string, error) {
 	h := sha256.New()
 	fmt.Fprintln(h, runtime.Version())
-	for _, f := range []string{"go.mod", "go.sum"} {
+	for _, f := range []string{"go.mod", "go.sum", "Makefile"} {
 		b, err := os.ReadFile(filepath.Join(Root(), f))
 		if err != nil {
 			return "", err
 		}
 		h.Write(b)
 	}
-	err := filepath.WalkDir(filepath.Join(Root(), "wasmtools"), func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+	slices.Sort(dirs)
+	for _, dir := range dirs {
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			fmt.Fprintln(h, p, len(b))
+			h.Write(b)
 			return err
+		})
+		if err != nil {
+			return "", err
 		}
-		b, err := os.ReadFile(p)
-		fmt.Fprintln(h, p, len(b))
-		h.Write(b)
-		return err
-	})
-	return hex.EncodeToString(h.Sum(nil)), err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// buildFlags are how the stock tools are built.
+type buildFlags struct{ mode, ldflags string }
+
+// toolBuildFlags reads the Makefile's TOOL_BUILDMODE and TOOL_LDFLAGS,
+// the one place they are set.
+func toolBuildFlags() (buildFlags, error) {
+	path := filepath.Join(Root(), "Makefile")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return buildFlags{}, fmt.Errorf("tool build flags: %w", err)
+	}
+	var f buildFlags
+	for name, v := range map[string]*string{"TOOL_BUILDMODE": &f.mode, "TOOL_LDFLAGS": &f.ldflags} {
+		m := regexp.MustCompile(`(?m)^` + name + `\s*:=\s*(.*)$`).FindSubmatch(b)
+		if m == nil {
+			return buildFlags{}, fmt.Errorf("tool build flags: no %s := ... in %s", name, path)
+		}
+		*v = strings.TrimSpace(string(m[1]))
+	}
+	return f, nil
 }
 
 // NPMDir is where `make deps-npm` installs the npm packages tests use:

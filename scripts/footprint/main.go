@@ -58,6 +58,7 @@ func main() {
 	bin := flag.String("bin", "bin", "directory of aip-server and tools/, and cross/ from make cross")
 	agentBin := flag.String("agent", "", "the agent to measure (default BIN/cross/aip-agent-linux-GOARCH, as shipped)")
 	runs := flag.Int("runs", 5, "warm starts to time; the median is reported")
+	busyMiB := flag.Int("busy-mib", 32, "MiB of the file the concurrent hash_file calls hash: less, on a machine too busy for 8 of them to finish within the tool's 10s")
 	flag.Parse()
 	if *agentBin == "" {
 		*agentBin = filepath.Join(*bin, "cross", "aip-agent-linux-"+runtime.GOARCH)
@@ -71,13 +72,13 @@ func main() {
 		}
 		*p = abs
 	}
-	if err := run(*bin, *agentBin, *runs); err != nil {
+	if err := run(*bin, *agentBin, *runs, *busyMiB); err != nil {
 		fmt.Fprintln(os.Stderr, "footprint:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, agentBin string, runs int) error {
+func run(bin, agentBin string, runs, busyMiB int) error {
 	work, err := os.MkdirTemp("", "edgeaip-footprint-")
 	if err != nil {
 		return err
@@ -95,10 +96,10 @@ func run(bin, agentBin string, runs int) error {
 		return err
 	}
 	files := filepath.Join(work, "files")
-	if err := writeRandomFile(filepath.Join(files, "big.bin"), 32<<20); err != nil {
+	if err := writeRandomFile(filepath.Join(files, "big.bin"), int64(busyMiB)<<20); err != nil {
 		return err
 	}
-	a := agentRun{bin: bin, agent: agentBin, work: work, files: files, server: client.BaseURL, token: token.Token, client: client}
+	a := agentRun{bin: bin, agent: agentBin, work: work, files: files, server: client.BaseURL, token: token.Token, client: client, busyMiB: busyMiB}
 
 	fmt.Println("## Agent footprint (make footprint)")
 	fmt.Println()
@@ -138,6 +139,7 @@ func run(bin, agentBin string, runs int) error {
 	r.startup("start to registered, first start on a fresh data dir (tools instrumented in the background)", cold)
 	r.idleRSS(fmt.Sprintf("RSS idle after registration, stock tools loaded (median of %d starts)", runs), idle)
 	r.row("RSS idle after a first start has instrumented the tools in the background", fmt.Sprintf("%.1f MiB", mib(firstIdle)))
+	r.row(fmt.Sprintf("snapshot images the idle agent holds (%d memfds, in no RSS)", m.images), fmt.Sprintf("%.1f MiB", mib(m.imageKiB)))
 	r.busy(m.busy)
 	r.row("RSS idle once each stock tool has run (their code resident)", fmt.Sprintf("%.1f MiB", mib(m.used)))
 	r.row(fmt.Sprintf("RSS once the idle code is unloaded (tools.unload_after, %s here)", unloadAfter), fmt.Sprintf("%.1f MiB", mib(m.unloaded)))
@@ -204,6 +206,7 @@ func writeRandomFile(path string, size int64) error {
 type agentRun struct {
 	bin, agent, work, files, server, token string
 	client                                 *api.Client
+	busyMiB                                int // the size of the file the busy calls hash
 }
 
 func (a agentRun) start() (*exec.Cmd, error) {
@@ -298,6 +301,8 @@ func (a agentRun) instrumentAll(ctx context.Context) (int64, error) {
 
 // memoryFigures are the agent's resident memory at three moments, in KiB.
 type memoryFigures struct {
+	images   int         // snapshot images held idle, before the calls
+	imageKiB int64       // the memory they take, outside RSS
 	busy     busyFigures // while concurrentCalls hash_file calls run
 	used     int64       // idle again, each stock tool having run once
 	unloaded int64       // after unloadAfter, the tools' code freed
@@ -313,6 +318,9 @@ func (a agentRun) memory(ctx context.Context) (memoryFigures, error) {
 	defer stop(cmd)
 	time.Sleep(settle)
 	pid := cmd.Process.Pid
+	if m.images, m.imageKiB, err = snapshotImages(pid); err != nil {
+		return m, err
+	}
 	if m.busy, err = a.busy(ctx, pid); err != nil {
 		return m, err
 	}
@@ -342,6 +350,10 @@ func (a agentRun) memory(ctx context.Context) (memoryFigures, error) {
 type busyFigures struct {
 	peak       int64 // resident memory, in KiB
 	overlapped int   // the most calls that ran at one moment
+	fileMiB    int   // the size of the file each call hashed
+	// snapshots is the reading of the snapshot mappings with the most of
+	// them, and of those the one with the most resident.
+	snapshots snapshotMappings
 }
 
 // busy runs concurrentCalls hash_file calls at once and returns the peak
@@ -359,14 +371,19 @@ func (a agentRun) busy(ctx context.Context, pid int) (busyFigures, error) {
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	var peak int64
+	b := busyFigures{fileMiB: a.busyMiB}
 	for {
 		if kb, err := rssKiB(pid); err == nil {
-			peak = max(peak, kb)
+			b.peak = max(b.peak, kb)
+		}
+		if m, err := readSnapshotMappings(pid); err == nil &&
+			(m.count > b.snapshots.count || m.count == b.snapshots.count && m.rss > b.snapshots.rss) {
+			b.snapshots = m
 		}
 		select {
 		case <-done:
-			return busyFigures{peak: peak, overlapped: mostAtOnce(runs)}, errors.Join(errs...)
+			b.overlapped = mostAtOnce(runs)
+			return b, errors.Join(errs...)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

@@ -73,10 +73,21 @@ func (r *report) idleRSS(what string, rss rssReadings) {
 }
 
 // busy prints the memory while concurrentCalls ran, and fails if they did
-// not all run at once: the figure would not be what it says.
+// not all run at once: the figure would not be what it says. Of the
+// snapshot mappings (one per running call of a snapshot tool) it prints
+// what they hold resident, split into the pages the calls wrote (their
+// own copies) and the image's pages they map.
 func (r *report) busy(b busyFigures) {
-	what := fmt.Sprintf("RSS peak during %d concurrent hash_file calls (32 MiB file; %d ran at once)", concurrentCalls, b.overlapped)
+	what := fmt.Sprintf("RSS peak during %d concurrent hash_file calls (%d MiB file; %d ran at once)", concurrentCalls, b.fileMiB, b.overlapped)
 	r.bounded(what, fmt.Sprintf("%.1f MiB", mib(b.peak)), fmt.Sprintf("%d calls at once", concurrentCalls), b.overlapped == concurrentCalls)
+	s := b.snapshots
+	if s.count == 0 {
+		r.row("snapshot mappings during those calls (smaps)", "none: hash_file is not a snapshot tool")
+		return
+	}
+	r.row(fmt.Sprintf("snapshot mappings during those calls (smaps): %d, of %.1f MiB of image each", s.count, mib(s.size)/float64(s.count)),
+		fmt.Sprintf("resident %.1f MiB (Pss %.1f MiB): %.1f MiB the calls wrote (Anonymous), %.1f MiB of image pages they map; %d copies of the image would be %.1f MiB",
+			mib(s.rss), mib(s.pss), mib(s.written), mib(s.rss-s.written), s.count, mib(s.size)))
 }
 
 // err names every figure over its budget.

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMostAtOnceCountsCallsThatShareAMoment(t *testing.T) {
@@ -42,4 +44,31 @@ func TestReportFailsWhenAFigureIsOverItsBudget(t *testing.T) {
 			assert.Contains(t, err.Error(), what)
 		}
 	}
+}
+
+func TestSnapshotMappingsAreSummedFromSmaps(t *testing.T) {
+	smaps := `7f0000000000-7f0000310000 rw-p 00000000 00:01 1234                       /memfd:aip-snapshot (deleted)
+Size:               3136 kB
+Rss:                 800 kB
+Pss:                 450 kB
+Shared_Dirty:        700 kB
+Private_Dirty:       100 kB
+Anonymous:           100 kB
+7f0000310000-7f0004000000 rw-p 00000000 00:00 0
+Size:              62400 kB
+Rss:                  64 kB
+Pss:                  64 kB
+Private_Dirty:        64 kB
+Anonymous:            64 kB
+7f0100000000-7f0100310000 rw-p 00000000 00:01 1234                       /memfd:aip-snapshot (deleted)
+Size:               3136 kB
+Rss:                 600 kB
+Pss:                 320 kB
+Shared_Dirty:        560 kB
+Private_Dirty:        40 kB
+Anonymous:            40 kB
+`
+	m, err := parseSnapshotMappings(strings.NewReader(smaps))
+	require.NoError(t, err)
+	assert.Equal(t, snapshotMappings{count: 2, size: 6272, rss: 1400, written: 140, pss: 770}, m)
 }

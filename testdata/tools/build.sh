@@ -1,7 +1,10 @@
 #!/bin/sh
 # Rebuilds the tool fixtures:
 #  - the hostile and tiny tools, from their .wat sources, with wat2wasm from
-#    Debian's wabt package (apt-get install -y wabt);
+#    Debian's wabt package (apt-get install -y wabt): commands here, and
+#    reactors (the form started from a snapshot) in reactor/;
+#  - reactor/: also some of the commands in the reactor form, made from the
+#    same .wat by reactor() below, for the tests that run a tool both ways;
 #  - the tools written in C (symlinks.c), with clang and Debian's wasi-libc
 #    (apt-get install -y clang lld wasi-libc libclang-rt-14-dev-wasm32);
 #  - invalid/: modules only instrumenting refuses, likewise, then packed and
@@ -16,12 +19,25 @@
 # ed25519 signatures are deterministic, so a rebuild gives the same bytes.
 set -eu
 cd "$(dirname "$0")"
-for w in *.wat; do
+for w in *.wat reactor/*.wat; do
 	wat2wasm "$w" -o "${w%.wat}.wasm"
 done
 for c in *.c; do
 	clang --target=wasm32-wasi -O2 -Wall -Wextra -Wl,--strip-all -o "${c%.c}.wasm" "$c"
 	chmod 644 "${c%.c}.wasm" # a module is data, not a host executable
+done
+
+# reactor NAME: NAME.wat as a reactor. Its _start becomes a function that
+# aip_call calls, returning status 0 unless it exits first, and an empty
+# _initialize is added. Every command .wat exports _start as (func
+# (export "_start") ...) and ends with the module's closing parenthesis.
+reactor() {
+	sed -e 's/(func (export "_start")/(func $aip_main/' -e '$ s/)$//' "$1.wat"
+	echo '  (func (export "_initialize"))'
+	echo '  (func (export "aip_call") (result i32) (call $aip_main) (i32.const 0)))'
+}
+for n in echo escape_dotdot escape_symlink flood errflood; do
+	reactor "$n" | wat2wasm - -o "reactor/$n.wasm"
 done
 # invalid/: modules that pass the agent's checks but not wazero's
 # validation, which wat2wasm would refuse to build; they are packed with

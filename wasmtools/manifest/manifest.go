@@ -37,7 +37,28 @@ type Manifest struct {
 	OutputSchema map[string]any `json:"output_schema,omitempty"`
 	Capabilities Capabilities   `json:"capabilities,omitzero"`
 	Limits       Limits         `json:"limits,omitzero"`
+	// Init says how the calls of a module in the reactor form start. Empty
+	// means InitSnapshot for a reactor; a command has only InitPlain.
+	Init Init `json:"init,omitempty"`
 }
+
+// Init is how the calls of a tool start (package wasmtools/abi tells the
+// forms apart).
+type Init string
+
+// The values of Init.
+const (
+	// InitSnapshot: the reactor is initialized once per loaded version,
+	// and each call starts a fresh instance from a snapshot of its state
+	// then. A module that cannot be snapshotted is refused at load.
+	InitSnapshot Init = "snapshot"
+	// InitSnapshotOrPlain is InitSnapshot, but a module that cannot be
+	// snapshotted starts each call plainly instead.
+	InitSnapshotOrPlain Init = "snapshot-or-plain"
+	// InitPlain: each call instantiates the module and runs its
+	// initialization, then the tool.
+	InitPlain Init = "plain"
+)
 
 // Capabilities are what a tool asks to use. It gets at most these, and
 // only as far as the operator's policy grants them.
@@ -128,6 +149,11 @@ func (m *Manifest) Validate() error {
 	}
 	if err := m.Capabilities.validate(); err != nil {
 		return fail("field \"capabilities\": %w", err)
+	}
+	switch m.Init {
+	case "", InitSnapshot, InitSnapshotOrPlain, InitPlain:
+	default:
+		return fail("field \"init\": want %s, %s or %s, got %q", InitSnapshot, InitSnapshotOrPlain, InitPlain, m.Init)
 	}
 	return nil
 }

@@ -17,7 +17,8 @@ const readFile = `{
   "tool_type": "data_collection",
   "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
   "capabilities": {"dirs": [{"path": "*", "mode": "ro"}, {"path": "/etc/kiosk", "mode": "rw"}], "env": ["TZ"]},
-  "limits": {"fuel": 1000000, "timeout": "5s", "memory": "32MiB"}
+  "limits": {"fuel": 1000000, "timeout": "5s", "memory": "32MiB"},
+  "init": "snapshot-or-plain"
 }`
 
 func TestParseReadsEveryField(t *testing.T) {
@@ -29,6 +30,7 @@ func TestParseReadsEveryField(t *testing.T) {
 	assert.Equal(t, []Dir{{Path: AnyDir, Mode: ReadOnly}, {Path: "/etc/kiosk", Mode: ReadWrite}}, m.Capabilities.Dirs)
 	assert.Equal(t, []string{"TZ"}, m.Capabilities.Env)
 	assert.Equal(t, Limits{Fuel: 1000000, Timeout: Duration(5 * time.Second), Memory: 32 << 20}, m.Limits)
+	assert.Equal(t, InitSnapshotOrPlain, m.Init)
 }
 
 func TestParseRefusesBadManifests(t *testing.T) {
@@ -47,6 +49,7 @@ func TestParseRefusesBadManifests(t *testing.T) {
 		`{"name":"t",` + base + `,"limits":{"timeout":"soon"}}`:                                 `duration "soon"`,
 		`{"name":"t",` + base + `,"limits":{"memory":"32MB"}}`:                                  `size "32MB"`,
 		`{"name":"t",` + base + `} {}`:                                                          `trailing data`,
+		`{"name":"t",` + base + `,"init":"wizer"}`:                                              `field "init": want snapshot, snapshot-or-plain or plain, got "wizer"`,
 	} {
 		_, err := Parse([]byte(doc))
 		assert.ErrorContains(t, err, want, doc)

@@ -259,6 +259,24 @@ func readValTypes(r *wasmbin.Reader) ([]byte, error) {
 }
 
 func (l *layout) readImports(p []byte) error {
+	return forEachImport(p, func(module, field string, kind byte, desc []byte) error {
+		if module == HostModule {
+			return fmt.Errorf("import %q.%q: module name %q is reserved for fuel metering", module, field, HostModule)
+		}
+		switch kind {
+		case externFunc:
+			l.importedFuncs++
+		case externTable:
+			l.importedTables++
+		case externGlobal:
+			l.globalTypes = append(l.globalTypes, desc[0])
+		}
+		return nil
+	})
+}
+
+// forEachImport calls fn with each entry of an import section.
+func forEachImport(p []byte, fn func(module, field string, kind byte, desc []byte) error) error {
 	r := wasmbin.NewReader(p)
 	n, err := r.Count(minImportSize)
 	if err != nil {
@@ -273,20 +291,12 @@ func (l *layout) readImports(p []byte) error {
 		if err != nil {
 			return fmt.Errorf("import %d: %w", i, err)
 		}
-		if module == HostModule {
-			return fmt.Errorf("import %q.%q: module name %q is reserved for fuel metering", module, field, HostModule)
-		}
 		kind, desc, err := readImportDesc(r)
 		if err != nil {
 			return fmt.Errorf("import %q.%q: %w", module, field, err)
 		}
-		switch kind {
-		case externFunc:
-			l.importedFuncs++
-		case externTable:
-			l.importedTables++
-		case externGlobal:
-			l.globalTypes = append(l.globalTypes, desc[0])
+		if err := fn(module, field, kind, desc); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -45,7 +45,7 @@ func rewrite(wasm []byte, maxDepth uint32) ([]byte, error) {
 	plans := g.plan(maxDepth)
 	rw := &rewriter{l: l, plans: plans, body: bodyRewriter{l: l, maxDepth: maxDepth, plans: plans, forward: map[int]bool{}}}
 	out := wasmbin.AppendModuleHeader(make([]byte, 0, len(wasm)+len(wasm)/4))
-	for _, s := range withRequiredSections(sections) {
+	for _, s := range withSections(sections, requiredSections...) {
 		s, keep, err := rw.rewriteSection(s)
 		if err != nil {
 			return nil, err
@@ -63,10 +63,10 @@ func rewrite(wasm []byte, maxDepth uint32) ([]byte, error) {
 	return out, nil
 }
 
-// withRequiredSections inserts an empty section, at its place in the
-// section order, for each required section the module lacks.
-func withRequiredSections(sections []wasmbin.Section) []wasmbin.Section {
-	for _, id := range requiredSections {
+// withSections inserts an empty section, at its place in the section
+// order, for each of ids the module lacks.
+func withSections(sections []wasmbin.Section, ids ...byte) []wasmbin.Section {
+	for _, id := range ids {
 		at := len(sections)
 		for i, s := range sections {
 			if s.ID == id {

@@ -1,12 +1,17 @@
 // Package sdk is the guest side of the edgeaip tool ABI, for tools written
 // in Go and compiled with GOOS=wasip1 GOARCH=wasm.
 //
-// The ABI: a tool is a WASI preview1 command module. Its parameters arrive
-// on stdin as one JSON object; what it writes to stdout is its result,
-// taken as JSON when it is JSON; exit status 0 is success, and anything
-// else is failure, with the tail of stderr as the error.
+// The ABI: a tool's parameters arrive on stdin as one JSON object; what it
+// writes to stdout is its result, taken as JSON when it is JSON; exit
+// status 0 is success, and anything else is failure, with the tail of
+// stderr as the error.
 //
-// With this package a tool is a function:
+// With this package a tool is a function. Package
+// [github.com/edgeaip/edgeaip/wasmtools/sdk/reactor] builds it in the
+// reactor form, which an agent initializes once and starts every call from
+// a snapshot of: the Go runtime's start-up, some 8 ms, is paid once per
+// loaded version instead of at every call. Run builds it as a WASI
+// command, whose every call starts the runtime afresh (ABI v1):
 //
 //	type params struct {
 //		Path string `json:"path"`
@@ -36,14 +41,17 @@ const (
 	ExitBadParams = 2 // stdin was not a JSON object matching P
 )
 
-// Run reads the parameters from stdin into a P, calls fn, and writes its
-// result to stdout as JSON. If fn fails, or the parameters do not decode,
-// it writes the error to stderr and exits non-zero. It does not return.
+// Run runs the tool fn as a WASI command: Invoke on the process's stdin,
+// stdout and stderr, then exit with its status. It does not return.
 func Run[P any](fn func(P) (any, error)) {
-	os.Exit(run(os.Stdin, os.Stdout, os.Stderr, fn))
+	os.Exit(Invoke(os.Stdin, os.Stdout, os.Stderr, fn))
 }
 
-func run[P any](stdin io.Reader, stdout, stderr io.Writer, fn func(P) (any, error)) int {
+// Invoke runs the tool fn once: it reads the parameters from stdin into a
+// P, calls fn, and writes its result to stdout as JSON. If fn fails, or
+// the parameters do not decode, it writes the error to stderr. It returns
+// the exit status: 0, ExitFailed or ExitBadParams.
+func Invoke[P any](stdin io.Reader, stdout, stderr io.Writer, fn func(P) (any, error)) int {
 	var p P
 	dec := json.NewDecoder(stdin)
 	dec.DisallowUnknownFields()

@@ -24,7 +24,7 @@ func double(p params) (any, error) {
 
 func TestRunWritesResultAsJSON(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := run(strings.NewReader(`{"n":21}`), &out, &errOut, double)
+	code := Invoke(strings.NewReader(`{"n":21}`), &out, &errOut, double)
 	assert.Equal(t, 0, code)
 	assert.JSONEq(t, `{"n":42}`, out.String())
 	assert.Empty(t, errOut.String())
@@ -32,7 +32,7 @@ func TestRunWritesResultAsJSON(t *testing.T) {
 
 func TestRunReportsToolErrorOnStderr(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := run(strings.NewReader(`{"n":-1}`), &out, &errOut, double)
+	code := Invoke(strings.NewReader(`{"n":-1}`), &out, &errOut, double)
 	assert.Equal(t, ExitFailed, code)
 	assert.Contains(t, errOut.String(), "n must not be negative")
 	assert.Empty(t, out.String())
@@ -41,7 +41,7 @@ func TestRunReportsToolErrorOnStderr(t *testing.T) {
 func TestRunRejectsUnknownAndMistypedParameters(t *testing.T) {
 	for _, in := range []string{`{"m":1}`, `{"n":"x"}`, `[1]`} {
 		var out, errOut bytes.Buffer
-		code := run(strings.NewReader(in), &out, &errOut, double)
+		code := Invoke(strings.NewReader(in), &out, &errOut, double)
 		assert.Equal(t, ExitBadParams, code, in)
 		assert.Contains(t, errOut.String(), "parameters:", in)
 	}
@@ -49,13 +49,13 @@ func TestRunRejectsUnknownAndMistypedParameters(t *testing.T) {
 
 func TestRunAcceptsEmptyStdin(t *testing.T) {
 	var out, errOut bytes.Buffer
-	assert.Equal(t, 0, run(strings.NewReader(""), &out, &errOut, double))
+	assert.Equal(t, 0, Invoke(strings.NewReader(""), &out, &errOut, double))
 	assert.JSONEq(t, `{"n":0}`, out.String())
 }
 
 func TestRunExplainsPathsOutsideGrantedDirs(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := run(strings.NewReader(`{}`), &out, &errOut, func(params) (any, error) {
+	code := Invoke(strings.NewReader(`{}`), &out, &errOut, func(params) (any, error) {
 		return nil, &fs.PathError{Op: "open", Path: "/etc/passwd", Err: syscall.EBADF}
 	})
 	assert.Equal(t, ExitFailed, code)
@@ -64,7 +64,7 @@ func TestRunExplainsPathsOutsideGrantedDirs(t *testing.T) {
 
 func TestRunExplainsRefusedSymlinks(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := run(strings.NewReader(`{}`), &out, &errOut, func(params) (any, error) {
+	code := Invoke(strings.NewReader(`{}`), &out, &errOut, func(params) (any, error) {
 		return nil, &fs.PathError{Op: "open", Path: "/data/link", Err: syscall.EPERM}
 	})
 	assert.Equal(t, ExitFailed, code)
@@ -73,7 +73,7 @@ func TestRunExplainsRefusedSymlinks(t *testing.T) {
 
 func TestRunExplainsReadOnlyGrants(t *testing.T) {
 	var out, errOut bytes.Buffer
-	run(strings.NewReader(`{}`), &out, &errOut, func(params) (any, error) {
+	Invoke(strings.NewReader(`{}`), &out, &errOut, func(params) (any, error) {
 		return nil, &fs.PathError{Op: "open", Path: "/data/new.txt", Err: syscall.EROFS}
 	})
 	assert.Equal(t, "open /data/new.txt: this tool was granted that directory read-only\n", errOut.String())

@@ -101,6 +101,7 @@ func (i *installTool) install(ctx context.Context, params map[string]any) (proto
 		t.close(ctx)
 		return none, false, fmt.Errorf("%w (deployed module)", err)
 	}
+	b.logStart(t)
 	old := m.FindBase(ns, mod.Manifest.Name)
 	if err := m.CanSwapBase(old, t); err != nil {
 		t.close(ctx)

@@ -135,6 +135,9 @@ func (b *Toolbox) RefuseUninstrumented(ctx context.Context, tools []computer.Too
 		if ctx.Err() != nil {
 			return
 		}
+		if err == nil {
+			b.logStart(w)
+		}
 		// A tool replaced by a deployed version meanwhile is out of the
 		// inventory already.
 		if !errors.Is(err, sandbox.ErrRefused) || !m.RemoveBase(w) {
@@ -144,6 +147,19 @@ func (b *Toolbox) RefuseUninstrumented(ctx context.Context, tools []computer.Too
 		b.refuse(Refusal{Path: w.where, Error: fmt.Sprintf("%v (%s)", err, w.where)})
 		w.close(ctx)
 		b.changed()
+	}
+}
+
+// logStart says how a ready tool's calls start: a snapshot tool's
+// initialization is paid once, here, and a tool that asked for a snapshot
+// and could not have one says why.
+func (b *Toolbox) logStart(w *wasmTool) {
+	in := w.mod.Initialization()
+	switch {
+	case in.Fallback != nil:
+		b.log.Warn("tool starts plainly", "tool", w.mod.Name(), "path", w.where, "reason", in.Fallback)
+	case w.mod.Start() == sandbox.StartSnapshot:
+		b.log.Info("tool initialized", "tool", w.mod.Name(), "fuel", in.Usage.Fuel, "took", in.Usage.Wall.Round(time.Microsecond), "memory_pages", in.Usage.MemoryPages)
 	}
 }
 

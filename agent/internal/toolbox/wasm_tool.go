@@ -48,7 +48,9 @@ func (t *wasmTool) Info() protocol.MCPToolInfo {
 }
 
 // meta is what an operator needs to know about a loaded module: which one
-// it is, who signed it, what it asked for and what it was granted.
+// it is, who signed it, what it asked for and what it was granted, and how
+// its calls start (sandbox.Start: from a snapshot, plainly, or as a
+// command).
 func (t *wasmTool) meta() map[string]any {
 	requested := map[string]any{}
 	if dirs := t.tool.Manifest().Capabilities.Dirs; len(dirs) > 0 {
@@ -80,6 +82,7 @@ func (t *wasmTool) meta() map[string]any {
 		"granted":      granted,
 		"limits":       map[string]any{"timeout": l.Timeout.String(), "memory_pages": l.MemoryPages, "fuel": l.Fuel},
 		"signature":    signatureState(t.verdict),
+		"start":        string(t.mod.Start()),
 	}
 	if v := t.tool.Manifest().Version; v != "" {
 		meta["version"] = v

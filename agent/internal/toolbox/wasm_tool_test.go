@@ -98,6 +98,7 @@ func TestInventoryShowsSignerCapabilitiesAndGrants(t *testing.T) {
 	assert.Equal(t, "1.0.0", meta["version"])
 	assert.Equal(t, "embedded", meta["manifest"])
 	assert.Len(t, meta["sha256"], 64)
+	assert.Equal(t, "command", meta["start"], "each call runs _start")
 
 	escape, err := l.loadFile(context.Background(), "ns", filepath.Join(testenv.TestdataTools(), "escape_symlink.wasm"))
 	require.NoError(t, err)
@@ -106,4 +107,16 @@ func TestInventoryShowsSignerCapabilitiesAndGrants(t *testing.T) {
 	assert.Equal(t, "sidecar", meta["manifest"])
 	assert.Equal(t, map[string]any{"dirs": []any{map[string]any{"path": "*", "mode": "rw"}}}, meta["capabilities"])
 	assert.Equal(t, map[string]any{"dirs": []any{map[string]any{"path": "/data", "mode": "ro"}}}, meta["granted"], "rw requested, ro granted")
+}
+
+func TestInventoryShowsThatAReactorStartsFromASnapshot(t *testing.T) {
+	l := newLoader(t, config.Config{})
+	dir := t.TempDir()
+	c := filepath.Join(testenv.Root(), "wasmtools", "examples", "c", "dir_usage", "dir_usage.wasm")
+	b, err := os.ReadFile(c)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "dir_usage.wasm"), b, 0o644))
+	tool, err := l.loadFile(context.Background(), "ns", filepath.Join(dir, "dir_usage.wasm"))
+	require.NoError(t, err)
+	assert.Equal(t, "snapshot", tool.Info().Meta["start"])
 }

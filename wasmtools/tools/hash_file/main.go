@@ -8,25 +8,29 @@ import (
 	"io"
 	"os"
 
-	"github.com/edgeaip/edgeaip/wasmtools/sdk"
+	"github.com/edgeaip/edgeaip/wasmtools/sdk/reactor"
 )
 
 type params struct {
 	Path string `json:"path"`
 }
 
-func main() {
-	sdk.Run(func(p params) (any, error) {
-		f, err := os.Open(p.Path)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		h := sha256.New()
-		n, err := io.Copy(h, f)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"path": p.Path, "sha256": hex.EncodeToString(h.Sum(nil)), "size": n}, nil
-	})
+// In the reactor form, main is not run: the tool is registered during
+// initialization, which the agent snapshots.
+func init() { reactor.Handle(hashFile) }
+
+func main() {}
+
+func hashFile(p params) (any, error) {
+	f, err := os.Open(p.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"path": p.Path, "sha256": hex.EncodeToString(h.Sum(nil)), "size": n}, nil
 }

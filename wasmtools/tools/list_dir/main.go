@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/edgeaip/edgeaip/wasmtools/sdk"
+	"github.com/edgeaip/edgeaip/wasmtools/sdk/reactor"
 )
 
 type params struct {
@@ -18,22 +18,26 @@ type entry struct {
 	Size int64  `json:"size"`
 }
 
-func main() {
-	sdk.Run(func(p params) (any, error) {
-		des, err := os.ReadDir(p.Path)
-		if err != nil {
-			return nil, err
+// In the reactor form, main is not run: the tool is registered during
+// initialization, which the agent snapshots.
+func init() { reactor.Handle(listDir) }
+
+func main() {}
+
+func listDir(p params) (any, error) {
+	des, err := os.ReadDir(p.Path)
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]entry, 0, len(des))
+	for _, de := range des {
+		e := entry{Name: de.Name(), Type: kind(de.Type())}
+		if fi, err := de.Info(); err == nil && de.Type().IsRegular() {
+			e.Size = fi.Size()
 		}
-		entries := make([]entry, 0, len(des))
-		for _, de := range des {
-			e := entry{Name: de.Name(), Type: kind(de.Type())}
-			if fi, err := de.Info(); err == nil && de.Type().IsRegular() {
-				e.Size = fi.Size()
-			}
-			entries = append(entries, e)
-		}
-		return map[string]any{"path": p.Path, "entries": entries}, nil
-	})
+		entries = append(entries, e)
+	}
+	return map[string]any{"path": p.Path, "entries": entries}, nil
 }
 
 func kind(m os.FileMode) string {

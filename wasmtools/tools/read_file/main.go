@@ -8,7 +8,7 @@ import (
 	"os"
 	"unicode/utf8"
 
-	"github.com/edgeaip/edgeaip/wasmtools/sdk"
+	"github.com/edgeaip/edgeaip/wasmtools/sdk/reactor"
 )
 
 type params struct {
@@ -26,28 +26,32 @@ type result struct {
 
 const defaultMaxBytes = 256 << 10
 
-func main() {
-	sdk.Run(func(p params) (any, error) {
-		if p.MaxBytes <= 0 {
-			p.MaxBytes = defaultMaxBytes
-		}
-		f, err := os.Open(p.Path)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			return nil, err
-		}
-		b, err := io.ReadAll(io.LimitReader(f, p.MaxBytes))
-		if err != nil {
-			return nil, err
-		}
-		r := result{Path: p.Path, Size: fi.Size(), Content: string(b), Encoding: "utf-8", Truncated: fi.Size() > int64(len(b))}
-		if !utf8.Valid(b) {
-			r.Content, r.Encoding = base64.StdEncoding.EncodeToString(b), "base64"
-		}
-		return r, nil
-	})
+// In the reactor form, main is not run: the tool is registered during
+// initialization, which the agent snapshots.
+func init() { reactor.Handle(readFile) }
+
+func main() {}
+
+func readFile(p params) (any, error) {
+	if p.MaxBytes <= 0 {
+		p.MaxBytes = defaultMaxBytes
+	}
+	f, err := os.Open(p.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, p.MaxBytes))
+	if err != nil {
+		return nil, err
+	}
+	r := result{Path: p.Path, Size: fi.Size(), Content: string(b), Encoding: "utf-8", Truncated: fi.Size() > int64(len(b))}
+	if !utf8.Valid(b) {
+		r.Content, r.Encoding = base64.StdEncoding.EncodeToString(b), "base64"
+	}
+	return r, nil
 }

@@ -7,6 +7,13 @@
  *   result (stdout):     {"path": "/data/kiosk", "files": 12, "dirs": 3, "bytes": 40960}
  *   failure:             a message on stderr, exit status 1
  *
+ * It takes the ABI's reactor form (wasi-libc's reactor model): the agent
+ * runs its initialization (_initialize: wasi-libc's and the constructors)
+ * once per loaded version and snapshots it, and each call runs aip_call in
+ * a fresh instance started from that snapshot. aip_call returns the exit
+ * status, so what stdio buffers must be flushed first: no exit() does it.
+ * Static variables start each call as initialization left them.
+ *
  * The agent validates the parameters against the manifest's input_schema
  * before the tool runs, so the parser below only needs to read an object
  * of string members. Symbolic links are counted as files, never followed.
@@ -162,7 +169,8 @@ static void put_json_string(const char *s) {
 	putchar('"');
 }
 
-int main(void) {
+/* run is the tool: one call. */
+static int run(void) {
 	static char in[MAX_INPUT + 1];
 	size_t n = fread(in, 1, MAX_INPUT, stdin);
 	if (!feof(stdin)) {
@@ -184,4 +192,13 @@ int main(void) {
 	put_json_string(path);
 	printf(",\"files\":%llu,\"dirs\":%llu,\"bytes\":%llu}\n", u.files, u.dirs, u.bytes);
 	return 0;
+}
+
+/* aip_call is the tool's entry in the reactor form: run, with stdout
+ * flushed before the status goes back. */
+__attribute__((export_name("aip_call"))) int aip_call(void) {
+	int rc = run();
+	if (fflush(stdout) != 0 && rc == 0)
+		rc = 1;
+	return rc;
 }

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// snapshotMark names the mappings of tool snapshots in smaps: the memfd
+// the sandbox maps copy-on-write into each call's memory.
+const snapshotMark = "memfd:aip-snapshot"
+
+// snapshotMappings sums, in KiB, what /proc/PID/smaps says of the
+// mappings of tool snapshots: each running call of a snapshot tool has
+// one, over the start of its memory. A page a call writes is copied into
+// an anonymous page of its own; the rest of what is resident are the
+// image's pages, in the memfd, which every call maps (smaps calls a
+// shared memory page dirty whether or not a call wrote it, so Dirty says
+// nothing here, and a page only one mapping holds at the moment counts as
+// private).
+type snapshotMappings struct {
+	count   int
+	size    int64 // the images mapped, whole
+	rss     int64 // resident: pages read or written
+	written int64 // Anonymous: pages the calls wrote, copied
+	pss     int64 // Pss: resident, each shared page divided among its mappers
+}
+
+// readSnapshotMappings reads the snapshot mappings of process pid.
+func readSnapshotMappings(pid int) (snapshotMappings, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return snapshotMappings{}, err
+	}
+	defer f.Close()
+	return parseSnapshotMappings(f)
+}
+
+// parseSnapshotMappings reads smaps: a header line per mapping (address
+// range, permissions, offset, device, inode, path), then "Field: N kB"
+// lines.
+func parseSnapshotMappings(r io.Reader) (snapshotMappings, error) {
+	var m snapshotMappings
+	in := false
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		if !strings.HasSuffix(fields[0], ":") {
+			in = len(fields) >= 6 && strings.Contains(fields[5], snapshotMark)
+			if in {
+				m.count++
+			}
+			continue
+		}
+		if !in || len(fields) < 2 {
+			continue
+		}
+		kb, err := strconv.ParseInt(fields[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch fields[0] {
+		case "Size:":
+			m.size += kb
+		case "Rss:":
+			m.rss += kb
+		case "Anonymous:":
+			m.written += kb
+		case "Pss:":
+			m.pss += kb
+		}
+	}
+	return m, sc.Err()
+}
+
+// snapshotImages is the memory, in KiB, that the snapshot images process
+// pid holds take, and how many there are: each is a memfd, counted in no
+// RSS while no call maps it, though its pages are memory all the same.
+func snapshotImages(pid int) (count int, kib int64, err error) {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		if link, err := os.Readlink(path); err != nil || !strings.Contains(link, snapshotMark) {
+			continue
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			continue // closed since it was listed
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			count++
+			kib += st.Blocks * 512 / 1024
+		}
+	}
+	return count, kib, nil
+}
