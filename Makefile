@@ -10,12 +10,16 @@ TOOLS    := read_file write_file list_dir hash_file
 #
 # clang, lld, wasi-libc and its runtime library build the tools in C: the
 # example (wasmtools/examples/c/dir_usage), which an aipctl test rebuilds,
-# and the symlinks fixture (make fixtures).
+# the tool aipctl tool init writes with --lang c, which an aipctl test
+# builds, and the symlinks fixture (make fixtures).
 APT_PACKAGES := clang lld wasi-libc libclang-rt-14-dev-wasm32
 # wabt's wat2wasm rebuilds the .wat fixtures (make fixtures).
 APT_PACKAGES += wabt
 # The kiosk test and the dashboard's end-to-end test drive Debian's chromium.
 APT_PACKAGES += chromium
+# tmux gives tests a terminal, where what a user sees there matters (make
+# demo waits for Enter only on a terminal: e2e/demo_test.go).
+APT_PACKAGES += tmux
 # The agent built for arm64, armv7 and riscv64 runs under qemu-user
 # (e2e's cross-architecture test).
 APT_PACKAGES += qemu-user-static

@@ -73,7 +73,7 @@ func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 // -benchtime=1x: each iteration starts a fresh server, and takes minutes.
 func BenchmarkReadBurst(b *testing.B) {
 	const settleAfterBurst = 130 * time.Second
-	bin := buildCommand(b, "aip-server")
+	bin := testenv.Command(b, "aip-server")
 	for _, n := range []int{2000, 3000} {
 		b.Run(fmt.Sprintf("reads=%d", n), func(b *testing.B) {
 			var files, rss, settled float64

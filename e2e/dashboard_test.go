@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -12,8 +13,11 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/edgeaip/edgeaip/agent"
+	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/wasmtools/signature"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -133,6 +137,36 @@ func jsString(s string) string {
 
 func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 
+// eval is the value of the JavaScript expression expr on the page.
+func eval[T any](p *page, expr string) T {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, stepTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	require.NoError(p.t, err, expr)
+	return v
+}
+
+// display is the computed CSS display of the element sel: "none" if it
+// takes no room on the page.
+func (p *page) display(sel string) string {
+	p.t.Helper()
+	return eval[string](p, `getComputedStyle(document.querySelector(`+jsString(sel)+`)).display`)
+}
+
+// withSignedEcho adds the fixture signed_echo, signed with the test key,
+// which the agent trusts; the other tools may stay unsigned.
+func withSignedEcho(t *testing.T) agentOption {
+	dir := filepath.Join(t.TempDir(), "signed")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "signed_echo.wasm"), testenv.ReadSigned(t, "signed_echo"), 0o644))
+	optional := false
+	return func(c *agent.Config) {
+		c.ToolDirs = append(c.ToolDirs, "signed="+dir)
+		c.TrustedKeys, c.RequireSigned = []ed25519.PublicKey{testenv.TestKey(t)}, &optional
+	}
+}
+
 func TestTheDashboardLogsInRunsAToolAndFollowsAPlan(t *testing.T) {
 	p := newPage(t)
 	c := newCluster(t)
@@ -142,14 +176,22 @@ func TestTheDashboardLogsInRunsAToolAndFollowsAPlan(t *testing.T) {
 
 	// Log in: the token goes in once; the cookie carries the login. No
 	// device is enrolled yet.
-	p.do("login",
+	p.do("login page",
 		chromedp.Navigate(c.http.URL+"/"),
 		chromedp.WaitVisible(css("#login-token")),
 		p.shot("1-login"),
+	)
+	// Logged out, the navigation and "Log out" are not shown: the hidden
+	// attribute wins over nav's display: flex.
+	assert.Equal(t, "none", p.display("#nav"), "the navigation is not displayed when logged out")
+	assert.False(t, eval[bool](p, `document.getElementById("logout").checkVisibility()`), "no Log out when logged out")
+	p.do("login",
 		chromedp.SendKeys(css("#login-token"), c.api.Token),
 		chromedp.Click(css("#login-submit")),
 		chromedp.WaitVisible(css("#view p.muted")),
 	)
+	assert.Equal(t, "flex", p.display("#nav"), "logged in, the navigation shows")
+	assert.True(t, eval[bool](p, `document.getElementById("logout").checkVisibility()`))
 
 	// The open page shows a device enrolled after it, and then on the
 	// device's page, that it comes online and when it was last seen.
@@ -163,7 +205,7 @@ func TestTheDashboardLogsInRunsAToolAndFollowsAPlan(t *testing.T) {
 		chromedp.WaitVisible(css("#device-state.offline")),
 	)
 	assert.Equal(t, "never", p.text("#device-last-seen"))
-	c.startAgent("kiosk-1", tokenFile, withMounts(sandbox.Mount{HostPath: files, GuestPath: files}))
+	c.startAgent("kiosk-1", tokenFile, withMounts(sandbox.Mount{HostPath: files, GuestPath: files}), withSignedEcho(t))
 	p.do("online", chromedp.WaitVisible(css("#device-state.online")))
 	assert.Regexp(t, `^\d+s ago$`, p.text("#device-last-seen"))
 
@@ -175,16 +217,34 @@ func TestTheDashboardLogsInRunsAToolAndFollowsAPlan(t *testing.T) {
 	)
 	assert.Equal(t, "online", p.text(`tr[data-device="kiosk-1"] td.state`))
 
+	// The device's page: its tools with who signed them, and a form that
+	// opens on a tool of its own, not on a meta tool.
+	p.do("device page",
+		chromedp.Click(css(`tr[data-device="kiosk-1"] a`)),
+		chromedp.WaitVisible(css(`#tools tr[data-tool="hash_file"]`)),
+		p.shot("3-device"),
+	)
+	keyID := signature.KeyID(testenv.TestKey(t))
+	assert.Equal(t, keyID+" (verified)", p.text(`#tools tr[data-tool="signed_echo"] td.signer`))
+	assert.Equal(t, "unsigned", p.text(`#tools tr[data-tool="hash_file"] td.signer`))
+	assert.Equal(t, "–", p.text(`#tools tr[data-tool="install_tool"] td.signer`), "a meta tool is no module")
+	options := eval[[]string](p, `[...document.querySelectorAll("#run-tool option")].map((o) => o.text)`)
+	require.NotEmpty(t, options)
+	for _, o := range options {
+		assert.NotRegexp(t, `^(install_tool|list_tools) `, o, "no meta tool in the run form")
+	}
+	chosen := eval[string](p, `document.querySelector("#run-tool").selectedOptions[0].text`)
+	assert.Equal(t, options[0], chosen)
+	assert.NotContains(t, p.text("#run-params"), "module", "the form opens on a real tool's parameters")
+
 	// Run hash_file from the device's page and see its result.
 	sum := sha256.Sum256(content)
 	p.do("run hash_file",
-		chromedp.Click(css(`tr[data-device="kiosk-1"] a`)),
-		chromedp.WaitVisible(css(`#tools tr[data-tool="hash_file"]`)),
 		selectOption("#run-tool", "hash_file "),
 		chromedp.SetValue(css("#run-params"), `{"path": `+jsString(filepath.Join(files, "config.txt"))+`}`),
 		chromedp.Click(css("#run-submit")),
 		chromedp.WaitVisible(css("#run-status.success")),
-		p.shot("3-device-hash_file"),
+		p.shot("4-device-hash_file"),
 	)
 	assert.Contains(t, p.text("#run-output"), hex.EncodeToString(sum[:]))
 
@@ -196,11 +256,11 @@ func TestTheDashboardLogsInRunsAToolAndFollowsAPlan(t *testing.T) {
 		chromedp.Click(css(`nav a[href="#/dispatch"]`)),
 		chromedp.WaitVisible(css("#dispatch-plan")),
 		chromedp.SetValue(css("#dispatch-plan"), plan),
-		p.shot("4-dispatch"),
+		p.shot("5-dispatch"),
 		chromedp.Click(css("#dispatch-submit")),
 		chromedp.WaitVisible(css("#task-state.completed")),
 		chromedp.WaitVisible(css("#task-steps tbody tr:nth-child(2)")),
-		p.shot("5-task"),
+		p.shot("6-task"),
 	)
 	assert.Contains(t, p.text("#task-events"), "task completed", "the page followed the task's events")
 
@@ -214,7 +274,7 @@ func TestTheDashboardLogsInRunsAToolAndFollowsAPlan(t *testing.T) {
 		chromedp.Click(css("#dispatch-submit")),
 		chromedp.WaitVisible(css("#task-state.completed")),
 		chromedp.WaitVisible(css(`#fleet-devices tr[data-device="kiosk-1"] .badge.completed`)),
-		p.shot("6-fleet"),
+		p.shot("7-fleet"),
 	)
 	assert.Contains(t, p.text("#task-events"), "kiosk-1: completed")
 
@@ -225,7 +285,7 @@ func TestTheDashboardLogsInRunsAToolAndFollowsAPlan(t *testing.T) {
 		// One page: the tasks come a page at a time, and there is no other.
 		chromedp.WaitVisible(css("#tasks-newer[disabled]")),
 		chromedp.WaitVisible(css("#tasks-older[disabled]")),
-		p.shot("7-tasks"),
+		p.shot("8-tasks"),
 	)
 	tasks := p.text("#tasks")
 	assert.Contains(t, tasks, "browser-check")
@@ -245,9 +305,17 @@ func TestTheDashboardLogsInRunsAToolAndFollowsAPlan(t *testing.T) {
 		chromedp.Click(css(`#tasks tr[data-task="`+planTask+`"] a`)),
 		chromedp.WaitVisible(css("#task-state.completed")),
 		chromedp.WaitVisible(css("#task-events li")),
-		p.shot("8-ended-task"),
+		p.shot("9-ended-task"),
 	)
 	assert.Contains(t, p.text("#task-events"), "step 2/2 stock.list_dir success")
+
+	// Log out: back to the login page, without the navigation.
+	p.do("log out",
+		chromedp.Click(css("#logout")),
+		chromedp.WaitVisible(css("#login-token")),
+		p.shot("10-logged-out"),
+	)
+	assert.Equal(t, "none", p.display("#nav"))
 }
 
 func TestAScopedViewersDashboardShowsItsScopeAndEndsWhenRevoked(t *testing.T) {

@@ -41,7 +41,7 @@ func aipctlAs(t *testing.T, bin string, srv *serverProcess, token string, args .
 // the identity and its dashboard login are still there; revoked, it stays
 // revoked across the next restart.
 func TestAScopedIdentityLivesInTheStoreAcrossRestarts(t *testing.T) {
-	server, ctl := buildCommand(t, "aip-server"), buildCommand(t, "aipctl")
+	server, ctl := testenv.Command(t, "aip-server"), testenv.Command(t, "aipctl")
 	data := t.TempDir()
 	srv := startServerProcess(t, server, "127.0.0.1:0", data)
 	ctx := context.Background()
@@ -63,7 +63,7 @@ func TestAScopedIdentityLivesInTheStoreAcrossRestarts(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	_, errOut, code = aipctlAs(t, ctl, srv, ci, "exec", "cafe-1", "echo")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, errOut, `device "cafe-1" is not enrolled`, "outside the scope, as if it did not exist")
+	assert.Equal(t, "aipctl: device cafe-1 is not enrolled\n", errOut, "outside the scope, as if it did not exist")
 	login := dashboardLogin(t, srv, ci)
 
 	// A restart keeps the identity and its login: both are in the store.

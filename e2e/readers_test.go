@@ -17,7 +17,7 @@ import (
 // for every other read, for minutes. The readers are a pool of max(4, 2 ×
 // GOMAXPROCS) connections now. BenchmarkReadBurst measures the memory.
 func TestABurstOfReadsLeavesAServerProcessFewDatabaseFiles(t *testing.T) {
-	bin := buildCommand(t, "aip-server")
+	bin := testenv.Command(t, "aip-server")
 	data := t.TempDir()
 	srv := startServerProcess(t, bin, "127.0.0.1:0", data)
 	pid := srv.cmd.Process.Pid

@@ -31,7 +31,7 @@ import (
 // failed "server restarted", and results that arrive afterwards for a
 // command of the dead process are still recorded, once.
 func TestAKilledServerLosesNoFinishedResult(t *testing.T) {
-	bin := buildCommand(t, "aip-server")
+	bin := testenv.Command(t, "aip-server")
 	data := t.TempDir()
 	srv := startServerProcess(t, bin, "127.0.0.1:0", data)
 	ctx := context.Background()
@@ -131,7 +131,7 @@ func TestAKilledServerLosesNoFinishedResult(t *testing.T) {
 // naming the dir and the process that holds it, and leaves the first one's
 // running task alone.
 func TestASecondServerProcessOnTheSameDataDirExitsNamingTheFirst(t *testing.T) {
-	bin := buildCommand(t, "aip-server")
+	bin := testenv.Command(t, "aip-server")
 	data := t.TempDir()
 	first := startServerProcess(t, bin, "127.0.0.1:0", data)
 	raw := dialDevice(t, first.wsURL(), first.enrollToken(t, "raw-1"), "raw-1")
@@ -154,18 +154,6 @@ func TestASecondServerProcessOnTheSameDataDirExitsNamingTheFirst(t *testing.T) {
 		ActionResults: []protocol.Result{{Status: protocol.ResultSuccess, Result: "ran", CallID: cmd.Actions[0].CallID}}})
 	task := waitEnded(t, first.api, d.SessionID)
 	assert.Equal(t, api.StateCompleted, task.State, "the first server's task was not failed as \"server restarted\": %s", task.Error)
-}
-
-// buildCommand builds ./cmd/name into a temporary directory. go test puts
-// its own go first in the PATH.
-func buildCommand(t testing.TB, name string) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), name)
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
-	cmd.Dir = testenv.Root()
-	b, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", b)
-	return out
 }
 
 // serverProcess is aip-server running as a child process.

@@ -41,7 +41,7 @@ func newTLSFleet(t *testing.T) *tlsFleet {
 	f.certFile, f.keyFile = f.serverCA.Issue(t, testpki.Loopback()).Write(t, f.dir, "server")
 	clientCA, _ := f.fleetCA.WriteCA(t, f.dir, "fleet-ca")
 	deviceCA, deviceKey := f.deviceCA.WriteCA(t, f.dir, "device-ca")
-	f.srv = startServerProcess(t, buildCommand(t, "aip-server"), "127.0.0.1:0", t.TempDir(),
+	f.srv = startServerProcess(t, testenv.Command(t, "aip-server"), "127.0.0.1:0", t.TempDir(),
 		"--tls-cert", f.certFile, "--tls-key", f.keyFile, "--client-ca", clientCA,
 		"--device-ca-cert", deviceCA, "--device-ca-key", deviceKey)
 	roots := x509.NewCertPool()

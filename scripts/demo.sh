@@ -4,7 +4,8 @@
 # the agent trusts, runs list_tools and hash_file on a file of its own,
 # deploys the C example tool without a restart, shows a tampered module
 # refused, dispatches a plan to the devices of a label and follows it live,
-# shows some metrics, and stops both cleanly.
+# shows some metrics, and stops both cleanly. Run on a terminal, it keeps
+# them up for the dashboard until Enter.
 set -euo pipefail
 
 BIN=${BIN:-bin}
@@ -28,15 +29,29 @@ stop() {
 }
 trap stop EXIT INT TERM
 
-# wait_for CMD...: retries CMD for up to 30 s.
+# wait_for CMD...: retries CMD for up to 30 s, and gives up at once if the
+# server or the agent has exited: it will not come.
 wait_for() {
 	for _ in $(seq 150); do
 		"$@" >/dev/null 2>&1 && return 0
+		for pid in $server_pid $agent_pid; do
+			if ! kill -0 "$pid" 2>/dev/null; then
+				echo "a process the demo started (pid $pid) exited" >&2
+				return 1
+			fi
+		done
 		sleep 0.2
 	done
 	echo "timed out waiting for: $*" >&2
 	return 1
 }
+
+# A port that is taken fails the server at once; say so before starting
+# anything, with what to do.
+if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
+	echo "port $PORT on 127.0.0.1 is in use: stop what listens there, or run make demo DEMO_PORT=another" >&2
+	exit 1
+fi
 
 say "starting aip-server on 127.0.0.1:$PORT (data in $WORK/server)"
 "$BIN/aip-server" --listen "127.0.0.1:$PORT" --data "$WORK/server" >"$WORK/server.log" 2>&1 &
@@ -72,6 +87,8 @@ say "aipctl exec kiosk-1 list_tools tool_type=data_collection"
 "$BIN/aipctl" exec kiosk-1 list_tools tool_type=data_collection
 
 say "aipctl exec kiosk-1 hash_file path=$WORK/files/config.txt"
+echo "(hash_file is a Go tool: its first call on a fresh data dir compiles it to machine code, which takes"
+echo " a few seconds; the agent keeps the result in its data dir, so later calls start in milliseconds)"
 "$BIN/aipctl" exec kiosk-1 hash_file path="$WORK/files/config.txt" | tee "$WORK/hash.json"
 want=$(sha256sum "$WORK/files/config.txt" | cut -d' ' -f1)
 grep -q "$want" "$WORK/hash.json"
@@ -114,7 +131,14 @@ if command -v curl >/dev/null; then
 	curl -fsS -H "Authorization: Bearer $AIP_TOKEN" "$AIP_SERVER/metrics" |
 		grep -E '^edgeaip_(devices_connected|commands_total|sessions_ended_total|tool_fuel_total|websocket_frames_total)'
 fi
-echo "the dashboard is at $AIP_SERVER/ (log in with the operator token)"
+if [ -t 0 ] && [ -t 1 ]; then
+	say "the dashboard: $AIP_SERVER/"
+	echo "log in with the operator token: $AIP_TOKEN"
+	echo "aipctl works too, in another shell: export AIP_SERVER=$AIP_SERVER AIP_TOKEN=$AIP_TOKEN"
+	read -r -p "press Enter to stop the server and the agent " _ || true
+else
+	echo "the dashboard is at $AIP_SERVER/ while the demo runs (run make demo on a terminal to keep it up until Enter)"
+fi
 
 say "stopping agent and server"
 # Both exit 0 on SIGTERM once they have shut down cleanly; anything else

@@ -136,7 +136,7 @@ steps:
 	problems := ts.refusal("POST", "/api/dispatch", api.DispatchRequest{ClientID: "kiosk-1", Request: planDoc})
 	assert.Equal(t, []string{
 		"steps[1].parameters.a.a.a.a.a.a.a.a…: nested 31 levels deep; a COMMAND frame has room for 29 (32 levels in all)",
-		`steps[2].tool: device "kiosk-1" has no tool "hash_fiel"`,
+		`steps[2].tool: device "kiosk-1" has no tool "hash_fiel"; did you mean hash_file?`,
 		`steps[3].actions[1].parameters.mode: not allowed (additionalProperties is false), says the input schema of "stock.hash_file" on device "kiosk-1"`,
 		`steps[3].actions[1].parameters.path: got number, want string, says the input schema of "stock.hash_file" on device "kiosk-1"`,
 		`steps[4].tool: device "kiosk-1" has no tool "stock.nope"`,
@@ -158,7 +158,7 @@ func TestAnOfflineDeviceIsCheckedAgainstItsLastRegistrationSayingSo(t *testing.T
 	problems := ts.refusal("POST", "/api/devices/kiosk-1/commands", api.CommandRequest{
 		Actions: []protocol.Command{{ToolName: "hash_fiel"}, {ToolName: "hash_file"}}})
 	assert.Equal(t, []string{
-		`actions[0].tool_name: device "kiosk-1" is offline, and its last registration listed no tool "hash_fiel"`,
+		`actions[0].tool_name: device "kiosk-1" is offline, and its last registration listed no tool "hash_fiel"; did you mean hash_file?`,
 		`actions[1].parameters.path: missing (required), says the input schema of "hash_file" on device "kiosk-1" (offline: as it last registered)`,
 	}, problems)
 	ts.requireNothingRecorded()

@@ -30,7 +30,7 @@ func TestDispatchChecksWhatUFOChecksInUFOsOrder(t *testing.T) {
 		{"unsafe task name", api.DispatchRequest{Request: echoPlan, ClientID: "nobody", TaskName: ".x"}, 400, "Invalid task_name"},
 		{"client not online", api.DispatchRequest{Request: "not a plan", ClientID: "nobody"}, 404, "Client not online"},
 		{"request is not a plan", api.DispatchRequest{Request: "open the pod bay doors", ClientID: "kiosk-1"}, 400, `field "request": not a plan`},
-		{"bad plan", api.DispatchRequest{Plan: json.RawMessage(`{"steps": []}`), ClientID: "kiosk-1"}, 400, `field "plan": plan: field "steps"`},
+		{"bad plan", api.DispatchRequest{Plan: json.RawMessage(`{"steps": []}`), ClientID: "kiosk-1"}, 400, `field "plan": plan: line 1, column 2: steps: at least one step is required`},
 		{"both", api.DispatchRequest{Request: echoPlan, Plan: json.RawMessage(`"steps: [{tool: a}]"`), ClientID: "kiosk-1"}, 400, "not both"},
 		// UFO's handler reads the keys it needs from a dict and ignores
 		// the rest: so does this one, after the same checks.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/store"
@@ -92,4 +93,78 @@ func TestALinkThatDropsWhileACommandIsRecordedMakesItWaitForTheDevice(t *testing
 	}
 	resp := <-done
 	require.True(t, resp.Succeeded(), resp.FirstError())
+}
+
+// A device whose agent stops on purpose closes its link with 1001, going
+// away. It is not between links: a command for it fails at once, "device
+// shut down", rather than wait out the grace, as does one it was sent and
+// had not answered; results it sent before closing stand. A caller that
+// asked to wait for it waits, within its timeout, and its command goes
+// out when the device registers again.
+func TestADeviceThatShutDownFailsItsCommandsAtOnceUnlessAskedToWait(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.Sessions.DeviceGrace = time.Hour })
+	token := ts.enroll("kiosk-1")
+	dev := ts.mustDial(token)
+	dev.register("kiosk-1")
+
+	answered := make(chan api.CommandResponse, 1)
+	unanswered := make(chan api.CommandResponse, 1)
+	go func() {
+		answered <- ts.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "1m"})
+	}()
+	first := dev.nextCommand()
+	go func() {
+		unanswered <- ts.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "1m"})
+	}()
+	dev.nextCommand()
+	// The first one's results, then the close, as a stopping agent sends
+	// them: the results are recorded before the close is acted on.
+	dev.answer(first, protocol.ResultSuccess, "r1")
+	require.NoError(t, dev.conn.Close(websocket.StatusGoingAway, "agent shutting down"))
+	ts.waitLog("device shut down")
+
+	resp := <-answered
+	assert.True(t, resp.Succeeded(), resp.FirstError())
+	resp = <-unanswered
+	assert.Equal(t, `device "kiosk-1" shut down before it answered (its agent stopped); to wait for it to come back, `+
+		`send the command with wait_for_device (aipctl exec --wait-for-device)`, resp.FirstError())
+
+	start := time.Now()
+	resp = ts.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "1m"})
+	assert.Less(t, time.Since(start), 10*time.Second, "at once, not after the grace or the timeout")
+	assert.Equal(t, `device "kiosk-1" shut down (its agent stopped); to wait for it to come back, `+
+		`send the command with wait_for_device (aipctl exec --wait-for-device)`, resp.FirstError())
+
+	waited := make(chan api.CommandResponse, 1)
+	go func() {
+		waited <- ts.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "1m", WaitForDevice: true})
+	}()
+	ts.waitLog("the command waits for it to register again")
+	again := ts.mustDial(token)
+	again.register("kiosk-1")
+	again.answer(again.nextCommand(), protocol.ResultSuccess, "r3")
+	resp = <-waited
+	assert.True(t, resp.Succeeded(), resp.FirstError())
+
+	// Back, its link drops without a close: that is no shutdown, and a
+	// command waits for it within the grace, as before.
+	again.conn.CloseNow()
+	ts.waitOffline()
+	ts.waitLog("device disconnected")
+	dropped := make(chan api.CommandResponse, 1)
+	go func() {
+		dropped <- ts.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "1m"})
+	}()
+	third := ts.mustDial(token)
+	third.register("kiosk-1")
+	third.answer(third.nextCommand(), protocol.ResultSuccess, "r4")
+	resp = <-dropped
+	assert.True(t, resp.Succeeded(), resp.FirstError())
+}
+
+// command runs req on device id and returns its response.
+func (ts *testServer) command(id string, req api.CommandRequest) api.CommandResponse {
+	resp, err := ts.api.Command(context.Background(), id, req)
+	assert.NoError(ts.t, err)
+	return resp
 }

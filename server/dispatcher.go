@@ -62,8 +62,11 @@ type command struct {
 	// session: see commandSpec.session.
 	session *store.Session
 	timeout time.Duration
-	log     *slog.Logger
-	start   time.Time // when it was recorded
+	// waitForDevice: its caller asked it to wait, within its timeout, for
+	// a device that is not online, whatever the reason, rather than fail.
+	waitForDevice bool
+	log           *slog.Logger
+	start         time.Time // when it was recorded
 
 	done chan struct{}
 	once sync.Once
@@ -116,6 +119,8 @@ type commandSpec struct {
 	actions []protocol.Command
 	tools   []store.ToolRef
 	timeout time.Duration
+	// waitForDevice: see command.waitForDevice.
+	waitForDevice bool
 	// session, if set, is the row of the session this command alone
 	// makes up (a single command from the API). The dispatcher records it
 	// in the transaction that records the command, and ends it in the one
@@ -140,7 +145,7 @@ func (d *dispatcher) newCommand(spec commandSpec) *command {
 	return &command{
 		rec:     rec,
 		msg:     commandMessage(rec.SessionID, rec.ResponseID, actions),
-		session: spec.session, timeout: spec.timeout,
+		session: spec.session, timeout: spec.timeout, waitForDevice: spec.waitForDevice,
 		log: d.log.With("device", rec.DeviceID, "session_id", rec.SessionID, "response_id", rec.ResponseID,
 			"call_id", protocol.JoinCallIDs(callIDs)),
 		done: make(chan struct{}),
@@ -207,9 +212,13 @@ func (d *dispatcher) run(ctx context.Context, cmd *command) commandResult {
 // device"), from where the registry says the device is:
 //
 //   - online: it is sent on the device's link now;
+//   - anywhere else, if its caller asked to wait for the device: it waits,
+//     unsent, for the device to register again, within its timeout;
 //   - between links (its link dropped within its grace): it waits, unsent,
 //     for the device to register again, within its timeout and what is
 //     left of the grace;
+//   - shut down (its agent closed the link on purpose as it stopped): it
+//     fails at once, "device X shut down";
 //   - anywhere else (not seen since the server started, past its grace):
 //     it fails at once, "device X is offline".
 //
@@ -222,25 +231,38 @@ func (d *dispatcher) run(ctx context.Context, cmd *command) commandResult {
 func (d *dispatcher) park(cmd *command) (offline string) {
 	id := cmd.rec.DeviceID
 	d.mu.Lock()
-	c, graceLeft := d.reg.reach(id)
-	if c == nil && graceLeft <= 0 {
+	at := d.reg.reach(id)
+	waits := at.link == nil && (cmd.waitForDevice || at.graceLeft > 0)
+	if at.link == nil && !waits {
 		d.mu.Unlock()
+		if at.shutDown {
+			return shutDownFailure(id, "")
+		}
 		return fmt.Sprintf("device %q is offline", id)
 	}
 	d.pending[cmd.rec.ResponseID] = cmd
 	cmd.timer = time.AfterFunc(cmd.timeout, func() { d.expire(cmd) })
-	if c == nil && graceLeft < cmd.timeout {
-		cmd.unsentTimer = time.AfterFunc(graceLeft, func() {
+	within := cmd.timeout
+	if waits && !cmd.waitForDevice && at.graceLeft < cmd.timeout {
+		within = at.graceLeft
+		cmd.unsentTimer = time.AfterFunc(at.graceLeft, func() {
 			d.failUnsent(cmd, fmt.Sprintf("device %q is offline and did not register again within its grace", id))
 		})
 	}
 	d.mu.Unlock()
-	if c == nil {
-		cmd.log.Info("device is offline; the command waits for it to register again", "within", min(graceLeft, cmd.timeout))
+	if waits {
+		cmd.log.Info("device is offline; the command waits for it to register again", "within", within)
 		return ""
 	}
-	d.send(cmd, c, false)
+	d.send(cmd, at.link, false)
 	return ""
+}
+
+// shutDownFailure is why a command for device id fails when its agent
+// stopped on purpose: when, and how to wait for it instead.
+func shutDownFailure(id, when string) string {
+	return fmt.Sprintf("device %q shut down%s (its agent stopped); to wait for it to come back, send the command with "+
+		"wait_for_device (aipctl exec --wait-for-device)", id, when)
 }
 
 // failUnsent fails cmd, durably, if it was never sent, so that it never
@@ -329,15 +351,27 @@ func (d *dispatcher) resend(c *client) {
 }
 
 // linkDropped marks the commands sent on c as waiting for the device to
-// come back. They fail only when their own timeout ends.
-func (d *dispatcher) linkDropped(c *client) {
+// come back. They fail only when their own timeout ends; unless the
+// device shut down (its agent closed the link on purpose as it stopped,
+// having answered what it took): then those whose caller did not ask to
+// wait for it fail at once.
+func (d *dispatcher) linkDropped(c *client, shutDown bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	var gone []*command
 	for _, cmd := range d.pending {
-		if cmd.sentOn == c {
-			cmd.sentOn = nil
-			cmd.log.Info("link dropped; the command waits for the device to come back", "within", cmd.timeout)
+		if cmd.sentOn != c {
+			continue
 		}
+		cmd.sentOn = nil
+		if shutDown && !cmd.waitForDevice {
+			gone = append(gone, cmd)
+			continue
+		}
+		cmd.log.Info("link dropped; the command waits for the device to come back", "within", cmd.timeout)
+	}
+	d.mu.Unlock()
+	for _, cmd := range gone {
+		d.fail(cmd, shutDownFailure(c.id, " before it answered"))
 	}
 }
 
@@ -458,7 +492,7 @@ func (d *dispatcher) abandon(deviceID string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, cmd := range d.pending {
-		if cmd.rec.DeviceID == deviceID {
+		if cmd.rec.DeviceID == deviceID && !cmd.waitForDevice {
 			cmd.abandoned = true
 		}
 	}

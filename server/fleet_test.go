@@ -165,7 +165,7 @@ func TestFleetRequestsAreChecked(t *testing.T) {
 	}{
 		{"no labels", api.FleetRequest{Plan: plan}, http.StatusBadRequest, `field "labels": at least one label is required`},
 		{"no plan", api.FleetRequest{Labels: lobby}, http.StatusBadRequest, `field "plan": missing`},
-		{"bad plan", api.FleetRequest{Labels: lobby, Plan: json.RawMessage(`{"steps": []}`)}, http.StatusBadRequest, `field "plan": plan: field "steps"`},
+		{"bad plan", api.FleetRequest{Labels: lobby, Plan: json.RawMessage(`{"steps": []}`)}, http.StatusBadRequest, `field "plan": plan: line 1, column 2: steps: at least one step is required`},
 		{"abort over 100", api.FleetRequest{Labels: lobby, Plan: plan, AbortPercent: 101}, http.StatusBadRequest, `field "abort_percent": 101`},
 		{"negative concurrency", api.FleetRequest{Labels: lobby, Plan: plan, Concurrency: -1}, http.StatusBadRequest, `field "concurrency": -1`},
 		{"no match", api.FleetRequest{Labels: lobby, Plan: plan}, http.StatusNotFound, "no enrolled device has the labels site=lobby"},

@@ -67,13 +67,15 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		conn.Close(websocket.StatusPolicyViolation, "registration refused")
 		return
 	}
-	defer s.unregister(c)
-	if c.isDevice() {
-		s.serveDevice(ctx, c)
-	} else {
+	if !c.isDevice() {
+		defer s.unregister(c, false)
 		s.closeOnRevocation(ctx, c, revoked)
 		s.serveConstellation(ctx, c)
+		return
 	}
+	goingAway := false
+	defer func() { s.unregister(c, goingAway) }()
+	goingAway = s.serveDevice(ctx, c)
 }
 
 // register reads the REGISTER message, checks it against the token's
@@ -114,7 +116,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 		go old.conn.Close(websocket.StatusPolicyViolation, "superseded by a new connection")
 	}
 	if err := s.send(ctx, conn, registrationAck(&m)); err != nil {
-		s.unregister(c)
+		s.unregister(c, false)
 		return nil, fmt.Errorf("ack: %w", err)
 	}
 	if c.isDevice() {
@@ -159,16 +161,22 @@ func registerDevice(dev *store.Device, m *protocol.ClientMessage, log *slog.Logg
 }
 
 // unregister forgets a connection that ended. A device whose link it
-// was is then between links, for its grace (see the registry).
-func (s *Server) unregister(c *client) {
-	if !s.reg.remove(c) {
+// was is then between links, for its grace; or, if its agent closed the
+// link on purpose as it stopped (goingAway), shut down (see the registry).
+func (s *Server) unregister(c *client, goingAway bool) {
+	removed, shutDown := s.reg.remove(c, goingAway)
+	if !removed {
 		// Superseded: the client is still online on its new connection.
-		s.disp.linkDropped(c)
+		s.disp.linkDropped(c, false)
 		return
 	}
 	if c.isDevice() {
-		s.disp.linkDropped(c)
-		s.log.Info("device disconnected", "device", c.id, "grace", s.reg.grace)
+		s.disp.linkDropped(c, shutDown)
+		if shutDown {
+			s.log.Info("device shut down: its agent closed the link as it stopped", "device", c.id)
+		} else {
+			s.log.Info("device disconnected", "device", c.id, "grace", s.reg.grace)
+		}
 		return
 	}
 	s.sessions.requesterGone(c.id)
@@ -184,14 +192,23 @@ func (s *Server) graceEnded(id string) {
 	s.sessions.deviceGone(id)
 }
 
-// serveDevice reads a device's messages until the link drops.
-func (s *Server) serveDevice(ctx context.Context, c *client) {
+// serveDevice reads a device's messages until the link drops, and
+// reports whether the agent closed it on purpose, going away as it
+// stopped (1001). Then the results it sent before are recorded before it
+// returns: what is still waiting after them, the agent did not take.
+func (s *Server) serveDevice(ctx context.Context, c *client) (goingAway bool) {
 	inFlight := make(chan struct{}, maxInFlightResults)
 	for {
 		var m protocol.ClientMessage
 		if err := c.conn.Read(ctx, &m); err != nil {
 			s.log.Info("device link ended", "device", c.id, "err", err)
-			return
+			if protocol.CloseStatus(err) != websocket.StatusGoingAway {
+				return false
+			}
+			for range cap(inFlight) {
+				inFlight <- struct{}{}
+			}
+			return true
 		}
 		if err := checkIdentity(c, &m); err != nil {
 			s.sendError(ctx, c.conn, err.Error(), m.RequestID)

@@ -53,6 +53,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/tasks/{id}/events", s.serveEvents},
 		{"GET", "/api/audit", s.audit},
 		{"POST", "/api/fleets", s.idempotent(s.createFleet)},
+		{"POST", "/api/admission", s.checkAdmission},
 		{"GET", "/api/identities", s.listIdentities},
 		{"POST", "/api/identities", s.addIdentity},
 		{"DELETE", "/api/identities/{name}", s.revokeIdentity},

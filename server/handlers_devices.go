@@ -199,7 +199,8 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.Idem
 		writeRequestError(w, err)
 		return
 	}
-	spec := sessionSpec{DeviceID: d.ID, Requester: who.requester(api.RequesterOperator, ""), Scope: who.scope, Key: key}
+	spec := sessionSpec{DeviceID: d.ID, Requester: who.requester(api.RequesterOperator, ""), Scope: who.scope, Key: key,
+		WaitForDevice: req.WaitForDevice}
 	resp, err := s.sessions.runCommand(r.Context(), spec, req.Actions, timeout)
 	if err != nil {
 		writeSessionError(w, err)

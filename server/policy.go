@@ -73,6 +73,7 @@ var policy = map[string]rule{
 	"POST /api/devices/{id}/commands":                 {role: access.Operator, scope: pathDevice},
 	"POST /api/dispatch":                              {role: access.Operator, scope: inHandler},
 	"POST /api/fleets":                                {role: access.Operator, scope: inHandler},
+	"POST /api/admission":                             {role: access.Operator, scope: inHandler},
 	"POST /api/tasks/{id}/cancel":                     {role: access.Operator, scope: pathTask},
 	"DELETE /api/tasks/{id}":                          {role: access.Operator, scope: pathTask},
 	"POST /api/devices/{id}/tools":                    {role: access.Deployer, scope: pathDevice},

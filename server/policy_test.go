@@ -248,6 +248,9 @@ var probes = map[string]probe{
 	"POST /api/fleets": {least: access.Operator, scope: object, works: 200, request: func(m *matrix, target string) probeRequest {
 		return jsonRequest("POST", "/api/fleets", map[string]any{"labels": labelsOf(target), "plan": echoPlan})
 	}},
+	"POST /api/admission": {least: access.Operator, scope: object, works: 200, request: func(m *matrix, target string) probeRequest {
+		return jsonRequest("POST", "/api/admission", api.AdmissionRequest{Device: m.device(target, ""), Plan: json.RawMessage(`"` + echoPlan + `"`)})
+	}},
 	"POST /api/tasks/{id}/cancel": {least: access.Operator, scope: object, works: 200, request: func(m *matrix, target string) probeRequest {
 		return probeRequest{method: "POST", path: "/api/tasks/" + m.runningTask(target) + "/cancel"}
 	}},

@@ -45,16 +45,20 @@ type registry struct {
 	// gone is called when a device's grace ends without it coming back.
 	gone func(id string)
 
-	mu     sync.RWMutex
-	byID   map[string]*client
-	away   map[string]*deviceGrace // devices between links, by id
-	closed bool                    // no new graces: the server is stopping
+	mu   sync.RWMutex
+	byID map[string]*client
+	away map[string]*deviceGrace // devices between links, by id
+	// shutDown are the devices whose agent closed its link on purpose
+	// (1001, going away) as it stopped, until they register again: gone
+	// deliberately, they get no grace.
+	shutDown map[string]bool
+	closed   bool // no new graces: the server is stopping
 }
 
 // newRegistry gives a device whose link drops grace to come back, and
 // calls gone, outside any lock, if it does not.
 func newRegistry(grace time.Duration, gone func(id string)) *registry {
-	return &registry{grace: grace, gone: gone, byID: map[string]*client{}, away: map[string]*deviceGrace{}}
+	return &registry{grace: grace, gone: gone, byID: map[string]*client{}, away: map[string]*deviceGrace{}, shutDown: map[string]bool{}}
 }
 
 // deviceGrace is the time a device between links has to come back.
@@ -74,22 +78,30 @@ func (r *registry) add(c *client) (old *client) {
 		g.timer.Stop()
 		delete(r.away, c.id)
 	}
+	delete(r.shutDown, c.id)
 	return old
 }
 
 // remove drops c if it is still its id's connection, and reports whether
-// it was. A device is then between links, for its grace.
-func (r *registry) remove(c *client) bool {
+// it was. A device is then between links, for its grace; or, if its agent
+// closed the link on purpose as it stopped (goingAway), shut down, with
+// no grace, and shutDown is true.
+func (r *registry) remove(c *client, goingAway bool) (removed, shutDown bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.byID[c.id] != c {
-		return false
+		return false, false
 	}
 	delete(r.byID, c.id)
-	if c.isDevice() && !r.closed {
+	switch {
+	case !c.isDevice() || r.closed:
+	case goingAway:
+		r.shutDown[c.id] = true
+		return true, true
+	default:
 		r.startGrace(c.id)
 	}
-	return true
+	return true, false
 }
 
 // startGrace gives device id its grace; r.mu is held.
@@ -112,20 +124,27 @@ func (r *registry) startGrace(id string) {
 	r.away[id] = g
 }
 
-// reach is where device id is: its link if it is online; else, if it is
-// between links, how long its grace has left, in which a command may wait
-// for it. Neither (nil, 0) means it is offline: not seen since the server
+// whereabouts is where a device is, as reach finds it: online on link;
+// between links, with graceLeft to come back in; shut down on purpose;
+// or none of these (the zero value): offline, not seen since the server
 // started, or past its grace.
-func (r *registry) reach(id string) (c *client, graceLeft time.Duration) {
+type whereabouts struct {
+	link      *client
+	graceLeft time.Duration
+	shutDown  bool
+}
+
+// reach is where device id is.
+func (r *registry) reach(id string) whereabouts {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if c := r.byID[id]; c != nil && c.isDevice() {
-		return c, 0
+		return whereabouts{link: c}
 	}
 	if g, ok := r.away[id]; ok {
-		return nil, max(time.Until(g.ends), 0)
+		return whereabouts{graceLeft: max(time.Until(g.ends), 0)}
 	}
-	return nil, 0
+	return whereabouts{shutDown: r.shutDown[id]}
 }
 
 func (r *registry) get(id string) *client {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/edgeaip/edgeaip/internal/suggest"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/store"
@@ -66,10 +67,24 @@ func (inv inventory) lookup(c toolCall) (protocol.MCPToolInfo, bool) {
 // noTool says that the device lacks the tool c names: as it is now, or as
 // it last registered.
 func (inv inventory) noTool(c toolCall) error {
+	hint := suggest.DidYouMean(c.label(), inv.toolLabels(c.namespace != ""))
 	if !inv.online {
-		return fmt.Errorf("device %q is offline, and its last registration listed no tool %q", inv.deviceID, c.label())
+		return fmt.Errorf("device %q is offline, and its last registration listed no tool %q%s", inv.deviceID, c.label(), hint)
 	}
-	return fmt.Errorf("device %q has no tool %q", inv.deviceID, c.label())
+	return fmt.Errorf("device %q has no tool %q%s", inv.deviceID, c.label(), hint)
+}
+
+// toolLabels names the device's tools as a call may name them: as
+// "namespace.tool" if qualified, else by name.
+func (inv inventory) toolLabels(qualified bool) []string {
+	labels := make([]string, len(inv.tools))
+	for i, t := range inv.tools {
+		labels[i] = t.ToolName
+		if qualified && t.Namespace != "" {
+			labels[i] = t.Namespace + "." + t.ToolName
+		}
+	}
+	return labels
 }
 
 // inventory is deviceID's inventory as the server knows it now.

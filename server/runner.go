@@ -36,7 +36,10 @@ type step struct {
 	path    string
 	calls   []toolCall
 	timeout time.Duration
-	retries int
+	// waitForDevice: its command waits, within its timeout, for a device
+	// that is not online, rather than fail (command.waitForDevice).
+	waitForDevice bool
+	retries       int
 	// retryWait is the wait before retry n (1 for the first).
 	retryWait func(n int) time.Duration
 }
@@ -165,10 +168,13 @@ type commandRunner struct {
 	sessionID, deviceID string
 	actions             []protocol.Command
 	timeout             time.Duration
+	waitForDevice       bool
 }
 
 func (c commandRunner) run(ctx context.Context, steps stepper) outcome[api.CommandResponse] {
-	r, _ := runStep(ctx, steps, commandStep(c.actions, c.timeout))
+	st := commandStep(c.actions, c.timeout)
+	st.waitForDevice = c.waitForDevice
+	r, _ := runStep(ctx, steps, st)
 	if len(r.results) == 0 {
 		// It never ran (cancelled first, or its actions did not resolve);
 		// still, every action ends in a Result with its call_id.

@@ -64,6 +64,9 @@ type session struct {
 	// originalTaskName is the name its client sent, when TaskName is that
 	// name sanitized.
 	originalTaskName string
+	// waitsForDevice: a single command whose caller asked it to wait for
+	// its device (api.CommandRequest.WaitForDevice). Fixed when it is made.
+	waitsForDevice bool
 
 	mu       sync.Mutex
 	reason   string // why it was cancelled; the first reason wins

@@ -45,6 +45,9 @@ type sessionSpec struct {
 	// OriginalTaskName is the name the client sent, when TaskName is that
 	// name sanitized.
 	OriginalTaskName string
+	// WaitForDevice: a single command whose caller asked it to wait for its
+	// device (api.CommandRequest.WaitForDevice) rather than fail.
+	WaitForDevice bool
 }
 
 // SessionConfig tunes the session manager.
@@ -165,7 +168,7 @@ func (m *sessionManager) newSession(spec sessionSpec) *session {
 	s := &session{
 		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, ParentID: spec.ParentID, Requester: spec.Requester,
 		scope: spec.Scope, createdAt: time.Now(), events: newEventLog(spec.DeviceID, spec.Tee), ctx: ctx, done: make(chan struct{}),
-		cancel: cancel, key: spec.Key, originalTaskName: spec.OriginalTaskName,
+		cancel: cancel, key: spec.Key, originalTaskName: spec.OriginalTaskName, waitsForDevice: spec.WaitForDevice,
 	}
 	switch {
 	case spec.Fleet != nil:
@@ -220,7 +223,8 @@ func (m *sessionManager) runPlan(s *session, taskEnd taskEndFunc) outcome[api.Pl
 }
 
 // runCommand runs a single command as a session of its own, as spec
-// (its device, requester, scope and key) says, and waits for it: POST
+// (its device, requester, scope, key and whether it waits for its
+// device) says, and waits for it: POST
 // /api/devices/{id}/commands.
 func (m *sessionManager) runCommand(ctx context.Context, spec sessionSpec, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
 	spec.ID = uuid.NewString()
@@ -228,7 +232,8 @@ func (m *sessionManager) runCommand(ctx context.Context, spec sessionSpec, actio
 	if err != nil {
 		return api.CommandResponse{}, err
 	}
-	out := execute(m, s, commandRunner{sessionID: s.ID, deviceID: spec.DeviceID, actions: actions, timeout: timeout}, nil)
+	out := execute(m, s, commandRunner{sessionID: s.ID, deviceID: spec.DeviceID, actions: actions, timeout: timeout,
+		waitForDevice: spec.WaitForDevice}, nil)
 	return out.result, nil
 }
 
@@ -387,9 +392,10 @@ func (m *sessionManager) requesterGone(clientID string) {
 // deviceGone cancels every session running on a device that is not
 // coming back, plans and single commands alike: the device had its grace
 // to return, and a command that outlived it would only wait for a device
-// that is gone.
+// that is gone. A command whose caller asked to wait for the device goes
+// on waiting, within its timeout.
 func (m *sessionManager) deviceGone(id string) {
-	m.cancelWhere(func(s *session) bool { return s.DeviceID == id }, reasonDeviceDisconnected)
+	m.cancelWhere(func(s *session) bool { return s.DeviceID == id && !s.waitsForDevice }, reasonDeviceDisconnected)
 }
 
 // eventsOf returns the event log of a session that is running or ended
@@ -424,16 +430,47 @@ func (m *sessionManager) liveSessions(state string) int {
 	return n
 }
 
-// progressOf returns what a running fleet has done so far; ok is false
-// for any other session, or one not running.
-func (m *sessionManager) progressOf(id string) (res api.FleetResult, ok bool) {
+// progressOf returns what a running fleet or plan has done so far: a
+// FleetResult or a PlanResult. ok is false for a single command, or a
+// session not running.
+func (m *sessionManager) progressOf(id string) (res any, ok bool) {
 	m.mu.Lock()
 	s := m.live[id]
 	m.mu.Unlock()
-	if s == nil || s.fleet == nil {
-		return res, false
+	switch {
+	case s == nil:
+		return nil, false
+	case s.fleet != nil:
+		return s.fleet.progress(), true
+	case s.plan != nil:
+		events, _, _ := s.events.since(0)
+		return planProgress(s.plan, events), true
 	}
-	return s.fleet.progress(), true
+	return nil, false
+}
+
+// planProgress is where each step of a running plan is, from its events:
+// pending until it starts, running while an attempt is out, then how its
+// last attempt went. A step that is being retried keeps the last
+// attempt's error, which is why.
+func planProgress(p *plan.Plan, events []api.TaskEvent) api.PlanResult {
+	res := api.PlanResult{Steps: make([]api.StepResult, len(p.Steps))}
+	for i, ps := range p.Steps {
+		res.Steps[i] = api.StepResult{Step: i, Tool: ps.Label(), Status: api.StepPending}
+	}
+	for _, e := range events {
+		if e.Step == nil || *e.Step < 0 || *e.Step >= len(res.Steps) {
+			continue
+		}
+		st := &res.Steps[*e.Step]
+		switch e.Type {
+		case api.EventStepStart:
+			st.Status, st.Attempts, st.ResponseID = api.StepRunning, e.Attempt, e.ResponseID
+		case api.EventStepEnd:
+			st.Status, st.Attempts, st.Error, st.Results = e.Status, e.Attempt, e.Error, e.Results
+		}
+	}
+	return res
 }
 
 // liveSession returns the session id if it is running here, or nil.

@@ -33,7 +33,7 @@ func (st sessionStepper) attempt(ctx context.Context, step step, n int) commandR
 	}
 	spec := commandSpec{
 		deviceID: s.DeviceID, sessionID: s.ID, actor: s.Requester.String(), by: requesterBy(s.Requester),
-		step: step.index, attempt: n, actions: actions, tools: tools, timeout: step.timeout,
+		step: step.index, attempt: n, actions: actions, tools: tools, timeout: step.timeout, waitForDevice: step.waitForDevice,
 	}
 	if s.Kind == api.KindCommand {
 		row := s.row(api.StateRunning)

@@ -15,5 +15,7 @@
 //   - signature signs modules (custom section "aip.sig") and checks them
 //     against trusted keys;
 //   - sdk is the guest side of the tool ABI for Go (GOOS=wasip1), and
-//     tools/... the stock tools built on it; examples/c holds a tool in C.
+//     tools/... the stock tools built on it; examples/c holds a tool in C;
+//   - scaffold writes a new tool's directory (aipctl tool init), with a
+//     copy of the SDK, which this package embeds (SDKSource).
 package wasmtools

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/spf13/cobra"
 )
 
@@ -19,6 +20,7 @@ type dispatchOptions struct {
 	concurrency  int
 	abortPercent int
 	key          string
+	dryRun       bool
 }
 
 func newDispatchCmd(g *globals) *cobra.Command {
@@ -31,11 +33,16 @@ with --label, on every enrolled device that has all the labels: a fleet,
 run by the server at most --concurrency devices at once, which stops
 starting devices once --abort-percent of them have failed.
 
-The server runs the task in the background; aipctl prints its id. With
+The server runs the task in the background; aipctl prints its id alone
+on standard output (ID=$(aipctl dispatch ...) works). With
 --wait it follows the task: a live line per device (step i/n, current
 tool, elapsed), then a summary; it exits 1 unless the task completed.
 Interrupting the wait leaves the task running: aipctl task ID --wait
-takes it up again.`,
+takes it up again.
+
+With --dry-run nothing runs: the server's admission stage checks the
+plan on the device(s), and aipctl prints its verdict, every problem at
+once, as aipctl plan validate does (exit 1 if it would be refused).`,
 		Example: `  aipctl dispatch kiosk-1 plan.yaml --wait
   aipctl dispatch --label site=lobby --concurrency 5 --abort-percent 20 plan.yaml --wait`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -62,6 +69,13 @@ takes it up again.`,
 			planDoc, err := readPlan(cmd.InOrStdin(), args[len(args)-1])
 			if err != nil {
 				return &exitError{exitUsage, err}
+			}
+			if o.dryRun {
+				req := api.AdmissionRequest{Labels: labels}
+				if len(labels) == 0 {
+					req.Device = args[0]
+				}
+				return g.dryRun(cmd, args[len(args)-1], req, planDoc)
 			}
 			c, err := g.client()
 			if err != nil {
@@ -96,7 +110,10 @@ takes it up again.`,
 			if g.json() {
 				return printJSON(w, resp)
 			}
-			fmt.Fprintf(w, "task %s started on %d device(s); follow it with: aipctl task %s --wait\n", id, len(devices), id)
+			// The id alone on stdout, so that ID=$(aipctl dispatch ...) works;
+			// the sentence is for the person at the terminal.
+			fmt.Fprintln(w, id)
+			fmt.Fprintf(cmd.ErrOrStderr(), "task started on %d device(s); follow it with: aipctl task %s --wait\n", len(devices), id)
 			return nil
 		},
 	}
@@ -107,10 +124,15 @@ takes it up again.`,
 	f.IntVar(&o.concurrency, "concurrency", api.DefaultFleetConcurrency, "with --label: devices running the plan at once")
 	f.IntVar(&o.abortPercent, "abort-percent", 0, "with --label: stop starting devices once this % of them failed (0: never)")
 	f.StringVar(&o.key, "idempotency-key", "", keyFlagUsage)
+	f.BoolVar(&o.dryRun, "dry-run", false, "run nothing: ask the server whether it would admit the plan on the device(s), as plan validate does; exit 1 if not")
 	return cmd
 }
 
-// readPlan reads a plan file, or standard input for "-".
+// readPlan reads a plan file, or standard input for "-", and checks it
+// here first, so that a plan that does not parse is reported with its
+// file, line and column rather than as the server's answer. A plan whose
+// aliases expand past what this side measures is left to the server,
+// whose limit may be higher.
 func readPlan(stdin io.Reader, path string) (string, error) {
 	var b []byte
 	var err error
@@ -125,5 +147,22 @@ func readPlan(stdin io.Reader, path string) (string, error) {
 	if len(b) == 0 {
 		return "", fmt.Errorf("plan %s is empty", path)
 	}
+	_, err = plan.Parse(b)
+	var big *plan.ExpandedError
+	if err != nil && !errors.As(err, &big) {
+		return "", planFailure(path, err)
+	}
 	return string(b), nil
+}
+
+// planFailure says what is wrong with the plan file path.
+func planFailure(path string, err error) error {
+	if path == "-" {
+		path = "<stdin>"
+	}
+	var bad *plan.Error
+	if errors.As(err, &bad) {
+		return fileFailure(path, "the plan is not valid", bad.Problems)
+	}
+	return fmt.Errorf("%s: %w", path, err)
 }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
@@ -19,6 +17,8 @@ func newExecCmd(g *globals) *cobra.Command {
 		timeout    time.Duration
 		toolType   string
 		key        string
+		verbose    bool
+		waitDevice bool
 	)
 	cmd := &cobra.Command{
 		Use:   "exec DEVICE TOOL [KEY=VALUE...]",
@@ -26,8 +26,18 @@ func newExecCmd(g *globals) *cobra.Command {
 		Long: `Run one tool on a device and print its Result as JSON.
 
 Parameters come from --params (a JSON object) and KEY=VALUE arguments, which
-override it. A VALUE that is JSON (a number, true, false, null, an array, an
-object or a quoted string) is taken as that JSON; anything else is a string.
+override it. A VALUE is taken as the type the tool's input schema gives its
+parameter, from the device's inventory: content=42 is the string "42" for a
+string parameter and the number 42 for a number; -v says what was taken
+otherwise than as it reads. For a parameter the schema does not type, or a
+device that lists no tools, a VALUE that is JSON (a number, true, false,
+null, an array, an object or a quoted string) is taken as that JSON, and
+anything else as a string. A tool the device does not list is refused
+before anything is sent, with the nearest name it has.
+
+A command for a device whose agent stopped on purpose fails at once, "device
+shut down"; with --wait-for-device it waits for the device to come back,
+within --timeout, as it does for any device that is not online.
 
 Prints the Results as JSON; -o json prints the whole response, with its
 response_id and session_id. Exits 0 when the tool succeeded and 1 when it
@@ -38,17 +48,29 @@ failed.`,
 			if err := checkTimeout(timeout); err != nil {
 				return err
 			}
-			params, err := buildParams(paramsJSON, args[2:])
-			if err != nil {
+			if _, _, err := buildParams(paramsJSON, args[2:], nil); err != nil {
 				return &exitError{exitUsage, err}
 			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
+			schema, err := toolSchema(cmd.Context(), c, args[0], args[1], protocol.ToolType(toolType))
+			if err != nil {
+				return err
+			}
+			params, coerced, err := buildParams(paramsJSON, args[2:], schema)
+			if err != nil {
+				return &exitError{exitUsage, fmt.Errorf("tool %s: %w", args[1], err)}
+			}
+			if verbose {
+				for _, c := range coerced {
+					fmt.Fprintln(cmd.ErrOrStderr(), c)
+				}
+			}
 			req := api.CommandRequest{
 				Actions: []protocol.Command{{ToolName: args[1], ToolType: protocol.ToolType(toolType), Parameters: params}},
-				Timeout: timeout.String(), IdempotencyKey: idempotencyKey(key),
+				Timeout: timeout.String(), WaitForDevice: waitDevice, IdempotencyKey: idempotencyKey(key),
 			}
 			ctx := cmd.Context()
 			resp, err := c.Command(ctx, args[0], req)
@@ -62,6 +84,9 @@ failed.`,
 	cmd.Flags().DurationVar(&timeout, "timeout", api.DefaultCommandTimeout, "how long to wait for the result (at most 24h)")
 	cmd.Flags().StringVar(&toolType, "tool-type", "", "action or data_collection (default: whichever the device has)")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", keyFlagUsage)
+	cmd.Flags().BoolVar(&waitDevice, "wait-for-device", false,
+		"if the device is not online (its agent stopped, or its link is down), wait for it to register again, within --timeout, instead of failing")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "say which KEY=VALUE was taken otherwise than as it reads, for the tool's schema")
 	return cmd
 }
 
@@ -88,36 +113,4 @@ func (g *globals) printResponse(w io.Writer, resp api.CommandResponse) error {
 		return &exitError{code: exitFailed}
 	}
 	return nil
-}
-
-// buildParams merges --params with KEY=VALUE arguments.
-func buildParams(paramsJSON string, kvs []string) (map[string]any, error) {
-	params := map[string]any{}
-	if paramsJSON != "" {
-		// JSON null decodes into a map without error, leaving it nil.
-		params = nil
-		if err := json.Unmarshal([]byte(paramsJSON), &params); err != nil {
-			return nil, fmt.Errorf("--params: not a JSON object: %w", err)
-		}
-		if params == nil {
-			return nil, fmt.Errorf("--params: not a JSON object: %s", paramsJSON)
-		}
-	}
-	for _, kv := range kvs {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("parameter %q: want KEY=VALUE", kv)
-		}
-		params[k] = paramValue(v)
-	}
-	return params, nil
-}
-
-// paramValue reads v as JSON when it is JSON, else as a plain string.
-func paramValue(v string) any {
-	var j any
-	if err := json.Unmarshal([]byte(v), &j); err == nil {
-		return j
-	}
-	return v
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -15,19 +17,19 @@ import (
 )
 
 func TestBuildParamsMergesJSONAndKeyValues(t *testing.T) {
-	p, err := buildParams(`{"path":"/a","n":1}`, []string{"path=/b", "count=3", "flag=true", "name=kiosk 1", `quoted="5"`, "list=[1,2]"})
+	p, _, err := buildParams(`{"path":"/a","n":1}`, []string{"path=/b", "count=3", "flag=true", "name=kiosk 1", `quoted="5"`, "list=[1,2]"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{
 		"path": "/b", "n": float64(1), "count": float64(3), "flag": true, "name": "kiosk 1", "quoted": "5", "list": []any{float64(1), float64(2)},
 	}, p)
 
 	for _, bad := range []string{`[1]`, `null`, ` null `, `"s"`, `3`} {
-		_, err = buildParams(bad, []string{"path=/x"})
+		_, _, err = buildParams(bad, []string{"path=/x"}, nil)
 		assert.ErrorContains(t, err, "--params: not a JSON object", "--params %s", bad)
 	}
 	_, _, code := ctl(t, "exec", "k1", "hash_file", "--params", "null", "path=/x")
 	assert.Equal(t, exitUsage, code, "refused before asking any server")
-	_, err = buildParams("", []string{"novalue"})
+	_, _, err = buildParams("", []string{"novalue"}, nil)
 	assert.ErrorContains(t, err, `parameter "novalue": want KEY=VALUE`)
 }
 
@@ -67,8 +69,26 @@ func TestExecGivesUpOnAServerThatNeverReplies(t *testing.T) {
 	}()
 	t.Setenv("AIP_TOKEN", "aipo_test")
 
+	// exec first reads the tool's schema: nothing is sent yet.
 	start := time.Now()
 	_, errOut, code := ctl(t, "--server", "http://"+l.Addr().String(), "--reply-timeout", "500ms", "exec", "kiosk-1", "echo", "--timeout", "1s")
+	assert.Equal(t, exitUnreachable, code, errOut)
+	assert.Equal(t, "server unreachable: GET /api/devices/kiosk-1/tools: no reply within 500ms", errOut)
+	assert.Less(t, time.Since(start), 5*time.Second, "the bound is 500ms")
+
+	// A server that lists the tools, then never answers the command.
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			w.Write([]byte("[]"))
+			return
+		}
+		// Read to the end: only then does the server see the client go.
+		io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	}))
+	defer silent.Close()
+	start = time.Now()
+	_, errOut, code = ctl(t, "--server", silent.URL, "--reply-timeout", "500ms", "exec", "kiosk-1", "echo", "--timeout", "1s")
 	took := time.Since(start)
 	assert.Equal(t, exitUnreachable, code, errOut)
 	assert.Contains(t, errOut, "server unreachable: POST /api/devices/kiosk-1/commands: no reply within 1.5s")

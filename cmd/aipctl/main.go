@@ -95,7 +95,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", "", "server URL (default $AIP_SERVER or http://127.0.0.1:8700)")
-	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", "", "file holding the operator token (default $AIP_TOKEN)")
+	root.PersistentFlags().StringVar(&g.tokenFile, "token-file", "", "file holding the operator token (default: the token itself, from $AIP_TOKEN)")
 	root.PersistentFlags().StringVar(&g.ca, "ca", "", "PEM file of the CAs an https:// server's certificate is checked against (default $AIP_CA, else the system's)")
 	root.PersistentFlags().DurationVar(&g.replyTimeout, "reply-timeout", api.DefaultReplyTimeout,
 		"how long to wait for the server's reply, on top of the --timeout a command asks of it")
@@ -115,7 +115,7 @@ func newRoot() *cobra.Command {
 		return nil
 	}
 	root.AddCommand(newDevicesCmd(&g), newDeviceCmd(&g), newToolsCmd(&g), newExecCmd(&g),
-		newDispatchCmd(&g), newTaskCmd(&g), newTasksCmd(&g), newCancelCmd(&g), newToolCmd(&g),
+		newDispatchCmd(&g), newPlanCmd(&g), newTaskCmd(&g), newTasksCmd(&g), newCancelCmd(&g), newToolCmd(&g),
 		newOperatorCmd(&g), newAuditCmd(&g))
 	return root
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -39,6 +40,8 @@ type fleet struct {
 	flags []string
 	wsURL string
 	log   *slog.Logger
+	// stops stops each device's agent, once.
+	stops map[string]func()
 	ca    string // the CA file of a fleet served over TLS
 }
 
@@ -67,7 +70,7 @@ func newFleet(t *testing.T, devices map[string]map[string]string, tlsFiles ...fl
 	require.NoError(t, err)
 	f := &fleet{t: t, api: &api.Client{BaseURL: hs.URL, Token: strings.TrimSpace(string(token))},
 		flags: []string{"--server", hs.URL, "--token-file", tokenFile},
-		wsURL: "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws", log: quiet, ca: ca}
+		wsURL: "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws", log: quiet, ca: ca, stops: map[string]func(){}}
 	if ca != "" {
 		f.flags = append(f.flags, "--ca", ca)
 		pool, err := tlsfiles.CertPool(ca)
@@ -78,6 +81,17 @@ func newFleet(t *testing.T, devices map[string]map[string]string, tlsFiles ...fl
 		f.startAgent(id, labels)
 	}
 	return f
+}
+
+// stopAgent stops the agent of device id, as SIGTERM does, and waits
+// until the server has it offline.
+func (f *fleet) stopAgent(id string) {
+	f.t.Helper()
+	f.stops[id]()
+	require.Eventually(f.t, func() bool {
+		d, err := f.api.Device(context.Background(), id)
+		return err == nil && !d.Online
+	}, 20*time.Second, 20*time.Millisecond, "%s never went offline", id)
 }
 
 // fleetTLS serves a fleet over HTTPS and WSS, with a CA of the test's
@@ -105,6 +119,13 @@ func (f *fleet) startAgent(id string, labels map[string]string, configure ...fun
 	require.NoError(f.t, err)
 	tokenFile := filepath.Join(f.t.TempDir(), id+".token")
 	require.NoError(f.t, os.WriteFile(tokenFile, []byte(resp.Token), 0o600))
+	f.runAgent(id, tokenFile, configure...)
+}
+
+// runAgent runs the agent of device id, enrolled with the token in
+// tokenFile, and waits until it is online.
+func (f *fleet) runAgent(id, tokenFile string, configure ...func(*agent.Config)) {
+	f.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := agent.Config{ID: id, ServerURL: f.wsURL, TokenFile: tokenFile, CAFile: f.ca,
 		ToolDirs: []string{"fixtures=" + testenv.TestdataTools()}, DataDir: f.t.TempDir(),
@@ -116,7 +137,8 @@ func (f *fleet) startAgent(id string, labels map[string]string, configure ...fun
 	require.NoError(f.t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); a.Run(ctx); a.Close(context.Background()) }()
-	f.t.Cleanup(func() { cancel(); <-done })
+	f.stops[id] = sync.OnceFunc(func() { cancel(); <-done })
+	f.t.Cleanup(f.stops[id])
 	require.Eventually(f.t, func() bool {
 		d, err := f.api.Device(context.Background(), id)
 		return err == nil && d.Online
@@ -195,7 +217,7 @@ func TestOperatorCommandsOnARealFleet(t *testing.T) {
 	assert.Equal(t, exitUsage, code, out)
 	assert.Contains(t, errOut, "server answered 400: refused:\n"+
 		`  steps[0].tool: device "kiosk-1" has no tool "fixtures.nope"`+"\n"+
-		`  steps[2].tool: device "kiosk-1" has no tool "ech0"`)
+		`  steps[2].tool: device "kiosk-1" has no tool "ech0"; did you mean echo?`)
 
 	// A plan that fails: exit 1, and the summary says where.
 	failing := f.plan("steps: [{tool: echo}, {tool: fail}, {tool: echo}]\n")
@@ -311,9 +333,11 @@ func jsonCommands(t *testing.T, f *fleet) map[string][]string {
 		"tools":              {"-o", "json", "tools", "kiosk-1"},
 		"exec":               {"-o", "json", "exec", "kiosk-1", "echo"},
 		"dispatch":           {"-o", "json", "dispatch", "kiosk-1", f.plan("steps: [{tool: echo}]\n"), "--wait"},
+		"plan validate":      {"-o", "json", "plan", "validate", f.plan("steps: [{tool: echo}]\n"), "--device", "kiosk-1"},
 		"tasks":              {"-o", "json", "tasks"},
 		"task":               {"-o", "json", "task", "LAST"},
 		"cancel":             {"-o", "json", "cancel", "SPIN"},
+		"tool init":          {"-o", "json", "tool", "init", "newtool", "--dir", filepath.Join(dir, "newtool")},
 		"tool keygen":        {"tool", "keygen", "--format", "json", "-o", key},
 		"tool pack":          {"tool", "pack", "--format", "json", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "-o", mod},
 		"tool sign":          {"tool", "sign", "--format", "json", "--key", key + ".key", mod},
@@ -358,8 +382,8 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 
 	// In order: enroll before revoke, keygen and pack before sign, add
 	// before rotate and revoke.
-	order := []string{"devices", "device enroll", "device revoke", "device rotate", "device certificate", "tools", "exec", "cancel", "dispatch", "tasks", "task",
-		"tool keygen", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy",
+	order := []string{"devices", "device enroll", "device revoke", "device rotate", "device certificate", "tools", "exec", "cancel", "dispatch", "plan validate", "tasks", "task",
+		"tool init", "tool keygen", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy",
 		"operator add", "operator list", "operator rotate", "operator revoke", "audit"}
 	require.ElementsMatch(t, order, keys(cmds))
 	var last string

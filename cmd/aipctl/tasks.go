@@ -183,7 +183,11 @@ func printTask(w io.Writer, t api.Task) error {
 	fmt.Fprintf(tw, "requester\t%s\n", t.Requester)
 	fmt.Fprintf(tw, "state\t%s\n", t.State)
 	fmt.Fprintf(tw, "created\t%s (%s)\n", t.CreatedAt.Local().Format(time.DateTime), ago(t.CreatedAt))
-	fmt.Fprintf(tw, "took\t%s\n", took(t.TaskSummary))
+	if t.State.Ended() {
+		fmt.Fprintf(tw, "took\t%s\n", took(t.TaskSummary))
+	} else {
+		fmt.Fprintf(tw, "running for\t%s\n", took(t.TaskSummary))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -192,7 +196,10 @@ func printTask(w io.Writer, t api.Task) error {
 }
 
 // printSummary shows what a task did: each device's outcome (a fleet),
-// each step's (a plan), or the results (a command); then one line.
+// each step's (a plan), or the results (a command); then one line. For a
+// task that runs, the server's result is its progress so far: each
+// step's state (pending, running, or how its last attempt went), its
+// attempts and its last error.
 func printSummary(w io.Writer, t api.Task) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	switch t.Kind {
@@ -227,7 +234,12 @@ func printSummary(w io.Writer, t api.Task) error {
 	if t.DeviceID != "" {
 		line += " on " + t.DeviceID
 	}
-	line += fmt.Sprintf(": %s, took %s", t.State, took(t.TaskSummary))
+	if t.State.Ended() {
+		line += fmt.Sprintf(": %s, took %s", t.State, took(t.TaskSummary))
+	} else {
+		// Its steps are where it is so far (the server's progress).
+		line += fmt.Sprintf(": %s for %s so far", t.State, took(t.TaskSummary))
+	}
 	if t.Error != "" {
 		line += ": " + t.Error
 	}

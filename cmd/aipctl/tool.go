@@ -28,9 +28,9 @@ signature in aip.sig.
 
 A tool author's loop (a Go tool built with wasmtools/sdk/reactor):
   aipctl tool keygen -o acme                 # once: acme.key, acme.pub
-  GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -ldflags=-checklinkname=0 -o t.wasm .
-  aipctl tool pack t.wasm --manifest tool.json
-  aipctl tool run t.wasm --params '{"path":"/data/x"}' --allow-dir ./data:/data
+  aipctl tool init t && cd t                 # once: source, manifest t.json, Makefile
+  make                                       # t.wasm, packed: go build, then aipctl tool pack t.wasm --manifest t.json
+  aipctl tool run t.wasm name=world          # with --allow-dir ./data:/data for a tool that reads files
   aipctl tool sign --key acme.key t.wasm
   aipctl tool deploy kiosk-1 t.wasm
 
@@ -38,7 +38,7 @@ keygen, pack and sign write a file: for them, as for go build, -o (or
 --output, or --out) names that file, and --format json asks for their
 report as JSON, which -o json does for every other command.`,
 	}
-	cmd.AddCommand(newKeygenCmd(g), newPackCmd(g), newSignCmd(g), newVerifyCmd(g), newInspectCmd(g), newRunCmd(), newDeployCmd(g))
+	cmd.AddCommand(newInitCmd(g), newKeygenCmd(g), newPackCmd(g), newSignCmd(g), newVerifyCmd(g), newInspectCmd(g), newRunCmd(), newDeployCmd(g))
 	return cmd
 }
 
@@ -175,7 +175,7 @@ module carried no longer matches, so it is removed: sign after packing.`,
 			}
 			m, err := manifest.Parse(b)
 			if err != nil {
-				return &exitError{exitUsage, fmt.Errorf("%s: %w", manifestPath, err)}
+				return &exitError{exitUsage, manifestFailure(manifestPath, err)}
 			}
 			if _, _, err := startOf(wasm, m); err != nil {
 				return &exitError{exitUsage, fmt.Errorf("%s: %w", args[0], err)}
@@ -300,6 +300,15 @@ func newVerifyCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringArrayVar(&pubs, "pub", nil, "a trusted public key, PEM (repeatable, at least one)")
 	cmd.MarkFlagRequired("pub")
 	return cmd
+}
+
+// manifestFailure says what is wrong with the manifest file path.
+func manifestFailure(path string, err error) error {
+	var bad *manifest.Error
+	if errors.As(err, &bad) {
+		return fileFailure(path, "the manifest is not valid", bad.Problems)
+	}
+	return fmt.Errorf("%s: %w", path, err)
 }
 
 // readModule reads a module file; any failure is the caller's to fix.

@@ -26,13 +26,37 @@ type inspection struct {
 	Manifest       *manifest.Manifest `json:"manifest,omitempty"`
 	ManifestError  string             `json:"manifest_error,omitempty"`
 	Signature      *signatureView     `json:"signature,omitempty"`
-	Imports        []section.Import   `json:"imports"`
+	// Imports lists each distinct import once, in the order of its first
+	// appearance: Go's linker emits some twice (fd_write).
+	Imports []importView `json:"imports"`
 	// Form is the module's form under the ABI (reactor or command), and
 	// Start how an agent starts its calls, as the manifest's init asks;
 	// FormError says why it takes neither form, or why the two disagree.
 	Form      abi.Form      `json:"form,omitempty"`
 	Start     sandbox.Start `json:"start,omitempty"`
 	FormError string        `json:"form_error,omitempty"`
+}
+
+// importView is one distinct import, and how many times the module
+// imports it.
+type importView struct {
+	section.Import
+	Count int `json:"count"`
+}
+
+// distinctImports lists each import of imports once, with its count.
+func distinctImports(imports []section.Import) []importView {
+	out := []importView{}
+	at := map[section.Import]int{}
+	for _, imp := range imports {
+		if i, seen := at[imp]; seen {
+			out[i].Count++
+			continue
+		}
+		at[imp] = len(out)
+		out = append(out, importView{imp, 1})
+	}
+	return out
 }
 
 type signatureView struct {
@@ -65,9 +89,11 @@ func inspect(path string) (inspection, error) {
 		return inspection{}, err
 	}
 	in := inspection{Path: path, Size: len(wasm), SHA256: digest(wasm), ManifestSource: "none"}
-	if in.Imports, err = section.Imports(wasm); err != nil {
+	imports, err := section.Imports(wasm)
+	if err != nil {
 		return inspection{}, &exitError{exitUsage, fmt.Errorf("%s: %w", path, err)}
 	}
+	in.Imports = distinctImports(imports)
 	mod, err := manifest.Load(path)
 	switch {
 	case err == nil:
@@ -126,7 +152,11 @@ func printInspection(w io.Writer, in inspection) error {
 		return err
 	}
 	for _, imp := range in.Imports {
-		fmt.Fprintf(w, "  %s.%s (%s)\n", imp.Module, imp.Name, imp.Kind)
+		times := ""
+		if imp.Count > 1 {
+			times = fmt.Sprintf(", imported %d times", imp.Count)
+		}
+		fmt.Fprintf(w, "  %s.%s (%s%s)\n", imp.Module, imp.Name, imp.Kind, times)
 	}
 	return nil
 }

@@ -48,7 +48,13 @@ command as ABI v1.
 Exits 0 when the tool succeeded and 1 when it failed.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			params, err := buildParams(o.params, args[1:])
+			// The manifest types the parameters; one that does not load is
+			// reported by the run itself.
+			var schema map[string]any
+			if mod, err := manifest.Load(args[0]); err == nil {
+				schema = mod.Manifest.InputSchema
+			}
+			params, _, err := buildParams(o.params, args[1:], schema)
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}

@@ -270,7 +270,7 @@ func TestADeployedSignedToolRunsOnTheDevice(t *testing.T) {
 
 	_, errOut, code := f.ctl("exec", "kiosk-1", "hello")
 	require.Equal(t, exitUsage, code, "not there before the deploy: %s", errOut)
-	assert.Contains(t, errOut, `actions[0].tool_name: device "kiosk-1" has no tool "hello"`)
+	assert.Equal(t, "device kiosk-1 has no tool hello", errOut)
 	out, errOut, code := f.ctl("tool", "deploy", "kiosk-1", mod)
 	require.Equal(t, exitOK, code, "%s%s", out, errOut)
 	assert.Contains(t, out, `"status": "success"`)
@@ -288,7 +288,7 @@ func TestPackAndSignRefuseWhatAnAgentWouldRefuse(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte(`{"name":"x","tool_type":"query","input_schema":{"type":"object"}}`), 0o644))
 	_, errOut, code := ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", bad, "--out", filepath.Join(dir, "x.wasm"))
 	assert.Equal(t, exitUsage, code)
-	assert.Contains(t, errOut, `field "tool_type"`)
+	assert.Contains(t, errOut, `tool_type: want action or data_collection, got "query"`)
 
 	lib := filepath.Join(dir, "lib.wasm")
 	require.NoError(t, os.WriteFile(lib, []byte("\x00asm\x01\x00\x00\x00\x05\x03\x01\x00\x01"), 0o644))
@@ -396,4 +396,55 @@ func TestTheCExampleToolBuildsWithItsBuildScript(t *testing.T) {
 	res, code := runResult(t, out, "path=/data", "--allow-dir", dirUsageTree(t)+":/data")
 	require.Equal(t, exitOK, code, res)
 	assert.Equal(t, float64(7), res["result"].(map[string]any)["bytes"])
+}
+
+// Item 10 of issue 24: Go's linker imports fd_write twice; inspect lists
+// it once, with the count.
+func TestInspectListsAnImportOnceWithItsCount(t *testing.T) {
+	mod := filepath.Join(testenv.StockToolsDir(t), "hash_file.wasm")
+	out, errOut, code := sh(t, nil, "aipctl tool inspect "+mod)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, 1, strings.Count(out, "wasi_snapshot_preview1.fd_write "), out)
+	assert.Contains(t, out, "  wasi_snapshot_preview1.fd_write (func, imported 2 times)\n")
+	assert.Contains(t, out, "  wasi_snapshot_preview1.fd_read (func)\n")
+
+	out, _, code = sh(t, nil, "aipctl tool inspect -o json "+mod)
+	require.Equal(t, exitOK, code)
+	var in inspection
+	require.NoError(t, json.Unmarshal([]byte(out), &in))
+	counts := map[string]int{}
+	for _, imp := range in.Imports {
+		counts[imp.Name] += imp.Count
+		assert.NotEmpty(t, imp.Name)
+	}
+	assert.Equal(t, 2, counts["fd_write"])
+	assert.Equal(t, 1, counts["fd_read"])
+	assert.Len(t, in.Imports, len(counts), "each import once")
+}
+
+// Item 3 of issue 24: pack reports every problem of a manifest at once,
+// each at its line, as a compiler would.
+func TestPackReportsEveryManifestProblemWithItsLine(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "tool.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{
+  "name": "hash file",
+  "tool_type": "action",
+  "input_schema": {"type": "object"},
+  "limits": {"timeout": "10 seconds", "memroy": "32MiB"}
+}
+`), 0o644))
+	out, errOut, code := sh(t, nil, "cd "+dir+" && aipctl tool pack "+fixturePath("echo.wasm")+" --manifest tool.json -o t.wasm")
+	assert.Equal(t, exitUsage, code, out)
+	assert.Equal(t, `aipctl: tool.json: the manifest is not valid:
+  tool.json:2: name: "hash file": want 1-64 of [A-Za-z0-9_-], not starting with '-'
+  tool.json:5: limits.memroy: unknown field; did you mean memory?
+  tool.json:5: limits.timeout: duration "10 seconds": want a non-negative duration such as "5s"
+`, errOut)
+	assert.NoFileExists(t, filepath.Join(dir, "t.wasm"))
+
+	require.NoError(t, os.WriteFile(bad, []byte("{\n  \"name\": \"t\",\n  \"tool_type\": \"action\"\n  \"input_schema\": {}\n}\n"), 0o644))
+	_, errOut, code = sh(t, nil, "cd "+dir+" && aipctl tool pack "+fixturePath("echo.wasm")+" --manifest tool.json -o t.wasm")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "aipctl: tool.json: the manifest is not valid:\n  tool.json:4:3: invalid character '\"' after object key:value pair\n", errOut)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -84,4 +85,33 @@ func get(client *http.Client, url, token string) error {
 		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return nil
+}
+
+var (
+	commandsMu sync.Mutex
+	commands   = map[string]string{}
+)
+
+// Command builds ./cmd/name for this machine, once per test binary, and
+// returns the path of the binary: for tests that run it as a user would,
+// from a shell or a terminal.
+func Command(t testing.TB, name string) string {
+	t.Helper()
+	commandsMu.Lock()
+	defer commandsMu.Unlock()
+	if bin, ok := commands[name]; ok {
+		return bin
+	}
+	dir, err := os.MkdirTemp("", "edgeaip-bin-")
+	if err != nil {
+		t.Fatalf("build %s: %v", name, err)
+	}
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command(Go(), "build", "-o", bin, "./cmd/"+name)
+	cmd.Dir = Root()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
+	}
+	commands[name] = bin
+	return bin
 }

@@ -151,6 +151,11 @@ type CommandRequest struct {
 	Actions []protocol.Command `json:"actions"`
 	// Timeout bounds the wait for results, e.g. "30s". Default 30 s.
 	Timeout string `json:"timeout,omitempty"`
+	// WaitForDevice makes the command wait, unsent, within Timeout, for a
+	// device that is not online to register again, whatever the reason:
+	// one that shut down on purpose (whose commands otherwise fail at
+	// once, "device shut down"), one past its grace, one not seen yet.
+	WaitForDevice bool `json:"wait_for_device,omitempty"`
 	// IdempotencyKey goes in the Idempotency-Key header, not the body.
 	// The server runs a request with a key its sender used in the last
 	// 24 h only once: a repeat gets the first request's answer. The

@@ -165,11 +165,16 @@ func (r PlanResult) WithoutResults(note string) PlanResult {
 	return PlanResult{Steps: steps, ResultsOmitted: note}
 }
 
-// Step statuses.
+// Step statuses. A plan that has ended has each step's success, failure
+// or skipped; while it runs, GET /api/tasks/{id} shows its progress so
+// far, in which a step may also be pending (not started yet) or running
+// (an attempt is out; a retry keeps the last attempt's error).
 const (
 	StepSuccess = "success"
 	StepFailure = "failure"
 	StepSkipped = "skipped"
+	StepPending = "pending"
+	StepRunning = "running"
 )
 
 // StepResult is how one step of a plan went: its last attempt's command

@@ -1,22 +1,15 @@
 package plan
 
 import (
-	"bytes"
-
 	"gopkg.in/yaml.v3"
 )
 
 // checkExpanded refuses a document whose aliases expand it past limit
-// bytes. It reads the document as a node tree, in which an alias is a
-// pointer to its anchor and costs nothing, and measures what the aliases
-// would cost once expanded; a syntax error is left to the decode that
-// follows, which words it as always.
-func checkExpanded(data []byte, limit int) error {
-	var doc yaml.Node
-	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
-		return nil
-	}
-	if size := expandedSize(&doc, map[*yaml.Node]int{}); size > limit {
+// bytes. It measures the document as a node tree, in which an alias is a
+// pointer to its anchor and costs nothing, what the aliases would cost
+// once expanded.
+func checkExpanded(doc *yaml.Node, limit int) error {
+	if size := expandedSize(doc, map[*yaml.Node]int{}); size > limit {
 		return &ExpandedError{Size: size, Limit: limit}
 	}
 	return nil

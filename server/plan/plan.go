@@ -29,7 +29,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"strings"
 	"time"
@@ -241,7 +240,9 @@ func Parse(data []byte) (*Plan, error) { return ParseWithin(data, DefaultMaxExpa
 // ParseWithin reads a plan from YAML or JSON and validates it. A plan
 // whose aliases expand it past maxExpanded bytes (as JSON, a lower bound
 // measured on the YAML before it is expanded) is refused with an
-// *ExpandedError before it takes that memory.
+// *ExpandedError before it takes that memory. Any other plan that is
+// wrong is refused with an *Error that lists its problems, each with its
+// line, column and key path.
 func ParseWithin(data []byte, maxExpanded int) (*Plan, error) {
 	if len(data) > MaxBytes {
 		return nil, fmt.Errorf("plan: %d bytes is more than the limit of %d", len(data), MaxBytes)
@@ -249,23 +250,41 @@ func ParseWithin(data []byte, maxExpanded int) (*Plan, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("plan: empty document")
 	}
-	if err := checkExpanded(data, maxExpanded); err != nil {
+	doc, err := parseNode(bytes.NewReader(data))
+	switch {
+	case errors.Is(err, errMore):
+		return nil, errors.New("plan: more than one document")
+	case err != nil:
+		return nil, syntaxProblem(err, data)
+	}
+	if err := checkExpanded(doc, maxExpanded); err != nil {
 		return nil, err
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
+	s := shape{at: map[string]*yaml.Node{}}
+	if len(doc.Content) == 1 {
+		s.mapping(doc.Content[0], "", planKeys, "a plan: a mapping with task_name and steps")
+	}
+	if len(s.problems) > 0 {
+		return nil, &Error{Problems: s.problems}
+	}
 	var p Plan
-	if err := dec.Decode(&p); err != nil {
+	if err := decodeStrict(doc, &p); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	var extra any
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, errors.New("plan: more than one document")
-	}
-	if err := p.Validate(); err != nil {
-		return nil, err
+	if problems := p.problems(); len(problems) > 0 {
+		for i := range problems {
+			problems[i] = s.locate(problems[i])
+		}
+		return nil, &Error{Problems: problems}
 	}
 	return &p, nil
+}
+
+// decodeStrict decodes doc into p. shape has refused what it can, so what
+// is left to fail here (a mapping key in the parameters that is not text,
+// an alias that contains itself) is rare.
+func decodeStrict(doc *yaml.Node, p *Plan) error {
+	return doc.Decode(p)
 }
 
 // taskNameRe is UFO's rule for task names, which end up in paths: only
@@ -307,66 +326,77 @@ func taskNameChar(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
 }
 
-// Validate checks the plan's shape and bounds.
+// Validate checks the plan's shape and bounds, and returns an *Error
+// with every problem, each with its key path, if it is wrong.
 func (p *Plan) Validate() error {
-	if p.TaskName != "" && !ValidTaskName(p.TaskName) {
-		return fmt.Errorf("plan: field \"task_name\": %q: want 1-128 of [A-Za-z0-9._-], not starting with '.'", p.TaskName)
-	}
-	if len(p.Steps) == 0 {
-		return errors.New("plan: field \"steps\": at least one step is required")
-	}
-	if len(p.Steps) > MaxSteps {
-		return fmt.Errorf("plan: field \"steps\": %d steps is more than the limit of %d", len(p.Steps), MaxSteps)
-	}
-	for i := range p.Steps {
-		if err := p.Steps[i].validate(); err != nil {
-			return fmt.Errorf("plan: steps[%d]: %w", i, err)
-		}
+	if problems := p.problems(); len(problems) > 0 {
+		return &Error{Problems: problems}
 	}
 	return nil
 }
 
-func (s *Step) validate() error {
+// problems lists what is wrong with the plan, each with its key path.
+func (p *Plan) problems() []Problem {
+	var ps []Problem
+	add := func(path, format string, args ...any) {
+		ps = append(ps, Problem{Path: path, Problem: fmt.Sprintf(format, args...)})
+	}
+	if p.TaskName != "" && !ValidTaskName(p.TaskName) {
+		add("task_name", "%q: want 1-128 of [A-Za-z0-9._-], not starting with '.'", p.TaskName)
+	}
+	switch {
+	case len(p.Steps) == 0:
+		add("steps", "at least one step is required")
+	case len(p.Steps) > MaxSteps:
+		add("steps", "%d steps is more than the limit of %d", len(p.Steps), MaxSteps)
+	}
+	for i := range p.Steps {
+		p.Steps[i].check(fmt.Sprintf("steps[%d]", i), add)
+	}
+	return ps
+}
+
+func (s *Step) check(path string, add func(path, format string, args ...any)) {
 	inline := s.Action.Tool != "" || s.Action.ToolName != "" || s.Action.ToolType != "" || s.Action.Parameters != nil
 	switch {
 	case inline && len(s.Actions) > 0:
-		return errors.New("give either one action inline or \"actions\", not both")
+		add(path, "give either one action inline or \"actions\", not both")
 	case !inline && len(s.Actions) == 0:
-		return errors.New("no action: give \"tool\", \"tool_name\" or \"actions\"")
+		add(path, "no action: give \"tool\", \"tool_name\" or \"actions\"")
 	case len(s.Actions) > MaxActions:
-		return fmt.Errorf("field \"actions\": %d actions is more than the limit of %d", len(s.Actions), MaxActions)
-	case s.Timeout < 0 || time.Duration(s.Timeout) > MaxTimeout:
-		return fmt.Errorf("field \"timeout\": %s is outside (0, %s]", time.Duration(s.Timeout), MaxTimeout)
-	case s.Retries < 0 || s.Retries > MaxRetries:
-		return fmt.Errorf("field \"retries\": %d is outside [0, %d]", s.Retries, MaxRetries)
-	case s.Backoff < 0 || time.Duration(s.Backoff) > MaxBackoff:
-		return fmt.Errorf("field \"backoff\": %s is outside [0, %s]", time.Duration(s.Backoff), MaxBackoff)
+		add(path+".actions", "%d actions is more than the limit of %d", len(s.Actions), MaxActions)
+	}
+	if s.Timeout < 0 || time.Duration(s.Timeout) > MaxTimeout {
+		add(path+".timeout", "%s is outside (0, %s]", time.Duration(s.Timeout), MaxTimeout)
+	}
+	if s.Retries < 0 || s.Retries > MaxRetries {
+		add(path+".retries", "%d is outside [0, %d]", s.Retries, MaxRetries)
+	}
+	if s.Backoff < 0 || time.Duration(s.Backoff) > MaxBackoff {
+		add(path+".backoff", "%s is outside [0, %s]", time.Duration(s.Backoff), MaxBackoff)
 	}
 	if inline {
-		return s.Action.validate()
+		s.Action.check(path, add)
 	}
 	for i, a := range s.Actions {
-		if err := a.validate(); err != nil {
-			return fmt.Errorf("actions[%d]: %w", i, err)
-		}
+		a.check(fmt.Sprintf("%s.actions[%d]", path, i), add)
 	}
-	return nil
 }
 
-func (a Action) validate() error {
+func (a Action) check(path string, add func(path, format string, args ...any)) {
 	switch {
 	case a.Tool != "" && a.ToolName != "":
-		return errors.New("give either \"tool\" or \"tool_name\", not both")
+		add(path, "give either \"tool\" or \"tool_name\", not both")
 	case a.Tool == "" && a.ToolName == "":
-		return errors.New("field \"tool\": missing")
+		add(path+".tool", "missing")
 	case a.ToolType != "" && !a.ToolType.Valid():
-		return fmt.Errorf("field \"tool_type\": %q: want action or data_collection", a.ToolType)
-	}
-	if ns, name := a.Ref(); name == "" || (a.Tool != "" && strings.Contains(a.Tool, ".") && ns == "") {
-		return fmt.Errorf("field \"tool\": %q: want \"namespace.tool\" or \"tool\"", a.Tool)
+		add(path+".tool_type", "%q: want action or data_collection", a.ToolType)
+	default:
+		if ns, name := a.Ref(); name == "" || (a.Tool != "" && strings.Contains(a.Tool, ".") && ns == "") {
+			add(path+".tool", "%q: want \"namespace.tool\" or \"tool\"", a.Tool)
+		}
 	}
 	if _, err := json.Marshal(a.Parameters); err != nil {
-		return fmt.Errorf("field \"parameters\": not representable as JSON: %w", err)
+		add(path+".parameters", "not representable as JSON: %v", err)
 	}
-	return nil
 }

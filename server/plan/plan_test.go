@@ -113,23 +113,23 @@ steps:
 func TestParseRefusesBadPlansNamingTheField(t *testing.T) {
 	for name, tc := range map[string]struct{ doc, want string }{
 		"empty":              {"", "empty document"},
-		"no steps":           {"task_name: x", `"steps": at least one step`},
-		"unknown field":      {"steps: [{tool: a, timout: 3s}]", "field timout not found"},
-		"duplicate key":      {"steps: [{tool: a, tool: b}]", `"tool" already defined`},
-		"traversal name":     {"task_name: ../etc\nsteps: [{tool: a}]", `"task_name": "../etc"`},
-		"dot name":           {"task_name: .hidden\nsteps: [{tool: a}]", `"task_name": ".hidden"`},
-		"no action":          {"steps: [{timeout: 3s}]", "steps[0]: no action"},
+		"no steps":           {"task_name: x", `steps: at least one step is required`},
+		"unknown field":      {"steps: [{tool: a, timout: 3s}]", "line 1, column 19: steps[0].timout: unknown key; did you mean timeout?"},
+		"duplicate key":      {"steps: [{tool: a, tool: b}]", `line 1, column 19: steps[0].tool: given twice`},
+		"traversal name":     {"task_name: ../etc\nsteps: [{tool: a}]", `line 1, column 1: task_name: "../etc": want`},
+		"dot name":           {"task_name: .hidden\nsteps: [{tool: a}]", `task_name: ".hidden"`},
+		"no action":          {"steps: [{timeout: 3s}]", "line 1, column 9: steps[0]: no action"},
 		"both forms":         {"steps: [{tool: a, actions: [{tool: b}]}]", "steps[0]: give either one action inline"},
 		"tool and tool_name": {"steps: [{tool: a, tool_name: b}]", `steps[0]: give either "tool" or "tool_name"`},
-		"bad tool type":      {"steps: [{tool: a, tool_type: magic}]", `"tool_type": "magic"`},
-		"empty namespace":    {"steps: [{tool: .a}]", `"tool": ".a"`},
-		"empty name":         {"steps: [{tool: 'ns.'}]", `"tool": "ns."`},
-		"numeric timeout":    {"steps: [{tool: a, timeout: 20}]", "want a duration string"},
-		"bad timeout":        {"steps: [{tool: a, timeout: soon}]", `invalid duration "soon"`},
-		"huge timeout":       {"steps: [{tool: a, timeout: 48h}]", `"timeout": 48h0m0s is outside`},
-		"negative retries":   {"steps: [{tool: a, retries: -1}]", `"retries": -1`},
-		"too many retries":   {"steps: [{tool: a, retries: 11}]", `"retries": 11`},
-		"batch item":         {"steps: [{actions: [{tool: a}, {parameters: {}}]}]", `steps[0]: actions[1]: field "tool": missing`},
+		"bad tool type":      {"steps: [{tool: a, tool_type: magic}]", `steps[0].tool_type: "magic": want action or data_collection`},
+		"empty namespace":    {"steps: [{tool: .a}]", `steps[0].tool: ".a"`},
+		"empty name":         {"steps: [{tool: 'ns.'}]", `steps[0].tool: "ns."`},
+		"numeric timeout":    {"steps: [{tool: a, timeout: 20}]", `line 1, column 28: steps[0].timeout: want a duration such as "20s" or "1m30s", got "20"`},
+		"bad timeout":        {"steps: [{tool: a, timeout: soon}]", `want a duration such as "20s" or "1m30s", got "soon"`},
+		"huge timeout":       {"steps: [{tool: a, timeout: 48h}]", `steps[0].timeout: 48h0m0s is outside`},
+		"negative retries":   {"steps: [{tool: a, retries: -1}]", `steps[0].retries: -1`},
+		"too many retries":   {"steps: [{tool: a, retries: 11}]", `steps[0].retries: 11`},
+		"batch item":         {"steps: [{actions: [{tool: a}, {parameters: {}}]}]", `steps[0].actions[1].tool: missing`},
 		"non-string keys":    {"steps: [{tool: a, parameters: {x: {1: 2}}}]", "not representable as JSON"},
 		"two documents":      {"steps: [{tool: a}]\n---\nsteps: [{tool: b}]", "more than one document"},
 	} {
@@ -223,5 +223,41 @@ func TestSanitizeTaskNameIsUFOs(t *testing.T) {
 		got := SanitizeTaskName(in)
 		assert.Equal(t, want, got, in)
 		assert.True(t, got == "" || ValidTaskName(got), "%q sanitizes to a valid name, %q", in, got)
+	}
+}
+
+// Item 2 of issue 24: a plan's problems say where they are, by line,
+// column and key path, in the plan's words: no Go type, no field of the
+// request that carried it.
+func TestParseLocatesEachProblemInThePlansWords(t *testing.T) {
+	for name, tc := range map[string]struct {
+		doc  string
+		want []Problem
+	}{
+		"an unclosed { on line 4": {"task_name: x\nsteps:\n  - tool: a\n    parameters: {path: /x\n  - tool: b\n",
+			[]Problem{{Line: 4, Column: 17, Problem: `this "{" is not closed: a "}", or a "," between its entries, is missing`}}},
+		"an unclosed [": {"steps:\n  - tool: a\n    parameters: {list: [1, 2}\n",
+			[]Problem{{Line: 3, Column: 24, Problem: `this "[" is not closed: a "]", or a "," between its items, is missing`}}},
+		"a line indented wrong": {"steps:\n  - tool: a\n   parameters: {}\n",
+			[]Problem{{Line: 3, Column: 4, Problem: `this line is indented as if it went on with the list above, but it does not start a new item with "- " nor line up with its item's keys`}}},
+		"a tab":             {"steps:\n\t- tool: a\n", []Problem{{Line: 2, Column: 1, Problem: "a tab: YAML indents with spaces only"}}},
+		"an unclosed quote": {"steps:\n  - tool: a\n    parameters: {path: 'x}\n", []Problem{{Line: 3, Column: 24, Problem: "this quote is not closed"}}},
+		"misspelt keys, all of them": {"steps:\n  - tool: a\n    paramters: {path: 1}\n  - tool: b\n    retries: many\n    timout: 1s\n",
+			[]Problem{
+				{Line: 3, Column: 5, Path: "steps[0].paramters", Problem: "unknown key; did you mean parameters?"},
+				{Line: 5, Column: 14, Path: "steps[1].retries", Problem: `want a whole number, got "many"`},
+				{Line: 6, Column: 5, Path: "steps[1].timout", Problem: "unknown key; did you mean timeout?"},
+			}},
+		"not a plan":             {`{"request": "x"}`, []Problem{{Line: 1, Column: 2, Path: "request", Problem: "unknown key"}}},
+		"steps that are no list": {"steps: 3\n", []Problem{{Line: 1, Column: 8, Path: "steps", Problem: `want a list of steps, got "3"`}}},
+		"a step that is no mapping": {"steps:\n  - hash_file\n", []Problem{{Line: 2, Column: 5, Path: "steps[0]",
+			Problem: `want a step: a mapping with tool and parameters, or actions, got "hash_file"`}}},
+		"bounds, located": {"steps:\n  - tool: a\n    retries: 20\n", []Problem{{Line: 3, Column: 5, Path: "steps[0].retries", Problem: "20 is outside [0, 10]"}}},
+	} {
+		_, err := Parse([]byte(tc.doc))
+		var e *Error
+		require.ErrorAs(t, err, &e, name)
+		assert.Equal(t, tc.want, e.Problems, name)
+		assert.NotRegexp(t, `plan\.|\[\]|!!|unmarshal`, err.Error(), "%s: no Go or YAML internals", name)
 	}
 }

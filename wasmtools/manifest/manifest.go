@@ -104,82 +104,92 @@ var (
 	validEnvKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 )
 
-// Parse decodes and validates a manifest. Unknown fields are errors, so a
-// misspelt "capabilities" does not pass unnoticed.
+// Parse decodes and validates a manifest. It reports every problem at
+// once, each with its field and line, in an *Error: unknown fields (a
+// misspelt "capabilities" does not pass unnoticed), values of the wrong
+// type and values out of bounds.
 func Parse(b []byte) (Manifest, error) {
 	var m Manifest
+	var raw json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return Manifest{}, fmt.Errorf("manifest: %w", err)
+	if err := dec.Decode(&raw); err != nil {
+		return Manifest{}, &Error{Problems: []Problem{syntaxProblem(err, b)}}
 	}
+	ps := &problems{lines: lineIndex(b)}
 	if _, err := dec.Token(); err != io.EOF {
-		return Manifest{}, fmt.Errorf("manifest: trailing data after the JSON object")
+		ps.list = append(ps.list, Problem{Line: bytes.Count(b[:dec.InputOffset()], []byte("\n")) + 1,
+			Problem: "trailing data after the JSON object"})
 	}
-	if err := m.Validate(); err != nil {
+	decodeStrict(raw, &m, ps)
+	m.check(ps)
+	if err := ps.err(m.Name); err != nil {
 		return Manifest{}, err
 	}
 	return m, nil
 }
 
-// Validate checks every field; the error names the first wrong one.
+// Validate checks every field, and reports every problem in an *Error.
 func (m *Manifest) Validate() error {
+	ps := &problems{}
+	m.check(ps)
+	return ps.err(m.Name)
+}
+
+func (m *Manifest) check(ps *problems) {
 	if !validName.MatchString(m.Name) {
-		return fmt.Errorf("manifest: field \"name\": %q: want 1-64 of [A-Za-z0-9_-], not starting with '-'", m.Name)
+		ps.add("name", "%q: want 1-64 of [A-Za-z0-9_-], not starting with '-'", m.Name)
 	}
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("manifest of %q: "+format, append([]any{m.Name}, args...)...)
+	switch m.ToolType {
+	case ToolTypeAction, ToolTypeDataCollection:
+	case "":
+		ps.add("tool_type", "missing: want %s or %s", ToolTypeAction, ToolTypeDataCollection)
+	default:
+		ps.add("tool_type", "want %s or %s, got %q", ToolTypeAction, ToolTypeDataCollection, m.ToolType)
 	}
-	if m.ToolType != ToolTypeAction && m.ToolType != ToolTypeDataCollection {
-		return fail("field \"tool_type\": want %s or %s, got %q", ToolTypeAction, ToolTypeDataCollection, m.ToolType)
-	}
-	if m.InputSchema == nil {
-		return fail("field \"input_schema\": missing")
-	}
-	if m.InputSchema["type"] != "object" {
-		return fail("field \"input_schema\": the parameters are a JSON object, so its \"type\" must be \"object\"")
-	}
-	if _, err := schema.Compile(m.InputSchema); err != nil {
-		return fail("field \"input_schema\": %w", err)
+	switch _, err := schema.Compile(m.InputSchema); {
+	case m.InputSchema == nil:
+		ps.add("input_schema", "missing")
+	case m.InputSchema["type"] != "object":
+		ps.add("input_schema", "the parameters are a JSON object, so its \"type\" must be \"object\"")
+	case err != nil:
+		ps.add("input_schema", "%v", err)
 	}
 	if m.OutputSchema != nil {
 		if _, err := schema.Compile(m.OutputSchema); err != nil {
-			return fail("field \"output_schema\": %w", err)
+			ps.add("output_schema", "%v", err)
 		}
 	}
-	if err := m.Capabilities.validate(); err != nil {
-		return fail("field \"capabilities\": %w", err)
-	}
+	m.Capabilities.check(ps)
 	switch m.Init {
 	case "", InitSnapshot, InitSnapshotOrPlain, InitPlain:
 	default:
-		return fail("field \"init\": want %s, %s or %s, got %q", InitSnapshot, InitSnapshotOrPlain, InitPlain, m.Init)
+		ps.add("init", "want %s, %s or %s, got %q", InitSnapshot, InitSnapshotOrPlain, InitPlain, m.Init)
 	}
-	return nil
 }
 
-func (c Capabilities) validate() error {
+func (c Capabilities) check(ps *problems) {
 	seen := map[string]bool{}
 	for i, d := range c.Dirs {
+		at := fmt.Sprintf("capabilities.dirs[%d]", i)
 		if d.Path != AnyDir && (!path.IsAbs(d.Path) || path.Clean(d.Path) != d.Path) {
-			return fmt.Errorf("dirs[%d]: path %q: want an absolute, clean path or %q", i, d.Path, AnyDir)
+			ps.add(at+".path", "%q: want an absolute, clean path or %q", d.Path, AnyDir)
 		}
 		if d.Mode != ReadOnly && d.Mode != ReadWrite {
-			return fmt.Errorf("dirs[%d]: mode %q: want ro or rw", i, d.Mode)
+			ps.add(at+".mode", "%q: want ro or rw", d.Mode)
 		}
 		if seen[d.Path] {
-			return fmt.Errorf("dirs[%d]: path %q: listed twice", i, d.Path)
+			ps.add(at+".path", "%q: listed twice", d.Path)
 		}
 		seen[d.Path] = true
 	}
 	for i, k := range c.Env {
+		at := fmt.Sprintf("capabilities.env[%d]", i)
 		if !validEnvKey.MatchString(k) {
-			return fmt.Errorf("env[%d]: %q is not an environment variable name", i, k)
+			ps.add(at, "%q is not an environment variable name", k)
 		}
 		if seen["$"+k] {
-			return fmt.Errorf("env[%d]: %q: listed twice", i, k)
+			ps.add(at, "%q: listed twice", k)
 		}
 		seen["$"+k] = true
 	}
-	return nil
 }

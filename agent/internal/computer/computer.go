@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 
+	"github.com/edgeaip/edgeaip/internal/suggest"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/edgeaip/edgeaip/wasmtools/schema"
@@ -166,14 +168,35 @@ func (c *Computer) resolve(cmd protocol.Command) (registered, error) {
 		if r, ok := c.tools[protocol.ToolKey(cmd.ToolType, cmd.ToolName)]; ok {
 			return r, nil
 		}
-		return registered{}, fmt.Errorf("unknown tool %q of type %s on %s%s", cmd.ToolName, cmd.ToolType, c.name, c.downServers())
+		return registered{}, fmt.Errorf("unknown tool %q of type %s%s%s%s", cmd.ToolName, cmd.ToolType, c.where(), c.nearest(cmd.ToolName), c.downServers())
 	}
 	for _, tt := range protocol.ToolTypes {
 		if r, ok := c.tools[protocol.ToolKey(tt, cmd.ToolName)]; ok {
 			return r, nil
 		}
 	}
-	return registered{}, fmt.Errorf("unknown tool %q on %s%s", cmd.ToolName, c.name, c.downServers())
+	return registered{}, fmt.Errorf("unknown tool %q%s%s%s", cmd.ToolName, c.where(), c.nearest(cmd.ToolName), c.downServers())
+}
+
+// where names the Computer in an error, unless it is the default one,
+// which is every command's that names none: UFO's key of it means nothing
+// to an operator who never named it.
+func (c *Computer) where() string {
+	if c.name == defaultKey {
+		return ""
+	}
+	return " on " + c.name
+}
+
+// nearest is "; did you mean X?" for the tool most like name. Callers
+// hold c.mu.
+func (c *Computer) nearest(name string) string {
+	names := make([]string, 0, len(c.tools))
+	for _, r := range c.tools {
+		names = append(names, r.info.ToolName)
+	}
+	slices.Sort(names)
+	return suggest.DidYouMean(name, slices.Compact(names))
 }
 
 // prepare resolves cmd and checks its parameters against the tool's input

@@ -17,6 +17,10 @@ import (
 // a command falls back to when its root_name has no config.
 const defaultName = "default"
 
+// defaultKey is the key of the Computer of a command that names none:
+// Target{}.key().
+const defaultKey = defaultName + "::::" + defaultName
+
 // Target names the Computer a COMMAND is for, as its ServerMessage does.
 type Target struct {
 	AgentName, ProcessName, RootName string

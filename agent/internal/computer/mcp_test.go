@@ -93,7 +93,7 @@ func TestACrashedStdioServerFailsItsCallsAndIsRestarted(t *testing.T) {
 func TestAServerThatCannotStartIsExplainedAtTheUnknownTool(t *testing.T) {
 	r := newTestRouter(t, defaultAction(config.MCPServerConfig{Namespace: "ghost", Type: config.MCPStdio, Command: "/nonexistent/mcp-server", Timeout: time.Second}))
 	res := one(t, r, computer.Target{}, action("haunt", nil))
-	assert.Contains(t, res.Error, `unknown tool "haunt" on default::::default (MCP server "ghost" is not running: start /nonexistent/mcp-server:`)
+	assert.Contains(t, res.Error, `unknown tool "haunt" (MCP server "ghost" is not running: start /nonexistent/mcp-server:`)
 }
 
 func TestToolsListChangedResyncsTheRegistry(t *testing.T) {

@@ -101,7 +101,8 @@ func TestRouterValidatesBeforeItExecutes(t *testing.T) {
 		cmd  protocol.Command
 		want string
 	}{
-		"unknown tool":       {action("no_such_tool", nil), `unknown tool "no_such_tool" on default::::default`},
+		"unknown tool":       {action("no_such_tool", nil), `unknown tool "no_such_tool"`},
+		"a typo":             {action("ehco", nil), `unknown tool "ehco"; did you mean echo?`},
 		"unknown tool type":  {protocol.Command{ToolName: "echo", ToolType: protocol.ToolDataCollection, CallID: "x"}, `unknown tool "echo" of type data_collection`},
 		"missing argument":   {dc(map[string]any{"n": 1}), `tool "probe": invalid parameters: parameter "msg": missing (required)`},
 		"wrong type":         {dc(map[string]any{"msg": 7}), `tool "probe": invalid parameters: parameter "msg": got number, want string`},

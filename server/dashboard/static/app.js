@@ -239,15 +239,29 @@ async function devicePage(seq, id) {
 }
 
 function toolsTable(tools) {
-  return table("tools", ["Tool", "Namespace", "Type", "Description", "Schema"], tools.map((t) =>
+  return table("tools", ["Tool", "Namespace", "Type", "Signed by", "Description", "Schema"], tools.map((t) =>
     el("tr", { "data-tool": t.tool_name },
       el("td", { class: "mono" }, t.tool_name),
       el("td", {}, t.namespace || "–"),
       el("td", {}, t.tool_type),
+      el("td", { class: "signer" }, signerText(t.meta)),
       el("td", {}, t.description || ""),
       el("td", {}, el("details", {}, el("summary", {}, "input schema"), el("pre", {}, json(t.input_schema || {})),
         t.output_schema ? [el("div", { class: "muted" }, "output schema"), el("pre", {}, json(t.output_schema))] : null)))));
 }
+
+// signerText is who signed a wasm tool: the key id its signature names,
+// and whether the device checked it against a key it trusts.
+function signerText(meta) {
+  if (!meta || !meta.signature) return "–";
+  if (!meta.signer) return "unsigned";
+  return [el("span", { class: "mono key-id" }, meta.signer), ` (${meta.signature})`];
+}
+
+// metaTools are the agent's own tools, which an operator does not run by
+// hand: install_tool is what aipctl tool deploy calls, list_tools what the
+// tools table shows.
+const metaTools = new Set(["list_tools", "install_tool"]);
 
 // skeleton is a parameters object with each property of a schema.
 function skeleton(schema) {
@@ -258,7 +272,11 @@ function skeleton(schema) {
   return out;
 }
 
-function runForm(deviceID, tools) {
+// runForm runs one of the device's own tools; the meta tools are left
+// out, so that the form opens on a real tool.
+function runForm(deviceID, allTools) {
+  const tools = allTools.filter((t) => !metaTools.has(t.tool_name));
+  if (!tools.length) return el("p", { id: "run-none", class: "muted" }, "This device lists no tools to run but its meta tools.");
   const select = el("select", { id: "run-tool" }, tools.map((t, i) => el("option", { value: i }, `${t.tool_name} (${t.namespace || t.tool_type})`)));
   const params = el("textarea", { id: "run-params", spellcheck: "false" });
   const timeout = el("input", { id: "run-timeout", value: "30s" });

@@ -1,0 +1,114 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+)
+
+// checkAdmission is POST /api/admission, the dry run of a dispatch, a
+// fleet or a command: admission's verdict on a plan or a command for a
+// device or for the devices some labels match, with every problem, and
+// which devices were checked against a registration that may be stale.
+// Nothing is recorded or sent. The verdict is the caller's: its role and
+// scope hold the request as they would hold the one it stands for. A
+// request that cannot be checked (no such device, none in the caller's
+// scope, no device with the labels, a plan that does not parse) is an
+// error, as it is for the request it stands for, and so is one the
+// caller's role forbids (403); what admission refuses is a verdict, 200.
+func (s *Server) checkAdmission(w http.ResponseWriter, r *http.Request) {
+	var req api.AdmissionRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	who := callerFrom(r)
+	devices, code, err := s.admissionTargets(r, who, req)
+	if err != nil {
+		writeError(w, code, err.Error())
+		return
+	}
+	o, err := s.admissionOrder(who, req, devices)
+	if err == nil {
+		err = s.admission.admit(o)
+	}
+	verdict := api.AdmissionResponse{Admitted: err == nil, Devices: make([]api.AdmissionDevice, len(devices))}
+	var refused *refusal
+	switch {
+	case errors.As(err, &refused):
+		verdict.Problems = refused.problems
+	case err != nil:
+		writeRequestError(w, err)
+		return
+	}
+	for i, id := range devices {
+		verdict.Devices[i] = s.admissionDevice(r, id)
+	}
+	writeJSON(w, http.StatusOK, verdict)
+}
+
+// admissionTargets are the devices in who's scope a dry run is for, or
+// an error and its status. A device outside the scope is not enrolled,
+// as for the request the dry run stands for.
+func (s *Server) admissionTargets(r *http.Request, who *caller, req api.AdmissionRequest) ([]string, int, error) {
+	switch {
+	case (req.Device == "") == (len(req.Labels) == 0):
+		return nil, http.StatusBadRequest, errors.New(`give either "device" or "labels"`)
+	case req.Device != "":
+		_, err := s.store.Device(r.Context(), req.Device)
+		in := err == nil
+		if in {
+			in, err = s.deviceInScope(r.Context(), who, req.Device)
+		}
+		switch {
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return nil, http.StatusServiceUnavailable, err
+		case !in:
+			return nil, http.StatusNotFound, errors.New(deviceNotEnrolled(req.Device))
+		}
+		return []string{req.Device}, 0, nil
+	}
+	devices, err := s.matchDevices(r.Context(), access.LabelSelector(req.Labels).And(who.scope.Devices))
+	switch {
+	case err != nil:
+		return nil, http.StatusServiceUnavailable, err
+	case len(devices) == 0:
+		return nil, http.StatusNotFound, fmt.Errorf("no enrolled device has the labels %s", labelText(req.Labels))
+	}
+	return devices, 0, nil
+}
+
+// admissionOrder is what a dry run checks: the plan or the actions, for
+// devices, asked by who.
+func (s *Server) admissionOrder(who *caller, req api.AdmissionRequest, devices []string) (order, error) {
+	hasPlan := len(req.Plan) > 0 && string(req.Plan) != "null"
+	switch {
+	case hasPlan == (len(req.Actions) > 0):
+		return order{}, errors.New(`give either "plan" or "actions"`)
+	case hasPlan:
+		p, err := planField(req.Plan, s.cfg.Limits.MaxPlanBytes)
+		if err != nil {
+			return order{}, err
+		}
+		return planOrder(who, p, devices...), nil
+	}
+	if err := validateActions(req.Actions); err != nil {
+		return order{}, err
+	}
+	o := commandOrder(who, devices[0], req.Actions)
+	o.devices = devices
+	return o, nil
+}
+
+// admissionDevice is how fresh what admission checked device id against
+// is.
+func (s *Server) admissionDevice(r *http.Request, id string) api.AdmissionDevice {
+	d := api.AdmissionDevice{ID: id, Online: s.reg.device(id) != nil}
+	if dev, err := s.store.Device(r.Context(), id); err == nil && !dev.LastSeen.IsZero() {
+		d.LastSeen = &dev.LastSeen
+	}
+	return d
+}
