@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/internal/pgtest"
+	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/stretchr/testify/assert"
@@ -66,7 +67,7 @@ func runCLI(t *testing.T, bin string, args ...string) (string, bool) {
 // is a store a server starts on: the devices, their tokens and every
 // task that ended before the backup are there.
 func TestABackupOfARunningServerStartsAServerOfItsOwn(t *testing.T) {
-	bin := buildCommand(t, "aip-server")
+	bin := testenv.Command(t, "aip-server")
 	data := t.TempDir()
 	srv := startServerProcess(t, bin, "127.0.0.1:0", data)
 	token := srv.enrollToken(t, "raw-1")
@@ -120,7 +121,7 @@ func TestABackupOfARunningServerStartsAServerOfItsOwn(t *testing.T) {
 // serves the same devices, tokens, tasks and operator token.
 func TestStoreCopyMovesAFleetIntoPostgreSQL(t *testing.T) {
 	url := pgtest.Shared(t).NewDatabase(t)
-	bin := buildCommand(t, "aip-server")
+	bin := testenv.Command(t, "aip-server")
 	data := t.TempDir()
 	srv := startServerProcess(t, bin, "127.0.0.1:0", data)
 	token := srv.enrollToken(t, "raw-1")
