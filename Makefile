@@ -48,7 +48,9 @@ APT_PACKAGES_NODE := nodejs npm
 NPM_CACHE    ?= $(or $(EDGEAIP_NPM_CACHE),.cache/npm)
 NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 \
                 @modelcontextprotocol/server-filesystem@2026.8.31 \
-                @playwright/mcp@0.0.83
+                @playwright/mcp@0.0.83 \
+                @modelcontextprotocol/sdk@1.32.2 \
+                @modelcontextprotocol/inspector@2.12.0
 
 .PHONY: all build tools cross footprint fixtures generate test test-postgres fuzz bench-fuel deps deps-apt deps-npm demo clean FORCE
 .DELETE_ON_ERROR:

@@ -16,10 +16,12 @@ import (
 	"github.com/edgeaip/edgeaip/agent/internal/executor"
 	"github.com/edgeaip/edgeaip/agent/internal/link"
 	"github.com/edgeaip/edgeaip/agent/internal/mcpproxy"
+	"github.com/edgeaip/edgeaip/agent/internal/mcpserve"
 	"github.com/edgeaip/edgeaip/agent/internal/outbox"
 	"github.com/edgeaip/edgeaip/agent/internal/reply"
 	"github.com/edgeaip/edgeaip/agent/internal/token"
 	"github.com/edgeaip/edgeaip/agent/internal/toolbox"
+	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
 )
 
@@ -32,6 +34,9 @@ type (
 	MCPConfig       = config.MCPConfig
 	MCPServerConfig = config.MCPServerConfig
 )
+
+// MCPServe configures the agent's own MCP endpoint.
+type MCPServe = config.MCPServe
 
 // MCPStdio is the type of an MCP server the agent spawns, speaking on
 // stdin and stdout.
@@ -54,6 +59,10 @@ type Agent struct {
 	executor  *executor.Executor
 	link      *link.Link
 	inventory chan struct{} // the tool inventory changed: the link registers again
+	// local serves the device's tools to applications on it; nil unless
+	// mcp_serve.listen is set. localTools is signalled when they change.
+	local      *mcpserve.Server
+	localTools chan struct{}
 
 	// stopWatch ends the watch for tools that fail to instrument, which
 	// watching waits for.
@@ -100,7 +109,7 @@ func newAgent(ctx context.Context, cfg Config, fs outbox.FS) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	a := &Agent{cfg: cfg, sb: sb, log: log, inventory: make(chan struct{}, 1)}
+	a := &Agent{cfg: cfg, sb: sb, log: log, inventory: make(chan struct{}, 1), localTools: make(chan struct{}, 1)}
 	if err := a.init(ctx, tokens, tc, fs); err != nil {
 		a.Close(ctx)
 		return nil, err
@@ -139,9 +148,60 @@ func (a *Agent) init(ctx context.Context, tokens link.Tokens, tc *tls.Config, fs
 	a.executor.ReportInterrupted(interrupted)
 	a.link = link.New(link.Options{
 		DeviceID: a.cfg.ID, ServerURL: a.cfg.ServerURL, Tokens: tokens, TLS: tc, Wire: a.cfg.Wire, Conn: a.cfg.Conn,
-		Heartbeat: a.cfg.HeartbeatInterval, Describe: a.systemInfo, Commands: a.executor.Admit, Inventory: a.inventory,
+		Heartbeat: a.cfg.HeartbeatInterval, Describe: a.systemInfo, Commands: a.executor.Admit, Cancel: a.executor.Cancel, Inventory: a.inventory,
 	}, a.outbox, cap, a.log)
+	return a.listenLocal()
+}
+
+// listenLocal binds the agent's own MCP endpoint, if mcp_serve asks for
+// one, so that an address taken fails the start.
+func (a *Agent) listenLocal() error {
+	if a.cfg.MCPServe.Listen == "" {
+		return nil
+	}
+	token, err := mcpserve.Token(a.cfg.MCPServe.TokenFile)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.local, err = mcpserve.Listen(mcpserve.Options{
+		Listen: a.cfg.MCPServe.Listen, Token: token, Version: Version, Tools: a.localToolList,
+		Run: a.executor.RunLocal, Log: a.log.With("part", "mcp_serve"),
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
 	return nil
+}
+
+// localToolList is what the local MCP endpoint serves: the tools of the
+// default Computer, as the device registers them, but its meta tools
+// (list_tools, install_tool), which are the server's to use.
+func (a *Agent) localToolList() []protocol.MCPToolInfo {
+	c, err := a.computers.Get(context.Background(), computer.Target{})
+	if err != nil {
+		a.log.Warn("the MCP endpoint serves no tools", "err", err)
+		return nil
+	}
+	return c.ListTools("", "", true)
+}
+
+// serveLocal serves the local MCP endpoint, if there is one, until ctx
+// ends, with the tools as they change.
+func (a *Agent) serveLocal(ctx context.Context) {
+	if a.local == nil {
+		return
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-a.localTools:
+				a.local.Refresh()
+			}
+		}
+	}()
+	a.local.Serve(ctx)
 }
 
 // Run keeps the device linked to the server and serves commands until ctx
@@ -157,12 +217,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	linkCtx, stopLink := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLink()
+	localCtx, stopLocal := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLocal()
 	var wg sync.WaitGroup
+	wg.Go(func() { a.serveLocal(localCtx) })
 	wg.Go(func() { a.link.Run(linkCtx) })
 	wg.Go(func() { every(linkCtx, min(a.cfg.Outbox.MaxAge/4, time.Hour), a.pruneOutbox) })
 	wg.Go(func() { every(linkCtx, computer.IdleAfter/4, a.computers.EvictIdle) })
 	<-ctx.Done()
 	a.executor.Shutdown()
+	stopLocal()
 	a.link.Flush(flushTimeout)
 	stopLink()
 	wg.Wait()
@@ -177,6 +241,9 @@ func (a *Agent) Close(ctx context.Context) error {
 			a.stopWatch()
 			a.watching.Wait()
 		}
+		if a.local != nil {
+			a.local.Close()
+		}
 		if a.mcp != nil {
 			a.mcp.Close()
 		}
@@ -188,11 +255,14 @@ func (a *Agent) Close(ctx context.Context) error {
 	return a.closeErr
 }
 
-// inventoryChanged makes the link send the new inventory.
+// inventoryChanged makes the link send the new inventory, and the local
+// MCP endpoint serve it.
 func (a *Agent) inventoryChanged() {
-	select {
-	case a.inventory <- struct{}{}:
-	default:
+	for _, ch := range []chan struct{}{a.inventory, a.localTools} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -29,8 +29,8 @@ import (
 type testPeer struct {
 	srv   *httptest.Server
 	links chan *peerLink
-	// noAck keeps the peer from acknowledging results, as a server that
-	// failed to record them does.
+	// noAck keeps the peer from acknowledging results and local calls, as
+	// a server that failed to record them does.
 	noAck atomic.Bool
 	// early is sent before the ack of REGISTER, as a server that counts a
 	// device online before it acks may do.
@@ -100,7 +100,7 @@ func (p *testPeer) serve(w http.ResponseWriter, r *http.Request) {
 		case m.Type == protocol.ClientHeartbeat:
 			l.heartbeats.Add(1)
 			continue
-		case m.Type == protocol.ClientCommandResults && !p.noAck.Load():
+		case (m.Type == protocol.ClientCommandResults || m.Type == protocol.ClientLocalCall) && !p.noAck.Load():
 			ack := &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, ResponseID: m.RequestID}
 			if l.readErr = conn.Send(ctx, ack); l.readErr != nil {
 				return

@@ -35,7 +35,7 @@ func (w *cborWriter) writeMessage(v any) bool {
 		if m == nil {
 			return false
 		}
-		w.buf = make([]byte, 0, frameSizeHint(len(m.ActionResults)))
+		w.buf = make([]byte, 0, frameSizeHint(len(m.ActionResults)+len(m.Actions)))
 		w.writeClientMessage(m)
 		return true
 	}
@@ -321,6 +321,8 @@ func (r *cborReader) readClientMessage(v *ClientMessage) bool {
 			return 1 << 12, text(r, &v.Error)
 		case "metadata":
 			return 1 << 13, r.mapField(&v.Metadata)
+		case "actions":
+			return 1 << 14, list(r, &v.Actions, r.readCommand)
 		}
 		return 0, true
 	})
@@ -339,6 +341,14 @@ func (w *cborWriter) writeClientMessage(v *ClientMessage) {
 	}
 	w.text("status")
 	w.text(string(v.Status))
+	if v.Actions != nil {
+		w.text("actions")
+		w.head(majorArray, uint64(len(v.Actions)))
+		for i := range v.Actions {
+			w.writeCommand(&v.Actions[i])
+		}
+		n++
+	}
 	if v.Request != "" {
 		w.text("request")
 		w.text(v.Request)

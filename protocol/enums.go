@@ -41,6 +41,11 @@ const (
 	// ClientTokenRotated is edgeaip's own: a device's answer to
 	// ServerRotateToken, on the CBOR wire only: UFO's models, which the JSON wire follows, have no such type.
 	ClientTokenRotated ClientMessageType = "token_rotated"
+	// ClientLocalCall is edgeaip's own: a device reports a call a local
+	// application made to its tools through the agent's own MCP endpoint,
+	// for the server's audit log. On the CBOR wire only, as
+	// ClientTokenRotated.
+	ClientLocalCall ClientMessageType = "local_call"
 )
 
 // ServerMessageType is the type of a message from the server to a client.
@@ -58,6 +63,10 @@ const (
 	// ServerRotateToken is edgeaip's own: it hands a device a new token,
 	// on the CBOR wire only: UFO's models, which the JSON wire follows, have no such type.
 	ServerRotateToken ServerMessageType = "rotate_token"
+	// ServerCancelCommand is edgeaip's own: it stops the command whose
+	// response_id it carries, if the device is running it, on the CBOR
+	// wire only. The command's results, failures saying so, answer it.
+	ServerCancelCommand ServerMessageType = "cancel_command"
 )
 
 // ClientType says whether a client is a device agent or an orchestrator.
@@ -88,9 +97,9 @@ var (
 	resultStatuses     = [...]ResultStatus{ResultSuccess, ResultFailure, ResultSkipped, ResultNone}
 	taskStatuses       = [...]TaskStatus{StatusContinue, StatusCompleted, StatusFailed, StatusOK, StatusError}
 	clientMessageTypes = [...]ClientMessageType{ClientTask, ClientHeartbeat, ClientCommandResults, ClientError,
-		ClientRegister, ClientTaskEnd, ClientDeviceInfoRequest, ClientDeviceInfoResponse, ClientTokenRotated}
+		ClientRegister, ClientTaskEnd, ClientDeviceInfoRequest, ClientDeviceInfoResponse, ClientTokenRotated, ClientLocalCall}
 	serverMessageTypes = [...]ServerMessageType{ServerTask, ServerHeartbeat, ServerTaskEnd, ServerCommand,
-		ServerError, ServerDeviceInfoRequest, ServerDeviceInfoResponse, ServerRotateToken}
+		ServerError, ServerDeviceInfoRequest, ServerDeviceInfoResponse, ServerRotateToken, ServerCancelCommand}
 	clientTypes = [...]ClientType{ClientDevice, ClientConstellation}
 )
 
@@ -108,11 +117,11 @@ func (t ServerMessageType) valid() bool { return slices.Contains(serverMessageTy
 
 // ours reports whether t is one of edgeaip's own message types, which
 // only the CBOR wire carries.
-func (t ServerMessageType) ours() bool { return t == ServerRotateToken }
+func (t ServerMessageType) ours() bool { return t == ServerRotateToken || t == ServerCancelCommand }
 
 // ours reports whether t is one of edgeaip's own message types, which
 // only the CBOR wire carries.
-func (t ClientMessageType) ours() bool { return t == ClientTokenRotated }
+func (t ClientMessageType) ours() bool { return t == ClientTokenRotated || t == ClientLocalCall }
 
 func (t ClientType) valid() bool { return slices.Contains(clientTypes[:], t) }
 

@@ -90,6 +90,10 @@ type ClientMessage struct {
 	PrevResponseID string         `cbor:"prev_response_id,omitempty" json:"prev_response_id,omitempty"`
 	Error          string         `cbor:"error,omitempty" json:"error,omitempty"`
 	Metadata       map[string]any `cbor:"metadata,omitzero" json:"metadata,omitzero"`
+	// Actions is edgeaip's own, not UFO's: in a ClientLocalCall, which
+	// only the CBOR wire carries, the call a local application made, whose
+	// Result is in ActionResults.
+	Actions []Command `cbor:"actions,omitzero" json:"actions,omitzero"`
 }
 
 // MCPToolInfo describes one tool a device offers, as UFO's Computer lists it.

@@ -12,7 +12,11 @@ import (
 func ourMessages() []Message {
 	return []Message{
 		&ServerMessage{Type: ServerRotateToken, Status: StatusOK, ResponseID: "r-1", Token: "aipd_new"},
+		&ServerMessage{Type: ServerCancelCommand, Status: StatusOK, ResponseID: "r-2", Error: "cancelled by the MCP client"},
 		&ClientMessage{Type: ClientTokenRotated, Status: StatusOK, ClientID: "kiosk-1", PrevResponseID: "r-1"},
+		&ClientMessage{Type: ClientLocalCall, Status: StatusOK, ClientID: "kiosk-1", RequestID: "q-1", PrevResponseID: "local-1",
+			Actions:       []Command{{ToolName: "echo", ToolType: ToolAction, CallID: "local-1"}},
+			ActionResults: []Result{{Status: ResultSuccess, CallID: "local-1"}}},
 	}
 }
 
@@ -21,7 +25,9 @@ func ourMessages() []Message {
 func TestOurMessagesTravelOnTheCBORWire(t *testing.T) {
 	want := []string{
 		`{"type": "rotate_token", "token": "aipd_new", "status": "ok", "response_id": "r-1"}`,
+		`{"type": "cancel_command", "error": "cancelled by the MCP client", "status": "ok", "response_id": "r-2"}`,
 		`{"type": "token_rotated", "status": "ok", "client_id": "kiosk-1", "client_type": "device", "prev_response_id": "r-1"}`,
+		`{"type": "local_call", "status": "ok", "actions": [{"call_id": "local-1", "tool_name": "echo", "tool_type": "action"}], "client_id": "kiosk-1", "request_id": "q-1", "client_type": "device", "action_results": [{"status": "success", "call_id": "local-1"}], "prev_response_id": "local-1"}`,
 	}
 	for i, m := range ourMessages() {
 		if cm, ok := m.(*ClientMessage); ok {
@@ -55,6 +61,23 @@ func TestTheJSONWireRefusesOurMessages(t *testing.T) {
 		assert.True(t, IsMalformed(err), "a frame the connection answers with an ERROR and survives: %v", err)
 		assert.Contains(t, err.Error(), `field "type": "`)
 	}
+}
+
+// A local_call reports calls: each with its result.
+func TestALocalCallNamesEachCallWithItsResult(t *testing.T) {
+	m := &ClientMessage{Type: ClientLocalCall, Status: StatusOK}
+	assert.EqualError(t, m.Validate(), `field "actions": missing`)
+	m.Actions = []Command{{ToolName: "echo"}}
+	assert.EqualError(t, m.Validate(), `field "action_results": want one for each of the 1 actions, got "0"`)
+	m.ActionResults = []Result{{Status: ResultSuccess}}
+	assert.NoError(t, m.Validate())
+	m.Actions[0].ToolName = ""
+	assert.EqualError(t, m.Validate(), `field "actions[0].tool_name": missing`)
+}
+
+func TestACancelCommandNamesItsCommand(t *testing.T) {
+	m := &ServerMessage{Type: ServerCancelCommand, Status: StatusOK}
+	assert.EqualError(t, m.Validate(), `field "response_id": missing`)
 }
 
 func TestARotateTokenWithoutATokenIsRefused(t *testing.T) {

@@ -49,6 +49,9 @@ func (m *ServerMessage) Validate() error {
 	if m.Type == ServerRotateToken && m.Token == "" {
 		return fieldError("token", nil, "missing")
 	}
+	if m.Type == ServerCancelCommand && m.ResponseID == "" {
+		return fieldError("response_id", nil, "missing")
+	}
 	return nil
 }
 
@@ -70,6 +73,26 @@ func (m *ClientMessage) Validate() error {
 		if err := m.ActionResults[i].validate(i); err != nil {
 			return err
 		}
+	}
+	if m.Type == ClientLocalCall {
+		return m.validateLocalCall()
+	}
+	return nil
+}
+
+// validateLocalCall checks that a local_call names the calls it reports,
+// one result for each.
+func (m *ClientMessage) validateLocalCall() error {
+	if len(m.Actions) == 0 {
+		return fieldError("actions", nil, "missing")
+	}
+	for i := range m.Actions {
+		if err := m.Actions[i].validate(i); err != nil {
+			return err
+		}
+	}
+	if len(m.ActionResults) != len(m.Actions) {
+		return fieldError("action_results", len(m.ActionResults), fmt.Sprintf("want one for each of the %d actions, got", len(m.Actions)))
 	}
 	return nil
 }

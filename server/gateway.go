@@ -122,6 +122,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 	if c.isDevice() {
 		go s.disp.resend(c)
 		s.log.Info("device registered", "device", c.id, "wire", conn.Encoding(), "tools", toolCount(c.info.Load()))
+		s.mcp.devicesChanged()
 		go s.registered(ctx, c)
 	} else {
 		s.log.Info("constellation registered", "client_id", c.id, "target", c.target, "wire", conn.Encoding())
@@ -166,12 +167,14 @@ func registerDevice(dev *store.Device, m *protocol.ClientMessage, log *slog.Logg
 func (s *Server) unregister(c *client, goingAway bool) {
 	removed, shutDown := s.reg.remove(c, goingAway)
 	if !removed {
-		// Superseded: the client is still online on its new connection.
+		// Superseded (the client is online on a new connection) or
+		// revoked (taken offline by disconnect).
 		s.disp.linkDropped(c, false)
 		return
 	}
 	if c.isDevice() {
 		s.disp.linkDropped(c, shutDown)
+		s.mcp.devicesChanged()
 		if shutDown {
 			s.log.Info("device shut down: its agent closed the link as it stopped", "device", c.id)
 		} else {
@@ -251,6 +254,8 @@ func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol
 		s.reregister(ctx, c, m)
 	case protocol.ClientTokenRotated:
 		s.rotationAnswered(ctx, c, m)
+	case protocol.ClientLocalCall:
+		s.localCall(ctx, c, m)
 	case protocol.ClientError:
 		if m.PrevResponseID == "" {
 			s.log.Warn("device reported an error", "device", c.id, "session_id", m.SessionID, "error", m.Error)
@@ -316,6 +321,7 @@ func (s *Server) reregister(ctx context.Context, c *client, m *protocol.ClientMe
 	c.info.Store(systemInfoOf(m.Metadata, s.log.With("device", c.id)))
 	s.recordInfo(ctx, c)
 	s.log.Info("device inventory updated", "device", c.id, "tools", toolCount(c.info.Load()))
+	s.mcp.devicesChanged()
 	s.sendAck(ctx, c.conn, m)
 }
 

@@ -63,6 +63,10 @@ func (s *Server) routes() []route {
 		{"POST", "/api/login", s.login},
 		{"POST", "/api/logout", s.logout},
 		{"GET", "/metrics", s.metrics.Handler().ServeHTTP},
+		// The MCP gateway: Streamable HTTP, one endpoint.
+		{"POST", "/mcp", s.serveMCP},
+		{"GET", "/mcp", s.serveMCP},
+		{"DELETE", "/mcp", s.serveMCP},
 	}
 }
 

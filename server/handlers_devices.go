@@ -92,9 +92,8 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	if s.reg.device(id) != nil {
-		s.reg.disconnect(id, "device revoked")
-	}
+	s.reg.disconnect(id, "device revoked")
+	s.mcp.devicesChanged()
 	s.sessions.deviceGone(id)
 	s.disp.failDevice(id, fmt.Sprintf("device %q was revoked", id))
 	s.log.Info("device revoked", "device", id, "by", who.name)

@@ -87,6 +87,20 @@ var policy = map[string]rule{
 	"POST /api/identities/{name}/tokens":              {role: access.Admin, scope: wholeFleet},
 	"DELETE /api/identities/{name}/tokens/{token_id}": {role: access.Admin, scope: wholeFleet},
 
+	// The MCP gateway: the endpoint, for any identity; its tools, each by
+	// the role it needs, scoped in the tool (what is out of scope does not
+	// exist), and held to admission as the API's commands are.
+	"POST /mcp":                 {role: access.Viewer, scope: inHandler},
+	"GET /mcp":                  {role: access.Viewer, scope: inHandler},
+	"DELETE /mcp":               {role: access.Viewer, scope: inHandler},
+	"MCP " + mcpListDevices:     {role: access.Viewer, scope: inHandler},
+	"MCP " + mcpListDeviceTools: {role: access.Viewer, scope: inHandler},
+	"MCP " + mcpGetTask:         {role: access.Viewer, scope: inHandler},
+	"MCP " + mcpCallDeviceTool:  {role: access.Operator, scope: inHandler},
+	"MCP " + mcpDeviceTool:      {role: access.Operator, scope: inHandler},
+	"MCP " + mcpDispatchPlan:    {role: access.Operator, scope: inHandler},
+	"MCP " + mcpCancelTask:      {role: access.Operator, scope: inHandler},
+
 	"WS " + string(protocol.ClientRegister):          {role: access.Viewer, scope: linkTarget},
 	"WS " + string(protocol.ClientHeartbeat):         {role: access.Viewer, scope: noObject},
 	"WS " + string(protocol.ClientDeviceInfoRequest): {role: access.Viewer, scope: linkTarget},

@@ -279,6 +279,20 @@ var probes = map[string]probe{
 	"POST /api/devices/{id}/certificate": {least: access.Admin, scope: object, works: 201, request: func(m *matrix, target string) probeRequest {
 		return jsonRequest("POST", "/api/devices/"+m.device(target, "")+"/certificate", api.CertificateRequest{CSR: m.csr})
 	}},
+	"POST /mcp": {least: access.Viewer, works: 200, request: func(*matrix, string) probeRequest {
+		rq := jsonRequest("POST", "/mcp", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+			"params": map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "probe", "version": "1"}}})
+		rq.header.Set("Accept", "application/json, text/event-stream")
+		return rq
+	}},
+	// The stream is asked for on revision 2026-07-28, which has none, so
+	// that the MCP server, past the policy, answers at once.
+	"GET /mcp": {least: access.Viewer, works: 405, request: func(*matrix, string) probeRequest {
+		return probeRequest{method: "GET", path: "/mcp", header: http.Header{"Accept": {"text/event-stream"}, "Mcp-Protocol-Version": {"2026-07-28"}}}
+	}},
+	"DELETE /mcp": {least: access.Viewer, works: 200, request: func(*matrix, string) probeRequest {
+		return probeRequest{method: "DELETE", path: "/mcp", header: http.Header{"Mcp-Protocol-Version": {"2025-11-25"}}}
+	}},
 	"GET /api/identities": {least: access.Admin, scope: fleetWide, works: 200, request: get("/api/identities")},
 	"POST /api/identities": {least: access.Admin, scope: fleetWide, works: 201, request: func(m *matrix, _ string) probeRequest {
 		return jsonRequest("POST", "/api/identities", api.IdentityRequest{Name: m.fresh("someone"), Role: api.RoleViewer})
@@ -382,6 +396,7 @@ var messageProbes = map[protocol.ClientMessageType]access.Role{
 	protocol.ClientCommandResults:     0,
 	protocol.ClientDeviceInfoResponse: 0,
 	protocol.ClientTokenRotated:       0,
+	protocol.ClientLocalCall:          0,
 }
 
 // constellationAs connects as token and registers id with target,
@@ -430,6 +445,9 @@ func (m *matrix) checkMessage(t *testing.T, rc *rawClient, typ protocol.ClientMe
 		msg.Request, msg.Status = echoPlan, protocol.StatusContinue
 	case protocol.ClientCommandResults:
 		msg.PrevResponseID = "nothing"
+	case protocol.ClientLocalCall:
+		msg.Actions = []protocol.Command{{ToolName: "echo", CallID: "local-1"}}
+		msg.ActionResults = []protocol.Result{{Status: protocol.ResultSuccess, CallID: "local-1"}}
 	}
 	rc.send(msg)
 	allowed := least != 0 && role.Covers(least)

@@ -186,13 +186,20 @@ func (r *registry) ids() []string {
 	return out
 }
 
-// disconnect closes the client's connection, if it has one, without
-// waiting for the peer's half of the closing handshake: a stale peer
-// would hold the caller for seconds.
+// disconnect takes device id offline at once, with no grace since it is
+// not coming back, and closes its link without waiting for the peer's
+// half of the closing handshake: a stale peer would hold the caller for
+// seconds, and enrolling the id again right after must not meet the link.
 func (r *registry) disconnect(id string, reason string) {
-	if c := r.get(id); c != nil {
-		go c.conn.Close(websocket.StatusPolicyViolation, reason)
+	r.mu.Lock()
+	c := r.byID[id]
+	if c == nil || !c.isDevice() {
+		r.mu.Unlock()
+		return
 	}
+	delete(r.byID, id)
+	r.mu.Unlock()
+	go c.conn.Close(websocket.StatusPolicyViolation, reason)
 }
 
 // closeAll ends every grace and closes every connection, for shutdown,

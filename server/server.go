@@ -59,6 +59,8 @@ type Config struct {
 	EventsKeepalive time.Duration
 	// TLS names the files of the server's TLS; none: plain HTTP.
 	TLS TLSFiles
+	// MCP tunes the MCP gateway at /mcp.
+	MCP MCPConfig
 }
 
 // StoreConfig tunes the database. The zero value gives the defaults.
@@ -116,6 +118,7 @@ type Server struct {
 	disp       *dispatcher
 	sessions   *sessionManager
 	admission  *admission
+	mcp        *mcpGateway
 	metrics    *metrics.Metrics
 	keys       *keyLocks // idempotency keys being served
 	csrf       *http.CrossOriginProtection
@@ -214,6 +217,8 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	s.disp = newDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, s.log, frameCap)
 	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
 	s.sessions = newSessionManager(cfg.Sessions, st, s.unrecorded, s.disp, s.metrics, s.log)
+	s.mcp = newMCPGateway(s, cfg.MCP)
+	go s.mcp.refreshViews(s.stop)
 	go func() {
 		defer close(s.janitor)
 		s.sessions.expireResults(s.stop)

@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"net/url"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"runtime"
@@ -103,6 +105,9 @@ type Config struct {
 
 	// MCP lists the MCP servers to proxy, in the shape of UFO's mcp.yaml.
 	MCP MCPConfig
+	// MCPServe is the agent's own MCP endpoint, which serves its tools to
+	// applications on the device. Off unless Listen is set.
+	MCPServe MCPServe
 
 	// MaxConcurrentCommands bounds how many COMMAND messages run at once.
 	// Default 4 × GOMAXPROCS: a command waits on the disk and on MCP
@@ -124,6 +129,23 @@ type Config struct {
 	// Logger receives the agent's logs. Default slog.Default().
 	Logger *slog.Logger
 }
+
+// MCPServe configures the agent's own MCP endpoint (Streamable HTTP at
+// /mcp), for applications on the device: a kiosk's own assistant, or any
+// MCP client through aip-agent mcp-stdio.
+type MCPServe struct {
+	// Listen is HOST:PORT. A loopback address keeps the endpoint to the
+	// device; any other is the operator's explicit choice.
+	Listen string
+	// TokenFile holds the token a client presents as a Bearer token.
+	// Default DATA/mcp-serve.token; the agent makes it (mode 0600) if it
+	// is missing.
+	TokenFile string
+}
+
+// MCPServeTokenFile is the token file of the MCP endpoint when the
+// config names none, in the data dir.
+const MCPServeTokenFile = "mcp-serve.token"
 
 // DefaultMemoryLimit is the agent's default GOMEMLIMIT.
 const DefaultMemoryLimit = 64 << 20
@@ -226,6 +248,9 @@ func (c *Config) SetDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.MCPServe.Listen != "" && c.MCPServe.TokenFile == "" && c.DataDir != "" {
+		c.MCPServe.TokenFile = filepath.Join(c.DataDir, MCPServeTokenFile)
+	}
 	for _, roots := range c.MCP {
 		for _, root := range roots {
 			for _, list := range [][]MCPServerConfig{root.DataCollection, root.Action} {
@@ -269,7 +294,29 @@ func (c *Config) Check() error {
 	if err := checkOutboxBytes(c.Outbox.MaxBytes, c.Conn.MaxFrameBytes); err != nil {
 		return fmt.Errorf("outbox max bytes %w", err)
 	}
+	if err := checkMCPListen(c.MCPServe.Listen); err != nil {
+		return fmt.Errorf("mcp_serve.listen %w", err)
+	}
 	return c.MCP.check()
+}
+
+// checkMCPListen refuses an address the MCP endpoint could not listen on,
+// and one without a host: listening on every interface must be asked for
+// by naming one (0.0.0.0), not by leaving the host out.
+func checkMCPListen(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%q: want HOST:PORT, such as 127.0.0.1:8931: %w", addr, err)
+	case host == "":
+		return fmt.Errorf("%q: give the host: 127.0.0.1 for applications on the device only, or the address of another interface", addr)
+	case port == "":
+		return fmt.Errorf("%q: give the port", addr)
+	}
+	return nil
 }
 
 // checkServerURL refuses a server URL the agent could never dial.

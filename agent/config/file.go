@@ -89,7 +89,11 @@ type fileConfig struct {
 		UnloadAfter   duration              `yaml:"unload_after"`
 		Reproducible  bool                  `yaml:"reproducible"`
 	} `yaml:"tools"`
-	MCP map[string]map[string]fileMCPRoot `yaml:"mcp"`
+	MCP      map[string]map[string]fileMCPRoot `yaml:"mcp"`
+	MCPServe struct {
+		Listen    string `yaml:"listen"`
+		TokenFile string `yaml:"token_file"`
+	} `yaml:"mcp_serve"`
 }
 
 type fileLimits struct {
@@ -178,6 +182,10 @@ func (l *loader) config(fc *fileConfig) Config {
 		UnloadAfter:           time.Duration(fc.Tools.UnloadAfter),
 		Reproducible:          fc.Tools.Reproducible,
 		MemoryLimit:           int64(fc.MemoryLimit),
+		MCPServe:              MCPServe{Listen: fc.MCPServe.Listen, TokenFile: l.abs(fc.MCPServe.TokenFile)},
+	}
+	if err := checkMCPListen(fc.MCPServe.Listen); err != nil {
+		l.fail([]any{"mcp_serve", "listen"}, "%v", err)
 	}
 	if fc.Device.ID != "" && !validDeviceID.MatchString(fc.Device.ID) {
 		l.fail([]any{"device", "id"}, "%q: want 1-64 of [A-Za-z0-9._-], not starting with '.'", fc.Device.ID)

@@ -71,6 +71,7 @@ func TestTheExampleConfigLoadsAsDocumented(t *testing.T) {
 			Env: map[string]string{"DISPLAY": ":0"}, Cwd: "/opt/mcp", Timeout: 60 * time.Second}},
 		DataCollection: []MCPServerConfig{{Namespace: "sensors", Type: MCPHTTP, URL: "http://localhost:8931/mcp"}},
 	}}}, cfg.MCP)
+	assert.Equal(t, MCPServe{Listen: "127.0.0.1:8932", TokenFile: filepath.Join(dir, "mcp-serve.token")}, cfg.MCPServe)
 }
 
 func TestAnInvalidConfigNamesTheLineAndTheProblem(t *testing.T) {
@@ -130,6 +131,10 @@ func TestAnInvalidConfigNamesTheLineAndTheProblem(t *testing.T) {
 			`agent.yaml:2: outbox.max_bytes: 1048576 bytes: at least the frame cap, 4194304 bytes (server.max_frame)`},
 		"outbox max_bytes under a larger frame cap": {"server:\n  max_frame: 32MiB\noutbox:\n  max_bytes: 16MiB\n",
 			`agent.yaml:4: outbox.max_bytes: 16777216 bytes: at least the frame cap, 33554432 bytes (server.max_frame)`},
+		"mcp_serve without a host": {"mcp_serve:\n  listen: ':8932'\n",
+			`agent.yaml:2: mcp_serve.listen: ":8932": give the host: 127.0.0.1 for applications on the device only`},
+		"mcp_serve without a port": {"mcp_serve:\n  listen: localhost\n",
+			`agent.yaml:2: mcp_serve.listen: "localhost": want HOST:PORT`},
 		// The YAML library gives the line of the flow it was parsing.
 		"bad YAML": {"device:\n  id: [k1\n",
 			`did not find expected ',' or ']'`},

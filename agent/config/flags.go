@@ -68,6 +68,8 @@ var flagKeys = []flagKey{
 		}},
 	{name: "allow-env", key: []any{"tools", "allow_env"}, usage: "environment `variable` tools may read, if their manifest asks (repeatable)",
 		set: func(fc *fileConfig, v string) error { fc.Tools.AllowEnv = append(fc.Tools.AllowEnv, v); return nil }},
+	{name: "mcp-listen", key: []any{"mcp_serve", "listen"}, usage: "`address` of the agent's own MCP endpoint for local applications, HOST:PORT (default: off)",
+		set: func(fc *fileConfig, v string) error { fc.MCPServe.Listen = v; return nil }},
 	{name: "max-calls", key: []any{"tools", "max_calls"}, usage: "tool `calls` that run at once; the rest queue (default GOMAXPROCS)",
 		set: func(fc *fileConfig, v string) (err error) { fc.Tools.MaxCalls, err = strconv.Atoi(v); return err }},
 	{name: "max-call-memory", key: []any{"tools", "max_call_memory"},

@@ -1,9 +1,13 @@
 // Command aip-agent is the edgeaip device agent. It dials out to the server,
 // registers the device and runs the commands it is sent, with tools as
 // sandboxed WebAssembly modules and proxied MCP servers.
+//
+// aip-agent mcp-stdio bridges an MCP client on stdin and stdout to the
+// local MCP endpoint (mcp_serve) of the agent running on the device.
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -18,6 +22,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "mcp-stdio" {
+		mcpStdio(os.Args[2:])
+		return
+	}
 	var flags config.Flags
 	flags.Register(flag.CommandLine)
 	var logOpts logging.Options
@@ -34,6 +42,41 @@ func main() {
 	applyMemoryLimit(cfg.MemoryLimit)
 	if err := run(cfg); err != nil {
 		log.Error("aip-agent failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+// mcpStdio is aip-agent mcp-stdio: flags, then the bridge.
+func mcpStdio(args []string) {
+	fs := flag.NewFlagSet("aip-agent mcp-stdio", flag.ExitOnError)
+	file := fs.String("config", "", "the running agent's config `file`, for mcp_serve.listen and its token file")
+	url := fs.String("url", "", "the endpoint's `URL` (default: from --config)")
+	tokenFile := fs.String("token-file", "", "`file` holding the endpoint's token (default: from --config)")
+	var logOpts logging.Options
+	logOpts.RegisterFlags(fs)
+	fs.Parse(args)
+	log := logOpts.New(os.Stderr)
+	if *file != "" {
+		cfg, err := config.Load(*file)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "aip-agent mcp-stdio:", err)
+			os.Exit(2)
+		}
+		u, t, err := agent.LocalEndpoint(cfg)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "aip-agent mcp-stdio: %s: %v\n", *file, err)
+			os.Exit(2)
+		}
+		*url, *tokenFile = cmp.Or(*url, u), cmp.Or(*tokenFile, t)
+	}
+	if *url == "" || *tokenFile == "" {
+		fmt.Fprintln(os.Stderr, "aip-agent mcp-stdio: give --config, or --url and --token-file")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := agent.BridgeStdio(ctx, *url, *tokenFile, os.Stdin, os.Stdout, log); err != nil {
+		log.Error("aip-agent mcp-stdio failed", "err", err)
 		os.Exit(1)
 	}
 }

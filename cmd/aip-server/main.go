@@ -48,6 +48,11 @@ func main() {
 	flag.Int64Var(&conn.MaxFrameBytes, "max-frame", protocol.DefaultMaxFrameBytes, "largest WebSocket frame accepted, in bytes; a larger one closes the link with 1009")
 	flag.DurationVar(&conn.PingInterval, "ping", protocol.DefaultPingInterval, "WebSocket ping interval; a link silent for two is dropped")
 	var limits server.Limits
+	var mcpCfg server.MCPConfig
+	flag.IntVar(&mcpCfg.DirectTools, "mcp-direct-tools", 8, "an identity whose scope covers at most this many devices sees each of their tools as DEVICE__TOOL on /mcp (negative: never)")
+	flag.IntVar(&mcpCfg.CallsPerMinute, "mcp-calls-per-minute", 120, "tool calls one identity may make on /mcp in a minute")
+	flag.IntVar(&mcpCfg.CallsAtOnce, "mcp-calls-at-once", 8, "tool calls one identity may have running on /mcp at once")
+	flag.IntVar(&mcpCfg.MaxResultBytes, "mcp-max-result-bytes", 64<<10, "largest result, as JSON, an answer on /mcp carries; a larger one is cut, with the task's URL")
 	flag.IntVar(&limits.MaxPlanBytes, "max-plan-bytes", plan.DefaultMaxExpandedBytes, "largest plan accepted, in bytes as JSON once its YAML aliases are expanded")
 	flag.IntVar(&limits.MaxParamBytes, "max-param-bytes", 0, "largest parameters of one command accepted, in bytes as JSON (0: the frame cap)")
 	secureCookies := flag.Bool("secure-cookies", false, "mark the dashboard's login cookie Secure even on plain HTTP, behind a TLS proxy that sends no X-Forwarded-Proto")
@@ -70,7 +75,7 @@ func main() {
 	flag.Parse()
 
 	log := logOpts.New(os.Stderr)
-	cfg := server.Config{Sessions: sessions, Store: st, Conn: conn, Limits: limits, Logger: log,
+	cfg := server.Config{Sessions: sessions, Store: st, Conn: conn, Limits: limits, MCP: mcpCfg, Logger: log,
 		SecureCookies: *secureCookies, TrustedProxies: trusted, TLS: tlsFiles}
 	if err := run(*listen, *data, cfg); err != nil {
 		log.Error("aip-server failed", "err", err)

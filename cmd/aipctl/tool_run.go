@@ -139,7 +139,13 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, cfg sandbox.Config,
 		fmt.Fprintf(stderr, "granted %s\n", m)
 	}
 	res := tool.Call(ctx, params)
-	fmt.Fprintln(stderr, startText(tool.Module()))
+	// A call refused before it started did not wait for initialization;
+	// wait here, so that the line says what initializing took.
+	if err := tool.Module().Ready(ctx); err != nil {
+		fmt.Fprintf(stderr, "start: not ready: %v\n", err)
+	} else {
+		fmt.Fprintln(stderr, startText(tool.Module()))
+	}
 	if err := printJSON(stdout, res); err != nil {
 		return &exitError{exitFailed, err}
 	}

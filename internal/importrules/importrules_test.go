@@ -37,9 +37,10 @@ var rules = []rule{
 	{
 		pkg: module + "/server",
 		forbidden: []string{module + "/agent", module + "/sandbox", module + "/wasmtools/meter",
-			"github.com/tetratelabs/wazero", "github.com/mark3labs/mcp-go"},
+			"github.com/tetratelabs/wazero", "github.com/mark3labs/mcp-go/client"},
 		why: "the server checks parameters with the agent's schema checker, wasmtools/schema, and reads the manifest " +
-			"of a module a scoped deployer installs, wasmtools/manifest, leaves; it runs no tools and links neither the agent nor a wasm runtime",
+			"of a module a scoped deployer installs, wasmtools/manifest, leaves; it runs no tools and links neither the agent nor a wasm runtime; " +
+			"it serves MCP at /mcp (mcp-go's server) but proxies no MCP server, so it needs no MCP client",
 	},
 	{
 		pkg:       module + "/cmd/aipctl",

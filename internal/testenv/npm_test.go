@@ -16,7 +16,9 @@ func TestTheNPMPinsAreTheMakefiles(t *testing.T) {
 		"@modelcontextprotocol/server-everything": "2026.8.31",
 		"@modelcontextprotocol/server-filesystem": "2026.8.31",
 		"@playwright/mcp":                         "0.0.83",
-	}, pins, "the versions issues 5 and 6 name")
+		"@modelcontextprotocol/sdk":               "1.32.2",
+		"@modelcontextprotocol/inspector":         "2.12.0",
+	}, pins, "the versions issues 5 and 6 name, and the MCP clients of issue 22")
 }
 
 func TestANodePackageMustBeThePinnedVersion(t *testing.T) {

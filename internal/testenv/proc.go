@@ -102,7 +102,7 @@ func Command(t testing.TB, name string) string {
 	if bin, ok := commands[name]; ok {
 		return bin
 	}
-	dir, err := os.MkdirTemp("", "edgeaip-bin-")
+	dir, err := commandDir()
 	if err != nil {
 		t.Fatalf("build %s: %v", name, err)
 	}
@@ -114,4 +114,27 @@ func Command(t testing.TB, name string) string {
 	}
 	commands[name] = bin
 	return bin
+}
+
+// commandDir is where this test process keeps the commands it builds:
+// a directory named by its pid, since a test binary has no hook that runs
+// as it exits. Those of processes that have ended are removed first,
+// where /proc says which have.
+func commandDir() (string, error) {
+	const prefix = "edgeaip-cmd-"
+	old, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+"*"))
+	if _, err := os.Stat("/proc/self"); err != nil {
+		old = nil
+	}
+	for _, d := range old {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), prefix))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+			os.RemoveAll(d)
+		}
+	}
+	dir := filepath.Join(os.TempDir(), prefix+strconv.Itoa(os.Getpid()))
+	return dir, os.MkdirAll(dir, 0o755)
 }

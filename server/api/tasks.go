@@ -38,6 +38,10 @@ func (s TaskState) Ended() bool {
 const (
 	RequesterOperator      = "operator"
 	RequesterConstellation = "constellation"
+	// ActorLocal is the actor of an audit entry for a call an application
+	// on the device made through the agent's own MCP endpoint; the entry's
+	// identity names that application.
+	ActorLocal = "local"
 )
 
 // Requester is who asked for a task: through the HTTP API (kind

@@ -63,6 +63,7 @@ type Metrics struct {
 	authFailures    *prometheus.CounterVec
 	authThrottled   *prometheus.CounterVec
 	droppedWrites   prometheus.Counter
+	mcp             *mcpMetrics
 }
 
 // New registers the metrics, Go runtime and process metrics included, in
@@ -156,6 +157,7 @@ func New(src Sources) *Metrics {
 		m.authFailures.WithLabelValues(surface)
 		m.authThrottled.WithLabelValues(surface)
 	}
+	m.mcp = newMCPMetrics(reg)
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return m
 }

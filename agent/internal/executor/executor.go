@@ -40,6 +40,9 @@ type Executor struct {
 
 	slots    chan struct{} // one per command allowed to run
 	sessions sessionQueues
+	// cancels stops each command admitted and not yet finished, by its
+	// response_id: the server may cancel it.
+	cancels commandCancels
 
 	// admitMu orders the admission of commands against the start of
 	// shutdown, so that no job is added once shutdown waits for them.
@@ -96,10 +99,21 @@ func (e *Executor) Admit(m *protocol.ServerMessage) {
 	}
 	log.Info("command received", "actions", len(m.Actions))
 	e.jobs.Add(1)
+	ctx := e.cancels.add(e.jobsCtx, m.ResponseID)
 	e.sessions.enqueue(sessionKey(m), func() {
 		defer e.jobs.Done()
-		e.run(m, log)
+		defer e.cancels.remove(m.ResponseID)
+		e.run(ctx, m, log)
 	})
+}
+
+// Cancel stops the command responseID, which the server no longer wants:
+// its running action is canceled, the rest skipped, and its results say
+// why. A command not admitted, or finished, is left alone.
+func (e *Executor) Cancel(responseID, why string) {
+	if e.cancels.cancel(responseID, fmt.Errorf("cancelled by the server: %s", why)) {
+		e.log.Info("command cancelled by the server", "response_id", responseID, "why", why)
+	}
 }
 
 // sessionKey orders the commands of one session; a command without a
@@ -114,15 +128,15 @@ func sessionKey(m *protocol.ServerMessage) string {
 // run records the command as accepted, runs it, and records its results.
 // A command still waiting for a slot when shutdown begins is not taken:
 // it leaves no trace, and the server sends it again.
-func (e *Executor) run(m *protocol.ServerMessage, log *slog.Logger) {
-	if results, taken := e.execute(m, log); taken {
+func (e *Executor) run(ctx context.Context, m *protocol.ServerMessage, log *slog.Logger) {
+	if results, taken := e.execute(ctx, m, log); taken {
 		e.finish(m.SessionID, m.ResponseID, m.Status, results, log)
 	}
 }
 
 // execute runs m in one of the slots, which it holds only while the tools
 // run: recording the results, an fsync, needs none.
-func (e *Executor) execute(m *protocol.ServerMessage, log *slog.Logger) (results []protocol.Result, taken bool) {
+func (e *Executor) execute(ctx context.Context, m *protocol.ServerMessage, log *slog.Logger) (results []protocol.Result, taken bool) {
 	select {
 	case e.slots <- struct{}{}:
 		defer func() { <-e.slots }()
@@ -137,7 +151,7 @@ func (e *Executor) execute(m *protocol.ServerMessage, log *slog.Logger) (results
 		log.Error("command not run: it could not be recorded", "err", err)
 		return protocol.FailAll(protocol.CallIDs(m.Actions), fmt.Sprintf("the agent could not record the command, so it did not run it: %v", err)), true
 	}
-	return e.router.WithLogger(log).Execute(e.jobsCtx, computer.TargetOf(m), m.Actions, true), true
+	return e.router.WithLogger(log).Execute(ctx, computer.TargetOf(m), m.Actions, true), true
 }
 
 // finish encodes a command's results once, as the link sends them, and
@@ -220,6 +234,47 @@ func isClosed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// commandCancels holds the cancel function of each command admitted and
+// not yet finished.
+type commandCancels struct {
+	mu sync.Mutex
+	m  map[string]context.CancelCauseFunc
+}
+
+// add returns the context command responseID runs in, under parent.
+func (c *commandCancels) add(parent context.Context, responseID string) context.Context {
+	ctx, cancel := context.WithCancelCause(parent)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]context.CancelCauseFunc{}
+	}
+	c.m[responseID] = cancel
+	return ctx
+}
+
+// remove forgets a finished command.
+func (c *commandCancels) remove(responseID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cancel, ok := c.m[responseID]; ok {
+		cancel(nil)
+		delete(c.m, responseID)
+	}
+}
+
+// cancel cancels command responseID with cause, and says whether it was
+// there to cancel.
+func (c *commandCancels) cancel(responseID string, cause error) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cancel, ok := c.m[responseID]
+	if ok {
+		cancel(cause)
+	}
+	return ok
 }
 
 // sessionQueues runs the jobs of each session one after another, in the

@@ -47,6 +47,9 @@ type Options struct {
 	// Commands takes each COMMAND. It must not block: the read loop calls
 	// it.
 	Commands func(*protocol.ServerMessage)
+	// Cancel stops the command of a response_id, for a CANCEL_COMMAND,
+	// saying why. It must not block either.
+	Cancel func(responseID, why string)
 	// Inventory is signalled when the tool inventory changed: the link
 	// registers again with it.
 	Inventory <-chan struct{}
@@ -269,6 +272,8 @@ func (l *Link) handle(ctx context.Context, conn *protocol.Conn, m *protocol.Serv
 		l.log.Debug("heartbeat acknowledged")
 	case protocol.ServerRotateToken:
 		l.rotateToken(ctx, conn, m)
+	case protocol.ServerCancelCommand:
+		l.opts.Cancel(m.ResponseID, m.Error)
 	case protocol.ServerError:
 		if r, ok := l.outbox.Delivered(m.ResponseID); ok {
 			r.Log(l.log).Error("server refused results; they are not sent again", "error", m.Error)

@@ -143,6 +143,11 @@ var migrations = []string{
 	ALTER TABLE audit ADD COLUMN token_id TEXT NOT NULL DEFAULT '';
 	ALTER TABLE audit ADD COLUMN action TEXT NOT NULL DEFAULT '';
 	CREATE INDEX audit_identity ON audit(identity, seq);`,
+
+	// Calls that applications on a device made through the agent's own
+	// MCP endpoint, which the device reports (local_call) until the server
+	// acknowledges it: one entry each, however often it is reported.
+	`CREATE UNIQUE INDEX audit_local_calls ON audit(device_id, call_id) WHERE actor = 'local';`,
 }
 
 // fixedWidthTimes is the SQL that rewrites columns of table from

@@ -1,0 +1,370 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/agent"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// mcpClient is an mcp-go client of the cluster's /mcp, as token, started
+// and initialized, with the notifications it gets.
+func (c *cluster) mcpClient(token string, opts ...transport.StreamableHTTPCOption) (*client.Client, *heard) {
+	c.t.Helper()
+	opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
+	cl, err := client.NewStreamableHttpClient(c.http.URL+"/mcp", opts...)
+	require.NoError(c.t, err)
+	c.t.Cleanup(func() { cl.Close() })
+	h := &heard{}
+	cl.OnNotification(h.add)
+	ctx := context.Background()
+	require.NoError(c.t, cl.Start(ctx))
+	_, err = cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "e2e"}}})
+	require.NoError(c.t, err)
+	return cl, h
+}
+
+// heard keeps the notifications a client got.
+type heard struct {
+	mu   sync.Mutex
+	msgs []mcp.JSONRPCNotification
+}
+
+func (h *heard) add(n mcp.JSONRPCNotification) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, n)
+}
+
+func (h *heard) count(method mcp.MCPMethod) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, m := range h.msgs {
+		if m.Method == string(method) {
+			n++
+		}
+	}
+	return n
+}
+
+// identity adds an identity and returns its token.
+func (c *cluster) identity(name, role string, scope *api.Scope) string {
+	c.t.Helper()
+	resp, err := c.api.AddIdentity(context.Background(), api.IdentityRequest{Name: name, Role: role, Scope: scope})
+	require.NoError(c.t, err)
+	return resp.Token
+}
+
+func mcpNames(tools []mcp.Tool) []string {
+	var out []string
+	for _, t := range tools {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+func callTool(t *testing.T, cl *client.Client, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cl.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
+	require.NoError(t, err)
+	return res
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// An MCP client drives a device's tools through /mcp: it lists them, calls
+// one with progress, calls it as DEVICE__TOOL, and each call is a command
+// recorded and audited under the identity.
+func TestAnMCPClientDrivesADevicesToolsThroughTheGateway(t *testing.T) {
+	c := newCluster(t)
+	c.startAgent("kiosk-1", c.enroll("kiosk-1"))
+	token := c.identity("assistant", api.RoleOperator, nil)
+	cl, h := c.mcpClient(token)
+	ctx := context.Background()
+
+	tools, err := cl.ListTools(ctx, mcp.ListToolsRequest{})
+	require.NoError(t, err)
+	names := mcpNames(tools.Tools)
+	for _, n := range []string{"list_devices", "list_device_tools", "call_device_tool", "dispatch_plan", "get_task", "cancel_task", "kiosk-1__pause", "kiosk-1__hash_file"} {
+		assert.Contains(t, names, n)
+	}
+	assert.NotContains(t, names, "kiosk-1__install_tool", "meta tools are not offered directly")
+	for _, tool := range tools.Tools {
+		switch tool.Name {
+		case "kiosk-1__pause":
+			b, _ := json.Marshal(tool.InputSchema)
+			assert.JSONEq(t, `{"type":"object","properties":{"ms":{"type":"integer","minimum":0}},"required":["ms"]}`, string(b), "the device tool's own schema")
+			assert.True(t, *tool.Annotations.DestructiveHint)
+		case "kiosk-1__hash_file":
+			assert.True(t, *tool.Annotations.ReadOnlyHint, "a data_collection tool")
+		}
+	}
+
+	devices := callTool(t, cl, "list_devices", nil)
+	assert.Contains(t, text(devices), `"id":"kiosk-1","online":true`)
+
+	res, err := cl.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "call_device_tool",
+		Arguments: map[string]any{"device": "kiosk-1", "tool": "pause", "arguments": map[string]any{"ms": 2500}},
+		Meta:      &mcp.Meta{ProgressToken: "p-1"}}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, text(res))
+	structured := res.StructuredContent.(map[string]any)
+	assert.Equal(t, "success", structured["status"])
+	assert.NotZero(t, structured["usage"].(map[string]any)["fuel"])
+	assert.GreaterOrEqual(t, h.count(mcp.MethodNotificationProgress), 2, "the step's start and the seconds it ran")
+
+	direct := callTool(t, cl, "kiosk-1__pause", map[string]any{"ms": 1})
+	require.False(t, direct.IsError, text(direct))
+	assert.Equal(t, map[string]any{"ms": float64(1)}, direct.StructuredContent.(map[string]any)["result"])
+
+	entries, err := c.api.Audit(ctx, api.AuditQuery{Identity: "assistant"})
+	require.NoError(t, err)
+	var tools2 []string
+	for _, e := range entries {
+		tools2 = append(tools2, e.Tool)
+	}
+	require.Len(t, tools2, 2, "each call audited under the identity")
+	for _, tool := range tools2 {
+		assert.Contains(t, tool, "pause")
+	}
+}
+
+// Bad input is an error result that says what was wrong, never a hang.
+func TestBadInputToTheGatewaySaysWhich(t *testing.T) {
+	c := newCluster(t)
+	c.startAgent("kiosk-1", c.enroll("kiosk-1"))
+	c.enroll("kiosk-off")
+	cl, _ := c.mcpClient(c.api.Token)
+	for name, tc := range map[string]struct {
+		args map[string]any
+		want string
+	}{
+		"unknown device": {map[string]any{"device": "nowhere", "tool": "echo"}, `device "nowhere" is not enrolled`},
+		"unknown tool":   {map[string]any{"device": "kiosk-1", "tool": "hash_fiel"}, `device "kiosk-1" has no tool "hash_fiel"`},
+		"bad arguments":  {map[string]any{"device": "kiosk-1", "tool": "pause", "arguments": map[string]any{"ms": "soon"}}, "ms"},
+		"offline":        {map[string]any{"device": "kiosk-off", "tool": "echo"}, "kiosk-off"},
+		"bad timeout":    {map[string]any{"device": "kiosk-1", "tool": "echo", "timeout": "forever"}, `argument "timeout"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := callTool(t, cl, "call_device_tool", tc.args)
+			assert.True(t, res.IsError)
+			assert.Contains(t, text(res), tc.want)
+		})
+	}
+	_, err := cl.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "no_such_tool"}})
+	assert.ErrorContains(t, err, "no_such_tool", "an unknown gateway tool is an MCP error")
+}
+
+// A scoped identity sees and calls only what its scope covers through
+// /mcp; a viewer may look but not call.
+func TestAScopedIdentitySeesAndCallsOnlyItsScopeThroughTheGateway(t *testing.T) {
+	c := newCluster(t)
+	for id, site := range map[string]string{"lobby-1": "lobby", "depot-1": "depot"} {
+		resp, err := c.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: map[string]string{"site": site}})
+		require.NoError(t, err)
+		f := filepath.Join(t.TempDir(), id+".token")
+		require.NoError(t, os.WriteFile(f, []byte(resp.Token), 0o600))
+		c.startAgent(id, f)
+	}
+	cl, _ := c.mcpClient(c.identity("lobby-op", api.RoleOperator, &api.Scope{Devices: "site=lobby"}))
+	tools, err := cl.ListTools(context.Background(), mcp.ListToolsRequest{})
+	require.NoError(t, err)
+	names := strings.Join(mcpNames(tools.Tools), " ")
+	assert.Contains(t, names, "lobby-1__echo")
+	assert.NotContains(t, names, "depot-1")
+	assert.NotContains(t, text(callTool(t, cl, "list_devices", nil)), "depot-1")
+
+	res := callTool(t, cl, "call_device_tool", map[string]any{"device": "depot-1", "tool": "echo"})
+	assert.True(t, res.IsError)
+	assert.Equal(t, `device "depot-1" is not enrolled`, text(res), "outside the scope is as not enrolled")
+	res = callTool(t, cl, "list_device_tools", map[string]any{"device": "depot-1"})
+	assert.True(t, res.IsError)
+
+	viewer, _ := c.mcpClient(c.identity("watcher", api.RoleViewer, nil))
+	tools, err = viewer.ListTools(context.Background(), mcp.ListToolsRequest{})
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"list_devices", "list_device_tools", "get_task"}, mcpNames(tools.Tools))
+	_, err = viewer.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "call_device_tool",
+		Arguments: map[string]any{"device": "lobby-1", "tool": "echo"}}})
+	assert.Error(t, err, "a viewer has no call_device_tool")
+}
+
+// A client that cancels a call stops the wasm call on the device: the
+// looping fixture's result says it was cancelled, with the fuel it burnt,
+// long before its deadline.
+func TestCancellingAnMCPCallStopsTheToolOnTheDevice(t *testing.T) {
+	c := newCluster(t)
+	c.startAgent("kiosk-1", c.enroll("kiosk-1"))
+	cl, _ := c.mcpClient(c.api.Token)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(2*time.Second, cancel)
+	_, err := cl.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "call_device_tool",
+		Arguments: map[string]any{"device": "kiosk-1", "tool": "spin", "timeout": "5m"}}})
+	require.Error(t, err)
+	var task api.Task
+	require.Eventually(t, func() bool {
+		entries, err := c.api.Audit(context.Background(), api.AuditQuery{Device: "kiosk-1"})
+		require.NoError(t, err)
+		for _, e := range entries {
+			if strings.HasSuffix(e.Tool, "spin") && strings.Contains(e.Error, "cancelled by the server") {
+				require.NoError(t, c.api.Do(context.Background(), "GET", "/api/tasks/"+e.SessionID, nil, &task))
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 50*time.Millisecond, "the device reports the spin stopped")
+	b, _ := json.Marshal(task)
+	assert.Contains(t, string(b), "cancelled by the server: the MCP client cancelled the call")
+	assert.Contains(t, string(b), `"fuel":`)
+}
+
+// A local application's call through the agent's own endpoint lands in
+// the server's audit log, under the application's name.
+func TestALocalCallIsInTheServersAuditLog(t *testing.T) {
+	c := newCluster(t)
+	addr := freeAddr(t)
+	tokenFile := filepath.Join(t.TempDir(), "mcp-serve.token")
+	c.startAgent("kiosk-1", c.enroll("kiosk-1"), func(cfg *agent.Config) {
+		cfg.MCPServe = agent.MCPServe{Listen: addr, TokenFile: tokenFile}
+	})
+	token, err := os.ReadFile(tokenFile)
+	require.NoError(t, err)
+	cl, err := client.NewStreamableHttpClient("http://"+addr+"/mcp",
+		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + strings.TrimSpace(string(token))}))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+	require.NoError(t, cl.Start(ctx))
+	_, err = cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "kiosk-assistant", Version: "2"}}})
+	require.NoError(t, err)
+	require.False(t, callTool(t, cl, "echo", map[string]any{"say": "hi"}).IsError)
+
+	var local api.AuditEntry
+	require.Eventually(t, func() bool {
+		entries, err := c.api.Audit(ctx, api.AuditQuery{Device: "kiosk-1"})
+		require.NoError(t, err)
+		for _, e := range entries {
+			if e.Actor == api.ActorLocal {
+				local = e
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 50*time.Millisecond)
+	assert.Equal(t, "action::echo", local.Tool)
+	assert.Equal(t, "success", string(local.Outcome))
+	assert.Contains(t, local.Identity, "kiosk-assistant/2")
+	assert.JSONEq(t, `{"say":"hi"}`, string(local.Parameters))
+}
+
+// freeAddr is a loopback address free to listen on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// On each protocol revision the gateway serves, a client hears
+// tools/list_changed when a device comes or goes, and gets progress.
+func TestTheGatewaySaysWhenDevicesComeAndGoOnEachRevision(t *testing.T) {
+	c := newCluster(t)
+	c.startAgent("kiosk-1", c.enroll("kiosk-1"))
+	legacy, legacyHeard := c.mcpClient(c.api.Token, transport.WithContinuousListening())
+	modern, modernHeard := c.mcpClient(c.api.Token)
+	stop, err := modern.ListenAsync(context.Background(), mcp.SubscriptionFilter{ToolsListChanged: true}, nil)
+	require.NoError(t, err, "modern: 2026-07-28")
+	defer stop()
+	_, err = legacy.ListenAsync(context.Background(), mcp.SubscriptionFilter{ToolsListChanged: true}, nil)
+	require.Error(t, err, "legacy: 2025-11-25, whose notifications come on its GET stream")
+	time.Sleep(200 * time.Millisecond) // the streams are up
+
+	kiosk2 := c.startAgent("kiosk-2", c.enroll("kiosk-2"))
+	for name, h := range map[string]*heard{"2025-11-25": legacyHeard, "2026-07-28": modernHeard} {
+		require.Eventually(t, func() bool { return h.count(mcp.MethodNotificationToolsListChanged) > 0 }, 10*time.Second, 20*time.Millisecond, name)
+	}
+	for _, cl := range []*client.Client{legacy, modern} {
+		tools, err := cl.ListTools(context.Background(), mcp.ListToolsRequest{})
+		require.NoError(t, err)
+		assert.Contains(t, mcpNames(tools.Tools), "kiosk-2__echo")
+		res, err := cl.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "kiosk-2__pause",
+			Arguments: map[string]any{"ms": 1500}, Meta: &mcp.Meta{ProgressToken: "p"}}})
+		require.NoError(t, err)
+		require.False(t, res.IsError, text(res))
+	}
+	assert.Positive(t, legacyHeard.count(mcp.MethodNotificationProgress), "2025-11-25")
+	assert.Positive(t, modernHeard.count(mcp.MethodNotificationProgress), "2026-07-28")
+
+	before := legacyHeard.count(mcp.MethodNotificationToolsListChanged)
+	kiosk2.stop()
+	require.Eventually(t, func() bool { return legacyHeard.count(mcp.MethodNotificationToolsListChanged) > before }, 10*time.Second, 20*time.Millisecond)
+	tools, err := legacy.ListTools(context.Background(), mcp.ListToolsRequest{})
+	require.NoError(t, err)
+	assert.NotContains(t, mcpNames(tools.Tools), "kiosk-2__echo", "a device gone takes its tools with it")
+}
+
+// dispatch_plan runs a plan as a task, with progress from its steps;
+// get_task reads it; cancel_task stops a running one and the tool call
+// its device runs.
+func TestPlansThroughTheGateway(t *testing.T) {
+	c := newCluster(t)
+	c.startAgent("kiosk-1", c.enroll("kiosk-1"))
+	cl, h := c.mcpClient(c.api.Token)
+	ctx := context.Background()
+	plan := map[string]any{"steps": []any{
+		map[string]any{"tool": "pause", "parameters": map[string]any{"ms": 10}},
+		map[string]any{"tool": "fixtures.echo", "parameters": map[string]any{"x": 1}},
+	}}
+	res, err := cl.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "dispatch_plan",
+		Arguments: map[string]any{"device": "kiosk-1", "plan": plan}, Meta: &mcp.Meta{ProgressToken: "plan"}}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, text(res))
+	task := res.StructuredContent.(map[string]any)
+	assert.Equal(t, "completed", task["state"])
+	assert.GreaterOrEqual(t, h.count(mcp.MethodNotificationProgress), 4, "each step's start and end")
+
+	got := callTool(t, cl, "get_task", map[string]any{"id": task["session_id"]})
+	require.False(t, got.IsError, text(got))
+	assert.Equal(t, "completed", got.StructuredContent.(map[string]any)["state"])
+
+	yaml := "steps:\n  - tool: spin\n    timeout: 5m\n"
+	started := callTool(t, cl, "dispatch_plan", map[string]any{"labels": map[string]any{}, "plan": yaml})
+	assert.True(t, started.IsError)
+	assert.Equal(t, `argument "labels": at least one label is required`, text(started), "not the whole fleet")
+	started = callTool(t, cl, "dispatch_plan", map[string]any{"labels": map[string]any{"site": "moon"}, "plan": yaml})
+	assert.Equal(t, "no enrolled device has the labels site=moon", text(started))
+	started = callTool(t, cl, "dispatch_plan", map[string]any{"device": "kiosk-1", "plan": yaml, "wait": false})
+	require.False(t, started.IsError, text(started))
+	id := started.StructuredContent.(map[string]any)["session_id"].(string)
+	time.Sleep(time.Second)
+	cancelled := callTool(t, cl, "cancel_task", map[string]any{"id": id})
+	require.False(t, cancelled.IsError, text(cancelled))
+	requireSpinCancelled(t, c)
+
+	missing := callTool(t, cl, "get_task", map[string]any{"id": "nope"})
+	assert.True(t, missing.IsError)
+	assert.Equal(t, `no task "nope"`, text(missing))
+}

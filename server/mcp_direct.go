@@ -1,0 +1,73 @@
+package server
+
+import (
+	"context"
+
+	"github.com/edgeaip/edgeaip/internal/mcptool"
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// directTarget is the device tool a DEVICE__TOOL tool calls.
+type directTarget struct {
+	device string
+	info   protocol.MCPToolInfo
+	tool   mcp.Tool
+}
+
+// directTools are the tools of the online devices in c's scope, each as a
+// tool of its own with the device tool's input schema, when c may call
+// tools and its scope covers at most DirectTools enrolled devices; the
+// names are mcptool.Names of DEVICE__TOOL (README, "The MCP gateway").
+// The device's meta tools are left out: list_device_tools and the API
+// are for those.
+func (g *mcpGateway) directTools(ctx context.Context, c *caller) ([]directTarget, error) {
+	if g.cfg.DirectTools < 0 || allow(c, mcpKey(mcpDeviceTool)) != nil {
+		return nil, nil
+	}
+	devs, err := g.s.store.Devices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var inScope []string
+	for _, d := range devs {
+		if c.scope.Device(d.Labels) {
+			inScope = append(inScope, d.ID)
+		}
+	}
+	if len(inScope) > g.cfg.DirectTools {
+		return nil, nil
+	}
+	var out []directTarget
+	var named []mcptool.Named
+	for _, id := range inScope {
+		cl := g.s.reg.device(id)
+		if cl == nil {
+			continue
+		}
+		info := infoInScope(cl.info.Load(), c.scope)
+		if info == nil {
+			continue
+		}
+		for _, t := range info.Tools {
+			if isMetaTool(t) {
+				continue
+			}
+			out = append(out, directTarget{device: id, info: t})
+			named = append(named, mcptool.Named{Base: id + "__" + t.ToolName,
+				Key: id + "\x00" + t.Namespace + "\x00" + string(t.ToolType) + "\x00" + t.ToolName})
+		}
+	}
+	for i, name := range mcptool.Names(named) {
+		t := mcptool.Tool(name, out[i].info)
+		t.Description = "On device " + out[i].device + ": " + out[i].info.Description
+		out[i].tool = t
+	}
+	return out, nil
+}
+
+// isMetaTool reports whether t is one of a device's meta tools
+// (list_tools, install_tool), which a model has no use for directly.
+func isMetaTool(t protocol.MCPToolInfo) bool {
+	return t.Namespace == "computer" || t.ToolName == protocol.InstallToolName
+}

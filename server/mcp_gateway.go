@@ -1,0 +1,216 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"runtime/debug"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+)
+
+// The MCP gateway serves /mcp: any MCP client drives the fleet's tools
+// through it, held to its operator identity's role and scope, every call
+// a command or task like any other (admitted, recorded, audited). See
+// RATIONALE.md, "The MCP gateway".
+
+// MCPConfig tunes the MCP gateway. The zero value gives the defaults.
+type MCPConfig struct {
+	// DirectTools: an identity whose scope covers at most this many
+	// enrolled devices also sees each of their tools as a tool of its own,
+	// DEVICE__TOOL. Default 8; negative: never.
+	DirectTools int
+	// CallsPerMinute and CallsAtOnce bound one identity's tool calls.
+	// Defaults 120 and 8.
+	CallsPerMinute int
+	CallsAtOnce    int
+	// MaxResultBytes bounds a result's JSON in an answer; a larger one is
+	// cut, saying so and where the whole is. Default 64 KiB.
+	MaxResultBytes int
+}
+
+func (c *MCPConfig) setDefaults() {
+	if c.DirectTools == 0 {
+		c.DirectTools = 8
+	}
+	if c.CallsPerMinute <= 0 {
+		c.CallsPerMinute = 120
+	}
+	if c.CallsAtOnce <= 0 {
+		c.CallsAtOnce = 8
+	}
+	if c.MaxResultBytes <= 0 {
+		c.MaxResultBytes = 64 << 10
+	}
+}
+
+// mcpGateway holds one MCP server per identity: what a client sees is its
+// identity's tools, which its role and scope decide, and the direct tools
+// of the devices in its scope change as they come and go.
+type mcpGateway struct {
+	s   *Server
+	cfg MCPConfig
+	log *slog.Logger
+
+	mu    sync.Mutex
+	views map[string]*mcpView // by viewKey
+
+	changed chan struct{} // devices came, went or changed their tools
+}
+
+// mcpView is what one identity (with one role and scope) sees.
+type mcpView struct {
+	g      *mcpGateway
+	mcp    *mcpserver.MCPServer
+	http   *mcpserver.StreamableHTTPServer
+	limits *callLimits
+
+	listed sync.Once // the tools are listed once the view is made
+
+	mu     sync.Mutex
+	who    *caller
+	served []mcp.Tool              // the tools last served, to tell a change
+	direct map[string]directTarget // DEVICE__TOOL names
+}
+
+func newMCPGateway(s *Server, cfg MCPConfig) *mcpGateway {
+	cfg.setDefaults()
+	return &mcpGateway{s: s, cfg: cfg, log: s.log.With("surface", "mcp"), views: map[string]*mcpView{}, changed: make(chan struct{}, 1)}
+}
+
+// viewKey tells views apart: an identity added again under the same name
+// with another role or scope gets a view of its own.
+func viewKey(c *caller) string { return c.name + "\x00" + c.role.String() + "\x00" + c.scope.String() }
+
+// serveMCP is /mcp: the caller's view serves the request.
+func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
+	s.mcp.view(r.Context(), callerFrom(r)).http.ServeHTTP(w, r)
+}
+
+// view is c's view, made, with its tools, on first use; devicesChanged
+// keeps the tools up to date from then on.
+func (g *mcpGateway) view(ctx context.Context, c *caller) *mcpView {
+	g.mu.Lock()
+	v := g.views[viewKey(c)]
+	if v == nil {
+		v = g.newView(c)
+		g.views[viewKey(c)] = v
+	}
+	g.mu.Unlock()
+	v.listed.Do(func() { v.refresh(ctx) })
+	return v
+}
+
+func (g *mcpGateway) newView(c *caller) *mcpView {
+	v := &mcpView{g: g, who: c, limits: newCallLimits(g.cfg.CallsPerMinute, g.cfg.CallsAtOnce)}
+	v.mcp = mcpserver.NewMCPServer("aip-server", buildVersion(),
+		mcpserver.WithToolCapabilities(true),
+		mcpserver.WithInstructions(mcpInstructions),
+		mcpserver.WithToolHandlerMiddleware(v.counted))
+	// The endpoint needs a Bearer token: DNS rebinding, which the
+	// localhost check guards against, leans on servers that need none,
+	// and the check would refuse a proxy in front on the same host.
+	v.http = mcpserver.NewStreamableHTTPServer(v.mcp, mcpserver.WithDisableLocalhostProtection(true),
+		mcpserver.WithStreamableHTTPLogger(g.log), mcpserver.WithHTTPContextFunc(withBaseURL))
+	return v
+}
+
+// mcpInstructions tell a model what it is talking to.
+const mcpInstructions = "edgeaip: a fleet of devices (kiosks, edge boards), each running sandboxed tools. " +
+	"list_devices, then list_device_tools to see a device's tools and their input schemas; call_device_tool runs one, " +
+	"dispatch_plan runs a plan of steps on a device or on every device with some labels; get_task and cancel_task follow and stop tasks. " +
+	"Tools named DEVICE__TOOL call one device's tool directly. data_collection tools only read; action tools may change the device. " +
+	"Every call is recorded and audited under your identity."
+
+// refresh serves the tools v's identity should see now, if they changed:
+// clients hear of it by notifications/tools/list_changed.
+func (v *mcpView) refresh(ctx context.Context) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	tools := v.fixedTools()
+	direct, err := v.g.directTools(ctx, v.who)
+	if err != nil {
+		v.g.log.Warn("direct tools not listed", "identity", v.who.name, "err", err)
+	}
+	names := make([]mcp.Tool, 0, len(tools)+len(direct))
+	v.direct = map[string]directTarget{}
+	for _, t := range tools {
+		names = append(names, t.Tool)
+	}
+	for _, d := range direct {
+		v.direct[d.tool.Name] = d
+		names = append(names, d.tool)
+		tools = append(tools, mcpserver.ServerTool{Tool: d.tool, Handler: v.callDirect})
+	}
+	if v.served != nil && reflect.DeepEqual(names, v.served) {
+		return
+	}
+	v.served = names
+	v.mcp.SetTools(tools...)
+}
+
+// devicesChanged is called when a device registers, updates its tools
+// or its link drops: views are refreshed in the background.
+func (g *mcpGateway) devicesChanged() {
+	select {
+	case g.changed <- struct{}{}:
+	default:
+	}
+}
+
+// refreshViews refreshes every view whenever devices change, until stop
+// is closed.
+func (g *mcpGateway) refreshViews(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-g.changed:
+		}
+		g.mu.Lock()
+		views := make([]*mcpView, 0, len(g.views))
+		for _, v := range g.views {
+			views = append(views, v)
+		}
+		g.mu.Unlock()
+		for _, v := range views {
+			v.refresh(context.Background())
+		}
+	}
+}
+
+// buildVersion is the server's module version, as the build recorded it.
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+type baseURLKey struct{}
+
+// withBaseURL keeps the URL the client reached the server by, for links
+// to tasks in answers.
+func withBaseURL(ctx context.Context, r *http.Request) context.Context {
+	scheme := "http"
+	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
+		scheme = "https"
+	}
+	return context.WithValue(ctx, baseURLKey{}, scheme+"://"+r.Host)
+}
+
+// taskURL is where task id can be read whole, as the client reached the
+// server.
+func taskURL(ctx context.Context, id string) string {
+	base, _ := ctx.Value(baseURLKey{}).(string)
+	return base + "/api/tasks/" + id
+}
+
+// callerIn is whom an MCP request acts for, as the policy admitted it.
+func callerIn(ctx context.Context) *caller {
+	c, _ := ctx.Value(callerKey{}).(*caller)
+	return c
+}

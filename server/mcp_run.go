@@ -1,0 +1,276 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/edgeaip/edgeaip/internal/mcptool"
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/google/uuid"
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+)
+
+// progressEvery is how often a call that is still running tells its
+// client so.
+const progressEvery = time.Second
+
+// following is a task an MCP request waits on: its events, which become
+// progress notifications, and what to cancel if the client cancels.
+type following struct {
+	ctx    context.Context
+	token  mcp.ProgressToken // nil: the client asked for no progress
+	events chan api.TaskEvent
+	sent   float64
+}
+
+func newFollowing(ctx context.Context, req mcp.CallToolRequest) *following {
+	f := &following{ctx: ctx, events: make(chan api.TaskEvent, 64)}
+	if req.Params.Meta != nil {
+		f.token = req.Params.Meta.ProgressToken
+	}
+	return f
+}
+
+// tee takes a task event; it never blocks the session that emits it.
+func (f *following) tee(e api.TaskEvent) {
+	select {
+	case f.events <- e:
+	default:
+	}
+}
+
+// progress sends a progress notification saying msg, if the client asked
+// for them.
+func (f *following) progress(msg string) {
+	if f.token == nil {
+		return
+	}
+	f.sent++
+	srv := mcpserver.ServerFromContext(f.ctx)
+	if srv == nil {
+		return
+	}
+	srv.SendNotificationToClient(f.ctx, string(mcp.MethodNotificationProgress),
+		map[string]any{"progressToken": f.token, "progress": f.sent, "message": msg})
+}
+
+// eventText is a task event as a progress message.
+func eventText(e api.TaskEvent) string {
+	where := e.DeviceID
+	step := ""
+	if e.Step != nil {
+		step = fmt.Sprintf(" step %d/%d", *e.Step+1, e.Steps)
+	}
+	switch e.Type {
+	case api.EventStepStart:
+		return fmt.Sprintf("%s%s: %s sent", where, step, e.Tool)
+	case api.EventStepEnd:
+		return fmt.Sprintf("%s%s: %s %s %s", where, step, e.Tool, e.Status, e.Error)
+	case api.EventDeviceStart, api.EventDeviceEnd, api.EventEnd:
+		return fmt.Sprintf("%s %s %s %s", where, e.Type, e.State, e.Error)
+	}
+	return e.Type
+}
+
+// wait waits for done, sending progress from the task's events and every
+// progressEvery while it runs. If the client cancels (ctx ends), the task
+// sessionID() names is cancelled, with the tool call its device runs, and
+// wait still waits for done: the task's end is recorded either way.
+func (f *following) wait(g *mcpGateway, done <-chan struct{}, sessionID func() string) (cancelled bool) {
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
+	started := time.Now()
+	for {
+		select {
+		case <-done:
+			return cancelled
+		case e := <-f.events:
+			f.progress(eventText(e))
+		case now := <-tick.C:
+			f.progress(fmt.Sprintf("running, %s", now.Sub(started).Round(time.Second)))
+		case <-f.ctx.Done():
+			if !cancelled {
+				cancelled = true
+				if id := sessionID(); id != "" {
+					g.cancel(id, "the MCP client cancelled the call")
+				}
+			}
+			f.ctx = context.WithoutCancel(f.ctx)
+		}
+	}
+}
+
+// runCommand runs actions on device as a single command for who, with
+// progress, and cancels it if the client does.
+func (g *mcpGateway) runCommand(ctx context.Context, req mcp.CallToolRequest, who *caller, device string,
+	actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
+	f := newFollowing(ctx, req)
+	var sessionID string
+	started := make(chan string, 1)
+	spec := sessionSpec{DeviceID: device, Requester: who.requester(api.RequesterOperator, ""), Scope: who.scope,
+		Tee: func(e api.TaskEvent) {
+			if e.Type == api.EventStepStart {
+				select {
+				case started <- e.SessionID:
+				default:
+				}
+			}
+			f.tee(e)
+		}}
+	var resp api.CommandResponse
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err = g.s.sessions.runCommand(context.WithoutCancel(ctx), spec, actions, timeout)
+	}()
+	cancelled := f.wait(g, done, func() string {
+		select {
+		case sessionID = <-started:
+		default:
+		}
+		return sessionID
+	})
+	if err == nil && cancelled {
+		err = fmt.Errorf("cancelled by the client; the task %s ended %s", resp.SessionID, resp.Status)
+	}
+	return resp, err
+}
+
+// cancel cancels task id, and on its device the command it is running,
+// which then stops its tool call: the cancellation the task's results
+// record.
+func (g *mcpGateway) cancel(id, why string) error {
+	sess := g.s.sessions.liveSession(id)
+	if sess == nil {
+		return errNotRunning
+	}
+	if rid := runningCommand(sess); rid != "" {
+		g.cancelOnDevice(sess.DeviceID, rid, why)
+	}
+	return g.s.sessions.cancelTask(id, reasonUserRequested)
+}
+
+// runningCommand is the response_id of the command sess is waiting on, if
+// any: the last step started and not ended.
+func runningCommand(sess *session) string {
+	events, _, _ := sess.events.since(0)
+	rid := ""
+	for _, e := range events {
+		switch e.Type {
+		case api.EventStepStart:
+			rid = e.ResponseID
+		case api.EventStepEnd:
+			rid = ""
+		}
+	}
+	return rid
+}
+
+// cancelOnDevice asks device to stop command responseID, if it is linked
+// on the CBOR wire, which carries CANCEL_COMMAND; on UFO's JSON wire the
+// command runs on, and its late results are recorded.
+func (g *mcpGateway) cancelOnDevice(device, responseID, why string) {
+	c := g.s.reg.device(device)
+	if c == nil || c.conn.Encoding() != protocol.CBOR {
+		return
+	}
+	m := &protocol.ServerMessage{Type: protocol.ServerCancelCommand, Status: protocol.StatusOK, ResponseID: responseID, Error: why, Timestamp: protocol.Now()}
+	if err := g.s.send(context.Background(), c.conn, m); err != nil {
+		g.log.Warn("cancel not sent to the device", "device", device, "response_id", responseID, "err", err)
+	}
+}
+
+// result is res as the answer to a call, cut to MaxResultBytes with a
+// link to the task.
+func (g *mcpGateway) result(ctx context.Context, what string, res protocol.Result, sessionID string) *mcp.CallToolResult {
+	return mcptool.Result(what, res, mcptool.Cut{MaxBytes: g.cfg.MaxResultBytes, WholeAt: taskURL(ctx, sessionID)})
+}
+
+func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args := req.GetArguments()
+	raw, err := json.Marshal(args["plan"])
+	if err != nil || args["plan"] == nil {
+		return refused(errors.New(`argument "plan": missing`))
+	}
+	p, err := planField(raw, v.g.s.cfg.Limits.MaxPlanBytes)
+	if err != nil {
+		return refused(err)
+	}
+	who := callerIn(ctx)
+	f := newFollowing(ctx, req)
+	spec := sessionSpec{ID: uuid.NewString(), TaskName: taskNameOf("", p), Requester: who.requester(api.RequesterOperator, ""),
+		Scope: who.scope, Plan: p, Tee: f.tee}
+	device := req.GetString("device", "")
+	labels, _ := args["labels"].(map[string]any)
+	switch {
+	case device != "" && labels != nil:
+		return refused(errors.New(`give "device" or "labels", not both`))
+	case device != "":
+		if !v.g.s.onlineInScope(ctx, who, device) {
+			return refused(fmt.Errorf("device %q is not online", device))
+		}
+		spec.DeviceID = device
+		err = v.g.s.admission.admit(planOrder(who, p, device))
+	case labels != nil:
+		err = v.g.fleetSpec(ctx, who, &spec, labels)
+	default:
+		return refused(errors.New(`argument "device" or "labels": missing`))
+	}
+	if err != nil {
+		return refused(err)
+	}
+	sess, _, err := v.g.s.sessions.getOrCreateSession(ctx, spec)
+	if err != nil {
+		return refused(err)
+	}
+	v.g.s.sessions.executeTaskAsync(sess, nil)
+	if wait, ok := args["wait"].(bool); ok && !wait {
+		return jsonResult(map[string]any{"session_id": sess.ID, "task_name": sess.TaskName, "url": taskURL(ctx, sess.ID)})
+	}
+	f.wait(v.g, sess.done, func() string { return sess.ID })
+	task, err := v.g.taskInScope(context.WithoutCancel(ctx), sess.ID)
+	if err != nil {
+		return refused(err)
+	}
+	res, err := jsonResult(task)
+	if res != nil {
+		res.IsError = task.State != api.StateCompleted
+	}
+	return res, err
+}
+
+// fleetSpec makes spec a fleet over the devices in who's scope that have
+// labels, admitted on each.
+func (g *mcpGateway) fleetSpec(ctx context.Context, who *caller, spec *sessionSpec, labels map[string]any) error {
+	if len(labels) == 0 {
+		return errors.New(`argument "labels": at least one label is required`)
+	}
+	want := map[string]string{}
+	for k, v := range labels {
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf(`argument "labels": %q: want a string, got %T`, k, v)
+		}
+		want[k] = s
+	}
+	selector := access.LabelSelector(want).And(who.scope.Devices)
+	devices, err := g.s.matchDevices(ctx, selector)
+	switch {
+	case err != nil:
+		return err
+	case len(devices) == 0:
+		return fmt.Errorf("no enrolled device has the labels %s", labelText(want))
+	}
+	if err := g.s.admission.admit(planOrder(who, spec.Plan, devices...)); err != nil {
+		return err
+	}
+	spec.Fleet = &fleetSpec{labels: want, selector: selector, devices: devices, concurrency: api.DefaultFleetConcurrency}
+	return nil
+}

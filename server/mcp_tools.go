@@ -1,0 +1,266 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+)
+
+// The gateway's tools, each with its key in the access policy ("MCP
+// call_device_tool"): a caller sees, and may call, those its role allows.
+const (
+	mcpListDevices     = "list_devices"
+	mcpListDeviceTools = "list_device_tools"
+	mcpCallDeviceTool  = "call_device_tool"
+	mcpDispatchPlan    = "dispatch_plan"
+	mcpGetTask         = "get_task"
+	mcpCancelTask      = "cancel_task"
+	// mcpDeviceTool is the policy's key for the DEVICE__TOOL tools.
+	mcpDeviceTool = "device_tool"
+)
+
+// mcpKey is the policy's key of a gateway tool.
+func mcpKey(tool string) string { return "MCP " + tool }
+
+// defaultMCPTimeout is a call's timeout when the client gives none.
+const defaultMCPTimeout = 60 * time.Second
+
+// fixedTools are the gateway's own tools that v's identity may call.
+func (v *mcpView) fixedTools() []mcpserver.ServerTool {
+	all := []mcpserver.ServerTool{
+		{Tool: mcp.NewTool(mcpListDevices,
+			mcp.WithDescription("Lists the devices you may use: id, whether online, labels, platform and how many tools."),
+			mcp.WithReadOnlyHintAnnotation(true)), Handler: v.listDevices},
+		{Tool: mcp.NewTool(mcpListDeviceTools,
+			mcp.WithDescription("Lists a device's tools: name, tool_type, namespace, description and input schema."),
+			mcp.WithString("device", mcp.Required(), mcp.Description("the device id")),
+			mcp.WithReadOnlyHintAnnotation(true)), Handler: v.listDeviceTools},
+		{Tool: mcp.NewTool(mcpCallDeviceTool,
+			mcp.WithDescription("Calls one tool on one device, in its sandbox, and returns the AIP Result: status, result or error, and usage (fuel, wall time). Sends progress while it runs."),
+			mcp.WithString("device", mcp.Required(), mcp.Description("the device id")),
+			mcp.WithString("tool", mcp.Required(), mcp.Description("the tool's name, as list_device_tools gives it")),
+			mcp.WithString("tool_type", mcp.Enum("data_collection", "action"), mcp.Description("the tool's type, when the device has the name under both")),
+			mcp.WithObject("arguments", mcp.Description("the tool's parameters, as its input schema says")),
+			mcp.WithString("timeout", mcp.Description("how long the call may take, e.g. 30s (default 60s, at most 24h)")),
+			mcp.WithDestructiveHintAnnotation(true)), Handler: v.callDeviceTool},
+		{Tool: mcp.NewTool(mcpDispatchPlan,
+			mcp.WithDescription("Runs a plan (steps of tool calls) on one device, or on every device with the given labels, as a task; waits for it to end, with progress, unless wait is false. A plan: {\"steps\": [{\"tool\": \"hash_file\", \"parameters\": {...}}]}."),
+			mcp.WithString("device", mcp.Description("the device id; or give labels")),
+			mcp.WithObject("labels", mcp.Description("run on every device with these labels, e.g. {\"site\": \"lobby\"}")),
+			mcp.WithAny("plan", mcp.Required(), mcp.Description("the plan: an object, or its YAML or JSON as a string")),
+			mcp.WithBoolean("wait", mcp.Description("wait for the task to end (default true)")),
+			mcp.WithDestructiveHintAnnotation(true)), Handler: v.dispatchPlan},
+		{Tool: mcp.NewTool(mcpGetTask,
+			mcp.WithDescription("Reads a task: its state, steps and results."),
+			mcp.WithString("id", mcp.Required(), mcp.Description("the task id (session_id)")),
+			mcp.WithReadOnlyHintAnnotation(true)), Handler: v.getTask},
+		{Tool: mcp.NewTool(mcpCancelTask,
+			mcp.WithDescription("Cancels a running task, and the tool call it is running on its device."),
+			mcp.WithString("id", mcp.Required(), mcp.Description("the task id (session_id)")),
+			mcp.WithDestructiveHintAnnotation(true)), Handler: v.cancelTask},
+	}
+	var out []mcpserver.ServerTool
+	for _, t := range all {
+		if allow(v.who, mcpKey(t.Tool.Name)) == nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// deviceSummary is a device as list_devices shows it.
+type deviceSummary struct {
+	ID       string            `json:"id"`
+	Online   bool              `json:"online"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Platform string            `json:"platform,omitempty"`
+	Arch     string            `json:"arch,omitempty"`
+	Tools    int               `json:"tools"`
+}
+
+func (v *mcpView) listDevices(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	who := callerIn(ctx)
+	devs, err := v.g.s.store.Devices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []deviceSummary{}
+	for _, d := range devs {
+		if !who.scope.Device(d.Labels) {
+			continue
+		}
+		view := v.g.s.deviceView(d, who.scope)
+		sum := deviceSummary{ID: d.ID, Online: view.Online, Labels: d.Labels}
+		if view.Info != nil {
+			sum.Platform, sum.Arch, sum.Tools = view.Info.Platform, view.Info.Arch, len(view.Info.Tools)
+		}
+		out = append(out, sum)
+	}
+	return jsonResult(map[string]any{"devices": out})
+}
+
+// toolSummary is a tool as list_device_tools shows it.
+type toolSummary struct {
+	Name        string         `json:"name"`
+	ToolType    string         `json:"tool_type"`
+	Namespace   string         `json:"namespace,omitempty"`
+	Description string         `json:"description,omitempty"`
+	InputSchema map[string]any `json:"input_schema,omitempty"`
+}
+
+func (v *mcpView) listDeviceTools(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id := req.GetString("device", "")
+	d, err := v.deviceInScope(ctx, id)
+	if err != nil {
+		return refused(err)
+	}
+	out := []toolSummary{}
+	if view := v.g.s.deviceView(d, callerIn(ctx).scope); view.Info != nil {
+		for _, t := range view.Info.Tools {
+			out = append(out, toolSummary{Name: t.ToolName, ToolType: string(t.ToolType), Namespace: t.Namespace,
+				Description: t.Description, InputSchema: t.InputSchema})
+		}
+	}
+	return jsonResult(map[string]any{"device": id, "tools": out})
+}
+
+// deviceInScope finds device id if the caller may see it; one outside
+// its scope is not enrolled, as the API answers.
+func (v *mcpView) deviceInScope(ctx context.Context, id string) (store.Device, error) {
+	if id == "" {
+		return store.Device{}, errors.New(`argument "device": missing`)
+	}
+	d, err := v.g.s.store.Device(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return d, errors.New(deviceNotEnrolled(id))
+	case err != nil:
+		return d, err
+	case !callerIn(ctx).scope.Device(d.Labels):
+		return d, errors.New(deviceNotEnrolled(id))
+	}
+	return d, nil
+}
+
+func (v *mcpView) callDeviceTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args := req.GetArguments()
+	params, ok := args["arguments"].(map[string]any)
+	if !ok && args["arguments"] != nil {
+		return refused(fmt.Errorf(`argument "arguments": want an object, got %T`, args["arguments"]))
+	}
+	action := protocol.Command{ToolName: req.GetString("tool", ""), ToolType: protocol.ToolType(req.GetString("tool_type", "")), Parameters: params}
+	return v.runTool(ctx, req, req.GetString("device", ""), action, req.GetString("timeout", ""))
+}
+
+// callDirect is a DEVICE__TOOL tool: its arguments are the tool's
+// parameters.
+func (v *mcpView) callDirect(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	v.mu.Lock()
+	d, ok := v.direct[req.Params.Name]
+	v.mu.Unlock()
+	if !ok {
+		return refused(fmt.Errorf("no tool %q: the device or its tool is gone; list the tools again", req.Params.Name))
+	}
+	action := protocol.Command{ToolName: d.info.ToolName, ToolType: d.info.ToolType, Parameters: req.GetArguments()}
+	return v.runTool(ctx, req, d.device, action, "")
+}
+
+// runTool runs action on device as a single command, as POST
+// /api/devices/{id}/commands does: admitted, recorded, audited under the
+// caller, with progress while it runs and cancelled with the request.
+func (v *mcpView) runTool(ctx context.Context, req mcp.CallToolRequest, device string, action protocol.Command, timeoutText string) (*mcp.CallToolResult, error) {
+	if _, err := v.deviceInScope(ctx, device); err != nil {
+		return refused(err)
+	}
+	timeout := defaultMCPTimeout
+	if timeoutText != "" {
+		var err error
+		if timeout, err = commandTimeout(`argument "timeout"`, timeoutText); err != nil {
+			return refused(err)
+		}
+	}
+	actions := []protocol.Command{action}
+	if err := validateActions(actions); err != nil {
+		return refused(fmt.Errorf("argument %w", err))
+	}
+	who := callerIn(ctx)
+	if err := v.g.s.admission.admit(commandOrder(who, device, actions)); err != nil {
+		return refused(err)
+	}
+	resp, err := v.g.runCommand(ctx, req, who, device, actions, timeout)
+	if err != nil {
+		return refused(err)
+	}
+	what := fmt.Sprintf("%s on %s (task %s)", action.ToolName, device, resp.SessionID)
+	res := resp.Results[0]
+	return v.g.result(ctx, what, res, resp.SessionID), nil
+}
+
+func (v *mcpView) getTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	task, err := v.g.taskInScope(ctx, req.GetString("id", ""))
+	if err != nil {
+		return refused(err)
+	}
+	return jsonResult(task)
+}
+
+func (v *mcpView) cancelTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id := req.GetString("id", "")
+	if _, err := v.g.taskInScope(ctx, id); err != nil {
+		return refused(err)
+	}
+	if err := v.g.cancel(id, "cancel_task by "+callerIn(ctx).name); err != nil {
+		return refused(err)
+	}
+	task, err := v.g.taskInScope(ctx, id)
+	if err != nil {
+		return refused(err)
+	}
+	return jsonResult(task)
+}
+
+// taskInScope reads task id, if the caller may see it.
+func (g *mcpGateway) taskInScope(ctx context.Context, id string) (api.Task, error) {
+	if id == "" {
+		return api.Task{}, errors.New(`argument "id": missing`)
+	}
+	in, err := g.s.taskInScope(ctx, callerIn(ctx), id)
+	switch {
+	case err != nil:
+		return api.Task{}, err
+	case !in:
+		return api.Task{}, errors.New(noTask(id))
+	}
+	row, err := g.s.store.Session(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return api.Task{}, errors.New(noTask(id))
+	case err != nil:
+		return api.Task{}, err
+	}
+	return taskView(row), nil
+}
+
+// jsonResult is v as a tool's result: structuredContent, and its JSON as
+// text.
+func jsonResult(v any) (*mcp.CallToolResult, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.CallToolResult{StructuredContent: v, Content: []mcp.Content{mcp.NewTextContent(string(b))}}, nil
+}
+
+// refused is an isError result that says what was wrong with the call,
+// for the model to read and put right.
+func refused(err error) (*mcp.CallToolResult, error) {
+	return mcp.NewToolResultError(err.Error()), nil
+}
