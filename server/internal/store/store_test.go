@@ -366,3 +366,22 @@ func TestTimesWrittenBeforeMigration4AreRewrittenToSortInTimeOrder(t *testing.T)
 	assert.Equal(t, 1, n, "only the session that finished before the cutoff")
 	assert.Equal(t, []string{"later", "whole"}, sessionIDs(t, s))
 }
+
+// A call an application made through a device's own MCP endpoint is
+// recorded once, by its call_id, however often the device reports it.
+func TestALocalCallIsRecordedOnceHoweverOftenReported(t *testing.T) {
+	s, _ := openTest(t)
+	call := protocol.Command{ToolName: "echo", Parameters: map[string]any{"x": 1.0}, CallID: "local-1"}
+	for i, want := range []bool{true, false} {
+		var first bool
+		write(t, s, func(tx *Tx) (err error) {
+			first, err = tx.AppendLocalCall("kiosk-1", "some-app", call, protocol.Result{Status: protocol.ResultSuccess, CallID: "local-1"})
+			return err
+		})
+		assert.Equal(t, want, first, "report %d", i+1)
+	}
+	audit, err := s.Audit(context.Background(), AuditFilter{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, audit, 1)
+	assert.Equal(t, "local", audit[0].Actor)
+}
