@@ -201,9 +201,8 @@ func (s *Server) session(ctx context.Context, b *backoff.Backoff) error {
 		return err
 	}
 	defer conn.close()
-	if err := s.syncTools(ctx, conn); err != nil {
-		return err
-	}
+	// Up before its tools are published: a subscriber may call one as
+	// soon as it has it.
 	s.mu.Lock()
 	s.conn = conn
 	s.mu.Unlock()
@@ -214,6 +213,9 @@ func (s *Server) session(ctx context.Context, b *backoff.Backoff) error {
 		s.conn = nil
 		s.mu.Unlock()
 	}()
+	if err := s.syncTools(ctx, conn); err != nil {
+		return err
+	}
 	s.startOnce.Do(func() { close(s.started) })
 	s.log.Info("MCP server running", "type", s.cfg.Type)
 

@@ -78,3 +78,17 @@ func TestACanceledSubscriptionIsForgottenAndAServerOfItsOwnStops(t *testing.T) {
 		t.Fatal("the server started for the subscriber alone did not stop")
 	}
 }
+
+// A subscriber may call a tool as soon as it has it: the server is up by
+// the time it publishes.
+func TestAServerIsUpWhenItPublishesItsTools(t *testing.T) {
+	s := newTestPool(t).Server(mcptest.Stdio(t, "helper"))
+	downAtPublish := make(chan error, 16)
+	s.Subscribe(protocol.ToolDataCollection, func([]*Tool) { downAtPublish <- s.Down() })
+	select {
+	case err := <-downAtPublish:
+		assert.NoError(t, err)
+	case <-time.After(testenv.Slowdown * 20 * time.Second):
+		t.Fatal("the server never published its tools")
+	}
+}
