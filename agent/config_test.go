@@ -23,7 +23,7 @@ func TestAConfigBuiltInGoIsCheckedAsTheFileIs(t *testing.T) {
 		"server url": {func(c *Config) { c.ServerURL = "not a url" },
 			`agent: server URL "not a url": want ws://HOST/PATH or wss://HOST/PATH`},
 		"ping": {func(c *Config) { c.Conn.PingInterval = time.Minute },
-			`agent: ping interval 1m0s: at most 22s, so that a dead link is noticed within 45s`},
+			`agent: ping interval 1m0s: at most 50s, so that a dead link is noticed within 60s`},
 		"outbox max_age": {func(c *Config) { c.Outbox.MaxAge = time.Hour },
 			`agent: outbox max age 1h0m0s: at least 24h, as long as the server may send a command again`},
 		"outbox max_bytes": {func(c *Config) { c.Outbox.MaxBytes = 1 << 20 },

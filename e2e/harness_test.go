@@ -23,6 +23,7 @@ import (
 	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/edgeaip/edgeaip/server"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/wasmtools/meter"
 	"github.com/stretchr/testify/require"
 )
 
@@ -172,7 +173,12 @@ func (ra *runningAgent) stop() {
 
 // compileCache is where every test agent keeps compiled modules, across
 // test runs: wazero keys its entries by module and by its own version.
-var compileCache = filepath.Join(os.TempDir(), fmt.Sprintf("edgeaip-e2e-compile-cache-%d", os.Getuid()))
+// It is one per cost model, since an agent removes the directories of
+// other cost models from its cache: test runs of two trees with different
+// models at once, on one machine, would remove each other's while their
+// agents used it.
+var compileCache = filepath.Join(os.TempDir(), fmt.Sprintf("edgeaip-e2e-compile-cache-%d-%s",
+	os.Getuid(), strings.ReplaceAll(meter.CostModelVersion, "/", "-")))
 
 // sharedCompileCache is the compile cache every test agent shares, so
 // that the stock tools are compiled once. Agents do not prune a cache

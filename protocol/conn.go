@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -17,7 +18,10 @@ import (
 // Defaults for [ConnOptions].
 const (
 	DefaultMaxFrameBytes = 4 << 20
-	DefaultPingInterval  = 15 * time.Second
+	// DefaultPingInterval, with its timeout of a fifth of it, notices a
+	// dead link within 60 s, and costs an idle link one ping and its pong
+	// every 50 s: about 300 KB a day on the wire.
+	DefaultPingInterval = 50 * time.Second
 	// Bad frames tolerated per BadFrameWindow before the connection closes
 	// with 1008 (policy violation).
 	MaxBadFrames   = 10
@@ -36,11 +40,24 @@ type ConnOptions struct {
 	// the peer closes the connection with 1009 (message too big); a larger
 	// one to send fails with ErrTooBig. Default DefaultMaxFrameBytes.
 	MaxFrameBytes int64
-	// PingInterval is how often a WebSocket ping checks the link. A ping
-	// unanswered within the same interval closes the connection, so a dead
-	// link is noticed within two intervals. Default DefaultPingInterval;
-	// negative disables pings.
+	// PingInterval is how long the link may be silent, nothing read from
+	// the peer, before a WebSocket ping checks it: the dialing side pings
+	// after PingInterval, the accepting side only after another half of
+	// PingTimeout, so that on a link between two of ours only the dialing
+	// side pings and the accepting side just answers; it pings peers that
+	// keep a longer schedule of their own. A link silent for PingInterval
+	// and PingTimeout together is closed as dead. Default
+	// DefaultPingInterval; negative disables pings and the check.
 	PingInterval time.Duration
+	// PingTimeout is how long a ping may go unanswered. Default a fifth of
+	// PingInterval, 10 s for the default, and at least a second (or
+	// PingInterval, if that is shorter): a peer busy for a moment is not
+	// dead.
+	PingTimeout time.Duration
+	// Liveness runs the pings and the check; nil gives the connection one
+	// of its own. A server shares one among all its connections, so that
+	// a link costs no goroutine of its own for them.
+	Liveness *Liveness
 	// Reject builds the message sent back for a frame that was rejected.
 	// bad holds what the frame carried before it was found bad, if
 	// anything, and for a server message the ids a lenient read of the
@@ -71,6 +88,9 @@ func (o ConnOptions) withDefaults(reject func(error, Message) Message) ConnOptio
 	if o.PingInterval == 0 {
 		o.PingInterval = DefaultPingInterval
 	}
+	if o.PingTimeout <= 0 {
+		o.PingTimeout = max(o.PingInterval/5, min(o.PingInterval, time.Second))
+	}
 	if o.Reject == nil {
 		o.Reject = reject
 	}
@@ -93,6 +113,13 @@ type Conn struct {
 	bad  []time.Time // times of recent bad frames; owned by the reader
 	done chan struct{}
 	once sync.Once
+
+	// Liveness: see ConnOptions.PingInterval.
+	accepted bool         // the accepting side, which pings later
+	heard    atomic.Int64 // unix ns when the peer was last heard from
+	pinging  atomic.Bool  // a ping is out
+	watched  watched      // guarded by the Liveness's lock
+	own      *Liveness    // the Liveness this connection runs, if it was given none
 }
 
 // ServerErrorReply is the server side's [ConnOptions.Reject]: a
@@ -132,11 +159,15 @@ func ClientErrorReply(clientID string) func(error, Message) Message {
 // Accept upgrades an HTTP request to an AIP connection. The CBOR encoding is
 // used when the client offers [Subprotocol], JSON otherwise.
 func Accept(w http.ResponseWriter, r *http.Request, opts ConnOptions) (*Conn, error) {
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol}})
+	c := newConn(opts.withDefaults(ServerErrorReply))
+	c.accepted = true
+	ws, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol},
+		OnPingReceived: c.heardPing, OnPongReceived: c.heardPong})
 	if err != nil {
 		return nil, fmt.Errorf("websocket accept: %w", err)
 	}
-	return newConn(ws, opts.withDefaults(ServerErrorReply)), nil
+	c.start(ws)
+	return c, nil
 }
 
 // DialOptions tunes [Dial].
@@ -154,7 +185,13 @@ type DialOptions struct {
 // HTTP response, so the caller can tell 401 from an outage. Its errors
 // quote url as RedactURL gives it, so that they can be logged.
 func Dial(ctx context.Context, url string, opts DialOptions) (*Conn, *http.Response, error) {
-	wo := &websocket.DialOptions{HTTPHeader: opts.Header, HTTPClient: opts.HTTPClient}
+	c := newConn(opts.ConnOptions.withDefaults(ClientErrorReply("")))
+	client := opts.HTTPClient
+	if client == nil {
+		client = &http.Client{Transport: LinkTransport()}
+	}
+	wo := &websocket.DialOptions{HTTPHeader: opts.Header, HTTPClient: client,
+		OnPingReceived: c.heardPing, OnPongReceived: c.heardPong}
 	if opts.Encoding == CBOR {
 		wo.Subprotocols = []string{Subprotocol}
 	}
@@ -166,20 +203,30 @@ func Dial(ctx context.Context, url string, opts DialOptions) (*Conn, *http.Respo
 		ws.Close(websocket.StatusProtocolError, "subprotocol "+Subprotocol+" required")
 		return nil, resp, fmt.Errorf("dial %s: server did not accept subprotocol %s", RedactURL(url), Subprotocol)
 	}
-	return newConn(ws, opts.ConnOptions.withDefaults(ClientErrorReply(""))), resp, nil
+	c.start(ws)
+	return c, resp, nil
 }
 
-func newConn(ws *websocket.Conn, opts ConnOptions) *Conn {
-	ws.SetReadLimit(opts.MaxFrameBytes)
-	enc := JSON
+func newConn(opts ConnOptions) *Conn {
+	return &Conn{opts: opts, done: make(chan struct{}), watched: watched{index: -1}}
+}
+
+// start runs c on ws, and has its liveness checked from now on.
+func (c *Conn) start(ws *websocket.Conn) {
+	ws.SetReadLimit(c.opts.MaxFrameBytes)
+	c.ws, c.enc = ws, JSON
 	if ws.Subprotocol() == Subprotocol {
-		enc = CBOR
+		c.enc = CBOR
 	}
-	c := &Conn{ws: ws, enc: enc, opts: opts, done: make(chan struct{})}
-	if opts.PingInterval > 0 {
-		go c.keepalive()
+	c.heard.Store(time.Now().UnixNano())
+	if c.opts.PingInterval <= 0 {
+		return
 	}
-	return c
+	if c.opts.Liveness == nil {
+		c.own = NewLiveness()
+		c.opts.Liveness = c.own
+	}
+	c.opts.Liveness.watch(c)
 }
 
 // Encoding reports the negotiated encoding.
@@ -201,6 +248,7 @@ func (c *Conn) Read(ctx context.Context, m Message) error {
 			c.markDone()
 			return fmt.Errorf("read: %w", err)
 		}
+		c.hear()
 		c.observe(FrameIn, len(data))
 		if err = c.decode(typ, data, m); err == nil {
 			return nil
@@ -346,32 +394,52 @@ func (c *Conn) CloseNow() error {
 	return c.ws.CloseNow()
 }
 
-func (c *Conn) markDone() { c.once.Do(func() { close(c.done) }) }
+// markDone marks c closed, and stops checking it.
+func (c *Conn) markDone() {
+	c.once.Do(func() {
+		close(c.done)
+		if c.opts.Liveness != nil {
+			c.opts.Liveness.unwatch(c)
+		}
+		if c.own != nil {
+			// Not Close: this may run on its goroutine, which closed c.
+			c.own.halt()
+		}
+	})
+}
 
-// keepalive pings the peer until the connection ends; an unanswered ping
-// drops the connection so that Read returns and the owner can react.
-func (c *Conn) keepalive() {
-	t := time.NewTicker(c.opts.PingInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.done:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.opts.PingInterval)
-		err := c.ws.Ping(ctx)
-		cancel()
-		if err != nil {
-			select {
-			case <-c.done:
-			default:
-				c.opts.Logger.Warn("link dead: ping unanswered", "err", err)
-				c.CloseNow()
-			}
-			return
-		}
+// LastHeard is when anything was last read from the peer: a frame, a ping
+// or a pong.
+func (c *Conn) LastHeard() time.Time { return time.Unix(0, c.heard.Load()) }
+
+func (c *Conn) hear() { c.heard.Store(time.Now().UnixNano()) }
+
+// heardPing is the WebSocket library's hook for a ping read: the peer is
+// alive, and gets its pong.
+func (c *Conn) heardPing(context.Context, []byte) bool {
+	c.hear()
+	return true
+}
+
+// heardPong is the hook for a pong read.
+func (c *Conn) heardPong(context.Context, []byte) { c.hear() }
+
+// pingAfter is how long c may be silent before its Liveness pings it.
+func (c *Conn) pingAfter() time.Duration {
+	if c.accepted {
+		return c.opts.PingInterval + c.opts.PingTimeout/2
 	}
+	return c.opts.PingInterval
+}
+
+// NoticedWithin is how long a dead link may go unnoticed under o: its
+// PingInterval and PingTimeout, with their defaults; 0 if pings are off.
+func (o ConnOptions) NoticedWithin() time.Duration {
+	o = o.withDefaults(nil)
+	if o.PingInterval < 0 {
+		return 0 // never, by pings
+	}
+	return o.PingInterval + o.PingTimeout
 }
 
 // CloseStatus reports the WebSocket close code in err, or -1.

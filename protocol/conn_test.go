@@ -510,56 +510,11 @@ func TestAStuckSendEndsWithItsContextAndDropsThePeer(t *testing.T) {
 	require.Error(t, recv(t, p.readErr), "the reader sees the connection gone")
 }
 
-// freezeProxy forwards TCP to a target and can stop forwarding without
-// closing anything, as a dead link does.
-type freezeProxy struct {
-	ln     net.Listener
-	target string
-	frozen atomic.Bool
-}
-
-func newFreezeProxy(t *testing.T, target string) *freezeProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &freezeProxy{ln: ln, target: target}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			t.Cleanup(func() { in.Close(); out.Close() })
-			go p.pipe(out, in)
-			go p.pipe(in, out)
-		}
-	}()
-	return p
-}
-
-func (p *freezeProxy) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if err != nil || p.frozen.Load() {
-			return // a frozen link swallows what it read and forwards nothing more
-		}
-		if _, err := dst.Write(buf[:n]); err != nil {
-			return
-		}
-	}
-}
-
 func TestKeepaliveDropsADeadLink(t *testing.T) {
 	s := newTestServer(t, ConnOptions{PingInterval: 20 * time.Millisecond}, 0)
-	proxy := newFreezeProxy(t, strings.TrimPrefix(s.hs.URL, "http://"))
+	proxy := newFrameProxy(t, strings.TrimPrefix(s.hs.URL, "http://"))
 	ctx := ctxT(t)
-	c, _, err := Dial(ctx, "ws://"+proxy.ln.Addr().String(), DialOptions{ConnOptions: ConnOptions{PingInterval: -1, Logger: quiet}})
+	c, _, err := Dial(ctx, "ws://"+proxy.addr(), DialOptions{ConnOptions: ConnOptions{PingInterval: -1, Logger: quiet}})
 	require.NoError(t, err)
 	defer c.CloseNow()
 	p := <-s.peers
@@ -568,7 +523,7 @@ func TestKeepaliveDropsADeadLink(t *testing.T) {
 		var m ServerMessage
 		c.Read(ctx, &m) // answers the server's pings while the link lives
 	}()
-	proxy.frozen.Store(true)
+	proxy.freeze()
 	err = recv(t, p.readErr)
 	require.Error(t, err)
 	recv(t, p.conn.Done())

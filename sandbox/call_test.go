@@ -67,7 +67,7 @@ func TestTheCompileCacheIsPrivateAndKeyedByCostModel(t *testing.T) {
 		require.NoError(t, sb.Close(ctx))
 	}
 	model := filepath.Join(dir, costModelDir)
-	assert.Equal(t, "cost-model-fuel-3", costModelDir, "the directory names the meter's cost model")
+	assert.Equal(t, "cost-model-fuel-4", costModelDir, "the directory names the meter's cost model")
 	for _, d := range []string{dir, model} {
 		fi, err := os.Stat(d)
 		require.NoError(t, err)

@@ -5,21 +5,34 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// image is a snapshot's memory, in a sealed memfd. Each call maps it
+// image is a snapshot's memory, in a file of its own. Each call maps it
 // copy-on-write over the start of its memory region (mapOnto): pages the
 // call only reads are the image's own, shared by every call and never
 // copied; a page a call writes becomes a private copy, which goes when the
-// call's region is unmapped. The seals forbid writing the image at all, so
-// no call, nor a bug of ours, can change it for the next call.
+// call's region is unmapped. Nothing writes the file once it is filled:
+// the descriptor kept is read-only where /proc allows, and a memfd's seals
+// forbid writing it at all, so no call, nor a bug of ours, can change it
+// for the next call.
 //
-// Only the pages holding something are written into the memfd; the rest
-// are holes, which read as zeros through the mapping and take no memory.
+// The file is unnamed, in the sandbox's cache dir (O_TMPFILE), where
+// there is one: its pages are then the page cache of a regular file,
+// which the kernel can drop when memory runs short and read back at the
+// next call that needs them, so an idle tool's image costs memory only
+// while nothing else wants it. Having no name, it goes with the process:
+// no image outlives the boot whose clocks it read. Without a cache dir,
+// or on a filesystem without O_TMPFILE, it is a sealed memfd, shared
+// memory that stays resident as long as the tool is loaded.
+//
+// Only the pages holding something are written; the rest are holes,
+// which read as zeros through the mapping and take no memory.
 type image struct {
 	mu   sync.RWMutex // held for reading while a call maps the image
 	fd   int          // -1 once freed
@@ -28,24 +41,51 @@ type image struct {
 
 var errImageFreed = errors.New("snapshot image freed (the tool was closed)")
 
+// imageDir is the directory of the cache dir the images are made in. Its
+// name marks them in /proc/PID/fd and smaps, as the memfd's does.
+const imageDir = "aip-snapshots"
+
 // newImage keeps a copy of mem, whose length is a whole number of
-// WebAssembly pages.
-func newImage(mem []byte) (*image, error) {
-	fd, err := unix.MemfdCreate("aip-snapshot", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+// WebAssembly pages, in a file in dir (a memfd if dir is "").
+func newImage(dir string, mem []byte) (*image, error) {
+	fd, sealed, err := imageFile(dir)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot image: memfd_create: %w", err)
+		return nil, fmt.Errorf("snapshot image: %w", err)
 	}
 	im := &image{fd: fd, size: uint64(len(mem))}
-	if err := im.fill(mem); err != nil {
+	if err := im.fill(mem, sealed); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("snapshot image: %w", err)
 	}
 	return im, nil
 }
 
-// fill writes the pages of mem that are not all zeros, and seals the
-// memfd.
-func (im *image) fill(mem []byte) error {
+// imageFile makes the image's file: unnamed, in dir's images directory,
+// or else a memfd, which can be sealed.
+func imageFile(dir string) (fd int, sealed bool, err error) {
+	if dir != "" {
+		sub := filepath.Join(dir, imageDir)
+		if err := os.MkdirAll(sub, 0o700); err != nil {
+			return -1, false, err
+		}
+		fd, err := unix.Open(sub, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+		if err == nil {
+			return fd, false, nil
+		}
+		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EISDIR) {
+			return -1, false, fmt.Errorf("open a file in %s: %w", sub, err)
+		}
+	}
+	fd, err = unix.MemfdCreate("aip-snapshot", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return -1, false, fmt.Errorf("memfd_create: %w", err)
+	}
+	return fd, true, nil
+}
+
+// fill writes the pages of mem that are not all zeros, then seals a
+// memfd, or trades a file's descriptor for a read-only one.
+func (im *image) fill(mem []byte, sealed bool) error {
 	if err := unix.Ftruncate(im.fd, int64(len(mem))); err != nil {
 		return fmt.Errorf("ftruncate: %w", err)
 	}
@@ -65,11 +105,26 @@ func (im *image) fill(mem []byte) error {
 		}
 		off = end
 	}
+	if !sealed {
+		im.reopenReadOnly()
+		return nil
+	}
 	seals := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
 	if _, err := unix.FcntlInt(uintptr(im.fd), unix.F_ADD_SEALS, seals); err != nil {
 		return fmt.Errorf("seal: %w", err)
 	}
 	return nil
+}
+
+// reopenReadOnly replaces the image's descriptor with a read-only one of
+// the same file, through /proc; without /proc it keeps the one it has.
+func (im *image) reopenReadOnly() {
+	ro, err := unix.Open("/proc/self/fd/"+strconv.Itoa(im.fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	unix.Close(im.fd)
+	im.fd = ro
 }
 
 // mapOnto maps the image copy-on-write over the start of region, a

@@ -20,7 +20,8 @@ type image struct {
 
 var errImageFreed = errors.New("snapshot image freed (the tool was closed)")
 
-func newImage(mem []byte) (*image, error) {
+// newImage keeps a copy of mem; dir is for Linux, which keeps it in a file.
+func newImage(_ string, mem []byte) (*image, error) {
 	return &image{bytes: bytes.Clone(mem), size: uint64(len(mem))}, nil
 }
 

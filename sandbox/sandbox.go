@@ -32,6 +32,7 @@ type Sandbox struct {
 	compileMu   sync.Mutex // one compilation at a time: each may take 150 MB
 	links       sync.Mutex // see rootFS.links
 	compiledDir string     // wazero's compile cache; "" for none
+	imageDir    string     // where snapshot images are made (newImage); "" for none
 	// sweepCompiled asks the compile under way to prune wazero's cache
 	// when it ends (PruneCache).
 	sweepCompiled atomic.Bool
@@ -83,7 +84,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	// each tool can have its own limit. Deadlines are enforced by the fuel
 	// meter's safepoints, not WithCloseOnContextDone, which costs 4-20x on
 	// loops (wasmtools/meter/RATIONALE.md).
-	rc := wazero.NewRuntimeConfig()
+	rc := wazero.NewRuntimeConfig().WithCoreFeatures(meter.CoreFeatures)
 	s := &Sandbox{cfg: cfg, adm: newAdmission(cfg.maxCalls, cfg.maxReservedMemory),
 		tools: map[*Tool]struct{}{}, queued: make(chan struct{}, 1), stop: make(chan struct{})}
 	if cfg.cacheDir != "" {
@@ -96,7 +97,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: compile cache %s: %w", dir, err)
 		}
-		s.cache, s.meteredDir = cache, filepath.Join(dir, "metered")
+		s.cache, s.meteredDir, s.imageDir = cache, filepath.Join(dir, "metered"), dir
 		rc = rc.WithCompilationCache(cache)
 	}
 	s.rt = wazero.NewRuntimeWithConfig(ctx, rc)

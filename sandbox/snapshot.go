@@ -59,14 +59,15 @@ func (sn *snapshot) restore(mod api.Module, mem *callMemory) error {
 	return nil
 }
 
-// takeSnapshot captures mod's memory and globals.
-func takeSnapshot(mod api.Module) (*snapshot, error) {
+// takeSnapshot captures mod's memory, into an image in dir (newImage),
+// and its globals.
+func takeSnapshot(mod api.Module, dir string) (*snapshot, error) {
 	m := mod.Memory()
 	if m == nil {
 		return nil, errors.New("snapshot: the module has no memory")
 	}
 	b, _ := m.Read(0, m.Size())
-	im, err := newImage(b)
+	im, err := newImage(dir, b)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +130,7 @@ func (s *Sandbox) takeInitSnapshot(ctx context.Context, t *Tool) (*snapshot, err
 		if err := initialize(ctx, mod); err != nil || watch.err() != nil {
 			return err
 		}
-		sn, err = takeSnapshot(mod)
+		sn, err = takeSnapshot(mod, s.imageDir)
 		return err
 	})
 	if ex.stdout.buf.Len() > 0 {

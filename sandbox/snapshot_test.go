@@ -253,31 +253,36 @@ func TestAClosedSnapshotToolFreesItsImageAfterItsLastCall(t *testing.T) {
 // A call's memory is a copy-on-write mapping of the image: what the call
 // writes, to a page the image holds or to one of its holes, stays in its
 // own mapping, and the image and every other call see what initialization
-// left.
+// left. So for both kinds of image: a file in the cache dir, and a memfd
+// where there is none.
 func TestACallsWritesNeverReachTheImage(t *testing.T) {
-	mem := make([]byte, 3*pageSize)
-	copy(mem[10:], "initialized")
-	copy(mem[2*pageSize+5:], "far away") // the page between is a hole
-	im, err := newImage(mem)
-	require.NoError(t, err)
-	defer im.free()
-	regions := make([][]byte, 2)
-	for i := range regions {
-		r, err := mapRegion(8 * pageSize)
-		if err != nil {
-			t.Skipf("no mappings here: %v", err)
-		}
-		defer unmapRegion(r)
-		require.NoError(t, im.mapOnto(r))
-		regions[i] = r
+	for kind, dir := range map[string]string{"file": t.TempDir(), "memfd": ""} {
+		t.Run(kind, func(t *testing.T) {
+			mem := make([]byte, 3*pageSize)
+			copy(mem[10:], "initialized")
+			copy(mem[2*pageSize+5:], "far away") // the page between is a hole
+			im, err := newImage(dir, mem)
+			require.NoError(t, err)
+			defer im.free()
+			regions := make([][]byte, 2)
+			for i := range regions {
+				r, err := mapRegion(8 * pageSize)
+				if err != nil {
+					t.Skipf("no mappings here: %v", err)
+				}
+				defer unmapRegion(r)
+				require.NoError(t, im.mapOnto(r))
+				regions[i] = r
+			}
+			a, b := regions[0], regions[1]
+			assert.Equal(t, mem, a[:len(mem)])
+			copy(a[10:], "overwritten")
+			a[pageSize+1], a[2*pageSize+5] = 1, 'F'
+			assert.Equal(t, mem, b[:len(mem)], "another call's mapping does not see the writes")
+			assert.Equal(t, make([]byte, 5*pageSize), b[len(mem):], "and past the image, memory is zero")
+			copied := make([]byte, len(mem))
+			require.NoError(t, im.copyTo(copied))
+			assert.Equal(t, mem, copied, "the image holds what it was made from")
+		})
 	}
-	a, b := regions[0], regions[1]
-	assert.Equal(t, mem, a[:len(mem)])
-	copy(a[10:], "overwritten")
-	a[pageSize+1], a[2*pageSize+5] = 1, 'F'
-	assert.Equal(t, mem, b[:len(mem)], "another call's mapping does not see the writes")
-	assert.Equal(t, make([]byte, 5*pageSize), b[len(mem):], "and past the image, memory is zero")
-	copied := make([]byte, len(mem))
-	require.NoError(t, im.copyTo(copied))
-	assert.Equal(t, mem, copied, "the image holds what it was made from")
 }

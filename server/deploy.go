@@ -18,7 +18,7 @@ const frameHeadroom = 64 << 10
 // verifies, keeps and loads. The answer is the command's response, with
 // the installed tool's description as its Result.
 func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
-	d, ok := s.lookupDevice(w, r)
+	d, ok := s.enrolled(w, r)
 	if !ok {
 		return
 	}

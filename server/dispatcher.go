@@ -169,9 +169,20 @@ var errStorage = errors.New("storage unavailable")
 // storage failure included, ends in one Result per action. When ctx ends
 // first, run returns failures at once (not recorded), but the command goes
 // on: its results are recorded whenever they come.
+//
+// The record is committed before the command is sent, but not fsynced:
+// the write that records the command's outcome, which is fsynced before
+// anyone hears of it, makes both durable at once. A command that carries
+// an Idempotency-Key is the exception: its key must outlive a crash of
+// the machine before a repeat can come (RATIONALE.md, "One fsync per
+// command").
 func (d *dispatcher) run(ctx context.Context, cmd *command) commandResult {
 	cmd.start = time.Now()
-	err := d.store.Write(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+	record := d.store.WriteUnsynced
+	if cmd.session != nil && cmd.session.Key != nil {
+		record = d.store.Write
+	}
+	err := record(context.WithoutCancel(ctx), func(tx *store.Tx) error {
 		if cmd.session != nil {
 			if err := tx.InsertSession(*cmd.session); err != nil {
 				return err
@@ -317,7 +328,8 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	if resend {
 		cmd.log.Info("command sent again on the device's new link", "actions", len(cmd.rec.Actions))
 	} else {
-		cmd.log.Info("command sent", "actions", len(cmd.rec.Actions), "timeout", cmd.timeout)
+		// At debug: "command done" is the command's one line at info.
+		cmd.log.Debug("command sent", "actions", len(cmd.rec.Actions), "timeout", cmd.timeout)
 	}
 }
 
@@ -424,12 +436,12 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 	err := d.unrecorded.write(context.Background(), keptWrite{what: "failure of command " + cmd.rec.ResponseID, size: keptFailureBytes,
 		fn: func(tx *store.Tx) (err error) {
 			rec, err = tx.FailCommand(cmd.rec.ResponseID, reason)
-			if errors.Is(err, store.ErrFinished) {
-				// The device's results were recorded first: they stand. The
-				// write that recorded them may not have known cmd (it was
-				// forgotten just above), so end its session here if it has
-				// not ended.
-				finished, err = true, nil
+			// The device's results were recorded first: they stand. The
+			// write that recorded them may not have known cmd (it was
+			// forgotten just above), so end its session here if it has not
+			// ended. (Set on every run: the store may run a write again.)
+			if finished = errors.Is(err, store.ErrFinished); finished {
+				err = nil
 			}
 			if err != nil {
 				return err
@@ -638,7 +650,7 @@ func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec st
 		log.Error("results not recorded", "err", err)
 		return err
 	}
-	log.Info("results recorded", "late", rec.Late)
+	log.Debug("results recorded", "late", rec.Late)
 	d.metrics.ResultsRecorded(d.toolLabels(deviceID, rec.Actions), rec.Results, rec.Late)
 	// Whoever waits hears of them only if the command still waits: one
 	// that failed meanwhile (fail forgets it before recording the failure)

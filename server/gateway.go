@@ -25,8 +25,9 @@ const registerTimeout = 10 * time.Second
 const maxInFlightResults = 64
 
 // serveWS is GET /ws: it authenticates the token before the upgrade, then
-// expects REGISTER and serves the connection until it drops. A wrong
-// token counts toward its source's limit of failures.
+// expects REGISTER, and serves the connection, once registered, from a
+// goroutine of its own (serveLink). A wrong token counts toward its
+// source's limit of failures.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	src := s.source(r)
 	if wait := s.authLimit.blocked(src); wait > 0 {
@@ -43,39 +44,59 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var revoked <-chan struct{}
+	stopWatch := func() {}
 	if p.operator != nil {
 		// Watched from now: a revocation while it registers counts too.
-		var stop func()
-		revoked, stop = s.revocations.watch(p.operator)
-		defer stop()
+		revoked, stopWatch = s.revocations.watch(p.operator)
 	}
 	opts := s.cfg.Conn
 	opts.Reject = protocol.ServerErrorReply
 	opts.Logger = s.log.With("remote", r.RemoteAddr)
 	opts.OnFrame = s.metrics.Frame
+	opts.Liveness = s.liveness
 	conn, err := protocol.Accept(w, r, opts)
 	if err != nil {
+		stopWatch()
 		s.log.Warn("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	defer conn.CloseNow()
-	ctx := r.Context()
+	// The link outlives the request, whose context net/http cancels once
+	// this handler returns: what registering starts (a resend, a token
+	// offer) must not end with it.
+	ctx := context.WithoutCancel(r.Context())
 	c, err := s.register(ctx, conn, p)
 	if err != nil {
+		stopWatch()
 		s.log.Warn("registration refused", "remote", r.RemoteAddr, "err", err)
 		s.sendError(ctx, conn, err.Error(), "")
 		conn.Close(websocket.StatusPolicyViolation, "registration refused")
+		conn.CloseNow()
 		return
 	}
+	go s.serveLink(c, revoked, stopWatch)
+}
+
+// serveLink reads a registered client's messages until its link drops,
+// and a constellation's until its identity is revoked (revoked; stopWatch
+// ends the watch). It runs on a goroutine of its own, so that an idle
+// link holds a stack only as deep as its read: the handler's goroutine,
+// deep under net/http, returns once the client has registered, and with
+// it the request and net/http's state for the connection. The link's
+// context ends when serveLink returns, not with the request's.
+func (s *Server) serveLink(c *client, revoked <-chan struct{}, stopWatch func()) {
+	defer stopWatch()
+	defer c.conn.CloseNow()
 	if !c.isDevice() {
 		defer s.unregister(c, false)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
 		s.closeOnRevocation(ctx, c, revoked)
 		s.serveConstellation(ctx, c)
 		return
 	}
 	goingAway := false
 	defer func() { s.unregister(c, goingAway) }()
-	goingAway = s.serveDevice(ctx, c)
+	goingAway = s.serveDevice(context.Background(), c)
 }
 
 // register reads the REGISTER message, checks it against the token's
@@ -175,6 +196,7 @@ func (s *Server) unregister(c *client, goingAway bool) {
 	if c.isDevice() {
 		s.disp.linkDropped(c, shutDown)
 		s.mcp.devicesChanged()
+		s.recordLastSeen(context.Background(), []*client{c})
 		if shutDown {
 			s.log.Info("device shut down: its agent closed the link as it stopped", "device", c.id)
 		} else {
@@ -248,7 +270,7 @@ func checkIdentity(c *client, m *protocol.ClientMessage) error {
 func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol.ClientMessage) {
 	switch m.Type {
 	case protocol.ClientHeartbeat:
-		s.seeDevice(ctx, c)
+		// Heard, as every frame is: last_seen follows (last_seen.go).
 		s.sendAck(ctx, c.conn, m)
 	case protocol.ClientRegister:
 		s.reregister(ctx, c, m)
@@ -266,21 +288,6 @@ func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol
 		}
 	default:
 		s.sendError(ctx, c.conn, fmt.Sprintf("message type %q is not accepted from a device", m.Type), m.RequestID)
-	}
-}
-
-// lastSeenEvery is how often a device's heartbeats update its last_seen:
-// finer would cost a durable write per heartbeat for nothing.
-const lastSeenEvery = 10 * time.Second
-
-func (s *Server) seeDevice(ctx context.Context, c *client) {
-	now := time.Now()
-	if now.Sub(time.Unix(0, c.seenAt.Load())) < lastSeenEvery {
-		return
-	}
-	c.seenAt.Store(now.UnixNano())
-	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SeeDevice(c.id, nil) }); err != nil {
-		s.log.Warn("heartbeat not recorded", "device", c.id, "err", err)
 	}
 }
 
@@ -326,22 +333,25 @@ func (s *Server) reregister(ctx context.Context, c *client, m *protocol.ClientMe
 }
 
 // recordInfo keeps a device's system info and the wire of its link in the
-// store, for when it is offline, and marks it seen.
+// store, for when it is offline, and marks it seen. It need not be
+// durable at once: the device's next registration brings them again.
 func (s *Server) recordInfo(ctx context.Context, c *client) {
 	var info json.RawMessage
 	if si := c.info.Load(); si != nil {
 		info, _ = json.Marshal(si)
 	}
-	err := s.store.Write(ctx, func(tx *store.Tx) error {
-		if err := tx.SeeDevice(c.id, info); err != nil {
+	heard := c.conn.LastHeard()
+	err := s.store.WriteUnsynced(ctx, func(tx *store.Tx) error {
+		if err := tx.SeeDevice(c.id, info, heard); err != nil {
 			return err
 		}
 		return tx.LinkedOver(c.id, c.conn.Encoding().String())
 	})
 	if err != nil {
 		s.log.Error("device info not recorded", "device", c.id, "err", err)
+		return
 	}
-	c.seenAt.Store(time.Now().UnixNano())
+	c.seenAt.Store(heard.UnixNano())
 }
 
 // sendAck acknowledges m to its sender alone: a HEARTBEAT with status ok

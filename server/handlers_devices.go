@@ -70,6 +70,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
+	s.devices.forget(req.ID)
 	s.log.Info("device enrolled", "device", req.ID, "certificate", cert != nil, "by", who.name)
 	writeJSON(w, http.StatusCreated, resp)
 }
@@ -92,6 +93,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
+	s.devices.forget(id)
 	s.reg.disconnect(id, "device revoked")
 	s.mcp.devicesChanged()
 	s.sessions.deviceGone(id)
@@ -137,18 +139,34 @@ func (s *Server) deviceTools(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, tools)
 }
 
+// lookupDevice is the device the request's path names, as the store has
+// it, info and last_seen included: for the views of a device.
 func (s *Server) lookupDevice(w http.ResponseWriter, r *http.Request) (store.Device, bool) {
 	id := r.PathValue("id")
 	d, err := s.store.Device(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
+	return d, deviceFound(w, id, err)
+}
+
+// enrolled is the device the request's path names, from the device
+// cache: for the requests that send it commands.
+func (s *Server) enrolled(w http.ResponseWriter, r *http.Request) (enrolledDevice, bool) {
+	id := r.PathValue("id")
+	d, err := s.devices.get(r.Context(), id)
+	return d, deviceFound(w, id, err)
+}
+
+// deviceFound answers 404 or 503 for a failed lookup of device id, and
+// reports whether it succeeded.
+func deviceFound(w http.ResponseWriter, id string, err error) bool {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, deviceNotEnrolled(id))
-		return d, false
-	}
-	if err != nil {
+		return false
+	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err.Error())
-		return d, false
+		return false
 	}
-	return d, true
+	return true
 }
 
 // deviceView is a device as the API shows it to a caller with scope:
@@ -156,14 +174,15 @@ func (s *Server) lookupDevice(w http.ResponseWriter, r *http.Request) (store.Dev
 // its last registration, with the tools the scope allows.
 func (s *Server) deviceView(d store.Device, scope access.Scope) api.Device {
 	v := api.Device{ID: d.ID, Labels: d.Labels, CreatedAt: d.CreatedAt}
-	if !d.LastSeen.IsZero() {
-		v.LastSeen = &d.LastSeen
+	c := s.reg.device(d.ID)
+	if seen := lastSeen(c, d.LastSeen); !seen.IsZero() {
+		v.LastSeen = &seen
 	}
 	if d.Rotation != nil {
 		rv := rotationView(d.ID, d.Rotation)
 		v.TokenRotation = &rv
 	}
-	if c := s.reg.device(d.ID); c != nil {
+	if c != nil {
 		v.Online, v.Info = true, c.info.Load()
 	} else {
 		v.Info = storedInfo(d)
@@ -176,7 +195,7 @@ func (s *Server) deviceView(d store.Device, scope access.Scope) api.Device {
 // session of its own, answered when it ends. key, if not nil, is recorded
 // with the command.
 func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
-	d, ok := s.lookupDevice(w, r)
+	d, ok := s.enrolled(w, r)
 	if !ok {
 		return
 	}

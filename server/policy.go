@@ -86,6 +86,9 @@ var policy = map[string]rule{
 	"DELETE /api/identities/{name}":                   {role: access.Admin, scope: wholeFleet},
 	"POST /api/identities/{name}/tokens":              {role: access.Admin, scope: wholeFleet},
 	"DELETE /api/identities/{name}/tokens/{token_id}": {role: access.Admin, scope: wholeFleet},
+	// Go's profiles, with --pprof: not documented API, and for admins,
+	// as they show everything the server runs.
+	pprofKey: {role: access.Admin, scope: wholeFleet},
 
 	// The MCP gateway: the endpoint, for any identity; its tools, each by
 	// the role it needs, scoped in the tool (what is out of scope does not

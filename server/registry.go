@@ -21,8 +21,10 @@ type client struct {
 	caller *caller
 	// info is a device's system info, nil if it sent none we could read.
 	// A device that registers again on its connection replaces it.
-	info   atomic.Pointer[protocol.SystemInfo]
-	seenAt atomic.Int64 // devices: when last_seen was last written, unix ns
+	info atomic.Pointer[protocol.SystemInfo]
+	// seenAt is, for a device, the last_seen the store holds, unix ns: the
+	// time its link was last heard from when last_seen was last written.
+	seenAt atomic.Int64
 
 	// rotMu guards acked and rotation, for offering a device a new token
 	// (rotation.go).
@@ -159,6 +161,19 @@ func (r *registry) device(id string) *client {
 		return c
 	}
 	return nil
+}
+
+// devices lists the online devices.
+func (r *registry) devices() []*client {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*client, 0, len(r.byID))
+	for _, c := range r.byID {
+		if c.isDevice() {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // deviceCount counts the online devices.

@@ -30,7 +30,7 @@ func (s *Server) deviceInScope(ctx context.Context, c *caller, id string) (bool,
 	if len(c.scope.Devices) == 0 {
 		return true, nil
 	}
-	d, err := s.store.Device(ctx, id)
+	d, err := s.devices.get(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return false, nil

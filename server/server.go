@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -26,8 +27,11 @@ type Config struct {
 	// DataDir holds the database and the operator token. It is created
 	// with mode 0700 if missing.
 	DataDir string
-	// Conn tunes client connections (frame cap, ping interval). With the
-	// default ping interval of 15 s, a dead link is noticed within 30 s.
+	// Conn tunes client connections (frame cap, ping interval). The
+	// server pings only a link silent for its PingInterval and half its
+	// PingTimeout, 55 s by default: our agents ping after 50 s of silence
+	// themselves, and the server answers. A link silent for 60 s, by
+	// default, is dropped as dead.
 	Conn protocol.ConnOptions
 	// Sessions tunes the session manager: limits, result TTL, device grace.
 	Sessions SessionConfig
@@ -43,6 +47,10 @@ type Config struct {
 	// X-Forwarded-Proto. Without it, the cookie is Secure over TLS or
 	// when X-Forwarded-Proto says https.
 	SecureCookies bool
+	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/, to
+	// the operator alone, as /metrics is: they show what the server runs,
+	// and a CPU profile costs it while it is taken. Off by default.
+	Pprof bool
 	// TrustedProxies are the proxies (load balancers, a site's NAT) whose
 	// X-Forwarded-For names a request's source, for the limit on failed
 	// authentications; a request from anywhere else is its peer's.
@@ -115,6 +123,8 @@ type Server struct {
 	store      *store.Store
 	unrecorded *unrecorded // what the store could not take, to retry
 	reg        *registry
+	liveness   *protocol.Liveness // checks every link for silence
+	devices    *deviceCache       // enrolled devices, for the command path
 	disp       *dispatcher
 	sessions   *sessionManager
 	admission  *admission
@@ -131,6 +141,7 @@ type Server struct {
 	stopOnce    sync.Once
 	closeOnce   sync.Once
 	janitor     chan struct{} // closed when the results janitor has stopped
+	seenFlush   chan struct{} // closed when the last_seen flusher has stopped
 }
 
 // AdminTokenFile is the name of the operator token file in the data dir.
@@ -203,8 +214,10 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, certs: set, rotations: newRotationWaiters(),
 		keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
 		authLimit: newAuthLimiter(time.Now), revocations: newRevocations(),
-		stop: make(chan struct{}), janitor: make(chan struct{})}
+		stop: make(chan struct{}), janitor: make(chan struct{}), seenFlush: make(chan struct{}),
+		liveness: protocol.NewLiveness()}
 	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
+	s.devices = newDeviceCache(st)
 	s.metrics = metrics.New(metrics.Sources{
 		ConnectedDevices:   s.reg.deviceCount,
 		LiveSessions:       func(state string) int { return s.sessions.liveSessions(state) },
@@ -222,6 +235,10 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	go func() {
 		defer close(s.janitor)
 		s.sessions.expireResults(s.stop)
+	}()
+	go func() {
+		defer close(s.seenFlush)
+		s.flushLastSeen(s.stop)
 	}()
 	return s, nil
 }
@@ -270,7 +287,24 @@ func (s *Server) Handler() http.Handler {
 	dash := dashboard.Handler()
 	mux.Handle("GET /{$}", dash)
 	mux.Handle("GET /static/", dash)
+	if s.cfg.Pprof {
+		s.servePprof(mux)
+	}
 	return mux
+}
+
+// pprofKey is the access policy's key of Go's profiles, all of them.
+const pprofKey = "GET /debug/pprof/"
+
+// servePprof serves net/http/pprof's handlers on mux, to admins.
+func (s *Server) servePprof(mux *http.ServeMux) {
+	for pattern, h := range map[string]http.HandlerFunc{
+		"GET /debug/pprof/": pprof.Index, "GET /debug/pprof/cmdline": pprof.Cmdline,
+		"GET /debug/pprof/profile": pprof.Profile, "GET /debug/pprof/symbol": pprof.Symbol,
+		"POST /debug/pprof/symbol": pprof.Symbol, "GET /debug/pprof/trace": pprof.Trace,
+	} {
+		mux.Handle(pattern, s.guard(pprofKey, h))
+	}
 }
 
 // Shutdown cancels the running sessions, which record their end, fails
@@ -283,8 +317,11 @@ func (s *Server) Shutdown() {
 		s.disp.shutdown()
 		s.sessions.wait()
 		<-s.janitor
+		<-s.seenFlush
 		s.unrecorded.close()
+		s.recordLastSeen(context.Background(), s.reg.devices())
 		s.reg.closeAll()
+		s.liveness.Close()
 	})
 }
 

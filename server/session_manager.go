@@ -268,7 +268,11 @@ func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcom
 		}
 	}
 	m.metrics.SessionEnded(string(out.state))
-	log.Info("session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
+	level := slog.LevelInfo
+	if s.Kind == api.KindCommand {
+		level = slog.LevelDebug // its command's "command done" says it at info
+	}
+	log.Log(context.Background(), level, "session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
 	s.events.add(api.TaskEvent{Type: api.EventEnd, SessionID: s.ID, State: out.state, Status: string(taskEndStatus(out.state)), Result: out.result, Error: out.err})
 	if tell != nil && s.cancelReason() != reasonConstellationDisconnected {
 		tell(out, log)

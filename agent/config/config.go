@@ -57,16 +57,20 @@ type Config struct {
 	// after each deploy (sandbox.Sandbox.PruneCache).
 	CompileCacheDir string
 
-	// HeartbeatInterval is how often a HEARTBEAT goes out. Default 20 s.
+	// HeartbeatInterval is how often a HEARTBEAT goes out. Default none
+	// on CBOR, our server's wire, where the link's WebSocket pings are the
+	// one liveness exchange and keep the device's last_seen; 20 s on JSON,
+	// for UFO's servers, which expect heartbeats.
 	HeartbeatInterval time.Duration
 	// Wire is the encoding: CBOR (our server) or JSON (a UFO server).
 	Wire protocol.Encoding
 	// wireSet says Wire was given, as CBOR may be: its zero value.
 	wireSet bool
-	// Conn tunes the link: frame cap and ping interval (an unanswered ping
-	// drops the link, so a dead one is noticed within two intervals,
-	// 30 s by default; at most 22 s, for 45 s). Its Reject and Logger are
-	// the agent's own.
+	// Conn tunes the link: frame cap and ping interval. The agent pings a
+	// link it has heard nothing on for the ping interval, 50 s by default
+	// and at most, and drops it when a fifth of that more passes without
+	// an answer: a dead link is noticed within 60 s. Its Reject and
+	// Logger are the agent's own.
 	Conn protocol.ConnOptions
 
 	// ToolDirs are directories of tool modules, each "DIR" or "NAMESPACE=DIR".
@@ -209,9 +213,10 @@ const defaultMCPCallTimeout = 60 * time.Second
 
 // Bounds of the config. Beyond them the agent cannot keep its promises.
 const (
-	// maxPingInterval: a dead link is noticed within two ping intervals,
-	// which must stay within the 45 s in which a dead link is to be found.
-	maxPingInterval = 22 * time.Second
+	// maxPingInterval: a dead link is noticed within the ping interval
+	// and a fifth of it more, which must stay within the 60 s in which a
+	// dead link is to be found.
+	maxPingInterval = 50 * time.Second
 	// minOutboxAge: results, and their tombstones, must outlive every copy
 	// of their command the server may send, and the server sends a pending
 	// command again until its timeout, which is up to 24 h for a plan step.
@@ -224,7 +229,7 @@ var validDeviceID = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
 
 // SetDefaults fills in what c leaves unset.
 func (c *Config) SetDefaults() {
-	if c.HeartbeatInterval <= 0 {
+	if c.HeartbeatInterval <= 0 && c.Wire == protocol.JSON {
 		c.HeartbeatInterval = 20 * time.Second
 	}
 	if c.MaxConcurrentCommands <= 0 {
@@ -342,7 +347,7 @@ func checkTLS(serverURL, ca, cert, key string) error {
 
 func checkPing(d time.Duration) error {
 	if d > maxPingInterval {
-		return fmt.Errorf("%s: at most %s, so that a dead link is noticed within 45s", d, maxPingInterval)
+		return fmt.Errorf("%s: at most %s, so that a dead link is noticed within 60s", d, maxPingInterval)
 	}
 	return nil
 }

@@ -42,8 +42,8 @@ func TestTheExampleConfigLoadsAsDocumented(t *testing.T) {
 	assert.Equal(t, "ws://aip.example.net:8700/ws", cfg.ServerURL)
 	assert.Equal(t, filepath.Join(dir, "kiosk-1.token"), cfg.TokenFile, "relative to the file")
 	assert.Equal(t, protocol.CBOR, cfg.Wire)
-	assert.Equal(t, 20*time.Second, cfg.HeartbeatInterval)
-	assert.Equal(t, protocol.ConnOptions{PingInterval: 15 * time.Second, MaxFrameBytes: 4 << 20}, cfg.Conn)
+	assert.Zero(t, cfg.HeartbeatInterval, "none on cbor: the link's pings keep it")
+	assert.Equal(t, protocol.ConnOptions{PingInterval: 50 * time.Second, MaxFrameBytes: 4 << 20}, cfg.Conn)
 	assert.Equal(t, "/var/lib/aip-agent", cfg.DataDir)
 	assert.Equal(t, 8, cfg.MaxConcurrentCommands)
 	assert.Equal(t, 10*time.Second, cfg.ShutdownGrace)
@@ -124,7 +124,7 @@ func TestAnInvalidConfigNamesTheLineAndTheProblem(t *testing.T) {
 		"server url over http": {"server:\n  url: 'http://aip:8700/ws'\n",
 			`agent.yaml:2: server.url: "http://aip:8700/ws": want ws://HOST/PATH or wss://HOST/PATH`},
 		"ping too slow for the dead-link promise": {"server:\n  url: ws://x/ws\n  ping: 90s\n",
-			`agent.yaml:3: server.ping: 1m30s: at most 22s, so that a dead link is noticed within 45s`},
+			`agent.yaml:3: server.ping: 1m30s: at most 50s, so that a dead link is noticed within 60s`},
 		"outbox max_age too short to deduplicate": {"outbox:\n  max_age: 30m\n",
 			`agent.yaml:2: outbox.max_age: 30m0s: at least 24h, as long as the server may send a command again`},
 		"outbox max_bytes under the frame cap": {"outbox:\n  max_bytes: 1MiB\n",

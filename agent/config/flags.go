@@ -47,7 +47,7 @@ var flagKeys = []flagKey{
 		set: func(fc *fileConfig, v string) error { fc.Tools.AllowDirs = append(fc.Tools.AllowDirs, v); return nil }},
 	{name: "data", key: []any{"data_dir"}, usage: "data `directory`: outbox, compile cache and deployed tools",
 		set: func(fc *fileConfig, v string) error { fc.DataDir = v; return nil }},
-	{name: "heartbeat", key: []any{"server", "heartbeat"}, usage: "heartbeat `interval` (default 20s)",
+	{name: "heartbeat", key: []any{"server", "heartbeat"}, usage: "heartbeat `interval` (default none on cbor, 20s on json)",
 		set: func(fc *fileConfig, v string) error { return fc.Server.Heartbeat.Set(v) }},
 	{name: "wire", key: []any{"server", "wire"}, usage: "wire `encoding`: cbor (edgeaip server) or json (UFO server) (default cbor)",
 		set: func(fc *fileConfig, v string) error { fc.Server.Wire = v; return nil }},

@@ -46,7 +46,7 @@ func main() {
 	flag.Int64Var(&st.UnrecordedBytes, "unrecorded-bytes", 64<<20, "bytes of results and task ends kept in memory for a database that cannot take them; past this, as --unrecorded-writes")
 	var conn protocol.ConnOptions
 	flag.Int64Var(&conn.MaxFrameBytes, "max-frame", protocol.DefaultMaxFrameBytes, "largest WebSocket frame accepted, in bytes; a larger one closes the link with 1009")
-	flag.DurationVar(&conn.PingInterval, "ping", protocol.DefaultPingInterval, "WebSocket ping interval; a link silent for two is dropped")
+	flag.DurationVar(&conn.PingInterval, "ping", protocol.DefaultPingInterval, "the devices' ping interval: the server pings a link silent for this and 5s more, and drops one silent for this and 10s more (a fifth of it)")
 	var limits server.Limits
 	var mcpCfg server.MCPConfig
 	flag.IntVar(&mcpCfg.DirectTools, "mcp-direct-tools", 8, "an identity whose scope covers at most this many devices sees each of their tools as DEVICE__TOOL on /mcp (negative: never)")
@@ -55,6 +55,7 @@ func main() {
 	flag.IntVar(&mcpCfg.MaxResultBytes, "mcp-max-result-bytes", 64<<10, "largest result, as JSON, an answer on /mcp carries; a larger one is cut, with the task's URL")
 	flag.IntVar(&limits.MaxPlanBytes, "max-plan-bytes", plan.DefaultMaxExpandedBytes, "largest plan accepted, in bytes as JSON once its YAML aliases are expanded")
 	flag.IntVar(&limits.MaxParamBytes, "max-param-bytes", 0, "largest parameters of one command accepted, in bytes as JSON (0: the frame cap)")
+	pprof := flag.Bool("pprof", false, "serve Go's profiles under /debug/pprof/, to an unscoped admin")
 	secureCookies := flag.Bool("secure-cookies", false, "mark the dashboard's login cookie Secure even on plain HTTP, behind a TLS proxy that sends no X-Forwarded-Proto")
 	var trusted []netip.Prefix
 	flag.Func("trusted-proxy", "a proxy (CIDR, or an address) whose X-Forwarded-For names a request's source, for the limit on failed authentications (repeatable)",
@@ -76,7 +77,7 @@ func main() {
 
 	log := logOpts.New(os.Stderr)
 	cfg := server.Config{Sessions: sessions, Store: st, Conn: conn, Limits: limits, MCP: mcpCfg, Logger: log,
-		SecureCookies: *secureCookies, TrustedProxies: trusted, TLS: tlsFiles}
+		SecureCookies: *secureCookies, TrustedProxies: trusted, TLS: tlsFiles, Pprof: *pprof}
 	if err := run(*listen, *data, cfg); err != nil {
 		log.Error("aip-server failed", "err", err)
 		os.Exit(1)
@@ -90,9 +91,9 @@ func run(listen, data string, cfg server.Config) error {
 	log := cfg.Logger
 	// Bound first: a busy port then fails the start before the data dir,
 	// the operator token or the database is written.
-	ln, err := net.Listen("tcp", listen)
+	ln, err := server.Listen(ctx, listen)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	defer ln.Close()
 	cfg.DataDir = data

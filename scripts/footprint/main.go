@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +33,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/scripts/internal/aipserver"
 	"github.com/edgeaip/edgeaip/server/api"
 )
 
@@ -86,11 +86,12 @@ func run(bin, agentBin string, runs, busyMiB int) error {
 	defer os.RemoveAll(work)
 	ctx := context.Background()
 
-	srv, client, err := startServer(bin, work)
+	srv, err := aipserver.Start(ctx, filepath.Join(bin, "aip-server"), filepath.Join(work, "server"))
 	if err != nil {
 		return err
 	}
-	defer stop(srv)
+	defer srv.Stop()
+	client := srv.API
 	token, err := client.Enroll(ctx, api.EnrollRequest{ID: "footprint-1"})
 	if err != nil {
 		return err
@@ -139,46 +140,12 @@ func run(bin, agentBin string, runs, busyMiB int) error {
 	r.startup("start to registered, first start on a fresh data dir (tools instrumented in the background)", cold)
 	r.idleRSS(fmt.Sprintf("RSS idle after registration, stock tools loaded (median of %d starts)", runs), idle)
 	r.row("RSS idle after a first start has instrumented the tools in the background", fmt.Sprintf("%.1f MiB", mib(firstIdle)))
-	r.row(fmt.Sprintf("snapshot images the idle agent holds (%d memfds, in no RSS)", m.images), fmt.Sprintf("%.1f MiB", mib(m.imageKiB)))
+	r.row(fmt.Sprintf("snapshot images the idle agent holds as memfds (%d; shared memory, in no RSS)", m.images.memfds), fmt.Sprintf("%.1f MiB", mib(m.images.memfdKiB)))
+	r.row(fmt.Sprintf("snapshot images the idle agent holds as files (%d; page cache the kernel can reclaim)", m.images.files), fmt.Sprintf("%.1f MiB", mib(m.images.fileKiB)))
 	r.busy(m.busy)
 	r.row("RSS idle once each stock tool has run (their code resident)", fmt.Sprintf("%.1f MiB", mib(m.used)))
 	r.row(fmt.Sprintf("RSS once the idle code is unloaded (tools.unload_after, %s here)", unloadAfter), fmt.Sprintf("%.1f MiB", mib(m.unloaded)))
 	return r.err()
-}
-
-// startServer runs aip-server on a free loopback port.
-func startServer(bin, work string) (*exec.Cmd, *api.Client, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, nil, err
-	}
-	data := filepath.Join(work, "server")
-	cmd := exec.Command(filepath.Join(bin, "aip-server"), "--listen", addr, "--data", data)
-	cmd.Stderr = io.Discard
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
-	}
-	client := &api.Client{BaseURL: "http://" + addr}
-	for range 500 {
-		if b, err := os.ReadFile(filepath.Join(data, "admin.token")); err == nil && len(b) > 0 {
-			client.Token = strings.TrimSpace(string(b))
-			if _, err := client.Devices(context.Background()); err == nil {
-				return cmd, client, nil
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	stop(cmd)
-	return nil, nil, errors.New("aip-server did not come up")
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 func stop(cmd *exec.Cmd) {
@@ -301,11 +268,10 @@ func (a agentRun) instrumentAll(ctx context.Context) (int64, error) {
 
 // memoryFigures are the agent's resident memory at three moments, in KiB.
 type memoryFigures struct {
-	images   int         // snapshot images held idle, before the calls
-	imageKiB int64       // the memory they take, outside RSS
-	busy     busyFigures // while concurrentCalls hash_file calls run
-	used     int64       // idle again, each stock tool having run once
-	unloaded int64       // after unloadAfter, the tools' code freed
+	images   imageHoldings // snapshot images held idle, before the calls
+	busy     busyFigures   // while concurrentCalls hash_file calls run
+	used     int64         // idle again, each stock tool having run once
+	unloaded int64         // after unloadAfter, the tools' code freed
 }
 
 // memory measures memoryFigures on a fresh agent.
@@ -318,7 +284,7 @@ func (a agentRun) memory(ctx context.Context) (memoryFigures, error) {
 	defer stop(cmd)
 	time.Sleep(settle)
 	pid := cmd.Process.Pid
-	if m.images, m.imageKiB, err = snapshotImages(pid); err != nil {
+	if m.images, err = snapshotImages(pid); err != nil {
 		return m, err
 	}
 	if m.busy, err = a.busy(ctx, pid); err != nil {

@@ -11,9 +11,11 @@ import (
 	"syscall"
 )
 
-// snapshotMark names the mappings of tool snapshots in smaps: the memfd
-// the sandbox maps copy-on-write into each call's memory.
-const snapshotMark = "memfd:aip-snapshot"
+// snapshotMark names the images of tool snapshots in smaps and
+// /proc/PID/fd, which the sandbox maps copy-on-write into each call's
+// memory: a memfd, "memfd:aip-snapshot", or an unnamed file of its cache
+// dir, "DIR/aip-snapshots/#INODE (deleted)".
+const snapshotMark = "aip-snapshot"
 
 // snapshotMappings sums, in KiB, what /proc/PID/smaps says of the
 // mappings of tool snapshots: each running call of a snapshot tool has
@@ -81,28 +83,42 @@ func parseSnapshotMappings(r io.Reader) (snapshotMappings, error) {
 	return m, sc.Err()
 }
 
-// snapshotImages is the memory, in KiB, that the snapshot images process
-// pid holds take, and how many there are: each is a memfd, counted in no
-// RSS while no call maps it, though its pages are memory all the same.
-func snapshotImages(pid int) (count int, kib int64, err error) {
+// imageHoldings are the snapshot images a process holds, and the pages
+// written into them, in KiB. A memfd is shared memory, counted in no RSS
+// while no call maps it, and resident all the same; a file's pages are
+// page cache, which the kernel can drop and read again.
+type imageHoldings struct {
+	memfds, files     int
+	memfdKiB, fileKiB int64
+}
+
+// snapshotImages finds the snapshot images process pid holds.
+func snapshotImages(pid int) (imageHoldings, error) {
+	var h imageHoldings
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return 0, 0, err
+		return h, err
 	}
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
-		if link, err := os.Readlink(path); err != nil || !strings.Contains(link, snapshotMark) {
+		link, err := os.Readlink(path)
+		if err != nil || !strings.Contains(link, snapshotMark) {
 			continue
 		}
 		fi, err := os.Stat(path)
 		if err != nil {
 			continue // closed since it was listed
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			count++
-			kib += st.Blocks * 512 / 1024
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			continue
+		}
+		if kib := st.Blocks * 512 / 1024; strings.HasPrefix(link, "/memfd:") {
+			h.memfds, h.memfdKiB = h.memfds+1, h.memfdKiB+kib
+		} else {
+			h.files, h.fileKiB = h.files+1, h.fileKiB+kib
 		}
 	}
-	return count, kib, nil
+	return h, nil
 }

@@ -6,12 +6,13 @@ import "github.com/edgeaip/edgeaip/wasmtools/meter/internal/wasmbin"
 // Instrument's output depends only on its input, its Options and this
 // version, so any cache of instrumented or compiled modules must put it in
 // its key. It changes whenever a cost or the shape of the emitted code does.
-const CostModelVersion = "fuel/3"
+const CostModelVersion = "fuel/4"
 
-// Cost model, version 3 (versions 1 and 2 had the same costs; version 1's
-// code did not store the counter where a trap could lose it, and version
+// Cost model, version 4 (versions 1 to 3 had the same costs; version 1's
+// code did not store the counter where a trap could lose it, version
 // 3's runs counted loops that fit in the slice unmetered, paid for up
-// front, see counted.go):
+// front, see counted.go, and version 4's snapshot form calls through
+// dispatchers instead of a table, see directcalls.go):
 //
 //   - Every instruction costs 1, except the structural markers block, loop,
 //     else and end, which emit no machine code and cost 0.

@@ -58,7 +58,7 @@ func FuzzInstrument(f *testing.F) {
 
 func newUncachedRuntime(tb testing.TB, cfg wazero.RuntimeConfig) wazero.Runtime {
 	ctx := context.Background()
-	r := wazero.NewRuntimeWithConfig(ctx, cfg)
+	r := wazero.NewRuntimeWithConfig(ctx, cfg.WithCoreFeatures(meter.CoreFeatures))
 	tb.Cleanup(func() { _ = r.Close(ctx) })
 	require.NoError(tb, meter.Install(ctx, r))
 	return r

@@ -83,7 +83,7 @@ var compilationCache = wazero.NewCompilationCache()
 func newRuntime(t testing.TB, e engine) wazero.Runtime {
 	t.Helper()
 	ctx := context.Background()
-	r := wazero.NewRuntimeWithConfig(ctx, e.config().WithCompilationCache(compilationCache))
+	r := wazero.NewRuntimeWithConfig(ctx, e.config().WithCoreFeatures(meter.CoreFeatures).WithCompilationCache(compilationCache))
 	t.Cleanup(func() { _ = r.Close(ctx) })
 	wasi_snapshot_preview1.MustInstantiate(ctx, r)
 	require.NoError(t, meter.Install(ctx, r))

@@ -46,6 +46,13 @@ func (o Options) maxCallDepth() (uint32, error) {
 	return uint32(o.MaxCallDepth), nil
 }
 
+// CoreFeatures are the features a runtime that runs instrumented modules
+// must enable (wazero.RuntimeConfig.WithCoreFeatures): WebAssembly 2.0,
+// and tail calls, which the snapshot form's dispatchers use so that a
+// call through them takes no frame of its own (directcalls.go). Modules
+// that use tail calls themselves are still refused.
+const CoreFeatures = api.CoreFeaturesV2 | experimental.CoreFeaturesTailCall
+
 // validationFeatures are wider than what Instrument accepts, so that a
 // module using SIMD, threads or tail calls passes wazero's validation and
 // is then rejected by the rewriter with an error naming the instruction,

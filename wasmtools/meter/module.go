@@ -202,11 +202,7 @@ func (l *layout) readGlobals(p []byte) error {
 
 // addType appends a function type and returns its index.
 func (l *layout) addType(params, results []byte) uint32 {
-	b := append([]byte{0x60}, wasmbin.AppendU32(nil, uint32(len(params)))...)
-	b = append(b, params...)
-	b = wasmbin.AppendU32(b, uint32(len(results)))
-	b = append(b, results...)
-	l.addedTypes = append(l.addedTypes, b)
+	l.addedTypes = append(l.addedTypes, encodeType(params, results))
 	return uint32(len(l.types) + len(l.addedTypes) - 1)
 }
 

@@ -117,8 +117,22 @@ func snapshotForm(wasm []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	initType, addedType := m.voidType()
+	direct, err := planDirectCalls(m, sections)
+	if err != nil {
+		return nil, err
+	}
+	initType, addedTypes := m.voidType()
 	initFunc := m.importedFuncs + m.definedFuncs
+	funcs := [][]byte{wasmbin.AppendU32(nil, initType)}
+	code := [][]byte{initBody(segments, m.start)}
+	if direct != nil {
+		types, added := direct.assign(initFunc+1, uint32(len(m.types)+len(addedTypes)), m.types)
+		addedTypes = append(addedTypes, added...)
+		for _, t := range types {
+			funcs = append(funcs, wasmbin.AppendU32(nil, t))
+		}
+		code = append(code, direct.dispatchers(m.types)...)
+	}
 	ids := []byte{wasmbin.SectionType, wasmbin.SectionFunction, wasmbin.SectionExport, wasmbin.SectionCode}
 	if len(segments) > 0 {
 		ids = append(ids, wasmbin.SectionDataCount, wasmbin.SectionData)
@@ -128,15 +142,28 @@ func snapshotForm(wasm []byte) ([]byte, error) {
 		var p []byte
 		switch s.ID {
 		case wasmbin.SectionType:
-			p, err = appendToVector(s.Payload, addedType...)
+			p, err = appendToVector(s.Payload, addedTypes...)
 		case wasmbin.SectionFunction:
-			p, err = appendToVector(s.Payload, wasmbin.AppendU32(nil, initType))
+			p, err = appendToVector(s.Payload, funcs...)
+		case wasmbin.SectionTable:
+			if p = s.Payload; direct != nil {
+				p = emptyTable()
+			}
 		case wasmbin.SectionExport:
 			p, err = appendToVector(s.Payload, m.exports(initFunc)...)
 		case wasmbin.SectionStart:
 			continue // SnapshotInitExport calls it
+		case wasmbin.SectionElement:
+			if direct != nil {
+				continue // the dispatchers hold the table's entries
+			}
+			p = s.Payload
 		case wasmbin.SectionCode:
-			p, err = appendToVector(s.Payload, initBody(segments, m.start))
+			if direct != nil {
+				p, err = direct.rewriteCode(s.Payload, int(m.definedFuncs), code...)
+			} else {
+				p, err = appendToVector(s.Payload, code...)
+			}
 		case wasmbin.SectionDataCount:
 			p = wasmbin.AppendU32(nil, uint32(len(segments)))
 		case wasmbin.SectionData:

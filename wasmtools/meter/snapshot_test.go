@@ -13,6 +13,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/edgeaip/edgeaip/wasmtools/meter"
+	"github.com/edgeaip/edgeaip/wasmtools/meter/internal/wasmbin"
 )
 
 func instrumentSnapshot(t testing.TB, wasm []byte) []byte {
@@ -169,4 +170,43 @@ func TestModulesASnapshotCannotCarryAreRefused(t *testing.T) {
 // FuzzInstrumentBytes feeds Instrument.
 func FuzzInstrumentSnapshot(f *testing.F) {
 	fuzzModules(f, meter.InstrumentSnapshot)
+}
+
+// The snapshot form calls through dispatchers instead of a table, so an
+// instance has no table to fill. Every export of indirect.wat returns the
+// same, for the same fuel, as the plainly instrumented module on every
+// engine; a recursion through the table reaches the depth limit, not the
+// interpreter's stack (the dispatchers take no frame); and a slot that
+// holds nothing of the type traps as an invalid table access.
+func TestTheSnapshotFormCallsThroughDispatchers(t *testing.T) {
+	wasm := readFixture(t, "indirect.wasm")
+	form := instrumentSnapshot(t, wasm)
+	sections, err := wasmbin.ReadSections(form)
+	require.NoError(t, err)
+	for _, s := range sections {
+		assert.NotEqual(t, wasmbin.SectionElement, s.ID, "the form has no element segments")
+	}
+	traps := map[string]string{
+		"empty_slot":   "invalid table access",
+		"past_the_end": "invalid table access",
+		"wrong_type":   "indirect call type mismatch",
+	}
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			r := newRuntime(t, e)
+			plain := compile(t, r, instrument(t, wasm, meter.Options{}))
+			direct := compile(t, r, form)
+			for _, export := range exportNames(plain) {
+				want := callExport(t, r, plain, export, meter.NewMeter(bigBudget))
+				got := callExport(t, r, direct, export, meter.NewMeter(bigBudget))
+				if trap, ok := traps[export]; ok {
+					assert.Contains(t, want.Err, trap, export)
+					assert.Contains(t, got.Err, "invalid table access", export)
+					want.Err, got.Err = "", ""
+				}
+				assert.Equal(t, want, got, export)
+			}
+			assert.Equal(t, "call depth exceeded", callExport(t, r, direct, "depth_exceeded", meter.NewMeter(bigBudget)).Err)
+		})
+	}
 }

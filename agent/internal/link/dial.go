@@ -53,7 +53,7 @@ func httpClient(tc *tls.Config) *http.Client {
 	if tc == nil {
 		return nil
 	}
-	t := http.DefaultTransport.(*http.Transport).Clone()
+	t := protocol.LinkTransport()
 	t.TLSClientConfig = tc
 	return &http.Client{Transport: t}
 }

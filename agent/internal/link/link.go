@@ -121,14 +121,13 @@ func (l *Link) keepLinked(ctx context.Context) {
 }
 
 // stableAfter is how long a link must stay up for the reconnection backoff
-// to start over: two ping intervals, the time in which a dead link is
-// noticed, so a link that lived through it carried pings both ways.
+// to start over: the time in which a dead link is noticed, so a link that
+// lived through it was alive, whether it carried a ping or not.
 func (l *Link) stableAfter() time.Duration {
-	ping := l.opts.Conn.PingInterval
-	if ping <= 0 {
-		ping = protocol.DefaultPingInterval
+	if d := l.opts.Conn.NoticedWithin(); d > 0 {
+		return d
 	}
-	return 2 * ping
+	return protocol.ConnOptions{}.NoticedWithin()
 }
 
 // session runs one connection from dial to drop. It reports how long the
@@ -229,17 +228,22 @@ func (l *Link) registerMessage() *protocol.ClientMessage {
 	}
 }
 
-// heartbeat sends a HEARTBEAT every Heartbeat, and REGISTER again whenever
-// the tool inventory changes.
+// heartbeat sends a HEARTBEAT every Heartbeat, if set, and REGISTER again
+// whenever the tool inventory changes. Without heartbeats, the link's
+// pings keep it alive (protocol.ConnOptions.PingInterval).
 func (l *Link) heartbeat(ctx context.Context, conn *protocol.Conn) {
-	t := time.NewTicker(l.opts.Heartbeat)
-	defer t.Stop()
+	var tick <-chan time.Time
+	if l.opts.Heartbeat > 0 {
+		t := time.NewTicker(l.opts.Heartbeat)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		msg := &protocol.ClientMessage{Status: protocol.StatusOK, ClientID: l.opts.DeviceID}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-tick:
 			msg.Type = protocol.ClientHeartbeat
 		case <-l.opts.Inventory:
 			// REGISTER on a registered link updates the device's

@@ -7,8 +7,6 @@ import (
 	"github.com/edgeaip/edgeaip/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
 // testLocation is where a test's store lives: a SQLite file in its temp
 // dir or, with EDGEAIP_TEST_STORE=postgres, a fresh PostgreSQL database.
 func testLocation(t *testing.T) string {

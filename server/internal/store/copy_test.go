@@ -34,7 +34,7 @@ func fillFleet(t *testing.T, s *Store, devices int) {
 			if err := tx.CreateDevice(id, "hash-"+id, map[string]string{"site": "s" + fmt.Sprint(i%3)}); err != nil {
 				return err
 			}
-			if err := tx.SeeDevice(id, json.RawMessage(`{"os":"linux"}`)); err != nil {
+			if err := tx.SeeDevice(id, json.RawMessage(`{"os":"linux"}`), time.Now()); err != nil {
 				return err
 			}
 			return tx.AddCertificate(DeviceCert{SHA256: "cert-" + id, DeviceID: id, Serial: "01", NotAfter: time.Now().Add(time.Hour), Signed: i%2 == 0})

@@ -114,15 +114,26 @@ func (t *Tx) LinkedOver(id, wire string) error {
 	return nil
 }
 
-// SeeDevice records that the device was seen now, with its latest system
-// info when info is not nil.
-func (t *Tx) SeeDevice(id string, info json.RawMessage) error {
+// SeeDevice records that the device was seen at at, with its latest
+// system info when info is not nil.
+func (t *Tx) SeeDevice(id string, info json.RawMessage, at time.Time) error {
 	var err error
 	if info != nil {
-		_, err = t.exec(`UPDATE devices SET last_seen = ?, info = ? WHERE id = ?`, now(), string(info), id)
+		_, err = t.exec(`UPDATE devices SET last_seen = ?, info = ? WHERE id = ?`, formatTime(at), string(info), id)
 	} else {
-		_, err = t.exec(`UPDATE devices SET last_seen = ? WHERE id = ?`, now(), id)
+		_, err = t.exec(`UPDATE devices SET last_seen = ? WHERE id = ?`, formatTime(at), id)
 	}
+	if err != nil {
+		return fmt.Errorf("store: device %q: record last seen: %w", id, err)
+	}
+	return nil
+}
+
+// SetLastSeen records that the device was last seen at at, unless the
+// store holds a later time.
+func (t *Tx) SetLastSeen(id string, at time.Time) error {
+	s := formatTime(at)
+	_, err := t.exec(`UPDATE devices SET last_seen = ? WHERE id = ? AND (last_seen IS NULL OR last_seen < ?)`, s, id, s)
 	if err != nil {
 		return fmt.Errorf("store: device %q: record last seen: %w", id, err)
 	}

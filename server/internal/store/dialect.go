@@ -36,8 +36,12 @@ type dialect interface {
 	// args converts a statement's arguments into values the database
 	// takes; it may reuse args.
 	args(args []any) []any
-	// begin opens the writer's transaction.
-	begin() string
+	// begin opens the writer's transaction, whose commit is durable (an
+	// fsync) when it returns if synced, else only committed.
+	begin(tx *Tx, synced bool) error
+	// aborted reports whether a statement failed in tx has aborted the
+	// whole transaction, which then takes nothing but a ROLLBACK.
+	aborted(tx *Tx) bool
 	// jsonTexts is a SELECT of the strings of the JSON array ?.
 	jsonTexts() string
 	// migration is the SQL of migrations[i] in the database's dialect.
@@ -71,9 +75,20 @@ func (sqliteDialect) backend() Backend         { return SQLite }
 func (sqliteDialect) bind(query string) string { return query }
 func (sqliteDialect) args(args []any) []any    { return args }
 
-// begin takes the write lock at once: a deferred transaction that reads
-// first could fail to upgrade with SQLITE_BUSY midway.
-func (sqliteDialect) begin() string { return "BEGIN IMMEDIATE" }
+// begin sets whether the commit fsyncs, which SQLite takes only outside
+// a transaction, and takes the write lock at once: a deferred transaction
+// that reads first could fail to upgrade with SQLITE_BUSY midway.
+func (sqliteDialect) begin(tx *Tx, synced bool) error {
+	if err := tx.s.setSynced(tx, synced); err != nil {
+		return fmt.Errorf("synchronous setting: %w", err)
+	}
+	return tx.control("BEGIN IMMEDIATE")
+}
+
+// aborted is false: SQLite undoes a statement that failed and keeps the
+// transaction, except when it cannot take a write at all (SQLITE_FULL),
+// which the writer sees as ErrUnavailable.
+func (sqliteDialect) aborted(*Tx) bool { return false }
 
 func (sqliteDialect) jsonTexts() string { return `SELECT value FROM json_each(?)` }
 

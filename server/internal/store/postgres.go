@@ -54,7 +54,7 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*Store, error)
 	}
 	rdb := stdlib.OpenDB(*rcfg)
 	poolReaders(rdb, opts)
-	return newStore(d, wdb, conn, rdb), nil
+	return newStore(d, wdb, conn, rdb, nil), nil // PostgreSQL checkpoints by itself
 }
 
 // RedactURL is a database URL fit for logs and errors: without its
@@ -73,9 +73,39 @@ type postgresDialect struct{}
 
 func (postgresDialect) backend() Backend         { return Postgres }
 func (postgresDialect) bind(query string) string { return bindNumbered(query) }
-func (postgresDialect) begin() string            { return "BEGIN" }
 func (postgresDialect) jsonTexts() string {
 	return `SELECT json_array_elements_text(?::json)`
+}
+
+// begin opens the transaction, committed asynchronously unless synced
+// (see WriteUnsynced). SET LOCAL lasts until the transaction ends, so the
+// setting outlives neither a rollback nor a replaced connection, and a
+// synced commit keeps the database's own synchronous_commit (on, or
+// waiting for a synchronous standby too).
+func (postgresDialect) begin(tx *Tx, synced bool) error {
+	if err := tx.control("BEGIN"); err != nil || synced {
+		return err
+	}
+	if err := tx.control("SET LOCAL synchronous_commit = off"); err != nil {
+		tx.control("ROLLBACK") // or the next batch's BEGIN would find this transaction, aborted
+		return fmt.Errorf("synchronous setting: %w", err)
+	}
+	return nil
+}
+
+// aborted reads the transaction status of the writer's connection, as the
+// server last reported it: after any statement that failed, PostgreSQL
+// refuses every other until ROLLBACK, and answers COMMIT by rolling back,
+// which database/sql reports as success.
+func (postgresDialect) aborted(tx *Tx) bool {
+	var status byte
+	tx.s.conn.Raw(func(c any) error { // fails only on a closed connection, which the next statement reports
+		if pc, ok := c.(*stdlib.Conn); ok {
+			status = pc.Conn().PgConn().TxStatus()
+		}
+		return nil
+	})
+	return status == 'E'
 }
 
 // args turns bools into the 0 and 1 that SQLite stores, as the store's

@@ -6,11 +6,14 @@
 // written once and turned into each database's by a dialect.
 //
 // Writes go through one writer goroutine that commits whatever writes are
-// waiting in a single transaction (group commit): each write is durable
-// (synchronous=FULL) when [Store.Write] returns, and concurrent writers share
-// one fsync. Reads use a bounded pool of connections of their own, which
-// WAL mode lets run while the writer works; idle ones are closed. On
-// PostgreSQL the writer is one connection too, replaced when it breaks.
+// waiting in a single transaction (group commit): a write is durable
+// (fsynced) when [Store.Write] returns, and concurrent writers share one
+// fsync; [Store.WriteUnsynced] returns once its write is committed, which
+// the next fsync makes durable. Reads use a bounded pool of connections of
+// their own; idle ones are closed. On SQLite, WAL mode lets reads run while
+// the writer works, and checkpoints run beside the writer, on a connection
+// of their own. On PostgreSQL the writer is one connection too, replaced
+// when it breaks.
 package store
 
 import (
@@ -53,16 +56,26 @@ type Store struct {
 	reads sync.Map
 	// failing says whether writes fail for the database's own reasons.
 	failing failing
+	// synced is the SQLite writer connection's synchronous setting:
+	// whether its commits fsync. The writer's.
+	synced bool
+	// ckpt checkpoints SQLite's WAL; nil on PostgreSQL, which checkpoints
+	// by itself.
+	ckpt *checkpointer
 }
 
 // Tx is one write's view of the current transaction. Its methods are the
 // store's writes; a write that returns an error is rolled back alone.
 type Tx struct {
 	s *Store
+	// changes counts the rows the transaction's statements changed: a
+	// write that fails having changed none needs nothing undone.
+	changes int64
 }
 
 type writeReq struct {
 	fn   func(*Tx) error
+	sync bool // the write returns once it is durable, not just committed
 	done chan error
 }
 
@@ -74,6 +87,11 @@ type Options struct {
 	// ReaderIdle closes a reader connection unused this long, with the
 	// memory and files it holds. Default 60 s.
 	ReaderIdle time.Duration
+	// CheckpointDelay is how long after a commit the checkpointer copies
+	// SQLite's WAL into the database; it fsyncs the WAL first, which makes
+	// the writes of WriteUnsynced durable if no Write did so before.
+	// Default 100 ms. PostgreSQL has its own checkpoints and WAL writer.
+	CheckpointDelay time.Duration
 }
 
 // DefaultReaders is the default size of the reader pool: max(4, 2 ×
@@ -88,6 +106,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ReaderIdle <= 0 {
 		o.ReaderIdle = time.Minute
+	}
+	if o.CheckpointDelay <= 0 {
+		o.CheckpointDelay = 100 * time.Millisecond
 	}
 	return o
 }
@@ -105,7 +126,9 @@ func Open(ctx context.Context, location string, opts Options) (*Store, error) {
 // openSQLite opens or creates the SQLite database at path.
 func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
-	wdb, err := openDB(path, "journal_mode(WAL)", "synchronous(FULL)")
+	// Checkpoints are the checkpointer's, not the commits': SQLite would
+	// otherwise run one inside the commit that crosses 1000 pages of WAL.
+	wdb, err := openDB(path, "journal_mode(WAL)", "synchronous(FULL)", "wal_autocheckpoint(0)")
 	if err != nil {
 		return nil, err
 	}
@@ -131,14 +154,22 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	// a thousand of them open: SQLite keeps a closed connection's files
 	// while others hold locks on the database, for the next one to reuse.
 	poolReaders(rdb, opts)
-	return newStore(sqliteDialect{}, wdb, conn, rdb), nil
+	ckpt, err := newCheckpointer(path, opts.CheckpointDelay)
+	if err != nil {
+		rdb.Close()
+		conn.Close()
+		wdb.Close()
+		return nil, err
+	}
+	return newStore(sqliteDialect{}, wdb, conn, rdb, ckpt), nil
 }
 
 // newStore starts the writer of a store on d's database, which writes on
-// conn, a connection of wdb, and reads from rdb.
-func newStore(d dialect, wdb *sql.DB, conn *sql.Conn, rdb *sql.DB) *Store {
+// conn, a connection of wdb, and reads from rdb; ckpt, if not nil,
+// checkpoints after its commits.
+func newStore(d dialect, wdb *sql.DB, conn *sql.Conn, rdb *sql.DB, ckpt *checkpointer) *Store {
 	s := &Store{dialect: d, wdb: wdb, conn: conn, rdb: rdb, writes: make(chan writeReq), closing: make(chan struct{}),
-		closed: make(chan struct{}), stmts: map[string]*sql.Stmt{}}
+		closed: make(chan struct{}), stmts: map[string]*sql.Stmt{}, synced: true, ckpt: ckpt}
 	go s.writer()
 	return s
 }
@@ -167,7 +198,9 @@ func openDB(path string, pragmas ...string) (*sql.DB, error) {
 func (s *Store) Close() error {
 	s.once.Do(func() { close(s.closing) })
 	<-s.closed
-	var errs []error
+	// Before the other connections: the last one to close checkpoints
+	// what is left.
+	errs := []error{s.ckpt.close()}
 	for _, st := range s.stmts {
 		errs = append(errs, st.Close())
 	}
@@ -184,9 +217,27 @@ func (s *Store) Close() error {
 // Write runs fn in the next group commit and returns once that commit is
 // durable, or with fn's error (fn's statements are then rolled back) or the
 // commit's. ctx bounds only the wait for a place in the queue: once fn is
-// queued, Write reports its true outcome.
+// queued, Write reports its true outcome. fn may run more than once (when
+// another write of its batch is undone, see commitErrs): it must only set
+// what it returns.
 func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
-	req := writeReq{fn: fn, done: make(chan error, 1)}
+	return s.write(ctx, writeReq{fn: fn, sync: true, done: make(chan error, 1)})
+}
+
+// WriteUnsynced is Write for what need not be durable before the caller
+// goes on: it returns once fn is committed, without waiting for an fsync.
+// The write is then seen by every read and survives the process's crash;
+// a crash of the machine loses it until the next durable commit (any
+// Write's, which fsyncs the WAL it is in) or, on SQLite, the next
+// checkpoint, within Options.CheckpointDelay. On PostgreSQL the commit is
+// asynchronous (synchronous_commit off), which a crash of the database
+// server loses too, until its WAL writer flushes it, within three times
+// its wal_writer_delay (600 ms by default).
+func (s *Store) WriteUnsynced(ctx context.Context, fn func(*Tx) error) error {
+	return s.write(ctx, writeReq{fn: fn, done: make(chan error, 1)})
+}
+
+func (s *Store) write(ctx context.Context, req writeReq) error {
 	select {
 	case s.writes <- req:
 	case <-s.closing:
@@ -218,15 +269,14 @@ func (s *Store) writer() {
 			}
 		}
 		s.commit(batch)
+		s.ckpt.due()
 	}
 }
 
-// commit runs a batch in one transaction, each write under its own
-// savepoint so that one failing write does not undo the others. A write
-// alone needs no savepoint: its failure rolls back the transaction. A
-// write the database itself could not take (ErrUnavailable) may have
-// rolled back the whole transaction, as SQLite may on SQLITE_FULL, so it
-// fails the whole batch.
+// commit runs a batch in one transaction, fsynced if any of its writes
+// asks for it, and tells each write how it ended. A write the database
+// itself could not take (ErrUnavailable) may have rolled back the whole
+// transaction, as SQLite may on SQLITE_FULL, so it fails the whole batch.
 func (s *Store) commit(batch []writeReq) {
 	errs := s.commitErrs(batch)
 	s.failing.note(errs)
@@ -235,70 +285,137 @@ func (s *Store) commit(batch []writeReq) {
 	}
 }
 
-// commitErrs commits batch and returns each write's outcome.
+// commitErrs commits batch and returns each write's outcome. Writes run
+// with no savepoint of their own: a savepoint makes SQLite copy every
+// page a write touches to a sub-journal, which cost more than the writes,
+// and costs PostgreSQL two round trips and a subtransaction. A write that
+// fails having changed no row needs nothing undone, as when a write
+// refuses what it is asked before writing, or when SQLite undoes the
+// statement that failed. One that fails having changed rows, or whose
+// statement failed on PostgreSQL (where that aborts the whole
+// transaction), is undone by rolling the batch back and running it again
+// without that write.
 func (s *Store) commitErrs(batch []writeReq) []error {
 	errs := make([]error, len(batch))
+	left := make([]bool, len(batch)) // writes undone and left out
+	for s.tryBatch(batch, left, errs) {
+	}
+	return errs
+}
+
+// tryBatch runs the writes of batch not left out in one transaction and
+// commits it, setting each one's outcome in errs. It reports whether it
+// rolled back to leave out a write that failed having changed rows or
+// aborted the transaction, for the caller to run the rest again.
+func (s *Store) tryBatch(batch []writeReq, left []bool, errs []error) (again bool) {
 	tx := &Tx{s: s}
-	if err := s.begin(tx); err != nil {
-		return fill(errs, unavailableError{fmt.Errorf("store: begin: %w", err)})
+	if err := s.begin(tx, needsSync(batch, left)); err != nil {
+		failRest(errs, left, unavailableError{fmt.Errorf("store: begin: %w", err)})
+		return false
 	}
-	if len(batch) == 1 {
-		if errs[0] = batch[0].fn(tx); errs[0] != nil {
-			if _, err := tx.exec("ROLLBACK"); err != nil {
-				errs[0] = errors.Join(errs[0], fmt.Errorf("store: rollback: %w", err))
-			}
-			return errs
+	for i, r := range batch {
+		if left[i] {
+			continue
 		}
-	} else {
-		for i, r := range batch {
-			if errs[i] = tx.savepoint(r.fn); errors.Is(errs[i], ErrUnavailable) {
-				tx.exec("ROLLBACK") // may fail: SQLite may have rolled back already
-				return fill(errs, unavailableError{fmt.Errorf("store: rolled back with a write the database could not take: %w", errs[i])})
+		before := tx.changes
+		errs[i] = r.fn(tx)
+		aborted := s.dialect.aborted(tx)
+		if aborted && errs[i] == nil {
+			errs[i] = errors.New("store: a write went on after one of its statements failed, which aborted the transaction")
+		}
+		switch {
+		case errors.Is(errs[i], ErrUnavailable):
+			tx.control("ROLLBACK") // may fail: SQLite may have rolled back already
+			failRest(errs, left, unavailableError{fmt.Errorf("store: rolled back with a write the database could not take: %w", errs[i])})
+			return false
+		case errs[i] != nil && (tx.changes != before || aborted):
+			if err := tx.control("ROLLBACK"); err != nil {
+				failRest(errs, left, unavailableError{fmt.Errorf("store: rollback: %w", err)})
+				return false
 			}
+			left[i] = true
+			return true
 		}
 	}
-	if _, err := tx.exec("COMMIT"); err != nil {
+	if err := tx.control("COMMIT"); err != nil {
 		// A failed COMMIT leaves the transaction open: end it, so that the
 		// next batch starts clean.
-		tx.exec("ROLLBACK")
+		tx.control("ROLLBACK")
 		for i := range errs {
-			errs[i] = errors.Join(errs[i], unavailableError{fmt.Errorf("store: commit: %w", err)})
+			if !left[i] {
+				errs[i] = errors.Join(errs[i], unavailableError{fmt.Errorf("store: commit: %w", err)})
+			}
 		}
 	}
-	return errs
+	return false
 }
 
-// fill sets every error of errs to err, and returns errs.
-func fill(errs []error, err error) []error {
+// needsSync reports whether a write of batch not left out must be durable
+// when it returns.
+func needsSync(batch []writeReq, left []bool) bool {
+	for i, r := range batch {
+		if r.sync && !left[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// setSynced makes the writer's commits on SQLite fsync or not. SQLite
+// takes the setting only outside a transaction; in WAL mode, NORMAL
+// commits without an fsync and FULL fsyncs the WAL, and with it every
+// commit before.
+func (s *Store) setSynced(tx *Tx, synced bool) error {
+	if s.synced == synced {
+		return nil
+	}
+	level := "NORMAL"
+	if synced {
+		level = "FULL"
+	}
+	if err := tx.control("PRAGMA synchronous = " + level); err != nil {
+		return err
+	}
+	s.synced = synced
+	return nil
+}
+
+// failRest sets the error of every write of errs not left out to err:
+// those left out failed for their own reasons.
+func failRest(errs []error, left []bool, err error) {
 	for i := range errs {
-		errs[i] = err
-	}
-	return errs
-}
-
-func (t *Tx) savepoint(fn func(*Tx) error) error {
-	if _, err := t.exec("SAVEPOINT w"); err != nil {
-		return unavailableError{fmt.Errorf("store: savepoint: %w", err)}
-	}
-	err := fn(t)
-	if err != nil {
-		if _, rerr := t.exec("ROLLBACK TO w"); rerr != nil {
-			err = errors.Join(err, unavailableError{fmt.Errorf("store: rollback: %w", rerr)})
+		if !left[i] {
+			errs[i] = err
 		}
 	}
-	if _, rerr := t.exec("RELEASE w"); rerr != nil {
-		err = errors.Join(err, unavailableError{fmt.Errorf("store: release: %w", rerr)})
-	}
-	return err
 }
 
+// exec runs a statement of a write and counts the rows it changed
+// (sqlite3_changes, PostgreSQL's command tag): every statement of a write
+// that changes rows goes through it, so that a failed write is known to
+// need undoing.
 func (t *Tx) exec(query string, args ...any) (sql.Result, error) {
 	st, err := t.stmt(query)
 	if err != nil {
 		return nil, err
 	}
 	res, err := st.ExecContext(context.Background(), t.s.dialect.args(args)...)
-	return res, unavailable(err)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	n, _ := res.RowsAffected()
+	t.changes += n
+	return res, nil
+}
+
+// control runs a statement that changes no rows: BEGIN, COMMIT, a PRAGMA.
+func (t *Tx) control(query string) error {
+	st, err := t.stmt(query)
+	if err != nil {
+		return err
+	}
+	_, err = st.ExecContext(context.Background())
+	return unavailable(err)
 }
 
 func (t *Tx) query(query string, args ...any) (*sql.Rows, error) {

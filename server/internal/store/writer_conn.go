@@ -11,20 +11,15 @@ import (
 // restarted, a network that dropped it) fails the first statement sent
 // on it: it is then replaced, with the statements prepared on it, and
 // the transaction begun on the new one. Nothing was written on the old.
-func (s *Store) begin(tx *Tx) error {
-	err := s.beginOn(tx)
+func (s *Store) begin(tx *Tx, synced bool) error {
+	err := s.dialect.begin(tx, synced)
 	if !errors.Is(err, ErrUnavailable) || s.conn.PingContext(context.Background()) == nil {
 		return err
 	}
 	if rerr := s.reconnect(); rerr != nil {
 		return errors.Join(err, rerr)
 	}
-	return s.beginOn(tx)
-}
-
-func (s *Store) beginOn(tx *Tx) error {
-	_, err := tx.exec(s.dialect.begin())
-	return err
+	return s.dialect.begin(tx, synced)
 }
 
 // reconnect replaces the writer's broken connection with a new one, or
@@ -43,5 +38,6 @@ func (s *Store) reconnect() error {
 		return unavailableError{fmt.Errorf("store: reconnect the writer: %w", err)}
 	}
 	s.conn = conn
+	s.synced = true // a new connection has the settings it was opened with
 	return nil
 }

@@ -24,6 +24,7 @@ const (
 	OpReturn       Opcode = 0x0f
 	OpCall         Opcode = 0x10
 	OpCallIndirect Opcode = 0x11
+	OpReturnCall   Opcode = 0x12 // emitted only: the rewriter refuses it in input
 	OpLocalGet     Opcode = 0x20
 	OpLocalSet     Opcode = 0x21
 	OpLocalTee     Opcode = 0x22
@@ -77,6 +78,7 @@ const (
 	OpTableInit  = Opcode(0xfc)<<24 | 12
 	OpTableCopy  = Opcode(0xfc)<<24 | 14
 	OpTableGrow  = Opcode(0xfc)<<24 | 15
+	OpTableSize  = Opcode(0xfc)<<24 | 16
 	OpTableFill  = Opcode(0xfc)<<24 | 17
 )
 

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/google/uuid"
+)
+
+// commandsConfig is what the commands mode runs.
+type commandsConfig struct {
+	devices, callers int
+	warmup, duration time.Duration
+	maxCommands      int
+	keys             bool   // send an Idempotency-Key with each command, as aipctl and the Go client do
+	profileDir       string // if set, a CPU profile of each run's measured part is kept here
+}
+
+// commandsRun is what one run measured.
+type commandsRun struct {
+	commands    int
+	wall        time.Duration
+	cpu         time.Duration
+	p50, p99    time.Duration
+	profilePath string
+}
+
+func (r commandsRun) perSecond() float64 { return float64(r.commands) / r.wall.Seconds() }
+func (r commandsRun) cpuPerCommand() time.Duration {
+	return r.cpu / time.Duration(max(r.commands, 1))
+}
+
+// runCommands starts bin, connects cfg.devices simulated devices that
+// answer every command at once, and has cfg.callers operators call POST
+// /api/devices/{id}/commands in a loop, caller i on device i mod devices:
+// first for cfg.warmup, then measured for cfg.duration (or until
+// cfg.maxCommands).
+func runCommands(ctx context.Context, bin serverBin, work string, cfg commandsConfig, round int) (commandsRun, error) {
+	srv, tokens, err := startEnrolled(ctx, bin, work, cfg.devices)
+	if err != nil {
+		return commandsRun{}, err
+	}
+	defer srv.stop()
+	dctx, stopDevices := context.WithCancel(ctx)
+	defer stopDevices()
+	var devices sync.WaitGroup
+	defer devices.Wait()
+	defer stopDevices()
+	for i, token := range tokens {
+		d, err := dialAnswering(dctx, srv.wsURL(), deviceID(i), token)
+		if err != nil {
+			return commandsRun{}, err
+		}
+		devices.Go(func() { d.answer(dctx) })
+	}
+	ops := newOperators(srv, cfg)
+	defer ops.client.CloseIdleConnections()
+	if _, err := ops.run(ctx, cfg.warmup, 0); err != nil {
+		return commandsRun{}, fmt.Errorf("warm-up: %w", err)
+	}
+	var profile chan error
+	var run commandsRun
+	if cfg.profileDir != "" {
+		run.profilePath = filepath.Join(cfg.profileDir, fmt.Sprintf("%s-%d.pprof", bin.name, round))
+		profile = make(chan error, 1)
+		go func() {
+			profile <- srv.profile(ctx, bin, max(int(cfg.duration.Seconds()), 1), run.profilePath)
+		}()
+	}
+	cpu0, err := srv.cpu()
+	if err != nil {
+		return commandsRun{}, err
+	}
+	start := time.Now()
+	lat, err := ops.run(ctx, cfg.duration, cfg.maxCommands)
+	run.wall = time.Since(start)
+	if err != nil {
+		return commandsRun{}, err
+	}
+	cpu1, err := srv.cpu()
+	if err != nil {
+		return commandsRun{}, err
+	}
+	if profile != nil {
+		if err := <-profile; err != nil {
+			return commandsRun{}, err
+		}
+	}
+	slices.Sort(lat)
+	run.commands, run.cpu = len(lat), cpu1-cpu0
+	run.p50, run.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	return run, nil
+}
+
+// answeringDevice is a simulated device that answers every COMMAND at
+// once, each action succeeding with its parameters as its result.
+type answeringDevice struct {
+	id   string
+	conn *protocol.Conn
+}
+
+// echoTool is the one tool the simulated devices list: the shape of the
+// agent's stock echo tool, so that admission checks parameters against a
+// schema as it does for a real device.
+var echoTool = protocol.MCPToolInfo{
+	ToolKey: protocol.ToolKey(protocol.ToolAction, "echo"), ToolName: "echo", Namespace: "fixtures",
+	ToolType: protocol.ToolAction, Description: "copies stdin to stdout.", InputSchema: map[string]any{"type": "object"},
+}
+
+// registerMessage is what a simulated device registers with: a small
+// system info listing echoTool.
+func registerMessage(id string) *protocol.ClientMessage {
+	info := protocol.SystemInfo{DeviceID: id, Platform: "linux", OSVersion: "loadgen", CPUCount: 1, Hostname: id,
+		SupportedFeatures: []string{"wasm_tools"}, SchemaVersion: "1.0", CustomMetadata: map[string]any{},
+		Arch: "amd64", AgentVersion: "loadgen", Tools: []protocol.MCPToolInfo{echoTool}}
+	return &protocol.ClientMessage{Type: protocol.ClientRegister, Status: protocol.StatusOK, ClientType: protocol.ClientDevice,
+		ClientID: id, Timestamp: protocol.Now(), Metadata: map[string]any{protocol.MetadataSystemInfo: info, "platform": "linux"}}
+}
+
+// dialAnswering connects and registers device id.
+func dialAnswering(ctx context.Context, url, id, token string) (*answeringDevice, error) {
+	conn, _, err := protocol.Dial(ctx, url, protocol.DialOptions{
+		Header:      http.Header{"Authorization": {"Bearer " + token}},
+		Encoding:    protocol.CBOR,
+		ConnOptions: protocol.ConnOptions{PingInterval: -1},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("device %s: %w", id, err)
+	}
+	if err := conn.Send(ctx, registerMessage(id)); err != nil {
+		conn.CloseNow()
+		return nil, fmt.Errorf("device %s: register: %w", id, err)
+	}
+	var ack protocol.ServerMessage
+	if err := conn.Read(ctx, &ack); err != nil || ack.Type != protocol.ServerHeartbeat {
+		conn.CloseNow()
+		return nil, fmt.Errorf("device %s: register: ack %s %v", id, ack.Type, err)
+	}
+	return &answeringDevice{id: id, conn: conn}, nil
+}
+
+// answer answers commands until ctx ends.
+func (d *answeringDevice) answer(ctx context.Context) {
+	defer d.conn.CloseNow()
+	for {
+		var m protocol.ServerMessage
+		if err := d.conn.Read(ctx, &m); err != nil {
+			return
+		}
+		if m.Type != protocol.ServerCommand {
+			continue // acks of our results
+		}
+		results := make([]protocol.Result, len(m.Actions))
+		for i, a := range m.Actions {
+			results[i] = protocol.Result{CallID: a.CallID, Status: protocol.ResultSuccess, Result: a.Parameters}
+		}
+		reply := &protocol.ClientMessage{Type: protocol.ClientCommandResults, Status: protocol.StatusContinue, ClientID: d.id,
+			SessionID: m.SessionID, RequestID: uuid.NewString(), PrevResponseID: m.ResponseID, Timestamp: protocol.Now(),
+			ActionResults: results}
+		if err := d.conn.Send(ctx, reply); err != nil {
+			return
+		}
+	}
+}
+
+// operators call the command API.
+type operators struct {
+	srv    *server
+	cfg    commandsConfig
+	client *http.Client
+	body   []byte
+}
+
+func newOperators(srv *server, cfg commandsConfig) *operators {
+	body, _ := json.Marshal(api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo", Parameters: map[string]any{"n": 1}}},
+		Timeout: "30s"})
+	return &operators{srv: srv, cfg: cfg, body: body,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.callers, DisableCompression: true}}}
+}
+
+// run has every caller send commands for d, or until limit commands in
+// all if limit > 0, and returns each command's latency. A command that
+// fails stops the run.
+func (o *operators) run(ctx context.Context, d time.Duration, limit int) ([]time.Duration, error) {
+	var (
+		mu   sync.Mutex
+		lat  []time.Duration
+		errs = make(chan error, o.cfg.callers)
+		n    atomic.Int64
+		wg   sync.WaitGroup
+	)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	end := time.Now().Add(d)
+	for i := range o.cfg.callers {
+		wg.Go(func() {
+			var mine []time.Duration
+			defer func() { mu.Lock(); lat = append(lat, mine...); mu.Unlock() }()
+			for time.Now().Before(end) && (limit <= 0 || n.Add(1) <= int64(limit)) {
+				start := time.Now()
+				if err := o.command(rctx, deviceID(i%o.cfg.devices)); err != nil {
+					errs <- err
+					cancel()
+					return
+				}
+				mine = append(mine, time.Since(start))
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	if len(lat) == 0 {
+		return nil, fmt.Errorf("no command completed in %s", d)
+	}
+	return lat, nil
+}
+
+// command runs one command and checks that it succeeded.
+func (o *operators) command(ctx context.Context, device string) error {
+	req, err := http.NewRequestWithContext(ctx, "POST", o.srv.API.BaseURL+"/api/devices/"+device+"/commands", bytes.NewReader(o.body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+o.srv.API.Token)
+	req.Header.Set("Content-Type", "application/json")
+	if o.cfg.keys {
+		req.Header.Set(api.IdempotencyKeyHeader, uuid.NewString())
+	}
+	resp, err := o.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("command on %s: %w", device, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("command on %s: %w", device, err)
+	}
+	var out api.CommandResponse
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &out) != nil || !out.Succeeded() {
+		return fmt.Errorf("command on %s: %s: %s", device, resp.Status, b)
+	}
+	return nil
+}

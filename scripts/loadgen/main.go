@@ -1,0 +1,219 @@
+// Command loadgen measures aip-server under load, on loopback only, and
+// prints what BENCHMARKS.md records. It starts each server it is given
+// (-bin NAME=PATH [FLAG...], repeatable) afresh for every run, with a
+// temporary data dir, and runs them in turn, round after round, so that
+// servers compared are measured side by side under the same load; it
+// prints every run and the median of each figure per server.
+//
+//	loadgen commands  simulated devices that answer at once, and operators
+//	                  calling POST /api/devices/{id}/commands: commands/s,
+//	                  p50 and p99 latency, server CPU per command
+//	loadgen idle      many registered links, idle: server memory per link,
+//	                  idle CPU, bytes on the wire per link per day
+//
+// Everything is bounded: by -duration or -count for commands, by -links
+// and -window for idle links. Idle links come from one epoll reader, with
+// no goroutine per link, from several loopback source addresses; raise
+// the open-files limit (ulimit -n) in the shell that runs it. Linux only:
+// it reads the server's CPU and memory from /proc.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 2 || (os.Args[1] != "commands" && os.Args[1] != "idle") {
+		fmt.Fprintln(os.Stderr, "usage: loadgen commands|idle -bin NAME=PATH [FLAG...] [-bin ...] [options]; loadgen MODE -h for options")
+		os.Exit(2)
+	}
+	mode := os.Args[1]
+	fs := flag.NewFlagSet("loadgen "+mode, flag.ExitOnError)
+	var bins []serverBin
+	fs.Func("bin", "a server to measure, NAME=PATH [FLAG...] (repeatable)", func(v string) error {
+		b, err := parseBin(v)
+		bins = append(bins, b)
+		return err
+	})
+	pprof := map[string]string{}
+	fs.Func("pprof", "NAME=URL: where server NAME serves /debug/pprof/, if not on its own address", func(v string) error {
+		name, url, ok := strings.Cut(v, "=")
+		if !ok {
+			return fmt.Errorf("want NAME=URL")
+		}
+		pprof[name] = url
+		return nil
+	})
+	rounds := fs.Int("rounds", 3, "rounds; each runs every server once, in turn")
+	var cc commandsConfig
+	fs.IntVar(&cc.devices, "devices", 64, "commands: simulated devices")
+	fs.IntVar(&cc.callers, "callers", 64, "commands: concurrent operators")
+	fs.DurationVar(&cc.warmup, "warmup", 2*time.Second, "commands: unmeasured run first")
+	fs.DurationVar(&cc.duration, "duration", 10*time.Second, "commands: measured run")
+	fs.IntVar(&cc.maxCommands, "count", 0, "commands: stop the measured run after this many commands (0: -duration only)")
+	fs.BoolVar(&cc.keys, "keys", false, "commands: send an Idempotency-Key with each, as aipctl and the Go client do")
+	fs.StringVar(&cc.profileDir, "profile", "", "commands: keep a CPU profile of each measured run in this dir")
+	var ic idleConfig
+	fs.IntVar(&ic.links, "links", 1000, "idle: links")
+	fs.DurationVar(&ic.settle, "settle", 10*time.Second, "idle: wait after the last link registered before reading memory")
+	fs.DurationVar(&ic.window, "window", 2*time.Minute, "idle: how long the links stay idle while CPU and bytes are counted")
+	fs.DurationVar(&ic.liveness.heartbeat, "device-heartbeat", 0, "idle: each device sends a HEARTBEAT this often (main's agent: 20s)")
+	fs.DurationVar(&ic.liveness.pingEvery, "device-ping-every", 0, "idle: each device pings this often (main's agent: 15s)")
+	fs.DurationVar(&ic.liveness.pingSilence, "device-ping-silence", 50*time.Second, "idle: each device pings after this long without a frame (this branch's agent: 50s)")
+	fs.DurationVar(&ic.liveness.keepalive, "device-keepalive", 0, "idle: TCP keepalive of each device's socket (main's agent: 30s)")
+	fs.Parse(os.Args[2:])
+	if len(bins) == 0 {
+		fmt.Fprintln(os.Stderr, "loadgen: no -bin given")
+		os.Exit(2)
+	}
+	for i := range bins {
+		bins[i].pprof = pprof[bins[i].name]
+	}
+	work, err := os.MkdirTemp("", "edgeaip-loadgen-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(work)
+	printSetting(mode, bins, *rounds)
+	ctx := context.Background()
+	if mode == "commands" {
+		err = commandRounds(ctx, bins, work, cc, *rounds)
+	} else {
+		err = idleRounds(ctx, bins, work, ic, *rounds)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+func printSetting(mode string, bins []serverBin, rounds int) {
+	fmt.Printf("loadgen %s, %d rounds, %s\n", mode, rounds, time.Now().Format(time.DateTime))
+	for _, b := range bins {
+		fmt.Printf("  %s: %s %s\n", b.name, b.path, strings.Join(b.args, " "))
+	}
+	fmt.Printf("  load average at start: %s\n", loadAverage())
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+// column is one figure of a run, as a table shows it.
+type column[R any] struct {
+	name   string
+	value  func(R) float64
+	format func(float64) string
+}
+
+// inRounds runs each server once per round, in order on even rounds and
+// in reverse on odd ones, so that neither always goes first; it prints a
+// row of columns per run, then a row of their medians per server.
+func inRounds[R any](bins []serverBin, rounds int, columns []column[R], run func(b serverBin, round int) (R, error)) error {
+	header(append([]string{"server", "round"}, append(names(columns), "load")...))
+	runs := map[string][]R{}
+	for r := range rounds {
+		order := slices.Clone(bins)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, b := range order {
+			res, err := run(b, r)
+			if err != nil {
+				return fmt.Errorf("%s, round %d: %w", b.name, r+1, err)
+			}
+			runs[b.name] = append(runs[b.name], res)
+			cells := []string{b.name, fmt.Sprint(r + 1)}
+			for _, c := range columns {
+				cells = append(cells, c.format(c.value(res)))
+			}
+			row(append(cells, loadAverage()))
+		}
+	}
+	fmt.Println("\nmedians:")
+	header(append([]string{"server"}, names(columns)...))
+	for _, b := range bins {
+		cells := []string{b.name}
+		for _, c := range columns {
+			cells = append(cells, c.format(median(runs[b.name], c.value)))
+		}
+		row(cells)
+	}
+	return nil
+}
+
+func names[R any](columns []column[R]) []string {
+	out := make([]string, len(columns))
+	for i, c := range columns {
+		out[i] = c.name
+	}
+	return out
+}
+
+func header(cells []string) {
+	row(cells)
+	fmt.Println("|" + strings.Repeat("---|", len(cells)))
+}
+
+func row(cells []string) { fmt.Println("| " + strings.Join(cells, " | ") + " |") }
+
+func commandRounds(ctx context.Context, bins []serverBin, work string, cfg commandsConfig, rounds int) error {
+	fmt.Printf("  %d devices answering at once, %d callers, %s measured after %s warm-up\n\n",
+		cfg.devices, cfg.callers, cfg.duration, cfg.warmup)
+	micros := func(v float64) string { return us(time.Duration(v)) }
+	columns := []column[commandsRun]{
+		{"commands", func(r commandsRun) float64 { return float64(r.commands) }, func(v float64) string { return fmt.Sprintf("%.0f", v) }},
+		{"commands/s", commandsRun.perSecond, func(v float64) string { return fmt.Sprintf("%.0f", v) }},
+		{"p50", func(r commandsRun) float64 { return float64(r.p50) }, micros},
+		{"p99", func(r commandsRun) float64 { return float64(r.p99) }, micros},
+		{"server CPU/command", func(r commandsRun) float64 { return float64(r.cpuPerCommand()) }, micros},
+	}
+	return inRounds(bins, rounds, columns, func(b serverBin, round int) (commandsRun, error) {
+		return runCommands(ctx, b, work, cfg, round)
+	})
+}
+
+func idleRounds(ctx context.Context, bins []serverBin, work string, cfg idleConfig, rounds int) error {
+	l := cfg.liveness
+	fmt.Printf("  %d idle links; devices: heartbeat %s, ping every %s, ping after %s silent, TCP keepalive %s; %s idle\n\n",
+		cfg.links, l.heartbeat, l.pingEvery, l.pingSilence, l.keepalive, cfg.window)
+	kib := func(v float64) string { return fmt.Sprintf("%.1f KiB", v) }
+	columns := []column[idleRun]{
+		{"RSS/link registered", func(r idleRun) float64 { return r.kibPerLink(r.rssLinked) }, kib},
+		{"RSS/link after idle", func(r idleRun) float64 { return r.kibPerLink(r.rssIdle) }, kib},
+		{"idle CPU (of a core)", func(r idleRun) float64 { return 100 * r.cpuShare() }, func(v float64) string { return fmt.Sprintf("%.2f %%", v) }},
+		{"bytes/link/day", func(r idleRun) float64 { return r.bytesPerLinkDay() / 1000 }, func(v float64) string { return fmt.Sprintf("%.0f KB", v) }},
+		{"dropped", func(r idleRun) float64 { return float64(r.dropped) }, func(v float64) string { return fmt.Sprintf("%.0f", v) }},
+	}
+	return inRounds(bins, rounds, columns, func(b serverBin, _ int) (idleRun, error) {
+		return runIdle(ctx, b, work, cfg)
+	})
+}
+
+func median[T any](xs []T, f func(T) float64) float64 {
+	vs := make([]float64, len(xs))
+	for i, x := range xs {
+		vs[i] = f(x)
+	}
+	slices.Sort(vs)
+	if len(vs) == 0 {
+		return 0
+	}
+	if len(vs)%2 == 1 {
+		return vs[len(vs)/2]
+	}
+	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d.Nanoseconds())/1e3) }

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgeaip/edgeaip/scripts/internal/aipserver"
+	"github.com/edgeaip/edgeaip/server/api"
+)
+
+// serverBin is one aip-server to measure: a name for the report, the
+// binary, the flags it is started with beside --listen and --data, and
+// where its CPU profile is served, if not at its own /debug/pprof/ behind
+// the operator token.
+type serverBin struct {
+	name  string
+	path  string
+	args  []string
+	pprof string
+}
+
+// parseBin reads "NAME=PATH [FLAG...]".
+func parseBin(v string) (serverBin, error) {
+	name, rest, ok := strings.Cut(v, "=")
+	fields := strings.Fields(rest)
+	if !ok || name == "" || len(fields) == 0 {
+		return serverBin{}, fmt.Errorf("-bin %q: want NAME=PATH [FLAG...]", v)
+	}
+	return serverBin{name: name, path: fields[0], args: fields[1:]}, nil
+}
+
+// server is one running aip-server process on loopback, with a data dir
+// of its own.
+type server struct {
+	*aipserver.Process
+	data string
+}
+
+// startEnrolled starts bin with a fresh data dir in work and enrolls n
+// devices in it, returning their tokens in order (deviceID).
+func startEnrolled(ctx context.Context, bin serverBin, work string, n int) (*server, []string, error) {
+	data, err := os.MkdirTemp(work, "server-")
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := aipserver.Start(ctx, bin.path, data, bin.args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	s := &server{Process: p, data: data}
+	tokens, err := s.enroll(ctx, n)
+	if err != nil {
+		s.stop()
+		return nil, nil, err
+	}
+	return s, tokens, nil
+}
+
+// stop ends the server and removes its data.
+func (s *server) stop() {
+	s.Stop()
+	os.RemoveAll(s.data)
+}
+
+func (s *server) pid() int { return s.Cmd.Process.Pid }
+
+func (s *server) wsURL() string { return "ws://" + s.Addr + "/ws" }
+
+// cpu is the CPU time the server has used, user and system, from
+// /proc/PID/stat.
+func (s *server) cpu() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.pid()))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces: fields start
+	// after its closing one. utime and stime are fields 14 and 15.
+	rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", s.pid(), len(f))
+	}
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", s.pid(), err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// clockTicks is the kernel's USER_HZ, in which /proc reports CPU time:
+// 100 on every Linux this runs on.
+const clockTicks = 100
+
+// rssKiB is the server's resident memory, from /proc/PID/status.
+func (s *server) rssKiB() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.pid()))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", s.pid())
+}
+
+// enroll enrolls n devices, "dev-0" to "dev-(n-1)", a few at a time, and
+// returns their tokens in that order.
+func (s *server) enroll(ctx context.Context, n int) ([]string, error) {
+	tokens := make([]string, n)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				resp, err := s.API.Enroll(ctx, api.EnrollRequest{ID: deviceID(i)})
+				if err != nil {
+					errs <- fmt.Errorf("enroll %s: %w", deviceID(i), err)
+					continue
+				}
+				tokens[i] = resp.Token
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	return tokens, errors.Join(collectErrs(errs)...)
+}
+
+func collectErrs(errs <-chan error) []error {
+	var out []error
+	for err := range errs {
+		out = append(out, err)
+	}
+	return out
+}
+
+func deviceID(i int) string { return "dev-" + strconv.Itoa(i) }
+
+// profile fetches a CPU profile of seconds from the server into path: from
+// its own /debug/pprof/ with the operator token, or from bin.pprof.
+func (s *server) profile(ctx context.Context, bin serverBin, seconds int, path string) error {
+	base := "http://" + s.Addr
+	if bin.pprof != "" {
+		base = bin.pprof
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.API.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

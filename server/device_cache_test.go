@@ -1,0 +1,79 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The command path finds an enrolled device in memory: once looked up,
+// it is not read from the store again, until it is enrolled, revoked or
+// enrolled again with other labels, each of which the cache hears of.
+func TestTheDeviceCacheFollowsEnrollmentRevocationAndLabels(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	_, err := ts.api.Enroll(ctx, api.EnrollRequest{ID: "kiosk", Labels: map[string]string{"site": "lobby"}})
+	require.NoError(t, err)
+	d, err := ts.srv.devices.get(ctx, "kiosk")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"site": "lobby"}, d.Labels)
+
+	// Behind the cache's back, as nothing in the server does: the cached
+	// entry stands, so the lookup did not read the store.
+	require.NoError(t, ts.srv.store.Write(ctx, func(tx *store.Tx) error { return tx.DeleteDevice("kiosk") }))
+	d, err = ts.srv.devices.get(ctx, "kiosk")
+	require.NoError(t, err, "a cached device is not read from the store again")
+	assert.Equal(t, "kiosk", d.ID)
+
+	ts.srv.devices.forget("kiosk")
+	_, err = ts.srv.devices.get(ctx, "kiosk")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	// Enrolled again, with other labels: the lookup sees them.
+	_, err = ts.api.Enroll(ctx, api.EnrollRequest{ID: "kiosk", Labels: map[string]string{"site": "hall"}})
+	require.NoError(t, err)
+	d, err = ts.srv.devices.get(ctx, "kiosk")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"site": "hall"}, d.Labels)
+
+	// Revoked through the API: a command finds it gone at once.
+	require.NoError(t, ts.api.Revoke(ctx, "kiosk"))
+	code, msg := ts.apiStatus(http.MethodPost, "/api/devices/kiosk/commands",
+		api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "5s"})
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Contains(t, msg, `device "kiosk" is not enrolled`)
+}
+
+// A device not enrolled is not cached: enrolling it is found by the next
+// lookup even if the cache were not told.
+func TestTheDeviceCacheKeepsNoAbsentDevice(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	_, err := ts.srv.devices.get(ctx, "late")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.NoError(t, ts.srv.store.Write(ctx, func(tx *store.Tx) error { return tx.CreateDevice("late", "hash", nil) }))
+	_, err = ts.srv.devices.get(ctx, "late")
+	assert.NoError(t, err)
+}
+
+// A lookup that read the store before a forget does not keep what it
+// read: it may be the enrollment that was just revoked.
+func TestALookupRacingAForgetKeepsNothing(t *testing.T) {
+	c := newDeviceCache(nil)
+	read := func() uint64 { c.mu.RLock(); defer c.mu.RUnlock(); return c.gen }
+	cached := func(id string) bool { c.mu.RLock(); defer c.mu.RUnlock(); _, ok := c.byID[id]; return ok }
+
+	gen := read() // a lookup misses, then reads the store
+	c.forget("kiosk")
+	c.keep(enrolledDevice{ID: "kiosk"}, gen)
+	assert.False(t, cached("kiosk"), "read before a forget: dropped")
+
+	c.keep(enrolledDevice{ID: "kiosk"}, read())
+	assert.True(t, cached("kiosk"), "no forget in between: kept")
+}
