@@ -29,6 +29,10 @@ APT_PACKAGES += python3-pydantic
 # UFO's own galaxy client imports websockets (e2e/ufo_galaxy_test.go, which
 # runs only with a UFO checkout in EDGEAIP_UFO_DIR).
 APT_PACKAGES += python3-websockets
+# PostgreSQL, the store cluster nodes share: the store's tests run on a
+# throwaway cluster (initdb, postgres) as well as on SQLite, and so do
+# aip-server store copy's (internal/pgtest).
+APT_PACKAGES += postgresql
 # systemd-analyze verify checks the packaged unit (cmd/aip-agent), without
 # what systemd recommends.
 APT_PACKAGES_NO_RECOMMENDS := systemd
@@ -48,7 +52,7 @@ NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 \
                 @modelcontextprotocol/sdk@1.32.2 \
                 @modelcontextprotocol/inspector@2.12.0
 
-.PHONY: all build tools cross footprint fixtures generate test fuzz bench-fuel deps deps-apt deps-npm demo clean FORCE
+.PHONY: all build tools cross footprint fixtures generate test test-postgres fuzz bench-fuel deps deps-apt deps-npm demo clean FORCE
 .DELETE_ON_ERROR:
 
 all: build
@@ -115,10 +119,17 @@ generate:
 	$(GO) generate ./...
 
 # The e2e package runs for minutes; -timeout leaves it room on a busy
-# machine, where go test's default of 10 minutes was seen to run out.
+# machine, where go test's default of 10 minutes was seen to run out. The
+# store's suite runs twice: on SQLite with the rest, then on PostgreSQL.
+# EDGEAIP_TEST_STORE=postgres runs the server's tests on PostgreSQL too:
+# make test-postgres.
 test:
 	$(GO) vet ./...
 	$(GO) test -timeout 25m ./...
+	EDGEAIP_TEST_STORE=postgres $(GO) test ./server/internal/store/
+
+test-postgres:
+	EDGEAIP_TEST_STORE=postgres $(GO) test ./server/internal/store/ ./server/
 
 # deps-npm runs after deps-apt, not beside it under -j: npm may be what
 # deps-apt installs.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/agent"
+	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
@@ -47,6 +48,9 @@ func newCluster(t testing.TB, configure ...func(*server.Config)) *cluster {
 	t.Helper()
 	data := t.TempDir()
 	cfg := server.Config{DataDir: data, Logger: testLogger()}
+	if pgtest.StoreOnPostgres(t) { // EDGEAIP_TEST_STORE=postgres
+		cfg.Store.URL = pgtest.Shared(t).NewDatabase(t)
+	}
 	for _, c := range configure {
 		c(&cfg)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
@@ -36,7 +37,8 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 	if os.Getenv("SERVER_LOG") != "" {
 		out = io.MultiWriter(logs, os.Stderr)
 	}
-	cfg := Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	cfg := Config{DataDir: t.TempDir(), Store: StoreConfig{URL: testStoreURL(t)},
+		Logger: slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	for _, c := range configure {
 		c(&cfg)
 	}
@@ -52,6 +54,31 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 	require.NoError(t, err)
 	return &testServer{t: t, srv: s, http: hs, dir: cfg.DataDir, logs: logs,
 		api: &api.Client{BaseURL: hs.URL, Token: strings.TrimSpace(string(token))}}
+}
+
+// testStoreURL is the store of a test server: none (SQLite in its data
+// dir) or, with EDGEAIP_TEST_STORE=postgres, a fresh PostgreSQL database.
+func testStoreURL(t *testing.T) string {
+	if pgtest.StoreOnPostgres(t) {
+		return pgtest.Shared(t).NewDatabase(t)
+	}
+	return ""
+}
+
+// storedBytes is what the store holds, as bytes: SQLite's database and
+// its WAL, or PostgreSQL's data as pg_dump writes it. Close the server
+// first, for SQLite's files to hold everything written.
+func (ts *testServer) storedBytes() string {
+	ts.t.Helper()
+	if url := ts.srv.cfg.Store.URL; url != "" {
+		return pgtest.Shared(ts.t).Dump(ts.t, url)
+	}
+	var all []byte
+	for _, f := range []string{DatabaseFile, DatabaseFile + "-wal"} {
+		b, _ := os.ReadFile(filepath.Join(ts.dir, f))
+		all = append(all, b...)
+	}
+	return string(all)
 }
 
 func (ts *testServer) wsURL() string { return "ws" + strings.TrimPrefix(ts.http.URL, "http") + "/ws" }

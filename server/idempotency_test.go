@@ -192,7 +192,7 @@ func TestIdempotencyKeysOutliveARestartAndExpireAfterADay(t *testing.T) {
 	ts.srv.Shutdown()
 	ts.http.Close()
 	require.NoError(t, ts.srv.Close())
-	again := newTestServer(t, func(c *Config) { c.DataDir = ts.dir })
+	again := newTestServer(t, func(c *Config) { c.DataDir, c.Store.URL = ts.dir, ts.srv.cfg.Store.URL })
 	b := again.postKeyed(path, "key-1", echoCommand)
 	require.Equal(t, http.StatusOK, b.code, string(b.body))
 	assert.True(t, b.replayed)

@@ -73,6 +73,9 @@ type Config struct {
 
 // StoreConfig tunes the database. The zero value gives the defaults.
 type StoreConfig struct {
+	// URL is the PostgreSQL database (postgres://…) that holds the
+	// store. Default: SQLite, DataDir/edgeaip.db.
+	URL string
 	// Readers bounds the database connections that serve reads (API
 	// requests, the dashboard); a read beyond them waits for one. Default
 	// max(4, 2 × GOMAXPROCS).
@@ -90,6 +93,17 @@ type StoreConfig struct {
 	// writes and 64 MiB.
 	UnrecordedWrites int
 	UnrecordedBytes  int64
+}
+
+// DatabaseFile is the name of the SQLite database in the data dir.
+const DatabaseFile = "edgeaip.db"
+
+// location is where the store is: URL, or the SQLite file in dataDir.
+func (c *StoreConfig) location(dataDir string) string {
+	if c.URL != "" {
+		return c.URL
+	}
+	return filepath.Join(dataDir, DatabaseFile)
 }
 
 func (c *StoreConfig) setDefaults() {
@@ -155,6 +169,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("server: data dir is required")
 	}
+	if cfg.Store.URL != "" && !store.IsPostgresURL(cfg.Store.URL) {
+		return nil, fmt.Errorf("server: store %q: want a postgres:// URL, or none for SQLite in the data dir", store.RedactURL(cfg.Store.URL))
+	}
 	// Read before anything is written: a bad file fails the start alone.
 	set, err := cfg.TLS.load()
 	if err != nil {
@@ -183,11 +200,12 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "edgeaip.db"),
+	st, err := store.Open(ctx, cfg.Store.location(cfg.DataDir),
 		store.Options{Readers: cfg.Store.Readers, ReaderIdle: cfg.Store.ReaderIdle})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	cfg.Logger.Info("store open", "backend", st.Backend())
 	if err := startStore(ctx, st, token, created, tokenPath, cfg.Logger); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("server: %w", err)

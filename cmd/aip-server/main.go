@@ -23,13 +23,23 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 {
+		if cmd, ok := subcommands[os.Args[1]]; ok {
+			if err := cmd(os.Args[2:], os.Stdout); err != nil {
+				fmt.Fprintln(os.Stderr, "aip-server:", err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
 	listen := flag.String("listen", "127.0.0.1:8700", "address to serve on")
-	data := flag.String("data", "./aip-data", "data directory: database and operator token")
+	data := flag.String("data", "./aip-data", "data directory: database (unless --store) and operator token")
 	var sessions server.SessionConfig
 	flag.IntVar(&sessions.MaxSessions, "max-sessions", 1000, "sessions that may run at once; more get 503")
 	flag.DurationVar(&sessions.ResultTTL, "result-ttl", 7*24*time.Hour, "how long finished tasks and their results are kept")
 	flag.DurationVar(&sessions.DeviceGrace, "device-grace", time.Minute, "how long a device whose link dropped has to come back before its tasks are cancelled")
 	var st server.StoreConfig
+	flag.StringVar(&st.URL, "store", "", "PostgreSQL database (postgres://…) to keep the store in, instead of SQLite in --data")
 	flag.IntVar(&st.Readers, "db-readers", 0, "database connections that serve reads at once (default max(4, 2 × GOMAXPROCS))")
 	flag.DurationVar(&st.ReaderIdle, "db-reader-idle", time.Minute, "close a database reader unused this long")
 	flag.IntVar(&st.UnrecordedWrites, "unrecorded-writes", 10_000, "writes the database could not take (a full disk) kept in memory to retry; past this, results stay with their devices")

@@ -44,8 +44,13 @@ var rules = []rule{
 	},
 	{
 		pkg:       module + "/cmd/aipctl",
-		forbidden: []string{module + "/agent", "github.com/mark3labs/mcp-go"},
-		why:       "aipctl is the operator's small CLI: it links neither the device agent nor an MCP client",
+		forbidden: []string{module + "/agent", "github.com/mark3labs/mcp-go", "github.com/jackc/pgx"},
+		why:       "aipctl is the operator's small CLI: it links neither the device agent nor an MCP client nor a database driver",
+	},
+	{
+		pkg:       module + "/cmd/aip-agent",
+		forbidden: []string{module + "/server", "github.com/jackc/pgx", "modernc.org/sqlite"},
+		why:       "the agent ships to small boards: it links nothing of the server's, and no database driver (the server's store)",
 	},
 }
 

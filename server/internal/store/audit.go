@@ -133,9 +133,9 @@ func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) 
 	rows, err := s.readRows(ctx,
 		`SELECT seq, at, actor, identity, token_id, action, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late
 		 FROM audit WHERE seq > ? AND (? = '' OR device_id = ?) AND (? = '' OR session_id = ?) AND (? = '' OR identity = ?)
-		 AND (? = '' OR at >= ?) AND (NOT ? OR device_id IN (SELECT value FROM json_each(?))) ORDER BY seq LIMIT ?`,
+		 AND (? = '' OR at >= ?) AND (? = 0 OR device_id IN (`+s.dialect.jsonTexts()+`)) ORDER BY seq LIMIT ?`,
 		f.AfterSeq, f.DeviceID, f.DeviceID, f.SessionID, f.SessionID, f.Identity, f.Identity,
-		since, since, f.OnlyDevices != nil, string(only), f.Limit)
+		since, since, boolInt(f.OnlyDevices != nil), string(only), f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: audit: %w", err)
 	}

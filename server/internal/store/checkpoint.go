@@ -37,8 +37,11 @@ func newCheckpointer(path string, delay time.Duration) (*checkpointer, error) {
 }
 
 // due tells the checkpointer that a commit happened. It never blocks the
-// writer.
+// writer. A nil checkpointer (PostgreSQL's store) has nothing to do.
 func (c *checkpointer) due() {
+	if c == nil {
+		return
+	}
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -77,8 +80,12 @@ func (c *checkpointer) checkpoint() error {
 }
 
 // close stops the checkpointer after a last checkpoint. It may be called
-// again, and returns the first call's error.
+// again, and returns the first call's error. A nil checkpointer has
+// nothing to close.
 func (c *checkpointer) close() error {
+	if c == nil {
+		return nil
+	}
 	c.once.Do(func() {
 		close(c.stop)
 		<-c.done

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -37,7 +36,7 @@ func (t *Tx) CreateDevice(id, tokenHash string, labels map[string]string) error 
 	_, err = t.exec(
 		`INSERT INTO devices (id, token_hash, labels, created_at) VALUES (?, ?, ?, ?)`,
 		id, tokenHash, string(lb), now())
-	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: devices.id") {
+	if err != nil && uniqueViolated(err, "devices", "id") {
 		return fmt.Errorf("store: device %q: %w", id, ErrExists)
 	}
 	if err != nil {

@@ -19,6 +19,7 @@ func bigResults() []protocol.Result {
 // from a full disk) fails writes with ErrUnavailable, says so until a write
 // succeeds again, and counts the failures.
 func TestAFullDatabaseFailsWritesAsUnavailableUntilItHasRoom(t *testing.T) {
+	sqliteOnly(t, "SetMaxPages fills a SQLite file; postgres_test.go stops PostgreSQL instead")
 	s, _ := openTest(t)
 	ctx := context.Background()
 	insertCommand(t, s, "r1")
@@ -50,6 +51,7 @@ func TestAFullDatabaseFailsWritesAsUnavailableUntilItHasRoom(t *testing.T) {
 // the database cannot take fails every write committed with it: none of
 // them stands, and each says the database was unavailable.
 func TestAWriteTheDatabaseCannotTakeFailsItsWholeBatch(t *testing.T) {
+	sqliteOnly(t, "SetMaxPages fills a SQLite file; postgres_test.go stops PostgreSQL instead")
 	s, _ := openTest(t)
 	ctx := context.Background()
 	ids := []string{"r1", "r2", "r3", "r4"}

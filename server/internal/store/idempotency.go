@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -37,7 +36,7 @@ func (t *Tx) insertIdempotencyKey(k IdempotencyKey, sessionID string) error {
 	_, err := t.exec(
 		`INSERT INTO idempotency_keys (identity, key, fingerprint, session_id, response, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		k.Identity, k.Key, k.Fingerprint, sessionID, nullString(string(k.Response)), now())
-	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: idempotency_keys") {
+	if err != nil && uniqueViolated(err, "idempotency_keys", "") {
 		return fmt.Errorf("store: idempotency key %q of %s: %w", k.Key, k.Identity, ErrKeyTaken)
 	}
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -57,7 +56,7 @@ func (t *Tx) CreateIdentity(id Identity, tok Token) error {
 	}
 	_, err = t.exec(`INSERT INTO identities (name, role, devices, tools, created_at) VALUES (?, ?, ?, ?, ?)`,
 		id.Name, id.Role, id.Devices, string(tools), now())
-	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: identities.name") {
+	if err != nil && uniqueViolated(err, "identities", "name") {
 		return fmt.Errorf("store: identity %q: %w", id.Name, ErrExists)
 	}
 	if err != nil {
@@ -313,7 +312,7 @@ func scanToken(r rowScanner) (Token, error) {
 // token tokenID, until expires. It keeps at most max logins: the oldest
 // go first.
 func (t *Tx) CreateLogin(hash, tokenID string, expires time.Time, max int) error {
-	if _, err := t.exec(`DELETE FROM logins WHERE hash IN (SELECT hash FROM logins ORDER BY expires_at DESC LIMIT -1 OFFSET ?)`, max-1); err != nil {
+	if _, err := t.exec(`DELETE FROM logins WHERE hash NOT IN (SELECT hash FROM logins ORDER BY expires_at DESC LIMIT ?)`, max-1); err != nil {
 		return fmt.Errorf("store: drop the oldest logins: %w", err)
 	}
 	_, err := t.exec(`INSERT INTO logins (hash, token_id, created_at, expires_at) VALUES (?, ?, ?, ?)`, hash, tokenID, now(), formatTime(expires))

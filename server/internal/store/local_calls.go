@@ -25,8 +25,8 @@ func (t *Tx) AppendLocalCall(deviceID, who string, a protocol.Command, r protoco
 		tool = protocol.ToolKey(a.ToolType, a.ToolName)
 	}
 	res, err := t.exec(
-		`INSERT OR IGNORE INTO audit (at, actor, identity, token_id, action, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late)
-		 VALUES (?, ?, ?, '', '', ?, '', '', ?, ?, ?, '', ?, ?, ?, 0)`,
+		`INSERT INTO audit (at, actor, identity, token_id, action, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late)
+		 VALUES (?, ?, ?, '', '', ?, '', '', ?, ?, ?, '', ?, ?, ?, 0) ON CONFLICT DO NOTHING`,
 		now(), actorLocal, who, deviceID, a.CallID, tool, r.Namespace, string(params), string(r.Status), r.Error)
 	if err != nil {
 		return false, fmt.Errorf("store: local call %s: %w", a.CallID, err)

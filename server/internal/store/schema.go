@@ -7,7 +7,10 @@ import (
 	"strings"
 )
 
-// migrations are applied in order; PRAGMA user_version counts those done.
+// migrations are applied in order, each once; the dialect counts those
+// done (SQLite's PRAGMA user_version, PostgreSQL's schema_version table).
+// Each is SQL both databases take, unless postgresMigrations has
+// PostgreSQL's.
 var migrations = []string{
 	`CREATE TABLE devices (
 		id          TEXT PRIMARY KEY,
@@ -32,52 +35,7 @@ var migrations = []string{
 
 	// Sessions, command provenance for the audit log, and the audit log,
 	// which triggers keep append-only.
-	`CREATE TABLE sessions (
-		id             TEXT PRIMARY KEY,
-		task_name      TEXT NOT NULL,
-		device_id      TEXT NOT NULL,
-		requester_kind TEXT NOT NULL,
-		requester_id   TEXT NOT NULL,
-		kind           TEXT NOT NULL,
-		state          TEXT NOT NULL,
-		plan           TEXT,
-		result         TEXT,
-		error          TEXT,
-		created_at     TEXT NOT NULL,
-		started_at     TEXT,
-		finished_at    TEXT
-	);
-	CREATE INDEX sessions_task ON sessions(task_name, created_at);
-	CREATE INDEX sessions_state ON sessions(state, created_at);
-	CREATE INDEX sessions_finished ON sessions(finished_at);
-	ALTER TABLE commands ADD COLUMN actor TEXT NOT NULL DEFAULT '';
-	ALTER TABLE commands ADD COLUMN step INTEGER NOT NULL DEFAULT 0;
-	ALTER TABLE commands ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;
-	ALTER TABLE commands ADD COLUMN tools TEXT NOT NULL DEFAULT '[]';
-	ALTER TABLE commands ADD COLUMN late INTEGER NOT NULL DEFAULT 0;
-	CREATE INDEX commands_session ON commands(session_id);
-	CREATE INDEX commands_status ON commands(status);
-	CREATE TABLE audit (
-		seq           INTEGER PRIMARY KEY AUTOINCREMENT,
-		at            TEXT NOT NULL,
-		actor         TEXT NOT NULL,
-		device_id     TEXT NOT NULL,
-		session_id    TEXT NOT NULL,
-		response_id   TEXT NOT NULL,
-		call_id       TEXT NOT NULL,
-		tool          TEXT NOT NULL,
-		namespace     TEXT NOT NULL,
-		module_sha256 TEXT NOT NULL,
-		parameters    TEXT NOT NULL,
-		outcome       TEXT NOT NULL,
-		error         TEXT NOT NULL,
-		late          INTEGER NOT NULL
-	);
-	CREATE INDEX audit_device ON audit(device_id, seq);
-	CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
-		BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
-	CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
-		BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;`,
+	sessionsSQL + auditSQLite,
 
 	// Fleets: a fleet is a session whose children run its plan, one per
 	// device.
@@ -207,33 +165,129 @@ func fixedWidthTimes(table string, columns ...string) string {
 	return b.String()
 }
 
-func migrate(ctx context.Context, db *sql.DB) error {
-	var version int
-	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	if version > len(migrations) {
-		return fmt.Errorf("schema version %d is newer than this server (%d)", version, len(migrations))
-	}
-	for i := version; i < len(migrations); i++ {
-		if err := applyMigration(ctx, db, i); err != nil {
-			return fmt.Errorf("migration %d: %w", i+1, err)
-		}
-	}
-	return nil
+// sessionsSQL is migration 2's SQL that both databases take: sessions,
+// and the provenance of commands for the audit log.
+const sessionsSQL = `CREATE TABLE sessions (
+		id             TEXT PRIMARY KEY,
+		task_name      TEXT NOT NULL,
+		device_id      TEXT NOT NULL,
+		requester_kind TEXT NOT NULL,
+		requester_id   TEXT NOT NULL,
+		kind           TEXT NOT NULL,
+		state          TEXT NOT NULL,
+		plan           TEXT,
+		result         TEXT,
+		error          TEXT,
+		created_at     TEXT NOT NULL,
+		started_at     TEXT,
+		finished_at    TEXT
+	);
+	CREATE INDEX sessions_task ON sessions(task_name, created_at);
+	CREATE INDEX sessions_state ON sessions(state, created_at);
+	CREATE INDEX sessions_finished ON sessions(finished_at);
+	ALTER TABLE commands ADD COLUMN actor TEXT NOT NULL DEFAULT '';
+	ALTER TABLE commands ADD COLUMN step INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE commands ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;
+	ALTER TABLE commands ADD COLUMN tools TEXT NOT NULL DEFAULT '[]';
+	ALTER TABLE commands ADD COLUMN late INTEGER NOT NULL DEFAULT 0;
+	CREATE INDEX commands_session ON commands(session_id);
+	CREATE INDEX commands_status ON commands(status);`
+
+// auditSQLite is the rest of migration 2 on SQLite: the audit log, which
+// triggers keep append-only.
+const auditSQLite = `
+	CREATE TABLE audit (
+		seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+` + auditColumns + `
+	CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+		BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+	CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+		BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;`
+
+// auditColumns are the audit log's columns but its key, and its index.
+const auditColumns = `		at            TEXT NOT NULL,
+		actor         TEXT NOT NULL,
+		device_id     TEXT NOT NULL,
+		session_id    TEXT NOT NULL,
+		response_id   TEXT NOT NULL,
+		call_id       TEXT NOT NULL,
+		tool          TEXT NOT NULL,
+		namespace     TEXT NOT NULL,
+		module_sha256 TEXT NOT NULL,
+		parameters    TEXT NOT NULL,
+		outcome       TEXT NOT NULL,
+		error         TEXT NOT NULL,
+		late          INTEGER NOT NULL
+	);
+	CREATE INDEX audit_device ON audit(device_id, seq);`
+
+// postgresMigrations are PostgreSQL's SQL for the migrations, by index
+// in migrations, whose SQLite SQL it does not take or would take with
+// another meaning; every other migration is the same SQL on both. See
+// RATIONALE.md, "Two databases, one store", for how to write one.
+var postgresMigrations = map[int]string{
+	// An identity column for SQLite's AUTOINCREMENT, and a trigger
+	// function for its RAISE.
+	1: sessionsSQL + `
+	CREATE TABLE audit (
+		seq           BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+` + auditColumns + `
+	CREATE FUNCTION audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'the audit log is append-only'; END $$;
+	CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+		FOR EACH ROW EXECUTE FUNCTION audit_append_only();
+	CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+		FOR EACH ROW EXECUTE FUNCTION audit_append_only();`,
+
+	// No rows in PostgreSQL predate fixed-width times: a store is copied
+	// there from SQLite after its migrations (aip-server store copy).
+	3: `SELECT 'times are written with a fixed width from the start'`,
+
+	// A rotation's grace in nanoseconds outgrows PostgreSQL's 32-bit
+	// INTEGER.
+	7: migrations[7] + `
+	ALTER TABLE token_rotations ALTER COLUMN grace_ns TYPE BIGINT;`,
 }
 
-func applyMigration(ctx context.Context, db *sql.DB, i int) error {
+func migrate(ctx context.Context, db *sql.DB, d dialect) error {
+	for {
+		applied, err := migrateOnce(ctx, db, d)
+		if err != nil || !applied {
+			return err
+		}
+	}
+}
+
+// migrateOnce applies the next migration due, if any, in a transaction
+// of its own, and reports whether it did.
+func migrateOnce(ctx context.Context, db *sql.DB, d dialect) (bool, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return false, fmt.Errorf("migrate: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+	version, err := d.schemaVersion(ctx, tx)
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("read schema version: %w", err)
+	case version > len(migrations):
+		return false, fmt.Errorf("schema version %d is newer than this server (%d)", version, len(migrations))
+	case version == len(migrations):
+		return false, nil
+	}
+	if err := applyMigration(ctx, tx, d, version); err != nil {
+		return false, fmt.Errorf("migration %d: %w", version+1, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("migration %d: %w", version+1, err)
+	}
+	return true, nil
+}
+
+// applyMigration applies migrations[i] in tx.
+func applyMigration(ctx context.Context, tx *sql.Tx, d dialect, i int) error {
+	if _, err := tx.ExecContext(ctx, d.migration(i)); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return d.setSchemaVersion(ctx, tx, i+1)
 }

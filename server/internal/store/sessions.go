@@ -58,7 +58,7 @@ func (t *Tx) InsertSession(s Session) error {
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.TaskName, s.OriginalTaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Identity, s.TokenID, s.Selector, s.Kind, s.ParentID, s.State,
 		nullString(string(s.Plan)), formatTime(s.CreatedAt), nullTime(s.StartedAt))
-	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: sessions.id") {
+	if err != nil && uniqueViolated(err, "sessions", "id") {
 		return fmt.Errorf("store: session %q: %w", s.ID, ErrExists)
 	}
 	if err != nil {
@@ -241,7 +241,7 @@ func (s *Store) SessionSummaries(ctx context.Context, f SessionFilter) ([]Sessio
 		if err != nil {
 			return nil, fmt.Errorf("store: list sessions: %w", err)
 		}
-		where, args = append(where, `(device_id = '' OR device_id IN (SELECT value FROM json_each(?)))`), append(args, string(only))
+		where, args = append(where, `(device_id = '' OR device_id IN (`+s.dialect.jsonTexts()+`))`), append(args, string(only))
 	}
 	if f.After != nil {
 		at := formatTime(f.After.CreatedAt)

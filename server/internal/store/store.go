@@ -1,15 +1,19 @@
-// Package store is the server's durable state in SQLite (modernc.org/sqlite,
-// pure Go): enrolled devices with hashed tokens, sessions, every command with
-// its results, and an append-only audit log.
+// Package store is the server's durable state: enrolled devices with
+// hashed tokens, sessions, every command with its results, and an
+// append-only audit log. It keeps them in SQLite (modernc.org/sqlite, pure
+// Go), one file for a single node, or in PostgreSQL (pgx), which several
+// nodes can share: the same schema and the same methods on both, the SQL
+// written once and turned into each database's by a dialect.
 //
 // Writes go through one writer goroutine that commits whatever writes are
 // waiting in a single transaction (group commit): a write is durable
 // (fsynced) when [Store.Write] returns, and concurrent writers share one
 // fsync; [Store.WriteUnsynced] returns once its write is committed, which
-// the next fsync makes durable. Checkpoints run beside the writer, on a
-// connection of their own. Reads use a bounded pool of connections of
-// their own, which WAL mode lets run while the writer works; idle ones are
-// closed.
+// the next fsync makes durable. Reads use a bounded pool of connections of
+// their own; idle ones are closed. On SQLite, WAL mode lets reads run while
+// the writer works, and checkpoints run beside the writer, on a connection
+// of their own. On PostgreSQL the writer is one connection too, replaced
+// when it breaks.
 package store
 
 import (
@@ -37,6 +41,7 @@ const maxBatch = 256
 
 // Store is the server's database. It is safe for concurrent use.
 type Store struct {
+	dialect dialect
 	wdb     *sql.DB
 	conn    *sql.Conn // the writer's connection: only the writer goroutine uses it
 	rdb     *sql.DB   // readers
@@ -51,10 +56,12 @@ type Store struct {
 	reads sync.Map
 	// failing says whether writes fail for the database's own reasons.
 	failing failing
-	// synced is the writer connection's synchronous setting: whether its
-	// commits fsync. The writer's.
+	// synced is the SQLite writer connection's synchronous setting:
+	// whether its commits fsync. The writer's.
 	synced bool
-	ckpt   *checkpointer
+	// ckpt checkpoints SQLite's WAL; nil on PostgreSQL, which checkpoints
+	// by itself.
+	ckpt *checkpointer
 }
 
 // Tx is one write's view of the current transaction. Its methods are the
@@ -81,9 +88,9 @@ type Options struct {
 	// memory and files it holds. Default 60 s.
 	ReaderIdle time.Duration
 	// CheckpointDelay is how long after a commit the checkpointer copies
-	// the WAL into the database; it fsyncs the WAL first, which makes the
-	// writes of WriteUnsynced durable if no Write did so before. Default
-	// 100 ms.
+	// SQLite's WAL into the database; it fsyncs the WAL first, which makes
+	// the writes of WriteUnsynced durable if no Write did so before.
+	// Default 100 ms. PostgreSQL has its own checkpoints and WAL writer.
 	CheckpointDelay time.Duration
 }
 
@@ -106,9 +113,18 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Open opens or creates the database at path, brings its schema up to
-// date, and starts the writer.
-func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+// Open opens the database at location, brings its schema up to date,
+// and starts the writer. location is a PostgreSQL URL (postgres://…) or
+// the path of a SQLite file, created if missing.
+func Open(ctx context.Context, location string, opts Options) (*Store, error) {
+	if IsPostgresURL(location) {
+		return openPostgres(ctx, location, opts)
+	}
+	return openSQLite(ctx, location, opts)
+}
+
+// openSQLite opens or creates the SQLite database at path.
+func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	// Checkpoints are the checkpointer's, not the commits': SQLite would
 	// otherwise run one inside the commit that crosses 1000 pages of WAL.
@@ -119,7 +135,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// One writer connection: SQLite has one writer anyway, and this rules
 	// out SQLITE_BUSY between our own connections.
 	wdb.SetMaxOpenConns(1)
-	if err := migrate(ctx, wdb); err != nil {
+	if err := migrate(ctx, wdb, sqliteDialect{}); err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("store: %s: %w", path, err)
 	}
@@ -137,9 +153,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// Unbounded, a burst of 2000 reads opened a connection each and left
 	// a thousand of them open: SQLite keeps a closed connection's files
 	// while others hold locks on the database, for the next one to reuse.
-	rdb.SetMaxOpenConns(opts.Readers)
-	rdb.SetMaxIdleConns(opts.Readers)
-	rdb.SetConnMaxIdleTime(opts.ReaderIdle)
+	poolReaders(rdb, opts)
 	ckpt, err := newCheckpointer(path, opts.CheckpointDelay)
 	if err != nil {
 		rdb.Close()
@@ -147,10 +161,25 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		wdb.Close()
 		return nil, err
 	}
-	s := &Store{wdb: wdb, conn: conn, rdb: rdb, writes: make(chan writeReq), closing: make(chan struct{}),
+	return newStore(sqliteDialect{}, wdb, conn, rdb, ckpt), nil
+}
+
+// newStore starts the writer of a store on d's database, which writes on
+// conn, a connection of wdb, and reads from rdb; ckpt, if not nil,
+// checkpoints after its commits.
+func newStore(d dialect, wdb *sql.DB, conn *sql.Conn, rdb *sql.DB, ckpt *checkpointer) *Store {
+	s := &Store{dialect: d, wdb: wdb, conn: conn, rdb: rdb, writes: make(chan writeReq), closing: make(chan struct{}),
 		closed: make(chan struct{}), stmts: map[string]*sql.Stmt{}, synced: true, ckpt: ckpt}
 	go s.writer()
-	return s, nil
+	return s
+}
+
+// poolReaders bounds the readers to opts.Readers connections, closed once
+// unused for opts.ReaderIdle.
+func poolReaders(rdb *sql.DB, opts Options) {
+	rdb.SetMaxOpenConns(opts.Readers)
+	rdb.SetMaxIdleConns(opts.Readers)
+	rdb.SetConnMaxIdleTime(opts.ReaderIdle)
 }
 
 func openDB(path string, pragmas ...string) (*sql.DB, error) {
@@ -179,7 +208,10 @@ func (s *Store) Close() error {
 		errs = append(errs, st.(*sql.Stmt).Close())
 		return true
 	})
-	return errors.Join(append(errs, s.conn.Close(), s.wdb.Close(), s.rdb.Close())...)
+	if err := s.conn.Close(); !errors.Is(err, sql.ErrConnDone) { // done: the writer lost it and found none to replace it
+		errs = append(errs, err)
+	}
+	return errors.Join(append(errs, s.wdb.Close(), s.rdb.Close())...)
 }
 
 // Write runs fn in the next group commit and returns once that commit is
@@ -196,8 +228,11 @@ func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
 // goes on: it returns once fn is committed, without waiting for an fsync.
 // The write is then seen by every read and survives the process's crash;
 // a crash of the machine loses it until the next durable commit (any
-// Write's, which fsyncs the WAL it is in) or the next checkpoint, within
-// Options.CheckpointDelay.
+// Write's, which fsyncs the WAL it is in) or, on SQLite, the next
+// checkpoint, within Options.CheckpointDelay. On PostgreSQL the commit is
+// asynchronous (synchronous_commit off), which a crash of the database
+// server loses too, until its WAL writer flushes it, within three times
+// its wal_writer_delay (600 ms by default).
 func (s *Store) WriteUnsynced(ctx context.Context, fn func(*Tx) error) error {
 	return s.write(ctx, writeReq{fn: fn, done: make(chan error, 1)})
 }
@@ -252,10 +287,13 @@ func (s *Store) commit(batch []writeReq) {
 
 // commitErrs commits batch and returns each write's outcome. Writes run
 // with no savepoint of their own: a savepoint makes SQLite copy every
-// page a write touches to a sub-journal, which cost more than the writes.
-// A write that fails having changed no row needs nothing undone, as when
-// a write refuses what it is asked before writing; one that fails having
-// changed rows is undone by rolling the batch back and running it again
+// page a write touches to a sub-journal, which cost more than the writes,
+// and costs PostgreSQL two round trips and a subtransaction. A write that
+// fails having changed no row needs nothing undone, as when a write
+// refuses what it is asked before writing, or when SQLite undoes the
+// statement that failed. One that fails having changed rows, or whose
+// statement failed on PostgreSQL (where that aborts the whole
+// transaction), is undone by rolling the batch back and running it again
 // without that write.
 func (s *Store) commitErrs(batch []writeReq) []error {
 	errs := make([]error, len(batch))
@@ -267,15 +305,11 @@ func (s *Store) commitErrs(batch []writeReq) []error {
 
 // tryBatch runs the writes of batch not left out in one transaction and
 // commits it, setting each one's outcome in errs. It reports whether it
-// rolled back to leave out a write that failed having changed rows, for
-// the caller to run the rest again.
+// rolled back to leave out a write that failed having changed rows or
+// aborted the transaction, for the caller to run the rest again.
 func (s *Store) tryBatch(batch []writeReq, left []bool, errs []error) (again bool) {
 	tx := &Tx{s: s}
-	if err := s.setSynced(tx, needsSync(batch, left)); err != nil {
-		failRest(errs, left, unavailableError{fmt.Errorf("store: synchronous setting: %w", err)})
-		return false
-	}
-	if err := tx.control("BEGIN IMMEDIATE"); err != nil {
+	if err := s.begin(tx, needsSync(batch, left)); err != nil {
 		failRest(errs, left, unavailableError{fmt.Errorf("store: begin: %w", err)})
 		return false
 	}
@@ -285,12 +319,16 @@ func (s *Store) tryBatch(batch []writeReq, left []bool, errs []error) (again boo
 		}
 		before := tx.changes
 		errs[i] = r.fn(tx)
+		aborted := s.dialect.aborted(tx)
+		if aborted && errs[i] == nil {
+			errs[i] = errors.New("store: a write went on after one of its statements failed, which aborted the transaction")
+		}
 		switch {
 		case errors.Is(errs[i], ErrUnavailable):
 			tx.control("ROLLBACK") // may fail: SQLite may have rolled back already
 			failRest(errs, left, unavailableError{fmt.Errorf("store: rolled back with a write the database could not take: %w", errs[i])})
 			return false
-		case errs[i] != nil && tx.changes != before:
+		case errs[i] != nil && (tx.changes != before || aborted):
 			if err := tx.control("ROLLBACK"); err != nil {
 				failRest(errs, left, unavailableError{fmt.Errorf("store: rollback: %w", err)})
 				return false
@@ -323,9 +361,10 @@ func needsSync(batch []writeReq, left []bool) bool {
 	return false
 }
 
-// setSynced makes the writer's commits fsync or not. SQLite takes the
-// setting only outside a transaction; in WAL mode, NORMAL commits without
-// an fsync and FULL fsyncs the WAL, and with it every commit before.
+// setSynced makes the writer's commits on SQLite fsync or not. SQLite
+// takes the setting only outside a transaction; in WAL mode, NORMAL
+// commits without an fsync and FULL fsyncs the WAL, and with it every
+// commit before.
 func (s *Store) setSynced(tx *Tx, synced bool) error {
 	if s.synced == synced {
 		return nil
@@ -352,14 +391,15 @@ func failRest(errs []error, left []bool, err error) {
 }
 
 // exec runs a statement of a write and counts the rows it changed
-// (sqlite3_changes): every statement of a write that changes rows goes
-// through it, so that a failed write is known to need undoing.
+// (sqlite3_changes, PostgreSQL's command tag): every statement of a write
+// that changes rows goes through it, so that a failed write is known to
+// need undoing.
 func (t *Tx) exec(query string, args ...any) (sql.Result, error) {
 	st, err := t.stmt(query)
 	if err != nil {
 		return nil, err
 	}
-	res, err := st.ExecContext(context.Background(), args...)
+	res, err := st.ExecContext(context.Background(), t.s.dialect.args(args)...)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -383,7 +423,7 @@ func (t *Tx) query(query string, args ...any) (*sql.Rows, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.QueryContext(context.Background(), args...)
+	rows, err := st.QueryContext(context.Background(), t.s.dialect.args(args)...)
 	return rows, unavailable(err)
 }
 
@@ -400,7 +440,7 @@ func (t *Tx) queryRow(query string, args ...any) rowScanner {
 	if err != nil {
 		return errRow{err}
 	}
-	return markedRow{st.QueryRowContext(context.Background(), args...)}
+	return markedRow{st.QueryRowContext(context.Background(), t.s.dialect.args(args)...)}
 }
 
 // markedRow is a row of the writer's, whose errors say whether they were
@@ -414,7 +454,7 @@ func (t *Tx) stmt(query string) (*sql.Stmt, error) {
 	if st, ok := t.s.stmts[query]; ok {
 		return st, nil
 	}
-	st, err := t.s.conn.PrepareContext(context.Background(), query)
+	st, err := t.s.conn.PrepareContext(context.Background(), t.s.dialect.bind(query))
 	if err != nil {
 		return nil, fmt.Errorf("store: prepare: %w", unavailable(err))
 	}
@@ -427,7 +467,7 @@ func (s *Store) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	if st, ok := s.reads.Load(query); ok {
 		return st.(*sql.Stmt), nil
 	}
-	st, err := s.rdb.PrepareContext(ctx, query)
+	st, err := s.rdb.PrepareContext(ctx, s.dialect.bind(query))
 	if err != nil {
 		return nil, fmt.Errorf("store: prepare: %w", err)
 	}
@@ -443,7 +483,7 @@ func (s *Store) readRow(ctx context.Context, query string, args ...any) rowScann
 	if err != nil {
 		return errRow{err}
 	}
-	return st.QueryRowContext(ctx, args...)
+	return st.QueryRowContext(ctx, s.dialect.args(args)...)
 }
 
 func (s *Store) readRows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
@@ -451,7 +491,7 @@ func (s *Store) readRows(ctx context.Context, query string, args ...any) (*sql.R
 	if err != nil {
 		return nil, err
 	}
-	return st.QueryContext(ctx, args...)
+	return st.QueryContext(ctx, s.dialect.args(args)...)
 }
 
 func now() string { return formatTime(time.Now()) }

@@ -14,9 +14,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// openTest opens a store of t's own, on the backend under test, and
+// returns it with its location, for Open to open it again.
 func openTest(t *testing.T) (*Store, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "test.db")
+	return openTestAt(t, testLocation(t))
+}
+
+// openTestAt opens the store at path, closed when t ends.
+func openTestAt(t *testing.T, path string) (*Store, string) {
+	t.Helper()
 	s, err := Open(context.Background(), path, Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
@@ -324,12 +331,16 @@ func TestSessionSummariesPageByKeyWithoutPlansOrResults(t *testing.T) {
 // TestTimesWrittenBeforeMigration4AreRewrittenToSortInTimeOrder opens a
 // database as the store left it before times had a fixed width.
 func TestTimesWrittenBeforeMigration4AreRewrittenToSortInTimeOrder(t *testing.T) {
+	sqliteOnly(t, "PostgreSQL stores start with fixed-width times")
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.db")
 	db, err := openDB(path)
 	require.NoError(t, err)
 	for i := range 3 {
-		require.NoError(t, applyMigration(ctx, db, i))
+		tx, err := db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		require.NoError(t, applyMigration(ctx, tx, sqliteDialect{}, i))
+		require.NoError(t, tx.Commit())
 	}
 	earlier, later := tenNanosApart()
 	old := func(t time.Time) string { return t.Format(time.RFC3339Nano) }
@@ -354,4 +365,23 @@ func TestTimesWrittenBeforeMigration4AreRewrittenToSortInTimeOrder(t *testing.T)
 	write(t, s, func(tx *Tx) (err error) { n, err = tx.DeleteSessionsFinishedBefore(later); return err })
 	assert.Equal(t, 1, n, "only the session that finished before the cutoff")
 	assert.Equal(t, []string{"later", "whole"}, sessionIDs(t, s))
+}
+
+// A call an application made through a device's own MCP endpoint is
+// recorded once, by its call_id, however often the device reports it.
+func TestALocalCallIsRecordedOnceHoweverOftenReported(t *testing.T) {
+	s, _ := openTest(t)
+	call := protocol.Command{ToolName: "echo", Parameters: map[string]any{"x": 1.0}, CallID: "local-1"}
+	for i, want := range []bool{true, false} {
+		var first bool
+		write(t, s, func(tx *Tx) (err error) {
+			first, err = tx.AppendLocalCall("kiosk-1", "some-app", call, protocol.Result{Status: protocol.ResultSuccess, CallID: "local-1"})
+			return err
+		})
+		assert.Equal(t, want, first, "report %d", i+1)
+	}
+	audit, err := s.Audit(context.Background(), AuditFilter{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, audit, 1)
+	assert.Equal(t, "local", audit[0].Actor)
 }

@@ -24,11 +24,15 @@ func (e unavailableError) Error() string        { return e.err.Error() }
 func (e unavailableError) Unwrap() error        { return e.err }
 func (e unavailableError) Is(target error) bool { return target == ErrUnavailable }
 
-// unavailable marks err as the database's if SQLite says so: the codes of
-// a database that cannot write now, whatever the write.
+// unavailable marks err as the database's if SQLite or PostgreSQL says
+// so: the codes of a database that cannot write now, whatever the write,
+// and on PostgreSQL a connection lost or refused.
 func unavailable(err error) error {
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
+		if pgUnavailable(err) {
+			return unavailableError{err}
+		}
 		return err
 	}
 	switch se.Code() & 0xff {
@@ -70,18 +74,22 @@ func (f *failing) note(errs []error) {
 	}
 }
 
-// UnavailableCause is SQLite's own error inside err, one of
-// ErrUnavailable: its words ("database or disk is full (13)") name no row
-// and no other write of the batch. For any other err it is err.
+// UnavailableCause is the database's own error inside err, one of
+// ErrUnavailable: its words (SQLite's "database or disk is full (13)",
+// PostgreSQL's, or the connection's to it) name no row and no other write
+// of the batch. For any other err it is err.
 func UnavailableCause(err error) error {
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		return se
 	}
+	if cause, ok := pgCause(err); ok {
+		return cause
+	}
 	return err
 }
 
-// WriteFailure is SQLite's error for the latest write the database could
+// WriteFailure is the database's error for the latest write it could
 // not take, or nil if none failed so since a write last succeeded.
 func (s *Store) WriteFailure() error {
 	s.failing.mu.Lock()
@@ -95,7 +103,8 @@ func (s *Store) WriteFailures() uint64 { return s.failing.count.Load() }
 
 // SetMaxPages bounds the database to n pages (PRAGMA max_page_count),
 // or, with n = 0, to the pages it has now: a write that needs more fails
-// with SQLITE_FULL, as on a full disk. Tests fill the store with it.
+// with SQLITE_FULL, as on a full disk. Tests fill the store with it. On
+// PostgreSQL it fails: there a test stops the server instead.
 func (s *Store) SetMaxPages(ctx context.Context, n int64) error {
 	return s.Write(ctx, func(tx *Tx) error {
 		if n == 0 {

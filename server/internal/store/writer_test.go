@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -53,6 +54,62 @@ func TestAWriteThatFailsIsUndoneAloneWithoutSavepoints(t *testing.T) {
 	assert.Equal(t, []string{"d1", "d3"}, ids)
 }
 
+// On PostgreSQL a statement that fails aborts the whole transaction, and
+// COMMIT then rolls back, saying nothing: a write that goes on after its
+// statement failed (here, a refused insert it ignores) is failed and left
+// out, and the batch's other writes still commit. SQLite undoes the
+// statement alone, and the write stands.
+func TestAWriteThatIgnoresAFailedStatementLosesNoOtherWrite(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	write(t, s, func(tx *Tx) error { return tx.CreateDevice("taken", "h0", nil) })
+	create := func(id string) writeReq {
+		return writeReq{done: make(chan error, 1), fn: func(tx *Tx) error { return tx.CreateDevice(id, "hash-"+id, nil) }}
+	}
+	ignores := writeReq{done: make(chan error, 1), fn: func(tx *Tx) error {
+		tx.CreateDevice("taken", "another-hash", nil)
+		return nil
+	}}
+	batch := []writeReq{create("d1"), ignores, create("d2")}
+	s.commit(batch)
+	assert.NoError(t, <-batch[0].done)
+	if s.Backend() == Postgres {
+		assert.ErrorContains(t, <-batch[1].done, "aborted the transaction")
+	} else {
+		assert.NoError(t, <-batch[1].done)
+	}
+	assert.NoError(t, <-batch[2].done)
+	for _, id := range []string{"taken", "d1", "d2"} {
+		_, err := s.Device(ctx, id)
+		assert.NoError(t, err, id)
+	}
+}
+
+// Write's commits are durable when they return and WriteUnsynced's are
+// not waited for: SQLite's synchronous FULL or NORMAL, PostgreSQL's
+// synchronous_commit as the database has it (on) or off.
+func TestAWritesTransactionIsSyncedAsAsked(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	setting := func(w func(context.Context, func(*Tx) error) error) string {
+		var v string
+		q := "PRAGMA synchronous"
+		if s.Backend() == Postgres {
+			q = "SHOW synchronous_commit"
+		}
+		require.NoError(t, w(ctx, func(tx *Tx) error { return tx.queryRow(q).Scan(&v) }))
+		return v
+	}
+	synced, unsynced := "2", "1" // FULL, NORMAL
+	if s.Backend() == Postgres {
+		synced, unsynced = "on", "off"
+	}
+	assert.Equal(t, synced, setting(s.Write))
+	assert.Equal(t, unsynced, setting(s.WriteUnsynced))
+	assert.Equal(t, unsynced, setting(s.WriteUnsynced))
+	assert.Equal(t, synced, setting(s.Write))
+}
+
 // A write that need not be durable at once is committed when
 // WriteUnsynced returns: every read sees it, whether it was committed
 // alone or beside durable writes.
@@ -74,12 +131,14 @@ func TestAnUnsyncedWriteIsCommittedWhenItReturns(t *testing.T) {
 // itself (see TestMain).
 const crashEnv = "EDGEAIP_STORE_CRASH_DB"
 
+// TestMain is a crash child's (a child process the crash test starts), or
+// runs the tests and stops the PostgreSQL cluster they shared, if any.
 func TestMain(m *testing.M) {
 	if path := os.Getenv(crashEnv); path != "" {
 		writeThenCrash(path)
 		return
 	}
-	os.Exit(m.Run())
+	pgtest.Main(m)
 }
 
 // writeThenCrash commits one write without an fsync and one with, then
@@ -112,6 +171,7 @@ func writeThenCrash(path string) {
 // at once after it: a committed write is in the WAL file, which the
 // kernel keeps; only a crash of the machine can lose the unsynced one.
 func TestCommittedWritesSurviveTheProcessBeingKilled(t *testing.T) {
+	sqliteOnly(t, "a PostgreSQL commit is in the database server, which the store's process dying does not touch")
 	path := filepath.Join(t.TempDir(), "crash.db")
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
 	cmd.Env = append(os.Environ(), crashEnv+"="+path)
