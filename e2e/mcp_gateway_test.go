@@ -26,6 +26,13 @@ import (
 // and initialized, with the notifications it gets.
 func (c *cluster) mcpClient(token string, opts ...transport.StreamableHTTPCOption) (*client.Client, *heard) {
 	c.t.Helper()
+	return c.mcpClientAt(token, "", opts...)
+}
+
+// mcpClientAt is mcpClient asking for protocol revision version ("": the
+// client's latest).
+func (c *cluster) mcpClientAt(token, version string, opts ...transport.StreamableHTTPCOption) (*client.Client, *heard) {
+	c.t.Helper()
 	opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
 	cl, err := client.NewStreamableHttpClient(c.http.URL+"/mcp", opts...)
 	require.NoError(c.t, err)
@@ -34,8 +41,11 @@ func (c *cluster) mcpClient(token string, opts ...transport.StreamableHTTPCOptio
 	cl.OnNotification(h.add)
 	ctx := context.Background()
 	require.NoError(c.t, cl.Start(ctx))
-	_, err = cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "e2e"}}})
+	got, err := cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: version, ClientInfo: mcp.Implementation{Name: "e2e"}}})
 	require.NoError(c.t, err)
+	if version != "" {
+		require.Equal(c.t, version, got.ProtocolVersion, "the revision the gateway agreed to")
+	}
 	return cl, h
 }
 
@@ -320,6 +330,13 @@ func TestTheGatewaySaysWhenDevicesComeAndGoOnEachRevision(t *testing.T) {
 	c.startAgent("kiosk-1", c.enroll("kiosk-1"))
 	legacy, legacyHeard := c.mcpClient(c.api.Token, transport.WithContinuousListening())
 	modern, modernHeard := c.mcpClient(c.api.Token)
+	// The older revisions mcp-go serves work as 2025-11-25 does, with
+	// notifications on the GET stream.
+	older := map[string]*client.Client{}
+	olderHeard := map[string]*heard{}
+	for _, v := range []string{"2025-06-18", "2025-03-26"} {
+		older[v], olderHeard[v] = c.mcpClientAt(c.api.Token, v, transport.WithContinuousListening())
+	}
 	stop, err := modern.ListenAsync(context.Background(), mcp.SubscriptionFilter{ToolsListChanged: true}, nil)
 	require.NoError(t, err, "modern: 2026-07-28")
 	defer stop()
@@ -328,10 +345,16 @@ func TestTheGatewaySaysWhenDevicesComeAndGoOnEachRevision(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the streams are up
 
 	kiosk2 := c.startAgent("kiosk-2", c.enroll("kiosk-2"))
-	for name, h := range map[string]*heard{"2025-11-25": legacyHeard, "2026-07-28": modernHeard} {
+	all := map[string]*heard{"2025-11-25": legacyHeard, "2026-07-28": modernHeard}
+	clients := []*client.Client{legacy, modern}
+	for v := range older {
+		all[v] = olderHeard[v]
+		clients = append(clients, older[v])
+	}
+	for name, h := range all {
 		require.Eventually(t, func() bool { return h.count(mcp.MethodNotificationToolsListChanged) > 0 }, 10*time.Second, 20*time.Millisecond, name)
 	}
-	for _, cl := range []*client.Client{legacy, modern} {
+	for _, cl := range clients {
 		tools, err := cl.ListTools(context.Background(), mcp.ListToolsRequest{})
 		require.NoError(t, err)
 		assert.Contains(t, mcpNames(tools.Tools), "kiosk-2__echo")
@@ -340,8 +363,9 @@ func TestTheGatewaySaysWhenDevicesComeAndGoOnEachRevision(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, res.IsError, text(res))
 	}
-	assert.Positive(t, legacyHeard.count(mcp.MethodNotificationProgress), "2025-11-25")
-	assert.Positive(t, modernHeard.count(mcp.MethodNotificationProgress), "2026-07-28")
+	for name, h := range all {
+		assert.Positive(t, h.count(mcp.MethodNotificationProgress), name)
+	}
 
 	before := legacyHeard.count(mcp.MethodNotificationToolsListChanged)
 	kiosk2.stop()
