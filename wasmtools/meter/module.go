@@ -180,6 +180,17 @@ func (l *layout) checkedRefFunc(f uint32) (uint32, error) {
 }
 
 func (l *layout) readGlobals(p []byte) error {
+	return eachGlobal(p, func(_ uint32, valType byte, _ bool) error {
+		l.globalTypes = append(l.globalTypes, valType)
+		l.definedGlobals++
+		return nil
+	})
+}
+
+// eachGlobal reads a global section, calling fn with each global's index
+// in it, value type and mutability; initializers are read past (their
+// function indices are checked once the function section is read).
+func eachGlobal(p []byte, fn func(i uint32, valType byte, mutable bool) error) error {
 	r := wasmbin.NewReader(p)
 	n, err := r.Count(minGlobalSize)
 	if err != nil {
@@ -190,12 +201,12 @@ func (l *layout) readGlobals(p []byte) error {
 		if err != nil {
 			return fmt.Errorf("global %d: %w", i, err)
 		}
-		// Function indices are checked once the function section is read.
 		if _, err := wasmbin.AppendConstExpr(nil, r, func(f uint32) (uint32, error) { return f, nil }); err != nil {
 			return fmt.Errorf("global %d: %w", i, err)
 		}
-		l.globalTypes = append(l.globalTypes, typ[0])
-		l.definedGlobals++
+		if err := fn(i, typ[0], typ[1] == 1); err != nil {
+			return err
+		}
 	}
 	return nil
 }

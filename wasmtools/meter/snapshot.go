@@ -238,26 +238,14 @@ func externName(kind byte) string {
 }
 
 func (m *snapshotModule) readGlobals(p []byte) error {
-	r := wasmbin.NewReader(p)
-	n, err := r.Count(minGlobalSize)
-	if err != nil {
-		return fmt.Errorf("global section: %w", err)
-	}
-	for i := range n {
-		typ, err := r.Bytes(2)
-		if err != nil {
-			return fmt.Errorf("global %d: %w", i, err)
-		}
-		if _, err := wasmbin.AppendConstExpr(nil, r, func(f uint32) (uint32, error) { return f, nil }); err != nil {
-			return fmt.Errorf("global %d: %w", i, err)
-		}
-		g := snapshotGlobal{valType: typ[0], mutable: typ[1] == 1}
+	return eachGlobal(p, func(i uint32, valType byte, mutable bool) error {
+		g := snapshotGlobal{valType: valType, mutable: mutable}
 		if g.mutable && (g.valType == refFunc || g.valType == refExtern) {
 			return fmt.Errorf("global %d: a mutable reference, which the host cannot carry from one instance to another", i)
 		}
 		m.globals = append(m.globals, g)
-	}
-	return nil
+		return nil
+	})
 }
 
 func (m *snapshotModule) readExports(p []byte) error {
