@@ -96,6 +96,14 @@ func viewKey(c *caller) string { return c.name + "\x00" + c.role.String() + "\x0
 // server shuts down: a stream of notifications, or a call still running
 // (which is then cancelled, saying why).
 func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
+	// No call carries more than a frame holds: refuse a larger message
+	// before reading it, and cut one whose length was not said there.
+	limit := int64(s.cfg.Conn.MaxFrameBytes)
+	if r.ContentLength > limit {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("an MCP message of %d bytes is larger than the %d-byte frame cap, which bounds every call", r.ContentLength, limit))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	who := callerFrom(r)
 	revoked, stop := s.revocations.watch(who)
 	defer stop()

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -206,4 +208,24 @@ func (ts *testServer) mcpTaskRunning(tokenID string) bool {
 		}
 	}
 	return false
+}
+
+// A message to /mcp larger than any call can use (the frame cap) is
+// refused with 413 before it is read, and the gateway goes on serving.
+func TestAnMCPMessageLargerThanTheFrameCapIsRefused(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	huge := strings.Repeat("a", protocol.DefaultMaxFrameBytes+1)
+	resp, err := ts.mcpPost(ctx, ts.api.Token, "", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": map[string]any{"x": huge}})
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+	assert.Contains(t, string(body), "larger than the")
+
+	resp, err = ts.mcpPost(ctx, ts.api.Token, "", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+		"params": map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
