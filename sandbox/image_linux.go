@@ -2,8 +2,10 @@ package sandbox
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -156,7 +158,7 @@ func (im *image) copyTo(dst []byte) error {
 	for off := 0; off < len(dst); {
 		n, err := unix.Pread(im.fd, dst[off:], int64(off))
 		if err != nil || n == 0 {
-			return fmt.Errorf("snapshot image: read at %d: %w", off, err)
+			return fmt.Errorf("snapshot image: read at %d: %w", off, cmp.Or(err, io.ErrUnexpectedEOF))
 		}
 		off += n
 	}

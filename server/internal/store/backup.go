@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/edgeaip/edgeaip/internal/atomicfile"
 )
 
 // Backup writes a consistent copy of the SQLite database at path to the
@@ -42,10 +44,10 @@ func Backup(ctx context.Context, path, to string) error {
 	if err := os.Rename(tmp.Name(), to); err != nil {
 		return fmt.Errorf("store: back up: %w", err)
 	}
-	return syncFile(filepath.Dir(to))
+	return atomicfile.SyncDir(filepath.Dir(to))
 }
 
-// syncFile flushes the file or directory at path to disk.
+// syncFile flushes the file at path to disk.
 func syncFile(path string) error {
 	f, err := os.Open(path)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -58,13 +59,13 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*Store, error)
 }
 
 // RedactURL is a database URL fit for logs and errors: without its
-// password.
+// password, whether in its user part or its query (?password=), nor its
+// other query values; a URL that does not parse is not shown at all.
 func RedactURL(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
+	if _, err := url.Parse(dsn); err != nil {
 		return "the PostgreSQL database"
 	}
-	return u.Redacted()
+	return protocol.RedactURL(dsn)
 }
 
 // postgresDialect is PostgreSQL's: $n placeholders, BIGINT for SQLite's

@@ -192,3 +192,17 @@ func TestPostgreSQLErrorsOfTheDatabaseAreUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// A database URL in a log or an error shows no password, in its user
+// part or its query, and nothing of one that does not parse.
+func TestRedactURLHidesPasswordsWhereverTheyAre(t *testing.T) {
+	for _, dsn := range []string{
+		"postgres://aip:s3cret@db:5432/edgeaip",
+		"postgres://aip@db/edgeaip?password=s3cret&sslmode=require",
+		"postgres://aip:s3cret@db:bad-port/edgeaip",
+	} {
+		got := RedactURL(dsn)
+		assert.NotContains(t, got, "s3cret", dsn)
+	}
+	assert.Contains(t, RedactURL("postgres://aip:s3cret@db:5432/edgeaip"), "db:5432/edgeaip", "the rest stays")
+}
