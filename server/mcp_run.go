@@ -79,17 +79,22 @@ func eventText(e api.TaskEvent) string {
 }
 
 // wait waits for done, sending progress from the task's events and every
-// progressEvery while it runs. If the client cancels (ctx ends), the task
-// sessionID() names is cancelled, with the tool call its device runs, and
-// wait still waits for done: the task's end is recorded either way. If
-// the server ends the request (its identity revoked, or shutdown), wait
-// returns at once: the request must end within a second, and a device
-// that does not answer the cancellation holds the task for cancelGrace.
-func (f *following) wait(g *mcpGateway, done <-chan struct{}, sessionID func() string) (cancelled bool) {
+// progressEvery while it runs. If the client cancels (ctx ends), task id
+// is cancelled, with the tool call its device runs, and wait still waits
+// for done: the task's end is recorded either way; a task that has not
+// started yet is cancelled as soon as it has. If the server ends the
+// request (its identity revoked, or shutdown), wait returns at once: the
+// request must end within a second, and a device that does not answer
+// the cancellation holds the task for cancelGrace.
+func (f *following) wait(g *mcpGateway, done <-chan struct{}, id string) (cancelled bool) {
 	tick := time.NewTicker(progressEvery)
 	defer tick.Stop()
 	started := time.Now()
+	var why string // a cancellation not yet delivered
 	for {
+		if why != "" && !errors.Is(g.cancel(id, why), errNotRunning) {
+			why = ""
+		}
 		select {
 		case <-done:
 			f.flush()
@@ -99,19 +104,13 @@ func (f *following) wait(g *mcpGateway, done <-chan struct{}, sessionID func() s
 		case now := <-tick.C:
 			f.progress(fmt.Sprintf("running, %s", now.Sub(started).Round(time.Second)))
 		case <-f.ctx.Done():
-			why, byServer := cancelReason(f.ctx)
-			id := sessionID()
+			reason, byServer := cancelReason(f.ctx)
 			if byServer {
-				if id != "" {
-					go g.cancel(id, why)
-				}
+				go g.cancel(id, reason)
 				return true
 			}
 			if !cancelled {
-				cancelled = true
-				if id != "" {
-					g.cancel(id, why)
-				}
+				cancelled, why = true, reason
 			}
 			f.ctx = context.WithoutCancel(f.ctx)
 		}
@@ -146,18 +145,9 @@ func cancelReason(ctx context.Context) (why string, byServer bool) {
 func (g *mcpGateway) runCommand(ctx context.Context, req mcp.CallToolRequest, who *caller, device string,
 	actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
 	f := newFollowing(ctx, req)
-	var sessionID string
-	started := make(chan string, 1)
-	spec := sessionSpec{DeviceID: device, Requester: who.requester(api.RequesterMCP, ""), Scope: who.scope,
-		Tee: func(e api.TaskEvent) {
-			if e.Type == api.EventStepStart {
-				select {
-				case started <- e.SessionID:
-				default:
-				}
-			}
-			f.tee(e)
-		}}
+	// The id is chosen here, so that a cancellation that comes before the
+	// command has started knows what to cancel.
+	spec := sessionSpec{ID: uuid.NewString(), DeviceID: device, Requester: who.requester(api.RequesterMCP, ""), Scope: who.scope, Tee: f.tee}
 	var resp api.CommandResponse
 	var err error
 	done := make(chan struct{})
@@ -165,13 +155,7 @@ func (g *mcpGateway) runCommand(ctx context.Context, req mcp.CallToolRequest, wh
 		defer close(done)
 		resp, err = g.s.sessions.runCommand(context.WithoutCancel(ctx), spec, actions, timeout)
 	}()
-	cancelled := f.wait(g, done, func() string {
-		select {
-		case sessionID = <-started:
-		default:
-		}
-		return sessionID
-	})
+	cancelled := f.wait(g, done, spec.ID)
 	if err == nil && cancelled {
 		err = fmt.Errorf("cancelled by the client; the task %s ended %s", resp.SessionID, resp.Status)
 	}
@@ -269,7 +253,7 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 	if wait, ok := args["wait"].(bool); ok && !wait {
 		return jsonResult(map[string]any{"session_id": sess.ID, "task_name": sess.TaskName, "url": taskURL(ctx, sess.ID)})
 	}
-	f.wait(v.g, sess.done, func() string { return sess.ID })
+	f.wait(v.g, sess.done, sess.ID)
 	task, err := v.g.taskInScope(context.WithoutCancel(ctx), sess.ID)
 	if err != nil {
 		return refused(err)

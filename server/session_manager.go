@@ -225,9 +225,11 @@ func (m *sessionManager) runPlan(s *session, taskEnd taskEndFunc) outcome[api.Pl
 // runCommand runs a single command as a session of its own, as spec
 // (its device, requester, scope, key and whether it waits for its
 // device) says, and waits for it: POST
-// /api/devices/{id}/commands.
+// /api/devices/{id}/commands. The session's id is spec.ID, or a new one.
 func (m *sessionManager) runCommand(ctx context.Context, spec sessionSpec, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
-	spec.ID = uuid.NewString()
+	if spec.ID == "" {
+		spec.ID = uuid.NewString()
+	}
 	s, _, err := m.getOrCreateSession(ctx, spec)
 	if err != nil {
 		return api.CommandResponse{}, err
