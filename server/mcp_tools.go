@@ -118,7 +118,10 @@ type toolSummary struct {
 
 func (v *mcpView) listDeviceTools(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	id := req.GetString("device", "")
-	d, err := v.deviceInScope(ctx, id)
+	if err := v.deviceInScope(ctx, id); err != nil {
+		return refused(err)
+	}
+	d, err := v.g.s.store.Device(ctx, id) // its last registration's tools
 	if err != nil {
 		return refused(err)
 	}
@@ -132,22 +135,18 @@ func (v *mcpView) listDeviceTools(ctx context.Context, req mcp.CallToolRequest) 
 	return jsonResult(map[string]any{"device": id, "tools": out})
 }
 
-// deviceInScope finds device id if the caller may see it; one outside
-// its scope is not enrolled, as the API answers.
-func (v *mcpView) deviceInScope(ctx context.Context, id string) (store.Device, error) {
+// deviceInScope says why the caller may not use device id, if it may
+// not: one outside its scope is not enrolled, as the API answers. It reads
+// the device cache, as every command does.
+func (v *mcpView) deviceInScope(ctx context.Context, id string) error {
 	if id == "" {
-		return store.Device{}, errors.New(`argument "device": missing`)
+		return errors.New(`argument "device": missing`)
 	}
-	d, err := v.g.s.store.Device(ctx, id)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return d, errors.New(deviceNotEnrolled(id))
-	case err != nil:
-		return d, err
-	case !callerIn(ctx).scope.Device(d.Labels):
-		return d, errors.New(deviceNotEnrolled(id))
+	d, err := v.g.s.devices.get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || err == nil && !callerIn(ctx).scope.Device(d.Labels) {
+		return errors.New(deviceNotEnrolled(id))
 	}
-	return d, nil
+	return err
 }
 
 func (v *mcpView) callDeviceTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -177,7 +176,7 @@ func (v *mcpView) callDirect(ctx context.Context, req mcp.CallToolRequest) (*mcp
 // /api/devices/{id}/commands does: admitted, recorded, audited under the
 // caller, with progress while it runs and cancelled with the request.
 func (v *mcpView) runTool(ctx context.Context, req mcp.CallToolRequest, device string, action protocol.Command, timeoutText string) (*mcp.CallToolResult, error) {
-	if _, err := v.deviceInScope(ctx, device); err != nil {
+	if err := v.deviceInScope(ctx, device); err != nil {
 		return refused(err)
 	}
 	timeout := defaultMCPTimeout
