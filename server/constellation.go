@@ -151,7 +151,7 @@ func (s *Server) startConstellationTask(ctx context.Context, c *client, m *proto
 		Requester: c.caller.requester(api.RequesterConstellation, c.id), Scope: c.caller.scope, Plan: p, OriginalTaskName: original,
 	}
 	if spec.ID == "" {
-		spec.ID = uuid.NewString()
+		spec.ID = newRowID()
 	}
 	sess, created, err := s.sessions.getOrCreateSession(ctx, spec)
 	if err != nil {

@@ -139,7 +139,7 @@ func (d *dispatcher) newCommand(spec commandSpec) *command {
 		actions[i], callIDs[i] = a, a.CallID
 	}
 	rec := store.Command{
-		ResponseID: uuid.NewString(), DeviceID: spec.deviceID, SessionID: spec.sessionID, Actor: spec.actor, By: spec.by,
+		ResponseID: newRowID(), DeviceID: spec.deviceID, SessionID: spec.sessionID, Actor: spec.actor, By: spec.by,
 		Step: spec.step, Attempt: spec.attempt, Actions: actions, Tools: spec.tools,
 	}
 	return &command{
@@ -561,11 +561,16 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 	}
 	dropImplausibleUsage(m.ActionResults, d.log.With("device", c.id, "session_id", m.SessionID, "response_id", rid))
 	// The write that records the results of a command still waiting for
-	// them also ends the session the command alone makes up.
+	// them also ends the session the command alone makes up; it knows the
+	// command's record, which it need not read back.
 	waiting := d.waiting(rid)
 	var rec store.Command
 	err := d.store.Write(context.Background(), func(tx *store.Tx) (err error) {
-		if rec, err = tx.RecordResults(c.id, rid, m.ActionResults); err != nil || waiting == nil {
+		if waiting == nil {
+			rec, err = tx.RecordResults(c.id, rid, m.ActionResults)
+			return err
+		}
+		if rec, err = tx.RecordSentResults(waiting.rec, c.id, m.ActionResults); err != nil {
 			return err
 		}
 		return waiting.endSession(tx, rec)

@@ -9,7 +9,6 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/plan"
-	"github.com/google/uuid"
 )
 
 // fleetSpec is what a fleet runs its plan on, and how.
@@ -77,7 +76,7 @@ func (f *fleetRunner) run(ctx context.Context, _ stepper) outcome[api.FleetResul
 // it to end.
 func (f *fleetRunner) runDevice(ctx context.Context, i int, dev string) {
 	child, _, err := f.m.getOrCreateSession(context.WithoutCancel(ctx), sessionSpec{
-		ID: uuid.NewString(), TaskName: f.fleet.TaskName, DeviceID: dev, ParentID: f.fleet.ID,
+		ID: newRowID(), TaskName: f.fleet.TaskName, DeviceID: dev, ParentID: f.fleet.ID,
 		Requester: f.fleet.Requester, Scope: f.fleet.scope, Plan: f.plan, Tee: f.forward,
 	})
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
-	"github.com/google/uuid"
 )
 
 // createFleet is POST /api/fleets: it starts a plan on every enrolled
@@ -51,7 +50,7 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 		return
 	}
 	spec := sessionSpec{
-		ID: uuid.NewString(), TaskName: taskNameOf(req.TaskName, p), Requester: who.requester(api.RequesterOperator, ""),
+		ID: newRowID(), TaskName: taskNameOf(req.TaskName, p), Requester: who.requester(api.RequesterOperator, ""),
 		Scope: who.scope, Plan: p, Fleet: &fleetSpec{labels: req.Labels, selector: selector, devices: devices,
 			concurrency: req.Concurrency, abortPercent: req.AbortPercent},
 	}

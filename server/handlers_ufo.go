@@ -10,7 +10,6 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
-	"github.com/google/uuid"
 )
 
 // The endpoints of UFO's server, with UFO's checks in UFO's order.
@@ -63,7 +62,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, key *store.Ide
 		return
 	}
 	spec := sessionSpec{
-		ID: uuid.NewString(), TaskName: taskNameOf(req.TaskName, p), DeviceID: req.ClientID,
+		ID: newRowID(), TaskName: taskNameOf(req.TaskName, p), DeviceID: req.ClientID,
 		Requester: who.requester(api.RequesterOperator, ""), Scope: who.scope, Plan: p,
 	}
 	resp := api.DispatchResponse{Status: "dispatched", TaskName: spec.TaskName, ClientID: req.ClientID, SessionID: spec.ID}

@@ -11,7 +11,6 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
-	"github.com/google/uuid"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
@@ -147,7 +146,7 @@ func (g *mcpGateway) runCommand(ctx context.Context, req mcp.CallToolRequest, wh
 	f := newFollowing(ctx, req)
 	// The id is chosen here, so that a cancellation that comes before the
 	// command has started knows what to cancel.
-	spec := sessionSpec{ID: uuid.NewString(), DeviceID: device, Requester: who.requester(api.RequesterMCP, ""), Scope: who.scope, Tee: f.tee}
+	spec := sessionSpec{ID: newRowID(), DeviceID: device, Requester: who.requester(api.RequesterMCP, ""), Scope: who.scope, Tee: f.tee}
 	var resp api.CommandResponse
 	var err error
 	done := make(chan struct{})
@@ -224,7 +223,7 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 	}
 	who := callerIn(ctx)
 	f := newFollowing(ctx, req)
-	spec := sessionSpec{ID: uuid.NewString(), TaskName: taskNameOf("", p), Requester: who.requester(api.RequesterMCP, ""),
+	spec := sessionSpec{ID: newRowID(), TaskName: taskNameOf("", p), Requester: who.requester(api.RequesterMCP, ""),
 		Scope: who.scope, Plan: p, Tee: f.tee}
 	device := req.GetString("device", "")
 	labels, _ := args["labels"].(map[string]any)

@@ -228,7 +228,7 @@ func (m *sessionManager) runPlan(s *session, taskEnd taskEndFunc) outcome[api.Pl
 // /api/devices/{id}/commands. The session's id is spec.ID, or a new one.
 func (m *sessionManager) runCommand(ctx context.Context, spec sessionSpec, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
 	if spec.ID == "" {
-		spec.ID = uuid.NewString()
+		spec.ID = newRowID()
 	}
 	s, _, err := m.getOrCreateSession(ctx, spec)
 	if err != nil {

@@ -103,12 +103,32 @@ func (t *Tx) RecordResults(deviceID, responseID string, results []protocol.Resul
 	case c.Status == CommandDone:
 		return c, fmt.Errorf("store: command %s: %w", responseID, ErrDuplicate)
 	}
+	from := c.Status
 	c.Late = c.Status == CommandFailed
 	c.Status, c.Results = CommandDone, protocol.MatchResults(c.Actions, results)
-	if err := t.finish(&c); err != nil {
+	if _, err := t.finish(&c, from); err != nil {
 		return c, err
 	}
 	return c, nil
+}
+
+// RecordSentResults is RecordResults for a command whose record the
+// caller holds, sent, as InsertCommand was given it: while the command
+// is pending, as it is when its results come in time, the results are
+// recorded by one conditional update, without reading the row back; the
+// returned Command is sent with its outcome (CreatedAt and FinishedAt
+// left as they were). Otherwise (it failed meanwhile, went to another
+// device, or has its results) it is RecordResults, with its errors.
+func (t *Tx) RecordSentResults(sent Command, deviceID string, results []protocol.Result) (Command, error) {
+	c := sent
+	c.Status, c.Error, c.Late, c.Results = CommandDone, "", false, protocol.MatchResults(c.Actions, results)
+	if deviceID == sent.DeviceID {
+		done, err := t.finish(&c, CommandPending)
+		if err != nil || done {
+			return c, err
+		}
+	}
+	return t.RecordResults(deviceID, sent.ResponseID, results)
 }
 
 // FailCommand ends a pending command without the device's results: every
@@ -123,25 +143,30 @@ func (t *Tx) FailCommand(responseID, errText string) (Command, error) {
 		return c, fmt.Errorf("store: command %s: %w", responseID, ErrFinished)
 	}
 	c.Status, c.Error, c.Results = CommandFailed, errText, protocol.FailAll(protocol.CallIDs(c.Actions), errText)
-	if err := t.finish(&c); err != nil {
+	if _, err := t.finish(&c, CommandPending); err != nil {
 		return c, err
 	}
 	return c, nil
 }
 
-// finish writes the command's outcome and appends its audit entries.
-func (t *Tx) finish(c *Command) error {
+// finish writes the command's outcome and appends its audit entries, if
+// the command's status is still from; it reports whether it was, and so
+// whether anything was written.
+func (t *Tx) finish(c *Command, from string) (bool, error) {
 	results, err := json.Marshal(c.Results)
 	if err != nil {
-		return fmt.Errorf("store: command %s: results: %w", c.ResponseID, err)
+		return false, fmt.Errorf("store: command %s: results: %w", c.ResponseID, err)
 	}
-	_, err = t.exec(
-		`UPDATE commands SET status = ?, results = ?, error = ?, late = ?, finished_at = COALESCE(finished_at, ?) WHERE response_id = ?`,
-		c.Status, string(results), c.Error, c.Late, now(), c.ResponseID)
+	res, err := t.exec(
+		`UPDATE commands SET status = ?, results = ?, error = ?, late = ?, finished_at = COALESCE(finished_at, ?) WHERE response_id = ? AND status = ?`,
+		c.Status, string(results), c.Error, c.Late, now(), c.ResponseID, from)
 	if err != nil {
-		return fmt.Errorf("store: record results of %s: %w", c.ResponseID, err)
+		return false, fmt.Errorf("store: record results of %s: %w", c.ResponseID, err)
 	}
-	return t.appendAudit(c)
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	return true, t.appendAudit(c)
 }
 
 const commandColumns = `response_id, device_id, session_id, actor, identity, token_id, step, attempt, actions, tools, status, results, error, late, created_at, finished_at`

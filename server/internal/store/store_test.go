@@ -161,6 +161,77 @@ func TestLateResultsTurnAFailedCommandDoneOnce(t *testing.T) {
 	assert.True(t, audit[2].Late)
 }
 
+// TestResultsOfASentCommandAreRecordedAsWhenReadBack pins down that
+// RecordSentResults, which takes the command's record from its caller,
+// writes and returns what RecordResults, which reads it back, does, and
+// refuses what it refuses.
+func TestResultsOfASentCommandAreRecordedAsWhenReadBack(t *testing.T) {
+	ctx := context.Background()
+	results := []protocol.Result{
+		{Status: protocol.ResultSkipped, CallID: "c2"},
+		{Status: protocol.ResultSuccess, Result: "ok", CallID: "c1", Namespace: "stock"},
+	}
+	sent := Command{ResponseID: "r1", DeviceID: "kiosk-1", SessionID: "s1", Actor: "operator", By: By{Identity: "ops", TokenID: "t1"},
+		Step: 2, Attempt: 3, Actions: twoActions(), Tools: []ToolRef{{Namespace: "stock", SHA256: "abc"}, {}}}
+	var byRecord, byRead []AuditEntry
+	for _, known := range []bool{true, false} {
+		s, _ := openTest(t)
+		write(t, s, func(tx *Tx) error { return tx.InsertCommand(sent) })
+		record := func(device string) (c Command, err error) {
+			err = s.Write(ctx, func(tx *Tx) (err error) {
+				if known {
+					c, err = tx.RecordSentResults(sent, device, results)
+				} else {
+					c, err = tx.RecordResults(device, sent.ResponseID, results)
+				}
+				return err
+			})
+			return c, err
+		}
+		_, err := record("kiosk-2")
+		assert.ErrorIs(t, err, ErrWrongDevice, "known %v", known)
+		c, err := record("kiosk-1")
+		require.NoError(t, err, "known %v", known)
+		stored, err := s.Command(ctx, "r1")
+		require.NoError(t, err)
+		c.CreatedAt, c.FinishedAt = stored.CreatedAt, stored.FinishedAt
+		assert.Equal(t, stored, c, "known %v: what it returns is what it wrote", known)
+		assert.Equal(t, CommandDone, stored.Status)
+		assert.False(t, stored.Late)
+		assert.Equal(t, "c1", stored.Results[0].CallID, "results follow the order of the actions")
+		_, err = record("kiosk-1")
+		assert.ErrorIs(t, err, ErrDuplicate, "known %v", known)
+		audit, err := s.Audit(ctx, AuditFilter{Limit: 100})
+		require.NoError(t, err)
+		for i := range audit {
+			audit[i].At = time.Time{}
+		}
+		if known {
+			byRecord = audit
+		} else {
+			byRead = audit
+		}
+	}
+	assert.Len(t, byRecord, 2, "one entry per action, written once")
+	assert.Equal(t, byRead, byRecord)
+}
+
+func TestResultsOfASentCommandThatFailedMeanwhileComeLate(t *testing.T) {
+	s, _ := openTest(t)
+	insertCommand(t, s, "r1")
+	sent, err := s.Command(context.Background(), "r1")
+	require.NoError(t, err)
+	write(t, s, func(tx *Tx) error { _, err := tx.FailCommand("r1", "device did not answer"); return err })
+	var c Command
+	write(t, s, func(tx *Tx) (err error) {
+		c, err = tx.RecordSentResults(sent, "kiosk-1", []protocol.Result{{Status: protocol.ResultSuccess, CallID: "c1"}})
+		return err
+	})
+	assert.Equal(t, CommandDone, c.Status)
+	assert.True(t, c.Late)
+	assert.Equal(t, "device did not answer", c.Error, "why the caller saw a failure stays on record")
+}
+
 func TestTheAuditLogIsAppendOnly(t *testing.T) {
 	s, _ := openTest(t)
 	insertCommand(t, s, "r1")
