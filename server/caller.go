@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
@@ -74,16 +75,25 @@ var (
 // callerByToken finds the identity token belongs to: errWrongToken if
 // none.
 func (s *Server) callerByToken(ctx context.Context, token string) (*caller, error) {
-	id, tok, err := s.store.TokenByHash(ctx, hashToken(token))
+	hash, now := hashToken(token), time.Now()
+	c, gen := s.callers.get(hash, now)
+	if c != nil {
+		return c, nil
+	}
+	id, tok, err := s.store.TokenByHash(ctx, hash)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, errWrongToken
 	case err != nil:
 		return nil, err
-	case !sameHash(tok.Hash, hashToken(token)):
+	case !sameHash(tok.Hash, hash):
 		return nil, errWrongToken
 	}
-	return callerOf(id, tok)
+	if c, err = callerOf(id, tok); err != nil {
+		return nil, err
+	}
+	s.callers.put(hash, c, tok.ExpiresAt, gen, now)
+	return c, nil
 }
 
 // authenticate finds whom r acts for: by the token in a header, or by a

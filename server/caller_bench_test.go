@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// BenchmarkAuthenticate is what finding a request's identity in the
-// store costs every request, by token and by the dashboard's login: the
-// price of a revocation that needs no cache to reach every node.
+// BenchmarkAuthenticate is what finding a request's identity costs every
+// request: by token, from the cache of callers once one request has read
+// it from the store, and by the dashboard's login, from the store.
 func BenchmarkAuthenticate(b *testing.B) {
 	s, err := New(context.Background(), Config{DataDir: b.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(b, err)

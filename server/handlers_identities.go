@@ -180,6 +180,10 @@ func (s *Server) rotateIdentity(w http.ResponseWriter, r *http.Request) {
 	if !s.identityWritten(w, name, err) {
 		return
 	}
+	// The old tokens' callers are read again, with their expiry, which
+	// the cache then checks; their revocation at the end of the grace
+	// drops them anyway.
+	s.callers.forget(name)
 	s.revokeAfter(grace, Revocation{Identity: name, TokenIDs: old})
 	s.log.Info("identity rotated", "identity", name, "token_id", tok.ID, "ending", old, "grace", grace, "by", c.name)
 	resp := api.TokenResponse{Identity: name, TokenID: tok.ID, Token: token}

@@ -68,9 +68,13 @@ func (r *revocations) publish(v Revocation) int {
 	return n
 }
 
-// Revoked closes the open surfaces v covers: for a revocation made on
-// another node of a cluster, which Config.OnRevoke carried here.
+// Revoked makes v act on this node: the identity's tokens are read from
+// the store again by the next request that carries one, and the open
+// surfaces v covers close. It is the one place a revocation takes effect,
+// whether made here or on another node of a cluster, whose
+// Config.OnRevoke carried it here.
 func (s *Server) Revoked(v Revocation) {
+	s.callers.forget(v.Identity)
 	s.mcp.revoked(v)
 	if n := s.revocations.publish(v); n > 0 {
 		s.log.Info("closed what a revoked identity had open", "identity", v.Identity, "tokens", v.TokenIDs, "surfaces", n)

@@ -135,6 +135,8 @@ type Server struct {
 	authLimit  *authLimiter
 	// revocations close the open surfaces of revoked identities.
 	revocations *revocations
+	// callers are the operator tokens' callers, kept until revoked.
+	callers *callerCache
 	certs       *certs.Set // nil: plain HTTP
 	rotations   *rotationWaiters
 	stop        chan struct{}
@@ -213,7 +215,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	cfg.Sessions.setDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, certs: set, rotations: newRotationWaiters(),
 		keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
-		authLimit: newAuthLimiter(time.Now), revocations: newRevocations(),
+		authLimit: newAuthLimiter(time.Now), revocations: newRevocations(), callers: newCallerCache(callerCacheTTL, callerCacheMax),
 		stop: make(chan struct{}), janitor: make(chan struct{}), seenFlush: make(chan struct{}),
 		liveness: protocol.NewLiveness()}
 	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
