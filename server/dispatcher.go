@@ -333,6 +333,29 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	}
 }
 
+// stop asks the device that command responseID was sent to to stop it,
+// why being the cause it records, if the command is waiting and was sent
+// on the CBOR wire, which carries CANCEL_COMMAND. On UFO's JSON wire the
+// command runs on, and its late results are recorded; one not sent yet
+// is never sent once its session has ended.
+func (d *dispatcher) stop(responseID, why string) {
+	d.mu.Lock()
+	var c *client
+	if cmd := d.pending[responseID]; cmd != nil {
+		c = cmd.sentOn
+	}
+	d.mu.Unlock()
+	if c == nil || c.conn.Encoding() != protocol.CBOR {
+		return
+	}
+	m := &protocol.ServerMessage{Type: protocol.ServerCancelCommand, Status: protocol.StatusOK, ResponseID: responseID, Error: why, Timestamp: protocol.Now()}
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	defer cancel()
+	if err := c.conn.Send(ctx, m); err != nil {
+		d.log.Warn("cancel not sent to the device", "device", c.id, "response_id", responseID, "err", err)
+	}
+}
+
 // tooBig fails cmd, which c's link refused as larger than a frame (err).
 // Admission refuses such a command before it is recorded; one gets here
 // when its device came back on a wire in which it is larger than it was

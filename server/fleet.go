@@ -85,10 +85,22 @@ func (f *fleetRunner) runDevice(ctx context.Context, i int, dev string) {
 	}
 	f.set(i, child.ID, api.StateRunning, "")
 	f.fleet.events.add(api.TaskEvent{Type: api.EventDeviceStart, SessionID: child.ID, DeviceID: dev, Steps: child.steps})
-	stop := context.AfterFunc(ctx, func() { f.m.cancelSession(child, f.fleet.cancelReason()) })
+	stop := context.AfterFunc(ctx, func() { f.cancelChild(child) })
 	out := f.m.runPlan(child, nil)
 	stop()
 	f.deviceEnded(i, child.ID, out.state, out.err)
+}
+
+// cancelChild cancels a running child because its fleet was cancelled,
+// for the fleet's reason: on request, its device stops the command it
+// runs, as for a task cancelled on its own.
+func (f *fleetRunner) cancelChild(child *session) {
+	reason := f.fleet.cancelReason()
+	if reason == reasonUserRequested {
+		f.m.cancelOnRequest(child, "its fleet "+f.fleet.ID+" was cancelled")
+		return
+	}
+	f.m.cancelSession(child, reason)
 }
 
 // forward passes a child's step events on to the fleet's stream, without

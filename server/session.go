@@ -81,6 +81,22 @@ func (s *session) setReason(reason string) {
 	}
 }
 
+// runningCommand is the response_id of the command s is waiting on, if
+// any: the last step started and not ended.
+func (s *session) runningCommand() string {
+	events, _, _ := s.events.since(0)
+	rid := ""
+	for _, e := range events {
+		switch e.Type {
+		case api.EventStepStart:
+			rid = e.ResponseID
+		case api.EventStepEnd:
+			rid = ""
+		}
+	}
+	return rid
+}
+
 func (s *session) cancelReason() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -351,18 +351,34 @@ var errSessionEnded = errors.New("session ended")
 // errNotRunning: cancel_task on a session that is not running.
 var errNotRunning = errors.New("task is not running")
 
-// cancelTask cancels a running session and waits for it to end: its
-// running step gets cancelGrace to finish first.
-func (m *sessionManager) cancelTask(id, reason string) error {
+// cancelTask cancels running session id on request (user_requested), and
+// waits for it to end: its running step gets cancelGrace to finish first.
+// The command it is running is cancelled on its device too, which stops
+// the tool call; why is the cause the device records. Every surface
+// cancels through here (POST /api/tasks/{id}/cancel, the MCP gateway's
+// cancel_task and a client that gave up on a call): without the device's
+// part, the tool would run on to its own deadline, holding a slot on the
+// device, and its results would not say it was cancelled.
+func (m *sessionManager) cancelTask(id, why string) error {
 	m.mu.Lock()
 	s := m.live[id]
 	m.mu.Unlock()
 	if s == nil {
 		return errNotRunning
 	}
-	m.cancelSession(s, reason)
+	m.cancelOnRequest(s, why)
 	<-s.done
 	return nil
+}
+
+// cancelOnRequest cancels s as cancelTask does, without waiting. A
+// fleet runs no command of its own: its children stop theirs as it
+// cancels them.
+func (m *sessionManager) cancelOnRequest(s *session, why string) {
+	if rid := s.runningCommand(); rid != "" && s.fleet == nil {
+		m.disp.stop(rid, why)
+	}
+	m.cancelSession(s, reasonUserRequested)
 }
 
 func (m *sessionManager) cancelSession(s *session, reason string) {
