@@ -136,14 +136,14 @@ type Server struct {
 	// revocations close the open surfaces of revoked identities.
 	revocations *revocations
 	// callers are the operator tokens' callers, kept until revoked.
-	callers *callerCache
-	certs       *certs.Set // nil: plain HTTP
-	rotations   *rotationWaiters
-	stop        chan struct{}
-	stopOnce    sync.Once
-	closeOnce   sync.Once
-	janitor     chan struct{} // closed when the results janitor has stopped
-	seenFlush   chan struct{} // closed when the last_seen flusher has stopped
+	callers   *callerCache
+	certs     *certs.Set // nil: plain HTTP
+	rotations *rotationWaiters
+	stop      chan struct{}
+	stopOnce  sync.Once
+	closeOnce sync.Once
+	janitor   chan struct{} // closed when the results janitor has stopped
+	seenFlush chan struct{} // closed when the last_seen flusher has stopped
 }
 
 // AdminTokenFile is the name of the operator token file in the data dir.
