@@ -148,6 +148,18 @@ var migrations = []string{
 	// MCP endpoint, which the device reports (local_call) until the server
 	// acknowledges it: one entry each, however often it is reported.
 	`CREATE UNIQUE INDEX audit_local_calls ON audit(device_id, call_id) WHERE actor = 'local';`,
+
+	// Fewer index writes per command (server/RATIONALE.md, "One fsync per
+	// command"): commands by device were read by no query; the commands
+	// waiting for results and the sessions that ended are the only rows
+	// their queries read (FailInterrupted, the expiry of old sessions),
+	// so only they are indexed, and a command that ends or a session that
+	// starts writes no entry there.
+	`DROP INDEX commands_device;
+	DROP INDEX commands_status;
+	CREATE INDEX commands_pending ON commands(response_id) WHERE status = 'pending';
+	DROP INDEX sessions_finished;
+	CREATE INDEX sessions_finished ON sessions(finished_at) WHERE finished_at IS NOT NULL;`,
 }
 
 // fixedWidthTimes is the SQL that rewrites columns of table from
