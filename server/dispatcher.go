@@ -484,7 +484,8 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 
 // endSession ends the session cmd alone makes up, if it does, with the
 // outcome rec that tx records; a session that has already ended keeps its
-// end.
+// end. The session's row is recorded: rec was found, and the session was
+// recorded with it.
 func (cmd *command) endSession(tx *store.Tx, rec store.Command) error {
 	if cmd.session == nil {
 		return nil
@@ -494,7 +495,7 @@ func (cmd *command) endSession(tx *store.Tx, rec store.Command) error {
 	if err != nil {
 		return err
 	}
-	return tx.EndSession(row)
+	return tx.EndRecordedSession(row)
 }
 
 // waiting is the command responseID if it still waits for its outcome,

@@ -97,6 +97,19 @@ func (t *Tx) EndSession(s Session) error {
 	return nil
 }
 
+// EndRecordedSession is EndSession for a session whose row is recorded,
+// as a single command's is once its command is: one update of its
+// outcome, binding none of the rest of the row.
+func (t *Tx) EndRecordedSession(s Session) error {
+	_, err := t.exec(
+		`UPDATE sessions SET state = ?, result = ?, error = ?, finished_at = ? WHERE id = ? AND state IN `+unfinished,
+		s.State, nullString(string(s.Result)), s.Error, now(), s.ID)
+	if err != nil {
+		return fmt.Errorf("store: end session %q: %w", s.ID, err)
+	}
+	return nil
+}
+
 // DeleteSession removes a session and its commands. The audit log keeps
 // its entries.
 func (t *Tx) DeleteSession(id string) error {

@@ -327,6 +327,30 @@ func TestASessionEndsOnceAndOneNeverRecordedIsRecordedAsItEnds(t *testing.T) {
 	assert.False(t, got.FinishedAt.IsZero())
 }
 
+func TestARecordedSessionEndsAlikeByEitherWrite(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	ends := map[string]func(*Tx, Session) error{"EndSession": (*Tx).EndSession, "EndRecordedSession": (*Tx).EndRecordedSession}
+	got := map[string]Session{}
+	for name, end := range ends {
+		row := Session{ID: name, DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "command", State: "running",
+			CreatedAt: time.Now(), StartedAt: time.Now()}
+		write(t, s, func(tx *Tx) error { return tx.InsertSession(row) })
+		first, again := row, row
+		first.State, first.Result, first.Error = "failed", []byte(`{"n":1}`), "no"
+		again.State, again.Result = "completed", []byte(`{"n":2}`)
+		write(t, s, func(tx *Tx) error { return end(tx, first) })
+		write(t, s, func(tx *Tx) error { return end(tx, again) })
+		ses, err := s.Session(ctx, name)
+		require.NoError(t, err)
+		assert.Equal(t, "failed", ses.State, "%s: the first end stands", name)
+		assert.False(t, ses.FinishedAt.IsZero(), name)
+		ses.ID, ses.CreatedAt, ses.StartedAt, ses.FinishedAt = "", time.Time{}, time.Time{}, time.Time{}
+		got[name] = ses
+	}
+	assert.Equal(t, got["EndSession"], got["EndRecordedSession"])
+}
+
 // tenNanosApart are two times 10 ns apart whose time.RFC3339Nano texts
 // sort the wrong way round: "…05.1Z" after "…05.10000001Z".
 func tenNanosApart() (earlier, later time.Time) {
