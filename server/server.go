@@ -18,6 +18,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/dashboard"
 	"github.com/edgeaip/edgeaip/server/internal/certs"
+	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
@@ -69,6 +70,8 @@ type Config struct {
 	TLS TLSFiles
 	// MCP tunes the MCP gateway at /mcp.
 	MCP MCPConfig
+	// Cluster makes the server a node of a cluster; zero: a single node.
+	Cluster ClusterConfig
 }
 
 // StoreConfig tunes the database. The zero value gives the defaults.
@@ -129,6 +132,7 @@ type Server struct {
 	sessions   *sessionManager
 	admission  *admission
 	mcp        *mcpGateway
+	cluster    *cluster.Cluster // nil: a single node
 	metrics    *metrics.Metrics
 	keys       *keyLocks // idempotency keys being served
 	csrf       *http.CrossOriginProtection
@@ -174,6 +178,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Store.URL != "" && !store.IsPostgresURL(cfg.Store.URL) {
 		return nil, fmt.Errorf("server: store %q: want a postgres:// URL, or none for SQLite in the data dir", store.RedactURL(cfg.Store.URL))
 	}
+	if err := cfg.Cluster.check(cfg.Store); err != nil {
+		return nil, err
+	}
 	// Read before anything is written: a bad file fails the start alone.
 	set, err := cfg.TLS.load()
 	if err != nil {
@@ -208,16 +215,21 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	cfg.Logger.Info("store open", "backend", st.Backend())
-	if err := startStore(ctx, st, token, created, tokenPath, cfg.Logger); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("server: %w", err)
-	}
 	cfg.Sessions.setDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, certs: set, rotations: newRotationWaiters(),
 		keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
 		authLimit: newAuthLimiter(time.Now), revocations: newRevocations(), callers: newCallerCache(callerCacheTTL, callerCacheMax),
 		stop: make(chan struct{}), janitor: make(chan struct{}), seenFlush: make(chan struct{}),
 		liveness: protocol.NewLiveness()}
+	if err := s.joinCluster(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := startStore(ctx, st, token, created, tokenPath, cfg.Logger, s.cluster == nil); err != nil {
+		s.leaveCluster()
+		st.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
 	s.devices = newDeviceCache(st)
 	s.metrics = metrics.New(metrics.Sources{
@@ -246,9 +258,12 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 }
 
 // startStore readies the store for a server starting: the identity of
-// admin.token (token, just written if created), and the end of what the
-// last run left running.
-func startStore(ctx context.Context, st *store.Store, token string, created bool, tokenPath string, log *slog.Logger) error {
+// admin.token (token, just written if created), and, for a single node
+// (alone), the end of what the last run left running. On a store that
+// other nodes share, what is unfinished may be theirs, running: a dead
+// node's work is ended or adopted by the node that finds it dead
+// (cluster.OnDead).
+func startStore(ctx context.Context, st *store.Store, token string, created bool, tokenPath string, log *slog.Logger, alone bool) error {
 	live, err := bootstrapAdmin(ctx, st, token)
 	switch {
 	case err != nil:
@@ -259,6 +274,9 @@ func startStore(ctx context.Context, st *store.Store, token string, created bool
 		log.Info("using the operator token", "path", tokenPath)
 	default:
 		log.Warn("the operator token file holds a token that was rotated or revoked: it does not work", "path", tokenPath)
+	}
+	if !alone {
+		return nil
 	}
 	return failInterrupted(ctx, st, log)
 }
@@ -324,6 +342,7 @@ func (s *Server) Shutdown() {
 		s.recordLastSeen(context.Background(), s.reg.devices())
 		s.reg.closeAll()
 		s.liveness.Close()
+		s.leaveCluster()
 	})
 }
 

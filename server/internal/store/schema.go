@@ -149,7 +149,31 @@ var migrations = []string{
 	// acknowledges it: one entry each, however often it is reported.
 	`CREATE UNIQUE INDEX audit_local_calls ON audit(device_id, call_id) WHERE actor = 'local';`,
 
-	// Fewer index writes per command (server/RATIONALE.md, "One fsync per
+	// Cluster mode (PostgreSQL only; on SQLite the tables exist, unused):
+	// each node's lease on its id, kept alive by heartbeats on
+	// PostgreSQL's clock, and who holds each device's link, with a
+	// fencing epoch. A released lease keeps its row (node_id '') so that
+	// its epoch only grows. Not copied by Copy: they are what running
+	// nodes hold, not the fleet (see clusterTables).
+	`CREATE TABLE cluster_nodes (
+		node_id      TEXT PRIMARY KEY,
+		epoch        BIGINT NOT NULL,
+		version      INTEGER NOT NULL,
+		address      TEXT NOT NULL DEFAULT '',
+		state        TEXT NOT NULL,
+		started_at   TIMESTAMPTZ NOT NULL,
+		heartbeat_at TIMESTAMPTZ NOT NULL
+	);
+	CREATE TABLE device_leases (
+		device_id  TEXT PRIMARY KEY,
+		node_id    TEXT NOT NULL DEFAULT '',
+		node_epoch BIGINT NOT NULL,
+		epoch      BIGINT NOT NULL,
+		taken_at   TIMESTAMPTZ NOT NULL
+	);
+	CREATE INDEX device_leases_node ON device_leases(node_id);`,
+
+	// Fewer index writes per command (server/RATIONALE.md, "Pages per
 	// command"): commands by device were read by no query; the commands
 	// waiting for results and the sessions that ended are the only rows
 	// their queries read (FailInterrupted, the expiry of old sessions),
