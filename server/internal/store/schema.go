@@ -174,17 +174,28 @@ var migrations = []string{
 	CREATE INDEX device_leases_node ON device_leases(node_id);`,
 
 	// Fewer index writes per command (server/RATIONALE.md, "Pages per
-	// command"): commands by device were read by no query; the commands
-	// waiting for results and the sessions that ended are the only rows
-	// their queries read (FailInterrupted, the expiry of old sessions),
-	// so only they are indexed, and a command that ends or a session that
-	// starts writes no entry there.
-	`DROP INDEX commands_device;
+	// command"). SQLite reads the audit log by seq alone: its query's
+	// filters are "? = '' OR column = ?", which SQLite plans before it
+	// knows the values, so its indexes by device and by identity were
+	// written and never read (PostgreSQL, which plans with the values,
+	// keeps them).
+	fewerIndexes + `
+	DROP INDEX audit_device;
+	DROP INDEX audit_identity;`,
+}
+
+// fewerIndexes is the SQL of migration 12 that both databases take:
+// commands by device and sessions by parent were read by no query; the
+// commands waiting for results and the sessions that ended are the only
+// rows their queries read (FailInterrupted, the expiry of old sessions),
+// so only they are indexed, and a command that ends or a session that
+// starts writes no entry there.
+const fewerIndexes = `DROP INDEX commands_device;
+	DROP INDEX sessions_parent;
 	DROP INDEX commands_status;
 	CREATE INDEX commands_pending ON commands(response_id) WHERE status = 'pending';
 	DROP INDEX sessions_finished;
-	CREATE INDEX sessions_finished ON sessions(finished_at) WHERE finished_at IS NOT NULL;`,
-}
+	CREATE INDEX sessions_finished ON sessions(finished_at) WHERE finished_at IS NOT NULL;`
 
 // fixedWidthTimes is the SQL that rewrites columns of table from
 // time.RFC3339Nano in UTC, which drops the fraction's trailing zeros
@@ -283,6 +294,9 @@ var postgresMigrations = map[int]string{
 	// INTEGER.
 	7: migrations[7] + `
 	ALTER TABLE token_rotations ALTER COLUMN grace_ns TYPE BIGINT;`,
+
+	// PostgreSQL's audit indexes serve its filters by device and identity.
+	11: fewerIndexes,
 }
 
 func migrate(ctx context.Context, db *sql.DB, d dialect) error {
