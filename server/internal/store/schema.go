@@ -177,8 +177,8 @@ var migrations = []string{
 	// command"). SQLite reads the audit log by seq alone: its query's
 	// filters are "? = '' OR column = ?", which SQLite plans before it
 	// knows the values, so its indexes by device and by identity were
-	// written and never read (PostgreSQL, which plans with the values,
-	// keeps them).
+	// written and never read (PostgreSQL, whose custom plans are made
+	// with the values, keeps them).
 	fewerIndexes + `
 	DROP INDEX audit_device;
 	DROP INDEX audit_identity;`,
@@ -295,7 +295,8 @@ var postgresMigrations = map[int]string{
 	7: migrations[7] + `
 	ALTER TABLE token_rotations ALTER COLUMN grace_ns TYPE BIGINT;`,
 
-	// PostgreSQL's audit indexes serve its filters by device and identity.
+	// PostgreSQL's audit indexes may serve its filters by device and
+	// identity.
 	11: fewerIndexes,
 }
 
