@@ -504,8 +504,8 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 
 // endSession ends the session cmd alone makes up, if it does, with the
 // outcome rec that tx records; a session that has already ended keeps its
-// end. The session's row is recorded: rec was found, and the session was
-// recorded with it.
+// end. The session's row is on record: run recorded it with cmd, before
+// cmd could have any outcome.
 func (cmd *command) endSession(tx *store.Tx, rec store.Command) error {
 	if cmd.session == nil {
 		return nil
