@@ -1,0 +1,123 @@
+package link
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestADeadServerIsPassedOverWithinTheRoundNotAfterABackoff(t *testing.T) {
+	live := newPeer(t, "127.0.0.1:0")
+	var refusals atomic.Int64
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		refusals.Add(1)
+		http.Error(w, "node starting", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(refusing.Close)
+	servers := []string{deadURL(t), "ws" + strings.TrimPrefix(refusing.URL, "http") + "/ws", live.url()}
+
+	const devices = 6 // each starts at a random server: together, most orders
+	var logs []fmt.Stringer
+	for i := range devices {
+		logs = append(logs, startLink(t, fmt.Sprintf("dev-%d", i), servers, nil))
+	}
+	for range devices {
+		live.next(t)
+	}
+	assert.LessOrEqual(t, refusals.Load(), int64(devices), "each device tried the failing server once at most")
+	for _, l := range logs {
+		assert.NotContains(t, l.String(), "after a round of every server", "no device waited a backoff")
+	}
+}
+
+func TestALinkMovesToTheNextServerWhenItsServerDies(t *testing.T) {
+	a, b := newPeer(t, "127.0.0.1:0"), newPeer(t, "127.0.0.1:0")
+	logs := startLink(t, "dev-1", []string{a.url(), b.url()}, nil)
+	first, other, _ := whichRegistered(t, a, b)
+	first.kill()
+	other.next(t)
+	assert.Contains(t, logs.String(), `msg="link down; reconnecting, to the next server" server=`+first.url())
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), `msg=registered server=`+other.url()) },
+		testenv.Slowdown*10*time.Second, 10*time.Millisecond, "the log names the server registered with")
+}
+
+func TestEachAddressOfANameIsTriedAndTheNameIsLookedUpAgainEachRound(t *testing.T) {
+	two := newPeer(t, "127.0.0.2:0")
+	_, port, err := net.SplitHostPort(two.srv.Listener.Addr().String())
+	require.NoError(t, err)
+	three := newPeer(t, "127.0.0.3:"+port)
+	dns := newDNSServer(t, netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3"))
+	url := "ws://aip.test:" + port + "/ws"
+	logs := startLink(t, "dev-1", []string{url}, func(o *Options) { o.Resolver = dns.resolver() })
+
+	first, other, l := whichRegistered(t, two, three)
+	assert.Equal(t, "aip.test:"+port, l.host, "dialled at an address, under the name")
+	first.kill()
+	other.next(t)
+	assert.Contains(t, logs.String(), "server=\""+url+" at "+first.srv.Listener.Addr().String()+"\"")
+
+	four := newPeer(t, "127.0.0.4:"+port)
+	dns.answer(netip.MustParseAddr("127.0.0.4"))
+	other.kill()
+	four.next(t)
+}
+
+func TestADrainingServersLinksMoveToTheNextServerSpreadOverTheWindow(t *testing.T) {
+	a, b := newPeer(t, "127.0.0.1:0"), newPeer(t, "127.0.0.1:0")
+	logs := startLink(t, "dev-1", []string{a.url(), b.url()}, nil)
+	first, other, _ := whichRegistered(t, a, b)
+	first.closeAll(int(websocket.StatusServiceRestart), "draining")
+	other.next(t)
+	assert.Contains(t, logs.String(), `msg="server draining; moving to the next" server=`+first.url())
+	assert.NotContains(t, logs.String(), "link down", "a drain is no failure")
+}
+
+func TestTheLinksOfADrainingServerComeBackSpreadNotAllAtOnce(t *testing.T) {
+	const links, spread = 20, 2 * time.Second
+	p := newPeer(t, "127.0.0.1:0")
+	for i := range links {
+		startLink(t, fmt.Sprintf("dev-%d", i), []string{p.url()}, func(o *Options) { o.Pace.DrainSpread = spread })
+	}
+	for range links {
+		p.next(t)
+	}
+	drained := time.Now()
+	p.closeAll(int(websocket.StatusServiceRestart), "draining")
+	var early, late int
+	for range links {
+		switch since := p.next(t).at.Sub(drained); {
+		case since < spread/10:
+			early++
+		case since > spread/2:
+			late++
+		}
+	}
+	assert.Less(t, early, links/2, "fewer than half come back in the window's first tenth")
+	assert.Positive(t, late, "some come back in the window's second half")
+}
+
+// whichRegistered waits for a link to register at a or b, and returns
+// that peer, the other, and the link.
+func whichRegistered(t *testing.T, a, b *peer) (first, other *peer, l *peerLink) {
+	t.Helper()
+	select {
+	case l = <-a.links:
+		return a, b, l
+	case l = <-b.links:
+		return b, a, l
+	case <-time.After(testenv.Slowdown * 20 * time.Second):
+		t.Fatal("the link did not register")
+		return nil, nil, nil
+	}
+}
