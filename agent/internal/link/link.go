@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"net"
 	"sync"
@@ -78,6 +79,7 @@ type Link struct {
 	cap    reply.Cap
 	log    *slog.Logger
 	tls    *tls.Config
+	order  maphash.Seed // orders the servers' addresses for this link (round)
 
 	mu         sync.Mutex
 	conn       *protocol.Conn // the registered connection; nil while down
@@ -88,7 +90,7 @@ type Link struct {
 
 // New returns a link that delivers the results of ob, encoded under cap.
 func New(opts Options, ob *outbox.Outbox, cap reply.Cap, log *slog.Logger) *Link {
-	return &Link{opts: opts, outbox: ob, cap: cap, log: log, tls: opts.TLS, wake: make(chan struct{}, 1)}
+	return &Link{opts: opts, outbox: ob, cap: cap, log: log, tls: opts.TLS, order: maphash.MakeSeed(), wake: make(chan struct{}, 1)}
 }
 
 // Run keeps the device linked to the server, reconnecting with

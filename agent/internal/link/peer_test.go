@@ -2,6 +2,7 @@ package link
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -135,12 +136,19 @@ func deadURL(t *testing.T) string {
 func startLink(t *testing.T, dev string, servers []string, adjust func(*Options)) *logtest.Recorder {
 	t.Helper()
 	logs := &logtest.Recorder{}
-	log := logs.Logger()
+	runLink(t, dev, servers, "", logs.Logger(), adjust)
+	return logs
+}
+
+// runLink runs a link of device dev to servers, with the token in
+// tokenFile if any, logging to log, until the test ends.
+func runLink(t testing.TB, dev string, servers []string, tokenFile string, log *slog.Logger, adjust func(*Options)) {
+	t.Helper()
 	dir := t.TempDir()
 	ob, _, err := outbox.Open(filepath.Join(dir, "outbox", dev+".journal"), outbox.OSFS{}, protocol.CBOR,
 		config.OutboxLimits{MaxBytes: 16 << 20, MaxAge: 7 * 24 * time.Hour}, log)
 	require.NoError(t, err)
-	tokens, err := token.Open("", dir, log)
+	tokens, err := token.Open(tokenFile, dir, log)
 	require.NoError(t, err)
 	opts := Options{
 		DeviceID: dev, Servers: servers, Tokens: tokens, Wire: protocol.CBOR,
@@ -162,5 +170,4 @@ func startLink(t *testing.T, dev string, servers []string, adjust func(*Options)
 		<-done
 		ob.Close()
 	})
-	return logs
 }

@@ -1,12 +1,15 @@
 package link
 
 import (
+	"cmp"
 	"context"
+	"hash/maphash"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/coder/websocket"
@@ -69,24 +72,32 @@ func (t target) LogValue() slog.Value {
 const resolveTimeout = 5 * time.Second
 
 // round is the targets of one round of attempts: every address of every
-// server, looked up again, in order from the one after prev; from a
-// random one in the first round, prev nil, so that a fleet spreads over
-// the servers.
+// server, looked up again, in the link's own order, from the one after
+// prev; from the first, prev nil, in the first round. Each link orders
+// the targets by a hash under its own random seed: a fleet spreads over
+// the servers at the start, and the devices of a server that dies spread
+// over the others, where the order of the config would send them all to
+// the next one in it (BENCHMARKS.md, "Agents with several servers"). A
+// target the name did not resolve to before takes a random place.
 func (l *Link) round(ctx context.Context, prev *target) []target {
 	var all []target
 	for _, u := range l.opts.Servers {
 		all = append(all, l.resolve(ctx, u)...)
 	}
-	start := rand.N(len(all))
+	slices.SortFunc(all, func(a, b target) int { return cmp.Compare(l.rank(a), l.rank(b)) })
+	start := 0
 	if prev != nil {
 		start = after(all, *prev)
 	}
 	return append(all[start:], all[:start]...)
 }
 
+// rank is t's place in the link's order.
+func (l *Link) rank(t target) uint64 { return maphash.String(l.order, t.url+" "+t.addr) }
+
 // after is the index in all of the target after prev: after prev's
-// address if the name still resolves to it, else from the first address
-// of prev's URL, which may hold the answer the name has now.
+// address if the name still resolves to it, else the first address of
+// prev's URL, which may be in the answer the name has now.
 func after(all []target, prev target) int {
 	first := -1
 	for i, t := range all {

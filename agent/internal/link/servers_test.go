@@ -121,3 +121,45 @@ func whichRegistered(t *testing.T, a, b *peer) (first, other *peer, l *peerLink)
 		return nil, nil, nil
 	}
 }
+
+func TestTheLinksOfADeadServerSpreadOverTheOthers(t *testing.T) {
+	const links = 60
+	peers := []*peer{newPeer(t, "127.0.0.1:0"), newPeer(t, "127.0.0.1:0"), newPeer(t, "127.0.0.1:0")}
+	var urls []string
+	for _, p := range peers {
+		urls = append(urls, p.url())
+	}
+	for i := range links {
+		startLink(t, fmt.Sprintf("dev-%d", i), urls, nil)
+	}
+	on := make([]int, len(peers))
+	for range links {
+		select {
+		case <-peers[0].links:
+			on[0]++
+		case <-peers[1].links:
+			on[1]++
+		case <-peers[2].links:
+			on[2]++
+		case <-time.After(testenv.Slowdown * 20 * time.Second):
+			t.Fatal("not every link registered")
+		}
+	}
+	for i, n := range on {
+		assert.Positive(t, n, "links start at %s too", urls[i])
+	}
+	peers[0].kill()
+	moved := make([]int, len(peers))
+	for range on[0] {
+		select {
+		case <-peers[1].links:
+			moved[1]++
+		case <-peers[2].links:
+			moved[2]++
+		case <-time.After(testenv.Slowdown * 20 * time.Second):
+			t.Fatal("not every link of the dead server moved")
+		}
+	}
+	assert.Positive(t, moved[1], "some move to the second server")
+	assert.Positive(t, moved[2], "and some to the third, not all to the next in the list")
+}
