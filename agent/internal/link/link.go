@@ -113,6 +113,10 @@ func (l *Link) Run(ctx context.Context) {
 // registering the device (one whose frame cap is below ours, say) must
 // not get a reconnection every half second.
 func (l *Link) keepLinked(ctx context.Context) {
+	if len(l.opts.Servers) == 0 {
+		l.log.Error("no server to link to")
+		return
+	}
 	pace := l.opts.Pace.withDefaults()
 	b := backoff.Backoff{Base: pace.Base, Max: pace.Max}
 	var last *target
@@ -124,33 +128,40 @@ func (l *Link) keepLinked(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			var wait time.Duration
-			switch {
-			case draining(err):
-				wait = jitter(pace.DrainSpread)
-				l.log.Info("server draining; moving to the next", "server", *last, "in", wait.Round(time.Millisecond))
-			case up >= l.stableAfter():
-				b.Reset()
-				wait = b.Next()
-				l.log.Warn("link down; reconnecting, to the next server", "server", *last, "err", err, "in", wait.Round(time.Millisecond))
-			case i < len(round)-1:
-				wait = jitter(pace.Gap)
-				l.log.Warn("link down; reconnecting, to the next server", "server", *last, "err", err, "in", wait.Round(time.Millisecond))
-				if !sleep(ctx, wait) {
-					return
-				}
-				continue
-			default:
-				wait = b.Next()
-				l.log.Warn("link down; reconnecting, after a round of every server", "server", *last, "err", err,
-					"in", wait.Round(time.Millisecond), "attempt", b.Attempt())
-			}
+			wait, newRound := l.pause(&b, pace, *last, up, err, i == len(round)-1)
 			if !sleep(ctx, wait) {
 				return
 			}
-			break
+			if newRound {
+				break
+			}
 		}
 	}
+}
+
+// pause is how long to wait after the link to t ended with err, having
+// been up for up, and whether a new round starts after it: after a
+// drain, after a stable link, and after the last server of a round
+// (last). It logs why the link moves on.
+func (l *Link) pause(b *backoff.Backoff, pace Pace, t target, up time.Duration, err error, last bool) (wait time.Duration, newRound bool) {
+	switch {
+	case draining(err):
+		wait = jitter(pace.DrainSpread)
+		l.log.Info("server draining; moving to the next", "server", t, "in", wait.Round(time.Millisecond))
+		return wait, true
+	case up >= l.stableAfter():
+		b.Reset()
+		wait = b.Next()
+	case !last:
+		wait = jitter(pace.Gap)
+	default:
+		wait = b.Next()
+		l.log.Warn("link down; reconnecting, after a round of every server", "server", t, "err", err,
+			"in", wait.Round(time.Millisecond), "attempt", b.Attempt())
+		return wait, true
+	}
+	l.log.Warn("link down; reconnecting, to the next server", "server", t, "err", err, "in", wait.Round(time.Millisecond))
+	return wait, up >= l.stableAfter()
 }
 
 // sleep waits d, or until ctx ends: it reports whether d passed.

@@ -28,9 +28,9 @@ type Pace struct {
 	Gap time.Duration
 	// DrainSpread bounds the jittered wait before the next server when a
 	// draining server closed the link (close code 1012): 5 s by default,
-	// so that a node's devices reach the others at a tenth or less of
-	// the rate at which the survivors of a killed node took them in the
-	// stampede measurement (BENCHMARKS.md).
+	// ten times the first step of the backoff, so that the devices of a
+	// node leaving on purpose reach the others at a tenth of the rate of
+	// those of a node that died (agent/RATIONALE.md, "Several servers").
 	DrainSpread time.Duration
 }
 
