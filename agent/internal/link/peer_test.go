@@ -136,19 +136,26 @@ func deadURL(t *testing.T) string {
 func startLink(t *testing.T, dev string, servers []string, adjust func(*Options)) *logtest.Recorder {
 	t.Helper()
 	logs := &logtest.Recorder{}
-	runLink(t, dev, servers, "", logs.Logger(), adjust)
+	runLink(t, dev, servers, "", openOutbox(t, dev, logs.Logger()), logs.Logger(), adjust)
 	return logs
 }
 
-// runLink runs a link of device dev to servers, with the token in
-// tokenFile if any, logging to log, until the test ends.
-func runLink(t testing.TB, dev string, servers []string, tokenFile string, log *slog.Logger, adjust func(*Options)) {
+// openOutbox opens an outbox for dev until the test ends.
+func openOutbox(t testing.TB, dev string, log *slog.Logger) *outbox.Outbox {
 	t.Helper()
-	dir := t.TempDir()
-	ob, _, err := outbox.Open(filepath.Join(dir, "outbox", dev+".journal"), outbox.OSFS{}, protocol.CBOR,
+	ob, _, err := outbox.Open(filepath.Join(t.TempDir(), "outbox", dev+".journal"), outbox.OSFS{}, protocol.CBOR,
 		config.OutboxLimits{MaxBytes: 16 << 20, MaxAge: 7 * 24 * time.Hour}, log)
 	require.NoError(t, err)
-	tokens, err := token.Open(tokenFile, dir, log)
+	t.Cleanup(func() { ob.Close() })
+	return ob
+}
+
+// runLink runs a link of device dev to servers, with the token in
+// tokenFile if any, delivering the results of ob, logging to log, until
+// the test ends.
+func runLink(t testing.TB, dev string, servers []string, tokenFile string, ob *outbox.Outbox, log *slog.Logger, adjust func(*Options)) {
+	t.Helper()
+	tokens, err := token.Open(tokenFile, t.TempDir(), log)
 	require.NoError(t, err)
 	opts := Options{
 		DeviceID: dev, Servers: servers, Tokens: tokens, Wire: protocol.CBOR,
@@ -168,6 +175,5 @@ func runLink(t testing.TB, dev string, servers []string, tokenFile string, log *
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		ob.Close()
 	})
 }

@@ -65,8 +65,12 @@ func stampede(t *testing.T, bin, template string, tokens []string, pace Pace) st
 		urls = append(urls, servers[i].wsURL())
 	}
 	ev := &linkEvents{}
+	// One outbox for all: it stays empty, as no command is sent, and an
+	// outbox of each would take two descriptors more per link, of the
+	// 20 000 this process may hold.
+	ob := openOutbox(t, "fleet", slog.New(eventHandler{ev: ev}))
 	for i, tok := range tokens {
-		runLink(t, deviceID(i), urls, tok, slog.New(eventHandler{ev: ev, dev: i}), func(o *Options) { o.Pace = pace })
+		runLink(t, deviceID(i), urls, tok, ob, slog.New(eventHandler{ev: ev, dev: i}), func(o *Options) { o.Pace = pace })
 	}
 	require.Eventually(t, func() bool { return len(ev.where(time.Time{})) == len(tokens) }, 5*time.Minute, 100*time.Millisecond)
 	// Links count as stable once up for the time in which a dead link is
@@ -139,11 +143,19 @@ func report(ev *linkEvents, killed time.Time, allMoved time.Duration, moved int,
 			why[errorKind.ReplaceAllString(e.err, "")]++
 		}
 	}
+	var histogram []int // both survivors, per 100 ms
+	for _, d := range delays {
+		for int(d/bucket) >= len(histogram) {
+			histogram = append(histogram, 0)
+		}
+		histogram[d/bucket]++
+	}
 	q := func(p float64) time.Duration { return delays[int(p*float64(len(delays)-1))].Round(time.Millisecond) }
 	return fmt.Sprintf("%d links moved; all registered again after %s (p50 %s, p90 %s); survivors: %s; "+
-		"%d failed attempts at the survivors %v; survivors' CPU %s over the move, peak %.0f%% of a core in 100 ms",
+		"%d failed attempts at the survivors %v; survivors' CPU %s over the move, peak %.0f%% of a core in 100 ms; "+
+		"registrations per 100 ms at both %v",
 		moved, allMoved.Round(time.Millisecond), q(0.5), q(0.9), strings.Join(peaks, " / "),
-		failed, why, cpu.total().Round(time.Millisecond), cpu.peak()*100)
+		failed, why, cpu.total().Round(time.Millisecond), cpu.peak()*100, histogram)
 }
 
 // errorKind is what differs between errors of one kind: addresses.
