@@ -46,13 +46,25 @@ type peerLink struct {
 // newPeer starts a peer on addr, e.g. 127.0.0.2:0.
 func newPeer(t *testing.T, addr string) *peer {
 	t.Helper()
+	return startPeer(t, addr, (*httptest.Server).Start)
+}
+
+// newTLSPeer starts a peer on addr serving wss://, with httptest's
+// certificate, which names example.com, 127.0.0.1 and ::1.
+func newTLSPeer(t *testing.T, addr string) *peer {
+	t.Helper()
+	return startPeer(t, addr, (*httptest.Server).StartTLS)
+}
+
+func startPeer(t *testing.T, addr string, start func(*httptest.Server)) *peer {
+	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
 	p := &peer{links: make(chan *peerLink, 1024)}
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
 	p.srv.Listener.Close()
 	p.srv.Listener = ln
-	p.srv.Start()
+	start(p.srv)
 	t.Cleanup(p.kill)
 	return p
 }

@@ -1,6 +1,8 @@
 package link
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -71,6 +73,21 @@ func TestEachAddressOfANameIsTriedAndTheNameIsLookedUpAgainEachRound(t *testing.
 	dns.answer(netip.MustParseAddr("127.0.0.4"))
 	other.kill()
 	four.next(t)
+}
+
+func TestAnAddressIsDialledUnderTheNameItsCertificateNames(t *testing.T) {
+	p := newTLSPeer(t, "127.0.0.2:0")
+	_, port, err := net.SplitHostPort(p.srv.Listener.Addr().String())
+	require.NoError(t, err)
+	dns := newDNSServer(t, netip.MustParseAddr("127.0.0.2"))
+	roots := x509.NewCertPool()
+	roots.AddCert(p.srv.Certificate())
+	// The certificate names example.com and 127.0.0.1, not 127.0.0.2:
+	// verified against the address, it would be refused.
+	startLink(t, "dev-1", []string{"wss://example.com:" + port + "/ws"}, func(o *Options) {
+		o.Resolver, o.TLS = dns.resolver(), &tls.Config{RootCAs: roots}
+	})
+	assert.Equal(t, "example.com:"+port, p.next(t).host)
 }
 
 func TestADrainingServersLinksMoveToTheNextServerSpreadOverTheWindow(t *testing.T) {
