@@ -33,8 +33,9 @@ type Config struct {
 	// ServerURL is the server's WebSocket endpoint, e.g. ws://host:8700/ws.
 	ServerURL string
 	// ServerURLs, instead, are the endpoints of several servers: the
-	// nodes of a cluster. The agent starts at a random one and moves to
-	// the next when one fails (agent/RATIONALE.md, "Several servers").
+	// nodes of a cluster. The agent tries them in an order of its own,
+	// stays on one while it holds and moves to the next when it fails
+	// (agent/RATIONALE.md, "Several servers").
 	// Servers gives whichever is set; a config that sets both is refused.
 	ServerURLs []string
 	// Resolver looks up the servers' host names, each of whose addresses
