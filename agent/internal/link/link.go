@@ -156,11 +156,11 @@ func (l *Link) pause(b *backoff.Backoff, pace Pace, t target, up time.Duration, 
 		wait = jitter(pace.Gap)
 	default:
 		wait = b.Next()
-		l.log.Warn("link down; reconnecting, after a round of every server", "server", t, "err", err,
+		l.log.Warn("link down; reconnecting", "server", t, "err", err, "to", "a new round, every server failed",
 			"in", wait.Round(time.Millisecond), "attempt", b.Attempt())
 		return wait, true
 	}
-	l.log.Warn("link down; reconnecting, to the next server", "server", t, "err", err, "in", wait.Round(time.Millisecond))
+	l.log.Warn("link down; reconnecting", "server", t, "err", err, "to", "the next server", "in", wait.Round(time.Millisecond))
 	return wait, up >= l.stableAfter()
 }
 

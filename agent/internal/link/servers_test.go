@@ -39,7 +39,7 @@ func TestADeadServerIsPassedOverWithinTheRoundNotAfterABackoff(t *testing.T) {
 	}
 	assert.LessOrEqual(t, refusals.Load(), int64(devices), "each device tried the failing server once at most")
 	for _, l := range logs {
-		assert.NotContains(t, l.String(), "after a round of every server", "no device waited a backoff")
+		assert.NotContains(t, l.String(), "every server failed", "no device waited a backoff")
 	}
 }
 
@@ -49,7 +49,8 @@ func TestALinkMovesToTheNextServerWhenItsServerDies(t *testing.T) {
 	first, other, _ := whichRegistered(t, a, b)
 	first.kill()
 	other.next(t)
-	assert.Contains(t, logs.String(), `msg="link down; reconnecting, to the next server" server=`+first.url())
+	assert.Contains(t, logs.String(), `msg="link down; reconnecting" server=`+first.url())
+	assert.Contains(t, logs.String(), `to="the next server"`)
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), `msg=registered server=`+other.url()) },
 		testenv.Slowdown*10*time.Second, 10*time.Millisecond, "the log names the server registered with")
 }
