@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"unsafe"
@@ -35,11 +36,22 @@ import (
 //
 // Only the pages holding something are written; the rest are holes,
 // which read as zeros through the mapping and take no memory.
+//
+// A call's region is not unmapped when the call ends but reset and kept
+// for a next call (release): the image's own mapping stays in place and
+// only what the call wrote is dropped, which saves the next call mapping
+// the region and the image, and this one unmapping them.
 type image struct {
 	mu   sync.RWMutex // held for reading while a call maps the image
 	fd   int          // -1 once freed
 	size uint64
+	idle [][]byte // regions reset to the image, for the next calls
 }
+
+// idleRegions is how many reset regions an image keeps. An idle region
+// holds no page of its own, only its address space and page tables, so
+// the bound is for calls at once, which admission bounds anyway.
+const idleRegions = 4
 
 var errImageFreed = errors.New("snapshot image freed (the tool was closed)")
 
@@ -129,6 +141,58 @@ func (im *image) reopenReadOnly() {
 	im.fd = ro
 }
 
+// region returns a region of n bytes that starts with the image and is
+// zero after it: one a call released, or a new one.
+func (im *image) region(n uint64) ([]byte, error) {
+	if r := im.takeIdle(n); r != nil {
+		return r, nil
+	}
+	r, err := mapRegion(n)
+	if err != nil {
+		return nil, err
+	}
+	if err := im.mapOnto(r); err != nil {
+		unmapRegion(r)
+		return nil, err
+	}
+	return r, nil
+}
+
+func (im *image) takeIdle(n uint64) []byte {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	for i, r := range im.idle {
+		if uint64(len(r)) == n {
+			im.idle = slices.Delete(im.idle, i, i+1)
+			return r
+		}
+	}
+	return nil
+}
+
+// release takes back a region of region, once nothing reads it. Madvise's
+// MADV_DONTNEED drops every page the call made its own, over the whole
+// region: in a private mapping of a file the next access reads the file
+// again, the image, and in the anonymous rest it reads zeros, so the
+// region is as region made it and nothing of the call remains. A region
+// that could not be reset, or that an image freed or full cannot keep,
+// is unmapped.
+func (im *image) release(r []byte) {
+	if unix.Madvise(r, unix.MADV_DONTNEED) != nil || !im.keep(r) {
+		unmapRegion(r)
+	}
+}
+
+func (im *image) keep(r []byte) bool {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.fd < 0 || len(im.idle) >= idleRegions {
+		return false
+	}
+	im.idle = append(im.idle, r)
+	return true
+}
+
 // mapOnto maps the image copy-on-write over the start of region, a
 // mapping of mapRegion at least as long.
 func (im *image) mapOnto(region []byte) error {
@@ -165,8 +229,8 @@ func (im *image) copyTo(dst []byte) error {
 	return nil
 }
 
-// free releases the image once no call is mapping it; calls that have
-// mapped it keep their mappings.
+// free releases the image and its idle regions once no call is mapping
+// it; calls that have mapped it keep their mappings.
 func (im *image) free() {
 	im.mu.Lock()
 	defer im.mu.Unlock()
@@ -174,4 +238,8 @@ func (im *image) free() {
 		unix.Close(im.fd)
 		im.fd = -1
 	}
+	for _, r := range im.idle {
+		unmapRegion(r)
+	}
+	im.idle = nil
 }

@@ -37,3 +37,89 @@ func TestAnImageInACacheDirIsAnUnnamedReadOnlyFile(t *testing.T) {
 	assert.Error(t, err, "the descriptor kept cannot write the image")
 
 }
+
+// A region a call has released is kept for the next call, reset: what the
+// call wrote, to a page the image holds, to one of its holes or past the
+// image, is gone, and the next call reads the image and zeros, as from a
+// new mapping. So for both kinds of image.
+func TestAReleasedRegionIsTheImageAgain(t *testing.T) {
+	forEachImageKind(t, func(t *testing.T, im *image, mem []byte) {
+		const size = 8 * pageSize
+		r, err := im.region(size)
+		require.NoError(t, err)
+		copy(r[10:], "overwritten")
+		r[pageSize+1], r[2*pageSize+5], r[size-1] = 1, 'F', 2
+		im.release(r)
+
+		again, err := im.region(size)
+		require.NoError(t, err)
+		defer im.release(again)
+		assert.Same(t, &r[0], &again[0], "the released region is the one taken again")
+		assert.Equal(t, mem, again[:len(mem)], "it holds the image")
+		assert.Equal(t, make([]byte, size-len(mem)), again[len(mem):], "and zeros past it")
+	})
+}
+
+// An image keeps a few reset regions, not every one its calls released,
+// and none once it is freed.
+func TestAnImageKeepsFewIdleRegions(t *testing.T) {
+	im, err := newImage(t.TempDir(), make([]byte, pageSize))
+	require.NoError(t, err)
+	regions := make([][]byte, idleRegions+2)
+	for i := range regions {
+		regions[i], err = im.region(2 * pageSize)
+		require.NoError(t, err)
+	}
+	for _, r := range regions {
+		im.release(r)
+	}
+	assert.Len(t, im.idle, idleRegions)
+	im.free()
+	assert.Empty(t, im.idle)
+	_, err = im.region(2 * pageSize)
+	assert.ErrorIs(t, err, errImageFreed)
+}
+
+// A call's memory is a copy-on-write mapping of the image: what the call
+// writes, to a page the image holds or to one of its holes, stays in its
+// own mapping, and the image and every other call see what initialization
+// left. So for both kinds of image: a file in the cache dir, and a memfd
+// where there is none.
+func TestACallsWritesNeverReachTheImage(t *testing.T) {
+	forEachImageKind(t, func(t *testing.T, im *image, mem []byte) {
+		regions := make([][]byte, 2)
+		for i := range regions {
+			r, err := mapRegion(8 * pageSize)
+			require.NoError(t, err)
+			defer unmapRegion(r)
+			require.NoError(t, im.mapOnto(r))
+			regions[i] = r
+		}
+		a, b := regions[0], regions[1]
+		assert.Equal(t, mem, a[:len(mem)])
+		copy(a[10:], "overwritten")
+		a[pageSize+1], a[2*pageSize+5] = 1, 'F'
+		assert.Equal(t, mem, b[:len(mem)], "another call's mapping does not see the writes")
+		assert.Equal(t, make([]byte, 5*pageSize), b[len(mem):], "and past the image, memory is zero")
+		copied := make([]byte, len(mem))
+		require.NoError(t, im.copyTo(copied))
+		assert.Equal(t, mem, copied, "the image holds what it was made from")
+	})
+}
+
+// forEachImageKind runs test on an image of each kind, a file in a cache
+// dir and a memfd where there is none, made from mem: 3 pages, the middle
+// one a hole.
+func forEachImageKind(t *testing.T, test func(t *testing.T, im *image, mem []byte)) {
+	for kind, dir := range map[string]string{"file": t.TempDir(), "memfd": ""} {
+		t.Run(kind, func(t *testing.T) {
+			mem := make([]byte, 3*pageSize)
+			copy(mem[10:], "initialized")
+			copy(mem[2*pageSize+5:], "far away")
+			im, err := newImage(dir, mem)
+			require.NoError(t, err)
+			defer im.free()
+			test(t, im, mem)
+		})
+	}
+}

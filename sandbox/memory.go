@@ -43,13 +43,14 @@ func withCallMemory(ctx context.Context, m *callMemory) context.Context {
 // That may exceed the limit (Load checks the memories a module exports,
 // not others), so a mapping holds whichever is larger.
 func (m *callMemory) allocate(capacity uint64) *callMemory {
-	if region, err := mapRegion(max(m.limit, capacity)); err == nil {
-		if m.image == nil || m.image.mapOnto(region) == nil {
-			m.region = region
-			m.buf = region[:0]
-			return m
-		}
-		unmapRegion(region)
+	newRegion := mapRegion
+	if m.image != nil {
+		newRegion = m.image.region
+	}
+	if region, err := newRegion(max(m.limit, capacity)); err == nil {
+		m.region = region
+		m.buf = region[:0]
+		return m
 	}
 	if m.image == nil {
 		m.buf = make([]byte, 0, min(capacity, m.limit))
@@ -87,10 +88,14 @@ func (m *callMemory) Reallocate(size uint64) []byte {
 // Free implements experimental.LinearMemory. wazero calls it when the
 // instance closes, after which nothing reads the memory.
 func (m *callMemory) Free() {
-	if m.region != nil {
+	switch {
+	case m.region == nil:
+	case m.image != nil:
+		m.image.release(m.region)
+	default:
 		unmapRegion(m.region)
-		m.region = nil
 	}
+	m.region = nil
 	m.buf = nil
 }
 
