@@ -37,20 +37,21 @@ import (
 // Only the pages holding something are written; the rest are holes,
 // which read as zeros through the mapping and take no memory.
 //
-// A call's region is not unmapped when the call ends but reset and kept
-// for a next call (release): the image's own mapping stays in place and
-// only what the call wrote is dropped, which saves the next call mapping
-// the region and the image, and this one unmapping them.
+// A call's region is not unmapped when the call ends but reset to the
+// image and kept for a next call (release, reset): that saves the next
+// call mapping the region and the image, this one unmapping them, and
+// both most of the page faults.
 type image struct {
-	mu   sync.RWMutex // held for reading while a call maps the image
-	fd   int          // -1 once freed
-	size uint64
-	idle [][]byte // regions reset to the image, for the next calls
+	mu      sync.RWMutex // held for reading while a call maps the image
+	fd      int          // -1 once freed
+	pagemap int          // /proc/self/pagemap, for reset; -1 if not there
+	size    uint64
+	idle    [][]byte // regions reset to the image, for the next calls
 }
 
-// idleRegions is how many reset regions an image keeps. An idle region
-// holds no page of its own, only its address space and page tables, so
-// the bound is for calls at once, which admission bounds anyway.
+// idleRegions is how many reset regions an image keeps, for calls at
+// once. Each holds the pages its calls wrote (with the image's bytes),
+// until the tool's code is unloaded as idle (dropIdle).
 const idleRegions = 4
 
 var errImageFreed = errors.New("snapshot image freed (the tool was closed)")
@@ -66,10 +67,13 @@ func newImage(dir string, mem []byte) (*image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot image: %w", err)
 	}
-	im := &image{fd: fd, size: uint64(len(mem))}
+	im := &image{fd: fd, size: uint64(len(mem)), pagemap: -1}
 	if err := im.fill(mem, sealed); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("snapshot image: %w", err)
+	}
+	if pm, err := unix.Open("/proc/self/pagemap", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		im.pagemap = pm
 	}
 	return im, nil
 }
@@ -158,11 +162,13 @@ func (im *image) region(n uint64) ([]byte, error) {
 	return r, nil
 }
 
+// takeIdle takes the region released last, whose pages are the likeliest
+// to be mapped still.
 func (im *image) takeIdle(n uint64) []byte {
 	im.mu.Lock()
 	defer im.mu.Unlock()
-	for i, r := range im.idle {
-		if uint64(len(r)) == n {
+	for i := len(im.idle) - 1; i >= 0; i-- {
+		if r := im.idle[i]; uint64(len(r)) == n {
 			im.idle = slices.Delete(im.idle, i, i+1)
 			return r
 		}
@@ -170,15 +176,13 @@ func (im *image) takeIdle(n uint64) []byte {
 	return nil
 }
 
-// release takes back a region of region, once nothing reads it. Madvise's
-// MADV_DONTNEED drops every page the call made its own, over the whole
-// region: in a private mapping of a file the next access reads the file
-// again, the image, and in the anonymous rest it reads zeros, so the
+// release takes back a region of region, once nothing reads it, the call
+// having used its first used bytes: reset holds what it wrote, so the
 // region is as region made it and nothing of the call remains. A region
-// that could not be reset, or that an image freed or full cannot keep,
-// is unmapped.
-func (im *image) release(r []byte) {
-	if unix.Madvise(r, unix.MADV_DONTNEED) != nil || !im.keep(r) {
+// that could not be reset, or that an image freed or full cannot keep, is
+// unmapped.
+func (im *image) release(r []byte, used uint64) {
+	if im.reset(r, used) != nil || !im.keep(r) {
 		unmapRegion(r)
 	}
 }
@@ -238,6 +242,21 @@ func (im *image) free() {
 		unix.Close(im.fd)
 		im.fd = -1
 	}
+	if im.pagemap >= 0 {
+		unix.Close(im.pagemap)
+		im.pagemap = -1
+	}
+	im.dropIdleLocked()
+}
+
+// dropIdle unmaps the idle regions, and with them the pages they hold.
+func (im *image) dropIdle() {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	im.dropIdleLocked()
+}
+
+func (im *image) dropIdleLocked() {
 	for _, r := range im.idle {
 		unmapRegion(r)
 	}

@@ -1,10 +1,12 @@
 package sandbox
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,12 +50,14 @@ func TestAReleasedRegionIsTheImageAgain(t *testing.T) {
 		r, err := im.region(size)
 		require.NoError(t, err)
 		copy(r[10:], "overwritten")
+		// Read first: a hole, then written; a page past the image, only read.
+		assert.Zero(t, r[pageSize+2]|r[size-2*pageSize])
 		r[pageSize+1], r[2*pageSize+5], r[size-1] = 1, 'F', 2
-		im.release(r)
+		im.release(r, size)
 
 		again, err := im.region(size)
 		require.NoError(t, err)
-		defer im.release(again)
+		defer im.release(again, size)
 		assert.Same(t, &r[0], &again[0], "the released region is the one taken again")
 		assert.Equal(t, mem, again[:len(mem)], "it holds the image")
 		assert.Equal(t, make([]byte, size-len(mem)), again[len(mem):], "and zeros past it")
@@ -71,7 +75,7 @@ func TestAnImageKeepsFewIdleRegions(t *testing.T) {
 		require.NoError(t, err)
 	}
 	for _, r := range regions {
-		im.release(r)
+		im.release(r, uint64(len(r)))
 	}
 	assert.Len(t, im.idle, idleRegions)
 	im.free()
@@ -122,4 +126,20 @@ func forEachImageKind(t *testing.T, test func(t *testing.T, im *image, mem []byt
 			test(t, im, mem)
 		})
 	}
+}
+
+// A snapshot tool's calls leave their regions to the next calls, but an
+// idle tool gives them back with its code.
+func TestAnIdleToolDropsItsRegionsWithItsCode(t *testing.T) {
+	sb := newSandbox(t, NewConfig().WithUnloadAfter(time.Second))
+	tool := state(t, sb, "")
+	require.NoError(t, sb.Call(context.Background(), tool, []byte(`{}`)).Err)
+	idle := func() int {
+		tool.snap.image.mu.Lock()
+		defer tool.snap.image.mu.Unlock()
+		return len(tool.snap.image.idle)
+	}
+	assert.Equal(t, 1, idle(), "the call's region is kept")
+	require.Eventually(t, func() bool { return !tool.loaded() }, 10*time.Second, 10*time.Millisecond)
+	assert.Zero(t, idle(), "and dropped with the code")
 }

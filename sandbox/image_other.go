@@ -30,7 +30,9 @@ func (im *image) region(uint64) ([]byte, error) { return nil, errors.ErrUnsuppor
 
 func (im *image) mapOnto([]byte) error { return errors.ErrUnsupported }
 
-func (im *image) release([]byte) {}
+func (im *image) release([]byte, uint64) {}
+
+func (im *image) dropIdle() {}
 
 func (im *image) copyTo(dst []byte) error {
 	im.mu.RLock()

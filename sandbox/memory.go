@@ -16,7 +16,9 @@ const pageSize = 65536
 // Where the system allows, the memory is a mapping of its own (mapRegion),
 // outside the Go heap: the agent's GOMEMLIMIT then bounds the agent alone,
 // growing never copies, and a call's memory goes back to the system the
-// moment the call ends, instead of when the collector gets to it.
+// moment the call ends, instead of when the collector gets to it; but a
+// snapshot call's region goes back to its image, reset, for the next
+// call (image.release).
 type callMemory struct {
 	limit   uint64 // bytes
 	region  []byte // the mapping the memory grows in, if any
@@ -91,7 +93,7 @@ func (m *callMemory) Free() {
 	switch {
 	case m.region == nil:
 	case m.image != nil:
-		m.image.release(m.region)
+		m.image.release(m.region, m.peak)
 	default:
 		unmapRegion(m.region)
 	}
