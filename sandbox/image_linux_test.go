@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -62,6 +63,34 @@ func TestAReleasedRegionIsTheImageAgain(t *testing.T) {
 		assert.Equal(t, mem, again[:len(mem)], "it holds the image")
 		assert.Equal(t, make([]byte, size-len(mem)), again[len(mem):], "and zeros past it")
 	})
+}
+
+// A call that grew its memory far past the image gives back what it wrote
+// there when it ends: the idle region keeps no more than keepPast of it.
+func TestAResetGivesBackWhatACallWroteFarPastTheImage(t *testing.T) {
+	forEachImageKind(t, func(t *testing.T, im *image, mem []byte) {
+		size := uint64(len(mem)) + keepPast + 4*pageSize
+		r, err := im.region(size)
+		require.NoError(t, err)
+		defer unmapRegion(r)
+		near, far := len(mem)+10, int(size)-pageSize
+		r[near], r[far] = 1, 2
+		require.NoError(t, im.reset(r, size))
+		assert.Equal(t, []bool{true, false}, []bool{resident(t, r[near:]), resident(t, r[far:])},
+			"the page near the image is kept, the one far past it given back")
+		assert.Zero(t, r[near]|r[far])
+	})
+}
+
+// resident reports whether b's first page is in memory.
+func resident(t *testing.T, b []byte) bool {
+	page := os.Getpagesize()
+	start := uintptr(unsafe.Pointer(&b[0])) / uintptr(page) * uintptr(page)
+	var vec [1]byte
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, start, uintptr(page), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatalf("mincore: %v", errno)
+	}
+	return vec[0]&1 != 0
 }
 
 // An image keeps a few reset regions, not every one its calls released,

@@ -10,6 +10,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// keepPast is how much of a region past its image a reset keeps: a Go
+// tool's calls write a few pages there, if any; what a call that grew its
+// memory far wrote beyond is given back, not kept zeroed for the next.
+// A multiple of any page size.
+const keepPast = 1 << 20
+
 // Bits of a /proc/self/pagemap entry (the kernel's
 // Documentation/admin-guide/mm/pagemap.rst); a process may read them of
 // its own pages without privilege.
@@ -35,6 +41,9 @@ const (
 //
 // Pages past used are not looked at: a call's memory ends there, and the
 // calls before it left them as the image, as this one leaves its own.
+// Nor are pages more than keepPast past the image: a call that grew its
+// memory far gives those pages back to the system, with MADV_DONTNEED,
+// so that an idle region holds at most the image and keepPast.
 // Without pagemap, the whole region is dropped instead (MADV_DONTNEED:
 // the next access reads the image or zeros), which costs the next call a
 // fault for each page it touches.
@@ -49,6 +58,12 @@ func (im *image) reset(r []byte, used uint64) error {
 	}
 	page := uint64(os.Getpagesize())
 	used = min((max(used, im.size)+page-1)/page*page, uint64(len(r)))
+	if kept := im.size + keepPast; used > kept {
+		if err := unix.Madvise(r[kept:used], unix.MADV_DONTNEED); err != nil {
+			return fmt.Errorf("madvise: %w", err)
+		}
+		used = kept
+	}
 	entries := make([]uint64, used/page)
 	base := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(r))))
 	if err := preadFull(im.pagemap, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(entries))), len(entries)*8), int64(base/page*8)); err != nil {
