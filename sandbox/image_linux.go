@@ -49,10 +49,13 @@ type image struct {
 	idle    [][]byte // regions reset to the image, for the next calls
 }
 
-// idleRegions is how many reset regions an image keeps, for calls at
-// once. Each holds the pages its calls wrote (with the image's bytes),
-// until the tool's code is unloaded as idle (dropIdle).
-const idleRegions = 4
+// idleRegions is how many reset regions an image keeps: one serves calls
+// one after the other, a second calls that overlap. Each holds the pages
+// its calls wrote (with the image's bytes) and maps those they read,
+// which count in the RSS once per region, until the tool's code is
+// unloaded as idle (dropIdle); so a burst of calls at once maps regions
+// afresh beyond these, as every call did before.
+const idleRegions = 2
 
 var errImageFreed = errors.New("snapshot image freed (the tool was closed)")
 
