@@ -19,8 +19,8 @@ import (
 // image is a snapshot's memory, in a file of its own. Each call maps it
 // copy-on-write over the start of its memory region (mapOnto): pages the
 // call only reads are the image's own, shared by every call and never
-// copied; a page a call writes becomes a private copy, which goes when the
-// call's region is unmapped. Nothing writes the file once it is filled:
+// copied; a page a call writes becomes a private copy, which gets the
+// image's bytes back when the call ends (reset). Nothing writes the file once it is filled:
 // the descriptor kept is read-only where /proc allows, and a memfd's seals
 // forbid writing it at all, so no call, nor a bug of ours, can change it
 // for the next call.
@@ -44,7 +44,7 @@ import (
 type image struct {
 	mu      sync.RWMutex // held for reading while a call maps the image
 	fd      int          // -1 once freed
-	pagemap int          // /proc/self/pagemap, for reset; -1 if not there
+	pagemap int          // /proc/self/pagemap, for reset; -1 if not usable
 	size    uint64
 	idle    [][]byte // regions reset to the image, for the next calls
 }
@@ -75,9 +75,7 @@ func newImage(dir string, mem []byte) (*image, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("snapshot image: %w", err)
 	}
-	if pm, err := unix.Open("/proc/self/pagemap", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-		im.pagemap = pm
-	}
+	im.pagemap = openPagemap()
 	return im, nil
 }
 

@@ -172,3 +172,11 @@ func TestAnIdleToolDropsItsRegionsWithItsCode(t *testing.T) {
 	require.Eventually(t, func() bool { return !tool.loaded() }, 10*time.Second, 10*time.Millisecond)
 	assert.Zero(t, idle(), "and dropped with the code")
 }
+
+// On this kernel pagemap is usable, so reset writes back a call's pages
+// rather than dropping the whole region: the tests above test that path.
+func TestPagemapTellsAWrittenPageHere(t *testing.T) {
+	fd := openPagemap()
+	require.GreaterOrEqual(t, fd, 0)
+	unix.Close(fd)
+}

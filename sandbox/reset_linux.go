@@ -86,6 +86,32 @@ func (im *image) reset(r []byte, used uint64) error {
 	return nil
 }
 
+// openPagemap opens /proc/self/pagemap if it tells a page written in a
+// private mapping for what it is; -1 if not. reset trusts it to find every
+// page a call wrote, so a kernel that reported such a page as absent, or
+// as a file's, would leak one call's writes to the next: such a pagemap is
+// not used, and regions are dropped whole instead.
+func openPagemap() int {
+	fd, err := unix.Open("/proc/self/pagemap", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	probe, err := mapRegion(uint64(os.Getpagesize()))
+	if err != nil {
+		unix.Close(fd)
+		return -1
+	}
+	defer unmapRegion(probe)
+	probe[0] = 1
+	var entry uint64
+	at := int64(uintptr(unsafe.Pointer(unsafe.SliceData(probe)))) / int64(len(probe)) * 8
+	if preadFull(fd, unsafe.Slice((*byte)(unsafe.Pointer(&entry)), 8), at) != nil || !private(entry) || entry&pagemapPresent == 0 {
+		unix.Close(fd)
+		return -1
+	}
+	return fd
+}
+
 // private reports whether a pagemap entry is a page of the call's own.
 func private(entry uint64) bool {
 	return entry&pagemapSwapped != 0 || entry&pagemapPresent != 0 && entry&pagemapFile == 0
