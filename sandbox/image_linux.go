@@ -20,10 +20,10 @@ import (
 // copy-on-write over the start of its memory region (mapOnto): pages the
 // call only reads are the image's own, shared by every call and never
 // copied; a page a call writes becomes a private copy, which gets the
-// image's bytes back when the call ends (reset). Nothing writes the file once it is filled:
-// the descriptor kept is read-only where /proc allows, and a memfd's seals
-// forbid writing it at all, so no call, nor a bug of ours, can change it
-// for the next call.
+// image's bytes back when the call ends (reset). Nothing writes the file
+// once it is filled: the descriptor kept is read-only where /proc allows,
+// and a memfd's seals forbid writing it at all, so no call, nor a bug of
+// ours, can change it for the next call.
 //
 // The file is unnamed, in the sandbox's cache dir (O_TMPFILE), where
 // there is one: its pages are then the page cache of a regular file,
@@ -70,7 +70,7 @@ func newImage(dir string, mem []byte) (*image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot image: %w", err)
 	}
-	im := &image{fd: fd, size: uint64(len(mem)), pagemap: -1}
+	im := &image{fd: fd, size: uint64(len(mem))}
 	if err := im.fill(mem, sealed); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("snapshot image: %w", err)
@@ -177,11 +177,11 @@ func (im *image) takeIdle(n uint64) []byte {
 	return nil
 }
 
-// release takes back a region of region, once nothing reads it, the call
-// having used its first used bytes: reset holds what it wrote, so the
-// region is as region made it and nothing of the call remains. A region
-// that could not be reset, or that an image freed or full cannot keep, is
-// unmapped.
+// release takes back r, which region gave a call whose memory was its
+// first used bytes, once nothing reads it: reset undoes what the call
+// wrote, so that r is as region made it and nothing of the call remains.
+// A region that could not be reset, or that an image freed or full cannot
+// keep, is unmapped.
 func (im *image) release(r []byte, used uint64) {
 	if im.reset(r, used) != nil || !im.keep(r) {
 		unmapRegion(r)
