@@ -47,6 +47,11 @@ type image struct {
 	pagemap int          // /proc/self/pagemap, for reset; -1 if not usable
 	size    uint64
 	idle    [][]byte // regions reset to the image, for the next calls
+	// view is the image mapped read-only and shared, that reset copies
+	// from: the page cache itself, so it holds no memory of its own, and
+	// the RSS counts only the pages resets read (those calls wrote), until
+	// dropIdle. nil if it could not be mapped; reset then reads the file.
+	view []byte
 }
 
 // idleRegions is how many reset regions an image keeps: one serves calls
@@ -76,6 +81,9 @@ func newImage(dir string, mem []byte) (*image, error) {
 		return nil, fmt.Errorf("snapshot image: %w", err)
 	}
 	im.pagemap = openPagemap()
+	if v, err := unix.Mmap(im.fd, 0, int(im.size), unix.PROT_READ, unix.MAP_SHARED); err == nil {
+		im.view = v
+	}
 	return im, nil
 }
 
@@ -247,14 +255,22 @@ func (im *image) free() {
 		unix.Close(im.pagemap)
 		im.pagemap = -1
 	}
+	if im.view != nil {
+		unix.Munmap(im.view)
+		im.view = nil
+	}
 	im.dropIdleLocked()
 }
 
-// dropIdle unmaps the idle regions, and with them the pages they hold.
+// dropIdle unmaps the idle regions, and with them the pages they hold,
+// and lets go of the view's pages, which stay in the page cache.
 func (im *image) dropIdle() {
 	im.mu.Lock()
 	defer im.mu.Unlock()
 	im.dropIdleLocked()
+	if im.view != nil {
+		unix.Madvise(im.view, unix.MADV_DONTNEED)
+	}
 }
 
 func (im *image) dropIdleLocked() {

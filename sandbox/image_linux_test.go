@@ -45,23 +45,31 @@ func TestAnImageInACacheDirIsAnUnnamedReadOnlyFile(t *testing.T) {
 // call wrote, to a page the image holds, to one of its holes or past the
 // image, is gone, and the next call reads the image and zeros, as from a
 // new mapping. So for both kinds of image.
+// So whether the image's bytes are copied from its view or read from its
+// file.
 func TestAReleasedRegionIsTheImageAgain(t *testing.T) {
 	forEachImageKind(t, func(t *testing.T, im *image, mem []byte) {
 		const size = 8 * pageSize
-		r, err := im.region(size)
-		require.NoError(t, err)
-		copy(r[10:], "overwritten")
-		// Read first: a hole, then written; a page past the image, only read.
-		assert.Zero(t, r[pageSize+2]|r[size-2*pageSize])
-		r[pageSize+1], r[2*pageSize+5], r[size-1] = 1, 'F', 2
-		im.release(r, size)
+		for _, from := range []string{"view", "file"} {
+			if from == "file" {
+				require.NoError(t, unix.Munmap(im.view))
+				im.view = nil
+			}
+			r, err := im.region(size)
+			require.NoError(t, err)
+			copy(r[10:], "overwritten")
+			// Read first: a hole, then written; a page past the image, only read.
+			assert.Zero(t, r[pageSize+2]|r[size-2*pageSize])
+			r[pageSize+1], r[2*pageSize+5], r[size-1] = 1, 'F', 2
+			im.release(r, size)
 
-		again, err := im.region(size)
-		require.NoError(t, err)
-		defer im.release(again, size)
-		assert.Same(t, &r[0], &again[0], "the released region is the one taken again")
-		assert.Equal(t, mem, again[:len(mem)], "it holds the image")
-		assert.Equal(t, make([]byte, size-len(mem)), again[len(mem):], "and zeros past it")
+			again, err := im.region(size)
+			require.NoError(t, err)
+			assert.Same(t, &r[0], &again[0], "the released region is the one taken again")
+			assert.Equal(t, mem, again[:len(mem)], "it holds the image, from the %s", from)
+			assert.Equal(t, make([]byte, size-len(mem)), again[len(mem):], "and zeros past it")
+			im.release(again, size)
+		}
 	})
 }
 

@@ -33,8 +33,8 @@ const (
 // the image's (the page cache's), and one it never touched is not mapped
 // at all; a page it wrote is a private copy, anonymous, as is any page of
 // the zero-filled rest it touched. pagemap tells them apart, and only the
-// private pages are written back: with the image's bytes, read from its
-// file, or with zeros past it. They stay mapped, writable, so a next call
+// private pages are written back: with the image's bytes, copied from
+// its view (or read from its file), or with zeros past it. They stay mapped, writable, so a next call
 // that writes them again, as calls of one tool mostly do, takes no fault
 // for them, and the image pages it reads are mapped already. A private
 // page swapped out is read back by the write, as any other.
@@ -122,7 +122,9 @@ func private(entry uint64) bool {
 func (im *image) rewrite(b []byte, off uint64) error {
 	if off < im.size {
 		n := min(uint64(len(b)), im.size-off)
-		if err := preadFull(im.fd, b[:n], int64(off)); err != nil {
+		if im.view != nil {
+			copy(b[:n], im.view[off:off+n])
+		} else if err := preadFull(im.fd, b[:n], int64(off)); err != nil {
 			return fmt.Errorf("snapshot image: %w", err)
 		}
 		b = b[n:]
