@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"unsafe"
@@ -18,11 +19,11 @@ import (
 // image is a snapshot's memory, in a file of its own. Each call maps it
 // copy-on-write over the start of its memory region (mapOnto): pages the
 // call only reads are the image's own, shared by every call and never
-// copied; a page a call writes becomes a private copy, which goes when the
-// call's region is unmapped. Nothing writes the file once it is filled:
-// the descriptor kept is read-only where /proc allows, and a memfd's seals
-// forbid writing it at all, so no call, nor a bug of ours, can change it
-// for the next call.
+// copied; a page a call writes becomes a private copy, which gets the
+// image's bytes back when the call ends (reset). Nothing writes the file
+// once it is filled: the descriptor kept is read-only where /proc allows,
+// and a memfd's seals forbid writing it at all, so no call, nor a bug of
+// ours, can change it for the next call.
 //
 // The file is unnamed, in the sandbox's cache dir (O_TMPFILE), where
 // there is one: its pages are then the page cache of a regular file,
@@ -35,11 +36,31 @@ import (
 //
 // Only the pages holding something are written; the rest are holes,
 // which read as zeros through the mapping and take no memory.
+//
+// A call's region is not unmapped when the call ends but reset to the
+// image and kept for a next call (release, reset): that saves the next
+// call mapping the region and the image, this one unmapping them, and
+// both most of the page faults.
 type image struct {
-	mu   sync.RWMutex // held for reading while a call maps the image
-	fd   int          // -1 once freed
-	size uint64
+	mu      sync.RWMutex // held for reading while a call maps the image
+	fd      int          // -1 once freed
+	pagemap int          // /proc/self/pagemap, for reset; -1 if not usable
+	size    uint64
+	idle    [][]byte // regions reset to the image, for the next calls
+	// view is the image mapped read-only and shared, that reset copies
+	// from: the page cache itself, so it holds no memory of its own, and
+	// the RSS counts only the pages resets read (those calls wrote), until
+	// dropIdle. nil if it could not be mapped; reset then reads the file.
+	view []byte
 }
+
+// idleRegions is how many reset regions an image keeps: one serves calls
+// one after the other, a second calls that overlap. Each holds the pages
+// its calls wrote (with the image's bytes) and maps those they read,
+// which count in the RSS once per region, until the tool's code is
+// unloaded as idle (dropIdle); so a burst of calls at once maps regions
+// afresh beyond these, as every call did before.
+const idleRegions = 2
 
 var errImageFreed = errors.New("snapshot image freed (the tool was closed)")
 
@@ -58,6 +79,10 @@ func newImage(dir string, mem []byte) (*image, error) {
 	if err := im.fill(mem, sealed); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("snapshot image: %w", err)
+	}
+	im.pagemap = openPagemap()
+	if v, err := unix.Mmap(im.fd, 0, int(im.size), unix.PROT_READ, unix.MAP_SHARED); err == nil {
+		im.view = v
 	}
 	return im, nil
 }
@@ -129,6 +154,58 @@ func (im *image) reopenReadOnly() {
 	im.fd = ro
 }
 
+// region returns a region of n bytes that starts with the image and is
+// zero after it: one a call released, or a new one.
+func (im *image) region(n uint64) ([]byte, error) {
+	if r := im.takeIdle(n); r != nil {
+		return r, nil
+	}
+	r, err := mapRegion(n)
+	if err != nil {
+		return nil, err
+	}
+	if err := im.mapOnto(r); err != nil {
+		unmapRegion(r)
+		return nil, err
+	}
+	return r, nil
+}
+
+// takeIdle takes the region released last, whose pages are the likeliest
+// to be mapped still.
+func (im *image) takeIdle(n uint64) []byte {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	for i := len(im.idle) - 1; i >= 0; i-- {
+		if r := im.idle[i]; uint64(len(r)) == n {
+			im.idle = slices.Delete(im.idle, i, i+1)
+			return r
+		}
+	}
+	return nil
+}
+
+// release takes back r, which region gave a call whose memory was its
+// first used bytes, once nothing reads it: reset undoes what the call
+// wrote, so that r is as region made it and nothing of the call remains.
+// A region that could not be reset, or that an image freed or full cannot
+// keep, is unmapped.
+func (im *image) release(r []byte, used uint64) {
+	if im.reset(r, used) != nil || !im.keep(r) {
+		unmapRegion(r)
+	}
+}
+
+func (im *image) keep(r []byte) bool {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.fd < 0 || len(im.idle) >= idleRegions {
+		return false
+	}
+	im.idle = append(im.idle, r)
+	return true
+}
+
 // mapOnto maps the image copy-on-write over the start of region, a
 // mapping of mapRegion at least as long.
 func (im *image) mapOnto(region []byte) error {
@@ -165,8 +242,8 @@ func (im *image) copyTo(dst []byte) error {
 	return nil
 }
 
-// free releases the image once no call is mapping it; calls that have
-// mapped it keep their mappings.
+// free releases the image and its idle regions once no call is mapping
+// it; calls that have mapped it keep their mappings.
 func (im *image) free() {
 	im.mu.Lock()
 	defer im.mu.Unlock()
@@ -174,4 +251,31 @@ func (im *image) free() {
 		unix.Close(im.fd)
 		im.fd = -1
 	}
+	if im.pagemap >= 0 {
+		unix.Close(im.pagemap)
+		im.pagemap = -1
+	}
+	if im.view != nil {
+		unix.Munmap(im.view)
+		im.view = nil
+	}
+	im.dropIdleLocked()
+}
+
+// dropIdle unmaps the idle regions, and with them the pages they hold,
+// and lets go of the view's pages, which stay in the page cache.
+func (im *image) dropIdle() {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	im.dropIdleLocked()
+	if im.view != nil {
+		unix.Madvise(im.view, unix.MADV_DONTNEED)
+	}
+}
+
+func (im *image) dropIdleLocked() {
+	for _, r := range im.idle {
+		unmapRegion(r)
+	}
+	im.idle = nil
 }

@@ -25,8 +25,14 @@ func newImage(_ string, mem []byte) (*image, error) {
 	return &image{bytes: bytes.Clone(mem), size: uint64(len(mem))}, nil
 }
 
-// mapOnto is Linux-only: the memory is copied instead (copyTo).
+// region and mapOnto are Linux-only: the memory is copied instead (copyTo).
+func (im *image) region(uint64) ([]byte, error) { return nil, errors.ErrUnsupported }
+
 func (im *image) mapOnto([]byte) error { return errors.ErrUnsupported }
+
+func (im *image) release([]byte, uint64) {}
+
+func (im *image) dropIdle() {}
 
 func (im *image) copyTo(dst []byte) error {
 	im.mu.RLock()

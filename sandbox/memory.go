@@ -16,7 +16,9 @@ const pageSize = 65536
 // Where the system allows, the memory is a mapping of its own (mapRegion),
 // outside the Go heap: the agent's GOMEMLIMIT then bounds the agent alone,
 // growing never copies, and a call's memory goes back to the system the
-// moment the call ends, instead of when the collector gets to it.
+// moment the call ends, instead of when the collector gets to it; but a
+// snapshot call's region goes back to its image, reset, for the next
+// call (image.release).
 type callMemory struct {
 	limit   uint64 // bytes
 	region  []byte // the mapping the memory grows in, if any
@@ -43,13 +45,14 @@ func withCallMemory(ctx context.Context, m *callMemory) context.Context {
 // That may exceed the limit (Load checks the memories a module exports,
 // not others), so a mapping holds whichever is larger.
 func (m *callMemory) allocate(capacity uint64) *callMemory {
-	if region, err := mapRegion(max(m.limit, capacity)); err == nil {
-		if m.image == nil || m.image.mapOnto(region) == nil {
-			m.region = region
-			m.buf = region[:0]
-			return m
-		}
-		unmapRegion(region)
+	newRegion := mapRegion
+	if m.image != nil {
+		newRegion = m.image.region
+	}
+	if region, err := newRegion(max(m.limit, capacity)); err == nil {
+		m.region = region
+		m.buf = region[:0]
+		return m
 	}
 	if m.image == nil {
 		m.buf = make([]byte, 0, min(capacity, m.limit))
@@ -87,10 +90,14 @@ func (m *callMemory) Reallocate(size uint64) []byte {
 // Free implements experimental.LinearMemory. wazero calls it when the
 // instance closes, after which nothing reads the memory.
 func (m *callMemory) Free() {
-	if m.region != nil {
+	switch {
+	case m.region == nil:
+	case m.image != nil:
+		m.image.release(m.region, m.peak)
+	default:
 		unmapRegion(m.region)
-		m.region = nil
 	}
+	m.region = nil
 	m.buf = nil
 }
 

@@ -240,9 +240,14 @@ func (t *Tool) unloadUnused(ctx context.Context) {
 	}
 }
 
+// unloadLocked drops t's code, and its snapshot's idle regions with it:
+// an idle tool keeps its image, not the pages its last calls wrote.
 func (t *Tool) unloadLocked(ctx context.Context) error {
 	if t.code == nil {
 		return nil
+	}
+	if t.snap != nil {
+		t.snap.image.dropIdle()
 	}
 	code := t.code
 	t.code = nil

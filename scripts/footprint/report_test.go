@@ -67,6 +67,10 @@ Pss:                 320 kB
 Shared_Dirty:        560 kB
 Private_Dirty:        40 kB
 Anonymous:            40 kB
+7f0200000000-7f0200310000 r--s 00000000 00:01 1234                       /memfd:aip-snapshot (deleted)
+Size:               3136 kB
+Rss:                 200 kB
+Pss:                  70 kB
 `
 	m, err := parseSnapshotMappings(strings.NewReader(smaps))
 	require.NoError(t, err)

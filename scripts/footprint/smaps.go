@@ -18,8 +18,10 @@ import (
 const snapshotMark = "aip-snapshot"
 
 // snapshotMappings sums, in KiB, what /proc/PID/smaps says of the
-// mappings of tool snapshots: each running call of a snapshot tool has
-// one, over the start of its memory. A page a call writes is copied into
+// private mappings of tool snapshots: each running call of a snapshot tool
+// has one, over the start of its memory, and each region kept for a next
+// call too. (Each image is also mapped once read-only and shared, which
+// the sandbox copies from to reset a region; those are not counted.) A page a call writes is copied into
 // an anonymous page of its own; the rest of what is resident are the
 // image's pages, in the memfd, which every call maps (smaps calls a
 // shared memory page dirty whether or not a call wrote it, so Dirty says
@@ -56,7 +58,7 @@ func parseSnapshotMappings(r io.Reader) (snapshotMappings, error) {
 			continue
 		}
 		if !strings.HasSuffix(fields[0], ":") {
-			in = len(fields) >= 6 && strings.Contains(fields[5], snapshotMark)
+			in = len(fields) >= 6 && strings.Contains(fields[5], snapshotMark) && strings.HasSuffix(fields[1], "p")
 			if in {
 				m.count++
 			}
