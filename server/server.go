@@ -69,6 +69,16 @@ type Config struct {
 	TLS TLSFiles
 	// MCP tunes the MCP gateway at /mcp.
 	MCP MCPConfig
+	// NodeID names this server as a node of a cluster, which shares its
+	// PostgreSQL store with others; "" is a single node. The tasks a node
+	// accepts are its own (RATIONALE.md, "Tasks that outlive their
+	// node"): at start it fails or adopts only those, and another node
+	// adopts them if it dies (AdoptFrom).
+	NodeID string
+	// NodeEpoch is this start of the node, its fencing epoch: a node
+	// that starts again has a new one, higher than before. Default: the
+	// start time in nanoseconds. Ignored on a single node.
+	NodeEpoch int64
 }
 
 // StoreConfig tunes the database. The zero value gives the defaults.
@@ -189,6 +199,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		lock.Release()
 		return nil, err
 	}
+	if cfg.NodeID != "" {
+		if err := s.adoptOwn(ctx); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("server: adopt what node %q left running: %w", cfg.NodeID, err)
+		}
+	}
 	return s, nil
 }
 
@@ -206,11 +222,14 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	cfg.Logger.Info("store open", "backend", st.Backend())
-	if err := startStore(ctx, st, token, created, tokenPath, cfg.Logger); err != nil {
+	if err := startStore(ctx, st, token, created, tokenPath, cfg.NodeID, cfg.Logger); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	cfg.Sessions.setDefaults()
+	if cfg.NodeID != "" && cfg.NodeEpoch == 0 {
+		cfg.NodeEpoch = time.Now().UnixNano()
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, certs: set, rotations: newRotationWaiters(),
 		keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
 		authLimit: newAuthLimiter(time.Now), revocations: newRevocations(),
@@ -229,7 +248,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	s.unrecorded = newUnrecorded(st, cfg.Store, s.metrics.UnrecordedDropped, s.log)
 	s.disp = newDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, s.log, frameCap)
 	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
-	s.sessions = newSessionManager(cfg.Sessions, st, s.unrecorded, s.disp, s.metrics, s.log)
+	s.sessions = newSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
 	s.mcp = newMCPGateway(s, cfg.MCP)
 	go s.mcp.refreshViews(s.stop)
 	go func() {
@@ -246,7 +265,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 // startStore readies the store for a server starting: the identity of
 // admin.token (token, just written if created), and the end of what the
 // last run left running.
-func startStore(ctx context.Context, st *store.Store, token string, created bool, tokenPath string, log *slog.Logger) error {
+func startStore(ctx context.Context, st *store.Store, token string, created bool, tokenPath, node string, log *slog.Logger) error {
 	live, err := bootstrapAdmin(ctx, st, token)
 	switch {
 	case err != nil:
@@ -258,14 +277,17 @@ func startStore(ctx context.Context, st *store.Store, token string, created bool
 	default:
 		log.Warn("the operator token file holds a token that was rotated or revoked: it does not work", "path", tokenPath)
 	}
+	if node != "" {
+		return nil // a node adopts what it left running, once it can run it (adoptOwn)
+	}
 	return failInterrupted(ctx, st, log)
 }
 
-// failInterrupted ends what the last run of the server left running.
+// failInterrupted ends what the last run of the single node left running.
 func failInterrupted(ctx context.Context, st *store.Store, log *slog.Logger) error {
 	var sessions, commands int
 	err := st.Write(ctx, func(tx *store.Tx) (err error) {
-		sessions, commands, err = tx.FailInterrupted("server restarted")
+		sessions, commands, err = tx.FailInterrupted("", "server restarted")
 		return err
 	})
 	if err != nil {

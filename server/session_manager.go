@@ -84,7 +84,10 @@ func (c *SessionConfig) setDefaults() {
 // with a TASK_END to the requester, and keeps their results (in the
 // store) for ResultTTL.
 type sessionManager struct {
-	cfg        SessionConfig
+	cfg SessionConfig
+	// owner is this node at this start, which owns the sessions it
+	// creates or adopts; the zero Owner on a single node.
+	owner      store.Owner
 	store      *store.Store
 	unrecorded *unrecorded
 	disp       *dispatcher
@@ -98,10 +101,10 @@ type sessionManager struct {
 	wg     sync.WaitGroup // one per live session
 }
 
-func newSessionManager(cfg SessionConfig, st *store.Store, u *unrecorded, disp *dispatcher, mx *metrics.Metrics,
+func newSessionManager(cfg SessionConfig, owner store.Owner, st *store.Store, u *unrecorded, disp *dispatcher, mx *metrics.Metrics,
 	log *slog.Logger) *sessionManager {
 	cfg.setDefaults()
-	return &sessionManager{cfg: cfg, store: st, unrecorded: u, disp: disp, metrics: mx, log: log, live: map[string]*session{}}
+	return &sessionManager{cfg: cfg, owner: owner, store: st, unrecorded: u, disp: disp, metrics: mx, log: log, live: map[string]*session{}}
 }
 
 // Errors of getOrCreateSession.
@@ -169,6 +172,7 @@ func (m *sessionManager) newSession(spec sessionSpec) *session {
 		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, ParentID: spec.ParentID, Requester: spec.Requester,
 		scope: spec.Scope, createdAt: time.Now(), events: newEventLog(spec.DeviceID, spec.Tee), ctx: ctx, done: make(chan struct{}),
 		cancel: cancel, key: spec.Key, originalTaskName: spec.OriginalTaskName, waitsForDevice: spec.WaitForDevice,
+		owner: m.owner,
 	}
 	switch {
 	case spec.Fleet != nil:
@@ -262,6 +266,11 @@ func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcom
 		}
 	}
 	out := r.run(s.ctx, sessionStepper{m: m, s: s})
+	if s.cancelReason() == reasonAdoptedElsewhere {
+		// Its new owner records its end, and tells.
+		log.Warn("session adopted by another node: this node stops running it")
+		return out
+	}
 	// A single command's outcome, recorded with the command, stands as is.
 	if !out.recorded {
 		out = settle(s, out)

@@ -148,6 +148,17 @@ var migrations = []string{
 	// MCP endpoint, which the device reports (local_call) until the server
 	// acknowledges it: one entry each, however often it is reported.
 	`CREATE UNIQUE INDEX audit_local_calls ON audit(device_id, call_id) WHERE actor = 'local';`,
+
+	// Cluster mode: each unfinished session belongs to the node that runs
+	// it, at that node's fencing epoch (a single node's are ''/0), so that
+	// a node fails or adopts only its own and a survivor adopts a dead
+	// node's in one fenced UPDATE. A command keeps its timeout and whether
+	// it waits for its device, for the node that sends it again.
+	`ALTER TABLE sessions ADD COLUMN owner_node TEXT NOT NULL DEFAULT '';
+	ALTER TABLE sessions ADD COLUMN owner_epoch BIGINT NOT NULL DEFAULT 0;
+	CREATE INDEX sessions_owner ON sessions(owner_node, owner_epoch) WHERE state IN ('created', 'running');
+	ALTER TABLE commands ADD COLUMN timeout_ms BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE commands ADD COLUMN wait_for_device INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // fixedWidthTimes is the SQL that rewrites columns of table from

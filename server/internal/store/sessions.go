@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -45,7 +46,24 @@ type Session struct {
 	// OriginalTaskName is the name the client sent when TaskName is its
 	// sanitized form; empty otherwise.
 	OriginalTaskName string
+	// Owner is the node that runs it; a single node's sessions have the
+	// zero Owner.
+	Owner Owner
 }
+
+// Owner is a node that runs sessions, at one fencing epoch: a node that
+// starts again has a new epoch, and one whose sessions were adopted
+// while it was cut off finds its epoch stale on the next write
+// (FenceSession, EndSession) and stops running them.
+type Owner struct {
+	Node  string
+	Epoch int64
+}
+
+func (o Owner) String() string { return fmt.Sprintf("node %q (epoch %d)", o.Node, o.Epoch) }
+
+// ErrFenced: a write for a session another node has adopted.
+var ErrFenced = errors.New("session adopted by another node")
 
 // unfinished is the SQL list of the states of a session that has not ended.
 const unfinished = `('created', 'running')`
@@ -54,10 +72,10 @@ const unfinished = `('created', 'running')`
 // asked for it, if any.
 func (t *Tx) InsertSession(s Session) error {
 	_, err := t.exec(
-		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, created_at, started_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, created_at, started_at, owner_node, owner_epoch)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.TaskName, s.OriginalTaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Identity, s.TokenID, s.Selector, s.Kind, s.ParentID, s.State,
-		nullString(string(s.Plan)), formatTime(s.CreatedAt), nullTime(s.StartedAt))
+		nullString(string(s.Plan)), formatTime(s.CreatedAt), nullTime(s.StartedAt), s.Owner.Node, s.Owner.Epoch)
 	if err != nil && uniqueViolated(err, "sessions", "id") {
 		return fmt.Errorf("store: session %q: %w", s.ID, ErrExists)
 	}
@@ -80,17 +98,19 @@ func (t *Tx) StartSession(id string) error {
 }
 
 // EndSession records how session s ended: its State, Result and Error. A
-// session that has already ended keeps its first outcome. A session not
-// recorded yet (a single command that never recorded its command) is
-// recorded as it ends, with all of s.
+// session that has already ended keeps its first outcome, and one that
+// another Owner than s's runs now (it adopted it) is left to that owner.
+// A session not recorded yet (a single command that never recorded its
+// command) is recorded as it ends, with all of s.
 func (t *Tx) EndSession(s Session) error {
 	_, err := t.exec(
-		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at, owner_node, owner_epoch)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		 ON CONFLICT (id) DO UPDATE SET state = excluded.state, result = excluded.result, error = excluded.error, finished_at = excluded.finished_at
-		 WHERE sessions.state IN `+unfinished,
+		 WHERE sessions.state IN `+unfinished+` AND sessions.owner_node = excluded.owner_node AND sessions.owner_epoch = excluded.owner_epoch`,
 		s.ID, s.TaskName, s.OriginalTaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Identity, s.TokenID, s.Selector, s.Kind, s.ParentID, s.State,
-		nullString(string(s.Plan)), nullString(string(s.Result)), s.Error, formatTime(s.CreatedAt), nullTime(s.StartedAt), now())
+		nullString(string(s.Plan)), nullString(string(s.Result)), s.Error, formatTime(s.CreatedAt), nullTime(s.StartedAt), now(),
+		s.Owner.Node, s.Owner.Epoch)
 	if err != nil {
 		return fmt.Errorf("store: end session %q: %w", s.ID, err)
 	}
@@ -130,18 +150,24 @@ func (t *Tx) DeleteSessionsFinishedBefore(before time.Time) (int, error) {
 	return int(n), nil
 }
 
-// FailInterrupted fails what a stopped server left unfinished: sessions
-// not yet ended and commands still waiting for results. Results that
+// FailInterrupted fails what a stopped server, node, left unfinished:
+// its sessions not yet ended and commands still waiting for results. A
+// single node (node "") fails every one, as the store's only server;
+// a node of a cluster, only those of its own sessions. Results that
 // arrive for those commands later are still recorded, once.
-func (t *Tx) FailInterrupted(reason string) (sessions, commands int, err error) {
+func (t *Tx) FailInterrupted(node, reason string) (sessions, commands int, err error) {
 	res, err := t.exec(
-		`UPDATE sessions SET state = 'failed', error = ?, finished_at = ? WHERE state IN `+unfinished, reason, now())
+		`UPDATE sessions SET state = 'failed', error = ?, finished_at = ? WHERE state IN `+unfinished+` AND owner_node = ?`, reason, now(), node)
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: fail interrupted sessions: %w", err)
 	}
 	ns, _ := res.RowsAffected()
 	var pending []string
-	rows, err := t.query(`SELECT response_id FROM commands WHERE status = ?`, CommandPending)
+	q, args := `SELECT response_id FROM commands WHERE status = ?`, []any{CommandPending}
+	if node != "" {
+		q, args = q+` AND session_id IN (SELECT id FROM sessions WHERE owner_node = ?)`, append(args, node)
+	}
+	rows, err := t.query(q, args...)
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: find interrupted commands: %w", err)
 	}
@@ -162,7 +188,7 @@ func (t *Tx) FailInterrupted(reason string) (sessions, commands int, err error) 
 	return int(ns), len(pending), nil
 }
 
-const sessionColumns = `id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at`
+const sessionColumns = `id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at, owner_node, owner_epoch`
 
 func scanSession(row rowScanner) (Session, error) {
 	var (
@@ -171,7 +197,7 @@ func scanSession(row rowScanner) (Session, error) {
 		created, started, finished sql.NullString
 	)
 	err := row.Scan(&s.ID, &s.TaskName, &s.OriginalTaskName, &s.DeviceID, &s.RequesterKind, &s.RequesterID, &s.Identity, &s.TokenID, &s.Selector, &s.Kind, &s.ParentID, &s.State,
-		&plan, &result, &errText, &created, &started, &finished)
+		&plan, &result, &errText, &created, &started, &finished, &s.Owner.Node, &s.Owner.Epoch)
 	if err != nil {
 		return s, err
 	}
@@ -223,7 +249,7 @@ type SessionFilter struct {
 
 // summaryColumns are sessionColumns with plan, result and error left out:
 // they read as empty.
-const summaryColumns = `id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, NULL, NULL, NULL, created_at, started_at, finished_at`
+const summaryColumns = `id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, NULL, NULL, NULL, created_at, started_at, finished_at, owner_node, owner_epoch`
 
 // SessionSummaries lists the sessions f picks, newest first, without their
 // plan, result and error: a listing's size does not grow with theirs.

@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/internal/pgtest"
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// clusterNodes are servers, nodes a, b, …, sharing one PostgreSQL
+// database, each with the first one's operator token.
+func clusterNodes(t *testing.T, names ...string) []*testServer {
+	t.Helper()
+	url := pgtest.Shared(t).NewDatabase(t)
+	nodes := make([]*testServer, len(names))
+	for i, name := range names {
+		nodes[i] = newTestServer(t, func(c *Config) {
+			c.Store.URL, c.NodeID, c.NodeEpoch = url, name, int64(i+1)
+		})
+		nodes[i].api.Token = nodes[0].api.Token
+	}
+	return nodes
+}
+
+// taskCommands are the commands the store holds for a task.
+func taskCommands(t *testing.T, ts *testServer, id string) []api.CommandRecord {
+	t.Helper()
+	task, err := ts.api.Task(context.Background(), id)
+	require.NoError(t, err)
+	return task.Commands
+}
+
+// Node a accepts a plan and sends its first step; then a is cut off from
+// everything (its device link drops) but runs on, as a partitioned node
+// does. Node b adopts a's sessions (c, adopting at the same time, gets
+// none), sends the first step again with the same response_id and
+// call_ids when the device registers with it, and runs the plan to its
+// end. Node a, once its command times out, finds itself fenced off: it
+// records no second step, and not its own end.
+func TestAPlanOfADeadNodeIsAdoptedOnceAndRunsOnFromItsLastStep(t *testing.T) {
+	nodes := clusterNodes(t, "a", "b", "c")
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	echo := tool("stock", "echo", protocol.ToolAction)
+	token := a.enroll("kiosk-1")
+	dev := a.mustDial(token)
+	dev.register("kiosk-1", echo)
+	d := dispatch(t, a, "kiosk-1", `
+steps:
+  - tool: echo
+    timeout: 2s
+  - tool: echo
+`)
+	first := dev.nextCommand()
+	a.http.CloseClientConnections() // a is cut off: the link drops, a runs on
+
+	ctx := context.Background()
+	adopted := make(chan int, 2)
+	for _, n := range []*testServer{b, c} {
+		go func() {
+			k, err := n.srv.AdoptFrom(ctx, "a", 1)
+			assert.NoError(t, err)
+			adopted <- k
+		}()
+	}
+	assert.ElementsMatch(t, []int{0, 1}, []int{<-adopted, <-adopted}, "adopted by one node alone")
+	adopter := b
+	if !b.srv.sessions.running(d.SessionID) {
+		adopter = c
+	}
+	events := adopter.events(d.SessionID)
+
+	moved := adopter.mustDial(token)
+	moved.register("kiosk-1", echo)
+	again := moved.nextCommand()
+	assert.Equal(t, first.ResponseID, again.ResponseID, "sent again as it was")
+	assert.Equal(t, protocol.CallIDs(first.Actions), protocol.CallIDs(again.Actions))
+	moved.answer(again, protocol.ResultSuccess, "res-1")
+	second := moved.nextCommand()
+	assert.NotEqual(t, first.ResponseID, second.ResponseID)
+	moved.answer(second, protocol.ResultSuccess, "res-2")
+
+	task := adopter.waitTask(d.SessionID)
+	assert.Equal(t, api.StateCompleted, task.State, task.Error)
+	evs := <-events
+	require.Len(t, evs, 5, "the first step's start and end, as a emitted them, the second's, the end: %+v", evs)
+	assert.Equal(t, first.ResponseID, evs[0].ResponseID)
+
+	// a's command times out; a goes no further.
+	require.Eventually(t, func() bool { return !a.srv.sessions.running(d.SessionID) }, 10*time.Second, 10*time.Millisecond)
+	assert.Contains(t, a.logs.String(), "session adopted by another node")
+	assert.Len(t, taskCommands(t, adopter, d.SessionID), 2, "a recorded no command after it was fenced off")
+	task = adopter.waitTask(d.SessionID)
+	assert.Equal(t, api.StateCompleted, task.State, "a's end is not recorded")
+	assert.Equal(t, "res-2", moved.recvType(protocol.ServerHeartbeat).ResponseID)
+	moved.ping() // and nothing more was sent to the device
+}
+
+// A client's command goes to node a, which sends it and is then cut off
+// before it answers. The client repeats it, with its Idempotency-Key,
+// through node b, which has adopted a's sessions: the repeat waits for the
+// command, which b sends again and the device answers once, and gets its
+// outcome. One task, one command.
+func TestARepeatThroughAnotherNodeGetsTheOutcomeOfTheAdoptedCommand(t *testing.T) {
+	nodes := clusterNodes(t, "a", "b")
+	a, b := nodes[0], nodes[1]
+	token := a.enroll("kiosk-1")
+	dev := a.mustDial(token)
+	dev.register("kiosk-1")
+	const path = "/api/devices/kiosk-1/commands"
+	go func() {
+		req, _ := http.NewRequest("POST", a.http.URL+path, strings.NewReader(echoCommand))
+		req.Header.Set("Authorization", "Bearer "+a.api.Token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(api.IdempotencyKeyHeader, "key-1")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close() // cut off below: this client hears nothing
+		}
+	}()
+	first := dev.nextCommand()
+	a.http.CloseClientConnections()
+
+	n, err := b.srv.AdoptFrom(context.Background(), "a", 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	repeat := b.postKeyedAsync(path, "key-1", echoCommand)
+	b.waitLog("a repeated request waits for the task the first request under its key started")
+	moved := b.mustDial(token)
+	moved.register("kiosk-1")
+	again := moved.nextCommand()
+	require.Equal(t, first.ResponseID, again.ResponseID)
+	moved.answer(again, protocol.ResultSuccess, "r1")
+
+	ans := <-repeat
+	require.Equal(t, http.StatusOK, ans.code, string(ans.body))
+	assert.True(t, ans.replayed)
+	var resp api.CommandResponse
+	require.NoError(t, json.Unmarshal(ans.body, &resp))
+	assert.True(t, resp.Succeeded(), string(ans.body))
+	assert.Equal(t, first.ResponseID, resp.ResponseID)
+	assert.Equal(t, 1, b.taskCount(), "one task")
+	assert.Len(t, taskCommands(t, b, resp.SessionID), 1, "one command")
+}
