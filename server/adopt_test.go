@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +62,8 @@ steps:
   - tool: echo
 `)
 	first := dev.nextCommand()
+	// Streams on the other nodes, from the store, while a runs the plan.
+	watched := []<-chan []api.TaskEvent{b.events(d.SessionID), c.events(d.SessionID)}
 	a.http.CloseClientConnections() // a is cut off: the link drops, a runs on
 
 	ctx := context.Background()
@@ -92,10 +97,16 @@ steps:
 	evs := <-events
 	require.Len(t, evs, 5, "the first step's start and end, as a emitted them, the second's, the end: %+v", evs)
 	assert.Equal(t, first.ResponseID, evs[0].ResponseID)
+	for _, w := range watched {
+		assert.Equal(t, eventKinds(evs), eventKinds(<-w), "a stream on any node sees every event, across the adoption")
+	}
 
 	// a's command times out; a goes no further.
 	require.Eventually(t, func() bool { return !a.srv.sessions.running(d.SessionID) }, 10*time.Second, 10*time.Millisecond)
 	assert.Contains(t, a.logs.String(), "session adopted by another node")
+	for _, n := range nodes {
+		assert.Equal(t, eventKinds(evs[3:]), eventKinds(n.eventsAfter(d.SessionID, 3)), "Last-Event-ID means the same on every node")
+	}
 	assert.Len(t, taskCommands(t, adopter, d.SessionID), 2, "a recorded no command after it was fenced off")
 	task = adopter.waitTask(d.SessionID)
 	assert.Equal(t, api.StateCompleted, task.State, "a's end is not recorded")
@@ -147,4 +158,41 @@ func TestARepeatThroughAnotherNodeGetsTheOutcomeOfTheAdoptedCommand(t *testing.T
 	assert.Equal(t, first.ResponseID, resp.ResponseID)
 	assert.Equal(t, 1, b.taskCount(), "one task")
 	assert.Len(t, taskCommands(t, b, resp.SessionID), 1, "one command")
+}
+
+// eventKinds is what identifies events: their type, step, attempt,
+// command, status and state.
+func eventKinds(evs []api.TaskEvent) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		step := -1
+		if e.Step != nil {
+			step = *e.Step
+		}
+		out[i] = fmt.Sprintf("%s step=%d attempt=%d tool=%s response_id=%s status=%s state=%s", e.Type, step, e.Attempt, e.Tool,
+			e.ResponseID, e.Status, e.State)
+	}
+	return out
+}
+
+// eventsAfter reads a task's event stream from Last-Event-ID n to its end.
+func (ts *testServer) eventsAfter(id string, n int) []api.TaskEvent {
+	ts.t.Helper()
+	req, _ := http.NewRequest("GET", ts.http.URL+"/api/tasks/"+id+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+ts.api.Token)
+	req.Header.Set("Last-Event-ID", strconv.Itoa(n))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(ts.t, err)
+	defer resp.Body.Close()
+	require.Equal(ts.t, http.StatusOK, resp.StatusCode)
+	var all []api.TaskEvent
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			var e api.TaskEvent
+			require.NoError(ts.t, json.Unmarshal([]byte(data), &e))
+			all = append(all, e)
+		}
+	}
+	return all
 }

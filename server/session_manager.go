@@ -346,7 +346,9 @@ func (m *sessionManager) release(s *session) {
 	s.released.Do(func() {
 		m.mu.Lock()
 		delete(m.live, s.ID)
-		m.recent.keep(s.ID, s.events, time.Now())
+		if s.cancelReason() != reasonAdoptedElsewhere { // else its events are read from the store
+			m.recent.keep(s.ID, s.events, time.Now())
+		}
 		m.mu.Unlock()
 		s.cancel(errSessionEnded)
 		close(s.done)

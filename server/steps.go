@@ -54,7 +54,10 @@ func (st sessionStepper) attempt(ctx context.Context, step step, n int) commandR
 	r := st.m.disp.run(gctx, cmd)
 	cancel()
 	if errors.Is(r.err, store.ErrFenced) {
+		// Its end is the adopter's to tell, in its events too.
 		st.m.cancelSession(s, reasonAdoptedElsewhere)
+		s.events.leave()
+		return r
 	}
 	s.events.add(st.stepEvent(api.EventStepEnd, step, n, r))
 	return r
