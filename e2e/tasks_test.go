@@ -125,3 +125,33 @@ func dialConstellation(t *testing.T, c *cluster, id, target string) *rawDevice {
 	d.next(t, protocol.ServerHeartbeat)
 	return d
 }
+
+// An operator's cancellation (POST /api/tasks/{id}/cancel, aipctl cancel)
+// stops the wasm call on the device, as an MCP client's does: the looping
+// fixture's result says who cancelled it, long before its deadline.
+func TestCancellingATaskStopsTheToolOnTheDevice(t *testing.T) {
+	c := newCluster(t)
+	c.startAgent("kiosk-1", c.enroll("kiosk-1"))
+	ctx := context.Background()
+	d, err := c.api.Dispatch(ctx, api.DispatchRequest{ClientID: "kiosk-1", Request: "steps: [{tool: spin, timeout: 5m}]"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		task, err := c.api.Task(ctx, d.SessionID)
+		require.NoError(t, err)
+		return len(task.Commands) == 1
+	}, 20*time.Second, 20*time.Millisecond, "the spin is sent")
+	time.Sleep(300 * time.Millisecond) // the call runs on the device
+
+	task, err := c.api.CancelTask(ctx, d.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, api.StateCancelled, task.State)
+	require.Eventually(t, func() bool {
+		task, err = c.api.Task(ctx, d.SessionID)
+		require.NoError(t, err)
+		return len(task.Commands) == 1 && task.Commands[0].Status == "done"
+	}, 20*time.Second, 50*time.Millisecond, "the device answers the cancelled command")
+	require.Len(t, task.Commands[0].Results, 1)
+	res := task.Commands[0].Results[0]
+	assert.Equal(t, protocol.ResultFailure, res.Status)
+	assert.Contains(t, res.Error, "cancelled by the server: cancelled by admin")
+}

@@ -11,26 +11,37 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// clusterNodes are servers, nodes a, b, …, sharing one PostgreSQL
-// database, each with the first one's operator token.
-func clusterNodes(t *testing.T, names ...string) []*testServer {
+// clusterNodes starts nodes of one new cluster, with the given ids.
+func clusterNodes(t *testing.T, ids ...string) []*testServer {
 	t.Helper()
-	url := pgtest.Shared(t).NewDatabase(t)
-	nodes := make([]*testServer, len(names))
-	for i, name := range names {
-		nodes[i] = newTestServer(t, func(c *Config) {
-			c.Store.URL, c.NodeID, c.NodeEpoch = url, name, int64(i+1)
-		})
-		nodes[i].api.Token = nodes[0].api.Token
+	tc := newTestCluster(t)
+	nodes := make([]*testServer, len(ids))
+	for i, id := range ids {
+		nodes[i] = tc.node(id)
 	}
 	return nodes
+}
+
+// runnerOf is the node of nodes that runs task id, once one does.
+func runnerOf(t *testing.T, id string, nodes ...*testServer) *testServer {
+	t.Helper()
+	var found *testServer
+	require.Eventually(t, func() bool {
+		for _, n := range nodes {
+			if n.srv.sessions.running(id) {
+				found = n
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond, "no node adopted task %s", id)
+	return found
 }
 
 // taskCommands are the commands the store holds for a task.
@@ -42,9 +53,9 @@ func taskCommands(t *testing.T, ts *testServer, id string) []api.CommandRecord {
 }
 
 // Node a accepts a plan and sends its first step; then a is cut off from
-// everything (its device link drops) but runs on, as a partitioned node
-// does. Node b adopts a's sessions (c, adopting at the same time, gets
-// none), sends the first step again with the same response_id and
+// everything (its device link drops, its lease is gone) but runs on, as a
+// partitioned node does. Node b or c adopts a's sessions, sends the
+// first step again with the same response_id and
 // call_ids when the device registers with it, and runs the plan to its
 // end. Node a, once its command times out, finds itself fenced off: it
 // records no second step, and not its own end.
@@ -66,20 +77,8 @@ steps:
 	watched := []<-chan []api.TaskEvent{b.events(d.SessionID), c.events(d.SessionID)}
 	a.http.CloseClientConnections() // a is cut off: the link drops, a runs on
 
-	ctx := context.Background()
-	adopted := make(chan int, 2)
-	for _, n := range []*testServer{b, c} {
-		go func() {
-			k, err := n.srv.AdoptFrom(ctx, "a", 1)
-			assert.NoError(t, err)
-			adopted <- k
-		}()
-	}
-	assert.ElementsMatch(t, []int{0, 1}, []int{<-adopted, <-adopted}, "adopted by one node alone")
-	adopter := b
-	if !b.srv.sessions.running(d.SessionID) {
-		adopter = c
-	}
+	a.srv.leaveCluster() // and its lease is gone: the others adopt its sessions
+	adopter := runnerOf(t, d.SessionID, b, c)
 	events := adopter.events(d.SessionID)
 
 	moved := adopter.mustDial(token)
@@ -103,7 +102,7 @@ steps:
 
 	// a's command times out; a goes no further.
 	require.Eventually(t, func() bool { return !a.srv.sessions.running(d.SessionID) }, 10*time.Second, 10*time.Millisecond)
-	assert.Contains(t, a.logs.String(), "session adopted by another node")
+	assert.Contains(t, a.logs.String(), "session left to another node to run on")
 	for _, n := range nodes {
 		assert.Equal(t, eventKinds(evs[3:]), eventKinds(n.eventsAfter(d.SessionID, 3)), "Last-Event-ID means the same on every node")
 	}
@@ -138,9 +137,8 @@ func TestARepeatThroughAnotherNodeGetsTheOutcomeOfTheAdoptedCommand(t *testing.T
 	first := dev.nextCommand()
 	a.http.CloseClientConnections()
 
-	n, err := b.srv.AdoptFrom(context.Background(), "a", 1)
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	a.srv.leaveCluster()
+	runnerOf(t, first.SessionID, b)
 	repeat := b.postKeyedAsync(path, "key-1", echoCommand)
 	b.waitLog("a repeated request waits for the task the first request under its key started")
 	moved := b.mustDial(token)
@@ -195,4 +193,47 @@ func (ts *testServer) eventsAfter(id string, n int) []api.TaskEvent {
 		}
 	}
 	return all
+}
+
+// A fleet on node a has started its first device's task, one at a time,
+// when a is cut off. Node b adopts the fleet with that task: it sends the
+// first device its command again, the same one, then starts the second
+// device's task itself, and the fleet completes there. Each device ran
+// its step once.
+func TestAFleetOfADeadNodeIsAdoptedWithItsDevicesTasks(t *testing.T) {
+	nodes := clusterNodes(t, "a", "b")
+	a, b := nodes[0], nodes[1]
+	echo := tool("stock", "echo", protocol.ToolAction)
+	tokens := map[string]string{}
+	devs := map[string]*rawClient{}
+	for _, id := range []string{"kiosk-1", "kiosk-2"} {
+		resp, err := a.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: map[string]string{"site": "x"}})
+		require.NoError(t, err)
+		tokens[id], devs[id] = resp.Token, a.mustDial(resp.Token)
+		devs[id].register(id, echo)
+	}
+	f := a.fleet(api.FleetRequest{Labels: map[string]string{"site": "x"}, Concurrency: 1, Plan: json.RawMessage(`"steps:\n  - tool: echo\n"`)})
+	require.Equal(t, []string{"kiosk-1", "kiosk-2"}, f.Devices)
+	first := devs["kiosk-1"].nextCommand()
+	a.http.CloseClientConnections()
+	a.srv.leaveCluster()
+
+	runnerOf(t, f.SessionID, b)
+	moved := map[string]*rawClient{}
+	for id, tok := range tokens {
+		moved[id] = b.mustDial(tok)
+		moved[id].register(id, echo)
+	}
+	again := moved["kiosk-1"].nextCommand()
+	require.Equal(t, first.ResponseID, again.ResponseID)
+	moved["kiosk-1"].answer(again, protocol.ResultSuccess, "r1")
+	moved["kiosk-2"].answer(moved["kiosk-2"].nextCommand(), protocol.ResultSuccess, "r2")
+
+	task := b.waitTask(f.SessionID)
+	require.Equal(t, api.StateCompleted, task.State, task.Error)
+	res := fleetResult(t, task)
+	assert.Equal(t, map[string]api.TaskState{"kiosk-1": api.StateCompleted, "kiosk-2": api.StateCompleted}, deviceStates(res))
+	for _, d := range res.Devices {
+		assert.Len(t, taskCommands(t, b, d.SessionID), 1, "%s ran its step once", d.DeviceID)
+	}
 }

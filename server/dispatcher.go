@@ -53,6 +53,9 @@ type dispatcher struct {
 
 	mu      sync.Mutex
 	pending map[string]*command // by response_id
+	// frozen: the node handed its sessions off (freeze): it records no
+	// new command and no failure, and sends nothing more.
+	frozen bool
 }
 
 // command is a COMMAND waiting for its results.
@@ -101,7 +104,7 @@ type command struct {
 func (c *command) result() commandResult {
 	r := commandResult{responseID: c.rec.ResponseID, results: c.results, recorded: c.recorded}
 	if c.fenced {
-		r.err = fmt.Errorf("%s: %w", c.failed, store.ErrFenced)
+		r.err = fmt.Errorf("%s: %w", c.failed, store.ErrAdopted)
 	}
 	return r
 }
@@ -211,6 +214,10 @@ func (d *dispatcher) run(ctx context.Context, cmd *command) commandResult {
 	if cmd.session != nil && cmd.session.Key != nil {
 		record = d.store.Write
 	}
+	if d.isFrozen() {
+		return commandResult{responseID: cmd.rec.ResponseID, results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), errHandedOff.Error()),
+			err: errHandedOff}
+	}
 	err := record(context.WithoutCancel(ctx), func(tx *store.Tx) error {
 		// The session a single command makes up is recorded with it.
 		if cmd.fence != nil && cmd.session == nil {
@@ -305,6 +312,10 @@ func (d *dispatcher) await(ctx context.Context, cmd *command) commandResult {
 func (d *dispatcher) park(cmd *command) (offline string) {
 	id := cmd.rec.DeviceID
 	d.mu.Lock()
+	if d.frozen {
+		d.mu.Unlock()
+		return errHandedOff.Error()
+	}
 	at := d.reg.reach(id)
 	waits := at.link == nil && (cmd.waitForDevice || cmd.inFlight || at.graceLeft > 0)
 	if at.link == nil && !waits {
@@ -393,6 +404,29 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	} else {
 		// At debug: "command done" is the command's one line at info.
 		cmd.log.Debug("command sent", "actions", len(cmd.rec.Actions), "timeout", cmd.timeout)
+	}
+}
+
+// stop asks the device that command responseID was sent to to stop it,
+// why being the cause it records, if the command is waiting and was sent
+// on the CBOR wire, which carries CANCEL_COMMAND. On UFO's JSON wire the
+// command runs on, and its late results are recorded; one not sent yet
+// is never sent once its session has ended.
+func (d *dispatcher) stop(responseID, why string) {
+	d.mu.Lock()
+	var c *client
+	if cmd := d.pending[responseID]; cmd != nil {
+		c = cmd.sentOn
+	}
+	d.mu.Unlock()
+	if c == nil || c.conn.Encoding() != protocol.CBOR {
+		return
+	}
+	m := &protocol.ServerMessage{Type: protocol.ServerCancelCommand, Status: protocol.StatusOK, ResponseID: responseID, Error: why, Timestamp: protocol.Now()}
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	defer cancel()
+	if err := c.conn.Send(ctx, m); err != nil {
+		d.log.Warn("cancel not sent to the device", "device", c.id, "response_id", responseID, "err", err)
 	}
 }
 
@@ -494,6 +528,10 @@ func (d *dispatcher) storedCommandLog(ctx context.Context, deviceID, responseID,
 // stand.
 func (d *dispatcher) fail(cmd *command, reason string) {
 	d.forget(cmd)
+	if d.isFrozen() {
+		d.end(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), reason), reason, false)
+		return
+	}
 	var rec store.Command
 	finished := false
 	err := d.unrecorded.write(context.Background(), keptWrite{what: "failure of command " + cmd.rec.ResponseID, size: keptFailureBytes,
@@ -517,7 +555,7 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 			return cmd.endSession(tx, rec)
 		}})
 	switch {
-	case errors.Is(err, store.ErrFenced):
+	case errors.Is(err, store.ErrAdopted):
 		cmd.log.Warn("command failure not recorded: another node adopted its session and runs it on", "failure", reason)
 		d.endAs(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), reason), reason, false, true)
 	case err != nil:
@@ -594,6 +632,35 @@ func (d *dispatcher) failDevice(deviceID, reason string) {
 	d.mu.Unlock()
 	for _, cmd := range todo {
 		d.fail(cmd, reason)
+	}
+}
+
+// errHandedOff: the node handed its sessions off to the others as it
+// drains; their commands go on there.
+var errHandedOff = errors.New("this node is draining: its tasks go on on another node")
+
+func (d *dispatcher) isFrozen() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.frozen
+}
+
+// freeze stops every command here without recording anything, for a node
+// that hands its sessions off: each one waiting ends at once, unrecorded,
+// and is left pending in the store for the node that adopts its session
+// to send again; none is recorded, sent or failed from now on. Results
+// devices report are still recorded, for the adopter to find.
+func (d *dispatcher) freeze() {
+	d.mu.Lock()
+	d.frozen = true
+	todo := make([]*command, 0, len(d.pending))
+	for _, cmd := range d.pending {
+		todo = append(todo, cmd)
+	}
+	d.mu.Unlock()
+	for _, cmd := range todo {
+		d.forget(cmd)
+		d.end(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), errHandedOff.Error()), errHandedOff.Error(), false)
 	}
 }
 

@@ -140,11 +140,15 @@ func TestCancellingAFleetCancelsItsRunningDevices(t *testing.T) {
 	a := ts.labelled("a", lobby)
 	b := ts.labelled("b", lobby)
 	f := ts.fleet(api.FleetRequest{Labels: lobby, Plan: json.RawMessage(`"steps: [{tool: echo}]"`), Concurrency: 1})
-	a.nextCommand() // never answered
+	cmd := a.nextCommand() // never answered
 
 	cancelled, err := ts.api.CancelTask(context.Background(), f.SessionID)
 	require.NoError(t, err)
 	assert.Equal(t, api.StateCancelled, cancelled.State)
+	stop := a.recvType(protocol.ServerCancelCommand)
+	assert.Equal(t, cmd.ResponseID, stop.ResponseID, "the device is asked to stop the command")
+	assert.Equal(t, "its fleet "+f.SessionID+" was cancelled", stop.Error)
+	a.ping() // and asked once
 	r := fleetResult(t, ts.waitTask(f.SessionID))
 	assert.Equal(t, map[string]api.TaskState{"a": api.StateCancelled, "b": api.StateSkipped}, deviceStates(r))
 	child := ts.waitTask(r.Devices[0].SessionID)

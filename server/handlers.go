@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -154,7 +155,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, strict bool) bool
 // has not taken yet, the server is degraded: 503, with the cause.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	h, code := api.Health{Status: "healthy"}, http.StatusOK
-	if cause := s.unrecorded.health(); cause != "" {
+	if cause := cmp.Or(s.unrecorded.health(), s.clusterHealth(), s.drainHealth()); cause != "" {
 		h, code = api.Health{Status: "degraded", Cause: cause}, http.StatusServiceUnavailable
 	}
 	if src := s.source(r); s.authLimit.blocked(src) == 0 {

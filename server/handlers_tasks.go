@@ -138,11 +138,11 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 }
 
 // cancelTask is POST /api/tasks/{id}/cancel: it cancels a running task
-// (reason user_requested; its requester gets a TASK_END) and answers with
-// the task as it ended.
+// (reason user_requested; its requester gets a TASK_END) and the command
+// it runs on its device, and answers with the task as it ended.
 func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.sessions.cancelTask(id, reasonUserRequested); errors.Is(err, errNotRunning) {
+	if err := s.sessions.cancelTask(id, "cancelled by "+callerFrom(r).name); errors.Is(err, errNotRunning) {
 		if t, ok := s.lookupTask(w, r, id); ok {
 			writeError(w, http.StatusConflict, fmt.Sprintf("task %q is not running: it is %s", id, t.State))
 		}

@@ -170,7 +170,14 @@ func (s *Server) replay(ctx context.Context, w http.ResponseWriter, first store.
 // once it has ended: its session's result, or, for a session a server
 // restart ended, the response its command's record makes.
 func (s *Server) commandAnswer(ctx context.Context, first store.IdempotencyKey) ([]byte, int, error) {
-	row, err := s.endedSession(ctx, first.SessionID)
+	// The first request under the key may run on another node of a
+	// cluster, or have been adopted by one, beyond this node's keyLocks:
+	// the repeat waits for the task there, as it would wait here for the
+	// first request.
+	row, err := s.sessions.ended(ctx, first.SessionID, func(row store.Session) {
+		s.log.Info("a repeated request waits for the task the first request under its key started",
+			"session_id", row.ID, "owner", row.Owner)
+	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, http.StatusConflict, fmt.Errorf("Idempotency-Key %q: the task it started, %q, has been removed; use a new key", first.Key, first.SessionID)
@@ -192,38 +199,6 @@ func (s *Server) commandAnswer(ctx context.Context, first store.IdempotencyKey) 
 		return nil, http.StatusInternalServerError, err
 	}
 	return b, 0, nil
-}
-
-// endedSession waits until session id has ended and returns its row, or
-// ctx's cause. The first request under a key may run on another node of
-// a cluster, or have been adopted by one, beyond this node's keyLocks:
-// then the repeat finds the session in the store, running, and waits for
-// its end there, as it would wait here for the first request.
-func (s *Server) endedSession(ctx context.Context, id string) (store.Session, error) {
-	wait, told := 10*time.Millisecond, false
-	for {
-		row, err := s.store.Session(ctx, id)
-		if err != nil || api.TaskState(row.State).Ended() {
-			return row, err
-		}
-		if !told {
-			s.log.Info("a repeated request waits for the task the first request under its key started",
-				"session_id", id, "owner", row.Owner)
-			told = true
-		}
-		if live := s.sessions.liveSession(id); live != nil {
-			select {
-			case <-live.done:
-				continue
-			case <-ctx.Done():
-				return row, context.Cause(ctx)
-			}
-		}
-		if !sleep(ctx, wait) {
-			return row, context.Cause(ctx)
-		}
-		wait = min(2*wait, time.Second)
-	}
 }
 
 // errAnotherRequest: a request holds the key with another fingerprint.

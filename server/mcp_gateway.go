@@ -233,15 +233,20 @@ func (g *mcpGateway) refreshViews(stop <-chan struct{}) {
 			return
 		case <-g.changed:
 		}
-		g.mu.Lock()
-		views := make([]*mcpView, 0, len(g.views))
-		for _, v := range g.views {
-			views = append(views, v)
-		}
-		g.mu.Unlock()
-		for _, v := range views {
-			v.refresh(context.Background())
-		}
+		g.refreshAll(context.Background())
+	}
+}
+
+// refreshAll refreshes every view now.
+func (g *mcpGateway) refreshAll(ctx context.Context) {
+	g.mu.Lock()
+	views := make([]*mcpView, 0, len(g.views))
+	for _, v := range g.views {
+		views = append(views, v)
+	}
+	g.mu.Unlock()
+	for _, v := range views {
+		v.refresh(ctx)
 	}
 }
 

@@ -75,6 +75,8 @@ func TestEnrollingADeviceRefreshesAnIdentitysMCPTools(t *testing.T) {
 	require.Contains(t, mcpToolNames(t, cl), "lobby-1__echo", "one device in scope: its tools are direct")
 
 	ts.enrollLabelled("depot-1", map[string]string{"site": "depot"})
+	ts.srv.mcp.refreshAll(context.Background()) // as the enrollment's own refresh will
+	assert.Contains(t, mcpToolNames(t, cl), "lobby-1__echo", "a device out of scope does not count")
 	ts.enrollLabelled("lobby-2", lobby)
 	require.Eventually(t, func() bool { return listChanged() > 0 }, 5*time.Second, 10*time.Millisecond, "tools/list_changed on enrolling")
 	assert.NotContains(t, mcpToolNames(t, cl), "lobby-1__echo", "two enrolled devices in scope, past DirectTools")

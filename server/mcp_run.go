@@ -92,7 +92,7 @@ func (f *following) wait(g *mcpGateway, done <-chan struct{}, id string) (cancel
 	started := time.Now()
 	var why string // a cancellation not yet delivered
 	for {
-		if why != "" && !errors.Is(g.cancel(id, why), errNotRunning) {
+		if why != "" && !errors.Is(g.s.sessions.cancelTask(id, why), errNotRunning) {
 			why = ""
 		}
 		select {
@@ -106,7 +106,7 @@ func (f *following) wait(g *mcpGateway, done <-chan struct{}, id string) (cancel
 		case <-f.ctx.Done():
 			reason, byServer := cancelReason(f.ctx)
 			if byServer {
-				go g.cancel(id, reason)
+				go g.s.sessions.cancelTask(id, reason)
 				return true
 			}
 			if !cancelled {
@@ -160,50 +160,6 @@ func (g *mcpGateway) runCommand(ctx context.Context, req mcp.CallToolRequest, wh
 		err = fmt.Errorf("cancelled by the client; the task %s ended %s", resp.SessionID, resp.Status)
 	}
 	return resp, err
-}
-
-// cancel cancels task id, and on its device the command it is running,
-// which then stops its tool call: the cancellation the task's results
-// record.
-func (g *mcpGateway) cancel(id, why string) error {
-	sess := g.s.sessions.liveSession(id)
-	if sess == nil {
-		return errNotRunning
-	}
-	if rid := runningCommand(sess); rid != "" {
-		g.cancelOnDevice(sess.DeviceID, rid, why)
-	}
-	return g.s.sessions.cancelTask(id, reasonUserRequested)
-}
-
-// runningCommand is the response_id of the command sess is waiting on, if
-// any: the last step started and not ended.
-func runningCommand(sess *session) string {
-	events, _, _ := sess.events.since(0)
-	rid := ""
-	for _, e := range events {
-		switch e.Type {
-		case api.EventStepStart:
-			rid = e.ResponseID
-		case api.EventStepEnd:
-			rid = ""
-		}
-	}
-	return rid
-}
-
-// cancelOnDevice asks device to stop command responseID, if it is linked
-// on the CBOR wire, which carries CANCEL_COMMAND; on UFO's JSON wire the
-// command runs on, and its late results are recorded.
-func (g *mcpGateway) cancelOnDevice(device, responseID, why string) {
-	c := g.s.reg.device(device)
-	if c == nil || c.conn.Encoding() != protocol.CBOR {
-		return
-	}
-	m := &protocol.ServerMessage{Type: protocol.ServerCancelCommand, Status: protocol.StatusOK, ResponseID: responseID, Error: why, Timestamp: protocol.Now()}
-	if err := g.s.send(context.Background(), c.conn, m); err != nil {
-		g.log.Warn("cancel not sent to the device", "device", device, "response_id", responseID, "err", err)
-	}
 }
 
 // result is res as the answer to a call, cut to MaxResultBytes with a

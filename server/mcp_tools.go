@@ -216,7 +216,7 @@ func (v *mcpView) cancelTask(ctx context.Context, req mcp.CallToolRequest) (*mcp
 	if _, err := v.g.taskInScope(ctx, id); err != nil {
 		return refused(err)
 	}
-	if err := v.g.cancel(id, "cancel_task by "+callerIn(ctx).name); err != nil {
+	if err := v.g.s.sessions.cancelTask(id, "cancel_task by "+callerIn(ctx).name); err != nil {
 		return refused(err)
 	}
 	task, err := v.g.taskInScope(ctx, id)

@@ -220,7 +220,7 @@ func (r *registry) disconnect(id string, reason string) {
 // closeAll ends every grace and closes every connection, for shutdown,
 // and waits until each has closed or given up on its peer. A server that
 // stops waits for no device.
-func (r *registry) closeAll() {
+func (r *registry) closeAll(code websocket.StatusCode, reason string) {
 	r.mu.Lock()
 	r.closed = true
 	for id, g := range r.away {
@@ -234,7 +234,7 @@ func (r *registry) closeAll() {
 	r.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, c := range all {
-		wg.Go(func() { c.conn.Close(websocket.StatusGoingAway, "server shutting down") })
+		wg.Go(func() { c.conn.Close(code, reason) })
 	}
 	wg.Wait()
 }

@@ -12,12 +12,15 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/internal/dirlock"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/dashboard"
 	"github.com/edgeaip/edgeaip/server/internal/certs"
+	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
@@ -69,16 +72,8 @@ type Config struct {
 	TLS TLSFiles
 	// MCP tunes the MCP gateway at /mcp.
 	MCP MCPConfig
-	// NodeID names this server as a node of a cluster, which shares its
-	// PostgreSQL store with others; "" is a single node. The tasks a node
-	// accepts are its own (RATIONALE.md, "Tasks that outlive their
-	// node"): at start it fails or adopts only those, and another node
-	// adopts them if it dies (AdoptFrom).
-	NodeID string
-	// NodeEpoch is this start of the node, its fencing epoch: a node
-	// that starts again has a new one, higher than before. Default: the
-	// start time in nanoseconds. Ignored on a single node.
-	NodeEpoch int64
+	// Cluster makes the server a node of a cluster; zero: a single node.
+	Cluster ClusterConfig
 }
 
 // StoreConfig tunes the database. The zero value gives the defaults.
@@ -139,6 +134,9 @@ type Server struct {
 	sessions   *sessionManager
 	admission  *admission
 	mcp        *mcpGateway
+	cluster    *cluster.Cluster // nil: a single node
+	draining   atomic.Bool      // Drain has begun
+	orphans    chan struct{}    // closed when watchOrphans has stopped (a cluster node's)
 	metrics    *metrics.Metrics
 	keys       *keyLocks // idempotency keys being served
 	csrf       *http.CrossOriginProtection
@@ -182,6 +180,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Store.URL != "" && !store.IsPostgresURL(cfg.Store.URL) {
 		return nil, fmt.Errorf("server: store %q: want a postgres:// URL, or none for SQLite in the data dir", store.RedactURL(cfg.Store.URL))
 	}
+	if err := cfg.Cluster.check(cfg.Store); err != nil {
+		return nil, err
+	}
 	// Read before anything is written: a bad file fails the start alone.
 	set, err := cfg.TLS.load()
 	if err != nil {
@@ -198,12 +199,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		lock.Release()
 		return nil, err
-	}
-	if cfg.NodeID != "" {
-		if err := s.adoptOwn(ctx); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("server: adopt what node %q left running: %w", cfg.NodeID, err)
-		}
 	}
 	return s, nil
 }
@@ -222,19 +217,21 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	cfg.Logger.Info("store open", "backend", st.Backend())
-	if err := startStore(ctx, st, token, created, tokenPath, cfg.NodeID, cfg.Logger); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("server: %w", err)
-	}
 	cfg.Sessions.setDefaults()
-	if cfg.NodeID != "" && cfg.NodeEpoch == 0 {
-		cfg.NodeEpoch = time.Now().UnixNano()
-	}
 	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, certs: set, rotations: newRotationWaiters(),
 		keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
 		authLimit: newAuthLimiter(time.Now), revocations: newRevocations(),
 		stop: make(chan struct{}), janitor: make(chan struct{}), seenFlush: make(chan struct{}),
 		liveness: protocol.NewLiveness()}
+	if err := s.joinCluster(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := startStore(ctx, st, token, created, tokenPath, cfg.Logger, s.cluster == nil); err != nil {
+		s.leaveCluster()
+		st.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
 	s.devices = newDeviceCache(st)
 	s.metrics = metrics.New(metrics.Sources{
@@ -259,13 +256,23 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		defer close(s.seenFlush)
 		s.flushLastSeen(s.stop)
 	}()
+	if s.cluster != nil {
+		s.orphans = make(chan struct{})
+		go func() {
+			defer close(s.orphans)
+			s.watchOrphans(s.stop, cmp.Or(cfg.Cluster.DeadAfter, cluster.DefaultDeadAfter))
+		}()
+	}
 	return s, nil
 }
 
 // startStore readies the store for a server starting: the identity of
-// admin.token (token, just written if created), and the end of what the
-// last run left running.
-func startStore(ctx context.Context, st *store.Store, token string, created bool, tokenPath, node string, log *slog.Logger) error {
+// admin.token (token, just written if created), and, for a single node
+// (alone), the end of what the last run left running. On a store that
+// other nodes share, what is unfinished may be theirs, running: a dead
+// node's work is ended or adopted by the node that finds it dead
+// (cluster.OnDead).
+func startStore(ctx context.Context, st *store.Store, token string, created bool, tokenPath string, log *slog.Logger, alone bool) error {
 	live, err := bootstrapAdmin(ctx, st, token)
 	switch {
 	case err != nil:
@@ -277,8 +284,8 @@ func startStore(ctx context.Context, st *store.Store, token string, created bool
 	default:
 		log.Warn("the operator token file holds a token that was rotated or revoked: it does not work", "path", tokenPath)
 	}
-	if node != "" {
-		return nil // a node adopts what it left running, once it can run it (adoptOwn)
+	if !alone {
+		return nil
 	}
 	return failInterrupted(ctx, st, log)
 }
@@ -287,7 +294,7 @@ func startStore(ctx context.Context, st *store.Store, token string, created bool
 func failInterrupted(ctx context.Context, st *store.Store, log *slog.Logger) error {
 	var sessions, commands int
 	err := st.Write(ctx, func(tx *store.Tx) (err error) {
-		sessions, commands, err = tx.FailInterrupted("", "server restarted")
+		sessions, commands, err = tx.FailInterrupted("server restarted")
 		return err
 	})
 	if err != nil {
@@ -335,6 +342,9 @@ func (s *Server) servePprof(mux *http.ServeMux) {
 func (s *Server) Shutdown() {
 	s.stopOnce.Do(func() {
 		close(s.stop)
+		if s.orphans != nil {
+			<-s.orphans // adopts nothing more
+		}
 		s.sessions.cancelAll()
 		s.disp.shutdown()
 		s.sessions.wait()
@@ -342,8 +352,9 @@ func (s *Server) Shutdown() {
 		<-s.seenFlush
 		s.unrecorded.close()
 		s.recordLastSeen(context.Background(), s.reg.devices())
-		s.reg.closeAll()
+		s.reg.closeAll(websocket.StatusGoingAway, "server shutting down")
 		s.liveness.Close()
+		s.leaveCluster()
 	})
 }
 

@@ -30,6 +30,9 @@ const (
 	// Another node adopted the session, this node having been taken for
 	// dead: this one stops running it, and records and tells nothing.
 	reasonAdoptedElsewhere = "adopted_elsewhere"
+	// The node drains and hands the session off to another, which adopts
+	// it: this one records and tells nothing more.
+	reasonHandedOff = "handed_off"
 )
 
 // session is a task running on one device, or a fleet running one on
@@ -90,6 +93,22 @@ func (s *session) setReason(reason string) {
 	}
 }
 
+// runningCommand is the response_id of the command s is waiting on, if
+// any: the last step started and not ended.
+func (s *session) runningCommand() string {
+	events, _, _ := s.events.since(0)
+	rid := ""
+	for _, e := range events {
+		switch e.Type {
+		case api.EventStepStart:
+			rid = e.ResponseID
+		case api.EventStepEnd:
+			rid = ""
+		}
+	}
+	return rid
+}
+
 func (s *session) cancelReason() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -104,7 +123,7 @@ func (s *session) row(state api.TaskState) store.Session {
 	}
 	if s.fleet != nil {
 		b, _ := json.Marshal(s.selector) // a slice of strings always encodes
-		row.Selector = string(b)
+		row.Selector, row.Fleet = string(b), s.fleet.spec.record()
 	}
 	if state == api.StateRunning {
 		row.StartedAt = time.Now()
@@ -125,6 +144,8 @@ func cancelMessage(reason, deviceID string) string {
 		return "task cancelled on request"
 	case reasonAdoptedElsewhere:
 		return "task adopted by another node"
+	case reasonHandedOff:
+		return errHandedOff.Error()
 	default:
 		return "server shut down while the task ran"
 	}

@@ -96,9 +96,12 @@ type sessionManager struct {
 
 	mu     sync.Mutex
 	closed bool
-	live   map[string]*session
-	recent recentLogs     // event logs of sessions that ended lately
-	wg     sync.WaitGroup // one per live session
+	// draining: the node drains; it takes no new task (errDraining), but
+	// a fleet it runs still starts its devices' tasks.
+	draining bool
+	live     map[string]*session
+	recent   recentLogs     // event logs of sessions that ended lately
+	wg       sync.WaitGroup // one per live session
 }
 
 func newSessionManager(cfg SessionConfig, owner store.Owner, st *store.Store, u *unrecorded, disp *dispatcher, mx *metrics.Metrics,
@@ -123,6 +126,9 @@ func (e *capacityError) Error() string {
 // errShuttingDown: no new sessions once shutdown has begun.
 var errShuttingDown = errors.New("server is shutting down")
 
+// errDraining: no new tasks on a node that drains.
+var errDraining = errors.New("this node is draining, about to stop: send the request to another node of the cluster")
+
 type sessionEndedError struct{ id string }
 
 func (e *sessionEndedError) Error() string {
@@ -144,6 +150,10 @@ func (m *sessionManager) getOrCreateSession(ctx context.Context, spec sessionSpe
 	if m.closed {
 		m.mu.Unlock()
 		return nil, false, errShuttingDown
+	}
+	if m.draining && spec.ParentID == "" {
+		m.mu.Unlock()
+		return nil, false, errDraining
 	}
 	if len(m.live) >= m.cfg.MaxSessions {
 		n := len(m.live)
@@ -240,6 +250,10 @@ func (m *sessionManager) runCommand(ctx context.Context, spec sessionSpec, actio
 	}
 	out := execute(m, s, commandRunner{sessionID: s.ID, deviceID: spec.DeviceID, actions: actions, timeout: timeout,
 		waitForDevice: spec.WaitForDevice}, nil)
+	if s.cancelReason() == reasonHandedOff {
+		return api.CommandResponse{}, fmt.Errorf("task %s: %w; repeat the request there with its Idempotency-Key, or GET /api/tasks/%s",
+			s.ID, errHandedOff, s.ID)
+	}
 	return out.result, nil
 }
 
@@ -266,9 +280,10 @@ func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcom
 		}
 	}
 	out := r.run(s.ctx, sessionStepper{m: m, s: s})
-	if s.cancelReason() == reasonAdoptedElsewhere {
+	if reason := s.cancelReason(); reason == reasonAdoptedElsewhere || reason == reasonHandedOff {
 		// Its new owner records its end, and tells.
-		log.Warn("session adopted by another node: this node stops running it")
+		log.Warn("session left to another node to run on", "reason", reason)
+		s.events.leave()
 		return out
 	}
 	// A single command's outcome, recorded with the command, stands as is.
@@ -346,7 +361,7 @@ func (m *sessionManager) release(s *session) {
 	s.released.Do(func() {
 		m.mu.Lock()
 		delete(m.live, s.ID)
-		if s.cancelReason() != reasonAdoptedElsewhere { // else its events are read from the store
+		if r := s.cancelReason(); r != reasonAdoptedElsewhere && r != reasonHandedOff { // else its events are read from the store
 			m.recent.keep(s.ID, s.events, time.Now())
 		}
 		m.mu.Unlock()
@@ -362,18 +377,34 @@ var errSessionEnded = errors.New("session ended")
 // errNotRunning: cancel_task on a session that is not running.
 var errNotRunning = errors.New("task is not running")
 
-// cancelTask cancels a running session and waits for it to end: its
-// running step gets cancelGrace to finish first.
-func (m *sessionManager) cancelTask(id, reason string) error {
+// cancelTask cancels running session id on request (user_requested), and
+// waits for it to end: its running step gets cancelGrace to finish first.
+// The command it is running is cancelled on its device too, which stops
+// the tool call; why is the cause the device records. Every surface
+// cancels through here (POST /api/tasks/{id}/cancel, the MCP gateway's
+// cancel_task and a client that gave up on a call): without the device's
+// part, the tool would run on to its own deadline, holding a slot on the
+// device, and its results would not say it was cancelled.
+func (m *sessionManager) cancelTask(id, why string) error {
 	m.mu.Lock()
 	s := m.live[id]
 	m.mu.Unlock()
 	if s == nil {
 		return errNotRunning
 	}
-	m.cancelSession(s, reason)
+	m.cancelOnRequest(s, why)
 	<-s.done
 	return nil
+}
+
+// cancelOnRequest cancels s as cancelTask does, without waiting. A
+// fleet runs no command of its own: its children stop theirs as it
+// cancels them.
+func (m *sessionManager) cancelOnRequest(s *session, why string) {
+	if rid := s.runningCommand(); rid != "" && s.fleet == nil {
+		m.disp.stop(rid, why)
+	}
+	m.cancelSession(s, reasonUserRequested)
 }
 
 func (m *sessionManager) cancelSession(s *session, reason string) {
@@ -490,6 +521,36 @@ func planProgress(p *plan.Plan, events []api.TaskEvent) api.PlanResult {
 	return res
 }
 
+// ended waits until session id has ended, wherever it runs (here, or on
+// another node of a cluster, whose end it reads from the store), and
+// returns its row, or ctx's cause; waiting, if not nil, is told once if
+// it has to wait.
+func (m *sessionManager) ended(ctx context.Context, id string, waiting func(store.Session)) (store.Session, error) {
+	wait := 10 * time.Millisecond
+	for {
+		row, err := m.store.Session(ctx, id)
+		if err != nil || api.TaskState(row.State).Ended() {
+			return row, err
+		}
+		if waiting != nil {
+			waiting(row)
+			waiting = nil
+		}
+		if live := m.liveSession(id); live != nil {
+			select {
+			case <-live.done:
+				continue
+			case <-ctx.Done():
+				return row, context.Cause(ctx)
+			}
+		}
+		if !sleep(ctx, wait) {
+			return row, context.Cause(ctx)
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
 // liveSession returns the session id if it is running here, or nil.
 func (m *sessionManager) liveSession(id string) *session {
 	m.mu.Lock()
@@ -514,6 +575,39 @@ func (m *sessionManager) cancelAll() {
 }
 
 func (m *sessionManager) wait() { m.wg.Wait() }
+
+// drain refuses new tasks (errDraining) and waits until every session
+// running has ended, or grace has passed, or ctx ends; it reports how
+// many still run.
+func (m *sessionManager) drain(ctx context.Context, grace time.Duration) int {
+	m.mu.Lock()
+	m.draining = true
+	m.mu.Unlock()
+	deadline := time.Now().Add(grace)
+	for {
+		m.mu.Lock()
+		n := len(m.live)
+		m.mu.Unlock()
+		if n == 0 || !time.Now().Before(deadline) || !sleep(ctx, min(50*time.Millisecond, time.Until(deadline))) {
+			return n
+		}
+	}
+}
+
+// handOff stops every session running here without recording its end or
+// any more of its commands, for the node that adopts it to run it on
+// from its last recorded step (the node then says so: handoffSubject).
+// It refuses new sessions, and returns how many it stopped.
+func (m *sessionManager) handOff() int {
+	m.mu.Lock()
+	m.closed = true
+	n := len(m.live)
+	m.mu.Unlock()
+	m.disp.freeze()
+	m.cancelWhere(func(*session) bool { return true }, reasonHandedOff)
+	m.wait()
+	return n
+}
 
 // expireResults deletes, every tick until stop, what finished more than
 // ResultTTL ago, the idempotency keys older than idempotencyKeyTTL, and

@@ -197,6 +197,11 @@ func TestCancellingOnRequestTellsTheRequesterAndStillRecordsLateResults(t *testi
 	r := planResult(t, task)
 	assert.Equal(t, api.StepSkipped, r.Steps[1].Status)
 
+	// Its device is asked to stop the command it runs, naming who asked.
+	stop := dev.recvType(protocol.ServerCancelCommand)
+	assert.Equal(t, cmd.ResponseID, stop.ResponseID)
+	assert.Equal(t, "cancelled by admin", stop.Error)
+
 	// The device finishes the command anyway: its results are recorded.
 	dev.answer(cmd, protocol.ResultSuccess, "late-1")
 	assert.Equal(t, "late-1", dev.recvType(protocol.ServerHeartbeat).ResponseID)

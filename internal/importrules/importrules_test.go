@@ -37,20 +37,21 @@ var rules = []rule{
 	{
 		pkg: module + "/server",
 		forbidden: []string{module + "/agent", module + "/sandbox", module + "/wasmtools/meter",
-			"github.com/tetratelabs/wazero", "github.com/mark3labs/mcp-go/client"},
+			"github.com/tetratelabs/wazero", "github.com/mark3labs/mcp-go/client", "github.com/nats-io/nats-server"},
 		why: "the server checks parameters with the agent's schema checker, wasmtools/schema, and reads the manifest " +
 			"of a module a scoped deployer installs, wasmtools/manifest, leaves; it runs no tools and links neither the agent nor a wasm runtime; " +
-			"it serves MCP at /mcp (mcp-go's server) but proxies no MCP server, so it needs no MCP client",
+			"it serves MCP at /mcp (mcp-go's server) but proxies no MCP server, so it needs no MCP client; " +
+			"a cluster node is a NATS client of the operator's NATS server, which only tests run in-process (internal/natstest)",
 	},
 	{
 		pkg:       module + "/cmd/aipctl",
-		forbidden: []string{module + "/agent", "github.com/mark3labs/mcp-go", "github.com/jackc/pgx"},
+		forbidden: []string{module + "/agent", "github.com/mark3labs/mcp-go", "github.com/jackc/pgx", "github.com/nats-io"},
 		why:       "aipctl is the operator's small CLI: it links neither the device agent nor an MCP client nor a database driver",
 	},
 	{
 		pkg:       module + "/cmd/aip-agent",
-		forbidden: []string{module + "/server", "github.com/jackc/pgx", "modernc.org/sqlite"},
-		why:       "the agent ships to small boards: it links nothing of the server's, and no database driver (the server's store)",
+		forbidden: []string{module + "/server", "github.com/jackc/pgx", "modernc.org/sqlite", "github.com/nats-io"},
+		why:       "the agent ships to small boards: it links nothing of the server's, no database driver (the server's store) and no NATS (between server nodes)",
 	},
 }
 

@@ -96,6 +96,7 @@ func tablesInOrder(ctx context.Context, q querier, d dialect) ([]table, error) {
 	if err != nil {
 		return nil, err
 	}
+	names = slices.DeleteFunc(names, isClusterTable)
 	slices.Sort(names)
 	refs := map[string][]string{}
 	for _, n := range names {

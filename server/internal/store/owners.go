@@ -12,21 +12,22 @@ import (
 // UPDATE waits for the first and then matches nothing), and from, if it
 // runs on, is fenced off by FenceSession and EndSession.
 func (t *Tx) AdoptSessions(from, to Owner) ([]string, error) {
-	rows, err := t.query(
-		`UPDATE sessions SET owner_node = ?, owner_epoch = ?
+	var ids []string
+	err := t.returning(func(r rowScanner) error {
+		var id string
+		err := r.Scan(&id)
+		ids = append(ids, id)
+		return err
+	}, `UPDATE sessions SET owner_node = ?, owner_epoch = ?
 		 WHERE owner_node = ? AND owner_epoch = ? AND state IN `+unfinished+` RETURNING id`,
 		to.Node, to.Epoch, from.Node, from.Epoch)
-	if err != nil {
-		return nil, fmt.Errorf("store: adopt the sessions of %s: %w", from, err)
-	}
-	ids, err := collect(rows, scanID, []string(nil))
 	if err != nil {
 		return nil, fmt.Errorf("store: adopt the sessions of %s: %w", from, err)
 	}
 	return ids, nil
 }
 
-// FenceSession fails with ErrFenced unless o still owns session id, and
+// FenceSession fails with ErrAdopted unless o still owns session id, and
 // keeps it o's until the transaction ends: the write's row lock makes an
 // adoption that comes meanwhile wait for this transaction, and then see
 // what it wrote (a command it recorded, say). Written first in a
@@ -39,7 +40,7 @@ func (t *Tx) FenceSession(id string, o Owner) error {
 		return fmt.Errorf("store: fence session %q for %s: %w", id, o, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("store: session %q is no longer run by %s: %w", id, o, ErrFenced)
+		return fmt.Errorf("store: session %q is no longer run by %s: %w", id, o, ErrAdopted)
 	}
 	return nil
 }
@@ -55,12 +56,6 @@ func (s *Store) UnfinishedOwners(ctx context.Context) ([]Owner, error) {
 		return nil, fmt.Errorf("store: owners of unfinished sessions: %w", err)
 	}
 	return out, nil
-}
-
-func scanID(r rowScanner) (string, error) {
-	var id string
-	err := r.Scan(&id)
-	return id, err
 }
 
 func scanOwner(r rowScanner) (Owner, error) {

@@ -26,10 +26,10 @@ func ownedSession(t *testing.T, s *Store, id string, owner Owner) {
 	})
 }
 
-// A node of a cluster that starts again fails only its own unfinished
-// sessions and their commands, not those other nodes run on the shared
-// store; a single node ("") fails all of its own.
-func TestFailInterruptedIsScopedToTheNode(t *testing.T) {
+// A single node that starts again on a store the nodes of a cluster use
+// too fails only its own unfinished sessions (they belong to no node)
+// and their commands: the nodes' are theirs, or the cluster's to adopt.
+func TestFailInterruptedLeavesTheSessionsOfNodesAlone(t *testing.T) {
 	s, _ := openTest(t)
 	ctx := context.Background()
 	ownedSession(t, s, "a1", Owner{"a", 1})
@@ -37,10 +37,10 @@ func TestFailInterruptedIsScopedToTheNode(t *testing.T) {
 	ownedSession(t, s, "single", Owner{})
 
 	var ns, nc int
-	write(t, s, func(tx *Tx) (err error) { ns, nc, err = tx.FailInterrupted("a", "node restarted"); return err })
+	write(t, s, func(tx *Tx) (err error) { ns, nc, err = tx.FailInterrupted("server restarted"); return err })
 	assert.Equal(t, 1, ns)
 	assert.Equal(t, 1, nc)
-	for id, want := range map[string]string{"a1": "failed", "b1": "running", "single": "running"} {
+	for id, want := range map[string]string{"a1": "running", "b1": "running", "single": "failed"} {
 		ses, err := s.Session(ctx, id)
 		require.NoError(t, err)
 		assert.Equal(t, want, ses.State, id)
@@ -77,7 +77,7 @@ func TestAdoptionIsOnceAndFencesTheOldOwner(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, b, ses.Owner)
 
-	require.ErrorIs(t, s.Write(ctx, func(tx *Tx) error { return tx.FenceSession("s1", dead) }), ErrFenced)
+	require.ErrorIs(t, s.Write(ctx, func(tx *Tx) error { return tx.FenceSession("s1", dead) }), ErrAdopted)
 	write(t, s, func(tx *Tx) error { return tx.FenceSession("s1", b) })
 	end := Session{ID: "s1", DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "plan", State: "failed", Error: "stale", Owner: dead}
 	write(t, s, func(tx *Tx) error { return tx.EndSession(end) })

@@ -234,8 +234,18 @@ func pgUnavailable(err error) bool {
 	if _, ok := errors.AsType[net.Error](err); ok {
 		return true
 	}
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, driver.ErrBadConn) ||
-		errors.Is(err, sql.ErrConnDone) || errors.Is(err, pgconn.ErrConnClosed) || pgconn.Timeout(err)
+	return lostConn(err) != nil || pgconn.Timeout(err)
+}
+
+// lostConn is the error by which err says the connection to the database
+// was lost, or nil.
+func lostConn(err error) error {
+	for _, lost := range []error{io.EOF, io.ErrUnexpectedEOF, driver.ErrBadConn, sql.ErrConnDone, pgconn.ErrConnClosed} {
+		if errors.Is(err, lost) {
+			return lost
+		}
+	}
+	return nil
 }
 
 // unavailableState reports whether SQLSTATE code is the database's
@@ -272,10 +282,8 @@ func pgCause(err error) (error, bool) {
 	if ne, ok := errors.AsType[net.Error](err); ok {
 		return fmt.Errorf("PostgreSQL: connection lost: %w", ne), true
 	}
-	for _, lost := range []error{io.EOF, io.ErrUnexpectedEOF, driver.ErrBadConn, sql.ErrConnDone, pgconn.ErrConnClosed} {
-		if errors.Is(err, lost) {
-			return fmt.Errorf("PostgreSQL: connection lost: %w", lost), true
-		}
+	if lost := lostConn(err); lost != nil {
+		return fmt.Errorf("PostgreSQL: connection lost: %w", lost), true
 	}
 	return nil, false
 }

@@ -149,13 +149,40 @@ var migrations = []string{
 	// acknowledges it: one entry each, however often it is reported.
 	`CREATE UNIQUE INDEX audit_local_calls ON audit(device_id, call_id) WHERE actor = 'local';`,
 
+	// Cluster mode (PostgreSQL only; on SQLite the tables exist, unused):
+	// each node's lease on its id, kept alive by heartbeats on
+	// PostgreSQL's clock, and who holds each device's link, with a
+	// fencing epoch. A released lease keeps its row (node_id '') so that
+	// its epoch only grows. Not copied by Copy: they are what running
+	// nodes hold, not the fleet (see clusterTables).
+	`CREATE TABLE cluster_nodes (
+		node_id      TEXT PRIMARY KEY,
+		epoch        BIGINT NOT NULL,
+		version      INTEGER NOT NULL,
+		address      TEXT NOT NULL DEFAULT '',
+		state        TEXT NOT NULL,
+		started_at   TIMESTAMPTZ NOT NULL,
+		heartbeat_at TIMESTAMPTZ NOT NULL
+	);
+	CREATE TABLE device_leases (
+		device_id  TEXT PRIMARY KEY,
+		node_id    TEXT NOT NULL DEFAULT '',
+		node_epoch BIGINT NOT NULL,
+		epoch      BIGINT NOT NULL,
+		taken_at   TIMESTAMPTZ NOT NULL
+	);
+	CREATE INDEX device_leases_node ON device_leases(node_id);`,
+
 	// Cluster mode: each unfinished session belongs to the node that runs
 	// it, at that node's fencing epoch (a single node's are ''/0), so that
 	// a node fails or adopts only its own and a survivor adopts a dead
 	// node's in one fenced UPDATE. A command keeps its timeout and whether
-	// it waits for its device, for the node that sends it again.
+	// it waits for its device, and a fleet what it runs on (its devices in
+	// order, its concurrency and abort threshold), for the node that runs
+	// them on.
 	`ALTER TABLE sessions ADD COLUMN owner_node TEXT NOT NULL DEFAULT '';
 	ALTER TABLE sessions ADD COLUMN owner_epoch BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE sessions ADD COLUMN fleet TEXT;
 	CREATE INDEX sessions_owner ON sessions(owner_node, owner_epoch) WHERE state IN ('created', 'running');
 	ALTER TABLE commands ADD COLUMN timeout_ms BIGINT NOT NULL DEFAULT 0;
 	ALTER TABLE commands ADD COLUMN wait_for_device INTEGER NOT NULL DEFAULT 0;`,

@@ -201,7 +201,7 @@ func TestFailInterruptedEndsWhatAStoppedServerLeftRunning(t *testing.T) {
 	require.NoError(t, err)
 	defer s2.Close()
 	var ns, nc int
-	write(t, s2, func(tx *Tx) (err error) { ns, nc, err = tx.FailInterrupted("", "server restarted"); return err })
+	write(t, s2, func(tx *Tx) (err error) { ns, nc, err = tx.FailInterrupted("server restarted"); return err })
 	assert.Equal(t, 2, ns)
 	assert.Equal(t, 1, nc)
 	for _, id := range []string{"created", "running"} {

@@ -1,0 +1,109 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/internal/natstest"
+	"github.com/edgeaip/edgeaip/internal/pgtest"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// testCluster is nodes sharing one PostgreSQL database, one NATS server
+// and one operator token.
+type testCluster struct {
+	t     *testing.T
+	nats  *natstest.Server
+	store string
+	token []byte // admin.token of the first node, given to the others
+}
+
+func newTestCluster(t *testing.T) *testCluster {
+	return &testCluster{t: t, nats: natstest.Start(t), store: pgtest.Shared(t).NewDatabase(t)}
+}
+
+// clusterConfig makes c a node id of tc, with a fast lease.
+func (tc *testCluster) clusterConfig(id string) func(*Config) {
+	return func(c *Config) {
+		c.Store.URL = tc.store
+		c.Cluster = ClusterConfig{NATS: tc.nats.URL(), NodeID: id, Address: id + ":8700",
+			Heartbeat: 100 * time.Millisecond, DeadAfter: 300 * time.Millisecond}
+		if tc.token != nil {
+			require.NoError(tc.t, os.WriteFile(filepath.Join(c.DataDir, AdminTokenFile), tc.token, 0o600))
+		}
+	}
+}
+
+// node starts node id.
+func (tc *testCluster) node(id string, configure ...func(*Config)) *testServer {
+	tc.t.Helper()
+	ts := newTestServer(tc.t, append([]func(*Config){tc.clusterConfig(id)}, configure...)...)
+	if tc.token == nil {
+		tok, err := os.ReadFile(filepath.Join(ts.dir, AdminTokenFile))
+		require.NoError(tc.t, err)
+		tc.token = tok
+	}
+	return ts
+}
+
+// newNode is New for node id of tc, for starts meant to fail.
+func (tc *testCluster) newNode(id string, configure ...func(*Config)) (*Server, error) {
+	cfg := Config{DataDir: tc.t.TempDir()}
+	tc.clusterConfig(id)(&cfg)
+	for _, c := range configure {
+		c(&cfg)
+	}
+	s, err := New(context.Background(), cfg)
+	if err == nil {
+		tc.t.Cleanup(func() { s.Close() })
+	}
+	return s, err
+}
+
+func TestAClusterNodeRefusesSQLiteAndANodeIDThatIsLive(t *testing.T) {
+	tc := newTestCluster(t)
+	_, err := tc.newNode("a", func(c *Config) { c.Store.URL = "" })
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cluster mode (--nats) needs a PostgreSQL store")
+
+	a := tc.node("a")
+	live, err := a.srv.cluster.Live(context.Background())
+	require.NoError(t, err)
+	require.Len(t, live, 1)
+	_, err = tc.newNode("a")
+	require.ErrorIs(t, err, store.ErrNodeLive)
+	tc.node("b")
+	live, err = a.srv.cluster.Live(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, live, 2)
+}
+
+func TestAClusterNodeFailsToStartWithoutNATS(t *testing.T) {
+	tc := newTestCluster(t)
+	tc.nats.Stop()
+	_, err := tc.newNode("a")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cluster: NATS "+tc.nats.URL()+": ")
+}
+
+// NATS lost at run time: the node says it is degraded, naming NATS, and
+// is healthy again once NATS is back.
+func TestANodeThatLosesNATSIsDegradedUntilItIsBack(t *testing.T) {
+	tc := newTestCluster(t)
+	a := tc.node("a")
+	code, _ := a.health()
+	require.Equal(t, http.StatusOK, code)
+	tc.nats.Stop()
+	require.Eventually(t, func() bool { code, _ = a.health(); return code == http.StatusServiceUnavailable }, 5*time.Second, 10*time.Millisecond)
+	_, h := a.health()
+	assert.Equal(t, "degraded", h.Status)
+	assert.Contains(t, h.Cause, "NATS: not connected")
+	require.NoError(t, tc.nats.Start())
+	require.Eventually(t, func() bool { code, _ = a.health(); return code == http.StatusOK }, 10*time.Second, 10*time.Millisecond)
+}

@@ -1,0 +1,356 @@
+// Package cluster is an aip-server node's membership of a cluster: its
+// lease on its node id in PostgreSQL, renewed by heartbeats on
+// PostgreSQL's clock; the other nodes, the deaths among them and their
+// inter-node protocol versions; and the node's NATS connection, which
+// carries everything between nodes. See server/RATIONALE.md, "Cluster
+// mode".
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/nats-io/nats.go"
+)
+
+// ProtocolVersion is the version of what nodes say to each other over
+// NATS. A node ignores a node of another version, logging both, and
+// refuses its messages.
+const ProtocolVersion = 1
+
+// The defaults of Config's timing: a node heartbeats every 2 s and is
+// dead once not heard from for 6 s, so that the others notice a death
+// within 10 s (6 s, plus up to a heartbeat before the death, plus up to
+// a sweep after).
+const (
+	DefaultHeartbeat = 2 * time.Second
+	DefaultDeadAfter = 6 * time.Second
+)
+
+// Config is what a node joins a cluster with.
+type Config struct {
+	// NATS is the NATS server's URL, or several, comma-separated.
+	NATS string
+	// NodeID names the node; required.
+	NodeID string
+	// Address is where the node serves, for GET /api/cluster.
+	Address string
+	// Store is the shared store, on PostgreSQL.
+	Store  *store.Store
+	Logger *slog.Logger
+	// Heartbeat and DeadAfter: see DefaultHeartbeat. Tests shorten them.
+	Heartbeat, DeadAfter time.Duration
+}
+
+// Node is a node of the cluster as its lease says.
+type Node struct {
+	ID string
+	// Epoch counts the processes that have held the id: each start that
+	// takes it over from a dead one adds one.
+	Epoch       int64
+	Version     int
+	Address     string
+	State       string // store.NodeUp, NodeDraining or NodeGone
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+	// Alive: not gone and heard from within DeadAfter.
+	Alive bool
+	// Compatible: it speaks this node's ProtocolVersion.
+	Compatible bool
+}
+
+// Cluster is this node's membership, from Join until Close.
+type Cluster struct {
+	cfg   Config
+	log   *slog.Logger
+	nc    *nats.Conn
+	epoch int64
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+
+	mu       sync.Mutex
+	onDead   []func(nodeID string, epoch int64)
+	deaths   []Node // announced before any OnDead handler was set
+	beatErr  error  // the last heartbeat's error; nil once one succeeds
+	fenced   error  // the lease was lost: for good
+	draining bool
+	warned   map[string]bool // incompatible nodes logged, by id/epoch
+}
+
+// validNodeID is what a node id may be: it is a NATS subject token.
+var validNodeID = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_-]{0,62}$`)
+
+// Join connects to NATS and takes the lease on cfg.NodeID, then keeps it
+// with heartbeats until Close. It fails, having written nothing, if NATS
+// cannot be reached; and with store.ErrNodeLive if a live node holds the
+// id. A node whose id was held by a node that died takes it over at the
+// next epoch, and announces that death to its own OnDead handlers.
+func Join(ctx context.Context, cfg Config) (*Cluster, error) {
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, DefaultHeartbeat)
+	cfg.DeadAfter = cmp.Or(cfg.DeadAfter, DefaultDeadAfter)
+	if !validNodeID.MatchString(cfg.NodeID) {
+		return nil, fmt.Errorf("cluster: node id %q: want 1-63 of [A-Za-z0-9_-]", cfg.NodeID)
+	}
+	if cfg.Store.Backend() != store.Postgres {
+		return nil, fmt.Errorf("cluster: store is %s: %w (--store postgres://…)", cfg.Store.Backend(), store.ErrNeedsPostgres)
+	}
+	c := &Cluster{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{}), done: make(chan struct{}),
+		warned: map[string]bool{}}
+	nc, err := c.connect()
+	if err != nil {
+		return nil, err
+	}
+	c.nc = nc
+	var prev int64
+	err = cfg.Store.Write(ctx, func(tx *store.Tx) (err error) {
+		c.epoch, prev, err = tx.JoinNode(cfg.NodeID, ProtocolVersion, cfg.Address, cfg.DeadAfter)
+		return err
+	})
+	if err != nil {
+		nc.Close()
+		if errors.Is(err, store.ErrNodeLive) {
+			return nil, fmt.Errorf("cluster: %w; if that node is dead, it is taken as dead %s after its last heartbeat: start this one again then", err, cfg.DeadAfter)
+		}
+		return nil, fmt.Errorf("cluster: join as node %q: %w", cfg.NodeID, err)
+	}
+	if prev > 0 {
+		c.log.Warn("took over the node id of a dead process of it", "dead_epoch", prev, "epoch", c.epoch)
+		c.deaths = append(c.deaths, Node{ID: cfg.NodeID, Epoch: prev})
+	}
+	c.log.Info("joined the cluster", "epoch", c.epoch, "nats", protocol.RedactURL(nc.ConnectedUrl()), "protocol", ProtocolVersion)
+	go c.run()
+	return c, nil
+}
+
+// connect connects to NATS, failing if it cannot now, and reconnecting
+// for ever once it has.
+func (c *Cluster) connect() (*nats.Conn, error) {
+	nc, err := nats.Connect(c.cfg.NATS,
+		nats.Name("aip-server "+c.cfg.NodeID),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			c.log.Error("NATS connection lost: cross-node work is refused until it is back", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			c.log.Info("NATS connection back", "nats", protocol.RedactURL(nc.ConnectedUrl()))
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: NATS %s: %w", protocol.RedactURL(c.cfg.NATS), err)
+	}
+	return nc, nil
+}
+
+// Self is this node's id and epoch.
+func (c *Cluster) Self() (id string, epoch int64) { return c.cfg.NodeID, c.epoch }
+
+// Conn is the node's NATS connection.
+func (c *Cluster) Conn() *nats.Conn { return c.nc }
+
+// OnDead calls fn, in a goroutine of its own, with each node found dead
+// from now on (not heard from within DeadAfter): on exactly one node of
+// the cluster, the one whose sweep marked it gone, or, for a node that
+// died and was started again before any sweep, on the new process of it,
+// which took its id over. Deaths found before the first handler is set
+// are delivered to it. A node that stops cleanly (Close) is not
+// announced: it marks itself gone. A death whose announcer dies before it
+// acts stays marked gone in cluster_nodes, for whoever sweeps after it.
+func (c *Cluster) OnDead(fn func(nodeID string, epoch int64)) {
+	c.mu.Lock()
+	c.onDead = append(c.onDead, fn)
+	pending := c.deaths
+	c.deaths = nil
+	c.mu.Unlock()
+	for _, n := range pending {
+		go fn(n.ID, n.Epoch)
+	}
+}
+
+// announce hands the deaths of nodes to the OnDead handlers.
+func (c *Cluster) announce(dead []Node) {
+	c.mu.Lock()
+	handlers := c.onDead
+	if len(handlers) == 0 {
+		c.deaths = append(c.deaths, dead...)
+	}
+	c.mu.Unlock()
+	for _, n := range dead {
+		c.log.Warn("node found dead", "dead_node", n.ID, "dead_epoch", n.Epoch, "after", c.cfg.DeadAfter)
+		for _, fn := range handlers {
+			go fn(n.ID, n.Epoch)
+		}
+	}
+}
+
+// SetDraining marks this node draining in its lease from its next
+// heartbeat: it takes no new links or tasks.
+func (c *Cluster) SetDraining() {
+	c.mu.Lock()
+	c.draining = true
+	c.mu.Unlock()
+}
+
+// Health is "" while the node holds its lease and NATS, else why not.
+func (c *Cluster) Health() string {
+	c.mu.Lock()
+	fenced, beatErr := c.fenced, c.beatErr
+	c.mu.Unlock()
+	switch {
+	case fenced != nil:
+		return fmt.Sprintf("cluster: node %q lost its lease (epoch %d): %v; restart it", c.cfg.NodeID, c.epoch, fenced)
+	case !c.nc.IsConnected():
+		return fmt.Sprintf("NATS: not connected (%s); cross-node work is refused", c.nc.Status())
+	case beatErr != nil:
+		return fmt.Sprintf("cluster: heartbeat failed: %v", beatErr)
+	}
+	return ""
+}
+
+// Live lists the nodes alive and of this node's protocol version, this
+// one included; each node of another version is logged once.
+func (c *Cluster) Live(ctx context.Context) ([]Node, error) {
+	all, err := c.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	live := all[:0]
+	for _, n := range all {
+		if n.Alive && n.Compatible {
+			live = append(live, n)
+		}
+	}
+	return live, nil
+}
+
+// Nodes lists every node that has joined, by id, dead and incompatible
+// ones included; each live node of another version is logged once.
+func (c *Cluster) Nodes(ctx context.Context) ([]Node, error) {
+	rows, err := c.cfg.Store.ClusterNodes(ctx, c.cfg.DeadAfter)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	out := make([]Node, len(rows))
+	for i, r := range rows {
+		out[i] = Node{ID: r.ID, Epoch: r.Epoch, Version: r.Version, Address: r.Address, State: r.State,
+			StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt, Alive: r.Alive, Compatible: r.Version == ProtocolVersion}
+		if out[i].Alive && !out[i].Compatible {
+			c.warnIncompatible(out[i])
+		}
+	}
+	return out, nil
+}
+
+// warnIncompatible logs, once per process of it, a live node that speaks
+// another inter-node protocol version.
+func (c *Cluster) warnIncompatible(n Node) {
+	key := fmt.Sprintf("%s/%d", n.ID, n.Epoch)
+	c.mu.Lock()
+	first := !c.warned[key]
+	c.warned[key] = true
+	c.mu.Unlock()
+	if first {
+		c.log.Error(fmt.Sprintf("node %q speaks inter-node protocol version %d, this node %d: it is ignored", n.ID, n.Version, ProtocolVersion),
+			"peer", n.ID, "peer_epoch", n.Epoch, "peer_version", n.Version, "version", ProtocolVersion)
+	}
+}
+
+// run heartbeats and sweeps for dead nodes every Heartbeat until Close.
+func (c *Cluster) run() {
+	defer close(c.done)
+	t := time.NewTicker(c.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			if c.beat() {
+				c.sweep()
+			}
+		}
+	}
+}
+
+// beat renews the lease, and reports whether it still holds it.
+func (c *Cluster) beat() bool {
+	c.mu.Lock()
+	fenced, state := c.fenced != nil, store.NodeUp
+	if c.draining {
+		state = store.NodeDraining
+	}
+	c.mu.Unlock()
+	if fenced {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DeadAfter/2)
+	defer cancel()
+	err := c.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Heartbeat(c.cfg.NodeID, c.epoch, state) })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case errors.Is(err, store.ErrFenced):
+		c.fenced = err
+		c.log.Error("this node lost its lease: the cluster took it as dead, or another process took its id; it no longer acts for the cluster", "epoch", c.epoch, "err", err)
+		return false
+	case err != nil && c.beatErr == nil:
+		c.log.Error("heartbeat failed", "err", err)
+	case err == nil && c.beatErr != nil:
+		c.log.Info("heartbeat recorded again")
+	}
+	c.beatErr = err
+	return err == nil
+}
+
+// sweep marks gone the nodes not heard from within DeadAfter, and
+// announces those this node marked.
+func (c *Cluster) sweep() {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DeadAfter/2)
+	defer cancel()
+	var dead []store.ClusterNode
+	err := c.cfg.Store.Write(ctx, func(tx *store.Tx) (err error) {
+		dead, err = tx.MarkDeadNodes(c.cfg.DeadAfter)
+		return err
+	})
+	if err != nil {
+		c.log.Warn("sweep for dead nodes failed", "err", err)
+		return
+	}
+	nodes := make([]Node, len(dead))
+	for i, d := range dead {
+		nodes[i] = Node{ID: d.ID, Epoch: d.Epoch, Version: d.Version, Address: d.Address, State: d.State}
+	}
+	if len(nodes) > 0 {
+		c.announce(nodes)
+	}
+	if _, err := c.Nodes(ctx); err != nil {
+		c.log.Debug("nodes not read", "err", err)
+	}
+}
+
+// Close stops heartbeating, marks the node gone (a clean stop: no node
+// announces its death) and closes NATS.
+func (c *Cluster) Close(ctx context.Context) (err error) {
+	c.closeOnce.Do(func() {
+		close(c.stop)
+		<-c.done
+		err = c.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.LeaveNode(c.cfg.NodeID, c.epoch) })
+		c.nc.Close()
+		if err != nil {
+			err = fmt.Errorf("cluster: leave: %w", err)
+			return
+		}
+		c.log.Info("left the cluster", "epoch", c.epoch)
+	})
+	return err
+}
