@@ -99,11 +99,15 @@ type admission struct {
 	frameCap  int64
 	inventory func(deviceID string) inventory
 	schemas   schemaCache
+	// reachable, in cluster mode, refuses work for devices this node
+	// cannot reach now (NATS away); nil on a single node.
+	reachable func(deviceIDs []string) error
 }
 
 // admit returns nil if o may go ahead; a *forbidden if o installs a tool
 // its requester may not (a role below deployer, or a tool outside its
-// scope); or a *refusal with every problem found. The problems come step
+// scope); an *unreachable if, in cluster mode, a device is linked
+// elsewhere while NATS is away; or a *refusal with every problem found. The problems come step
 // by step, in the request's order: first the plan's size, then each
 // step's wire limits and sizes, then each call on each device. A call to
 // a tool outside the requester's scope is refused as one its device does
@@ -111,6 +115,11 @@ type admission struct {
 func (a *admission) admit(o order) error {
 	if err := o.installsAllowed(); err != nil {
 		return err
+	}
+	if a.reachable != nil {
+		if err := a.reachable(o.devices); err != nil {
+			return err
+		}
 	}
 	c := check{admission: a, scope: o.who.scope, seen: map[api.Problem]bool{}}
 	if o.plan != nil {

@@ -68,6 +68,53 @@ func (s *Server) joinCluster(ctx context.Context) error {
 	return nil
 }
 
+// linkCluster wires a cluster node's parts to the other nodes: commands
+// for devices linked elsewhere, the commands and changes other nodes send.
+func (s *Server) linkCluster() (err error) {
+	if s.cluster == nil {
+		return nil
+	}
+	if s.disp.remote, err = newClusterLinks(s.cluster, s.reg, s.disp, s.cfg.Sessions.DeviceGrace, s.log); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	s.admission.reachable = s.reachable
+	err = s.cluster.OnRevocation(func(r cluster.Revocation) { s.Revoked(Revocation{Identity: r.Identity, TokenIDs: r.TokenIDs}) })
+	if err == nil {
+		err = s.cluster.OnDeviceEvent(s.deviceEvent)
+	}
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	return nil
+}
+
+// deviceEvent acts on a change another node made to a device.
+func (s *Server) deviceEvent(e cluster.DeviceEvent) {
+	switch e.What {
+	case cluster.DeviceRevoked:
+		s.deviceRevoked(e.DeviceID)
+		s.log.Info("device revoked on another node", "device", e.DeviceID, "node", e.From)
+	case cluster.DeviceChanged:
+		s.devices.forget(e.DeviceID)
+		s.mcp.devicesChanged()
+	case cluster.DeviceRotate:
+		s.offerRotationTo(context.Background(), e.DeviceID)
+	case cluster.DeviceRotationSettled:
+		s.rotations.settled(e.DeviceID)
+	}
+}
+
+// tellCluster tells the other nodes, if any, of a change to device id
+// made here (what: cluster.DeviceRevoked, …).
+func (s *Server) tellCluster(id, what string) {
+	if s.cluster == nil {
+		return
+	}
+	if err := s.cluster.PublishDeviceEvent(cluster.DeviceEvent{DeviceID: id, What: what}); err != nil {
+		s.log.Error("cluster: other nodes not told of a change to a device", "device", id, "change", what, "err", err)
+	}
+}
+
 // leaveCluster leaves the cluster, if the server is a node: the node's
 // lease is marked gone, as a clean stop.
 func (s *Server) leaveCluster() {
@@ -87,4 +134,26 @@ func (s *Server) clusterHealth() string {
 		return ""
 	}
 	return s.cluster.Health()
+}
+
+// unreachable refuses new work, in cluster mode, for devices not linked
+// here while NATS, which would carry it to their nodes, is away: 503.
+type unreachable struct{ msg string }
+
+func (e *unreachable) Error() string { return e.msg }
+
+// reachable refuses, with an *unreachable, work for any of devices not
+// linked, nor between links, here while NATS is away. The devices linked
+// here are still served.
+func (s *Server) reachable(devices []string) error {
+	if s.cluster.Connected() {
+		return nil
+	}
+	for _, id := range devices {
+		if at := s.reg.reach(id); at.link == nil && at.graceLeft == 0 {
+			return &unreachable{fmt.Sprintf("device %q is not linked to node %q, and cross-node work is refused: %s",
+				id, s.cfg.Cluster.NodeID, s.cluster.Health())}
+		}
+	}
+	return nil
 }

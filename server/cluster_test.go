@@ -33,7 +33,7 @@ func (tc *testCluster) clusterConfig(id string) func(*Config) {
 	return func(c *Config) {
 		c.Store.URL = tc.store
 		c.Cluster = ClusterConfig{NATS: tc.nats.URL(), NodeID: id, Address: id + ":8700",
-			Heartbeat: 100 * time.Millisecond, DeadAfter: 300 * time.Millisecond}
+			Heartbeat: 250 * time.Millisecond, DeadAfter: 1500 * time.Millisecond}
 		if tc.token != nil {
 			require.NoError(tc.t, os.WriteFile(filepath.Join(c.DataDir, AdminTokenFile), tc.token, 0o600))
 		}

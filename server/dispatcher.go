@@ -51,6 +51,10 @@ type dispatcher struct {
 	// frameCap is the largest frame a link carries.
 	frameCap int64
 
+	// remote reaches devices linked to other nodes; nil on a single
+	// node (cluster_links.go, dispatch_remote.go).
+	remote *clusterLinks
+
 	mu      sync.Mutex
 	pending map[string]*command // by response_id
 	// frozen: the node handed its sessions off (freeze): it records no
@@ -91,7 +95,13 @@ type command struct {
 	// Guarded by dispatcher.mu.
 	sentOn *client // the link it was sent on; nil once that link dropped
 	sent   bool    // it went out on some link
-	timer  *time.Timer
+	// sentLease is the epoch of its device's lease under which it was
+	// last sent, or is being sent, to the node holding the device's link
+	// (cluster mode); 0 if it is not out on another node.
+	sentLease int64
+	// retries counts its sends to other nodes that found no holder.
+	retries int
+	timer   *time.Timer
 	// unsentTimer fails the command if it is still unsent when its
 	// device's grace ends.
 	unsentTimer *time.Timer
@@ -311,16 +321,23 @@ func (d *dispatcher) await(ctx context.Context, cmd *command) commandResult {
 // being recorded, leaves it waiting, never failed.
 func (d *dispatcher) park(cmd *command) (offline string) {
 	id := cmd.rec.DeviceID
+	lease, err := d.remote.leaseIfNotHere(id)
+	if err != nil {
+		return err.Error()
+	}
 	d.mu.Lock()
 	if d.frozen {
 		d.mu.Unlock()
 		return errHandedOff.Error()
 	}
-	at := d.reg.reach(id)
-	waits := at.link == nil && (cmd.waitForDevice || cmd.inFlight || at.graceLeft > 0)
-	if at.link == nil && !waits {
+	at := d.remote.where(id, d.reg.reach(id), lease)
+	waits := at.link == nil && at.node == "" && (cmd.waitForDevice || cmd.inFlight || at.graceLeft > 0)
+	if at.link == nil && at.node == "" && !waits {
 		d.mu.Unlock()
-		if at.shutDown {
+		switch {
+		case at.refused != "":
+			return at.refused
+		case at.shutDown:
 			return shutDownFailure(id, "")
 		}
 		return fmt.Sprintf("device %q is offline", id)
@@ -335,11 +352,14 @@ func (d *dispatcher) park(cmd *command) (offline string) {
 		})
 	}
 	d.mu.Unlock()
-	if waits {
+	switch {
+	case at.node != "":
+		go d.remote.send(cmd, at.node, at.leaseEpoch)
+	case waits:
 		cmd.log.Info("device is offline; the command waits for it to register again", "within", within)
-		return ""
+	default:
+		d.send(cmd, at.link, false)
 	}
-	d.send(cmd, at.link, false)
 	return ""
 }
 
@@ -783,6 +803,7 @@ func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec st
 		return &deliveryError{fmt.Sprintf("command_results for response_id %q: that command was not sent to %q", rid, deviceID)}
 	case errors.Is(err, store.ErrDuplicate):
 		log.Info("repeated results ignored: already recorded")
+		d.remote.recordedHere(rec)
 		// A command sent again by a node that adopted its session may
 		// wait here for results another node recorded.
 		if cmd := d.waiting(rid); cmd != nil {
@@ -801,7 +822,9 @@ func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec st
 	if cmd := d.waiting(rid); cmd != nil {
 		d.forget(cmd)
 		d.end(cmd, rec.Results, "", true)
+		return nil
 	}
+	d.remote.recordedHere(rec)
 	return nil
 }
 

@@ -134,6 +134,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 		// Recorded before it is seen online, so that an online device
 		// always has its info and last_seen in the store.
 		s.recordInfo(ctx, c)
+		s.disp.remote.take(ctx, c)
 	}
 	if old := s.reg.add(c); old != nil {
 		s.log.Info("client reconnected; closing its stale link", "client_id", c.id)
@@ -145,6 +146,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 	}
 	if c.isDevice() {
 		go s.disp.resend(c)
+		s.disp.remote.announce(c)
 		s.log.Info("device registered", "device", c.id, "wire", conn.Encoding(), "tools", toolCount(c.info.Load()))
 		s.mcp.devicesChanged()
 		go s.registered(ctx, c)
@@ -215,9 +217,15 @@ func (s *Server) unregister(c *client, goingAway bool) {
 // come back within its grace: the commands waiting on it are not sent
 // again, and the sessions on it are cancelled as device_disconnected.
 func (s *Server) graceEnded(id string) {
+	if s.disp.remote.heldElsewhere(id) {
+		s.log.Info("device's grace here ended; it is linked to another node", "device", id)
+		s.disp.remote.drop(id, 0)
+		return
+	}
 	s.log.Info("device did not come back within its grace", "device", id, "grace", s.reg.grace)
 	s.disp.abandon(id)
 	s.sessions.deviceGone(id)
+	s.disp.remote.release(id)
 }
 
 // serveDevice reads a device's messages until the link drops, and

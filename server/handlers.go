@@ -93,8 +93,13 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 func writeRequestError(w http.ResponseWriter, err error) {
 	var refused *refusal
 	var denied *forbidden
+	var away *unreachable
 	if errors.As(err, &denied) {
 		writeError(w, http.StatusForbidden, err.Error())
+		return
+	}
+	if errors.As(err, &away) {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
 	if errors.As(err, &refused) {

@@ -12,6 +12,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
@@ -71,6 +72,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.devices.forget(req.ID)
+	s.tellCluster(req.ID, cluster.DeviceChanged)
 	s.mcp.devicesChanged()
 	s.log.Info("device enrolled", "device", req.ID, "certificate", cert != nil, "by", who.name)
 	writeJSON(w, http.StatusCreated, resp)
@@ -94,13 +96,21 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
+	s.deviceRevoked(id)
+	s.tellCluster(id, cluster.DeviceRevoked)
+	s.log.Info("device revoked", "device", id, "by", who.name)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// deviceRevoked closes device id's link, fails its waiting commands and
+// cancels its sessions, here; on every node in a cluster.
+func (s *Server) deviceRevoked(id string) {
 	s.devices.forget(id)
 	s.reg.disconnect(id, "device revoked")
 	s.mcp.devicesChanged()
 	s.sessions.deviceGone(id)
 	s.disp.failDevice(id, fmt.Sprintf("device %q was revoked", id))
-	s.log.Info("device revoked", "device", id, "by", who.name)
-	w.WriteHeader(http.StatusNoContent)
+	s.disp.remote.release(id)
 }
 
 // listDevices is GET /api/devices: the devices in the caller's scope.

@@ -26,6 +26,10 @@ type client struct {
 	// time its link was last heard from when last_seen was last written.
 	seenAt atomic.Int64
 
+	// leaseEpoch is, in cluster mode, the epoch of the device's lease
+	// this link was registered under.
+	leaseEpoch atomic.Int64
+
 	// rotMu guards acked and rotation, for offering a device a new token
 	// (rotation.go).
 	rotMu    sync.Mutex
@@ -134,6 +138,11 @@ type whereabouts struct {
 	link      *client
 	graceLeft time.Duration
 	shutDown  bool
+	// In cluster mode, from the device's lease: linked to node, under
+	// the lease's leaseEpoch; or refused, why a command cannot reach it.
+	node       string
+	leaseEpoch int64
+	refused    string
 }
 
 // reach is where device id is.
@@ -215,6 +224,25 @@ func (r *registry) disconnect(id string, reason string) {
 	delete(r.byID, id)
 	r.mu.Unlock()
 	go c.conn.Close(websocket.StatusPolicyViolation, reason)
+}
+
+// moved forgets device id, linked to another node now: its link here,
+// if any, which it returns for the caller to close, and its grace or
+// shutdown here, which end without its grace's end being called.
+func (r *registry) moved(id string) *client {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g, ok := r.away[id]; ok {
+		g.timer.Stop()
+		delete(r.away, id)
+	}
+	delete(r.shutDown, id)
+	c := r.byID[id]
+	if c == nil || !c.isDevice() {
+		return nil
+	}
+	delete(r.byID, id)
+	return c
 }
 
 // closeAll ends every grace and closes every connection, for shutdown,

@@ -3,6 +3,8 @@ package server
 import (
 	"slices"
 	"sync"
+
+	"github.com/edgeaip/edgeaip/server/internal/cluster"
 )
 
 // Revocation is an identity, or some of its tokens, that stopped working:
@@ -84,5 +86,11 @@ func (s *Server) publishRevocation(v Revocation) {
 	s.Revoked(v)
 	if s.cfg.OnRevoke != nil {
 		s.cfg.OnRevoke(v)
+	}
+	if s.cluster == nil {
+		return
+	}
+	if err := s.cluster.PublishRevocation(cluster.Revocation{Identity: v.Identity, TokenIDs: v.TokenIDs}); err != nil {
+		s.log.Error("cluster: other nodes not told of a revocation; the store refuses its tokens there, but what they opened stays open", "identity", v.Identity, "err", err)
 	}
 }

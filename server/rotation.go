@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/google/uuid"
 )
@@ -67,6 +68,10 @@ func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) {
 	}
 	settled := s.rotations.wait(d.ID)
 	linked := s.offerRotationTo(r.Context(), d.ID)
+	if !linked && s.disp.remote.heldElsewhere(d.ID) {
+		linked = true
+		s.tellCluster(d.ID, cluster.DeviceRotate)
+	}
 	s.log.Info("device token rotation requested", "device", d.ID, "grace", grace, "linked", linked)
 	if linked {
 		select {
@@ -113,8 +118,8 @@ func (s *Server) deviceWire(d store.Device) string {
 
 // offerRotationTo offers a new token to device id if its link is held
 // here, and reports whether it is. In cluster mode the node that holds it
-// is found as commands' is, and offers it there; a device linked nowhere
-// gets it when it next registers, on whatever node.
+// hears of the request (cluster.DeviceRotate) and offers it there; a
+// device linked nowhere gets it when it next registers, on whatever node.
 func (s *Server) offerRotationTo(ctx context.Context, id string) bool {
 	c := s.reg.device(id)
 	if c != nil {
@@ -218,6 +223,7 @@ func (s *Server) confirmRotation(ctx context.Context, id, hash, how string) {
 	}
 	s.log.Info("device token rotated: the old token is retired", "device", id, "confirmed", how)
 	s.rotations.settled(id)
+	s.tellCluster(id, cluster.DeviceRotationSettled)
 }
 
 // failRotation records why device id could not take its new token; the
@@ -228,6 +234,7 @@ func (s *Server) failRotation(ctx context.Context, id, why string) {
 		s.log.Error("failed token rotation not recorded", "device", id, "err", err)
 	}
 	s.rotations.settled(id)
+	s.tellCluster(id, cluster.DeviceRotationSettled)
 }
 
 // rotationWaiters are the rotation requests waiting for their device to

@@ -247,6 +247,11 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
 	s.sessions = newSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
 	s.mcp = newMCPGateway(s, cfg.MCP)
+	if err := s.linkCluster(); err != nil {
+		s.leaveCluster()
+		st.Close()
+		return nil, err
+	}
 	go s.mcp.refreshViews(s.stop)
 	go func() {
 		defer close(s.janitor)

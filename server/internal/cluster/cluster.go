@@ -140,8 +140,10 @@ func (c *Cluster) connect() (*nats.Conn, error) {
 		nats.Name("aip-server "+c.cfg.NodeID),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			c.log.Error("NATS connection lost: cross-node work is refused until it is back", "err", err)
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if !nc.IsClosed() {
+				c.log.Error("NATS connection lost: cross-node work is refused until it is back", "err", err)
+			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			c.log.Info("NATS connection back", "nats", protocol.RedactURL(nc.ConnectedUrl()))
@@ -354,3 +356,37 @@ func (c *Cluster) Close(ctx context.Context) (err error) {
 	})
 	return err
 }
+
+// Lease is device id's lease, with its holder's liveness;
+// store.ErrNotFound if no node ever held it.
+func (c *Cluster) Lease(ctx context.Context, id string) (store.DeviceLease, error) {
+	return c.cfg.Store.DeviceLeaseOf(ctx, id, c.cfg.DeadAfter)
+}
+
+// Leases lists the leases held.
+func (c *Cluster) Leases(ctx context.Context) ([]store.DeviceLease, error) {
+	return c.cfg.Store.DeviceLeases(ctx, c.cfg.DeadAfter)
+}
+
+// TakeLease makes this node the holder of device id's link, at the
+// lease's next epoch, and returns the lease and the one it replaced.
+func (c *Cluster) TakeLease(ctx context.Context, id string) (lease, prev store.DeviceLease, err error) {
+	err = c.cfg.Store.Write(ctx, func(tx *store.Tx) (err error) {
+		lease, prev, err = tx.TakeDeviceLease(id, c.cfg.NodeID, c.epoch)
+		return err
+	})
+	return lease, prev, err
+}
+
+// ReleaseLease releases device id's lease if it is still at epoch, and
+// reports whether it was.
+func (c *Cluster) ReleaseLease(ctx context.Context, id string, epoch int64) (released bool, err error) {
+	err = c.cfg.Store.Write(ctx, func(tx *store.Tx) (err error) {
+		released, err = tx.ReleaseDeviceLease(id, epoch)
+		return err
+	})
+	return released, err
+}
+
+// DeadAfter is how long a node may be silent before it is dead.
+func (c *Cluster) DeadAfter() time.Duration { return c.cfg.DeadAfter }

@@ -16,11 +16,11 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// fast is the timing of the tests' nodes: dead 300 ms after the last
+// fast is the timing of the tests' nodes: dead a second after the last
 // heartbeat.
 const (
-	fastBeat = 100 * time.Millisecond
-	fastDead = 300 * time.Millisecond
+	fastBeat = 200 * time.Millisecond
+	fastDead = time.Second
 )
 
 // env is one PostgreSQL database and one NATS server, for nodes to share.

@@ -202,3 +202,114 @@ func (s *Store) ClusterNodes(ctx context.Context, deadAfter time.Duration) ([]Cl
 
 // isClusterTable reports whether name is one of clusterTables.
 func isClusterTable(name string) bool { return slices.Contains(clusterTables, name) }
+
+// DeviceLease is who holds a device's link: a node, at the node's epoch,
+// under the lease's own epoch, which grows by one each time a node takes
+// it. NodeID "" is a released lease. The holder's fields are those of
+// its node's lease, read with it.
+type DeviceLease struct {
+	DeviceID  string
+	NodeID    string
+	NodeEpoch int64
+	Epoch     int64
+	TakenAt   time.Time
+	// HolderAlive: the holder's node lease is at NodeEpoch, not gone, and
+	// was renewed within the deadAfter asked for.
+	HolderAlive bool
+	// HolderVersion is the holder's inter-node protocol version.
+	HolderVersion int
+	// HolderSilent is how long ago, on PostgreSQL's clock, the holder
+	// last renewed its node lease.
+	HolderSilent time.Duration
+}
+
+// Held reports whether a node holds the lease.
+func (l DeviceLease) Held() bool { return l.NodeID != "" }
+
+// TakeDeviceLease makes node nodeID, at nodeEpoch, the holder of device
+// deviceID's link, at the lease's next epoch, and returns the lease and
+// the one it replaced (zero if none). ErrFenced: nodeID's lease on its id
+// is not at nodeEpoch any more.
+func (t *Tx) TakeDeviceLease(deviceID, nodeID string, nodeEpoch int64) (lease, prev DeviceLease, err error) {
+	if err := t.needsPostgres(); err != nil {
+		return lease, prev, err
+	}
+	var ok bool
+	err = t.queryRow(`SELECT EXISTS (SELECT 1 FROM cluster_nodes WHERE node_id = ? AND epoch = ? AND state <> 'gone')`,
+		nodeID, nodeEpoch).Scan(&ok)
+	if err == nil && !ok {
+		err = fmt.Errorf("node %q epoch %d: %w", nodeID, nodeEpoch, ErrFenced)
+	}
+	if err != nil {
+		return lease, prev, fmt.Errorf("store: take the lease of device %q: %w", deviceID, err)
+	}
+	err = t.queryRow(`SELECT node_id, node_epoch, epoch FROM device_leases WHERE device_id = ? FOR UPDATE`, deviceID).
+		Scan(&prev.NodeID, &prev.NodeEpoch, &prev.Epoch)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return lease, prev, fmt.Errorf("store: take the lease of device %q: %w", deviceID, err)
+	}
+	prev.DeviceID = deviceID
+	lease = DeviceLease{DeviceID: deviceID, NodeID: nodeID, NodeEpoch: nodeEpoch}
+	err = t.returning(func(r rowScanner) error { return r.Scan(&lease.Epoch, &lease.TakenAt) },
+		`INSERT INTO device_leases (device_id, node_id, node_epoch, epoch, taken_at) VALUES (?, ?, ?, 1, now())
+		 ON CONFLICT (device_id) DO UPDATE SET node_id = excluded.node_id, node_epoch = excluded.node_epoch,
+		   epoch = device_leases.epoch + 1, taken_at = now()
+		 RETURNING epoch, taken_at`, deviceID, nodeID, nodeEpoch)
+	if err != nil {
+		return lease, prev, fmt.Errorf("store: take the lease of device %q: %w", deviceID, err)
+	}
+	return lease, prev, nil
+}
+
+// ReleaseDeviceLease releases device deviceID's lease if it is still at
+// epoch, and reports whether it was.
+func (t *Tx) ReleaseDeviceLease(deviceID string, epoch int64) (bool, error) {
+	if err := t.needsPostgres(); err != nil {
+		return false, err
+	}
+	res, err := t.exec(`UPDATE device_leases SET node_id = '' WHERE device_id = ? AND epoch = ? AND node_id <> ''`, deviceID, epoch)
+	if err != nil {
+		return false, fmt.Errorf("store: release the lease of device %q: %w", deviceID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// leaseQuery reads leases with their holders' node leases.
+const leaseQuery = `SELECT l.device_id, l.node_id, l.node_epoch, l.epoch, l.taken_at,
+	COALESCE(n.epoch = l.node_epoch AND n.state <> 'gone' AND n.heartbeat_at >= now() - ?::bigint * interval '1 microsecond', false),
+	COALESCE(n.version, 0), COALESCE(extract(epoch FROM now() - n.heartbeat_at), 0)::float8
+	FROM device_leases l LEFT JOIN cluster_nodes n ON n.node_id = l.node_id`
+
+func scanLease(r rowScanner) (l DeviceLease, err error) {
+	var silent float64
+	err = r.Scan(&l.DeviceID, &l.NodeID, &l.NodeEpoch, &l.Epoch, &l.TakenAt, &l.HolderAlive, &l.HolderVersion, &silent)
+	l.HolderSilent = time.Duration(silent * float64(time.Second))
+	return l, err
+}
+
+// DeviceLeaseOf is device deviceID's lease, with its holder's liveness
+// for deadAfter; ErrNotFound if no node ever held it.
+func (s *Store) DeviceLeaseOf(ctx context.Context, deviceID string, deadAfter time.Duration) (DeviceLease, error) {
+	if s.dialect.backend() != Postgres {
+		return DeviceLease{}, ErrNeedsPostgres
+	}
+	l, err := scanLease(s.readRow(ctx, leaseQuery+` WHERE l.device_id = ?`, micros(deadAfter), deviceID))
+	return l, rowErr(unavailable(err), "lease of device %q", deviceID)
+}
+
+// DeviceLeases lists the leases held, by device.
+func (s *Store) DeviceLeases(ctx context.Context, deadAfter time.Duration) ([]DeviceLease, error) {
+	if s.dialect.backend() != Postgres {
+		return nil, ErrNeedsPostgres
+	}
+	rows, err := s.readRows(ctx, leaseQuery+` WHERE l.node_id <> '' ORDER BY l.device_id`, micros(deadAfter))
+	if err != nil {
+		return nil, fmt.Errorf("store: device leases: %w", unavailable(err))
+	}
+	leases, err := collect(rows, scanLease, nil)
+	if err != nil {
+		return nil, fmt.Errorf("store: device leases: %w", unavailable(err))
+	}
+	return leases, nil
+}

@@ -1,0 +1,270 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/cluster"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+)
+
+// clusterLinks is a node's part in the links of the cluster's devices
+// (server/RATIONALE.md, "Cluster mode"): the leases of the devices linked
+// here, the commands other nodes send for them, and the dispatcher's way
+// to devices linked elsewhere. Its methods do nothing on a nil one, as a
+// single node has.
+type clusterLinks struct {
+	c     *cluster.Cluster
+	reg   *registry
+	disp  *dispatcher
+	grace time.Duration
+	log   *slog.Logger
+
+	// leases is the newest lease change heard of, by device; guarded by
+	// disp.mu, under which the dispatcher decides where a command goes.
+	leases map[string]cluster.LeaseChange
+
+	mu sync.Mutex
+	// held are the leases of the devices linked here, or between links
+	// here, by device.
+	held map[string]*heldLease
+	// proxied are the commands other nodes sent here for devices linked
+	// here, by response_id: where their results go.
+	proxied map[string]string
+}
+
+// heldLease is a device's lease this node holds, and the subscription
+// through which other nodes send it the device's commands.
+type heldLease struct {
+	epoch int64
+	stop  func()
+}
+
+// proxiedFor is how long a command sent here by another node is
+// remembered past its timeout, for results that come late.
+const proxiedFor = time.Minute
+
+// noHolderRetries bounds the sends of a command to a node that does not
+// answer for its device, each after reading the lease again, before the
+// command waits for the device's next lease.
+const noHolderRetries = 8
+
+func newClusterLinks(c *cluster.Cluster, reg *registry, disp *dispatcher, grace time.Duration, log *slog.Logger) (*clusterLinks, error) {
+	l := &clusterLinks{c: c, reg: reg, disp: disp, grace: grace, log: log,
+		leases: map[string]cluster.LeaseChange{}, held: map[string]*heldLease{}, proxied: map[string]string{}}
+	if err := c.OnLease(l.leaseChanged); err != nil {
+		return nil, err
+	}
+	if err := c.OnRecorded(l.recordedElsewhere); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// take makes this node the holder of device c's link, before the link is
+// seen online, and tells the other nodes; a node that held it closes its
+// link. Without PostgreSQL or NATS the device is served here alone.
+func (l *clusterLinks) take(ctx context.Context, c *client) {
+	if l == nil {
+		return
+	}
+	lease, prev, err := l.c.TakeLease(ctx, c.id)
+	if err != nil {
+		l.log.Error("cluster: device lease not taken: the device is served by this node alone", "device", c.id, "err", err)
+		return
+	}
+	c.leaseEpoch.Store(lease.Epoch)
+	l.hold(c.id, lease.Epoch)
+	if prev.Held() {
+		l.log.Debug("cluster: device lease taken", "device", c.id, "epoch", lease.Epoch, "from_node", prev.NodeID)
+	}
+}
+
+// announce tells every node device c's lease is this node's.
+func (l *clusterLinks) announce(c *client) {
+	if l == nil || c.leaseEpoch.Load() == 0 {
+		return
+	}
+	self, epoch := l.c.Self()
+	if err := l.c.PublishLease(cluster.LeaseChange{DeviceID: c.id, NodeID: self, NodeEpoch: epoch, Epoch: c.leaseEpoch.Load()}); err != nil {
+		l.log.Warn("cluster: device lease not announced; other nodes read it from the store", "device", c.id, "err", err)
+	}
+}
+
+// hold records the lease of device id at epoch as this node's, and
+// serves the commands other nodes send for it.
+func (l *clusterLinks) hold(id string, epoch int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h := l.held[id]; h != nil {
+		h.epoch = max(h.epoch, epoch)
+		return
+	}
+	stop, err := l.c.ServeDevice(id, l.serve)
+	if err != nil {
+		l.log.Error("cluster: commands for the device from other nodes cannot reach it", "device", id, "err", err)
+		stop = func() {}
+	}
+	l.held[id] = &heldLease{epoch: epoch, stop: stop}
+}
+
+// drop forgets device id's lease, if this node holds it at an epoch
+// below until (0: any), and returns the epoch it held (0: none).
+func (l *clusterLinks) drop(id string, until int64) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := l.held[id]
+	if h == nil || (until > 0 && h.epoch >= until) {
+		return 0
+	}
+	delete(l.held, id)
+	h.stop()
+	return h.epoch
+}
+
+// heldEpoch is the epoch of device id's lease if this node holds it.
+func (l *clusterLinks) heldEpoch(id string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h := l.held[id]; h != nil {
+		return h.epoch
+	}
+	return 0
+}
+
+// release gives up device id's lease, its link here having ended for
+// good (its grace, a revocation), and tells the other nodes.
+func (l *clusterLinks) release(id string) {
+	if l == nil {
+		return
+	}
+	epoch := l.drop(id, 0)
+	if epoch == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	defer cancel()
+	released, err := l.c.ReleaseLease(ctx, id, epoch)
+	switch {
+	case err != nil:
+		l.log.Warn("cluster: device lease not released", "device", id, "epoch", epoch, "err", err)
+	case released:
+		if err := l.c.PublishLease(cluster.LeaseChange{DeviceID: id, Epoch: epoch}); err != nil {
+			l.log.Debug("cluster: lease release not announced", "device", id, "err", err)
+		}
+	}
+}
+
+// heldElsewhere reports whether another node holds device id's lease now,
+// as the store says: a grace that ends here must not end the device's
+// work if the device is linked elsewhere.
+func (l *clusterLinks) heldElsewhere(id string) bool {
+	if l == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	defer cancel()
+	lease, err := l.c.Lease(ctx, id)
+	self, _ := l.c.Self()
+	return err == nil && lease.Held() && lease.NodeID != self && lease.HolderAlive
+}
+
+// leaseChanged hears a lease change from any node. A device this node
+// held, now another's, has its link here closed and its grace here ended
+// without ending its work; the commands waiting for it anywhere here go
+// to its new holder.
+func (l *clusterLinks) leaseChanged(lc cluster.LeaseChange) {
+	self, selfEpoch := l.c.Self()
+	mine := lc.NodeID == self && lc.NodeEpoch == selfEpoch
+	if !mine && lc.NodeID != "" {
+		if held := l.drop(lc.DeviceID, lc.Epoch); held > 0 {
+			if c := l.reg.moved(lc.DeviceID); c != nil {
+				l.log.Info("cluster: device linked to another node; closing its link here", "device", lc.DeviceID, "node", lc.NodeID, "epoch", lc.Epoch, "held_epoch", held)
+				l.disp.linkDropped(c, false)
+				go c.conn.Close(websocket.StatusPolicyViolation, fmt.Sprintf("device linked to node %s", lc.NodeID))
+			}
+		}
+	}
+	l.disp.leaseChanged(lc, mine)
+}
+
+// serve answers a command another node sent for a device whose lease
+// this node holds, by sending it on the device's link.
+func (l *clusterLinks) serve(cmd cluster.Command) cluster.Reply {
+	id := cmd.DeviceID
+	held := l.heldEpoch(id)
+	if held != cmd.LeaseEpoch {
+		return cluster.Reply{Outcome: cluster.Stale, Lease: held}
+	}
+	at := l.reg.reach(id)
+	switch {
+	case at.link == nil && at.graceLeft > 0:
+		return cluster.Reply{Outcome: cluster.Between, GraceLeft: at.graceLeft}
+	case at.link == nil && at.shutDown:
+		return cluster.Reply{Outcome: cluster.Down}
+	case at.link == nil:
+		return cluster.Reply{Outcome: cluster.Offline}
+	}
+	if cmd.Message == nil || cmd.Message.ResponseID == "" {
+		return cluster.Reply{Outcome: cluster.Failed, Error: "no command"}
+	}
+	rid := cmd.Message.ResponseID
+	l.mu.Lock()
+	l.proxied[rid] = cmd.From
+	l.mu.Unlock()
+	time.AfterFunc(cmd.Timeout+proxiedFor, func() {
+		l.mu.Lock()
+		delete(l.proxied, rid)
+		l.mu.Unlock()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	err := at.link.conn.Send(ctx, cmd.Message)
+	cancel()
+	switch {
+	case errors.Is(err, protocol.ErrTooBig):
+		size, _ := frameSize(at.link.conn.Encoding(), cmd.Message)
+		return cluster.Reply{Outcome: cluster.Failed, Error: frameTooBig(size, at.link.conn.Encoding(), l.disp.frameCap)}
+	case err != nil:
+		l.log.Warn("cluster: command from another node not sent; it waits for the device to come back", "device", id, "response_id", rid, "err", err)
+		return cluster.Reply{Outcome: cluster.Between, GraceLeft: l.grace}
+	}
+	l.log.Debug("cluster: command from another node sent", "device", id, "response_id", rid, "from", cmd.From)
+	return cluster.Reply{Outcome: cluster.Sent}
+}
+
+// recordedHere passes results recorded here, for a command that does not
+// wait here, to the node that sent it here, or to every node if that is
+// not known (the device answered here a command sent on a link it had
+// elsewhere).
+func (l *clusterLinks) recordedHere(rec store.Command) {
+	if l == nil || rec.ResponseID == "" || rec.Status != store.CommandDone {
+		return
+	}
+	l.mu.Lock()
+	from, ok := l.proxied[rec.ResponseID]
+	delete(l.proxied, rec.ResponseID)
+	l.mu.Unlock()
+	self, _ := l.c.Self()
+	if ok && from == self {
+		return
+	}
+	if !ok && rec.Late {
+		return // it ended before: nobody waits for it
+	}
+	err := l.c.SendRecorded(from, cluster.Recorded{ResponseID: rec.ResponseID, DeviceID: rec.DeviceID, Results: rec.Results})
+	if err != nil {
+		l.log.Warn("cluster: recorded results not passed on; the node that asked reads them at its timeout", "response_id", rec.ResponseID, "err", err)
+	}
+}
+
+// recordedElsewhere ends a command waiting here whose results another
+// node recorded.
+func (l *clusterLinks) recordedElsewhere(r cluster.Recorded) {
+	l.disp.recordedElsewhere(r)
+}

@@ -1,0 +1,188 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/cluster"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// linkedTo enrolls device id through ts's cluster and links it to node.
+func (tc *testCluster) linkedTo(node *testServer, enrolledBy *testServer, id string) (*rawClient, string) {
+	tc.t.Helper()
+	token := enrolledBy.enroll(id)
+	dev := node.mustDial(token)
+	dev.register(id, tool("stock", "echo", protocol.ToolAction))
+	return dev, token
+}
+
+// commandTask is the task of command resp, once it ended.
+func requireOneDoneCommand(t *testing.T, ts *testServer, resp api.CommandResponse) {
+	t.Helper()
+	task := ts.waitTask(resp.SessionID)
+	require.Len(t, task.Commands, 1)
+	assert.Equal(t, resp.ResponseID, task.Commands[0].ResponseID)
+	assert.Equal(t, "done", task.Commands[0].Status)
+	assert.False(t, task.Commands[0].Late)
+}
+
+// A command through node A for a device linked to node B goes to B over
+// NATS, and B sends it on the link; its results, recorded by B, come back
+// to A with the same response_id and call_ids.
+func TestACommandThroughOneNodeRunsOnADeviceLinkedToAnother(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+
+	out := a.echoInBackground("kiosk-1")
+	cmd := dev.nextCommand()
+	dev.answer(cmd, protocol.ResultSuccess, "res-1")
+	resp := <-out
+	require.Equal(t, "success", resp.Status, "%+v", resp)
+	assert.Equal(t, cmd.ResponseID, resp.ResponseID)
+	require.Len(t, resp.Results, 1)
+	assert.Equal(t, cmd.Actions[0].CallID, resp.Results[0].CallID)
+	requireOneDoneCommand(t, a, resp)
+
+	// And the node holding the link still serves its own.
+	local := b.echoInBackground("kiosk-1")
+	cmd = dev.nextCommand()
+	dev.answer(cmd, protocol.ResultSuccess, "res-2")
+	assert.Equal(t, "success", (<-local).Status)
+}
+
+// The device moves from B to C while its command is out: C takes its
+// lease, B closes its stale link, A sends the command again to C with the
+// same response_id and call_ids, and it is recorded once. A delivery
+// under B's stale lease epoch is refused.
+func TestADeviceThatMovesToAnotherNodeGetsItsCommandThereOnce(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b, c := tc.node("a"), tc.node("b"), tc.node("c")
+	onB, token := tc.linkedTo(b, a, "kiosk-1")
+	stale := onB.linkLease(b)
+
+	out := a.echoInBackground("kiosk-1")
+	first := onB.nextCommand()
+
+	onC := c.mustDial(token)
+	onC.register("kiosk-1", tool("stock", "echo", protocol.ToolAction))
+	onB.requireClosed() // B was told over NATS, and closed its link
+	again := onC.nextCommand()
+	assert.Equal(t, first.ResponseID, again.ResponseID)
+	assert.Equal(t, first.Actions[0].CallID, again.Actions[0].CallID)
+	onC.answer(again, protocol.ResultSuccess, "res-1")
+	resp := <-out
+	require.Equal(t, "success", resp.Status, "%+v", resp)
+	requireOneDoneCommand(t, a, resp)
+
+	reply, err := a.srv.cluster.SendCommand(context.Background(), cluster.Command{DeviceID: "kiosk-1", LeaseEpoch: stale,
+		From: "a", Timeout: time.Minute, Message: &first})
+	require.NoError(t, err)
+	assert.Equal(t, cluster.Stale, reply.Outcome)
+	assert.Greater(t, reply.Lease, stale)
+	assert.Equal(t, 0, b.srv.disp.remote.heldEpochOr0("kiosk-1"), "B holds it no more")
+}
+
+// A device between links on its node is between links for every node:
+// a command through another node waits for it, and gets to it where it
+// registers again.
+func TestACommandWaitsForADeviceBetweenLinksOnAnotherNode(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b, c := tc.node("a"), tc.node("b"), tc.node("c")
+	onB, token := tc.linkedTo(b, a, "kiosk-1")
+	onB.conn.CloseNow()
+	require.Eventually(t, func() bool { return b.srv.reg.reach("kiosk-1").graceLeft > 0 }, 5*time.Second, 5*time.Millisecond)
+
+	out := a.echoInBackground("kiosk-1")
+	time.Sleep(200 * time.Millisecond) // the command is out, waiting
+	onC := c.mustDial(token)
+	onC.register("kiosk-1", tool("stock", "echo", protocol.ToolAction))
+	cmd := onC.nextCommand()
+	onC.answer(cmd, protocol.ResultSuccess, "res-1")
+	resp := <-out
+	require.Equal(t, "success", resp.Status, "%+v", resp)
+	requireOneDoneCommand(t, a, resp)
+}
+
+// NATS lost at run time: the node is degraded, refuses new work for
+// devices linked elsewhere with 503 naming NATS, and serves its own.
+func TestWithoutNATSANodeRefusesCrossNodeWorkAndServesItsOwn(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	local, _ := tc.linkedTo(a, a, "kiosk-a")
+	tc.linkedTo(b, a, "kiosk-b")
+	tc.nats.Stop()
+	require.Eventually(t, func() bool { code, _ := a.health(); return code == http.StatusServiceUnavailable }, 5*time.Second, 10*time.Millisecond)
+
+	code, msg := a.apiStatus("POST", "/api/devices/kiosk-b/commands", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "10s"})
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, msg, `device "kiosk-b" is not linked to node "a", and cross-node work is refused: NATS: not connected`)
+
+	out := a.echoInBackground("kiosk-a")
+	cmd := local.nextCommand()
+	local.answer(cmd, protocol.ResultSuccess, "res-1")
+	assert.Equal(t, "success", (<-out).Status)
+}
+
+// linkLease is the lease epoch rc's link was registered under on ts.
+func (rc *rawClient) linkLease(ts *testServer) int64 {
+	rc.t.Helper()
+	c := ts.srv.reg.device(rc.id)
+	require.NotNil(rc.t, c)
+	return c.leaseEpoch.Load()
+}
+
+// heldEpochOr0 is heldEpoch, for tests.
+func (l *clusterLinks) heldEpochOr0(id string) int { return int(l.heldEpoch(id)) }
+
+// Revoking a device on node A closes its link on node B within a second,
+// and fails A's command waiting for it.
+func TestRevokingADeviceOnOneNodeClosesItsLinkOnAnotherWithinASecond(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	out := a.echoInBackground("kiosk-1")
+	dev.nextCommand() // out, never answered
+	closed := linkClosed(dev)
+
+	require.NoError(t, a.api.Revoke(context.Background(), "kiosk-1"))
+	requireWithin(t, closed, "the device's link on another node")
+	resp := <-out
+	assert.Equal(t, "failure", resp.Status)
+	assert.Contains(t, resp.FirstError(), `device "kiosk-1" was revoked`)
+	require.Eventually(t, func() bool { return b.srv.disp.remote.heldEpoch("kiosk-1") == 0 }, 5*time.Second, 10*time.Millisecond,
+		"B gave up the device's lease")
+}
+
+// Revoking an identity on node A closes what it opened on node B within
+// a second.
+func TestRevokingAnIdentityOnOneNodeClosesItsSurfacesOnAnother(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	task := quietTask(b)
+	ann := a.addIdentity("ann", api.RoleOperator, nil)
+	open := b.openSurfaces(ann, "orch-ann", task)
+	require.NoError(t, a.api.RevokeIdentity(context.Background(), "ann"))
+	open.each(t, "the", requireWithin)
+}
+
+// A token rotation asked for on node A reaches the device linked to node
+// B, and A answers once the device confirms it there.
+func TestATokenRotationThroughOneNodeReachesTheDeviceOnAnother(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, old := tc.linkedTo(b, a, "kiosk-1")
+	answer := a.rotate("kiosk-1", api.RotateRequest{})
+	m := dev.recvType(protocol.ServerRotateToken)
+	require.NotEqual(t, old, m.Token)
+	dev.keepToken(m)
+	assert.Equal(t, api.RotationConfirmed, a.rotated(answer).State)
+	again := a.mustDial(m.Token)
+	again.register("kiosk-1")
+}

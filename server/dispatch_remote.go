@@ -1,0 +1,243 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/edgeaip/edgeaip/server/internal/cluster"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+)
+
+// The dispatcher's way to devices linked to other nodes, in cluster mode
+// (server/RATIONALE.md, "Cluster mode"). A command is recorded by the
+// node that took it and waits there; it goes over NATS to the node
+// holding its device's lease, which sends it on the link; the results
+// are recorded where the device answers and come back over NATS.
+
+// leaseIfNotHere reads device id's lease, unless the device is linked or
+// between links here: nil if no node ever held it, or on a single node.
+func (l *clusterLinks) leaseIfNotHere(id string) (*store.DeviceLease, error) {
+	if l == nil {
+		return nil, nil
+	}
+	if at := l.reg.reach(id); at.link != nil || at.graceLeft > 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	defer cancel()
+	lease, err := l.c.Lease(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("device %q: where its link is: %w", id, err)
+	}
+	return &lease, nil
+}
+
+// where is where device id is, as the dispatcher decides on it (under
+// disp.mu): at, the registry's answer, unless the device is neither
+// linked nor between links here; then from its lease, or from a newer
+// lease change heard since it was read.
+func (l *clusterLinks) where(id string, at whereabouts, lease *store.DeviceLease) whereabouts {
+	if l == nil || at.link != nil || at.graceLeft > 0 {
+		return at
+	}
+	self, selfEpoch := l.c.Self()
+	if lc, ok := l.leases[id]; ok && (lease == nil || lc.Epoch > lease.Epoch) {
+		switch {
+		case lc.NodeID == "":
+			return at // released: its grace ended wherever it was
+		case lc.NodeID == self && lc.NodeEpoch == selfEpoch:
+			// Registered here just now: its registration sends what waits.
+			return whereabouts{graceLeft: l.grace}
+		}
+		return whereabouts{node: lc.NodeID, leaseEpoch: lc.Epoch}
+	}
+	if lease == nil || !lease.Held() || (lease.NodeID == self && lease.NodeEpoch == selfEpoch) {
+		return at
+	}
+	if !lease.HolderAlive {
+		// Its node died: the device is between links until it registers
+		// on another node, within its grace from that node's last word.
+		return whereabouts{graceLeft: max(l.grace-lease.HolderSilent, 0)}
+	}
+	if lease.HolderVersion != cluster.ProtocolVersion {
+		return whereabouts{refused: fmt.Sprintf("device %q is linked to node %q, which speaks inter-node protocol version %d; this node speaks %d",
+			id, lease.NodeID, lease.HolderVersion, cluster.ProtocolVersion)}
+	}
+	return whereabouts{node: lease.NodeID, leaseEpoch: lease.Epoch}
+}
+
+// send sends cmd to node, the holder of its device's lease at epoch,
+// unless it was sent there under that lease already, and acts on the
+// holder's answer.
+func (l *clusterLinks) send(cmd *command, node string, epoch int64) {
+	d := l.disp
+	d.mu.Lock()
+	if d.pending[cmd.rec.ResponseID] != cmd || cmd.abandoned || cmd.sentOn != nil || cmd.sentLease >= epoch {
+		d.mu.Unlock()
+		return
+	}
+	wasSent := cmd.sent
+	cmd.sentLease, cmd.sent = epoch, true
+	d.mu.Unlock()
+
+	self, selfEpoch := l.c.Self()
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	reply, err := l.c.SendCommand(ctx, cluster.Command{DeviceID: cmd.rec.DeviceID, LeaseEpoch: epoch, From: self, FromEpoch: selfEpoch,
+		Timeout: cmd.timeout, Message: cmd.msg})
+	cancel()
+	if err == nil && reply.Outcome == cluster.Sent {
+		cmd.log.Debug("command sent to the node holding its device's link", "node", node, "lease", epoch)
+		return
+	}
+	d.mu.Lock()
+	if cmd.sentLease == epoch {
+		cmd.sentLease, cmd.sent = 0, wasSent
+	}
+	d.mu.Unlock()
+	l.answered(cmd, node, reply, err)
+}
+
+// answered acts on a holder's answer, reply or err, to cmd, not sent.
+func (l *clusterLinks) answered(cmd *command, node string, reply cluster.Reply, err error) {
+	d, id := l.disp, cmd.rec.DeviceID
+	switch {
+	case err != nil || reply.Outcome == cluster.Stale:
+		// No responders, a lease moved on, NATS away: hints to read the
+		// lease again, not verdicts.
+		cmd.log.Info("command not taken by the node that held its device's link; reading the lease again", "node", node, "err", err, "outcome", reply.Outcome)
+		l.retry(cmd)
+	case reply.Outcome == cluster.Between:
+		if !cmd.waitForDevice {
+			d.failUnsentAfter(cmd, reply.GraceLeft, fmt.Sprintf("device %q is offline and did not register again within its grace", id))
+		}
+		cmd.log.Info("device is between links on another node; the command waits for it to register again", "node", node, "within", reply.GraceLeft)
+	case reply.Outcome == cluster.Down && !cmd.waitForDevice:
+		d.failUnsent(cmd, shutDownFailure(id, ""))
+	case reply.Outcome == cluster.Offline && !cmd.waitForDevice:
+		d.failUnsent(cmd, fmt.Sprintf("device %q is offline", id))
+	case reply.Outcome == cluster.Failed:
+		d.fail(cmd, "command not sent: "+reply.Error)
+	}
+}
+
+// retry routes cmd again after a pause that grows with its retries:
+// from the lease as the store has it now.
+func (l *clusterLinks) retry(cmd *command) {
+	d := l.disp
+	d.mu.Lock()
+	cmd.retries++
+	n := cmd.retries
+	d.mu.Unlock()
+	if n > noHolderRetries {
+		cmd.log.Warn("no node takes the command for its device; it waits for the device's next lease", "retries", n-1)
+		return
+	}
+	pause := min(50*time.Millisecond<<n, time.Second)
+	select {
+	case <-cmd.done:
+		return
+	case <-time.After(pause):
+	}
+	lease, err := l.leaseIfNotHere(cmd.rec.DeviceID)
+	if err != nil {
+		cmd.log.Warn("command waits: its device's lease could not be read", "err", err)
+		return
+	}
+	d.mu.Lock()
+	if d.pending[cmd.rec.ResponseID] != cmd {
+		d.mu.Unlock()
+		return
+	}
+	at := l.where(cmd.rec.DeviceID, d.reg.reach(cmd.rec.DeviceID), lease)
+	d.mu.Unlock()
+	switch {
+	case at.link != nil:
+		d.send(cmd, at.link, true)
+	case at.node != "":
+		l.send(cmd, at.node, at.leaseEpoch)
+	case at.refused != "":
+		d.failUnsent(cmd, at.refused)
+	case at.graceLeft == 0 && !cmd.waitForDevice:
+		d.failUnsent(cmd, fmt.Sprintf("device %q is offline", cmd.rec.DeviceID))
+	}
+}
+
+// failUnsentAfter fails cmd after wait if it is still unsent then,
+// unless it already has such a deadline.
+func (d *dispatcher) failUnsentAfter(cmd *command, wait time.Duration, reason string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if cmd.unsentTimer != nil || d.pending[cmd.rec.ResponseID] != cmd {
+		return
+	}
+	cmd.unsentTimer = time.AfterFunc(wait, func() { d.failUnsent(cmd, reason) })
+}
+
+// leaseChanged sends the commands waiting here for the device of lc to
+// its new holder, unless that is this node (mine), whose registration
+// sends them; a released lease (its grace ended) fails those never sent
+// and keeps those sent from being sent again, as a grace that ends here.
+func (d *dispatcher) leaseChanged(lc cluster.LeaseChange, mine bool) {
+	d.mu.Lock()
+	if old, ok := d.remote.leases[lc.DeviceID]; ok && old.Epoch >= lc.Epoch && !(lc.NodeID == "" && old.Epoch == lc.Epoch) {
+		d.mu.Unlock()
+		return
+	}
+	d.remote.leases[lc.DeviceID] = lc
+	var todo []*command
+	for _, cmd := range d.pending {
+		if cmd.rec.DeviceID == lc.DeviceID && cmd.sentOn == nil && cmd.sentLease < lc.Epoch {
+			todo = append(todo, cmd)
+		}
+	}
+	d.mu.Unlock()
+	switch {
+	case mine:
+	case lc.NodeID == "":
+		for _, cmd := range todo {
+			if !cmd.waitForDevice && !d.failUnsent(cmd, fmt.Sprintf("device %q is offline and did not register again within its grace", lc.DeviceID)) {
+				d.abandonCommand(cmd)
+			}
+		}
+	default:
+		for _, cmd := range todo {
+			d.mu.Lock()
+			cmd.retries = 0
+			d.mu.Unlock()
+			go d.remote.send(cmd, lc.NodeID, lc.Epoch)
+		}
+	}
+}
+
+// abandonCommand keeps cmd from being sent again; see abandon.
+func (d *dispatcher) abandonCommand(cmd *command) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cmd.abandoned = true
+}
+
+// recordedElsewhere ends the command r is the results of, if it waits
+// here, with the session it alone makes up.
+func (d *dispatcher) recordedElsewhere(r cluster.Recorded) {
+	cmd := d.waiting(r.ResponseID)
+	if cmd == nil || cmd.rec.DeviceID != r.DeviceID {
+		return
+	}
+	rec := cmd.rec
+	rec.Results, rec.Status = r.Results, store.CommandDone
+	if cmd.session != nil {
+		err := d.unrecorded.write(context.Background(), keptWrite{what: "end of the session of command " + rec.ResponseID, size: keptFailureBytes,
+			fn: func(tx *store.Tx) error { return cmd.endSession(tx, rec) }})
+		if err != nil {
+			cmd.log.Error("session end not recorded", "err", err)
+		}
+	}
+	d.forget(cmd)
+	d.end(cmd, r.Results, "", true)
+	cmd.log.Debug("results recorded by another node", "status", commandResult{results: r.Results}.status())
+}

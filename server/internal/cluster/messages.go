@@ -1,0 +1,275 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/nats-io/nats.go"
+)
+
+// Subjects. A device's is one per device, to which only the node holding
+// its link subscribes; a node's, to which that node alone does; the rest
+// every node hears.
+const (
+	leaseSubject       = "aip.lease"
+	recordedSubject    = "aip.recorded"
+	revokeSubject      = "aip.revoke"
+	deviceEventSubject = "aip.device"
+	versionHeader      = "Aip-Cluster-Version"
+)
+
+// deviceSubject is device id's subject. A device id may hold '.', NATS's
+// token separator, which is '~' here: '~' is in no device id.
+func deviceSubject(id string) string { return "aip.dev." + strings.ReplaceAll(id, ".", "~") }
+
+func nodeSubject(id string) string { return "aip.node." + id }
+
+// ErrNoHolder: no node listens on the device's subject (NATS's "no
+// responders"): a hint to read the device's lease again, not a verdict.
+var ErrNoHolder = errors.New("no node answers for the device")
+
+// ErrNATS: NATS is not connected; cross-node work is refused meanwhile.
+var ErrNATS = errors.New("NATS not connected")
+
+// Command is a command for a device, sent to the node holding its link.
+type Command struct {
+	DeviceID string `json:"device_id"`
+	// LeaseEpoch is the epoch of the device's lease the sender read: a
+	// holder at another epoch refuses it (Stale).
+	LeaseEpoch int64 `json:"lease_epoch"`
+	// From is the node that asked, and awaits the results.
+	From      string        `json:"from"`
+	FromEpoch int64         `json:"from_epoch"`
+	Timeout   time.Duration `json:"timeout"`
+	// Message is the COMMAND, as it goes to the device.
+	Message *protocol.ServerMessage `json:"message"`
+}
+
+// Outcomes of a Command at the node it was sent to.
+const (
+	Sent    = "sent"    // on the device's link
+	Stale   = "stale"   // the holder is not at the lease epoch sent; Reply.Lease is its
+	Between = "between" // the device is between links; Reply.GraceLeft is what is left of its grace
+	Down    = "shutdown"
+	Offline = "offline"
+	Failed  = "failed" // Reply.Error says why
+)
+
+// Reply is a holder's answer to a Command.
+type Reply struct {
+	Outcome   string        `json:"outcome"`
+	Lease     int64         `json:"lease,omitempty"`
+	GraceLeft time.Duration `json:"grace_left,omitempty"`
+	Error     string        `json:"error,omitempty"`
+}
+
+// LeaseChange says a node took (NodeID set) or released a device's lease.
+type LeaseChange struct {
+	DeviceID  string `json:"device_id"`
+	NodeID    string `json:"node_id"`
+	NodeEpoch int64  `json:"node_epoch"`
+	Epoch     int64  `json:"epoch"`
+}
+
+// Recorded carries the results of a command, recorded by the node its
+// device answered on, to the node that asked for it.
+type Recorded struct {
+	ResponseID string            `json:"response_id"`
+	DeviceID   string            `json:"device_id"`
+	Results    []protocol.Result `json:"results"`
+}
+
+// message is v as a NATS message on subject, with the protocol version.
+func message(subject string, v any) (*nats.Msg, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: encode %T: %w", v, err)
+	}
+	m := nats.NewMsg(subject)
+	m.Data = data
+	m.Header.Set(versionHeader, strconv.Itoa(ProtocolVersion))
+	return m, nil
+}
+
+// publish sends v on subject, to whoever listens.
+func (c *Cluster) publish(subject string, v any) error {
+	if !c.nc.IsConnected() {
+		return ErrNATS
+	}
+	m, err := message(subject, v)
+	if err != nil {
+		return err
+	}
+	if err := c.nc.PublishMsg(m); err != nil {
+		return fmt.Errorf("cluster: publish on %s: %w", subject, err)
+	}
+	return nil
+}
+
+// SendCommand sends cmd to the node holding its device's link and returns
+// its answer. ErrNoHolder: no node listens for the device.
+func (c *Cluster) SendCommand(ctx context.Context, cmd Command) (Reply, error) {
+	if !c.nc.IsConnected() {
+		return Reply{}, ErrNATS
+	}
+	m, err := message(deviceSubject(cmd.DeviceID), cmd)
+	if err != nil {
+		return Reply{}, err
+	}
+	resp, err := c.nc.RequestMsgWithContext(ctx, m)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return Reply{}, fmt.Errorf("cluster: device %q: %w", cmd.DeviceID, ErrNoHolder)
+	case err != nil:
+		return Reply{}, fmt.Errorf("cluster: command for device %q: %w", cmd.DeviceID, err)
+	}
+	var r Reply
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return Reply{}, fmt.Errorf("cluster: reply about device %q: %w", cmd.DeviceID, err)
+	}
+	return r, nil
+}
+
+// ServeDevice answers, with serve, the commands sent for device id, until
+// the returned stop is called: the node holding the device's lease does.
+func (c *Cluster) ServeDevice(id string, serve func(Command) Reply) (stop func(), err error) {
+	sub, err := c.nc.Subscribe(deviceSubject(id), func(m *nats.Msg) {
+		var cmd Command
+		r := Reply{Outcome: Failed}
+		if err := c.decode(m, &cmd); err != nil {
+			r.Error = err.Error()
+		} else {
+			r = serve(cmd)
+		}
+		out, err := message(m.Reply, r)
+		if err == nil {
+			err = m.RespondMsg(out)
+		}
+		if err != nil {
+			c.log.Warn("cluster: reply not sent", "device", id, "err", err)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: serve device %q: %w", id, err)
+	}
+	return func() { sub.Unsubscribe() }, nil
+}
+
+// decode reads m into v, refusing another protocol version.
+func (c *Cluster) decode(m *nats.Msg, v any) error {
+	if got := m.Header.Get(versionHeader); got != strconv.Itoa(ProtocolVersion) {
+		err := fmt.Errorf("cluster: message on %s speaks inter-node protocol version %q, this node %d: refused", m.Subject, got, ProtocolVersion)
+		c.log.Error(err.Error())
+		return err
+	}
+	if err := json.Unmarshal(m.Data, v); err != nil {
+		return fmt.Errorf("cluster: message on %s: %w", m.Subject, err)
+	}
+	return nil
+}
+
+// on calls fn with each message on subject, decoded as a T.
+func on[T any](c *Cluster, subject string, fn func(T)) error {
+	_, err := c.nc.Subscribe(subject, func(m *nats.Msg) {
+		var v T
+		if err := c.decode(m, &v); err != nil {
+			return
+		}
+		fn(v)
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: subscribe to %s: %w", subject, err)
+	}
+	return nil
+}
+
+// PublishLease tells every node that a device's lease changed.
+func (c *Cluster) PublishLease(l LeaseChange) error { return c.publish(leaseSubject, l) }
+
+// OnLease calls fn with each lease change any node publishes, this
+// one's included.
+func (c *Cluster) OnLease(fn func(LeaseChange)) error { return on(c, leaseSubject, fn) }
+
+// SendRecorded tells node the results r were recorded; to every node if
+// node is "" (the node that asked is not known).
+func (c *Cluster) SendRecorded(node string, r Recorded) error {
+	if node == "" {
+		return c.publish(recordedSubject, r)
+	}
+	return c.publish(nodeSubject(node), r)
+}
+
+// OnRecorded calls fn with the results recorded elsewhere that are sent
+// to this node, or to every node.
+func (c *Cluster) OnRecorded(fn func(Recorded)) error {
+	if err := on(c, nodeSubject(c.cfg.NodeID), fn); err != nil {
+		return err
+	}
+	return on(c, recordedSubject, fn)
+}
+
+// Revocation is an operator identity, or some of its tokens, revoked on
+// node From.
+type Revocation struct {
+	From     string   `json:"from"`
+	Identity string   `json:"identity"`
+	TokenIDs []string `json:"token_ids,omitempty"`
+}
+
+// PublishRevocation tells every node of a revocation made here.
+func (c *Cluster) PublishRevocation(r Revocation) error {
+	r.From = c.cfg.NodeID
+	return c.publish(revokeSubject, r)
+}
+
+// OnRevocation calls fn with each revocation another node publishes.
+func (c *Cluster) OnRevocation(fn func(Revocation)) error {
+	return on(c, revokeSubject, func(r Revocation) {
+		if r.From != c.cfg.NodeID {
+			fn(r)
+		}
+	})
+}
+
+// What a DeviceEvent says happened to a device.
+const (
+	DeviceRevoked = "revoked" // its link closes wherever it is
+	DeviceChanged = "changed" // enrolled again, or its row changed: caches forget it
+	// DeviceRotate: a token rotation was asked for; the node holding its
+	// link offers the new token.
+	DeviceRotate = "rotate"
+	// DeviceRotationSettled: it confirmed, or failed to take, a new token.
+	DeviceRotationSettled = "rotation_settled"
+)
+
+// DeviceEvent is a change to a device made on node From, which the
+// other nodes act on.
+type DeviceEvent struct {
+	From     string `json:"from"`
+	DeviceID string `json:"device_id"`
+	What     string `json:"what"`
+}
+
+// PublishDeviceEvent tells every node of a change to a device made here.
+func (c *Cluster) PublishDeviceEvent(e DeviceEvent) error {
+	e.From = c.cfg.NodeID
+	return c.publish(deviceEventSubject, e)
+}
+
+// OnDeviceEvent calls fn with each device event another node publishes.
+func (c *Cluster) OnDeviceEvent(fn func(DeviceEvent)) error {
+	return on(c, deviceEventSubject, func(e DeviceEvent) {
+		if e.From != c.cfg.NodeID {
+			fn(e)
+		}
+	})
+}
+
+// Connected reports whether NATS is connected: cross-node work needs it.
+func (c *Cluster) Connected() bool { return c.nc.IsConnected() }
