@@ -61,6 +61,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/identities/{name}/tokens", s.rotateIdentity},
 		{"DELETE", "/api/identities/{name}/tokens/{token_id}", s.revokeToken},
 		{"GET", "/api/whoami", s.whoami},
+		{"GET", "/api/cluster", s.clusterView},
 		{"POST", "/api/login", s.login},
 		{"POST", "/api/logout", s.logout},
 		{"GET", "/metrics", s.metrics.Handler().ServeHTTP},
