@@ -237,3 +237,33 @@ func TestAFleetOfADeadNodeIsAdoptedWithItsDevicesTasks(t *testing.T) {
 		assert.Len(t, taskCommands(t, b, d.SessionID), 1, "%s ran its step once", d.DeviceID)
 	}
 }
+
+// Two first requests with one Idempotency-Key, through two nodes at once:
+// both find the key unrecorded. Node b's command waits behind its
+// store's writer while node a records its own and sends it; b's record
+// then fails on the key, having recorded nothing, and b answers as for a
+// repeat: a's command's outcome. The device ran it once.
+func TestTwoFirstRequestsWithOneKeyThroughTwoNodesRunOnce(t *testing.T) {
+	nodes := clusterNodes(t, "a", "b")
+	a, b := nodes[0], nodes[1]
+	dev := a.device("kiosk-1")
+	const path = "/api/devices/kiosk-1/commands"
+	release := b.holdWriter()
+	viaB := b.postKeyedAsync(path, "key-1", echoCommand)
+	b.waitStepStarted()
+	viaA := a.postKeyedAsync(path, "key-1", echoCommand)
+	cmd := dev.nextCommand()
+	release()
+	b.waitLog("a repeated request waits for the task the first request under its key started")
+	dev.answer(cmd, protocol.ResultSuccess, "r1")
+
+	ansA, ansB := <-viaA, <-viaB
+	require.Equal(t, http.StatusOK, ansA.code, string(ansA.body))
+	require.Equal(t, http.StatusOK, ansB.code, string(ansB.body))
+	assert.False(t, ansA.replayed)
+	assert.True(t, ansB.replayed, "b answers as for a repeat")
+	assert.JSONEq(t, string(ansA.body), string(ansB.body))
+	assert.Equal(t, 1, a.taskCount(), "one task: b recorded nothing")
+	assert.Equal(t, "r1", dev.recvType(protocol.ServerHeartbeat).ResponseID)
+	dev.ping() // nothing more was sent
+}

@@ -67,18 +67,40 @@ func (s *Server) idempotent(h keyedHandler) http.HandlerFunc {
 			return
 		}
 		defer unlock()
-		first, err := s.store.IdempotencyKeyOf(r.Context(), k.Identity, k.Key)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
+		if !s.repeatAnswered(w, r, k) {
 			h(w, r, &k)
-		case err != nil:
-			writeError(w, http.StatusServiceUnavailable, err.Error())
-		case first.Fingerprint != k.Fingerprint:
-			writeError(w, http.StatusUnprocessableEntity, anotherRequestError(k.Key))
-		default:
-			s.replay(r.Context(), w, first)
 		}
 	}
+}
+
+// repeatAnswered answers r, whose key is k, if k is recorded: with the
+// first request's answer, or 422 if r is another request. It reports
+// whether it answered; if not, r is the first with its key that this
+// node has seen.
+func (s *Server) repeatAnswered(w http.ResponseWriter, r *http.Request, k store.IdempotencyKey) bool {
+	first, err := s.store.IdempotencyKeyOf(r.Context(), k.Identity, k.Key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+	case first.Fingerprint != k.Fingerprint:
+		writeError(w, http.StatusUnprocessableEntity, anotherRequestError(k.Key))
+	default:
+		s.replay(r.Context(), w, first)
+	}
+	return true
+}
+
+// writeStartError answers a request, with key if not nil, whose task did
+// not start (err). A request that lost the race for its key to another
+// (on another node of a cluster, which recorded it first: ErrKeyTaken)
+// is a repeat of that one, and gets its answer.
+func (s *Server) writeStartError(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey, err error) {
+	if key != nil && errors.Is(err, store.ErrKeyTaken) && s.repeatAnswered(w, r, *key) {
+		return
+	}
+	writeSessionError(w, err)
 }
 
 // keyOf is r's idempotency key, with its fingerprint. It reads r's body,

@@ -255,6 +255,15 @@ func (r *registry) closeAll(code websocket.StatusCode, reason string) {
 		g.timer.Stop()
 		delete(r.away, id)
 	}
+	r.mu.Unlock()
+	r.closeLinks(code, reason)
+}
+
+// closeLinks closes every link with code and reason, for a node that
+// drains: each device is then between links here, in its grace, as for
+// a link that dropped, until it registers with another node.
+func (r *registry) closeLinks(code websocket.StatusCode, reason string) {
+	r.mu.Lock()
 	all := make([]*client, 0, len(r.byID))
 	for _, c := range r.byID {
 		all = append(all, c)

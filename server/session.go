@@ -33,6 +33,10 @@ const (
 	// The node drains and hands the session off to another, which adopts
 	// it: this one records and tells nothing more.
 	reasonHandedOff = "handed_off"
+	// Another request with the same Idempotency-Key, through another node,
+	// recorded its task first: this one recorded nothing, and its caller
+	// gets the other's outcome.
+	reasonKeyTaken = "key_taken"
 )
 
 // session is a task running on one device, or a fleet running one on
@@ -131,6 +135,12 @@ func (s *session) row(state api.TaskState) store.Session {
 	return row
 }
 
+// runsElsewhere reports whether the session, cancelled for reason, goes
+// on (or went) elsewhere: this node then records and tells nothing of it.
+func runsElsewhere(reason string) bool {
+	return reason == reasonAdoptedElsewhere || reason == reasonHandedOff || reason == reasonKeyTaken
+}
+
 // requesterBy is the identity and token r names, as the store records it.
 func requesterBy(r api.Requester) store.By { return store.By{Identity: r.Identity, TokenID: r.TokenID} }
 
@@ -146,6 +156,8 @@ func cancelMessage(reason, deviceID string) string {
 		return "task adopted by another node"
 	case reasonHandedOff:
 		return errHandedOff.Error()
+	case reasonKeyTaken:
+		return "another request with its Idempotency-Key started its task first"
 	default:
 		return "server shut down while the task ran"
 	}

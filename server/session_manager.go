@@ -250,9 +250,12 @@ func (m *sessionManager) runCommand(ctx context.Context, spec sessionSpec, actio
 	}
 	out := execute(m, s, commandRunner{sessionID: s.ID, deviceID: spec.DeviceID, actions: actions, timeout: timeout,
 		waitForDevice: spec.WaitForDevice}, nil)
-	if s.cancelReason() == reasonHandedOff {
+	switch s.cancelReason() {
+	case reasonHandedOff:
 		return api.CommandResponse{}, fmt.Errorf("task %s: %w; repeat the request there with its Idempotency-Key, or GET /api/tasks/%s",
 			s.ID, errHandedOff, s.ID)
+	case reasonKeyTaken:
+		return api.CommandResponse{}, fmt.Errorf("task %s not started: %w", s.ID, store.ErrKeyTaken)
 	}
 	return out.result, nil
 }
@@ -280,7 +283,7 @@ func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcom
 		}
 	}
 	out := r.run(s.ctx, sessionStepper{m: m, s: s})
-	if reason := s.cancelReason(); reason == reasonAdoptedElsewhere || reason == reasonHandedOff {
+	if reason := s.cancelReason(); runsElsewhere(reason) {
 		// Its new owner records its end, and tells.
 		log.Warn("session left to another node to run on", "reason", reason)
 		s.events.leave()
@@ -361,7 +364,7 @@ func (m *sessionManager) release(s *session) {
 	s.released.Do(func() {
 		m.mu.Lock()
 		delete(m.live, s.ID)
-		if r := s.cancelReason(); r != reasonAdoptedElsewhere && r != reasonHandedOff { // else its events are read from the store
+		if !runsElsewhere(s.cancelReason()) { // else its events are read from the store
 			m.recent.keep(s.ID, s.events, time.Now())
 		}
 		m.mu.Unlock()

@@ -53,9 +53,14 @@ func (st sessionStepper) attempt(ctx context.Context, step step, n int) commandR
 	gctx, cancel := withGrace(ctx, cancelGrace)
 	r := st.m.disp.run(gctx, cmd)
 	cancel()
-	if errors.Is(r.err, store.ErrAdopted) {
+	switch {
+	case errors.Is(r.err, store.ErrAdopted):
 		// Its end is the adopter's to tell, in its events too.
 		st.m.cancelSession(s, reasonAdoptedElsewhere)
+		s.events.leave()
+		return r
+	case errors.Is(r.err, store.ErrKeyTaken):
+		st.m.cancelSession(s, reasonKeyTaken)
 		s.events.leave()
 		return r
 	}
