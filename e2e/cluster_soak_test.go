@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -75,10 +76,11 @@ func TestClusterSoak(t *testing.T) {
 	}
 
 	deadline, restarts := time.Now().Add(time.Duration(minutes)*time.Minute), 0
+	var stopped []*serverProcess
 	for n := 0; time.Now().Before(deadline); n = (n + 1) % nodes {
 		next := (n + 1) % nodes
 		lbs[n].retarget(sc.nodes[next].addr)
-		sc.restartNode(n)
+		stopped = append(stopped, sc.restartNode(n))
 		lbs[n].retarget(sc.nodes[n].addr)
 		restarts++
 		time.Sleep(5 * time.Second)
@@ -87,7 +89,15 @@ func TestClusterSoak(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d rolling restarts, %d commands (%d repeated through another node), %d plans", restarts, len(outcomes), repeats.Load(), len(plans))
 	for i, resp := range outcomes {
-		assert.Equal(t, "success", resp.Status, "command %d: %+v", i, resp)
+		if !assert.Equal(t, "success", resp.Status, "command %d: %+v", i, resp) {
+			for _, p := range append(stopped, sc.nodes...) {
+				for _, line := range strings.Split(p.logs.String(), "\n") {
+					if strings.Contains(line, resp.ResponseID) || strings.Contains(line, resp.SessionID) {
+						t.Logf("%s: %s", p.addr, line)
+					}
+				}
+			}
+		}
 	}
 	for _, id := range plans {
 		task := waitEnded(t, sc.nodes[0].api, id)
@@ -114,8 +124,9 @@ func soakPlan(t *testing.T, sc *serverCluster, i int, dev, files string, repeats
 }
 
 // restartNode stops node n with SIGTERM, which drains it, and starts it
-// again, the same node id on the same data dir.
-func (sc *serverCluster) restartNode(n int) {
+// again, the same node id on the same data dir; it returns the stopped
+// process.
+func (sc *serverCluster) restartNode(n int) *serverProcess {
 	sc.t.Helper()
 	old := sc.nodes[n]
 	require.NoError(sc.t, old.cmd.Process.Signal(syscall.SIGTERM))
@@ -124,4 +135,5 @@ func (sc *serverCluster) restartNode(n int) {
 	require.NoError(sc.t, err, "node-%d stopped on SIGTERM: %s", n, old.logs.String())
 	data := old.cmd.Args[4] // --listen ADDR --data DIR
 	sc.nodes[n] = startServerProcess(sc.t, sc.bin, old.addr, data, old.cmd.Args[5:]...)
+	return old
 }

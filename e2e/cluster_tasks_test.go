@@ -203,8 +203,10 @@ func throughAnyNode(sc *serverCluster, i int, repeats *atomic.Int64, call func(*
 		if err = call(sc.nodes[(i+try)%len(sc.nodes)]); err == nil {
 			return nil
 		}
+		// 503: a node draining; 404 "Client not online": UFO's dispatch
+		// on a node the device is not linked to, while it moves.
 		var se *api.StatusError
-		if errors.As(err, &se) && se.Code != http.StatusServiceUnavailable {
+		if errors.As(err, &se) && se.Code != http.StatusServiceUnavailable && !strings.Contains(se.Message, "Client not online") {
 			return err
 		}
 	}

@@ -38,10 +38,14 @@ const handoffSubject = "aip.tasks.handoff"
 // adoptFrom adopts the unfinished sessions of from, a node found dead or
 // one that handed its sessions off, and runs each on here from its last
 // recorded step. It returns how many it adopted: none if another node
-// adopted them first.
+// adopted them first, or if this node drains (it would only hand them
+// off again).
 func (s *Server) adoptFrom(ctx context.Context, from store.Owner) (int, error) {
 	if from == s.owner() {
 		return 0, fmt.Errorf("adopt the sessions of %s: that is this node", from)
+	}
+	if s.draining.Load() {
+		return 0, nil
 	}
 	var ids []string
 	err := s.store.Write(ctx, func(tx *store.Tx) (err error) {

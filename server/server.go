@@ -357,9 +357,12 @@ func (s *Server) Shutdown() {
 		<-s.seenFlush
 		s.unrecorded.close()
 		s.recordLastSeen(context.Background(), s.reg.devices())
+		// Gone from the cluster before the links close: the other nodes
+		// then take this node's devices as between links, which they are,
+		// not offline, as this node would answer once its graces end.
+		s.leaveCluster()
 		s.reg.closeAll(websocket.StatusGoingAway, "server shutting down")
 		s.liveness.Close()
-		s.leaveCluster()
 	})
 }
 
