@@ -147,7 +147,7 @@ func (a *Agent) init(ctx context.Context, tokens link.Tokens, tc *tls.Config, fs
 		a.outbox, a.router, cap, a.log)
 	a.executor.ReportInterrupted(interrupted)
 	a.link = link.New(link.Options{
-		DeviceID: a.cfg.ID, ServerURL: a.cfg.ServerURL, Tokens: tokens, TLS: tc, Wire: a.cfg.Wire, Conn: a.cfg.Conn,
+		DeviceID: a.cfg.ID, Servers: a.cfg.Servers(), Resolver: a.cfg.Resolver, Tokens: tokens, TLS: tc, Wire: a.cfg.Wire, Conn: a.cfg.Conn,
 		Heartbeat: a.cfg.HeartbeatInterval, Describe: a.systemInfo, Commands: a.executor.Admit, Cancel: a.executor.Cancel, Inventory: a.inventory,
 	}, a.outbox, cap, a.log)
 	return a.listenLocal()

@@ -32,6 +32,15 @@ type Config struct {
 	ID string
 	// ServerURL is the server's WebSocket endpoint, e.g. ws://host:8700/ws.
 	ServerURL string
+	// ServerURLs, instead, are the endpoints of several servers: the
+	// nodes of a cluster. The agent tries them in an order of its own,
+	// stays on one while it holds and moves to the next when it fails
+	// (agent/RATIONALE.md, "Several servers").
+	// Servers gives whichever is set; a config that sets both is refused.
+	ServerURLs []string
+	// Resolver looks up the servers' host names, each of whose addresses
+	// the agent tries in turn. Nil: the system's resolver.
+	Resolver *net.Resolver
 	// TokenFile holds the device token. It may be left out when CertFile
 	// names the device. A token the server rotates is written into it, or,
 	// if the agent may not write it, into the data dir (see
@@ -161,6 +170,18 @@ const DefaultServerURL = "ws://127.0.0.1:8700/ws"
 // Default is what the agent assumes before the file and the flags.
 func Default() Config { return Config{ServerURL: DefaultServerURL} }
 
+// Servers are the server URLs the agent links to: ServerURLs, or else
+// ServerURL.
+func (c *Config) Servers() []string {
+	if len(c.ServerURLs) > 0 {
+		return c.ServerURLs
+	}
+	if c.ServerURL == "" {
+		return nil
+	}
+	return []string{c.ServerURL}
+}
+
 // OutboxLimits bound the outbox. Results older than MaxAge are dropped, and
 // once the outbox grows past MaxBytes the oldest give way to tombstones,
 // delivered ones first (agent/RATIONALE.md, "Bounds").
@@ -276,16 +297,20 @@ func (c *Config) Check() error {
 		return errors.New("device id is required")
 	case !validDeviceID.MatchString(c.ID):
 		return fmt.Errorf("device id %q: want 1-64 of [A-Za-z0-9._-], not starting with '.'", c.ID)
-	case c.ServerURL == "":
+	case len(c.Servers()) == 0:
 		return errors.New("server URL is required")
+	case c.ServerURL != "" && len(c.ServerURLs) > 0:
+		return errors.New("give the server URL or the server URLs, not both")
 	case c.DataDir == "":
 		return errors.New("data dir is required: the agent keeps its outbox there")
 	}
-	if err := checkServerURL(c.ServerURL); err != nil {
-		return fmt.Errorf("server URL %w", err)
-	}
-	if err := checkTLS(c.ServerURL, c.CAFile, c.CertFile, c.KeyFile); err != nil {
-		return err
+	for _, u := range c.Servers() {
+		if err := checkServerURL(u); err != nil {
+			return fmt.Errorf("server URL %w", err)
+		}
+		if err := checkTLS(u, c.CAFile, c.CertFile, c.KeyFile); err != nil {
+			return err
+		}
 	}
 	if c.TokenFile == "" && c.CertFile == "" {
 		return errors.New("a token file or a device certificate is required")

@@ -56,6 +56,7 @@ type fileConfig struct {
 	} `yaml:"device"`
 	Server struct {
 		URL       string   `yaml:"url"`
+		URLs      []string `yaml:"urls"`
 		TokenFile string   `yaml:"token_file"`
 		CA        string   `yaml:"ca"`
 		Cert      string   `yaml:"cert"`
@@ -190,11 +191,7 @@ func (l *loader) config(fc *fileConfig) Config {
 	if fc.Device.ID != "" && !validDeviceID.MatchString(fc.Device.ID) {
 		l.fail([]any{"device", "id"}, "%q: want 1-64 of [A-Za-z0-9._-], not starting with '.'", fc.Device.ID)
 	}
-	if fc.Server.URL != "" {
-		if err := checkServerURL(fc.Server.URL); err != nil {
-			l.fail([]any{"server", "url"}, "%v", err)
-		}
-	}
+	cfg.ServerURL, cfg.ServerURLs = l.servers(fc)
 	l.tlsFiles(cfg)
 	if err := checkPing(time.Duration(fc.Server.Ping)); err != nil {
 		l.fail([]any{"server", "ping"}, "%v", err)
@@ -229,6 +226,30 @@ func (l *loader) config(fc *fileConfig) Config {
 	cfg.Policies = l.policies(fc.Tools.Policies)
 	cfg.MCP = l.mcp(fc.MCP)
 	return cfg
+}
+
+// servers reads server.url or server.urls: one URL, or several. The
+// flags' --server, repeatable, sets server.urls; one is the URL.
+func (l *loader) servers(fc *fileConfig) (string, []string) {
+	urls := fc.Server.URLs
+	if fc.Server.URL != "" && len(urls) > 0 {
+		l.fail([]any{"server", "urls"}, "give server.url or server.urls, not both")
+	}
+	if fc.Server.URL != "" {
+		if err := checkServerURL(fc.Server.URL); err != nil {
+			l.fail([]any{"server", "url"}, "%v", err)
+		}
+		return fc.Server.URL, nil
+	}
+	for i, u := range urls {
+		if err := checkServerURL(u); err != nil {
+			l.fail([]any{"server", "urls", i}, "%v", err)
+		}
+	}
+	if len(urls) == 1 {
+		return urls[0], nil
+	}
+	return "", urls
 }
 
 // tlsFiles checks that the CA bundle and the device certificate and key

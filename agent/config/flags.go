@@ -29,8 +29,10 @@ type flagKey struct {
 
 // flagKeys are the flags, each with its key of the config file.
 var flagKeys = []flagKey{
-	{name: "server", key: []any{"server", "url"}, usage: "server WebSocket `URL` (default " + DefaultServerURL + ")",
-		set: func(fc *fileConfig, v string) error { fc.Server.URL = v; return nil }},
+	{name: "server", key: []any{"server", "urls"}, usage: "server WebSocket `URL` (default " + DefaultServerURL + "); " +
+		"repeatable, for the nodes of a cluster: each device tries them, and each address of a host name, " +
+		"in an order of its own, stays on one while it holds, and moves to the next when it fails or drains",
+		set: func(fc *fileConfig, v string) error { fc.Server.URLs = append(fc.Server.URLs, v); return nil }},
 	{name: "id", key: []any{"device", "id"}, usage: "device `id`, as enrolled with aipctl device enroll",
 		set: func(fc *fileConfig, v string) error { fc.Device.ID = v; return nil }},
 	{name: "token-file", key: []any{"server", "token_file"}, usage: "`file` holding the device token",

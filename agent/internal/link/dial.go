@@ -16,46 +16,74 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 )
 
-// dial connects to the server with the device's credentials: its token,
-// if it has one, and over TLS its certificate, if it has one.
-func (l *Link) dial(ctx context.Context) (*protocol.Conn, error) {
+// dial connects to the server at t with the device's credentials: its
+// token, if it has one, and over TLS its certificate, if it has one.
+func (l *Link) dial(ctx context.Context, t target) (*protocol.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
 	opts := l.opts.Conn
 	opts.Reject, opts.Logger = protocol.ClientErrorReply(l.opts.DeviceID), l.log
 	token := l.opts.Tokens.Token()
-	target, err := dialURL(l.opts.ServerURL, token, l.opts.Wire)
+	dest, err := dialURL(t.url, token, l.opts.Wire)
 	if err != nil {
 		return nil, err
+	}
+	client := httpClient(l.tls, t)
+	if client != nil {
+		defer client.CloseIdleConnections()
 	}
 	header := http.Header{}
 	if token != "" {
 		header.Set("Authorization", "Bearer "+token)
 	}
-	conn, resp, err := protocol.Dial(dctx, target, protocol.DialOptions{
+	conn, resp, err := protocol.Dial(dctx, dest, protocol.DialOptions{
 		Header:      header,
 		Encoding:    l.opts.Wire,
-		HTTPClient:  l.http,
+		HTTPClient:  client,
 		ConnOptions: opts,
 	})
 	if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 		return nil, refusedCredentials(resp)
 	}
 	if err != nil {
-		return nil, l.explainTLS(err)
+		return nil, l.explainTLS(err, t)
 	}
 	return conn, nil
 }
 
-// httpClient is the client that dials a server over TLS tc; nil, the
-// default, when tc is.
-func httpClient(tc *tls.Config) *http.Client {
-	if tc == nil {
+// httpClient is the client that dials t, over TLS tc: at t's address,
+// if it has one, while the request, its Host header and the TLS server
+// name keep the URL's host name. Nil, the default, when there is neither.
+func httpClient(tc *tls.Config, t target) *http.Client {
+	if tc == nil && t.addr == "" {
 		return nil
 	}
-	t := protocol.LinkTransport()
-	t.TLSClientConfig = tc
-	return &http.Client{Transport: t}
+	tr := protocol.LinkTransport()
+	tr.TLSClientConfig = tc
+	if t.addr != "" {
+		named, dial := hostPort(t.url), tr.DialContext
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr == named { // not a proxy's address, which is dialled as it is
+				addr = t.addr
+			}
+			return dial(ctx, network, addr)
+		}
+	}
+	return &http.Client{Transport: tr}
+}
+
+// hostPort is the host and port a URL's connection goes to, as the HTTP
+// transport dials it: with the scheme's port when the URL names none.
+func hostPort(serverURL string) string {
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return ""
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"ws": "80", "wss": "443"}[u.Scheme]
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // dialURL is the URL the link dials. On the JSON wire, which is for UFO's
@@ -93,7 +121,7 @@ func refusedCredentials(resp *http.Response) error {
 // URL; or a device certificate the server refused (an alert from the
 // server, whose cause it logs: the device can tell only whether its
 // certificate expired).
-func (l *Link) explainTLS(err error) error {
+func (l *Link) explainTLS(err error, t target) error {
 	var unknown x509.UnknownAuthorityError
 	var invalid x509.CertificateInvalidError
 	var hostname x509.HostnameError
@@ -101,7 +129,7 @@ func (l *Link) explainTLS(err error) error {
 	case errors.As(err, &unknown):
 		return fmt.Errorf("the server's certificate is not trusted (give the CA that signed it as --ca, server.ca): %w", err)
 	case errors.As(err, &invalid), errors.As(err, &hostname):
-		return fmt.Errorf("the server's certificate is not valid for %s: %w", protocol.RedactURL(l.opts.ServerURL), err)
+		return fmt.Errorf("the server's certificate is not valid for %s: %w", protocol.RedactURL(t.url), err)
 	case isAlert(err) && l.tls != nil && l.tls.GetClientCertificate != nil:
 		return fmt.Errorf("the server refused the device certificate%s (its log says why): %w", l.certProblem(), err)
 	}

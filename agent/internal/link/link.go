@@ -9,8 +9,9 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
-	"net/http"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,8 +31,14 @@ const (
 
 // Options are what a Link needs to know of the device and the agent.
 type Options struct {
-	DeviceID  string
-	ServerURL string
+	DeviceID string
+	// Servers are the server's URLs, tried in turn; a host name stands
+	// for each address it resolves to.
+	Servers []string
+	// Resolver looks the servers' host names up; nil: the system's.
+	Resolver *net.Resolver
+	// Pace spaces the attempts; zero: the defaults.
+	Pace Pace
 	// Tokens keeps the device token, if it has one.
 	Tokens Tokens
 	// TLS dials a wss:// server: the CAs its certificate is verified
@@ -72,7 +79,7 @@ type Link struct {
 	cap    reply.Cap
 	log    *slog.Logger
 	tls    *tls.Config
-	http   *http.Client // dials the server; nil: the default
+	order  maphash.Seed // orders the servers' addresses for this link (round)
 
 	mu         sync.Mutex
 	conn       *protocol.Conn // the registered connection; nil while down
@@ -83,7 +90,7 @@ type Link struct {
 
 // New returns a link that delivers the results of ob, encoded under cap.
 func New(opts Options, ob *outbox.Outbox, cap reply.Cap, log *slog.Logger) *Link {
-	return &Link{opts: opts, outbox: ob, cap: cap, log: log, tls: opts.TLS, http: httpClient(opts.TLS), wake: make(chan struct{}, 1)}
+	return &Link{opts: opts, outbox: ob, cap: cap, log: log, tls: opts.TLS, order: maphash.MakeSeed(), wake: make(chan struct{}, 1)}
 }
 
 // Run keeps the device linked to the server, reconnecting with
@@ -96,27 +103,76 @@ func (l *Link) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// keepLinked connects, and reconnects, until ctx ends. The backoff starts
-// over only once a link has stayed up for stableAfter: a server that
-// closes the link right after registering the device (one whose frame cap
-// is below ours, say) must not get a reconnection every half second.
+// keepLinked connects, and reconnects, until ctx ends. It tries the
+// servers in rounds (round), staying on one while it holds: a failed dial
+// or a dropped link moves to the next after a short jittered gap, a
+// failed round waits the backoff, and a draining server (close code 1012)
+// sends its devices to the next spread over Pace.DrainSpread, without
+// counting as a failure. The backoff starts over only once a link has
+// stayed up for stableAfter: a server that closes the link right after
+// registering the device (one whose frame cap is below ours, say) must
+// not get a reconnection every half second.
 func (l *Link) keepLinked(ctx context.Context) {
-	b := backoff.Backoff{Base: 500 * time.Millisecond, Max: 30 * time.Second}
+	if len(l.opts.Servers) == 0 {
+		l.log.Error("no server to link to")
+		return
+	}
+	pace := l.opts.Pace.withDefaults()
+	b := backoff.Backoff{Base: pace.Base, Max: pace.Max}
+	var last *target
 	for {
-		up, err := l.session(ctx)
-		if ctx.Err() != nil {
-			return
+		round := l.round(ctx, last)
+		for i := range round {
+			last = &round[i]
+			up, err := l.session(ctx, *last)
+			if ctx.Err() != nil {
+				return
+			}
+			wait, newRound := l.pause(&b, pace, *last, up, err, i == len(round)-1)
+			if !sleep(ctx, wait) {
+				return
+			}
+			if newRound {
+				break
+			}
 		}
-		if up >= l.stableAfter() {
-			b.Reset()
-		}
-		wait := b.Next()
-		l.log.Warn("link down; reconnecting", "err", err, "in", wait.Round(time.Millisecond), "attempt", b.Attempt())
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
+	}
+}
+
+// pause is how long to wait after the link to t ended with err, having
+// been up for up, and whether a new round starts after it: after a
+// drain, after a stable link, and after the last server of a round
+// (last). It logs why the link moves on.
+func (l *Link) pause(b *backoff.Backoff, pace Pace, t target, up time.Duration, err error, last bool) (wait time.Duration, newRound bool) {
+	switch {
+	case draining(err):
+		wait = jitter(pace.DrainSpread)
+		l.log.Info("server draining; moving to the next", "server", t, "in", wait.Round(time.Millisecond))
+		return wait, true
+	case up >= l.stableAfter():
+		b.Reset()
+		wait = b.Next()
+	case !last:
+		wait = jitter(pace.Gap)
+	default:
+		wait = b.Next()
+		l.log.Warn("link down; reconnecting", "server", t, "err", err, "to", "a new round, every server failed",
+			"in", wait.Round(time.Millisecond), "attempt", b.Attempt())
+		return wait, true
+	}
+	l.log.Warn("link down; reconnecting", "server", t, "err", err, "to", "the next server", "in", wait.Round(time.Millisecond))
+	return wait, up >= l.stableAfter()
+}
+
+// sleep waits d, or until ctx ends: it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -132,8 +188,8 @@ func (l *Link) stableAfter() time.Duration {
 
 // session runs one connection from dial to drop. It reports how long the
 // device stayed registered on it.
-func (l *Link) session(ctx context.Context) (up time.Duration, err error) {
-	conn, err := l.dial(ctx)
+func (l *Link) session(ctx context.Context, t target) (up time.Duration, err error) {
+	conn, err := l.dial(ctx, t)
 	if err != nil {
 		return 0, err
 	}
@@ -149,7 +205,7 @@ func (l *Link) session(ctx context.Context) (up time.Duration, err error) {
 		return 0, err
 	}
 	registered := time.Now()
-	l.log.Info("registered", "server", protocol.RedactURL(l.opts.ServerURL), "wire", conn.Encoding())
+	l.log.Info("registered", "server", t, "wire", conn.Encoding())
 	num := l.setConn(conn)
 	defer l.setConn(nil)
 	notify(l.wake) // what the server has not acknowledged goes out again
