@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # make demo-cluster: cluster mode on loopback. It starts PostgreSQL (a
 # throwaway cluster in a temp dir), NATS (natsd) and three aip-server
-# nodes sharing them, an agent on each node, dispatches a fleet through
+# nodes sharing them, three agents, dispatches a fleet through
 # node-1 to the three devices, and kills node-1 (kill -9) while the fleet
-# runs. node-1's agent moves to node-2 (started again on its data dir, its
-# outbox), a survivor adopts the fleet and its devices' tasks, and the
-# fleet completes: each step ran once on each device (each appends a line
+# runs. The agents linked to node-1 move to other nodes on their own
+# (each has every node's URL), a survivor adopts the fleet and its
+# devices' tasks, and the fleet completes: each step ran once on each device (each appends a line
 # to a file of its own). It cleans everything up, whatever happens.
 set -euo pipefail
 
@@ -102,26 +102,24 @@ node() { echo "http://127.0.0.1:$((BASE + $1))"; }
 
 # Each agent sees its own files dir as /demo: one plan for all writes each
 # device's lines to its own files.
-agent_pid=()
-start_agent() { # start_agent N NODE: agent kiosk-N on node NODE, its data dir its own
+start_agent() { # start_agent N: agent kiosk-N, with every node's URL
 	mkdir -p "$WORK/files-$1"
-	"$BIN/aip-agent" --server "ws://127.0.0.1:$((BASE + $2))/ws" --id "kiosk-$1" --token-file "$WORK/kiosk-$1.token" \
+	"$BIN/aip-agent" --server "ws://127.0.0.1:$((BASE + 1))/ws" --server "ws://127.0.0.1:$((BASE + 2))/ws" \
+		--server "ws://127.0.0.1:$((BASE + 3))/ws" --id "kiosk-$1" --token-file "$WORK/kiosk-$1.token" \
 		--tools "stock=$BIN/tools" --tools "fixtures=testdata/tools" --allow-dir "$WORK/files-$1:/demo" \
 		--data "$WORK/agent-$1" >>"$WORK/agent-$1.log" 2>&1 &
-	agent_pid[$1]=$!
 	pids+=($!)
 }
-say "an agent on each node: kiosk-N on node-N, enrolled through node-1"
+say "three agents, enrolled through node-1, each with the three nodes' URLs (each picks its own order)"
 for n in 1 2 3; do
 	AIP_SERVER=$(node 1) "$BIN/aipctl" device enroll "kiosk-$n" --label site=demo >"$WORK/kiosk-$n.token"
-	start_agent "$n" "$n"
+	start_agent "$n"
 done
-# online: linked to the node asked, which each agent is to its own.
-online() { # online N: kiosk-N is online on node-N
-	AIP_SERVER=$(node "$1") "$BIN/aipctl" devices -o json |
-		python3 -c "import json, sys; sys.exit(not any(d['id'] == 'kiosk-$1' and d.get('online') for d in json.load(sys.stdin)))"
+linked() { # linked: all three devices are linked, to live nodes
+	curl -fsS -H "Authorization: Bearer $AIP_TOKEN" "$(node 2)/api/cluster" |
+		python3 -c "import json, sys; sys.exit(sum(l['holder_alive'] for l in json.load(sys.stdin)['leases']) != 3)"
 }
-for n in 1 2 3; do wait_for online "$n"; done
+wait_for linked
 echo "GET /api/cluster on node-2:"
 curl -fsS -H "Authorization: Bearer $AIP_TOKEN" "$(node 2)/api/cluster" | python3 -c '
 import json, sys
@@ -148,10 +146,8 @@ echo "fleet $TASK"
 wait_for sh -c "cat '$WORK'/files-*/step-1 | grep -q ran"
 
 say "kill -9 node-1, the fleet's node, while its first device runs the plan"
-kill -KILL "${node_pid[1]}"
-echo "kiosk-1's agent moves to node-2, on the same data dir: its outbox goes with it"
-kill -TERM "${agent_pid[1]}" 2>/dev/null && wait "${agent_pid[1]}" 2>/dev/null || true
-start_agent 1 2
+{ kill -KILL "${node_pid[1]}" && wait "${node_pid[1]}"; } 2>/dev/null || true
+echo "the agents that were linked to node-1 link to their next server; an outbox keeps results until they are recorded"
 echo "a survivor adopts the fleet and its devices' tasks within about 10 s (node-1's lease: a heartbeat every 2 s, dead after 6 s)"
 
 say "aipctl task $TASK --wait, through node-3"
