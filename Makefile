@@ -52,7 +52,7 @@ NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 \
                 @modelcontextprotocol/sdk@1.32.2 \
                 @modelcontextprotocol/inspector@2.12.0
 
-.PHONY: all build tools cross footprint fixtures generate test test-postgres fuzz bench-fuel deps deps-apt deps-npm demo clean FORCE
+.PHONY: all build tools cross footprint fixtures generate test test-postgres fuzz bench-fuel deps deps-apt deps-npm demo demo-cluster soak-cluster clean FORCE
 .DELETE_ON_ERROR:
 
 all: build
@@ -181,6 +181,18 @@ bench-fuel:
 
 demo: build
 	./scripts/demo.sh
+
+# Cluster mode on loopback: PostgreSQL, NATS (natsd), three nodes, an agent
+# on each, a fleet, one node killed; it cleans up after itself.
+demo-cluster: build
+	$(GO) build -o $(BIN)/natsd ./internal/natstest/natsd
+	./scripts/demo-cluster.sh
+
+# The long run of cluster mode: rolling restarts (SIGTERM, drain) of every
+# node, one at a time, under load, and nothing lost or run twice.
+# SOAK_MINUTES (default 5) is how long the load runs.
+soak-cluster:
+	EDGEAIP_SOAK_CLUSTER=$(or $(SOAK_MINUTES),5) $(GO) test -timeout 60m -run TestClusterSoak -v ./e2e/
 
 clean:
 	rm -rf $(BIN)

@@ -233,9 +233,9 @@ func (h *notifyHandler) WithGroup(name string) slog.Handler {
 // as a flaky network would.
 type cutProxy struct {
 	ln     net.Listener
-	target string
 	held   atomic.Bool // connections are refused until release
 	mu     sync.Mutex
+	target string                    // where new connections go: retarget
 	conns  map[*proxiedConn]struct{} // open ones
 }
 
@@ -265,7 +265,10 @@ func (p *cutProxy) serve() {
 			in.Close()
 			continue
 		}
-		out, err := net.Dial("tcp", p.target)
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		out, err := net.Dial("tcp", target)
 		if err != nil {
 			in.Close()
 			continue
@@ -286,6 +289,14 @@ func (p *cutProxy) closed(pc *proxiedConn) {
 	p.mu.Unlock()
 	pc.in.Close()
 	pc.out.Close()
+}
+
+// retarget sends new connections to target, as a load balancer does once
+// its first target has died.
+func (p *cutProxy) retarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
 }
 
 // refuse stops the proxy taking new connections, as a network that is

@@ -12,6 +12,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/metrics"
 )
 
 // clusterLinks is a node's part in the links of the cluster's devices
@@ -64,7 +65,16 @@ func newClusterLinks(c *cluster.Cluster, reg *registry, disp *dispatcher, grace 
 	if err := c.OnRecorded(l.recordedElsewhere); err != nil {
 		return nil, err
 	}
+	self, epoch := c.Self()
+	disp.metrics.Cluster(self, epoch, cluster.ProtocolVersion, metrics.ClusterSources{NATSConnected: c.Connected, LeasesHeld: l.heldCount})
 	return l, nil
+}
+
+// heldCount counts the leases this node holds.
+func (l *clusterLinks) heldCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.held)
 }
 
 // take makes this node the holder of device c's link, before the link is

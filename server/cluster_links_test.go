@@ -49,6 +49,11 @@ func TestACommandThroughOneNodeRunsOnADeviceLinkedToAnother(t *testing.T) {
 	require.Len(t, resp.Results, 1)
 	assert.Equal(t, cmd.Actions[0].CallID, resp.Results[0].CallID)
 	requireOneDoneCommand(t, a, resp)
+	fams := a.scrape()
+	assert.Equal(t, 1.0, metric(t, fams, "edgeaip_cluster_cross_node_commands_total", "outcome", "sent"))
+	assert.Equal(t, 1.0, metric(t, fams, "edgeaip_cluster_node", "node", "a", "epoch", "1"))
+	assert.Equal(t, 1.0, metric(t, fams, "edgeaip_cluster_nats_connected"))
+	assert.Equal(t, 1.0, metric(t, b.scrape(), "edgeaip_cluster_device_leases"))
 
 	// And the node holding the link still serves its own.
 	local := b.echoInBackground("kiosk-1")
@@ -185,4 +190,31 @@ func TestATokenRotationThroughOneNodeReachesTheDeviceOnAnother(t *testing.T) {
 	assert.Equal(t, api.RotationConfirmed, a.rotated(answer).State)
 	again := a.mustDial(m.Token)
 	again.register("kiosk-1")
+}
+
+// GET /api/cluster lists the nodes, the devices each holds and the
+// leases; a dead node is listed not alive, and its devices with it.
+func TestTheClusterViewListsNodesDevicesAndLeases(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	tc.linkedTo(b, a, "kiosk-1")
+	tc.linkedTo(a, a, "kiosk-2")
+	var view api.Cluster
+	require.NoError(t, a.api.Do(context.Background(), "GET", "/api/cluster", nil, &view))
+	assert.Equal(t, "a", view.Node)
+	require.Len(t, view.Nodes, 2)
+	assert.Equal(t, []string{"kiosk-2"}, view.Nodes[0].Devices)
+	assert.Equal(t, []string{"kiosk-1"}, view.Nodes[1].Devices)
+	assert.True(t, view.Nodes[1].Alive)
+	assert.Equal(t, "b:8700", view.Nodes[1].Address)
+	require.Len(t, view.Leases, 2)
+	assert.Equal(t, "kiosk-1", view.Leases[0].DeviceID)
+	assert.Equal(t, "b", view.Leases[0].NodeID)
+	assert.Equal(t, int64(1), view.Leases[0].Epoch)
+
+	b.srv.Close()
+	require.NoError(t, a.api.Do(context.Background(), "GET", "/api/cluster", nil, &view))
+	assert.False(t, view.Nodes[1].Alive)
+	assert.Equal(t, "gone", view.Nodes[1].State)
+	assert.Empty(t, view.Nodes[1].Devices)
 }

@@ -90,6 +90,7 @@ func (l *clusterLinks) send(cmd *command, node string, epoch int64) {
 	reply, err := l.c.SendCommand(ctx, cluster.Command{DeviceID: cmd.rec.DeviceID, LeaseEpoch: epoch, From: self, FromEpoch: selfEpoch,
 		Timeout: cmd.timeout, Message: cmd.msg})
 	cancel()
+	l.disp.metrics.CrossNodeCommand(crossNodeOutcome(reply, err))
 	if err == nil && reply.Outcome == cluster.Sent {
 		cmd.log.Debug("command sent to the node holding its device's link", "node", node, "lease", epoch)
 		return
@@ -240,4 +241,16 @@ func (d *dispatcher) recordedElsewhere(r cluster.Recorded) {
 	d.forget(cmd)
 	d.end(cmd, r.Results, "", true)
 	cmd.log.Debug("results recorded by another node", "status", commandResult{results: r.Results}.status())
+}
+
+// crossNodeOutcome is the metric label of a send to another node that
+// ended with reply and err.
+func crossNodeOutcome(reply cluster.Reply, err error) string {
+	switch {
+	case errors.Is(err, cluster.ErrNoHolder):
+		return "no_holder"
+	case err != nil:
+		return "error"
+	}
+	return reply.Outcome
 }

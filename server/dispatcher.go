@@ -57,6 +57,9 @@ type dispatcher struct {
 
 	mu      sync.Mutex
 	pending map[string]*command // by response_id
+	// frozen: the node handed its sessions off (freeze): it records no
+	// new command and no failure, and sends nothing more.
+	frozen bool
 }
 
 // command is a COMMAND waiting for its results.
@@ -69,8 +72,17 @@ type command struct {
 	// waitForDevice: its caller asked it to wait, within its timeout, for
 	// a device that is not online, whatever the reason, rather than fail.
 	waitForDevice bool
-	log           *slog.Logger
-	start         time.Time // when it was recorded
+	// inFlight: it was recorded, and may have been sent, by a node whose
+	// session this one adopted. It waits for its device within its
+	// timeout, as a command whose link dropped does.
+	inFlight bool
+	// fence, if set, is the owner that must still run the command's
+	// session when it is recorded, or failed (store.Tx.FenceSession): a
+	// node another has adopted the session from neither makes a command
+	// nor fails one the adopter sends again.
+	fence *store.Owner
+	log   *slog.Logger
+	start time.Time // when it was recorded
 
 	done chan struct{}
 	once sync.Once
@@ -78,6 +90,7 @@ type command struct {
 	results  []protocol.Result
 	failed   string // why there are no device results, or ""
 	recorded bool   // the store holds this outcome
+	fenced   bool   // another node adopted its session: see fence
 
 	// Guarded by dispatcher.mu.
 	sentOn *client // the link it was sent on; nil once that link dropped
@@ -99,7 +112,11 @@ type command struct {
 
 // result is how cmd ended, once done is closed.
 func (c *command) result() commandResult {
-	return commandResult{responseID: c.rec.ResponseID, results: c.results, recorded: c.recorded}
+	r := commandResult{responseID: c.rec.ResponseID, results: c.results, recorded: c.recorded}
+	if c.fenced {
+		r.err = fmt.Errorf("%s: %w", c.failed, store.ErrAdopted)
+	}
+	return r
 }
 
 func newDispatcher(st *store.Store, u *unrecorded, reg *registry, mx *metrics.Metrics,
@@ -112,9 +129,14 @@ func newDispatcher(st *store.Store, u *unrecorded, reg *registry, mx *metrics.Me
 // counted before whoever waits for it hears, so that what they do next
 // (read /metrics, say) sees it.
 func (d *dispatcher) end(cmd *command, results []protocol.Result, failed string, recorded bool) {
+	d.endAs(cmd, results, failed, recorded, false)
+}
+
+// endAs is end, for a command that is fenced off or not.
+func (d *dispatcher) endAs(cmd *command, results []protocol.Result, failed string, recorded, fenced bool) {
 	cmd.once.Do(func() {
 		d.metrics.CommandEnded(d.toolLabels(cmd.rec.DeviceID, cmd.rec.Actions), results, time.Since(cmd.start))
-		cmd.results, cmd.failed, cmd.recorded = results, failed, recorded
+		cmd.results, cmd.failed, cmd.recorded, cmd.fenced = results, failed, recorded, fenced
 		close(cmd.done)
 	})
 }
@@ -137,6 +159,8 @@ type commandSpec struct {
 	// that records the command's outcome: a single command costs two
 	// transactions in all.
 	session *store.Session
+	// fence: see command.fence.
+	fence *store.Owner
 }
 
 // newCommand gives the actions fresh call_ids and the command a fresh
@@ -150,14 +174,22 @@ func (d *dispatcher) newCommand(spec commandSpec) *command {
 	}
 	rec := store.Command{
 		ResponseID: newRowID(), DeviceID: spec.deviceID, SessionID: spec.sessionID, Actor: spec.actor, By: spec.by,
-		Step: spec.step, Attempt: spec.attempt, Actions: actions, Tools: spec.tools,
+		Step: spec.step, Attempt: spec.attempt, Actions: actions, Tools: spec.tools, Timeout: spec.timeout, WaitForDevice: spec.waitForDevice,
 	}
+	cmd := d.recordedCommand(rec, spec.session)
+	cmd.fence = spec.fence
+	return cmd
+}
+
+// recordedCommand is the command rec, for the session row session if it
+// alone makes that session up.
+func (d *dispatcher) recordedCommand(rec store.Command, session *store.Session) *command {
 	return &command{
 		rec:     rec,
-		msg:     commandMessage(rec.SessionID, rec.ResponseID, actions),
-		session: spec.session, timeout: spec.timeout, waitForDevice: spec.waitForDevice,
+		msg:     commandMessage(rec.SessionID, rec.ResponseID, rec.Actions),
+		session: session, timeout: rec.Timeout, waitForDevice: rec.WaitForDevice,
 		log: d.log.With("device", rec.DeviceID, "session_id", rec.SessionID, "response_id", rec.ResponseID,
-			"call_id", protocol.JoinCallIDs(callIDs)),
+			"call_id", protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))),
 		done: make(chan struct{}),
 	}
 }
@@ -192,7 +224,17 @@ func (d *dispatcher) run(ctx context.Context, cmd *command) commandResult {
 	if cmd.session != nil && cmd.session.Key != nil {
 		record = d.store.Write
 	}
+	if d.isFrozen() {
+		return commandResult{responseID: cmd.rec.ResponseID, results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), errHandedOff.Error()),
+			err: errHandedOff}
+	}
 	err := record(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		// The session a single command makes up is recorded with it.
+		if cmd.fence != nil && cmd.session == nil {
+			if err := tx.FenceSession(cmd.rec.SessionID, *cmd.fence); err != nil {
+				return err
+			}
+		}
 		if cmd.session != nil {
 			if err := tx.InsertSession(*cmd.session); err != nil {
 				return err
@@ -207,6 +249,34 @@ func (d *dispatcher) run(ctx context.Context, cmd *command) commandResult {
 	if offline := d.park(cmd); offline != "" {
 		d.fail(cmd, offline)
 	}
+	return d.await(ctx, cmd)
+}
+
+// resume sends again, with the same response_id and call_ids, the
+// command rec that a node whose session this one adopted recorded and
+// may have sent, and waits for its outcome as run does. The agent answers
+// a repeat from its outbox and never runs it twice. session is the row
+// of the session rec alone makes up, if it does, and fence the owner
+// that runs its session. Results recorded
+// meanwhile (the device reported them to a node after its own died) end
+// it at once.
+func (d *dispatcher) resume(ctx context.Context, rec store.Command, session *store.Session, fence *store.Owner) commandResult {
+	cmd := d.recordedCommand(rec, session)
+	cmd.inFlight, cmd.fence, cmd.start = true, fence, time.Now()
+	if offline := d.park(cmd); offline != "" {
+		d.fail(cmd, offline)
+	} else if now, err := d.store.Command(ctx, rec.ResponseID); err == nil && now.Status != store.CommandPending {
+		d.settle(cmd)
+	}
+	return d.await(ctx, cmd)
+}
+
+// settle ends cmd, whose outcome the store holds already, with it, and
+// the session it alone makes up.
+func (d *dispatcher) settle(cmd *command) { d.fail(cmd, "its outcome is recorded already") }
+
+// await waits for cmd's outcome, or for ctx to end: see run.
+func (d *dispatcher) await(ctx context.Context, cmd *command) commandResult {
 	select {
 	case <-cmd.done:
 		if cmd.failed != "" {
@@ -256,8 +326,12 @@ func (d *dispatcher) park(cmd *command) (offline string) {
 		return err.Error()
 	}
 	d.mu.Lock()
+	if d.frozen {
+		d.mu.Unlock()
+		return errHandedOff.Error()
+	}
 	at := d.remote.where(id, d.reg.reach(id), lease)
-	waits := at.link == nil && at.node == "" && (cmd.waitForDevice || at.graceLeft > 0)
+	waits := at.link == nil && at.node == "" && (cmd.waitForDevice || cmd.inFlight || at.graceLeft > 0)
 	if at.link == nil && at.node == "" && !waits {
 		d.mu.Unlock()
 		switch {
@@ -271,7 +345,7 @@ func (d *dispatcher) park(cmd *command) (offline string) {
 	d.pending[cmd.rec.ResponseID] = cmd
 	cmd.timer = time.AfterFunc(cmd.timeout, func() { d.expire(cmd) })
 	within := cmd.timeout
-	if waits && !cmd.waitForDevice && at.graceLeft < cmd.timeout {
+	if waits && !cmd.waitForDevice && !cmd.inFlight && at.graceLeft < cmd.timeout {
 		within = at.graceLeft
 		cmd.unsentTimer = time.AfterFunc(at.graceLeft, func() {
 			d.failUnsent(cmd, fmt.Sprintf("device %q is offline and did not register again within its grace", id))
@@ -474,10 +548,19 @@ func (d *dispatcher) storedCommandLog(ctx context.Context, deviceID, responseID,
 // stand.
 func (d *dispatcher) fail(cmd *command, reason string) {
 	d.forget(cmd)
+	if d.isFrozen() {
+		d.end(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), reason), reason, false)
+		return
+	}
 	var rec store.Command
 	finished := false
 	err := d.unrecorded.write(context.Background(), keptWrite{what: "failure of command " + cmd.rec.ResponseID, size: keptFailureBytes,
 		fn: func(tx *store.Tx) (err error) {
+			if cmd.fence != nil {
+				if err := tx.FenceSession(cmd.rec.SessionID, *cmd.fence); err != nil {
+					return err
+				}
+			}
 			rec, err = tx.FailCommand(cmd.rec.ResponseID, reason)
 			// The device's results were recorded first: they stand. The
 			// write that recorded them may not have known cmd (it was
@@ -492,6 +575,9 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 			return cmd.endSession(tx, rec)
 		}})
 	switch {
+	case errors.Is(err, store.ErrAdopted):
+		cmd.log.Warn("command failure not recorded: another node adopted its session and runs it on", "failure", reason)
+		d.endAs(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), reason), reason, false, true)
 	case err != nil:
 		cmd.log.Error("command failure not recorded", "err", err, "failure", reason, "kept", errors.Is(err, store.ErrUnavailable))
 		d.end(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), reason), reason, false)
@@ -567,6 +653,35 @@ func (d *dispatcher) failDevice(deviceID, reason string) {
 	d.mu.Unlock()
 	for _, cmd := range todo {
 		d.fail(cmd, reason)
+	}
+}
+
+// errHandedOff: the node handed its sessions off to the others as it
+// drains; their commands go on there.
+var errHandedOff = errors.New("this node is draining: its tasks go on on another node")
+
+func (d *dispatcher) isFrozen() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.frozen
+}
+
+// freeze stops every command here without recording anything, for a node
+// that hands its sessions off: each one waiting ends at once, unrecorded,
+// and is left pending in the store for the node that adopts its session
+// to send again; none is recorded, sent or failed from now on. Results
+// devices report are still recorded, for the adopter to find.
+func (d *dispatcher) freeze() {
+	d.mu.Lock()
+	d.frozen = true
+	todo := make([]*command, 0, len(d.pending))
+	for _, cmd := range d.pending {
+		todo = append(todo, cmd)
+	}
+	d.mu.Unlock()
+	for _, cmd := range todo {
+		d.forget(cmd)
+		d.end(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), errHandedOff.Error()), errHandedOff.Error(), false)
 	}
 }
 
@@ -695,6 +810,11 @@ func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec st
 	case errors.Is(err, store.ErrDuplicate):
 		log.Info("repeated results ignored: already recorded")
 		d.remote.recordedHere(rec)
+		// A command sent again by a node that adopted its session may
+		// wait here for results another node recorded.
+		if cmd := d.waiting(rid); cmd != nil {
+			d.settle(cmd)
+		}
 		return nil
 	case err != nil:
 		log.Error("results not recorded", "err", err)

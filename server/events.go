@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
 // eventLog is a session's events, kept while it runs so that a subscriber
@@ -55,6 +58,19 @@ func (l *eventLog) append(e api.TaskEvent) bool {
 	close(l.changed)
 	l.changed = make(chan struct{})
 	return true
+}
+
+// leave ends the log without an end event: the task goes on on another
+// node, which adopted it. A stream of it ends, for its client to resume
+// it, with Last-Event-ID, from the store.
+func (l *eventLog) leave() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.ended {
+		l.ended = true
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
 }
 
 // since returns the events after the first n, whether the log has ended,
@@ -120,12 +136,14 @@ func (r *recentLogs) prune(now time.Time) {
 }
 
 // serveEvents is GET /api/tasks/{id}/events: Server-Sent Events for each
-// step's start and results, then the end. A task that ended within
-// recentLogsTTL replays all its events; one that ended earlier gets its end
-// event alone. Each event's id is its number in the task's
-// stream, so a client that reconnects with Last-Event-ID gets only the
-// events after it. The stream ends when the caller's identity or token is
-// revoked.
+// step's start and results, then the end. A task that runs here, or ended
+// here within recentLogsTTL, is streamed from its event log; any other,
+// one that runs on another node of a cluster or ended earlier, from the
+// store, which is read again every storedEventsPoll until it ends (see
+// storedEvents). Each event's id is its number in the task's stream, so
+// a client that reconnects with Last-Event-ID, to this node or another,
+// gets only the events after it. The stream ends when the caller's
+// identity or token is revoked.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	flusher, ok := w.(http.Flusher)
@@ -133,18 +151,19 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "streaming is not supported by this connection")
 		return
 	}
-	n := 0
-	log := s.sessions.eventsOf(id)
-	if log != nil {
-		n, _ = strconv.Atoi(r.Header.Get("Last-Event-ID"))
-		n = max(n, 0)
-	} else {
-		t, ok := s.lookupTask(w, r, id)
-		if !ok {
+	n, _ := strconv.Atoi(r.Header.Get("Last-Event-ID"))
+	n = max(n, 0)
+	var log eventSource = s.sessions.eventsOf(id)
+	if log == (*eventLog)(nil) {
+		stored := &storedLog{s: s, ctx: r.Context(), id: id}
+		if err := stored.read(); errors.Is(err, store.ErrNotFound) {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
+			return
+		} else if err != nil {
+			writeError(w, http.StatusServiceUnavailable, err.Error())
 			return
 		}
-		log = newEventLog(t.DeviceID, nil)
-		log.add(api.TaskEvent{Type: api.EventEnd, SessionID: id, State: t.State, Status: string(taskEndStatus(t.State)), Result: t.Result, Error: t.Error})
+		log = stored
 	}
 	revoked, stop := s.revocations.watch(callerFrom(r))
 	defer stop()
@@ -170,6 +189,49 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// eventSource is a task's events: since(n) returns those after the first
+// n, whether there will be no more, and a channel closed when there may
+// be more.
+type eventSource interface {
+	since(n int) ([]api.TaskEvent, bool, <-chan struct{})
+}
+
+// storedLog is the events of a task that does not run here, read from the
+// store: at first, then at each call of since, storedEventsPoll after the
+// one before.
+type storedLog struct {
+	s   *Server
+	ctx context.Context
+	id  string
+
+	events []api.TaskEvent
+	ended  bool
+	fresh  bool  // read since the last call of since
+	failed error // the last read's; the stream then ends, for the client to resume
+}
+
+func (l *storedLog) read() error {
+	l.events, l.ended, l.failed = l.s.readStoredEvents(l.ctx, l.id)
+	l.fresh = true
+	return l.failed
+}
+
+func (l *storedLog) since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
+	if !l.fresh && l.read() != nil {
+		l.s.log.Warn("task events not read from the store; ending the stream", "session_id", l.id, "err", l.failed)
+	}
+	l.fresh = false
+	if l.failed != nil {
+		return nil, true, nil
+	}
+	more := make(chan struct{})
+	time.AfterFunc(storedEventsPoll, func() { close(more) })
+	if n >= len(l.events) {
+		return nil, l.ended, more
+	}
+	return l.events[n:], l.ended, more
 }
 
 // waitForEvents waits for more, writing a comment line, which clients

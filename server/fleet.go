@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
@@ -31,6 +33,10 @@ type fleetRunner struct {
 	fleet *session
 	plan  *plan.Plan
 	spec  fleetSpec
+	// prior are, for a fleet adopted from another node, its devices'
+	// tasks that node started, by device: they are waited for, not
+	// started again. Fixed before the fleet starts.
+	prior map[string]store.Session
 
 	mu  sync.Mutex
 	res api.FleetResult // Devices in spec.devices' order
@@ -75,6 +81,10 @@ func (f *fleetRunner) run(ctx context.Context, _ stepper) outcome[api.FleetResul
 // runDevice runs the plan on one device as a child session and waits for
 // it to end.
 func (f *fleetRunner) runDevice(ctx context.Context, i int, dev string) {
+	if prior, ok := f.prior[dev]; ok {
+		f.rejoin(ctx, i, prior)
+		return
+	}
 	child, _, err := f.m.getOrCreateSession(context.WithoutCancel(ctx), sessionSpec{
 		ID: newRowID(), TaskName: f.fleet.TaskName, DeviceID: dev, ParentID: f.fleet.ID,
 		Requester: f.fleet.Requester, Scope: f.fleet.scope, Plan: f.plan, Tee: f.forward,
@@ -101,6 +111,59 @@ func (f *fleetRunner) cancelChild(child *session) {
 		return
 	}
 	f.m.cancelSession(child, reason)
+}
+
+// rejoin waits for the task child, which the node the fleet was adopted
+// from started on device i, to end: it runs here, adopted with the fleet,
+// or has ended.
+func (f *fleetRunner) rejoin(ctx context.Context, i int, child store.Session) {
+	f.set(i, child.ID, api.StateRunning, "")
+	f.fleet.events.add(api.TaskEvent{Type: api.EventDeviceStart, SessionID: child.ID, DeviceID: child.DeviceID, Steps: len(f.plan.Steps)})
+	if live := f.m.liveSession(child.ID); live != nil {
+		stop := context.AfterFunc(ctx, func() { f.m.cancelSession(live, f.fleet.cancelReason()) })
+		<-live.done
+		stop()
+	}
+	row, err := f.m.ended(context.WithoutCancel(ctx), child.ID, nil)
+	if err != nil {
+		f.deviceEnded(i, child.ID, api.StateFailed, err.Error())
+		return
+	}
+	f.deviceEnded(i, child.ID, api.TaskState(row.State), row.Error)
+}
+
+// fleetRecord is what a fleet runs on, as its row records it
+// (store.Session.Fleet): what a node that adopts it needs.
+type fleetRecord struct {
+	Labels       map[string]string `json:"labels"`
+	Devices      []string          `json:"devices"`
+	Concurrency  int               `json:"concurrency"`
+	AbortPercent int               `json:"abort_percent"`
+}
+
+// record is spec as its row records it.
+func (spec fleetSpec) record() json.RawMessage {
+	b, _ := json.Marshal(fleetRecord{Labels: spec.labels, Devices: spec.devices, Concurrency: spec.concurrency,
+		AbortPercent: spec.abortPercent}) // strings and ints always encode
+	return b
+}
+
+// recordedFleet is the spec of the fleet row records.
+func recordedFleet(row store.Session) (fleetSpec, error) {
+	var rec fleetRecord
+	if err := json.Unmarshal(row.Fleet, &rec); err != nil {
+		return fleetSpec{}, fmt.Errorf("fleet %q: what it runs on: %w", row.ID, err)
+	}
+	spec := fleetSpec{labels: rec.Labels, devices: rec.Devices, concurrency: rec.Concurrency, abortPercent: rec.AbortPercent}
+	if row.Selector != "" {
+		if err := json.Unmarshal([]byte(row.Selector), &spec.selector); err != nil {
+			return fleetSpec{}, fmt.Errorf("fleet %q: its selector: %w", row.ID, err)
+		}
+	}
+	if spec.concurrency <= 0 {
+		return fleetSpec{}, fmt.Errorf("fleet %q: concurrency %d recorded", row.ID, spec.concurrency)
+	}
+	return spec, nil
 }
 
 // forward passes a child's step events on to the fleet's stream, without

@@ -29,6 +29,9 @@ const maxInFlightResults = 64
 // goroutine of its own (serveLink). A wrong token counts toward its
 // source's limit of failures.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	if s.refuseWhileDraining(w, "device link") {
+		return
+	}
 	src := s.source(r)
 	if wait := s.authLimit.blocked(src); wait > 0 {
 		s.tooManyFailures(w, metrics.SurfaceWebSocket, wait)

@@ -232,7 +232,7 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.Idem
 		WaitForDevice: req.WaitForDevice}
 	resp, err := s.sessions.runCommand(r.Context(), spec, req.Actions, timeout)
 	if err != nil {
-		writeSessionError(w, err)
+		s.writeStartError(w, r, key, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)

@@ -61,7 +61,7 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 	spec.Key = withAnswer(key, resp)
 	sess, _, err := s.sessions.getOrCreateSession(r.Context(), spec)
 	if err != nil {
-		writeSessionError(w, err)
+		s.writeStartError(w, r, key, err)
 		return
 	}
 	s.sessions.executeTaskAsync(sess, nil)

@@ -69,7 +69,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, key *store.Ide
 	spec.Key = withAnswer(key, resp)
 	sess, _, err := s.sessions.getOrCreateSession(r.Context(), spec)
 	if err != nil {
-		writeSessionError(w, err)
+		s.writeStartError(w, r, key, err)
 		return
 	}
 	s.sessions.executeTaskAsync(sess, nil)

@@ -67,18 +67,40 @@ func (s *Server) idempotent(h keyedHandler) http.HandlerFunc {
 			return
 		}
 		defer unlock()
-		first, err := s.store.IdempotencyKeyOf(r.Context(), k.Identity, k.Key)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
+		if !s.repeatAnswered(w, r, k) {
 			h(w, r, &k)
-		case err != nil:
-			writeError(w, http.StatusServiceUnavailable, err.Error())
-		case first.Fingerprint != k.Fingerprint:
-			writeError(w, http.StatusUnprocessableEntity, anotherRequestError(k.Key))
-		default:
-			s.replay(r.Context(), w, first)
 		}
 	}
+}
+
+// repeatAnswered answers r, whose key is k, if k is recorded: with the
+// first request's answer, or 422 if r is another request. It reports
+// whether it answered; if not, r is the first with its key that this
+// node has seen.
+func (s *Server) repeatAnswered(w http.ResponseWriter, r *http.Request, k store.IdempotencyKey) bool {
+	first, err := s.store.IdempotencyKeyOf(r.Context(), k.Identity, k.Key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+	case first.Fingerprint != k.Fingerprint:
+		writeError(w, http.StatusUnprocessableEntity, anotherRequestError(k.Key))
+	default:
+		s.replay(r.Context(), w, first)
+	}
+	return true
+}
+
+// writeStartError answers a request, with key if not nil, whose task did
+// not start (err). A request that lost the race for its key to another
+// (on another node of a cluster, which recorded it first: ErrKeyTaken)
+// is a repeat of that one, and gets its answer.
+func (s *Server) writeStartError(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey, err error) {
+	if key != nil && errors.Is(err, store.ErrKeyTaken) && s.repeatAnswered(w, r, *key) {
+		return
+	}
+	writeSessionError(w, err)
 }
 
 // keyOf is r's idempotency key, with its fingerprint. It reads r's body,
@@ -166,18 +188,23 @@ func (s *Server) replay(ctx context.Context, w http.ResponseWriter, first store.
 	w.Write(answer)
 }
 
-// commandAnswer is the answer to the single command whose key is first:
-// its session's result, or, for a session a server restart ended, the
-// response its command's record makes.
+// commandAnswer is the answer to the single command whose key is first,
+// once it has ended: its session's result, or, for a session a server
+// restart ended, the response its command's record makes.
 func (s *Server) commandAnswer(ctx context.Context, first store.IdempotencyKey) ([]byte, int, error) {
-	row, err := s.store.Session(ctx, first.SessionID)
+	// The first request under the key may run on another node of a
+	// cluster, or have been adopted by one, beyond this node's keyLocks:
+	// the repeat waits for the task there, as it would wait here for the
+	// first request.
+	row, err := s.sessions.ended(ctx, first.SessionID, func(row store.Session) {
+		s.log.Info("a repeated request waits for the task the first request under its key started",
+			"session_id", row.ID, "owner", row.Owner)
+	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, http.StatusConflict, fmt.Errorf("Idempotency-Key %q: the task it started, %q, has been removed; use a new key", first.Key, first.SessionID)
 	case err != nil:
-		return nil, http.StatusServiceUnavailable, err
-	case !api.TaskState(row.State).Ended():
-		return nil, http.StatusConflict, fmt.Errorf("Idempotency-Key %q: the task it started, %q, is still running", first.Key, first.SessionID)
+		return nil, http.StatusServiceUnavailable, fmt.Errorf("Idempotency-Key %q: waiting for the task it started, %q: %w", first.Key, first.SessionID, err)
 	case row.Result != nil:
 		return row.Result, 0, nil
 	}

@@ -70,6 +70,7 @@ var policy = map[string]rule{
 	"GET /api/task_result/{task_name}":                {role: access.Viewer, scope: inHandler},
 	"GET /api/audit":                                  {role: access.Viewer, scope: inHandler},
 	"GET /metrics":                                    {role: access.Viewer, scope: wholeFleet},
+	"GET /api/cluster":                                {role: access.Operator, scope: wholeFleet},
 	"POST /api/devices/{id}/commands":                 {role: access.Operator, scope: pathDevice},
 	"POST /api/dispatch":                              {role: access.Operator, scope: inHandler},
 	"POST /api/fleets":                                {role: access.Operator, scope: inHandler},

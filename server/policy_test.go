@@ -220,6 +220,7 @@ var probes = map[string]probe{
 	"GET /api/tasks":   {least: access.Viewer, works: 200, request: get("/api/tasks")},
 	"GET /api/audit":   {least: access.Viewer, works: 200, request: get("/api/audit")},
 	"GET /metrics":     {least: access.Viewer, scope: fleetWide, works: 200, request: get("/metrics")},
+	"GET /api/cluster": {least: access.Operator, scope: fleetWide, works: 200, request: get("/api/cluster")},
 	"GET /api/devices/{id}": {least: access.Viewer, scope: object, works: 200, request: func(m *matrix, target string) probeRequest {
 		return probeRequest{method: "GET", path: "/api/devices/" + m.device(target, "")}
 	}},

@@ -248,13 +248,22 @@ func (r *registry) moved(id string) *client {
 // closeAll ends every grace and closes every connection, for shutdown,
 // and waits until each has closed or given up on its peer. A server that
 // stops waits for no device.
-func (r *registry) closeAll() {
+func (r *registry) closeAll(code websocket.StatusCode, reason string) {
 	r.mu.Lock()
 	r.closed = true
 	for id, g := range r.away {
 		g.timer.Stop()
 		delete(r.away, id)
 	}
+	r.mu.Unlock()
+	r.closeLinks(code, reason)
+}
+
+// closeLinks closes every link with code and reason, for a node that
+// drains: each device is then between links here, in its grace, as for
+// a link that dropped, until it registers with another node.
+func (r *registry) closeLinks(code websocket.StatusCode, reason string) {
+	r.mu.Lock()
 	all := make([]*client, 0, len(r.byID))
 	for _, c := range r.byID {
 		all = append(all, c)
@@ -262,7 +271,7 @@ func (r *registry) closeAll() {
 	r.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, c := range all {
-		wg.Go(func() { c.conn.Close(websocket.StatusGoingAway, "server shutting down") })
+		wg.Go(func() { c.conn.Close(code, reason) })
 	}
 	wg.Wait()
 }

@@ -25,6 +25,9 @@ type runner[R any] interface {
 // command.
 type stepper interface {
 	attempt(ctx context.Context, st step, n int) commandResult
+	// replayed reports whether attempt n at step st was made before, by
+	// the node a session was adopted from.
+	replayed(st, n int) bool
 }
 
 // step is one COMMAND a runner asks for: its actions as asked for, and how
@@ -59,7 +62,7 @@ func (st step) label() string {
 func runStep(ctx context.Context, steps stepper, st step) (commandResult, int) {
 	last, n := commandResult{err: errNotRun}, 0
 	for n <= st.retries {
-		if n > 0 && !sleep(ctx, st.retryWait(n)) {
+		if n > 0 && !steps.replayed(st.index, n+1) && !sleep(ctx, st.retryWait(n)) {
 			break
 		}
 		if ctx.Err() != nil {

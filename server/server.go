@@ -12,8 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/internal/dirlock"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/dashboard"
@@ -133,6 +135,8 @@ type Server struct {
 	admission  *admission
 	mcp        *mcpGateway
 	cluster    *cluster.Cluster // nil: a single node
+	draining   atomic.Bool      // Drain has begun
+	orphans    chan struct{}    // closed when watchOrphans has stopped (a cluster node's)
 	metrics    *metrics.Metrics
 	keys       *keyLocks // idempotency keys being served
 	csrf       *http.CrossOriginProtection
@@ -243,7 +247,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	s.unrecorded = newUnrecorded(st, cfg.Store, s.metrics.UnrecordedDropped, s.log)
 	s.disp = newDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, s.log, frameCap)
 	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
-	s.sessions = newSessionManager(cfg.Sessions, st, s.unrecorded, s.disp, s.metrics, s.log)
+	s.sessions = newSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
 	s.mcp = newMCPGateway(s, cfg.MCP)
 	if err := s.linkCluster(); err != nil {
 		s.leaveCluster()
@@ -259,6 +263,13 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		defer close(s.seenFlush)
 		s.flushLastSeen(s.stop)
 	}()
+	if s.cluster != nil {
+		s.orphans = make(chan struct{})
+		go func() {
+			defer close(s.orphans)
+			s.watchOrphans(s.stop, cmp.Or(cfg.Cluster.DeadAfter, cluster.DefaultDeadAfter))
+		}()
+	}
 	return s, nil
 }
 
@@ -286,7 +297,7 @@ func startStore(ctx context.Context, st *store.Store, token string, created bool
 	return failInterrupted(ctx, st, log)
 }
 
-// failInterrupted ends what the last run of the server left running.
+// failInterrupted ends what the last run of the single node left running.
 func failInterrupted(ctx context.Context, st *store.Store, log *slog.Logger) error {
 	var sessions, commands int
 	err := st.Write(ctx, func(tx *store.Tx) (err error) {
@@ -338,6 +349,9 @@ func (s *Server) servePprof(mux *http.ServeMux) {
 func (s *Server) Shutdown() {
 	s.stopOnce.Do(func() {
 		close(s.stop)
+		if s.orphans != nil {
+			<-s.orphans // adopts nothing more
+		}
 		s.sessions.cancelAll()
 		s.disp.shutdown()
 		s.sessions.wait()
@@ -345,9 +359,12 @@ func (s *Server) Shutdown() {
 		<-s.seenFlush
 		s.unrecorded.close()
 		s.recordLastSeen(context.Background(), s.reg.devices())
-		s.reg.closeAll()
-		s.liveness.Close()
+		// Gone from the cluster before the links close: the other nodes
+		// then take this node's devices as between links, which they are,
+		// not offline, as this node would answer once its graces end.
 		s.leaveCluster()
+		s.reg.closeAll(websocket.StatusGoingAway, "server shutting down")
+		s.liveness.Close()
 	})
 }
 

@@ -27,6 +27,16 @@ const (
 	reasonUserRequested = "user_requested"
 	// The server is shutting down.
 	reasonServerShutdown = "server_shutdown"
+	// Another node adopted the session, this node having been taken for
+	// dead: this one stops running it, and records and tells nothing.
+	reasonAdoptedElsewhere = "adopted_elsewhere"
+	// The node drains and hands the session off to another, which adopts
+	// it: this one records and tells nothing more.
+	reasonHandedOff = "handed_off"
+	// Another request with the same Idempotency-Key, through another node,
+	// recorded its task first: this one recorded nothing, and its caller
+	// gets the other's outcome.
+	reasonKeyTaken = "key_taken"
 )
 
 // session is a task running on one device, or a fleet running one on
@@ -67,6 +77,12 @@ type session struct {
 	// waitsForDevice: a single command whose caller asked it to wait for
 	// its device (api.CommandRequest.WaitForDevice). Fixed when it is made.
 	waitsForDevice bool
+	// owner is the node that runs it, recorded on its row.
+	owner store.Owner
+	// history is, for a session adopted from another node, the commands
+	// that node recorded, by step and attempt: they are not made again
+	// (sessionStepper.attempt). Fixed before it starts.
+	history map[stepAttempt]store.Command
 
 	mu       sync.Mutex
 	reason   string // why it was cancelled; the first reason wins
@@ -107,16 +123,22 @@ func (s *session) row(state api.TaskState) store.Session {
 	row := store.Session{
 		ID: s.ID, TaskName: s.TaskName, DeviceID: s.DeviceID, RequesterKind: s.Requester.Kind,
 		RequesterID: s.Requester.ID, By: requesterBy(s.Requester), Kind: s.Kind, OriginalTaskName: s.originalTaskName, ParentID: s.ParentID, State: string(state), Plan: s.planJSON, CreatedAt: s.createdAt,
-		Key: s.key,
+		Key: s.key, Owner: s.owner,
 	}
 	if s.fleet != nil {
 		b, _ := json.Marshal(s.selector) // a slice of strings always encodes
-		row.Selector = string(b)
+		row.Selector, row.Fleet = string(b), s.fleet.spec.record()
 	}
 	if state == api.StateRunning {
 		row.StartedAt = time.Now()
 	}
 	return row
+}
+
+// runsElsewhere reports whether the session, cancelled for reason, goes
+// on (or went) elsewhere: this node then records and tells nothing of it.
+func runsElsewhere(reason string) bool {
+	return reason == reasonAdoptedElsewhere || reason == reasonHandedOff || reason == reasonKeyTaken
 }
 
 // requesterBy is the identity and token r names, as the store records it.
@@ -130,6 +152,12 @@ func cancelMessage(reason, deviceID string) string {
 		return fmt.Sprintf("task cancelled: target device %q disconnected", deviceID)
 	case reasonUserRequested:
 		return "task cancelled on request"
+	case reasonAdoptedElsewhere:
+		return "task adopted by another node"
+	case reasonHandedOff:
+		return errHandedOff.Error()
+	case reasonKeyTaken:
+		return "another request with its Idempotency-Key started its task first"
 	default:
 		return "server shut down while the task ran"
 	}

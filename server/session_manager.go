@@ -84,7 +84,10 @@ func (c *SessionConfig) setDefaults() {
 // with a TASK_END to the requester, and keeps their results (in the
 // store) for ResultTTL.
 type sessionManager struct {
-	cfg        SessionConfig
+	cfg SessionConfig
+	// owner is this node at this start, which owns the sessions it
+	// creates or adopts; the zero Owner on a single node.
+	owner      store.Owner
 	store      *store.Store
 	unrecorded *unrecorded
 	disp       *dispatcher
@@ -93,15 +96,18 @@ type sessionManager struct {
 
 	mu     sync.Mutex
 	closed bool
-	live   map[string]*session
-	recent recentLogs     // event logs of sessions that ended lately
-	wg     sync.WaitGroup // one per live session
+	// draining: the node drains; it takes no new task (errDraining), but
+	// a fleet it runs still starts its devices' tasks.
+	draining bool
+	live     map[string]*session
+	recent   recentLogs     // event logs of sessions that ended lately
+	wg       sync.WaitGroup // one per live session
 }
 
-func newSessionManager(cfg SessionConfig, st *store.Store, u *unrecorded, disp *dispatcher, mx *metrics.Metrics,
+func newSessionManager(cfg SessionConfig, owner store.Owner, st *store.Store, u *unrecorded, disp *dispatcher, mx *metrics.Metrics,
 	log *slog.Logger) *sessionManager {
 	cfg.setDefaults()
-	return &sessionManager{cfg: cfg, store: st, unrecorded: u, disp: disp, metrics: mx, log: log, live: map[string]*session{}}
+	return &sessionManager{cfg: cfg, owner: owner, store: st, unrecorded: u, disp: disp, metrics: mx, log: log, live: map[string]*session{}}
 }
 
 // Errors of getOrCreateSession.
@@ -119,6 +125,9 @@ func (e *capacityError) Error() string {
 
 // errShuttingDown: no new sessions once shutdown has begun.
 var errShuttingDown = errors.New("server is shutting down")
+
+// errDraining: no new tasks on a node that drains.
+var errDraining = errors.New("this node is draining, about to stop: send the request to another node of the cluster")
 
 type sessionEndedError struct{ id string }
 
@@ -141,6 +150,10 @@ func (m *sessionManager) getOrCreateSession(ctx context.Context, spec sessionSpe
 	if m.closed {
 		m.mu.Unlock()
 		return nil, false, errShuttingDown
+	}
+	if m.draining && spec.ParentID == "" {
+		m.mu.Unlock()
+		return nil, false, errDraining
 	}
 	if len(m.live) >= m.cfg.MaxSessions {
 		n := len(m.live)
@@ -169,6 +182,7 @@ func (m *sessionManager) newSession(spec sessionSpec) *session {
 		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, ParentID: spec.ParentID, Requester: spec.Requester,
 		scope: spec.Scope, createdAt: time.Now(), events: newEventLog(spec.DeviceID, spec.Tee), ctx: ctx, done: make(chan struct{}),
 		cancel: cancel, key: spec.Key, originalTaskName: spec.OriginalTaskName, waitsForDevice: spec.WaitForDevice,
+		owner: m.owner,
 	}
 	switch {
 	case spec.Fleet != nil:
@@ -236,6 +250,13 @@ func (m *sessionManager) runCommand(ctx context.Context, spec sessionSpec, actio
 	}
 	out := execute(m, s, commandRunner{sessionID: s.ID, deviceID: spec.DeviceID, actions: actions, timeout: timeout,
 		waitForDevice: spec.WaitForDevice}, nil)
+	switch s.cancelReason() {
+	case reasonHandedOff:
+		return api.CommandResponse{}, fmt.Errorf("task %s: %w; repeat the request there with its Idempotency-Key, or GET /api/tasks/%s",
+			s.ID, errHandedOff, s.ID)
+	case reasonKeyTaken:
+		return api.CommandResponse{}, fmt.Errorf("task %s not started: %w", s.ID, store.ErrKeyTaken)
+	}
 	return out.result, nil
 }
 
@@ -262,6 +283,12 @@ func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcom
 		}
 	}
 	out := r.run(s.ctx, sessionStepper{m: m, s: s})
+	if reason := s.cancelReason(); runsElsewhere(reason) {
+		// Its new owner records its end, and tells.
+		log.Warn("session left to another node to run on", "reason", reason)
+		s.events.leave()
+		return out
+	}
 	// A single command's outcome, recorded with the command, stands as is.
 	if !out.recorded {
 		out = settle(s, out)
@@ -337,7 +364,9 @@ func (m *sessionManager) release(s *session) {
 	s.released.Do(func() {
 		m.mu.Lock()
 		delete(m.live, s.ID)
-		m.recent.keep(s.ID, s.events, time.Now())
+		if !runsElsewhere(s.cancelReason()) { // else its events are read from the store
+			m.recent.keep(s.ID, s.events, time.Now())
+		}
 		m.mu.Unlock()
 		s.cancel(errSessionEnded)
 		close(s.done)
@@ -495,6 +524,36 @@ func planProgress(p *plan.Plan, events []api.TaskEvent) api.PlanResult {
 	return res
 }
 
+// ended waits until session id has ended, wherever it runs (here, or on
+// another node of a cluster, whose end it reads from the store), and
+// returns its row, or ctx's cause; waiting, if not nil, is told once if
+// it has to wait.
+func (m *sessionManager) ended(ctx context.Context, id string, waiting func(store.Session)) (store.Session, error) {
+	wait := 10 * time.Millisecond
+	for {
+		row, err := m.store.Session(ctx, id)
+		if err != nil || api.TaskState(row.State).Ended() {
+			return row, err
+		}
+		if waiting != nil {
+			waiting(row)
+			waiting = nil
+		}
+		if live := m.liveSession(id); live != nil {
+			select {
+			case <-live.done:
+				continue
+			case <-ctx.Done():
+				return row, context.Cause(ctx)
+			}
+		}
+		if !sleep(ctx, wait) {
+			return row, context.Cause(ctx)
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
 // liveSession returns the session id if it is running here, or nil.
 func (m *sessionManager) liveSession(id string) *session {
 	m.mu.Lock()
@@ -519,6 +578,39 @@ func (m *sessionManager) cancelAll() {
 }
 
 func (m *sessionManager) wait() { m.wg.Wait() }
+
+// drain refuses new tasks (errDraining) and waits until every session
+// running has ended, or grace has passed, or ctx ends; it reports how
+// many still run.
+func (m *sessionManager) drain(ctx context.Context, grace time.Duration) int {
+	m.mu.Lock()
+	m.draining = true
+	m.mu.Unlock()
+	deadline := time.Now().Add(grace)
+	for {
+		m.mu.Lock()
+		n := len(m.live)
+		m.mu.Unlock()
+		if n == 0 || !time.Now().Before(deadline) || !sleep(ctx, min(50*time.Millisecond, time.Until(deadline))) {
+			return n
+		}
+	}
+}
+
+// handOff stops every session running here without recording its end or
+// any more of its commands, for the node that adopts it to run it on
+// from its last recorded step (the node then says so: handoffSubject).
+// It refuses new sessions, and returns how many it stopped.
+func (m *sessionManager) handOff() int {
+	m.mu.Lock()
+	m.closed = true
+	n := len(m.live)
+	m.mu.Unlock()
+	m.disp.freeze()
+	m.cancelWhere(func(*session) bool { return true }, reasonHandedOff)
+	m.wait()
+	return n
+}
 
 // expireResults deletes, every tick until stop, what finished more than
 // ResultTTL ago, the idempotency keys older than idempotencyKeyTTL, and

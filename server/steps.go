@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
 // cancelGrace is how long a cancelled session's running step may still
@@ -24,6 +26,9 @@ type sessionStepper struct {
 // command's session is recorded, and ended, with its command.
 func (st sessionStepper) attempt(ctx context.Context, step step, n int) commandResult {
 	s := st.s
+	if rec, ok := s.history[stepAttempt{step.index, n}]; ok {
+		return st.again(ctx, step, n, rec)
+	}
 	inv := st.m.disp.inventory(s.DeviceID)
 	actions, tools, err := inv.resolve(step.calls, s.scope)
 	if err != nil {
@@ -39,11 +44,64 @@ func (st sessionStepper) attempt(ctx context.Context, step step, n int) commandR
 		row := s.row(api.StateRunning)
 		spec.session = &row
 	}
+	if s.owner.Node != "" {
+		// Another node may adopt the session while this one runs it.
+		spec.fence = &s.owner
+	}
 	cmd := st.m.disp.newCommand(spec)
 	s.events.add(st.stepEvent(api.EventStepStart, step, n, commandResult{responseID: cmd.rec.ResponseID}))
 	gctx, cancel := withGrace(ctx, cancelGrace)
 	r := st.m.disp.run(gctx, cmd)
 	cancel()
+	switch {
+	case errors.Is(r.err, store.ErrAdopted):
+		// Its end is the adopter's to tell, in its events too.
+		st.m.cancelSession(s, reasonAdoptedElsewhere)
+		s.events.leave()
+		return r
+	case errors.Is(r.err, store.ErrKeyTaken):
+		st.m.cancelSession(s, reasonKeyTaken)
+		s.events.leave()
+		return r
+	}
+	s.events.add(st.stepEvent(api.EventStepEnd, step, n, r))
+	return r
+}
+
+// stepAttempt names a command of a session: its step, from 0, and its
+// attempt at it, from 1.
+type stepAttempt struct{ step, attempt int }
+
+// replayed reports whether attempt n at step is one of the commands
+// recorded before the session was adopted: its outcome, or the wait for
+// it, is not delayed again by a retry's wait.
+func (st sessionStepper) replayed(step, n int) bool {
+	_, ok := st.s.history[stepAttempt{step, n}]
+	return ok
+}
+
+// again is attempt n at step of a session adopted from another node, which
+// had recorded it as rec: the command is not made again. One that has
+// ended ends the attempt as it did; one still pending, which may have
+// been sent, is sent again with the same response_id and call_ids. Its
+// events are those the first node emitted, so that an event stream
+// numbers them alike.
+func (st sessionStepper) again(ctx context.Context, step step, n int, rec store.Command) commandResult {
+	s := st.s
+	s.events.add(st.stepEvent(api.EventStepStart, step, n, commandResult{responseID: rec.ResponseID}))
+	// A single command whose outcome the store holds, but not its
+	// session's end, has it recorded by the session manager.
+	r := commandResult{responseID: rec.ResponseID, results: rec.Results}
+	if rec.Status == store.CommandPending {
+		var row *store.Session
+		if s.Kind == api.KindCommand {
+			ses := s.row(api.StateRunning)
+			row = &ses
+		}
+		gctx, cancel := withGrace(ctx, cancelGrace)
+		r = st.m.disp.resume(gctx, rec, row, &s.owner)
+		cancel()
+	}
 	s.events.add(st.stepEvent(api.EventStepEnd, step, n, r))
 	return r
 }

@@ -94,7 +94,8 @@ var (
 
 // Command builds ./cmd/name for this machine, once per test binary, and
 // returns the path of the binary: for tests that run it as a user would,
-// from a shell or a terminal.
+// from a shell or a terminal. A name with a slash is a package path from
+// the module's root (internal/natstest/natsd), built as its last element.
 func Command(t testing.TB, name string) string {
 	t.Helper()
 	commandsMu.Lock()
@@ -106,11 +107,15 @@ func Command(t testing.TB, name string) string {
 	if err != nil {
 		t.Fatalf("build %s: %v", name, err)
 	}
-	bin := filepath.Join(dir, name)
-	cmd := exec.Command(Go(), "build", "-o", bin, "./cmd/"+name)
+	pkg := "./cmd/" + name
+	if strings.Contains(name, "/") {
+		pkg = "./" + name
+	}
+	bin := filepath.Join(dir, filepath.Base(name))
+	cmd := exec.Command(Go(), "build", "-o", bin, pkg)
 	cmd.Dir = Root()
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 	}
 	commands[name] = bin
 	return bin

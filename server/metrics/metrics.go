@@ -64,6 +64,7 @@ type Metrics struct {
 	authThrottled   *prometheus.CounterVec
 	droppedWrites   prometheus.Counter
 	mcp             *mcpMetrics
+	cluster         *clusterMetrics // nil on a single node
 }
 
 // New registers the metrics, Go runtime and process metrics included, in

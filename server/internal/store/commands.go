@@ -48,10 +48,15 @@ type Command struct {
 	Actions []protocol.Command
 	// Tools describes each action's tool as the device's inventory had it
 	// when the command was sent.
-	Tools   []ToolRef
-	Status  string
-	Results []protocol.Result
-	Error   string
+	Tools []ToolRef
+	// Timeout is how long it waits for its results, and WaitForDevice
+	// whether it waits for a device that is not online: what a node that
+	// adopts its session needs to send it again.
+	Timeout       time.Duration
+	WaitForDevice bool
+	Status        string
+	Results       []protocol.Result
+	Error         string
 	// Late is set when the device's results arrived after the command had
 	// failed, e.g. after its timeout or a server restart.
 	Late       bool
@@ -77,9 +82,10 @@ func (t *Tx) InsertCommand(c Command) error {
 		return fmt.Errorf("store: command %s: tools: %w", c.ResponseID, err)
 	}
 	_, err = t.exec(
-		`INSERT INTO commands (response_id, device_id, session_id, actor, identity, token_id, step, attempt, actions, tools, status, created_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.ResponseID, c.DeviceID, c.SessionID, c.Actor, c.Identity, c.TokenID, c.Step, c.Attempt, string(actions), string(tools), CommandPending, now())
+		`INSERT INTO commands (response_id, device_id, session_id, actor, identity, token_id, step, attempt, actions, tools, timeout_ms, wait_for_device, status, created_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.ResponseID, c.DeviceID, c.SessionID, c.Actor, c.Identity, c.TokenID, c.Step, c.Attempt, string(actions), string(tools),
+		c.Timeout.Milliseconds(), c.WaitForDevice, CommandPending, now())
 	if err != nil {
 		return fmt.Errorf("store: record command %s: %w", c.ResponseID, err)
 	}
@@ -169,7 +175,7 @@ func (t *Tx) finish(c *Command, from string) (bool, error) {
 	return true, t.appendAudit(c)
 }
 
-const commandColumns = `response_id, device_id, session_id, actor, identity, token_id, step, attempt, actions, tools, status, results, error, late, created_at, finished_at`
+const commandColumns = `response_id, device_id, session_id, actor, identity, token_id, step, attempt, actions, tools, timeout_ms, wait_for_device, status, results, error, late, created_at, finished_at`
 
 func scanCommand(row rowScanner) (Command, error) {
 	var (
@@ -177,12 +183,14 @@ func scanCommand(row rowScanner) (Command, error) {
 		actions, tools    string
 		results, errText  sql.NullString
 		created, finished sql.NullString
+		timeoutMS         int64
 	)
 	err := row.Scan(&c.ResponseID, &c.DeviceID, &c.SessionID, &c.Actor, &c.Identity, &c.TokenID, &c.Step, &c.Attempt, &actions, &tools,
-		&c.Status, &results, &errText, &c.Late, &created, &finished)
+		&timeoutMS, &c.WaitForDevice, &c.Status, &results, &errText, &c.Late, &created, &finished)
 	if err != nil {
 		return c, err
 	}
+	c.Timeout = time.Duration(timeoutMS) * time.Millisecond
 	if err := json.Unmarshal([]byte(actions), &c.Actions); err != nil {
 		return c, fmt.Errorf("command %s: actions: %w", c.ResponseID, err)
 	}

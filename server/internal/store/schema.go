@@ -182,6 +182,20 @@ var migrations = []string{
 	fewerIndexes + `
 	DROP INDEX audit_device;
 	DROP INDEX audit_identity;`,
+
+	// Cluster mode: each unfinished session belongs to the node that runs
+	// it, at that node's fencing epoch (a single node's are ''/0), so that
+	// a node fails or adopts only its own and a survivor adopts a dead
+	// node's in one fenced UPDATE. A command keeps its timeout and whether
+	// it waits for its device, and a fleet what it runs on (its devices in
+	// order, its concurrency and abort threshold), for the node that runs
+	// them on.
+	`ALTER TABLE sessions ADD COLUMN owner_node TEXT NOT NULL DEFAULT '';
+	ALTER TABLE sessions ADD COLUMN owner_epoch BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE sessions ADD COLUMN fleet TEXT;
+	CREATE INDEX sessions_owner ON sessions(owner_node, owner_epoch) WHERE state IN ('created', 'running');
+	ALTER TABLE commands ADD COLUMN timeout_ms BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE commands ADD COLUMN wait_for_device INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // fewerIndexes is the SQL of migration 12 that both databases take:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -45,7 +46,28 @@ type Session struct {
 	// OriginalTaskName is the name the client sent when TaskName is its
 	// sanitized form; empty otherwise.
 	OriginalTaskName string
+	// Owner is the node that runs it; a single node's sessions have the
+	// zero Owner.
+	Owner Owner
+	// Fleet is, for a fleet, what it runs on, as JSON (its devices in
+	// order, its concurrency and abort threshold): what a node that
+	// adopts it needs. Listings leave it empty.
+	Fleet json.RawMessage
 }
+
+// Owner is a node that runs sessions, at one fencing epoch: a node that
+// starts again has a new epoch, and one whose sessions were adopted
+// while it was cut off finds its epoch stale on the next write
+// (FenceSession, EndSession) and stops running them.
+type Owner struct {
+	Node  string
+	Epoch int64
+}
+
+func (o Owner) String() string { return fmt.Sprintf("node %q (epoch %d)", o.Node, o.Epoch) }
+
+// ErrAdopted: a write for a session another node has adopted.
+var ErrAdopted = errors.New("session adopted by another node")
 
 // unfinished is the SQL list of the states of a session that has not ended.
 const unfinished = `('created', 'running')`
@@ -54,10 +76,10 @@ const unfinished = `('created', 'running')`
 // asked for it, if any.
 func (t *Tx) InsertSession(s Session) error {
 	_, err := t.exec(
-		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, created_at, started_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, created_at, started_at, owner_node, owner_epoch, fleet)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.TaskName, s.OriginalTaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Identity, s.TokenID, s.Selector, s.Kind, s.ParentID, s.State,
-		nullString(string(s.Plan)), formatTime(s.CreatedAt), nullTime(s.StartedAt))
+		nullString(string(s.Plan)), formatTime(s.CreatedAt), nullTime(s.StartedAt), s.Owner.Node, s.Owner.Epoch, nullString(string(s.Fleet)))
 	if err != nil && uniqueViolated(err, "sessions", "id") {
 		return fmt.Errorf("store: session %q: %w", s.ID, ErrExists)
 	}
@@ -80,17 +102,19 @@ func (t *Tx) StartSession(id string) error {
 }
 
 // EndSession records how session s ended: its State, Result and Error. A
-// session that has already ended keeps its first outcome. A session not
-// recorded yet (a single command that never recorded its command) is
-// recorded as it ends, with all of s.
+// session that has already ended keeps its first outcome, and one that
+// another Owner than s's runs now (it adopted it) is left to that owner.
+// A session not recorded yet (a single command that never recorded its
+// command) is recorded as it ends, with all of s.
 func (t *Tx) EndSession(s Session) error {
 	_, err := t.exec(
-		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at, owner_node, owner_epoch)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		 ON CONFLICT (id) DO UPDATE SET state = excluded.state, result = excluded.result, error = excluded.error, finished_at = excluded.finished_at
-		 WHERE sessions.state IN `+unfinished,
+		 WHERE sessions.state IN `+unfinished+` AND sessions.owner_node = excluded.owner_node AND sessions.owner_epoch = excluded.owner_epoch`,
 		s.ID, s.TaskName, s.OriginalTaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Identity, s.TokenID, s.Selector, s.Kind, s.ParentID, s.State,
-		nullString(string(s.Plan)), nullString(string(s.Result)), s.Error, formatTime(s.CreatedAt), nullTime(s.StartedAt), now())
+		nullString(string(s.Plan)), nullString(string(s.Result)), s.Error, formatTime(s.CreatedAt), nullTime(s.StartedAt), now(),
+		s.Owner.Node, s.Owner.Epoch)
 	if err != nil {
 		return fmt.Errorf("store: end session %q: %w", s.ID, err)
 	}
@@ -143,12 +167,15 @@ func (t *Tx) DeleteSessionsFinishedBefore(before time.Time) (int, error) {
 	return int(n), nil
 }
 
-// FailInterrupted fails what a stopped server left unfinished: sessions
-// not yet ended and commands still waiting for results. Results that
-// arrive for those commands later are still recorded, once.
+// FailInterrupted fails what a stopped single node left unfinished: its
+// sessions not yet ended and commands still waiting for results. A
+// single node's sessions belong to no node: those a node of a cluster
+// runs on the same store are left to the cluster, which adopts them when
+// their node dies. Results that arrive for those commands later are
+// still recorded, once.
 func (t *Tx) FailInterrupted(reason string) (sessions, commands int, err error) {
 	res, err := t.exec(
-		`UPDATE sessions SET state = 'failed', error = ?, finished_at = ? WHERE state IN `+unfinished, reason, now())
+		`UPDATE sessions SET state = 'failed', error = ?, finished_at = ? WHERE state IN `+unfinished+` AND owner_node = ''`, reason, now())
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: fail interrupted sessions: %w", err)
 	}
@@ -156,7 +183,8 @@ func (t *Tx) FailInterrupted(reason string) (sessions, commands int, err error) 
 	var pending []string
 	// The status as a literal, which lets the query use the index of
 	// pending commands alone.
-	rows, err := t.query(`SELECT response_id FROM commands WHERE status = '` + CommandPending + `'`)
+	rows, err := t.query(`SELECT response_id FROM commands WHERE status = '` + CommandPending + `'
+		AND session_id NOT IN (SELECT id FROM sessions WHERE owner_node <> '')`)
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: find interrupted commands: %w", err)
 	}
@@ -177,16 +205,17 @@ func (t *Tx) FailInterrupted(reason string) (sessions, commands int, err error) 
 	return int(ns), len(pending), nil
 }
 
-const sessionColumns = `id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at`
+const sessionColumns = `id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at, owner_node, owner_epoch, fleet`
 
 func scanSession(row rowScanner) (Session, error) {
 	var (
 		s                          Session
 		plan, result, errText      sql.NullString
+		fleet                      sql.NullString
 		created, started, finished sql.NullString
 	)
 	err := row.Scan(&s.ID, &s.TaskName, &s.OriginalTaskName, &s.DeviceID, &s.RequesterKind, &s.RequesterID, &s.Identity, &s.TokenID, &s.Selector, &s.Kind, &s.ParentID, &s.State,
-		&plan, &result, &errText, &created, &started, &finished)
+		&plan, &result, &errText, &created, &started, &finished, &s.Owner.Node, &s.Owner.Epoch, &fleet)
 	if err != nil {
 		return s, err
 	}
@@ -195,6 +224,9 @@ func scanSession(row rowScanner) (Session, error) {
 	}
 	if result.Valid {
 		s.Result = json.RawMessage(result.String)
+	}
+	if fleet.Valid {
+		s.Fleet = json.RawMessage(fleet.String)
 	}
 	s.Error = errText.String
 	s.CreatedAt, s.StartedAt, s.FinishedAt = parseTime(created), parseTime(started), parseTime(finished)
@@ -205,6 +237,20 @@ func scanSession(row rowScanner) (Session, error) {
 func (s *Store) Session(ctx context.Context, id string) (Session, error) {
 	ses, err := scanSession(s.readRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
 	return ses, rowErr(err, "session %q", id)
+}
+
+// ChildSessions lists the sessions of fleet parentID's devices, oldest
+// first.
+func (s *Store) ChildSessions(ctx context.Context, parentID string) ([]Session, error) {
+	rows, err := s.readRows(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE parent_id = ? ORDER BY created_at, id`, parentID)
+	if err != nil {
+		return nil, fmt.Errorf("store: tasks of fleet %q: %w", parentID, err)
+	}
+	out, err := collect(rows, scanSession, []Session{})
+	if err != nil {
+		return nil, fmt.Errorf("store: tasks of fleet %q: %w", parentID, err)
+	}
+	return out, nil
 }
 
 // SessionByTask returns the newest session named taskName, or ErrNotFound.
@@ -238,7 +284,7 @@ type SessionFilter struct {
 
 // summaryColumns are sessionColumns with plan, result and error left out:
 // they read as empty.
-const summaryColumns = `id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, NULL, NULL, NULL, created_at, started_at, finished_at`
+const summaryColumns = `id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, NULL, NULL, NULL, created_at, started_at, finished_at, owner_node, owner_epoch, NULL`
 
 // SessionSummaries lists the sessions f picks, newest first, without their
 // plan, result and error: a listing's size does not grow with theirs.

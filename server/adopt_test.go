@@ -1,0 +1,269 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// clusterNodes starts nodes of one new cluster, with the given ids.
+func clusterNodes(t *testing.T, ids ...string) []*testServer {
+	t.Helper()
+	tc := newTestCluster(t)
+	nodes := make([]*testServer, len(ids))
+	for i, id := range ids {
+		nodes[i] = tc.node(id)
+	}
+	return nodes
+}
+
+// runnerOf is the node of nodes that runs task id, once one does.
+func runnerOf(t *testing.T, id string, nodes ...*testServer) *testServer {
+	t.Helper()
+	var found *testServer
+	require.Eventually(t, func() bool {
+		for _, n := range nodes {
+			if n.srv.sessions.running(id) {
+				found = n
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond, "no node adopted task %s", id)
+	return found
+}
+
+// taskCommands are the commands the store holds for a task.
+func taskCommands(t *testing.T, ts *testServer, id string) []api.CommandRecord {
+	t.Helper()
+	task, err := ts.api.Task(context.Background(), id)
+	require.NoError(t, err)
+	return task.Commands
+}
+
+// Node a accepts a plan and sends its first step; then a is cut off from
+// everything (its device link drops, its lease is gone) but runs on, as a
+// partitioned node does. Node b or c adopts a's sessions, sends the
+// first step again with the same response_id and
+// call_ids when the device registers with it, and runs the plan to its
+// end. Node a, once its command times out, finds itself fenced off: it
+// records no second step, and not its own end.
+func TestAPlanOfADeadNodeIsAdoptedOnceAndRunsOnFromItsLastStep(t *testing.T) {
+	nodes := clusterNodes(t, "a", "b", "c")
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	echo := tool("stock", "echo", protocol.ToolAction)
+	token := a.enroll("kiosk-1")
+	dev := a.mustDial(token)
+	dev.register("kiosk-1", echo)
+	d := dispatch(t, a, "kiosk-1", `
+steps:
+  - tool: echo
+    timeout: 2s
+  - tool: echo
+`)
+	first := dev.nextCommand()
+	// Streams on the other nodes, from the store, while a runs the plan.
+	watched := []<-chan []api.TaskEvent{b.events(d.SessionID), c.events(d.SessionID)}
+	a.http.CloseClientConnections() // a is cut off: the link drops, a runs on
+
+	a.srv.leaveCluster() // and its lease is gone: the others adopt its sessions
+	adopter := runnerOf(t, d.SessionID, b, c)
+	events := adopter.events(d.SessionID)
+
+	moved := adopter.mustDial(token)
+	moved.register("kiosk-1", echo)
+	again := moved.nextCommand()
+	assert.Equal(t, first.ResponseID, again.ResponseID, "sent again as it was")
+	assert.Equal(t, protocol.CallIDs(first.Actions), protocol.CallIDs(again.Actions))
+	moved.answer(again, protocol.ResultSuccess, "res-1")
+	second := moved.nextCommand()
+	assert.NotEqual(t, first.ResponseID, second.ResponseID)
+	moved.answer(second, protocol.ResultSuccess, "res-2")
+
+	task := adopter.waitTask(d.SessionID)
+	assert.Equal(t, api.StateCompleted, task.State, task.Error)
+	evs := <-events
+	require.Len(t, evs, 5, "the first step's start and end, as a emitted them, the second's, the end: %+v", evs)
+	assert.Equal(t, first.ResponseID, evs[0].ResponseID)
+	for _, w := range watched {
+		assert.Equal(t, eventKinds(evs), eventKinds(<-w), "a stream on any node sees every event, across the adoption")
+	}
+
+	// a's command times out; a goes no further.
+	require.Eventually(t, func() bool { return !a.srv.sessions.running(d.SessionID) }, 10*time.Second, 10*time.Millisecond)
+	assert.Contains(t, a.logs.String(), "session left to another node to run on")
+	for _, n := range nodes {
+		assert.Equal(t, eventKinds(evs[3:]), eventKinds(n.eventsAfter(d.SessionID, 3)), "Last-Event-ID means the same on every node")
+	}
+	assert.Len(t, taskCommands(t, adopter, d.SessionID), 2, "a recorded no command after it was fenced off")
+	task = adopter.waitTask(d.SessionID)
+	assert.Equal(t, api.StateCompleted, task.State, "a's end is not recorded")
+	assert.Equal(t, "res-2", moved.recvType(protocol.ServerHeartbeat).ResponseID)
+	moved.ping() // and nothing more was sent to the device
+}
+
+// A client's command goes to node a, which sends it and is then cut off
+// before it answers. The client repeats it, with its Idempotency-Key,
+// through node b, which has adopted a's sessions: the repeat waits for the
+// command, which b sends again and the device answers once, and gets its
+// outcome. One task, one command.
+func TestARepeatThroughAnotherNodeGetsTheOutcomeOfTheAdoptedCommand(t *testing.T) {
+	nodes := clusterNodes(t, "a", "b")
+	a, b := nodes[0], nodes[1]
+	token := a.enroll("kiosk-1")
+	dev := a.mustDial(token)
+	dev.register("kiosk-1")
+	const path = "/api/devices/kiosk-1/commands"
+	go func() {
+		req, _ := http.NewRequest("POST", a.http.URL+path, strings.NewReader(echoCommand))
+		req.Header.Set("Authorization", "Bearer "+a.api.Token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(api.IdempotencyKeyHeader, "key-1")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close() // cut off below: this client hears nothing
+		}
+	}()
+	first := dev.nextCommand()
+	a.http.CloseClientConnections()
+
+	a.srv.leaveCluster()
+	runnerOf(t, first.SessionID, b)
+	repeat := b.postKeyedAsync(path, "key-1", echoCommand)
+	b.waitLog("a repeated request waits for the task the first request under its key started")
+	moved := b.mustDial(token)
+	moved.register("kiosk-1")
+	again := moved.nextCommand()
+	require.Equal(t, first.ResponseID, again.ResponseID)
+	moved.answer(again, protocol.ResultSuccess, "r1")
+
+	ans := <-repeat
+	require.Equal(t, http.StatusOK, ans.code, string(ans.body))
+	assert.True(t, ans.replayed)
+	var resp api.CommandResponse
+	require.NoError(t, json.Unmarshal(ans.body, &resp))
+	assert.True(t, resp.Succeeded(), string(ans.body))
+	assert.Equal(t, first.ResponseID, resp.ResponseID)
+	assert.Equal(t, 1, b.taskCount(), "one task")
+	assert.Len(t, taskCommands(t, b, resp.SessionID), 1, "one command")
+}
+
+// eventKinds is what identifies events: their type, step, attempt,
+// command, status and state.
+func eventKinds(evs []api.TaskEvent) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		step := -1
+		if e.Step != nil {
+			step = *e.Step
+		}
+		out[i] = fmt.Sprintf("%s step=%d attempt=%d tool=%s response_id=%s status=%s state=%s", e.Type, step, e.Attempt, e.Tool,
+			e.ResponseID, e.Status, e.State)
+	}
+	return out
+}
+
+// eventsAfter reads a task's event stream from Last-Event-ID n to its end.
+func (ts *testServer) eventsAfter(id string, n int) []api.TaskEvent {
+	ts.t.Helper()
+	req, _ := http.NewRequest("GET", ts.http.URL+"/api/tasks/"+id+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+ts.api.Token)
+	req.Header.Set("Last-Event-ID", strconv.Itoa(n))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(ts.t, err)
+	defer resp.Body.Close()
+	require.Equal(ts.t, http.StatusOK, resp.StatusCode)
+	var all []api.TaskEvent
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			var e api.TaskEvent
+			require.NoError(ts.t, json.Unmarshal([]byte(data), &e))
+			all = append(all, e)
+		}
+	}
+	return all
+}
+
+// A fleet on node a has started its first device's task, one at a time,
+// when a is cut off. Node b adopts the fleet with that task: it sends the
+// first device its command again, the same one, then starts the second
+// device's task itself, and the fleet completes there. Each device ran
+// its step once.
+func TestAFleetOfADeadNodeIsAdoptedWithItsDevicesTasks(t *testing.T) {
+	nodes := clusterNodes(t, "a", "b")
+	a, b := nodes[0], nodes[1]
+	echo := tool("stock", "echo", protocol.ToolAction)
+	tokens := map[string]string{}
+	devs := map[string]*rawClient{}
+	for _, id := range []string{"kiosk-1", "kiosk-2"} {
+		resp, err := a.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: map[string]string{"site": "x"}})
+		require.NoError(t, err)
+		tokens[id], devs[id] = resp.Token, a.mustDial(resp.Token)
+		devs[id].register(id, echo)
+	}
+	f := a.fleet(api.FleetRequest{Labels: map[string]string{"site": "x"}, Concurrency: 1, Plan: json.RawMessage(`"steps:\n  - tool: echo\n"`)})
+	require.Equal(t, []string{"kiosk-1", "kiosk-2"}, f.Devices)
+	first := devs["kiosk-1"].nextCommand()
+	a.http.CloseClientConnections()
+	a.srv.leaveCluster()
+
+	runnerOf(t, f.SessionID, b)
+	moved := map[string]*rawClient{}
+	for id, tok := range tokens {
+		moved[id] = b.mustDial(tok)
+		moved[id].register(id, echo)
+	}
+	again := moved["kiosk-1"].nextCommand()
+	require.Equal(t, first.ResponseID, again.ResponseID)
+	moved["kiosk-1"].answer(again, protocol.ResultSuccess, "r1")
+	moved["kiosk-2"].answer(moved["kiosk-2"].nextCommand(), protocol.ResultSuccess, "r2")
+
+	task := b.waitTask(f.SessionID)
+	require.Equal(t, api.StateCompleted, task.State, task.Error)
+	res := fleetResult(t, task)
+	assert.Equal(t, map[string]api.TaskState{"kiosk-1": api.StateCompleted, "kiosk-2": api.StateCompleted}, deviceStates(res))
+	for _, d := range res.Devices {
+		assert.Len(t, taskCommands(t, b, d.SessionID), 1, "%s ran its step once", d.DeviceID)
+	}
+}
+
+// Two first requests with one Idempotency-Key, through two nodes at once:
+// both find the key unrecorded. Node b's command waits behind its
+// store's writer while node a records its own and sends it; b's record
+// then fails on the key, having recorded nothing, and b answers as for a
+// repeat: a's command's outcome. The device ran it once.
+func TestTwoFirstRequestsWithOneKeyThroughTwoNodesRunOnce(t *testing.T) {
+	nodes := clusterNodes(t, "a", "b")
+	a, b := nodes[0], nodes[1]
+	dev := a.device("kiosk-1")
+	const path = "/api/devices/kiosk-1/commands"
+	release := b.holdWriter()
+	viaB := b.postKeyedAsync(path, "key-1", echoCommand)
+	b.waitStepStarted()
+	viaA := a.postKeyedAsync(path, "key-1", echoCommand)
+	cmd := dev.nextCommand()
+	release()
+	b.waitLog("a repeated request waits for the task the first request under its key started")
+	dev.answer(cmd, protocol.ResultSuccess, "r1")
+
+	ansA, ansB := <-viaA, <-viaB
+	require.Equal(t, http.StatusOK, ansA.code, string(ansA.body))
+	require.Equal(t, http.StatusOK, ansB.code, string(ansB.body))
+	assert.False(t, ansA.replayed)
+	assert.True(t, ansB.replayed, "b answers as for a repeat")
+	assert.JSONEq(t, string(ansA.body), string(ansB.body))
+	assert.Equal(t, 1, a.taskCount(), "one task: b recorded nothing")
+	assert.Equal(t, "r1", dev.recvType(protocol.ServerHeartbeat).ResponseID)
+	dev.ping() // nothing more was sent
+}

@@ -1,0 +1,64 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Node a drains while it runs a plan whose first step its device has not
+// answered. It refuses new tasks and links with 503 and says so on
+// /api/health; once its grace is over it hands the plan off and closes
+// the device's link with 1012, "draining". Node b adopts the plan; the
+// device, registered with b, is sent the first step again, the same
+// command, and the plan ends there. Nothing ran twice.
+func TestADrainingNodeHandsItsTasksOffAndSendsItsDevicesElsewhere(t *testing.T) {
+	nodes := clusterNodes(t, "a", "b")
+	a, b := nodes[0], nodes[1]
+	echo := tool("stock", "echo", protocol.ToolAction)
+	token := a.enroll("kiosk-1")
+	dev := a.mustDial(token)
+	dev.register("kiosk-1", echo)
+	d := dispatch(t, a, "kiosk-1", "steps:\n  - tool: echo\n  - tool: echo\n")
+	first := dev.nextCommand()
+
+	drained := make(chan int, 1)
+	go func() {
+		n, err := a.srv.Drain(context.Background(), 500*time.Millisecond)
+		assert.NoError(t, err)
+		drained <- n
+	}()
+	require.Eventually(t, func() bool { code, _ := a.health(); return code == http.StatusServiceUnavailable }, 5*time.Second, 5*time.Millisecond)
+	_, h := a.health()
+	assert.Contains(t, h.Cause, "this node is draining")
+	code, msg := a.apiStatus("POST", "/api/dispatch", api.DispatchRequest{ClientID: "kiosk-1", Request: "steps:\n  - tool: echo\n"})
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, msg, "this node is draining, about to stop: send the request to another node of the cluster")
+	_, err := a.dial(token)
+	require.Error(t, err, "no new links")
+
+	require.Equal(t, 1, <-drained, "the plan was handed off")
+	_, err = dev.read()
+	assert.Equal(t, websocket.StatusServiceRestart, websocket.CloseStatus(err), "closed with 1012: %v", err)
+
+	runnerOf(t, d.SessionID, b)
+	moved := b.mustDial(token)
+	moved.register("kiosk-1", echo)
+	again := moved.nextCommand()
+	require.Equal(t, first.ResponseID, again.ResponseID, "the first step is sent again as it was")
+	moved.answer(again, protocol.ResultSuccess, "r1")
+	second := moved.nextCommand()
+	moved.answer(second, protocol.ResultSuccess, "r2")
+	task := b.waitTask(d.SessionID)
+	assert.Equal(t, api.StateCompleted, task.State, task.Error)
+	assert.Len(t, task.Commands, 2)
+	assert.Equal(t, "r2", moved.recvType(protocol.ServerHeartbeat).ResponseID)
+	moved.ping() // nothing more
+}

@@ -1,0 +1,66 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ClusterSources are what the cluster metrics of a node read.
+type ClusterSources struct {
+	// NATSConnected reports whether the node's NATS connection is up.
+	NATSConnected func() bool
+	// LeasesHeld counts the devices whose lease the node holds.
+	LeasesHeld func() int
+}
+
+// Outcomes of a command sent to another node, as the cross-node counter
+// labels them: the holder's answers, and no_holder and error when there
+// was none.
+var CrossNodeOutcomes = []string{"sent", "stale", "between", "shutdown", "offline", "failed", "no_holder", "error"}
+
+// clusterMetrics are a cluster node's own metrics. Every metric a node
+// serves is its own: Prometheus scrapes each node, and its target labels
+// name the node; edgeaip_cluster_node says which node and epoch it is.
+type clusterMetrics struct {
+	crossNode *prometheus.CounterVec
+}
+
+// Cluster registers a cluster node's metrics: node at epoch, speaking
+// inter-node protocol version.
+func (m *Metrics) Cluster(node string, epoch int64, version int, src ClusterSources) {
+	m.cluster = &clusterMetrics{crossNode: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edgeaip_cluster_cross_node_commands_total",
+		Help: "Sends of commands to the node holding their device's link, by outcome: sent; stale, between, shutdown, offline, failed (the holder's answers); no_holder (nobody answered for the device) and error (NATS).",
+	}, []string{"outcome"})}
+	for _, o := range CrossNodeOutcomes {
+		m.cluster.crossNode.WithLabelValues(o)
+	}
+	m.reg.MustRegister(m.cluster.crossNode,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "edgeaip_cluster_node",
+			Help:        "1: this server is a cluster node, with this id, epoch and inter-node protocol version.",
+			ConstLabels: prometheus.Labels{"node": node, "epoch": strconv.FormatInt(epoch, 10), "version": strconv.Itoa(version)},
+		}, func() float64 { return 1 }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "edgeaip_cluster_nats_connected",
+			Help: "1 while the node's NATS connection is up; 0 while cross-node work is refused.",
+		}, func() float64 {
+			if src.NATSConnected() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "edgeaip_cluster_device_leases",
+			Help: "Devices whose link lease this node holds (linked here, or between links here).",
+		}, func() float64 { return float64(src.LeasesHeld()) }))
+}
+
+// CrossNodeCommand counts a send of a command to another node, by
+// outcome (one of CrossNodeOutcomes).
+func (m *Metrics) CrossNodeCommand(outcome string) {
+	if m.cluster != nil {
+		m.cluster.crossNode.WithLabelValues(outcome).Inc()
+	}
+}
