@@ -273,6 +273,25 @@ func (l *clusterLinks) recordedHere(rec store.Command) {
 	}
 }
 
+// refusedHere passes a device's ERROR about command rid, which another
+// node sent here, to that node, and reports whether it did.
+func (l *clusterLinks) refusedHere(deviceID, rid, why string) bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	from, ok := l.proxied[rid]
+	delete(l.proxied, rid)
+	l.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if err := l.c.SendRecorded(from, cluster.Recorded{ResponseID: rid, DeviceID: deviceID, Refused: why}); err != nil {
+		l.log.Warn("cluster: a device's refusal not passed on; the command waits out its timeout", "response_id", rid, "err", err)
+	}
+	return true
+}
+
 // recordedElsewhere ends a command waiting here whose results another
 // node recorded.
 func (l *clusterLinks) recordedElsewhere(r cluster.Recorded) {

@@ -218,3 +218,22 @@ func TestTheClusterViewListsNodesDevicesAndLeases(t *testing.T) {
 	assert.Equal(t, "gone", view.Nodes[1].State)
 	assert.Empty(t, view.Nodes[1].Devices)
 }
+
+// A plan dispatched through node A (UFO's /api/dispatch) runs on a device
+// linked to node B; a device's refusal of a command, on B, fails A's
+// command at once.
+func TestAPlanThroughOneNodeRunsOnADeviceOnAnotherAndARefusalComesBack(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	resp := dispatch(t, a, "kiosk-1", "steps: [{tool: echo, timeout: 1m}]")
+	dev.answer(dev.nextCommand(), protocol.ResultSuccess, "res-1")
+	assert.Equal(t, api.StateCompleted, a.waitTask(resp.SessionID).State)
+
+	out := a.echoInBackground("kiosk-1")
+	cmd := dev.nextCommand()
+	dev.send(protocol.ClientMessage{Type: protocol.ClientError, ClientID: "kiosk-1", PrevResponseID: cmd.ResponseID, Error: "cannot decode it"})
+	refused := <-out
+	assert.Equal(t, "failure", refused.Status)
+	assert.Contains(t, refused.FirstError(), `device "kiosk-1" refused the command: cannot decode it`)
+}

@@ -223,10 +223,16 @@ func (d *dispatcher) abandonCommand(cmd *command) {
 }
 
 // recordedElsewhere ends the command r is the results of, if it waits
-// here, with the session it alone makes up.
+// here, with the session it alone makes up; or fails it, if its device
+// refused it.
 func (d *dispatcher) recordedElsewhere(r cluster.Recorded) {
 	cmd := d.waiting(r.ResponseID)
 	if cmd == nil || cmd.rec.DeviceID != r.DeviceID {
+		return
+	}
+	if r.Refused != "" {
+		cmd.log.Warn("device refused the command", "error", r.Refused)
+		d.fail(cmd, fmt.Sprintf("device %q refused the command: %s", r.DeviceID, r.Refused))
 		return
 	}
 	rec := cmd.rec

@@ -428,6 +428,9 @@ func (d *dispatcher) refused(ctx context.Context, c *client, m *protocol.ClientM
 	rid := m.PrevResponseID
 	cmd := d.waiting(rid)
 	if cmd == nil || cmd.rec.DeviceID != c.id {
+		if d.remote.refusedHere(c.id, rid, m.Error) {
+			return
+		}
 		d.storedCommandLog(ctx, c.id, rid, m.SessionID).Warn("device reported an error about a command not waiting on it", "error", m.Error)
 		return
 	}

@@ -40,10 +40,11 @@ func (s *Server) deviceInScope(ctx context.Context, c *caller, id string) (bool,
 	return c.scope.Device(d.Labels), nil
 }
 
-// onlineInScope reports whether device id is online and in c's scope. A
-// store that fails to say counts as out of scope, and is logged.
+// onlineInScope reports whether device id is online, here or, in a
+// cluster, on another live node, and in c's scope. A store that fails to
+// say counts as out of scope, and is logged.
 func (s *Server) onlineInScope(ctx context.Context, c *caller, id string) bool {
-	if s.reg.device(id) == nil {
+	if s.reg.device(id) == nil && !s.disp.remote.heldElsewhere(id) {
 		return false
 	}
 	in, err := s.deviceInScope(ctx, c, id)

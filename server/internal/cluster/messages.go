@@ -78,11 +78,13 @@ type LeaseChange struct {
 }
 
 // Recorded carries the results of a command, recorded by the node its
-// device answered on, to the node that asked for it.
+// device answered on, to the node that asked for it; or, with Refused,
+// the device's ERROR about the command, which it will not run.
 type Recorded struct {
 	ResponseID string            `json:"response_id"`
 	DeviceID   string            `json:"device_id"`
-	Results    []protocol.Result `json:"results"`
+	Results    []protocol.Result `json:"results,omitempty"`
+	Refused    string            `json:"refused,omitempty"`
 }
 
 // message is v as a NATS message on subject, with the protocol version.
