@@ -36,8 +36,15 @@ type clusterLinks struct {
 	// here, by device.
 	held map[string]*heldLease
 	// proxied are the commands other nodes sent here for devices linked
-	// here, by response_id: where their results go.
-	proxied map[string]string
+	// here, by response_id.
+	proxied map[string]proxied
+}
+
+// proxied is a command another node sent here: which node, where its
+// results go, and the session it alone makes up, if it does.
+type proxied struct {
+	from    string
+	session *store.Session
 }
 
 // heldLease is a device's lease this node holds, and the subscription
@@ -58,7 +65,7 @@ const noHolderRetries = 8
 
 func newClusterLinks(c *cluster.Cluster, reg *registry, disp *dispatcher, grace time.Duration, log *slog.Logger) (*clusterLinks, error) {
 	l := &clusterLinks{c: c, reg: reg, disp: disp, grace: grace, log: log,
-		leases: map[string]cluster.LeaseChange{}, held: map[string]*heldLease{}, proxied: map[string]string{}}
+		leases: map[string]cluster.LeaseChange{}, held: map[string]*heldLease{}, proxied: map[string]proxied{}}
 	if err := c.OnLease(l.leaseChanged); err != nil {
 		return nil, err
 	}
@@ -226,7 +233,7 @@ func (l *clusterLinks) serve(cmd cluster.Command) cluster.Reply {
 	}
 	rid := cmd.Message.ResponseID
 	l.mu.Lock()
-	l.proxied[rid] = cmd.From
+	l.proxied[rid] = proxied{from: cmd.From, session: cmd.Session}
 	l.mu.Unlock()
 	time.AfterFunc(cmd.Timeout+proxiedFor, func() {
 		l.mu.Lock()
@@ -248,26 +255,38 @@ func (l *clusterLinks) serve(cmd cluster.Command) cluster.Reply {
 	return cluster.Reply{Outcome: cluster.Sent}
 }
 
+// proxiedSession is the session of command rid, if another node sent it
+// here with one.
+func (l *clusterLinks) proxiedSession(rid string) *store.Session {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.proxied[rid].session
+}
+
 // recordedHere passes results recorded here, for a command that does not
 // wait here, to the node that sent it here, or to every node if that is
 // not known (the device answered here a command sent on a link it had
-// elsewhere).
-func (l *clusterLinks) recordedHere(rec store.Command) {
+// elsewhere); sessionEnded if the write ended its session too.
+func (l *clusterLinks) recordedHere(rec store.Command, sessionEnded bool) {
 	if l == nil || rec.ResponseID == "" || rec.Status != store.CommandDone {
 		return
 	}
 	l.mu.Lock()
-	from, ok := l.proxied[rec.ResponseID]
+	p, ok := l.proxied[rec.ResponseID]
 	delete(l.proxied, rec.ResponseID)
 	l.mu.Unlock()
 	self, _ := l.c.Self()
-	if ok && from == self {
+	if ok && p.from == self {
 		return
 	}
 	if !ok && rec.Late {
 		return // it ended before: nobody waits for it
 	}
-	err := l.c.SendRecorded(from, cluster.Recorded{ResponseID: rec.ResponseID, DeviceID: rec.DeviceID, Results: rec.Results})
+	err := l.c.SendRecorded(p.from, cluster.Recorded{ResponseID: rec.ResponseID, DeviceID: rec.DeviceID, Results: rec.Results,
+		SessionEnded: sessionEnded})
 	if err != nil {
 		l.log.Warn("cluster: recorded results not passed on; the node that asked reads them at its timeout", "response_id", rec.ResponseID, "err", err)
 	}
@@ -280,20 +299,23 @@ func (l *clusterLinks) refusedHere(deviceID, rid, why string) bool {
 		return false
 	}
 	l.mu.Lock()
-	from, ok := l.proxied[rid]
+	p, ok := l.proxied[rid]
 	delete(l.proxied, rid)
 	l.mu.Unlock()
 	if !ok {
 		return false
 	}
-	if err := l.c.SendRecorded(from, cluster.Recorded{ResponseID: rid, DeviceID: deviceID, Refused: why}); err != nil {
+	if err := l.c.SendRecorded(p.from, cluster.Recorded{ResponseID: rid, DeviceID: deviceID, Refused: why}); err != nil {
 		l.log.Warn("cluster: a device's refusal not passed on; the command waits out its timeout", "response_id", rid, "err", err)
 	}
 	return true
 }
 
 // recordedElsewhere ends a command waiting here whose results another
-// node recorded.
+// node recorded: on a goroutine of its own, since NATS hands a
+// subscription's messages over one at a time, and ending a command's
+// session waits for a durable write, which others share only if they
+// are written at once.
 func (l *clusterLinks) recordedElsewhere(r cluster.Recorded) {
-	l.disp.recordedElsewhere(r)
+	go l.disp.recordedElsewhere(r)
 }

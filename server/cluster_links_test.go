@@ -22,10 +22,12 @@ func (tc *testCluster) linkedTo(node *testServer, enrolledBy *testServer, id str
 	return dev, token
 }
 
-// commandTask is the task of command resp, once it ended.
+// requireOneDoneCommand requires the task of command resp to have
+// completed with it, recorded once, on time.
 func requireOneDoneCommand(t *testing.T, ts *testServer, resp api.CommandResponse) {
 	t.Helper()
 	task := ts.waitTask(resp.SessionID)
+	assert.Equal(t, api.StateCompleted, task.State)
 	require.Len(t, task.Commands, 1)
 	assert.Equal(t, resp.ResponseID, task.Commands[0].ResponseID)
 	assert.Equal(t, "done", task.Commands[0].Status)

@@ -486,11 +486,17 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 // outcome rec that tx records; a session that has already ended keeps its
 // end.
 func (cmd *command) endSession(tx *store.Tx, rec store.Command) error {
-	if cmd.session == nil {
+	return endSession(tx, cmd.session, rec)
+}
+
+// endSession ends session, the row of the session a command alone makes
+// up, if there is one, with the outcome rec that tx records.
+func endSession(tx *store.Tx, session *store.Session, rec store.Command) error {
+	if session == nil {
 		return nil
 	}
 	out := commandOutcome(rec.SessionID, rec.DeviceID, commandResult{responseID: rec.ResponseID, results: rec.Results, recorded: true})
-	row, err := out.endRow(*cmd.session)
+	row, err := out.endRow(*session)
 	if err != nil {
 		return err
 	}
@@ -585,18 +591,26 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 	dropImplausibleUsage(m.ActionResults, d.log.With("device", c.id, "session_id", m.SessionID, "response_id", rid))
 	// The write that records the results of a command still waiting for
 	// them also ends the session the command alone makes up.
+	// So does it for a command another node sent here with its session
+	// (cluster mode): one durable write, as for a command asked here.
 	waiting := d.waiting(rid)
+	var session *store.Session
+	if waiting != nil {
+		session = waiting.session
+	} else {
+		session = d.remote.proxiedSession(rid)
+	}
 	var rec store.Command
 	err := d.store.Write(context.Background(), func(tx *store.Tx) (err error) {
-		if rec, err = tx.RecordResults(c.id, rid, m.ActionResults); err != nil || waiting == nil {
+		if rec, err = tx.RecordResults(c.id, rid, m.ActionResults); err != nil {
 			return err
 		}
-		return waiting.endSession(tx, rec)
+		return endSession(tx, session, rec)
 	})
 	if errors.Is(err, store.ErrUnavailable) {
 		return d.keepResults(c.id, m, err)
 	}
-	return d.recorded(c.id, m, rec, err)
+	return d.recorded(c.id, m, rec, err, session != nil)
 }
 
 // errKept: results the store could not take now, kept until it does.
@@ -633,7 +647,7 @@ func (d *dispatcher) keepResults(deviceID string, m *protocol.ClientMessage, cau
 			rec, err = tx.RecordResults(deviceID, rid, m.ActionResults)
 			return err
 		},
-		recorded: func(err error) { d.answer(deviceID, m, d.recorded(deviceID, m, rec, err)) },
+		recorded: func(err error) { d.answer(deviceID, m, d.recorded(deviceID, m, rec, err, false)) },
 	}, cause)
 	if !kept {
 		log.Error("results not recorded; the device keeps them", "err", cause)
@@ -650,8 +664,9 @@ func resultsBytes(results []protocol.Result) int64 {
 }
 
 // recorded finishes the delivery of results m whose write ended with
-// rec and err, and returns deliver's error for them.
-func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec store.Command, err error) error {
+// rec and err, having ended the command's session if sessionEnded, and
+// returns deliver's error for them.
+func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec store.Command, err error, sessionEnded bool) error {
 	rid := m.PrevResponseID
 	// The command's ids when it is known; else those the device sent.
 	sessionID, calls := rec.SessionID, protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))
@@ -668,7 +683,7 @@ func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec st
 		return &deliveryError{fmt.Sprintf("command_results for response_id %q: that command was not sent to %q", rid, deviceID)}
 	case errors.Is(err, store.ErrDuplicate):
 		log.Info("repeated results ignored: already recorded")
-		d.remote.recordedHere(rec)
+		d.remote.recordedHere(rec, false)
 		return nil
 	case err != nil:
 		log.Error("results not recorded", "err", err)
@@ -684,7 +699,7 @@ func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec st
 		d.end(cmd, rec.Results, "", true)
 		return nil
 	}
-	d.remote.recordedHere(rec)
+	d.remote.recordedHere(rec, sessionEnded)
 	return nil
 }
 

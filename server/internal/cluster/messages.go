@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/nats-io/nats.go"
 )
 
@@ -49,6 +50,10 @@ type Command struct {
 	Timeout   time.Duration `json:"timeout"`
 	// Message is the COMMAND, as it goes to the device.
 	Message *protocol.ServerMessage `json:"message"`
+	// Session is the row of the session the command alone makes up, if
+	// it does: the node its device answers on ends it in the write that
+	// records the results, as the asking node would (Recorded.SessionEnded).
+	Session *store.Session `json:"session,omitempty"`
 }
 
 // Outcomes of a Command at the node it was sent to.
@@ -85,6 +90,9 @@ type Recorded struct {
 	DeviceID   string            `json:"device_id"`
 	Results    []protocol.Result `json:"results,omitempty"`
 	Refused    string            `json:"refused,omitempty"`
+	// SessionEnded: the write that recorded the results ended the
+	// command's session too (Command.Session).
+	SessionEnded bool `json:"session_ended,omitempty"`
 }
 
 // message is v as a NATS message on subject, with the protocol version.
