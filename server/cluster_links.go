@@ -85,22 +85,28 @@ func (l *clusterLinks) heldCount() int {
 }
 
 // take makes this node the holder of device c's link, before the link is
-// seen online, and tells the other nodes; a node that held it closes its
-// link. Without PostgreSQL or NATS the device is served here alone.
-func (l *clusterLinks) take(ctx context.Context, c *client) {
+// seen online; announce then tells the other nodes, and a node that held
+// it closes its link. A node that lost its own lease (fenced) refuses the
+// device, to send it to another node; without PostgreSQL the device is
+// served here alone.
+func (l *clusterLinks) take(ctx context.Context, c *client) error {
 	if l == nil {
-		return
+		return nil
 	}
 	lease, prev, err := l.c.TakeLease(ctx, c.id)
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrFenced):
+		return fmt.Errorf("this node lost its cluster lease: connect to another node")
+	case err != nil:
 		l.log.Error("cluster: device lease not taken: the device is served by this node alone", "device", c.id, "err", err)
-		return
+		return nil
 	}
 	c.leaseEpoch.Store(lease.Epoch)
 	l.hold(c.id, lease.Epoch)
 	if prev.Held() {
 		l.log.Debug("cluster: device lease taken", "device", c.id, "epoch", lease.Epoch, "from_node", prev.NodeID)
 	}
+	return nil
 }
 
 // announce tells every node device c's lease is this node's.

@@ -9,6 +9,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
+	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -238,4 +239,39 @@ func TestAPlanThroughOneNodeRunsOnADeviceOnAnotherAndARefusalComesBack(t *testin
 	refused := <-out
 	assert.Equal(t, "failure", refused.Status)
 	assert.Contains(t, refused.FirstError(), `device "kiosk-1" refused the command: cannot decode it`)
+}
+
+// A node the cluster took as dead (a long pause, say) finds out at its
+// next heartbeat: it closes its device links and refuses new ones, so
+// that its devices go to other nodes.
+func TestANodeThatLostItsLeaseSendsItsDevicesAway(t *testing.T) {
+	tc := newTestCluster(t)
+	a := tc.node("a")
+	dev, token := tc.linkedTo(a, a, "kiosk-1")
+	closed := linkClosed(dev)
+	st, err := store.Open(context.Background(), tc.store, store.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	require.NoError(t, st.Write(context.Background(), func(tx *store.Tx) error {
+		_, err := tx.MarkDeadNodes(-time.Hour) // as if it had been silent
+		return err
+	}))
+	requireWithinOf(t, closed, 5*time.Second, "the device's link on a node that lost its lease")
+	code, h := a.health()
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, h.Cause, `node "a" lost its lease`)
+
+	again := a.mustDial(token)
+	again.send(protocol.ClientMessage{Type: protocol.ClientRegister, ClientType: protocol.ClientDevice, ClientID: "kiosk-1"})
+	again.requireError("this node lost its cluster lease: connect to another node")
+}
+
+// requireWithinOf requires ch to close within d.
+func requireWithinOf(t *testing.T, ch <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatalf("%s stayed open more than %s", what, d)
+	}
 }

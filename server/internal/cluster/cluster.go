@@ -77,6 +77,8 @@ type Cluster struct {
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+	// fencedCh is closed when the node loses its lease.
+	fencedCh chan struct{}
 
 	mu       sync.Mutex
 	onDead   []func(nodeID string, epoch int64)
@@ -106,7 +108,7 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: store is %s: %w (--store postgres://…)", cfg.Store.Backend(), store.ErrNeedsPostgres)
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{}), done: make(chan struct{}),
-		warned: map[string]bool{}}
+		fencedCh: make(chan struct{}), warned: map[string]bool{}}
 	nc, err := c.connect()
 	if err != nil {
 		return nil, err
@@ -202,6 +204,10 @@ func (c *Cluster) SetDraining() {
 	c.draining = true
 	c.mu.Unlock()
 }
+
+// Fenced is closed when the node has lost its lease on its id: the
+// cluster took it as dead, and what it held is others' now.
+func (c *Cluster) Fenced() <-chan struct{} { return c.fencedCh }
 
 // Health is "" while the node holds its lease and NATS, else why not.
 func (c *Cluster) Health() string {
@@ -303,6 +309,7 @@ func (c *Cluster) beat() bool {
 	switch {
 	case errors.Is(err, store.ErrFenced):
 		c.fenced = err
+		close(c.fencedCh)
 		c.log.Error("this node lost its lease: the cluster took it as dead, or another process took its id; it no longer acts for the cluster", "epoch", c.epoch, "err", err)
 		return false
 	case err != nil && c.beatErr == nil:
