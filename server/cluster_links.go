@@ -43,8 +43,9 @@ type clusterLinks struct {
 // proxied is a command another node sent here: which node, where its
 // results go, and the session it alone makes up, if it does.
 type proxied struct {
-	from    string
-	session *store.Session
+	from     string
+	deviceID string
+	session  *store.Session
 }
 
 // heldLease is a device's lease this node holds, and the subscription
@@ -239,7 +240,7 @@ func (l *clusterLinks) serve(cmd cluster.Command) cluster.Reply {
 	}
 	rid := cmd.Message.ResponseID
 	l.mu.Lock()
-	l.proxied[rid] = proxied{from: cmd.From, session: cmd.Session}
+	l.proxied[rid] = proxied{from: cmd.From, deviceID: id, session: cmd.Session}
 	l.mu.Unlock()
 	time.AfterFunc(cmd.Timeout+proxiedFor, func() {
 		l.mu.Lock()
@@ -315,6 +316,30 @@ func (l *clusterLinks) refusedHere(deviceID, rid, why string) bool {
 		l.log.Warn("cluster: a device's refusal not passed on; the command waits out its timeout", "response_id", rid, "err", err)
 	}
 	return true
+}
+
+// shutDown tells the nodes that sent here commands for device id, which
+// it has not answered, that its agent closed its link on purpose as it
+// stopped: as on a single node, they fail unless their caller waits.
+func (l *clusterLinks) shutDown(id string) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	var told []cluster.Recorded
+	var to []string
+	for rid, p := range l.proxied {
+		if p.deviceID == id {
+			delete(l.proxied, rid)
+			told, to = append(told, cluster.Recorded{ResponseID: rid, DeviceID: id, ShutDown: true}), append(to, p.from)
+		}
+	}
+	l.mu.Unlock()
+	for i, r := range told {
+		if err := l.c.SendRecorded(to[i], r); err != nil {
+			l.log.Warn("cluster: a device's shutdown not passed on; its command waits out its timeout", "response_id", r.ResponseID, "err", err)
+		}
+	}
 }
 
 // recordedElsewhere ends a command waiting here whose results another

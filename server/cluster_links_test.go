@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
@@ -273,5 +274,23 @@ func requireWithinOf(t *testing.T, ch <-chan struct{}, d time.Duration, what str
 	case <-ch:
 	case <-time.After(d):
 		t.Fatalf("%s stayed open more than %s", what, d)
+	}
+}
+
+// A device that shuts down on purpose (1001) on node B before it answers
+// a command from node A fails it at once, as on a single node.
+func TestADeviceThatShutsDownOnAnotherNodeFailsItsCommandAtOnce(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	out := a.echoInBackground("kiosk-1")
+	dev.nextCommand()
+	require.NoError(t, dev.conn.Close(websocket.StatusGoingAway, "agent shutting down"))
+	select {
+	case resp := <-out:
+		assert.Equal(t, "failure", resp.Status)
+		assert.Contains(t, resp.FirstError(), `device "kiosk-1" shut down before it answered`)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command waited on for a device that shut down")
 	}
 }

@@ -251,9 +251,18 @@ func (d *dispatcher) recordedElsewhere(r cluster.Recorded) {
 	if cmd == nil || cmd.rec.DeviceID != r.DeviceID {
 		return
 	}
-	if r.Refused != "" {
+	switch {
+	case r.Refused != "":
 		cmd.log.Warn("device refused the command", "error", r.Refused)
 		d.fail(cmd, fmt.Sprintf("device %q refused the command: %s", r.DeviceID, r.Refused))
+		return
+	case r.ShutDown && cmd.waitForDevice:
+		d.mu.Lock()
+		cmd.sentLease = 0 // sent again wherever the device registers next
+		d.mu.Unlock()
+		return
+	case r.ShutDown:
+		d.fail(cmd, shutDownFailure(r.DeviceID, " before it answered"))
 		return
 	}
 	rec := cmd.rec

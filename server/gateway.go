@@ -199,6 +199,9 @@ func (s *Server) unregister(c *client, goingAway bool) {
 	}
 	if c.isDevice() {
 		s.disp.linkDropped(c, shutDown)
+		if shutDown {
+			s.disp.remote.shutDown(c.id)
+		}
 		s.mcp.devicesChanged()
 		s.recordLastSeen(context.Background(), []*client{c})
 		if shutDown {

@@ -84,7 +84,8 @@ type LeaseChange struct {
 
 // Recorded carries the results of a command, recorded by the node its
 // device answered on, to the node that asked for it; or, with Refused,
-// the device's ERROR about the command, which it will not run.
+// the device's ERROR about the command, which it will not run; or, with
+// ShutDown, that the device stopped before it answered.
 type Recorded struct {
 	ResponseID string            `json:"response_id"`
 	DeviceID   string            `json:"device_id"`
@@ -93,6 +94,9 @@ type Recorded struct {
 	// SessionEnded: the write that recorded the results ended the
 	// command's session too (Command.Session).
 	SessionEnded bool `json:"session_ended,omitempty"`
+	// ShutDown: no results; the device shut down on purpose (its agent
+	// closed the link as it stopped) before it answered.
+	ShutDown bool `json:"shut_down,omitempty"`
 }
 
 // message is v as a NATS message on subject, with the protocol version.
