@@ -73,9 +73,41 @@ func newClusterLinks(c *cluster.Cluster, reg *registry, disp *dispatcher, grace 
 	if err := c.OnRecorded(l.recordedElsewhere); err != nil {
 		return nil, err
 	}
+	l.preload()
 	self, epoch := c.Self()
 	disp.metrics.Cluster(self, epoch, cluster.ProtocolVersion, metrics.ClusterSources{NATSConnected: c.Connected, LeasesHeld: l.heldCount})
 	return l, nil
+}
+
+// preload takes the leases other live nodes hold as announced: a node
+// that starts knows where every device is without a read per command.
+func (l *clusterLinks) preload() {
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	defer cancel()
+	leases, err := l.c.Leases(ctx)
+	if err != nil {
+		l.log.Warn("cluster: device leases not read; commands read them one by one", "err", err)
+		return
+	}
+	self, _ := l.c.Self()
+	for _, lease := range leases {
+		if lease.HolderAlive && lease.NodeID != self {
+			l.leases[lease.DeviceID] = cluster.LeaseChange{DeviceID: lease.DeviceID, NodeID: lease.NodeID, NodeEpoch: lease.NodeEpoch, Epoch: lease.Epoch}
+		}
+	}
+}
+
+// linkedElsewhere reports whether device id is linked to another node
+// that was alive at the last sweep, as announced: for its online flag.
+func (l *clusterLinks) linkedElsewhere(id string) bool {
+	if l == nil {
+		return false
+	}
+	self, _ := l.c.Self()
+	l.disp.mu.Lock()
+	lc := l.leases[id]
+	l.disp.mu.Unlock()
+	return lc.NodeID != "" && lc.NodeID != self && l.c.IsLive(lc.NodeID)
 }
 
 // heldCount counts the leases this node holds.

@@ -203,10 +203,19 @@ func TestTheClusterViewListsNodesDevicesAndLeases(t *testing.T) {
 	a, b := tc.node("a"), tc.node("b")
 	tc.linkedTo(b, a, "kiosk-1")
 	tc.linkedTo(a, a, "kiosk-2")
+	late := tc.node("c") // started after the devices linked: it reads their leases
+	for _, ts := range []*testServer{a, b, late} {
+		devs, err := ts.api.Devices(context.Background())
+		require.NoError(t, err)
+		require.Len(t, devs, 2)
+		assert.True(t, devs[0].Online && devs[1].Online, "online through any node: %+v", devs)
+	}
+	require.NoError(t, late.srv.Close())
 	var view api.Cluster
 	require.NoError(t, a.api.Do(context.Background(), "GET", "/api/cluster", nil, &view))
 	assert.Equal(t, "a", view.Node)
-	require.Len(t, view.Nodes, 2)
+	require.Len(t, view.Nodes, 3)
+	view.Nodes = view.Nodes[:2] // c, which left, is last
 	assert.Equal(t, []string{"kiosk-2"}, view.Nodes[0].Devices)
 	assert.Equal(t, []string{"kiosk-1"}, view.Nodes[1].Devices)
 	assert.True(t, view.Nodes[1].Alive)

@@ -44,7 +44,7 @@ func (s *Server) deviceInScope(ctx context.Context, c *caller, id string) (bool,
 // cluster, on another live node, and in c's scope. A store that fails to
 // say counts as out of scope, and is logged.
 func (s *Server) onlineInScope(ctx context.Context, c *caller, id string) bool {
-	if s.reg.device(id) == nil && !s.disp.remote.heldElsewhere(id) {
+	if s.reg.device(id) == nil && !s.disp.remote.linkedElsewhere(id) && !s.disp.remote.heldElsewhere(id) {
 		return false
 	}
 	in, err := s.deviceInScope(ctx, c, id)

@@ -87,6 +87,8 @@ type Cluster struct {
 	fenced   error  // the lease was lost: for good
 	draining bool
 	warned   map[string]bool // incompatible nodes logged, by id/epoch
+	// live are the nodes alive and compatible at the last sweep.
+	live map[string]bool
 }
 
 // validNodeID is what a node id may be: it is a NATS subject token.
@@ -131,6 +133,7 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.deaths = append(c.deaths, Node{ID: cfg.NodeID, Epoch: prev})
 	}
 	c.log.Info("joined the cluster", "epoch", c.epoch, "nats", protocol.RedactURL(nc.ConnectedUrl()), "protocol", ProtocolVersion)
+	c.readLive(ctx)
 	go c.run()
 	return c, nil
 }
@@ -342,9 +345,33 @@ func (c *Cluster) sweep() {
 	if len(nodes) > 0 {
 		c.announce(nodes)
 	}
-	if _, err := c.Nodes(ctx); err != nil {
+	c.readLive(ctx)
+}
+
+// readLive notes which nodes are alive and compatible now, for IsLive.
+func (c *Cluster) readLive(ctx context.Context) {
+	nodes, err := c.Live(ctx)
+	if err != nil {
 		c.log.Debug("nodes not read", "err", err)
+		return
 	}
+	live := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		live[n.ID] = true
+	}
+	c.mu.Lock()
+	c.live = live
+	c.mu.Unlock()
+}
+
+// IsLive reports whether node id was alive, and of this node's protocol
+// version, at the last sweep (every heartbeat): for what may be a few
+// seconds stale, such as a device's online flag; decisions read the
+// store.
+func (c *Cluster) IsLive(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.live[id]
 }
 
 // Close stops heartbeating, marks the node gone (a clean stop: no node
