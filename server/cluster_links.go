@@ -156,18 +156,35 @@ func (l *clusterLinks) announce(c *client) {
 // hold records the lease of device id at epoch as this node's, and
 // serves the commands other nodes send for it.
 func (l *clusterLinks) hold(id string, epoch int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h := l.held[id]; h != nil {
-		h.epoch = max(h.epoch, epoch)
+	if l.raise(id, epoch) {
 		return
 	}
+	// Subscribed outside l.mu: it waits for NATS to confirm.
 	stop, err := l.c.ServeDevice(id, l.serve)
 	if err != nil {
 		l.log.Error("cluster: commands for the device from other nodes cannot reach it", "device", id, "err", err)
 		stop = func() {}
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h := l.held[id]; h != nil { // held meanwhile, by a registration beside this one
+		h.epoch = max(h.epoch, epoch)
+		stop()
+		return
+	}
 	l.held[id] = &heldLease{epoch: epoch, stop: stop}
+}
+
+// raise sets the epoch of device id's lease held here, if it is held, to
+// epoch if that is higher, and reports whether it is held.
+func (l *clusterLinks) raise(id string, epoch int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := l.held[id]
+	if h != nil {
+		h.epoch = max(h.epoch, epoch)
+	}
+	return h != nil
 }
 
 // drop forgets device id's lease, if this node holds it at an epoch

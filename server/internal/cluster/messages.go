@@ -172,6 +172,12 @@ func (c *Cluster) ServeDevice(id string, serve func(Command) Reply) (stop func()
 	if err != nil {
 		return nil, fmt.Errorf("cluster: serve device %q: %w", id, err)
 	}
+	// Served once NATS has the subscription, so that a command sent after
+	// this returns finds it; a NATS too slow to say so only delays that,
+	// and a sender meanwhile reads the lease again.
+	if err := c.nc.FlushTimeout(time.Second); err != nil {
+		c.log.Debug("cluster: subscription not confirmed", "device", id, "err", err)
+	}
 	return func() { sub.Unsubscribe() }, nil
 }
 
