@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -108,6 +109,25 @@ func (l *clusterLinks) linkedElsewhere(id string) bool {
 	lc := l.leases[id]
 	l.disp.mu.Unlock()
 	return lc.NodeID != "" && lc.NodeID != self && l.c.IsLive(lc.NodeID)
+}
+
+// devicesElsewhere lists the devices linked to other nodes alive at the
+// last sweep, as announced, sorted.
+func (l *clusterLinks) devicesElsewhere() []string {
+	if l == nil {
+		return nil
+	}
+	self, _ := l.c.Self()
+	l.disp.mu.Lock()
+	var out []string
+	for id, lc := range l.leases {
+		if lc.NodeID != "" && lc.NodeID != self && l.c.IsLive(lc.NodeID) {
+			out = append(out, id)
+		}
+	}
+	l.disp.mu.Unlock()
+	slices.Sort(out)
+	return out
 }
 
 // heldCount counts the leases this node holds.

@@ -209,6 +209,9 @@ func TestTheClusterViewListsNodesDevicesAndLeases(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, devs, 2)
 		assert.True(t, devs[0].Online && devs[1].Online, "online through any node: %+v", devs)
+		var clients api.Clients
+		require.NoError(t, ts.api.Do(context.Background(), "GET", "/api/clients", nil, &clients))
+		assert.Equal(t, []string{"kiosk-1", "kiosk-2"}, clients.OnlineClients)
 	}
 	require.NoError(t, late.srv.Close())
 	var view api.Cluster

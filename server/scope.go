@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/access"
@@ -138,9 +139,13 @@ func infoInScope(info *protocol.SystemInfo, scope access.Scope) *protocol.System
 }
 
 // clientsInScope lists the online clients c may see: the devices in its
-// scope, and the constellations that drive one.
+// scope (linked here or, in a cluster, to another node), and the
+// constellations here that drive one.
 func (s *Server) clientsInScope(ctx context.Context, c *caller) ([]string, error) {
 	ids := s.reg.ids()
+	if elsewhere := s.disp.remote.devicesElsewhere(); len(elsewhere) > 0 {
+		ids = slices.Compact(slices.Sorted(slices.Values(append(ids, elsewhere...))))
+	}
 	devices, err := s.devicesInScope(ctx, c)
 	if err != nil || devices == nil {
 		return ids, err
@@ -152,7 +157,7 @@ func (s *Server) clientsInScope(ctx context.Context, c *caller) ([]string, error
 	out := []string{}
 	for _, id := range ids {
 		cl := s.reg.get(id)
-		if cl != nil && (cl.isDevice() && in[id] || !cl.isDevice() && in[cl.target]) {
+		if cl == nil && in[id] || cl != nil && (cl.isDevice() && in[id] || !cl.isDevice() && in[cl.target]) {
 			out = append(out, id)
 		}
 	}

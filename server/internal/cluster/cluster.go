@@ -87,7 +87,8 @@ type Cluster struct {
 	fenced   error  // the lease was lost: for good
 	draining bool
 	warned   map[string]bool // incompatible nodes logged, by id/epoch
-	// live are the nodes alive and compatible at the last sweep.
+	// live are the nodes at the last sweep, each true if it was alive and
+	// compatible.
 	live map[string]bool
 }
 
@@ -350,14 +351,14 @@ func (c *Cluster) sweep() {
 
 // readLive notes which nodes are alive and compatible now, for IsLive.
 func (c *Cluster) readLive(ctx context.Context) {
-	nodes, err := c.Live(ctx)
+	nodes, err := c.Nodes(ctx)
 	if err != nil {
 		c.log.Debug("nodes not read", "err", err)
 		return
 	}
 	live := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
-		live[n.ID] = true
+		live[n.ID] = n.Alive && n.Compatible
 	}
 	c.mu.Lock()
 	c.live = live
@@ -365,13 +366,14 @@ func (c *Cluster) readLive(ctx context.Context) {
 }
 
 // IsLive reports whether node id was alive, and of this node's protocol
-// version, at the last sweep (every heartbeat): for what may be a few
-// seconds stale, such as a device's online flag; decisions read the
-// store.
+// version, at the last sweep (every heartbeat), or joined since: for what
+// may be a few seconds stale, such as a device's online flag; decisions
+// read the store.
 func (c *Cluster) IsLive(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.live[id]
+	live, seen := c.live[id]
+	return live || !seen
 }
 
 // Close stops heartbeating, marks the node gone (a clean stop: no node
