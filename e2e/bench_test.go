@@ -3,15 +3,21 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/natstest"
+	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkRoundTrip is the whole path: operator API → server → agent →
@@ -30,34 +36,79 @@ func BenchmarkRoundTrip(b *testing.B) {
 		b.Fatalf("warm-up command: %v", err)
 	}
 	for _, callers := range []int{1, 64} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
-			lat := make([]time.Duration, b.N)
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			for range callers {
-				wg.Go(func() {
-					for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
-						start := time.Now()
-						resp, err := c.api.Command(context.Background(), "bench-1", req)
-						lat[i] = time.Since(start)
-						if err != nil || !resp.Succeeded() {
-							b.Errorf("command %d failed: %v %+v", i, err, resp.Results)
-							next.Store(int64(b.N)) // the other callers stop too
-							return
-						}
-					}
-				})
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) { roundTrips(b, c.api, "bench-1", req, callers) })
+	}
+}
+
+// roundTrips runs b.N commands req for device through client, callers
+// at once, and reports their p50 and p99 latency.
+func roundTrips(b *testing.B, client *api.Client, device string, req api.CommandRequest, callers int) {
+	lat := make([]time.Duration, b.N)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range callers {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
+				start := time.Now()
+				resp, err := client.Command(context.Background(), device, req)
+				lat[i] = time.Since(start)
+				if err != nil || !resp.Succeeded() {
+					b.Errorf("command %d failed: %v %+v", i, err, resp.Results)
+					next.Store(int64(b.N)) // the other callers stop too
+					return
+				}
 			}
-			wg.Wait()
-			b.StopTimer()
-			if b.Failed() {
-				b.FailNow()
-			}
-			slices.Sort(lat)
-			b.ReportMetric(micros(lat[len(lat)/2]), "p50-µs")
-			b.ReportMetric(micros(lat[(len(lat)*99)/100]), "p99-µs")
 		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if b.Failed() {
+		b.FailNow()
+	}
+	slices.Sort(lat)
+	b.ReportMetric(micros(lat[len(lat)/2]), "p50-µs")
+	b.ReportMetric(micros(lat[(len(lat)*99)/100]), "p99-µs")
+}
+
+// BenchmarkCrossNodeRoundTrip is BenchmarkRoundTrip's path in cluster
+// mode: two nodes in this process sharing one PostgreSQL database and one
+// NATS server, the agent linked to node b. via=local asks node b;
+// via=cross asks node a, which records the command, sends it to b over
+// NATS, and hears its results, recorded by b, back over NATS. Both on the
+// same store, side by side.
+func BenchmarkCrossNodeRoundTrip(b *testing.B) {
+	nats, db := natstest.Start(b), pgtest.Shared(b).NewDatabase(b)
+	a := newCluster(b, clusterNode(b, nats.URL(), db, "a", ""))
+	nodeB := newCluster(b, clusterNode(b, nats.URL(), db, "b", a.api.Token))
+	nodeB.startAgent("bench-1", a.enroll("bench-1"))
+	req := api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo", Parameters: map[string]any{"n": 1}}}}
+	for _, via := range []*api.Client{nodeB.api, a.api} {
+		if _, err := via.Command(context.Background(), "bench-1", req); err != nil {
+			b.Fatalf("warm-up command: %v", err)
+		}
+	}
+	for _, callers := range []int{1, 64} {
+		for _, via := range []struct {
+			name   string
+			client *api.Client
+		}{{"local", nodeB.api}, {"cross", a.api}} {
+			b.Run(fmt.Sprintf("callers=%d/via=%s", callers, via.name), func(b *testing.B) {
+				roundTrips(b, via.client, "bench-1", req, callers)
+			})
+		}
+	}
+}
+
+// clusterNode makes a server node id of a cluster on nats and the
+// PostgreSQL database db, with the operator token token ("": a new one).
+func clusterNode(t testing.TB, nats, db, id, token string) func(*server.Config) {
+	return func(c *server.Config) {
+		c.Store.URL = db
+		c.Cluster = server.ClusterConfig{NATS: nats, NodeID: id, Address: id}
+		if token != "" {
+			require.NoError(t, os.WriteFile(filepath.Join(c.DataDir, server.AdminTokenFile), []byte(token), 0o600))
+		}
 	}
 }
 

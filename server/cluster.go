@@ -87,7 +87,24 @@ func (s *Server) linkCluster() (err error) {
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
+	go s.closeLinksWhenFenced()
 	return nil
+}
+
+// closeLinksWhenFenced closes every device link of a node that lost its
+// lease, so that its devices register on other nodes: what it holds is
+// theirs now, at higher epochs.
+func (s *Server) closeLinksWhenFenced() {
+	select {
+	case <-s.stop:
+		return
+	case <-s.cluster.Fenced():
+	}
+	devices := s.reg.devices()
+	for _, c := range devices {
+		s.reg.disconnect(c.id, "this node lost its cluster lease: connect to another node")
+	}
+	s.log.Error("cluster: lost this node's lease; closed its device links", "devices", len(devices))
 }
 
 // deviceEvent acts on a change another node made to a device.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,8 +37,16 @@ type clusterLinks struct {
 	// here, by device.
 	held map[string]*heldLease
 	// proxied are the commands other nodes sent here for devices linked
-	// here, by response_id: where their results go.
-	proxied map[string]string
+	// here, by response_id.
+	proxied map[string]proxied
+}
+
+// proxied is a command another node sent here: which node, where its
+// results go, and the session it alone makes up, if it does.
+type proxied struct {
+	from     string
+	deviceID string
+	session  *store.Session
 }
 
 // heldLease is a device's lease this node holds, and the subscription
@@ -58,16 +67,67 @@ const noHolderRetries = 8
 
 func newClusterLinks(c *cluster.Cluster, reg *registry, disp *dispatcher, grace time.Duration, log *slog.Logger) (*clusterLinks, error) {
 	l := &clusterLinks{c: c, reg: reg, disp: disp, grace: grace, log: log,
-		leases: map[string]cluster.LeaseChange{}, held: map[string]*heldLease{}, proxied: map[string]string{}}
+		leases: map[string]cluster.LeaseChange{}, held: map[string]*heldLease{}, proxied: map[string]proxied{}}
 	if err := c.OnLease(l.leaseChanged); err != nil {
 		return nil, err
 	}
 	if err := c.OnRecorded(l.recordedElsewhere); err != nil {
 		return nil, err
 	}
+	l.preload()
 	self, epoch := c.Self()
 	disp.metrics.Cluster(self, epoch, cluster.ProtocolVersion, metrics.ClusterSources{NATSConnected: c.Connected, LeasesHeld: l.heldCount})
 	return l, nil
+}
+
+// preload takes the leases other live nodes hold as announced: a node
+// that starts knows where every device is without a read per command.
+func (l *clusterLinks) preload() {
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	defer cancel()
+	leases, err := l.c.Leases(ctx)
+	if err != nil {
+		l.log.Warn("cluster: device leases not read; commands read them one by one", "err", err)
+		return
+	}
+	self, _ := l.c.Self()
+	for _, lease := range leases {
+		if lease.HolderAlive && lease.NodeID != self {
+			l.leases[lease.DeviceID] = cluster.LeaseChange{DeviceID: lease.DeviceID, NodeID: lease.NodeID, NodeEpoch: lease.NodeEpoch, Epoch: lease.Epoch}
+		}
+	}
+}
+
+// linkedElsewhere reports whether device id is linked to another node
+// that was alive at the last sweep, as announced: for its online flag.
+func (l *clusterLinks) linkedElsewhere(id string) bool {
+	if l == nil {
+		return false
+	}
+	self, _ := l.c.Self()
+	l.disp.mu.Lock()
+	lc := l.leases[id]
+	l.disp.mu.Unlock()
+	return lc.NodeID != "" && lc.NodeID != self && l.c.IsLive(lc.NodeID)
+}
+
+// devicesElsewhere lists the devices linked to other nodes alive at the
+// last sweep, as announced, sorted.
+func (l *clusterLinks) devicesElsewhere() []string {
+	if l == nil {
+		return nil
+	}
+	self, _ := l.c.Self()
+	l.disp.mu.Lock()
+	var out []string
+	for id, lc := range l.leases {
+		if lc.NodeID != "" && lc.NodeID != self && l.c.IsLive(lc.NodeID) {
+			out = append(out, id)
+		}
+	}
+	l.disp.mu.Unlock()
+	slices.Sort(out)
+	return out
 }
 
 // heldCount counts the leases this node holds.
@@ -78,22 +138,28 @@ func (l *clusterLinks) heldCount() int {
 }
 
 // take makes this node the holder of device c's link, before the link is
-// seen online, and tells the other nodes; a node that held it closes its
-// link. Without PostgreSQL or NATS the device is served here alone.
-func (l *clusterLinks) take(ctx context.Context, c *client) {
+// seen online; announce then tells the other nodes, and a node that held
+// it closes its link. A node that lost its own lease (fenced) refuses the
+// device, to send it to another node; without PostgreSQL the device is
+// served here alone.
+func (l *clusterLinks) take(ctx context.Context, c *client) error {
 	if l == nil {
-		return
+		return nil
 	}
 	lease, prev, err := l.c.TakeLease(ctx, c.id)
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrFenced):
+		return fmt.Errorf("this node lost its cluster lease: connect to another node")
+	case err != nil:
 		l.log.Error("cluster: device lease not taken: the device is served by this node alone", "device", c.id, "err", err)
-		return
+		return nil
 	}
 	c.leaseEpoch.Store(lease.Epoch)
 	l.hold(c.id, lease.Epoch)
 	if prev.Held() {
 		l.log.Debug("cluster: device lease taken", "device", c.id, "epoch", lease.Epoch, "from_node", prev.NodeID)
 	}
+	return nil
 }
 
 // announce tells every node device c's lease is this node's.
@@ -110,18 +176,35 @@ func (l *clusterLinks) announce(c *client) {
 // hold records the lease of device id at epoch as this node's, and
 // serves the commands other nodes send for it.
 func (l *clusterLinks) hold(id string, epoch int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h := l.held[id]; h != nil {
-		h.epoch = max(h.epoch, epoch)
+	if l.raise(id, epoch) {
 		return
 	}
+	// Subscribed outside l.mu: it waits for NATS to confirm.
 	stop, err := l.c.ServeDevice(id, l.serve)
 	if err != nil {
 		l.log.Error("cluster: commands for the device from other nodes cannot reach it", "device", id, "err", err)
 		stop = func() {}
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h := l.held[id]; h != nil { // held meanwhile, by a registration beside this one
+		h.epoch = max(h.epoch, epoch)
+		stop()
+		return
+	}
 	l.held[id] = &heldLease{epoch: epoch, stop: stop}
+}
+
+// raise sets the epoch of device id's lease held here, if it is held, to
+// epoch if that is higher, and reports whether it is held.
+func (l *clusterLinks) raise(id string, epoch int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := l.held[id]
+	if h != nil {
+		h.epoch = max(h.epoch, epoch)
+	}
+	return h != nil
 }
 
 // drop forgets device id's lease, if this node holds it at an epoch
@@ -226,7 +309,7 @@ func (l *clusterLinks) serve(cmd cluster.Command) cluster.Reply {
 	}
 	rid := cmd.Message.ResponseID
 	l.mu.Lock()
-	l.proxied[rid] = cmd.From
+	l.proxied[rid] = proxied{from: cmd.From, deviceID: id, session: cmd.Session}
 	l.mu.Unlock()
 	time.AfterFunc(cmd.Timeout+proxiedFor, func() {
 		l.mu.Lock()
@@ -248,33 +331,91 @@ func (l *clusterLinks) serve(cmd cluster.Command) cluster.Reply {
 	return cluster.Reply{Outcome: cluster.Sent}
 }
 
+// proxiedSession is the session of command rid, if another node sent it
+// here with one.
+func (l *clusterLinks) proxiedSession(rid string) *store.Session {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.proxied[rid].session
+}
+
 // recordedHere passes results recorded here, for a command that does not
 // wait here, to the node that sent it here, or to every node if that is
 // not known (the device answered here a command sent on a link it had
-// elsewhere).
-func (l *clusterLinks) recordedHere(rec store.Command) {
+// elsewhere); sessionEnded if the write ended its session too.
+func (l *clusterLinks) recordedHere(rec store.Command, sessionEnded bool) {
 	if l == nil || rec.ResponseID == "" || rec.Status != store.CommandDone {
 		return
 	}
 	l.mu.Lock()
-	from, ok := l.proxied[rec.ResponseID]
+	p, ok := l.proxied[rec.ResponseID]
 	delete(l.proxied, rec.ResponseID)
 	l.mu.Unlock()
 	self, _ := l.c.Self()
-	if ok && from == self {
+	if ok && p.from == self {
 		return
 	}
 	if !ok && rec.Late {
 		return // it ended before: nobody waits for it
 	}
-	err := l.c.SendRecorded(from, cluster.Recorded{ResponseID: rec.ResponseID, DeviceID: rec.DeviceID, Results: rec.Results})
+	err := l.c.SendRecorded(p.from, cluster.Recorded{ResponseID: rec.ResponseID, DeviceID: rec.DeviceID, Results: rec.Results,
+		SessionEnded: sessionEnded})
 	if err != nil {
 		l.log.Warn("cluster: recorded results not passed on; the node that asked reads them at its timeout", "response_id", rec.ResponseID, "err", err)
 	}
 }
 
+// refusedHere passes a device's ERROR about command rid, which another
+// node sent here, to that node, and reports whether it did.
+func (l *clusterLinks) refusedHere(deviceID, rid, why string) bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	p, ok := l.proxied[rid]
+	delete(l.proxied, rid)
+	l.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if err := l.c.SendRecorded(p.from, cluster.Recorded{ResponseID: rid, DeviceID: deviceID, Refused: why}); err != nil {
+		l.log.Warn("cluster: a device's refusal not passed on; the command waits out its timeout", "response_id", rid, "err", err)
+	}
+	return true
+}
+
+// shutDown tells the nodes that sent here commands for device id, which
+// it has not answered, that its agent closed its link on purpose as it
+// stopped: as on a single node, they fail unless their caller waits.
+func (l *clusterLinks) shutDown(id string) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	var told []cluster.Recorded
+	var to []string
+	for rid, p := range l.proxied {
+		if p.deviceID == id {
+			delete(l.proxied, rid)
+			told, to = append(told, cluster.Recorded{ResponseID: rid, DeviceID: id, ShutDown: true}), append(to, p.from)
+		}
+	}
+	l.mu.Unlock()
+	for i, r := range told {
+		if err := l.c.SendRecorded(to[i], r); err != nil {
+			l.log.Warn("cluster: a device's shutdown not passed on; its command waits out its timeout", "response_id", r.ResponseID, "err", err)
+		}
+	}
+}
+
 // recordedElsewhere ends a command waiting here whose results another
-// node recorded.
+// node recorded: on a goroutine of its own, since NATS hands a
+// subscription's messages over one at a time, and ending a command's
+// session waits for a durable write, which others share only if they
+// are written at once.
 func (l *clusterLinks) recordedElsewhere(r cluster.Recorded) {
-	l.disp.recordedElsewhere(r)
+	go l.disp.recordedElsewhere(r)
 }

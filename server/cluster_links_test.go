@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
+	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,10 +24,12 @@ func (tc *testCluster) linkedTo(node *testServer, enrolledBy *testServer, id str
 	return dev, token
 }
 
-// commandTask is the task of command resp, once it ended.
+// requireOneDoneCommand requires the task of command resp to have
+// completed with it, recorded once, on time.
 func requireOneDoneCommand(t *testing.T, ts *testServer, resp api.CommandResponse) {
 	t.Helper()
 	task := ts.waitTask(resp.SessionID)
+	assert.Equal(t, api.StateCompleted, task.State)
 	require.Len(t, task.Commands, 1)
 	assert.Equal(t, resp.ResponseID, task.Commands[0].ResponseID)
 	assert.Equal(t, "done", task.Commands[0].Status)
@@ -199,10 +203,22 @@ func TestTheClusterViewListsNodesDevicesAndLeases(t *testing.T) {
 	a, b := tc.node("a"), tc.node("b")
 	tc.linkedTo(b, a, "kiosk-1")
 	tc.linkedTo(a, a, "kiosk-2")
+	late := tc.node("c") // started after the devices linked: it reads their leases
+	for _, ts := range []*testServer{a, b, late} {
+		devs, err := ts.api.Devices(context.Background())
+		require.NoError(t, err)
+		require.Len(t, devs, 2)
+		assert.True(t, devs[0].Online && devs[1].Online, "online through any node: %+v", devs)
+		var clients api.Clients
+		require.NoError(t, ts.api.Do(context.Background(), "GET", "/api/clients", nil, &clients))
+		assert.Equal(t, []string{"kiosk-1", "kiosk-2"}, clients.OnlineClients)
+	}
+	require.NoError(t, late.srv.Close())
 	var view api.Cluster
 	require.NoError(t, a.api.Do(context.Background(), "GET", "/api/cluster", nil, &view))
 	assert.Equal(t, "a", view.Node)
-	require.Len(t, view.Nodes, 2)
+	require.Len(t, view.Nodes, 3)
+	view.Nodes = view.Nodes[:2] // c, which left, is last
 	assert.Equal(t, []string{"kiosk-2"}, view.Nodes[0].Devices)
 	assert.Equal(t, []string{"kiosk-1"}, view.Nodes[1].Devices)
 	assert.True(t, view.Nodes[1].Alive)
@@ -217,4 +233,76 @@ func TestTheClusterViewListsNodesDevicesAndLeases(t *testing.T) {
 	assert.False(t, view.Nodes[1].Alive)
 	assert.Equal(t, "gone", view.Nodes[1].State)
 	assert.Empty(t, view.Nodes[1].Devices)
+}
+
+// A plan dispatched through node A (UFO's /api/dispatch) runs on a device
+// linked to node B; a device's refusal of a command, on B, fails A's
+// command at once.
+func TestAPlanThroughOneNodeRunsOnADeviceOnAnotherAndARefusalComesBack(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	resp := dispatch(t, a, "kiosk-1", "steps: [{tool: echo, timeout: 1m}]")
+	dev.answer(dev.nextCommand(), protocol.ResultSuccess, "res-1")
+	assert.Equal(t, api.StateCompleted, a.waitTask(resp.SessionID).State)
+
+	out := a.echoInBackground("kiosk-1")
+	cmd := dev.nextCommand()
+	dev.send(protocol.ClientMessage{Type: protocol.ClientError, ClientID: "kiosk-1", PrevResponseID: cmd.ResponseID, Error: "cannot decode it"})
+	refused := <-out
+	assert.Equal(t, "failure", refused.Status)
+	assert.Contains(t, refused.FirstError(), `device "kiosk-1" refused the command: cannot decode it`)
+}
+
+// A node the cluster took as dead (a long pause, say) finds out at its
+// next heartbeat: it closes its device links and refuses new ones, so
+// that its devices go to other nodes.
+func TestANodeThatLostItsLeaseSendsItsDevicesAway(t *testing.T) {
+	tc := newTestCluster(t)
+	a := tc.node("a")
+	dev, token := tc.linkedTo(a, a, "kiosk-1")
+	closed := linkClosed(dev)
+	st, err := store.Open(context.Background(), tc.store, store.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	require.NoError(t, st.Write(context.Background(), func(tx *store.Tx) error {
+		_, err := tx.MarkDeadNodes(-time.Hour) // as if it had been silent
+		return err
+	}))
+	requireWithinOf(t, closed, 5*time.Second, "the device's link on a node that lost its lease")
+	code, h := a.health()
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, h.Cause, `node "a" lost its lease`)
+
+	again := a.mustDial(token)
+	again.send(protocol.ClientMessage{Type: protocol.ClientRegister, ClientType: protocol.ClientDevice, ClientID: "kiosk-1"})
+	again.requireError("this node lost its cluster lease: connect to another node")
+}
+
+// requireWithinOf requires ch to close within d.
+func requireWithinOf(t *testing.T, ch <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatalf("%s stayed open more than %s", what, d)
+	}
+}
+
+// A device that shuts down on purpose (1001) on node B before it answers
+// a command from node A fails it at once, as on a single node.
+func TestADeviceThatShutsDownOnAnotherNodeFailsItsCommandAtOnce(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	out := a.echoInBackground("kiosk-1")
+	dev.nextCommand()
+	require.NoError(t, dev.conn.Close(websocket.StatusGoingAway, "agent shutting down"))
+	select {
+	case resp := <-out:
+		assert.Equal(t, "failure", resp.Status)
+		assert.Contains(t, resp.FirstError(), `device "kiosk-1" shut down before it answered`)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command waited on for a device that shut down")
+	}
 }

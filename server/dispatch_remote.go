@@ -17,7 +17,8 @@ import (
 // are recorded where the device answers and come back over NATS.
 
 // leaseIfNotHere reads device id's lease, unless the device is linked or
-// between links here: nil if no node ever held it, or on a single node.
+// between links here, or another node's lease announcement says where it
+// is (where takes that): nil if no node ever held it, or on a single node.
 func (l *clusterLinks) leaseIfNotHere(id string) (*store.DeviceLease, error) {
 	if l == nil {
 		return nil, nil
@@ -25,6 +26,19 @@ func (l *clusterLinks) leaseIfNotHere(id string) (*store.DeviceLease, error) {
 	if at := l.reg.reach(id); at.link != nil || at.graceLeft > 0 {
 		return nil, nil
 	}
+	self, _ := l.c.Self()
+	l.disp.mu.Lock()
+	lc, heard := l.leases[id]
+	l.disp.mu.Unlock()
+	if heard && lc.NodeID != "" && lc.NodeID != self {
+		return nil, nil
+	}
+	return l.readLease(id)
+}
+
+// readLease reads device id's lease from the store: nil if no node ever
+// held it.
+func (l *clusterLinks) readLease(id string) (*store.DeviceLease, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 	defer cancel()
 	lease, err := l.c.Lease(ctx, id)
@@ -68,6 +82,9 @@ func (l *clusterLinks) where(id string, at whereabouts, lease *store.DeviceLease
 		return whereabouts{refused: fmt.Sprintf("device %q is linked to node %q, which speaks inter-node protocol version %d; this node speaks %d",
 			id, lease.NodeID, lease.HolderVersion, cluster.ProtocolVersion)}
 	}
+	// Kept as if announced: the next command for the device reads no lease,
+	// until a send to that node fails (retry reads it again).
+	l.leases[id] = cluster.LeaseChange{DeviceID: id, NodeID: lease.NodeID, NodeEpoch: lease.NodeEpoch, Epoch: lease.Epoch}
 	return whereabouts{node: lease.NodeID, leaseEpoch: lease.Epoch}
 }
 
@@ -88,7 +105,7 @@ func (l *clusterLinks) send(cmd *command, node string, epoch int64) {
 	self, selfEpoch := l.c.Self()
 	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 	reply, err := l.c.SendCommand(ctx, cluster.Command{DeviceID: cmd.rec.DeviceID, LeaseEpoch: epoch, From: self, FromEpoch: selfEpoch,
-		Timeout: cmd.timeout, Message: cmd.msg})
+		Timeout: cmd.timeout, Message: cmd.msg, Session: sessionToSend(cmd.session)})
 	cancel()
 	l.disp.metrics.CrossNodeCommand(crossNodeOutcome(reply, err))
 	if err == nil && reply.Outcome == cluster.Sent {
@@ -144,7 +161,7 @@ func (l *clusterLinks) retry(cmd *command) {
 		return
 	case <-time.After(pause):
 	}
-	lease, err := l.leaseIfNotHere(cmd.rec.DeviceID)
+	lease, err := l.readLease(cmd.rec.DeviceID)
 	if err != nil {
 		cmd.log.Warn("command waits: its device's lease could not be read", "err", err)
 		return
@@ -153,6 +170,10 @@ func (l *clusterLinks) retry(cmd *command) {
 	if d.pending[cmd.rec.ResponseID] != cmd {
 		d.mu.Unlock()
 		return
+	}
+	if lease != nil {
+		// What the store says now wins over what was heard before it.
+		delete(l.leases, cmd.rec.DeviceID)
 	}
 	at := l.where(cmd.rec.DeviceID, d.reg.reach(cmd.rec.DeviceID), lease)
 	d.mu.Unlock()
@@ -223,15 +244,30 @@ func (d *dispatcher) abandonCommand(cmd *command) {
 }
 
 // recordedElsewhere ends the command r is the results of, if it waits
-// here, with the session it alone makes up.
+// here, with the session it alone makes up; or fails it, if its device
+// refused it.
 func (d *dispatcher) recordedElsewhere(r cluster.Recorded) {
 	cmd := d.waiting(r.ResponseID)
 	if cmd == nil || cmd.rec.DeviceID != r.DeviceID {
 		return
 	}
+	switch {
+	case r.Refused != "":
+		cmd.log.Warn("device refused the command", "error", r.Refused)
+		d.fail(cmd, fmt.Sprintf("device %q refused the command: %s", r.DeviceID, r.Refused))
+		return
+	case r.ShutDown && cmd.waitForDevice:
+		d.mu.Lock()
+		cmd.sentLease = 0 // sent again wherever the device registers next
+		d.mu.Unlock()
+		return
+	case r.ShutDown:
+		d.fail(cmd, shutDownFailure(r.DeviceID, " before it answered"))
+		return
+	}
 	rec := cmd.rec
 	rec.Results, rec.Status = r.Results, store.CommandDone
-	if cmd.session != nil {
+	if cmd.session != nil && !r.SessionEnded {
 		err := d.unrecorded.write(context.Background(), keptWrite{what: "end of the session of command " + rec.ResponseID, size: keptFailureBytes,
 			fn: func(tx *store.Tx) error { return cmd.endSession(tx, rec) }})
 		if err != nil {
@@ -253,4 +289,15 @@ func crossNodeOutcome(reply cluster.Reply, err error) string {
 		return "error"
 	}
 	return reply.Outcome
+}
+
+// sessionToSend is session as another node gets it, to end it with the
+// command's results: without its idempotency key, recorded here already.
+func sessionToSend(session *store.Session) *store.Session {
+	if session == nil {
+		return nil
+	}
+	out := *session
+	out.Key = nil
+	return &out
 }

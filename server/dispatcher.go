@@ -525,6 +525,9 @@ func (d *dispatcher) refused(ctx context.Context, c *client, m *protocol.ClientM
 	rid := m.PrevResponseID
 	cmd := d.waiting(rid)
 	if cmd == nil || cmd.rec.DeviceID != c.id {
+		if d.remote.refusedHere(c.id, rid, m.Error) {
+			return
+		}
 		d.storedCommandLog(ctx, c.id, rid, m.SessionID).Warn("device reported an error about a command not waiting on it", "error", m.Error)
 		return
 	}
@@ -593,11 +596,17 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 // end. The session's row is on record: run recorded it with cmd, before
 // cmd could have any outcome.
 func (cmd *command) endSession(tx *store.Tx, rec store.Command) error {
-	if cmd.session == nil {
+	return endSession(tx, cmd.session, rec)
+}
+
+// endSession ends session, the row of the session a command alone makes
+// up, if there is one, with the outcome rec that tx records.
+func endSession(tx *store.Tx, session *store.Session, rec store.Command) error {
+	if session == nil {
 		return nil
 	}
 	out := commandOutcome(rec.SessionID, rec.DeviceID, commandResult{responseID: rec.ResponseID, results: rec.Results, recorded: true})
-	row, err := out.endRow(*cmd.session)
+	row, err := out.endRow(*session)
 	if err != nil {
 		return err
 	}
@@ -721,23 +730,32 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 	dropImplausibleUsage(m.ActionResults, d.log.With("device", c.id, "session_id", m.SessionID, "response_id", rid))
 	// The write that records the results of a command still waiting for
 	// them also ends the session the command alone makes up; it knows the
-	// command's record, which it need not read back.
+	// command's record, which it need not read back. So does it for a
+	// command another node sent here with its session (cluster mode): one
+	// durable write, as for a command asked here.
 	waiting := d.waiting(rid)
+	var session *store.Session
+	if waiting != nil {
+		session = waiting.session
+	} else {
+		session = d.remote.proxiedSession(rid)
+	}
 	var rec store.Command
 	err := d.store.Write(context.Background(), func(tx *store.Tx) (err error) {
 		if waiting == nil {
 			rec, err = tx.RecordResults(c.id, rid, m.ActionResults)
+		} else {
+			rec, err = tx.RecordSentResults(waiting.rec, c.id, m.ActionResults)
+		}
+		if err != nil {
 			return err
 		}
-		if rec, err = tx.RecordSentResults(waiting.rec, c.id, m.ActionResults); err != nil {
-			return err
-		}
-		return waiting.endSession(tx, rec)
+		return endSession(tx, session, rec)
 	})
 	if errors.Is(err, store.ErrUnavailable) {
 		return d.keepResults(c.id, m, err)
 	}
-	return d.recorded(c.id, m, rec, err)
+	return d.recorded(c.id, m, rec, err, session != nil)
 }
 
 // errKept: results the store could not take now, kept until it does.
@@ -774,7 +792,7 @@ func (d *dispatcher) keepResults(deviceID string, m *protocol.ClientMessage, cau
 			rec, err = tx.RecordResults(deviceID, rid, m.ActionResults)
 			return err
 		},
-		recorded: func(err error) { d.answer(deviceID, m, d.recorded(deviceID, m, rec, err)) },
+		recorded: func(err error) { d.answer(deviceID, m, d.recorded(deviceID, m, rec, err, false)) },
 	}, cause)
 	if !kept {
 		log.Error("results not recorded; the device keeps them", "err", cause)
@@ -791,8 +809,9 @@ func resultsBytes(results []protocol.Result) int64 {
 }
 
 // recorded finishes the delivery of results m whose write ended with
-// rec and err, and returns deliver's error for them.
-func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec store.Command, err error) error {
+// rec and err, having ended the command's session if sessionEnded, and
+// returns deliver's error for them.
+func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec store.Command, err error, sessionEnded bool) error {
 	rid := m.PrevResponseID
 	// The command's ids when it is known; else those the device sent.
 	sessionID, calls := rec.SessionID, protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))
@@ -809,7 +828,7 @@ func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec st
 		return &deliveryError{fmt.Sprintf("command_results for response_id %q: that command was not sent to %q", rid, deviceID)}
 	case errors.Is(err, store.ErrDuplicate):
 		log.Info("repeated results ignored: already recorded")
-		d.remote.recordedHere(rec)
+		d.remote.recordedHere(rec, false)
 		// A command sent again by a node that adopted its session may
 		// wait here for results another node recorded.
 		if cmd := d.waiting(rid); cmd != nil {
@@ -830,7 +849,7 @@ func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec st
 		d.end(cmd, rec.Results, "", true)
 		return nil
 	}
-	d.remote.recordedHere(rec)
+	d.remote.recordedHere(rec, sessionEnded)
 	return nil
 }
 

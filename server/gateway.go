@@ -134,7 +134,9 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 		// Recorded before it is seen online, so that an online device
 		// always has its info and last_seen in the store.
 		s.recordInfo(ctx, c)
-		s.disp.remote.take(ctx, c)
+		if err := s.disp.remote.take(ctx, c); err != nil {
+			return nil, err
+		}
 	}
 	if old := s.reg.add(c); old != nil {
 		s.log.Info("client reconnected; closing its stale link", "client_id", c.id)
@@ -200,6 +202,9 @@ func (s *Server) unregister(c *client, goingAway bool) {
 	}
 	if c.isDevice() {
 		s.disp.linkDropped(c, shutDown)
+		if shutDown {
+			s.disp.remote.shutDown(c.id)
+		}
 		s.mcp.devicesChanged()
 		s.recordLastSeen(context.Background(), []*client{c})
 		if shutDown {

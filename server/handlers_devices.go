@@ -181,8 +181,9 @@ func deviceFound(w http.ResponseWriter, id string, err error) bool {
 }
 
 // deviceView is a device as the API shows it to a caller with scope:
-// online state and the system info of the live connection, or else of
-// its last registration, with the tools the scope allows.
+// online state (linked here or, in a cluster, to another live node) and
+// the system info of the live connection here, or else of its last
+// registration, with the tools the scope allows.
 func (s *Server) deviceView(d store.Device, scope access.Scope) api.Device {
 	v := api.Device{ID: d.ID, Labels: d.Labels, CreatedAt: d.CreatedAt}
 	c := s.reg.device(d.ID)
@@ -196,7 +197,7 @@ func (s *Server) deviceView(d store.Device, scope access.Scope) api.Device {
 	if c != nil {
 		v.Online, v.Info = true, c.info.Load()
 	} else {
-		v.Info = storedInfo(d)
+		v.Online, v.Info = s.disp.remote.linkedElsewhere(d.ID), storedInfo(d)
 	}
 	v.Info = infoInScope(v.Info, scope)
 	return v

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/access"
@@ -40,10 +41,11 @@ func (s *Server) deviceInScope(ctx context.Context, c *caller, id string) (bool,
 	return c.scope.Device(d.Labels), nil
 }
 
-// onlineInScope reports whether device id is online and in c's scope. A
-// store that fails to say counts as out of scope, and is logged.
+// onlineInScope reports whether device id is online, here or, in a
+// cluster, on another live node, and in c's scope. A store that fails to
+// say counts as out of scope, and is logged.
 func (s *Server) onlineInScope(ctx context.Context, c *caller, id string) bool {
-	if s.reg.device(id) == nil {
+	if s.reg.device(id) == nil && !s.disp.remote.linkedElsewhere(id) && !s.disp.remote.heldElsewhere(id) {
 		return false
 	}
 	in, err := s.deviceInScope(ctx, c, id)
@@ -137,9 +139,13 @@ func infoInScope(info *protocol.SystemInfo, scope access.Scope) *protocol.System
 }
 
 // clientsInScope lists the online clients c may see: the devices in its
-// scope, and the constellations that drive one.
+// scope (linked here or, in a cluster, to another node), and the
+// constellations here that drive one.
 func (s *Server) clientsInScope(ctx context.Context, c *caller) ([]string, error) {
 	ids := s.reg.ids()
+	if elsewhere := s.disp.remote.devicesElsewhere(); len(elsewhere) > 0 {
+		ids = slices.Compact(slices.Sorted(slices.Values(append(ids, elsewhere...))))
+	}
 	devices, err := s.devicesInScope(ctx, c)
 	if err != nil || devices == nil {
 		return ids, err
@@ -151,7 +157,7 @@ func (s *Server) clientsInScope(ctx context.Context, c *caller) ([]string, error
 	out := []string{}
 	for _, id := range ids {
 		cl := s.reg.get(id)
-		if cl != nil && (cl.isDevice() && in[id] || !cl.isDevice() && in[cl.target]) {
+		if cl == nil && in[id] || cl != nil && (cl.isDevice() && in[id] || !cl.isDevice() && in[cl.target]) {
 			out = append(out, id)
 		}
 	}

@@ -77,6 +77,8 @@ type Cluster struct {
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+	// fencedCh is closed when the node loses its lease.
+	fencedCh chan struct{}
 
 	mu       sync.Mutex
 	onDead   []func(nodeID string, epoch int64)
@@ -85,6 +87,9 @@ type Cluster struct {
 	fenced   error  // the lease was lost: for good
 	draining bool
 	warned   map[string]bool // incompatible nodes logged, by id/epoch
+	// live are the nodes at the last sweep, each true if it was alive and
+	// compatible.
+	live map[string]bool
 }
 
 // validNodeID is what a node id may be: it is a NATS subject token.
@@ -106,7 +111,7 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: store is %s: %w (--store postgres://…)", cfg.Store.Backend(), store.ErrNeedsPostgres)
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{}), done: make(chan struct{}),
-		warned: map[string]bool{}}
+		fencedCh: make(chan struct{}), warned: map[string]bool{}}
 	nc, err := c.connect()
 	if err != nil {
 		return nil, err
@@ -129,6 +134,7 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.deaths = append(c.deaths, Node{ID: cfg.NodeID, Epoch: prev})
 	}
 	c.log.Info("joined the cluster", "epoch", c.epoch, "nats", protocol.RedactURL(nc.ConnectedUrl()), "protocol", ProtocolVersion)
+	c.readLive(ctx)
 	go c.run()
 	return c, nil
 }
@@ -202,6 +208,10 @@ func (c *Cluster) SetDraining() {
 	c.draining = true
 	c.mu.Unlock()
 }
+
+// Fenced is closed when the node has lost its lease on its id: the
+// cluster took it as dead, and what it held is others' now.
+func (c *Cluster) Fenced() <-chan struct{} { return c.fencedCh }
 
 // Health is "" while the node holds its lease and NATS, else why not.
 func (c *Cluster) Health() string {
@@ -303,6 +313,7 @@ func (c *Cluster) beat() bool {
 	switch {
 	case errors.Is(err, store.ErrFenced):
 		c.fenced = err
+		close(c.fencedCh)
 		c.log.Error("this node lost its lease: the cluster took it as dead, or another process took its id; it no longer acts for the cluster", "epoch", c.epoch, "err", err)
 		return false
 	case err != nil && c.beatErr == nil:
@@ -335,9 +346,34 @@ func (c *Cluster) sweep() {
 	if len(nodes) > 0 {
 		c.announce(nodes)
 	}
-	if _, err := c.Nodes(ctx); err != nil {
+	c.readLive(ctx)
+}
+
+// readLive notes which nodes are alive and compatible now, for IsLive.
+func (c *Cluster) readLive(ctx context.Context) {
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
 		c.log.Debug("nodes not read", "err", err)
+		return
 	}
+	live := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		live[n.ID] = n.Alive && n.Compatible
+	}
+	c.mu.Lock()
+	c.live = live
+	c.mu.Unlock()
+}
+
+// IsLive reports whether node id was alive, and of this node's protocol
+// version, at the last sweep (every heartbeat), or joined since: for what
+// may be a few seconds stale, such as a device's online flag; decisions
+// read the store.
+func (c *Cluster) IsLive(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	live, seen := c.live[id]
+	return live || !seen
 }
 
 // Close stops heartbeating, marks the node gone (a clean stop: no node

@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"github.com/edgeaip/edgeaip/internal/natstest"
 	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -207,4 +211,35 @@ func TestJoinFailsClearly(t *testing.T) {
 
 	_, err = Join(context.Background(), Config{NATS: e.nats.URL(), NodeID: "a.b", Store: e.open()})
 	assert.ErrorContains(t, err, `node id "a.b"`)
+}
+
+// A node answers a message of another inter-node protocol version with
+// a refusal naming both versions, and runs nothing; one of its own it
+// serves, for a device id with a '.' in it too.
+func TestAMessageOfAnotherProtocolVersionIsRefused(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.mustJoin("a"), e.mustJoin("b")
+	served := 0
+	stop, err := a.ServeDevice("kiosk.1", func(cmd Command) Reply { served++; return Reply{Outcome: Sent} })
+	require.NoError(t, err)
+	defer stop()
+
+	m := nats.NewMsg(deviceSubject("kiosk.1"))
+	m.Header.Set(versionHeader, strconv.Itoa(ProtocolVersion+1))
+	m.Data = []byte(`{"device_id": "kiosk.1"}`)
+	resp, err := b.nc.RequestMsg(m, 5*time.Second)
+	require.NoError(t, err)
+	var r Reply
+	require.NoError(t, json.Unmarshal(resp.Data, &r))
+	assert.Equal(t, Failed, r.Outcome)
+	assert.Contains(t, r.Error, fmt.Sprintf(`inter-node protocol version "%d", this node %d: refused`, ProtocolVersion+1, ProtocolVersion))
+	assert.Zero(t, served)
+
+	r, err = b.SendCommand(context.Background(), Command{DeviceID: "kiosk.1"})
+	require.NoError(t, err)
+	assert.Equal(t, Sent, r.Outcome)
+	assert.Equal(t, 1, served)
+
+	_, err = b.SendCommand(context.Background(), Command{DeviceID: "kiosk-2"})
+	assert.ErrorIs(t, err, ErrNoHolder)
 }

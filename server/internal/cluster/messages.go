@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/nats-io/nats.go"
 )
 
@@ -49,6 +50,10 @@ type Command struct {
 	Timeout   time.Duration `json:"timeout"`
 	// Message is the COMMAND, as it goes to the device.
 	Message *protocol.ServerMessage `json:"message"`
+	// Session is the row of the session the command alone makes up, if
+	// it does: the node its device answers on ends it in the write that
+	// records the results, as the asking node would (Recorded.SessionEnded).
+	Session *store.Session `json:"session,omitempty"`
 }
 
 // Outcomes of a Command at the node it was sent to.
@@ -78,11 +83,20 @@ type LeaseChange struct {
 }
 
 // Recorded carries the results of a command, recorded by the node its
-// device answered on, to the node that asked for it.
+// device answered on, to the node that asked for it; or, with Refused,
+// the device's ERROR about the command, which it will not run; or, with
+// ShutDown, that the device stopped before it answered.
 type Recorded struct {
 	ResponseID string            `json:"response_id"`
 	DeviceID   string            `json:"device_id"`
-	Results    []protocol.Result `json:"results"`
+	Results    []protocol.Result `json:"results,omitempty"`
+	Refused    string            `json:"refused,omitempty"`
+	// SessionEnded: the write that recorded the results ended the
+	// command's session too (Command.Session).
+	SessionEnded bool `json:"session_ended,omitempty"`
+	// ShutDown: no results; the device shut down on purpose (its agent
+	// closed the link as it stopped) before it answered.
+	ShutDown bool `json:"shut_down,omitempty"`
 }
 
 // message is v as a NATS message on subject, with the protocol version.
@@ -157,6 +171,12 @@ func (c *Cluster) ServeDevice(id string, serve func(Command) Reply) (stop func()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: serve device %q: %w", id, err)
+	}
+	// Served once NATS has the subscription, so that a command sent after
+	// this returns finds it; a NATS too slow to say so only delays that,
+	// and a sender meanwhile reads the lease again.
+	if err := c.nc.FlushTimeout(time.Second); err != nil {
+		c.log.Debug("cluster: subscription not confirmed", "device", id, "err", err)
 	}
 	return func() { sub.Unsubscribe() }, nil
 }
