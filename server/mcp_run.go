@@ -155,6 +155,15 @@ func (g *mcpGateway) runCommand(ctx context.Context, req mcp.CallToolRequest, wh
 		resp, err = g.s.sessions.runCommand(context.WithoutCancel(ctx), spec, actions, timeout)
 	}()
 	cancelled := f.wait(g, done, spec.ID)
+	select {
+	case <-done:
+	default:
+		// The server ended the request (its identity revoked, or
+		// shutdown) and wait returned at once: the task ends on its own,
+		// recorded, and resp and err are not ours to read yet.
+		why, _ := cancelReason(ctx)
+		return api.CommandResponse{SessionID: spec.ID}, fmt.Errorf("%s; the task %s is cancelled", why, spec.ID)
+	}
 	if err == nil && cancelled {
 		err = fmt.Errorf("cancelled by the client; the task %s ended %s", resp.SessionID, resp.Status)
 	}
