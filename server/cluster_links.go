@@ -307,6 +307,12 @@ func (l *clusterLinks) serve(cmd cluster.Command) cluster.Reply {
 	if cmd.Message == nil || cmd.Message.ResponseID == "" {
 		return cluster.Reply{Outcome: cluster.Failed, Error: "no command"}
 	}
+	if cmd.Message.Type == protocol.ServerCancelCommand {
+		if err := sendCancel(at.link, cmd.Message); err != nil {
+			return cluster.Reply{Outcome: cluster.Failed, Error: err.Error()}
+		}
+		return cluster.Reply{Outcome: cluster.Sent}
+	}
 	rid := cmd.Message.ResponseID
 	l.mu.Lock()
 	l.proxied[rid] = proxied{from: cmd.From, deviceID: id, session: cmd.Session}
@@ -329,6 +335,23 @@ func (l *clusterLinks) serve(cmd cluster.Command) cluster.Reply {
 	}
 	l.log.Debug("cluster: command from another node sent", "device", id, "response_id", rid, "from", cmd.From)
 	return cluster.Reply{Outcome: cluster.Sent}
+}
+
+// stop sends CANCEL_COMMAND m to the node holding device id's link under
+// lease, which sent it the command m cancels. A cancellation that does
+// not arrive is logged, not retried: the command still ends as its
+// session's cancellation says, and the tool at its own deadline.
+func (l *clusterLinks) stop(id string, lease int64, m *protocol.ServerMessage) {
+	self, selfEpoch := l.c.Self()
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	defer cancel()
+	reply, err := l.c.SendCommand(ctx, cluster.Command{DeviceID: id, LeaseEpoch: lease, From: self, FromEpoch: selfEpoch, Message: m})
+	if err == nil && reply.Outcome != cluster.Sent {
+		err = fmt.Errorf("the node holding its link answered %s %s", reply.Outcome, reply.Error)
+	}
+	if err != nil {
+		l.log.Warn("cancel not sent to the device on another node", "device", id, "response_id", m.ResponseID, "err", err)
+	}
 }
 
 // proxiedSession is the session of command rid, if another node sent it

@@ -306,3 +306,20 @@ func TestADeviceThatShutsDownOnAnotherNodeFailsItsCommandAtOnce(t *testing.T) {
 		t.Fatal("the command waited on for a device that shut down")
 	}
 }
+
+// A task cancelled through node A stops its command on a device linked
+// to node B: the cancellation goes to B over NATS, as the command did.
+func TestCancellingATaskThroughOneNodeStopsItsCommandOnAnother(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	d := dispatch(t, a, "kiosk-1", `steps: [{tool: echo, timeout: 1m}]`)
+	cmd := dev.nextCommand()
+
+	task, err := a.api.CancelTask(context.Background(), d.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, api.StateCancelled, task.State)
+	stop := dev.recvType(protocol.ServerCancelCommand)
+	assert.Equal(t, cmd.ResponseID, stop.ResponseID)
+	assert.Equal(t, "cancelled by admin", stop.Error)
+}

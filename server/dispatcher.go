@@ -428,26 +428,39 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 }
 
 // stop asks the device that command responseID was sent to to stop it,
-// why being the cause it records, if the command is waiting and was sent
-// on the CBOR wire, which carries CANCEL_COMMAND. On UFO's JSON wire the
-// command runs on, and its late results are recorded; one not sent yet
-// is never sent once its session has ended.
+// why being the cause it records, if the command is waiting and was sent:
+// on this node's link, or, in cluster mode, through the node holding the
+// device's link. Only the CBOR wire carries CANCEL_COMMAND: on UFO's
+// JSON wire the command runs on, and its late results are recorded. One
+// not sent yet is never sent once its session has ended.
 func (d *dispatcher) stop(responseID, why string) {
 	d.mu.Lock()
+	cmd := d.pending[responseID]
 	var c *client
-	if cmd := d.pending[responseID]; cmd != nil {
-		c = cmd.sentOn
+	var lease int64
+	if cmd != nil {
+		c, lease = cmd.sentOn, cmd.sentLease
 	}
 	d.mu.Unlock()
-	if c == nil || c.conn.Encoding() != protocol.CBOR {
-		return
-	}
 	m := &protocol.ServerMessage{Type: protocol.ServerCancelCommand, Status: protocol.StatusOK, ResponseID: responseID, Error: why, Timestamp: protocol.Now()}
+	switch {
+	case c != nil:
+		if err := sendCancel(c, m); err != nil {
+			d.log.Warn("cancel not sent to the device", "device", c.id, "response_id", responseID, "err", err)
+		}
+	case lease != 0 && d.remote != nil:
+		d.remote.stop(cmd.rec.DeviceID, lease, m)
+	}
+}
+
+// sendCancel sends CANCEL_COMMAND m on c, if its wire carries it.
+func sendCancel(c *client, m *protocol.ServerMessage) error {
+	if c.conn.Encoding() != protocol.CBOR {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 	defer cancel()
-	if err := c.conn.Send(ctx, m); err != nil {
-		d.log.Warn("cancel not sent to the device", "device", c.id, "response_id", responseID, "err", err)
-	}
+	return c.conn.Send(ctx, m)
 }
 
 // tooBig fails cmd, which c's link refused as larger than a frame (err).
