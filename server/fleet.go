@@ -120,7 +120,7 @@ func (f *fleetRunner) rejoin(ctx context.Context, i int, child store.Session) {
 	f.set(i, child.ID, api.StateRunning, "")
 	f.fleet.events.add(api.TaskEvent{Type: api.EventDeviceStart, SessionID: child.ID, DeviceID: child.DeviceID, Steps: len(f.plan.Steps)})
 	if live := f.m.liveSession(child.ID); live != nil {
-		stop := context.AfterFunc(ctx, func() { f.m.cancelSession(live, f.fleet.cancelReason()) })
+		stop := context.AfterFunc(ctx, func() { f.cancelChild(live) })
 		<-live.done
 		stop()
 	}
