@@ -20,15 +20,8 @@ pg=
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-# asuser CMD...: runs CMD as the postgres user if this is root, which
-# PostgreSQL refuses to run as.
-asuser() {
-	if [ "$(id -u)" -eq 0 ]; then
-		runuser -u postgres -- "$@"
-	else
-		"$@"
-	fi
-}
+# shellcheck source=asuser.sh
+. "$(dirname "$0")/asuser.sh"
 
 stop() {
 	local status=$?

@@ -41,30 +41,31 @@ func (r commandsRun) cpuPerCommand() time.Duration {
 	return r.cpu / time.Duration(max(r.commands, 1))
 }
 
-// runCommands starts bin, connects cfg.devices simulated devices that
-// answer every command at once, and has cfg.callers operators call POST
-// /api/devices/{id}/commands in a loop, caller i on device i mod devices:
-// first for cfg.warmup, then measured for cfg.duration (or until
-// cfg.maxCommands).
-func runCommands(ctx context.Context, bin serverBin, work string, cfg commandsConfig, round int) (commandsRun, error) {
-	srv, tokens, err := startEnrolled(ctx, bin, work, cfg.devices)
+// runCommands starts bin's nodes, connects cfg.devices simulated devices
+// that answer every command at once, device i to node i mod nodes, and
+// has cfg.callers operators call POST /api/devices/{id}/commands in a
+// loop, caller i on device i mod devices, each command through the next
+// node in turn: first for cfg.warmup, then measured for cfg.duration (or
+// until cfg.maxCommands). CPU is the nodes', summed; a profile is node 1's.
+func runCommands(ctx context.Context, bin serverBin, work string, cc clusterConfig, cfg commandsConfig, round int) (commandsRun, error) {
+	f, tokens, err := startFleet(ctx, bin, work, cc, cfg.devices)
 	if err != nil {
 		return commandsRun{}, err
 	}
-	defer srv.stop()
+	defer f.stop()
 	dctx, stopDevices := context.WithCancel(ctx)
 	defer stopDevices()
 	var devices sync.WaitGroup
 	defer devices.Wait()
 	defer stopDevices()
 	for i, token := range tokens {
-		d, err := dialAnswering(dctx, srv.wsURL(), deviceID(i), token)
+		d, err := dialAnswering(dctx, f.nodes[i%len(f.nodes)].wsURL(), deviceID(i), token)
 		if err != nil {
 			return commandsRun{}, err
 		}
 		devices.Go(func() { d.answer(dctx) })
 	}
-	ops := newOperators(srv, cfg)
+	ops := newOperators(f.nodes, cfg)
 	defer ops.client.CloseIdleConnections()
 	if _, err := ops.run(ctx, cfg.warmup, 0); err != nil {
 		return commandsRun{}, fmt.Errorf("warm-up: %w", err)
@@ -75,10 +76,10 @@ func runCommands(ctx context.Context, bin serverBin, work string, cfg commandsCo
 		run.profilePath = filepath.Join(cfg.profileDir, fmt.Sprintf("%s-%d.pprof", bin.name, round))
 		profile = make(chan error, 1)
 		go func() {
-			profile <- srv.profile(ctx, bin, max(int(cfg.duration.Seconds()), 1), run.profilePath)
+			profile <- f.nodes[0].profile(ctx, bin, max(int(cfg.duration.Seconds()), 1), run.profilePath)
 		}()
 	}
-	cpu0, err := srv.cpu()
+	cpu0, err := f.cpu()
 	if err != nil {
 		return commandsRun{}, err
 	}
@@ -88,7 +89,7 @@ func runCommands(ctx context.Context, bin serverBin, work string, cfg commandsCo
 	if err != nil {
 		return commandsRun{}, err
 	}
-	cpu1, err := srv.cpu()
+	cpu1, err := f.cpu()
 	if err != nil {
 		return commandsRun{}, err
 	}
@@ -174,18 +175,18 @@ func (d *answeringDevice) answer(ctx context.Context) {
 	}
 }
 
-// operators call the command API.
+// operators call the command API, through every node in turn.
 type operators struct {
-	srv    *server
+	nodes  []*server
 	cfg    commandsConfig
 	client *http.Client
 	body   []byte
 }
 
-func newOperators(srv *server, cfg commandsConfig) *operators {
+func newOperators(nodes []*server, cfg commandsConfig) *operators {
 	body, _ := json.Marshal(api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo", Parameters: map[string]any{"n": 1}}},
 		Timeout: "30s"})
-	return &operators{srv: srv, cfg: cfg, body: body,
+	return &operators{nodes: nodes, cfg: cfg, body: body,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.callers, DisableCompression: true}}}
 }
 
@@ -207,9 +208,9 @@ func (o *operators) run(ctx context.Context, d time.Duration, limit int) ([]time
 		wg.Go(func() {
 			var mine []time.Duration
 			defer func() { mu.Lock(); lat = append(lat, mine...); mu.Unlock() }()
-			for time.Now().Before(end) && (limit <= 0 || n.Add(1) <= int64(limit)) {
+			for k := i; time.Now().Before(end) && (limit <= 0 || n.Add(1) <= int64(limit)); k++ {
 				start := time.Now()
-				if err := o.command(rctx, deviceID(i%o.cfg.devices)); err != nil {
+				if err := o.command(rctx, o.nodes[k%len(o.nodes)], deviceID(i%o.cfg.devices)); err != nil {
 					errs <- err
 					cancel()
 					return
@@ -229,29 +230,29 @@ func (o *operators) run(ctx context.Context, d time.Duration, limit int) ([]time
 	return lat, nil
 }
 
-// command runs one command and checks that it succeeded.
-func (o *operators) command(ctx context.Context, device string) error {
-	req, err := http.NewRequestWithContext(ctx, "POST", o.srv.API.BaseURL+"/api/devices/"+device+"/commands", bytes.NewReader(o.body))
+// command runs one command through node and checks that it succeeded.
+func (o *operators) command(ctx context.Context, node *server, device string) error {
+	req, err := http.NewRequestWithContext(ctx, "POST", node.API.BaseURL+"/api/devices/"+device+"/commands", bytes.NewReader(o.body))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+o.srv.API.Token)
+	req.Header.Set("Authorization", "Bearer "+node.API.Token)
 	req.Header.Set("Content-Type", "application/json")
 	if o.cfg.keys {
 		req.Header.Set(api.IdempotencyKeyHeader, uuid.NewString())
 	}
 	resp, err := o.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("command on %s: %w", device, err)
+		return fmt.Errorf("command on %s through %s: %w", device, node.Addr, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return fmt.Errorf("command on %s: %w", device, err)
+		return fmt.Errorf("command on %s through %s: %w", device, node.Addr, err)
 	}
 	var out api.CommandResponse
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &out) != nil || !out.Succeeded() {
-		return fmt.Errorf("command on %s: %s: %s", device, resp.Status, b)
+		return fmt.Errorf("command on %s through %s: %s: %s", device, node.Addr, resp.Status, b)
 	}
 	return nil
 }

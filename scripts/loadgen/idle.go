@@ -31,6 +31,7 @@ type idleConfig struct {
 	settle   time.Duration // after the last link registered, before the memory is read
 	window   time.Duration // idle time over which CPU and bytes are measured
 	liveness livenessConfig
+	kill     bool // after window, kill the last node and time its devices registering again
 }
 
 // idleRun is what one run measured.
@@ -42,6 +43,7 @@ type idleRun struct {
 	window             time.Duration
 	wireBytes          int64 // frames and TCP/IP headers, both ways, over window
 	dropped            int64
+	rejoin             time.Duration // from killing a node until its devices registered again
 }
 
 func (r idleRun) kibPerLink(rss int64) float64 { return float64(rss-r.rssBase) / float64(r.links) }
@@ -50,18 +52,20 @@ func (r idleRun) bytesPerLinkDay() float64 {
 	return float64(r.wireBytes) / float64(r.links) * (24 * time.Hour).Seconds() / r.window.Seconds()
 }
 
-// runIdle starts bin, opens cfg.links registered links from one epoll
-// reader, then leaves them idle, answering the server's pings and keeping
-// cfg.liveness, and measures the server.
-func runIdle(ctx context.Context, bin serverBin, work string, cfg idleConfig) (idleRun, error) {
-	srv, tokens, err := startEnrolled(ctx, bin, work, cfg.links)
+// runIdle starts bin's nodes, opens cfg.links registered links from one
+// epoll reader, link i to node i mod nodes, then leaves them idle,
+// answering the server's pings and keeping cfg.liveness, and measures the
+// nodes, summed. With cfg.kill, it then kills the last node (SIGKILL) and
+// times its devices registering again on the others.
+func runIdle(ctx context.Context, bin serverBin, work string, cc clusterConfig, cfg idleConfig) (idleRun, error) {
+	f, tokens, err := startFleet(ctx, bin, work, cc, cfg.links)
 	if err != nil {
 		return idleRun{}, err
 	}
-	defer srv.stop()
+	defer f.stop()
 	time.Sleep(2 * time.Second)
 	run := idleRun{links: cfg.links, window: cfg.window}
-	if run.rssBase, err = srv.rssKiB(); err != nil {
+	if run.rssBase, err = f.rssKiB(); err != nil {
 		return run, err
 	}
 	pool, err := newIdlePool(cfg.liveness)
@@ -69,26 +73,72 @@ func runIdle(ctx context.Context, bin serverBin, work string, cfg idleConfig) (i
 		return run, err
 	}
 	defer pool.close()
-	if err := pool.connect(netip.MustParseAddrPort(srv.Addr), tokens); err != nil {
+	all := make([]int, len(tokens))
+	for i := range all {
+		all[i] = i
+	}
+	if err := pool.connect(all, f.dialer(len(f.nodes)), tokens, time.Time{}); err != nil {
 		return run, err
 	}
 	time.Sleep(cfg.settle)
-	if run.rssLinked, err = srv.rssKiB(); err != nil {
+	if run.rssLinked, err = f.rssKiB(); err != nil {
 		return run, err
 	}
-	cpu0, err := srv.cpu()
+	cpu0, err := f.cpu()
 	if err != nil {
 		return run, err
 	}
 	wire0 := pool.wireBytes()
 	time.Sleep(cfg.window)
-	cpu1, err := srv.cpu()
+	cpu1, err := f.cpu()
 	if err != nil {
 		return run, err
 	}
 	run.cpu, run.wireBytes, run.dropped = cpu1-cpu0, pool.wireBytes()-wire0, pool.dropped.Load()
-	run.rssIdle, err = srv.rssKiB()
+	if run.rssIdle, err = f.rssKiB(); err != nil {
+		return run, err
+	}
+	if cfg.kill {
+		run.rejoin, err = f.killLast(pool, tokens)
+	}
 	return run, err
+}
+
+// rejoinLimit bounds how long killLast waits for the killed node's
+// devices to register again.
+const rejoinLimit = 2 * time.Minute
+
+// killLast kills the fleet's last node as a crash would, and has each of
+// its devices register again, at once and then every 100 ms until
+// accepted, on the node i mod (nodes-1), as an agent with every node's
+// URL moves on; it returns the time from the kill until the last one was
+// registered. The harness redials as soon as it is told, where an agent
+// would first notice the drop and back off.
+func (f *fleet) killLast(pool *idlePool, tokens []string) (time.Duration, error) {
+	n := len(f.nodes)
+	if n < 2 {
+		return 0, fmt.Errorf("-kill needs 2 nodes or more, not %d", n)
+	}
+	var moved []int
+	for i := range tokens {
+		if i%n == n-1 {
+			moved = append(moved, i)
+		}
+	}
+	last := f.nodes[n-1]
+	start := time.Now()
+	if err := last.Cmd.Process.Kill(); err != nil {
+		return 0, fmt.Errorf("kill node %d: %w", n, err)
+	}
+	if err := pool.connect(moved, f.dialer(n-1), tokens, start.Add(rejoinLimit)); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// dialer is where device i links: node i mod n.
+func (f *fleet) dialer(n int) func(int) netip.AddrPort {
+	return func(i int) netip.AddrPort { return netip.MustParseAddrPort(f.nodes[i%n].Addr) }
 }
 
 // idlePool is many idle device links read by one goroutine through epoll,
@@ -126,23 +176,32 @@ func newIdlePool(live livenessConfig) (*idlePool, error) {
 	return p, nil
 }
 
-// connect opens and registers one link per token, device i with
-// tokens[i], from several source addresses.
-func (p *idlePool) connect(dst netip.AddrPort, tokens []string) error {
+// connect opens and registers a link for each of devices, device i with
+// tokens[i] to dst(i), from several source addresses; a link refused is
+// tried again every 100 ms until retryUntil, if that is set.
+func (p *idlePool) connect(devices []int, dst func(int) netip.AddrPort, tokens []string, retryUntil time.Time) error {
 	srcs := sourceAddrs(len(tokens), 20000)
 	next := make(chan int)
-	errs := make(chan error, len(tokens))
+	errs := make(chan error, len(devices))
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
 			for i := range next {
-				if err := p.add(srcs[i%len(srcs)], dst, deviceID(i), tokens[i]); err != nil {
-					errs <- fmt.Errorf("link %s: %w", deviceID(i), err)
+				for {
+					err := p.add(srcs[i%len(srcs)], dst(i), deviceID(i), tokens[i])
+					if err == nil {
+						break
+					}
+					if !time.Now().Before(retryUntil) {
+						errs <- fmt.Errorf("link %s: %w", deviceID(i), err)
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
 				}
 			}
 		})
 	}
-	for i := range tokens {
+	for _, i := range devices {
 		next <- i
 	}
 	close(next)

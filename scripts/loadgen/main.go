@@ -16,6 +16,17 @@
 // no goroutine per link, from several loopback source addresses; raise
 // the open-files limit (ulimit -n) in the shell that runs it. Linux only:
 // it reads the server's CPU and memory from /proc.
+//
+// With -pg, each run of a server gets a fresh database on that PostgreSQL
+// server as its --store; with -nats too, its nodes run as cluster nodes,
+// and -nodes NAME=N runs N of server NAME, sharing them: the commands
+// mode then links device i to node i mod N and sends each caller's
+// commands through the nodes in turn, the idle mode links link i to node
+// i mod N (and with -kill, kills the last node after the window and times
+// its devices registering again on the others), and both sum the nodes'
+// CPU and memory.
+// scripts/loadgen-cluster.sh starts a throwaway PostgreSQL and a NATS
+// server for it.
 package main
 
 import (
@@ -24,6 +35,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -50,6 +62,19 @@ func main() {
 		pprof[name] = url
 		return nil
 	})
+	nodes := map[string]int{}
+	fs.Func("nodes", "NAME=N: run server NAME as N cluster nodes (needs -pg and -nats)", func(v string) error {
+		name, n, ok := strings.Cut(v, "=")
+		k, err := strconv.Atoi(n)
+		if !ok || err != nil || k < 1 {
+			return fmt.Errorf("want NAME=N, N ≥ 1")
+		}
+		nodes[name] = k
+		return nil
+	})
+	var cl clusterConfig
+	fs.StringVar(&cl.pg, "pg", "", "URL of a database on a PostgreSQL server: each run gets a fresh database there as its --store")
+	fs.StringVar(&cl.nats, "nats", "", "NATS server URL: run every server's nodes as cluster nodes (needs -pg)")
 	rounds := fs.Int("rounds", 3, "rounds; each runs every server once, in turn")
 	var cc commandsConfig
 	fs.IntVar(&cc.devices, "devices", 64, "commands: simulated devices")
@@ -66,14 +91,20 @@ func main() {
 	fs.DurationVar(&ic.liveness.heartbeat, "device-heartbeat", 0, "idle: each device sends a HEARTBEAT this often (main's agent: 20s)")
 	fs.DurationVar(&ic.liveness.pingEvery, "device-ping-every", 0, "idle: each device pings this often (main's agent: 15s)")
 	fs.DurationVar(&ic.liveness.pingSilence, "device-ping-silence", 50*time.Second, "idle: each device pings after this long without a frame (this branch's agent: 50s)")
+	fs.BoolVar(&ic.kill, "kill", false, "idle, cluster: then kill the last node and time its devices registering again on the others")
 	fs.DurationVar(&ic.liveness.keepalive, "device-keepalive", 0, "idle: TCP keepalive of each device's socket (main's agent: 30s)")
 	fs.Parse(os.Args[2:])
 	if len(bins) == 0 {
 		fmt.Fprintln(os.Stderr, "loadgen: no -bin given")
 		os.Exit(2)
 	}
+	if cl.nats != "" && cl.pg == "" {
+		fmt.Fprintln(os.Stderr, "loadgen: -nats needs -pg (cluster mode needs a PostgreSQL store)")
+		os.Exit(2)
+	}
 	for i := range bins {
 		bins[i].pprof = pprof[bins[i].name]
+		bins[i].nodes = nodes[bins[i].name]
 	}
 	work, err := os.MkdirTemp("", "edgeaip-loadgen-")
 	if err != nil {
@@ -84,9 +115,9 @@ func main() {
 	printSetting(mode, bins, *rounds)
 	ctx := context.Background()
 	if mode == "commands" {
-		err = commandRounds(ctx, bins, work, cc, *rounds)
+		err = commandRounds(ctx, bins, work, cl, cc, *rounds)
 	} else {
-		err = idleRounds(ctx, bins, work, ic, *rounds)
+		err = idleRounds(ctx, bins, work, cl, ic, *rounds)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
@@ -97,7 +128,7 @@ func main() {
 func printSetting(mode string, bins []serverBin, rounds int) {
 	fmt.Printf("loadgen %s, %d rounds, %s\n", mode, rounds, time.Now().Format(time.DateTime))
 	for _, b := range bins {
-		fmt.Printf("  %s: %s %s\n", b.name, b.path, strings.Join(b.args, " "))
+		fmt.Printf("  %s: %s %s (%d node(s))\n", b.name, b.path, strings.Join(b.args, " "), max(b.nodes, 1))
 	}
 	fmt.Printf("  load average at start: %s\n", loadAverage())
 }
@@ -168,7 +199,7 @@ func header(cells []string) {
 
 func row(cells []string) { fmt.Println("| " + strings.Join(cells, " | ") + " |") }
 
-func commandRounds(ctx context.Context, bins []serverBin, work string, cfg commandsConfig, rounds int) error {
+func commandRounds(ctx context.Context, bins []serverBin, work string, cl clusterConfig, cfg commandsConfig, rounds int) error {
 	fmt.Printf("  %d devices answering at once, %d callers, %s measured after %s warm-up\n\n",
 		cfg.devices, cfg.callers, cfg.duration, cfg.warmup)
 	micros := func(v float64) string { return us(time.Duration(v)) }
@@ -180,11 +211,11 @@ func commandRounds(ctx context.Context, bins []serverBin, work string, cfg comma
 		{"server CPU/command", func(r commandsRun) float64 { return float64(r.cpuPerCommand()) }, micros},
 	}
 	return inRounds(bins, rounds, columns, func(b serverBin, round int) (commandsRun, error) {
-		return runCommands(ctx, b, work, cfg, round)
+		return runCommands(ctx, b, work, cl, cfg, round)
 	})
 }
 
-func idleRounds(ctx context.Context, bins []serverBin, work string, cfg idleConfig, rounds int) error {
+func idleRounds(ctx context.Context, bins []serverBin, work string, cl clusterConfig, cfg idleConfig, rounds int) error {
 	l := cfg.liveness
 	fmt.Printf("  %d idle links; devices: heartbeat %s, ping every %s, ping after %s silent, TCP keepalive %s; %s idle\n\n",
 		cfg.links, l.heartbeat, l.pingEvery, l.pingSilence, l.keepalive, cfg.window)
@@ -196,8 +227,12 @@ func idleRounds(ctx context.Context, bins []serverBin, work string, cfg idleConf
 		{"bytes/link/day", func(r idleRun) float64 { return r.bytesPerLinkDay() / 1000 }, func(v float64) string { return fmt.Sprintf("%.0f KB", v) }},
 		{"dropped", func(r idleRun) float64 { return float64(r.dropped) }, func(v float64) string { return fmt.Sprintf("%.0f", v) }},
 	}
+	if cfg.kill {
+		columns = append(columns, column[idleRun]{"registered again after a kill", func(r idleRun) float64 { return r.rejoin.Seconds() },
+			func(v float64) string { return fmt.Sprintf("%.2f s", v) }})
+	}
 	return inRounds(bins, rounds, columns, func(b serverBin, _ int) (idleRun, error) {
-		return runIdle(ctx, b, work, cfg)
+		return runIdle(ctx, b, work, cl, cfg)
 	})
 }
 

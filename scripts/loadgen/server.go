@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,14 +18,15 @@ import (
 )
 
 // serverBin is one aip-server to measure: a name for the report, the
-// binary, the flags it is started with beside --listen and --data, and
-// where its CPU profile is served, if not at its own /debug/pprof/ behind
-// the operator token.
+// binary, the flags it is started with beside --listen and --data, where
+// its CPU profile is served, if not at its own /debug/pprof/ behind the
+// operator token, and how many cluster nodes of it run (0 or 1: one).
 type serverBin struct {
 	name  string
 	path  string
 	args  []string
 	pprof string
+	nodes int
 }
 
 // parseBin reads "NAME=PATH [FLAG...]".
@@ -44,24 +46,29 @@ type server struct {
 	data string
 }
 
-// startEnrolled starts bin with a fresh data dir in work and enrolls n
-// devices in it, returning their tokens in order (deviceID).
-func startEnrolled(ctx context.Context, bin serverBin, work string, n int) (*server, []string, error) {
+// startNode starts the server at path with args and a fresh data dir in
+// work; with token set, it is given that operator token file first, as a
+// cluster's further nodes are given their first node's.
+func startNode(ctx context.Context, path string, args []string, work, token string) (*server, error) {
 	data, err := os.MkdirTemp(work, "server-")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	p, err := aipserver.Start(ctx, bin.path, data, bin.args...)
+	if token != "" {
+		b, err := os.ReadFile(token)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(data, "admin.token"), b, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	p, err := aipserver.Start(ctx, path, data, args...)
 	if err != nil {
-		return nil, nil, err
+		os.RemoveAll(data)
+		return nil, err
 	}
-	s := &server{Process: p, data: data}
-	tokens, err := s.enroll(ctx, n)
-	if err != nil {
-		s.stop()
-		return nil, nil, err
-	}
-	return s, tokens, nil
+	return &server{Process: p, data: data}, nil
 }
 
 // stop ends the server and removes its data.
