@@ -31,18 +31,7 @@ func TestClusterSoak(t *testing.T) {
 	const nodes, agents = 3, 15
 	sc := newServerCluster(t, nodes)
 	files, tools := t.TempDir(), appendAndPause(t)
-	lbs := make([]*cutProxy, nodes)
-	for n, node := range sc.nodes {
-		lbs[n] = newCutProxy(t, node.addr)
-	}
-	devs := make([]string, agents)
-	for i := range devs {
-		devs[i] = fmt.Sprintf("dev-%02d", i)
-		sc.agentIn(lbs[i%nodes], devs[i], sc.nodes[0].enroll(t, devs[i]), files, tools)
-	}
-	for i := range devs {
-		sc.waitLinked(sc.nodes[0], devs[i], fmt.Sprintf("node-%d", i%nodes))
-	}
+	lbs, devs := sc.agentsBehindProxies(t, agents, files, tools)
 
 	stop := make(chan struct{})
 	var issued, repeats atomic.Int64

@@ -42,6 +42,25 @@ func appendAndPause(t testing.TB) string {
 // agentIn starts an in-process agent for device id linked to its node
 // through lb, as through a load balancer (which, when that node dies,
 // sends the agent's next link to another), with tools, and files mounted
+// agentsBehindProxies starts n agents, dev-00 onwards, each linked to a
+// node through a proxy that stands for a load balancer (one per node,
+// in turn), and waits until each is linked where it was sent.
+func (sc *serverCluster) agentsBehindProxies(t *testing.T, n int, files, tools string) (lbs []*cutProxy, devs []string) {
+	lbs = make([]*cutProxy, len(sc.nodes))
+	for i, node := range sc.nodes {
+		lbs[i] = newCutProxy(t, node.addr)
+	}
+	devs = make([]string, n)
+	for i := range devs {
+		devs[i] = fmt.Sprintf("dev-%02d", i)
+		sc.agentIn(lbs[i%len(lbs)], devs[i], sc.nodes[0].enroll(t, devs[i]), files, tools)
+	}
+	for i := range devs {
+		sc.waitLinked(sc.nodes[0], devs[i], fmt.Sprintf("node-%d", i%len(lbs)))
+	}
+	return lbs, devs
+}
+
 // as itself.
 func (sc *serverCluster) agentIn(lb *cutProxy, id, token, files, tools string) {
 	sc.t.Helper()
@@ -67,18 +86,7 @@ func TestAKilledNodeLosesNoTaskAndRunsNothingTwice(t *testing.T) {
 	sc := newServerCluster(t, nodes)
 	files, tools := t.TempDir(), appendAndPause(t)
 	ctx := context.Background()
-	lbs := make([]*cutProxy, nodes) // a load balancer's address for each node
-	for n, node := range sc.nodes {
-		lbs[n] = newCutProxy(t, node.addr)
-	}
-	devs := make([]string, agents)
-	for i := range devs {
-		devs[i] = fmt.Sprintf("dev-%02d", i)
-		sc.agentIn(lbs[i%nodes], devs[i], sc.nodes[0].enroll(t, devs[i]), files, tools)
-	}
-	for i := range devs {
-		sc.waitLinked(sc.nodes[0], devs[i], fmt.Sprintf("node-%d", i%nodes))
-	}
+	lbs, devs := sc.agentsBehindProxies(t, agents, files, tools)
 	t.Logf("%d nodes and %d agents up in %s", nodes, agents, time.Since(begin).Round(time.Millisecond))
 	doomed := sc.nodes[nodes-1]
 	survivors := sc.nodes[:nodes-1]
