@@ -123,7 +123,7 @@ func (sqliteDialect) emptyTables([]string) (string, error) {
 	return "", errors.New("a SQLite store is not emptied in place: remove its file, or name a new one")
 }
 
-// afterCopy needs nothing: SQLite's AUTOINCREMENT follows the largest key
+// afterCopy needs nothing: SQLite's next rowid follows the largest key
 // inserted.
 func (sqliteDialect) afterCopy(*Tx) error { return nil }
 

@@ -196,7 +196,48 @@ var migrations = []string{
 	CREATE INDEX sessions_owner ON sessions(owner_node, owner_epoch) WHERE state IN ('created', 'running');
 	ALTER TABLE commands ADD COLUMN timeout_ms BIGINT NOT NULL DEFAULT 0;
 	ALTER TABLE commands ADD COLUMN wait_for_device INTEGER NOT NULL DEFAULT 0;`,
+
+	// Fewer B-trees per command (server/RATIONALE.md, "Pages per
+	// command"). The queries of unfinished sessions by owner search
+	// sessions_state, by their states, as UnfinishedOwners did already:
+	// sessions_owner, written when a session starts and again when it
+	// ends, goes. On SQLite the audit log is rebuilt without
+	// AUTOINCREMENT, whose sqlite_sequence row every entry updated, a
+	// B-tree page more per command: its rows are never deleted (its
+	// triggers), so the largest seq plus one, SQLite's rowid, is the
+	// sequence AUTOINCREMENT kept.
+	dropSessionsOwner + auditRowid,
 }
+
+// dropSessionsOwner is the SQL of migration 14 that both databases take.
+const dropSessionsOwner = `DROP INDEX sessions_owner;`
+
+// auditRowid is the rest of migration 14 on SQLite: the audit log, its
+// rows and seqs kept, as a rowid table; its triggers and its index of
+// local calls again. The columns keep their order.
+const auditRowid = `
+	DROP TRIGGER audit_no_update;
+	DROP TRIGGER audit_no_delete;
+	ALTER TABLE audit RENAME TO audit_autoincrement;
+	CREATE TABLE audit (
+		seq           INTEGER PRIMARY KEY,
+` + auditColumnDefs + `,
+		identity      TEXT NOT NULL DEFAULT '',
+		token_id      TEXT NOT NULL DEFAULT '',
+		action        TEXT NOT NULL DEFAULT ''
+	);
+	INSERT INTO audit (seq, at, actor, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late, identity, token_id, action)
+		SELECT seq, at, actor, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late, identity, token_id, action
+		FROM audit_autoincrement;
+	DROP TABLE audit_autoincrement;
+	CREATE UNIQUE INDEX audit_local_calls ON audit(device_id, call_id) WHERE actor = 'local';` + auditTriggers
+
+// auditTriggers keep SQLite's audit log append-only.
+const auditTriggers = `
+	CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+		BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+	CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+		BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;`
 
 // fewerIndexes is the SQL of migration 12 that both databases take:
 // commands by device and sessions by parent were read by no query; the
@@ -259,14 +300,16 @@ const sessionsSQL = `CREATE TABLE sessions (
 const auditSQLite = `
 	CREATE TABLE audit (
 		seq           INTEGER PRIMARY KEY AUTOINCREMENT,
-` + auditColumns + `
-	CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
-		BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
-	CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
-		BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;`
+` + auditColumns + auditTriggers
 
-// auditColumns are the audit log's columns but its key, and its index.
-const auditColumns = `		at            TEXT NOT NULL,
+// auditColumns are the audit log's columns of migration 2 but its key,
+// and its index.
+const auditColumns = auditColumnDefs + `
+	);
+	CREATE INDEX audit_device ON audit(device_id, seq);`
+
+// auditColumnDefs are the audit log's first columns, but its key.
+const auditColumnDefs = `		at            TEXT NOT NULL,
 		actor         TEXT NOT NULL,
 		device_id     TEXT NOT NULL,
 		session_id    TEXT NOT NULL,
@@ -278,9 +321,7 @@ const auditColumns = `		at            TEXT NOT NULL,
 		parameters    TEXT NOT NULL,
 		outcome       TEXT NOT NULL,
 		error         TEXT NOT NULL,
-		late          INTEGER NOT NULL
-	);
-	CREATE INDEX audit_device ON audit(device_id, seq);`
+		late          INTEGER NOT NULL`
 
 // postgresMigrations are PostgreSQL's SQL for the migrations, by index
 // in migrations, whose SQLite SQL it does not take or would take with
@@ -312,6 +353,10 @@ var postgresMigrations = map[int]string{
 	// PostgreSQL's audit indexes may serve its filters by device and
 	// identity.
 	11: fewerIndexes,
+
+	// PostgreSQL's audit log keeps its identity column: a sequence, not
+	// a row of a table that each entry rewrites.
+	13: dropSessionsOwner,
 }
 
 func migrate(ctx context.Context, db *sql.DB, d dialect) error {

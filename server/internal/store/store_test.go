@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -428,19 +429,11 @@ func TestSessionSummariesPageByKeyWithoutPlansOrResults(t *testing.T) {
 func TestTimesWrittenBeforeMigration4AreRewrittenToSortInTimeOrder(t *testing.T) {
 	sqliteOnly(t, "PostgreSQL stores start with fixed-width times")
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	db, err := openDB(path)
-	require.NoError(t, err)
-	for i := range 3 {
-		tx, err := db.BeginTx(ctx, nil)
-		require.NoError(t, err)
-		require.NoError(t, applyMigration(ctx, tx, sqliteDialect{}, i))
-		require.NoError(t, tx.Commit())
-	}
+	path, db := migratedTo(t, 3)
 	earlier, later := tenNanosApart()
 	old := func(t time.Time) string { return t.Format(time.RFC3339Nano) }
 	whole := later.Truncate(time.Second) // no fraction at all: "…05Z"
-	_, err = db.ExecContext(ctx, `INSERT INTO sessions (id, task_name, device_id, requester_kind, requester_id, kind, state, created_at, finished_at)
+	_, err := db.ExecContext(ctx, `INSERT INTO sessions (id, task_name, device_id, requester_kind, requester_id, kind, state, created_at, finished_at)
 		VALUES ('earlier', '', 'kiosk-1', 'operator', '', 'plan', 'completed', ?, ?), ('later', '', 'kiosk-1', 'operator', '', 'plan', 'completed', ?, ?),
 		       ('whole', '', 'kiosk-1', 'operator', '', 'plan', 'completed', ?, NULL)`,
 		old(earlier), old(earlier), old(later), old(later), old(whole))
@@ -460,6 +453,65 @@ func TestTimesWrittenBeforeMigration4AreRewrittenToSortInTimeOrder(t *testing.T)
 	write(t, s, func(tx *Tx) (err error) { n, err = tx.DeleteSessionsFinishedBefore(later); return err })
 	assert.Equal(t, 1, n, "only the session that finished before the cutoff")
 	assert.Equal(t, []string{"later", "whole"}, sessionIDs(t, s))
+}
+
+// migratedTo is a SQLite store of t's own, by its path, with its first n
+// migrations applied, open on db for the test to write what a store of
+// that version held.
+func migratedTo(t *testing.T, n int) (path string, db *sql.DB) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "old.db")
+	db, err := openDB(path)
+	require.NoError(t, err)
+	for i := range n {
+		tx, err := db.BeginTx(context.Background(), nil)
+		require.NoError(t, err)
+		require.NoError(t, applyMigration(context.Background(), tx, sqliteDialect{}, i))
+		require.NoError(t, tx.Commit())
+	}
+	return path, db
+}
+
+// Migration 14 rebuilds SQLite's audit log as a rowid table: its entries
+// keep their seqs, the next one follows the largest, and it stays
+// append-only, with its local calls once each.
+func TestTheAuditLogKeepsItsSeqsThroughItsRebuild(t *testing.T) {
+	sqliteOnly(t, "PostgreSQL's audit log is not rebuilt")
+	ctx := context.Background()
+	path, db := migratedTo(t, 13)
+	// Seqs 1, 2 and 5, as entries written around rolled back ones left
+	// them; a local call, which its index keeps once.
+	_, err := db.ExecContext(ctx, `INSERT INTO audit (seq, at, actor, identity, token_id, action, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late)
+		VALUES (1, '2026-11-21T14:29:05.000000000Z', 'operator', 'ops', 't1', '', 'kiosk-1', 's1', 'r1', 'c1', 'echo', '', '', '{}', 'success', '', 0),
+		       (2, '2026-11-21T14:29:06.000000000Z', 'local', '', '', '', 'kiosk-1', '', '', 'local-1', 'echo', '', '', '{}', 'success', '', 0),
+		       (5, '2026-11-21T14:29:07.000000000Z', 'operator', 'ops', 't1', 'device.enroll', 'kiosk-2', '', '', '', '', '', '', '{}', '', '', 1)`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	s, _ := openTestAt(t, path)
+	insertCommand(t, s, "r2")
+	write(t, s, func(tx *Tx) error { _, err := tx.FailCommand("r2", "x"); return err })
+	audit, err := s.Audit(ctx, AuditFilter{Limit: 10})
+	require.NoError(t, err)
+	var seqs []int64
+	for _, e := range audit {
+		seqs = append(seqs, e.Seq)
+	}
+	assert.Equal(t, []int64{1, 2, 5, 6, 7}, seqs)
+	assert.Equal(t, "ops", audit[0].Identity)
+	assert.Equal(t, "device.enroll", audit[2].Action)
+	assert.True(t, audit[2].Late)
+	var first bool
+	write(t, s, func(tx *Tx) (err error) {
+		first, err = tx.AppendLocalCall("kiosk-1", "some-app", protocol.Command{ToolName: "echo", CallID: "local-1"},
+			protocol.Result{Status: protocol.ResultSuccess, CallID: "local-1"})
+		return err
+	})
+	assert.False(t, first, "the local call recorded before the rebuild")
+	for _, q := range []string{`UPDATE audit SET outcome = 'failure'`, `DELETE FROM audit`} {
+		err := s.Write(ctx, func(tx *Tx) error { _, err := tx.exec(q); return err })
+		assert.ErrorContains(t, err, "the audit log is append-only", q)
+	}
 }
 
 // A call an application made through a device's own MCP endpoint is

@@ -1,0 +1,103 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A single command, as the dispatcher records it (its session and the
+// command, then the results, the audit entries and the session's end,
+// in two commits), writes under 17 WAL frames, one per B-tree page it
+// changes: 19.7 before sessions_owner and the audit log's
+// sqlite_sequence row went (server/RATIONALE.md, "Pages per command").
+// A count of pages, not a time: the same on any machine.
+func TestASingleCommandWritesFewPages(t *testing.T) {
+	sqliteOnly(t, "WAL frames are SQLite's")
+	path := filepath.Join(t.TempDir(), "pages.db")
+	// No checkpoint while the test counts: the WAL only grows.
+	s, err := Open(context.Background(), path, Options{CheckpointDelay: time.Hour})
+	require.NoError(t, err)
+	defer s.Close()
+	frames := func() int64 {
+		fi, err := os.Stat(path + "-wal")
+		require.NoError(t, err)
+		return (fi.Size() - walHeader) / (pageSize + walFrameHeader)
+	}
+	const warm, counted = 50, 200
+	var total int64
+	for i := range warm + counted {
+		before := frames()
+		singleCommand(t, s, i)
+		if i >= warm {
+			total += frames() - before
+		}
+	}
+	perCommand := float64(total) / counted
+	t.Logf("%.2f WAL frames per command", perCommand)
+	assert.LessOrEqual(t, perCommand, 17.0)
+}
+
+// SQLite's WAL layout: a header, then one frame per page, each with a
+// header of its own; the store's pages are SQLite's default size.
+const walHeader, walFrameHeader, pageSize = 32, 24, 4096
+
+// singleCommand records command i and its session, as the dispatcher
+// does, and then its results and the session's end.
+func singleCommand(t *testing.T, s *Store, i int) {
+	t.Helper()
+	ctx := context.Background()
+	id := fmt.Sprintf("0190a000-0000-7000-8000-%012d", i)
+	ses := Session{ID: id + "-s", TaskName: "command-" + id, DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "command",
+		State: "running", CreatedAt: time.Now(), StartedAt: time.Now()}
+	c := Command{ResponseID: id, DeviceID: "kiosk-1", SessionID: ses.ID, Actor: "operator", Actions: twoActions(),
+		Tools: []ToolRef{{Namespace: "stock", SHA256: "abc"}, {}}}
+	require.NoError(t, s.WriteUnsynced(ctx, func(tx *Tx) error {
+		if err := tx.InsertSession(ses); err != nil {
+			return err
+		}
+		return tx.InsertCommand(c)
+	}))
+	results := []protocol.Result{{Status: protocol.ResultSuccess, Result: "ok", CallID: "c1"}, {Status: protocol.ResultSuccess, CallID: "c2"}}
+	write(t, s, func(tx *Tx) error {
+		if _, err := tx.RecordSentResults(c, "kiosk-1", results); err != nil {
+			return err
+		}
+		ses.State, ses.Result = "completed", []byte(`{"status":"completed"}`)
+		return tx.EndRecordedSession(ses)
+	})
+}
+
+// The queries of unfinished sessions by owner (a single node's start, a
+// cluster's adoption) search the index of sessions by state for the
+// unfinished ones: none reads every session.
+func TestQueriesOfUnfinishedSessionsSearchAnIndex(t *testing.T) {
+	sqliteOnly(t, "PostgreSQL plans an empty table with a sequential scan, whatever its indexes")
+	s, _ := openTest(t)
+	for _, q := range []string{
+		`UPDATE sessions SET state = 'failed', error = ?, finished_at = ? WHERE state IN ` + unfinished + ` AND owner_node = ''`,
+		`UPDATE sessions SET owner_node = ?, owner_epoch = ? WHERE owner_node = ? AND owner_epoch = ? AND state IN ` + unfinished + ` RETURNING id`,
+		`SELECT DISTINCT owner_node, owner_epoch FROM sessions WHERE state IN ` + unfinished,
+	} {
+		args := make([]any, strings.Count(q, "?"))
+		rows, err := s.rdb.QueryContext(context.Background(), `EXPLAIN QUERY PLAN `+q, args...)
+		require.NoError(t, err)
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
+			plan = append(plan, detail)
+		}
+		require.NoError(t, rows.Close())
+		assert.Contains(t, strings.Join(plan, "; "), "SEARCH sessions USING INDEX sessions_state (state=?)", q)
+	}
+}
