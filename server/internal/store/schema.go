@@ -201,16 +201,20 @@ var migrations = []string{
 	// command"). The queries of unfinished sessions by owner search
 	// sessions_state, by their states, as UnfinishedOwners did already:
 	// sessions_owner, written when a session starts and again when it
-	// ends, goes. On SQLite the audit log is rebuilt without
+	// ends, goes. So does sessions_finished, written when a session
+	// ends: expiry searches sessions_created, since a session ends after
+	// it starts. On SQLite the audit log is rebuilt without
 	// AUTOINCREMENT, whose sqlite_sequence row every entry updated, a
 	// B-tree page more per command: its rows are never deleted (its
 	// triggers), so the largest seq plus one, SQLite's rowid, is the
 	// sequence AUTOINCREMENT kept.
-	dropSessionsOwner + auditRowid,
+	dropSessionIndexes + auditRowid,
 }
 
-// dropSessionsOwner is the SQL of migration 14 that both databases take.
-const dropSessionsOwner = `DROP INDEX sessions_owner;`
+// dropSessionIndexes is the SQL of migration 14 that both databases
+// take.
+const dropSessionIndexes = `DROP INDEX sessions_owner;
+	DROP INDEX sessions_finished;`
 
 // auditRowid is the rest of migration 14 on SQLite: the audit log, its
 // rows and seqs kept, as a rowid table; its triggers and its index of
@@ -356,7 +360,7 @@ var postgresMigrations = map[int]string{
 
 	// PostgreSQL's audit log keeps its identity column: a sequence, not
 	// a row of a table that each entry rewrites.
-	13: dropSessionsOwner,
+	13: dropSessionIndexes,
 }
 
 func migrate(ctx context.Context, db *sql.DB, d dialect) error {

@@ -152,20 +152,31 @@ func (t *Tx) DeleteSession(id string) error {
 
 // DeleteSessionsFinishedBefore removes the sessions that ended before t,
 // with their commands, and returns how many.
+//
+// A session ends after it is created, so those are among the sessions
+// created before t, which the index by creation time finds: no index by
+// end is written when each session ends. What else it reads are the
+// sessions created before t that had not ended by then, few once
+// expiry has run. (A session whose end a clock step or another node's
+// clock put before its creation goes once t passes its creation.)
 func (t *Tx) DeleteSessionsFinishedBefore(before time.Time) (int, error) {
 	cutoff := formatTime(before)
 	if _, err := t.exec(
-		`DELETE FROM commands WHERE session_id IN (SELECT id FROM sessions WHERE finished_at IS NOT NULL AND finished_at < ?)`,
-		cutoff); err != nil {
+		`DELETE FROM commands WHERE session_id IN (SELECT id FROM sessions WHERE `+finishedBefore+`)`,
+		cutoff, cutoff); err != nil {
 		return 0, fmt.Errorf("store: expire commands: %w", err)
 	}
-	res, err := t.exec(`DELETE FROM sessions WHERE finished_at IS NOT NULL AND finished_at < ?`, cutoff)
+	res, err := t.exec(`DELETE FROM sessions WHERE `+finishedBefore, cutoff, cutoff)
 	if err != nil {
 		return 0, fmt.Errorf("store: expire sessions: %w", err)
 	}
 	n, _ := res.RowsAffected()
 	return int(n), nil
 }
+
+// finishedBefore picks the sessions that ended before its two arguments,
+// the same time, by the index of their creation times.
+const finishedBefore = `created_at < ? AND finished_at IS NOT NULL AND finished_at < ?`
 
 // FailInterrupted fails what a stopped single node left unfinished: its
 // sessions not yet ended and commands still waiting for results. A

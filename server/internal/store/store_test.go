@@ -455,6 +455,42 @@ func TestTimesWrittenBeforeMigration4AreRewrittenToSortInTimeOrder(t *testing.T)
 	assert.Equal(t, []string{"later", "whole"}, sessionIDs(t, s))
 }
 
+// Expiry removes the sessions that ended before the cutoff, with their
+// commands, and keeps those that ended after it or have not ended,
+// however long ago they were created.
+func TestExpiryRemovesOnlyTheSessionsThatEndedBeforeTheCutoff(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	long := time.Now().Add(-time.Hour)
+	for _, id := range []string{"ended", "ended-after", "running"} {
+		write(t, s, func(tx *Tx) error {
+			if err := tx.InsertSession(Session{ID: id, DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "command", State: "running", CreatedAt: long}); err != nil {
+				return err
+			}
+			return tx.InsertCommand(Command{ResponseID: "r-" + id, DeviceID: "kiosk-1", SessionID: id, Actor: "operator", Actions: twoActions()})
+		})
+	}
+	end := func(id string) {
+		write(t, s, func(tx *Tx) error { return tx.EndRecordedSession(Session{ID: id, State: "failed", Error: "x"}) })
+	}
+	end("ended")
+	cutoff := time.Now() // not after the end that follows: kept, as not before
+	end("ended-after")
+	var n int
+	write(t, s, func(tx *Tx) (err error) { n, err = tx.DeleteSessionsFinishedBefore(cutoff); return err })
+	assert.Equal(t, 1, n)
+	_, err := s.Session(ctx, "ended")
+	assert.ErrorIs(t, err, ErrNotFound)
+	_, err = s.Command(ctx, "r-ended")
+	assert.ErrorIs(t, err, ErrNotFound)
+	for _, id := range []string{"ended-after", "running"} {
+		_, err := s.Session(ctx, id)
+		assert.NoError(t, err, id)
+		_, err = s.Command(ctx, "r-"+id)
+		assert.NoError(t, err, id)
+	}
+}
+
 // migratedTo is a SQLite store of t's own, by its path, with its first n
 // migrations applied, open on db for the test to write what a store of
 // that version held.
