@@ -2,14 +2,12 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -36,7 +34,7 @@ func TestASingleCommandWritesFewPages(t *testing.T) {
 	var total int64
 	for i := range warm + counted {
 		before := frames()
-		singleCommand(t, s, i)
+		require.NoError(t, writeSingleCommand(s, int64(i)))
 		if i >= warm {
 			total += frames() - before
 		}
@@ -49,32 +47,6 @@ func TestASingleCommandWritesFewPages(t *testing.T) {
 // SQLite's WAL layout: a header, then one frame per page, each with a
 // header of its own; the store's pages are SQLite's default size.
 const walHeader, walFrameHeader, pageSize = 32, 24, 4096
-
-// singleCommand records command i and its session, as the dispatcher
-// does, and then its results and the session's end.
-func singleCommand(t *testing.T, s *Store, i int) {
-	t.Helper()
-	ctx := context.Background()
-	id := fmt.Sprintf("0190a000-0000-7000-8000-%012d", i)
-	ses := Session{ID: id + "-s", TaskName: "command-" + id, DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "command",
-		State: "running", CreatedAt: time.Now(), StartedAt: time.Now()}
-	c := Command{ResponseID: id, DeviceID: "kiosk-1", SessionID: ses.ID, Actor: "operator", Actions: twoActions(),
-		Tools: []ToolRef{{Namespace: "stock", SHA256: "abc"}, {}}}
-	require.NoError(t, s.WriteUnsynced(ctx, func(tx *Tx) error {
-		if err := tx.InsertSession(ses); err != nil {
-			return err
-		}
-		return tx.InsertCommand(c)
-	}))
-	results := []protocol.Result{{Status: protocol.ResultSuccess, Result: "ok", CallID: "c1"}, {Status: protocol.ResultSuccess, CallID: "c2"}}
-	write(t, s, func(tx *Tx) error {
-		if _, err := tx.RecordSentResults(c, "kiosk-1", results); err != nil {
-			return err
-		}
-		ses.State, ses.Result = "completed", []byte(`{"status":"completed"}`)
-		return tx.EndRecordedSession(ses)
-	})
-}
 
 // The queries that an index dropped by migration 14 served search
 // another: those of unfinished sessions by owner (a single node's start,
