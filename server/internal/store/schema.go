@@ -203,7 +203,8 @@ var migrations = []string{
 	// sessions_owner, written when a session starts and again when it
 	// ends, goes. So does sessions_finished, written when a session
 	// ends: expiry searches sessions_created, since a session ends after
-	// it starts. On SQLite the audit log is rebuilt without
+	// it starts. sessions_task holds the named sessions alone: a single
+	// command's has no name, and every query by name has one. On SQLite the audit log is rebuilt without
 	// AUTOINCREMENT, whose sqlite_sequence row every entry updated, a
 	// B-tree page more per command: its rows are never deleted (its
 	// triggers), so the largest seq plus one, SQLite's rowid, is the
@@ -212,9 +213,13 @@ var migrations = []string{
 }
 
 // dropSessionIndexes is the SQL of migration 14 that both databases
-// take.
+// take. A query by name says task_name <> ”, which lets both use the
+// partial sessions_task: neither can tell from task_name = ? alone,
+// planned before the name is known, that the name is not empty.
 const dropSessionIndexes = `DROP INDEX sessions_owner;
-	DROP INDEX sessions_finished;`
+	DROP INDEX sessions_finished;
+	DROP INDEX sessions_task;
+	CREATE INDEX sessions_task ON sessions(task_name, created_at) WHERE task_name <> '';`
 
 // auditRowid is the rest of migration 14 on SQLite: the audit log, its
 // rows and seqs kept, as a rowid table; its triggers and its index of

@@ -264,11 +264,15 @@ func (s *Store) ChildSessions(ctx context.Context, parentID string) ([]Session, 
 	return out, nil
 }
 
+// named picks the sessions named ?, by the index of the named ones (a
+// single command's session has no name): it finds none for "".
+const named = `task_name = ? AND task_name <> ''`
+
 // SessionByTask returns the newest session named taskName, or ErrNotFound.
 // A fleet's children share its name; the fleet is the task of that name.
 func (s *Store) SessionByTask(ctx context.Context, taskName string) (Session, error) {
 	ses, err := scanSession(s.readRow(ctx,
-		`SELECT `+sessionColumns+` FROM sessions WHERE task_name = ? AND parent_id = '' ORDER BY created_at DESC LIMIT 1`, taskName))
+		`SELECT `+sessionColumns+` FROM sessions WHERE `+named+` AND parent_id = '' ORDER BY created_at DESC LIMIT 1`, taskName))
 	return ses, rowErr(err, "task %q", taskName)
 }
 
@@ -306,7 +310,7 @@ func (s *Store) SessionSummaries(ctx context.Context, f SessionFilter) ([]Sessio
 		where, args = append(where, `state = ?`), append(args, f.State)
 	}
 	if f.TaskName != "" {
-		where, args = append(where, `task_name = ?`), append(args, f.TaskName)
+		where, args = append(where, named), append(args, f.TaskName)
 	}
 	if f.OnlyDevices != nil {
 		only, err := json.Marshal(f.OnlyDevices)

@@ -491,6 +491,35 @@ func TestExpiryRemovesOnlyTheSessionsThatEndedBeforeTheCutoff(t *testing.T) {
 	}
 }
 
+// A task is found by its name, in a listing and as the newest of that
+// name, and an unnamed session (a single command's) by none.
+func TestTasksAreFoundByTheirNamesAndUnnamedOnesByNone(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	earlier, later := tenNanosApart()
+	for _, ses := range []Session{
+		{ID: "first", TaskName: "inventory", CreatedAt: earlier},
+		{ID: "second", TaskName: "inventory", CreatedAt: later},
+		{ID: "unnamed", CreatedAt: later},
+	} {
+		ses.DeviceID, ses.RequesterKind, ses.Kind, ses.State = "kiosk-1", "operator", "plan", "created"
+		write(t, s, func(tx *Tx) error { return tx.InsertSession(ses) })
+	}
+	ses, err := s.SessionByTask(ctx, "inventory")
+	require.NoError(t, err)
+	assert.Equal(t, "second", ses.ID)
+	_, err = s.SessionByTask(ctx, "")
+	assert.ErrorIs(t, err, ErrNotFound)
+	rows, err := s.SessionSummaries(ctx, SessionFilter{TaskName: "inventory", Limit: 10})
+	require.NoError(t, err)
+	var ids []string
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+	}
+	assert.Equal(t, []string{"second", "first"}, ids)
+	assert.Equal(t, []string{"unnamed", "second", "first"}, sessionIDs(t, s), "unfiltered, every session")
+}
+
 // migratedTo is a SQLite store of t's own, by its path, with its first n
 // migrations applied, open on db for the test to write what a store of
 // that version held.

@@ -70,9 +70,9 @@ func BenchmarkWriteSingleCommand(b *testing.B) {
 func writeSingleCommand(s *Store, i int64) error {
 	ctx := context.Background()
 	// Time-ordered ids, as the server's: each batch's rows go at the end
-	// of their indexes.
+	// of their indexes. No task name, as a command from the API has none.
 	id := fmt.Sprintf("0190a000-0000-7000-8000-%012d", i)
-	ses := Session{ID: id + "-s", TaskName: "command-" + id, DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "command",
+	ses := Session{ID: id + "-s", DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "command",
 		State: "running", CreatedAt: time.Now(), StartedAt: time.Now()}
 	c := Command{ResponseID: id, DeviceID: "kiosk-1", SessionID: ses.ID, Actor: "operator", Actions: twoActions(),
 		Tools: []ToolRef{{Namespace: "stock", SHA256: "abc"}, {}}}
