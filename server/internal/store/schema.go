@@ -213,9 +213,10 @@ var migrations = []string{
 }
 
 // dropSessionIndexes is the SQL of migration 14 that both databases
-// take. A query by name says task_name <> ”, which lets both use the
-// partial sessions_task: neither can tell from task_name = ? alone,
-// planned before the name is known, that the name is not empty.
+// take. A query by name also says that the name is not empty, which
+// lets both use the partial sessions_task: the name's equality alone,
+// planned before the name is known (SQLite's plans, PostgreSQL's
+// generic ones), does not say so.
 const dropSessionIndexes = `DROP INDEX sessions_owner;
 	DROP INDEX sessions_finished;
 	DROP INDEX sessions_task;
