@@ -34,6 +34,7 @@ type commandsRun struct {
 	cpu         time.Duration
 	p50, p99    time.Duration
 	profilePath string
+	db          *dbSide // on PostgreSQL with -pg-pid; nil otherwise
 }
 
 func (r commandsRun) perSecond() float64 { return float64(r.commands) / r.wall.Seconds() }
@@ -47,6 +48,7 @@ func (r commandsRun) cpuPerCommand() time.Duration {
 // loop, caller i on device i mod devices, each command through the next
 // node in turn: first for cfg.warmup, then measured for cfg.duration (or
 // until cfg.maxCommands). CPU is the nodes', summed; a profile is node 1's.
+// On PostgreSQL with cc.pgPID, it measures the database's side too.
 func runCommands(ctx context.Context, bin serverBin, work string, cc clusterConfig, cfg commandsConfig, round int) (commandsRun, error) {
 	f, tokens, err := startFleet(ctx, bin, work, cc, cfg.devices)
 	if err != nil {
@@ -67,11 +69,19 @@ func runCommands(ctx context.Context, bin serverBin, work string, cc clusterConf
 	}
 	ops := newOperators(f.nodes, cfg)
 	defer ops.client.CloseIdleConnections()
-	if _, err := ops.run(ctx, cfg.warmup, 0); err != nil {
+	var run commandsRun
+	var counted0 dbCounters
+	if f.db != "" && cc.pgPID != 0 {
+		run.db = &dbSide{}
+		if counted0, err = readDBCounters(ctx, cc, f.db); err != nil {
+			return commandsRun{}, err
+		}
+	}
+	warm, err := ops.run(ctx, cfg.warmup, 0)
+	if err != nil {
 		return commandsRun{}, fmt.Errorf("warm-up: %w", err)
 	}
 	var profile chan error
-	var run commandsRun
 	if cfg.profileDir != "" {
 		run.profilePath = filepath.Join(cfg.profileDir, fmt.Sprintf("%s-%d.pprof", bin.name, round))
 		profile = make(chan error, 1)
@@ -80,6 +90,10 @@ func runCommands(ctx context.Context, bin serverBin, work string, cc clusterConf
 		}()
 	}
 	cpu0, err := f.cpu()
+	if err != nil {
+		return commandsRun{}, err
+	}
+	dbCPU0, err := run.db.readCPU(cc.pgPID)
 	if err != nil {
 		return commandsRun{}, err
 	}
@@ -92,6 +106,18 @@ func runCommands(ctx context.Context, bin serverBin, work string, cc clusterConf
 	cpu1, err := f.cpu()
 	if err != nil {
 		return commandsRun{}, err
+	}
+	dbCPU1, err := run.db.readCPU(cc.pgPID)
+	if err != nil {
+		return commandsRun{}, err
+	}
+	if run.db != nil {
+		counted1, err := readDBCounters(ctx, cc, f.db)
+		if err != nil {
+			return commandsRun{}, err
+		}
+		*run.db = dbSide{cpu: dbCPU1 - dbCPU0, commands: len(warm) + len(lat),
+			counted: dbCounters{syncs: counted1.syncs - counted0.syncs, xacts: counted1.xacts - counted0.xacts}}
 	}
 	if profile != nil {
 		if err := <-profile; err != nil {
