@@ -99,6 +99,8 @@ type command struct {
 	// last sent, or is being sent, to the node holding the device's link
 	// (cluster mode); 0 if it is not out on another node.
 	sentLease int64
+	// sentNode is that node, while sentLease is not 0.
+	sentNode string
 	// retries counts its sends to other nodes that found no holder.
 	retries int
 	timer   *time.Timer
@@ -520,14 +522,23 @@ func (d *dispatcher) linkDropped(c *client, shutDown bool) {
 // expire fails cmd when its timeout ends, unless its results won the race.
 func (d *dispatcher) expire(cmd *command) {
 	d.mu.Lock()
-	dropped := cmd.sentOn == nil
+	why := cmd.timedOut()
 	d.mu.Unlock()
+	d.fail(cmd, why)
+}
+
+// timedOut is why cmd failed when its timeout ended, from where it was
+// then (under dispatcher.mu): out on a link here, out on another node
+// that holds its device's link, or waiting for its device to come back.
+func (cmd *command) timedOut() string {
 	id := cmd.rec.DeviceID
-	if dropped {
-		d.fail(cmd, fmt.Sprintf("link to device %q dropped and the device did not come back within %s", id, cmd.timeout))
-	} else {
-		d.fail(cmd, fmt.Sprintf("device %q did not answer within %s", id, cmd.timeout))
+	switch {
+	case cmd.sentOn != nil:
+		return fmt.Sprintf("device %q did not answer within %s", id, cmd.timeout)
+	case cmd.sentLease != 0:
+		return fmt.Sprintf("device %q, linked to node %q, did not answer within %s", id, cmd.sentNode, cmd.timeout)
 	}
+	return fmt.Sprintf("link to device %q dropped and the device did not come back within %s", id, cmd.timeout)
 }
 
 // refused fails at once a command its device answered with an ERROR m,
