@@ -19,6 +19,9 @@ type ClusterConfig struct {
 	// NATS is the NATS server's URL (nats://…; several, comma-separated):
 	// set, the server is a cluster node, and needs a PostgreSQL store.
 	NATS string
+	// NATSCA is a PEM file of the CAs the NATS server's certificate must
+	// chain to, instead of the system's (cluster.Config.NATSCA).
+	NATSCA string
 	// NodeID names the node among the others; default: the host's name.
 	// A node refuses to start with the id of a live node.
 	NodeID string
@@ -60,7 +63,7 @@ func (s *Server) joinCluster(ctx context.Context) error {
 	if s.store.Backend() != store.Postgres {
 		return fmt.Errorf("server: cluster mode needs a PostgreSQL store, not %s", s.store.Backend())
 	}
-	c, err := cluster.Join(ctx, cluster.Config{NATS: s.cfg.Cluster.NATS, NodeID: s.cfg.Cluster.NodeID,
+	c, err := cluster.Join(ctx, cluster.Config{NATS: s.cfg.Cluster.NATS, NATSCA: s.cfg.Cluster.NATSCA, NodeID: s.cfg.Cluster.NodeID,
 		Address: s.cfg.Cluster.Address, Store: s.store, Logger: s.log,
 		Heartbeat: s.cfg.Cluster.Heartbeat, DeadAfter: s.cfg.Cluster.DeadAfter})
 	if err != nil {

@@ -2,14 +2,19 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/edgeaip/edgeaip/internal/natstest"
 	"github.com/edgeaip/edgeaip/internal/pgtest"
+	"github.com/edgeaip/edgeaip/internal/testpki"
+	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -106,4 +111,44 @@ func TestANodeThatLosesNATSIsDegradedUntilItIsBack(t *testing.T) {
 	assert.Contains(t, h.Cause, "NATS: not connected")
 	require.NoError(t, tc.nats.Start())
 	require.Eventually(t, func() bool { code, _ = a.health(); return code == http.StatusOK }, 10*time.Second, 10*time.Millisecond)
+}
+
+// Every client NATS lets in is trusted as a node, so an operator's NATS
+// asks for credentials and TLS: a node with the password in its URL and
+// the NATS server's CA (--nats-ca) joins and works across nodes; one with
+// a wrong password, or without the CA, fails at start naming NATS, and
+// its error does not show the password.
+func TestAClusterNodeJoinsANATSThatAsksForAPasswordAndTLS(t *testing.T) {
+	ca := testpki.NewCA(t, "nats")
+	leaf := ca.Issue(t, testpki.Loopback())
+	cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+	require.NoError(t, err)
+	ns := natstest.StartWith(t, natstest.Options{User: "aip", Password: "s3cret-pw",
+		TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}})
+	caPath, _ := ca.WriteCA(t, t.TempDir(), "nats-ca")
+	tc := &testCluster{t: t, nats: ns, store: pgtest.Shared(t).NewDatabase(t)}
+	natsAs := func(password, caFile string) func(*Config) {
+		return func(c *Config) {
+			u, err := url.Parse(ns.URL())
+			require.NoError(t, err)
+			u.User = url.UserPassword("aip", password)
+			c.Cluster.NATS, c.Cluster.NATSCA = u.String(), caFile
+		}
+	}
+
+	_, err = tc.newNode("a", natsAs("wrong-pw", caPath))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cluster: NATS tls://aip:xxxxx@127.0.0.1:")
+	assert.Contains(t, strings.ToLower(err.Error()), "authorization violation")
+	assert.NotContains(t, err.Error(), "wrong-pw")
+	_, err = tc.newNode("a", natsAs("s3cret-pw", ""))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cluster: NATS tls://aip:xxxxx@127.0.0.1:")
+	assert.Contains(t, err.Error(), "certificate signed by unknown authority")
+
+	a, b := tc.node("a", natsAs("s3cret-pw", caPath)), tc.node("b", natsAs("s3cret-pw", caPath))
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	out := a.echoInBackground("kiosk-1")
+	dev.answer(dev.nextCommand(), protocol.ResultSuccess, "res-1")
+	assert.Equal(t, "success", (<-out).Status)
 }

@@ -46,7 +46,8 @@ func main() {
 	flag.IntVar(&st.UnrecordedWrites, "unrecorded-writes", 10_000, "writes the database could not take (a full disk) kept in memory to retry; past this, results stay with their devices")
 	flag.Int64Var(&st.UnrecordedBytes, "unrecorded-bytes", 64<<20, "bytes of results and task ends kept in memory for a database that cannot take them; past this, as --unrecorded-writes")
 	var clusterCfg server.ClusterConfig
-	flag.StringVar(&clusterCfg.NATS, "nats", "", "NATS server URL (nats://…; several, comma-separated): run as a node of a cluster, which needs a PostgreSQL --store")
+	flag.StringVar(&clusterCfg.NATS, "nats", "", "NATS server URL (nats://…, nats://USER:PASSWORD@…, tls://…; several, comma-separated): run as a node of a cluster, which needs a PostgreSQL --store")
+	flag.StringVar(&clusterCfg.NATSCA, "nats-ca", "", "PEM `file` of the CAs a tls:// NATS server's certificate must chain to, instead of the system's")
 	flag.StringVar(&clusterCfg.NodeID, "node-id", "", "this node's id in the cluster (default: the host's name)")
 	flag.StringVar(&clusterCfg.Address, "advertise", "", "the address the cluster lists for this node (default: --listen's)")
 	drainGrace := flag.Duration("drain-grace", server.DefaultDrainGrace, "cluster mode: on SIGTERM, how long running tasks may finish before the rest are handed off to the other nodes (a second SIGTERM stops at once)")

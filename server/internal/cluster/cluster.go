@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/nats-io/nats.go"
 )
@@ -37,8 +36,13 @@ const (
 
 // Config is what a node joins a cluster with.
 type Config struct {
-	// NATS is the NATS server's URL, or several, comma-separated.
+	// NATS is the NATS server's URL, or several, comma-separated; each
+	// may carry credentials (nats://USER:PASSWORD@HOST, nats://TOKEN@HOST)
+	// and ask for TLS (tls://HOST).
 	NATS string
+	// NATSCA, if set, is a PEM file of the CAs the NATS server's
+	// certificate must chain to, instead of the system's; it implies TLS.
+	NATSCA string
 	// NodeID names the node; required.
 	NodeID string
 	// Address is where the node serves, for GET /api/cluster.
@@ -133,31 +137,10 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.log.Warn("took over the node id of a dead process of it", "dead_epoch", prev, "epoch", c.epoch)
 		c.deaths = append(c.deaths, Node{ID: cfg.NodeID, Epoch: prev})
 	}
-	c.log.Info("joined the cluster", "epoch", c.epoch, "nats", protocol.RedactURL(nc.ConnectedUrl()), "protocol", ProtocolVersion)
+	c.log.Info("joined the cluster", "epoch", c.epoch, "nats", redactNATS(nc.ConnectedUrl()), "protocol", ProtocolVersion)
 	c.readLive(ctx)
 	go c.run()
 	return c, nil
-}
-
-// connect connects to NATS, failing if it cannot now, and reconnecting
-// for ever once it has.
-func (c *Cluster) connect() (*nats.Conn, error) {
-	nc, err := nats.Connect(c.cfg.NATS,
-		nats.Name("aip-server "+c.cfg.NodeID),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
-		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
-			if !nc.IsClosed() {
-				c.log.Error("NATS connection lost: cross-node work is refused until it is back", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			c.log.Info("NATS connection back", "nats", protocol.RedactURL(nc.ConnectedUrl()))
-		}))
-	if err != nil {
-		return nil, fmt.Errorf("cluster: NATS %s: %w", protocol.RedactURL(c.cfg.NATS), err)
-	}
-	return nc, nil
 }
 
 // Self is this node's id and epoch.
