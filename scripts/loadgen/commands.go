@@ -69,19 +69,16 @@ func runCommands(ctx context.Context, bin serverBin, work string, cc clusterConf
 	}
 	ops := newOperators(f.nodes, cfg)
 	defer ops.client.CloseIdleConnections()
-	var run commandsRun
-	var counted0 dbCounters
-	if f.db != "" && cc.pgPID != 0 {
-		run.db = &dbSide{}
-		if counted0, err = readDBCounters(ctx, cc, f.db); err != nil {
-			return commandsRun{}, err
-		}
+	meter, err := newDBMeter(ctx, cc, f.db)
+	if err != nil {
+		return commandsRun{}, err
 	}
 	warm, err := ops.run(ctx, cfg.warmup, 0)
 	if err != nil {
 		return commandsRun{}, fmt.Errorf("warm-up: %w", err)
 	}
 	var profile chan error
+	var run commandsRun
 	if cfg.profileDir != "" {
 		run.profilePath = filepath.Join(cfg.profileDir, fmt.Sprintf("%s-%d.pprof", bin.name, round))
 		profile = make(chan error, 1)
@@ -93,8 +90,7 @@ func runCommands(ctx context.Context, bin serverBin, work string, cc clusterConf
 	if err != nil {
 		return commandsRun{}, err
 	}
-	dbCPU0, err := run.db.readCPU(cc.pgPID)
-	if err != nil {
+	if err := meter.measuredStarts(); err != nil {
 		return commandsRun{}, err
 	}
 	start := time.Now()
@@ -107,17 +103,11 @@ func runCommands(ctx context.Context, bin serverBin, work string, cc clusterConf
 	if err != nil {
 		return commandsRun{}, err
 	}
-	dbCPU1, err := run.db.readCPU(cc.pgPID)
-	if err != nil {
+	if err := meter.measuredEnds(); err != nil {
 		return commandsRun{}, err
 	}
-	if run.db != nil {
-		counted1, err := readDBCounters(ctx, cc, f.db)
-		if err != nil {
-			return commandsRun{}, err
-		}
-		*run.db = dbSide{cpu: dbCPU1 - dbCPU0, commands: len(warm) + len(lat),
-			counted: dbCounters{syncs: counted1.syncs - counted0.syncs, xacts: counted1.xacts - counted0.xacts}}
+	if run.db, err = meter.result(ctx, len(warm)+len(lat)); err != nil {
+		return commandsRun{}, err
 	}
 	if profile != nil {
 		if err := <-profile; err != nil {

@@ -81,12 +81,59 @@ type dbSide struct {
 	commands int
 }
 
-// readCPU is postgresCPU(pid) when d is measured, else 0.
-func (d *dbSide) readCPU(pid int) (time.Duration, error) {
-	if d == nil {
-		return 0, nil
+// dbMeter measures the database's side of a run on PostgreSQL; a nil
+// one, of a run on SQLite or without -pg-pid, measures nothing.
+type dbMeter struct {
+	cfg      clusterConfig
+	db       string
+	counted0 dbCounters
+	cpu0     time.Duration
+	side     dbSide
+}
+
+// newDBMeter starts measuring the side of database db ("": none) on
+// cfg's server, before the warm-up: nil if there is nothing to measure.
+func newDBMeter(ctx context.Context, cfg clusterConfig, db string) (*dbMeter, error) {
+	if db == "" || cfg.pgPID == 0 {
+		return nil, nil
 	}
-	return postgresCPU(pid)
+	m := &dbMeter{cfg: cfg, db: db}
+	var err error
+	m.counted0, err = readDBCounters(ctx, cfg, db)
+	return m, err
+}
+
+// measuredStarts and measuredEnds bound the measured part, whose CPU the
+// database's side counts.
+func (m *dbMeter) measuredStarts() (err error) {
+	if m != nil {
+		m.cpu0, err = postgresCPU(m.cfg.pgPID)
+	}
+	return err
+}
+
+func (m *dbMeter) measuredEnds() error {
+	if m == nil {
+		return nil
+	}
+	cpu1, err := postgresCPU(m.cfg.pgPID)
+	m.side.cpu = cpu1 - m.cpu0
+	return err
+}
+
+// result is the database's side of the run, whose warm-up and measured
+// part made commands commands: nil if m is.
+func (m *dbMeter) result(ctx context.Context, commands int) (*dbSide, error) {
+	if m == nil {
+		return nil, nil
+	}
+	c, err := readDBCounters(ctx, m.cfg, m.db)
+	if err != nil {
+		return nil, err
+	}
+	m.side.commands = commands
+	m.side.counted = dbCounters{syncs: c.syncs - m.counted0.syncs, xacts: c.xacts - m.counted0.xacts}
+	return &m.side, nil
 }
 
 // perCommand is n per command counted.
