@@ -409,9 +409,7 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	cmd.sentOn, cmd.sent = c, true
 	d.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
-	err := c.conn.Send(ctx, cmd.msg)
-	cancel()
+	err := c.conn.SendWithin(sendTimeout, cmd.msg)
 	if errors.Is(err, protocol.ErrTooBig) {
 		d.tooBig(cmd, c, err)
 		return
@@ -464,9 +462,7 @@ func sendCancel(c *client, m *protocol.ServerMessage) error {
 	if c.conn.Encoding() != protocol.CBOR {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
-	defer cancel()
-	return c.conn.Send(ctx, m)
+	return c.conn.SendWithin(sendTimeout, m)
 }
 
 // tooBig fails cmd, which c's link refused as larger than a frame (err).
