@@ -273,7 +273,7 @@ func sameOwner(a, b api.Requester) bool {
 // is gone.
 func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcome[R], *slog.Logger)) outcome[R] {
 	defer m.release(s)
-	log := m.log.With("session_id", s.ID, "device", s.DeviceID, "task_name", s.TaskName)
+	log := newLazyLog(m.log, func() []any { return []any{"session_id", s.ID, "device", s.DeviceID, "task_name", s.TaskName} })
 	s.started.Store(true)
 	if s.persisted {
 		err := m.unrecorded.write(context.Background(), keptWrite{what: "start of session " + s.ID, size: keptFailureBytes,
@@ -301,10 +301,10 @@ func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcom
 	if s.Kind == api.KindCommand {
 		level = slog.LevelDebug // its command's "command done" says it at info
 	}
-	log.Log(context.Background(), level, "session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
+	log.Log(level, "session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
 	s.events.add(api.TaskEvent{Type: api.EventEnd, SessionID: s.ID, State: out.state, Status: string(taskEndStatus(out.state)), Result: out.result, Error: out.err})
 	if tell != nil && s.cancelReason() != reasonConstellationDisconnected {
-		tell(out, log)
+		tell(out, log.logger())
 	}
 	return out
 }
