@@ -231,3 +231,24 @@ func TestAnMCPMessageLargerThanTheFrameCapIsRefused(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
+
+// A session whose client went away without its DELETE is dropped once it
+// has been idle for SessionIdleTTL; one whose client listens on its
+// stream, older but kept by the stream's pings, still hears of changes.
+func TestAnIdleMCPSessionIsDroppedAndAListeningOneKept(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.MCP.SessionIdleTTL = 2 * time.Second })
+	token := ts.addIdentity("assistant", api.RoleOperator, nil)
+	_, listChanged := ts.mcpClient(token)
+	resp, err := ts.mcpPost(context.Background(), token, "", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+		"params": map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "gone", "version": "1"}}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.NotEmpty(t, resp.Header.Get("Mcp-Session-Id"))
+	sessions := func() float64 { return metric(t, ts.scrape(), "edgeaip_mcp_sessions") }
+	require.Equal(t, 2.0, sessions())
+
+	require.Eventually(t, func() bool { return sessions() == 1 }, 20*time.Second, 50*time.Millisecond, "the idle session dropped")
+	ts.device("kiosk-1", tool("stock", "echo", protocol.ToolAction))
+	require.Eventually(t, func() bool { return listChanged() > 0 }, 10*time.Second, 10*time.Millisecond, "the listener hears of the new DEVICE__TOOL")
+	assert.Equal(t, 1.0, sessions())
+}
