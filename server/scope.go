@@ -61,17 +61,7 @@ func (s *Server) devicesInScope(ctx context.Context, c *caller) ([]string, error
 	if len(c.scope.Devices) == 0 {
 		return nil, nil
 	}
-	devs, err := s.store.Devices(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ids := []string{}
-	for _, d := range devs {
-		if c.scope.Device(d.Labels) {
-			ids = append(ids, d.ID)
-		}
-	}
-	return ids, nil
+	return s.store.DevicesMatching(ctx, c.scope.Devices, 0)
 }
 
 // taskInScope reports whether task id is in c's scope: a task on a device
