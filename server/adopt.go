@@ -147,8 +147,12 @@ func (s *Server) handedOff(msg string, timeout time.Duration) {
 // resumeAll runs on the adopted sessions ids: fleets last, so that each
 // finds its devices' tasks, adopted with it, running. One that cannot be
 // run on is ended, failed, saying why: adopted, it is no other node's to
-// end.
+// end. ctx's values serve, not its end: the adoption is committed, so a
+// deadline meant for it (a handoff's, a sweep's) that passed meanwhile,
+// under a slow store, must not leave them adopted and neither run nor
+// failed, which no other node would ever take up while this one lives.
 func (m *sessionManager) resumeAll(ctx context.Context, ids []string) {
+	ctx = context.WithoutCancel(ctx)
 	var fleets []store.Session
 	for _, id := range ids {
 		row, err := m.store.Session(ctx, id)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -604,12 +606,19 @@ func (m *sessionManager) drain(ctx context.Context, grace time.Duration) int {
 func (m *sessionManager) handOff() int {
 	m.mu.Lock()
 	m.closed = true
-	n := len(m.live)
+	live := slices.Collect(maps.Values(m.live))
 	m.mu.Unlock()
+	// Handed off before their commands end: freezing ends each waiting
+	// command as failed, and a session that saw its step fail before it
+	// was cancelled would end failed, recorded as such, and never be
+	// adopted.
+	for _, s := range live {
+		s.setReason(reasonHandedOff)
+	}
 	m.disp.freeze()
 	m.cancelWhere(func(*session) bool { return true }, reasonHandedOff)
 	m.wait()
-	return n
+	return len(live)
 }
 
 // expireResults deletes, every tick until stop, what finished more than

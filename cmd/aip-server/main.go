@@ -60,6 +60,7 @@ func main() {
 	flag.IntVar(&mcpCfg.CallsPerMinute, "mcp-calls-per-minute", 120, "tool calls one identity may make on /mcp in a minute")
 	flag.IntVar(&mcpCfg.CallsAtOnce, "mcp-calls-at-once", 8, "tool calls one identity may have running on /mcp at once")
 	flag.IntVar(&mcpCfg.MaxResultBytes, "mcp-max-result-bytes", 64<<10, "largest result, as JSON, an answer on /mcp carries; a larger one is cut, with the task's URL")
+	flag.DurationVar(&mcpCfg.SessionIdleTTL, "mcp-session-idle-ttl", 30*time.Minute, "an MCP session on /mcp that makes no request, and whose stream carries nothing, for this long is dropped (a client that went away without DELETE); negative: never")
 	flag.IntVar(&limits.MaxPlanBytes, "max-plan-bytes", plan.DefaultMaxExpandedBytes, "largest plan accepted, in bytes as JSON once its YAML aliases are expanded")
 	flag.IntVar(&limits.MaxParamBytes, "max-param-bytes", 0, "largest parameters of one command accepted, in bytes as JSON (0: the frame cap)")
 	pprof := flag.Bool("pprof", false, "serve Go's profiles under /debug/pprof/, to an unscoped admin")

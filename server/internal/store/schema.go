@@ -196,7 +196,23 @@ var migrations = []string{
 	CREATE INDEX sessions_owner ON sessions(owner_node, owner_epoch) WHERE state IN ('created', 'running');
 	ALTER TABLE commands ADD COLUMN timeout_ms BIGINT NOT NULL DEFAULT 0;
 	ALTER TABLE commands ADD COLUMN wait_for_device INTEGER NOT NULL DEFAULT 0;`,
+
+	// Each device's labels, one row each, indexed by label, so that the
+	// devices a selector picks (a scope, a fleet) are read from the index
+	// instead of from every device's row. devices.labels stays the
+	// device's record of them; labels are set only at enrollment.
+	deviceLabelsSQL + `
+	INSERT INTO device_labels (device_id, key, value) SELECT d.id, j.key, j.value FROM devices d, json_each(d.labels) j;`,
 }
+
+// deviceLabelsSQL is the SQL of migration 14 that both databases take.
+const deviceLabelsSQL = `CREATE TABLE device_labels (
+		device_id TEXT NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
+		key       TEXT NOT NULL,
+		value     TEXT NOT NULL,
+		PRIMARY KEY (device_id, key)
+	);
+	CREATE INDEX device_labels_pick ON device_labels(key, value, device_id);`
 
 // fewerIndexes is the SQL of migration 12 that both databases take:
 // commands by device and sessions by parent were read by no query; the
@@ -312,6 +328,10 @@ var postgresMigrations = map[int]string{
 	// PostgreSQL's audit indexes may serve its filters by device and
 	// identity.
 	11: fewerIndexes,
+
+	// PostgreSQL's JSON object as rows.
+	13: deviceLabelsSQL + `
+	INSERT INTO device_labels (device_id, key, value) SELECT d.id, j.key, j.value FROM devices d, json_each_text(d.labels::json) j;`,
 }
 
 func migrate(ctx context.Context, db *sql.DB, d dialect) error {

@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/edgeaip/edgeaip/internal/benchlat"
 	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/protocol"
 )
@@ -44,37 +41,15 @@ func BenchmarkWrite(b *testing.B) {
 func benchCommands(b *testing.B, s *Store, writers int) {
 	ctx := context.Background()
 	results := []protocol.Result{{Status: protocol.ResultSuccess, Result: "ok", CallID: "c1"}, {Status: protocol.ResultSuccess, CallID: "c2"}}
-	lat := make([]time.Duration, b.N)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	for range writers {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
-				id := fmt.Sprintf("r%d", i)
-				start := time.Now()
-				err := s.WriteUnsynced(ctx, func(tx *Tx) error {
-					return tx.InsertCommand(Command{ResponseID: id, DeviceID: "kiosk-1", SessionID: "s1", Actor: "operator",
-						Actions: twoActions(), Tools: []ToolRef{{Namespace: "stock", SHA256: "abc"}, {}}})
-				})
-				if err == nil {
-					err = s.Write(ctx, func(tx *Tx) error { _, err := tx.RecordResults("kiosk-1", id, results); return err })
-				}
-				lat[i] = time.Since(start)
-				if err != nil {
-					b.Errorf("command %d: %v", i, err)
-					next.Store(int64(b.N))
-					return
-				}
-			}
+	benchlat.Run(b, writers, func(i int) error {
+		id := fmt.Sprintf("r%d", i)
+		err := s.WriteUnsynced(ctx, func(tx *Tx) error {
+			return tx.InsertCommand(Command{ResponseID: id, DeviceID: "kiosk-1", SessionID: "s1", Actor: "operator",
+				Actions: twoActions(), Tools: []ToolRef{{Namespace: "stock", SHA256: "abc"}, {}}})
 		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	if b.Failed() {
-		b.FailNow()
-	}
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		if err != nil {
+			return err
+		}
+		return s.Write(ctx, func(tx *Tx) error { _, err := tx.RecordResults("kiosk-1", id, results); return err })
+	})
 }
