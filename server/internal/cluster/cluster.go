@@ -87,9 +87,15 @@ type Cluster struct {
 	fenced   error  // the lease was lost: for good
 	draining bool
 	warned   map[string]bool // incompatible nodes logged, by id/epoch
-	// live are the nodes at the last sweep, each true if it was alive and
-	// compatible.
-	live map[string]bool
+	// live are the nodes at the last sweep.
+	live map[string]liveNode
+}
+
+// liveNode is a node as the last sweep saw it: its epoch, and whether it
+// was alive and compatible.
+type liveNode struct {
+	epoch int64
+	live  bool
 }
 
 // validNodeID is what a node id may be: it is a NATS subject token.
@@ -199,14 +205,6 @@ func (c *Cluster) announce(dead []Node) {
 			go fn(n.ID, n.Epoch)
 		}
 	}
-}
-
-// SetDraining marks this node draining in its lease from its next
-// heartbeat: it takes no new links or tasks.
-func (c *Cluster) SetDraining() {
-	c.mu.Lock()
-	c.draining = true
-	c.mu.Unlock()
 }
 
 // Fenced is closed when the node has lost its lease on its id: the
@@ -356,9 +354,9 @@ func (c *Cluster) readLive(ctx context.Context) {
 		c.log.Debug("nodes not read", "err", err)
 		return
 	}
-	live := make(map[string]bool, len(nodes))
+	live := make(map[string]liveNode, len(nodes))
 	for _, n := range nodes {
-		live[n.ID] = n.Alive && n.Compatible
+		live[n.ID] = liveNode{epoch: n.Epoch, live: n.Alive && n.Compatible}
 	}
 	c.mu.Lock()
 	c.live = live
@@ -372,8 +370,26 @@ func (c *Cluster) readLive(ctx context.Context) {
 func (c *Cluster) IsLive(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	live, seen := c.live[id]
-	return live || !seen
+	n, seen := c.live[id]
+	return n.live || !seen
+}
+
+// notLive is why node id at epoch was not live at the last sweep: gone
+// (fenced, or left), silent, of another version, or an id a later
+// process took over; "" if it was, or joined since.
+func (c *Cluster) notLive(id string, epoch int64) string {
+	c.mu.Lock()
+	n, seen := c.live[id]
+	c.mu.Unlock()
+	switch {
+	case !seen || epoch > n.epoch:
+		return ""
+	case epoch < n.epoch:
+		return fmt.Sprintf("node %q is at epoch %d now", id, n.epoch)
+	case !n.live:
+		return "that node is gone, silent or of another version"
+	}
+	return ""
 }
 
 // Close stops heartbeating, marks the node gone (a clean stop: no node
