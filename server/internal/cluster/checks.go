@@ -12,11 +12,11 @@ import (
 // forged one, a bug's, a truncated one) is refused whole, naming the
 // field, rather than half acted on.
 
-// checkNodeID refuses what no node id can be (validNodeID): field names
+// checkNodeID refuses what no node id can be (CheckNodeID): field names
 // where it was found.
 func checkNodeID(field, id string) error {
-	if !validNodeID.MatchString(id) {
-		return fmt.Errorf("field %q: node id %.80q: want 1-63 of [A-Za-z0-9_-]", field, id)
+	if err := CheckNodeID(id); err != nil {
+		return fmt.Errorf("field %q: %w", field, err)
 	}
 	return nil
 }

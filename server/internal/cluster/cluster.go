@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/nats-io/nats.go"
 )
@@ -110,8 +109,8 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, DefaultHeartbeat)
 	cfg.DeadAfter = cmp.Or(cfg.DeadAfter, DefaultDeadAfter)
-	if !validNodeID.MatchString(cfg.NodeID) {
-		return nil, fmt.Errorf("cluster: node id %q: want 1-63 of [A-Za-z0-9_-]", cfg.NodeID)
+	if err := errors.Join(CheckNodeID(cfg.NodeID), CheckNATS(cfg.NATS)); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	if cfg.Store.Backend() != store.Postgres {
 		return nil, fmt.Errorf("cluster: store is %s: %w (--store postgres://…)", cfg.Store.Backend(), store.ErrNeedsPostgres)
@@ -139,7 +138,7 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.log.Warn("took over the node id of a dead process of it", "dead_epoch", prev, "epoch", c.epoch)
 		c.deaths = append(c.deaths, Node{ID: cfg.NodeID, Epoch: prev})
 	}
-	c.log.Info("joined the cluster", "epoch", c.epoch, "nats", protocol.RedactURL(nc.ConnectedUrl()), "protocol", ProtocolVersion)
+	c.log.Info("joined the cluster", "epoch", c.epoch, "nats", RedactNATS(nc.ConnectedUrl()), "protocol", ProtocolVersion)
 	c.readLive(ctx)
 	go c.run()
 	return c, nil
@@ -158,10 +157,10 @@ func (c *Cluster) connect() (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			c.log.Info("NATS connection back", "nats", protocol.RedactURL(nc.ConnectedUrl()))
+			c.log.Info("NATS connection back", "nats", RedactNATS(nc.ConnectedUrl()))
 		}))
 	if err != nil {
-		return nil, fmt.Errorf("cluster: NATS %s: %w", protocol.RedactURL(c.cfg.NATS), err)
+		return nil, fmt.Errorf("cluster: NATS %s: %w", RedactNATS(c.cfg.NATS), err)
 	}
 	return nc, nil
 }

@@ -214,6 +214,7 @@ func TestMalformedBroadcastsAreLoggedAndDropped(t *testing.T) {
 	require.NoError(t, a.OnRecorded(func(r Recorded) { hear("recorded " + r.ResponseID) }))
 	require.NoError(t, a.OnRevocation(func(r Revocation) { hear("revocation " + r.Identity) }))
 	require.NoError(t, a.OnDeviceEvent(func(d DeviceEvent) { hear("event " + d.What) }))
+	require.NoError(t, a.nc.Flush()) // subscribed before b publishes
 	bad := []struct {
 		subject, data, want string
 	}{
@@ -256,6 +257,7 @@ func TestAHandoffIsBelievedOnlyFromADrainingNode(t *testing.T) {
 	stop, err := a.OnHandoff(func(h Handoff) { got <- h })
 	require.NoError(t, err)
 	defer stop()
+	require.NoError(t, a.nc.Flush())
 
 	publishRaw(t, b.nc, handoffSubject, mustJSON(t, Handoff{From: "b", FromEpoch: 1}))
 	publishRaw(t, b.nc, handoffSubject, mustJSON(t, Handoff{From: "nobody", FromEpoch: 1}))
