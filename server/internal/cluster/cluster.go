@@ -375,14 +375,25 @@ func (c *Cluster) IsLive(id string) bool {
 
 // notLive is why node id at epoch was not live at the last sweep: gone
 // (fenced, or left), silent, of another version, or an id a later
-// process took over; "" if it was, or joined since.
+// process took over, or no node's; "" if it was, or joined since.
 func (c *Cluster) notLive(id string, epoch int64) string {
 	c.mu.Lock()
 	n, seen := c.live[id]
 	c.mu.Unlock()
+	if !seen || epoch > n.epoch {
+		// Joined since the last sweep, or never: the store says which.
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DeadAfter/2)
+		c.readLive(ctx)
+		cancel()
+		c.mu.Lock()
+		n, seen = c.live[id]
+		c.mu.Unlock()
+	}
 	switch {
-	case !seen || epoch > n.epoch:
-		return ""
+	case !seen:
+		return "no node of that id ever joined"
+	case epoch > n.epoch:
+		return fmt.Sprintf("node %q is at epoch %d", id, n.epoch)
 	case epoch < n.epoch:
 		return fmt.Sprintf("node %q is at epoch %d now", id, n.epoch)
 	case !n.live:

@@ -148,7 +148,25 @@ func TestACommandFromAStaleNodeEpochIsRefused(t *testing.T) {
 	r, err = next.SendCommand(context.Background(), cmd)
 	require.NoError(t, err)
 	assert.Equal(t, Sent, r.Outcome)
-	assert.Equal(t, int32(2), served.Load())
+
+	for from, want := range map[string]string{"nobody": `from node "nobody" at epoch 1: no node of that id ever joined`,
+		"b": `from node "b" at epoch 3: node "b" is at epoch 2`} {
+		cmd.From, cmd.FromEpoch = from, 1
+		if from == "b" {
+			cmd.FromEpoch = 3
+		}
+		r, err = next.SendCommand(context.Background(), cmd)
+		require.NoError(t, err)
+		assert.Equal(t, Failed, r.Outcome)
+		assert.Contains(t, r.Error, want)
+	}
+
+	// A node that joined since the last sweep is live at once.
+	late := e.mustJoin("c")
+	r, err = late.SendCommand(context.Background(), wellFormed("kiosk-1", "c"))
+	require.NoError(t, err)
+	assert.Equal(t, Sent, r.Outcome)
+	assert.Equal(t, int32(3), served.Load())
 }
 
 // A reply the sender cannot read (another version, an outcome it does
