@@ -70,6 +70,7 @@ type Node struct {
 type Cluster struct {
 	cfg   Config
 	log   *slog.Logger
+	drops *dropLog // the messages from other nodes dropped or refused
 	nc    *nats.Conn
 	epoch int64
 
@@ -115,7 +116,8 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Store.Backend() != store.Postgres {
 		return nil, fmt.Errorf("cluster: store is %s: %w (--store postgres://…)", cfg.Store.Backend(), store.ErrNeedsPostgres)
 	}
-	c := &Cluster{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{}), done: make(chan struct{}),
+	log := cfg.Logger.With("node", cfg.NodeID)
+	c := &Cluster{cfg: cfg, log: log, drops: newDropLog(log), stop: make(chan struct{}), done: make(chan struct{}),
 		fencedCh: make(chan struct{}), warned: map[string]bool{}}
 	nc, err := c.connect()
 	if err != nil {

@@ -69,7 +69,7 @@ func (c *Cluster) OnHandoff(fn func(Handoff)) (stop func(), err error) {
 			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DeadAfter)
 			defer cancel()
 			if err := c.handedOff(ctx, h); err != nil {
-				c.log.Warn("cluster: handoff refused", "from", h.From, "from_epoch", h.FromEpoch, "err", err)
+				c.drops.dropped("cluster: handoff refused", "from", h.From, "from_epoch", h.FromEpoch, "err", err)
 				return
 			}
 			fn(h)

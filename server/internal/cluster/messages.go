@@ -159,7 +159,7 @@ func (c *Cluster) ServeDevice(id string, serve func(Command) Reply) (stop func()
 	sub, err := c.nc.Subscribe(deviceSubject(id), func(m *nats.Msg) {
 		if m.Reply == "" {
 			// Nobody awaits its answer: no node sends a command so.
-			c.log.Warn("cluster: command dropped: it has no reply subject", "device", id, "subject", m.Subject)
+			c.drops.dropped("cluster: command dropped: it has no reply subject", "device", id, "subject", m.Subject)
 			return
 		}
 		var cmd Command
@@ -169,7 +169,7 @@ func (c *Cluster) ServeDevice(id string, serve func(Command) Reply) (stop func()
 			err = c.refuseCommand(id, cmd)
 		}
 		if err != nil {
-			c.log.Warn("cluster: command refused", "device", id, "err", err)
+			c.drops.dropped("cluster: command refused", "device", id, "err", err)
 			r.Error = err.Error()
 		} else {
 			r = serve(cmd)
@@ -241,7 +241,7 @@ func subscribe[T any, P checked[T]](c *Cluster, subject string, fn func(T)) (sto
 	sub, err := c.nc.Subscribe(subject, func(m *nats.Msg) {
 		var v T
 		if err := decode[T, P](m, &v); err != nil {
-			c.log.Warn("cluster: message dropped", "err", err)
+			c.drops.dropped("cluster: message dropped", "err", err)
 			return
 		}
 		fn(v)
