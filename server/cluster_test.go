@@ -128,7 +128,9 @@ func TestBadClusterFlagsFailTheStartNamingThemAndNoSecret(t *testing.T) {
 		{"NATS over http", `NATS URL "http://127.0.0.1:4222": want nats://HOST:PORT`, func(c *ClusterConfig) { c.NATS = "http://127.0.0.1:4222" }},
 		{"NATS without host", `NATS URL "nats://:4222": no host`, func(c *ClusterConfig) { c.NATS = "nats://:4222" }},
 		{"NATS port out of range", `port 99999: want 1-65535`, func(c *ClusterConfig) { c.NATS = "nats://u:" + secret + "@h:99999" }},
-		{"NATS list with an empty entry", `NATS URL 2 of "nats://u:xxxxx@h1:4222,": empty`, func(c *ClusterConfig) { c.NATS = "nats://u:" + secret + "@h1:4222," }},
+		{"NATS list of commas", `NATS URL list ", ,": no URL in it`, func(c *ClusterConfig) { c.NATS = ", ," }},
+		{"NATS list with a bad second URL", `NATS URL "http://u:xxxxx@h2:4222/?token=REDACTED": want nats://HOST:PORT`,
+			func(c *ClusterConfig) { c.NATS = "nats://h1:4222, http://u:" + secret + "@h2:4222/?token=" + secret + ",nats://h3" }},
 		{"NATS password that does not parse", `NATS URL "nats://xxxxx@h:4222": does not parse`, func(c *ClusterConfig) { c.NATS = "nats://u:" + secret + "%zz@h:4222" }},
 		{"NATS token, second of a list", `NATS URL "nats://xxxxx@h2:0"`, func(c *ClusterConfig) { c.NATS = "nats://h1:4222,nats://" + secret + "@h2:0" }},
 		{"advertise garbage", `advertised address "not an address": want HOST:PORT`, func(c *ClusterConfig) { c.Address = "not an address" }},
@@ -150,6 +152,9 @@ func TestBadClusterFlagsFailTheStartNamingThemAndNoSecret(t *testing.T) {
 	}
 	for _, ok := range []string{"node-1.example.com:8700", "https://node-1.example.com", "[::1]:8700"} {
 		assert.NoError(t, cluster.CheckAddress(ok), ok)
+	}
+	for _, ok := range []string{"127.0.0.1:4222", "nats://a:4222, nats://b:4222,", "tls://u:p@a", "ws://a:8080"} {
+		assert.NoError(t, cluster.CheckNATS(ok), "nats.go takes %q", ok)
 	}
 }
 

@@ -95,4 +95,11 @@ data_dir: d
 	require.NoError(t, err)
 	cfg.SetDefaults()
 	assert.EqualError(t, cfg.Check(), `server URL "ws://a:8700/ws": given twice`)
+
+	path = writeConfig(t, `
+device: {id: k1}
+server: {urls: [], token_file: t}
+`)
+	_, err = Load(path)
+	assert.ErrorContains(t, err, path+`:3: server.urls: empty: give at least one ws:// or wss:// URL`)
 }

@@ -23,14 +23,20 @@ func CheckNodeID(id string) error {
 var natsSchemes = map[string]bool{"nats": true, "tls": true, "ws": true, "wss": true}
 
 // CheckNATS refuses a NATS URL list (comma-separated) that nats.go could
-// never connect with, naming the URL, its password or token hidden.
+// never connect with, naming the URL, its password or token hidden. As
+// nats.go does, it skips empty entries and takes HOST:PORT as nats://.
 func CheckNATS(urls string) error {
-	for i, s := range strings.Split(urls, ",") {
-		s = strings.TrimSpace(s)
+	n := 0
+	for _, s := range strings.Split(urls, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n++
+		if !strings.Contains(s, "://") {
+			s = "nats://" + s
+		}
 		u, err := url.Parse(s)
 		switch {
-		case s == "":
-			return fmt.Errorf("NATS URL %d of %q: empty", i+1, RedactNATS(urls))
 		case err != nil:
 			// url's error quotes the URL: not shown.
 			return fmt.Errorf("NATS URL %q: does not parse as a URL", RedactNATS(s))
@@ -44,6 +50,9 @@ func CheckNATS(urls string) error {
 				return fmt.Errorf("NATS URL %q: port %s: want 1-65535", RedactNATS(s), p)
 			}
 		}
+	}
+	if n == 0 {
+		return fmt.Errorf("NATS URL list %q: no URL in it", urls)
 	}
 	return nil
 }
