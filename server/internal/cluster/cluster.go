@@ -91,11 +91,11 @@ type Cluster struct {
 	live map[string]liveNode
 }
 
-// liveNode is a node as the last sweep saw it: its epoch, and whether it
-// was alive and compatible.
+// liveNode is a node as the last sweep saw it: its epoch, whether it
+// was alive and compatible, and whether it was gone (fenced, or left).
 type liveNode struct {
-	epoch int64
-	live  bool
+	epoch      int64
+	live, gone bool
 }
 
 // validNodeID is what a node id may be: it is a NATS subject token.
@@ -357,7 +357,7 @@ func (c *Cluster) readLive(ctx context.Context) {
 	}
 	live := make(map[string]liveNode, len(nodes))
 	for _, n := range nodes {
-		live[n.ID] = liveNode{epoch: n.Epoch, live: n.Alive && n.Compatible}
+		live[n.ID] = liveNode{epoch: n.Epoch, live: n.Alive && n.Compatible, gone: n.State == store.NodeGone}
 	}
 	c.mu.Lock()
 	c.live = live
@@ -375,9 +375,10 @@ func (c *Cluster) IsLive(id string) bool {
 	return n.live || !seen
 }
 
-// notLive is why node id at epoch was not live at the last sweep: gone
-// (fenced, or left), silent, of another version, or an id a later
-// process took over, or no node's; "" if it was, or joined since.
+// notLive is why node id at epoch no longer holds its lease as of the
+// last sweep: gone (fenced, or left), an id a later process took over,
+// or no node's; "" if it holds it, or joined since. A node only late
+// with its heartbeats holds it until a sweep marks it gone.
 func (c *Cluster) notLive(id string, epoch int64) string {
 	c.mu.Lock()
 	n, seen := c.live[id]
@@ -398,8 +399,8 @@ func (c *Cluster) notLive(id string, epoch int64) string {
 		return fmt.Sprintf("node %q is at epoch %d", id, n.epoch)
 	case epoch < n.epoch:
 		return fmt.Sprintf("node %q is at epoch %d now", id, n.epoch)
-	case !n.live:
-		return "that node is gone, silent or of another version"
+	case n.gone:
+		return "that node is gone (fenced, or it left the cluster)"
 	}
 	return ""
 }

@@ -128,7 +128,7 @@ func TestACommandFromAStaleNodeEpochIsRefused(t *testing.T) {
 	require.Equal(t, Sent, r.Outcome)
 
 	old.die()
-	require.Eventually(t, func() bool { return !a.IsLive("b") }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return a.notLive("b", 1) != "" }, 5*time.Second, 10*time.Millisecond)
 	r, err = a.SendCommand(context.Background(), wellFormed("kiosk-1", "b"))
 	require.NoError(t, err)
 	assert.Equal(t, Failed, r.Outcome)
