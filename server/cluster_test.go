@@ -130,7 +130,9 @@ func TestBadClusterFlagsFailTheStartNamingThemAndNoSecret(t *testing.T) {
 		{"NATS port out of range", `port 99999: want 1-65535`, func(c *ClusterConfig) { c.NATS = "nats://u:" + secret + "@h:99999" }},
 		{"NATS list of commas", `NATS URL list ", ,": no URL in it`, func(c *ClusterConfig) { c.NATS = ", ," }},
 		{"NATS list with a bad second URL", `NATS URL "http://u:xxxxx@h2:4222/?token=REDACTED": want nats://HOST:PORT`,
-			func(c *ClusterConfig) { c.NATS = "nats://h1:4222, http://u:" + secret + "@h2:4222/?token=" + secret + ",nats://h3" }},
+			func(c *ClusterConfig) {
+				c.NATS = "nats://h1:4222, http://u:" + secret + "@h2:4222/?token=" + secret + ",nats://h3"
+			}},
 		{"NATS password that does not parse", `NATS URL "nats://xxxxx@h:4222": does not parse`, func(c *ClusterConfig) { c.NATS = "nats://u:" + secret + "%zz@h:4222" }},
 		{"NATS token, second of a list", `NATS URL "nats://xxxxx@h2:0"`, func(c *ClusterConfig) { c.NATS = "nats://h1:4222,nats://" + secret + "@h2:0" }},
 		{"advertise garbage", `advertised address "not an address": want HOST:PORT`, func(c *ClusterConfig) { c.Address = "not an address" }},
