@@ -91,7 +91,7 @@ func TestADeviceThatMovesToAnotherNodeGetsItsCommandThereOnce(t *testing.T) {
 	requireOneDoneCommand(t, a, resp)
 
 	reply, err := a.srv.cluster.SendCommand(context.Background(), cluster.Command{DeviceID: "kiosk-1", LeaseEpoch: stale,
-		From: "a", Timeout: time.Minute, Message: &first})
+		From: "a", FromEpoch: 1, Timeout: time.Minute, Message: &first})
 	require.NoError(t, err)
 	assert.Equal(t, cluster.Stale, reply.Outcome)
 	assert.Greater(t, reply.Lease, stale)

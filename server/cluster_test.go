@@ -15,6 +15,7 @@ import (
 	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/internal/testpki"
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -151,4 +152,73 @@ func TestAClusterNodeJoinsANATSThatAsksForAPasswordAndTLS(t *testing.T) {
 	out := a.echoInBackground("kiosk-1")
 	dev.answer(dev.nextCommand(), protocol.ResultSuccess, "res-1")
 	assert.Equal(t, "success", (<-out).Status)
+}
+
+// A careless operator's cluster flags fail the start before anything is
+// written (no data dir), naming the flag's value; a password or token
+// in the NATS or store URL is in no error.
+func TestBadClusterFlagsFailTheStartNamingThemAndNoSecret(t *testing.T) {
+	const secret = "s3cretpw"
+	good := ClusterConfig{NATS: "nats://127.0.0.1:4222", NodeID: "a", Address: "10.0.0.1:8700"}
+	for _, tc := range []struct {
+		name, want string
+		edit       func(*ClusterConfig)
+	}{
+		{"node id with a dot", `node id "a.b": want 1-63 of [A-Za-z0-9_-]`, func(c *ClusterConfig) { c.NodeID = "a.b" }},
+		{"node id a wildcard", `node id "*"`, func(c *ClusterConfig) { c.NodeID = "*" }},
+		{"node id a full wildcard", `node id ">"`, func(c *ClusterConfig) { c.NodeID = ">" }},
+		{"node id with a space", `node id "node 1"`, func(c *ClusterConfig) { c.NodeID = "node 1" }},
+		{"node id too long", `node id "aaaa`, func(c *ClusterConfig) { c.NodeID = strings.Repeat("a", 64) }},
+		{"NATS over http", `NATS URL "http://127.0.0.1:4222": want nats://HOST:PORT`, func(c *ClusterConfig) { c.NATS = "http://127.0.0.1:4222" }},
+		{"NATS without host", `NATS URL "nats://:4222": no host`, func(c *ClusterConfig) { c.NATS = "nats://:4222" }},
+		{"NATS port out of range", `port 99999: want 1-65535`, func(c *ClusterConfig) { c.NATS = "nats://u:" + secret + "@h:99999" }},
+		{"NATS list of commas", `NATS URL list ", ,": no URL in it`, func(c *ClusterConfig) { c.NATS = ", ," }},
+		{"NATS list with a bad second URL", `NATS URL "http://u:xxxxx@h2:4222/?token=REDACTED": want nats://HOST:PORT`,
+			func(c *ClusterConfig) {
+				c.NATS = "nats://h1:4222, http://u:" + secret + "@h2:4222/?token=" + secret + ",nats://h3"
+			}},
+		{"NATS password that does not parse", `NATS URL "nats://xxxxx@h:4222": does not parse`, func(c *ClusterConfig) { c.NATS = "nats://u:" + secret + "%zz@h:4222" }},
+		{"NATS token, second of a list", `NATS URL "nats://xxxxx@h2:0"`, func(c *ClusterConfig) { c.NATS = "nats://h1:4222,nats://" + secret + "@h2:0" }},
+		{"advertise garbage", `advertised address "not an address": want HOST:PORT`, func(c *ClusterConfig) { c.Address = "not an address" }},
+		{"advertise without port", `advertised address "10.0.0.1"`, func(c *ClusterConfig) { c.Address = "10.0.0.1" }},
+		{"advertise bad port", `port "0": want 1-65535`, func(c *ClusterConfig) { c.Address = "10.0.0.1:0" }},
+		{"drain grace negative", `drain grace -1s: want 0 or more`, func(c *ClusterConfig) { c.DrainGrace = -time.Second }},
+		{"node id without cluster mode", `node id "a": a node id is for cluster mode`, func(c *ClusterConfig) { c.NATS = "" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := good
+			tc.edit(&cfg)
+			dir := filepath.Join(t.TempDir(), "data")
+			_, err := New(context.Background(), Config{DataDir: dir, Cluster: cfg, Store: StoreConfig{URL: "postgres://u:" + secret + "@127.0.0.1:1/db"}})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.NotContains(t, err.Error(), secret)
+			assert.NoDirExists(t, dir)
+		})
+	}
+	for _, ok := range []string{"node-1.example.com:8700", "https://node-1.example.com", "[::1]:8700"} {
+		assert.NoError(t, cluster.CheckAddress(ok), ok)
+	}
+	for _, ok := range []string{"127.0.0.1:4222", "nats://a:4222, nats://b:4222,", "tls://u:p@a", "ws://a:8080"} {
+		assert.NoError(t, cluster.CheckNATS(ok), "nats.go takes %q", ok)
+	}
+}
+
+// A store or NATS that cannot be reached fails the start naming it, with
+// its password or token hidden.
+func TestUnreachableStoreAndNATSFailWithoutTheirSecrets(t *testing.T) {
+	const secret = "s3cretpw"
+	tc := newTestCluster(t)
+	for _, nats := range []string{"nats://u:" + secret + "@127.0.0.1:1,nats://u:" + secret + "@127.0.0.1:2", "nats://" + secret + "@127.0.0.1:1"} {
+		_, err := tc.newNode("a", func(c *Config) { c.Cluster.NATS = nats })
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "cluster: NATS nats://")
+		assert.NotContains(t, err.Error(), secret)
+	}
+	for _, url := range []string{"postgres://u:" + secret + "@127.0.0.1:1/db", "postgres://u:" + secret + "@127.0.0.1:99999/db",
+		"postgres://u:" + secret + "%zz@127.0.0.1/db", "postgres://u@127.0.0.1:1/db?password=" + secret} {
+		_, err := New(context.Background(), Config{DataDir: t.TempDir(), Store: StoreConfig{URL: url}})
+		require.Error(t, err)
+		assert.NotContains(t, err.Error(), secret, url)
+	}
 }

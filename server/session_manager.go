@@ -601,7 +601,7 @@ func (m *sessionManager) drain(ctx context.Context, grace time.Duration) int {
 
 // handOff stops every session running here without recording its end or
 // any more of its commands, for the node that adopts it to run it on
-// from its last recorded step (the node then says so: handoffSubject).
+// from its last recorded step (the node then says so: cluster.PublishHandoff).
 // It refuses new sessions, and returns how many it stopped.
 func (m *sessionManager) handOff() int {
 	m.mu.Lock()

@@ -50,7 +50,7 @@ func main() {
 	flag.StringVar(&clusterCfg.NATSCA, "nats-ca", "", "PEM `file` of the CAs a tls:// NATS server's certificate must chain to, instead of the system's")
 	flag.StringVar(&clusterCfg.NodeID, "node-id", "", "this node's id in the cluster (default: the host's name)")
 	flag.StringVar(&clusterCfg.Address, "advertise", "", "the address the cluster lists for this node (default: --listen's)")
-	drainGrace := flag.Duration("drain-grace", server.DefaultDrainGrace, "cluster mode: on SIGTERM, how long running tasks may finish before the rest are handed off to the other nodes (a second SIGTERM stops at once)")
+	flag.DurationVar(&clusterCfg.DrainGrace, "drain-grace", server.DefaultDrainGrace, "cluster mode: on SIGTERM, how long running tasks may finish before the rest are handed off to the other nodes (a second SIGTERM stops at once)")
 	var conn protocol.ConnOptions
 	flag.Int64Var(&conn.MaxFrameBytes, "max-frame", protocol.DefaultMaxFrameBytes, "largest WebSocket frame accepted, in bytes; a larger one closes the link with 1009")
 	flag.DurationVar(&conn.PingInterval, "ping", protocol.DefaultPingInterval, "the devices' ping interval: the server pings a link silent for this and 5s more, and drops one silent for this and 10s more (a fifth of it)")
@@ -86,13 +86,13 @@ func main() {
 	log := logOpts.New(os.Stderr)
 	cfg := server.Config{Sessions: sessions, Store: st, Conn: conn, Limits: limits, MCP: mcpCfg, Logger: log,
 		SecureCookies: *secureCookies, TrustedProxies: trusted, TLS: tlsFiles, Pprof: *pprof, Cluster: clusterCfg}
-	if err := run(*listen, *data, cfg, *drainGrace); err != nil {
+	if err := run(*listen, *data, cfg); err != nil {
 		log.Error("aip-server failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(listen, data string, cfg server.Config, drainGrace time.Duration) error {
+func run(listen, data string, cfg server.Config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -126,7 +126,7 @@ func run(listen, data string, cfg server.Config, drainGrace time.Duration) error
 	}
 	stop() // a second signal stops at once: the cluster then adopts what ran here, as after a crash
 	if cfg.Cluster.NATS != "" {
-		if _, err := srv.Drain(context.Background(), drainGrace); err != nil {
+		if _, err := srv.Drain(context.Background(), cfg.Cluster.DrainGrace); err != nil {
 			log.Error("drain failed", "err", err)
 		}
 	}

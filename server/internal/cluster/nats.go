@@ -3,8 +3,6 @@ package cluster
 import (
 	"crypto/tls"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/edgeaip/edgeaip/internal/tlsfiles"
@@ -26,7 +24,7 @@ func (c *Cluster) connect() (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			c.log.Info("NATS connection back", "nats", redactNATS(nc.ConnectedUrl()))
+			c.log.Info("NATS connection back", "nats", RedactNATS(nc.ConnectedUrl()))
 		}),
 	}
 	if c.cfg.NATSCA != "" {
@@ -38,35 +36,7 @@ func (c *Cluster) connect() (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(c.cfg.NATS, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: NATS %s: %w", redactNATS(c.cfg.NATS), err)
+		return nil, fmt.Errorf("cluster: NATS %s: %w", RedactNATS(c.cfg.NATS), err)
 	}
 	return nc, nil
-}
-
-// redactNATS is urls, NATS URLs separated by commas, fit for a log line or
-// an error: each without its password, or its token (the user part of a
-// URL without a password), and without its query.
-func redactNATS(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, p := range parts {
-		u, err := url.Parse(strings.TrimSpace(p))
-		switch {
-		case err != nil:
-			parts[i] = "(a NATS URL that does not parse)"
-			continue
-		case u.User == nil:
-		case hasPassword(u.User):
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		default:
-			u.User = url.User("xxxxx")
-		}
-		u.RawQuery, u.Fragment = "", ""
-		parts[i] = u.String()
-	}
-	return strings.Join(parts, ",")
-}
-
-func hasPassword(u *url.Userinfo) bool {
-	_, ok := u.Password()
-	return ok
 }
