@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/benchlat"
 	"github.com/edgeaip/edgeaip/internal/natstest"
 	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/internal/testenv"
@@ -43,32 +41,13 @@ func BenchmarkRoundTrip(b *testing.B) {
 // roundTrips runs b.N commands req for device through client, callers
 // at once, and reports their p50 and p99 latency.
 func roundTrips(b *testing.B, client *api.Client, device string, req api.CommandRequest, callers int) {
-	lat := make([]time.Duration, b.N)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	for range callers {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
-				start := time.Now()
-				resp, err := client.Command(context.Background(), device, req)
-				lat[i] = time.Since(start)
-				if err != nil || !resp.Succeeded() {
-					b.Errorf("command %d failed: %v %+v", i, err, resp.Results)
-					next.Store(int64(b.N)) // the other callers stop too
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	if b.Failed() {
-		b.FailNow()
-	}
-	slices.Sort(lat)
-	b.ReportMetric(micros(lat[len(lat)/2]), "p50-µs")
-	b.ReportMetric(micros(lat[(len(lat)*99)/100]), "p99-µs")
+	benchlat.Run(b, callers, func(int) error {
+		resp, err := client.Command(context.Background(), device, req)
+		if err == nil && !resp.Succeeded() {
+			err = fmt.Errorf("failed: %+v", resp.Results)
+		}
+		return err
+	})
 }
 
 // BenchmarkCrossNodeRoundTrip is BenchmarkRoundTrip's path in cluster
@@ -111,8 +90,6 @@ func clusterNode(t testing.TB, nats, db, id, token string) func(*server.Config) 
 		}
 	}
 }
-
-func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
 // BenchmarkReadBurst is n operator reads at once on a real aip-server
 // process (GET /api/tasks/{id}, over 200 tasks whose commands carry 8 KiB

@@ -2,10 +2,10 @@ package e2e
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/benchlat"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server"
 	"github.com/edgeaip/edgeaip/server/api"
@@ -57,8 +57,7 @@ func BenchmarkMCPOverhead(b *testing.B) {
 				}
 				lat = append(lat, time.Since(start))
 			}
-			slices.Sort(lat)
-			b.ReportMetric(micros(lat[len(lat)/2]), "p50-µs")
+			benchlat.Report(b, lat)
 		})
 	}
 }

@@ -351,3 +351,21 @@ func TestCBORFrameSizes(t *testing.T) {
 
 // change is the change from base to n in percent.
 func change(n, base int) float64 { return 100 * float64(n-base) / float64(base) }
+
+// BenchmarkEncodeFrame measures what Conn.Send does before it writes: a
+// COMMAND and the acknowledgement of its results validated, checked for
+// UTF-8 and encoded in CBOR, as the server sends them for every command.
+func BenchmarkEncodeFrame(b *testing.B) {
+	ack := &ServerMessage{Type: ServerHeartbeat, Status: StatusOK, SessionID: "8c1e4f7a-2b3d-4e5f-8a9b-0c1d2e3f4a5b",
+		ResponseID: "0b9a8c7d-6e5f-4a3b-2c1d-0e9f8a7b6c5d", Timestamp: "2026-11-21T08:00:01.000250123Z"}
+	for _, nm := range []namedMessage{{"command5", benchCommand()}, {"ack", ack}} {
+		b.Run("msg="+nm.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := CBOR.EncodeFrame(nm.m, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -360,8 +360,19 @@ func TestCheckUTF8NamesTheField(t *testing.T) {
 	m := &ClientMessage{Type: ClientCommandResults, Status: StatusOK,
 		ActionResults: []Result{{Status: ResultSuccess}, {Status: ResultSuccess, Result: map[string]any{"out": "ok\xffno"}}}}
 	assert.EqualError(t, checkUTF8(m), `field "action_results[1].result.out": invalid UTF-8`)
+	m.ActionResults[1].Result = map[string]any{"ok": []any{"fine", "bad\xff"}}
+	assert.EqualError(t, checkUTF8(m), `field "action_results[1].result.ok[1]": invalid UTF-8`)
+	m.ActionResults[1].Result = map[string]any{"k\xff": 1}
+	assert.EqualError(t, checkUTF8(m), `field "action_results[1].result": invalid UTF-8`)
 	m.ActionResults[1].Result = map[string]any{"ok": []any{"fine"}}
+	m.Error = "\xfe"
+	assert.EqualError(t, checkUTF8(m), `field "error": invalid UTF-8`)
+	m.Error = ""
 	assert.NoError(t, checkUTF8(m))
+	assert.EqualError(t, checkUTF8(&SystemInfo{Labels: map[string]string{"a": "\xff"}}), `field "labels.a": invalid UTF-8`)
+	cmd := &ServerMessage{Type: ServerCommand, Status: StatusContinue, ResponseID: "r", SessionID: "s",
+		Actions: []Command{{CallID: "c", ToolName: "echo", ToolType: ToolAction, Parameters: map[string]any{"text": "hi"}}}}
+	assert.Zero(t, testing.AllocsPerRun(10, func() { _ = checkUTF8(cmd) }), "a valid message is checked without allocating")
 }
 
 func TestATypeErrorNeverReadsAsAContradiction(t *testing.T) {

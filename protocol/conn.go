@@ -358,6 +358,26 @@ func (c *Conn) Send(ctx context.Context, m Message) error {
 	return c.SendFrame(ctx, f)
 }
 
+// SendWithin is Send bounded by a time limit instead of a context, for a
+// message no caller waits to call off (an acknowledgement, a command
+// whose caller waits for its results, not for its sending): if the frame
+// is not written within d, the connection is closed and the error wraps
+// context.DeadlineExceeded, as Send's would. It costs one timer per
+// frame, where a context with a deadline costs that, the context, its
+// channel and the WebSocket library's hook on it.
+func (c *Conn) SendWithin(d time.Duration, m Message) error {
+	f, err := c.enc.EncodeFrame(m, c.opts.Logger)
+	if err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	late := time.AfterFunc(d, func() { c.CloseNow() })
+	err = c.SendFrame(context.Background(), f)
+	if !late.Stop() {
+		return fmt.Errorf("send: not written within %s: %w", d, context.DeadlineExceeded)
+	}
+	return err
+}
+
 // SendFrame writes f, encoded by EncodeFrame in the connection's
 // encoding, as one frame, as Send does. A frame of the other encoding, or
 // over the frame cap, is not sent, and the connection stays up.

@@ -510,6 +510,32 @@ func TestAStuckSendEndsWithItsContextAndDropsThePeer(t *testing.T) {
 	require.Error(t, recv(t, p.readErr), "the reader sees the connection gone")
 }
 
+func TestAStuckSendWithinATimeLimitEndsAtItAndDropsThePeer(t *testing.T) {
+	s := newTestServer(t, ConnOptions{PingInterval: -1}, 4096)
+	p, sendErr := s.stuck(context.Background())
+	err := p.conn.SendWithin(50*time.Millisecond, &ServerMessage{Type: ServerHeartbeat, Status: StatusOK})
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Error(t, recv(t, sendErr), "the first send ends with the connection")
+	recv(t, p.conn.Done())
+	require.Error(t, recv(t, p.readErr), "the reader sees the connection gone")
+}
+
+func TestASendWithinATimeLimitKeepsTheLinkAndItsOrder(t *testing.T) {
+	s := newTestServer(t, ConnOptions{PingInterval: -1}, 0)
+	c, p := s.dial(CBOR, DialOptions{})
+	for i := range 50 {
+		require.NoError(t, p.conn.SendWithin(time.Second,
+			&ServerMessage{Type: ServerHeartbeat, Status: StatusOK, ResponseID: strconv.Itoa(i)}))
+	}
+	for i := range 50 {
+		var m ServerMessage
+		require.NoError(t, c.Read(ctxT(t), &m))
+		assert.Equal(t, strconv.Itoa(i), m.ResponseID)
+	}
+	time.Sleep(1100 * time.Millisecond) // past every send's limit: none of them closes the link later
+	exchange(t, c, "after")
+}
+
 func TestKeepaliveDropsADeadLink(t *testing.T) {
 	s := newTestServer(t, ConnOptions{PingInterval: 20 * time.Millisecond}, 0)
 	proxy := newFrameProxy(t, strings.TrimPrefix(s.hs.URL, "http://"))

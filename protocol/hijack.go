@@ -58,13 +58,19 @@ type frameWriter struct {
 	conn net.Conn
 	held [writeBufferSize]byte
 	n    int // bytes held: the start of a frame
+	// vec is the writev of a frame, held start and rest; it lives here so
+	// that a frame's write allocates nothing.
+	vec  [2][]byte
+	bufs net.Buffers
 }
 
 func (w *frameWriter) Write(p []byte) (int, error) {
 	if w.n > 0 {
-		bufs := net.Buffers{w.held[:w.n], p}
-		w.n = 0
-		if _, err := bufs.WriteTo(w.conn); err != nil {
+		w.vec = [2][]byte{w.held[:w.n], p}
+		w.bufs, w.n = w.vec[:], 0
+		_, err := w.bufs.WriteTo(w.conn)
+		w.vec = [2][]byte{} // p is the caller's again
+		if err != nil {
 			return 0, err
 		}
 		return len(p), nil

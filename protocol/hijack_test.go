@@ -6,9 +6,11 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +37,44 @@ func TestFramesOfEverySizeCrossTheSmallBuffers(t *testing.T) {
 	case <-p.conn.Done():
 		t.Fatal("the server dropped the link")
 	default:
+	}
+}
+
+// Frames sent at once from many goroutines through the small write
+// buffer, each split into its start and the rest, arrive whole, each
+// once, and each sender's in its order: the writev vector the link's
+// writer keeps is never shared by two frames.
+func TestConcurrentFramesCrossTheSmallBuffersWhole(t *testing.T) {
+	s := newTestServer(t, ConnOptions{PingInterval: -1}, 0)
+	c, p := s.dial(CBOR, DialOptions{})
+	const senders, each = 8, 25
+	payload := func(g, i int) string { return strings.Repeat(strconv.Itoa(g), 20+(g*each+i)*13) }
+	errs := make(chan error, senders)
+	for g := range senders {
+		go func() {
+			for i := range each {
+				m := &ServerMessage{Type: ServerHeartbeat, Status: StatusOK, ResponseID: fmt.Sprintf("%d-%d", g, i), Error: payload(g, i)}
+				if err := p.conn.SendWithin(testTimeout, m); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	next := make([]int, senders)
+	for range senders * each {
+		var m ServerMessage
+		require.NoError(t, c.Read(ctxT(t), &m))
+		var g, i int
+		_, err := fmt.Sscanf(m.ResponseID, "%d-%d", &g, &i)
+		require.NoError(t, err, m.ResponseID)
+		require.Equal(t, next[g], i, "sender %d's frames in order", g)
+		require.Equal(t, payload(g, i), m.Error, "frame %s whole", m.ResponseID)
+		next[g]++
+	}
+	for range senders {
+		require.NoError(t, recv(t, errs))
 	}
 }
 

@@ -11,14 +11,19 @@ const redacted = "REDACTED"
 // RedactURL is rawURL fit for a log line or an error: the value of every
 // query parameter, where UFO's clients carry their token (?token=), and
 // any password, replaced by REDACTED and xxxxx; the rest as it was
-// written. What cannot be parsed is cut at its query.
+// written. What cannot be parsed is cut at its query, and its user info
+// hidden whole.
 func RedactURL(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		if i := strings.IndexAny(rawURL, "?#"); i >= 0 {
-			return rawURL[:i] + "?" + redacted
+		out := rawURL
+		if i := strings.IndexAny(out, "?#"); i >= 0 {
+			out = out[:i] + "?" + redacted
 		}
-		return rawURL
+		if info := unparsedUserinfo(out); info != "" {
+			out = strings.Replace(out, info+"@", "xxxxx@", 1)
+		}
+		return out
 	}
 	out := rawURL
 	if u.RawQuery != "" {
@@ -34,6 +39,24 @@ func RedactURL(rawURL string) string {
 	return out
 }
 
+// unparsedUserinfo is the user info of rawURL, a URL that does not parse,
+// where one would be: between "://" and the last '@' before any query.
+// It is hidden whole, since where its password starts is not known.
+func unparsedUserinfo(rawURL string) string {
+	_, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return ""
+	}
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return ""
+	}
+	return rest[:at]
+}
+
 // minSecret is the shortest query value hidden on its own; the query as a
 // whole always is.
 const minSecret = 8
@@ -44,10 +67,14 @@ const minSecret = 8
 func urlSecrets(rawURL string) []string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
+		var out []string
 		if i := strings.IndexAny(rawURL, "?#"); i >= 0 {
-			return []string{rawURL[i:]}
+			out = append(out, rawURL[i:])
 		}
-		return nil
+		if info := unparsedUserinfo(rawURL); info != "" {
+			out = append(out, info)
+		}
+		return out
 	}
 	var out []string
 	if u.RawQuery != "" {

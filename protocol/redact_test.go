@@ -22,6 +22,10 @@ func TestRedactURLHidesQueryValuesAndPasswords(t *testing.T) {
 		"ws://h/ws?token=aipd_secret&token=second": "ws://h/ws?token=REDACTED",
 		"not a url":                    "not a url",
 		"ws://h/a b?token=aipd_secret": "ws://h/a b?token=REDACTED",
+		// A password that does not parse is hidden with its user.
+		"nats://u:p w@h:4222":            "nats://xxxxx@h:4222",
+		"nats://u:sec%zz@h:4222":         "nats://xxxxx@h:4222",
+		"ws://u:pa/ss@h/ws?token=secret": "ws://xxxxx@h/ws?REDACTED",
 	} {
 		assert.Equal(t, want, RedactURL(in), in)
 	}

@@ -141,7 +141,7 @@ func (r *Result) validate(i int) error {
 // that is not valid UTF-8. Both decoders reject such a frame, and the CBOR
 // encoder would send it as it is.
 func checkUTF8(v any) error {
-	if path, bad := invalidUTF8(reflect.ValueOf(v), ""); bad {
+	if path, bad := invalidUTF8(reflect.ValueOf(v)); bad {
 		return fmt.Errorf("field %q: invalid UTF-8", path)
 	}
 	return nil
@@ -163,18 +163,22 @@ func withValidUTF8(m Message) (Message, error) {
 	return clean, nil
 }
 
-func invalidUTF8(v reflect.Value, path string) (string, bool) {
+// invalidUTF8 reports whether v holds a string that is not valid UTF-8,
+// and its path below v. Every message sent is checked and almost none
+// has one, so the path is built only for a bad string, on the way back
+// out: the walk allocates nothing.
+func invalidUTF8(v reflect.Value) (string, bool) {
 	switch v.Kind() {
 	case reflect.String:
-		return path, !utf8.ValidString(v.String())
+		return "", !utf8.ValidString(v.String())
 	case reflect.Pointer, reflect.Interface:
 		if !v.IsNil() {
-			return invalidUTF8(v.Elem(), path)
+			return invalidUTF8(v.Elem())
 		}
 	case reflect.Struct:
 		for i := range v.NumField() {
-			if p, bad := invalidUTF8(v.Field(i), join(path, wireName(v.Type().Field(i)))); bad {
-				return p, true
+			if p, bad := invalidUTF8(v.Field(i)); bad {
+				return join(wireName(v.Type().Field(i)), p), true
 			}
 		}
 	case reflect.Slice, reflect.Array:
@@ -182,29 +186,57 @@ func invalidUTF8(v reflect.Value, path string) (string, bool) {
 			return "", false // bytes, not text
 		}
 		for i := range v.Len() {
-			if p, bad := invalidUTF8(v.Index(i), path+"["+strconv.Itoa(i)+"]"); bad {
-				return p, true
+			if p, bad := invalidUTF8(v.Index(i)); bad {
+				return join("["+strconv.Itoa(i)+"]", p), true
 			}
 		}
 	case reflect.Map:
+		if m, ok := anyMap(v); ok {
+			return invalidUTF8InMap(m)
+		}
 		for it := v.MapRange(); it.Next(); {
-			k := fmt.Sprint(it.Key())
-			if it.Key().Kind() == reflect.String && !utf8.ValidString(k) {
-				return path, true
+			if k := it.Key(); k.Kind() == reflect.String && !utf8.ValidString(k.String()) {
+				return "", true
 			}
-			if p, bad := invalidUTF8(it.Value(), join(path, k)); bad {
-				return p, true
+			if p, bad := invalidUTF8(it.Value()); bad {
+				return join(fmt.Sprint(it.Key()), p), true
 			}
 		}
 	}
 	return "", false
 }
 
-func join(path, key string) string {
-	if path == "" {
-		return key
+// anyMap is v as a map[string]any, the map of parameters and results,
+// if it is one: ranged over directly, it costs no allocation per entry,
+// as reflect's iterator does.
+func anyMap(v reflect.Value) (map[string]any, bool) {
+	if !v.CanInterface() {
+		return nil, false
 	}
-	return path + "." + key
+	m, ok := v.Interface().(map[string]any)
+	return m, ok
+}
+
+// invalidUTF8InMap is invalidUTF8 for a map[string]any. A bad key is
+// reported at the map.
+func invalidUTF8InMap(m map[string]any) (string, bool) {
+	for k, val := range m {
+		if !utf8.ValidString(k) {
+			return "", true
+		}
+		if p, bad := invalidUTF8(reflect.ValueOf(val)); bad {
+			return join(k, p), true
+		}
+	}
+	return "", false
+}
+
+// join is the path of rest below key.
+func join(key, rest string) string {
+	if rest == "" || strings.HasPrefix(rest, "[") {
+		return key + rest
+	}
+	return key + "." + rest
 }
 
 // wireName is a struct field's key on the wire.

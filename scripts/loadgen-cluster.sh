@@ -2,13 +2,16 @@
 # scripts/loadgen-cluster.sh LOADGEN MODE [ARG...]: runs loadgen (the
 # binary LOADGEN) with a throwaway PostgreSQL (a cluster in a temp dir, on
 # a Unix socket, fsync on) and a NATS server (natsd, loopback) for it to
-# start cluster nodes on: it adds -pg and -nats to ARG. Each run of a
-# server gets a database of its own there. NATSD names the natsd binary
+# start cluster nodes on: it adds -pg, -nats and -pg-pid (the postmaster,
+# whose processes' CPU loadgen reads) to ARG. Each run of a server gets a
+# database of its own there. NATSD names the natsd binary
 # (default: bin/natsd; go build -o bin/ ./internal/natstest/natsd). Both
 # are stopped and removed when loadgen ends, whatever happens.
 #
 #   scripts/loadgen-cluster.sh bin/loadgen commands \
 #     -bin one=bin/aip-server -bin three=bin/aip-server -nodes three=3
+#   scripts/loadgen-cluster.sh bin/loadgen commands \
+#     -bin sqlite=bin/aip-server -bin pg=bin/aip-server -store sqlite=sqlite -store pg=postgres
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
@@ -56,4 +59,4 @@ done
 NATS=$(head -n 1 "$PGDIR/nats.url")
 PGURL="postgres://aip@/postgres?host=$PGDIR&port=5432&sslmode=disable"
 echo "PostgreSQL at $PGDIR, NATS at $NATS (natsd pid $natsd)"
-"$LOADGEN" "$@" -pg "$PGURL" -nats "$NATS"
+"$LOADGEN" "$@" -pg "$PGURL" -nats "$NATS" -pg-pid "$(head -n 1 "$PGDIR/db/postmaster.pid")"

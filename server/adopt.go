@@ -11,7 +11,6 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
-	"github.com/nats-io/nats.go"
 )
 
 // Tasks that outlive their node: in a cluster each session belongs to the
@@ -29,11 +28,6 @@ func (s *Server) owner() store.Owner {
 	id, epoch := s.cluster.Self()
 	return store.Owner{Node: id, Epoch: epoch}
 }
-
-// handoffSubject is the NATS subject on which a draining node says that
-// its sessions are free to adopt (Server.Drain): its body is the node's
-// id and epoch, "id epoch".
-const handoffSubject = "aip.tasks.handoff"
 
 // adoptFrom adopts the unfinished sessions of from, a node found dead or
 // one that handed its sessions off, and runs each on here from its last
@@ -106,11 +100,11 @@ func (s *Server) watchOrphans(stop <-chan struct{}, every time.Duration) {
 		}
 	}
 	s.cluster.OnDead(func(string, int64) { poke() })
-	sub, err := s.cluster.Conn().Subscribe(handoffSubject, func(m *nats.Msg) { go s.handedOff(string(m.Data), every) })
+	unsub, err := s.cluster.OnHandoff(func(h cluster.Handoff) { s.handedOff(store.Owner{Node: h.From, Epoch: h.FromEpoch}, every) })
 	if err != nil {
 		s.log.Error("cluster: handoffs of draining nodes not heard; their sessions are adopted by the sweep", "err", err)
 	} else {
-		defer sub.Unsubscribe()
+		defer unsub()
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -129,14 +123,9 @@ func (s *Server) watchOrphans(stop <-chan struct{}, every time.Duration) {
 	}
 }
 
-// handedOff adopts the sessions of the node a handoff message names,
-// "id epoch", within timeout. The sender has stopped running them.
-func (s *Server) handedOff(msg string, timeout time.Duration) {
-	var from store.Owner
-	if _, err := fmt.Sscanf(msg, "%s %d", &from.Node, &from.Epoch); err != nil {
-		s.log.Warn("cluster: handoff message not understood", "message", msg, "err", err)
-		return
-	}
+// handedOff adopts the sessions of from, which handed them off (it has
+// stopped running them), within timeout.
+func (s *Server) handedOff(from store.Owner, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if _, err := s.adoptFrom(ctx, from); err != nil {
@@ -147,8 +136,12 @@ func (s *Server) handedOff(msg string, timeout time.Duration) {
 // resumeAll runs on the adopted sessions ids: fleets last, so that each
 // finds its devices' tasks, adopted with it, running. One that cannot be
 // run on is ended, failed, saying why: adopted, it is no other node's to
-// end.
+// end. ctx's values serve, not its end: the adoption is committed, so a
+// deadline meant for it (a handoff's, a sweep's) that passed meanwhile,
+// under a slow store, must not leave them adopted and neither run nor
+// failed, which no other node would ever take up while this one lives.
 func (m *sessionManager) resumeAll(ctx context.Context, ids []string) {
+	ctx = context.WithoutCancel(ctx)
 	var fleets []store.Session
 	for _, id := range ids {
 		row, err := m.store.Session(ctx, id)

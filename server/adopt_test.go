@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -42,6 +43,32 @@ func runnerOf(t *testing.T, id string, nodes ...*testServer) *testServer {
 		return false
 	}, 10*time.Second, 5*time.Millisecond, "no node adopted task %s", id)
 	return found
+}
+
+// echoTool is the tool the devices of the cluster tests offer.
+var echoTool = tool("stock", "echo", protocol.ToolAction)
+
+// inFlight is a plan running on node a of nodes a and b, whose first
+// command its device, kiosk-1 (echoTool), linked to a, has.
+type inFlight struct {
+	a, b  *testServer
+	token string // kiosk-1's
+	dev   *rawClient
+	plan  api.DispatchResponse
+	first protocol.ServerMessage
+}
+
+// planInFlight starts nodes a and b of a new cluster and runs planDoc on
+// kiosk-1 through a, until the device has its first command.
+func planInFlight(t *testing.T, planDoc string) inFlight {
+	t.Helper()
+	nodes := clusterNodes(t, "a", "b")
+	p := inFlight{a: nodes[0], b: nodes[1], token: nodes[0].enroll("kiosk-1")}
+	p.dev = p.a.mustDial(p.token)
+	p.dev.register("kiosk-1", echoTool)
+	p.plan = dispatch(t, p.a, "kiosk-1", planDoc)
+	p.first = p.dev.nextCommand()
+	return p
 }
 
 // taskCommands are the commands the store holds for a task.
@@ -266,4 +293,32 @@ func TestTwoFirstRequestsWithOneKeyThroughTwoNodesRunOnce(t *testing.T) {
 	assert.Equal(t, 1, a.taskCount(), "one task: b recorded nothing")
 	assert.Equal(t, "r1", dev.recvType(protocol.ServerHeartbeat).ResponseID)
 	dev.ping() // nothing more was sent
+}
+
+// Sessions a node has adopted are its own to run on: a resume that
+// starts after the adoption's deadline has passed (a slow store) still
+// runs them, where it used to fail to read them and then to fail them,
+// leaving them adopted, never run, until this node died.
+func TestAdoptedSessionsRunOnPastTheAdoptionsDeadline(t *testing.T) {
+	p := planInFlight(t, "steps:\n  - tool: echo\n")
+	a, b, d := p.a, p.b, p.plan
+	require.Equal(t, 1, a.srv.sessions.handOff())
+
+	var ids []string
+	require.NoError(t, b.srv.store.Write(context.Background(), func(tx *store.Tx) (err error) {
+		ids, err = tx.AdoptSessions(a.srv.owner(), b.srv.owner())
+		return err
+	}))
+	require.Equal(t, []string{d.SessionID}, ids)
+	past, cancel := context.WithCancel(context.Background())
+	cancel()
+	b.srv.sessions.resumeAll(past, ids)
+	runnerOf(t, d.SessionID, b)
+
+	moved := b.mustDial(p.token)
+	moved.register("kiosk-1", echoTool)
+	again := moved.nextCommand()
+	require.Equal(t, p.first.ResponseID, again.ResponseID)
+	moved.answer(again, protocol.ResultSuccess, "r1")
+	assert.Equal(t, api.StateCompleted, b.waitTask(d.SessionID).State)
 }

@@ -19,6 +19,9 @@ type ClusterConfig struct {
 	// NATS is the NATS server's URL (nats://…; several, comma-separated):
 	// set, the server is a cluster node, and needs a PostgreSQL store.
 	NATS string
+	// NATSCA is a PEM file of the CAs the NATS server's certificate must
+	// chain to, instead of the system's (cluster.Config.NATSCA).
+	NATSCA string
 	// NodeID names the node among the others; default: the host's name.
 	// A node refuses to start with the id of a live node.
 	NodeID string
@@ -27,6 +30,9 @@ type ClusterConfig struct {
 	// Heartbeat and DeadAfter time the node's lease (zero: 2 s and 6 s,
 	// cluster.DefaultHeartbeat); tests shorten them.
 	Heartbeat, DeadAfter time.Duration
+	// DrainGrace is how long a draining node lets its tasks finish
+	// (Drain), as --drain-grace gives it; checked, not used, by New.
+	DrainGrace time.Duration
 }
 
 // enabled reports whether the server is a cluster node.
@@ -36,17 +42,37 @@ func (c *ClusterConfig) enabled() bool { return c.NATS != "" }
 // PostgreSQL store, and fills in the node id.
 func (c *ClusterConfig) check(st StoreConfig) error {
 	if !c.enabled() {
+		if c.NodeID != "" {
+			return fmt.Errorf("server: node id %.80q: a node id is for cluster mode, which --nats turns on", c.NodeID)
+		}
 		return nil
 	}
 	if st.URL == "" {
 		return fmt.Errorf("server: cluster mode (--nats) needs a PostgreSQL store that the nodes share (--store postgres://…); SQLite in the data dir is one node's")
+	}
+	if err := cluster.CheckNATS(c.NATS); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
 	if c.NodeID == "" {
 		host, err := os.Hostname()
 		if err != nil {
 			return fmt.Errorf("server: node id: none given, and the host's name: %w", err)
 		}
+		if err := cluster.CheckNodeID(host); err != nil {
+			return fmt.Errorf("server: %w: it is the host's name; give one (--node-id)", err)
+		}
 		c.NodeID = host
+	}
+	if err := cluster.CheckNodeID(c.NodeID); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if c.Address != "" {
+		if err := cluster.CheckAddress(c.Address); err != nil {
+			return fmt.Errorf("server: advertised %w", err)
+		}
+	}
+	if c.DrainGrace < 0 {
+		return fmt.Errorf("server: drain grace %s: want 0 or more", c.DrainGrace)
 	}
 	return nil
 }
@@ -60,7 +86,7 @@ func (s *Server) joinCluster(ctx context.Context) error {
 	if s.store.Backend() != store.Postgres {
 		return fmt.Errorf("server: cluster mode needs a PostgreSQL store, not %s", s.store.Backend())
 	}
-	c, err := cluster.Join(ctx, cluster.Config{NATS: s.cfg.Cluster.NATS, NodeID: s.cfg.Cluster.NodeID,
+	c, err := cluster.Join(ctx, cluster.Config{NATS: s.cfg.Cluster.NATS, NATSCA: s.cfg.Cluster.NATSCA, NodeID: s.cfg.Cluster.NodeID,
 		Address: s.cfg.Cluster.Address, Store: s.store, Logger: s.log,
 		Heartbeat: s.cfg.Cluster.Heartbeat, DeadAfter: s.cfg.Cluster.DeadAfter})
 	if err != nil {

@@ -304,9 +304,6 @@ func (l *clusterLinks) serve(cmd cluster.Command) cluster.Reply {
 	case at.link == nil:
 		return cluster.Reply{Outcome: cluster.Offline}
 	}
-	if cmd.Message == nil || cmd.Message.ResponseID == "" {
-		return cluster.Reply{Outcome: cluster.Failed, Error: "no command"}
-	}
 	if cmd.Message.Type == protocol.ServerCancelCommand {
 		if err := sendCancel(at.link, cmd.Message); err != nil {
 			return cluster.Reply{Outcome: cluster.Failed, Error: err.Error()}

@@ -91,7 +91,7 @@ func TestADeviceThatMovesToAnotherNodeGetsItsCommandThereOnce(t *testing.T) {
 	requireOneDoneCommand(t, a, resp)
 
 	reply, err := a.srv.cluster.SendCommand(context.Background(), cluster.Command{DeviceID: "kiosk-1", LeaseEpoch: stale,
-		From: "a", Timeout: time.Minute, Message: &first})
+		From: "a", FromEpoch: 1, Timeout: time.Minute, Message: &first})
 	require.NoError(t, err)
 	assert.Equal(t, cluster.Stale, reply.Outcome)
 	assert.Greater(t, reply.Lease, stale)
@@ -322,4 +322,20 @@ func TestCancellingATaskThroughOneNodeStopsItsCommandOnAnother(t *testing.T) {
 	stop := dev.recvType(protocol.ServerCancelCommand)
 	assert.Equal(t, cmd.ResponseID, stop.ResponseID)
 	assert.Equal(t, "cancelled by admin", stop.Error)
+}
+
+// A command through node A that the device linked to node B does not
+// answer in time fails saying so, naming B: its link did not drop.
+func TestACommandOnAnotherNodeThatTimesOutSaysWhereItWaited(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	out := make(chan api.CommandResponse, 1)
+	go func() {
+		out <- a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "500ms"})
+	}()
+	dev.nextCommand() // and never answered
+	resp := <-out
+	assert.Equal(t, "failure", resp.Status)
+	assert.Equal(t, `device "kiosk-1", linked to node "b", did not answer within 500ms`, resp.FirstError())
 }

@@ -160,7 +160,7 @@ func (s *Server) startConstellationTask(ctx context.Context, c *client, m *proto
 	if !created {
 		return &sessionRunningError{spec.ID}
 	}
-	s.send(ctx, c.conn, &protocol.ServerMessage{
+	s.send(c.conn, &protocol.ServerMessage{
 		Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, SessionID: sess.ID, TaskName: sess.TaskName,
 		Timestamp: protocol.Now(), ResponseID: ackID(m),
 	})
@@ -176,7 +176,7 @@ func (s *Server) taskEndTo(clientID string) taskEndFunc {
 		if c == nil || c.isDevice() {
 			return fmt.Errorf("requester %q is not connected", clientID)
 		}
-		return s.send(context.Background(), c.conn, msg)
+		return s.send(c.conn, msg)
 	}
 }
 
@@ -188,7 +188,7 @@ func (s *Server) answerDeviceInfo(ctx context.Context, c *client, m *protocol.Cl
 		s.sendError(ctx, c.conn, fmt.Sprintf("device_info_request: no system info for target device %q: it is not connected or sent none", c.target), m.RequestID)
 		return
 	}
-	s.send(ctx, c.conn, &protocol.ServerMessage{
+	s.send(c.conn, &protocol.ServerMessage{
 		Type: protocol.ServerDeviceInfoResponse, Status: protocol.StatusOK, Result: infoInScope(dev.info.Load(), c.caller.scope),
 		Timestamp: protocol.Now(), ResponseID: m.RequestID,
 	})

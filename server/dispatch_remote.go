@@ -99,7 +99,7 @@ func (l *clusterLinks) send(cmd *command, node string, epoch int64) {
 		return
 	}
 	wasSent := cmd.sent
-	cmd.sentLease, cmd.sent = epoch, true
+	cmd.sentLease, cmd.sentNode, cmd.sent = epoch, node, true
 	d.mu.Unlock()
 
 	self, selfEpoch := l.c.Self()

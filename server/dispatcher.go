@@ -81,7 +81,7 @@ type command struct {
 	// node another has adopted the session from neither makes a command
 	// nor fails one the adopter sends again.
 	fence *store.Owner
-	log   *slog.Logger
+	log   lazyLog   // names the command: see logAttrs
 	start time.Time // when it was recorded
 
 	done chan struct{}
@@ -99,6 +99,8 @@ type command struct {
 	// last sent, or is being sent, to the node holding the device's link
 	// (cluster mode); 0 if it is not out on another node.
 	sentLease int64
+	// sentNode is that node, while sentLease is not 0.
+	sentNode string
 	// retries counts its sends to other nodes that found no holder.
 	retries int
 	timer   *time.Timer
@@ -184,14 +186,20 @@ func (d *dispatcher) newCommand(spec commandSpec) *command {
 // recordedCommand is the command rec, for the session row session if it
 // alone makes that session up.
 func (d *dispatcher) recordedCommand(rec store.Command, session *store.Session) *command {
-	return &command{
+	cmd := &command{
 		rec:     rec,
 		msg:     commandMessage(rec.SessionID, rec.ResponseID, rec.Actions),
 		session: session, timeout: rec.Timeout, waitForDevice: rec.WaitForDevice,
-		log: d.log.With("device", rec.DeviceID, "session_id", rec.SessionID, "response_id", rec.ResponseID,
-			"call_id", protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))),
 		done: make(chan struct{}),
 	}
+	cmd.log.init(d.log, cmd.logAttrs)
+	return cmd
+}
+
+// logAttrs are the attributes of every line logged about c.
+func (c *command) logAttrs() []any {
+	return []any{"device", c.rec.DeviceID, "session_id", c.rec.SessionID, "response_id", c.rec.ResponseID,
+		"call_id", protocol.JoinCallIDs(protocol.CallIDs(c.rec.Actions))}
 }
 
 // commandMessage is the COMMAND that carries actions.
@@ -403,9 +411,7 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	cmd.sentOn, cmd.sent = c, true
 	d.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
-	err := c.conn.Send(ctx, cmd.msg)
-	cancel()
+	err := c.conn.SendWithin(sendTimeout, cmd.msg)
 	if errors.Is(err, protocol.ErrTooBig) {
 		d.tooBig(cmd, c, err)
 		return
@@ -458,9 +464,7 @@ func sendCancel(c *client, m *protocol.ServerMessage) error {
 	if c.conn.Encoding() != protocol.CBOR {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
-	defer cancel()
-	return c.conn.Send(ctx, m)
+	return c.conn.SendWithin(sendTimeout, m)
 }
 
 // tooBig fails cmd, which c's link refused as larger than a frame (err).
@@ -520,14 +524,23 @@ func (d *dispatcher) linkDropped(c *client, shutDown bool) {
 // expire fails cmd when its timeout ends, unless its results won the race.
 func (d *dispatcher) expire(cmd *command) {
 	d.mu.Lock()
-	dropped := cmd.sentOn == nil
+	why := cmd.timedOut()
 	d.mu.Unlock()
+	d.fail(cmd, why)
+}
+
+// timedOut is why cmd failed when its timeout ended, from where it was
+// then (under dispatcher.mu): out on a link here, out on another node
+// that holds its device's link, or waiting for its device to come back.
+func (cmd *command) timedOut() string {
 	id := cmd.rec.DeviceID
-	if dropped {
-		d.fail(cmd, fmt.Sprintf("link to device %q dropped and the device did not come back within %s", id, cmd.timeout))
-	} else {
-		d.fail(cmd, fmt.Sprintf("device %q did not answer within %s", id, cmd.timeout))
+	switch {
+	case cmd.sentOn != nil:
+		return fmt.Sprintf("device %q did not answer within %s", id, cmd.timeout)
+	case cmd.sentLease != 0:
+		return fmt.Sprintf("device %q, linked to node %q, did not answer within %s", id, cmd.sentNode, cmd.timeout)
 	}
+	return fmt.Sprintf("link to device %q dropped and the device did not come back within %s", id, cmd.timeout)
 }
 
 // refused fails at once a command its device answered with an ERROR m,
@@ -740,7 +753,9 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 	if rid == "" {
 		return &deliveryError{`command_results: field "prev_response_id": missing`}
 	}
-	dropImplausibleUsage(m.ActionResults, d.log.With("device", c.id, "session_id", m.SessionID, "response_id", rid))
+	dropImplausibleUsage(m.ActionResults, newLazyLog(d.log, func() []any {
+		return []any{"device", c.id, "session_id", m.SessionID, "response_id", rid}
+	}))
 	// The write that records the results of a command still waiting for
 	// them also ends the session the command alone makes up; it knows the
 	// command's record, which it need not read back. So does it for a
@@ -826,12 +841,14 @@ func resultsBytes(results []protocol.Result) int64 {
 // returns deliver's error for them.
 func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec store.Command, err error, sessionEnded bool) error {
 	rid := m.PrevResponseID
-	// The command's ids when it is known; else those the device sent.
-	sessionID, calls := rec.SessionID, protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))
-	if rec.ResponseID == "" {
-		sessionID, calls = m.SessionID, protocol.JoinCallIDs(protocol.ResultCallIDs(m.ActionResults))
-	}
-	log := d.log.With("device", deviceID, "session_id", sessionID, "response_id", rid, "call_id", calls)
+	log := newLazyLog(d.log, func() []any {
+		// The command's ids when it is known; else those the device sent.
+		sessionID, calls := rec.SessionID, protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))
+		if rec.ResponseID == "" {
+			sessionID, calls = m.SessionID, protocol.JoinCallIDs(protocol.ResultCallIDs(m.ActionResults))
+		}
+		return []any{"device", deviceID, "session_id", sessionID, "response_id", rid, "call_id", calls}
+	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		log.Warn("results refused: no such command")

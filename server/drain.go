@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/coder/websocket"
@@ -46,10 +45,10 @@ func (s *Server) Drain(ctx context.Context, grace time.Duration) (int, error) {
 	}
 	n := s.sessions.handOff()
 	if n > 0 {
-		self := s.owner()
-		if err := s.cluster.Conn().Publish(handoffSubject, []byte(self.Node+" "+strconv.FormatInt(self.Epoch, 10))); err != nil {
-			s.log.Error("draining: handoff not announced; the other nodes adopt the tasks once this node has left", "err", err)
-		} else if err := s.cluster.Conn().FlushTimeout(5 * time.Second); err != nil {
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := s.cluster.PublishHandoff(hctx)
+		cancel()
+		if err != nil {
 			s.log.Error("draining: handoff not announced; the other nodes adopt the tasks once this node has left", "err", err)
 		}
 	}

@@ -142,7 +142,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 		s.log.Info("client reconnected; closing its stale link", "client_id", c.id)
 		go old.conn.Close(websocket.StatusPolicyViolation, "superseded by a new connection")
 	}
-	if err := s.send(ctx, conn, registrationAck(&m)); err != nil {
+	if err := s.send(conn, registrationAck(&m)); err != nil {
 		s.unregister(c, false)
 		return nil, fmt.Errorf("ack: %w", err)
 	}
@@ -373,22 +373,22 @@ func (s *Server) recordInfo(ctx context.Context, c *client) {
 // sendAck acknowledges m to its sender alone: a HEARTBEAT with status ok
 // whose response_id is m's request_id.
 func (s *Server) sendAck(ctx context.Context, conn *protocol.Conn, m *protocol.ClientMessage) {
-	s.send(ctx, conn, &protocol.ServerMessage{
+	s.send(conn, &protocol.ServerMessage{
 		Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, SessionID: m.SessionID,
 		Timestamp: protocol.Now(), ResponseID: m.RequestID,
 	})
 }
 
-func (s *Server) send(ctx context.Context, conn *protocol.Conn, m *protocol.ServerMessage) error {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
-	defer cancel()
-	return conn.Send(sctx, m)
+// send sends m on conn within sendTimeout, whatever becomes of the
+// request or link that made the server send it.
+func (s *Server) send(conn *protocol.Conn, m *protocol.ServerMessage) error {
+	return conn.SendWithin(sendTimeout, m)
 }
 
 // sendError answers with an ERROR whose response_id is the request_id of
 // the message at fault, if it had one.
 func (s *Server) sendError(ctx context.Context, conn *protocol.Conn, msg, requestID string) {
-	s.send(ctx, conn, &protocol.ServerMessage{Type: protocol.ServerError, Status: protocol.StatusError, Error: msg, Timestamp: protocol.Now(), ResponseID: requestID})
+	s.send(conn, &protocol.ServerMessage{Type: protocol.ServerError, Status: protocol.StatusError, Error: msg, Timestamp: protocol.Now(), ResponseID: requestID})
 }
 
 // systemInfoOf reads the SystemInfo from register metadata. A device that

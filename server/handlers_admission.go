@@ -71,7 +71,7 @@ func (s *Server) admissionTargets(r *http.Request, who *caller, req api.Admissio
 		}
 		return []string{req.Device}, 0, nil
 	}
-	devices, err := s.matchDevices(r.Context(), access.LabelSelector(req.Labels).And(who.scope.Devices))
+	devices, err := s.store.DevicesMatching(r.Context(), access.LabelSelector(req.Labels).And(who.scope.Devices), 0)
 	switch {
 	case err != nil:
 		return nil, http.StatusServiceUnavailable, err

@@ -2,12 +2,10 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"maps"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/edgeaip/edgeaip/server/api"
@@ -36,7 +34,7 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 		return
 	}
 	selector := access.LabelSelector(req.Labels).And(who.scope.Devices)
-	devices, err := s.matchDevices(r.Context(), selector)
+	devices, err := s.store.DevicesMatching(r.Context(), selector, 0)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -84,22 +82,6 @@ func checkFleetRequest(req api.FleetRequest, maxSessions int) error {
 		return fmt.Errorf(`field "plan": missing`)
 	}
 	return nil
-}
-
-// matchDevices lists the enrolled devices sel picks, sorted by id.
-func (s *Server) matchDevices(ctx context.Context, sel access.Selector) ([]string, error) {
-	devs, err := s.store.Devices(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, d := range devs {
-		if sel.Matches(d.Labels) {
-			out = append(out, d.ID)
-		}
-	}
-	sort.Strings(out)
-	return out, nil
 }
 
 // labelText writes labels as k=v,k=v, sorted.

@@ -25,15 +25,10 @@ func (g *mcpGateway) directTools(ctx context.Context, c *caller) ([]directTarget
 	if g.cfg.DirectTools < 0 || allow(c, mcpKey(mcpDeviceTool)) != nil {
 		return nil, nil
 	}
-	devs, err := g.s.store.Devices(ctx)
+	// One past the threshold tells a scope over it.
+	inScope, err := g.s.store.DevicesMatching(ctx, c.scope.Devices, g.cfg.DirectTools+1)
 	if err != nil {
 		return nil, err
-	}
-	var inScope []string
-	for _, d := range devs {
-		if c.scope.Device(d.Labels) {
-			inScope = append(inScope, d.ID)
-		}
 	}
 	if len(inScope) > g.cfg.DirectTools {
 		return nil, nil

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,6 +34,11 @@ type MCPConfig struct {
 	// MaxResultBytes bounds a result's JSON in an answer; a larger one is
 	// cut, saying so and where the whole is. Default 64 KiB.
 	MaxResultBytes int
+	// SessionIdleTTL: a session that makes no request, and whose stream
+	// carries nothing, for this long is dropped with everything the
+	// gateway keeps of it, since a client may go away without its
+	// DELETE. Default 30 minutes; negative: never.
+	SessionIdleTTL time.Duration
 }
 
 func (c *MCPConfig) setDefaults() {
@@ -46,6 +53,9 @@ func (c *MCPConfig) setDefaults() {
 	}
 	if c.MaxResultBytes <= 0 {
 		c.MaxResultBytes = 64 << 10
+	}
+	if c.SessionIdleTTL == 0 {
+		c.SessionIdleTTL = 30 * time.Minute
 	}
 }
 
@@ -154,13 +164,7 @@ func (g *mcpGateway) revoked(rev Revocation) {
 		}
 	}
 	g.mu.Unlock()
-	for _, v := range dropped {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		if err := v.http.Shutdown(ctx); err != nil {
-			g.log.Warn("MCP sessions of a revoked identity not all closed", "identity", v.who.name, "err", err)
-		}
-		cancel()
-	}
+	g.shutdown(dropped, "its identity was revoked")
 	if len(dropped) > 0 {
 		g.log.Info("MCP views dropped: their identity was revoked", "identity", rev.Identity, "views", len(dropped))
 	}
@@ -168,16 +172,49 @@ func (g *mcpGateway) revoked(rev Revocation) {
 
 func (g *mcpGateway) newView(c *caller) *mcpView {
 	v := &mcpView{g: g, who: c, tokens: map[string]struct{}{}, limits: newCallLimits(g.cfg.CallsPerMinute, g.cfg.CallsAtOnce)}
+	hooks := &mcpserver.Hooks{}
+	hooks.AddOnRegisterSession(func(context.Context, mcpserver.ClientSession) { g.s.metrics.MCPSessions(1) })
+	hooks.AddOnUnregisterSession(func(context.Context, mcpserver.ClientSession) { g.s.metrics.MCPSessions(-1) })
 	v.mcp = mcpserver.NewMCPServer("aip-server", buildVersion(),
 		mcpserver.WithToolCapabilities(true),
 		mcpserver.WithInstructions(mcpInstructions),
-		mcpserver.WithToolHandlerMiddleware(v.counted))
+		mcpserver.WithToolHandlerMiddleware(v.counted),
+		mcpserver.WithHooks(hooks))
 	// The endpoint needs a Bearer token: DNS rebinding, which the
 	// localhost check guards against, leans on servers that need none,
 	// and the check would refuse a proxy in front on the same host.
-	v.http = mcpserver.NewStreamableHTTPServer(v.mcp, mcpserver.WithDisableLocalhostProtection(true),
-		mcpserver.WithStreamableHTTPLogger(g.log), mcpserver.WithHTTPContextFunc(withBaseURL))
+	opts := []mcpserver.StreamableHTTPOption{mcpserver.WithDisableLocalhostProtection(true),
+		mcpserver.WithStreamableHTTPLogger(g.log), mcpserver.WithHTTPContextFunc(withBaseURL)}
+	if ttl := g.cfg.SessionIdleTTL; ttl > 0 {
+		// A client listening on its stream is there even when nothing
+		// happens: a ping on the stream every third of the TTL keeps its
+		// session, which a write touches, and finds a stream whose client
+		// is gone.
+		opts = append(opts, mcpserver.WithSessionIdleTTL(ttl), mcpserver.WithHeartbeatInterval(ttl/3))
+	}
+	v.http = mcpserver.NewStreamableHTTPServer(v.mcp, opts...)
 	return v
+}
+
+// close ends every view's sessions, and its idle sweeper, as the server
+// stops.
+func (g *mcpGateway) close() {
+	g.mu.Lock()
+	views := slices.Collect(maps.Values(g.views))
+	clear(g.views)
+	g.mu.Unlock()
+	g.shutdown(views, "the server stops")
+}
+
+// shutdown ends views' sessions and their idle sweepers; why says why.
+func (g *mcpGateway) shutdown(views []*mcpView, why string) {
+	for _, v := range views {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if err := v.http.Shutdown(ctx); err != nil {
+			g.log.Warn("MCP sessions not all closed", "identity", v.who.name, "why", why, "err", err)
+		}
+		cancel()
+	}
 }
 
 // mcpInstructions tell a model what it is talking to.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -230,4 +231,84 @@ func TestAnMCPMessageLargerThanTheFrameCapIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// A session whose client went away without its DELETE is dropped once it
+// has been idle for SessionIdleTTL; one whose client listens on its
+// stream, older but kept by the stream's pings, still hears of changes.
+func TestAnIdleMCPSessionIsDroppedAndAListeningOneKept(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.MCP.SessionIdleTTL = 2 * time.Second })
+	token := ts.addIdentity("assistant", api.RoleOperator, nil)
+	_, listChanged := ts.mcpClient(token)
+	resp, err := ts.mcpPost(context.Background(), token, "", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+		"params": map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "gone", "version": "1"}}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.NotEmpty(t, resp.Header.Get("Mcp-Session-Id"))
+	sessions := func() float64 { return metric(t, ts.scrape(), "edgeaip_mcp_sessions") }
+	require.Equal(t, 2.0, sessions())
+
+	require.Eventually(t, func() bool { return sessions() == 1 }, 20*time.Second, 50*time.Millisecond, "the idle session dropped")
+	ts.device("kiosk-1", tool("stock", "echo", protocol.ToolAction))
+	require.Eventually(t, func() bool { return listChanged() > 0 }, 10*time.Second, 10*time.Millisecond, "the listener hears of the new DEVICE__TOOL")
+	assert.Equal(t, 1.0, sessions())
+}
+
+// mcpTaskTool calls get_task or cancel_task on task id as cl, and returns
+// the answer's text and whether it is an error.
+func mcpTaskTool(t *testing.T, cl *mcpclient.Client, tool, id string) (string, bool) {
+	t.Helper()
+	res, err := cl.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: map[string]any{"id": id}}})
+	require.NoError(t, err)
+	require.Len(t, res.Content, 1)
+	return res.Content[0].(mcp.TextContent).Text, res.IsError
+}
+
+// get_task and cancel_task hold a scoped identity to its scope: a task
+// on a device outside it, or a fleet whose labels do not imply it, is no
+// task, and cancelling one cancels nothing.
+func TestAScopedIdentitysGetAndCancelTaskSeeOnlyItsScope(t *testing.T) {
+	ts := newTestServer(t)
+	lobbyAndDepot(ts)
+	ctx := context.Background()
+	ts.mustDial(ts.enrollLabelled("quiet-1", map[string]string{"site": "yard"})).register("quiet-1", tool("stock", "echo", protocol.ToolAction))
+	lobby, _ := ts.mcpClient(ts.addIdentity("lobby-op", api.RoleOperator, &api.Scope{Devices: "site=lobby"}))
+
+	inScope, err := ts.api.Fleet(ctx, api.FleetRequest{Labels: map[string]string{"site": "lobby"}, Plan: []byte(`"steps: [{tool: echo}]"`)})
+	require.NoError(t, err)
+	ts.waitTask(inScope.SessionID)
+	got, isErr := mcpTaskTool(t, lobby, "get_task", inScope.SessionID)
+	require.False(t, isErr, got)
+	assert.Contains(t, got, `"state":"completed"`)
+
+	outside, err := ts.api.Fleet(ctx, api.FleetRequest{Labels: map[string]string{"site": "depot"}, Plan: []byte(`"steps: [{tool: echo}]"`)})
+	require.NoError(t, err)
+	ts.waitTask(outside.SessionID)
+	got, isErr = mcpTaskTool(t, lobby, "get_task", outside.SessionID)
+	assert.True(t, isErr)
+	assert.Equal(t, fmt.Sprintf("no task %q", outside.SessionID), got)
+
+	running := ts.echoInBackground("quiet-1")
+	var id string
+	require.Eventually(t, func() bool {
+		page, err := ts.api.TaskPage(ctx, api.TaskQuery{State: api.StateRunning})
+		require.NoError(t, err)
+		for _, task := range page.Tasks {
+			if task.DeviceID == "quiet-1" {
+				id = task.SessionID
+			}
+		}
+		return id != ""
+	}, 10*time.Second, 10*time.Millisecond)
+	for _, tool := range []string{"get_task", "cancel_task"} {
+		got, isErr = mcpTaskTool(t, lobby, tool, id)
+		assert.True(t, isErr, tool)
+		assert.Equal(t, fmt.Sprintf("no task %q", id), got, tool)
+	}
+	task, err := ts.api.Task(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, api.StateRunning, task.State, "not cancelled")
+	_, err = ts.api.CancelTask(ctx, id)
+	require.NoError(t, err)
+	<-running
 }

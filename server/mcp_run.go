@@ -244,7 +244,7 @@ func (g *mcpGateway) fleetSpec(ctx context.Context, who *caller, spec *sessionSp
 		want[k] = s
 	}
 	selector := access.LabelSelector(want).And(who.scope.Devices)
-	devices, err := g.s.matchDevices(ctx, selector)
+	devices, err := g.s.store.DevicesMatching(ctx, selector, 0)
 	switch {
 	case err != nil:
 		return err

@@ -226,17 +226,12 @@ func (v *mcpView) cancelTask(ctx context.Context, req mcp.CallToolRequest) (*mcp
 	return jsonResult(task)
 }
 
-// taskInScope reads task id, if the caller may see it.
+// taskInScope reads task id, if the caller may see it: one read of the
+// task's row, which holds what its scope is decided on (its device, or a
+// fleet's selector), as it holds the task.
 func (g *mcpGateway) taskInScope(ctx context.Context, id string) (api.Task, error) {
 	if id == "" {
 		return api.Task{}, errors.New(`argument "id": missing`)
-	}
-	in, err := g.s.taskInScope(ctx, callerIn(ctx), id)
-	switch {
-	case err != nil:
-		return api.Task{}, err
-	case !in:
-		return api.Task{}, errors.New(noTask(id))
 	}
 	row, err := g.s.store.Session(ctx, id)
 	switch {
@@ -244,6 +239,13 @@ func (g *mcpGateway) taskInScope(ctx context.Context, id string) (api.Task, erro
 		return api.Task{}, errors.New(noTask(id))
 	case err != nil:
 		return api.Task{}, err
+	}
+	in, err := g.s.rowInScope(ctx, callerIn(ctx), row)
+	switch {
+	case err != nil:
+		return api.Task{}, err
+	case !in:
+		return api.Task{}, errors.New(noTask(id))
 	}
 	return taskView(row), nil
 }

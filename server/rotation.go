@@ -163,7 +163,7 @@ func (s *Server) offerRotation(ctx context.Context, c *client) {
 	c.rotation = sent
 	msg := &protocol.ServerMessage{Type: protocol.ServerRotateToken, Status: protocol.StatusOK, Timestamp: protocol.Now(),
 		ResponseID: sent.responseID, Token: token}
-	if err := s.send(ctx, c.conn, msg); err != nil {
+	if err := s.send(c.conn, msg); err != nil {
 		s.log.Warn("new token not sent; another goes when the device next registers", "device", c.id, "err", err)
 		return
 	}

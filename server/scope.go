@@ -61,17 +61,7 @@ func (s *Server) devicesInScope(ctx context.Context, c *caller) ([]string, error
 	if len(c.scope.Devices) == 0 {
 		return nil, nil
 	}
-	devs, err := s.store.Devices(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ids := []string{}
-	for _, d := range devs {
-		if c.scope.Device(d.Labels) {
-			ids = append(ids, d.ID)
-		}
-	}
-	return ids, nil
+	return s.store.DevicesMatching(ctx, c.scope.Devices, 0)
 }
 
 // taskInScope reports whether task id is in c's scope: a task on a device
@@ -96,6 +86,9 @@ func (s *Server) taskInScope(ctx context.Context, c *caller, id string) (bool, e
 
 // rowInScope is taskInScope for a task as the store has it.
 func (s *Server) rowInScope(ctx context.Context, c *caller, row store.Session) (bool, error) {
+	if len(c.scope.Devices) == 0 {
+		return true, nil
+	}
 	var sel access.Selector
 	if row.Selector != "" {
 		if err := json.Unmarshal([]byte(row.Selector), &sel); err != nil {

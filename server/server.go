@@ -349,6 +349,7 @@ func (s *Server) servePprof(mux *http.ServeMux) {
 func (s *Server) Shutdown() {
 	s.stopOnce.Do(func() {
 		close(s.stop)
+		s.mcp.close()
 		if s.orphans != nil {
 			<-s.orphans // adopts nothing more
 		}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -273,7 +275,7 @@ func sameOwner(a, b api.Requester) bool {
 // is gone.
 func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcome[R], *slog.Logger)) outcome[R] {
 	defer m.release(s)
-	log := m.log.With("session_id", s.ID, "device", s.DeviceID, "task_name", s.TaskName)
+	log := newLazyLog(m.log, func() []any { return []any{"session_id", s.ID, "device", s.DeviceID, "task_name", s.TaskName} })
 	s.started.Store(true)
 	if s.persisted {
 		err := m.unrecorded.write(context.Background(), keptWrite{what: "start of session " + s.ID, size: keptFailureBytes,
@@ -301,10 +303,10 @@ func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcom
 	if s.Kind == api.KindCommand {
 		level = slog.LevelDebug // its command's "command done" says it at info
 	}
-	log.Log(context.Background(), level, "session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
+	log.Log(level, "session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
 	s.events.add(api.TaskEvent{Type: api.EventEnd, SessionID: s.ID, State: out.state, Status: string(taskEndStatus(out.state)), Result: out.result, Error: out.err})
 	if tell != nil && s.cancelReason() != reasonConstellationDisconnected {
-		tell(out, log)
+		tell(out, log.logger())
 	}
 	return out
 }
@@ -599,17 +601,24 @@ func (m *sessionManager) drain(ctx context.Context, grace time.Duration) int {
 
 // handOff stops every session running here without recording its end or
 // any more of its commands, for the node that adopts it to run it on
-// from its last recorded step (the node then says so: handoffSubject).
+// from its last recorded step (the node then says so: cluster.PublishHandoff).
 // It refuses new sessions, and returns how many it stopped.
 func (m *sessionManager) handOff() int {
 	m.mu.Lock()
 	m.closed = true
-	n := len(m.live)
+	live := slices.Collect(maps.Values(m.live))
 	m.mu.Unlock()
+	// Handed off before their commands end: freezing ends each waiting
+	// command as failed, and a session that saw its step fail before it
+	// was cancelled would end failed, recorded as such, and never be
+	// adopted.
+	for _, s := range live {
+		s.setReason(reasonHandedOff)
+	}
 	m.disp.freeze()
 	m.cancelWhere(func(*session) bool { return true }, reasonHandedOff)
 	m.wait()
-	return n
+	return len(live)
 }
 
 // expireResults deletes, every tick until stop, what finished more than

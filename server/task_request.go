@@ -59,7 +59,7 @@ func (s *Server) refuseTask(ctx context.Context, c *client, m *protocol.ClientMe
 		sessionID = uuid.NewString()
 	}
 	s.log.Info("task refused", "client_id", c.id, "session_id", sessionID, "err", err)
-	s.send(ctx, c.conn, &protocol.ServerMessage{
+	s.send(c.conn, &protocol.ServerMessage{
 		Type: protocol.ServerTaskEnd, Status: protocol.StatusFailed, SessionID: sessionID,
 		Error: reason, Timestamp: protocol.Now(), ResponseID: uuid.NewString(),
 	})

@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
@@ -38,7 +37,7 @@ func usageProblem(u *protocol.Usage) error {
 
 // dropImplausibleUsage removes the usage of each result whose figures are
 // implausible, with a warning; the results themselves stand.
-func dropImplausibleUsage(results []protocol.Result, log *slog.Logger) {
+func dropImplausibleUsage(results []protocol.Result, log *lazyLog) {
 	for i := range results {
 		r := &results[i]
 		if r.Usage == nil {

@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -304,10 +305,16 @@ func (c *Config) Check() error {
 	case c.DataDir == "":
 		return errors.New("data dir is required: the agent keeps its outbox there")
 	}
+	seen := map[string]bool{}
 	for _, u := range c.Servers() {
 		if err := checkServerURL(u); err != nil {
 			return fmt.Errorf("server URL %w", err)
 		}
+		if seen[u] {
+			// It would be dialled twice a round: a dead one twice as long.
+			return fmt.Errorf("server URL %q: given twice", protocol.RedactURL(u))
+		}
+		seen[u] = true
 		if err := checkTLS(u, c.CAFile, c.CertFile, c.KeyFile); err != nil {
 			return err
 		}
@@ -352,8 +359,13 @@ func checkMCPListen(addr string) error {
 // checkServerURL refuses a server URL the agent could never dial.
 func checkServerURL(s string) error {
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Hostname() == "" {
 		return fmt.Errorf("%q: want ws://HOST/PATH or wss://HOST/PATH", protocol.RedactURL(s))
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q: port %s: want 1-65535", protocol.RedactURL(s), p)
+		}
 	}
 	return nil
 }

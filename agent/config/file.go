@@ -235,6 +235,10 @@ func (l *loader) servers(fc *fileConfig) (string, []string) {
 	if fc.Server.URL != "" && len(urls) > 0 {
 		l.fail([]any{"server", "urls"}, "give server.url or server.urls, not both")
 	}
+	if urls != nil && len(urls) == 0 {
+		// Left as it is, the agent would dial the default server.
+		l.fail([]any{"server", "urls"}, "empty: give at least one ws:// or wss:// URL")
+	}
 	if fc.Server.URL != "" {
 		if err := checkServerURL(fc.Server.URL); err != nil {
 			l.fail([]any{"server", "url"}, "%v", err)

@@ -65,3 +65,41 @@ server:
 	cfg.ServerURLs, cfg.ServerURL = []string{"wss://a:8700/ws"}, "wss://b:8700/ws"
 	assert.ErrorContains(t, cfg.Check(), "not both")
 }
+
+// A URL no dial could ever use, or one given twice, fails the start,
+// not a dial later.
+func TestAServerURLWithoutHostOrPortOrGivenTwiceIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--server", "ws://:8700/ws"}, `--server: "ws://:8700/ws": want ws://HOST/PATH or wss://HOST/PATH`},
+		{[]string{"--server", "ws://a:99999/ws"}, `--server: "ws://a:99999/ws": port 99999: want 1-65535`},
+		{[]string{"--server", "ws://a:8700/ws", "--server", "wss://b:0/ws"}, `--server: "wss://b:0/ws": port 0: want 1-65535`},
+	} {
+		_, err := fromCommandLine(t, tc.args...)
+		assert.ErrorContains(t, err, tc.want, tc.args)
+	}
+	cfg, err := fromCommandLine(t, "--id", "k1", "--token-file", "t", "--data", "d",
+		"--server", "ws://a:8700/ws?token=secret-token", "--server", "ws://b:8700/ws", "--server", "ws://a:8700/ws?token=secret-token")
+	require.NoError(t, err)
+	cfg.SetDefaults()
+	assert.EqualError(t, cfg.Check(), `server URL "ws://a:8700/ws?token=REDACTED": given twice`)
+
+	path := writeConfig(t, `
+device: {id: k1}
+server: {urls: ["ws://a:8700/ws", "ws://a:8700/ws"], token_file: t}
+data_dir: d
+`)
+	cfg, err = fromCommandLine(t, "--config", path)
+	require.NoError(t, err)
+	cfg.SetDefaults()
+	assert.EqualError(t, cfg.Check(), `server URL "ws://a:8700/ws": given twice`)
+
+	path = writeConfig(t, `
+device: {id: k1}
+server: {urls: [], token_file: t}
+`)
+	_, err = Load(path)
+	assert.ErrorContains(t, err, path+`:3: server.urls: empty: give at least one ws:// or wss:// URL`)
+}

@@ -46,10 +46,11 @@ func main() {
 	flag.IntVar(&st.UnrecordedWrites, "unrecorded-writes", 10_000, "writes the database could not take (a full disk) kept in memory to retry; past this, results stay with their devices")
 	flag.Int64Var(&st.UnrecordedBytes, "unrecorded-bytes", 64<<20, "bytes of results and task ends kept in memory for a database that cannot take them; past this, as --unrecorded-writes")
 	var clusterCfg server.ClusterConfig
-	flag.StringVar(&clusterCfg.NATS, "nats", "", "NATS server URL (nats://…; several, comma-separated): run as a node of a cluster, which needs a PostgreSQL --store")
+	flag.StringVar(&clusterCfg.NATS, "nats", "", "NATS server URL (nats://…, nats://USER:PASSWORD@…, tls://…; several, comma-separated): run as a node of a cluster, which needs a PostgreSQL --store")
+	flag.StringVar(&clusterCfg.NATSCA, "nats-ca", "", "PEM `file` of the CAs a tls:// NATS server's certificate must chain to, instead of the system's")
 	flag.StringVar(&clusterCfg.NodeID, "node-id", "", "this node's id in the cluster (default: the host's name)")
 	flag.StringVar(&clusterCfg.Address, "advertise", "", "the address the cluster lists for this node (default: --listen's)")
-	drainGrace := flag.Duration("drain-grace", server.DefaultDrainGrace, "cluster mode: on SIGTERM, how long running tasks may finish before the rest are handed off to the other nodes (a second SIGTERM stops at once)")
+	flag.DurationVar(&clusterCfg.DrainGrace, "drain-grace", server.DefaultDrainGrace, "cluster mode: on SIGTERM, how long running tasks may finish before the rest are handed off to the other nodes (a second SIGTERM stops at once)")
 	var conn protocol.ConnOptions
 	flag.Int64Var(&conn.MaxFrameBytes, "max-frame", protocol.DefaultMaxFrameBytes, "largest WebSocket frame accepted, in bytes; a larger one closes the link with 1009")
 	flag.DurationVar(&conn.PingInterval, "ping", protocol.DefaultPingInterval, "the devices' ping interval: the server pings a link silent for this and 5s more, and drops one silent for this and 10s more (a fifth of it)")
@@ -59,6 +60,7 @@ func main() {
 	flag.IntVar(&mcpCfg.CallsPerMinute, "mcp-calls-per-minute", 120, "tool calls one identity may make on /mcp in a minute")
 	flag.IntVar(&mcpCfg.CallsAtOnce, "mcp-calls-at-once", 8, "tool calls one identity may have running on /mcp at once")
 	flag.IntVar(&mcpCfg.MaxResultBytes, "mcp-max-result-bytes", 64<<10, "largest result, as JSON, an answer on /mcp carries; a larger one is cut, with the task's URL")
+	flag.DurationVar(&mcpCfg.SessionIdleTTL, "mcp-session-idle-ttl", 30*time.Minute, "an MCP session on /mcp that makes no request, and whose stream carries nothing, for this long is dropped (a client that went away without DELETE); negative: never")
 	flag.IntVar(&limits.MaxPlanBytes, "max-plan-bytes", plan.DefaultMaxExpandedBytes, "largest plan accepted, in bytes as JSON once its YAML aliases are expanded")
 	flag.IntVar(&limits.MaxParamBytes, "max-param-bytes", 0, "largest parameters of one command accepted, in bytes as JSON (0: the frame cap)")
 	pprof := flag.Bool("pprof", false, "serve Go's profiles under /debug/pprof/, to an unscoped admin")
@@ -84,13 +86,13 @@ func main() {
 	log := logOpts.New(os.Stderr)
 	cfg := server.Config{Sessions: sessions, Store: st, Conn: conn, Limits: limits, MCP: mcpCfg, Logger: log,
 		SecureCookies: *secureCookies, TrustedProxies: trusted, TLS: tlsFiles, Pprof: *pprof, Cluster: clusterCfg}
-	if err := run(*listen, *data, cfg, *drainGrace); err != nil {
+	if err := run(*listen, *data, cfg); err != nil {
 		log.Error("aip-server failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(listen, data string, cfg server.Config, drainGrace time.Duration) error {
+func run(listen, data string, cfg server.Config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -124,7 +126,7 @@ func run(listen, data string, cfg server.Config, drainGrace time.Duration) error
 	}
 	stop() // a second signal stops at once: the cluster then adopts what ran here, as after a crash
 	if cfg.Cluster.NATS != "" {
-		if _, err := srv.Drain(context.Background(), drainGrace); err != nil {
+		if _, err := srv.Drain(context.Background(), cfg.Cluster.DrainGrace); err != nil {
 			log.Error("drain failed", "err", err)
 		}
 	}

@@ -58,13 +58,13 @@ func TestABusyPortFailsFastAndLeavesTheDataDirUntouched(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
 
 	missing := filepath.Join(t.TempDir(), "data")
-	err = run(busy.Addr().String(), missing, server.Config{Logger: quiet}, server.DefaultDrainGrace)
+	err = run(busy.Addr().String(), missing, server.Config{Logger: quiet})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), busy.Addr().String())
 	assert.NoDirExists(t, missing)
 
 	empty := t.TempDir()
-	require.Error(t, run(busy.Addr().String(), empty, server.Config{Logger: quiet}, server.DefaultDrainGrace))
+	require.Error(t, run(busy.Addr().String(), empty, server.Config{Logger: quiet}))
 	entries, err := os.ReadDir(empty)
 	require.NoError(t, err)
 	assert.Empty(t, entries)

@@ -5,6 +5,7 @@
 package natstest
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -19,13 +20,29 @@ import (
 // again on the same port.
 type Server struct {
 	port int
+	opts Options
 
 	mu  sync.Mutex
 	srv *server.Server
 }
 
+// Options are what a server asks of its clients beyond the NATS
+// protocol; none by default.
+type Options struct {
+	// User and Password, if set, are the credentials it lets in, and no
+	// client without them.
+	User, Password string
+	// TLS, if set, is its TLS configuration: it takes only TLS clients
+	// (tls:// URLs).
+	TLS *tls.Config
+}
+
 // Run starts a server on 127.0.0.1:port (0: a free port).
-func Run(port int) (*Server, error) {
+func Run(port int) (*Server, error) { return RunWith(port, Options{}) }
+
+// RunWith starts a server on 127.0.0.1:port (0: a free port) that asks
+// opts of its clients.
+func RunWith(port int, opts Options) (*Server, error) {
 	if port == 0 {
 		p, err := freePort()
 		if err != nil {
@@ -33,7 +50,7 @@ func Run(port int) (*Server, error) {
 		}
 		port = p
 	}
-	s := &Server{port: port}
+	s := &Server{port: port, opts: opts}
 	if err := s.Start(); err != nil {
 		return nil, err
 	}
@@ -44,7 +61,8 @@ func Run(port int) (*Server, error) {
 func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: s.port, NoLog: true, NoSigs: true})
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: s.port, NoLog: true, NoSigs: true,
+		Username: s.opts.User, Password: s.opts.Password, TLS: s.opts.TLS != nil, TLSConfig: s.opts.TLS})
 	if err != nil {
 		return fmt.Errorf("natstest: %w", err)
 	}
@@ -60,7 +78,14 @@ func (s *Server) Start() error {
 // Start runs a server for t, stopped when t ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s, err := Run(0)
+	return StartWith(t, Options{})
+}
+
+// StartWith runs a server for t that asks opts of its clients, stopped
+// when t ends.
+func StartWith(t testing.TB, opts Options) *Server {
+	t.Helper()
+	s, err := RunWith(0, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,8 +93,15 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
-// URL is the server's nats:// URL.
-func (s *Server) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(s.port) }
+// URL is the server's URL, without credentials: tls:// if it asks for
+// TLS, else nats://.
+func (s *Server) URL() string {
+	scheme := "nats"
+	if s.opts.TLS != nil {
+		scheme = "tls"
+	}
+	return scheme + "://127.0.0.1:" + strconv.Itoa(s.port)
+}
 
 // Stop shuts the server down, closing every client's connection; Start
 // starts it again.

@@ -18,10 +18,38 @@ import (
 // in its data dir and nowhere: with pg set, each run of a server gets a
 // fresh database on that PostgreSQL server (its --store), dropped after
 // the run; with nats set too, each of its nodes is started as a cluster
-// node (--nats, --node-id).
+// node (--nats, --node-id). pgPID is the PostgreSQL server's postmaster,
+// if known, whose processes' CPU and statistics are then reported.
 type clusterConfig struct {
-	pg   string // URL of a database on the server, for CREATE DATABASE
-	nats string
+	pg    string // URL of a database on the server, for CREATE DATABASE
+	nats  string
+	pgPID int
+}
+
+// storeKind is where a server keeps its data, overriding clusterConfig's
+// default for one server (-store).
+type storeKind string
+
+// The store kinds: a SQLite file in the data dir, a PostgreSQL database
+// with a single node, and PostgreSQL with the nodes on NATS.
+const (
+	storeSQLite   storeKind = "sqlite"
+	storePostgres storeKind = "postgres"
+	storeCluster  storeKind = "cluster"
+)
+
+var storeKinds = []storeKind{storeSQLite, storePostgres, storeCluster}
+
+// of is c as a server kept in kind uses it: without PostgreSQL and NATS on
+// SQLite, without NATS on PostgreSQL alone; unchanged for cluster or "".
+func (c clusterConfig) of(kind storeKind) clusterConfig {
+	switch kind {
+	case storeSQLite:
+		c.pg, c.nats = "", ""
+	case storePostgres:
+		c.nats = ""
+	}
+	return c
 }
 
 // fleet is the nodes of one server under measurement: one aip-server,
@@ -39,8 +67,12 @@ var databases atomic.Int64
 // node 1's operator token, and enrolls n devices through node 1,
 // returning their tokens in order (deviceID).
 func startFleet(ctx context.Context, bin serverBin, work string, cfg clusterConfig, n int) (*fleet, []string, error) {
-	if bin.nodes > 1 && (cfg.pg == "" || cfg.nats == "") {
-		return nil, nil, fmt.Errorf("%s: %d nodes need -pg and -nats", bin.name, bin.nodes)
+	cfg = cfg.of(bin.store)
+	switch {
+	case (bin.nodes > 1 || bin.store == storeCluster) && (cfg.pg == "" || cfg.nats == ""):
+		return nil, nil, fmt.Errorf("%s: cluster nodes need -pg and -nats", bin.name)
+	case bin.store == storePostgres && cfg.pg == "":
+		return nil, nil, fmt.Errorf("%s: -store postgres needs -pg", bin.name)
 	}
 	f := &fleet{cfg: cfg}
 	args := bin.args

@@ -34,6 +34,7 @@ type commandsRun struct {
 	cpu         time.Duration
 	p50, p99    time.Duration
 	profilePath string
+	db          *dbSide // on PostgreSQL with -pg-pid; nil otherwise
 }
 
 func (r commandsRun) perSecond() float64 { return float64(r.commands) / r.wall.Seconds() }
@@ -47,6 +48,7 @@ func (r commandsRun) cpuPerCommand() time.Duration {
 // loop, caller i on device i mod devices, each command through the next
 // node in turn: first for cfg.warmup, then measured for cfg.duration (or
 // until cfg.maxCommands). CPU is the nodes', summed; a profile is node 1's.
+// On PostgreSQL with cc.pgPID, it measures the database's side too.
 func runCommands(ctx context.Context, bin serverBin, work string, cc clusterConfig, cfg commandsConfig, round int) (commandsRun, error) {
 	f, tokens, err := startFleet(ctx, bin, work, cc, cfg.devices)
 	if err != nil {
@@ -67,7 +69,12 @@ func runCommands(ctx context.Context, bin serverBin, work string, cc clusterConf
 	}
 	ops := newOperators(f.nodes, cfg)
 	defer ops.client.CloseIdleConnections()
-	if _, err := ops.run(ctx, cfg.warmup, 0); err != nil {
+	meter, err := newDBMeter(ctx, cc, f.db)
+	if err != nil {
+		return commandsRun{}, err
+	}
+	warm, err := ops.run(ctx, cfg.warmup, 0)
+	if err != nil {
 		return commandsRun{}, fmt.Errorf("warm-up: %w", err)
 	}
 	var profile chan error
@@ -83,6 +90,9 @@ func runCommands(ctx context.Context, bin serverBin, work string, cc clusterConf
 	if err != nil {
 		return commandsRun{}, err
 	}
+	if err := meter.measuredStarts(); err != nil {
+		return commandsRun{}, err
+	}
 	start := time.Now()
 	lat, err := ops.run(ctx, cfg.duration, cfg.maxCommands)
 	run.wall = time.Since(start)
@@ -91,6 +101,12 @@ func runCommands(ctx context.Context, bin serverBin, work string, cc clusterConf
 	}
 	cpu1, err := f.cpu()
 	if err != nil {
+		return commandsRun{}, err
+	}
+	if err := meter.measuredEnds(); err != nil {
+		return commandsRun{}, err
+	}
+	if run.db, err = meter.result(ctx, len(warm)+len(lat)); err != nil {
 		return commandsRun{}, err
 	}
 	if profile != nil {

@@ -24,9 +24,15 @@
 // commands through the nodes in turn, the idle mode links link i to node
 // i mod N (and with -kill, kills the last node after the window and times
 // its devices registering again on the others), and both sum the nodes'
-// CPU and memory.
+// CPU and memory. -store NAME=sqlite|postgres|cluster keeps server NAME
+// on SQLite in its data dir, on -pg without NATS, or on both, whatever
+// the others use, so that one run compares the stores side by side.
+// With -pg-pid (the PostgreSQL server's postmaster), the commands mode
+// also reports the database's side of each command on PostgreSQL: its
+// processes' CPU, and its WAL syncs and transactions from
+// pg_stat_wal and pg_stat_database.
 // scripts/loadgen-cluster.sh starts a throwaway PostgreSQL and a NATS
-// server for it.
+// server for it, and passes -pg, -nats and -pg-pid.
 package main
 
 import (
@@ -72,7 +78,17 @@ func main() {
 		nodes[name] = k
 		return nil
 	})
+	stores := map[string]storeKind{}
+	fs.Func("store", "NAME=sqlite|postgres|cluster: where server NAME keeps its data, whatever -pg and -nats give the others", func(v string) error {
+		name, kind, ok := strings.Cut(v, "=")
+		if !ok || !slices.Contains(storeKinds, storeKind(kind)) {
+			return fmt.Errorf("want NAME=sqlite|postgres|cluster")
+		}
+		stores[name] = storeKind(kind)
+		return nil
+	})
 	var cl clusterConfig
+	fs.IntVar(&cl.pgPID, "pg-pid", 0, "commands: PID of the -pg server's postmaster, to report the database's CPU, WAL syncs and transactions per command")
 	fs.StringVar(&cl.pg, "pg", "", "URL of a database on a PostgreSQL server: each run gets a fresh database there as its --store")
 	fs.StringVar(&cl.nats, "nats", "", "NATS server URL: run every server's nodes as cluster nodes (needs -pg)")
 	rounds := fs.Int("rounds", 3, "rounds; each runs every server once, in turn")
@@ -105,6 +121,7 @@ func main() {
 	for i := range bins {
 		bins[i].pprof = pprof[bins[i].name]
 		bins[i].nodes = nodes[bins[i].name]
+		bins[i].store = stores[bins[i].name]
 	}
 	work, err := os.MkdirTemp("", "edgeaip-loadgen-")
 	if err != nil {
@@ -209,6 +226,9 @@ func commandRounds(ctx context.Context, bins []serverBin, work string, cl cluste
 		{"p50", func(r commandsRun) float64 { return float64(r.p50) }, micros},
 		{"p99", func(r commandsRun) float64 { return float64(r.p99) }, micros},
 		{"server CPU/command", func(r commandsRun) float64 { return float64(r.cpuPerCommand()) }, micros},
+	}
+	if cl.pgPID != 0 {
+		columns = append(columns, dbColumns()...)
 	}
 	return inRounds(bins, rounds, columns, func(b serverBin, round int) (commandsRun, error) {
 		return runCommands(ctx, b, work, cl, cfg, round)

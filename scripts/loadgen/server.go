@@ -20,13 +20,15 @@ import (
 // serverBin is one aip-server to measure: a name for the report, the
 // binary, the flags it is started with beside --listen and --data, where
 // its CPU profile is served, if not at its own /debug/pprof/ behind the
-// operator token, and how many cluster nodes of it run (0 or 1: one).
+// operator token, how many cluster nodes of it run (0 or 1: one), and
+// where it keeps its data ("": as -pg and -nats say).
 type serverBin struct {
 	name  string
 	path  string
 	args  []string
 	pprof string
 	nodes int
+	store storeKind
 }
 
 // parseBin reads "NAME=PATH [FLAG...]".
@@ -84,26 +86,40 @@ func (s *server) wsURL() string { return "ws://" + s.Addr + "/ws" }
 // cpu is the CPU time the server has used, user and system, from
 // /proc/PID/stat.
 func (s *server) cpu() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.pid()))
+	st, err := readStat(s.pid())
+	return st.cpu, err
+}
+
+// procStat is what loadgen reads of a process's /proc/PID/stat.
+type procStat struct {
+	ppid int
+	// cpu is its user and system time; children's is that of its
+	// children that ended and were waited for.
+	cpu, children time.Duration
+}
+
+// readStat reads /proc/PID/stat.
+func readStat(pid int) (procStat, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return procStat{}, err
 	}
 	// The command name, in parentheses, may hold spaces: fields start
-	// after its closing one. utime and stime are fields 14 and 15.
+	// after its closing one, at field 3. ppid is field 4; utime, stime,
+	// cutime and cstime are fields 14 to 17.
 	rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
 	f := strings.Fields(rest)
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", s.pid(), len(f))
+	if len(f) < 15 {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
 	}
-	var ticks int64
-	for _, v := range f[11:13] {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", s.pid(), err)
+	var n [5]int64
+	for i, k := range []int{1, 11, 12, 13, 14} {
+		if n[i], err = strconv.ParseInt(f[k], 10, 64); err != nil {
+			return procStat{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 		}
-		ticks += n
 	}
-	return time.Duration(ticks) * time.Second / clockTicks, nil
+	tick := func(t int64) time.Duration { return time.Duration(t) * time.Second / clockTicks }
+	return procStat{ppid: int(n[0]), cpu: tick(n[1] + n[2]), children: tick(n[3] + n[4])}, nil
 }
 
 // clockTicks is the kernel's USER_HZ, in which /proc reports CPU time:

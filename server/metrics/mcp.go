@@ -8,6 +8,7 @@ type mcpMetrics struct {
 	calls      *prometheus.CounterVec
 	limited    *prometheus.CounterVec
 	localCalls prometheus.Counter
+	sessions   prometheus.Gauge
 }
 
 // The outcomes of a gateway call: a result (isError or not), or an MCP
@@ -32,8 +33,12 @@ func newMCPMetrics(reg *prometheus.Registry) *mcpMetrics {
 			Name: "edgeaip_local_calls_total",
 			Help: "Calls applications on devices made through their agent's own MCP endpoint, as the devices reported them (local_call), each counted once.",
 		}),
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgeaip_mcp_sessions",
+			Help: "Sessions the MCP gateway holds (the initialize-era revisions'), until their DELETE, their identity's revocation or their idle TTL.",
+		}),
 	}
-	reg.MustRegister(m.calls, m.limited, m.localCalls)
+	reg.MustRegister(m.calls, m.limited, m.localCalls, m.sessions)
 	for _, l := range []string{"per_minute", "at_once"} {
 		m.limited.WithLabelValues(l)
 	}
@@ -48,3 +53,6 @@ func (m *Metrics) MCPLimited(limit string) { m.mcp.limited.WithLabelValues(limit
 
 // LocalCalls counts n local calls recorded.
 func (m *Metrics) LocalCalls(n int) { m.mcp.localCalls.Add(float64(n)) }
+
+// MCPSessions adds n (negative: removes) to the MCP sessions held.
+func (m *Metrics) MCPSessions(n int) { m.mcp.sessions.Add(float64(n)) }

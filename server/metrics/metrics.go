@@ -59,12 +59,16 @@ type Metrics struct {
 	toolWallSeconds *prometheus.CounterVec
 	frames          *prometheus.CounterVec
 	frameBytes      *prometheus.CounterVec
-	sessionsEnded   *prometheus.CounterVec
-	authFailures    *prometheus.CounterVec
-	authThrottled   *prometheus.CounterVec
-	droppedWrites   prometheus.Counter
-	mcp             *mcpMetrics
-	cluster         *clusterMetrics // nil on a single node
+	// framesIn and framesOut are frames' and frameBytes' counters of each
+	// direction, found once: Frame runs for every frame, and a label
+	// lookup costs a hash and a lock.
+	framesIn, framesOut frameCounters
+	sessionsEnded       *prometheus.CounterVec
+	authFailures        *prometheus.CounterVec
+	authThrottled       *prometheus.CounterVec
+	droppedWrites       prometheus.Counter
+	mcp                 *mcpMetrics
+	cluster             *clusterMetrics // nil on a single node
 }
 
 // New registers the metrics, Go runtime and process metrics included, in
@@ -147,10 +151,8 @@ func New(src Sources) *Metrics {
 	}
 	// Every label value that is known in advance shows from the start, at
 	// zero, so that rate() sees the first increment.
-	for _, dir := range []protocol.FrameDirection{protocol.FrameIn, protocol.FrameOut} {
-		m.frames.WithLabelValues(string(dir))
-		m.frameBytes.WithLabelValues(string(dir))
-	}
+	m.framesIn = frameCounters{m.frames.WithLabelValues(string(protocol.FrameIn)), m.frameBytes.WithLabelValues(string(protocol.FrameIn))}
+	m.framesOut = frameCounters{m.frames.WithLabelValues(string(protocol.FrameOut)), m.frameBytes.WithLabelValues(string(protocol.FrameOut))}
 	for _, state := range []string{"completed", "failed", "cancelled"} {
 		m.sessionsEnded.WithLabelValues(state)
 	}
@@ -218,9 +220,16 @@ func (m *Metrics) ResultsRecorded(tools []string, results []protocol.Result, lat
 
 // Frame records one WebSocket frame; it fits protocol.ConnOptions.OnFrame.
 func (m *Metrics) Frame(dir protocol.FrameDirection, bytes int) {
-	m.frames.WithLabelValues(string(dir)).Inc()
-	m.frameBytes.WithLabelValues(string(dir)).Add(float64(bytes))
+	c := m.framesOut
+	if dir == protocol.FrameIn {
+		c = m.framesIn
+	}
+	c.frames.Inc()
+	c.bytes.Add(float64(bytes))
 }
+
+// frameCounters count the frames of one direction and their bytes.
+type frameCounters struct{ frames, bytes prometheus.Counter }
 
 // UnrecordedDropped records a write the database could not take that
 // the server did not keep either: past its bound.

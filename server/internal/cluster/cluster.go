@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/nats-io/nats.go"
 )
@@ -37,8 +36,13 @@ const (
 
 // Config is what a node joins a cluster with.
 type Config struct {
-	// NATS is the NATS server's URL, or several, comma-separated.
+	// NATS is the NATS server's URL, or several, comma-separated; each
+	// may carry credentials (nats://USER:PASSWORD@HOST, nats://TOKEN@HOST)
+	// and ask for TLS (tls://HOST).
 	NATS string
+	// NATSCA, if set, is a PEM file of the CAs the NATS server's
+	// certificate must chain to, instead of the system's; it implies TLS.
+	NATSCA string
 	// NodeID names the node; required.
 	NodeID string
 	// Address is where the node serves, for GET /api/cluster.
@@ -71,6 +75,7 @@ type Node struct {
 type Cluster struct {
 	cfg   Config
 	log   *slog.Logger
+	drops *dropLog // the messages from other nodes dropped or refused
 	nc    *nats.Conn
 	epoch int64
 
@@ -87,9 +92,15 @@ type Cluster struct {
 	fenced   error  // the lease was lost: for good
 	draining bool
 	warned   map[string]bool // incompatible nodes logged, by id/epoch
-	// live are the nodes at the last sweep, each true if it was alive and
-	// compatible.
-	live map[string]bool
+	// live are the nodes at the last sweep.
+	live map[string]liveNode
+}
+
+// liveNode is a node as the last sweep saw it: its epoch, whether it
+// was alive and compatible, and whether it was gone (fenced, or left).
+type liveNode struct {
+	epoch      int64
+	live, gone bool
 }
 
 // validNodeID is what a node id may be: it is a NATS subject token.
@@ -104,13 +115,14 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, DefaultHeartbeat)
 	cfg.DeadAfter = cmp.Or(cfg.DeadAfter, DefaultDeadAfter)
-	if !validNodeID.MatchString(cfg.NodeID) {
-		return nil, fmt.Errorf("cluster: node id %q: want 1-63 of [A-Za-z0-9_-]", cfg.NodeID)
+	if err := errors.Join(CheckNodeID(cfg.NodeID), CheckNATS(cfg.NATS)); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	if cfg.Store.Backend() != store.Postgres {
 		return nil, fmt.Errorf("cluster: store is %s: %w (--store postgres://…)", cfg.Store.Backend(), store.ErrNeedsPostgres)
 	}
-	c := &Cluster{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{}), done: make(chan struct{}),
+	log := cfg.Logger.With("node", cfg.NodeID)
+	c := &Cluster{cfg: cfg, log: log, drops: newDropLog(log), stop: make(chan struct{}), done: make(chan struct{}),
 		fencedCh: make(chan struct{}), warned: map[string]bool{}}
 	nc, err := c.connect()
 	if err != nil {
@@ -133,31 +145,10 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.log.Warn("took over the node id of a dead process of it", "dead_epoch", prev, "epoch", c.epoch)
 		c.deaths = append(c.deaths, Node{ID: cfg.NodeID, Epoch: prev})
 	}
-	c.log.Info("joined the cluster", "epoch", c.epoch, "nats", protocol.RedactURL(nc.ConnectedUrl()), "protocol", ProtocolVersion)
+	c.log.Info("joined the cluster", "epoch", c.epoch, "nats", RedactNATS(nc.ConnectedUrl()), "protocol", ProtocolVersion)
 	c.readLive(ctx)
 	go c.run()
 	return c, nil
-}
-
-// connect connects to NATS, failing if it cannot now, and reconnecting
-// for ever once it has.
-func (c *Cluster) connect() (*nats.Conn, error) {
-	nc, err := nats.Connect(c.cfg.NATS,
-		nats.Name("aip-server "+c.cfg.NodeID),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
-		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
-			if !nc.IsClosed() {
-				c.log.Error("NATS connection lost: cross-node work is refused until it is back", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			c.log.Info("NATS connection back", "nats", protocol.RedactURL(nc.ConnectedUrl()))
-		}))
-	if err != nil {
-		return nil, fmt.Errorf("cluster: NATS %s: %w", protocol.RedactURL(c.cfg.NATS), err)
-	}
-	return nc, nil
 }
 
 // Self is this node's id and epoch.
@@ -199,14 +190,6 @@ func (c *Cluster) announce(dead []Node) {
 			go fn(n.ID, n.Epoch)
 		}
 	}
-}
-
-// SetDraining marks this node draining in its lease from its next
-// heartbeat: it takes no new links or tasks.
-func (c *Cluster) SetDraining() {
-	c.mu.Lock()
-	c.draining = true
-	c.mu.Unlock()
 }
 
 // Fenced is closed when the node has lost its lease on its id: the
@@ -356,9 +339,9 @@ func (c *Cluster) readLive(ctx context.Context) {
 		c.log.Debug("nodes not read", "err", err)
 		return
 	}
-	live := make(map[string]bool, len(nodes))
+	live := make(map[string]liveNode, len(nodes))
 	for _, n := range nodes {
-		live[n.ID] = n.Alive && n.Compatible
+		live[n.ID] = liveNode{epoch: n.Epoch, live: n.Alive && n.Compatible, gone: n.State == store.NodeGone}
 	}
 	c.mu.Lock()
 	c.live = live
@@ -372,8 +355,38 @@ func (c *Cluster) readLive(ctx context.Context) {
 func (c *Cluster) IsLive(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	live, seen := c.live[id]
-	return live || !seen
+	n, seen := c.live[id]
+	return n.live || !seen
+}
+
+// notLive is why node id at epoch no longer holds its lease as of the
+// last sweep: gone (fenced, or left), an id a later process took over,
+// or no node's; "" if it holds it, or joined since. A node only late
+// with its heartbeats holds it until a sweep marks it gone.
+func (c *Cluster) notLive(id string, epoch int64) string {
+	c.mu.Lock()
+	n, seen := c.live[id]
+	c.mu.Unlock()
+	if !seen || epoch > n.epoch {
+		// Joined since the last sweep, or never: the store says which.
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DeadAfter/2)
+		c.readLive(ctx)
+		cancel()
+		c.mu.Lock()
+		n, seen = c.live[id]
+		c.mu.Unlock()
+	}
+	switch {
+	case !seen:
+		return "no node of that id ever joined"
+	case epoch > n.epoch:
+		return fmt.Sprintf("node %q is at epoch %d", id, n.epoch)
+	case epoch < n.epoch:
+		return fmt.Sprintf("node %q is at epoch %d now", id, n.epoch)
+	case n.gone:
+		return "that node is gone (fenced, or it left the cluster)"
+	}
+	return ""
 }
 
 // Close stops heartbeating, marks the node gone (a clean stop: no node

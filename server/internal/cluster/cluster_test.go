@@ -235,11 +235,11 @@ func TestAMessageOfAnotherProtocolVersionIsRefused(t *testing.T) {
 	assert.Contains(t, r.Error, fmt.Sprintf(`inter-node protocol version "%d", this node %d: refused`, ProtocolVersion+1, ProtocolVersion))
 	assert.Zero(t, served)
 
-	r, err = b.SendCommand(context.Background(), Command{DeviceID: "kiosk.1"})
+	r, err = b.SendCommand(context.Background(), wellFormed("kiosk.1", "b"))
 	require.NoError(t, err)
 	assert.Equal(t, Sent, r.Outcome)
 	assert.Equal(t, 1, served)
 
-	_, err = b.SendCommand(context.Background(), Command{DeviceID: "kiosk-2"})
+	_, err = b.SendCommand(context.Background(), wellFormed("kiosk-2", "b"))
 	assert.ErrorIs(t, err, ErrNoHolder)
 }

@@ -144,8 +144,11 @@ func (c *Cluster) SendCommand(ctx context.Context, cmd Command) (Reply, error) {
 		return Reply{}, fmt.Errorf("cluster: command for device %q: %w", cmd.DeviceID, err)
 	}
 	var r Reply
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return Reply{}, fmt.Errorf("cluster: reply about device %q: %w", cmd.DeviceID, err)
+	if err := decode(resp, &r); err != nil {
+		// A holder that answers what this node cannot read cannot be
+		// sent the command: reading its lease again would only ask it again.
+		c.log.Error("cluster: reply not understood", "device", cmd.DeviceID, "err", err)
+		return Reply{Outcome: Failed, Error: fmt.Sprintf("the node holding the device's link answered what this node cannot read: %v", err)}, nil
 	}
 	return r, nil
 }
@@ -154,9 +157,19 @@ func (c *Cluster) SendCommand(ctx context.Context, cmd Command) (Reply, error) {
 // the returned stop is called: the node holding the device's lease does.
 func (c *Cluster) ServeDevice(id string, serve func(Command) Reply) (stop func(), err error) {
 	sub, err := c.nc.Subscribe(deviceSubject(id), func(m *nats.Msg) {
+		if m.Reply == "" {
+			// Nobody awaits its answer: no node sends a command so.
+			c.drops.dropped("cluster: command dropped: it has no reply subject", "device", id, "subject", m.Subject)
+			return
+		}
 		var cmd Command
 		r := Reply{Outcome: Failed}
-		if err := c.decode(m, &cmd); err != nil {
+		err := decode(m, &cmd)
+		if err == nil {
+			err = c.refuseCommand(id, cmd)
+		}
+		if err != nil {
+			c.drops.dropped("cluster: command refused", "device", id, "err", err)
 			r.Error = err.Error()
 		} else {
 			r = serve(cmd)
@@ -181,32 +194,62 @@ func (c *Cluster) ServeDevice(id string, serve func(Command) Reply) (stop func()
 	return func() { sub.Unsubscribe() }, nil
 }
 
-// decode reads m into v, refusing another protocol version.
-func (c *Cluster) decode(m *nats.Msg, v any) error {
+// refuseCommand is why cmd, which came on the subject of device id, is
+// not served: a command for another device, or from a node that is not
+// live at the epoch it names (fenced, or an id taken over since); nil if
+// it is served.
+func (c *Cluster) refuseCommand(id string, cmd Command) error {
+	if cmd.DeviceID != id {
+		return fmt.Errorf("cluster: command for device %q came on the subject of device %q: refused", cmd.DeviceID, id)
+	}
+	if why := c.notLive(cmd.From, cmd.FromEpoch); why != "" {
+		return fmt.Errorf("cluster: command for device %q from node %q at epoch %d: %s: refused", id, cmd.From, cmd.FromEpoch, why)
+	}
+	return nil
+}
+
+// checked is an inter-node message that can say what is wrong with it.
+type checked[T any] interface {
+	*T
+	check() error
+}
+
+// decode reads m into v, refusing another protocol version, and what
+// v's check refuses.
+func decode[T any, P checked[T]](m *nats.Msg, v P) error {
 	if got := m.Header.Get(versionHeader); got != strconv.Itoa(ProtocolVersion) {
-		err := fmt.Errorf("cluster: message on %s speaks inter-node protocol version %q, this node %d: refused", m.Subject, got, ProtocolVersion)
-		c.log.Error(err.Error())
-		return err
+		return fmt.Errorf("cluster: message on %s speaks inter-node protocol version %q, this node %d: refused", m.Subject, got, ProtocolVersion)
 	}
 	if err := json.Unmarshal(m.Data, v); err != nil {
+		return fmt.Errorf("cluster: message on %s (%d bytes): %w", m.Subject, len(m.Data), err)
+	}
+	if err := v.check(); err != nil {
 		return fmt.Errorf("cluster: message on %s: %w", m.Subject, err)
 	}
 	return nil
 }
 
-// on calls fn with each message on subject, decoded as a T.
-func on[T any](c *Cluster, subject string, fn func(T)) error {
-	_, err := c.nc.Subscribe(subject, func(m *nats.Msg) {
+// on calls fn with each message on subject, decoded as a T; one that
+// cannot be is logged and dropped.
+func on[T any, P checked[T]](c *Cluster, subject string, fn func(T)) error {
+	_, err := subscribe[T, P](c, subject, fn)
+	return err
+}
+
+// subscribe is on, returning a function that stops it.
+func subscribe[T any, P checked[T]](c *Cluster, subject string, fn func(T)) (stop func(), err error) {
+	sub, err := c.nc.Subscribe(subject, func(m *nats.Msg) {
 		var v T
-		if err := c.decode(m, &v); err != nil {
+		if err := decode[T, P](m, &v); err != nil {
+			c.drops.dropped("cluster: message dropped", "err", err)
 			return
 		}
 		fn(v)
 	})
 	if err != nil {
-		return fmt.Errorf("cluster: subscribe to %s: %w", subject, err)
+		return nil, fmt.Errorf("cluster: subscribe to %s: %w", subject, err)
 	}
-	return nil
+	return func() { sub.Unsubscribe() }, nil
 }
 
 // PublishLease tells every node that a device's lease changed.
@@ -214,7 +257,7 @@ func (c *Cluster) PublishLease(l LeaseChange) error { return c.publish(leaseSubj
 
 // OnLease calls fn with each lease change any node publishes, this
 // one's included.
-func (c *Cluster) OnLease(fn func(LeaseChange)) error { return on(c, leaseSubject, fn) }
+func (c *Cluster) OnLease(fn func(LeaseChange)) error { return on[LeaseChange](c, leaseSubject, fn) }
 
 // SendRecorded tells node the results r were recorded; to every node if
 // node is "" (the node that asked is not known).
@@ -228,10 +271,10 @@ func (c *Cluster) SendRecorded(node string, r Recorded) error {
 // OnRecorded calls fn with the results recorded elsewhere that are sent
 // to this node, or to every node.
 func (c *Cluster) OnRecorded(fn func(Recorded)) error {
-	if err := on(c, nodeSubject(c.cfg.NodeID), fn); err != nil {
+	if err := on[Recorded](c, nodeSubject(c.cfg.NodeID), fn); err != nil {
 		return err
 	}
-	return on(c, recordedSubject, fn)
+	return on[Recorded](c, recordedSubject, fn)
 }
 
 // Revocation is an operator identity, or some of its tokens, revoked on
@@ -250,7 +293,7 @@ func (c *Cluster) PublishRevocation(r Revocation) error {
 
 // OnRevocation calls fn with each revocation another node publishes.
 func (c *Cluster) OnRevocation(fn func(Revocation)) error {
-	return on(c, revokeSubject, func(r Revocation) {
+	return on[Revocation](c, revokeSubject, func(r Revocation) {
 		if r.From != c.cfg.NodeID {
 			fn(r)
 		}
@@ -284,7 +327,7 @@ func (c *Cluster) PublishDeviceEvent(e DeviceEvent) error {
 
 // OnDeviceEvent calls fn with each device event another node publishes.
 func (c *Cluster) OnDeviceEvent(fn func(DeviceEvent)) error {
-	return on(c, deviceEventSubject, func(e DeviceEvent) {
+	return on[DeviceEvent](c, deviceEventSubject, func(e DeviceEvent) {
 		if e.From != c.cfg.NodeID {
 			fn(e)
 		}

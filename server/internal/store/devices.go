@@ -5,7 +5,11 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/edgeaip/edgeaip/server/internal/access"
 )
 
 // Device is an enrolled device. Only a hash of its token is kept.
@@ -41,6 +45,11 @@ func (t *Tx) CreateDevice(id, tokenHash string, labels map[string]string) error 
 	}
 	if err != nil {
 		return fmt.Errorf("store: create device %q: %w", id, err)
+	}
+	for k, v := range labels {
+		if _, err := t.exec(`INSERT INTO device_labels (device_id, key, value) VALUES (?, ?, ?)`, id, k, v); err != nil {
+			return fmt.Errorf("store: create device %q: label %q: %w", id, k, err)
+		}
 	}
 	return nil
 }
@@ -91,6 +100,63 @@ func (s *Store) Devices(ctx context.Context) ([]Device, error) {
 		return nil, fmt.Errorf("store: list devices: %w", err)
 	}
 	return out, nil
+}
+
+// DevicesMatching lists, sorted, the ids of the enrolled devices sel
+// picks (an empty list, not nil, if none), from the label index: what it reads grows with the devices that
+// have sel's first label, not with the fleet (a sel of only != reads
+// every device's id). limit > 0 reads at most limit of them.
+func (s *Store) DevicesMatching(ctx context.Context, sel access.Selector, limit int) ([]string, error) {
+	query, args := matchingQuery(sel, limit)
+	rows, err := s.rdb.QueryContext(ctx, s.dialect.bind(query), s.dialect.args(args)...)
+	if err != nil {
+		return nil, fmt.Errorf("store: devices %s: %w", sel, err)
+	}
+	ids, err := collect(rows, func(r rowScanner) (id string, err error) { return id, r.Scan(&id) }, []string{})
+	if err != nil {
+		return nil, fmt.Errorf("store: devices %s: %w", sel, err)
+	}
+	slices.Sort(ids) // in Go: a PostgreSQL collation may order text otherwise
+	return ids, nil
+}
+
+// matchingQuery is DevicesMatching's SQL for sel: its shape depends on
+// how many requirements sel has of each kind, so it is not kept
+// prepared. Driven by the index on (key, value) from sel's first
+// requirement that is an equality, if any.
+func matchingQuery(sel access.Selector, limit int) (string, []any) {
+	var equal, not []access.Requirement
+	for _, r := range sel {
+		if r.Not {
+			not = append(not, r)
+		} else {
+			equal = append(equal, r)
+		}
+	}
+	var q strings.Builder
+	var args []any
+	id := "d.id"
+	if len(equal) == 0 {
+		q.WriteString(`SELECT d.id FROM devices d WHERE 1 = 1`)
+	} else {
+		id = "l0.device_id"
+		q.WriteString(`SELECT l0.device_id FROM device_labels l0`)
+		for i, r := range equal[1:] {
+			fmt.Fprintf(&q, ` JOIN device_labels l%[1]d ON l%[1]d.device_id = l0.device_id AND l%[1]d.key = ? AND l%[1]d.value = ?`, i+1)
+			args = append(args, r.Key, r.Value)
+		}
+		q.WriteString(` WHERE l0.key = ? AND l0.value = ?`)
+		args = append(args, equal[0].Key, equal[0].Value)
+	}
+	for _, r := range not {
+		fmt.Fprintf(&q, ` AND NOT EXISTS (SELECT 1 FROM device_labels n WHERE n.device_id = %s AND n.key = ? AND n.value = ?)`, id)
+		args = append(args, r.Key, r.Value)
+	}
+	if limit > 0 {
+		q.WriteString(` LIMIT ?`)
+		args = append(args, limit)
+	}
+	return q.String(), args
 }
 
 // DeleteDevice revokes a device: its tokens stop working, and its

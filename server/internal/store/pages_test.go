@@ -35,7 +35,7 @@ func TestASingleCommandWritesFewPages(t *testing.T) {
 	var total int64
 	for i := range warm + counted {
 		before := frames()
-		require.NoError(t, writeSingleCommand(s, int64(i)))
+		require.NoError(t, writeSingleCommand(s, i))
 		if i >= warm {
 			total += frames() - before
 		}
@@ -49,7 +49,7 @@ func TestASingleCommandWritesFewPages(t *testing.T) {
 // header of its own; the store's pages are SQLite's default size.
 const walHeader, walFrameHeader, pageSize = 32, 24, 4096
 
-// The queries that an index dropped by migration 14 served search
+// The queries that an index dropped by migration 15 served search
 // another: those of unfinished sessions by owner (a single node's start,
 // a cluster's adoption) the index by state, for the unfinished ones;
 // expiry the index by creation time. Those by name search the index of

@@ -197,6 +197,13 @@ var migrations = []string{
 	ALTER TABLE commands ADD COLUMN timeout_ms BIGINT NOT NULL DEFAULT 0;
 	ALTER TABLE commands ADD COLUMN wait_for_device INTEGER NOT NULL DEFAULT 0;`,
 
+	// Each device's labels, one row each, indexed by label, so that the
+	// devices a selector picks (a scope, a fleet) are read from the index
+	// instead of from every device's row. devices.labels stays the
+	// device's record of them; labels are set only at enrollment.
+	deviceLabelsSQL + `
+	INSERT INTO device_labels (device_id, key, value) SELECT d.id, j.key, j.value FROM devices d, json_each(d.labels) j;`,
+
 	// Fewer B-trees per command (server/RATIONALE.md, "Pages per
 	// command"). The queries of unfinished sessions by owner search
 	// sessions_state, by their states, as UnfinishedOwners did already:
@@ -204,15 +211,24 @@ var migrations = []string{
 	// ends, goes. So does sessions_finished, written when a session
 	// ends: expiry searches sessions_created, since a session ends after
 	// it starts. sessions_task holds the named sessions alone: a single
-	// command's has no name, and every query by name has one. On SQLite the audit log is rebuilt without
-	// AUTOINCREMENT, whose sqlite_sequence row every entry updated, a
-	// B-tree page more per command: its rows are never deleted (its
-	// triggers), so the largest seq plus one, SQLite's rowid, is the
-	// sequence AUTOINCREMENT kept.
+	// command's has no name, and every query by name has one. On SQLite
+	// the audit log is rebuilt without AUTOINCREMENT, whose
+	// sqlite_sequence row every entry updated, a B-tree page more per
+	// command: its rows are never deleted (its triggers), so the largest
+	// seq plus one, SQLite's rowid, is the sequence AUTOINCREMENT kept.
 	dropSessionIndexes + auditRowid,
 }
 
-// dropSessionIndexes is the SQL of migration 14 that both databases
+// deviceLabelsSQL is the SQL of migration 14 that both databases take.
+const deviceLabelsSQL = `CREATE TABLE device_labels (
+		device_id TEXT NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
+		key       TEXT NOT NULL,
+		value     TEXT NOT NULL,
+		PRIMARY KEY (device_id, key)
+	);
+	CREATE INDEX device_labels_pick ON device_labels(key, value, device_id);`
+
+// dropSessionIndexes is the SQL of migration 15 that both databases
 // take. A query by name also says that the name is not empty, which
 // lets both use the partial sessions_task: the name's equality alone,
 // planned before the name is known (SQLite's plans, PostgreSQL's
@@ -222,7 +238,7 @@ const dropSessionIndexes = `DROP INDEX sessions_owner;
 	DROP INDEX sessions_task;
 	CREATE INDEX sessions_task ON sessions(task_name, created_at) WHERE task_name <> '';`
 
-// auditRowid is the rest of migration 14 on SQLite: the audit log, its
+// auditRowid is the rest of migration 15 on SQLite: the audit log, its
 // rows and seqs kept, as a rowid table; its triggers and its index of
 // local calls again. The columns keep their order.
 const auditRowid = `
@@ -364,9 +380,13 @@ var postgresMigrations = map[int]string{
 	// identity.
 	11: fewerIndexes,
 
+	// PostgreSQL's JSON object as rows.
+	13: deviceLabelsSQL + `
+	INSERT INTO device_labels (device_id, key, value) SELECT d.id, j.key, j.value FROM devices d, json_each_text(d.labels::json) j;`,
+
 	// PostgreSQL's audit log keeps its identity column: a sequence, not
 	// a row of a table that each entry rewrites.
-	13: dropSessionIndexes,
+	14: dropSessionIndexes,
 }
 
 func migrate(ctx context.Context, db *sql.DB, d dialect) error {

@@ -537,13 +537,13 @@ func migratedTo(t *testing.T, n int) (path string, db *sql.DB) {
 	return path, db
 }
 
-// Migration 14 rebuilds SQLite's audit log as a rowid table: its entries
+// Migration 15 rebuilds SQLite's audit log as a rowid table: its entries
 // keep their seqs, the next one follows the largest, and it stays
 // append-only, with its local calls once each.
 func TestTheAuditLogKeepsItsSeqsThroughItsRebuild(t *testing.T) {
 	sqliteOnly(t, "PostgreSQL's audit log is not rebuilt")
 	ctx := context.Background()
-	path, db := migratedTo(t, 13)
+	path, db := migratedTo(t, 14)
 	// Seqs 1, 2 and 5, as entries written around rolled back ones left
 	// them; a local call, which its index keeps once.
 	_, err := db.ExecContext(ctx, `INSERT INTO audit (seq, at, actor, identity, token_id, action, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late)

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/benchlat"
 	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/protocol"
 )
@@ -59,7 +57,7 @@ func BenchmarkWriteSingleCommand(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer s.Close()
-				benchWrites(b, writers, func(i int64) error { return writeSingleCommand(s, i) })
+				benchWrites(b, writers, func(i int) error { return writeSingleCommand(s, i) })
 			})
 		}
 	}
@@ -67,7 +65,7 @@ func BenchmarkWriteSingleCommand(b *testing.B) {
 
 // writeSingleCommand writes command i and the session it makes up, as
 // the dispatcher does.
-func writeSingleCommand(s *Store, i int64) error {
+func writeSingleCommand(s *Store, i int) error {
 	ctx := context.Background()
 	// Time-ordered ids, as the server's: each batch's rows go at the end
 	// of their indexes. No task name, as a command from the API has none.
@@ -99,7 +97,7 @@ func writeSingleCommand(s *Store, i int64) error {
 func benchCommands(b *testing.B, s *Store, writers int) {
 	ctx := context.Background()
 	results := []protocol.Result{{Status: protocol.ResultSuccess, Result: "ok", CallID: "c1"}, {Status: protocol.ResultSuccess, CallID: "c2"}}
-	benchWrites(b, writers, func(i int64) error {
+	benchWrites(b, writers, func(i int) error {
 		id := fmt.Sprintf("r%d", i)
 		err := s.WriteUnsynced(ctx, func(tx *Tx) error {
 			return tx.InsertCommand(Command{ResponseID: id, DeviceID: "kiosk-1", SessionID: "s1", Actor: "operator",
@@ -113,38 +111,13 @@ func benchCommands(b *testing.B, s *Store, writers int) {
 }
 
 // benchWrites runs command(i) for each i below b.N, from writers
-// goroutines at once, and reports the p50 and p99 of one command and
-// the process's CPU time per command, which a loaded machine disturbs
-// less than the wall time.
-func benchWrites(b *testing.B, writers int, command func(i int64) error) {
-	lat := make([]time.Duration, b.N)
-	var next atomic.Int64
-	var wg sync.WaitGroup
+// goroutines at once (benchlat.Run: p50 and p99 of one command), and
+// reports the process's CPU time per command, which a loaded machine
+// disturbs less than the wall time.
+func benchWrites(b *testing.B, writers int, command func(i int) error) {
 	cpu := cpuTime(b)
-	b.ResetTimer()
-	for range writers {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
-				start := time.Now()
-				err := command(i)
-				lat[i] = time.Since(start)
-				if err != nil {
-					b.Errorf("command %d: %v", i, err)
-					next.Store(int64(b.N))
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	if b.Failed() {
-		b.FailNow()
-	}
+	benchlat.Run(b, writers, command)
 	b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
 
 // cpuTime is the CPU time the process has used, in user and kernel mode.

@@ -1,0 +1,42 @@
+package cluster
+
+import (
+	"crypto/tls"
+	"fmt"
+	"time"
+
+	"github.com/edgeaip/edgeaip/internal/tlsfiles"
+	"github.com/nats-io/nats.go"
+)
+
+// connect connects to NATS, failing if it cannot now, and reconnecting
+// for ever once it has. Every client NATS lets in is trusted as a node
+// (RATIONALE.md, "Cluster mode"): the credentials and TLS are the
+// cluster's only gate.
+func (c *Cluster) connect() (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name("aip-server " + c.cfg.NodeID),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if !nc.IsClosed() {
+				c.log.Error("NATS connection lost: cross-node work is refused until it is back", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			c.log.Info("NATS connection back", "nats", RedactNATS(nc.ConnectedUrl()))
+		}),
+	}
+	if c.cfg.NATSCA != "" {
+		pool, err := tlsfiles.CertPool(c.cfg.NATSCA)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: NATS CA: %w", err)
+		}
+		opts = append(opts, nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+	}
+	nc, err := nats.Connect(c.cfg.NATS, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: NATS %s: %w", RedactNATS(c.cfg.NATS), err)
+	}
+	return nc, nil
+}
