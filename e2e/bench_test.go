@@ -84,7 +84,7 @@ func BenchmarkCrossNodeRoundTrip(b *testing.B) {
 func clusterNode(t testing.TB, nats, db, id, token string) func(*server.Config) {
 	return func(c *server.Config) {
 		c.Store.URL = db
-		c.Cluster = server.ClusterConfig{NATS: nats, NodeID: id, Address: id}
+		c.Cluster = server.ClusterConfig{NATS: nats, NodeID: id, Address: id + ":8700"}
 		if token != "" {
 			require.NoError(t, os.WriteFile(filepath.Join(c.DataDir, server.AdminTokenFile), []byte(token), 0o600))
 		}
