@@ -22,22 +22,7 @@ import (
 // once. ns/op is wall time per command across all writers; p50 and p99
 // are one command's two writes.
 func BenchmarkWrite(b *testing.B) {
-	for _, backend := range []Backend{SQLite, Postgres} {
-		for _, writers := range []int{1, 64} {
-			b.Run(fmt.Sprintf("backend=%s/writers=%d", backend, writers), func(b *testing.B) {
-				location := filepath.Join(b.TempDir(), "bench.db")
-				if backend == Postgres {
-					location = pgtest.Shared(b).NewDatabase(b)
-				}
-				s, err := Open(context.Background(), location, Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				benchCommands(b, s, writers)
-			})
-		}
-	}
+	onEachBackend(b, benchCommands)
 }
 
 // BenchmarkWriteSingleCommand is BenchmarkWrite for a single command
@@ -45,6 +30,14 @@ func BenchmarkWrite(b *testing.B) {
 // session and the command recorded unsynced, then the results, their
 // audit entries and the session's end in one durable write.
 func BenchmarkWriteSingleCommand(b *testing.B) {
+	onEachBackend(b, func(b *testing.B, s *Store, writers int) {
+		benchWrites(b, writers, func(i int) error { return writeSingleCommand(s, i) })
+	})
+}
+
+// onEachBackend runs bench on a fresh store of each backend, with 1 and
+// with 64 writers at once.
+func onEachBackend(b *testing.B, bench func(b *testing.B, s *Store, writers int)) {
 	for _, backend := range []Backend{SQLite, Postgres} {
 		for _, writers := range []int{1, 64} {
 			b.Run(fmt.Sprintf("backend=%s/writers=%d", backend, writers), func(b *testing.B) {
@@ -57,7 +50,7 @@ func BenchmarkWriteSingleCommand(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer s.Close()
-				benchWrites(b, writers, func(i int) error { return writeSingleCommand(s, i) })
+				bench(b, s, writers)
 			})
 		}
 	}
