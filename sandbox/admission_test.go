@@ -27,11 +27,23 @@ func startSpin(t *testing.T, sb *Sandbox, l Limits) (stop func()) {
 	}
 }
 
+// compiled loads name under l and calls it once, so that it is compiled:
+// a later call then waits for admission alone, not behind the compile of
+// the spin that startSpin admits (calls compile one at a time), which
+// under load can outlast the waits these tests measure.
+func compiled(t *testing.T, sb *Sandbox, name string, l Limits) *Tool {
+	t.Helper()
+	tool := load(t, sb, name, l)
+	require.NoError(t, sb.Call(context.Background(), tool, []byte(`{}`)).Err)
+	return tool
+}
+
 func TestCallsBeyondTheSlotsQueueWithTheirDeadlineRunning(t *testing.T) {
 	sb := newSandbox(t, NewConfig().WithMaxConcurrentCalls(1))
+	echo := compiled(t, sb, "echo", Limits{Timeout: 100 * time.Millisecond})
 	stop := startSpin(t, sb, Limits{Timeout: time.Minute})
 
-	res := sb.Call(context.Background(), load(t, sb, "echo", Limits{Timeout: 100 * time.Millisecond}), []byte(`{}`))
+	res := sb.Call(context.Background(), echo, []byte(`{}`))
 	require.ErrorIs(t, res.Err, ErrTimeout)
 	assert.EqualError(t, res.Err, `tool "echo": timed out after 100ms: still waiting for one of the 1 call slots, with 1 calls running`)
 	assert.Zero(t, res.Usage.Wall, "it never ran")
@@ -43,9 +55,10 @@ func TestCallsBeyondTheSlotsQueueWithTheirDeadlineRunning(t *testing.T) {
 
 func TestReservedMemoryIsBounded(t *testing.T) {
 	sb := newSandbox(t, NewConfig().WithMaxConcurrentCalls(4).WithMaxReservedMemory(100*pageSize))
+	echo := compiled(t, sb, "echo", Limits{Timeout: 100 * time.Millisecond, MemoryPages: 64})
 	stop := startSpin(t, sb, Limits{Timeout: time.Minute, MemoryPages: 64})
 
-	res := sb.Call(context.Background(), load(t, sb, "echo", Limits{Timeout: 100 * time.Millisecond, MemoryPages: 64}), []byte(`{}`))
+	res := sb.Call(context.Background(), echo, []byte(`{}`))
 	require.ErrorIs(t, res.Err, ErrTimeout)
 	assert.Contains(t, res.Err.Error(), "still waiting for 4 MiB of the 6 MiB calls may reserve")
 
@@ -62,10 +75,11 @@ func TestALimitAboveTheTotalReserveIsRefusedAtLoad(t *testing.T) {
 
 func TestCancelWhileQueuedIsACancellation(t *testing.T) {
 	sb := newSandbox(t, NewConfig().WithMaxConcurrentCalls(1))
+	echo := compiled(t, sb, "echo", Limits{})
 	stop := startSpin(t, sb, Limits{Timeout: time.Minute})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
-	res := sb.Call(ctx, load(t, sb, "echo", Limits{}), []byte(`{}`))
+	res := sb.Call(ctx, echo, []byte(`{}`))
 	require.ErrorIs(t, res.Err, ErrCanceled)
 	assert.Contains(t, res.Err.Error(), "still waiting for one of the 1 call slots")
 	stop()
