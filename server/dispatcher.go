@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -709,12 +711,8 @@ func (d *dispatcher) isFrozen() bool {
 func (d *dispatcher) freeze() {
 	d.mu.Lock()
 	d.frozen = true
-	todo := make([]*command, 0, len(d.pending))
-	for _, cmd := range d.pending {
-		todo = append(todo, cmd)
-	}
 	d.mu.Unlock()
-	for _, cmd := range todo {
+	for _, cmd := range d.allWaiting() {
 		d.forget(cmd)
 		d.end(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), errHandedOff.Error()), errHandedOff.Error(), false)
 	}
@@ -723,15 +721,17 @@ func (d *dispatcher) freeze() {
 // shutdown fails every waiting command, for a server that is stopping.
 // Their results can still be recorded after a restart.
 func (d *dispatcher) shutdown() {
-	d.mu.Lock()
-	todo := make([]*command, 0, len(d.pending))
-	for _, cmd := range d.pending {
-		todo = append(todo, cmd)
-	}
-	d.mu.Unlock()
-	for _, cmd := range todo {
+	for _, cmd := range d.allWaiting() {
 		d.fail(cmd, "server shut down while waiting for results")
 	}
+}
+
+// allWaiting is every command waiting now, for a caller that ends them
+// outside the lock.
+func (d *dispatcher) allWaiting() []*command {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Collect(maps.Values(d.pending))
 }
 
 // deliveryError is COMMAND_RESULTS the server refuses; the device should

@@ -277,10 +277,7 @@ func (g *mcpGateway) refreshViews(stop <-chan struct{}) {
 // refreshAll refreshes every view now.
 func (g *mcpGateway) refreshAll(ctx context.Context) {
 	g.mu.Lock()
-	views := make([]*mcpView, 0, len(g.views))
-	for _, v := range g.views {
-		views = append(views, v)
-	}
+	views := slices.Collect(maps.Values(g.views))
 	g.mu.Unlock()
 	for _, v := range views {
 		v.refresh(ctx)
