@@ -17,6 +17,10 @@
 // the open-files limit (ulimit -n) in the shell that runs it. Linux only:
 // it reads the server's CPU and memory from /proc.
 //
+// With -floor, the commands mode also measures what aip-server cannot go
+// below: two servers, loadgen itself started as a server, that answer the
+// same calls with net/http and coder/websocket alone (floor.go).
+//
 // With -pg, each run of a server gets a fresh database on that PostgreSQL
 // server as its --store; with -nats too, its nodes run as cluster nodes,
 // and -nodes NAME=N runs N of server NAME, sharing them: the commands
@@ -47,6 +51,13 @@ import (
 )
 
 func main() {
+	if isFloorServe(os.Args) {
+		if err := floorServe(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "loadgen floor server:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) < 2 || (os.Args[1] != "commands" && os.Args[1] != "idle") {
 		fmt.Fprintln(os.Stderr, "usage: loadgen commands|idle -bin NAME=PATH [FLAG...] [-bin ...] [options]; loadgen MODE -h for options")
 		os.Exit(2)
@@ -100,6 +111,7 @@ func main() {
 	fs.IntVar(&cc.maxCommands, "count", 0, "commands: stop the measured run after this many commands (0: -duration only)")
 	fs.BoolVar(&cc.keys, "keys", false, "commands: send an Idempotency-Key with each, as aipctl and the Go client do")
 	fs.StringVar(&cc.profileDir, "profile", "", "commands: keep a CPU profile of each measured run in this dir")
+	floorToo := fs.Bool("floor", false, "commands: measure the floor servers too, floor-http and floor-ws (floor.go)")
 	var ic idleConfig
 	fs.IntVar(&ic.links, "links", 1000, "idle: links")
 	fs.DurationVar(&ic.settle, "settle", 10*time.Second, "idle: wait after the last link registered before reading memory")
@@ -110,6 +122,14 @@ func main() {
 	fs.BoolVar(&ic.kill, "kill", false, "idle, cluster: then kill the last node and time its devices registering again on the others")
 	fs.DurationVar(&ic.liveness.keepalive, "device-keepalive", 0, "idle: TCP keepalive of each device's socket (main's agent: 30s)")
 	fs.Parse(os.Args[2:])
+	if *floorToo {
+		fb, err := floorBins()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loadgen:", err)
+			os.Exit(1)
+		}
+		bins = append(bins, fb...)
+	}
 	if len(bins) == 0 {
 		fmt.Fprintln(os.Stderr, "loadgen: no -bin given")
 		os.Exit(2)
