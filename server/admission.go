@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -446,9 +447,25 @@ func (c *check) schema(inv inventory, call toolCall, t protocol.MCPToolInfo, par
 // of admitting a command. It keeps at most maxSchemas; past that, one
 // goes for each that comes, so that devices that register ever new
 // schemas cost time, not memory.
+//
+// It also finds a schema by the map that holds it (byDoc): a device's
+// inventory keeps its tools' schemas, the same maps command after
+// command until it registers again, so that a command need not encode
+// its tool's schema to find it compiled. The entry holds its map, which
+// therefore cannot be freed and its address taken by another while the
+// entry lasts; a registration decodes fresh maps and never changes one
+// in place.
 type schemaCache struct {
 	mu     sync.Mutex
 	byJSON map[string]*schema.Validator // nil: it does not compile
+	byDoc  map[uintptr]schemaEntry
+}
+
+// schemaEntry is a schema map and its compiled validator (nil: it does
+// not compile).
+type schemaEntry struct {
+	doc map[string]any
+	v   *schema.Validator
 }
 
 // maxSchemas bounds the schemas a schemaCache keeps.
@@ -456,6 +473,13 @@ const maxSchemas = 1024
 
 // validator is doc compiled, or nil if it does not compile.
 func (sc *schemaCache) validator(doc map[string]any) *schema.Validator {
+	at := reflect.ValueOf(doc).Pointer()
+	sc.mu.Lock()
+	e, ok := sc.byDoc[at]
+	sc.mu.Unlock()
+	if ok {
+		return e.v
+	}
 	b, err := json.Marshal(doc)
 	if err != nil {
 		return nil
@@ -464,23 +488,30 @@ func (sc *schemaCache) validator(doc map[string]any) *schema.Validator {
 	sc.mu.Lock()
 	v, ok := sc.byJSON[key]
 	sc.mu.Unlock()
-	if ok {
-		return v
+	if !ok {
+		v, _ = schema.Compile(doc)
 	}
-	v, _ = schema.Compile(doc)
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if sc.byJSON == nil {
-		sc.byJSON = map[string]*schema.Validator{}
+	sc.byJSON = keepBounded(sc.byJSON, key, v)
+	sc.byDoc = keepBounded(sc.byDoc, at, schemaEntry{doc: doc, v: v})
+	return v
+}
+
+// keepBounded adds k to m, making m if nil, after dropping entries past
+// maxSchemas - 1, and returns m.
+func keepBounded[K comparable, V any](m map[K]V, k K, v V) map[K]V {
+	if m == nil {
+		m = map[K]V{}
 	}
-	for k := range sc.byJSON {
-		if len(sc.byJSON) < maxSchemas {
+	for old := range m {
+		if len(m) < maxSchemas {
 			break
 		}
-		delete(sc.byJSON, k)
+		delete(m, old)
 	}
-	sc.byJSON[key] = v
-	return v
+	m[k] = v
+	return m
 }
 
 // frame checks that the step's COMMAND fits a frame on the device's wire.

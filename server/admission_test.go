@@ -345,5 +345,20 @@ func TestTheSchemaCacheIsBounded(t *testing.T) {
 		require.NotNil(t, v)
 	}
 	assert.Len(t, sc.byJSON, maxSchemas)
+	assert.Len(t, sc.byDoc, maxSchemas)
 	assert.Nil(t, sc.validator(map[string]any{"type": "no such type"}), "a schema that does not compile checks nothing, as on the agent")
+}
+
+// A schema is compiled once, whether the same map or an equal one
+// brings it again.
+func TestTheSchemaCacheFindsASchemaByItsMapOrItsJSON(t *testing.T) {
+	var sc schemaCache
+	doc := map[string]any{"type": "object", "required": []any{"path"}}
+	first := sc.validator(doc)
+	require.NotNil(t, first)
+	assert.Same(t, first, sc.validator(doc))
+	assert.Same(t, first, sc.validator(map[string]any{"type": "object", "required": []any{"path"}}))
+	assert.Len(t, sc.byJSON, 1)
+	assert.Len(t, sc.byDoc, 2)
+	assert.Error(t, first.Validate([]byte(`{}`)), "the schema it found checks what it says")
 }
