@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/benchlat"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/stretchr/testify/require"
@@ -23,7 +24,7 @@ import (
 // CBOR link, its results and their acknowledgement, the answer. The
 // device answers at once, as loadgen's do. The allocations counted are
 // the whole process's: the server's, and the caller's and the device's
-// few.
+// few; so is its CPU time, cpu-µs/op.
 func BenchmarkCommand(b *testing.B) {
 	dir := b.TempDir()
 	s, err := New(context.Background(), Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -52,6 +53,7 @@ func BenchmarkCommand(b *testing.B) {
 	url := hs.URL + "/api/devices/bench-1/commands"
 	hc := &http.Client{Timeout: 10 * time.Second}
 	b.ReportAllocs()
+	defer benchlat.ReportCPU(b)()
 	for b.Loop() {
 		req, err := http.NewRequest("POST", url, bytes.NewReader(body))
 		require.NoError(b, err)

@@ -23,14 +23,17 @@ type eventLog struct {
 	// children's. Never changed after newEventLog.
 	tee func(api.TaskEvent)
 
-	mu      sync.Mutex
-	events  []api.TaskEvent
-	ended   bool
-	changed chan struct{} // closed and replaced at each event
+	mu     sync.Mutex
+	events []api.TaskEvent
+	ended  bool
+	// changed is closed at the next event, and made only when someone
+	// waits for one: most sessions' events, a single command's, have no
+	// one watching them as they come.
+	changed chan struct{}
 }
 
 func newEventLog(deviceID string, tee func(api.TaskEvent)) *eventLog {
-	return &eventLog{deviceID: deviceID, tee: tee, changed: make(chan struct{})}
+	return &eventLog{deviceID: deviceID, tee: tee}
 }
 
 // add appends e; an EventEnd event is the last.
@@ -55,8 +58,7 @@ func (l *eventLog) append(e api.TaskEvent) bool {
 	}
 	l.events = append(l.events, e)
 	l.ended = e.Type == api.EventEnd
-	close(l.changed)
-	l.changed = make(chan struct{})
+	l.tell()
 	return true
 }
 
@@ -68,8 +70,15 @@ func (l *eventLog) leave() {
 	defer l.mu.Unlock()
 	if !l.ended {
 		l.ended = true
+		l.tell()
+	}
+}
+
+// tell wakes those waiting for the next event. l.mu is held.
+func (l *eventLog) tell() {
+	if l.changed != nil {
 		close(l.changed)
-		l.changed = make(chan struct{})
+		l.changed = nil
 	}
 }
 
@@ -78,6 +87,9 @@ func (l *eventLog) leave() {
 func (l *eventLog) since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.changed == nil {
+		l.changed = make(chan struct{})
+	}
 	if n > len(l.events) {
 		return nil, l.ended, l.changed
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -73,6 +74,8 @@ func floorServe(args []string) error {
 	mux.HandleFunc("POST /api/devices", f.enroll)
 	mux.HandleFunc("POST /api/devices/{id}/commands", f.command)
 	mux.HandleFunc("GET /ws", f.link)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile) // for -profile
+
 	return http.Serve(l, mux)
 }
 
