@@ -126,7 +126,10 @@ func (f *floor) read(conn *protocol.Conn) {
 		if conn.Read(ctx, &m) != nil {
 			return
 		}
-		if ch, ok := f.waiting.LoadAndDelete(m.PrevResponseID); ok && m.Type == protocol.ClientCommandResults {
+		if m.Type != protocol.ClientCommandResults {
+			continue
+		}
+		if ch, ok := f.waiting.LoadAndDelete(m.PrevResponseID); ok {
 			ch.(chan []protocol.Result) <- m.ActionResults
 			conn.SendWithin(10*time.Second, &protocol.ServerMessage{Type: protocol.ServerHeartbeat, Status: protocol.StatusOK,
 				SessionID: m.SessionID, Timestamp: protocol.Now(), ResponseID: m.RequestID})
