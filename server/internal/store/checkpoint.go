@@ -15,6 +15,12 @@ import (
 // connection has off). A PASSIVE checkpoint waits for no reader or
 // writer; it fsyncs the WAL before it copies from it, which makes durable
 // whatever WriteUnsynced committed since the last fsync.
+//
+// Under continuous writes its checkpoints never finish the WAL: the
+// writer appends while it copies. SQLite starts the WAL again from its
+// beginning only when a write transaction begins with every frame
+// copied, so the writer finishes the job itself, between batches, once
+// the WAL holds about walTarget bytes (restart).
 type checkpointer struct {
 	db    *sql.DB
 	delay time.Duration
@@ -23,7 +29,32 @@ type checkpointer struct {
 	done  chan struct{}
 	once  sync.Once
 	err   error // of closing
+
+	// The writer's: the writes it committed since its last checkpoint,
+	// and how many it lets pass between two.
+	written, every int
 }
+
+// The WAL's size the writer keeps to, and the size SQLite cuts its file
+// back to when the WAL starts again (journal_size_limit), as after a
+// reader's snapshot kept it from starting again for a while. The limit
+// leaves room for the target's overshoot (see restart), so that in
+// steady use the file is only ever overwritten in place: appending to it
+// made every commit's fsync costlier.
+const (
+	walTarget    = 2 << 20
+	walSizeLimit = 2 * walTarget
+)
+
+// SQLite's WAL frame: a page and its header; the store's pages are
+// SQLite's default size.
+const walFrameSize = 4096 + 24
+
+// firstEvery is how many writes the writer lets pass before its first
+// checkpoint, and maxEvery the most it ever lets pass: a write that
+// changes no page (a refused one) must not put its checkpoints off for
+// ever.
+const firstEvery, maxEvery = 64, 4096
 
 func newCheckpointer(path string, delay time.Duration) (*checkpointer, error) {
 	db, err := openDB(path)
@@ -31,17 +62,55 @@ func newCheckpointer(path string, delay time.Duration) (*checkpointer, error) {
 		return nil, err
 	}
 	db.SetMaxOpenConns(1)
-	c := &checkpointer{db: db, delay: delay, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	c := &checkpointer{db: db, delay: delay, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		every: firstEvery}
 	go c.run()
 	return c, nil
 }
 
-// due tells the checkpointer that a commit happened. It never blocks the
-// writer. A nil checkpointer (PostgreSQL's store) has nothing to do.
-func (c *checkpointer) due() {
+// committed is the writer's, after each batch of writes it committed,
+// outside any transaction: it wakes the checkpointer, and checkpoints
+// itself once the WAL is due to start again. A nil checkpointer
+// (PostgreSQL's store) has nothing to do.
+func (s *Store) committed(writes int) {
+	c := s.ckpt
 	if c == nil {
 		return
 	}
+	c.due()
+	c.written += writes
+	if c.written >= c.every {
+		c.restart(&Tx{s: s})
+	}
+}
+
+// restart checkpoints the WAL on the writer's connection, tx's, between
+// two batches: a PASSIVE checkpoint from the only writer has no writer
+// appending while it copies, so it copies every frame (unless a reader's
+// snapshot still needs one), and the next batch starts the WAL again
+// from its beginning. The checkpointer has copied most of them already,
+// off the writer's path; this copies those since. It then sets how many
+// writes pass before the next, from the frames these writes made, for
+// the WAL to hold about walTarget bytes. That is a count, not a time, so
+// the WAL's size does not depend on how fast the disk is; a change of
+// writes (larger ones) overshoots the target for one round at most.
+func (c *checkpointer) restart(tx *Tx) {
+	var busy, frames, copied int
+	if err := tx.queryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
+		// A failure (a full disk) is the next commit's to report.
+		c.written = 0
+		return
+	}
+	if busy != 0 { // the checkpointer is checkpointing: again after the next batch
+		return
+	}
+	c.every = min(maxEvery, max(1, c.written*(walTarget/walFrameSize)/max(frames, 1)))
+	c.written = 0
+}
+
+// due tells the checkpointer that a commit happened. It never blocks the
+// writer.
+func (c *checkpointer) due() {
 	select {
 	case c.kick <- struct{}{}:
 	default:

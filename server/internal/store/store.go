@@ -128,7 +128,9 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	opts = opts.withDefaults()
 	// Checkpoints are the checkpointer's, not the commits': SQLite would
 	// otherwise run one inside the commit that crosses 1000 pages of WAL.
-	wdb, err := openDB(path, "journal_mode(WAL)", "synchronous(FULL)", "wal_autocheckpoint(0)")
+	// journal_size_limit: see walSizeLimit.
+	wdb, err := openDB(path, "journal_mode(WAL)", "synchronous(FULL)", "wal_autocheckpoint(0)",
+		fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +271,7 @@ func (s *Store) writer() {
 			}
 		}
 		s.commit(batch)
-		s.ckpt.due()
+		s.committed(len(batch))
 	}
 }
 
