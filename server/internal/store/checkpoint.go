@@ -29,6 +29,10 @@ type checkpointer struct {
 	done  chan struct{}
 	once  sync.Once
 	err   error // of closing
+	// mu is held through each checkpoint, the checkpointer's or the
+	// writer's: SQLite lets one run at a time, and a second fails at
+	// once (SQLITE_BUSY) rather than wait.
+	mu sync.Mutex
 
 	// The writer's: the writes it committed since its last checkpoint,
 	// and how many it lets pass between two.
@@ -88,20 +92,33 @@ func (s *Store) committed(writes int) {
 // two batches: a PASSIVE checkpoint from the only writer has no writer
 // appending while it copies, so it copies every frame (unless a reader's
 // snapshot still needs one), and the next batch starts the WAL again
-// from its beginning. The checkpointer has copied most of them already,
-// off the writer's path; this copies those since. It then sets how many
-// writes pass before the next, from the frames these writes made, for
-// the WAL to hold about walTarget bytes. That is a count, not a time, so
-// the WAL's size does not depend on how fast the disk is; a change of
-// writes (larger ones) overshoots the target for one round at most.
+// from its beginning (unless a reader is reading the WAL just then). The
+// checkpointer has copied most frames already, off the writer's path;
+// this copies those since, and fsyncs the database file.
+//
+// It then sets how many writes pass before the next, from the frames
+// these writes made, for the WAL to hold about walTarget bytes: a count,
+// not a time, so that the WAL's size does not depend on how fast the
+// disk is. While the checkpointer checkpoints, the writer lets batches
+// pass rather than wait for it, up to half as many writes again; then it
+// waits. So the WAL holds at most about 1.5 walTarget, under
+// walSizeLimit, while the writes keep their size.
 func (c *checkpointer) restart(tx *Tx) {
+	if c.written < c.every+c.every/2 {
+		if !c.mu.TryLock() {
+			return
+		}
+	} else {
+		c.mu.Lock()
+	}
+	defer c.mu.Unlock()
 	var busy, frames, copied int
 	if err := tx.queryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
 		// A failure (a full disk) is the next commit's to report.
 		c.written = 0
 		return
 	}
-	if busy != 0 { // the checkpointer is checkpointing: again after the next batch
+	if busy != 0 { // another process is checkpointing: again after the next batch
 		return
 	}
 	c.every = min(maxEvery, max(1, c.written*(walTarget/walFrameSize)/max(frames, 1)))
@@ -140,6 +157,8 @@ func (c *checkpointer) run() {
 
 // checkpoint runs one PASSIVE checkpoint.
 func (c *checkpointer) checkpoint() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var busy, frames, copied int
 	err := c.db.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
 	if err != nil {
