@@ -12,8 +12,10 @@
 // the next fsync makes durable. Reads use a bounded pool of connections of
 // their own; idle ones are closed. On SQLite, WAL mode lets reads run while
 // the writer works, and checkpoints run beside the writer, on a connection
-// of their own. On PostgreSQL the writer is one connection too, replaced
-// when it breaks.
+// of their own; the writer finishes one between batches once the WAL has
+// grown by about 2 MB, so that the WAL starts again from its beginning
+// under continuous writes. On PostgreSQL the writer is one connection
+// too, replaced when it breaks.
 package store
 
 import (
