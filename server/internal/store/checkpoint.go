@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,9 +35,15 @@ type checkpointer struct {
 	// once (SQLITE_BUSY) rather than wait.
 	mu sync.Mutex
 
+	// caughtUp counts the checkpointer's checkpoints that copied every
+	// frame, after which the WAL may have started again without the
+	// writer.
+	caughtUp atomic.Int64
+
 	// The writer's: the writes it committed since its last checkpoint,
-	// and how many it lets pass between two.
+	// how many it lets pass between two, and caughtUp as it last saw it.
 	written, every int
+	seen           int64
 }
 
 // The WAL's size the writer keeps to, and the size SQLite cuts its file
@@ -121,7 +128,15 @@ func (c *checkpointer) restart(tx *Tx) {
 	if busy != 0 { // another process is checkpointing: again after the next batch
 		return
 	}
-	c.every = min(maxEvery, max(1, c.written*(walTarget/walFrameSize)/max(frames, 1)))
+	next := c.written * (walTarget / walFrameSize) / max(frames, 1)
+	if caughtUp := c.caughtUp.Load(); caughtUp != c.seen {
+		// The checkpointer copied every frame since the last round, and
+		// the WAL may have started again then: these writes may have made
+		// more frames than it holds now. Fewer writes, never more.
+		c.seen = caughtUp
+		next = min(next, c.every)
+	}
+	c.every = min(maxEvery, max(1, next))
 	c.written = 0
 }
 
@@ -163,6 +178,9 @@ func (c *checkpointer) checkpoint() error {
 	err := c.db.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
 	if err != nil {
 		return fmt.Errorf("store: checkpoint: %w", err)
+	}
+	if busy == 0 && copied == frames {
+		c.caughtUp.Add(1)
 	}
 	return nil
 }
