@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,6 +16,12 @@ import (
 // connection has off). A PASSIVE checkpoint waits for no reader or
 // writer; it fsyncs the WAL before it copies from it, which makes durable
 // whatever WriteUnsynced committed since the last fsync.
+//
+// Under continuous writes its checkpoints never finish the WAL: the
+// writer appends while it copies. SQLite starts the WAL again from its
+// beginning only when a write transaction begins with every frame
+// copied, so the writer finishes the job itself, between batches, once
+// the WAL holds about walTarget bytes (restart).
 type checkpointer struct {
 	db    *sql.DB
 	delay time.Duration
@@ -23,7 +30,42 @@ type checkpointer struct {
 	done  chan struct{}
 	once  sync.Once
 	err   error // of closing
+	// mu is held through each checkpoint, the checkpointer's or the
+	// writer's: SQLite lets one run at a time, and a second fails at
+	// once (SQLITE_BUSY) rather than wait.
+	mu sync.Mutex
+
+	// caughtUp counts the checkpointer's checkpoints that copied every
+	// frame, after which the WAL may have started again without the
+	// writer.
+	caughtUp atomic.Int64
+
+	// The writer's: the writes it committed since its last checkpoint,
+	// how many it lets pass between two, and caughtUp as it last saw it.
+	written, every int
+	seen           int64
 }
+
+// The WAL's size the writer keeps to, and the size SQLite cuts its file
+// back to when the WAL starts again (journal_size_limit), as after a
+// reader's snapshot kept it from starting again for a while. The limit
+// leaves room for the target's overshoot (see restart), so that in
+// steady use the file is only ever overwritten in place: appending to it
+// made every commit's fsync costlier.
+const (
+	walTarget    = 2 << 20
+	walSizeLimit = 2 * walTarget
+)
+
+// SQLite's WAL frame: a page and its header; the store's pages are
+// SQLite's default size.
+const walFrameSize = 4096 + 24
+
+// firstEvery is how many writes the writer lets pass before its first
+// checkpoint, and maxEvery the most it ever lets pass: a write that
+// changes no page (a refused one) must not put its checkpoints off for
+// ever.
+const firstEvery, maxEvery = 64, 4096
 
 func newCheckpointer(path string, delay time.Duration) (*checkpointer, error) {
 	db, err := openDB(path)
@@ -31,17 +73,76 @@ func newCheckpointer(path string, delay time.Duration) (*checkpointer, error) {
 		return nil, err
 	}
 	db.SetMaxOpenConns(1)
-	c := &checkpointer{db: db, delay: delay, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	c := &checkpointer{db: db, delay: delay, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		every: firstEvery}
 	go c.run()
 	return c, nil
 }
 
-// due tells the checkpointer that a commit happened. It never blocks the
-// writer. A nil checkpointer (PostgreSQL's store) has nothing to do.
-func (c *checkpointer) due() {
+// committed is the writer's, after each batch of writes it committed,
+// outside any transaction: it wakes the checkpointer, and checkpoints
+// itself once the WAL is due to start again. A nil checkpointer
+// (PostgreSQL's store) has nothing to do.
+func (s *Store) committed(writes int) {
+	c := s.ckpt
 	if c == nil {
 		return
 	}
+	c.due()
+	c.written += writes
+	if c.written >= c.every {
+		c.restart(&Tx{s: s})
+	}
+}
+
+// restart checkpoints the WAL on the writer's connection, tx's, between
+// two batches: a PASSIVE checkpoint from the only writer has no writer
+// appending while it copies, so it copies every frame (unless a reader's
+// snapshot still needs one), and the next batch starts the WAL again
+// from its beginning (unless a reader is reading the WAL just then). The
+// checkpointer has copied most frames already, off the writer's path;
+// this copies those since, and fsyncs the database file.
+//
+// It then sets how many writes pass before the next, from the frames
+// these writes made, for the WAL to hold about walTarget bytes: a count,
+// not a time, so that the WAL's size does not depend on how fast the
+// disk is. While the checkpointer checkpoints, the writer lets batches
+// pass rather than wait for it, up to half as many writes again; then it
+// waits. So the WAL holds at most about 1.5 walTarget, under
+// walSizeLimit, while the writes keep their size.
+func (c *checkpointer) restart(tx *Tx) {
+	if c.written < c.every+c.every/2 {
+		if !c.mu.TryLock() {
+			return
+		}
+	} else {
+		c.mu.Lock()
+	}
+	defer c.mu.Unlock()
+	var busy, frames, copied int
+	if err := tx.queryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
+		// A failure (a full disk) is the next commit's to report.
+		c.written = 0
+		return
+	}
+	if busy != 0 { // another process is checkpointing: again after the next batch
+		return
+	}
+	next := c.written * (walTarget / walFrameSize) / max(frames, 1)
+	if caughtUp := c.caughtUp.Load(); caughtUp != c.seen {
+		// The checkpointer copied every frame since the last round, and
+		// the WAL may have started again then: these writes may have made
+		// more frames than it holds now. Fewer writes, never more.
+		c.seen = caughtUp
+		next = min(next, c.every)
+	}
+	c.every = min(maxEvery, max(1, next))
+	c.written = 0
+}
+
+// due tells the checkpointer that a commit happened. It never blocks the
+// writer.
+func (c *checkpointer) due() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -71,10 +172,15 @@ func (c *checkpointer) run() {
 
 // checkpoint runs one PASSIVE checkpoint.
 func (c *checkpointer) checkpoint() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var busy, frames, copied int
 	err := c.db.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
 	if err != nil {
 		return fmt.Errorf("store: checkpoint: %w", err)
+	}
+	if busy == 0 && copied == frames {
+		c.caughtUp.Add(1)
 	}
 	return nil
 }

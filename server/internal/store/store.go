@@ -12,8 +12,10 @@
 // the next fsync makes durable. Reads use a bounded pool of connections of
 // their own; idle ones are closed. On SQLite, WAL mode lets reads run while
 // the writer works, and checkpoints run beside the writer, on a connection
-// of their own. On PostgreSQL the writer is one connection too, replaced
-// when it breaks.
+// of their own; the writer finishes one between batches once the WAL has
+// grown by about 2 MB, so that the WAL starts again from its beginning
+// under continuous writes. On PostgreSQL the writer is one connection
+// too, replaced when it breaks.
 package store
 
 import (
@@ -128,7 +130,9 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	opts = opts.withDefaults()
 	// Checkpoints are the checkpointer's, not the commits': SQLite would
 	// otherwise run one inside the commit that crosses 1000 pages of WAL.
-	wdb, err := openDB(path, "journal_mode(WAL)", "synchronous(FULL)", "wal_autocheckpoint(0)")
+	// journal_size_limit: see walSizeLimit.
+	wdb, err := openDB(path, "journal_mode(WAL)", "synchronous(FULL)", "wal_autocheckpoint(0)",
+		fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +273,7 @@ func (s *Store) writer() {
 			}
 		}
 		s.commit(batch)
-		s.ckpt.due()
+		s.committed(len(batch))
 	}
 }
 
