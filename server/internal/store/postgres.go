@@ -99,14 +99,8 @@ func (postgresDialect) begin(tx *Tx, synced bool) error {
 // refuses every other until ROLLBACK, and answers COMMIT by rolling back,
 // which database/sql reports as success.
 func (postgresDialect) aborted(tx *Tx) bool {
-	var status byte
-	tx.s.conn.Raw(func(c any) error { // fails only on a closed connection, which the next statement reports
-		if pc, ok := c.(*stdlib.Conn); ok {
-			status = pc.Conn().PgConn().TxStatus()
-		}
-		return nil
-	})
-	return status == 'E'
+	pc, ok := tx.c.(*stdlib.Conn)
+	return ok && pc.Conn().PgConn().TxStatus() == 'E'
 }
 
 // args turns bools into the 0 and 1 that SQLite stores, as the store's

@@ -114,7 +114,7 @@ func (s *Store) SetMaxPages(ctx context.Context, n int64) error {
 		}
 		// Not through tx.exec: a PRAGMA takes no parameters, and each n
 		// would be a statement kept prepared.
-		if _, err := s.conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, n)); err != nil {
+		if _, err := tx.c.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, n), nil); err != nil {
 			return fmt.Errorf("store: max page count %d: %w", n, err)
 		}
 		return nil
