@@ -82,14 +82,16 @@ func (postgresDialect) jsonTexts() string {
 // (see WriteUnsynced). SET LOCAL lasts until the transaction ends, so the
 // setting outlives neither a rollback nor a replaced connection, and a
 // synced commit keeps the database's own synchronous_commit (on, or
-// waiting for a synchronous standby too).
+// waiting for a synchronous standby too). Both statements go in one round
+// trip: pgx sends a statement without arguments as a simple query, which
+// may hold several.
 func (postgresDialect) begin(tx *Tx, synced bool) error {
-	if err := tx.control("BEGIN"); err != nil || synced {
-		return err
+	if synced {
+		return tx.control("BEGIN")
 	}
-	if err := tx.control("SET LOCAL synchronous_commit = off"); err != nil {
+	if err := tx.controlOnce("BEGIN; SET LOCAL synchronous_commit = off"); err != nil {
 		tx.control("ROLLBACK") // or the next batch's BEGIN would find this transaction, aborted
-		return fmt.Errorf("synchronous setting: %w", err)
+		return fmt.Errorf("begin, synchronous setting: %w", err)
 	}
 	return nil
 }

@@ -375,11 +375,11 @@ func (s *Store) setSynced(tx *Tx, synced bool) error {
 	if s.synced == synced {
 		return nil
 	}
-	level := "NORMAL"
+	q := "PRAGMA synchronous = NORMAL"
 	if synced {
-		level = "FULL"
+		q = "PRAGMA synchronous = FULL"
 	}
-	if err := tx.control("PRAGMA synchronous = " + level); err != nil {
+	if err := tx.control(q); err != nil {
 		return err
 	}
 	s.synced = synced
@@ -424,6 +424,13 @@ func (t *Tx) control(query string) error {
 	return unavailable(err)
 }
 
+// controlOnce is control for a statement not kept prepared, sent as it
+// is.
+func (t *Tx) controlOnce(query string) error {
+	_, err := t.c.ExecContext(context.Background(), query, nil)
+	return unavailable(err)
+}
+
 // rowIter is rows to scan one by one: *sql.Rows, or a query's of the
 // writer's.
 type rowIter interface {
@@ -453,8 +460,8 @@ func (t *Tx) rows(query string, args []any) (*writerRows, error) {
 	return newWriterRows(r), nil
 }
 
-// rowScanner is a single row to scan: *sql.Row, or the error of preparing
-// its query.
+// rowScanner is a single row to scan: *sql.Row, the first of a writer's
+// query, or the error of preparing its query.
 type rowScanner interface{ Scan(...any) error }
 
 type errRow struct{ err error }

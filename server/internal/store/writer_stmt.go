@@ -48,11 +48,11 @@ func (s *Store) namedValues(c writerConn, st *writerStmt, args []any) ([]driver.
 	check, _ := c.(driver.NamedValueChecker)
 	nv := s.args[:0]
 	for i, a := range args {
-		v := driver.NamedValue{Ordinal: i + 1, Value: a}
-		if err := checkValue(check, &v); err != nil {
+		nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: a})
+		// In place: a value of its own would escape to the heap.
+		if err := checkValue(check, &nv[i]); err != nil {
 			return nil, fmt.Errorf("store: converting argument $%d (%T): %w", i+1, a, err)
 		}
-		nv = append(nv, v)
 	}
 	s.args = nv
 	return nv, nil
