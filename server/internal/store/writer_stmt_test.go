@@ -37,7 +37,9 @@ func TestTheWriterReadsRowsAsTheReadersDo(t *testing.T) {
 	same() // done, late
 
 	var n int
-	write(t, s, func(tx *Tx) error { return tx.queryRow(`SELECT count(*) FROM commands WHERE response_id = ?`, "nobody").Scan(&n) })
+	write(t, s, func(tx *Tx) error {
+		return tx.queryRow(`SELECT count(*) FROM commands WHERE response_id = ?`, "nobody").Scan(&n)
+	})
 	assert.Zero(t, n)
 	err := s.Write(ctx, func(tx *Tx) error { _, err := tx.command("nobody"); return err })
 	assert.ErrorIs(t, err, ErrNotFound, "no row is sql.ErrNoRows, as database/sql says")
