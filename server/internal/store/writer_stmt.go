@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"time"
 )
 
@@ -179,6 +180,35 @@ func scanValue(dest any, src driver.Value) error {
 		return assign(d, src)
 	case *time.Time:
 		return assign(d, src)
+	}
+	return scanKind(dest, src)
+}
+
+// scanKind is scanValue for a pointer to a type of the store's own of a
+// kind it scans (a TokenKind is a string), as convertAssign's reflection
+// does.
+func scanKind(dest any, src driver.Value) error {
+	v := reflect.ValueOf(dest)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return fmt.Errorf("store: scanning into %T is not supported", dest)
+	}
+	e := v.Elem()
+	switch e.Kind() {
+	case reflect.String:
+		var s string
+		err := assign(&s, src)
+		e.SetString(s)
+		return err
+	case reflect.Int, reflect.Int64:
+		var n int64
+		err := assign(&n, src)
+		e.SetInt(n)
+		return err
+	case reflect.Bool:
+		var b bool
+		err := assign(&b, src)
+		e.SetBool(b)
+		return err
 	}
 	return fmt.Errorf("store: scanning into %T is not supported", dest)
 }

@@ -92,6 +92,9 @@ func TestScanValueConvertsAsDatabaseSQLDoes(t *testing.T) {
 	require.NoError(t, scanValue(&s, int64(7)))
 	assert.Equal(t, "7", s)
 	assert.Error(t, scanValue(&i, "x"))
+	var kind TokenKind
+	require.NoError(t, scanValue(&kind, []byte("sent")))
+	assert.Equal(t, TokenSent, kind)
 	var u uint8
 	assert.EqualError(t, scanValue(&u, int64(1)), "store: scanning into *uint8 is not supported")
 }
