@@ -48,7 +48,7 @@ func Copy(ctx context.Context, from, to *Store, opts CopyOptions) ([]TableCopy, 
 		return nil, fmt.Errorf("store: copy: read the source: %w", err)
 	}
 	defer src.Rollback()
-	tables, err := tablesInOrder(ctx, src, from.dialect)
+	tables, err := tablesInOrder(ctx, snapshotQuerier{src}, from.dialect)
 	if err != nil {
 		return nil, fmt.Errorf("store: copy: tables of the source: %w", err)
 	}
@@ -86,7 +86,14 @@ func (tb table) columnList() string {
 
 // querier is a transaction or a database to read from.
 type querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryContext(ctx context.Context, query string, args ...any) (rowIter, error)
+}
+
+// snapshotQuerier reads in src, a read transaction.
+type snapshotQuerier struct{ src *sql.Tx }
+
+func (q snapshotQuerier) QueryContext(ctx context.Context, query string, args ...any) (rowIter, error) {
+	return q.src.QueryContext(ctx, query, args...)
 }
 
 // tablesInOrder lists the tables of the schema, each after those it
@@ -231,7 +238,7 @@ func insertRows(tb table, n int) string {
 		strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
 }
 
-func scanRow(rows *sql.Rows, n int) ([]any, error) {
+func scanRow(rows rowScanner, n int) ([]any, error) {
 	vals := make([]any, n)
 	ptrs := make([]any, n)
 	for i := range vals {
@@ -266,7 +273,7 @@ func (t *Tx) checkCopy(ctx context.Context, tables []table, copied []TableCopy) 
 // txQuerier reads in a write's transaction.
 type txQuerier struct{ t *Tx }
 
-func (q txQuerier) QueryContext(_ context.Context, query string, args ...any) (*sql.Rows, error) {
+func (q txQuerier) QueryContext(_ context.Context, query string, args ...any) (rowIter, error) {
 	return q.t.query(query, args...)
 }
 

@@ -242,11 +242,11 @@ func tableDigests(t *testing.T, s *Store) []TableCopy {
 	tx, err := s.rdb.BeginTx(ctx, s.dialect.snapshot())
 	require.NoError(t, err)
 	defer tx.Rollback()
-	tables, err := tablesInOrder(ctx, tx, s.dialect)
+	tables, err := tablesInOrder(ctx, snapshotQuerier{tx}, s.dialect)
 	require.NoError(t, err)
 	var out []TableCopy
 	for _, tb := range tables {
-		c, err := digestTable(ctx, tx, tb)
+		c, err := digestTable(ctx, snapshotQuerier{tx}, tb)
 		require.NoError(t, err)
 		out = append(out, c)
 	}

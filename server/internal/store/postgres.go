@@ -82,14 +82,16 @@ func (postgresDialect) jsonTexts() string {
 // (see WriteUnsynced). SET LOCAL lasts until the transaction ends, so the
 // setting outlives neither a rollback nor a replaced connection, and a
 // synced commit keeps the database's own synchronous_commit (on, or
-// waiting for a synchronous standby too).
+// waiting for a synchronous standby too). Both statements go in one round
+// trip: pgx sends a statement without arguments as a simple query, which
+// may hold several.
 func (postgresDialect) begin(tx *Tx, synced bool) error {
-	if err := tx.control("BEGIN"); err != nil || synced {
-		return err
+	if synced {
+		return tx.control("BEGIN")
 	}
-	if err := tx.control("SET LOCAL synchronous_commit = off"); err != nil {
+	if err := tx.controlOnce("BEGIN; SET LOCAL synchronous_commit = off"); err != nil {
 		tx.control("ROLLBACK") // or the next batch's BEGIN would find this transaction, aborted
-		return fmt.Errorf("synchronous setting: %w", err)
+		return fmt.Errorf("begin, synchronous setting: %w", err)
 	}
 	return nil
 }
@@ -99,14 +101,8 @@ func (postgresDialect) begin(tx *Tx, synced bool) error {
 // refuses every other until ROLLBACK, and answers COMMIT by rolling back,
 // which database/sql reports as success.
 func (postgresDialect) aborted(tx *Tx) bool {
-	var status byte
-	tx.s.conn.Raw(func(c any) error { // fails only on a closed connection, which the next statement reports
-		if pc, ok := c.(*stdlib.Conn); ok {
-			status = pc.Conn().PgConn().TxStatus()
-		}
-		return nil
-	})
-	return status == 'E'
+	pc, ok := tx.c.(*stdlib.Conn)
+	return ok && pc.Conn().PgConn().TxStatus() == 'E'
 }
 
 // args turns bools into the 0 and 1 that SQLite stores, as the store's

@@ -21,6 +21,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -51,9 +52,12 @@ type Store struct {
 	closing chan struct{}
 	closed  chan struct{}
 	once    sync.Once
-	// stmts are the writer's prepared statements, by SQL text: parsing
-	// each statement anew cost more than the rest of a small write.
-	stmts map[string]*sql.Stmt
+	// stmts are the writer's statements, prepared on its driver
+	// connection, by SQL text: parsing each statement anew cost more than
+	// the rest of a small write.
+	stmts map[string]*writerStmt
+	// args is the writer's buffer of a statement's arguments.
+	args []driver.NamedValue
 	// reads are the readers' prepared statements, by SQL text.
 	reads sync.Map
 	// failing says whether writes fail for the database's own reasons.
@@ -70,6 +74,7 @@ type Store struct {
 // store's writes; a write that returns an error is rolled back alone.
 type Tx struct {
 	s *Store
+	c writerConn // the driver's connection, lent for the batch
 	// changes counts the rows the transaction's statements changed: a
 	// write that fails having changed none needs nothing undone.
 	changes int64
@@ -173,7 +178,7 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 // checkpoints after its commits.
 func newStore(d dialect, wdb *sql.DB, conn *sql.Conn, rdb *sql.DB, ckpt *checkpointer) *Store {
 	s := &Store{dialect: d, wdb: wdb, conn: conn, rdb: rdb, writes: make(chan writeReq), closing: make(chan struct{}),
-		closed: make(chan struct{}), stmts: map[string]*sql.Stmt{}, synced: true, ckpt: ckpt}
+		closed: make(chan struct{}), stmts: map[string]*writerStmt{}, synced: true, ckpt: ckpt}
 	go s.writer()
 	return s
 }
@@ -204,10 +209,7 @@ func (s *Store) Close() error {
 	<-s.closed
 	// Before the other connections: the last one to close checkpoints
 	// what is left.
-	errs := []error{s.ckpt.close()}
-	for _, st := range s.stmts {
-		errs = append(errs, st.Close())
-	}
+	errs := []error{s.ckpt.close(), s.closeStmts()}
 	s.reads.Range(func(_, st any) bool {
 		errs = append(errs, st.(*sql.Stmt).Close())
 		return true
@@ -312,11 +314,15 @@ func (s *Store) commitErrs(batch []writeReq) []error {
 // rolled back to leave out a write that failed having changed rows or
 // aborted the transaction, for the caller to run the rest again.
 func (s *Store) tryBatch(batch []writeReq, left []bool, errs []error) (again bool) {
-	tx := &Tx{s: s}
-	if err := s.begin(tx, needsSync(batch, left)); err != nil {
+	err := s.inTx(needsSync(batch, left), func(tx *Tx) { again = s.runBatch(tx, batch, left, errs) })
+	if err != nil {
 		failRest(errs, left, unavailableError{fmt.Errorf("store: begin: %w", err)})
-		return false
 	}
+	return again
+}
+
+// runBatch is tryBatch's, once its transaction tx is begun.
+func (s *Store) runBatch(tx *Tx, batch []writeReq, left []bool, errs []error) (again bool) {
 	for i, r := range batch {
 		if left[i] {
 			continue
@@ -373,11 +379,11 @@ func (s *Store) setSynced(tx *Tx, synced bool) error {
 	if s.synced == synced {
 		return nil
 	}
-	level := "NORMAL"
+	q := "PRAGMA synchronous = NORMAL"
 	if synced {
-		level = "FULL"
+		q = "PRAGMA synchronous = FULL"
 	}
-	if err := tx.control("PRAGMA synchronous = " + level); err != nil {
+	if err := tx.control(q); err != nil {
 		return err
 	}
 	s.synced = synced
@@ -399,11 +405,11 @@ func failRest(errs []error, left []bool, err error) {
 // that changes rows goes through it, so that a failed write is known to
 // need undoing.
 func (t *Tx) exec(query string, args ...any) (sql.Result, error) {
-	st, err := t.stmt(query)
+	st, nv, err := t.bound(query, args)
 	if err != nil {
 		return nil, err
 	}
-	res, err := st.ExecContext(context.Background(), t.s.dialect.args(args)...)
+	res, err := st.exec.ExecContext(context.Background(), nv)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -414,25 +420,52 @@ func (t *Tx) exec(query string, args ...any) (sql.Result, error) {
 
 // control runs a statement that changes no rows: BEGIN, COMMIT, a PRAGMA.
 func (t *Tx) control(query string) error {
-	st, err := t.stmt(query)
+	st, nv, err := t.bound(query, nil)
 	if err != nil {
 		return err
 	}
-	_, err = st.ExecContext(context.Background())
+	_, err = st.exec.ExecContext(context.Background(), nv)
 	return unavailable(err)
 }
 
-func (t *Tx) query(query string, args ...any) (*sql.Rows, error) {
-	st, err := t.stmt(query)
+// controlOnce is control for a statement not kept prepared, sent as it
+// is.
+func (t *Tx) controlOnce(query string) error {
+	_, err := t.c.ExecContext(context.Background(), query, nil)
+	return unavailable(err)
+}
+
+// rowIter is rows to scan one by one: *sql.Rows, or a query's of the
+// writer's.
+type rowIter interface {
+	rowScanner
+	Next() bool
+	Err() error
+	Close() error
+}
+
+func (t *Tx) query(query string, args ...any) (rowIter, error) {
+	r, err := t.rows(query, args)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.QueryContext(context.Background(), t.s.dialect.args(args)...)
-	return rows, unavailable(err)
+	return r, nil
 }
 
-// rowScanner is a single row to scan: *sql.Row, or the error of preparing
-// its query.
+func (t *Tx) rows(query string, args []any) (*writerRows, error) {
+	st, nv, err := t.bound(query, args)
+	if err != nil {
+		return nil, err
+	}
+	r, err := st.query.QueryContext(context.Background(), nv)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return newWriterRows(r), nil
+}
+
+// rowScanner is a single row to scan: *sql.Row, the first of a writer's
+// query, or the error of preparing its query.
 type rowScanner interface{ Scan(...any) error }
 
 type errRow struct{ err error }
@@ -440,30 +473,26 @@ type errRow struct{ err error }
 func (r errRow) Scan(...any) error { return r.err }
 
 func (t *Tx) queryRow(query string, args ...any) rowScanner {
-	st, err := t.stmt(query)
+	r, err := t.rows(query, args)
 	if err != nil {
 		return errRow{err}
 	}
-	return markedRow{st.QueryRowContext(context.Background(), t.s.dialect.args(args)...)}
+	return firstRow{r}
 }
 
-// markedRow is a row of the writer's, whose errors say whether they were
-// the database's.
-type markedRow struct{ row *sql.Row }
-
-func (r markedRow) Scan(dest ...any) error { return unavailable(r.row.Scan(dest...)) }
-
-// stmt returns query prepared on the writer's connection.
-func (t *Tx) stmt(query string) (*sql.Stmt, error) {
-	if st, ok := t.s.stmts[query]; ok {
-		return st, nil
+// bound returns query prepared on the writer's connection, and args as
+// its driver takes them.
+func (t *Tx) bound(query string, args []any) (*writerStmt, []driver.NamedValue, error) {
+	st, ok := t.s.stmts[query]
+	if !ok {
+		var err error
+		if st, err = prepare(t.c, t.s.dialect.bind(query)); err != nil {
+			return nil, nil, fmt.Errorf("store: prepare: %w", unavailable(err))
+		}
+		t.s.stmts[query] = st
 	}
-	st, err := t.s.conn.PrepareContext(context.Background(), t.s.dialect.bind(query))
-	if err != nil {
-		return nil, fmt.Errorf("store: prepare: %w", unavailable(err))
-	}
-	t.s.stmts[query] = st
-	return st, nil
+	nv, err := t.s.namedValues(t.c, st, args)
+	return st, nv, err
 }
 
 // readStmt returns query prepared for the readers.
@@ -541,7 +570,7 @@ func rowErr(err error, format string, args ...any) error {
 
 // collect scans every row of rows with scan, appending to out, and closes
 // rows.
-func collect[T any](rows *sql.Rows, scan func(rowScanner) (T, error), out []T) ([]T, error) {
+func collect[T any](rows rowIter, scan func(rowScanner) (T, error), out []T) ([]T, error) {
 	defer rows.Close()
 	for rows.Next() {
 		v, err := scan(rows)

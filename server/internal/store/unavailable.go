@@ -28,6 +28,9 @@ func (e unavailableError) Is(target error) bool { return target == ErrUnavailabl
 // so: the codes of a database that cannot write now, whatever the write,
 // and on PostgreSQL a connection lost or refused.
 func unavailable(err error) error {
+	if err == nil {
+		return nil // without the allocations of the checks below
+	}
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
 		if pgUnavailable(err) {
@@ -114,7 +117,7 @@ func (s *Store) SetMaxPages(ctx context.Context, n int64) error {
 		}
 		// Not through tx.exec: a PRAGMA takes no parameters, and each n
 		// would be a statement kept prepared.
-		if _, err := s.conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, n)); err != nil {
+		if err := tx.controlOnce(fmt.Sprintf(`PRAGMA max_page_count = %d`, n)); err != nil {
 			return fmt.Errorf("store: max page count %d: %w", n, err)
 		}
 		return nil

@@ -2,34 +2,77 @@ package store
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 )
 
-// begin opens a batch's transaction on the writer's connection. A
-// connection that broke since the last batch (a PostgreSQL server that
-// restarted, a network that dropped it) fails the first statement sent
-// on it: it is then replaced, with the statements prepared on it, and
-// the transaction begun on the new one. Nothing was written on the old.
-func (s *Store) begin(tx *Tx, synced bool) error {
-	err := s.dialect.begin(tx, synced)
-	if !errors.Is(err, ErrUnavailable) || s.conn.PingContext(context.Background()) == nil {
+// inTx begins a batch's transaction on the writer's connection and runs
+// fn in it. The writer's statements go to the driver's connection, which
+// sql.Conn.Raw lends for the batch (see RATIONALE.md, "The writer drives
+// the driver"). A connection that broke since the last batch (a
+// PostgreSQL server that restarted, a network that dropped it) fails the
+// first statement sent on it: it is then replaced, with the statements
+// prepared on it, and the transaction begun on the new one. Nothing was
+// written on the old.
+func (s *Store) inTx(synced bool, fn func(*Tx)) error {
+	broken, err := s.onConn(synced, fn)
+	if !broken {
 		return err
 	}
 	if rerr := s.reconnect(); rerr != nil {
 		return errors.Join(err, rerr)
 	}
-	return s.dialect.begin(tx, synced)
+	_, err = s.onConn(synced, fn)
+	return err
+}
+
+// onConn begins the transaction on the driver's connection and, if that
+// succeeds, runs fn in it, all before Raw returns: the driver's
+// connection is not to be used after. It reports whether BEGIN failed on
+// a broken connection, or on one closed (a reconnect that failed leaves
+// it so).
+func (s *Store) onConn(synced bool, fn func(*Tx)) (broken bool, err error) {
+	rawErr := s.conn.Raw(func(dc any) error {
+		c, ok := dc.(writerConn)
+		if !ok {
+			err = fmt.Errorf("store: the driver's connection (%T) takes no context", dc)
+			return nil
+		}
+		tx := &Tx{s: s, c: c}
+		if err = s.dialect.begin(tx, synced); err != nil {
+			broken = errors.Is(err, ErrUnavailable) && !alive(c)
+			return nil
+		}
+		fn(tx)
+		return nil
+	})
+	if rawErr != nil {
+		return true, unavailableError{fmt.Errorf("store: the writer's connection: %w", rawErr)}
+	}
+	return broken, err
+}
+
+// writerConn is what the writer needs of a driver's connection; both
+// modernc.org/sqlite's and pgx's stdlib.Conn have it.
+type writerConn interface {
+	driver.Conn
+	driver.ConnPrepareContext
+	driver.ExecerContext
+}
+
+// alive reports whether the driver's connection c answers, as
+// sql.Conn.PingContext would find.
+func alive(c writerConn) bool {
+	p, ok := c.(driver.Pinger)
+	return !ok || p.Ping(context.Background()) == nil
 }
 
 // reconnect replaces the writer's broken connection with a new one, or
 // keeps it, closed, if none can be had within reconnectTimeout: the next
 // batch tries again.
 func (s *Store) reconnect() error {
-	for q, st := range s.stmts {
-		st.Close() // of the broken connection: its error says only that
-		delete(s.stmts, q)
-	}
+	s.closeStmts() // of the broken connection: its error says only that
 	s.conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), reconnectTimeout)
 	defer cancel()
@@ -40,4 +83,20 @@ func (s *Store) reconnect() error {
 	s.conn = conn
 	s.synced = true // a new connection has the settings it was opened with
 	return nil
+}
+
+// closeStmts closes the writer's prepared statements, on the driver's
+// connection they were prepared on, which must still be open: database/sql
+// knows nothing of them. A closed connection (a reconnect that failed
+// leaves it so) has none left to close.
+func (s *Store) closeStmts() error {
+	var err error
+	s.conn.Raw(func(any) error {
+		for _, st := range s.stmts {
+			err = errors.Join(err, st.Close())
+		}
+		return nil
+	})
+	clear(s.stmts)
+	return err
 }
