@@ -91,7 +91,8 @@ func (s *Store) committed(writes int) {
 	c.due()
 	c.written += writes
 	if c.written >= c.every {
-		c.restart(&Tx{s: s})
+		// A closed connection fails the next batch too, which reports it.
+		s.betweenBatches(c.restart)
 	}
 }
 

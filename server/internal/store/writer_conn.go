@@ -34,9 +34,9 @@ func (s *Store) inTx(synced bool, fn func(*Tx)) error {
 // it so).
 func (s *Store) onConn(synced bool, fn func(*Tx)) (broken bool, err error) {
 	rawErr := s.conn.Raw(func(dc any) error {
-		c, ok := dc.(writerConn)
-		if !ok {
-			err = fmt.Errorf("store: the driver's connection (%T) takes no context", dc)
+		c, cerr := asWriterConn(dc)
+		if cerr != nil {
+			err = cerr
 			return nil
 		}
 		tx := &Tx{s: s, c: c}
@@ -51,6 +51,30 @@ func (s *Store) onConn(synced bool, fn func(*Tx)) (broken bool, err error) {
 		return true, unavailableError{fmt.Errorf("store: the writer's connection: %w", rawErr)}
 	}
 	return broken, err
+}
+
+// betweenBatches runs fn on the writer's connection outside any
+// transaction, as the writer's checkpoint does between two batches; it
+// fails if the connection is closed (a reconnect that failed leaves it
+// so).
+func (s *Store) betweenBatches(fn func(*Tx)) error {
+	return s.conn.Raw(func(dc any) error {
+		c, err := asWriterConn(dc)
+		if err != nil {
+			return err
+		}
+		fn(&Tx{s: s, c: c})
+		return nil
+	})
+}
+
+// asWriterConn is the driver's connection dc as the writer uses it.
+func asWriterConn(dc any) (writerConn, error) {
+	c, ok := dc.(writerConn)
+	if !ok {
+		return nil, fmt.Errorf("store: the driver's connection (%T) takes no context", dc)
+	}
+	return c, nil
 }
 
 // writerConn is what the writer needs of a driver's connection; both
