@@ -208,6 +208,20 @@ func (rc *rawClient) nextCommand() protocol.ServerMessage {
 	}
 }
 
+// ackOf returns the ack of the results the device sent as requestID,
+// passing over the acks of results it sent before: an ack may come after
+// a COMMAND the device's next results answer, since the server
+// acknowledges results once recorded, and answers their caller first.
+func (rc *rawClient) ackOf(requestID string) protocol.ServerMessage {
+	rc.t.Helper()
+	for {
+		m := rc.recvType(protocol.ServerHeartbeat)
+		if m.ResponseID == requestID {
+			return m
+		}
+	}
+}
+
 // requireError reads the next message and requires an ERROR mentioning want.
 func (rc *rawClient) requireError(want string) protocol.ServerMessage {
 	rc.t.Helper()

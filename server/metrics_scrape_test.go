@@ -96,8 +96,7 @@ func TestMetricsCountCommandsUsageLateResultsFramesAndSessions(t *testing.T) {
 	res = dev.results(cmd, protocol.ResultSuccess, "r2")
 	res.ActionResults[0].Usage = &protocol.Usage{Fuel: 34, WallMicros: 1000}
 	dev.send(*res)
-	ack := dev.recvType(protocol.ServerHeartbeat)
-	require.Equal(t, "r2", ack.ResponseID, "the late results are recorded")
+	dev.ackOf("r2") // the late results are recorded
 
 	// A plan that waits for its device shows as running.
 	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: echo}]`)
@@ -107,6 +106,13 @@ func TestMetricsCountCommandsUsageLateResultsFramesAndSessions(t *testing.T) {
 	assert.Equal(t, 0.0, metric(t, fams, "edgeaip_sessions", "state", "created"))
 	dev.answer(cmd, protocol.ResultSuccess, "r3")
 	ts.waitTask(d.SessionID)
+	// A session is counted as ended, and released, just after its end is
+	// recorded, which waitTask sees.
+	require.Eventually(t, func() bool {
+		fams := ts.scrape()
+		return metric(t, fams, "edgeaip_sessions_ended_total", "state", "completed") == 2 &&
+			metric(t, fams, "edgeaip_sessions", "state", "running") == 0
+	}, 10*time.Second, 10*time.Millisecond)
 
 	fams = ts.scrape()
 	assert.Equal(t, 2.0, metric(t, fams, "edgeaip_commands_total", "tool", "echo", "status", "success"))
