@@ -129,6 +129,9 @@ type rawClient struct {
 	t    *testing.T
 	conn *protocol.Conn
 	id   string
+	// acks are the acks of results read while waiting for something
+	// else, by the request_id they answer, until ackOf claims them.
+	acks map[string]protocol.ServerMessage
 }
 
 // dial connects with token (none if empty) and the CBOR wire.
@@ -195,8 +198,8 @@ func (rc *rawClient) recvType(typ protocol.ServerMessageType) protocol.ServerMes
 	return m
 }
 
-// nextCommand returns the next COMMAND, passing over the acks of results
-// the device sent before.
+// nextCommand returns the next COMMAND, passing over (and keeping, for
+// ackOf) the acks of results the device sent before.
 func (rc *rawClient) nextCommand() protocol.ServerMessage {
 	rc.t.Helper()
 	for {
@@ -204,21 +207,33 @@ func (rc *rawClient) nextCommand() protocol.ServerMessage {
 		if m.Type == protocol.ServerCommand {
 			return m
 		}
-		require.Equal(rc.t, protocol.ServerHeartbeat, m.Type, "message: %+v", m)
+		rc.keepAck(m)
 	}
 }
 
+// keepAck requires m to be an ack and keeps it for ackOf.
+func (rc *rawClient) keepAck(m protocol.ServerMessage) {
+	rc.t.Helper()
+	require.Equal(rc.t, protocol.ServerHeartbeat, m.Type, "message: %+v", m)
+	if rc.acks == nil {
+		rc.acks = map[string]protocol.ServerMessage{}
+	}
+	rc.acks[m.ResponseID] = m
+}
+
 // ackOf returns the ack of the results the device sent as requestID,
-// passing over the acks of results it sent before: an ack may come after
-// a COMMAND the device's next results answer, since the server
-// acknowledges results once recorded, and answers their caller first.
+// passing over (and keeping) the acks of others. Acks need not come in
+// the order of the results: the server acknowledges results once
+// recorded, after it has answered whoever waited for them, and it records
+// a device's results on a goroutine each.
 func (rc *rawClient) ackOf(requestID string) protocol.ServerMessage {
 	rc.t.Helper()
 	for {
-		m := rc.recvType(protocol.ServerHeartbeat)
-		if m.ResponseID == requestID {
+		if m, ok := rc.acks[requestID]; ok {
+			delete(rc.acks, requestID)
 			return m
 		}
+		rc.keepAck(rc.recv())
 	}
 }
 
@@ -243,13 +258,12 @@ func (rc *rawClient) requireClosed() {
 	}
 }
 
-// ping sends a heartbeat and requires the next message to be its ack:
-// nothing else was waiting for this client.
+// ping sends a heartbeat and requires its ack, with nothing before it
+// but acks of earlier results: nothing else was waiting for this client.
 func (rc *rawClient) ping() {
 	rc.t.Helper()
 	rc.send(protocol.ClientMessage{Type: protocol.ClientHeartbeat, ClientID: rc.id, RequestID: "ping-" + rc.id})
-	m := rc.recvType(protocol.ServerHeartbeat)
-	require.Equal(rc.t, "ping-"+rc.id, m.ResponseID)
+	rc.ackOf("ping-" + rc.id)
 }
 
 // tool is one entry of a raw device's inventory.
