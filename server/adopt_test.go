@@ -136,7 +136,7 @@ steps:
 	assert.Len(t, taskCommands(t, adopter, d.SessionID), 2, "a recorded no command after it was fenced off")
 	task = adopter.waitTask(d.SessionID)
 	assert.Equal(t, api.StateCompleted, task.State, "a's end is not recorded")
-	assert.Equal(t, "res-2", moved.recvType(protocol.ServerHeartbeat).ResponseID)
+	moved.ackOf("res-2")
 	moved.ping() // and nothing more was sent to the device
 }
 
@@ -291,7 +291,7 @@ func TestTwoFirstRequestsWithOneKeyThroughTwoNodesRunOnce(t *testing.T) {
 	assert.True(t, ansB.replayed, "b answers as for a repeat")
 	assert.JSONEq(t, string(ansA.body), string(ansB.body))
 	assert.Equal(t, 1, a.taskCount(), "one task: b recorded nothing")
-	assert.Equal(t, "r1", dev.recvType(protocol.ServerHeartbeat).ResponseID)
+	dev.ackOf("r1")
 	dev.ping() // nothing more was sent
 }
 

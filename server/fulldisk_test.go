@@ -169,7 +169,7 @@ func TestResultsPastTheBoundOnKeptWritesStayWithTheDevice(t *testing.T) {
 	again := ts.mustDial(token) // as the agent's outbox does after it registers
 	again.register("kiosk-1", tool("stock", "echo", protocol.ToolAction))
 	again.send(*results)
-	assert.Equal(t, "res-1", again.recvType(protocol.ServerHeartbeat).ResponseID)
+	again.ackOf("res-1")
 	task := ts.waitTask(resp.SessionID)
 	assert.Equal(t, api.StateFailed, task.State)
 	require.Len(t, task.Commands, 1)

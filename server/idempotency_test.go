@@ -74,7 +74,7 @@ func TestARepeatedCommandRunsOnceAndGetsTheFirstAnswerEvenWhileItRuns(t *testing
 	assert.Contains(t, string(other.body), `Idempotency-Key \"key-1\" was used for another request`)
 
 	dev.answer(cmd, protocol.ResultSuccess, "r1")
-	require.Equal(t, "r1", dev.recvType(protocol.ServerHeartbeat).ResponseID)
+	dev.ackOf("r1")
 	a, b := <-first, <-repeat
 	require.Equal(t, http.StatusOK, a.code, string(a.body))
 	assert.False(t, a.replayed)
@@ -217,7 +217,7 @@ func TestARepeatOfACommandWhoseTaskWasRemovedIsAConflict(t *testing.T) {
 	const path = "/api/devices/kiosk-1/commands"
 	first := ts.postKeyedAsync(path, "key-1", echoCommand)
 	dev.answer(dev.nextCommand(), protocol.ResultSuccess, "r1")
-	require.Equal(t, "r1", dev.recvType(protocol.ServerHeartbeat).ResponseID)
+	dev.ackOf("r1")
 	var resp api.CommandResponse
 	require.NoError(t, json.Unmarshal((<-first).body, &resp))
 	require.NoError(t, ts.api.Do(context.Background(), "DELETE", "/api/tasks/"+resp.SessionID, nil, nil))

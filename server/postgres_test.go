@@ -39,7 +39,7 @@ func TestResultsPostgreSQLCannotTakeAreKeptAndRecordedOnceItIsBack(t *testing.T)
 	dev.ping() // nothing acknowledged while it is away
 
 	require.NoError(t, pg.Start())
-	assert.Equal(t, "res-1", dev.recvType(protocol.ServerHeartbeat).ResponseID, "acknowledged once recorded")
+	dev.ackOf("res-1") // acknowledged once recorded
 	task := ts.waitTask(resp.SessionID)
 	assert.Equal(t, api.StateFailed, task.State, "as the operator was told")
 	require.Len(t, task.Commands, 1)

@@ -204,7 +204,7 @@ func TestCancellingOnRequestTellsTheRequesterAndStillRecordsLateResults(t *testi
 
 	// The device finishes the command anyway: its results are recorded.
 	dev.answer(cmd, protocol.ResultSuccess, "late-1")
-	assert.Equal(t, "late-1", dev.recvType(protocol.ServerHeartbeat).ResponseID)
+	dev.ackOf("late-1")
 	task, err = ts.api.Task(context.Background(), "s1")
 	require.NoError(t, err)
 	require.Len(t, task.Commands, 1)
@@ -372,7 +372,7 @@ func TestARetryThatStartsWhileItsDeviceReconnectsWaitsForIt(t *testing.T) {
 	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: stock.echo, retries: 1, backoff: 1s, timeout: 1m}]`)
 	first := dev.nextCommand()
 	dev.answer(first, protocol.ResultFailure, "r1")
-	require.Equal(t, "r1", dev.recvType(protocol.ServerHeartbeat).ResponseID)
+	dev.ackOf("r1")
 	// The link drops during the backoff: the retry starts while the
 	// device is away, and waits for it.
 	dev.conn.CloseNow()
