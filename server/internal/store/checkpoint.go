@@ -57,8 +57,8 @@ const (
 	walSizeLimit = 2 * walTarget
 )
 
-// SQLite's WAL frame: a page and its header; the store's pages are
-// SQLite's default size.
+// SQLite's WAL frame: a page with a header of its own; the store's
+// pages are SQLite's default size.
 const walFrameSize = 4096 + 24
 
 // firstEvery is how many writes the writer lets pass before its first
