@@ -56,7 +56,9 @@ const walHeader = 32
 // another: those of unfinished sessions by owner (a single node's start,
 // a cluster's adoption) the index by state, for the unfinished ones;
 // expiry the index by creation time. Those by name search the index of
-// named sessions. None reads every session.
+// named sessions. None reads every session, nor every command: the
+// commands a single node's start fails are read from the index of
+// pending ones.
 func TestQueriesOfDroppedIndexesSearchAnother(t *testing.T) {
 	sqliteOnly(t, "PostgreSQL plans an empty table with a sequential scan, whatever its indexes")
 	s, _ := openTest(t)
@@ -74,12 +76,15 @@ func TestQueriesOfDroppedIndexesSearchAnother(t *testing.T) {
 			"commands_session (session_id=?)", byCreation},
 		`SELECT id FROM sessions WHERE ` + named + ` AND parent_id = '' ORDER BY created_at DESC LIMIT 1`: {byName},
 		`SELECT id FROM sessions WHERE ` + named + ` ORDER BY created_at DESC, id DESC LIMIT ?`:           {byName},
+		// The pending commands alone, then each one's session by its key.
+		interruptedCommands: {"SCAN commands USING INDEX commands_pending", "SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 (id=?)"},
 	} {
 		plan := queryPlan(t, s, q)
 		for _, w := range want {
 			assert.Contains(t, plan, w, q)
 		}
-		assert.NotContains(t, plan, "SCAN", q)
+		assert.NotContains(t, plan, "SCAN sessions", q)
+		assert.NotRegexp(t, `SCAN commands($|;| USING INDEX commands_(session|device))`, plan, q)
 	}
 }
 

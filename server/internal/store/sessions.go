@@ -178,6 +178,14 @@ func (t *Tx) DeleteSessionsFinishedBefore(before time.Time) (int, error) {
 // the same time, by the index of their creation times.
 const finishedBefore = `created_at < ? AND finished_at IS NOT NULL AND finished_at < ?`
 
+// interruptedCommands are the pending commands of sessions no node owns.
+// The status is a literal, which lets the query use the index of pending
+// commands alone; each command's session is then found by its key, where
+// NOT IN would read every session a node owns, each time a single node
+// starts: all of them, on a store a cluster ran.
+const interruptedCommands = `SELECT response_id FROM commands WHERE status = '` + CommandPending + `'
+	AND NOT EXISTS (SELECT 1 FROM sessions WHERE sessions.id = commands.session_id AND sessions.owner_node <> '')`
+
 // FailInterrupted fails what a stopped single node left unfinished: its
 // sessions not yet ended and commands still waiting for results. A
 // single node's sessions belong to no node: those a node of a cluster
@@ -192,10 +200,7 @@ func (t *Tx) FailInterrupted(reason string) (sessions, commands int, err error) 
 	}
 	ns, _ := res.RowsAffected()
 	var pending []string
-	// The status as a literal, which lets the query use the index of
-	// pending commands alone.
-	rows, err := t.query(`SELECT response_id FROM commands WHERE status = '` + CommandPending + `'
-		AND session_id NOT IN (SELECT id FROM sessions WHERE owner_node <> '')`)
+	rows, err := t.query(interruptedCommands)
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: find interrupted commands: %w", err)
 	}
