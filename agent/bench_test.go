@@ -19,9 +19,10 @@ import (
 // results as the server does. It reports the p50 and p99 of that.
 //
 // next=at-once sends each command as soon as the results of the one
-// before are in; next=after-ack once the agent has counted their ack,
-// which it does once their record is on disk, as when a server's own
-// part of a round trip (e2e's BenchmarkRoundTrip) outlasts that fsync.
+// before are in, so that its accept record may wait for their fsync;
+// next=after-ack once the agent has counted their ack, which it does
+// once their record is on disk, as when a server's own part of a round
+// trip (e2e's BenchmarkRoundTrip) outlasts that fsync.
 func BenchmarkCommand(b *testing.B) {
 	p := newTestPeer(b)
 	cfg := agentConfig(b, p.url())
