@@ -52,7 +52,7 @@ type peerLink struct {
 	readErr    error // why the link ended; set before closed closes
 }
 
-func newTestPeer(t *testing.T) *testPeer {
+func newTestPeer(t testing.TB) *testPeer {
 	p := &testPeer{links: make(chan *peerLink, 16)}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(p.srv.Close)
@@ -111,7 +111,7 @@ func (p *testPeer) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // next waits for the agent's next registered link.
-func (p *testPeer) next(t *testing.T) *peerLink {
+func (p *testPeer) next(t testing.TB) *peerLink {
 	t.Helper()
 	select {
 	case l := <-p.links:
@@ -140,13 +140,13 @@ func newCommand(session string, actions ...protocol.Command) *protocol.ServerMes
 }
 
 // send sends m to the agent.
-func (l *peerLink) send(t *testing.T, m *protocol.ServerMessage) {
+func (l *peerLink) send(t testing.TB, m *protocol.ServerMessage) {
 	t.Helper()
 	require.NoError(t, l.conn.Send(context.Background(), m))
 }
 
 // next waits for the next message other than a heartbeat.
-func (l *peerLink) next(t *testing.T) protocol.ClientMessage {
+func (l *peerLink) next(t testing.TB) protocol.ClientMessage {
 	t.Helper()
 	select {
 	case m := <-l.msgs:
@@ -159,7 +159,7 @@ func (l *peerLink) next(t *testing.T) protocol.ClientMessage {
 
 // results waits for the results of responseID, failing on any other
 // message.
-func (l *peerLink) results(t *testing.T, responseID string) []protocol.Result {
+func (l *peerLink) results(t testing.TB, responseID string) []protocol.Result {
 	t.Helper()
 	m := l.next(t)
 	require.Equal(t, protocol.ClientCommandResults, m.Type, "%+v", m)
@@ -188,7 +188,7 @@ type testAgent struct {
 
 // agentConfig is a config for dev-1 linked to url, with the wasm fixtures
 // (namespace "fixtures") and the test MCP server (namespace "helper").
-func agentConfig(t *testing.T, url string) Config {
+func agentConfig(t testing.TB, url string) Config {
 	dir := t.TempDir()
 	token := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(token, []byte("aipd_test\n"), 0o600))

@@ -16,6 +16,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -29,7 +30,7 @@ import (
 // Kinds of outbox record.
 const (
 	recAccept    = "A" // a command is about to run; fsynced before it does
-	recResult    = "R" // its results, or their tombstone; fsynced before they count as done
+	recResult    = "R" // its results, or their tombstone; fsynced before they count as done, sent meanwhile
 	recDelivered = "D" // the server acknowledged the results; not fsynced
 )
 
@@ -112,20 +113,25 @@ func AcceptedOf(m *protocol.ServerMessage) Accepted {
 type entry struct {
 	cmd      Accepted
 	accepted bool         // an accept record is on disk
-	reply    *reply.Reply // the results; nil until done
-	// recorded: reply is on disk, or could not be written and goes out
-	// from memory. Until then it is neither sent nor dropped.
+	reply    *reply.Reply // the results, written to the file (or kept in memory if they could not be); nil until then
+	// recorded: reply's record is on disk, or could not be written and
+	// reply goes out from memory. Until then it goes out, while its record
+	// is fsynced, but is neither dropped nor counted as delivered.
 	recorded  bool
-	tomb      bool   // reply is a tombstone: failures standing in for results dropped for size
-	delivered bool   // the server acknowledged them
-	sentOn    uint64 // the link they last went out on, unacknowledged; 0: none since last asked for
-	asked     uint64 // how many times they were asked for: by completion, then by each copy of the command
-	at        time.Time
-	seq       uint64 // completion order, which is delivery order
-	size      int64  // bytes of its records in the file
+	tomb      bool // reply is a tombstone: failures standing in for results dropped for size
+	delivered bool // the server acknowledged them
+	// ackedEarly: the server acknowledged reply before its record was on
+	// disk; it counts as delivered once it is.
+	ackedEarly bool
+	sentOn     uint64 // the link they last went out on, unacknowledged; 0: none since last asked for
+	asked      uint64 // how many times they were asked for: by completion, then by each copy of the command
+	at         time.Time
+	seq        uint64 // completion order, which is delivery order
+	size       int64  // bytes of its records in the file
 }
 
-// done reports whether e holds results that may be sent.
+// done reports whether e's results are recorded, which they must be to
+// count as delivered, or to be dropped.
 func (e *entry) done() bool { return e.reply != nil && e.recorded }
 
 // Outbox is the journal of one device. It is safe for concurrent use.
@@ -224,7 +230,8 @@ func (o *Outbox) encodeIn(enc protocol.Encoding) {
 }
 
 // Owing is signalled whenever results are queued for delivery: once
-// recorded, when their command comes again, and at open if any are owed.
+// written (their fsync may still run), when their command comes again,
+// and at open if any are owed.
 func (o *Outbox) Owing() <-chan struct{} { return o.owing }
 
 // replay applies the records in data and returns how many bytes of it were
@@ -299,7 +306,7 @@ const (
 
 // Admit decides what to do with an incoming COMMAND. A new one is held in
 // memory as running, so that a copy arriving meanwhile is not run too.
-// Results not yet on disk count as running: they go out once they are.
+// Results being fsynced are done: they go out as they are.
 func (o *Outbox) Admit(responseID string) Admission {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -308,7 +315,7 @@ func (o *Outbox) Admit(responseID string) Admission {
 	case !ok:
 		o.entries[responseID] = &entry{cmd: Accepted{ResponseID: responseID}, at: time.Now()}
 		return AdmitNew
-	case !e.done():
+	case e.reply == nil:
 		return AdmitRunning
 	default:
 		// The server does not have the results, whatever it acknowledged.
@@ -350,11 +357,13 @@ func (o *Outbox) Accept(cmd Accepted) error {
 }
 
 // Complete records a command's results, the bytes the link sends,
-// durably, and only then queues them for delivery: results count as done
-// once they are on disk. If they cannot be written they are still
-// delivered from memory, and the error says they would not survive a
-// restart. Results recorded again for the same command (smaller ones, say)
-// replace the earlier ones.
+// durably. They are queued for delivery once written, and go out while
+// their record is fsynced; they count as done, and an ack of them as
+// their delivery, once it is on disk (agent/RATIONALE.md, "Crash
+// points"). If they cannot be written they are still delivered from
+// memory, and the error says they would not survive a restart. Results
+// recorded again for the same command (smaller ones, say) replace the
+// earlier ones.
 func (o *Outbox) Complete(r reply.Reply) error {
 	o.mu.Lock()
 	e := o.entryLocked(r.ResponseID())
@@ -362,20 +371,33 @@ func (o *Outbox) Complete(r reply.Reply) error {
 	e.reply, e.tomb, e.recorded, e.seq, e.at = &r, false, false, o.seq, time.Now()
 	o.byRequest[r.RequestID()] = r.ResponseID()
 	mark, err := o.appendLocked(e, resultRecord(r.ResponseID(), e.at, r, false))
+	o.askAgain(e)
 	o.mu.Unlock()
+	// The sender askAgain woke runs first: a goroutine blocked in a
+	// syscall (the fsync) keeps its P until sysmon takes it back, which
+	// held the results here 60-200 µs (BenchmarkRoundTrip, 1 caller).
+	runtime.Gosched()
 	if err == nil {
 		err = o.syncTo(mark)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if e.reply != &r {
+		return err // replaced meanwhile: done when those are
+	}
 	e.recorded = true
-	o.askAgain(e)
+	if e.ackedEarly {
+		e.ackedEarly = false
+		o.deliveredLocked(e)
+	}
 	return err
 }
 
 // askAgain queues e's results for delivery, on the current link too.
+// An ack of them before is of no more account than a delivery.
 func (o *Outbox) askAgain(e *entry) {
 	o.setDelivered(e, false)
+	e.ackedEarly = false
 	e.sentOn = 0
 	e.asked++
 	notify(o.owing)
@@ -452,22 +474,33 @@ func (o *Outbox) Undelivered() int {
 
 // Delivered notes that the server acknowledged the results sent with
 // requestID, and returns them; false if they were not results of ours.
-// The record is not fsynced: losing it only means sending them once more,
-// which the server acknowledges and ignores.
+// An ack that comes while their record is fsynced counts once it is on
+// disk. The record is not fsynced: losing it only means sending them once
+// more, which the server acknowledges and ignores.
 func (o *Outbox) Delivered(requestID string) (reply.Reply, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	e := o.entries[o.byRequest[requestID]]
-	if requestID == "" || e == nil || !e.done() || e.reply.RequestID() != requestID {
+	if requestID == "" || e == nil || e.reply == nil || e.reply.RequestID() != requestID {
 		return reply.Reply{}, false
 	}
-	if !e.delivered {
-		o.setDelivered(e, true)
-		if _, err := o.appendLocked(e, &record{Kind: recDelivered, ResponseID: e.cmd.ResponseID, At: time.Now().UnixMilli()}); err != nil {
-			o.entryLog(e).Warn("outbox: delivery not recorded; the results may be sent again after a restart", "err", err)
-		}
+	if e.recorded {
+		o.deliveredLocked(e)
+	} else {
+		e.ackedEarly = true
 	}
 	return *e.reply, true
+}
+
+// deliveredLocked marks e's results delivered, and writes so.
+func (o *Outbox) deliveredLocked(e *entry) {
+	if e.delivered {
+		return
+	}
+	o.setDelivered(e, true)
+	if _, err := o.appendLocked(e, &record{Kind: recDelivered, ResponseID: e.cmd.ResponseID, At: time.Now().UnixMilli()}); err != nil {
+		o.entryLog(e).Warn("outbox: delivery not recorded; the results may be sent again after a restart", "err", err)
+	}
 }
 
 // Prune drops what has aged out, if anything has.

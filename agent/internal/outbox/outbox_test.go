@@ -196,6 +196,88 @@ func TestOutboxCrashAfterResultWriteDeliversAfterRestart(t *testing.T) {
 	assert.Equal(t, []*protocol.ClientMessage{r1, r2}, replies(o2), "in completion order, whole")
 }
 
+// openOn opens an outbox at path on fs, and closes it at the end of the
+// test (a second Close, if the test closed it, does nothing).
+func openOn(t *testing.T, fs outbox.FS, path string) (*outbox.Outbox, []outbox.Accepted) {
+	t.Helper()
+	o, interrupted, err := outbox.Open(path, fs, protocol.CBOR, testLimits, quietLog)
+	require.NoError(t, err)
+	t.Cleanup(func() { o.Close() })
+	return o, interrupted
+}
+
+// completeHeld completes id's command with its results while the fsync of
+// their record waits, and returns them, and what Complete returns once
+// fs lets the fsync go on.
+func completeHeld(t *testing.T, fs *outboxtest.RecordingFS, o *outbox.Outbox, id string) (*protocol.ClientMessage, <-chan error) {
+	t.Helper()
+	require.Equal(t, outbox.AdmitNew, o.Admit(id))
+	require.NoError(t, o.Accept(outboxtest.Command(id)))
+	m := outboxtest.Results(id, "x")
+	r := encoded(t, m)
+	fs.Hold(t, "R "+id)
+	completed := make(chan error, 1)
+	go func() { completed <- o.Complete(r) }()
+	<-fs.Held()
+	return m, completed
+}
+
+func TestOutboxResultsGoOutWhileTheirRecordIsFsyncedAndCountAsDeliveredOnceItIsOnDisk(t *testing.T) {
+	fs := &outboxtest.RecordingFS{}
+	o, _ := openOn(t, fs, filepath.Join(t.TempDir(), "j"))
+	r1, completed := completeHeld(t, fs, o, "r1")
+	assert.Equal(t, []*protocol.ClientMessage{r1}, replies(o), "they go out while their record is fsynced")
+	markSent(t, o, "r1")
+	r, ok := o.Delivered("req-r1")
+	assert.True(t, ok, "the ack is of results of ours")
+	assert.Equal(t, "req-r1", r.RequestID())
+	assert.Equal(t, 1, o.Undelivered(), "not delivered before they are on disk")
+	assert.NotContains(t, fs.Log(), "write D r1")
+
+	fs.Unhold()
+	require.NoError(t, <-completed)
+	assert.Zero(t, o.Undelivered(), "the ack counts once they are on disk")
+	assert.True(t, outboxtest.Between(fs.Log(), "write R r1", "sync", "write D r1"), "%q", fs.Log())
+	assert.Empty(t, replies(o))
+}
+
+func TestOutboxACopyThatArrivesWhileResultsAreFsyncedIsAnsweredWithThem(t *testing.T) {
+	fs := &outboxtest.RecordingFS{}
+	o, _ := openOn(t, fs, filepath.Join(t.TempDir(), "j"))
+	r1, completed := completeHeld(t, fs, o, "r1")
+	markSent(t, o, "r1")
+	o.Delivered("req-r1")
+	assert.Equal(t, outbox.AdmitDone, o.Admit("r1"), "the command again: not run, answered")
+	assert.Equal(t, []*protocol.ClientMessage{r1}, replies(o), "the results go out again for the copy")
+	fs.Unhold()
+	require.NoError(t, <-completed)
+	assert.Equal(t, 1, o.Undelivered(), "the ack before the copy came does not count for it")
+	assert.NotContains(t, fs.Log(), "write D r1")
+}
+
+// The machine dies after the results went out and before the fsync of
+// their record ended: on disk is the accept record only, so the command
+// is reported as interrupted, as after a death during its tool call. The
+// server keeps the results if it got them, and acknowledges the report as
+// a repeat (e2e/TestResultsSentBeforeAPowerLossKeepTheirOutcome).
+func TestOutboxPowerLossAfterSendBeforeTheResultFsyncReportsTheCommandInterrupted(t *testing.T) {
+	fs := &outboxtest.RecordingFS{}
+	path := filepath.Join(t.TempDir(), "j")
+	o, _ := openOn(t, fs, path)
+	r0 := ranToEnd(t, o, "r0", "done and fsynced before")
+	_, completed := completeHeld(t, fs, o, "r1")
+	markSent(t, o, "r1")
+	require.NoError(t, fs.PowerLoss())
+	o.Close()
+
+	o2, interrupted := openOn(t, outbox.OSFS{}, path)
+	assert.Equal(t, []outbox.Accepted{outboxtest.Command("r1")}, interrupted, "what it needs to answer each call")
+	assert.Equal(t, outbox.AdmitRunning, o2.Admit("r1"), "not run again while its failure is being recorded")
+	assert.Equal(t, []*protocol.ClientMessage{r0}, replies(o2), "what was fsynced survives")
+	fs.Unhold()
+	assert.Error(t, <-completed, "the fsync of a journal closed under it")
+}
+
 func TestOutboxCrashAfterSendBeforeTheAckSendsThemAgain(t *testing.T) {
 	j := newJournal(t, testLimits)
 	o, _ := j.open()
@@ -403,8 +485,7 @@ func TestOutboxAResultThatGoesOutOnALinkThatWasReplacedIsSentOnTheNewOne(t *test
 func TestOutboxWritesGoToTheRewrittenFileEvenIfItsDirectoryFsyncFailed(t *testing.T) {
 	fs := &outboxtest.RecordingFS{}
 	path := filepath.Join(t.TempDir(), "j")
-	o, _, err := outbox.Open(path, fs, protocol.CBOR, testLimits, quietLog)
-	require.NoError(t, err)
+	o, _ := openOn(t, fs, path)
 	ranToEnd(t, o, "old", "x")
 	fs.FailDirSyncs(1)
 	assert.ErrorContains(t, o.Prune(time.Now().Add(2*testLimits.MaxAge)), "fsync its directory: syncdir")
@@ -413,17 +494,14 @@ func TestOutboxWritesGoToTheRewrittenFileEvenIfItsDirectoryFsyncFailed(t *testin
 	assert.True(t, outboxtest.Between(fs.Log(), "write A r1", "syncdir", "write R r1"),
 		"the accept record's fsync fsyncs the directory again: %q", fs.Log())
 	o.Close()
-	o2, _, err := outbox.Open(path, outbox.OSFS{}, protocol.CBOR, testLimits, quietLog)
-	require.NoError(t, err)
-	t.Cleanup(func() { o2.Close() })
+	o2, _ := openOn(t, outbox.OSFS{}, path)
 	assert.Equal(t, []string{"req-r1"}, requestIDs(o2), "written to the journal, not to the file it replaced")
 }
 
 func TestOutboxARewriteThatFailsDropsNothing(t *testing.T) {
 	fs := &outboxtest.RecordingFS{}
 	path := filepath.Join(t.TempDir(), "j")
-	o, _, err := outbox.Open(path, fs, protocol.CBOR, testLimits, quietLog)
-	require.NoError(t, err)
+	o, _ := openOn(t, fs, path)
 	old := ranToEnd(t, o, "old", "x")
 	fs.FailCreates(1) // say the disk is full
 	assert.ErrorContains(t, o.Prune(time.Now().Add(2*testLimits.MaxAge)), "injected failure")
@@ -431,9 +509,7 @@ func TestOutboxARewriteThatFailsDropsNothing(t *testing.T) {
 	assert.Equal(t, outbox.AdmitDone, o.Admit("old"), "still known, as it is in the file")
 	assert.Equal(t, []*protocol.ClientMessage{old}, replies(o), "and its results still go out")
 	o.Close()
-	o2, _, err := outbox.Open(path, outbox.OSFS{}, protocol.CBOR, testLimits, quietLog)
-	require.NoError(t, err)
-	t.Cleanup(func() { o2.Close() })
+	o2, _ := openOn(t, outbox.OSFS{}, path)
 	assert.Equal(t, []string{"req-old"}, requestIDs(o2))
 }
 

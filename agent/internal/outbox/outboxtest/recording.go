@@ -6,6 +6,7 @@ package outboxtest
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -18,11 +19,13 @@ import (
 // with it, in order: "write A r1" for each record written, "sync" for each
 // fsync of a journal, "syncdir", and the test's own events. A killed
 // process keeps its page cache, so only this order shows whether what must
-// be on disk was fsynced in time.
+// be on disk was fsynced in time; PowerLoss shows what the death of the
+// machine would leave.
 type RecordingFS struct {
 	outbox.OSFS
 	mu     sync.Mutex
 	events []string
+	files  map[string]*recordingFile // by the path each is at now
 	// holdAfter, if set, is a record ("R r1") after whose write the next
 	// fsync waits until release is closed; held is closed when it starts
 	// waiting.
@@ -47,7 +50,52 @@ func (fs *RecordingFS) Create(path string) (outbox.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &recordingFile{File: f, fs: fs}, nil
+	rf := &recordingFile{File: f, fs: fs}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.files == nil {
+		fs.files = map[string]*recordingFile{}
+	}
+	fs.files[path] = rf
+	return rf, nil
+}
+
+// Rename implements outbox.FS.
+func (fs *RecordingFS) Rename(from, to string) error {
+	if err := fs.OSFS.Rename(from, to); err != nil {
+		return err
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f, ok := fs.files[from]; ok {
+		delete(fs.files, from)
+		fs.files[to] = f
+	}
+	return nil
+}
+
+// Remove implements outbox.FS.
+func (fs *RecordingFS) Remove(path string) error {
+	fs.mu.Lock()
+	delete(fs.files, path)
+	fs.mu.Unlock()
+	return fs.OSFS.Remove(path)
+}
+
+// PowerLoss cuts each file made through fs back to what its fsyncs
+// covered, as the death of the machine leaves it: the page cache is lost
+// with it. A file's name counts as durable (see SyncDir), and an fsync
+// still running covers nothing.
+func (fs *RecordingFS) PowerLoss() error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.events = append(fs.events, "power loss")
+	for path, f := range fs.files {
+		if err := os.Truncate(path, f.synced); err != nil {
+			return fmt.Errorf("power loss: %w", err)
+		}
+	}
+	return nil
 }
 
 // SyncDir implements outbox.FS, unless a failure is due.
@@ -119,7 +167,9 @@ func (fs *RecordingFS) Unhold() {
 
 type recordingFile struct {
 	outbox.File
-	fs *RecordingFS
+	fs      *RecordingFS
+	written int64 // bytes written: the file is written from its start, appending
+	synced  int64 // bytes on disk: covered by an fsync that returned
 }
 
 // recordHeader is the length and CRC before each record's payload; the
@@ -147,20 +197,41 @@ func (f *recordingFile) Write(p []byte) (int, error) {
 		rest = rest[n:]
 	}
 	f.fs.mu.Unlock()
-	return f.File.Write(p)
+	n, err := f.File.Write(p)
+	f.fs.mu.Lock()
+	f.written += int64(n)
+	f.fs.mu.Unlock()
+	return n, err
+}
+
+// Truncate implements outbox.File.
+func (f *recordingFile) Truncate(size int64) error {
+	err := f.File.Truncate(size)
+	if err == nil {
+		f.fs.mu.Lock()
+		f.written, f.synced = size, min(f.synced, size)
+		f.fs.mu.Unlock()
+	}
+	return err
 }
 
 func (f *recordingFile) Sync() error {
 	f.fs.mu.Lock()
 	f.fs.events = append(f.fs.events, "sync")
-	hold := f.fs.holding
+	hold, covers := f.fs.holding, f.written
 	f.fs.holding = false
 	f.fs.mu.Unlock()
 	if hold {
 		close(f.fs.held)
 		<-f.fs.release
 	}
-	return f.File.Sync()
+	if err := f.File.Sync(); err != nil {
+		return err
+	}
+	f.fs.mu.Lock()
+	f.synced = max(f.synced, covers)
+	f.fs.mu.Unlock()
+	return nil
 }
 
 // Between reports whether want occurs in log after the first from and
