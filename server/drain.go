@@ -37,6 +37,9 @@ func (s *Server) Drain(ctx context.Context, grace time.Duration) (int, error) {
 	if s.cluster == nil {
 		return 0, errors.New("drain: this server is a single node, not a node of a cluster: stop it with Shutdown")
 	}
+	// Tasks are refused before /api/health says the node drains: whoever
+	// reads that must find it true.
+	s.sessions.refuseNew()
 	s.draining.Store(true)
 	s.cluster.SetDraining()
 	s.log.Info("draining: no new device links or tasks", "grace", grace)

@@ -581,13 +581,18 @@ func (m *sessionManager) cancelAll() {
 
 func (m *sessionManager) wait() { m.wg.Wait() }
 
-// drain refuses new tasks (errDraining) and waits until every session
-// running has ended, or grace has passed, or ctx ends; it reports how
-// many still run.
-func (m *sessionManager) drain(ctx context.Context, grace time.Duration) int {
+// refuseNew makes the manager refuse new tasks (errDraining), for a node
+// that drains.
+func (m *sessionManager) refuseNew() {
 	m.mu.Lock()
 	m.draining = true
 	m.mu.Unlock()
+}
+
+// drain waits, once refuseNew has been called, until every session
+// running has ended, or grace has passed, or ctx ends; it reports how
+// many still run.
+func (m *sessionManager) drain(ctx context.Context, grace time.Duration) int {
 	deadline := time.Now().Add(grace)
 	for {
 		m.mu.Lock()
