@@ -310,6 +310,12 @@ func (l *clusterLinks) serve(cmd cluster.Command) cluster.Reply {
 		}
 		return cluster.Reply{Outcome: cluster.Sent}
 	}
+	if l.disp.isFrozen() {
+		// This node has handed its tasks off and is about to close its
+		// links: the device registers elsewhere soon, and the command goes
+		// to it there, not on a link about to close.
+		return cluster.Reply{Outcome: cluster.Between, GraceLeft: l.grace}
+	}
 	rid := cmd.Message.ResponseID
 	l.mu.Lock()
 	l.proxied[rid] = proxied{from: cmd.From, deviceID: id, session: cmd.Session}

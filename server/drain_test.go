@@ -80,3 +80,66 @@ func TestHandedOffPlansAreLeftUnfinishedThoughTheirStepsEndFirst(t *testing.T) {
 		assert.Equal(t, string(api.StateRunning), row.State, "task %s: %s", id, row.Error)
 	}
 }
+
+// A draining node says so on /api/health only once it refuses new tasks:
+// a client that reads it draining and sends a task anyway is refused.
+// Here the session manager is held while the node starts to drain, so
+// that it cannot yet refuse them; the health must not say draining then.
+func TestANodeSaysItDrainsOnlyOnceItRefusesNewTasks(t *testing.T) {
+	a := clusterNodes(t, "a")[0]
+	a.srv.sessions.mu.Lock()
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		_, err := a.srv.Drain(context.Background(), 0)
+		assert.NoError(t, err)
+	}()
+	never := time.After(200 * time.Millisecond)
+	for wait := true; wait; {
+		code, h := a.health()
+		if !assert.Equal(t, http.StatusOK, code, "health says %q while the node still takes tasks", h.Cause) {
+			break
+		}
+		select {
+		case <-never:
+			wait = false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	a.srv.sessions.mu.Unlock()
+	<-drained
+	code, h := a.health()
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, h.Cause, "this node is draining")
+}
+
+// A node that has handed its tasks off sends nothing more on its links
+// for the other nodes in the moment before it closes them: a command
+// another node asks it to send waits for the device to register
+// elsewhere, and goes to it there, once.
+func TestAHandedOffNodeLeavesOtherNodesCommandsForTheDevicesNextLink(t *testing.T) {
+	nodes := clusterNodes(t, "a", "b")
+	a, b := nodes[0], nodes[1]
+	token := a.enroll("kiosk-1")
+	dev := a.mustDial(token)
+	dev.register("kiosk-1", echoTool)
+	require.Zero(t, a.srv.sessions.handOff(), "nothing ran on a")
+
+	d := dispatch(t, b, "kiosk-1", "steps:\n  - tool: echo\n")
+	require.Eventually(t, func() bool { return len(taskCommands(t, b, d.SessionID)) == 1 }, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // for a command a would wrongly send to arrive
+	dev.ping()                         // nothing came before the ping's ack
+
+	a.srv.reg.closeLinks(websocket.StatusServiceRestart, drainCloseReason)
+	_, err := dev.read()
+	assert.Equal(t, websocket.StatusServiceRestart, websocket.CloseStatus(err), "closed with 1012: %v", err)
+	moved := b.mustDial(token)
+	moved.register("kiosk-1", echoTool)
+	cmd := moved.nextCommand()
+	assert.Equal(t, taskCommands(t, b, d.SessionID)[0].ResponseID, cmd.ResponseID)
+	moved.answer(cmd, protocol.ResultSuccess, "r1")
+	task := b.waitTask(d.SessionID)
+	assert.Equal(t, api.StateCompleted, task.State, task.Error)
+	moved.ackOf("r1")
+	moved.ping()
+}
