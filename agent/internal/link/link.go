@@ -194,6 +194,18 @@ func (l *Link) session(ctx context.Context, t target) (up time.Duration, err err
 		return 0, err
 	}
 	defer conn.CloseNow()
+	// From the upgrade on, an agent that stops says it goes away: the
+	// server counts the device online once it has read REGISTER, before
+	// its ack arrives here, and gives a link that merely dropped a grace.
+	ended := make(chan struct{})
+	defer close(ended)
+	go func() {
+		select {
+		case <-ctx.Done():
+			conn.Close(websocket.StatusGoingAway, "agent shutting down")
+		case <-ended:
+		}
+	}()
 	// REGISTER carries the inventory as it is now: a change signalled
 	// before it needs no message of its own.
 	select {
@@ -213,15 +225,6 @@ func (l *Link) session(ctx context.Context, t target) (up time.Duration, err err
 		l.handle(ctx, conn, m)
 	}
 
-	ended := make(chan struct{})
-	defer close(ended)
-	go func() {
-		select {
-		case <-ctx.Done():
-			conn.Close(websocket.StatusGoingAway, "agent shutting down")
-		case <-ended:
-		}
-	}()
 	hbCtx, stopHeartbeat := context.WithCancel(ctx)
 	defer stopHeartbeat()
 	go l.heartbeat(hbCtx, conn)
@@ -246,9 +249,12 @@ const maxEarlyCommands = 1024
 
 // register sends REGISTER and waits for the ack: a HEARTBEAT with status
 // ok. A server may send COMMANDs before the ack, as soon as it counts the
-// device online; they are returned, to be handled once registered.
+// device online; they are returned, to be handled once registered. It
+// does not end with ctx, which would drop the link without its closing
+// handshake: when ctx ends, session closes the link with one, and that
+// ends the wait.
 func (l *Link) register(ctx context.Context, conn *protocol.Conn) ([]*protocol.ServerMessage, error) {
-	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), registerTimeout)
 	defer cancel()
 	if err := conn.Send(rctx, l.registerMessage()); err != nil {
 		return nil, fmt.Errorf("register: %w", err)

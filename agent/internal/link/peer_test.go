@@ -164,8 +164,8 @@ func openOutbox(t testing.TB, dev string, log *slog.Logger) *outbox.Outbox {
 
 // runLink runs a link of device dev to servers, with the token in
 // tokenFile if any, delivering the results of ob, logging to log, until
-// the test ends.
-func runLink(t testing.TB, dev string, servers []string, tokenFile string, ob *outbox.Outbox, log *slog.Logger, adjust func(*Options)) {
+// the test ends or stop is called, which returns once the link stopped.
+func runLink(t testing.TB, dev string, servers []string, tokenFile string, ob *outbox.Outbox, log *slog.Logger, adjust func(*Options)) (stop func()) {
 	t.Helper()
 	tokens, err := token.Open(tokenFile, t.TempDir(), log)
 	require.NoError(t, err)
@@ -184,8 +184,10 @@ func runLink(t testing.TB, dev string, servers []string, tokenFile string, ob *o
 		defer close(done)
 		l.Run(ctx)
 	}()
-	t.Cleanup(func() {
+	stop = sync.OnceFunc(func() {
 		cancel()
 		<-done
 	})
+	t.Cleanup(stop)
+	return stop
 }
