@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/edgeaip/edgeaip/agent/internal/outbox"
 	"github.com/edgeaip/edgeaip/agent/internal/outbox/outboxtest"
 	"github.com/edgeaip/edgeaip/agent/internal/reply"
+	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -186,7 +189,7 @@ func TestGracefulShutdownFinishesCommandsInFlightAndFlushesTheOutbox(t *testing.
 	// however slow the machine.
 	m := newCommand("s1", action("pause", map[string]any{"ms": 2000}))
 	l.send(t, m)
-	require.Eventually(t, func() bool { return ta.logs.Contains("command received") }, 10*time.Second, 5*time.Millisecond)
+	waitAccepted(t, cfg, m)
 	stopped := make(chan struct{})
 	go func() { ta.stop(); close(stopped) }()
 	require.Eventually(t, func() bool { return ta.logs.Contains("shutting down") }, 10*time.Second, 5*time.Millisecond)
@@ -211,7 +214,7 @@ func TestShutdownCancelsCommandsThatOutlastTheGracePeriod(t *testing.T) {
 
 	m := newCommand("s1", action("nap", map[string]any{"ms": 30000}), action("count", nil))
 	l.send(t, m)
-	require.Eventually(t, func() bool { return ta.logs.Contains("command received") }, 10*time.Second, 5*time.Millisecond)
+	waitAccepted(t, cfg, m)
 	go ta.stop()
 	res := l.results(t, m.ResponseID)
 	assert.Equal(t, protocol.ResultFailure, res[0].Status)
@@ -330,6 +333,21 @@ func TestALinkClosedRightAfterRegistrationDoesNotResetTheBackoff(t *testing.T) {
 
 // openJournal opens the outbox of the agent cfg configures, as an agent
 // that ran before would have.
+// waitAccepted waits until the agent of cfg has recorded command m as
+// accepted in its outbox: from then on m is in flight, and a shutdown
+// gives it its grace. The agent logs "command received" before that; a
+// shutdown that begins in between does not take m (it is not started,
+// and the server sends it again), so that log line is no sign that m is
+// in flight.
+func waitAccepted(t *testing.T, cfg Config, m *protocol.ServerMessage) {
+	t.Helper()
+	journal := filepath.Join(cfg.DataDir, "outbox", cfg.ID+".journal")
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(journal)
+		return err == nil && bytes.Contains(b, []byte(m.ResponseID))
+	}, testenv.Slowdown*20*time.Second, 5*time.Millisecond, "command %s never recorded as accepted in %s", m.ResponseID, journal)
+}
+
 func openJournal(t *testing.T, cfg Config) *outbox.Outbox {
 	t.Helper()
 	ob, _, err := outbox.Open(filepath.Join(cfg.DataDir, "outbox", cfg.ID+".journal"), outbox.OSFS{}, protocol.CBOR,

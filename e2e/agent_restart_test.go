@@ -42,13 +42,17 @@ func (c *cluster) startKioskProcess() (p *agentProcess, data, files string) {
 
 func TestSIGTERMFinishesTheCommandInFlightAndExitsCleanly(t *testing.T) {
 	c := newCluster(t)
-	p, _, files := c.startKioskProcess()
+	p, data, files := c.startKioskProcess()
 
 	done := c.execAsync("kiosk-1", api.CommandRequest{Timeout: "30s", Actions: []protocol.Command{
 		{ToolName: "pause", Parameters: map[string]any{"ms": 1500}},
 		{ToolName: "write_file", Parameters: map[string]any{"path": filepath.Join(files, "done.txt"), "content": "finished"}},
 	}})
+	// Stopped once the command is in the outbox, so that it is in flight:
+	// a command only received when shutdown begins is not taken, and the
+	// server fails it as its device shut down.
 	p.waitLogged("command received")
+	c.waitRecordedInOutbox(filepath.Join(data, "outbox", "kiosk-1.journal"))
 	require.NoError(t, p.term(), "exit status 0")
 
 	resp := <-done
