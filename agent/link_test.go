@@ -331,8 +331,6 @@ func TestALinkClosedRightAfterRegistrationDoesNotResetTheBackoff(t *testing.T) {
 		"each short-lived link counts as another failed attempt")
 }
 
-// openJournal opens the outbox of the agent cfg configures, as an agent
-// that ran before would have.
 // waitAccepted waits until the agent of cfg has recorded command m as
 // accepted in its outbox: from then on m is in flight, and a shutdown
 // gives it its grace. The agent logs "command received" before that; a
@@ -348,6 +346,8 @@ func waitAccepted(t *testing.T, cfg Config, m *protocol.ServerMessage) {
 	}, testenv.Slowdown*20*time.Second, 5*time.Millisecond, "command %s never recorded as accepted in %s", m.ResponseID, journal)
 }
 
+// openJournal opens the outbox of the agent cfg configures, as an agent
+// that ran before would have.
 func openJournal(t *testing.T, cfg Config) *outbox.Outbox {
 	t.Helper()
 	ob, _, err := outbox.Open(filepath.Join(cfg.DataDir, "outbox", cfg.ID+".journal"), outbox.OSFS{}, protocol.CBOR,
