@@ -12,7 +12,8 @@ import (
 // fsyncs, which a killed process does not show (the page cache survives
 // it), so tests watch them through this interface.
 type File interface {
-	io.Writer
+	io.WriterAt
+	// Sync makes what was written durable, the file's size included.
 	Sync() error
 	Truncate(size int64) error
 	Close() error
@@ -20,7 +21,7 @@ type File interface {
 
 // FS is where the outbox keeps its journal.
 type FS interface {
-	// Create opens path for appending, emptied, creating it if missing.
+	// Create opens path for writing, emptied, creating it if missing.
 	Create(path string) (File, error)
 	Rename(from, to string) error
 	Remove(path string) error
@@ -33,7 +34,11 @@ type OSFS struct{}
 
 // Create implements FS.
 func (OSFS) Create(path string) (File, error) {
-	return os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
 }
 
 // Rename implements FS.
@@ -44,3 +49,11 @@ func (OSFS) Remove(path string) error { return os.Remove(path) }
 
 // SyncDir implements FS.
 func (OSFS) SyncDir(dir string) error { return atomicfile.SyncDir(dir) }
+
+// osFile is a journal on the real file system.
+type osFile struct{ *os.File }
+
+// Sync implements File with fdatasync where there is one: a record
+// written over the zeros ahead changes the file's data alone, and its
+// modification time, which an fsync would write too, is of no use here.
+func (f osFile) Sync() error { return datasync(f.File) }

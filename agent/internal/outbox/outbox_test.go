@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -334,9 +335,13 @@ func TestOutboxTornOrCorruptTailIsDroppedAndTheRestKept(t *testing.T) {
 			o, _ := j.open()
 			r1 := ranToEnd(t, o, "r1", "kept")
 			r2 := ranToEnd(t, o, "r2", "last record")
+			// As a crash leaves it: the damage is to the records, and the
+			// file's size is what the zeros ahead of them made it.
 			b, err := os.ReadFile(j.path)
 			require.NoError(t, err)
-			require.NoError(t, os.WriteFile(j.path, damage(b), 0o600))
+			damaged := damage(slices.Clone(journalRecords(t, j.path)))
+			require.Less(t, len(damaged), len(b), "zeros ahead of the records")
+			require.NoError(t, os.WriteFile(j.path, append(damaged, make([]byte, len(b)-len(damaged))...), 0o600))
 
 			o2, interrupted := j.open()
 			want := []*protocol.ClientMessage{r1, r2}
@@ -415,11 +420,92 @@ func TestOutboxRewriteKeepsTheAcceptRecordThatTriggeredIt(t *testing.T) {
 // outbox: whether each response_id has an accept record.
 func onDisk(t *testing.T, path string) map[string]bool {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	accepted, good := outbox.Replay(data)
-	require.Equal(t, int64(len(data)), good, "whole records only")
+	accepted, _ := outbox.Replay(journalRecords(t, path))
 	return accepted
+}
+
+// journalRecords are the records of the journal at path, which must be
+// followed by nothing but zeros: those written ahead of them.
+func journalRecords(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	_, good := outbox.Replay(b)
+	require.Empty(t, bytes.TrimRight(b[good:], "\x00"), "whole records, then zeros")
+	return b[:good]
+}
+
+// A command's records take the place of zeros written ahead of them, so
+// that the file keeps its size and their fsyncs have no new size to make
+// durable; the next open reads the zeros as no torn tail.
+func TestOutboxRecordsTakeThePlaceOfZerosWrittenAheadOfThem(t *testing.T) {
+	j := newJournal(t, testLimits)
+	o, _ := j.open()
+	size := fileSize(t, j.path)
+	assert.Positive(t, size, "zeros ahead of an empty journal")
+	r1 := ranToEnd(t, o, "r1", "one")
+	markSent(t, o, "r1")
+	_, ok := o.Delivered("req-r1")
+	require.True(t, ok)
+	assert.Equal(t, "ARD", string(kinds(t, journalRecords(t, j.path))))
+	assert.Equal(t, size, fileSize(t, j.path), "the records took the place of zeros")
+
+	o.Close()
+	var log logtest.Recorder
+	o2, _, err := outbox.Open(j.path, outbox.OSFS{}, protocol.CBOR, testLimits, log.Logger())
+	require.NoError(t, err)
+	defer o2.Close()
+	assert.Equal(t, outbox.AdmitDone, o2.Admit("r1"))
+	assert.Equal(t, []*protocol.ClientMessage{r1}, replies(o2))
+	assert.False(t, log.Contains("torn"), "%s", log.String())
+}
+
+// On a disk too full for zeros ahead, records are written past the end
+// of the file, as before there were any; one that does not fit is
+// refused, and the file holds whole records only.
+func TestOutboxOnADiskTooFullForZerosAheadRecordsStillGoIn(t *testing.T) {
+	fs := &outboxtest.RecordingFS{}
+	fs.LimitRoom(2000)
+	path := filepath.Join(t.TempDir(), "j")
+	o, _ := openOn(t, fs, path)
+	var accepted []outbox.Accepted
+	var err error
+	for i := 0; err == nil; i++ {
+		id := fmt.Sprintf("r%02d", i)
+		require.Equal(t, outbox.AdmitNew, o.Admit(id))
+		if err = o.Accept(outboxtest.Command(id)); err == nil {
+			accepted = append(accepted, outboxtest.Command(id))
+		}
+	}
+	assert.ErrorIs(t, err, syscall.ENOSPC)
+	assert.Greater(t, len(accepted), 2, "records went in with no zeros ahead")
+	o.Close()
+
+	_, interrupted := openOn(t, outbox.OSFS{}, path)
+	assert.ElementsMatch(t, accepted, interrupted, "each accepted command, and the refused one not")
+}
+
+// fileSize is the size of the file at path.
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	return fi.Size()
+}
+
+// kinds are the kinds of the records in b, in order.
+func kinds(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var out []byte
+	for off := 0; off < len(b); {
+		end := off + 8 + int(binary.BigEndian.Uint32(b[off:]))
+		var rec struct {
+			Kind string `cbor:"k"`
+		}
+		require.NoError(t, protocol.CBOR.UnmarshalValue(b[off+8:end], &rec))
+		out, off = append(out, rec.Kind...), end
+	}
+	return out
 }
 
 func TestOutboxIsUsedByOneAgentAtATime(t *testing.T) {
@@ -599,9 +685,7 @@ func TestOutboxTakesAJournalWrittenBeforeRepliesWereKeptEncoded(t *testing.T) {
 	assert.Equal(t, []outbox.Accepted{outboxtest.Command("r3")}, interrupted)
 	assert.Equal(t, []*protocol.ClientMessage{outboxtest.Results("r2", "two")}, replies(o))
 	assert.Equal(t, outbox.AdmitDone, o.Admit("r1"))
-	b, err := os.ReadFile(j.path)
-	require.NoError(t, err)
-	assert.Equal(t, old, b, "rewritten at open to the same bytes: the format did not change for CBOR")
+	assert.Equal(t, old, journalRecords(t, j.path), "rewritten at open to the same records: the format did not change for CBOR")
 
 	// An agent that speaks JSON to a UFO server: the results go out as JSON.
 	require.NoError(t, os.WriteFile(j.path, old, 0o600))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/edgeaip/edgeaip/agent/internal/outbox"
@@ -35,6 +36,8 @@ type RecordingFS struct {
 	// failDirSyncs is how many of the next directory fsyncs fail, and
 	// failCreates how many of the next file creations.
 	failDirSyncs, failCreates int
+	// room, if set, is how many bytes a file may reach: see LimitRoom.
+	room int64
 }
 
 // Create implements outbox.FS, unless a failure is due.
@@ -50,7 +53,12 @@ func (fs *RecordingFS) Create(path string) (outbox.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	rf := &recordingFile{File: f, fs: fs}
+	r, err := os.Open(path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	rf := &recordingFile{File: f, r: r, fs: fs}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if fs.files == nil {
@@ -82,15 +90,22 @@ func (fs *RecordingFS) Remove(path string) error {
 	return fs.OSFS.Remove(path)
 }
 
-// PowerLoss cuts each file made through fs back to what its fsyncs
-// covered, as the death of the machine leaves it: the page cache is lost
-// with it. A file's name counts as durable (see SyncDir), and an fsync
+// PowerLoss puts each file made through fs back as its fsyncs left it,
+// as the death of the machine does, the page cache lost with it: what was
+// written since is undone, and the file cut back to the size they made
+// durable. A file's name counts as durable (see SyncDir), and an fsync
 // still running covers nothing.
 func (fs *RecordingFS) PowerLoss() error {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	fs.events = append(fs.events, "power loss")
 	for path, f := range fs.files {
+		for _, u := range slices.Backward(f.unsynced) {
+			if _, err := f.File.WriteAt(u.old, u.off); err != nil {
+				return fmt.Errorf("power loss: %s: %w", path, err)
+			}
+		}
+		f.unsynced = nil
 		if err := os.Truncate(path, f.synced); err != nil {
 			return fmt.Errorf("power loss: %w", err)
 		}
@@ -122,6 +137,14 @@ func (fs *RecordingFS) FailCreates(n int) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	fs.failCreates = n
+}
+
+// LimitRoom makes the disk full for a file that would reach past n
+// bytes: a write writes what fits below n, and fails with ENOSPC.
+func (fs *RecordingFS) LimitRoom(n int64) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.room = n
 }
 
 // Event adds the test's own event to the log.
@@ -167,9 +190,22 @@ func (fs *RecordingFS) Unhold() {
 
 type recordingFile struct {
 	outbox.File
-	fs      *RecordingFS
-	written int64 // bytes written: the file is written from its start, appending
-	synced  int64 // bytes on disk: covered by an fsync that returned
+	r  *os.File // the same file, to read what a write overwrites
+	fs *RecordingFS
+	// size is how far the file reaches, and synced how far an fsync that
+	// returned made it durable. unsynced are the writes no such fsync
+	// covered, in order, each with what it overwrote: what a power loss
+	// puts back.
+	size, synced int64
+	unsynced     []undo
+	writes       uint64 // writes so far: the last one's seq
+}
+
+// undo is what the write seq overwrote at off.
+type undo struct {
+	seq uint64
+	off int64
+	old []byte
 }
 
 // recordHeader is the length and CRC before each record's payload; the
@@ -182,9 +218,11 @@ type recordName struct {
 	ResponseID string `cbor:"id"`
 }
 
-// Write logs each record in p: the outbox writes whole records.
-func (f *recordingFile) Write(p []byte) (int, error) {
+// WriteAt logs each record in p: the outbox writes whole records, and
+// zeros ahead of them, which are none.
+func (f *recordingFile) WriteAt(p []byte, off int64) (int, error) {
 	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
 	for rest := p; len(rest) >= recordHeader; {
 		n := recordHeader + int(binary.BigEndian.Uint32(rest))
 		var rec recordName
@@ -196,12 +234,28 @@ func (f *recordingFile) Write(p []byte) (int, error) {
 		f.fs.holding = f.fs.holding || e == "write "+f.fs.holdAfter
 		rest = rest[n:]
 	}
-	f.fs.mu.Unlock()
-	n, err := f.File.Write(p)
-	f.fs.mu.Lock()
-	f.written += int64(n)
-	f.fs.mu.Unlock()
+	old := make([]byte, max(0, min(off+int64(len(p)), f.size)-off))
+	if _, err := f.r.ReadAt(old, off); err != nil {
+		return 0, fmt.Errorf("recording a write at %d: %w", off, err)
+	}
+	f.writes++
+	f.unsynced = append(f.unsynced, undo{seq: f.writes, off: off, old: old})
+	full := f.fs.room > 0 && off+int64(len(p)) > f.fs.room
+	if full {
+		p = p[:max(0, f.fs.room-off)]
+	}
+	n, err := f.File.WriteAt(p, off)
+	f.size = max(f.size, off+int64(n))
+	if err == nil && full {
+		err = &os.PathError{Op: "write", Path: "journal", Err: syscall.ENOSPC}
+	}
 	return n, err
+}
+
+// Close implements outbox.File.
+func (f *recordingFile) Close() error {
+	f.r.Close()
+	return f.File.Close()
 }
 
 // Truncate implements outbox.File.
@@ -209,7 +263,7 @@ func (f *recordingFile) Truncate(size int64) error {
 	err := f.File.Truncate(size)
 	if err == nil {
 		f.fs.mu.Lock()
-		f.written, f.synced = size, min(f.synced, size)
+		f.size, f.synced = size, min(f.synced, size)
 		f.fs.mu.Unlock()
 	}
 	return err
@@ -218,7 +272,7 @@ func (f *recordingFile) Truncate(size int64) error {
 func (f *recordingFile) Sync() error {
 	f.fs.mu.Lock()
 	f.fs.events = append(f.fs.events, "sync")
-	hold, covers := f.fs.holding, f.written
+	hold, size, covers := f.fs.holding, f.size, f.writes
 	f.fs.holding = false
 	f.fs.mu.Unlock()
 	if hold {
@@ -229,7 +283,8 @@ func (f *recordingFile) Sync() error {
 		return err
 	}
 	f.fs.mu.Lock()
-	f.synced = max(f.synced, covers)
+	f.synced = max(f.synced, size)
+	f.unsynced = slices.DeleteFunc(f.unsynced, func(u undo) bool { return u.seq <= covers })
 	f.fs.mu.Unlock()
 	return nil
 }
