@@ -447,7 +447,7 @@ func TestOutboxRecordsTakeThePlaceOfZerosWrittenAheadOfThem(t *testing.T) {
 	markSent(t, o, "r1")
 	_, ok := o.Delivered("req-r1")
 	require.True(t, ok)
-	assert.Equal(t, "ARD", string(kinds(t, journalRecords(t, j.path))))
+	assert.Equal(t, "ARD", outboxtest.Kinds(journalRecords(t, j.path)))
 	assert.Equal(t, size, fileSize(t, j.path), "the records took the place of zeros")
 
 	o.Close()
@@ -491,21 +491,6 @@ func fileSize(t *testing.T, path string) int64 {
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	return fi.Size()
-}
-
-// kinds are the kinds of the records in b, in order.
-func kinds(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out []byte
-	for off := 0; off < len(b); {
-		end := off + 8 + int(binary.BigEndian.Uint32(b[off:]))
-		var rec struct {
-			Kind string `cbor:"k"`
-		}
-		require.NoError(t, protocol.CBOR.UnmarshalValue(b[off+8:end], &rec))
-		out, off = append(out, rec.Kind...), end
-	}
-	return out
 }
 
 func TestOutboxIsUsedByOneAgentAtATime(t *testing.T) {

@@ -218,21 +218,40 @@ type recordName struct {
 	ResponseID string `cbor:"id"`
 }
 
-// WriteAt logs each record in p: the outbox writes whole records, and
-// zeros ahead of them, which are none.
-func (f *recordingFile) WriteAt(p []byte, off int64) (int, error) {
-	f.fs.mu.Lock()
-	defer f.fs.mu.Unlock()
+// records names the whole records at the start of p, up to the first
+// that is not one: zeros, say.
+func records(p []byte) []recordName {
+	var out []recordName
 	for rest := p; len(rest) >= recordHeader; {
 		n := recordHeader + int(binary.BigEndian.Uint32(rest))
 		var rec recordName
 		if n > len(rest) || protocol.CBOR.UnmarshalValue(rest[recordHeader:n], &rec) != nil {
 			break
 		}
+		out, rest = append(out, rec), rest[n:]
+	}
+	return out
+}
+
+// Kinds are the kinds of the whole records at the start of b, in order:
+// "ARD" for an accept record, a result record and a delivery.
+func Kinds(b []byte) string {
+	var out string
+	for _, rec := range records(b) {
+		out += rec.Kind
+	}
+	return out
+}
+
+// WriteAt logs each record in p: the outbox writes whole records, and
+// zeros ahead of them, which are none.
+func (f *recordingFile) WriteAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	for _, rec := range records(p) {
 		e := "write " + rec.Kind + " " + rec.ResponseID
 		f.fs.events = append(f.fs.events, e)
 		f.fs.holding = f.fs.holding || e == "write "+f.fs.holdAfter
-		rest = rest[n:]
 	}
 	old := make([]byte, max(0, min(off+int64(len(p)), f.size)-off))
 	if _, err := f.r.ReadAt(old, off); err != nil {
