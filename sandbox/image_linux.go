@@ -41,10 +41,15 @@ import (
 // image and kept for a next call (release, reset): that saves the next
 // call mapping the region and the image, this one unmapping them, and
 // both most of the page faults.
+//
+// A blank image (newBlankImage) is empty and has no file: it keeps the
+// regions of a tool whose calls do not start from a snapshot, reset to
+// zeros.
 type image struct {
 	mu      sync.RWMutex // held for reading while a call maps the image
-	fd      int          // -1 once freed
-	pagemap int          // /proc/self/pagemap, for reset; -1 if not usable
+	freed   bool
+	fd      int // the file; -1 for a blank image, and once freed
+	pagemap int // /proc/self/pagemap, for reset; -1 if not usable
 	size    uint64
 	idle    [][]byte // regions reset to the image, for the next calls
 	// view is the image mapped read-only and shared, that reset copies
@@ -85,6 +90,13 @@ func newImage(dir string, mem []byte) (*image, error) {
 		im.view = v
 	}
 	return im, nil
+}
+
+// newBlankImage is an empty image, with no file, whose regions are all
+// zeros: a tool's calls that start plainly take them, and their resets
+// zero what a call wrote.
+func newBlankImage() *image {
+	return &image{fd: -1, pagemap: openPagemap()}
 }
 
 // imageFile makes the image's file: unnamed, in dir's images directory,
@@ -199,7 +211,7 @@ func (im *image) release(r []byte, used uint64) {
 func (im *image) keep(r []byte) bool {
 	im.mu.Lock()
 	defer im.mu.Unlock()
-	if im.fd < 0 || len(im.idle) >= idleRegions {
+	if im.freed || len(im.idle) >= idleRegions {
 		return false
 	}
 	im.idle = append(im.idle, r)
@@ -211,8 +223,11 @@ func (im *image) keep(r []byte) bool {
 func (im *image) mapOnto(region []byte) error {
 	im.mu.RLock()
 	defer im.mu.RUnlock()
-	if im.fd < 0 {
+	if im.freed {
 		return errImageFreed
+	}
+	if im.size == 0 {
+		return nil // a blank image: the region's zeros are all of it
 	}
 	if uint64(len(region)) < im.size {
 		return fmt.Errorf("snapshot image: %d bytes do not fit a region of %d", im.size, len(region))
@@ -229,7 +244,7 @@ func (im *image) mapOnto(region []byte) error {
 func (im *image) copyTo(dst []byte) error {
 	im.mu.RLock()
 	defer im.mu.RUnlock()
-	if im.fd < 0 {
+	if im.freed {
 		return errImageFreed
 	}
 	for off := 0; off < len(dst); {
@@ -247,6 +262,7 @@ func (im *image) copyTo(dst []byte) error {
 func (im *image) free() {
 	im.mu.Lock()
 	defer im.mu.Unlock()
+	im.freed = true
 	if im.fd >= 0 {
 		unix.Close(im.fd)
 		im.fd = -1

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -51,7 +52,7 @@ func TestAReleasedRegionIsTheImageAgain(t *testing.T) {
 	forEachImageKind(t, func(t *testing.T, im *image, mem []byte) {
 		const size = 8 * pageSize
 		for _, from := range []string{"view", "file"} {
-			if from == "file" {
+			if from == "file" && im.view != nil {
 				require.NoError(t, unix.Munmap(im.view))
 				im.view = nil
 			}
@@ -141,7 +142,7 @@ func TestACallsWritesNeverReachTheImage(t *testing.T) {
 		copy(a[10:], "overwritten")
 		a[pageSize+1], a[2*pageSize+5] = 1, 'F'
 		assert.Equal(t, mem, b[:len(mem)], "another call's mapping does not see the writes")
-		assert.Equal(t, make([]byte, 5*pageSize), b[len(mem):], "and past the image, memory is zero")
+		assert.Equal(t, make([]byte, len(b)-len(mem)), b[len(mem):], "and past the image, memory is zero")
 		copied := make([]byte, len(mem))
 		require.NoError(t, im.copyTo(copied))
 		assert.Equal(t, mem, copied, "the image holds what it was made from")
@@ -150,7 +151,7 @@ func TestACallsWritesNeverReachTheImage(t *testing.T) {
 
 // forEachImageKind runs test on an image of each kind, a file in a cache
 // dir and a memfd where there is none, made from mem: 3 pages, the middle
-// one a hole.
+// one a hole; and on a blank image, whose mem is empty.
 func forEachImageKind(t *testing.T, test func(t *testing.T, im *image, mem []byte)) {
 	for kind, dir := range map[string]string{"file": t.TempDir(), "memfd": ""} {
 		t.Run(kind, func(t *testing.T) {
@@ -163,22 +164,57 @@ func forEachImageKind(t *testing.T, test func(t *testing.T, im *image, mem []byt
 			test(t, im, mem)
 		})
 	}
+	t.Run("blank", func(t *testing.T) {
+		im := newBlankImage()
+		defer im.free()
+		test(t, im, []byte{})
+	})
 }
 
-// A snapshot tool's calls leave their regions to the next calls, but an
-// idle tool gives them back with its code.
+// A tool whose calls start plainly keeps their regions too, in its blank
+// image: each call takes the region the one before released, reset to
+// zeros, instead of mapping one and unmapping it (TestEachCallGetsAFreshInstance
+// checks that nothing a call wrote reaches the next).
+func TestPlainCallsTakeTheRegionTheCallBeforeReleased(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	tools := map[string]*Tool{"a command": load(t, sb, "counter", Limits{}), "a plain reactor": state(t, sb, manifest.InitPlain)}
+	for name, tool := range tools {
+		require.NotNil(t, tool.blank)
+		var regions []*byte
+		for range 3 {
+			require.NoError(t, sb.Call(context.Background(), tool, []byte(`{}`)).Err)
+			tool.blank.mu.Lock()
+			require.Len(t, tool.blank.idle, 1, "%s: the call's region is kept", name)
+			regions = append(regions, &tool.blank.idle[0][0])
+			tool.blank.mu.Unlock()
+		}
+		assert.Equal(t, []*byte{regions[0], regions[0], regions[0]}, regions, "%s: one region serves every call", name)
+	}
+}
+
+// A tool's calls leave their regions to the next calls, whether they
+// start from a snapshot or plainly, but an idle tool gives them back with
+// its code.
 func TestAnIdleToolDropsItsRegionsWithItsCode(t *testing.T) {
 	sb := newSandbox(t, NewConfig().WithUnloadAfter(time.Second))
-	tool := state(t, sb, "")
-	require.NoError(t, sb.Call(context.Background(), tool, []byte(`{}`)).Err)
-	idle := func() int {
-		tool.snap.image.mu.Lock()
-		defer tool.snap.image.mu.Unlock()
-		return len(tool.snap.image.idle)
+	snap := state(t, sb, "")
+	plain := load(t, sb, "counter", Limits{})
+	images := map[string]*image{"snapshot": snap.snap.image, "blank": plain.blank}
+	for _, tool := range []*Tool{snap, plain} {
+		require.NoError(t, sb.Call(context.Background(), tool, []byte(`{}`)).Err)
 	}
-	assert.Equal(t, 1, idle(), "the call's region is kept")
-	require.Eventually(t, func() bool { return !tool.loaded() }, 10*time.Second, 10*time.Millisecond)
-	assert.Zero(t, idle(), "and dropped with the code")
+	idle := func(im *image) int {
+		im.mu.Lock()
+		defer im.mu.Unlock()
+		return len(im.idle)
+	}
+	for name, im := range images {
+		assert.Equal(t, 1, idle(im), "%s: the call's region is kept", name)
+	}
+	require.Eventually(t, func() bool { return !snap.loaded() && !plain.loaded() }, 10*time.Second, 10*time.Millisecond)
+	for name, im := range images {
+		assert.Zero(t, idle(im), "%s: and dropped with the code", name)
+	}
 }
 
 // On this kernel pagemap is usable, so reset writes back a call's pages

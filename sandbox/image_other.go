@@ -25,6 +25,10 @@ func newImage(_ string, mem []byte) (*image, error) {
 	return &image{bytes: bytes.Clone(mem), size: uint64(len(mem))}, nil
 }
 
+// newBlankImage is nil: elsewhere than on Linux, calls that start plainly
+// keep no regions.
+func newBlankImage() *image { return nil }
+
 // region and mapOnto are Linux-only: the memory is copied instead (copyTo).
 func (im *image) region(uint64) ([]byte, error) { return nil, errors.ErrUnsupported }
 

@@ -15,10 +15,11 @@ const pageSize = 65536
 //
 // Where the system allows, the memory is a mapping of its own (mapRegion),
 // outside the Go heap: the agent's GOMEMLIMIT then bounds the agent alone,
-// growing never copies, and a call's memory goes back to the system the
-// moment the call ends, instead of when the collector gets to it; but a
-// snapshot call's region goes back to its image, reset, for the next
-// call (image.release).
+// growing never copies, and a call's memory is given back the moment
+// the call ends, instead of when the collector gets to it: its region
+// goes back to its image (the snapshot's, or the tool's blank one),
+// reset, for the next call (image.release), and what the image cannot
+// keep goes back to the system.
 type callMemory struct {
 	limit   uint64 // bytes
 	region  []byte // the mapping the memory grows in, if any

@@ -50,7 +50,7 @@ const (
 func (im *image) reset(r []byte, used uint64) error {
 	im.mu.RLock()
 	defer im.mu.RUnlock()
-	if im.fd < 0 {
+	if im.freed {
 		return errImageFreed
 	}
 	if im.pagemap < 0 {

@@ -175,6 +175,7 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 		t.pending = spec.Wasm
 		s.enqueue(t, false)
 	}
+	t.blank = newBlankImage()
 	s.tools[t] = struct{}{}
 	return t, nil
 }
@@ -190,7 +191,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	s.bg.Wait()
 	for _, t := range s.loadedTools() {
-		t.snap.free()
+		t.freeImages()
 	}
 	err := s.rt.Close(ctx)
 	if s.cache != nil {

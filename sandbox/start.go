@@ -51,15 +51,16 @@ func StartOf(form abi.Form, init manifest.Init) (Start, error) {
 // starts, from snap for a snapshot tool. It returns what ended the call
 // badly, nil if nothing did.
 func (s *Sandbox) runInstance(ctx context.Context, t *Tool, code wazero.CompiledModule, cfg wazero.ModuleConfig, mem *callMemory, snap *snapshot) error {
+	mem.image = t.blank
+	if snap != nil {
+		mem.image = snap.image
+	}
 	if t.Start() == StartCommand {
 		mod, err := s.rt.InstantiateModule(ctx, code, cfg)
 		if mod != nil {
 			mod.Close(context.WithoutCancel(ctx))
 		}
 		return err
-	}
-	if snap != nil {
-		mem.image = snap.image
 	}
 	mod, err := s.rt.InstantiateModule(ctx, code, cfg.WithStartFunctions())
 	if err != nil {

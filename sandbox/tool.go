@@ -41,6 +41,9 @@ type Tool struct {
 	start    Start
 	snap     *snapshot // for StartSnapshot
 	fallback error     // why a tool that asked for a snapshot starts plainly
+	// blank keeps the regions of calls that start plainly, reset to
+	// zeros for the next call; nil where regions are not kept (not Linux).
+	blank *image
 
 	mu       sync.Mutex
 	code     wazero.CompiledModule // nil until compiled, and once unloaded
@@ -166,8 +169,17 @@ func (t *Tool) leave(ctx context.Context) {
 
 // releaseLocked frees what a closed tool holds.
 func (t *Tool) releaseLocked(ctx context.Context) error {
-	t.snap.free()
+	t.freeImages()
 	return t.unloadLocked(ctx)
+}
+
+// freeImages frees the tool's snapshot and blank image, with their idle
+// regions.
+func (t *Tool) freeImages() {
+	t.snap.free()
+	if t.blank != nil {
+		t.blank.free()
+	}
 }
 
 // compiled returns the tool's code, compiling it in lane l if it is not
@@ -240,14 +252,17 @@ func (t *Tool) unloadUnused(ctx context.Context) {
 	}
 }
 
-// unloadLocked drops t's code, and its snapshot's idle regions with it:
-// an idle tool keeps its image, not the pages its last calls wrote.
+// unloadLocked drops t's code, and its idle regions with it: an idle tool
+// keeps its image, not the pages its last calls wrote.
 func (t *Tool) unloadLocked(ctx context.Context) error {
 	if t.code == nil {
 		return nil
 	}
 	if t.snap != nil {
 		t.snap.image.dropIdle()
+	}
+	if t.blank != nil {
+		t.blank.dropIdle()
 	}
 	code := t.code
 	t.code = nil
