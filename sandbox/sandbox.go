@@ -165,6 +165,7 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 		return fail(ErrClosed)
 	default:
 	}
+	t.blank = newBlankImage() // before the background work can unload t
 	switch {
 	case cached && t.start != StartSnapshot:
 		t.becomeReady(m, nil)
@@ -175,7 +176,6 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 		t.pending = spec.Wasm
 		s.enqueue(t, false)
 	}
-	t.blank = newBlankImage()
 	s.tools[t] = struct{}{}
 	return t, nil
 }
