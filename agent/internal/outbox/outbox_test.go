@@ -721,3 +721,28 @@ func TestOutboxResultsWithInvalidUTF8SurviveARestart(t *testing.T) {
 	fixed.ClientType = protocol.ClientDevice // the fix goes through the decoder, which fills it in
 	assert.Equal(t, []*protocol.ClientMessage{fixed, r2}, replies(o2))
 }
+
+// Results whose record did not fit on a full disk are delivered from
+// memory, and the server's ack of them is recorded: the journal then holds
+// A and D for the command, and no R. After a restart the command is
+// reported interrupted, and the outbox owes nothing until it is completed
+// again: no results to send, none to count.
+func TestOutboxAnAckRecordedForResultsThatWereNotLeavesNothingOwedAfterARestart(t *testing.T) {
+	fs := &outboxtest.RecordingFS{}
+	fs.LimitRoom(1000) // room for A and D, not for R
+	path := filepath.Join(t.TempDir(), "j")
+	o, _ := openOn(t, fs, path)
+	require.Equal(t, outbox.AdmitNew, o.Admit("r1"))
+	require.NoError(t, o.Accept(outboxtest.Command("r1")))
+	require.ErrorIs(t, o.Complete(encoded(t, outboxtest.Results("r1", strings.Repeat("x", 2000)))), syscall.ENOSPC)
+	markSent(t, o, "r1")
+	_, ok := o.Delivered("req-r1")
+	require.True(t, ok)
+	o.Close()
+	require.Equal(t, "AD", outboxtest.Kinds(journalRecords(t, path)), "the ack went in where the results did not")
+
+	o2, interrupted := openOn(t, outbox.OSFS{}, path)
+	assert.Equal(t, []outbox.Accepted{outboxtest.Command("r1")}, interrupted)
+	assert.Zero(t, o2.Undelivered(), "no results owed before the command is completed again")
+	assert.NotPanics(t, func() { o2.Unsent(testLink) }, "an entry without results is not owed")
+}
