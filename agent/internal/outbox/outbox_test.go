@@ -746,3 +746,26 @@ func TestOutboxAnAckRecordedForResultsThatWereNotLeavesNothingOwedAfterARestart(
 	assert.Zero(t, o2.Undelivered(), "no results owed before the command is completed again")
 	assert.NotPanics(t, func() { o2.Unsent(testLink) }, "an entry without results is not owed")
 }
+
+// A failed fsync (an I/O error) loses the writes it was to make durable:
+// Linux marks their pages clean, and no later fsync writes them. A
+// command accepted after it must still be on disk once its own fsync
+// succeeded, or it runs again when the server sends it after a power loss.
+func TestOutboxACommandAcceptedAfterAFailedFsyncSurvivesAPowerLoss(t *testing.T) {
+	fs := &outboxtest.RecordingFS{}
+	path := filepath.Join(t.TempDir(), "j")
+	o, _ := openOn(t, fs, path)
+	require.Equal(t, outbox.AdmitNew, o.Admit("r1"))
+	fs.FailSyncs(1)
+	require.ErrorIs(t, o.Accept(outboxtest.Command("r1")), syscall.EIO, "r1 does not run")
+	// As the executor answers it: failures, which say it did not run.
+	require.NoError(t, o.Complete(encoded(t, outboxtest.Results("r1", "not run"))))
+	require.Equal(t, outbox.AdmitNew, o.Admit("r2"))
+	require.NoError(t, o.Accept(outboxtest.Command("r2")), "r2 runs")
+	require.NoError(t, fs.PowerLoss())
+	o.Close()
+
+	o2, interrupted := openOn(t, outbox.OSFS{}, path)
+	assert.Contains(t, interrupted, outboxtest.Command("r2"), "reported as interrupted")
+	assert.Equal(t, outbox.AdmitRunning, o2.Admit("r2"), "not run a second time")
+}
