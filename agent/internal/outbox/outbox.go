@@ -155,13 +155,19 @@ type Outbox struct {
 
 	syncMu sync.Mutex // one fsync at a time; see syncTo
 
-	mu        sync.Mutex
-	f         File
-	size      int64  // of the file's records
-	zeroed    int64  // how far the file reaches: its records, then zeros
-	gen       uint64 // bumped by each rewrite, which starts a new file
-	synced    int64  // bytes of the file known to be on disk
-	dirSynced bool   // the file's name is on disk: false after a rewrite whose directory fsync failed
+	mu     sync.Mutex
+	f      File
+	size   int64  // of the file's records
+	zeroed int64  // how far the file reaches: its records, then zeros
+	gen    uint64 // bumped by each rewrite, which starts a new file
+	synced int64  // bytes of the file known to be on disk
+	// unsure: an fsync of the file failed. The writes it covered may be
+	// lost, and no later fsync writes them (Linux marks their pages
+	// clean), so only a rewrite, a new file written whole, makes anything
+	// after synced durable again.
+	unsure    bool
+	closed    bool // by Close: nothing is written again, the file's lock let go
+	dirSynced bool // the file's name is on disk: false after a rewrite whose directory fsync failed
 	entries   map[string]*entry
 	owed      map[*entry]struct{} // done, and not acknowledged by the server
 	byRequest map[string]string   // response_id by the request_id of its results
@@ -300,7 +306,12 @@ func (o *Outbox) apply(rec *record, size int64) bool {
 		e.asked++
 		o.byRequest[r.RequestID()] = rec.ResponseID
 	case recDelivered:
-		o.setDelivered(e, e.reply != nil)
+		// Without a result record (it did not fit; its results went out
+		// from memory) there is nothing to owe: the command is reported
+		// interrupted, and owed once completed again.
+		if e.reply != nil {
+			o.setDelivered(e, true)
+		}
 	}
 	return true
 }
@@ -532,6 +543,7 @@ func (o *Outbox) Close() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	defer o.lock.Close()
+	o.closed = true
 	return o.f.Close()
 }
 
@@ -609,12 +621,12 @@ func (o *Outbox) syncTo(mark syncMark) error {
 	o.syncMu.Lock()
 	defer o.syncMu.Unlock()
 	o.mu.Lock()
-	f, gen, size := o.f, o.gen, o.size
+	f, gen, size, unsure := o.f, o.gen, o.size, o.unsure
 	// A rewrite since mark wrote the file whole and fsynced it.
 	syncFile := gen == mark.gen && o.synced < mark.end
 	o.mu.Unlock()
 	var err error
-	if syncFile {
+	if syncFile && !unsure {
 		err = f.Sync()
 	}
 	o.mu.Lock()
@@ -623,8 +635,19 @@ func (o *Outbox) syncTo(mark syncMark) error {
 	case o.gen != gen:
 		// Rewritten meanwhile, which covers mark: f may have been
 		// closed under the fsync.
-	case err != nil:
-		return fmt.Errorf("outbox: fsync %s: %w", o.path, err)
+	case err != nil || syncFile && unsure:
+		if err != nil {
+			o.unsure = true
+		}
+		if o.closed {
+			return fmt.Errorf("outbox: fsync %s: %w", o.path, cmp.Or(err, os.ErrClosed))
+		}
+		if err != nil {
+			o.log.Error("outbox: fsync failed; writing the journal again whole", "path", o.path, "err", err)
+		}
+		if rerr := o.rewriteLocked(time.Now()); rerr != nil {
+			return fmt.Errorf("outbox: fsync %s: %w", o.path, cmp.Or(err, rerr))
+		}
 	case syncFile:
 		o.synced = max(o.synced, size)
 	}
@@ -726,7 +749,7 @@ func (o *Outbox) rewriteLocked(now time.Time) error {
 	if o.f != nil {
 		o.f.Close()
 	}
-	o.f, o.size, o.zeroed, o.synced, o.dirSynced = f, size, zeroed, size, false
+	o.f, o.size, o.zeroed, o.synced, o.dirSynced, o.unsure = f, size, zeroed, size, false, false
 	o.gen++
 	if err := o.fs.SyncDir(filepath.Dir(o.path)); err != nil {
 		return fmt.Errorf("outbox: rewrite %s: fsync its directory: %w", o.path, err)

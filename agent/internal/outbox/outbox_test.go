@@ -721,3 +721,66 @@ func TestOutboxResultsWithInvalidUTF8SurviveARestart(t *testing.T) {
 	fixed.ClientType = protocol.ClientDevice // the fix goes through the decoder, which fills it in
 	assert.Equal(t, []*protocol.ClientMessage{fixed, r2}, replies(o2))
 }
+
+// Results whose record did not fit on a full disk are delivered from
+// memory, and the server's ack of them is recorded: the journal then holds
+// A and D for the command, and no R. After a restart the command is
+// reported interrupted, and the outbox owes nothing until it is completed
+// again: no results to send, none to count.
+func TestOutboxAnAckRecordedForResultsThatWereNotLeavesNothingOwedAfterARestart(t *testing.T) {
+	fs := &outboxtest.RecordingFS{}
+	fs.LimitRoom(1000) // room for A and D, not for R
+	path := filepath.Join(t.TempDir(), "j")
+	o, _ := openOn(t, fs, path)
+	require.Equal(t, outbox.AdmitNew, o.Admit("r1"))
+	require.NoError(t, o.Accept(outboxtest.Command("r1")))
+	require.ErrorIs(t, o.Complete(encoded(t, outboxtest.Results("r1", strings.Repeat("x", 2000)))), syscall.ENOSPC)
+	markSent(t, o, "r1")
+	_, ok := o.Delivered("req-r1")
+	require.True(t, ok)
+	o.Close()
+	require.Equal(t, "AD", outboxtest.Kinds(journalRecords(t, path)), "the ack went in where the results did not")
+
+	o2, interrupted := openOn(t, outbox.OSFS{}, path)
+	assert.Equal(t, []outbox.Accepted{outboxtest.Command("r1")}, interrupted)
+	assert.Zero(t, o2.Undelivered(), "no results owed before the command is completed again")
+	assert.NotPanics(t, func() { o2.Unsent(testLink) }, "an entry without results is not owed")
+}
+
+// A failed fsync (an I/O error) loses the writes it was to make durable:
+// Linux marks their pages clean, and no later fsync writes them. So the
+// outbox writes the journal again whole, from memory, which makes the
+// record durable after all; if that fails too, the command is not run,
+// and the next record's fsync tries again. Either way a command accepted
+// after the failure is on disk once its own fsync succeeded, or it would
+// run again when the server sends it after a power loss.
+func TestOutboxACommandAcceptedAfterAFailedFsyncSurvivesAPowerLoss(t *testing.T) {
+	for _, failures := range []int{1, 2} {
+		t.Run(fmt.Sprintf("failures=%d", failures), func(t *testing.T) {
+			fs := &outboxtest.RecordingFS{}
+			path := filepath.Join(t.TempDir(), "j")
+			o, _ := openOn(t, fs, path)
+			require.Equal(t, outbox.AdmitNew, o.Admit("r1"))
+			fs.FailSyncs(failures)
+			err := o.Accept(outboxtest.Command("r1"))
+			ran := err == nil
+			if failures == 1 {
+				require.NoError(t, err, "the journal written again holds r1's acceptance")
+			} else {
+				require.ErrorIs(t, err, syscall.EIO, "r1 does not run")
+			}
+			// Answered as the executor would: with its results, or failures
+			// saying it did not run.
+			require.NoError(t, o.Complete(encoded(t, outboxtest.Results("r1", map[bool]string{true: "ran", false: "not run"}[ran]))))
+			require.Equal(t, outbox.AdmitNew, o.Admit("r2"))
+			require.NoError(t, o.Accept(outboxtest.Command("r2")), "r2 runs")
+			require.NoError(t, fs.PowerLoss())
+			o.Close()
+
+			o2, interrupted := openOn(t, outbox.OSFS{}, path)
+			assert.Equal(t, []outbox.Accepted{outboxtest.Command("r2")}, interrupted, "r2 is reported as interrupted")
+			assert.Equal(t, outbox.AdmitRunning, o2.Admit("r2"), "not run a second time")
+			assert.Equal(t, outbox.AdmitDone, o2.Admit("r1"), "r1's results are kept")
+		})
+	}
+}

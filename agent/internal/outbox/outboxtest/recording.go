@@ -36,6 +36,8 @@ type RecordingFS struct {
 	// failDirSyncs is how many of the next directory fsyncs fail, and
 	// failCreates how many of the next file creations.
 	failDirSyncs, failCreates int
+	// failSyncs is how many of the next fsyncs of a journal fail.
+	failSyncs int
 	// room, if set, is how many bytes a file may reach: see LimitRoom.
 	room int64
 }
@@ -100,12 +102,12 @@ func (fs *RecordingFS) PowerLoss() error {
 	defer fs.mu.Unlock()
 	fs.events = append(fs.events, "power loss")
 	for path, f := range fs.files {
-		for _, u := range slices.Backward(f.unsynced) {
+		for _, u := range slices.Backward(slices.Concat(f.lost, f.unsynced)) {
 			if _, err := f.File.WriteAt(u.old, u.off); err != nil {
 				return fmt.Errorf("power loss: %s: %w", path, err)
 			}
 		}
-		f.unsynced = nil
+		f.unsynced, f.lost = nil, nil
 		if err := os.Truncate(path, f.synced); err != nil {
 			return fmt.Errorf("power loss: %w", err)
 		}
@@ -130,6 +132,16 @@ func (fs *RecordingFS) FailDirSyncs(n int) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	fs.failDirSyncs = n
+}
+
+// FailSyncs makes the next n fsyncs of a journal fail as Linux fails
+// them on a write-back error: the writes they would have made durable are
+// marked clean in the page cache, so that no later fsync writes them, and
+// the death of the machine loses them even after a later fsync succeeded.
+func (fs *RecordingFS) FailSyncs(n int) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.failSyncs = n
 }
 
 // FailCreates makes the next n file creations fail, as on a full disk.
@@ -198,6 +210,7 @@ type recordingFile struct {
 	// puts back.
 	size, synced int64
 	unsynced     []undo
+	lost         []undo // writes a failed fsync dropped; see FailSyncs
 	writes       uint64 // writes so far: the last one's seq
 }
 
@@ -298,6 +311,9 @@ func (f *recordingFile) Sync() error {
 		close(f.fs.held)
 		<-f.fs.release
 	}
+	if err := f.failSync(covers); err != nil {
+		return err
+	}
 	if err := f.File.Sync(); err != nil {
 		return err
 	}
@@ -306,6 +322,24 @@ func (f *recordingFile) Sync() error {
 	f.unsynced = slices.DeleteFunc(f.unsynced, func(u undo) bool { return u.seq <= covers })
 	f.fs.mu.Unlock()
 	return nil
+}
+
+// failSync fails this fsync if a failure is due, losing the writes up
+// to covers.
+func (f *recordingFile) failSync(covers uint64) error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if f.fs.failSyncs == 0 {
+		return nil
+	}
+	f.fs.failSyncs--
+	i := 0
+	for i < len(f.unsynced) && f.unsynced[i].seq <= covers {
+		i++
+	}
+	f.lost = append(f.lost, f.unsynced[:i]...)
+	f.unsynced = slices.Clone(f.unsynced[i:])
+	return &os.PathError{Op: "fdatasync", Path: "journal", Err: syscall.EIO}
 }
 
 // Between reports whether want occurs in log after the first from and
