@@ -71,6 +71,11 @@ func (s *Sandbox) Call(ctx context.Context, t *Tool, params []byte) Result {
 			return Result{Err: fmt.Errorf("tool %q: %w: %w", t.name, ErrInvalidParams, err)}
 		}
 	}
+	ctx, leave, ok := s.enterCall(ctx)
+	if !ok {
+		return Result{Err: fmt.Errorf("tool %q: %w", t.name, ErrClosed)}
+	}
+	defer leave()
 	// A call counts in while it waits, so that code compiled to
 	// initialize the tool is kept for it.
 	if !t.enter() {
