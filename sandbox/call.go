@@ -71,6 +71,11 @@ func (s *Sandbox) Call(ctx context.Context, t *Tool, params []byte) Result {
 			return Result{Err: fmt.Errorf("tool %q: %w: %w", t.name, ErrInvalidParams, err)}
 		}
 	}
+	ctx, leave, ok := s.enterCall(ctx)
+	if !ok {
+		return Result{Err: fmt.Errorf("tool %q: %w", t.name, ErrClosed)}
+	}
+	defer leave()
 	// A call counts in while it waits, so that code compiled to
 	// initialize the tool is kept for it.
 	if !t.enter() {
@@ -171,6 +176,11 @@ func (s *Sandbox) execute(ctx context.Context, t *Tool, stdin io.Reader, from fa
 	runCtx := meter.WithMeter(withDenials(withCallMemory(ctx, mem), denied), fuel)
 	start := time.Now()
 	err = steps(runCtx, cfg, mem)
+	// wazero frees an instance's memory when it closes the instance, but
+	// not that of one whose instantiation failed after making it (a start
+	// section that trapped, a data segment out of bounds): nothing runs
+	// the memory once steps returns, and a second Free does nothing.
+	mem.Free()
 	ex.usage = Usage{Wall: time.Since(start), Fuel: fuel.Consumed(), StdoutBytes: int64(stdout.buf.Len()), MemoryPages: mem.peakPages()}
 	reason := s.classify(ctx, t, err, stderr, ex.usage.Fuel)
 	if reason != nil && mem.refused {

@@ -40,6 +40,12 @@ type Sandbox struct {
 	queued chan struct{}      // signalled when a tool joins the queue
 	stop   chan struct{}      // closed by Close
 	bg     sync.WaitGroup     // unloadIdle and instrumentQueued
+
+	// calls counts the calls under way, which Close ends (closing) and
+	// waits for before it frees their memory.
+	calls    sync.WaitGroup
+	closing  context.Context
+	endCalls context.CancelCauseFunc
 }
 
 // Spec is a tool to load: the module and what its calls may use.
@@ -83,6 +89,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	rc := wazero.NewRuntimeConfig().WithCoreFeatures(meter.CoreFeatures)
 	s := &Sandbox{cfg: cfg, adm: newAdmission(cfg.maxCalls, cfg.maxReservedMemory), compiles: newCompiling(),
 		tools: map[*Tool]struct{}{}, queued: make(chan struct{}, 1), stop: make(chan struct{})}
+	s.closing, s.endCalls = context.WithCancelCause(context.Background())
 	if cfg.cacheDir != "" {
 		dir, err := openCacheDir(cfg.cacheDir)
 		if err != nil {
@@ -180,7 +187,9 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 	return t, nil
 }
 
-// Close frees the sandbox and every tool it loaded.
+// Close frees the sandbox and every tool it loaded. Calls under way end,
+// canceled, and Close waits for them: their memory goes with the tools.
+// If ctx ends first, Close frees nothing and says so.
 func (s *Sandbox) Close(ctx context.Context) error {
 	s.mu.Lock()
 	select {
@@ -189,7 +198,11 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		close(s.stop)
 	}
 	s.mu.Unlock()
+	s.endCalls(ErrClosed)
 	s.bg.Wait()
+	if err := waitCtx(ctx, &s.calls); err != nil {
+		return fmt.Errorf("sandbox: close: calls still under way: %w", err)
+	}
 	for _, t := range s.loadedTools() {
 		t.freeImages()
 	}
@@ -231,4 +244,39 @@ func checkMounts(mounts []Mount) error {
 		root.Close()
 	}
 	return nil
+}
+
+// enterCall counts a call in, unless the sandbox is closed; the call
+// then ends when Close begins. Call leave once it is done.
+func (s *Sandbox) enterCall(ctx context.Context) (context.Context, func(), bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.stop:
+		return ctx, nil, false
+	default:
+	}
+	s.calls.Add(1)
+	ctx, cancel := context.WithCancelCause(ctx)
+	unhook := context.AfterFunc(s.closing, func() { cancel(context.Cause(s.closing)) })
+	return ctx, func() {
+		unhook()
+		cancel(nil)
+		s.calls.Done()
+	}, true
+}
+
+// waitCtx waits for wg, or until ctx ends.
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }

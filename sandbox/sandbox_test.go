@@ -75,6 +75,31 @@ func TestTrapIsAFailureNotAPanic(t *testing.T) {
 	assert.Positive(t, res.Usage.Fuel, "a trap still reports the fuel it burned")
 }
 
+// Closing the sandbox ends the calls under way, canceled, and returns only
+// once they have: their memory is freed with their tools, never from under
+// a running call (which, unmapped, crashed the process).
+func TestCloseEndsTheCallsUnderWayAndWaitsForThem(t *testing.T) {
+	ctx := context.Background()
+	sb, err := New(ctx, NewConfig())
+	require.NoError(t, err)
+	tool := load(t, sb, "spin", Limits{Timeout: time.Minute, Fuel: 1 << 60})
+	warm, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, sb.Call(warm, tool, nil).Err, ErrTimeout, "compiled by a first call")
+
+	ended := make(chan Result, 1)
+	go func() { ended <- sb.Call(ctx, tool, nil) }()
+	require.Eventually(t, tool.awaited, 10*time.Second, time.Millisecond)
+	require.NoError(t, sb.Close(ctx))
+	select {
+	case res := <-ended:
+		assert.ErrorIs(t, res.Err, ErrClosed, "the call says why it ended")
+	default:
+		t.Fatal("Close returned while a call was under way")
+	}
+	assert.ErrorIs(t, sb.Call(ctx, tool, nil).Err, ErrClosed, "and no call starts after")
+}
+
 func TestSpinningToolIsStoppedByItsTimeout(t *testing.T) {
 	sb := newSandbox(t, NewConfig())
 	res := sb.Call(context.Background(), load(t, sb, "spin", Limits{Timeout: 200 * time.Millisecond}), nil)

@@ -39,6 +39,12 @@ reactor() {
 for n in echo escape_dotdot escape_symlink flood errflood; do
 	reactor "$n" | wat2wasm - -o "reactor/$n.wasm"
 done
+# regions/: tools of the sandbox's region tests, out of the dir the agent
+# tests load whole; scribble in the reactor form too.
+for w in regions/*.wat; do
+	wat2wasm "$w" -o "${w%.wat}.wasm"
+done
+(cd regions && reactor scribble | wat2wasm - -o reactor/scribble.wasm)
 # invalid/: modules that pass the agent's checks but not wazero's
 # validation, which wat2wasm would refuse to build; they are packed with
 # their manifest of invalid/manifests and signed with test.key, below.
