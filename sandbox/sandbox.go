@@ -246,9 +246,10 @@ func checkMounts(mounts []Mount) error {
 	return nil
 }
 
-// enterCall counts a call in, unless the sandbox is closed; the call
-// then ends when Close begins. Call leave once it is done.
-func (s *Sandbox) enterCall(ctx context.Context) (context.Context, func(), bool) {
+// enterCall counts a call in, unless the sandbox is closed (ok false):
+// callCtx, the call's context, ends when Close begins. Call leave once the
+// call is done.
+func (s *Sandbox) enterCall(ctx context.Context) (callCtx context.Context, leave func(), ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	select {
