@@ -167,6 +167,7 @@ type Outbox struct {
 	// after synced durable again.
 	unsure    bool
 	closed    bool // by Close: nothing is written again, the file's lock let go
+	noZeros   bool // zeros could not be written ahead in this file: see givenUpZeros
 	dirSynced bool // the file's name is on disk: false after a rewrite whose directory fsync failed
 	entries   map[string]*entry
 	owed      map[*entry]struct{} // done, and not acknowledged by the server
@@ -593,8 +594,11 @@ func (o *Outbox) appendLocked(e *entry, rec *record) (syncMark, error) {
 		return syncMark{}, fmt.Errorf("outbox: %w", err)
 	}
 	end := o.size + int64(len(frame))
-	if end > o.zeroed {
-		o.zeroed = zeroAhead(o.f, o.zeroed, o.zeroedEnd(end))
+	if to := o.zeroedEnd(end); end > o.zeroed && to > end && !o.noZeros {
+		var err error
+		if o.zeroed, err = zeroAhead(o.f, o.zeroed, to); err != nil {
+			o.givenUpZeros(err)
+		}
 	}
 	if _, err := o.f.WriteAt(frame, o.size); err != nil {
 		o.f.Truncate(o.size)
@@ -662,22 +666,33 @@ func (o *Outbox) syncTo(mark syncMark) error {
 }
 
 // zeroedEnd is how far the file is zeroed ahead once its records reach
-// end: to the next multiple of the step, which is zeroedAhead, or
-// max_bytes if smaller.
+// end: to the multiple of the step at or after end (an empty file gets
+// one step), the step being zeroedAhead, or max_bytes if smaller; but
+// zeros never take the file past max_bytes, and records that go past it
+// (those not yet delivered cannot be dropped) get none.
 func (o *Outbox) zeroedEnd(end int64) int64 {
 	step := max(min(zeroedAhead, o.limits.MaxBytes), 1)
-	return (end/step + 1) * step
+	return max(min(max((end+step-1)/step*step, step), o.limits.MaxBytes), end)
 }
 
 // zeroAhead writes zeros to f from from to to, and returns how far the
 // file reaches then: to, or from if the zeros could not be written (a
-// full disk), the file then cut back. Records are written over the zeros.
-func zeroAhead(f File, from, to int64) int64 {
+// full disk), the file then cut back, and why. Records are written over
+// the zeros.
+func zeroAhead(f File, from, to int64) (int64, error) {
 	if _, err := f.WriteAt(make([]byte, to-from), from); err != nil {
 		f.Truncate(from)
-		return from
+		return from, err
 	}
-	return to
+	return to, nil
+}
+
+// givenUpZeros notes that zeros could not be written ahead of the
+// journal's records: records are appended past its end from then on,
+// without trying zeros before each, until a rewrite starts a new file.
+func (o *Outbox) givenUpZeros(err error) {
+	o.noZeros = true
+	o.log.Warn("outbox: no zeros ahead of the records (a full disk?); records are appended past the end", "path", o.path, "err", err)
 }
 
 func encodeRecord(rec *record) ([]byte, error) {
@@ -731,9 +746,11 @@ func (o *Outbox) rewriteLocked(now time.Time) error {
 		return fail(err)
 	}
 	size, err := writeEntries(f, live)
-	zeroed := size
+	zeroed, zerosErr := size, error(nil)
+	if to := o.zeroedEnd(size); err == nil && to > size {
+		zeroed, zerosErr = zeroAhead(f, size, to)
+	}
 	if err == nil {
-		zeroed = zeroAhead(f, size, o.zeroedEnd(size))
 		err = f.Sync()
 	}
 	if err == nil {
@@ -749,7 +766,10 @@ func (o *Outbox) rewriteLocked(now time.Time) error {
 	if o.f != nil {
 		o.f.Close()
 	}
-	o.f, o.size, o.zeroed, o.synced, o.dirSynced, o.unsure = f, size, zeroed, size, false, false
+	o.f, o.size, o.zeroed, o.synced, o.dirSynced, o.unsure, o.noZeros = f, size, zeroed, size, false, false, false
+	if zerosErr != nil {
+		o.givenUpZeros(zerosErr)
+	}
 	o.gen++
 	if err := o.fs.SyncDir(filepath.Dir(o.path)); err != nil {
 		return fmt.Errorf("outbox: rewrite %s: fsync its directory: %w", o.path, err)

@@ -485,6 +485,40 @@ func TestOutboxOnADiskTooFullForZerosAheadRecordsStillGoIn(t *testing.T) {
 	assert.ElementsMatch(t, accepted, interrupted, "each accepted command, and the refused one not")
 }
 
+// Once zeros could not be written ahead of the records, each record is
+// appended with no attempt at zeros before it: on a full disk each would
+// otherwise write, and cut back, up to 256 KiB for nothing. A file too
+// small for the zeros of its first step is such a disk.
+func TestOutboxOnADiskTooFullForZerosWritesEachRecordOnce(t *testing.T) {
+	fs := &outboxtest.RecordingFS{}
+	fs.LimitRoom(64 << 10)
+	o, _ := openOn(t, fs, filepath.Join(t.TempDir(), "j"))
+	before := fs.Writes()
+	for i := range 5 {
+		id := fmt.Sprintf("r%d", i)
+		require.Equal(t, outbox.AdmitNew, o.Admit(id))
+		require.NoError(t, o.Accept(outboxtest.Command(id)))
+	}
+	assert.Equal(t, 5, fs.Writes()-before, "one write a record")
+}
+
+// Zeros ahead never take the file past max_bytes: records that go past it
+// (commands not finished cannot be dropped) have none after them.
+func TestOutboxZerosKeepToMaxBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j")
+	limits := config.OutboxLimits{MaxBytes: 4 << 10, MaxAge: time.Hour}
+	o, _, err := outbox.Open(path, outbox.OSFS{}, protocol.CBOR, limits, quietLog)
+	require.NoError(t, err)
+	defer o.Close()
+	for i := range 200 {
+		id := fmt.Sprintf("r%03d", i)
+		require.Equal(t, outbox.AdmitNew, o.Admit(id))
+		require.NoError(t, o.Accept(outboxtest.Command(id)))
+		records := int64(len(journalRecords(t, path)))
+		require.LessOrEqual(t, fileSize(t, path), max(limits.MaxBytes, records), "after %s", id)
+	}
+}
+
 // fileSize is the size of the file at path.
 func fileSize(t *testing.T, path string) int64 {
 	t.Helper()

@@ -40,6 +40,8 @@ type RecordingFS struct {
 	failSyncs int
 	// room, if set, is how many bytes a file may reach: see LimitRoom.
 	room int64
+	// writes counts the writes the files took: see Writes.
+	writes int
 }
 
 // Create implements outbox.FS, unless a failure is due.
@@ -159,6 +161,13 @@ func (fs *RecordingFS) LimitRoom(n int64) {
 	fs.room = n
 }
 
+// Writes is how many writes the files of fs have taken, zeros included.
+func (fs *RecordingFS) Writes() int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.writes
+}
+
 // Event adds the test's own event to the log.
 func (fs *RecordingFS) Event(e string) {
 	fs.mu.Lock()
@@ -271,6 +280,7 @@ func (f *recordingFile) WriteAt(p []byte, off int64) (int, error) {
 		return 0, fmt.Errorf("recording a write at %d: %w", off, err)
 	}
 	f.writes++
+	f.fs.writes++
 	f.unsynced = append(f.unsynced, undo{seq: f.writes, off: off, old: old})
 	full := f.fs.room > 0 && off+int64(len(p)) > f.fs.room
 	if full {
