@@ -672,7 +672,8 @@ func (o *Outbox) syncTo(mark syncMark) error {
 // (those not yet delivered cannot be dropped) get none.
 func (o *Outbox) zeroedEnd(end int64) int64 {
 	step := max(min(zeroedAhead, o.limits.MaxBytes), 1)
-	return max(min(max((end+step-1)/step*step, step), o.limits.MaxBytes), end)
+	to := max((end+step-1)/step*step, step)
+	return max(min(to, o.limits.MaxBytes), end)
 }
 
 // zeroAhead writes zeros to f from from to to, and returns how far the
