@@ -143,29 +143,22 @@ func (s *Server) startConstellationTask(ctx context.Context, c *client, m *proto
 	if s.reg.device(c.target) == nil {
 		return fmt.Errorf("target device %q is not connected", c.target)
 	}
-	if err := s.admission.admit(planOrder(c.caller, p, c.target)); err != nil {
-		return err
-	}
-	spec := sessionSpec{
-		ID: m.SessionID, TaskName: taskNameOf(name, p), DeviceID: c.target,
-		Requester: c.caller.requester(api.RequesterConstellation, c.id), Scope: c.caller.scope, Plan: p, OriginalTaskName: original,
-	}
-	if spec.ID == "" {
-		spec.ID = newRowID()
-	}
-	sess, created, err := s.sessions.getOrCreateSession(ctx, spec)
-	if err != nil {
-		return err
-	}
-	if !created {
-		return &sessionRunningError{spec.ID}
-	}
-	s.send(c.conn, &protocol.ServerMessage{
-		Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, SessionID: sess.ID, TaskName: sess.TaskName,
-		Timestamp: protocol.Now(), ResponseID: ackID(m),
+	_, err = s.tasks.StartPlan(ctx, planTask{
+		asker: asker{who: c.caller, kind: api.RequesterConstellation, client: c.id}, Device: c.target, Plan: p,
+		ID: m.SessionID, TaskName: name, OriginalTaskName: original, TaskEnd: s.taskEndTo(c.id), Announce: s.ackTask(c, m),
 	})
-	s.sessions.executeTaskAsync(sess, s.taskEndTo(c.id))
-	return nil
+	return err
+}
+
+// ackTask acknowledges the TASK m, once its session exists, to the
+// constellation c.
+func (s *Server) ackTask(c *client, m *protocol.ClientMessage) func(*session) {
+	return func(sess *session) {
+		s.send(c.conn, &protocol.ServerMessage{
+			Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, SessionID: sess.ID, TaskName: sess.TaskName,
+			Timestamp: protocol.Now(), ResponseID: ackID(m),
+		})
+	}
 }
 
 // taskEndTo delivers a TASK_END to the constellation clientID on whatever

@@ -10,6 +10,9 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 )
 
+// timeoutQuery names a deploy's timeout in errors.
+const timeoutQuery = `query "timeout"`
+
 // frameHeadroom is what a COMMAND frame needs besides the module itself.
 const frameHeadroom = 64 << 10
 
@@ -23,8 +26,9 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	timeout, err := commandTimeout(`query "timeout"`, q.Get("timeout"))
-	if err != nil {
+	// Checked before the body is read, and again by the front door: a bad
+	// timeout is the answer even to a module too big.
+	if _, err := commandTimeout(timeoutQuery, q.Get("timeout")); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -48,15 +52,12 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action := protocol.Command{ToolName: protocol.InstallToolName, ToolType: protocol.ToolAction, Parameters: params}
-	who := callerFrom(r)
-	if err := s.admission.admit(commandOrder(who, d.ID, []protocol.Command{action})); err != nil {
-		writeRequestError(w, err)
-		return
-	}
-	spec := sessionSpec{DeviceID: d.ID, Requester: who.requester(api.RequesterOperator, ""), Scope: who.scope}
-	resp, err := s.sessions.runCommand(r.Context(), spec, []protocol.Command{action}, timeout)
+	resp, err := s.tasks.RunCommand(r.Context(), commandTask{
+		asker: asker{who: callerFrom(r), kind: api.RequesterOperator}, Device: d.ID, Actions: []protocol.Command{action},
+		Timeout: q.Get("timeout"), TimeoutArg: timeoutQuery,
+	})
 	if err != nil {
-		writeSessionError(w, err)
+		s.writeTaskError(w, r, nil, err)
 		return
 	}
 	log := s.log.With("device", d.ID, "session_id", resp.SessionID, "response_id", resp.ResponseID,

@@ -165,7 +165,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	n, _ := strconv.Atoi(r.Header.Get("Last-Event-ID"))
 	n = max(n, 0)
-	var log eventSource = s.sessions.eventsOf(id)
+	var log eventSource = s.tasks.Events(id)
 	if log == (*eventLog)(nil) {
 		stored := &storedLog{s: s, ctx: r.Context(), id: id}
 		if err := stored.read(); errors.Is(err, store.ErrNotFound) {

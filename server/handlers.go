@@ -110,6 +110,18 @@ func writeRequestError(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusBadRequest, err.Error())
 }
 
+// writeTaskError answers a request the front door did not carry out,
+// with key if not nil: an order it refused as writeRequestError does, a
+// task that did not start or run (*runError) as writeStartError does.
+func (s *Server) writeTaskError(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey, err error) {
+	var failed *runError
+	if errors.As(err, &failed) {
+		s.writeStartError(w, r, key, failed.err)
+		return
+	}
+	writeRequestError(w, err)
+}
+
 // writeSessionError answers a failure to create or run a session: 409 for
 // a session_id another requester owns or that has already ended, or an
 // idempotency key another request recorded first; 503 for anything else:

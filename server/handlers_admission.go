@@ -2,11 +2,9 @@ package server
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/edgeaip/edgeaip/server/api"
-	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -33,7 +31,7 @@ func (s *Server) checkAdmission(w http.ResponseWriter, r *http.Request) {
 	}
 	o, err := s.admissionOrder(who, req, devices)
 	if err == nil {
-		err = s.admission.admit(o)
+		err = s.tasks.DryRun(o)
 	}
 	verdict := api.AdmissionResponse{Admitted: err == nil, Devices: make([]api.AdmissionDevice, len(devices))}
 	var refused *refusal
@@ -71,12 +69,9 @@ func (s *Server) admissionTargets(r *http.Request, who *caller, req api.Admissio
 		}
 		return []string{req.Device}, 0, nil
 	}
-	devices, err := s.store.DevicesMatching(r.Context(), access.LabelSelector(req.Labels).And(who.scope.Devices), 0)
-	switch {
-	case err != nil:
-		return nil, http.StatusServiceUnavailable, err
-	case len(devices) == 0:
-		return nil, http.StatusNotFound, fmt.Errorf("no enrolled device has the labels %s", labelText(req.Labels))
+	_, devices, err := s.tasks.FleetTargets(r.Context(), who, req.Labels)
+	if err != nil {
+		return nil, targetsStatus(err), err
 	}
 	return devices, 0, nil
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/store"
-	"github.com/edgeaip/edgeaip/server/plan"
 )
 
 // enroll is POST /api/devices. A scoped admin enrolls only devices whose
@@ -215,54 +214,15 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.Idem
 	if !readJSON(w, r, &req) {
 		return
 	}
-	timeout, err := commandTimeout(`field "timeout"`, req.Timeout)
+	resp, err := s.tasks.RunCommand(r.Context(), commandTask{
+		asker: asker{who: callerFrom(r), kind: api.RequesterOperator}, Device: d.ID, Actions: req.Actions,
+		Timeout: req.Timeout, TimeoutArg: `field "timeout"`, Key: key, WaitForDevice: req.WaitForDevice,
+	})
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	if err := validateActions(req.Actions); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	who := callerFrom(r)
-	if err := s.admission.admit(commandOrder(who, d.ID, req.Actions)); err != nil {
-		writeRequestError(w, err)
-		return
-	}
-	spec := sessionSpec{DeviceID: d.ID, Requester: who.requester(api.RequesterOperator, ""), Scope: who.scope, Key: key,
-		WaitForDevice: req.WaitForDevice}
-	resp, err := s.sessions.runCommand(r.Context(), spec, req.Actions, timeout)
-	if err != nil {
-		s.writeStartError(w, r, key, err)
+		s.writeTaskError(w, r, key, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
-}
-
-// commandTimeout reads a command's timeout, named what in errors: a
-// positive duration, at most a plan step's plan.MaxTimeout. The server
-// sends a pending command again until its timeout, and agents remember
-// the commands they ran (outbox tombstones) on the promise that none
-// comes again later than that.
-func commandTimeout(what, s string) (time.Duration, error) {
-	d, err := api.ParseTimeout(s)
-	switch {
-	case err != nil || d <= 0:
-		return 0, fmt.Errorf("%s: %q is not a positive duration", what, s)
-	case d > plan.MaxTimeout:
-		return 0, fmt.Errorf("%s: %q is more than %s, the longest a command may take", what, s, plan.MaxTimeout)
-	}
-	return d, nil
-}
-
-// validateActions applies the wire's own rules, so the operator hears of a
-// bad action now rather than as a rejected frame.
-func validateActions(actions []protocol.Command) error {
-	if len(actions) == 0 {
-		return errors.New("field \"actions\": at least one action is required")
-	}
-	m := protocol.ServerMessage{Type: protocol.ServerCommand, Status: protocol.StatusContinue, Actions: actions}
-	return m.Validate()
 }
 
 // audit is GET /api/audit?device=&session=&identity=&since=&after=&limit=:

@@ -2,6 +2,8 @@ package server
 
 import (
 	"bytes"
+	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -9,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/edgeaip/edgeaip/server/api"
-	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
@@ -24,7 +25,7 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 	if !readJSON(w, r, &req) {
 		return
 	}
-	if err := checkFleetRequest(req, s.sessions.cfg.MaxSessions); err != nil {
+	if err := checkFleetRequest(req, s.tasks.MaxSessions()); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -33,39 +34,36 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 		writeRequestError(w, err)
 		return
 	}
-	selector := access.LabelSelector(req.Labels).And(who.scope.Devices)
-	devices, err := s.store.DevicesMatching(r.Context(), selector, 0)
+	selector, devices, err := s.tasks.FleetTargets(r.Context(), who, req.Labels)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, err.Error())
+		writeError(w, targetsStatus(err), err.Error())
 		return
 	}
-	if len(devices) == 0 {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no enrolled device has the labels %s", labelText(req.Labels)))
-		return
+	f := fleetTask{
+		asker: asker{who: who, kind: api.RequesterOperator}, Plan: p, Labels: req.Labels, Selector: selector, Devices: devices,
+		Concurrency: cmp.Or(req.Concurrency, api.DefaultFleetConcurrency), AbortPercent: req.AbortPercent,
+		ID: newRowID(), TaskName: taskNameOf(req.TaskName, p),
 	}
-	if err := s.admission.admit(planOrder(who, p, devices...)); err != nil {
-		writeRequestError(w, err)
-		return
-	}
-	spec := sessionSpec{
-		ID: newRowID(), TaskName: taskNameOf(req.TaskName, p), Requester: who.requester(api.RequesterOperator, ""),
-		Scope: who.scope, Plan: p, Fleet: &fleetSpec{labels: req.Labels, selector: selector, devices: devices,
-			concurrency: req.Concurrency, abortPercent: req.AbortPercent},
-	}
-	if spec.Fleet.concurrency == 0 {
-		spec.Fleet.concurrency = api.DefaultFleetConcurrency
-	}
-	resp := api.FleetResponse{SessionID: spec.ID, TaskName: spec.TaskName, Devices: devices}
-	spec.Key = withAnswer(key, resp)
-	sess, _, err := s.sessions.getOrCreateSession(r.Context(), spec)
+	resp := api.FleetResponse{SessionID: f.ID, TaskName: f.TaskName, Devices: devices}
+	f.Key = withAnswer(key, resp)
+	sess, err := s.tasks.StartFleet(r.Context(), f)
 	if err != nil {
-		s.writeStartError(w, r, key, err)
+		s.writeTaskError(w, r, key, err)
 		return
 	}
-	s.sessions.executeTaskAsync(sess, nil)
 	s.log.Info("fleet dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "labels", labelText(req.Labels),
-		"devices", len(devices), "concurrency", spec.Fleet.concurrency, "abort_percent", req.AbortPercent)
+		"devices", len(devices), "concurrency", f.Concurrency, "abort_percent", req.AbortPercent)
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// targetsStatus is the status of a failure to find a fleet's devices:
+// 404 for labels that match none, 503 for the store.
+func targetsStatus(err error) int {
+	var none *noDevicesError
+	if errors.As(err, &none) {
+		return http.StatusNotFound
+	}
+	return http.StatusServiceUnavailable
 }
 
 func checkFleetRequest(req api.FleetRequest, maxSessions int) error {

@@ -120,7 +120,7 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if p, ok := s.sessions.progressOf(t.SessionID); ok && !t.State.Ended() {
+	if p, ok := s.tasks.Progress(t.SessionID); ok && !t.State.Ended() {
 		t.Result, _ = json.Marshal(p)
 	}
 	cmds, err := s.store.CommandsOfSession(r.Context(), t.SessionID)
@@ -142,7 +142,7 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 // it runs on its device, and answers with the task as it ended.
 func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.sessions.cancelTask(id, "cancelled by "+callerFrom(r).name); errors.Is(err, errNotRunning) {
+	if err := s.tasks.Cancel(id, "cancelled by "+callerFrom(r).name); errors.Is(err, errNotRunning) {
 		if t, ok := s.lookupTask(w, r, id); ok {
 			writeError(w, http.StatusConflict, fmt.Sprintf("task %q is not running: it is %s", id, t.State))
 		}
@@ -157,7 +157,7 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 // that has ended. Its audit entries stay.
 func (s *Server) removeTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if s.sessions.running(id) {
+	if s.tasks.Running(id) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("task %q is running: cancel it first", id))
 		return
 	}
@@ -168,7 +168,7 @@ func (s *Server) removeTask(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 	default:
-		s.sessions.forgetEvents(id)
+		s.tasks.Forget(id)
 		w.WriteHeader(http.StatusNoContent)
 	}
 }

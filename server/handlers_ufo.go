@@ -54,25 +54,21 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, key *store.Ide
 		return
 	}
 	p, err := dispatchedPlan(req, s.cfg.Limits.MaxPlanBytes)
-	if err == nil {
-		err = s.admission.admit(planOrder(who, p, req.ClientID))
-	}
 	if err != nil {
 		writeRequestError(w, err)
 		return
 	}
-	spec := sessionSpec{
-		ID: newRowID(), TaskName: taskNameOf(req.TaskName, p), DeviceID: req.ClientID,
-		Requester: who.requester(api.RequesterOperator, ""), Scope: who.scope, Plan: p,
+	t := planTask{
+		asker: asker{who: who, kind: api.RequesterOperator}, Device: req.ClientID, Plan: p,
+		ID: newRowID(), TaskName: taskNameOf(req.TaskName, p),
 	}
-	resp := api.DispatchResponse{Status: "dispatched", TaskName: spec.TaskName, ClientID: req.ClientID, SessionID: spec.ID}
-	spec.Key = withAnswer(key, resp)
-	sess, _, err := s.sessions.getOrCreateSession(r.Context(), spec)
+	resp := api.DispatchResponse{Status: "dispatched", TaskName: t.TaskName, ClientID: req.ClientID, SessionID: t.ID}
+	t.Key = withAnswer(key, resp)
+	sess, err := s.tasks.StartPlan(r.Context(), t)
 	if err != nil {
-		s.writeStartError(w, r, key, err)
+		s.writeTaskError(w, r, key, err)
 		return
 	}
-	s.sessions.executeTaskAsync(sess, nil)
 	s.log.Info("task dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "device", sess.DeviceID, "steps", len(p.Steps))
 	writeJSON(w, http.StatusOK, resp)
 }

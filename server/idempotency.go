@@ -196,7 +196,7 @@ func (s *Server) commandAnswer(ctx context.Context, first store.IdempotencyKey) 
 	// cluster, or have been adopted by one, beyond this node's keyLocks:
 	// the repeat waits for the task there, as it would wait here for the
 	// first request.
-	row, err := s.sessions.ended(ctx, first.SessionID, func(row store.Session) {
+	row, err := s.tasks.Ended(ctx, first.SessionID, func(row store.Session) {
 		s.log.Info("a repeated request waits for the task the first request under its key started",
 			"session_id", row.ID, "owner", row.Owner)
 	})

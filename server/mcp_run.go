@@ -10,7 +10,6 @@ import (
 	"github.com/edgeaip/edgeaip/internal/mcptool"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
-	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
@@ -91,7 +90,7 @@ func (f *following) wait(g *mcpGateway, done <-chan struct{}, id string) (cancel
 	started := time.Now()
 	var why string // a cancellation not yet delivered
 	for {
-		if why != "" && !errors.Is(g.s.sessions.cancelTask(id, why), errNotRunning) {
+		if why != "" && !errors.Is(g.s.tasks.Cancel(id, why), errNotRunning) {
 			why = ""
 		}
 		select {
@@ -105,7 +104,7 @@ func (f *following) wait(g *mcpGateway, done <-chan struct{}, id string) (cancel
 		case <-f.ctx.Done():
 			reason, byServer := cancelReason(f.ctx)
 			if byServer {
-				go g.s.sessions.cancelTask(id, reason)
+				go g.s.tasks.Cancel(id, reason)
 				return true
 			}
 			if !cancelled {
@@ -139,22 +138,20 @@ func cancelReason(ctx context.Context) (why string, byServer bool) {
 	return "the MCP client cancelled the call", false
 }
 
-// runCommand runs actions on device as a single command for who, with
-// progress, and cancels it if the client does.
-func (g *mcpGateway) runCommand(ctx context.Context, req mcp.CallToolRequest, who *caller, device string,
-	actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
-	f := newFollowing(ctx, req)
-	// The id is chosen here, so that a cancellation that comes before the
-	// command has started knows what to cancel.
-	spec := sessionSpec{ID: newRowID(), DeviceID: device, Requester: who.requester(api.RequesterMCP, ""), Scope: who.scope, Tee: f.tee}
+// runCommand runs the admitted command cmd, whose events f follows, with
+// progress, and cancels it if the client does. It runs apart from the
+// request's context: the command's end is recorded however the request
+// ends.
+func (g *mcpGateway) runCommand(ctx context.Context, f *following, cmd admittedCommand) (api.CommandResponse, error) {
+	id := cmd.SessionID()
 	var resp api.CommandResponse
 	var err error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		resp, err = g.s.sessions.runCommand(context.WithoutCancel(ctx), spec, actions, timeout)
+		resp, err = cmd.Run(context.WithoutCancel(ctx))
 	}()
-	cancelled := f.wait(g, done, spec.ID)
+	cancelled := f.wait(g, done, id)
 	select {
 	case <-done:
 	default:
@@ -162,7 +159,7 @@ func (g *mcpGateway) runCommand(ctx context.Context, req mcp.CallToolRequest, wh
 		// shutdown) and wait returned at once: the task ends on its own,
 		// recorded, and resp and err are not ours to read yet.
 		why, _ := cancelReason(ctx)
-		return api.CommandResponse{SessionID: spec.ID}, fmt.Errorf("%s; the task %s is cancelled", why, spec.ID)
+		return api.CommandResponse{SessionID: id}, fmt.Errorf("%s; the task %s is cancelled", why, id)
 	}
 	if err == nil && cancelled {
 		err = fmt.Errorf("cancelled by the client; the task %s ended %s", resp.SessionID, resp.Status)
@@ -188,10 +185,10 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 	}
 	who := callerIn(ctx)
 	f := newFollowing(ctx, req)
-	spec := sessionSpec{ID: newRowID(), TaskName: taskNameOf("", p), Requester: who.requester(api.RequesterMCP, ""),
-		Scope: who.scope, Plan: p, Tee: f.tee}
+	as := asker{who: who, kind: api.RequesterMCP}
 	device := req.GetString("device", "")
 	labels, _ := args["labels"].(map[string]any)
+	var sess *session
 	switch {
 	case device != "" && labels != nil:
 		return refused(errors.New(`give "device" or "labels", not both`))
@@ -199,21 +196,15 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 		if !v.g.s.onlineInScope(ctx, who, device) {
 			return refused(fmt.Errorf("device %q is not online", device))
 		}
-		spec.DeviceID = device
-		err = v.g.s.admission.admit(planOrder(who, p, device))
+		sess, err = v.g.s.tasks.StartPlan(ctx, planTask{asker: as, Device: device, Plan: p, Tee: f.tee})
 	case labels != nil:
-		err = v.g.fleetSpec(ctx, who, &spec, labels)
+		sess, err = v.g.startFleet(ctx, fleetTask{asker: as, Plan: p, Tee: f.tee}, labels)
 	default:
 		return refused(errors.New(`argument "device" or "labels": missing`))
 	}
 	if err != nil {
 		return refused(err)
 	}
-	sess, _, err := v.g.s.sessions.getOrCreateSession(ctx, spec)
-	if err != nil {
-		return refused(err)
-	}
-	v.g.s.sessions.executeTaskAsync(sess, nil)
 	if wait, ok := args["wait"].(bool); ok && !wait {
 		return jsonResult(map[string]any{"session_id": sess.ID, "task_name": sess.TaskName, "url": taskURL(ctx, sess.ID)})
 	}
@@ -229,31 +220,24 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 	return res, err
 }
 
-// fleetSpec makes spec a fleet over the devices in who's scope that have
+// startFleet starts t on the devices in its asker's scope that have
 // labels, admitted on each.
-func (g *mcpGateway) fleetSpec(ctx context.Context, who *caller, spec *sessionSpec, labels map[string]any) error {
+func (g *mcpGateway) startFleet(ctx context.Context, t fleetTask, labels map[string]any) (*session, error) {
 	if len(labels) == 0 {
-		return errors.New(`argument "labels": at least one label is required`)
+		return nil, errors.New(`argument "labels": at least one label is required`)
 	}
 	want := map[string]string{}
 	for k, v := range labels {
 		s, ok := v.(string)
 		if !ok {
-			return fmt.Errorf(`argument "labels": %q: want a string, got %T`, k, v)
+			return nil, fmt.Errorf(`argument "labels": %q: want a string, got %T`, k, v)
 		}
 		want[k] = s
 	}
-	selector := access.LabelSelector(want).And(who.scope.Devices)
-	devices, err := g.s.store.DevicesMatching(ctx, selector, 0)
-	switch {
-	case err != nil:
-		return err
-	case len(devices) == 0:
-		return fmt.Errorf("no enrolled device has the labels %s", labelText(want))
+	selector, devices, err := g.s.tasks.FleetTargets(ctx, t.who, want)
+	if err != nil {
+		return nil, err
 	}
-	if err := g.s.admission.admit(planOrder(who, spec.Plan, devices...)); err != nil {
-		return err
-	}
-	spec.Fleet = &fleetSpec{labels: want, selector: selector, devices: devices, concurrency: api.DefaultFleetConcurrency}
-	return nil
+	t.Labels, t.Selector, t.Devices, t.Concurrency = want, selector, devices, api.DefaultFleetConcurrency
+	return g.s.tasks.StartFleet(ctx, t)
 }

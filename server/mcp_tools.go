@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -179,22 +180,19 @@ func (v *mcpView) runTool(ctx context.Context, req mcp.CallToolRequest, device s
 	if err := v.deviceInScope(ctx, device); err != nil {
 		return refused(err)
 	}
-	timeout := defaultMCPTimeout
-	if timeoutText != "" {
-		var err error
-		if timeout, err = commandTimeout(`argument "timeout"`, timeoutText); err != nil {
-			return refused(err)
-		}
+	f := newFollowing(ctx, req)
+	cmd, err := v.g.s.tasks.AdmitCommand(commandTask{
+		asker: asker{who: callerIn(ctx), kind: api.RequesterMCP}, Device: device, Actions: []protocol.Command{action},
+		Timeout: cmp.Or(timeoutText, defaultMCPTimeout.String()), TimeoutArg: `argument "timeout"`, Tee: f.tee,
+	})
+	var bad *invalidActions
+	if errors.As(err, &bad) {
+		err = fmt.Errorf("argument %w", bad.err)
 	}
-	actions := []protocol.Command{action}
-	if err := validateActions(actions); err != nil {
-		return refused(fmt.Errorf("argument %w", err))
-	}
-	who := callerIn(ctx)
-	if err := v.g.s.admission.admit(commandOrder(who, device, actions)); err != nil {
+	if err != nil {
 		return refused(err)
 	}
-	resp, err := v.g.runCommand(ctx, req, who, device, actions, timeout)
+	resp, err := v.g.runCommand(ctx, f, cmd)
 	if err != nil {
 		return refused(err)
 	}
@@ -216,7 +214,7 @@ func (v *mcpView) cancelTask(ctx context.Context, req mcp.CallToolRequest) (*mcp
 	if _, err := v.g.taskInScope(ctx, id); err != nil {
 		return refused(err)
 	}
-	if err := v.g.s.sessions.cancelTask(id, "cancel_task by "+callerIn(ctx).name); err != nil {
+	if err := v.g.s.tasks.Cancel(id, "cancel_task by "+callerIn(ctx).name); err != nil {
 		return refused(err)
 	}
 	task, err := v.g.taskInScope(ctx, id)

@@ -71,7 +71,7 @@ func (s *Server) taskInScope(ctx context.Context, c *caller, id string) (bool, e
 	if len(c.scope.Devices) == 0 {
 		return true, nil
 	}
-	if sess := s.sessions.liveSession(id); sess != nil {
+	if sess := s.tasks.Live(id); sess != nil {
 		return s.sessionInScope(ctx, c, sess.DeviceID, sess.selector)
 	}
 	row, err := s.store.Session(ctx, id)

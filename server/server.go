@@ -133,6 +133,7 @@ type Server struct {
 	disp       *dispatcher
 	sessions   *sessionManager
 	admission  *admission
+	tasks      *frontDoor // every surface's way to run and start tasks
 	mcp        *mcpGateway
 	cluster    *cluster.Cluster // nil: a single node
 	draining   atomic.Bool      // Drain has begun
@@ -248,6 +249,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	s.disp = newDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, s.log, frameCap)
 	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
 	s.sessions = newSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
+	s.tasks = &frontDoor{admission: s.admission, sessions: s.sessions}
 	s.mcp = newMCPGateway(s, cfg.MCP)
 	if err := s.linkCluster(); err != nil {
 		s.leaveCluster()
