@@ -69,8 +69,13 @@ failed.`,
 				}
 			}
 			req := api.CommandRequest{
-				Actions: []protocol.Command{{ToolName: args[1], ToolType: protocol.ToolType(toolType), Parameters: params}},
-				Timeout: timeout.String(), WaitForDevice: waitDevice, IdempotencyKey: idempotencyKey(key),
+				Actions:       []protocol.Command{{ToolName: args[1], ToolType: protocol.ToolType(toolType), Parameters: params}},
+				WaitForDevice: waitDevice, IdempotencyKey: idempotencyKey(key),
+			}
+			// The server decides a command's default timeout; the client
+			// waits for it by the same constant (api.ParseTimeout).
+			if cmd.Flags().Changed("timeout") {
+				req.Timeout = timeout.String()
 			}
 			ctx := cmd.Context()
 			resp, err := c.Command(ctx, args[0], req)
