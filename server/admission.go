@@ -135,6 +135,9 @@ func (a *admission) admit(o order) error {
 		if c.full() {
 			break
 		}
+		if len(invs) > 1 {
+			c.measured = map[string]bool{}
+		}
 		params, sound := c.wire(st)
 		for _, inv := range invs {
 			c.onDevice(inv, st, params, sound, installed)
@@ -203,6 +206,10 @@ type check struct {
 	scope    access.Scope
 	problems []api.Problem
 	seen     map[api.Problem]bool
+	// measured are the COMMAND frames of the step being checked that have
+	// been measured on a device already (frameKey); nil for an order with
+	// one device.
+	measured map[string]bool
 }
 
 // add records a problem once, up to maxProblems; one more then says that
@@ -517,6 +524,9 @@ func keepBounded[K comparable, V any](m map[K]V, k K, v V) map[K]V {
 // frame checks that the step's COMMAND fits a frame on the device's wire.
 func (c *check) frame(inv inventory, st step, cmds []protocol.Command) {
 	enc := inv.encoding()
+	if c.measuredBefore(enc, cmds) {
+		return
+	}
 	size, err := frameSize(enc, commandMessage(placeholderID, placeholderID, withCallIDs(cmds, placeholderID)))
 	switch {
 	case err != nil:
@@ -524,6 +534,38 @@ func (c *check) frame(inv inventory, st step, cmds []protocol.Command) {
 	case int64(size) > c.frameCap:
 		c.add(st.path, "%s", frameTooBig(size, enc, c.frameCap))
 	}
+}
+
+// measuredBefore reports whether the step's COMMAND, as cmds, was
+// measured in enc on another device, and remembers that it now is. The
+// devices of a fleet mostly send the same frame: each call's parameters
+// are the step's, on every device, and its ids are placeholders; only the
+// tool type a call resolves to may differ. Measured once, a frame of a
+// module being installed is not encoded again for each device.
+func (c *check) measuredBefore(enc protocol.Encoding, cmds []protocol.Command) bool {
+	if c.measured == nil {
+		return false
+	}
+	key := frameKey(enc, cmds)
+	if c.measured[key] {
+		return true
+	}
+	c.measured[key] = true
+	return false
+}
+
+// frameKey tells apart the frames of one step's COMMAND: by encoding, and
+// each call's tool name and type, each with its length before it, so that
+// no two lists of names make the same key.
+func frameKey(enc protocol.Encoding, cmds []protocol.Command) string {
+	key := []byte(enc.String())
+	for _, cmd := range cmds {
+		for _, s := range []string{cmd.ToolName, string(cmd.ToolType)} {
+			key = strconv.AppendInt(append(key, ' '), int64(len(s)), 10)
+			key = append(append(key, ':'), s...)
+		}
+	}
+	return string(key)
 }
 
 // placeholderID stands for the ids a command gets when it is sent, with

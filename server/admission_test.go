@@ -362,3 +362,40 @@ func TestTheSchemaCacheFindsASchemaByItsMapOrItsJSON(t *testing.T) {
 	assert.Len(t, sc.byDoc, 2)
 	assert.Error(t, first.Validate([]byte(`{}`)), "the schema it found checks what it says")
 }
+
+// countedParam is a parameter value that counts how often it is encoded,
+// in JSON and in CBOR.
+type countedParam struct{ json, cbor *int }
+
+func (p countedParam) MarshalJSON() ([]byte, error) { *p.json++; return []byte(`"x"`), nil }
+func (p countedParam) MarshalCBOR() ([]byte, error) { *p.cbor++; return []byte{0x61, 'x'}, nil }
+
+// Admission encodes a command's parameters once in each format a step
+// needs, however many devices it is for: JSON for their size and schema,
+// and each wire's encoding for the frame it makes, which the devices that
+// speak it share.
+func TestAdmissionEncodesAStepsParametersOncePerFormat(t *testing.T) {
+	var inJSON, inCBOR int
+	tools := []protocol.MCPToolInfo{tool("", "echo", protocol.ToolAction)}
+	invs := map[string]inventory{
+		"a": {deviceID: "a", online: true, tools: tools},
+		"b": {deviceID: "b", online: true, tools: tools},
+		"c": {deviceID: "c", online: true, tools: tools},
+		"u": {deviceID: "u", online: true, tools: tools, ufoJSON: true},
+	}
+	a := &admission{limits: Limits{MaxPlanBytes: 1 << 20, MaxParamBytes: 1 << 20}, frameCap: 1 << 20,
+		inventory: func(id string) inventory { return invs[id] }}
+	o := commandOrder(testAdmin, "a", []protocol.Command{{ToolName: "echo", ToolType: protocol.ToolAction,
+		Parameters: map[string]any{"v": countedParam{&inJSON, &inCBOR}}}})
+
+	o.devices = []string{"a", "b", "c"}
+	require.NoError(t, a.admit(o))
+	assert.Equal(t, 1, inJSON, "its size, as JSON")
+	assert.Equal(t, 1, inCBOR, "the frame the three devices share")
+
+	inJSON, inCBOR = 0, 0
+	o.devices = []string{"a", "u", "b"}
+	require.NoError(t, a.admit(o))
+	assert.Equal(t, 2, inJSON, "its size, and the frame of the device that speaks UFO's JSON")
+	assert.Equal(t, 1, inCBOR)
+}
