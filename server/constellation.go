@@ -10,7 +10,6 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
-	"github.com/google/uuid"
 )
 
 // A constellation client is an orchestrator acting for an operator
@@ -200,16 +199,4 @@ func planFromRequest(request string, maxExpanded int) (*plan.Plan, error) {
 		return nil, fmt.Errorf("not a plan (this server runs plans, not prose): %w", err)
 	}
 	return p, err
-}
-
-// taskNameOf is the task's name: the one asked for, else the plan's, else
-// a fresh one.
-func taskNameOf(asked string, p *plan.Plan) string {
-	switch {
-	case asked != "":
-		return asked
-	case p.TaskName != "":
-		return p.TaskName
-	}
-	return uuid.NewString()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
+	"github.com/google/uuid"
 )
 
 // frontDoor is the one way in for tasks: every surface (the HTTP API,
@@ -105,9 +106,9 @@ func (d *frontDoor) AdmitCommand(c commandTask) (admittedCommand, error) {
 // SessionID is the id of the session the command runs as.
 func (a admittedCommand) SessionID() string { return a.spec.ID }
 
-// Run runs the command as a session of its own and waits for it to end;
-// it stops waiting, and cancels nothing, if ctx ends. An error is a
-// *runError.
+// Run runs the command as a session of its own and waits for it to end.
+// The session runs on a context of its own: ctx bounds creating it
+// alone. An error is a *runError.
 func (a admittedCommand) Run(ctx context.Context) (api.CommandResponse, error) {
 	resp, err := a.door.sessions.runCommand(ctx, a.spec, a.actions, a.timeout)
 	if err != nil {
@@ -190,6 +191,18 @@ func (d *frontDoor) StartPlan(ctx context.Context, p planTask) (*session, error)
 	return d.start(ctx, spec, p.TaskEnd, p.Announce)
 }
 
+// taskNameOf is the task's name: the one asked for, else the plan's, else
+// a fresh one.
+func taskNameOf(asked string, p *plan.Plan) string {
+	switch {
+	case asked != "":
+		return asked
+	case p.TaskName != "":
+		return p.TaskName
+	}
+	return uuid.NewString()
+}
+
 // fleetTask is a plan for every device of a fleet, as a surface asks for
 // it.
 type fleetTask struct {
@@ -268,6 +281,15 @@ func (d *frontDoor) start(ctx context.Context, spec sessionSpec, taskEnd taskEnd
 	}
 	d.sessions.executeTaskAsync(sess, taskEnd)
 	return sess, nil
+}
+
+// sessionRunningError refuses a plan whose session id names a session its
+// requester already runs (a constellation's TASK sent again): that
+// session's own TASK_END is still to come.
+type sessionRunningError struct{ id string }
+
+func (e *sessionRunningError) Error() string {
+	return fmt.Sprintf("session_id %q is already running", e.id)
 }
 
 // DryRun is admission's verdict on o, which runs nothing and records

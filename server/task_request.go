@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/plan"
@@ -30,14 +29,6 @@ func (s *Server) wsTaskName(c *client, asked string) (name, original string) {
 	}
 	s.log.Warn("task name sanitized", "client_id", c.id, "task_name", name, "sent", asked)
 	return name, asked
-}
-
-// sessionRunningError refuses a TASK whose session_id names a session its
-// requester already runs: that session's own TASK_END is still to come.
-type sessionRunningError struct{ id string }
-
-func (e *sessionRunningError) Error() string {
-	return fmt.Sprintf("session_id %q is already running", e.id)
 }
 
 // refuseTask answers a TASK that cannot start with a TASK_END, status
