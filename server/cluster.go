@@ -98,13 +98,15 @@ func (s *Server) joinCluster(ctx context.Context) error {
 
 // linkCluster wires a cluster node's parts to the other nodes: commands
 // for devices linked elsewhere, the commands and changes other nodes send.
-func (s *Server) linkCluster() (err error) {
+func (s *Server) linkCluster() error {
 	if s.cluster == nil {
 		return nil
 	}
-	if s.disp.remote, err = newClusterLinks(s.cluster, s.reg, s.disp, s.cfg.Sessions.DeviceGrace, s.log); err != nil {
+	links, err := newClusterLinks(s.cluster, s.reg, s.disp, s.cfg.Sessions.DeviceGrace, s.log)
+	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
+	s.disp.remote, s.leases = links, links
 	s.admission.reachable = s.reachable
 	err = s.cluster.OnRevocation(func(r cluster.Revocation) { s.Revoked(Revocation{Identity: r.Identity, TokenIDs: r.TokenIDs}) })
 	if err == nil {

@@ -53,9 +53,9 @@ type dispatcher struct {
 	// frameCap is the largest frame a link carries.
 	frameCap int64
 
-	// remote reaches devices linked to other nodes; nil on a single
-	// node (cluster_links.go, dispatch_remote.go).
-	remote *clusterLinks
+	// remote reaches devices linked to other nodes: singleNode on a
+	// single node (remote.go).
+	remote remote
 
 	mu      sync.Mutex
 	pending map[string]*command // by response_id
@@ -97,21 +97,27 @@ type command struct {
 	// Guarded by dispatcher.mu.
 	sentOn *client // the link it was sent on; nil once that link dropped
 	sent   bool    // it went out on some link
-	// sentLease is the epoch of its device's lease under which it was
-	// last sent, or is being sent, to the node holding the device's link
-	// (cluster mode); 0 if it is not out on another node.
-	sentLease int64
-	// sentNode is that node, while sentLease is not 0.
-	sentNode string
-	// retries counts its sends to other nodes that found no holder.
-	retries int
-	timer   *time.Timer
+	// elsewhere is its sending to another node (cluster mode).
+	elsewhere sentElsewhere
+	timer     *time.Timer
 	// unsentTimer fails the command if it is still unsent when its
 	// device's grace ends.
 	unsentTimer *time.Timer
 	// abandoned: its device's grace ended, so it is not sent again; a
 	// device that comes back later may still report results it had.
 	abandoned bool
+}
+
+// sentElsewhere is a command's sending to the node that holds its
+// device's link (cluster mode), guarded by dispatcher.mu.
+type sentElsewhere struct {
+	// lease is the epoch of the device's lease under which it was last
+	// sent, or is being sent, there; 0 if it is not out on another node.
+	lease int64
+	// node is that node, while lease is not 0.
+	node string
+	// retries counts its sends that found no holder.
+	retries int
 }
 
 // result is how cmd ended, once done is closed.
@@ -126,7 +132,7 @@ func (c *command) result() commandResult {
 func newDispatcher(st *store.Store, u *unrecorded, reg *registry, mx *metrics.Metrics,
 	answer func(deviceID string, m *protocol.ClientMessage, err error), log *slog.Logger, frameCap int64) *dispatcher {
 	return &dispatcher{store: st, unrecorded: u, reg: reg, metrics: mx, answer: answer, log: log, frameCap: frameCap,
-		pending: map[string]*command{}}
+		remote: singleNode{}, pending: map[string]*command{}}
 }
 
 // end ends cmd with its outcome: the first call wins. The command is
@@ -447,7 +453,7 @@ func (d *dispatcher) stop(responseID, why string) {
 	var c *client
 	var lease int64
 	if cmd != nil {
-		c, lease = cmd.sentOn, cmd.sentLease
+		c, lease = cmd.sentOn, cmd.elsewhere.lease
 	}
 	d.mu.Unlock()
 	m := &protocol.ServerMessage{Type: protocol.ServerCancelCommand, Status: protocol.StatusOK, ResponseID: responseID, Error: why, Timestamp: protocol.Now()}
@@ -456,7 +462,7 @@ func (d *dispatcher) stop(responseID, why string) {
 		if err := sendCancel(c, m); err != nil {
 			d.log.Warn("cancel not sent to the device", "device", c.id, "response_id", responseID, "err", err)
 		}
-	case lease != 0 && d.remote != nil:
+	case lease != 0:
 		d.remote.stop(cmd.rec.DeviceID, lease, m)
 	}
 }
@@ -539,8 +545,8 @@ func (cmd *command) timedOut() string {
 	switch {
 	case cmd.sentOn != nil:
 		return fmt.Sprintf("device %q did not answer within %s", id, cmd.timeout)
-	case cmd.sentLease != 0:
-		return fmt.Sprintf("device %q, linked to node %q, did not answer within %s", id, cmd.sentNode, cmd.timeout)
+	case cmd.elsewhere.lease != 0:
+		return fmt.Sprintf("device %q, linked to node %q, did not answer within %s", id, cmd.elsewhere.node, cmd.timeout)
 	}
 	return fmt.Sprintf("link to device %q dropped and the device did not come back within %s", id, cmd.timeout)
 }

@@ -131,16 +131,19 @@ type Server struct {
 	liveness   *protocol.Liveness // checks every link for silence
 	devices    *deviceCache       // enrolled devices, for the command path
 	disp       *dispatcher
-	sessions   *sessionManager
-	admission  *admission
-	mcp        *mcpGateway
-	cluster    *cluster.Cluster // nil: a single node
-	draining   atomic.Bool      // Drain has begun
-	orphans    chan struct{}    // closed when watchOrphans has stopped (a cluster node's)
-	metrics    *metrics.Metrics
-	keys       *keyLocks // idempotency keys being served
-	csrf       *http.CrossOriginProtection
-	authLimit  *authLimiter
+	// leases are the cluster's leases on devices linked here:
+	// singleNode on a single node (remote.go).
+	leases    deviceLeases
+	sessions  *sessionManager
+	admission *admission
+	mcp       *mcpGateway
+	cluster   *cluster.Cluster // nil: a single node
+	draining  atomic.Bool      // Drain has begun
+	orphans   chan struct{}    // closed when watchOrphans has stopped (a cluster node's)
+	metrics   *metrics.Metrics
+	keys      *keyLocks // idempotency keys being served
+	csrf      *http.CrossOriginProtection
+	authLimit *authLimiter
 	// revocations close the open surfaces of revoked identities.
 	revocations *revocations
 	// callers are the operator tokens' callers, kept until revoked.
@@ -246,6 +249,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	frameCap := cfg.Conn.MaxFrameBytes
 	s.unrecorded = newUnrecorded(st, cfg.Store, s.metrics.UnrecordedDropped, s.log)
 	s.disp = newDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, s.log, frameCap)
+	s.leases = singleNode{}
 	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
 	s.sessions = newSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
 	s.mcp = newMCPGateway(s, cfg.MCP)
