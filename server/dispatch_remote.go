@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
 )
 
 // The dispatcher's way to devices linked to other nodes, in cluster mode
@@ -266,8 +267,8 @@ func (d *dispatcher) recordedElsewhere(r cluster.Recorded) {
 	rec := cmd.rec
 	rec.Results, rec.Status = r.Results, store.CommandDone
 	if cmd.session != nil && !r.SessionEnded {
-		err := d.unrecorded.write(context.Background(), keptWrite{what: "end of the session of command " + rec.ResponseID, size: keptFailureBytes,
-			fn: func(tx *store.Tx) error { return cmd.endSession(tx, rec) }})
+		err := d.unrecorded.Record(context.Background(), unrecorded.Write{What: "end of the session of command " + rec.ResponseID, Size: unrecorded.FailureBytes,
+			Fn: func(tx *store.Tx) error { return cmd.endSession(tx, rec) }})
 		if err != nil {
 			cmd.log.Error("session end not recorded", "err", err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
 	"github.com/edgeaip/edgeaip/server/metrics"
 	"github.com/google/uuid"
 )
@@ -43,7 +44,7 @@ const sendTimeout = 10 * time.Second
 //     are kept and recorded once it can; see RATIONALE.md, "A full disk".
 type dispatcher struct {
 	store      *store.Store
-	unrecorded *unrecorded
+	unrecorded *unrecorded.Writes
 	reg        *registry
 	metrics    *metrics.Metrics
 	// answer tells a device how its results, kept while the store could
@@ -129,7 +130,7 @@ func (c *command) result() commandResult {
 	return r
 }
 
-func newDispatcher(st *store.Store, u *unrecorded, reg *registry, mx *metrics.Metrics,
+func newDispatcher(st *store.Store, u *unrecorded.Writes, reg *registry, mx *metrics.Metrics,
 	answer func(deviceID string, m *protocol.ClientMessage, err error), log *slog.Logger, frameCap int64) *dispatcher {
 	return &dispatcher{store: st, unrecorded: u, reg: reg, metrics: mx, answer: answer, log: log, frameCap: frameCap,
 		remote: singleNode{}, pending: map[string]*command{}}
@@ -591,8 +592,8 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 	}
 	var rec store.Command
 	finished := false
-	err := d.unrecorded.write(context.Background(), keptWrite{what: "failure of command " + cmd.rec.ResponseID, size: keptFailureBytes,
-		fn: func(tx *store.Tx) (err error) {
+	err := d.unrecorded.Record(context.Background(), unrecorded.Write{What: "failure of command " + cmd.rec.ResponseID, Size: unrecorded.FailureBytes,
+		Fn: func(tx *store.Tx) (err error) {
 			if cmd.fence != nil {
 				if err := tx.FenceSession(cmd.rec.SessionID, *cmd.fence); err != nil {
 					return err
@@ -795,10 +796,6 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 // errKept: results the store could not take now, kept until it does.
 var errKept = errors.New("results kept until the store takes them")
 
-// keptFailureBytes is about what a kept failure of a command or start of
-// a session records.
-const keptFailureBytes = 1 << 10
-
 // keepResults keeps results m that the store could not take (cause), to
 // record them as soon as it can, and fails the command that waits for
 // them at once, saying why: its caller is not left to wait out the
@@ -814,19 +811,19 @@ func (d *dispatcher) keepResults(deviceID string, m *protocol.ClientMessage, cau
 	if cmd := d.waiting(rid); cmd != nil {
 		// Its failure goes first, so that the results come late, after it.
 		then := "it keeps them and records them once it can"
-		if !d.unrecorded.hasRoom(2, size+keptFailureBytes) {
+		if !d.unrecorded.HasRoom(2, size+unrecorded.FailureBytes) {
 			then = "the device keeps them and sends them again when it next registers"
 		}
 		d.fail(cmd, fmt.Sprintf("device %q answered, but the server could not record its results: %v; %s",
 			deviceID, store.UnavailableCause(cause), then))
 	}
 	var rec store.Command
-	kept := d.unrecorded.keep(keptWrite{what: "results of command " + rid, key: "results " + rid, size: size,
-		fn: func(tx *store.Tx) (err error) {
+	kept := d.unrecorded.Keep(unrecorded.Write{What: "results of command " + rid, Key: "results " + rid, Size: size,
+		Fn: func(tx *store.Tx) (err error) {
 			rec, err = tx.RecordResults(deviceID, rid, m.ActionResults)
 			return err
 		},
-		recorded: func(err error) { d.answer(deviceID, m, d.recorded(deviceID, m, rec, err, false)) },
+		Recorded: func(err error) { d.answer(deviceID, m, d.recorded(deviceID, m, rec, err, false)) },
 	}, cause)
 	if !kept {
 		log.Error("results not recorded; the device keeps them", "err", cause)

@@ -22,6 +22,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/certs"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
 
@@ -113,10 +114,10 @@ func (c *StoreConfig) location(dataDir string) string {
 
 func (c *StoreConfig) setDefaults() {
 	if c.UnrecordedWrites <= 0 {
-		c.UnrecordedWrites = defaultUnrecordedWrites
+		c.UnrecordedWrites = unrecorded.DefaultMaxWrites
 	}
 	if c.UnrecordedBytes <= 0 {
-		c.UnrecordedBytes = defaultUnrecordedBytes
+		c.UnrecordedBytes = unrecorded.DefaultMaxBytes
 	}
 }
 
@@ -126,7 +127,7 @@ type Server struct {
 	log        *slog.Logger
 	lock       *dirlock.Lock // the data dir's, held until Close
 	store      *store.Store
-	unrecorded *unrecorded // what the store could not take, to retry
+	unrecorded *unrecorded.Writes // what the store could not take, to retry
 	reg        *registry
 	liveness   *protocol.Liveness // checks every link for silence
 	devices    *deviceCache       // enrolled devices, for the command path
@@ -244,10 +245,10 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		LiveSessions:       func(state string) int { return s.sessions.liveSessions(state) },
 		BlockedSources:     s.authLimit.count,
 		StoreWriteFailures: st.WriteFailures,
-		UnrecordedWrites:   func() int { n, _ := s.unrecorded.pending(); return n },
+		UnrecordedWrites:   func() int { n, _ := s.unrecorded.Pending(); return n },
 	})
 	frameCap := cfg.Conn.MaxFrameBytes
-	s.unrecorded = newUnrecorded(st, cfg.Store, s.metrics.UnrecordedDropped, s.log)
+	s.unrecorded = unrecorded.New(st, cfg.Store.UnrecordedWrites, cfg.Store.UnrecordedBytes, s.metrics.UnrecordedDropped, s.log)
 	s.disp = newDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, s.log, frameCap)
 	s.leases = singleNode{}
 	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
@@ -362,7 +363,7 @@ func (s *Server) Shutdown() {
 		s.sessions.wait()
 		<-s.janitor
 		<-s.seenFlush
-		s.unrecorded.close()
+		s.unrecorded.Close()
 		s.recordLastSeen(context.Background(), s.reg.devices())
 		// Gone from the cluster before the links close: the other nodes
 		// then take this node's devices as between links, which they are,
