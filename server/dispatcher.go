@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/lazylog"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
 	"github.com/edgeaip/edgeaip/server/metrics"
@@ -84,8 +85,8 @@ type command struct {
 	// node another has adopted the session from neither makes a command
 	// nor fails one the adopter sends again.
 	fence *store.Owner
-	log   lazyLog   // names the command: see logAttrs
-	start time.Time // when it was recorded
+	log   lazylog.Logger // names the command: see logAttrs
+	start time.Time      // when it was recorded
 
 	done chan struct{}
 	once sync.Once
@@ -201,7 +202,7 @@ func (d *dispatcher) recordedCommand(rec store.Command, session *store.Session) 
 		session: session, timeout: rec.Timeout, waitForDevice: rec.WaitForDevice,
 		done: make(chan struct{}),
 	}
-	cmd.log.init(d.log, cmd.logAttrs)
+	cmd.log.Init(d.log, cmd.logAttrs)
 	return cmd
 }
 
@@ -760,7 +761,7 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 	if rid == "" {
 		return &deliveryError{`command_results: field "prev_response_id": missing`}
 	}
-	dropImplausibleUsage(m.ActionResults, newLazyLog(d.log, func() []any {
+	dropImplausibleUsage(m.ActionResults, lazylog.New(d.log, func() []any {
 		return []any{"device", c.id, "session_id", m.SessionID, "response_id", rid}
 	}))
 	// The write that records the results of a command still waiting for
@@ -844,7 +845,7 @@ func resultsBytes(results []protocol.Result) int64 {
 // returns deliver's error for them.
 func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec store.Command, err error, sessionEnded bool) error {
 	rid := m.PrevResponseID
-	log := newLazyLog(d.log, func() []any {
+	log := lazylog.New(d.log, func() []any {
 		// The command's ids when it is known; else those the device sent.
 		sessionID, calls := rec.SessionID, protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))
 		if rec.ResponseID == "" {

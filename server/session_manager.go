@@ -14,6 +14,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/lazylog"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
 	"github.com/edgeaip/edgeaip/server/metrics"
@@ -276,7 +277,7 @@ func sameOwner(a, b api.Requester) bool {
 // is gone.
 func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcome[R], *slog.Logger)) outcome[R] {
 	defer m.release(s)
-	log := newLazyLog(m.log, func() []any { return []any{"session_id", s.ID, "device", s.DeviceID, "task_name", s.TaskName} })
+	log := lazylog.New(m.log, func() []any { return []any{"session_id", s.ID, "device", s.DeviceID, "task_name", s.TaskName} })
 	s.started.Store(true)
 	if s.persisted {
 		err := m.unrecorded.Record(context.Background(), unrecorded.Write{What: "start of session " + s.ID, Size: unrecorded.FailureBytes,
@@ -307,7 +308,7 @@ func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcom
 	log.Log(level, "session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
 	s.events.add(api.TaskEvent{Type: api.EventEnd, SessionID: s.ID, State: out.state, Status: string(taskEndStatus(out.state)), Result: out.result, Error: out.err})
 	if tell != nil && s.cancelReason() != reasonConstellationDisconnected {
-		tell(out, log.logger())
+		tell(out, log.Slog())
 	}
 	return out
 }
