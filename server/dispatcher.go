@@ -51,7 +51,12 @@ type dispatcher struct {
 	// answer tells a device how its results, kept while the store could
 	// not take them, ended: deliver's error for them.
 	answer func(deviceID string, m *protocol.ClientMessage, err error)
-	log    *slog.Logger
+	// sessionEnd is the row of the session a single command makes up as
+	// it ends with the command rec: the front door's judgement of it
+	// (commandOutcome), which the dispatcher records with the command's
+	// outcome (RATIONALE.md, "One straight path for a command").
+	sessionEnd func(row store.Session, rec store.Command) (store.Session, error)
+	log        *slog.Logger
 	// frameCap is the largest frame a link carries.
 	frameCap int64
 
@@ -132,8 +137,9 @@ func (c *command) result() commandResult {
 }
 
 func newDispatcher(st *store.Store, u *unrecorded.Writes, reg *registry, mx *metrics.Metrics,
-	answer func(deviceID string, m *protocol.ClientMessage, err error), log *slog.Logger, frameCap int64) *dispatcher {
-	return &dispatcher{store: st, unrecorded: u, reg: reg, metrics: mx, answer: answer, log: log, frameCap: frameCap,
+	answer func(deviceID string, m *protocol.ClientMessage, err error),
+	sessionEnd func(store.Session, store.Command) (store.Session, error), log *slog.Logger, frameCap int64) *dispatcher {
+	return &dispatcher{store: st, unrecorded: u, reg: reg, metrics: mx, answer: answer, sessionEnd: sessionEnd, log: log, frameCap: frameCap,
 		remote: singleNode{}, pending: map[string]*command{}}
 }
 
@@ -611,7 +617,7 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 			if err != nil {
 				return err
 			}
-			return cmd.endSession(tx, rec)
+			return d.endSession(tx, cmd.session, rec)
 		}})
 	switch {
 	case errors.Is(err, store.ErrAdopted):
@@ -627,22 +633,16 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 	}
 }
 
-// endSession ends the session cmd alone makes up, if it does, with the
-// outcome rec that tx records; a session that has already ended keeps its
-// end. The session's row is on record: run recorded it with cmd, before
-// cmd could have any outcome.
-func (cmd *command) endSession(tx *store.Tx, rec store.Command) error {
-	return endSession(tx, cmd.session, rec)
-}
-
 // endSession ends session, the row of the session a command alone makes
-// up, if there is one, with the outcome rec that tx records.
-func endSession(tx *store.Tx, session *store.Session, rec store.Command) error {
+// up, if there is one, with the outcome rec that tx records; a session
+// that has already ended keeps its end. The session's row is on record:
+// run recorded it with its command, before the command could have any
+// outcome.
+func (d *dispatcher) endSession(tx *store.Tx, session *store.Session, rec store.Command) error {
 	if session == nil {
 		return nil
 	}
-	out := commandOutcome(rec.SessionID, rec.DeviceID, commandResult{responseID: rec.ResponseID, results: rec.Results, recorded: true})
-	row, err := out.endRow(*session)
+	row, err := d.sessionEnd(*session, rec)
 	if err != nil {
 		return err
 	}
@@ -786,7 +786,7 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 		if err != nil {
 			return err
 		}
-		return endSession(tx, session, rec)
+		return d.endSession(tx, session, rec)
 	})
 	if errors.Is(err, store.ErrUnavailable) {
 		return d.keepResults(c.id, m, err)

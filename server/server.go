@@ -249,7 +249,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	})
 	frameCap := cfg.Conn.MaxFrameBytes
 	s.unrecorded = unrecorded.New(st, cfg.Store.UnrecordedWrites, cfg.Store.UnrecordedBytes, s.metrics.UnrecordedDropped, s.log)
-	s.disp = newDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, s.log, frameCap)
+	s.disp = newDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, commandSessionEnd, s.log, frameCap)
 	s.leases = singleNode{}
 	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
 	s.sessions = newSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
