@@ -17,8 +17,8 @@ import (
 // Tasks that outlive their node: in a cluster each session belongs to the
 // node that accepted it, at that node's fencing epoch. When a node dies,
 // another adopts its unfinished sessions in one fenced write and runs each
-// on from its last recorded step; see RATIONALE.md, "Tasks that outlive
-// their node".
+// on from its last recorded step; see internal/cluster/RATIONALE.md,
+// "Tasks that outlive their node".
 
 // owner is this node at this start: the owner of the sessions it runs;
 // the zero Owner on a single node.

@@ -13,8 +13,7 @@ import (
 )
 
 // ClusterConfig makes the server a node of a cluster: nodes that share
-// one PostgreSQL store and talk over NATS (server/RATIONALE.md, "Cluster
-// mode"). The zero value is a single node.
+// one PostgreSQL store and talk over NATS (internal/cluster/RATIONALE.md). The zero value is a single node.
 type ClusterConfig struct {
 	// NATS is the NATS server's URL (nats://…; several, comma-separated):
 	// set, the server is a cluster node, and needs a PostgreSQL store.

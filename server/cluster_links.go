@@ -17,7 +17,7 @@ import (
 )
 
 // clusterLinks is a node's part in the links of the cluster's devices
-// (server/RATIONALE.md, "Cluster mode"): the leases of the devices linked
+// (internal/cluster/RATIONALE.md): the leases of the devices linked
 // here, the commands other nodes send for them, and the dispatcher's way
 // to devices linked elsewhere: a cluster node's remote and deviceLeases
 // (remote.go).

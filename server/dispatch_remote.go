@@ -12,7 +12,7 @@ import (
 )
 
 // The dispatcher's way to devices linked to other nodes, in cluster mode
-// (server/RATIONALE.md, "Cluster mode"). A command is recorded by the
+// (internal/cluster/RATIONALE.md). A command is recorded by the
 // node that took it and waits there; it goes over NATS to the node
 // holding its device's lease, which sends it on the link; the results
 // are recorded where the device answers and come back over NATS.
