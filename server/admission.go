@@ -80,6 +80,11 @@ type order struct {
 	steps   []step
 	// plan is what the steps come from; nil for a single command.
 	plan *plan.Plan
+	// planJSON is plan as JSON, as the task's row keeps it, or planErr
+	// why it cannot be: encoded once, for admission to measure and for
+	// the task to keep.
+	planJSON []byte
+	planErr  error
 }
 
 // commandOrder is a single command for a device, asked by who.
@@ -89,7 +94,8 @@ func commandOrder(who *caller, deviceID string, actions []protocol.Command) orde
 
 // planOrder is a plan for devices, asked by who.
 func planOrder(who *caller, p *plan.Plan, devices ...string) order {
-	return order{who: who, devices: devices, steps: planSteps(p), plan: p}
+	b, err := json.Marshal(p)
+	return order{who: who, devices: devices, steps: planSteps(p), plan: p, planJSON: b, planErr: err}
 }
 
 // admission checks orders. Its inventories are the ones the dispatcher
@@ -124,7 +130,7 @@ func (a *admission) admit(o order) error {
 	}
 	c := check{admission: a, scope: o.who.scope, seen: map[api.Problem]bool{}}
 	if o.plan != nil {
-		c.planSize(o.plan)
+		c.planSize(o.planJSON, o.planErr)
 	}
 	invs := make([]inventory, len(o.devices))
 	for i, id := range o.devices {
@@ -233,8 +239,7 @@ func (c *check) full() bool { return len(c.problems) > maxProblems }
 
 // planSize bounds the plan as it is stored and sent: as JSON, its aliases
 // expanded.
-func (c *check) planSize(p *plan.Plan) {
-	b, err := json.Marshal(p)
+func (c *check) planSize(b []byte, err error) {
 	switch {
 	case err != nil:
 		c.add("plan", "not representable as JSON: %v", err)

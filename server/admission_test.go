@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -364,18 +365,23 @@ func TestTheSchemaCacheFindsASchemaByItsMapOrItsJSON(t *testing.T) {
 }
 
 // countedParam is a parameter value that counts how often it is encoded,
-// in JSON and in CBOR.
-type countedParam struct{ json, cbor *int }
+// in JSON and in CBOR, from any goroutine.
+type countedParam struct{ json, cbor *atomic.Int64 }
 
-func (p countedParam) MarshalJSON() ([]byte, error) { *p.json++; return []byte(`"x"`), nil }
-func (p countedParam) MarshalCBOR() ([]byte, error) { *p.cbor++; return []byte{0x61, 'x'}, nil }
+func newCountedParam() countedParam { return countedParam{new(atomic.Int64), new(atomic.Int64)} }
+
+func (p countedParam) MarshalJSON() ([]byte, error) { p.json.Add(1); return []byte(`"x"`), nil }
+func (p countedParam) MarshalCBOR() ([]byte, error) { p.cbor.Add(1); return []byte{0x61, 'x'}, nil }
+
+// reset forgets the count so far.
+func (p countedParam) reset() { p.json.Store(0); p.cbor.Store(0) }
 
 // Admission encodes a command's parameters once in each format a step
 // needs, however many devices it is for: JSON for their size and schema,
 // and each wire's encoding for the frame it makes, which the devices that
 // speak it share.
 func TestAdmissionEncodesAStepsParametersOncePerFormat(t *testing.T) {
-	var inJSON, inCBOR int
+	counted := newCountedParam()
 	tools := []protocol.MCPToolInfo{tool("", "echo", protocol.ToolAction)}
 	invs := map[string]inventory{
 		"a": {deviceID: "a", online: true, tools: tools},
@@ -386,16 +392,16 @@ func TestAdmissionEncodesAStepsParametersOncePerFormat(t *testing.T) {
 	a := &admission{limits: Limits{MaxPlanBytes: 1 << 20, MaxParamBytes: 1 << 20}, frameCap: 1 << 20,
 		inventory: func(id string) inventory { return invs[id] }}
 	o := commandOrder(testAdmin, "a", []protocol.Command{{ToolName: "echo", ToolType: protocol.ToolAction,
-		Parameters: map[string]any{"v": countedParam{&inJSON, &inCBOR}}}})
+		Parameters: map[string]any{"v": counted}}})
 
 	o.devices = []string{"a", "b", "c"}
 	require.NoError(t, a.admit(o))
-	assert.Equal(t, 1, inJSON, "its size, as JSON")
-	assert.Equal(t, 1, inCBOR, "the frame the three devices share")
+	assert.EqualValues(t, 1, counted.json.Load(), "its size, as JSON")
+	assert.EqualValues(t, 1, counted.cbor.Load(), "the frame the three devices share")
 
-	inJSON, inCBOR = 0, 0
+	counted.reset()
 	o.devices = []string{"a", "u", "b"}
 	require.NoError(t, a.admit(o))
-	assert.Equal(t, 2, inJSON, "its size, and the frame of the device that speaks UFO's JSON")
-	assert.Equal(t, 1, inCBOR)
+	assert.EqualValues(t, 2, counted.json.Load(), "its size, and the frame of the device that speaks UFO's JSON")
+	assert.EqualValues(t, 1, counted.cbor.Load())
 }

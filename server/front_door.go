@@ -181,12 +181,13 @@ type planTask struct {
 // (*sessionRunningError); admission's refusals come as they are, and
 // failures to start as a *runError.
 func (d *frontDoor) StartPlan(ctx context.Context, p planTask) (*session, error) {
-	if err := d.admission.admit(planOrder(p.who, p.Plan, p.Device)); err != nil {
+	o := planOrder(p.who, p.Plan, p.Device)
+	if err := d.admission.admit(o); err != nil {
 		return nil, err
 	}
 	spec := sessionSpec{
 		ID: p.ID, TaskName: taskNameOf(p.TaskName, p.Plan), DeviceID: p.Device, Requester: p.requester(),
-		Scope: p.who.scope, Plan: p.Plan, OriginalTaskName: p.OriginalTaskName, Key: p.Key, Tee: p.Tee,
+		Scope: p.who.scope, Plan: p.Plan, PlanJSON: o.planJSON, OriginalTaskName: p.OriginalTaskName, Key: p.Key, Tee: p.Tee,
 	}
 	return d.start(ctx, spec, p.TaskEnd, p.Announce)
 }
@@ -251,11 +252,13 @@ func (e *noDevicesError) Error() string {
 // StartFleet admits f's plan on each of its devices, creates the fleet's
 // session and starts it, in the background. Errors as StartPlan's.
 func (d *frontDoor) StartFleet(ctx context.Context, f fleetTask) (*session, error) {
-	if err := d.admission.admit(planOrder(f.who, f.Plan, f.Devices...)); err != nil {
+	o := planOrder(f.who, f.Plan, f.Devices...)
+	if err := d.admission.admit(o); err != nil {
 		return nil, err
 	}
 	spec := sessionSpec{
-		ID: f.ID, TaskName: taskNameOf(f.TaskName, f.Plan), Requester: f.requester(), Scope: f.who.scope, Plan: f.Plan,
+		ID: f.ID, TaskName: taskNameOf(f.TaskName, f.Plan), Requester: f.requester(), Scope: f.who.scope,
+		Plan: f.Plan, PlanJSON: o.planJSON,
 		Fleet: &fleetSpec{labels: f.Labels, selector: f.Selector, devices: f.Devices, concurrency: f.Concurrency,
 			abortPercent: f.AbortPercent},
 		Key: f.Key, Tee: f.Tee,

@@ -36,7 +36,11 @@ type sessionSpec struct {
 	// patterns when it is sent, as admission held the request.
 	Scope access.Scope
 	Plan  *plan.Plan // nil for a single command
-	Fleet *fleetSpec // runs Plan on many devices
+	// PlanJSON is Plan as JSON, if the caller has it already: admission
+	// encoded it, and a fleet's children share their fleet's. Nil: it is
+	// encoded here.
+	PlanJSON json.RawMessage
+	Fleet    *fleetSpec // runs Plan on many devices
 	// Tee is also given each of the session's events: a fleet follows its
 	// children's. It is fixed before the session is published, so that
 	// nothing reads it while it is written.
@@ -198,7 +202,10 @@ func (m *sessionManager) newSession(spec sessionSpec) *session {
 	}
 	if spec.Plan != nil {
 		s.plan = spec.Plan
-		s.planJSON, _ = json.Marshal(spec.Plan)
+		s.planJSON = spec.PlanJSON
+		if s.planJSON == nil {
+			s.planJSON, _ = json.Marshal(spec.Plan)
+		}
 		s.steps = len(spec.Plan.Steps)
 	}
 	return s
