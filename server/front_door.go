@@ -23,6 +23,9 @@ import (
 type frontDoor struct {
 	admission *admission
 	sessions  *sessionManager
+	// matching are the enrolled devices a selector picks (the store's
+	// DevicesMatching): the devices a fleet runs on.
+	matching func(context.Context, access.Selector) ([]string, error)
 }
 
 // asker is who asks for a task, and through what: its identity, whose
@@ -210,7 +213,7 @@ type fleetTask struct {
 	asker
 	Plan *plan.Plan
 	// Labels pick the devices, Selector is them narrowed by the asker's
-	// scope, and Devices are the devices it matched (fleetTargets).
+	// scope, and Devices are the devices it matched (FleetTargets).
 	Labels   map[string]string
 	Selector access.Selector
 	Devices  []string
@@ -231,7 +234,7 @@ type fleetTask struct {
 // matches; a *noDevicesError if none.
 func (d *frontDoor) FleetTargets(ctx context.Context, who *caller, labels map[string]string) (access.Selector, []string, error) {
 	selector := access.LabelSelector(labels).And(who.scope.Devices)
-	devices, err := d.sessions.store.DevicesMatching(ctx, selector, 0)
+	devices, err := d.matching(ctx, selector)
 	switch {
 	case err != nil:
 		return nil, nil, err

@@ -19,6 +19,7 @@ import (
 	"github.com/edgeaip/edgeaip/internal/dirlock"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/dashboard"
+	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/certs"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/store"
@@ -254,7 +255,10 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	s.leases = singleNode{}
 	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
 	s.sessions = newSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
-	s.tasks = &frontDoor{admission: s.admission, sessions: s.sessions}
+	s.tasks = &frontDoor{admission: s.admission, sessions: s.sessions,
+		matching: func(ctx context.Context, sel access.Selector) ([]string, error) {
+			return st.DevicesMatching(ctx, sel, 0)
+		}}
 	s.mcp = newMCPGateway(s, cfg.MCP)
 	if err := s.linkCluster(); err != nil {
 		s.leaveCluster()
