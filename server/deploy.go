@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 )
 
 // frameHeadroom is what a COMMAND frame needs besides the module itself.
@@ -48,12 +49,12 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action := protocol.Command{ToolName: protocol.InstallToolName, ToolType: protocol.ToolAction, Parameters: params}
-	who := callerFrom(r)
+	who := identity.CallerFrom(r)
 	if err := s.admission.admit(commandOrder(who, d.ID, []protocol.Command{action})); err != nil {
 		writeRequestError(w, err)
 		return
 	}
-	spec := sessionSpec{DeviceID: d.ID, Requester: who.requester(api.RequesterOperator, ""), Scope: who.scope}
+	spec := sessionSpec{DeviceID: d.ID, Requester: who.Requester(api.RequesterOperator, ""), Scope: who.Scope}
 	resp, err := s.sessions.runCommand(r.Context(), spec, []protocol.Command{action}, timeout)
 	if err != nil {
 		writeSessionError(w, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -25,7 +26,7 @@ func (s *Server) checkAdmission(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	who := callerFrom(r)
+	who := identity.CallerFrom(r)
 	devices, code, err := s.admissionTargets(r, who, req)
 	if err != nil {
 		writeError(w, code, err.Error())
@@ -53,7 +54,7 @@ func (s *Server) checkAdmission(w http.ResponseWriter, r *http.Request) {
 // admissionTargets are the devices in who's scope a dry run is for, or
 // an error and its status. A device outside the scope is not enrolled,
 // as for the request the dry run stands for.
-func (s *Server) admissionTargets(r *http.Request, who *caller, req api.AdmissionRequest) ([]string, int, error) {
+func (s *Server) admissionTargets(r *http.Request, who *identity.Caller, req api.AdmissionRequest) ([]string, int, error) {
 	switch {
 	case (req.Device == "") == (len(req.Labels) == 0):
 		return nil, http.StatusBadRequest, errors.New(`give either "device" or "labels"`)
@@ -71,7 +72,7 @@ func (s *Server) admissionTargets(r *http.Request, who *caller, req api.Admissio
 		}
 		return []string{req.Device}, 0, nil
 	}
-	devices, err := s.store.DevicesMatching(r.Context(), access.LabelSelector(req.Labels).And(who.scope.Devices), 0)
+	devices, err := s.store.DevicesMatching(r.Context(), access.LabelSelector(req.Labels).And(who.Scope.Devices), 0)
 	switch {
 	case err != nil:
 		return nil, http.StatusServiceUnavailable, err
@@ -83,7 +84,7 @@ func (s *Server) admissionTargets(r *http.Request, who *caller, req api.Admissio
 
 // admissionOrder is what a dry run checks: the plan or the actions, for
 // devices, asked by who.
-func (s *Server) admissionOrder(who *caller, req api.AdmissionRequest, devices []string) (order, error) {
+func (s *Server) admissionOrder(who *identity.Caller, req api.AdmissionRequest, devices []string) (order, error) {
 	hasPlan := len(req.Plan) > 0 && string(req.Plan) != "null"
 	switch {
 	case hasPlan == (len(req.Actions) > 0):

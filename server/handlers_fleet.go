@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
@@ -19,7 +20,7 @@ import (
 // fleet task, and answers at once. key, if not nil, is recorded with the
 // task, with the answer.
 func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
-	who := callerFrom(r)
+	who := identity.CallerFrom(r)
 	var req api.FleetRequest
 	if !readJSON(w, r, &req) {
 		return
@@ -33,7 +34,7 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 		writeRequestError(w, err)
 		return
 	}
-	selector := access.LabelSelector(req.Labels).And(who.scope.Devices)
+	selector := access.LabelSelector(req.Labels).And(who.Scope.Devices)
 	devices, err := s.store.DevicesMatching(r.Context(), selector, 0)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
@@ -48,8 +49,8 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 		return
 	}
 	spec := sessionSpec{
-		ID: newRowID(), TaskName: taskNameOf(req.TaskName, p), Requester: who.requester(api.RequesterOperator, ""),
-		Scope: who.scope, Plan: p, Fleet: &fleetSpec{labels: req.Labels, selector: selector, devices: devices,
+		ID: newRowID(), TaskName: taskNameOf(req.TaskName, p), Requester: who.Requester(api.RequesterOperator, ""),
+		Scope: who.Scope, Plan: p, Fleet: &fleetSpec{labels: req.Labels, selector: selector, devices: devices,
 			concurrency: req.Concurrency, abortPercent: req.AbortPercent},
 	}
 	if spec.Fleet.concurrency == 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
@@ -141,12 +142,12 @@ func cancelReason(ctx context.Context) (why string, byServer bool) {
 
 // runCommand runs actions on device as a single command for who, with
 // progress, and cancels it if the client does.
-func (g *mcpGateway) runCommand(ctx context.Context, req mcp.CallToolRequest, who *caller, device string,
+func (g *mcpGateway) runCommand(ctx context.Context, req mcp.CallToolRequest, who *identity.Caller, device string,
 	actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
 	f := newFollowing(ctx, req)
 	// The id is chosen here, so that a cancellation that comes before the
 	// command has started knows what to cancel.
-	spec := sessionSpec{ID: newRowID(), DeviceID: device, Requester: who.requester(api.RequesterMCP, ""), Scope: who.scope, Tee: f.tee}
+	spec := sessionSpec{ID: newRowID(), DeviceID: device, Requester: who.Requester(api.RequesterMCP, ""), Scope: who.Scope, Tee: f.tee}
 	var resp api.CommandResponse
 	var err error
 	done := make(chan struct{})
@@ -186,10 +187,10 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 	if err != nil {
 		return refused(err)
 	}
-	who := callerIn(ctx)
+	who := identity.CallerIn(ctx)
 	f := newFollowing(ctx, req)
-	spec := sessionSpec{ID: newRowID(), TaskName: taskNameOf("", p), Requester: who.requester(api.RequesterMCP, ""),
-		Scope: who.scope, Plan: p, Tee: f.tee}
+	spec := sessionSpec{ID: newRowID(), TaskName: taskNameOf("", p), Requester: who.Requester(api.RequesterMCP, ""),
+		Scope: who.Scope, Plan: p, Tee: f.tee}
 	device := req.GetString("device", "")
 	labels, _ := args["labels"].(map[string]any)
 	switch {
@@ -231,7 +232,7 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 
 // fleetSpec makes spec a fleet over the devices in who's scope that have
 // labels, admitted on each.
-func (g *mcpGateway) fleetSpec(ctx context.Context, who *caller, spec *sessionSpec, labels map[string]any) error {
+func (g *mcpGateway) fleetSpec(ctx context.Context, who *identity.Caller, spec *sessionSpec, labels map[string]any) error {
 	if len(labels) == 0 {
 		return errors.New(`argument "labels": at least one label is required`)
 	}
@@ -243,7 +244,7 @@ func (g *mcpGateway) fleetSpec(ctx context.Context, who *caller, spec *sessionSp
 		}
 		want[k] = s
 	}
-	selector := access.LabelSelector(want).And(who.scope.Devices)
+	selector := access.LabelSelector(want).And(who.Scope.Devices)
 	devices, err := g.s.store.DevicesMatching(ctx, selector, 0)
 	switch {
 	case err != nil:
