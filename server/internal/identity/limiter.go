@@ -34,7 +34,8 @@ const (
 
 // Limiter counts failed authentications per source address, and says
 // which sources are refused for failing too often. It reads a request's
-// source as Config.TrustedProxies says (Source).
+// source believing X-Forwarded-For only from the proxies it was built
+// with (Source).
 type Limiter struct {
 	proxies []netip.Prefix
 	log     *slog.Logger

@@ -97,7 +97,7 @@ func BootstrapAdmin(ctx context.Context, st *store.Store, token string) (live bo
 			return err
 		}
 		return tx.CreateIdentity(store.Identity{Name: BootstrapIdentity, Role: access.Admin.String()},
-			store.Token{ID: NewTokenID(), Hash: HashToken(token)})
+			store.Token{ID: newTokenID(), Hash: HashToken(token)})
 	})
 	if err != nil {
 		return false, fmt.Errorf("bootstrap admin identity: %w", err)
@@ -113,11 +113,11 @@ func BootstrapAdmin(ctx context.Context, st *store.Store, token string) (live bo
 // identity, and its record, which holds only its hash.
 func NewOperatorToken(identity string) (string, store.Token) {
 	token := NewToken(OperatorTokenPrefix)
-	return token, store.Token{ID: NewTokenID(), Identity: identity, Hash: HashToken(token)}
+	return token, store.Token{ID: newTokenID(), Identity: identity, Hash: HashToken(token)}
 }
 
-// NewTokenID is a token's public id: 64 random bits, in hex.
-func NewTokenID() string {
+// newTokenID is a token's public id: 64 random bits, in hex.
+func newTokenID() string {
 	b := make([]byte, 8)
 	rand.Read(b) // crypto/rand.Read never fails on supported platforms
 	return hex.EncodeToString(b)
