@@ -10,14 +10,15 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
 // Tasks that outlive their node: in a cluster each session belongs to the
 // node that accepted it, at that node's fencing epoch. When a node dies,
 // another adopts its unfinished sessions in one fenced write and runs each
-// on from its last recorded step; see RATIONALE.md, "Tasks that outlive
-// their node".
+// on from its last recorded step; see internal/cluster/RATIONALE.md,
+// "Tasks that outlive their node".
 
 // owner is this node at this start: the owner of the sessions it runs;
 // the zero Owner on a single node.
@@ -296,8 +297,8 @@ func (m *sessionManager) failAdopted(ctx context.Context, id string, why error) 
 	}
 	row.Owner = m.owner
 	row.State, row.Error = string(api.StateFailed), fmt.Sprintf("adopted by %s, which could not run it on: %v", m.owner, why)
-	err = m.unrecorded.write(ctx, keptWrite{what: "end of session " + id, size: keptFailureBytes,
-		fn: func(tx *store.Tx) error { return tx.EndSession(row) }})
+	err = m.unrecorded.Record(ctx, unrecorded.Write{What: "end of session " + id, Size: unrecorded.FailureBytes,
+		Fn: func(tx *store.Tx) error { return tx.EndSession(row) }})
 	if err != nil {
 		m.log.Error("adopted session not failed", "session_id", id, "err", err)
 	}

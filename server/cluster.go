@@ -13,8 +13,7 @@ import (
 )
 
 // ClusterConfig makes the server a node of a cluster: nodes that share
-// one PostgreSQL store and talk over NATS (server/RATIONALE.md, "Cluster
-// mode"). The zero value is a single node.
+// one PostgreSQL store and talk over NATS (internal/cluster/RATIONALE.md). The zero value is a single node.
 type ClusterConfig struct {
 	// NATS is the NATS server's URL (nats://…; several, comma-separated):
 	// set, the server is a cluster node, and needs a PostgreSQL store.
@@ -98,13 +97,15 @@ func (s *Server) joinCluster(ctx context.Context) error {
 
 // linkCluster wires a cluster node's parts to the other nodes: commands
 // for devices linked elsewhere, the commands and changes other nodes send.
-func (s *Server) linkCluster() (err error) {
+func (s *Server) linkCluster() error {
 	if s.cluster == nil {
 		return nil
 	}
-	if s.disp.remote, err = newClusterLinks(s.cluster, s.reg, s.disp, s.cfg.Sessions.DeviceGrace, s.log); err != nil {
+	links, err := newClusterLinks(s.cluster, s.reg, s.disp, s.cfg.Sessions.DeviceGrace, s.log)
+	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
+	s.disp.remote, s.leases = links, links
 	s.admission.reachable = s.reachable
 	err = s.cluster.OnRevocation(func(r cluster.Revocation) { s.Revoked(Revocation{Identity: r.Identity, TokenIDs: r.TokenIDs}) })
 	if err == nil {

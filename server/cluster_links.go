@@ -17,10 +17,10 @@ import (
 )
 
 // clusterLinks is a node's part in the links of the cluster's devices
-// (server/RATIONALE.md, "Cluster mode"): the leases of the devices linked
+// (internal/cluster/RATIONALE.md): the leases of the devices linked
 // here, the commands other nodes send for them, and the dispatcher's way
-// to devices linked elsewhere. Its methods do nothing on a nil one, as a
-// single node has.
+// to devices linked elsewhere: a cluster node's remote and deviceLeases
+// (remote.go).
 type clusterLinks struct {
 	c     *cluster.Cluster
 	reg   *registry
@@ -101,9 +101,6 @@ func (l *clusterLinks) preload() {
 // linkedElsewhere reports whether device id is linked to another node
 // that was alive at the last sweep, as announced: for its online flag.
 func (l *clusterLinks) linkedElsewhere(id string) bool {
-	if l == nil {
-		return false
-	}
 	self, _ := l.c.Self()
 	l.disp.mu.Lock()
 	lc := l.leases[id]
@@ -114,9 +111,6 @@ func (l *clusterLinks) linkedElsewhere(id string) bool {
 // devicesElsewhere lists the devices linked to other nodes alive at the
 // last sweep, as announced, sorted.
 func (l *clusterLinks) devicesElsewhere() []string {
-	if l == nil {
-		return nil
-	}
 	self, _ := l.c.Self()
 	l.disp.mu.Lock()
 	var out []string
@@ -143,9 +137,6 @@ func (l *clusterLinks) heldCount() int {
 // device, to send it to another node; without PostgreSQL the device is
 // served here alone.
 func (l *clusterLinks) take(ctx context.Context, c *client) error {
-	if l == nil {
-		return nil
-	}
 	lease, prev, err := l.c.TakeLease(ctx, c.id)
 	switch {
 	case errors.Is(err, store.ErrFenced):
@@ -164,7 +155,7 @@ func (l *clusterLinks) take(ctx context.Context, c *client) error {
 
 // announce tells every node device c's lease is this node's.
 func (l *clusterLinks) announce(c *client) {
-	if l == nil || c.leaseEpoch.Load() == 0 {
+	if c.leaseEpoch.Load() == 0 {
 		return
 	}
 	self, epoch := l.c.Self()
@@ -234,9 +225,6 @@ func (l *clusterLinks) heldEpoch(id string) int64 {
 // release gives up device id's lease, its link here having ended for
 // good (its grace, a revocation), and tells the other nodes.
 func (l *clusterLinks) release(id string) {
-	if l == nil {
-		return
-	}
 	epoch := l.drop(id, 0)
 	if epoch == 0 {
 		return
@@ -258,9 +246,6 @@ func (l *clusterLinks) release(id string) {
 // as the store says: a grace that ends here must not end the device's
 // work if the device is linked elsewhere.
 func (l *clusterLinks) heldElsewhere(id string) bool {
-	if l == nil {
-		return false
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 	defer cancel()
 	lease, err := l.c.Lease(ctx, id)
@@ -284,7 +269,7 @@ func (l *clusterLinks) leaseChanged(lc cluster.LeaseChange) {
 			}
 		}
 	}
-	l.disp.leaseChanged(lc, mine)
+	l.sendOnLeaseChange(lc, mine)
 }
 
 // serve answers a command another node sent for a device whose lease
@@ -360,9 +345,6 @@ func (l *clusterLinks) stop(id string, lease int64, m *protocol.ServerMessage) {
 // proxiedSession is the session of command rid, if another node sent it
 // here with one.
 func (l *clusterLinks) proxiedSession(rid string) *store.Session {
-	if l == nil {
-		return nil
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.proxied[rid].session
@@ -373,7 +355,7 @@ func (l *clusterLinks) proxiedSession(rid string) *store.Session {
 // not known (the device answered here a command sent on a link it had
 // elsewhere); sessionEnded if the write ended its session too.
 func (l *clusterLinks) recordedHere(rec store.Command, sessionEnded bool) {
-	if l == nil || rec.ResponseID == "" || rec.Status != store.CommandDone {
+	if rec.ResponseID == "" || rec.Status != store.CommandDone {
 		return
 	}
 	l.mu.Lock()
@@ -397,9 +379,6 @@ func (l *clusterLinks) recordedHere(rec store.Command, sessionEnded bool) {
 // refusedHere passes a device's ERROR about command rid, which another
 // node sent here, to that node, and reports whether it did.
 func (l *clusterLinks) refusedHere(deviceID, rid, why string) bool {
-	if l == nil {
-		return false
-	}
 	l.mu.Lock()
 	p, ok := l.proxied[rid]
 	delete(l.proxied, rid)
@@ -417,9 +396,6 @@ func (l *clusterLinks) refusedHere(deviceID, rid, why string) bool {
 // it has not answered, that its agent closed its link on purpose as it
 // stopped: as on a single node, they fail unless their caller waits.
 func (l *clusterLinks) shutDown(id string) {
-	if l == nil {
-		return
-	}
 	l.mu.Lock()
 	var told []cluster.Recorded
 	var to []string

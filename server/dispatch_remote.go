@@ -8,10 +8,11 @@ import (
 
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
 )
 
 // The dispatcher's way to devices linked to other nodes, in cluster mode
-// (server/RATIONALE.md, "Cluster mode"). A command is recorded by the
+// (internal/cluster/RATIONALE.md). A command is recorded by the
 // node that took it and waits there; it goes over NATS to the node
 // holding its device's lease, which sends it on the link; the results
 // are recorded where the device answers and come back over NATS.
@@ -20,9 +21,6 @@ import (
 // between links here, or another node's lease announcement says where it
 // is (where takes that): nil if no node ever held it, or on a single node.
 func (l *clusterLinks) leaseIfNotHere(id string) (*store.DeviceLease, error) {
-	if l == nil {
-		return nil, nil
-	}
 	if at := l.reg.reach(id); at.link != nil || at.graceLeft > 0 {
 		return nil, nil
 	}
@@ -56,7 +54,7 @@ func (l *clusterLinks) readLease(id string) (*store.DeviceLease, error) {
 // linked nor between links here; then from its lease, or from a newer
 // lease change heard since it was read.
 func (l *clusterLinks) where(id string, at whereabouts, lease *store.DeviceLease) whereabouts {
-	if l == nil || at.link != nil || at.graceLeft > 0 {
+	if at.link != nil || at.graceLeft > 0 {
 		return at
 	}
 	self, selfEpoch := l.c.Self()
@@ -94,12 +92,12 @@ func (l *clusterLinks) where(id string, at whereabouts, lease *store.DeviceLease
 func (l *clusterLinks) send(cmd *command, node string, epoch int64) {
 	d := l.disp
 	d.mu.Lock()
-	if d.pending[cmd.rec.ResponseID] != cmd || cmd.abandoned || cmd.sentOn != nil || cmd.sentLease >= epoch {
+	if d.pending[cmd.rec.ResponseID] != cmd || cmd.abandoned || cmd.sentOn != nil || cmd.elsewhere.lease >= epoch {
 		d.mu.Unlock()
 		return
 	}
 	wasSent := cmd.sent
-	cmd.sentLease, cmd.sentNode, cmd.sent = epoch, node, true
+	cmd.elsewhere.lease, cmd.elsewhere.node, cmd.sent = epoch, node, true
 	d.mu.Unlock()
 
 	self, selfEpoch := l.c.Self()
@@ -113,8 +111,8 @@ func (l *clusterLinks) send(cmd *command, node string, epoch int64) {
 		return
 	}
 	d.mu.Lock()
-	if cmd.sentLease == epoch {
-		cmd.sentLease, cmd.sent = 0, wasSent
+	if cmd.elsewhere.lease == epoch {
+		cmd.elsewhere.lease, cmd.sent = 0, wasSent
 	}
 	d.mu.Unlock()
 	l.answered(cmd, node, reply, err)
@@ -148,8 +146,8 @@ func (l *clusterLinks) answered(cmd *command, node string, reply cluster.Reply, 
 func (l *clusterLinks) retry(cmd *command) {
 	d := l.disp
 	d.mu.Lock()
-	cmd.retries++
-	n := cmd.retries
+	cmd.elsewhere.retries++
+	n := cmd.elsewhere.retries
 	d.mu.Unlock()
 	if n > noHolderRetries {
 		cmd.log.Warn("no node takes the command for its device; it waits for the device's next lease", "retries", n-1)
@@ -200,20 +198,21 @@ func (d *dispatcher) failUnsentAfter(cmd *command, wait time.Duration, reason st
 	cmd.unsentTimer = time.AfterFunc(wait, func() { d.failUnsent(cmd, reason) })
 }
 
-// leaseChanged sends the commands waiting here for the device of lc to
+// sendOnLeaseChange sends the commands waiting here for the device of lc to
 // its new holder, unless that is this node (mine), whose registration
 // sends them; a released lease (its grace ended) fails those never sent
 // and keeps those sent from being sent again, as a grace that ends here.
-func (d *dispatcher) leaseChanged(lc cluster.LeaseChange, mine bool) {
+func (l *clusterLinks) sendOnLeaseChange(lc cluster.LeaseChange, mine bool) {
+	d := l.disp
 	d.mu.Lock()
-	if old, ok := d.remote.leases[lc.DeviceID]; ok && old.Epoch >= lc.Epoch && !(lc.NodeID == "" && old.Epoch == lc.Epoch) {
+	if old, ok := l.leases[lc.DeviceID]; ok && old.Epoch >= lc.Epoch && !(lc.NodeID == "" && old.Epoch == lc.Epoch) {
 		d.mu.Unlock()
 		return
 	}
-	d.remote.leases[lc.DeviceID] = lc
+	l.leases[lc.DeviceID] = lc
 	var todo []*command
 	for _, cmd := range d.pending {
-		if cmd.rec.DeviceID == lc.DeviceID && cmd.sentOn == nil && cmd.sentLease < lc.Epoch {
+		if cmd.rec.DeviceID == lc.DeviceID && cmd.sentOn == nil && cmd.elsewhere.lease < lc.Epoch {
 			todo = append(todo, cmd)
 		}
 	}
@@ -229,9 +228,9 @@ func (d *dispatcher) leaseChanged(lc cluster.LeaseChange, mine bool) {
 	default:
 		for _, cmd := range todo {
 			d.mu.Lock()
-			cmd.retries = 0
+			cmd.elsewhere.retries = 0
 			d.mu.Unlock()
-			go d.remote.send(cmd, lc.NodeID, lc.Epoch)
+			go l.send(cmd, lc.NodeID, lc.Epoch)
 		}
 	}
 }
@@ -258,7 +257,7 @@ func (d *dispatcher) recordedElsewhere(r cluster.Recorded) {
 		return
 	case r.ShutDown && cmd.waitForDevice:
 		d.mu.Lock()
-		cmd.sentLease = 0 // sent again wherever the device registers next
+		cmd.elsewhere.lease = 0 // sent again wherever the device registers next
 		d.mu.Unlock()
 		return
 	case r.ShutDown:
@@ -268,8 +267,8 @@ func (d *dispatcher) recordedElsewhere(r cluster.Recorded) {
 	rec := cmd.rec
 	rec.Results, rec.Status = r.Results, store.CommandDone
 	if cmd.session != nil && !r.SessionEnded {
-		err := d.unrecorded.write(context.Background(), keptWrite{what: "end of the session of command " + rec.ResponseID, size: keptFailureBytes,
-			fn: func(tx *store.Tx) error { return cmd.endSession(tx, rec) }})
+		err := d.unrecorded.Record(context.Background(), unrecorded.Write{What: "end of the session of command " + rec.ResponseID, Size: unrecorded.FailureBytes,
+			Fn: func(tx *store.Tx) error { return d.endSession(tx, cmd.session, rec) }})
 		if err != nil {
 			cmd.log.Error("session end not recorded", "err", err)
 		}

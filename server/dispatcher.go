@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/lazylog"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
 	"github.com/edgeaip/edgeaip/server/metrics"
 	"github.com/google/uuid"
 )
@@ -43,19 +45,24 @@ const sendTimeout = 10 * time.Second
 //     are kept and recorded once it can; see RATIONALE.md, "A full disk".
 type dispatcher struct {
 	store      *store.Store
-	unrecorded *unrecorded
+	unrecorded *unrecorded.Writes
 	reg        *registry
 	metrics    *metrics.Metrics
 	// answer tells a device how its results, kept while the store could
 	// not take them, ended: deliver's error for them.
 	answer func(deviceID string, m *protocol.ClientMessage, err error)
-	log    *slog.Logger
+	// sessionEnd is the row of the session a single command makes up as
+	// it ends with the command rec: the front door's judgement of it
+	// (commandOutcome), which the dispatcher records with the command's
+	// outcome (RATIONALE.md, "One straight path for a command").
+	sessionEnd func(row store.Session, rec store.Command) (store.Session, error)
+	log        *slog.Logger
 	// frameCap is the largest frame a link carries.
 	frameCap int64
 
-	// remote reaches devices linked to other nodes; nil on a single
-	// node (cluster_links.go, dispatch_remote.go).
-	remote *clusterLinks
+	// remote reaches devices linked to other nodes: singleNode on a
+	// single node (remote.go).
+	remote remote
 
 	mu      sync.Mutex
 	pending map[string]*command // by response_id
@@ -83,8 +90,8 @@ type command struct {
 	// node another has adopted the session from neither makes a command
 	// nor fails one the adopter sends again.
 	fence *store.Owner
-	log   lazyLog   // names the command: see logAttrs
-	start time.Time // when it was recorded
+	log   lazylog.Logger // names the command: see logAttrs
+	start time.Time      // when it was recorded
 
 	done chan struct{}
 	once sync.Once
@@ -97,21 +104,27 @@ type command struct {
 	// Guarded by dispatcher.mu.
 	sentOn *client // the link it was sent on; nil once that link dropped
 	sent   bool    // it went out on some link
-	// sentLease is the epoch of its device's lease under which it was
-	// last sent, or is being sent, to the node holding the device's link
-	// (cluster mode); 0 if it is not out on another node.
-	sentLease int64
-	// sentNode is that node, while sentLease is not 0.
-	sentNode string
-	// retries counts its sends to other nodes that found no holder.
-	retries int
-	timer   *time.Timer
+	// elsewhere is its sending to another node (cluster mode).
+	elsewhere sentElsewhere
+	timer     *time.Timer
 	// unsentTimer fails the command if it is still unsent when its
 	// device's grace ends.
 	unsentTimer *time.Timer
 	// abandoned: its device's grace ended, so it is not sent again; a
 	// device that comes back later may still report results it had.
 	abandoned bool
+}
+
+// sentElsewhere is a command's sending to the node that holds its
+// device's link (cluster mode), guarded by dispatcher.mu.
+type sentElsewhere struct {
+	// lease is the epoch of the device's lease under which it was last
+	// sent, or is being sent, there; 0 if it is not out on another node.
+	lease int64
+	// node is that node, while lease is not 0.
+	node string
+	// retries counts its sends that found no holder.
+	retries int
 }
 
 // result is how cmd ended, once done is closed.
@@ -123,10 +136,11 @@ func (c *command) result() commandResult {
 	return r
 }
 
-func newDispatcher(st *store.Store, u *unrecorded, reg *registry, mx *metrics.Metrics,
-	answer func(deviceID string, m *protocol.ClientMessage, err error), log *slog.Logger, frameCap int64) *dispatcher {
-	return &dispatcher{store: st, unrecorded: u, reg: reg, metrics: mx, answer: answer, log: log, frameCap: frameCap,
-		pending: map[string]*command{}}
+func newDispatcher(st *store.Store, u *unrecorded.Writes, reg *registry, mx *metrics.Metrics,
+	answer func(deviceID string, m *protocol.ClientMessage, err error),
+	sessionEnd func(store.Session, store.Command) (store.Session, error), log *slog.Logger, frameCap int64) *dispatcher {
+	return &dispatcher{store: st, unrecorded: u, reg: reg, metrics: mx, answer: answer, sessionEnd: sessionEnd, log: log, frameCap: frameCap,
+		remote: singleNode{}, pending: map[string]*command{}}
 }
 
 // end ends cmd with its outcome: the first call wins. The command is
@@ -194,7 +208,7 @@ func (d *dispatcher) recordedCommand(rec store.Command, session *store.Session) 
 		session: session, timeout: rec.Timeout, waitForDevice: rec.WaitForDevice,
 		done: make(chan struct{}),
 	}
-	cmd.log.init(d.log, cmd.logAttrs)
+	cmd.log.Init(d.log, cmd.logAttrs)
 	return cmd
 }
 
@@ -447,7 +461,7 @@ func (d *dispatcher) stop(responseID, why string) {
 	var c *client
 	var lease int64
 	if cmd != nil {
-		c, lease = cmd.sentOn, cmd.sentLease
+		c, lease = cmd.sentOn, cmd.elsewhere.lease
 	}
 	d.mu.Unlock()
 	m := &protocol.ServerMessage{Type: protocol.ServerCancelCommand, Status: protocol.StatusOK, ResponseID: responseID, Error: why, Timestamp: protocol.Now()}
@@ -456,7 +470,7 @@ func (d *dispatcher) stop(responseID, why string) {
 		if err := sendCancel(c, m); err != nil {
 			d.log.Warn("cancel not sent to the device", "device", c.id, "response_id", responseID, "err", err)
 		}
-	case lease != 0 && d.remote != nil:
+	case lease != 0:
 		d.remote.stop(cmd.rec.DeviceID, lease, m)
 	}
 }
@@ -539,8 +553,8 @@ func (cmd *command) timedOut() string {
 	switch {
 	case cmd.sentOn != nil:
 		return fmt.Sprintf("device %q did not answer within %s", id, cmd.timeout)
-	case cmd.sentLease != 0:
-		return fmt.Sprintf("device %q, linked to node %q, did not answer within %s", id, cmd.sentNode, cmd.timeout)
+	case cmd.elsewhere.lease != 0:
+		return fmt.Sprintf("device %q, linked to node %q, did not answer within %s", id, cmd.elsewhere.node, cmd.timeout)
 	}
 	return fmt.Sprintf("link to device %q dropped and the device did not come back within %s", id, cmd.timeout)
 }
@@ -585,8 +599,8 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 	}
 	var rec store.Command
 	finished := false
-	err := d.unrecorded.write(context.Background(), keptWrite{what: "failure of command " + cmd.rec.ResponseID, size: keptFailureBytes,
-		fn: func(tx *store.Tx) (err error) {
+	err := d.unrecorded.Record(context.Background(), unrecorded.Write{What: "failure of command " + cmd.rec.ResponseID, Size: unrecorded.FailureBytes,
+		Fn: func(tx *store.Tx) (err error) {
 			if cmd.fence != nil {
 				if err := tx.FenceSession(cmd.rec.SessionID, *cmd.fence); err != nil {
 					return err
@@ -603,7 +617,7 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 			if err != nil {
 				return err
 			}
-			return cmd.endSession(tx, rec)
+			return d.endSession(tx, cmd.session, rec)
 		}})
 	switch {
 	case errors.Is(err, store.ErrAdopted):
@@ -619,22 +633,16 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 	}
 }
 
-// endSession ends the session cmd alone makes up, if it does, with the
-// outcome rec that tx records; a session that has already ended keeps its
-// end. The session's row is on record: run recorded it with cmd, before
-// cmd could have any outcome.
-func (cmd *command) endSession(tx *store.Tx, rec store.Command) error {
-	return endSession(tx, cmd.session, rec)
-}
-
 // endSession ends session, the row of the session a command alone makes
-// up, if there is one, with the outcome rec that tx records.
-func endSession(tx *store.Tx, session *store.Session, rec store.Command) error {
+// up, if there is one, with the outcome rec that tx records; a session
+// that has already ended keeps its end. The session's row is on record:
+// run recorded it with its command, before the command could have any
+// outcome.
+func (d *dispatcher) endSession(tx *store.Tx, session *store.Session, rec store.Command) error {
 	if session == nil {
 		return nil
 	}
-	out := commandOutcome(rec.SessionID, rec.DeviceID, commandResult{responseID: rec.ResponseID, results: rec.Results, recorded: true})
-	row, err := out.endRow(*session)
+	row, err := d.sessionEnd(*session, rec)
 	if err != nil {
 		return err
 	}
@@ -753,7 +761,7 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 	if rid == "" {
 		return &deliveryError{`command_results: field "prev_response_id": missing`}
 	}
-	dropImplausibleUsage(m.ActionResults, newLazyLog(d.log, func() []any {
+	dropImplausibleUsage(m.ActionResults, lazylog.New(d.log, func() []any {
 		return []any{"device", c.id, "session_id", m.SessionID, "response_id", rid}
 	}))
 	// The write that records the results of a command still waiting for
@@ -778,7 +786,7 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 		if err != nil {
 			return err
 		}
-		return endSession(tx, session, rec)
+		return d.endSession(tx, session, rec)
 	})
 	if errors.Is(err, store.ErrUnavailable) {
 		return d.keepResults(c.id, m, err)
@@ -788,10 +796,6 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 
 // errKept: results the store could not take now, kept until it does.
 var errKept = errors.New("results kept until the store takes them")
-
-// keptFailureBytes is about what a kept failure of a command or start of
-// a session records.
-const keptFailureBytes = 1 << 10
 
 // keepResults keeps results m that the store could not take (cause), to
 // record them as soon as it can, and fails the command that waits for
@@ -808,19 +812,19 @@ func (d *dispatcher) keepResults(deviceID string, m *protocol.ClientMessage, cau
 	if cmd := d.waiting(rid); cmd != nil {
 		// Its failure goes first, so that the results come late, after it.
 		then := "it keeps them and records them once it can"
-		if !d.unrecorded.hasRoom(2, size+keptFailureBytes) {
+		if !d.unrecorded.HasRoom(2, size+unrecorded.FailureBytes) {
 			then = "the device keeps them and sends them again when it next registers"
 		}
 		d.fail(cmd, fmt.Sprintf("device %q answered, but the server could not record its results: %v; %s",
 			deviceID, store.UnavailableCause(cause), then))
 	}
 	var rec store.Command
-	kept := d.unrecorded.keep(keptWrite{what: "results of command " + rid, key: "results " + rid, size: size,
-		fn: func(tx *store.Tx) (err error) {
+	kept := d.unrecorded.Keep(unrecorded.Write{What: "results of command " + rid, Key: "results " + rid, Size: size,
+		Fn: func(tx *store.Tx) (err error) {
 			rec, err = tx.RecordResults(deviceID, rid, m.ActionResults)
 			return err
 		},
-		recorded: func(err error) { d.answer(deviceID, m, d.recorded(deviceID, m, rec, err, false)) },
+		Recorded: func(err error) { d.answer(deviceID, m, d.recorded(deviceID, m, rec, err, false)) },
 	}, cause)
 	if !kept {
 		log.Error("results not recorded; the device keeps them", "err", cause)
@@ -841,7 +845,7 @@ func resultsBytes(results []protocol.Result) int64 {
 // returns deliver's error for them.
 func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec store.Command, err error, sessionEnded bool) error {
 	rid := m.PrevResponseID
-	log := newLazyLog(d.log, func() []any {
+	log := lazylog.New(d.log, func() []any {
 		// The command's ids when it is known; else those the device sent.
 		sessionID, calls := rec.SessionID, protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))
 		if rec.ResponseID == "" {

@@ -135,7 +135,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p identity.P
 		// Recorded before it is seen online, so that an online device
 		// always has its info and last_seen in the store.
 		s.recordInfo(ctx, c)
-		if err := s.disp.remote.take(ctx, c); err != nil {
+		if err := s.leases.take(ctx, c); err != nil {
 			return nil, err
 		}
 	}
@@ -149,7 +149,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p identity.P
 	}
 	if c.isDevice() {
 		go s.disp.resend(c)
-		s.disp.remote.announce(c)
+		s.leases.announce(c)
 		s.log.Info("device registered", "device", c.id, "wire", conn.Encoding(), "tools", toolCount(c.info.Load()))
 		s.mcp.devicesChanged()
 		go s.registered(ctx, c)
@@ -204,7 +204,7 @@ func (s *Server) unregister(c *client, goingAway bool) {
 	if c.isDevice() {
 		s.disp.linkDropped(c, shutDown)
 		if shutDown {
-			s.disp.remote.shutDown(c.id)
+			s.leases.shutDown(c.id)
 		}
 		s.mcp.devicesChanged()
 		s.recordLastSeen(context.Background(), []*client{c})
@@ -223,15 +223,15 @@ func (s *Server) unregister(c *client, goingAway bool) {
 // come back within its grace: the commands waiting on it are not sent
 // again, and the sessions on it are cancelled as device_disconnected.
 func (s *Server) graceEnded(id string) {
-	if s.disp.remote.heldElsewhere(id) {
+	if s.leases.heldElsewhere(id) {
 		s.log.Info("device's grace here ended; it is linked to another node", "device", id)
-		s.disp.remote.drop(id, 0)
+		s.leases.drop(id, 0)
 		return
 	}
 	s.log.Info("device did not come back within its grace", "device", id, "grace", s.reg.grace)
 	s.disp.abandon(id)
 	s.sessions.deviceGone(id)
-	s.disp.remote.release(id)
+	s.leases.release(id)
 }
 
 // serveDevice reads a device's messages until the link drops, and

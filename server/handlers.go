@@ -162,7 +162,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, strict bool) bool
 // has not taken yet, the server is degraded: 503, with the cause.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	h, code := api.Health{Status: "healthy"}, http.StatusOK
-	if cause := cmp.Or(s.unrecorded.health(), s.clusterHealth(), s.drainHealth()); cause != "" {
+	if cause := cmp.Or(s.unrecorded.Health(), s.clusterHealth(), s.drainHealth()); cause != "" {
 		h, code = api.Health{Status: "degraded", Cause: cause}, http.StatusServiceUnavailable
 	}
 	if src := s.authLimit.Source(r); s.authLimit.Blocked(src) == 0 {

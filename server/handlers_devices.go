@@ -111,7 +111,7 @@ func (s *Server) deviceRevoked(id string) {
 	s.mcp.devicesChanged()
 	s.sessions.deviceGone(id)
 	s.disp.failDevice(id, fmt.Sprintf("device %q was revoked", id))
-	s.disp.remote.release(id)
+	s.leases.release(id)
 }
 
 // listDevices is GET /api/devices: the devices in the caller's scope.
@@ -198,7 +198,7 @@ func (s *Server) deviceView(d store.Device, scope access.Scope) api.Device {
 	if c != nil {
 		v.Online, v.Info = true, c.info.Load()
 	} else {
-		v.Online, v.Info = s.disp.remote.linkedElsewhere(d.ID), storedInfo(d)
+		v.Online, v.Info = s.leases.linkedElsewhere(d.ID), storedInfo(d)
 	}
 	v.Info = infoInScope(v.Info, scope)
 	return v

@@ -88,3 +88,11 @@ func commandOutcome(sessionID, deviceID string, r commandResult) outcome[api.Com
 	}
 	return out
 }
+
+// commandSessionEnd is row, the session that the command rec alone makes
+// up, as it ends with rec's recorded outcome: what the dispatcher records
+// in the transaction that records that outcome.
+func commandSessionEnd(row store.Session, rec store.Command) (store.Session, error) {
+	out := commandOutcome(rec.SessionID, rec.DeviceID, commandResult{responseID: rec.ResponseID, results: rec.Results, recorded: true})
+	return out.endRow(row)
+}

@@ -68,7 +68,7 @@ func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) {
 	}
 	settled := s.auth.WaitRotation(d.ID)
 	linked := s.offerRotationTo(r.Context(), d.ID)
-	if !linked && s.disp.remote.heldElsewhere(d.ID) {
+	if !linked && s.leases.heldElsewhere(d.ID) {
 		linked = true
 		s.tellCluster(d.ID, cluster.DeviceRotate)
 	}

@@ -46,7 +46,7 @@ func (s *Server) deviceInScope(ctx context.Context, c *identity.Caller, id strin
 // cluster, on another live node, and in c's scope. A store that fails to
 // say counts as out of scope, and is logged.
 func (s *Server) onlineInScope(ctx context.Context, c *identity.Caller, id string) bool {
-	if s.reg.device(id) == nil && !s.disp.remote.linkedElsewhere(id) && !s.disp.remote.heldElsewhere(id) {
+	if s.reg.device(id) == nil && !s.leases.linkedElsewhere(id) && !s.leases.heldElsewhere(id) {
 		return false
 	}
 	in, err := s.deviceInScope(ctx, c, id)
@@ -137,7 +137,7 @@ func infoInScope(info *protocol.SystemInfo, scope access.Scope) *protocol.System
 // constellations here that drive one.
 func (s *Server) clientsInScope(ctx context.Context, c *identity.Caller) ([]string, error) {
 	ids := s.reg.ids()
-	if elsewhere := s.disp.remote.devicesElsewhere(); len(elsewhere) > 0 {
+	if elsewhere := s.leases.devicesElsewhere(); len(elsewhere) > 0 {
 		ids = slices.Compact(slices.Sorted(slices.Values(append(ids, elsewhere...))))
 	}
 	devices, err := s.devicesInScope(ctx, c)

@@ -23,6 +23,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
 
@@ -114,10 +115,10 @@ func (c *StoreConfig) location(dataDir string) string {
 
 func (c *StoreConfig) setDefaults() {
 	if c.UnrecordedWrites <= 0 {
-		c.UnrecordedWrites = defaultUnrecordedWrites
+		c.UnrecordedWrites = unrecorded.DefaultMaxWrites
 	}
 	if c.UnrecordedBytes <= 0 {
-		c.UnrecordedBytes = defaultUnrecordedBytes
+		c.UnrecordedBytes = unrecorded.DefaultMaxBytes
 	}
 }
 
@@ -127,27 +128,30 @@ type Server struct {
 	log        *slog.Logger
 	lock       *dirlock.Lock // the data dir's, held until Close
 	store      *store.Store
-	unrecorded *unrecorded // what the store could not take, to retry
+	unrecorded *unrecorded.Writes // what the store could not take, to retry
 	reg        *registry
 	liveness   *protocol.Liveness // checks every link for silence
 	devices    *deviceCache       // enrolled devices, for the command path
 	disp       *dispatcher
-	sessions   *sessionManager
-	admission  *admission
-	mcp        *mcpGateway
-	cluster    *cluster.Cluster // nil: a single node
-	draining   atomic.Bool      // Drain has begun
-	orphans    chan struct{}    // closed when watchOrphans has stopped (a cluster node's)
-	metrics    *metrics.Metrics
-	keys       *keyLocks // idempotency keys being served
-	csrf       *http.CrossOriginProtection
-	authLimit  *identity.Limiter
-	auth       *identity.Authority // who callers and devices are
-	stop       chan struct{}
-	stopOnce   sync.Once
-	closeOnce  sync.Once
-	janitor    chan struct{} // closed when the results janitor has stopped
-	seenFlush  chan struct{} // closed when the last_seen flusher has stopped
+	// leases are the cluster's leases on devices linked here:
+	// singleNode on a single node (remote.go).
+	leases    deviceLeases
+	sessions  *sessionManager
+	admission *admission
+	mcp       *mcpGateway
+	cluster   *cluster.Cluster // nil: a single node
+	draining  atomic.Bool      // Drain has begun
+	orphans   chan struct{}    // closed when watchOrphans has stopped (a cluster node's)
+	metrics   *metrics.Metrics
+	keys      *keyLocks // idempotency keys being served
+	csrf      *http.CrossOriginProtection
+	authLimit *identity.Limiter
+	auth      *identity.Authority // who callers and devices are
+	stop      chan struct{}
+	stopOnce  sync.Once
+	closeOnce sync.Once
+	janitor   chan struct{} // closed when the results janitor has stopped
+	seenFlush chan struct{} // closed when the last_seen flusher has stopped
 }
 
 // AdminTokenFile is the name of the operator token file in the data dir.
@@ -238,11 +242,12 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		LiveSessions:       func(state string) int { return s.sessions.liveSessions(state) },
 		BlockedSources:     s.authLimit.Refused,
 		StoreWriteFailures: st.WriteFailures,
-		UnrecordedWrites:   func() int { n, _ := s.unrecorded.pending(); return n },
+		UnrecordedWrites:   func() int { n, _ := s.unrecorded.Pending(); return n },
 	})
 	frameCap := cfg.Conn.MaxFrameBytes
-	s.unrecorded = newUnrecorded(st, cfg.Store, s.metrics.UnrecordedDropped, s.log)
-	s.disp = newDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, s.log, frameCap)
+	s.unrecorded = unrecorded.New(st, cfg.Store.UnrecordedWrites, cfg.Store.UnrecordedBytes, s.metrics.UnrecordedDropped, s.log)
+	s.disp = newDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, commandSessionEnd, s.log, frameCap)
+	s.leases = singleNode{}
 	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
 	s.sessions = newSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
 	s.mcp = newMCPGateway(s, cfg.MCP)
@@ -355,7 +360,7 @@ func (s *Server) Shutdown() {
 		s.sessions.wait()
 		<-s.janitor
 		<-s.seenFlush
-		s.unrecorded.close()
+		s.unrecorded.Close()
 		s.recordLastSeen(context.Background(), s.reg.devices())
 		// Gone from the cluster before the links close: the other nodes
 		// then take this node's devices as between links, which they are,

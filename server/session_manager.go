@@ -14,7 +14,9 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/lazylog"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
 	"github.com/edgeaip/edgeaip/server/metrics"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/google/uuid"
@@ -91,7 +93,7 @@ type sessionManager struct {
 	// creates or adopts; the zero Owner on a single node.
 	owner      store.Owner
 	store      *store.Store
-	unrecorded *unrecorded
+	unrecorded *unrecorded.Writes
 	disp       *dispatcher
 	metrics    *metrics.Metrics
 	log        *slog.Logger
@@ -106,7 +108,7 @@ type sessionManager struct {
 	wg       sync.WaitGroup // one per live session
 }
 
-func newSessionManager(cfg SessionConfig, owner store.Owner, st *store.Store, u *unrecorded, disp *dispatcher, mx *metrics.Metrics,
+func newSessionManager(cfg SessionConfig, owner store.Owner, st *store.Store, u *unrecorded.Writes, disp *dispatcher, mx *metrics.Metrics,
 	log *slog.Logger) *sessionManager {
 	cfg.setDefaults()
 	return &sessionManager{cfg: cfg, owner: owner, store: st, unrecorded: u, disp: disp, metrics: mx, log: log, live: map[string]*session{}}
@@ -275,11 +277,11 @@ func sameOwner(a, b api.Requester) bool {
 // is gone.
 func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcome[R], *slog.Logger)) outcome[R] {
 	defer m.release(s)
-	log := newLazyLog(m.log, func() []any { return []any{"session_id", s.ID, "device", s.DeviceID, "task_name", s.TaskName} })
+	log := lazylog.New(m.log, func() []any { return []any{"session_id", s.ID, "device", s.DeviceID, "task_name", s.TaskName} })
 	s.started.Store(true)
 	if s.persisted {
-		err := m.unrecorded.write(context.Background(), keptWrite{what: "start of session " + s.ID, size: keptFailureBytes,
-			fn: func(tx *store.Tx) error { return tx.StartSession(s.ID) }})
+		err := m.unrecorded.Record(context.Background(), unrecorded.Write{What: "start of session " + s.ID, Size: unrecorded.FailureBytes,
+			Fn: func(tx *store.Tx) error { return tx.StartSession(s.ID) }})
 		if err != nil {
 			log.Error("session start not recorded", "err", err, "kept", errors.Is(err, store.ErrUnavailable))
 		}
@@ -306,7 +308,7 @@ func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcom
 	log.Log(level, "session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
 	s.events.add(api.TaskEvent{Type: api.EventEnd, SessionID: s.ID, State: out.state, Status: string(taskEndStatus(out.state)), Result: out.result, Error: out.err})
 	if tell != nil && s.cancelReason() != reasonConstellationDisconnected {
-		tell(out, log.logger())
+		tell(out, log.Slog())
 	}
 	return out
 }
@@ -356,9 +358,9 @@ func persistEnd[R any](m *sessionManager, s *session, out outcome[R]) error {
 	if err != nil {
 		return err
 	}
-	return m.unrecorded.write(context.Background(), keptWrite{what: "end of session " + s.ID,
-		size: int64(keptFailureBytes + len(row.Plan) + len(row.Result)),
-		fn:   func(tx *store.Tx) error { return tx.EndSession(row) }})
+	return m.unrecorded.Record(context.Background(), unrecorded.Write{What: "end of session " + s.ID,
+		Size: int64(unrecorded.FailureBytes + len(row.Plan) + len(row.Result)),
+		Fn:   func(tx *store.Tx) error { return tx.EndSession(row) }})
 }
 
 // release forgets a session that has ended, or was never started.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/lazylog"
 )
 
 // Bounds of a plausible Result.usage. Usage is the device's word, and it
@@ -37,7 +38,7 @@ func usageProblem(u *protocol.Usage) error {
 
 // dropImplausibleUsage removes the usage of each result whose figures are
 // implausible, with a warning; the results themselves stand.
-func dropImplausibleUsage(results []protocol.Result, log *lazyLog) {
+func dropImplausibleUsage(results []protocol.Result, log *lazylog.Logger) {
 	for i := range results {
 		r := &results[i]
 		if r.Usage == nil {

@@ -38,6 +38,17 @@ var rules = []rule{
 			"so that another store (PostgreSQL) implements the same interface without them",
 	},
 	{
+		pkg:       module + "/server/internal/unrecorded",
+		forbidden: []string{module + "/server/api", module + "/server/plan", module + "/server/metrics"},
+		why: "the writes the store could not take are kept and retried in order, whatever they record: " +
+			"the dispatcher and the session manager say what each one is",
+	},
+	{
+		pkg:       module + "/server/internal/lazylog",
+		forbidden: []string{module + "/protocol", module + "/server/api", module + "/server/internal/store"},
+		why:       "a logger that builds its attributes late: the command path's parts all use it, so it uses none of them",
+	},
+	{
 		pkg: module + "/server",
 		forbidden: []string{module + "/agent", module + "/sandbox", module + "/wasmtools/meter",
 			"github.com/tetratelabs/wazero", "github.com/mark3labs/mcp-go/client", "github.com/nats-io/nats-server"},

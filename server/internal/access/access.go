@@ -2,7 +2,7 @@
 // scope that narrows it, a device label selector and a tool allow-list.
 // It decides; it does no I/O. The server holds every surface to these
 // answers (the HTTP API, constellation clients, event streams, the
-// dashboard); see server/RATIONALE.md, "Identities".
+// dashboard); see server/internal/identity/RATIONALE.md, "Identities".
 package access
 
 import (

@@ -2,8 +2,8 @@
 // lease on its node id in PostgreSQL, renewed by heartbeats on
 // PostgreSQL's clock; the other nodes, the deaths among them and their
 // inter-node protocol versions; and the node's NATS connection, which
-// carries everything between nodes. See server/RATIONALE.md, "Cluster
-// mode".
+// carries everything between nodes. See RATIONALE.md
+// beside this file.
 package cluster
 
 import (

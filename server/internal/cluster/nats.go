@@ -11,7 +11,7 @@ import (
 
 // connect connects to NATS, failing if it cannot now, and reconnecting
 // for ever once it has. Every client NATS lets in is trusted as a node
-// (RATIONALE.md, "Cluster mode"): the credentials and TLS are the
+// (RATIONALE.md): the credentials and TLS are the
 // cluster's only gate.
 func (c *Cluster) connect() (*nats.Conn, error) {
 	opts := []nats.Option{

@@ -1,4 +1,4 @@
-package server
+package lazylog
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// A lazyLog writes the lines With's logger writes, and builds its
+// A Logger writes the lines With's logger writes, and builds its
 // attributes only for a line that is logged.
 func TestLazyLogWritesWhatWithWrites(t *testing.T) {
 	for _, format := range []string{"text", "json"} {
@@ -22,7 +22,7 @@ func TestLazyLogWritesWhatWithWrites(t *testing.T) {
 				return slog.New(slog.NewTextHandler(w, o))
 			}
 			built := 0
-			lazy := newLazyLog(handler(&got), func() []any {
+			lazy := New(handler(&got), func() []any {
 				built++
 				return []any{"device", "d1", "call_id", "c1,c2"}
 			})
@@ -34,7 +34,7 @@ func TestLazyLogWritesWhatWithWrites(t *testing.T) {
 			lazy.Warn("command failed", "err", "boom")
 			lazy.Error("not recorded", "kept", true)
 			lazy.Log(slog.LevelInfo, "as a level")
-			lazy.logger().Info("through a logger", "n", 2)
+			lazy.Slog().Info("through a logger", "n", 2)
 			eager.Info("command done", "status", "success")
 			eager.Warn("command failed", "err", "boom")
 			eager.Error("not recorded", "kept", true)

@@ -1,4 +1,8 @@
-package server
+// Package unrecorded keeps the writes the server's store could not take
+// for its own reasons (a full disk, say) and retries them, in order,
+// until it does: a device's results, a command's failure, a task's start
+// and end. See server/RATIONALE.md, "A full disk".
+package unrecorded
 
 import (
 	"context"
@@ -11,12 +15,16 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
-// Bounds on the writes kept for the store, by default; see
+// Bounds on the writes kept for the store, by default; see the server's
 // StoreConfig.UnrecordedWrites and UnrecordedBytes.
 const (
-	defaultUnrecordedWrites = 10_000
-	defaultUnrecordedBytes  = 64 << 20
+	DefaultMaxWrites = 10_000
+	DefaultMaxBytes  = 64 << 20
 )
+
+// FailureBytes is about what a kept failure of a command, or a start or
+// end of a session without its plan and result, records.
+const FailureBytes = 1 << 10
 
 // How long the first retry of kept writes waits, and the longest any
 // waits: it doubles while the store refuses them.
@@ -25,7 +33,7 @@ const (
 	retryUnrecordedMax   = 5 * time.Second
 )
 
-// unrecorded keeps the writes the store could not take for its own
+// Writes keeps the writes the store could not take for its own
 // reasons (store.ErrUnavailable: a full disk, say) and retries them, in
 // the order they failed, until it takes them: a device's results, a
 // command's failure, a task's start and end. Without it, a task whose end
@@ -34,7 +42,7 @@ const (
 // writes and maxBytes of what they record; past either, a write is
 // dropped. They live in memory: see RATIONALE.md, "A full disk", for what
 // a restart does with those still kept.
-type unrecorded struct {
+type Writes struct {
 	store     *store.Store
 	log       *slog.Logger
 	maxWrites int
@@ -42,7 +50,7 @@ type unrecorded struct {
 	dropped   func() // counts a dropped write
 
 	mu    sync.Mutex
-	queue []*keptWrite
+	queue []*Write
 	bytes int64
 	keys  map[string]bool
 	cause error // why the store refused the last write kept or retried
@@ -52,59 +60,62 @@ type unrecorded struct {
 	done chan struct{} // closed when run returns
 }
 
-// keptWrite is a write to retry.
-type keptWrite struct {
-	what string // for the logs: "results of command X"
-	// key, if set, keeps one write per key: the same results, sent again,
+// Write is a write to retry.
+type Write struct {
+	What string // for the logs: "results of command X"
+	// Key, if set, keeps one write per key: the same results, sent again,
 	// are kept once.
-	key  string
-	size int64 // about what it records, in bytes
-	fn   func(*store.Tx) error
-	// recorded, if set, is called once the store took fn (nil), or refused
-	// it for what it asked (fn's error).
-	recorded func(error)
+	Key  string
+	Size int64 // about what it records, in bytes
+	Fn   func(*store.Tx) error
+	// Recorded, if set, is called once the store took Fn (nil), or refused
+	// it for what it asked (Fn's error).
+	Recorded func(error)
 }
 
-func newUnrecorded(st *store.Store, cfg StoreConfig, dropped func(), log *slog.Logger) *unrecorded {
-	u := &unrecorded{store: st, log: log, maxWrites: cfg.UnrecordedWrites, maxBytes: cfg.UnrecordedBytes, dropped: dropped,
+// New keeps, for st, at most maxWrites writes and maxBytes of what they
+// record, calling dropped for each write dropped past either; it retries
+// them until Close.
+func New(st *store.Store, maxWrites int, maxBytes int64, dropped func(), log *slog.Logger) *Writes {
+	u := &Writes{store: st, log: log, maxWrites: maxWrites, maxBytes: maxBytes, dropped: dropped,
 		keys: map[string]bool{}, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go u.run()
 	return u
 }
 
-// write runs w now and, if the store cannot take it, keeps it to retry.
+// Record runs w now and, if the store cannot take it, keeps it to retry.
 // It returns the first attempt's error: one of store.ErrUnavailable means
 // w is kept, or was dropped past the bounds (logged, and counted).
-func (u *unrecorded) write(ctx context.Context, w keptWrite) error {
-	err := u.store.Write(ctx, w.fn)
+func (u *Writes) Record(ctx context.Context, w Write) error {
+	err := u.store.Write(ctx, w.Fn)
 	if errors.Is(err, store.ErrUnavailable) {
-		u.keep(w, err)
+		u.Keep(w, err)
 	}
 	return err
 }
 
-// keep adds w, which the store refused with cause, to the writes to retry
+// Keep adds w, which the store refused with cause, to the writes to retry
 // and reports whether it did: false if it is past the bounds, and is
 // dropped.
-func (u *unrecorded) keep(w keptWrite, cause error) bool {
+func (u *Writes) Keep(w Write, cause error) bool {
 	u.mu.Lock()
 	u.cause = store.UnavailableCause(cause)
 	switch {
-	case w.key != "" && u.keys[w.key]:
+	case w.Key != "" && u.keys[w.Key]:
 		u.mu.Unlock()
 		return true
-	case len(u.queue) >= u.maxWrites || u.bytes+w.size > u.maxBytes:
+	case len(u.queue) >= u.maxWrites || u.bytes+w.Size > u.maxBytes:
 		n, bytes := len(u.queue), u.bytes
 		u.mu.Unlock()
 		u.dropped()
-		u.log.Error("write not recorded, and not kept: the server keeps no more", "write", w.what, "kept", n,
+		u.log.Error("write not recorded, and not kept: the server keeps no more", "write", w.What, "kept", n,
 			"kept_bytes", bytes, "max", u.maxWrites, "max_bytes", u.maxBytes)
 		return false
 	}
 	u.queue = append(u.queue, &w)
-	u.bytes += w.size
-	if w.key != "" {
-		u.keys[w.key] = true
+	u.bytes += w.Size
+	if w.Key != "" {
+		u.keys[w.Key] = true
 	}
 	u.mu.Unlock()
 	select {
@@ -114,15 +125,15 @@ func (u *unrecorded) keep(w keptWrite, cause error) bool {
 	return true
 }
 
-// hasRoom reports whether n more writes of bytes in all could be kept now.
-func (u *unrecorded) hasRoom(n int, bytes int64) bool {
+// HasRoom reports whether n more writes of bytes in all could be kept now.
+func (u *Writes) HasRoom(n int, bytes int64) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return len(u.queue)+n <= u.maxWrites && u.bytes+bytes <= u.maxBytes
 }
 
-// pending counts the kept writes and their bytes.
-func (u *unrecorded) pending() (int, int64) {
+// Pending counts the kept writes and their bytes.
+func (u *Writes) Pending() (int, int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return len(u.queue), u.bytes
@@ -131,7 +142,7 @@ func (u *unrecorded) pending() (int, int64) {
 // run retries the kept writes until close, waiting longer each time the
 // store refuses them. A write kept while a retry is due does not put it
 // off: under a steady stream of refused writes, retries still come.
-func (u *unrecorded) run() {
+func (u *Writes) run() {
 	defer close(u.done)
 	delay := retryUnrecordedFirst
 	retry := time.NewTimer(delay)
@@ -162,7 +173,7 @@ func (u *unrecorded) run() {
 
 // flush writes the kept writes in order, and reports whether the store
 // took them all; it stops at the first the store cannot take.
-func (u *unrecorded) flush() bool {
+func (u *Writes) flush() bool {
 	for {
 		u.mu.Lock()
 		if len(u.queue) == 0 {
@@ -171,7 +182,7 @@ func (u *unrecorded) flush() bool {
 		}
 		w := u.queue[0]
 		u.mu.Unlock()
-		err := u.store.Write(context.Background(), w.fn)
+		err := u.store.Write(context.Background(), w.Fn)
 		if errors.Is(err, store.ErrUnavailable) {
 			u.mu.Lock()
 			u.cause = store.UnavailableCause(err)
@@ -180,24 +191,24 @@ func (u *unrecorded) flush() bool {
 		}
 		u.mu.Lock()
 		u.queue = u.queue[1:]
-		u.bytes -= w.size
-		delete(u.keys, w.key)
+		u.bytes -= w.Size
+		delete(u.keys, w.Key)
 		u.mu.Unlock()
 		if err != nil {
-			u.log.Warn("kept write refused by the store", "write", w.what, "err", err)
+			u.log.Warn("kept write refused by the store", "write", w.What, "err", err)
 		} else {
-			u.log.Info("kept write recorded", "write", w.what)
+			u.log.Info("kept write recorded", "write", w.What)
 		}
-		if w.recorded != nil {
-			w.recorded(err)
+		if w.Recorded != nil {
+			w.Recorded(err)
 		}
 	}
 }
 
-// close stops the retries and tries the kept writes once more. What the
+// Close stops the retries and tries the kept writes once more. What the
 // store still cannot take is lost with the process: each write says what
 // then happens (logged).
-func (u *unrecorded) close() {
+func (u *Writes) Close() {
 	close(u.stop)
 	<-u.done
 	if u.flush() {
@@ -206,13 +217,13 @@ func (u *unrecorded) close() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for _, w := range u.queue {
-		u.log.Error("kept write lost at shutdown: the store still cannot take it", "write", w.what)
+		u.log.Error("kept write lost at shutdown: the store still cannot take it", "write", w.What)
 	}
 }
 
-// health says why the store is not healthy, or "" if it is: writes are
+// Health says why the store is not healthy, or "" if it is: writes are
 // kept that it has not taken yet, or writes fail.
-func (u *unrecorded) health() string {
+func (u *Writes) Health() string {
 	u.mu.Lock()
 	n, bytes, cause := len(u.queue), u.bytes, u.cause
 	u.mu.Unlock()
