@@ -13,6 +13,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 	"github.com/edgeaip/edgeaip/wasmtools/schema"
@@ -73,7 +74,7 @@ func (r *refusal) Error() string {
 // each device of a fleet.
 type order struct {
 	// who asks: its role and scope hold the request too.
-	who *caller
+	who *identity.Caller
 	// devices are the targets: one device, or every device a fleet's
 	// labels matched.
 	devices []string
@@ -88,12 +89,12 @@ type order struct {
 }
 
 // commandOrder is a single command for a device, asked by who.
-func commandOrder(who *caller, deviceID string, actions []protocol.Command) order {
+func commandOrder(who *identity.Caller, deviceID string, actions []protocol.Command) order {
 	return order{who: who, devices: []string{deviceID}, steps: []step{commandStep(actions, 0)}}
 }
 
 // planOrder is a plan for devices, asked by who.
-func planOrder(who *caller, p *plan.Plan, devices ...string) order {
+func planOrder(who *identity.Caller, p *plan.Plan, devices ...string) order {
 	b, err := json.Marshal(p)
 	return order{who: who, devices: devices, steps: planSteps(p), plan: p, planJSON: b, planErr: err}
 }
@@ -128,7 +129,7 @@ func (a *admission) admit(o order) error {
 			return err
 		}
 	}
-	c := check{admission: a, scope: o.who.scope, seen: map[api.Problem]bool{}}
+	c := check{admission: a, scope: o.who.Scope, seen: map[api.Problem]bool{}}
 	if o.plan != nil {
 		c.planSize(o.planJSON, o.planErr)
 	}
@@ -171,8 +172,8 @@ func (o order) installsAllowed() error {
 			if call.cmd.ToolName != protocol.InstallToolName {
 				continue
 			}
-			if !o.who.role.Covers(access.Deployer) {
-				return &forbidden{fmt.Sprintf("%s: identity %q has role %s: installing a tool needs %s", call.path, o.who.name, o.who.role, access.Deployer)}
+			if !o.who.Role.Covers(access.Deployer) {
+				return &identity.Forbidden{Reason: fmt.Sprintf("%s: identity %q has role %s: installing a tool needs %s", call.path, o.who.Name, o.who.Role, access.Deployer)}
 			}
 			if err := installsInScope(call, o.who); err != nil {
 				return err
@@ -185,8 +186,8 @@ func (o order) installsAllowed() error {
 // installsInScope checks that the tool an install_tool call installs is
 // one who's tool patterns allow: its module must carry its manifest, since
 // no other part of the request says which tool it is.
-func installsInScope(call toolCall, who *caller) error {
-	if len(who.scope.Tools) == 0 {
+func installsInScope(call toolCall, who *identity.Caller) error {
+	if len(who.Scope.Tools) == 0 {
 		return nil
 	}
 	wasm, _, err := protocol.InstalledModule(call.cmd.Parameters)
@@ -195,12 +196,12 @@ func installsInScope(call toolCall, who *caller) error {
 	}
 	mod, err := manifest.FromWasm(wasm)
 	if err != nil {
-		return &forbidden{fmt.Sprintf("%s: identity %q may install only tools its scope allows (%s), and the module's manifest cannot say which it is: %v",
-			call.path, who.name, who.scope, err)}
+		return &identity.Forbidden{Reason: fmt.Sprintf("%s: identity %q may install only tools its scope allows (%s), and the module's manifest cannot say which it is: %v",
+			call.path, who.Name, who.Scope, err)}
 	}
-	if m := mod.Manifest; !who.scope.Tool(m.ToolType, m.Name) {
-		return &forbidden{fmt.Sprintf("%s: the module installs %s, which identity %q's scope (%s) does not allow",
-			call.path, protocol.ToolKey(protocol.ToolType(m.ToolType), m.Name), who.name, who.scope)}
+	if m := mod.Manifest; !who.Scope.Tool(m.ToolType, m.Name) {
+		return &identity.Forbidden{Reason: fmt.Sprintf("%s: the module installs %s, which identity %q's scope (%s) does not allow",
+			call.path, protocol.ToolKey(protocol.ToolType(m.ToolType), m.Name), who.Name, who.Scope)}
 	}
 	return nil
 }

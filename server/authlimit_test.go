@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,10 +41,7 @@ func (c *fakeClock) advance(d time.Duration) {
 func limitedServer(t *testing.T, configure ...func(*Config)) (*testServer, *fakeClock) {
 	ts := newTestServer(t, configure...)
 	clock := &fakeClock{t: time.Now()}
-	l := ts.srv.authLimit
-	l.mu.Lock() // the server is serving: its limiter reads now under mu
-	l.now = clock.now
-	l.mu.Unlock()
+	ts.srv.authLimit.SetClock(clock.now)
 	return ts, clock
 }
 
@@ -88,7 +85,7 @@ func TestTwentyFailedAuthenticationsInAMinuteRefuseTheSourceForAMinute(t *testin
 	}
 	// 19 failures, then a minute's quiet: the window has moved on.
 	ts.wrongTokens(19)
-	clock.advance(authWindow)
+	clock.advance(identity.AuthWindow)
 	ts.wrongTokens(19)
 	code, _ := ts.call(ts.api.Token, devices)
 	require.Equal(t, http.StatusOK, code, "19 within a minute are not 20")
@@ -117,7 +114,7 @@ func TestTwentyFailedAuthenticationsInAMinuteRefuseTheSourceForAMinute(t *testin
 	assert.Equal(t, 1.0, metric(t, fams, "edgeaip_auth_blocked_sources"))
 	assert.Contains(t, ts.logs.String(), "too many failed authentications: refusing the source")
 
-	clock.advance(authBlock - time.Second)
+	clock.advance(identity.AuthBlock - time.Second)
 	code, _ = ts.call(ts.api.Token, devices)
 	assert.Equal(t, http.StatusTooManyRequests, code, "for a whole minute")
 	clock.advance(time.Second)
@@ -132,19 +129,19 @@ func TestAWrongTokenTriedAgainCountsOnce(t *testing.T) {
 	stale := ts.enroll("kiosk-1")
 	require.NoError(t, ts.api.Revoke(context.Background(), "kiosk-1"))
 	for range 3 {
-		for range 5 * authFailures {
+		for range 5 * identity.AuthFailures {
 			_, err := ts.dial(stale)
 			require.ErrorContains(t, err, "401")
 		}
-		clock.advance(authWindow / 2)
+		clock.advance(identity.AuthWindow / 2)
 	}
 	code, _ := ts.call(ts.api.Token, probeRequest{method: "GET", path: "/api/devices"})
 	assert.Equal(t, http.StatusOK, code, "its site's address is not refused")
-	assert.Equal(t, float64(15*authFailures), metric(t, ts.gather(), "edgeaip_auth_failures_total", "surface", "websocket"),
+	assert.Equal(t, float64(15*identity.AuthFailures), metric(t, ts.gather(), "edgeaip_auth_failures_total", "surface", "websocket"),
 		"the metric counts every failure")
 
 	// Guesses, each another token, do count: with the stale one, 20.
-	ts.wrongTokens(authFailures - 1)
+	ts.wrongTokens(identity.AuthFailures - 1)
 	code, _ = ts.call(ts.api.Token, probeRequest{method: "GET", path: "/api/devices"})
 	assert.Equal(t, http.StatusTooManyRequests, code)
 }
@@ -160,7 +157,7 @@ func TestARetiredDeviceTokenCountsAsAFailedAuthentication(t *testing.T) {
 
 	ts.refusedAtUpgrade(old, "retired by a rotation")
 	assert.Equal(t, 1.0, metric(t, ts.gather(), "edgeaip_auth_failures_total", "surface", "websocket"))
-	ts.wrongTokens(authFailures - 1)
+	ts.wrongTokens(identity.AuthFailures - 1)
 	code, _ := ts.call(ts.api.Token, probeRequest{method: "GET", path: "/api/devices"})
 	assert.Equal(t, http.StatusTooManyRequests, code, "with the retired token, 20")
 }
@@ -183,7 +180,7 @@ func TestFailuresOnEverySurfaceCount(t *testing.T) {
 func TestTheSourceComesFromXForwardedForOnlyFromATrustedProxy(t *testing.T) {
 	// Loopback is the proxy in front: the clients are behind it.
 	ts, _ := limitedServer(t, func(c *Config) { c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} })
-	ts.wrongTokens(authFailures, "X-Forwarded-For", "203.0.113.7")
+	ts.wrongTokens(identity.AuthFailures, "X-Forwarded-For", "203.0.113.7")
 	code, _ := ts.call(ts.api.Token, probeRequest{method: "GET", path: "/api/devices", header: http.Header{"X-Forwarded-For": {"203.0.113.7"}}})
 	assert.Equal(t, http.StatusTooManyRequests, code, "the client behind the proxy is refused")
 	code, _ = ts.call(ts.api.Token, probeRequest{method: "GET", path: "/api/devices", header: http.Header{"X-Forwarded-For": {"203.0.113.8"}}})
@@ -192,51 +189,11 @@ func TestTheSourceComesFromXForwardedForOnlyFromATrustedProxy(t *testing.T) {
 	// Not trusted, the header is the client's to forge: it changes
 	// nothing.
 	ts, _ = limitedServer(t)
-	for i := range authFailures {
+	for i := range identity.AuthFailures {
 		code, _ := ts.call("aipo_guess"+strconv.Itoa(i), probeRequest{method: "GET", path: "/api/devices",
 			header: http.Header{"X-Forwarded-For": {"198.51.100." + strconv.Itoa(i)}}})
 		require.Equal(t, http.StatusUnauthorized, code)
 	}
 	code, _ = ts.call(ts.api.Token, probeRequest{method: "GET", path: "/api/devices", header: http.Header{"X-Forwarded-For": {"198.51.100.99"}}})
 	assert.Equal(t, http.StatusTooManyRequests, code)
-}
-
-func TestSourceReadsXForwardedForFromTheRightPastTrustedProxies(t *testing.T) {
-	s := &Server{cfg: Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}}}
-	for _, tc := range []struct {
-		peer string
-		xff  []string
-		want string
-	}{
-		{"192.0.2.1:5000", []string{"203.0.113.7"}, "192.0.2.1"},
-		{"10.0.0.5:5000", nil, "10.0.0.5"},
-		{"10.0.0.5:5000", []string{"203.0.113.7"}, "203.0.113.7"},
-		{"10.0.0.5:5000", []string{"198.51.100.1, 203.0.113.7, 10.0.0.9"}, "203.0.113.7"},
-		{"10.0.0.5:5000", []string{"198.51.100.1", "203.0.113.7"}, "203.0.113.7"},
-		{"10.0.0.5:5000", []string{"10.0.0.8, 10.0.0.9"}, "10.0.0.8"},
-		{"10.0.0.5:5000", []string{"not-an-address"}, "10.0.0.5"},
-		{"[::1]:5000", []string{"::ffff:203.0.113.7"}, "203.0.113.7"},
-	} {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = tc.peer
-		for _, v := range tc.xff {
-			r.Header.Add("X-Forwarded-For", v)
-		}
-		assert.Equal(t, tc.want, s.source(r).String(), "%s %v", tc.peer, tc.xff)
-	}
-}
-
-func TestTheLimiterForgetsTheOldestSourceWhenFull(t *testing.T) {
-	clock := &fakeClock{t: time.Now()}
-	l := newAuthLimiter(clock.now)
-	for i := range maxAuthSources {
-		l.failed(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), "aipo_guess")
-		clock.advance(time.Nanosecond)
-	}
-	require.Len(t, l.sources, maxAuthSources)
-	newcomer := netip.MustParseAddr("192.0.2.1")
-	l.failed(newcomer, "aipo_guess")
-	assert.Len(t, l.sources, maxAuthSources, "bounded")
-	assert.Contains(t, l.sources, newcomer)
-	assert.NotContains(t, l.sources, netip.AddrFrom4([4]byte{10, 0, 0, 0}), "the oldest went")
 }

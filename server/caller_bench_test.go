@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +20,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 	s, err := New(context.Background(), Config{DataDir: b.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(b, err)
 	b.Cleanup(func() { s.Close() })
-	token, tok := newOperatorToken("ci")
+	token, tok := identity.NewOperatorToken("ci")
 	require.NoError(b, s.store.Write(context.Background(), func(tx *store.Tx) error {
 		return tx.CreateIdentity(store.Identity{Name: "ci", Role: "operator", Devices: "site=lobby", Tools: []string{"data_collection::*"}}, tok)
 	}))

@@ -146,7 +146,7 @@ func (s *Server) deviceEvent(e cluster.DeviceEvent) {
 	case cluster.DeviceRotate:
 		s.offerRotationTo(context.Background(), e.DeviceID)
 	case cluster.DeviceRotationSettled:
-		s.rotations.settled(e.DeviceID)
+		s.auth.SettledElsewhere(e.DeviceID)
 	}
 }
 

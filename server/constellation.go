@@ -8,6 +8,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
@@ -23,11 +24,11 @@ import (
 // registerConstellation checks a REGISTER sent with an operator token, for
 // caller. A target outside the caller's scope is refused as one that is
 // not connected.
-func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMessage, c *caller) (*client, error) {
+func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMessage, c *identity.Caller) (*client, error) {
 	if m.ClientType != protocol.ClientConstellation {
 		return nil, fmt.Errorf(`register: field "client_type": %q needs the device's own token; an operator token registers constellations only`, m.ClientType)
 	}
-	if err := allowMessage(c, m.Type); err != nil {
+	if err := identity.AllowMessage(c, m.Type); err != nil {
 		return nil, fmt.Errorf("register: %w", err)
 	}
 	inScope, err := s.deviceInScope(ctx, c, m.TargetID)
@@ -54,7 +55,7 @@ func (s *Server) closeOnRevocation(ctx context.Context, c *client, revoked <-cha
 	go func() {
 		select {
 		case <-revoked:
-			s.log.Info("closing a revoked identity's constellation", "client_id", c.id, "identity", c.caller.name)
+			s.log.Info("closing a revoked identity's constellation", "client_id", c.id, "identity", c.caller.Name)
 			c.conn.Close(websocket.StatusPolicyViolation, "identity revoked")
 		case <-ctx.Done():
 		}
@@ -102,10 +103,10 @@ func (s *Server) serveConstellation(ctx context.Context, c *client) {
 // revoked and enrolled again with other labels may not be), else it is
 // refused as a target that is not connected.
 func (s *Server) allowLinkMessage(ctx context.Context, c *client, t protocol.ClientMessageType) error {
-	if err := allowMessage(c.caller, t); err != nil {
+	if err := identity.AllowMessage(c.caller, t); err != nil {
 		return err
 	}
-	if policy[messageKey(t)].scope != linkTarget {
+	if ru, _ := identity.RuleFor(identity.MessageKey(t)); ru.Scope != identity.LinkTarget {
 		return nil
 	}
 	in, err := s.deviceInScope(ctx, c.caller, c.target)
@@ -122,7 +123,7 @@ func (s *Server) allowLinkMessage(ctx context.Context, c *client, t protocol.Cli
 // every TASK that cannot start, with a failed TASK_END; others with an
 // ERROR.
 func (s *Server) refuseMessage(ctx context.Context, c *client, m *protocol.ClientMessage, err error) {
-	s.log.Warn("message refused", "client_id", c.id, "identity", c.caller.name, "type", m.Type, "err", err)
+	s.log.Warn("message refused", "client_id", c.id, "identity", c.caller.Name, "type", m.Type, "err", err)
 	if m.Type == protocol.ClientTask {
 		s.refuseTask(ctx, c, m, err)
 		return
@@ -181,7 +182,7 @@ func (s *Server) answerDeviceInfo(ctx context.Context, c *client, m *protocol.Cl
 		return
 	}
 	s.send(c.conn, &protocol.ServerMessage{
-		Type: protocol.ServerDeviceInfoResponse, Status: protocol.StatusOK, Result: infoInScope(dev.info.Load(), c.caller.scope),
+		Type: protocol.ServerDeviceInfoResponse, Status: protocol.StatusOK, Result: infoInScope(dev.info.Load(), c.caller.Scope),
 		Timestamp: protocol.Now(), ResponseID: m.RequestID,
 	})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 )
 
 // timeoutQuery names a deploy's timeout in errors.
@@ -53,7 +54,7 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 	}
 	action := protocol.Command{ToolName: protocol.InstallToolName, ToolType: protocol.ToolAction, Parameters: params}
 	resp, err := s.tasks.RunCommand(r.Context(), commandTask{
-		asker: asker{who: callerFrom(r), kind: api.RequesterOperator}, Device: d.ID, Actions: []protocol.Command{action},
+		asker: asker{who: identity.CallerFrom(r), kind: api.RequesterOperator}, Device: d.ID, Actions: []protocol.Command{action},
 		Timeout: q.Get("timeout"), TimeoutArg: timeoutQuery,
 	})
 	if err != nil {

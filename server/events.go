@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -177,7 +178,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		log = stored
 	}
-	revoked, stop := s.revocations.watch(callerFrom(r))
+	revoked, stop := s.auth.Watch(identity.CallerFrom(r))
 	defer stop()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")

@@ -9,6 +9,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/google/uuid"
@@ -32,7 +33,7 @@ type frontDoor struct {
 // role and scope hold the task, and the requester the task is recorded
 // under (its kind, and a constellation's client id).
 type asker struct {
-	who *caller
+	who *identity.Caller
 	// kind is the requester's kind: api.RequesterOperator,
 	// api.RequesterMCP or api.RequesterConstellation.
 	kind string
@@ -41,7 +42,7 @@ type asker struct {
 }
 
 // requester is the requester a's tasks are recorded under.
-func (a asker) requester() api.Requester { return a.who.requester(a.kind, a.client) }
+func (a asker) requester() api.Requester { return a.who.Requester(a.kind, a.client) }
 
 // runError is why a task that was admitted did not start or did not run
 // to its end: the session limit, a session id taken, storage, a node
@@ -101,7 +102,7 @@ func (d *frontDoor) AdmitCommand(c commandTask) (admittedCommand, error) {
 	}
 	// The id is chosen now, so that a cancellation that comes before the
 	// command has started knows what to cancel.
-	spec := sessionSpec{ID: newRowID(), DeviceID: c.Device, Requester: c.requester(), Scope: c.who.scope, Key: c.Key,
+	spec := sessionSpec{ID: newRowID(), DeviceID: c.Device, Requester: c.requester(), Scope: c.who.Scope, Key: c.Key,
 		WaitForDevice: c.WaitForDevice, Tee: c.Tee}
 	return admittedCommand{door: d, spec: spec, actions: c.Actions, timeout: timeout}, nil
 }
@@ -190,7 +191,7 @@ func (d *frontDoor) StartPlan(ctx context.Context, p planTask) (*session, error)
 	}
 	spec := sessionSpec{
 		ID: p.ID, TaskName: taskNameOf(p.TaskName, p.Plan), DeviceID: p.Device, Requester: p.requester(),
-		Scope: p.who.scope, Plan: p.Plan, PlanJSON: o.planJSON, OriginalTaskName: p.OriginalTaskName, Key: p.Key, Tee: p.Tee,
+		Scope: p.who.Scope, Plan: p.Plan, PlanJSON: o.planJSON, OriginalTaskName: p.OriginalTaskName, Key: p.Key, Tee: p.Tee,
 	}
 	return d.start(ctx, spec, p.TaskEnd, p.Announce)
 }
@@ -232,8 +233,8 @@ type fleetTask struct {
 // FleetTargets are the devices a fleet with labels runs on for who: the
 // selector, labels narrowed by who's scope, and the enrolled devices it
 // matches; a *noDevicesError if none.
-func (d *frontDoor) FleetTargets(ctx context.Context, who *caller, labels map[string]string) (access.Selector, []string, error) {
-	selector := access.LabelSelector(labels).And(who.scope.Devices)
+func (d *frontDoor) FleetTargets(ctx context.Context, who *identity.Caller, labels map[string]string) (access.Selector, []string, error) {
+	selector := access.LabelSelector(labels).And(who.Scope.Devices)
 	devices, err := d.matching(ctx, selector)
 	switch {
 	case err != nil:
@@ -260,7 +261,7 @@ func (d *frontDoor) StartFleet(ctx context.Context, f fleetTask) (*session, erro
 		return nil, err
 	}
 	spec := sessionSpec{
-		ID: f.ID, TaskName: taskNameOf(f.TaskName, f.Plan), Requester: f.requester(), Scope: f.who.scope,
+		ID: f.ID, TaskName: taskNameOf(f.TaskName, f.Plan), Requester: f.requester(), Scope: f.who.Scope,
 		Plan: f.Plan, PlanJSON: o.planJSON,
 		Fleet: &fleetSpec{labels: f.Labels, selector: f.Selector, devices: f.Devices, concurrency: f.Concurrency,
 			abortPercent: f.AbortPercent},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/metrics"
 	"github.com/google/uuid"
@@ -32,25 +33,25 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if s.refuseWhileDraining(w, "device link") {
 		return
 	}
-	src := s.source(r)
-	if wait := s.authLimit.blocked(src); wait > 0 {
+	src := s.authLimit.Source(r)
+	if wait := s.authLimit.Blocked(src); wait > 0 {
 		s.tooManyFailures(w, metrics.SurfaceWebSocket, wait)
 		return
 	}
-	p, err := s.authClient(r)
+	p, err := s.auth.AuthClient(r)
 	if err != nil {
-		if errors.Is(err, errWrongToken) {
-			s.authFailed(src, metrics.SurfaceWebSocket, requestToken(r, true))
+		if errors.Is(err, identity.ErrWrongToken) {
+			s.authFailed(src, metrics.SurfaceWebSocket, identity.RequestToken(r, true))
 		}
 		s.log.Warn("connection refused at upgrade", "remote", r.RemoteAddr, "err", err)
-		http.Error(w, publicReason(err), http.StatusUnauthorized)
+		http.Error(w, identity.PublicReason(err), http.StatusUnauthorized)
 		return
 	}
 	var revoked <-chan struct{}
 	stopWatch := func() {}
-	if p.operator != nil {
+	if p.Operator != nil {
 		// Watched from now: a revocation while it registers counts too.
-		revoked, stopWatch = s.revocations.watch(p.operator)
+		revoked, stopWatch = s.auth.Watch(p.Operator)
 	}
 	opts := s.cfg.Conn
 	opts.Reject = protocol.ServerErrorReply
@@ -104,7 +105,7 @@ func (s *Server) serveLink(c *client, revoked <-chan struct{}, stopWatch func())
 
 // register reads the REGISTER message, checks it against the token's
 // principal, and makes the connection its client's current one.
-func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal) (*client, error) {
+func (s *Server) register(ctx context.Context, conn *protocol.Conn, p identity.Principal) (*client, error) {
 	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
 	var m protocol.ClientMessage
@@ -121,10 +122,10 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p principal)
 		c   *client
 		err error
 	)
-	if p.operator != nil {
-		c, err = s.registerConstellation(ctx, &m, p.operator)
+	if p.Operator != nil {
+		c, err = s.registerConstellation(ctx, &m, p.Operator)
 	} else {
-		c, err = registerDevice(p.device, &m, s.log)
+		c, err = registerDevice(p.Device, &m, s.log)
 	}
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"regexp"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
@@ -93,7 +94,7 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 // each problem, if admission refused it; 403 if the access policy did.
 func writeRequestError(w http.ResponseWriter, err error) {
 	var refused *refusal
-	var denied *forbidden
+	var denied *identity.Forbidden
 	var away *unreachable
 	if errors.As(err, &denied) {
 		writeError(w, http.StatusForbidden, err.Error())
@@ -176,11 +177,11 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if cause := cmp.Or(s.unrecorded.Health(), s.clusterHealth(), s.drainHealth()); cause != "" {
 		h, code = api.Health{Status: "degraded", Cause: cause}, http.StatusServiceUnavailable
 	}
-	if src := s.source(r); s.authLimit.blocked(src) == 0 {
+	if src := s.authLimit.Source(r); s.authLimit.Blocked(src) == 0 {
 		c, err := s.authenticate(r)
 		switch {
-		case errors.Is(err, errWrongToken):
-			s.authFailed(src, metrics.SurfaceAPI, requestToken(r, false))
+		case errors.Is(err, identity.ErrWrongToken):
+			s.authFailed(src, metrics.SurfaceAPI, identity.RequestToken(r, false))
 		case err == nil:
 			h.OnlineClients, _ = s.clientsInScope(r.Context(), c)
 		}

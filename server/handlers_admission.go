@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -23,7 +24,7 @@ func (s *Server) checkAdmission(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	who := callerFrom(r)
+	who := identity.CallerFrom(r)
 	devices, code, err := s.admissionTargets(r, who, req)
 	if err != nil {
 		writeError(w, code, err.Error())
@@ -51,7 +52,7 @@ func (s *Server) checkAdmission(w http.ResponseWriter, r *http.Request) {
 // admissionTargets are the devices in who's scope a dry run is for, or
 // an error and its status. A device outside the scope is not enrolled,
 // as for the request the dry run stands for.
-func (s *Server) admissionTargets(r *http.Request, who *caller, req api.AdmissionRequest) ([]string, int, error) {
+func (s *Server) admissionTargets(r *http.Request, who *identity.Caller, req api.AdmissionRequest) ([]string, int, error) {
 	switch {
 	case (req.Device == "") == (len(req.Labels) == 0):
 		return nil, http.StatusBadRequest, errors.New(`give either "device" or "labels"`)
@@ -78,7 +79,7 @@ func (s *Server) admissionTargets(r *http.Request, who *caller, req api.Admissio
 
 // admissionOrder is what a dry run checks: the plan or the actions, for
 // devices, asked by who.
-func (s *Server) admissionOrder(who *caller, req api.AdmissionRequest, devices []string) (order, error) {
+func (s *Server) admissionOrder(who *identity.Caller, req api.AdmissionRequest, devices []string) (order, error) {
 	hasPlan := len(req.Plan) > 0 && string(req.Plan) != "null"
 	switch {
 	case hasPlan == (len(req.Actions) > 0):

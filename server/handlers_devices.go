@@ -13,13 +13,14 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
 // enroll is POST /api/devices. A scoped admin enrolls only devices whose
 // labels its scope picks.
 func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
-	who := callerFrom(r)
+	who := identity.CallerFrom(r)
 	var req api.EnrollRequest
 	if !readJSON(w, r, &req) {
 		return
@@ -28,20 +29,20 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("device id %q: want 1-64 of [A-Za-z0-9._-], not starting with '.'", req.ID))
 		return
 	}
-	if !who.scope.Device(req.Labels) {
-		s.forbid(w, r, fmt.Errorf(`field "labels": identity %q may enroll only devices its scope picks (%s)`, who.name, who.scope.Devices))
+	if !who.Scope.Device(req.Labels) {
+		s.forbid(w, r, fmt.Errorf(`field "labels": identity %q may enroll only devices its scope picks (%s)`, who.Name, who.Scope.Devices))
 		return
 	}
 	if c := s.reg.get(req.ID); c != nil {
 		writeError(w, http.StatusConflict, fmt.Sprintf("%q is the id of a connected %s client", req.ID, c.typ))
 		return
 	}
-	resp := api.EnrollResponse{ID: req.ID, Token: newToken(deviceTokenPrefix)}
+	resp := api.EnrollResponse{ID: req.ID, Token: identity.NewToken(identity.DeviceTokenPrefix)}
 	var cert *x509.Certificate
 	if req.CSR != "" {
 		var pem []byte
 		var err error
-		if cert, pem, err = s.signDeviceCertificate(req.ID, req.CSR); err != nil {
+		if cert, pem, err = s.auth.SignDeviceCertificate(req.ID, req.CSR); err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
@@ -49,17 +50,17 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 	}
 	params := map[string]any{"labels": req.Labels}
 	err := s.store.Write(r.Context(), func(tx *store.Tx) error {
-		if err := tx.CreateDevice(req.ID, hashToken(resp.Token), req.Labels); err != nil {
+		if err := tx.CreateDevice(req.ID, identity.HashToken(resp.Token), req.Labels); err != nil {
 			return err
 		}
 		if cert != nil {
-			rec := signedRecord(req.ID, cert)
+			rec := identity.SignedRecord(req.ID, cert)
 			if err := tx.AddCertificate(rec); err != nil {
 				return err
 			}
 			params["certificate_serial"] = rec.Serial
 		}
-		return tx.AppendAudit(who.audit(api.ActionDeviceEnroll, req.ID, params))
+		return tx.AppendAudit(who.Audit(api.ActionDeviceEnroll, req.ID, params))
 	})
 	if errors.Is(err, store.ErrExists) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("device %q is already enrolled", req.ID))
@@ -73,7 +74,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 	s.devices.forget(req.ID)
 	s.tellCluster(req.ID, cluster.DeviceChanged)
 	s.mcp.devicesChanged()
-	s.log.Info("device enrolled", "device", req.ID, "certificate", cert != nil, "by", who.name)
+	s.log.Info("device enrolled", "device", req.ID, "certificate", cert != nil, "by", who.Name)
 	writeJSON(w, http.StatusCreated, resp)
 }
 
@@ -81,12 +82,12 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 // are revoked, its connection closes at once, its waiting commands fail
 // and its sessions are cancelled.
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
-	id, who := r.PathValue("id"), callerFrom(r)
+	id, who := r.PathValue("id"), identity.CallerFrom(r)
 	err := s.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.DeleteDevice(id); err != nil {
 			return err
 		}
-		return tx.AppendAudit(who.audit(api.ActionDeviceRevoke, id, nil))
+		return tx.AppendAudit(who.Audit(api.ActionDeviceRevoke, id, nil))
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, deviceNotEnrolled(id))
@@ -97,7 +98,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	}
 	s.deviceRevoked(id)
 	s.tellCluster(id, cluster.DeviceRevoked)
-	s.log.Info("device revoked", "device", id, "by", who.name)
+	s.log.Info("device revoked", "device", id, "by", who.Name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -119,11 +120,11 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	who := callerFrom(r)
+	who := identity.CallerFrom(r)
 	out := make([]api.Device, 0, len(devs))
 	for _, d := range devs {
-		if who.scope.Device(d.Labels) {
-			out = append(out, s.deviceView(d, who.scope))
+		if who.Scope.Device(d.Labels) {
+			out = append(out, s.deviceView(d, who.Scope))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -131,7 +132,7 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getDevice(w http.ResponseWriter, r *http.Request) {
 	if d, ok := s.lookupDevice(w, r); ok {
-		writeJSON(w, http.StatusOK, s.deviceView(d, callerFrom(r).scope))
+		writeJSON(w, http.StatusOK, s.deviceView(d, identity.CallerFrom(r).Scope))
 	}
 }
 
@@ -143,7 +144,7 @@ func (s *Server) deviceTools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tools := []protocol.MCPToolInfo{}
-	if v := s.deviceView(d, callerFrom(r).scope); v.Info != nil && v.Info.Tools != nil {
+	if v := s.deviceView(d, identity.CallerFrom(r).Scope); v.Info != nil && v.Info.Tools != nil {
 		tools = v.Info.Tools
 	}
 	writeJSON(w, http.StatusOK, tools)
@@ -215,7 +216,7 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.Idem
 		return
 	}
 	resp, err := s.tasks.RunCommand(r.Context(), commandTask{
-		asker: asker{who: callerFrom(r), kind: api.RequesterOperator}, Device: d.ID, Actions: req.Actions,
+		asker: asker{who: identity.CallerFrom(r), kind: api.RequesterOperator}, Device: d.ID, Actions: req.Actions,
 		Timeout: req.Timeout, TimeoutArg: `field "timeout"`, Key: key, WaitForDevice: req.WaitForDevice,
 	})
 	if err != nil {
@@ -253,7 +254,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.AfterSeq, f.Limit = after, limit
-	only, err := s.devicesInScope(r.Context(), callerFrom(r))
+	only, err := s.devicesInScope(r.Context(), identity.CallerFrom(r))
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return

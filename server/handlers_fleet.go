@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
@@ -20,7 +21,7 @@ import (
 // fleet task, and answers at once. key, if not nil, is recorded with the
 // task, with the answer.
 func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
-	who := callerFrom(r)
+	who := identity.CallerFrom(r)
 	var req api.FleetRequest
 	if !readJSON(w, r, &req) {
 		return

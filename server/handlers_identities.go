@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -58,13 +59,13 @@ func (s *Server) addIdentity(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	token, tok := newOperatorToken(id.Name)
-	c := callerFrom(r)
+	token, tok := identity.NewOperatorToken(id.Name)
+	c := identity.CallerFrom(r)
 	err = s.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.CreateIdentity(id, tok); err != nil {
 			return err
 		}
-		return tx.AppendAudit(c.audit(api.ActionIdentityAdd, "", map[string]any{
+		return tx.AppendAudit(c.Audit(api.ActionIdentityAdd, "", map[string]any{
 			"name": id.Name, "role": id.Role, "token_id": tok.ID, "scope": scopeView(id)}))
 	})
 	switch {
@@ -75,14 +76,8 @@ func (s *Server) addIdentity(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	s.log.Info("identity added", "identity", id.Name, "role", id.Role, "token_id", tok.ID, "by", c.name)
+	s.log.Info("identity added", "identity", id.Name, "role", id.Role, "token_id", tok.ID, "by", c.Name)
 	writeJSON(w, http.StatusCreated, api.TokenResponse{Identity: id.Name, TokenID: tok.ID, Token: token})
-}
-
-// newOperatorToken is a fresh token for identity, and its record.
-func newOperatorToken(identity string) (string, store.Token) {
-	token := newToken(operatorTokenPrefix)
-	return token, store.Token{ID: newTokenID(), Identity: identity, Hash: hashToken(token)}
 }
 
 // listIdentities is GET /api/identities.
@@ -118,42 +113,42 @@ func tokenViews(tokens []store.Token) []api.IdentityToken {
 // revokeIdentity is DELETE /api/identities/{name}: its tokens stop
 // working, and what they have open closes.
 func (s *Server) revokeIdentity(w http.ResponseWriter, r *http.Request) {
-	name, c := r.PathValue("name"), callerFrom(r)
+	name, c := r.PathValue("name"), identity.CallerFrom(r)
 	err := s.store.Write(r.Context(), func(tx *store.Tx) error {
 		if _, err := tx.DeleteIdentity(name); err != nil {
 			return err
 		}
-		return tx.AppendAudit(c.audit(api.ActionIdentityRevoke, "", map[string]any{"name": name}))
+		return tx.AppendAudit(c.Audit(api.ActionIdentityRevoke, "", map[string]any{"name": name}))
 	})
 	if !s.identityWritten(w, name, err) {
 		return
 	}
 	s.publishRevocation(Revocation{Identity: name})
-	s.log.Info("identity revoked", "identity", name, "by", c.name)
+	s.log.Info("identity revoked", "identity", name, "by", c.Name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // revokeToken is DELETE /api/identities/{name}/tokens/{token_id}.
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
-	name, id, c := r.PathValue("name"), r.PathValue("token_id"), callerFrom(r)
+	name, id, c := r.PathValue("name"), r.PathValue("token_id"), identity.CallerFrom(r)
 	err := s.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.DeleteToken(name, id); err != nil {
 			return err
 		}
-		return tx.AppendAudit(c.audit(api.ActionIdentityRevokeToken, "", map[string]any{"name": name, "token_id": id}))
+		return tx.AppendAudit(c.Audit(api.ActionIdentityRevokeToken, "", map[string]any{"name": name, "token_id": id}))
 	})
 	if !s.identityWritten(w, name, err) {
 		return
 	}
 	s.publishRevocation(Revocation{Identity: name, TokenIDs: []string{id}})
-	s.log.Info("token revoked", "identity", name, "token_id", id, "by", c.name)
+	s.log.Info("token revoked", "identity", name, "token_id", id, "by", c.Name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // rotateIdentity is POST /api/identities/{name}/tokens: a new token, shown
 // this once; the identity's other tokens stop working after the grace.
 func (s *Server) rotateIdentity(w http.ResponseWriter, r *http.Request) {
-	name, c := r.PathValue("name"), callerFrom(r)
+	name, c := r.PathValue("name"), identity.CallerFrom(r)
 	var req api.IdentityRotateRequest
 	if !readJSON(w, r, &req) {
 		return
@@ -163,7 +158,7 @@ func (s *Server) rotateIdentity(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	token, tok := newOperatorToken(name)
+	token, tok := identity.NewOperatorToken(name)
 	ends := time.Now().Add(grace)
 	var old []string
 	err = s.store.Write(r.Context(), func(tx *store.Tx) error {
@@ -174,7 +169,7 @@ func (s *Server) rotateIdentity(w http.ResponseWriter, r *http.Request) {
 		if old, err = tx.ExpireTokens(name, tok.ID, ends); err != nil {
 			return err
 		}
-		return tx.AppendAudit(c.audit(api.ActionIdentityRotate, "", map[string]any{
+		return tx.AppendAudit(c.Audit(api.ActionIdentityRotate, "", map[string]any{
 			"name": name, "token_id": tok.ID, "grace": grace.String(), "ending": old}))
 	})
 	if !s.identityWritten(w, name, err) {
@@ -183,9 +178,9 @@ func (s *Server) rotateIdentity(w http.ResponseWriter, r *http.Request) {
 	// The old tokens' callers are read again, with their expiry, which
 	// the cache then checks; their revocation at the end of the grace
 	// drops them anyway.
-	s.callers.forget(name)
+	s.auth.ForgetCallers(name)
 	s.revokeAfter(grace, Revocation{Identity: name, TokenIDs: old})
-	s.log.Info("identity rotated", "identity", name, "token_id", tok.ID, "ending", old, "grace", grace, "by", c.name)
+	s.log.Info("identity rotated", "identity", name, "token_id", tok.ID, "ending", old, "grace", grace, "by", c.Name)
 	resp := api.TokenResponse{Identity: name, TokenID: tok.ID, Token: token}
 	for _, id := range old {
 		resp.Expiring = append(resp.Expiring, api.IdentityToken{ID: id, ExpiresAt: &ends})
@@ -245,10 +240,10 @@ func (s *Server) identityWritten(w http.ResponseWriter, name string, err error) 
 
 // whoami is GET /api/whoami: the identity the request acts for.
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
-	c := callerFrom(r)
-	out := api.Caller{Name: c.name, Role: c.role.String(), TokenID: c.tokenID}
-	if c.scoped() {
-		out.Scope = &api.Scope{Devices: c.scope.Devices.String(), Tools: c.scope.ToolStrings()}
+	c := identity.CallerFrom(r)
+	out := api.Caller{Name: c.Name, Role: c.Role.String(), TokenID: c.TokenID}
+	if c.Scoped() {
+		out.Scope = &api.Scope{Devices: c.Scope.Devices.String(), Tools: c.Scope.ToolStrings()}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

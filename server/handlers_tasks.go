@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
@@ -37,7 +38,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	rows, err := s.summaries(r.Context(), callerFrom(r), store.SessionFilter{State: string(state), TaskName: name, After: after}, limit+1)
+	rows, err := s.summaries(r.Context(), identity.CallerFrom(r), store.SessionFilter{State: string(state), TaskName: name, After: after}, limit+1)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -57,7 +58,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 // see. The store keeps the tasks on devices in c's scope, and the fleets,
 // which are checked here; a page short of the fleets it dropped is filled
 // from the rows after it.
-func (s *Server) summaries(ctx context.Context, c *caller, f store.SessionFilter, n int) ([]store.Session, error) {
+func (s *Server) summaries(ctx context.Context, c *identity.Caller, f store.SessionFilter, n int) ([]store.Session, error) {
 	only, err := s.devicesInScope(ctx, c)
 	if err != nil {
 		return nil, err
@@ -142,7 +143,7 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 // it runs on its device, and answers with the task as it ended.
 func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.tasks.Cancel(id, "cancelled by "+callerFrom(r).name); errors.Is(err, errNotRunning) {
+	if err := s.tasks.Cancel(id, "cancelled by "+identity.CallerFrom(r).Name); errors.Is(err, errNotRunning) {
 		if t, ok := s.lookupTask(w, r, id); ok {
 			writeError(w, http.StatusConflict, fmt.Sprintf("task %q is not running: it is %s", id, t.State))
 		}

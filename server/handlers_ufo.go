@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
@@ -18,7 +19,7 @@ const invalidTaskName = "Invalid task_name: must be a non-empty string of charac
 
 // clients is GET /api/clients: the online clients in the caller's scope.
 func (s *Server) clients(w http.ResponseWriter, r *http.Request) {
-	ids, err := s.clientsInScope(r.Context(), callerFrom(r))
+	ids, err := s.clientsInScope(r.Context(), identity.CallerFrom(r))
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -30,7 +31,7 @@ func (s *Server) clients(w http.ResponseWriter, r *http.Request) {
 // the background and answers at once. key, if not nil, is recorded with
 // the task, with the answer.
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
-	who := callerFrom(r)
+	who := identity.CallerFrom(r)
 	var req api.DispatchRequest
 	if !readUFOJSON(w, r, &req) {
 		return
@@ -135,7 +136,7 @@ func (s *Server) taskResult(w http.ResponseWriter, r *http.Request) {
 	row, err := s.store.SessionByTask(r.Context(), name)
 	if err == nil {
 		var in bool
-		if in, err = s.rowInScope(r.Context(), callerFrom(r), row); err == nil && !in {
+		if in, err = s.rowInScope(r.Context(), identity.CallerFrom(r), row); err == nil && !in {
 			err = store.ErrNotFound
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/stretchr/testify/require"
 )
 
@@ -116,12 +117,12 @@ func (ts *testServer) waitTask(id string) api.Task {
 }
 
 // testAdmin is an unscoped admin, for what tests call below the API.
-var testAdmin = &caller{name: bootstrapIdentity, role: access.Admin}
+var testAdmin = &identity.Caller{Name: identity.BootstrapIdentity, Role: access.Admin}
 
 // operatorCommand is the session of a single command for deviceID, asked
 // through the API by testAdmin.
 func operatorCommand(deviceID string) sessionSpec {
-	return sessionSpec{DeviceID: deviceID, Requester: testAdmin.requester(api.RequesterOperator, "")}
+	return sessionSpec{DeviceID: deviceID, Requester: testAdmin.Requester(api.RequesterOperator, "")}
 }
 
 // rawClient speaks AIP by hand, as a device or a constellation.

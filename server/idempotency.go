@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -133,7 +134,7 @@ func withAnswer(key *store.IdempotencyKey, answer any) *store.IdempotencyKey {
 // identity is who sent r, whose idempotency keys are theirs alone: the
 // name of its operator identity, whichever of its tokens it used.
 func (s *Server) identity(r *http.Request) string {
-	return callerFrom(r).name
+	return identity.CallerFrom(r).Name
 }
 
 // parseIdempotencyKey reads the header's one value: 1 to 255 visible

@@ -13,6 +13,7 @@ import (
 	"github.com/edgeaip/edgeaip/internal/testpki"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -62,7 +63,7 @@ func TestAnIdentitysTokenIsShownOnceAndListedByIdOnly(t *testing.T) {
 	added, err := ts.api.AddIdentity(ctx, api.IdentityRequest{Name: "ci@example.com", Role: api.RoleDeployer,
 		Scope: &api.Scope{Devices: "site=lobby, floor != 3", Tools: []string{"data_collection::*"}}})
 	require.NoError(t, err)
-	assert.True(t, strings.HasPrefix(added.Token, operatorTokenPrefix))
+	assert.True(t, strings.HasPrefix(added.Token, identity.OperatorTokenPrefix))
 	assert.Equal(t, "ci@example.com", added.Identity)
 	_, err = ts.api.AddIdentity(ctx, api.IdentityRequest{Name: "ci@example.com", Role: api.RoleViewer})
 	requireStatus(t, err, http.StatusConflict, `identity "ci@example.com" exists`)
@@ -70,7 +71,7 @@ func TestAnIdentitysTokenIsShownOnceAndListedByIdOnly(t *testing.T) {
 	ids, err := ts.api.Identities(ctx)
 	require.NoError(t, err)
 	require.Len(t, ids, 2)
-	assert.Equal(t, bootstrapIdentity, ids[0].Name)
+	assert.Equal(t, identity.BootstrapIdentity, ids[0].Name)
 	assert.Equal(t, api.RoleAdmin, ids[0].Role)
 	assert.Nil(t, ids[0].Scope)
 	ci := ids[1]
@@ -120,18 +121,18 @@ func TestTheLastUnscopedAdminCannotBeRevokedThroughTheAPI(t *testing.T) {
 	ts := newTestServer(t)
 	ctx := context.Background()
 	ts.addIdentity("site-admin", api.RoleAdmin, &api.Scope{Devices: "site=lobby"})
-	err := ts.api.RevokeIdentity(ctx, bootstrapIdentity)
+	err := ts.api.RevokeIdentity(ctx, identity.BootstrapIdentity)
 	requireStatus(t, err, http.StatusConflict, `identity "admin": refused: it is the last unscoped admin`)
 	me, err := ts.api.WhoAmI(ctx)
 	require.NoError(t, err)
-	err = ts.api.RevokeToken(ctx, bootstrapIdentity, me.TokenID)
+	err = ts.api.RevokeToken(ctx, identity.BootstrapIdentity, me.TokenID)
 	requireStatus(t, err, http.StatusConflict, "the last unscoped admin")
 
 	second := ts.as(ts.addIdentity("second", api.RoleAdmin, nil))
-	require.NoError(t, second.RevokeIdentity(ctx, bootstrapIdentity))
+	require.NoError(t, second.RevokeIdentity(ctx, identity.BootstrapIdentity))
 	_, err = ts.api.WhoAmI(ctx)
 	requireStatus(t, err, http.StatusUnauthorized, "")
-	err = second.RevokeIdentity(ctx, bootstrapIdentity)
+	err = second.RevokeIdentity(ctx, identity.BootstrapIdentity)
 	requireStatus(t, err, http.StatusNotFound, `no identity "admin"`)
 }
 
@@ -143,15 +144,15 @@ func TestAdminTokenIsTheBootstrapAdminUntilRevokedAndStaysRevokedAcrossRestarts(
 	b, err := os.ReadFile(filepath.Join(dir, AdminTokenFile))
 	require.NoError(t, err)
 	bootstrap := strings.TrimSpace(string(b))
-	c, err := s1.callerByToken(ctx, bootstrap)
+	c, err := s1.auth.CallerByToken(ctx, bootstrap)
 	require.NoError(t, err)
-	assert.Equal(t, bootstrapIdentity, c.name)
-	token, rec := newOperatorToken("other")
+	assert.Equal(t, identity.BootstrapIdentity, c.Name)
+	token, rec := identity.NewOperatorToken("other")
 	require.NoError(t, s1.store.Write(ctx, func(tx *store.Tx) error {
 		if err := tx.CreateIdentity(store.Identity{Name: "other", Role: "admin"}, rec); err != nil {
 			return err
 		}
-		_, err := tx.DeleteIdentity(bootstrapIdentity)
+		_, err := tx.DeleteIdentity(identity.BootstrapIdentity)
 		return err
 	}))
 	s1.Close()
@@ -160,11 +161,11 @@ func TestAdminTokenIsTheBootstrapAdminUntilRevokedAndStaysRevokedAcrossRestarts(
 	s2, err := New(ctx, Config{DataDir: dir})
 	require.NoError(t, err)
 	defer s2.Close()
-	_, err = s2.callerByToken(ctx, bootstrap)
-	assert.ErrorIs(t, err, errWrongToken)
-	c, err = s2.callerByToken(ctx, token)
+	_, err = s2.auth.CallerByToken(ctx, bootstrap)
+	assert.ErrorIs(t, err, identity.ErrWrongToken)
+	c, err = s2.auth.CallerByToken(ctx, token)
 	require.NoError(t, err)
-	assert.Equal(t, "other", c.name)
+	assert.Equal(t, "other", c.Name)
 }
 
 func TestTheAuditLogNamesTheIdentityAndTokenOfEveryCallAndChange(t *testing.T) {
@@ -238,7 +239,7 @@ func TestDeviceCredentialChangesAreAuditedWithTheirIdentity(t *testing.T) {
 	require.Len(t, entries, 3)
 	for i, action := range []string{api.ActionDeviceEnroll, api.ActionDeviceCertificate, api.ActionDeviceRotateToken} {
 		assert.Equal(t, action, entries[i].Action)
-		assert.Equal(t, bootstrapIdentity, entries[i].Identity, action)
+		assert.Equal(t, identity.BootstrapIdentity, entries[i].Identity, action)
 		assert.Equal(t, me.TokenID, entries[i].TokenID, action)
 	}
 	assert.Contains(t, string(entries[0].Parameters), `"certificate_serial":`)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
@@ -56,8 +57,8 @@ func (s *Server) secureCookie(r *http.Request) bool {
 // and sets the login cookie. A wrong token counts as a failed
 // authentication from its source.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	src := s.source(r)
-	if wait := s.authLimit.blocked(src); wait > 0 {
+	src := s.authLimit.Source(r)
+	if wait := s.authLimit.Blocked(src); wait > 0 {
 		s.tooManyFailures(w, metrics.SurfaceLogin, wait)
 		return
 	}
@@ -65,9 +66,9 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	c, err := s.callerByToken(r.Context(), req.Token)
+	c, err := s.auth.CallerByToken(r.Context(), req.Token)
 	switch {
-	case errors.Is(err, errWrongToken):
+	case errors.Is(err, identity.ErrWrongToken):
 		s.authFailed(src, metrics.SurfaceLogin, req.Token)
 		s.log.Warn("dashboard login refused", "remote", r.RemoteAddr)
 		writeError(w, http.StatusUnauthorized, "wrong operator token")
@@ -76,9 +77,9 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	now, id := time.Now(), newToken("")
+	now, id := time.Now(), identity.NewToken("")
 	err = s.store.Write(r.Context(), func(tx *store.Tx) error {
-		return tx.CreateLogin(hashToken(id), c.tokenID, now.Add(loginTTL), maxLogins)
+		return tx.CreateLogin(identity.HashToken(id), c.TokenID, now.Add(loginTTL), maxLogins)
 	})
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
@@ -88,7 +89,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		Name: loginCookie, Value: id, Path: "/", Expires: now.Add(loginTTL), MaxAge: int(loginTTL.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secureCookie(r),
 	})
-	s.log.Info("dashboard login", "remote", r.RemoteAddr, "identity", c.name, "token_id", c.tokenID)
+	s.log.Info("dashboard login", "remote", r.RemoteAddr, "identity", c.Name, "token_id", c.TokenID)
 	writeJSON(w, http.StatusOK, api.LoginResponse{ExpiresAt: now.Add(loginTTL).UTC()})
 }
 
@@ -101,7 +102,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c, err := r.Cookie(loginCookie); err == nil {
-		err := s.store.Write(r.Context(), func(tx *store.Tx) error { return tx.DeleteLogin(hashToken(c.Value)) })
+		err := s.store.Write(r.Context(), func(tx *store.Tx) error { return tx.DeleteLogin(identity.HashToken(c.Value)) })
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, err.Error())
 			return

@@ -5,6 +5,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/internal/mcptool"
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -21,12 +22,12 @@ type directTarget struct {
 // names are mcptool.Names of DEVICE__TOOL (README, "The MCP gateway").
 // The device's meta tools are left out: list_device_tools and the API
 // are for those.
-func (g *mcpGateway) directTools(ctx context.Context, c *caller) ([]directTarget, error) {
-	if g.cfg.DirectTools < 0 || allow(c, mcpKey(mcpDeviceTool)) != nil {
+func (g *mcpGateway) directTools(ctx context.Context, c *identity.Caller) ([]directTarget, error) {
+	if g.cfg.DirectTools < 0 || identity.Allow(c, identity.MCPKey(mcpDeviceTool)) != nil {
 		return nil, nil
 	}
 	// One past the threshold tells a scope over it.
-	inScope, err := g.s.store.DevicesMatching(ctx, c.scope.Devices, g.cfg.DirectTools+1)
+	inScope, err := g.s.store.DevicesMatching(ctx, c.Scope.Devices, g.cfg.DirectTools+1)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +41,7 @@ func (g *mcpGateway) directTools(ctx context.Context, c *caller) ([]directTarget
 		if cl == nil {
 			continue
 		}
-		info := infoInScope(cl.info.Load(), c.scope)
+		info := infoInScope(cl.info.Load(), c.Scope)
 		if info == nil {
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
@@ -87,7 +88,7 @@ type mcpView struct {
 	tokens map[string]struct{}
 
 	mu     sync.Mutex
-	who    *caller
+	who    *identity.Caller
 	served []mcp.Tool              // the tools last served, to tell a change
 	direct map[string]directTarget // DEVICE__TOOL names
 }
@@ -99,7 +100,9 @@ func newMCPGateway(s *Server, cfg MCPConfig) *mcpGateway {
 
 // viewKey tells views apart: an identity added again under the same name
 // with another role or scope gets a view of its own.
-func viewKey(c *caller) string { return c.name + "\x00" + c.role.String() + "\x00" + c.scope.String() }
+func viewKey(c *identity.Caller) string {
+	return c.Name + "\x00" + c.Role.String() + "\x00" + c.Scope.String()
+}
 
 // serveMCP is /mcp: the caller's view serves the request, which ends
 // when the caller is revoked, as the other open surfaces do, or the
@@ -114,15 +117,15 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	who := callerFrom(r)
-	revoked, stop := s.revocations.watch(who)
+	who := identity.CallerFrom(r)
+	revoked, stop := s.auth.Watch(who)
 	defer stop()
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	go func() {
 		select {
 		case <-revoked:
-			cancel(fmt.Errorf("identity %q was revoked", who.name))
+			cancel(fmt.Errorf("identity %q was revoked", who.Name))
 		case <-s.stop:
 			cancel(errShuttingDown)
 		case <-ctx.Done():
@@ -133,14 +136,14 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 
 // view is c's view, made, with its tools, on first use; devicesChanged
 // keeps the tools up to date from then on.
-func (g *mcpGateway) view(ctx context.Context, c *caller) *mcpView {
+func (g *mcpGateway) view(ctx context.Context, c *identity.Caller) *mcpView {
 	g.mu.Lock()
 	v := g.views[viewKey(c)]
 	if v == nil {
 		v = g.newView(c)
 		g.views[viewKey(c)] = v
 	}
-	v.tokens[c.tokenID] = struct{}{}
+	v.tokens[c.TokenID] = struct{}{}
 	g.mu.Unlock()
 	v.listed.Do(func() { v.refresh(ctx) })
 	return v
@@ -154,7 +157,7 @@ func (g *mcpGateway) revoked(rev Revocation) {
 	var dropped []*mcpView
 	for key, v := range g.views {
 		for id := range v.tokens {
-			if rev.covers(&caller{name: v.who.name, tokenID: id}) {
+			if rev.Covers(v.who.Name, id) {
 				delete(v.tokens, id)
 			}
 		}
@@ -170,7 +173,7 @@ func (g *mcpGateway) revoked(rev Revocation) {
 	}
 }
 
-func (g *mcpGateway) newView(c *caller) *mcpView {
+func (g *mcpGateway) newView(c *identity.Caller) *mcpView {
 	v := &mcpView{g: g, who: c, tokens: map[string]struct{}{}, limits: newCallLimits(g.cfg.CallsPerMinute, g.cfg.CallsAtOnce)}
 	hooks := &mcpserver.Hooks{}
 	hooks.AddOnRegisterSession(func(context.Context, mcpserver.ClientSession) { g.s.metrics.MCPSessions(1) })
@@ -211,7 +214,7 @@ func (g *mcpGateway) shutdown(views []*mcpView, why string) {
 	for _, v := range views {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		if err := v.http.Shutdown(ctx); err != nil {
-			g.log.Warn("MCP sessions not all closed", "identity", v.who.name, "why", why, "err", err)
+			g.log.Warn("MCP sessions not all closed", "identity", v.who.Name, "why", why, "err", err)
 		}
 		cancel()
 	}
@@ -232,7 +235,7 @@ func (v *mcpView) refresh(ctx context.Context) {
 	tools := v.fixedTools()
 	direct, err := v.g.directTools(ctx, v.who)
 	if err != nil {
-		v.g.log.Warn("direct tools not listed", "identity", v.who.name, "err", err)
+		v.g.log.Warn("direct tools not listed", "identity", v.who.Name, "err", err)
 	}
 	names := make([]mcp.Tool, 0, len(tools)+len(direct))
 	v.direct = map[string]directTarget{}
@@ -309,10 +312,4 @@ func withBaseURL(ctx context.Context, r *http.Request) context.Context {
 func taskURL(ctx context.Context, id string) string {
 	base, _ := ctx.Value(baseURLKey{}).(string)
 	return base + "/api/tasks/" + id
-}
-
-// callerIn is whom an MCP request acts for, as the policy admitted it.
-func callerIn(ctx context.Context) *caller {
-	c, _ := ctx.Value(callerKey{}).(*caller)
-	return c
 }

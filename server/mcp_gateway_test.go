@@ -114,7 +114,7 @@ func (ts *testServer) mcpViews(identity string) int {
 	defer ts.srv.mcp.mu.Unlock()
 	n := 0
 	for _, v := range ts.srv.mcp.views {
-		if v.who.name == identity {
+		if v.who.Name == identity {
 			n++
 		}
 	}

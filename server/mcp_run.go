@@ -10,6 +10,7 @@ import (
 	"github.com/edgeaip/edgeaip/internal/mcptool"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
@@ -183,7 +184,7 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 	if err != nil {
 		return refused(err)
 	}
-	who := callerIn(ctx)
+	who := identity.CallerIn(ctx)
 	f := newFollowing(ctx, req)
 	as := asker{who: who, kind: api.RequesterMCP}
 	device := req.GetString("device", "")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -27,9 +28,6 @@ const (
 	// mcpDeviceTool is the policy's key for the DEVICE__TOOL tools.
 	mcpDeviceTool = "device_tool"
 )
-
-// mcpKey is the policy's key of a gateway tool.
-func mcpKey(tool string) string { return "MCP " + tool }
 
 // defaultMCPTimeout is a call's timeout when the client gives none.
 const defaultMCPTimeout = 60 * time.Second
@@ -70,7 +68,7 @@ func (v *mcpView) fixedTools() []mcpserver.ServerTool {
 	}
 	var out []mcpserver.ServerTool
 	for _, t := range all {
-		if allow(v.who, mcpKey(t.Tool.Name)) == nil {
+		if identity.Allow(v.who, identity.MCPKey(t.Tool.Name)) == nil {
 			out = append(out, t)
 		}
 	}
@@ -88,17 +86,17 @@ type deviceSummary struct {
 }
 
 func (v *mcpView) listDevices(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	who := callerIn(ctx)
+	who := identity.CallerIn(ctx)
 	devs, err := v.g.s.store.Devices(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := []deviceSummary{}
 	for _, d := range devs {
-		if !who.scope.Device(d.Labels) {
+		if !who.Scope.Device(d.Labels) {
 			continue
 		}
-		view := v.g.s.deviceView(d, who.scope)
+		view := v.g.s.deviceView(d, who.Scope)
 		sum := deviceSummary{ID: d.ID, Online: view.Online, Labels: d.Labels}
 		if view.Info != nil {
 			sum.Platform, sum.Arch, sum.Tools = view.Info.Platform, view.Info.Arch, len(view.Info.Tools)
@@ -127,7 +125,7 @@ func (v *mcpView) listDeviceTools(ctx context.Context, req mcp.CallToolRequest) 
 		return refused(err)
 	}
 	out := []toolSummary{}
-	if view := v.g.s.deviceView(d, callerIn(ctx).scope); view.Info != nil {
+	if view := v.g.s.deviceView(d, identity.CallerIn(ctx).Scope); view.Info != nil {
 		for _, t := range view.Info.Tools {
 			out = append(out, toolSummary{Name: t.ToolName, ToolType: string(t.ToolType), Namespace: t.Namespace,
 				Description: t.Description, InputSchema: t.InputSchema})
@@ -144,7 +142,7 @@ func (v *mcpView) deviceInScope(ctx context.Context, id string) error {
 		return errors.New(`argument "device": missing`)
 	}
 	d, err := v.g.s.devices.get(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || err == nil && !callerIn(ctx).scope.Device(d.Labels) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && !identity.CallerIn(ctx).Scope.Device(d.Labels) {
 		return errors.New(deviceNotEnrolled(id))
 	}
 	return err
@@ -182,7 +180,7 @@ func (v *mcpView) runTool(ctx context.Context, req mcp.CallToolRequest, device s
 	}
 	f := newFollowing(ctx, req)
 	cmd, err := v.g.s.tasks.AdmitCommand(commandTask{
-		asker: asker{who: callerIn(ctx), kind: api.RequesterMCP}, Device: device, Actions: []protocol.Command{action},
+		asker: asker{who: identity.CallerIn(ctx), kind: api.RequesterMCP}, Device: device, Actions: []protocol.Command{action},
 		Timeout: cmp.Or(timeoutText, defaultMCPTimeout.String()), TimeoutArg: `argument "timeout"`, Tee: f.tee,
 	})
 	var bad *invalidActions
@@ -214,7 +212,7 @@ func (v *mcpView) cancelTask(ctx context.Context, req mcp.CallToolRequest) (*mcp
 	if _, err := v.g.taskInScope(ctx, id); err != nil {
 		return refused(err)
 	}
-	if err := v.g.s.tasks.Cancel(id, "cancel_task by "+callerIn(ctx).name); err != nil {
+	if err := v.g.s.tasks.Cancel(id, "cancel_task by "+identity.CallerIn(ctx).Name); err != nil {
 		return refused(err)
 	}
 	task, err := v.g.taskInScope(ctx, id)
@@ -238,7 +236,7 @@ func (g *mcpGateway) taskInScope(ctx context.Context, id string) (api.Task, erro
 	case err != nil:
 		return api.Task{}, err
 	}
-	in, err := g.s.rowInScope(ctx, callerIn(ctx), row)
+	in, err := g.s.rowInScope(ctx, identity.CallerIn(ctx), row)
 	switch {
 	case err != nil:
 		return api.Task{}, err

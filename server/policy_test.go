@@ -18,6 +18,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -485,21 +486,9 @@ func (m *matrix) checkMessage(t *testing.T, rc *rawClient, typ protocol.ClientMe
 	}
 }
 
-// The policy is default deny for every surface that asks it, the MCP
-// gateway's keys included: a key with no rule is refused even to an
-// unscoped admin; a rule holds the role and the scope.
-func TestAKeyWithoutARuleIsRefusedToEveryone(t *testing.T) {
-	var f *forbidden
-	require.ErrorAs(t, allow(testAdmin, "MCP tools/call"), &f)
-	assert.Equal(t, "MCP tools/call has no access policy: refused", f.Error())
-
-	assert.NoError(t, allow(testAdmin, "POST /api/devices/{id}/token"))
-	viewer := &caller{name: "v", role: access.Viewer}
-	assert.EqualError(t, allow(viewer, "POST /api/devices/{id}/token"),
-		`identity "v" has role viewer: POST /api/devices/{id}/token needs admin`)
-	scoped := &caller{name: "s", role: access.Admin, scope: access.Scope{Devices: access.Selector{{Key: "site", Value: "lobby"}}}}
-	assert.ErrorContains(t, allow(scoped, "GET /metrics"), "covers the whole fleet")
-
+// A route without a rule is refused to everyone, and the server says so
+// when it builds its routes.
+func TestARouteWithoutARuleIsRefusedToEveryone(t *testing.T) {
 	ts := newTestServer(t)
 	rec := httptest.NewRecorder()
 	ts.srv.guard("GET /api/nothing", func(http.ResponseWriter, *http.Request) { t.Error("a route with no rule was served") }).
@@ -507,4 +496,13 @@ func TestAKeyWithoutARuleIsRefusedToEveryone(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, rec.Code)
 	assert.Contains(t, rec.Body.String(), "GET /api/nothing has no access policy: refused")
 	assert.Contains(t, ts.logs.String(), "route has no access policy: refused to everyone")
+}
+
+// The access policy names the MCP gateway's tools by their names: each
+// has a rule, or no one could call it.
+func TestEveryMCPToolHasARule(t *testing.T) {
+	for _, tool := range []string{mcpListDevices, mcpListDeviceTools, mcpCallDeviceTool, mcpDispatchPlan, mcpGetTask, mcpCancelTask, mcpDeviceTool} {
+		_, ok := identity.RuleFor(identity.MCPKey(tool))
+		assert.True(t, ok, tool)
+	}
 }

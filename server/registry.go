@@ -8,6 +8,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 )
 
 // client is one registered connection: a device agent, or a constellation
@@ -18,7 +19,7 @@ type client struct {
 	conn   *protocol.Conn
 	target string // constellations: the device they drive
 	// caller is the operator identity a constellation acts for.
-	caller *caller
+	caller *identity.Caller
 	// info is a device's system info, nil if it sent none we could read.
 	// A device that registers again on its connection replaces it.
 	info atomic.Pointer[protocol.SystemInfo]

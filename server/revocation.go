@@ -1,74 +1,15 @@
 package server
 
 import (
-	"slices"
-	"sync"
-
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 )
 
 // Revocation is an identity, or some of its tokens, that stopped working:
-// revoked, or at the end of a rotation's grace. The store already refuses
-// them to every new request; the open surfaces they authenticated (event
-// streams, constellation links, MCP requests) close when they hear of it. In a cluster
-// each node hears of it: Config.OnRevoke carries it out, and
-// Server.Revoked takes it in.
-type Revocation struct {
-	Identity string
-	// TokenIDs are the tokens that stopped; empty: all of the identity's.
-	TokenIDs []string
-}
-
-// covers reports whether the revocation ends what c opened.
-func (v Revocation) covers(c *caller) bool {
-	return v.Identity == c.name && (len(v.TokenIDs) == 0 || slices.Contains(v.TokenIDs, c.tokenID))
-}
-
-// revocations tells the open surfaces of a caller when it is revoked.
-type revocations struct {
-	mu      sync.Mutex
-	watches map[*revocationWatch]struct{}
-}
-
-// revocationWatch is one open surface's: ended is closed when its
-// caller is revoked.
-type revocationWatch struct {
-	c     *caller
-	ended chan struct{}
-}
-
-func newRevocations() *revocations {
-	return &revocations{watches: map[*revocationWatch]struct{}{}}
-}
-
-// watch returns a channel closed when c is revoked, and a function that
-// stops watching, which the surface calls when it closes.
-func (r *revocations) watch(c *caller) (ended <-chan struct{}, stop func()) {
-	w := &revocationWatch{c: c, ended: make(chan struct{})}
-	r.mu.Lock()
-	r.watches[w] = struct{}{}
-	r.mu.Unlock()
-	return w.ended, func() {
-		r.mu.Lock()
-		delete(r.watches, w)
-		r.mu.Unlock()
-	}
-}
-
-// publish ends every watch v covers, and reports how many.
-func (r *revocations) publish(v Revocation) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for w := range r.watches {
-		if v.covers(w.c) {
-			close(w.ended)
-			delete(r.watches, w)
-			n++
-		}
-	}
-	return n
-}
+// revoked, or at the end of a rotation's grace. In a cluster each node
+// hears of it: Config.OnRevoke carries it out, and Server.Revoked takes
+// it in. See identity.Revocation.
+type Revocation = identity.Revocation
 
 // Revoked makes v act on this node: the identity's tokens are read from
 // the store again by the next request that carries one, and the open
@@ -76,11 +17,8 @@ func (r *revocations) publish(v Revocation) int {
 // whether made here or on another node of a cluster, whose
 // Config.OnRevoke carried it here.
 func (s *Server) Revoked(v Revocation) {
-	s.callers.forget(v.Identity)
+	s.auth.Revoked(v)
 	s.mcp.revoked(v)
-	if n := s.revocations.publish(v); n > 0 {
-		s.log.Info("closed what a revoked identity had open", "identity", v.Identity, "tokens", v.TokenIDs, "surfaces", n)
-	}
 }
 
 // publishRevocation closes the open surfaces v covers here, and hands

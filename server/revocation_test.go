@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -198,4 +199,26 @@ func TestAConstellationRevokedBeforeItRegistersIsClosed(t *testing.T) {
 	rc.id = "orch-ann"
 	rc.send(protocol.ClientMessage{Type: protocol.ClientRegister, ClientType: protocol.ClientConstellation, ClientID: "orch-ann", TargetID: "kiosk-1"})
 	requireWithin(t, linkClosed(rc), "a link whose identity was revoked while it registered")
+}
+
+// TestATokenRevokedInTheStoreWorksHereUntilTheRevocationComes pins down
+// that Server.Revoked is what makes a revocation act on a node: a token
+// deleted from a shared store by another node is refused here once its
+// revocation is carried here, and is not read from the store per request
+// until then (within the cache's time).
+func TestATokenRevokedInTheStoreWorksHereUntilTheRevocationComes(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	ann := ts.addIdentity("ann", api.RoleViewer, nil)
+	_, err := ts.as(ann).WhoAmI(ctx)
+	require.NoError(t, err)
+
+	err = ts.srv.store.Write(ctx, func(tx *store.Tx) error { _, err := tx.DeleteIdentity("ann"); return err })
+	require.NoError(t, err)
+	_, err = ts.as(ann).WhoAmI(ctx)
+	require.NoError(t, err, "another node's revocation has not come yet")
+
+	ts.srv.Revoked(Revocation{Identity: "ann"})
+	_, err = ts.as(ann).WhoAmI(ctx)
+	requireStatus(t, err, http.StatusUnauthorized, "wrong operator token")
 }

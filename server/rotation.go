@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/google/uuid"
 )
@@ -55,7 +55,7 @@ func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) {
 			"enroll it again to give it one (aipctl device revoke %[1]s; aipctl device enroll %[1]s)", d.ID))
 		return
 	}
-	audit := callerFrom(r).audit(api.ActionDeviceRotateToken, d.ID, map[string]any{"grace": grace.String()})
+	audit := identity.CallerFrom(r).Audit(api.ActionDeviceRotateToken, d.ID, map[string]any{"grace": grace.String()})
 	err := s.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.RequestRotation(d.ID, grace); err != nil {
 			return err
@@ -66,7 +66,7 @@ func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	settled := s.rotations.wait(d.ID)
+	settled := s.auth.WaitRotation(d.ID)
 	linked := s.offerRotationTo(r.Context(), d.ID)
 	if !linked && s.leases.heldElsewhere(d.ID) {
 		linked = true
@@ -151,11 +151,11 @@ func (s *Server) offerRotation(ctx context.Context, c *client) {
 		return
 	}
 	if c.conn.Encoding() != protocol.CBOR {
-		s.failRotation(ctx, c.id, "its link is JSON, UFO's wire, which cannot carry a new token: enroll it again to give it one")
+		s.auth.FailRotation(ctx, c.id, "its link is JSON, UFO's wire, which cannot carry a new token: enroll it again to give it one")
 		return
 	}
-	token := newToken(deviceTokenPrefix)
-	sent := &sentToken{responseID: uuid.NewString(), hash: hashToken(token)}
+	token := identity.NewToken(identity.DeviceTokenPrefix)
+	sent := &sentToken{responseID: uuid.NewString(), hash: identity.HashToken(token)}
 	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SendRotation(c.id, sent.hash) }); err != nil {
 		s.log.Warn("new token not recorded; none sent", "device", c.id, "err", err)
 		return
@@ -193,10 +193,10 @@ func (s *Server) rotationAnswered(ctx context.Context, c *client, m *protocol.Cl
 		return
 	}
 	if m.Status != protocol.StatusOK {
-		s.failRotation(ctx, c.id, "the device could not keep its new token: "+m.Error)
+		s.auth.FailRotation(ctx, c.id, "the device could not keep its new token: "+m.Error)
 		return
 	}
-	s.confirmRotation(ctx, c.id, sent.hash, "the device confirmed it")
+	s.auth.ConfirmRotation(ctx, c.id, sent.hash, "the device confirmed it")
 }
 
 // rotationRefused takes an ERROR from device c that answers the new token
@@ -206,65 +206,6 @@ func (s *Server) rotationRefused(ctx context.Context, c *client, m *protocol.Cli
 	if c.takeRotation(m.PrevResponseID) == nil {
 		return false
 	}
-	s.failRotation(ctx, c.id, "the device refused its new token (an agent too old to rotate its token?): "+m.Error)
+	s.auth.FailRotation(ctx, c.id, "the device refused its new token (an agent too old to rotate its token?): "+m.Error)
 	return true
-}
-
-// confirmRotation makes the sent token hashing to hash device id's token,
-// how says what confirmed it. One already confirmed is left as it is.
-func (s *Server) confirmRotation(ctx context.Context, id, hash, how string) {
-	err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.ConfirmRotation(id, hash) })
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return
-	case err != nil:
-		s.log.Error("token rotation not recorded; the old token still works", "device", id, "err", err)
-		return
-	}
-	s.log.Info("device token rotated: the old token is retired", "device", id, "confirmed", how)
-	s.rotations.settled(id)
-	s.tellCluster(id, cluster.DeviceRotationSettled)
-}
-
-// failRotation records why device id could not take its new token; the
-// rotation stays pending, for its next registration.
-func (s *Server) failRotation(ctx context.Context, id, why string) {
-	s.log.Warn("device token not rotated; it keeps its old token", "device", id, "why", why)
-	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.FailRotation(id, why) }); err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.log.Error("failed token rotation not recorded", "device", id, "err", err)
-	}
-	s.rotations.settled(id)
-	s.tellCluster(id, cluster.DeviceRotationSettled)
-}
-
-// rotationWaiters are the rotation requests waiting for their device to
-// answer, by device id.
-type rotationWaiters struct {
-	mu sync.Mutex
-	by map[string]chan struct{}
-}
-
-func newRotationWaiters() *rotationWaiters { return &rotationWaiters{by: map[string]chan struct{}{}} }
-
-// wait returns a channel closed when device id next confirms a rotation,
-// or fails to take its new token.
-func (w *rotationWaiters) wait(id string) <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	ch, ok := w.by[id]
-	if !ok {
-		ch = make(chan struct{})
-		w.by[id] = ch
-	}
-	return ch
-}
-
-// settled wakes those waiting for device id.
-func (w *rotationWaiters) settled(id string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if ch, ok := w.by[id]; ok {
-		close(ch)
-		delete(w.by, id)
-	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -75,7 +76,7 @@ func TestALinkedDevicesTokenIsRotatedAndTheOldOneRefusedOnceConfirmed(t *testing
 
 	answer := ts.rotate("kiosk-1", api.RotateRequest{})
 	m := rc.recvType(protocol.ServerRotateToken)
-	require.True(t, strings.HasPrefix(m.Token, deviceTokenPrefix), m.Token)
+	require.True(t, strings.HasPrefix(m.Token, identity.DeviceTokenPrefix), m.Token)
 	require.NotEqual(t, old, m.Token)
 	_, err := ts.dial(old)
 	require.NoError(t, err, "the old token works until the device confirms")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -27,8 +28,8 @@ func noTask(id string) string { return fmt.Sprintf("no task %q", id) }
 
 // deviceInScope reports whether device id is in c's scope: false if it is
 // not enrolled and c's scope picks devices.
-func (s *Server) deviceInScope(ctx context.Context, c *caller, id string) (bool, error) {
-	if len(c.scope.Devices) == 0 {
+func (s *Server) deviceInScope(ctx context.Context, c *identity.Caller, id string) (bool, error) {
+	if len(c.Scope.Devices) == 0 {
 		return true, nil
 	}
 	d, err := s.devices.get(ctx, id)
@@ -38,37 +39,37 @@ func (s *Server) deviceInScope(ctx context.Context, c *caller, id string) (bool,
 	case err != nil:
 		return false, err
 	}
-	return c.scope.Device(d.Labels), nil
+	return c.Scope.Device(d.Labels), nil
 }
 
 // onlineInScope reports whether device id is online, here or, in a
 // cluster, on another live node, and in c's scope. A store that fails to
 // say counts as out of scope, and is logged.
-func (s *Server) onlineInScope(ctx context.Context, c *caller, id string) bool {
+func (s *Server) onlineInScope(ctx context.Context, c *identity.Caller, id string) bool {
 	if s.reg.device(id) == nil && !s.leases.linkedElsewhere(id) && !s.leases.heldElsewhere(id) {
 		return false
 	}
 	in, err := s.deviceInScope(ctx, c, id)
 	if err != nil {
-		s.log.Warn("device scope not known: taken as out of scope", "device", id, "identity", c.name, "err", err)
+		s.log.Warn("device scope not known: taken as out of scope", "device", id, "identity", c.Name, "err", err)
 	}
 	return in
 }
 
 // devicesInScope lists the enrolled devices in c's scope, or nil if its
 // scope picks every device.
-func (s *Server) devicesInScope(ctx context.Context, c *caller) ([]string, error) {
-	if len(c.scope.Devices) == 0 {
+func (s *Server) devicesInScope(ctx context.Context, c *identity.Caller) ([]string, error) {
+	if len(c.Scope.Devices) == 0 {
 		return nil, nil
 	}
-	return s.store.DevicesMatching(ctx, c.scope.Devices, 0)
+	return s.store.DevicesMatching(ctx, c.Scope.Devices, 0)
 }
 
 // taskInScope reports whether task id is in c's scope: a task on a device
 // in scope, or a fleet whose selector implies the scope's (every device
 // it could run on is in scope). False for a task that does not exist.
-func (s *Server) taskInScope(ctx context.Context, c *caller, id string) (bool, error) {
-	if len(c.scope.Devices) == 0 {
+func (s *Server) taskInScope(ctx context.Context, c *identity.Caller, id string) (bool, error) {
+	if len(c.Scope.Devices) == 0 {
 		return true, nil
 	}
 	if sess := s.tasks.Live(id); sess != nil {
@@ -85,8 +86,8 @@ func (s *Server) taskInScope(ctx context.Context, c *caller, id string) (bool, e
 }
 
 // rowInScope is taskInScope for a task as the store has it.
-func (s *Server) rowInScope(ctx context.Context, c *caller, row store.Session) (bool, error) {
-	if len(c.scope.Devices) == 0 {
+func (s *Server) rowInScope(ctx context.Context, c *identity.Caller, row store.Session) (bool, error) {
+	if len(c.Scope.Devices) == 0 {
 		return true, nil
 	}
 	var sel access.Selector
@@ -100,11 +101,11 @@ func (s *Server) rowInScope(ctx context.Context, c *caller, row store.Session) (
 
 // sessionInScope is taskInScope for a task on deviceID, or a fleet
 // (deviceID empty) that ran with sel.
-func (s *Server) sessionInScope(ctx context.Context, c *caller, deviceID string, sel access.Selector) (bool, error) {
+func (s *Server) sessionInScope(ctx context.Context, c *identity.Caller, deviceID string, sel access.Selector) (bool, error) {
 	if deviceID != "" {
 		return s.deviceInScope(ctx, c, deviceID)
 	}
-	return sel.Implies(c.scope.Devices), nil
+	return sel.Implies(c.Scope.Devices), nil
 }
 
 // toolsInScope is tools without those scope does not allow.
@@ -134,7 +135,7 @@ func infoInScope(info *protocol.SystemInfo, scope access.Scope) *protocol.System
 // clientsInScope lists the online clients c may see: the devices in its
 // scope (linked here or, in a cluster, to another node), and the
 // constellations here that drive one.
-func (s *Server) clientsInScope(ctx context.Context, c *caller) ([]string, error) {
+func (s *Server) clientsInScope(ctx context.Context, c *identity.Caller) ([]string, error) {
 	ids := s.reg.ids()
 	if elsewhere := s.leases.devicesElsewhere(); len(elsewhere) > 0 {
 		ids = slices.Compact(slices.Sorted(slices.Values(append(ids, elsewhere...))))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -280,8 +281,8 @@ func TestTokensAreStoredHashedAndNeverLogged(t *testing.T) {
 		assert.NotContains(t, logs, token, "the %s token is in the logs", name)
 		assert.NotContains(t, stored, token, "the %s token is in the store", name)
 	}
-	assert.Contains(t, stored, hashToken(devToken), "the device token's hash is what is kept")
-	assert.True(t, strings.HasPrefix(devToken, deviceTokenPrefix))
+	assert.Contains(t, stored, identity.HashToken(devToken), "the device token's hash is what is kept")
+	assert.True(t, strings.HasPrefix(devToken, identity.DeviceTokenPrefix))
 }
 
 // dialQuery connects as UFO's clients do, with the token in the URL.

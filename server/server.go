@@ -22,6 +22,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/certs"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
 	"github.com/edgeaip/edgeaip/server/metrics"
@@ -146,13 +147,8 @@ type Server struct {
 	metrics   *metrics.Metrics
 	keys      *keyLocks // idempotency keys being served
 	csrf      *http.CrossOriginProtection
-	authLimit *authLimiter
-	// revocations close the open surfaces of revoked identities.
-	revocations *revocations
-	// callers are the operator tokens' callers, kept until revoked.
-	callers   *callerCache
-	certs     *certs.Set // nil: plain HTTP
-	rotations *rotationWaiters
+	authLimit *identity.Limiter
+	auth      *identity.Authority // who callers and devices are
 	stop      chan struct{}
 	stopOnce  sync.Once
 	closeOnce sync.Once
@@ -215,7 +211,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 // the TLS material set (nil: plain HTTP).
 func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs.Set) (*Server, error) {
 	tokenPath := filepath.Join(cfg.DataDir, AdminTokenFile)
-	token, created, err := loadOrCreateAdminToken(tokenPath)
+	token, created, err := identity.LoadOrCreateAdminToken(tokenPath)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -226,11 +222,12 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	}
 	cfg.Logger.Info("store open", "backend", st.Backend())
 	cfg.Sessions.setDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, certs: set, rotations: newRotationWaiters(),
-		keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(),
-		authLimit: newAuthLimiter(time.Now), revocations: newRevocations(), callers: newCallerCache(callerCacheTTL, callerCacheMax),
+	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st,
+		keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(), authLimit: identity.NewLimiter(cfg.TrustedProxies, time.Now, cfg.Logger),
 		stop: make(chan struct{}), janitor: make(chan struct{}), seenFlush: make(chan struct{}),
 		liveness: protocol.NewLiveness()}
+	s.auth = identity.New(identity.Config{Store: st, Certs: set, DeviceCertValidity: cfg.TLS.DeviceCertValidity, Logger: cfg.Logger,
+		OnRotationSettled: func(id string) { s.tellCluster(id, cluster.DeviceRotationSettled) }})
 	if err := s.joinCluster(ctx); err != nil {
 		st.Close()
 		return nil, err
@@ -245,7 +242,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	s.metrics = metrics.New(metrics.Sources{
 		ConnectedDevices:   s.reg.deviceCount,
 		LiveSessions:       func(state string) int { return s.sessions.liveSessions(state) },
-		BlockedSources:     s.authLimit.count,
+		BlockedSources:     s.authLimit.Refused,
 		StoreWriteFailures: st.WriteFailures,
 		UnrecordedWrites:   func() int { n, _ := s.unrecorded.Pending(); return n },
 	})
@@ -291,12 +288,12 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 // node's work is ended or adopted by the node that finds it dead
 // (cluster.OnDead).
 func startStore(ctx context.Context, st *store.Store, token string, created bool, tokenPath string, log *slog.Logger, alone bool) error {
-	live, err := bootstrapAdmin(ctx, st, token)
+	live, err := identity.BootstrapAdmin(ctx, st, token)
 	switch {
 	case err != nil:
 		return err
 	case created:
-		log.Info("wrote a new operator token", "path", tokenPath, "identity", bootstrapIdentity)
+		log.Info("wrote a new operator token", "path", tokenPath, "identity", identity.BootstrapIdentity)
 	case live:
 		log.Info("using the operator token", "path", tokenPath)
 	default:

@@ -13,6 +13,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,17 +28,17 @@ func TestOperatorTokenIsWrittenOnceWithMode0600(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 	first, _ := os.ReadFile(path)
-	assert.True(t, strings.HasPrefix(string(first), operatorTokenPrefix))
+	assert.True(t, strings.HasPrefix(string(first), identity.OperatorTokenPrefix))
 
 	s2, err := New(context.Background(), Config{DataDir: dir})
 	require.NoError(t, err)
 	defer s2.Close()
 	second, _ := os.ReadFile(path)
 	assert.Equal(t, first, second, "a restart keeps the operator token")
-	c, err := s2.callerByToken(context.Background(), strings.TrimSpace(string(first)))
+	c, err := s2.auth.CallerByToken(context.Background(), strings.TrimSpace(string(first)))
 	require.NoError(t, err, "and it still works")
-	assert.Equal(t, bootstrapIdentity, c.name)
-	assert.Equal(t, access.Admin, c.role)
+	assert.Equal(t, identity.BootstrapIdentity, c.Name)
+	assert.Equal(t, access.Admin, c.Role)
 }
 
 func TestAPIRefusesWrongOperatorTokens(t *testing.T) {
@@ -64,11 +65,11 @@ func TestEnrollStoresOnlyAHashOfTheToken(t *testing.T) {
 	s, c, dir := ts.srv, ts.api, ts.dir
 	resp, err := c.Enroll(context.Background(), api.EnrollRequest{ID: "kiosk-1", Labels: map[string]string{"site": "lobby"}})
 	require.NoError(t, err)
-	assert.True(t, strings.HasPrefix(resp.Token, deviceTokenPrefix))
+	assert.True(t, strings.HasPrefix(resp.Token, identity.DeviceTokenPrefix))
 
 	d, err := s.store.Device(context.Background(), "kiosk-1")
 	require.NoError(t, err)
-	assert.Equal(t, hashToken(resp.Token), d.TokenHash)
+	assert.Equal(t, identity.HashToken(resp.Token), d.TokenHash)
 	assert.Equal(t, map[string]string{"site": "lobby"}, d.Labels)
 	s.store.Close() // flush WAL so the files hold everything written
 	for _, f := range []string{"edgeaip.db", "edgeaip.db-wal"} {

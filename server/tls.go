@@ -5,13 +5,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
-	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/certs"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -39,7 +38,7 @@ type TLSFiles struct {
 
 // DefaultDeviceCertValidity is how long a device certificate the server
 // signs is valid by default: a year.
-const DefaultDeviceCertValidity = 365 * 24 * time.Hour
+const DefaultDeviceCertValidity = identity.DefaultDeviceCertValidity
 
 // load reads the files, or returns nil for plain HTTP.
 func (f TLSFiles) load() (*certs.Set, error) {
@@ -54,38 +53,12 @@ func (f TLSFiles) load() (*certs.Set, error) {
 
 // TLSConfig is what to serve Handler with over TLS, or nil when the
 // server has no TLS files. It serves the certificate as last (re)loaded.
-func (s *Server) TLSConfig() *tls.Config {
-	if s.certs == nil {
-		return nil
-	}
-	return s.certs.TLSConfig(s.certificateRefused)
-}
+func (s *Server) TLSConfig() *tls.Config { return s.auth.TLSConfig() }
 
 // ReloadTLS reads the TLS files again (on SIGHUP): new connections get
 // what they now hold, and those up keep going. On an error the server
 // keeps what it had.
-func (s *Server) ReloadTLS() error {
-	if s.certs == nil {
-		return errors.New("reload TLS: the server has no TLS files")
-	}
-	if err := s.certs.Reload(); err != nil {
-		return fmt.Errorf("reload TLS: %w", err)
-	}
-	s.log.Info("TLS files reloaded", "serving", certs.Describe(s.certs.Serving()))
-	return nil
-}
-
-// certificateRefused logs a client certificate refused at the TLS
-// handshake, naming the device it names, so that the operator can tell
-// which device is locked out and why.
-func (s *Server) certificateRefused(remote net.Addr, leaf *x509.Certificate, err error) {
-	log := s.log.With("remote", remote.String())
-	if leaf != nil {
-		id, _ := protocol.DeviceOfCert(leaf)
-		log = log.With("device", id)
-	}
-	log.Warn("device certificate refused at the TLS handshake", "err", err)
-}
+func (s *Server) ReloadTLS() error { return s.auth.ReloadTLS() }
 
 // signCertificate is POST /api/devices/{id}/certificate: a certificate for
 // an enrolled device's key, signed with the device CA.
@@ -98,13 +71,13 @@ func (s *Server) signCertificate(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	cert, pem, err := s.signDeviceCertificate(d.ID, req.CSR)
+	cert, pem, err := s.auth.SignDeviceCertificate(d.ID, req.CSR)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	rec := signedRecord(d.ID, cert)
-	audit := callerFrom(r).audit(api.ActionDeviceCertificate, d.ID, map[string]any{"serial": rec.Serial})
+	rec := identity.SignedRecord(d.ID, cert)
+	audit := identity.CallerFrom(r).Audit(api.ActionDeviceCertificate, d.ID, map[string]any{"serial": rec.Serial})
 	err = s.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.AddCertificate(rec); err != nil {
 			return err
@@ -119,29 +92,7 @@ func (s *Server) signCertificate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, certificateView(d.ID, cert, pem))
 }
 
-// signDeviceCertificate signs a certificate for device id from a PEM
-// certificate request, with errors that name the field.
-func (s *Server) signDeviceCertificate(id, csr string) (*x509.Certificate, []byte, error) {
-	if s.certs == nil {
-		return nil, nil, fmt.Errorf("field \"csr\": %w", certs.ErrNoSigner)
-	}
-	validity := s.cfg.TLS.DeviceCertValidity
-	if validity <= 0 {
-		validity = DefaultDeviceCertValidity
-	}
-	cert, pem, err := s.certs.Sign([]byte(csr), protocol.DeviceCertName(id), validity)
-	if err != nil {
-		return nil, nil, fmt.Errorf("field \"csr\": %w", err)
-	}
-	return cert, pem, nil
-}
-
-// signedRecord is how the store knows a certificate the server signed:
-// revoking its device revokes it.
-func signedRecord(id string, c *x509.Certificate) store.DeviceCert {
-	return store.DeviceCert{SHA256: certs.Fingerprint(c), DeviceID: id, Serial: fmt.Sprintf("%x", c.SerialNumber), NotAfter: c.NotAfter, Signed: true}
-}
-
+// certificateView is a certificate signed for device id as the API shows it.
 func certificateView(id string, c *x509.Certificate, pem []byte) api.Certificate {
 	return api.Certificate{ID: id, Certificate: string(pem), Serial: fmt.Sprintf("%x", c.SerialNumber), NotAfter: c.NotAfter.UTC()}
 }

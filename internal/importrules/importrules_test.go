@@ -24,7 +24,10 @@ type rule struct {
 	pkg string
 	// forbidden are import paths; each also forbids every package under it.
 	forbidden []string
-	why       string
+	// forbiddenAlone are import paths forbidden themselves, and not the
+	// packages under them: the server's root, whose parts are below it.
+	forbiddenAlone []string
+	why            string
 }
 
 var rules = []rule{
@@ -55,6 +58,13 @@ var rules = []rule{
 			"a cluster node is a NATS client of the operator's NATS server, which only tests run in-process (internal/natstest)",
 	},
 	{
+		pkg:            module + "/server/internal/identity",
+		forbidden:      []string{module + "/server/plan", "github.com/mark3labs/mcp-go"},
+		forbiddenAlone: []string{module + "/server"},
+		why: "identity is a part of the server that the wiring hands what it needs (the store, a logger, hooks): " +
+			"it knows neither the server that holds it, nor plans, nor MCP; the HTTP API's wire types (server/api) it may use",
+	},
+	{
 		pkg:       module + "/cmd/aipctl",
 		forbidden: []string{module + "/agent", "github.com/mark3labs/mcp-go", "github.com/jackc/pgx", "github.com/nats-io"},
 		why:       "aipctl is the operator's small CLI: it links neither the device agent nor an MCP client nor a database driver",
@@ -77,6 +87,11 @@ func TestImportRules(t *testing.T) {
 					broken = append(broken, fmt.Sprintf("%s must not depend on %s, but does: %s", r.pkg, f, strings.Join(chain, " → ")))
 				}
 			}
+			for _, f := range r.forbiddenAlone {
+				if chain := graph.pathToAlone(r.pkg, f); chain != nil {
+					broken = append(broken, fmt.Sprintf("%s must not depend on %s, but does: %s", r.pkg, f, strings.Join(chain, " → ")))
+				}
+			}
 			assert.Empty(t, broken, "why: %s", r.why)
 		})
 	}
@@ -94,6 +109,10 @@ func TestTheCheckFindsADependencyThroughOthers(t *testing.T) {
 	assert.True(t, strings.HasPrefix(chain[len(chain)-1], module+"/protocol"), "%v", chain)
 	assert.NotEmpty(t, graph.pathTo(pkg, "modernc.org/sqlite"), "a dependency two imports away, through server/internal/store")
 	assert.Nil(t, graph.pathTo(pkg, module+"/agent"))
+
+	assert.NotEmpty(t, graph.pathTo(pkg, module+"/server/internal"), "packages under a path")
+	assert.Nil(t, graph.pathToAlone(pkg, module+"/server/internal"), "only the path itself, which is no package")
+	assert.NotEmpty(t, graph.pathToAlone(pkg, module+"/server/internal/store"))
 }
 
 // graph is each package's imports, as go list reports them.
@@ -166,12 +185,23 @@ func (p listed) watch() error {
 // pathTo is a chain of imports from pkg to forbidden or a package under
 // it, shortest first found, or nil if pkg does not depend on it.
 func (g graph) pathTo(pkg, forbidden string) []string {
+	return g.pathWhere(pkg, func(p string) bool { return under(p, forbidden) })
+}
+
+// pathToAlone is pathTo for forbidden itself, not the packages under it.
+func (g graph) pathToAlone(pkg, forbidden string) []string {
+	return g.pathWhere(pkg, func(p string) bool { return p == forbidden })
+}
+
+// pathWhere is a chain of imports from pkg to a package that is, shortest
+// first found, or nil if pkg depends on none.
+func (g graph) pathWhere(pkg string, is func(string) bool) []string {
 	prev := map[string]string{pkg: ""}
 	queue := []string{pkg}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
-		if under(p, forbidden) {
+		if is(p) {
 			var chain []string
 			for ; p != ""; p = prev[p] {
 				chain = append([]string{p}, chain...)

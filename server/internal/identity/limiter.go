@@ -1,6 +1,7 @@
-package server
+package identity
 
 import (
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -11,32 +12,40 @@ import (
 	"time"
 )
 
-// Failed authentications are limited per source: after authFailures
-// failures within authWindow, every authentication from that source is
-// refused with 429 for authBlock, the right token included, so that
+// Failed authentications are limited per source: after AuthFailures
+// failures within AuthWindow, every authentication from that source is
+// refused with 429 for AuthBlock, the right token included, so that
 // guessing goes no faster. Only failures count: a busy client with a good
 // token is never held back. A token that fails again within the window
 // counts once: a revoked device (or a CI job with a stale token) retrying
 // is not guessing, and must not get its whole site's address refused. See
 // RATIONALE.md, "Identities".
 const (
-	authFailures = 20
-	authWindow   = time.Minute
-	authBlock    = time.Minute
+	// AuthFailures is how many failures refuse a source.
+	AuthFailures = 20
+	// AuthWindow is how recent those failures must be.
+	AuthWindow = time.Minute
+	// AuthBlock is how long a source is refused then.
+	AuthBlock = time.Minute
 	// maxAuthSources bounds the sources tracked: past it, the one whose
 	// last failure is oldest is forgotten.
 	maxAuthSources = 1 << 16
 )
 
-// authLimiter counts failed authentications per source address.
-type authLimiter struct {
-	now func() time.Time
+// Limiter counts failed authentications per source address, and says
+// which sources are refused for failing too often. It reads a request's
+// source believing X-Forwarded-For only from the proxies it was built
+// with (Source).
+type Limiter struct {
+	proxies []netip.Prefix
+	log     *slog.Logger
 
 	mu      sync.Mutex
+	now     func() time.Time
 	sources map[netip.Addr]*authSource
 }
 
-// authSource is one address's recent failures, at most authFailures,
+// authSource is one address's recent failures, at most AuthFailures,
 // oldest first, and until when it is refused.
 type authSource struct {
 	failures     []authFailure
@@ -50,12 +59,22 @@ type authFailure struct {
 	at    time.Time
 }
 
-func newAuthLimiter(now func() time.Time) *authLimiter {
-	return &authLimiter{now: now, sources: map[netip.Addr]*authSource{}}
+// NewLimiter is a Limiter that believes X-Forwarded-For from the proxies
+// in trusted, reads the time from now, and logs to log.
+func NewLimiter(trusted []netip.Prefix, now func() time.Time, log *slog.Logger) *Limiter {
+	return &Limiter{proxies: trusted, now: now, log: log, sources: map[netip.Addr]*authSource{}}
 }
 
-// blocked returns how many seconds more src is refused, or 0.
-func (l *authLimiter) blocked(src netip.Addr) int {
+// SetClock makes l read the time from now from here on, as a test's fake
+// clock: safe while l is in use.
+func (l *Limiter) SetClock(now func() time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.now = now
+}
+
+// Blocked returns how many seconds more src is refused, or 0.
+func (l *Limiter) Blocked(src netip.Addr) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	a := l.sources[src]
@@ -71,7 +90,7 @@ func (l *authLimiter) blocked(src netip.Addr) int {
 
 // failed counts a failure of token from src, unless token failed from
 // src within the window already, and reports whether src is now refused.
-func (l *authLimiter) failed(src netip.Addr, token string) bool {
+func (l *Limiter) failed(src netip.Addr, token string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -81,17 +100,17 @@ func (l *authLimiter) failed(src netip.Addr, token string) bool {
 		a = &authSource{}
 		l.sources[src] = a
 	}
-	key := hashToken(token)[:16]
-	a.failures = slices.DeleteFunc(a.failures, func(f authFailure) bool { return f.token == key || now.Sub(f.at) >= authWindow })
+	key := HashToken(token)[:16]
+	a.failures = slices.DeleteFunc(a.failures, func(f authFailure) bool { return f.token == key || now.Sub(f.at) >= AuthWindow })
 	a.failures = append(a.failures, authFailure{token: key, at: now})
-	if len(a.failures) >= authFailures {
-		a.blockedUntil, a.failures = now.Add(authBlock), nil
+	if len(a.failures) >= AuthFailures {
+		a.blockedUntil, a.failures = now.Add(AuthBlock), nil
 	}
 	return a.blockedUntil.After(now)
 }
 
-// count is how many sources are refused now, for the metric.
-func (l *authLimiter) count() int {
+// Refused is how many sources are refused now, for the metric.
+func (l *Limiter) Refused() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now, n := l.now(), 0
@@ -105,7 +124,7 @@ func (l *authLimiter) count() int {
 
 // makeRoom forgets the sources with nothing recent to count, and, if that
 // is not enough, the one whose last failure is oldest; l.mu is held.
-func (l *authLimiter) makeRoom(now time.Time) {
+func (l *Limiter) makeRoom(now time.Time) {
 	if len(l.sources) < maxAuthSources {
 		return
 	}
@@ -116,7 +135,7 @@ func (l *authLimiter) makeRoom(now time.Time) {
 		if n := len(a.failures); n > 0 && a.failures[n-1].at.After(last) {
 			last = a.failures[n-1].at
 		}
-		if now.Sub(last) > authWindow && !a.blockedUntil.After(now) {
+		if now.Sub(last) > AuthWindow && !a.blockedUntil.After(now) {
 			delete(l.sources, src)
 			continue
 		}
@@ -129,14 +148,14 @@ func (l *authLimiter) makeRoom(now time.Time) {
 	}
 }
 
-// source is the address a request comes from: its peer's, or, when the
-// peer is a proxy the operator trusts (Config.TrustedProxies), the
+// Source is the address a request comes from: its peer's, or, when the
+// peer is a proxy the operator trusts (the server's Config.TrustedProxies), the
 // address X-Forwarded-For gives, read from the right: the first that is
 // not a trusted proxy itself. A client cannot choose its source by
 // sending the header: only trusted proxies are believed.
-func (s *Server) source(r *http.Request) netip.Addr {
+func (l *Limiter) Source(r *http.Request) netip.Addr {
 	peer := remoteAddr(r)
-	if !s.trusted(peer) {
+	if !l.trusted(peer) {
 		return peer
 	}
 	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
@@ -146,7 +165,7 @@ func (s *Server) source(r *http.Request) netip.Addr {
 			return peer
 		}
 		hop = hop.Unmap()
-		if !s.trusted(hop) {
+		if !l.trusted(hop) {
 			return hop
 		}
 		peer = hop
@@ -154,8 +173,9 @@ func (s *Server) source(r *http.Request) netip.Addr {
 	return peer
 }
 
-func (s *Server) trusted(a netip.Addr) bool {
-	for _, p := range s.cfg.TrustedProxies {
+// trusted reports whether a is a proxy whose X-Forwarded-For is believed.
+func (l *Limiter) trusted(a netip.Addr) bool {
+	for _, p := range l.proxies {
 		if p.Contains(a) {
 			return true
 		}
@@ -174,13 +194,12 @@ func remoteAddr(r *http.Request) netip.Addr {
 	return a.Unmap()
 }
 
-// authFailed counts a failed authentication with token from src on
-// surface, and logs the source being refused when this failure makes it
-// so.
-func (s *Server) authFailed(src netip.Addr, surface, token string) {
-	s.metrics.AuthFailed(surface)
-	if s.authLimit.failed(src, token) {
-		s.log.Warn("too many failed authentications: refusing the source", "source", src, "surface", surface,
-			"failures", authFailures, "within", authWindow, "for", authBlock)
+// Failed counts a failed authentication with token from src on surface,
+// unless token failed from src within the window already, and logs the
+// source being refused when this failure makes it so.
+func (l *Limiter) Failed(src netip.Addr, surface, token string) {
+	if l.failed(src, token) {
+		l.log.Warn("too many failed authentications: refusing the source", "source", src, "surface", surface,
+			"failures", AuthFailures, "within", AuthWindow, "for", AuthBlock)
 	}
 }

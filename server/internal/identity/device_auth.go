@@ -1,4 +1,4 @@
-package server
+package identity
 
 import (
 	"context"
@@ -13,18 +13,20 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
-// principal is who a connection's credentials belong to: an enrolled
+// Principal is who a connection's credentials belong to: an enrolled
 // device, or an operator identity (for constellation clients).
-type principal struct {
-	device   *store.Device
-	operator *caller
+type Principal struct {
+	// Device is the device, or nil.
+	Device *store.Device
+	// Operator is the operator identity, or nil.
+	Operator *Caller
 }
 
 // authError is a refused connection's reason, as the server logs it, and
 // what the client is told: a refused token learns nothing, a refused
 // certificate why, since only a holder of a certificate the server's CAs
 // signed can get that far. A failed one is a token no one holds (any
-// more): it is errWrongToken, and counts toward its source's limit of
+// more): it is ErrWrongToken, and counts toward its source's limit of
 // failures.
 type authError struct {
 	err    error
@@ -34,7 +36,7 @@ type authError struct {
 
 func (e *authError) Error() string        { return e.err.Error() }
 func (e *authError) Unwrap() error        { return e.err }
-func (e *authError) Is(target error) bool { return e.failed && target == errWrongToken }
+func (e *authError) Is(target error) bool { return e.failed && target == ErrWrongToken }
 
 // refusedToken is a token refused for err: the client is told only that
 // it is unauthorized.
@@ -52,9 +54,9 @@ func refusedCertificate(err error) error {
 	return &authError{err: err, public: "device certificate refused: " + err.Error()}
 }
 
-// publicReason is what a client whose connection was refused for err is
+// PublicReason is what a client whose connection was refused for err is
 // told.
-func publicReason(err error) string {
+func PublicReason(err error) string {
 	var ae *authError
 	if errors.As(err, &ae) {
 		return ae.public
@@ -62,33 +64,33 @@ func publicReason(err error) string {
 	return "unauthorized"
 }
 
-// authClient finds whom the request's credentials belong to: a device
+// AuthClient finds whom the request's credentials belong to: a device
 // certificate the TLS handshake verified, if the client presented one
 // that names a device, or else a token, a device's or an operator
 // identity's. Tokens are looked up by their hash, which reveals nothing
 // about a token not yet known.
-func (s *Server) authClient(r *http.Request) (principal, error) {
-	if leaf := s.clientCertificate(r); leaf != nil {
+func (a *Authority) AuthClient(r *http.Request) (Principal, error) {
+	if leaf := a.clientCertificate(r); leaf != nil {
 		id, err := protocol.DeviceOfCert(leaf)
 		if err != nil {
-			return principal{}, refusedCertificate(err)
+			return Principal{}, refusedCertificate(err)
 		}
 		if id != "" {
-			return s.authByCertificate(r.Context(), id, leaf)
+			return a.authByCertificate(r.Context(), id, leaf)
 		}
 	}
-	token := requestToken(r, true)
+	token := RequestToken(r, true)
 	if token == "" {
-		return principal{}, refusedToken(errors.New("no token, and no device certificate"))
+		return Principal{}, refusedToken(errors.New("no token, and no device certificate"))
 	}
-	return s.authByToken(r.Context(), token)
+	return a.authByToken(r.Context(), token)
 }
 
 // clientCertificate is the certificate the client presented, which the
 // handshake verified against the client CAs (certs.Set.TLSConfig), or
 // nil.
-func (s *Server) clientCertificate(r *http.Request) *x509.Certificate {
-	if s.certs == nil || r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+func (a *Authority) clientCertificate(r *http.Request) *x509.Certificate {
+	if a.certs == nil || r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return nil
 	}
 	return r.TLS.PeerCertificates[0]
@@ -97,40 +99,40 @@ func (s *Server) clientCertificate(r *http.Request) *x509.Certificate {
 // authByToken finds the device one of whose tokens is token, or else the
 // operator identity it belongs to. A rotation's new token confirms the
 // rotation; a token a rotation retired works until its grace ends.
-func (s *Server) authByToken(ctx context.Context, token string) (principal, error) {
-	hash := hashToken(token)
-	m, err := s.store.DeviceByToken(ctx, hash)
+func (a *Authority) authByToken(ctx context.Context, token string) (Principal, error) {
+	hash := HashToken(token)
+	m, err := a.store.DeviceByToken(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
-		return s.authOperator(ctx, token)
+		return a.authOperator(ctx, token)
 	}
 	if err != nil {
-		return principal{}, refusedToken(err)
+		return Principal{}, refusedToken(err)
 	}
 	dev := &m.Device
 	switch m.Kind {
 	case store.TokenSent:
-		s.confirmRotation(ctx, dev.ID, hash, "the device connected with its new token")
+		a.ConfirmRotation(ctx, dev.ID, hash, "the device connected with its new token")
 	case store.TokenRetired:
-		if !time.Now().Before(m.Until) {
-			return principal{}, wrongToken(fmt.Errorf("token of device %q was retired by a rotation at %s, and its grace ended at %s",
+		if !a.now().Before(m.Until) {
+			return Principal{}, wrongToken(fmt.Errorf("token of device %q was retired by a rotation at %s, and its grace ended at %s",
 				dev.ID, m.RetiredAt.UTC().Format(time.RFC3339), m.Until.UTC().Format(time.RFC3339)))
 		}
-		s.log.Warn("device connected with its old token, within the grace of its rotation", "device", dev.ID, "until", m.Until)
+		a.log.Warn("device connected with its old token, within the grace of its rotation", "device", dev.ID, "until", m.Until)
 	}
-	return principal{device: dev}, nil
+	return Principal{Device: dev}, nil
 }
 
 // authOperator finds the operator identity token belongs to, for a
 // constellation client.
-func (s *Server) authOperator(ctx context.Context, token string) (principal, error) {
-	c, err := s.callerByToken(ctx, token)
-	if errors.Is(err, errWrongToken) {
-		return principal{}, wrongToken(errors.New("unknown token: no device's, and no live operator token"))
+func (a *Authority) authOperator(ctx context.Context, token string) (Principal, error) {
+	c, err := a.CallerByToken(ctx, token)
+	if errors.Is(err, ErrWrongToken) {
+		return Principal{}, wrongToken(errors.New("unknown token: no device's, and no live operator token"))
 	}
 	if err != nil {
-		return principal{}, refusedToken(err)
+		return Principal{}, refusedToken(err)
 	}
-	return principal{operator: c}, nil
+	return Principal{Operator: c}, nil
 }
 
 // authByCertificate checks a verified certificate naming device id
@@ -138,30 +140,30 @@ func (s *Server) authOperator(ctx context.Context, token string) (principal, err
 // certificate not revoked with an earlier enrollment of its id. A
 // certificate first seen is recorded, so that revoking the device revokes
 // it for good.
-func (s *Server) authByCertificate(ctx context.Context, id string, leaf *x509.Certificate) (principal, error) {
+func (a *Authority) authByCertificate(ctx context.Context, id string, leaf *x509.Certificate) (Principal, error) {
 	desc := fmt.Sprintf("certificate %s of device %q", certs.Describe(leaf), id)
-	if time.Now().After(leaf.NotAfter) {
-		return principal{}, refusedCertificate(fmt.Errorf("%s: expired", desc))
+	if a.now().After(leaf.NotAfter) {
+		return Principal{}, refusedCertificate(fmt.Errorf("%s: expired", desc))
 	}
-	known, err := s.store.Certificate(ctx, certs.Fingerprint(leaf))
+	known, err := a.store.Certificate(ctx, certs.Fingerprint(leaf))
 	switch {
 	case err == nil && !known.RevokedAt.IsZero():
-		return principal{}, refusedCertificate(fmt.Errorf("%s: revoked with the device at %s", desc, known.RevokedAt.UTC().Format(time.RFC3339)))
+		return Principal{}, refusedCertificate(fmt.Errorf("%s: revoked with the device at %s", desc, known.RevokedAt.UTC().Format(time.RFC3339)))
 	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return principal{}, refusedCertificate(fmt.Errorf("%s: %w", desc, err))
+		return Principal{}, refusedCertificate(fmt.Errorf("%s: %w", desc, err))
 	}
-	dev, err := s.store.Device(ctx, id)
+	dev, err := a.store.Device(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return principal{}, refusedCertificate(fmt.Errorf("%s: the device is not enrolled (revoked, or never enrolled)", desc))
+		return Principal{}, refusedCertificate(fmt.Errorf("%s: the device is not enrolled (revoked, or never enrolled)", desc))
 	}
 	if err != nil {
-		return principal{}, refusedCertificate(fmt.Errorf("%s: %w", desc, err))
+		return Principal{}, refusedCertificate(fmt.Errorf("%s: %w", desc, err))
 	}
 	if known.SHA256 == "" {
 		seen := store.DeviceCert{SHA256: certs.Fingerprint(leaf), DeviceID: id, Serial: fmt.Sprintf("%x", leaf.SerialNumber), NotAfter: leaf.NotAfter}
-		if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.AddCertificate(seen) }); err != nil {
-			return principal{}, refusedCertificate(fmt.Errorf("%s: %w", desc, err))
+		if err := a.store.Write(ctx, func(tx *store.Tx) error { return tx.AddCertificate(seen) }); err != nil {
+			return Principal{}, refusedCertificate(fmt.Errorf("%s: %w", desc, err))
 		}
 	}
-	return principal{device: &dev}, nil
+	return Principal{Device: &dev}, nil
 }

@@ -1,4 +1,4 @@
-package server
+package identity
 
 import (
 	"sync"
@@ -8,7 +8,7 @@ import (
 // callerCache keeps the callers that operator tokens authenticated, by
 // the token's hash, so that a request need not read its token from the
 // store (RATIONALE.md, "Revocation within a second"). What makes a token
-// stop working reaches it: a revocation, carried by Server.Revoked, drops
+// stop working reaches it: a revocation, carried by Authority.Revoked, drops
 // its identity's entries at once; a token's expiry is checked on every
 // hit; and an entry is read again from the store after ttl, which bounds
 // how long a change the cache was not told of (a cluster's message lost)
@@ -25,18 +25,12 @@ type callerCache struct {
 }
 
 type cachedCaller struct {
-	c *caller
+	c *Caller
 	// expires is the token's own expiry, zero if it has none.
 	expires time.Time
 	// until is when the entry is read from the store again.
 	until time.Time
 }
-
-// Defaults of callerCache.
-const (
-	callerCacheTTL = 5 * time.Second
-	callerCacheMax = 4096
-)
 
 func newCallerCache(ttl time.Duration, max int) *callerCache {
 	return &callerCache{ttl: ttl, max: max, entries: map[string]cachedCaller{}}
@@ -45,7 +39,7 @@ func newCallerCache(ttl time.Duration, max int) *callerCache {
 // get returns the caller of the token whose hash is hash, if kept and
 // still good at now; else the generation to hand put with what the store
 // says.
-func (cc *callerCache) get(hash string, now time.Time) (c *caller, gen uint64) {
+func (cc *callerCache) get(hash string, now time.Time) (c *Caller, gen uint64) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	e, ok := cc.entries[hash]
@@ -62,7 +56,7 @@ func (cc *callerCache) get(hash string, now time.Time) (c *caller, gen uint64) {
 // put keeps c, the caller of the token whose hash is hash and which
 // expires at expires (zero: never), as read from the store after get
 // returned gen: not if a revocation came meanwhile.
-func (cc *callerCache) put(hash string, c *caller, expires time.Time, gen uint64, now time.Time) {
+func (cc *callerCache) put(hash string, c *Caller, expires time.Time, gen uint64, now time.Time) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if gen != cc.gen {
@@ -81,7 +75,7 @@ func (cc *callerCache) forget(identity string) {
 	defer cc.mu.Unlock()
 	cc.gen++
 	for hash, e := range cc.entries {
-		if e.c.name == identity {
+		if e.c.Name == identity {
 			delete(cc.entries, hash)
 		}
 	}

@@ -1,21 +1,16 @@
-package server
+package identity
 
 import (
-	"context"
-	"net/http"
 	"testing"
 	"time"
 
-	"github.com/edgeaip/edgeaip/server/api"
-	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 func TestACachedCallerLastsUntilItsTokenExpiresItsTimeIsUpOrItIsRevoked(t *testing.T) {
 	cc := newCallerCache(time.Minute, 10)
 	now := time.Now()
-	ann, bob := &caller{name: "ann"}, &caller{name: "bob"}
+	ann, bob := &Caller{Name: "ann"}, &Caller{Name: "bob"}
 
 	_, gen := cc.get("a", now)
 	cc.put("a", ann, now.Add(time.Second), gen, now)
@@ -43,7 +38,7 @@ func TestACallerReadFromTheStoreWhileItWasRevokedIsNotKept(t *testing.T) {
 	now := time.Now()
 	_, gen := cc.get("a", now) // a request misses and reads the store...
 	cc.forget("ann")           // ...the token is revoked meanwhile...
-	cc.put("a", &caller{name: "ann"}, time.Time{}, gen, now)
+	cc.put("a", &Caller{Name: "ann"}, time.Time{}, gen, now)
 	c, _ := cc.get("a", now)
 	assert.Nil(t, c, "...so what it read may be stale")
 }
@@ -53,31 +48,9 @@ func TestTheCallerCacheStaysWithinItsBound(t *testing.T) {
 	now := time.Now()
 	for _, h := range []string{"a", "b", "c"} {
 		_, gen := cc.get(h, now)
-		cc.put(h, &caller{name: h}, time.Time{}, gen, now)
+		cc.put(h, &Caller{Name: h}, time.Time{}, gen, now)
 	}
 	assert.LessOrEqual(t, len(cc.entries), 2)
 	c, _ := cc.get("c", now)
 	assert.NotNil(t, c, "the newest is kept")
-}
-
-// TestATokenRevokedInTheStoreWorksHereUntilTheRevocationComes pins down
-// that Server.Revoked is what makes a revocation act on a node: a token
-// deleted from a shared store by another node is refused here once its
-// revocation is carried here, and is not read from the store per request
-// until then (within the cache's time).
-func TestATokenRevokedInTheStoreWorksHereUntilTheRevocationComes(t *testing.T) {
-	ts := newTestServer(t)
-	ctx := context.Background()
-	ann := ts.addIdentity("ann", api.RoleViewer, nil)
-	_, err := ts.as(ann).WhoAmI(ctx)
-	require.NoError(t, err)
-
-	err = ts.srv.store.Write(ctx, func(tx *store.Tx) error { _, err := tx.DeleteIdentity("ann"); return err })
-	require.NoError(t, err)
-	_, err = ts.as(ann).WhoAmI(ctx)
-	require.NoError(t, err, "another node's revocation has not come yet")
-
-	ts.srv.Revoked(Revocation{Identity: "ann"})
-	_, err = ts.as(ann).WhoAmI(ctx)
-	requireStatus(t, err, http.StatusUnauthorized, "wrong operator token")
 }

@@ -1,4 +1,4 @@
-package server
+package identity
 
 import (
 	"context"
@@ -20,20 +20,22 @@ import (
 
 // Token prefixes say what a token is for when one turns up in a file.
 const (
-	deviceTokenPrefix   = "aipd_"
-	operatorTokenPrefix = "aipo_"
+	// DeviceTokenPrefix begins a device's token.
+	DeviceTokenPrefix = "aipd_"
+	// OperatorTokenPrefix begins an operator identity's token.
+	OperatorTokenPrefix = "aipo_"
 )
 
-// newToken returns prefix followed by 256 random bits.
-func newToken(prefix string) string {
+// NewToken returns prefix followed by 256 random bits.
+func NewToken(prefix string) string {
 	b := make([]byte, 32)
 	rand.Read(b) // crypto/rand.Read never fails on supported platforms
 	return prefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
-// hashToken is how tokens are stored. Tokens carry 256 random bits, so a
+// HashToken is how tokens are stored. Tokens carry 256 random bits, so a
 // plain SHA-256 is enough: there is nothing to brute-force.
-func hashToken(token string) string {
+func HashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
 }
@@ -41,9 +43,9 @@ func hashToken(token string) string {
 // sameHash compares two hex hashes in constant time.
 func sameHash(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
-// requestToken is the credential of a request: the bearer token, UFO's
+// RequestToken is the credential of a request: the bearer token, UFO's
 // X-API-Key header, or, for WebSocket devices only, UFO's ?token= query.
-func requestToken(r *http.Request, allowQuery bool) string {
+func RequestToken(r *http.Request, allowQuery bool) string {
 	if h := r.Header.Get("Authorization"); h != "" {
 		if t, ok := strings.CutPrefix(h, "Bearer "); ok {
 			return strings.TrimSpace(t)
@@ -58,12 +60,12 @@ func requestToken(r *http.Request, allowQuery bool) string {
 	return ""
 }
 
-// loadOrCreateAdminToken returns the operator token in path, writing a
+// LoadOrCreateAdminToken returns the operator token in path, writing a
 // new one there (mode 0600) if the file does not exist.
-func loadOrCreateAdminToken(path string) (token string, created bool, err error) {
+func LoadOrCreateAdminToken(path string) (token string, created bool, err error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		token := newToken(operatorTokenPrefix)
+		token := NewToken(OperatorTokenPrefix)
 		if err := writeFileSync(path, []byte(token+"\n"), 0o600); err != nil {
 			return "", false, fmt.Errorf("write operator token: %w", err)
 		}
@@ -79,32 +81,39 @@ func loadOrCreateAdminToken(path string) (token string, created bool, err error)
 	return token, false, nil
 }
 
-// bootstrapIdentity is the identity the token in admin.token acts for.
-const bootstrapIdentity = "admin"
+// BootstrapIdentity is the identity the token in admin.token acts for.
+const BootstrapIdentity = "admin"
 
-// bootstrapAdmin gives token, admin.token's, an identity when the store
+// BootstrapAdmin gives token, admin.token's, an identity when the store
 // has none: an unscoped admin named bootstrapIdentity. That is the first
 // start, or the first after an upgrade from the server that had only
 // that one token. Once there are identities, admin.token is a token like
 // any other: rotating or revoking it ends it, and it does not come back
 // on a restart. It reports whether the token is live.
-func bootstrapAdmin(ctx context.Context, st *store.Store, token string) (live bool, err error) {
+func BootstrapAdmin(ctx context.Context, st *store.Store, token string) (live bool, err error) {
 	err = st.Write(ctx, func(tx *store.Tx) error {
 		n, err := tx.CountIdentities()
 		if err != nil || n > 0 {
 			return err
 		}
-		return tx.CreateIdentity(store.Identity{Name: bootstrapIdentity, Role: access.Admin.String()},
-			store.Token{ID: newTokenID(), Hash: hashToken(token)})
+		return tx.CreateIdentity(store.Identity{Name: BootstrapIdentity, Role: access.Admin.String()},
+			store.Token{ID: newTokenID(), Hash: HashToken(token)})
 	})
 	if err != nil {
 		return false, fmt.Errorf("bootstrap admin identity: %w", err)
 	}
-	_, _, err = st.TokenByHash(ctx, hashToken(token))
+	_, _, err = st.TokenByHash(ctx, HashToken(token))
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// NewOperatorToken is a fresh token for the operator identity named
+// identity, and its record, which holds only its hash.
+func NewOperatorToken(identity string) (string, store.Token) {
+	token := NewToken(OperatorTokenPrefix)
+	return token, store.Token{ID: newTokenID(), Identity: identity, Hash: HashToken(token)}
 }
 
 // newTokenID is a token's public id: 64 random bits, in hex.

@@ -1,0 +1,138 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strconv"
+
+	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/metrics"
+)
+
+// guard serves h as the policy says for the route key: public, or for an
+// authenticated caller whose role and scope allow it, which h then finds
+// with identity.CallerFrom. A route without a rule is refused to all.
+func (s *Server) guard(key string, h http.HandlerFunc) http.Handler {
+	ru, ok := identity.RuleFor(key)
+	if !ok {
+		s.log.Error("route has no access policy: refused to everyone", "route", key)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("%s has no access policy: refused", key))
+		})
+	}
+	if ru.Public {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, ok := s.admit(w, r)
+		if !ok {
+			return
+		}
+		if err := ru.Allows(c, key); err != nil {
+			s.forbid(w, r, err)
+			return
+		}
+		r = identity.WithCaller(r, c)
+		if !s.pathInScope(w, r, ru.Scope) {
+			return
+		}
+		h(w, r)
+	})
+}
+
+// admit authenticates r, answering it if it cannot go on: 429 from a
+// source that failed too often, 401 without live credentials, 403 for a
+// cookie from another origin, 503 if the store fails.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) (*identity.Caller, bool) {
+	src := s.authLimit.Source(r)
+	if wait := s.authLimit.Blocked(src); wait > 0 {
+		s.tooManyFailures(w, metrics.SurfaceAPI, wait)
+		return nil, false
+	}
+	c, err := s.authenticate(r)
+	switch {
+	case errors.Is(err, identity.ErrWrongToken):
+		s.authFailed(src, metrics.SurfaceAPI, identity.RequestToken(r, false))
+		writeError(w, http.StatusUnauthorized, err.Error())
+	case errors.Is(err, identity.ErrNoCredentials), errors.Is(err, identity.ErrNoLogin):
+		writeError(w, http.StatusUnauthorized, err.Error())
+	case errors.Is(err, errForbiddenOrigin):
+		s.forbid(w, r, err)
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+	default:
+		return c, true
+	}
+	return nil, false
+}
+
+// authenticate finds whom r acts for: by the token in a header, or by a
+// login cookie. A cookie-authenticated request that changes state must
+// also pass the same-origin check (the error is errForbiddenOrigin, with
+// the caller); a request that carries a token is not a browser's ambient
+// credential and needs none.
+func (s *Server) authenticate(r *http.Request) (*identity.Caller, error) {
+	if token := identity.RequestToken(r, false); token != "" {
+		return s.auth.CallerByToken(r.Context(), token)
+	}
+	cookie, err := r.Cookie(loginCookie)
+	if err != nil || cookie.Value == "" {
+		return nil, identity.ErrNoCredentials
+	}
+	c, err := s.auth.CallerByLogin(r.Context(), cookie.Value)
+	if err != nil {
+		return nil, err
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return c, s.fromDashboard(r)
+	}
+	return c, nil
+}
+
+// authFailed counts a failed authentication with token from src on
+// surface, and logs the source being refused when this failure makes it
+// so.
+func (s *Server) authFailed(src netip.Addr, surface, token string) {
+	s.metrics.AuthFailed(surface)
+	s.authLimit.Failed(src, surface, token)
+}
+
+// tooManyFailures answers 429 to a source refused for wait more.
+func (s *Server) tooManyFailures(w http.ResponseWriter, surface string, wait int) {
+	s.metrics.AuthThrottled(surface)
+	w.Header().Set("Retry-After", strconv.Itoa(wait))
+	writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many failed authentications from this address: try again in %d s", wait))
+}
+
+// pathInScope holds a scoped caller to its scope for the object the
+// path names, answering 404 for one outside it, as for one that does not
+// exist.
+func (s *Server) pathInScope(w http.ResponseWriter, r *http.Request, sr identity.ScopeRule) bool {
+	c := identity.CallerFrom(r)
+	if !c.Scoped() {
+		return true
+	}
+	id := r.PathValue("id")
+	var in bool
+	var err error
+	var missing string
+	switch sr {
+	case identity.PathDevice:
+		in, err = s.deviceInScope(r.Context(), c, id)
+		missing = deviceNotEnrolled(id)
+	case identity.PathTask:
+		in, err = s.taskInScope(r.Context(), c, id)
+		missing = noTask(id)
+	default:
+		return true
+	}
+	switch {
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+	case !in:
+		writeError(w, http.StatusNotFound, missing)
+	}
+	return err == nil && in
+}
