@@ -139,6 +139,9 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p identity.P
 			return nil, err
 		}
 	}
+	if c.isDevice() {
+		s.offers.add(c)
+	}
 	if old := s.reg.add(c); old != nil {
 		s.log.Info("client reconnected; closing its stale link", "client_id", c.id)
 		go old.conn.Close(websocket.StatusPolicyViolation, "superseded by a new connection")
@@ -194,6 +197,7 @@ func registerDevice(dev *store.Device, m *protocol.ClientMessage, log *slog.Logg
 // was is then between links, for its grace; or, if its agent closed the
 // link on purpose as it stopped (goingAway), shut down (see the registry).
 func (s *Server) unregister(c *client, goingAway bool) {
+	s.offers.forget(c)
 	removed, shutDown := s.reg.remove(c, goingAway)
 	if !removed {
 		// Superseded (the client is online on a new connection) or

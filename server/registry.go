@@ -30,12 +30,6 @@ type client struct {
 	// leaseEpoch is, in cluster mode, the epoch of the device's lease
 	// this link was registered under.
 	leaseEpoch atomic.Int64
-
-	// rotMu guards acked and rotation, for offering a device a new token
-	// (rotation.go).
-	rotMu    sync.Mutex
-	acked    bool       // its REGISTER was acknowledged
-	rotation *sentToken // the new token offered on this link, unanswered
 }
 
 func (c *client) isDevice() bool { return c.typ == protocol.ClientDevice }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
@@ -131,9 +132,7 @@ func (s *Server) offerRotationTo(ctx context.Context, id string) bool {
 // registered marks device c's REGISTER acknowledged, and offers it a new
 // token if a rotation of its token waits for it.
 func (s *Server) registered(ctx context.Context, c *client) {
-	c.rotMu.Lock()
-	c.acked = true
-	c.rotMu.Unlock()
+	s.offers.acked(c)
 	s.offerRotation(ctx, c)
 }
 
@@ -141,9 +140,10 @@ func (s *Server) registered(ctx context.Context, c *client) {
 // pending: once per link, and only once the link is registered, so that
 // the device never gets one before its REGISTER's ack.
 func (s *Server) offerRotation(ctx context.Context, c *client) {
-	c.rotMu.Lock()
-	defer c.rotMu.Unlock()
-	if !c.acked || c.rotation != nil {
+	s.offers.mu.Lock()
+	defer s.offers.mu.Unlock()
+	offer := s.offers.links[c]
+	if offer == nil || !offer.acked || offer.sent != nil {
 		return
 	}
 	d, err := s.store.Device(ctx, c.id)
@@ -160,7 +160,7 @@ func (s *Server) offerRotation(ctx context.Context, c *client) {
 		s.log.Warn("new token not recorded; none sent", "device", c.id, "err", err)
 		return
 	}
-	c.rotation = sent
+	offer.sent = sent
 	msg := &protocol.ServerMessage{Type: protocol.ServerRotateToken, Status: protocol.StatusOK, Timestamp: protocol.Now(),
 		ResponseID: sent.responseID, Token: token}
 	if err := s.send(c.conn, msg); err != nil {
@@ -170,24 +170,66 @@ func (s *Server) offerRotation(ctx context.Context, c *client) {
 	s.log.Info("new token sent to the device", "device", c.id, "response_id", sent.responseID)
 }
 
-// takeRotation returns the token offered on c's link whose rotate_token
-// had response id rid, and forgets it; nil if there is none.
-func (c *client) takeRotation(rid string) *sentToken {
-	c.rotMu.Lock()
-	defer c.rotMu.Unlock()
-	if c.rotation == nil || rid == "" || c.rotation.responseID != rid {
+// tokenOffers are, for each device link, whether its REGISTER was
+// acknowledged and the new token offered on it and not yet answered: a
+// link gets at most one offer at a time, and none before its ack. A link
+// is in it from its registration until it ends (forget), so that an offer
+// that comes late finds it gone.
+type tokenOffers struct {
+	mu    sync.Mutex
+	links map[*client]*linkOffer
+}
+
+// linkOffer is a device link's part in token rotation.
+type linkOffer struct {
+	acked bool       // its REGISTER was acknowledged
+	sent  *sentToken // the new token offered on it, unanswered
+}
+
+func newTokenOffers() *tokenOffers { return &tokenOffers{links: map[*client]*linkOffer{}} }
+
+// add makes c, a device's link registering now, one tokens may be offered on.
+func (o *tokenOffers) add(c *client) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.links[c] = &linkOffer{}
+}
+
+// acked marks c's REGISTER acknowledged, unless c has ended.
+func (o *tokenOffers) acked(c *client) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if l := o.links[c]; l != nil {
+		l.acked = true
+	}
+}
+
+// take returns the token offered on c's link whose rotate_token had
+// response id rid, and forgets it; nil if there is none.
+func (o *tokenOffers) take(c *client, rid string) *sentToken {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	l := o.links[c]
+	if l == nil || l.sent == nil || rid == "" || l.sent.responseID != rid {
 		return nil
 	}
-	sent := c.rotation
-	c.rotation = nil
+	sent := l.sent
+	l.sent = nil
 	return sent
+}
+
+// forget drops c's link, which ended, with what was offered on it.
+func (o *tokenOffers) forget(c *client) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.links, c)
 }
 
 // rotationAnswered takes a device's TOKEN_ROTATED: it confirms the
 // rotation, or says why the device could not keep its new token, which
 // then keeps its old one.
 func (s *Server) rotationAnswered(ctx context.Context, c *client, m *protocol.ClientMessage) {
-	sent := c.takeRotation(m.PrevResponseID)
+	sent := s.offers.take(c, m.PrevResponseID)
 	if sent == nil {
 		s.sendError(ctx, c.conn, fmt.Sprintf("field \"prev_response_id\": %q names no new token sent on this link", m.PrevResponseID), m.RequestID)
 		return
@@ -203,7 +245,7 @@ func (s *Server) rotationAnswered(ctx context.Context, c *client, m *protocol.Cl
 // offered on its link, as an agent that does not know ROTATE_TOKEN sends,
 // and reports whether it did.
 func (s *Server) rotationRefused(ctx context.Context, c *client, m *protocol.ClientMessage) bool {
-	if c.takeRotation(m.PrevResponseID) == nil {
+	if s.offers.take(c, m.PrevResponseID) == nil {
 		return false
 	}
 	s.auth.FailRotation(ctx, c.id, "the device refused its new token (an agent too old to rotate its token?): "+m.Error)

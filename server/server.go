@@ -134,6 +134,8 @@ type Server struct {
 	liveness   *protocol.Liveness // checks every link for silence
 	devices    *deviceCache       // enrolled devices, for the command path
 	disp       *dispatcher
+	// offers are the new tokens offered on device links (rotation.go).
+	offers *tokenOffers
 	// leases are the cluster's leases on devices linked here:
 	// singleNode on a single node (remote.go).
 	leases    deviceLeases
@@ -250,6 +252,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	s.unrecorded = unrecorded.New(st, cfg.Store.UnrecordedWrites, cfg.Store.UnrecordedBytes, s.metrics.UnrecordedDropped, s.log)
 	s.disp = newDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, commandSessionEnd, s.log, frameCap)
 	s.leases = singleNode{}
+	s.offers = newTokenOffers()
 	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
 	s.sessions = newSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
 	s.tasks = &frontDoor{admission: s.admission, sessions: s.sessions,
