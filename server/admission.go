@@ -533,12 +533,12 @@ func (c *check) frame(inv inventory, st step, cmds []protocol.Command) {
 	if c.measuredBefore(enc, cmds) {
 		return
 	}
-	size, err := frameSize(enc, commandMessage(placeholderID, placeholderID, withCallIDs(cmds, placeholderID)))
+	size, err := FrameSize(enc, CommandMessage(placeholderID, placeholderID, withCallIDs(cmds, placeholderID)))
 	switch {
 	case err != nil:
 		c.add(st.path, "cannot be encoded as a frame: %v", err)
 	case int64(size) > c.frameCap:
-		c.add(st.path, "%s", frameTooBig(size, enc, c.frameCap))
+		c.add(st.path, "%s", FrameTooBig(size, enc, c.frameCap))
 	}
 }
 
@@ -587,14 +587,14 @@ func withCallIDs(cmds []protocol.Command, id string) []protocol.Command {
 	return out
 }
 
-// frameSize is the size of m as one frame in enc.
-func frameSize(enc protocol.Encoding, m *protocol.ServerMessage) (int, error) {
+// FrameSize is the size of m as one frame in enc.
+func FrameSize(enc protocol.Encoding, m *protocol.ServerMessage) (int, error) {
 	b, err := enc.Marshal(m)
 	return len(b), err
 }
 
-// frameTooBig says that a COMMAND frame of size bytes in enc is over the
+// FrameTooBig says that a COMMAND frame of size bytes in enc is over the
 // frame cap.
-func frameTooBig(size int, enc protocol.Encoding, frameCap int64) string {
+func FrameTooBig(size int, enc protocol.Encoding, frameCap int64) string {
 	return fmt.Sprintf("its COMMAND frame is %d bytes in %s, more than the frame cap of %d", size, enc, frameCap)
 }

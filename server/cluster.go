@@ -101,7 +101,7 @@ func (s *Server) linkCluster() error {
 	if s.cluster == nil {
 		return nil
 	}
-	links, err := newClusterLinks(s.cluster, s.reg, s.disp, s.cfg.Sessions.DeviceGrace, s.log)
+	links, err := NewClusterLinks(s.cluster, s.reg, s.disp, s.cfg.Sessions.DeviceGrace, s.log)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
@@ -127,9 +127,9 @@ func (s *Server) closeLinksWhenFenced() {
 		return
 	case <-s.cluster.Fenced():
 	}
-	devices := s.reg.devices()
+	devices := s.reg.Devices()
 	for _, c := range devices {
-		s.reg.disconnect(c.id, "this node lost its cluster lease: connect to another node")
+		s.reg.Disconnect(c.ID, "this node lost its cluster lease: connect to another node")
 	}
 	s.log.Error("cluster: lost this node's lease; closed its device links", "devices", len(devices))
 }
@@ -196,7 +196,7 @@ func (s *Server) reachable(devices []string) error {
 		return nil
 	}
 	for _, id := range devices {
-		if at := s.reg.reach(id); at.link == nil && at.graceLeft == 0 {
+		if at := s.reg.Reach(id); at.Link == nil && at.GraceLeft == 0 {
 			return &unreachable{fmt.Sprintf("device %q is not linked to node %q, and cross-node work is refused: %s",
 				id, s.cfg.Cluster.NodeID, s.cluster.Health())}
 		}

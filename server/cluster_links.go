@@ -16,15 +16,15 @@ import (
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
 
-// clusterLinks is a node's part in the links of the cluster's devices
+// ClusterLinks is a node's part in the links of the cluster's devices
 // (internal/cluster/RATIONALE.md): the leases of the devices linked
 // here, the commands other nodes send for them, and the dispatcher's way
 // to devices linked elsewhere: a cluster node's remote and deviceLeases
 // (remote.go).
-type clusterLinks struct {
+type ClusterLinks struct {
 	c     *cluster.Cluster
-	reg   *registry
-	disp  *dispatcher
+	reg   *Registry
+	disp  *Dispatcher
 	grace time.Duration
 	log   *slog.Logger
 
@@ -65,8 +65,8 @@ const proxiedFor = time.Minute
 // command waits for the device's next lease.
 const noHolderRetries = 8
 
-func newClusterLinks(c *cluster.Cluster, reg *registry, disp *dispatcher, grace time.Duration, log *slog.Logger) (*clusterLinks, error) {
-	l := &clusterLinks{c: c, reg: reg, disp: disp, grace: grace, log: log,
+func NewClusterLinks(c *cluster.Cluster, reg *Registry, disp *Dispatcher, grace time.Duration, log *slog.Logger) (*ClusterLinks, error) {
+	l := &ClusterLinks{c: c, reg: reg, disp: disp, grace: grace, log: log,
 		leases: map[string]cluster.LeaseChange{}, held: map[string]*heldLease{}, proxied: map[string]proxied{}}
 	if err := c.OnLease(l.leaseChanged); err != nil {
 		return nil, err
@@ -82,8 +82,8 @@ func newClusterLinks(c *cluster.Cluster, reg *registry, disp *dispatcher, grace 
 
 // preload takes the leases other live nodes hold as announced: a node
 // that starts knows where every device is without a read per command.
-func (l *clusterLinks) preload() {
-	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+func (l *ClusterLinks) preload() {
+	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
 	defer cancel()
 	leases, err := l.c.Leases(ctx)
 	if err != nil {
@@ -98,9 +98,9 @@ func (l *clusterLinks) preload() {
 	}
 }
 
-// linkedElsewhere reports whether device id is linked to another node
+// LinkedElsewhere reports whether device id is linked to another node
 // that was alive at the last sweep, as announced: for its online flag.
-func (l *clusterLinks) linkedElsewhere(id string) bool {
+func (l *ClusterLinks) LinkedElsewhere(id string) bool {
 	self, _ := l.c.Self()
 	l.disp.mu.Lock()
 	lc := l.leases[id]
@@ -108,9 +108,9 @@ func (l *clusterLinks) linkedElsewhere(id string) bool {
 	return lc.NodeID != "" && lc.NodeID != self && l.c.IsLive(lc.NodeID)
 }
 
-// devicesElsewhere lists the devices linked to other nodes alive at the
+// DevicesElsewhere lists the devices linked to other nodes alive at the
 // last sweep, as announced, sorted.
-func (l *clusterLinks) devicesElsewhere() []string {
+func (l *ClusterLinks) DevicesElsewhere() []string {
 	self, _ := l.c.Self()
 	l.disp.mu.Lock()
 	var out []string
@@ -125,48 +125,48 @@ func (l *clusterLinks) devicesElsewhere() []string {
 }
 
 // heldCount counts the leases this node holds.
-func (l *clusterLinks) heldCount() int {
+func (l *ClusterLinks) heldCount() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.held)
 }
 
-// take makes this node the holder of device c's link, before the link is
+// Take makes this node the holder of device c's link, before the link is
 // seen online; announce then tells the other nodes, and a node that held
 // it closes its link. A node that lost its own lease (fenced) refuses the
 // device, to send it to another node; without PostgreSQL the device is
 // served here alone.
-func (l *clusterLinks) take(ctx context.Context, c *client) error {
-	lease, prev, err := l.c.TakeLease(ctx, c.id)
+func (l *ClusterLinks) Take(ctx context.Context, c *Link) error {
+	lease, prev, err := l.c.TakeLease(ctx, c.ID)
 	switch {
 	case errors.Is(err, store.ErrFenced):
 		return fmt.Errorf("this node lost its cluster lease: connect to another node")
 	case err != nil:
-		l.log.Error("cluster: device lease not taken: the device is served by this node alone", "device", c.id, "err", err)
+		l.log.Error("cluster: device lease not taken: the device is served by this node alone", "device", c.ID, "err", err)
 		return nil
 	}
 	c.leaseEpoch.Store(lease.Epoch)
-	l.hold(c.id, lease.Epoch)
+	l.hold(c.ID, lease.Epoch)
 	if prev.Held() {
-		l.log.Debug("cluster: device lease taken", "device", c.id, "epoch", lease.Epoch, "from_node", prev.NodeID)
+		l.log.Debug("cluster: device lease taken", "device", c.ID, "epoch", lease.Epoch, "from_node", prev.NodeID)
 	}
 	return nil
 }
 
-// announce tells every node device c's lease is this node's.
-func (l *clusterLinks) announce(c *client) {
+// Announce tells every node device c's lease is this node's.
+func (l *ClusterLinks) Announce(c *Link) {
 	if c.leaseEpoch.Load() == 0 {
 		return
 	}
 	self, epoch := l.c.Self()
-	if err := l.c.PublishLease(cluster.LeaseChange{DeviceID: c.id, NodeID: self, NodeEpoch: epoch, Epoch: c.leaseEpoch.Load()}); err != nil {
-		l.log.Warn("cluster: device lease not announced; other nodes read it from the store", "device", c.id, "err", err)
+	if err := l.c.PublishLease(cluster.LeaseChange{DeviceID: c.ID, NodeID: self, NodeEpoch: epoch, Epoch: c.leaseEpoch.Load()}); err != nil {
+		l.log.Warn("cluster: device lease not announced; other nodes read it from the store", "device", c.ID, "err", err)
 	}
 }
 
 // hold records the lease of device id at epoch as this node's, and
 // serves the commands other nodes send for it.
-func (l *clusterLinks) hold(id string, epoch int64) {
+func (l *ClusterLinks) hold(id string, epoch int64) {
 	if l.raise(id, epoch) {
 		return
 	}
@@ -188,7 +188,7 @@ func (l *clusterLinks) hold(id string, epoch int64) {
 
 // raise sets the epoch of device id's lease held here, if it is held, to
 // epoch if that is higher, and reports whether it is held.
-func (l *clusterLinks) raise(id string, epoch int64) bool {
+func (l *ClusterLinks) raise(id string, epoch int64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h := l.held[id]
@@ -198,9 +198,9 @@ func (l *clusterLinks) raise(id string, epoch int64) bool {
 	return h != nil
 }
 
-// drop forgets device id's lease, if this node holds it at an epoch
+// Drop forgets device id's lease, if this node holds it at an epoch
 // below until (0: any), and returns the epoch it held (0: none).
-func (l *clusterLinks) drop(id string, until int64) int64 {
+func (l *ClusterLinks) Drop(id string, until int64) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h := l.held[id]
@@ -212,8 +212,8 @@ func (l *clusterLinks) drop(id string, until int64) int64 {
 	return h.epoch
 }
 
-// heldEpoch is the epoch of device id's lease if this node holds it.
-func (l *clusterLinks) heldEpoch(id string) int64 {
+// HeldEpoch is the epoch of device id's lease if this node holds it.
+func (l *ClusterLinks) HeldEpoch(id string) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if h := l.held[id]; h != nil {
@@ -222,14 +222,14 @@ func (l *clusterLinks) heldEpoch(id string) int64 {
 	return 0
 }
 
-// release gives up device id's lease, its link here having ended for
+// Release gives up device id's lease, its link here having ended for
 // good (its grace, a revocation), and tells the other nodes.
-func (l *clusterLinks) release(id string) {
-	epoch := l.drop(id, 0)
+func (l *ClusterLinks) Release(id string) {
+	epoch := l.Drop(id, 0)
 	if epoch == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
 	defer cancel()
 	released, err := l.c.ReleaseLease(ctx, id, epoch)
 	switch {
@@ -242,11 +242,11 @@ func (l *clusterLinks) release(id string) {
 	}
 }
 
-// heldElsewhere reports whether another node holds device id's lease now,
+// HeldElsewhere reports whether another node holds device id's lease now,
 // as the store says: a grace that ends here must not end the device's
 // work if the device is linked elsewhere.
-func (l *clusterLinks) heldElsewhere(id string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+func (l *ClusterLinks) HeldElsewhere(id string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
 	defer cancel()
 	lease, err := l.c.Lease(ctx, id)
 	self, _ := l.c.Self()
@@ -257,15 +257,15 @@ func (l *clusterLinks) heldElsewhere(id string) bool {
 // held, now another's, has its link here closed and its grace here ended
 // without ending its work; the commands waiting for it anywhere here go
 // to its new holder.
-func (l *clusterLinks) leaseChanged(lc cluster.LeaseChange) {
+func (l *ClusterLinks) leaseChanged(lc cluster.LeaseChange) {
 	self, selfEpoch := l.c.Self()
 	mine := lc.NodeID == self && lc.NodeEpoch == selfEpoch
 	if !mine && lc.NodeID != "" {
-		if held := l.drop(lc.DeviceID, lc.Epoch); held > 0 {
+		if held := l.Drop(lc.DeviceID, lc.Epoch); held > 0 {
 			if c := l.reg.moved(lc.DeviceID); c != nil {
 				l.log.Info("cluster: device linked to another node; closing its link here", "device", lc.DeviceID, "node", lc.NodeID, "epoch", lc.Epoch, "held_epoch", held)
-				l.disp.linkDropped(c, false)
-				go c.conn.Close(websocket.StatusPolicyViolation, fmt.Sprintf("device linked to node %s", lc.NodeID))
+				l.disp.LinkDropped(c, false)
+				go c.Conn.Close(websocket.StatusPolicyViolation, fmt.Sprintf("device linked to node %s", lc.NodeID))
 			}
 		}
 	}
@@ -274,28 +274,28 @@ func (l *clusterLinks) leaseChanged(lc cluster.LeaseChange) {
 
 // serve answers a command another node sent for a device whose lease
 // this node holds, by sending it on the device's link.
-func (l *clusterLinks) serve(cmd cluster.Command) cluster.Reply {
+func (l *ClusterLinks) serve(cmd cluster.Command) cluster.Reply {
 	id := cmd.DeviceID
-	held := l.heldEpoch(id)
+	held := l.HeldEpoch(id)
 	if held != cmd.LeaseEpoch {
 		return cluster.Reply{Outcome: cluster.Stale, Lease: held}
 	}
-	at := l.reg.reach(id)
+	at := l.reg.Reach(id)
 	switch {
-	case at.link == nil && at.graceLeft > 0:
-		return cluster.Reply{Outcome: cluster.Between, GraceLeft: at.graceLeft}
-	case at.link == nil && at.shutDown:
+	case at.Link == nil && at.GraceLeft > 0:
+		return cluster.Reply{Outcome: cluster.Between, GraceLeft: at.GraceLeft}
+	case at.Link == nil && at.shutDown:
 		return cluster.Reply{Outcome: cluster.Down}
-	case at.link == nil:
+	case at.Link == nil:
 		return cluster.Reply{Outcome: cluster.Offline}
 	}
 	if cmd.Message.Type == protocol.ServerCancelCommand {
-		if err := sendCancel(at.link, cmd.Message); err != nil {
+		if err := sendCancel(at.Link, cmd.Message); err != nil {
 			return cluster.Reply{Outcome: cluster.Failed, Error: err.Error()}
 		}
 		return cluster.Reply{Outcome: cluster.Sent}
 	}
-	if l.disp.isFrozen() {
+	if l.disp.IsFrozen() {
 		// This node has handed its tasks off and is about to close its
 		// links: the device registers elsewhere soon, and the command goes
 		// to it there, not on a link about to close.
@@ -310,13 +310,13 @@ func (l *clusterLinks) serve(cmd cluster.Command) cluster.Reply {
 		delete(l.proxied, rid)
 		l.mu.Unlock()
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
-	err := at.link.conn.Send(ctx, cmd.Message)
+	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
+	err := at.Link.Conn.Send(ctx, cmd.Message)
 	cancel()
 	switch {
 	case errors.Is(err, protocol.ErrTooBig):
-		size, _ := frameSize(at.link.conn.Encoding(), cmd.Message)
-		return cluster.Reply{Outcome: cluster.Failed, Error: frameTooBig(size, at.link.conn.Encoding(), l.disp.frameCap)}
+		size, _ := FrameSize(at.Link.Conn.Encoding(), cmd.Message)
+		return cluster.Reply{Outcome: cluster.Failed, Error: FrameTooBig(size, at.Link.Conn.Encoding(), l.disp.frameCap)}
 	case err != nil:
 		l.log.Warn("cluster: command from another node not sent; it waits for the device to come back", "device", id, "response_id", rid, "err", err)
 		return cluster.Reply{Outcome: cluster.Between, GraceLeft: l.grace}
@@ -329,9 +329,9 @@ func (l *clusterLinks) serve(cmd cluster.Command) cluster.Reply {
 // lease, which sent it the command m cancels. A cancellation that does
 // not arrive is logged, not retried: the command still ends as its
 // session's cancellation says, and the tool at its own deadline.
-func (l *clusterLinks) stop(id string, lease int64, m *protocol.ServerMessage) {
+func (l *ClusterLinks) stop(id string, lease int64, m *protocol.ServerMessage) {
 	self, selfEpoch := l.c.Self()
-	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
 	defer cancel()
 	reply, err := l.c.SendCommand(ctx, cluster.Command{DeviceID: id, LeaseEpoch: lease, From: self, FromEpoch: selfEpoch, Message: m})
 	if err == nil && reply.Outcome != cluster.Sent {
@@ -344,7 +344,7 @@ func (l *clusterLinks) stop(id string, lease int64, m *protocol.ServerMessage) {
 
 // proxiedSession is the session of command rid, if another node sent it
 // here with one.
-func (l *clusterLinks) proxiedSession(rid string) *store.Session {
+func (l *ClusterLinks) proxiedSession(rid string) *store.Session {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.proxied[rid].session
@@ -354,7 +354,7 @@ func (l *clusterLinks) proxiedSession(rid string) *store.Session {
 // wait here, to the node that sent it here, or to every node if that is
 // not known (the device answered here a command sent on a link it had
 // elsewhere); sessionEnded if the write ended its session too.
-func (l *clusterLinks) recordedHere(rec store.Command, sessionEnded bool) {
+func (l *ClusterLinks) recordedHere(rec store.Command, sessionEnded bool) {
 	if rec.ResponseID == "" || rec.Status != store.CommandDone {
 		return
 	}
@@ -378,7 +378,7 @@ func (l *clusterLinks) recordedHere(rec store.Command, sessionEnded bool) {
 
 // refusedHere passes a device's ERROR about command rid, which another
 // node sent here, to that node, and reports whether it did.
-func (l *clusterLinks) refusedHere(deviceID, rid, why string) bool {
+func (l *ClusterLinks) refusedHere(deviceID, rid, why string) bool {
 	l.mu.Lock()
 	p, ok := l.proxied[rid]
 	delete(l.proxied, rid)
@@ -392,10 +392,10 @@ func (l *clusterLinks) refusedHere(deviceID, rid, why string) bool {
 	return true
 }
 
-// shutDown tells the nodes that sent here commands for device id, which
+// ShutDown tells the nodes that sent here commands for device id, which
 // it has not answered, that its agent closed its link on purpose as it
 // stopped: as on a single node, they fail unless their caller waits.
-func (l *clusterLinks) shutDown(id string) {
+func (l *ClusterLinks) ShutDown(id string) {
 	l.mu.Lock()
 	var told []cluster.Recorded
 	var to []string
@@ -418,6 +418,6 @@ func (l *clusterLinks) shutDown(id string) {
 // subscription's messages over one at a time, and ending a command's
 // session waits for a durable write, which others share only if they
 // are written at once.
-func (l *clusterLinks) recordedElsewhere(r cluster.Recorded) {
+func (l *ClusterLinks) recordedElsewhere(r cluster.Recorded) {
 	go l.disp.recordedElsewhere(r)
 }

@@ -95,7 +95,7 @@ func TestADeviceThatMovesToAnotherNodeGetsItsCommandThereOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, cluster.Stale, reply.Outcome)
 	assert.Greater(t, reply.Lease, stale)
-	assert.Equal(t, 0, b.srv.leases.(*clusterLinks).heldEpochOr0("kiosk-1"), "B holds it no more")
+	assert.Equal(t, 0, b.srv.leases.(*ClusterLinks).heldEpochOr0("kiosk-1"), "B holds it no more")
 }
 
 // A device between links on its node is between links for every node:
@@ -106,7 +106,7 @@ func TestACommandWaitsForADeviceBetweenLinksOnAnotherNode(t *testing.T) {
 	a, b, c := tc.node("a"), tc.node("b"), tc.node("c")
 	onB, token := tc.linkedTo(b, a, "kiosk-1")
 	onB.conn.CloseNow()
-	require.Eventually(t, func() bool { return b.srv.reg.reach("kiosk-1").graceLeft > 0 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return b.srv.reg.Reach("kiosk-1").GraceLeft > 0 }, 5*time.Second, 5*time.Millisecond)
 
 	out := a.echoInBackground("kiosk-1")
 	time.Sleep(200 * time.Millisecond) // the command is out, waiting
@@ -142,13 +142,13 @@ func TestWithoutNATSANodeRefusesCrossNodeWorkAndServesItsOwn(t *testing.T) {
 // linkLease is the lease epoch rc's link was registered under on ts.
 func (rc *rawClient) linkLease(ts *testServer) int64 {
 	rc.t.Helper()
-	c := ts.srv.reg.device(rc.id)
+	c := ts.srv.reg.Device(rc.id)
 	require.NotNil(rc.t, c)
 	return c.leaseEpoch.Load()
 }
 
 // heldEpochOr0 is heldEpoch, for tests.
-func (l *clusterLinks) heldEpochOr0(id string) int { return int(l.heldEpoch(id)) }
+func (l *ClusterLinks) heldEpochOr0(id string) int { return int(l.HeldEpoch(id)) }
 
 // Revoking a device on node A closes its link on node B within a second,
 // and fails A's command waiting for it.
@@ -165,7 +165,7 @@ func TestRevokingADeviceOnOneNodeClosesItsLinkOnAnotherWithinASecond(t *testing.
 	resp := <-out
 	assert.Equal(t, "failure", resp.Status)
 	assert.Contains(t, resp.FirstError(), `device "kiosk-1" was revoked`)
-	require.Eventually(t, func() bool { return b.srv.leases.(*clusterLinks).heldEpoch("kiosk-1") == 0 }, 5*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return b.srv.leases.(*ClusterLinks).HeldEpoch("kiosk-1") == 0 }, 5*time.Second, 10*time.Millisecond,
 		"B gave up the device's lease")
 }
 

@@ -93,10 +93,10 @@ func TestAFailureThatLosesTheRaceToResultsStillEndsTheCommandsSession(t *testing
 	require.NoError(t, err)
 	defer m.release(s)
 	row := s.row(api.StateRunning)
-	cmd := d.newCommand(commandSpec{deviceID: "kiosk-1", sessionID: "s1", actor: "operator", attempt: 1,
-		actions: []protocol.Command{{ToolName: "echo"}}, timeout: time.Minute, session: &row})
-	ran := make(chan commandResult, 1)
-	go func() { ran <- d.run(ctx, cmd) }() // recorded, then waiting unsent for the device
+	cmd := d.NewCommand(CommandSpec{DeviceID: "kiosk-1", SessionID: "s1", Actor: "operator", Attempt: 1,
+		Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: time.Minute, Session: &row})
+	ran := make(chan Result, 1)
+	go func() { ran <- d.Run(ctx, cmd) }() // recorded, then waiting unsent for the device
 	require.Eventually(t, func() bool { return d.waiting(cmd.rec.ResponseID) != nil }, 10*time.Second, time.Millisecond)
 
 	d.forget(cmd) // as fail does first, before a write that records the results
@@ -108,7 +108,7 @@ func TestAFailureThatLosesTheRaceToResultsStillEndsTheCommandsSession(t *testing
 	d.fail(cmd, "device \"kiosk-1\" did not answer within 1m0s")
 
 	r := <-ran
-	assert.True(t, r.recorded)
-	assert.Equal(t, results, r.results, "the results stand")
+	assert.True(t, r.Recorded)
+	assert.Equal(t, results, r.Results, "the results stand")
 	requireTaskHolds(t, ts, api.NewCommandResponse(cmd.rec.ResponseID, "s1", "kiosk-1", results))
 }

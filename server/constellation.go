@@ -24,7 +24,7 @@ import (
 // registerConstellation checks a REGISTER sent with an operator token, for
 // caller. A target outside the caller's scope is refused as one that is
 // not connected.
-func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMessage, c *identity.Caller) (*client, error) {
+func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMessage, c *identity.Caller) (*Link, error) {
 	if m.ClientType != protocol.ClientConstellation {
 		return nil, fmt.Errorf(`register: field "client_type": %q needs the device's own token; an operator token registers constellations only`, m.ClientType)
 	}
@@ -43,35 +43,35 @@ func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMe
 		return nil, fmt.Errorf("register: %w", err)
 	case m.TargetID == "":
 		return nil, errors.New(`register: field "target_id": missing: a constellation registers with the device it drives`)
-	case s.reg.device(m.TargetID) == nil || !inScope:
+	case s.reg.Device(m.TargetID) == nil || !inScope:
 		return nil, fmt.Errorf(`register: field "target_id": target device %q is not connected`, m.TargetID)
 	}
-	return &client{id: m.ClientID, typ: protocol.ClientConstellation, target: m.TargetID, caller: c}, nil
+	return &Link{ID: m.ClientID, Type: protocol.ClientConstellation, Target: m.TargetID, caller: c}, nil
 }
 
 // closeOnRevocation closes the constellation c's link when revoked, its
 // identity's or token's revocation, is closed, until ctx ends.
-func (s *Server) closeOnRevocation(ctx context.Context, c *client, revoked <-chan struct{}) {
+func (s *Server) closeOnRevocation(ctx context.Context, c *Link, revoked <-chan struct{}) {
 	go func() {
 		select {
 		case <-revoked:
-			s.log.Info("closing a revoked identity's constellation", "client_id", c.id, "identity", c.caller.Name)
-			c.conn.Close(websocket.StatusPolicyViolation, "identity revoked")
+			s.log.Info("closing a revoked identity's constellation", "client_id", c.ID, "identity", c.caller.Name)
+			c.Conn.Close(websocket.StatusPolicyViolation, "identity revoked")
 		case <-ctx.Done():
 		}
 	}()
 }
 
 // serveConstellation reads a constellation's messages until it leaves.
-func (s *Server) serveConstellation(ctx context.Context, c *client) {
+func (s *Server) serveConstellation(ctx context.Context, c *Link) {
 	for {
 		var m protocol.ClientMessage
-		if err := c.conn.Read(ctx, &m); err != nil {
-			s.log.Info("constellation link ended", "client_id", c.id, "err", err)
+		if err := c.Conn.Read(ctx, &m); err != nil {
+			s.log.Info("constellation link ended", "client_id", c.ID, "err", err)
 			return
 		}
 		if err := checkIdentity(c, &m); err != nil {
-			s.sendError(ctx, c.conn, err.Error(), m.RequestID)
+			s.sendError(ctx, c.Conn, err.Error(), m.RequestID)
 			continue
 		}
 		if err := s.allowLinkMessage(ctx, c, m.Type); err != nil {
@@ -80,7 +80,7 @@ func (s *Server) serveConstellation(ctx context.Context, c *client) {
 		}
 		switch m.Type {
 		case protocol.ClientHeartbeat:
-			s.sendAck(ctx, c.conn, &m)
+			s.sendAck(ctx, c.Conn, &m)
 		case protocol.ClientTask:
 			if err := s.startConstellationTask(ctx, c, &m); err != nil {
 				s.refuseTask(ctx, c, &m, err)
@@ -88,11 +88,11 @@ func (s *Server) serveConstellation(ctx context.Context, c *client) {
 		case protocol.ClientDeviceInfoRequest:
 			s.answerDeviceInfo(ctx, c, &m)
 		case protocol.ClientTaskEnd:
-			s.log.Debug("constellation acknowledged a task end", "client_id", c.id, "session_id", m.SessionID)
+			s.log.Debug("constellation acknowledged a task end", "client_id", c.ID, "session_id", m.SessionID)
 		case protocol.ClientError:
-			s.log.Warn("constellation reported an error", "client_id", c.id, "error", m.Error)
+			s.log.Warn("constellation reported an error", "client_id", c.ID, "error", m.Error)
 		default:
-			s.sendError(ctx, c.conn, fmt.Sprintf("message type %q is not accepted from a constellation", m.Type), m.RequestID)
+			s.sendError(ctx, c.Conn, fmt.Sprintf("message type %q is not accepted from a constellation", m.Type), m.RequestID)
 		}
 	}
 }
@@ -102,19 +102,19 @@ func (s *Server) serveConstellation(ctx context.Context, c *client) {
 // about its target, that the target is still in its scope (a device
 // revoked and enrolled again with other labels may not be), else it is
 // refused as a target that is not connected.
-func (s *Server) allowLinkMessage(ctx context.Context, c *client, t protocol.ClientMessageType) error {
+func (s *Server) allowLinkMessage(ctx context.Context, c *Link, t protocol.ClientMessageType) error {
 	if err := identity.AllowMessage(c.caller, t); err != nil {
 		return err
 	}
 	if ru, _ := identity.RuleFor(identity.MessageKey(t)); ru.Scope != identity.LinkTarget {
 		return nil
 	}
-	in, err := s.deviceInScope(ctx, c.caller, c.target)
+	in, err := s.deviceInScope(ctx, c.caller, c.Target)
 	switch {
 	case err != nil:
 		return err
 	case !in:
-		return fmt.Errorf("target device %q is not connected", c.target)
+		return fmt.Errorf("target device %q is not connected", c.Target)
 	}
 	return nil
 }
@@ -122,39 +122,39 @@ func (s *Server) allowLinkMessage(ctx context.Context, c *client, t protocol.Cli
 // refuseMessage answers a message the access policy refuses: a TASK as
 // every TASK that cannot start, with a failed TASK_END; others with an
 // ERROR.
-func (s *Server) refuseMessage(ctx context.Context, c *client, m *protocol.ClientMessage, err error) {
-	s.log.Warn("message refused", "client_id", c.id, "identity", c.caller.Name, "type", m.Type, "err", err)
+func (s *Server) refuseMessage(ctx context.Context, c *Link, m *protocol.ClientMessage, err error) {
+	s.log.Warn("message refused", "client_id", c.ID, "identity", c.caller.Name, "type", m.Type, "err", err)
 	if m.Type == protocol.ClientTask {
 		s.refuseTask(ctx, c, m, err)
 		return
 	}
-	s.sendError(ctx, c.conn, err.Error(), m.RequestID)
+	s.sendError(ctx, c.Conn, err.Error(), m.RequestID)
 }
 
 // startConstellationTask starts a session on the constellation's target
 // for a TASK, acknowledges it, and sends the TASK_END back to the
 // constellation when the session ends.
-func (s *Server) startConstellationTask(ctx context.Context, c *client, m *protocol.ClientMessage) error {
+func (s *Server) startConstellationTask(ctx context.Context, c *Link, m *protocol.ClientMessage) error {
 	name, original := s.wsTaskName(c, m.TaskName)
 	p, err := planFromRequest(m.Request, s.cfg.Limits.MaxPlanBytes)
 	if err != nil {
 		return inField("request", err)
 	}
-	if s.reg.device(c.target) == nil {
-		return fmt.Errorf("target device %q is not connected", c.target)
+	if s.reg.Device(c.Target) == nil {
+		return fmt.Errorf("target device %q is not connected", c.Target)
 	}
 	_, err = s.tasks.StartPlan(ctx, planTask{
-		asker: asker{who: c.caller, kind: api.RequesterConstellation, client: c.id}, Device: c.target, Plan: p,
-		ID: m.SessionID, TaskName: name, OriginalTaskName: original, TaskEnd: s.taskEndTo(c.id), Announce: s.ackTask(c, m),
+		asker: asker{who: c.caller, kind: api.RequesterConstellation, client: c.ID}, Device: c.Target, Plan: p,
+		ID: m.SessionID, TaskName: name, OriginalTaskName: original, TaskEnd: s.taskEndTo(c.ID), Announce: s.ackTask(c, m),
 	})
 	return err
 }
 
 // ackTask acknowledges the TASK m, once its session exists, to the
 // constellation c.
-func (s *Server) ackTask(c *client, m *protocol.ClientMessage) func(*session) {
+func (s *Server) ackTask(c *Link, m *protocol.ClientMessage) func(*session) {
 	return func(sess *session) {
-		s.send(c.conn, &protocol.ServerMessage{
+		s.send(c.Conn, &protocol.ServerMessage{
 			Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, SessionID: sess.ID, TaskName: sess.TaskName,
 			Timestamp: protocol.Now(), ResponseID: ackID(m),
 		})
@@ -165,24 +165,24 @@ func (s *Server) ackTask(c *client, m *protocol.ClientMessage) func(*session) {
 // connection it has when the task ends.
 func (s *Server) taskEndTo(clientID string) taskEndFunc {
 	return func(msg *protocol.ServerMessage) error {
-		c := s.reg.get(clientID)
-		if c == nil || c.isDevice() {
+		c := s.reg.Get(clientID)
+		if c == nil || c.IsDevice() {
 			return fmt.Errorf("requester %q is not connected", clientID)
 		}
-		return s.send(c.conn, msg)
+		return s.send(c.Conn, msg)
 	}
 }
 
 // answerDeviceInfo answers a DEVICE_INFO_REQUEST about the constellation's
 // own target, to the constellation alone.
-func (s *Server) answerDeviceInfo(ctx context.Context, c *client, m *protocol.ClientMessage) {
-	dev := s.reg.device(c.target)
-	if dev == nil || dev.info.Load() == nil {
-		s.sendError(ctx, c.conn, fmt.Sprintf("device_info_request: no system info for target device %q: it is not connected or sent none", c.target), m.RequestID)
+func (s *Server) answerDeviceInfo(ctx context.Context, c *Link, m *protocol.ClientMessage) {
+	dev := s.reg.Device(c.Target)
+	if dev == nil || dev.Info.Load() == nil {
+		s.sendError(ctx, c.Conn, fmt.Sprintf("device_info_request: no system info for target device %q: it is not connected or sent none", c.Target), m.RequestID)
 		return
 	}
-	s.send(c.conn, &protocol.ServerMessage{
-		Type: protocol.ServerDeviceInfoResponse, Status: protocol.StatusOK, Result: infoInScope(dev.info.Load(), c.caller.Scope),
+	s.send(c.Conn, &protocol.ServerMessage{
+		Type: protocol.ServerDeviceInfoResponse, Status: protocol.StatusOK, Result: infoInScope(dev.Info.Load(), c.caller.Scope),
 		Timestamp: protocol.Now(), ResponseID: m.RequestID,
 	})
 }

@@ -20,8 +20,8 @@ import (
 // leaseIfNotHere reads device id's lease, unless the device is linked or
 // between links here, or another node's lease announcement says where it
 // is (where takes that): nil if no node ever held it, or on a single node.
-func (l *clusterLinks) leaseIfNotHere(id string) (*store.DeviceLease, error) {
-	if at := l.reg.reach(id); at.link != nil || at.graceLeft > 0 {
+func (l *ClusterLinks) leaseIfNotHere(id string) (*store.DeviceLease, error) {
+	if at := l.reg.Reach(id); at.Link != nil || at.GraceLeft > 0 {
 		return nil, nil
 	}
 	self, _ := l.c.Self()
@@ -36,8 +36,8 @@ func (l *clusterLinks) leaseIfNotHere(id string) (*store.DeviceLease, error) {
 
 // readLease reads device id's lease from the store: nil if no node ever
 // held it.
-func (l *clusterLinks) readLease(id string) (*store.DeviceLease, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+func (l *ClusterLinks) readLease(id string) (*store.DeviceLease, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
 	defer cancel()
 	lease, err := l.c.Lease(ctx, id)
 	switch {
@@ -53,8 +53,8 @@ func (l *clusterLinks) readLease(id string) (*store.DeviceLease, error) {
 // disp.mu): at, the registry's answer, unless the device is neither
 // linked nor between links here; then from its lease, or from a newer
 // lease change heard since it was read.
-func (l *clusterLinks) where(id string, at whereabouts, lease *store.DeviceLease) whereabouts {
-	if at.link != nil || at.graceLeft > 0 {
+func (l *ClusterLinks) where(id string, at Whereabouts, lease *store.DeviceLease) Whereabouts {
+	if at.Link != nil || at.GraceLeft > 0 {
 		return at
 	}
 	self, selfEpoch := l.c.Self()
@@ -64,9 +64,9 @@ func (l *clusterLinks) where(id string, at whereabouts, lease *store.DeviceLease
 			return at // released: its grace ended wherever it was
 		case lc.NodeID == self && lc.NodeEpoch == selfEpoch:
 			// Registered here just now: its registration sends what waits.
-			return whereabouts{graceLeft: l.grace}
+			return Whereabouts{GraceLeft: l.grace}
 		}
-		return whereabouts{node: lc.NodeID, leaseEpoch: lc.Epoch}
+		return Whereabouts{node: lc.NodeID, leaseEpoch: lc.Epoch}
 	}
 	if lease == nil || !lease.Held() || (lease.NodeID == self && lease.NodeEpoch == selfEpoch) {
 		return at
@@ -74,22 +74,22 @@ func (l *clusterLinks) where(id string, at whereabouts, lease *store.DeviceLease
 	if !lease.HolderAlive {
 		// Its node died: the device is between links until it registers
 		// on another node, within its grace from that node's last word.
-		return whereabouts{graceLeft: max(l.grace-lease.HolderSilent, 0)}
+		return Whereabouts{GraceLeft: max(l.grace-lease.HolderSilent, 0)}
 	}
 	if lease.HolderVersion != cluster.ProtocolVersion {
-		return whereabouts{refused: fmt.Sprintf("device %q is linked to node %q, which speaks inter-node protocol version %d; this node speaks %d",
+		return Whereabouts{refused: fmt.Sprintf("device %q is linked to node %q, which speaks inter-node protocol version %d; this node speaks %d",
 			id, lease.NodeID, lease.HolderVersion, cluster.ProtocolVersion)}
 	}
 	// Kept as if announced: the next command for the device reads no lease,
 	// until a send to that node fails (retry reads it again).
 	l.leases[id] = cluster.LeaseChange{DeviceID: id, NodeID: lease.NodeID, NodeEpoch: lease.NodeEpoch, Epoch: lease.Epoch}
-	return whereabouts{node: lease.NodeID, leaseEpoch: lease.Epoch}
+	return Whereabouts{node: lease.NodeID, leaseEpoch: lease.Epoch}
 }
 
 // send sends cmd to node, the holder of its device's lease at epoch,
 // unless it was sent there under that lease already, and acts on the
 // holder's answer.
-func (l *clusterLinks) send(cmd *command, node string, epoch int64) {
+func (l *ClusterLinks) send(cmd *Command, node string, epoch int64) {
 	d := l.disp
 	d.mu.Lock()
 	if d.pending[cmd.rec.ResponseID] != cmd || cmd.abandoned || cmd.sentOn != nil || cmd.elsewhere.lease >= epoch {
@@ -101,7 +101,7 @@ func (l *clusterLinks) send(cmd *command, node string, epoch int64) {
 	d.mu.Unlock()
 
 	self, selfEpoch := l.c.Self()
-	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
 	reply, err := l.c.SendCommand(ctx, cluster.Command{DeviceID: cmd.rec.DeviceID, LeaseEpoch: epoch, From: self, FromEpoch: selfEpoch,
 		Timeout: cmd.timeout, Message: cmd.msg, Session: sessionToSend(cmd.session)})
 	cancel()
@@ -119,7 +119,7 @@ func (l *clusterLinks) send(cmd *command, node string, epoch int64) {
 }
 
 // answered acts on a holder's answer, reply or err, to cmd, not sent.
-func (l *clusterLinks) answered(cmd *command, node string, reply cluster.Reply, err error) {
+func (l *ClusterLinks) answered(cmd *Command, node string, reply cluster.Reply, err error) {
 	d, id := l.disp, cmd.rec.DeviceID
 	switch {
 	case err != nil || reply.Outcome == cluster.Stale:
@@ -143,7 +143,7 @@ func (l *clusterLinks) answered(cmd *command, node string, reply cluster.Reply, 
 
 // retry routes cmd again after a pause that grows with its retries:
 // from the lease as the store has it now.
-func (l *clusterLinks) retry(cmd *command) {
+func (l *ClusterLinks) retry(cmd *Command) {
 	d := l.disp
 	d.mu.Lock()
 	cmd.elsewhere.retries++
@@ -173,23 +173,23 @@ func (l *clusterLinks) retry(cmd *command) {
 		// What the store says now wins over what was heard before it.
 		delete(l.leases, cmd.rec.DeviceID)
 	}
-	at := l.where(cmd.rec.DeviceID, d.reg.reach(cmd.rec.DeviceID), lease)
+	at := l.where(cmd.rec.DeviceID, d.reg.Reach(cmd.rec.DeviceID), lease)
 	d.mu.Unlock()
 	switch {
-	case at.link != nil:
-		d.send(cmd, at.link, true)
+	case at.Link != nil:
+		d.send(cmd, at.Link, true)
 	case at.node != "":
 		l.send(cmd, at.node, at.leaseEpoch)
 	case at.refused != "":
 		d.failUnsent(cmd, at.refused)
-	case at.graceLeft == 0 && !cmd.waitForDevice:
+	case at.GraceLeft == 0 && !cmd.waitForDevice:
 		d.failUnsent(cmd, fmt.Sprintf("device %q is offline", cmd.rec.DeviceID))
 	}
 }
 
 // failUnsentAfter fails cmd after wait if it is still unsent then,
 // unless it already has such a deadline.
-func (d *dispatcher) failUnsentAfter(cmd *command, wait time.Duration, reason string) {
+func (d *Dispatcher) failUnsentAfter(cmd *Command, wait time.Duration, reason string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if cmd.unsentTimer != nil || d.pending[cmd.rec.ResponseID] != cmd {
@@ -202,7 +202,7 @@ func (d *dispatcher) failUnsentAfter(cmd *command, wait time.Duration, reason st
 // its new holder, unless that is this node (mine), whose registration
 // sends them; a released lease (its grace ended) fails those never sent
 // and keeps those sent from being sent again, as a grace that ends here.
-func (l *clusterLinks) sendOnLeaseChange(lc cluster.LeaseChange, mine bool) {
+func (l *ClusterLinks) sendOnLeaseChange(lc cluster.LeaseChange, mine bool) {
 	d := l.disp
 	d.mu.Lock()
 	if old, ok := l.leases[lc.DeviceID]; ok && old.Epoch >= lc.Epoch && !(lc.NodeID == "" && old.Epoch == lc.Epoch) {
@@ -210,7 +210,7 @@ func (l *clusterLinks) sendOnLeaseChange(lc cluster.LeaseChange, mine bool) {
 		return
 	}
 	l.leases[lc.DeviceID] = lc
-	var todo []*command
+	var todo []*Command
 	for _, cmd := range d.pending {
 		if cmd.rec.DeviceID == lc.DeviceID && cmd.sentOn == nil && cmd.elsewhere.lease < lc.Epoch {
 			todo = append(todo, cmd)
@@ -236,7 +236,7 @@ func (l *clusterLinks) sendOnLeaseChange(lc cluster.LeaseChange, mine bool) {
 }
 
 // abandonCommand keeps cmd from being sent again; see abandon.
-func (d *dispatcher) abandonCommand(cmd *command) {
+func (d *Dispatcher) abandonCommand(cmd *Command) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	cmd.abandoned = true
@@ -245,7 +245,7 @@ func (d *dispatcher) abandonCommand(cmd *command) {
 // recordedElsewhere ends the command r is the results of, if it waits
 // here, with the session it alone makes up; or fails it, if its device
 // refused it.
-func (d *dispatcher) recordedElsewhere(r cluster.Recorded) {
+func (d *Dispatcher) recordedElsewhere(r cluster.Recorded) {
 	cmd := d.waiting(r.ResponseID)
 	if cmd == nil || cmd.rec.DeviceID != r.DeviceID {
 		return
@@ -275,7 +275,7 @@ func (d *dispatcher) recordedElsewhere(r cluster.Recorded) {
 	}
 	d.forget(cmd)
 	d.end(cmd, r.Results, "", true)
-	cmd.log.Debug("results recorded by another node", "status", commandResult{results: r.Results}.status())
+	cmd.log.Debug("results recorded by another node", "status", Result{Results: r.Results}.Status())
 }
 
 // crossNodeOutcome is the metric label of a send to another node that

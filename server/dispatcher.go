@@ -19,10 +19,10 @@ import (
 	"github.com/google/uuid"
 )
 
-// sendTimeout bounds writing one frame to a client.
-const sendTimeout = 10 * time.Second
+// SendTimeout bounds writing one frame to a client.
+const SendTimeout = 10 * time.Second
 
-// dispatcher sends COMMAND messages and ends each with its device's
+// Dispatcher sends COMMAND messages and ends each with its device's
 // COMMAND_RESULTS or its timeout; see RATIONALE.md for why this loses
 // nothing and records every result exactly once.
 //
@@ -43,10 +43,10 @@ const sendTimeout = 10 * time.Second
 //     any repeat is acknowledged and ignored.
 //   - Results, and failures, that the store cannot take now (a full disk)
 //     are kept and recorded once it can; see RATIONALE.md, "A full disk".
-type dispatcher struct {
+type Dispatcher struct {
 	store      *store.Store
 	unrecorded *unrecorded.Writes
-	reg        *registry
+	reg        *Registry
 	metrics    *metrics.Metrics
 	// answer tells a device how its results, kept while the store could
 	// not take them, ended: deliver's error for them.
@@ -65,14 +65,14 @@ type dispatcher struct {
 	remote remote
 
 	mu      sync.Mutex
-	pending map[string]*command // by response_id
+	pending map[string]*Command // by response_id
 	// frozen: the node handed its sessions off (freeze): it records no
 	// new command and no failure, and sends nothing more.
 	frozen bool
 }
 
-// command is a COMMAND waiting for its results.
-type command struct {
+// Command is a COMMAND waiting for its results.
+type Command struct {
 	rec store.Command
 	msg *protocol.ServerMessage
 	// session: see commandSpec.session.
@@ -102,7 +102,7 @@ type command struct {
 	fenced   bool   // another node adopted its session: see fence
 
 	// Guarded by dispatcher.mu.
-	sentOn *client // the link it was sent on; nil once that link dropped
+	sentOn *Link // the link it was sent on; nil once that link dropped
 	sent   bool    // it went out on some link
 	// elsewhere is its sending to another node (cluster mode).
 	elsewhere sentElsewhere
@@ -128,30 +128,30 @@ type sentElsewhere struct {
 }
 
 // result is how cmd ended, once done is closed.
-func (c *command) result() commandResult {
-	r := commandResult{responseID: c.rec.ResponseID, results: c.results, recorded: c.recorded}
+func (c *Command) result() Result {
+	r := Result{ResponseID: c.rec.ResponseID, Results: c.results, Recorded: c.recorded}
 	if c.fenced {
-		r.err = fmt.Errorf("%s: %w", c.failed, store.ErrAdopted)
+		r.Err = fmt.Errorf("%s: %w", c.failed, store.ErrAdopted)
 	}
 	return r
 }
 
-func newDispatcher(st *store.Store, u *unrecorded.Writes, reg *registry, mx *metrics.Metrics,
+func NewDispatcher(st *store.Store, u *unrecorded.Writes, reg *Registry, mx *metrics.Metrics,
 	answer func(deviceID string, m *protocol.ClientMessage, err error),
-	sessionEnd func(store.Session, store.Command) (store.Session, error), log *slog.Logger, frameCap int64) *dispatcher {
-	return &dispatcher{store: st, unrecorded: u, reg: reg, metrics: mx, answer: answer, sessionEnd: sessionEnd, log: log, frameCap: frameCap,
-		remote: singleNode{}, pending: map[string]*command{}}
+	sessionEnd func(store.Session, store.Command) (store.Session, error), log *slog.Logger, frameCap int64) *Dispatcher {
+	return &Dispatcher{store: st, unrecorded: u, reg: reg, metrics: mx, answer: answer, sessionEnd: sessionEnd, log: log, frameCap: frameCap,
+		remote: SingleNode{}, pending: map[string]*Command{}}
 }
 
 // end ends cmd with its outcome: the first call wins. The command is
 // counted before whoever waits for it hears, so that what they do next
 // (read /metrics, say) sees it.
-func (d *dispatcher) end(cmd *command, results []protocol.Result, failed string, recorded bool) {
+func (d *Dispatcher) end(cmd *Command, results []protocol.Result, failed string, recorded bool) {
 	d.endAs(cmd, results, failed, recorded, false)
 }
 
 // endAs is end, for a command that is fenced off or not.
-func (d *dispatcher) endAs(cmd *command, results []protocol.Result, failed string, recorded, fenced bool) {
+func (d *Dispatcher) endAs(cmd *Command, results []protocol.Result, failed string, recorded, fenced bool) {
 	cmd.once.Do(func() {
 		d.metrics.CommandEnded(d.toolLabels(cmd.rec.DeviceID, cmd.rec.Actions), results, time.Since(cmd.start))
 		cmd.results, cmd.failed, cmd.recorded, cmd.fenced = results, failed, recorded, fenced
@@ -159,52 +159,52 @@ func (d *dispatcher) endAs(cmd *command, results []protocol.Result, failed strin
 	})
 }
 
-// commandSpec is what a command is for.
-type commandSpec struct {
-	deviceID, sessionID, actor string
-	by                         store.By
-	step, attempt              int
-	// actions are resolved: they go to the device as they are, with
+// CommandSpec is what a command is for.
+type CommandSpec struct {
+	DeviceID, SessionID, Actor string
+	By                         store.By
+	Step, Attempt              int
+	// Actions are resolved: they go to the device as they are, with
 	// fresh call_ids.
-	actions []protocol.Command
-	tools   []store.ToolRef
-	timeout time.Duration
-	// waitForDevice: see command.waitForDevice.
-	waitForDevice bool
-	// session, if set, is the row of the session this command alone
+	Actions []protocol.Command
+	Tools   []store.ToolRef
+	Timeout time.Duration
+	// WaitForDevice: see command.WaitForDevice.
+	WaitForDevice bool
+	// Session, if set, is the row of the Session this command alone
 	// makes up (a single command from the API). The dispatcher records it
 	// in the transaction that records the command, and ends it in the one
 	// that records the command's outcome: a single command costs two
 	// transactions in all.
-	session *store.Session
-	// fence: see command.fence.
-	fence *store.Owner
+	Session *store.Session
+	// Fence: see command.Fence.
+	Fence *store.Owner
 }
 
-// newCommand gives the actions fresh call_ids and the command a fresh
+// NewCommand gives the actions fresh call_ids and the command a fresh
 // response_id.
-func (d *dispatcher) newCommand(spec commandSpec) *command {
-	actions := make([]protocol.Command, len(spec.actions))
+func (d *Dispatcher) NewCommand(spec CommandSpec) *Command {
+	actions := make([]protocol.Command, len(spec.Actions))
 	callIDs := make([]string, len(actions))
-	for i, a := range spec.actions {
+	for i, a := range spec.Actions {
 		a.CallID = uuid.NewString()
 		actions[i], callIDs[i] = a, a.CallID
 	}
 	rec := store.Command{
-		ResponseID: newRowID(), DeviceID: spec.deviceID, SessionID: spec.sessionID, Actor: spec.actor, By: spec.by,
-		Step: spec.step, Attempt: spec.attempt, Actions: actions, Tools: spec.tools, Timeout: spec.timeout, WaitForDevice: spec.waitForDevice,
+		ResponseID: NewRowID(), DeviceID: spec.DeviceID, SessionID: spec.SessionID, Actor: spec.Actor, By: spec.By,
+		Step: spec.Step, Attempt: spec.Attempt, Actions: actions, Tools: spec.Tools, Timeout: spec.Timeout, WaitForDevice: spec.WaitForDevice,
 	}
-	cmd := d.recordedCommand(rec, spec.session)
-	cmd.fence = spec.fence
+	cmd := d.recordedCommand(rec, spec.Session)
+	cmd.fence = spec.Fence
 	return cmd
 }
 
 // recordedCommand is the command rec, for the session row session if it
 // alone makes that session up.
-func (d *dispatcher) recordedCommand(rec store.Command, session *store.Session) *command {
-	cmd := &command{
+func (d *Dispatcher) recordedCommand(rec store.Command, session *store.Session) *Command {
+	cmd := &Command{
 		rec:     rec,
-		msg:     commandMessage(rec.SessionID, rec.ResponseID, rec.Actions),
+		msg:     CommandMessage(rec.SessionID, rec.ResponseID, rec.Actions),
 		session: session, timeout: rec.Timeout, waitForDevice: rec.WaitForDevice,
 		done: make(chan struct{}),
 	}
@@ -213,27 +213,27 @@ func (d *dispatcher) recordedCommand(rec store.Command, session *store.Session) 
 }
 
 // logAttrs are the attributes of every line logged about c.
-func (c *command) logAttrs() []any {
+func (c *Command) logAttrs() []any {
 	return []any{"device", c.rec.DeviceID, "session_id", c.rec.SessionID, "response_id", c.rec.ResponseID,
 		"call_id", protocol.JoinCallIDs(protocol.CallIDs(c.rec.Actions))}
 }
 
-// commandMessage is the COMMAND that carries actions.
-func commandMessage(sessionID, responseID string, actions []protocol.Command) *protocol.ServerMessage {
+// CommandMessage is the COMMAND that carries actions.
+func CommandMessage(sessionID, responseID string, actions []protocol.Command) *protocol.ServerMessage {
 	return &protocol.ServerMessage{
 		Type: protocol.ServerCommand, Status: protocol.StatusContinue, Actions: actions,
 		SessionID: sessionID, ResponseID: responseID, Timestamp: protocol.Now(),
 	}
 }
 
-// errStorage means the command was not sent because it could not be
+// ErrStorage means the command was not sent because it could not be
 // recorded: nothing runs unrecorded.
-var errStorage = errors.New("storage unavailable")
+var ErrStorage = errors.New("storage unavailable")
 
-// run records cmd (with its session, if it makes one up), sends it and
+// Run records cmd (with its session, if it makes one up), sends it and
 // waits for its outcome. Every outcome, offline device, timeout and
 // storage failure included, ends in one Result per action. When ctx ends
-// first, run returns failures at once (not recorded), but the command goes
+// first, Run returns failures at once (not recorded), but the command goes
 // on: its results are recorded whenever they come.
 //
 // The record is committed before the command is sent, but not fsynced:
@@ -242,15 +242,15 @@ var errStorage = errors.New("storage unavailable")
 // an Idempotency-Key is the exception: its key must outlive a crash of
 // the machine before a repeat can come (RATIONALE.md, "One fsync per
 // command").
-func (d *dispatcher) run(ctx context.Context, cmd *command) commandResult {
+func (d *Dispatcher) Run(ctx context.Context, cmd *Command) Result {
 	cmd.start = time.Now()
 	record := d.store.WriteUnsynced
 	if cmd.session != nil && cmd.session.Key != nil {
 		record = d.store.Write
 	}
-	if d.isFrozen() {
-		return commandResult{responseID: cmd.rec.ResponseID, results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), errHandedOff.Error()),
-			err: errHandedOff}
+	if d.IsFrozen() {
+		return Result{ResponseID: cmd.rec.ResponseID, Results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), ErrHandedOff.Error()),
+			Err: ErrHandedOff}
 	}
 	err := record(context.WithoutCancel(ctx), func(tx *store.Tx) error {
 		// The session a single command makes up is recorded with it.
@@ -267,8 +267,8 @@ func (d *dispatcher) run(ctx context.Context, cmd *command) commandResult {
 		return tx.InsertCommand(cmd.rec)
 	})
 	if err != nil {
-		return commandResult{responseID: cmd.rec.ResponseID, results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), err.Error()),
-			err: fmt.Errorf("%w: %w", errStorage, err)}
+		return Result{ResponseID: cmd.rec.ResponseID, Results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), err.Error()),
+			Err: fmt.Errorf("%w: %w", ErrStorage, err)}
 	}
 	if offline := d.park(cmd); offline != "" {
 		d.fail(cmd, offline)
@@ -276,7 +276,7 @@ func (d *dispatcher) run(ctx context.Context, cmd *command) commandResult {
 	return d.await(ctx, cmd)
 }
 
-// resume sends again, with the same response_id and call_ids, the
+// Resume sends again, with the same response_id and call_ids, the
 // command rec that a node whose session this one adopted recorded and
 // may have sent, and waits for its outcome as run does. The agent answers
 // a repeat from its outbox and never runs it twice. session is the row
@@ -284,7 +284,7 @@ func (d *dispatcher) run(ctx context.Context, cmd *command) commandResult {
 // that runs its session. Results recorded
 // meanwhile (the device reported them to a node after its own died) end
 // it at once.
-func (d *dispatcher) resume(ctx context.Context, rec store.Command, session *store.Session, fence *store.Owner) commandResult {
+func (d *Dispatcher) Resume(ctx context.Context, rec store.Command, session *store.Session, fence *store.Owner) Result {
 	cmd := d.recordedCommand(rec, session)
 	cmd.inFlight, cmd.fence, cmd.start = true, fence, time.Now()
 	if offline := d.park(cmd); offline != "" {
@@ -297,16 +297,16 @@ func (d *dispatcher) resume(ctx context.Context, rec store.Command, session *sto
 
 // settle ends cmd, whose outcome the store holds already, with it, and
 // the session it alone makes up.
-func (d *dispatcher) settle(cmd *command) { d.fail(cmd, "its outcome is recorded already") }
+func (d *Dispatcher) settle(cmd *Command) { d.fail(cmd, "its outcome is recorded already") }
 
 // await waits for cmd's outcome, or for ctx to end: see run.
-func (d *dispatcher) await(ctx context.Context, cmd *command) commandResult {
+func (d *Dispatcher) await(ctx context.Context, cmd *Command) Result {
 	select {
 	case <-cmd.done:
 		if cmd.failed != "" {
 			cmd.log.Warn("command failed", "err", cmd.failed)
 		} else {
-			cmd.log.Info("command done", "status", cmd.result().status())
+			cmd.log.Info("command done", "status", cmd.result().Status())
 		}
 		return cmd.result()
 	case <-ctx.Done():
@@ -316,7 +316,7 @@ func (d *dispatcher) await(ctx context.Context, cmd *command) commandResult {
 			return cmd.result()
 		}
 		cmd.log.Info("caller stopped waiting; the command's results will still be recorded", "err", context.Cause(ctx))
-		return commandResult{responseID: cmd.rec.ResponseID, results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), reason)}
+		return Result{ResponseID: cmd.rec.ResponseID, Results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), reason)}
 	}
 }
 
@@ -343,7 +343,7 @@ func (d *dispatcher) await(ctx context.Context, cmd *command) commandResult {
 // registry moves a device from online to between links in one step, so
 // a link that drops at any moment before, even while the command was
 // being recorded, leaves it waiting, never failed.
-func (d *dispatcher) park(cmd *command) (offline string) {
+func (d *Dispatcher) park(cmd *Command) (offline string) {
 	id := cmd.rec.DeviceID
 	lease, err := d.remote.leaseIfNotHere(id)
 	if err != nil {
@@ -352,11 +352,11 @@ func (d *dispatcher) park(cmd *command) (offline string) {
 	d.mu.Lock()
 	if d.frozen {
 		d.mu.Unlock()
-		return errHandedOff.Error()
+		return ErrHandedOff.Error()
 	}
-	at := d.remote.where(id, d.reg.reach(id), lease)
-	waits := at.link == nil && at.node == "" && (cmd.waitForDevice || cmd.inFlight || at.graceLeft > 0)
-	if at.link == nil && at.node == "" && !waits {
+	at := d.remote.where(id, d.reg.Reach(id), lease)
+	waits := at.Link == nil && at.node == "" && (cmd.waitForDevice || cmd.inFlight || at.GraceLeft > 0)
+	if at.Link == nil && at.node == "" && !waits {
 		d.mu.Unlock()
 		switch {
 		case at.refused != "":
@@ -369,9 +369,9 @@ func (d *dispatcher) park(cmd *command) (offline string) {
 	d.pending[cmd.rec.ResponseID] = cmd
 	cmd.timer = time.AfterFunc(cmd.timeout, func() { d.expire(cmd) })
 	within := cmd.timeout
-	if waits && !cmd.waitForDevice && !cmd.inFlight && at.graceLeft < cmd.timeout {
-		within = at.graceLeft
-		cmd.unsentTimer = time.AfterFunc(at.graceLeft, func() {
+	if waits && !cmd.waitForDevice && !cmd.inFlight && at.GraceLeft < cmd.timeout {
+		within = at.GraceLeft
+		cmd.unsentTimer = time.AfterFunc(at.GraceLeft, func() {
 			d.failUnsent(cmd, fmt.Sprintf("device %q is offline and did not register again within its grace", id))
 		})
 	}
@@ -382,7 +382,7 @@ func (d *dispatcher) park(cmd *command) (offline string) {
 	case waits:
 		cmd.log.Info("device is offline; the command waits for it to register again", "within", within)
 	default:
-		d.send(cmd, at.link, false)
+		d.send(cmd, at.Link, false)
 	}
 	return ""
 }
@@ -396,7 +396,7 @@ func shutDownFailure(id, when string) string {
 
 // failUnsent fails cmd, durably, if it was never sent, so that it never
 // will be, and reports whether it did.
-func (d *dispatcher) failUnsent(cmd *command, reason string) bool {
+func (d *Dispatcher) failUnsent(cmd *Command, reason string) bool {
 	d.mu.Lock()
 	unsent := !cmd.sent && d.pending[cmd.rec.ResponseID] == cmd
 	if unsent {
@@ -413,7 +413,7 @@ func (d *dispatcher) failUnsent(cmd *command, reason string) bool {
 // leaves the command waiting for the device to register again, unless the
 // command is too big for a frame: it could never be sent, so it fails at
 // once, saying so.
-func (d *dispatcher) send(cmd *command, c *client, resend bool) {
+func (d *Dispatcher) send(cmd *Command, c *Link, resend bool) {
 	d.mu.Lock()
 	if cmd.sentOn == c || d.pending[cmd.rec.ResponseID] != cmd {
 		d.mu.Unlock()
@@ -427,7 +427,7 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	cmd.sentOn, cmd.sent = c, true
 	d.mu.Unlock()
 
-	err := c.conn.SendWithin(sendTimeout, cmd.msg)
+	err := c.Conn.SendWithin(SendTimeout, cmd.msg)
 	if errors.Is(err, protocol.ErrTooBig) {
 		d.tooBig(cmd, c, err)
 		return
@@ -449,16 +449,16 @@ func (d *dispatcher) send(cmd *command, c *client, resend bool) {
 	}
 }
 
-// stop asks the device that command responseID was sent to to stop it,
+// Stop asks the device that command responseID was sent to to Stop it,
 // why being the cause it records, if the command is waiting and was sent:
 // on this node's link, or, in cluster mode, through the node holding the
 // device's link. Only the CBOR wire carries CANCEL_COMMAND: on UFO's
 // JSON wire the command runs on, and its late results are recorded. One
 // not sent yet is never sent once its session has ended.
-func (d *dispatcher) stop(responseID, why string) {
+func (d *Dispatcher) Stop(responseID, why string) {
 	d.mu.Lock()
 	cmd := d.pending[responseID]
-	var c *client
+	var c *Link
 	var lease int64
 	if cmd != nil {
 		c, lease = cmd.sentOn, cmd.elsewhere.lease
@@ -468,7 +468,7 @@ func (d *dispatcher) stop(responseID, why string) {
 	switch {
 	case c != nil:
 		if err := sendCancel(c, m); err != nil {
-			d.log.Warn("cancel not sent to the device", "device", c.id, "response_id", responseID, "err", err)
+			d.log.Warn("cancel not sent to the device", "device", c.ID, "response_id", responseID, "err", err)
 		}
 	case lease != 0:
 		d.remote.stop(cmd.rec.DeviceID, lease, m)
@@ -476,33 +476,33 @@ func (d *dispatcher) stop(responseID, why string) {
 }
 
 // sendCancel sends CANCEL_COMMAND m on c, if its wire carries it.
-func sendCancel(c *client, m *protocol.ServerMessage) error {
-	if c.conn.Encoding() != protocol.CBOR {
+func sendCancel(c *Link, m *protocol.ServerMessage) error {
+	if c.Conn.Encoding() != protocol.CBOR {
 		return nil
 	}
-	return c.conn.SendWithin(sendTimeout, m)
+	return c.Conn.SendWithin(SendTimeout, m)
 }
 
 // tooBig fails cmd, which c's link refused as larger than a frame (err).
 // Admission refuses such a command before it is recorded; one gets here
 // when its device came back on a wire in which it is larger than it was
 // measured.
-func (d *dispatcher) tooBig(cmd *command, c *client, err error) {
-	size, merr := frameSize(c.conn.Encoding(), cmd.msg)
+func (d *Dispatcher) tooBig(cmd *Command, c *Link, err error) {
+	size, merr := FrameSize(c.Conn.Encoding(), cmd.msg)
 	if merr != nil {
 		d.fail(cmd, fmt.Sprintf("command not sent: %v", err))
 		return
 	}
-	d.fail(cmd, "command not sent: "+frameTooBig(size, c.conn.Encoding(), d.frameCap))
+	d.fail(cmd, "command not sent: "+FrameTooBig(size, c.Conn.Encoding(), d.frameCap))
 }
 
-// resend sends every command still waiting on c's device on its new link,
+// Resend sends every command still waiting on c's device on its new link,
 // with the same response_id and call_ids.
-func (d *dispatcher) resend(c *client) {
+func (d *Dispatcher) Resend(c *Link) {
 	d.mu.Lock()
-	var todo []*command
+	var todo []*Command
 	for _, cmd := range d.pending {
-		if cmd.rec.DeviceID == c.id && cmd.sentOn != c {
+		if cmd.rec.DeviceID == c.ID && cmd.sentOn != c {
 			todo = append(todo, cmd)
 		}
 	}
@@ -512,14 +512,14 @@ func (d *dispatcher) resend(c *client) {
 	}
 }
 
-// linkDropped marks the commands sent on c as waiting for the device to
+// LinkDropped marks the commands sent on c as waiting for the device to
 // come back. They fail only when their own timeout ends; unless the
 // device shut down (its agent closed the link on purpose as it stopped,
 // having answered what it took): then those whose caller did not ask to
 // wait for it fail at once.
-func (d *dispatcher) linkDropped(c *client, shutDown bool) {
+func (d *Dispatcher) LinkDropped(c *Link, shutDown bool) {
 	d.mu.Lock()
-	var gone []*command
+	var gone []*Command
 	for _, cmd := range d.pending {
 		if cmd.sentOn != c {
 			continue
@@ -533,12 +533,12 @@ func (d *dispatcher) linkDropped(c *client, shutDown bool) {
 	}
 	d.mu.Unlock()
 	for _, cmd := range gone {
-		d.fail(cmd, shutDownFailure(c.id, " before it answered"))
+		d.fail(cmd, shutDownFailure(c.ID, " before it answered"))
 	}
 }
 
 // expire fails cmd when its timeout ends, unless its results won the race.
-func (d *dispatcher) expire(cmd *command) {
+func (d *Dispatcher) expire(cmd *Command) {
 	d.mu.Lock()
 	why := cmd.timedOut()
 	d.mu.Unlock()
@@ -548,7 +548,7 @@ func (d *dispatcher) expire(cmd *command) {
 // timedOut is why cmd failed when its timeout ended, from where it was
 // then (under dispatcher.mu): out on a link here, out on another node
 // that holds its device's link, or waiting for its device to come back.
-func (cmd *command) timedOut() string {
+func (cmd *Command) timedOut() string {
 	id := cmd.rec.DeviceID
 	switch {
 	case cmd.sentOn != nil:
@@ -559,28 +559,28 @@ func (cmd *command) timedOut() string {
 	return fmt.Sprintf("link to device %q dropped and the device did not come back within %s", id, cmd.timeout)
 }
 
-// refused fails at once a command its device answered with an ERROR m,
+// Refused fails at once a command its device answered with an ERROR m,
 // such as a frame it could not decode: it will not run it, so waiting for
 // its results would only end in a misleading timeout. An ERROR about a
 // command that is not waiting on this device changes nothing.
-func (d *dispatcher) refused(ctx context.Context, c *client, m *protocol.ClientMessage) {
+func (d *Dispatcher) Refused(ctx context.Context, c *Link, m *protocol.ClientMessage) {
 	rid := m.PrevResponseID
 	cmd := d.waiting(rid)
-	if cmd == nil || cmd.rec.DeviceID != c.id {
-		if d.remote.refusedHere(c.id, rid, m.Error) {
+	if cmd == nil || cmd.rec.DeviceID != c.ID {
+		if d.remote.refusedHere(c.ID, rid, m.Error) {
 			return
 		}
-		d.storedCommandLog(ctx, c.id, rid, m.SessionID).Warn("device reported an error about a command not waiting on it", "error", m.Error)
+		d.storedCommandLog(ctx, c.ID, rid, m.SessionID).Warn("device reported an error about a command not waiting on it", "error", m.Error)
 		return
 	}
 	cmd.log.Warn("device refused the command", "error", m.Error)
-	d.fail(cmd, fmt.Sprintf("device %q refused the command: %s", c.id, m.Error))
+	d.fail(cmd, fmt.Sprintf("device %q refused the command: %s", c.ID, m.Error))
 }
 
 // storedCommandLog is d's logger naming the command responseID that device
 // deviceID spoke of: by its recorded ids if the store has it, else by the
 // session the device named.
-func (d *dispatcher) storedCommandLog(ctx context.Context, deviceID, responseID, sessionID string) *slog.Logger {
+func (d *Dispatcher) storedCommandLog(ctx context.Context, deviceID, responseID, sessionID string) *slog.Logger {
 	calls := ""
 	if rec, err := d.store.Command(ctx, responseID); err == nil {
 		sessionID, calls = rec.SessionID, protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))
@@ -591,9 +591,9 @@ func (d *dispatcher) storedCommandLog(ctx context.Context, deviceID, responseID,
 // fail ends cmd without device results, durably, or as soon as the
 // store can take it. If the device's results were recorded first, they
 // stand.
-func (d *dispatcher) fail(cmd *command, reason string) {
+func (d *Dispatcher) fail(cmd *Command, reason string) {
 	d.forget(cmd)
-	if d.isFrozen() {
+	if d.IsFrozen() {
 		d.end(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), reason), reason, false)
 		return
 	}
@@ -638,7 +638,7 @@ func (d *dispatcher) fail(cmd *command, reason string) {
 // that has already ended keeps its end. The session's row is on record:
 // run recorded it with its command, before the command could have any
 // outcome.
-func (d *dispatcher) endSession(tx *store.Tx, session *store.Session, rec store.Command) error {
+func (d *Dispatcher) endSession(tx *store.Tx, session *store.Session, rec store.Command) error {
 	if session == nil {
 		return nil
 	}
@@ -651,13 +651,13 @@ func (d *dispatcher) endSession(tx *store.Tx, session *store.Session, rec store.
 
 // waiting is the command responseID if it still waits for its outcome,
 // or nil.
-func (d *dispatcher) waiting(responseID string) *command {
+func (d *Dispatcher) waiting(responseID string) *Command {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.pending[responseID]
 }
 
-func (d *dispatcher) forget(cmd *command) {
+func (d *Dispatcher) forget(cmd *Command) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.pending[cmd.rec.ResponseID] == cmd {
@@ -671,11 +671,11 @@ func (d *dispatcher) forget(cmd *command) {
 	}
 }
 
-// abandon keeps every command waiting on a device whose grace ended from
+// Abandon keeps every command waiting on a device whose grace ended from
 // being sent again: the sessions that asked for them are cancelled, and a
 // device that comes back must not run them then. Each still waits out its
 // timeout for results the device may have had before its link dropped.
-func (d *dispatcher) abandon(deviceID string) {
+func (d *Dispatcher) Abandon(deviceID string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, cmd := range d.pending {
@@ -685,11 +685,11 @@ func (d *dispatcher) abandon(deviceID string) {
 	}
 }
 
-// failDevice fails at once every command waiting on a device that will
+// FailDevice fails at once every command waiting on a device that will
 // not come back (it was revoked).
-func (d *dispatcher) failDevice(deviceID, reason string) {
+func (d *Dispatcher) FailDevice(deviceID, reason string) {
 	d.mu.Lock()
-	var todo []*command
+	var todo []*Command
 	for _, cmd := range d.pending {
 		if cmd.rec.DeviceID == deviceID {
 			todo = append(todo, cmd)
@@ -701,34 +701,34 @@ func (d *dispatcher) failDevice(deviceID, reason string) {
 	}
 }
 
-// errHandedOff: the node handed its sessions off to the others as it
+// ErrHandedOff: the node handed its sessions off to the others as it
 // drains; their commands go on there.
-var errHandedOff = errors.New("this node is draining: its tasks go on on another node")
+var ErrHandedOff = errors.New("this node is draining: its tasks go on on another node")
 
-func (d *dispatcher) isFrozen() bool {
+func (d *Dispatcher) IsFrozen() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.frozen
 }
 
-// freeze stops every command here without recording anything, for a node
+// Freeze stops every command here without recording anything, for a node
 // that hands its sessions off: each one waiting ends at once, unrecorded,
 // and is left pending in the store for the node that adopts its session
 // to send again; none is recorded, sent or failed from now on. Results
 // devices report are still recorded, for the adopter to find.
-func (d *dispatcher) freeze() {
+func (d *Dispatcher) Freeze() {
 	d.mu.Lock()
 	d.frozen = true
 	d.mu.Unlock()
 	for _, cmd := range d.allWaiting() {
 		d.forget(cmd)
-		d.end(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), errHandedOff.Error()), errHandedOff.Error(), false)
+		d.end(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), ErrHandedOff.Error()), ErrHandedOff.Error(), false)
 	}
 }
 
-// shutdown fails every waiting command, for a server that is stopping.
+// Shutdown fails every waiting command, for a server that is stopping.
 // Their results can still be recorded after a restart.
-func (d *dispatcher) shutdown() {
+func (d *Dispatcher) Shutdown() {
 	for _, cmd := range d.allWaiting() {
 		d.fail(cmd, "server shut down while waiting for results")
 	}
@@ -736,19 +736,19 @@ func (d *dispatcher) shutdown() {
 
 // allWaiting is every command waiting now, for a caller that ends them
 // outside the lock.
-func (d *dispatcher) allWaiting() []*command {
+func (d *Dispatcher) allWaiting() []*Command {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return slices.Collect(maps.Values(d.pending))
 }
 
-// deliveryError is COMMAND_RESULTS the server refuses; the device should
+// DeliveryError is COMMAND_RESULTS the server refuses; the device should
 // not send them again.
-type deliveryError struct{ msg string }
+type DeliveryError struct{ msg string }
 
-func (e *deliveryError) Error() string { return e.msg }
+func (e *DeliveryError) Error() string { return e.msg }
 
-// deliver records a device's COMMAND_RESULTS exactly once and hands them
+// Deliver records a device's COMMAND_RESULTS exactly once and hands them
 // to whoever waits. A nil error means the results are durable (or were
 // already): the device may forget them. A *deliveryError means they can
 // never be accepted. errKept means the store could not take them now:
@@ -756,13 +756,13 @@ func (e *deliveryError) Error() string { return e.msg }
 // and whoever waits hears at once that the server could not record them.
 // Any other error is the server's: the device should send them again
 // later.
-func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
+func (d *Dispatcher) Deliver(c *Link, m *protocol.ClientMessage) error {
 	rid := m.PrevResponseID
 	if rid == "" {
-		return &deliveryError{`command_results: field "prev_response_id": missing`}
+		return &DeliveryError{`command_results: field "prev_response_id": missing`}
 	}
-	dropImplausibleUsage(m.ActionResults, lazylog.New(d.log, func() []any {
-		return []any{"device", c.id, "session_id", m.SessionID, "response_id", rid}
+	DropImplausibleUsage(m.ActionResults, lazylog.New(d.log, func() []any {
+		return []any{"device", c.ID, "session_id", m.SessionID, "response_id", rid}
 	}))
 	// The write that records the results of a command still waiting for
 	// them also ends the session the command alone makes up; it knows the
@@ -779,9 +779,9 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 	var rec store.Command
 	err := d.store.Write(context.Background(), func(tx *store.Tx) (err error) {
 		if waiting == nil {
-			rec, err = tx.RecordResults(c.id, rid, m.ActionResults)
+			rec, err = tx.RecordResults(c.ID, rid, m.ActionResults)
 		} else {
-			rec, err = tx.RecordSentResults(waiting.rec, c.id, m.ActionResults)
+			rec, err = tx.RecordSentResults(waiting.rec, c.ID, m.ActionResults)
 		}
 		if err != nil {
 			return err
@@ -789,13 +789,13 @@ func (d *dispatcher) deliver(c *client, m *protocol.ClientMessage) error {
 		return d.endSession(tx, session, rec)
 	})
 	if errors.Is(err, store.ErrUnavailable) {
-		return d.keepResults(c.id, m, err)
+		return d.keepResults(c.ID, m, err)
 	}
-	return d.recorded(c.id, m, rec, err, session != nil)
+	return d.recorded(c.ID, m, rec, err, session != nil)
 }
 
-// errKept: results the store could not take now, kept until it does.
-var errKept = errors.New("results kept until the store takes them")
+// ErrKept: results the store could not take now, kept until it does.
+var ErrKept = errors.New("results kept until the store takes them")
 
 // keepResults keeps results m that the store could not take (cause), to
 // record them as soon as it can, and fails the command that waits for
@@ -804,7 +804,7 @@ var errKept = errors.New("results kept until the store takes them")
 // they would after a timeout. Past the bound on kept writes they are not
 // kept: the device keeps them, unacknowledged, and sends them again after
 // it next registers.
-func (d *dispatcher) keepResults(deviceID string, m *protocol.ClientMessage, cause error) error {
+func (d *Dispatcher) keepResults(deviceID string, m *protocol.ClientMessage, cause error) error {
 	rid := m.PrevResponseID
 	log := d.log.With("device", deviceID, "session_id", m.SessionID, "response_id", rid,
 		"call_id", protocol.JoinCallIDs(protocol.ResultCallIDs(m.ActionResults)))
@@ -831,7 +831,7 @@ func (d *dispatcher) keepResults(deviceID string, m *protocol.ClientMessage, cau
 		return cause
 	}
 	log.Error("results not recorded yet: kept until the store takes them", "err", cause)
-	return errKept
+	return ErrKept
 }
 
 // resultsBytes is about what results take to record.
@@ -843,7 +843,7 @@ func resultsBytes(results []protocol.Result) int64 {
 // recorded finishes the delivery of results m whose write ended with
 // rec and err, having ended the command's session if sessionEnded, and
 // returns deliver's error for them.
-func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec store.Command, err error, sessionEnded bool) error {
+func (d *Dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec store.Command, err error, sessionEnded bool) error {
 	rid := m.PrevResponseID
 	log := lazylog.New(d.log, func() []any {
 		// The command's ids when it is known; else those the device sent.
@@ -856,10 +856,10 @@ func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec st
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		log.Warn("results refused: no such command")
-		return &deliveryError{fmt.Sprintf("command_results for response_id %q: no such command", rid)}
+		return &DeliveryError{fmt.Sprintf("command_results for response_id %q: no such command", rid)}
 	case errors.Is(err, store.ErrWrongDevice):
 		log.Warn("results refused: the command went to another device", "sent_to", rec.DeviceID)
-		return &deliveryError{fmt.Sprintf("command_results for response_id %q: that command was not sent to %q", rid, deviceID)}
+		return &DeliveryError{fmt.Sprintf("command_results for response_id %q: that command was not sent to %q", rid, deviceID)}
 	case errors.Is(err, store.ErrDuplicate):
 		log.Info("repeated results ignored: already recorded")
 		d.remote.recordedHere(rec, false)
@@ -890,12 +890,12 @@ func (d *dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec st
 // toolLabels are the metric labels of actions sent to a device: each
 // tool's name if the device lists it, else metrics.UnknownTool, so that a
 // name an operator mistyped does not become a series of its own.
-func (d *dispatcher) toolLabels(deviceID string, actions []protocol.Command) []string {
+func (d *Dispatcher) toolLabels(deviceID string, actions []protocol.Command) []string {
 	tools := d.inventory(deviceID).tools
 	labels := make([]string, len(actions))
 	for i, a := range actions {
 		labels[i] = metrics.UnknownTool
-		if _, found := findTool(tools, "", a.ToolName, a.ToolType); found {
+		if _, found := FindTool(tools, "", a.ToolName, a.ToolType); found {
 			labels[i] = a.ToolName
 		}
 	}

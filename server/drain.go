@@ -55,7 +55,7 @@ func (s *Server) Drain(ctx context.Context, grace time.Duration) (int, error) {
 			s.log.Error("draining: handoff not announced; the other nodes adopt the tasks once this node has left", "err", err)
 		}
 	}
-	s.reg.closeLinks(websocket.StatusServiceRestart, drainCloseReason)
+	s.reg.CloseLinks(websocket.StatusServiceRestart, drainCloseReason)
 	s.log.Info("drained", "handed_off", n)
 	return n, nil
 }

@@ -130,7 +130,7 @@ func TestAHandedOffNodeLeavesOtherNodesCommandsForTheDevicesNextLink(t *testing.
 	time.Sleep(200 * time.Millisecond) // for a command a would wrongly send to arrive
 	dev.ping()                         // nothing came before the ping's ack
 
-	a.srv.reg.closeLinks(websocket.StatusServiceRestart, drainCloseReason)
+	a.srv.reg.CloseLinks(websocket.StatusServiceRestart, drainCloseReason)
 	_, err := dev.read()
 	assert.Equal(t, websocket.StatusServiceRestart, websocket.CloseStatus(err), "closed with 1012: %v", err)
 	moved := b.mustDial(token)

@@ -75,9 +75,9 @@ func commandEvents(row store.Session, c store.Command, steps int, label string) 
 	if c.Status == store.CommandPending {
 		return []api.TaskEvent{start}
 	}
-	r := commandResult{responseID: c.ResponseID, results: c.Results}
+	r := Result{ResponseID: c.ResponseID, Results: c.Results}
 	end := start
-	end.Type, end.Status, end.Results, end.Error, end.Time = api.EventStepEnd, r.status(), r.results, r.failure(), c.FinishedAt
+	end.Type, end.Status, end.Results, end.Error, end.Time = api.EventStepEnd, r.Status(), r.Results, r.Failure(), c.FinishedAt
 	return []api.TaskEvent{start, end}
 }
 

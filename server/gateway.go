@@ -87,10 +87,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 // deep under net/http, returns once the client has registered, and with
 // it the request and net/http's state for the connection. The link's
 // context ends when serveLink returns, not with the request's.
-func (s *Server) serveLink(c *client, revoked <-chan struct{}, stopWatch func()) {
+func (s *Server) serveLink(c *Link, revoked <-chan struct{}, stopWatch func()) {
 	defer stopWatch()
-	defer c.conn.CloseNow()
-	if !c.isDevice() {
+	defer c.Conn.CloseNow()
+	if !c.IsDevice() {
 		defer s.unregister(c, false)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -105,7 +105,7 @@ func (s *Server) serveLink(c *client, revoked <-chan struct{}, stopWatch func())
 
 // register reads the REGISTER message, checks it against the token's
 // principal, and makes the connection its client's current one.
-func (s *Server) register(ctx context.Context, conn *protocol.Conn, p identity.Principal) (*client, error) {
+func (s *Server) register(ctx context.Context, conn *protocol.Conn, p identity.Principal) (*Link, error) {
 	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
 	var m protocol.ClientMessage
@@ -119,7 +119,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p identity.P
 		return nil, errors.New(`register: field "client_id": missing`)
 	}
 	var (
-		c   *client
+		c   *Link
 		err error
 	)
 	if p.Operator != nil {
@@ -130,34 +130,34 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p identity.P
 	if err != nil {
 		return nil, err
 	}
-	c.conn = conn
-	if c.isDevice() {
+	c.Conn = conn
+	if c.IsDevice() {
 		// Recorded before it is seen online, so that an online device
 		// always has its info and last_seen in the store.
 		s.recordInfo(ctx, c)
-		if err := s.leases.take(ctx, c); err != nil {
+		if err := s.leases.Take(ctx, c); err != nil {
 			return nil, err
 		}
 	}
-	if c.isDevice() {
+	if c.IsDevice() {
 		s.offers.add(c)
 	}
-	if old := s.reg.add(c); old != nil {
-		s.log.Info("client reconnected; closing its stale link", "client_id", c.id)
-		go old.conn.Close(websocket.StatusPolicyViolation, "superseded by a new connection")
+	if old := s.reg.Add(c); old != nil {
+		s.log.Info("client reconnected; closing its stale link", "client_id", c.ID)
+		go old.Conn.Close(websocket.StatusPolicyViolation, "superseded by a new connection")
 	}
 	if err := s.send(conn, registrationAck(&m)); err != nil {
 		s.unregister(c, false)
 		return nil, fmt.Errorf("ack: %w", err)
 	}
-	if c.isDevice() {
-		go s.disp.resend(c)
-		s.leases.announce(c)
-		s.log.Info("device registered", "device", c.id, "wire", conn.Encoding(), "tools", toolCount(c.info.Load()))
+	if c.IsDevice() {
+		go s.disp.Resend(c)
+		s.leases.Announce(c)
+		s.log.Info("device registered", "device", c.ID, "wire", conn.Encoding(), "tools", toolCount(c.Info.Load()))
 		s.mcp.devicesChanged()
 		go s.registered(ctx, c)
 	} else {
-		s.log.Info("constellation registered", "client_id", c.id, "target", c.target, "wire", conn.Encoding())
+		s.log.Info("constellation registered", "client_id", c.ID, "target", c.Target, "wire", conn.Encoding())
 	}
 	return c, nil
 }
@@ -179,7 +179,7 @@ func ackID(m *protocol.ClientMessage) string {
 }
 
 // registerDevice checks a device's REGISTER against its token.
-func registerDevice(dev *store.Device, m *protocol.ClientMessage, log *slog.Logger) (*client, error) {
+func registerDevice(dev *store.Device, m *protocol.ClientMessage, log *slog.Logger) (*Link, error) {
 	switch {
 	case m.ClientType != protocol.ClientDevice:
 		return nil, fmt.Errorf(`register: field "client_type": %q is not allowed with a device token`, m.ClientType)
@@ -188,66 +188,66 @@ func registerDevice(dev *store.Device, m *protocol.ClientMessage, log *slog.Logg
 	case m.TargetID != "" && m.TargetID != dev.ID:
 		return nil, fmt.Errorf(`register: field "target_id": device %q may not target %q`, dev.ID, m.TargetID)
 	}
-	c := &client{id: dev.ID, typ: protocol.ClientDevice}
-	c.info.Store(systemInfoOf(m.Metadata, log.With("device", dev.ID)))
+	c := &Link{ID: dev.ID, Type: protocol.ClientDevice}
+	c.Info.Store(systemInfoOf(m.Metadata, log.With("device", dev.ID)))
 	return c, nil
 }
 
 // unregister forgets a connection that ended. A device whose link it
 // was is then between links, for its grace; or, if its agent closed the
 // link on purpose as it stopped (goingAway), shut down (see the registry).
-func (s *Server) unregister(c *client, goingAway bool) {
+func (s *Server) unregister(c *Link, goingAway bool) {
 	s.offers.forget(c)
-	removed, shutDown := s.reg.remove(c, goingAway)
+	removed, shutDown := s.reg.Remove(c, goingAway)
 	if !removed {
 		// Superseded (the client is online on a new connection) or
 		// revoked (taken offline by disconnect).
-		s.disp.linkDropped(c, false)
+		s.disp.LinkDropped(c, false)
 		return
 	}
-	if c.isDevice() {
-		s.disp.linkDropped(c, shutDown)
+	if c.IsDevice() {
+		s.disp.LinkDropped(c, shutDown)
 		if shutDown {
-			s.leases.shutDown(c.id)
+			s.leases.ShutDown(c.ID)
 		}
 		s.mcp.devicesChanged()
-		s.recordLastSeen(context.Background(), []*client{c})
+		s.recordLastSeen(context.Background(), []*Link{c})
 		if shutDown {
-			s.log.Info("device shut down: its agent closed the link as it stopped", "device", c.id)
+			s.log.Info("device shut down: its agent closed the link as it stopped", "device", c.ID)
 		} else {
-			s.log.Info("device disconnected", "device", c.id, "grace", s.reg.grace)
+			s.log.Info("device disconnected", "device", c.ID, "grace", s.reg.Grace)
 		}
 		return
 	}
-	s.sessions.requesterGone(c.id)
-	s.log.Info("constellation disconnected", "client_id", c.id)
+	s.sessions.requesterGone(c.ID)
+	s.log.Info("constellation disconnected", "client_id", c.ID)
 }
 
 // graceEnded gives up on a device whose link dropped and which did not
 // come back within its grace: the commands waiting on it are not sent
 // again, and the sessions on it are cancelled as device_disconnected.
 func (s *Server) graceEnded(id string) {
-	if s.leases.heldElsewhere(id) {
+	if s.leases.HeldElsewhere(id) {
 		s.log.Info("device's grace here ended; it is linked to another node", "device", id)
-		s.leases.drop(id, 0)
+		s.leases.Drop(id, 0)
 		return
 	}
-	s.log.Info("device did not come back within its grace", "device", id, "grace", s.reg.grace)
-	s.disp.abandon(id)
+	s.log.Info("device did not come back within its grace", "device", id, "grace", s.reg.Grace)
+	s.disp.Abandon(id)
 	s.sessions.deviceGone(id)
-	s.leases.release(id)
+	s.leases.Release(id)
 }
 
 // serveDevice reads a device's messages until the link drops, and
 // reports whether the agent closed it on purpose, going away as it
 // stopped (1001). Then the results it sent before are recorded before it
 // returns: what is still waiting after them, the agent did not take.
-func (s *Server) serveDevice(ctx context.Context, c *client) (goingAway bool) {
+func (s *Server) serveDevice(ctx context.Context, c *Link) (goingAway bool) {
 	inFlight := make(chan struct{}, maxInFlightResults)
 	for {
 		var m protocol.ClientMessage
-		if err := c.conn.Read(ctx, &m); err != nil {
-			s.log.Info("device link ended", "device", c.id, "err", err)
+		if err := c.Conn.Read(ctx, &m); err != nil {
+			s.log.Info("device link ended", "device", c.ID, "err", err)
 			if protocol.CloseStatus(err) != websocket.StatusGoingAway {
 				return false
 			}
@@ -257,7 +257,7 @@ func (s *Server) serveDevice(ctx context.Context, c *client) (goingAway bool) {
 			return true
 		}
 		if err := checkIdentity(c, &m); err != nil {
-			s.sendError(ctx, c.conn, err.Error(), m.RequestID)
+			s.sendError(ctx, c.Conn, err.Error(), m.RequestID)
 			continue
 		}
 		if m.Type == protocol.ClientCommandResults {
@@ -274,25 +274,25 @@ func (s *Server) serveDevice(ctx context.Context, c *client) (goingAway bool) {
 
 // checkIdentity refuses a message that claims to come from, or be for,
 // someone other than its connection allows.
-func checkIdentity(c *client, m *protocol.ClientMessage) error {
+func checkIdentity(c *Link, m *protocol.ClientMessage) error {
 	switch {
-	case m.ClientID != "" && m.ClientID != c.id:
-		return fmt.Errorf(`field "client_id": %q is not this connection's client %q`, m.ClientID, c.id)
-	case c.isDevice() && m.ClientType == protocol.ClientConstellation:
-		return fmt.Errorf(`field "client_type": %q: this connection is device %q`, m.ClientType, c.id)
-	case c.isDevice() && m.TargetID != "" && m.TargetID != c.id:
-		return fmt.Errorf(`field "target_id": device %q may not target %q`, c.id, m.TargetID)
-	case !c.isDevice() && m.TargetID != "" && m.TargetID != c.target:
-		return fmt.Errorf(`field "target_id": %q is not the target %q this constellation registered with`, m.TargetID, c.target)
+	case m.ClientID != "" && m.ClientID != c.ID:
+		return fmt.Errorf(`field "client_id": %q is not this connection's client %q`, m.ClientID, c.ID)
+	case c.IsDevice() && m.ClientType == protocol.ClientConstellation:
+		return fmt.Errorf(`field "client_type": %q: this connection is device %q`, m.ClientType, c.ID)
+	case c.IsDevice() && m.TargetID != "" && m.TargetID != c.ID:
+		return fmt.Errorf(`field "target_id": device %q may not target %q`, c.ID, m.TargetID)
+	case !c.IsDevice() && m.TargetID != "" && m.TargetID != c.Target:
+		return fmt.Errorf(`field "target_id": %q is not the target %q this constellation registered with`, m.TargetID, c.Target)
 	}
 	return nil
 }
 
-func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol.ClientMessage) {
+func (s *Server) handleDeviceMessage(ctx context.Context, c *Link, m *protocol.ClientMessage) {
 	switch m.Type {
 	case protocol.ClientHeartbeat:
 		// Heard, as every frame is: last_seen follows (last_seen.go).
-		s.sendAck(ctx, c.conn, m)
+		s.sendAck(ctx, c.Conn, m)
 	case protocol.ClientRegister:
 		s.reregister(ctx, c, m)
 	case protocol.ClientTokenRotated:
@@ -301,21 +301,21 @@ func (s *Server) handleDeviceMessage(ctx context.Context, c *client, m *protocol
 		s.localCall(ctx, c, m)
 	case protocol.ClientError:
 		if m.PrevResponseID == "" {
-			s.log.Warn("device reported an error", "device", c.id, "session_id", m.SessionID, "error", m.Error)
+			s.log.Warn("device reported an error", "device", c.ID, "session_id", m.SessionID, "error", m.Error)
 			return
 		}
 		if !s.rotationRefused(ctx, c, m) {
-			s.disp.refused(ctx, c, m)
+			s.disp.Refused(ctx, c, m)
 		}
 	default:
-		s.sendError(ctx, c.conn, fmt.Sprintf("message type %q is not accepted from a device", m.Type), m.RequestID)
+		s.sendError(ctx, c.Conn, fmt.Sprintf("message type %q is not accepted from a device", m.Type), m.RequestID)
 	}
 }
 
 // deliverResults records COMMAND_RESULTS and acknowledges them, so that
 // the device may forget them; see RATIONALE.md.
-func (s *Server) deliverResults(ctx context.Context, c *client, m *protocol.ClientMessage) {
-	s.answerResults(ctx, c.conn, m, s.disp.deliver(c, m))
+func (s *Server) deliverResults(ctx context.Context, c *Link, m *protocol.ClientMessage) {
+	s.answerResults(ctx, c.Conn, m, s.disp.Deliver(c, m))
 }
 
 // answerResults tells a device how its results m ended, err being what
@@ -324,7 +324,7 @@ func (s *Server) deliverResults(ctx context.Context, c *client, m *protocol.Clie
 // after its next registration, unless the server, which kept them,
 // records them first and answers then (answerRecorded).
 func (s *Server) answerResults(ctx context.Context, conn *protocol.Conn, m *protocol.ClientMessage, err error) {
-	var refused *deliveryError
+	var refused *DeliveryError
 	switch {
 	case err == nil:
 		s.sendAck(ctx, conn, m)
@@ -337,42 +337,42 @@ func (s *Server) answerResults(ctx context.Context, conn *protocol.Conn, m *prot
 // them (err is deliver's error for them), on the device's link if it is
 // online: it need not register again to hear.
 func (s *Server) answerRecorded(deviceID string, m *protocol.ClientMessage, err error) {
-	if c := s.reg.device(deviceID); c != nil {
-		s.answerResults(context.Background(), c.conn, m, err)
+	if c := s.reg.Device(deviceID); c != nil {
+		s.answerResults(context.Background(), c.Conn, m, err)
 	}
 }
 
 // reregister takes a REGISTER on a registered connection as an update of
 // the device's system info, e.g. its tool inventory after a tool was
 // deployed, and acknowledges it as the first.
-func (s *Server) reregister(ctx context.Context, c *client, m *protocol.ClientMessage) {
-	c.info.Store(systemInfoOf(m.Metadata, s.log.With("device", c.id)))
+func (s *Server) reregister(ctx context.Context, c *Link, m *protocol.ClientMessage) {
+	c.Info.Store(systemInfoOf(m.Metadata, s.log.With("device", c.ID)))
 	s.recordInfo(ctx, c)
-	s.log.Info("device inventory updated", "device", c.id, "tools", toolCount(c.info.Load()))
+	s.log.Info("device inventory updated", "device", c.ID, "tools", toolCount(c.Info.Load()))
 	s.mcp.devicesChanged()
-	s.sendAck(ctx, c.conn, m)
+	s.sendAck(ctx, c.Conn, m)
 }
 
 // recordInfo keeps a device's system info and the wire of its link in the
 // store, for when it is offline, and marks it seen. It need not be
 // durable at once: the device's next registration brings them again.
-func (s *Server) recordInfo(ctx context.Context, c *client) {
+func (s *Server) recordInfo(ctx context.Context, c *Link) {
 	var info json.RawMessage
-	if si := c.info.Load(); si != nil {
+	if si := c.Info.Load(); si != nil {
 		info, _ = json.Marshal(si)
 	}
-	heard := c.conn.LastHeard()
+	heard := c.Conn.LastHeard()
 	err := s.store.WriteUnsynced(ctx, func(tx *store.Tx) error {
-		if err := tx.SeeDevice(c.id, info, heard); err != nil {
+		if err := tx.SeeDevice(c.ID, info, heard); err != nil {
 			return err
 		}
-		return tx.LinkedOver(c.id, c.conn.Encoding().String())
+		return tx.LinkedOver(c.ID, c.Conn.Encoding().String())
 	})
 	if err != nil {
-		s.log.Error("device info not recorded", "device", c.id, "err", err)
+		s.log.Error("device info not recorded", "device", c.ID, "err", err)
 		return
 	}
-	c.seenAt.Store(heard.UnixNano())
+	c.SeenAt.Store(heard.UnixNano())
 }
 
 // sendAck acknowledges m to its sender alone: a HEARTBEAT with status ok
@@ -387,7 +387,7 @@ func (s *Server) sendAck(ctx context.Context, conn *protocol.Conn, m *protocol.C
 // send sends m on conn within sendTimeout, whatever becomes of the
 // request or link that made the server send it.
 func (s *Server) send(conn *protocol.Conn, m *protocol.ServerMessage) error {
-	return conn.SendWithin(sendTimeout, m)
+	return conn.SendWithin(SendTimeout, m)
 }
 
 // sendError answers with an ERROR whose response_id is the request_id of

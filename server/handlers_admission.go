@@ -102,7 +102,7 @@ func (s *Server) admissionOrder(who *identity.Caller, req api.AdmissionRequest, 
 // admissionDevice is how fresh what admission checked device id against
 // is.
 func (s *Server) admissionDevice(r *http.Request, id string) api.AdmissionDevice {
-	d := api.AdmissionDevice{ID: id, Online: s.reg.device(id) != nil}
+	d := api.AdmissionDevice{ID: id, Online: s.reg.Device(id) != nil}
 	if dev, err := s.store.Device(r.Context(), id); err == nil && !dev.LastSeen.IsZero() {
 		d.LastSeen = &dev.LastSeen
 	}

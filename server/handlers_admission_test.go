@@ -25,7 +25,7 @@ func TestTheDryRunGivesAdmissionsVerdictAndRunsNothing(t *testing.T) {
 	gone := ts.mustDial(resp.Token)
 	gone.register("kiosk-2", inventoryWithSchemas()...)
 	gone.conn.CloseNow()
-	require.Eventually(t, func() bool { return ts.srv.reg.device("kiosk-2") == nil }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return ts.srv.reg.Device("kiosk-2") == nil }, 10*time.Second, 10*time.Millisecond)
 
 	verdict, err := ts.api.Admission(context.Background(), api.AdmissionRequest{Device: "kiosk-1",
 		Plan: json.RawMessage(`"steps: [{tool: stock.echo}, {tool: hash_fiel}, {tool: stock.hash_file, parameters: {path: 3}}]"`)})

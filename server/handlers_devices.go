@@ -33,8 +33,8 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		s.forbid(w, r, fmt.Errorf(`field "labels": identity %q may enroll only devices its scope picks (%s)`, who.Name, who.Scope.Devices))
 		return
 	}
-	if c := s.reg.get(req.ID); c != nil {
-		writeError(w, http.StatusConflict, fmt.Sprintf("%q is the id of a connected %s client", req.ID, c.typ))
+	if c := s.reg.Get(req.ID); c != nil {
+		writeError(w, http.StatusConflict, fmt.Sprintf("%q is the id of a connected %s client", req.ID, c.Type))
 		return
 	}
 	resp := api.EnrollResponse{ID: req.ID, Token: identity.NewToken(identity.DeviceTokenPrefix)}
@@ -106,11 +106,11 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 // cancels its sessions, here; on every node in a cluster.
 func (s *Server) deviceRevoked(id string) {
 	s.devices.forget(id)
-	s.reg.disconnect(id, "device revoked")
+	s.reg.Disconnect(id, "device revoked")
 	s.mcp.devicesChanged()
 	s.sessions.deviceGone(id)
-	s.disp.failDevice(id, fmt.Sprintf("device %q was revoked", id))
-	s.leases.release(id)
+	s.disp.FailDevice(id, fmt.Sprintf("device %q was revoked", id))
+	s.leases.Release(id)
 }
 
 // listDevices is GET /api/devices: the devices in the caller's scope.
@@ -186,7 +186,7 @@ func deviceFound(w http.ResponseWriter, id string, err error) bool {
 // registration, with the tools the scope allows.
 func (s *Server) deviceView(d store.Device, scope access.Scope) api.Device {
 	v := api.Device{ID: d.ID, Labels: d.Labels, CreatedAt: d.CreatedAt}
-	c := s.reg.device(d.ID)
+	c := s.reg.Device(d.ID)
 	if seen := lastSeen(c, d.LastSeen); !seen.IsZero() {
 		v.LastSeen = &seen
 	}
@@ -195,9 +195,9 @@ func (s *Server) deviceView(d store.Device, scope access.Scope) api.Device {
 		v.TokenRotation = &rv
 	}
 	if c != nil {
-		v.Online, v.Info = true, c.info.Load()
+		v.Online, v.Info = true, c.Info.Load()
 	} else {
-		v.Online, v.Info = s.leases.linkedElsewhere(d.ID), storedInfo(d)
+		v.Online, v.Info = s.leases.LinkedElsewhere(d.ID), StoredInfo(d)
 	}
 	v.Info = infoInScope(v.Info, scope)
 	return v
@@ -295,9 +295,9 @@ func parseLimit(w http.ResponseWriter, s string, def, max int) (int, bool) {
 	return n, true
 }
 
-// storedInfo is the system info of a device's last registration, or nil
+// StoredInfo is the system info of a device's last registration, or nil
 // if it never sent one that reads.
-func storedInfo(d store.Device) *protocol.SystemInfo {
+func StoredInfo(d store.Device) *protocol.SystemInfo {
 	if d.Info == nil {
 		return nil
 	}

@@ -213,9 +213,9 @@ func (s *Server) commandAnswer(ctx context.Context, first store.IdempotencyKey) 
 	if err != nil {
 		return nil, http.StatusServiceUnavailable, err
 	}
-	r := commandResult{recorded: true}
+	r := Result{Recorded: true}
 	if len(cmds) > 0 {
-		r.responseID, r.results = cmds[0].ResponseID, cmds[0].Results
+		r.ResponseID, r.Results = cmds[0].ResponseID, cmds[0].Results
 	}
 	b, err := json.Marshal(commandOutcome(row.ID, row.DeviceID, r).result)
 	if err != nil {

@@ -21,11 +21,11 @@ const lastSeenFlush = time.Minute
 
 // lastSeen is when device c was last heard from, for the API: from its
 // link if it is online, else as the store has it (stored).
-func lastSeen(c *client, stored time.Time) time.Time {
+func lastSeen(c *Link, stored time.Time) time.Time {
 	if c == nil {
 		return stored
 	}
-	if heard := c.conn.LastHeard(); heard.After(stored) {
+	if heard := c.Conn.LastHeard(); heard.After(stored) {
 		return heard
 	}
 	return stored
@@ -41,7 +41,7 @@ func (s *Server) flushLastSeen(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
-			s.recordLastSeen(context.Background(), s.reg.devices())
+			s.recordLastSeen(context.Background(), s.reg.Devices())
 		}
 	}
 }
@@ -49,14 +49,14 @@ func (s *Server) flushLastSeen(stop <-chan struct{}) {
 // recordLastSeen writes, in one write, the last_seen of each of devices
 // heard from since it was last written. It need not be durable at once:
 // a write fsynced later, or the next checkpoint, makes it so.
-func (s *Server) recordLastSeen(ctx context.Context, devices []*client) {
+func (s *Server) recordLastSeen(ctx context.Context, devices []*Link) {
 	type seen struct {
-		c     *client
+		c     *Link
 		heard time.Time
 	}
 	var todo []seen
 	for _, c := range devices {
-		if heard := c.conn.LastHeard(); heard.UnixNano() > c.seenAt.Load() {
+		if heard := c.Conn.LastHeard(); heard.UnixNano() > c.SeenAt.Load() {
 			todo = append(todo, seen{c, heard})
 		}
 	}
@@ -65,7 +65,7 @@ func (s *Server) recordLastSeen(ctx context.Context, devices []*client) {
 	}
 	err := s.store.WriteUnsynced(ctx, func(tx *store.Tx) error {
 		for _, d := range todo {
-			if err := tx.SetLastSeen(d.c.id, d.heard); err != nil {
+			if err := tx.SetLastSeen(d.c.ID, d.heard); err != nil {
 				return err
 			}
 		}
@@ -76,6 +76,6 @@ func (s *Server) recordLastSeen(ctx context.Context, devices []*client) {
 		return
 	}
 	for _, d := range todo {
-		d.c.seenAt.Store(d.heard.UnixNano())
+		d.c.SeenAt.Store(d.heard.UnixNano())
 	}
 }

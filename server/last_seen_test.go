@@ -34,7 +34,7 @@ func TestLastSeenIsWhenTheLinkWasLastHeard(t *testing.T) {
 	heard := *dev.LastSeen
 
 	// The periodic flush writes it for online devices, once.
-	ts.srv.recordLastSeen(ctx, ts.srv.reg.devices())
+	ts.srv.recordLastSeen(ctx, ts.srv.reg.Devices())
 	stored, err = ts.srv.store.Device(ctx, "kiosk")
 	require.NoError(t, err)
 	assert.True(t, stored.LastSeen.Equal(heard), "flushed: %s, heard %s", stored.LastSeen, heard)
@@ -47,7 +47,7 @@ func TestLastSeenIsWhenTheLinkWasLastHeard(t *testing.T) {
 		d, err := ts.srv.store.Device(ctx, "kiosk")
 		return err == nil && !d.LastSeen.Before(before)
 	}, 10*time.Second, 5*time.Millisecond, "the end of the link records when it was last heard")
-	require.Eventually(t, func() bool { return ts.srv.reg.device("kiosk") == nil }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return ts.srv.reg.Device("kiosk") == nil }, 10*time.Second, 5*time.Millisecond)
 	dev, err = ts.api.Device(ctx, "kiosk")
 	require.NoError(t, err)
 	require.NotNil(t, dev.LastSeen)

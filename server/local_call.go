@@ -14,12 +14,12 @@ import (
 // report in its outbox until then. A report the store cannot take now is
 // not acknowledged, so that the device sends it again after it next
 // registers; one recorded before is acknowledged and not recorded twice.
-func (s *Server) localCall(ctx context.Context, c *client, m *protocol.ClientMessage) {
+func (s *Server) localCall(ctx context.Context, c *Link, m *protocol.ClientMessage) {
 	who, _ := m.Metadata["caller"].(string)
-	log := s.log.With("device", c.id, "caller", who, "local_call_id", m.PrevResponseID)
+	log := s.log.With("device", c.ID, "caller", who, "local_call_id", m.PrevResponseID)
 	err := s.store.Write(ctx, func(tx *store.Tx) error {
 		for i, a := range m.Actions {
-			first, err := tx.AppendLocalCall(c.id, who, a, m.ActionResults[i])
+			first, err := tx.AppendLocalCall(c.ID, who, a, m.ActionResults[i])
 			if err != nil {
 				return err
 			}
@@ -34,9 +34,9 @@ func (s *Server) localCall(ctx context.Context, c *client, m *protocol.ClientMes
 		log.Warn("local call not recorded; the device reports it again", "err", err)
 	case err != nil:
 		log.Error("local call refused", "err", err)
-		s.sendError(ctx, c.conn, "local_call not recorded: "+err.Error(), m.RequestID)
+		s.sendError(ctx, c.Conn, "local_call not recorded: "+err.Error(), m.RequestID)
 	default:
 		s.metrics.LocalCalls(len(m.Actions))
-		s.sendAck(ctx, c.conn, m)
+		s.sendAck(ctx, c.Conn, m)
 	}
 }

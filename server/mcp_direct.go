@@ -37,11 +37,11 @@ func (g *mcpGateway) directTools(ctx context.Context, c *identity.Caller) ([]dir
 	var out []directTarget
 	var named []mcptool.Named
 	for _, id := range inScope {
-		cl := g.s.reg.device(id)
+		cl := g.s.reg.Device(id)
 		if cl == nil {
 			continue
 		}
-		info := infoInScope(cl.info.Load(), c.Scope)
+		info := infoInScope(cl.Info.Load(), c.Scope)
 		if info == nil {
 			continue
 		}

@@ -16,37 +16,37 @@ import (
 // commandOutcome is the one place a command's response is built and the
 // one place a single command's task is judged completed or failed.
 
-// commandResult is how one command ended, for the runner that asked for
+// Result is how one command ended, for the runner that asked for
 // it.
-type commandResult struct {
-	// responseID is the command's, or "" if none was recorded.
-	responseID string
-	// results has one Result per action, in order, each with its call_id;
+type Result struct {
+	// ResponseID is the command's, or "" if none was recorded.
+	ResponseID string
+	// Results has one Result per action, in order, each with its call_id;
 	// nil if the command never ran.
-	results []protocol.Result
-	// err says why the command never ran or was not recorded: it was
+	Results []protocol.Result
+	// Err says why the command never ran or was not recorded: it was
 	// cancelled first, its actions did not resolve, the store failed.
-	err error
-	// recorded: the store holds this outcome, and the end of the session
+	Err error
+	// Recorded: the store holds this outcome, and the end of the session
 	// the command alone makes up (see commandSpec.session).
-	recorded bool
+	Recorded bool
 }
 
 // errNotRun: a step's session was cancelled before its first attempt.
 var errNotRun = errors.New("cancelled before it ran")
 
-// failure says why the command did not succeed, or is "" if every action
+// Failure says why the command did not succeed, or is "" if every action
 // did.
-func (r commandResult) failure() string {
-	if r.err != nil {
-		return r.err.Error()
+func (r Result) Failure() string {
+	if r.Err != nil {
+		return r.Err.Error()
 	}
-	return api.FirstError(r.results)
+	return api.FirstError(r.Results)
 }
 
-// status is the command's as a step's: success or failure.
-func (r commandResult) status() string {
-	if r.failure() == "" {
+// Status is the command's as a step's: success or failure.
+func (r Result) Status() string {
+	if r.Failure() == "" {
 		return api.StepSuccess
 	}
 	return api.StepFailure
@@ -77,13 +77,13 @@ func (o outcome[R]) endRow(row store.Session) (store.Session, error) {
 // commandOutcome is how the session of a single command ends: with the
 // command's response, completed if every action succeeded, else failed
 // with why.
-func commandOutcome(sessionID, deviceID string, r commandResult) outcome[api.CommandResponse] {
+func commandOutcome(sessionID, deviceID string, r Result) outcome[api.CommandResponse] {
 	out := outcome[api.CommandResponse]{
 		state:    api.StateCompleted,
-		result:   api.NewCommandResponse(r.responseID, sessionID, deviceID, r.results),
-		recorded: r.recorded,
+		result:   api.NewCommandResponse(r.ResponseID, sessionID, deviceID, r.Results),
+		recorded: r.Recorded,
 	}
-	if why := r.failure(); why != "" {
+	if why := r.Failure(); why != "" {
 		out.state, out.err = api.StateFailed, why
 	}
 	return out
@@ -93,6 +93,6 @@ func commandOutcome(sessionID, deviceID string, r commandResult) outcome[api.Com
 // up, as it ends with rec's recorded outcome: what the dispatcher records
 // in the transaction that records that outcome.
 func commandSessionEnd(row store.Session, rec store.Command) (store.Session, error) {
-	out := commandOutcome(rec.SessionID, rec.DeviceID, commandResult{responseID: rec.ResponseID, results: rec.Results, recorded: true})
+	out := commandOutcome(rec.SessionID, rec.DeviceID, Result{ResponseID: rec.ResponseID, Results: rec.Results, Recorded: true})
 	return out.endRow(row)
 }

@@ -11,43 +11,43 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 )
 
-// client is one registered connection: a device agent, or a constellation
-// client bound to one target device.
-type client struct {
-	id     string
-	typ    protocol.ClientType
-	conn   *protocol.Conn
-	target string // constellations: the device they drive
+// Link is one registered connection: a device agent, or a constellation
+// Link bound to one target device.
+type Link struct {
+	ID     string
+	Type    protocol.ClientType
+	Conn   *protocol.Conn
+	Target string // constellations: the device they drive
 	// caller is the operator identity a constellation acts for.
 	caller *identity.Caller
-	// info is a device's system info, nil if it sent none we could read.
+	// Info is a device's system Info, nil if it sent none we could read.
 	// A device that registers again on its connection replaces it.
-	info atomic.Pointer[protocol.SystemInfo]
-	// seenAt is, for a device, the last_seen the store holds, unix ns: the
+	Info atomic.Pointer[protocol.SystemInfo]
+	// SeenAt is, for a device, the last_seen the store holds, unix ns: the
 	// time its link was last heard from when last_seen was last written.
-	seenAt atomic.Int64
+	SeenAt atomic.Int64
 
 	// leaseEpoch is, in cluster mode, the epoch of the device's lease
 	// this link was registered under.
 	leaseEpoch atomic.Int64
 }
 
-func (c *client) isDevice() bool { return c.typ == protocol.ClientDevice }
+func (c *Link) IsDevice() bool { return c.Type == protocol.ClientDevice }
 
-// registry is where each client is: the set of online clients, one
+// Registry is where each client is: the set of online clients, one
 // connection per client id (devices and constellations share the id
 // space), and the devices between links: those whose link dropped less
 // than their grace ago. Both change under one lock, so that a device is
 // at every moment either online or between links until its grace ends:
 // reach, the one question the dispatcher asks about a device, never
 // finds it in neither state while its link is being replaced or lost.
-type registry struct {
-	grace time.Duration
+type Registry struct {
+	Grace time.Duration
 	// gone is called when a device's grace ends without it coming back.
 	gone func(id string)
 
 	mu   sync.RWMutex
-	byID map[string]*client
+	byID map[string]*Link
 	away map[string]*deviceGrace // devices between links, by id
 	// shutDown are the devices whose agent closed its link on purpose
 	// (1001, going away) as it stopped, until they register again: gone
@@ -56,10 +56,10 @@ type registry struct {
 	closed   bool // no new graces: the server is stopping
 }
 
-// newRegistry gives a device whose link drops grace to come back, and
+// NewRegistry gives a device whose link drops grace to come back, and
 // calls gone, outside any lock, if it does not.
-func newRegistry(grace time.Duration, gone func(id string)) *registry {
-	return &registry{grace: grace, gone: gone, byID: map[string]*client{}, away: map[string]*deviceGrace{}, shutDown: map[string]bool{}}
+func NewRegistry(grace time.Duration, gone func(id string)) *Registry {
+	return &Registry{Grace: grace, gone: gone, byID: map[string]*Link{}, away: map[string]*deviceGrace{}, shutDown: map[string]bool{}}
 }
 
 // deviceGrace is the time a device between links has to come back.
@@ -68,50 +68,50 @@ type deviceGrace struct {
 	timer *time.Timer
 }
 
-// add makes c the connection of its id and returns the one it supersedes,
+// Add makes c the connection of its id and returns the one it supersedes,
 // if any. A device that was between links is back: its grace ends.
-func (r *registry) add(c *client) (old *client) {
+func (r *Registry) Add(c *Link) (old *Link) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	old = r.byID[c.id]
-	r.byID[c.id] = c
-	if g, ok := r.away[c.id]; ok {
+	old = r.byID[c.ID]
+	r.byID[c.ID] = c
+	if g, ok := r.away[c.ID]; ok {
 		g.timer.Stop()
-		delete(r.away, c.id)
+		delete(r.away, c.ID)
 	}
-	delete(r.shutDown, c.id)
+	delete(r.shutDown, c.ID)
 	return old
 }
 
-// remove drops c if it is still its id's connection, and reports whether
+// Remove drops c if it is still its id's connection, and reports whether
 // it was. A device is then between links, for its grace; or, if its agent
 // closed the link on purpose as it stopped (goingAway), shut down, with
 // no grace, and shutDown is true.
-func (r *registry) remove(c *client, goingAway bool) (removed, shutDown bool) {
+func (r *Registry) Remove(c *Link, goingAway bool) (removed, shutDown bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.byID[c.id] != c {
+	if r.byID[c.ID] != c {
 		return false, false
 	}
-	delete(r.byID, c.id)
+	delete(r.byID, c.ID)
 	switch {
-	case !c.isDevice() || r.closed:
+	case !c.IsDevice() || r.closed:
 	case goingAway:
-		r.shutDown[c.id] = true
+		r.shutDown[c.ID] = true
 		return true, true
 	default:
-		r.startGrace(c.id)
+		r.startGrace(c.ID)
 	}
 	return true, false
 }
 
 // startGrace gives device id its grace; r.mu is held.
-func (r *registry) startGrace(id string) {
+func (r *Registry) startGrace(id string) {
 	if g, ok := r.away[id]; ok {
 		g.timer.Stop()
 	}
-	g := &deviceGrace{ends: time.Now().Add(r.grace)}
-	g.timer = time.AfterFunc(r.grace, func() {
+	g := &deviceGrace{ends: time.Now().Add(r.Grace)}
+	g.timer = time.AfterFunc(r.Grace, func() {
 		r.mu.Lock()
 		ended := r.away[id] == g
 		if ended {
@@ -125,13 +125,13 @@ func (r *registry) startGrace(id string) {
 	r.away[id] = g
 }
 
-// whereabouts is where a device is, as reach finds it: online on link;
+// Whereabouts is where a device is, as reach finds it: online on link;
 // between links, with graceLeft to come back in; shut down on purpose;
 // or none of these (the zero value): offline, not seen since the server
 // started, or past its grace.
-type whereabouts struct {
-	link      *client
-	graceLeft time.Duration
+type Whereabouts struct {
+	Link      *Link
+	GraceLeft time.Duration
 	shutDown  bool
 	// In cluster mode, from the device's lease: linked to node, under
 	// the lease's leaseEpoch; or refused, why a command cannot reach it.
@@ -140,61 +140,61 @@ type whereabouts struct {
 	refused    string
 }
 
-// reach is where device id is.
-func (r *registry) reach(id string) whereabouts {
+// Reach is where device id is.
+func (r *Registry) Reach(id string) Whereabouts {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if c := r.byID[id]; c != nil && c.isDevice() {
-		return whereabouts{link: c}
+	if c := r.byID[id]; c != nil && c.IsDevice() {
+		return Whereabouts{Link: c}
 	}
 	if g, ok := r.away[id]; ok {
-		return whereabouts{graceLeft: max(time.Until(g.ends), 0)}
+		return Whereabouts{GraceLeft: max(time.Until(g.ends), 0)}
 	}
-	return whereabouts{shutDown: r.shutDown[id]}
+	return Whereabouts{shutDown: r.shutDown[id]}
 }
 
-func (r *registry) get(id string) *client {
+func (r *Registry) Get(id string) *Link {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.byID[id]
 }
 
-// device returns the online device id, or nil.
-func (r *registry) device(id string) *client {
-	if c := r.get(id); c != nil && c.isDevice() {
+// Device returns the online Device id, or nil.
+func (r *Registry) Device(id string) *Link {
+	if c := r.Get(id); c != nil && c.IsDevice() {
 		return c
 	}
 	return nil
 }
 
-// devices lists the online devices.
-func (r *registry) devices() []*client {
+// Devices lists the online Devices.
+func (r *Registry) Devices() []*Link {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]*client, 0, len(r.byID))
+	out := make([]*Link, 0, len(r.byID))
 	for _, c := range r.byID {
-		if c.isDevice() {
+		if c.IsDevice() {
 			out = append(out, c)
 		}
 	}
 	return out
 }
 
-// deviceCount counts the online devices.
-func (r *registry) deviceCount() int {
+// DeviceCount counts the online devices.
+func (r *Registry) DeviceCount() int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	n := 0
 	for _, c := range r.byID {
-		if c.isDevice() {
+		if c.IsDevice() {
 			n++
 		}
 	}
 	return n
 }
 
-// ids lists the online clients, sorted.
-func (r *registry) ids() []string {
+// IDs lists the online clients, sorted.
+func (r *Registry) IDs() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]string, 0, len(r.byID))
@@ -205,26 +205,26 @@ func (r *registry) ids() []string {
 	return out
 }
 
-// disconnect takes device id offline at once, with no grace since it is
+// Disconnect takes device id offline at once, with no grace since it is
 // not coming back, and closes its link without waiting for the peer's
 // half of the closing handshake: a stale peer would hold the caller for
 // seconds, and enrolling the id again right after must not meet the link.
-func (r *registry) disconnect(id string, reason string) {
+func (r *Registry) Disconnect(id string, reason string) {
 	r.mu.Lock()
 	c := r.byID[id]
-	if c == nil || !c.isDevice() {
+	if c == nil || !c.IsDevice() {
 		r.mu.Unlock()
 		return
 	}
 	delete(r.byID, id)
 	r.mu.Unlock()
-	go c.conn.Close(websocket.StatusPolicyViolation, reason)
+	go c.Conn.Close(websocket.StatusPolicyViolation, reason)
 }
 
 // moved forgets device id, linked to another node now: its link here,
 // if any, which it returns for the caller to close, and its grace or
 // shutdown here, which end without its grace's end being called.
-func (r *registry) moved(id string) *client {
+func (r *Registry) moved(id string) *Link {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g, ok := r.away[id]; ok {
@@ -233,17 +233,17 @@ func (r *registry) moved(id string) *client {
 	}
 	delete(r.shutDown, id)
 	c := r.byID[id]
-	if c == nil || !c.isDevice() {
+	if c == nil || !c.IsDevice() {
 		return nil
 	}
 	delete(r.byID, id)
 	return c
 }
 
-// closeAll ends every grace and closes every connection, for shutdown,
+// CloseAll ends every grace and closes every connection, for shutdown,
 // and waits until each has closed or given up on its peer. A server that
 // stops waits for no device.
-func (r *registry) closeAll(code websocket.StatusCode, reason string) {
+func (r *Registry) CloseAll(code websocket.StatusCode, reason string) {
 	r.mu.Lock()
 	r.closed = true
 	for id, g := range r.away {
@@ -251,22 +251,22 @@ func (r *registry) closeAll(code websocket.StatusCode, reason string) {
 		delete(r.away, id)
 	}
 	r.mu.Unlock()
-	r.closeLinks(code, reason)
+	r.CloseLinks(code, reason)
 }
 
-// closeLinks closes every link with code and reason, for a node that
+// CloseLinks closes every link with code and reason, for a node that
 // drains: each device is then between links here, in its grace, as for
 // a link that dropped, until it registers with another node.
-func (r *registry) closeLinks(code websocket.StatusCode, reason string) {
+func (r *Registry) CloseLinks(code websocket.StatusCode, reason string) {
 	r.mu.Lock()
-	all := make([]*client, 0, len(r.byID))
+	all := make([]*Link, 0, len(r.byID))
 	for _, c := range r.byID {
 		all = append(all, c)
 	}
 	r.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, c := range all {
-		wg.Go(func() { c.conn.Close(code, reason) })
+		wg.Go(func() { c.Conn.Close(code, reason) })
 	}
 	wg.Wait()
 }

@@ -22,10 +22,10 @@ type remote interface {
 	// where refines at, the registry's whereabouts of device id, with
 	// what the cluster knows of it and lease; called under dispatcher.mu,
 	// so that deciding where a command goes and parking it are one step.
-	where(id string, at whereabouts, lease *store.DeviceLease) whereabouts
+	where(id string, at Whereabouts, lease *store.DeviceLease) Whereabouts
 	// send hands cmd to node, which holds its device's link under the
 	// lease epoch.
-	send(cmd *command, node string, epoch int64)
+	send(cmd *Command, node string, epoch int64)
 	// stop sends CANCEL_COMMAND m for device id through the node that
 	// holds its link under lease.
 	stop(id string, lease int64, m *protocol.ServerMessage)
@@ -40,58 +40,58 @@ type remote interface {
 	recordedHere(rec store.Command, sessionEnded bool)
 }
 
-// deviceLeases is the device gateway's side of the cluster: the lease on
+// DeviceLeases is the device gateway's side of the cluster: the lease on
 // a device that a node takes while it holds the device's link, and the
 // questions the API's views ask about devices linked elsewhere. A single
 // node's is singleNode: it takes no lease, and nothing is elsewhere.
-type deviceLeases interface {
-	// take takes device c's lease as it registers here; an error refuses
+type DeviceLeases interface {
+	// Take takes device c's lease as it registers here; an error refuses
 	// the registration.
-	take(ctx context.Context, c *client) error
-	// announce tells the other nodes that c's link is here.
-	announce(c *client)
-	// shutDown tells the nodes whose commands wait on device id that it
+	Take(ctx context.Context, c *Link) error
+	// Announce tells the other nodes that c's link is here.
+	Announce(c *Link)
+	// ShutDown tells the nodes whose commands wait on device id that it
 	// shut down.
-	shutDown(id string)
-	// drop stops serving device id for the other nodes, unless the lease
+	ShutDown(id string)
+	// Drop stops serving device id for the other nodes, unless the lease
 	// held is at epoch until or later (0: any); it returns the epoch it
 	// held, or 0.
-	drop(id string, until int64) int64
-	// release gives device id's lease up, as its grace here ended.
-	release(id string)
-	// heldElsewhere: device id's lease is held by another live node.
-	heldElsewhere(id string) bool
-	// linkedElsewhere: this node heard that another live node holds
+	Drop(id string, until int64) int64
+	// Release gives device id's lease up, as its grace here ended.
+	Release(id string)
+	// HeldElsewhere: device id's lease is held by another live node.
+	HeldElsewhere(id string) bool
+	// LinkedElsewhere: this node heard that another live node holds
 	// device id's link.
-	linkedElsewhere(id string) bool
-	// devicesElsewhere are the devices this node heard are linked to
+	LinkedElsewhere(id string) bool
+	// DevicesElsewhere are the devices this node heard are linked to
 	// other live nodes.
-	devicesElsewhere() []string
+	DevicesElsewhere() []string
 }
 
-// singleNode is the remote and the device leases of a server that is no
+// SingleNode is the remote and the device leases of a server that is no
 // node of a cluster: every device is here or nowhere.
-type singleNode struct{}
+type SingleNode struct{}
 
 var (
-	_ remote       = singleNode{}
-	_ deviceLeases = singleNode{}
-	_ remote       = (*clusterLinks)(nil)
-	_ deviceLeases = (*clusterLinks)(nil)
+	_ remote       = SingleNode{}
+	_ DeviceLeases = SingleNode{}
+	_ remote       = (*ClusterLinks)(nil)
+	_ DeviceLeases = (*ClusterLinks)(nil)
 )
 
-func (singleNode) leaseIfNotHere(string) (*store.DeviceLease, error)                { return nil, nil }
-func (singleNode) where(_ string, at whereabouts, _ *store.DeviceLease) whereabouts { return at }
-func (singleNode) send(*command, string, int64)                                     {}
-func (singleNode) stop(string, int64, *protocol.ServerMessage)                      {}
-func (singleNode) refusedHere(string, string, string) bool                          { return false }
-func (singleNode) proxiedSession(string) *store.Session                             { return nil }
-func (singleNode) recordedHere(store.Command, bool)                                 {}
-func (singleNode) take(context.Context, *client) error                              { return nil }
-func (singleNode) announce(*client)                                                 {}
-func (singleNode) shutDown(string)                                                  {}
-func (singleNode) drop(string, int64) int64                                         { return 0 }
-func (singleNode) release(string)                                                   {}
-func (singleNode) heldElsewhere(string) bool                                        { return false }
-func (singleNode) linkedElsewhere(string) bool                                      { return false }
-func (singleNode) devicesElsewhere() []string                                       { return nil }
+func (SingleNode) leaseIfNotHere(string) (*store.DeviceLease, error)                { return nil, nil }
+func (SingleNode) where(_ string, at Whereabouts, _ *store.DeviceLease) Whereabouts { return at }
+func (SingleNode) send(*Command, string, int64)                                     {}
+func (SingleNode) stop(string, int64, *protocol.ServerMessage)                      {}
+func (SingleNode) refusedHere(string, string, string) bool                          { return false }
+func (SingleNode) proxiedSession(string) *store.Session                             { return nil }
+func (SingleNode) recordedHere(store.Command, bool)                                 {}
+func (SingleNode) Take(context.Context, *Link) error                              { return nil }
+func (SingleNode) Announce(*Link)                                                 {}
+func (SingleNode) ShutDown(string)                                                  {}
+func (SingleNode) Drop(string, int64) int64                                         { return 0 }
+func (SingleNode) Release(string)                                                   {}
+func (SingleNode) HeldElsewhere(string) bool                                        { return false }
+func (SingleNode) LinkedElsewhere(string) bool                                      { return false }
+func (SingleNode) DevicesElsewhere() []string                                       { return nil }

@@ -61,7 +61,7 @@ func (inv inventory) encoding() protocol.Encoding {
 
 // lookup finds the tool c names, as the agent would.
 func (inv inventory) lookup(c toolCall) (protocol.MCPToolInfo, bool) {
-	return findTool(inv.tools, c.namespace, c.cmd.ToolName, c.cmd.ToolType)
+	return FindTool(inv.tools, c.namespace, c.cmd.ToolName, c.cmd.ToolType)
 }
 
 // noTool says that the device lacks the tool c names: as it is now, or as
@@ -88,14 +88,14 @@ func (inv inventory) toolLabels(qualified bool) []string {
 }
 
 // inventory is deviceID's inventory as the server knows it now.
-func (d *dispatcher) inventory(deviceID string) inventory {
+func (d *Dispatcher) inventory(deviceID string) inventory {
 	inv := inventory{deviceID: deviceID}
 	var info *protocol.SystemInfo
-	if c := d.reg.device(deviceID); c != nil {
-		inv.online, inv.ufoJSON = true, c.conn.Encoding() == protocol.JSON
-		info = c.info.Load()
+	if c := d.reg.Device(deviceID); c != nil {
+		inv.online, inv.ufoJSON = true, c.Conn.Encoding() == protocol.JSON
+		info = c.Info.Load()
 	} else if dev, err := d.store.Device(context.Background(), deviceID); err == nil {
-		info = storedInfo(dev)
+		info = StoredInfo(dev)
 	}
 	if info != nil {
 		inv.tools = info.Tools
@@ -134,7 +134,7 @@ func (inv inventory) confine(c toolCall, cmd protocol.Command, scope access.Scop
 		return cmd, nil
 	}
 	if cmd.ToolType == "" {
-		if t, found := findTool(inv.tools, "", cmd.ToolName, ""); found {
+		if t, found := FindTool(inv.tools, "", cmd.ToolName, ""); found {
 			cmd.ToolType = t.ToolType
 		}
 	}
@@ -181,10 +181,10 @@ func (inv inventory) resolveCall(c toolCall) (protocol.Command, store.ToolRef, e
 	return cmd, ref, nil
 }
 
-// findTool looks a tool up as the agent would: by tool_type::tool_name, or
+// FindTool looks a tool up as the agent would: by tool_type::tool_name, or
 // when no type is given, under each type in turn; a namespace, if given,
 // must match too.
-func findTool(tools []protocol.MCPToolInfo, ns, name string, tt protocol.ToolType) (protocol.MCPToolInfo, bool) {
+func FindTool(tools []protocol.MCPToolInfo, ns, name string, tt protocol.ToolType) (protocol.MCPToolInfo, bool) {
 	types := protocol.ToolTypes[:]
 	if tt != "" {
 		types = []protocol.ToolType{tt}

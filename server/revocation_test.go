@@ -111,7 +111,7 @@ func (open surfaces) each(t *testing.T, whose string, check func(*testing.T, <-c
 // quietTask is a task that runs until cancelled, on the device quiet-1.
 func quietTask(ts *testServer) string {
 	ts.t.Helper()
-	if ts.srv.reg.device("quiet-1") == nil {
+	if ts.srv.reg.Device("quiet-1") == nil {
 		ts.device("quiet-1", tool("stock", "echo", protocol.ToolAction)).drain()
 	}
 	return dispatch(ts.t, ts, "quiet-1", "steps: [{tool: echo, timeout: 1h}]").SessionID

@@ -69,7 +69,7 @@ func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) {
 	}
 	settled := s.auth.WaitRotation(d.ID)
 	linked := s.offerRotationTo(r.Context(), d.ID)
-	if !linked && s.leases.heldElsewhere(d.ID) {
+	if !linked && s.leases.HeldElsewhere(d.ID) {
 		linked = true
 		s.tellCluster(d.ID, cluster.DeviceRotate)
 	}
@@ -111,8 +111,8 @@ func rotationView(id string, rot *store.TokenRotation) api.TokenRotation {
 // deviceWire is the wire of device d's link, or of its last one if it is
 // not linked, "" if it never was.
 func (s *Server) deviceWire(d store.Device) string {
-	if c := s.reg.device(d.ID); c != nil {
-		return c.conn.Encoding().String()
+	if c := s.reg.Device(d.ID); c != nil {
+		return c.Conn.Encoding().String()
 	}
 	return d.Wire
 }
@@ -122,7 +122,7 @@ func (s *Server) deviceWire(d store.Device) string {
 // hears of the request (cluster.DeviceRotate) and offers it there; a
 // device linked nowhere gets it when it next registers, on whatever node.
 func (s *Server) offerRotationTo(ctx context.Context, id string) bool {
-	c := s.reg.device(id)
+	c := s.reg.Device(id)
 	if c != nil {
 		s.offerRotation(ctx, c)
 	}
@@ -131,7 +131,7 @@ func (s *Server) offerRotationTo(ctx context.Context, id string) bool {
 
 // registered marks device c's REGISTER acknowledged, and offers it a new
 // token if a rotation of its token waits for it.
-func (s *Server) registered(ctx context.Context, c *client) {
+func (s *Server) registered(ctx context.Context, c *Link) {
 	s.offers.acked(c)
 	s.offerRotation(ctx, c)
 }
@@ -139,35 +139,35 @@ func (s *Server) registered(ctx context.Context, c *client) {
 // offerRotation sends device c a new token if a rotation of its token is
 // pending: once per link, and only once the link is registered, so that
 // the device never gets one before its REGISTER's ack.
-func (s *Server) offerRotation(ctx context.Context, c *client) {
+func (s *Server) offerRotation(ctx context.Context, c *Link) {
 	s.offers.mu.Lock()
 	defer s.offers.mu.Unlock()
 	offer := s.offers.links[c]
 	if offer == nil || !offer.acked || offer.sent != nil {
 		return
 	}
-	d, err := s.store.Device(ctx, c.id)
+	d, err := s.store.Device(ctx, c.ID)
 	if err != nil || d.Rotation == nil {
 		return
 	}
-	if c.conn.Encoding() != protocol.CBOR {
-		s.auth.FailRotation(ctx, c.id, "its link is JSON, UFO's wire, which cannot carry a new token: enroll it again to give it one")
+	if c.Conn.Encoding() != protocol.CBOR {
+		s.auth.FailRotation(ctx, c.ID, "its link is JSON, UFO's wire, which cannot carry a new token: enroll it again to give it one")
 		return
 	}
 	token := identity.NewToken(identity.DeviceTokenPrefix)
 	sent := &sentToken{responseID: uuid.NewString(), hash: identity.HashToken(token)}
-	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SendRotation(c.id, sent.hash) }); err != nil {
-		s.log.Warn("new token not recorded; none sent", "device", c.id, "err", err)
+	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SendRotation(c.ID, sent.hash) }); err != nil {
+		s.log.Warn("new token not recorded; none sent", "device", c.ID, "err", err)
 		return
 	}
 	offer.sent = sent
 	msg := &protocol.ServerMessage{Type: protocol.ServerRotateToken, Status: protocol.StatusOK, Timestamp: protocol.Now(),
 		ResponseID: sent.responseID, Token: token}
-	if err := s.send(c.conn, msg); err != nil {
-		s.log.Warn("new token not sent; another goes when the device next registers", "device", c.id, "err", err)
+	if err := s.send(c.Conn, msg); err != nil {
+		s.log.Warn("new token not sent; another goes when the device next registers", "device", c.ID, "err", err)
 		return
 	}
-	s.log.Info("new token sent to the device", "device", c.id, "response_id", sent.responseID)
+	s.log.Info("new token sent to the device", "device", c.ID, "response_id", sent.responseID)
 }
 
 // tokenOffers are, for each device link, whether its REGISTER was
@@ -177,7 +177,7 @@ func (s *Server) offerRotation(ctx context.Context, c *client) {
 // that comes late finds it gone.
 type tokenOffers struct {
 	mu    sync.Mutex
-	links map[*client]*linkOffer
+	links map[*Link]*linkOffer
 }
 
 // linkOffer is a device link's part in token rotation.
@@ -186,17 +186,17 @@ type linkOffer struct {
 	sent  *sentToken // the new token offered on it, unanswered
 }
 
-func newTokenOffers() *tokenOffers { return &tokenOffers{links: map[*client]*linkOffer{}} }
+func newTokenOffers() *tokenOffers { return &tokenOffers{links: map[*Link]*linkOffer{}} }
 
 // add makes c, a device's link registering now, one tokens may be offered on.
-func (o *tokenOffers) add(c *client) {
+func (o *tokenOffers) add(c *Link) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.links[c] = &linkOffer{}
 }
 
 // acked marks c's REGISTER acknowledged, unless c has ended.
-func (o *tokenOffers) acked(c *client) {
+func (o *tokenOffers) acked(c *Link) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if l := o.links[c]; l != nil {
@@ -206,7 +206,7 @@ func (o *tokenOffers) acked(c *client) {
 
 // take returns the token offered on c's link whose rotate_token had
 // response id rid, and forgets it; nil if there is none.
-func (o *tokenOffers) take(c *client, rid string) *sentToken {
+func (o *tokenOffers) take(c *Link, rid string) *sentToken {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	l := o.links[c]
@@ -219,7 +219,7 @@ func (o *tokenOffers) take(c *client, rid string) *sentToken {
 }
 
 // forget drops c's link, which ended, with what was offered on it.
-func (o *tokenOffers) forget(c *client) {
+func (o *tokenOffers) forget(c *Link) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.links, c)
@@ -228,26 +228,26 @@ func (o *tokenOffers) forget(c *client) {
 // rotationAnswered takes a device's TOKEN_ROTATED: it confirms the
 // rotation, or says why the device could not keep its new token, which
 // then keeps its old one.
-func (s *Server) rotationAnswered(ctx context.Context, c *client, m *protocol.ClientMessage) {
+func (s *Server) rotationAnswered(ctx context.Context, c *Link, m *protocol.ClientMessage) {
 	sent := s.offers.take(c, m.PrevResponseID)
 	if sent == nil {
-		s.sendError(ctx, c.conn, fmt.Sprintf("field \"prev_response_id\": %q names no new token sent on this link", m.PrevResponseID), m.RequestID)
+		s.sendError(ctx, c.Conn, fmt.Sprintf("field \"prev_response_id\": %q names no new token sent on this link", m.PrevResponseID), m.RequestID)
 		return
 	}
 	if m.Status != protocol.StatusOK {
-		s.auth.FailRotation(ctx, c.id, "the device could not keep its new token: "+m.Error)
+		s.auth.FailRotation(ctx, c.ID, "the device could not keep its new token: "+m.Error)
 		return
 	}
-	s.auth.ConfirmRotation(ctx, c.id, sent.hash, "the device confirmed it")
+	s.auth.ConfirmRotation(ctx, c.ID, sent.hash, "the device confirmed it")
 }
 
 // rotationRefused takes an ERROR from device c that answers the new token
 // offered on its link, as an agent that does not know ROTATE_TOKEN sends,
 // and reports whether it did.
-func (s *Server) rotationRefused(ctx context.Context, c *client, m *protocol.ClientMessage) bool {
+func (s *Server) rotationRefused(ctx context.Context, c *Link, m *protocol.ClientMessage) bool {
 	if s.offers.take(c, m.PrevResponseID) == nil {
 		return false
 	}
-	s.auth.FailRotation(ctx, c.id, "the device refused its new token (an agent too old to rotate its token?): "+m.Error)
+	s.auth.FailRotation(ctx, c.ID, "the device refused its new token (an agent too old to rotate its token?): "+m.Error)
 	return true
 }

@@ -213,7 +213,7 @@ func TestARotationForAJSONLinkedDeviceIsRefused(t *testing.T) {
 	for _, linked := range []bool{true, false} {
 		if !linked {
 			rc.conn.CloseNow()
-			require.Eventually(t, func() bool { return ts.srv.reg.device("ufo-1") == nil }, 5*time.Second, 10*time.Millisecond)
+			require.Eventually(t, func() bool { return ts.srv.reg.Device("ufo-1") == nil }, 5*time.Second, 10*time.Millisecond)
 		}
 		code, msg := ts.apiStatus("POST", "/api/devices/ufo-1/token", api.RotateRequest{})
 		assert.Equal(t, http.StatusConflict, code, "linked: %v", linked)

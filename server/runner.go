@@ -24,7 +24,7 @@ type runner[R any] interface {
 // stepper makes one attempt at a step on the session's device: one
 // command.
 type stepper interface {
-	attempt(ctx context.Context, st step, n int) commandResult
+	attempt(ctx context.Context, st step, n int) Result
 	// replayed reports whether attempt n at step st was made before, by
 	// the node a session was adopted from.
 	replayed(st, n int) bool
@@ -59,8 +59,8 @@ func (st step) label() string {
 
 // runStep makes attempts at st until one succeeds, its retries run out or
 // ctx ends, and returns the last attempt's result and how many were made.
-func runStep(ctx context.Context, steps stepper, st step) (commandResult, int) {
-	last, n := commandResult{err: errNotRun}, 0
+func runStep(ctx context.Context, steps stepper, st step) (Result, int) {
+	last, n := Result{Err: errNotRun}, 0
 	for n <= st.retries {
 		if n > 0 && !steps.replayed(st.index, n+1) && !sleep(ctx, st.retryWait(n)) {
 			break
@@ -69,7 +69,7 @@ func runStep(ctx context.Context, steps stepper, st step) (commandResult, int) {
 			break
 		}
 		n++
-		if last = steps.attempt(ctx, st, n); last.failure() == "" {
+		if last = steps.attempt(ctx, st, n); last.Failure() == "" {
 			break
 		}
 	}
@@ -109,9 +109,9 @@ func (p planRunner) run(ctx context.Context, steps stepper) outcome[api.PlanResu
 		}
 		st := planStep(i, ps)
 		r, attempts := runStep(ctx, steps, st)
-		why := r.failure()
-		res.Steps = append(res.Steps, api.StepResult{Step: i, Tool: st.label(), Status: r.status(), Attempts: attempts,
-			ResponseID: r.responseID, Results: r.results, Error: why})
+		why := r.Failure()
+		res.Steps = append(res.Steps, api.StepResult{Step: i, Tool: st.label(), Status: r.Status(), Attempts: attempts,
+			ResponseID: r.ResponseID, Results: r.Results, Error: why})
 		if why != "" {
 			if firstErr == "" {
 				firstErr = fmt.Sprintf("step %d (%s) failed: %s", i+1, st.label(), why)
@@ -178,10 +178,10 @@ func (c commandRunner) run(ctx context.Context, steps stepper) outcome[api.Comma
 	st := commandStep(c.actions, c.timeout)
 	st.waitForDevice = c.waitForDevice
 	r, _ := runStep(ctx, steps, st)
-	if len(r.results) == 0 {
+	if len(r.Results) == 0 {
 		// It never ran (cancelled first, or its actions did not resolve);
 		// still, every action ends in a Result with its call_id.
-		r.results = protocol.FailAll(protocol.CallIDs(c.actions), r.failure())
+		r.Results = protocol.FailAll(protocol.CallIDs(c.actions), r.Failure())
 	}
 	return commandOutcome(c.sessionID, c.deviceID, r)
 }

@@ -46,7 +46,7 @@ func (s *Server) deviceInScope(ctx context.Context, c *identity.Caller, id strin
 // cluster, on another live node, and in c's scope. A store that fails to
 // say counts as out of scope, and is logged.
 func (s *Server) onlineInScope(ctx context.Context, c *identity.Caller, id string) bool {
-	if s.reg.device(id) == nil && !s.leases.linkedElsewhere(id) && !s.leases.heldElsewhere(id) {
+	if s.reg.Device(id) == nil && !s.leases.LinkedElsewhere(id) && !s.leases.HeldElsewhere(id) {
 		return false
 	}
 	in, err := s.deviceInScope(ctx, c, id)
@@ -136,8 +136,8 @@ func infoInScope(info *protocol.SystemInfo, scope access.Scope) *protocol.System
 // scope (linked here or, in a cluster, to another node), and the
 // constellations here that drive one.
 func (s *Server) clientsInScope(ctx context.Context, c *identity.Caller) ([]string, error) {
-	ids := s.reg.ids()
-	if elsewhere := s.leases.devicesElsewhere(); len(elsewhere) > 0 {
+	ids := s.reg.IDs()
+	if elsewhere := s.leases.DevicesElsewhere(); len(elsewhere) > 0 {
 		ids = slices.Compact(slices.Sorted(slices.Values(append(ids, elsewhere...))))
 	}
 	devices, err := s.devicesInScope(ctx, c)
@@ -150,8 +150,8 @@ func (s *Server) clientsInScope(ctx context.Context, c *identity.Caller) ([]stri
 	}
 	out := []string{}
 	for _, id := range ids {
-		cl := s.reg.get(id)
-		if cl == nil && in[id] || cl != nil && (cl.isDevice() && in[id] || !cl.isDevice() && in[cl.target]) {
+		cl := s.reg.Get(id)
+		if cl == nil && in[id] || cl != nil && (cl.IsDevice() && in[id] || !cl.IsDevice() && in[cl.Target]) {
 			out = append(out, id)
 		}
 	}

@@ -87,7 +87,7 @@ func TestTheMessagesOfAnUnregisteredConnectionAreRefused(t *testing.T) {
 		rc.requireError(`not registered: the first message must be "register"`)
 		rc.requireClosed()
 	}
-	assert.Empty(t, ts.srv.reg.ids())
+	assert.Empty(t, ts.srv.reg.IDs())
 }
 
 func TestASecondConnectionNeedsTheDevicesOwnToken(t *testing.T) {
@@ -113,7 +113,7 @@ func TestASecondConnectionNeedsTheDevicesOwnToken(t *testing.T) {
 	next.register("kiosk-1")
 	orig.requireClosed()
 	next.ping()
-	assert.Equal(t, []string{"kiosk-1"}, ts.srv.reg.ids())
+	assert.Equal(t, []string{"kiosk-1"}, ts.srv.reg.IDs())
 }
 
 func TestTaskEndsAcksAndDeviceInfoGoOnlyToTheRequester(t *testing.T) {

@@ -130,15 +130,15 @@ type Server struct {
 	lock       *dirlock.Lock // the data dir's, held until Close
 	store      *store.Store
 	unrecorded *unrecorded.Writes // what the store could not take, to retry
-	reg        *registry
+	reg        *Registry
 	liveness   *protocol.Liveness // checks every link for silence
 	devices    *deviceCache       // enrolled devices, for the command path
-	disp       *dispatcher
+	disp       *Dispatcher
 	// offers are the new tokens offered on device links (rotation.go).
 	offers *tokenOffers
 	// leases are the cluster's leases on devices linked here:
 	// singleNode on a single node (remote.go).
-	leases    deviceLeases
+	leases    DeviceLeases
 	sessions  *sessionManager
 	admission *admission
 	tasks     *frontDoor // every surface's way to run and start tasks
@@ -239,10 +239,10 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		st.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.reg = newRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
+	s.reg = NewRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
 	s.devices = newDeviceCache(st)
 	s.metrics = metrics.New(metrics.Sources{
-		ConnectedDevices:   s.reg.deviceCount,
+		ConnectedDevices:   s.reg.DeviceCount,
 		LiveSessions:       func(state string) int { return s.sessions.liveSessions(state) },
 		BlockedSources:     s.authLimit.Refused,
 		StoreWriteFailures: st.WriteFailures,
@@ -250,8 +250,8 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	})
 	frameCap := cfg.Conn.MaxFrameBytes
 	s.unrecorded = unrecorded.New(st, cfg.Store.UnrecordedWrites, cfg.Store.UnrecordedBytes, s.metrics.UnrecordedDropped, s.log)
-	s.disp = newDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, commandSessionEnd, s.log, frameCap)
-	s.leases = singleNode{}
+	s.disp = NewDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, commandSessionEnd, s.log, frameCap)
+	s.leases = SingleNode{}
 	s.offers = newTokenOffers()
 	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
 	s.sessions = newSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
@@ -365,17 +365,17 @@ func (s *Server) Shutdown() {
 			<-s.orphans // adopts nothing more
 		}
 		s.sessions.cancelAll()
-		s.disp.shutdown()
+		s.disp.Shutdown()
 		s.sessions.wait()
 		<-s.janitor
 		<-s.seenFlush
 		s.unrecorded.Close()
-		s.recordLastSeen(context.Background(), s.reg.devices())
+		s.recordLastSeen(context.Background(), s.reg.Devices())
 		// Gone from the cluster before the links close: the other nodes
 		// then take this node's devices as between links, which they are,
 		// not offline, as this node would answer once its graces end.
 		s.leaveCluster()
-		s.reg.closeAll(websocket.StatusGoingAway, "server shutting down")
+		s.reg.CloseAll(websocket.StatusGoingAway, "server shutting down")
 		s.liveness.Close()
 	})
 }

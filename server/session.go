@@ -155,7 +155,7 @@ func cancelMessage(reason, deviceID string) string {
 	case reasonAdoptedElsewhere:
 		return "task adopted by another node"
 	case reasonHandedOff:
-		return errHandedOff.Error()
+		return ErrHandedOff.Error()
 	case reasonKeyTaken:
 		return "another request with its Idempotency-Key started its task first"
 	default:

@@ -98,7 +98,7 @@ type sessionManager struct {
 	owner      store.Owner
 	store      *store.Store
 	unrecorded *unrecorded.Writes
-	disp       *dispatcher
+	disp       *Dispatcher
 	metrics    *metrics.Metrics
 	log        *slog.Logger
 
@@ -112,7 +112,7 @@ type sessionManager struct {
 	wg       sync.WaitGroup // one per live session
 }
 
-func newSessionManager(cfg SessionConfig, owner store.Owner, st *store.Store, u *unrecorded.Writes, disp *dispatcher, mx *metrics.Metrics,
+func newSessionManager(cfg SessionConfig, owner store.Owner, st *store.Store, u *unrecorded.Writes, disp *Dispatcher, mx *metrics.Metrics,
 	log *slog.Logger) *sessionManager {
 	cfg.setDefaults()
 	return &sessionManager{cfg: cfg, owner: owner, store: st, unrecorded: u, disp: disp, metrics: mx, log: log, live: map[string]*session{}}
@@ -253,7 +253,7 @@ func (m *sessionManager) runPlan(s *session, taskEnd taskEndFunc) outcome[api.Pl
 // /api/devices/{id}/commands. The session's id is spec.ID, or a new one.
 func (m *sessionManager) runCommand(ctx context.Context, spec sessionSpec, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
 	if spec.ID == "" {
-		spec.ID = newRowID()
+		spec.ID = NewRowID()
 	}
 	s, _, err := m.getOrCreateSession(ctx, spec)
 	if err != nil {
@@ -264,7 +264,7 @@ func (m *sessionManager) runCommand(ctx context.Context, spec sessionSpec, actio
 	switch s.cancelReason() {
 	case reasonHandedOff:
 		return api.CommandResponse{}, fmt.Errorf("task %s: %w; repeat the request there with its Idempotency-Key, or GET /api/tasks/%s",
-			s.ID, errHandedOff, s.ID)
+			s.ID, ErrHandedOff, s.ID)
 	case reasonKeyTaken:
 		return api.CommandResponse{}, fmt.Errorf("task %s not started: %w", s.ID, store.ErrKeyTaken)
 	}
@@ -416,7 +416,7 @@ func (m *sessionManager) cancelTask(id, why string) error {
 // cancels them.
 func (m *sessionManager) cancelOnRequest(s *session, why string) {
 	if rid := s.runningCommand(); rid != "" && s.fleet == nil {
-		m.disp.stop(rid, why)
+		m.disp.Stop(rid, why)
 	}
 	m.cancelSession(s, reasonUserRequested)
 }
@@ -629,7 +629,7 @@ func (m *sessionManager) handOff() int {
 	for _, s := range live {
 		s.setReason(reasonHandedOff)
 	}
-	m.disp.freeze()
+	m.disp.Freeze()
 	m.cancelWhere(func(*session) bool { return true }, reasonHandedOff)
 	m.wait()
 	return len(live)

@@ -354,7 +354,7 @@ func TestADeviceThatComesBackGetsItsPendingCommandAgain(t *testing.T) {
 // dropped.
 func (ts *testServer) waitOffline() {
 	ts.t.Helper()
-	require.Eventually(ts.t, func() bool { return len(ts.srv.reg.ids()) == 0 }, 10*time.Second, 10*time.Millisecond, "the dropped link was never noticed")
+	require.Eventually(ts.t, func() bool { return len(ts.srv.reg.IDs()) == 0 }, 10*time.Second, 10*time.Millisecond, "the dropped link was never noticed")
 }
 
 // waitLog waits until the server's log says want.
@@ -537,7 +537,7 @@ func TestADeadLinkIsNoticedAndItsCommandWaitsForTheDevice(t *testing.T) {
 	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: echo, timeout: 1m}]`)
 	dev.nextCommand()
 	// The device stops reading: it answers no more pings, as a dead link.
-	require.Eventually(t, func() bool { return len(ts.srv.reg.ids()) == 0 }, 10*time.Second, 10*time.Millisecond, "the dead link was never noticed")
+	require.Eventually(t, func() bool { return len(ts.srv.reg.IDs()) == 0 }, 10*time.Second, 10*time.Millisecond, "the dead link was never noticed")
 	assert.Contains(t, ts.logs.String(), "link dropped; the command waits for the device to come back")
 	assert.True(t, ts.srv.sessions.running(d.SessionID), "the task still runs, waiting")
 

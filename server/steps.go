@@ -24,7 +24,7 @@ type sessionStepper struct {
 // sends one command, and waits for its end; the events tell each. A
 // cancelled session gives it cancelGrace more to finish. A single
 // command's session is recorded, and ended, with its command.
-func (st sessionStepper) attempt(ctx context.Context, step step, n int) commandResult {
+func (st sessionStepper) attempt(ctx context.Context, step step, n int) Result {
 	s := st.s
 	if rec, ok := s.history[stepAttempt{step.index, n}]; ok {
 		return st.again(ctx, step, n, rec)
@@ -32,34 +32,34 @@ func (st sessionStepper) attempt(ctx context.Context, step step, n int) commandR
 	inv := st.m.disp.inventory(s.DeviceID)
 	actions, tools, err := inv.resolve(step.calls, s.scope)
 	if err != nil {
-		r := commandResult{err: err}
+		r := Result{Err: err}
 		s.events.add(st.stepEvent(api.EventStepEnd, step, n, r))
 		return r
 	}
-	spec := commandSpec{
-		deviceID: s.DeviceID, sessionID: s.ID, actor: s.Requester.String(), by: requesterBy(s.Requester),
-		step: step.index, attempt: n, actions: actions, tools: tools, timeout: step.timeout, waitForDevice: step.waitForDevice,
+	spec := CommandSpec{
+		DeviceID: s.DeviceID, SessionID: s.ID, Actor: s.Requester.String(), By: requesterBy(s.Requester),
+		Step: step.index, Attempt: n, Actions: actions, Tools: tools, Timeout: step.timeout, WaitForDevice: step.waitForDevice,
 	}
 	if s.Kind == api.KindCommand {
 		row := s.row(api.StateRunning)
-		spec.session = &row
+		spec.Session = &row
 	}
 	if s.owner.Node != "" {
 		// Another node may adopt the session while this one runs it.
-		spec.fence = &s.owner
+		spec.Fence = &s.owner
 	}
-	cmd := st.m.disp.newCommand(spec)
-	s.events.add(st.stepEvent(api.EventStepStart, step, n, commandResult{responseID: cmd.rec.ResponseID}))
+	cmd := st.m.disp.NewCommand(spec)
+	s.events.add(st.stepEvent(api.EventStepStart, step, n, Result{ResponseID: cmd.rec.ResponseID}))
 	gctx, cancel := withGrace(ctx, cancelGrace)
-	r := st.m.disp.run(gctx, cmd)
+	r := st.m.disp.Run(gctx, cmd)
 	cancel()
 	switch {
-	case errors.Is(r.err, store.ErrAdopted):
+	case errors.Is(r.Err, store.ErrAdopted):
 		// Its end is the adopter's to tell, in its events too.
 		st.m.cancelSession(s, reasonAdoptedElsewhere)
 		s.events.leave()
 		return r
-	case errors.Is(r.err, store.ErrKeyTaken):
+	case errors.Is(r.Err, store.ErrKeyTaken):
 		st.m.cancelSession(s, reasonKeyTaken)
 		s.events.leave()
 		return r
@@ -86,12 +86,12 @@ func (st sessionStepper) replayed(step, n int) bool {
 // been sent, is sent again with the same response_id and call_ids. Its
 // events are those the first node emitted, so that an event stream
 // numbers them alike.
-func (st sessionStepper) again(ctx context.Context, step step, n int, rec store.Command) commandResult {
+func (st sessionStepper) again(ctx context.Context, step step, n int, rec store.Command) Result {
 	s := st.s
-	s.events.add(st.stepEvent(api.EventStepStart, step, n, commandResult{responseID: rec.ResponseID}))
+	s.events.add(st.stepEvent(api.EventStepStart, step, n, Result{ResponseID: rec.ResponseID}))
 	// A single command whose outcome the store holds, but not its
 	// session's end, has it recorded by the session manager.
-	r := commandResult{responseID: rec.ResponseID, results: rec.Results}
+	r := Result{ResponseID: rec.ResponseID, Results: rec.Results}
 	if rec.Status == store.CommandPending {
 		var row *store.Session
 		if s.Kind == api.KindCommand {
@@ -99,7 +99,7 @@ func (st sessionStepper) again(ctx context.Context, step step, n int, rec store.
 			row = &ses
 		}
 		gctx, cancel := withGrace(ctx, cancelGrace)
-		r = st.m.disp.resume(gctx, rec, row, &s.owner)
+		r = st.m.disp.Resume(gctx, rec, row, &s.owner)
 		cancel()
 	}
 	s.events.add(st.stepEvent(api.EventStepEnd, step, n, r))
@@ -108,11 +108,11 @@ func (st sessionStepper) again(ctx context.Context, step step, n int, rec store.
 
 // stepEvent is the event of attempt n at step: its start, which names
 // the command, or its end with r.
-func (st sessionStepper) stepEvent(typ string, step step, n int, r commandResult) api.TaskEvent {
+func (st sessionStepper) stepEvent(typ string, step step, n int, r Result) api.TaskEvent {
 	e := api.TaskEvent{Type: typ, SessionID: st.s.ID, Steps: st.s.steps, Step: &step.index, Attempt: n, Tool: step.label(),
-		ResponseID: r.responseID}
+		ResponseID: r.ResponseID}
 	if typ == api.EventStepEnd {
-		e.Status, e.Results, e.Error = r.status(), r.results, r.failure()
+		e.Status, e.Results, e.Error = r.Status(), r.Results, r.Failure()
 	}
 	return e
 }

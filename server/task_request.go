@@ -19,7 +19,7 @@ import (
 // galaxy/<task>/<name>), with a warning, where its HTTP API, like POST
 // /api/dispatch here, refuses it. The sanitized name is the one
 // task_result looks up; the original is kept on the task.
-func (s *Server) wsTaskName(c *client, asked string) (name, original string) {
+func (s *Server) wsTaskName(c *Link, asked string) (name, original string) {
 	if asked == "" || plan.ValidTaskName(asked) {
 		return asked, ""
 	}
@@ -27,7 +27,7 @@ func (s *Server) wsTaskName(c *client, asked string) (name, original string) {
 	if name == "" {
 		name = uuid.NewString()
 	}
-	s.log.Warn("task name sanitized", "client_id", c.id, "task_name", name, "sent", asked)
+	s.log.Warn("task name sanitized", "client_id", c.ID, "task_name", name, "sent", asked)
 	return name, asked
 }
 
@@ -38,19 +38,19 @@ func (s *Server) wsTaskName(c *client, asked string) (name, original string) {
 // only logs an ERROR; its device client too.) A TASK for a session that
 // is already running gets an ERROR alone, since that session's TASK_END
 // will still come.
-func (s *Server) refuseTask(ctx context.Context, c *client, m *protocol.ClientMessage, err error) {
+func (s *Server) refuseTask(ctx context.Context, c *Link, m *protocol.ClientMessage, err error) {
 	reason := "task: " + err.Error()
 	var running *sessionRunningError
 	if errors.As(err, &running) {
-		s.sendError(ctx, c.conn, reason, m.RequestID)
+		s.sendError(ctx, c.Conn, reason, m.RequestID)
 		return
 	}
 	sessionID := m.SessionID
 	if sessionID == "" {
 		sessionID = uuid.NewString()
 	}
-	s.log.Info("task refused", "client_id", c.id, "session_id", sessionID, "err", err)
-	s.send(c.conn, &protocol.ServerMessage{
+	s.log.Info("task refused", "client_id", c.ID, "session_id", sessionID, "err", err)
+	s.send(c.Conn, &protocol.ServerMessage{
 		Type: protocol.ServerTaskEnd, Status: protocol.StatusFailed, SessionID: sessionID,
 		Error: reason, Timestamp: protocol.Now(), ResponseID: uuid.NewString(),
 	})

@@ -36,9 +36,9 @@ func usageProblem(u *protocol.Usage) error {
 	return nil
 }
 
-// dropImplausibleUsage removes the usage of each result whose figures are
+// DropImplausibleUsage removes the usage of each result whose figures are
 // implausible, with a warning; the results themselves stand.
-func dropImplausibleUsage(results []protocol.Result, log *lazylog.Logger) {
+func DropImplausibleUsage(results []protocol.Result, log *lazylog.Logger) {
 	for i := range results {
 		r := &results[i]
 		if r.Usage == nil {
