@@ -13,6 +13,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
@@ -533,12 +534,12 @@ func (c *check) frame(inv inventory, st step, cmds []protocol.Command) {
 	if c.measuredBefore(enc, cmds) {
 		return
 	}
-	size, err := FrameSize(enc, CommandMessage(placeholderID, placeholderID, withCallIDs(cmds, placeholderID)))
+	size, err := dispatch.FrameSize(enc, dispatch.CommandMessage(placeholderID, placeholderID, withCallIDs(cmds, placeholderID)))
 	switch {
 	case err != nil:
 		c.add(st.path, "cannot be encoded as a frame: %v", err)
 	case int64(size) > c.frameCap:
-		c.add(st.path, "%s", FrameTooBig(size, enc, c.frameCap))
+		c.add(st.path, "%s", dispatch.FrameTooBig(size, enc, c.frameCap))
 	}
 }
 
@@ -585,16 +586,4 @@ func withCallIDs(cmds []protocol.Command, id string) []protocol.Command {
 		out[i].CallID = id
 	}
 	return out
-}
-
-// FrameSize is the size of m as one frame in enc.
-func FrameSize(enc protocol.Encoding, m *protocol.ServerMessage) (int, error) {
-	b, err := enc.Marshal(m)
-	return len(b), err
-}
-
-// FrameTooBig says that a COMMAND frame of size bytes in enc is over the
-// frame cap.
-func FrameTooBig(size int, enc protocol.Encoding, frameCap int64) string {
-	return fmt.Sprintf("its COMMAND frame is %d bytes in %s, more than the frame cap of %d", size, enc, frameCap)
 }

@@ -222,7 +222,7 @@ func TestAToolThePlanInstallsIsCheckedWhenItIsUsed(t *testing.T) {
 	install := tool("", protocol.InstallToolName, protocol.ToolAction)
 	install.InputSchema = protocol.InstallToolSchema
 	dev := ts.device("kiosk-1", install, tool("stock", "echo", protocol.ToolAction))
-	d := dispatch(t, ts, "kiosk-1", `
+	d := dispatchPlan(t, ts, "kiosk-1", `
 steps:
   - tool: install_tool
     parameters: {module: AAAA, sha256: abc, namespace: deployed}

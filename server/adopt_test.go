@@ -66,7 +66,7 @@ func planInFlight(t *testing.T, planDoc string) inFlight {
 	p := inFlight{a: nodes[0], b: nodes[1], token: nodes[0].enroll("kiosk-1")}
 	p.dev = p.a.mustDial(p.token)
 	p.dev.register("kiosk-1", echoTool)
-	p.plan = dispatch(t, p.a, "kiosk-1", planDoc)
+	p.plan = dispatchPlan(t, p.a, "kiosk-1", planDoc)
 	p.first = p.dev.nextCommand()
 	return p
 }
@@ -93,7 +93,7 @@ func TestAPlanOfADeadNodeIsAdoptedOnceAndRunsOnFromItsLastStep(t *testing.T) {
 	token := a.enroll("kiosk-1")
 	dev := a.mustDial(token)
 	dev.register("kiosk-1", echo)
-	d := dispatch(t, a, "kiosk-1", `
+	d := dispatchPlan(t, a, "kiosk-1", `
 steps:
   - tool: echo
     timeout: 2s

@@ -110,10 +110,10 @@ func TestListTasksAndRemoveATask(t *testing.T) {
 	ts := newTestServer(t)
 	dev := ts.device("kiosk-1")
 	ctx := context.Background()
-	done := dispatch(t, ts, "kiosk-1", echoPlan)
+	done := dispatchPlan(t, ts, "kiosk-1", echoPlan)
 	dev.answer(dev.nextCommand(), protocol.ResultSuccess, "")
 	ts.waitTask(done.SessionID)
-	running := dispatch(t, ts, "kiosk-1", echoPlan)
+	running := dispatchPlan(t, ts, "kiosk-1", echoPlan)
 	dev.nextCommand()
 
 	tasks, err := ts.api.Tasks(ctx, api.StateRunning, 0)

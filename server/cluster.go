@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -101,11 +102,11 @@ func (s *Server) linkCluster() error {
 	if s.cluster == nil {
 		return nil
 	}
-	links, err := NewClusterLinks(s.cluster, s.reg, s.disp, s.cfg.Sessions.DeviceGrace, s.log)
+	links, err := dispatch.NewClusterLinks(s.cluster, s.reg, s.disp, s.cfg.Sessions.DeviceGrace, s.log)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	s.disp.remote, s.leases = links, links
+	s.leases = links
 	s.admission.reachable = s.reachable
 	err = s.cluster.OnRevocation(func(r cluster.Revocation) { s.Revoked(Revocation{Identity: r.Identity, TokenIDs: r.TokenIDs}) })
 	if err == nil {

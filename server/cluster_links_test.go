@@ -10,6 +10,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -95,7 +96,7 @@ func TestADeviceThatMovesToAnotherNodeGetsItsCommandThereOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, cluster.Stale, reply.Outcome)
 	assert.Greater(t, reply.Lease, stale)
-	assert.Equal(t, 0, b.srv.leases.(*ClusterLinks).heldEpochOr0("kiosk-1"), "B holds it no more")
+	assert.Equal(t, int64(0), b.srv.leases.(*dispatch.ClusterLinks).HeldEpoch("kiosk-1"), "B holds it no more")
 }
 
 // A device between links on its node is between links for every node:
@@ -144,11 +145,8 @@ func (rc *rawClient) linkLease(ts *testServer) int64 {
 	rc.t.Helper()
 	c := ts.srv.reg.Device(rc.id)
 	require.NotNil(rc.t, c)
-	return c.leaseEpoch.Load()
+	return c.LeaseEpoch()
 }
-
-// heldEpochOr0 is heldEpoch, for tests.
-func (l *ClusterLinks) heldEpochOr0(id string) int { return int(l.HeldEpoch(id)) }
 
 // Revoking a device on node A closes its link on node B within a second,
 // and fails A's command waiting for it.
@@ -165,7 +163,7 @@ func TestRevokingADeviceOnOneNodeClosesItsLinkOnAnotherWithinASecond(t *testing.
 	resp := <-out
 	assert.Equal(t, "failure", resp.Status)
 	assert.Contains(t, resp.FirstError(), `device "kiosk-1" was revoked`)
-	require.Eventually(t, func() bool { return b.srv.leases.(*ClusterLinks).HeldEpoch("kiosk-1") == 0 }, 5*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return b.srv.leases.(*dispatch.ClusterLinks).HeldEpoch("kiosk-1") == 0 }, 5*time.Second, 10*time.Millisecond,
 		"B gave up the device's lease")
 }
 
@@ -242,7 +240,7 @@ func TestAPlanThroughOneNodeRunsOnADeviceOnAnotherAndARefusalComesBack(t *testin
 	tc := newTestCluster(t)
 	a, b := tc.node("a"), tc.node("b")
 	dev, _ := tc.linkedTo(b, a, "kiosk-1")
-	resp := dispatch(t, a, "kiosk-1", "steps: [{tool: echo, timeout: 1m}]")
+	resp := dispatchPlan(t, a, "kiosk-1", "steps: [{tool: echo, timeout: 1m}]")
 	dev.answer(dev.nextCommand(), protocol.ResultSuccess, "res-1")
 	assert.Equal(t, api.StateCompleted, a.waitTask(resp.SessionID).State)
 
@@ -313,7 +311,7 @@ func TestCancellingATaskThroughOneNodeStopsItsCommandOnAnother(t *testing.T) {
 	tc := newTestCluster(t)
 	a, b := tc.node("a"), tc.node("b")
 	dev, _ := tc.linkedTo(b, a, "kiosk-1")
-	d := dispatch(t, a, "kiosk-1", `steps: [{tool: echo, timeout: 1m}]`)
+	d := dispatchPlan(t, a, "kiosk-1", `steps: [{tool: echo, timeout: 1m}]`)
 	cmd := dev.nextCommand()
 
 	task, err := a.api.CancelTask(context.Background(), d.SessionID)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
-	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -74,41 +73,4 @@ func TestASingleCommandsTaskHoldsItsResponseHoweverItEnds(t *testing.T) {
 	assert.Equal(t, []protocol.Result{{Status: protocol.ResultFailure, CallID: "mine",
 		Error: `device "ufo-1" speaks UFO's JSON and does not list "echo": give its tool_type (data_collection or action)`}}, never.Results)
 	assert.Empty(t, requireTaskHolds(t, ts, never).Commands)
-}
-
-// A command can fail (its timeout ends) just as its results are recorded
-// by a write that no longer found it waiting: the failure then finds the
-// results recorded, and they stand. The session the command alone makes up
-// must end with them all the same, in the failure's write.
-func TestAFailureThatLosesTheRaceToResultsStillEndsTheCommandsSession(t *testing.T) {
-	ts := newTestServer(t)
-	// The device is between links, so that the command waits for it.
-	dev := ts.mustDial(ts.enroll("kiosk-1"))
-	dev.register("kiosk-1")
-	dev.conn.CloseNow()
-	ts.waitOffline()
-	m, d := ts.srv.sessions, ts.srv.disp
-	ctx := context.Background()
-	s, _, err := m.getOrCreateSession(ctx, sessionSpec{ID: "s1", DeviceID: "kiosk-1", Requester: api.Requester{Kind: api.RequesterOperator}})
-	require.NoError(t, err)
-	defer m.release(s)
-	row := s.row(api.StateRunning)
-	cmd := d.NewCommand(CommandSpec{DeviceID: "kiosk-1", SessionID: "s1", Actor: "operator", Attempt: 1,
-		Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: time.Minute, Session: &row})
-	ran := make(chan Result, 1)
-	go func() { ran <- d.Run(ctx, cmd) }() // recorded, then waiting unsent for the device
-	require.Eventually(t, func() bool { return d.waiting(cmd.rec.ResponseID) != nil }, 10*time.Second, time.Millisecond)
-
-	d.forget(cmd) // as fail does first, before a write that records the results
-	results := []protocol.Result{{Status: protocol.ResultSuccess, Result: "done", CallID: cmd.rec.Actions[0].CallID}}
-	require.NoError(t, ts.srv.store.Write(ctx, func(tx *store.Tx) error {
-		_, err := tx.RecordResults("kiosk-1", cmd.rec.ResponseID, results)
-		return err
-	}))
-	d.fail(cmd, "device \"kiosk-1\" did not answer within 1m0s")
-
-	r := <-ran
-	assert.True(t, r.Recorded)
-	assert.Equal(t, results, r.Results, "the results stand")
-	requireTaskHolds(t, ts, api.NewCommandResponse(cmd.rec.ResponseID, "s1", "kiosk-1", results))
 }

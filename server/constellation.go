@@ -8,6 +8,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
@@ -21,10 +22,17 @@ import (
 // TASK_ENDs come back to it alone; it is closed when its identity or
 // token is revoked.
 
+// constellation is a constellation client's link, and the operator
+// identity it acts for.
+type constellation struct {
+	*dispatch.Link
+	caller *identity.Caller
+}
+
 // registerConstellation checks a REGISTER sent with an operator token, for
 // caller. A target outside the caller's scope is refused as one that is
 // not connected.
-func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMessage, c *identity.Caller) (*Link, error) {
+func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMessage, c *identity.Caller) (*dispatch.Link, error) {
 	if m.ClientType != protocol.ClientConstellation {
 		return nil, fmt.Errorf(`register: field "client_type": %q needs the device's own token; an operator token registers constellations only`, m.ClientType)
 	}
@@ -46,12 +54,12 @@ func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMe
 	case s.reg.Device(m.TargetID) == nil || !inScope:
 		return nil, fmt.Errorf(`register: field "target_id": target device %q is not connected`, m.TargetID)
 	}
-	return &Link{ID: m.ClientID, Type: protocol.ClientConstellation, Target: m.TargetID, caller: c}, nil
+	return &dispatch.Link{ID: m.ClientID, Type: protocol.ClientConstellation, Target: m.TargetID}, nil
 }
 
 // closeOnRevocation closes the constellation c's link when revoked, its
 // identity's or token's revocation, is closed, until ctx ends.
-func (s *Server) closeOnRevocation(ctx context.Context, c *Link, revoked <-chan struct{}) {
+func (s *Server) closeOnRevocation(ctx context.Context, c *constellation, revoked <-chan struct{}) {
 	go func() {
 		select {
 		case <-revoked:
@@ -63,14 +71,14 @@ func (s *Server) closeOnRevocation(ctx context.Context, c *Link, revoked <-chan 
 }
 
 // serveConstellation reads a constellation's messages until it leaves.
-func (s *Server) serveConstellation(ctx context.Context, c *Link) {
+func (s *Server) serveConstellation(ctx context.Context, c *constellation) {
 	for {
 		var m protocol.ClientMessage
 		if err := c.Conn.Read(ctx, &m); err != nil {
 			s.log.Info("constellation link ended", "client_id", c.ID, "err", err)
 			return
 		}
-		if err := checkIdentity(c, &m); err != nil {
+		if err := checkIdentity(c.Link, &m); err != nil {
 			s.sendError(ctx, c.Conn, err.Error(), m.RequestID)
 			continue
 		}
@@ -102,7 +110,7 @@ func (s *Server) serveConstellation(ctx context.Context, c *Link) {
 // about its target, that the target is still in its scope (a device
 // revoked and enrolled again with other labels may not be), else it is
 // refused as a target that is not connected.
-func (s *Server) allowLinkMessage(ctx context.Context, c *Link, t protocol.ClientMessageType) error {
+func (s *Server) allowLinkMessage(ctx context.Context, c *constellation, t protocol.ClientMessageType) error {
 	if err := identity.AllowMessage(c.caller, t); err != nil {
 		return err
 	}
@@ -122,7 +130,7 @@ func (s *Server) allowLinkMessage(ctx context.Context, c *Link, t protocol.Clien
 // refuseMessage answers a message the access policy refuses: a TASK as
 // every TASK that cannot start, with a failed TASK_END; others with an
 // ERROR.
-func (s *Server) refuseMessage(ctx context.Context, c *Link, m *protocol.ClientMessage, err error) {
+func (s *Server) refuseMessage(ctx context.Context, c *constellation, m *protocol.ClientMessage, err error) {
 	s.log.Warn("message refused", "client_id", c.ID, "identity", c.caller.Name, "type", m.Type, "err", err)
 	if m.Type == protocol.ClientTask {
 		s.refuseTask(ctx, c, m, err)
@@ -134,7 +142,7 @@ func (s *Server) refuseMessage(ctx context.Context, c *Link, m *protocol.ClientM
 // startConstellationTask starts a session on the constellation's target
 // for a TASK, acknowledges it, and sends the TASK_END back to the
 // constellation when the session ends.
-func (s *Server) startConstellationTask(ctx context.Context, c *Link, m *protocol.ClientMessage) error {
+func (s *Server) startConstellationTask(ctx context.Context, c *constellation, m *protocol.ClientMessage) error {
 	name, original := s.wsTaskName(c, m.TaskName)
 	p, err := planFromRequest(m.Request, s.cfg.Limits.MaxPlanBytes)
 	if err != nil {
@@ -152,7 +160,7 @@ func (s *Server) startConstellationTask(ctx context.Context, c *Link, m *protoco
 
 // ackTask acknowledges the TASK m, once its session exists, to the
 // constellation c.
-func (s *Server) ackTask(c *Link, m *protocol.ClientMessage) func(*session) {
+func (s *Server) ackTask(c *constellation, m *protocol.ClientMessage) func(*session) {
 	return func(sess *session) {
 		s.send(c.Conn, &protocol.ServerMessage{
 			Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, SessionID: sess.ID, TaskName: sess.TaskName,
@@ -175,7 +183,7 @@ func (s *Server) taskEndTo(clientID string) taskEndFunc {
 
 // answerDeviceInfo answers a DEVICE_INFO_REQUEST about the constellation's
 // own target, to the constellation alone.
-func (s *Server) answerDeviceInfo(ctx context.Context, c *Link, m *protocol.ClientMessage) {
+func (s *Server) answerDeviceInfo(ctx context.Context, c *constellation, m *protocol.ClientMessage) {
 	dev := s.reg.Device(c.Target)
 	if dev == nil || dev.Info.Load() == nil {
 		s.sendError(ctx, c.Conn, fmt.Sprintf("device_info_request: no system info for target device %q: it is not connected or sent none", c.Target), m.RequestID)

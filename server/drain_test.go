@@ -68,7 +68,7 @@ func TestHandedOffPlansAreLeftUnfinishedThoughTheirStepsEndFirst(t *testing.T) {
 	const plans = 40
 	ids := make([]string, plans)
 	for i := range ids {
-		ids[i] = dispatch(t, ts, "kiosk-1", "steps:\n  - tool: echo\n").SessionID
+		ids[i] = dispatchPlan(t, ts, "kiosk-1", "steps:\n  - tool: echo\n").SessionID
 	}
 	for range plans {
 		dev.nextCommand()
@@ -125,7 +125,7 @@ func TestAHandedOffNodeLeavesOtherNodesCommandsForTheDevicesNextLink(t *testing.
 	dev.register("kiosk-1", echoTool)
 	require.Zero(t, a.srv.sessions.handOff(), "nothing ran on a")
 
-	d := dispatch(t, b, "kiosk-1", "steps:\n  - tool: echo\n")
+	d := dispatchPlan(t, b, "kiosk-1", "steps:\n  - tool: echo\n")
 	require.Eventually(t, func() bool { return len(taskCommands(t, b, d.SessionID)) == 1 }, 5*time.Second, 5*time.Millisecond)
 	time.Sleep(200 * time.Millisecond) // for a command a would wrongly send to arrive
 	dev.ping()                         // nothing came before the ping's ack

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
@@ -75,7 +76,7 @@ func commandEvents(row store.Session, c store.Command, steps int, label string) 
 	if c.Status == store.CommandPending {
 		return []api.TaskEvent{start}
 	}
-	r := Result{ResponseID: c.ResponseID, Results: c.Results}
+	r := dispatch.Result{ResponseID: c.ResponseID, Results: c.Results}
 	end := start
 	end.Type, end.Status, end.Results, end.Error, end.Time = api.EventStepEnd, r.Status(), r.Results, r.Failure(), c.FinishedAt
 	return []api.TaskEvent{start, end}

@@ -34,7 +34,7 @@ func TestRecentLogsAreKeptForAWhileAndBoundedInNumber(t *testing.T) {
 func TestAnIdleEventStreamGetsKeepaliveCommentsThatClientsIgnore(t *testing.T) {
 	ts := newTestServer(t, func(c *Config) { c.EventsKeepalive = 10 * time.Millisecond })
 	dev := ts.device("kiosk-1")
-	d := dispatch(t, ts, "kiosk-1", echoPlan)
+	d := dispatchPlan(t, ts, "kiosk-1", echoPlan)
 	cmd := dev.nextCommand()
 
 	followed := make(chan []string, 1)

@@ -86,7 +86,7 @@ func (f *fleetRunner) runDevice(ctx context.Context, i int, dev string) {
 		return
 	}
 	child, _, err := f.m.getOrCreateSession(context.WithoutCancel(ctx), sessionSpec{
-		ID: NewRowID(), TaskName: f.fleet.TaskName, DeviceID: dev, ParentID: f.fleet.ID,
+		ID: store.NewRowID(), TaskName: f.fleet.TaskName, DeviceID: dev, ParentID: f.fleet.ID,
 		Requester: f.fleet.Requester, Scope: f.fleet.scope, Plan: f.plan, PlanJSON: f.fleet.planJSON, Tee: f.forward,
 	})
 	if err != nil {

@@ -102,7 +102,7 @@ func (d *frontDoor) AdmitCommand(c commandTask) (admittedCommand, error) {
 	}
 	// The id is chosen now, so that a cancellation that comes before the
 	// command has started knows what to cancel.
-	spec := sessionSpec{ID: NewRowID(), DeviceID: c.Device, Requester: c.requester(), Scope: c.who.Scope, Key: c.Key,
+	spec := sessionSpec{ID: store.NewRowID(), DeviceID: c.Device, Requester: c.requester(), Scope: c.who.Scope, Key: c.Key,
 		WaitForDevice: c.WaitForDevice, Tee: c.Tee}
 	return admittedCommand{door: d, spec: spec, actions: c.Actions, timeout: timeout}, nil
 }
@@ -274,7 +274,7 @@ func (d *frontDoor) StartFleet(ctx context.Context, f fleetTask) (*session, erro
 // the background.
 func (d *frontDoor) start(ctx context.Context, spec sessionSpec, taskEnd taskEndFunc, announce func(*session)) (*session, error) {
 	if spec.ID == "" {
-		spec.ID = NewRowID()
+		spec.ID = store.NewRowID()
 	}
 	sess, created, err := d.sessions.getOrCreateSession(ctx, spec)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/metrics"
@@ -77,7 +78,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		conn.CloseNow()
 		return
 	}
-	go s.serveLink(c, revoked, stopWatch)
+	go s.serveLink(c, p.Operator, revoked, stopWatch)
 }
 
 // serveLink reads a registered client's messages until its link drops,
@@ -87,15 +88,16 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 // deep under net/http, returns once the client has registered, and with
 // it the request and net/http's state for the connection. The link's
 // context ends when serveLink returns, not with the request's.
-func (s *Server) serveLink(c *Link, revoked <-chan struct{}, stopWatch func()) {
+func (s *Server) serveLink(c *dispatch.Link, caller *identity.Caller, revoked <-chan struct{}, stopWatch func()) {
 	defer stopWatch()
 	defer c.Conn.CloseNow()
 	if !c.IsDevice() {
 		defer s.unregister(c, false)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		s.closeOnRevocation(ctx, c, revoked)
-		s.serveConstellation(ctx, c)
+		cl := &constellation{Link: c, caller: caller}
+		s.closeOnRevocation(ctx, cl, revoked)
+		s.serveConstellation(ctx, cl)
 		return
 	}
 	goingAway := false
@@ -105,7 +107,7 @@ func (s *Server) serveLink(c *Link, revoked <-chan struct{}, stopWatch func()) {
 
 // register reads the REGISTER message, checks it against the token's
 // principal, and makes the connection its client's current one.
-func (s *Server) register(ctx context.Context, conn *protocol.Conn, p identity.Principal) (*Link, error) {
+func (s *Server) register(ctx context.Context, conn *protocol.Conn, p identity.Principal) (*dispatch.Link, error) {
 	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
 	var m protocol.ClientMessage
@@ -119,7 +121,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p identity.P
 		return nil, errors.New(`register: field "client_id": missing`)
 	}
 	var (
-		c   *Link
+		c   *dispatch.Link
 		err error
 	)
 	if p.Operator != nil {
@@ -179,7 +181,7 @@ func ackID(m *protocol.ClientMessage) string {
 }
 
 // registerDevice checks a device's REGISTER against its token.
-func registerDevice(dev *store.Device, m *protocol.ClientMessage, log *slog.Logger) (*Link, error) {
+func registerDevice(dev *store.Device, m *protocol.ClientMessage, log *slog.Logger) (*dispatch.Link, error) {
 	switch {
 	case m.ClientType != protocol.ClientDevice:
 		return nil, fmt.Errorf(`register: field "client_type": %q is not allowed with a device token`, m.ClientType)
@@ -188,7 +190,7 @@ func registerDevice(dev *store.Device, m *protocol.ClientMessage, log *slog.Logg
 	case m.TargetID != "" && m.TargetID != dev.ID:
 		return nil, fmt.Errorf(`register: field "target_id": device %q may not target %q`, dev.ID, m.TargetID)
 	}
-	c := &Link{ID: dev.ID, Type: protocol.ClientDevice}
+	c := &dispatch.Link{ID: dev.ID, Type: protocol.ClientDevice}
 	c.Info.Store(systemInfoOf(m.Metadata, log.With("device", dev.ID)))
 	return c, nil
 }
@@ -196,7 +198,7 @@ func registerDevice(dev *store.Device, m *protocol.ClientMessage, log *slog.Logg
 // unregister forgets a connection that ended. A device whose link it
 // was is then between links, for its grace; or, if its agent closed the
 // link on purpose as it stopped (goingAway), shut down (see the registry).
-func (s *Server) unregister(c *Link, goingAway bool) {
+func (s *Server) unregister(c *dispatch.Link, goingAway bool) {
 	s.offers.forget(c)
 	removed, shutDown := s.reg.Remove(c, goingAway)
 	if !removed {
@@ -211,7 +213,7 @@ func (s *Server) unregister(c *Link, goingAway bool) {
 			s.leases.ShutDown(c.ID)
 		}
 		s.mcp.devicesChanged()
-		s.recordLastSeen(context.Background(), []*Link{c})
+		s.recordLastSeen(context.Background(), []*dispatch.Link{c})
 		if shutDown {
 			s.log.Info("device shut down: its agent closed the link as it stopped", "device", c.ID)
 		} else {
@@ -242,7 +244,7 @@ func (s *Server) graceEnded(id string) {
 // reports whether the agent closed it on purpose, going away as it
 // stopped (1001). Then the results it sent before are recorded before it
 // returns: what is still waiting after them, the agent did not take.
-func (s *Server) serveDevice(ctx context.Context, c *Link) (goingAway bool) {
+func (s *Server) serveDevice(ctx context.Context, c *dispatch.Link) (goingAway bool) {
 	inFlight := make(chan struct{}, maxInFlightResults)
 	for {
 		var m protocol.ClientMessage
@@ -274,7 +276,7 @@ func (s *Server) serveDevice(ctx context.Context, c *Link) (goingAway bool) {
 
 // checkIdentity refuses a message that claims to come from, or be for,
 // someone other than its connection allows.
-func checkIdentity(c *Link, m *protocol.ClientMessage) error {
+func checkIdentity(c *dispatch.Link, m *protocol.ClientMessage) error {
 	switch {
 	case m.ClientID != "" && m.ClientID != c.ID:
 		return fmt.Errorf(`field "client_id": %q is not this connection's client %q`, m.ClientID, c.ID)
@@ -288,7 +290,7 @@ func checkIdentity(c *Link, m *protocol.ClientMessage) error {
 	return nil
 }
 
-func (s *Server) handleDeviceMessage(ctx context.Context, c *Link, m *protocol.ClientMessage) {
+func (s *Server) handleDeviceMessage(ctx context.Context, c *dispatch.Link, m *protocol.ClientMessage) {
 	switch m.Type {
 	case protocol.ClientHeartbeat:
 		// Heard, as every frame is: last_seen follows (last_seen.go).
@@ -314,7 +316,7 @@ func (s *Server) handleDeviceMessage(ctx context.Context, c *Link, m *protocol.C
 
 // deliverResults records COMMAND_RESULTS and acknowledges them, so that
 // the device may forget them; see RATIONALE.md.
-func (s *Server) deliverResults(ctx context.Context, c *Link, m *protocol.ClientMessage) {
+func (s *Server) deliverResults(ctx context.Context, c *dispatch.Link, m *protocol.ClientMessage) {
 	s.answerResults(ctx, c.Conn, m, s.disp.Deliver(c, m))
 }
 
@@ -324,7 +326,7 @@ func (s *Server) deliverResults(ctx context.Context, c *Link, m *protocol.Client
 // after its next registration, unless the server, which kept them,
 // records them first and answers then (answerRecorded).
 func (s *Server) answerResults(ctx context.Context, conn *protocol.Conn, m *protocol.ClientMessage, err error) {
-	var refused *DeliveryError
+	var refused *dispatch.DeliveryError
 	switch {
 	case err == nil:
 		s.sendAck(ctx, conn, m)
@@ -345,7 +347,7 @@ func (s *Server) answerRecorded(deviceID string, m *protocol.ClientMessage, err 
 // reregister takes a REGISTER on a registered connection as an update of
 // the device's system info, e.g. its tool inventory after a tool was
 // deployed, and acknowledges it as the first.
-func (s *Server) reregister(ctx context.Context, c *Link, m *protocol.ClientMessage) {
+func (s *Server) reregister(ctx context.Context, c *dispatch.Link, m *protocol.ClientMessage) {
 	c.Info.Store(systemInfoOf(m.Metadata, s.log.With("device", c.ID)))
 	s.recordInfo(ctx, c)
 	s.log.Info("device inventory updated", "device", c.ID, "tools", toolCount(c.Info.Load()))
@@ -356,7 +358,7 @@ func (s *Server) reregister(ctx context.Context, c *Link, m *protocol.ClientMess
 // recordInfo keeps a device's system info and the wire of its link in the
 // store, for when it is offline, and marks it seen. It need not be
 // durable at once: the device's next registration brings them again.
-func (s *Server) recordInfo(ctx context.Context, c *Link) {
+func (s *Server) recordInfo(ctx context.Context, c *dispatch.Link) {
 	var info json.RawMessage
 	if si := c.Info.Load(); si != nil {
 		info, _ = json.Marshal(si)
@@ -387,7 +389,7 @@ func (s *Server) sendAck(ctx context.Context, conn *protocol.Conn, m *protocol.C
 // send sends m on conn within sendTimeout, whatever becomes of the
 // request or link that made the server send it.
 func (s *Server) send(conn *protocol.Conn, m *protocol.ServerMessage) error {
-	return conn.SendWithin(SendTimeout, m)
+	return conn.SendWithin(dispatch.SendTimeout, m)
 }
 
 // sendError answers with an ERROR whose response_id is the request_id of

@@ -2,7 +2,6 @@ package server
 
 import (
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
@@ -197,7 +197,7 @@ func (s *Server) deviceView(d store.Device, scope access.Scope) api.Device {
 	if c != nil {
 		v.Online, v.Info = true, c.Info.Load()
 	} else {
-		v.Online, v.Info = s.leases.LinkedElsewhere(d.ID), StoredInfo(d)
+		v.Online, v.Info = s.leases.LinkedElsewhere(d.ID), dispatch.StoredInfo(d)
 	}
 	v.Info = infoInScope(v.Info, scope)
 	return v
@@ -293,17 +293,4 @@ func parseLimit(w http.ResponseWriter, s string, def, max int) (int, bool) {
 		return 0, false
 	}
 	return n, true
-}
-
-// StoredInfo is the system info of a device's last registration, or nil
-// if it never sent one that reads.
-func StoredInfo(d store.Device) *protocol.SystemInfo {
-	if d.Info == nil {
-		return nil
-	}
-	var info protocol.SystemInfo
-	if json.Unmarshal(d.Info, &info) != nil {
-		return nil
-	}
-	return &info
 }

@@ -43,7 +43,7 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 	f := fleetTask{
 		asker: asker{who: who, kind: api.RequesterOperator}, Plan: p, Labels: req.Labels, Selector: selector, Devices: devices,
 		Concurrency: cmp.Or(req.Concurrency, api.DefaultFleetConcurrency), AbortPercent: req.AbortPercent,
-		ID: NewRowID(), TaskName: taskNameOf(req.TaskName, p),
+		ID: store.NewRowID(), TaskName: taskNameOf(req.TaskName, p),
 	}
 	resp := api.FleetResponse{SessionID: f.ID, TaskName: f.TaskName, Devices: devices}
 	f.Key = withAnswer(key, resp)

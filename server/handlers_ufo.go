@@ -61,7 +61,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, key *store.Ide
 	}
 	t := planTask{
 		asker: asker{who: who, kind: api.RequesterOperator}, Device: req.ClientID, Plan: p,
-		ID: NewRowID(), TaskName: taskNameOf(req.TaskName, p),
+		ID: store.NewRowID(), TaskName: taskNameOf(req.TaskName, p),
 	}
 	resp := api.DispatchResponse{Status: "dispatched", TaskName: t.TaskName, ClientID: req.ClientID, SessionID: t.ID}
 	t.Key = withAnswer(key, resp)

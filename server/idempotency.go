@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
@@ -213,7 +214,7 @@ func (s *Server) commandAnswer(ctx context.Context, first store.IdempotencyKey) 
 	if err != nil {
 		return nil, http.StatusServiceUnavailable, err
 	}
-	r := Result{Recorded: true}
+	r := dispatch.Result{Recorded: true}
 	if len(cmds) > 0 {
 		r.ResponseID, r.Results = cmds[0].ResponseID, cmds[0].Results
 	}

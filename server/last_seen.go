@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -21,7 +22,7 @@ const lastSeenFlush = time.Minute
 
 // lastSeen is when device c was last heard from, for the API: from its
 // link if it is online, else as the store has it (stored).
-func lastSeen(c *Link, stored time.Time) time.Time {
+func lastSeen(c *dispatch.Link, stored time.Time) time.Time {
 	if c == nil {
 		return stored
 	}
@@ -49,9 +50,9 @@ func (s *Server) flushLastSeen(stop <-chan struct{}) {
 // recordLastSeen writes, in one write, the last_seen of each of devices
 // heard from since it was last written. It need not be durable at once:
 // a write fsynced later, or the next checkpoint, makes it so.
-func (s *Server) recordLastSeen(ctx context.Context, devices []*Link) {
+func (s *Server) recordLastSeen(ctx context.Context, devices []*dispatch.Link) {
 	type seen struct {
-		c     *Link
+		c     *dispatch.Link
 		heard time.Time
 	}
 	var todo []seen

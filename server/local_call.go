@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -14,7 +15,7 @@ import (
 // report in its outbox until then. A report the store cannot take now is
 // not acknowledged, so that the device sends it again after it next
 // registers; one recorded before is acknowledged and not recorded twice.
-func (s *Server) localCall(ctx context.Context, c *Link, m *protocol.ClientMessage) {
+func (s *Server) localCall(ctx context.Context, c *dispatch.Link, m *protocol.ClientMessage) {
 	who, _ := m.Metadata["caller"].(string)
 	log := s.log.With("device", c.ID, "caller", who, "local_call_id", m.PrevResponseID)
 	err := s.store.Write(ctx, func(tx *store.Tx) error {

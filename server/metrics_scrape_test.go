@@ -99,7 +99,7 @@ func TestMetricsCountCommandsUsageLateResultsFramesAndSessions(t *testing.T) {
 	dev.ackOf("r2") // the late results are recorded
 
 	// A plan that waits for its device shows as running.
-	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: echo}]`)
+	d := dispatchPlan(t, ts, "kiosk-1", `steps: [{tool: echo}]`)
 	cmd = dev.nextCommand()
 	fams := ts.scrape()
 	assert.Equal(t, 1.0, metric(t, fams, "edgeaip_sessions", "state", "running"))

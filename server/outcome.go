@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -16,41 +16,8 @@ import (
 // commandOutcome is the one place a command's response is built and the
 // one place a single command's task is judged completed or failed.
 
-// Result is how one command ended, for the runner that asked for
-// it.
-type Result struct {
-	// ResponseID is the command's, or "" if none was recorded.
-	ResponseID string
-	// Results has one Result per action, in order, each with its call_id;
-	// nil if the command never ran.
-	Results []protocol.Result
-	// Err says why the command never ran or was not recorded: it was
-	// cancelled first, its actions did not resolve, the store failed.
-	Err error
-	// Recorded: the store holds this outcome, and the end of the session
-	// the command alone makes up (see commandSpec.session).
-	Recorded bool
-}
-
 // errNotRun: a step's session was cancelled before its first attempt.
 var errNotRun = errors.New("cancelled before it ran")
-
-// Failure says why the command did not succeed, or is "" if every action
-// did.
-func (r Result) Failure() string {
-	if r.Err != nil {
-		return r.Err.Error()
-	}
-	return api.FirstError(r.Results)
-}
-
-// Status is the command's as a step's: success or failure.
-func (r Result) Status() string {
-	if r.Failure() == "" {
-		return api.StepSuccess
-	}
-	return api.StepFailure
-}
 
 // outcome is how a runner ended: its final state (completed or failed;
 // any other fails the session as "session ended in unknown state"), its
@@ -77,7 +44,7 @@ func (o outcome[R]) endRow(row store.Session) (store.Session, error) {
 // commandOutcome is how the session of a single command ends: with the
 // command's response, completed if every action succeeded, else failed
 // with why.
-func commandOutcome(sessionID, deviceID string, r Result) outcome[api.CommandResponse] {
+func commandOutcome(sessionID, deviceID string, r dispatch.Result) outcome[api.CommandResponse] {
 	out := outcome[api.CommandResponse]{
 		state:    api.StateCompleted,
 		result:   api.NewCommandResponse(r.ResponseID, sessionID, deviceID, r.Results),
@@ -93,6 +60,6 @@ func commandOutcome(sessionID, deviceID string, r Result) outcome[api.CommandRes
 // up, as it ends with rec's recorded outcome: what the dispatcher records
 // in the transaction that records that outcome.
 func commandSessionEnd(row store.Session, rec store.Command) (store.Session, error) {
-	out := commandOutcome(rec.SessionID, rec.DeviceID, Result{ResponseID: rec.ResponseID, Results: rec.Results, Recorded: true})
+	out := commandOutcome(rec.SessionID, rec.DeviceID, dispatch.Result{ResponseID: rec.ResponseID, Results: rec.Results, Recorded: true})
 	return out.endRow(row)
 }

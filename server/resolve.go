@@ -1,12 +1,12 @@
 package server
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/edgeaip/edgeaip/internal/suggest"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -61,7 +61,7 @@ func (inv inventory) encoding() protocol.Encoding {
 
 // lookup finds the tool c names, as the agent would.
 func (inv inventory) lookup(c toolCall) (protocol.MCPToolInfo, bool) {
-	return FindTool(inv.tools, c.namespace, c.cmd.ToolName, c.cmd.ToolType)
+	return dispatch.FindTool(inv.tools, c.namespace, c.cmd.ToolName, c.cmd.ToolType)
 }
 
 // noTool says that the device lacks the tool c names: as it is now, or as
@@ -87,20 +87,11 @@ func (inv inventory) toolLabels(qualified bool) []string {
 	return labels
 }
 
-// inventory is deviceID's inventory as the server knows it now.
-func (d *Dispatcher) inventory(deviceID string) inventory {
-	inv := inventory{deviceID: deviceID}
-	var info *protocol.SystemInfo
-	if c := d.reg.Device(deviceID); c != nil {
-		inv.online, inv.ufoJSON = true, c.Conn.Encoding() == protocol.JSON
-		info = c.Info.Load()
-	} else if dev, err := d.store.Device(context.Background(), deviceID); err == nil {
-		info = StoredInfo(dev)
-	}
-	if info != nil {
-		inv.tools = info.Tools
-	}
-	return inv
+// inventoryOf is device deviceID's inventory as the dispatcher knows it
+// now.
+func inventoryOf(d *dispatch.Dispatcher, deviceID string) inventory {
+	t := d.Tools(deviceID)
+	return inventory{deviceID: deviceID, tools: t.Tools, online: t.Online, ufoJSON: t.Online && t.Encoding == protocol.JSON}
 }
 
 // resolve turns a step's calls into the commands sent, held to scope,
@@ -134,7 +125,7 @@ func (inv inventory) confine(c toolCall, cmd protocol.Command, scope access.Scop
 		return cmd, nil
 	}
 	if cmd.ToolType == "" {
-		if t, found := FindTool(inv.tools, "", cmd.ToolName, ""); found {
+		if t, found := dispatch.FindTool(inv.tools, "", cmd.ToolName, ""); found {
 			cmd.ToolType = t.ToolType
 		}
 	}
@@ -179,24 +170,6 @@ func (inv inventory) resolveCall(c toolCall) (protocol.Command, store.ToolRef, e
 		ref.SHA256, _ = a.Parameters["sha256"].(string)
 	}
 	return cmd, ref, nil
-}
-
-// FindTool looks a tool up as the agent would: by tool_type::tool_name, or
-// when no type is given, under each type in turn; a namespace, if given,
-// must match too.
-func FindTool(tools []protocol.MCPToolInfo, ns, name string, tt protocol.ToolType) (protocol.MCPToolInfo, bool) {
-	types := protocol.ToolTypes[:]
-	if tt != "" {
-		types = []protocol.ToolType{tt}
-	}
-	for _, want := range types {
-		for _, t := range tools {
-			if t.ToolName == name && t.ToolType == want && (ns == "" || t.Namespace == ns) {
-				return t, true
-			}
-		}
-	}
-	return protocol.MCPToolInfo{}, false
 }
 
 // toolSHA256 is the module hash the agent reports in a tool's meta.

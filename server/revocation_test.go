@@ -114,7 +114,7 @@ func quietTask(ts *testServer) string {
 	if ts.srv.reg.Device("quiet-1") == nil {
 		ts.device("quiet-1", tool("stock", "echo", protocol.ToolAction)).drain()
 	}
-	return dispatch(ts.t, ts, "quiet-1", "steps: [{tool: echo, timeout: 1h}]").SessionID
+	return dispatchPlan(ts.t, ts, "quiet-1", "steps: [{tool: echo, timeout: 1h}]").SessionID
 }
 
 func TestRevokingAnIdentityClosesEveryOpenSurfaceWithinASecond(t *testing.T) {

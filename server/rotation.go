@@ -11,6 +11,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/google/uuid"
@@ -131,7 +132,7 @@ func (s *Server) offerRotationTo(ctx context.Context, id string) bool {
 
 // registered marks device c's REGISTER acknowledged, and offers it a new
 // token if a rotation of its token waits for it.
-func (s *Server) registered(ctx context.Context, c *Link) {
+func (s *Server) registered(ctx context.Context, c *dispatch.Link) {
 	s.offers.acked(c)
 	s.offerRotation(ctx, c)
 }
@@ -139,7 +140,7 @@ func (s *Server) registered(ctx context.Context, c *Link) {
 // offerRotation sends device c a new token if a rotation of its token is
 // pending: once per link, and only once the link is registered, so that
 // the device never gets one before its REGISTER's ack.
-func (s *Server) offerRotation(ctx context.Context, c *Link) {
+func (s *Server) offerRotation(ctx context.Context, c *dispatch.Link) {
 	s.offers.mu.Lock()
 	defer s.offers.mu.Unlock()
 	offer := s.offers.links[c]
@@ -177,7 +178,7 @@ func (s *Server) offerRotation(ctx context.Context, c *Link) {
 // that comes late finds it gone.
 type tokenOffers struct {
 	mu    sync.Mutex
-	links map[*Link]*linkOffer
+	links map[*dispatch.Link]*linkOffer
 }
 
 // linkOffer is a device link's part in token rotation.
@@ -186,17 +187,17 @@ type linkOffer struct {
 	sent  *sentToken // the new token offered on it, unanswered
 }
 
-func newTokenOffers() *tokenOffers { return &tokenOffers{links: map[*Link]*linkOffer{}} }
+func newTokenOffers() *tokenOffers { return &tokenOffers{links: map[*dispatch.Link]*linkOffer{}} }
 
 // add makes c, a device's link registering now, one tokens may be offered on.
-func (o *tokenOffers) add(c *Link) {
+func (o *tokenOffers) add(c *dispatch.Link) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.links[c] = &linkOffer{}
 }
 
 // acked marks c's REGISTER acknowledged, unless c has ended.
-func (o *tokenOffers) acked(c *Link) {
+func (o *tokenOffers) acked(c *dispatch.Link) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if l := o.links[c]; l != nil {
@@ -206,7 +207,7 @@ func (o *tokenOffers) acked(c *Link) {
 
 // take returns the token offered on c's link whose rotate_token had
 // response id rid, and forgets it; nil if there is none.
-func (o *tokenOffers) take(c *Link, rid string) *sentToken {
+func (o *tokenOffers) take(c *dispatch.Link, rid string) *sentToken {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	l := o.links[c]
@@ -219,7 +220,7 @@ func (o *tokenOffers) take(c *Link, rid string) *sentToken {
 }
 
 // forget drops c's link, which ended, with what was offered on it.
-func (o *tokenOffers) forget(c *Link) {
+func (o *tokenOffers) forget(c *dispatch.Link) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.links, c)
@@ -228,7 +229,7 @@ func (o *tokenOffers) forget(c *Link) {
 // rotationAnswered takes a device's TOKEN_ROTATED: it confirms the
 // rotation, or says why the device could not keep its new token, which
 // then keeps its old one.
-func (s *Server) rotationAnswered(ctx context.Context, c *Link, m *protocol.ClientMessage) {
+func (s *Server) rotationAnswered(ctx context.Context, c *dispatch.Link, m *protocol.ClientMessage) {
 	sent := s.offers.take(c, m.PrevResponseID)
 	if sent == nil {
 		s.sendError(ctx, c.Conn, fmt.Sprintf("field \"prev_response_id\": %q names no new token sent on this link", m.PrevResponseID), m.RequestID)
@@ -244,7 +245,7 @@ func (s *Server) rotationAnswered(ctx context.Context, c *Link, m *protocol.Clie
 // rotationRefused takes an ERROR from device c that answers the new token
 // offered on its link, as an agent that does not know ROTATE_TOKEN sends,
 // and reports whether it did.
-func (s *Server) rotationRefused(ctx context.Context, c *Link, m *protocol.ClientMessage) bool {
+func (s *Server) rotationRefused(ctx context.Context, c *dispatch.Link, m *protocol.ClientMessage) bool {
 	if s.offers.take(c, m.PrevResponseID) == nil {
 		return false
 	}

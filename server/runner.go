@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
@@ -24,7 +25,7 @@ type runner[R any] interface {
 // stepper makes one attempt at a step on the session's device: one
 // command.
 type stepper interface {
-	attempt(ctx context.Context, st step, n int) Result
+	attempt(ctx context.Context, st step, n int) dispatch.Result
 	// replayed reports whether attempt n at step st was made before, by
 	// the node a session was adopted from.
 	replayed(st, n int) bool
@@ -59,8 +60,8 @@ func (st step) label() string {
 
 // runStep makes attempts at st until one succeeds, its retries run out or
 // ctx ends, and returns the last attempt's result and how many were made.
-func runStep(ctx context.Context, steps stepper, st step) (Result, int) {
-	last, n := Result{Err: errNotRun}, 0
+func runStep(ctx context.Context, steps stepper, st step) (dispatch.Result, int) {
+	last, n := dispatch.Result{Err: errNotRun}, 0
 	for n <= st.retries {
 		if n > 0 && !steps.replayed(st.index, n+1) && !sleep(ctx, st.retryWait(n)) {
 			break

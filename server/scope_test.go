@@ -225,8 +225,8 @@ func TestAScopedDashboardLoginAndEventStreamSeeOnlyTheScope(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, b.do("POST", "/api/devices/lobby-1/commands", `{"actions":[{"tool_name":"echo"}]}`,
 		"Sec-Fetch-Site", "same-origin").StatusCode, "a viewer runs nothing, from the dashboard either")
 
-	lobbyTask := dispatch(t, ts, "lobby-1", echoPlan)
-	depotTask := dispatch(t, ts, "depot-1", echoPlan)
+	lobbyTask := dispatchPlan(t, ts, "lobby-1", echoPlan)
+	depotTask := dispatchPlan(t, ts, "depot-1", echoPlan)
 	ts.waitTask(lobbyTask.SessionID)
 	ts.waitTask(depotTask.SessionID)
 	assert.Equal(t, http.StatusOK, b.do("GET", "/api/tasks/"+lobbyTask.SessionID+"/events", "").StatusCode)

@@ -22,6 +22,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/certs"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
@@ -130,15 +131,15 @@ type Server struct {
 	lock       *dirlock.Lock // the data dir's, held until Close
 	store      *store.Store
 	unrecorded *unrecorded.Writes // what the store could not take, to retry
-	reg        *Registry
+	reg        *dispatch.Registry
 	liveness   *protocol.Liveness // checks every link for silence
 	devices    *deviceCache       // enrolled devices, for the command path
-	disp       *Dispatcher
+	disp       *dispatch.Dispatcher
 	// offers are the new tokens offered on device links (rotation.go).
 	offers *tokenOffers
 	// leases are the cluster's leases on devices linked here:
 	// singleNode on a single node (remote.go).
-	leases    DeviceLeases
+	leases    dispatch.DeviceLeases
 	sessions  *sessionManager
 	admission *admission
 	tasks     *frontDoor // every surface's way to run and start tasks
@@ -239,7 +240,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		st.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.reg = NewRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
+	s.reg = dispatch.NewRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
 	s.devices = newDeviceCache(st)
 	s.metrics = metrics.New(metrics.Sources{
 		ConnectedDevices:   s.reg.DeviceCount,
@@ -250,10 +251,10 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	})
 	frameCap := cfg.Conn.MaxFrameBytes
 	s.unrecorded = unrecorded.New(st, cfg.Store.UnrecordedWrites, cfg.Store.UnrecordedBytes, s.metrics.UnrecordedDropped, s.log)
-	s.disp = NewDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, commandSessionEnd, s.log, frameCap)
-	s.leases = SingleNode{}
+	s.disp = dispatch.NewDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, commandSessionEnd, s.log, frameCap)
+	s.leases = dispatch.SingleNode{}
 	s.offers = newTokenOffers()
-	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: s.disp.inventory}
+	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: func(id string) inventory { return inventoryOf(s.disp, id) }}
 	s.sessions = newSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
 	s.tasks = &frontDoor{admission: s.admission, sessions: s.sessions,
 		matching: func(ctx context.Context, sel access.Selector) ([]string, error) {

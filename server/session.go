@@ -11,6 +11,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
@@ -155,7 +156,7 @@ func cancelMessage(reason, deviceID string) string {
 	case reasonAdoptedElsewhere:
 		return "task adopted by another node"
 	case reasonHandedOff:
-		return ErrHandedOff.Error()
+		return dispatch.ErrHandedOff.Error()
 	case reasonKeyTaken:
 		return "another request with its Idempotency-Key started its task first"
 	default:

@@ -14,6 +14,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/lazylog"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
@@ -98,7 +99,7 @@ type sessionManager struct {
 	owner      store.Owner
 	store      *store.Store
 	unrecorded *unrecorded.Writes
-	disp       *Dispatcher
+	disp       *dispatch.Dispatcher
 	metrics    *metrics.Metrics
 	log        *slog.Logger
 
@@ -112,7 +113,7 @@ type sessionManager struct {
 	wg       sync.WaitGroup // one per live session
 }
 
-func newSessionManager(cfg SessionConfig, owner store.Owner, st *store.Store, u *unrecorded.Writes, disp *Dispatcher, mx *metrics.Metrics,
+func newSessionManager(cfg SessionConfig, owner store.Owner, st *store.Store, u *unrecorded.Writes, disp *dispatch.Dispatcher, mx *metrics.Metrics,
 	log *slog.Logger) *sessionManager {
 	cfg.setDefaults()
 	return &sessionManager{cfg: cfg, owner: owner, store: st, unrecorded: u, disp: disp, metrics: mx, log: log, live: map[string]*session{}}
@@ -253,7 +254,7 @@ func (m *sessionManager) runPlan(s *session, taskEnd taskEndFunc) outcome[api.Pl
 // /api/devices/{id}/commands. The session's id is spec.ID, or a new one.
 func (m *sessionManager) runCommand(ctx context.Context, spec sessionSpec, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
 	if spec.ID == "" {
-		spec.ID = NewRowID()
+		spec.ID = store.NewRowID()
 	}
 	s, _, err := m.getOrCreateSession(ctx, spec)
 	if err != nil {
@@ -264,7 +265,7 @@ func (m *sessionManager) runCommand(ctx context.Context, spec sessionSpec, actio
 	switch s.cancelReason() {
 	case reasonHandedOff:
 		return api.CommandResponse{}, fmt.Errorf("task %s: %w; repeat the request there with its Idempotency-Key, or GET /api/tasks/%s",
-			s.ID, ErrHandedOff, s.ID)
+			s.ID, dispatch.ErrHandedOff, s.ID)
 	case reasonKeyTaken:
 		return api.CommandResponse{}, fmt.Errorf("task %s not started: %w", s.ID, store.ErrKeyTaken)
 	}

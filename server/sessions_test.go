@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func dispatch(t *testing.T, ts *testServer, device, planDoc string) api.DispatchResponse {
+func dispatchPlan(t *testing.T, ts *testServer, device, planDoc string) api.DispatchResponse {
 	t.Helper()
 	resp, err := ts.api.Dispatch(context.Background(), api.DispatchRequest{ClientID: device, Request: planDoc})
 	require.NoError(t, err)
@@ -35,7 +35,7 @@ func planResult(t *testing.T, task api.Task) api.PlanResult {
 func TestAPlanRunsItsStepsInOrderWithRetriesAndNamespaces(t *testing.T) {
 	ts := newTestServer(t)
 	dev := ts.device("kiosk-1", tool("stock", "hash_file", protocol.ToolDataCollection), tool("stock", "echo", protocol.ToolAction))
-	d := dispatch(t, ts, "kiosk-1", `
+	d := dispatchPlan(t, ts, "kiosk-1", `
 task_name: nightly
 steps:
   - tool: stock.hash_file
@@ -109,7 +109,7 @@ func TestAYAMLDateParameterIsSentStoredAndAuditedAsTheStringWritten(t *testing.T
 		dev, err := ts.dialWire(ts.enroll(id), enc)
 		require.NoError(t, err)
 		dev.register(id)
-		d := dispatch(t, ts, id, `steps: [{tool: write_file, tool_type: action, parameters: {content: 2024-01-01}}]`)
+		d := dispatchPlan(t, ts, id, `steps: [{tool: write_file, tool_type: action, parameters: {content: 2024-01-01}}]`)
 
 		cmd := dev.nextCommand()
 		assert.Equal(t, map[string]any{"content": "2024-01-01"}, cmd.Actions[0].Parameters, "sent on %s", enc)
@@ -157,7 +157,7 @@ func TestEarlyExitSkipsTheRestUnlessTheStepSaysOtherwise(t *testing.T) {
 	ts := newTestServer(t)
 	echo, hash := tool("stock", "echo", protocol.ToolAction), tool("stock", "hash_file", protocol.ToolDataCollection)
 	dev := ts.device("kiosk-1", echo, hash)
-	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: echo}, {tool: stock.hash_file}, {tool: echo}]`)
+	d := dispatchPlan(t, ts, "kiosk-1", `steps: [{tool: echo}, {tool: stock.hash_file}, {tool: echo}]`)
 	first := dev.nextCommand()
 	// The device loses a tool after the plan was admitted: the step that
 	// uses it fails as it resolves, and nothing more is sent.
@@ -170,7 +170,7 @@ func TestEarlyExitSkipsTheRestUnlessTheStepSaysOtherwise(t *testing.T) {
 	assert.Equal(t, api.StepSkipped, r.Steps[2].Status)
 	assert.Len(t, task.Commands, 1, "nothing was sent for the step that failed")
 
-	d = dispatch(t, ts, "kiosk-1", `steps: [{tool: echo, early_exit: false}, {tool: echo}]`)
+	d = dispatchPlan(t, ts, "kiosk-1", `steps: [{tool: echo, early_exit: false}, {tool: echo}]`)
 	dev.answer(dev.nextCommand(), protocol.ResultFailure, "")
 	dev.answer(dev.nextCommand(), protocol.ResultSuccess, "")
 	task = ts.waitTask(d.SessionID)
@@ -219,7 +219,7 @@ func TestCancellingOnRequestTellsTheRequesterAndStillRecordsLateResults(t *testi
 func TestACancelledTasksRunningStepGetsItsGraceToFinish(t *testing.T) {
 	ts := newTestServer(t)
 	dev := ts.device("kiosk-1")
-	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: spin, timeout: 1m}]`)
+	d := dispatchPlan(t, ts, "kiosk-1", `steps: [{tool: spin, timeout: 1m}]`)
 	cmd := dev.nextCommand()
 
 	cancelled := make(chan api.Task, 1)
@@ -336,7 +336,7 @@ func TestADeviceThatComesBackGetsItsPendingCommandAgain(t *testing.T) {
 	token := ts.enroll("kiosk-1")
 	dev := ts.mustDial(token)
 	dev.register("kiosk-1")
-	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: echo, timeout: 1m}]`)
+	d := dispatchPlan(t, ts, "kiosk-1", `steps: [{tool: echo, timeout: 1m}]`)
 	first := dev.nextCommand()
 	dev.conn.CloseNow()
 
@@ -369,7 +369,7 @@ func TestARetryThatStartsWhileItsDeviceReconnectsWaitsForIt(t *testing.T) {
 	echo := tool("stock", "echo", protocol.ToolAction)
 	dev := ts.mustDial(token)
 	dev.register("kiosk-1", echo)
-	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: stock.echo, retries: 1, backoff: 1s, timeout: 1m}]`)
+	d := dispatchPlan(t, ts, "kiosk-1", `steps: [{tool: stock.echo, retries: 1, backoff: 1s, timeout: 1m}]`)
 	first := dev.nextCommand()
 	dev.answer(first, protocol.ResultFailure, "r1")
 	dev.ackOf("r1")
@@ -437,7 +437,7 @@ func TestACommandWaitingForItsDeviceFailsWhenTheGraceEndsAndIsNeverSent(t *testi
 func TestTheSessionLimitAnswers503WithTheCount(t *testing.T) {
 	ts := newTestServer(t, func(c *Config) { c.Sessions.MaxSessions = 1 })
 	dev := ts.device("kiosk-1")
-	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: spin}]`)
+	d := dispatchPlan(t, ts, "kiosk-1", `steps: [{tool: spin}]`)
 	cmd := dev.nextCommand()
 
 	err := ts.api.Do(context.Background(), "POST", "/api/dispatch", api.DispatchRequest{ClientID: "kiosk-1", Request: echoPlan}, nil)
@@ -457,7 +457,7 @@ func TestTheSessionLimitAnswers503WithTheCount(t *testing.T) {
 
 	dev.answer(cmd, protocol.ResultSuccess, "")
 	ts.waitTask(d.SessionID)
-	dispatch(t, ts, "kiosk-1", echoPlan) // room again
+	dispatchPlan(t, ts, "kiosk-1", echoPlan) // room again
 }
 
 func TestResultsExpireAfterTheirTTLButTheAuditLogStays(t *testing.T) {
@@ -534,7 +534,7 @@ func TestADeadLinkIsNoticedAndItsCommandWaitsForTheDevice(t *testing.T) {
 	token := ts.enroll("kiosk-1")
 	dev := ts.mustDial(token)
 	dev.register("kiosk-1")
-	d := dispatch(t, ts, "kiosk-1", `steps: [{tool: echo, timeout: 1m}]`)
+	d := dispatchPlan(t, ts, "kiosk-1", `steps: [{tool: echo, timeout: 1m}]`)
 	dev.nextCommand()
 	// The device stops reading: it answers no more pings, as a dead link.
 	require.Eventually(t, func() bool { return len(ts.srv.reg.IDs()) == 0 }, 10*time.Second, 10*time.Millisecond, "the dead link was never noticed")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -24,19 +25,19 @@ type sessionStepper struct {
 // sends one command, and waits for its end; the events tell each. A
 // cancelled session gives it cancelGrace more to finish. A single
 // command's session is recorded, and ended, with its command.
-func (st sessionStepper) attempt(ctx context.Context, step step, n int) Result {
+func (st sessionStepper) attempt(ctx context.Context, step step, n int) dispatch.Result {
 	s := st.s
 	if rec, ok := s.history[stepAttempt{step.index, n}]; ok {
 		return st.again(ctx, step, n, rec)
 	}
-	inv := st.m.disp.inventory(s.DeviceID)
+	inv := inventoryOf(st.m.disp, s.DeviceID)
 	actions, tools, err := inv.resolve(step.calls, s.scope)
 	if err != nil {
-		r := Result{Err: err}
+		r := dispatch.Result{Err: err}
 		s.events.add(st.stepEvent(api.EventStepEnd, step, n, r))
 		return r
 	}
-	spec := CommandSpec{
+	spec := dispatch.CommandSpec{
 		DeviceID: s.DeviceID, SessionID: s.ID, Actor: s.Requester.String(), By: requesterBy(s.Requester),
 		Step: step.index, Attempt: n, Actions: actions, Tools: tools, Timeout: step.timeout, WaitForDevice: step.waitForDevice,
 	}
@@ -49,7 +50,7 @@ func (st sessionStepper) attempt(ctx context.Context, step step, n int) Result {
 		spec.Fence = &s.owner
 	}
 	cmd := st.m.disp.NewCommand(spec)
-	s.events.add(st.stepEvent(api.EventStepStart, step, n, Result{ResponseID: cmd.rec.ResponseID}))
+	s.events.add(st.stepEvent(api.EventStepStart, step, n, dispatch.Result{ResponseID: cmd.ResponseID()}))
 	gctx, cancel := withGrace(ctx, cancelGrace)
 	r := st.m.disp.Run(gctx, cmd)
 	cancel()
@@ -86,12 +87,12 @@ func (st sessionStepper) replayed(step, n int) bool {
 // been sent, is sent again with the same response_id and call_ids. Its
 // events are those the first node emitted, so that an event stream
 // numbers them alike.
-func (st sessionStepper) again(ctx context.Context, step step, n int, rec store.Command) Result {
+func (st sessionStepper) again(ctx context.Context, step step, n int, rec store.Command) dispatch.Result {
 	s := st.s
-	s.events.add(st.stepEvent(api.EventStepStart, step, n, Result{ResponseID: rec.ResponseID}))
+	s.events.add(st.stepEvent(api.EventStepStart, step, n, dispatch.Result{ResponseID: rec.ResponseID}))
 	// A single command whose outcome the store holds, but not its
 	// session's end, has it recorded by the session manager.
-	r := Result{ResponseID: rec.ResponseID, Results: rec.Results}
+	r := dispatch.Result{ResponseID: rec.ResponseID, Results: rec.Results}
 	if rec.Status == store.CommandPending {
 		var row *store.Session
 		if s.Kind == api.KindCommand {
@@ -108,7 +109,7 @@ func (st sessionStepper) again(ctx context.Context, step step, n int, rec store.
 
 // stepEvent is the event of attempt n at step: its start, which names
 // the command, or its end with r.
-func (st sessionStepper) stepEvent(typ string, step step, n int, r Result) api.TaskEvent {
+func (st sessionStepper) stepEvent(typ string, step step, n int, r dispatch.Result) api.TaskEvent {
 	e := api.TaskEvent{Type: typ, SessionID: st.s.ID, Steps: st.s.steps, Step: &step.index, Attempt: n, Tool: step.label(),
 		ResponseID: r.ResponseID}
 	if typ == api.EventStepEnd {

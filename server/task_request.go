@@ -19,7 +19,7 @@ import (
 // galaxy/<task>/<name>), with a warning, where its HTTP API, like POST
 // /api/dispatch here, refuses it. The sanitized name is the one
 // task_result looks up; the original is kept on the task.
-func (s *Server) wsTaskName(c *Link, asked string) (name, original string) {
+func (s *Server) wsTaskName(c *constellation, asked string) (name, original string) {
 	if asked == "" || plan.ValidTaskName(asked) {
 		return asked, ""
 	}
@@ -38,7 +38,7 @@ func (s *Server) wsTaskName(c *Link, asked string) (name, original string) {
 // only logs an ERROR; its device client too.) A TASK for a session that
 // is already running gets an ERROR alone, since that session's TASK_END
 // will still come.
-func (s *Server) refuseTask(ctx context.Context, c *Link, m *protocol.ClientMessage, err error) {
+func (s *Server) refuseTask(ctx context.Context, c *constellation, m *protocol.ClientMessage, err error) {
 	reason := "task: " + err.Error()
 	var running *sessionRunningError
 	if errors.As(err, &running) {

@@ -38,6 +38,13 @@ var rules = []rule{
 			"so that another store (PostgreSQL) implements the same interface without them",
 	},
 	{
+		pkg: module + "/server/internal/dispatch",
+		forbidden: []string{module + "/server/plan", module + "/server/internal/identity", "github.com/mark3labs/mcp-go",
+			module + "/server/dashboard"},
+		why: "the links and the commands on them know nothing of plans, of who asked (the front door holds both) " +
+			"or of the surfaces above",
+	},
+	{
 		pkg:       module + "/server/internal/unrecorded",
 		forbidden: []string{module + "/server/api", module + "/server/plan", module + "/server/metrics"},
 		why: "the writes the store could not take are kept and retried in order, whatever they record: " +

@@ -1,4 +1,4 @@
-package server
+package dispatch
 
 import (
 	"context"
@@ -103,7 +103,7 @@ type Command struct {
 
 	// Guarded by dispatcher.mu.
 	sentOn *Link // the link it was sent on; nil once that link dropped
-	sent   bool    // it went out on some link
+	sent   bool  // it went out on some link
 	// elsewhere is its sending to another node (cluster mode).
 	elsewhere sentElsewhere
 	timer     *time.Timer
@@ -126,6 +126,9 @@ type sentElsewhere struct {
 	// retries counts its sends that found no holder.
 	retries int
 }
+
+// ResponseID is the command's response_id.
+func (c *Command) ResponseID() string { return c.rec.ResponseID }
 
 // result is how cmd ended, once done is closed.
 func (c *Command) result() Result {
@@ -169,15 +172,15 @@ type CommandSpec struct {
 	Actions []protocol.Command
 	Tools   []store.ToolRef
 	Timeout time.Duration
-	// WaitForDevice: see command.WaitForDevice.
+	// WaitForDevice: see Command.waitForDevice.
 	WaitForDevice bool
-	// Session, if set, is the row of the Session this command alone
+	// Session, if set, is the row of the session this command alone
 	// makes up (a single command from the API). The dispatcher records it
 	// in the transaction that records the command, and ends it in the one
 	// that records the command's outcome: a single command costs two
 	// transactions in all.
 	Session *store.Session
-	// Fence: see command.Fence.
+	// Fence: see Command.fence.
 	Fence *store.Owner
 }
 
@@ -191,7 +194,7 @@ func (d *Dispatcher) NewCommand(spec CommandSpec) *Command {
 		actions[i], callIDs[i] = a, a.CallID
 	}
 	rec := store.Command{
-		ResponseID: NewRowID(), DeviceID: spec.DeviceID, SessionID: spec.SessionID, Actor: spec.Actor, By: spec.By,
+		ResponseID: store.NewRowID(), DeviceID: spec.DeviceID, SessionID: spec.SessionID, Actor: spec.Actor, By: spec.By,
 		Step: spec.Step, Attempt: spec.Attempt, Actions: actions, Tools: spec.Tools, Timeout: spec.Timeout, WaitForDevice: spec.WaitForDevice,
 	}
 	cmd := d.recordedCommand(rec, spec.Session)
@@ -226,9 +229,9 @@ func CommandMessage(sessionID, responseID string, actions []protocol.Command) *p
 	}
 }
 
-// ErrStorage means the command was not sent because it could not be
+// errStorage means the command was not sent because it could not be
 // recorded: nothing runs unrecorded.
-var ErrStorage = errors.New("storage unavailable")
+var errStorage = errors.New("storage unavailable")
 
 // Run records cmd (with its session, if it makes one up), sends it and
 // waits for its outcome. Every outcome, offline device, timeout and
@@ -268,7 +271,7 @@ func (d *Dispatcher) Run(ctx context.Context, cmd *Command) Result {
 	})
 	if err != nil {
 		return Result{ResponseID: cmd.rec.ResponseID, Results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), err.Error()),
-			Err: fmt.Errorf("%w: %w", ErrStorage, err)}
+			Err: fmt.Errorf("%w: %w", errStorage, err)}
 	}
 	if offline := d.park(cmd); offline != "" {
 		d.fail(cmd, offline)
@@ -449,7 +452,7 @@ func (d *Dispatcher) send(cmd *Command, c *Link, resend bool) {
 	}
 }
 
-// Stop asks the device that command responseID was sent to to Stop it,
+// Stop asks the device that command responseID was sent to to stop it,
 // why being the cause it records, if the command is waiting and was sent:
 // on this node's link, or, in cluster mode, through the node holding the
 // device's link. Only the CBOR wire carries CANCEL_COMMAND: on UFO's
@@ -761,7 +764,7 @@ func (d *Dispatcher) Deliver(c *Link, m *protocol.ClientMessage) error {
 	if rid == "" {
 		return &DeliveryError{`command_results: field "prev_response_id": missing`}
 	}
-	DropImplausibleUsage(m.ActionResults, lazylog.New(d.log, func() []any {
+	dropImplausibleUsage(m.ActionResults, lazylog.New(d.log, func() []any {
 		return []any{"device", c.ID, "session_id", m.SessionID, "response_id", rid}
 	}))
 	// The write that records the results of a command still waiting for
@@ -794,8 +797,8 @@ func (d *Dispatcher) Deliver(c *Link, m *protocol.ClientMessage) error {
 	return d.recorded(c.ID, m, rec, err, session != nil)
 }
 
-// ErrKept: results the store could not take now, kept until it does.
-var ErrKept = errors.New("results kept until the store takes them")
+// errKept: results the store could not take now, kept until it does.
+var errKept = errors.New("results kept until the store takes them")
 
 // keepResults keeps results m that the store could not take (cause), to
 // record them as soon as it can, and fails the command that waits for
@@ -831,7 +834,7 @@ func (d *Dispatcher) keepResults(deviceID string, m *protocol.ClientMessage, cau
 		return cause
 	}
 	log.Error("results not recorded yet: kept until the store takes them", "err", cause)
-	return ErrKept
+	return errKept
 }
 
 // resultsBytes is about what results take to record.
@@ -891,7 +894,7 @@ func (d *Dispatcher) recorded(deviceID string, m *protocol.ClientMessage, rec st
 // tool's name if the device lists it, else metrics.UnknownTool, so that a
 // name an operator mistyped does not become a series of its own.
 func (d *Dispatcher) toolLabels(deviceID string, actions []protocol.Command) []string {
-	tools := d.inventory(deviceID).tools
+	tools := d.Tools(deviceID).Tools
 	labels := make([]string, len(actions))
 	for i, a := range actions {
 		labels[i] = metrics.UnknownTool
@@ -900,4 +903,30 @@ func (d *Dispatcher) toolLabels(deviceID string, actions []protocol.Command) []s
 		}
 	}
 	return labels
+}
+
+// DeviceTools is what the server knows now of a device's tools.
+type DeviceTools struct {
+	// Online: the device is linked here, on a link of Encoding.
+	Online   bool
+	Encoding protocol.Encoding
+	// Tools are those of its live registration, or of its last one while
+	// it is not linked here.
+	Tools []protocol.MCPToolInfo
+}
+
+// Tools is what the server knows now of device id's tools.
+func (d *Dispatcher) Tools(id string) DeviceTools {
+	var t DeviceTools
+	var info *protocol.SystemInfo
+	if c := d.reg.Device(id); c != nil {
+		t.Online, t.Encoding = true, c.Conn.Encoding()
+		info = c.Info.Load()
+	} else if dev, err := d.store.Device(context.Background(), id); err == nil {
+		info = StoredInfo(dev)
+	}
+	if info != nil {
+		t.Tools = info.Tools
+	}
+	return t
 }

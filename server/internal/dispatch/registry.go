@@ -1,4 +1,4 @@
-package server
+package dispatch
 
 import (
 	"sort"
@@ -8,19 +8,16 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/protocol"
-	"github.com/edgeaip/edgeaip/server/internal/identity"
 )
 
 // Link is one registered connection: a device agent, or a constellation
-// Link bound to one target device.
+// client bound to one target device.
 type Link struct {
 	ID     string
-	Type    protocol.ClientType
+	Type   protocol.ClientType
 	Conn   *protocol.Conn
 	Target string // constellations: the device they drive
-	// caller is the operator identity a constellation acts for.
-	caller *identity.Caller
-	// Info is a device's system Info, nil if it sent none we could read.
+	// Info is a device's system info, nil if it sent none we could read.
 	// A device that registers again on its connection replaces it.
 	Info atomic.Pointer[protocol.SystemInfo]
 	// SeenAt is, for a device, the last_seen the store holds, unix ns: the
@@ -33,6 +30,10 @@ type Link struct {
 }
 
 func (c *Link) IsDevice() bool { return c.Type == protocol.ClientDevice }
+
+// LeaseEpoch is, in cluster mode, the epoch of the device's lease this
+// link was registered under; 0 on a single node.
+func (c *Link) LeaseEpoch() int64 { return c.leaseEpoch.Load() }
 
 // Registry is where each client is: the set of online clients, one
 // connection per client id (devices and constellations share the id
@@ -159,7 +160,7 @@ func (r *Registry) Get(id string) *Link {
 	return r.byID[id]
 }
 
-// Device returns the online Device id, or nil.
+// Device returns the online device id, or nil.
 func (r *Registry) Device(id string) *Link {
 	if c := r.Get(id); c != nil && c.IsDevice() {
 		return c
@@ -167,7 +168,7 @@ func (r *Registry) Device(id string) *Link {
 	return nil
 }
 
-// Devices lists the online Devices.
+// Devices lists the online devices.
 func (r *Registry) Devices() []*Link {
 	r.mu.RLock()
 	defer r.mu.RUnlock()

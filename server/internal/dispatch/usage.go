@@ -1,4 +1,4 @@
-package server
+package dispatch
 
 import (
 	"fmt"
@@ -36,9 +36,9 @@ func usageProblem(u *protocol.Usage) error {
 	return nil
 }
 
-// DropImplausibleUsage removes the usage of each result whose figures are
+// dropImplausibleUsage removes the usage of each result whose figures are
 // implausible, with a warning; the results themselves stand.
-func DropImplausibleUsage(results []protocol.Result, log *lazylog.Logger) {
+func dropImplausibleUsage(results []protocol.Result, log *lazylog.Logger) {
 	for i := range results {
 		r := &results[i]
 		if r.Usage == nil {

@@ -1,4 +1,4 @@
-package server
+package dispatch
 
 import (
 	"context"
@@ -87,8 +87,8 @@ func (SingleNode) stop(string, int64, *protocol.ServerMessage)                  
 func (SingleNode) refusedHere(string, string, string) bool                          { return false }
 func (SingleNode) proxiedSession(string) *store.Session                             { return nil }
 func (SingleNode) recordedHere(store.Command, bool)                                 {}
-func (SingleNode) Take(context.Context, *Link) error                              { return nil }
-func (SingleNode) Announce(*Link)                                                 {}
+func (SingleNode) Take(context.Context, *Link) error                                { return nil }
+func (SingleNode) Announce(*Link)                                                   {}
 func (SingleNode) ShutDown(string)                                                  {}
 func (SingleNode) Drop(string, int64) int64                                         { return 0 }
 func (SingleNode) Release(string)                                                   {}

@@ -1,4 +1,4 @@
-package server
+package dispatch
 
 import (
 	"context"
@@ -65,6 +65,10 @@ const proxiedFor = time.Minute
 // command waits for the device's next lease.
 const noHolderRetries = 8
 
+// NewClusterLinks links the node of c, whose devices reg holds, to the
+// other nodes: disp reaches devices linked to them through what it
+// returns from now on, and the gateway takes devices' leases through it.
+// A device whose link drops here has grace to come back.
 func NewClusterLinks(c *cluster.Cluster, reg *Registry, disp *Dispatcher, grace time.Duration, log *slog.Logger) (*ClusterLinks, error) {
 	l := &ClusterLinks{c: c, reg: reg, disp: disp, grace: grace, log: log,
 		leases: map[string]cluster.LeaseChange{}, held: map[string]*heldLease{}, proxied: map[string]proxied{}}
@@ -75,6 +79,7 @@ func NewClusterLinks(c *cluster.Cluster, reg *Registry, disp *Dispatcher, grace 
 		return nil, err
 	}
 	l.preload()
+	disp.remote = l
 	self, epoch := c.Self()
 	disp.metrics.Cluster(self, epoch, cluster.ProtocolVersion, metrics.ClusterSources{NATSConnected: c.Connected, LeasesHeld: l.heldCount})
 	return l, nil

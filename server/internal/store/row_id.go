@@ -1,4 +1,4 @@
-package server
+package store
 
 import "github.com/google/uuid"
 
