@@ -82,14 +82,14 @@ func commandEvents(row store.Session, c store.Command, steps int, label string) 
 	return []api.TaskEvent{start, end}
 }
 
-// readStoredEvents reads task id's events from the store: see
+// storedEventsOf reads task id's events from the store: see
 // storedEvents.
-func (s *Server) readStoredEvents(ctx context.Context, id string) ([]api.TaskEvent, bool, error) {
-	row, err := s.store.Session(ctx, id)
+func (m *sessionManager) storedEventsOf(ctx context.Context, id string) ([]api.TaskEvent, bool, error) {
+	row, err := m.store.Session(ctx, id)
 	if err != nil {
 		return nil, false, err
 	}
-	cmds, err := s.store.CommandsOfSession(ctx, id)
+	cmds, err := m.store.CommandsOfSession(ctx, id)
 	if err != nil {
 		return nil, false, err
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/edgeaip/edgeaip/server/api"
@@ -244,4 +246,14 @@ func (f *fleetRunner) outcome() outcome[api.FleetResult] {
 		msg += fmt.Sprintf(" (aborted: at least %d%% failed)", f.spec.abortPercent)
 	}
 	return outcome[api.FleetResult]{state: api.StateFailed, result: res, err: msg}
+}
+
+// labelText writes labels as k=v,k=v, sorted.
+func labelText(labels map[string]string) string {
+	keys := slices.Sorted(maps.Keys(labels))
+	kv := make([]string, len(keys))
+	for i, k := range keys {
+		kv[i] = k + "=" + labels[k]
+	}
+	return strings.Join(kv, ",")
 }

@@ -5,10 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
-	"strings"
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
@@ -81,14 +78,4 @@ func checkFleetRequest(req api.FleetRequest, maxSessions int) error {
 		return fmt.Errorf(`field "plan": missing`)
 	}
 	return nil
-}
-
-// labelText writes labels as k=v,k=v, sorted.
-func labelText(labels map[string]string) string {
-	keys := slices.Sorted(maps.Keys(labels))
-	kv := make([]string, len(keys))
-	for i, k := range keys {
-		kv[i] = k + "=" + labels[k]
-	}
-	return strings.Join(kv, ",")
 }

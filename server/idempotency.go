@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
@@ -30,9 +29,6 @@ const (
 	replayedHeader = "Idempotent-Replayed"
 	// maxIdempotencyKey bounds a key's length, as Stripe's does.
 	maxIdempotencyKey = 255
-	// idempotencyKeyTTL is how long a key is kept: a repeat after that is
-	// a new request.
-	idempotencyKeyTTL = 24 * time.Hour
 )
 
 // keyedHandler serves a request that starts a task. key, if not nil, is

@@ -59,6 +59,10 @@ type sessionSpec struct {
 	WaitForDevice bool
 }
 
+// idempotencyKeyTTL is how long an idempotency key is kept: a repeat
+// after that is a new request.
+const idempotencyKeyTTL = 24 * time.Hour
+
 // SessionConfig tunes the session manager.
 type SessionConfig struct {
 	// MaxSessions bounds the sessions running at once. Default 1000.
