@@ -37,7 +37,7 @@ type Limits struct {
 	MaxParamBytes int
 }
 
-func (l *Limits) setDefaults(frameCap int64) {
+func (l *Limits) SetDefaults(frameCap int64) {
 	if l.MaxPlanBytes <= 0 {
 		l.MaxPlanBytes = plan.DefaultMaxExpandedBytes
 	}
@@ -57,28 +57,28 @@ const maxProblems = 100
 // pathShown is how many keys of a parameter's path a problem shows.
 const pathShown = 8
 
-// refusal is admission's answer to a request it refuses: every problem
+// Refusal is admission's answer to a request it refuses: every problem
 // it found, in the request's order.
-type refusal struct {
-	problems []api.Problem
+type Refusal struct {
+	Problems []api.Problem
 }
 
-func (r *refusal) Error() string {
-	lines := make([]string, len(r.problems))
-	for i, p := range r.problems {
+func (r *Refusal) Error() string {
+	lines := make([]string, len(r.Problems))
+	for i, p := range r.Problems {
 		lines[i] = p.String()
 	}
 	return "refused: " + strings.Join(lines, "; ")
 }
 
-// order is a request as admission checks it: steps for one device or for
+// Order is a request as admission checks it: steps for one device or for
 // each device of a fleet.
-type order struct {
+type Order struct {
 	// who asks: its role and scope hold the request too.
 	who *identity.Caller
-	// devices are the targets: one device, or every device a fleet's
+	// Devices are the targets: one device, or every device a fleet's
 	// labels matched.
-	devices []string
+	Devices []string
 	steps   []step
 	// plan is what the steps come from; nil for a single command.
 	plan *plan.Plan
@@ -89,53 +89,60 @@ type order struct {
 	planErr  error
 }
 
-// commandOrder is a single command for a device, asked by who.
-func commandOrder(who *identity.Caller, deviceID string, actions []protocol.Command) order {
-	return order{who: who, devices: []string{deviceID}, steps: []step{commandStep(actions, 0)}}
+// CommandOrder is a single command for a device, asked by who.
+func CommandOrder(who *identity.Caller, deviceID string, actions []protocol.Command) Order {
+	return Order{who: who, Devices: []string{deviceID}, steps: []step{commandStep(actions, 0)}}
 }
 
-// planOrder is a plan for devices, asked by who.
-func planOrder(who *identity.Caller, p *plan.Plan, devices ...string) order {
+// PlanOrder is a plan for devices, asked by who.
+func PlanOrder(who *identity.Caller, p *plan.Plan, devices ...string) Order {
 	b, err := json.Marshal(p)
-	return order{who: who, devices: devices, steps: planSteps(p), plan: p, planJSON: b, planErr: err}
+	return Order{who: who, Devices: devices, steps: planSteps(p), plan: p, planJSON: b, planErr: err}
 }
 
-// admission checks orders. Its inventories are the ones the dispatcher
+// Admission checks orders. Its inventories are the ones the dispatcher
 // resolves calls against when it sends them, so that what it admits
 // resolves then too, unless the device has changed in between.
-type admission struct {
+type Admission struct {
 	limits    Limits
 	frameCap  int64
-	inventory func(deviceID string) inventory
+	inventory func(deviceID string) Inventory
 	schemas   schemaCache
-	// reachable, in cluster mode, refuses work for devices this node
+	// Reachable, in cluster mode, refuses work for devices this node
 	// cannot reach now (NATS away); nil on a single node.
-	reachable func(deviceIDs []string) error
+	Reachable func(deviceIDs []string) error
+}
+
+// NewAdmission checks orders against limits, for links whose frames are
+// at most frameCap bytes, and against their devices' tools as disp knows
+// them.
+func NewAdmission(limits Limits, frameCap int64, disp *dispatch.Dispatcher) *Admission {
+	return &Admission{limits: limits, frameCap: frameCap, inventory: func(id string) Inventory { return InventoryOf(disp, id) }}
 }
 
 // admit returns nil if o may go ahead; a *forbidden if o installs a tool
 // its requester may not (a role below deployer, or a tool outside its
 // scope); an *unreachable if, in cluster mode, a device is linked
-// elsewhere while NATS is away; or a *refusal with every problem found. The problems come step
+// elsewhere while NATS is away; or a *Refusal with every problem found. The problems come step
 // by step, in the request's order: first the plan's size, then each
 // step's wire limits and sizes, then each call on each device. A call to
 // a tool outside the requester's scope is refused as one its device does
 // not have.
-func (a *admission) admit(o order) error {
+func (a *Admission) admit(o Order) error {
 	if err := o.installsAllowed(); err != nil {
 		return err
 	}
-	if a.reachable != nil {
-		if err := a.reachable(o.devices); err != nil {
+	if a.Reachable != nil {
+		if err := a.Reachable(o.Devices); err != nil {
 			return err
 		}
 	}
-	c := check{admission: a, scope: o.who.Scope, seen: map[api.Problem]bool{}}
+	c := check{Admission: a, scope: o.who.Scope, seen: map[api.Problem]bool{}}
 	if o.plan != nil {
 		c.planSize(o.planJSON, o.planErr)
 	}
-	invs := make([]inventory, len(o.devices))
-	for i, id := range o.devices {
+	invs := make([]Inventory, len(o.Devices))
+	for i, id := range o.Devices {
 		invs[i] = a.inventory(id)
 	}
 	installed := false
@@ -155,7 +162,7 @@ func (a *admission) admit(o order) error {
 	if len(c.problems) == 0 {
 		return nil
 	}
-	return &refusal{problems: c.problems}
+	return &Refusal{Problems: c.problems}
 }
 
 // installs reports whether the step installs a tool: the steps after it
@@ -167,7 +174,7 @@ func (st step) installs() bool {
 // installsAllowed checks o's calls that install a tool against its
 // requester: only a deployer installs tools, and a scoped one only a tool
 // its patterns allow, as the module's manifest names it.
-func (o order) installsAllowed() error {
+func (o Order) installsAllowed() error {
 	for _, st := range o.steps {
 		for _, call := range st.calls {
 			if call.cmd.ToolName != protocol.InstallToolName {
@@ -209,7 +216,7 @@ func installsInScope(call toolCall, who *identity.Caller) error {
 
 // check is one run of admission: the problems found so far.
 type check struct {
-	*admission
+	*Admission
 	// scope is the requester's, whose tool patterns each call is held to.
 	scope    access.Scope
 	problems []api.Problem
@@ -246,13 +253,13 @@ func (c *check) planSize(b []byte, err error) {
 	case err != nil:
 		c.add("plan", "not representable as JSON: %v", err)
 	case len(b) > c.limits.MaxPlanBytes:
-		c.add("plan", "%s", planTooBig(len(b), c.limits.MaxPlanBytes, false))
+		c.add("plan", "%s", PlanTooBig(len(b), c.limits.MaxPlanBytes, false))
 	}
 }
 
-// planTooBig says that a plan of size bytes, or at least that many, is
+// PlanTooBig says that a plan of size bytes, or at least that many, is
 // over limit.
-func planTooBig(size, limit int, atLeast bool) string {
+func PlanTooBig(size, limit int, atLeast bool) string {
 	s := fmt.Sprintf("%d bytes as JSON once its YAML aliases are expanded, more than the limit of %d", size, limit)
 	if atLeast {
 		return "at least " + s
@@ -393,7 +400,7 @@ func (w *shapeWalk) crowdedAt(n, limit int, kind string) {
 // frame of the device's wire. The calls of a step after one that installs
 // a tool are resolved and checked when they are sent: they may use the
 // tool installed, which the inventory does not list yet.
-func (c *check) onDevice(inv inventory, st step, params [][]byte, sound, afterInstall bool) {
+func (c *check) onDevice(inv Inventory, st step, params [][]byte, sound, afterInstall bool) {
 	cmds := make([]protocol.Command, len(st.calls))
 	resolved := true
 	for i, call := range st.calls {
@@ -431,7 +438,7 @@ func (c *check) onDevice(inv inventory, st step, params [][]byte, sound, afterIn
 // schema checks a call's parameters against its tool's input schema, as
 // the agent will. A schema that does not compile checks nothing, as on
 // the agent.
-func (c *check) schema(inv inventory, call toolCall, t protocol.MCPToolInfo, params []byte) {
+func (c *check) schema(inv Inventory, call toolCall, t protocol.MCPToolInfo, params []byte) {
 	if len(t.InputSchema) == 0 {
 		return
 	}
@@ -529,7 +536,7 @@ func keepBounded[K comparable, V any](m map[K]V, k K, v V) map[K]V {
 }
 
 // frame checks that the step's COMMAND fits a frame on the device's wire.
-func (c *check) frame(inv inventory, st step, cmds []protocol.Command) {
+func (c *check) frame(inv Inventory, st step, cmds []protocol.Command) {
 	enc := inv.encoding()
 	if c.measuredBefore(enc, cmds) {
 		return

@@ -21,10 +21,10 @@ func BenchmarkAdmitACommand(b *testing.B) {
 	require.NoError(b, json.Unmarshal(raw, &manifest))
 	read := tool("stock", "read_file", protocol.ToolDataCollection)
 	read.InputSchema = manifest.InputSchema
-	inv := inventory{deviceID: "kiosk-1", online: true, tools: append(inventoryWithSchemas(), read)}
-	a := &admission{limits: Limits{MaxPlanBytes: 1 << 20, MaxParamBytes: 4 << 20}, frameCap: 4 << 20,
-		inventory: func(string) inventory { return inv }}
-	o := commandOrder(testAdmin, "kiosk-1", []protocol.Command{{ToolName: "read_file", Parameters: map[string]any{"path": "/etc/hostname", "max_bytes": 4096}}})
+	inv := Inventory{deviceID: "kiosk-1", online: true, tools: append(inventoryWithSchemas(), read)}
+	a := &Admission{limits: Limits{MaxPlanBytes: 1 << 20, MaxParamBytes: 4 << 20}, frameCap: 4 << 20,
+		inventory: func(string) Inventory { return inv }}
+	o := CommandOrder(testAdmin, "kiosk-1", []protocol.Command{{ToolName: "read_file", Parameters: map[string]any{"path": "/etc/hostname", "max_bytes": 4096}}})
 	require.NoError(b, a.admit(o))
 	b.ReportAllocs()
 	for b.Loop() {

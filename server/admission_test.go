@@ -383,24 +383,24 @@ func (p countedParam) reset() { p.json.Store(0); p.cbor.Store(0) }
 func TestAdmissionEncodesAStepsParametersOncePerFormat(t *testing.T) {
 	counted := newCountedParam()
 	tools := []protocol.MCPToolInfo{tool("", "echo", protocol.ToolAction)}
-	invs := map[string]inventory{
+	invs := map[string]Inventory{
 		"a": {deviceID: "a", online: true, tools: tools},
 		"b": {deviceID: "b", online: true, tools: tools},
 		"c": {deviceID: "c", online: true, tools: tools},
 		"u": {deviceID: "u", online: true, tools: tools, ufoJSON: true},
 	}
-	a := &admission{limits: Limits{MaxPlanBytes: 1 << 20, MaxParamBytes: 1 << 20}, frameCap: 1 << 20,
-		inventory: func(id string) inventory { return invs[id] }}
-	o := commandOrder(testAdmin, "a", []protocol.Command{{ToolName: "echo", ToolType: protocol.ToolAction,
+	a := &Admission{limits: Limits{MaxPlanBytes: 1 << 20, MaxParamBytes: 1 << 20}, frameCap: 1 << 20,
+		inventory: func(id string) Inventory { return invs[id] }}
+	o := CommandOrder(testAdmin, "a", []protocol.Command{{ToolName: "echo", ToolType: protocol.ToolAction,
 		Parameters: map[string]any{"v": counted}}})
 
-	o.devices = []string{"a", "b", "c"}
+	o.Devices = []string{"a", "b", "c"}
 	require.NoError(t, a.admit(o))
 	assert.EqualValues(t, 1, counted.json.Load(), "its size, as JSON")
 	assert.EqualValues(t, 1, counted.cbor.Load(), "the frame the three devices share")
 
 	counted.reset()
-	o.devices = []string{"a", "u", "b"}
+	o.Devices = []string{"a", "u", "b"}
 	require.NoError(t, a.admit(o))
 	assert.EqualValues(t, 2, counted.json.Load(), "its size, and the frame of the device that speaks UFO's JSON")
 	assert.EqualValues(t, 1, counted.cbor.Load())

@@ -48,7 +48,7 @@ func (s *Server) adoptFrom(ctx context.Context, from store.Owner) (int, error) {
 	if len(ids) > 0 {
 		s.log.Warn("adopted the sessions of a node that died or handed them off", "from", from.Node, "from_epoch", from.Epoch, "sessions", len(ids))
 	}
-	s.sessions.resumeAll(ctx, ids)
+	s.sessions.ResumeAll(ctx, ids)
 	return len(ids), nil
 }
 

@@ -12,14 +12,14 @@ import (
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
-// resumeAll runs on the adopted sessions ids: fleets last, so that each
+// ResumeAll runs on the adopted sessions ids: fleets last, so that each
 // finds its devices' tasks, adopted with it, running. One that cannot be
 // run on is ended, failed, saying why: adopted, it is no other node's to
 // end. ctx's values serve, not its end: the adoption is committed, so a
 // deadline meant for it (a handoff's, a sweep's) that passed meanwhile,
 // under a slow store, must not leave them adopted and neither run nor
 // failed, which no other node would ever take up while this one lives.
-func (m *sessionManager) resumeAll(ctx context.Context, ids []string) {
+func (m *SessionManager) ResumeAll(ctx context.Context, ids []string) {
 	ctx = context.WithoutCancel(ctx)
 	var fleets []store.Session
 	for _, id := range ids {
@@ -39,10 +39,10 @@ func (m *sessionManager) resumeAll(ctx context.Context, ids []string) {
 }
 
 // resumed deals with err, how running the adopted session id on began.
-func (m *sessionManager) resumed(ctx context.Context, id string, err error) {
+func (m *SessionManager) resumed(ctx context.Context, id string, err error) {
 	switch {
 	case err == nil:
-	case errors.Is(err, errShuttingDown):
+	case errors.Is(err, ErrShuttingDown):
 		// This node stops too: once it has left, another adopts it.
 		m.log.Warn("adopted session not run on: this node is stopping", "session_id", id)
 	default:
@@ -52,7 +52,7 @@ func (m *sessionManager) resumed(ctx context.Context, id string, err error) {
 }
 
 // resume runs on the adopted session row from its last recorded step.
-func (m *sessionManager) resume(ctx context.Context, row store.Session) error {
+func (m *SessionManager) resume(ctx context.Context, row store.Session) error {
 	cmds, err := m.store.CommandsOfSession(ctx, row.ID)
 	if err != nil {
 		return err
@@ -84,7 +84,7 @@ func (m *sessionManager) resume(ctx context.Context, row store.Session) error {
 
 // resumeCommand runs on the adopted single command of session row, its
 // command cmds[0].
-func (m *sessionManager) resumeCommand(spec sessionSpec, row store.Session, cmds []store.Command) error {
+func (m *SessionManager) resumeCommand(spec sessionSpec, row store.Session, cmds []store.Command) error {
 	if len(cmds) != 1 {
 		return fmt.Errorf("session %q: a single command's task has %d commands recorded", row.ID, len(cmds))
 	}
@@ -102,7 +102,7 @@ func (m *sessionManager) resumeCommand(spec sessionSpec, row store.Session, cmds
 // resumeFleet runs on the adopted fleet of row, whose spec has its plan:
 // the devices' tasks it started are waited for (those not ended were
 // adopted with it), the others started.
-func (m *sessionManager) resumeFleet(ctx context.Context, spec sessionSpec, row store.Session) error {
+func (m *SessionManager) resumeFleet(ctx context.Context, spec sessionSpec, row store.Session) error {
 	fleet, err := recordedFleet(row)
 	if err != nil {
 		return err
@@ -126,7 +126,7 @@ func (m *sessionManager) resumeFleet(ctx context.Context, spec sessionSpec, row 
 
 // resumedSpec is the spec of the recorded session row, held to its
 // requester's scope as it is now.
-func (m *sessionManager) resumedSpec(ctx context.Context, row store.Session) (sessionSpec, error) {
+func (m *SessionManager) resumedSpec(ctx context.Context, row store.Session) (sessionSpec, error) {
 	spec := sessionSpec{ID: row.ID, TaskName: row.TaskName, DeviceID: row.DeviceID, ParentID: row.ParentID,
 		Requester:        api.Requester{Kind: row.RequesterKind, ID: row.RequesterID, Identity: row.Identity, TokenID: row.TokenID},
 		OriginalTaskName: row.OriginalTaskName}
@@ -148,7 +148,7 @@ func (m *sessionManager) resumedSpec(ctx context.Context, row store.Session) (se
 // adopted makes the live session of spec, recorded as row with the
 // commands cmds, which it does not make again. It is not refused for
 // the session limit: it was accepted once already.
-func (m *sessionManager) adopted(spec sessionSpec, row store.Session, cmds []store.Command) (*session, error) {
+func (m *SessionManager) adopted(spec sessionSpec, row store.Session, cmds []store.Command) (*Session, error) {
 	s := m.newSession(spec)
 	s.createdAt, s.persisted = row.CreatedAt, row.Kind != api.KindCommand
 	s.history = make(map[stepAttempt]store.Command, len(cmds))
@@ -158,7 +158,7 @@ func (m *sessionManager) adopted(spec sessionSpec, row store.Session, cmds []sto
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return nil, errShuttingDown
+		return nil, ErrShuttingDown
 	}
 	m.live[s.ID] = s
 	m.wg.Add(1)
@@ -167,7 +167,7 @@ func (m *sessionManager) adopted(spec sessionSpec, row store.Session, cmds []sto
 
 // failAdopted ends the adopted session id, which could not be run on,
 // failed with why.
-func (m *sessionManager) failAdopted(ctx context.Context, id string, why error) {
+func (m *SessionManager) failAdopted(ctx context.Context, id string, why error) {
 	row, err := m.store.Session(ctx, id)
 	if err != nil {
 		m.log.Error("adopted session not failed", "session_id", id, "err", err)

@@ -302,7 +302,7 @@ func TestTwoFirstRequestsWithOneKeyThroughTwoNodesRunOnce(t *testing.T) {
 func TestAdoptedSessionsRunOnPastTheAdoptionsDeadline(t *testing.T) {
 	p := planInFlight(t, "steps:\n  - tool: echo\n")
 	a, b, d := p.a, p.b, p.plan
-	require.Equal(t, 1, a.srv.sessions.handOff())
+	require.Equal(t, 1, a.srv.sessions.HandOff())
 
 	var ids []string
 	require.NoError(t, b.srv.store.Write(context.Background(), func(tx *store.Tx) (err error) {
@@ -312,7 +312,7 @@ func TestAdoptedSessionsRunOnPastTheAdoptionsDeadline(t *testing.T) {
 	require.Equal(t, []string{d.SessionID}, ids)
 	past, cancel := context.WithCancel(context.Background())
 	cancel()
-	b.srv.sessions.resumeAll(past, ids)
+	b.srv.sessions.ResumeAll(past, ids)
 	runnerOf(t, d.SessionID, b)
 
 	moved := b.mustDial(p.token)

@@ -107,7 +107,7 @@ func (s *Server) linkCluster() error {
 		return fmt.Errorf("server: %w", err)
 	}
 	s.leases = links
-	s.admission.reachable = s.reachable
+	s.admission.Reachable = s.reachable
 	err = s.cluster.OnRevocation(func(r cluster.Revocation) { s.Revoked(Revocation{Identity: r.Identity, TokenIDs: r.TokenIDs}) })
 	if err == nil {
 		err = s.cluster.OnDeviceEvent(s.deviceEvent)

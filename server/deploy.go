@@ -29,7 +29,7 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	// Checked before the body is read, and again by the front door: a bad
 	// timeout is the answer even to a module too big.
-	if _, err := commandTimeout(timeoutQuery, q.Get("timeout")); err != nil {
+	if _, err := CommandTimeout(timeoutQuery, q.Get("timeout")); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -53,8 +53,8 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action := protocol.Command{ToolName: protocol.InstallToolName, ToolType: protocol.ToolAction, Parameters: params}
-	resp, err := s.tasks.RunCommand(r.Context(), commandTask{
-		asker: asker{who: identity.CallerFrom(r), kind: api.RequesterOperator}, Device: d.ID, Actions: []protocol.Command{action},
+	resp, err := s.tasks.RunCommand(r.Context(), CommandTask{
+		Asker: Asker{Who: identity.CallerFrom(r), Kind: api.RequesterOperator}, Device: d.ID, Actions: []protocol.Command{action},
 		Timeout: q.Get("timeout"), TimeoutArg: timeoutQuery,
 	})
 	if err != nil {

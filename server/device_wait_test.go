@@ -37,7 +37,7 @@ func (ts *testServer) waitStepStarted() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		for _, s := range m.live {
-			events, _, _ := s.events.since(0)
+			events, _, _ := s.events.Since(0)
 			for _, e := range events {
 				if e.Type == api.EventStepStart {
 					return true

@@ -39,14 +39,14 @@ func (s *Server) Drain(ctx context.Context, grace time.Duration) (int, error) {
 	}
 	// Tasks are refused before /api/health says the node drains: whoever
 	// reads that must find it true.
-	s.sessions.refuseNew()
+	s.sessions.RefuseNew()
 	s.draining.Store(true)
 	s.cluster.SetDraining()
 	s.log.Info("draining: no new device links or tasks", "grace", grace)
-	if n := s.sessions.drain(ctx, grace); n > 0 {
+	if n := s.sessions.Drain(ctx, grace); n > 0 {
 		s.log.Warn("draining: tasks still running after the grace are handed off to the other nodes", "tasks", n, "grace", grace)
 	}
-	n := s.sessions.handOff()
+	n := s.sessions.HandOff()
 	if n > 0 {
 		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := s.cluster.PublishHandoff(hctx)
@@ -67,14 +67,14 @@ func (s *Server) refuseWhileDraining(w http.ResponseWriter, what string) bool {
 		return false
 	}
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%s refused: %v", what, errDraining))
+	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%s refused: %v", what, ErrDraining))
 	return true
 }
 
 // drainHealth is why a draining node is not ready, or "".
 func (s *Server) drainHealth() string {
 	if s.draining.Load() {
-		return errDraining.Error()
+		return ErrDraining.Error()
 	}
 	return ""
 }

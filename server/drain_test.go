@@ -73,7 +73,7 @@ func TestHandedOffPlansAreLeftUnfinishedThoughTheirStepsEndFirst(t *testing.T) {
 	for range plans {
 		dev.nextCommand()
 	}
-	require.Equal(t, plans, ts.srv.sessions.handOff())
+	require.Equal(t, plans, ts.srv.sessions.HandOff())
 	for _, id := range ids {
 		row, err := ts.srv.store.Session(context.Background(), id)
 		require.NoError(t, err)
@@ -123,7 +123,7 @@ func TestAHandedOffNodeLeavesOtherNodesCommandsForTheDevicesNextLink(t *testing.
 	token := a.enroll("kiosk-1")
 	dev := a.mustDial(token)
 	dev.register("kiosk-1", echoTool)
-	require.Zero(t, a.srv.sessions.handOff(), "nothing ran on a")
+	require.Zero(t, a.srv.sessions.HandOff(), "nothing ran on a")
 
 	d := dispatchPlan(t, b, "kiosk-1", "steps:\n  - tool: echo\n")
 	require.Eventually(t, func() bool { return len(taskCommands(t, b, d.SessionID)) == 1 }, 5*time.Second, 5*time.Millisecond)

@@ -7,9 +7,9 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 )
 
-// eventLog is a session's events, kept while it runs so that a subscriber
+// EventLog is a session's events, kept while it runs so that a subscriber
 // who comes late still sees them all.
-type eventLog struct {
+type EventLog struct {
 	deviceID string // stamped on events that name no device
 	// tee, if set, is also given each event: a fleet follows its
 	// children's. Never changed after newEventLog.
@@ -24,12 +24,12 @@ type eventLog struct {
 	changed chan struct{}
 }
 
-func newEventLog(deviceID string, tee func(api.TaskEvent)) *eventLog {
-	return &eventLog{deviceID: deviceID, tee: tee}
+func newEventLog(deviceID string, tee func(api.TaskEvent)) *EventLog {
+	return &EventLog{deviceID: deviceID, tee: tee}
 }
 
 // add appends e; an EventEnd event is the last.
-func (l *eventLog) add(e api.TaskEvent) {
+func (l *EventLog) add(e api.TaskEvent) {
 	e.Time = time.Now().UTC()
 	if e.DeviceID == "" {
 		e.DeviceID = l.deviceID
@@ -42,7 +42,7 @@ func (l *eventLog) add(e api.TaskEvent) {
 	}
 }
 
-func (l *eventLog) append(e api.TaskEvent) bool {
+func (l *EventLog) append(e api.TaskEvent) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended {
@@ -57,7 +57,7 @@ func (l *eventLog) append(e api.TaskEvent) bool {
 // leave ends the log without an end event: the task goes on on another
 // node, which adopted it. A stream of it ends, for its client to resume
 // it, with Last-Event-ID, from the store.
-func (l *eventLog) leave() {
+func (l *EventLog) leave() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.ended {
@@ -67,16 +67,16 @@ func (l *eventLog) leave() {
 }
 
 // tell wakes those waiting for the next event. l.mu is held.
-func (l *eventLog) tell() {
+func (l *EventLog) tell() {
 	if l.changed != nil {
 		close(l.changed)
 		l.changed = nil
 	}
 }
 
-// since returns the events after the first n, whether the log has ended,
+// Since returns the events after the first n, whether the log has ended,
 // and a channel closed when there is more.
-func (l *eventLog) since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
+func (l *EventLog) Since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.changed == nil {
@@ -93,7 +93,7 @@ func (l *eventLog) since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
 // dispatched a quick task does, still sees every event. It is guarded by
 // the session manager's mutex.
 type recentLogs struct {
-	logs  map[string]*eventLog
+	logs  map[string]*EventLog
 	order []recentLog // oldest first
 }
 
@@ -109,12 +109,12 @@ const (
 	recentLogsMax = 1000
 )
 
-func (r *recentLogs) keep(id string, l *eventLog, now time.Time) {
+func (r *recentLogs) keep(id string, l *EventLog, now time.Time) {
 	if l == nil {
 		return
 	}
 	if r.logs == nil {
-		r.logs = map[string]*eventLog{}
+		r.logs = map[string]*EventLog{}
 	}
 	r.prune(now)
 	if len(r.order) == recentLogsMax {
@@ -125,7 +125,7 @@ func (r *recentLogs) keep(id string, l *eventLog, now time.Time) {
 	r.order = append(r.order, recentLog{id: id, ended: now})
 }
 
-func (r *recentLogs) get(id string, now time.Time) *eventLog {
+func (r *recentLogs) get(id string, now time.Time) *EventLog {
 	r.prune(now)
 	return r.logs[id]
 }

@@ -34,7 +34,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	n, _ := strconv.Atoi(r.Header.Get("Last-Event-ID"))
 	n = max(n, 0)
 	var log eventSource = s.tasks.Events(id)
-	if log == (*eventLog)(nil) {
+	if log == (*EventLog)(nil) {
 		stored := &storedLog{s: s, ctx: r.Context(), id: id}
 		if err := stored.read(); errors.Is(err, store.ErrNotFound) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
@@ -53,7 +53,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	keepalive := time.NewTicker(s.cfg.EventsKeepalive)
 	defer keepalive.Stop()
 	for {
-		events, ended, more := log.since(n)
+		events, ended, more := log.Since(n)
 		for _, e := range events {
 			n++
 			b, _ := json.Marshal(e)
@@ -75,7 +75,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 // n, whether there will be no more, and a channel closed when there may
 // be more.
 type eventSource interface {
-	since(n int) ([]api.TaskEvent, bool, <-chan struct{})
+	Since(n int) ([]api.TaskEvent, bool, <-chan struct{})
 }
 
 // storedLog is the events of a task that does not run here, read from the
@@ -93,12 +93,12 @@ type storedLog struct {
 }
 
 func (l *storedLog) read() error {
-	l.events, l.ended, l.failed = l.s.sessions.storedEventsOf(l.ctx, l.id)
+	l.events, l.ended, l.failed = l.s.sessions.StoredEvents(l.ctx, l.id)
 	l.fresh = true
 	return l.failed
 }
 
-func (l *storedLog) since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
+func (l *storedLog) Since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
 	if !l.fresh && l.read() != nil {
 		l.s.log.Warn("task events not read from the store; ending the stream", "session_id", l.id, "err", l.failed)
 	}
@@ -107,7 +107,7 @@ func (l *storedLog) since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
 		return nil, true, nil
 	}
 	more := make(chan struct{})
-	time.AfterFunc(storedEventsPoll, func() { close(more) })
+	time.AfterFunc(StoredEventsPoll, func() { close(more) })
 	if n >= len(l.events) {
 		return nil, l.ended, more
 	}

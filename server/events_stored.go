@@ -11,9 +11,9 @@ import (
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
-// storedEventsPoll is how often a stream of a task that runs on another
+// StoredEventsPoll is how often a stream of a task that runs on another
 // node reads the store again for its events.
-const storedEventsPoll = 250 * time.Millisecond
+const StoredEventsPoll = 250 * time.Millisecond
 
 // storedEvents are the events of session row, with its commands cmds, as
 // the store has them: for a plan or a single command, each command's step
@@ -82,9 +82,9 @@ func commandEvents(row store.Session, c store.Command, steps int, label string) 
 	return []api.TaskEvent{start, end}
 }
 
-// storedEventsOf reads task id's events from the store: see
+// StoredEvents reads task id's events from the store: see
 // storedEvents.
-func (m *sessionManager) storedEventsOf(ctx context.Context, id string) ([]api.TaskEvent, bool, error) {
+func (m *SessionManager) StoredEvents(ctx context.Context, id string) ([]api.TaskEvent, bool, error) {
 	row, err := m.store.Session(ctx, id)
 	if err != nil {
 		return nil, false, err

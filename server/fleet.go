@@ -31,8 +31,8 @@ type fleetSpec struct {
 // devices have failed it starts no more; those running finish. Cancelling
 // the fleet cancels its running children. See RATIONALE.md, "Fleets".
 type fleetRunner struct {
-	m     *sessionManager
-	fleet *session
+	m     *SessionManager
+	fleet *Session
 	plan  *plan.Plan
 	spec  fleetSpec
 	// prior are, for a fleet adopted from another node, its devices'
@@ -44,7 +44,7 @@ type fleetRunner struct {
 	res api.FleetResult // Devices in spec.devices' order
 }
 
-func newFleetRunner(m *sessionManager, fleet *session, p *plan.Plan, spec fleetSpec) *fleetRunner {
+func newFleetRunner(m *SessionManager, fleet *Session, p *plan.Plan, spec fleetSpec) *fleetRunner {
 	res := api.FleetResult{Labels: spec.labels, Concurrency: spec.concurrency, AbortPercent: spec.abortPercent,
 		Devices: make([]api.FleetDevice, len(spec.devices))}
 	for i, id := range spec.devices {
@@ -106,7 +106,7 @@ func (f *fleetRunner) runDevice(ctx context.Context, i int, dev string) {
 // cancelChild cancels a running child because its fleet was cancelled,
 // for the fleet's reason: on request, its device stops the command it
 // runs, as for a task cancelled on its own.
-func (f *fleetRunner) cancelChild(child *session) {
+func (f *fleetRunner) cancelChild(child *Session) {
 	reason := f.fleet.cancelReason()
 	if reason == reasonUserRequested {
 		f.m.cancelOnRequest(child, "its fleet "+f.fleet.ID+" was cancelled")
@@ -236,7 +236,7 @@ func (f *fleetRunner) outcome() outcome[api.FleetResult] {
 	}
 	n := len(res.Devices)
 	if counts[api.StateCompleted] == n {
-		return outcome[api.FleetResult]{state: api.StateCompleted, result: res}
+		return outcome[api.FleetResult]{state: api.StateCompleted, Result: res}
 	}
 	msg := fmt.Sprintf("%d of %d devices failed", n-counts[api.StateCompleted]-counts[api.StateSkipped], n)
 	if counts[api.StateSkipped] > 0 {
@@ -245,11 +245,11 @@ func (f *fleetRunner) outcome() outcome[api.FleetResult] {
 	if res.Aborted {
 		msg += fmt.Sprintf(" (aborted: at least %d%% failed)", f.spec.abortPercent)
 	}
-	return outcome[api.FleetResult]{state: api.StateFailed, result: res, err: msg}
+	return outcome[api.FleetResult]{state: api.StateFailed, Result: res, err: msg}
 }
 
-// labelText writes labels as k=v,k=v, sorted.
-func labelText(labels map[string]string) string {
+// LabelText writes labels as k=v,k=v, sorted.
+func LabelText(labels map[string]string) string {
 	keys := slices.Sorted(maps.Keys(labels))
 	kv := make([]string, len(keys))
 	for i, k := range keys {

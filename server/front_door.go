@@ -15,54 +15,60 @@ import (
 	"github.com/google/uuid"
 )
 
-// frontDoor is the one way in for tasks: every surface (the HTTP API,
+// FrontDoor is the one way in for tasks: every surface (the HTTP API,
 // tool deploys, UFO's dispatch, constellation clients, the MCP gateway)
 // runs a command, starts a plan or a fleet, and checks an order through
 // it, so that nothing reaches a device unchecked or unadmitted, and a
 // task's run is built in one place. It knows nothing of HTTP, MCP or
 // WebSocket: each surface maps its answers and errors to its own wire.
-type frontDoor struct {
-	admission *admission
-	sessions  *sessionManager
+type FrontDoor struct {
+	admission *Admission
+	sessions  *SessionManager
 	// matching are the enrolled devices a selector picks (the store's
 	// DevicesMatching): the devices a fleet runs on.
 	matching func(context.Context, access.Selector) ([]string, error)
 }
 
-// asker is who asks for a task, and through what: its identity, whose
+// NewFrontDoor is the front door over admission a and the session
+// manager m; matching gives the enrolled devices a selector picks.
+func NewFrontDoor(a *Admission, m *SessionManager, matching func(context.Context, access.Selector) ([]string, error)) *FrontDoor {
+	return &FrontDoor{admission: a, sessions: m, matching: matching}
+}
+
+// Asker is who asks for a task, and through what: its identity, whose
 // role and scope hold the task, and the requester the task is recorded
 // under (its kind, and a constellation's client id).
-type asker struct {
-	who *identity.Caller
-	// kind is the requester's kind: api.RequesterOperator,
+type Asker struct {
+	Who *identity.Caller
+	// Kind is the requester's Kind: api.RequesterOperator,
 	// api.RequesterMCP or api.RequesterConstellation.
-	kind string
-	// client is a constellation's client id; empty for the others.
-	client string
+	Kind string
+	// Client is a constellation's Client id; empty for the others.
+	Client string
 }
 
 // requester is the requester a's tasks are recorded under.
-func (a asker) requester() api.Requester { return a.who.Requester(a.kind, a.client) }
+func (a Asker) requester() api.Requester { return a.Who.Requester(a.Kind, a.Client) }
 
-// runError is why a task that was admitted did not start or did not run
+// RunError is why a task that was admitted did not start or did not run
 // to its end: the session limit, a session id taken, storage, a node
 // that drains or hands off. Surfaces answer it otherwise than a refused
 // order (HTTP: 409 or 503 rather than 400 or 403).
-type runError struct{ err error }
+type RunError struct{ Err error }
 
-func (e *runError) Error() string { return e.err.Error() }
-func (e *runError) Unwrap() error { return e.err }
+func (e *RunError) Error() string { return e.Err.Error() }
+func (e *RunError) Unwrap() error { return e.Err }
 
-// invalidActions is a command whose actions break the wire's rules; the
+// InvalidActions is a command whose actions break the wire's rules; the
 // MCP gateway names them as its argument.
-type invalidActions struct{ err error }
+type InvalidActions struct{ Err error }
 
-func (e *invalidActions) Error() string { return e.err.Error() }
-func (e *invalidActions) Unwrap() error { return e.err }
+func (e *InvalidActions) Error() string { return e.Err.Error() }
+func (e *InvalidActions) Unwrap() error { return e.Err }
 
-// commandTask is a single command, as a surface asks for it.
-type commandTask struct {
-	asker
+// CommandTask is a single command, as a surface asks for it.
+type CommandTask struct {
+	Asker
 	Device  string
 	Actions []protocol.Command
 	// Timeout is the command's timeout as the request gave it; empty
@@ -78,10 +84,10 @@ type commandTask struct {
 	Tee func(api.TaskEvent)
 }
 
-// admittedCommand is a command the front door checked and admitted,
+// AdmittedCommand is a command the front door checked and admitted,
 // ready to run.
-type admittedCommand struct {
-	door    *frontDoor
+type AdmittedCommand struct {
+	door    *FrontDoor
 	spec    sessionSpec
 	actions []protocol.Command
 	timeout time.Duration
@@ -89,40 +95,40 @@ type admittedCommand struct {
 
 // AdmitCommand checks c, in this order: its timeout, its actions
 // against the wire's rules, then admission. Nothing is recorded or sent.
-func (d *frontDoor) AdmitCommand(c commandTask) (admittedCommand, error) {
-	timeout, err := commandTimeout(c.TimeoutArg, c.Timeout)
+func (d *FrontDoor) AdmitCommand(c CommandTask) (AdmittedCommand, error) {
+	timeout, err := CommandTimeout(c.TimeoutArg, c.Timeout)
 	if err != nil {
-		return admittedCommand{}, err
+		return AdmittedCommand{}, err
 	}
-	if err := validateActions(c.Actions); err != nil {
-		return admittedCommand{}, &invalidActions{err}
+	if err := ValidateActions(c.Actions); err != nil {
+		return AdmittedCommand{}, &InvalidActions{err}
 	}
-	if err := d.admission.admit(commandOrder(c.who, c.Device, c.Actions)); err != nil {
-		return admittedCommand{}, err
+	if err := d.admission.admit(CommandOrder(c.Who, c.Device, c.Actions)); err != nil {
+		return AdmittedCommand{}, err
 	}
 	// The id is chosen now, so that a cancellation that comes before the
 	// command has started knows what to cancel.
-	spec := sessionSpec{ID: store.NewRowID(), DeviceID: c.Device, Requester: c.requester(), Scope: c.who.Scope, Key: c.Key,
+	spec := sessionSpec{ID: store.NewRowID(), DeviceID: c.Device, Requester: c.requester(), Scope: c.Who.Scope, Key: c.Key,
 		WaitForDevice: c.WaitForDevice, Tee: c.Tee}
-	return admittedCommand{door: d, spec: spec, actions: c.Actions, timeout: timeout}, nil
+	return AdmittedCommand{door: d, spec: spec, actions: c.Actions, timeout: timeout}, nil
 }
 
 // SessionID is the id of the session the command runs as.
-func (a admittedCommand) SessionID() string { return a.spec.ID }
+func (a AdmittedCommand) SessionID() string { return a.spec.ID }
 
 // Run runs the command as a session of its own and waits for it to end.
 // The session runs on a context of its own: ctx bounds creating it
 // alone. An error is a *runError.
-func (a admittedCommand) Run(ctx context.Context) (api.CommandResponse, error) {
+func (a AdmittedCommand) Run(ctx context.Context) (api.CommandResponse, error) {
 	resp, err := a.door.sessions.runCommand(ctx, a.spec, a.actions, a.timeout)
 	if err != nil {
-		return resp, &runError{err}
+		return resp, &RunError{err}
 	}
 	return resp, nil
 }
 
 // RunCommand admits c and runs it (AdmitCommand, then Run).
-func (d *frontDoor) RunCommand(ctx context.Context, c commandTask) (api.CommandResponse, error) {
+func (d *FrontDoor) RunCommand(ctx context.Context, c CommandTask) (api.CommandResponse, error) {
 	a, err := d.AdmitCommand(c)
 	if err != nil {
 		return api.CommandResponse{}, err
@@ -130,12 +136,12 @@ func (d *frontDoor) RunCommand(ctx context.Context, c commandTask) (api.CommandR
 	return a.Run(ctx)
 }
 
-// commandTimeout reads a command's timeout, named what in errors: a
+// CommandTimeout reads a command's timeout, named what in errors: a
 // positive duration, at most a plan step's plan.MaxTimeout; empty gives
 // api.DefaultCommandTimeout. The server sends a pending command again
 // until its timeout, and agents remember the commands they ran (outbox
 // tombstones) on the promise that none comes again later than that.
-func commandTimeout(what, s string) (time.Duration, error) {
+func CommandTimeout(what, s string) (time.Duration, error) {
 	d, err := api.ParseTimeout(s)
 	switch {
 	case err != nil || d <= 0:
@@ -146,9 +152,9 @@ func commandTimeout(what, s string) (time.Duration, error) {
 	return d, nil
 }
 
-// validateActions applies the wire's own rules, so the operator hears of a
+// ValidateActions applies the wire's own rules, so the operator hears of a
 // bad action now rather than as a rejected frame.
-func validateActions(actions []protocol.Command) error {
+func ValidateActions(actions []protocol.Command) error {
 	if len(actions) == 0 {
 		return errors.New("field \"actions\": at least one action is required")
 	}
@@ -156,9 +162,9 @@ func validateActions(actions []protocol.Command) error {
 	return m.Validate()
 }
 
-// planTask is a plan for one device, as a surface asks for it.
-type planTask struct {
-	asker
+// PlanTask is a plan for one device, as a surface asks for it.
+type PlanTask struct {
+	Asker
 	Device string
 	Plan   *plan.Plan
 	// ID is the session's id: the client's, or empty for a fresh one.
@@ -173,32 +179,32 @@ type planTask struct {
 	// Tee, if not nil, is also given each of the task's events.
 	Tee func(api.TaskEvent)
 	// TaskEnd, if not nil, gets the task's TASK_END.
-	TaskEnd taskEndFunc
+	TaskEnd TaskEndFunc
 	// Announce, if not nil, is told of the session once it exists and
 	// before it runs: a constellation's acknowledgement must reach it
 	// before the TASK_END can.
-	Announce func(*session)
+	Announce func(*Session)
 }
 
 // StartPlan admits p on its device, creates its session and starts it,
 // in the background. A session id its requester already runs is refused
 // (*sessionRunningError); admission's refusals come as they are, and
 // failures to start as a *runError.
-func (d *frontDoor) StartPlan(ctx context.Context, p planTask) (*session, error) {
-	o := planOrder(p.who, p.Plan, p.Device)
+func (d *FrontDoor) StartPlan(ctx context.Context, p PlanTask) (*Session, error) {
+	o := PlanOrder(p.Who, p.Plan, p.Device)
 	if err := d.admission.admit(o); err != nil {
 		return nil, err
 	}
 	spec := sessionSpec{
-		ID: p.ID, TaskName: taskNameOf(p.TaskName, p.Plan), DeviceID: p.Device, Requester: p.requester(),
-		Scope: p.who.Scope, Plan: p.Plan, PlanJSON: o.planJSON, OriginalTaskName: p.OriginalTaskName, Key: p.Key, Tee: p.Tee,
+		ID: p.ID, TaskName: TaskNameOf(p.TaskName, p.Plan), DeviceID: p.Device, Requester: p.requester(),
+		Scope: p.Who.Scope, Plan: p.Plan, PlanJSON: o.planJSON, OriginalTaskName: p.OriginalTaskName, Key: p.Key, Tee: p.Tee,
 	}
 	return d.start(ctx, spec, p.TaskEnd, p.Announce)
 }
 
-// taskNameOf is the task's name: the one asked for, else the plan's, else
+// TaskNameOf is the task's name: the one asked for, else the plan's, else
 // a fresh one.
-func taskNameOf(asked string, p *plan.Plan) string {
+func TaskNameOf(asked string, p *plan.Plan) string {
 	switch {
 	case asked != "":
 		return asked
@@ -208,10 +214,10 @@ func taskNameOf(asked string, p *plan.Plan) string {
 	return uuid.NewString()
 }
 
-// fleetTask is a plan for every device of a fleet, as a surface asks for
+// FleetTask is a plan for every device of a fleet, as a surface asks for
 // it.
-type fleetTask struct {
-	asker
+type FleetTask struct {
+	Asker
 	Plan *plan.Plan
 	// Labels pick the devices, Selector is them narrowed by the asker's
 	// scope, and Devices are the devices it matched (FleetTargets).
@@ -233,35 +239,35 @@ type fleetTask struct {
 // FleetTargets are the devices a fleet with labels runs on for who: the
 // selector, labels narrowed by who's scope, and the enrolled devices it
 // matches; a *noDevicesError if none.
-func (d *frontDoor) FleetTargets(ctx context.Context, who *identity.Caller, labels map[string]string) (access.Selector, []string, error) {
+func (d *FrontDoor) FleetTargets(ctx context.Context, who *identity.Caller, labels map[string]string) (access.Selector, []string, error) {
 	selector := access.LabelSelector(labels).And(who.Scope.Devices)
 	devices, err := d.matching(ctx, selector)
 	switch {
 	case err != nil:
 		return nil, nil, err
 	case len(devices) == 0:
-		return nil, nil, &noDevicesError{labels}
+		return nil, nil, &NoDevicesError{labels}
 	}
 	return selector, devices, nil
 }
 
-// noDevicesError: labels that match no enrolled device in the asker's
+// NoDevicesError: labels that match no enrolled device in the asker's
 // scope.
-type noDevicesError struct{ labels map[string]string }
+type NoDevicesError struct{ labels map[string]string }
 
-func (e *noDevicesError) Error() string {
-	return fmt.Sprintf("no enrolled device has the labels %s", labelText(e.labels))
+func (e *NoDevicesError) Error() string {
+	return fmt.Sprintf("no enrolled device has the labels %s", LabelText(e.labels))
 }
 
 // StartFleet admits f's plan on each of its devices, creates the fleet's
 // session and starts it, in the background. Errors as StartPlan's.
-func (d *frontDoor) StartFleet(ctx context.Context, f fleetTask) (*session, error) {
-	o := planOrder(f.who, f.Plan, f.Devices...)
+func (d *FrontDoor) StartFleet(ctx context.Context, f FleetTask) (*Session, error) {
+	o := PlanOrder(f.Who, f.Plan, f.Devices...)
 	if err := d.admission.admit(o); err != nil {
 		return nil, err
 	}
 	spec := sessionSpec{
-		ID: f.ID, TaskName: taskNameOf(f.TaskName, f.Plan), Requester: f.requester(), Scope: f.who.Scope,
+		ID: f.ID, TaskName: TaskNameOf(f.TaskName, f.Plan), Requester: f.requester(), Scope: f.Who.Scope,
 		Plan: f.Plan, PlanJSON: o.planJSON,
 		Fleet: &fleetSpec{labels: f.Labels, selector: f.Selector, devices: f.Devices, concurrency: f.Concurrency,
 			abortPercent: f.AbortPercent},
@@ -272,16 +278,16 @@ func (d *frontDoor) StartFleet(ctx context.Context, f fleetTask) (*session, erro
 
 // start creates the session spec, tells announce of it, and runs it in
 // the background.
-func (d *frontDoor) start(ctx context.Context, spec sessionSpec, taskEnd taskEndFunc, announce func(*session)) (*session, error) {
+func (d *FrontDoor) start(ctx context.Context, spec sessionSpec, taskEnd TaskEndFunc, announce func(*Session)) (*Session, error) {
 	if spec.ID == "" {
 		spec.ID = store.NewRowID()
 	}
 	sess, created, err := d.sessions.getOrCreateSession(ctx, spec)
 	if err != nil {
-		return nil, &runError{err}
+		return nil, &RunError{err}
 	}
 	if !created {
-		return nil, &sessionRunningError{spec.ID}
+		return nil, &SessionRunningError{spec.ID}
 	}
 	if announce != nil {
 		announce(sess)
@@ -290,45 +296,45 @@ func (d *frontDoor) start(ctx context.Context, spec sessionSpec, taskEnd taskEnd
 	return sess, nil
 }
 
-// sessionRunningError refuses a plan whose session id names a session its
+// SessionRunningError refuses a plan whose session id names a session its
 // requester already runs (a constellation's TASK sent again): that
 // session's own TASK_END is still to come.
-type sessionRunningError struct{ id string }
+type SessionRunningError struct{ id string }
 
-func (e *sessionRunningError) Error() string {
+func (e *SessionRunningError) Error() string {
 	return fmt.Sprintf("session_id %q is already running", e.id)
 }
 
 // DryRun is admission's verdict on o, which runs nothing and records
 // nothing: nil, or why o may not go ahead (as admission.admit says).
-func (d *frontDoor) DryRun(o order) error { return d.admission.admit(o) }
+func (d *FrontDoor) DryRun(o Order) error { return d.admission.admit(o) }
 
 // MaxSessions is how many tasks may run at once.
-func (d *frontDoor) MaxSessions() int { return d.sessions.cfg.MaxSessions }
+func (d *FrontDoor) MaxSessions() int { return d.sessions.cfg.MaxSessions }
 
 // Cancel cancels running task id, why being the cause its device
 // records, and waits for it to end; errNotRunning if it is not running.
-func (d *frontDoor) Cancel(id, why string) error { return d.sessions.cancelTask(id, why) }
+func (d *FrontDoor) Cancel(id, why string) error { return d.sessions.cancelTask(id, why) }
 
 // Running reports whether task id is running here.
-func (d *frontDoor) Running(id string) bool { return d.sessions.running(id) }
+func (d *FrontDoor) Running(id string) bool { return d.sessions.running(id) }
 
 // Live is task id if it is running here, or nil.
-func (d *frontDoor) Live(id string) *session { return d.sessions.liveSession(id) }
+func (d *FrontDoor) Live(id string) *Session { return d.sessions.liveSession(id) }
 
 // Progress is what running plan or fleet id has done so far (see
 // sessionManager.progressOf).
-func (d *frontDoor) Progress(id string) (any, bool) { return d.sessions.progressOf(id) }
+func (d *FrontDoor) Progress(id string) (any, bool) { return d.sessions.progressOf(id) }
 
 // Events is the event log of task id, running or ended lately, or nil.
-func (d *frontDoor) Events(id string) *eventLog { return d.sessions.eventsOf(id) }
+func (d *FrontDoor) Events(id string) *EventLog { return d.sessions.eventsOf(id) }
 
 // Forget drops what is kept in memory of task id, removed from the
 // store.
-func (d *frontDoor) Forget(id string) { d.sessions.forgetEvents(id) }
+func (d *FrontDoor) Forget(id string) { d.sessions.forgetEvents(id) }
 
 // Ended waits until task id has ended, wherever it runs, and returns its
 // row (see sessionManager.ended).
-func (d *frontDoor) Ended(ctx context.Context, id string, waiting func(store.Session)) (store.Session, error) {
+func (d *FrontDoor) Ended(ctx context.Context, id string, waiting func(store.Session)) (store.Session, error) {
 	return d.sessions.ended(ctx, id, waiting)
 }

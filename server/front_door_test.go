@@ -28,7 +28,7 @@ func TestAFleetsPlanIsEncodedOnceForItAndItsDevices(t *testing.T) {
 	selector, devices, err := ts.srv.tasks.FleetTargets(t.Context(), testAdmin, labels)
 	require.NoError(t, err)
 
-	fleet, err := ts.srv.tasks.StartFleet(t.Context(), fleetTask{asker: asker{who: testAdmin, kind: api.RequesterOperator},
+	fleet, err := ts.srv.tasks.StartFleet(t.Context(), FleetTask{Asker: Asker{Who: testAdmin, Kind: api.RequesterOperator},
 		Plan: p, Labels: labels, Selector: selector, Devices: devices, Concurrency: 3})
 	require.NoError(t, err)
 	<-fleet.done

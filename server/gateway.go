@@ -221,7 +221,7 @@ func (s *Server) unregister(c *dispatch.Link, goingAway bool) {
 		}
 		return
 	}
-	s.sessions.requesterGone(c.ID)
+	s.sessions.RequesterGone(c.ID)
 	s.log.Info("constellation disconnected", "client_id", c.ID)
 }
 
@@ -236,7 +236,7 @@ func (s *Server) graceEnded(id string) {
 	}
 	s.log.Info("device did not come back within its grace", "device", id, "grace", s.reg.Grace)
 	s.disp.Abandon(id)
-	s.sessions.deviceGone(id)
+	s.sessions.DeviceGone(id)
 	s.leases.Release(id)
 }
 

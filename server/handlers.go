@@ -93,7 +93,7 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 // writeRequestError answers 400 for a request that cannot go ahead: with
 // each problem, if admission refused it; 403 if the access policy did.
 func writeRequestError(w http.ResponseWriter, err error) {
-	var refused *refusal
+	var refused *Refusal
 	var denied *identity.Forbidden
 	var away *unreachable
 	if errors.As(err, &denied) {
@@ -105,7 +105,7 @@ func writeRequestError(w http.ResponseWriter, err error) {
 		return
 	}
 	if errors.As(err, &refused) {
-		writeJSON(w, http.StatusBadRequest, api.Error{Error: refused.Error(), Problems: refused.problems})
+		writeJSON(w, http.StatusBadRequest, api.Error{Error: refused.Error(), Problems: refused.Problems})
 		return
 	}
 	writeError(w, http.StatusBadRequest, err.Error())
@@ -115,9 +115,9 @@ func writeRequestError(w http.ResponseWriter, err error) {
 // with key if not nil: an order it refused as writeRequestError does, a
 // task that did not start or run (*runError) as writeStartError does.
 func (s *Server) writeTaskError(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey, err error) {
-	var failed *runError
+	var failed *RunError
 	if errors.As(err, &failed) {
-		s.writeStartError(w, r, key, failed.err)
+		s.writeStartError(w, r, key, failed.Err)
 		return
 	}
 	writeRequestError(w, err)
@@ -128,12 +128,12 @@ func (s *Server) writeTaskError(w http.ResponseWriter, r *http.Request, key *sto
 // idempotency key another request recorded first; 503 for anything else:
 // the session limit (with the count), storage, or a server shutting down.
 func writeSessionError(w http.ResponseWriter, err error) {
-	var full *capacityError
-	var owned *sessionOwnedError
-	var ended *sessionEndedError
+	var full *CapacityError
+	var owned *SessionOwnedError
+	var ended *SessionEndedError
 	switch {
 	case errors.As(err, &full):
-		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: err.Error(), Sessions: full.running})
+		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: err.Error(), Sessions: full.Running})
 	case errors.As(err, &owned), errors.As(err, &ended), errors.Is(err, store.ErrKeyTaken):
 		writeError(w, http.StatusConflict, err.Error())
 	default:

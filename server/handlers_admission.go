@@ -35,10 +35,10 @@ func (s *Server) checkAdmission(w http.ResponseWriter, r *http.Request) {
 		err = s.tasks.DryRun(o)
 	}
 	verdict := api.AdmissionResponse{Admitted: err == nil, Devices: make([]api.AdmissionDevice, len(devices))}
-	var refused *refusal
+	var refused *Refusal
 	switch {
 	case errors.As(err, &refused):
-		verdict.Problems = refused.problems
+		verdict.Problems = refused.Problems
 	case err != nil:
 		writeRequestError(w, err)
 		return
@@ -79,23 +79,23 @@ func (s *Server) admissionTargets(r *http.Request, who *identity.Caller, req api
 
 // admissionOrder is what a dry run checks: the plan or the actions, for
 // devices, asked by who.
-func (s *Server) admissionOrder(who *identity.Caller, req api.AdmissionRequest, devices []string) (order, error) {
+func (s *Server) admissionOrder(who *identity.Caller, req api.AdmissionRequest, devices []string) (Order, error) {
 	hasPlan := len(req.Plan) > 0 && string(req.Plan) != "null"
 	switch {
 	case hasPlan == (len(req.Actions) > 0):
-		return order{}, errors.New(`give either "plan" or "actions"`)
+		return Order{}, errors.New(`give either "plan" or "actions"`)
 	case hasPlan:
 		p, err := planField(req.Plan, s.cfg.Limits.MaxPlanBytes)
 		if err != nil {
-			return order{}, err
+			return Order{}, err
 		}
-		return planOrder(who, p, devices...), nil
+		return PlanOrder(who, p, devices...), nil
 	}
-	if err := validateActions(req.Actions); err != nil {
-		return order{}, err
+	if err := ValidateActions(req.Actions); err != nil {
+		return Order{}, err
 	}
-	o := commandOrder(who, devices[0], req.Actions)
-	o.devices = devices
+	o := CommandOrder(who, devices[0], req.Actions)
+	o.Devices = devices
 	return o, nil
 }
 

@@ -108,7 +108,7 @@ func (s *Server) deviceRevoked(id string) {
 	s.devices.forget(id)
 	s.reg.Disconnect(id, "device revoked")
 	s.mcp.devicesChanged()
-	s.sessions.deviceGone(id)
+	s.sessions.DeviceGone(id)
 	s.disp.FailDevice(id, fmt.Sprintf("device %q was revoked", id))
 	s.leases.Release(id)
 }
@@ -215,8 +215,8 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.Idem
 	if !readJSON(w, r, &req) {
 		return
 	}
-	resp, err := s.tasks.RunCommand(r.Context(), commandTask{
-		asker: asker{who: identity.CallerFrom(r), kind: api.RequesterOperator}, Device: d.ID, Actions: req.Actions,
+	resp, err := s.tasks.RunCommand(r.Context(), CommandTask{
+		Asker: Asker{Who: identity.CallerFrom(r), Kind: api.RequesterOperator}, Device: d.ID, Actions: req.Actions,
 		Timeout: req.Timeout, TimeoutArg: `field "timeout"`, Key: key, WaitForDevice: req.WaitForDevice,
 	})
 	if err != nil {

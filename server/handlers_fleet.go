@@ -37,10 +37,10 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 		writeError(w, targetsStatus(err), err.Error())
 		return
 	}
-	f := fleetTask{
-		asker: asker{who: who, kind: api.RequesterOperator}, Plan: p, Labels: req.Labels, Selector: selector, Devices: devices,
+	f := FleetTask{
+		Asker: Asker{Who: who, Kind: api.RequesterOperator}, Plan: p, Labels: req.Labels, Selector: selector, Devices: devices,
 		Concurrency: cmp.Or(req.Concurrency, api.DefaultFleetConcurrency), AbortPercent: req.AbortPercent,
-		ID: store.NewRowID(), TaskName: taskNameOf(req.TaskName, p),
+		ID: store.NewRowID(), TaskName: TaskNameOf(req.TaskName, p),
 	}
 	resp := api.FleetResponse{SessionID: f.ID, TaskName: f.TaskName, Devices: devices}
 	f.Key = withAnswer(key, resp)
@@ -49,7 +49,7 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 		s.writeTaskError(w, r, key, err)
 		return
 	}
-	s.log.Info("fleet dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "labels", labelText(req.Labels),
+	s.log.Info("fleet dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "labels", LabelText(req.Labels),
 		"devices", len(devices), "concurrency", f.Concurrency, "abort_percent", req.AbortPercent)
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -57,7 +57,7 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 // targetsStatus is the status of a failure to find a fleet's devices:
 // 404 for labels that match none, 503 for the store.
 func targetsStatus(err error) int {
-	var none *noDevicesError
+	var none *NoDevicesError
 	if errors.As(err, &none) {
 		return http.StatusNotFound
 	}

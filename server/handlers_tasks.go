@@ -143,7 +143,7 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 // it runs on its device, and answers with the task as it ended.
 func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.tasks.Cancel(id, "cancelled by "+identity.CallerFrom(r).Name); errors.Is(err, errNotRunning) {
+	if err := s.tasks.Cancel(id, "cancelled by "+identity.CallerFrom(r).Name); errors.Is(err, ErrNotRunning) {
 		if t, ok := s.lookupTask(w, r, id); ok {
 			writeError(w, http.StatusConflict, fmt.Sprintf("task %q is not running: it is %s", id, t.State))
 		}

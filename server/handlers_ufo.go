@@ -59,9 +59,9 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, key *store.Ide
 		writeRequestError(w, err)
 		return
 	}
-	t := planTask{
-		asker: asker{who: who, kind: api.RequesterOperator}, Device: req.ClientID, Plan: p,
-		ID: store.NewRowID(), TaskName: taskNameOf(req.TaskName, p),
+	t := PlanTask{
+		Asker: Asker{Who: who, Kind: api.RequesterOperator}, Device: req.ClientID, Plan: p,
+		ID: store.NewRowID(), TaskName: TaskNameOf(req.TaskName, p),
 	}
 	resp := api.DispatchResponse{Status: "dispatched", TaskName: t.TaskName, ClientID: req.ClientID, SessionID: t.ID}
 	t.Key = withAnswer(key, resp)
@@ -108,7 +108,7 @@ func parsePlan(doc []byte, maxExpanded int) (*plan.Plan, error) {
 	p, err := plan.ParseWithin(doc, maxExpanded)
 	var big *plan.ExpandedError
 	if errors.As(err, &big) {
-		return nil, &refusal{problems: []api.Problem{{Path: "plan", Problem: planTooBig(big.Size, big.Limit, true)}}}
+		return nil, &Refusal{Problems: []api.Problem{{Path: "plan", Problem: PlanTooBig(big.Size, big.Limit, true)}}}
 	}
 	return p, err
 }
@@ -116,7 +116,7 @@ func parsePlan(doc []byte, maxExpanded int) (*plan.Plan, error) {
 // inField says which field of a request err is about; a refusal names
 // its own paths.
 func inField(field string, err error) error {
-	var refused *refusal
+	var refused *Refusal
 	if errors.As(err, &refused) {
 		return err
 	}

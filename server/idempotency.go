@@ -214,7 +214,7 @@ func (s *Server) commandAnswer(ctx context.Context, first store.IdempotencyKey) 
 	if len(cmds) > 0 {
 		r.ResponseID, r.Results = cmds[0].ResponseID, cmds[0].Results
 	}
-	b, err := json.Marshal(commandOutcome(row.ID, row.DeviceID, r).result)
+	b, err := json.Marshal(CommandOutcome(row.ID, row.DeviceID, r).Result)
 	if err != nil {
 		return nil, http.StatusInternalServerError, err
 	}

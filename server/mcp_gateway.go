@@ -127,7 +127,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		case <-revoked:
 			cancel(fmt.Errorf("identity %q was revoked", who.Name))
 		case <-s.stop:
-			cancel(errShuttingDown)
+			cancel(ErrShuttingDown)
 		case <-ctx.Done():
 		}
 	}()

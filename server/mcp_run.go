@@ -91,7 +91,7 @@ func (f *following) wait(g *mcpGateway, done <-chan struct{}, id string) (cancel
 	started := time.Now()
 	var why string // a cancellation not yet delivered
 	for {
-		if why != "" && !errors.Is(g.s.tasks.Cancel(id, why), errNotRunning) {
+		if why != "" && !errors.Is(g.s.tasks.Cancel(id, why), ErrNotRunning) {
 			why = ""
 		}
 		select {
@@ -143,7 +143,7 @@ func cancelReason(ctx context.Context) (why string, byServer bool) {
 // progress, and cancels it if the client does. It runs apart from the
 // request's context: the command's end is recorded however the request
 // ends.
-func (g *mcpGateway) runCommand(ctx context.Context, f *following, cmd admittedCommand) (api.CommandResponse, error) {
+func (g *mcpGateway) runCommand(ctx context.Context, f *following, cmd AdmittedCommand) (api.CommandResponse, error) {
 	id := cmd.SessionID()
 	var resp api.CommandResponse
 	var err error
@@ -186,10 +186,10 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 	}
 	who := identity.CallerIn(ctx)
 	f := newFollowing(ctx, req)
-	as := asker{who: who, kind: api.RequesterMCP}
+	as := Asker{Who: who, Kind: api.RequesterMCP}
 	device := req.GetString("device", "")
 	labels, _ := args["labels"].(map[string]any)
-	var sess *session
+	var sess *Session
 	switch {
 	case device != "" && labels != nil:
 		return refused(errors.New(`give "device" or "labels", not both`))
@@ -197,9 +197,9 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 		if !v.g.s.onlineInScope(ctx, who, device) {
 			return refused(fmt.Errorf("device %q is not online", device))
 		}
-		sess, err = v.g.s.tasks.StartPlan(ctx, planTask{asker: as, Device: device, Plan: p, Tee: f.tee})
+		sess, err = v.g.s.tasks.StartPlan(ctx, PlanTask{Asker: as, Device: device, Plan: p, Tee: f.tee})
 	case labels != nil:
-		sess, err = v.g.startFleet(ctx, fleetTask{asker: as, Plan: p, Tee: f.tee}, labels)
+		sess, err = v.g.startFleet(ctx, FleetTask{Asker: as, Plan: p, Tee: f.tee}, labels)
 	default:
 		return refused(errors.New(`argument "device" or "labels": missing`))
 	}
@@ -209,7 +209,7 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 	if wait, ok := args["wait"].(bool); ok && !wait {
 		return jsonResult(map[string]any{"session_id": sess.ID, "task_name": sess.TaskName, "url": taskURL(ctx, sess.ID)})
 	}
-	f.wait(v.g, sess.done, sess.ID)
+	f.wait(v.g, sess.Done(), sess.ID)
 	task, err := v.g.taskInScope(context.WithoutCancel(ctx), sess.ID)
 	if err != nil {
 		return refused(err)
@@ -223,7 +223,7 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 
 // startFleet starts t on the devices in its asker's scope that have
 // labels, admitted on each.
-func (g *mcpGateway) startFleet(ctx context.Context, t fleetTask, labels map[string]any) (*session, error) {
+func (g *mcpGateway) startFleet(ctx context.Context, t FleetTask, labels map[string]any) (*Session, error) {
 	if len(labels) == 0 {
 		return nil, errors.New(`argument "labels": at least one label is required`)
 	}
@@ -235,7 +235,7 @@ func (g *mcpGateway) startFleet(ctx context.Context, t fleetTask, labels map[str
 		}
 		want[k] = s
 	}
-	selector, devices, err := g.s.tasks.FleetTargets(ctx, t.who, want)
+	selector, devices, err := g.s.tasks.FleetTargets(ctx, t.Who, want)
 	if err != nil {
 		return nil, err
 	}

@@ -179,13 +179,13 @@ func (v *mcpView) runTool(ctx context.Context, req mcp.CallToolRequest, device s
 		return refused(err)
 	}
 	f := newFollowing(ctx, req)
-	cmd, err := v.g.s.tasks.AdmitCommand(commandTask{
-		asker: asker{who: identity.CallerIn(ctx), kind: api.RequesterMCP}, Device: device, Actions: []protocol.Command{action},
+	cmd, err := v.g.s.tasks.AdmitCommand(CommandTask{
+		Asker: Asker{Who: identity.CallerIn(ctx), Kind: api.RequesterMCP}, Device: device, Actions: []protocol.Command{action},
 		Timeout: cmp.Or(timeoutText, defaultMCPTimeout.String()), TimeoutArg: `argument "timeout"`, Tee: f.tee,
 	})
-	var bad *invalidActions
+	var bad *InvalidActions
 	if errors.As(err, &bad) {
-		err = fmt.Errorf("argument %w", bad.err)
+		err = fmt.Errorf("argument %w", bad.Err)
 	}
 	if err != nil {
 		return refused(err)

@@ -24,7 +24,7 @@ var errNotRun = errors.New("cancelled before it ran")
 // result R, and the error that ended it.
 type outcome[R any] struct {
 	state  api.TaskState
-	result R
+	Result R
 	err    string
 	// recorded: the store already holds this outcome. A single command's
 	// session ends in the transaction that records its command's outcome.
@@ -33,7 +33,7 @@ type outcome[R any] struct {
 
 // endRow is row as it ends with o.
 func (o outcome[R]) endRow(row store.Session) (store.Session, error) {
-	result, err := json.Marshal(o.result)
+	result, err := json.Marshal(o.Result)
 	if err != nil {
 		return row, fmt.Errorf("session %q: result: %w", row.ID, err)
 	}
@@ -41,13 +41,13 @@ func (o outcome[R]) endRow(row store.Session) (store.Session, error) {
 	return row, nil
 }
 
-// commandOutcome is how the session of a single command ends: with the
+// CommandOutcome is how the session of a single command ends: with the
 // command's response, completed if every action succeeded, else failed
 // with why.
-func commandOutcome(sessionID, deviceID string, r dispatch.Result) outcome[api.CommandResponse] {
+func CommandOutcome(sessionID, deviceID string, r dispatch.Result) outcome[api.CommandResponse] {
 	out := outcome[api.CommandResponse]{
 		state:    api.StateCompleted,
-		result:   api.NewCommandResponse(r.ResponseID, sessionID, deviceID, r.Results),
+		Result:   api.NewCommandResponse(r.ResponseID, sessionID, deviceID, r.Results),
 		recorded: r.Recorded,
 	}
 	if why := r.Failure(); why != "" {
@@ -56,10 +56,10 @@ func commandOutcome(sessionID, deviceID string, r dispatch.Result) outcome[api.C
 	return out
 }
 
-// commandSessionEnd is row, the session that the command rec alone makes
+// CommandSessionEnd is row, the session that the command rec alone makes
 // up, as it ends with rec's recorded outcome: what the dispatcher records
 // in the transaction that records that outcome.
-func commandSessionEnd(row store.Session, rec store.Command) (store.Session, error) {
-	out := commandOutcome(rec.SessionID, rec.DeviceID, dispatch.Result{ResponseID: rec.ResponseID, Results: rec.Results, Recorded: true})
+func CommandSessionEnd(row store.Session, rec store.Command) (store.Session, error) {
+	out := CommandOutcome(rec.SessionID, rec.DeviceID, dispatch.Result{ResponseID: rec.ResponseID, Results: rec.Results, Recorded: true})
 	return out.endRow(row)
 }

@@ -32,11 +32,11 @@ func (c toolCall) label() string {
 	return c.cmd.ToolName
 }
 
-// inventory is what the server knows of a device when it resolves calls
+// Inventory is what the server knows of a device when it resolves calls
 // for it: the tools of its live registration, or of its last one while it
 // is offline, and the wire its live link speaks. It is a snapshot, so a
 // whole batch (or, up front, a whole plan) resolves against one view.
-type inventory struct {
+type Inventory struct {
 	deviceID string
 	tools    []protocol.MCPToolInfo
 	online   bool
@@ -47,12 +47,12 @@ type inventory struct {
 
 // listsTools reports whether the device told the server its tools. UFO's
 // device client lists none: such a device checks its commands itself.
-func (inv inventory) listsTools() bool { return len(inv.tools) > 0 }
+func (inv Inventory) listsTools() bool { return len(inv.tools) > 0 }
 
 // encoding is the wire the device speaks: its live link's, else CBOR, our
 // agent's, since the wire a device comes back on is not known before it
 // does.
-func (inv inventory) encoding() protocol.Encoding {
+func (inv Inventory) encoding() protocol.Encoding {
 	if inv.ufoJSON {
 		return protocol.JSON
 	}
@@ -60,13 +60,13 @@ func (inv inventory) encoding() protocol.Encoding {
 }
 
 // lookup finds the tool c names, as the agent would.
-func (inv inventory) lookup(c toolCall) (protocol.MCPToolInfo, bool) {
+func (inv Inventory) lookup(c toolCall) (protocol.MCPToolInfo, bool) {
 	return dispatch.FindTool(inv.tools, c.namespace, c.cmd.ToolName, c.cmd.ToolType)
 }
 
 // noTool says that the device lacks the tool c names: as it is now, or as
 // it last registered.
-func (inv inventory) noTool(c toolCall) error {
+func (inv Inventory) noTool(c toolCall) error {
 	hint := suggest.DidYouMean(c.label(), inv.toolLabels(c.namespace != ""))
 	if !inv.online {
 		return fmt.Errorf("device %q is offline, and its last registration listed no tool %q%s", inv.deviceID, c.label(), hint)
@@ -76,7 +76,7 @@ func (inv inventory) noTool(c toolCall) error {
 
 // toolLabels names the device's tools as a call may name them: as
 // "namespace.tool" if qualified, else by name.
-func (inv inventory) toolLabels(qualified bool) []string {
+func (inv Inventory) toolLabels(qualified bool) []string {
 	labels := make([]string, len(inv.tools))
 	for i, t := range inv.tools {
 		labels[i] = t.ToolName
@@ -87,17 +87,17 @@ func (inv inventory) toolLabels(qualified bool) []string {
 	return labels
 }
 
-// inventoryOf is device deviceID's inventory as the dispatcher knows it
+// InventoryOf is device deviceID's inventory as the dispatcher knows it
 // now.
-func inventoryOf(d *dispatch.Dispatcher, deviceID string) inventory {
+func InventoryOf(d *dispatch.Dispatcher, deviceID string) Inventory {
 	t := d.Tools(deviceID)
-	return inventory{deviceID: deviceID, tools: t.Tools, online: t.Online, ufoJSON: t.Online && t.Encoding == protocol.JSON}
+	return Inventory{deviceID: deviceID, tools: t.Tools, online: t.Online, ufoJSON: t.Online && t.Encoding == protocol.JSON}
 }
 
 // resolve turns a step's calls into the commands sent, held to scope,
 // and what the audit log records about each one's tool; it fails on the
 // first call that cannot be sent.
-func (inv inventory) resolve(calls []toolCall, scope access.Scope) ([]protocol.Command, []store.ToolRef, error) {
+func (inv Inventory) resolve(calls []toolCall, scope access.Scope) ([]protocol.Command, []store.ToolRef, error) {
 	cmds := make([]protocol.Command, len(calls))
 	refs := make([]store.ToolRef, len(calls))
 	for i, c := range calls {
@@ -120,7 +120,7 @@ func (inv inventory) resolve(calls []toolCall, scope access.Scope) ([]protocol.C
 // the scope is refused as one the device does not have. install_tool is
 // no tool of the patterns: its role, and the tool it installs, are
 // admission's to check.
-func (inv inventory) confine(c toolCall, cmd protocol.Command, scope access.Scope) (protocol.Command, error) {
+func (inv Inventory) confine(c toolCall, cmd protocol.Command, scope access.Scope) (protocol.Command, error) {
 	if len(scope.Tools) == 0 || cmd.ToolName == protocol.InstallToolName {
 		return cmd, nil
 	}
@@ -140,7 +140,7 @@ func (inv inventory) confine(c toolCall, cmd protocol.Command, scope access.Scop
 // tool's tool_type so that the agent runs exactly it (the agent keys tools
 // by tool_type::tool_name). A bare name is sent as is, with the tool_type
 // filled in where the device's wire requires one.
-func (inv inventory) resolveCall(c toolCall) (protocol.Command, store.ToolRef, error) {
+func (inv Inventory) resolveCall(c toolCall) (protocol.Command, store.ToolRef, error) {
 	a := c.cmd
 	cmd := protocol.Command{ToolName: a.ToolName, ToolType: a.ToolType, Parameters: a.Parameters}
 	t, found := inv.lookup(c)

@@ -14,11 +14,11 @@ import (
 func TestResolvingACallAgainstAnInventory(t *testing.T) {
 	tools := []protocol.MCPToolInfo{tool("stock", "hash_file", protocol.ToolDataCollection), tool("browser", "navigate", protocol.ToolAction)}
 	params := map[string]any{"path": "/etc/hostname"}
-	cbor := inventory{deviceID: "kiosk-1", tools: tools, online: true}
-	ufo := inventory{deviceID: "kiosk-1", tools: tools, online: true, ufoJSON: true}
-	offline := inventory{deviceID: "kiosk-1", tools: tools}
+	cbor := Inventory{deviceID: "kiosk-1", tools: tools, online: true}
+	ufo := Inventory{deviceID: "kiosk-1", tools: tools, online: true, ufoJSON: true}
+	offline := Inventory{deviceID: "kiosk-1", tools: tools}
 	for name, tc := range map[string]struct {
-		inv  inventory
+		inv  Inventory
 		call toolCall
 		want protocol.Command
 		ref  store.ToolRef
@@ -55,7 +55,7 @@ func TestResolvingACallAgainstAnInventory(t *testing.T) {
 }
 
 func TestABatchResolvesWholeOrNotAtAll(t *testing.T) {
-	inv := inventory{deviceID: "kiosk-1", tools: []protocol.MCPToolInfo{tool("stock", "echo", protocol.ToolAction)}, online: true}
+	inv := Inventory{deviceID: "kiosk-1", tools: []protocol.MCPToolInfo{tool("stock", "echo", protocol.ToolAction)}, online: true}
 	cmds, refs, err := inv.resolve([]toolCall{{namespace: "stock", cmd: protocol.Command{ToolName: "echo"}}, {cmd: protocol.Command{ToolName: "x"}}}, access.Scope{})
 	require.NoError(t, err)
 	assert.Equal(t, []protocol.Command{{ToolName: "echo", ToolType: protocol.ToolAction}, {ToolName: "x"}}, cmds)

@@ -121,9 +121,9 @@ func (p planRunner) run(ctx context.Context, steps stepper) outcome[api.PlanResu
 		}
 	}
 	if firstErr != "" {
-		return outcome[api.PlanResult]{state: api.StateFailed, result: res, err: firstErr}
+		return outcome[api.PlanResult]{state: api.StateFailed, Result: res, err: firstErr}
 	}
-	return outcome[api.PlanResult]{state: api.StateCompleted, result: res}
+	return outcome[api.PlanResult]{state: api.StateCompleted, Result: res}
 }
 
 // planStep is step i of a plan, its actions read once: "namespace.tool"
@@ -184,5 +184,5 @@ func (c commandRunner) run(ctx context.Context, steps stepper) outcome[api.Comma
 		// still, every action ends in a Result with its call_id.
 		r.Results = protocol.FailAll(protocol.CallIDs(c.actions), r.Failure())
 	}
-	return commandOutcome(c.sessionID, c.deviceID, r)
+	return CommandOutcome(c.sessionID, c.deviceID, r)
 }

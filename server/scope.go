@@ -73,7 +73,7 @@ func (s *Server) taskInScope(ctx context.Context, c *identity.Caller, id string)
 		return true, nil
 	}
 	if sess := s.tasks.Live(id); sess != nil {
-		return s.sessionInScope(ctx, c, sess.DeviceID, sess.selector)
+		return s.sessionInScope(ctx, c, sess.DeviceID, sess.Selector())
 	}
 	row, err := s.store.Session(ctx, id)
 	switch {

@@ -140,9 +140,9 @@ type Server struct {
 	// leases are the cluster's leases on devices linked here:
 	// singleNode on a single node (remote.go).
 	leases    dispatch.DeviceLeases
-	sessions  *sessionManager
-	admission *admission
-	tasks     *frontDoor // every surface's way to run and start tasks
+	sessions  *SessionManager
+	admission *Admission
+	tasks     *FrontDoor // every surface's way to run and start tasks
 	mcp       *mcpGateway
 	cluster   *cluster.Cluster // nil: a single node
 	draining  atomic.Bool      // Drain has begun
@@ -180,7 +180,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Conn.MaxFrameBytes <= 0 {
 		cfg.Conn.MaxFrameBytes = protocol.DefaultMaxFrameBytes
 	}
-	cfg.Limits.setDefaults(cfg.Conn.MaxFrameBytes)
+	cfg.Limits.SetDefaults(cfg.Conn.MaxFrameBytes)
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("server: data dir is required")
 	}
@@ -224,7 +224,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	cfg.Logger.Info("store open", "backend", st.Backend())
-	cfg.Sessions.setDefaults()
+	cfg.Sessions.SetDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st,
 		keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(), authLimit: identity.NewLimiter(cfg.TrustedProxies, time.Now, cfg.Logger),
 		stop: make(chan struct{}), janitor: make(chan struct{}), seenFlush: make(chan struct{}),
@@ -244,22 +244,21 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	s.devices = newDeviceCache(st)
 	s.metrics = metrics.New(metrics.Sources{
 		ConnectedDevices:   s.reg.DeviceCount,
-		LiveSessions:       func(state string) int { return s.sessions.liveSessions(state) },
+		LiveSessions:       func(state string) int { return s.sessions.LiveSessions(state) },
 		BlockedSources:     s.authLimit.Refused,
 		StoreWriteFailures: st.WriteFailures,
 		UnrecordedWrites:   func() int { n, _ := s.unrecorded.Pending(); return n },
 	})
 	frameCap := cfg.Conn.MaxFrameBytes
 	s.unrecorded = unrecorded.New(st, cfg.Store.UnrecordedWrites, cfg.Store.UnrecordedBytes, s.metrics.UnrecordedDropped, s.log)
-	s.disp = dispatch.NewDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, commandSessionEnd, s.log, frameCap)
+	s.disp = dispatch.NewDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, CommandSessionEnd, s.log, frameCap)
 	s.leases = dispatch.SingleNode{}
 	s.offers = newTokenOffers()
-	s.admission = &admission{limits: cfg.Limits, frameCap: frameCap, inventory: func(id string) inventory { return inventoryOf(s.disp, id) }}
-	s.sessions = newSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
-	s.tasks = &frontDoor{admission: s.admission, sessions: s.sessions,
-		matching: func(ctx context.Context, sel access.Selector) ([]string, error) {
-			return st.DevicesMatching(ctx, sel, 0)
-		}}
+	s.admission = NewAdmission(cfg.Limits, frameCap, s.disp)
+	s.sessions = NewSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
+	s.tasks = NewFrontDoor(s.admission, s.sessions, func(ctx context.Context, sel access.Selector) ([]string, error) {
+		return st.DevicesMatching(ctx, sel, 0)
+	})
 	s.mcp = newMCPGateway(s, cfg.MCP)
 	if err := s.linkCluster(); err != nil {
 		s.leaveCluster()
@@ -269,7 +268,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	go s.mcp.refreshViews(s.stop)
 	go func() {
 		defer close(s.janitor)
-		s.sessions.expireResults(s.stop)
+		s.sessions.ExpireResults(s.stop)
 	}()
 	go func() {
 		defer close(s.seenFlush)
@@ -365,9 +364,9 @@ func (s *Server) Shutdown() {
 		if s.orphans != nil {
 			<-s.orphans // adopts nothing more
 		}
-		s.sessions.cancelAll()
+		s.sessions.CancelAll()
 		s.disp.Shutdown()
-		s.sessions.wait()
+		s.sessions.Wait()
 		<-s.janitor
 		<-s.seenFlush
 		s.unrecorded.Close()

@@ -40,9 +40,9 @@ const (
 	reasonKeyTaken = "key_taken"
 )
 
-// session is a task running on one device, or a fleet running one on
+// Session is a task running on one device, or a fleet running one on
 // many.
-type session struct {
+type Session struct {
 	ID        string
 	TaskName  string
 	DeviceID  string // empty for a fleet
@@ -58,7 +58,7 @@ type session struct {
 	steps     int          // how many steps its task has, for progress events
 	fleet     *fleetRunner // a fleet's, which reports its progress
 	createdAt time.Time
-	events    *eventLog
+	events    *EventLog
 	ctx       context.Context
 	cancel    context.CancelCauseFunc // with why, for the running step
 	done      chan struct{}
@@ -90,7 +90,7 @@ type session struct {
 	released sync.Once
 }
 
-func (s *session) setReason(reason string) {
+func (s *Session) setReason(reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.reason == "" {
@@ -100,8 +100,8 @@ func (s *session) setReason(reason string) {
 
 // runningCommand is the response_id of the command s is waiting on, if
 // any: the last step started and not ended.
-func (s *session) runningCommand() string {
-	events, _, _ := s.events.since(0)
+func (s *Session) runningCommand() string {
+	events, _, _ := s.events.Since(0)
 	rid := ""
 	for _, e := range events {
 		switch e.Type {
@@ -114,13 +114,13 @@ func (s *session) runningCommand() string {
 	return rid
 }
 
-func (s *session) cancelReason() string {
+func (s *Session) cancelReason() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.reason
 }
 
-func (s *session) row(state api.TaskState) store.Session {
+func (s *Session) row(state api.TaskState) store.Session {
 	row := store.Session{
 		ID: s.ID, TaskName: s.TaskName, DeviceID: s.DeviceID, RequesterKind: s.Requester.Kind,
 		RequesterID: s.Requester.ID, By: requesterBy(s.Requester), Kind: s.Kind, OriginalTaskName: s.originalTaskName, ParentID: s.ParentID, State: string(state), Plan: s.planJSON, CreatedAt: s.createdAt,
@@ -171,3 +171,9 @@ func taskEndStatus(state api.TaskState) protocol.TaskStatus {
 	}
 	return protocol.StatusFailed
 }
+
+// Done is closed once s has ended.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Selector is a fleet's: the devices it may run on; empty for others.
+func (s *Session) Selector() access.Selector { return s.selector }

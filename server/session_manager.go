@@ -23,8 +23,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// taskEndFunc delivers a TASK_END to whoever asked for the task.
-type taskEndFunc func(*protocol.ServerMessage) error
+// TaskEndFunc delivers a TASK_END to whoever asked for the task.
+type TaskEndFunc func(*protocol.ServerMessage) error
 
 // sessionSpec is a session to create.
 type sessionSpec struct {
@@ -80,7 +80,7 @@ type SessionConfig struct {
 	DeviceGrace time.Duration
 }
 
-func (c *SessionConfig) setDefaults() {
+func (c *SessionConfig) SetDefaults() {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = 1000
 	}
@@ -92,11 +92,11 @@ func (c *SessionConfig) setDefaults() {
 	}
 }
 
-// sessionManager is UFO's SessionManager: it creates sessions, runs each
+// SessionManager is UFO's SessionManager: it creates sessions, runs each
 // in a goroutine of its own, tracks their state, cancels them, ends each
 // with a TASK_END to the requester, and keeps their results (in the
 // store) for ResultTTL.
-type sessionManager struct {
+type SessionManager struct {
 	cfg SessionConfig
 	// owner is this node at this start, which owns the sessions it
 	// creates or adopts; the zero Owner on a single node.
@@ -112,66 +112,66 @@ type sessionManager struct {
 	// draining: the node drains; it takes no new task (errDraining), but
 	// a fleet it runs still starts its devices' tasks.
 	draining bool
-	live     map[string]*session
+	live     map[string]*Session
 	recent   recentLogs     // event logs of sessions that ended lately
 	wg       sync.WaitGroup // one per live session
 }
 
-func newSessionManager(cfg SessionConfig, owner store.Owner, st *store.Store, u *unrecorded.Writes, disp *dispatch.Dispatcher, mx *metrics.Metrics,
-	log *slog.Logger) *sessionManager {
-	cfg.setDefaults()
-	return &sessionManager{cfg: cfg, owner: owner, store: st, unrecorded: u, disp: disp, metrics: mx, log: log, live: map[string]*session{}}
+func NewSessionManager(cfg SessionConfig, owner store.Owner, st *store.Store, u *unrecorded.Writes, disp *dispatch.Dispatcher, mx *metrics.Metrics,
+	log *slog.Logger) *SessionManager {
+	cfg.SetDefaults()
+	return &SessionManager{cfg: cfg, owner: owner, store: st, unrecorded: u, disp: disp, metrics: mx, log: log, live: map[string]*Session{}}
 }
 
 // Errors of getOrCreateSession.
-type sessionOwnedError struct{ id, owner string }
+type SessionOwnedError struct{ id, owner string }
 
-func (e *sessionOwnedError) Error() string {
+func (e *SessionOwnedError) Error() string {
 	return fmt.Sprintf("session_id %q is owned by %s", e.id, e.owner)
 }
 
-type capacityError struct{ running, max int }
+type CapacityError struct{ Running, Max int }
 
-func (e *capacityError) Error() string {
-	return fmt.Sprintf("session limit reached: %d sessions running (limit %d)", e.running, e.max)
+func (e *CapacityError) Error() string {
+	return fmt.Sprintf("session limit reached: %d sessions running (limit %d)", e.Running, e.Max)
 }
 
-// errShuttingDown: no new sessions once shutdown has begun.
-var errShuttingDown = errors.New("server is shutting down")
+// ErrShuttingDown: no new sessions once shutdown has begun.
+var ErrShuttingDown = errors.New("server is shutting down")
 
-// errDraining: no new tasks on a node that drains.
-var errDraining = errors.New("this node is draining, about to stop: send the request to another node of the cluster")
+// ErrDraining: no new tasks on a node that drains.
+var ErrDraining = errors.New("this node is draining, about to stop: send the request to another node of the cluster")
 
-type sessionEndedError struct{ id string }
+type SessionEndedError struct{ id string }
 
-func (e *sessionEndedError) Error() string {
+func (e *SessionEndedError) Error() string {
 	return fmt.Sprintf("session_id %q has already ended: use a new session_id", e.id)
 }
 
 // getOrCreateSession returns the running session spec.ID if the same
 // requester owns it (created false), or creates the session, durably for
 // a plan. A session owned by someone else is refused, naming the owner.
-func (m *sessionManager) getOrCreateSession(ctx context.Context, spec sessionSpec) (s *session, created bool, err error) {
+func (m *SessionManager) getOrCreateSession(ctx context.Context, spec sessionSpec) (s *Session, created bool, err error) {
 	m.mu.Lock()
 	if s := m.live[spec.ID]; s != nil {
 		m.mu.Unlock()
 		if !sameOwner(s.Requester, spec.Requester) {
-			return nil, false, &sessionOwnedError{spec.ID, s.Requester.String()}
+			return nil, false, &SessionOwnedError{spec.ID, s.Requester.String()}
 		}
 		return s, false, nil
 	}
 	if m.closed {
 		m.mu.Unlock()
-		return nil, false, errShuttingDown
+		return nil, false, ErrShuttingDown
 	}
 	if m.draining && spec.ParentID == "" {
 		m.mu.Unlock()
-		return nil, false, errDraining
+		return nil, false, ErrDraining
 	}
 	if len(m.live) >= m.cfg.MaxSessions {
 		n := len(m.live)
 		m.mu.Unlock()
-		return nil, false, &capacityError{n, m.cfg.MaxSessions}
+		return nil, false, &CapacityError{n, m.cfg.MaxSessions}
 	}
 	s = m.newSession(spec)
 	m.live[s.ID] = s
@@ -189,9 +189,9 @@ func (m *sessionManager) getOrCreateSession(ctx context.Context, spec sessionSpe
 	return s, true, nil
 }
 
-func (m *sessionManager) newSession(spec sessionSpec) *session {
+func (m *SessionManager) newSession(spec sessionSpec) *Session {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	s := &session{
+	s := &Session{
 		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, ParentID: spec.ParentID, Requester: spec.Requester,
 		scope: spec.Scope, createdAt: time.Now(), events: newEventLog(spec.DeviceID, spec.Tee), ctx: ctx, done: make(chan struct{}),
 		cancel: cancel, key: spec.Key, originalTaskName: spec.OriginalTaskName, waitsForDevice: spec.WaitForDevice,
@@ -218,7 +218,7 @@ func (m *sessionManager) newSession(spec sessionSpec) *session {
 
 // insertError explains a failed insert: an id that is taken belongs to
 // someone else or to a session that has ended.
-func (m *sessionManager) insertError(ctx context.Context, spec sessionSpec, err error) error {
+func (m *SessionManager) insertError(ctx context.Context, spec sessionSpec, err error) error {
 	if !errors.Is(err, store.ErrExists) {
 		return err
 	}
@@ -227,14 +227,14 @@ func (m *sessionManager) insertError(ctx context.Context, spec sessionSpec, err 
 		return err
 	}
 	if owner := (api.Requester{Kind: old.RequesterKind, ID: old.RequesterID, Identity: old.Identity}); !sameOwner(owner, spec.Requester) {
-		return &sessionOwnedError{spec.ID, owner.String()}
+		return &SessionOwnedError{spec.ID, owner.String()}
 	}
-	return &sessionEndedError{spec.ID}
+	return &SessionEndedError{spec.ID}
 }
 
 // executeTaskAsync runs s, a plan or a fleet, in a goroutine of its own;
 // taskEnd, if not nil, gets a plan's TASK_END.
-func (m *sessionManager) executeTaskAsync(s *session, taskEnd taskEndFunc) {
+func (m *SessionManager) executeTaskAsync(s *Session, taskEnd TaskEndFunc) {
 	if s.fleet != nil {
 		go execute(m, s, s.fleet, nil)
 		return
@@ -244,7 +244,7 @@ func (m *sessionManager) executeTaskAsync(s *session, taskEnd taskEndFunc) {
 
 // runPlan runs a plan session to its end; taskEnd, if not nil, gets its
 // TASK_END.
-func (m *sessionManager) runPlan(s *session, taskEnd taskEndFunc) outcome[api.PlanResult] {
+func (m *SessionManager) runPlan(s *Session, taskEnd TaskEndFunc) outcome[api.PlanResult] {
 	var tell func(outcome[api.PlanResult], *slog.Logger)
 	if taskEnd != nil {
 		tell = func(out outcome[api.PlanResult], log *slog.Logger) { sendTaskEnd(s, out, taskEnd, log) }
@@ -256,7 +256,7 @@ func (m *sessionManager) runPlan(s *session, taskEnd taskEndFunc) outcome[api.Pl
 // (its device, requester, scope, key and whether it waits for its
 // device) says, and waits for it: POST
 // /api/devices/{id}/commands. The session's id is spec.ID, or a new one.
-func (m *sessionManager) runCommand(ctx context.Context, spec sessionSpec, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
+func (m *SessionManager) runCommand(ctx context.Context, spec sessionSpec, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
 	if spec.ID == "" {
 		spec.ID = store.NewRowID()
 	}
@@ -273,7 +273,7 @@ func (m *sessionManager) runCommand(ctx context.Context, spec sessionSpec, actio
 	case reasonKeyTaken:
 		return api.CommandResponse{}, fmt.Errorf("task %s not started: %w", s.ID, store.ErrKeyTaken)
 	}
-	return out.result, nil
+	return out.Result, nil
 }
 
 // sameOwner reports whether two requesters are the same owner of a
@@ -287,7 +287,7 @@ func sameOwner(a, b api.Requester) bool {
 // execute runs s with r to its end, records the outcome, and only then
 // tells anyone: its end event, then tell, if not nil, unless the requester
 // is gone.
-func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcome[R], *slog.Logger)) outcome[R] {
+func execute[R any](m *SessionManager, s *Session, r runner[R], tell func(outcome[R], *slog.Logger)) outcome[R] {
 	defer m.release(s)
 	log := lazylog.New(m.log, func() []any { return []any{"session_id", s.ID, "device", s.DeviceID, "task_name", s.TaskName} })
 	s.started.Store(true)
@@ -318,7 +318,7 @@ func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcom
 		level = slog.LevelDebug // its command's "command done" says it at info
 	}
 	log.Log(level, "session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
-	s.events.add(api.TaskEvent{Type: api.EventEnd, SessionID: s.ID, State: out.state, Status: string(taskEndStatus(out.state)), Result: out.result, Error: out.err})
+	s.events.add(api.TaskEvent{Type: api.EventEnd, SessionID: s.ID, State: out.state, Status: string(taskEndStatus(out.state)), Result: out.Result, Error: out.err})
 	if tell != nil && s.cancelReason() != reasonConstellationDisconnected {
 		tell(out, log.Slog())
 	}
@@ -328,15 +328,15 @@ func execute[R any](m *sessionManager, s *session, r runner[R], tell func(outcom
 // sendTaskEnd tells the requester how the plan session s ended. A result
 // too big for one frame goes without the steps' results, with a note
 // saying where the whole result is: the store keeps it whole.
-func sendTaskEnd(s *session, out outcome[api.PlanResult], taskEnd taskEndFunc, log *slog.Logger) {
+func sendTaskEnd(s *Session, out outcome[api.PlanResult], taskEnd TaskEndFunc, log *slog.Logger) {
 	msg := &protocol.ServerMessage{
 		Type: protocol.ServerTaskEnd, Status: taskEndStatus(out.state), SessionID: s.ID, TaskName: s.TaskName,
-		Result: out.result, Error: out.err, Timestamp: protocol.Now(), ResponseID: uuid.NewString(),
+		Result: out.Result, Error: out.err, Timestamp: protocol.Now(), ResponseID: uuid.NewString(),
 	}
 	err := taskEnd(msg)
 	if errors.Is(err, protocol.ErrTooBig) {
 		log.Warn("task_end too big for a frame; sending it without the steps' results", "err", err)
-		msg.Result = out.result.WithoutResults(fmt.Sprintf("the steps' results are too big for one frame (%v); "+
+		msg.Result = out.Result.WithoutResults(fmt.Sprintf("the steps' results are too big for one frame (%v); "+
 			"GET /api/tasks/%s or /api/task_result/%s has them whole", err, s.ID, s.TaskName))
 		err = taskEnd(msg)
 	}
@@ -348,7 +348,7 @@ func sendTaskEnd(s *session, out outcome[api.PlanResult], taskEnd taskEndFunc, l
 // settle gives a runner's outcome its final state: a cancelled session
 // that did not complete is cancelled (failed at shutdown), and any state
 // other than completed or failed fails.
-func settle[R any](s *session, out outcome[R]) outcome[R] {
+func settle[R any](s *Session, out outcome[R]) outcome[R] {
 	if reason := s.cancelReason(); reason != "" && out.state != api.StateCompleted {
 		out.state, out.err = api.StateCancelled, cancelMessage(reason, s.DeviceID)
 		if reason == reasonServerShutdown {
@@ -365,7 +365,7 @@ func settle[R any](s *session, out outcome[R]) outcome[R] {
 // persistEnd records how s ended, now or as soon as the store can take
 // it. The session of a single command that never recorded its command is
 // recorded here, as it ends.
-func persistEnd[R any](m *sessionManager, s *session, out outcome[R]) error {
+func persistEnd[R any](m *SessionManager, s *Session, out outcome[R]) error {
 	row, err := out.endRow(s.row(api.StateRunning))
 	if err != nil {
 		return err
@@ -376,7 +376,7 @@ func persistEnd[R any](m *sessionManager, s *session, out outcome[R]) error {
 }
 
 // release forgets a session that has ended, or was never started.
-func (m *sessionManager) release(s *session) {
+func (m *SessionManager) release(s *Session) {
 	s.released.Do(func() {
 		m.mu.Lock()
 		delete(m.live, s.ID)
@@ -393,8 +393,8 @@ func (m *sessionManager) release(s *session) {
 // errSessionEnded ends the context of a session that has ended.
 var errSessionEnded = errors.New("session ended")
 
-// errNotRunning: cancel_task on a session that is not running.
-var errNotRunning = errors.New("task is not running")
+// ErrNotRunning: cancel_task on a session that is not running.
+var ErrNotRunning = errors.New("task is not running")
 
 // cancelTask cancels running session id on request (user_requested), and
 // waits for it to end: its running step gets cancelGrace to finish first.
@@ -404,12 +404,12 @@ var errNotRunning = errors.New("task is not running")
 // cancel_task and a client that gave up on a call): without the device's
 // part, the tool would run on to its own deadline, holding a slot on the
 // device, and its results would not say it was cancelled.
-func (m *sessionManager) cancelTask(id, why string) error {
+func (m *SessionManager) cancelTask(id, why string) error {
 	m.mu.Lock()
 	s := m.live[id]
 	m.mu.Unlock()
 	if s == nil {
-		return errNotRunning
+		return ErrNotRunning
 	}
 	m.cancelOnRequest(s, why)
 	<-s.done
@@ -419,14 +419,14 @@ func (m *sessionManager) cancelTask(id, why string) error {
 // cancelOnRequest cancels s as cancelTask does, without waiting. A
 // fleet runs no command of its own: its children stop theirs as it
 // cancels them.
-func (m *sessionManager) cancelOnRequest(s *session, why string) {
+func (m *SessionManager) cancelOnRequest(s *Session, why string) {
 	if rid := s.runningCommand(); rid != "" && s.fleet == nil {
 		m.disp.Stop(rid, why)
 	}
 	m.cancelSession(s, reasonUserRequested)
 }
 
-func (m *sessionManager) cancelSession(s *session, reason string) {
+func (m *SessionManager) cancelSession(s *Session, reason string) {
 	m.log.Info("cancelling session", "session_id", s.ID, "device", s.DeviceID, "reason", reason)
 	s.setReason(reason)
 	s.cancel(errors.New(cancelMessage(reason, s.DeviceID)))
@@ -434,9 +434,9 @@ func (m *sessionManager) cancelSession(s *session, reason string) {
 
 // cancelWhere cancels every session for which match is true, without
 // waiting for them to end.
-func (m *sessionManager) cancelWhere(match func(*session) bool, reason string) {
+func (m *SessionManager) cancelWhere(match func(*Session) bool, reason string) {
 	m.mu.Lock()
-	var todo []*session
+	var todo []*Session
 	for _, s := range m.live {
 		if match(s) {
 			todo = append(todo, s)
@@ -448,26 +448,26 @@ func (m *sessionManager) cancelWhere(match func(*session) bool, reason string) {
 	}
 }
 
-// requesterGone cancels the sessions a constellation asked for, without
+// RequesterGone cancels the sessions a constellation asked for, without
 // TASK_END: it is not there to hear it.
-func (m *sessionManager) requesterGone(clientID string) {
-	m.cancelWhere(func(s *session) bool {
+func (m *SessionManager) RequesterGone(clientID string) {
+	m.cancelWhere(func(s *Session) bool {
 		return s.Requester.Kind == api.RequesterConstellation && s.Requester.ID == clientID
 	}, reasonConstellationDisconnected)
 }
 
-// deviceGone cancels every session running on a device that is not
+// DeviceGone cancels every session running on a device that is not
 // coming back, plans and single commands alike: the device had its grace
 // to return, and a command that outlived it would only wait for a device
 // that is gone. A command whose caller asked to wait for the device goes
 // on waiting, within its timeout.
-func (m *sessionManager) deviceGone(id string) {
-	m.cancelWhere(func(s *session) bool { return s.DeviceID == id && !s.waitsForDevice }, reasonDeviceDisconnected)
+func (m *SessionManager) DeviceGone(id string) {
+	m.cancelWhere(func(s *Session) bool { return s.DeviceID == id && !s.waitsForDevice }, reasonDeviceDisconnected)
 }
 
 // eventsOf returns the event log of a session that is running or ended
 // lately, or nil.
-func (m *sessionManager) eventsOf(id string) *eventLog {
+func (m *SessionManager) eventsOf(id string) *EventLog {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if s := m.live[id]; s != nil {
@@ -477,15 +477,15 @@ func (m *sessionManager) eventsOf(id string) *eventLog {
 }
 
 // forgetEvents drops the kept event log of a removed session.
-func (m *sessionManager) forgetEvents(id string) {
+func (m *SessionManager) forgetEvents(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.recent.logs, id)
 }
 
-// liveSessions counts the sessions not yet ended in state, created or
+// LiveSessions counts the sessions not yet ended in state, created or
 // running: for metrics.
-func (m *sessionManager) liveSessions(state string) int {
+func (m *SessionManager) LiveSessions(state string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
@@ -500,7 +500,7 @@ func (m *sessionManager) liveSessions(state string) int {
 // progressOf returns what a running fleet or plan has done so far: a
 // FleetResult or a PlanResult. ok is false for a single command, or a
 // session not running.
-func (m *sessionManager) progressOf(id string) (res any, ok bool) {
+func (m *SessionManager) progressOf(id string) (res any, ok bool) {
 	m.mu.Lock()
 	s := m.live[id]
 	m.mu.Unlock()
@@ -510,7 +510,7 @@ func (m *sessionManager) progressOf(id string) (res any, ok bool) {
 	case s.fleet != nil:
 		return s.fleet.progress(), true
 	case s.plan != nil:
-		events, _, _ := s.events.since(0)
+		events, _, _ := s.events.Since(0)
 		return planProgress(s.plan, events), true
 	}
 	return nil, false
@@ -544,7 +544,7 @@ func planProgress(p *plan.Plan, events []api.TaskEvent) api.PlanResult {
 // another node of a cluster, whose end it reads from the store), and
 // returns its row, or ctx's cause; waiting, if not nil, is told once if
 // it has to wait.
-func (m *sessionManager) ended(ctx context.Context, id string, waiting func(store.Session)) (store.Session, error) {
+func (m *SessionManager) ended(ctx context.Context, id string, waiting func(store.Session)) (store.Session, error) {
 	wait := 10 * time.Millisecond
 	for {
 		row, err := m.store.Session(ctx, id)
@@ -571,42 +571,42 @@ func (m *sessionManager) ended(ctx context.Context, id string, waiting func(stor
 }
 
 // liveSession returns the session id if it is running here, or nil.
-func (m *sessionManager) liveSession(id string) *session {
+func (m *SessionManager) liveSession(id string) *Session {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.live[id]
 }
 
 // running reports whether the session is running here.
-func (m *sessionManager) running(id string) bool {
+func (m *SessionManager) running(id string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.live[id] != nil
 }
 
-// cancelAll refuses new sessions and cancels the running ones, for a
+// CancelAll refuses new sessions and cancels the running ones, for a
 // server that is stopping. wait then waits until each has recorded its end.
-func (m *sessionManager) cancelAll() {
+func (m *SessionManager) CancelAll() {
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()
-	m.cancelWhere(func(*session) bool { return true }, reasonServerShutdown)
+	m.cancelWhere(func(*Session) bool { return true }, reasonServerShutdown)
 }
 
-func (m *sessionManager) wait() { m.wg.Wait() }
+func (m *SessionManager) Wait() { m.wg.Wait() }
 
-// refuseNew makes the manager refuse new tasks (errDraining), for a node
+// RefuseNew makes the manager refuse new tasks (errDraining), for a node
 // that drains.
-func (m *sessionManager) refuseNew() {
+func (m *SessionManager) RefuseNew() {
 	m.mu.Lock()
 	m.draining = true
 	m.mu.Unlock()
 }
 
-// drain waits, once refuseNew has been called, until every session
+// Drain waits, once refuseNew has been called, until every session
 // running has ended, or grace has passed, or ctx ends; it reports how
 // many still run.
-func (m *sessionManager) drain(ctx context.Context, grace time.Duration) int {
+func (m *SessionManager) Drain(ctx context.Context, grace time.Duration) int {
 	deadline := time.Now().Add(grace)
 	for {
 		m.mu.Lock()
@@ -618,11 +618,11 @@ func (m *sessionManager) drain(ctx context.Context, grace time.Duration) int {
 	}
 }
 
-// handOff stops every session running here without recording its end or
+// HandOff stops every session running here without recording its end or
 // any more of its commands, for the node that adopts it to run it on
 // from its last recorded step (the node then says so: cluster.PublishHandoff).
 // It refuses new sessions, and returns how many it stopped.
-func (m *sessionManager) handOff() int {
+func (m *SessionManager) HandOff() int {
 	m.mu.Lock()
 	m.closed = true
 	live := slices.Collect(maps.Values(m.live))
@@ -635,15 +635,15 @@ func (m *sessionManager) handOff() int {
 		s.setReason(reasonHandedOff)
 	}
 	m.disp.Freeze()
-	m.cancelWhere(func(*session) bool { return true }, reasonHandedOff)
-	m.wait()
+	m.cancelWhere(func(*Session) bool { return true }, reasonHandedOff)
+	m.Wait()
 	return len(live)
 }
 
-// expireResults deletes, every tick until stop, what finished more than
+// ExpireResults deletes, every tick until stop, what finished more than
 // ResultTTL ago, the idempotency keys older than idempotencyKeyTTL, and
 // the tokens and logins that have expired.
-func (m *sessionManager) expireResults(stop <-chan struct{}) {
+func (m *SessionManager) ExpireResults(stop <-chan struct{}) {
 	every := min(max(m.cfg.ResultTTL/4, 10*time.Millisecond), time.Hour)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -662,7 +662,7 @@ func (m *sessionManager) expireResults(stop <-chan struct{}) {
 // idempotencyKeyTTL ago: a repeat under one is then a new request. It
 // also deletes the tokens and logins that have expired, which the store
 // already refuses.
-func (m *sessionManager) expire(now time.Time) {
+func (m *SessionManager) expire(now time.Time) {
 	var sessions, keys, credentials int
 	err := m.store.Write(context.Background(), func(tx *store.Tx) (err error) {
 		if sessions, err = tx.DeleteSessionsFinishedBefore(now.Add(-m.cfg.ResultTTL)); err != nil {

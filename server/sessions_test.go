@@ -478,8 +478,8 @@ func TestResultsExpireAfterTheirTTLButTheAuditLogStays(t *testing.T) {
 func TestASessionEndingInAnUnknownStateFails(t *testing.T) {
 	ts := newTestServer(t)
 	s := ts.srv.sessions.newSession(sessionSpec{ID: "s1", Plan: &plan.Plan{}})
-	out := settle(s, outcome[string]{state: "paused", result: "r"})
-	assert.Equal(t, outcome[string]{state: api.StateFailed, result: "r", err: "session ended in unknown state"}, out)
+	out := settle(s, outcome[string]{state: "paused", Result: "r"})
+	assert.Equal(t, outcome[string]{state: api.StateFailed, Result: "r", err: "session ended in unknown state"}, out)
 	out = settle(s, outcome[string]{state: api.StateCompleted})
 	assert.Equal(t, api.StateCompleted, out.state)
 }

@@ -16,8 +16,8 @@ const cancelGrace = 2 * time.Second
 
 // sessionStepper makes a session's attempts through the dispatcher.
 type sessionStepper struct {
-	m *sessionManager
-	s *session
+	m *SessionManager
+	s *Session
 }
 
 // attempt resolves st's calls against the device's inventory as it is now
@@ -30,7 +30,7 @@ func (st sessionStepper) attempt(ctx context.Context, step step, n int) dispatch
 	if rec, ok := s.history[stepAttempt{step.index, n}]; ok {
 		return st.again(ctx, step, n, rec)
 	}
-	inv := inventoryOf(st.m.disp, s.DeviceID)
+	inv := InventoryOf(st.m.disp, s.DeviceID)
 	actions, tools, err := inv.resolve(step.calls, s.scope)
 	if err != nil {
 		r := dispatch.Result{Err: err}

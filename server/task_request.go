@@ -40,7 +40,7 @@ func (s *Server) wsTaskName(c *constellation, asked string) (name, original stri
 // will still come.
 func (s *Server) refuseTask(ctx context.Context, c *constellation, m *protocol.ClientMessage, err error) {
 	reason := "task: " + err.Error()
-	var running *sessionRunningError
+	var running *SessionRunningError
 	if errors.As(err, &running) {
 		s.sendError(ctx, c.Conn, reason, m.RequestID)
 		return
