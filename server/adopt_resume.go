@@ -84,7 +84,7 @@ func (m *SessionManager) resume(ctx context.Context, row store.Session) error {
 
 // resumeCommand runs on the adopted single command of session row, its
 // command cmds[0].
-func (m *SessionManager) resumeCommand(spec sessionSpec, row store.Session, cmds []store.Command) error {
+func (m *SessionManager) resumeCommand(spec SessionSpec, row store.Session, cmds []store.Command) error {
 	if len(cmds) != 1 {
 		return fmt.Errorf("session %q: a single command's task has %d commands recorded", row.ID, len(cmds))
 	}
@@ -102,7 +102,7 @@ func (m *SessionManager) resumeCommand(spec sessionSpec, row store.Session, cmds
 // resumeFleet runs on the adopted fleet of row, whose spec has its plan:
 // the devices' tasks it started are waited for (those not ended were
 // adopted with it), the others started.
-func (m *SessionManager) resumeFleet(ctx context.Context, spec sessionSpec, row store.Session) error {
+func (m *SessionManager) resumeFleet(ctx context.Context, spec SessionSpec, row store.Session) error {
 	fleet, err := recordedFleet(row)
 	if err != nil {
 		return err
@@ -126,8 +126,8 @@ func (m *SessionManager) resumeFleet(ctx context.Context, spec sessionSpec, row 
 
 // resumedSpec is the spec of the recorded session row, held to its
 // requester's scope as it is now.
-func (m *SessionManager) resumedSpec(ctx context.Context, row store.Session) (sessionSpec, error) {
-	spec := sessionSpec{ID: row.ID, TaskName: row.TaskName, DeviceID: row.DeviceID, ParentID: row.ParentID,
+func (m *SessionManager) resumedSpec(ctx context.Context, row store.Session) (SessionSpec, error) {
+	spec := SessionSpec{ID: row.ID, TaskName: row.TaskName, DeviceID: row.DeviceID, ParentID: row.ParentID,
 		Requester:        api.Requester{Kind: row.RequesterKind, ID: row.RequesterID, Identity: row.Identity, TokenID: row.TokenID},
 		OriginalTaskName: row.OriginalTaskName}
 	if row.Identity == "" {
@@ -148,7 +148,7 @@ func (m *SessionManager) resumedSpec(ctx context.Context, row store.Session) (se
 // adopted makes the live session of spec, recorded as row with the
 // commands cmds, which it does not make again. It is not refused for
 // the session limit: it was accepted once already.
-func (m *SessionManager) adopted(spec sessionSpec, row store.Session, cmds []store.Command) (*Session, error) {
+func (m *SessionManager) adopted(spec SessionSpec, row store.Session, cmds []store.Command) (*Session, error) {
 	s := m.newSession(spec)
 	s.createdAt, s.persisted = row.CreatedAt, row.Kind != api.KindCommand
 	s.history = make(map[stepAttempt]store.Command, len(cmds))

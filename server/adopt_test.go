@@ -35,7 +35,7 @@ func runnerOf(t *testing.T, id string, nodes ...*testServer) *testServer {
 	var found *testServer
 	require.Eventually(t, func() bool {
 		for _, n := range nodes {
-			if n.srv.sessions.running(id) {
+			if n.srv.tasks.Running(id) {
 				found = n
 				return true
 			}
@@ -128,7 +128,7 @@ steps:
 	}
 
 	// a's command times out; a goes no further.
-	require.Eventually(t, func() bool { return !a.srv.sessions.running(d.SessionID) }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return !a.srv.tasks.Running(d.SessionID) }, 10*time.Second, 10*time.Millisecond)
 	assert.Contains(t, a.logs.String(), "session left to another node to run on")
 	for _, n := range nodes {
 		assert.Equal(t, eventKinds(evs[3:]), eventKinds(n.eventsAfter(d.SessionID, 3)), "Last-Event-ID means the same on every node")

@@ -33,11 +33,12 @@ func (ts *testServer) holdWriter() (release func()) {
 func (ts *testServer) waitStepStarted() {
 	ts.t.Helper()
 	started := func() bool {
-		m := ts.srv.sessions
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		for _, s := range m.live {
-			events, _, _ := s.events.Since(0)
+		for _, id := range ts.srv.sessions.LiveIDs() {
+			log := ts.srv.tasks.Events(id)
+			if log == nil {
+				continue
+			}
+			events, _, _ := log.Since(0)
 			for _, e := range events {
 				if e.Type == api.EventStepStart {
 					return true

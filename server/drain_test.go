@@ -87,7 +87,7 @@ func TestHandedOffPlansAreLeftUnfinishedThoughTheirStepsEndFirst(t *testing.T) {
 // that it cannot yet refuse them; the health must not say draining then.
 func TestANodeSaysItDrainsOnlyOnceItRefusesNewTasks(t *testing.T) {
 	a := clusterNodes(t, "a")[0]
-	a.srv.sessions.mu.Lock()
+	release := a.srv.sessions.HoldForTest()
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
@@ -106,7 +106,7 @@ func TestANodeSaysItDrainsOnlyOnceItRefusesNewTasks(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	a.srv.sessions.mu.Unlock()
+	release()
 	<-drained
 	code, h := a.health()
 	assert.Equal(t, http.StatusServiceUnavailable, code)

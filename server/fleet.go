@@ -87,7 +87,7 @@ func (f *fleetRunner) runDevice(ctx context.Context, i int, dev string) {
 		f.rejoin(ctx, i, prior)
 		return
 	}
-	child, _, err := f.m.getOrCreateSession(context.WithoutCancel(ctx), sessionSpec{
+	child, _, err := f.m.getOrCreateSession(context.WithoutCancel(ctx), SessionSpec{
 		ID: store.NewRowID(), TaskName: f.fleet.TaskName, DeviceID: dev, ParentID: f.fleet.ID,
 		Requester: f.fleet.Requester, Scope: f.fleet.scope, Plan: f.plan, PlanJSON: f.fleet.planJSON, Tee: f.forward,
 	})

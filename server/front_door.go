@@ -88,7 +88,7 @@ type CommandTask struct {
 // ready to run.
 type AdmittedCommand struct {
 	door    *FrontDoor
-	spec    sessionSpec
+	spec    SessionSpec
 	actions []protocol.Command
 	timeout time.Duration
 }
@@ -108,7 +108,7 @@ func (d *FrontDoor) AdmitCommand(c CommandTask) (AdmittedCommand, error) {
 	}
 	// The id is chosen now, so that a cancellation that comes before the
 	// command has started knows what to cancel.
-	spec := sessionSpec{ID: store.NewRowID(), DeviceID: c.Device, Requester: c.requester(), Scope: c.Who.Scope, Key: c.Key,
+	spec := SessionSpec{ID: store.NewRowID(), DeviceID: c.Device, Requester: c.requester(), Scope: c.Who.Scope, Key: c.Key,
 		WaitForDevice: c.WaitForDevice, Tee: c.Tee}
 	return AdmittedCommand{door: d, spec: spec, actions: c.Actions, timeout: timeout}, nil
 }
@@ -120,7 +120,7 @@ func (a AdmittedCommand) SessionID() string { return a.spec.ID }
 // The session runs on a context of its own: ctx bounds creating it
 // alone. An error is a *runError.
 func (a AdmittedCommand) Run(ctx context.Context) (api.CommandResponse, error) {
-	resp, err := a.door.sessions.runCommand(ctx, a.spec, a.actions, a.timeout)
+	resp, err := a.door.sessions.RunCommand(ctx, a.spec, a.actions, a.timeout)
 	if err != nil {
 		return resp, &RunError{err}
 	}
@@ -195,7 +195,7 @@ func (d *FrontDoor) StartPlan(ctx context.Context, p PlanTask) (*Session, error)
 	if err := d.admission.admit(o); err != nil {
 		return nil, err
 	}
-	spec := sessionSpec{
+	spec := SessionSpec{
 		ID: p.ID, TaskName: TaskNameOf(p.TaskName, p.Plan), DeviceID: p.Device, Requester: p.requester(),
 		Scope: p.Who.Scope, Plan: p.Plan, PlanJSON: o.planJSON, OriginalTaskName: p.OriginalTaskName, Key: p.Key, Tee: p.Tee,
 	}
@@ -266,7 +266,7 @@ func (d *FrontDoor) StartFleet(ctx context.Context, f FleetTask) (*Session, erro
 	if err := d.admission.admit(o); err != nil {
 		return nil, err
 	}
-	spec := sessionSpec{
+	spec := SessionSpec{
 		ID: f.ID, TaskName: TaskNameOf(f.TaskName, f.Plan), Requester: f.requester(), Scope: f.Who.Scope,
 		Plan: f.Plan, PlanJSON: o.planJSON,
 		Fleet: &fleetSpec{labels: f.Labels, selector: f.Selector, devices: f.Devices, concurrency: f.Concurrency,
@@ -278,7 +278,7 @@ func (d *FrontDoor) StartFleet(ctx context.Context, f FleetTask) (*Session, erro
 
 // start creates the session spec, tells announce of it, and runs it in
 // the background.
-func (d *FrontDoor) start(ctx context.Context, spec sessionSpec, taskEnd TaskEndFunc, announce func(*Session)) (*Session, error) {
+func (d *FrontDoor) start(ctx context.Context, spec SessionSpec, taskEnd TaskEndFunc, announce func(*Session)) (*Session, error) {
 	if spec.ID == "" {
 		spec.ID = store.NewRowID()
 	}

@@ -31,7 +31,7 @@ func TestAFleetsPlanIsEncodedOnceForItAndItsDevices(t *testing.T) {
 	fleet, err := ts.srv.tasks.StartFleet(t.Context(), FleetTask{Asker: Asker{Who: testAdmin, Kind: api.RequesterOperator},
 		Plan: p, Labels: labels, Selector: selector, Devices: devices, Concurrency: 3})
 	require.NoError(t, err)
-	<-fleet.done
+	<-fleet.Done()
 
 	task := ts.waitTask(fleet.ID)
 	require.Equal(t, api.StateFailed, task.State, "the devices are offline")

@@ -109,7 +109,7 @@ func TestResultsTheStoreCannotTakeAreKeptAndRecordedOnceItHasRoom(t *testing.T) 
 	assert.NotContains(t, why, "did not answer")
 	require.Eventually(t, func() bool {
 		task, err := ts.api.Task(ctx, plan.SessionID)
-		return err == nil && len(task.Commands) == 1 && ts.srv.sessions.running(plan.SessionID) == false
+		return err == nil && len(task.Commands) == 1 && ts.srv.tasks.Running(plan.SessionID) == false
 	}, 10*time.Second, 10*time.Millisecond, "the plan's step failed at once, and so the plan")
 
 	code, h = ts.health()

@@ -121,8 +121,8 @@ var testAdmin = &identity.Caller{Name: identity.BootstrapIdentity, Role: access.
 
 // operatorCommand is the session of a single command for deviceID, asked
 // through the API by testAdmin.
-func operatorCommand(deviceID string) sessionSpec {
-	return sessionSpec{DeviceID: deviceID, Requester: testAdmin.Requester(api.RequesterOperator, "")}
+func operatorCommand(deviceID string) SessionSpec {
+	return SessionSpec{DeviceID: deviceID, Requester: testAdmin.Requester(api.RequesterOperator, "")}
 }
 
 // rawClient speaks AIP by hand, as a device or a constellation.

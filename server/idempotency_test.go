@@ -203,7 +203,7 @@ func TestIdempotencyKeysOutliveARestartAndExpireAfterADay(t *testing.T) {
 
 	// A day later the janitor has forgotten them: a repeat is a new
 	// request.
-	again.srv.sessions.expire(time.Now().Add(idempotencyKeyTTL + time.Minute))
+	again.srv.sessions.Expire(time.Now().Add(idempotencyKeyTTL + time.Minute))
 	dev = again.mustDial(token)
 	dev.register("kiosk-1")
 	fresh := again.postKeyedAsync(path, "key-1", echoCommand)

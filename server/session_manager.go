@@ -26,8 +26,8 @@ import (
 // TaskEndFunc delivers a TASK_END to whoever asked for the task.
 type TaskEndFunc func(*protocol.ServerMessage) error
 
-// sessionSpec is a session to create.
-type sessionSpec struct {
+// SessionSpec is a session to create.
+type SessionSpec struct {
 	ID        string // required: the caller's, or a fresh one
 	TaskName  string
 	DeviceID  string // empty for a fleet
@@ -151,7 +151,7 @@ func (e *SessionEndedError) Error() string {
 // getOrCreateSession returns the running session spec.ID if the same
 // requester owns it (created false), or creates the session, durably for
 // a plan. A session owned by someone else is refused, naming the owner.
-func (m *SessionManager) getOrCreateSession(ctx context.Context, spec sessionSpec) (s *Session, created bool, err error) {
+func (m *SessionManager) getOrCreateSession(ctx context.Context, spec SessionSpec) (s *Session, created bool, err error) {
 	m.mu.Lock()
 	if s := m.live[spec.ID]; s != nil {
 		m.mu.Unlock()
@@ -189,7 +189,7 @@ func (m *SessionManager) getOrCreateSession(ctx context.Context, spec sessionSpe
 	return s, true, nil
 }
 
-func (m *SessionManager) newSession(spec sessionSpec) *Session {
+func (m *SessionManager) newSession(spec SessionSpec) *Session {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &Session{
 		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, ParentID: spec.ParentID, Requester: spec.Requester,
@@ -218,7 +218,7 @@ func (m *SessionManager) newSession(spec sessionSpec) *Session {
 
 // insertError explains a failed insert: an id that is taken belongs to
 // someone else or to a session that has ended.
-func (m *SessionManager) insertError(ctx context.Context, spec sessionSpec, err error) error {
+func (m *SessionManager) insertError(ctx context.Context, spec SessionSpec, err error) error {
 	if !errors.Is(err, store.ErrExists) {
 		return err
 	}
@@ -252,11 +252,11 @@ func (m *SessionManager) runPlan(s *Session, taskEnd TaskEndFunc) outcome[api.Pl
 	return execute(m, s, planRunner{plan: s.plan}, tell)
 }
 
-// runCommand runs a single command as a session of its own, as spec
+// RunCommand runs a single command as a session of its own, as spec
 // (its device, requester, scope, key and whether it waits for its
 // device) says, and waits for it: POST
 // /api/devices/{id}/commands. The session's id is spec.ID, or a new one.
-func (m *SessionManager) runCommand(ctx context.Context, spec sessionSpec, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
+func (m *SessionManager) RunCommand(ctx context.Context, spec SessionSpec, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
 	if spec.ID == "" {
 		spec.ID = store.NewRowID()
 	}
@@ -595,6 +595,21 @@ func (m *SessionManager) CancelAll() {
 
 func (m *SessionManager) Wait() { m.wg.Wait() }
 
+// LiveIDs lists the sessions running now.
+func (m *SessionManager) LiveIDs() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(maps.Keys(m.live))
+}
+
+// HoldForTest keeps the manager from starting, ending, or refusing any
+// session until release is called: for tests of what waits on it, such
+// as a node that drains.
+func (m *SessionManager) HoldForTest() (release func()) {
+	m.mu.Lock()
+	return m.mu.Unlock
+}
+
 // RefuseNew makes the manager refuse new tasks (errDraining), for a node
 // that drains.
 func (m *SessionManager) RefuseNew() {
@@ -648,7 +663,7 @@ func (m *SessionManager) ExpireResults(stop <-chan struct{}) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		m.expire(time.Now())
+		m.Expire(time.Now())
 		select {
 		case <-stop:
 			return
@@ -657,12 +672,12 @@ func (m *SessionManager) ExpireResults(stop <-chan struct{}) {
 	}
 }
 
-// expire deletes, as of now, the sessions that finished more than
+// Expire deletes, as of now, the sessions that finished more than
 // ResultTTL ago and the idempotency keys recorded more than
 // idempotencyKeyTTL ago: a repeat under one is then a new request. It
 // also deletes the tokens and logins that have expired, which the store
 // already refuses.
-func (m *SessionManager) expire(now time.Time) {
+func (m *SessionManager) Expire(now time.Time) {
 	var sessions, keys, credentials int
 	err := m.store.Write(context.Background(), func(tx *store.Tx) (err error) {
 		if sessions, err = tx.DeleteSessionsFinishedBefore(now.Add(-m.cfg.ResultTTL)); err != nil {

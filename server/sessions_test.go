@@ -231,7 +231,7 @@ func TestACancelledTasksRunningStepGetsItsGraceToFinish(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the cancel is in, its grace running
 	dev.answer(cmd, protocol.ResultSuccess, "")
 	task := <-cancelled
-	assert.Equal(t, api.StateCompleted, task.State, "the step finished within its %s grace", cancelGrace)
+	assert.Equal(t, api.StateCompleted, task.State, "the step finished within its %s grace", CancelGrace)
 	assert.Equal(t, api.StepSuccess, planResult(t, task).Steps[0].Status)
 }
 
@@ -477,7 +477,7 @@ func TestResultsExpireAfterTheirTTLButTheAuditLogStays(t *testing.T) {
 
 func TestASessionEndingInAnUnknownStateFails(t *testing.T) {
 	ts := newTestServer(t)
-	s := ts.srv.sessions.newSession(sessionSpec{ID: "s1", Plan: &plan.Plan{}})
+	s := ts.srv.sessions.newSession(SessionSpec{ID: "s1", Plan: &plan.Plan{}})
 	out := settle(s, outcome[string]{state: "paused", Result: "r"})
 	assert.Equal(t, outcome[string]{state: api.StateFailed, Result: "r", err: "session ended in unknown state"}, out)
 	out = settle(s, outcome[string]{state: api.StateCompleted})
@@ -490,10 +490,10 @@ func TestAFailingCallbackDoesNotFailTheSession(t *testing.T) {
 	p, err := plan.Parse([]byte(echoPlan))
 	require.NoError(t, err)
 	m := ts.srv.sessions
-	s, created, err := m.getOrCreateSession(context.Background(), sessionSpec{ID: "s1", DeviceID: "kiosk-1", Requester: api.Requester{Kind: api.RequesterOperator}, Plan: p})
+	s, created, err := m.getOrCreateSession(context.Background(), SessionSpec{ID: "s1", DeviceID: "kiosk-1", Requester: api.Requester{Kind: api.RequesterOperator}, Plan: p})
 	require.NoError(t, err)
 	require.True(t, created)
-	again, created, err := m.getOrCreateSession(context.Background(), sessionSpec{ID: "s1", DeviceID: "kiosk-1", Requester: api.Requester{Kind: api.RequesterOperator}, Plan: p})
+	again, created, err := m.getOrCreateSession(context.Background(), SessionSpec{ID: "s1", DeviceID: "kiosk-1", Requester: api.Requester{Kind: api.RequesterOperator}, Plan: p})
 	require.NoError(t, err)
 	assert.False(t, created)
 	assert.Same(t, s, again, "get_or_create returns the running session")
@@ -539,7 +539,7 @@ func TestADeadLinkIsNoticedAndItsCommandWaitsForTheDevice(t *testing.T) {
 	// The device stops reading: it answers no more pings, as a dead link.
 	require.Eventually(t, func() bool { return len(ts.srv.reg.IDs()) == 0 }, 10*time.Second, 10*time.Millisecond, "the dead link was never noticed")
 	assert.Contains(t, ts.logs.String(), "link dropped; the command waits for the device to come back")
-	assert.True(t, ts.srv.sessions.running(d.SessionID), "the task still runs, waiting")
+	assert.True(t, ts.srv.tasks.Running(d.SessionID), "the task still runs, waiting")
 
 	again := ts.mustDial(token)
 	again.register("kiosk-1")

@@ -10,9 +10,9 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
-// cancelGrace is how long a cancelled session's running step may still
+// CancelGrace is how long a cancelled session's running step may still
 // finish, as UFO's cancel_task waits.
-const cancelGrace = 2 * time.Second
+const CancelGrace = 2 * time.Second
 
 // sessionStepper makes a session's attempts through the dispatcher.
 type sessionStepper struct {
@@ -51,7 +51,7 @@ func (st sessionStepper) attempt(ctx context.Context, step step, n int) dispatch
 	}
 	cmd := st.m.disp.NewCommand(spec)
 	s.events.add(st.stepEvent(api.EventStepStart, step, n, dispatch.Result{ResponseID: cmd.ResponseID()}))
-	gctx, cancel := withGrace(ctx, cancelGrace)
+	gctx, cancel := withGrace(ctx, CancelGrace)
 	r := st.m.disp.Run(gctx, cmd)
 	cancel()
 	switch {
@@ -99,7 +99,7 @@ func (st sessionStepper) again(ctx context.Context, step step, n int, rec store.
 			ses := s.row(api.StateRunning)
 			row = &ses
 		}
-		gctx, cancel := withGrace(ctx, cancelGrace)
+		gctx, cancel := withGrace(ctx, CancelGrace)
 		r = st.m.disp.Resume(gctx, rec, row, &s.owner)
 		cancel()
 	}
