@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/servertest"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -84,18 +85,18 @@ func TestParametersAsDeepAsTheWireAllowsReachTheDevice(t *testing.T) {
 		require.NoError(t, err)
 		dev.register(id)
 		refused := ts.refusal("POST", "/api/devices/"+id+"/commands", api.CommandRequest{
-			Actions: []protocol.Command{{ToolName: "echo", ToolType: protocol.ToolAction, Parameters: nested(maxParamsDepth + 1)}}})
+			Actions: []protocol.Command{{ToolName: "echo", ToolType: protocol.ToolAction, Parameters: nested(tasks.MaxParamsDepth + 1)}}})
 		assert.Len(t, refused, 1)
 
 		done := make(chan api.CommandResponse, 1)
 		go func() {
 			resp, err := ts.api.Command(context.Background(), id, api.CommandRequest{
-				Actions: []protocol.Command{{ToolName: "echo", ToolType: protocol.ToolAction, Parameters: nested(maxParamsDepth)}}})
+				Actions: []protocol.Command{{ToolName: "echo", ToolType: protocol.ToolAction, Parameters: nested(tasks.MaxParamsDepth)}}})
 			assert.NoError(t, err)
 			done <- resp
 		}()
 		cmd := dev.nextCommand()
-		want, err := json.Marshal(nested(maxParamsDepth))
+		want, err := json.Marshal(nested(tasks.MaxParamsDepth))
 		require.NoError(t, err)
 		got, err := json.Marshal(cmd.Actions[0].Parameters)
 		require.NoError(t, err)
@@ -108,16 +109,7 @@ func TestParametersAsDeepAsTheWireAllowsReachTheDevice(t *testing.T) {
 
 // inventoryWithSchemas is a device's tools: hash_file takes a path, echo
 // takes anything.
-func inventoryWithSchemas() []protocol.MCPToolInfo {
-	hash := tool("stock", "hash_file", protocol.ToolDataCollection)
-	hash.InputSchema = map[string]any{
-		"type":                 "object",
-		"properties":           map[string]any{"path": map[string]any{"type": "string"}},
-		"required":             []any{"path"},
-		"additionalProperties": false,
-	}
-	return []protocol.MCPToolInfo{hash, tool("stock", "echo", protocol.ToolAction)}
-}
+var inventoryWithSchemas = servertest.ToolsWithSchemas
 
 func TestAPlansProblemsAreListedAllAtOnceBeforeAnythingRuns(t *testing.T) {
 	ts := newTestServer(t)
@@ -336,72 +328,4 @@ func TestACommandTooBigForTheWireItsDeviceComesBackOnFailsAtOnce(t *testing.T) {
 	resp := <-done
 	assert.Regexp(t, `^command not sent: its COMMAND frame is 12\d{4} bytes in json, more than the frame cap of 65536$`, resp.FirstError())
 	back.ping()
-}
-
-// The compiled schemas kept are bounded, whatever devices register.
-func TestTheSchemaCacheIsBounded(t *testing.T) {
-	var sc schemaCache
-	for i := range maxSchemas + 10 {
-		v := sc.validator(map[string]any{"type": "object", "maxProperties": i})
-		require.NotNil(t, v)
-	}
-	assert.Len(t, sc.byJSON, maxSchemas)
-	assert.Len(t, sc.byDoc, maxSchemas)
-	assert.Nil(t, sc.validator(map[string]any{"type": "no such type"}), "a schema that does not compile checks nothing, as on the agent")
-}
-
-// A schema is compiled once, whether the same map or an equal one
-// brings it again.
-func TestTheSchemaCacheFindsASchemaByItsMapOrItsJSON(t *testing.T) {
-	var sc schemaCache
-	doc := map[string]any{"type": "object", "required": []any{"path"}}
-	first := sc.validator(doc)
-	require.NotNil(t, first)
-	assert.Same(t, first, sc.validator(doc))
-	assert.Same(t, first, sc.validator(map[string]any{"type": "object", "required": []any{"path"}}))
-	assert.Len(t, sc.byJSON, 1)
-	assert.Len(t, sc.byDoc, 2)
-	assert.Error(t, first.Validate([]byte(`{}`)), "the schema it found checks what it says")
-}
-
-// countedParam is a parameter value that counts how often it is encoded,
-// in JSON and in CBOR, from any goroutine.
-type countedParam struct{ json, cbor *atomic.Int64 }
-
-func newCountedParam() countedParam { return countedParam{new(atomic.Int64), new(atomic.Int64)} }
-
-func (p countedParam) MarshalJSON() ([]byte, error) { p.json.Add(1); return []byte(`"x"`), nil }
-func (p countedParam) MarshalCBOR() ([]byte, error) { p.cbor.Add(1); return []byte{0x61, 'x'}, nil }
-
-// reset forgets the count so far.
-func (p countedParam) reset() { p.json.Store(0); p.cbor.Store(0) }
-
-// Admission encodes a command's parameters once in each format a step
-// needs, however many devices it is for: JSON for their size and schema,
-// and each wire's encoding for the frame it makes, which the devices that
-// speak it share.
-func TestAdmissionEncodesAStepsParametersOncePerFormat(t *testing.T) {
-	counted := newCountedParam()
-	tools := []protocol.MCPToolInfo{tool("", "echo", protocol.ToolAction)}
-	invs := map[string]Inventory{
-		"a": {deviceID: "a", online: true, tools: tools},
-		"b": {deviceID: "b", online: true, tools: tools},
-		"c": {deviceID: "c", online: true, tools: tools},
-		"u": {deviceID: "u", online: true, tools: tools, ufoJSON: true},
-	}
-	a := &Admission{limits: Limits{MaxPlanBytes: 1 << 20, MaxParamBytes: 1 << 20}, frameCap: 1 << 20,
-		inventory: func(id string) Inventory { return invs[id] }}
-	o := CommandOrder(testAdmin, "a", []protocol.Command{{ToolName: "echo", ToolType: protocol.ToolAction,
-		Parameters: map[string]any{"v": counted}}})
-
-	o.Devices = []string{"a", "b", "c"}
-	require.NoError(t, a.admit(o))
-	assert.EqualValues(t, 1, counted.json.Load(), "its size, as JSON")
-	assert.EqualValues(t, 1, counted.cbor.Load(), "the frame the three devices share")
-
-	counted.reset()
-	o.Devices = []string{"a", "u", "b"}
-	require.NoError(t, a.admit(o))
-	assert.EqualValues(t, 2, counted.json.Load(), "its size, and the frame of the device that speaks UFO's JSON")
-	assert.EqualValues(t, 1, counted.cbor.Load())
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
@@ -151,8 +152,8 @@ func (s *Server) startConstellationTask(ctx context.Context, c *constellation, m
 	if s.reg.Device(c.Target) == nil {
 		return fmt.Errorf("target device %q is not connected", c.Target)
 	}
-	_, err = s.tasks.StartPlan(ctx, PlanTask{
-		Asker: Asker{Who: c.caller, Kind: api.RequesterConstellation, Client: c.ID}, Device: c.Target, Plan: p,
+	_, err = s.tasks.StartPlan(ctx, tasks.PlanTask{
+		Asker: tasks.Asker{Who: c.caller, Kind: api.RequesterConstellation, Client: c.ID}, Device: c.Target, Plan: p,
 		ID: m.SessionID, TaskName: name, OriginalTaskName: original, TaskEnd: s.taskEndTo(c.ID), Announce: s.ackTask(c, m),
 	})
 	return err
@@ -160,8 +161,8 @@ func (s *Server) startConstellationTask(ctx context.Context, c *constellation, m
 
 // ackTask acknowledges the TASK m, once its session exists, to the
 // constellation c.
-func (s *Server) ackTask(c *constellation, m *protocol.ClientMessage) func(*Session) {
-	return func(sess *Session) {
+func (s *Server) ackTask(c *constellation, m *protocol.ClientMessage) func(*tasks.Session) {
+	return func(sess *tasks.Session) {
 		s.send(c.Conn, &protocol.ServerMessage{
 			Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, SessionID: sess.ID, TaskName: sess.TaskName,
 			Timestamp: protocol.Now(), ResponseID: ackID(m),
@@ -171,7 +172,7 @@ func (s *Server) ackTask(c *constellation, m *protocol.ClientMessage) func(*Sess
 
 // taskEndTo delivers a TASK_END to the constellation clientID on whatever
 // connection it has when the task ends.
-func (s *Server) taskEndTo(clientID string) TaskEndFunc {
+func (s *Server) taskEndTo(clientID string) tasks.TaskEndFunc {
 	return func(msg *protocol.ServerMessage) error {
 		c := s.reg.Get(clientID)
 		if c == nil || c.IsDevice() {
@@ -203,7 +204,7 @@ func planFromRequest(request string, maxExpanded int) (*plan.Plan, error) {
 		return nil, errors.New("empty task content")
 	}
 	p, err := parsePlan([]byte(request), maxExpanded)
-	var refused *Refusal
+	var refused *tasks.Refusal
 	if err != nil && !errors.As(err, &refused) {
 		return nil, fmt.Errorf("not a plan (this server runs plans, not prose): %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 )
 
 // timeoutQuery names a deploy's timeout in errors.
@@ -29,7 +30,7 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	// Checked before the body is read, and again by the front door: a bad
 	// timeout is the answer even to a module too big.
-	if _, err := CommandTimeout(timeoutQuery, q.Get("timeout")); err != nil {
+	if _, err := tasks.CommandTimeout(timeoutQuery, q.Get("timeout")); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -53,8 +54,8 @@ func (s *Server) deployTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action := protocol.Command{ToolName: protocol.InstallToolName, ToolType: protocol.ToolAction, Parameters: params}
-	resp, err := s.tasks.RunCommand(r.Context(), CommandTask{
-		Asker: Asker{Who: identity.CallerFrom(r), Kind: api.RequesterOperator}, Device: d.ID, Actions: []protocol.Command{action},
+	resp, err := s.tasks.RunCommand(r.Context(), tasks.CommandTask{
+		Asker: tasks.Asker{Who: identity.CallerFrom(r), Kind: api.RequesterOperator}, Device: d.ID, Actions: []protocol.Command{action},
 		Timeout: q.Get("timeout"), TimeoutArg: timeoutQuery,
 	})
 	if err != nil {

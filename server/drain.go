@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 )
 
 // DefaultDrainGrace is how long a draining node lets its running tasks
@@ -67,14 +68,14 @@ func (s *Server) refuseWhileDraining(w http.ResponseWriter, what string) bool {
 		return false
 	}
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%s refused: %v", what, ErrDraining))
+	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%s refused: %v", what, tasks.ErrDraining))
 	return true
 }
 
 // drainHealth is why a draining node is not ready, or "".
 func (s *Server) drainHealth() string {
 	if s.draining.Load() {
-		return ErrDraining.Error()
+		return tasks.ErrDraining.Error()
 	}
 	return ""
 }

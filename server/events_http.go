@@ -13,6 +13,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 )
 
 // serveEvents is GET /api/tasks/{id}/events: Server-Sent Events for each
@@ -34,7 +35,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	n, _ := strconv.Atoi(r.Header.Get("Last-Event-ID"))
 	n = max(n, 0)
 	var log eventSource = s.tasks.Events(id)
-	if log == (*EventLog)(nil) {
+	if log == (*tasks.EventLog)(nil) {
 		stored := &storedLog{s: s, ctx: r.Context(), id: id}
 		if err := stored.read(); errors.Is(err, store.ErrNotFound) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
@@ -107,7 +108,7 @@ func (l *storedLog) Since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
 		return nil, true, nil
 	}
 	more := make(chan struct{})
-	time.AfterFunc(StoredEventsPoll, func() { close(more) })
+	time.AfterFunc(tasks.StoredEventsPoll, func() { close(more) })
 	if n >= len(l.events) {
 		return nil, l.ended, more
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -14,22 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-func TestRecentLogsAreKeptForAWhileAndBoundedInNumber(t *testing.T) {
-	var r recentLogs
-	t0 := time.Now()
-	first := newEventLog("d", nil)
-	r.keep("first", first, t0)
-	assert.Same(t, first, r.get("first", t0.Add(recentLogsTTL)), "kept for the whole TTL")
-	assert.Nil(t, r.get("first", t0.Add(recentLogsTTL+time.Second)), "forgotten after it")
-
-	for i := range recentLogsMax + 1 {
-		r.keep(strconv.Itoa(i), newEventLog("d", nil), t0)
-	}
-	assert.Len(t, r.logs, recentLogsMax)
-	assert.Nil(t, r.get("0", t0), "the oldest goes first")
-	assert.NotNil(t, r.get(strconv.Itoa(recentLogsMax), t0))
-}
 
 func TestAnIdleEventStreamGetsKeepaliveCommentsThatClientsIgnore(t *testing.T) {
 	ts := newTestServer(t, func(c *Config) { c.EventsKeepalive = 10 * time.Millisecond })

@@ -10,6 +10,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
 
@@ -93,7 +94,7 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 // writeRequestError answers 400 for a request that cannot go ahead: with
 // each problem, if admission refused it; 403 if the access policy did.
 func writeRequestError(w http.ResponseWriter, err error) {
-	var refused *Refusal
+	var refused *tasks.Refusal
 	var denied *identity.Forbidden
 	var away *unreachable
 	if errors.As(err, &denied) {
@@ -115,7 +116,7 @@ func writeRequestError(w http.ResponseWriter, err error) {
 // with key if not nil: an order it refused as writeRequestError does, a
 // task that did not start or run (*runError) as writeStartError does.
 func (s *Server) writeTaskError(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey, err error) {
-	var failed *RunError
+	var failed *tasks.RunError
 	if errors.As(err, &failed) {
 		s.writeStartError(w, r, key, failed.Err)
 		return
@@ -128,9 +129,9 @@ func (s *Server) writeTaskError(w http.ResponseWriter, r *http.Request, key *sto
 // idempotency key another request recorded first; 503 for anything else:
 // the session limit (with the count), storage, or a server shutting down.
 func writeSessionError(w http.ResponseWriter, err error) {
-	var full *CapacityError
-	var owned *SessionOwnedError
-	var ended *SessionEndedError
+	var full *tasks.CapacityError
+	var owned *tasks.SessionOwnedError
+	var ended *tasks.SessionEndedError
 	switch {
 	case errors.As(err, &full):
 		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: err.Error(), Sessions: full.Running})

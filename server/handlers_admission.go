@@ -7,6 +7,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 )
 
 // checkAdmission is POST /api/admission, the dry run of a dispatch, a
@@ -35,7 +36,7 @@ func (s *Server) checkAdmission(w http.ResponseWriter, r *http.Request) {
 		err = s.tasks.DryRun(o)
 	}
 	verdict := api.AdmissionResponse{Admitted: err == nil, Devices: make([]api.AdmissionDevice, len(devices))}
-	var refused *Refusal
+	var refused *tasks.Refusal
 	switch {
 	case errors.As(err, &refused):
 		verdict.Problems = refused.Problems
@@ -79,22 +80,22 @@ func (s *Server) admissionTargets(r *http.Request, who *identity.Caller, req api
 
 // admissionOrder is what a dry run checks: the plan or the actions, for
 // devices, asked by who.
-func (s *Server) admissionOrder(who *identity.Caller, req api.AdmissionRequest, devices []string) (Order, error) {
+func (s *Server) admissionOrder(who *identity.Caller, req api.AdmissionRequest, devices []string) (tasks.Order, error) {
 	hasPlan := len(req.Plan) > 0 && string(req.Plan) != "null"
 	switch {
 	case hasPlan == (len(req.Actions) > 0):
-		return Order{}, errors.New(`give either "plan" or "actions"`)
+		return tasks.Order{}, errors.New(`give either "plan" or "actions"`)
 	case hasPlan:
 		p, err := planField(req.Plan, s.cfg.Limits.MaxPlanBytes)
 		if err != nil {
-			return Order{}, err
+			return tasks.Order{}, err
 		}
-		return PlanOrder(who, p, devices...), nil
+		return tasks.PlanOrder(who, p, devices...), nil
 	}
-	if err := ValidateActions(req.Actions); err != nil {
-		return Order{}, err
+	if err := tasks.ValidateActions(req.Actions); err != nil {
+		return tasks.Order{}, err
 	}
-	o := CommandOrder(who, devices[0], req.Actions)
+	o := tasks.CommandOrder(who, devices[0], req.Actions)
 	o.Devices = devices
 	return o, nil
 }

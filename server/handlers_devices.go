@@ -15,6 +15,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 )
 
 // enroll is POST /api/devices. A scoped admin enrolls only devices whose
@@ -215,8 +216,8 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.Idem
 	if !readJSON(w, r, &req) {
 		return
 	}
-	resp, err := s.tasks.RunCommand(r.Context(), CommandTask{
-		Asker: Asker{Who: identity.CallerFrom(r), Kind: api.RequesterOperator}, Device: d.ID, Actions: req.Actions,
+	resp, err := s.tasks.RunCommand(r.Context(), tasks.CommandTask{
+		Asker: tasks.Asker{Who: identity.CallerFrom(r), Kind: api.RequesterOperator}, Device: d.ID, Actions: req.Actions,
 		Timeout: req.Timeout, TimeoutArg: `field "timeout"`, Key: key, WaitForDevice: req.WaitForDevice,
 	})
 	if err != nil {

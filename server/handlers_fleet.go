@@ -10,6 +10,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
@@ -37,10 +38,10 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 		writeError(w, targetsStatus(err), err.Error())
 		return
 	}
-	f := FleetTask{
-		Asker: Asker{Who: who, Kind: api.RequesterOperator}, Plan: p, Labels: req.Labels, Selector: selector, Devices: devices,
+	f := tasks.FleetTask{
+		Asker: tasks.Asker{Who: who, Kind: api.RequesterOperator}, Plan: p, Labels: req.Labels, Selector: selector, Devices: devices,
 		Concurrency: cmp.Or(req.Concurrency, api.DefaultFleetConcurrency), AbortPercent: req.AbortPercent,
-		ID: store.NewRowID(), TaskName: TaskNameOf(req.TaskName, p),
+		ID: store.NewRowID(), TaskName: tasks.TaskNameOf(req.TaskName, p),
 	}
 	resp := api.FleetResponse{SessionID: f.ID, TaskName: f.TaskName, Devices: devices}
 	f.Key = withAnswer(key, resp)
@@ -49,7 +50,7 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 		s.writeTaskError(w, r, key, err)
 		return
 	}
-	s.log.Info("fleet dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "labels", LabelText(req.Labels),
+	s.log.Info("fleet dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "labels", tasks.LabelText(req.Labels),
 		"devices", len(devices), "concurrency", f.Concurrency, "abort_percent", req.AbortPercent)
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -57,7 +58,7 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 // targetsStatus is the status of a failure to find a fleet's devices:
 // 404 for labels that match none, 503 for the store.
 func targetsStatus(err error) int {
-	var none *NoDevicesError
+	var none *tasks.NoDevicesError
 	if errors.As(err, &none) {
 		return http.StatusNotFound
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
@@ -143,7 +144,7 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 // it runs on its device, and answers with the task as it ended.
 func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.tasks.Cancel(id, "cancelled by "+identity.CallerFrom(r).Name); errors.Is(err, ErrNotRunning) {
+	if err := s.tasks.Cancel(id, "cancelled by "+identity.CallerFrom(r).Name); errors.Is(err, tasks.ErrNotRunning) {
 		if t, ok := s.lookupTask(w, r, id); ok {
 			writeError(w, http.StatusConflict, fmt.Sprintf("task %q is not running: it is %s", id, t.State))
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
@@ -59,9 +60,9 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, key *store.Ide
 		writeRequestError(w, err)
 		return
 	}
-	t := PlanTask{
-		Asker: Asker{Who: who, Kind: api.RequesterOperator}, Device: req.ClientID, Plan: p,
-		ID: store.NewRowID(), TaskName: TaskNameOf(req.TaskName, p),
+	t := tasks.PlanTask{
+		Asker: tasks.Asker{Who: who, Kind: api.RequesterOperator}, Device: req.ClientID, Plan: p,
+		ID: store.NewRowID(), TaskName: tasks.TaskNameOf(req.TaskName, p),
 	}
 	resp := api.DispatchResponse{Status: "dispatched", TaskName: t.TaskName, ClientID: req.ClientID, SessionID: t.ID}
 	t.Key = withAnswer(key, resp)
@@ -108,7 +109,7 @@ func parsePlan(doc []byte, maxExpanded int) (*plan.Plan, error) {
 	p, err := plan.ParseWithin(doc, maxExpanded)
 	var big *plan.ExpandedError
 	if errors.As(err, &big) {
-		return nil, &Refusal{Problems: []api.Problem{{Path: "plan", Problem: PlanTooBig(big.Size, big.Limit, true)}}}
+		return nil, &tasks.Refusal{Problems: []api.Problem{{Path: "plan", Problem: tasks.PlanTooBig(big.Size, big.Limit, true)}}}
 	}
 	return p, err
 }
@@ -116,7 +117,7 @@ func parsePlan(doc []byte, maxExpanded int) (*plan.Plan, error) {
 // inField says which field of a request err is about; a refusal names
 // its own paths.
 func inField(field string, err error) error {
-	var refused *Refusal
+	var refused *tasks.Refusal
 	if errors.As(err, &refused) {
 		return err
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
-	"github.com/edgeaip/edgeaip/server/internal/access"
-	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/servertest"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/stretchr/testify/require"
 )
 
@@ -117,12 +117,12 @@ func (ts *testServer) waitTask(id string) api.Task {
 }
 
 // testAdmin is an unscoped admin, for what tests call below the API.
-var testAdmin = &identity.Caller{Name: identity.BootstrapIdentity, Role: access.Admin}
+var testAdmin = servertest.Admin
 
 // operatorCommand is the session of a single command for deviceID, asked
 // through the API by testAdmin.
-func operatorCommand(deviceID string) SessionSpec {
-	return SessionSpec{DeviceID: deviceID, Requester: testAdmin.Requester(api.RequesterOperator, "")}
+func operatorCommand(deviceID string) tasks.SessionSpec {
+	return tasks.SessionSpec{DeviceID: deviceID, Requester: testAdmin.Requester(api.RequesterOperator, "")}
 }
 
 // rawClient speaks AIP by hand, as a device or a constellation.
@@ -268,10 +268,7 @@ func (rc *rawClient) ping() {
 }
 
 // tool is one entry of a raw device's inventory.
-func tool(ns, name string, tt protocol.ToolType) protocol.MCPToolInfo {
-	return protocol.MCPToolInfo{ToolKey: protocol.ToolKey(tt, name), ToolName: name, Namespace: ns, ToolType: tt,
-		Meta: map[string]any{"sha256": "sha-of-" + name}}
-}
+var tool = servertest.Tool
 
 // device enrolls id, connects and registers it with the given inventory.
 func (ts *testServer) device(id string, tools ...protocol.MCPToolInfo) *rawClient {

@@ -18,6 +18,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 )
 
 // Idempotency keys: a client whose POST timed out cannot know whether its
@@ -214,7 +215,7 @@ func (s *Server) commandAnswer(ctx context.Context, first store.IdempotencyKey) 
 	if len(cmds) > 0 {
 		r.ResponseID, r.Results = cmds[0].ResponseID, cmds[0].Results
 	}
-	b, err := json.Marshal(CommandOutcome(row.ID, row.DeviceID, r).Result)
+	b, err := json.Marshal(tasks.CommandOutcome(row.ID, row.DeviceID, r).Result)
 	if err != nil {
 		return nil, http.StatusInternalServerError, err
 	}

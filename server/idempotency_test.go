@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -203,7 +204,7 @@ func TestIdempotencyKeysOutliveARestartAndExpireAfterADay(t *testing.T) {
 
 	// A day later the janitor has forgotten them: a repeat is a new
 	// request.
-	again.srv.sessions.Expire(time.Now().Add(idempotencyKeyTTL + time.Minute))
+	again.srv.sessions.Expire(time.Now().Add(tasks.IdempotencyKeyTTL + time.Minute))
 	dev = again.mustDial(token)
 	dev.register("kiosk-1")
 	fresh := again.postKeyedAsync(path, "key-1", echoCommand)

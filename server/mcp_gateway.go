@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
@@ -127,7 +128,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		case <-revoked:
 			cancel(fmt.Errorf("identity %q was revoked", who.Name))
 		case <-s.stop:
-			cancel(ErrShuttingDown)
+			cancel(tasks.ErrShuttingDown)
 		case <-ctx.Done():
 		}
 	}()

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
@@ -91,7 +92,7 @@ func (f *following) wait(g *mcpGateway, done <-chan struct{}, id string) (cancel
 	started := time.Now()
 	var why string // a cancellation not yet delivered
 	for {
-		if why != "" && !errors.Is(g.s.tasks.Cancel(id, why), ErrNotRunning) {
+		if why != "" && !errors.Is(g.s.tasks.Cancel(id, why), tasks.ErrNotRunning) {
 			why = ""
 		}
 		select {
@@ -143,7 +144,7 @@ func cancelReason(ctx context.Context) (why string, byServer bool) {
 // progress, and cancels it if the client does. It runs apart from the
 // request's context: the command's end is recorded however the request
 // ends.
-func (g *mcpGateway) runCommand(ctx context.Context, f *following, cmd AdmittedCommand) (api.CommandResponse, error) {
+func (g *mcpGateway) runCommand(ctx context.Context, f *following, cmd tasks.AdmittedCommand) (api.CommandResponse, error) {
 	id := cmd.SessionID()
 	var resp api.CommandResponse
 	var err error
@@ -186,10 +187,10 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 	}
 	who := identity.CallerIn(ctx)
 	f := newFollowing(ctx, req)
-	as := Asker{Who: who, Kind: api.RequesterMCP}
+	as := tasks.Asker{Who: who, Kind: api.RequesterMCP}
 	device := req.GetString("device", "")
 	labels, _ := args["labels"].(map[string]any)
-	var sess *Session
+	var sess *tasks.Session
 	switch {
 	case device != "" && labels != nil:
 		return refused(errors.New(`give "device" or "labels", not both`))
@@ -197,9 +198,9 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 		if !v.g.s.onlineInScope(ctx, who, device) {
 			return refused(fmt.Errorf("device %q is not online", device))
 		}
-		sess, err = v.g.s.tasks.StartPlan(ctx, PlanTask{Asker: as, Device: device, Plan: p, Tee: f.tee})
+		sess, err = v.g.s.tasks.StartPlan(ctx, tasks.PlanTask{Asker: as, Device: device, Plan: p, Tee: f.tee})
 	case labels != nil:
-		sess, err = v.g.startFleet(ctx, FleetTask{Asker: as, Plan: p, Tee: f.tee}, labels)
+		sess, err = v.g.startFleet(ctx, tasks.FleetTask{Asker: as, Plan: p, Tee: f.tee}, labels)
 	default:
 		return refused(errors.New(`argument "device" or "labels": missing`))
 	}
@@ -223,7 +224,7 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 
 // startFleet starts t on the devices in its asker's scope that have
 // labels, admitted on each.
-func (g *mcpGateway) startFleet(ctx context.Context, t FleetTask, labels map[string]any) (*Session, error) {
+func (g *mcpGateway) startFleet(ctx context.Context, t tasks.FleetTask, labels map[string]any) (*tasks.Session, error) {
 	if len(labels) == 0 {
 		return nil, errors.New(`argument "labels": at least one label is required`)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
@@ -179,11 +180,11 @@ func (v *mcpView) runTool(ctx context.Context, req mcp.CallToolRequest, device s
 		return refused(err)
 	}
 	f := newFollowing(ctx, req)
-	cmd, err := v.g.s.tasks.AdmitCommand(CommandTask{
-		Asker: Asker{Who: identity.CallerIn(ctx), Kind: api.RequesterMCP}, Device: device, Actions: []protocol.Command{action},
+	cmd, err := v.g.s.tasks.AdmitCommand(tasks.CommandTask{
+		Asker: tasks.Asker{Who: identity.CallerIn(ctx), Kind: api.RequesterMCP}, Device: device, Actions: []protocol.Command{action},
 		Timeout: cmp.Or(timeoutText, defaultMCPTimeout.String()), TimeoutArg: `argument "timeout"`, Tee: f.tee,
 	})
-	var bad *InvalidActions
+	var bad *tasks.InvalidActions
 	if errors.As(err, &bad) {
 		err = fmt.Errorf("argument %w", bad.Err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
@@ -140,9 +141,9 @@ type Server struct {
 	// leases are the cluster's leases on devices linked here:
 	// singleNode on a single node (remote.go).
 	leases    dispatch.DeviceLeases
-	sessions  *SessionManager
-	admission *Admission
-	tasks     *FrontDoor // every surface's way to run and start tasks
+	sessions  *tasks.SessionManager
+	admission *tasks.Admission
+	tasks     *tasks.FrontDoor // every surface's way to run and start tasks
 	mcp       *mcpGateway
 	cluster   *cluster.Cluster // nil: a single node
 	draining  atomic.Bool      // Drain has begun
@@ -251,12 +252,12 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	})
 	frameCap := cfg.Conn.MaxFrameBytes
 	s.unrecorded = unrecorded.New(st, cfg.Store.UnrecordedWrites, cfg.Store.UnrecordedBytes, s.metrics.UnrecordedDropped, s.log)
-	s.disp = dispatch.NewDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, CommandSessionEnd, s.log, frameCap)
+	s.disp = dispatch.NewDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, tasks.CommandSessionEnd, s.log, frameCap)
 	s.leases = dispatch.SingleNode{}
 	s.offers = newTokenOffers()
-	s.admission = NewAdmission(cfg.Limits, frameCap, s.disp)
-	s.sessions = NewSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
-	s.tasks = NewFrontDoor(s.admission, s.sessions, func(ctx context.Context, sel access.Selector) ([]string, error) {
+	s.admission = tasks.NewAdmission(cfg.Limits, frameCap, s.disp)
+	s.sessions = tasks.NewSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
+	s.tasks = tasks.NewFrontDoor(s.admission, s.sessions, func(ctx context.Context, sel access.Selector) ([]string, error) {
 		return st.DevicesMatching(ctx, sel, 0)
 	})
 	s.mcp = newMCPGateway(s, cfg.MCP)

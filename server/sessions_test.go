@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -231,7 +232,7 @@ func TestACancelledTasksRunningStepGetsItsGraceToFinish(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the cancel is in, its grace running
 	dev.answer(cmd, protocol.ResultSuccess, "")
 	task := <-cancelled
-	assert.Equal(t, api.StateCompleted, task.State, "the step finished within its %s grace", CancelGrace)
+	assert.Equal(t, api.StateCompleted, task.State, "the step finished within its %s grace", tasks.CancelGrace)
 	assert.Equal(t, api.StepSuccess, planResult(t, task).Steps[0].Status)
 }
 
@@ -475,34 +476,19 @@ func TestResultsExpireAfterTheirTTLButTheAuditLogStays(t *testing.T) {
 	assert.Len(t, audit, 1)
 }
 
-func TestASessionEndingInAnUnknownStateFails(t *testing.T) {
-	ts := newTestServer(t)
-	s := ts.srv.sessions.newSession(SessionSpec{ID: "s1", Plan: &plan.Plan{}})
-	out := settle(s, outcome[string]{state: "paused", Result: "r"})
-	assert.Equal(t, outcome[string]{state: api.StateFailed, Result: "r", err: "session ended in unknown state"}, out)
-	out = settle(s, outcome[string]{state: api.StateCompleted})
-	assert.Equal(t, api.StateCompleted, out.state)
-}
-
 func TestAFailingCallbackDoesNotFailTheSession(t *testing.T) {
 	ts := newTestServer(t)
 	ts.device("kiosk-1").serveOK()
 	p, err := plan.Parse([]byte(echoPlan))
 	require.NoError(t, err)
-	m := ts.srv.sessions
-	s, created, err := m.getOrCreateSession(context.Background(), SessionSpec{ID: "s1", DeviceID: "kiosk-1", Requester: api.Requester{Kind: api.RequesterOperator}, Plan: p})
-	require.NoError(t, err)
-	require.True(t, created)
-	again, created, err := m.getOrCreateSession(context.Background(), SessionSpec{ID: "s1", DeviceID: "kiosk-1", Requester: api.Requester{Kind: api.RequesterOperator}, Plan: p})
-	require.NoError(t, err)
-	assert.False(t, created)
-	assert.Same(t, s, again, "get_or_create returns the running session")
-
 	called := make(chan *protocol.ServerMessage, 1)
-	m.executeTaskAsync(s, func(msg *protocol.ServerMessage) error {
-		called <- msg
-		return errors.New("requester vanished")
-	})
+	_, err = ts.srv.tasks.StartPlan(context.Background(), tasks.PlanTask{Asker: tasks.Asker{Who: testAdmin, Kind: api.RequesterOperator},
+		Device: "kiosk-1", Plan: p, ID: "s1",
+		TaskEnd: func(msg *protocol.ServerMessage) error {
+			called <- msg
+			return errors.New("requester vanished")
+		}})
+	require.NoError(t, err)
 	msg := <-called
 	assert.Equal(t, protocol.ServerTaskEnd, msg.Type)
 	assert.Equal(t, protocol.StatusCompleted, msg.Status)

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/google/uuid"
 )
@@ -40,7 +41,7 @@ func (s *Server) wsTaskName(c *constellation, asked string) (name, original stri
 // will still come.
 func (s *Server) refuseTask(ctx context.Context, c *constellation, m *protocol.ClientMessage, err error) {
 	reason := "task: " + err.Error()
-	var running *SessionRunningError
+	var running *tasks.SessionRunningError
 	if errors.As(err, &running) {
 		s.sendError(ctx, c.Conn, reason, m.RequestID)
 		return

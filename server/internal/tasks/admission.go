@@ -1,4 +1,4 @@
-package server
+package tasks
 
 import (
 	"encoding/json"
@@ -46,10 +46,10 @@ func (l *Limits) SetDefaults(frameCap int64) {
 	}
 }
 
-// maxParamsDepth is how deep parameters may nest: a COMMAND frame holds
+// MaxParamsDepth is how deep parameters may nest: a COMMAND frame holds
 // them at its fourth level (the message, its actions, an action, the
 // parameters), and a frame nests at most protocol.MaxDepth levels.
-const maxParamsDepth = protocol.MaxDepth - 3
+const MaxParamsDepth = protocol.MaxDepth - 3
 
 // maxProblems bounds the problems one refusal lists.
 const maxProblems = 100
@@ -320,12 +320,12 @@ func (c *check) paramShape(call toolCall) bool {
 	for _, crowd := range w.crowded {
 		c.add(paramPath(call, crowd.path), "%d elements; a frame holds at most %d in one %s", crowd.n, crowd.limit, crowd.kind)
 	}
-	if depth > maxParamsDepth {
+	if depth > MaxParamsDepth {
 		slices.Reverse(deepest)
 		c.add(paramPath(call, deepest), "nested %d levels deep; a COMMAND frame has room for %d (%d levels in all)",
-			depth, maxParamsDepth, protocol.MaxDepth)
+			depth, MaxParamsDepth, protocol.MaxDepth)
 	}
-	return depth <= maxParamsDepth && len(w.crowded) == 0
+	return depth <= MaxParamsDepth && len(w.crowded) == 0
 }
 
 // paramPath is the path of a parameter of call, given by its keys, the

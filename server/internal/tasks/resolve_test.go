@@ -1,10 +1,11 @@
-package server
+package tasks
 
 import (
 	"testing"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/servertest"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/stretchr/testify/assert"
@@ -87,3 +88,9 @@ steps:
 	assert.Equal(t, toolCall{cmd: protocol.Command{ToolName: "my.dotted.tool", ToolType: protocol.ToolAction}, path: "steps[1]", toolField: "tool_name"},
 		planStep(1, p.Steps[1]).calls[0], "tool_name is taken literally")
 }
+
+var (
+	tool                 = servertest.Tool
+	testAdmin            = servertest.Admin
+	inventoryWithSchemas = servertest.ToolsWithSchemas
+)

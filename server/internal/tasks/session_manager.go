@@ -1,4 +1,4 @@
-package server
+package tasks
 
 import (
 	"context"
@@ -59,9 +59,9 @@ type SessionSpec struct {
 	WaitForDevice bool
 }
 
-// idempotencyKeyTTL is how long an idempotency key is kept: a repeat
+// IdempotencyKeyTTL is how long an idempotency key is kept: a repeat
 // after that is a new request.
-const idempotencyKeyTTL = 24 * time.Hour
+const IdempotencyKeyTTL = 24 * time.Hour
 
 // SessionConfig tunes the session manager.
 type SessionConfig struct {
@@ -656,7 +656,7 @@ func (m *SessionManager) HandOff() int {
 }
 
 // ExpireResults deletes, every tick until stop, what finished more than
-// ResultTTL ago, the idempotency keys older than idempotencyKeyTTL, and
+// ResultTTL ago, the idempotency keys older than IdempotencyKeyTTL, and
 // the tokens and logins that have expired.
 func (m *SessionManager) ExpireResults(stop <-chan struct{}) {
 	every := min(max(m.cfg.ResultTTL/4, 10*time.Millisecond), time.Hour)
@@ -674,7 +674,7 @@ func (m *SessionManager) ExpireResults(stop <-chan struct{}) {
 
 // Expire deletes, as of now, the sessions that finished more than
 // ResultTTL ago and the idempotency keys recorded more than
-// idempotencyKeyTTL ago: a repeat under one is then a new request. It
+// IdempotencyKeyTTL ago: a repeat under one is then a new request. It
 // also deletes the tokens and logins that have expired, which the store
 // already refuses.
 func (m *SessionManager) Expire(now time.Time) {
@@ -686,7 +686,7 @@ func (m *SessionManager) Expire(now time.Time) {
 		if credentials, err = tx.DeleteExpiredCredentials(now); err != nil {
 			return err
 		}
-		keys, err = tx.DeleteIdempotencyKeysBefore(now.Add(-idempotencyKeyTTL))
+		keys, err = tx.DeleteIdempotencyKeysBefore(now.Add(-IdempotencyKeyTTL))
 		return err
 	})
 	switch {
@@ -694,6 +694,6 @@ func (m *SessionManager) Expire(now time.Time) {
 		m.log.Error("expired results not removed", "err", err)
 	case sessions+keys+credentials > 0:
 		m.log.Info("expired results removed", "sessions", sessions, "older_than", m.cfg.ResultTTL,
-			"idempotency_keys", keys, "keys_older_than", idempotencyKeyTTL, "tokens_and_logins", credentials)
+			"idempotency_keys", keys, "keys_older_than", IdempotencyKeyTTL, "tokens_and_logins", credentials)
 	}
 }
