@@ -38,7 +38,7 @@ var rules = []rule{
 			"so that another store (PostgreSQL) implements the same interface without them",
 	},
 	{
-		pkg: module + "/server/internal/tasks",
+		pkg:       module + "/server/internal/tasks",
 		forbidden: []string{"github.com/mark3labs/mcp-go", module + "/server/dashboard", module + "/server/metrics/promhttp"},
 		why: "the front door runs tasks for every surface and answers in its own types: it speaks no MCP, and serves " +
 			"no page",
