@@ -102,13 +102,11 @@ func (s *Server) linkCluster() error {
 	if s.cluster == nil {
 		return nil
 	}
-	links, err := dispatch.NewClusterLinks(s.cluster, s.reg, s.disp, s.cfg.Sessions.DeviceGrace, s.log)
-	if err != nil {
+	if _, err := dispatch.NewClusterLinks(s.cluster, s.reg, s.disp, s.cfg.Sessions.DeviceGrace, s.log); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	s.leases = links
 	s.admission.Reachable = s.reachable
-	err = s.cluster.OnRevocation(func(r cluster.Revocation) { s.Revoked(Revocation{Identity: r.Identity, TokenIDs: r.TokenIDs}) })
+	err := s.cluster.OnRevocation(func(r cluster.Revocation) { s.Revoked(Revocation{Identity: r.Identity, TokenIDs: r.TokenIDs}) })
 	if err == nil {
 		err = s.cluster.OnDeviceEvent(s.deviceEvent)
 	}
@@ -142,7 +140,7 @@ func (s *Server) deviceEvent(e cluster.DeviceEvent) {
 		s.deviceRevoked(e.DeviceID)
 		s.log.Info("device revoked on another node", "device", e.DeviceID, "node", e.From)
 	case cluster.DeviceChanged:
-		s.devices.forget(e.DeviceID)
+		s.devices.Forget(e.DeviceID)
 		s.mcp.devicesChanged()
 	case cluster.DeviceRotate:
 		s.offerRotationTo(context.Background(), e.DeviceID)

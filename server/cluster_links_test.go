@@ -96,7 +96,7 @@ func TestADeviceThatMovesToAnotherNodeGetsItsCommandThereOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, cluster.Stale, reply.Outcome)
 	assert.Greater(t, reply.Lease, stale)
-	assert.Equal(t, int64(0), b.srv.leases.(*dispatch.ClusterLinks).HeldEpoch("kiosk-1"), "B holds it no more")
+	assert.Equal(t, int64(0), b.srv.disp.Leases().(*dispatch.ClusterLinks).HeldEpoch("kiosk-1"), "B holds it no more")
 }
 
 // A device between links on its node is between links for every node:
@@ -163,7 +163,7 @@ func TestRevokingADeviceOnOneNodeClosesItsLinkOnAnotherWithinASecond(t *testing.
 	resp := <-out
 	assert.Equal(t, "failure", resp.Status)
 	assert.Contains(t, resp.FirstError(), `device "kiosk-1" was revoked`)
-	require.Eventually(t, func() bool { return b.srv.leases.(*dispatch.ClusterLinks).HeldEpoch("kiosk-1") == 0 }, 5*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return b.srv.disp.Leases().(*dispatch.ClusterLinks).HeldEpoch("kiosk-1") == 0 }, 5*time.Second, 10*time.Millisecond,
 		"B gave up the device's lease")
 }
 

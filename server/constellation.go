@@ -10,6 +10,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/plan"
@@ -40,7 +41,7 @@ func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMe
 	if err := identity.AllowMessage(c, m.Type); err != nil {
 		return nil, fmt.Errorf("register: %w", err)
 	}
-	inScope, err := s.deviceInScope(ctx, c, m.TargetID)
+	inScope, err := s.inScope.Device(ctx, c, m.TargetID)
 	if err != nil {
 		return nil, fmt.Errorf("register: %w", err)
 	}
@@ -118,7 +119,7 @@ func (s *Server) allowLinkMessage(ctx context.Context, c *constellation, t proto
 	if ru, _ := identity.RuleFor(identity.MessageKey(t)); ru.Scope != identity.LinkTarget {
 		return nil
 	}
-	in, err := s.deviceInScope(ctx, c.caller, c.Target)
+	in, err := s.inScope.Device(ctx, c.caller, c.Target)
 	switch {
 	case err != nil:
 		return err
@@ -191,7 +192,7 @@ func (s *Server) answerDeviceInfo(ctx context.Context, c *constellation, m *prot
 		return
 	}
 	s.send(c.Conn, &protocol.ServerMessage{
-		Type: protocol.ServerDeviceInfoResponse, Status: protocol.StatusOK, Result: infoInScope(dev.Info.Load(), c.caller.Scope),
+		Type: protocol.ServerDeviceInfoResponse, Status: protocol.StatusOK, Result: inscope.Info(dev.Info.Load(), c.caller.Scope),
 		Timestamp: protocol.Now(), ResponseID: m.RequestID,
 	})
 }

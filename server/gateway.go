@@ -137,7 +137,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p identity.P
 		// Recorded before it is seen online, so that an online device
 		// always has its info and last_seen in the store.
 		s.recordInfo(ctx, c)
-		if err := s.leases.Take(ctx, c); err != nil {
+		if err := s.disp.Leases().Take(ctx, c); err != nil {
 			return nil, err
 		}
 	}
@@ -154,7 +154,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p identity.P
 	}
 	if c.IsDevice() {
 		go s.disp.Resend(c)
-		s.leases.Announce(c)
+		s.disp.Leases().Announce(c)
 		s.log.Info("device registered", "device", c.ID, "wire", conn.Encoding(), "tools", toolCount(c.Info.Load()))
 		s.mcp.devicesChanged()
 		go s.registered(ctx, c)
@@ -210,7 +210,7 @@ func (s *Server) unregister(c *dispatch.Link, goingAway bool) {
 	if c.IsDevice() {
 		s.disp.LinkDropped(c, shutDown)
 		if shutDown {
-			s.leases.ShutDown(c.ID)
+			s.disp.Leases().ShutDown(c.ID)
 		}
 		s.mcp.devicesChanged()
 		s.recordLastSeen(context.Background(), []*dispatch.Link{c})
@@ -229,15 +229,15 @@ func (s *Server) unregister(c *dispatch.Link, goingAway bool) {
 // come back within its grace: the commands waiting on it are not sent
 // again, and the sessions on it are cancelled as device_disconnected.
 func (s *Server) graceEnded(id string) {
-	if s.leases.HeldElsewhere(id) {
+	if s.disp.Leases().HeldElsewhere(id) {
 		s.log.Info("device's grace here ended; it is linked to another node", "device", id)
-		s.leases.Drop(id, 0)
+		s.disp.Leases().Drop(id, 0)
 		return
 	}
 	s.log.Info("device did not come back within its grace", "device", id, "grace", s.reg.Grace)
 	s.disp.Abandon(id)
 	s.sessions.DeviceGone(id)
-	s.leases.Release(id)
+	s.disp.Leases().Release(id)
 }
 
 // serveDevice reads a device's messages until the link drops, and

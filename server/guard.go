@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
 
@@ -120,11 +121,11 @@ func (s *Server) pathInScope(w http.ResponseWriter, r *http.Request, sr identity
 	var missing string
 	switch sr {
 	case identity.PathDevice:
-		in, err = s.deviceInScope(r.Context(), c, id)
-		missing = deviceNotEnrolled(id)
+		in, err = s.inScope.Device(r.Context(), c, id)
+		missing = inscope.DeviceNotEnrolled(id)
 	case identity.PathTask:
-		in, err = s.taskInScope(r.Context(), c, id)
-		missing = noTask(id)
+		in, err = s.inScope.Task(r.Context(), c, id)
+		missing = inscope.NoTask(id)
 	default:
 		return true
 	}

@@ -184,7 +184,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, identity.ErrWrongToken):
 			s.authFailed(src, metrics.SurfaceAPI, identity.RequestToken(r, false))
 		case err == nil:
-			h.OnlineClients, _ = s.clientsInScope(r.Context(), c)
+			h.OnlineClients, _ = s.inScope.Clients(r.Context(), c)
 		}
 	}
 	writeJSON(w, code, h)

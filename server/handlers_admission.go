@@ -6,6 +6,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 )
@@ -61,13 +62,13 @@ func (s *Server) admissionTargets(r *http.Request, who *identity.Caller, req api
 		_, err := s.store.Device(r.Context(), req.Device)
 		in := err == nil
 		if in {
-			in, err = s.deviceInScope(r.Context(), who, req.Device)
+			in, err = s.inScope.Device(r.Context(), who, req.Device)
 		}
 		switch {
 		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return nil, http.StatusServiceUnavailable, err
 		case !in:
-			return nil, http.StatusNotFound, errors.New(deviceNotEnrolled(req.Device))
+			return nil, http.StatusNotFound, errors.New(inscope.DeviceNotEnrolled(req.Device))
 		}
 		return []string{req.Device}, 0, nil
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 )
@@ -72,7 +73,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	s.devices.forget(req.ID)
+	s.devices.Forget(req.ID)
 	s.tellCluster(req.ID, cluster.DeviceChanged)
 	s.mcp.devicesChanged()
 	s.log.Info("device enrolled", "device", req.ID, "certificate", cert != nil, "by", who.Name)
@@ -91,7 +92,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		return tx.AppendAudit(who.Audit(api.ActionDeviceRevoke, id, nil))
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, deviceNotEnrolled(id))
+		writeError(w, http.StatusNotFound, inscope.DeviceNotEnrolled(id))
 		return
 	} else if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
@@ -106,12 +107,12 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 // deviceRevoked closes device id's link, fails its waiting commands and
 // cancels its sessions, here; on every node in a cluster.
 func (s *Server) deviceRevoked(id string) {
-	s.devices.forget(id)
+	s.devices.Forget(id)
 	s.reg.Disconnect(id, "device revoked")
 	s.mcp.devicesChanged()
 	s.sessions.DeviceGone(id)
 	s.disp.FailDevice(id, fmt.Sprintf("device %q was revoked", id))
-	s.leases.Release(id)
+	s.disp.Leases().Release(id)
 }
 
 // listDevices is GET /api/devices: the devices in the caller's scope.
@@ -161,9 +162,9 @@ func (s *Server) lookupDevice(w http.ResponseWriter, r *http.Request) (store.Dev
 
 // enrolled is the device the request's path names, from the device
 // cache: for the requests that send it commands.
-func (s *Server) enrolled(w http.ResponseWriter, r *http.Request) (enrolledDevice, bool) {
+func (s *Server) enrolled(w http.ResponseWriter, r *http.Request) (inscope.Device, bool) {
 	id := r.PathValue("id")
-	d, err := s.devices.get(r.Context(), id)
+	d, err := s.devices.Get(r.Context(), id)
 	return d, deviceFound(w, id, err)
 }
 
@@ -172,7 +173,7 @@ func (s *Server) enrolled(w http.ResponseWriter, r *http.Request) (enrolledDevic
 func deviceFound(w http.ResponseWriter, id string, err error) bool {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, deviceNotEnrolled(id))
+		writeError(w, http.StatusNotFound, inscope.DeviceNotEnrolled(id))
 		return false
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err.Error())
@@ -198,9 +199,9 @@ func (s *Server) deviceView(d store.Device, scope access.Scope) api.Device {
 	if c != nil {
 		v.Online, v.Info = true, c.Info.Load()
 	} else {
-		v.Online, v.Info = s.leases.LinkedElsewhere(d.ID), dispatch.StoredInfo(d)
+		v.Online, v.Info = s.disp.Leases().LinkedElsewhere(d.ID), dispatch.StoredInfo(d)
 	}
-	v.Info = infoInScope(v.Info, scope)
+	v.Info = inscope.Info(v.Info, scope)
 	return v
 }
 
@@ -255,7 +256,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.AfterSeq, f.Limit = after, limit
-	only, err := s.devicesInScope(r.Context(), identity.CallerFrom(r))
+	only, err := s.inScope.Devices(r.Context(), identity.CallerFrom(r))
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return

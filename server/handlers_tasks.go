@@ -60,7 +60,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 // which are checked here; a page short of the fleets it dropped is filled
 // from the rows after it.
 func (s *Server) summaries(ctx context.Context, c *identity.Caller, f store.SessionFilter, n int) ([]store.Session, error) {
-	only, err := s.devicesInScope(ctx, c)
+	only, err := s.inScope.Devices(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func (s *Server) summaries(ctx context.Context, c *identity.Caller, f store.Sess
 		for _, row := range rows {
 			in := true
 			if row.DeviceID == "" {
-				if in, err = s.rowInScope(ctx, c, row); err != nil {
+				if in, err = s.inScope.Row(ctx, c, row); err != nil {
 					return nil, err
 				}
 			}

@@ -20,7 +20,7 @@ const invalidTaskName = "Invalid task_name: must be a non-empty string of charac
 
 // clients is GET /api/clients: the online clients in the caller's scope.
 func (s *Server) clients(w http.ResponseWriter, r *http.Request) {
-	ids, err := s.clientsInScope(r.Context(), identity.CallerFrom(r))
+	ids, err := s.inScope.Clients(r.Context(), identity.CallerFrom(r))
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -48,7 +48,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, key *store.Ide
 	case req.TaskName != "" && !plan.ValidTaskName(req.TaskName):
 		writeError(w, http.StatusBadRequest, invalidTaskName)
 		return
-	case !s.onlineInScope(r.Context(), who, req.ClientID):
+	case !s.inScope.Online(r.Context(), who, req.ClientID):
 		writeError(w, http.StatusNotFound, "Client not online")
 		return
 	case req.Request != "" && hasPlan:
@@ -137,7 +137,7 @@ func (s *Server) taskResult(w http.ResponseWriter, r *http.Request) {
 	row, err := s.store.SessionByTask(r.Context(), name)
 	if err == nil {
 		var in bool
-		if in, err = s.rowInScope(r.Context(), identity.CallerFrom(r), row); err == nil && !in {
+		if in, err = s.inScope.Row(r.Context(), identity.CallerFrom(r), row); err == nil && !in {
 			err = store.ErrNotFound
 		}
 	}

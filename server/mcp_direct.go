@@ -6,6 +6,7 @@ import (
 	"github.com/edgeaip/edgeaip/internal/mcptool"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -41,7 +42,7 @@ func (g *mcpGateway) directTools(ctx context.Context, c *identity.Caller) ([]dir
 		if cl == nil {
 			continue
 		}
-		info := infoInScope(cl.Info.Load(), c.Scope)
+		info := inscope.Info(cl.Info.Load(), c.Scope)
 		if info == nil {
 			continue
 		}

@@ -195,7 +195,7 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 	case device != "" && labels != nil:
 		return refused(errors.New(`give "device" or "labels", not both`))
 	case device != "":
-		if !v.g.s.onlineInScope(ctx, who, device) {
+		if !v.g.s.inScope.Online(ctx, who, device) {
 			return refused(fmt.Errorf("device %q is not online", device))
 		}
 		sess, err = v.g.s.tasks.StartPlan(ctx, tasks.PlanTask{Asker: as, Device: device, Plan: p, Tee: f.tee})

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -142,9 +143,9 @@ func (v *mcpView) deviceInScope(ctx context.Context, id string) error {
 	if id == "" {
 		return errors.New(`argument "device": missing`)
 	}
-	d, err := v.g.s.devices.get(ctx, id)
+	d, err := v.g.s.devices.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || err == nil && !identity.CallerIn(ctx).Scope.Device(d.Labels) {
-		return errors.New(deviceNotEnrolled(id))
+		return errors.New(inscope.DeviceNotEnrolled(id))
 	}
 	return err
 }
@@ -233,16 +234,16 @@ func (g *mcpGateway) taskInScope(ctx context.Context, id string) (api.Task, erro
 	row, err := g.s.store.Session(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return api.Task{}, errors.New(noTask(id))
+		return api.Task{}, errors.New(inscope.NoTask(id))
 	case err != nil:
 		return api.Task{}, err
 	}
-	in, err := g.s.rowInScope(ctx, identity.CallerIn(ctx), row)
+	in, err := g.s.inScope.Row(ctx, identity.CallerIn(ctx), row)
 	switch {
 	case err != nil:
 		return api.Task{}, err
 	case !in:
-		return api.Task{}, errors.New(noTask(id))
+		return api.Task{}, errors.New(inscope.NoTask(id))
 	}
 	return taskView(row), nil
 }

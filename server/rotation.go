@@ -70,7 +70,7 @@ func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) {
 	}
 	settled := s.auth.WaitRotation(d.ID)
 	linked := s.offerRotationTo(r.Context(), d.ID)
-	if !linked && s.leases.HeldElsewhere(d.ID) {
+	if !linked && s.disp.Leases().HeldElsewhere(d.ID) {
 		linked = true
 		s.tellCluster(d.ID, cluster.DeviceRotate)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
@@ -134,13 +135,11 @@ type Server struct {
 	unrecorded *unrecorded.Writes // what the store could not take, to retry
 	reg        *dispatch.Registry
 	liveness   *protocol.Liveness // checks every link for silence
-	devices    *deviceCache       // enrolled devices, for the command path
+	devices    *inscope.Enrolled  // enrolled devices, for the command path
+	inScope    *inscope.Checker   // what a caller's scope lets it see
 	disp       *dispatch.Dispatcher
 	// offers are the new tokens offered on device links (rotation.go).
-	offers *tokenOffers
-	// leases are the cluster's leases on devices linked here:
-	// singleNode on a single node (remote.go).
-	leases    dispatch.DeviceLeases
+	offers    *tokenOffers
 	sessions  *tasks.SessionManager
 	admission *tasks.Admission
 	tasks     *tasks.FrontDoor // every surface's way to run and start tasks
@@ -242,7 +241,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.reg = dispatch.NewRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
-	s.devices = newDeviceCache(st)
+	s.devices = inscope.NewEnrolled(st)
 	s.metrics = metrics.New(metrics.Sources{
 		ConnectedDevices:   s.reg.DeviceCount,
 		LiveSessions:       func(state string) int { return s.sessions.LiveSessions(state) },
@@ -253,13 +252,13 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	frameCap := cfg.Conn.MaxFrameBytes
 	s.unrecorded = unrecorded.New(st, cfg.Store.UnrecordedWrites, cfg.Store.UnrecordedBytes, s.metrics.UnrecordedDropped, s.log)
 	s.disp = dispatch.NewDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, tasks.CommandSessionEnd, s.log, frameCap)
-	s.leases = dispatch.SingleNode{}
 	s.offers = newTokenOffers()
 	s.admission = tasks.NewAdmission(cfg.Limits, frameCap, s.disp)
 	s.sessions = tasks.NewSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
 	s.tasks = tasks.NewFrontDoor(s.admission, s.sessions, func(ctx context.Context, sel access.Selector) ([]string, error) {
 		return st.DevicesMatching(ctx, sel, 0)
 	})
+	s.inScope = inscope.NewChecker(st, s.devices, s.disp, s.tasks, s.log)
 	s.mcp = newMCPGateway(s, cfg.MCP)
 	if err := s.linkCluster(); err != nil {
 		s.leaveCluster()

@@ -930,3 +930,11 @@ func (d *Dispatcher) Tools(id string) DeviceTools {
 	}
 	return t
 }
+
+// Registry is where the devices linked here are.
+func (d *Dispatcher) Registry() *Registry { return d.reg }
+
+// Leases are the cluster's leases on devices, as the gateway takes and
+// gives them up and the API's views ask about them: a single node's
+// hold none.
+func (d *Dispatcher) Leases() DeviceLeases { return d.remote }

@@ -15,6 +15,7 @@ import (
 // dispatch_remote.go). The dispatcher asks it in the places listed
 // below and nowhere else.
 type remote interface {
+	DeviceLeases
 	// leaseIfNotHere reads device id's lease from the store when neither
 	// the registry nor what this node has heard places it: nil if there
 	// is nothing to read, or the device is here or between links here.

@@ -1,4 +1,4 @@
-package server
+package inscope
 
 import (
 	"context"
@@ -8,40 +8,41 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
-// enrolledDevice is what the command path needs to know of an enrolled
+// Device is what the command path needs to know of an enrolled
 // device: that it is enrolled, and its labels (which scopes select on).
-type enrolledDevice struct {
+type Device struct {
 	ID     string
 	Labels map[string]string
 }
 
-// deviceCache answers the command path's "is this device enrolled?" from
+// Enrolled answers the command path's "is this device enrolled?" from
 // memory: a command used to read the device's row, info and all, on
 // every call. An entry is read from the store the first time its device
 // is asked for and kept until forget; every change of what an entry holds
-// (an enrollment, a revocation, new labels) calls forget, after it is
+// (an enrollment, a revocation, new labels) calls Forget, after it is
 // committed, so that the next lookup reads the store again. Devices not
 // enrolled are not cached: each lookup of one reads the store.
 //
 // In cluster mode, a node that hears of another node's enrollment,
-// revocation or relabelling calls forget too.
-type deviceCache struct {
+// revocation or relabelling calls Forget too.
+type Enrolled struct {
 	store *store.Store
 
 	mu   sync.RWMutex
-	byID map[string]enrolledDevice
-	// gen counts calls of forget: a lookup that read the store before
+	byID map[string]Device
+	// gen counts calls of Forget: a lookup that read the store before
 	// one does not keep what it read, which may be what was forgotten.
 	gen uint64
 }
 
-func newDeviceCache(st *store.Store) *deviceCache {
-	return &deviceCache{store: st, byID: map[string]enrolledDevice{}}
+// NewEnrolled is a cache, empty, of the devices st has enrolled.
+func NewEnrolled(st *store.Store) *Enrolled {
+	return &Enrolled{store: st, byID: map[string]Device{}}
 }
 
-// get returns enrolled device id, or an error that is store.ErrNotFound
+// Get returns enrolled device id, or an error that is store.ErrNotFound
 // if it is not enrolled. The caller must not change the labels.
-func (c *deviceCache) get(ctx context.Context, id string) (enrolledDevice, error) {
+func (c *Enrolled) Get(ctx context.Context, id string) (Device, error) {
 	c.mu.RLock()
 	d, ok := c.byID[id]
 	gen := c.gen
@@ -51,16 +52,16 @@ func (c *deviceCache) get(ctx context.Context, id string) (enrolledDevice, error
 	}
 	row, err := c.store.Device(ctx, id)
 	if err != nil {
-		return enrolledDevice{}, err
+		return Device{}, err
 	}
-	d = enrolledDevice{ID: row.ID, Labels: maps.Clone(row.Labels)}
+	d = Device{ID: row.ID, Labels: maps.Clone(row.Labels)}
 	c.keep(d, gen)
 	return d, nil
 }
 
 // keep caches d, read from the store when the count of forgets was gen,
 // unless a forget came since.
-func (c *deviceCache) keep(d enrolledDevice, gen uint64) {
+func (c *Enrolled) keep(d Device, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen == gen {
@@ -68,9 +69,9 @@ func (c *deviceCache) keep(d enrolledDevice, gen uint64) {
 	}
 }
 
-// forget drops device id, whose enrollment or labels changed: the next
+// Forget drops device id, whose enrollment or labels changed: the next
 // get reads it from the store.
-func (c *deviceCache) forget(id string) {
+func (c *Enrolled) Forget(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.byID, id)
