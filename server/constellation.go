@@ -13,7 +13,6 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
-	"github.com/edgeaip/edgeaip/server/plan"
 )
 
 // A constellation client is an orchestrator acting for an operator
@@ -146,9 +145,9 @@ func (s *Server) refuseMessage(ctx context.Context, c *constellation, m *protoco
 // constellation when the session ends.
 func (s *Server) startConstellationTask(ctx context.Context, c *constellation, m *protocol.ClientMessage) error {
 	name, original := s.wsTaskName(c, m.TaskName)
-	p, err := planFromRequest(m.Request, s.cfg.Limits.MaxPlanBytes)
+	p, err := tasks.PlanFromRequest(m.Request, s.cfg.Limits.MaxPlanBytes)
 	if err != nil {
-		return inField("request", err)
+		return tasks.InField("request", err)
 	}
 	if s.reg.Device(c.Target) == nil {
 		return fmt.Errorf("target device %q is not connected", c.Target)
@@ -195,19 +194,4 @@ func (s *Server) answerDeviceInfo(ctx context.Context, c *constellation, m *prot
 		Type: protocol.ServerDeviceInfoResponse, Status: protocol.StatusOK, Result: inscope.Info(dev.Info.Load(), c.caller.Scope),
 		Timestamp: protocol.Now(), ResponseID: m.RequestID,
 	})
-}
-
-// planFromRequest reads the plan a request carries. UFO's requests are
-// prose for an LLM; this server has no planner, so a request must be a
-// plan (YAML or JSON).
-func planFromRequest(request string, maxExpanded int) (*plan.Plan, error) {
-	if request == "" {
-		return nil, errors.New("empty task content")
-	}
-	p, err := parsePlan([]byte(request), maxExpanded)
-	var refused *tasks.Refusal
-	if err != nil && !errors.As(err, &refused) {
-		return nil, fmt.Errorf("not a plan (this server runs plans, not prose): %w", err)
-	}
-	return p, err
 }

@@ -87,7 +87,7 @@ func (s *Server) admissionOrder(who *identity.Caller, req api.AdmissionRequest, 
 	case hasPlan == (len(req.Actions) > 0):
 		return tasks.Order{}, errors.New(`give either "plan" or "actions"`)
 	case hasPlan:
-		p, err := planField(req.Plan, s.cfg.Limits.MaxPlanBytes)
+		p, err := tasks.PlanField(req.Plan, s.cfg.Limits.MaxPlanBytes)
 		if err != nil {
 			return tasks.Order{}, err
 		}

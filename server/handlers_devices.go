@@ -10,9 +10,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
-	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
-	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
@@ -126,7 +124,7 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) {
 	out := make([]api.Device, 0, len(devs))
 	for _, d := range devs {
 		if who.Scope.Device(d.Labels) {
-			out = append(out, s.deviceView(d, who.Scope))
+			out = append(out, s.inScope.DeviceView(d, who.Scope))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -134,7 +132,7 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getDevice(w http.ResponseWriter, r *http.Request) {
 	if d, ok := s.lookupDevice(w, r); ok {
-		writeJSON(w, http.StatusOK, s.deviceView(d, identity.CallerFrom(r).Scope))
+		writeJSON(w, http.StatusOK, s.inScope.DeviceView(d, identity.CallerFrom(r).Scope))
 	}
 }
 
@@ -146,7 +144,7 @@ func (s *Server) deviceTools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tools := []protocol.MCPToolInfo{}
-	if v := s.deviceView(d, identity.CallerFrom(r).Scope); v.Info != nil && v.Info.Tools != nil {
+	if v := s.inScope.DeviceView(d, identity.CallerFrom(r).Scope); v.Info != nil && v.Info.Tools != nil {
 		tools = v.Info.Tools
 	}
 	writeJSON(w, http.StatusOK, tools)
@@ -180,29 +178,6 @@ func deviceFound(w http.ResponseWriter, id string, err error) bool {
 		return false
 	}
 	return true
-}
-
-// deviceView is a device as the API shows it to a caller with scope:
-// online state (linked here or, in a cluster, to another live node) and
-// the system info of the live connection here, or else of its last
-// registration, with the tools the scope allows.
-func (s *Server) deviceView(d store.Device, scope access.Scope) api.Device {
-	v := api.Device{ID: d.ID, Labels: d.Labels, CreatedAt: d.CreatedAt}
-	c := s.reg.Device(d.ID)
-	if seen := lastSeen(c, d.LastSeen); !seen.IsZero() {
-		v.LastSeen = &seen
-	}
-	if d.Rotation != nil {
-		rv := rotationView(d.ID, d.Rotation)
-		v.TokenRotation = &rv
-	}
-	if c != nil {
-		v.Online, v.Info = true, c.Info.Load()
-	} else {
-		v.Online, v.Info = s.disp.Leases().LinkedElsewhere(d.ID), dispatch.StoredInfo(d)
-	}
-	v.Info = inscope.Info(v.Info, scope)
-	return v
 }
 
 // command is POST /api/devices/{id}/commands: one command, run as a

@@ -28,7 +28,7 @@ func (s *Server) createFleet(w http.ResponseWriter, r *http.Request, key *store.
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	p, err := planField(req.Plan, s.cfg.Limits.MaxPlanBytes)
+	p, err := tasks.PlanField(req.Plan, s.cfg.Limits.MaxPlanBytes)
 	if err != nil {
 		writeRequestError(w, err)
 		return

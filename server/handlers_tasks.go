@@ -50,7 +50,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 			page.Next = cursorAfter(rows[i-1])
 			break
 		}
-		page.Tasks = append(page.Tasks, taskSummary(row))
+		page.Tasks = append(page.Tasks, tasks.TaskSummary(row))
 	}
 	writeJSON(w, http.StatusOK, page)
 }
@@ -186,22 +186,10 @@ func (s *Server) lookupTask(w http.ResponseWriter, r *http.Request, id string) (
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return api.Task{}, false
 	}
-	return taskView(row), true
+	return tasks.TaskView(row), true
 }
 
-func taskView(row store.Session) api.Task {
-	return api.Task{TaskSummary: taskSummary(row), Plan: row.Plan, Result: row.Result, Error: row.Error, OriginalTaskName: row.OriginalTaskName}
-}
-
-func taskSummary(row store.Session) api.TaskSummary {
-	return api.TaskSummary{
-		SessionID: row.ID, TaskName: row.TaskName, DeviceID: row.DeviceID,
-		Requester: api.Requester{Kind: row.RequesterKind, ID: row.RequesterID, Identity: row.Identity, TokenID: row.TokenID},
-		Kind:      row.Kind, ParentID: row.ParentID, State: api.TaskState(row.State), CreatedAt: row.CreatedAt,
-		StartedAt: timePtr(row.StartedAt), FinishedAt: timePtr(row.FinishedAt),
-	}
-}
-
+// timePtr is t, or nil if it is zero: for the API's optional times.
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil

@@ -2,9 +2,7 @@ package server
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/edgeaip/edgeaip/server/api"
@@ -79,49 +77,13 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, key *store.Ide
 // plan field as an object or as text.
 func dispatchedPlan(req api.DispatchRequest, maxExpanded int) (*plan.Plan, error) {
 	if req.Request != "" {
-		p, err := planFromRequest(req.Request, maxExpanded)
+		p, err := tasks.PlanFromRequest(req.Request, maxExpanded)
 		if err != nil {
-			return nil, inField("request", err)
+			return nil, tasks.InField("request", err)
 		}
 		return p, nil
 	}
-	return planField(req.Plan, maxExpanded)
-}
-
-// planField reads a request's "plan" field: a plan as a JSON object, or
-// as text (YAML or JSON).
-func planField(raw json.RawMessage, maxExpanded int) (*plan.Plan, error) {
-	doc := []byte(raw)
-	var text string
-	if json.Unmarshal(raw, &text) == nil {
-		doc = []byte(text)
-	}
-	p, err := parsePlan(doc, maxExpanded)
-	if err != nil {
-		return nil, inField("plan", err)
-	}
-	return p, nil
-}
-
-// parsePlan reads a plan whose aliases may expand it to maxExpanded bytes;
-// one that expands further is refused as admission refuses it.
-func parsePlan(doc []byte, maxExpanded int) (*plan.Plan, error) {
-	p, err := plan.ParseWithin(doc, maxExpanded)
-	var big *plan.ExpandedError
-	if errors.As(err, &big) {
-		return nil, &tasks.Refusal{Problems: []api.Problem{{Path: "plan", Problem: tasks.PlanTooBig(big.Size, big.Limit, true)}}}
-	}
-	return p, err
-}
-
-// inField says which field of a request err is about; a refusal names
-// its own paths.
-func inField(field string, err error) error {
-	var refused *tasks.Refusal
-	if errors.As(err, &refused) {
-		return err
-	}
-	return fmt.Errorf("field %q: %w", field, err)
+	return tasks.PlanField(req.Plan, maxExpanded)
 }
 
 // taskResult is GET /api/task_result/{task_name}: "pending" until the

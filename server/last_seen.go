@@ -20,18 +20,6 @@ const lastSeenFlush = time.Minute
 // link. It used to be a durable write per heartbeat, at most every 10 s
 // a device, the largest part of what idle links cost the server.
 
-// lastSeen is when device c was last heard from, for the API: from its
-// link if it is online, else as the store has it (stored).
-func lastSeen(c *dispatch.Link, stored time.Time) time.Time {
-	if c == nil {
-		return stored
-	}
-	if heard := c.Conn.LastHeard(); heard.After(stored) {
-		return heard
-	}
-	return stored
-}
-
 // flushLastSeen writes, every lastSeenFlush until stop, the last_seen of
 // the online devices heard from since it was last written.
 func (s *Server) flushLastSeen(stop <-chan struct{}) {

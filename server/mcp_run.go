@@ -181,7 +181,7 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 	if err != nil || args["plan"] == nil {
 		return refused(errors.New(`argument "plan": missing`))
 	}
-	p, err := planField(raw, v.g.s.cfg.Limits.MaxPlanBytes)
+	p, err := tasks.PlanField(raw, v.g.s.cfg.Limits.MaxPlanBytes)
 	if err != nil {
 		return refused(err)
 	}

@@ -98,7 +98,7 @@ func (v *mcpView) listDevices(ctx context.Context, _ mcp.CallToolRequest) (*mcp.
 		if !who.Scope.Device(d.Labels) {
 			continue
 		}
-		view := v.g.s.deviceView(d, who.Scope)
+		view := v.g.s.inScope.DeviceView(d, who.Scope)
 		sum := deviceSummary{ID: d.ID, Online: view.Online, Labels: d.Labels}
 		if view.Info != nil {
 			sum.Platform, sum.Arch, sum.Tools = view.Info.Platform, view.Info.Arch, len(view.Info.Tools)
@@ -127,7 +127,7 @@ func (v *mcpView) listDeviceTools(ctx context.Context, req mcp.CallToolRequest) 
 		return refused(err)
 	}
 	out := []toolSummary{}
-	if view := v.g.s.deviceView(d, identity.CallerIn(ctx).Scope); view.Info != nil {
+	if view := v.g.s.inScope.DeviceView(d, identity.CallerIn(ctx).Scope); view.Info != nil {
 		for _, t := range view.Info.Tools {
 			out = append(out, toolSummary{Name: t.ToolName, ToolType: string(t.ToolType), Namespace: t.Namespace,
 				Description: t.Description, InputSchema: t.InputSchema})
@@ -245,7 +245,7 @@ func (g *mcpGateway) taskInScope(ctx context.Context, id string) (api.Task, erro
 	case !in:
 		return api.Task{}, errors.New(inscope.NoTask(id))
 	}
-	return taskView(row), nil
+	return tasks.TaskView(row), nil
 }
 
 // jsonResult is v as a tool's result: structuredContent, and its JSON as

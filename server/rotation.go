@@ -13,6 +13,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/google/uuid"
 )
@@ -94,19 +95,10 @@ func (s *Server) answerRotation(w http.ResponseWriter, r *http.Request, id strin
 		return
 	}
 	if d.Rotation != nil {
-		writeJSON(w, http.StatusAccepted, rotationView(id, d.Rotation))
+		writeJSON(w, http.StatusAccepted, inscope.RotationView(id, d.Rotation))
 		return
 	}
 	writeJSON(w, http.StatusOK, api.TokenRotation{ID: id, State: api.RotationConfirmed, Grace: grace.String()})
-}
-
-// rotationView is a pending rotation as the API shows it.
-func rotationView(id string, rot *store.TokenRotation) api.TokenRotation {
-	v := api.TokenRotation{ID: id, State: api.RotationPending, Grace: rot.Grace.String(), RequestedAt: rot.RequestedAt, Error: rot.Error}
-	if !rot.SentAt.IsZero() {
-		v.SentAt = &rot.SentAt
-	}
-	return v
 }
 
 // deviceWire is the wire of device d's link, or of its last one if it is

@@ -1,0 +1,85 @@
+package tasks
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/plan"
+)
+
+// PlanField reads a request's "plan" field: a plan as a JSON object, or
+// as text (YAML or JSON).
+func PlanField(raw json.RawMessage, maxExpanded int) (*plan.Plan, error) {
+	doc := []byte(raw)
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		doc = []byte(text)
+	}
+	p, err := ParsePlan(doc, maxExpanded)
+	if err != nil {
+		return nil, InField("plan", err)
+	}
+	return p, nil
+}
+
+// ParsePlan reads a plan whose aliases may expand it to maxExpanded bytes;
+// one that expands further is refused as admission refuses it.
+func ParsePlan(doc []byte, maxExpanded int) (*plan.Plan, error) {
+	p, err := plan.ParseWithin(doc, maxExpanded)
+	var big *plan.ExpandedError
+	if errors.As(err, &big) {
+		return nil, &Refusal{Problems: []api.Problem{{Path: "plan", Problem: PlanTooBig(big.Size, big.Limit, true)}}}
+	}
+	return p, err
+}
+
+// InField says which field of a request err is about; a refusal names
+// its own paths.
+func InField(field string, err error) error {
+	var refused *Refusal
+	if errors.As(err, &refused) {
+		return err
+	}
+	return fmt.Errorf("field %q: %w", field, err)
+}
+
+// PlanFromRequest reads the plan a request carries. UFO's requests are
+// prose for an LLM; this server has no planner, so a request must be a
+// plan (YAML or JSON).
+func PlanFromRequest(request string, maxExpanded int) (*plan.Plan, error) {
+	if request == "" {
+		return nil, errors.New("empty task content")
+	}
+	p, err := ParsePlan([]byte(request), maxExpanded)
+	var refused *Refusal
+	if err != nil && !errors.As(err, &refused) {
+		return nil, fmt.Errorf("not a plan (this server runs plans, not prose): %w", err)
+	}
+	return p, err
+}
+
+// TaskView is a task as the API shows it, from its row.
+func TaskView(row store.Session) api.Task {
+	return api.Task{TaskSummary: TaskSummary(row), Plan: row.Plan, Result: row.Result, Error: row.Error, OriginalTaskName: row.OriginalTaskName}
+}
+
+// TaskSummary is a task as the API lists it, from its row.
+func TaskSummary(row store.Session) api.TaskSummary {
+	return api.TaskSummary{
+		SessionID: row.ID, TaskName: row.TaskName, DeviceID: row.DeviceID,
+		Requester: api.Requester{Kind: row.RequesterKind, ID: row.RequesterID, Identity: row.Identity, TokenID: row.TokenID},
+		Kind:      row.Kind, ParentID: row.ParentID, State: api.TaskState(row.State), CreatedAt: row.CreatedAt,
+		StartedAt: timePtr(row.StartedAt), FinishedAt: timePtr(row.FinishedAt),
+	}
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
