@@ -3,14 +3,13 @@ package server
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"time"
 
-	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 )
 
 // ClusterConfig makes the server a node of a cluster: nodes that share
@@ -181,63 +180,18 @@ func (s *Server) clusterHealth() string {
 	return s.cluster.Health()
 }
 
-// unreachable refuses new work, in cluster mode, for devices not linked
-// here while NATS, which would carry it to their nodes, is away: 503.
-type unreachable struct{ msg string }
-
-func (e *unreachable) Error() string { return e.msg }
-
-// reachable refuses, with an *unreachable, work for any of devices not
-// linked, nor between links, here while NATS is away. The devices linked
-// here are still served.
+// reachable refuses, with a *tasks.Unreachable, work for any of devices
+// not linked, nor between links, here while NATS, which would carry it
+// to their nodes, is away: 503. The devices linked here are still served.
 func (s *Server) reachable(devices []string) error {
 	if s.cluster.Connected() {
 		return nil
 	}
 	for _, id := range devices {
 		if at := s.reg.Reach(id); at.Link == nil && at.GraceLeft == 0 {
-			return &unreachable{fmt.Sprintf("device %q is not linked to node %q, and cross-node work is refused: %s",
+			return &tasks.Unreachable{Reason: fmt.Sprintf("device %q is not linked to node %q, and cross-node work is refused: %s",
 				id, s.cfg.Cluster.NodeID, s.cluster.Health())}
 		}
 	}
 	return nil
-}
-
-// clusterView is GET /api/cluster: the nodes, the devices each holds and
-// every device's lease.
-func (s *Server) clusterView(w http.ResponseWriter, r *http.Request) {
-	out := api.Cluster{Nodes: []api.ClusterNode{}, Leases: []api.DeviceLease{}}
-	if s.cluster == nil {
-		writeJSON(w, http.StatusOK, out)
-		return
-	}
-	out.Node, _ = s.cluster.Self()
-	out.Version = cluster.ProtocolVersion
-	nodes, err := s.cluster.Nodes(r.Context())
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, err.Error())
-		return
-	}
-	leases, err := s.cluster.Leases(r.Context())
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, err.Error())
-		return
-	}
-	held := map[string][]string{}
-	for _, l := range leases {
-		out.Leases = append(out.Leases, api.DeviceLease{DeviceID: l.DeviceID, NodeID: l.NodeID, NodeEpoch: l.NodeEpoch,
-			Epoch: l.Epoch, TakenAt: l.TakenAt, HolderAlive: l.HolderAlive})
-		if l.HolderAlive {
-			held[l.NodeID] = append(held[l.NodeID], l.DeviceID)
-		}
-	}
-	for _, n := range nodes {
-		if held[n.ID] == nil {
-			held[n.ID] = []string{}
-		}
-		out.Nodes = append(out.Nodes, api.ClusterNode{ID: n.ID, Epoch: n.Epoch, Version: n.Version, Address: n.Address,
-			State: n.State, StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt, Alive: n.Alive, Compatible: n.Compatible,
-			Devices: held[n.ID]})
-	}
-	writeJSON(w, http.StatusOK, out)
 }

@@ -6,9 +6,10 @@
 // response_id, persists devices, sessions, commands and an append-only
 // audit log in SQLite, and serves the operator HTTP API under /api,
 // including UFO's endpoints, Prometheus metrics at /metrics and the web
-// dashboard at /. Every operator token acts for an identity with a role
+// dashboard at / (internal/httpapi, whose route table lists every route,
+// /ws and /mcp among them). Every operator token acts for an identity with a role
 // and an optional scope (a device selector and tool patterns), held on
-// every surface by one access policy table (policy.go): what is outside a
+// every surface by one access policy table (internal/identity/policy.go): what is outside a
 // scope answers as if it did not exist, and a revoked identity's open
 // event streams and constellation links close at once. A fleet runs a plan on every device whose labels match,
 // as a session whose children are one plan session per device. Every

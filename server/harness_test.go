@@ -16,6 +16,7 @@ import (
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/httpapi/httpapitest"
 	"github.com/edgeaip/edgeaip/server/internal/servertest"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/stretchr/testify/require"
@@ -45,7 +46,7 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 	}
 	s, err := New(context.Background(), cfg)
 	require.NoError(t, err)
-	hs := httptest.NewServer(checkAPIConformance(t, s.Handler()))
+	hs := httptest.NewServer(httpapitest.Conformance(t, s.Handler()))
 	t.Cleanup(func() {
 		s.Shutdown()
 		hs.Close()

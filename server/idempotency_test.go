@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/httpapi"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -40,7 +41,7 @@ func (ts *testServer) postKeyed(path, key, body string) keyedAnswer {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(ts.t, err)
-	return keyedAnswer{code: resp.StatusCode, body: bytes.TrimSpace(b), replayed: resp.Header.Get(replayedHeader) == "true"}
+	return keyedAnswer{code: resp.StatusCode, body: bytes.TrimSpace(b), replayed: resp.Header.Get(httpapi.ReplayedHeader) == "true"}
 }
 
 // postKeyedAsync is postKeyed in a goroutine of its own.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeaip/edgeaip/server/internal/httpapi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -44,7 +45,7 @@ func (b *browser) login(token string) *http.Response {
 	b.t.Helper()
 	resp := b.do("POST", "/api/login", `{"token":"`+token+`"}`, "Sec-Fetch-Site", "same-origin")
 	for _, c := range resp.Cookies() {
-		if c.Name == loginCookie {
+		if c.Name == httpapi.LoginCookie {
 			b.cookie = c
 		}
 	}
@@ -67,7 +68,7 @@ func TestTheDashboardLoginIsACookieTheAPIAccepts(t *testing.T) {
 	assert.Equal(t, http.SameSiteStrictMode, c.SameSite)
 	assert.False(t, c.Secure, "plain HTTP")
 	assert.Equal(t, "/", c.Path)
-	assert.InDelta(t, loginTTL.Seconds(), float64(c.MaxAge), 1)
+	assert.InDelta(t, httpapi.LoginTTL.Seconds(), float64(c.MaxAge), 1)
 	assert.NotContains(t, c.Value, ts.api.Token, "the cookie is not the token")
 	assert.NotContains(t, ts.logs.String(), c.Value, "nor is it logged")
 
@@ -99,7 +100,7 @@ func TestTheDashboardLoginIsACookieTheAPIAccepts(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, b.do("POST", "/api/logout", "", "Sec-Fetch-Site", "same-origin").StatusCode)
 	assert.Equal(t, http.StatusUnauthorized, b.do("GET", "/api/devices", "").StatusCode, "the login is gone from the server")
 
-	b.cookie = &http.Cookie{Name: loginCookie, Value: "made-up"}
+	b.cookie = &http.Cookie{Name: httpapi.LoginCookie, Value: "made-up"}
 	assert.Equal(t, http.StatusUnauthorized, b.do("GET", "/api/devices", "").StatusCode)
 }
 

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/http/pprof"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -18,11 +16,11 @@ import (
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/internal/dirlock"
 	"github.com/edgeaip/edgeaip/protocol"
-	"github.com/edgeaip/edgeaip/server/dashboard"
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/certs"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
+	"github.com/edgeaip/edgeaip/server/internal/httpapi"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
@@ -148,8 +146,7 @@ type Server struct {
 	draining  atomic.Bool      // Drain has begun
 	orphans   chan struct{}    // closed when watchOrphans has stopped (a cluster node's)
 	metrics   *metrics.Metrics
-	keys      *keyLocks // idempotency keys being served
-	csrf      *http.CrossOriginProtection
+	http      *httpapi.API // every route, /ws and /mcp among them
 	authLimit *identity.Limiter
 	auth      *identity.Authority // who callers and devices are
 	stop      chan struct{}
@@ -175,7 +172,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	cfg.EventsKeepalive = cmp.Or(cfg.EventsKeepalive, 15*time.Second)
 	cfg.Store.setDefaults()
 	if cfg.Conn.MaxFrameBytes <= 0 {
 		cfg.Conn.MaxFrameBytes = protocol.DefaultMaxFrameBytes
@@ -225,8 +221,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	}
 	cfg.Logger.Info("store open", "backend", st.Backend())
 	cfg.Sessions.SetDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st,
-		keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection(), authLimit: identity.NewLimiter(cfg.TrustedProxies, time.Now, cfg.Logger),
+	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, authLimit: identity.NewLimiter(cfg.TrustedProxies, time.Now, cfg.Logger),
 		stop: make(chan struct{}), janitor: make(chan struct{}), seenFlush: make(chan struct{}),
 		liveness: protocol.NewLiveness()}
 	s.auth = identity.New(identity.Config{Store: st, Certs: set, DeviceCertValidity: cfg.TLS.DeviceCertValidity, Logger: cfg.Logger,
@@ -260,6 +255,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	})
 	s.inScope = inscope.NewChecker(st, s.devices, s.disp, s.tasks, s.log)
 	s.mcp = newMCPGateway(s, cfg.MCP)
+	s.http = s.newHTTPAPI()
 	if err := s.linkCluster(); err != nil {
 		s.leaveCluster()
 		st.Close()
@@ -322,36 +318,6 @@ func failInterrupted(ctx context.Context, st *store.Store, log *slog.Logger) err
 		log.Warn("failed what the last run left unfinished", "sessions", sessions, "commands", commands, "error", "server restarted")
 	}
 	return nil
-}
-
-// Handler serves /ws, /api, /metrics and the dashboard at /.
-func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /ws", s.serveWS)
-	for _, rt := range s.routes() {
-		mux.Handle(rt.key(), s.guard(rt.key(), rt.handler))
-	}
-	dash := dashboard.Handler()
-	mux.Handle("GET /{$}", dash)
-	mux.Handle("GET /static/", dash)
-	if s.cfg.Pprof {
-		s.servePprof(mux)
-	}
-	return mux
-}
-
-// pprofKey is the access policy's key of Go's profiles, all of them.
-const pprofKey = "GET /debug/pprof/"
-
-// servePprof serves net/http/pprof's handlers on mux, to admins.
-func (s *Server) servePprof(mux *http.ServeMux) {
-	for pattern, h := range map[string]http.HandlerFunc{
-		"GET /debug/pprof/": pprof.Index, "GET /debug/pprof/cmdline": pprof.Cmdline,
-		"GET /debug/pprof/profile": pprof.Profile, "GET /debug/pprof/symbol": pprof.Symbol,
-		"POST /debug/pprof/symbol": pprof.Symbol, "GET /debug/pprof/trace": pprof.Trace,
-	} {
-		mux.Handle(pattern, s.guard(pprofKey, h))
-	}
 }
 
 // Shutdown cancels the running sessions, which record their end, fails

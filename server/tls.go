@@ -2,16 +2,11 @@ package server
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"fmt"
-	"net/http"
 	"time"
 
-	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/certs"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
-	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
 // TLSFiles name the PEM files of the server's TLS. Without Cert and Key
@@ -59,40 +54,3 @@ func (s *Server) TLSConfig() *tls.Config { return s.auth.TLSConfig() }
 // what they now hold, and those up keep going. On an error the server
 // keeps what it had.
 func (s *Server) ReloadTLS() error { return s.auth.ReloadTLS() }
-
-// signCertificate is POST /api/devices/{id}/certificate: a certificate for
-// an enrolled device's key, signed with the device CA.
-func (s *Server) signCertificate(w http.ResponseWriter, r *http.Request) {
-	d, ok := s.lookupDevice(w, r)
-	if !ok {
-		return
-	}
-	var req api.CertificateRequest
-	if !readJSON(w, r, &req) {
-		return
-	}
-	cert, pem, err := s.auth.SignDeviceCertificate(d.ID, req.CSR)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	rec := identity.SignedRecord(d.ID, cert)
-	audit := identity.CallerFrom(r).Audit(api.ActionDeviceCertificate, d.ID, map[string]any{"serial": rec.Serial})
-	err = s.store.Write(r.Context(), func(tx *store.Tx) error {
-		if err := tx.AddCertificate(rec); err != nil {
-			return err
-		}
-		return tx.AppendAudit(audit)
-	})
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, err.Error())
-		return
-	}
-	s.log.Info("device certificate signed", "device", d.ID, "certificate", certs.Describe(cert))
-	writeJSON(w, http.StatusCreated, certificateView(d.ID, cert, pem))
-}
-
-// certificateView is a certificate signed for device id as the API shows it.
-func certificateView(id string, c *x509.Certificate, pem []byte) api.Certificate {
-	return api.Certificate{ID: id, Certificate: string(pem), Serial: fmt.Sprintf("%x", c.SerialNumber), NotAfter: c.NotAfter.UTC()}
-}

@@ -15,6 +15,7 @@ import (
 	"github.com/edgeaip/edgeaip/internal/testpki"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/httpapi/httpapitest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -64,7 +65,7 @@ func newTLSTestServer(t *testing.T, p *pki) *testServer {
 	t.Helper()
 	ts := newTestServer(t, func(c *Config) { c.TLS = p.files })
 	ts.http.Close()
-	hs := httptest.NewUnstartedServer(checkAPIConformance(t, ts.srv.Handler()))
+	hs := httptest.NewUnstartedServer(httpapitest.Conformance(t, ts.srv.Handler()))
 	hs.TLS = ts.srv.TLSConfig()
 	hs.StartTLS()
 	t.Cleanup(hs.Close)

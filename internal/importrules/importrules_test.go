@@ -64,11 +64,13 @@ var rules = []rule{
 	{
 		pkg: module + "/server",
 		forbidden: []string{module + "/agent", module + "/sandbox", module + "/wasmtools/meter",
-			"github.com/tetratelabs/wazero", "github.com/mark3labs/mcp-go/client", "github.com/nats-io/nats-server"},
+			"github.com/tetratelabs/wazero", "github.com/mark3labs/mcp-go/client", "github.com/nats-io/nats-server",
+			"github.com/getkin/kin-openapi"},
 		why: "the server checks parameters with the agent's schema checker, wasmtools/schema, and reads the manifest " +
 			"of a module a scoped deployer installs, wasmtools/manifest, leaves; it runs no tools and links neither the agent nor a wasm runtime; " +
 			"it serves MCP at /mcp (mcp-go's server) but proxies no MCP server, so it needs no MCP client; " +
-			"a cluster node is a NATS client of the operator's NATS server, which only tests run in-process (internal/natstest)",
+			"a cluster node is a NATS client of the operator's NATS server, which only tests run in-process (internal/natstest); " +
+			"tests hold its API to openapi.json with kin-openapi (httpapitest), which it does not link",
 	},
 	{
 		pkg:            module + "/server/internal/identity",
@@ -76,6 +78,15 @@ var rules = []rule{
 		forbiddenAlone: []string{module + "/server"},
 		why: "identity is a part of the server that the wiring hands what it needs (the store, a logger, hooks): " +
 			"it knows neither the server that holds it, nor plans, nor MCP; the HTTP API's wire types (server/api) it may use",
+	},
+	{
+		pkg: module + "/server/internal/httpapi",
+		forbidden: []string{"github.com/mark3labs/mcp-go", "github.com/getkin/kin-openapi",
+			module + "/server/internal/mcpgateway", module + "/server/internal/wsgateway"},
+		forbiddenAlone: []string{module + "/server"},
+		why: "the HTTP API serves the routes of its table: the MCP gateway and the WebSocket it mounts as the " +
+			"http.Handlers the root gives it, knowing neither them nor the root that wires them; openapi.json is " +
+			"checked by tests (httpapitest), not by the server",
 	},
 	{
 		pkg:       module + "/cmd/aipctl",

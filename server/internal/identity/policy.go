@@ -2,6 +2,8 @@ package identity
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/access"
@@ -11,7 +13,8 @@ import (
 // of a constellation sending one message type: the least role, and how
 // its scope applies. See RATIONALE.md, "Identities".
 type Rule struct {
-	// Public endpoints are served to anyone, with no credentials.
+	// Public endpoints are served to anyone: the guard asks for no
+	// credentials (the WebSocket endpoint asks for its own).
 	Public bool
 	// Role is the least role a caller needs.
 	Role access.Role
@@ -45,14 +48,16 @@ const (
 	WholeFleet
 )
 
-// policy is the access policy, in one table: every endpoint, by its
-// route's method and pattern, and every message type a constellation
-// sends, as "WS type", and every tool of the MCP gateway, as "MCP tool".
-// Anything without an entry is refused (default deny): tests check every
-// endpoint of openapi.json, every message type and every MCP tool
-// against it. A device's own messages (command_results,
-// device_info_response, token_rotated) have none: a device link is its
-// device's token or certificate, and speaks only for that device.
+// policy is the access policy, in one table: every route of the HTTP
+// API, by the key its route table gives it (its method and pattern), and
+// every message type a constellation sends, as "WS type", and every tool
+// of the MCP gateway, as "MCP tool". Anything without an entry is refused
+// (default deny): tests check every route of the table (and every
+// endpoint of openapi.json), every message type and every MCP tool
+// against it, and that every route's rule is some route's. A device's own
+// messages (command_results, device_info_response, token_rotated) have
+// none: a device link is its device's token or certificate, and speaks
+// only for that device.
 var policy = map[string]Rule{
 	"GET /api/health":                                 {Public: true},
 	"GET /api/openapi.json":                           {Public: true},
@@ -89,6 +94,15 @@ var policy = map[string]Rule{
 	// Go's profiles, with --pprof: not documented API, and for admins,
 	// as they show everything the server runs.
 	"GET /debug/pprof/": {Role: access.Admin, Scope: WholeFleet},
+	// The dashboard's page and files: open; what the page shows, it reads
+	// from the API with the login cookie.
+	"GET /{$}":     {Public: true},
+	"GET /static/": {Public: true},
+	// The WebSocket: open at the HTTP layer, as the endpoint itself
+	// authenticates a device (its token or certificate) or a
+	// constellation (an operator token), and holds each message of a
+	// constellation to its rule below ("WS task").
+	"GET /ws": {Public: true},
 
 	// The MCP gateway: the endpoint, for any identity; its tools, each by
 	// the role it needs, scoped in the tool (what is out of scope does not
@@ -117,6 +131,10 @@ func RuleFor(key string) (Rule, bool) {
 	ru, ok := policy[key]
 	return ru, ok
 }
+
+// Keys lists the keys the policy has rules for, sorted: for the tests
+// that hold each surface to it.
+func Keys() []string { return slices.Sorted(maps.Keys(policy)) }
 
 // MessageKey is the policy's key of a message type.
 func MessageKey(t protocol.ClientMessageType) string { return "WS " + string(t) }

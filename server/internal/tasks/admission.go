@@ -109,9 +109,16 @@ type Admission struct {
 	inventory func(deviceID string) Inventory
 	schemas   schemaCache
 	// Reachable, in cluster mode, refuses work for devices this node
-	// cannot reach now (NATS away); nil on a single node.
+	// cannot reach now (NATS away), with an *Unreachable; nil on a single
+	// node.
 	Reachable func(deviceIDs []string) error
 }
+
+// Unreachable refuses new work, in cluster mode, for devices this node
+// cannot reach now: 503 on HTTP.
+type Unreachable struct{ Reason string }
+
+func (e *Unreachable) Error() string { return e.Reason }
 
 // NewAdmission checks orders against limits, for links whose frames are
 // at most frameCap bytes, and against their devices' tools as disp knows
@@ -122,7 +129,7 @@ func NewAdmission(limits Limits, frameCap int64, disp *dispatch.Dispatcher) *Adm
 
 // admit returns nil if o may go ahead; a *forbidden if o installs a tool
 // its requester may not (a role below deployer, or a tool outside its
-// scope); an *unreachable if, in cluster mode, a device is linked
+// scope); an *Unreachable if, in cluster mode, a device is linked
 // elsewhere while NATS is away; or a *Refusal with every problem found. The problems come step
 // by step, in the request's order: first the plan's size, then each
 // step's wire limits and sizes, then each call on each device. A call to

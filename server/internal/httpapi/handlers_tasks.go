@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 
 // listTasks is GET /api/tasks?state=&task_name=&limit=&cursor=: a page
 // of task summaries, newest first, with the cursor of the next page.
-func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
+func (a *API) listTasks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	state := api.TaskState(q.Get("state"))
 	if state != "" && !state.Valid() {
@@ -39,7 +39,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	rows, err := s.summaries(r.Context(), identity.CallerFrom(r), store.SessionFilter{State: string(state), TaskName: name, After: after}, limit+1)
+	rows, err := a.summaries(r.Context(), identity.CallerFrom(r), store.SessionFilter{State: string(state), TaskName: name, After: after}, limit+1)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -59,8 +59,8 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 // see. The store keeps the tasks on devices in c's scope, and the fleets,
 // which are checked here; a page short of the fleets it dropped is filled
 // from the rows after it.
-func (s *Server) summaries(ctx context.Context, c *identity.Caller, f store.SessionFilter, n int) ([]store.Session, error) {
-	only, err := s.inScope.Devices(ctx, c)
+func (a *API) summaries(ctx context.Context, c *identity.Caller, f store.SessionFilter, n int) ([]store.Session, error) {
+	only, err := a.inScope.Devices(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -68,14 +68,14 @@ func (s *Server) summaries(ctx context.Context, c *identity.Caller, f store.Sess
 	out := []store.Session{}
 	for {
 		f.Limit = n - len(out)
-		rows, err := s.store.SessionSummaries(ctx, f)
+		rows, err := a.store.SessionSummaries(ctx, f)
 		if err != nil {
 			return nil, err
 		}
 		for _, row := range rows {
 			in := true
 			if row.DeviceID == "" {
-				if in, err = s.inScope.Row(ctx, c, row); err != nil {
+				if in, err = a.inScope.Row(ctx, c, row); err != nil {
 					return nil, err
 				}
 			}
@@ -117,15 +117,15 @@ func readCursor(cursor string) (*store.SessionKey, error) {
 }
 
 // getTask is GET /api/tasks/{id}: the task with its commands.
-func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
-	t, ok := s.lookupTask(w, r, r.PathValue("id"))
+func (a *API) getTask(w http.ResponseWriter, r *http.Request) {
+	t, ok := a.lookupTask(w, r, r.PathValue("id"))
 	if !ok {
 		return
 	}
-	if p, ok := s.tasks.Progress(t.SessionID); ok && !t.State.Ended() {
+	if p, ok := a.tasks.Progress(t.SessionID); ok && !t.State.Ended() {
 		t.Result, _ = json.Marshal(p)
 	}
-	cmds, err := s.store.CommandsOfSession(r.Context(), t.SessionID)
+	cmds, err := a.store.CommandsOfSession(r.Context(), t.SessionID)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -142,42 +142,42 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 // cancelTask is POST /api/tasks/{id}/cancel: it cancels a running task
 // (reason user_requested; its requester gets a TASK_END) and the command
 // it runs on its device, and answers with the task as it ended.
-func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
+func (a *API) cancelTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.tasks.Cancel(id, "cancelled by "+identity.CallerFrom(r).Name); errors.Is(err, tasks.ErrNotRunning) {
-		if t, ok := s.lookupTask(w, r, id); ok {
+	if err := a.tasks.Cancel(id, "cancelled by "+identity.CallerFrom(r).Name); errors.Is(err, tasks.ErrNotRunning) {
+		if t, ok := a.lookupTask(w, r, id); ok {
 			writeError(w, http.StatusConflict, fmt.Sprintf("task %q is not running: it is %s", id, t.State))
 		}
 		return
 	}
-	if t, ok := s.lookupTask(w, r, id); ok {
+	if t, ok := a.lookupTask(w, r, id); ok {
 		writeJSON(w, http.StatusOK, t)
 	}
 }
 
 // removeTask is DELETE /api/tasks/{id}: UFO's remove_session, for a task
 // that has ended. Its audit entries stay.
-func (s *Server) removeTask(w http.ResponseWriter, r *http.Request) {
+func (a *API) removeTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if s.tasks.Running(id) {
+	if a.tasks.Running(id) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("task %q is running: cancel it first", id))
 		return
 	}
-	err := s.store.Write(r.Context(), func(tx *store.Tx) error { return tx.DeleteSession(id) })
+	err := a.store.Write(r.Context(), func(tx *store.Tx) error { return tx.DeleteSession(id) })
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 	default:
-		s.tasks.Forget(id)
+		a.tasks.Forget(id)
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
 
 // lookupTask is get_result: the task as the store has it.
-func (s *Server) lookupTask(w http.ResponseWriter, r *http.Request, id string) (api.Task, bool) {
-	row, err := s.store.Session(r.Context(), id)
+func (a *API) lookupTask(w http.ResponseWriter, r *http.Request, id string) (api.Task, bool) {
+	row, err := a.store.Session(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
 		return api.Task{}, false

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -18,14 +18,15 @@ import (
 
 // serveEvents is GET /api/tasks/{id}/events: Server-Sent Events for each
 // step's start and results, then the end. A task that runs here, or ended
-// here within recentLogsTTL, is streamed from its event log; any other,
-// one that runs on another node of a cluster or ended earlier, from the
-// store, which is read again every storedEventsPoll until it ends (see
-// storedEvents). Each event's id is its number in the task's stream, so
-// a client that reconnects with Last-Event-ID, to this node or another,
-// gets only the events after it. The stream ends when the caller's
-// identity or token is revoked.
-func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
+// here lately enough that the front door keeps its event log
+// (tasks.FrontDoor.Events), is streamed from that log; any other, one
+// that runs on another node of a cluster or ended earlier, from the
+// store, which is read again every tasks.StoredEventsPoll until it ends
+// (see storedLog). Each event's id is its number in the task's stream,
+// so a client that reconnects with Last-Event-ID, to this node or
+// another, gets only the events after it. The stream ends when the
+// caller's identity or token is revoked.
+func (a *API) serveEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -34,9 +35,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	n, _ := strconv.Atoi(r.Header.Get("Last-Event-ID"))
 	n = max(n, 0)
-	var log eventSource = s.tasks.Events(id)
+	var log eventSource = a.tasks.Events(id)
 	if log == (*tasks.EventLog)(nil) {
-		stored := &storedLog{s: s, ctx: r.Context(), id: id}
+		stored := &storedLog{a: a, ctx: r.Context(), id: id}
 		if err := stored.read(); errors.Is(err, store.ErrNotFound) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
 			return
@@ -46,12 +47,12 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		log = stored
 	}
-	revoked, stop := s.auth.Watch(identity.CallerFrom(r))
+	revoked, stop := a.auth.Watch(identity.CallerFrom(r))
 	defer stop()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	keepalive := time.NewTicker(s.cfg.EventsKeepalive)
+	keepalive := time.NewTicker(a.cfg.EventsKeepalive)
 	defer keepalive.Stop()
 	for {
 		events, ended, more := log.Since(n)
@@ -72,7 +73,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// eventSource is a task's events: since(n) returns those after the first
+// eventSource is a task's events: Since(n) returns those after the first
 // n, whether there will be no more, and a channel closed when there may
 // be more.
 type eventSource interface {
@@ -80,28 +81,28 @@ type eventSource interface {
 }
 
 // storedLog is the events of a task that does not run here, read from the
-// store: at first, then at each call of since, storedEventsPoll after the
-// one before.
+// store: at first, then at each call of Since, tasks.StoredEventsPoll
+// after the one before.
 type storedLog struct {
-	s   *Server
+	a   *API
 	ctx context.Context
 	id  string
 
 	events []api.TaskEvent
 	ended  bool
-	fresh  bool  // read since the last call of since
+	fresh  bool  // read since the last call of Since
 	failed error // the last read's; the stream then ends, for the client to resume
 }
 
 func (l *storedLog) read() error {
-	l.events, l.ended, l.failed = l.s.sessions.StoredEvents(l.ctx, l.id)
+	l.events, l.ended, l.failed = l.a.sessions.StoredEvents(l.ctx, l.id)
 	l.fresh = true
 	return l.failed
 }
 
 func (l *storedLog) Since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
 	if !l.fresh && l.read() != nil {
-		l.s.log.Warn("task events not read from the store; ending the stream", "session_id", l.id, "err", l.failed)
+		l.a.log.Warn("task events not read from the store; ending the stream", "session_id", l.id, "err", l.failed)
 	}
 	l.fresh = false
 	if l.failed != nil {

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"errors"
@@ -49,7 +49,7 @@ func identityRequest(req api.IdentityRequest) (store.Identity, error) {
 
 // addIdentity is POST /api/identities: a new identity and its first
 // token, shown this once.
-func (s *Server) addIdentity(w http.ResponseWriter, r *http.Request) {
+func (a *API) addIdentity(w http.ResponseWriter, r *http.Request) {
 	var req api.IdentityRequest
 	if !readJSON(w, r, &req) {
 		return
@@ -61,7 +61,7 @@ func (s *Server) addIdentity(w http.ResponseWriter, r *http.Request) {
 	}
 	token, tok := identity.NewOperatorToken(id.Name)
 	c := identity.CallerFrom(r)
-	err = s.store.Write(r.Context(), func(tx *store.Tx) error {
+	err = a.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.CreateIdentity(id, tok); err != nil {
 			return err
 		}
@@ -76,13 +76,13 @@ func (s *Server) addIdentity(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	s.log.Info("identity added", "identity", id.Name, "role", id.Role, "token_id", tok.ID, "by", c.Name)
+	a.log.Info("identity added", "identity", id.Name, "role", id.Role, "token_id", tok.ID, "by", c.Name)
 	writeJSON(w, http.StatusCreated, api.TokenResponse{Identity: id.Name, TokenID: tok.ID, Token: token})
 }
 
 // listIdentities is GET /api/identities.
-func (s *Server) listIdentities(w http.ResponseWriter, r *http.Request) {
-	ids, err := s.store.Identities(r.Context())
+func (a *API) listIdentities(w http.ResponseWriter, r *http.Request) {
+	ids, err := a.store.Identities(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -112,42 +112,42 @@ func tokenViews(tokens []store.Token) []api.IdentityToken {
 
 // revokeIdentity is DELETE /api/identities/{name}: its tokens stop
 // working, and what they have open closes.
-func (s *Server) revokeIdentity(w http.ResponseWriter, r *http.Request) {
+func (a *API) revokeIdentity(w http.ResponseWriter, r *http.Request) {
 	name, c := r.PathValue("name"), identity.CallerFrom(r)
-	err := s.store.Write(r.Context(), func(tx *store.Tx) error {
+	err := a.store.Write(r.Context(), func(tx *store.Tx) error {
 		if _, err := tx.DeleteIdentity(name); err != nil {
 			return err
 		}
 		return tx.AppendAudit(c.Audit(api.ActionIdentityRevoke, "", map[string]any{"name": name}))
 	})
-	if !s.identityWritten(w, name, err) {
+	if !a.identityWritten(w, name, err) {
 		return
 	}
-	s.publishRevocation(Revocation{Identity: name})
-	s.log.Info("identity revoked", "identity", name, "by", c.Name)
+	a.cfg.Revoke(identity.Revocation{Identity: name})
+	a.log.Info("identity revoked", "identity", name, "by", c.Name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // revokeToken is DELETE /api/identities/{name}/tokens/{token_id}.
-func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
+func (a *API) revokeToken(w http.ResponseWriter, r *http.Request) {
 	name, id, c := r.PathValue("name"), r.PathValue("token_id"), identity.CallerFrom(r)
-	err := s.store.Write(r.Context(), func(tx *store.Tx) error {
+	err := a.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.DeleteToken(name, id); err != nil {
 			return err
 		}
 		return tx.AppendAudit(c.Audit(api.ActionIdentityRevokeToken, "", map[string]any{"name": name, "token_id": id}))
 	})
-	if !s.identityWritten(w, name, err) {
+	if !a.identityWritten(w, name, err) {
 		return
 	}
-	s.publishRevocation(Revocation{Identity: name, TokenIDs: []string{id}})
-	s.log.Info("token revoked", "identity", name, "token_id", id, "by", c.Name)
+	a.cfg.Revoke(identity.Revocation{Identity: name, TokenIDs: []string{id}})
+	a.log.Info("token revoked", "identity", name, "token_id", id, "by", c.Name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // rotateIdentity is POST /api/identities/{name}/tokens: a new token, shown
 // this once; the identity's other tokens stop working after the grace.
-func (s *Server) rotateIdentity(w http.ResponseWriter, r *http.Request) {
+func (a *API) rotateIdentity(w http.ResponseWriter, r *http.Request) {
 	name, c := r.PathValue("name"), identity.CallerFrom(r)
 	var req api.IdentityRotateRequest
 	if !readJSON(w, r, &req) {
@@ -161,7 +161,7 @@ func (s *Server) rotateIdentity(w http.ResponseWriter, r *http.Request) {
 	token, tok := identity.NewOperatorToken(name)
 	ends := time.Now().Add(grace)
 	var old []string
-	err = s.store.Write(r.Context(), func(tx *store.Tx) error {
+	err = a.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.AddToken(tok); err != nil {
 			return err
 		}
@@ -172,15 +172,15 @@ func (s *Server) rotateIdentity(w http.ResponseWriter, r *http.Request) {
 		return tx.AppendAudit(c.Audit(api.ActionIdentityRotate, "", map[string]any{
 			"name": name, "token_id": tok.ID, "grace": grace.String(), "ending": old}))
 	})
-	if !s.identityWritten(w, name, err) {
+	if !a.identityWritten(w, name, err) {
 		return
 	}
 	// The old tokens' callers are read again, with their expiry, which
 	// the cache then checks; their revocation at the end of the grace
 	// drops them anyway.
-	s.auth.ForgetCallers(name)
-	s.revokeAfter(grace, Revocation{Identity: name, TokenIDs: old})
-	s.log.Info("identity rotated", "identity", name, "token_id", tok.ID, "ending", old, "grace", grace, "by", c.Name)
+	a.auth.ForgetCallers(name)
+	a.revokeAfter(grace, identity.Revocation{Identity: name, TokenIDs: old})
+	a.log.Info("identity rotated", "identity", name, "token_id", tok.ID, "ending", old, "grace", grace, "by", c.Name)
 	resp := api.TokenResponse{Identity: name, TokenID: tok.ID, Token: token}
 	for _, id := range old {
 		resp.Expiring = append(resp.Expiring, api.IdentityToken{ID: id, ExpiresAt: &ends})
@@ -205,26 +205,26 @@ func rotationGrace(text string) (time.Duration, error) {
 // tokens stop: the store stops taking them then by itself, and this
 // closes what they still have open. A server that stops first has
 // nothing open.
-func (s *Server) revokeAfter(grace time.Duration, v Revocation) {
+func (a *API) revokeAfter(grace time.Duration, v identity.Revocation) {
 	if len(v.TokenIDs) == 0 {
 		return
 	}
 	if grace <= 0 {
-		s.publishRevocation(v)
+		a.cfg.Revoke(v)
 		return
 	}
 	time.AfterFunc(grace, func() {
 		select {
-		case <-s.stop:
+		case <-a.cfg.Stop:
 		default:
-			s.publishRevocation(v)
+			a.cfg.Revoke(v)
 		}
 	})
 }
 
 // identityWritten answers a failed change to identity name: 404, 409 for
 // the last unscoped admin, or 503. It reports whether err is nil.
-func (s *Server) identityWritten(w http.ResponseWriter, name string, err error) bool {
+func (a *API) identityWritten(w http.ResponseWriter, name string, err error) bool {
 	switch {
 	case err == nil:
 		return true
@@ -239,7 +239,7 @@ func (s *Server) identityWritten(w http.ResponseWriter, name string, err error) 
 }
 
 // whoami is GET /api/whoami: the identity the request acts for.
-func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
+func (a *API) whoami(w http.ResponseWriter, r *http.Request) {
 	c := identity.CallerFrom(r)
 	out := api.Caller{Name: c.Name, Role: c.Role.String(), TokenID: c.TokenID}
 	if c.Scoped() {

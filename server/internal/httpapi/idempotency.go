@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bytes"
@@ -26,15 +26,16 @@ import (
 // get the first request's answer instead of a second run. See
 // RATIONALE.md, "Retries without double execution".
 const (
-	// replayedHeader marks an answer that repeats the first request's.
-	replayedHeader = "Idempotent-Replayed"
+	// ReplayedHeader marks an answer that repeats the first request's.
+	ReplayedHeader = "Idempotent-Replayed"
 	// maxIdempotencyKey bounds a key's length, as Stripe's does.
 	maxIdempotencyKey = 255
 )
 
 // keyedHandler serves a request that starts a task. key, if not nil, is
 // the request's idempotency key, not yet recorded: the handler gives it to
-// the session it starts (sessionSpec.Key), which records it.
+// the task it starts (tasks.CommandTask's Key, PlanTask's, FleetTask's),
+// which records it.
 type keyedHandler func(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey)
 
 // idempotent serves h so that a request with an Idempotency-Key its
@@ -45,18 +46,18 @@ type keyedHandler func(w http.ResponseWriter, r *http.Request, key *store.Idempo
 // a command's repeat gets the command's outcome when it ends. A first
 // request that started nothing (refused, say) recorded no key, so its
 // repeat is served as new.
-func (s *Server) idempotent(h keyedHandler) http.HandlerFunc {
+func (a *API) idempotent(h keyedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if len(r.Header.Values(api.IdempotencyKeyHeader)) == 0 {
 			h(w, r, nil)
 			return
 		}
-		k, err := s.keyOf(w, r)
+		k, err := a.keyOf(w, r)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		unlock, err := s.keys.lock(r.Context(), k)
+		unlock, err := a.keys.lock(r.Context(), k)
 		switch {
 		case errors.Is(err, errAnotherRequest):
 			writeError(w, http.StatusUnprocessableEntity, anotherRequestError(k.Key))
@@ -66,7 +67,7 @@ func (s *Server) idempotent(h keyedHandler) http.HandlerFunc {
 			return
 		}
 		defer unlock()
-		if !s.repeatAnswered(w, r, k) {
+		if !a.repeatAnswered(w, r, k) {
 			h(w, r, &k)
 		}
 	}
@@ -76,8 +77,8 @@ func (s *Server) idempotent(h keyedHandler) http.HandlerFunc {
 // first request's answer, or 422 if r is another request. It reports
 // whether it answered; if not, r is the first with its key that this
 // node has seen.
-func (s *Server) repeatAnswered(w http.ResponseWriter, r *http.Request, k store.IdempotencyKey) bool {
-	first, err := s.store.IdempotencyKeyOf(r.Context(), k.Identity, k.Key)
+func (a *API) repeatAnswered(w http.ResponseWriter, r *http.Request, k store.IdempotencyKey) bool {
+	first, err := a.store.IdempotencyKeyOf(r.Context(), k.Identity, k.Key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return false
@@ -86,7 +87,7 @@ func (s *Server) repeatAnswered(w http.ResponseWriter, r *http.Request, k store.
 	case first.Fingerprint != k.Fingerprint:
 		writeError(w, http.StatusUnprocessableEntity, anotherRequestError(k.Key))
 	default:
-		s.replay(r.Context(), w, first)
+		a.replay(r.Context(), w, first)
 	}
 	return true
 }
@@ -95,8 +96,8 @@ func (s *Server) repeatAnswered(w http.ResponseWriter, r *http.Request, k store.
 // not start (err). A request that lost the race for its key to another
 // (on another node of a cluster, which recorded it first: ErrKeyTaken)
 // is a repeat of that one, and gets its answer.
-func (s *Server) writeStartError(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey, err error) {
-	if key != nil && errors.Is(err, store.ErrKeyTaken) && s.repeatAnswered(w, r, *key) {
+func (a *API) writeStartError(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey, err error) {
+	if key != nil && errors.Is(err, store.ErrKeyTaken) && a.repeatAnswered(w, r, *key) {
 		return
 	}
 	writeSessionError(w, err)
@@ -104,7 +105,7 @@ func (s *Server) writeStartError(w http.ResponseWriter, r *http.Request, key *st
 
 // keyOf is r's idempotency key, with its fingerprint. It reads r's body,
 // and puts it back for the handler.
-func (s *Server) keyOf(w http.ResponseWriter, r *http.Request) (store.IdempotencyKey, error) {
+func (a *API) keyOf(w http.ResponseWriter, r *http.Request) (store.IdempotencyKey, error) {
 	key, err := parseIdempotencyKey(r.Header.Values(api.IdempotencyKeyHeader))
 	if err != nil {
 		return store.IdempotencyKey{}, err
@@ -114,7 +115,7 @@ func (s *Server) keyOf(w http.ResponseWriter, r *http.Request) (store.Idempotenc
 		return store.IdempotencyKey{}, fmt.Errorf("request body: %w", err)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	return store.IdempotencyKey{Identity: s.identity(r), Key: key, Fingerprint: fingerprint(r, body)}, nil
+	return store.IdempotencyKey{Identity: a.identity(r), Key: key, Fingerprint: fingerprint(r, body)}, nil
 }
 
 // withAnswer is key, if not nil, carrying answer, the answer a repeat
@@ -131,7 +132,7 @@ func withAnswer(key *store.IdempotencyKey, answer any) *store.IdempotencyKey {
 
 // identity is who sent r, whose idempotency keys are theirs alone: the
 // name of its operator identity, whichever of its tokens it used.
-func (s *Server) identity(r *http.Request) string {
+func (a *API) identity(r *http.Request) string {
 	return identity.CallerFrom(r).Name
 }
 
@@ -171,17 +172,17 @@ func anotherRequestError(key string) string {
 
 // replay answers a repeat with the answer of the first request, first:
 // the one recorded with its key, or else (a command) its session's result.
-func (s *Server) replay(ctx context.Context, w http.ResponseWriter, first store.IdempotencyKey) {
+func (a *API) replay(ctx context.Context, w http.ResponseWriter, first store.IdempotencyKey) {
 	answer := first.Response
 	if answer == nil {
 		var code int
 		var err error
-		if answer, code, err = s.commandAnswer(ctx, first); err != nil {
+		if answer, code, err = a.commandAnswer(ctx, first); err != nil {
 			writeError(w, code, err.Error())
 			return
 		}
 	}
-	w.Header().Set(replayedHeader, "true")
+	w.Header().Set(ReplayedHeader, "true")
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	w.Write(answer)
@@ -190,13 +191,13 @@ func (s *Server) replay(ctx context.Context, w http.ResponseWriter, first store.
 // commandAnswer is the answer to the single command whose key is first,
 // once it has ended: its session's result, or, for a session a server
 // restart ended, the response its command's record makes.
-func (s *Server) commandAnswer(ctx context.Context, first store.IdempotencyKey) ([]byte, int, error) {
+func (a *API) commandAnswer(ctx context.Context, first store.IdempotencyKey) ([]byte, int, error) {
 	// The first request under the key may run on another node of a
 	// cluster, or have been adopted by one, beyond this node's keyLocks:
 	// the repeat waits for the task there, as it would wait here for the
 	// first request.
-	row, err := s.tasks.Ended(ctx, first.SessionID, func(row store.Session) {
-		s.log.Info("a repeated request waits for the task the first request under its key started",
+	row, err := a.tasks.Ended(ctx, first.SessionID, func(row store.Session) {
+		a.log.Info("a repeated request waits for the task the first request under its key started",
 			"session_id", row.ID, "owner", row.Owner)
 	})
 	switch {
@@ -207,7 +208,7 @@ func (s *Server) commandAnswer(ctx context.Context, first store.IdempotencyKey) 
 	case row.Result != nil:
 		return row.Result, 0, nil
 	}
-	cmds, err := s.store.CommandsOfSession(ctx, row.ID)
+	cmds, err := a.store.CommandsOfSession(ctx, row.ID)
 	if err != nil {
 		return nil, http.StatusServiceUnavailable, err
 	}

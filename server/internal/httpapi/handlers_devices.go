@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"crypto/x509"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
-	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
@@ -19,7 +18,7 @@ import (
 
 // enroll is POST /api/devices. A scoped admin enrolls only devices whose
 // labels its scope picks.
-func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
+func (a *API) enroll(w http.ResponseWriter, r *http.Request) {
 	who := identity.CallerFrom(r)
 	var req api.EnrollRequest
 	if !readJSON(w, r, &req) {
@@ -30,10 +29,10 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !who.Scope.Device(req.Labels) {
-		s.forbid(w, r, fmt.Errorf(`field "labels": identity %q may enroll only devices its scope picks (%s)`, who.Name, who.Scope.Devices))
+		a.forbid(w, r, fmt.Errorf(`field "labels": identity %q may enroll only devices its scope picks (%s)`, who.Name, who.Scope.Devices))
 		return
 	}
-	if c := s.reg.Get(req.ID); c != nil {
+	if c := a.reg.Get(req.ID); c != nil {
 		writeError(w, http.StatusConflict, fmt.Sprintf("%q is the id of a connected %s client", req.ID, c.Type))
 		return
 	}
@@ -42,14 +41,14 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 	if req.CSR != "" {
 		var pem []byte
 		var err error
-		if cert, pem, err = s.auth.SignDeviceCertificate(req.ID, req.CSR); err != nil {
+		if cert, pem, err = a.auth.SignDeviceCertificate(req.ID, req.CSR); err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		resp.Certificate = string(pem)
 	}
 	params := map[string]any{"labels": req.Labels}
-	err := s.store.Write(r.Context(), func(tx *store.Tx) error {
+	err := a.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.CreateDevice(req.ID, identity.HashToken(resp.Token), req.Labels); err != nil {
 			return err
 		}
@@ -67,23 +66,21 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.log.Error("enroll failed", "device", req.ID, "err", err)
+		a.log.Error("enroll failed", "device", req.ID, "err", err)
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	s.devices.Forget(req.ID)
-	s.tellCluster(req.ID, cluster.DeviceChanged)
-	s.mcp.devicesChanged()
-	s.log.Info("device enrolled", "device", req.ID, "certificate", cert != nil, "by", who.Name)
+	a.cfg.Enrolled(req.ID)
+	a.log.Info("device enrolled", "device", req.ID, "certificate", cert != nil, "by", who.Name)
 	writeJSON(w, http.StatusCreated, resp)
 }
 
 // revoke deletes a device: its tokens stop working and its certificates
 // are revoked, its connection closes at once, its waiting commands fail
 // and its sessions are cancelled.
-func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
+func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
 	id, who := r.PathValue("id"), identity.CallerFrom(r)
-	err := s.store.Write(r.Context(), func(tx *store.Tx) error {
+	err := a.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.DeleteDevice(id); err != nil {
 			return err
 		}
@@ -96,26 +93,14 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	s.deviceRevoked(id)
-	s.tellCluster(id, cluster.DeviceRevoked)
-	s.log.Info("device revoked", "device", id, "by", who.Name)
+	a.cfg.DeviceRevoked(id)
+	a.log.Info("device revoked", "device", id, "by", who.Name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// deviceRevoked closes device id's link, fails its waiting commands and
-// cancels its sessions, here; on every node in a cluster.
-func (s *Server) deviceRevoked(id string) {
-	s.devices.Forget(id)
-	s.reg.Disconnect(id, "device revoked")
-	s.mcp.devicesChanged()
-	s.sessions.DeviceGone(id)
-	s.disp.FailDevice(id, fmt.Sprintf("device %q was revoked", id))
-	s.disp.Leases().Release(id)
-}
-
 // listDevices is GET /api/devices: the devices in the caller's scope.
-func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) {
-	devs, err := s.store.Devices(r.Context())
+func (a *API) listDevices(w http.ResponseWriter, r *http.Request) {
+	devs, err := a.store.Devices(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -124,27 +109,27 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) {
 	out := make([]api.Device, 0, len(devs))
 	for _, d := range devs {
 		if who.Scope.Device(d.Labels) {
-			out = append(out, s.inScope.DeviceView(d, who.Scope))
+			out = append(out, a.inScope.DeviceView(d, who.Scope))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) getDevice(w http.ResponseWriter, r *http.Request) {
-	if d, ok := s.lookupDevice(w, r); ok {
-		writeJSON(w, http.StatusOK, s.inScope.DeviceView(d, identity.CallerFrom(r).Scope))
+func (a *API) getDevice(w http.ResponseWriter, r *http.Request) {
+	if d, ok := a.lookupDevice(w, r); ok {
+		writeJSON(w, http.StatusOK, a.inScope.DeviceView(d, identity.CallerFrom(r).Scope))
 	}
 }
 
 // deviceTools is GET /api/devices/{id}/tools: the tools in the caller's
 // scope.
-func (s *Server) deviceTools(w http.ResponseWriter, r *http.Request) {
-	d, ok := s.lookupDevice(w, r)
+func (a *API) deviceTools(w http.ResponseWriter, r *http.Request) {
+	d, ok := a.lookupDevice(w, r)
 	if !ok {
 		return
 	}
 	tools := []protocol.MCPToolInfo{}
-	if v := s.inScope.DeviceView(d, identity.CallerFrom(r).Scope); v.Info != nil && v.Info.Tools != nil {
+	if v := a.inScope.DeviceView(d, identity.CallerFrom(r).Scope); v.Info != nil && v.Info.Tools != nil {
 		tools = v.Info.Tools
 	}
 	writeJSON(w, http.StatusOK, tools)
@@ -152,17 +137,17 @@ func (s *Server) deviceTools(w http.ResponseWriter, r *http.Request) {
 
 // lookupDevice is the device the request's path names, as the store has
 // it, info and last_seen included: for the views of a device.
-func (s *Server) lookupDevice(w http.ResponseWriter, r *http.Request) (store.Device, bool) {
+func (a *API) lookupDevice(w http.ResponseWriter, r *http.Request) (store.Device, bool) {
 	id := r.PathValue("id")
-	d, err := s.store.Device(r.Context(), id)
+	d, err := a.store.Device(r.Context(), id)
 	return d, deviceFound(w, id, err)
 }
 
 // enrolled is the device the request's path names, from the device
 // cache: for the requests that send it commands.
-func (s *Server) enrolled(w http.ResponseWriter, r *http.Request) (inscope.Device, bool) {
+func (a *API) enrolled(w http.ResponseWriter, r *http.Request) (inscope.Device, bool) {
 	id := r.PathValue("id")
-	d, err := s.devices.Get(r.Context(), id)
+	d, err := a.devices.Get(r.Context(), id)
 	return d, deviceFound(w, id, err)
 }
 
@@ -183,8 +168,8 @@ func deviceFound(w http.ResponseWriter, id string, err error) bool {
 // command is POST /api/devices/{id}/commands: one command, run as a
 // session of its own, answered when it ends. key, if not nil, is recorded
 // with the command.
-func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
-	d, ok := s.enrolled(w, r)
+func (a *API) command(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
+	d, ok := a.enrolled(w, r)
 	if !ok {
 		return
 	}
@@ -192,12 +177,12 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.Idem
 	if !readJSON(w, r, &req) {
 		return
 	}
-	resp, err := s.tasks.RunCommand(r.Context(), tasks.CommandTask{
+	resp, err := a.tasks.RunCommand(r.Context(), tasks.CommandTask{
 		Asker: tasks.Asker{Who: identity.CallerFrom(r), Kind: api.RequesterOperator}, Device: d.ID, Actions: req.Actions,
 		Timeout: req.Timeout, TimeoutArg: `field "timeout"`, Key: key, WaitForDevice: req.WaitForDevice,
 	})
 	if err != nil {
-		s.writeTaskError(w, r, key, err)
+		a.writeTaskError(w, r, key, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
@@ -206,7 +191,7 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, key *store.Idem
 // audit is GET /api/audit?device=&session=&identity=&since=&after=&limit=:
 // the audit log, oldest first. A caller whose scope picks devices reads
 // the entries about those devices alone.
-func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
+func (a *API) audit(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.AuditFilter{DeviceID: q.Get("device"), SessionID: q.Get("session"), Identity: q.Get("identity")}
 	if since := q.Get("since"); since != "" {
@@ -218,10 +203,10 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 		f.Since = t
 	}
 	var after int64
-	if a := q.Get("after"); a != "" {
-		n, err := strconv.ParseInt(a, 10, 64)
+	if text := q.Get("after"); text != "" {
+		n, err := strconv.ParseInt(text, 10, 64)
 		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("query \"after\": %q is not a sequence number", a))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("query \"after\": %q is not a sequence number", text))
 			return
 		}
 		after = n
@@ -231,13 +216,13 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.AfterSeq, f.Limit = after, limit
-	only, err := s.inScope.Devices(r.Context(), identity.CallerFrom(r))
+	only, err := a.inScope.Devices(r.Context(), identity.CallerFrom(r))
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
 	f.OnlyDevices = only
-	entries, err := s.store.Audit(r.Context(), f)
+	entries, err := a.store.Audit(r.Context(), f)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"errors"
@@ -15,10 +15,10 @@ import (
 // guard serves h as the policy says for the route key: public, or for an
 // authenticated caller whose role and scope allow it, which h then finds
 // with identity.CallerFrom. A route without a rule is refused to all.
-func (s *Server) guard(key string, h http.HandlerFunc) http.Handler {
+func (a *API) guard(key string, h http.Handler) http.Handler {
 	ru, ok := identity.RuleFor(key)
 	if !ok {
-		s.log.Error("route has no access policy: refused to everyone", "route", key)
+		a.log.Error("route has no access policy: refused to everyone", "route", key)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusForbidden, fmt.Sprintf("%s has no access policy: refused", key))
 		})
@@ -27,40 +27,40 @@ func (s *Server) guard(key string, h http.HandlerFunc) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, ok := s.admit(w, r)
+		c, ok := a.admit(w, r)
 		if !ok {
 			return
 		}
 		if err := ru.Allows(c, key); err != nil {
-			s.forbid(w, r, err)
+			a.forbid(w, r, err)
 			return
 		}
 		r = identity.WithCaller(r, c)
-		if !s.pathInScope(w, r, ru.Scope) {
+		if !a.pathInScope(w, r, ru.Scope) {
 			return
 		}
-		h(w, r)
+		h.ServeHTTP(w, r)
 	})
 }
 
 // admit authenticates r, answering it if it cannot go on: 429 from a
 // source that failed too often, 401 without live credentials, 403 for a
 // cookie from another origin, 503 if the store fails.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request) (*identity.Caller, bool) {
-	src := s.authLimit.Source(r)
-	if wait := s.authLimit.Blocked(src); wait > 0 {
-		s.tooManyFailures(w, metrics.SurfaceAPI, wait)
+func (a *API) admit(w http.ResponseWriter, r *http.Request) (*identity.Caller, bool) {
+	src := a.authLimit.Source(r)
+	if wait := a.authLimit.Blocked(src); wait > 0 {
+		a.tooManyFailures(w, metrics.SurfaceAPI, wait)
 		return nil, false
 	}
-	c, err := s.authenticate(r)
+	c, err := a.authenticate(r)
 	switch {
 	case errors.Is(err, identity.ErrWrongToken):
-		s.authFailed(src, metrics.SurfaceAPI, identity.RequestToken(r, false))
+		a.authFailed(src, metrics.SurfaceAPI, identity.RequestToken(r, false))
 		writeError(w, http.StatusUnauthorized, err.Error())
 	case errors.Is(err, identity.ErrNoCredentials), errors.Is(err, identity.ErrNoLogin):
 		writeError(w, http.StatusUnauthorized, err.Error())
 	case errors.Is(err, errForbiddenOrigin):
-		s.forbid(w, r, err)
+		a.forbid(w, r, err)
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 	default:
@@ -74,20 +74,20 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (*identity.Caller
 // also pass the same-origin check (the error is errForbiddenOrigin, with
 // the caller); a request that carries a token is not a browser's ambient
 // credential and needs none.
-func (s *Server) authenticate(r *http.Request) (*identity.Caller, error) {
+func (a *API) authenticate(r *http.Request) (*identity.Caller, error) {
 	if token := identity.RequestToken(r, false); token != "" {
-		return s.auth.CallerByToken(r.Context(), token)
+		return a.auth.CallerByToken(r.Context(), token)
 	}
-	cookie, err := r.Cookie(loginCookie)
+	cookie, err := r.Cookie(LoginCookie)
 	if err != nil || cookie.Value == "" {
 		return nil, identity.ErrNoCredentials
 	}
-	c, err := s.auth.CallerByLogin(r.Context(), cookie.Value)
+	c, err := a.auth.CallerByLogin(r.Context(), cookie.Value)
 	if err != nil {
 		return nil, err
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return c, s.fromDashboard(r)
+		return c, a.fromDashboard(r)
 	}
 	return c, nil
 }
@@ -95,14 +95,28 @@ func (s *Server) authenticate(r *http.Request) (*identity.Caller, error) {
 // authFailed counts a failed authentication with token from src on
 // surface, and logs the source being refused when this failure makes it
 // so.
-func (s *Server) authFailed(src netip.Addr, surface, token string) {
-	s.metrics.AuthFailed(surface)
-	s.authLimit.Failed(src, surface, token)
+func (a *API) authFailed(src netip.Addr, surface, token string) {
+	AuthFailed(a.authLimit, a.metrics, src, surface, token)
 }
 
 // tooManyFailures answers 429 to a source refused for wait more.
-func (s *Server) tooManyFailures(w http.ResponseWriter, surface string, wait int) {
-	s.metrics.AuthThrottled(surface)
+func (a *API) tooManyFailures(w http.ResponseWriter, surface string, wait int) {
+	TooManyFailures(w, a.metrics, surface, wait)
+}
+
+// AuthFailed counts a failed authentication with token from src on
+// surface (metrics.SurfaceAPI, …) in m and in l, which logs the source
+// being refused when this failure makes it so. Every surface that
+// authenticates on HTTP counts its failures so, the WebSocket's too.
+func AuthFailed(l *identity.Limiter, m *metrics.Metrics, src netip.Addr, surface, token string) {
+	m.AuthFailed(surface)
+	l.Failed(src, surface, token)
+}
+
+// TooManyFailures answers 429 to a source refused for wait more
+// seconds, on surface, and counts it in m.
+func TooManyFailures(w http.ResponseWriter, m *metrics.Metrics, surface string, wait int) {
+	m.AuthThrottled(surface)
 	w.Header().Set("Retry-After", strconv.Itoa(wait))
 	writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many failed authentications from this address: try again in %d s", wait))
 }
@@ -110,7 +124,7 @@ func (s *Server) tooManyFailures(w http.ResponseWriter, surface string, wait int
 // pathInScope holds a scoped caller to its scope for the object the
 // path names, answering 404 for one outside it, as for one that does not
 // exist.
-func (s *Server) pathInScope(w http.ResponseWriter, r *http.Request, sr identity.ScopeRule) bool {
+func (a *API) pathInScope(w http.ResponseWriter, r *http.Request, sr identity.ScopeRule) bool {
 	c := identity.CallerFrom(r)
 	if !c.Scoped() {
 		return true
@@ -121,10 +135,10 @@ func (s *Server) pathInScope(w http.ResponseWriter, r *http.Request, sr identity
 	var missing string
 	switch sr {
 	case identity.PathDevice:
-		in, err = s.inScope.Device(r.Context(), c, id)
+		in, err = a.inScope.Device(r.Context(), c, id)
 		missing = inscope.DeviceNotEnrolled(id)
 	case identity.PathTask:
-		in, err = s.inScope.Task(r.Context(), c, id)
+		in, err = a.inScope.Task(r.Context(), c, id)
 		missing = inscope.NoTask(id)
 	default:
 		return true

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"errors"
@@ -19,9 +19,10 @@ import (
 // expires, on logout, or when its token or identity is revoked. See
 // RATIONALE.md, "The dashboard's login".
 const (
-	loginCookie = "aip_login"
-	// loginTTL is how long a login lasts; there is no renewal.
-	loginTTL = 12 * time.Hour
+	// LoginCookie is the name of the cookie that carries a login.
+	LoginCookie = "aip_login"
+	// LoginTTL is how long a login lasts; there is no renewal.
+	LoginTTL = 12 * time.Hour
 	// maxLogins bounds the logins kept: the oldest goes first.
 	maxLogins = 1000
 )
@@ -33,11 +34,11 @@ var errForbiddenOrigin = errors.New("cross-origin request refused: a request aut
 // fromDashboard checks that r comes from the dashboard's own origin. A
 // request with neither Sec-Fetch-Site nor Origin is refused too: every
 // browser that could hold the login cookie sends one of them.
-func (s *Server) fromDashboard(r *http.Request) error {
+func (a *API) fromDashboard(r *http.Request) error {
 	if r.Header.Get("Sec-Fetch-Site") == "" && r.Header.Get("Origin") == "" {
 		return errForbiddenOrigin
 	}
-	if err := s.csrf.Check(r); err != nil {
+	if err := a.csrf.Check(r); err != nil {
 		return fmt.Errorf("%w (%w)", errForbiddenOrigin, err)
 	}
 	return nil
@@ -48,29 +49,29 @@ func (s *Server) fromDashboard(r *http.Request) error {
 // or always with Config.SecureCookies. Trusting the header cannot weaken
 // anything: a client that lies in it only keeps its own cookie off plain
 // HTTP.
-func (s *Server) secureCookie(r *http.Request) bool {
+func (a *API) secureCookie(r *http.Request) bool {
 	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
-	return s.cfg.SecureCookies || r.TLS != nil || strings.EqualFold(strings.TrimSpace(proto), "https")
+	return a.cfg.SecureCookies || r.TLS != nil || strings.EqualFold(strings.TrimSpace(proto), "https")
 }
 
 // login is POST /api/login {"token": ...}: it checks the operator token
 // and sets the login cookie. A wrong token counts as a failed
 // authentication from its source.
-func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	src := s.authLimit.Source(r)
-	if wait := s.authLimit.Blocked(src); wait > 0 {
-		s.tooManyFailures(w, metrics.SurfaceLogin, wait)
+func (a *API) login(w http.ResponseWriter, r *http.Request) {
+	src := a.authLimit.Source(r)
+	if wait := a.authLimit.Blocked(src); wait > 0 {
+		a.tooManyFailures(w, metrics.SurfaceLogin, wait)
 		return
 	}
 	var req api.LoginRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
-	c, err := s.auth.CallerByToken(r.Context(), req.Token)
+	c, err := a.auth.CallerByToken(r.Context(), req.Token)
 	switch {
 	case errors.Is(err, identity.ErrWrongToken):
-		s.authFailed(src, metrics.SurfaceLogin, req.Token)
-		s.log.Warn("dashboard login refused", "remote", r.RemoteAddr)
+		a.authFailed(src, metrics.SurfaceLogin, req.Token)
+		a.log.Warn("dashboard login refused", "remote", r.RemoteAddr)
 		writeError(w, http.StatusUnauthorized, "wrong operator token")
 		return
 	case err != nil:
@@ -78,37 +79,37 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now, id := time.Now(), identity.NewToken("")
-	err = s.store.Write(r.Context(), func(tx *store.Tx) error {
-		return tx.CreateLogin(identity.HashToken(id), c.TokenID, now.Add(loginTTL), maxLogins)
+	err = a.store.Write(r.Context(), func(tx *store.Tx) error {
+		return tx.CreateLogin(identity.HashToken(id), c.TokenID, now.Add(LoginTTL), maxLogins)
 	})
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: loginCookie, Value: id, Path: "/", Expires: now.Add(loginTTL), MaxAge: int(loginTTL.Seconds()),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secureCookie(r),
+		Name: LoginCookie, Value: id, Path: "/", Expires: now.Add(LoginTTL), MaxAge: int(LoginTTL.Seconds()),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.secureCookie(r),
 	})
-	s.log.Info("dashboard login", "remote", r.RemoteAddr, "identity", c.Name, "token_id", c.TokenID)
-	writeJSON(w, http.StatusOK, api.LoginResponse{ExpiresAt: now.Add(loginTTL).UTC()})
+	a.log.Info("dashboard login", "remote", r.RemoteAddr, "identity", c.Name, "token_id", c.TokenID)
+	writeJSON(w, http.StatusOK, api.LoginResponse{ExpiresAt: now.Add(LoginTTL).UTC()})
 }
 
 // logout is POST /api/logout: it ends the login of the cookie, if any,
 // and clears the cookie. Only the dashboard's own page may: another
 // origin on the same site must not log the operator out.
-func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
-	if err := s.fromDashboard(r); err != nil {
-		s.forbid(w, r, err)
+func (a *API) logout(w http.ResponseWriter, r *http.Request) {
+	if err := a.fromDashboard(r); err != nil {
+		a.forbid(w, r, err)
 		return
 	}
-	if c, err := r.Cookie(loginCookie); err == nil {
-		err := s.store.Write(r.Context(), func(tx *store.Tx) error { return tx.DeleteLogin(identity.HashToken(c.Value)) })
+	if c, err := r.Cookie(LoginCookie); err == nil {
+		err := a.store.Write(r.Context(), func(tx *store.Tx) error { return tx.DeleteLogin(identity.HashToken(c.Value)) })
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, err.Error())
 			return
 		}
 	}
-	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secureCookie(r)})
+	http.SetCookie(w, &http.Cookie{Name: LoginCookie, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.secureCookie(r)})
 	w.WriteHeader(http.StatusNoContent)
 }

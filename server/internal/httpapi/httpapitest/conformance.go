@@ -1,4 +1,9 @@
-package server
+// Package httpapitest holds the server's HTTP API to its description,
+// openapi.json, in tests: the document checked against the OpenAPI 3
+// specification, and a handler that checks every request a test makes
+// and every response the server gives against it. Only tests import it:
+// it links kin-openapi, which the server does not.
+package httpapitest
 
 import (
 	"bytes"
@@ -11,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/edgeaip/edgeaip/server/internal/httpapi"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
@@ -18,13 +24,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// openAPIRouter is the served document, checked against the OpenAPI 3
-// specification and made into a router that finds the operation a request
-// is for.
-func openAPIRouter(t testing.TB) routers.Router {
+// Router is the served document, checked against the OpenAPI 3
+// specification (schemas, references, parameters and responses), made
+// into a router that finds the operation a request is for.
+func Router(t testing.TB) routers.Router {
 	t.Helper()
 	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromData(openAPIDocument)
+	doc, err := loader.LoadFromData(httpapi.OpenAPIDocument())
 	require.NoError(t, err, "openapi.json does not parse as OpenAPI 3")
 	require.NoError(t, doc.Validate(loader.Context), "openapi.json is not a valid OpenAPI 3 document")
 	doc.Servers = nil // match any host: the test server's port changes
@@ -33,16 +39,10 @@ func openAPIRouter(t testing.TB) routers.Router {
 	return r
 }
 
-// TestTheOpenAPIDocumentIsValid holds openapi.json to the OpenAPI 3
-// specification: schemas, references, parameters and responses.
-func TestTheOpenAPIDocumentIsValid(t *testing.T) {
-	openAPIRouter(t)
-}
-
-// apiConformance wraps a server's handler so that every /api request the
+// conformance wraps a server's handler so that every /api request the
 // tests make, and every response the server gives, is checked against
 // openapi.json. What does not conform fails the test when it ends.
-type apiConformance struct {
+type conformance struct {
 	router routers.Router
 	next   http.Handler
 
@@ -50,8 +50,10 @@ type apiConformance struct {
 	problems []string
 }
 
-func checkAPIConformance(t *testing.T, next http.Handler) http.Handler {
-	c := &apiConformance{router: openAPIRouter(t), next: next}
+// Conformance serves next, checking every /api request and its response
+// against openapi.json: what does not conform fails t when it ends.
+func Conformance(t *testing.T, next http.Handler) http.Handler {
+	c := &conformance{router: Router(t), next: next}
 	t.Cleanup(func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -62,14 +64,14 @@ func checkAPIConformance(t *testing.T, next http.Handler) http.Handler {
 	return c
 }
 
-func (c *apiConformance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (c *conformance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, "/api/") || strings.HasSuffix(r.URL.Path, "/events") {
 		c.next.ServeHTTP(w, r) // the WebSocket, the dashboard, and event streams
 		return
 	}
 	route, params, err := c.router.FindRoute(r)
 	if err != nil {
-		c.next.ServeHTTP(w, r) // an unrouted path: the route test covers the set
+		c.next.ServeHTTP(w, r) // an unrouted path: the route table's test covers the set
 		return
 	}
 	body, _ := io.ReadAll(r.Body)

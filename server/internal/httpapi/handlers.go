@@ -1,7 +1,6 @@
-package server
+package httpapi
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -20,64 +19,10 @@ const maxRequestBytes = 1 << 20
 // validID is what device ids may look like: safe in paths, logs and URLs.
 var validID = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
 
-// route is one endpoint of the operator API. The OpenAPI document lists
-// exactly these, which a test checks, and the access policy has a rule
-// for each.
-type route struct {
-	method, pattern string
-	handler         http.HandlerFunc
-}
-
-// key names the route as the access policy does: "GET /api/devices".
-func (rt route) key() string { return rt.method + " " + rt.pattern }
-
-func (s *Server) routes() []route {
-	return []route{
-		// UFO's endpoints.
-		{"GET", "/api/health", s.health},
-		{"GET", "/api/clients", s.clients},
-		{"POST", "/api/dispatch", s.idempotent(s.dispatch)},
-		{"GET", "/api/task_result/{task_name}", s.taskResult},
-		// edgeaip's.
-		{"GET", "/api/openapi.json", s.openAPI},
-		{"GET", "/api/devices", s.listDevices},
-		{"POST", "/api/devices", s.enroll},
-		{"GET", "/api/devices/{id}", s.getDevice},
-		{"DELETE", "/api/devices/{id}", s.revoke},
-		{"GET", "/api/devices/{id}/tools", s.deviceTools},
-		{"POST", "/api/devices/{id}/token", s.rotateToken},
-		{"POST", "/api/devices/{id}/certificate", s.signCertificate},
-		{"POST", "/api/devices/{id}/commands", s.idempotent(s.command)},
-		{"POST", "/api/devices/{id}/tools", s.deployTool},
-		{"GET", "/api/tasks", s.listTasks},
-		{"GET", "/api/tasks/{id}", s.getTask},
-		{"DELETE", "/api/tasks/{id}", s.removeTask},
-		{"POST", "/api/tasks/{id}/cancel", s.cancelTask},
-		{"GET", "/api/tasks/{id}/events", s.serveEvents},
-		{"GET", "/api/audit", s.audit},
-		{"POST", "/api/fleets", s.idempotent(s.createFleet)},
-		{"POST", "/api/admission", s.checkAdmission},
-		{"GET", "/api/identities", s.listIdentities},
-		{"POST", "/api/identities", s.addIdentity},
-		{"DELETE", "/api/identities/{name}", s.revokeIdentity},
-		{"POST", "/api/identities/{name}/tokens", s.rotateIdentity},
-		{"DELETE", "/api/identities/{name}/tokens/{token_id}", s.revokeToken},
-		{"GET", "/api/whoami", s.whoami},
-		{"GET", "/api/cluster", s.clusterView},
-		{"POST", "/api/login", s.login},
-		{"POST", "/api/logout", s.logout},
-		{"GET", "/metrics", s.metrics.Handler().ServeHTTP},
-		// The MCP gateway: Streamable HTTP, one endpoint.
-		{"POST", "/mcp", s.serveMCP},
-		{"GET", "/mcp", s.serveMCP},
-		{"DELETE", "/mcp", s.serveMCP},
-	}
-}
-
 // forbid answers 403 with err, and logs it: a refused request may be an
 // attack.
-func (s *Server) forbid(w http.ResponseWriter, r *http.Request, err error) {
-	s.log.Warn("request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+func (a *API) forbid(w http.ResponseWriter, r *http.Request, err error) {
+	a.log.Warn("request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
 	writeError(w, http.StatusForbidden, err.Error())
 }
 
@@ -91,12 +36,17 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, api.Error{Error: msg})
 }
 
+// WriteError answers code with the API's error, {"error": msg}: for the
+// endpoints other parts serve (/ws, /mcp), which answer as the API does
+// until they speak their own protocol.
+func WriteError(w http.ResponseWriter, code int, msg string) { writeError(w, code, msg) }
+
 // writeRequestError answers 400 for a request that cannot go ahead: with
 // each problem, if admission refused it; 403 if the access policy did.
 func writeRequestError(w http.ResponseWriter, err error) {
 	var refused *tasks.Refusal
 	var denied *identity.Forbidden
-	var away *unreachable
+	var away *tasks.Unreachable
 	if errors.As(err, &denied) {
 		writeError(w, http.StatusForbidden, err.Error())
 		return
@@ -114,11 +64,11 @@ func writeRequestError(w http.ResponseWriter, err error) {
 
 // writeTaskError answers a request the front door did not carry out,
 // with key if not nil: an order it refused as writeRequestError does, a
-// task that did not start or run (*runError) as writeStartError does.
-func (s *Server) writeTaskError(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey, err error) {
+// task that did not start or run (*tasks.RunError) as writeStartError does.
+func (a *API) writeTaskError(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey, err error) {
 	var failed *tasks.RunError
 	if errors.As(err, &failed) {
-		s.writeStartError(w, r, key, failed.Err)
+		a.writeStartError(w, r, key, failed.Err)
 		return
 	}
 	writeRequestError(w, err)
@@ -173,24 +123,24 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, strict bool) bool
 // failed authentication, and a source refused for too many gets no list.
 // While the database cannot take writes, or the server holds writes it
 // has not taken yet, the server is degraded: 503, with the cause.
-func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+func (a *API) health(w http.ResponseWriter, r *http.Request) {
 	h, code := api.Health{Status: "healthy"}, http.StatusOK
-	if cause := cmp.Or(s.unrecorded.Health(), s.clusterHealth(), s.drainHealth()); cause != "" {
+	if cause := a.cfg.Health(); cause != "" {
 		h, code = api.Health{Status: "degraded", Cause: cause}, http.StatusServiceUnavailable
 	}
-	if src := s.authLimit.Source(r); s.authLimit.Blocked(src) == 0 {
-		c, err := s.authenticate(r)
+	if src := a.authLimit.Source(r); a.authLimit.Blocked(src) == 0 {
+		c, err := a.authenticate(r)
 		switch {
 		case errors.Is(err, identity.ErrWrongToken):
-			s.authFailed(src, metrics.SurfaceAPI, identity.RequestToken(r, false))
+			a.authFailed(src, metrics.SurfaceAPI, identity.RequestToken(r, false))
 		case err == nil:
-			h.OnlineClients, _ = s.inScope.Clients(r.Context(), c)
+			h.OnlineClients, _ = a.inScope.Clients(r.Context(), c)
 		}
 	}
 	writeJSON(w, code, h)
 }
 
-func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
+func (a *API) openAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(openAPIDocument)
 }

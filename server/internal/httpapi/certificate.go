@@ -1,0 +1,49 @@
+package httpapi
+
+import (
+	"crypto/x509"
+	"fmt"
+	"net/http"
+
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/certs"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+)
+
+// signCertificate is POST /api/devices/{id}/certificate: a certificate for
+// an enrolled device's key, signed with the device CA.
+func (a *API) signCertificate(w http.ResponseWriter, r *http.Request) {
+	d, ok := a.lookupDevice(w, r)
+	if !ok {
+		return
+	}
+	var req api.CertificateRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	cert, pem, err := a.auth.SignDeviceCertificate(d.ID, req.CSR)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	rec := identity.SignedRecord(d.ID, cert)
+	audit := identity.CallerFrom(r).Audit(api.ActionDeviceCertificate, d.ID, map[string]any{"serial": rec.Serial})
+	err = a.store.Write(r.Context(), func(tx *store.Tx) error {
+		if err := tx.AddCertificate(rec); err != nil {
+			return err
+		}
+		return tx.AppendAudit(audit)
+	})
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	a.log.Info("device certificate signed", "device", d.ID, "certificate", certs.Describe(cert))
+	writeJSON(w, http.StatusCreated, certificateView(d.ID, cert, pem))
+}
+
+// certificateView is a certificate signed for device id as the API shows it.
+func certificateView(id string, c *x509.Certificate, pem []byte) api.Certificate {
+	return api.Certificate{ID: id, Certificate: string(pem), Serial: fmt.Sprintf("%x", c.SerialNumber), NotAfter: c.NotAfter.UTC()}
+}
