@@ -141,7 +141,7 @@ func (s *Server) deviceEvent(e cluster.DeviceEvent) {
 		s.log.Info("device revoked on another node", "device", e.DeviceID, "node", e.From)
 	case cluster.DeviceChanged:
 		s.devices.Forget(e.DeviceID)
-		s.mcp.devicesChanged()
+		s.mcp.DevicesChanged()
 	case cluster.DeviceRotate:
 		s.offerRotationTo(context.Background(), e.DeviceID)
 	case cluster.DeviceRotationSettled:

@@ -156,7 +156,7 @@ func (s *Server) register(ctx context.Context, conn *protocol.Conn, p identity.P
 		go s.disp.Resend(c)
 		s.disp.Leases().Announce(c)
 		s.log.Info("device registered", "device", c.ID, "wire", conn.Encoding(), "tools", toolCount(c.Info.Load()))
-		s.mcp.devicesChanged()
+		s.mcp.DevicesChanged()
 		go s.registered(ctx, c)
 	} else {
 		s.log.Info("constellation registered", "client_id", c.ID, "target", c.Target, "wire", conn.Encoding())
@@ -212,7 +212,7 @@ func (s *Server) unregister(c *dispatch.Link, goingAway bool) {
 		if shutDown {
 			s.disp.Leases().ShutDown(c.ID)
 		}
-		s.mcp.devicesChanged()
+		s.mcp.DevicesChanged()
 		s.recordLastSeen(context.Background(), []*dispatch.Link{c})
 		if shutDown {
 			s.log.Info("device shut down: its agent closed the link as it stopped", "device", c.ID)
@@ -351,7 +351,7 @@ func (s *Server) reregister(ctx context.Context, c *dispatch.Link, m *protocol.C
 	c.Info.Store(systemInfoOf(m.Metadata, s.log.With("device", c.ID)))
 	s.recordInfo(ctx, c)
 	s.log.Info("device inventory updated", "device", c.ID, "tools", toolCount(c.Info.Load()))
-	s.mcp.devicesChanged()
+	s.mcp.DevicesChanged()
 	s.sendAck(ctx, c.Conn, m)
 }
 

@@ -68,9 +68,9 @@ func (s *Server) routes() []route {
 		{"POST", "/api/logout", s.logout},
 		{"GET", "/metrics", s.metrics.Handler().ServeHTTP},
 		// The MCP gateway: Streamable HTTP, one endpoint.
-		{"POST", "/mcp", s.serveMCP},
-		{"GET", "/mcp", s.serveMCP},
-		{"DELETE", "/mcp", s.serveMCP},
+		{"POST", "/mcp", s.mcp.ServeHTTP},
+		{"GET", "/mcp", s.mcp.ServeHTTP},
+		{"DELETE", "/mcp", s.mcp.ServeHTTP},
 	}
 }
 

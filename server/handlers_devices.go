@@ -73,7 +73,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 	}
 	s.devices.Forget(req.ID)
 	s.tellCluster(req.ID, cluster.DeviceChanged)
-	s.mcp.devicesChanged()
+	s.mcp.DevicesChanged()
 	s.log.Info("device enrolled", "device", req.ID, "certificate", cert != nil, "by", who.Name)
 	writeJSON(w, http.StatusCreated, resp)
 }
@@ -107,7 +107,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deviceRevoked(id string) {
 	s.devices.Forget(id)
 	s.reg.Disconnect(id, "device revoked")
-	s.mcp.devicesChanged()
+	s.mcp.DevicesChanged()
 	s.sessions.DeviceGone(id)
 	s.disp.FailDevice(id, fmt.Sprintf("device %q was revoked", id))
 	s.disp.Leases().Release(id)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -12,8 +13,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/inscope"
+	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
+	"github.com/edgeaip/edgeaip/server/metrics"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
@@ -65,9 +71,11 @@ func (c *MCPConfig) setDefaults() {
 // identity's tools, which its role and scope decide, and the direct tools
 // of the devices in its scope change as they come and go.
 type mcpGateway struct {
-	s   *Server
-	cfg MCPConfig
-	log *slog.Logger
+	cfg  mcpGatewayConfig
+	opts MCPConfig
+	log  *slog.Logger
+	stop chan struct{} // closed by Close
+	once sync.Once     // closes stop
 
 	mu    sync.Mutex
 	views map[string]*mcpView // by viewKey
@@ -94,9 +102,38 @@ type mcpView struct {
 	direct map[string]directTarget // DEVICE__TOOL names
 }
 
-func newMCPGateway(s *Server, cfg MCPConfig) *mcpGateway {
-	cfg.setDefaults()
-	return &mcpGateway{s: s, cfg: cfg, log: s.log.With("surface", "mcp"), views: map[string]*mcpView{}, changed: make(chan struct{}, 1)}
+// mcpGatewayConfig is what the gateway needs of the server.
+type mcpGatewayConfig struct {
+	// Tasks runs and follows what the tools ask.
+	Tasks *tasks.FrontDoor
+	// InScope holds callers to their scopes.
+	InScope *inscope.Checker
+	// Devices are the enrolled devices, as the command path reads them.
+	Devices *inscope.Enrolled
+	// Store holds the devices and tasks the tools read.
+	Store *store.Store
+	// Auth says when a caller is revoked.
+	Auth *identity.Authority
+	// Registry holds the devices linked here, whose tools are served
+	// directly.
+	Registry *dispatch.Registry
+	// Metrics count sessions and calls.
+	Metrics *metrics.Metrics
+	// Logger receives the gateway's logs.
+	Logger *slog.Logger
+	// MaxMessageBytes bounds an MCP message: the frame cap, which bounds
+	// every call.
+	MaxMessageBytes int64
+	// MaxPlanBytes bounds a plan given to dispatch_plan.
+	MaxPlanBytes int
+	// Options tune the gateway.
+	Options MCPConfig
+}
+
+func newMCPGateway(cfg mcpGatewayConfig) *mcpGateway {
+	cfg.Options.setDefaults()
+	return &mcpGateway{cfg: cfg, opts: cfg.Options, log: cfg.Logger.With("surface", "mcp"), stop: make(chan struct{}),
+		views: map[string]*mcpView{}, changed: make(chan struct{}, 1)}
 }
 
 // viewKey tells views apart: an identity added again under the same name
@@ -105,21 +142,21 @@ func viewKey(c *identity.Caller) string {
 	return c.Name + "\x00" + c.Role.String() + "\x00" + c.Scope.String()
 }
 
-// serveMCP is /mcp: the caller's view serves the request, which ends
+// ServeHTTP is /mcp: the caller's view serves the request, which ends
 // when the caller is revoked, as the other open surfaces do, or the
-// server shuts down: a stream of notifications, or a call still running
+// gateway closes: a stream of notifications, or a call still running
 // (which is then cancelled, saying why).
-func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
+func (g *mcpGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// No call carries more than a frame holds: refuse a larger message
 	// before reading it, and cut one whose length was not said there.
-	limit := int64(s.cfg.Conn.MaxFrameBytes)
+	limit := g.cfg.MaxMessageBytes
 	if r.ContentLength > limit {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("an MCP message of %d bytes is larger than the %d-byte frame cap, which bounds every call", r.ContentLength, limit))
+		tooLarge(w, fmt.Sprintf("an MCP message of %d bytes is larger than the %d-byte frame cap, which bounds every call", r.ContentLength, limit))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	who := identity.CallerFrom(r)
-	revoked, stop := s.auth.Watch(who)
+	revoked, stop := g.cfg.Auth.Watch(who)
 	defer stop()
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
@@ -127,15 +164,22 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-revoked:
 			cancel(fmt.Errorf("identity %q was revoked", who.Name))
-		case <-s.stop:
+		case <-g.stop:
 			cancel(tasks.ErrShuttingDown)
 		case <-ctx.Done():
 		}
 	}()
-	s.mcp.view(ctx, who).http.ServeHTTP(w, r.WithContext(ctx))
+	g.view(ctx, who).http.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// view is c's view, made, with its tools, on first use; devicesChanged
+// tooLarge answers 413 with msg, as the API answers an error.
+func tooLarge(w http.ResponseWriter, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusRequestEntityTooLarge)
+	json.NewEncoder(w).Encode(api.Error{Error: msg})
+}
+
+// view is c's view, made, with its tools, on first use; DevicesChanged
 // keeps the tools up to date from then on.
 func (g *mcpGateway) view(ctx context.Context, c *identity.Caller) *mcpView {
 	g.mu.Lock()
@@ -150,10 +194,10 @@ func (g *mcpGateway) view(ctx context.Context, c *identity.Caller) *mcpView {
 	return v
 }
 
-// revoked drops the views of an identity revoked, or whose tokens that
+// Revoked drops the views of an identity revoked, or whose tokens that
 // used them all are, and ends their sessions: otherwise a view would be
 // kept, with its MCP server and sessions, for as long as the server runs.
-func (g *mcpGateway) revoked(rev Revocation) {
+func (g *mcpGateway) Revoked(rev identity.Revocation) {
 	g.mu.Lock()
 	var dropped []*mcpView
 	for key, v := range g.views {
@@ -175,10 +219,10 @@ func (g *mcpGateway) revoked(rev Revocation) {
 }
 
 func (g *mcpGateway) newView(c *identity.Caller) *mcpView {
-	v := &mcpView{g: g, who: c, tokens: map[string]struct{}{}, limits: newCallLimits(g.cfg.CallsPerMinute, g.cfg.CallsAtOnce)}
+	v := &mcpView{g: g, who: c, tokens: map[string]struct{}{}, limits: newCallLimits(g.opts.CallsPerMinute, g.opts.CallsAtOnce)}
 	hooks := &mcpserver.Hooks{}
-	hooks.AddOnRegisterSession(func(context.Context, mcpserver.ClientSession) { g.s.metrics.MCPSessions(1) })
-	hooks.AddOnUnregisterSession(func(context.Context, mcpserver.ClientSession) { g.s.metrics.MCPSessions(-1) })
+	hooks.AddOnRegisterSession(func(context.Context, mcpserver.ClientSession) { g.cfg.Metrics.MCPSessions(1) })
+	hooks.AddOnUnregisterSession(func(context.Context, mcpserver.ClientSession) { g.cfg.Metrics.MCPSessions(-1) })
 	v.mcp = mcpserver.NewMCPServer("aip-server", buildVersion(),
 		mcpserver.WithToolCapabilities(true),
 		mcpserver.WithInstructions(mcpInstructions),
@@ -189,7 +233,7 @@ func (g *mcpGateway) newView(c *identity.Caller) *mcpView {
 	// and the check would refuse a proxy in front on the same host.
 	opts := []mcpserver.StreamableHTTPOption{mcpserver.WithDisableLocalhostProtection(true),
 		mcpserver.WithStreamableHTTPLogger(g.log), mcpserver.WithHTTPContextFunc(withBaseURL)}
-	if ttl := g.cfg.SessionIdleTTL; ttl > 0 {
+	if ttl := g.opts.SessionIdleTTL; ttl > 0 {
 		// A client listening on its stream is there even when nothing
 		// happens: a ping on the stream every third of the TTL keeps its
 		// session, which a write touches, and finds a stream whose client
@@ -200,9 +244,10 @@ func (g *mcpGateway) newView(c *identity.Caller) *mcpView {
 	return v
 }
 
-// close ends every view's sessions, and its idle sweeper, as the server
-// stops.
-func (g *mcpGateway) close() {
+// Close ends the requests being served, saying the server shuts down,
+// and every view's sessions, and its idle sweeper; RefreshViews returns.
+func (g *mcpGateway) Close() {
+	g.once.Do(func() { close(g.stop) })
 	g.mu.Lock()
 	views := slices.Collect(maps.Values(g.views))
 	clear(g.views)
@@ -255,37 +300,52 @@ func (v *mcpView) refresh(ctx context.Context) {
 	v.mcp.SetTools(tools...)
 }
 
-// devicesChanged is called when a device is enrolled or revoked,
+// DevicesChanged is called when a device is enrolled or revoked,
 // registers, updates its tools or its link drops: views are refreshed in
-// the background. Enrolling one can move a scope past DirectTools.
-func (g *mcpGateway) devicesChanged() {
+// the background (RefreshViews). Enrolling one can move a scope past
+// DirectTools.
+func (g *mcpGateway) DevicesChanged() {
 	select {
 	case g.changed <- struct{}{}:
 	default:
 	}
 }
 
-// refreshViews refreshes every view whenever devices change, until stop
-// is closed.
-func (g *mcpGateway) refreshViews(stop <-chan struct{}) {
+// RefreshViews refreshes every view whenever devices change, until the
+// gateway closes.
+func (g *mcpGateway) RefreshViews() {
 	for {
 		select {
-		case <-stop:
+		case <-g.stop:
 			return
 		case <-g.changed:
 		}
-		g.refreshAll(context.Background())
+		g.RefreshAll(context.Background())
 	}
 }
 
-// refreshAll refreshes every view now.
-func (g *mcpGateway) refreshAll(ctx context.Context) {
+// RefreshAll refreshes every view now.
+func (g *mcpGateway) RefreshAll(ctx context.Context) {
 	g.mu.Lock()
 	views := slices.Collect(maps.Values(g.views))
 	g.mu.Unlock()
 	for _, v := range views {
 		v.refresh(ctx)
 	}
+}
+
+// Views counts the views the gateway keeps of identity: one for each
+// role and scope it was seen with, while a token that used it works.
+func (g *mcpGateway) Views(identity string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, v := range g.views {
+		if v.who.Name == identity {
+			n++
+		}
+	}
+	return n
 }
 
 // buildVersion is the server's module version, as the build recorded it.

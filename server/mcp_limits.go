@@ -62,8 +62,8 @@ func (v *mcpView) counted(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerF
 		v.mu.Unlock()
 		release, limit, err := v.limits.take(time.Now())
 		if err != nil {
-			v.g.s.metrics.MCPLimited(limit)
-			v.g.s.metrics.MCPCall(tool, metrics.MCPFailed)
+			v.g.cfg.Metrics.MCPLimited(limit)
+			v.g.cfg.Metrics.MCPCall(tool, metrics.MCPFailed)
 			return refused(err)
 		}
 		defer release()
@@ -75,7 +75,7 @@ func (v *mcpView) counted(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerF
 		case res != nil && res.IsError:
 			outcome = metrics.MCPFailed
 		}
-		v.g.s.metrics.MCPCall(tool, outcome)
+		v.g.cfg.Metrics.MCPCall(tool, outcome)
 		return res, err
 	}
 }

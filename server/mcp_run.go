@@ -92,7 +92,7 @@ func (f *following) wait(g *mcpGateway, done <-chan struct{}, id string) (cancel
 	started := time.Now()
 	var why string // a cancellation not yet delivered
 	for {
-		if why != "" && !errors.Is(g.s.tasks.Cancel(id, why), tasks.ErrNotRunning) {
+		if why != "" && !errors.Is(g.cfg.Tasks.Cancel(id, why), tasks.ErrNotRunning) {
 			why = ""
 		}
 		select {
@@ -106,7 +106,7 @@ func (f *following) wait(g *mcpGateway, done <-chan struct{}, id string) (cancel
 		case <-f.ctx.Done():
 			reason, byServer := cancelReason(f.ctx)
 			if byServer {
-				go g.s.tasks.Cancel(id, reason)
+				go g.cfg.Tasks.Cancel(id, reason)
 				return true
 			}
 			if !cancelled {
@@ -132,7 +132,7 @@ func (f *following) flush() {
 
 // cancelReason says why an MCP request's context ended: the client
 // cancelled or went away, or the server ended it (its identity revoked,
-// or shutdown; see serveMCP).
+// or shutdown; see ServeHTTP).
 func cancelReason(ctx context.Context) (why string, byServer bool) {
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause.Error(), true
@@ -172,7 +172,7 @@ func (g *mcpGateway) runCommand(ctx context.Context, f *following, cmd tasks.Adm
 // result is res as the answer to a call, cut to MaxResultBytes with a
 // link to the task.
 func (g *mcpGateway) result(ctx context.Context, what string, res protocol.Result, sessionID string) *mcp.CallToolResult {
-	return mcptool.Result(what, res, mcptool.Cut{MaxBytes: g.cfg.MaxResultBytes, WholeAt: taskURL(ctx, sessionID)})
+	return mcptool.Result(what, res, mcptool.Cut{MaxBytes: g.opts.MaxResultBytes, WholeAt: taskURL(ctx, sessionID)})
 }
 
 func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -181,7 +181,7 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 	if err != nil || args["plan"] == nil {
 		return refused(errors.New(`argument "plan": missing`))
 	}
-	p, err := tasks.PlanField(raw, v.g.s.cfg.Limits.MaxPlanBytes)
+	p, err := tasks.PlanField(raw, v.g.cfg.MaxPlanBytes)
 	if err != nil {
 		return refused(err)
 	}
@@ -195,10 +195,10 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 	case device != "" && labels != nil:
 		return refused(errors.New(`give "device" or "labels", not both`))
 	case device != "":
-		if !v.g.s.inScope.Online(ctx, who, device) {
+		if !v.g.cfg.InScope.Online(ctx, who, device) {
 			return refused(fmt.Errorf("device %q is not online", device))
 		}
-		sess, err = v.g.s.tasks.StartPlan(ctx, tasks.PlanTask{Asker: as, Device: device, Plan: p, Tee: f.tee})
+		sess, err = v.g.cfg.Tasks.StartPlan(ctx, tasks.PlanTask{Asker: as, Device: device, Plan: p, Tee: f.tee})
 	case labels != nil:
 		sess, err = v.g.startFleet(ctx, tasks.FleetTask{Asker: as, Plan: p, Tee: f.tee}, labels)
 	default:
@@ -236,10 +236,10 @@ func (g *mcpGateway) startFleet(ctx context.Context, t tasks.FleetTask, labels m
 		}
 		want[k] = s
 	}
-	selector, devices, err := g.s.tasks.FleetTargets(ctx, t.Who, want)
+	selector, devices, err := g.cfg.Tasks.FleetTargets(ctx, t.Who, want)
 	if err != nil {
 		return nil, err
 	}
 	t.Labels, t.Selector, t.Devices, t.Concurrency = want, selector, devices, api.DefaultFleetConcurrency
-	return g.s.tasks.StartFleet(ctx, t)
+	return g.cfg.Tasks.StartFleet(ctx, t)
 }

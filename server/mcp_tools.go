@@ -89,7 +89,7 @@ type deviceSummary struct {
 
 func (v *mcpView) listDevices(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	who := identity.CallerIn(ctx)
-	devs, err := v.g.s.store.Devices(ctx)
+	devs, err := v.g.cfg.Store.Devices(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (v *mcpView) listDevices(ctx context.Context, _ mcp.CallToolRequest) (*mcp.
 		if !who.Scope.Device(d.Labels) {
 			continue
 		}
-		view := v.g.s.inScope.DeviceView(d, who.Scope)
+		view := v.g.cfg.InScope.DeviceView(d, who.Scope)
 		sum := deviceSummary{ID: d.ID, Online: view.Online, Labels: d.Labels}
 		if view.Info != nil {
 			sum.Platform, sum.Arch, sum.Tools = view.Info.Platform, view.Info.Arch, len(view.Info.Tools)
@@ -122,12 +122,12 @@ func (v *mcpView) listDeviceTools(ctx context.Context, req mcp.CallToolRequest) 
 	if err := v.deviceInScope(ctx, id); err != nil {
 		return refused(err)
 	}
-	d, err := v.g.s.store.Device(ctx, id) // its last registration's tools
+	d, err := v.g.cfg.Store.Device(ctx, id) // its last registration's tools
 	if err != nil {
 		return refused(err)
 	}
 	out := []toolSummary{}
-	if view := v.g.s.inScope.DeviceView(d, identity.CallerIn(ctx).Scope); view.Info != nil {
+	if view := v.g.cfg.InScope.DeviceView(d, identity.CallerIn(ctx).Scope); view.Info != nil {
 		for _, t := range view.Info.Tools {
 			out = append(out, toolSummary{Name: t.ToolName, ToolType: string(t.ToolType), Namespace: t.Namespace,
 				Description: t.Description, InputSchema: t.InputSchema})
@@ -143,7 +143,7 @@ func (v *mcpView) deviceInScope(ctx context.Context, id string) error {
 	if id == "" {
 		return errors.New(`argument "device": missing`)
 	}
-	d, err := v.g.s.devices.Get(ctx, id)
+	d, err := v.g.cfg.Devices.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || err == nil && !identity.CallerIn(ctx).Scope.Device(d.Labels) {
 		return errors.New(inscope.DeviceNotEnrolled(id))
 	}
@@ -181,7 +181,7 @@ func (v *mcpView) runTool(ctx context.Context, req mcp.CallToolRequest, device s
 		return refused(err)
 	}
 	f := newFollowing(ctx, req)
-	cmd, err := v.g.s.tasks.AdmitCommand(tasks.CommandTask{
+	cmd, err := v.g.cfg.Tasks.AdmitCommand(tasks.CommandTask{
 		Asker: tasks.Asker{Who: identity.CallerIn(ctx), Kind: api.RequesterMCP}, Device: device, Actions: []protocol.Command{action},
 		Timeout: cmp.Or(timeoutText, defaultMCPTimeout.String()), TimeoutArg: `argument "timeout"`, Tee: f.tee,
 	})
@@ -214,7 +214,7 @@ func (v *mcpView) cancelTask(ctx context.Context, req mcp.CallToolRequest) (*mcp
 	if _, err := v.g.taskInScope(ctx, id); err != nil {
 		return refused(err)
 	}
-	if err := v.g.s.tasks.Cancel(id, "cancel_task by "+identity.CallerIn(ctx).Name); err != nil {
+	if err := v.g.cfg.Tasks.Cancel(id, "cancel_task by "+identity.CallerIn(ctx).Name); err != nil {
 		return refused(err)
 	}
 	task, err := v.g.taskInScope(ctx, id)
@@ -231,14 +231,14 @@ func (g *mcpGateway) taskInScope(ctx context.Context, id string) (api.Task, erro
 	if id == "" {
 		return api.Task{}, errors.New(`argument "id": missing`)
 	}
-	row, err := g.s.store.Session(ctx, id)
+	row, err := g.cfg.Store.Session(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return api.Task{}, errors.New(inscope.NoTask(id))
 	case err != nil:
 		return api.Task{}, err
 	}
-	in, err := g.s.inScope.Row(ctx, identity.CallerIn(ctx), row)
+	in, err := g.cfg.InScope.Row(ctx, identity.CallerIn(ctx), row)
 	switch {
 	case err != nil:
 		return api.Task{}, err

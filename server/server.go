@@ -259,13 +259,14 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		return st.DevicesMatching(ctx, sel, 0)
 	})
 	s.inScope = inscope.NewChecker(st, s.devices, s.disp, s.tasks, s.log)
-	s.mcp = newMCPGateway(s, cfg.MCP)
+	s.mcp = newMCPGateway(mcpGatewayConfig{Tasks: s.tasks, InScope: s.inScope, Devices: s.devices, Store: st, Auth: s.auth,
+		Registry: s.reg, Metrics: s.metrics, Logger: s.log, MaxMessageBytes: frameCap, MaxPlanBytes: cfg.Limits.MaxPlanBytes, Options: cfg.MCP})
 	if err := s.linkCluster(); err != nil {
 		s.leaveCluster()
 		st.Close()
 		return nil, err
 	}
-	go s.mcp.refreshViews(s.stop)
+	go s.mcp.RefreshViews()
 	go func() {
 		defer close(s.janitor)
 		s.sessions.ExpireResults(s.stop)
@@ -360,7 +361,7 @@ func (s *Server) servePprof(mux *http.ServeMux) {
 func (s *Server) Shutdown() {
 	s.stopOnce.Do(func() {
 		close(s.stop)
-		s.mcp.close()
+		s.mcp.Close()
 		if s.orphans != nil {
 			<-s.orphans // adopts nothing more
 		}
