@@ -25,6 +25,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/inscope"
+	"github.com/edgeaip/edgeaip/server/internal/mcpgateway"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
@@ -143,7 +144,7 @@ type Server struct {
 	sessions  *tasks.SessionManager
 	admission *tasks.Admission
 	tasks     *tasks.FrontDoor // every surface's way to run and start tasks
-	mcp       *mcpGateway
+	mcp       *mcpgateway.Gateway
 	cluster   *cluster.Cluster // nil: a single node
 	draining  atomic.Bool      // Drain has begun
 	orphans   chan struct{}    // closed when watchOrphans has stopped (a cluster node's)
@@ -259,7 +260,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		return st.DevicesMatching(ctx, sel, 0)
 	})
 	s.inScope = inscope.NewChecker(st, s.devices, s.disp, s.tasks, s.log)
-	s.mcp = newMCPGateway(mcpGatewayConfig{Tasks: s.tasks, InScope: s.inScope, Devices: s.devices, Store: st, Auth: s.auth,
+	s.mcp = mcpgateway.New(mcpgateway.Config{Tasks: s.tasks, InScope: s.inScope, Devices: s.devices, Store: st, Auth: s.auth,
 		Registry: s.reg, Metrics: s.metrics, Logger: s.log, MaxMessageBytes: frameCap, MaxPlanBytes: cfg.Limits.MaxPlanBytes, Options: cfg.MCP})
 	if err := s.linkCluster(); err != nil {
 		s.leaveCluster()

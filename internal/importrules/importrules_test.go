@@ -78,6 +78,13 @@ var rules = []rule{
 			"it knows neither the server that holds it, nor plans, nor MCP; the HTTP API's wire types (server/api) it may use",
 	},
 	{
+		pkg:            module + "/server/internal/mcpgateway",
+		forbidden:      []string{module + "/server/internal/httpapi", module + "/server/internal/wsgateway"},
+		forbiddenAlone: []string{module + "/server"},
+		why: "the MCP gateway is a surface over the front door, the scope checker and identity, which the wiring " +
+			"hands it: it knows neither the server that holds it nor the other surfaces (the HTTP API, the WebSocket endpoints)",
+	},
+	{
 		pkg:       module + "/cmd/aipctl",
 		forbidden: []string{module + "/agent", "github.com/mark3labs/mcp-go", "github.com/jackc/pgx", "github.com/nats-io"},
 		why:       "aipctl is the operator's small CLI: it links neither the device agent nor an MCP client nor a database driver",

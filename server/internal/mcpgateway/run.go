@@ -1,4 +1,4 @@
-package server
+package mcpgateway
 
 import (
 	"context"
@@ -86,7 +86,7 @@ func eventText(e api.TaskEvent) string {
 // request (its identity revoked, or shutdown), wait returns at once: the
 // request must end within a second, and a device that does not answer
 // the cancellation holds the task for cancelGrace.
-func (f *following) wait(g *mcpGateway, done <-chan struct{}, id string) (cancelled bool) {
+func (f *following) wait(g *Gateway, done <-chan struct{}, id string) (cancelled bool) {
 	tick := time.NewTicker(progressEvery)
 	defer tick.Stop()
 	started := time.Now()
@@ -144,7 +144,7 @@ func cancelReason(ctx context.Context) (why string, byServer bool) {
 // progress, and cancels it if the client does. It runs apart from the
 // request's context: the command's end is recorded however the request
 // ends.
-func (g *mcpGateway) runCommand(ctx context.Context, f *following, cmd tasks.AdmittedCommand) (api.CommandResponse, error) {
+func (g *Gateway) runCommand(ctx context.Context, f *following, cmd tasks.AdmittedCommand) (api.CommandResponse, error) {
 	id := cmd.SessionID()
 	var resp api.CommandResponse
 	var err error
@@ -171,11 +171,11 @@ func (g *mcpGateway) runCommand(ctx context.Context, f *following, cmd tasks.Adm
 
 // result is res as the answer to a call, cut to MaxResultBytes with a
 // link to the task.
-func (g *mcpGateway) result(ctx context.Context, what string, res protocol.Result, sessionID string) *mcp.CallToolResult {
-	return mcptool.Result(what, res, mcptool.Cut{MaxBytes: g.opts.MaxResultBytes, WholeAt: taskURL(ctx, sessionID)})
+func (g *Gateway) result(ctx context.Context, what string, res protocol.Result, sessionID string) *mcp.CallToolResult {
+	return mcptool.Result(what, res, mcptool.Cut{MaxBytes: g.cfg.Options.MaxResultBytes, WholeAt: taskURL(ctx, sessionID)})
 }
 
-func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (v *view) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	args := req.GetArguments()
 	raw, err := json.Marshal(args["plan"])
 	if err != nil || args["plan"] == nil {
@@ -224,7 +224,7 @@ func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*m
 
 // startFleet starts t on the devices in its asker's scope that have
 // labels, admitted on each.
-func (g *mcpGateway) startFleet(ctx context.Context, t tasks.FleetTask, labels map[string]any) (*tasks.Session, error) {
+func (g *Gateway) startFleet(ctx context.Context, t tasks.FleetTask, labels map[string]any) (*tasks.Session, error) {
 	if len(labels) == 0 {
 		return nil, errors.New(`argument "labels": at least one label is required`)
 	}

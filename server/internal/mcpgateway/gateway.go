@@ -1,4 +1,4 @@
-package server
+package mcpgateway
 
 import (
 	"context"
@@ -24,86 +24,9 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
-// The MCP gateway serves /mcp: any MCP client drives the fleet's tools
-// through it, held to its operator identity's role and scope, every call
-// a command or task like any other (admitted, recorded, audited). See
-// RATIONALE.md, "The MCP gateway".
-
-// MCPConfig tunes the MCP gateway. The zero value gives the defaults.
-type MCPConfig struct {
-	// DirectTools: an identity whose scope covers at most this many
-	// enrolled devices also sees each of their tools as a tool of its own,
-	// DEVICE__TOOL. Default 8; negative: never.
-	DirectTools int
-	// CallsPerMinute and CallsAtOnce bound one identity's tool calls.
-	// Defaults 120 and 8.
-	CallsPerMinute int
-	CallsAtOnce    int
-	// MaxResultBytes bounds a result's JSON in an answer; a larger one is
-	// cut, saying so and where the whole is. Default 64 KiB.
-	MaxResultBytes int
-	// SessionIdleTTL: a session that makes no request, and whose stream
-	// carries nothing, for this long is dropped with everything the
-	// gateway keeps of it, since a client may go away without its
-	// DELETE. Default 30 minutes; negative: never.
-	SessionIdleTTL time.Duration
-}
-
-func (c *MCPConfig) setDefaults() {
-	if c.DirectTools == 0 {
-		c.DirectTools = 8
-	}
-	if c.CallsPerMinute <= 0 {
-		c.CallsPerMinute = 120
-	}
-	if c.CallsAtOnce <= 0 {
-		c.CallsAtOnce = 8
-	}
-	if c.MaxResultBytes <= 0 {
-		c.MaxResultBytes = 64 << 10
-	}
-	if c.SessionIdleTTL == 0 {
-		c.SessionIdleTTL = 30 * time.Minute
-	}
-}
-
-// mcpGateway holds one MCP server per identity: what a client sees is its
-// identity's tools, which its role and scope decide, and the direct tools
-// of the devices in its scope change as they come and go.
-type mcpGateway struct {
-	cfg  mcpGatewayConfig
-	opts MCPConfig
-	log  *slog.Logger
-	stop chan struct{} // closed by Close
-	once sync.Once     // closes stop
-
-	mu    sync.Mutex
-	views map[string]*mcpView // by viewKey
-
-	changed chan struct{} // devices came, went or changed their tools
-}
-
-// mcpView is what one identity (with one role and scope) sees.
-type mcpView struct {
-	g      *mcpGateway
-	mcp    *mcpserver.MCPServer
-	http   *mcpserver.StreamableHTTPServer
-	limits *callLimits
-
-	listed sync.Once // the tools are listed once the view is made
-
-	// tokens are the ids of the identity's tokens that used the view,
-	// under g.mu: it is dropped once they are all revoked.
-	tokens map[string]struct{}
-
-	mu     sync.Mutex
-	who    *identity.Caller
-	served []mcp.Tool              // the tools last served, to tell a change
-	direct map[string]directTarget // DEVICE__TOOL names
-}
-
-// mcpGatewayConfig is what the gateway needs of the server.
-type mcpGatewayConfig struct {
+// Config is what the gateway needs of the server: the parts it calls,
+// and its bounds.
+type Config struct {
 	// Tasks runs and follows what the tools ask.
 	Tasks *tasks.FrontDoor
 	// InScope holds callers to their scopes.
@@ -127,13 +50,51 @@ type mcpGatewayConfig struct {
 	// MaxPlanBytes bounds a plan given to dispatch_plan.
 	MaxPlanBytes int
 	// Options tune the gateway.
-	Options MCPConfig
+	Options Options
 }
 
-func newMCPGateway(cfg mcpGatewayConfig) *mcpGateway {
+// New is a gateway over cfg's parts, with cfg.Options' defaults for what
+// they leave zero. Serve it at /mcp behind the access policy, which puts
+// the caller in each request's context; run RefreshViews, and Close it
+// as the server stops.
+func New(cfg Config) *Gateway {
 	cfg.Options.setDefaults()
-	return &mcpGateway{cfg: cfg, opts: cfg.Options, log: cfg.Logger.With("surface", "mcp"), stop: make(chan struct{}),
-		views: map[string]*mcpView{}, changed: make(chan struct{}, 1)}
+	return &Gateway{cfg: cfg, log: cfg.Logger.With("surface", "mcp"), stop: make(chan struct{}),
+		views: map[string]*view{}, changed: make(chan struct{}, 1)}
+}
+
+// Gateway holds one MCP server per identity: what a client sees is its
+// identity's tools, which its role and scope decide, and the direct tools
+// of the devices in its scope change as they come and go.
+type Gateway struct {
+	cfg  Config
+	log  *slog.Logger
+	stop chan struct{} // closed by Close
+	once sync.Once     // closes stop
+
+	mu    sync.Mutex
+	views map[string]*view // by viewKey
+
+	changed chan struct{} // devices came, went or changed their tools
+}
+
+// view is what one identity (with one role and scope) sees.
+type view struct {
+	g      *Gateway
+	mcp    *mcpserver.MCPServer
+	http   *mcpserver.StreamableHTTPServer
+	limits *callLimits
+
+	listed sync.Once // the tools are listed once the view is made
+
+	// tokens are the ids of the identity's tokens that used the view,
+	// under g.mu: it is dropped once they are all revoked.
+	tokens map[string]struct{}
+
+	mu     sync.Mutex
+	who    *identity.Caller
+	served []mcp.Tool              // the tools last served, to tell a change
+	direct map[string]directTarget // DEVICE__TOOL names
 }
 
 // viewKey tells views apart: an identity added again under the same name
@@ -146,7 +107,7 @@ func viewKey(c *identity.Caller) string {
 // when the caller is revoked, as the other open surfaces do, or the
 // gateway closes: a stream of notifications, or a call still running
 // (which is then cancelled, saying why).
-func (g *mcpGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// No call carries more than a frame holds: refuse a larger message
 	// before reading it, and cut one whose length was not said there.
 	limit := g.cfg.MaxMessageBytes
@@ -181,7 +142,7 @@ func tooLarge(w http.ResponseWriter, msg string) {
 
 // view is c's view, made, with its tools, on first use; DevicesChanged
 // keeps the tools up to date from then on.
-func (g *mcpGateway) view(ctx context.Context, c *identity.Caller) *mcpView {
+func (g *Gateway) view(ctx context.Context, c *identity.Caller) *view {
 	g.mu.Lock()
 	v := g.views[viewKey(c)]
 	if v == nil {
@@ -197,9 +158,9 @@ func (g *mcpGateway) view(ctx context.Context, c *identity.Caller) *mcpView {
 // Revoked drops the views of an identity revoked, or whose tokens that
 // used them all are, and ends their sessions: otherwise a view would be
 // kept, with its MCP server and sessions, for as long as the server runs.
-func (g *mcpGateway) Revoked(rev identity.Revocation) {
+func (g *Gateway) Revoked(rev identity.Revocation) {
 	g.mu.Lock()
-	var dropped []*mcpView
+	var dropped []*view
 	for key, v := range g.views {
 		for id := range v.tokens {
 			if rev.Covers(v.who.Name, id) {
@@ -218,8 +179,8 @@ func (g *mcpGateway) Revoked(rev identity.Revocation) {
 	}
 }
 
-func (g *mcpGateway) newView(c *identity.Caller) *mcpView {
-	v := &mcpView{g: g, who: c, tokens: map[string]struct{}{}, limits: newCallLimits(g.opts.CallsPerMinute, g.opts.CallsAtOnce)}
+func (g *Gateway) newView(c *identity.Caller) *view {
+	v := &view{g: g, who: c, tokens: map[string]struct{}{}, limits: newCallLimits(g.cfg.Options.CallsPerMinute, g.cfg.Options.CallsAtOnce)}
 	hooks := &mcpserver.Hooks{}
 	hooks.AddOnRegisterSession(func(context.Context, mcpserver.ClientSession) { g.cfg.Metrics.MCPSessions(1) })
 	hooks.AddOnUnregisterSession(func(context.Context, mcpserver.ClientSession) { g.cfg.Metrics.MCPSessions(-1) })
@@ -233,7 +194,7 @@ func (g *mcpGateway) newView(c *identity.Caller) *mcpView {
 	// and the check would refuse a proxy in front on the same host.
 	opts := []mcpserver.StreamableHTTPOption{mcpserver.WithDisableLocalhostProtection(true),
 		mcpserver.WithStreamableHTTPLogger(g.log), mcpserver.WithHTTPContextFunc(withBaseURL)}
-	if ttl := g.opts.SessionIdleTTL; ttl > 0 {
+	if ttl := g.cfg.Options.SessionIdleTTL; ttl > 0 {
 		// A client listening on its stream is there even when nothing
 		// happens: a ping on the stream every third of the TTL keeps its
 		// session, which a write touches, and finds a stream whose client
@@ -246,7 +207,7 @@ func (g *mcpGateway) newView(c *identity.Caller) *mcpView {
 
 // Close ends the requests being served, saying the server shuts down,
 // and every view's sessions, and its idle sweeper; RefreshViews returns.
-func (g *mcpGateway) Close() {
+func (g *Gateway) Close() {
 	g.once.Do(func() { close(g.stop) })
 	g.mu.Lock()
 	views := slices.Collect(maps.Values(g.views))
@@ -256,7 +217,7 @@ func (g *mcpGateway) Close() {
 }
 
 // shutdown ends views' sessions and their idle sweepers; why says why.
-func (g *mcpGateway) shutdown(views []*mcpView, why string) {
+func (g *Gateway) shutdown(views []*view, why string) {
 	for _, v := range views {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		if err := v.http.Shutdown(ctx); err != nil {
@@ -275,7 +236,7 @@ const mcpInstructions = "edgeaip: a fleet of devices (kiosks, edge boards), each
 
 // refresh serves the tools v's identity should see now, if they changed:
 // clients hear of it by notifications/tools/list_changed.
-func (v *mcpView) refresh(ctx context.Context) {
+func (v *view) refresh(ctx context.Context) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	tools := v.fixedTools()
@@ -304,7 +265,7 @@ func (v *mcpView) refresh(ctx context.Context) {
 // registers, updates its tools or its link drops: views are refreshed in
 // the background (RefreshViews). Enrolling one can move a scope past
 // DirectTools.
-func (g *mcpGateway) DevicesChanged() {
+func (g *Gateway) DevicesChanged() {
 	select {
 	case g.changed <- struct{}{}:
 	default:
@@ -313,7 +274,7 @@ func (g *mcpGateway) DevicesChanged() {
 
 // RefreshViews refreshes every view whenever devices change, until the
 // gateway closes.
-func (g *mcpGateway) RefreshViews() {
+func (g *Gateway) RefreshViews() {
 	for {
 		select {
 		case <-g.stop:
@@ -325,7 +286,7 @@ func (g *mcpGateway) RefreshViews() {
 }
 
 // RefreshAll refreshes every view now.
-func (g *mcpGateway) RefreshAll(ctx context.Context) {
+func (g *Gateway) RefreshAll(ctx context.Context) {
 	g.mu.Lock()
 	views := slices.Collect(maps.Values(g.views))
 	g.mu.Unlock()
@@ -336,7 +297,7 @@ func (g *mcpGateway) RefreshAll(ctx context.Context) {
 
 // Views counts the views the gateway keeps of identity: one for each
 // role and scope it was seen with, while a token that used it works.
-func (g *mcpGateway) Views(identity string) int {
+func (g *Gateway) Views(identity string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n := 0

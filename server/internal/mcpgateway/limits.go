@@ -1,4 +1,4 @@
-package server
+package mcpgateway
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func (l *callLimits) take(now time.Time) (release func(), limit string, err erro
 
 // counted is the middleware every tool call of v passes: the identity's
 // limits, then the call, counted in the metrics by its outcome.
-func (v *mcpView) counted(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
+func (v *view) counted(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		tool := req.Params.Name
 		v.mu.Lock()

@@ -1,4 +1,4 @@
-package server
+package mcpgateway
 
 import (
 	"cmp"
@@ -35,7 +35,7 @@ const (
 const defaultMCPTimeout = 60 * time.Second
 
 // fixedTools are the gateway's own tools that v's identity may call.
-func (v *mcpView) fixedTools() []mcpserver.ServerTool {
+func (v *view) fixedTools() []mcpserver.ServerTool {
 	all := []mcpserver.ServerTool{
 		{Tool: mcp.NewTool(mcpListDevices,
 			mcp.WithDescription("Lists the devices you may use: id, whether online, labels, platform and how many tools."),
@@ -87,7 +87,7 @@ type deviceSummary struct {
 	Tools    int               `json:"tools"`
 }
 
-func (v *mcpView) listDevices(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (v *view) listDevices(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	who := identity.CallerIn(ctx)
 	devs, err := v.g.cfg.Store.Devices(ctx)
 	if err != nil {
@@ -117,7 +117,7 @@ type toolSummary struct {
 	InputSchema map[string]any `json:"input_schema,omitempty"`
 }
 
-func (v *mcpView) listDeviceTools(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (v *view) listDeviceTools(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	id := req.GetString("device", "")
 	if err := v.deviceInScope(ctx, id); err != nil {
 		return refused(err)
@@ -139,7 +139,7 @@ func (v *mcpView) listDeviceTools(ctx context.Context, req mcp.CallToolRequest) 
 // deviceInScope says why the caller may not use device id, if it may
 // not: one outside its scope is not enrolled, as the API answers. It reads
 // the device cache, as every command does.
-func (v *mcpView) deviceInScope(ctx context.Context, id string) error {
+func (v *view) deviceInScope(ctx context.Context, id string) error {
 	if id == "" {
 		return errors.New(`argument "device": missing`)
 	}
@@ -150,7 +150,7 @@ func (v *mcpView) deviceInScope(ctx context.Context, id string) error {
 	return err
 }
 
-func (v *mcpView) callDeviceTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (v *view) callDeviceTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	args := req.GetArguments()
 	params, ok := args["arguments"].(map[string]any)
 	if !ok && args["arguments"] != nil {
@@ -162,7 +162,7 @@ func (v *mcpView) callDeviceTool(ctx context.Context, req mcp.CallToolRequest) (
 
 // callDirect is a DEVICE__TOOL tool: its arguments are the tool's
 // parameters.
-func (v *mcpView) callDirect(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (v *view) callDirect(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	v.mu.Lock()
 	d, ok := v.direct[req.Params.Name]
 	v.mu.Unlock()
@@ -176,7 +176,7 @@ func (v *mcpView) callDirect(ctx context.Context, req mcp.CallToolRequest) (*mcp
 // runTool runs action on device as a single command, as POST
 // /api/devices/{id}/commands does: admitted, recorded, audited under the
 // caller, with progress while it runs and cancelled with the request.
-func (v *mcpView) runTool(ctx context.Context, req mcp.CallToolRequest, device string, action protocol.Command, timeoutText string) (*mcp.CallToolResult, error) {
+func (v *view) runTool(ctx context.Context, req mcp.CallToolRequest, device string, action protocol.Command, timeoutText string) (*mcp.CallToolResult, error) {
 	if err := v.deviceInScope(ctx, device); err != nil {
 		return refused(err)
 	}
@@ -201,7 +201,7 @@ func (v *mcpView) runTool(ctx context.Context, req mcp.CallToolRequest, device s
 	return v.g.result(ctx, what, res, resp.SessionID), nil
 }
 
-func (v *mcpView) getTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (v *view) getTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	task, err := v.g.taskInScope(ctx, req.GetString("id", ""))
 	if err != nil {
 		return refused(err)
@@ -209,7 +209,7 @@ func (v *mcpView) getTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	return jsonResult(task)
 }
 
-func (v *mcpView) cancelTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (v *view) cancelTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	id := req.GetString("id", "")
 	if _, err := v.g.taskInScope(ctx, id); err != nil {
 		return refused(err)
@@ -227,7 +227,7 @@ func (v *mcpView) cancelTask(ctx context.Context, req mcp.CallToolRequest) (*mcp
 // taskInScope reads task id, if the caller may see it: one read of the
 // task's row, which holds what its scope is decided on (its device, or a
 // fleet's selector), as it holds the task.
-func (g *mcpGateway) taskInScope(ctx context.Context, id string) (api.Task, error) {
+func (g *Gateway) taskInScope(ctx context.Context, id string) (api.Task, error) {
 	if id == "" {
 		return api.Task{}, errors.New(`argument "id": missing`)
 	}
