@@ -4,5 +4,5 @@
 // front door, recorded, audited). Each identity gets an MCP server of its
 // own (mcp-go's, over Streamable HTTP) serving the gateway's tools and,
 // for a small scope, each device's tools directly. See
-// server/RATIONALE.md, "The MCP gateway".
+// RATIONALE.md.
 package mcpgateway

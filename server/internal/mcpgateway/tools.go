@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/mcptool"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
@@ -199,6 +200,81 @@ func (v *view) runTool(ctx context.Context, req mcp.CallToolRequest, device stri
 	what := fmt.Sprintf("%s on %s (task %s)", action.ToolName, device, resp.SessionID)
 	res := resp.Results[0]
 	return v.g.result(ctx, what, res, resp.SessionID), nil
+}
+
+// result is res as the answer to a call, cut to MaxResultBytes with a
+// link to the task.
+func (g *Gateway) result(ctx context.Context, what string, res protocol.Result, sessionID string) *mcp.CallToolResult {
+	return mcptool.Result(what, res, mcptool.Cut{MaxBytes: g.cfg.Options.MaxResultBytes, WholeAt: taskURL(ctx, sessionID)})
+}
+
+func (v *view) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args := req.GetArguments()
+	raw, err := json.Marshal(args["plan"])
+	if err != nil || args["plan"] == nil {
+		return refused(errors.New(`argument "plan": missing`))
+	}
+	p, err := tasks.PlanField(raw, v.g.cfg.MaxPlanBytes)
+	if err != nil {
+		return refused(err)
+	}
+	who := identity.CallerIn(ctx)
+	f := newFollowing(ctx, req)
+	as := tasks.Asker{Who: who, Kind: api.RequesterMCP}
+	device := req.GetString("device", "")
+	labels, _ := args["labels"].(map[string]any)
+	var sess *tasks.Session
+	switch {
+	case device != "" && labels != nil:
+		return refused(errors.New(`give "device" or "labels", not both`))
+	case device != "":
+		if !v.g.cfg.InScope.Online(ctx, who, device) {
+			return refused(fmt.Errorf("device %q is not online", device))
+		}
+		sess, err = v.g.cfg.Tasks.StartPlan(ctx, tasks.PlanTask{Asker: as, Device: device, Plan: p, Tee: f.tee})
+	case labels != nil:
+		sess, err = v.g.startFleet(ctx, tasks.FleetTask{Asker: as, Plan: p, Tee: f.tee}, labels)
+	default:
+		return refused(errors.New(`argument "device" or "labels": missing`))
+	}
+	if err != nil {
+		return refused(err)
+	}
+	if wait, ok := args["wait"].(bool); ok && !wait {
+		return jsonResult(map[string]any{"session_id": sess.ID, "task_name": sess.TaskName, "url": taskURL(ctx, sess.ID)})
+	}
+	f.wait(v.g, sess.Done(), sess.ID)
+	task, err := v.g.taskInScope(context.WithoutCancel(ctx), sess.ID)
+	if err != nil {
+		return refused(err)
+	}
+	res, err := jsonResult(task)
+	if res != nil {
+		res.IsError = task.State != api.StateCompleted
+	}
+	return res, err
+}
+
+// startFleet starts t on the devices in its asker's scope that have
+// labels, admitted on each.
+func (g *Gateway) startFleet(ctx context.Context, t tasks.FleetTask, labels map[string]any) (*tasks.Session, error) {
+	if len(labels) == 0 {
+		return nil, errors.New(`argument "labels": at least one label is required`)
+	}
+	want := map[string]string{}
+	for k, v := range labels {
+		s, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf(`argument "labels": %q: want a string, got %T`, k, v)
+		}
+		want[k] = s
+	}
+	selector, devices, err := g.cfg.Tasks.FleetTargets(ctx, t.Who, want)
+	if err != nil {
+		return nil, err
+	}
+	t.Labels, t.Selector, t.Devices, t.Concurrency = want, selector, devices, api.DefaultFleetConcurrency
+	return g.cfg.Tasks.StartFleet(ctx, t)
 }
 
 func (v *view) getTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
