@@ -383,7 +383,7 @@ func (g *Gateway) handleDeviceMessage(ctx context.Context, c *dispatch.Link, m *
 }
 
 // deliverResults records COMMAND_RESULTS and acknowledges them, so that
-// the device may forget them; see RATIONALE.md.
+// the device may forget them; see server/RATIONALE.md.
 func (g *Gateway) deliverResults(ctx context.Context, c *dispatch.Link, m *protocol.ClientMessage) {
 	g.answerResults(ctx, c.Conn, m, g.disp.Deliver(c, m))
 }

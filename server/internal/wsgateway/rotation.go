@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// A device token's rotation (RATIONALE.md, "Rotating a device's token")
+// A device token's rotation (server/RATIONALE.md, "Rotating a device's token")
 // is asked for over the HTTP API, which records it pending; the gateway
 // then offers the device its new token, in a ROTATE_TOKEN on the CBOR
 // wire, once per link and only after the link's REGISTER was
