@@ -30,19 +30,26 @@ import (
 // Config is what the gateway needs from the server that holds it: its
 // parts, and, as funcs, what only the wiring can do.
 type Config struct {
-	Store      *store.Store
+	// Store records devices' info, last_seen, local calls and rotations.
+	Store *store.Store
+	// Registry holds the links the gateway registers; Dispatcher sends
+	// commands on them and takes their results.
 	Registry   *dispatch.Registry
 	Dispatcher *dispatch.Dispatcher
 	// Sessions hears of constellations and devices that are gone.
-	Sessions *tasks.SessionManager
+	Sessions Sessions
 	// Tasks is the front door that constellations' TASKs go through.
-	Tasks   *tasks.FrontDoor
+	Tasks *tasks.FrontDoor
+	// InScope says which devices a constellation's identity may drive.
 	InScope *inscope.Checker
-	Auth    *identity.Authority
+	// Auth authenticates links and watches constellations' identities
+	// for revocation, and settles token rotations.
+	Auth *identity.Authority
 	// AuthLimit finds a request's source and whether it failed too often.
 	AuthLimit *identity.Limiter
-	Metrics   *metrics.Metrics
-	Logger    *slog.Logger
+	// Metrics counts frames and local calls; Logger takes the logs.
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
 	// Conn tunes the links; Liveness checks every link for silence.
 	Conn     protocol.ConnOptions
 	Liveness *protocol.Liveness
@@ -62,6 +69,17 @@ type Config struct {
 	DevicesChanged func()
 }
 
+// Sessions is what the gateway tells the session manager
+// (tasks.SessionManager): a requester or a device is gone.
+type Sessions interface {
+	// RequesterGone cancels the sessions the constellation clientID,
+	// which left, asked for.
+	RequesterGone(clientID string)
+	// DeviceGone cancels the sessions on device id, which did not come
+	// back within its grace.
+	DeviceGone(id string)
+}
+
 // Gateway serves GET /ws (ServeHTTP) and holds the links it registered.
 type Gateway struct {
 	cfg       Config
@@ -69,7 +87,7 @@ type Gateway struct {
 	store     *store.Store
 	reg       *dispatch.Registry
 	disp      *dispatch.Dispatcher
-	sessions  *tasks.SessionManager
+	sessions  Sessions
 	tasks     *tasks.FrontDoor
 	inScope   *inscope.Checker
 	auth      *identity.Authority
