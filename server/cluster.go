@@ -143,7 +143,7 @@ func (s *Server) deviceEvent(e cluster.DeviceEvent) {
 		s.devices.Forget(e.DeviceID)
 		s.mcp.DevicesChanged()
 	case cluster.DeviceRotate:
-		s.offerRotationTo(context.Background(), e.DeviceID)
+		s.ws.OfferRotationTo(context.Background(), e.DeviceID)
 	case cluster.DeviceRotationSettled:
 		s.auth.SettledElsewhere(e.DeviceID)
 	}

@@ -1,21 +1,17 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
-	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
-	"github.com/google/uuid"
 )
 
 // A device token is rotated in three steps (RATIONALE.md, "Rotating a
@@ -30,12 +26,8 @@ import (
 //  3. The device keeps the token and says so (TOKEN_ROTATED), or connects
 //     with it: either confirms the rotation, and the old token is retired,
 //     working only until the grace the operator gave ends.
-
-// sentToken is a new token offered on a link and not yet answered.
-type sentToken struct {
-	responseID string
-	hash       string
-}
+//
+// Steps 2 and 3 are the device gateway's (wsgateway).
 
 // rotateToken is POST /api/devices/{id}/token.
 func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) {
@@ -70,7 +62,7 @@ func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	settled := s.auth.WaitRotation(d.ID)
-	linked := s.offerRotationTo(r.Context(), d.ID)
+	linked := s.ws.OfferRotationTo(r.Context(), d.ID)
 	if !linked && s.disp.Leases().HeldElsewhere(d.ID) {
 		linked = true
 		s.tellCluster(d.ID, cluster.DeviceRotate)
@@ -108,139 +100,4 @@ func (s *Server) deviceWire(d store.Device) string {
 		return c.Conn.Encoding().String()
 	}
 	return d.Wire
-}
-
-// offerRotationTo offers a new token to device id if its link is held
-// here, and reports whether it is. In cluster mode the node that holds it
-// hears of the request (cluster.DeviceRotate) and offers it there; a
-// device linked nowhere gets it when it next registers, on whatever node.
-func (s *Server) offerRotationTo(ctx context.Context, id string) bool {
-	c := s.reg.Device(id)
-	if c != nil {
-		s.offerRotation(ctx, c)
-	}
-	return c != nil
-}
-
-// registered marks device c's REGISTER acknowledged, and offers it a new
-// token if a rotation of its token waits for it.
-func (s *Server) registered(ctx context.Context, c *dispatch.Link) {
-	s.offers.acked(c)
-	s.offerRotation(ctx, c)
-}
-
-// offerRotation sends device c a new token if a rotation of its token is
-// pending: once per link, and only once the link is registered, so that
-// the device never gets one before its REGISTER's ack.
-func (s *Server) offerRotation(ctx context.Context, c *dispatch.Link) {
-	s.offers.mu.Lock()
-	defer s.offers.mu.Unlock()
-	offer := s.offers.links[c]
-	if offer == nil || !offer.acked || offer.sent != nil {
-		return
-	}
-	d, err := s.store.Device(ctx, c.ID)
-	if err != nil || d.Rotation == nil {
-		return
-	}
-	if c.Conn.Encoding() != protocol.CBOR {
-		s.auth.FailRotation(ctx, c.ID, "its link is JSON, UFO's wire, which cannot carry a new token: enroll it again to give it one")
-		return
-	}
-	token := identity.NewToken(identity.DeviceTokenPrefix)
-	sent := &sentToken{responseID: uuid.NewString(), hash: identity.HashToken(token)}
-	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SendRotation(c.ID, sent.hash) }); err != nil {
-		s.log.Warn("new token not recorded; none sent", "device", c.ID, "err", err)
-		return
-	}
-	offer.sent = sent
-	msg := &protocol.ServerMessage{Type: protocol.ServerRotateToken, Status: protocol.StatusOK, Timestamp: protocol.Now(),
-		ResponseID: sent.responseID, Token: token}
-	if err := s.send(c.Conn, msg); err != nil {
-		s.log.Warn("new token not sent; another goes when the device next registers", "device", c.ID, "err", err)
-		return
-	}
-	s.log.Info("new token sent to the device", "device", c.ID, "response_id", sent.responseID)
-}
-
-// tokenOffers are, for each device link, whether its REGISTER was
-// acknowledged and the new token offered on it and not yet answered: a
-// link gets at most one offer at a time, and none before its ack. A link
-// is in it from its registration until it ends (forget), so that an offer
-// that comes late finds it gone.
-type tokenOffers struct {
-	mu    sync.Mutex
-	links map[*dispatch.Link]*linkOffer
-}
-
-// linkOffer is a device link's part in token rotation.
-type linkOffer struct {
-	acked bool       // its REGISTER was acknowledged
-	sent  *sentToken // the new token offered on it, unanswered
-}
-
-func newTokenOffers() *tokenOffers { return &tokenOffers{links: map[*dispatch.Link]*linkOffer{}} }
-
-// add makes c, a device's link registering now, one tokens may be offered on.
-func (o *tokenOffers) add(c *dispatch.Link) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.links[c] = &linkOffer{}
-}
-
-// acked marks c's REGISTER acknowledged, unless c has ended.
-func (o *tokenOffers) acked(c *dispatch.Link) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if l := o.links[c]; l != nil {
-		l.acked = true
-	}
-}
-
-// take returns the token offered on c's link whose rotate_token had
-// response id rid, and forgets it; nil if there is none.
-func (o *tokenOffers) take(c *dispatch.Link, rid string) *sentToken {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	l := o.links[c]
-	if l == nil || l.sent == nil || rid == "" || l.sent.responseID != rid {
-		return nil
-	}
-	sent := l.sent
-	l.sent = nil
-	return sent
-}
-
-// forget drops c's link, which ended, with what was offered on it.
-func (o *tokenOffers) forget(c *dispatch.Link) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	delete(o.links, c)
-}
-
-// rotationAnswered takes a device's TOKEN_ROTATED: it confirms the
-// rotation, or says why the device could not keep its new token, which
-// then keeps its old one.
-func (s *Server) rotationAnswered(ctx context.Context, c *dispatch.Link, m *protocol.ClientMessage) {
-	sent := s.offers.take(c, m.PrevResponseID)
-	if sent == nil {
-		s.sendError(ctx, c.Conn, fmt.Sprintf("field \"prev_response_id\": %q names no new token sent on this link", m.PrevResponseID), m.RequestID)
-		return
-	}
-	if m.Status != protocol.StatusOK {
-		s.auth.FailRotation(ctx, c.ID, "the device could not keep its new token: "+m.Error)
-		return
-	}
-	s.auth.ConfirmRotation(ctx, c.ID, sent.hash, "the device confirmed it")
-}
-
-// rotationRefused takes an ERROR from device c that answers the new token
-// offered on its link, as an agent that does not know ROTATE_TOKEN sends,
-// and reports whether it did.
-func (s *Server) rotationRefused(ctx context.Context, c *dispatch.Link, m *protocol.ClientMessage) bool {
-	if s.offers.take(c, m.PrevResponseID) == nil {
-		return false
-	}
-	s.auth.FailRotation(ctx, c.ID, "the device refused its new token (an agent too old to rotate its token?): "+m.Error)
-	return true
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
+	"github.com/edgeaip/edgeaip/server/internal/wsgateway"
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
 
@@ -139,25 +140,24 @@ type Server struct {
 	devices    *inscope.Enrolled  // enrolled devices, for the command path
 	inScope    *inscope.Checker   // what a caller's scope lets it see
 	disp       *dispatch.Dispatcher
-	// offers are the new tokens offered on device links (rotation.go).
-	offers    *tokenOffers
-	sessions  *tasks.SessionManager
-	admission *tasks.Admission
-	tasks     *tasks.FrontDoor // every surface's way to run and start tasks
-	mcp       *mcpgateway.Gateway
-	cluster   *cluster.Cluster // nil: a single node
-	draining  atomic.Bool      // Drain has begun
-	orphans   chan struct{}    // closed when watchOrphans has stopped (a cluster node's)
-	metrics   *metrics.Metrics
-	keys      *keyLocks // idempotency keys being served
-	csrf      *http.CrossOriginProtection
-	authLimit *identity.Limiter
-	auth      *identity.Authority // who callers and devices are
-	stop      chan struct{}
-	stopOnce  sync.Once
-	closeOnce sync.Once
-	janitor   chan struct{} // closed when the results janitor has stopped
-	seenFlush chan struct{} // closed when the last_seen flusher has stopped
+	ws         *wsgateway.Gateway // GET /ws: device links and constellation clients
+	sessions   *tasks.SessionManager
+	admission  *tasks.Admission
+	tasks      *tasks.FrontDoor // every surface's way to run and start tasks
+	mcp        *mcpgateway.Gateway
+	cluster    *cluster.Cluster // nil: a single node
+	draining   atomic.Bool      // Drain has begun
+	orphans    chan struct{}    // closed when watchOrphans has stopped (a cluster node's)
+	metrics    *metrics.Metrics
+	keys       *keyLocks // idempotency keys being served
+	csrf       *http.CrossOriginProtection
+	authLimit  *identity.Limiter
+	auth       *identity.Authority // who callers and devices are
+	stop       chan struct{}
+	stopOnce   sync.Once
+	closeOnce  sync.Once
+	janitor    chan struct{} // closed when the results janitor has stopped
+	seenFlush  chan struct{} // closed when the last_seen flusher has stopped
 }
 
 // AdminTokenFile is the name of the operator token file in the data dir.
@@ -241,7 +241,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		st.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.reg = dispatch.NewRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
+	s.reg = dispatch.NewRegistry(cfg.Sessions.DeviceGrace, func(id string) { s.ws.GraceEnded(id) })
 	s.devices = inscope.NewEnrolled(st)
 	s.metrics = metrics.New(metrics.Sources{
 		ConnectedDevices:   s.reg.DeviceCount,
@@ -252,8 +252,8 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	})
 	frameCap := cfg.Conn.MaxFrameBytes
 	s.unrecorded = unrecorded.New(st, cfg.Store.UnrecordedWrites, cfg.Store.UnrecordedBytes, s.metrics.UnrecordedDropped, s.log)
-	s.disp = dispatch.NewDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, tasks.CommandSessionEnd, s.log, frameCap)
-	s.offers = newTokenOffers()
+	answerRecorded := func(deviceID string, m *protocol.ClientMessage, err error) { s.ws.AnswerRecorded(deviceID, m, err) }
+	s.disp = dispatch.NewDispatcher(st, s.unrecorded, s.reg, s.metrics, answerRecorded, tasks.CommandSessionEnd, s.log, frameCap)
 	s.admission = tasks.NewAdmission(cfg.Limits, frameCap, s.disp)
 	s.sessions = tasks.NewSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
 	s.tasks = tasks.NewFrontDoor(s.admission, s.sessions, func(ctx context.Context, sel access.Selector) ([]string, error) {
@@ -262,6 +262,10 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	s.inScope = inscope.NewChecker(st, s.devices, s.disp, s.tasks, s.log)
 	s.mcp = mcpgateway.New(mcpgateway.Config{Tasks: s.tasks, InScope: s.inScope, Devices: s.devices, Store: st, Auth: s.auth,
 		Registry: s.reg, Metrics: s.metrics, Logger: s.log, MaxMessageBytes: frameCap, MaxPlanBytes: cfg.Limits.MaxPlanBytes, Options: cfg.MCP})
+	s.ws = wsgateway.New(wsgateway.Config{Store: st, Registry: s.reg, Dispatcher: s.disp, Sessions: s.sessions, Tasks: s.tasks,
+		InScope: s.inScope, Auth: s.auth, AuthLimit: s.authLimit, Metrics: s.metrics, Logger: s.log, Conn: cfg.Conn,
+		Liveness: s.liveness, MaxPlanBytes: cfg.Limits.MaxPlanBytes, RefuseWhileDraining: s.refuseWhileDraining,
+		AuthFailed: s.authFailed, TooManyFailures: s.tooManyFailures, DevicesChanged: s.mcp.DevicesChanged})
 	if err := s.linkCluster(); err != nil {
 		s.leaveCluster()
 		st.Close()
@@ -274,7 +278,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	}()
 	go func() {
 		defer close(s.seenFlush)
-		s.flushLastSeen(s.stop)
+		s.ws.FlushLastSeen(s.stop)
 	}()
 	if s.cluster != nil {
 		s.orphans = make(chan struct{})
@@ -329,7 +333,7 @@ func failInterrupted(ctx context.Context, st *store.Store, log *slog.Logger) err
 // Handler serves /ws, /api, /metrics and the dashboard at /.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /ws", s.serveWS)
+	mux.Handle("GET /ws", s.ws)
 	for _, rt := range s.routes() {
 		mux.Handle(rt.key(), s.guard(rt.key(), rt.handler))
 	}
@@ -372,7 +376,7 @@ func (s *Server) Shutdown() {
 		<-s.janitor
 		<-s.seenFlush
 		s.unrecorded.Close()
-		s.recordLastSeen(context.Background(), s.reg.Devices())
+		s.ws.RecordLastSeen(context.Background(), s.reg.Devices())
 		// Gone from the cluster before the links close: the other nodes
 		// then take this node's devices as between links, which they are,
 		// not offline, as this node would answer once its graces end.

@@ -85,6 +85,13 @@ var rules = []rule{
 			"hands it: it knows neither the server that holds it nor the other surfaces (the HTTP API, the WebSocket endpoints)",
 	},
 	{
+		pkg:            module + "/server/internal/wsgateway",
+		forbidden:      []string{module + "/server/internal/httpapi", module + "/server/internal/mcpgateway"},
+		forbiddenAlone: []string{module + "/server"},
+		why: "the WebSocket endpoints (device links, constellation clients) are a surface: no surface imports another, " +
+			"and the wiring hands them what they need (the parts below, and funcs for the rest), never the server that holds them",
+	},
+	{
 		pkg:       module + "/cmd/aipctl",
 		forbidden: []string{module + "/agent", "github.com/mark3labs/mcp-go", "github.com/jackc/pgx", "github.com/nats-io"},
 		why:       "aipctl is the operator's small CLI: it links neither the device agent nor an MCP client nor a database driver",
