@@ -140,9 +140,9 @@ func (s *Server) deviceEvent(e cluster.DeviceEvent) {
 		s.log.Info("device revoked on another node", "device", e.DeviceID, "node", e.From)
 	case cluster.DeviceChanged:
 		s.devices.Forget(e.DeviceID)
-		s.mcp.devicesChanged()
+		s.mcp.DevicesChanged()
 	case cluster.DeviceRotate:
-		s.offerRotationTo(context.Background(), e.DeviceID)
+		s.ws.OfferRotationTo(context.Background(), e.DeviceID)
 	case cluster.DeviceRotationSettled:
 		s.auth.SettledElsewhere(e.DeviceID)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/edgeaip/edgeaip/server/internal/httpapi"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 )
 
@@ -68,7 +69,7 @@ func (s *Server) refuseWhileDraining(w http.ResponseWriter, what string) bool {
 		return false
 	}
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%s refused: %v", what, tasks.ErrDraining))
+	httpapi.WriteError(w, http.StatusServiceUnavailable, fmt.Sprintf("%s refused: %v", what, tasks.ErrDraining))
 	return true
 }
 

@@ -31,8 +31,8 @@ func (s *Server) newHTTPAPI() *httpapi.API {
 		DeviceRevoked: func(id string) { s.deviceRevoked(id); s.tellCluster(id, cluster.DeviceRevoked) },
 		Revoke:        s.publishRevocation,
 		OfferRotation: s.offerRotationAnywhere,
-		WebSocket:     http.HandlerFunc(s.serveWS),
-		MCP:           http.HandlerFunc(s.serveMCP),
+		WebSocket:     s.ws,
+		MCP:           s.mcp,
 	})
 }
 
@@ -45,7 +45,7 @@ func (s *Server) Handler() http.Handler { return s.http.Handler() }
 func (s *Server) deviceEnrolled(id string) {
 	s.devices.Forget(id)
 	s.tellCluster(id, cluster.DeviceChanged)
-	s.mcp.devicesChanged()
+	s.mcp.DevicesChanged()
 }
 
 // deviceRevoked closes device id's link, fails its waiting commands and
@@ -53,7 +53,7 @@ func (s *Server) deviceEnrolled(id string) {
 func (s *Server) deviceRevoked(id string) {
 	s.devices.Forget(id)
 	s.reg.Disconnect(id, "device revoked")
-	s.mcp.devicesChanged()
+	s.mcp.DevicesChanged()
 	s.sessions.DeviceGone(id)
 	s.disp.FailDevice(id, fmt.Sprintf("device %q was revoked", id))
 	s.disp.Leases().Release(id)
@@ -64,7 +64,7 @@ func (s *Server) deviceRevoked(id string) {
 // that holds it, which hears of it (cluster.DeviceRotate). It reports
 // whether the device is linked anywhere.
 func (s *Server) offerRotationAnywhere(ctx context.Context, id string) bool {
-	if s.offerRotationTo(ctx, id) {
+	if s.ws.OfferRotationTo(ctx, id) {
 		return true
 	}
 	if !s.disp.Leases().HeldElsewhere(id) {
@@ -74,18 +74,14 @@ func (s *Server) offerRotationAnywhere(ctx context.Context, id string) bool {
 	return true
 }
 
-// writeError answers as the API does, {"error": msg}, for the endpoints
-// the root serves (/ws before its upgrade, /mcp).
-func writeError(w http.ResponseWriter, code int, msg string) { httpapi.WriteError(w, code, msg) }
-
 // authFailed counts a failed authentication with token from src on
-// surface, as the API counts its own.
+// surface, as the API counts its own: for the WebSocket endpoints.
 func (s *Server) authFailed(src netip.Addr, surface, token string) {
 	httpapi.AuthFailed(s.authLimit, s.metrics, src, surface, token)
 }
 
 // tooManyFailures answers 429 to a source refused for wait more seconds,
-// as the API does.
+// as the API does: for the WebSocket endpoints.
 func (s *Server) tooManyFailures(w http.ResponseWriter, surface string, wait int) {
 	httpapi.TooManyFailures(w, s.metrics, surface, wait)
 }

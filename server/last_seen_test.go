@@ -34,7 +34,7 @@ func TestLastSeenIsWhenTheLinkWasLastHeard(t *testing.T) {
 	heard := *dev.LastSeen
 
 	// The periodic flush writes it for online devices, once.
-	ts.srv.recordLastSeen(ctx, ts.srv.reg.Devices())
+	ts.srv.ws.RecordLastSeen(ctx, ts.srv.reg.Devices())
 	stored, err = ts.srv.store.Device(ctx, "kiosk")
 	require.NoError(t, err)
 	assert.True(t, stored.LastSeen.Equal(heard), "flushed: %s, heard %s", stored.LastSeen, heard)

@@ -76,7 +76,7 @@ func TestEnrollingADeviceRefreshesAnIdentitysMCPTools(t *testing.T) {
 	require.Contains(t, mcpToolNames(t, cl), "lobby-1__echo", "one device in scope: its tools are direct")
 
 	ts.enrollLabelled("depot-1", map[string]string{"site": "depot"})
-	ts.srv.mcp.refreshAll(context.Background()) // as the enrollment's own refresh will
+	ts.srv.mcp.RefreshAll(context.Background()) // as the enrollment's own refresh will
 	assert.Contains(t, mcpToolNames(t, cl), "lobby-1__echo", "a device out of scope does not count")
 	ts.enrollLabelled("lobby-2", lobby)
 	require.Eventually(t, func() bool { return listChanged() > 0 }, 5*time.Second, 10*time.Millisecond, "tools/list_changed on enrolling")
@@ -108,19 +108,6 @@ func TestAnMCPCallsTaskAndAuditEntrySayItCameThroughMCP(t *testing.T) {
 	assert.NotEmpty(t, task.Requester.TokenID)
 }
 
-// mcpViews counts the gateway's views of identity.
-func (ts *testServer) mcpViews(identity string) int {
-	ts.srv.mcp.mu.Lock()
-	defer ts.srv.mcp.mu.Unlock()
-	n := 0
-	for _, v := range ts.srv.mcp.views {
-		if v.who.Name == identity {
-			n++
-		}
-	}
-	return n
-}
-
 // A view lives as long as a token that used it: revoking the last one
 // drops it, with its MCP server and sessions.
 func TestARevokedIdentitysMCPViewIsDropped(t *testing.T) {
@@ -132,15 +119,15 @@ func TestARevokedIdentitysMCPViewIsDropped(t *testing.T) {
 	ts.mcpClient(first)
 	ts.mcpClient(second.Token)
 	ts.mcpClient(ts.addIdentity("other", api.RoleViewer, nil))
-	require.Equal(t, 1, ts.mcpViews("ci"), "one view for both tokens of one identity")
+	require.Equal(t, 1, ts.srv.mcp.Views("ci"), "one view for both tokens of one identity")
 
 	me, err := ts.as(first).WhoAmI(ctx)
 	require.NoError(t, err)
 	require.NoError(t, ts.api.RevokeToken(ctx, "ci", me.TokenID))
-	assert.Equal(t, 1, ts.mcpViews("ci"), "kept for the token still in use")
+	assert.Equal(t, 1, ts.srv.mcp.Views("ci"), "kept for the token still in use")
 	require.NoError(t, ts.api.RevokeIdentity(ctx, "ci"))
-	assert.Zero(t, ts.mcpViews("ci"))
-	assert.Equal(t, 1, ts.mcpViews("other"))
+	assert.Zero(t, ts.srv.mcp.Views("ci"))
+	assert.Equal(t, 1, ts.srv.mcp.Views("other"))
 }
 
 // mcpPost posts one JSON-RPC message to /mcp as token, in session (if

@@ -18,7 +18,7 @@ type Revocation = identity.Revocation
 // Config.OnRevoke carried it here.
 func (s *Server) Revoked(v Revocation) {
 	s.auth.Revoked(v)
-	s.mcp.revoked(v)
+	s.mcp.Revoked(v)
 }
 
 // publishRevocation closes the open surfaces v covers here, and hands

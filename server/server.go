@@ -23,9 +23,11 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/httpapi"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/inscope"
+	"github.com/edgeaip/edgeaip/server/internal/mcpgateway"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
+	"github.com/edgeaip/edgeaip/server/internal/wsgateway"
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
 
@@ -136,24 +138,23 @@ type Server struct {
 	devices    *inscope.Enrolled  // enrolled devices, for the command path
 	inScope    *inscope.Checker   // what a caller's scope lets it see
 	disp       *dispatch.Dispatcher
-	// offers are the new tokens offered on device links (rotation.go).
-	offers    *tokenOffers
-	sessions  *tasks.SessionManager
-	admission *tasks.Admission
-	tasks     *tasks.FrontDoor // every surface's way to run and start tasks
-	mcp       *mcpGateway
-	cluster   *cluster.Cluster // nil: a single node
-	draining  atomic.Bool      // Drain has begun
-	orphans   chan struct{}    // closed when watchOrphans has stopped (a cluster node's)
-	metrics   *metrics.Metrics
-	http      *httpapi.API // every route, /ws and /mcp among them
-	authLimit *identity.Limiter
-	auth      *identity.Authority // who callers and devices are
-	stop      chan struct{}
-	stopOnce  sync.Once
-	closeOnce sync.Once
-	janitor   chan struct{} // closed when the results janitor has stopped
-	seenFlush chan struct{} // closed when the last_seen flusher has stopped
+	ws         *wsgateway.Gateway // GET /ws: device links and constellation clients
+	sessions   *tasks.SessionManager
+	admission  *tasks.Admission
+	tasks      *tasks.FrontDoor // every surface's way to run and start tasks
+	mcp        *mcpgateway.Gateway
+	cluster    *cluster.Cluster // nil: a single node
+	draining   atomic.Bool      // Drain has begun
+	orphans    chan struct{}    // closed when watchOrphans has stopped (a cluster node's)
+	metrics    *metrics.Metrics
+	http       *httpapi.API // every route, /ws and /mcp among them
+	authLimit  *identity.Limiter
+	auth       *identity.Authority // who callers and devices are
+	stop       chan struct{}
+	stopOnce   sync.Once
+	closeOnce  sync.Once
+	janitor    chan struct{} // closed when the results janitor has stopped
+	seenFlush  chan struct{} // closed when the last_seen flusher has stopped
 }
 
 // AdminTokenFile is the name of the operator token file in the data dir.
@@ -235,7 +236,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		st.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.reg = dispatch.NewRegistry(cfg.Sessions.DeviceGrace, s.graceEnded)
+	s.reg = dispatch.NewRegistry(cfg.Sessions.DeviceGrace, func(id string) { s.ws.GraceEnded(id) })
 	s.devices = inscope.NewEnrolled(st)
 	s.metrics = metrics.New(metrics.Sources{
 		ConnectedDevices:   s.reg.DeviceCount,
@@ -246,29 +247,34 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	})
 	frameCap := cfg.Conn.MaxFrameBytes
 	s.unrecorded = unrecorded.New(st, cfg.Store.UnrecordedWrites, cfg.Store.UnrecordedBytes, s.metrics.UnrecordedDropped, s.log)
-	s.disp = dispatch.NewDispatcher(st, s.unrecorded, s.reg, s.metrics, s.answerRecorded, tasks.CommandSessionEnd, s.log, frameCap)
-	s.offers = newTokenOffers()
+	answerRecorded := func(deviceID string, m *protocol.ClientMessage, err error) { s.ws.AnswerRecorded(deviceID, m, err) }
+	s.disp = dispatch.NewDispatcher(st, s.unrecorded, s.reg, s.metrics, answerRecorded, tasks.CommandSessionEnd, s.log, frameCap)
 	s.admission = tasks.NewAdmission(cfg.Limits, frameCap, s.disp)
 	s.sessions = tasks.NewSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
 	s.tasks = tasks.NewFrontDoor(s.admission, s.sessions, func(ctx context.Context, sel access.Selector) ([]string, error) {
 		return st.DevicesMatching(ctx, sel, 0)
 	})
 	s.inScope = inscope.NewChecker(st, s.devices, s.disp, s.tasks, s.log)
-	s.mcp = newMCPGateway(s, cfg.MCP)
+	s.mcp = mcpgateway.New(mcpgateway.Config{Tasks: s.tasks, InScope: s.inScope, Devices: s.devices, Store: st, Auth: s.auth,
+		Registry: s.reg, Metrics: s.metrics, Logger: s.log, MaxMessageBytes: frameCap, MaxPlanBytes: cfg.Limits.MaxPlanBytes, Options: cfg.MCP})
+	s.ws = wsgateway.New(wsgateway.Config{Store: st, Registry: s.reg, Dispatcher: s.disp, Sessions: s.sessions, Tasks: s.tasks,
+		InScope: s.inScope, Auth: s.auth, AuthLimit: s.authLimit, Metrics: s.metrics, Logger: s.log, Conn: cfg.Conn,
+		Liveness: s.liveness, MaxPlanBytes: cfg.Limits.MaxPlanBytes, RefuseWhileDraining: s.refuseWhileDraining,
+		AuthFailed: s.authFailed, TooManyFailures: s.tooManyFailures, DevicesChanged: s.mcp.DevicesChanged})
 	s.http = s.newHTTPAPI()
 	if err := s.linkCluster(); err != nil {
 		s.leaveCluster()
 		st.Close()
 		return nil, err
 	}
-	go s.mcp.refreshViews(s.stop)
+	go s.mcp.RefreshViews()
 	go func() {
 		defer close(s.janitor)
 		s.sessions.ExpireResults(s.stop)
 	}()
 	go func() {
 		defer close(s.seenFlush)
-		s.flushLastSeen(s.stop)
+		s.ws.FlushLastSeen(s.stop)
 	}()
 	if s.cluster != nil {
 		s.orphans = make(chan struct{})
@@ -326,7 +332,7 @@ func failInterrupted(ctx context.Context, st *store.Store, log *slog.Logger) err
 func (s *Server) Shutdown() {
 	s.stopOnce.Do(func() {
 		close(s.stop)
-		s.mcp.close()
+		s.mcp.Close()
 		if s.orphans != nil {
 			<-s.orphans // adopts nothing more
 		}
@@ -336,7 +342,7 @@ func (s *Server) Shutdown() {
 		<-s.janitor
 		<-s.seenFlush
 		s.unrecorded.Close()
-		s.recordLastSeen(context.Background(), s.reg.Devices())
+		s.ws.RecordLastSeen(context.Background(), s.reg.Devices())
 		// Gone from the cluster before the links close: the other nodes
 		// then take this node's devices as between links, which they are,
 		// not offline, as this node would answer once its graces end.

@@ -80,6 +80,20 @@ var rules = []rule{
 			"it knows neither the server that holds it, nor plans, nor MCP; the HTTP API's wire types (server/api) it may use",
 	},
 	{
+		pkg:            module + "/server/internal/mcpgateway",
+		forbidden:      []string{module + "/server/internal/httpapi", module + "/server/internal/wsgateway"},
+		forbiddenAlone: []string{module + "/server"},
+		why: "the MCP gateway is a surface over the front door, the scope checker and identity, which the wiring " +
+			"hands it: it knows neither the server that holds it nor the other surfaces (the HTTP API, the WebSocket endpoints)",
+	},
+	{
+		pkg:            module + "/server/internal/wsgateway",
+		forbidden:      []string{module + "/server/internal/httpapi", module + "/server/internal/mcpgateway"},
+		forbiddenAlone: []string{module + "/server"},
+		why: "the WebSocket endpoints (device links, constellation clients) are a surface: no surface imports another, " +
+			"and the wiring hands them what they need (the parts below, and funcs for the rest), never the server that holds them",
+	},
+	{
 		pkg: module + "/server/internal/httpapi",
 		forbidden: []string{"github.com/mark3labs/mcp-go", "github.com/getkin/kin-openapi",
 			module + "/server/internal/mcpgateway", module + "/server/internal/wsgateway"},

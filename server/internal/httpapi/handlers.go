@@ -36,9 +36,9 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, api.Error{Error: msg})
 }
 
-// WriteError answers code with the API's error, {"error": msg}: for the
-// endpoints other parts serve (/ws, /mcp), which answer as the API does
-// until they speak their own protocol.
+// WriteError answers code with the API's error, {"error": msg}: for
+// what the root answers on HTTP itself, as the API would (a device link
+// refused while the node drains).
 func WriteError(w http.ResponseWriter, code int, msg string) { writeError(w, code, msg) }
 
 // writeRequestError answers 400 for a request that cannot go ahead: with

@@ -10,7 +10,7 @@ import (
 
 // A device token's rotation ends when the device confirms it, by a
 // message or by connecting with its new token, or fails to take the new
-// token. The server's rotation.go drives the device's link; the ends are
+// token. wsgateway's rotation.go drives the device's link; the ends are
 // recorded here, where a connection's token is checked too.
 
 // WaitRotation returns a channel closed when device id next confirms a

@@ -1,4 +1,4 @@
-package server
+package wsgateway
 
 import (
 	"context"
@@ -12,19 +12,13 @@ import (
 	"github.com/google/uuid"
 )
 
-// A device token is rotated in three steps (RATIONALE.md, "Rotating a
-// device's token"):
-//
-//  1. The operator asks (POST /api/devices/{id}/token, served by
-//     internal/httpapi): the store records a rotation, pending, whether
-//     or not the device is linked.
-//  2. The node holding the device's link offers it a new token, in a
-//     ROTATE_TOKEN on the CBOR wire: at once if it is linked, else right
-//     after it next registers. The hash of the token sent works from then
-//     on, beside the old token.
-//  3. The device keeps the token and says so (TOKEN_ROTATED), or connects
-//     with it: either confirms the rotation, and the old token is retired,
-//     working only until the grace the operator gave ends.
+// A device token's rotation (server/RATIONALE.md, "Rotating a device's token")
+// is asked for over the HTTP API, which records it pending; the gateway
+// then offers the device its new token, in a ROTATE_TOKEN on the CBOR
+// wire, once per link and only after the link's REGISTER was
+// acknowledged, and takes its answer: TOKEN_ROTATED confirms the
+// rotation; a refusal, or an ERROR from an agent too old to know
+// ROTATE_TOKEN, fails it.
 
 // sentToken is a new token offered on a link and not yet answered.
 type sentToken struct {
@@ -32,57 +26,57 @@ type sentToken struct {
 	hash       string
 }
 
-// offerRotationTo offers a new token to device id if its link is held
+// OfferRotationTo offers a new token to device id if its link is held
 // here, and reports whether it is. In cluster mode the node that holds it
 // hears of the request (cluster.DeviceRotate) and offers it there; a
 // device linked nowhere gets it when it next registers, on whatever node.
-func (s *Server) offerRotationTo(ctx context.Context, id string) bool {
-	c := s.reg.Device(id)
+func (g *Gateway) OfferRotationTo(ctx context.Context, id string) bool {
+	c := g.reg.Device(id)
 	if c != nil {
-		s.offerRotation(ctx, c)
+		g.offerRotation(ctx, c)
 	}
 	return c != nil
 }
 
 // registered marks device c's REGISTER acknowledged, and offers it a new
 // token if a rotation of its token waits for it.
-func (s *Server) registered(ctx context.Context, c *dispatch.Link) {
-	s.offers.acked(c)
-	s.offerRotation(ctx, c)
+func (g *Gateway) registered(ctx context.Context, c *dispatch.Link) {
+	g.offers.acked(c)
+	g.offerRotation(ctx, c)
 }
 
 // offerRotation sends device c a new token if a rotation of its token is
 // pending: once per link, and only once the link is registered, so that
 // the device never gets one before its REGISTER's ack.
-func (s *Server) offerRotation(ctx context.Context, c *dispatch.Link) {
-	s.offers.mu.Lock()
-	defer s.offers.mu.Unlock()
-	offer := s.offers.links[c]
+func (g *Gateway) offerRotation(ctx context.Context, c *dispatch.Link) {
+	g.offers.mu.Lock()
+	defer g.offers.mu.Unlock()
+	offer := g.offers.links[c]
 	if offer == nil || !offer.acked || offer.sent != nil {
 		return
 	}
-	d, err := s.store.Device(ctx, c.ID)
+	d, err := g.store.Device(ctx, c.ID)
 	if err != nil || d.Rotation == nil {
 		return
 	}
 	if c.Conn.Encoding() != protocol.CBOR {
-		s.auth.FailRotation(ctx, c.ID, "its link is JSON, UFO's wire, which cannot carry a new token: enroll it again to give it one")
+		g.auth.FailRotation(ctx, c.ID, "its link is JSON, UFO's wire, which cannot carry a new token: enroll it again to give it one")
 		return
 	}
 	token := identity.NewToken(identity.DeviceTokenPrefix)
 	sent := &sentToken{responseID: uuid.NewString(), hash: identity.HashToken(token)}
-	if err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.SendRotation(c.ID, sent.hash) }); err != nil {
-		s.log.Warn("new token not recorded; none sent", "device", c.ID, "err", err)
+	if err := g.store.Write(ctx, func(tx *store.Tx) error { return tx.SendRotation(c.ID, sent.hash) }); err != nil {
+		g.log.Warn("new token not recorded; none sent", "device", c.ID, "err", err)
 		return
 	}
 	offer.sent = sent
 	msg := &protocol.ServerMessage{Type: protocol.ServerRotateToken, Status: protocol.StatusOK, Timestamp: protocol.Now(),
 		ResponseID: sent.responseID, Token: token}
-	if err := s.send(c.Conn, msg); err != nil {
-		s.log.Warn("new token not sent; another goes when the device next registers", "device", c.ID, "err", err)
+	if err := g.send(c.Conn, msg); err != nil {
+		g.log.Warn("new token not sent; another goes when the device next registers", "device", c.ID, "err", err)
 		return
 	}
-	s.log.Info("new token sent to the device", "device", c.ID, "response_id", sent.responseID)
+	g.log.Info("new token sent to the device", "device", c.ID, "response_id", sent.responseID)
 }
 
 // tokenOffers are, for each device link, whether its REGISTER was
@@ -143,26 +137,26 @@ func (o *tokenOffers) forget(c *dispatch.Link) {
 // rotationAnswered takes a device's TOKEN_ROTATED: it confirms the
 // rotation, or says why the device could not keep its new token, which
 // then keeps its old one.
-func (s *Server) rotationAnswered(ctx context.Context, c *dispatch.Link, m *protocol.ClientMessage) {
-	sent := s.offers.take(c, m.PrevResponseID)
+func (g *Gateway) rotationAnswered(ctx context.Context, c *dispatch.Link, m *protocol.ClientMessage) {
+	sent := g.offers.take(c, m.PrevResponseID)
 	if sent == nil {
-		s.sendError(ctx, c.Conn, fmt.Sprintf("field \"prev_response_id\": %q names no new token sent on this link", m.PrevResponseID), m.RequestID)
+		g.sendError(ctx, c.Conn, fmt.Sprintf("field \"prev_response_id\": %q names no new token sent on this link", m.PrevResponseID), m.RequestID)
 		return
 	}
 	if m.Status != protocol.StatusOK {
-		s.auth.FailRotation(ctx, c.ID, "the device could not keep its new token: "+m.Error)
+		g.auth.FailRotation(ctx, c.ID, "the device could not keep its new token: "+m.Error)
 		return
 	}
-	s.auth.ConfirmRotation(ctx, c.ID, sent.hash, "the device confirmed it")
+	g.auth.ConfirmRotation(ctx, c.ID, sent.hash, "the device confirmed it")
 }
 
 // rotationRefused takes an ERROR from device c that answers the new token
 // offered on its link, as an agent that does not know ROTATE_TOKEN sends,
 // and reports whether it did.
-func (s *Server) rotationRefused(ctx context.Context, c *dispatch.Link, m *protocol.ClientMessage) bool {
-	if s.offers.take(c, m.PrevResponseID) == nil {
+func (g *Gateway) rotationRefused(ctx context.Context, c *dispatch.Link, m *protocol.ClientMessage) bool {
+	if g.offers.take(c, m.PrevResponseID) == nil {
 		return false
 	}
-	s.auth.FailRotation(ctx, c.ID, "the device refused its new token (an agent too old to rotate its token?): "+m.Error)
+	g.auth.FailRotation(ctx, c.ID, "the device refused its new token (an agent too old to rotate its token?): "+m.Error)
 	return true
 }

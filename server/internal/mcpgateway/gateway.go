@@ -1,7 +1,8 @@
-package server
+package mcpgateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -12,72 +13,74 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/inscope"
+	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
+	"github.com/edgeaip/edgeaip/server/metrics"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
-// The MCP gateway serves /mcp: any MCP client drives the fleet's tools
-// through it, held to its operator identity's role and scope, every call
-// a command or task like any other (admitted, recorded, audited). See
-// RATIONALE.md, "The MCP gateway".
-
-// MCPConfig tunes the MCP gateway. The zero value gives the defaults.
-type MCPConfig struct {
-	// DirectTools: an identity whose scope covers at most this many
-	// enrolled devices also sees each of their tools as a tool of its own,
-	// DEVICE__TOOL. Default 8; negative: never.
-	DirectTools int
-	// CallsPerMinute and CallsAtOnce bound one identity's tool calls.
-	// Defaults 120 and 8.
-	CallsPerMinute int
-	CallsAtOnce    int
-	// MaxResultBytes bounds a result's JSON in an answer; a larger one is
-	// cut, saying so and where the whole is. Default 64 KiB.
-	MaxResultBytes int
-	// SessionIdleTTL: a session that makes no request, and whose stream
-	// carries nothing, for this long is dropped with everything the
-	// gateway keeps of it, since a client may go away without its
-	// DELETE. Default 30 minutes; negative: never.
-	SessionIdleTTL time.Duration
+// Config is what the gateway needs of the server: the parts it calls,
+// and its bounds.
+type Config struct {
+	// Tasks runs and follows what the tools ask.
+	Tasks *tasks.FrontDoor
+	// InScope holds callers to their scopes.
+	InScope *inscope.Checker
+	// Devices are the enrolled devices, as the command path reads them.
+	Devices *inscope.Enrolled
+	// Store holds the devices and tasks the tools read.
+	Store *store.Store
+	// Auth says when a caller is revoked.
+	Auth *identity.Authority
+	// Registry holds the devices linked here, whose tools are served
+	// directly.
+	Registry *dispatch.Registry
+	// Metrics count sessions and calls.
+	Metrics *metrics.Metrics
+	// Logger receives the gateway's logs.
+	Logger *slog.Logger
+	// MaxMessageBytes bounds an MCP message: the frame cap, which bounds
+	// every call.
+	MaxMessageBytes int64
+	// MaxPlanBytes bounds a plan given to dispatch_plan.
+	MaxPlanBytes int
+	// Options tune the gateway.
+	Options Options
 }
 
-func (c *MCPConfig) setDefaults() {
-	if c.DirectTools == 0 {
-		c.DirectTools = 8
-	}
-	if c.CallsPerMinute <= 0 {
-		c.CallsPerMinute = 120
-	}
-	if c.CallsAtOnce <= 0 {
-		c.CallsAtOnce = 8
-	}
-	if c.MaxResultBytes <= 0 {
-		c.MaxResultBytes = 64 << 10
-	}
-	if c.SessionIdleTTL == 0 {
-		c.SessionIdleTTL = 30 * time.Minute
-	}
+// New is a gateway over cfg's parts, with cfg.Options' defaults for what
+// they leave zero. Serve it at /mcp behind the access policy, which puts
+// the caller in each request's context; run RefreshViews, and Close it
+// as the server stops.
+func New(cfg Config) *Gateway {
+	cfg.Options.setDefaults()
+	return &Gateway{cfg: cfg, log: cfg.Logger.With("surface", "mcp"), stop: make(chan struct{}),
+		views: map[string]*view{}, changed: make(chan struct{}, 1)}
 }
 
-// mcpGateway holds one MCP server per identity: what a client sees is its
+// Gateway holds one MCP server per identity: what a client sees is its
 // identity's tools, which its role and scope decide, and the direct tools
 // of the devices in its scope change as they come and go.
-type mcpGateway struct {
-	s   *Server
-	cfg MCPConfig
-	log *slog.Logger
+type Gateway struct {
+	cfg  Config
+	log  *slog.Logger
+	stop chan struct{} // closed by Close
+	once sync.Once     // closes stop
 
 	mu    sync.Mutex
-	views map[string]*mcpView // by viewKey
+	views map[string]*view // by viewKey
 
 	changed chan struct{} // devices came, went or changed their tools
 }
 
-// mcpView is what one identity (with one role and scope) sees.
-type mcpView struct {
-	g      *mcpGateway
+// view is what one identity (with one role and scope) sees.
+type view struct {
+	g      *Gateway
 	mcp    *mcpserver.MCPServer
 	http   *mcpserver.StreamableHTTPServer
 	limits *callLimits
@@ -94,32 +97,27 @@ type mcpView struct {
 	direct map[string]directTarget // DEVICE__TOOL names
 }
 
-func newMCPGateway(s *Server, cfg MCPConfig) *mcpGateway {
-	cfg.setDefaults()
-	return &mcpGateway{s: s, cfg: cfg, log: s.log.With("surface", "mcp"), views: map[string]*mcpView{}, changed: make(chan struct{}, 1)}
-}
-
 // viewKey tells views apart: an identity added again under the same name
 // with another role or scope gets a view of its own.
 func viewKey(c *identity.Caller) string {
 	return c.Name + "\x00" + c.Role.String() + "\x00" + c.Scope.String()
 }
 
-// serveMCP is /mcp: the caller's view serves the request, which ends
+// ServeHTTP is /mcp: the caller's view serves the request, which ends
 // when the caller is revoked, as the other open surfaces do, or the
-// server shuts down: a stream of notifications, or a call still running
+// gateway closes: a stream of notifications, or a call still running
 // (which is then cancelled, saying why).
-func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// No call carries more than a frame holds: refuse a larger message
 	// before reading it, and cut one whose length was not said there.
-	limit := int64(s.cfg.Conn.MaxFrameBytes)
+	limit := g.cfg.MaxMessageBytes
 	if r.ContentLength > limit {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("an MCP message of %d bytes is larger than the %d-byte frame cap, which bounds every call", r.ContentLength, limit))
+		tooLarge(w, fmt.Sprintf("an MCP message of %d bytes is larger than the %d-byte frame cap, which bounds every call", r.ContentLength, limit))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	who := identity.CallerFrom(r)
-	revoked, stop := s.auth.Watch(who)
+	revoked, stop := g.cfg.Auth.Watch(who)
 	defer stop()
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
@@ -127,17 +125,24 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-revoked:
 			cancel(fmt.Errorf("identity %q was revoked", who.Name))
-		case <-s.stop:
+		case <-g.stop:
 			cancel(tasks.ErrShuttingDown)
 		case <-ctx.Done():
 		}
 	}()
-	s.mcp.view(ctx, who).http.ServeHTTP(w, r.WithContext(ctx))
+	g.view(ctx, who).http.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// view is c's view, made, with its tools, on first use; devicesChanged
+// tooLarge answers 413 with msg, as the API answers an error.
+func tooLarge(w http.ResponseWriter, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusRequestEntityTooLarge)
+	json.NewEncoder(w).Encode(api.Error{Error: msg})
+}
+
+// view is c's view, made, with its tools, on first use; DevicesChanged
 // keeps the tools up to date from then on.
-func (g *mcpGateway) view(ctx context.Context, c *identity.Caller) *mcpView {
+func (g *Gateway) view(ctx context.Context, c *identity.Caller) *view {
 	g.mu.Lock()
 	v := g.views[viewKey(c)]
 	if v == nil {
@@ -150,12 +155,12 @@ func (g *mcpGateway) view(ctx context.Context, c *identity.Caller) *mcpView {
 	return v
 }
 
-// revoked drops the views of an identity revoked, or whose tokens that
+// Revoked drops the views of an identity revoked, or whose tokens that
 // used them all are, and ends their sessions: otherwise a view would be
 // kept, with its MCP server and sessions, for as long as the server runs.
-func (g *mcpGateway) revoked(rev Revocation) {
+func (g *Gateway) Revoked(rev identity.Revocation) {
 	g.mu.Lock()
-	var dropped []*mcpView
+	var dropped []*view
 	for key, v := range g.views {
 		for id := range v.tokens {
 			if rev.Covers(v.who.Name, id) {
@@ -174,11 +179,11 @@ func (g *mcpGateway) revoked(rev Revocation) {
 	}
 }
 
-func (g *mcpGateway) newView(c *identity.Caller) *mcpView {
-	v := &mcpView{g: g, who: c, tokens: map[string]struct{}{}, limits: newCallLimits(g.cfg.CallsPerMinute, g.cfg.CallsAtOnce)}
+func (g *Gateway) newView(c *identity.Caller) *view {
+	v := &view{g: g, who: c, tokens: map[string]struct{}{}, limits: newCallLimits(g.cfg.Options.CallsPerMinute, g.cfg.Options.CallsAtOnce)}
 	hooks := &mcpserver.Hooks{}
-	hooks.AddOnRegisterSession(func(context.Context, mcpserver.ClientSession) { g.s.metrics.MCPSessions(1) })
-	hooks.AddOnUnregisterSession(func(context.Context, mcpserver.ClientSession) { g.s.metrics.MCPSessions(-1) })
+	hooks.AddOnRegisterSession(func(context.Context, mcpserver.ClientSession) { g.cfg.Metrics.MCPSessions(1) })
+	hooks.AddOnUnregisterSession(func(context.Context, mcpserver.ClientSession) { g.cfg.Metrics.MCPSessions(-1) })
 	v.mcp = mcpserver.NewMCPServer("aip-server", buildVersion(),
 		mcpserver.WithToolCapabilities(true),
 		mcpserver.WithInstructions(mcpInstructions),
@@ -189,7 +194,7 @@ func (g *mcpGateway) newView(c *identity.Caller) *mcpView {
 	// and the check would refuse a proxy in front on the same host.
 	opts := []mcpserver.StreamableHTTPOption{mcpserver.WithDisableLocalhostProtection(true),
 		mcpserver.WithStreamableHTTPLogger(g.log), mcpserver.WithHTTPContextFunc(withBaseURL)}
-	if ttl := g.cfg.SessionIdleTTL; ttl > 0 {
+	if ttl := g.cfg.Options.SessionIdleTTL; ttl > 0 {
 		// A client listening on its stream is there even when nothing
 		// happens: a ping on the stream every third of the TTL keeps its
 		// session, which a write touches, and finds a stream whose client
@@ -200,9 +205,10 @@ func (g *mcpGateway) newView(c *identity.Caller) *mcpView {
 	return v
 }
 
-// close ends every view's sessions, and its idle sweeper, as the server
-// stops.
-func (g *mcpGateway) close() {
+// Close ends the requests being served, saying the server shuts down,
+// and every view's sessions, and its idle sweeper; RefreshViews returns.
+func (g *Gateway) Close() {
+	g.once.Do(func() { close(g.stop) })
 	g.mu.Lock()
 	views := slices.Collect(maps.Values(g.views))
 	clear(g.views)
@@ -211,7 +217,7 @@ func (g *mcpGateway) close() {
 }
 
 // shutdown ends views' sessions and their idle sweepers; why says why.
-func (g *mcpGateway) shutdown(views []*mcpView, why string) {
+func (g *Gateway) shutdown(views []*view, why string) {
 	for _, v := range views {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		if err := v.http.Shutdown(ctx); err != nil {
@@ -230,7 +236,7 @@ const mcpInstructions = "edgeaip: a fleet of devices (kiosks, edge boards), each
 
 // refresh serves the tools v's identity should see now, if they changed:
 // clients hear of it by notifications/tools/list_changed.
-func (v *mcpView) refresh(ctx context.Context) {
+func (v *view) refresh(ctx context.Context) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	tools := v.fixedTools()
@@ -255,37 +261,52 @@ func (v *mcpView) refresh(ctx context.Context) {
 	v.mcp.SetTools(tools...)
 }
 
-// devicesChanged is called when a device is enrolled or revoked,
+// DevicesChanged is called when a device is enrolled or revoked,
 // registers, updates its tools or its link drops: views are refreshed in
-// the background. Enrolling one can move a scope past DirectTools.
-func (g *mcpGateway) devicesChanged() {
+// the background (RefreshViews). Enrolling one can move a scope past
+// DirectTools.
+func (g *Gateway) DevicesChanged() {
 	select {
 	case g.changed <- struct{}{}:
 	default:
 	}
 }
 
-// refreshViews refreshes every view whenever devices change, until stop
-// is closed.
-func (g *mcpGateway) refreshViews(stop <-chan struct{}) {
+// RefreshViews refreshes every view whenever devices change, until the
+// gateway closes.
+func (g *Gateway) RefreshViews() {
 	for {
 		select {
-		case <-stop:
+		case <-g.stop:
 			return
 		case <-g.changed:
 		}
-		g.refreshAll(context.Background())
+		g.RefreshAll(context.Background())
 	}
 }
 
-// refreshAll refreshes every view now.
-func (g *mcpGateway) refreshAll(ctx context.Context) {
+// RefreshAll refreshes every view now.
+func (g *Gateway) RefreshAll(ctx context.Context) {
 	g.mu.Lock()
 	views := slices.Collect(maps.Values(g.views))
 	g.mu.Unlock()
 	for _, v := range views {
 		v.refresh(ctx)
 	}
+}
+
+// Views counts the views the gateway keeps of identity: one for each
+// role and scope it was seen with, while a token that used it works.
+func (g *Gateway) Views(identity string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, v := range g.views {
+		if v.who.Name == identity {
+			n++
+		}
+	}
+	return n
 }
 
 // buildVersion is the server's module version, as the build recorded it.

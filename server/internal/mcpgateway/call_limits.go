@@ -1,4 +1,4 @@
-package server
+package mcpgateway
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func (l *callLimits) take(now time.Time) (release func(), limit string, err erro
 
 // counted is the middleware every tool call of v passes: the identity's
 // limits, then the call, counted in the metrics by its outcome.
-func (v *mcpView) counted(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
+func (v *view) counted(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		tool := req.Params.Name
 		v.mu.Lock()
@@ -62,8 +62,8 @@ func (v *mcpView) counted(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerF
 		v.mu.Unlock()
 		release, limit, err := v.limits.take(time.Now())
 		if err != nil {
-			v.g.s.metrics.MCPLimited(limit)
-			v.g.s.metrics.MCPCall(tool, metrics.MCPFailed)
+			v.g.cfg.Metrics.MCPLimited(limit)
+			v.g.cfg.Metrics.MCPCall(tool, metrics.MCPFailed)
 			return refused(err)
 		}
 		defer release()
@@ -75,7 +75,7 @@ func (v *mcpView) counted(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerF
 		case res != nil && res.IsError:
 			outcome = metrics.MCPFailed
 		}
-		v.g.s.metrics.MCPCall(tool, outcome)
+		v.g.cfg.Metrics.MCPCall(tool, outcome)
 		return res, err
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package wsgateway
 
 import (
 	"context"
@@ -33,18 +33,18 @@ type constellation struct {
 // registerConstellation checks a REGISTER sent with an operator token, for
 // caller. A target outside the caller's scope is refused as one that is
 // not connected.
-func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMessage, c *identity.Caller) (*dispatch.Link, error) {
+func (g *Gateway) registerConstellation(ctx context.Context, m *protocol.ClientMessage, c *identity.Caller) (*dispatch.Link, error) {
 	if m.ClientType != protocol.ClientConstellation {
 		return nil, fmt.Errorf(`register: field "client_type": %q needs the device's own token; an operator token registers constellations only`, m.ClientType)
 	}
 	if err := identity.AllowMessage(c, m.Type); err != nil {
 		return nil, fmt.Errorf("register: %w", err)
 	}
-	inScope, err := s.inScope.Device(ctx, c, m.TargetID)
+	inScope, err := g.inScope.Device(ctx, c, m.TargetID)
 	if err != nil {
 		return nil, fmt.Errorf("register: %w", err)
 	}
-	_, err = s.store.Device(ctx, m.ClientID)
+	_, err = g.store.Device(ctx, m.ClientID)
 	switch {
 	case err == nil:
 		return nil, fmt.Errorf(`register: field "client_id": %q is an enrolled device; a constellation needs an id of its own`, m.ClientID)
@@ -52,7 +52,7 @@ func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMe
 		return nil, fmt.Errorf("register: %w", err)
 	case m.TargetID == "":
 		return nil, errors.New(`register: field "target_id": missing: a constellation registers with the device it drives`)
-	case s.reg.Device(m.TargetID) == nil || !inScope:
+	case g.reg.Device(m.TargetID) == nil || !inScope:
 		return nil, fmt.Errorf(`register: field "target_id": target device %q is not connected`, m.TargetID)
 	}
 	return &dispatch.Link{ID: m.ClientID, Type: protocol.ClientConstellation, Target: m.TargetID}, nil
@@ -60,11 +60,11 @@ func (s *Server) registerConstellation(ctx context.Context, m *protocol.ClientMe
 
 // closeOnRevocation closes the constellation c's link when revoked, its
 // identity's or token's revocation, is closed, until ctx ends.
-func (s *Server) closeOnRevocation(ctx context.Context, c *constellation, revoked <-chan struct{}) {
+func (g *Gateway) closeOnRevocation(ctx context.Context, c *constellation, revoked <-chan struct{}) {
 	go func() {
 		select {
 		case <-revoked:
-			s.log.Info("closing a revoked identity's constellation", "client_id", c.ID, "identity", c.caller.Name)
+			g.log.Info("closing a revoked identity's constellation", "client_id", c.ID, "identity", c.caller.Name)
 			c.Conn.Close(websocket.StatusPolicyViolation, "identity revoked")
 		case <-ctx.Done():
 		}
@@ -72,36 +72,36 @@ func (s *Server) closeOnRevocation(ctx context.Context, c *constellation, revoke
 }
 
 // serveConstellation reads a constellation's messages until it leaves.
-func (s *Server) serveConstellation(ctx context.Context, c *constellation) {
+func (g *Gateway) serveConstellation(ctx context.Context, c *constellation) {
 	for {
 		var m protocol.ClientMessage
 		if err := c.Conn.Read(ctx, &m); err != nil {
-			s.log.Info("constellation link ended", "client_id", c.ID, "err", err)
+			g.log.Info("constellation link ended", "client_id", c.ID, "err", err)
 			return
 		}
 		if err := checkIdentity(c.Link, &m); err != nil {
-			s.sendError(ctx, c.Conn, err.Error(), m.RequestID)
+			g.sendError(ctx, c.Conn, err.Error(), m.RequestID)
 			continue
 		}
-		if err := s.allowLinkMessage(ctx, c, m.Type); err != nil {
-			s.refuseMessage(ctx, c, &m, err)
+		if err := g.allowLinkMessage(ctx, c, m.Type); err != nil {
+			g.refuseMessage(ctx, c, &m, err)
 			continue
 		}
 		switch m.Type {
 		case protocol.ClientHeartbeat:
-			s.sendAck(ctx, c.Conn, &m)
+			g.sendAck(ctx, c.Conn, &m)
 		case protocol.ClientTask:
-			if err := s.startConstellationTask(ctx, c, &m); err != nil {
-				s.refuseTask(ctx, c, &m, err)
+			if err := g.startConstellationTask(ctx, c, &m); err != nil {
+				g.refuseTask(ctx, c, &m, err)
 			}
 		case protocol.ClientDeviceInfoRequest:
-			s.answerDeviceInfo(ctx, c, &m)
+			g.answerDeviceInfo(ctx, c, &m)
 		case protocol.ClientTaskEnd:
-			s.log.Debug("constellation acknowledged a task end", "client_id", c.ID, "session_id", m.SessionID)
+			g.log.Debug("constellation acknowledged a task end", "client_id", c.ID, "session_id", m.SessionID)
 		case protocol.ClientError:
-			s.log.Warn("constellation reported an error", "client_id", c.ID, "error", m.Error)
+			g.log.Warn("constellation reported an error", "client_id", c.ID, "error", m.Error)
 		default:
-			s.sendError(ctx, c.Conn, fmt.Sprintf("message type %q is not accepted from a constellation", m.Type), m.RequestID)
+			g.sendError(ctx, c.Conn, fmt.Sprintf("message type %q is not accepted from a constellation", m.Type), m.RequestID)
 		}
 	}
 }
@@ -111,14 +111,14 @@ func (s *Server) serveConstellation(ctx context.Context, c *constellation) {
 // about its target, that the target is still in its scope (a device
 // revoked and enrolled again with other labels may not be), else it is
 // refused as a target that is not connected.
-func (s *Server) allowLinkMessage(ctx context.Context, c *constellation, t protocol.ClientMessageType) error {
+func (g *Gateway) allowLinkMessage(ctx context.Context, c *constellation, t protocol.ClientMessageType) error {
 	if err := identity.AllowMessage(c.caller, t); err != nil {
 		return err
 	}
 	if ru, _ := identity.RuleFor(identity.MessageKey(t)); ru.Scope != identity.LinkTarget {
 		return nil
 	}
-	in, err := s.inScope.Device(ctx, c.caller, c.Target)
+	in, err := g.inScope.Device(ctx, c.caller, c.Target)
 	switch {
 	case err != nil:
 		return err
@@ -131,39 +131,39 @@ func (s *Server) allowLinkMessage(ctx context.Context, c *constellation, t proto
 // refuseMessage answers a message the access policy refuses: a TASK as
 // every TASK that cannot start, with a failed TASK_END; others with an
 // ERROR.
-func (s *Server) refuseMessage(ctx context.Context, c *constellation, m *protocol.ClientMessage, err error) {
-	s.log.Warn("message refused", "client_id", c.ID, "identity", c.caller.Name, "type", m.Type, "err", err)
+func (g *Gateway) refuseMessage(ctx context.Context, c *constellation, m *protocol.ClientMessage, err error) {
+	g.log.Warn("message refused", "client_id", c.ID, "identity", c.caller.Name, "type", m.Type, "err", err)
 	if m.Type == protocol.ClientTask {
-		s.refuseTask(ctx, c, m, err)
+		g.refuseTask(ctx, c, m, err)
 		return
 	}
-	s.sendError(ctx, c.Conn, err.Error(), m.RequestID)
+	g.sendError(ctx, c.Conn, err.Error(), m.RequestID)
 }
 
 // startConstellationTask starts a session on the constellation's target
 // for a TASK, acknowledges it, and sends the TASK_END back to the
 // constellation when the session ends.
-func (s *Server) startConstellationTask(ctx context.Context, c *constellation, m *protocol.ClientMessage) error {
-	name, original := s.wsTaskName(c, m.TaskName)
-	p, err := tasks.PlanFromRequest(m.Request, s.cfg.Limits.MaxPlanBytes)
+func (g *Gateway) startConstellationTask(ctx context.Context, c *constellation, m *protocol.ClientMessage) error {
+	name, original := g.wsTaskName(c, m.TaskName)
+	p, err := tasks.PlanFromRequest(m.Request, g.cfg.MaxPlanBytes)
 	if err != nil {
 		return tasks.InField("request", err)
 	}
-	if s.reg.Device(c.Target) == nil {
+	if g.reg.Device(c.Target) == nil {
 		return fmt.Errorf("target device %q is not connected", c.Target)
 	}
-	_, err = s.tasks.StartPlan(ctx, tasks.PlanTask{
+	_, err = g.tasks.StartPlan(ctx, tasks.PlanTask{
 		Asker: tasks.Asker{Who: c.caller, Kind: api.RequesterConstellation, Client: c.ID}, Device: c.Target, Plan: p,
-		ID: m.SessionID, TaskName: name, OriginalTaskName: original, TaskEnd: s.taskEndTo(c.ID), Announce: s.ackTask(c, m),
+		ID: m.SessionID, TaskName: name, OriginalTaskName: original, TaskEnd: g.taskEndTo(c.ID), Announce: g.ackTask(c, m),
 	})
 	return err
 }
 
 // ackTask acknowledges the TASK m, once its session exists, to the
 // constellation c.
-func (s *Server) ackTask(c *constellation, m *protocol.ClientMessage) func(*tasks.Session) {
+func (g *Gateway) ackTask(c *constellation, m *protocol.ClientMessage) func(*tasks.Session) {
 	return func(sess *tasks.Session) {
-		s.send(c.Conn, &protocol.ServerMessage{
+		g.send(c.Conn, &protocol.ServerMessage{
 			Type: protocol.ServerHeartbeat, Status: protocol.StatusOK, SessionID: sess.ID, TaskName: sess.TaskName,
 			Timestamp: protocol.Now(), ResponseID: ackID(m),
 		})
@@ -172,25 +172,25 @@ func (s *Server) ackTask(c *constellation, m *protocol.ClientMessage) func(*task
 
 // taskEndTo delivers a TASK_END to the constellation clientID on whatever
 // connection it has when the task ends.
-func (s *Server) taskEndTo(clientID string) tasks.TaskEndFunc {
+func (g *Gateway) taskEndTo(clientID string) tasks.TaskEndFunc {
 	return func(msg *protocol.ServerMessage) error {
-		c := s.reg.Get(clientID)
+		c := g.reg.Get(clientID)
 		if c == nil || c.IsDevice() {
 			return fmt.Errorf("requester %q is not connected", clientID)
 		}
-		return s.send(c.Conn, msg)
+		return g.send(c.Conn, msg)
 	}
 }
 
 // answerDeviceInfo answers a DEVICE_INFO_REQUEST about the constellation's
 // own target, to the constellation alone.
-func (s *Server) answerDeviceInfo(ctx context.Context, c *constellation, m *protocol.ClientMessage) {
-	dev := s.reg.Device(c.Target)
+func (g *Gateway) answerDeviceInfo(ctx context.Context, c *constellation, m *protocol.ClientMessage) {
+	dev := g.reg.Device(c.Target)
 	if dev == nil || dev.Info.Load() == nil {
-		s.sendError(ctx, c.Conn, fmt.Sprintf("device_info_request: no system info for target device %q: it is not connected or sent none", c.Target), m.RequestID)
+		g.sendError(ctx, c.Conn, fmt.Sprintf("device_info_request: no system info for target device %q: it is not connected or sent none", c.Target), m.RequestID)
 		return
 	}
-	s.send(c.Conn, &protocol.ServerMessage{
+	g.send(c.Conn, &protocol.ServerMessage{
 		Type: protocol.ServerDeviceInfoResponse, Status: protocol.StatusOK, Result: inscope.Info(dev.Info.Load(), c.caller.Scope),
 		Timestamp: protocol.Now(), ResponseID: m.RequestID,
 	})

@@ -1,4 +1,4 @@
-package server
+package wsgateway
 
 import (
 	"context"
@@ -20,9 +20,9 @@ const lastSeenFlush = time.Minute
 // link. It used to be a durable write per heartbeat, at most every 10 s
 // a device, the largest part of what idle links cost the server.
 
-// flushLastSeen writes, every lastSeenFlush until stop, the last_seen of
+// FlushLastSeen writes, every lastSeenFlush until stop, the last_seen of
 // the online devices heard from since it was last written.
-func (s *Server) flushLastSeen(stop <-chan struct{}) {
+func (g *Gateway) FlushLastSeen(stop <-chan struct{}) {
 	t := time.NewTicker(lastSeenFlush)
 	defer t.Stop()
 	for {
@@ -30,15 +30,15 @@ func (s *Server) flushLastSeen(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
-			s.recordLastSeen(context.Background(), s.reg.Devices())
+			g.RecordLastSeen(context.Background(), g.reg.Devices())
 		}
 	}
 }
 
-// recordLastSeen writes, in one write, the last_seen of each of devices
+// RecordLastSeen writes, in one write, the last_seen of each of devices
 // heard from since it was last written. It need not be durable at once:
 // a write fsynced later, or the next checkpoint, makes it so.
-func (s *Server) recordLastSeen(ctx context.Context, devices []*dispatch.Link) {
+func (g *Gateway) RecordLastSeen(ctx context.Context, devices []*dispatch.Link) {
 	type seen struct {
 		c     *dispatch.Link
 		heard time.Time
@@ -52,7 +52,7 @@ func (s *Server) recordLastSeen(ctx context.Context, devices []*dispatch.Link) {
 	if len(todo) == 0 {
 		return
 	}
-	err := s.store.WriteUnsynced(ctx, func(tx *store.Tx) error {
+	err := g.store.WriteUnsynced(ctx, func(tx *store.Tx) error {
 		for _, d := range todo {
 			if err := tx.SetLastSeen(d.c.ID, d.heard); err != nil {
 				return err
@@ -61,7 +61,7 @@ func (s *Server) recordLastSeen(ctx context.Context, devices []*dispatch.Link) {
 		return nil
 	})
 	if err != nil {
-		s.log.Warn("last_seen not recorded", "devices", len(todo), "err", err)
+		g.log.Warn("last_seen not recorded", "devices", len(todo), "err", err)
 		return
 	}
 	for _, d := range todo {

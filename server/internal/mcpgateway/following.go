@@ -1,16 +1,12 @@
-package server
+package mcpgateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/edgeaip/edgeaip/internal/mcptool"
-	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
-	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -86,13 +82,13 @@ func eventText(e api.TaskEvent) string {
 // request (its identity revoked, or shutdown), wait returns at once: the
 // request must end within a second, and a device that does not answer
 // the cancellation holds the task for cancelGrace.
-func (f *following) wait(g *mcpGateway, done <-chan struct{}, id string) (cancelled bool) {
+func (f *following) wait(g *Gateway, done <-chan struct{}, id string) (cancelled bool) {
 	tick := time.NewTicker(progressEvery)
 	defer tick.Stop()
 	started := time.Now()
 	var why string // a cancellation not yet delivered
 	for {
-		if why != "" && !errors.Is(g.s.tasks.Cancel(id, why), tasks.ErrNotRunning) {
+		if why != "" && !errors.Is(g.cfg.Tasks.Cancel(id, why), tasks.ErrNotRunning) {
 			why = ""
 		}
 		select {
@@ -106,7 +102,7 @@ func (f *following) wait(g *mcpGateway, done <-chan struct{}, id string) (cancel
 		case <-f.ctx.Done():
 			reason, byServer := cancelReason(f.ctx)
 			if byServer {
-				go g.s.tasks.Cancel(id, reason)
+				go g.cfg.Tasks.Cancel(id, reason)
 				return true
 			}
 			if !cancelled {
@@ -132,7 +128,7 @@ func (f *following) flush() {
 
 // cancelReason says why an MCP request's context ended: the client
 // cancelled or went away, or the server ended it (its identity revoked,
-// or shutdown; see serveMCP).
+// or shutdown; see ServeHTTP).
 func cancelReason(ctx context.Context) (why string, byServer bool) {
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause.Error(), true
@@ -144,7 +140,7 @@ func cancelReason(ctx context.Context) (why string, byServer bool) {
 // progress, and cancels it if the client does. It runs apart from the
 // request's context: the command's end is recorded however the request
 // ends.
-func (g *mcpGateway) runCommand(ctx context.Context, f *following, cmd tasks.AdmittedCommand) (api.CommandResponse, error) {
+func (g *Gateway) runCommand(ctx context.Context, f *following, cmd tasks.AdmittedCommand) (api.CommandResponse, error) {
 	id := cmd.SessionID()
 	var resp api.CommandResponse
 	var err error
@@ -167,79 +163,4 @@ func (g *mcpGateway) runCommand(ctx context.Context, f *following, cmd tasks.Adm
 		err = fmt.Errorf("cancelled by the client; the task %s ended %s", resp.SessionID, resp.Status)
 	}
 	return resp, err
-}
-
-// result is res as the answer to a call, cut to MaxResultBytes with a
-// link to the task.
-func (g *mcpGateway) result(ctx context.Context, what string, res protocol.Result, sessionID string) *mcp.CallToolResult {
-	return mcptool.Result(what, res, mcptool.Cut{MaxBytes: g.cfg.MaxResultBytes, WholeAt: taskURL(ctx, sessionID)})
-}
-
-func (v *mcpView) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	args := req.GetArguments()
-	raw, err := json.Marshal(args["plan"])
-	if err != nil || args["plan"] == nil {
-		return refused(errors.New(`argument "plan": missing`))
-	}
-	p, err := tasks.PlanField(raw, v.g.s.cfg.Limits.MaxPlanBytes)
-	if err != nil {
-		return refused(err)
-	}
-	who := identity.CallerIn(ctx)
-	f := newFollowing(ctx, req)
-	as := tasks.Asker{Who: who, Kind: api.RequesterMCP}
-	device := req.GetString("device", "")
-	labels, _ := args["labels"].(map[string]any)
-	var sess *tasks.Session
-	switch {
-	case device != "" && labels != nil:
-		return refused(errors.New(`give "device" or "labels", not both`))
-	case device != "":
-		if !v.g.s.inScope.Online(ctx, who, device) {
-			return refused(fmt.Errorf("device %q is not online", device))
-		}
-		sess, err = v.g.s.tasks.StartPlan(ctx, tasks.PlanTask{Asker: as, Device: device, Plan: p, Tee: f.tee})
-	case labels != nil:
-		sess, err = v.g.startFleet(ctx, tasks.FleetTask{Asker: as, Plan: p, Tee: f.tee}, labels)
-	default:
-		return refused(errors.New(`argument "device" or "labels": missing`))
-	}
-	if err != nil {
-		return refused(err)
-	}
-	if wait, ok := args["wait"].(bool); ok && !wait {
-		return jsonResult(map[string]any{"session_id": sess.ID, "task_name": sess.TaskName, "url": taskURL(ctx, sess.ID)})
-	}
-	f.wait(v.g, sess.Done(), sess.ID)
-	task, err := v.g.taskInScope(context.WithoutCancel(ctx), sess.ID)
-	if err != nil {
-		return refused(err)
-	}
-	res, err := jsonResult(task)
-	if res != nil {
-		res.IsError = task.State != api.StateCompleted
-	}
-	return res, err
-}
-
-// startFleet starts t on the devices in its asker's scope that have
-// labels, admitted on each.
-func (g *mcpGateway) startFleet(ctx context.Context, t tasks.FleetTask, labels map[string]any) (*tasks.Session, error) {
-	if len(labels) == 0 {
-		return nil, errors.New(`argument "labels": at least one label is required`)
-	}
-	want := map[string]string{}
-	for k, v := range labels {
-		s, ok := v.(string)
-		if !ok {
-			return nil, fmt.Errorf(`argument "labels": %q: want a string, got %T`, k, v)
-		}
-		want[k] = s
-	}
-	selector, devices, err := g.s.tasks.FleetTargets(ctx, t.Who, want)
-	if err != nil {
-		return nil, err
-	}
-	t.Labels, t.Selector, t.Devices, t.Concurrency = want, selector, devices, api.DefaultFleetConcurrency
-	return g.s.tasks.StartFleet(ctx, t)
 }

@@ -1,4 +1,4 @@
-package server
+package mcpgateway
 
 import (
 	"context"
@@ -23,22 +23,22 @@ type directTarget struct {
 // names are mcptool.Names of DEVICE__TOOL (README, "The MCP gateway").
 // The device's meta tools are left out: list_device_tools and the API
 // are for those.
-func (g *mcpGateway) directTools(ctx context.Context, c *identity.Caller) ([]directTarget, error) {
-	if g.cfg.DirectTools < 0 || identity.Allow(c, identity.MCPKey(mcpDeviceTool)) != nil {
+func (g *Gateway) directTools(ctx context.Context, c *identity.Caller) ([]directTarget, error) {
+	if g.cfg.Options.DirectTools < 0 || identity.Allow(c, identity.MCPKey(mcpDeviceTool)) != nil {
 		return nil, nil
 	}
 	// One past the threshold tells a scope over it.
-	inScope, err := g.s.store.DevicesMatching(ctx, c.Scope.Devices, g.cfg.DirectTools+1)
+	inScope, err := g.cfg.Store.DevicesMatching(ctx, c.Scope.Devices, g.cfg.Options.DirectTools+1)
 	if err != nil {
 		return nil, err
 	}
-	if len(inScope) > g.cfg.DirectTools {
+	if len(inScope) > g.cfg.Options.DirectTools {
 		return nil, nil
 	}
 	var out []directTarget
 	var named []mcptool.Named
 	for _, id := range inScope {
-		cl := g.s.reg.Device(id)
+		cl := g.cfg.Registry.Device(id)
 		if cl == nil {
 			continue
 		}

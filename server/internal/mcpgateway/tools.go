@@ -1,4 +1,4 @@
-package server
+package mcpgateway
 
 import (
 	"cmp"
@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/mcptool"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
@@ -35,7 +36,7 @@ const (
 const defaultMCPTimeout = 60 * time.Second
 
 // fixedTools are the gateway's own tools that v's identity may call.
-func (v *mcpView) fixedTools() []mcpserver.ServerTool {
+func (v *view) fixedTools() []mcpserver.ServerTool {
 	all := []mcpserver.ServerTool{
 		{Tool: mcp.NewTool(mcpListDevices,
 			mcp.WithDescription("Lists the devices you may use: id, whether online, labels, platform and how many tools."),
@@ -87,9 +88,9 @@ type deviceSummary struct {
 	Tools    int               `json:"tools"`
 }
 
-func (v *mcpView) listDevices(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (v *view) listDevices(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	who := identity.CallerIn(ctx)
-	devs, err := v.g.s.store.Devices(ctx)
+	devs, err := v.g.cfg.Store.Devices(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +99,7 @@ func (v *mcpView) listDevices(ctx context.Context, _ mcp.CallToolRequest) (*mcp.
 		if !who.Scope.Device(d.Labels) {
 			continue
 		}
-		view := v.g.s.inScope.DeviceView(d, who.Scope)
+		view := v.g.cfg.InScope.DeviceView(d, who.Scope)
 		sum := deviceSummary{ID: d.ID, Online: view.Online, Labels: d.Labels}
 		if view.Info != nil {
 			sum.Platform, sum.Arch, sum.Tools = view.Info.Platform, view.Info.Arch, len(view.Info.Tools)
@@ -117,17 +118,17 @@ type toolSummary struct {
 	InputSchema map[string]any `json:"input_schema,omitempty"`
 }
 
-func (v *mcpView) listDeviceTools(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (v *view) listDeviceTools(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	id := req.GetString("device", "")
 	if err := v.deviceInScope(ctx, id); err != nil {
 		return refused(err)
 	}
-	d, err := v.g.s.store.Device(ctx, id) // its last registration's tools
+	d, err := v.g.cfg.Store.Device(ctx, id) // its last registration's tools
 	if err != nil {
 		return refused(err)
 	}
 	out := []toolSummary{}
-	if view := v.g.s.inScope.DeviceView(d, identity.CallerIn(ctx).Scope); view.Info != nil {
+	if view := v.g.cfg.InScope.DeviceView(d, identity.CallerIn(ctx).Scope); view.Info != nil {
 		for _, t := range view.Info.Tools {
 			out = append(out, toolSummary{Name: t.ToolName, ToolType: string(t.ToolType), Namespace: t.Namespace,
 				Description: t.Description, InputSchema: t.InputSchema})
@@ -139,18 +140,18 @@ func (v *mcpView) listDeviceTools(ctx context.Context, req mcp.CallToolRequest) 
 // deviceInScope says why the caller may not use device id, if it may
 // not: one outside its scope is not enrolled, as the API answers. It reads
 // the device cache, as every command does.
-func (v *mcpView) deviceInScope(ctx context.Context, id string) error {
+func (v *view) deviceInScope(ctx context.Context, id string) error {
 	if id == "" {
 		return errors.New(`argument "device": missing`)
 	}
-	d, err := v.g.s.devices.Get(ctx, id)
+	d, err := v.g.cfg.Devices.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || err == nil && !identity.CallerIn(ctx).Scope.Device(d.Labels) {
 		return errors.New(inscope.DeviceNotEnrolled(id))
 	}
 	return err
 }
 
-func (v *mcpView) callDeviceTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (v *view) callDeviceTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	args := req.GetArguments()
 	params, ok := args["arguments"].(map[string]any)
 	if !ok && args["arguments"] != nil {
@@ -162,7 +163,7 @@ func (v *mcpView) callDeviceTool(ctx context.Context, req mcp.CallToolRequest) (
 
 // callDirect is a DEVICE__TOOL tool: its arguments are the tool's
 // parameters.
-func (v *mcpView) callDirect(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (v *view) callDirect(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	v.mu.Lock()
 	d, ok := v.direct[req.Params.Name]
 	v.mu.Unlock()
@@ -176,12 +177,12 @@ func (v *mcpView) callDirect(ctx context.Context, req mcp.CallToolRequest) (*mcp
 // runTool runs action on device as a single command, as POST
 // /api/devices/{id}/commands does: admitted, recorded, audited under the
 // caller, with progress while it runs and cancelled with the request.
-func (v *mcpView) runTool(ctx context.Context, req mcp.CallToolRequest, device string, action protocol.Command, timeoutText string) (*mcp.CallToolResult, error) {
+func (v *view) runTool(ctx context.Context, req mcp.CallToolRequest, device string, action protocol.Command, timeoutText string) (*mcp.CallToolResult, error) {
 	if err := v.deviceInScope(ctx, device); err != nil {
 		return refused(err)
 	}
 	f := newFollowing(ctx, req)
-	cmd, err := v.g.s.tasks.AdmitCommand(tasks.CommandTask{
+	cmd, err := v.g.cfg.Tasks.AdmitCommand(tasks.CommandTask{
 		Asker: tasks.Asker{Who: identity.CallerIn(ctx), Kind: api.RequesterMCP}, Device: device, Actions: []protocol.Command{action},
 		Timeout: cmp.Or(timeoutText, defaultMCPTimeout.String()), TimeoutArg: `argument "timeout"`, Tee: f.tee,
 	})
@@ -201,7 +202,82 @@ func (v *mcpView) runTool(ctx context.Context, req mcp.CallToolRequest, device s
 	return v.g.result(ctx, what, res, resp.SessionID), nil
 }
 
-func (v *mcpView) getTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// result is res as the answer to a call, cut to MaxResultBytes with a
+// link to the task.
+func (g *Gateway) result(ctx context.Context, what string, res protocol.Result, sessionID string) *mcp.CallToolResult {
+	return mcptool.Result(what, res, mcptool.Cut{MaxBytes: g.cfg.Options.MaxResultBytes, WholeAt: taskURL(ctx, sessionID)})
+}
+
+func (v *view) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args := req.GetArguments()
+	raw, err := json.Marshal(args["plan"])
+	if err != nil || args["plan"] == nil {
+		return refused(errors.New(`argument "plan": missing`))
+	}
+	p, err := tasks.PlanField(raw, v.g.cfg.MaxPlanBytes)
+	if err != nil {
+		return refused(err)
+	}
+	who := identity.CallerIn(ctx)
+	f := newFollowing(ctx, req)
+	as := tasks.Asker{Who: who, Kind: api.RequesterMCP}
+	device := req.GetString("device", "")
+	labels, _ := args["labels"].(map[string]any)
+	var sess *tasks.Session
+	switch {
+	case device != "" && labels != nil:
+		return refused(errors.New(`give "device" or "labels", not both`))
+	case device != "":
+		if !v.g.cfg.InScope.Online(ctx, who, device) {
+			return refused(fmt.Errorf("device %q is not online", device))
+		}
+		sess, err = v.g.cfg.Tasks.StartPlan(ctx, tasks.PlanTask{Asker: as, Device: device, Plan: p, Tee: f.tee})
+	case labels != nil:
+		sess, err = v.g.startFleet(ctx, tasks.FleetTask{Asker: as, Plan: p, Tee: f.tee}, labels)
+	default:
+		return refused(errors.New(`argument "device" or "labels": missing`))
+	}
+	if err != nil {
+		return refused(err)
+	}
+	if wait, ok := args["wait"].(bool); ok && !wait {
+		return jsonResult(map[string]any{"session_id": sess.ID, "task_name": sess.TaskName, "url": taskURL(ctx, sess.ID)})
+	}
+	f.wait(v.g, sess.Done(), sess.ID)
+	task, err := v.g.taskInScope(context.WithoutCancel(ctx), sess.ID)
+	if err != nil {
+		return refused(err)
+	}
+	res, err := jsonResult(task)
+	if res != nil {
+		res.IsError = task.State != api.StateCompleted
+	}
+	return res, err
+}
+
+// startFleet starts t on the devices in its asker's scope that have
+// labels, admitted on each.
+func (g *Gateway) startFleet(ctx context.Context, t tasks.FleetTask, labels map[string]any) (*tasks.Session, error) {
+	if len(labels) == 0 {
+		return nil, errors.New(`argument "labels": at least one label is required`)
+	}
+	want := map[string]string{}
+	for k, v := range labels {
+		s, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf(`argument "labels": %q: want a string, got %T`, k, v)
+		}
+		want[k] = s
+	}
+	selector, devices, err := g.cfg.Tasks.FleetTargets(ctx, t.Who, want)
+	if err != nil {
+		return nil, err
+	}
+	t.Labels, t.Selector, t.Devices, t.Concurrency = want, selector, devices, api.DefaultFleetConcurrency
+	return g.cfg.Tasks.StartFleet(ctx, t)
+}
+
+func (v *view) getTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	task, err := v.g.taskInScope(ctx, req.GetString("id", ""))
 	if err != nil {
 		return refused(err)
@@ -209,12 +285,12 @@ func (v *mcpView) getTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	return jsonResult(task)
 }
 
-func (v *mcpView) cancelTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (v *view) cancelTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	id := req.GetString("id", "")
 	if _, err := v.g.taskInScope(ctx, id); err != nil {
 		return refused(err)
 	}
-	if err := v.g.s.tasks.Cancel(id, "cancel_task by "+identity.CallerIn(ctx).Name); err != nil {
+	if err := v.g.cfg.Tasks.Cancel(id, "cancel_task by "+identity.CallerIn(ctx).Name); err != nil {
 		return refused(err)
 	}
 	task, err := v.g.taskInScope(ctx, id)
@@ -227,18 +303,18 @@ func (v *mcpView) cancelTask(ctx context.Context, req mcp.CallToolRequest) (*mcp
 // taskInScope reads task id, if the caller may see it: one read of the
 // task's row, which holds what its scope is decided on (its device, or a
 // fleet's selector), as it holds the task.
-func (g *mcpGateway) taskInScope(ctx context.Context, id string) (api.Task, error) {
+func (g *Gateway) taskInScope(ctx context.Context, id string) (api.Task, error) {
 	if id == "" {
 		return api.Task{}, errors.New(`argument "id": missing`)
 	}
-	row, err := g.s.store.Session(ctx, id)
+	row, err := g.cfg.Store.Session(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return api.Task{}, errors.New(inscope.NoTask(id))
 	case err != nil:
 		return api.Task{}, err
 	}
-	in, err := g.s.inScope.Row(ctx, identity.CallerIn(ctx), row)
+	in, err := g.cfg.InScope.Row(ctx, identity.CallerIn(ctx), row)
 	switch {
 	case err != nil:
 		return api.Task{}, err

@@ -1,4 +1,4 @@
-package server
+package wsgateway
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // galaxy/<task>/<name>), with a warning, where its HTTP API, like POST
 // /api/dispatch here, refuses it. The sanitized name is the one
 // task_result looks up; the original is kept on the task.
-func (s *Server) wsTaskName(c *constellation, asked string) (name, original string) {
+func (g *Gateway) wsTaskName(c *constellation, asked string) (name, original string) {
 	if asked == "" || plan.ValidTaskName(asked) {
 		return asked, ""
 	}
@@ -28,7 +28,7 @@ func (s *Server) wsTaskName(c *constellation, asked string) (name, original stri
 	if name == "" {
 		name = uuid.NewString()
 	}
-	s.log.Warn("task name sanitized", "client_id", c.ID, "task_name", name, "sent", asked)
+	g.log.Warn("task name sanitized", "client_id", c.ID, "task_name", name, "sent", asked)
 	return name, asked
 }
 
@@ -39,19 +39,19 @@ func (s *Server) wsTaskName(c *constellation, asked string) (name, original stri
 // only logs an ERROR; its device client too.) A TASK for a session that
 // is already running gets an ERROR alone, since that session's TASK_END
 // will still come.
-func (s *Server) refuseTask(ctx context.Context, c *constellation, m *protocol.ClientMessage, err error) {
+func (g *Gateway) refuseTask(ctx context.Context, c *constellation, m *protocol.ClientMessage, err error) {
 	reason := "task: " + err.Error()
 	var running *tasks.SessionRunningError
 	if errors.As(err, &running) {
-		s.sendError(ctx, c.Conn, reason, m.RequestID)
+		g.sendError(ctx, c.Conn, reason, m.RequestID)
 		return
 	}
 	sessionID := m.SessionID
 	if sessionID == "" {
 		sessionID = uuid.NewString()
 	}
-	s.log.Info("task refused", "client_id", c.ID, "session_id", sessionID, "err", err)
-	s.send(c.Conn, &protocol.ServerMessage{
+	g.log.Info("task refused", "client_id", c.ID, "session_id", sessionID, "err", err)
+	g.send(c.Conn, &protocol.ServerMessage{
 		Type: protocol.ServerTaskEnd, Status: protocol.StatusFailed, SessionID: sessionID,
 		Error: reason, Timestamp: protocol.Now(), ResponseID: uuid.NewString(),
 	})

@@ -1,4 +1,4 @@
-package server
+package wsgateway
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 // report in its outbox until then. A report the store cannot take now is
 // not acknowledged, so that the device sends it again after it next
 // registers; one recorded before is acknowledged and not recorded twice.
-func (s *Server) localCall(ctx context.Context, c *dispatch.Link, m *protocol.ClientMessage) {
+func (g *Gateway) localCall(ctx context.Context, c *dispatch.Link, m *protocol.ClientMessage) {
 	who, _ := m.Metadata["caller"].(string)
-	log := s.log.With("device", c.ID, "caller", who, "local_call_id", m.PrevResponseID)
-	err := s.store.Write(ctx, func(tx *store.Tx) error {
+	log := g.log.With("device", c.ID, "caller", who, "local_call_id", m.PrevResponseID)
+	err := g.store.Write(ctx, func(tx *store.Tx) error {
 		for i, a := range m.Actions {
 			first, err := tx.AppendLocalCall(c.ID, who, a, m.ActionResults[i])
 			if err != nil {
@@ -35,9 +35,9 @@ func (s *Server) localCall(ctx context.Context, c *dispatch.Link, m *protocol.Cl
 		log.Warn("local call not recorded; the device reports it again", "err", err)
 	case err != nil:
 		log.Error("local call refused", "err", err)
-		s.sendError(ctx, c.Conn, "local_call not recorded: "+err.Error(), m.RequestID)
+		g.sendError(ctx, c.Conn, "local_call not recorded: "+err.Error(), m.RequestID)
 	default:
-		s.metrics.LocalCalls(len(m.Actions))
-		s.sendAck(ctx, c.Conn, m)
+		g.metrics.LocalCalls(len(m.Actions))
+		g.sendAck(ctx, c.Conn, m)
 	}
 }

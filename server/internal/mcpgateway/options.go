@@ -1,0 +1,41 @@
+package mcpgateway
+
+import "time"
+
+// Options tunes the MCP gateway. The zero value gives the defaults.
+type Options struct {
+	// DirectTools: an identity whose scope covers at most this many
+	// enrolled devices also sees each of their tools as a tool of its own,
+	// DEVICE__TOOL. Default 8; negative: never.
+	DirectTools int
+	// CallsPerMinute and CallsAtOnce bound one identity's tool calls.
+	// Defaults 120 and 8.
+	CallsPerMinute int
+	CallsAtOnce    int
+	// MaxResultBytes bounds a result's JSON in an answer; a larger one is
+	// cut, saying so and where the whole is. Default 64 KiB.
+	MaxResultBytes int
+	// SessionIdleTTL: a session that makes no request, and whose stream
+	// carries nothing, for this long is dropped with everything the
+	// gateway keeps of it, since a client may go away without its
+	// DELETE. Default 30 minutes; negative: never.
+	SessionIdleTTL time.Duration
+}
+
+func (c *Options) setDefaults() {
+	if c.DirectTools == 0 {
+		c.DirectTools = 8
+	}
+	if c.CallsPerMinute <= 0 {
+		c.CallsPerMinute = 120
+	}
+	if c.CallsAtOnce <= 0 {
+		c.CallsAtOnce = 8
+	}
+	if c.MaxResultBytes <= 0 {
+		c.MaxResultBytes = 64 << 10
+	}
+	if c.SessionIdleTTL == 0 {
+		c.SessionIdleTTL = 30 * time.Minute
+	}
+}
