@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/plan"
@@ -50,7 +51,7 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request) {
 			page.Next = cursorAfter(rows[i-1])
 			break
 		}
-		page.Tasks = append(page.Tasks, tasks.TaskSummary(row))
+		page.Tasks = append(page.Tasks, inscope.TaskSummary(row))
 	}
 	writeJSON(w, http.StatusOK, page)
 }
@@ -186,7 +187,7 @@ func (a *API) lookupTask(w http.ResponseWriter, r *http.Request, id string) (api
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return api.Task{}, false
 	}
-	return tasks.TaskView(row), true
+	return inscope.TaskView(row), true
 }
 
 // timePtr is t, or nil if it is zero: for the API's optional times.
