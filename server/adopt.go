@@ -39,7 +39,7 @@ func (s *Server) adoptFrom(ctx context.Context, from store.Owner) (int, error) {
 	}
 	var ids []string
 	err := s.store.Write(ctx, func(tx *store.Tx) (err error) {
-		ids, err = tx.AdoptSessions(from, s.owner())
+		ids, err = tx.Sessions().Adopt(from, s.owner())
 		return err
 	})
 	if err != nil {
@@ -58,7 +58,7 @@ func (s *Server) adoptFrom(ctx context.Context, from store.Owner) (int, error) {
 // first. A node that is only late with its heartbeats is left alone
 // until the cluster marks it gone.
 func (s *Server) adoptOrphans(ctx context.Context) error {
-	owners, err := s.store.UnfinishedOwners(ctx)
+	owners, err := s.store.Sessions().UnfinishedOwners(ctx)
 	if err != nil || len(owners) == 0 {
 		return err
 	}

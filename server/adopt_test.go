@@ -306,7 +306,7 @@ func TestAdoptedSessionsRunOnPastTheAdoptionsDeadline(t *testing.T) {
 
 	var ids []string
 	require.NoError(t, b.srv.store.Write(context.Background(), func(tx *store.Tx) (err error) {
-		ids, err = tx.AdoptSessions(a.srv.owner(), b.srv.owner())
+		ids, err = tx.Sessions().Adopt(a.srv.owner(), b.srv.owner())
 		return err
 	}))
 	require.Equal(t, []string{d.SessionID}, ids)

@@ -264,7 +264,7 @@ func TestANodeThatLostItsLeaseSendsItsDevicesAway(t *testing.T) {
 	require.NoError(t, err)
 	defer st.Close()
 	require.NoError(t, st.Write(context.Background(), func(tx *store.Tx) error {
-		_, err := tx.MarkDeadNodes(-time.Hour) // as if it had been silent
+		_, err := tx.Cluster().MarkDeadNodes(-time.Hour) // as if it had been silent
 		return err
 	}))
 	requireWithinOf(t, closed, 5*time.Second, "the device's link on a node that lost its lease")

@@ -26,7 +26,7 @@ func TestTheDeviceCacheFollowsEnrollmentRevocationAndLabels(t *testing.T) {
 
 	// Behind the cache's back, as nothing in the server does: the cached
 	// entry stands, so the lookup did not read the store.
-	require.NoError(t, ts.srv.store.Write(ctx, func(tx *store.Tx) error { return tx.DeleteDevice("kiosk") }))
+	require.NoError(t, ts.srv.store.Write(ctx, func(tx *store.Tx) error { return tx.Devices().Delete("kiosk") }))
 	d, err = ts.srv.devices.Get(ctx, "kiosk")
 	require.NoError(t, err, "a cached device is not read from the store again")
 	assert.Equal(t, "kiosk", d.ID)
@@ -54,7 +54,7 @@ func TestTheDeviceCacheKeepsNoAbsentDevice(t *testing.T) {
 	ctx := context.Background()
 	_, err := ts.srv.devices.Get(ctx, "late")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	require.NoError(t, ts.srv.store.Write(ctx, func(tx *store.Tx) error { return tx.CreateDevice("late", "hash", nil) }))
+	require.NoError(t, ts.srv.store.Write(ctx, func(tx *store.Tx) error { return tx.Devices().Create("late", "hash", nil) }))
 	_, err = ts.srv.devices.Get(ctx, "late")
 	assert.NoError(t, err)
 }

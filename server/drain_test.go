@@ -75,7 +75,7 @@ func TestHandedOffPlansAreLeftUnfinishedThoughTheirStepsEndFirst(t *testing.T) {
 	}
 	require.Equal(t, plans, ts.srv.sessions.HandOff())
 	for _, id := range ids {
-		row, err := ts.srv.store.Session(context.Background(), id)
+		row, err := ts.srv.store.Sessions().Get(context.Background(), id)
 		require.NoError(t, err)
 		assert.Equal(t, string(api.StateRunning), row.State, "task %s: %s", id, row.Error)
 	}

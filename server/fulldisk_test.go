@@ -55,7 +55,7 @@ func (ts *testServer) fillStore() {
 		for {
 			n++
 			err := ts.srv.store.Write(ctx, func(tx *store.Tx) error {
-				return tx.InsertSession(store.Session{ID: fmt.Sprintf("filler-%d", n), DeviceID: "filler", RequesterKind: "operator",
+				return tx.Sessions().Insert(store.Session{ID: fmt.Sprintf("filler-%d", n), DeviceID: "filler", RequesterKind: "operator",
 					Kind: "plan", State: "completed", Plan: json.RawMessage(strconv.Quote(strings.Repeat("f", size))), CreatedAt: time.Now()})
 			})
 			if errors.Is(err, store.ErrUnavailable) {

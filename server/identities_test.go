@@ -149,10 +149,10 @@ func TestAdminTokenIsTheBootstrapAdminUntilRevokedAndStaysRevokedAcrossRestarts(
 	assert.Equal(t, identity.BootstrapIdentity, c.Name)
 	token, rec := identity.NewOperatorToken("other")
 	require.NoError(t, s1.store.Write(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateIdentity(store.Identity{Name: "other", Role: "admin"}, rec); err != nil {
+		if err := tx.Identities().Create(store.Identity{Name: "other", Role: "admin"}, rec); err != nil {
 			return err
 		}
-		_, err := tx.DeleteIdentity(identity.BootstrapIdentity)
+		_, err := tx.Identities().Delete(identity.BootstrapIdentity)
 		return err
 	}))
 	s1.Close()

@@ -18,13 +18,13 @@ func TestLastSeenIsWhenTheLinkWasLastHeard(t *testing.T) {
 	ts := newTestServer(t)
 	ctx := context.Background()
 	rc := ts.device("kiosk")
-	registered, err := ts.srv.store.Device(ctx, "kiosk")
+	registered, err := ts.srv.store.Devices().Get(ctx, "kiosk")
 	require.NoError(t, err)
 	require.False(t, registered.LastSeen.IsZero(), "registration records it")
 
 	before := time.Now()
 	rc.ping() // a heartbeat, heard; nothing written for it
-	stored, err := ts.srv.store.Device(ctx, "kiosk")
+	stored, err := ts.srv.store.Devices().Get(ctx, "kiosk")
 	require.NoError(t, err)
 	assert.Equal(t, registered.LastSeen, stored.LastSeen, "a heartbeat is not a write")
 	dev, err := ts.api.Device(ctx, "kiosk")
@@ -35,7 +35,7 @@ func TestLastSeenIsWhenTheLinkWasLastHeard(t *testing.T) {
 
 	// The periodic flush writes it for online devices, once.
 	ts.srv.ws.RecordLastSeen(ctx, ts.srv.reg.Devices())
-	stored, err = ts.srv.store.Device(ctx, "kiosk")
+	stored, err = ts.srv.store.Devices().Get(ctx, "kiosk")
 	require.NoError(t, err)
 	assert.True(t, stored.LastSeen.Equal(heard), "flushed: %s, heard %s", stored.LastSeen, heard)
 
@@ -44,7 +44,7 @@ func TestLastSeenIsWhenTheLinkWasLastHeard(t *testing.T) {
 	rc.ping()
 	rc.conn.CloseNow()
 	require.Eventually(t, func() bool {
-		d, err := ts.srv.store.Device(ctx, "kiosk")
+		d, err := ts.srv.store.Devices().Get(ctx, "kiosk")
 		return err == nil && !d.LastSeen.Before(before)
 	}, 10*time.Second, 5*time.Millisecond, "the end of the link records when it was last heard")
 	require.Eventually(t, func() bool { return ts.srv.reg.Device("kiosk") == nil }, 10*time.Second, 5*time.Millisecond)
@@ -63,11 +63,11 @@ func TestStoredLastSeenOnlyMovesForward(t *testing.T) {
 	ts.enroll("kiosk")
 	now := time.Now()
 	set := func(at time.Time) {
-		require.NoError(t, ts.srv.store.WriteUnsynced(ctx, func(tx *store.Tx) error { return tx.SetLastSeen("kiosk", at) }))
+		require.NoError(t, ts.srv.store.WriteUnsynced(ctx, func(tx *store.Tx) error { return tx.Devices().SetLastSeen("kiosk", at) }))
 	}
 	set(now)
 	set(now.Add(-time.Minute))
-	d, err := ts.srv.store.Device(ctx, "kiosk")
+	d, err := ts.srv.store.Devices().Get(ctx, "kiosk")
 	require.NoError(t, err)
 	assert.True(t, d.LastSeen.Equal(now), "got %s, want %s", d.LastSeen, now)
 }

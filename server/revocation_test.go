@@ -213,7 +213,7 @@ func TestATokenRevokedInTheStoreWorksHereUntilTheRevocationComes(t *testing.T) {
 	_, err := ts.as(ann).WhoAmI(ctx)
 	require.NoError(t, err)
 
-	err = ts.srv.store.Write(ctx, func(tx *store.Tx) error { _, err := tx.DeleteIdentity("ann"); return err })
+	err = ts.srv.store.Write(ctx, func(tx *store.Tx) error { _, err := tx.Identities().Delete("ann"); return err })
 	require.NoError(t, err)
 	_, err = ts.as(ann).WhoAmI(ctx)
 	require.NoError(t, err, "another node's revocation has not come yet")

@@ -88,7 +88,7 @@ func TestALinkedDevicesTokenIsRotatedAndTheOldOneRefusedOnceConfirmed(t *testing
 	ts.refusedAtUpgrade(old, `token of device \"kiosk-1\" was retired by a rotation`)
 	again := ts.mustDial(m.Token)
 	again.register("kiosk-1")
-	d, err := ts.srv.store.Device(context.Background(), "kiosk-1")
+	d, err := ts.srv.store.Devices().Get(context.Background(), "kiosk-1")
 	require.NoError(t, err)
 	assert.Nil(t, d.Rotation)
 
@@ -145,7 +145,7 @@ func TestATokenSentAgainReplacesTheOneTheDeviceNeverTook(t *testing.T) {
 	ts.refusedAtUpgrade(lost.Token, "unknown token")
 	rc.keepToken(m)
 	require.Eventually(t, func() bool {
-		d, err := ts.srv.store.Device(context.Background(), "kiosk-1")
+		d, err := ts.srv.store.Devices().Get(context.Background(), "kiosk-1")
 		return err == nil && d.Rotation == nil
 	}, 5*time.Second, 10*time.Millisecond)
 }

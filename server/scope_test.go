@@ -177,7 +177,7 @@ func TestAStepOutsideTheToolScopeIsRefusedByAdmissionBeforeAnythingRuns(t *testi
 	require.NoError(t, err)
 	require.Len(t, task.Commands, 1)
 	assert.Equal(t, "collector", task.Requester.Identity)
-	cmds, err := ts.srv.store.CommandsOfSession(ctx, resp.SessionID)
+	cmds, err := ts.srv.store.Commands().OfSession(ctx, resp.SessionID)
 	require.NoError(t, err)
 	assert.Equal(t, protocol.ToolDataCollection, cmds[0].Actions[0].ToolType, "the tool's type is pinned when it is sent")
 }

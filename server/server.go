@@ -252,7 +252,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	s.admission = tasks.NewAdmission(cfg.Limits, frameCap, s.disp)
 	s.sessions = tasks.NewSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
 	s.tasks = tasks.NewFrontDoor(s.admission, s.sessions, func(ctx context.Context, sel access.Selector) ([]string, error) {
-		return st.DevicesMatching(ctx, sel, 0)
+		return st.Devices().Matching(ctx, sel, 0)
 	})
 	s.inScope = inscope.NewChecker(st, s.devices, s.disp, s.tasks, s.log)
 	s.mcp = mcpgateway.New(mcpgateway.Config{Tasks: s.tasks, InScope: s.inScope, Devices: s.devices, Store: st, Auth: s.auth,
@@ -314,7 +314,7 @@ func startStore(ctx context.Context, st *store.Store, token string, created bool
 func failInterrupted(ctx context.Context, st *store.Store, log *slog.Logger) error {
 	var sessions, commands int
 	err := st.Write(ctx, func(tx *store.Tx) (err error) {
-		sessions, commands, err = tx.FailInterrupted("server restarted")
+		sessions, commands, err = tx.Sessions().FailInterrupted("server restarted")
 		return err
 	})
 	if err != nil {

@@ -67,7 +67,7 @@ func TestEnrollStoresOnlyAHashOfTheToken(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(resp.Token, identity.DeviceTokenPrefix))
 
-	d, err := s.store.Device(context.Background(), "kiosk-1")
+	d, err := s.store.Devices().Get(context.Background(), "kiosk-1")
 	require.NoError(t, err)
 	assert.Equal(t, identity.HashToken(resp.Token), d.TokenHash)
 	assert.Equal(t, map[string]string{"site": "lobby"}, d.Labels)
@@ -102,7 +102,7 @@ func TestCommandToAnOfflineDeviceIsRecordedWithItsResults(t *testing.T) {
 	require.Len(t, resp.Results, 2)
 	assert.NotEqual(t, resp.Results[0].CallID, resp.Results[1].CallID, "each action gets its own call_id")
 
-	rec, err := s.store.Command(ctx, resp.ResponseID)
+	rec, err := s.store.Commands().Get(ctx, resp.ResponseID)
 	require.NoError(t, err)
 	assert.Equal(t, "kiosk-1", rec.DeviceID)
 	assert.Equal(t, resp.SessionID, rec.SessionID)

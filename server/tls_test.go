@@ -270,7 +270,7 @@ func TestTheServerSignsDevicesCertificateRequests(t *testing.T) {
 		assert.Equal(t, c.code, code, c.path)
 		assert.Contains(t, msg, c.want)
 	}
-	_, err = ts.srv.store.Device(ctx, "kiosk-2")
+	_, err = ts.srv.store.Devices().Get(ctx, "kiosk-2")
 	assert.Error(t, err, "a request that cannot be signed enrolls nothing")
 }
 

@@ -131,7 +131,7 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 	c.nc = nc
 	var prev int64
 	err = cfg.Store.Write(ctx, func(tx *store.Tx) (err error) {
-		c.epoch, prev, err = tx.JoinNode(cfg.NodeID, ProtocolVersion, cfg.Address, cfg.DeadAfter)
+		c.epoch, prev, err = tx.Cluster().JoinNode(cfg.NodeID, ProtocolVersion, cfg.Address, cfg.DeadAfter)
 		return err
 	})
 	if err != nil {
@@ -231,7 +231,7 @@ func (c *Cluster) Live(ctx context.Context) ([]Node, error) {
 // Nodes lists every node that has joined, by id, dead and incompatible
 // ones included; each live node of another version is logged once.
 func (c *Cluster) Nodes(ctx context.Context) ([]Node, error) {
-	rows, err := c.cfg.Store.ClusterNodes(ctx, c.cfg.DeadAfter)
+	rows, err := c.cfg.Store.Cluster().Nodes(ctx, c.cfg.DeadAfter)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -290,7 +290,7 @@ func (c *Cluster) beat() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DeadAfter/2)
 	defer cancel()
-	err := c.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Heartbeat(c.cfg.NodeID, c.epoch, state) })
+	err := c.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Cluster().Heartbeat(c.cfg.NodeID, c.epoch, state) })
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -315,7 +315,7 @@ func (c *Cluster) sweep() {
 	defer cancel()
 	var dead []store.ClusterNode
 	err := c.cfg.Store.Write(ctx, func(tx *store.Tx) (err error) {
-		dead, err = tx.MarkDeadNodes(c.cfg.DeadAfter)
+		dead, err = tx.Cluster().MarkDeadNodes(c.cfg.DeadAfter)
 		return err
 	})
 	if err != nil {
@@ -395,7 +395,7 @@ func (c *Cluster) Close(ctx context.Context) (err error) {
 	c.closeOnce.Do(func() {
 		close(c.stop)
 		<-c.done
-		err = c.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.LeaveNode(c.cfg.NodeID, c.epoch) })
+		err = c.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Cluster().LeaveNode(c.cfg.NodeID, c.epoch) })
 		c.nc.Close()
 		if err != nil {
 			err = fmt.Errorf("cluster: leave: %w", err)
@@ -409,19 +409,19 @@ func (c *Cluster) Close(ctx context.Context) (err error) {
 // Lease is device id's lease, with its holder's liveness;
 // store.ErrNotFound if no node ever held it.
 func (c *Cluster) Lease(ctx context.Context, id string) (store.DeviceLease, error) {
-	return c.cfg.Store.DeviceLeaseOf(ctx, id, c.cfg.DeadAfter)
+	return c.cfg.Store.Cluster().DeviceLeaseOf(ctx, id, c.cfg.DeadAfter)
 }
 
 // Leases lists the leases held.
 func (c *Cluster) Leases(ctx context.Context) ([]store.DeviceLease, error) {
-	return c.cfg.Store.DeviceLeases(ctx, c.cfg.DeadAfter)
+	return c.cfg.Store.Cluster().DeviceLeases(ctx, c.cfg.DeadAfter)
 }
 
 // TakeLease makes this node the holder of device id's link, at the
 // lease's next epoch, and returns the lease and the one it replaced.
 func (c *Cluster) TakeLease(ctx context.Context, id string) (lease, prev store.DeviceLease, err error) {
 	err = c.cfg.Store.Write(ctx, func(tx *store.Tx) (err error) {
-		lease, prev, err = tx.TakeDeviceLease(id, c.cfg.NodeID, c.epoch)
+		lease, prev, err = tx.Cluster().TakeDeviceLease(id, c.cfg.NodeID, c.epoch)
 		return err
 	})
 	return lease, prev, err
@@ -431,7 +431,7 @@ func (c *Cluster) TakeLease(ctx context.Context, id string) (lease, prev store.D
 // reports whether it was.
 func (c *Cluster) ReleaseLease(ctx context.Context, id string, epoch int64) (released bool, err error) {
 	err = c.cfg.Store.Write(ctx, func(tx *store.Tx) (err error) {
-		released, err = tx.ReleaseDeviceLease(id, epoch)
+		released, err = tx.Cluster().ReleaseDeviceLease(id, epoch)
 		return err
 	})
 	return released, err

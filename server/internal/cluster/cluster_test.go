@@ -172,7 +172,7 @@ func TestANodeFoundDeadLosesItsLease(t *testing.T) {
 	b.OnDead(func(string, int64) {})
 	st := e.open()
 	require.NoError(t, st.Write(context.Background(), func(tx *store.Tx) error {
-		_, err := tx.MarkDeadNodes(-time.Hour) // every node's heartbeat is "old": as after a pause
+		_, err := tx.Cluster().MarkDeadNodes(-time.Hour) // every node's heartbeat is "old": as after a pause
 		return err
 	}))
 	require.Eventually(t, func() bool { return a.Health() != "" }, 5*time.Second, 10*time.Millisecond)
@@ -183,7 +183,7 @@ func TestANodeOfAnotherProtocolVersionIsIgnored(t *testing.T) {
 	e := newEnv(t)
 	a := e.mustJoin("a")
 	require.NoError(t, e.open().Write(context.Background(), func(tx *store.Tx) error {
-		_, _, err := tx.JoinNode("future", ProtocolVersion+1, "future:8700", time.Minute)
+		_, _, err := tx.Cluster().JoinNode("future", ProtocolVersion+1, "future:8700", time.Minute)
 		return err
 	}))
 	live, err := a.Live(context.Background())

@@ -42,7 +42,7 @@ func (c *Cluster) SetDraining() {
 // (SetDraining must have been called): the others believe a handoff only
 // from a node the store says drains (OnHandoff).
 func (c *Cluster) PublishHandoff(ctx context.Context) error {
-	err := c.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Heartbeat(c.cfg.NodeID, c.epoch, store.NodeDraining) })
+	err := c.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Cluster().Heartbeat(c.cfg.NodeID, c.epoch, store.NodeDraining) })
 	if err != nil {
 		return fmt.Errorf("cluster: handoff: mark node %q draining: %w", c.cfg.NodeID, err)
 	}

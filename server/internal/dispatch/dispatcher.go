@@ -86,7 +86,7 @@ type Command struct {
 	// timeout, as a command whose link dropped does.
 	inFlight bool
 	// fence, if set, is the owner that must still run the command's
-	// session when it is recorded, or failed (store.Tx.FenceSession): a
+	// session when it is recorded, or failed (store.SessionWrites.Fence): a
 	// node another has adopted the session from neither makes a command
 	// nor fails one the adopter sends again.
 	fence *store.Owner
@@ -258,16 +258,16 @@ func (d *Dispatcher) Run(ctx context.Context, cmd *Command) Result {
 	err := record(context.WithoutCancel(ctx), func(tx *store.Tx) error {
 		// The session a single command makes up is recorded with it.
 		if cmd.fence != nil && cmd.session == nil {
-			if err := tx.FenceSession(cmd.rec.SessionID, *cmd.fence); err != nil {
+			if err := tx.Sessions().Fence(cmd.rec.SessionID, *cmd.fence); err != nil {
 				return err
 			}
 		}
 		if cmd.session != nil {
-			if err := tx.InsertSession(*cmd.session); err != nil {
+			if err := tx.Sessions().Insert(*cmd.session); err != nil {
 				return err
 			}
 		}
-		return tx.InsertCommand(cmd.rec)
+		return tx.Commands().Insert(cmd.rec)
 	})
 	if err != nil {
 		return Result{ResponseID: cmd.rec.ResponseID, Results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), err.Error()),
@@ -292,7 +292,7 @@ func (d *Dispatcher) Resume(ctx context.Context, rec store.Command, session *sto
 	cmd.inFlight, cmd.fence, cmd.start = true, fence, time.Now()
 	if offline := d.park(cmd); offline != "" {
 		d.fail(cmd, offline)
-	} else if now, err := d.store.Command(ctx, rec.ResponseID); err == nil && now.Status != store.CommandPending {
+	} else if now, err := d.store.Commands().Get(ctx, rec.ResponseID); err == nil && now.Status != store.CommandPending {
 		d.settle(cmd)
 	}
 	return d.await(ctx, cmd)
@@ -585,7 +585,7 @@ func (d *Dispatcher) Refused(ctx context.Context, c *Link, m *protocol.ClientMes
 // session the device named.
 func (d *Dispatcher) storedCommandLog(ctx context.Context, deviceID, responseID, sessionID string) *slog.Logger {
 	calls := ""
-	if rec, err := d.store.Command(ctx, responseID); err == nil {
+	if rec, err := d.store.Commands().Get(ctx, responseID); err == nil {
 		sessionID, calls = rec.SessionID, protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))
 	}
 	return d.log.With("device", deviceID, "session_id", sessionID, "response_id", responseID, "call_id", calls)
@@ -605,11 +605,11 @@ func (d *Dispatcher) fail(cmd *Command, reason string) {
 	err := d.unrecorded.Record(context.Background(), unrecorded.Write{What: "failure of command " + cmd.rec.ResponseID, Size: unrecorded.FailureBytes,
 		Fn: func(tx *store.Tx) (err error) {
 			if cmd.fence != nil {
-				if err := tx.FenceSession(cmd.rec.SessionID, *cmd.fence); err != nil {
+				if err := tx.Sessions().Fence(cmd.rec.SessionID, *cmd.fence); err != nil {
 					return err
 				}
 			}
-			rec, err = tx.FailCommand(cmd.rec.ResponseID, reason)
+			rec, err = tx.Commands().Fail(cmd.rec.ResponseID, reason)
 			// The device's results were recorded first: they stand. The
 			// write that recorded them may not have known cmd (it was
 			// forgotten just above), so end its session here if it has not
@@ -649,7 +649,7 @@ func (d *Dispatcher) endSession(tx *store.Tx, session *store.Session, rec store.
 	if err != nil {
 		return err
 	}
-	return tx.EndRecordedSession(row)
+	return tx.Sessions().EndRecorded(row)
 }
 
 // waiting is the command responseID if it still waits for its outcome,
@@ -782,9 +782,9 @@ func (d *Dispatcher) Deliver(c *Link, m *protocol.ClientMessage) error {
 	var rec store.Command
 	err := d.store.Write(context.Background(), func(tx *store.Tx) (err error) {
 		if waiting == nil {
-			rec, err = tx.RecordResults(c.ID, rid, m.ActionResults)
+			rec, err = tx.Commands().RecordResults(c.ID, rid, m.ActionResults)
 		} else {
-			rec, err = tx.RecordSentResults(waiting.rec, c.ID, m.ActionResults)
+			rec, err = tx.Commands().RecordSentResults(waiting.rec, c.ID, m.ActionResults)
 		}
 		if err != nil {
 			return err
@@ -824,7 +824,7 @@ func (d *Dispatcher) keepResults(deviceID string, m *protocol.ClientMessage, cau
 	var rec store.Command
 	kept := d.unrecorded.Keep(unrecorded.Write{What: "results of command " + rid, Key: "results " + rid, Size: size,
 		Fn: func(tx *store.Tx) (err error) {
-			rec, err = tx.RecordResults(deviceID, rid, m.ActionResults)
+			rec, err = tx.Commands().RecordResults(deviceID, rid, m.ActionResults)
 			return err
 		},
 		Recorded: func(err error) { d.answer(deviceID, m, d.recorded(deviceID, m, rec, err, false)) },
@@ -922,7 +922,7 @@ func (d *Dispatcher) Tools(id string) DeviceTools {
 	if c := d.reg.Device(id); c != nil {
 		t.Online, t.Encoding = true, c.Conn.Encoding()
 		info = c.Info.Load()
-	} else if dev, err := d.store.Device(context.Background(), id); err == nil {
+	} else if dev, err := d.store.Devices().Get(context.Background(), id); err == nil {
 		info = StoredInfo(dev)
 	}
 	if info != nil {

@@ -58,7 +58,7 @@ func TestAFailureThatLosesTheRaceToResultsStillEndsTheCommandsSession(t *testing
 	d.forget(cmd) // as fail does first, before a write that records the results
 	results := []protocol.Result{{Status: protocol.ResultSuccess, Result: "done", CallID: cmd.rec.Actions[0].CallID}}
 	require.NoError(t, st.Write(ctx, func(tx *store.Tx) error {
-		_, err := tx.RecordResults("kiosk-1", cmd.rec.ResponseID, results)
+		_, err := tx.Commands().RecordResults("kiosk-1", cmd.rec.ResponseID, results)
 		return err
 	}))
 	d.fail(cmd, "device \"kiosk-1\" did not answer within 1m0s")
@@ -66,7 +66,7 @@ func TestAFailureThatLosesTheRaceToResultsStillEndsTheCommandsSession(t *testing
 	r := <-ran
 	assert.True(t, r.Recorded)
 	assert.Equal(t, results, r.Results, "the results stand")
-	ended, err := st.Session(ctx, "s1")
+	ended, err := st.Sessions().Get(ctx, "s1")
 	require.NoError(t, err)
 	assert.Equal(t, "completed", ended.State, "the session ended, with the results")
 	want, _ := json.Marshal(results)

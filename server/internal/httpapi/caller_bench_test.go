@@ -30,7 +30,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		WebSocket: http.NotFoundHandler(), MCP: http.NotFoundHandler()})
 	token, tok := identity.NewOperatorToken("ci")
 	require.NoError(b, st.Write(context.Background(), func(tx *store.Tx) error {
-		return tx.CreateIdentity(store.Identity{Name: "ci", Role: "operator", Devices: "site=lobby", Tools: []string{"data_collection::*"}}, tok)
+		return tx.Identities().Create(store.Identity{Name: "ci", Role: "operator", Devices: "site=lobby", Tools: []string{"data_collection::*"}}, tok)
 	}))
 	rec := httptest.NewRecorder()
 	a.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/api/login", strings.NewReader(`{"token":"`+token+`"}`)))

@@ -30,10 +30,10 @@ func (a *API) signCertificate(w http.ResponseWriter, r *http.Request) {
 	rec := identity.SignedRecord(d.ID, cert)
 	audit := identity.CallerFrom(r).Audit(api.ActionDeviceCertificate, d.ID, map[string]any{"serial": rec.Serial})
 	err = a.store.Write(r.Context(), func(tx *store.Tx) error {
-		if err := tx.AddCertificate(rec); err != nil {
+		if err := tx.Devices().AddCertificate(rec); err != nil {
 			return err
 		}
-		return tx.AppendAudit(audit)
+		return tx.Audit().Append(audit)
 	})
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())

@@ -59,7 +59,7 @@ func (a *API) admissionTargets(r *http.Request, who *identity.Caller, req api.Ad
 	case (req.Device == "") == (len(req.Labels) == 0):
 		return nil, http.StatusBadRequest, errors.New(`give either "device" or "labels"`)
 	case req.Device != "":
-		_, err := a.store.Device(r.Context(), req.Device)
+		_, err := a.store.Devices().Get(r.Context(), req.Device)
 		in := err == nil
 		if in {
 			in, err = a.inScope.Device(r.Context(), who, req.Device)
@@ -105,7 +105,7 @@ func (a *API) admissionOrder(who *identity.Caller, req api.AdmissionRequest, dev
 // is.
 func (a *API) admissionDevice(r *http.Request, id string) api.AdmissionDevice {
 	d := api.AdmissionDevice{ID: id, Online: a.reg.Device(id) != nil}
-	if dev, err := a.store.Device(r.Context(), id); err == nil && !dev.LastSeen.IsZero() {
+	if dev, err := a.store.Devices().Get(r.Context(), id); err == nil && !dev.LastSeen.IsZero() {
 		d.LastSeen = &dev.LastSeen
 	}
 	return d

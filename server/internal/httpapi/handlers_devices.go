@@ -49,17 +49,17 @@ func (a *API) enroll(w http.ResponseWriter, r *http.Request) {
 	}
 	params := map[string]any{"labels": req.Labels}
 	err := a.store.Write(r.Context(), func(tx *store.Tx) error {
-		if err := tx.CreateDevice(req.ID, identity.HashToken(resp.Token), req.Labels); err != nil {
+		if err := tx.Devices().Create(req.ID, identity.HashToken(resp.Token), req.Labels); err != nil {
 			return err
 		}
 		if cert != nil {
 			rec := identity.SignedRecord(req.ID, cert)
-			if err := tx.AddCertificate(rec); err != nil {
+			if err := tx.Devices().AddCertificate(rec); err != nil {
 				return err
 			}
 			params["certificate_serial"] = rec.Serial
 		}
-		return tx.AppendAudit(who.Audit(api.ActionDeviceEnroll, req.ID, params))
+		return tx.Audit().Append(who.Audit(api.ActionDeviceEnroll, req.ID, params))
 	})
 	if errors.Is(err, store.ErrExists) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("device %q is already enrolled", req.ID))
@@ -81,10 +81,10 @@ func (a *API) enroll(w http.ResponseWriter, r *http.Request) {
 func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
 	id, who := r.PathValue("id"), identity.CallerFrom(r)
 	err := a.store.Write(r.Context(), func(tx *store.Tx) error {
-		if err := tx.DeleteDevice(id); err != nil {
+		if err := tx.Devices().Delete(id); err != nil {
 			return err
 		}
-		return tx.AppendAudit(who.Audit(api.ActionDeviceRevoke, id, nil))
+		return tx.Audit().Append(who.Audit(api.ActionDeviceRevoke, id, nil))
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, inscope.DeviceNotEnrolled(id))
@@ -100,7 +100,7 @@ func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
 
 // listDevices is GET /api/devices: the devices in the caller's scope.
 func (a *API) listDevices(w http.ResponseWriter, r *http.Request) {
-	devs, err := a.store.Devices(r.Context())
+	devs, err := a.store.Devices().All(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -139,7 +139,7 @@ func (a *API) deviceTools(w http.ResponseWriter, r *http.Request) {
 // it, info and last_seen included: for the views of a device.
 func (a *API) lookupDevice(w http.ResponseWriter, r *http.Request) (store.Device, bool) {
 	id := r.PathValue("id")
-	d, err := a.store.Device(r.Context(), id)
+	d, err := a.store.Devices().Get(r.Context(), id)
 	return d, deviceFound(w, id, err)
 }
 
@@ -222,7 +222,7 @@ func (a *API) audit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.OnlyDevices = only
-	entries, err := a.store.Audit(r.Context(), f)
+	entries, err := a.store.Audit().List(r.Context(), f)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return

@@ -62,10 +62,10 @@ func (a *API) addIdentity(w http.ResponseWriter, r *http.Request) {
 	token, tok := identity.NewOperatorToken(id.Name)
 	c := identity.CallerFrom(r)
 	err = a.store.Write(r.Context(), func(tx *store.Tx) error {
-		if err := tx.CreateIdentity(id, tok); err != nil {
+		if err := tx.Identities().Create(id, tok); err != nil {
 			return err
 		}
-		return tx.AppendAudit(c.Audit(api.ActionIdentityAdd, "", map[string]any{
+		return tx.Audit().Append(c.Audit(api.ActionIdentityAdd, "", map[string]any{
 			"name": id.Name, "role": id.Role, "token_id": tok.ID, "scope": scopeView(id)}))
 	})
 	switch {
@@ -82,7 +82,7 @@ func (a *API) addIdentity(w http.ResponseWriter, r *http.Request) {
 
 // listIdentities is GET /api/identities.
 func (a *API) listIdentities(w http.ResponseWriter, r *http.Request) {
-	ids, err := a.store.Identities(r.Context())
+	ids, err := a.store.Identities().All(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -115,10 +115,10 @@ func tokenViews(tokens []store.Token) []api.IdentityToken {
 func (a *API) revokeIdentity(w http.ResponseWriter, r *http.Request) {
 	name, c := r.PathValue("name"), identity.CallerFrom(r)
 	err := a.store.Write(r.Context(), func(tx *store.Tx) error {
-		if _, err := tx.DeleteIdentity(name); err != nil {
+		if _, err := tx.Identities().Delete(name); err != nil {
 			return err
 		}
-		return tx.AppendAudit(c.Audit(api.ActionIdentityRevoke, "", map[string]any{"name": name}))
+		return tx.Audit().Append(c.Audit(api.ActionIdentityRevoke, "", map[string]any{"name": name}))
 	})
 	if !a.identityWritten(w, name, err) {
 		return
@@ -132,10 +132,10 @@ func (a *API) revokeIdentity(w http.ResponseWriter, r *http.Request) {
 func (a *API) revokeToken(w http.ResponseWriter, r *http.Request) {
 	name, id, c := r.PathValue("name"), r.PathValue("token_id"), identity.CallerFrom(r)
 	err := a.store.Write(r.Context(), func(tx *store.Tx) error {
-		if err := tx.DeleteToken(name, id); err != nil {
+		if err := tx.Identities().DeleteToken(name, id); err != nil {
 			return err
 		}
-		return tx.AppendAudit(c.Audit(api.ActionIdentityRevokeToken, "", map[string]any{"name": name, "token_id": id}))
+		return tx.Audit().Append(c.Audit(api.ActionIdentityRevokeToken, "", map[string]any{"name": name, "token_id": id}))
 	})
 	if !a.identityWritten(w, name, err) {
 		return
@@ -162,14 +162,14 @@ func (a *API) rotateIdentity(w http.ResponseWriter, r *http.Request) {
 	ends := time.Now().Add(grace)
 	var old []string
 	err = a.store.Write(r.Context(), func(tx *store.Tx) error {
-		if err := tx.AddToken(tok); err != nil {
+		if err := tx.Identities().AddToken(tok); err != nil {
 			return err
 		}
 		var err error
-		if old, err = tx.ExpireTokens(name, tok.ID, ends); err != nil {
+		if old, err = tx.Identities().ExpireTokens(name, tok.ID, ends); err != nil {
 			return err
 		}
-		return tx.AppendAudit(c.Audit(api.ActionIdentityRotate, "", map[string]any{
+		return tx.Audit().Append(c.Audit(api.ActionIdentityRotate, "", map[string]any{
 			"name": name, "token_id": tok.ID, "grace": grace.String(), "ending": old}))
 	})
 	if !a.identityWritten(w, name, err) {

@@ -69,7 +69,7 @@ func (a *API) summaries(ctx context.Context, c *identity.Caller, f store.Session
 	out := []store.Session{}
 	for {
 		f.Limit = n - len(out)
-		rows, err := a.store.SessionSummaries(ctx, f)
+		rows, err := a.store.Sessions().Summaries(ctx, f)
 		if err != nil {
 			return nil, err
 		}
@@ -126,7 +126,7 @@ func (a *API) getTask(w http.ResponseWriter, r *http.Request) {
 	if p, ok := a.tasks.Progress(t.SessionID); ok && !t.State.Ended() {
 		t.Result, _ = json.Marshal(p)
 	}
-	cmds, err := a.store.CommandsOfSession(r.Context(), t.SessionID)
+	cmds, err := a.store.Commands().OfSession(r.Context(), t.SessionID)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -164,7 +164,7 @@ func (a *API) removeTask(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("task %q is running: cancel it first", id))
 		return
 	}
-	err := a.store.Write(r.Context(), func(tx *store.Tx) error { return tx.DeleteSession(id) })
+	err := a.store.Write(r.Context(), func(tx *store.Tx) error { return tx.Sessions().Delete(id) })
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
@@ -178,7 +178,7 @@ func (a *API) removeTask(w http.ResponseWriter, r *http.Request) {
 
 // lookupTask is get_result: the task as the store has it.
 func (a *API) lookupTask(w http.ResponseWriter, r *http.Request, id string) (api.Task, bool) {
-	row, err := a.store.Session(r.Context(), id)
+	row, err := a.store.Sessions().Get(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
 		return api.Task{}, false

@@ -96,7 +96,7 @@ func (a *API) taskResult(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, invalidTaskName)
 		return
 	}
-	row, err := a.store.SessionByTask(r.Context(), name)
+	row, err := a.store.Sessions().ByTask(r.Context(), name)
 	if err == nil {
 		var in bool
 		if in, err = a.inScope.Row(r.Context(), identity.CallerFrom(r), row); err == nil && !in {

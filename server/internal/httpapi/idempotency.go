@@ -78,7 +78,7 @@ func (a *API) idempotent(h keyedHandler) http.HandlerFunc {
 // whether it answered; if not, r is the first with its key that this
 // node has seen.
 func (a *API) repeatAnswered(w http.ResponseWriter, r *http.Request, k store.IdempotencyKey) bool {
-	first, err := a.store.IdempotencyKeyOf(r.Context(), k.Identity, k.Key)
+	first, err := a.store.IdempotencyKeys().Get(r.Context(), k.Identity, k.Key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return false
@@ -208,7 +208,7 @@ func (a *API) commandAnswer(ctx context.Context, first store.IdempotencyKey) ([]
 	case row.Result != nil:
 		return row.Result, 0, nil
 	}
-	cmds, err := a.store.CommandsOfSession(ctx, row.ID)
+	cmds, err := a.store.Commands().OfSession(ctx, row.ID)
 	if err != nil {
 		return nil, http.StatusServiceUnavailable, err
 	}

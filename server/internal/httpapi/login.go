@@ -80,7 +80,7 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 	}
 	now, id := time.Now(), identity.NewToken("")
 	err = a.store.Write(r.Context(), func(tx *store.Tx) error {
-		return tx.CreateLogin(identity.HashToken(id), c.TokenID, now.Add(LoginTTL), maxLogins)
+		return tx.Identities().CreateLogin(identity.HashToken(id), c.TokenID, now.Add(LoginTTL), maxLogins)
 	})
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
@@ -103,7 +103,7 @@ func (a *API) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c, err := r.Cookie(LoginCookie); err == nil {
-		err := a.store.Write(r.Context(), func(tx *store.Tx) error { return tx.DeleteLogin(identity.HashToken(c.Value)) })
+		err := a.store.Write(r.Context(), func(tx *store.Tx) error { return tx.Identities().DeleteLogin(identity.HashToken(c.Value)) })
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, err.Error())
 			return

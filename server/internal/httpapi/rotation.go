@@ -40,10 +40,10 @@ func (a *API) rotateToken(w http.ResponseWriter, r *http.Request) {
 	}
 	audit := identity.CallerFrom(r).Audit(api.ActionDeviceRotateToken, d.ID, map[string]any{"grace": grace.String()})
 	err := a.store.Write(r.Context(), func(tx *store.Tx) error {
-		if err := tx.RequestRotation(d.ID, grace); err != nil {
+		if err := tx.Devices().RequestRotation(d.ID, grace); err != nil {
 			return err
 		}
-		return tx.AppendAudit(audit)
+		return tx.Audit().Append(audit)
 	})
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())

@@ -84,7 +84,7 @@ func (a *Authority) CallerByToken(ctx context.Context, token string) (*Caller, e
 	if c != nil {
 		return c, nil
 	}
-	id, tok, err := a.store.TokenByHash(ctx, hash)
+	id, tok, err := a.store.Identities().TokenByHash(ctx, hash)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, ErrWrongToken
@@ -104,7 +104,7 @@ func (a *Authority) CallerByToken(ctx context.Context, token string) (*Caller, e
 // (its cookie's value) was made by: ErrNoLogin if there is no such live
 // login. Logins are read from the store every time.
 func (a *Authority) CallerByLogin(ctx context.Context, loginID string) (*Caller, error) {
-	id, tok, err := a.store.Login(ctx, HashToken(loginID))
+	id, tok, err := a.store.Identities().Login(ctx, HashToken(loginID))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, ErrNoLogin

@@ -101,7 +101,7 @@ func (a *Authority) clientCertificate(r *http.Request) *x509.Certificate {
 // rotation; a token a rotation retired works until its grace ends.
 func (a *Authority) authByToken(ctx context.Context, token string) (Principal, error) {
 	hash := HashToken(token)
-	m, err := a.store.DeviceByToken(ctx, hash)
+	m, err := a.store.Devices().ByToken(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return a.authOperator(ctx, token)
 	}
@@ -145,14 +145,14 @@ func (a *Authority) authByCertificate(ctx context.Context, id string, leaf *x509
 	if a.now().After(leaf.NotAfter) {
 		return Principal{}, refusedCertificate(fmt.Errorf("%s: expired", desc))
 	}
-	known, err := a.store.Certificate(ctx, certs.Fingerprint(leaf))
+	known, err := a.store.Devices().Certificate(ctx, certs.Fingerprint(leaf))
 	switch {
 	case err == nil && !known.RevokedAt.IsZero():
 		return Principal{}, refusedCertificate(fmt.Errorf("%s: revoked with the device at %s", desc, known.RevokedAt.UTC().Format(time.RFC3339)))
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return Principal{}, refusedCertificate(fmt.Errorf("%s: %w", desc, err))
 	}
-	dev, err := a.store.Device(ctx, id)
+	dev, err := a.store.Devices().Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return Principal{}, refusedCertificate(fmt.Errorf("%s: the device is not enrolled (revoked, or never enrolled)", desc))
 	}
@@ -161,7 +161,7 @@ func (a *Authority) authByCertificate(ctx context.Context, id string, leaf *x509
 	}
 	if known.SHA256 == "" {
 		seen := store.DeviceCert{SHA256: certs.Fingerprint(leaf), DeviceID: id, Serial: fmt.Sprintf("%x", leaf.SerialNumber), NotAfter: leaf.NotAfter}
-		if err := a.store.Write(ctx, func(tx *store.Tx) error { return tx.AddCertificate(seen) }); err != nil {
+		if err := a.store.Write(ctx, func(tx *store.Tx) error { return tx.Devices().AddCertificate(seen) }); err != nil {
 			return Principal{}, refusedCertificate(fmt.Errorf("%s: %w", desc, err))
 		}
 	}

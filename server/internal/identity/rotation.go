@@ -25,7 +25,7 @@ func (a *Authority) SettledElsewhere(id string) { a.rotations.settled(id) }
 // ConfirmRotation makes the sent token hashing to hash device id's token,
 // how says what confirmed it. One already confirmed is left as it is.
 func (a *Authority) ConfirmRotation(ctx context.Context, id, hash, how string) {
-	err := a.store.Write(ctx, func(tx *store.Tx) error { return tx.ConfirmRotation(id, hash) })
+	err := a.store.Write(ctx, func(tx *store.Tx) error { return tx.Devices().ConfirmRotation(id, hash) })
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return
@@ -42,7 +42,7 @@ func (a *Authority) ConfirmRotation(ctx context.Context, id, hash, how string) {
 // rotation stays pending, for its next registration.
 func (a *Authority) FailRotation(ctx context.Context, id, why string) {
 	a.log.Warn("device token not rotated; it keeps its old token", "device", id, "why", why)
-	if err := a.store.Write(ctx, func(tx *store.Tx) error { return tx.FailRotation(id, why) }); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := a.store.Write(ctx, func(tx *store.Tx) error { return tx.Devices().FailRotation(id, why) }); err != nil && !errors.Is(err, store.ErrNotFound) {
 		a.log.Error("failed token rotation not recorded", "device", id, "err", err)
 	}
 	a.rotations.settled(id)

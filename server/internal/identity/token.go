@@ -92,17 +92,17 @@ const BootstrapIdentity = "admin"
 // on a restart. It reports whether the token is live.
 func BootstrapAdmin(ctx context.Context, st *store.Store, token string) (live bool, err error) {
 	err = st.Write(ctx, func(tx *store.Tx) error {
-		n, err := tx.CountIdentities()
+		n, err := tx.Identities().Count()
 		if err != nil || n > 0 {
 			return err
 		}
-		return tx.CreateIdentity(store.Identity{Name: BootstrapIdentity, Role: access.Admin.String()},
+		return tx.Identities().Create(store.Identity{Name: BootstrapIdentity, Role: access.Admin.String()},
 			store.Token{ID: newTokenID(), Hash: HashToken(token)})
 	})
 	if err != nil {
 		return false, fmt.Errorf("bootstrap admin identity: %w", err)
 	}
-	_, _, err = st.TokenByHash(ctx, HashToken(token))
+	_, _, err = st.Identities().TokenByHash(ctx, HashToken(token))
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}

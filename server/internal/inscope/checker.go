@@ -82,7 +82,7 @@ func (k *Checker) Devices(ctx context.Context, c *identity.Caller) ([]string, er
 	if len(c.Scope.Devices) == 0 {
 		return nil, nil
 	}
-	return k.store.DevicesMatching(ctx, c.Scope.Devices, 0)
+	return k.store.Devices().Matching(ctx, c.Scope.Devices, 0)
 }
 
 // Task reports whether task id is in c's scope: a task on a device
@@ -95,7 +95,7 @@ func (k *Checker) Task(ctx context.Context, c *identity.Caller, id string) (bool
 	if sess := k.tasks.Live(id); sess != nil {
 		return k.session(ctx, c, sess.DeviceID, sess.Selector())
 	}
-	row, err := k.store.Session(ctx, id)
+	row, err := k.store.Sessions().Get(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return false, nil

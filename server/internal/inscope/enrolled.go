@@ -50,7 +50,7 @@ func (c *Enrolled) Get(ctx context.Context, id string) (Device, error) {
 	if ok {
 		return d, nil
 	}
-	row, err := c.store.Device(ctx, id)
+	row, err := c.store.Devices().Get(ctx, id)
 	if err != nil {
 		return Device{}, err
 	}

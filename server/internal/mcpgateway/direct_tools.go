@@ -28,7 +28,7 @@ func (g *Gateway) directTools(ctx context.Context, c *identity.Caller) ([]direct
 		return nil, nil
 	}
 	// One past the threshold tells a scope over it.
-	inScope, err := g.cfg.Store.DevicesMatching(ctx, c.Scope.Devices, g.cfg.Options.DirectTools+1)
+	inScope, err := g.cfg.Store.Devices().Matching(ctx, c.Scope.Devices, g.cfg.Options.DirectTools+1)
 	if err != nil {
 		return nil, err
 	}

@@ -90,7 +90,7 @@ type deviceSummary struct {
 
 func (v *view) listDevices(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	who := identity.CallerIn(ctx)
-	devs, err := v.g.cfg.Store.Devices(ctx)
+	devs, err := v.g.cfg.Store.Devices().All(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +123,7 @@ func (v *view) listDeviceTools(ctx context.Context, req mcp.CallToolRequest) (*m
 	if err := v.deviceInScope(ctx, id); err != nil {
 		return refused(err)
 	}
-	d, err := v.g.cfg.Store.Device(ctx, id) // its last registration's tools
+	d, err := v.g.cfg.Store.Devices().Get(ctx, id) // its last registration's tools
 	if err != nil {
 		return refused(err)
 	}
@@ -307,7 +307,7 @@ func (g *Gateway) taskInScope(ctx context.Context, id string) (api.Task, error) 
 	if id == "" {
 		return api.Task{}, errors.New(`argument "id": missing`)
 	}
-	row, err := g.cfg.Store.Session(ctx, id)
+	row, err := g.cfg.Store.Sessions().Get(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return api.Task{}, errors.New(inscope.NoTask(id))

@@ -87,15 +87,15 @@ func auditParameters(params map[string]any) map[string]any {
 	return out
 }
 
-// AppendAudit records a change to devices or identities: e.Action, by
+// Append records a change to devices or identities: e.Action, by
 // e.By, with e.DeviceID and e.Parameters saying what changed. The time
 // and sequence number are the store's.
-func (t *Tx) AppendAudit(e AuditEntry) error {
+func (w AuditWrites) Append(e AuditEntry) error {
 	params, err := json.Marshal(e.Parameters)
 	if err != nil {
 		return fmt.Errorf("store: audit %s: parameters: %w", e.Action, err)
 	}
-	_, err = t.exec(
+	_, err = w.t.exec(
 		`INSERT INTO audit (at, actor, identity, token_id, action, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late)
 		 VALUES (?, ?, ?, ?, ?, ?, '', '', '', '', '', '', ?, ?, '', 0)`,
 		now(), e.Actor, e.Identity, e.TokenID, e.Action, e.DeviceID, string(params), string(protocol.ResultSuccess))
@@ -120,8 +120,8 @@ type AuditFilter struct {
 	Limit    int
 }
 
-// Audit lists audit entries in the order they were written.
-func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
+// List lists audit entries in the order they were written.
+func (q AuditReads) List(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
 	var since string
 	if !f.Since.IsZero() {
 		since = formatTime(f.Since)
@@ -130,10 +130,10 @@ func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) 
 	if err != nil {
 		return nil, fmt.Errorf("store: audit: %w", err)
 	}
-	rows, err := s.readRows(ctx,
+	rows, err := q.s.readRows(ctx,
 		`SELECT seq, at, actor, identity, token_id, action, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late
 		 FROM audit WHERE seq > ? AND (? = '' OR device_id = ?) AND (? = '' OR session_id = ?) AND (? = '' OR identity = ?)
-		 AND (? = '' OR at >= ?) AND (? = 0 OR device_id IN (`+s.dialect.jsonTexts()+`)) ORDER BY seq LIMIT ?`,
+		 AND (? = '' OR at >= ?) AND (? = 0 OR device_id IN (`+q.s.dialect.jsonTexts()+`)) ORDER BY seq LIMIT ?`,
 		f.AfterSeq, f.DeviceID, f.DeviceID, f.SessionID, f.SessionID, f.Identity, f.Identity,
 		since, since, boolInt(f.OnlyDevices != nil), string(only), f.Limit)
 	if err != nil {
@@ -157,3 +157,17 @@ func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) 
 	}
 	return out, rows.Err()
 }
+
+// AuditWrites are a write's additions to the append-only audit log.
+// Reached by [Tx.Audit]; they belong to the write's transaction.
+type AuditWrites struct{ t *Tx }
+
+// Audit are this write's changes to what [AuditWrites] keep.
+func (t *Tx) Audit() AuditWrites { return AuditWrites{t} }
+
+// AuditReads are the reads of the audit log.
+// Reached by [Store.Audit].
+type AuditReads struct{ s *Store }
+
+// Audit are the reads of what [AuditReads] keep.
+func (s *Store) Audit() AuditReads { return AuditReads{s} }

@@ -80,19 +80,19 @@ func (t *Tx) returning(scan func(rowScanner) error, query string, args ...any) e
 // epoch + 1. prev is the epoch taken over from a node that was not marked
 // gone (its death was never announced), else 0. A live holder makes it
 // fail with ErrNodeLive, naming the holder.
-func (t *Tx) JoinNode(id string, version int, address string, deadAfter time.Duration) (epoch, prev int64, err error) {
-	if err := t.needsPostgres(); err != nil {
+func (w ClusterWrites) JoinNode(id string, version int, address string, deadAfter time.Duration) (epoch, prev int64, err error) {
+	if err := w.t.needsPostgres(); err != nil {
 		return 0, 0, err
 	}
 	// Locked, so that a node marking it gone meanwhile cannot announce
 	// the death this join announces (prev).
 	var was ClusterNode
-	err = t.queryRow(`SELECT epoch, state FROM cluster_nodes WHERE node_id = ? FOR UPDATE`, id).Scan(&was.Epoch, &was.State)
+	err = w.t.queryRow(`SELECT epoch, state FROM cluster_nodes WHERE node_id = ? FOR UPDATE`, id).Scan(&was.Epoch, &was.State)
 	found := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, fmt.Errorf("store: join node %q: %w", id, err)
 	}
-	err = t.returning(func(r rowScanner) error { return r.Scan(&epoch) },
+	err = w.t.returning(func(r rowScanner) error { return r.Scan(&epoch) },
 		`INSERT INTO cluster_nodes (node_id, epoch, version, address, state, started_at, heartbeat_at)
 		 VALUES (?, 1, ?, ?, 'up', now(), now())
 		 ON CONFLICT (node_id) DO UPDATE SET epoch = cluster_nodes.epoch + 1, version = excluded.version,
@@ -103,7 +103,7 @@ func (t *Tx) JoinNode(id string, version int, address string, deadAfter time.Dur
 	case err != nil:
 		return 0, 0, fmt.Errorf("store: join node %q: %w", id, err)
 	case epoch == 0:
-		return 0, 0, t.liveHolder(id)
+		return 0, 0, w.t.liveHolder(id)
 	case found && was.State != NodeGone:
 		prev = was.Epoch
 	}
@@ -124,11 +124,11 @@ func (t *Tx) liveHolder(id string) error {
 // Heartbeat renews node id's lease at epoch on PostgreSQL's clock, and
 // sets its state (NodeUp, NodeDraining). ErrFenced: the lease is no
 // longer epoch's, or the cluster marked it gone.
-func (t *Tx) Heartbeat(id string, epoch int64, state string) error {
-	if err := t.needsPostgres(); err != nil {
+func (w ClusterWrites) Heartbeat(id string, epoch int64, state string) error {
+	if err := w.t.needsPostgres(); err != nil {
 		return err
 	}
-	res, err := t.exec(`UPDATE cluster_nodes SET heartbeat_at = now(), state = ?
+	res, err := w.t.exec(`UPDATE cluster_nodes SET heartbeat_at = now(), state = ?
 		WHERE node_id = ? AND epoch = ? AND state <> 'gone'`, state, id, epoch)
 	if err != nil {
 		return fmt.Errorf("store: heartbeat of node %q epoch %d: %w", id, epoch, err)
@@ -141,11 +141,11 @@ func (t *Tx) Heartbeat(id string, epoch int64, state string) error {
 
 // LeaveNode marks node id's lease at epoch gone, as a node that stops
 // does; a lease no longer epoch's is left as it is.
-func (t *Tx) LeaveNode(id string, epoch int64) error {
-	if err := t.needsPostgres(); err != nil {
+func (w ClusterWrites) LeaveNode(id string, epoch int64) error {
+	if err := w.t.needsPostgres(); err != nil {
 		return err
 	}
-	_, err := t.exec(`UPDATE cluster_nodes SET state = 'gone' WHERE node_id = ? AND epoch = ?`, id, epoch)
+	_, err := w.t.exec(`UPDATE cluster_nodes SET state = 'gone' WHERE node_id = ? AND epoch = ?`, id, epoch)
 	if err != nil {
 		return fmt.Errorf("store: leave node %q epoch %d: %w", id, epoch, err)
 	}
@@ -155,12 +155,12 @@ func (t *Tx) LeaveNode(id string, epoch int64) error {
 // MarkDeadNodes marks gone every node not heard from within deadAfter
 // and returns them: each is returned to exactly one caller, whichever
 // marks it, however many nodes ask at once.
-func (t *Tx) MarkDeadNodes(deadAfter time.Duration) ([]ClusterNode, error) {
-	if err := t.needsPostgres(); err != nil {
+func (w ClusterWrites) MarkDeadNodes(deadAfter time.Duration) ([]ClusterNode, error) {
+	if err := w.t.needsPostgres(); err != nil {
 		return nil, err
 	}
 	var dead []ClusterNode
-	err := t.returning(func(r rowScanner) error {
+	err := w.t.returning(func(r rowScanner) error {
 		var n ClusterNode
 		if err := r.Scan(&n.ID, &n.Epoch, &n.Version, &n.Address); err != nil {
 			return err
@@ -177,14 +177,14 @@ func (t *Tx) MarkDeadNodes(deadAfter time.Duration) ([]ClusterNode, error) {
 	return dead, nil
 }
 
-// ClusterNodes lists every node that ever joined, by id, each Alive if
+// Nodes lists every node that ever joined, by id, each Alive if
 // it is not gone and was heard from within deadAfter on PostgreSQL's
 // clock.
-func (s *Store) ClusterNodes(ctx context.Context, deadAfter time.Duration) ([]ClusterNode, error) {
-	if s.dialect.backend() != Postgres {
+func (q ClusterReads) Nodes(ctx context.Context, deadAfter time.Duration) ([]ClusterNode, error) {
+	if q.s.dialect.backend() != Postgres {
 		return nil, ErrNeedsPostgres
 	}
-	rows, err := s.readRows(ctx, `SELECT node_id, epoch, version, address, state, started_at, heartbeat_at,
+	rows, err := q.s.readRows(ctx, `SELECT node_id, epoch, version, address, state, started_at, heartbeat_at,
 		state <> 'gone' AND heartbeat_at >= now() - ?::bigint * interval '1 microsecond'
 		FROM cluster_nodes ORDER BY node_id`, micros(deadAfter))
 	if err != nil {
@@ -230,12 +230,12 @@ func (l DeviceLease) Held() bool { return l.NodeID != "" }
 // deviceID's link, at the lease's next epoch, and returns the lease and
 // the one it replaced (zero if none). ErrFenced: nodeID's lease on its id
 // is not at nodeEpoch any more.
-func (t *Tx) TakeDeviceLease(deviceID, nodeID string, nodeEpoch int64) (lease, prev DeviceLease, err error) {
-	if err := t.needsPostgres(); err != nil {
+func (w ClusterWrites) TakeDeviceLease(deviceID, nodeID string, nodeEpoch int64) (lease, prev DeviceLease, err error) {
+	if err := w.t.needsPostgres(); err != nil {
 		return lease, prev, err
 	}
 	var ok bool
-	err = t.queryRow(`SELECT EXISTS (SELECT 1 FROM cluster_nodes WHERE node_id = ? AND epoch = ? AND state <> 'gone')`,
+	err = w.t.queryRow(`SELECT EXISTS (SELECT 1 FROM cluster_nodes WHERE node_id = ? AND epoch = ? AND state <> 'gone')`,
 		nodeID, nodeEpoch).Scan(&ok)
 	if err == nil && !ok {
 		err = fmt.Errorf("node %q epoch %d: %w", nodeID, nodeEpoch, ErrFenced)
@@ -243,14 +243,14 @@ func (t *Tx) TakeDeviceLease(deviceID, nodeID string, nodeEpoch int64) (lease, p
 	if err != nil {
 		return lease, prev, fmt.Errorf("store: take the lease of device %q: %w", deviceID, err)
 	}
-	err = t.queryRow(`SELECT node_id, node_epoch, epoch FROM device_leases WHERE device_id = ? FOR UPDATE`, deviceID).
+	err = w.t.queryRow(`SELECT node_id, node_epoch, epoch FROM device_leases WHERE device_id = ? FOR UPDATE`, deviceID).
 		Scan(&prev.NodeID, &prev.NodeEpoch, &prev.Epoch)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return lease, prev, fmt.Errorf("store: take the lease of device %q: %w", deviceID, err)
 	}
 	prev.DeviceID = deviceID
 	lease = DeviceLease{DeviceID: deviceID, NodeID: nodeID, NodeEpoch: nodeEpoch}
-	err = t.returning(func(r rowScanner) error { return r.Scan(&lease.Epoch, &lease.TakenAt) },
+	err = w.t.returning(func(r rowScanner) error { return r.Scan(&lease.Epoch, &lease.TakenAt) },
 		`INSERT INTO device_leases (device_id, node_id, node_epoch, epoch, taken_at) VALUES (?, ?, ?, 1, now())
 		 ON CONFLICT (device_id) DO UPDATE SET node_id = excluded.node_id, node_epoch = excluded.node_epoch,
 		   epoch = device_leases.epoch + 1, taken_at = now()
@@ -263,11 +263,11 @@ func (t *Tx) TakeDeviceLease(deviceID, nodeID string, nodeEpoch int64) (lease, p
 
 // ReleaseDeviceLease releases device deviceID's lease if it is still at
 // epoch, and reports whether it was.
-func (t *Tx) ReleaseDeviceLease(deviceID string, epoch int64) (bool, error) {
-	if err := t.needsPostgres(); err != nil {
+func (w ClusterWrites) ReleaseDeviceLease(deviceID string, epoch int64) (bool, error) {
+	if err := w.t.needsPostgres(); err != nil {
 		return false, err
 	}
-	res, err := t.exec(`UPDATE device_leases SET node_id = '' WHERE device_id = ? AND epoch = ? AND node_id <> ''`, deviceID, epoch)
+	res, err := w.t.exec(`UPDATE device_leases SET node_id = '' WHERE device_id = ? AND epoch = ? AND node_id <> ''`, deviceID, epoch)
 	if err != nil {
 		return false, fmt.Errorf("store: release the lease of device %q: %w", deviceID, err)
 	}
@@ -290,20 +290,20 @@ func scanLease(r rowScanner) (l DeviceLease, err error) {
 
 // DeviceLeaseOf is device deviceID's lease, with its holder's liveness
 // for deadAfter; ErrNotFound if no node ever held it.
-func (s *Store) DeviceLeaseOf(ctx context.Context, deviceID string, deadAfter time.Duration) (DeviceLease, error) {
-	if s.dialect.backend() != Postgres {
+func (q ClusterReads) DeviceLeaseOf(ctx context.Context, deviceID string, deadAfter time.Duration) (DeviceLease, error) {
+	if q.s.dialect.backend() != Postgres {
 		return DeviceLease{}, ErrNeedsPostgres
 	}
-	l, err := scanLease(s.readRow(ctx, leaseQuery+` WHERE l.device_id = ?`, micros(deadAfter), deviceID))
+	l, err := scanLease(q.s.readRow(ctx, leaseQuery+` WHERE l.device_id = ?`, micros(deadAfter), deviceID))
 	return l, rowErr(unavailable(err), "lease of device %q", deviceID)
 }
 
 // DeviceLeases lists the leases held, by device.
-func (s *Store) DeviceLeases(ctx context.Context, deadAfter time.Duration) ([]DeviceLease, error) {
-	if s.dialect.backend() != Postgres {
+func (q ClusterReads) DeviceLeases(ctx context.Context, deadAfter time.Duration) ([]DeviceLease, error) {
+	if q.s.dialect.backend() != Postgres {
 		return nil, ErrNeedsPostgres
 	}
-	rows, err := s.readRows(ctx, leaseQuery+` WHERE l.node_id <> '' ORDER BY l.device_id`, micros(deadAfter))
+	rows, err := q.s.readRows(ctx, leaseQuery+` WHERE l.node_id <> '' ORDER BY l.device_id`, micros(deadAfter))
 	if err != nil {
 		return nil, fmt.Errorf("store: device leases: %w", unavailable(err))
 	}
@@ -313,3 +313,17 @@ func (s *Store) DeviceLeases(ctx context.Context, deadAfter time.Duration) ([]De
 	}
 	return leases, nil
 }
+
+// ClusterWrites are a write's changes to a cluster's shared state: its nodes and the leases on devices. PostgreSQL only.
+// Reached by [Tx.Cluster]; they belong to the write's transaction.
+type ClusterWrites struct{ t *Tx }
+
+// Cluster are this write's changes to what [ClusterWrites] keep.
+func (t *Tx) Cluster() ClusterWrites { return ClusterWrites{t} }
+
+// ClusterReads are the reads of a cluster's shared state: its nodes and the leases on devices.
+// Reached by [Store.Cluster].
+type ClusterReads struct{ s *Store }
+
+// Cluster are the reads of what [ClusterReads] keep.
+func (s *Store) Cluster() ClusterReads { return ClusterReads{s} }

@@ -70,9 +70,9 @@ type ToolRef struct {
 	SHA256    string `json:"sha256,omitempty"`
 }
 
-// InsertCommand records a command before it is sent, so that no command
+// Insert records a command before it is sent, so that no command
 // runs unrecorded.
-func (t *Tx) InsertCommand(c Command) error {
+func (w CommandWrites) Insert(c Command) error {
 	actions, err := json.Marshal(c.Actions)
 	if err != nil {
 		return fmt.Errorf("store: command %s: actions: %w", c.ResponseID, err)
@@ -81,7 +81,7 @@ func (t *Tx) InsertCommand(c Command) error {
 	if err != nil {
 		return fmt.Errorf("store: command %s: tools: %w", c.ResponseID, err)
 	}
-	_, err = t.exec(
+	_, err = w.t.exec(
 		`INSERT INTO commands (response_id, device_id, session_id, actor, identity, token_id, step, attempt, actions, tools, timeout_ms, wait_for_device, status, created_at)
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.ResponseID, c.DeviceID, c.SessionID, c.Actor, c.Identity, c.TokenID, c.Step, c.Attempt, string(actions), string(tools),
@@ -98,8 +98,8 @@ func (t *Tx) InsertCommand(c Command) error {
 // ErrDuplicate if its results are already recorded. A command that had
 // failed accepts them as late. The results are matched to the actions by
 // call_id, and the returned Command holds them in action order.
-func (t *Tx) RecordResults(deviceID, responseID string, results []protocol.Result) (Command, error) {
-	c, err := t.command(responseID)
+func (w CommandWrites) RecordResults(deviceID, responseID string, results []protocol.Result) (Command, error) {
+	c, err := w.t.command(responseID)
 	if err != nil {
 		return c, err
 	}
@@ -112,36 +112,36 @@ func (t *Tx) RecordResults(deviceID, responseID string, results []protocol.Resul
 	from := c.Status
 	c.Late = c.Status == CommandFailed
 	c.Status, c.Results = CommandDone, protocol.MatchResults(c.Actions, results)
-	if _, err := t.finish(&c, from); err != nil {
+	if _, err := w.t.finish(&c, from); err != nil {
 		return c, err
 	}
 	return c, nil
 }
 
 // RecordSentResults is RecordResults for a command whose record the
-// caller holds, sent, as InsertCommand was given it: while the command
+// caller holds, sent, as CommandWrites.Insert was given it: while the command
 // is pending, as it is when its results come in time, the results are
 // recorded by one conditional update, without reading the row back; the
 // returned Command is sent with its outcome (CreatedAt and FinishedAt
 // left as they were). Otherwise (it failed meanwhile, went to another
 // device, or has its results) it is RecordResults, with its errors.
-func (t *Tx) RecordSentResults(sent Command, deviceID string, results []protocol.Result) (Command, error) {
+func (w CommandWrites) RecordSentResults(sent Command, deviceID string, results []protocol.Result) (Command, error) {
 	c := sent
 	c.Status, c.Error, c.Late, c.Results = CommandDone, "", false, protocol.MatchResults(c.Actions, results)
 	if deviceID == sent.DeviceID {
-		done, err := t.finish(&c, CommandPending)
+		done, err := w.t.finish(&c, CommandPending)
 		if err != nil || done {
 			return c, err
 		}
 	}
-	return t.RecordResults(deviceID, sent.ResponseID, results)
+	return w.t.Commands().RecordResults(deviceID, sent.ResponseID, results)
 }
 
-// FailCommand ends a pending command without the device's results: every
+// Fail ends a pending command without the device's results: every
 // action gets a failure carrying errText. It fails with ErrFinished if the
 // command has already ended, and then returns the command as recorded.
-func (t *Tx) FailCommand(responseID, errText string) (Command, error) {
-	c, err := t.command(responseID)
+func (w CommandWrites) Fail(responseID, errText string) (Command, error) {
+	c, err := w.t.command(responseID)
 	if err != nil {
 		return c, err
 	}
@@ -149,7 +149,7 @@ func (t *Tx) FailCommand(responseID, errText string) (Command, error) {
 		return c, fmt.Errorf("store: command %s: %w", responseID, ErrFinished)
 	}
 	c.Status, c.Error, c.Results = CommandFailed, errText, protocol.FailAll(protocol.CallIDs(c.Actions), errText)
-	if _, err := t.finish(&c, CommandPending); err != nil {
+	if _, err := w.t.finish(&c, CommandPending); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -212,15 +212,15 @@ func (t *Tx) command(responseID string) (Command, error) {
 	return c, rowErr(err, "command %s", responseID)
 }
 
-// Command returns one command, or ErrNotFound.
-func (s *Store) Command(ctx context.Context, responseID string) (Command, error) {
-	c, err := scanCommand(s.readRow(ctx, `SELECT `+commandColumns+` FROM commands WHERE response_id = ?`, responseID))
+// Get returns one command, or ErrNotFound.
+func (q CommandReads) Get(ctx context.Context, responseID string) (Command, error) {
+	c, err := scanCommand(q.s.readRow(ctx, `SELECT `+commandColumns+` FROM commands WHERE response_id = ?`, responseID))
 	return c, rowErr(err, "command %s", responseID)
 }
 
-// CommandsOfSession lists a session's commands in the order they were sent.
-func (s *Store) CommandsOfSession(ctx context.Context, sessionID string) ([]Command, error) {
-	rows, err := s.readRows(ctx,
+// OfSession lists a session's commands in the order they were sent.
+func (q CommandReads) OfSession(ctx context.Context, sessionID string) ([]Command, error) {
+	rows, err := q.s.readRows(ctx,
 		`SELECT `+commandColumns+` FROM commands WHERE session_id = ? ORDER BY created_at, step, attempt`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("store: commands of session %q: %w", sessionID, err)
@@ -231,3 +231,17 @@ func (s *Store) CommandsOfSession(ctx context.Context, sessionID string) ([]Comm
 	}
 	return out, nil
 }
+
+// CommandWrites are a write's changes to commands: inserting them, recording their results or their failure, and the local calls a device reports.
+// Reached by [Tx.Commands]; they belong to the write's transaction.
+type CommandWrites struct{ t *Tx }
+
+// Commands are this write's changes to what [CommandWrites] keep.
+func (t *Tx) Commands() CommandWrites { return CommandWrites{t} }
+
+// CommandReads are the reads of commands and their results.
+// Reached by [Store.Commands].
+type CommandReads struct{ s *Store }
+
+// Commands are the reads of what [CommandReads] keep.
+func (s *Store) Commands() CommandReads { return CommandReads{s} }

@@ -24,43 +24,45 @@ import (
 func fillFleet(t *testing.T, s *Store, devices int) {
 	t.Helper()
 	write(t, s, func(tx *Tx) error {
-		return tx.CreateIdentity(Identity{Name: "ci", Role: "operator", Devices: "site=s1", Tools: []string{"data_collection::*"}},
+		return tx.Identities().Create(Identity{Name: "ci", Role: "operator", Devices: "site=s1", Tools: []string{"data_collection::*"}},
 			Token{ID: "tok-1", Hash: "hash-tok-1"})
 	})
-	write(t, s, func(tx *Tx) error { return tx.CreateLogin("login-1", "tok-1", time.Now().Add(time.Hour), 10) })
+	write(t, s, func(tx *Tx) error {
+		return tx.Identities().CreateLogin("login-1", "tok-1", time.Now().Add(time.Hour), 10)
+	})
 	for i := range devices {
 		id := fmt.Sprintf("kiosk-%d", i)
 		write(t, s, func(tx *Tx) error {
-			if err := tx.CreateDevice(id, "hash-"+id, map[string]string{"site": "s" + fmt.Sprint(i%3)}); err != nil {
+			if err := tx.Devices().Create(id, "hash-"+id, map[string]string{"site": "s" + fmt.Sprint(i%3)}); err != nil {
 				return err
 			}
-			if err := tx.SeeDevice(id, json.RawMessage(`{"os":"linux"}`), time.Now()); err != nil {
+			if err := tx.Devices().See(id, json.RawMessage(`{"os":"linux"}`), time.Now()); err != nil {
 				return err
 			}
-			return tx.AddCertificate(DeviceCert{SHA256: "cert-" + id, DeviceID: id, Serial: "01", NotAfter: time.Now().Add(time.Hour), Signed: i%2 == 0})
+			return tx.Devices().AddCertificate(DeviceCert{SHA256: "cert-" + id, DeviceID: id, Serial: "01", NotAfter: time.Now().Add(time.Hour), Signed: i%2 == 0})
 		})
-		write(t, s, func(tx *Tx) error { return tx.RequestRotation(id, 90*time.Minute) })
-		write(t, s, func(tx *Tx) error { return tx.SendRotation(id, "new-"+id) })
+		write(t, s, func(tx *Tx) error { return tx.Devices().RequestRotation(id, 90*time.Minute) })
+		write(t, s, func(tx *Tx) error { return tx.Devices().SendRotation(id, "new-"+id) })
 		if i%2 == 0 {
-			write(t, s, func(tx *Tx) error { return tx.ConfirmRotation(id, "new-"+id) })
+			write(t, s, func(tx *Tx) error { return tx.Devices().ConfirmRotation(id, "new-"+id) })
 		}
 		ses := keyedSession("s-"+id, "operator", "k-"+id)
 		ses.DeviceID = id
-		write(t, s, func(tx *Tx) error { return tx.InsertSession(ses) })
+		write(t, s, func(tx *Tx) error { return tx.Sessions().Insert(ses) })
 		for j := range 3 {
 			rid := fmt.Sprintf("r-%s-%d", id, j)
 			write(t, s, func(tx *Tx) error {
-				return tx.InsertCommand(Command{ResponseID: rid, DeviceID: id, SessionID: ses.ID, Actor: "operator", Step: j,
+				return tx.Commands().Insert(Command{ResponseID: rid, DeviceID: id, SessionID: ses.ID, Actor: "operator", Step: j,
 					Actions: twoActions(), Tools: []ToolRef{{Namespace: "stock", SHA256: "abc"}, {}}})
 			})
 			write(t, s, func(tx *Tx) error {
-				_, err := tx.RecordResults(id, rid, []protocol.Result{{Status: protocol.ResultSuccess, Result: "é ✓", CallID: "c1"},
+				_, err := tx.Commands().RecordResults(id, rid, []protocol.Result{{Status: protocol.ResultSuccess, Result: "é ✓", CallID: "c1"},
 					{Status: protocol.ResultFailure, Error: "no", CallID: "c2"}})
 				return err
 			})
 		}
 		ses.State, ses.Result = "completed", json.RawMessage(`{"ok":true}`)
-		write(t, s, func(tx *Tx) error { return tx.EndSession(ses) })
+		write(t, s, func(tx *Tx) error { return tx.Sessions().End(ses) })
 	}
 }
 
@@ -102,24 +104,24 @@ func TestAStoreCopiesToPostgreSQLAndBackTableByTable(t *testing.T) {
 	require.NoError(t, err)
 	assert.ElementsMatch(t, there, again, "the same rows, whichever database holds them")
 
-	want, err := src.Audit(ctx, AuditFilter{Limit: 1000})
+	want, err := src.Audit().List(ctx, AuditFilter{Limit: 1000})
 	require.NoError(t, err)
-	got, err := pg.Audit(ctx, AuditFilter{Limit: 1000})
+	got, err := pg.Audit().List(ctx, AuditFilter{Limit: 1000})
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
-	d, err := pg.Device(ctx, "kiosk-1")
+	d, err := pg.Devices().Get(ctx, "kiosk-1")
 	require.NoError(t, err)
 	assert.Equal(t, 90*time.Minute, d.Rotation.Grace)
-	m, err := pg.DeviceByToken(ctx, "hash-kiosk-0")
+	m, err := pg.Devices().ByToken(ctx, "hash-kiosk-0")
 	require.NoError(t, err)
 	assert.Equal(t, TokenRetired, m.Kind)
-	k, err := pg.IdempotencyKeyOf(ctx, "operator", "k-kiosk-2")
+	k, err := pg.IdempotencyKeys().Get(ctx, "operator", "k-kiosk-2")
 	require.NoError(t, err)
 	assert.Equal(t, "s-kiosk-2", k.SessionID)
 
 	insertCommand(t, pg, "after-the-copy")
-	write(t, pg, func(tx *Tx) error { _, err := tx.FailCommand("after-the-copy", "x"); return err })
-	all, err := pg.Audit(ctx, AuditFilter{Limit: 1000})
+	write(t, pg, func(tx *Tx) error { _, err := tx.Commands().Fail("after-the-copy", "x"); return err })
+	all, err := pg.Audit().List(ctx, AuditFilter{Limit: 1000})
 	require.NoError(t, err)
 	assert.Greater(t, all[len(all)-1].Seq, want[len(want)-1].Seq, "the next entry comes after those copied")
 }
@@ -131,23 +133,23 @@ func TestACopyRefusesATargetThatHoldsRowsUnlessToldToReplaceThem(t *testing.T) {
 	src, _ := openTestAt(t, filepath.Join(t.TempDir(), "single.db"))
 	fillFleet(t, src, 2)
 	pg, _ := openTestAt(t, pgtest.Shared(t).NewDatabase(t))
-	write(t, pg, func(tx *Tx) error { return tx.CreateDevice("already-here", "h", nil) })
+	write(t, pg, func(tx *Tx) error { return tx.Devices().Create("already-here", "h", nil) })
 
 	_, err := Copy(ctx, src, pg, CopyOptions{})
 	require.ErrorIs(t, err, ErrNotEmpty)
 	assert.ErrorContains(t, err, "devices (1 rows)")
-	_, err = pg.Device(ctx, "kiosk-0")
+	_, err = pg.Devices().Get(ctx, "kiosk-0")
 	assert.ErrorIs(t, err, ErrNotFound, "nothing copied")
 
 	copied, err := Copy(ctx, src, pg, CopyOptions{Replace: true})
 	require.NoError(t, err)
 	assert.NotEmpty(t, copied)
-	_, err = pg.Device(ctx, "already-here")
+	_, err = pg.Devices().Get(ctx, "already-here")
 	assert.ErrorIs(t, err, ErrNotFound, "replaced")
 	assert.Equal(t, rowCounts(t, src), rowCounts(t, pg))
 
 	other, _ := openTestAt(t, filepath.Join(t.TempDir(), "other.db"))
-	write(t, other, func(tx *Tx) error { return tx.CreateDevice("already-here", "h", nil) })
+	write(t, other, func(tx *Tx) error { return tx.Devices().Create("already-here", "h", nil) })
 	_, err = Copy(ctx, src, other, CopyOptions{Replace: true})
 	assert.ErrorContains(t, err, "remove its file")
 }
@@ -188,7 +190,7 @@ func TestABackupIsAConsistentStoreTakenWhileWritesGoOn(t *testing.T) {
 				default:
 				}
 				id := fmt.Sprintf("busy-%d-%d", w, i)
-				assert.NoError(t, s.Write(ctx, func(tx *Tx) error { return tx.CreateDevice(id, "h-"+id, nil) }))
+				assert.NoError(t, s.Write(ctx, func(tx *Tx) error { return tx.Devices().Create(id, "h-"+id, nil) }))
 			}
 		})
 	}
@@ -208,7 +210,7 @@ func TestABackupIsAConsistentStoreTakenWhileWritesGoOn(t *testing.T) {
 	counts := rowCounts(t, b)
 	assert.Equal(t, int64(2*3*2), counts["audit"])
 	assert.GreaterOrEqual(t, counts["devices"], int64(2))
-	_, err = b.Device(ctx, "kiosk-1")
+	_, err = b.Devices().Get(ctx, "kiosk-1")
 	assert.NoError(t, err)
 
 	assert.ErrorContains(t, Backup(ctx, path, to), "exists", "a backup never overwrites")
@@ -224,7 +226,7 @@ func TestACopyThatWouldChangeARowCopiesNothing(t *testing.T) {
 	fillFleet(t, src, 1)
 	insertCommand(t, src, "nul")
 	write(t, src, func(tx *Tx) error {
-		_, err := tx.RecordResults("kiosk-1", "nul", []protocol.Result{{Status: protocol.ResultFailure, Error: "bad\x00byte", CallID: "c1"}})
+		_, err := tx.Commands().RecordResults("kiosk-1", "nul", []protocol.Result{{Status: protocol.ResultFailure, Error: "bad\x00byte", CallID: "c1"}})
 		return err
 	})
 	pg, _ := openTestAt(t, pgtest.Shared(t).NewDatabase(t))
@@ -271,8 +273,8 @@ func TestAPgDumpOfAStoreRestoresIntoAnEmptyDatabase(t *testing.T) {
 	r, _ := openTestAt(t, restored)
 	assert.Equal(t, tableDigests(t, s), tableDigests(t, r))
 	insertCommand(t, r, "after-the-restore")
-	write(t, r, func(tx *Tx) error { _, err := tx.FailCommand("after-the-restore", "x"); return err })
-	audit, err := r.Audit(context.Background(), AuditFilter{Limit: 1000})
+	write(t, r, func(tx *Tx) error { _, err := tx.Commands().Fail("after-the-restore", "x"); return err })
+	audit, err := r.Audit().List(context.Background(), AuditFilter{Limit: 1000})
 	require.NoError(t, err)
 	assert.Equal(t, "after-the-restore", audit[len(audit)-1].ResponseID)
 }

@@ -61,15 +61,15 @@ type TokenMatch struct {
 	RetiredAt, Until time.Time
 }
 
-// DeviceByToken finds the device one of whose tokens hashes to hash, or
+// ByToken finds the device one of whose tokens hashes to hash, or
 // ErrNotFound.
-func (s *Store) DeviceByToken(ctx context.Context, hash string) (TokenMatch, error) {
+func (q DeviceReads) ByToken(ctx context.Context, hash string) (TokenMatch, error) {
 	var (
 		m                TokenMatch
 		id               string
 		retiredAt, until sql.NullString
 	)
-	err := s.readRow(ctx, `SELECT id, 'current', NULL, NULL FROM devices WHERE token_hash = ?
+	err := q.s.readRow(ctx, `SELECT id, 'current', NULL, NULL FROM devices WHERE token_hash = ?
 		UNION ALL SELECT device_id, 'sent', NULL, NULL FROM token_rotations WHERE sent_hash = ?
 		UNION ALL SELECT device_id, 'retired', retired_at, until FROM retired_tokens WHERE hash = ?
 		LIMIT 1`, hash, hash, hash).Scan(&id, &m.Kind, &retiredAt, &until)
@@ -77,7 +77,7 @@ func (s *Store) DeviceByToken(ctx context.Context, hash string) (TokenMatch, err
 		return m, rowErr(err, "device by token")
 	}
 	m.RetiredAt, m.Until = parseTime(retiredAt), parseTime(until)
-	m.Device, err = s.Device(ctx, id)
+	m.Device, err = q.s.Devices().Get(ctx, id)
 	return m, err
 }
 
@@ -85,12 +85,12 @@ func (s *Store) DeviceByToken(ctx context.Context, hash string) (TokenMatch, err
 // token is to keep working for grace once the device confirms the new
 // one. A rotation already pending stays as it is, with this grace. It
 // fails with ErrNotFound if the device is not enrolled.
-func (t *Tx) RequestRotation(id string, grace time.Duration) error {
+func (w DeviceWrites) RequestRotation(id string, grace time.Duration) error {
 	var one int
-	if err := t.queryRow(`SELECT 1 FROM devices WHERE id = ?`, id).Scan(&one); err != nil {
+	if err := w.t.queryRow(`SELECT 1 FROM devices WHERE id = ?`, id).Scan(&one); err != nil {
 		return rowErr(err, "device %q", id)
 	}
-	_, err := t.exec(`INSERT INTO token_rotations (device_id, grace_ns, requested_at) VALUES (?, ?, ?)
+	_, err := w.t.exec(`INSERT INTO token_rotations (device_id, grace_ns, requested_at) VALUES (?, ?, ?)
 		ON CONFLICT (device_id) DO UPDATE SET grace_ns = excluded.grace_ns`, id, int64(grace), now())
 	if err != nil {
 		return fmt.Errorf("store: device %q: request a token rotation: %w", id, err)
@@ -101,15 +101,15 @@ func (t *Tx) RequestRotation(id string, grace time.Duration) error {
 // SendRotation records that a new token, hashing to hash, goes to device
 // id for its pending rotation: it works from now on, in place of any sent
 // before. It fails with ErrNotFound if no rotation is pending.
-func (t *Tx) SendRotation(id, hash string) error {
-	res, err := t.exec(`UPDATE token_rotations SET sent_hash = ?, sent_at = ?, error = '' WHERE device_id = ?`, hash, now(), id)
+func (w DeviceWrites) SendRotation(id, hash string) error {
+	res, err := w.t.exec(`UPDATE token_rotations SET sent_hash = ?, sent_at = ?, error = '' WHERE device_id = ?`, hash, now(), id)
 	return oneRow(res, err, "device %q: send a new token", id)
 }
 
 // FailRotation records why device id could not take a new token. The
 // rotation stays pending.
-func (t *Tx) FailRotation(id, why string) error {
-	res, err := t.exec(`UPDATE token_rotations SET error = ? WHERE device_id = ?`, why, id)
+func (w DeviceWrites) FailRotation(id, why string) error {
+	res, err := w.t.exec(`UPDATE token_rotations SET error = ? WHERE device_id = ?`, why, id)
 	return oneRow(res, err, "device %q: record a failed token rotation", id)
 }
 
@@ -117,21 +117,21 @@ func (t *Tx) FailRotation(id, why string) error {
 // the one it replaces is retired, and works until the rotation's grace
 // ends. It fails with ErrNotFound if that is not the token sent for a
 // pending rotation of id.
-func (t *Tx) ConfirmRotation(id, hash string) error {
+func (w DeviceWrites) ConfirmRotation(id, hash string) error {
 	var grace int64
-	err := t.queryRow(`SELECT grace_ns FROM token_rotations WHERE device_id = ? AND sent_hash = ?`, id, hash).Scan(&grace)
+	err := w.t.queryRow(`SELECT grace_ns FROM token_rotations WHERE device_id = ? AND sent_hash = ?`, id, hash).Scan(&grace)
 	if err != nil {
 		return rowErr(err, "device %q: confirm a token rotation", id)
 	}
 	at := time.Now()
-	if _, err := t.exec(`INSERT INTO retired_tokens (hash, device_id, retired_at, until) SELECT token_hash, id, ?, ? FROM devices WHERE id = ?`,
+	if _, err := w.t.exec(`INSERT INTO retired_tokens (hash, device_id, retired_at, until) SELECT token_hash, id, ?, ? FROM devices WHERE id = ?`,
 		formatTime(at), formatTime(at.Add(time.Duration(grace))), id); err != nil {
 		return fmt.Errorf("store: device %q: retire its token: %w", id, err)
 	}
-	if _, err := t.exec(`UPDATE devices SET token_hash = ? WHERE id = ?`, hash, id); err != nil {
+	if _, err := w.t.exec(`UPDATE devices SET token_hash = ? WHERE id = ?`, hash, id); err != nil {
 		return fmt.Errorf("store: device %q: take its new token: %w", id, err)
 	}
-	if _, err := t.exec(`DELETE FROM token_rotations WHERE device_id = ?`, id); err != nil {
+	if _, err := w.t.exec(`DELETE FROM token_rotations WHERE device_id = ?`, id); err != nil {
 		return fmt.Errorf("store: device %q: end its token rotation: %w", id, err)
 	}
 	return nil
@@ -151,8 +151,8 @@ type DeviceCert struct {
 
 // AddCertificate records c, unless a certificate with its digest is
 // recorded already.
-func (t *Tx) AddCertificate(c DeviceCert) error {
-	_, err := t.exec(`INSERT INTO device_certificates (sha256, device_id, serial, not_after, signed, created_at)
+func (w DeviceWrites) AddCertificate(c DeviceCert) error {
+	_, err := w.t.exec(`INSERT INTO device_certificates (sha256, device_id, serial, not_after, signed, created_at)
 		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (sha256) DO NOTHING`,
 		c.SHA256, c.DeviceID, c.Serial, formatTime(c.NotAfter), c.Signed, now())
 	if err != nil {
@@ -163,12 +163,12 @@ func (t *Tx) AddCertificate(c DeviceCert) error {
 
 // Certificate returns the certificate whose DER hashes to sha256, or
 // ErrNotFound.
-func (s *Store) Certificate(ctx context.Context, sha256 string) (DeviceCert, error) {
+func (q DeviceReads) Certificate(ctx context.Context, sha256 string) (DeviceCert, error) {
 	var (
 		c                          DeviceCert
 		notAfter, created, revoked sql.NullString
 	)
-	err := s.readRow(ctx, `SELECT sha256, device_id, serial, not_after, signed, created_at, revoked_at
+	err := q.s.readRow(ctx, `SELECT sha256, device_id, serial, not_after, signed, created_at, revoked_at
 		FROM device_certificates WHERE sha256 = ?`, sha256).
 		Scan(&c.SHA256, &c.DeviceID, &c.Serial, &notAfter, &c.Signed, &created, &revoked)
 	c.NotAfter, c.CreatedAt, c.RevokedAt = parseTime(notAfter), parseTime(created), parseTime(revoked)

@@ -11,7 +11,7 @@ import (
 
 func tokenOwner(t *testing.T, s *Store, hash string) (TokenMatch, error) {
 	t.Helper()
-	return s.DeviceByToken(context.Background(), hash)
+	return s.Devices().ByToken(context.Background(), hash)
 }
 
 // A rotation goes: asked for, sent (the new token works beside the old),
@@ -20,21 +20,21 @@ func tokenOwner(t *testing.T, s *Store, hash string) (TokenMatch, error) {
 func TestATokenRotationRetiresTheOldTokenOnlyOnceConfirmed(t *testing.T) {
 	s, _ := openTest(t)
 	ctx := context.Background()
-	write(t, s, func(tx *Tx) error { return tx.CreateDevice("kiosk-1", "h-old", nil) })
-	assert.ErrorIs(t, s.Write(ctx, func(tx *Tx) error { return tx.RequestRotation("nobody", 0) }), ErrNotFound)
-	assert.ErrorIs(t, s.Write(ctx, func(tx *Tx) error { return tx.SendRotation("kiosk-1", "h-new") }), ErrNotFound,
+	write(t, s, func(tx *Tx) error { return tx.Devices().Create("kiosk-1", "h-old", nil) })
+	assert.ErrorIs(t, s.Write(ctx, func(tx *Tx) error { return tx.Devices().RequestRotation("nobody", 0) }), ErrNotFound)
+	assert.ErrorIs(t, s.Write(ctx, func(tx *Tx) error { return tx.Devices().SendRotation("kiosk-1", "h-new") }), ErrNotFound,
 		"nothing is sent for a rotation no one asked for")
 
-	write(t, s, func(tx *Tx) error { return tx.RequestRotation("kiosk-1", time.Hour) })
-	d, err := s.Device(ctx, "kiosk-1")
+	write(t, s, func(tx *Tx) error { return tx.Devices().RequestRotation("kiosk-1", time.Hour) })
+	d, err := s.Devices().Get(ctx, "kiosk-1")
 	require.NoError(t, err)
 	require.NotNil(t, d.Rotation)
 	assert.Equal(t, time.Hour, d.Rotation.Grace)
 	assert.True(t, d.Rotation.SentAt.IsZero())
 
-	write(t, s, func(tx *Tx) error { return tx.SendRotation("kiosk-1", "h-lost") })
-	write(t, s, func(tx *Tx) error { return tx.FailRotation("kiosk-1", "link dropped") })
-	write(t, s, func(tx *Tx) error { return tx.SendRotation("kiosk-1", "h-new") })
+	write(t, s, func(tx *Tx) error { return tx.Devices().SendRotation("kiosk-1", "h-lost") })
+	write(t, s, func(tx *Tx) error { return tx.Devices().FailRotation("kiosk-1", "link dropped") })
+	write(t, s, func(tx *Tx) error { return tx.Devices().SendRotation("kiosk-1", "h-new") })
 	_, err = tokenOwner(t, s, "h-lost")
 	assert.ErrorIs(t, err, ErrNotFound, "a token sent again replaces the one sent before")
 	m, err := tokenOwner(t, s, "h-new")
@@ -46,9 +46,9 @@ func TestATokenRotationRetiresTheOldTokenOnlyOnceConfirmed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, TokenCurrent, m.Kind, "the old token works until the device confirms")
 
-	assert.ErrorIs(t, s.Write(ctx, func(tx *Tx) error { return tx.ConfirmRotation("kiosk-1", "h-lost") }), ErrNotFound)
+	assert.ErrorIs(t, s.Write(ctx, func(tx *Tx) error { return tx.Devices().ConfirmRotation("kiosk-1", "h-lost") }), ErrNotFound)
 	before := time.Now()
-	write(t, s, func(tx *Tx) error { return tx.ConfirmRotation("kiosk-1", "h-new") })
+	write(t, s, func(tx *Tx) error { return tx.Devices().ConfirmRotation("kiosk-1", "h-new") })
 	m, err = tokenOwner(t, s, "h-new")
 	require.NoError(t, err)
 	assert.Equal(t, TokenCurrent, m.Kind)
@@ -57,7 +57,7 @@ func TestATokenRotationRetiresTheOldTokenOnlyOnceConfirmed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, TokenRetired, m.Kind)
 	assert.WithinRange(t, m.Until, before.Add(time.Hour), time.Now().Add(time.Hour))
-	assert.ErrorIs(t, s.Write(ctx, func(tx *Tx) error { return tx.ConfirmRotation("kiosk-1", "h-new") }), ErrNotFound,
+	assert.ErrorIs(t, s.Write(ctx, func(tx *Tx) error { return tx.Devices().ConfirmRotation("kiosk-1", "h-new") }), ErrNotFound,
 		"a rotation is confirmed once")
 }
 
@@ -67,47 +67,47 @@ func TestATokenRotationRetiresTheOldTokenOnlyOnceConfirmed(t *testing.T) {
 func TestRevokingADeviceRevokesItsCertificatesForGood(t *testing.T) {
 	s, _ := openTest(t)
 	ctx := context.Background()
-	write(t, s, func(tx *Tx) error { return tx.CreateDevice("kiosk-1", "h-1", nil) })
-	write(t, s, func(tx *Tx) error { return tx.RequestRotation("kiosk-1", time.Hour) })
-	write(t, s, func(tx *Tx) error { return tx.SendRotation("kiosk-1", "h-2") })
-	write(t, s, func(tx *Tx) error { return tx.ConfirmRotation("kiosk-1", "h-2") })
-	write(t, s, func(tx *Tx) error { return tx.RequestRotation("kiosk-1", 0) })
-	write(t, s, func(tx *Tx) error { return tx.SendRotation("kiosk-1", "h-3") })
+	write(t, s, func(tx *Tx) error { return tx.Devices().Create("kiosk-1", "h-1", nil) })
+	write(t, s, func(tx *Tx) error { return tx.Devices().RequestRotation("kiosk-1", time.Hour) })
+	write(t, s, func(tx *Tx) error { return tx.Devices().SendRotation("kiosk-1", "h-2") })
+	write(t, s, func(tx *Tx) error { return tx.Devices().ConfirmRotation("kiosk-1", "h-2") })
+	write(t, s, func(tx *Tx) error { return tx.Devices().RequestRotation("kiosk-1", 0) })
+	write(t, s, func(tx *Tx) error { return tx.Devices().SendRotation("kiosk-1", "h-3") })
 	cert := DeviceCert{SHA256: "c0ffee", DeviceID: "kiosk-1", Serial: "01", NotAfter: time.Now().Add(time.Hour), Signed: true}
-	write(t, s, func(tx *Tx) error { return tx.AddCertificate(cert) })
+	write(t, s, func(tx *Tx) error { return tx.Devices().AddCertificate(cert) })
 	write(t, s, func(tx *Tx) error {
-		return tx.AddCertificate(DeviceCert{SHA256: "c0ffee", DeviceID: "other", Serial: "02"})
+		return tx.Devices().AddCertificate(DeviceCert{SHA256: "c0ffee", DeviceID: "other", Serial: "02"})
 	})
-	got, err := s.Certificate(ctx, "c0ffee")
+	got, err := s.Devices().Certificate(ctx, "c0ffee")
 	require.NoError(t, err)
 	assert.Equal(t, "kiosk-1", got.DeviceID, "a certificate is recorded once")
 	assert.True(t, got.Signed)
 	assert.True(t, got.RevokedAt.IsZero())
 
-	write(t, s, func(tx *Tx) error { return tx.DeleteDevice("kiosk-1") })
-	write(t, s, func(tx *Tx) error { return tx.CreateDevice("kiosk-1", "h-4", nil) })
+	write(t, s, func(tx *Tx) error { return tx.Devices().Delete("kiosk-1") })
+	write(t, s, func(tx *Tx) error { return tx.Devices().Create("kiosk-1", "h-4", nil) })
 	for _, h := range []string{"h-1", "h-2", "h-3"} {
 		_, err := tokenOwner(t, s, h)
 		assert.ErrorIs(t, err, ErrNotFound, h)
 	}
-	d, err := s.Device(ctx, "kiosk-1")
+	d, err := s.Devices().Get(ctx, "kiosk-1")
 	require.NoError(t, err)
 	assert.Nil(t, d.Rotation)
-	got, err = s.Certificate(ctx, "c0ffee")
+	got, err = s.Devices().Certificate(ctx, "c0ffee")
 	require.NoError(t, err)
 	assert.False(t, got.RevokedAt.IsZero(), "still revoked after the id was enrolled again")
-	_, err = s.Certificate(ctx, "unknown")
+	_, err = s.Devices().Certificate(ctx, "unknown")
 	assert.ErrorIs(t, err, ErrNotFound)
 }
 
 func TestTheWireOfADevicesLastLinkIsKept(t *testing.T) {
 	s, _ := openTest(t)
-	write(t, s, func(tx *Tx) error { return tx.CreateDevice("kiosk-1", "h-1", nil) })
-	d, err := s.Device(context.Background(), "kiosk-1")
+	write(t, s, func(tx *Tx) error { return tx.Devices().Create("kiosk-1", "h-1", nil) })
+	d, err := s.Devices().Get(context.Background(), "kiosk-1")
 	require.NoError(t, err)
 	assert.Empty(t, d.Wire, "never linked")
-	write(t, s, func(tx *Tx) error { return tx.LinkedOver("kiosk-1", "json") })
-	d, err = s.Device(context.Background(), "kiosk-1")
+	write(t, s, func(tx *Tx) error { return tx.Devices().LinkedOver("kiosk-1", "json") })
+	d, err = s.Devices().Get(context.Background(), "kiosk-1")
 	require.NoError(t, err)
 	assert.Equal(t, "json", d.Wire)
 }

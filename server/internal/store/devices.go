@@ -28,8 +28,8 @@ type Device struct {
 	Rotation *TokenRotation
 }
 
-// CreateDevice enrolls a device. It fails with ErrExists if the id is taken.
-func (t *Tx) CreateDevice(id, tokenHash string, labels map[string]string) error {
+// Create enrolls a device. It fails with ErrExists if the id is taken.
+func (w DeviceWrites) Create(id, tokenHash string, labels map[string]string) error {
 	if labels == nil {
 		labels = map[string]string{}
 	}
@@ -37,7 +37,7 @@ func (t *Tx) CreateDevice(id, tokenHash string, labels map[string]string) error 
 	if err != nil {
 		return fmt.Errorf("store: device %q: labels: %w", id, err)
 	}
-	_, err = t.exec(
+	_, err = w.t.exec(
 		`INSERT INTO devices (id, token_hash, labels, created_at) VALUES (?, ?, ?, ?)`,
 		id, tokenHash, string(lb), now())
 	if err != nil && uniqueViolated(err, "devices", "id") {
@@ -47,7 +47,7 @@ func (t *Tx) CreateDevice(id, tokenHash string, labels map[string]string) error 
 		return fmt.Errorf("store: create device %q: %w", id, err)
 	}
 	for k, v := range labels {
-		if _, err := t.exec(`INSERT INTO device_labels (device_id, key, value) VALUES (?, ?, ?)`, id, k, v); err != nil {
+		if _, err := w.t.exec(`INSERT INTO device_labels (device_id, key, value) VALUES (?, ?, ?)`, id, k, v); err != nil {
 			return fmt.Errorf("store: create device %q: label %q: %w", id, k, err)
 		}
 	}
@@ -83,15 +83,15 @@ func scanDevice(row rowScanner) (Device, error) {
 	return d, nil
 }
 
-// Device returns the device id, or ErrNotFound.
-func (s *Store) Device(ctx context.Context, id string) (Device, error) {
-	d, err := scanDevice(s.readRow(ctx, selectDevices+` WHERE d.id = ?`, id))
+// Get returns the device id, or ErrNotFound.
+func (q DeviceReads) Get(ctx context.Context, id string) (Device, error) {
+	d, err := scanDevice(q.s.readRow(ctx, selectDevices+` WHERE d.id = ?`, id))
 	return d, rowErr(err, "device %q", id)
 }
 
-// Devices lists every enrolled device, ordered by id.
-func (s *Store) Devices(ctx context.Context) ([]Device, error) {
-	rows, err := s.readRows(ctx, selectDevices+` ORDER BY d.id`)
+// All lists every enrolled device, ordered by id.
+func (q DeviceReads) All(ctx context.Context) ([]Device, error) {
+	rows, err := q.s.readRows(ctx, selectDevices+` ORDER BY d.id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list devices: %w", err)
 	}
@@ -102,13 +102,13 @@ func (s *Store) Devices(ctx context.Context) ([]Device, error) {
 	return out, nil
 }
 
-// DevicesMatching lists, sorted, the ids of the enrolled devices sel
+// Matching lists, sorted, the ids of the enrolled devices sel
 // picks (an empty list, not nil, if none), from the label index: what it reads grows with the devices that
 // have sel's first label, not with the fleet (a sel of only != reads
 // every device's id). limit > 0 reads at most limit of them.
-func (s *Store) DevicesMatching(ctx context.Context, sel access.Selector, limit int) ([]string, error) {
+func (q DeviceReads) Matching(ctx context.Context, sel access.Selector, limit int) ([]string, error) {
 	query, args := matchingQuery(sel, limit)
-	rows, err := s.rdb.QueryContext(ctx, s.dialect.bind(query), s.dialect.args(args)...)
+	rows, err := q.s.rdb.QueryContext(ctx, q.s.dialect.bind(query), q.s.dialect.args(args)...)
 	if err != nil {
 		return nil, fmt.Errorf("store: devices %s: %w", sel, err)
 	}
@@ -120,7 +120,7 @@ func (s *Store) DevicesMatching(ctx context.Context, sel access.Selector, limit 
 	return ids, nil
 }
 
-// matchingQuery is DevicesMatching's SQL for sel: its shape depends on
+// matchingQuery is DeviceReads.Matching's SQL for sel: its shape depends on
 // how many requirements sel has of each kind, so it is not kept
 // prepared. Driven by the index on (key, value) from sel's first
 // requirement that is an equality, if any.
@@ -159,35 +159,35 @@ func matchingQuery(sel access.Selector, limit int) (string, []any) {
 	return q.String(), args
 }
 
-// DeleteDevice revokes a device: its tokens stop working, and its
+// Delete revokes a device: its tokens stop working, and its
 // certificates are revoked for good. Its command history is kept.
-func (t *Tx) DeleteDevice(id string) error {
-	res, err := t.exec(`DELETE FROM devices WHERE id = ?`, id)
+func (w DeviceWrites) Delete(id string) error {
+	res, err := w.t.exec(`DELETE FROM devices WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("store: delete device %q: %w", id, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("store: device %q: %w", id, ErrNotFound)
 	}
-	return t.revokeCredentials(id)
+	return w.t.revokeCredentials(id)
 }
 
 // LinkedOver records the wire of the device's link.
-func (t *Tx) LinkedOver(id, wire string) error {
-	if _, err := t.exec(`UPDATE devices SET wire = ? WHERE id = ?`, wire, id); err != nil {
+func (w DeviceWrites) LinkedOver(id, wire string) error {
+	if _, err := w.t.exec(`UPDATE devices SET wire = ? WHERE id = ?`, wire, id); err != nil {
 		return fmt.Errorf("store: device %q: record its wire: %w", id, err)
 	}
 	return nil
 }
 
-// SeeDevice records that the device was seen at at, with its latest
+// See records that the device was seen at at, with its latest
 // system info when info is not nil.
-func (t *Tx) SeeDevice(id string, info json.RawMessage, at time.Time) error {
+func (w DeviceWrites) See(id string, info json.RawMessage, at time.Time) error {
 	var err error
 	if info != nil {
-		_, err = t.exec(`UPDATE devices SET last_seen = ?, info = ? WHERE id = ?`, formatTime(at), string(info), id)
+		_, err = w.t.exec(`UPDATE devices SET last_seen = ?, info = ? WHERE id = ?`, formatTime(at), string(info), id)
 	} else {
-		_, err = t.exec(`UPDATE devices SET last_seen = ? WHERE id = ?`, formatTime(at), id)
+		_, err = w.t.exec(`UPDATE devices SET last_seen = ? WHERE id = ?`, formatTime(at), id)
 	}
 	if err != nil {
 		return fmt.Errorf("store: device %q: record last seen: %w", id, err)
@@ -197,11 +197,25 @@ func (t *Tx) SeeDevice(id string, info json.RawMessage, at time.Time) error {
 
 // SetLastSeen records that the device was last seen at at, unless the
 // store holds a later time.
-func (t *Tx) SetLastSeen(id string, at time.Time) error {
+func (w DeviceWrites) SetLastSeen(id string, at time.Time) error {
 	s := formatTime(at)
-	_, err := t.exec(`UPDATE devices SET last_seen = ? WHERE id = ? AND (last_seen IS NULL OR last_seen < ?)`, s, id, s)
+	_, err := w.t.exec(`UPDATE devices SET last_seen = ? WHERE id = ? AND (last_seen IS NULL OR last_seen < ?)`, s, id, s)
 	if err != nil {
 		return fmt.Errorf("store: device %q: record last seen: %w", id, err)
 	}
 	return nil
 }
+
+// DeviceWrites are a write's changes to enrolled devices and their credentials: enrolment, deletion, what a link reports, token rotation and certificates.
+// Reached by [Tx.Devices]; they belong to the write's transaction.
+type DeviceWrites struct{ t *Tx }
+
+// Devices are this write's changes to what [DeviceWrites] keep.
+func (t *Tx) Devices() DeviceWrites { return DeviceWrites{t} }
+
+// DeviceReads are the reads of enrolled devices and their credentials.
+// Reached by [Store.Devices].
+type DeviceReads struct{ s *Store }
+
+// Devices are the reads of what [DeviceReads] keep.
+func (s *Store) Devices() DeviceReads { return DeviceReads{s} }

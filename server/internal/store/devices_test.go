@@ -25,14 +25,14 @@ var sites = map[string]map[string]string{
 	"bare-1":  nil,
 }
 
-// requireMatching requires DevicesMatching to list want for each selector
+// requireMatching requires DeviceReads.Matching to list want for each selector
 // in cases, read with ParseSelector.
 func requireMatching(t *testing.T, s *Store, cases map[string][]string) {
 	t.Helper()
 	for text, want := range cases {
 		sel, err := access.ParseSelector(text)
 		require.NoError(t, err)
-		got, err := s.DevicesMatching(context.Background(), sel, 0)
+		got, err := s.Devices().Matching(context.Background(), sel, 0)
 		require.NoError(t, err, text)
 		assert.Equal(t, want, got, "%q", text)
 	}
@@ -45,7 +45,7 @@ func TestDevicesMatchingPicksWhatTheSelectorMatches(t *testing.T) {
 	s, _ := openTest(t)
 	write(t, s, func(tx *Tx) error {
 		for id, labels := range sites {
-			if err := tx.CreateDevice(id, "hash-"+id, labels); err != nil {
+			if err := tx.Devices().Create(id, "hash-"+id, labels); err != nil {
 				return err
 			}
 		}
@@ -81,11 +81,11 @@ func TestDevicesMatchingPicksWhatTheSelectorMatches(t *testing.T) {
 	}
 	requireMatching(t, s, cases)
 
-	some, err := s.DevicesMatching(context.Background(), nil, 2)
+	some, err := s.Devices().Matching(context.Background(), nil, 2)
 	require.NoError(t, err)
 	assert.Len(t, some, 2, "at most the limit")
 
-	write(t, s, func(tx *Tx) error { return tx.DeleteDevice("lobby-1") })
+	write(t, s, func(tx *Tx) error { return tx.Devices().Delete("lobby-1") })
 	requireMatching(t, s, map[string][]string{"site=lobby": {"lobby-2"}, "tier!=board": {"bare-1", "depot-1"}})
 }
 
@@ -144,10 +144,10 @@ func BenchmarkDevicesInScope(b *testing.B) {
 		require.NoError(b, s.Write(context.Background(), func(tx *Tx) error {
 			for i := range fleet {
 				id := fmt.Sprintf("kiosk-%05d", i)
-				if err := tx.CreateDevice(id, "hash-"+id, map[string]string{"site": fmt.Sprintf("s%d", i%100), "tier": "kiosk"}); err != nil {
+				if err := tx.Devices().Create(id, "hash-"+id, map[string]string{"site": fmt.Sprintf("s%d", i%100), "tier": "kiosk"}); err != nil {
 					return err
 				}
-				if err := tx.SeeDevice(id, info, time.Now()); err != nil {
+				if err := tx.Devices().See(id, info, time.Now()); err != nil {
 					return err
 				}
 			}
@@ -160,7 +160,7 @@ func BenchmarkDevicesInScope(b *testing.B) {
 			read func() ([]string, error)
 		}{
 			{"every-row", func() ([]string, error) {
-				devs, err := s.Devices(context.Background())
+				devs, err := s.Devices().All(context.Background())
 				var ids []string
 				for _, d := range devs {
 					if sel.Matches(d.Labels) {
@@ -169,7 +169,7 @@ func BenchmarkDevicesInScope(b *testing.B) {
 				}
 				return ids, err
 			}},
-			{"index", func() ([]string, error) { return s.DevicesMatching(context.Background(), sel, 0) }},
+			{"index", func() ([]string, error) { return s.Devices().Matching(context.Background(), sel, 0) }},
 		}
 		for _, r := range reads {
 			b.Run(fmt.Sprintf("fleet=%d/read=%s", fleet, r.name), func(b *testing.B) {

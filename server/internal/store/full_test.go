@@ -26,24 +26,24 @@ func TestAFullDatabaseFailsWritesAsUnavailableUntilItHasRoom(t *testing.T) {
 	require.NoError(t, s.SetMaxPages(ctx, 0))
 	assert.NoError(t, s.WriteFailure())
 
-	err := s.Write(ctx, func(tx *Tx) error { _, err := tx.RecordResults("kiosk-1", "r1", bigResults()); return err })
+	err := s.Write(ctx, func(tx *Tx) error { _, err := tx.Commands().RecordResults("kiosk-1", "r1", bigResults()); return err })
 	require.ErrorIs(t, err, ErrUnavailable)
 	assert.Contains(t, err.Error(), "database or disk is full")
 	assert.EqualError(t, s.WriteFailure(), "database or disk is full (13)", "the database's own words, naming nothing the write held")
 	assert.Equal(t, uint64(1), s.WriteFailures())
-	c, err := s.Command(ctx, "r1")
+	c, err := s.Commands().Get(ctx, "r1")
 	require.NoError(t, err)
 	assert.Equal(t, CommandPending, c.Status, "nothing of the failed write stands")
 
 	// Writes that fail for what they are, not for the database, are not
 	// the database's failures.
-	err = s.Write(ctx, func(tx *Tx) error { _, err := tx.RecordResults("kiosk-2", "r1", nil); return err })
+	err = s.Write(ctx, func(tx *Tx) error { _, err := tx.Commands().RecordResults("kiosk-2", "r1", nil); return err })
 	assert.ErrorIs(t, err, ErrWrongDevice)
 	assert.NotErrorIs(t, err, ErrUnavailable)
 	assert.Equal(t, uint64(1), s.WriteFailures())
 
 	require.NoError(t, s.SetMaxPages(ctx, 1<<30))
-	write(t, s, func(tx *Tx) error { _, err := tx.RecordResults("kiosk-1", "r1", bigResults()); return err })
+	write(t, s, func(tx *Tx) error { _, err := tx.Commands().RecordResults("kiosk-1", "r1", bigResults()); return err })
 	assert.NoError(t, s.WriteFailure(), "healthy again once a write succeeds")
 }
 
@@ -66,7 +66,7 @@ func TestAWriteTheDatabaseCannotTakeFailsItsWholeBatch(t *testing.T) {
 			results = bigResults()
 		}
 		batch[i] = writeReq{done: make(chan error, 1), fn: func(tx *Tx) error {
-			_, err := tx.RecordResults("kiosk-1", id, results)
+			_, err := tx.Commands().RecordResults("kiosk-1", id, results)
 			return err
 		}}
 	}
@@ -76,10 +76,10 @@ func TestAWriteTheDatabaseCannotTakeFailsItsWholeBatch(t *testing.T) {
 	}
 	assert.Equal(t, uint64(4), s.WriteFailures())
 	for _, id := range ids {
-		c, err := s.Command(ctx, id)
+		c, err := s.Commands().Get(ctx, id)
 		require.NoError(t, err)
 		assert.Equal(t, CommandPending, c.Status, id)
 	}
 	require.NoError(t, s.SetMaxPages(ctx, 1<<30))
-	write(t, s, func(tx *Tx) error { _, err := tx.RecordResults("kiosk-1", "r1", nil); return err })
+	write(t, s, func(tx *Tx) error { _, err := tx.Commands().RecordResults("kiosk-1", "r1", nil); return err })
 }

@@ -21,7 +21,7 @@ type IdempotencyKey struct {
 	Identity    string
 	Key         string
 	Fingerprint string
-	// SessionID is the session it started, as InsertSession recorded it.
+	// SessionID is the session it started, as SessionWrites.Insert recorded it.
 	SessionID string
 	// Response is the answer the request got, if it was known when the
 	// session was recorded (a dispatch's, a fleet's); else the session's
@@ -45,14 +45,14 @@ func (t *Tx) insertIdempotencyKey(k IdempotencyKey, sessionID string) error {
 	return nil
 }
 
-// IdempotencyKeyOf returns the key identity recorded, or ErrNotFound.
-func (s *Store) IdempotencyKeyOf(ctx context.Context, identity, key string) (IdempotencyKey, error) {
+// Get returns the key identity recorded, or ErrNotFound.
+func (q IdempotencyKeyReads) Get(ctx context.Context, identity, key string) (IdempotencyKey, error) {
 	var (
 		k        = IdempotencyKey{Identity: identity, Key: key}
 		response sql.NullString
 		created  sql.NullString
 	)
-	err := s.readRow(ctx, `SELECT fingerprint, session_id, response, created_at FROM idempotency_keys WHERE identity = ? AND key = ?`,
+	err := q.s.readRow(ctx, `SELECT fingerprint, session_id, response, created_at FROM idempotency_keys WHERE identity = ? AND key = ?`,
 		identity, key).Scan(&k.Fingerprint, &k.SessionID, &response, &created)
 	if response.Valid {
 		k.Response = json.RawMessage(response.String)
@@ -61,13 +61,27 @@ func (s *Store) IdempotencyKeyOf(ctx context.Context, identity, key string) (Ide
 	return k, rowErr(err, "idempotency key %q of %s", key, identity)
 }
 
-// DeleteIdempotencyKeysBefore forgets the keys recorded before t, and
+// DeleteBefore forgets the keys recorded before t, and
 // returns how many: a repeat under one of them is a new request.
-func (t *Tx) DeleteIdempotencyKeysBefore(before time.Time) (int, error) {
-	res, err := t.exec(`DELETE FROM idempotency_keys WHERE created_at < ?`, formatTime(before))
+func (w IdempotencyKeyWrites) DeleteBefore(before time.Time) (int, error) {
+	res, err := w.t.exec(`DELETE FROM idempotency_keys WHERE created_at < ?`, formatTime(before))
 	if err != nil {
 		return 0, fmt.Errorf("store: expire idempotency keys: %w", err)
 	}
 	n, _ := res.RowsAffected()
 	return int(n), nil
 }
+
+// IdempotencyKeyWrites are a write's changes to the idempotency keys of API requests (a key is inserted with the session it started: see SessionWrites.Insert).
+// Reached by [Tx.IdempotencyKeys]; they belong to the write's transaction.
+type IdempotencyKeyWrites struct{ t *Tx }
+
+// IdempotencyKeys are this write's changes to what [IdempotencyKeyWrites] keep.
+func (t *Tx) IdempotencyKeys() IdempotencyKeyWrites { return IdempotencyKeyWrites{t} }
+
+// IdempotencyKeyReads are the reads of the idempotency keys of API requests.
+// Reached by [Store.IdempotencyKeys].
+type IdempotencyKeyReads struct{ s *Store }
+
+// IdempotencyKeys are the reads of what [IdempotencyKeyReads] keep.
+func (s *Store) IdempotencyKeys() IdempotencyKeyReads { return IdempotencyKeyReads{s} }

@@ -47,14 +47,14 @@ type By struct {
 // token, and so nobody to manage identities.
 var ErrLastAdmin = errors.New("it is the last unscoped admin")
 
-// CreateIdentity records a new identity with its first token; a name in
+// Create records a new identity with its first token; a name in
 // use fails with ErrExists.
-func (t *Tx) CreateIdentity(id Identity, tok Token) error {
+func (w IdentityWrites) Create(id Identity, tok Token) error {
 	tools, err := json.Marshal(orNone(id.Tools))
 	if err != nil {
 		return fmt.Errorf("store: identity %q: tools: %w", id.Name, err)
 	}
-	_, err = t.exec(`INSERT INTO identities (name, role, devices, tools, created_at) VALUES (?, ?, ?, ?, ?)`,
+	_, err = w.t.exec(`INSERT INTO identities (name, role, devices, tools, created_at) VALUES (?, ?, ?, ?, ?)`,
 		id.Name, id.Role, id.Devices, string(tools), now())
 	if err != nil && uniqueViolated(err, "identities", "name") {
 		return fmt.Errorf("store: identity %q: %w", id.Name, ErrExists)
@@ -63,7 +63,7 @@ func (t *Tx) CreateIdentity(id Identity, tok Token) error {
 		return fmt.Errorf("store: create identity %q: %w", id.Name, err)
 	}
 	tok.Identity = id.Name
-	return t.AddToken(tok)
+	return w.t.Identities().AddToken(tok)
 }
 
 func orNone(s []string) []string {
@@ -75,15 +75,15 @@ func orNone(s []string) []string {
 
 // AddToken gives tok.Identity another token; an identity that does not
 // exist fails with ErrNotFound.
-func (t *Tx) AddToken(tok Token) error {
+func (w IdentityWrites) AddToken(tok Token) error {
 	var n int
-	if err := t.queryRow(`SELECT count(*) FROM identities WHERE name = ?`, tok.Identity).Scan(&n); err != nil {
+	if err := w.t.queryRow(`SELECT count(*) FROM identities WHERE name = ?`, tok.Identity).Scan(&n); err != nil {
 		return fmt.Errorf("store: identity %q: %w", tok.Identity, err)
 	}
 	if n == 0 {
 		return fmt.Errorf("store: identity %q: %w", tok.Identity, ErrNotFound)
 	}
-	_, err := t.exec(`INSERT INTO identity_tokens (id, identity, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
+	_, err := w.t.exec(`INSERT INTO identity_tokens (id, identity, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
 		tok.ID, tok.Identity, tok.Hash, now(), nullTime(tok.ExpiresAt))
 	if err != nil {
 		return fmt.Errorf("store: identity %q: add token %s: %w", tok.Identity, tok.ID, err)
@@ -91,15 +91,15 @@ func (t *Tx) AddToken(tok Token) error {
 	return nil
 }
 
-// DeleteIdentity revokes an identity: its tokens and their logins go with
+// Delete revokes an identity: its tokens and their logins go with
 // it. It returns the ids of the tokens it had, and fails with ErrNotFound
 // if there is no such identity, or ErrLastAdmin.
-func (t *Tx) DeleteIdentity(name string) ([]string, error) {
-	ids, err := t.tokenIDs(`SELECT id FROM identity_tokens WHERE identity = ?`, name)
+func (w IdentityWrites) Delete(name string) ([]string, error) {
+	ids, err := w.t.tokenIDs(`SELECT id FROM identity_tokens WHERE identity = ?`, name)
 	if err != nil {
 		return nil, fmt.Errorf("store: revoke identity %q: %w", name, err)
 	}
-	if err := t.deleteKeepingAnAdmin(`DELETE FROM identities WHERE name = ?`, name); err != nil {
+	if err := w.t.deleteKeepingAnAdmin(`DELETE FROM identities WHERE name = ?`, name); err != nil {
 		return nil, fmt.Errorf("store: revoke identity %q: %w", name, err)
 	}
 	return ids, nil
@@ -109,22 +109,22 @@ func (t *Tx) DeleteIdentity(name string) ([]string, error) {
 // (at once if at is not in the future; a token due to expire sooner keeps
 // its time), and returns their ids: a rotation. It fails with ErrNotFound
 // if identity has no token keep.
-func (t *Tx) ExpireTokens(identity, keep string, at time.Time) ([]string, error) {
+func (w IdentityWrites) ExpireTokens(identity, keep string, at time.Time) ([]string, error) {
 	var n int
-	if err := t.queryRow(`SELECT count(*) FROM identity_tokens WHERE identity = ? AND id = ?`, identity, keep).Scan(&n); err != nil {
+	if err := w.t.queryRow(`SELECT count(*) FROM identity_tokens WHERE identity = ? AND id = ?`, identity, keep).Scan(&n); err != nil {
 		return nil, fmt.Errorf("store: identity %q: %w", identity, err)
 	}
 	if n == 0 {
 		return nil, fmt.Errorf("store: identity %q: token %s: %w", identity, keep, ErrNotFound)
 	}
-	ids, err := t.tokenIDs(`SELECT id FROM identity_tokens WHERE identity = ? AND id != ?`, identity, keep)
+	ids, err := w.t.tokenIDs(`SELECT id FROM identity_tokens WHERE identity = ? AND id != ?`, identity, keep)
 	if err != nil {
 		return nil, fmt.Errorf("store: identity %q: %w", identity, err)
 	}
 	if !at.After(time.Now()) {
-		_, err = t.exec(`DELETE FROM identity_tokens WHERE identity = ? AND id != ?`, identity, keep)
+		_, err = w.t.exec(`DELETE FROM identity_tokens WHERE identity = ? AND id != ?`, identity, keep)
 	} else {
-		_, err = t.exec(`UPDATE identity_tokens SET expires_at = ? WHERE identity = ? AND id != ? AND (expires_at IS NULL OR expires_at > ?)`,
+		_, err = w.t.exec(`UPDATE identity_tokens SET expires_at = ? WHERE identity = ? AND id != ? AND (expires_at IS NULL OR expires_at > ?)`,
 			formatTime(at), identity, keep, formatTime(at))
 	}
 	if err != nil {
@@ -135,8 +135,8 @@ func (t *Tx) ExpireTokens(identity, keep string, at time.Time) ([]string, error)
 
 // DeleteToken revokes one token of identity, and its logins. It fails with
 // ErrNotFound if identity has no such token, or with ErrLastAdmin.
-func (t *Tx) DeleteToken(identity, id string) error {
-	if err := t.deleteKeepingAnAdmin(`DELETE FROM identity_tokens WHERE identity = ? AND id = ?`, identity, id); err != nil {
+func (w IdentityWrites) DeleteToken(identity, id string) error {
+	if err := w.t.deleteKeepingAnAdmin(`DELETE FROM identity_tokens WHERE identity = ? AND id = ?`, identity, id); err != nil {
 		return fmt.Errorf("store: identity %q: revoke token %s: %w", identity, id, err)
 	}
 	return nil
@@ -186,10 +186,10 @@ func (t *Tx) tokenIDs(query string, args ...any) ([]string, error) {
 	}, []string{})
 }
 
-// CountIdentities counts the identities, revoked ones not included.
-func (t *Tx) CountIdentities() (int, error) {
+// Count counts the identities, revoked ones not included.
+func (w IdentityWrites) Count() (int, error) {
 	var n int
-	if err := t.queryRow(`SELECT count(*) FROM identities`).Scan(&n); err != nil {
+	if err := w.t.queryRow(`SELECT count(*) FROM identities`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("store: count identities: %w", err)
 	}
 	return n, nil
@@ -222,17 +222,17 @@ const live = `(k.expires_at IS NULL OR k.expires_at > ?)`
 
 // TokenByHash returns the live token whose hash is hash, and its
 // identity, or ErrNotFound.
-func (s *Store) TokenByHash(ctx context.Context, hash string) (Identity, Token, error) {
-	return s.tokenWhere(ctx, `FROM identity_tokens k JOIN identities i ON i.name = k.identity WHERE k.hash = ? AND `+live,
+func (q IdentityReads) TokenByHash(ctx context.Context, hash string) (Identity, Token, error) {
+	return q.s.tokenWhere(ctx, `FROM identity_tokens k JOIN identities i ON i.name = k.identity WHERE k.hash = ? AND `+live,
 		hash, now())
 }
 
 // Login returns the token, and its identity, that made the live login
 // whose id hashes to hash, or ErrNotFound: a login ends when it expires
 // or when its token does.
-func (s *Store) Login(ctx context.Context, hash string) (Identity, Token, error) {
+func (q IdentityReads) Login(ctx context.Context, hash string) (Identity, Token, error) {
 	at := now()
-	return s.tokenWhere(ctx, `FROM logins l JOIN identity_tokens k ON k.id = l.token_id JOIN identities i ON i.name = k.identity
+	return q.s.tokenWhere(ctx, `FROM logins l JOIN identity_tokens k ON k.id = l.token_id JOIN identities i ON i.name = k.identity
 		WHERE l.hash = ? AND l.expires_at > ? AND `+live, hash, at, at)
 }
 
@@ -250,14 +250,14 @@ func (s *Store) tokenWhere(ctx context.Context, from string, args ...any) (Ident
 	return id, tok, nil
 }
 
-// Identities lists the identities, by name, each with its live tokens.
-func (s *Store) Identities(ctx context.Context) ([]Identity, error) {
-	return s.identities(ctx, "")
+// All lists the identities, by name, each with its live tokens.
+func (q IdentityReads) All(ctx context.Context) ([]Identity, error) {
+	return q.s.identities(ctx, "")
 }
 
-// Identity returns one identity with its live tokens, or ErrNotFound.
-func (s *Store) Identity(ctx context.Context, name string) (Identity, error) {
-	ids, err := s.identities(ctx, name)
+// Get returns one identity with its live tokens, or ErrNotFound.
+func (q IdentityReads) Get(ctx context.Context, name string) (Identity, error) {
+	ids, err := q.s.identities(ctx, name)
 	if err == nil && len(ids) == 0 {
 		err = ErrNotFound
 	}
@@ -311,11 +311,11 @@ func scanToken(r rowScanner) (Token, error) {
 // CreateLogin records a dashboard login, by the hash of its id, made with
 // token tokenID, until expires. It keeps at most max logins: the oldest
 // go first.
-func (t *Tx) CreateLogin(hash, tokenID string, expires time.Time, max int) error {
-	if _, err := t.exec(`DELETE FROM logins WHERE hash NOT IN (SELECT hash FROM logins ORDER BY expires_at DESC LIMIT ?)`, max-1); err != nil {
+func (w IdentityWrites) CreateLogin(hash, tokenID string, expires time.Time, max int) error {
+	if _, err := w.t.exec(`DELETE FROM logins WHERE hash NOT IN (SELECT hash FROM logins ORDER BY expires_at DESC LIMIT ?)`, max-1); err != nil {
 		return fmt.Errorf("store: drop the oldest logins: %w", err)
 	}
-	_, err := t.exec(`INSERT INTO logins (hash, token_id, created_at, expires_at) VALUES (?, ?, ?, ?)`, hash, tokenID, now(), formatTime(expires))
+	_, err := w.t.exec(`INSERT INTO logins (hash, token_id, created_at, expires_at) VALUES (?, ?, ?, ?)`, hash, tokenID, now(), formatTime(expires))
 	if err != nil {
 		return fmt.Errorf("store: record login of token %s: %w", tokenID, err)
 	}
@@ -323,8 +323,8 @@ func (t *Tx) CreateLogin(hash, tokenID string, expires time.Time, max int) error
 }
 
 // DeleteLogin ends a login, if there is one.
-func (t *Tx) DeleteLogin(hash string) error {
-	if _, err := t.exec(`DELETE FROM logins WHERE hash = ?`, hash); err != nil {
+func (w IdentityWrites) DeleteLogin(hash string) error {
+	if _, err := w.t.exec(`DELETE FROM logins WHERE hash = ?`, hash); err != nil {
 		return fmt.Errorf("store: end login: %w", err)
 	}
 	return nil
@@ -332,14 +332,14 @@ func (t *Tx) DeleteLogin(hash string) error {
 
 // DeleteExpiredCredentials deletes the tokens and logins that expired
 // before now, and returns how many.
-func (t *Tx) DeleteExpiredCredentials(before time.Time) (int, error) {
+func (w IdentityWrites) DeleteExpiredCredentials(before time.Time) (int, error) {
 	cutoff := formatTime(before)
 	var total int64
 	for _, q := range []string{
 		`DELETE FROM identity_tokens WHERE expires_at IS NOT NULL AND expires_at <= ?`,
 		`DELETE FROM logins WHERE expires_at <= ?`,
 	} {
-		res, err := t.exec(q, cutoff)
+		res, err := w.t.exec(q, cutoff)
 		if err != nil {
 			return 0, fmt.Errorf("store: expire credentials: %w", err)
 		}
@@ -348,3 +348,17 @@ func (t *Tx) DeleteExpiredCredentials(before time.Time) (int, error) {
 	}
 	return int(total), nil
 }
+
+// IdentityWrites are a write's changes to identities, their tokens and their logins.
+// Reached by [Tx.Identities]; they belong to the write's transaction.
+type IdentityWrites struct{ t *Tx }
+
+// Identities are this write's changes to what [IdentityWrites] keep.
+func (t *Tx) Identities() IdentityWrites { return IdentityWrites{t} }
+
+// IdentityReads are the reads of identities, their tokens and their logins.
+// Reached by [Store.Identities].
+type IdentityReads struct{ s *Store }
+
+// Identities are the reads of what [IdentityReads] keep.
+func (s *Store) Identities() IdentityReads { return IdentityReads{s} }

@@ -15,7 +15,7 @@ const actorLocal = "local"
 // itself), the action, and its result. A device reports a call until the
 // server acknowledges it, so a call already recorded, by its call_id, is
 // recorded once; the answer says whether this was the first time.
-func (t *Tx) AppendLocalCall(deviceID, who string, a protocol.Command, r protocol.Result) (bool, error) {
+func (w CommandWrites) AppendLocalCall(deviceID, who string, a protocol.Command, r protocol.Result) (bool, error) {
 	params, err := json.Marshal(auditParameters(a.Parameters))
 	if err != nil {
 		return false, fmt.Errorf("store: local call %s: parameters: %w", a.CallID, err)
@@ -24,7 +24,7 @@ func (t *Tx) AppendLocalCall(deviceID, who string, a protocol.Command, r protoco
 	if a.ToolType != "" {
 		tool = protocol.ToolKey(a.ToolType, a.ToolName)
 	}
-	res, err := t.exec(
+	res, err := w.t.exec(
 		`INSERT INTO audit (at, actor, identity, token_id, action, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late)
 		 VALUES (?, ?, ?, '', '', ?, '', '', ?, ?, ?, '', ?, ?, ?, 0) ON CONFLICT DO NOTHING`,
 		now(), actorLocal, who, deviceID, a.CallID, tool, r.Namespace, string(params), string(r.Status), r.Error)

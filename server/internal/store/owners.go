@@ -5,15 +5,15 @@ import (
 	"fmt"
 )
 
-// AdoptSessions makes to the owner of every session from left
+// Adopt makes to the owner of every session from left
 // unfinished, and returns their ids. It is one UPDATE conditional on the
 // owner being from still, so that of two nodes adopting the same dead
 // node's sessions at once only one gets each (on PostgreSQL the second
 // UPDATE waits for the first and then matches nothing), and from, if it
-// runs on, is fenced off by FenceSession and EndSession.
-func (t *Tx) AdoptSessions(from, to Owner) ([]string, error) {
+// runs on, is fenced off by SessionWrites.Fence and SessionWrites.End.
+func (w SessionWrites) Adopt(from, to Owner) ([]string, error) {
 	var ids []string
-	err := t.returning(func(r rowScanner) error {
+	err := w.t.returning(func(r rowScanner) error {
 		var id string
 		err := r.Scan(&id)
 		ids = append(ids, id)
@@ -27,14 +27,14 @@ func (t *Tx) AdoptSessions(from, to Owner) ([]string, error) {
 	return ids, nil
 }
 
-// FenceSession fails with ErrAdopted unless o still owns session id, and
+// Fence fails with ErrAdopted unless o still owns session id, and
 // keeps it o's until the transaction ends: the write's row lock makes an
 // adoption that comes meanwhile wait for this transaction, and then see
 // what it wrote (a command it recorded, say). Written first in a
 // transaction that records a command for a session another node could
 // adopt.
-func (t *Tx) FenceSession(id string, o Owner) error {
-	res, err := t.exec(`UPDATE sessions SET owner_epoch = owner_epoch WHERE id = ? AND owner_node = ? AND owner_epoch = ?`,
+func (w SessionWrites) Fence(id string, o Owner) error {
+	res, err := w.t.exec(`UPDATE sessions SET owner_epoch = owner_epoch WHERE id = ? AND owner_node = ? AND owner_epoch = ?`,
 		id, o.Node, o.Epoch)
 	if err != nil {
 		return fmt.Errorf("store: fence session %q for %s: %w", id, o, err)
@@ -46,8 +46,8 @@ func (t *Tx) FenceSession(id string, o Owner) error {
 }
 
 // UnfinishedOwners lists the owners of the sessions not yet ended.
-func (s *Store) UnfinishedOwners(ctx context.Context) ([]Owner, error) {
-	rows, err := s.readRows(ctx, `SELECT DISTINCT owner_node, owner_epoch FROM sessions WHERE state IN `+unfinished)
+func (r SessionReads) UnfinishedOwners(ctx context.Context) ([]Owner, error) {
+	rows, err := r.s.readRows(ctx, `SELECT DISTINCT owner_node, owner_epoch FROM sessions WHERE state IN `+unfinished)
 	if err != nil {
 		return nil, fmt.Errorf("store: owners of unfinished sessions: %w", err)
 	}

@@ -17,11 +17,11 @@ import (
 func ownedSession(t *testing.T, s *Store, id string, owner Owner) {
 	t.Helper()
 	write(t, s, func(tx *Tx) error {
-		if err := tx.InsertSession(Session{ID: id, DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "plan", State: "running",
+		if err := tx.Sessions().Insert(Session{ID: id, DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "plan", State: "running",
 			CreatedAt: time.Now(), Owner: owner}); err != nil {
 			return err
 		}
-		return tx.InsertCommand(Command{ResponseID: "r-" + id, DeviceID: "kiosk-1", SessionID: id, Actor: "operator",
+		return tx.Commands().Insert(Command{ResponseID: "r-" + id, DeviceID: "kiosk-1", SessionID: id, Actor: "operator",
 			Actions: twoActions(), Timeout: 90 * time.Second, WaitForDevice: true})
 	})
 }
@@ -37,18 +37,18 @@ func TestFailInterruptedLeavesTheSessionsOfNodesAlone(t *testing.T) {
 	ownedSession(t, s, "single", Owner{})
 
 	var ns, nc int
-	write(t, s, func(tx *Tx) (err error) { ns, nc, err = tx.FailInterrupted("server restarted"); return err })
+	write(t, s, func(tx *Tx) (err error) { ns, nc, err = tx.Sessions().FailInterrupted("server restarted"); return err })
 	assert.Equal(t, 1, ns)
 	assert.Equal(t, 1, nc)
 	for id, want := range map[string]string{"a1": "running", "b1": "running", "single": "failed"} {
-		ses, err := s.Session(ctx, id)
+		ses, err := s.Sessions().Get(ctx, id)
 		require.NoError(t, err)
 		assert.Equal(t, want, ses.State, id)
-		c, err := s.Command(ctx, "r-"+id)
+		c, err := s.Commands().Get(ctx, "r-"+id)
 		require.NoError(t, err)
 		assert.Equal(t, map[string]string{"failed": CommandFailed, "running": CommandPending}[want], c.Status, id)
 	}
-	c, err := s.Command(ctx, "r-b1")
+	c, err := s.Commands().Get(ctx, "r-b1")
 	require.NoError(t, err)
 	assert.Equal(t, 90*time.Second, c.Timeout, "kept for the node that sends it again")
 	assert.True(t, c.WaitForDevice)
@@ -64,29 +64,29 @@ func TestAdoptionIsOnceAndFencesTheOldOwner(t *testing.T) {
 	ownedSession(t, s, "s1", dead)
 	ownedSession(t, s, "s2", dead)
 	ownedSession(t, s, "other", c)
-	owners, err := s.UnfinishedOwners(ctx)
+	owners, err := s.Sessions().UnfinishedOwners(ctx)
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []Owner{dead, c}, owners)
 
 	var ids []string
-	write(t, s, func(tx *Tx) (err error) { ids, err = tx.AdoptSessions(dead, b); return err })
+	write(t, s, func(tx *Tx) (err error) { ids, err = tx.Sessions().Adopt(dead, b); return err })
 	assert.ElementsMatch(t, []string{"s1", "s2"}, ids)
-	write(t, s, func(tx *Tx) (err error) { ids, err = tx.AdoptSessions(dead, c); return err })
+	write(t, s, func(tx *Tx) (err error) { ids, err = tx.Sessions().Adopt(dead, c); return err })
 	assert.Empty(t, ids, "adopted once")
-	ses, err := s.Session(ctx, "s1")
+	ses, err := s.Sessions().Get(ctx, "s1")
 	require.NoError(t, err)
 	assert.Equal(t, b, ses.Owner)
 
-	require.ErrorIs(t, s.Write(ctx, func(tx *Tx) error { return tx.FenceSession("s1", dead) }), ErrAdopted)
-	write(t, s, func(tx *Tx) error { return tx.FenceSession("s1", b) })
+	require.ErrorIs(t, s.Write(ctx, func(tx *Tx) error { return tx.Sessions().Fence("s1", dead) }), ErrAdopted)
+	write(t, s, func(tx *Tx) error { return tx.Sessions().Fence("s1", b) })
 	end := Session{ID: "s1", DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "plan", State: "failed", Error: "stale", Owner: dead}
-	write(t, s, func(tx *Tx) error { return tx.EndSession(end) })
-	ses, err = s.Session(ctx, "s1")
+	write(t, s, func(tx *Tx) error { return tx.Sessions().End(end) })
+	ses, err = s.Sessions().Get(ctx, "s1")
 	require.NoError(t, err)
 	assert.Equal(t, "running", ses.State, "the old owner's end is not recorded")
 	end.Owner, end.State, end.Error = b, "completed", ""
-	write(t, s, func(tx *Tx) error { return tx.EndSession(end) })
-	ses, err = s.Session(ctx, "s1")
+	write(t, s, func(tx *Tx) error { return tx.Sessions().End(end) })
+	ses, err = s.Sessions().Get(ctx, "s1")
 	require.NoError(t, err)
 	assert.Equal(t, "completed", ses.State)
 }
@@ -112,7 +112,7 @@ func TestTwoNodesAdoptingAtOnceNeverBothGetASession(t *testing.T) {
 		for i, s := range []*Store{s1, s2} {
 			wg.Go(func() {
 				require.NoError(t, s.Write(ctx, func(tx *Tx) (err error) {
-					got[i], err = tx.AdoptSessions(dead, Owner{fmtID(round, i), 1})
+					got[i], err = tx.Sessions().Adopt(dead, Owner{fmtID(round, i), 1})
 					return err
 				}))
 			})

@@ -43,7 +43,7 @@ func writeLoad(s *Store, stop <-chan struct{}) (acked func() []string, errs func
 				default:
 				}
 				id := fmt.Sprintf("d%06d", n.Add(1))
-				err := s.Write(context.Background(), func(tx *Tx) error { return tx.CreateDevice(id, "h-"+id, nil) })
+				err := s.Write(context.Background(), func(tx *Tx) error { return tx.Devices().Create(id, "h-"+id, nil) })
 				mu.Lock()
 				if err == nil {
 					ids = append(ids, id)
@@ -99,7 +99,7 @@ func TestPostgreSQLLostFailsWritesAsUnavailableAndLosesNothingAcknowledged(t *te
 			for _, id := range ids {
 				require.True(t, have[id], "device %s was acknowledged and is lost", id)
 			}
-			_, err := s.Device(ctx, ids[0])
+			_, err := s.Devices().Get(ctx, ids[0])
 			assert.NoError(t, err, "the readers reconnect too")
 		})
 	}
@@ -109,7 +109,7 @@ func devices(t *testing.T, s *Store) []string {
 	t.Helper()
 	var ids []string
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		ds, err := s.Devices(context.Background())
+		ds, err := s.Devices().All(context.Background())
 		require.NoError(c, err)
 		ids = ids[:0]
 		for _, d := range ds {
@@ -131,10 +131,10 @@ func TestTextPostgreSQLCannotHoldIsKeptWithReplacementCharacters(t *testing.T) {
 	s, _ := openTestAt(t, pgtest.Shared(t).NewDatabase(t))
 	insertCommand(t, s, "r1")
 	write(t, s, func(tx *Tx) error {
-		_, err := tx.RecordResults("kiosk-1", "r1", []protocol.Result{{Status: protocol.ResultFailure, Error: "nul\x00 and \xff", CallID: "c1"}})
+		_, err := tx.Commands().RecordResults("kiosk-1", "r1", []protocol.Result{{Status: protocol.ResultFailure, Error: "nul\x00 and \xff", CallID: "c1"}})
 		return err
 	})
-	audit, err := s.Audit(context.Background(), AuditFilter{Limit: 10})
+	audit, err := s.Audit().List(context.Background(), AuditFilter{Limit: 10})
 	require.NoError(t, err)
 	assert.Equal(t, "nul\uFFFD and \uFFFD", audit[0].Error)
 }

@@ -38,7 +38,7 @@ type Session struct {
 	StartedAt  time.Time
 	FinishedAt time.Time
 	// Key, if set, is the idempotency key of the request that asked for
-	// the session: InsertSession records it with the session, so that a
+	// the session: SessionWrites.Insert records it with the session, so that a
 	// repeat finds the session, and fails with ErrKeyTaken, recording
 	// nothing, if the key is recorded already. Reads leave it nil.
 	Key *IdempotencyKey
@@ -58,7 +58,7 @@ type Session struct {
 // Owner is a node that runs sessions, at one fencing epoch: a node that
 // starts again has a new epoch, and one whose sessions were adopted
 // while it was cut off finds its epoch stale on the next write
-// (FenceSession, EndSession) and stops running them.
+// (SessionWrites.Fence, SessionWrites.End) and stops running them.
 type Owner struct {
 	Node  string
 	Epoch int64
@@ -72,10 +72,10 @@ var ErrAdopted = errors.New("session adopted by another node")
 // unfinished is the SQL list of the states of a session that has not ended.
 const unfinished = `('created', 'running')`
 
-// InsertSession records a new session, and the idempotency key that
+// Insert records a new session, and the idempotency key that
 // asked for it, if any.
-func (t *Tx) InsertSession(s Session) error {
-	_, err := t.exec(
+func (w SessionWrites) Insert(s Session) error {
+	_, err := w.t.exec(
 		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, created_at, started_at, owner_node, owner_epoch, fleet)
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.TaskName, s.OriginalTaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Identity, s.TokenID, s.Selector, s.Kind, s.ParentID, s.State,
@@ -87,27 +87,27 @@ func (t *Tx) InsertSession(s Session) error {
 		return fmt.Errorf("store: record session %q: %w", s.ID, err)
 	}
 	if s.Key != nil {
-		return t.insertIdempotencyKey(*s.Key, s.ID)
+		return w.t.insertIdempotencyKey(*s.Key, s.ID)
 	}
 	return nil
 }
 
-// StartSession moves a created session to running.
-func (t *Tx) StartSession(id string) error {
-	_, err := t.exec(`UPDATE sessions SET state = 'running', started_at = ? WHERE id = ? AND state = 'created'`, now(), id)
+// Start moves a created session to running.
+func (w SessionWrites) Start(id string) error {
+	_, err := w.t.exec(`UPDATE sessions SET state = 'running', started_at = ? WHERE id = ? AND state = 'created'`, now(), id)
 	if err != nil {
 		return fmt.Errorf("store: start session %q: %w", id, err)
 	}
 	return nil
 }
 
-// EndSession records how session s ended: its State, Result and Error. A
+// End records how session s ended: its State, Result and Error. A
 // session that has already ended keeps its first outcome, and one that
 // another Owner than s's runs now (it adopted it) is left to that owner.
 // A session not recorded yet (a single command that never recorded its
 // command) is recorded as it ends, with all of s.
-func (t *Tx) EndSession(s Session) error {
-	_, err := t.exec(
+func (w SessionWrites) End(s Session) error {
+	_, err := w.t.exec(
 		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, result, error, created_at, started_at, finished_at, owner_node, owner_epoch)
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		 ON CONFLICT (id) DO UPDATE SET state = excluded.state, result = excluded.result, error = excluded.error, finished_at = excluded.finished_at
@@ -121,11 +121,11 @@ func (t *Tx) EndSession(s Session) error {
 	return nil
 }
 
-// EndRecordedSession is EndSession for a session whose row is recorded,
+// EndRecorded is SessionWrites.End for a session whose row is recorded,
 // as a single command's is once its command is: one update of its
 // outcome, binding none of the rest of the row.
-func (t *Tx) EndRecordedSession(s Session) error {
-	_, err := t.exec(
+func (w SessionWrites) EndRecorded(s Session) error {
+	_, err := w.t.exec(
 		`UPDATE sessions SET state = ?, result = ?, error = ?, finished_at = ? WHERE id = ? AND state IN `+unfinished,
 		s.State, nullString(string(s.Result)), s.Error, now(), s.ID)
 	if err != nil {
@@ -134,23 +134,23 @@ func (t *Tx) EndRecordedSession(s Session) error {
 	return nil
 }
 
-// DeleteSession removes a session and its commands. The audit log keeps
+// Delete removes a session and its commands. The audit log keeps
 // its entries.
-func (t *Tx) DeleteSession(id string) error {
-	res, err := t.exec(`DELETE FROM sessions WHERE id = ?`, id)
+func (w SessionWrites) Delete(id string) error {
+	res, err := w.t.exec(`DELETE FROM sessions WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("store: delete session %q: %w", id, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("store: session %q: %w", id, ErrNotFound)
 	}
-	if _, err := t.exec(`DELETE FROM commands WHERE session_id = ?`, id); err != nil {
+	if _, err := w.t.exec(`DELETE FROM commands WHERE session_id = ?`, id); err != nil {
 		return fmt.Errorf("store: delete commands of session %q: %w", id, err)
 	}
 	return nil
 }
 
-// DeleteSessionsFinishedBefore removes the sessions that ended before t,
+// DeleteFinishedBefore removes the sessions that ended before t,
 // with their commands, and returns how many.
 //
 // A session ends after it is created, so those are among the sessions
@@ -159,14 +159,14 @@ func (t *Tx) DeleteSession(id string) error {
 // sessions created before t that had not ended by then, few once
 // expiry has run. (A session whose end a clock step or another node's
 // clock put before its creation goes once t passes its creation.)
-func (t *Tx) DeleteSessionsFinishedBefore(before time.Time) (int, error) {
+func (w SessionWrites) DeleteFinishedBefore(before time.Time) (int, error) {
 	cutoff := formatTime(before)
-	if _, err := t.exec(
+	if _, err := w.t.exec(
 		`DELETE FROM commands WHERE session_id IN (SELECT id FROM sessions WHERE `+finishedBefore+`)`,
 		cutoff, cutoff); err != nil {
 		return 0, fmt.Errorf("store: expire commands: %w", err)
 	}
-	res, err := t.exec(`DELETE FROM sessions WHERE `+finishedBefore, cutoff, cutoff)
+	res, err := w.t.exec(`DELETE FROM sessions WHERE `+finishedBefore, cutoff, cutoff)
 	if err != nil {
 		return 0, fmt.Errorf("store: expire sessions: %w", err)
 	}
@@ -192,15 +192,15 @@ const interruptedCommands = `SELECT response_id FROM commands WHERE status = '` 
 // runs on the same store are left to the cluster, which adopts them when
 // their node dies. Results that arrive for those commands later are
 // still recorded, once.
-func (t *Tx) FailInterrupted(reason string) (sessions, commands int, err error) {
-	res, err := t.exec(
+func (w SessionWrites) FailInterrupted(reason string) (sessions, commands int, err error) {
+	res, err := w.t.exec(
 		`UPDATE sessions SET state = 'failed', error = ?, finished_at = ? WHERE state IN `+unfinished+` AND owner_node = ''`, reason, now())
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: fail interrupted sessions: %w", err)
 	}
 	ns, _ := res.RowsAffected()
 	var pending []string
-	rows, err := t.query(interruptedCommands)
+	rows, err := w.t.query(interruptedCommands)
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: find interrupted commands: %w", err)
 	}
@@ -214,7 +214,7 @@ func (t *Tx) FailInterrupted(reason string) (sessions, commands int, err error) 
 	}
 	rows.Close()
 	for _, id := range pending {
-		if _, err := t.FailCommand(id, reason); err != nil {
+		if _, err := w.t.Commands().Fail(id, reason); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -249,16 +249,16 @@ func scanSession(row rowScanner) (Session, error) {
 	return s, nil
 }
 
-// Session returns one session, or ErrNotFound.
-func (s *Store) Session(ctx context.Context, id string) (Session, error) {
-	ses, err := scanSession(s.readRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+// Get returns one session, or ErrNotFound.
+func (r SessionReads) Get(ctx context.Context, id string) (Session, error) {
+	ses, err := scanSession(r.s.readRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
 	return ses, rowErr(err, "session %q", id)
 }
 
-// ChildSessions lists the sessions of fleet parentID's devices, oldest
+// Children lists the sessions of fleet parentID's devices, oldest
 // first.
-func (s *Store) ChildSessions(ctx context.Context, parentID string) ([]Session, error) {
-	rows, err := s.readRows(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE parent_id = ? ORDER BY created_at, id`, parentID)
+func (r SessionReads) Children(ctx context.Context, parentID string) ([]Session, error) {
+	rows, err := r.s.readRows(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE parent_id = ? ORDER BY created_at, id`, parentID)
 	if err != nil {
 		return nil, fmt.Errorf("store: tasks of fleet %q: %w", parentID, err)
 	}
@@ -273,10 +273,10 @@ func (s *Store) ChildSessions(ctx context.Context, parentID string) ([]Session, 
 // single command's session has no name): it finds none for "".
 const named = `task_name = ? AND task_name <> ''`
 
-// SessionByTask returns the newest session named taskName, or ErrNotFound.
+// ByTask returns the newest session named taskName, or ErrNotFound.
 // A fleet's children share its name; the fleet is the task of that name.
-func (s *Store) SessionByTask(ctx context.Context, taskName string) (Session, error) {
-	ses, err := scanSession(s.readRow(ctx,
+func (r SessionReads) ByTask(ctx context.Context, taskName string) (Session, error) {
+	ses, err := scanSession(r.s.readRow(ctx,
 		`SELECT `+sessionColumns+` FROM sessions WHERE `+named+` AND parent_id = '' ORDER BY created_at DESC LIMIT 1`, taskName))
 	return ses, rowErr(err, "task %q", taskName)
 }
@@ -306,9 +306,9 @@ type SessionFilter struct {
 // they read as empty.
 const summaryColumns = `id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, NULL, NULL, NULL, created_at, started_at, finished_at, owner_node, owner_epoch, NULL`
 
-// SessionSummaries lists the sessions f picks, newest first, without their
+// Summaries lists the sessions f picks, newest first, without their
 // plan, result and error: a listing's size does not grow with theirs.
-func (s *Store) SessionSummaries(ctx context.Context, f SessionFilter) ([]Session, error) {
+func (r SessionReads) Summaries(ctx context.Context, f SessionFilter) ([]Session, error) {
 	var where []string
 	var args []any
 	if f.State != "" {
@@ -322,7 +322,7 @@ func (s *Store) SessionSummaries(ctx context.Context, f SessionFilter) ([]Sessio
 		if err != nil {
 			return nil, fmt.Errorf("store: list sessions: %w", err)
 		}
-		where, args = append(where, `(device_id = '' OR device_id IN (`+s.dialect.jsonTexts()+`))`), append(args, string(only))
+		where, args = append(where, `(device_id = '' OR device_id IN (`+r.s.dialect.jsonTexts()+`))`), append(args, string(only))
 	}
 	if f.After != nil {
 		at := formatTime(f.After.CreatedAt)
@@ -334,7 +334,7 @@ func (s *Store) SessionSummaries(ctx context.Context, f SessionFilter) ([]Sessio
 	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	args = append(args, f.Limit)
-	rows, err := s.readRows(ctx, q, args...)
+	rows, err := r.s.readRows(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list sessions: %w", err)
 	}
@@ -344,3 +344,17 @@ func (s *Store) SessionSummaries(ctx context.Context, f SessionFilter) ([]Sessio
 	}
 	return out, nil
 }
+
+// SessionWrites are a write's changes to sessions: inserting, starting, ending and deleting them, failing those a restart interrupted, and moving them between the nodes that own them.
+// Reached by [Tx.Sessions]; they belong to the write's transaction.
+type SessionWrites struct{ t *Tx }
+
+// Sessions are this write's changes to what [SessionWrites] keep.
+func (t *Tx) Sessions() SessionWrites { return SessionWrites{t} }
+
+// SessionReads are the reads of sessions: one, a parent's children, a task's, summaries, and the owners of the unfinished ones.
+// Reached by [Store.Sessions].
+type SessionReads struct{ s *Store }
+
+// Sessions are the reads of what [SessionReads] keep.
+func (s *Store) Sessions() SessionReads { return SessionReads{s} }

@@ -42,7 +42,10 @@ var (
 // maxBatch bounds how many writes share one transaction.
 const maxBatch = 256
 
-// Store is the server's database. It is safe for concurrent use.
+// Store is the server's database. It is safe for concurrent use. Its
+// reads are grouped by what they keep, as [Tx]'s writes are, each group
+// reached by a method of the same name (Commands, Sessions, Devices,
+// Identities, Audit, IdempotencyKeys, Cluster).
 type Store struct {
 	dialect dialect
 	wdb     *sql.DB
@@ -70,8 +73,10 @@ type Store struct {
 	ckpt *checkpointer
 }
 
-// Tx is one write's view of the current transaction. Its methods are the
-// store's writes; a write that returns an error is rolled back alone.
+// Tx is one write's view of the current transaction. The store's writes
+// are grouped by what they keep, each group reached by a method of Tx
+// (Commands, Sessions, Devices, Identities, Audit, IdempotencyKeys,
+// Cluster); a write that returns an error is rolled back alone.
 type Tx struct {
 	s *Store
 	c writerConn // the driver's connection, lent for the batch

@@ -44,7 +44,7 @@ func TestConcurrentWritesAllCommitAndAFailingOneIsRolledBackAlone(t *testing.T) 
 	for i := range errs {
 		wg.Go(func() {
 			errs[i] = s.Write(ctx, func(tx *Tx) error {
-				if err := tx.CreateDevice(fmt.Sprintf("d%02d", i), fmt.Sprintf("hash%d", i), nil); err != nil {
+				if err := tx.Devices().Create(fmt.Sprintf("d%02d", i), fmt.Sprintf("hash%d", i), nil); err != nil {
 					return err
 				}
 				if i%10 == 0 {
@@ -55,13 +55,13 @@ func TestConcurrentWritesAllCommitAndAFailingOneIsRolledBackAlone(t *testing.T) 
 		})
 	}
 	wg.Wait()
-	devs, err := s.Devices(ctx)
+	devs, err := s.Devices().All(ctx)
 	require.NoError(t, err)
 	assert.Len(t, devs, 45)
 	for i, err := range errs {
 		if i%10 == 0 {
 			assert.EqualError(t, err, "changed my mind")
-			_, err := s.Device(ctx, fmt.Sprintf("d%02d", i))
+			_, err := s.Devices().Get(ctx, fmt.Sprintf("d%02d", i))
 			assert.ErrorIs(t, err, ErrNotFound, "a failed write leaves nothing behind")
 		} else {
 			assert.NoError(t, err)
@@ -85,7 +85,7 @@ func twoActions() []protocol.Command {
 
 func insertCommand(t *testing.T, s *Store, id string) {
 	write(t, s, func(tx *Tx) error {
-		return tx.InsertCommand(Command{ResponseID: id, DeviceID: "kiosk-1", SessionID: "s1", Actor: "operator",
+		return tx.Commands().Insert(Command{ResponseID: id, DeviceID: "kiosk-1", SessionID: "s1", Actor: "operator",
 			Actions: twoActions(), Tools: []ToolRef{{Namespace: "stock", SHA256: "abc"}, {}}})
 	})
 }
@@ -100,7 +100,7 @@ func TestResultsAreRecordedExactlyOnceAndOnlyFromTheirDevice(t *testing.T) {
 	}
 	record := func(device string) (Command, error) {
 		var c Command
-		err := s.Write(ctx, func(tx *Tx) (err error) { c, err = tx.RecordResults(device, "r1", results); return err })
+		err := s.Write(ctx, func(tx *Tx) (err error) { c, err = tx.Commands().RecordResults(device, "r1", results); return err })
 		return c, err
 	}
 
@@ -114,12 +114,12 @@ func TestResultsAreRecordedExactlyOnceAndOnlyFromTheirDevice(t *testing.T) {
 	assert.Equal(t, "c1", c.Results[0].CallID, "results follow the order of the actions")
 	_, err = record("kiosk-1")
 	assert.ErrorIs(t, err, ErrDuplicate)
-	err = s.Write(ctx, func(tx *Tx) error { _, err := tx.RecordResults("kiosk-1", "nope", results); return err })
+	err = s.Write(ctx, func(tx *Tx) error { _, err := tx.Commands().RecordResults("kiosk-1", "nope", results); return err })
 	assert.ErrorIs(t, err, ErrNotFound)
-	err = s.Write(ctx, func(tx *Tx) error { _, err := tx.FailCommand("r1", "too late"); return err })
+	err = s.Write(ctx, func(tx *Tx) error { _, err := tx.Commands().Fail("r1", "too late"); return err })
 	assert.ErrorIs(t, err, ErrFinished, "a command with results cannot fail afterwards")
 
-	audit, err := s.Audit(ctx, AuditFilter{Limit: 100})
+	audit, err := s.Audit().List(ctx, AuditFilter{Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, audit, 2, "one entry per action, written once")
 	assert.Equal(t, "data_collection::hash_file", audit[0].Tool)
@@ -137,23 +137,23 @@ func TestLateResultsTurnAFailedCommandDoneOnce(t *testing.T) {
 	ctx := context.Background()
 	insertCommand(t, s, "r1")
 	var failed Command
-	write(t, s, func(tx *Tx) (err error) { failed, err = tx.FailCommand("r1", "device did not answer"); return err })
+	write(t, s, func(tx *Tx) (err error) { failed, err = tx.Commands().Fail("r1", "device did not answer"); return err })
 	assert.Equal(t, CommandFailed, failed.Status)
 	assert.Equal(t, "device did not answer", failed.Results[1].Error)
 
 	results := []protocol.Result{{Status: protocol.ResultSuccess, CallID: "c1"}, {Status: protocol.ResultSuccess, CallID: "c2"}}
-	write(t, s, func(tx *Tx) error { _, err := tx.RecordResults("kiosk-1", "r1", results); return err })
-	err := s.Write(ctx, func(tx *Tx) error { _, err := tx.RecordResults("kiosk-1", "r1", results); return err })
+	write(t, s, func(tx *Tx) error { _, err := tx.Commands().RecordResults("kiosk-1", "r1", results); return err })
+	err := s.Write(ctx, func(tx *Tx) error { _, err := tx.Commands().RecordResults("kiosk-1", "r1", results); return err })
 	assert.ErrorIs(t, err, ErrDuplicate)
 
-	c, err := s.Command(ctx, "r1")
+	c, err := s.Commands().Get(ctx, "r1")
 	require.NoError(t, err)
 	assert.Equal(t, CommandDone, c.Status)
 	assert.True(t, c.Late)
 	assert.Equal(t, "device did not answer", c.Error, "why the caller saw a failure stays on record")
 	assert.Equal(t, protocol.ResultSuccess, c.Results[0].Status)
 
-	audit, err := s.Audit(ctx, AuditFilter{SessionID: "s1", Limit: 100})
+	audit, err := s.Audit().List(ctx, AuditFilter{SessionID: "s1", Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, audit, 4, "the failure and the late results are both on record")
 	assert.Equal(t, protocol.ResultFailure, audit[0].Outcome)
@@ -177,13 +177,13 @@ func TestResultsOfASentCommandAreRecordedAsWhenReadBack(t *testing.T) {
 	var byRecord, byRead []AuditEntry
 	for _, known := range []bool{true, false} {
 		s, _ := openTest(t)
-		write(t, s, func(tx *Tx) error { return tx.InsertCommand(sent) })
+		write(t, s, func(tx *Tx) error { return tx.Commands().Insert(sent) })
 		record := func(device string) (c Command, err error) {
 			err = s.Write(ctx, func(tx *Tx) (err error) {
 				if known {
-					c, err = tx.RecordSentResults(sent, device, results)
+					c, err = tx.Commands().RecordSentResults(sent, device, results)
 				} else {
-					c, err = tx.RecordResults(device, sent.ResponseID, results)
+					c, err = tx.Commands().RecordResults(device, sent.ResponseID, results)
 				}
 				return err
 			})
@@ -193,7 +193,7 @@ func TestResultsOfASentCommandAreRecordedAsWhenReadBack(t *testing.T) {
 		assert.ErrorIs(t, err, ErrWrongDevice, "known %v", known)
 		c, err := record("kiosk-1")
 		require.NoError(t, err, "known %v", known)
-		stored, err := s.Command(ctx, "r1")
+		stored, err := s.Commands().Get(ctx, "r1")
 		require.NoError(t, err)
 		c.CreatedAt, c.FinishedAt = stored.CreatedAt, stored.FinishedAt
 		assert.Equal(t, stored, c, "known %v: what it returns is what it wrote", known)
@@ -202,7 +202,7 @@ func TestResultsOfASentCommandAreRecordedAsWhenReadBack(t *testing.T) {
 		assert.Equal(t, "c1", stored.Results[0].CallID, "results follow the order of the actions")
 		_, err = record("kiosk-1")
 		assert.ErrorIs(t, err, ErrDuplicate, "known %v", known)
-		audit, err := s.Audit(ctx, AuditFilter{Limit: 100})
+		audit, err := s.Audit().List(ctx, AuditFilter{Limit: 100})
 		require.NoError(t, err)
 		for i := range audit {
 			audit[i].At = time.Time{}
@@ -220,12 +220,12 @@ func TestResultsOfASentCommandAreRecordedAsWhenReadBack(t *testing.T) {
 func TestResultsOfASentCommandThatFailedMeanwhileComeLate(t *testing.T) {
 	s, _ := openTest(t)
 	insertCommand(t, s, "r1")
-	sent, err := s.Command(context.Background(), "r1")
+	sent, err := s.Commands().Get(context.Background(), "r1")
 	require.NoError(t, err)
-	write(t, s, func(tx *Tx) error { _, err := tx.FailCommand("r1", "device did not answer"); return err })
+	write(t, s, func(tx *Tx) error { _, err := tx.Commands().Fail("r1", "device did not answer"); return err })
 	var c Command
 	write(t, s, func(tx *Tx) (err error) {
-		c, err = tx.RecordSentResults(sent, "kiosk-1", []protocol.Result{{Status: protocol.ResultSuccess, CallID: "c1"}})
+		c, err = tx.Commands().RecordSentResults(sent, "kiosk-1", []protocol.Result{{Status: protocol.ResultSuccess, CallID: "c1"}})
 		return err
 	})
 	assert.Equal(t, CommandDone, c.Status)
@@ -236,7 +236,7 @@ func TestResultsOfASentCommandThatFailedMeanwhileComeLate(t *testing.T) {
 func TestTheAuditLogIsAppendOnly(t *testing.T) {
 	s, _ := openTest(t)
 	insertCommand(t, s, "r1")
-	write(t, s, func(tx *Tx) error { _, err := tx.FailCommand("r1", "x"); return err })
+	write(t, s, func(tx *Tx) error { _, err := tx.Commands().Fail("r1", "x"); return err })
 	for _, q := range []string{`UPDATE audit SET outcome = 'success'`, `DELETE FROM audit`} {
 		err := s.Write(context.Background(), func(tx *Tx) error { _, err := tx.exec(q); return err })
 		require.Error(t, err, q)
@@ -244,13 +244,16 @@ func TestTheAuditLogIsAppendOnly(t *testing.T) {
 	}
 	// Expiring a session keeps its audit entries.
 	row := Session{ID: "s1", DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "command", State: "running", CreatedAt: time.Now()}
-	write(t, s, func(tx *Tx) error { return tx.InsertSession(row) })
+	write(t, s, func(tx *Tx) error { return tx.Sessions().Insert(row) })
 	row.State, row.Error = "failed", "x"
-	write(t, s, func(tx *Tx) error { return tx.EndSession(row) })
-	write(t, s, func(tx *Tx) error { _, err := tx.DeleteSessionsFinishedBefore(time.Now().Add(time.Second)); return err })
-	_, err := s.Command(context.Background(), "r1")
+	write(t, s, func(tx *Tx) error { return tx.Sessions().End(row) })
+	write(t, s, func(tx *Tx) error {
+		_, err := tx.Sessions().DeleteFinishedBefore(time.Now().Add(time.Second))
+		return err
+	})
+	_, err := s.Commands().Get(context.Background(), "r1")
 	assert.ErrorIs(t, err, ErrNotFound)
-	audit, err := s.Audit(context.Background(), AuditFilter{Limit: 10})
+	audit, err := s.Audit().List(context.Background(), AuditFilter{Limit: 10})
 	require.NoError(t, err)
 	assert.Len(t, audit, 2)
 }
@@ -261,11 +264,11 @@ func TestFailInterruptedEndsWhatAStoppedServerLeftRunning(t *testing.T) {
 	at := time.Now()
 	for id, state := range map[string]string{"created": "created", "running": "running", "done": "running"} {
 		write(t, s, func(tx *Tx) error {
-			return tx.InsertSession(Session{ID: id, DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "plan", State: state, CreatedAt: at})
+			return tx.Sessions().Insert(Session{ID: id, DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "plan", State: state, CreatedAt: at})
 		})
 	}
 	end := Session{ID: "done", DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "plan", State: "completed", Result: []byte(`{"ok":true}`), CreatedAt: at}
-	write(t, s, func(tx *Tx) error { return tx.EndSession(end) })
+	write(t, s, func(tx *Tx) error { return tx.Sessions().End(end) })
 	insertCommand(t, s, "r1")
 	require.NoError(t, s.Close())
 
@@ -273,20 +276,20 @@ func TestFailInterruptedEndsWhatAStoppedServerLeftRunning(t *testing.T) {
 	require.NoError(t, err)
 	defer s2.Close()
 	var ns, nc int
-	write(t, s2, func(tx *Tx) (err error) { ns, nc, err = tx.FailInterrupted("server restarted"); return err })
+	write(t, s2, func(tx *Tx) (err error) { ns, nc, err = tx.Sessions().FailInterrupted("server restarted"); return err })
 	assert.Equal(t, 2, ns)
 	assert.Equal(t, 1, nc)
 	for _, id := range []string{"created", "running"} {
-		ses, err := s2.Session(ctx, id)
+		ses, err := s2.Sessions().Get(ctx, id)
 		require.NoError(t, err)
 		assert.Equal(t, "failed", ses.State)
 		assert.Equal(t, "server restarted", ses.Error)
 	}
-	done, err := s2.Session(ctx, "done")
+	done, err := s2.Sessions().Get(ctx, "done")
 	require.NoError(t, err)
 	assert.Equal(t, "completed", done.State)
 	assert.JSONEq(t, `{"ok":true}`, string(done.Result))
-	c, err := s2.Command(ctx, "r1")
+	c, err := s2.Commands().Get(ctx, "r1")
 	require.NoError(t, err)
 	assert.Equal(t, CommandFailed, c.Status)
 }
@@ -297,16 +300,16 @@ func TestASessionEndsOnceAndOneNeverRecordedIsRecordedAsItEnds(t *testing.T) {
 	created, started := time.Now().Add(-time.Minute), time.Now().Add(-time.Second)
 	row := Session{ID: "s1", TaskName: "t", DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "plan", State: "created",
 		Plan: []byte(`{"steps":[]}`), CreatedAt: created}
-	write(t, s, func(tx *Tx) error { return tx.InsertSession(row) })
-	write(t, s, func(tx *Tx) error { return tx.StartSession("s1") })
+	write(t, s, func(tx *Tx) error { return tx.Sessions().Insert(row) })
+	write(t, s, func(tx *Tx) error { return tx.Sessions().Start("s1") })
 	end := row
 	end.State, end.Result, end.Error, end.StartedAt = "failed", []byte(`{"n":1}`), "step 1 failed", started
-	write(t, s, func(tx *Tx) error { return tx.EndSession(end) })
+	write(t, s, func(tx *Tx) error { return tx.Sessions().End(end) })
 	again := end
 	again.State, again.Result, again.Error = "cancelled", []byte(`{"n":2}`), "too late"
-	write(t, s, func(tx *Tx) error { return tx.EndSession(again) })
+	write(t, s, func(tx *Tx) error { return tx.Sessions().End(again) })
 
-	got, err := s.Session(ctx, "s1")
+	got, err := s.Sessions().Get(ctx, "s1")
 	require.NoError(t, err)
 	assert.Equal(t, "failed", got.State, "the first end stands")
 	assert.JSONEq(t, `{"n":1}`, string(got.Result))
@@ -316,8 +319,8 @@ func TestASessionEndsOnceAndOneNeverRecordedIsRecordedAsItEnds(t *testing.T) {
 
 	never := Session{ID: "s2", DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "command", State: "failed",
 		Result: []byte(`{"status":"failure"}`), Error: "device \"kiosk-1\" has no tool \"x\"", CreatedAt: created, StartedAt: started}
-	write(t, s, func(tx *Tx) error { return tx.EndSession(never) })
-	got, err = s.Session(ctx, "s2")
+	write(t, s, func(tx *Tx) error { return tx.Sessions().End(never) })
+	got, err = s.Sessions().Get(ctx, "s2")
 	require.NoError(t, err)
 	assert.Equal(t, "failed", got.State)
 	assert.Equal(t, "command", got.Kind)
@@ -331,18 +334,21 @@ func TestASessionEndsOnceAndOneNeverRecordedIsRecordedAsItEnds(t *testing.T) {
 func TestARecordedSessionEndsAlikeByEitherWrite(t *testing.T) {
 	s, _ := openTest(t)
 	ctx := context.Background()
-	ends := map[string]func(*Tx, Session) error{"EndSession": (*Tx).EndSession, "EndRecordedSession": (*Tx).EndRecordedSession}
+	ends := map[string]func(*Tx, Session) error{
+		"EndSession":         func(tx *Tx, s Session) error { return tx.Sessions().End(s) },
+		"EndRecordedSession": func(tx *Tx, s Session) error { return tx.Sessions().EndRecorded(s) },
+	}
 	got := map[string]Session{}
 	for name, end := range ends {
 		row := Session{ID: name, DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "command", State: "running",
 			CreatedAt: time.Now(), StartedAt: time.Now()}
-		write(t, s, func(tx *Tx) error { return tx.InsertSession(row) })
+		write(t, s, func(tx *Tx) error { return tx.Sessions().Insert(row) })
 		first, again := row, row
 		first.State, first.Result, first.Error = "failed", []byte(`{"n":1}`), "no"
 		again.State, again.Result = "completed", []byte(`{"n":2}`)
 		write(t, s, func(tx *Tx) error { return end(tx, first) })
 		write(t, s, func(tx *Tx) error { return end(tx, again) })
-		ses, err := s.Session(ctx, name)
+		ses, err := s.Sessions().Get(ctx, name)
 		require.NoError(t, err)
 		assert.Equal(t, "failed", ses.State, "%s: the first end stands", name)
 		assert.False(t, ses.FinishedAt.IsZero(), name)
@@ -365,7 +371,7 @@ func sessionAt(id string, created time.Time) Session {
 
 func sessionIDs(t *testing.T, s *Store) []string {
 	t.Helper()
-	rows, err := s.SessionSummaries(context.Background(), SessionFilter{Limit: 10})
+	rows, err := s.Sessions().Summaries(context.Background(), SessionFilter{Limit: 10})
 	require.NoError(t, err)
 	var ids []string
 	for _, r := range rows {
@@ -377,10 +383,10 @@ func sessionIDs(t *testing.T, s *Store) []string {
 func TestSessionsAreListedInTimeOrderToTheNanosecond(t *testing.T) {
 	s, _ := openTest(t)
 	earlier, later := tenNanosApart()
-	write(t, s, func(tx *Tx) error { return tx.InsertSession(sessionAt("later", later)) })
-	write(t, s, func(tx *Tx) error { return tx.InsertSession(sessionAt("earlier", earlier)) })
+	write(t, s, func(tx *Tx) error { return tx.Sessions().Insert(sessionAt("later", later)) })
+	write(t, s, func(tx *Tx) error { return tx.Sessions().Insert(sessionAt("earlier", earlier)) })
 	assert.Equal(t, []string{"later", "earlier"}, sessionIDs(t, s), "newest first")
-	ses, err := s.Session(context.Background(), "earlier")
+	ses, err := s.Sessions().Get(context.Background(), "earlier")
 	require.NoError(t, err)
 	assert.True(t, earlier.Equal(ses.CreatedAt), "read back as written: %v", ses.CreatedAt)
 }
@@ -395,14 +401,14 @@ func TestSessionSummariesPageByKeyWithoutPlansOrResults(t *testing.T) {
 	for _, id := range []string{"b", "a", "c"} {
 		row := sessionAt(id, at)
 		row.Plan, row.State, row.Result, row.Error = []byte(`{"steps":[]}`), "failed", []byte(`{"big":true}`), "it broke"
-		write(t, s, func(tx *Tx) error { return tx.EndSession(row) })
+		write(t, s, func(tx *Tx) error { return tx.Sessions().End(row) })
 	}
-	write(t, s, func(tx *Tx) error { return tx.InsertSession(sessionAt("newest", at.Add(time.Nanosecond))) })
+	write(t, s, func(tx *Tx) error { return tx.Sessions().Insert(sessionAt("newest", at.Add(time.Nanosecond))) })
 
 	var got []string
 	var after *SessionKey
 	for {
-		rows, err := s.SessionSummaries(ctx, SessionFilter{Limit: 2, After: after})
+		rows, err := s.Sessions().Summaries(ctx, SessionFilter{Limit: 2, After: after})
 		require.NoError(t, err)
 		if len(rows) == 0 {
 			break
@@ -418,7 +424,7 @@ func TestSessionSummariesPageByKeyWithoutPlansOrResults(t *testing.T) {
 	}
 	assert.Equal(t, []string{"newest", "c", "b", "a"}, got)
 
-	rows, err := s.SessionSummaries(ctx, SessionFilter{State: "failed", Limit: 10, After: &SessionKey{CreatedAt: at, ID: "b"}})
+	rows, err := s.Sessions().Summaries(ctx, SessionFilter{State: "failed", Limit: 10, After: &SessionKey{CreatedAt: at, ID: "b"}})
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	assert.Equal(t, "a", rows[0].ID)
@@ -445,12 +451,12 @@ func TestTimesWrittenBeforeMigration4AreRewrittenToSortInTimeOrder(t *testing.T)
 	defer s.Close()
 	assert.Equal(t, []string{"later", "earlier", "whole"}, sessionIDs(t, s), "newest first")
 	for id, want := range map[string]time.Time{"earlier": earlier, "later": later, "whole": whole} {
-		ses, err := s.Session(ctx, id)
+		ses, err := s.Sessions().Get(ctx, id)
 		require.NoError(t, err)
 		assert.True(t, want.Equal(ses.CreatedAt), "%s: read back as %v", id, ses.CreatedAt)
 	}
 	var n int
-	write(t, s, func(tx *Tx) (err error) { n, err = tx.DeleteSessionsFinishedBefore(later); return err })
+	write(t, s, func(tx *Tx) (err error) { n, err = tx.Sessions().DeleteFinishedBefore(later); return err })
 	assert.Equal(t, 1, n, "only the session that finished before the cutoff")
 	assert.Equal(t, []string{"later", "whole"}, sessionIDs(t, s))
 }
@@ -464,29 +470,29 @@ func TestExpiryRemovesOnlyTheSessionsThatEndedBeforeTheCutoff(t *testing.T) {
 	long := time.Now().Add(-time.Hour)
 	for _, id := range []string{"ended", "ended-after", "running"} {
 		write(t, s, func(tx *Tx) error {
-			if err := tx.InsertSession(Session{ID: id, DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "command", State: "running", CreatedAt: long}); err != nil {
+			if err := tx.Sessions().Insert(Session{ID: id, DeviceID: "kiosk-1", RequesterKind: "operator", Kind: "command", State: "running", CreatedAt: long}); err != nil {
 				return err
 			}
-			return tx.InsertCommand(Command{ResponseID: "r-" + id, DeviceID: "kiosk-1", SessionID: id, Actor: "operator", Actions: twoActions()})
+			return tx.Commands().Insert(Command{ResponseID: "r-" + id, DeviceID: "kiosk-1", SessionID: id, Actor: "operator", Actions: twoActions()})
 		})
 	}
 	end := func(id string) {
-		write(t, s, func(tx *Tx) error { return tx.EndRecordedSession(Session{ID: id, State: "failed", Error: "x"}) })
+		write(t, s, func(tx *Tx) error { return tx.Sessions().EndRecorded(Session{ID: id, State: "failed", Error: "x"}) })
 	}
 	end("ended")
 	cutoff := time.Now() // not after the end that follows: kept, as not before
 	end("ended-after")
 	var n int
-	write(t, s, func(tx *Tx) (err error) { n, err = tx.DeleteSessionsFinishedBefore(cutoff); return err })
+	write(t, s, func(tx *Tx) (err error) { n, err = tx.Sessions().DeleteFinishedBefore(cutoff); return err })
 	assert.Equal(t, 1, n)
-	_, err := s.Session(ctx, "ended")
+	_, err := s.Sessions().Get(ctx, "ended")
 	assert.ErrorIs(t, err, ErrNotFound)
-	_, err = s.Command(ctx, "r-ended")
+	_, err = s.Commands().Get(ctx, "r-ended")
 	assert.ErrorIs(t, err, ErrNotFound)
 	for _, id := range []string{"ended-after", "running"} {
-		_, err := s.Session(ctx, id)
+		_, err := s.Sessions().Get(ctx, id)
 		assert.NoError(t, err, id)
-		_, err = s.Command(ctx, "r-"+id)
+		_, err = s.Commands().Get(ctx, "r-"+id)
 		assert.NoError(t, err, id)
 	}
 }
@@ -503,14 +509,14 @@ func TestTasksAreFoundByTheirNamesAndUnnamedOnesByNone(t *testing.T) {
 		{ID: "unnamed", CreatedAt: later},
 	} {
 		ses.DeviceID, ses.RequesterKind, ses.Kind, ses.State = "kiosk-1", "operator", "plan", "created"
-		write(t, s, func(tx *Tx) error { return tx.InsertSession(ses) })
+		write(t, s, func(tx *Tx) error { return tx.Sessions().Insert(ses) })
 	}
-	ses, err := s.SessionByTask(ctx, "inventory")
+	ses, err := s.Sessions().ByTask(ctx, "inventory")
 	require.NoError(t, err)
 	assert.Equal(t, "second", ses.ID)
-	_, err = s.SessionByTask(ctx, "")
+	_, err = s.Sessions().ByTask(ctx, "")
 	assert.ErrorIs(t, err, ErrNotFound)
-	rows, err := s.SessionSummaries(ctx, SessionFilter{TaskName: "inventory", Limit: 10})
+	rows, err := s.Sessions().Summaries(ctx, SessionFilter{TaskName: "inventory", Limit: 10})
 	require.NoError(t, err)
 	var ids []string
 	for _, r := range rows {
@@ -555,8 +561,8 @@ func TestTheAuditLogKeepsItsSeqsThroughItsRebuild(t *testing.T) {
 
 	s, _ := openTestAt(t, path)
 	insertCommand(t, s, "r2")
-	write(t, s, func(tx *Tx) error { _, err := tx.FailCommand("r2", "x"); return err })
-	audit, err := s.Audit(ctx, AuditFilter{Limit: 10})
+	write(t, s, func(tx *Tx) error { _, err := tx.Commands().Fail("r2", "x"); return err })
+	audit, err := s.Audit().List(ctx, AuditFilter{Limit: 10})
 	require.NoError(t, err)
 	var seqs []int64
 	for _, e := range audit {
@@ -568,7 +574,7 @@ func TestTheAuditLogKeepsItsSeqsThroughItsRebuild(t *testing.T) {
 	assert.True(t, audit[2].Late)
 	var first bool
 	write(t, s, func(tx *Tx) (err error) {
-		first, err = tx.AppendLocalCall("kiosk-1", "some-app", protocol.Command{ToolName: "echo", CallID: "local-1"},
+		first, err = tx.Commands().AppendLocalCall("kiosk-1", "some-app", protocol.Command{ToolName: "echo", CallID: "local-1"},
 			protocol.Result{Status: protocol.ResultSuccess, CallID: "local-1"})
 		return err
 	})
@@ -587,12 +593,12 @@ func TestALocalCallIsRecordedOnceHoweverOftenReported(t *testing.T) {
 	for i, want := range []bool{true, false} {
 		var first bool
 		write(t, s, func(tx *Tx) (err error) {
-			first, err = tx.AppendLocalCall("kiosk-1", "some-app", call, protocol.Result{Status: protocol.ResultSuccess, CallID: "local-1"})
+			first, err = tx.Commands().AppendLocalCall("kiosk-1", "some-app", call, protocol.Result{Status: protocol.ResultSuccess, CallID: "local-1"})
 			return err
 		})
 		assert.Equal(t, want, first, "report %d", i+1)
 	}
-	audit, err := s.Audit(context.Background(), AuditFilter{Limit: 10})
+	audit, err := s.Audit().List(context.Background(), AuditFilter{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, audit, 1)
 	assert.Equal(t, "local", audit[0].Actor)

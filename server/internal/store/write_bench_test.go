@@ -68,22 +68,22 @@ func writeSingleCommand(s *Store, i int) error {
 	c := Command{ResponseID: id, DeviceID: "kiosk-1", SessionID: ses.ID, Actor: "operator", Actions: twoActions(),
 		Tools: []ToolRef{{Namespace: "stock", SHA256: "abc"}, {}}}
 	err := s.WriteUnsynced(ctx, func(tx *Tx) error {
-		if err := tx.InsertSession(ses); err != nil {
+		if err := tx.Sessions().Insert(ses); err != nil {
 			return err
 		}
-		return tx.InsertCommand(c)
+		return tx.Commands().Insert(c)
 	})
 	if err != nil {
 		return err
 	}
 	results := []protocol.Result{{Status: protocol.ResultSuccess, Result: "ok", CallID: "c1"}, {Status: protocol.ResultSuccess, CallID: "c2"}}
 	return s.Write(ctx, func(tx *Tx) error {
-		if _, err := tx.RecordSentResults(c, "kiosk-1", results); err != nil {
+		if _, err := tx.Commands().RecordSentResults(c, "kiosk-1", results); err != nil {
 			return err
 		}
 		end := ses
 		end.State, end.Result = "completed", []byte(`{"status":"completed"}`)
-		return tx.EndRecordedSession(end)
+		return tx.Sessions().EndRecorded(end)
 	})
 }
 
@@ -93,13 +93,13 @@ func benchCommands(b *testing.B, s *Store, writers int) {
 	benchWrites(b, writers, func(i int) error {
 		id := fmt.Sprintf("r%d", i)
 		err := s.WriteUnsynced(ctx, func(tx *Tx) error {
-			return tx.InsertCommand(Command{ResponseID: id, DeviceID: "kiosk-1", SessionID: "s1", Actor: "operator",
+			return tx.Commands().Insert(Command{ResponseID: id, DeviceID: "kiosk-1", SessionID: "s1", Actor: "operator",
 				Actions: twoActions(), Tools: []ToolRef{{Namespace: "stock", SHA256: "abc"}, {}}})
 		})
 		if err != nil {
 			return err
 		}
-		return s.Write(ctx, func(tx *Tx) error { _, err := tx.RecordResults("kiosk-1", id, results); return err })
+		return s.Write(ctx, func(tx *Tx) error { _, err := tx.Commands().RecordResults("kiosk-1", id, results); return err })
 	})
 }
 

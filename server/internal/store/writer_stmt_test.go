@@ -21,19 +21,19 @@ func TestTheWriterReadsRowsAsTheReadersDo(t *testing.T) {
 	c := Command{ResponseID: "r1", DeviceID: "kiosk-1", SessionID: "s1", Actor: "operator", By: By{Identity: "ann", TokenID: "t1"},
 		Step: 3, Attempt: 2, Actions: twoActions(), Tools: []ToolRef{{Namespace: "stock", SHA256: "abc"}, {}},
 		Timeout: 1500 * time.Millisecond, WaitForDevice: true}
-	write(t, s, func(tx *Tx) error { return tx.InsertCommand(c) })
+	write(t, s, func(tx *Tx) error { return tx.Commands().Insert(c) })
 	same := func() {
 		t.Helper()
 		var inWrite Command
 		write(t, s, func(tx *Tx) (err error) { inWrite, err = tx.command("r1"); return err })
-		read, err := s.Command(ctx, "r1")
+		read, err := s.Commands().Get(ctx, "r1")
 		require.NoError(t, err)
 		assert.Equal(t, read, inWrite)
 	}
 	same() // pending: no results, no finish time (NULLs)
 	results := []protocol.Result{{Status: protocol.ResultFailure, Error: "no", CallID: "c1"}, {Status: protocol.ResultSuccess, CallID: "c2"}}
-	write(t, s, func(tx *Tx) error { _, err := tx.FailCommand("r1", "timed out"); return err })
-	write(t, s, func(tx *Tx) error { _, err := tx.RecordResults("kiosk-1", "r1", results); return err })
+	write(t, s, func(tx *Tx) error { _, err := tx.Commands().Fail("r1", "timed out"); return err })
+	write(t, s, func(tx *Tx) error { _, err := tx.Commands().RecordResults("kiosk-1", "r1", results); return err })
 	same() // done, late
 
 	var n int

@@ -24,14 +24,14 @@ func TestAWriteThatFailsIsUndoneAloneWithoutSavepoints(t *testing.T) {
 	ctx := context.Background()
 	create := func(id string, fail error) writeReq {
 		return writeReq{done: make(chan error, 1), fn: func(tx *Tx) error {
-			if err := tx.CreateDevice(id, "hash-"+id, nil); err != nil {
+			if err := tx.Devices().Create(id, "hash-"+id, nil); err != nil {
 				return err
 			}
 			return fail
 		}}
 	}
-	refuse := writeReq{done: make(chan error, 1), fn: func(tx *Tx) error { return tx.DeleteDevice("nobody") }}
-	taken := writeReq{done: make(chan error, 1), fn: func(tx *Tx) error { return tx.CreateDevice("d1", "another-hash", nil) }}
+	refuse := writeReq{done: make(chan error, 1), fn: func(tx *Tx) error { return tx.Devices().Delete("nobody") }}
+	taken := writeReq{done: make(chan error, 1), fn: func(tx *Tx) error { return tx.Devices().Create("d1", "another-hash", nil) }}
 	batch := []writeReq{
 		create("d1", nil),
 		create("d2", errors.New("changed my mind after writing")),
@@ -45,7 +45,7 @@ func TestAWriteThatFailsIsUndoneAloneWithoutSavepoints(t *testing.T) {
 	assert.ErrorIs(t, <-batch[2].done, ErrNotFound)
 	assert.NoError(t, <-batch[3].done)
 	assert.ErrorIs(t, <-batch[4].done, ErrExists)
-	devs, err := s.Devices(ctx)
+	devs, err := s.Devices().All(ctx)
 	require.NoError(t, err)
 	var ids []string
 	for _, d := range devs {
@@ -62,12 +62,12 @@ func TestAWriteThatFailsIsUndoneAloneWithoutSavepoints(t *testing.T) {
 func TestAWriteThatIgnoresAFailedStatementLosesNoOtherWrite(t *testing.T) {
 	s, _ := openTest(t)
 	ctx := context.Background()
-	write(t, s, func(tx *Tx) error { return tx.CreateDevice("taken", "h0", nil) })
+	write(t, s, func(tx *Tx) error { return tx.Devices().Create("taken", "h0", nil) })
 	create := func(id string) writeReq {
-		return writeReq{done: make(chan error, 1), fn: func(tx *Tx) error { return tx.CreateDevice(id, "hash-"+id, nil) }}
+		return writeReq{done: make(chan error, 1), fn: func(tx *Tx) error { return tx.Devices().Create(id, "hash-"+id, nil) }}
 	}
 	ignores := writeReq{done: make(chan error, 1), fn: func(tx *Tx) error {
-		tx.CreateDevice("taken", "another-hash", nil)
+		tx.Devices().Create("taken", "another-hash", nil)
 		return nil
 	}}
 	batch := []writeReq{create("d1"), ignores, create("d2")}
@@ -80,7 +80,7 @@ func TestAWriteThatIgnoresAFailedStatementLosesNoOtherWrite(t *testing.T) {
 	}
 	assert.NoError(t, <-batch[2].done)
 	for _, id := range []string{"taken", "d1", "d2"} {
-		_, err := s.Device(ctx, id)
+		_, err := s.Devices().Get(ctx, id)
 		assert.NoError(t, err, id)
 	}
 }
@@ -116,13 +116,13 @@ func TestAWritesTransactionIsSyncedAsAsked(t *testing.T) {
 func TestAnUnsyncedWriteIsCommittedWhenItReturns(t *testing.T) {
 	s, _ := openTest(t)
 	ctx := context.Background()
-	require.NoError(t, s.WriteUnsynced(ctx, func(tx *Tx) error { return tx.CreateDevice("lazy", "h1", nil) }))
-	_, err := s.Device(ctx, "lazy")
+	require.NoError(t, s.WriteUnsynced(ctx, func(tx *Tx) error { return tx.Devices().Create("lazy", "h1", nil) }))
+	_, err := s.Devices().Get(ctx, "lazy")
 	require.NoError(t, err)
-	write(t, s, func(tx *Tx) error { return tx.CreateDevice("durable", "h2", nil) })
-	require.NoError(t, s.WriteUnsynced(ctx, func(tx *Tx) error { return tx.CreateDevice("lazy-2", "h3", nil) }))
+	write(t, s, func(tx *Tx) error { return tx.Devices().Create("durable", "h2", nil) })
+	require.NoError(t, s.WriteUnsynced(ctx, func(tx *Tx) error { return tx.Devices().Create("lazy-2", "h3", nil) }))
 	for _, id := range []string{"durable", "lazy-2"} {
-		_, err := s.Device(ctx, id)
+		_, err := s.Devices().Get(ctx, id)
 		require.NoError(t, err, id)
 	}
 }
@@ -151,15 +151,15 @@ func writeThenCrash(path string) {
 		os.Exit(1)
 	}
 	ctx := context.Background()
-	if err := s.WriteUnsynced(ctx, func(tx *Tx) error { return tx.CreateDevice("unsynced", "h1", nil) }); err != nil {
+	if err := s.WriteUnsynced(ctx, func(tx *Tx) error { return tx.Devices().Create("unsynced", "h1", nil) }); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if err := s.Write(ctx, func(tx *Tx) error { return tx.CreateDevice("synced", "h2", nil) }); err != nil {
+	if err := s.Write(ctx, func(tx *Tx) error { return tx.Devices().Create("synced", "h2", nil) }); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if err := s.WriteUnsynced(ctx, func(tx *Tx) error { return tx.CreateDevice("unsynced-last", "h3", nil) }); err != nil {
+	if err := s.WriteUnsynced(ctx, func(tx *Tx) error { return tx.Devices().Create("unsynced-last", "h3", nil) }); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -184,7 +184,7 @@ func TestCommittedWritesSurviveTheProcessBeingKilled(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	for _, id := range []string{"unsynced", "synced", "unsynced-last"} {
-		_, err := s.Device(context.Background(), id)
+		_, err := s.Devices().Get(context.Background(), id)
 		assert.NoError(t, err, id)
 	}
 }

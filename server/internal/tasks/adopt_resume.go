@@ -23,7 +23,7 @@ func (m *SessionManager) ResumeAll(ctx context.Context, ids []string) {
 	ctx = context.WithoutCancel(ctx)
 	var fleets []store.Session
 	for _, id := range ids {
-		row, err := m.store.Session(ctx, id)
+		row, err := m.store.Sessions().Get(ctx, id)
 		switch {
 		case err != nil:
 			m.resumed(ctx, id, err)
@@ -53,7 +53,7 @@ func (m *SessionManager) resumed(ctx context.Context, id string, err error) {
 
 // resume runs on the adopted session row from its last recorded step.
 func (m *SessionManager) resume(ctx context.Context, row store.Session) error {
-	cmds, err := m.store.CommandsOfSession(ctx, row.ID)
+	cmds, err := m.store.Commands().OfSession(ctx, row.ID)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func (m *SessionManager) resumeFleet(ctx context.Context, spec SessionSpec, row 
 	if err != nil {
 		return err
 	}
-	children, err := m.store.ChildSessions(ctx, row.ID)
+	children, err := m.store.Sessions().Children(ctx, row.ID)
 	if err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ func (m *SessionManager) resumedSpec(ctx context.Context, row store.Session) (Se
 	if row.Identity == "" {
 		return spec, nil // recorded before identities: the operator's
 	}
-	id, err := m.store.Identity(ctx, row.Identity)
+	id, err := m.store.Identities().Get(ctx, row.Identity)
 	if err != nil {
 		return spec, fmt.Errorf("session %q: its requester's identity: %w", row.ID, err)
 	}
@@ -168,7 +168,7 @@ func (m *SessionManager) adopted(spec SessionSpec, row store.Session, cmds []sto
 // failAdopted ends the adopted session id, which could not be run on,
 // failed with why.
 func (m *SessionManager) failAdopted(ctx context.Context, id string, why error) {
-	row, err := m.store.Session(ctx, id)
+	row, err := m.store.Sessions().Get(ctx, id)
 	if err != nil {
 		m.log.Error("adopted session not failed", "session_id", id, "err", err)
 		return
@@ -176,7 +176,7 @@ func (m *SessionManager) failAdopted(ctx context.Context, id string, why error) 
 	row.Owner = m.owner
 	row.State, row.Error = string(api.StateFailed), fmt.Sprintf("adopted by %s, which could not run it on: %v", m.owner, why)
 	err = m.unrecorded.Record(ctx, unrecorded.Write{What: "end of session " + id, Size: unrecorded.FailureBytes,
-		Fn: func(tx *store.Tx) error { return tx.EndSession(row) }})
+		Fn: func(tx *store.Tx) error { return tx.Sessions().End(row) }})
 	if err != nil {
 		m.log.Error("adopted session not failed", "session_id", id, "err", err)
 	}

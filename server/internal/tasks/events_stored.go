@@ -85,11 +85,11 @@ func commandEvents(row store.Session, c store.Command, steps int, label string) 
 // StoredEvents reads task id's events from the store: see
 // storedEvents.
 func (m *SessionManager) StoredEvents(ctx context.Context, id string) ([]api.TaskEvent, bool, error) {
-	row, err := m.store.Session(ctx, id)
+	row, err := m.store.Sessions().Get(ctx, id)
 	if err != nil {
 		return nil, false, err
 	}
-	cmds, err := m.store.CommandsOfSession(ctx, id)
+	cmds, err := m.store.Commands().OfSession(ctx, id)
 	if err != nil {
 		return nil, false, err
 	}

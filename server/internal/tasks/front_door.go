@@ -26,7 +26,7 @@ type FrontDoor struct {
 	admission *Admission
 	sessions  *SessionManager
 	// matching are the enrolled devices a selector picks (the store's
-	// DevicesMatching): the devices a fleet runs on.
+	// DeviceReads.Matching): the devices a fleet runs on.
 	matching func(context.Context, access.Selector) ([]string, error)
 }
 

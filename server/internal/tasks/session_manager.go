@@ -180,7 +180,7 @@ func (m *SessionManager) getOrCreateSession(ctx context.Context, spec SessionSpe
 	m.mu.Unlock()
 
 	if s.Kind != api.KindCommand {
-		err = m.store.Write(ctx, func(tx *store.Tx) error { return tx.InsertSession(s.row(api.StateCreated)) })
+		err = m.store.Write(ctx, func(tx *store.Tx) error { return tx.Sessions().Insert(s.row(api.StateCreated)) })
 		if err != nil {
 			m.release(s)
 			return nil, false, m.insertError(ctx, spec, err)
@@ -223,7 +223,7 @@ func (m *SessionManager) insertError(ctx context.Context, spec SessionSpec, err 
 	if !errors.Is(err, store.ErrExists) {
 		return err
 	}
-	old, rerr := m.store.Session(ctx, spec.ID)
+	old, rerr := m.store.Sessions().Get(ctx, spec.ID)
 	if rerr != nil {
 		return err
 	}
@@ -296,7 +296,7 @@ func execute[R any](m *SessionManager, s *Session, r runner[R], tell func(outcom
 	s.started.Store(true)
 	if s.persisted {
 		err := m.unrecorded.Record(context.Background(), unrecorded.Write{What: "start of session " + s.ID, Size: unrecorded.FailureBytes,
-			Fn: func(tx *store.Tx) error { return tx.StartSession(s.ID) }})
+			Fn: func(tx *store.Tx) error { return tx.Sessions().Start(s.ID) }})
 		if err != nil {
 			log.Error("session start not recorded", "err", err, "kept", errors.Is(err, store.ErrUnavailable))
 		}
@@ -375,7 +375,7 @@ func persistEnd[R any](m *SessionManager, s *Session, out outcome[R]) error {
 	}
 	return m.unrecorded.Record(context.Background(), unrecorded.Write{What: "end of session " + s.ID,
 		Size: int64(unrecorded.FailureBytes + len(row.Plan) + len(row.Result)),
-		Fn:   func(tx *store.Tx) error { return tx.EndSession(row) }})
+		Fn:   func(tx *store.Tx) error { return tx.Sessions().End(row) }})
 }
 
 // release forgets a session that has ended, or was never started.
@@ -550,7 +550,7 @@ func planProgress(p *plan.Plan, events []api.TaskEvent) api.PlanResult {
 func (m *SessionManager) ended(ctx context.Context, id string, waiting func(store.Session)) (store.Session, error) {
 	wait := 10 * time.Millisecond
 	for {
-		row, err := m.store.Session(ctx, id)
+		row, err := m.store.Sessions().Get(ctx, id)
 		if err != nil || api.TaskState(row.State).Ended() {
 			return row, err
 		}
@@ -683,13 +683,13 @@ func (m *SessionManager) ExpireResults(stop <-chan struct{}) {
 func (m *SessionManager) Expire(now time.Time) {
 	var sessions, keys, credentials int
 	err := m.store.Write(context.Background(), func(tx *store.Tx) (err error) {
-		if sessions, err = tx.DeleteSessionsFinishedBefore(now.Add(-m.cfg.ResultTTL)); err != nil {
+		if sessions, err = tx.Sessions().DeleteFinishedBefore(now.Add(-m.cfg.ResultTTL)); err != nil {
 			return err
 		}
-		if credentials, err = tx.DeleteExpiredCredentials(now); err != nil {
+		if credentials, err = tx.Identities().DeleteExpiredCredentials(now); err != nil {
 			return err
 		}
-		keys, err = tx.DeleteIdempotencyKeysBefore(now.Add(-IdempotencyKeyTTL))
+		keys, err = tx.IdempotencyKeys().DeleteBefore(now.Add(-IdempotencyKeyTTL))
 		return err
 	})
 	switch {

@@ -44,7 +44,7 @@ func (g *Gateway) registerConstellation(ctx context.Context, m *protocol.ClientM
 	if err != nil {
 		return nil, fmt.Errorf("register: %w", err)
 	}
-	_, err = g.store.Device(ctx, m.ClientID)
+	_, err = g.store.Devices().Get(ctx, m.ClientID)
 	switch {
 	case err == nil:
 		return nil, fmt.Errorf(`register: field "client_id": %q is an enrolled device; a constellation needs an id of its own`, m.ClientID)

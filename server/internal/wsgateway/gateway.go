@@ -451,10 +451,10 @@ func (g *Gateway) recordInfo(ctx context.Context, c *dispatch.Link) {
 	}
 	heard := c.Conn.LastHeard()
 	err := g.store.WriteUnsynced(ctx, func(tx *store.Tx) error {
-		if err := tx.SeeDevice(c.ID, info, heard); err != nil {
+		if err := tx.Devices().See(c.ID, info, heard); err != nil {
 			return err
 		}
-		return tx.LinkedOver(c.ID, c.Conn.Encoding().String())
+		return tx.Devices().LinkedOver(c.ID, c.Conn.Encoding().String())
 	})
 	if err != nil {
 		g.log.Error("device info not recorded", "device", c.ID, "err", err)

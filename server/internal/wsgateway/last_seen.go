@@ -54,7 +54,7 @@ func (g *Gateway) RecordLastSeen(ctx context.Context, devices []*dispatch.Link) 
 	}
 	err := g.store.WriteUnsynced(ctx, func(tx *store.Tx) error {
 		for _, d := range todo {
-			if err := tx.SetLastSeen(d.c.ID, d.heard); err != nil {
+			if err := tx.Devices().SetLastSeen(d.c.ID, d.heard); err != nil {
 				return err
 			}
 		}

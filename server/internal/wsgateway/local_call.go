@@ -20,7 +20,7 @@ func (g *Gateway) localCall(ctx context.Context, c *dispatch.Link, m *protocol.C
 	log := g.log.With("device", c.ID, "caller", who, "local_call_id", m.PrevResponseID)
 	err := g.store.Write(ctx, func(tx *store.Tx) error {
 		for i, a := range m.Actions {
-			first, err := tx.AppendLocalCall(c.ID, who, a, m.ActionResults[i])
+			first, err := tx.Commands().AppendLocalCall(c.ID, who, a, m.ActionResults[i])
 			if err != nil {
 				return err
 			}

@@ -60,7 +60,7 @@ func (g *Gateway) offerRotation(ctx context.Context, c *dispatch.Link) {
 	if !offer.acked || offer.sent != nil {
 		return
 	}
-	d, err := g.store.Device(ctx, c.ID)
+	d, err := g.store.Devices().Get(ctx, c.ID)
 	if err != nil || d.Rotation == nil {
 		return
 	}
@@ -70,7 +70,7 @@ func (g *Gateway) offerRotation(ctx context.Context, c *dispatch.Link) {
 	}
 	token := identity.NewToken(identity.DeviceTokenPrefix)
 	sent := &sentToken{responseID: uuid.NewString(), hash: identity.HashToken(token)}
-	if err := g.store.Write(ctx, func(tx *store.Tx) error { return tx.SendRotation(c.ID, sent.hash) }); err != nil {
+	if err := g.store.Write(ctx, func(tx *store.Tx) error { return tx.Devices().SendRotation(c.ID, sent.hash) }); err != nil {
 		g.log.Warn("new token not recorded; none sent", "device", c.ID, "err", err)
 		return
 	}
