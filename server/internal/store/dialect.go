@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/schema"
 )
 
 // Backend names the database a Store keeps its rows in.
@@ -44,7 +46,8 @@ type dialect interface {
 	aborted(tx *Tx) bool
 	// jsonTexts is a SELECT of the strings of the JSON array ?.
 	jsonTexts() string
-	// migration is the SQL of migrations[i] in the database's dialect.
+	// migration is the SQL of migration i (package schema) in the
+	// database's dialect.
 	migration(i int) string
 	// schemaVersion counts the migrations applied, in tx, which it makes
 	// the only one migrating.
@@ -92,7 +95,7 @@ func (sqliteDialect) aborted(*Tx) bool { return false }
 
 func (sqliteDialect) jsonTexts() string { return `SELECT value FROM json_each(?)` }
 
-func (sqliteDialect) migration(i int) string { return migrations[i] }
+func (sqliteDialect) migration(i int) string { return schema.SQLite(i) }
 
 func (sqliteDialect) schemaVersion(ctx context.Context, tx *sql.Tx) (int, error) {
 	var v int

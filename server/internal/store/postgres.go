@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/schema"
 )
 
 // IsPostgresURL reports whether location names a PostgreSQL database
@@ -130,12 +132,7 @@ func validText(s string) string {
 	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
 }
 
-func (postgresDialect) migration(i int) string {
-	if q, ok := postgresMigrations[i]; ok {
-		return q
-	}
-	return migrations[i]
-}
+func (postgresDialect) migration(i int) string { return schema.Postgres(i) }
 
 // migrationLock is the advisory lock a node holds while it migrates, so
 // that nodes starting together apply each migration once.

@@ -1,11 +1,31 @@
-package store
+// Package schema is the store's schema: the migrations that build it,
+// in order, in SQLite's SQL and in PostgreSQL's. A database's schema
+// version counts the migrations applied to it, so a released migration
+// never changes: existing data dirs would no longer match it. A change to
+// the schema is a new migration at the end. The store applies them
+// (store.Open); see the store's RATIONALE.md, "Two databases, one
+// store", for how to write one.
+package schema
 
 import (
-	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 )
+
+// Count is how many migrations there are: a database whose schema
+// version is Count is up to date.
+func Count() int { return len(migrations) }
+
+// SQLite is the SQL of migration i, counted from 0, on SQLite.
+func SQLite(i int) string { return migrations[i] }
+
+// Postgres is the SQL of migration i, counted from 0, on PostgreSQL.
+func Postgres(i int) string {
+	if q, ok := postgresMigrations[i]; ok {
+		return q
+	}
+	return migrations[i]
+}
 
 // migrations are applied in order, each once; the dialect counts those
 // done (SQLite's PRAGMA user_version, PostgreSQL's schema_version table).
@@ -42,7 +62,7 @@ var migrations = []string{
 	`ALTER TABLE sessions ADD COLUMN parent_id TEXT NOT NULL DEFAULT '';
 	CREATE INDEX sessions_parent ON sessions(parent_id);`,
 
-	// Times in timeLayout, so that their text sorts as they do. The audit
+	// Times in the store's timeLayout, so that their text sorts as they do. The audit
 	// log, append-only and ordered by seq, keeps the times it has.
 	fixedWidthTimes("devices", "created_at", "last_seen") +
 		fixedWidthTimes("sessions", "created_at", "started_at", "finished_at") +
@@ -280,7 +300,7 @@ const fewerIndexes = `DROP INDEX commands_device;
 
 // fixedWidthTimes is the SQL that rewrites columns of table from
 // time.RFC3339Nano in UTC, which drops the fraction's trailing zeros
-// ("2006-01-02T15:04:05.1Z"), to timeLayout: the seconds, then the
+// ("2006-01-02T15:04:05.1Z"), to the store's timeLayout: the seconds, then the
 // fraction padded to nine digits.
 func fixedWidthTimes(table string, columns ...string) string {
 	var b strings.Builder
@@ -387,47 +407,4 @@ var postgresMigrations = map[int]string{
 	// PostgreSQL's audit log keeps its identity column: a sequence, not
 	// a row of a table that each entry rewrites.
 	14: dropSessionIndexes,
-}
-
-func migrate(ctx context.Context, db *sql.DB, d dialect) error {
-	for {
-		applied, err := migrateOnce(ctx, db, d)
-		if err != nil || !applied {
-			return err
-		}
-	}
-}
-
-// migrateOnce applies the next migration due, if any, in a transaction
-// of its own, and reports whether it did.
-func migrateOnce(ctx context.Context, db *sql.DB, d dialect) (bool, error) {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return false, fmt.Errorf("migrate: %w", err)
-	}
-	defer tx.Rollback()
-	version, err := d.schemaVersion(ctx, tx)
-	switch {
-	case err != nil:
-		return false, fmt.Errorf("read schema version: %w", err)
-	case version > len(migrations):
-		return false, fmt.Errorf("schema version %d is newer than this server (%d)", version, len(migrations))
-	case version == len(migrations):
-		return false, nil
-	}
-	if err := applyMigration(ctx, tx, d, version); err != nil {
-		return false, fmt.Errorf("migration %d: %w", version+1, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("migration %d: %w", version+1, err)
-	}
-	return true, nil
-}
-
-// applyMigration applies migrations[i] in tx.
-func applyMigration(ctx context.Context, tx *sql.Tx, d dialect, i int) error {
-	if _, err := tx.ExecContext(ctx, d.migration(i)); err != nil {
-		return err
-	}
-	return d.setSchemaVersion(ctx, tx, i+1)
 }
