@@ -30,6 +30,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/driverstmt"
 )
 
 // Errors callers can test with errors.Is.
@@ -58,7 +60,7 @@ type Store struct {
 	// stmts are the writer's statements, prepared on its driver
 	// connection, by SQL text: parsing each statement anew cost more than
 	// the rest of a small write.
-	stmts map[string]*writerStmt
+	stmts map[string]*driverstmt.Stmt
 	// args is the writer's buffer of a statement's arguments.
 	args []driver.NamedValue
 	// reads are the readers' prepared statements, by SQL text.
@@ -79,7 +81,7 @@ type Store struct {
 // Cluster); a write that returns an error is rolled back alone.
 type Tx struct {
 	s *Store
-	c writerConn // the driver's connection, lent for the batch
+	c driverstmt.Conn // the driver's connection, lent for the batch
 	// changes counts the rows the transaction's statements changed: a
 	// write that fails having changed none needs nothing undone.
 	changes int64
@@ -183,7 +185,7 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 // checkpoints after its commits.
 func newStore(d dialect, wdb *sql.DB, conn *sql.Conn, rdb *sql.DB, ckpt *checkpointer) *Store {
 	s := &Store{dialect: d, wdb: wdb, conn: conn, rdb: rdb, writes: make(chan writeReq), closing: make(chan struct{}),
-		closed: make(chan struct{}), stmts: map[string]*writerStmt{}, synced: true, ckpt: ckpt}
+		closed: make(chan struct{}), stmts: map[string]*driverstmt.Stmt{}, synced: true, ckpt: ckpt}
 	go s.writer()
 	return s
 }
@@ -414,7 +416,7 @@ func (t *Tx) exec(query string, args ...any) (sql.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := st.exec.ExecContext(context.Background(), nv)
+	res, err := st.Execer.ExecContext(context.Background(), nv)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -429,7 +431,7 @@ func (t *Tx) control(query string) error {
 	if err != nil {
 		return err
 	}
-	_, err = st.exec.ExecContext(context.Background(), nv)
+	_, err = st.Execer.ExecContext(context.Background(), nv)
 	return unavailable(err)
 }
 
@@ -457,16 +459,16 @@ func (t *Tx) query(query string, args ...any) (rowIter, error) {
 	return r, nil
 }
 
-func (t *Tx) rows(query string, args []any) (*writerRows, error) {
+func (t *Tx) rows(query string, args []any) (*driverstmt.Rows, error) {
 	st, nv, err := t.bound(query, args)
 	if err != nil {
 		return nil, err
 	}
-	r, err := st.query.QueryContext(context.Background(), nv)
+	r, err := st.Queryer.QueryContext(context.Background(), nv)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	return newWriterRows(r), nil
+	return driverstmt.NewRows(r), nil
 }
 
 // rowScanner is a single row to scan: *sql.Row, the first of a writer's
@@ -487,11 +489,11 @@ func (t *Tx) queryRow(query string, args ...any) rowScanner {
 
 // bound returns query prepared on the writer's connection, and args as
 // its driver takes them.
-func (t *Tx) bound(query string, args []any) (*writerStmt, []driver.NamedValue, error) {
+func (t *Tx) bound(query string, args []any) (*driverstmt.Stmt, []driver.NamedValue, error) {
 	st, ok := t.s.stmts[query]
 	if !ok {
 		var err error
-		if st, err = prepare(t.c, t.s.dialect.bind(query)); err != nil {
+		if st, err = driverstmt.Prepare(t.c, t.s.dialect.bind(query)); err != nil {
 			return nil, nil, fmt.Errorf("store: prepare: %w", unavailable(err))
 		}
 		t.s.stmts[query] = st

@@ -2,9 +2,10 @@ package store
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
 	"fmt"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/driverstmt"
 )
 
 // inTx begins a batch's transaction on the writer's connection and runs
@@ -34,14 +35,14 @@ func (s *Store) inTx(synced bool, fn func(*Tx)) error {
 // it so).
 func (s *Store) onConn(synced bool, fn func(*Tx)) (broken bool, err error) {
 	rawErr := s.conn.Raw(func(dc any) error {
-		c, cerr := asWriterConn(dc)
+		c, cerr := driverstmt.AsConn(dc)
 		if cerr != nil {
 			err = cerr
 			return nil
 		}
 		tx := &Tx{s: s, c: c}
 		if err = s.dialect.begin(tx, synced); err != nil {
-			broken = errors.Is(err, ErrUnavailable) && !alive(c)
+			broken = errors.Is(err, ErrUnavailable) && !driverstmt.Alive(c)
 			return nil
 		}
 		fn(tx)
@@ -59,37 +60,13 @@ func (s *Store) onConn(synced bool, fn func(*Tx)) (broken bool, err error) {
 // so).
 func (s *Store) betweenBatches(fn func(*Tx)) error {
 	return s.conn.Raw(func(dc any) error {
-		c, err := asWriterConn(dc)
+		c, err := driverstmt.AsConn(dc)
 		if err != nil {
 			return err
 		}
 		fn(&Tx{s: s, c: c})
 		return nil
 	})
-}
-
-// asWriterConn is the driver's connection dc as the writer uses it.
-func asWriterConn(dc any) (writerConn, error) {
-	c, ok := dc.(writerConn)
-	if !ok {
-		return nil, fmt.Errorf("store: the driver's connection (%T) takes no context", dc)
-	}
-	return c, nil
-}
-
-// writerConn is what the writer needs of a driver's connection; both
-// modernc.org/sqlite's and pgx's stdlib.Conn have it.
-type writerConn interface {
-	driver.Conn
-	driver.ConnPrepareContext
-	driver.ExecerContext
-}
-
-// alive reports whether the driver's connection c answers, as
-// sql.Conn.PingContext would find.
-func alive(c writerConn) bool {
-	p, ok := c.(driver.Pinger)
-	return !ok || p.Ping(context.Background()) == nil
 }
 
 // reconnect replaces the writer's broken connection with a new one, or
