@@ -15,6 +15,8 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/tablecopy"
 )
 
 // fillFleet writes a little of everything the schema holds: devices with
@@ -154,22 +156,6 @@ func TestACopyRefusesATargetThatHoldsRowsUnlessToldToReplaceThem(t *testing.T) {
 	assert.ErrorContains(t, err, "remove its file")
 }
 
-// The digest tells tables apart by their content, in any order of rows.
-func TestTheRowDigestIsTheContentsNotTheirOrder(t *testing.T) {
-	cols := []string{"id", "n", "x"}
-	rows := [][]any{{"a", int64(1), nil}, {"b", int64(2), "t"}, {"c", int64(3), 1.5}}
-	var fwd, rev, other rowSum
-	for i := range rows {
-		fwd.add(cols, rows[i])
-		rev.add(cols, rows[len(rows)-1-i])
-	}
-	assert.Equal(t, fwd.hex(), rev.hex())
-	other.add(cols, rows[0])
-	other.add(cols, rows[1])
-	other.add(cols, []any{"c", int64(3), "1.5"})
-	assert.NotEqual(t, fwd.hex(), other.hex(), "a text is not a number")
-}
-
 // A backup taken while writers write is a store of its own: it opens,
 // and holds every write that returned before the backup began.
 func TestABackupIsAConsistentStoreTakenWhileWritesGoOn(t *testing.T) {
@@ -244,11 +230,11 @@ func tableDigests(t *testing.T, s *Store) []TableCopy {
 	tx, err := s.rdb.BeginTx(ctx, s.dialect.snapshot())
 	require.NoError(t, err)
 	defer tx.Rollback()
-	tables, err := tablesInOrder(ctx, snapshotQuerier{tx}, s.dialect)
+	tables, err := tablecopy.InOrder(ctx, tablecopy.Snapshot{Src: tx}, copyQueries(s.dialect), isClusterTable)
 	require.NoError(t, err)
 	var out []TableCopy
 	for _, tb := range tables {
-		c, err := digestTable(ctx, snapshotQuerier{tx}, tb)
+		c, err := tablecopy.Digest(ctx, tablecopy.Snapshot{Src: tx}, tb)
 		require.NoError(t, err)
 		out = append(out, c)
 	}
