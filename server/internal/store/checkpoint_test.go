@@ -9,11 +9,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/walcheckpoint"
 )
 
 // Under continuous writes, a command at a time as a busy server writes
 // them, the WAL starts again from its beginning, reused in place, and
-// its file stays under walSizeLimit. Before, the checkpointer's PASSIVE
+// its file stays under walcheckpoint.SizeLimit. Before, the checkpointer's PASSIVE
 // checkpoint never caught up with the writer, the WAL never restarted,
 // and its file grew by every commit's frames (48 MB after 1 500
 // commands). A reader holding a snapshot meanwhile reads that snapshot,
@@ -49,7 +51,7 @@ func TestTheWALStaysSmallUnderContinuousWritesAndSnapshotsStillRead(t *testing.T
 
 	largest := writeCommands(5000)
 	t.Logf("WAL file at most %d bytes across %d commands", largest, written)
-	assert.LessOrEqual(t, largest, int64(walSizeLimit))
+	assert.LessOrEqual(t, largest, int64(walcheckpoint.SizeLimit))
 
 	snapshot, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	require.NoError(t, err)
@@ -68,5 +70,5 @@ func TestTheWALStaysSmallUnderContinuousWritesAndSnapshotsStillRead(t *testing.T
 	fi, err := os.Stat(path + "-wal")
 	require.NoError(t, err)
 	t.Logf("WAL file %d bytes, at most %d over the last 1000 commands", fi.Size(), largest)
-	assert.LessOrEqual(t, fi.Size(), int64(walSizeLimit), "the WAL grown under the snapshot is cut back")
+	assert.LessOrEqual(t, fi.Size(), int64(walcheckpoint.SizeLimit), "the WAL grown under the snapshot is cut back")
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/walcheckpoint"
 )
 
 // A single command, as the dispatcher records it (its session and the
@@ -29,11 +30,11 @@ func TestASingleCommandWritesFewPages(t *testing.T) {
 	s, err := Open(context.Background(), path, Options{CheckpointDelay: time.Hour})
 	require.NoError(t, err)
 	defer s.Close()
-	s.ckpt.every = math.MaxInt
+	s.ckpt.HoldRestarts()
 	frames := func() int64 {
 		fi, err := os.Stat(path + "-wal")
 		require.NoError(t, err)
-		return (fi.Size() - walHeader) / walFrameSize
+		return (fi.Size() - walHeader) / walcheckpoint.FrameSize
 	}
 	const warm, counted = 50, 200
 	var total int64

@@ -32,6 +32,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/driverstmt"
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/walcheckpoint"
 )
 
 // Errors callers can test with errors.Is.
@@ -72,7 +73,7 @@ type Store struct {
 	synced bool
 	// ckpt checkpoints SQLite's WAL; nil on PostgreSQL, which checkpoints
 	// by itself.
-	ckpt *checkpointer
+	ckpt *walcheckpoint.Checkpointer
 }
 
 // Tx is one write's view of the current transaction. The store's writes
@@ -142,9 +143,9 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	opts = opts.withDefaults()
 	// Checkpoints are the checkpointer's, not the commits': SQLite would
 	// otherwise run one inside the commit that crosses 1000 pages of WAL.
-	// journal_size_limit: see walSizeLimit.
+	// journal_size_limit: see walcheckpoint.SizeLimit.
 	wdb, err := openDB(path, "journal_mode(WAL)", "synchronous(FULL)", "wal_autocheckpoint(0)",
-		fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
+		fmt.Sprintf("journal_size_limit(%d)", walcheckpoint.SizeLimit))
 	if err != nil {
 		return nil, err
 	}
@@ -170,24 +171,41 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	// a thousand of them open: SQLite keeps a closed connection's files
 	// while others hold locks on the database, for the next one to reuse.
 	poolReaders(rdb, opts)
-	ckpt, err := newCheckpointer(path, opts.CheckpointDelay)
+	cdb, err := openDB(path)
 	if err != nil {
 		rdb.Close()
 		conn.Close()
 		wdb.Close()
 		return nil, err
 	}
-	return newStore(sqliteDialect{}, wdb, conn, rdb, ckpt), nil
+	return newStore(sqliteDialect{}, wdb, conn, rdb, walcheckpoint.New(cdb, opts.CheckpointDelay)), nil
 }
 
 // newStore starts the writer of a store on d's database, which writes on
 // conn, a connection of wdb, and reads from rdb; ckpt, if not nil,
 // checkpoints after its commits.
-func newStore(d dialect, wdb *sql.DB, conn *sql.Conn, rdb *sql.DB, ckpt *checkpointer) *Store {
+func newStore(d dialect, wdb *sql.DB, conn *sql.Conn, rdb *sql.DB, ckpt *walcheckpoint.Checkpointer) *Store {
 	s := &Store{dialect: d, wdb: wdb, conn: conn, rdb: rdb, writes: make(chan writeReq), closing: make(chan struct{}),
 		closed: make(chan struct{}), stmts: map[string]*driverstmt.Stmt{}, synced: true, ckpt: ckpt}
 	go s.writer()
 	return s
+}
+
+// committed is the writer's, after each batch of writes it committed,
+// outside any transaction: it wakes the checkpointer, and checkpoints
+// itself once the WAL is due to start again. A nil checkpointer
+// (PostgreSQL's store) has nothing to do.
+func (s *Store) committed(writes int) {
+	c := s.ckpt
+	if c == nil {
+		return
+	}
+	if c.Committed(writes) {
+		// A closed connection fails the next batch too, which reports it.
+		s.betweenBatches(func(tx *Tx) {
+			c.Restart(func(query string) walcheckpoint.Row { return tx.queryRow(query) })
+		})
+	}
 }
 
 // poolReaders bounds the readers to opts.Readers connections, closed once
@@ -216,7 +234,7 @@ func (s *Store) Close() error {
 	<-s.closed
 	// Before the other connections: the last one to close checkpoints
 	// what is left.
-	errs := []error{s.ckpt.close(), s.closeStmts()}
+	errs := []error{s.ckpt.Close(), s.closeStmts()}
 	s.reads.Range(func(_, st any) bool {
 		errs = append(errs, st.(*sql.Stmt).Close())
 		return true

@@ -1,16 +1,22 @@
-package store
+// Package walcheckpoint copies SQLite's WAL into the database file off
+// the store's writer's path, and has the writer finish the job between
+// batches so that the WAL starts again from its beginning under
+// continuous writes (see the store's RATIONALE.md). PostgreSQL
+// checkpoints by itself and needs none of it.
+package walcheckpoint
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// checkpointer copies the WAL into the database file on a connection of
+// Checkpointer copies the WAL into the database file on a connection of
 // its own, a while after commits, so that the writer never does it
 // inside a commit (SQLite's automatic checkpoint, which the writer's
 // connection has off). A PASSIVE checkpoint waits for no reader or
@@ -21,8 +27,8 @@ import (
 // writer appends while it copies. SQLite starts the WAL again from its
 // beginning only when a write transaction begins with every frame
 // copied, so the writer finishes the job itself, between batches, once
-// the WAL holds about walTarget bytes (restart).
-type checkpointer struct {
+// the WAL holds about walTarget bytes (Restart).
+type Checkpointer struct {
 	db    *sql.DB
 	delay time.Duration
 	kick  chan struct{} // a commit happened
@@ -30,12 +36,12 @@ type checkpointer struct {
 	done  chan struct{}
 	once  sync.Once
 	err   error // of closing
-	// mu is held through each checkpoint, the checkpointer's or the
+	// mu is held through each checkpoint, the Checkpointer's or the
 	// writer's: SQLite lets one run at a time, and a second fails at
 	// once (SQLITE_BUSY) rather than wait.
 	mu sync.Mutex
 
-	// caughtUp counts the checkpointer's checkpoints that copied every
+	// caughtUp counts the Checkpointer's checkpoints that copied every
 	// frame, after which the WAL may have started again without the
 	// writer.
 	caughtUp atomic.Int64
@@ -49,17 +55,17 @@ type checkpointer struct {
 // The WAL's size the writer keeps to, and the size SQLite cuts its file
 // back to when the WAL starts again (journal_size_limit), as after a
 // reader's snapshot kept it from starting again for a while. The limit
-// leaves room for the target's overshoot (see restart), so that in
+// leaves room for the target's overshoot (see Restart), so that in
 // steady use the file is only ever overwritten in place: appending to it
 // made every commit's fsync costlier.
 const (
-	walTarget    = 2 << 20
-	walSizeLimit = 2 * walTarget
+	walTarget = 2 << 20
+	SizeLimit = 2 * walTarget
 )
 
 // SQLite's WAL frame: a page with a header of its own; the store's
 // pages are SQLite's default size.
-const walFrameSize = 4096 + 24
+const FrameSize = 4096 + 24
 
 // firstEvery is how many writes the writer lets pass before its first
 // checkpoint, and maxEvery the most it ever lets pass: a write that
@@ -67,51 +73,49 @@ const walFrameSize = 4096 + 24
 // ever.
 const firstEvery, maxEvery = 64, 4096
 
-func newCheckpointer(path string, delay time.Duration) (*checkpointer, error) {
-	db, err := openDB(path)
-	if err != nil {
-		return nil, err
-	}
+// New starts a checkpointer on db, the database's own connection to
+// SQLite, which it closes, that checkpoints delay after a commit.
+func New(db *sql.DB, delay time.Duration) *Checkpointer {
 	db.SetMaxOpenConns(1)
-	c := &checkpointer{db: db, delay: delay, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	c := &Checkpointer{db: db, delay: delay, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		every: firstEvery}
 	go c.run()
-	return c, nil
+	return c
 }
 
-// committed is the writer's, after each batch of writes it committed,
-// outside any transaction: it wakes the checkpointer, and checkpoints
-// itself once the WAL is due to start again. A nil checkpointer
-// (PostgreSQL's store) has nothing to do.
-func (s *Store) committed(writes int) {
-	c := s.ckpt
-	if c == nil {
-		return
-	}
+// Committed is the writer's, after each batch of writes it committed,
+// outside any transaction: it wakes the checkpointer, and reports
+// whether the writer is due to checkpoint itself (Restart), for the WAL
+// to start again.
+func (c *Checkpointer) Committed(writes int) bool {
 	c.due()
 	c.written += writes
-	if c.written >= c.every {
-		// A closed connection fails the next batch too, which reports it.
-		s.betweenBatches(c.restart)
-	}
+	return c.written >= c.every
 }
 
-// restart checkpoints the WAL on the writer's connection, tx's, between
+// HoldRestarts makes the writer never due to checkpoint: for a test that
+// counts the WAL's frames, before the first write.
+func (c *Checkpointer) HoldRestarts() { c.every = math.MaxInt }
+
+// Row is the result of the checkpoint's PRAGMA.
+type Row interface{ Scan(...any) error }
+
+// Restart checkpoints the WAL on the writer's connection, by queryRow, between
 // two batches: a PASSIVE checkpoint from the only writer has no writer
 // appending while it copies, so it copies every frame (unless a reader's
 // snapshot still needs one), and the next batch starts the WAL again
 // from its beginning (unless a reader is reading the WAL just then). The
-// checkpointer has copied most frames already, off the writer's path;
+// Checkpointer has copied most frames already, off the writer's path;
 // this copies those since, and fsyncs the database file.
 //
 // It then sets how many writes pass before the next, from the frames
 // these writes made, for the WAL to hold about walTarget bytes: a count,
 // not a time, so that the WAL's size does not depend on how fast the
-// disk is. While the checkpointer checkpoints, the writer lets batches
+// disk is. While the Checkpointer checkpoints, the writer lets batches
 // pass rather than wait for it, up to half as many writes again; then it
 // waits. So the WAL holds at most about 1.5 walTarget, under
-// walSizeLimit, while the writes keep their size.
-func (c *checkpointer) restart(tx *Tx) {
+// SizeLimit, while the writes keep their size.
+func (c *Checkpointer) Restart(queryRow func(query string) Row) {
 	if c.written < c.every+c.every/2 {
 		if !c.mu.TryLock() {
 			return
@@ -121,7 +125,7 @@ func (c *checkpointer) restart(tx *Tx) {
 	}
 	defer c.mu.Unlock()
 	var busy, frames, copied int
-	if err := tx.queryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
+	if err := queryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
 		// A failure (a full disk) is the next commit's to report.
 		c.written = 0
 		return
@@ -129,9 +133,9 @@ func (c *checkpointer) restart(tx *Tx) {
 	if busy != 0 { // another process is checkpointing: again after the next batch
 		return
 	}
-	next := c.written * (walTarget / walFrameSize) / max(frames, 1)
+	next := c.written * (walTarget / FrameSize) / max(frames, 1)
 	if caughtUp := c.caughtUp.Load(); caughtUp != c.seen {
-		// The checkpointer copied every frame since the last round, and
+		// The Checkpointer copied every frame since the last round, and
 		// the WAL may have started again then: these writes may have made
 		// more frames than it holds now. Fewer writes, never more.
 		c.seen = caughtUp
@@ -141,9 +145,9 @@ func (c *checkpointer) restart(tx *Tx) {
 	c.written = 0
 }
 
-// due tells the checkpointer that a commit happened. It never blocks the
+// due tells the Checkpointer that a commit happened. It never blocks the
 // writer.
-func (c *checkpointer) due() {
+func (c *Checkpointer) due() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -152,7 +156,7 @@ func (c *checkpointer) due() {
 
 // run checkpoints delay after a commit, so that a burst of commits shares
 // one checkpoint, until close.
-func (c *checkpointer) run() {
+func (c *Checkpointer) run() {
 	defer close(c.done)
 	for {
 		select {
@@ -172,7 +176,7 @@ func (c *checkpointer) run() {
 }
 
 // checkpoint runs one PASSIVE checkpoint.
-func (c *checkpointer) checkpoint() error {
+func (c *Checkpointer) checkpoint() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var busy, frames, copied int
@@ -186,10 +190,10 @@ func (c *checkpointer) checkpoint() error {
 	return nil
 }
 
-// close stops the checkpointer after a last checkpoint. It may be called
-// again, and returns the first call's error. A nil checkpointer has
+// close stops the Checkpointer after a last checkpoint. It may be called
+// again, and returns the first call's error. A nil Checkpointer has
 // nothing to close.
-func (c *checkpointer) close() error {
+func (c *Checkpointer) Close() error {
 	if c == nil {
 		return nil
 	}
