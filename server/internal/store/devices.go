@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/internal/access"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/dberr"
 )
 
 // Device is an enrolled device. Only a hash of its token is kept.
@@ -40,7 +42,7 @@ func (w DeviceWrites) Create(id, tokenHash string, labels map[string]string) err
 	_, err = w.t.exec(
 		`INSERT INTO devices (id, token_hash, labels, created_at) VALUES (?, ?, ?, ?)`,
 		id, tokenHash, string(lb), now())
-	if err != nil && uniqueViolated(err, "devices", "id") {
+	if err != nil && dberr.UniqueViolated(err, "devices", "id") {
 		return fmt.Errorf("store: device %q: %w", id, ErrExists)
 	}
 	if err != nil {

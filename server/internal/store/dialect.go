@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/edgeaip/edgeaip/server/internal/store/schema"
 )
 
@@ -158,22 +156,6 @@ func bindNumbered(query string) string {
 		b.WriteByte(c)
 	}
 	return b.String()
-}
-
-// uniqueViolated reports whether err is the database refusing a row whose
-// column (any, if column is "") of table repeats another row's, as a
-// primary key or a UNIQUE constraint forbids.
-func uniqueViolated(err error, table, column string) bool {
-	if err == nil {
-		return false
-	}
-	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
-		return pgUniqueViolated(pe, table, column)
-	}
-	if column != "" {
-		return strings.Contains(err.Error(), "UNIQUE constraint failed: "+table+"."+column)
-	}
-	return strings.Contains(err.Error(), "UNIQUE constraint failed: "+table+".")
 }
 
 // boolInt is b as the store's flag columns hold it, on either database.

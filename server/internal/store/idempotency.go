@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/dberr"
 )
 
 // ErrKeyTaken: an idempotency key that another request has already
@@ -36,7 +38,7 @@ func (t *Tx) insertIdempotencyKey(k IdempotencyKey, sessionID string) error {
 	_, err := t.exec(
 		`INSERT INTO idempotency_keys (identity, key, fingerprint, session_id, response, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		k.Identity, k.Key, k.Fingerprint, sessionID, nullString(string(k.Response)), now())
-	if err != nil && uniqueViolated(err, "idempotency_keys", "") {
+	if err != nil && dberr.UniqueViolated(err, "idempotency_keys", "") {
 		return fmt.Errorf("store: idempotency key %q of %s: %w", k.Key, k.Identity, ErrKeyTaken)
 	}
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/dberr"
 )
 
 // Identity is an operator identity: a name, a role, a scope, and the
@@ -56,7 +58,7 @@ func (w IdentityWrites) Create(id Identity, tok Token) error {
 	}
 	_, err = w.t.exec(`INSERT INTO identities (name, role, devices, tools, created_at) VALUES (?, ?, ?, ?, ?)`,
 		id.Name, id.Role, id.Devices, string(tools), now())
-	if err != nil && uniqueViolated(err, "identities", "name") {
+	if err != nil && dberr.UniqueViolated(err, "identities", "name") {
 		return fmt.Errorf("store: identity %q: %w", id.Name, ErrExists)
 	}
 	if err != nil {

@@ -3,11 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -15,7 +12,6 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/edgeaip/edgeaip/server/internal/store/schema"
@@ -211,79 +207,6 @@ func (postgresDialect) afterCopy(tx *Tx) error {
 		}
 	}
 	return nil
-}
-
-// pgUnavailable reports whether err is PostgreSQL, or the way to it,
-// failing rather than the statement: a lost or refused connection, a
-// server shutting down, a full disk, a conflict to retry. The same write
-// may succeed later.
-func pgUnavailable(err error) bool {
-	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
-		return true
-	}
-	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
-		return unavailableState(pe.Code)
-	}
-	if _, ok := errors.AsType[net.Error](err); ok {
-		return true
-	}
-	return lostConn(err) != nil || pgconn.Timeout(err)
-}
-
-// lostConn is the error by which err says the connection to the database
-// was lost, or nil.
-func lostConn(err error) error {
-	for _, lost := range []error{io.EOF, io.ErrUnexpectedEOF, driver.ErrBadConn, sql.ErrConnDone, pgconn.ErrConnClosed} {
-		if errors.Is(err, lost) {
-			return lost
-		}
-	}
-	return nil
-}
-
-// unavailableState reports whether SQLSTATE code is the database's
-// trouble rather than the statement's.
-func unavailableState(code string) bool {
-	switch code {
-	case "55P03", // lock_not_available
-		"55006", // object_in_use
-		"25006": // read_only_sql_transaction: a standby, after a failover
-		return true
-	}
-	switch code[:min(2, len(code))] {
-	case "08", // connection exception
-		"40", // transaction rollback: serialization failure, deadlock
-		"53", // insufficient resources: disk full, out of memory, too many connections
-		"57", // operator intervention: shutdown, cancelled
-		"58", // system error: I/O
-		"XX": // internal error, corrupted data
-		return true
-	}
-	return false
-}
-
-// pgCause is PostgreSQL's own error inside err, one of ErrUnavailable, in
-// words that name PostgreSQL and no row: the server's error, or the
-// connection's.
-func pgCause(err error) (error, bool) {
-	if ce, ok := errors.AsType[*pgconn.ConnectError](err); ok {
-		return fmt.Errorf("PostgreSQL: %w", ce), true
-	}
-	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
-		return fmt.Errorf("PostgreSQL: %w", pe), true
-	}
-	if ne, ok := errors.AsType[net.Error](err); ok {
-		return fmt.Errorf("PostgreSQL: connection lost: %w", ne), true
-	}
-	if lost := lostConn(err); lost != nil {
-		return fmt.Errorf("PostgreSQL: connection lost: %w", lost), true
-	}
-	return nil, false
-}
-
-// pgUniqueViolated is uniqueViolated for PostgreSQL's error pe.
-func pgUniqueViolated(pe *pgconn.PgError, table, column string) bool {
-	return pe.Code == "23505" && pe.TableName == table && (column == "" || strings.HasPrefix(pe.Detail, "Key ("+column+")="))
 }
 
 // reconnectTimeout bounds how long the writer waits for a connection to

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/dberr"
 )
 
 // Session is one task run on one device, and once it ends its outcome.
@@ -80,7 +82,7 @@ func (w SessionWrites) Insert(s Session) error {
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.TaskName, s.OriginalTaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Identity, s.TokenID, s.Selector, s.Kind, s.ParentID, s.State,
 		nullString(string(s.Plan)), formatTime(s.CreatedAt), nullTime(s.StartedAt), s.Owner.Node, s.Owner.Epoch, nullString(string(s.Fleet)))
-	if err != nil && uniqueViolated(err, "sessions", "id") {
+	if err != nil && dberr.UniqueViolated(err, "sessions", "id") {
 		return fmt.Errorf("store: session %q: %w", s.ID, ErrExists)
 	}
 	if err != nil {

@@ -33,6 +33,8 @@ import (
 
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/driverstmt"
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/walcheckpoint"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/dberr"
 )
 
 // Errors callers can test with errors.Is.
@@ -341,7 +343,7 @@ func (s *Store) commitErrs(batch []writeReq) []error {
 func (s *Store) tryBatch(batch []writeReq, left []bool, errs []error) (again bool) {
 	err := s.inTx(needsSync(batch, left), func(tx *Tx) { again = s.runBatch(tx, batch, left, errs) })
 	if err != nil {
-		failRest(errs, left, unavailableError{fmt.Errorf("store: begin: %w", err)})
+		failRest(errs, left, dberr.Unavailable(fmt.Errorf("store: begin: %w", err)))
 	}
 	return again
 }
@@ -361,11 +363,11 @@ func (s *Store) runBatch(tx *Tx, batch []writeReq, left []bool, errs []error) (a
 		switch {
 		case errors.Is(errs[i], ErrUnavailable):
 			tx.control("ROLLBACK") // may fail: SQLite may have rolled back already
-			failRest(errs, left, unavailableError{fmt.Errorf("store: rolled back with a write the database could not take: %w", errs[i])})
+			failRest(errs, left, dberr.Unavailable(fmt.Errorf("store: rolled back with a write the database could not take: %w", errs[i])))
 			return false
 		case errs[i] != nil && (tx.changes != before || aborted):
 			if err := tx.control("ROLLBACK"); err != nil {
-				failRest(errs, left, unavailableError{fmt.Errorf("store: rollback: %w", err)})
+				failRest(errs, left, dberr.Unavailable(fmt.Errorf("store: rollback: %w", err)))
 				return false
 			}
 			left[i] = true
@@ -378,7 +380,7 @@ func (s *Store) runBatch(tx *Tx, batch []writeReq, left []bool, errs []error) (a
 		tx.control("ROLLBACK")
 		for i := range errs {
 			if !left[i] {
-				errs[i] = errors.Join(errs[i], unavailableError{fmt.Errorf("store: commit: %w", err)})
+				errs[i] = errors.Join(errs[i], dberr.Unavailable(fmt.Errorf("store: commit: %w", err)))
 			}
 		}
 	}

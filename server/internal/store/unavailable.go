@@ -7,44 +7,23 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/dberr"
 )
 
 // ErrUnavailable is wrapped by the error of a write the database itself
 // could not take (a full disk, an I/O error), as opposed to one refused
 // for what it asked: the same write may succeed later.
-var ErrUnavailable = errors.New("store unavailable")
-
-// unavailableError is an error of the database, not of the write. Its
-// message is the error's own.
-type unavailableError struct{ err error }
-
-func (e unavailableError) Error() string        { return e.err.Error() }
-func (e unavailableError) Unwrap() error        { return e.err }
-func (e unavailableError) Is(target error) bool { return target == ErrUnavailable }
+var ErrUnavailable = dberr.ErrUnavailable
 
 // unavailable marks err as the database's if SQLite or PostgreSQL says
-// so: the codes of a database that cannot write now, whatever the write,
-// and on PostgreSQL a connection lost or refused.
-func unavailable(err error) error {
-	if err == nil {
-		return nil // without the allocations of the checks below
-	}
-	var se *sqlite.Error
-	if !errors.As(err, &se) {
-		if pgUnavailable(err) {
-			return unavailableError{err}
-		}
-		return err
-	}
-	switch se.Code() & 0xff {
-	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_READONLY,
-		sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
-		return unavailableError{err}
-	}
-	return err
-}
+// so (dberr.Classify).
+func unavailable(err error) error { return dberr.Classify(err) }
+
+// UnavailableCause is the database's own error inside err, one of
+// ErrUnavailable: its words (SQLite's "database or disk is full (13)",
+// PostgreSQL's, or the connection's to it) name no row and no other write
+// of the batch. For any other err it is err.
+func UnavailableCause(err error) error { return dberr.Cause(err) }
 
 // failing is whether the latest writes failed for the database's own
 // reasons, and how many writes have since Open.
@@ -75,21 +54,6 @@ func (f *failing) note(errs []error) {
 	case took:
 		f.cause = nil
 	}
-}
-
-// UnavailableCause is the database's own error inside err, one of
-// ErrUnavailable: its words (SQLite's "database or disk is full (13)",
-// PostgreSQL's, or the connection's to it) name no row and no other write
-// of the batch. For any other err it is err.
-func UnavailableCause(err error) error {
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		return se
-	}
-	if cause, ok := pgCause(err); ok {
-		return cause
-	}
-	return err
 }
 
 // WriteFailure is the database's error for the latest write it could

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/driverstmt"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/dberr"
 )
 
 // inTx begins a batch's transaction on the writer's connection and runs
@@ -49,7 +51,7 @@ func (s *Store) onConn(synced bool, fn func(*Tx)) (broken bool, err error) {
 		return nil
 	})
 	if rawErr != nil {
-		return true, unavailableError{fmt.Errorf("store: the writer's connection: %w", rawErr)}
+		return true, dberr.Unavailable(fmt.Errorf("store: the writer's connection: %w", rawErr))
 	}
 	return broken, err
 }
@@ -79,7 +81,7 @@ func (s *Store) reconnect() error {
 	defer cancel()
 	conn, err := s.wdb.Conn(ctx)
 	if err != nil {
-		return unavailableError{fmt.Errorf("store: reconnect the writer: %w", err)}
+		return dberr.Unavailable(fmt.Errorf("store: reconnect the writer: %w", err))
 	}
 	s.conn = conn
 	s.synced = true // a new connection has the settings it was opened with
