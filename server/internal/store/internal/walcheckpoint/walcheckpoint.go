@@ -52,19 +52,20 @@ type Checkpointer struct {
 	seen           int64
 }
 
-// The WAL's size the writer keeps to, and the size SQLite cuts its file
-// back to when the WAL starts again (journal_size_limit), as after a
-// reader's snapshot kept it from starting again for a while. The limit
-// leaves room for the target's overshoot (see Restart), so that in
-// steady use the file is only ever overwritten in place: appending to it
-// made every commit's fsync costlier.
+// walTarget is the WAL's size the writer keeps to, and SizeLimit the
+// size SQLite cuts its file back to when the WAL starts again
+// (journal_size_limit), as after a reader's snapshot kept it from
+// starting again for a while. The limit leaves room for the target's
+// overshoot (see Restart), so that in steady use the file is only ever
+// overwritten in place: appending to it made every commit's fsync
+// costlier.
 const (
 	walTarget = 2 << 20
 	SizeLimit = 2 * walTarget
 )
 
-// SQLite's WAL frame: a page with a header of its own; the store's
-// pages are SQLite's default size.
+// FrameSize is SQLite's WAL frame: a page with a header of its own; the
+// store's pages are SQLite's default size.
 const FrameSize = 4096 + 24
 
 // firstEvery is how many writes the writer lets pass before its first
