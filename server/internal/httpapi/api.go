@@ -97,20 +97,19 @@ type Config struct {
 
 // API serves the routes of its table.
 type API struct {
-	cfg       Config
-	log       *slog.Logger
-	store     *store.Store
-	auth      *identity.Authority
-	authLimit *identity.Limiter
-	metrics   *metrics.Metrics
-	tasks     *tasks.FrontDoor
-	sessions  *tasks.SessionManager
-	inScope   *inscope.Checker
-	devices   *inscope.Enrolled
-	reg       *dispatch.Registry
-	cluster   *cluster.Cluster
-	keys      *keyLocks // idempotency keys being served
-	csrf      *http.CrossOriginProtection
+	cfg      Config
+	log      *slog.Logger
+	store    *store.Store
+	auth     *identity.Authority
+	gate     *gate
+	metrics  *metrics.Metrics
+	tasks    *tasks.FrontDoor
+	sessions *tasks.SessionManager
+	inScope  *inscope.Checker
+	devices  *inscope.Enrolled
+	reg      *dispatch.Registry
+	cluster  *cluster.Cluster
+	keys     *keyLocks // idempotency keys being served
 }
 
 // New is the API of cfg. EventsKeepalive defaults to 15 s, Logger to
@@ -118,9 +117,11 @@ type API struct {
 func New(cfg Config) *API {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.EventsKeepalive = cmp.Or(cfg.EventsKeepalive, 15*time.Second)
-	return &API{cfg: cfg, log: cfg.Logger, store: cfg.Store, auth: cfg.Auth, authLimit: cfg.AuthLimit, metrics: cfg.Metrics,
+	g := &gate{log: cfg.Logger, auth: cfg.Auth, authLimit: cfg.AuthLimit, metrics: cfg.Metrics, inScope: cfg.InScope,
+		csrf: http.NewCrossOriginProtection()}
+	return &API{cfg: cfg, log: cfg.Logger, store: cfg.Store, auth: cfg.Auth, gate: g, metrics: cfg.Metrics,
 		tasks: cfg.Tasks, sessions: cfg.Sessions, inScope: cfg.InScope, devices: cfg.Devices, reg: cfg.Registry,
-		cluster: cfg.Cluster, keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection()}
+		cluster: cfg.Cluster, keys: newKeyLocks(cfg.Logger)}
 }
 
 // Handler serves every route of the table, each behind the guard of its
@@ -131,7 +132,7 @@ func (a *API) Handler() http.Handler {
 		if rt.Profile && !a.cfg.Pprof {
 			continue
 		}
-		mux.Handle(rt.Method+" "+rt.Pattern, a.guard(rt.Policy, rt.Handler))
+		mux.Handle(rt.Method+" "+rt.Pattern, a.gate.guard(rt.Policy, rt.Handler))
 	}
 	return mux
 }

@@ -29,7 +29,7 @@ func (a *API) enroll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !who.Scope.Device(req.Labels) {
-		a.forbid(w, r, fmt.Errorf(`field "labels": identity %q may enroll only devices its scope picks (%s)`, who.Name, who.Scope.Devices))
+		forbid(a.log, w, r, fmt.Errorf(`field "labels": identity %q may enroll only devices its scope picks (%s)`, who.Name, who.Scope.Devices))
 		return
 	}
 	if c := a.reg.Get(req.ID); c != nil {

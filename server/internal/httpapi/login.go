@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -27,23 +26,6 @@ const (
 	maxLogins = 1000
 )
 
-// errForbiddenOrigin: a cookie-authenticated request that changes state
-// must come from the dashboard's own origin.
-var errForbiddenOrigin = errors.New("cross-origin request refused: a request authenticated by the login cookie that changes state must come from the dashboard's own page")
-
-// fromDashboard checks that r comes from the dashboard's own origin. A
-// request with neither Sec-Fetch-Site nor Origin is refused too: every
-// browser that could hold the login cookie sends one of them.
-func (a *API) fromDashboard(r *http.Request) error {
-	if r.Header.Get("Sec-Fetch-Site") == "" && r.Header.Get("Origin") == "" {
-		return errForbiddenOrigin
-	}
-	if err := a.csrf.Check(r); err != nil {
-		return fmt.Errorf("%w (%w)", errForbiddenOrigin, err)
-	}
-	return nil
-}
-
 // secureCookie says whether the login cookie must be Secure: when r came
 // over TLS, through a proxy that says it did (X-Forwarded-Proto: https),
 // or always with Config.SecureCookies. Trusting the header cannot weaken
@@ -58,9 +40,9 @@ func (a *API) secureCookie(r *http.Request) bool {
 // and sets the login cookie. A wrong token counts as a failed
 // authentication from its source.
 func (a *API) login(w http.ResponseWriter, r *http.Request) {
-	src := a.authLimit.Source(r)
-	if wait := a.authLimit.Blocked(src); wait > 0 {
-		a.tooManyFailures(w, metrics.SurfaceLogin, wait)
+	src := a.gate.authLimit.Source(r)
+	if wait := a.gate.authLimit.Blocked(src); wait > 0 {
+		a.gate.tooManyFailures(w, metrics.SurfaceLogin, wait)
 		return
 	}
 	var req api.LoginRequest
@@ -70,7 +52,7 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 	c, err := a.auth.CallerByToken(r.Context(), req.Token)
 	switch {
 	case errors.Is(err, identity.ErrWrongToken):
-		a.authFailed(src, metrics.SurfaceLogin, req.Token)
+		a.gate.authFailed(src, metrics.SurfaceLogin, req.Token)
 		a.log.Warn("dashboard login refused", "remote", r.RemoteAddr)
 		writeError(w, http.StatusUnauthorized, "wrong operator token")
 		return
@@ -98,8 +80,8 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 // and clears the cookie. Only the dashboard's own page may: another
 // origin on the same site must not log the operator out.
 func (a *API) logout(w http.ResponseWriter, r *http.Request) {
-	if err := a.fromDashboard(r); err != nil {
-		a.forbid(w, r, err)
+	if err := a.gate.fromDashboard(r); err != nil {
+		forbid(a.log, w, r, err)
 		return
 	}
 	if c, err := r.Cookie(LoginCookie); err == nil {

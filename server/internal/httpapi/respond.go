@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"regexp"
 
@@ -19,10 +20,10 @@ const maxRequestBytes = 1 << 20
 // validID is what device ids may look like: safe in paths, logs and URLs.
 var validID = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
 
-// forbid answers 403 with err, and logs it: a refused request may be an
+// forbid answers 403 with err, and logs it to log: a refused request may be an
 // attack.
-func (a *API) forbid(w http.ResponseWriter, r *http.Request, err error) {
-	a.log.Warn("request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+func forbid(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+	log.Warn("request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
 	writeError(w, http.StatusForbidden, err.Error())
 }
 
@@ -128,11 +129,11 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 	if cause := a.cfg.Health(); cause != "" {
 		h, code = api.Health{Status: "degraded", Cause: cause}, http.StatusServiceUnavailable
 	}
-	if src := a.authLimit.Source(r); a.authLimit.Blocked(src) == 0 {
-		c, err := a.authenticate(r)
+	if src := a.gate.authLimit.Source(r); a.gate.authLimit.Blocked(src) == 0 {
+		c, err := a.gate.authenticate(r)
 		switch {
 		case errors.Is(err, identity.ErrWrongToken):
-			a.authFailed(src, metrics.SurfaceAPI, identity.RequestToken(r, false))
+			a.gate.authFailed(src, metrics.SurfaceAPI, identity.RequestToken(r, false))
 		case err == nil:
 			h.OnlineClients, _ = a.inScope.Clients(r.Context(), c)
 		}
