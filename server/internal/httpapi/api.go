@@ -109,7 +109,7 @@ type API struct {
 	devices  *inscope.Enrolled
 	reg      *dispatch.Registry
 	cluster  *cluster.Cluster
-	keys     *keyLocks // idempotency keys being served
+	keys     *idempotency
 }
 
 // New is the API of cfg. EventsKeepalive defaults to 15 s, Logger to
@@ -121,7 +121,8 @@ func New(cfg Config) *API {
 		csrf: http.NewCrossOriginProtection()}
 	return &API{cfg: cfg, log: cfg.Logger, store: cfg.Store, auth: cfg.Auth, gate: g, metrics: cfg.Metrics,
 		tasks: cfg.Tasks, sessions: cfg.Sessions, inScope: cfg.InScope, devices: cfg.Devices, reg: cfg.Registry,
-		cluster: cfg.Cluster, keys: newKeyLocks(cfg.Logger)}
+		cluster: cfg.Cluster,
+		keys:    &idempotency{log: cfg.Logger, store: cfg.Store, tasks: cfg.Tasks, locks: newKeyLocks(cfg.Logger)}}
 }
 
 // Handler serves every route of the table, each behind the guard of its

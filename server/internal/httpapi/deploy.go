@@ -59,7 +59,7 @@ func (a *API) deployTool(w http.ResponseWriter, r *http.Request) {
 		Timeout: q.Get("timeout"), TimeoutArg: timeoutQuery,
 	})
 	if err != nil {
-		a.writeTaskError(w, r, nil, err)
+		a.keys.writeTaskError(w, r, nil, err)
 		return
 	}
 	log := a.log.With("device", d.ID, "session_id", resp.SessionID, "response_id", resp.ResponseID,

@@ -182,7 +182,7 @@ func (a *API) command(w http.ResponseWriter, r *http.Request, key *store.Idempot
 		Timeout: req.Timeout, TimeoutArg: `field "timeout"`, Key: key, WaitForDevice: req.WaitForDevice,
 	})
 	if err != nil {
-		a.writeTaskError(w, r, key, err)
+		a.keys.writeTaskError(w, r, key, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)

@@ -47,7 +47,7 @@ func (a *API) createFleet(w http.ResponseWriter, r *http.Request, key *store.Ide
 	f.Key = withAnswer(key, resp)
 	sess, err := a.tasks.StartFleet(r.Context(), f)
 	if err != nil {
-		a.writeTaskError(w, r, key, err)
+		a.keys.writeTaskError(w, r, key, err)
 		return
 	}
 	a.log.Info("fleet dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "labels", tasks.LabelText(req.Labels),

@@ -63,18 +63,6 @@ func writeRequestError(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusBadRequest, err.Error())
 }
 
-// writeTaskError answers a request the front door did not carry out,
-// with key if not nil: an order it refused as writeRequestError does, a
-// task that did not start or run (*tasks.RunError) as writeStartError does.
-func (a *API) writeTaskError(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey, err error) {
-	var failed *tasks.RunError
-	if errors.As(err, &failed) {
-		a.writeStartError(w, r, key, failed.Err)
-		return
-	}
-	writeRequestError(w, err)
-}
-
 // writeSessionError answers a failure to create or run a session: 409 for
 // a session_id another requester owns or that has already ended, or an
 // idempotency key another request recorded first; 503 for anything else:

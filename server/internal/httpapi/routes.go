@@ -58,7 +58,7 @@ func (a *API) Routes() []Route {
 		// UFO's endpoints.
 		route("GET", "/api/health", a.health),
 		route("GET", "/api/clients", a.clients),
-		route("POST", "/api/dispatch", a.idempotent(a.dispatch)),
+		route("POST", "/api/dispatch", a.keys.idempotent(a.dispatch)),
 		route("GET", "/api/task_result/{task_name}", a.taskResult),
 		// edgeaip's.
 		route("GET", "/api/openapi.json", a.openAPI),
@@ -69,7 +69,7 @@ func (a *API) Routes() []Route {
 		route("GET", "/api/devices/{id}/tools", a.deviceTools),
 		route("POST", "/api/devices/{id}/token", a.rotateToken),
 		route("POST", "/api/devices/{id}/certificate", a.signCertificate),
-		route("POST", "/api/devices/{id}/commands", a.idempotent(a.command)),
+		route("POST", "/api/devices/{id}/commands", a.keys.idempotent(a.command)),
 		route("POST", "/api/devices/{id}/tools", a.deployTool),
 		route("GET", "/api/tasks", a.listTasks),
 		route("GET", "/api/tasks/{id}", a.getTask),
@@ -77,7 +77,7 @@ func (a *API) Routes() []Route {
 		route("POST", "/api/tasks/{id}/cancel", a.cancelTask),
 		route("GET", "/api/tasks/{id}/events", a.serveEvents),
 		route("GET", "/api/audit", a.audit),
-		route("POST", "/api/fleets", a.idempotent(a.createFleet)),
+		route("POST", "/api/fleets", a.keys.idempotent(a.createFleet)),
 		route("POST", "/api/admission", a.checkAdmission),
 		route("GET", "/api/identities", a.listIdentities),
 		route("POST", "/api/identities", a.addIdentity),

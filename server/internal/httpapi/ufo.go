@@ -66,7 +66,7 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request, key *store.Idempo
 	t.Key = withAnswer(key, resp)
 	sess, err := a.tasks.StartPlan(r.Context(), t)
 	if err != nil {
-		a.writeTaskError(w, r, key, err)
+		a.keys.writeTaskError(w, r, key, err)
 		return
 	}
 	a.log.Info("task dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "device", sess.DeviceID, "steps", len(p.Steps))
