@@ -106,7 +106,7 @@ type API struct {
 	tasks    *tasks.FrontDoor
 	sessions *tasks.SessionManager
 	inScope  *inscope.Checker
-	devices  *inscope.Enrolled
+	devices  *deviceHandlers
 	reg      *dispatch.Registry
 	cluster  *cluster.Cluster
 	keys     *idempotency
@@ -117,12 +117,16 @@ type API struct {
 func New(cfg Config) *API {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.EventsKeepalive = cmp.Or(cfg.EventsKeepalive, 15*time.Second)
+	keys := &idempotency{log: cfg.Logger, store: cfg.Store, tasks: cfg.Tasks, locks: newKeyLocks(cfg.Logger)}
+	devices := &deviceHandlers{log: cfg.Logger, store: cfg.Store, auth: cfg.Auth, inScope: cfg.InScope, devices: cfg.Devices,
+		registry: cfg.Registry, tasks: cfg.Tasks, keys: keys,
+		onEnrolled: cfg.Enrolled, onRevoked: cfg.DeviceRevoked, offerRotation: cfg.OfferRotation}
 	g := &gate{log: cfg.Logger, auth: cfg.Auth, authLimit: cfg.AuthLimit, metrics: cfg.Metrics, inScope: cfg.InScope,
 		csrf: http.NewCrossOriginProtection()}
 	return &API{cfg: cfg, log: cfg.Logger, store: cfg.Store, auth: cfg.Auth, gate: g, metrics: cfg.Metrics,
-		tasks: cfg.Tasks, sessions: cfg.Sessions, inScope: cfg.InScope, devices: cfg.Devices, reg: cfg.Registry,
+		tasks: cfg.Tasks, sessions: cfg.Sessions, inScope: cfg.InScope, devices: devices, reg: cfg.Registry,
 		cluster: cfg.Cluster,
-		keys:    &idempotency{log: cfg.Logger, store: cfg.Store, tasks: cfg.Tasks, locks: newKeyLocks(cfg.Logger)}}
+		keys:    keys}
 }
 
 // Handler serves every route of the table, each behind the guard of its

@@ -3,9 +3,11 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strconv"
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
@@ -132,4 +134,17 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 func (a *API) openAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(openAPIDocument)
+}
+
+// parseLimit reads a list's "limit" query: def if empty, else 1 to max.
+func parseLimit(w http.ResponseWriter, s string, def, max int) (int, bool) {
+	if s == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > max {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("query \"limit\": %q: want 1 to %d", s, max))
+		return 0, false
+	}
+	return n, true
 }
