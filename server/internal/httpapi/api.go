@@ -97,19 +97,18 @@ type Config struct {
 
 // API serves the routes of its table.
 type API struct {
-	cfg      Config
-	log      *slog.Logger
-	store    *store.Store
-	auth     *identity.Authority
-	gate     *gate
-	metrics  *metrics.Metrics
-	tasks    *tasks.FrontDoor
-	sessions *tasks.SessionManager
-	inScope  *inscope.Checker
-	devices  *deviceHandlers
-	reg      *dispatch.Registry
-	cluster  *cluster.Cluster
-	keys     *idempotency
+	cfg     Config
+	log     *slog.Logger
+	store   *store.Store
+	auth    *identity.Authority
+	gate    *gate
+	metrics *metrics.Metrics
+	tasks   *taskHandlers
+	inScope *inscope.Checker
+	devices *deviceHandlers
+	reg     *dispatch.Registry
+	cluster *cluster.Cluster
+	keys    *idempotency
 }
 
 // New is the API of cfg. EventsKeepalive defaults to 15 s, Logger to
@@ -121,10 +120,12 @@ func New(cfg Config) *API {
 	devices := &deviceHandlers{log: cfg.Logger, store: cfg.Store, auth: cfg.Auth, inScope: cfg.InScope, devices: cfg.Devices,
 		registry: cfg.Registry, tasks: cfg.Tasks, keys: keys,
 		onEnrolled: cfg.Enrolled, onRevoked: cfg.DeviceRevoked, offerRotation: cfg.OfferRotation}
+	taskAPI := &taskHandlers{log: cfg.Logger, store: cfg.Store, auth: cfg.Auth, tasks: cfg.Tasks, sessions: cfg.Sessions,
+		inScope: cfg.InScope, registry: cfg.Registry, keys: keys, limits: cfg.Limits, keepalive: cfg.EventsKeepalive}
 	g := &gate{log: cfg.Logger, auth: cfg.Auth, authLimit: cfg.AuthLimit, metrics: cfg.Metrics, inScope: cfg.InScope,
 		csrf: http.NewCrossOriginProtection()}
 	return &API{cfg: cfg, log: cfg.Logger, store: cfg.Store, auth: cfg.Auth, gate: g, metrics: cfg.Metrics,
-		tasks: cfg.Tasks, sessions: cfg.Sessions, inScope: cfg.InScope, devices: devices, reg: cfg.Registry,
+		tasks: taskAPI, inScope: cfg.InScope, devices: devices, reg: cfg.Registry,
 		cluster: cfg.Cluster,
 		keys:    keys}
 }
