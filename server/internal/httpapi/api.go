@@ -97,18 +97,19 @@ type Config struct {
 
 // API serves the routes of its table.
 type API struct {
-	cfg     Config
-	log     *slog.Logger
-	store   *store.Store
-	auth    *identity.Authority
-	gate    *gate
-	metrics *metrics.Metrics
-	tasks   *taskHandlers
-	inScope *inscope.Checker
-	devices *deviceHandlers
-	reg     *dispatch.Registry
-	cluster *cluster.Cluster
-	keys    *idempotency
+	cfg        Config
+	log        *slog.Logger
+	store      *store.Store
+	auth       *identity.Authority
+	gate       *gate
+	identities *identityHandlers
+	metrics    *metrics.Metrics
+	tasks      *taskHandlers
+	inScope    *inscope.Checker
+	devices    *deviceHandlers
+	reg        *dispatch.Registry
+	cluster    *cluster.Cluster
+	keys       *idempotency
 }
 
 // New is the API of cfg. EventsKeepalive defaults to 15 s, Logger to
@@ -124,7 +125,9 @@ func New(cfg Config) *API {
 		inScope: cfg.InScope, registry: cfg.Registry, keys: keys, limits: cfg.Limits, keepalive: cfg.EventsKeepalive}
 	g := &gate{log: cfg.Logger, auth: cfg.Auth, authLimit: cfg.AuthLimit, metrics: cfg.Metrics, inScope: cfg.InScope,
 		csrf: http.NewCrossOriginProtection()}
-	return &API{cfg: cfg, log: cfg.Logger, store: cfg.Store, auth: cfg.Auth, gate: g, metrics: cfg.Metrics,
+	identities := &identityHandlers{log: cfg.Logger, store: cfg.Store, auth: cfg.Auth, gate: g,
+		revoke: cfg.Revoke, stop: cfg.Stop, secureCookies: cfg.SecureCookies}
+	return &API{identities: identities, cfg: cfg, log: cfg.Logger, store: cfg.Store, auth: cfg.Auth, gate: g, metrics: cfg.Metrics,
 		tasks: taskAPI, inScope: cfg.InScope, devices: devices, reg: cfg.Registry,
 		cluster: cfg.Cluster,
 		keys:    keys}

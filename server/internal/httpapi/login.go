@@ -31,29 +31,29 @@ const (
 // or always with Config.SecureCookies. Trusting the header cannot weaken
 // anything: a client that lies in it only keeps its own cookie off plain
 // HTTP.
-func (a *API) secureCookie(r *http.Request) bool {
+func (h *identityHandlers) secureCookie(r *http.Request) bool {
 	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
-	return a.cfg.SecureCookies || r.TLS != nil || strings.EqualFold(strings.TrimSpace(proto), "https")
+	return h.secureCookies || r.TLS != nil || strings.EqualFold(strings.TrimSpace(proto), "https")
 }
 
 // login is POST /api/login {"token": ...}: it checks the operator token
 // and sets the login cookie. A wrong token counts as a failed
 // authentication from its source.
-func (a *API) login(w http.ResponseWriter, r *http.Request) {
-	src := a.gate.authLimit.Source(r)
-	if wait := a.gate.authLimit.Blocked(src); wait > 0 {
-		a.gate.tooManyFailures(w, metrics.SurfaceLogin, wait)
+func (h *identityHandlers) login(w http.ResponseWriter, r *http.Request) {
+	src := h.gate.authLimit.Source(r)
+	if wait := h.gate.authLimit.Blocked(src); wait > 0 {
+		h.gate.tooManyFailures(w, metrics.SurfaceLogin, wait)
 		return
 	}
 	var req api.LoginRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
-	c, err := a.auth.CallerByToken(r.Context(), req.Token)
+	c, err := h.auth.CallerByToken(r.Context(), req.Token)
 	switch {
 	case errors.Is(err, identity.ErrWrongToken):
-		a.gate.authFailed(src, metrics.SurfaceLogin, req.Token)
-		a.log.Warn("dashboard login refused", "remote", r.RemoteAddr)
+		h.gate.authFailed(src, metrics.SurfaceLogin, req.Token)
+		h.log.Warn("dashboard login refused", "remote", r.RemoteAddr)
 		writeError(w, http.StatusUnauthorized, "wrong operator token")
 		return
 	case err != nil:
@@ -61,7 +61,7 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now, id := time.Now(), identity.NewToken("")
-	err = a.store.Write(r.Context(), func(tx *store.Tx) error {
+	err = h.store.Write(r.Context(), func(tx *store.Tx) error {
 		return tx.CreateLogin(identity.HashToken(id), c.TokenID, now.Add(LoginTTL), maxLogins)
 	})
 	if err != nil {
@@ -70,28 +70,28 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: LoginCookie, Value: id, Path: "/", Expires: now.Add(LoginTTL), MaxAge: int(LoginTTL.Seconds()),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.secureCookie(r),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: h.secureCookie(r),
 	})
-	a.log.Info("dashboard login", "remote", r.RemoteAddr, "identity", c.Name, "token_id", c.TokenID)
+	h.log.Info("dashboard login", "remote", r.RemoteAddr, "identity", c.Name, "token_id", c.TokenID)
 	writeJSON(w, http.StatusOK, api.LoginResponse{ExpiresAt: now.Add(LoginTTL).UTC()})
 }
 
 // logout is POST /api/logout: it ends the login of the cookie, if any,
 // and clears the cookie. Only the dashboard's own page may: another
 // origin on the same site must not log the operator out.
-func (a *API) logout(w http.ResponseWriter, r *http.Request) {
-	if err := a.gate.fromDashboard(r); err != nil {
-		forbid(a.log, w, r, err)
+func (h *identityHandlers) logout(w http.ResponseWriter, r *http.Request) {
+	if err := h.gate.fromDashboard(r); err != nil {
+		forbid(h.log, w, r, err)
 		return
 	}
 	if c, err := r.Cookie(LoginCookie); err == nil {
-		err := a.store.Write(r.Context(), func(tx *store.Tx) error { return tx.DeleteLogin(identity.HashToken(c.Value)) })
+		err := h.store.Write(r.Context(), func(tx *store.Tx) error { return tx.DeleteLogin(identity.HashToken(c.Value)) })
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, err.Error())
 			return
 		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: LoginCookie, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.secureCookie(r)})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: h.secureCookie(r)})
 	w.WriteHeader(http.StatusNoContent)
 }
