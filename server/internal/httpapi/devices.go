@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
@@ -16,6 +17,9 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 )
+
+// validID is what device ids may look like: safe in paths, logs and URLs.
+var validID = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
 
 // deviceHandlers serve the devices: enrolling and revoking them, their
 // views, tools, certificates and token rotations, the commands and tool

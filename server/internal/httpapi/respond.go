@@ -6,24 +6,19 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strconv"
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
-	"github.com/edgeaip/edgeaip/server/metrics"
 )
 
 // maxRequestBytes caps an API request body.
 const maxRequestBytes = 1 << 20
 
-// validID is what device ids may look like: safe in paths, logs and URLs.
-var validID = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
-
-// forbid answers 403 with err, and logs it to log: a refused request may be an
-// attack.
+// forbid answers 403 with err, and logs it to log: a refused request
+// may be an attack.
 func forbid(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
 	log.Warn("request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
 	writeError(w, http.StatusForbidden, err.Error())
@@ -106,34 +101,6 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, strict bool) bool
 		return false
 	}
 	return true
-}
-
-// health is GET /api/health. It is open, for load balancers; with an
-// operator token (or login) it also lists the online clients in the
-// caller's scope, as UFO's lists them all. A wrong token counts as a
-// failed authentication, and a source refused for too many gets no list.
-// While the database cannot take writes, or the server holds writes it
-// has not taken yet, the server is degraded: 503, with the cause.
-func (a *API) health(w http.ResponseWriter, r *http.Request) {
-	h, code := api.Health{Status: "healthy"}, http.StatusOK
-	if cause := a.cfg.Health(); cause != "" {
-		h, code = api.Health{Status: "degraded", Cause: cause}, http.StatusServiceUnavailable
-	}
-	if src := a.gate.authLimit.Source(r); a.gate.authLimit.Blocked(src) == 0 {
-		c, err := a.gate.authenticate(r)
-		switch {
-		case errors.Is(err, identity.ErrWrongToken):
-			a.gate.authFailed(src, metrics.SurfaceAPI, identity.RequestToken(r, false))
-		case err == nil:
-			h.OnlineClients, _ = a.inScope.Clients(r.Context(), c)
-		}
-	}
-	writeJSON(w, code, h)
-}
-
-func (a *API) openAPI(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(openAPIDocument)
 }
 
 // parseLimit reads a list's "limit" query: def if empty, else 1 to max.

@@ -56,12 +56,12 @@ func (a *API) Routes() []Route {
 	}
 	return []Route{
 		// UFO's endpoints.
-		route("GET", "/api/health", a.health),
+		route("GET", "/api/health", a.node.health),
 		route("GET", "/api/clients", a.tasks.clients),
 		route("POST", "/api/dispatch", a.keys.idempotent(a.tasks.dispatch)),
 		route("GET", "/api/task_result/{task_name}", a.tasks.taskResult),
 		// edgeaip's.
-		route("GET", "/api/openapi.json", a.openAPI),
+		route("GET", "/api/openapi.json", serveOpenAPI),
 		route("GET", "/api/devices", a.devices.listDevices),
 		route("POST", "/api/devices", a.devices.enroll),
 		route("GET", "/api/devices/{id}", a.devices.getDevice),
@@ -85,20 +85,20 @@ func (a *API) Routes() []Route {
 		route("POST", "/api/identities/{name}/tokens", a.identities.rotateIdentity),
 		route("DELETE", "/api/identities/{name}/tokens/{token_id}", a.identities.revokeToken),
 		route("GET", "/api/whoami", a.identities.whoami),
-		route("GET", "/api/cluster", a.clusterView),
+		route("GET", "/api/cluster", a.node.clusterView),
 		route("POST", "/api/login", a.identities.login),
 		route("POST", "/api/logout", a.identities.logout),
-		route("GET", "/metrics", a.serveMetrics),
+		route("GET", "/metrics", a.node.serveMetrics),
 		// The MCP gateway: Streamable HTTP, one endpoint.
-		mount("POST", "/mcp", a.cfg.MCP),
-		mount("GET", "/mcp", a.cfg.MCP),
-		mount("DELETE", "/mcp", a.cfg.MCP),
+		mount("POST", "/mcp", a.mcp),
+		mount("GET", "/mcp", a.mcp),
+		mount("DELETE", "/mcp", a.mcp),
 
 		// Devices' and constellations' links: open to all at the guard,
 		// the endpoint authenticates them itself (a device's token or
 		// certificate, a constellation's operator token) and holds each
 		// message of a constellation to its rule ("WS task").
-		{Method: "GET", Pattern: "/ws", Policy: "GET /ws", Undocumented: undocumentedWebSocket, Handler: a.cfg.WebSocket},
+		{Method: "GET", Pattern: "/ws", Policy: "GET /ws", Undocumented: undocumentedWebSocket, Handler: a.webSocket},
 		// The dashboard: the page and its files, open to all.
 		{Method: "GET", Pattern: "/{$}", Policy: "GET /{$}", Undocumented: undocumentedDashboard, Handler: dash},
 		{Method: "GET", Pattern: "/static/", Policy: "GET /static/", Undocumented: undocumentedDashboard, Handler: dash},
@@ -110,9 +110,4 @@ func (a *API) Routes() []Route {
 		profile("POST", "/debug/pprof/symbol", pprof.Symbol),
 		profile("GET", "/debug/pprof/trace", pprof.Trace),
 	}
-}
-
-// serveMetrics is GET /metrics.
-func (a *API) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	a.metrics.Handler().ServeHTTP(w, r)
 }
