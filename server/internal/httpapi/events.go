@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/eventlog"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
@@ -37,7 +38,7 @@ func (h *taskHandlers) serveEvents(w http.ResponseWriter, r *http.Request) {
 	n, _ := strconv.Atoi(r.Header.Get("Last-Event-ID"))
 	n = max(n, 0)
 	var log eventSource = h.tasks.Events(id)
-	if log == (*tasks.EventLog)(nil) {
+	if log == (*eventlog.Log)(nil) {
 		stored := &storedLog{sessions: h.sessions, log: h.log, ctx: r.Context(), id: id}
 		if err := stored.read(); errors.Is(err, store.ErrNotFound) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))

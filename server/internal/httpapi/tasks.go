@@ -71,7 +71,7 @@ func (h *taskHandlers) listTasks(w http.ResponseWriter, r *http.Request) {
 			page.Next = cursorAfter(rows[i-1])
 			break
 		}
-		page.Tasks = append(page.Tasks, tasks.TaskSummary(row))
+		page.Tasks = append(page.Tasks, inscope.TaskSummary(row))
 	}
 	writeJSON(w, http.StatusOK, page)
 }
@@ -207,7 +207,7 @@ func (h *taskHandlers) lookupTask(w http.ResponseWriter, r *http.Request, id str
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return api.Task{}, false
 	}
-	return tasks.TaskView(row), true
+	return inscope.TaskView(row), true
 }
 
 // timePtr is t, or nil if it is zero: for the API's optional times.

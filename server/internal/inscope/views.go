@@ -52,3 +52,25 @@ func RotationView(id string, rot *store.TokenRotation) api.TokenRotation {
 	}
 	return v
 }
+
+// TaskView is a task as the API shows it, from its row.
+func TaskView(row store.Session) api.Task {
+	return api.Task{TaskSummary: TaskSummary(row), Plan: row.Plan, Result: row.Result, Error: row.Error, OriginalTaskName: row.OriginalTaskName}
+}
+
+// TaskSummary is a task as the API lists it, from its row.
+func TaskSummary(row store.Session) api.TaskSummary {
+	return api.TaskSummary{
+		SessionID: row.ID, TaskName: row.TaskName, DeviceID: row.DeviceID,
+		Requester: api.Requester{Kind: row.RequesterKind, ID: row.RequesterID, Identity: row.Identity, TokenID: row.TokenID},
+		Kind:      row.Kind, ParentID: row.ParentID, State: api.TaskState(row.State), CreatedAt: row.CreatedAt,
+		StartedAt: timePtr(row.StartedAt), FinishedAt: timePtr(row.FinishedAt),
+	}
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

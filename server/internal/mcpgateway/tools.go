@@ -321,7 +321,7 @@ func (g *Gateway) taskInScope(ctx context.Context, id string) (api.Task, error) 
 	case !in:
 		return api.Task{}, errors.New(inscope.NoTask(id))
 	}
-	return tasks.TaskView(row), nil
+	return inscope.TaskView(row), nil
 }
 
 // jsonResult is v as a tool's result: structuredContent, and its JSON as

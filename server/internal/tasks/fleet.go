@@ -96,7 +96,7 @@ func (f *fleetRunner) runDevice(ctx context.Context, i int, dev string) {
 		return
 	}
 	f.set(i, child.ID, api.StateRunning, "")
-	f.fleet.events.add(api.TaskEvent{Type: api.EventDeviceStart, SessionID: child.ID, DeviceID: dev, Steps: child.steps})
+	f.fleet.events.Add(api.TaskEvent{Type: api.EventDeviceStart, SessionID: child.ID, DeviceID: dev, Steps: child.steps})
 	stop := context.AfterFunc(ctx, func() { f.cancelChild(child) })
 	out := f.m.runPlan(child, nil)
 	stop()
@@ -120,7 +120,7 @@ func (f *fleetRunner) cancelChild(child *Session) {
 // or has ended.
 func (f *fleetRunner) rejoin(ctx context.Context, i int, child store.Session) {
 	f.set(i, child.ID, api.StateRunning, "")
-	f.fleet.events.add(api.TaskEvent{Type: api.EventDeviceStart, SessionID: child.ID, DeviceID: child.DeviceID, Steps: len(f.plan.Steps)})
+	f.fleet.events.Add(api.TaskEvent{Type: api.EventDeviceStart, SessionID: child.ID, DeviceID: child.DeviceID, Steps: len(f.plan.Steps)})
 	if live := f.m.liveSession(child.ID); live != nil {
 		stop := context.AfterFunc(ctx, func() { f.cancelChild(live) })
 		<-live.done
@@ -175,7 +175,7 @@ func (f *fleetRunner) forward(e api.TaskEvent) {
 		return
 	}
 	e.Results = nil
-	f.fleet.events.add(e)
+	f.fleet.events.Add(e)
 }
 
 func (f *fleetRunner) set(i int, sessionID string, state api.TaskState, errText string) {
@@ -187,7 +187,7 @@ func (f *fleetRunner) set(i int, sessionID string, state api.TaskState, errText 
 
 func (f *fleetRunner) deviceEnded(i int, sessionID string, state api.TaskState, errText string) {
 	f.set(i, sessionID, state, errText)
-	f.fleet.events.add(api.TaskEvent{Type: api.EventDeviceEnd, SessionID: sessionID, DeviceID: f.spec.devices[i],
+	f.fleet.events.Add(api.TaskEvent{Type: api.EventDeviceEnd, SessionID: sessionID, DeviceID: f.spec.devices[i],
 		State: state, Error: errText})
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/eventlog"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
@@ -327,7 +328,7 @@ func (d *FrontDoor) Live(id string) *Session { return d.sessions.liveSession(id)
 func (d *FrontDoor) Progress(id string) (any, bool) { return d.sessions.progressOf(id) }
 
 // Events is the event log of task id, running or ended lately, or nil.
-func (d *FrontDoor) Events(id string) *EventLog { return d.sessions.eventsOf(id) }
+func (d *FrontDoor) Events(id string) *eventlog.Log { return d.sessions.eventsOf(id) }
 
 // Forget drops what is kept in memory of task id, removed from the
 // store.

@@ -12,6 +12,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
+	"github.com/edgeaip/edgeaip/server/internal/eventlog"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
@@ -58,7 +59,7 @@ type Session struct {
 	steps     int          // how many steps its task has, for progress events
 	fleet     *fleetRunner // a fleet's, which reports its progress
 	createdAt time.Time
-	events    *EventLog
+	events    *eventlog.Log
 	ctx       context.Context
 	cancel    context.CancelCauseFunc // with why, for the running step
 	done      chan struct{}

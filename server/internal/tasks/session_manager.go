@@ -15,6 +15,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
+	"github.com/edgeaip/edgeaip/server/internal/eventlog"
 	"github.com/edgeaip/edgeaip/server/internal/lazylog"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
@@ -113,8 +114,8 @@ type SessionManager struct {
 	// a fleet it runs still starts its devices' tasks.
 	draining bool
 	live     map[string]*Session
-	recent   recentLogs     // event logs of sessions that ended lately
-	wg       sync.WaitGroup // one per live session
+	recent   eventlog.Recent // event logs of sessions that ended lately
+	wg       sync.WaitGroup  // one per live session
 }
 
 func NewSessionManager(cfg SessionConfig, owner store.Owner, st *store.Store, u *unrecorded.Writes, disp *dispatch.Dispatcher, mx *metrics.Metrics,
@@ -193,7 +194,7 @@ func (m *SessionManager) newSession(spec SessionSpec) *Session {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &Session{
 		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, ParentID: spec.ParentID, Requester: spec.Requester,
-		scope: spec.Scope, createdAt: time.Now(), events: newEventLog(spec.DeviceID, spec.Tee), ctx: ctx, done: make(chan struct{}),
+		scope: spec.Scope, createdAt: time.Now(), events: eventlog.New(spec.DeviceID, spec.Tee), ctx: ctx, done: make(chan struct{}),
 		cancel: cancel, key: spec.Key, originalTaskName: spec.OriginalTaskName, waitsForDevice: spec.WaitForDevice,
 		owner: m.owner,
 	}
@@ -302,7 +303,7 @@ func execute[R any](m *SessionManager, s *Session, r runner[R], tell func(outcom
 	if reason := s.cancelReason(); runsElsewhere(reason) {
 		// Its new owner records its end, and tells.
 		log.Warn("session left to another node to run on", "reason", reason)
-		s.events.leave()
+		s.events.Leave()
 		return out
 	}
 	// A single command's outcome, recorded with the command, stands as is.
@@ -318,7 +319,7 @@ func execute[R any](m *SessionManager, s *Session, r runner[R], tell func(outcom
 		level = slog.LevelDebug // its command's "command done" says it at info
 	}
 	log.Log(level, "session ended", "state", out.state, "err", out.err, "reason", s.cancelReason())
-	s.events.add(api.TaskEvent{Type: api.EventEnd, SessionID: s.ID, State: out.state, Status: string(taskEndStatus(out.state)), Result: out.Result, Error: out.err})
+	s.events.Add(api.TaskEvent{Type: api.EventEnd, SessionID: s.ID, State: out.state, Status: string(taskEndStatus(out.state)), Result: out.Result, Error: out.err})
 	if tell != nil && s.cancelReason() != reasonConstellationDisconnected {
 		tell(out, log.Slog())
 	}
@@ -381,7 +382,7 @@ func (m *SessionManager) release(s *Session) {
 		m.mu.Lock()
 		delete(m.live, s.ID)
 		if !runsElsewhere(s.cancelReason()) { // else its events are read from the store
-			m.recent.keep(s.ID, s.events, time.Now())
+			m.recent.Keep(s.ID, s.events, time.Now())
 		}
 		m.mu.Unlock()
 		s.cancel(errSessionEnded)
@@ -467,20 +468,20 @@ func (m *SessionManager) DeviceGone(id string) {
 
 // eventsOf returns the event log of a session that is running or ended
 // lately, or nil.
-func (m *SessionManager) eventsOf(id string) *EventLog {
+func (m *SessionManager) eventsOf(id string) *eventlog.Log {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if s := m.live[id]; s != nil {
 		return s.events
 	}
-	return m.recent.get(id, time.Now())
+	return m.recent.Get(id, time.Now())
 }
 
 // forgetEvents drops the kept event log of a removed session.
 func (m *SessionManager) forgetEvents(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.recent.logs, id)
+	m.recent.Forget(id)
 }
 
 // LiveSessions counts the sessions not yet ended in state, created or

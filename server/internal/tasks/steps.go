@@ -34,7 +34,7 @@ func (st sessionStepper) attempt(ctx context.Context, step step, n int) dispatch
 	actions, tools, err := inv.resolve(step.calls, s.scope)
 	if err != nil {
 		r := dispatch.Result{Err: err}
-		s.events.add(st.stepEvent(api.EventStepEnd, step, n, r))
+		s.events.Add(st.stepEvent(api.EventStepEnd, step, n, r))
 		return r
 	}
 	spec := dispatch.CommandSpec{
@@ -50,7 +50,7 @@ func (st sessionStepper) attempt(ctx context.Context, step step, n int) dispatch
 		spec.Fence = &s.owner
 	}
 	cmd := st.m.disp.NewCommand(spec)
-	s.events.add(st.stepEvent(api.EventStepStart, step, n, dispatch.Result{ResponseID: cmd.ResponseID()}))
+	s.events.Add(st.stepEvent(api.EventStepStart, step, n, dispatch.Result{ResponseID: cmd.ResponseID()}))
 	gctx, cancel := withGrace(ctx, CancelGrace)
 	r := st.m.disp.Run(gctx, cmd)
 	cancel()
@@ -58,14 +58,14 @@ func (st sessionStepper) attempt(ctx context.Context, step step, n int) dispatch
 	case errors.Is(r.Err, store.ErrAdopted):
 		// Its end is the adopter's to tell, in its events too.
 		st.m.cancelSession(s, reasonAdoptedElsewhere)
-		s.events.leave()
+		s.events.Leave()
 		return r
 	case errors.Is(r.Err, store.ErrKeyTaken):
 		st.m.cancelSession(s, reasonKeyTaken)
-		s.events.leave()
+		s.events.Leave()
 		return r
 	}
-	s.events.add(st.stepEvent(api.EventStepEnd, step, n, r))
+	s.events.Add(st.stepEvent(api.EventStepEnd, step, n, r))
 	return r
 }
 
@@ -89,7 +89,7 @@ func (st sessionStepper) replayed(step, n int) bool {
 // numbers them alike.
 func (st sessionStepper) again(ctx context.Context, step step, n int, rec store.Command) dispatch.Result {
 	s := st.s
-	s.events.add(st.stepEvent(api.EventStepStart, step, n, dispatch.Result{ResponseID: rec.ResponseID}))
+	s.events.Add(st.stepEvent(api.EventStepStart, step, n, dispatch.Result{ResponseID: rec.ResponseID}))
 	// A single command whose outcome the store holds, but not its
 	// session's end, has it recorded by the session manager.
 	r := dispatch.Result{ResponseID: rec.ResponseID, Results: rec.Results}
@@ -103,7 +103,7 @@ func (st sessionStepper) again(ctx context.Context, step step, n int, rec store.
 		r = st.m.disp.Resume(gctx, rec, row, &s.owner)
 		cancel()
 	}
-	s.events.add(st.stepEvent(api.EventStepEnd, step, n, r))
+	s.events.Add(st.stepEvent(api.EventStepEnd, step, n, r))
 	return r
 }
 

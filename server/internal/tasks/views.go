@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
-	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
@@ -60,26 +58,4 @@ func PlanFromRequest(request string, maxExpanded int) (*plan.Plan, error) {
 		return nil, fmt.Errorf("not a plan (this server runs plans, not prose): %w", err)
 	}
 	return p, err
-}
-
-// TaskView is a task as the API shows it, from its row.
-func TaskView(row store.Session) api.Task {
-	return api.Task{TaskSummary: TaskSummary(row), Plan: row.Plan, Result: row.Result, Error: row.Error, OriginalTaskName: row.OriginalTaskName}
-}
-
-// TaskSummary is a task as the API lists it, from its row.
-func TaskSummary(row store.Session) api.TaskSummary {
-	return api.TaskSummary{
-		SessionID: row.ID, TaskName: row.TaskName, DeviceID: row.DeviceID,
-		Requester: api.Requester{Kind: row.RequesterKind, ID: row.RequesterID, Identity: row.Identity, TokenID: row.TokenID},
-		Kind:      row.Kind, ParentID: row.ParentID, State: api.TaskState(row.State), CreatedAt: row.CreatedAt,
-		StartedAt: timePtr(row.StartedAt), FinishedAt: timePtr(row.FinishedAt),
-	}
-}
-
-func timePtr(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
 }

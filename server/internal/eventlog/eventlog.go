@@ -1,4 +1,7 @@
-package tasks
+// Package eventlog keeps a task's events while it runs, so that a
+// subscriber who comes late still sees them all, and those of tasks that
+// ended lately, bounded in age and number.
+package eventlog
 
 import (
 	"sync"
@@ -7,12 +10,12 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 )
 
-// EventLog is a session's events, kept while it runs so that a subscriber
+// Log is a session's events, kept while it runs so that a subscriber
 // who comes late still sees them all.
-type EventLog struct {
+type Log struct {
 	deviceID string // stamped on events that name no device
 	// tee, if set, is also given each event: a fleet follows its
-	// children's. Never changed after newEventLog.
+	// children's. Never changed after New.
 	tee func(api.TaskEvent)
 
 	mu     sync.Mutex
@@ -24,12 +27,14 @@ type EventLog struct {
 	changed chan struct{}
 }
 
-func newEventLog(deviceID string, tee func(api.TaskEvent)) *EventLog {
-	return &EventLog{deviceID: deviceID, tee: tee}
+// New is the event log of a task on deviceID; tee, if set, is also
+// given each event.
+func New(deviceID string, tee func(api.TaskEvent)) *Log {
+	return &Log{deviceID: deviceID, tee: tee}
 }
 
-// add appends e; an EventEnd event is the last.
-func (l *EventLog) add(e api.TaskEvent) {
+// Add appends e; an EventEnd event is the last.
+func (l *Log) Add(e api.TaskEvent) {
 	e.Time = time.Now().UTC()
 	if e.DeviceID == "" {
 		e.DeviceID = l.deviceID
@@ -42,7 +47,7 @@ func (l *EventLog) add(e api.TaskEvent) {
 	}
 }
 
-func (l *EventLog) append(e api.TaskEvent) bool {
+func (l *Log) append(e api.TaskEvent) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended {
@@ -50,24 +55,24 @@ func (l *EventLog) append(e api.TaskEvent) bool {
 	}
 	l.events = append(l.events, e)
 	l.ended = e.Type == api.EventEnd
-	l.tell()
+	l.Tell()
 	return true
 }
 
-// leave ends the log without an end event: the task goes on on another
+// Leave ends the log without an end event: the task goes on on another
 // node, which adopted it. A stream of it ends, for its client to resume
 // it, with Last-Event-ID, from the store.
-func (l *EventLog) leave() {
+func (l *Log) Leave() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.ended {
 		l.ended = true
-		l.tell()
+		l.Tell()
 	}
 }
 
-// tell wakes those waiting for the next event. l.mu is held.
-func (l *EventLog) tell() {
+// Tell wakes those waiting for the next event. l.mu is held.
+func (l *Log) Tell() {
 	if l.changed != nil {
 		close(l.changed)
 		l.changed = nil
@@ -76,7 +81,7 @@ func (l *EventLog) tell() {
 
 // Since returns the events after the first n, whether the log has ended,
 // and a channel closed when there is more.
-func (l *EventLog) Since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
+func (l *Log) Since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.changed == nil {
@@ -88,12 +93,12 @@ func (l *EventLog) Since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
 	return l.events[n:], l.ended, l.changed
 }
 
-// recentLogs keeps the event logs of ended sessions for recentLogsTTL, so
+// Recent keeps the event logs of ended sessions for recentTTL, so
 // that a client that subscribes just after a task ended, as one that
 // dispatched a quick task does, still sees every event. It is guarded by
 // the session manager's mutex.
-type recentLogs struct {
-	logs  map[string]*EventLog
+type Recent struct {
+	logs  map[string]*Log
 	order []recentLog // oldest first
 }
 
@@ -102,22 +107,22 @@ type recentLog struct {
 	ended time.Time
 }
 
-// Bounds of recentLogs: an event log holds a task's results, so memory is
+// Bounds of Recent: an event log holds a task's results, so memory is
 // bounded by count as well as by age.
 const (
-	recentLogsTTL = 10 * time.Minute
-	recentLogsMax = 1000
+	recentTTL = 10 * time.Minute
+	recentMax = 1000
 )
 
-func (r *recentLogs) keep(id string, l *EventLog, now time.Time) {
+func (r *Recent) Keep(id string, l *Log, now time.Time) {
 	if l == nil {
 		return
 	}
 	if r.logs == nil {
-		r.logs = map[string]*EventLog{}
+		r.logs = map[string]*Log{}
 	}
 	r.prune(now)
-	if len(r.order) == recentLogsMax {
+	if len(r.order) == recentMax {
 		delete(r.logs, r.order[0].id)
 		r.order = r.order[1:]
 	}
@@ -125,16 +130,19 @@ func (r *recentLogs) keep(id string, l *EventLog, now time.Time) {
 	r.order = append(r.order, recentLog{id: id, ended: now})
 }
 
-func (r *recentLogs) get(id string, now time.Time) *EventLog {
+func (r *Recent) Get(id string, now time.Time) *Log {
 	r.prune(now)
 	return r.logs[id]
 }
 
-func (r *recentLogs) prune(now time.Time) {
+func (r *Recent) prune(now time.Time) {
 	n := 0
-	for n < len(r.order) && now.Sub(r.order[n].ended) > recentLogsTTL {
+	for n < len(r.order) && now.Sub(r.order[n].ended) > recentTTL {
 		delete(r.logs, r.order[n].id)
 		n++
 	}
 	r.order = r.order[n:]
 }
+
+// Forget drops task id's log.
+func (r *Recent) Forget(id string) { delete(r.logs, id) }
