@@ -294,7 +294,7 @@ func TestACommandTooBigForTheFrameCapIsRefusedWithBothSizes(t *testing.T) {
 func TestACommandTheLinkRefusesAsTooBigFailsAtOnceWithBothSizes(t *testing.T) {
 	ts := newTestServer(t, func(c *Config) { c.Conn.MaxFrameBytes = 4096 })
 	dev := ts.device("kiosk-1")
-	resp, err := ts.srv.sessions.RunCommand(context.Background(), operatorCommand("kiosk-1"),
+	resp, err := ts.srv.sessions.RunUnadmitted(context.Background(), operatorCommand("kiosk-1"),
 		[]protocol.Command{{ToolName: "echo", Parameters: map[string]any{"msg": strings.Repeat("z", 5000)}}}, 10*time.Second)
 	require.NoError(t, err)
 	assert.Regexp(t, `^command not sent: its COMMAND frame is 5\d{3} bytes in cbor, more than the frame cap of 4096$`, resp.FirstError())

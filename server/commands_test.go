@@ -67,7 +67,7 @@ func TestASingleCommandsTaskHoldsItsResponseHoweverItEnds(t *testing.T) {
 	ufo, err := ts.dialWire(ts.enroll("ufo-1"), protocol.JSON)
 	require.NoError(t, err)
 	ufo.register("ufo-1")
-	never, err := ts.srv.sessions.RunCommand(ctx, operatorCommand("ufo-1"), []protocol.Command{{ToolName: "echo", CallID: "mine"}}, time.Minute)
+	never, err := ts.srv.sessions.RunUnadmitted(ctx, operatorCommand("ufo-1"), []protocol.Command{{ToolName: "echo", CallID: "mine"}}, time.Minute)
 	require.NoError(t, err)
 	assert.Empty(t, never.ResponseID)
 	assert.Equal(t, []protocol.Result{{Status: protocol.ResultFailure, CallID: "mine",

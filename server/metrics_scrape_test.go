@@ -182,13 +182,13 @@ func TestToolsTheDeviceDoesNotListAreCountedAsUnknown(t *testing.T) {
 	dev := ts.device("kiosk-1", tool("stock", "echo", protocol.ToolAction))
 	dev.serveOK()
 	ctx := context.Background()
-	resp, err := ts.srv.sessions.RunCommand(ctx, operatorCommand("kiosk-1"), []protocol.Command{{ToolName: "echo"}, {ToolName: "nosuchtool"}}, time.Minute)
+	resp, err := ts.srv.sessions.RunUnadmitted(ctx, operatorCommand("kiosk-1"), []protocol.Command{{ToolName: "echo"}, {ToolName: "nosuchtool"}}, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, "success", resp.Status)
 	dev.conn.CloseNow()
 	require.Eventually(t, func() bool { return metric(t, ts.scrape(), "edgeaip_devices_connected") == 0 }, 10*time.Second, 10*time.Millisecond)
 	// Offline: its last registration's inventory still tells.
-	_, err = ts.srv.sessions.RunCommand(ctx, operatorCommand("kiosk-1"), []protocol.Command{{ToolName: "echo"}, {ToolName: "other"}}, 100*time.Millisecond)
+	_, err = ts.srv.sessions.RunUnadmitted(ctx, operatorCommand("kiosk-1"), []protocol.Command{{ToolName: "echo"}, {ToolName: "other"}}, 100*time.Millisecond)
 	require.NoError(t, err)
 
 	fams := ts.scrape()

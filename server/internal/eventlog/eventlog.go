@@ -55,7 +55,7 @@ func (l *Log) append(e api.TaskEvent) bool {
 	}
 	l.events = append(l.events, e)
 	l.ended = e.Type == api.EventEnd
-	l.Tell()
+	l.tell()
 	return true
 }
 
@@ -67,12 +67,12 @@ func (l *Log) Leave() {
 	defer l.mu.Unlock()
 	if !l.ended {
 		l.ended = true
-		l.Tell()
+		l.tell()
 	}
 }
 
-// Tell wakes those waiting for the next event. l.mu is held.
-func (l *Log) Tell() {
+// tell wakes those waiting for the next event. l.mu is held.
+func (l *Log) tell() {
 	if l.changed != nil {
 		close(l.changed)
 		l.changed = nil
@@ -95,8 +95,9 @@ func (l *Log) Since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
 
 // Recent keeps the event logs of ended sessions for recentTTL, so
 // that a client that subscribes just after a task ended, as one that
-// dispatched a quick task does, still sees every event. It is guarded by
-// the session manager's mutex.
+// dispatched a quick task does, still sees every event. It has no lock of
+// its own: whoever holds it guards every call (the session manager, with
+// its mutex).
 type Recent struct {
 	logs  map[string]*Log
 	order []recentLog // oldest first

@@ -121,7 +121,7 @@ func (a AdmittedCommand) SessionID() string { return a.spec.ID }
 // The session runs on a context of its own: ctx bounds creating it
 // alone. An error is a *runError.
 func (a AdmittedCommand) Run(ctx context.Context) (api.CommandResponse, error) {
-	resp, err := a.door.sessions.RunCommand(ctx, a.spec, a.actions, a.timeout)
+	resp, err := a.door.sessions.RunUnadmitted(ctx, a.spec, a.actions, a.timeout)
 	if err != nil {
 		return resp, &RunError{err}
 	}

@@ -253,11 +253,13 @@ func (m *SessionManager) runPlan(s *Session, taskEnd TaskEndFunc) outcome[api.Pl
 	return execute(m, s, planRunner{plan: s.plan}, tell)
 }
 
-// RunCommand runs a single command as a session of its own, as spec
+// RunUnadmitted runs a single command as a session of its own, as spec
 // (its device, requester, scope, key and whether it waits for its
-// device) says, and waits for it: POST
-// /api/devices/{id}/commands. The session's id is spec.ID, or a new one.
-func (m *SessionManager) RunCommand(ctx context.Context, spec SessionSpec, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
+// device) says, and waits for it. It admits nothing: the front door calls
+// it once an order passed admission, and tests of what lies below
+// admission call it; no other code may (internal/importrules). The
+// session's id is spec.ID, or a new one.
+func (m *SessionManager) RunUnadmitted(ctx context.Context, spec SessionSpec, actions []protocol.Command, timeout time.Duration) (api.CommandResponse, error) {
 	if spec.ID == "" {
 		spec.ID = store.NewRowID()
 	}
@@ -604,11 +606,11 @@ func (m *SessionManager) LiveIDs() []string {
 }
 
 // HoldForTest keeps the manager from starting, ending, or refusing any
-// session until release is called: for tests of what waits on it, such
-// as a node that drains.
+// session until release is called (once; a second call does nothing):
+// for tests of what waits on it, such as a node that drains.
 func (m *SessionManager) HoldForTest() (release func()) {
 	m.mu.Lock()
-	return m.mu.Unlock
+	return sync.OnceFunc(m.mu.Unlock)
 }
 
 // RefuseNew makes the manager refuse new tasks (errDraining), for a node

@@ -49,10 +49,15 @@ func (g *Gateway) registered(ctx context.Context, c *dispatch.Link) {
 // pending: once per link, and only once the link is registered, so that
 // the device never gets one before its REGISTER's ack.
 func (g *Gateway) offerRotation(ctx context.Context, c *dispatch.Link) {
-	g.offers.mu.Lock()
-	defer g.offers.mu.Unlock()
-	offer := g.offers.links[c]
-	if offer == nil || !offer.acked || offer.sent != nil {
+	offer := g.offers.get(c)
+	if offer == nil {
+		return
+	}
+	// This link's lock alone is held across the store and the send:
+	// another link's registration, teardown or answer never waits on them.
+	offer.mu.Lock()
+	defer offer.mu.Unlock()
+	if !offer.acked || offer.sent != nil {
 		return
 	}
 	d, err := g.store.Device(ctx, c.ID)
@@ -83,7 +88,8 @@ func (g *Gateway) offerRotation(ctx context.Context, c *dispatch.Link) {
 // acknowledged and the new token offered on it and not yet answered: a
 // link gets at most one offer at a time, and none before its ack. A link
 // is in it from its registration until it ends (forget), so that an offer
-// that comes late finds it gone.
+// that comes late finds it gone. The map's lock guards only the map; each
+// link's offer has a lock of its own.
 type tokenOffers struct {
 	mu    sync.Mutex
 	links map[*dispatch.Link]*linkOffer
@@ -91,6 +97,8 @@ type tokenOffers struct {
 
 // linkOffer is a device link's part in token rotation.
 type linkOffer struct {
+	// mu is held across an offer's store read and write and its send.
+	mu    sync.Mutex
 	acked bool       // its REGISTER was acknowledged
 	sent  *sentToken // the new token offered on it, unanswered
 }
@@ -104,22 +112,32 @@ func (o *tokenOffers) add(c *dispatch.Link) {
 	o.links[c] = &linkOffer{}
 }
 
-// acked marks c's REGISTER acknowledged, unless c has ended.
-func (o *tokenOffers) acked(c *dispatch.Link) {
+// get is c's offer, or nil once c has ended.
+func (o *tokenOffers) get(c *dispatch.Link) *linkOffer {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if l := o.links[c]; l != nil {
+	return o.links[c]
+}
+
+// acked marks c's REGISTER acknowledged, unless c has ended.
+func (o *tokenOffers) acked(c *dispatch.Link) {
+	if l := o.get(c); l != nil {
+		l.mu.Lock()
 		l.acked = true
+		l.mu.Unlock()
 	}
 }
 
 // take returns the token offered on c's link whose rotate_token had
 // response id rid, and forgets it; nil if there is none.
 func (o *tokenOffers) take(c *dispatch.Link, rid string) *sentToken {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	l := o.links[c]
-	if l == nil || l.sent == nil || rid == "" || l.sent.responseID != rid {
+	l := o.get(c)
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sent == nil || rid == "" || l.sent.responseID != rid {
 		return nil
 	}
 	sent := l.sent

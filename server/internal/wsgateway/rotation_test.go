@@ -2,6 +2,7 @@ package wsgateway
 
 import (
 	"testing"
+	"time"
 
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/stretchr/testify/assert"
@@ -27,4 +28,33 @@ func TestALinkThatEndedGetsNoOffer(t *testing.T) {
 	o.forget(c)
 	o.acked(c)
 	assert.NotContains(t, o.links, c)
+}
+
+// An offer under way holds its own link alone: it reads and writes the
+// store and sends on its link under that link's lock, and another link's
+// registration, ack, answer or end must not wait for a slow store or a
+// device that does not read.
+func TestAnOfferUnderWayHoldsOnlyItsOwnLink(t *testing.T) {
+	o := newTokenOffers()
+	busy, other := &dispatch.Link{ID: "kiosk-1"}, &dispatch.Link{ID: "kiosk-2"}
+	o.add(busy)
+	o.acked(busy)
+	under := o.get(busy)
+	under.mu.Lock() // as offerRotation holds it across its I/O
+	defer under.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		o.add(other)
+		o.acked(other)
+		o.take(other, "rt-1")
+		o.forget(other)
+		o.forget(busy)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("another link's registration, ack, answer and end waited for an offer under way")
+	}
 }
