@@ -43,8 +43,6 @@ type Config struct {
 	// Tasks is the front door every request that runs or follows a task
 	// goes through.
 	Tasks *tasks.FrontDoor
-	// Sessions reads the events of a task that does not run here.
-	Sessions *tasks.SessionManager
 	// InScope says what a caller's scope lets it see; Devices is the
 	// cache of enrolled devices that commands are sent to.
 	InScope *inscope.Checker
@@ -124,7 +122,7 @@ func New(cfg Config) *API {
 		devices: &deviceHandlers{log: log, store: cfg.Store, auth: cfg.Auth, inScope: cfg.InScope, devices: cfg.Devices,
 			registry: cfg.Registry, tasks: cfg.Tasks, keys: keys,
 			onEnrolled: cfg.Enrolled, onRevoked: cfg.DeviceRevoked, offerRotation: cfg.OfferRotation},
-		tasks: &taskHandlers{log: log, store: cfg.Store, auth: cfg.Auth, tasks: cfg.Tasks, sessions: cfg.Sessions,
+		tasks: &taskHandlers{log: log, store: cfg.Store, auth: cfg.Auth, tasks: cfg.Tasks,
 			inScope: cfg.InScope, registry: cfg.Registry, keys: keys,
 			limits: cfg.Limits, keepalive: cmp.Or(cfg.EventsKeepalive, 15*time.Second)},
 		identities: &identityHandlers{log: log, store: cfg.Store, auth: cfg.Auth, gate: g,

@@ -39,7 +39,7 @@ func (h *taskHandlers) serveEvents(w http.ResponseWriter, r *http.Request) {
 	n = max(n, 0)
 	var log eventSource = h.tasks.Events(id)
 	if log == (*eventlog.Log)(nil) {
-		stored := &storedLog{sessions: h.sessions, log: h.log, ctx: r.Context(), id: id}
+		stored := &storedLog{tasks: h.tasks, log: h.log, ctx: r.Context(), id: id}
 		if err := stored.read(); errors.Is(err, store.ErrNotFound) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
 			return
@@ -86,10 +86,10 @@ type eventSource interface {
 // store: at first, then at each call of Since, tasks.StoredEventsPoll
 // after the one before.
 type storedLog struct {
-	sessions *tasks.SessionManager
-	log      *slog.Logger
-	ctx      context.Context
-	id       string
+	tasks *tasks.FrontDoor
+	log   *slog.Logger
+	ctx   context.Context
+	id    string
 
 	events []api.TaskEvent
 	ended  bool
@@ -98,7 +98,7 @@ type storedLog struct {
 }
 
 func (l *storedLog) read() error {
-	l.events, l.ended, l.failed = l.sessions.StoredEvents(l.ctx, l.id)
+	l.events, l.ended, l.failed = l.tasks.StoredEvents(l.ctx, l.id)
 	l.fresh = true
 	return l.failed
 }

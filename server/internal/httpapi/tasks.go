@@ -28,7 +28,6 @@ type taskHandlers struct {
 	store    *store.Store
 	auth     *identity.Authority
 	tasks    *tasks.FrontDoor
-	sessions *tasks.SessionManager
 	inScope  *inscope.Checker
 	registry *dispatch.Registry
 	keys     *idempotency
