@@ -3,7 +3,7 @@
 // links within a grace; the Dispatcher, which records each COMMAND before
 // it sends it, decides whether it waits for its device, sends it again on
 // a new link, and records its results exactly once; and, in cluster mode,
-// the links to devices on other nodes behind the Remote it holds
+// the links to devices on other nodes behind the remote (an interface) it holds
 // (ClusterLinks; a single node holds SingleNode). See the server's
 // RATIONALE.md, "A link that loses nothing" and "When a command waits for
 // its device", and internal/cluster/RATIONALE.md.
