@@ -21,7 +21,7 @@ import (
 func (s *Server) newHTTPAPI() *httpapi.API {
 	return httpapi.New(httpapi.Config{
 		Store: s.store, Auth: s.auth, AuthLimit: s.authLimit, Metrics: s.metrics,
-		Tasks: s.tasks, Sessions: s.sessions, InScope: s.inScope, Devices: s.devices, Registry: s.reg, Cluster: s.cluster,
+		Tasks: s.tasks, InScope: s.inScope, Devices: s.devices, Registry: s.reg, Cluster: s.cluster,
 		Logger: s.log, Limits: s.cfg.Limits, SecureCookies: s.cfg.SecureCookies, EventsKeepalive: s.cfg.EventsKeepalive,
 		Pprof: s.cfg.Pprof, Stop: s.stop,
 		Health: func() string {

@@ -43,7 +43,7 @@ func (c *Link) LeaseEpoch() int64 { return c.leaseEpoch.Load() }
 // reach, the one question the dispatcher asks about a device, never
 // finds it in neither state while its link is being replaced or lost.
 type Registry struct {
-	Grace time.Duration
+	grace time.Duration
 	// gone is called when a device's grace ends without it coming back.
 	gone func(id string)
 
@@ -60,7 +60,7 @@ type Registry struct {
 // NewRegistry gives a device whose link drops grace to come back, and
 // calls gone, outside any lock, if it does not.
 func NewRegistry(grace time.Duration, gone func(id string)) *Registry {
-	return &Registry{Grace: grace, gone: gone, byID: map[string]*Link{}, away: map[string]*deviceGrace{}, shutDown: map[string]bool{}}
+	return &Registry{grace: grace, gone: gone, byID: map[string]*Link{}, away: map[string]*deviceGrace{}, shutDown: map[string]bool{}}
 }
 
 // deviceGrace is the time a device between links has to come back.
@@ -106,13 +106,16 @@ func (r *Registry) Remove(c *Link, goingAway bool) (removed, shutDown bool) {
 	return true, false
 }
 
+// Grace is how long a device whose link drops has to come back.
+func (r *Registry) Grace() time.Duration { return r.grace }
+
 // startGrace gives device id its grace; r.mu is held.
 func (r *Registry) startGrace(id string) {
 	if g, ok := r.away[id]; ok {
 		g.timer.Stop()
 	}
-	g := &deviceGrace{ends: time.Now().Add(r.Grace)}
-	g.timer = time.AfterFunc(r.Grace, func() {
+	g := &deviceGrace{ends: time.Now().Add(r.grace)}
+	g.timer = time.AfterFunc(r.grace, func() {
 		r.mu.Lock()
 		ended := r.away[id] == g
 		if ended {

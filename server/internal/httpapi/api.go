@@ -43,8 +43,6 @@ type Config struct {
 	// Tasks is the front door every request that runs or follows a task
 	// goes through.
 	Tasks *tasks.FrontDoor
-	// Sessions reads the events of a task that does not run here.
-	Sessions *tasks.SessionManager
 	// InScope says what a caller's scope lets it see; Devices is the
 	// cache of enrolled devices that commands are sent to.
 	InScope *inscope.Checker
@@ -95,32 +93,43 @@ type Config struct {
 	MCP http.Handler
 }
 
-// API serves the routes of its table.
+// API serves the routes of its table. Each group of routes is served by
+// a handler type of its own, which holds only the parts it uses: the
+// devices, the tasks, the identities and the login, and the node itself;
+// the guard (gate) and the idempotency keys are shared by them all.
 type API struct {
-	cfg       Config
-	log       *slog.Logger
-	store     *store.Store
-	auth      *identity.Authority
-	authLimit *identity.Limiter
-	metrics   *metrics.Metrics
-	tasks     *tasks.FrontDoor
-	sessions  *tasks.SessionManager
-	inScope   *inscope.Checker
-	devices   *inscope.Enrolled
-	reg       *dispatch.Registry
-	cluster   *cluster.Cluster
-	keys      *keyLocks // idempotency keys being served
-	csrf      *http.CrossOriginProtection
+	gate       *gate
+	keys       *idempotency
+	devices    *deviceHandlers
+	tasks      *taskHandlers
+	identities *identityHandlers
+	node       *nodeHandlers
+	// pprof, webSocket and mcp are Config's Pprof, WebSocket and MCP.
+	pprof          bool
+	webSocket, mcp http.Handler
 }
 
 // New is the API of cfg. EventsKeepalive defaults to 15 s, Logger to
 // slog.Default().
 func New(cfg Config) *API {
-	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	cfg.EventsKeepalive = cmp.Or(cfg.EventsKeepalive, 15*time.Second)
-	return &API{cfg: cfg, log: cfg.Logger, store: cfg.Store, auth: cfg.Auth, authLimit: cfg.AuthLimit, metrics: cfg.Metrics,
-		tasks: cfg.Tasks, sessions: cfg.Sessions, inScope: cfg.InScope, devices: cfg.Devices, reg: cfg.Registry,
-		cluster: cfg.Cluster, keys: newKeyLocks(cfg.Logger), csrf: http.NewCrossOriginProtection()}
+	log := cmp.Or(cfg.Logger, slog.Default())
+	g := &gate{log: log, auth: cfg.Auth, authLimit: cfg.AuthLimit, metrics: cfg.Metrics, inScope: cfg.InScope,
+		csrf: http.NewCrossOriginProtection()}
+	keys := &idempotency{log: log, store: cfg.Store, tasks: cfg.Tasks, locks: newKeyLocks(log)}
+	return &API{
+		gate: g,
+		keys: keys,
+		devices: &deviceHandlers{log: log, store: cfg.Store, auth: cfg.Auth, inScope: cfg.InScope, devices: cfg.Devices,
+			registry: cfg.Registry, tasks: cfg.Tasks, keys: keys,
+			onEnrolled: cfg.Enrolled, onRevoked: cfg.DeviceRevoked, offerRotation: cfg.OfferRotation},
+		tasks: &taskHandlers{log: log, store: cfg.Store, auth: cfg.Auth, tasks: cfg.Tasks,
+			inScope: cfg.InScope, registry: cfg.Registry, keys: keys,
+			limits: cfg.Limits, keepalive: cmp.Or(cfg.EventsKeepalive, 15*time.Second)},
+		identities: &identityHandlers{log: log, store: cfg.Store, auth: cfg.Auth, gate: g,
+			revoke: cfg.Revoke, stop: cfg.Stop, secureCookies: cfg.SecureCookies},
+		node:  &nodeHandlers{gate: g, inScope: cfg.InScope, metrics: cfg.Metrics, cluster: cfg.Cluster, degraded: cfg.Health},
+		pprof: cfg.Pprof, webSocket: cfg.WebSocket, mcp: cfg.MCP,
+	}
 }
 
 // Handler serves every route of the table, each behind the guard of its
@@ -128,10 +137,10 @@ func New(cfg Config) *API {
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range a.Routes() {
-		if rt.Profile && !a.cfg.Pprof {
+		if rt.Profile && !a.pprof {
 			continue
 		}
-		mux.Handle(rt.Method+" "+rt.Pattern, a.guard(rt.Policy, rt.Handler))
+		mux.Handle(rt.Method+" "+rt.Pattern, a.gate.guard(rt.Policy, rt.Handler))
 	}
 	return mux
 }

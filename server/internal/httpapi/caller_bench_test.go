@@ -41,7 +41,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		r := httptest.NewRequest("GET", "/api/devices", nil)
 		r.Header.Set("Authorization", "Bearer "+token)
 		for b.Loop() {
-			if _, err := a.authenticate(r); err != nil {
+			if _, err := a.gate.authenticate(r); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -50,7 +50,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		r := httptest.NewRequest("GET", "/api/devices", nil)
 		r.AddCookie(cookie)
 		for b.Loop() {
-			if _, err := a.authenticate(r); err != nil {
+			if _, err := a.gate.authenticate(r); err != nil {
 				b.Fatal(err)
 			}
 		}

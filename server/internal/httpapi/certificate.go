@@ -13,8 +13,8 @@ import (
 
 // signCertificate is POST /api/devices/{id}/certificate: a certificate for
 // an enrolled device's key, signed with the device CA.
-func (a *API) signCertificate(w http.ResponseWriter, r *http.Request) {
-	d, ok := a.lookupDevice(w, r)
+func (h *deviceHandlers) signCertificate(w http.ResponseWriter, r *http.Request) {
+	d, ok := h.lookupDevice(w, r)
 	if !ok {
 		return
 	}
@@ -22,14 +22,14 @@ func (a *API) signCertificate(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	cert, pem, err := a.auth.SignDeviceCertificate(d.ID, req.CSR)
+	cert, pem, err := h.auth.SignDeviceCertificate(d.ID, req.CSR)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	rec := identity.SignedRecord(d.ID, cert)
 	audit := identity.CallerFrom(r).Audit(api.ActionDeviceCertificate, d.ID, map[string]any{"serial": rec.Serial})
-	err = a.store.Write(r.Context(), func(tx *store.Tx) error {
+	err = h.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.Devices().AddCertificate(rec); err != nil {
 			return err
 		}
@@ -39,7 +39,7 @@ func (a *API) signCertificate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	a.log.Info("device certificate signed", "device", d.ID, "certificate", certs.Describe(cert))
+	h.log.Info("device certificate signed", "device", d.ID, "certificate", certs.Describe(cert))
 	writeJSON(w, http.StatusCreated, certificateView(d.ID, cert, pem))
 }
 

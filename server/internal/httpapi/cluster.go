@@ -9,20 +9,20 @@ import (
 
 // clusterView is GET /api/cluster: the nodes, the devices each holds and
 // every device's lease.
-func (a *API) clusterView(w http.ResponseWriter, r *http.Request) {
+func (h *nodeHandlers) clusterView(w http.ResponseWriter, r *http.Request) {
 	out := api.Cluster{Nodes: []api.ClusterNode{}, Leases: []api.DeviceLease{}}
-	if a.cluster == nil {
+	if h.cluster == nil {
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	out.Node, _ = a.cluster.Self()
+	out.Node, _ = h.cluster.Self()
 	out.Version = cluster.ProtocolVersion
-	nodes, err := a.cluster.Nodes(r.Context())
+	nodes, err := h.cluster.Nodes(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	leases, err := a.cluster.Leases(r.Context())
+	leases, err := h.cluster.Leases(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return

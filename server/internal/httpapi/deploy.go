@@ -22,8 +22,8 @@ const frameHeadroom = 64 << 10
 // body is a tool module, which the device's install_tool meta tool
 // verifies, keeps and loads. The answer is the command's response, with
 // the installed tool's description as its Result.
-func (a *API) deployTool(w http.ResponseWriter, r *http.Request) {
-	d, ok := a.enrolled(w, r)
+func (h *deviceHandlers) deployTool(w http.ResponseWriter, r *http.Request) {
+	d, ok := h.enrolled(w, r)
 	if !ok {
 		return
 	}
@@ -54,15 +54,15 @@ func (a *API) deployTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action := protocol.Command{ToolName: protocol.InstallToolName, ToolType: protocol.ToolAction, Parameters: params}
-	resp, err := a.tasks.RunCommand(r.Context(), tasks.CommandTask{
+	resp, err := h.tasks.RunCommand(r.Context(), tasks.CommandTask{
 		Asker: tasks.Asker{Who: identity.CallerFrom(r), Kind: api.RequesterOperator}, Device: d.ID, Actions: []protocol.Command{action},
 		Timeout: q.Get("timeout"), TimeoutArg: timeoutQuery,
 	})
 	if err != nil {
-		a.writeTaskError(w, r, nil, err)
+		h.keys.writeTaskError(w, r, nil, err)
 		return
 	}
-	log := a.log.With("device", d.ID, "session_id", resp.SessionID, "response_id", resp.ResponseID,
+	log := h.log.With("device", d.ID, "session_id", resp.SessionID, "response_id", resp.ResponseID,
 		"call_id", protocol.JoinCallIDs(protocol.ResultCallIDs(resp.Results)), "bytes", len(wasm))
 	if reason := resp.FirstError(); reason != "" {
 		log.Warn("tool deploy failed", "err", reason)

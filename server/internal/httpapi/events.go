@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -27,7 +28,7 @@ import (
 // so a client that reconnects with Last-Event-ID, to this node or
 // another, gets only the events after it. The stream ends when the
 // caller's identity or token is revoked.
-func (a *API) serveEvents(w http.ResponseWriter, r *http.Request) {
+func (h *taskHandlers) serveEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -36,9 +37,9 @@ func (a *API) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	n, _ := strconv.Atoi(r.Header.Get("Last-Event-ID"))
 	n = max(n, 0)
-	var log eventSource = a.tasks.Events(id)
+	var log eventSource = h.tasks.Events(id)
 	if log == (*eventlog.Log)(nil) {
-		stored := &storedLog{a: a, ctx: r.Context(), id: id}
+		stored := &storedLog{tasks: h.tasks, log: h.log, ctx: r.Context(), id: id}
 		if err := stored.read(); errors.Is(err, store.ErrNotFound) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
 			return
@@ -48,12 +49,12 @@ func (a *API) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		log = stored
 	}
-	revoked, stop := a.auth.Watch(identity.CallerFrom(r))
+	revoked, stop := h.auth.Watch(identity.CallerFrom(r))
 	defer stop()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	keepalive := time.NewTicker(a.cfg.EventsKeepalive)
+	keepalive := time.NewTicker(h.keepalive)
 	defer keepalive.Stop()
 	for {
 		events, ended, more := log.Since(n)
@@ -85,9 +86,10 @@ type eventSource interface {
 // store: at first, then at each call of Since, tasks.StoredEventsPoll
 // after the one before.
 type storedLog struct {
-	a   *API
-	ctx context.Context
-	id  string
+	tasks *tasks.FrontDoor
+	log   *slog.Logger
+	ctx   context.Context
+	id    string
 
 	events []api.TaskEvent
 	ended  bool
@@ -96,14 +98,14 @@ type storedLog struct {
 }
 
 func (l *storedLog) read() error {
-	l.events, l.ended, l.failed = l.a.sessions.StoredEvents(l.ctx, l.id)
+	l.events, l.ended, l.failed = l.tasks.StoredEvents(l.ctx, l.id)
 	l.fresh = true
 	return l.failed
 }
 
 func (l *storedLog) Since(n int) ([]api.TaskEvent, bool, <-chan struct{}) {
 	if !l.fresh && l.read() != nil {
-		l.a.log.Warn("task events not read from the store; ending the stream", "session_id", l.id, "err", l.failed)
+		l.log.Warn("task events not read from the store; ending the stream", "session_id", l.id, "err", l.failed)
 	}
 	l.fresh = false
 	if l.failed != nil {

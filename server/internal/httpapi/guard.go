@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -12,13 +13,25 @@ import (
 	"github.com/edgeaip/edgeaip/server/metrics"
 )
 
+// gate is the guard of every route: it finds who a request acts for,
+// counts and throttles failed authentications, and holds the caller to
+// its route's rule and to its scope.
+type gate struct {
+	log       *slog.Logger
+	auth      *identity.Authority
+	authLimit *identity.Limiter
+	metrics   *metrics.Metrics
+	inScope   *inscope.Checker
+	csrf      *http.CrossOriginProtection
+}
+
 // guard serves h as the policy says for the route key: public, or for an
 // authenticated caller whose role and scope allow it, which h then finds
 // with identity.CallerFrom. A route without a rule is refused to all.
-func (a *API) guard(key string, h http.Handler) http.Handler {
+func (g *gate) guard(key string, h http.Handler) http.Handler {
 	ru, ok := identity.RuleFor(key)
 	if !ok {
-		a.log.Error("route has no access policy: refused to everyone", "route", key)
+		g.log.Error("route has no access policy: refused to everyone", "route", key)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusForbidden, fmt.Sprintf("%s has no access policy: refused", key))
 		})
@@ -27,16 +40,16 @@ func (a *API) guard(key string, h http.Handler) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, ok := a.admit(w, r)
+		c, ok := g.admit(w, r)
 		if !ok {
 			return
 		}
 		if err := ru.Allows(c, key); err != nil {
-			a.forbid(w, r, err)
+			forbid(g.log, w, r, err)
 			return
 		}
 		r = identity.WithCaller(r, c)
-		if !a.pathInScope(w, r, ru.Scope) {
+		if !g.pathInScope(w, r, ru.Scope) {
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -46,21 +59,21 @@ func (a *API) guard(key string, h http.Handler) http.Handler {
 // admit authenticates r, answering it if it cannot go on: 429 from a
 // source that failed too often, 401 without live credentials, 403 for a
 // cookie from another origin, 503 if the store fails.
-func (a *API) admit(w http.ResponseWriter, r *http.Request) (*identity.Caller, bool) {
-	src := a.authLimit.Source(r)
-	if wait := a.authLimit.Blocked(src); wait > 0 {
-		a.tooManyFailures(w, metrics.SurfaceAPI, wait)
+func (g *gate) admit(w http.ResponseWriter, r *http.Request) (*identity.Caller, bool) {
+	src := g.authLimit.Source(r)
+	if wait := g.authLimit.Blocked(src); wait > 0 {
+		g.tooManyFailures(w, metrics.SurfaceAPI, wait)
 		return nil, false
 	}
-	c, err := a.authenticate(r)
+	c, err := g.authenticate(r)
 	switch {
 	case errors.Is(err, identity.ErrWrongToken):
-		a.authFailed(src, metrics.SurfaceAPI, identity.RequestToken(r, false))
+		g.authFailed(src, metrics.SurfaceAPI, identity.RequestToken(r, false))
 		writeError(w, http.StatusUnauthorized, err.Error())
 	case errors.Is(err, identity.ErrNoCredentials), errors.Is(err, identity.ErrNoLogin):
 		writeError(w, http.StatusUnauthorized, err.Error())
 	case errors.Is(err, errForbiddenOrigin):
-		a.forbid(w, r, err)
+		forbid(g.log, w, r, err)
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 	default:
@@ -74,20 +87,20 @@ func (a *API) admit(w http.ResponseWriter, r *http.Request) (*identity.Caller, b
 // also pass the same-origin check (the error is errForbiddenOrigin, with
 // the caller); a request that carries a token is not a browser's ambient
 // credential and needs none.
-func (a *API) authenticate(r *http.Request) (*identity.Caller, error) {
+func (g *gate) authenticate(r *http.Request) (*identity.Caller, error) {
 	if token := identity.RequestToken(r, false); token != "" {
-		return a.auth.CallerByToken(r.Context(), token)
+		return g.auth.CallerByToken(r.Context(), token)
 	}
 	cookie, err := r.Cookie(LoginCookie)
 	if err != nil || cookie.Value == "" {
 		return nil, identity.ErrNoCredentials
 	}
-	c, err := a.auth.CallerByLogin(r.Context(), cookie.Value)
+	c, err := g.auth.CallerByLogin(r.Context(), cookie.Value)
 	if err != nil {
 		return nil, err
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return c, a.fromDashboard(r)
+		return c, g.fromDashboard(r)
 	}
 	return c, nil
 }
@@ -95,13 +108,13 @@ func (a *API) authenticate(r *http.Request) (*identity.Caller, error) {
 // authFailed counts a failed authentication with token from src on
 // surface, and logs the source being refused when this failure makes it
 // so.
-func (a *API) authFailed(src netip.Addr, surface, token string) {
-	AuthFailed(a.authLimit, a.metrics, src, surface, token)
+func (g *gate) authFailed(src netip.Addr, surface, token string) {
+	AuthFailed(g.authLimit, g.metrics, src, surface, token)
 }
 
 // tooManyFailures answers 429 to a source refused for wait more.
-func (a *API) tooManyFailures(w http.ResponseWriter, surface string, wait int) {
-	TooManyFailures(w, a.metrics, surface, wait)
+func (g *gate) tooManyFailures(w http.ResponseWriter, surface string, wait int) {
+	TooManyFailures(w, g.metrics, surface, wait)
 }
 
 // AuthFailed counts a failed authentication with token from src on
@@ -124,7 +137,7 @@ func TooManyFailures(w http.ResponseWriter, m *metrics.Metrics, surface string, 
 // pathInScope holds a scoped caller to its scope for the object the
 // path names, answering 404 for one outside it, as for one that does not
 // exist.
-func (a *API) pathInScope(w http.ResponseWriter, r *http.Request, sr identity.ScopeRule) bool {
+func (g *gate) pathInScope(w http.ResponseWriter, r *http.Request, sr identity.ScopeRule) bool {
 	c := identity.CallerFrom(r)
 	if !c.Scoped() {
 		return true
@@ -135,10 +148,10 @@ func (a *API) pathInScope(w http.ResponseWriter, r *http.Request, sr identity.Sc
 	var missing string
 	switch sr {
 	case identity.PathDevice:
-		in, err = a.inScope.Device(r.Context(), c, id)
+		in, err = g.inScope.Device(r.Context(), c, id)
 		missing = inscope.DeviceNotEnrolled(id)
 	case identity.PathTask:
-		in, err = a.inScope.Task(r.Context(), c, id)
+		in, err = g.inScope.Task(r.Context(), c, id)
 		missing = inscope.NoTask(id)
 	default:
 		return true
@@ -150,4 +163,21 @@ func (a *API) pathInScope(w http.ResponseWriter, r *http.Request, sr identity.Sc
 		writeError(w, http.StatusNotFound, missing)
 	}
 	return err == nil && in
+}
+
+// errForbiddenOrigin: a cookie-authenticated request that changes state
+// must come from the dashboard's own origin.
+var errForbiddenOrigin = errors.New("cross-origin request refused: a request authenticated by the login cookie that changes state must come from the dashboard's own page")
+
+// fromDashboard checks that r comes from the dashboard's own origin. A
+// request with neither Sec-Fetch-Site nor Origin is refused too: every
+// browser that could hold the login cookie sends one of them.
+func (g *gate) fromDashboard(r *http.Request) error {
+	if r.Header.Get("Sec-Fetch-Site") == "" && r.Header.Get("Origin") == "" {
+		return errForbiddenOrigin
+	}
+	if err := g.csrf.Check(r); err != nil {
+		return fmt.Errorf("%w (%w)", errForbiddenOrigin, err)
+	}
+	return nil
 }

@@ -16,7 +16,7 @@ func TestARouteWithoutARuleIsRefusedToEveryone(t *testing.T) {
 	logs := &testenv.LogBuffer{}
 	a := New(Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	rec := httptest.NewRecorder()
-	a.guard("GET /api/nothing", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("a route with no rule was served") })).
+	a.gate.guard("GET /api/nothing", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("a route with no rule was served") })).
 		ServeHTTP(rec, httptest.NewRequest("GET", "/api/nothing", nil))
 	assert.Equal(t, http.StatusForbidden, rec.Code)
 	assert.Contains(t, rec.Body.String(), "GET /api/nothing has no access policy: refused")

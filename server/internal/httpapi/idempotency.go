@@ -32,6 +32,16 @@ const (
 	maxIdempotencyKey = 255
 )
 
+// idempotency serves the requests that start a task, so that a repeat
+// under the same Idempotency-Key gets the first one's answer, and
+// answers those whose task did not start.
+type idempotency struct {
+	log   *slog.Logger
+	store *store.Store
+	tasks *tasks.FrontDoor
+	locks *keyLocks // idempotency keys being served
+}
+
 // keyedHandler serves a request that starts a task. key, if not nil, is
 // the request's idempotency key, not yet recorded: the handler gives it to
 // the task it starts (tasks.CommandTask's Key, PlanTask's, FleetTask's),
@@ -46,18 +56,18 @@ type keyedHandler func(w http.ResponseWriter, r *http.Request, key *store.Idempo
 // a command's repeat gets the command's outcome when it ends. A first
 // request that started nothing (refused, say) recorded no key, so its
 // repeat is served as new.
-func (a *API) idempotent(h keyedHandler) http.HandlerFunc {
+func (i *idempotency) idempotent(h keyedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if len(r.Header.Values(api.IdempotencyKeyHeader)) == 0 {
 			h(w, r, nil)
 			return
 		}
-		k, err := a.keyOf(w, r)
+		k, err := i.keyOf(w, r)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		unlock, err := a.keys.lock(r.Context(), k)
+		unlock, err := i.locks.lock(r.Context(), k)
 		switch {
 		case errors.Is(err, errAnotherRequest):
 			writeError(w, http.StatusUnprocessableEntity, anotherRequestError(k.Key))
@@ -67,7 +77,7 @@ func (a *API) idempotent(h keyedHandler) http.HandlerFunc {
 			return
 		}
 		defer unlock()
-		if !a.repeatAnswered(w, r, k) {
+		if !i.repeatAnswered(w, r, k) {
 			h(w, r, &k)
 		}
 	}
@@ -77,8 +87,8 @@ func (a *API) idempotent(h keyedHandler) http.HandlerFunc {
 // first request's answer, or 422 if r is another request. It reports
 // whether it answered; if not, r is the first with its key that this
 // node has seen.
-func (a *API) repeatAnswered(w http.ResponseWriter, r *http.Request, k store.IdempotencyKey) bool {
-	first, err := a.store.IdempotencyKeys().Get(r.Context(), k.Identity, k.Key)
+func (i *idempotency) repeatAnswered(w http.ResponseWriter, r *http.Request, k store.IdempotencyKey) bool {
+	first, err := i.store.IdempotencyKeys().Get(r.Context(), k.Identity, k.Key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return false
@@ -87,7 +97,7 @@ func (a *API) repeatAnswered(w http.ResponseWriter, r *http.Request, k store.Ide
 	case first.Fingerprint != k.Fingerprint:
 		writeError(w, http.StatusUnprocessableEntity, anotherRequestError(k.Key))
 	default:
-		a.replay(r.Context(), w, first)
+		i.replay(r.Context(), w, first)
 	}
 	return true
 }
@@ -96,16 +106,28 @@ func (a *API) repeatAnswered(w http.ResponseWriter, r *http.Request, k store.Ide
 // not start (err). A request that lost the race for its key to another
 // (on another node of a cluster, which recorded it first: ErrKeyTaken)
 // is a repeat of that one, and gets its answer.
-func (a *API) writeStartError(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey, err error) {
-	if key != nil && errors.Is(err, store.ErrKeyTaken) && a.repeatAnswered(w, r, *key) {
+func (i *idempotency) writeStartError(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey, err error) {
+	if key != nil && errors.Is(err, store.ErrKeyTaken) && i.repeatAnswered(w, r, *key) {
 		return
 	}
 	writeSessionError(w, err)
 }
 
+// writeTaskError answers a request the front door did not carry out,
+// with key if not nil: an order it refused as writeRequestError does, a
+// task that did not start or run (*tasks.RunError) as writeStartError does.
+func (i *idempotency) writeTaskError(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey, err error) {
+	var failed *tasks.RunError
+	if errors.As(err, &failed) {
+		i.writeStartError(w, r, key, failed.Err)
+		return
+	}
+	writeRequestError(w, err)
+}
+
 // keyOf is r's idempotency key, with its fingerprint. It reads r's body,
 // and puts it back for the handler.
-func (a *API) keyOf(w http.ResponseWriter, r *http.Request) (store.IdempotencyKey, error) {
+func (i *idempotency) keyOf(w http.ResponseWriter, r *http.Request) (store.IdempotencyKey, error) {
 	key, err := parseIdempotencyKey(r.Header.Values(api.IdempotencyKeyHeader))
 	if err != nil {
 		return store.IdempotencyKey{}, err
@@ -115,7 +137,7 @@ func (a *API) keyOf(w http.ResponseWriter, r *http.Request) (store.IdempotencyKe
 		return store.IdempotencyKey{}, fmt.Errorf("request body: %w", err)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	return store.IdempotencyKey{Identity: a.identity(r), Key: key, Fingerprint: fingerprint(r, body)}, nil
+	return store.IdempotencyKey{Identity: i.identity(r), Key: key, Fingerprint: fingerprint(r, body)}, nil
 }
 
 // withAnswer is key, if not nil, carrying answer, the answer a repeat
@@ -132,7 +154,7 @@ func withAnswer(key *store.IdempotencyKey, answer any) *store.IdempotencyKey {
 
 // identity is who sent r, whose idempotency keys are theirs alone: the
 // name of its operator identity, whichever of its tokens it used.
-func (a *API) identity(r *http.Request) string {
+func (i *idempotency) identity(r *http.Request) string {
 	return identity.CallerFrom(r).Name
 }
 
@@ -172,12 +194,12 @@ func anotherRequestError(key string) string {
 
 // replay answers a repeat with the answer of the first request, first:
 // the one recorded with its key, or else (a command) its session's result.
-func (a *API) replay(ctx context.Context, w http.ResponseWriter, first store.IdempotencyKey) {
+func (i *idempotency) replay(ctx context.Context, w http.ResponseWriter, first store.IdempotencyKey) {
 	answer := first.Response
 	if answer == nil {
 		var code int
 		var err error
-		if answer, code, err = a.commandAnswer(ctx, first); err != nil {
+		if answer, code, err = i.commandAnswer(ctx, first); err != nil {
 			writeError(w, code, err.Error())
 			return
 		}
@@ -191,13 +213,13 @@ func (a *API) replay(ctx context.Context, w http.ResponseWriter, first store.Ide
 // commandAnswer is the answer to the single command whose key is first,
 // once it has ended: its session's result, or, for a session a server
 // restart ended, the response its command's record makes.
-func (a *API) commandAnswer(ctx context.Context, first store.IdempotencyKey) ([]byte, int, error) {
+func (i *idempotency) commandAnswer(ctx context.Context, first store.IdempotencyKey) ([]byte, int, error) {
 	// The first request under the key may run on another node of a
 	// cluster, or have been adopted by one, beyond this node's keyLocks:
 	// the repeat waits for the task there, as it would wait here for the
 	// first request.
-	row, err := a.tasks.Ended(ctx, first.SessionID, func(row store.Session) {
-		a.log.Info("a repeated request waits for the task the first request under its key started",
+	row, err := i.tasks.Ended(ctx, first.SessionID, func(row store.Session) {
+		i.log.Info("a repeated request waits for the task the first request under its key started",
 			"session_id", row.ID, "owner", row.Owner)
 	})
 	switch {
@@ -208,7 +230,7 @@ func (a *API) commandAnswer(ctx context.Context, first store.IdempotencyKey) ([]
 	case row.Result != nil:
 		return row.Result, 0, nil
 	}
-	cmds, err := a.store.Commands().OfSession(ctx, row.ID)
+	cmds, err := i.store.Commands().OfSession(ctx, row.ID)
 	if err != nil {
 		return nil, http.StatusServiceUnavailable, err
 	}

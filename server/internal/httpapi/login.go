@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -27,51 +26,34 @@ const (
 	maxLogins = 1000
 )
 
-// errForbiddenOrigin: a cookie-authenticated request that changes state
-// must come from the dashboard's own origin.
-var errForbiddenOrigin = errors.New("cross-origin request refused: a request authenticated by the login cookie that changes state must come from the dashboard's own page")
-
-// fromDashboard checks that r comes from the dashboard's own origin. A
-// request with neither Sec-Fetch-Site nor Origin is refused too: every
-// browser that could hold the login cookie sends one of them.
-func (a *API) fromDashboard(r *http.Request) error {
-	if r.Header.Get("Sec-Fetch-Site") == "" && r.Header.Get("Origin") == "" {
-		return errForbiddenOrigin
-	}
-	if err := a.csrf.Check(r); err != nil {
-		return fmt.Errorf("%w (%w)", errForbiddenOrigin, err)
-	}
-	return nil
-}
-
 // secureCookie says whether the login cookie must be Secure: when r came
 // over TLS, through a proxy that says it did (X-Forwarded-Proto: https),
 // or always with Config.SecureCookies. Trusting the header cannot weaken
 // anything: a client that lies in it only keeps its own cookie off plain
 // HTTP.
-func (a *API) secureCookie(r *http.Request) bool {
+func (h *identityHandlers) secureCookie(r *http.Request) bool {
 	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
-	return a.cfg.SecureCookies || r.TLS != nil || strings.EqualFold(strings.TrimSpace(proto), "https")
+	return h.secureCookies || r.TLS != nil || strings.EqualFold(strings.TrimSpace(proto), "https")
 }
 
 // login is POST /api/login {"token": ...}: it checks the operator token
 // and sets the login cookie. A wrong token counts as a failed
 // authentication from its source.
-func (a *API) login(w http.ResponseWriter, r *http.Request) {
-	src := a.authLimit.Source(r)
-	if wait := a.authLimit.Blocked(src); wait > 0 {
-		a.tooManyFailures(w, metrics.SurfaceLogin, wait)
+func (h *identityHandlers) login(w http.ResponseWriter, r *http.Request) {
+	src := h.gate.authLimit.Source(r)
+	if wait := h.gate.authLimit.Blocked(src); wait > 0 {
+		h.gate.tooManyFailures(w, metrics.SurfaceLogin, wait)
 		return
 	}
 	var req api.LoginRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
-	c, err := a.auth.CallerByToken(r.Context(), req.Token)
+	c, err := h.auth.CallerByToken(r.Context(), req.Token)
 	switch {
 	case errors.Is(err, identity.ErrWrongToken):
-		a.authFailed(src, metrics.SurfaceLogin, req.Token)
-		a.log.Warn("dashboard login refused", "remote", r.RemoteAddr)
+		h.gate.authFailed(src, metrics.SurfaceLogin, req.Token)
+		h.log.Warn("dashboard login refused", "remote", r.RemoteAddr)
 		writeError(w, http.StatusUnauthorized, "wrong operator token")
 		return
 	case err != nil:
@@ -79,7 +61,7 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now, id := time.Now(), identity.NewToken("")
-	err = a.store.Write(r.Context(), func(tx *store.Tx) error {
+	err = h.store.Write(r.Context(), func(tx *store.Tx) error {
 		return tx.Identities().CreateLogin(identity.HashToken(id), c.TokenID, now.Add(LoginTTL), maxLogins)
 	})
 	if err != nil {
@@ -88,28 +70,28 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: LoginCookie, Value: id, Path: "/", Expires: now.Add(LoginTTL), MaxAge: int(LoginTTL.Seconds()),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.secureCookie(r),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: h.secureCookie(r),
 	})
-	a.log.Info("dashboard login", "remote", r.RemoteAddr, "identity", c.Name, "token_id", c.TokenID)
+	h.log.Info("dashboard login", "remote", r.RemoteAddr, "identity", c.Name, "token_id", c.TokenID)
 	writeJSON(w, http.StatusOK, api.LoginResponse{ExpiresAt: now.Add(LoginTTL).UTC()})
 }
 
 // logout is POST /api/logout: it ends the login of the cookie, if any,
 // and clears the cookie. Only the dashboard's own page may: another
 // origin on the same site must not log the operator out.
-func (a *API) logout(w http.ResponseWriter, r *http.Request) {
-	if err := a.fromDashboard(r); err != nil {
-		a.forbid(w, r, err)
+func (h *identityHandlers) logout(w http.ResponseWriter, r *http.Request) {
+	if err := h.gate.fromDashboard(r); err != nil {
+		forbid(h.log, w, r, err)
 		return
 	}
 	if c, err := r.Cookie(LoginCookie); err == nil {
-		err := a.store.Write(r.Context(), func(tx *store.Tx) error { return tx.Identities().DeleteLogin(identity.HashToken(c.Value)) })
+		err := h.store.Write(r.Context(), func(tx *store.Tx) error { return tx.Identities().DeleteLogin(identity.HashToken(c.Value)) })
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, err.Error())
 			return
 		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: LoginCookie, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.secureCookie(r)})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: h.secureCookie(r)})
 	w.WriteHeader(http.StatusNoContent)
 }

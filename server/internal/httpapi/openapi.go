@@ -1,6 +1,9 @@
 package httpapi
 
-import _ "embed"
+import (
+	_ "embed"
+	"net/http"
+)
 
 // openAPIDocument is the OpenAPI 3 description of the operator API, served
 // at GET /api/openapi.json. Tests check that it is valid OpenAPI 3, that
@@ -14,3 +17,9 @@ var openAPIDocument []byte
 // OpenAPIDocument is openapi.json, for the tests that hold the server to
 // it. It is the served document itself: do not change it.
 func OpenAPIDocument() []byte { return openAPIDocument }
+
+// serveOpenAPI is GET /api/openapi.json: openapi.json, as it is.
+func serveOpenAPI(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(openAPIDocument)
+}

@@ -18,8 +18,8 @@ import (
 // token"): the store records the rotation, pending; the link that holds
 // the device offers it the new token (Config.OfferRotation), and the
 // answer waits, within the request's wait, for the device to confirm it.
-func (a *API) rotateToken(w http.ResponseWriter, r *http.Request) {
-	d, ok := a.lookupDevice(w, r)
+func (h *deviceHandlers) rotateToken(w http.ResponseWriter, r *http.Request) {
+	d, ok := h.lookupDevice(w, r)
 	if !ok {
 		return
 	}
@@ -33,13 +33,13 @@ func (a *API) rotateToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if a.deviceWire(d) == protocol.JSON.String() {
+	if h.deviceWire(d) == protocol.JSON.String() {
 		writeError(w, http.StatusConflict, fmt.Sprintf("device %q links over JSON, UFO's wire, which cannot carry a new token: "+
 			"enroll it again to give it one (aipctl device revoke %[1]s; aipctl device enroll %[1]s)", d.ID))
 		return
 	}
 	audit := identity.CallerFrom(r).Audit(api.ActionDeviceRotateToken, d.ID, map[string]any{"grace": grace.String()})
-	err := a.store.Write(r.Context(), func(tx *store.Tx) error {
+	err := h.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.Devices().RequestRotation(d.ID, grace); err != nil {
 			return err
 		}
@@ -49,9 +49,9 @@ func (a *API) rotateToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	settled := a.auth.WaitRotation(d.ID)
-	linked := a.cfg.OfferRotation(r.Context(), d.ID)
-	a.log.Info("device token rotation requested", "device", d.ID, "grace", grace, "linked", linked)
+	settled := h.auth.WaitRotation(d.ID)
+	linked := h.offerRotation(r.Context(), d.ID)
+	h.log.Info("device token rotation requested", "device", d.ID, "grace", grace, "linked", linked)
 	if linked {
 		select {
 		case <-settled:
@@ -60,13 +60,13 @@ func (a *API) rotateToken(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	a.answerRotation(w, r, d.ID, grace)
+	h.answerRotation(w, r, d.ID, grace)
 }
 
 // answerRotation answers a rotation request with the rotation's state:
 // 200 once the device has confirmed it, 202 while it is pending.
-func (a *API) answerRotation(w http.ResponseWriter, r *http.Request, id string, grace time.Duration) {
-	d, ok := a.lookupDevice(w, r)
+func (h *deviceHandlers) answerRotation(w http.ResponseWriter, r *http.Request, id string, grace time.Duration) {
+	d, ok := h.lookupDevice(w, r)
 	if !ok {
 		return
 	}
@@ -79,8 +79,8 @@ func (a *API) answerRotation(w http.ResponseWriter, r *http.Request, id string, 
 
 // deviceWire is the wire of device d's link, or of its last one if it is
 // not linked, "" if it never was.
-func (a *API) deviceWire(d store.Device) string {
-	if c := a.reg.Device(d.ID); c != nil {
+func (h *deviceHandlers) deviceWire(d store.Device) string {
+	if c := h.registry.Device(d.ID); c != nil {
 		return c.Conn.Encoding().String()
 	}
 	return d.Wire

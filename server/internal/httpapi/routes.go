@@ -56,49 +56,49 @@ func (a *API) Routes() []Route {
 	}
 	return []Route{
 		// UFO's endpoints.
-		route("GET", "/api/health", a.health),
-		route("GET", "/api/clients", a.clients),
-		route("POST", "/api/dispatch", a.idempotent(a.dispatch)),
-		route("GET", "/api/task_result/{task_name}", a.taskResult),
+		route("GET", "/api/health", a.node.health),
+		route("GET", "/api/clients", a.tasks.clients),
+		route("POST", "/api/dispatch", a.keys.idempotent(a.tasks.dispatch)),
+		route("GET", "/api/task_result/{task_name}", a.tasks.taskResult),
 		// edgeaip's.
-		route("GET", "/api/openapi.json", a.openAPI),
-		route("GET", "/api/devices", a.listDevices),
-		route("POST", "/api/devices", a.enroll),
-		route("GET", "/api/devices/{id}", a.getDevice),
-		route("DELETE", "/api/devices/{id}", a.revoke),
-		route("GET", "/api/devices/{id}/tools", a.deviceTools),
-		route("POST", "/api/devices/{id}/token", a.rotateToken),
-		route("POST", "/api/devices/{id}/certificate", a.signCertificate),
-		route("POST", "/api/devices/{id}/commands", a.idempotent(a.command)),
-		route("POST", "/api/devices/{id}/tools", a.deployTool),
-		route("GET", "/api/tasks", a.listTasks),
-		route("GET", "/api/tasks/{id}", a.getTask),
-		route("DELETE", "/api/tasks/{id}", a.removeTask),
-		route("POST", "/api/tasks/{id}/cancel", a.cancelTask),
-		route("GET", "/api/tasks/{id}/events", a.serveEvents),
-		route("GET", "/api/audit", a.audit),
-		route("POST", "/api/fleets", a.idempotent(a.createFleet)),
-		route("POST", "/api/admission", a.checkAdmission),
-		route("GET", "/api/identities", a.listIdentities),
-		route("POST", "/api/identities", a.addIdentity),
-		route("DELETE", "/api/identities/{name}", a.revokeIdentity),
-		route("POST", "/api/identities/{name}/tokens", a.rotateIdentity),
-		route("DELETE", "/api/identities/{name}/tokens/{token_id}", a.revokeToken),
-		route("GET", "/api/whoami", a.whoami),
-		route("GET", "/api/cluster", a.clusterView),
-		route("POST", "/api/login", a.login),
-		route("POST", "/api/logout", a.logout),
-		route("GET", "/metrics", a.serveMetrics),
+		route("GET", "/api/openapi.json", serveOpenAPI),
+		route("GET", "/api/devices", a.devices.listDevices),
+		route("POST", "/api/devices", a.devices.enroll),
+		route("GET", "/api/devices/{id}", a.devices.getDevice),
+		route("DELETE", "/api/devices/{id}", a.devices.revoke),
+		route("GET", "/api/devices/{id}/tools", a.devices.deviceTools),
+		route("POST", "/api/devices/{id}/token", a.devices.rotateToken),
+		route("POST", "/api/devices/{id}/certificate", a.devices.signCertificate),
+		route("POST", "/api/devices/{id}/commands", a.keys.idempotent(a.devices.command)),
+		route("POST", "/api/devices/{id}/tools", a.devices.deployTool),
+		route("GET", "/api/tasks", a.tasks.listTasks),
+		route("GET", "/api/tasks/{id}", a.tasks.getTask),
+		route("DELETE", "/api/tasks/{id}", a.tasks.removeTask),
+		route("POST", "/api/tasks/{id}/cancel", a.tasks.cancelTask),
+		route("GET", "/api/tasks/{id}/events", a.tasks.serveEvents),
+		route("GET", "/api/audit", a.devices.audit),
+		route("POST", "/api/fleets", a.keys.idempotent(a.tasks.createFleet)),
+		route("POST", "/api/admission", a.tasks.checkAdmission),
+		route("GET", "/api/identities", a.identities.listIdentities),
+		route("POST", "/api/identities", a.identities.addIdentity),
+		route("DELETE", "/api/identities/{name}", a.identities.revokeIdentity),
+		route("POST", "/api/identities/{name}/tokens", a.identities.rotateIdentity),
+		route("DELETE", "/api/identities/{name}/tokens/{token_id}", a.identities.revokeToken),
+		route("GET", "/api/whoami", a.identities.whoami),
+		route("GET", "/api/cluster", a.node.clusterView),
+		route("POST", "/api/login", a.identities.login),
+		route("POST", "/api/logout", a.identities.logout),
+		route("GET", "/metrics", a.node.serveMetrics),
 		// The MCP gateway: Streamable HTTP, one endpoint.
-		mount("POST", "/mcp", a.cfg.MCP),
-		mount("GET", "/mcp", a.cfg.MCP),
-		mount("DELETE", "/mcp", a.cfg.MCP),
+		mount("POST", "/mcp", a.mcp),
+		mount("GET", "/mcp", a.mcp),
+		mount("DELETE", "/mcp", a.mcp),
 
 		// Devices' and constellations' links: open to all at the guard,
 		// the endpoint authenticates them itself (a device's token or
 		// certificate, a constellation's operator token) and holds each
 		// message of a constellation to its rule ("WS task").
-		{Method: "GET", Pattern: "/ws", Policy: "GET /ws", Undocumented: undocumentedWebSocket, Handler: a.cfg.WebSocket},
+		{Method: "GET", Pattern: "/ws", Policy: "GET /ws", Undocumented: undocumentedWebSocket, Handler: a.webSocket},
 		// The dashboard: the page and its files, open to all.
 		{Method: "GET", Pattern: "/{$}", Policy: "GET /{$}", Undocumented: undocumentedDashboard, Handler: dash},
 		{Method: "GET", Pattern: "/static/", Policy: "GET /static/", Undocumented: undocumentedDashboard, Handler: dash},
@@ -110,9 +110,4 @@ func (a *API) Routes() []Route {
 		profile("POST", "/debug/pprof/symbol", pprof.Symbol),
 		profile("GET", "/debug/pprof/trace", pprof.Trace),
 	}
-}
-
-// serveMetrics is GET /metrics.
-func (a *API) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	a.metrics.Handler().ServeHTTP(w, r)
 }

@@ -330,6 +330,12 @@ func (d *FrontDoor) Progress(id string) (any, bool) { return d.sessions.progress
 // Events is the event log of task id, running or ended lately, or nil.
 func (d *FrontDoor) Events(id string) *eventlog.Log { return d.sessions.eventsOf(id) }
 
+// StoredEvents reads task id's events from the store, for a task that
+// does not run here (on another node, or ended): see storedEvents.
+func (d *FrontDoor) StoredEvents(ctx context.Context, id string) ([]api.TaskEvent, bool, error) {
+	return d.sessions.StoredEvents(ctx, id)
+}
+
 // Forget drops what is kept in memory of task id, removed from the
 // store.
 func (d *FrontDoor) Forget(id string) { d.sessions.forgetEvents(id) }

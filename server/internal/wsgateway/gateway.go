@@ -303,7 +303,7 @@ func (g *Gateway) unregister(c *dispatch.Link, goingAway bool) {
 		if shutDown {
 			g.log.Info("device shut down: its agent closed the link as it stopped", "device", c.ID)
 		} else {
-			g.log.Info("device disconnected", "device", c.ID, "grace", g.reg.Grace)
+			g.log.Info("device disconnected", "device", c.ID, "grace", g.reg.Grace())
 		}
 		return
 	}
@@ -320,7 +320,7 @@ func (g *Gateway) GraceEnded(id string) {
 		g.disp.Leases().Drop(id, 0)
 		return
 	}
-	g.log.Info("device did not come back within its grace", "device", id, "grace", g.reg.Grace)
+	g.log.Info("device did not come back within its grace", "device", id, "grace", g.reg.Grace())
 	g.disp.Abandon(id)
 	g.sessions.DeviceGone(id)
 	g.disp.Leases().Release(id)

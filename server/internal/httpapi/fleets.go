@@ -18,22 +18,22 @@ import (
 // device whose labels match, and that is in the caller's scope, as one
 // fleet task, and answers at once. key, if not nil, is recorded with the
 // task, with the answer.
-func (a *API) createFleet(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
+func (h *taskHandlers) createFleet(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
 	who := identity.CallerFrom(r)
 	var req api.FleetRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
-	if err := checkFleetRequest(req, a.tasks.MaxSessions()); err != nil {
+	if err := checkFleetRequest(req, h.tasks.MaxSessions()); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	p, err := tasks.PlanField(req.Plan, a.cfg.Limits.MaxPlanBytes)
+	p, err := tasks.PlanField(req.Plan, h.limits.MaxPlanBytes)
 	if err != nil {
 		writeRequestError(w, err)
 		return
 	}
-	selector, devices, err := a.tasks.FleetTargets(r.Context(), who, req.Labels)
+	selector, devices, err := h.tasks.FleetTargets(r.Context(), who, req.Labels)
 	if err != nil {
 		writeError(w, targetsStatus(err), err.Error())
 		return
@@ -45,12 +45,12 @@ func (a *API) createFleet(w http.ResponseWriter, r *http.Request, key *store.Ide
 	}
 	resp := api.FleetResponse{SessionID: f.ID, TaskName: f.TaskName, Devices: devices}
 	f.Key = withAnswer(key, resp)
-	sess, err := a.tasks.StartFleet(r.Context(), f)
+	sess, err := h.tasks.StartFleet(r.Context(), f)
 	if err != nil {
-		a.writeTaskError(w, r, key, err)
+		h.keys.writeTaskError(w, r, key, err)
 		return
 	}
-	a.log.Info("fleet dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "labels", tasks.LabelText(req.Labels),
+	h.log.Info("fleet dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "labels", tasks.LabelText(req.Labels),
 		"devices", len(devices), "concurrency", f.Concurrency, "abort_percent", req.AbortPercent)
 	writeJSON(w, http.StatusOK, resp)
 }

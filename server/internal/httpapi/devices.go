@@ -1,24 +1,48 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
-	"strconv"
-	"time"
+	"regexp"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 )
 
+// validID is what device ids may look like: safe in paths, logs and URLs.
+var validID = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
+
+// deviceHandlers serve the devices: enrolling and revoking them, their
+// views, tools, certificates and token rotations, the commands and tool
+// deploys sent to them, and the audit log of what was done to them.
+type deviceHandlers struct {
+	log      *slog.Logger
+	store    *store.Store
+	auth     *identity.Authority
+	inScope  *inscope.Checker
+	devices  *inscope.Enrolled
+	registry *dispatch.Registry
+	tasks    *tasks.FrontDoor
+	keys     *idempotency
+	// onEnrolled, onRevoked and offerRotation are Config's Enrolled,
+	// DeviceRevoked and OfferRotation.
+	onEnrolled    func(id string)
+	onRevoked     func(id string)
+	offerRotation func(ctx context.Context, id string) bool
+}
+
 // enroll is POST /api/devices. A scoped admin enrolls only devices whose
 // labels its scope picks.
-func (a *API) enroll(w http.ResponseWriter, r *http.Request) {
+func (h *deviceHandlers) enroll(w http.ResponseWriter, r *http.Request) {
 	who := identity.CallerFrom(r)
 	var req api.EnrollRequest
 	if !readJSON(w, r, &req) {
@@ -29,10 +53,10 @@ func (a *API) enroll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !who.Scope.Device(req.Labels) {
-		a.forbid(w, r, fmt.Errorf(`field "labels": identity %q may enroll only devices its scope picks (%s)`, who.Name, who.Scope.Devices))
+		forbid(h.log, w, r, fmt.Errorf(`field "labels": identity %q may enroll only devices its scope picks (%s)`, who.Name, who.Scope.Devices))
 		return
 	}
-	if c := a.reg.Get(req.ID); c != nil {
+	if c := h.registry.Get(req.ID); c != nil {
 		writeError(w, http.StatusConflict, fmt.Sprintf("%q is the id of a connected %s client", req.ID, c.Type))
 		return
 	}
@@ -41,14 +65,14 @@ func (a *API) enroll(w http.ResponseWriter, r *http.Request) {
 	if req.CSR != "" {
 		var pem []byte
 		var err error
-		if cert, pem, err = a.auth.SignDeviceCertificate(req.ID, req.CSR); err != nil {
+		if cert, pem, err = h.auth.SignDeviceCertificate(req.ID, req.CSR); err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		resp.Certificate = string(pem)
 	}
 	params := map[string]any{"labels": req.Labels}
-	err := a.store.Write(r.Context(), func(tx *store.Tx) error {
+	err := h.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.Devices().Create(req.ID, identity.HashToken(resp.Token), req.Labels); err != nil {
 			return err
 		}
@@ -66,21 +90,21 @@ func (a *API) enroll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		a.log.Error("enroll failed", "device", req.ID, "err", err)
+		h.log.Error("enroll failed", "device", req.ID, "err", err)
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	a.cfg.Enrolled(req.ID)
-	a.log.Info("device enrolled", "device", req.ID, "certificate", cert != nil, "by", who.Name)
+	h.onEnrolled(req.ID)
+	h.log.Info("device enrolled", "device", req.ID, "certificate", cert != nil, "by", who.Name)
 	writeJSON(w, http.StatusCreated, resp)
 }
 
 // revoke deletes a device: its tokens stop working and its certificates
 // are revoked, its connection closes at once, its waiting commands fail
 // and its sessions are cancelled.
-func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
+func (h *deviceHandlers) revoke(w http.ResponseWriter, r *http.Request) {
 	id, who := r.PathValue("id"), identity.CallerFrom(r)
-	err := a.store.Write(r.Context(), func(tx *store.Tx) error {
+	err := h.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.Devices().Delete(id); err != nil {
 			return err
 		}
@@ -93,14 +117,14 @@ func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	a.cfg.DeviceRevoked(id)
-	a.log.Info("device revoked", "device", id, "by", who.Name)
+	h.onRevoked(id)
+	h.log.Info("device revoked", "device", id, "by", who.Name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // listDevices is GET /api/devices: the devices in the caller's scope.
-func (a *API) listDevices(w http.ResponseWriter, r *http.Request) {
-	devs, err := a.store.Devices().All(r.Context())
+func (h *deviceHandlers) listDevices(w http.ResponseWriter, r *http.Request) {
+	devs, err := h.store.Devices().All(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -109,27 +133,27 @@ func (a *API) listDevices(w http.ResponseWriter, r *http.Request) {
 	out := make([]api.Device, 0, len(devs))
 	for _, d := range devs {
 		if who.Scope.Device(d.Labels) {
-			out = append(out, a.inScope.DeviceView(d, who.Scope))
+			out = append(out, h.inScope.DeviceView(d, who.Scope))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (a *API) getDevice(w http.ResponseWriter, r *http.Request) {
-	if d, ok := a.lookupDevice(w, r); ok {
-		writeJSON(w, http.StatusOK, a.inScope.DeviceView(d, identity.CallerFrom(r).Scope))
+func (h *deviceHandlers) getDevice(w http.ResponseWriter, r *http.Request) {
+	if d, ok := h.lookupDevice(w, r); ok {
+		writeJSON(w, http.StatusOK, h.inScope.DeviceView(d, identity.CallerFrom(r).Scope))
 	}
 }
 
 // deviceTools is GET /api/devices/{id}/tools: the tools in the caller's
 // scope.
-func (a *API) deviceTools(w http.ResponseWriter, r *http.Request) {
-	d, ok := a.lookupDevice(w, r)
+func (h *deviceHandlers) deviceTools(w http.ResponseWriter, r *http.Request) {
+	d, ok := h.lookupDevice(w, r)
 	if !ok {
 		return
 	}
 	tools := []protocol.MCPToolInfo{}
-	if v := a.inScope.DeviceView(d, identity.CallerFrom(r).Scope); v.Info != nil && v.Info.Tools != nil {
+	if v := h.inScope.DeviceView(d, identity.CallerFrom(r).Scope); v.Info != nil && v.Info.Tools != nil {
 		tools = v.Info.Tools
 	}
 	writeJSON(w, http.StatusOK, tools)
@@ -137,17 +161,17 @@ func (a *API) deviceTools(w http.ResponseWriter, r *http.Request) {
 
 // lookupDevice is the device the request's path names, as the store has
 // it, info and last_seen included: for the views of a device.
-func (a *API) lookupDevice(w http.ResponseWriter, r *http.Request) (store.Device, bool) {
+func (h *deviceHandlers) lookupDevice(w http.ResponseWriter, r *http.Request) (store.Device, bool) {
 	id := r.PathValue("id")
-	d, err := a.store.Devices().Get(r.Context(), id)
+	d, err := h.store.Devices().Get(r.Context(), id)
 	return d, deviceFound(w, id, err)
 }
 
 // enrolled is the device the request's path names, from the device
 // cache: for the requests that send it commands.
-func (a *API) enrolled(w http.ResponseWriter, r *http.Request) (inscope.Device, bool) {
+func (h *deviceHandlers) enrolled(w http.ResponseWriter, r *http.Request) (inscope.Device, bool) {
 	id := r.PathValue("id")
-	d, err := a.devices.Get(r.Context(), id)
+	d, err := h.devices.Get(r.Context(), id)
 	return d, deviceFound(w, id, err)
 }
 
@@ -168,8 +192,8 @@ func deviceFound(w http.ResponseWriter, id string, err error) bool {
 // command is POST /api/devices/{id}/commands: one command, run as a
 // session of its own, answered when it ends. key, if not nil, is recorded
 // with the command.
-func (a *API) command(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
-	d, ok := a.enrolled(w, r)
+func (h *deviceHandlers) command(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
+	d, ok := h.enrolled(w, r)
 	if !ok {
 		return
 	}
@@ -177,82 +201,13 @@ func (a *API) command(w http.ResponseWriter, r *http.Request, key *store.Idempot
 	if !readJSON(w, r, &req) {
 		return
 	}
-	resp, err := a.tasks.RunCommand(r.Context(), tasks.CommandTask{
+	resp, err := h.tasks.RunCommand(r.Context(), tasks.CommandTask{
 		Asker: tasks.Asker{Who: identity.CallerFrom(r), Kind: api.RequesterOperator}, Device: d.ID, Actions: req.Actions,
 		Timeout: req.Timeout, TimeoutArg: `field "timeout"`, Key: key, WaitForDevice: req.WaitForDevice,
 	})
 	if err != nil {
-		a.writeTaskError(w, r, key, err)
+		h.keys.writeTaskError(w, r, key, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
-}
-
-// audit is GET /api/audit?device=&session=&identity=&since=&after=&limit=:
-// the audit log, oldest first. A caller whose scope picks devices reads
-// the entries about those devices alone.
-func (a *API) audit(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	f := store.AuditFilter{DeviceID: q.Get("device"), SessionID: q.Get("session"), Identity: q.Get("identity")}
-	if since := q.Get("since"); since != "" {
-		t, err := time.Parse(time.RFC3339Nano, since)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf(`query "since": %q is not an RFC 3339 time`, since))
-			return
-		}
-		f.Since = t
-	}
-	var after int64
-	if text := q.Get("after"); text != "" {
-		n, err := strconv.ParseInt(text, 10, 64)
-		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("query \"after\": %q is not a sequence number", text))
-			return
-		}
-		after = n
-	}
-	limit, ok := parseLimit(w, q.Get("limit"), defaultAuditLimit, maxAuditLimit)
-	if !ok {
-		return
-	}
-	f.AfterSeq, f.Limit = after, limit
-	only, err := a.inScope.Devices(r.Context(), identity.CallerFrom(r))
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, err.Error())
-		return
-	}
-	f.OnlyDevices = only
-	entries, err := a.store.Audit().List(r.Context(), f)
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, err.Error())
-		return
-	}
-	out := make([]api.AuditEntry, len(entries))
-	for i, e := range entries {
-		out[i] = api.AuditEntry{
-			Seq: e.Seq, At: e.At, Actor: e.Actor, Identity: e.Identity, TokenID: e.TokenID, Action: e.Action, DeviceID: e.DeviceID, SessionID: e.SessionID, ResponseID: e.ResponseID,
-			CallID: e.CallID, Tool: e.Tool, Namespace: e.Namespace, ModuleSHA256: e.ModuleSHA256, Parameters: e.Parameters,
-			Outcome: e.Outcome, Error: e.Error, Late: e.Late,
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// Page sizes of GET /api/audit.
-const (
-	defaultAuditLimit = 100
-	maxAuditLimit     = 1000
-)
-
-// parseLimit reads a list's "limit" query: def if empty, else 1 to max.
-func parseLimit(w http.ResponseWriter, s string, def, max int) (int, bool) {
-	if s == "" {
-		return def, true
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > max {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("query \"limit\": %q: want 1 to %d", s, max))
-		return 0, false
-	}
-	return n, true
 }

@@ -21,20 +21,20 @@ import (
 // scope, no device with the labels, a plan that does not parse) is an
 // error, as it is for the request it stands for, and so is one the
 // caller's role forbids (403); what admission refuses is a verdict, 200.
-func (a *API) checkAdmission(w http.ResponseWriter, r *http.Request) {
+func (h *taskHandlers) checkAdmission(w http.ResponseWriter, r *http.Request) {
 	var req api.AdmissionRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
 	who := identity.CallerFrom(r)
-	devices, code, err := a.admissionTargets(r, who, req)
+	devices, code, err := h.admissionTargets(r, who, req)
 	if err != nil {
 		writeError(w, code, err.Error())
 		return
 	}
-	o, err := a.admissionOrder(who, req, devices)
+	o, err := h.admissionOrder(who, req, devices)
 	if err == nil {
-		err = a.tasks.DryRun(o)
+		err = h.tasks.DryRun(o)
 	}
 	verdict := api.AdmissionResponse{Admitted: err == nil, Devices: make([]api.AdmissionDevice, len(devices))}
 	var refused *tasks.Refusal
@@ -46,7 +46,7 @@ func (a *API) checkAdmission(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for i, id := range devices {
-		verdict.Devices[i] = a.admissionDevice(r, id)
+		verdict.Devices[i] = h.admissionDevice(r, id)
 	}
 	writeJSON(w, http.StatusOK, verdict)
 }
@@ -54,15 +54,15 @@ func (a *API) checkAdmission(w http.ResponseWriter, r *http.Request) {
 // admissionTargets are the devices in who's scope a dry run is for, or
 // an error and its status. A device outside the scope is not enrolled,
 // as for the request the dry run stands for.
-func (a *API) admissionTargets(r *http.Request, who *identity.Caller, req api.AdmissionRequest) ([]string, int, error) {
+func (h *taskHandlers) admissionTargets(r *http.Request, who *identity.Caller, req api.AdmissionRequest) ([]string, int, error) {
 	switch {
 	case (req.Device == "") == (len(req.Labels) == 0):
 		return nil, http.StatusBadRequest, errors.New(`give either "device" or "labels"`)
 	case req.Device != "":
-		_, err := a.store.Devices().Get(r.Context(), req.Device)
+		_, err := h.store.Devices().Get(r.Context(), req.Device)
 		in := err == nil
 		if in {
-			in, err = a.inScope.Device(r.Context(), who, req.Device)
+			in, err = h.inScope.Device(r.Context(), who, req.Device)
 		}
 		switch {
 		case err != nil && !errors.Is(err, store.ErrNotFound):
@@ -72,7 +72,7 @@ func (a *API) admissionTargets(r *http.Request, who *identity.Caller, req api.Ad
 		}
 		return []string{req.Device}, 0, nil
 	}
-	_, devices, err := a.tasks.FleetTargets(r.Context(), who, req.Labels)
+	_, devices, err := h.tasks.FleetTargets(r.Context(), who, req.Labels)
 	if err != nil {
 		return nil, targetsStatus(err), err
 	}
@@ -81,13 +81,13 @@ func (a *API) admissionTargets(r *http.Request, who *identity.Caller, req api.Ad
 
 // admissionOrder is what a dry run checks: the plan or the actions, for
 // devices, asked by who.
-func (a *API) admissionOrder(who *identity.Caller, req api.AdmissionRequest, devices []string) (tasks.Order, error) {
+func (h *taskHandlers) admissionOrder(who *identity.Caller, req api.AdmissionRequest, devices []string) (tasks.Order, error) {
 	hasPlan := len(req.Plan) > 0 && string(req.Plan) != "null"
 	switch {
 	case hasPlan == (len(req.Actions) > 0):
 		return tasks.Order{}, errors.New(`give either "plan" or "actions"`)
 	case hasPlan:
-		p, err := tasks.PlanField(req.Plan, a.cfg.Limits.MaxPlanBytes)
+		p, err := tasks.PlanField(req.Plan, h.limits.MaxPlanBytes)
 		if err != nil {
 			return tasks.Order{}, err
 		}
@@ -103,9 +103,9 @@ func (a *API) admissionOrder(who *identity.Caller, req api.AdmissionRequest, dev
 
 // admissionDevice is how fresh what admission checked device id against
 // is.
-func (a *API) admissionDevice(r *http.Request, id string) api.AdmissionDevice {
-	d := api.AdmissionDevice{ID: id, Online: a.reg.Device(id) != nil}
-	if dev, err := a.store.Devices().Get(r.Context(), id); err == nil && !dev.LastSeen.IsZero() {
+func (h *taskHandlers) admissionDevice(r *http.Request, id string) api.AdmissionDevice {
+	d := api.AdmissionDevice{ID: id, Online: h.registry.Device(id) != nil}
+	if dev, err := h.store.Devices().Get(r.Context(), id); err == nil && !dev.LastSeen.IsZero() {
 		d.LastSeen = &dev.LastSeen
 	}
 	return d

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"time"
@@ -19,6 +20,22 @@ var validIdentityName = regexp.MustCompile(`^[A-Za-z0-9_@-][A-Za-z0-9._@-]{0,63}
 
 // maxRotationGrace bounds how long a rotation may keep the old tokens.
 const maxRotationGrace = 30 * 24 * time.Hour
+
+// identityHandlers serve the operators' identities: adding, listing,
+// revoking and rotating them and their tokens, whoami, and the
+// dashboard's login.
+type identityHandlers struct {
+	log   *slog.Logger
+	store *store.Store
+	auth  *identity.Authority
+	// gate counts and throttles the login's failed authentications.
+	gate *gate
+	// revoke, stop and secureCookies are Config's Revoke, Stop and
+	// SecureCookies.
+	revoke        func(identity.Revocation)
+	stop          <-chan struct{}
+	secureCookies bool
+}
 
 // identityRequest is an IdentityRequest checked: 400 names the field at
 // fault.
@@ -49,7 +66,7 @@ func identityRequest(req api.IdentityRequest) (store.Identity, error) {
 
 // addIdentity is POST /api/identities: a new identity and its first
 // token, shown this once.
-func (a *API) addIdentity(w http.ResponseWriter, r *http.Request) {
+func (h *identityHandlers) addIdentity(w http.ResponseWriter, r *http.Request) {
 	var req api.IdentityRequest
 	if !readJSON(w, r, &req) {
 		return
@@ -61,7 +78,7 @@ func (a *API) addIdentity(w http.ResponseWriter, r *http.Request) {
 	}
 	token, tok := identity.NewOperatorToken(id.Name)
 	c := identity.CallerFrom(r)
-	err = a.store.Write(r.Context(), func(tx *store.Tx) error {
+	err = h.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.Identities().Create(id, tok); err != nil {
 			return err
 		}
@@ -76,13 +93,13 @@ func (a *API) addIdentity(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	a.log.Info("identity added", "identity", id.Name, "role", id.Role, "token_id", tok.ID, "by", c.Name)
+	h.log.Info("identity added", "identity", id.Name, "role", id.Role, "token_id", tok.ID, "by", c.Name)
 	writeJSON(w, http.StatusCreated, api.TokenResponse{Identity: id.Name, TokenID: tok.ID, Token: token})
 }
 
 // listIdentities is GET /api/identities.
-func (a *API) listIdentities(w http.ResponseWriter, r *http.Request) {
-	ids, err := a.store.Identities().All(r.Context())
+func (h *identityHandlers) listIdentities(w http.ResponseWriter, r *http.Request) {
+	ids, err := h.store.Identities().All(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -112,42 +129,42 @@ func tokenViews(tokens []store.Token) []api.IdentityToken {
 
 // revokeIdentity is DELETE /api/identities/{name}: its tokens stop
 // working, and what they have open closes.
-func (a *API) revokeIdentity(w http.ResponseWriter, r *http.Request) {
+func (h *identityHandlers) revokeIdentity(w http.ResponseWriter, r *http.Request) {
 	name, c := r.PathValue("name"), identity.CallerFrom(r)
-	err := a.store.Write(r.Context(), func(tx *store.Tx) error {
+	err := h.store.Write(r.Context(), func(tx *store.Tx) error {
 		if _, err := tx.Identities().Delete(name); err != nil {
 			return err
 		}
 		return tx.Audit().Append(c.Audit(api.ActionIdentityRevoke, "", map[string]any{"name": name}))
 	})
-	if !a.identityWritten(w, name, err) {
+	if !h.identityWritten(w, name, err) {
 		return
 	}
-	a.cfg.Revoke(identity.Revocation{Identity: name})
-	a.log.Info("identity revoked", "identity", name, "by", c.Name)
+	h.revoke(identity.Revocation{Identity: name})
+	h.log.Info("identity revoked", "identity", name, "by", c.Name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // revokeToken is DELETE /api/identities/{name}/tokens/{token_id}.
-func (a *API) revokeToken(w http.ResponseWriter, r *http.Request) {
+func (h *identityHandlers) revokeToken(w http.ResponseWriter, r *http.Request) {
 	name, id, c := r.PathValue("name"), r.PathValue("token_id"), identity.CallerFrom(r)
-	err := a.store.Write(r.Context(), func(tx *store.Tx) error {
+	err := h.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.Identities().DeleteToken(name, id); err != nil {
 			return err
 		}
 		return tx.Audit().Append(c.Audit(api.ActionIdentityRevokeToken, "", map[string]any{"name": name, "token_id": id}))
 	})
-	if !a.identityWritten(w, name, err) {
+	if !h.identityWritten(w, name, err) {
 		return
 	}
-	a.cfg.Revoke(identity.Revocation{Identity: name, TokenIDs: []string{id}})
-	a.log.Info("token revoked", "identity", name, "token_id", id, "by", c.Name)
+	h.revoke(identity.Revocation{Identity: name, TokenIDs: []string{id}})
+	h.log.Info("token revoked", "identity", name, "token_id", id, "by", c.Name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // rotateIdentity is POST /api/identities/{name}/tokens: a new token, shown
 // this once; the identity's other tokens stop working after the grace.
-func (a *API) rotateIdentity(w http.ResponseWriter, r *http.Request) {
+func (h *identityHandlers) rotateIdentity(w http.ResponseWriter, r *http.Request) {
 	name, c := r.PathValue("name"), identity.CallerFrom(r)
 	var req api.IdentityRotateRequest
 	if !readJSON(w, r, &req) {
@@ -161,7 +178,7 @@ func (a *API) rotateIdentity(w http.ResponseWriter, r *http.Request) {
 	token, tok := identity.NewOperatorToken(name)
 	ends := time.Now().Add(grace)
 	var old []string
-	err = a.store.Write(r.Context(), func(tx *store.Tx) error {
+	err = h.store.Write(r.Context(), func(tx *store.Tx) error {
 		if err := tx.Identities().AddToken(tok); err != nil {
 			return err
 		}
@@ -172,15 +189,15 @@ func (a *API) rotateIdentity(w http.ResponseWriter, r *http.Request) {
 		return tx.Audit().Append(c.Audit(api.ActionIdentityRotate, "", map[string]any{
 			"name": name, "token_id": tok.ID, "grace": grace.String(), "ending": old}))
 	})
-	if !a.identityWritten(w, name, err) {
+	if !h.identityWritten(w, name, err) {
 		return
 	}
 	// The old tokens' callers are read again, with their expiry, which
 	// the cache then checks; their revocation at the end of the grace
 	// drops them anyway.
-	a.auth.ForgetCallers(name)
-	a.revokeAfter(grace, identity.Revocation{Identity: name, TokenIDs: old})
-	a.log.Info("identity rotated", "identity", name, "token_id", tok.ID, "ending", old, "grace", grace, "by", c.Name)
+	h.auth.ForgetCallers(name)
+	h.revokeAfter(grace, identity.Revocation{Identity: name, TokenIDs: old})
+	h.log.Info("identity rotated", "identity", name, "token_id", tok.ID, "ending", old, "grace", grace, "by", c.Name)
 	resp := api.TokenResponse{Identity: name, TokenID: tok.ID, Token: token}
 	for _, id := range old {
 		resp.Expiring = append(resp.Expiring, api.IdentityToken{ID: id, ExpiresAt: &ends})
@@ -205,26 +222,26 @@ func rotationGrace(text string) (time.Duration, error) {
 // tokens stop: the store stops taking them then by itself, and this
 // closes what they still have open. A server that stops first has
 // nothing open.
-func (a *API) revokeAfter(grace time.Duration, v identity.Revocation) {
+func (h *identityHandlers) revokeAfter(grace time.Duration, v identity.Revocation) {
 	if len(v.TokenIDs) == 0 {
 		return
 	}
 	if grace <= 0 {
-		a.cfg.Revoke(v)
+		h.revoke(v)
 		return
 	}
 	time.AfterFunc(grace, func() {
 		select {
-		case <-a.cfg.Stop:
+		case <-h.stop:
 		default:
-			a.cfg.Revoke(v)
+			h.revoke(v)
 		}
 	})
 }
 
 // identityWritten answers a failed change to identity name: 404, 409 for
 // the last unscoped admin, or 503. It reports whether err is nil.
-func (a *API) identityWritten(w http.ResponseWriter, name string, err error) bool {
+func (h *identityHandlers) identityWritten(w http.ResponseWriter, name string, err error) bool {
 	switch {
 	case err == nil:
 		return true
@@ -239,7 +256,7 @@ func (a *API) identityWritten(w http.ResponseWriter, name string, err error) boo
 }
 
 // whoami is GET /api/whoami: the identity the request acts for.
-func (a *API) whoami(w http.ResponseWriter, r *http.Request) {
+func (h *identityHandlers) whoami(w http.ResponseWriter, r *http.Request) {
 	c := identity.CallerFrom(r)
 	out := api.Caller{Name: c.Name, Role: c.Role.String(), TokenID: c.TokenID}
 	if c.Scoped() {

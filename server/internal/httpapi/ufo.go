@@ -17,8 +17,8 @@ import (
 const invalidTaskName = "Invalid task_name: must be a non-empty string of characters [A-Za-z0-9._-] and must not start with '.'"
 
 // clients is GET /api/clients: the online clients in the caller's scope.
-func (a *API) clients(w http.ResponseWriter, r *http.Request) {
-	ids, err := a.inScope.Clients(r.Context(), identity.CallerFrom(r))
+func (h *taskHandlers) clients(w http.ResponseWriter, r *http.Request) {
+	ids, err := h.inScope.Clients(r.Context(), identity.CallerFrom(r))
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -29,7 +29,7 @@ func (a *API) clients(w http.ResponseWriter, r *http.Request) {
 // dispatch is POST /api/dispatch: it starts a plan on an online device in
 // the background and answers at once. key, if not nil, is recorded with
 // the task, with the answer.
-func (a *API) dispatch(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
+func (h *taskHandlers) dispatch(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey) {
 	who := identity.CallerFrom(r)
 	var req api.DispatchRequest
 	if !readUFOJSON(w, r, &req) {
@@ -46,14 +46,14 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request, key *store.Idempo
 	case req.TaskName != "" && !plan.ValidTaskName(req.TaskName):
 		writeError(w, http.StatusBadRequest, invalidTaskName)
 		return
-	case !a.inScope.Online(r.Context(), who, req.ClientID):
+	case !h.inScope.Online(r.Context(), who, req.ClientID):
 		writeError(w, http.StatusNotFound, "Client not online")
 		return
 	case req.Request != "" && hasPlan:
 		writeError(w, http.StatusBadRequest, `give either "request" or "plan", not both`)
 		return
 	}
-	p, err := dispatchedPlan(req, a.cfg.Limits.MaxPlanBytes)
+	p, err := dispatchedPlan(req, h.limits.MaxPlanBytes)
 	if err != nil {
 		writeRequestError(w, err)
 		return
@@ -64,12 +64,12 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request, key *store.Idempo
 	}
 	resp := api.DispatchResponse{Status: "dispatched", TaskName: t.TaskName, ClientID: req.ClientID, SessionID: t.ID}
 	t.Key = withAnswer(key, resp)
-	sess, err := a.tasks.StartPlan(r.Context(), t)
+	sess, err := h.tasks.StartPlan(r.Context(), t)
 	if err != nil {
-		a.writeTaskError(w, r, key, err)
+		h.keys.writeTaskError(w, r, key, err)
 		return
 	}
-	a.log.Info("task dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "device", sess.DeviceID, "steps", len(p.Steps))
+	h.log.Info("task dispatched", "session_id", sess.ID, "task_name", sess.TaskName, "device", sess.DeviceID, "steps", len(p.Steps))
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -90,16 +90,16 @@ func dispatchedPlan(req api.DispatchRequest, maxExpanded int) (*plan.Plan, error
 // newest task of that name ends, then "done" with its result. A task
 // outside the caller's scope answers as one not known: pending, as UFO
 // answers.
-func (a *API) taskResult(w http.ResponseWriter, r *http.Request) {
+func (h *taskHandlers) taskResult(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("task_name")
 	if !plan.ValidTaskName(name) {
 		writeError(w, http.StatusBadRequest, invalidTaskName)
 		return
 	}
-	row, err := a.store.Sessions().ByTask(r.Context(), name)
+	row, err := h.store.Sessions().ByTask(r.Context(), name)
 	if err == nil {
 		var in bool
-		if in, err = a.inScope.Row(r.Context(), identity.CallerFrom(r), row); err == nil && !in {
+		if in, err = h.inScope.Row(r.Context(), identity.CallerFrom(r), row); err == nil && !in {
 			err = store.ErrNotFound
 		}
 	}

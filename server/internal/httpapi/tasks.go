@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
@@ -17,9 +19,26 @@ import (
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
+// taskHandlers serve the tasks: starting them (UFO's dispatch, fleets),
+// checking an order without running it (the dry run), listing, reading,
+// cancelling and removing them, and following their events; and UFO's
+// list of online clients.
+type taskHandlers struct {
+	log      *slog.Logger
+	store    *store.Store
+	auth     *identity.Authority
+	tasks    *tasks.FrontDoor
+	inScope  *inscope.Checker
+	registry *dispatch.Registry
+	keys     *idempotency
+	// limits and keepalive are Config's Limits and EventsKeepalive.
+	limits    tasks.Limits
+	keepalive time.Duration
+}
+
 // listTasks is GET /api/tasks?state=&task_name=&limit=&cursor=: a page
 // of task summaries, newest first, with the cursor of the next page.
-func (a *API) listTasks(w http.ResponseWriter, r *http.Request) {
+func (h *taskHandlers) listTasks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	state := api.TaskState(q.Get("state"))
 	if state != "" && !state.Valid() {
@@ -40,7 +59,7 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	rows, err := a.summaries(r.Context(), identity.CallerFrom(r), store.SessionFilter{State: string(state), TaskName: name, After: after}, limit+1)
+	rows, err := h.summaries(r.Context(), identity.CallerFrom(r), store.SessionFilter{State: string(state), TaskName: name, After: after}, limit+1)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -60,8 +79,8 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request) {
 // see. The store keeps the tasks on devices in c's scope, and the fleets,
 // which are checked here; a page short of the fleets it dropped is filled
 // from the rows after it.
-func (a *API) summaries(ctx context.Context, c *identity.Caller, f store.SessionFilter, n int) ([]store.Session, error) {
-	only, err := a.inScope.Devices(ctx, c)
+func (h *taskHandlers) summaries(ctx context.Context, c *identity.Caller, f store.SessionFilter, n int) ([]store.Session, error) {
+	only, err := h.inScope.Devices(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -69,14 +88,14 @@ func (a *API) summaries(ctx context.Context, c *identity.Caller, f store.Session
 	out := []store.Session{}
 	for {
 		f.Limit = n - len(out)
-		rows, err := a.store.Sessions().Summaries(ctx, f)
+		rows, err := h.store.Sessions().Summaries(ctx, f)
 		if err != nil {
 			return nil, err
 		}
 		for _, row := range rows {
 			in := true
 			if row.DeviceID == "" {
-				if in, err = a.inScope.Row(ctx, c, row); err != nil {
+				if in, err = h.inScope.Row(ctx, c, row); err != nil {
 					return nil, err
 				}
 			}
@@ -118,15 +137,15 @@ func readCursor(cursor string) (*store.SessionKey, error) {
 }
 
 // getTask is GET /api/tasks/{id}: the task with its commands.
-func (a *API) getTask(w http.ResponseWriter, r *http.Request) {
-	t, ok := a.lookupTask(w, r, r.PathValue("id"))
+func (h *taskHandlers) getTask(w http.ResponseWriter, r *http.Request) {
+	t, ok := h.lookupTask(w, r, r.PathValue("id"))
 	if !ok {
 		return
 	}
-	if p, ok := a.tasks.Progress(t.SessionID); ok && !t.State.Ended() {
+	if p, ok := h.tasks.Progress(t.SessionID); ok && !t.State.Ended() {
 		t.Result, _ = json.Marshal(p)
 	}
-	cmds, err := a.store.Commands().OfSession(r.Context(), t.SessionID)
+	cmds, err := h.store.Commands().OfSession(r.Context(), t.SessionID)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -143,42 +162,42 @@ func (a *API) getTask(w http.ResponseWriter, r *http.Request) {
 // cancelTask is POST /api/tasks/{id}/cancel: it cancels a running task
 // (reason user_requested; its requester gets a TASK_END) and the command
 // it runs on its device, and answers with the task as it ended.
-func (a *API) cancelTask(w http.ResponseWriter, r *http.Request) {
+func (h *taskHandlers) cancelTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := a.tasks.Cancel(id, "cancelled by "+identity.CallerFrom(r).Name); errors.Is(err, tasks.ErrNotRunning) {
-		if t, ok := a.lookupTask(w, r, id); ok {
+	if err := h.tasks.Cancel(id, "cancelled by "+identity.CallerFrom(r).Name); errors.Is(err, tasks.ErrNotRunning) {
+		if t, ok := h.lookupTask(w, r, id); ok {
 			writeError(w, http.StatusConflict, fmt.Sprintf("task %q is not running: it is %s", id, t.State))
 		}
 		return
 	}
-	if t, ok := a.lookupTask(w, r, id); ok {
+	if t, ok := h.lookupTask(w, r, id); ok {
 		writeJSON(w, http.StatusOK, t)
 	}
 }
 
 // removeTask is DELETE /api/tasks/{id}: UFO's remove_session, for a task
 // that has ended. Its audit entries stay.
-func (a *API) removeTask(w http.ResponseWriter, r *http.Request) {
+func (h *taskHandlers) removeTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if a.tasks.Running(id) {
+	if h.tasks.Running(id) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("task %q is running: cancel it first", id))
 		return
 	}
-	err := a.store.Write(r.Context(), func(tx *store.Tx) error { return tx.Sessions().Delete(id) })
+	err := h.store.Write(r.Context(), func(tx *store.Tx) error { return tx.Sessions().Delete(id) })
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 	default:
-		a.tasks.Forget(id)
+		h.tasks.Forget(id)
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
 
 // lookupTask is get_result: the task as the store has it.
-func (a *API) lookupTask(w http.ResponseWriter, r *http.Request, id string) (api.Task, bool) {
-	row, err := a.store.Sessions().Get(r.Context(), id)
+func (h *taskHandlers) lookupTask(w http.ResponseWriter, r *http.Request, id string) (api.Task, bool) {
+	row, err := h.store.Sessions().Get(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
 		return api.Task{}, false

@@ -3,26 +3,24 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
-	"regexp"
+	"strconv"
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
-	"github.com/edgeaip/edgeaip/server/metrics"
 )
 
 // maxRequestBytes caps an API request body.
 const maxRequestBytes = 1 << 20
 
-// validID is what device ids may look like: safe in paths, logs and URLs.
-var validID = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
-
-// forbid answers 403 with err, and logs it: a refused request may be an
-// attack.
-func (a *API) forbid(w http.ResponseWriter, r *http.Request, err error) {
-	a.log.Warn("request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+// forbid answers 403 with err, and logs it to log: a refused request
+// may be an attack.
+func forbid(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+	log.Warn("request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
 	writeError(w, http.StatusForbidden, err.Error())
 }
 
@@ -60,18 +58,6 @@ func writeRequestError(w http.ResponseWriter, err error) {
 		return
 	}
 	writeError(w, http.StatusBadRequest, err.Error())
-}
-
-// writeTaskError answers a request the front door did not carry out,
-// with key if not nil: an order it refused as writeRequestError does, a
-// task that did not start or run (*tasks.RunError) as writeStartError does.
-func (a *API) writeTaskError(w http.ResponseWriter, r *http.Request, key *store.IdempotencyKey, err error) {
-	var failed *tasks.RunError
-	if errors.As(err, &failed) {
-		a.writeStartError(w, r, key, failed.Err)
-		return
-	}
-	writeRequestError(w, err)
 }
 
 // writeSessionError answers a failure to create or run a session: 409 for
@@ -117,30 +103,15 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, strict bool) bool
 	return true
 }
 
-// health is GET /api/health. It is open, for load balancers; with an
-// operator token (or login) it also lists the online clients in the
-// caller's scope, as UFO's lists them all. A wrong token counts as a
-// failed authentication, and a source refused for too many gets no list.
-// While the database cannot take writes, or the server holds writes it
-// has not taken yet, the server is degraded: 503, with the cause.
-func (a *API) health(w http.ResponseWriter, r *http.Request) {
-	h, code := api.Health{Status: "healthy"}, http.StatusOK
-	if cause := a.cfg.Health(); cause != "" {
-		h, code = api.Health{Status: "degraded", Cause: cause}, http.StatusServiceUnavailable
+// parseLimit reads a list's "limit" query: def if empty, else 1 to max.
+func parseLimit(w http.ResponseWriter, s string, def, max int) (int, bool) {
+	if s == "" {
+		return def, true
 	}
-	if src := a.authLimit.Source(r); a.authLimit.Blocked(src) == 0 {
-		c, err := a.authenticate(r)
-		switch {
-		case errors.Is(err, identity.ErrWrongToken):
-			a.authFailed(src, metrics.SurfaceAPI, identity.RequestToken(r, false))
-		case err == nil:
-			h.OnlineClients, _ = a.inScope.Clients(r.Context(), c)
-		}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > max {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("query \"limit\": %q: want 1 to %d", s, max))
+		return 0, false
 	}
-	writeJSON(w, code, h)
-}
-
-func (a *API) openAPI(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(openAPIDocument)
+	return n, true
 }
