@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
 // Errors of the cluster's tables, to test with errors.Is.
@@ -190,7 +192,7 @@ func (q ClusterReads) Nodes(ctx context.Context, deadAfter time.Duration) ([]Clu
 	if err != nil {
 		return nil, fmt.Errorf("store: cluster nodes: %w", unavailable(err))
 	}
-	nodes, err := collect(rows, func(r rowScanner) (n ClusterNode, err error) {
+	nodes, err := sqlrow.Collect(rows, func(r rowScanner) (n ClusterNode, err error) {
 		err = r.Scan(&n.ID, &n.Epoch, &n.Version, &n.Address, &n.State, &n.StartedAt, &n.HeartbeatAt, &n.Alive)
 		return n, err
 	}, nil)
@@ -295,7 +297,7 @@ func (q ClusterReads) DeviceLeaseOf(ctx context.Context, deviceID string, deadAf
 		return DeviceLease{}, ErrNeedsPostgres
 	}
 	l, err := scanLease(q.s.readRow(ctx, leaseQuery+` WHERE l.device_id = ?`, micros(deadAfter), deviceID))
-	return l, rowErr(unavailable(err), "lease of device %q", deviceID)
+	return l, sqlrow.Err(unavailable(err), "lease of device %q", deviceID)
 }
 
 // DeviceLeases lists the leases held, by device.
@@ -307,7 +309,7 @@ func (q ClusterReads) DeviceLeases(ctx context.Context, deadAfter time.Duration)
 	if err != nil {
 		return nil, fmt.Errorf("store: device leases: %w", unavailable(err))
 	}
-	leases, err := collect(rows, scanLease, nil)
+	leases, err := sqlrow.Collect(rows, scanLease, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: device leases: %w", unavailable(err))
 	}

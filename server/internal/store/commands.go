@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
 // Command states.
@@ -209,13 +211,13 @@ func scanCommand(row rowScanner) (Command, error) {
 
 func (t *Tx) command(responseID string) (Command, error) {
 	c, err := scanCommand(t.queryRow(`SELECT `+commandColumns+` FROM commands WHERE response_id = ?`, responseID))
-	return c, rowErr(err, "command %s", responseID)
+	return c, sqlrow.Err(err, "command %s", responseID)
 }
 
 // Get returns one command, or ErrNotFound.
 func (q CommandReads) Get(ctx context.Context, responseID string) (Command, error) {
 	c, err := scanCommand(q.s.readRow(ctx, `SELECT `+commandColumns+` FROM commands WHERE response_id = ?`, responseID))
-	return c, rowErr(err, "command %s", responseID)
+	return c, sqlrow.Err(err, "command %s", responseID)
 }
 
 // OfSession lists a session's commands in the order they were sent.
@@ -225,7 +227,7 @@ func (q CommandReads) OfSession(ctx context.Context, sessionID string) ([]Comman
 	if err != nil {
 		return nil, fmt.Errorf("store: commands of session %q: %w", sessionID, err)
 	}
-	out, err := collect(rows, scanCommand, []Command{})
+	out, err := sqlrow.Collect(rows, scanCommand, []Command{})
 	if err != nil {
 		return nil, fmt.Errorf("store: commands of session %q: %w", sessionID, err)
 	}

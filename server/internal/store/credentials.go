@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
 // TokenRotation is a rotation of a device's token that the operator asked
@@ -74,7 +76,7 @@ func (q DeviceReads) ByToken(ctx context.Context, hash string) (TokenMatch, erro
 		UNION ALL SELECT device_id, 'retired', retired_at, until FROM retired_tokens WHERE hash = ?
 		LIMIT 1`, hash, hash, hash).Scan(&id, &m.Kind, &retiredAt, &until)
 	if err != nil {
-		return m, rowErr(err, "device by token")
+		return m, sqlrow.Err(err, "device by token")
 	}
 	m.RetiredAt, m.Until = parseTime(retiredAt), parseTime(until)
 	m.Device, err = q.s.Devices().Get(ctx, id)
@@ -88,7 +90,7 @@ func (q DeviceReads) ByToken(ctx context.Context, hash string) (TokenMatch, erro
 func (w DeviceWrites) RequestRotation(id string, grace time.Duration) error {
 	var one int
 	if err := w.t.queryRow(`SELECT 1 FROM devices WHERE id = ?`, id).Scan(&one); err != nil {
-		return rowErr(err, "device %q", id)
+		return sqlrow.Err(err, "device %q", id)
 	}
 	_, err := w.t.exec(`INSERT INTO token_rotations (device_id, grace_ns, requested_at) VALUES (?, ?, ?)
 		ON CONFLICT (device_id) DO UPDATE SET grace_ns = excluded.grace_ns`, id, int64(grace), now())
@@ -121,7 +123,7 @@ func (w DeviceWrites) ConfirmRotation(id, hash string) error {
 	var grace int64
 	err := w.t.queryRow(`SELECT grace_ns FROM token_rotations WHERE device_id = ? AND sent_hash = ?`, id, hash).Scan(&grace)
 	if err != nil {
-		return rowErr(err, "device %q: confirm a token rotation", id)
+		return sqlrow.Err(err, "device %q: confirm a token rotation", id)
 	}
 	at := time.Now()
 	if _, err := w.t.exec(`INSERT INTO retired_tokens (hash, device_id, retired_at, until) SELECT token_hash, id, ?, ? FROM devices WHERE id = ?`,
@@ -172,7 +174,7 @@ func (q DeviceReads) Certificate(ctx context.Context, sha256 string) (DeviceCert
 		FROM device_certificates WHERE sha256 = ?`, sha256).
 		Scan(&c.SHA256, &c.DeviceID, &c.Serial, &notAfter, &c.Signed, &created, &revoked)
 	c.NotAfter, c.CreatedAt, c.RevokedAt = parseTime(notAfter), parseTime(created), parseTime(revoked)
-	return c, rowErr(err, "certificate %s", sha256)
+	return c, sqlrow.Err(err, "certificate %s", sha256)
 }
 
 // revokeCredentials ends a revoked device's rotation and retired tokens,

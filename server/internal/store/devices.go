@@ -12,6 +12,8 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/access"
 
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/dberr"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
 // Device is an enrolled device. Only a hash of its token is kept.
@@ -88,7 +90,7 @@ func scanDevice(row rowScanner) (Device, error) {
 // Get returns the device id, or ErrNotFound.
 func (q DeviceReads) Get(ctx context.Context, id string) (Device, error) {
 	d, err := scanDevice(q.s.readRow(ctx, selectDevices+` WHERE d.id = ?`, id))
-	return d, rowErr(err, "device %q", id)
+	return d, sqlrow.Err(err, "device %q", id)
 }
 
 // All lists every enrolled device, ordered by id.
@@ -97,7 +99,7 @@ func (q DeviceReads) All(ctx context.Context) ([]Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: list devices: %w", err)
 	}
-	out, err := collect(rows, scanDevice, nil)
+	out, err := sqlrow.Collect(rows, scanDevice, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: list devices: %w", err)
 	}
@@ -114,7 +116,7 @@ func (q DeviceReads) Matching(ctx context.Context, sel access.Selector, limit in
 	if err != nil {
 		return nil, fmt.Errorf("store: devices %s: %w", sel, err)
 	}
-	ids, err := collect(rows, func(r rowScanner) (id string, err error) { return id, r.Scan(&id) }, []string{})
+	ids, err := sqlrow.Collect(rows, func(r rowScanner) (id string, err error) { return id, r.Scan(&id) }, []string{})
 	if err != nil {
 		return nil, fmt.Errorf("store: devices %s: %w", sel, err)
 	}

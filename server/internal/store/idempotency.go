@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/dberr"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
 // ErrKeyTaken: an idempotency key that another request has already
@@ -60,7 +62,7 @@ func (q IdempotencyKeyReads) Get(ctx context.Context, identity, key string) (Ide
 		k.Response = json.RawMessage(response.String)
 	}
 	k.CreatedAt = parseTime(created)
-	return k, rowErr(err, "idempotency key %q of %s", key, identity)
+	return k, sqlrow.Err(err, "idempotency key %q of %s", key, identity)
 }
 
 // DeleteBefore forgets the keys recorded before t, and

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/dberr"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
 // Identity is an operator identity: a name, a role, a scope, and the
@@ -182,7 +184,7 @@ func (t *Tx) tokenIDs(query string, args ...any) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, func(r rowScanner) (string, error) {
+	return sqlrow.Collect(rows, func(r rowScanner) (string, error) {
 		var id string
 		return id, r.Scan(&id)
 	}, []string{})
@@ -246,7 +248,7 @@ func (s *Store) tokenWhere(ctx context.Context, from string, args ...any) (Ident
 	id, err := scanIdentity(s.readRow(ctx, `SELECT `+identityColumns+`, k.id, k.hash, k.created_at, k.expires_at `+from, args...),
 		&tok.ID, &tok.Hash, &created, &expires)
 	if err != nil {
-		return Identity{}, Token{}, rowErr(err, "token")
+		return Identity{}, Token{}, sqlrow.Err(err, "token")
 	}
 	tok.Identity, tok.CreatedAt, tok.ExpiresAt = id.Name, parseTime(created), parseTime(expires)
 	return id, tok, nil
@@ -275,7 +277,7 @@ func (s *Store) identities(ctx context.Context, name string) ([]Identity, error)
 	if err != nil {
 		return nil, fmt.Errorf("store: list identities: %w", err)
 	}
-	out, err := collect(rows, func(r rowScanner) (Identity, error) { return scanIdentity(r) }, []Identity{})
+	out, err := sqlrow.Collect(rows, func(r rowScanner) (Identity, error) { return scanIdentity(r) }, []Identity{})
 	if err != nil {
 		return nil, fmt.Errorf("store: list identities: %w", err)
 	}
@@ -288,7 +290,7 @@ func (s *Store) identities(ctx context.Context, name string) ([]Identity, error)
 	if err != nil {
 		return nil, fmt.Errorf("store: list tokens: %w", err)
 	}
-	tokens, err := collect(rows, scanToken, nil)
+	tokens, err := sqlrow.Collect(rows, scanToken, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: list tokens: %w", err)
 	}

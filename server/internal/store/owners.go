@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
 // Adopt makes to the owner of every session from left
@@ -51,7 +53,7 @@ func (r SessionReads) UnfinishedOwners(ctx context.Context) ([]Owner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: owners of unfinished sessions: %w", err)
 	}
-	out, err := collect(rows, scanOwner, []Owner(nil))
+	out, err := sqlrow.Collect(rows, scanOwner, []Owner(nil))
 	if err != nil {
 		return nil, fmt.Errorf("store: owners of unfinished sessions: %w", err)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/edgeaip/edgeaip/server/internal/store/schema"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
 // IsPostgresURL reports whether location names a PostgreSQL database
@@ -196,7 +198,7 @@ func (postgresDialect) afterCopy(tx *Tx) error {
 	if err != nil {
 		return fmt.Errorf("store: identity columns: %w", err)
 	}
-	ids, err := collect(rows, func(r rowScanner) (c [2]string, err error) { return c, r.Scan(&c[0], &c[1]) }, nil)
+	ids, err := sqlrow.Collect(rows, func(r rowScanner) (c [2]string, err error) { return c, r.Scan(&c[0], &c[1]) }, nil)
 	if err != nil {
 		return fmt.Errorf("store: identity columns: %w", err)
 	}

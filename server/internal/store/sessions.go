@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/dberr"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
 // Session is one task run on one device, and once it ends its outcome.
@@ -254,7 +256,7 @@ func scanSession(row rowScanner) (Session, error) {
 // Get returns one session, or ErrNotFound.
 func (r SessionReads) Get(ctx context.Context, id string) (Session, error) {
 	ses, err := scanSession(r.s.readRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
-	return ses, rowErr(err, "session %q", id)
+	return ses, sqlrow.Err(err, "session %q", id)
 }
 
 // Children lists the sessions of fleet parentID's devices, oldest
@@ -264,7 +266,7 @@ func (r SessionReads) Children(ctx context.Context, parentID string) ([]Session,
 	if err != nil {
 		return nil, fmt.Errorf("store: tasks of fleet %q: %w", parentID, err)
 	}
-	out, err := collect(rows, scanSession, []Session{})
+	out, err := sqlrow.Collect(rows, scanSession, []Session{})
 	if err != nil {
 		return nil, fmt.Errorf("store: tasks of fleet %q: %w", parentID, err)
 	}
@@ -280,7 +282,7 @@ const named = `task_name = ? AND task_name <> ''`
 func (r SessionReads) ByTask(ctx context.Context, taskName string) (Session, error) {
 	ses, err := scanSession(r.s.readRow(ctx,
 		`SELECT `+sessionColumns+` FROM sessions WHERE `+named+` AND parent_id = '' ORDER BY created_at DESC LIMIT 1`, taskName))
-	return ses, rowErr(err, "task %q", taskName)
+	return ses, sqlrow.Err(err, "task %q", taskName)
 }
 
 // SessionKey is where a session sorts in a listing, newest first: by its
@@ -340,7 +342,7 @@ func (r SessionReads) Summaries(ctx context.Context, f SessionFilter) ([]Session
 	if err != nil {
 		return nil, fmt.Errorf("store: list sessions: %w", err)
 	}
-	out, err := collect(rows, scanSession, []Session{})
+	out, err := sqlrow.Collect(rows, scanSession, []Session{})
 	if err != nil {
 		return nil, fmt.Errorf("store: list sessions: %w", err)
 	}

@@ -35,11 +35,12 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/walcheckpoint"
 
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/dberr"
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
 // Errors callers can test with errors.Is.
 var (
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = sqlrow.ErrNotFound
 	ErrExists   = errors.New("already exists")
 	ErrClosed   = errors.New("store closed")
 )
@@ -462,14 +463,8 @@ func (t *Tx) controlOnce(query string) error {
 	return unavailable(err)
 }
 
-// rowIter is rows to scan one by one: *sql.Rows, or a query's of the
-// writer's.
-type rowIter interface {
-	rowScanner
-	Next() bool
-	Err() error
-	Close() error
-}
+// rowIter is rows to scan one by one (sqlrow.Rows).
+type rowIter = sqlrow.Rows
 
 func (t *Tx) query(query string, args ...any) (rowIter, error) {
 	r, err := t.rows(query, args)
@@ -491,9 +486,8 @@ func (t *Tx) rows(query string, args []any) (*driverstmt.Rows, error) {
 	return driverstmt.NewRows(r), nil
 }
 
-// rowScanner is a single row to scan: *sql.Row, the first of a writer's
-// query, or the error of preparing its query.
-type rowScanner interface{ Scan(...any) error }
+// rowScanner is a single row to scan (sqlrow.Row).
+type rowScanner = sqlrow.Row
 
 type errRow struct{ err error }
 
@@ -581,30 +575,4 @@ func nullTime(t time.Time) sql.NullString {
 		return sql.NullString{}
 	}
 	return nullString(formatTime(t))
-}
-
-// rowErr is err from a lookup of one row, named by format and args: nil
-// stays nil, and no row is ErrNotFound.
-func rowErr(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, sql.ErrNoRows) {
-		err = ErrNotFound
-	}
-	return fmt.Errorf("store: "+format+": %w", append(args, err)...)
-}
-
-// collect scans every row of rows with scan, appending to out, and closes
-// rows.
-func collect[T any](rows rowIter, scan func(rowScanner) (T, error), out []T) ([]T, error) {
-	defer rows.Close()
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
 }
