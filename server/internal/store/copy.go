@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/tablecopy"
 )
 
@@ -109,6 +110,6 @@ func (c copyTarget) Exec(query string, args ...any) (sql.Result, error) {
 }
 
 // Query runs a query in the write's transaction.
-func (c copyTarget) Query(query string, args ...any) (tablecopy.Rows, error) {
+func (c copyTarget) Query(query string, args ...any) (sqlrow.Rows, error) {
 	return c.t.query(query, args...)
 }

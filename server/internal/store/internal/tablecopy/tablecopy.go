@@ -16,31 +16,22 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
-
-// Row is a single row to scan.
-type Row interface{ Scan(...any) error }
-
-// Rows are rows to scan one by one.
-type Rows interface {
-	Row
-	Next() bool
-	Err() error
-	Close() error
-}
 
 // Target is the write a copy goes into: a transaction of the target
 // store's writer.
 type Target interface {
 	Exec(query string, args ...any) (sql.Result, error)
-	Query(query string, args ...any) (Rows, error)
+	Query(query string, args ...any) (sqlrow.Rows, error)
 }
 
 // targetQuerier reads in a copy's target.
 type targetQuerier struct{ t Target }
 
 // QueryContext runs query in the target's transaction.
-func (q targetQuerier) QueryContext(_ context.Context, query string, args ...any) (Rows, error) {
+func (q targetQuerier) QueryContext(_ context.Context, query string, args ...any) (sqlrow.Rows, error) {
 	return q.t.Query(query, args...)
 }
 
@@ -78,14 +69,14 @@ func (tb Table) columnList() string {
 
 // Querier is a transaction or a database to read from.
 type Querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (Rows, error)
+	QueryContext(ctx context.Context, query string, args ...any) (sqlrow.Rows, error)
 }
 
 // Snapshot reads in Src, a read transaction.
 type Snapshot struct{ Src *sql.Tx }
 
 // QueryContext runs query in the snapshot.
-func (q Snapshot) QueryContext(ctx context.Context, query string, args ...any) (Rows, error) {
+func (q Snapshot) QueryContext(ctx context.Context, query string, args ...any) (sqlrow.Rows, error) {
 	return q.Src.QueryContext(ctx, query, args...)
 }
 
@@ -207,7 +198,7 @@ func insertRows(tb Table, n int) string {
 		strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
 }
 
-func scanRow(rows Row, n int) ([]any, error) {
+func scanRow(rows sqlrow.Row, n int) ([]any, error) {
 	vals := make([]any, n)
 	ptrs := make([]any, n)
 	for i := range vals {
