@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
 // AuditEntry is one line of the append-only audit log: who ran what on
@@ -40,7 +42,7 @@ type AuditEntry struct {
 
 // appendAudit writes one entry per action of a command that just ended.
 func (t *Tx) appendAudit(c *Command) error {
-	at := now()
+	at := sqlrow.Now()
 	for i, a := range c.Actions {
 		var ref ToolRef
 		if i < len(c.Tools) {
@@ -98,7 +100,7 @@ func (w AuditWrites) Append(e AuditEntry) error {
 	_, err = w.t.exec(
 		`INSERT INTO audit (at, actor, identity, token_id, action, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late)
 		 VALUES (?, ?, ?, ?, ?, ?, '', '', '', '', '', '', ?, ?, '', 0)`,
-		now(), e.Actor, e.Identity, e.TokenID, e.Action, e.DeviceID, string(params), string(protocol.ResultSuccess))
+		sqlrow.Now(), e.Actor, e.Identity, e.TokenID, e.Action, e.DeviceID, string(params), string(protocol.ResultSuccess))
 	if err != nil {
 		return fmt.Errorf("store: audit %s: %w", e.Action, err)
 	}
@@ -124,9 +126,9 @@ type AuditFilter struct {
 func (q AuditReads) List(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
 	var since string
 	if !f.Since.IsZero() {
-		since = formatTime(f.Since)
+		since = sqlrow.FormatTime(f.Since)
 	}
-	only, err := json.Marshal(orNone(f.OnlyDevices))
+	only, err := json.Marshal(sqlrow.List(f.OnlyDevices))
 	if err != nil {
 		return nil, fmt.Errorf("store: audit: %w", err)
 	}

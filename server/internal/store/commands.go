@@ -87,7 +87,7 @@ func (w CommandWrites) Insert(c Command) error {
 		`INSERT INTO commands (response_id, device_id, session_id, actor, identity, token_id, step, attempt, actions, tools, timeout_ms, wait_for_device, status, created_at)
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.ResponseID, c.DeviceID, c.SessionID, c.Actor, c.Identity, c.TokenID, c.Step, c.Attempt, string(actions), string(tools),
-		c.Timeout.Milliseconds(), c.WaitForDevice, CommandPending, now())
+		c.Timeout.Milliseconds(), c.WaitForDevice, CommandPending, sqlrow.Now())
 	if err != nil {
 		return fmt.Errorf("store: record command %s: %w", c.ResponseID, err)
 	}
@@ -167,7 +167,7 @@ func (t *Tx) finish(c *Command, from string) (bool, error) {
 	}
 	res, err := t.exec(
 		`UPDATE commands SET status = ?, results = ?, error = ?, late = ?, finished_at = COALESCE(finished_at, ?) WHERE response_id = ? AND status = ?`,
-		c.Status, string(results), c.Error, c.Late, now(), c.ResponseID, from)
+		c.Status, string(results), c.Error, c.Late, sqlrow.Now(), c.ResponseID, from)
 	if err != nil {
 		return false, fmt.Errorf("store: record results of %s: %w", c.ResponseID, err)
 	}
@@ -205,7 +205,7 @@ func scanCommand(row rowScanner) (Command, error) {
 		}
 	}
 	c.Error = errText.String
-	c.CreatedAt, c.FinishedAt = parseTime(created), parseTime(finished)
+	c.CreatedAt, c.FinishedAt = sqlrow.ParseTime(created), sqlrow.ParseTime(finished)
 	return c, nil
 }
 

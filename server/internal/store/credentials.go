@@ -34,8 +34,8 @@ func (n nullRotation) value() *TokenRotation {
 	if !n.requested.Valid {
 		return nil
 	}
-	return &TokenRotation{Grace: time.Duration(n.grace.Int64), RequestedAt: parseTime(n.requested),
-		SentAt: parseTime(n.sent), Error: n.err.String}
+	return &TokenRotation{Grace: time.Duration(n.grace.Int64), RequestedAt: sqlrow.ParseTime(n.requested),
+		SentAt: sqlrow.ParseTime(n.sent), Error: n.err.String}
 }
 
 // TokenKind says which of a device's tokens a token is.
@@ -78,7 +78,7 @@ func (q DeviceReads) ByToken(ctx context.Context, hash string) (TokenMatch, erro
 	if err != nil {
 		return m, sqlrow.Err(err, "device by token")
 	}
-	m.RetiredAt, m.Until = parseTime(retiredAt), parseTime(until)
+	m.RetiredAt, m.Until = sqlrow.ParseTime(retiredAt), sqlrow.ParseTime(until)
 	m.Device, err = q.s.Devices().Get(ctx, id)
 	return m, err
 }
@@ -93,7 +93,7 @@ func (w DeviceWrites) RequestRotation(id string, grace time.Duration) error {
 		return sqlrow.Err(err, "device %q", id)
 	}
 	_, err := w.t.exec(`INSERT INTO token_rotations (device_id, grace_ns, requested_at) VALUES (?, ?, ?)
-		ON CONFLICT (device_id) DO UPDATE SET grace_ns = excluded.grace_ns`, id, int64(grace), now())
+		ON CONFLICT (device_id) DO UPDATE SET grace_ns = excluded.grace_ns`, id, int64(grace), sqlrow.Now())
 	if err != nil {
 		return fmt.Errorf("store: device %q: request a token rotation: %w", id, err)
 	}
@@ -104,7 +104,7 @@ func (w DeviceWrites) RequestRotation(id string, grace time.Duration) error {
 // id for its pending rotation: it works from now on, in place of any sent
 // before. It fails with ErrNotFound if no rotation is pending.
 func (w DeviceWrites) SendRotation(id, hash string) error {
-	res, err := w.t.exec(`UPDATE token_rotations SET sent_hash = ?, sent_at = ?, error = '' WHERE device_id = ?`, hash, now(), id)
+	res, err := w.t.exec(`UPDATE token_rotations SET sent_hash = ?, sent_at = ?, error = '' WHERE device_id = ?`, hash, sqlrow.Now(), id)
 	return oneRow(res, err, "device %q: send a new token", id)
 }
 
@@ -127,7 +127,7 @@ func (w DeviceWrites) ConfirmRotation(id, hash string) error {
 	}
 	at := time.Now()
 	if _, err := w.t.exec(`INSERT INTO retired_tokens (hash, device_id, retired_at, until) SELECT token_hash, id, ?, ? FROM devices WHERE id = ?`,
-		formatTime(at), formatTime(at.Add(time.Duration(grace))), id); err != nil {
+		sqlrow.FormatTime(at), sqlrow.FormatTime(at.Add(time.Duration(grace))), id); err != nil {
 		return fmt.Errorf("store: device %q: retire its token: %w", id, err)
 	}
 	if _, err := w.t.exec(`UPDATE devices SET token_hash = ? WHERE id = ?`, hash, id); err != nil {
@@ -156,7 +156,7 @@ type DeviceCert struct {
 func (w DeviceWrites) AddCertificate(c DeviceCert) error {
 	_, err := w.t.exec(`INSERT INTO device_certificates (sha256, device_id, serial, not_after, signed, created_at)
 		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (sha256) DO NOTHING`,
-		c.SHA256, c.DeviceID, c.Serial, formatTime(c.NotAfter), c.Signed, now())
+		c.SHA256, c.DeviceID, c.Serial, sqlrow.FormatTime(c.NotAfter), c.Signed, sqlrow.Now())
 	if err != nil {
 		return fmt.Errorf("store: device %q: record certificate %s: %w", c.DeviceID, c.Serial, err)
 	}
@@ -173,7 +173,7 @@ func (q DeviceReads) Certificate(ctx context.Context, sha256 string) (DeviceCert
 	err := q.s.readRow(ctx, `SELECT sha256, device_id, serial, not_after, signed, created_at, revoked_at
 		FROM device_certificates WHERE sha256 = ?`, sha256).
 		Scan(&c.SHA256, &c.DeviceID, &c.Serial, &notAfter, &c.Signed, &created, &revoked)
-	c.NotAfter, c.CreatedAt, c.RevokedAt = parseTime(notAfter), parseTime(created), parseTime(revoked)
+	c.NotAfter, c.CreatedAt, c.RevokedAt = sqlrow.ParseTime(notAfter), sqlrow.ParseTime(created), sqlrow.ParseTime(revoked)
 	return c, sqlrow.Err(err, "certificate %s", sha256)
 }
 
@@ -186,7 +186,7 @@ func (t *Tx) revokeCredentials(id string) error {
 	if _, err := t.exec(`DELETE FROM retired_tokens WHERE device_id = ?`, id); err != nil {
 		return fmt.Errorf("store: device %q: forget its retired tokens: %w", id, err)
 	}
-	if _, err := t.exec(`UPDATE device_certificates SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL`, now(), id); err != nil {
+	if _, err := t.exec(`UPDATE device_certificates SET revoked_at = ? WHERE device_id = ? AND revoked_at IS NULL`, sqlrow.Now(), id); err != nil {
 		return fmt.Errorf("store: device %q: revoke its certificates: %w", id, err)
 	}
 	return nil

@@ -43,7 +43,7 @@ func (w DeviceWrites) Create(id, tokenHash string, labels map[string]string) err
 	}
 	_, err = w.t.exec(
 		`INSERT INTO devices (id, token_hash, labels, created_at) VALUES (?, ?, ?, ?)`,
-		id, tokenHash, string(lb), now())
+		id, tokenHash, string(lb), sqlrow.Now())
 	if err != nil && dberr.UniqueViolated(err, "devices", "id") {
 		return fmt.Errorf("store: device %q: %w", id, ErrExists)
 	}
@@ -79,7 +79,7 @@ func scanDevice(row rowScanner) (Device, error) {
 	if err := json.Unmarshal([]byte(labels), &d.Labels); err != nil {
 		return d, fmt.Errorf("device %q: labels: %w", d.ID, err)
 	}
-	d.CreatedAt, d.LastSeen = parseTime(created), parseTime(lastSeen)
+	d.CreatedAt, d.LastSeen = sqlrow.ParseTime(created), sqlrow.ParseTime(lastSeen)
 	if info.Valid {
 		d.Info = json.RawMessage(info.String)
 	}
@@ -189,9 +189,9 @@ func (w DeviceWrites) LinkedOver(id, wire string) error {
 func (w DeviceWrites) See(id string, info json.RawMessage, at time.Time) error {
 	var err error
 	if info != nil {
-		_, err = w.t.exec(`UPDATE devices SET last_seen = ?, info = ? WHERE id = ?`, formatTime(at), string(info), id)
+		_, err = w.t.exec(`UPDATE devices SET last_seen = ?, info = ? WHERE id = ?`, sqlrow.FormatTime(at), string(info), id)
 	} else {
-		_, err = w.t.exec(`UPDATE devices SET last_seen = ? WHERE id = ?`, formatTime(at), id)
+		_, err = w.t.exec(`UPDATE devices SET last_seen = ? WHERE id = ?`, sqlrow.FormatTime(at), id)
 	}
 	if err != nil {
 		return fmt.Errorf("store: device %q: record last seen: %w", id, err)
@@ -202,7 +202,7 @@ func (w DeviceWrites) See(id string, info json.RawMessage, at time.Time) error {
 // SetLastSeen records that the device was last seen at at, unless the
 // store holds a later time.
 func (w DeviceWrites) SetLastSeen(id string, at time.Time) error {
-	s := formatTime(at)
+	s := sqlrow.FormatTime(at)
 	_, err := w.t.exec(`UPDATE devices SET last_seen = ? WHERE id = ? AND (last_seen IS NULL OR last_seen < ?)`, s, id, s)
 	if err != nil {
 		return fmt.Errorf("store: device %q: record last seen: %w", id, err)

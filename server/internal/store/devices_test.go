@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
 // sites are the devices the label tests enroll, with their labels.
@@ -119,7 +121,7 @@ func TestTheLabelIndexsMigrationIndexesDevicesEnrolledBefore(t *testing.T) {
 		require.NoError(t, tx.Commit())
 	}
 	for id, labels := range map[string]string{"lobby-1": `{"site":"lobby","tier":"kiosk"}`, "depot-1": `{"site":"depot"}`, "bare-1": `{}`} {
-		_, err := db.ExecContext(ctx, d.bind(`INSERT INTO devices (id, token_hash, labels, created_at) VALUES (?, ?, ?, ?)`), id, "hash-"+id, labels, now())
+		_, err := db.ExecContext(ctx, d.bind(`INSERT INTO devices (id, token_hash, labels, created_at) VALUES (?, ?, ?, ?)`), id, "hash-"+id, labels, sqlrow.Now())
 		require.NoError(t, err)
 	}
 	require.NoError(t, db.Close())

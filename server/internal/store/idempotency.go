@@ -39,7 +39,7 @@ type IdempotencyKey struct {
 func (t *Tx) insertIdempotencyKey(k IdempotencyKey, sessionID string) error {
 	_, err := t.exec(
 		`INSERT INTO idempotency_keys (identity, key, fingerprint, session_id, response, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		k.Identity, k.Key, k.Fingerprint, sessionID, nullString(string(k.Response)), now())
+		k.Identity, k.Key, k.Fingerprint, sessionID, sqlrow.NullString(string(k.Response)), sqlrow.Now())
 	if err != nil && dberr.UniqueViolated(err, "idempotency_keys", "") {
 		return fmt.Errorf("store: idempotency key %q of %s: %w", k.Key, k.Identity, ErrKeyTaken)
 	}
@@ -61,14 +61,14 @@ func (q IdempotencyKeyReads) Get(ctx context.Context, identity, key string) (Ide
 	if response.Valid {
 		k.Response = json.RawMessage(response.String)
 	}
-	k.CreatedAt = parseTime(created)
+	k.CreatedAt = sqlrow.ParseTime(created)
 	return k, sqlrow.Err(err, "idempotency key %q of %s", key, identity)
 }
 
 // DeleteBefore forgets the keys recorded before t, and
 // returns how many: a repeat under one of them is a new request.
 func (w IdempotencyKeyWrites) DeleteBefore(before time.Time) (int, error) {
-	res, err := w.t.exec(`DELETE FROM idempotency_keys WHERE created_at < ?`, formatTime(before))
+	res, err := w.t.exec(`DELETE FROM idempotency_keys WHERE created_at < ?`, sqlrow.FormatTime(before))
 	if err != nil {
 		return 0, fmt.Errorf("store: expire idempotency keys: %w", err)
 	}

@@ -54,12 +54,12 @@ var ErrLastAdmin = errors.New("it is the last unscoped admin")
 // Create records a new identity with its first token; a name in
 // use fails with ErrExists.
 func (w IdentityWrites) Create(id Identity, tok Token) error {
-	tools, err := json.Marshal(orNone(id.Tools))
+	tools, err := json.Marshal(sqlrow.List(id.Tools))
 	if err != nil {
 		return fmt.Errorf("store: identity %q: tools: %w", id.Name, err)
 	}
 	_, err = w.t.exec(`INSERT INTO identities (name, role, devices, tools, created_at) VALUES (?, ?, ?, ?, ?)`,
-		id.Name, id.Role, id.Devices, string(tools), now())
+		id.Name, id.Role, id.Devices, string(tools), sqlrow.Now())
 	if err != nil && dberr.UniqueViolated(err, "identities", "name") {
 		return fmt.Errorf("store: identity %q: %w", id.Name, ErrExists)
 	}
@@ -68,13 +68,6 @@ func (w IdentityWrites) Create(id Identity, tok Token) error {
 	}
 	tok.Identity = id.Name
 	return w.t.Identities().AddToken(tok)
-}
-
-func orNone(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
 
 // AddToken gives tok.Identity another token; an identity that does not
@@ -88,7 +81,7 @@ func (w IdentityWrites) AddToken(tok Token) error {
 		return fmt.Errorf("store: identity %q: %w", tok.Identity, ErrNotFound)
 	}
 	_, err := w.t.exec(`INSERT INTO identity_tokens (id, identity, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
-		tok.ID, tok.Identity, tok.Hash, now(), nullTime(tok.ExpiresAt))
+		tok.ID, tok.Identity, tok.Hash, sqlrow.Now(), sqlrow.NullTime(tok.ExpiresAt))
 	if err != nil {
 		return fmt.Errorf("store: identity %q: add token %s: %w", tok.Identity, tok.ID, err)
 	}
@@ -129,7 +122,7 @@ func (w IdentityWrites) ExpireTokens(identity, keep string, at time.Time) ([]str
 		_, err = w.t.exec(`DELETE FROM identity_tokens WHERE identity = ? AND id != ?`, identity, keep)
 	} else {
 		_, err = w.t.exec(`UPDATE identity_tokens SET expires_at = ? WHERE identity = ? AND id != ? AND (expires_at IS NULL OR expires_at > ?)`,
-			formatTime(at), identity, keep, formatTime(at))
+			sqlrow.FormatTime(at), identity, keep, sqlrow.FormatTime(at))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: identity %q: expire tokens: %w", identity, err)
@@ -216,7 +209,7 @@ func scanIdentity(row rowScanner, more ...any) (Identity, error) {
 	if len(id.Tools) == 0 {
 		id.Tools = nil
 	}
-	id.CreatedAt = parseTime(created)
+	id.CreatedAt = sqlrow.ParseTime(created)
 	return id, nil
 }
 
@@ -228,14 +221,14 @@ const live = `(k.expires_at IS NULL OR k.expires_at > ?)`
 // identity, or ErrNotFound.
 func (q IdentityReads) TokenByHash(ctx context.Context, hash string) (Identity, Token, error) {
 	return q.s.tokenWhere(ctx, `FROM identity_tokens k JOIN identities i ON i.name = k.identity WHERE k.hash = ? AND `+live,
-		hash, now())
+		hash, sqlrow.Now())
 }
 
 // Login returns the token, and its identity, that made the live login
 // whose id hashes to hash, or ErrNotFound: a login ends when it expires
 // or when its token does.
 func (q IdentityReads) Login(ctx context.Context, hash string) (Identity, Token, error) {
-	at := now()
+	at := sqlrow.Now()
 	return q.s.tokenWhere(ctx, `FROM logins l JOIN identity_tokens k ON k.id = l.token_id JOIN identities i ON i.name = k.identity
 		WHERE l.hash = ? AND l.expires_at > ? AND `+live, hash, at, at)
 }
@@ -250,7 +243,7 @@ func (s *Store) tokenWhere(ctx context.Context, from string, args ...any) (Ident
 	if err != nil {
 		return Identity{}, Token{}, sqlrow.Err(err, "token")
 	}
-	tok.Identity, tok.CreatedAt, tok.ExpiresAt = id.Name, parseTime(created), parseTime(expires)
+	tok.Identity, tok.CreatedAt, tok.ExpiresAt = id.Name, sqlrow.ParseTime(created), sqlrow.ParseTime(expires)
 	return id, tok, nil
 }
 
@@ -286,7 +279,7 @@ func (s *Store) identities(ctx context.Context, name string) ([]Identity, error)
 		byName[out[i].Name] = &out[i]
 	}
 	rows, err = s.readRows(ctx, `SELECT k.id, k.identity, k.created_at, k.expires_at FROM identity_tokens k
-		WHERE (? = '' OR k.identity = ?) AND `+live+` ORDER BY k.created_at, k.id`, name, name, now())
+		WHERE (? = '' OR k.identity = ?) AND `+live+` ORDER BY k.created_at, k.id`, name, name, sqlrow.Now())
 	if err != nil {
 		return nil, fmt.Errorf("store: list tokens: %w", err)
 	}
@@ -308,7 +301,7 @@ func scanToken(r rowScanner) (Token, error) {
 		created, expires sql.NullString
 	)
 	err := r.Scan(&tok.ID, &tok.Identity, &created, &expires)
-	tok.CreatedAt, tok.ExpiresAt = parseTime(created), parseTime(expires)
+	tok.CreatedAt, tok.ExpiresAt = sqlrow.ParseTime(created), sqlrow.ParseTime(expires)
 	return tok, err
 }
 
@@ -319,7 +312,7 @@ func (w IdentityWrites) CreateLogin(hash, tokenID string, expires time.Time, max
 	if _, err := w.t.exec(`DELETE FROM logins WHERE hash NOT IN (SELECT hash FROM logins ORDER BY expires_at DESC LIMIT ?)`, max-1); err != nil {
 		return fmt.Errorf("store: drop the oldest logins: %w", err)
 	}
-	_, err := w.t.exec(`INSERT INTO logins (hash, token_id, created_at, expires_at) VALUES (?, ?, ?, ?)`, hash, tokenID, now(), formatTime(expires))
+	_, err := w.t.exec(`INSERT INTO logins (hash, token_id, created_at, expires_at) VALUES (?, ?, ?, ?)`, hash, tokenID, sqlrow.Now(), sqlrow.FormatTime(expires))
 	if err != nil {
 		return fmt.Errorf("store: record login of token %s: %w", tokenID, err)
 	}
@@ -337,7 +330,7 @@ func (w IdentityWrites) DeleteLogin(hash string) error {
 // DeleteExpiredCredentials deletes the tokens and logins that expired
 // before now, and returns how many.
 func (w IdentityWrites) DeleteExpiredCredentials(before time.Time) (int, error) {
-	cutoff := formatTime(before)
+	cutoff := sqlrow.FormatTime(before)
 	var total int64
 	for _, q := range []string{
 		`DELETE FROM identity_tokens WHERE expires_at IS NOT NULL AND expires_at <= ?`,

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/edgeaip/edgeaip/protocol"
+
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
 // actorLocal is the actor of a local call's entry; see AppendLocalCall.
@@ -27,7 +29,7 @@ func (w CommandWrites) AppendLocalCall(deviceID, who string, a protocol.Command,
 	res, err := w.t.exec(
 		`INSERT INTO audit (at, actor, identity, token_id, action, device_id, session_id, response_id, call_id, tool, namespace, module_sha256, parameters, outcome, error, late)
 		 VALUES (?, ?, ?, '', '', ?, '', '', ?, ?, ?, '', ?, ?, ?, 0) ON CONFLICT DO NOTHING`,
-		now(), actorLocal, who, deviceID, a.CallID, tool, r.Namespace, string(params), string(r.Status), r.Error)
+		sqlrow.Now(), actorLocal, who, deviceID, a.CallID, tool, r.Namespace, string(params), string(r.Status), r.Error)
 	if err != nil {
 		return false, fmt.Errorf("store: local call %s: %w", a.CallID, err)
 	}

@@ -83,7 +83,7 @@ func (w SessionWrites) Insert(s Session) error {
 		`INSERT INTO sessions (id, task_name, original_task_name, device_id, requester_kind, requester_id, identity, token_id, selector, kind, parent_id, state, plan, created_at, started_at, owner_node, owner_epoch, fleet)
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.TaskName, s.OriginalTaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Identity, s.TokenID, s.Selector, s.Kind, s.ParentID, s.State,
-		nullString(string(s.Plan)), formatTime(s.CreatedAt), nullTime(s.StartedAt), s.Owner.Node, s.Owner.Epoch, nullString(string(s.Fleet)))
+		sqlrow.NullString(string(s.Plan)), sqlrow.FormatTime(s.CreatedAt), sqlrow.NullTime(s.StartedAt), s.Owner.Node, s.Owner.Epoch, sqlrow.NullString(string(s.Fleet)))
 	if err != nil && dberr.UniqueViolated(err, "sessions", "id") {
 		return fmt.Errorf("store: session %q: %w", s.ID, ErrExists)
 	}
@@ -98,7 +98,7 @@ func (w SessionWrites) Insert(s Session) error {
 
 // Start moves a created session to running.
 func (w SessionWrites) Start(id string) error {
-	_, err := w.t.exec(`UPDATE sessions SET state = 'running', started_at = ? WHERE id = ? AND state = 'created'`, now(), id)
+	_, err := w.t.exec(`UPDATE sessions SET state = 'running', started_at = ? WHERE id = ? AND state = 'created'`, sqlrow.Now(), id)
 	if err != nil {
 		return fmt.Errorf("store: start session %q: %w", id, err)
 	}
@@ -117,7 +117,7 @@ func (w SessionWrites) End(s Session) error {
 		 ON CONFLICT (id) DO UPDATE SET state = excluded.state, result = excluded.result, error = excluded.error, finished_at = excluded.finished_at
 		 WHERE sessions.state IN `+unfinished+` AND sessions.owner_node = excluded.owner_node AND sessions.owner_epoch = excluded.owner_epoch`,
 		s.ID, s.TaskName, s.OriginalTaskName, s.DeviceID, s.RequesterKind, s.RequesterID, s.Identity, s.TokenID, s.Selector, s.Kind, s.ParentID, s.State,
-		nullString(string(s.Plan)), nullString(string(s.Result)), s.Error, formatTime(s.CreatedAt), nullTime(s.StartedAt), now(),
+		sqlrow.NullString(string(s.Plan)), sqlrow.NullString(string(s.Result)), s.Error, sqlrow.FormatTime(s.CreatedAt), sqlrow.NullTime(s.StartedAt), sqlrow.Now(),
 		s.Owner.Node, s.Owner.Epoch)
 	if err != nil {
 		return fmt.Errorf("store: end session %q: %w", s.ID, err)
@@ -131,7 +131,7 @@ func (w SessionWrites) End(s Session) error {
 func (w SessionWrites) EndRecorded(s Session) error {
 	_, err := w.t.exec(
 		`UPDATE sessions SET state = ?, result = ?, error = ?, finished_at = ? WHERE id = ? AND state IN `+unfinished,
-		s.State, nullString(string(s.Result)), s.Error, now(), s.ID)
+		s.State, sqlrow.NullString(string(s.Result)), s.Error, sqlrow.Now(), s.ID)
 	if err != nil {
 		return fmt.Errorf("store: end session %q: %w", s.ID, err)
 	}
@@ -164,7 +164,7 @@ func (w SessionWrites) Delete(id string) error {
 // expiry has run. (A session whose end a clock step or another node's
 // clock put before its creation goes once t passes its creation.)
 func (w SessionWrites) DeleteFinishedBefore(before time.Time) (int, error) {
-	cutoff := formatTime(before)
+	cutoff := sqlrow.FormatTime(before)
 	if _, err := w.t.exec(
 		`DELETE FROM commands WHERE session_id IN (SELECT id FROM sessions WHERE `+finishedBefore+`)`,
 		cutoff, cutoff); err != nil {
@@ -198,7 +198,7 @@ const interruptedCommands = `SELECT response_id FROM commands WHERE status = '` 
 // still recorded, once.
 func (w SessionWrites) FailInterrupted(reason string) (sessions, commands int, err error) {
 	res, err := w.t.exec(
-		`UPDATE sessions SET state = 'failed', error = ?, finished_at = ? WHERE state IN `+unfinished+` AND owner_node = ''`, reason, now())
+		`UPDATE sessions SET state = 'failed', error = ?, finished_at = ? WHERE state IN `+unfinished+` AND owner_node = ''`, reason, sqlrow.Now())
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: fail interrupted sessions: %w", err)
 	}
@@ -249,7 +249,7 @@ func scanSession(row rowScanner) (Session, error) {
 		s.Fleet = json.RawMessage(fleet.String)
 	}
 	s.Error = errText.String
-	s.CreatedAt, s.StartedAt, s.FinishedAt = parseTime(created), parseTime(started), parseTime(finished)
+	s.CreatedAt, s.StartedAt, s.FinishedAt = sqlrow.ParseTime(created), sqlrow.ParseTime(started), sqlrow.ParseTime(finished)
 	return s, nil
 }
 
@@ -329,7 +329,7 @@ func (r SessionReads) Summaries(ctx context.Context, f SessionFilter) ([]Session
 		where, args = append(where, `(device_id = '' OR device_id IN (`+r.s.dialect.jsonTexts()+`))`), append(args, string(only))
 	}
 	if f.After != nil {
-		at := formatTime(f.After.CreatedAt)
+		at := sqlrow.FormatTime(f.After.CreatedAt)
 		where, args = append(where, `(created_at < ? OR (created_at = ? AND id < ?))`), append(args, at, at, f.After.ID)
 	}
 	q := `SELECT ` + summaryColumns + ` FROM sessions`

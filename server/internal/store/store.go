@@ -41,7 +41,7 @@ import (
 // Errors callers can test with errors.Is.
 var (
 	ErrNotFound = sqlrow.ErrNotFound
-	ErrExists   = errors.New("already exists")
+	ErrExists   = sqlrow.ErrExists
 	ErrClosed   = errors.New("store closed")
 )
 
@@ -546,33 +546,4 @@ func (s *Store) readRows(ctx context.Context, query string, args ...any) (*sql.R
 		return nil, err
 	}
 	return st.QueryContext(ctx, s.dialect.args(args)...)
-}
-
-func now() string { return formatTime(time.Now()) }
-
-// timeLayout is how the store writes times: UTC with all nine digits of
-// the fraction, so that comparing the text, as ORDER BY and < do, is
-// comparing the times. time.RFC3339Nano drops trailing zeros, which put
-// "05.1Z" after "05.10000001Z"; rows written that way before migration 4
-// are rewritten by it, and time.RFC3339Nano still parses both.
-const timeLayout = "2006-01-02T15:04:05.000000000Z"
-
-func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
-
-func parseTime(s sql.NullString) time.Time {
-	if !s.Valid {
-		return time.Time{}
-	}
-	t, _ := time.Parse(time.RFC3339Nano, s.String)
-	return t
-}
-
-func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
-
-// nullTime is t as the store writes it, or NULL if t is zero.
-func nullTime(t time.Time) sql.NullString {
-	if t.IsZero() {
-		return sql.NullString{}
-	}
-	return nullString(formatTime(t))
 }

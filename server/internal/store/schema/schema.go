@@ -62,7 +62,7 @@ var migrations = []string{
 	`ALTER TABLE sessions ADD COLUMN parent_id TEXT NOT NULL DEFAULT '';
 	CREATE INDEX sessions_parent ON sessions(parent_id);`,
 
-	// Times in the store's timeLayout, so that their text sorts as they do. The audit
+	// Times in sqlrow's timeLayout, so that their text sorts as they do. The audit
 	// log, append-only and ordered by seq, keeps the times it has.
 	fixedWidthTimes("devices", "created_at", "last_seen") +
 		fixedWidthTimes("sessions", "created_at", "started_at", "finished_at") +
@@ -300,7 +300,7 @@ const fewerIndexes = `DROP INDEX commands_device;
 
 // fixedWidthTimes is the SQL that rewrites columns of table from
 // time.RFC3339Nano in UTC, which drops the fraction's trailing zeros
-// ("2006-01-02T15:04:05.1Z"), to the store's timeLayout: the seconds, then the
+// ("2006-01-02T15:04:05.1Z"), to sqlrow's timeLayout: the seconds, then the
 // fraction padded to nine digits.
 func fixedWidthTimes(table string, columns ...string) string {
 	var b strings.Builder

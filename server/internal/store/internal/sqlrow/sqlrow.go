@@ -1,18 +1,24 @@
-// Package sqlrow holds what every part of the store that reads rows
-// shares, whether it reads them through database/sql (the readers) or
-// from the driver (the writer): the shape of a row and of rows, scanning
-// all of them, and turning "no row" into ErrNotFound.
+// Package sqlrow holds what every part of the store that reads or writes
+// rows shares, whether through database/sql (the readers) or the driver
+// (the writer): the shape of a row and of rows, scanning all of them,
+// ErrNotFound and ErrExists, and how the store writes times, optional
+// text and lists.
 package sqlrow
 
 import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrNotFound is wrapped by the error of a lookup of one row that found
 // none.
 var ErrNotFound = errors.New("not found")
+
+// ErrExists is wrapped by the error of a write of a row whose key another
+// row has.
+var ErrExists = errors.New("already exists")
 
 // Row is a single row to scan: *sql.Row, the first of a writer's query,
 // or the error of preparing its query.
@@ -51,4 +57,45 @@ func Err(err error, format string, args ...any) error {
 		err = ErrNotFound
 	}
 	return fmt.Errorf("store: "+format+": %w", append(args, err)...)
+}
+
+// Now is the time now as the store writes it.
+func Now() string { return FormatTime(time.Now()) }
+
+// timeLayout is how the store writes times: UTC with all nine digits of
+// the fraction, so that comparing the text, as ORDER BY and < do, is
+// comparing the times. time.RFC3339Nano drops trailing zeros, which put
+// "05.1Z" after "05.10000001Z"; rows written that way before migration 4
+// are rewritten by it, and time.RFC3339Nano still parses both.
+const timeLayout = "2006-01-02T15:04:05.000000000Z"
+
+// FormatTime is t as the store writes it.
+func FormatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+// ParseTime is the time the store wrote as s; NULL is the zero time.
+func ParseTime(s sql.NullString) time.Time {
+	if !s.Valid {
+		return time.Time{}
+	}
+	t, _ := time.Parse(time.RFC3339Nano, s.String)
+	return t
+}
+
+// NullString is s, or NULL if s is empty.
+func NullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// NullTime is t as the store writes it, or NULL if t is zero.
+func NullTime(t time.Time) sql.NullString {
+	if t.IsZero() {
+		return sql.NullString{}
+	}
+	return NullString(FormatTime(t))
+}
+
+// List is s, or an empty list if s is nil: JSON's [] rather than null.
+func List(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
