@@ -40,53 +40,60 @@ type DeviceLease = clusterstate.DeviceLease
 type ClusterWrites = clusterstate.Writes
 
 // Cluster are this write's changes to what [ClusterWrites] keep.
-func (t *Tx) Cluster() ClusterWrites { return clusterstate.WritesIn(clusterTx{t}) }
+func (t *Tx) Cluster() ClusterWrites { return clusterstate.WritesIn(partTx{t}) }
 
 // ClusterReads are the reads of a cluster's shared state: its nodes and
 // the leases on devices. Reached by [Store.Cluster].
 type ClusterReads = clusterstate.Reads
 
 // Cluster are the reads of what [ClusterReads] keep.
-func (s *Store) Cluster() ClusterReads { return clusterstate.ReadsOf(clusterReader{s}) }
+func (s *Store) Cluster() ClusterReads { return clusterstate.ReadsOf(partReader{s}) }
 
 // isClusterTable reports whether name is one of the cluster's tables,
 // which Copy leaves out.
 func isClusterTable(name string) bool { return clusterstate.IsTable(name) }
 
-// clusterTx is a write's transaction as the cluster's writes use it.
-type clusterTx struct{ t *Tx }
+// partTx is a write's transaction as the parts of the store in packages
+// of their own (clusterstate, identities) write in it.
+type partTx struct{ t *Tx }
 
 // Postgres reports whether the store is on PostgreSQL.
-func (c clusterTx) Postgres() bool { return c.t.s.dialect.backend() == Postgres }
+func (c partTx) Postgres() bool { return c.t.s.dialect.backend() == Postgres }
 
 // Exec runs a statement in the write's transaction.
-func (c clusterTx) Exec(query string, args ...any) (sql.Result, error) {
+func (c partTx) Exec(query string, args ...any) (sql.Result, error) {
 	return c.t.exec(query, args...)
 }
 
+// Query runs a query in the write's transaction.
+func (c partTx) Query(query string, args ...any) (sqlrow.Rows, error) {
+	return c.t.query(query, args...)
+}
+
 // QueryRow runs a query of one row in the write's transaction.
-func (c clusterTx) QueryRow(query string, args ...any) sqlrow.Row {
+func (c partTx) QueryRow(query string, args ...any) sqlrow.Row {
 	return c.t.queryRow(query, args...)
 }
 
 // Returning runs a statement that returns rows, each scanned by scan.
-func (c clusterTx) Returning(scan func(sqlrow.Row) error, query string, args ...any) error {
+func (c partTx) Returning(scan func(sqlrow.Row) error, query string, args ...any) error {
 	return c.t.returning(scan, query, args...)
 }
 
-// clusterReader is the store as the cluster's reads use it.
-type clusterReader struct{ s *Store }
+// partReader is the store as the parts of the store in packages of
+// their own read it.
+type partReader struct{ s *Store }
 
 // Postgres reports whether the store is on PostgreSQL.
-func (c clusterReader) Postgres() bool { return c.s.dialect.backend() == Postgres }
+func (c partReader) Postgres() bool { return c.s.dialect.backend() == Postgres }
 
 // ReadRow runs a query of one row on the readers.
-func (c clusterReader) ReadRow(ctx context.Context, query string, args ...any) sqlrow.Row {
+func (c partReader) ReadRow(ctx context.Context, query string, args ...any) sqlrow.Row {
 	return c.s.readRow(ctx, query, args...)
 }
 
 // ReadRows runs a query on the readers.
-func (c clusterReader) ReadRows(ctx context.Context, query string, args ...any) (sqlrow.Rows, error) {
+func (c partReader) ReadRows(ctx context.Context, query string, args ...any) (sqlrow.Rows, error) {
 	rows, err := c.s.readRows(ctx, query, args...)
 	if err != nil {
 		return nil, err // not a nil *sql.Rows in a Rows that is not nil

@@ -2,12 +2,10 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/tablecopy"
 )
 
@@ -48,14 +46,14 @@ func Copy(ctx context.Context, from, to *Store, opts CopyOptions) ([]TableCopy, 
 			return err
 		}
 		for i, t := range tables {
-			if copied[i], err = tablecopy.CopyTable(ctx, src, copyTarget{tx}, t); err != nil {
+			if copied[i], err = tablecopy.CopyTable(ctx, src, partTx{tx}, t); err != nil {
 				return fmt.Errorf("store: copy table %s: %w", t.Name, err)
 			}
 		}
 		if err := to.dialect.afterCopy(tx); err != nil {
 			return err
 		}
-		return tablecopy.Check(ctx, copyTarget{tx}, tables, copied)
+		return tablecopy.Check(ctx, partTx{tx}, tables, copied)
 	})
 	if err != nil {
 		return nil, err
@@ -99,17 +97,4 @@ func (t *Tx) empty(ctx context.Context, tables []tablecopy.Table, replace bool) 
 		return fmt.Errorf("store: copy: empty the target: %w", err)
 	}
 	return nil
-}
-
-// copyTarget is a write's transaction as a copy writes into it.
-type copyTarget struct{ t *Tx }
-
-// Exec runs a statement in the write's transaction.
-func (c copyTarget) Exec(query string, args ...any) (sql.Result, error) {
-	return c.t.exec(query, args...)
-}
-
-// Query runs a query in the write's transaction.
-func (c copyTarget) Query(query string, args ...any) (sqlrow.Rows, error) {
-	return c.t.query(query, args...)
 }

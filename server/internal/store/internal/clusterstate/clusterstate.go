@@ -19,12 +19,9 @@ import (
 
 // Tx is what the cluster's writes need of the store's write.
 type Tx interface {
+	sqlrow.Writer
 	// Postgres reports whether the store is on PostgreSQL.
 	Postgres() bool
-	// Exec runs a statement in the write's transaction.
-	Exec(query string, args ...any) (sql.Result, error)
-	// QueryRow runs a query of one row in the write's transaction.
-	QueryRow(query string, args ...any) sqlrow.Row
 	// Returning runs a statement that returns rows (RETURNING), each
 	// scanned by scan and counted as a changed row.
 	Returning(scan func(sqlrow.Row) error, query string, args ...any) error
@@ -32,12 +29,9 @@ type Tx interface {
 
 // Reader is what the cluster's reads need of the store.
 type Reader interface {
+	sqlrow.Reader
 	// Postgres reports whether the store is on PostgreSQL.
 	Postgres() bool
-	// ReadRow runs a query of one row on the store's readers.
-	ReadRow(ctx context.Context, query string, args ...any) sqlrow.Row
-	// ReadRows runs a query on the store's readers.
-	ReadRows(ctx context.Context, query string, args ...any) (sqlrow.Rows, error)
 }
 
 // Writes are a write's changes to a cluster's shared state: its nodes

@@ -6,6 +6,7 @@
 package sqlrow
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -31,6 +32,26 @@ type Rows interface {
 	Next() bool
 	Err() error
 	Close() error
+}
+
+// Writer is a write's transaction as the parts of the store in packages
+// of their own write in it.
+type Writer interface {
+	// Exec runs a statement in the write's transaction.
+	Exec(query string, args ...any) (sql.Result, error)
+	// Query runs a query in the write's transaction.
+	Query(query string, args ...any) (Rows, error)
+	// QueryRow runs a query of one row in the write's transaction.
+	QueryRow(query string, args ...any) Row
+}
+
+// Reader is the store's readers as the parts of the store in packages of
+// their own read from them.
+type Reader interface {
+	// ReadRow runs a query of one row on the store's readers.
+	ReadRow(ctx context.Context, query string, args ...any) Row
+	// ReadRows runs a query on the store's readers.
+	ReadRows(ctx context.Context, query string, args ...any) (Rows, error)
 }
 
 // Collect scans every row of rows with scan, appending to out, and closes

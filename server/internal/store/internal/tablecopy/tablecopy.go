@@ -20,15 +20,8 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
-// Target is the write a copy goes into: a transaction of the target
-// store's writer.
-type Target interface {
-	Exec(query string, args ...any) (sql.Result, error)
-	Query(query string, args ...any) (sqlrow.Rows, error)
-}
-
 // targetQuerier reads in a copy's target.
-type targetQuerier struct{ t Target }
+type targetQuerier struct{ t sqlrow.Writer }
 
 // QueryContext runs query in the target's transaction.
 func (q targetQuerier) QueryContext(_ context.Context, query string, args ...any) (sqlrow.Rows, error) {
@@ -149,7 +142,7 @@ func strings1(ctx context.Context, q Querier, query string, args ...any) ([]stri
 
 // CopyTable copies the rows of tb from src, a snapshot of a store, into
 // t, and returns their count and digest.
-func CopyTable(ctx context.Context, src *sql.Tx, t Target, tb Table) (TableCopy, error) {
+func CopyTable(ctx context.Context, src *sql.Tx, t sqlrow.Writer, tb Table) (TableCopy, error) {
 	rows, err := src.QueryContext(ctx, `SELECT `+tb.columnList()+` FROM `+tb.Name)
 	if err != nil {
 		return TableCopy{}, fmt.Errorf("read: %w", err)
@@ -212,7 +205,7 @@ func scanRow(rows sqlrow.Row, n int) ([]any, error) {
 
 // Check reads back what a copy wrote into t, before it commits, and
 // compares each table's count and digest with the source's.
-func Check(ctx context.Context, t Target, tables []Table, copied []TableCopy) error {
+func Check(ctx context.Context, t sqlrow.Writer, tables []Table, copied []TableCopy) error {
 	var bad []string
 	for i, tb := range tables {
 		got, err := Digest(ctx, targetQuerier{t}, tb)
