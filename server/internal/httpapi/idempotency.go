@@ -230,7 +230,7 @@ func (i *idempotency) commandAnswer(ctx context.Context, first store.Idempotency
 	case row.Result != nil:
 		return row.Result, 0, nil
 	}
-	cmds, err := i.store.Commands().OfSession(ctx, row.ID)
+	cmds, err := i.tasks.Commands(ctx, row.ID)
 	if err != nil {
 		return nil, http.StatusServiceUnavailable, err
 	}

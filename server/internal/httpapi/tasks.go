@@ -88,7 +88,7 @@ func (h *taskHandlers) summaries(ctx context.Context, c *identity.Caller, f stor
 	out := []store.Session{}
 	for {
 		f.Limit = n - len(out)
-		rows, err := h.store.Sessions().Summaries(ctx, f)
+		rows, err := h.tasks.Tasks(ctx, f)
 		if err != nil {
 			return nil, err
 		}
@@ -145,7 +145,7 @@ func (h *taskHandlers) getTask(w http.ResponseWriter, r *http.Request) {
 	if p, ok := h.tasks.Progress(t.SessionID); ok && !t.State.Ended() {
 		t.Result, _ = json.Marshal(p)
 	}
-	cmds, err := h.store.Commands().OfSession(r.Context(), t.SessionID)
+	cmds, err := h.tasks.Commands(r.Context(), t.SessionID)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
@@ -183,21 +183,20 @@ func (h *taskHandlers) removeTask(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("task %q is running: cancel it first", id))
 		return
 	}
-	err := h.store.Write(r.Context(), func(tx *store.Tx) error { return tx.Sessions().Delete(id) })
+	err := h.tasks.Remove(r.Context(), id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 	default:
-		h.tasks.Forget(id)
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
 
 // lookupTask is get_result: the task as the store has it.
 func (h *taskHandlers) lookupTask(w http.ResponseWriter, r *http.Request, id string) (api.Task, bool) {
-	row, err := h.store.Sessions().Get(r.Context(), id)
+	row, err := h.tasks.Task(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
 		return api.Task{}, false

@@ -96,7 +96,7 @@ func (h *taskHandlers) taskResult(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, invalidTaskName)
 		return
 	}
-	row, err := h.store.Sessions().ByTask(r.Context(), name)
+	row, err := h.tasks.TaskNamed(r.Context(), name)
 	if err == nil {
 		var in bool
 		if in, err = h.inScope.Row(r.Context(), identity.CallerFrom(r), row); err == nil && !in {

@@ -95,7 +95,7 @@ func (k *Checker) Task(ctx context.Context, c *identity.Caller, id string) (bool
 	if sess := k.tasks.Live(id); sess != nil {
 		return k.session(ctx, c, sess.DeviceID, sess.Selector())
 	}
-	row, err := k.store.Sessions().Get(ctx, id)
+	row, err := k.tasks.Task(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return false, nil

@@ -307,7 +307,7 @@ func (g *Gateway) taskInScope(ctx context.Context, id string) (api.Task, error) 
 	if id == "" {
 		return api.Task{}, errors.New(`argument "id": missing`)
 	}
-	row, err := g.cfg.Store.Sessions().Get(ctx, id)
+	row, err := g.cfg.Tasks.Task(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return api.Task{}, errors.New(inscope.NoTask(id))

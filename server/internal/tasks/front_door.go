@@ -330,15 +330,44 @@ func (d *FrontDoor) Progress(id string) (any, bool) { return d.sessions.progress
 // Events is the event log of task id, running or ended lately, or nil.
 func (d *FrontDoor) Events(id string) *eventlog.Log { return d.sessions.eventsOf(id) }
 
+// Task is task id as the store has it, wherever it runs or ran:
+// store.ErrNotFound if there is none. A caller holds the reader to its
+// scope (inscope.Checker.Row).
+func (d *FrontDoor) Task(ctx context.Context, id string) (store.Session, error) {
+	return d.sessions.store.Sessions().Get(ctx, id)
+}
+
+// TaskNamed is the newest task named name (UFO's task_result).
+func (d *FrontDoor) TaskNamed(ctx context.Context, name string) (store.Session, error) {
+	return d.sessions.store.Sessions().ByTask(ctx, name)
+}
+
+// Tasks lists the summaries of the tasks f picks, newest first.
+func (d *FrontDoor) Tasks(ctx context.Context, f store.SessionFilter) ([]store.Session, error) {
+	return d.sessions.store.Sessions().Summaries(ctx, f)
+}
+
+// Commands are the commands task id sent, with their outcomes, in order.
+func (d *FrontDoor) Commands(ctx context.Context, id string) ([]store.Command, error) {
+	return d.sessions.store.Commands().OfSession(ctx, id)
+}
+
 // StoredEvents reads task id's events from the store, for a task that
 // does not run here (on another node, or ended): see storedEvents.
 func (d *FrontDoor) StoredEvents(ctx context.Context, id string) ([]api.TaskEvent, bool, error) {
 	return d.sessions.StoredEvents(ctx, id)
 }
 
-// Forget drops what is kept in memory of task id, removed from the
-// store.
-func (d *FrontDoor) Forget(id string) { d.sessions.forgetEvents(id) }
+// Remove deletes task id, which has ended, from the store, with what is
+// kept of it in memory; its audit entries stay. store.ErrNotFound if
+// there is no such task. A running task is the caller's to refuse first.
+func (d *FrontDoor) Remove(ctx context.Context, id string) error {
+	err := d.sessions.store.Write(ctx, func(tx *store.Tx) error { return tx.Sessions().Delete(id) })
+	if err == nil {
+		d.sessions.forgetEvents(id)
+	}
+	return err
+}
 
 // Ended waits until task id has ended, wherever it runs, and returns its
 // row (see sessionManager.ended).
