@@ -9,6 +9,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
+	"github.com/edgeaip/edgeaip/server/internal/tasks/planread"
 )
 
 // checkAdmission is POST /api/admission, the dry run of a dispatch, a
@@ -87,7 +88,7 @@ func (h *taskHandlers) admissionOrder(who *identity.Caller, req api.AdmissionReq
 	case hasPlan == (len(req.Actions) > 0):
 		return tasks.Order{}, errors.New(`give either "plan" or "actions"`)
 	case hasPlan:
-		p, err := tasks.PlanField(req.Plan, h.limits.MaxPlanBytes)
+		p, err := planread.Field(req.Plan, h.limits.MaxPlanBytes)
 		if err != nil {
 			return tasks.Order{}, err
 		}

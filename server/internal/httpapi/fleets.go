@@ -11,6 +11,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
+	"github.com/edgeaip/edgeaip/server/internal/tasks/planread"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
@@ -28,7 +29,7 @@ func (h *taskHandlers) createFleet(w http.ResponseWriter, r *http.Request, key *
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	p, err := tasks.PlanField(req.Plan, h.limits.MaxPlanBytes)
+	p, err := planread.Field(req.Plan, h.limits.MaxPlanBytes)
 	if err != nil {
 		writeRequestError(w, err)
 		return

@@ -9,6 +9,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
+	"github.com/edgeaip/edgeaip/server/internal/tasks/planread"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
@@ -77,13 +78,13 @@ func (h *taskHandlers) dispatch(w http.ResponseWriter, r *http.Request, key *sto
 // plan field as an object or as text.
 func dispatchedPlan(req api.DispatchRequest, maxExpanded int) (*plan.Plan, error) {
 	if req.Request != "" {
-		p, err := tasks.PlanFromRequest(req.Request, maxExpanded)
+		p, err := planread.FromRequest(req.Request, maxExpanded)
 		if err != nil {
-			return nil, tasks.InField("request", err)
+			return nil, planread.InField("request", err)
 		}
 		return p, nil
 	}
-	return tasks.PlanField(req.Plan, maxExpanded)
+	return planread.Field(req.Plan, maxExpanded)
 }
 
 // taskResult is GET /api/task_result/{task_name}: "pending" until the

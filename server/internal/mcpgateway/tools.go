@@ -15,6 +15,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
+	"github.com/edgeaip/edgeaip/server/internal/tasks/planread"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
@@ -214,7 +215,7 @@ func (v *view) dispatchPlan(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	if err != nil || args["plan"] == nil {
 		return refused(errors.New(`argument "plan": missing`))
 	}
-	p, err := tasks.PlanField(raw, v.g.cfg.MaxPlanBytes)
+	p, err := planread.Field(raw, v.g.cfg.MaxPlanBytes)
 	if err != nil {
 		return refused(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
+	"github.com/edgeaip/edgeaip/server/internal/tasks/planread"
 )
 
 // A constellation client is an orchestrator acting for an operator
@@ -145,9 +146,9 @@ func (g *Gateway) refuseMessage(ctx context.Context, c *constellation, m *protoc
 // constellation when the session ends.
 func (g *Gateway) startConstellationTask(ctx context.Context, c *constellation, m *protocol.ClientMessage) error {
 	name, original := g.wsTaskName(c, m.TaskName)
-	p, err := tasks.PlanFromRequest(m.Request, g.cfg.MaxPlanBytes)
+	p, err := planread.FromRequest(m.Request, g.cfg.MaxPlanBytes)
 	if err != nil {
-		return tasks.InField("request", err)
+		return planread.InField("request", err)
 	}
 	if g.reg.Device(c.Target) == nil {
 		return fmt.Errorf("target device %q is not connected", c.Target)

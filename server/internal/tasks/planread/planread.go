@@ -1,4 +1,8 @@
-package tasks
+// Package planread reads the plan a request carries: a "plan" field (a
+// JSON object, or YAML or JSON as text), or UFO's "request" text, each
+// bounded in how far its aliases may expand it. Every surface that takes
+// a plan reads it here, before it hands it to the front door.
+package planread
 
 import (
 	"encoding/json"
@@ -6,31 +10,32 @@ import (
 	"fmt"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
-// PlanField reads a request's "plan" field: a plan as a JSON object, or
+// Field reads a request's "plan" field: a plan as a JSON object, or
 // as text (YAML or JSON).
-func PlanField(raw json.RawMessage, maxExpanded int) (*plan.Plan, error) {
+func Field(raw json.RawMessage, maxExpanded int) (*plan.Plan, error) {
 	doc := []byte(raw)
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
 		doc = []byte(text)
 	}
-	p, err := ParsePlan(doc, maxExpanded)
+	p, err := parse(doc, maxExpanded)
 	if err != nil {
 		return nil, InField("plan", err)
 	}
 	return p, nil
 }
 
-// ParsePlan reads a plan whose aliases may expand it to maxExpanded bytes;
+// parse reads a plan whose aliases may expand it to maxExpanded bytes;
 // one that expands further is refused as admission refuses it.
-func ParsePlan(doc []byte, maxExpanded int) (*plan.Plan, error) {
+func parse(doc []byte, maxExpanded int) (*plan.Plan, error) {
 	p, err := plan.ParseWithin(doc, maxExpanded)
 	var big *plan.ExpandedError
 	if errors.As(err, &big) {
-		return nil, &Refusal{Problems: []api.Problem{{Path: "plan", Problem: PlanTooBig(big.Size, big.Limit, true)}}}
+		return nil, &tasks.Refusal{Problems: []api.Problem{{Path: "plan", Problem: tasks.PlanTooBig(big.Size, big.Limit, true)}}}
 	}
 	return p, err
 }
@@ -38,22 +43,22 @@ func ParsePlan(doc []byte, maxExpanded int) (*plan.Plan, error) {
 // InField says which field of a request err is about; a refusal names
 // its own paths.
 func InField(field string, err error) error {
-	var refused *Refusal
+	var refused *tasks.Refusal
 	if errors.As(err, &refused) {
 		return err
 	}
 	return fmt.Errorf("field %q: %w", field, err)
 }
 
-// PlanFromRequest reads the plan a request carries. UFO's requests are
+// FromRequest reads the plan a request carries. UFO's requests are
 // prose for an LLM; this server has no planner, so a request must be a
 // plan (YAML or JSON).
-func PlanFromRequest(request string, maxExpanded int) (*plan.Plan, error) {
+func FromRequest(request string, maxExpanded int) (*plan.Plan, error) {
 	if request == "" {
 		return nil, errors.New("empty task content")
 	}
-	p, err := ParsePlan([]byte(request), maxExpanded)
-	var refused *Refusal
+	p, err := parse([]byte(request), maxExpanded)
+	var refused *tasks.Refusal
 	if err != nil && !errors.As(err, &refused) {
 		return nil, fmt.Errorf("not a plan (this server runs plans, not prose): %w", err)
 	}
