@@ -169,9 +169,9 @@ func (ru Rule) Allows(c *Caller, key string) error {
 // with keys of their own ("WS task"; the MCP gateway's, once it has
 // rules); a refusal is a *Forbidden, 403 on HTTP. It checks the role, and
 // that a scoped caller may use the key at all: what the request is about
-// is held to the scope by the server (deviceInScope, taskInScope and the
-// others in its scope.go), and a tool call by admission (commandOrder,
-// planOrder).
+// is held to the scope by each surface through the scope checker
+// (internal/inscope), and a tool call by admission (tasks.CommandOrder,
+// tasks.PlanOrder).
 func Allow(c *Caller, key string) error {
 	ru, ok := policy[key]
 	if !ok {
