@@ -53,7 +53,7 @@ type Dispatcher struct {
 	answer func(deviceID string, m *protocol.ClientMessage, err error)
 	// sessionEnd is the row of the session a single command makes up as
 	// it ends with the command rec: the front door's judgement of it
-	// (commandOutcome), which the dispatcher records with the command's
+	// (tasks.CommandOutcome), which the dispatcher records with the command's
 	// outcome (RATIONALE.md, "One straight path for a command").
 	sessionEnd func(row store.Session, rec store.Command) (store.Session, error)
 	log        *slog.Logger

@@ -10,8 +10,8 @@ import (
 // remote is the dispatcher's reach to devices whose links are on other
 // nodes of a cluster: where such a device is, sending and stopping a
 // command there, and telling the node that asked how a command it sent
-// here ended. A single node's is singleNode, which knows no other node;
-// a cluster node's is its clusterLinks (cluster_links.go,
+// here ended. A single node's is SingleNode, which knows no other node;
+// a cluster node's is its ClusterLinks (cluster_links.go,
 // dispatch_remote.go). The dispatcher asks it in the places listed
 // below and nowhere else.
 type remote interface {

@@ -119,7 +119,7 @@ func (a AdmittedCommand) SessionID() string { return a.spec.ID }
 
 // Run runs the command as a session of its own and waits for it to end.
 // The session runs on a context of its own: ctx bounds creating it
-// alone. An error is a *runError.
+// alone. An error is a *RunError.
 func (a AdmittedCommand) Run(ctx context.Context) (api.CommandResponse, error) {
 	resp, err := a.door.sessions.RunUnadmitted(ctx, a.spec, a.actions, a.timeout)
 	if err != nil {
@@ -189,8 +189,8 @@ type PlanTask struct {
 
 // StartPlan admits p on its device, creates its session and starts it,
 // in the background. A session id its requester already runs is refused
-// (*sessionRunningError); admission's refusals come as they are, and
-// failures to start as a *runError.
+// (*SessionRunningError); admission's refusals come as they are, and
+// failures to start as a *RunError.
 func (d *FrontDoor) StartPlan(ctx context.Context, p PlanTask) (*Session, error) {
 	o := PlanOrder(p.Who, p.Plan, p.Device)
 	if err := d.admission.admit(o); err != nil {
@@ -239,7 +239,7 @@ type FleetTask struct {
 
 // FleetTargets are the devices a fleet with labels runs on for who: the
 // selector, labels narrowed by who's scope, and the enrolled devices it
-// matches; a *noDevicesError if none.
+// matches; a *NoDevicesError if none.
 func (d *FrontDoor) FleetTargets(ctx context.Context, who *identity.Caller, labels map[string]string) (access.Selector, []string, error) {
 	selector := access.LabelSelector(labels).And(who.Scope.Devices)
 	devices, err := d.matching(ctx, selector)
@@ -314,7 +314,7 @@ func (d *FrontDoor) DryRun(o Order) error { return d.admission.admit(o) }
 func (d *FrontDoor) MaxSessions() int { return d.sessions.cfg.MaxSessions }
 
 // Cancel cancels running task id, why being the cause its device
-// records, and waits for it to end; errNotRunning if it is not running.
+// records, and waits for it to end; ErrNotRunning if it is not running.
 func (d *FrontDoor) Cancel(id, why string) error { return d.sessions.cancelTask(id, why) }
 
 // Running reports whether task id is running here.
@@ -324,7 +324,7 @@ func (d *FrontDoor) Running(id string) bool { return d.sessions.running(id) }
 func (d *FrontDoor) Live(id string) *Session { return d.sessions.liveSession(id) }
 
 // Progress is what running plan or fleet id has done so far (see
-// sessionManager.progressOf).
+// SessionManager.progressOf).
 func (d *FrontDoor) Progress(id string) (any, bool) { return d.sessions.progressOf(id) }
 
 // Events is the event log of task id, running or ended lately, or nil.
@@ -370,7 +370,7 @@ func (d *FrontDoor) Remove(ctx context.Context, id string) error {
 }
 
 // Ended waits until task id has ended, wherever it runs, and returns its
-// row (see sessionManager.ended).
+// row (see SessionManager.ended).
 func (d *FrontDoor) Ended(ctx context.Context, id string, waiting func(store.Session)) (store.Session, error) {
 	return d.sessions.ended(ctx, id, waiting)
 }

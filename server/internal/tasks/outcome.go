@@ -10,10 +10,10 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
-// How commands and tasks end. A command ends in a commandResult, whatever
+// How commands and tasks end. A command ends in a dispatch.Result, whatever
 // happens to it; a task (a session) ends in an outcome typed by its kind:
 // an api.PlanResult, an api.CommandResponse or an api.FleetResult.
-// commandOutcome is the one place a command's response is built and the
+// CommandOutcome is the one place a command's response is built and the
 // one place a single command's task is judged completed or failed.
 
 // errNotRun: a step's session was cancelled before its first attempt.

@@ -113,7 +113,7 @@ func (inv Inventory) resolve(calls []toolCall, scope access.Scope) ([]protocol.C
 }
 
 // confine holds a resolved command to scope's tool patterns: the tool the
-// agent will run for it, as findTool finds it, must be one the scope
+// agent will run for it, as dispatch.FindTool finds it, must be one the scope
 // allows (a tool of no known type only by a pattern for any type), and
 // the command then names its tool_type, so that the agent runs that tool
 // and not another of the same name the device lists later. A tool outside

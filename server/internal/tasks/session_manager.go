@@ -110,7 +110,7 @@ type SessionManager struct {
 
 	mu     sync.Mutex
 	closed bool
-	// draining: the node drains; it takes no new task (errDraining), but
+	// draining: the node drains; it takes no new task (ErrDraining), but
 	// a fleet it runs still starts its devices' tasks.
 	draining bool
 	live     map[string]*Session
@@ -613,7 +613,7 @@ func (m *SessionManager) HoldForTest() (release func()) {
 	return sync.OnceFunc(m.mu.Unlock)
 }
 
-// RefuseNew makes the manager refuse new tasks (errDraining), for a node
+// RefuseNew makes the manager refuse new tasks (ErrDraining), for a node
 // that drains.
 func (m *SessionManager) RefuseNew() {
 	m.mu.Lock()
