@@ -112,7 +112,7 @@ func (s *Server) linkCluster() error {
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	go s.closeLinksWhenFenced()
+	s.cluster.OnFenced(s.closeLinksWhenFenced)
 	return nil
 }
 
@@ -120,11 +120,6 @@ func (s *Server) linkCluster() error {
 // lease, so that its devices register on other nodes: what it holds is
 // theirs now, at higher epochs.
 func (s *Server) closeLinksWhenFenced() {
-	select {
-	case <-s.stop:
-		return
-	case <-s.cluster.Fenced():
-	}
 	devices := s.reg.Devices()
 	for _, c := range devices {
 		s.reg.Disconnect(c.ID, "this node lost its cluster lease: connect to another node")
@@ -184,6 +179,9 @@ func (s *Server) clusterHealth() string {
 // not linked, nor between links, here while NATS, which would carry it
 // to their nodes, is away: 503. The devices linked here are still served.
 func (s *Server) reachable(devices []string) error {
+	if doubt := s.cluster.LeaseDoubt(); doubt != "" {
+		return &tasks.Unreachable{Reason: "new work refused: " + doubt}
+	}
 	if s.cluster.Connected() {
 		return nil
 	}

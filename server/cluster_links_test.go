@@ -255,7 +255,7 @@ func TestAPlanThroughOneNodeRunsOnADeviceOnAnotherAndARefusalComesBack(t *testin
 // A node the cluster took as dead (a long pause, say) finds out at its
 // next heartbeat: it closes its device links and refuses new ones, so
 // that its devices go to other nodes.
-func TestANodeThatLostItsLeaseSendsItsDevicesAway(t *testing.T) {
+func TestANodeThatLostItsLeaseSendsItsDevicesAwayAndRejoins(t *testing.T) {
 	tc := newTestCluster(t)
 	a := tc.node("a")
 	dev, token := tc.linkedTo(a, a, "kiosk-1")
@@ -268,13 +268,46 @@ func TestANodeThatLostItsLeaseSendsItsDevicesAway(t *testing.T) {
 		return err
 	}))
 	requireWithinOf(t, closed, 5*time.Second, "the device's link on a node that lost its lease")
-	code, h := a.health()
-	assert.Equal(t, http.StatusServiceUnavailable, code)
-	assert.Contains(t, h.Cause, `node "a" lost its lease`)
 
+	// It rejoins at a new epoch by itself, and serves the device again.
+	require.Eventually(t, func() bool { _, epoch := a.srv.cluster.Self(); return epoch == 2 }, 10*time.Second, 10*time.Millisecond)
+	code, h := a.health()
+	assert.Equal(t, http.StatusOK, code, h.Cause)
 	again := a.mustDial(token)
-	again.send(protocol.ClientMessage{Type: protocol.ClientRegister, ClientType: protocol.ClientDevice, ClientID: "kiosk-1"})
-	again.requireError("this node lost its cluster lease: connect to another node")
+	again.register("kiosk-1", tool("stock", "echo", protocol.ToolAction))
+	again.serveOK()
+	resp, err := a.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}})
+	require.NoError(t, err)
+	assert.True(t, resp.Succeeded(), resp.FirstError())
+}
+
+// A node that cannot record its heartbeat soon doubts that it holds its
+// lease: the others may take it as dead, and run what it holds. It then
+// takes no new work, answering 503 naming why, rather than record a task
+// that another node may run too.
+func TestANodeNotSureOfItsLeaseTakesNoNewWork(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, _ := tc.linkedTo(b, b, "kiosk-1")
+	dev.serveOK()
+	// The store refuses a's heartbeats (and b's sweep of a's row): as in
+	// a pause, a cannot know whether it still holds its lease.
+	exec := tc.sql(t)
+	exec(`CREATE FUNCTION refuse_a() RETURNS trigger AS $$ BEGIN
+		IF NEW.node_id = 'a' THEN RAISE EXCEPTION 'the test refuses node a'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql`)
+	exec(`CREATE TRIGGER refuse_a BEFORE UPDATE ON cluster_nodes FOR EACH ROW EXECUTE FUNCTION refuse_a()`)
+	require.Eventually(t, func() bool { return a.srv.cluster.LeaseDoubt() != "" }, 10*time.Second, 10*time.Millisecond)
+
+	code, msg := a.apiStatus("POST", "/api/devices/kiosk-1/commands", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}})
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, msg, `new work refused: cluster: node "a"`)
+	exec(`DROP TRIGGER refuse_a ON cluster_nodes`)
+
+	require.Eventually(t, func() bool { code, _ := a.health(); return code == http.StatusOK }, 10*time.Second, 10*time.Millisecond,
+		"it serves again once it records a heartbeat, or has rejoined")
+	resp, err := a.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}})
+	require.NoError(t, err)
+	assert.True(t, resp.Succeeded(), resp.FirstError())
 }
 
 // requireWithinOf requires ch to close within d.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
@@ -136,6 +137,13 @@ func (l *ClusterLinks) answered(cmd *Command, node string, reply cluster.Reply, 
 		d.failUnsent(cmd, shutDownFailure(id, ""))
 	case reply.Outcome == cluster.Offline && !cmd.waitForDevice:
 		d.failUnsent(cmd, fmt.Sprintf("device %q is offline", id))
+	case reply.Outcome == cluster.Failed && reply.SenderGone:
+		// This node lost its lease: the node that adopts the command's
+		// session sends it again, and records how it ends.
+		d.forget(cmd)
+		why := "command not sent: " + reply.Error
+		cmd.log.Warn("command left to the node that adopts its session: this node lost its lease", "why", why)
+		d.endAs(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), why), why, false, true)
 	case reply.Outcome == cluster.Failed:
 		d.fail(cmd, "command not sent: "+reply.Error)
 	}
