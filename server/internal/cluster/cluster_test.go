@@ -94,7 +94,7 @@ func TestNodesSeeEachOtherAndADuplicateLiveIDIsRefused(t *testing.T) {
 	_, err = e.join("a")
 	require.ErrorIs(t, err, store.ErrNodeLive)
 	assert.Contains(t, err.Error(), `node "a"`)
-	assert.Contains(t, err.Error(), "a:8700")
+	assert.Contains(t, err.Error(), "epoch 1 at a:8700")
 }
 
 // A node that stops heartbeating is found dead within DeadAfter and a
