@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/edgeaip/edgeaip/internal/blackhole"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
@@ -138,6 +140,46 @@ func TestWithoutNATSANodeRefusesCrossNodeWorkAndServesItsOwn(t *testing.T) {
 	cmd := local.nextCommand()
 	local.answer(cmd, protocol.ResultSuccess, "res-1")
 	assert.Equal(t, "success", (<-out).Status)
+}
+
+// A NATS link that silently drops every packet (no FIN, no RST: a
+// blackhole) is noticed within 15 s with the default pings: the node is
+// degraded, naming NATS, and refuses a command for a device linked
+// elsewhere at once with 503 naming NATS, rather than let it hang until
+// its timeout. Once the link forwards again the node is healthy and
+// carries cross-node work again.
+func TestANodeNoticesANATSLinkThatDropsEverythingAndRefusesCrossNodeWork(t *testing.T) {
+	tc := newTestCluster(t)
+	link := blackhole.Start(t, strings.TrimPrefix(tc.nats.URL(), "nats://"))
+	a := tc.node("a", func(c *Config) { c.Cluster.NATS = "nats://" + link.Addr() })
+	b := tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-b")
+	crossNode := func(res string) {
+		t.Helper()
+		out := a.echoInBackground("kiosk-b")
+		dev.answer(dev.nextCommand(), protocol.ResultSuccess, res)
+		require.Equal(t, "success", (<-out).Status)
+	}
+	crossNode("res-1")
+
+	link.Cut()
+	bound := (cluster.DefaultNATSMaxPingsOut + 1) * cluster.DefaultNATSPingInterval
+	require.LessOrEqual(t, bound, 15*time.Second)
+	var h api.Health
+	require.Eventually(t, func() bool {
+		var code int
+		code, h = a.health()
+		return code == http.StatusServiceUnavailable && strings.Contains(h.Cause, "lost: nats: stale connection")
+	}, 15*time.Second, 50*time.Millisecond, "a blackholed NATS link not noticed within 15 s: %+v", h)
+	assert.Equal(t, "degraded", h.Status)
+	assert.Contains(t, h.Cause, "NATS: not connected (RECONNECTING, lost: nats: stale connection: 2 pings 4s apart unanswered)")
+	code, msg := a.apiStatus("POST", "/api/devices/kiosk-b/commands", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "10m"})
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, msg, `device "kiosk-b" is not linked to node "a", and cross-node work is refused: NATS: not connected`)
+
+	link.Heal()
+	require.Eventually(t, func() bool { code, _ := a.health(); return code == http.StatusOK }, 15*time.Second, 50*time.Millisecond)
+	crossNode("res-2")
 }
 
 // linkLease is the lease epoch rc's link was registered under on ts.
