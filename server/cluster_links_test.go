@@ -379,3 +379,62 @@ func TestACommandOnAnotherNodeThatTimesOutSaysWhereItWaited(t *testing.T) {
 	assert.Equal(t, "failure", resp.Status)
 	assert.Equal(t, `device "kiosk-1", linked to node "b", did not answer within 500ms`, resp.FirstError())
 }
+
+// nodeBehind starts node id of tc with its NATS link through a proxy
+// that the test can cut, pinging NATS every ping.
+func (tc *testCluster) nodeBehind(id string, ping time.Duration) (*testServer, *blackhole.Proxy) {
+	tc.t.Helper()
+	link := blackhole.Start(tc.t, strings.TrimPrefix(tc.nats.URL(), "nats://"))
+	return tc.node(id, func(c *Config) { c.Cluster.NATS, c.Cluster.NATSPingInterval = "nats://"+link.Addr(), ping }), link
+}
+
+// A command through node A whose NATS link drops everything, before A
+// notices, is not confirmed by B, which holds the device's link: it fails
+// naming NATS and B, not as if the device had not answered.
+func TestACommandThatNATSDidNotCarryFailsNamingNATS(t *testing.T) {
+	tc := newTestCluster(t)
+	a, link := tc.nodeBehind("a", time.Hour)
+	b := tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	warm := a.echoInBackground("kiosk-1")
+	dev.answer(dev.nextCommand(), protocol.ResultSuccess, "res-1")
+	require.Equal(t, "success", (<-warm).Status)
+
+	link.Cut()
+	resp := a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "1s"})
+	assert.Equal(t, "failure", resp.Status)
+	assert.Equal(t, `command for device "kiosk-1" not confirmed sent within 1s: NATS: node "b", which holds the device's link, did not answer over NATS; it may have it`,
+		resp.FirstError())
+}
+
+// A command out on node B when A loses NATS: the device answers on B,
+// which records the results, but its word to A is lost with A's link.
+// Once A's NATS is back, A reads the results from the store and the
+// command ends with them, rather than wait out its timeout.
+func TestACommandOutOnAnotherNodeEndsWithItsResultsOnceNATSIsBack(t *testing.T) {
+	tc := newTestCluster(t)
+	a, link := tc.nodeBehind("a", 100*time.Millisecond)
+	b := tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	out := make(chan api.CommandResponse, 1)
+	go func() {
+		out <- a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "10m"})
+	}()
+	cmd := dev.nextCommand()
+	link.Cut()
+	require.Eventually(t, func() bool { code, _ := a.health(); return code == http.StatusServiceUnavailable }, 15*time.Second, 10*time.Millisecond)
+	dev.answer(cmd, protocol.ResultSuccess, "res-1")
+	require.Eventually(t, func() bool {
+		rec, err := b.srv.store.Commands().Get(context.Background(), cmd.ResponseID)
+		return err == nil && rec.Status == store.CommandDone
+	}, 10*time.Second, 10*time.Millisecond, "B did not record the results")
+
+	link.Heal()
+	select {
+	case resp := <-out:
+		assert.Equal(t, "success", resp.Status, "%+v", resp)
+		assert.Equal(t, cmd.ResponseID, resp.ResponseID)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command waits on though its results were recorded and NATS is back")
+	}
+}

@@ -31,11 +31,21 @@ func (c *Cluster) connect() (*nats.Conn, error) {
 			}
 			c.mu.Lock()
 			c.natsLost = err
+			handlers := c.onNATS
 			c.mu.Unlock()
 			c.log.Error("NATS connection lost: cross-node work is refused until it is back", "err", err)
+			for _, fn := range handlers {
+				fn(err)
+			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			c.log.Info("NATS connection back", "nats", RedactNATS(nc.ConnectedUrl()))
+			c.mu.Lock()
+			handlers := c.onNATS
+			c.mu.Unlock()
+			for _, fn := range handlers {
+				fn(nil)
+			}
 		}),
 	}
 	if c.cfg.NATSCA != "" {
@@ -50,4 +60,12 @@ func (c *Cluster) connect() (*nats.Conn, error) {
 		return nil, fmt.Errorf("cluster: NATS %s: %w", RedactNATS(c.cfg.NATS), err)
 	}
 	return nc, nil
+}
+
+// OnNATS calls fn, on NATS's goroutine for such events, each time the
+// NATS connection is lost (with why) and each time it is back (nil).
+func (c *Cluster) OnNATS(fn func(lost error)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onNATS = append(c.onNATS, fn)
 }
