@@ -103,8 +103,8 @@ type Cluster struct {
 	deaths   []Node // announced before any OnDead handler was set
 	beatErr  error  // the last heartbeat's error; nil once one succeeds
 	natsLost error  // why the NATS connection was last lost
-	onNATS   []func(lost error)
 	fenced   error  // the lease was lost: for good
+	onNATS   []func(lost error)
 	draining bool
 	warned   map[string]bool // incompatible nodes logged, by id/epoch
 	// live are the nodes at the last sweep.
