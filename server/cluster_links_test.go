@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,11 +10,14 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/internal/blackhole"
+	"github.com/edgeaip/edgeaip/internal/natstest"
+	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -437,4 +441,33 @@ func TestACommandOutOnAnotherNodeEndsWithItsResultsOnceNATSIsBack(t *testing.T) 
 	case <-time.After(30 * time.Second):
 		t.Fatal("the command waits on though its results were recorded and NATS is back")
 	}
+}
+
+// Node B, which holds the device's link, is cut off from NATS, and NATS
+// drops it: a command through A finds nothing listening for the device,
+// and fails at its timeout naming NATS and B, not as if the device's
+// link had dropped (it had not).
+func TestACommandForANodeCutOffFromNATSFailsNamingNATSNotTheLink(t *testing.T) {
+	tc := &testCluster{t: t, nats: natstest.StartWith(t, natstest.Options{PingInterval: 100 * time.Millisecond}),
+		store: pgtest.Shared(t).NewDatabase(t)}
+	a := tc.node("a")
+	b, link := tc.nodeBehind("b", 100*time.Millisecond)
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	warm := a.echoInBackground("kiosk-1")
+	dev.answer(dev.nextCommand(), protocol.ResultSuccess, "res-1")
+	require.Equal(t, "success", (<-warm).Status)
+
+	link.Cut()
+	probe, err := nats.Connect(tc.nats.URL())
+	require.NoError(t, err)
+	defer probe.Close()
+	require.Eventually(t, func() bool {
+		_, err := probe.Request("aip.dev.kiosk-1", nil, time.Second)
+		return errors.Is(err, nats.ErrNoResponders)
+	}, 15*time.Second, 10*time.Millisecond, "NATS did not drop node b")
+	resp := a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "2s"})
+	assert.Equal(t, "failure", resp.Status)
+	assert.Contains(t, resp.FirstError(), `command for device "kiosk-1" not`)
+	assert.Contains(t, resp.FirstError(), `within 2s: NATS: node "b"`)
+	assert.NotContains(t, resp.FirstError(), "link to device")
 }
