@@ -12,9 +12,9 @@ import (
 
 // connect connects to NATS, failing if it cannot now, and reconnecting
 // for ever once it has; a connection that stops answering pings is
-// dropped and connected again (Config.PingInterval). Every client NATS lets in is trusted as a node
-// (RATIONALE.md): the credentials and TLS are the
-// cluster's only gate.
+// dropped and connected again (Config.PingInterval). Every client NATS
+// lets in is trusted as a node (RATIONALE.md): the credentials and TLS
+// are the cluster's only gate.
 func (c *Cluster) connect() (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name("aip-server " + c.cfg.NodeID),
