@@ -2,16 +2,22 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/edgeaip/edgeaip/internal/blackhole"
+	"github.com/edgeaip/edgeaip/internal/natstest"
+	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -138,6 +144,46 @@ func TestWithoutNATSANodeRefusesCrossNodeWorkAndServesItsOwn(t *testing.T) {
 	cmd := local.nextCommand()
 	local.answer(cmd, protocol.ResultSuccess, "res-1")
 	assert.Equal(t, "success", (<-out).Status)
+}
+
+// A NATS link that silently drops every packet (no FIN, no RST: a
+// blackhole) is noticed within 15 s with the default pings: the node is
+// degraded, naming NATS, and refuses a command for a device linked
+// elsewhere at once with 503 naming NATS, rather than let it hang until
+// its timeout. Once the link forwards again the node is healthy and
+// carries cross-node work again.
+func TestANodeNoticesANATSLinkThatDropsEverythingAndRefusesCrossNodeWork(t *testing.T) {
+	tc := newTestCluster(t)
+	link := blackhole.Start(t, strings.TrimPrefix(tc.nats.URL(), "nats://"))
+	a := tc.node("a", func(c *Config) { c.Cluster.NATS = "nats://" + link.Addr() })
+	b := tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-b")
+	crossNode := func(res string) {
+		t.Helper()
+		out := a.echoInBackground("kiosk-b")
+		dev.answer(dev.nextCommand(), protocol.ResultSuccess, res)
+		require.Equal(t, "success", (<-out).Status)
+	}
+	crossNode("res-1")
+
+	link.Cut()
+	bound := (cluster.DefaultNATSMaxPingsOut + 1) * cluster.DefaultNATSPingInterval
+	require.LessOrEqual(t, bound, 15*time.Second)
+	var h api.Health
+	require.Eventually(t, func() bool {
+		var code int
+		code, h = a.health()
+		return code == http.StatusServiceUnavailable && strings.Contains(h.Cause, "lost: nats: stale connection")
+	}, 15*time.Second, 50*time.Millisecond, "a blackholed NATS link not noticed within 15 s: %+v", h)
+	assert.Equal(t, "degraded", h.Status)
+	assert.Contains(t, h.Cause, "NATS: not connected (RECONNECTING, lost: nats: stale connection: 2 pings 4s apart unanswered)")
+	code, msg := a.apiStatus("POST", "/api/devices/kiosk-b/commands", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "10m"})
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, msg, `device "kiosk-b" is not linked to node "a", and cross-node work is refused: NATS: not connected`)
+
+	link.Heal()
+	require.Eventually(t, func() bool { code, _ := a.health(); return code == http.StatusOK }, 15*time.Second, 50*time.Millisecond)
+	crossNode("res-2")
 }
 
 // linkLease is the lease epoch rc's link was registered under on ts.
@@ -369,4 +415,92 @@ func TestACommandOnAnotherNodeThatTimesOutSaysWhereItWaited(t *testing.T) {
 	resp := <-out
 	assert.Equal(t, "failure", resp.Status)
 	assert.Equal(t, `device "kiosk-1", linked to node "b", did not answer within 500ms`, resp.FirstError())
+}
+
+// nodeBehind starts node id of tc with its NATS link through a proxy
+// that the test can cut, pinging NATS every ping.
+func (tc *testCluster) nodeBehind(id string, ping time.Duration) (*testServer, *blackhole.Proxy) {
+	tc.t.Helper()
+	link := blackhole.Start(tc.t, strings.TrimPrefix(tc.nats.URL(), "nats://"))
+	return tc.node(id, func(c *Config) { c.Cluster.NATS, c.Cluster.NATSPingInterval = "nats://"+link.Addr(), ping }), link
+}
+
+// A command through node A whose NATS link drops everything, before A
+// notices, is not confirmed by B, which holds the device's link: it fails
+// naming NATS and B, not as if the device had not answered.
+func TestACommandThatNATSDidNotCarryFailsNamingNATS(t *testing.T) {
+	tc := newTestCluster(t)
+	a, link := tc.nodeBehind("a", time.Hour)
+	b := tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	warm := a.echoInBackground("kiosk-1")
+	dev.answer(dev.nextCommand(), protocol.ResultSuccess, "res-1")
+	require.Equal(t, "success", (<-warm).Status)
+
+	link.Cut()
+	resp := a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "1s"})
+	assert.Equal(t, "failure", resp.Status)
+	assert.Equal(t, `command for device "kiosk-1" not confirmed sent within 1s: NATS: node "b", which holds the device's link, did not answer over NATS; it may have it`,
+		resp.FirstError())
+}
+
+// A command out on node B when A loses NATS: the device answers on B,
+// which records the results, but its word to A is lost with A's link.
+// Once A's NATS is back, A reads the results from the store and the
+// command ends with them, rather than wait out its timeout.
+func TestACommandOutOnAnotherNodeEndsWithItsResultsOnceNATSIsBack(t *testing.T) {
+	tc := newTestCluster(t)
+	a, link := tc.nodeBehind("a", 100*time.Millisecond)
+	b := tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	out := make(chan api.CommandResponse, 1)
+	go func() {
+		out <- a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "10m"})
+	}()
+	cmd := dev.nextCommand()
+	link.Cut()
+	require.Eventually(t, func() bool { code, _ := a.health(); return code == http.StatusServiceUnavailable }, 15*time.Second, 10*time.Millisecond)
+	dev.answer(cmd, protocol.ResultSuccess, "res-1")
+	require.Eventually(t, func() bool {
+		rec, err := b.srv.store.Commands().Get(context.Background(), cmd.ResponseID)
+		return err == nil && rec.Status == store.CommandDone
+	}, 10*time.Second, 10*time.Millisecond, "B did not record the results")
+
+	link.Heal()
+	select {
+	case resp := <-out:
+		assert.Equal(t, "success", resp.Status, "%+v", resp)
+		assert.Equal(t, cmd.ResponseID, resp.ResponseID)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command waits on though its results were recorded and NATS is back")
+	}
+}
+
+// Node B, which holds the device's link, is cut off from NATS, and NATS
+// drops it: a command through A finds nothing listening for the device,
+// and fails at its timeout naming NATS and B, not as if the device's
+// link had dropped (it had not).
+func TestACommandForANodeCutOffFromNATSFailsNamingNATSNotTheLink(t *testing.T) {
+	tc := &testCluster{t: t, nats: natstest.StartWith(t, natstest.Options{PingInterval: 100 * time.Millisecond}),
+		store: pgtest.Shared(t).NewDatabase(t)}
+	a := tc.node("a")
+	b, link := tc.nodeBehind("b", 100*time.Millisecond)
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	warm := a.echoInBackground("kiosk-1")
+	dev.answer(dev.nextCommand(), protocol.ResultSuccess, "res-1")
+	require.Equal(t, "success", (<-warm).Status)
+
+	link.Cut()
+	probe, err := nats.Connect(tc.nats.URL())
+	require.NoError(t, err)
+	defer probe.Close()
+	require.Eventually(t, func() bool {
+		_, err := probe.Request("aip.dev.kiosk-1", nil, time.Second)
+		return errors.Is(err, nats.ErrNoResponders)
+	}, 15*time.Second, 10*time.Millisecond, "NATS did not drop node b")
+	resp := a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "2s"})
+	assert.Equal(t, "failure", resp.Status)
+	assert.Contains(t, resp.FirstError(), `command for device "kiosk-1" not`)
+	assert.Contains(t, resp.FirstError(), `within 2s: NATS: node "b"`)
+	assert.NotContains(t, resp.FirstError(), "link to device")
 }

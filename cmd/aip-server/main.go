@@ -50,6 +50,8 @@ func main() {
 	flag.StringVar(&clusterCfg.NATSCA, "nats-ca", "", "PEM `file` of the CAs a tls:// NATS server's certificate must chain to, instead of the system's")
 	flag.StringVar(&clusterCfg.NodeID, "node-id", "", "this node's id in the cluster (default: the host's name)")
 	flag.StringVar(&clusterCfg.Address, "advertise", "", "the address the cluster lists for this node (default: --listen's)")
+	flag.DurationVar(&clusterCfg.NATSPingInterval, "nats-ping", server.DefaultNATSPingInterval, "cluster mode: how often the node pings NATS; a connection with --nats-max-pings pings unanswered at the next is taken as dead, and cross-node work refused until NATS is back")
+	flag.IntVar(&clusterCfg.NATSMaxPingsOut, "nats-max-pings", server.DefaultNATSMaxPingsOut, "cluster mode: unanswered pings to NATS after which its connection is taken as dead (see --nats-ping)")
 	flag.DurationVar(&clusterCfg.DrainGrace, "drain-grace", server.DefaultDrainGrace, "cluster mode: on SIGTERM, how long running tasks may finish before the rest are handed off to the other nodes (a second SIGTERM stops at once)")
 	var conn protocol.ConnOptions
 	flag.Int64Var(&conn.MaxFrameBytes, "max-frame", protocol.DefaultMaxFrameBytes, "largest WebSocket frame accepted, in bytes; a larger one closes the link with 1009")

@@ -34,6 +34,16 @@ const (
 	DefaultDeadAfter = 6 * time.Second
 )
 
+// The defaults of Config's NATS pings: a node pings NATS every 4 s and
+// takes its connection as dead when a ping finds two unanswered, so that
+// a link that silently drops every packet is noticed within 12 s
+// ((DefaultNATSMaxPingsOut + 1) × DefaultNATSPingInterval). nats.go's own,
+// 2 minutes × 2, left cross-node commands hanging until their timeouts.
+const (
+	DefaultNATSPingInterval = 4 * time.Second
+	DefaultNATSMaxPingsOut  = 2
+)
+
 // Config is what a node joins a cluster with.
 type Config struct {
 	// NATS is the NATS server's URL, or several, comma-separated; each
@@ -52,6 +62,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Heartbeat and DeadAfter: see DefaultHeartbeat. Tests shorten them.
 	Heartbeat, DeadAfter time.Duration
+	// PingInterval and MaxPingsOut: see DefaultNATSPingInterval.
+	PingInterval time.Duration
+	MaxPingsOut  int
 }
 
 // Node is a node of the cluster as its lease says.
@@ -88,14 +101,16 @@ type Cluster struct {
 	onFenced []func()
 	deaths   []Node // announced before any OnDead handler was set
 	beatErr  error  // the last heartbeat's error; nil once one succeeds
+	natsLost error  // why the NATS connection was last lost
 	fenced   error  // the lease under epoch was lost: until the node rejoins
+	onNATS   []func(lost error)
 	// lastBeat is when the last heartbeat recorded began; beatingSince,
 	// when the run of heartbeats recorded without a break that goes on
 	// now began (zero: none goes on); lastPeerBeat, when another node last
 	// said it recorded one (lease.go).
 	lastBeat, beatingSince, lastPeerBeat time.Time
 	draining                             bool
-	warned   map[string]bool // incompatible nodes logged, by id/epoch
+	warned                               map[string]bool // incompatible nodes logged, by id/epoch
 	// live are the nodes at the last sweep.
 	live map[string]liveNode
 }
@@ -119,6 +134,8 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, DefaultHeartbeat)
 	cfg.DeadAfter = cmp.Or(cfg.DeadAfter, DefaultDeadAfter)
+	cfg.PingInterval = cmp.Or(cfg.PingInterval, DefaultNATSPingInterval)
+	cfg.MaxPingsOut = cmp.Or(cfg.MaxPingsOut, DefaultNATSMaxPingsOut)
 	if err := errors.Join(CheckNodeID(cfg.NodeID), CheckNATS(cfg.NATS)); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -209,11 +226,13 @@ func (c *Cluster) announce(dead []Node) {
 // Health is "" while the node holds its lease and NATS, else why not.
 func (c *Cluster) Health() string {
 	c.mu.Lock()
-	doubt, beatErr := c.doubtLocked(), c.beatErr
+	doubt, beatErr, natsLost := c.doubtLocked(), c.beatErr, c.natsLost
 	c.mu.Unlock()
 	switch {
 	case doubt != "":
 		return doubt
+	case !c.nc.IsConnected() && natsLost != nil:
+		return fmt.Sprintf("NATS: not connected (%s, lost: %v); cross-node work is refused", c.nc.Status(), natsLost)
 	case !c.nc.IsConnected():
 		return fmt.Sprintf("NATS: not connected (%s); cross-node work is refused", c.nc.Status())
 	case beatErr != nil:

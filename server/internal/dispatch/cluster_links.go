@@ -78,6 +78,7 @@ func NewClusterLinks(c *cluster.Cluster, reg *Registry, disp *Dispatcher, grace 
 	if err := c.OnRecorded(l.recordedElsewhere); err != nil {
 		return nil, err
 	}
+	c.OnNATS(l.natsChanged)
 	l.preload()
 	disp.remote = l
 	self, epoch := c.Self()

@@ -125,6 +125,12 @@ type sentElsewhere struct {
 	node string
 	// retries counts its sends that found no holder.
 	retries int
+	// delivered: node answered that it sent it on the device's link.
+	delivered bool
+	// trouble names the part, NATS or the store, that last kept it from
+	// the node holding its device's link, or may keep its results from
+	// coming back from there; "" once a node took it.
+	trouble string
 }
 
 // ResponseID is the command's response_id.
@@ -292,10 +298,18 @@ func (d *Dispatcher) Resume(ctx context.Context, rec store.Command, session *sto
 	cmd.inFlight, cmd.fence, cmd.start = true, fence, time.Now()
 	if offline := d.park(cmd); offline != "" {
 		d.fail(cmd, offline)
-	} else if now, err := d.store.Commands().Get(ctx, rec.ResponseID); err == nil && now.Status != store.CommandPending {
-		d.settle(cmd)
+	} else {
+		d.settleIfRecorded(ctx, cmd)
 	}
 	return d.await(ctx, cmd)
+}
+
+// settleIfRecorded ends cmd with its outcome, and the session it alone
+// makes up, if the store holds that outcome already.
+func (d *Dispatcher) settleIfRecorded(ctx context.Context, cmd *Command) {
+	if now, err := d.store.Commands().Get(ctx, cmd.rec.ResponseID); err == nil && now.Status != store.CommandPending {
+		d.settle(cmd)
+	}
 }
 
 // settle ends cmd, whose outcome the store holds already, with it, and
@@ -553,11 +567,19 @@ func (d *Dispatcher) expire(cmd *Command) {
 // that holds its device's link, or waiting for its device to come back.
 func (cmd *Command) timedOut() string {
 	id := cmd.rec.DeviceID
+	out := cmd.elsewhere
 	switch {
 	case cmd.sentOn != nil:
 		return fmt.Sprintf("device %q did not answer within %s", id, cmd.timeout)
-	case cmd.elsewhere.lease != 0:
-		return fmt.Sprintf("device %q, linked to node %q, did not answer within %s", id, cmd.elsewhere.node, cmd.timeout)
+	case out.lease != 0 && !out.delivered:
+		return fmt.Sprintf("command for device %q not confirmed sent within %s: NATS: node %q, which holds the device's link, did not answer over NATS; it may have it",
+			id, cmd.timeout, out.node)
+	case out.lease != 0 && out.trouble != "":
+		return fmt.Sprintf("device %q, linked to node %q, did not answer within %s as far as this node heard: %s", id, out.node, cmd.timeout, out.trouble)
+	case out.lease != 0:
+		return fmt.Sprintf("device %q, linked to node %q, did not answer within %s", id, out.node, cmd.timeout)
+	case out.trouble != "":
+		return fmt.Sprintf("command for device %q not sent within %s: %s", id, cmd.timeout, out.trouble)
 	}
 	return fmt.Sprintf("link to device %q dropped and the device did not come back within %s", id, cmd.timeout)
 }
