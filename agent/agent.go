@@ -165,7 +165,7 @@ func (a *Agent) listenLocal() error {
 	}
 	a.local, err = mcpserve.Listen(mcpserve.Options{
 		Listen: a.cfg.MCPServe.Listen, Token: token, Version: Version, Tools: a.localToolList,
-		Run: a.executor.RunLocal, Log: a.log.With("part", "mcp_serve"),
+		Run: a.executor.RunLocal, MaxSessions: a.cfg.MCPServe.MaxSessions, Log: a.log.With("part", "mcp_serve"),
 	})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)

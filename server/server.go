@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/edgeaip/edgeaip/internal/authlimit"
 	"github.com/edgeaip/edgeaip/internal/dirlock"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/access"
@@ -148,7 +149,7 @@ type Server struct {
 	orphans    chan struct{}    // closed when watchOrphans has stopped (a cluster node's)
 	metrics    *metrics.Metrics
 	http       *httpapi.API // every route, /ws and /mcp among them
-	authLimit  *identity.Limiter
+	authLimit  *authlimit.Limiter
 	auth       *identity.Authority // who callers and devices are
 	stop       chan struct{}
 	stopOnce   sync.Once
@@ -222,7 +223,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	}
 	cfg.Logger.Info("store open", "backend", st.Backend())
 	cfg.Sessions.SetDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, authLimit: identity.NewLimiter(cfg.TrustedProxies, time.Now, cfg.Logger),
+	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, authLimit: authlimit.NewLimiter(cfg.TrustedProxies, time.Now, cfg.Logger),
 		stop: make(chan struct{}), janitor: make(chan struct{}), seenFlush: make(chan struct{}),
 		liveness: protocol.NewLiveness()}
 	s.auth = identity.New(identity.Config{Store: st, Certs: set, DeviceCertValidity: cfg.TLS.DeviceCertValidity, Logger: cfg.Logger,

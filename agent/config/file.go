@@ -93,7 +93,8 @@ type fileConfig struct {
 	MCP      map[string]map[string]fileMCPRoot `yaml:"mcp"`
 	MCPServe struct {
 		Listen    string `yaml:"listen"`
-		TokenFile string `yaml:"token_file"`
+		TokenFile   string `yaml:"token_file"`
+		MaxSessions int    `yaml:"max_sessions"`
 	} `yaml:"mcp_serve"`
 }
 
@@ -183,7 +184,7 @@ func (l *loader) config(fc *fileConfig) Config {
 		UnloadAfter:           time.Duration(fc.Tools.UnloadAfter),
 		Reproducible:          fc.Tools.Reproducible,
 		MemoryLimit:           int64(fc.MemoryLimit),
-		MCPServe:              MCPServe{Listen: fc.MCPServe.Listen, TokenFile: l.abs(fc.MCPServe.TokenFile)},
+		MCPServe:              MCPServe{Listen: fc.MCPServe.Listen, TokenFile: l.abs(fc.MCPServe.TokenFile), MaxSessions: fc.MCPServe.MaxSessions},
 	}
 	if err := checkMCPListen(fc.MCPServe.Listen); err != nil {
 		l.fail([]any{"mcp_serve", "listen"}, "%v", err)

@@ -106,6 +106,14 @@ func (t *Table) Held() int {
 // not held) is admitted within the bounds first.
 func (t *Table) Guard(name string, hooks *server.Hooks, h http.Handler) http.Handler {
 	end := func(id string) func() { return func() { terminate(h, id) } }
+	// Held as it initializes, before its client has the answer (mcp-go
+	// registers it only after answering), and as mcp-go registers one
+	// that did not (a failed initialize, or a stream's).
+	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
+		if s := server.ClientSessionFromContext(ctx); s != nil && s.SessionID() != "" {
+			t.registered(ctx, name, s.SessionID(), end(s.SessionID()))
+		}
+	})
 	hooks.AddOnRegisterSession(func(ctx context.Context, s server.ClientSession) {
 		t.registered(ctx, name, s.SessionID(), end(s.SessionID()))
 	})
