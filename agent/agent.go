@@ -21,6 +21,7 @@ import (
 	"github.com/edgeaip/edgeaip/agent/internal/reply"
 	"github.com/edgeaip/edgeaip/agent/internal/token"
 	"github.com/edgeaip/edgeaip/agent/internal/toolbox"
+	"github.com/edgeaip/edgeaip/internal/privatedir"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
 )
@@ -140,6 +141,7 @@ func (a *Agent) init(ctx context.Context, tokens link.Tokens, tc *tls.Config, fs
 		return fmt.Errorf("agent: %w", err)
 	}
 	a.outbox = ob
+	privatedir.Warn(a.cfg.DataDir, a.log)
 	// Pruned only now, under the outbox's lock, which keeps a second
 	// agent of this device off the data dir and its cache.
 	a.tools.PruneCache()
