@@ -92,7 +92,7 @@ type fileConfig struct {
 	} `yaml:"tools"`
 	MCP      map[string]map[string]fileMCPRoot `yaml:"mcp"`
 	MCPServe struct {
-		Listen    string `yaml:"listen"`
+		Listen      string `yaml:"listen"`
 		TokenFile   string `yaml:"token_file"`
 		MaxSessions int    `yaml:"max_sessions"`
 	} `yaml:"mcp_serve"`
