@@ -189,6 +189,9 @@ func (l *loader) config(fc *fileConfig) Config {
 	if err := checkMCPListen(fc.MCPServe.Listen); err != nil {
 		l.fail([]any{"mcp_serve", "listen"}, "%v", err)
 	}
+	if fc.MCPServe.MaxSessions < 0 {
+		l.fail([]any{"mcp_serve", "max_sessions"}, "%d: want a number of sessions, or 0 for the default", fc.MCPServe.MaxSessions)
+	}
 	if fc.Device.ID != "" && !validDeviceID.MatchString(fc.Device.ID) {
 		l.fail([]any{"device", "id"}, "%q: want 1-64 of [A-Za-z0-9._-], not starting with '.'", fc.Device.ID)
 	}
