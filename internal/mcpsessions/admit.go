@@ -12,11 +12,7 @@ import (
 // which bound refuses it, every session under it being busy.
 func (t *Table) reserve(name string) (*ticket, Bound, bool) {
 	t.mu.Lock()
-	o := t.owners[name]
-	if o == nil {
-		o = &owner{name: name}
-		t.owners[name] = o
-	}
+	o := t.owner(name)
 	var ends []func()
 	var refused Bound
 	if max := t.cfg.MaxPerOwner; max > 0 && o.held >= max {
@@ -30,6 +26,7 @@ func (t *Table) reserve(name string) (*ticket, Bound, bool) {
 		tk = &ticket{owner: o}
 		o.held++
 		t.total++
+		t.owners[name] = o // again, if evicting its last session forgot it
 	} else {
 		t.dropIfEmpty(o)
 	}
@@ -44,18 +41,18 @@ func (t *Table) reserve(name string) (*ticket, Bound, bool) {
 // bound asks, adding what ends it in mcp-go to ends; or returns bound if
 // none is idle. t.mu is held.
 func (t *Table) makeRoom(o *owner, bound Bound, ends *[]func()) Bound {
-	var victimID string
+	var victimKey sessionKey
 	var victim *session
-	for id, s := range t.sessions {
+	for k, s := range t.sessions {
 		if s.busy == 0 && (o == nil || s.owner == o) && (victim == nil || s.used < victim.used) {
-			victimID, victim = id, s
+			victimKey, victim = k, s
 		}
 	}
 	t.atBound(o, bound)
 	if victim == nil {
 		return bound
 	}
-	t.forget(victimID, victim)
+	t.forget(victimKey, victim)
 	*ends = append(*ends, victim.end)
 	if t.cfg.Evicted != nil {
 		t.cfg.Evicted(bound)
@@ -92,46 +89,41 @@ func (t *Table) release(tk *ticket) {
 	t.dropIfEmpty(tk.owner)
 }
 
-// registered holds session id of name, which mcp-go registered, in the
+// registered holds session k, which mcp-go registered, in the
 // place its request reserved. One registered with no place (not seen
 // opening) is held all the same: a bound is exceeded by it rather than
 // a session kept unseen.
-func (t *Table) registered(ctx context.Context, name, id string, end func()) {
+func (t *Table) registered(ctx context.Context, k sessionKey, end func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.sessions[id] != nil {
+	if t.sessions[k] != nil {
 		return
 	}
 	tk, _ := ctx.Value(ticketKey{}).(*ticket)
 	if tk == nil || tk.taken {
-		o := t.owners[name]
-		if o == nil {
-			o = &owner{name: name}
-			t.owners[name] = o
-		}
-		tk = &ticket{owner: o}
-		o.held++
+		tk = &ticket{owner: t.owner(k.owner)}
+		tk.owner.held++
 		t.total++
 	}
 	tk.taken = true
 	t.seq++
-	t.sessions[id] = &session{owner: tk.owner, end: end, used: t.seq}
+	t.sessions[k] = &session{owner: tk.owner, end: end, used: t.seq}
 }
 
-// unregistered forgets session id, which mcp-go dropped: its DELETE, its
+// unregistered forgets session k, which mcp-go dropped: its DELETE, its
 // idle TTL, its stream's end, or the endpoint's shutdown.
-func (t *Table) unregistered(id string) {
+func (t *Table) unregistered(k sessionKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if s := t.sessions[id]; s != nil {
-		t.forget(id, s)
+	if s := t.sessions[k]; s != nil {
+		t.forget(k, s)
 		t.belowBounds(s.owner)
 	}
 }
 
-// forget drops session id; t.mu is held.
-func (t *Table) forget(id string, s *session) {
-	delete(t.sessions, id)
+// forget drops session k; t.mu is held.
+func (t *Table) forget(k sessionKey, s *session) {
+	delete(t.sessions, k)
 	s.owner.held--
 	t.total--
 	t.dropIfEmpty(s.owner)
@@ -146,6 +138,16 @@ func (t *Table) belowBounds(o *owner) {
 	if t.total < t.cfg.MaxTotal {
 		t.nodeFull = false
 	}
+}
+
+// owner is what name holds, made if it holds nothing yet; t.mu is held.
+func (t *Table) owner(name string) *owner {
+	o := t.owners[name]
+	if o == nil {
+		o = &owner{name: name}
+		t.owners[name] = o
+	}
+	return o
 }
 
 // dropIfEmpty forgets o if it holds nothing; t.mu is held.

@@ -62,12 +62,16 @@ type Table struct {
 	cfg Config
 
 	mu       sync.Mutex
-	sessions map[string]*session // by session id
+	sessions map[sessionKey]*session
 	owners   map[string]*owner
 	total    int    // sessions and reservations
 	seq      uint64 // orders uses: the oldest idle session has the least
 	nodeFull bool   // at MaxTotal since last logged: log once
 }
+
+// sessionKey names a session: its owner's, so that an id presented to
+// another owner's endpoint is not taken for it.
+type sessionKey struct{ owner, id string }
 
 // session is one session held.
 type session struct {
@@ -89,14 +93,7 @@ func New(cfg Config) *Table {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Table{cfg: cfg, sessions: map[string]*session{}, owners: map[string]*owner{}}
-}
-
-// Held is how many sessions the table holds, with those being opened.
-func (t *Table) Held() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.total
+	return &Table{cfg: cfg, sessions: map[sessionKey]*session{}, owners: map[string]*owner{}}
 }
 
 // Guard is h, one mcp-go endpoint, whose sessions all belong to name,
@@ -106,26 +103,27 @@ func (t *Table) Held() int {
 // not held) is admitted within the bounds first.
 func (t *Table) Guard(name string, hooks *server.Hooks, h http.Handler) http.Handler {
 	end := func(id string) func() { return func() { terminate(h, id) } }
+	key := func(s server.ClientSession) sessionKey { return sessionKey{name, s.SessionID()} }
 	// Held as it initializes, before its client has the answer (mcp-go
 	// registers it only after answering), and as mcp-go registers one
 	// that did not (a failed initialize, or a stream's).
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
 		if s := server.ClientSessionFromContext(ctx); s != nil && s.SessionID() != "" {
-			t.registered(ctx, name, s.SessionID(), end(s.SessionID()))
+			t.registered(ctx, key(s), end(s.SessionID()))
 		}
 	})
 	hooks.AddOnRegisterSession(func(ctx context.Context, s server.ClientSession) {
-		t.registered(ctx, name, s.SessionID(), end(s.SessionID()))
+		t.registered(ctx, key(s), end(s.SessionID()))
 	})
-	hooks.AddOnUnregisterSession(func(_ context.Context, s server.ClientSession) { t.unregistered(s.SessionID()) })
+	hooks.AddOnUnregisterSession(func(_ context.Context, s server.ClientSession) { t.unregistered(key(s)) })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		opens, err := t.opensSession(r)
+		opens, err := t.opensSession(name, r)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		if !opens {
-			t.serveOn(w, r, h)
+			t.serveOn(name, w, r, h)
 			return
 		}
 		tk, bound, ok := t.reserve(name)
@@ -147,10 +145,10 @@ type ticket struct {
 
 type ticketKey struct{}
 
-// opensSession reports whether r would open a session: an initialize,
+// opensSession reports whether r, to name's endpoint, would open a session: an initialize,
 // or a GET (a stream of notifications) on a session not held. Revision
 // 2026-07-28 has no sessions. r's body is read, and put back.
-func (t *Table) opensSession(r *http.Request) (bool, error) {
+func (t *Table) opensSession(name string, r *http.Request) (bool, error) {
 	if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
 		return false, nil
 	}
@@ -158,7 +156,7 @@ func (t *Table) opensSession(r *http.Request) (bool, error) {
 	case http.MethodGet:
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		return t.sessions[r.Header.Get(server.HeaderKeySessionID)] == nil, nil
+		return t.sessions[sessionKey{name, r.Header.Get(server.HeaderKeySessionID)}] == nil, nil
 	case http.MethodPost:
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -174,11 +172,11 @@ func (t *Table) opensSession(r *http.Request) (bool, error) {
 	return false, nil
 }
 
-// serveOn serves r, marking the session it names busy meanwhile.
-func (t *Table) serveOn(w http.ResponseWriter, r *http.Request, h http.Handler) {
-	id := r.Header.Get(server.HeaderKeySessionID)
+// serveOn serves r, to name's endpoint, marking the session it names
+// busy meanwhile.
+func (t *Table) serveOn(name string, w http.ResponseWriter, r *http.Request, h http.Handler) {
 	t.mu.Lock()
-	s := t.sessions[id]
+	s := t.sessions[sessionKey{name, r.Header.Get(server.HeaderKeySessionID)}]
 	if s != nil {
 		s.busy++
 	}

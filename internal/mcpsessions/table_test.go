@@ -57,8 +57,25 @@ func TestTheOldestIdleSessionIsEvicted(t *testing.T) {
 	assert.True(t, ok, "mcp-go dropped the evicted session")
 	table.mu.Lock()
 	defer table.mu.Unlock()
-	assert.Contains(t, table.sessions, first, "used since")
-	assert.NotContains(t, table.sessions, second, "idle longest")
-	assert.Contains(t, table.sessions, third)
+	assert.Contains(t, table.sessions, sessionKey{"app", first}, "used since")
+	assert.NotContains(t, table.sessions, sessionKey{"app", second}, "idle longest")
+	assert.Contains(t, table.sessions, sessionKey{"app", third})
 	assert.Equal(t, 2, table.total)
+}
+
+// An owner bounded to one session, initializing again and again, holds
+// one: evicting its last session does not lose count of it.
+func TestAnOwnerBoundToOneSessionHoldsOne(t *testing.T) {
+	table := New(Config{MaxPerOwner: 1})
+	hooks := &server.Hooks{}
+	ts := httptest.NewServer(table.Guard("app", hooks, server.NewStreamableHTTPServer(server.NewMCPServer("t", "1", server.WithHooks(hooks)))))
+	defer ts.Close()
+	for range 5 {
+		status, _ := post(t, ts.URL, "", initialize)
+		require.Equal(t, http.StatusOK, status)
+	}
+	table.mu.Lock()
+	defer table.mu.Unlock()
+	assert.Equal(t, 1, table.total)
+	assert.Len(t, table.owners, 1)
 }
