@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/authlimit"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
@@ -38,7 +39,7 @@ type Config struct {
 	Auth *identity.Authority
 	// AuthLimit refuses sources that failed to authenticate too often;
 	// the WebSocket endpoint counts into it too.
-	AuthLimit *identity.Limiter
+	AuthLimit *authlimit.Limiter
 	Metrics   *metrics.Metrics
 	// Tasks is the front door every request that runs or follows a task
 	// goes through.
