@@ -612,3 +612,24 @@ func TestAReplayIsHeldToTheToolPatternsOfWhoAsksNow(t *testing.T) {
 	assert.NotContains(t, body, "READ-SECRET")
 	assert.Contains(t, body, "withheld")
 }
+
+// A pattern by type holds a call that named no type by the type its
+// device lists the tool under, as admission does: read_file is the
+// device's data_collection tool, write_file its action.
+func TestAToolPatternByTypeTypesACallByItsDevicesInventory(t *testing.T) {
+	m := newMatrix(t)
+	dev := m.filesDevice()
+	collector := m.ts.addIdentity("collector", api.RoleViewer, &api.Scope{Devices: "site=lobby", Tools: []string{"data_collection::*"}})
+	d, err := m.ts.api.Dispatch(context.Background(), api.DispatchRequest{ClientID: dev, Request: `steps:
+  - {tool_name: read_file, parameters: {path: /secret/READ-SECRET}}
+  - {tool_name: write_file, parameters: {path: /etc/motd, content: WRITE-SECRET}}`})
+	require.NoError(t, err)
+	m.ts.waitTask(d.SessionID)
+
+	for _, path := range []string{"/api/tasks/" + d.SessionID, "/api/tasks/" + d.SessionID + "/events", "/api/audit?session=" + d.SessionID} {
+		code, body := m.ts.call(collector, probeRequest{method: http.MethodGet, path: path})
+		require.Equal(t, http.StatusOK, code, body)
+		assert.Contains(t, body, "READ-SECRET", "%s: read_file is a data_collection tool", path)
+		assert.NotContains(t, body, "WRITE-SECRET", "%s: write_file is an action", path)
+	}
+}
