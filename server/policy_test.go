@@ -633,3 +633,28 @@ func TestAToolPatternByTypeTypesACallByItsDevicesInventory(t *testing.T) {
 		assert.NotContains(t, body, "WRITE-SECRET", "%s: write_file is an action", path)
 	}
 }
+
+// A call is held to the patterns by the type it was sent with, which
+// admission pinned for a scoped requester: a device that no longer lists
+// the tool does not hide the requester's own results from it.
+func TestACallKeepsTheTypeItWasSentWithWhenItsDeviceNoLongerListsIt(t *testing.T) {
+	m := newMatrix(t)
+	ctx := context.Background()
+	enrolled, err := m.ts.api.Enroll(ctx, api.EnrollRequest{ID: "in-typed", Labels: labelsOf(in)})
+	require.NoError(t, err)
+	dev := m.ts.mustDial(enrolled.Token)
+	dev.register("in-typed", tool("stock", "read_file", protocol.ToolDataCollection))
+	dev.serve(func(a protocol.Command) protocol.Result {
+		return protocol.Result{Status: protocol.ResultSuccess, Result: a.Parameters}
+	})
+	collector := m.ts.addIdentity("collector", api.RoleOperator, &api.Scope{Devices: "site=lobby", Tools: []string{"data_collection::*"}})
+	d, err := m.ts.as(collector).Dispatch(ctx, api.DispatchRequest{ClientID: "in-typed", Request: `steps: [{tool_name: read_file, parameters: {path: OWN-PATH}}]`})
+	require.NoError(t, err)
+	m.ts.waitTask(d.SessionID)
+
+	m.ts.mustDial(enrolled.Token).register("in-typed") // it lists no tool now
+	code, body := m.ts.call(collector, probeRequest{method: http.MethodGet, path: "/api/tasks/" + d.SessionID})
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, "OWN-PATH")
+	assert.NotContains(t, body, "withheld")
+}

@@ -23,10 +23,11 @@ const Withheld = "withheld: the tool is outside your scope"
 // Sight is what one caller may see of one task: every step, its state and
 // its timing; and what each call was given and returned, and why it
 // failed, only for the tools the caller's patterns allow. A call's tool
-// is known by its name and type: the type its plan or command gave, else
-// the one the device lists it under, found as the agent finds it
-// (dispatch.FindTool), as admission holds calls to the patterns; a tool
-// of no known type is allowed only by a pattern for any type. A nil
+// is known by its name and type: the type its plan or command gave, or it
+// was sent with, else the one the device lists it under, found as the
+// agent finds it (dispatch.FindTool), as admission holds calls to the
+// patterns; a tool of no known type is allowed only by a pattern for any
+// type. A nil
 // Sight, a caller's without tool patterns, sees everything.
 type Sight struct {
 	tools *toolJudge
@@ -72,7 +73,32 @@ func (k *Checker) Sight(ctx context.Context, c *identity.Caller, row store.Sessi
 		}
 		s.calls = append(s.calls, calls)
 	}
-	return s, nil
+	if row.Kind == api.KindPlan {
+		err = k.typeAsSent(ctx, row.ID, s.calls)
+	}
+	return s, err
+}
+
+// typeAsSent gives each call of plan task id that names no type the type
+// its step's commands were sent with, if they named one: the type
+// admission pinned for a scoped requester, or found for a device that
+// needs it, which the device's inventory may no longer say.
+func (k *Checker) typeAsSent(ctx context.Context, id string, calls [][]call) error {
+	cmds, err := k.tasks.Commands(ctx, id)
+	if err != nil {
+		return fmt.Errorf("task %q: its commands: %w", id, err)
+	}
+	for _, c := range cmds {
+		if c.Step < 0 || c.Step >= len(calls) {
+			continue
+		}
+		for i, a := range c.Actions {
+			if i < len(calls[c.Step]) && calls[c.Step][i].toolType == "" {
+				calls[c.Step][i].toolType = a.ToolType
+			}
+		}
+	}
+	return nil
 }
 
 // TaskSight is Sight for task id, whose row is read only for a caller
