@@ -188,9 +188,9 @@ func (g *Gateway) taskEndTo(asker *constellation) tasks.TaskEndFunc {
 	}
 }
 
-// taskEndShown is msg, a TASK_END with a plan's result on asker's target, as asker's
-// identity may see it. The task has ended: it reads the store with a
-// context of its own.
+// taskEndShown is msg, a TASK_END with a plan's result on asker's
+// target, as asker's identity may see it. The task has ended: it reads
+// the store with a context of its own.
 func (g *Gateway) taskEndShown(asker *constellation, msg *protocol.ServerMessage) (*protocol.ServerMessage, error) {
 	sight, err := g.inScope.TaskSight(context.Background(), asker.caller, msg.SessionID)
 	if err != nil || sight == nil {
