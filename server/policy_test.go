@@ -566,6 +566,14 @@ steps:
 		require.Equal(t, http.StatusOK, code, "%s: %s", name, body)
 		surfaces[name] = body
 	}
+	dashboard := &browser{t: t, client: http.DefaultClient, base: m.ts.http.URL}
+	require.Equal(t, http.StatusOK, dashboard.login(hasher).StatusCode)
+	for name, path := range map[string]string{"the dashboard's plan": "/api/tasks/" + d.SessionID, "the dashboard's events": "/api/tasks/" + d.SessionID + "/events"} {
+		code, body := m.ts.call("", probeRequest{method: http.MethodGet, path: path,
+			header: http.Header{"Cookie": {dashboard.cookie.Name + "=" + dashboard.cookie.Value}}})
+		require.Equal(t, http.StatusOK, code, "%s: %s", name, body)
+		surfaces[name] = body
+	}
 	cl, _ := m.ts.mcpClient(hasher)
 	for name, id := range map[string]string{"MCP get_task of the plan": d.SessionID, "MCP get_task of the command": cmd.SessionID,
 		"MCP get_task of the fleet's device": child} {
@@ -579,7 +587,7 @@ steps:
 			assert.NotContains(t, body, secret, "%s shows what a tool outside hash_* was given or returned", name)
 		}
 	}
-	for _, name := range []string{"plan", "plan's events", "task_result", "MCP get_task of the plan"} {
+	for _, name := range []string{"plan", "plan's events", "task_result", "MCP get_task of the plan", "the dashboard's plan", "the dashboard's events"} {
 		assert.Contains(t, surfaces[name], "HASHED-PATH", "%s: hash_file's parameters and result are the caller's to see", name)
 	}
 	for _, name := range []string{"plan", "plan's events", "command's events", "audit log", "MCP get_task of the plan"} {
