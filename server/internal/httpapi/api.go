@@ -116,7 +116,7 @@ func New(cfg Config) *API {
 	log := cmp.Or(cfg.Logger, slog.Default())
 	g := &gate{log: log, auth: cfg.Auth, authLimit: cfg.AuthLimit, metrics: cfg.Metrics, inScope: cfg.InScope,
 		csrf: http.NewCrossOriginProtection()}
-	keys := &idempotency{log: log, store: cfg.Store, tasks: cfg.Tasks, locks: newKeyLocks(log)}
+	keys := &idempotency{log: log, store: cfg.Store, tasks: cfg.Tasks, inScope: cfg.InScope, locks: newKeyLocks(log)}
 	return &API{
 		gate: g,
 		keys: keys,

@@ -1,7 +1,8 @@
 // Package inscope holds every surface to what a caller's scope lets it
 // see: a scoped caller sees only the devices its selector picks and the
 // tools its patterns allow, and everything else answers as if it did not
-// exist. It keeps, for that and for the command path, the enrolled
+// exist; of a task in scope, it sees what tools outside its patterns were
+// given and returned only as withheld (Sight). It keeps, for that and for the command path, the enrolled
 // devices and their labels in memory (Enrolled). See
 // internal/identity/RATIONALE.md, "Scopes on every surface".
 package inscope
