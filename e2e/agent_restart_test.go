@@ -29,14 +29,17 @@ func (c *cluster) execAsync(id string, req api.CommandRequest) <-chan api.Comman
 }
 
 // startKioskProcess enrolls kiosk-1 and runs its agent as a process, with
-// a data dir and a dir its tools may write files in, and waits until it
-// is online.
+// a data dir, a dir its tools may write files in, and the two tools these
+// tests run (write_file and pause), and waits until it is online and its
+// tools are ready: on a fresh compile cache, preparing a Go tool takes
+// seconds, and under load longer than the tests' commands may wait.
 func (c *cluster) startKioskProcess() (p *agentProcess, data, files string) {
 	c.t.Helper()
 	data, files = c.t.TempDir(), c.t.TempDir()
-	p = newAgentProcess(c.t, agentYAML(c.t, "kiosk-1", c.wsURL(), c.enroll("kiosk-1"), data, files))
+	p = newAgentProcess(c.t, agentYAMLWithTools(c.t, "kiosk-1", c.wsURL(), c.enroll("kiosk-1"), data, files, "stock="+appendAndPause(c.t)))
 	p.start()
 	c.waitOnline("kiosk-1", true)
+	p.waitLogged("tools instrumented")
 	return p, data, files
 }
 
