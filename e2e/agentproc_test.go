@@ -152,6 +152,12 @@ func (p *agentProcess) logged(s string) bool {
 	return bytes.Contains(b, []byte(s))
 }
 
+// count is how many times the agent's log has s.
+func (p *agentProcess) count(s string) int {
+	b, _ := os.ReadFile(p.log)
+	return bytes.Count(b, []byte(s))
+}
+
 // waitLogged waits for s in the agent's log.
 func (p *agentProcess) waitLogged(s string) {
 	p.t.Helper()
