@@ -414,7 +414,7 @@ func TestACommandOnAnotherNodeThatTimesOutSaysWhereItWaited(t *testing.T) {
 	dev.nextCommand() // and never answered
 	resp := <-out
 	assert.Equal(t, "failure", resp.Status)
-	assert.Equal(t, `device "kiosk-1", linked to node "b", did not answer within 500ms`, resp.FirstError())
+	assert.Equal(t, `device "kiosk-1", linked to node "b", did not answer within 500ms; `+dispatch.MayStillRun, resp.FirstError())
 }
 
 // nodeBehind starts node id of tc with its NATS link through a proxy
@@ -440,8 +440,8 @@ func TestACommandThatNATSDidNotCarryFailsNamingNATS(t *testing.T) {
 	link.Cut()
 	resp := a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "1s"})
 	assert.Equal(t, "failure", resp.Status)
-	assert.Equal(t, `command for device "kiosk-1" not confirmed sent within 1s: NATS: node "b", which holds the device's link, did not answer over NATS; it may have it`,
-		resp.FirstError())
+	assert.Equal(t, `command for device "kiosk-1" not confirmed sent within 1s: NATS: node "b", which holds the device's link, did not answer over NATS; `+
+		dispatch.MayStillRun, resp.FirstError())
 }
 
 // A command out on node B when A loses NATS: the device answers on B,
@@ -503,4 +503,43 @@ func TestACommandForANodeCutOffFromNATSFailsNamingNATSNotTheLink(t *testing.T) {
 	assert.Contains(t, resp.FirstError(), `command for device "kiosk-1" not`)
 	assert.Contains(t, resp.FirstError(), `within 2s: NATS: node "b"`)
 	assert.NotContains(t, resp.FirstError(), "link to device")
+}
+
+// The node holding a device's link sends on it only a command that is
+// still on record as pending and within its deadline: a command NATS held
+// through a partition until its sender had failed it, one its sender has
+// ended, or one nobody recorded (forged on NATS) never runs. A caller
+// told a command failed unsent can rely on it.
+func TestTheHolderSendsNoCommandPastItsDeadlineEndedOrUnrecorded(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	lease, err := a.srv.cluster.Lease(t.Context(), "kiosk-1")
+	require.NoError(t, err)
+	self, epoch := a.srv.cluster.Self()
+	send := func(responseID string, deadline time.Time) cluster.Reply {
+		t.Helper()
+		r, err := a.srv.cluster.SendCommand(t.Context(), cluster.Command{DeviceID: "kiosk-1", LeaseEpoch: lease.Epoch, From: self, FromEpoch: epoch,
+			Timeout: time.Minute, Deadline: deadline,
+			Message: dispatch.CommandMessage("s", responseID, []protocol.Command{{ToolName: "echo", CallID: "c"}})})
+		require.NoError(t, err)
+		return r
+	}
+
+	r := send("forged", time.Now().Add(time.Minute))
+	assert.Equal(t, cluster.Failed, r.Outcome)
+	assert.Contains(t, r.Error, "the store holds no such command: not sent")
+
+	resp := a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "200ms"})
+	cmd := dev.nextCommand() // sent, and never answered: it fails at its deadline
+	require.Equal(t, "failure", resp.Status)
+	r = send(cmd.ResponseID, time.Now().Add(time.Minute))
+	assert.Equal(t, cluster.Failed, r.Outcome)
+	assert.Contains(t, r.Error, "it has ended (failed) on the node that took it: not sent")
+
+	r = send(cmd.ResponseID, time.Now().Add(-time.Second))
+	assert.Equal(t, cluster.Failed, r.Outcome)
+	assert.Contains(t, r.Error, "its deadline passed")
+
+	dev.ping() // nothing else came on the link
 }

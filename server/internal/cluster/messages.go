@@ -48,6 +48,11 @@ type Command struct {
 	From      string        `json:"from"`
 	FromEpoch int64         `json:"from_epoch"`
 	Timeout   time.Duration `json:"timeout"`
+	// Deadline is when the sender fails the command unless it has ended:
+	// the holder does not send it on the link past it (a message NATS
+	// held through a partition comes too late to run). Zero from a node
+	// that predates it.
+	Deadline time.Time `json:"deadline,omitzero"`
 	// Message is the COMMAND, as it goes to the device.
 	Message *protocol.ServerMessage `json:"message"`
 	// Session is the row of the session the command alone makes up, if

@@ -98,13 +98,14 @@ func (l *ClusterLinks) send(cmd *Command, node string, epoch int64) {
 		return
 	}
 	wasSent := cmd.sent
-	cmd.elsewhere.lease, cmd.elsewhere.node, cmd.elsewhere.delivered, cmd.sent = epoch, node, false, true
+	cmd.elsewhere.lease, cmd.elsewhere.node, cmd.elsewhere.delivered, cmd.sent, cmd.left = epoch, node, false, true, true
+	deadline := cmd.deadline
 	d.mu.Unlock()
 
 	self, selfEpoch := l.c.Self()
 	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
 	reply, err := l.c.SendCommand(ctx, cluster.Command{DeviceID: cmd.rec.DeviceID, LeaseEpoch: epoch, From: self, FromEpoch: selfEpoch,
-		Timeout: cmd.timeout, Message: cmd.msg, Session: sessionToSend(cmd.session)})
+		Timeout: cmd.timeout, Deadline: deadline, Message: cmd.msg, Session: sessionToSend(cmd.session)})
 	cancel()
 	l.disp.metrics.CrossNodeCommand(crossNodeOutcome(reply, err))
 	if err == nil && reply.Outcome == cluster.Sent {
