@@ -543,3 +543,24 @@ func TestTheHolderSendsNoCommandPastItsDeadlineEndedOrUnrecorded(t *testing.T) {
 
 	dev.ping() // nothing else came on the link
 }
+
+// A device whose node stopped heartbeating (a pause, say) is between
+// links, for the other nodes, until its grace from that node's last
+// heartbeat ends: UFO's dispatch through them takes work for it, which
+// waits for it as any command does, rather than answer that it is not
+// online.
+func TestADeviceOfANodeFoundDeadIsAwaitedWithinItsGrace(t *testing.T) {
+	tc := newTestCluster(t)
+	grace := func(c *Config) { c.Sessions.DeviceGrace = time.Hour }
+	a, b := tc.node("a", grace), tc.node("b", grace)
+	tc.linkedTo(b, a, "kiosk-1")
+	exec := tc.sql(t)
+	// b's heartbeats fail from now on; a's sweep may still mark it gone.
+	exec(`CREATE FUNCTION refuse_b() RETURNS trigger AS $$ BEGIN
+		IF NEW.node_id = 'b' AND NEW.state <> 'gone' THEN RAISE EXCEPTION 'the test refuses node b'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql`)
+	exec(`CREATE TRIGGER refuse_b BEFORE UPDATE ON cluster_nodes FOR EACH ROW EXECUTE FUNCTION refuse_b()`)
+	require.Eventually(t, func() bool { return !a.srv.cluster.IsLive("b") }, 10*time.Second, 10*time.Millisecond)
+
+	code, msg := a.apiStatus("POST", "/api/dispatch", api.DispatchRequest{ClientID: "kiosk-1", Request: "steps: [{tool: echo}]"})
+	assert.Equal(t, http.StatusOK, code, msg)
+}

@@ -259,6 +259,17 @@ func (l *ClusterLinks) HeldElsewhere(id string) bool {
 	return err == nil && lease.Held() && lease.NodeID != self && lease.HolderAlive
 }
 
+// AwaitedElsewhere reports whether another node holds device id's lease
+// as the store says, alive, or dead for less than the device grace, from
+// its last heartbeat: as where sends a command there, or has it wait.
+func (l *ClusterLinks) AwaitedElsewhere(id string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
+	defer cancel()
+	lease, err := l.c.Lease(ctx, id)
+	self, _ := l.c.Self()
+	return err == nil && lease.Held() && lease.NodeID != self && (lease.HolderAlive || lease.HolderSilent < l.grace)
+}
+
 // leaseChanged hears a lease change from any node. A device this node
 // held, now another's, has its link here closed and its grace here ended
 // without ending its work; the commands waiting for it anywhere here go
