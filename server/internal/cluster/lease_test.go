@@ -10,7 +10,6 @@ import (
 	"github.com/edgeaip/edgeaip/internal/natstest"
 	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/server/internal/store"
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -87,14 +86,7 @@ func TestAStoreOutageDeclaresNoNodeDead(t *testing.T) {
 func TestANodeCutOffFromTheStoreGivesUpItsLeaseAndRejoins(t *testing.T) {
 	e, _ := ownEnv(t)
 	e.open() // migrates the schema, on which the role is granted rights
-	exec := func(stmt string) {
-		t.Helper()
-		conn, err := pgx.Connect(context.Background(), e.url)
-		require.NoError(t, err)
-		defer conn.Close(context.Background())
-		_, err = conn.Exec(context.Background(), stmt)
-		require.NoError(t, err, stmt)
-	}
+	exec := func(stmt string) { t.Helper(); pgtest.Exec(t, e.url, stmt) }
 	exec(`CREATE ROLE node_a LOGIN`)
 	exec(`GRANT USAGE, CREATE ON SCHEMA public TO node_a`)
 	exec(`GRANT ALL ON ALL TABLES IN SCHEMA public TO node_a`)
