@@ -93,6 +93,8 @@ func (w *cborWriter) value(v any) {
 		for _, e := range v {
 			w.value(e)
 		}
+	case Preencoded:
+		w.preencoded(v)
 	default:
 		w.fallback(v)
 	}
@@ -122,6 +124,25 @@ func (w *cborWriter) freeMap(m map[string]any) {
 		w.text(e.key)
 		w.value(e.val)
 	}
+}
+
+// Preencoded is a value that holds its own CBOR, as this package encodes
+// it (the server encodes a parameter once for every frame it goes in):
+// the fast encoder copies those bytes, where cborEnc, which calls
+// MarshalCBOR, would check them first.
+type Preencoded interface {
+	MarshalCBOR() ([]byte, error)
+	// Preencoded marks the bytes MarshalCBOR gives as this package's
+	// own encoding, safe to copy unchecked.
+	Preencoded()
+}
+
+func (w *cborWriter) preencoded(v Preencoded) {
+	b, err := v.MarshalCBOR()
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	w.buf = append(w.buf, b...)
 }
 
 // fallback has cborEnc write v, a value the fast encoder does not know.

@@ -57,6 +57,11 @@ var rules = []rule{
 			"the dispatcher and the session manager say what each one is",
 	},
 	{
+		pkg:       module + "/server/internal/encodedonce",
+		forbidden: []string{module + "/server/api", module + "/server/plan", module + "/server/internal/store"},
+		why:       "parameters encoded once: the front door and the store both use it, so it knows neither, only the wire",
+	},
+	{
 		pkg:       module + "/server/internal/lazylog",
 		forbidden: []string{module + "/protocol", module + "/server/api", module + "/server/internal/store"},
 		why:       "a logger that builds its attributes late: the command path's parts all use it, so it uses none of them",

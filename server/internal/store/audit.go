@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 
+	"github.com/edgeaip/edgeaip/server/internal/encodedonce"
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
@@ -52,7 +53,7 @@ func (t *Tx) appendAudit(c *Command) error {
 		if r.Namespace != "" {
 			ref.Namespace = r.Namespace
 		}
-		params, err := json.Marshal(auditParameters(a.Parameters))
+		params, err := encodedonce.JSON(auditParameters(a.Parameters))
 		if err != nil {
 			return fmt.Errorf("store: audit %s: parameters: %w", a.CallID, err)
 		}
@@ -80,7 +81,7 @@ const maxAuditValue = 4 << 10
 func auditParameters(params map[string]any) map[string]any {
 	out := make(map[string]any, len(params))
 	for k, v := range params {
-		if s, ok := v.(string); ok && len(s) > maxAuditValue {
+		if s, ok := encodedonce.Unwrap(v).(string); ok && len(s) > maxAuditValue {
 			sum := sha256.Sum256([]byte(s))
 			v = fmt.Sprintf("<%d bytes, sha256 %s>", len(s), hex.EncodeToString(sum[:]))
 		}

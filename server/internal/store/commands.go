@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 
+	"github.com/edgeaip/edgeaip/server/internal/encodedonce"
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
@@ -75,7 +76,7 @@ type ToolRef struct {
 // Insert records a command before it is sent, so that no command
 // runs unrecorded.
 func (w CommandWrites) Insert(c Command) error {
-	actions, err := json.Marshal(c.Actions)
+	actions, err := encodedonce.CommandsJSON(c.Actions)
 	if err != nil {
 		return fmt.Errorf("store: command %s: actions: %w", c.ResponseID, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
+	"github.com/edgeaip/edgeaip/server/internal/encodedonce"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
@@ -72,7 +73,10 @@ func (r *Refusal) Error() string {
 }
 
 // Order is a request as admission checks it: steps for one device or for
-// each device of a fleet.
+// each device of a fleet. An order takes the parameters' maps it is made
+// from: it wraps their values in place (encodedonce.Wrap), so that each
+// is encoded once per format, from admission's checks to the wire, the
+// command's record and its audit entry, for every device it goes to.
 type Order struct {
 	// who asks: its role and scope hold the request too.
 	who *identity.Caller
@@ -89,13 +93,23 @@ type Order struct {
 	planErr  error
 }
 
-// CommandOrder is a single command for a device, asked by who.
+// CommandOrder is a single command for a device, asked by who. It takes
+// the actions' parameters, as Order says.
 func CommandOrder(who *identity.Caller, deviceID string, actions []protocol.Command) Order {
+	for _, a := range actions {
+		encodedonce.Wrap(a.Parameters)
+	}
 	return Order{who: who, Devices: []string{deviceID}, steps: []step{commandStep(actions, 0)}}
 }
 
-// PlanOrder is a plan for devices, asked by who.
+// PlanOrder is a plan for devices, asked by who. It takes the plan's
+// parameters, as Order says.
 func PlanOrder(who *identity.Caller, p *plan.Plan, devices ...string) Order {
+	for _, st := range p.Steps {
+		for _, a := range st.Batch() {
+			encodedonce.Wrap(a.Parameters)
+		}
+	}
 	b, err := json.Marshal(p)
 	return Order{who: who, Devices: devices, steps: planSteps(p), plan: p, planJSON: b, planErr: err}
 }
@@ -205,7 +219,7 @@ func installsInScope(call toolCall, who *identity.Caller) error {
 	if len(who.Scope.Tools) == 0 {
 		return nil
 	}
-	wasm, _, err := protocol.InstalledModule(call.cmd.Parameters)
+	wasm, _, err := protocol.InstalledModule(encodedonce.Plain(call.cmd.Parameters))
 	if err != nil {
 		return nil // the module is bad: the device refuses it, and installs nothing
 	}
@@ -291,7 +305,7 @@ func (c *check) wire(st step) (params [][]byte, sound bool) {
 			sound = false
 			continue
 		}
-		b, err := json.Marshal(orEmpty(call.cmd.Parameters))
+		b, err := encodedonce.JSON(call.cmd.Parameters)
 		if err != nil {
 			c.add(call.path+".parameters", "not representable as JSON: %v", err)
 			sound = false
@@ -307,15 +321,6 @@ func (c *check) wire(st step) (params [][]byte, sound bool) {
 		sound = false
 	}
 	return params, sound
-}
-
-// orEmpty is the parameters an action with none is checked with, as the
-// agent checks them.
-func orEmpty(params map[string]any) map[string]any {
-	if params == nil {
-		return map[string]any{}
-	}
-	return params
 }
 
 // paramShape checks a call's parameters against the wire's limits on a
@@ -367,7 +372,7 @@ type crowd struct {
 // key first among equals. Indices are keys too, as the schema's problems
 // name them.
 func (w *shapeWalk) walk(v any) (depth int, deepest []string) {
-	switch v := v.(type) {
+	switch v := encodedonce.Unwrap(v).(type) {
 	case map[string]any:
 		w.crowdedAt(len(v), protocol.MaxMapPairs, "map")
 		best := ""

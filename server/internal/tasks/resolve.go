@@ -7,6 +7,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
+	"github.com/edgeaip/edgeaip/server/internal/encodedonce"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 )
 
@@ -167,7 +168,7 @@ func (inv Inventory) resolveCall(c toolCall) (protocol.Command, store.ToolRef, e
 	}
 	if a.ToolName == protocol.InstallToolName {
 		// The module that matters is the one being installed.
-		ref.SHA256, _ = a.Parameters["sha256"].(string)
+		ref.SHA256, _ = encodedonce.Unwrap(a.Parameters["sha256"]).(string)
 	}
 	return cmd, ref, nil
 }
