@@ -23,6 +23,18 @@ static void fail(struct reader *r, const char *msg) {
 		snprintf(r->err, sizeof r->err, "%s", msg);
 }
 
+/* fail_at fails on the character at r->p, where what was expected, as
+ * encoding/json words it: "invalid character 'x' looking for ...", or
+ * "unexpected EOF" at the end. */
+static void fail_at(struct reader *r, const char *what) {
+	char msg[160];
+	if (r->p >= r->end)
+		snprintf(msg, sizeof msg, "unexpected EOF");
+	else
+		snprintf(msg, sizeof msg, "invalid character '%c' %s", *r->p, what);
+	fail(r, msg);
+}
+
 static void skip_ws(struct reader *r) {
 	while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r'))
 		r->p++;
@@ -189,7 +201,7 @@ static void read_value(struct reader *r, const struct param *p) {
 	static const char *const gotype[] = {[PARAM_STRING] = "string", [PARAM_INT] = "int64", [PARAM_BOOL] = "bool"};
 	const char *kind = value_kind(r);
 	if (!kind) {
-		fail(r, "invalid character looking for beginning of value");
+		fail_at(r, "looking for beginning of value");
 		return;
 	}
 	if (strcmp(kind, "null") == 0) {
@@ -220,16 +232,17 @@ static void read_value(struct reader *r, const struct param *p) {
 static void read_member(struct reader *r, const struct param *params, size_t n) {
 	struct str key = {0};
 	if (r->p >= r->end || *r->p != '"') {
-		fail(r, "invalid character looking for beginning of object key string");
+		fail_at(r, "looking for beginning of object key string");
 		return;
 	}
 	read_string(r, &key);
 	skip_ws(r);
-	if (r->err[0] || r->p >= r->end || *r->p++ != ':') {
-		fail(r, "invalid character after object key");
+	if (r->err[0] || r->p >= r->end || *r->p != ':') {
+		fail_at(r, "after object key");
 		free(key.s);
 		return;
 	}
+	r->p++;
 	skip_ws(r);
 	const struct param *p = NULL;
 	for (size_t i = 0; i < n && !p; i++)
@@ -258,17 +271,18 @@ static void read_object(struct reader *r, const struct param *params, size_t n) 
 		return;
 	}
 	r->p++;
-	for (skip_ws(r); !r->err[0]; skip_ws(r)) {
-		if (r->p < r->end && *r->p == '}')
-			return;
+	skip_ws(r);
+	if (r->p < r->end && *r->p == '}')
+		return; /* {} */
+	for (; !r->err[0]; skip_ws(r)) {
 		read_member(r, params, n);
 		skip_ws(r);
-		if (r->p < r->end && *r->p == ',') {
+		if (r->p < r->end && *r->p == '}')
+			return;
+		if (r->p < r->end && *r->p == ',')
 			r->p++;
-			skip_ws(r);
-		} else if (r->p >= r->end || *r->p != '}') {
-			fail(r, "invalid character after object key:value pair");
-		}
+		else
+			fail_at(r, "after object key:value pair");
 	}
 }
 
