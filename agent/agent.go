@@ -21,6 +21,7 @@ import (
 	"github.com/edgeaip/edgeaip/agent/internal/reply"
 	"github.com/edgeaip/edgeaip/agent/internal/token"
 	"github.com/edgeaip/edgeaip/agent/internal/toolbox"
+	"github.com/edgeaip/edgeaip/internal/privatedir"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
 )
@@ -142,6 +143,7 @@ func (a *Agent) init(ctx context.Context, tokens link.Tokens, tc *tls.Config, fs
 		return fmt.Errorf("agent: %w", err)
 	}
 	a.outbox = ob
+	privatedir.Warn(a.cfg.DataDir, a.log)
 	// Pruned only now, under the outbox's lock, which keeps a second
 	// agent of this device off the data dir and its cache.
 	a.tools.PruneCache()
@@ -167,7 +169,7 @@ func (a *Agent) listenLocal() error {
 	}
 	a.local, err = mcpserve.Listen(mcpserve.Options{
 		Listen: a.cfg.MCPServe.Listen, Token: token, Version: Version, Tools: a.localToolList,
-		Run: a.executor.RunLocal, Log: a.log.With("part", "mcp_serve"),
+		Run: a.executor.RunLocal, MaxSessions: a.cfg.MCPServe.MaxSessions, Log: a.log.With("part", "mcp_serve"),
 	})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/agent/config"
+	"github.com/edgeaip/edgeaip/agent/internal/mcpserve"
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/mark3labs/mcp-go/client"
@@ -275,4 +277,77 @@ func TestTheStdioBridgeCarriesAClientToTheRunningAgent(t *testing.T) {
 	clientOut.Close()
 	require.NoError(t, <-bridged, "the bridge ends with its client's input")
 	stop()
+}
+
+// localRequest sends one request to a's local endpoint as token, in
+// session (if any), on revision 2025-11-25; GET opens the session's
+// stream, kept open until the test ends.
+func localRequest(t *testing.T, a *testAgent, method, token, session, body string) *http.Response {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+a.local.Addr().String()+"/mcp", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	if method != http.MethodGet {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return resp
+}
+
+const localInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+// The local endpoint holds at most mcp_serve.max_sessions sessions: past
+// it a new one takes the place of the oldest idle one, and is refused
+// with 429 and Retry-After once all are busy.
+func TestTheLocalEndpointsSessionsAreBounded(t *testing.T) {
+	p := newTestPeer(t)
+	cfg := serving(t, agentConfig(t, p.url()))
+	cfg.MCPServe.MaxSessions = 2
+	a := startAgent(t, cfg)
+	p.next(t)
+	token, err := mcpserve.ReadToken(a.cfg.MCPServe.TokenFile)
+	require.NoError(t, err)
+
+	var sessions []string
+	for range 3 {
+		resp := localRequest(t, a, http.MethodPost, token, "", localInitialize)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "an idle session makes room")
+		sessions = append(sessions, resp.Header.Get("Mcp-Session-Id"))
+	}
+	for _, s := range sessions[1:] {
+		require.Equal(t, http.StatusOK, localRequest(t, a, http.MethodGet, token, s, "").StatusCode)
+	}
+	resp := localRequest(t, a, http.MethodPost, token, "", localInitialize)
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "both sessions held are busy")
+	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+}
+
+// Wrong tokens from one address are throttled as on the server: before
+// 30 have been tried, the address is refused with 429, the right token
+// included.
+func TestTheLocalEndpointThrottlesWrongTokens(t *testing.T) {
+	p := newTestPeer(t)
+	a := startAgent(t, serving(t, agentConfig(t, p.url())))
+	p.next(t)
+	token, err := mcpserve.ReadToken(a.cfg.MCPServe.TokenFile)
+	require.NoError(t, err)
+
+	statuses := map[int]int{}
+	for i := range 30 {
+		statuses[localRequest(t, a, http.MethodPost, fmt.Sprintf("aipl_guess%d", i), "", localInitialize).StatusCode]++
+	}
+	assert.Positive(t, statuses[http.StatusTooManyRequests], "%v", statuses)
+	resp := localRequest(t, a, http.MethodPost, token, "", localInitialize)
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the whole address is refused")
+	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make demo-cluster: cluster mode on loopback. It starts PostgreSQL (a
-# throwaway cluster in a temp dir), NATS (natsd) and three aip-server
-# nodes sharing them, three agents, dispatches a fleet through
+# throwaway cluster in a temp dir), NATS (natsd, asking for a user and a
+# password made for the run: a client without them is refused) and
+# three aip-server nodes sharing them, three agents, dispatches a fleet through
 # node-1 to the three devices, and kills node-1 (kill -9) while the fleet
 # runs. The agents linked to node-1 move to other nodes on their own
 # (each has every node's URL), a survivor adopts the fleet and its
@@ -71,11 +72,29 @@ asuser "$pg/initdb" -D "$PGDIR/db" -A trust -U aip >"$WORK/initdb.log" 2>&1
 asuser "$pg/pg_ctl" -D "$PGDIR/db" -o "-k $PGDIR -p $PGPORT -c listen_addresses=127.0.0.1" -l "$PGDIR/postgres.log" -w start >/dev/null
 asuser "$pg/createdb" -h 127.0.0.1 -p "$PGPORT" -U aip edgeaip
 STORE="postgres://aip@127.0.0.1:$PGPORT/edgeaip?sslmode=disable"
-"$BIN/natsd" -port 0 >"$WORK/nats.url" 2>"$WORK/natsd.log" &
+# Every client NATS lets in is trusted as a node (README, "Cluster
+# mode"): NATS asks for a user and password, as it must in production
+# (with TLS there too; this one is on loopback).
+(umask 077 && head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$WORK/nats.password")
+"$BIN/natsd" -port 0 -user aip -password-file "$WORK/nats.password" >"$WORK/nats.url" 2>"$WORK/natsd.log" &
 pids+=($!)
 wait_for test -s "$WORK/nats.url"
-NATS=$(head -n 1 "$WORK/nats.url")
-echo "store $STORE, NATS $NATS"
+NATS_ADDR=$(head -n 1 "$WORK/nats.url")
+NATS_ADDR=${NATS_ADDR#nats://}
+NATS="nats://aip:$(cat "$WORK/nats.password")@$NATS_ADDR"
+echo "store $STORE, NATS nats://aip:xxxxx@$NATS_ADDR (user aip, a password made for this run)"
+# nats_refuses_strangers: a client without the credentials is refused.
+nats_refuses_strangers() {
+	local reply
+	exec 3<>"/dev/tcp/${NATS_ADDR%:*}/${NATS_ADDR#*:}"
+	read -r -t 5 _ <&3 # INFO
+	printf 'CONNECT {"verbose":false,"pedantic":false}\r\nPING\r\n' >&3
+	read -r -t 5 reply <&3 || true
+	exec 3<&-
+	echo "a NATS client without credentials: ${reply%$'\r'}"
+	[[ $reply == *"Authorization Violation"* ]]
+}
+nats_refuses_strangers
 
 node_pid=()
 start_node() { # start_node N: node-N on port BASE+N, with node-1's operator token

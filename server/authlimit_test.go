@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/authlimit"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
-	"github.com/edgeaip/edgeaip/server/internal/identity"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -85,7 +85,7 @@ func TestTwentyFailedAuthenticationsInAMinuteRefuseTheSourceForAMinute(t *testin
 	}
 	// 19 failures, then a minute's quiet: the window has moved on.
 	ts.wrongTokens(19)
-	clock.advance(identity.AuthWindow)
+	clock.advance(authlimit.AuthWindow)
 	ts.wrongTokens(19)
 	code, _ := ts.call(ts.api.Token, devices)
 	require.Equal(t, http.StatusOK, code, "19 within a minute are not 20")
@@ -114,7 +114,7 @@ func TestTwentyFailedAuthenticationsInAMinuteRefuseTheSourceForAMinute(t *testin
 	assert.Equal(t, 1.0, metric(t, fams, "edgeaip_auth_blocked_sources"))
 	assert.Contains(t, ts.logs.String(), "too many failed authentications: refusing the source")
 
-	clock.advance(identity.AuthBlock - time.Second)
+	clock.advance(authlimit.AuthBlock - time.Second)
 	code, _ = ts.call(ts.api.Token, devices)
 	assert.Equal(t, http.StatusTooManyRequests, code, "for a whole minute")
 	clock.advance(time.Second)
@@ -129,19 +129,19 @@ func TestAWrongTokenTriedAgainCountsOnce(t *testing.T) {
 	stale := ts.enroll("kiosk-1")
 	require.NoError(t, ts.api.Revoke(context.Background(), "kiosk-1"))
 	for range 3 {
-		for range 5 * identity.AuthFailures {
+		for range 5 * authlimit.AuthFailures {
 			_, err := ts.dial(stale)
 			require.ErrorContains(t, err, "401")
 		}
-		clock.advance(identity.AuthWindow / 2)
+		clock.advance(authlimit.AuthWindow / 2)
 	}
 	code, _ := ts.call(ts.api.Token, probeRequest{method: "GET", path: "/api/devices"})
 	assert.Equal(t, http.StatusOK, code, "its site's address is not refused")
-	assert.Equal(t, float64(15*identity.AuthFailures), metric(t, ts.gather(), "edgeaip_auth_failures_total", "surface", "websocket"),
+	assert.Equal(t, float64(15*authlimit.AuthFailures), metric(t, ts.gather(), "edgeaip_auth_failures_total", "surface", "websocket"),
 		"the metric counts every failure")
 
 	// Guesses, each another token, do count: with the stale one, 20.
-	ts.wrongTokens(identity.AuthFailures - 1)
+	ts.wrongTokens(authlimit.AuthFailures - 1)
 	code, _ = ts.call(ts.api.Token, probeRequest{method: "GET", path: "/api/devices"})
 	assert.Equal(t, http.StatusTooManyRequests, code)
 }
@@ -157,7 +157,7 @@ func TestARetiredDeviceTokenCountsAsAFailedAuthentication(t *testing.T) {
 
 	ts.refusedAtUpgrade(old, "retired by a rotation")
 	assert.Equal(t, 1.0, metric(t, ts.gather(), "edgeaip_auth_failures_total", "surface", "websocket"))
-	ts.wrongTokens(identity.AuthFailures - 1)
+	ts.wrongTokens(authlimit.AuthFailures - 1)
 	code, _ := ts.call(ts.api.Token, probeRequest{method: "GET", path: "/api/devices"})
 	assert.Equal(t, http.StatusTooManyRequests, code, "with the retired token, 20")
 }
@@ -180,7 +180,7 @@ func TestFailuresOnEverySurfaceCount(t *testing.T) {
 func TestTheSourceComesFromXForwardedForOnlyFromATrustedProxy(t *testing.T) {
 	// Loopback is the proxy in front: the clients are behind it.
 	ts, _ := limitedServer(t, func(c *Config) { c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} })
-	ts.wrongTokens(identity.AuthFailures, "X-Forwarded-For", "203.0.113.7")
+	ts.wrongTokens(authlimit.AuthFailures, "X-Forwarded-For", "203.0.113.7")
 	code, _ := ts.call(ts.api.Token, probeRequest{method: "GET", path: "/api/devices", header: http.Header{"X-Forwarded-For": {"203.0.113.7"}}})
 	assert.Equal(t, http.StatusTooManyRequests, code, "the client behind the proxy is refused")
 	code, _ = ts.call(ts.api.Token, probeRequest{method: "GET", path: "/api/devices", header: http.Header{"X-Forwarded-For": {"203.0.113.8"}}})
@@ -189,7 +189,7 @@ func TestTheSourceComesFromXForwardedForOnlyFromATrustedProxy(t *testing.T) {
 	// Not trusted, the header is the client's to forge: it changes
 	// nothing.
 	ts, _ = limitedServer(t)
-	for i := range identity.AuthFailures {
+	for i := range authlimit.AuthFailures {
 		code, _ := ts.call("aipo_guess"+strconv.Itoa(i), probeRequest{method: "GET", path: "/api/devices",
 			header: http.Header{"X-Forwarded-For": {"198.51.100." + strconv.Itoa(i)}}})
 		require.Equal(t, http.StatusUnauthorized, code)

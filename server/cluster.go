@@ -29,10 +29,23 @@ type ClusterConfig struct {
 	// Heartbeat and DeadAfter time the node's lease (zero: 2 s and 6 s,
 	// cluster.DefaultHeartbeat); tests shorten them.
 	Heartbeat, DeadAfter time.Duration
+	// NATSPingInterval and NATSMaxPingsOut: the node pings NATS every
+	// NATSPingInterval and takes its connection as dead, refusing
+	// cross-node work until it connects again, when a ping finds
+	// NATSMaxPingsOut unanswered (zero: 4 s and 2, a dead link noticed
+	// within 12 s; cluster.DefaultNATSPingInterval).
+	NATSPingInterval time.Duration
+	NATSMaxPingsOut  int
 	// DrainGrace is how long a draining node lets its tasks finish
 	// (Drain), as --drain-grace gives it; checked, not used, by New.
 	DrainGrace time.Duration
 }
+
+// The defaults of ClusterConfig's NATS pings, for flags.
+const (
+	DefaultNATSPingInterval = cluster.DefaultNATSPingInterval
+	DefaultNATSMaxPingsOut  = cluster.DefaultNATSMaxPingsOut
+)
 
 // enabled reports whether the server is a cluster node.
 func (c *ClusterConfig) enabled() bool { return c.NATS != "" }
@@ -73,6 +86,9 @@ func (c *ClusterConfig) check(st StoreConfig) error {
 	if c.DrainGrace < 0 {
 		return fmt.Errorf("server: drain grace %s: want 0 or more", c.DrainGrace)
 	}
+	if c.NATSPingInterval < 0 || c.NATSMaxPingsOut < 0 {
+		return fmt.Errorf("server: NATS ping interval %s, max pings outstanding %d: want 0 (the default) or more", c.NATSPingInterval, c.NATSMaxPingsOut)
+	}
 	return nil
 }
 
@@ -87,7 +103,8 @@ func (s *Server) joinCluster(ctx context.Context) error {
 	}
 	c, err := cluster.Join(ctx, cluster.Config{NATS: s.cfg.Cluster.NATS, NATSCA: s.cfg.Cluster.NATSCA, NodeID: s.cfg.Cluster.NodeID,
 		Address: s.cfg.Cluster.Address, Store: s.store, Logger: s.log,
-		Heartbeat: s.cfg.Cluster.Heartbeat, DeadAfter: s.cfg.Cluster.DeadAfter})
+		Heartbeat: s.cfg.Cluster.Heartbeat, DeadAfter: s.cfg.Cluster.DeadAfter,
+		PingInterval: s.cfg.Cluster.NATSPingInterval, MaxPingsOut: s.cfg.Cluster.NATSMaxPingsOut})
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
@@ -112,7 +129,7 @@ func (s *Server) linkCluster() error {
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	go s.closeLinksWhenFenced()
+	s.cluster.OnFenced(s.closeLinksWhenFenced)
 	return nil
 }
 
@@ -120,11 +137,6 @@ func (s *Server) linkCluster() error {
 // lease, so that its devices register on other nodes: what it holds is
 // theirs now, at higher epochs.
 func (s *Server) closeLinksWhenFenced() {
-	select {
-	case <-s.stop:
-		return
-	case <-s.cluster.Fenced():
-	}
 	devices := s.reg.Devices()
 	for _, c := range devices {
 		s.reg.Disconnect(c.ID, "this node lost its cluster lease: connect to another node")
@@ -184,6 +196,9 @@ func (s *Server) clusterHealth() string {
 // not linked, nor between links, here while NATS, which would carry it
 // to their nodes, is away: 503. The devices linked here are still served.
 func (s *Server) reachable(devices []string) error {
+	if doubt := s.cluster.LeaseDoubt(); doubt != "" {
+		return &tasks.Unreachable{Reason: "new work refused: " + doubt}
+	}
 	if s.cluster.Connected() {
 		return nil
 	}

@@ -2,16 +2,22 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/edgeaip/edgeaip/internal/blackhole"
+	"github.com/edgeaip/edgeaip/internal/natstest"
+	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -140,6 +146,46 @@ func TestWithoutNATSANodeRefusesCrossNodeWorkAndServesItsOwn(t *testing.T) {
 	assert.Equal(t, "success", (<-out).Status)
 }
 
+// A NATS link that silently drops every packet (no FIN, no RST: a
+// blackhole) is noticed within 15 s with the default pings: the node is
+// degraded, naming NATS, and refuses a command for a device linked
+// elsewhere at once with 503 naming NATS, rather than let it hang until
+// its timeout. Once the link forwards again the node is healthy and
+// carries cross-node work again.
+func TestANodeNoticesANATSLinkThatDropsEverythingAndRefusesCrossNodeWork(t *testing.T) {
+	tc := newTestCluster(t)
+	link := blackhole.Start(t, strings.TrimPrefix(tc.nats.URL(), "nats://"))
+	a := tc.node("a", func(c *Config) { c.Cluster.NATS = "nats://" + link.Addr() })
+	b := tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-b")
+	crossNode := func(res string) {
+		t.Helper()
+		out := a.echoInBackground("kiosk-b")
+		dev.answer(dev.nextCommand(), protocol.ResultSuccess, res)
+		require.Equal(t, "success", (<-out).Status)
+	}
+	crossNode("res-1")
+
+	link.Cut()
+	bound := (cluster.DefaultNATSMaxPingsOut + 1) * cluster.DefaultNATSPingInterval
+	require.LessOrEqual(t, bound, 15*time.Second)
+	var h api.Health
+	require.Eventually(t, func() bool {
+		var code int
+		code, h = a.health()
+		return code == http.StatusServiceUnavailable && strings.Contains(h.Cause, "lost: nats: stale connection")
+	}, 15*time.Second, 50*time.Millisecond, "a blackholed NATS link not noticed within 15 s: %+v", h)
+	assert.Equal(t, "degraded", h.Status)
+	assert.Contains(t, h.Cause, "NATS: not connected (RECONNECTING, lost: nats: stale connection: 2 pings 4s apart unanswered)")
+	code, msg := a.apiStatus("POST", "/api/devices/kiosk-b/commands", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "10m"})
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, msg, `device "kiosk-b" is not linked to node "a", and cross-node work is refused: NATS: not connected`)
+
+	link.Heal()
+	require.Eventually(t, func() bool { code, _ := a.health(); return code == http.StatusOK }, 15*time.Second, 50*time.Millisecond)
+	crossNode("res-2")
+}
+
 // linkLease is the lease epoch rc's link was registered under on ts.
 func (rc *rawClient) linkLease(ts *testServer) int64 {
 	rc.t.Helper()
@@ -255,7 +301,7 @@ func TestAPlanThroughOneNodeRunsOnADeviceOnAnotherAndARefusalComesBack(t *testin
 // A node the cluster took as dead (a long pause, say) finds out at its
 // next heartbeat: it closes its device links and refuses new ones, so
 // that its devices go to other nodes.
-func TestANodeThatLostItsLeaseSendsItsDevicesAway(t *testing.T) {
+func TestANodeThatLostItsLeaseSendsItsDevicesAwayAndRejoins(t *testing.T) {
 	tc := newTestCluster(t)
 	a := tc.node("a")
 	dev, token := tc.linkedTo(a, a, "kiosk-1")
@@ -268,13 +314,46 @@ func TestANodeThatLostItsLeaseSendsItsDevicesAway(t *testing.T) {
 		return err
 	}))
 	requireWithinOf(t, closed, 5*time.Second, "the device's link on a node that lost its lease")
-	code, h := a.health()
-	assert.Equal(t, http.StatusServiceUnavailable, code)
-	assert.Contains(t, h.Cause, `node "a" lost its lease`)
 
+	// It rejoins at a new epoch by itself, and serves the device again.
+	require.Eventually(t, func() bool { _, epoch := a.srv.cluster.Self(); return epoch == 2 }, 10*time.Second, 10*time.Millisecond)
+	code, h := a.health()
+	assert.Equal(t, http.StatusOK, code, h.Cause)
 	again := a.mustDial(token)
-	again.send(protocol.ClientMessage{Type: protocol.ClientRegister, ClientType: protocol.ClientDevice, ClientID: "kiosk-1"})
-	again.requireError("this node lost its cluster lease: connect to another node")
+	again.register("kiosk-1", tool("stock", "echo", protocol.ToolAction))
+	again.serveOK()
+	resp, err := a.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}})
+	require.NoError(t, err)
+	assert.True(t, resp.Succeeded(), resp.FirstError())
+}
+
+// A node that cannot record its heartbeat soon doubts that it holds its
+// lease: the others may take it as dead, and run what it holds. It then
+// takes no new work, answering 503 naming why, rather than record a task
+// that another node may run too.
+func TestANodeNotSureOfItsLeaseTakesNoNewWork(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, _ := tc.linkedTo(b, b, "kiosk-1")
+	dev.serveOK()
+	// The store refuses a's heartbeats (and b's sweep of a's row): as in
+	// a pause, a cannot know whether it still holds its lease.
+	exec := tc.sql(t)
+	exec(`CREATE FUNCTION refuse_a() RETURNS trigger AS $$ BEGIN
+		IF NEW.node_id = 'a' THEN RAISE EXCEPTION 'the test refuses node a'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql`)
+	exec(`CREATE TRIGGER refuse_a BEFORE UPDATE ON cluster_nodes FOR EACH ROW EXECUTE FUNCTION refuse_a()`)
+	require.Eventually(t, func() bool { return a.srv.cluster.LeaseDoubt() != "" }, 10*time.Second, 10*time.Millisecond)
+
+	code, msg := a.apiStatus("POST", "/api/devices/kiosk-1/commands", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}})
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, msg, `new work refused: cluster: node "a"`)
+	exec(`DROP TRIGGER refuse_a ON cluster_nodes`)
+
+	require.Eventually(t, func() bool { code, _ := a.health(); return code == http.StatusOK }, 10*time.Second, 10*time.Millisecond,
+		"it serves again once it records a heartbeat, or has rejoined")
+	resp, err := a.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}})
+	require.NoError(t, err)
+	assert.True(t, resp.Succeeded(), resp.FirstError())
 }
 
 // requireWithinOf requires ch to close within d.
@@ -335,5 +414,153 @@ func TestACommandOnAnotherNodeThatTimesOutSaysWhereItWaited(t *testing.T) {
 	dev.nextCommand() // and never answered
 	resp := <-out
 	assert.Equal(t, "failure", resp.Status)
-	assert.Equal(t, `device "kiosk-1", linked to node "b", did not answer within 500ms`, resp.FirstError())
+	assert.Equal(t, `device "kiosk-1", linked to node "b", did not answer within 500ms; `+dispatch.MayStillRun, resp.FirstError())
+}
+
+// nodeBehind starts node id of tc with its NATS link through a proxy
+// that the test can cut, pinging NATS every ping.
+func (tc *testCluster) nodeBehind(id string, ping time.Duration) (*testServer, *blackhole.Proxy) {
+	tc.t.Helper()
+	link := blackhole.Start(tc.t, strings.TrimPrefix(tc.nats.URL(), "nats://"))
+	return tc.node(id, func(c *Config) { c.Cluster.NATS, c.Cluster.NATSPingInterval = "nats://"+link.Addr(), ping }), link
+}
+
+// A command through node A whose NATS link drops everything, before A
+// notices, is not confirmed by B, which holds the device's link: it fails
+// naming NATS and B, not as if the device had not answered.
+func TestACommandThatNATSDidNotCarryFailsNamingNATS(t *testing.T) {
+	tc := newTestCluster(t)
+	a, link := tc.nodeBehind("a", time.Hour)
+	b := tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	warm := a.echoInBackground("kiosk-1")
+	dev.answer(dev.nextCommand(), protocol.ResultSuccess, "res-1")
+	require.Equal(t, "success", (<-warm).Status)
+
+	link.Cut()
+	resp := a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "1s"})
+	assert.Equal(t, "failure", resp.Status)
+	assert.Equal(t, `command for device "kiosk-1" not confirmed sent within 1s: NATS: node "b", which holds the device's link, did not answer over NATS; `+
+		dispatch.MayStillRun, resp.FirstError())
+}
+
+// A command out on node B when A loses NATS: the device answers on B,
+// which records the results, but its word to A is lost with A's link.
+// Once A's NATS is back, A reads the results from the store and the
+// command ends with them, rather than wait out its timeout.
+func TestACommandOutOnAnotherNodeEndsWithItsResultsOnceNATSIsBack(t *testing.T) {
+	tc := newTestCluster(t)
+	a, link := tc.nodeBehind("a", 100*time.Millisecond)
+	b := tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	out := make(chan api.CommandResponse, 1)
+	go func() {
+		out <- a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "10m"})
+	}()
+	cmd := dev.nextCommand()
+	link.Cut()
+	require.Eventually(t, func() bool { code, _ := a.health(); return code == http.StatusServiceUnavailable }, 15*time.Second, 10*time.Millisecond)
+	dev.answer(cmd, protocol.ResultSuccess, "res-1")
+	require.Eventually(t, func() bool {
+		rec, err := b.srv.store.Commands().Get(context.Background(), cmd.ResponseID)
+		return err == nil && rec.Status == store.CommandDone
+	}, 10*time.Second, 10*time.Millisecond, "B did not record the results")
+
+	link.Heal()
+	select {
+	case resp := <-out:
+		assert.Equal(t, "success", resp.Status, "%+v", resp)
+		assert.Equal(t, cmd.ResponseID, resp.ResponseID)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command waits on though its results were recorded and NATS is back")
+	}
+}
+
+// Node B, which holds the device's link, is cut off from NATS, and NATS
+// drops it: a command through A finds nothing listening for the device,
+// and fails at its timeout naming NATS and B, not as if the device's
+// link had dropped (it had not).
+func TestACommandForANodeCutOffFromNATSFailsNamingNATSNotTheLink(t *testing.T) {
+	tc := &testCluster{t: t, nats: natstest.StartWith(t, natstest.Options{PingInterval: 100 * time.Millisecond}),
+		store: pgtest.Shared(t).NewDatabase(t)}
+	a := tc.node("a")
+	b, link := tc.nodeBehind("b", 100*time.Millisecond)
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	warm := a.echoInBackground("kiosk-1")
+	dev.answer(dev.nextCommand(), protocol.ResultSuccess, "res-1")
+	require.Equal(t, "success", (<-warm).Status)
+
+	link.Cut()
+	probe, err := nats.Connect(tc.nats.URL())
+	require.NoError(t, err)
+	defer probe.Close()
+	require.Eventually(t, func() bool {
+		_, err := probe.Request("aip.dev.kiosk-1", nil, time.Second)
+		return errors.Is(err, nats.ErrNoResponders)
+	}, 15*time.Second, 10*time.Millisecond, "NATS did not drop node b")
+	resp := a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "2s"})
+	assert.Equal(t, "failure", resp.Status)
+	assert.Contains(t, resp.FirstError(), `command for device "kiosk-1" not`)
+	assert.Contains(t, resp.FirstError(), `within 2s: NATS: node "b"`)
+	assert.NotContains(t, resp.FirstError(), "link to device")
+}
+
+// The node holding a device's link sends on it only a command that is
+// still on record as pending and within its deadline: a command NATS held
+// through a partition until its sender had failed it, one its sender has
+// ended, or one nobody recorded (forged on NATS) never runs. A caller
+// told a command failed unsent can rely on it.
+func TestTheHolderSendsNoCommandPastItsDeadlineEndedOrUnrecorded(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	lease, err := a.srv.cluster.Lease(t.Context(), "kiosk-1")
+	require.NoError(t, err)
+	self, epoch := a.srv.cluster.Self()
+	send := func(responseID string, deadline time.Time) cluster.Reply {
+		t.Helper()
+		r, err := a.srv.cluster.SendCommand(t.Context(), cluster.Command{DeviceID: "kiosk-1", LeaseEpoch: lease.Epoch, From: self, FromEpoch: epoch,
+			Timeout: time.Minute, Deadline: deadline,
+			Message: dispatch.CommandMessage("s", responseID, []protocol.Command{{ToolName: "echo", CallID: "c"}})})
+		require.NoError(t, err)
+		return r
+	}
+
+	r := send("forged", time.Now().Add(time.Minute))
+	assert.Equal(t, cluster.Failed, r.Outcome)
+	assert.Contains(t, r.Error, "the store holds no such command: not sent")
+
+	resp := a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "200ms"})
+	cmd := dev.nextCommand() // sent, and never answered: it fails at its deadline
+	require.Equal(t, "failure", resp.Status)
+	r = send(cmd.ResponseID, time.Now().Add(time.Minute))
+	assert.Equal(t, cluster.Failed, r.Outcome)
+	assert.Contains(t, r.Error, "it has ended (failed) on the node that took it: not sent")
+
+	r = send(cmd.ResponseID, time.Now().Add(-time.Second))
+	assert.Equal(t, cluster.Failed, r.Outcome)
+	assert.Contains(t, r.Error, "its deadline passed")
+
+	dev.ping() // nothing else came on the link
+}
+
+// A device whose node stopped heartbeating (a pause, say) is between
+// links, for the other nodes, until its grace from that node's last
+// heartbeat ends: UFO's dispatch through them takes work for it, which
+// waits for it as any command does, rather than answer that it is not
+// online.
+func TestADeviceOfANodeFoundDeadIsAwaitedWithinItsGrace(t *testing.T) {
+	tc := newTestCluster(t)
+	grace := func(c *Config) { c.Sessions.DeviceGrace = time.Hour }
+	a, b := tc.node("a", grace), tc.node("b", grace)
+	tc.linkedTo(b, a, "kiosk-1")
+	exec := tc.sql(t)
+	// b's heartbeats fail from now on; a's sweep may still mark it gone.
+	exec(`CREATE FUNCTION refuse_b() RETURNS trigger AS $$ BEGIN
+		IF NEW.node_id = 'b' AND NEW.state <> 'gone' THEN RAISE EXCEPTION 'the test refuses node b'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql`)
+	exec(`CREATE TRIGGER refuse_b BEFORE UPDATE ON cluster_nodes FOR EACH ROW EXECUTE FUNCTION refuse_b()`)
+	require.Eventually(t, func() bool { return !a.srv.cluster.IsLive("b") }, 10*time.Second, 10*time.Millisecond)
+
+	code, msg := a.apiStatus("POST", "/api/dispatch", api.DispatchRequest{ClientID: "kiosk-1", Request: "steps: [{tool: echo}]"})
+	assert.Equal(t, http.StatusOK, code, msg)
 }

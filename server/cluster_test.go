@@ -46,6 +46,11 @@ func (tc *testCluster) clusterConfig(id string) func(*Config) {
 	}
 }
 
+// sql is a function that runs a statement on tc's store, as its owner.
+func (tc *testCluster) sql(t *testing.T) func(stmt string) {
+	return func(stmt string) { t.Helper(); pgtest.Exec(t, tc.store, stmt) }
+}
+
 // node starts node id.
 func (tc *testCluster) node(id string, configure ...func(*Config)) *testServer {
 	tc.t.Helper()
@@ -182,6 +187,8 @@ func TestBadClusterFlagsFailTheStartNamingThemAndNoSecret(t *testing.T) {
 		{"advertise garbage", `advertised address "not an address": want HOST:PORT`, func(c *ClusterConfig) { c.Address = "not an address" }},
 		{"advertise without port", `advertised address "10.0.0.1"`, func(c *ClusterConfig) { c.Address = "10.0.0.1" }},
 		{"advertise bad port", `port "0": want 1-65535`, func(c *ClusterConfig) { c.Address = "10.0.0.1:0" }},
+		{"NATS ping negative", `NATS ping interval -1s, max pings outstanding 0: want 0 (the default) or more`, func(c *ClusterConfig) { c.NATSPingInterval = -time.Second }},
+		{"NATS max pings negative", `max pings outstanding -2: want 0 (the default) or more`, func(c *ClusterConfig) { c.NATSMaxPingsOut = -2 }},
 		{"drain grace negative", `drain grace -1s: want 0 or more`, func(c *ClusterConfig) { c.DrainGrace = -time.Second }},
 		{"node id without cluster mode", `node id "a": a node id is for cluster mode`, func(c *ClusterConfig) { c.NATS = "" }},
 	} {

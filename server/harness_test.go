@@ -322,16 +322,31 @@ func (rc *rawClient) answer(cmd protocol.ServerMessage, status protocol.ResultSt
 
 // serveOK answers every COMMAND with success until the link ends.
 func (rc *rawClient) serveOK() {
+	rc.serve(func(a protocol.Command) protocol.Result {
+		return protocol.Result{Status: protocol.ResultSuccess, Result: map[string]any{"ran": a.ToolName}}
+	})
+}
+
+// serve answers every COMMAND until the link ends, each action with the
+// result answer makes for it.
+func (rc *rawClient) serve(answer func(protocol.Command) protocol.Result) {
 	go func() {
 		for {
 			m, err := rc.read()
 			if err != nil {
 				return
 			}
-			if m.Type == protocol.ServerCommand {
-				if rc.conn.Send(context.Background(), rc.results(m, protocol.ResultSuccess, "res-"+m.ResponseID)) != nil {
-					return
-				}
+			if m.Type != protocol.ServerCommand {
+				continue
+			}
+			results := make([]protocol.Result, len(m.Actions))
+			for i, a := range m.Actions {
+				results[i] = answer(a)
+				results[i].CallID = a.CallID
+			}
+			if rc.conn.Send(context.Background(), &protocol.ClientMessage{Type: protocol.ClientCommandResults, Status: protocol.StatusContinue,
+				ClientID: rc.id, SessionID: m.SessionID, PrevResponseID: m.ResponseID, RequestID: "res-" + m.ResponseID, ActionResults: results}) != nil {
+				return
 			}
 		}
 	}()

@@ -484,3 +484,185 @@ func (m *matrix) checkMessage(t *testing.T, rc *rawClient, typ protocol.ClientMe
 		rc.ping() // nothing answers it, and the link goes on
 	}
 }
+
+// The access matrix's row for tool patterns: a task on a device in the
+// scope, which ran tools outside the caller's patterns too, is shown with
+// each step, its state and its timing, but not what tools outside the
+// patterns were given or returned (nor their errors, which may echo
+// either), on every surface that shows a task.
+
+// The secrets an admin's tasks give tools outside hash_*, and that the
+// device echoes back in their results and errors.
+var outOfPatterns = []string{"READ-SECRET", "WRITE-SECRET", "FAIL-SECRET", "CMD-SECRET", "FLEET-SECRET"}
+
+// filesDevice is a device in the lobby, with role=files, whose tools
+// hash_file, read_file and write_file answer with their parameters, or,
+// given "fail", fail with an error that names the path.
+func (m *matrix) filesDevice() string {
+	id := "in-files"
+	resp, err := m.ts.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: map[string]string{"site": "lobby", "role": "files"}})
+	require.NoError(m.ts.t, err)
+	dev := m.ts.mustDial(resp.Token)
+	dev.register(id, tool("stock", "hash_file", protocol.ToolDataCollection), tool("stock", "read_file", protocol.ToolDataCollection),
+		tool("stock", "write_file", protocol.ToolAction))
+	dev.serve(func(a protocol.Command) protocol.Result {
+		if a.Parameters["fail"] == true {
+			return protocol.Result{Status: protocol.ResultFailure, Error: fmt.Sprintf("open %v: permission denied", a.Parameters["path"])}
+		}
+		return protocol.Result{Status: protocol.ResultSuccess, Result: a.Parameters}
+	})
+	return id
+}
+
+func TestAToolScopeHidesOtherToolsOnEveryTaskSurface(t *testing.T) {
+	m := newMatrix(t)
+	ctx := context.Background()
+	dev := m.filesDevice()
+	hasher := m.ts.addIdentity("hasher", api.RoleOperator, &api.Scope{Devices: "site=lobby", Tools: []string{"hash_*"}})
+
+	planDoc := `early_exit: false
+steps:
+  - {tool: hash_file, parameters: {path: HASHED-PATH}}
+  - {tool: read_file, parameters: {path: /secret/READ-SECRET}}
+  - {tool: write_file, parameters: {path: /etc/motd, content: WRITE-SECRET}}
+  - {tool: read_file, parameters: {path: /secret/FAIL-SECRET, fail: true}}`
+	d, err := m.ts.api.Dispatch(ctx, api.DispatchRequest{ClientID: dev, Request: planDoc, TaskName: "files-1"})
+	require.NoError(t, err)
+	planTask := m.ts.waitTask(d.SessionID)
+	require.Equal(t, api.StateFailed, planTask.State, "the last step fails")
+
+	cmd, err := m.ts.api.Command(ctx, dev, api.CommandRequest{Actions: []protocol.Command{{ToolName: "read_file", Parameters: map[string]any{"path": "/secret/CMD-SECRET", "fail": true}}}})
+	require.NoError(t, err)
+
+	fleet, err := m.ts.api.Fleet(ctx, api.FleetRequest{Labels: map[string]string{"site": "lobby", "role": "files"},
+		Plan: []byte(`{"steps": [{"tool": "hash_file", "parameters": {"path": "FLEET-HASHED"}}, {"tool": "read_file", "parameters": {"path": "/secret/FLEET-SECRET", "fail": true}}]}`)})
+	require.NoError(t, err)
+	fleetTask := m.ts.waitTask(fleet.SessionID)
+	var fleetResult api.FleetResult
+	require.NoError(t, json.Unmarshal(fleetTask.Result, &fleetResult))
+	require.Len(t, fleetResult.Devices, 1)
+	child := fleetResult.Devices[0].SessionID
+
+	// The admin sees everything.
+	_, body := m.ts.call(m.ts.api.Token, get("/api/tasks/"+d.SessionID)(m, in))
+	require.Contains(t, body, "READ-SECRET", "the device echoes what it is given")
+
+	surfaces := map[string]string{}
+	for name, path := range map[string]string{
+		"plan":              "/api/tasks/" + d.SessionID,
+		"plan's events":     "/api/tasks/" + d.SessionID + "/events",
+		"task_result":       "/api/task_result/files-1",
+		"command":           "/api/tasks/" + cmd.SessionID,
+		"command's events":  "/api/tasks/" + cmd.SessionID + "/events",
+		"fleet":             "/api/tasks/" + fleet.SessionID,
+		"fleet's events":    "/api/tasks/" + fleet.SessionID + "/events",
+		"fleet's device":    "/api/tasks/" + child,
+		"device's events":   "/api/tasks/" + child + "/events",
+		"audit log":         "/api/audit?device=" + dev,
+		"task list":         "/api/tasks",
+		"device's own view": "/api/devices/" + dev,
+	} {
+		code, body := m.ts.call(hasher, probeRequest{method: http.MethodGet, path: path})
+		require.Equal(t, http.StatusOK, code, "%s: %s", name, body)
+		surfaces[name] = body
+	}
+	dashboard := &browser{t: t, client: http.DefaultClient, base: m.ts.http.URL}
+	require.Equal(t, http.StatusOK, dashboard.login(hasher).StatusCode)
+	for name, path := range map[string]string{"the dashboard's plan": "/api/tasks/" + d.SessionID, "the dashboard's events": "/api/tasks/" + d.SessionID + "/events"} {
+		code, body := m.ts.call("", probeRequest{method: http.MethodGet, path: path,
+			header: http.Header{"Cookie": {dashboard.cookie.Name + "=" + dashboard.cookie.Value}}})
+		require.Equal(t, http.StatusOK, code, "%s: %s", name, body)
+		surfaces[name] = body
+	}
+	cl, _ := m.ts.mcpClient(hasher)
+	for name, id := range map[string]string{"MCP get_task of the plan": d.SessionID, "MCP get_task of the command": cmd.SessionID,
+		"MCP get_task of the fleet's device": child} {
+		text, isErr := mcpTaskTool(t, cl, "get_task", id)
+		require.False(t, isErr, "%s: %s", name, text)
+		surfaces[name] = text
+	}
+
+	for name, body := range surfaces {
+		for _, secret := range outOfPatterns {
+			assert.NotContains(t, body, secret, "%s shows what a tool outside hash_* was given or returned", name)
+		}
+	}
+	for _, name := range []string{"plan", "plan's events", "task_result", "MCP get_task of the plan", "the dashboard's plan", "the dashboard's events"} {
+		assert.Contains(t, surfaces[name], "HASHED-PATH", "%s: hash_file's parameters and result are the caller's to see", name)
+	}
+	for _, name := range []string{"plan", "plan's events", "command's events", "audit log", "MCP get_task of the plan"} {
+		assert.Contains(t, surfaces[name], "read_file", "%s: that read_file ran is shown", name)
+	}
+	for _, name := range []string{"plan", "plan's events", "command", "command's events", "fleet", "fleet's events", "audit log", "MCP get_task of the plan"} {
+		assert.Contains(t, surfaces[name], "withheld", "%s: says what it leaves out", name)
+	}
+	assert.Contains(t, surfaces["audit log"], "HASHED-PATH", "hash_file's audit entry is whole")
+	assert.Contains(t, surfaces["fleet's device"], "FLEET-HASHED")
+}
+
+// An Idempotency-Key's replay is held to the tool patterns of who asks
+// now: an identity revoked and added again under its name may have
+// narrower ones than the one that made the first request.
+func TestAReplayIsHeldToTheToolPatternsOfWhoAsksNow(t *testing.T) {
+	m := newMatrix(t)
+	dev := m.filesDevice()
+	first := jsonRequest(http.MethodPost, "/api/devices/"+dev+"/commands",
+		api.CommandRequest{Actions: []protocol.Command{{ToolName: "read_file", Parameters: map[string]any{"path": "/secret/READ-SECRET"}}}})
+	first.header.Set(api.IdempotencyKeyHeader, "once")
+	code, body := m.ts.call(m.ts.addIdentity("ann", api.RoleOperator, &api.Scope{Devices: "site=lobby"}), first)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "READ-SECRET")
+
+	require.NoError(t, m.ts.api.RevokeIdentity(context.Background(), "ann"))
+	again := m.ts.addIdentity("ann", api.RoleOperator, &api.Scope{Devices: "site=lobby", Tools: []string{"hash_*"}})
+	code, body = m.ts.call(again, first)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.NotContains(t, body, "READ-SECRET")
+	assert.Contains(t, body, "withheld")
+}
+
+// A pattern by type holds a call that named no type by the type its
+// device lists the tool under, as admission does: read_file is the
+// device's data_collection tool, write_file its action.
+func TestAToolPatternByTypeTypesACallByItsDevicesInventory(t *testing.T) {
+	m := newMatrix(t)
+	dev := m.filesDevice()
+	collector := m.ts.addIdentity("collector", api.RoleViewer, &api.Scope{Devices: "site=lobby", Tools: []string{"data_collection::*"}})
+	d, err := m.ts.api.Dispatch(context.Background(), api.DispatchRequest{ClientID: dev, Request: `steps:
+  - {tool_name: read_file, parameters: {path: /secret/READ-SECRET}}
+  - {tool_name: write_file, parameters: {path: /etc/motd, content: WRITE-SECRET}}`})
+	require.NoError(t, err)
+	m.ts.waitTask(d.SessionID)
+
+	for _, path := range []string{"/api/tasks/" + d.SessionID, "/api/tasks/" + d.SessionID + "/events", "/api/audit?session=" + d.SessionID} {
+		code, body := m.ts.call(collector, probeRequest{method: http.MethodGet, path: path})
+		require.Equal(t, http.StatusOK, code, body)
+		assert.Contains(t, body, "READ-SECRET", "%s: read_file is a data_collection tool", path)
+		assert.NotContains(t, body, "WRITE-SECRET", "%s: write_file is an action", path)
+	}
+}
+
+// A call is held to the patterns by the type it was sent with, which
+// admission pinned for a scoped requester: a device that no longer lists
+// the tool does not hide the requester's own results from it.
+func TestACallKeepsTheTypeItWasSentWithWhenItsDeviceNoLongerListsIt(t *testing.T) {
+	m := newMatrix(t)
+	ctx := context.Background()
+	enrolled, err := m.ts.api.Enroll(ctx, api.EnrollRequest{ID: "in-typed", Labels: labelsOf(in)})
+	require.NoError(t, err)
+	dev := m.ts.mustDial(enrolled.Token)
+	dev.register("in-typed", tool("stock", "read_file", protocol.ToolDataCollection))
+	dev.serve(func(a protocol.Command) protocol.Result {
+		return protocol.Result{Status: protocol.ResultSuccess, Result: a.Parameters}
+	})
+	collector := m.ts.addIdentity("collector", api.RoleOperator, &api.Scope{Devices: "site=lobby", Tools: []string{"data_collection::*"}})
+	d, err := m.ts.as(collector).Dispatch(ctx, api.DispatchRequest{ClientID: "in-typed", Request: `steps: [{tool_name: read_file, parameters: {path: OWN-PATH}}]`})
+	require.NoError(t, err)
+	m.ts.waitTask(d.SessionID)
+
+	m.ts.mustDial(enrolled.Token).register("in-typed") // it lists no tool now
+	code, body := m.ts.call(collector, probeRequest{method: http.MethodGet, path: "/api/tasks/" + d.SessionID})
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, "OWN-PATH")
+	assert.NotContains(t, body, "withheld")
+}

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/edgeaip/edgeaip/internal/authlimit"
 	"github.com/edgeaip/edgeaip/internal/dirlock"
+	"github.com/edgeaip/edgeaip/internal/privatedir"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/certs"
@@ -148,7 +150,7 @@ type Server struct {
 	orphans    chan struct{}    // closed when watchOrphans has stopped (a cluster node's)
 	metrics    *metrics.Metrics
 	http       *httpapi.API // every route, /ws and /mcp among them
-	authLimit  *identity.Limiter
+	authLimit  *authlimit.Limiter
 	auth       *identity.Authority // who callers and devices are
 	stop       chan struct{}
 	stopOnce   sync.Once
@@ -192,7 +194,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+	if err := os.MkdirAll(cfg.DataDir, privatedir.Dir); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
 	lock, err := dirlock.Acquire(cfg.DataDir, LockFile)
@@ -221,8 +223,9 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	cfg.Logger.Info("store open", "backend", st.Backend())
+	privatedir.Warn(cfg.DataDir, cfg.Logger)
 	cfg.Sessions.SetDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, authLimit: identity.NewLimiter(cfg.TrustedProxies, time.Now, cfg.Logger),
+	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, store: st, authLimit: authlimit.NewLimiter(cfg.TrustedProxies, time.Now, cfg.Logger),
 		stop: make(chan struct{}), janitor: make(chan struct{}), seenFlush: make(chan struct{}),
 		liveness: protocol.NewLiveness()}
 	s.auth = identity.New(identity.Config{Store: st, Certs: set, DeviceCertValidity: cfg.TLS.DeviceCertValidity, Logger: cfg.Logger,

@@ -158,6 +158,10 @@ type MCPServe struct {
 	// Default DATA/mcp-serve.token; the agent makes it (mode 0600) if it
 	// is missing.
 	TokenFile string
+	// MaxSessions bounds the sessions the endpoint holds: past it a new
+	// one takes the place of the oldest idle one, or is refused with 429
+	// if all are busy. Default mcpserve.DefaultMaxSessions.
+	MaxSessions int
 }
 
 // MCPServeTokenFile is the token file of the MCP endpoint when the

@@ -96,8 +96,9 @@ type fileConfig struct {
 	} `yaml:"tools"`
 	MCP      map[string]map[string]fileMCPRoot `yaml:"mcp"`
 	MCPServe struct {
-		Listen    string `yaml:"listen"`
-		TokenFile string `yaml:"token_file"`
+		Listen      string `yaml:"listen"`
+		TokenFile   string `yaml:"token_file"`
+		MaxSessions int    `yaml:"max_sessions"`
 	} `yaml:"mcp_serve"`
 }
 
@@ -188,10 +189,13 @@ func (l *loader) config(fc *fileConfig) Config {
 		UnloadAfter:           time.Duration(fc.Tools.UnloadAfter),
 		Reproducible:          fc.Tools.Reproducible,
 		MemoryLimit:           int64(fc.MemoryLimit),
-		MCPServe:              MCPServe{Listen: fc.MCPServe.Listen, TokenFile: l.abs(fc.MCPServe.TokenFile)},
+		MCPServe:              MCPServe{Listen: fc.MCPServe.Listen, TokenFile: l.abs(fc.MCPServe.TokenFile), MaxSessions: fc.MCPServe.MaxSessions},
 	}
 	if err := checkMCPListen(fc.MCPServe.Listen); err != nil {
 		l.fail([]any{"mcp_serve", "listen"}, "%v", err)
+	}
+	if fc.MCPServe.MaxSessions < 0 {
+		l.fail([]any{"mcp_serve", "max_sessions"}, "%d: want a number of sessions, or 0 for the default", fc.MCPServe.MaxSessions)
 	}
 	if fc.Device.ID != "" && !validDeviceID.MatchString(fc.Device.ID) {
 		l.fail([]any{"device", "id"}, "%q: want 1-64 of [A-Za-z0-9._-], not starting with '.'", fc.Device.ID)

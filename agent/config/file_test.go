@@ -72,7 +72,7 @@ func TestTheExampleConfigLoadsAsDocumented(t *testing.T) {
 			Env: map[string]string{"DISPLAY": ":0"}, Cwd: "/opt/mcp", Timeout: 60 * time.Second}},
 		DataCollection: []MCPServerConfig{{Namespace: "sensors", Type: MCPHTTP, URL: "http://localhost:8931/mcp"}},
 	}}}, cfg.MCP)
-	assert.Equal(t, MCPServe{Listen: "127.0.0.1:8932", TokenFile: filepath.Join(dir, "mcp-serve.token")}, cfg.MCPServe)
+	assert.Equal(t, MCPServe{Listen: "127.0.0.1:8932", TokenFile: filepath.Join(dir, "mcp-serve.token"), MaxSessions: 64}, cfg.MCPServe)
 }
 
 func TestAnInvalidConfigNamesTheLineAndTheProblem(t *testing.T) {
@@ -136,6 +136,8 @@ func TestAnInvalidConfigNamesTheLineAndTheProblem(t *testing.T) {
 			`agent.yaml:2: mcp_serve.listen: ":8932": give the host: 127.0.0.1 for applications on the device only`},
 		"mcp_serve without a port": {"mcp_serve:\n  listen: localhost\n",
 			`agent.yaml:2: mcp_serve.listen: "localhost": want HOST:PORT`},
+		"mcp_serve with negative sessions": {"mcp_serve:\n  max_sessions: -1\n",
+			`agent.yaml:2: mcp_serve.max_sessions: -1: want a number of sessions, or 0 for the default`},
 		// The YAML library gives the line of the flow it was parsing.
 		"bad YAML": {"device:\n  id: [k1\n",
 			`did not find expected ',' or ']'`},

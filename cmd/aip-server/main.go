@@ -50,6 +50,8 @@ func main() {
 	flag.StringVar(&clusterCfg.NATSCA, "nats-ca", "", "PEM `file` of the CAs a tls:// NATS server's certificate must chain to, instead of the system's")
 	flag.StringVar(&clusterCfg.NodeID, "node-id", "", "this node's id in the cluster (default: the host's name)")
 	flag.StringVar(&clusterCfg.Address, "advertise", "", "the address the cluster lists for this node (default: --listen's)")
+	flag.DurationVar(&clusterCfg.NATSPingInterval, "nats-ping", server.DefaultNATSPingInterval, "cluster mode: how often the node pings NATS; a connection with --nats-max-pings pings unanswered at the next is taken as dead, and cross-node work refused until NATS is back")
+	flag.IntVar(&clusterCfg.NATSMaxPingsOut, "nats-max-pings", server.DefaultNATSMaxPingsOut, "cluster mode: unanswered pings to NATS after which its connection is taken as dead (see --nats-ping)")
 	flag.DurationVar(&clusterCfg.DrainGrace, "drain-grace", server.DefaultDrainGrace, "cluster mode: on SIGTERM, how long running tasks may finish before the rest are handed off to the other nodes (a second SIGTERM stops at once)")
 	var conn protocol.ConnOptions
 	flag.Int64Var(&conn.MaxFrameBytes, "max-frame", protocol.DefaultMaxFrameBytes, "largest WebSocket frame accepted, in bytes; a larger one closes the link with 1009")
@@ -60,6 +62,8 @@ func main() {
 	flag.IntVar(&mcpCfg.CallsPerMinute, "mcp-calls-per-minute", 120, "tool calls one identity may make on /mcp in a minute")
 	flag.IntVar(&mcpCfg.CallsAtOnce, "mcp-calls-at-once", 8, "tool calls one identity may have running on /mcp at once")
 	flag.IntVar(&mcpCfg.MaxResultBytes, "mcp-max-result-bytes", 64<<10, "largest result, as JSON, an answer on /mcp carries; a larger one is cut, with the task's URL")
+	flag.IntVar(&mcpCfg.MaxSessionsPerIdentity, "mcp-max-sessions-per-identity", 256, "MCP sessions one identity holds on /mcp on this node; past it a new one takes the place of its oldest idle one, or gets 429 if all are busy")
+	flag.IntVar(&mcpCfg.MaxSessions, "mcp-max-sessions", 4096, "MCP sessions every identity together holds on /mcp on this node; past it a new one takes the place of the oldest idle one, or gets 429 if all are busy")
 	flag.DurationVar(&mcpCfg.SessionIdleTTL, "mcp-session-idle-ttl", 30*time.Minute, "an MCP session on /mcp that makes no request, and whose stream carries nothing, for this long is dropped (a client that went away without DELETE); negative: never")
 	flag.IntVar(&limits.MaxPlanBytes, "max-plan-bytes", plan.DefaultMaxExpandedBytes, "largest plan accepted, in bytes as JSON once its YAML aliases are expanded")
 	flag.IntVar(&limits.MaxParamBytes, "max-param-bytes", 0, "largest parameters of one command accepted, in bytes as JSON (0: the frame cap)")

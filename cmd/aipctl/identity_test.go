@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -8,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/agent"
+	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -129,4 +134,55 @@ func TestOperatorAddRefusesBadInputNamingTheField(t *testing.T) {
 	_, errOut, code = f.as(viewer.Token, "operator", "add", "ann", "--role", "admin")
 	assert.Equal(t, exitUnreachable, code)
 	assert.Contains(t, errOut, "server answered 403")
+}
+
+// An admin writes a file on a real agent and reads it back; an operator
+// whose tools are hash_* reads the task through aipctl: that each step
+// ran, and its own hash_file's result, but neither what write_file was
+// given nor what read_file returned, in the task, its events (followed
+// with --wait) and the audit log.
+func TestAToolScopeHidesAFilesContentsFromAipctl(t *testing.T) {
+	files := t.TempDir()
+	f := newFleet(t, nil)
+	f.startAgent("kiosk-1", lobby, func(c *agent.Config) {
+		c.ToolDirs = append(c.ToolDirs, "stock="+testenv.StockToolsDir(t))
+		c.Mounts = []sandbox.Mount{{HostPath: files, GuestPath: files}}
+	})
+	note := filepath.Join(files, "note.txt")
+	plan := f.plan(`steps:
+  - {tool: stock.write_file, parameters: {path: ` + note + `, content: SECRET-CONTENTS}}
+  - actions:
+      - {tool: stock.read_file, parameters: {path: ` + note + `}}
+      - {tool: hash_file, parameters: {path: ` + note + `}}
+`)
+	out, errOut, code := f.ctl("dispatch", "kiosk-1", plan)
+	require.Equal(t, exitOK, code, errOut)
+	id := strings.TrimSpace(out)
+	out, errOut, code = f.ctl("-o", "json", "task", id, "--wait")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "SECRET-CONTENTS", "the admin sees it all")
+
+	out, errOut, code = f.ctl("operator", "add", "hasher", "--role", "operator", "--devices", "site=lobby", "--tools", "hash_*")
+	require.Equal(t, exitOK, code, errOut)
+	hasher := strings.TrimSpace(out)
+	sum := sha256.Sum256([]byte("SECRET-CONTENTS"))
+	shown := map[string]string{}
+	for name, args := range map[string][]string{
+		"task":              {"task", id},
+		"task, json":        {"-o", "json", "task", id},
+		"task --wait":       {"task", id, "--wait"},
+		"audit":             {"audit", "--session", id},
+		"audit, json":       {"-o", "json", "audit", "--session", id},
+		"task --wait, json": {"-o", "json", "task", id, "--wait"},
+	} {
+		out, errOut, code := f.as(hasher, args...)
+		require.Equal(t, exitOK, code, "%s: %s", name, errOut)
+		assert.NotContains(t, out, "SECRET-CONTENTS", name)
+		shown[name] = out
+	}
+	assert.Contains(t, shown["task, json"], hex.EncodeToString(sum[:]), "hash_file's result is the hasher's to see")
+	assert.Contains(t, shown["task, json"], "withheld")
+	assert.Regexp(t, `(?m)^2\s+stock\.read_file\+hash_file\s+success\s+1\s*$`, shown["task"], "each step, and how it went")
+	assert.Regexp(t, `(?m)\skiosk-1\s+action::write_file\s+success\s*$`, shown["audit"], "that write_file ran")
+	assert.Contains(t, shown["audit, json"], `"parameters": "withheld: the tool is outside your scope"`)
 }

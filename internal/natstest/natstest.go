@@ -35,6 +35,9 @@ type Options struct {
 	// TLS, if set, is its TLS configuration: it takes only TLS clients
 	// (tls:// URLs).
 	TLS *tls.Config
+	// PingInterval, if set, is how often it pings each client; it drops a
+	// client, and what the client listens for, with two pings unanswered.
+	PingInterval time.Duration
 }
 
 // Run starts a server on 127.0.0.1:port (0: a free port).
@@ -62,7 +65,8 @@ func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: s.port, NoLog: true, NoSigs: true,
-		Username: s.opts.User, Password: s.opts.Password, TLS: s.opts.TLS != nil, TLSConfig: s.opts.TLS})
+		Username: s.opts.User, Password: s.opts.Password, TLS: s.opts.TLS != nil, TLSConfig: s.opts.TLS,
+		PingInterval: s.opts.PingInterval, MaxPingsOut: 2})
 	if err != nil {
 		return fmt.Errorf("natstest: %w", err)
 	}

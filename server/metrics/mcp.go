@@ -9,6 +9,8 @@ type mcpMetrics struct {
 	limited    *prometheus.CounterVec
 	localCalls prometheus.Counter
 	sessions   prometheus.Gauge
+	evicted    *prometheus.CounterVec
+	refused    *prometheus.CounterVec
 }
 
 // The outcomes of a gateway call: a result (isError or not), or an MCP
@@ -37,10 +39,22 @@ func newMCPMetrics(reg *prometheus.Registry) *mcpMetrics {
 			Name: "edgeaip_mcp_sessions",
 			Help: "Sessions the MCP gateway holds (the initialize-era revisions'), until their DELETE, their identity's revocation or their idle TTL.",
 		}),
+		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgeaip_mcp_sessions_evicted_total",
+			Help: "MCP sessions the gateway dropped, the oldest idle one, to make room for a new one past a bound: identity (--mcp-max-sessions-per-identity) or node (--mcp-max-sessions).",
+		}, []string{"bound"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgeaip_mcp_sessions_refused_total",
+			Help: "New MCP sessions the gateway refused with 429, past a bound whose sessions were all busy: identity or node.",
+		}, []string{"bound"}),
 	}
-	reg.MustRegister(m.calls, m.limited, m.localCalls, m.sessions)
+	reg.MustRegister(m.calls, m.limited, m.localCalls, m.sessions, m.evicted, m.refused)
 	for _, l := range []string{"per_minute", "at_once"} {
 		m.limited.WithLabelValues(l)
+	}
+	for _, b := range []string{"identity", "node"} {
+		m.evicted.WithLabelValues(b)
+		m.refused.WithLabelValues(b)
 	}
 	return m
 }
@@ -56,3 +70,10 @@ func (m *Metrics) LocalCalls(n int) { m.mcp.localCalls.Add(float64(n)) }
 
 // MCPSessions adds n (negative: removes) to the MCP sessions held.
 func (m *Metrics) MCPSessions(n int) { m.mcp.sessions.Add(float64(n)) }
+
+// MCPSessionEvicted counts a session dropped for a new one past bound
+// ("identity" or "node").
+func (m *Metrics) MCPSessionEvicted(bound string) { m.mcp.evicted.WithLabelValues(bound).Inc() }
+
+// MCPSessionRefused counts a new session refused past bound.
+func (m *Metrics) MCPSessionRefused(bound string) { m.mcp.refused.WithLabelValues(bound).Inc() }

@@ -16,11 +16,14 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/edgeaip/edgeaip/agent/internal/executor"
+	"github.com/edgeaip/edgeaip/internal/authlimit"
+	"github.com/edgeaip/edgeaip/internal/mcpsessions"
 	"github.com/edgeaip/edgeaip/internal/mcptool"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -45,8 +48,16 @@ type Options struct {
 	Run func(context.Context, executor.LocalCall) protocol.Result
 	// MaxResultBytes bounds a result's JSON in an answer; 0: no bound.
 	MaxResultBytes int
-	Log            *slog.Logger
+	// MaxSessions bounds the sessions the endpoint holds; 0:
+	// DefaultMaxSessions.
+	MaxSessions int
+	Log         *slog.Logger
 }
+
+// DefaultMaxSessions is Options.MaxSessions' default: the applications of
+// one device, each with a session or a few, and room for those that
+// never end theirs.
+const DefaultMaxSessions = 64
 
 // Server is the endpoint. Listen makes one, bound; Serve serves it.
 type Server struct {
@@ -54,6 +65,9 @@ type Server struct {
 	ln   net.Listener
 	mcp  *server.MCPServer
 	http *http.Server
+
+	sessions  *mcpsessions.Table
+	authLimit *authlimit.Limiter
 
 	mu      sync.Mutex
 	served  []protocol.MCPToolInfo          // what Refresh last served, to tell a change
@@ -68,13 +82,20 @@ func Listen(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcp_serve: %w", err)
 	}
-	s := &Server{opts: opts, ln: ln, byName: map[string]protocol.MCPToolInfo{}}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
+	s := &Server{opts: opts, ln: ln, byName: map[string]protocol.MCPToolInfo{},
+		sessions:  mcpsessions.New(mcpsessions.Config{MaxTotal: opts.MaxSessions, Log: opts.Log}),
+		authLimit: authlimit.NewLimiter(nil, time.Now, opts.Log)}
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(s.callers.remember)
 	s.mcp = server.NewMCPServer("aip-agent", opts.Version, server.WithToolCapabilities(true), server.WithHooks(hooks),
 		server.WithInstructions("The tools of this device, run in its sandbox under the operator's policies and limits. Each call is reported to the fleet's audit log."))
 	mux := http.NewServeMux()
-	mux.Handle(Path, s.authenticate(server.NewStreamableHTTPServer(s.mcp, server.WithStreamableHTTPLogger(opts.Log))))
+	// One token, one owner: the bound is the endpoint's.
+	endpoint := s.sessions.Guard("", hooks, server.NewStreamableHTTPServer(s.mcp, server.WithStreamableHTTPLogger(opts.Log)))
+	mux.Handle(Path, s.authenticate(endpoint))
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(opts.Log.Handler(), slog.LevelWarn)}
 	if ip := net.ParseIP(strings.Trim(hostOf(opts.Listen), "[]")); ip == nil || !ip.IsLoopback() {
 		opts.Log.Warn("the MCP endpoint listens beyond this device, as mcp_serve.listen says", "listen", ln.Addr().String())
@@ -109,11 +130,23 @@ func (s *Server) Close() {
 	s.ln.Close()
 }
 
-// authenticate lets through requests that present the token.
+// authenticate lets through requests that present the token. A source
+// that failed too often is refused with 429 for a while, the right token
+// included, as the server refuses one (internal/authlimit).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	want := []byte("Bearer " + s.opts.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		src := s.authLimit.Source(r)
+		if wait := s.authLimit.Blocked(src); wait > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(wait))
+			http.Error(w, fmt.Sprintf("too many failed authentications from this address: try again in %d s", wait), http.StatusTooManyRequests)
+			return
+		}
+		got := r.Header.Get("Authorization")
+		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			if got != "" {
+				s.authLimit.Failed(src, "mcp_serve", got)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="aip-agent"`)
 			http.Error(w, "unauthorized: present the token of mcp_serve.token_file as a Bearer token", http.StatusUnauthorized)
 			return

@@ -34,6 +34,16 @@ const (
 	DefaultDeadAfter = 6 * time.Second
 )
 
+// The defaults of Config's NATS pings: a node pings NATS every 4 s and
+// takes its connection as dead when a ping finds two unanswered, so that
+// a link that silently drops every packet is noticed within 12 s
+// ((DefaultNATSMaxPingsOut + 1) × DefaultNATSPingInterval). nats.go's own,
+// 2 minutes × 2, left cross-node commands hanging until their timeouts.
+const (
+	DefaultNATSPingInterval = 4 * time.Second
+	DefaultNATSMaxPingsOut  = 2
+)
+
 // Config is what a node joins a cluster with.
 type Config struct {
 	// NATS is the NATS server's URL, or several, comma-separated; each
@@ -52,6 +62,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Heartbeat and DeadAfter: see DefaultHeartbeat. Tests shorten them.
 	Heartbeat, DeadAfter time.Duration
+	// PingInterval and MaxPingsOut: see DefaultNATSPingInterval.
+	PingInterval time.Duration
+	MaxPingsOut  int
 }
 
 // Node is a node of the cluster as its lease says.
@@ -77,21 +90,27 @@ type Cluster struct {
 	log   *slog.Logger
 	drops *dropLog // the messages from other nodes dropped or refused
 	nc    *nats.Conn
-	epoch int64
 
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
-	// fencedCh is closed when the node loses its lease.
-	fencedCh chan struct{}
 
 	mu       sync.Mutex
+	epoch    int64 // this process's, on its id: a new one each time it rejoins
 	onDead   []func(nodeID string, epoch int64)
+	onFenced []func()
 	deaths   []Node // announced before any OnDead handler was set
 	beatErr  error  // the last heartbeat's error; nil once one succeeds
-	fenced   error  // the lease was lost: for good
-	draining bool
-	warned   map[string]bool // incompatible nodes logged, by id/epoch
+	natsLost error  // why the NATS connection was last lost
+	fenced   error  // the lease under epoch was lost: until the node rejoins
+	onNATS   []func(lost error)
+	// lastBeat is when the last heartbeat recorded began; beatingSince,
+	// when the run of heartbeats recorded without a break that goes on
+	// now began (zero: none goes on); lastPeerBeat, when another node last
+	// said it recorded one (lease.go).
+	lastBeat, beatingSince, lastPeerBeat time.Time
+	draining                             bool
+	warned                               map[string]bool // incompatible nodes logged, by id/epoch
 	// live are the nodes at the last sweep.
 	live map[string]liveNode
 }
@@ -115,6 +134,8 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, DefaultHeartbeat)
 	cfg.DeadAfter = cmp.Or(cfg.DeadAfter, DefaultDeadAfter)
+	cfg.PingInterval = cmp.Or(cfg.PingInterval, DefaultNATSPingInterval)
+	cfg.MaxPingsOut = cmp.Or(cfg.MaxPingsOut, DefaultNATSMaxPingsOut)
 	if err := errors.Join(CheckNodeID(cfg.NodeID), CheckNATS(cfg.NATS)); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -123,13 +144,14 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	log := cfg.Logger.With("node", cfg.NodeID)
 	c := &Cluster{cfg: cfg, log: log, drops: newDropLog(log), stop: make(chan struct{}), done: make(chan struct{}),
-		fencedCh: make(chan struct{}), warned: map[string]bool{}}
+		warned: map[string]bool{}}
 	nc, err := c.connect()
 	if err != nil {
 		return nil, err
 	}
 	c.nc = nc
 	var prev int64
+	c.lastBeat = time.Now() // joining records the first heartbeat
 	err = cfg.Store.Write(ctx, func(tx *store.Tx) (err error) {
 		c.epoch, prev, err = tx.Cluster().JoinNode(cfg.NodeID, ProtocolVersion, cfg.Address, cfg.DeadAfter)
 		return err
@@ -146,13 +168,22 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.deaths = append(c.deaths, Node{ID: cfg.NodeID, Epoch: prev})
 	}
 	c.log.Info("joined the cluster", "epoch", c.epoch, "nats", RedactNATS(nc.ConnectedUrl()), "protocol", ProtocolVersion)
+	c.beatingSince = time.Now()
+	if err := on[Beat](c, beatSubject, c.peerBeat); err != nil {
+		nc.Close()
+		return nil, err
+	}
 	c.readLive(ctx)
 	go c.run()
 	return c, nil
 }
 
 // Self is this node's id and epoch.
-func (c *Cluster) Self() (id string, epoch int64) { return c.cfg.NodeID, c.epoch }
+func (c *Cluster) Self() (id string, epoch int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.NodeID, c.epoch
+}
 
 // Conn is the node's NATS connection.
 func (c *Cluster) Conn() *nats.Conn { return c.nc }
@@ -192,18 +223,16 @@ func (c *Cluster) announce(dead []Node) {
 	}
 }
 
-// Fenced is closed when the node has lost its lease on its id: the
-// cluster took it as dead, and what it held is others' now.
-func (c *Cluster) Fenced() <-chan struct{} { return c.fencedCh }
-
 // Health is "" while the node holds its lease and NATS, else why not.
 func (c *Cluster) Health() string {
 	c.mu.Lock()
-	fenced, beatErr := c.fenced, c.beatErr
+	doubt, beatErr, natsLost := c.doubtLocked(), c.beatErr, c.natsLost
 	c.mu.Unlock()
 	switch {
-	case fenced != nil:
-		return fmt.Sprintf("cluster: node %q lost its lease (epoch %d): %v; restart it", c.cfg.NodeID, c.epoch, fenced)
+	case doubt != "":
+		return doubt
+	case !c.nc.IsConnected() && natsLost != nil:
+		return fmt.Sprintf("NATS: not connected (%s, lost: %v); cross-node work is refused", c.nc.Status(), natsLost)
 	case !c.nc.IsConnected():
 		return fmt.Sprintf("NATS: not connected (%s); cross-node work is refused", c.nc.Status())
 	case beatErr != nil:
@@ -270,34 +299,54 @@ func (c *Cluster) run() {
 		case <-c.stop:
 			return
 		case <-t.C:
-			if c.beat() {
-				c.sweep()
-			}
+			c.tick()
 		}
+	}
+}
+
+// tick is one heartbeat: a node that lost its lease rejoins instead; one
+// that cannot record it gives its lease up if it is cut off from the
+// store alone; one that has recorded heartbeats without a break for
+// DeadAfter sweeps for dead nodes.
+func (c *Cluster) tick() {
+	c.mu.Lock()
+	fenced, draining := c.fenced != nil, c.draining
+	c.mu.Unlock()
+	switch {
+	case fenced && !draining:
+		c.rejoin()
+	case fenced:
+	case !c.beat():
+		c.giveUpIfCutOff()
+	case c.steady():
+		c.sweep()
+	default:
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DeadAfter/2)
+		c.readLive(ctx)
+		cancel()
 	}
 }
 
 // beat renews the lease, and reports whether it still holds it.
 func (c *Cluster) beat() bool {
 	c.mu.Lock()
-	fenced, state := c.fenced != nil, store.NodeUp
+	epoch, state := c.epoch, store.NodeUp
 	if c.draining {
 		state = store.NodeDraining
 	}
 	c.mu.Unlock()
-	if fenced {
-		return false
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DeadAfter/2)
 	defer cancel()
-	err := c.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Cluster().Heartbeat(c.cfg.NodeID, c.epoch, state) })
+	start := time.Now()
+	err := c.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Cluster().Heartbeat(c.cfg.NodeID, epoch, state) })
+	if err == nil {
+		c.beatRecorded(start)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case errors.Is(err, store.ErrFenced):
-		c.fenced = err
-		close(c.fencedCh)
-		c.log.Error("this node lost its lease: the cluster took it as dead, or another process took its id; it no longer acts for the cluster", "epoch", c.epoch, "err", err)
+		c.fenceLocked(fmt.Errorf("the cluster took it as dead, or another process took its id: %w", err))
 		return false
 	case err != nil && c.beatErr == nil:
 		c.log.Error("heartbeat failed", "err", err)
@@ -305,6 +354,9 @@ func (c *Cluster) beat() bool {
 		c.log.Info("heartbeat recorded again")
 	}
 	c.beatErr = err
+	if err != nil {
+		c.beatingSince = time.Time{}
+	}
 	return err == nil
 }
 
@@ -395,13 +447,14 @@ func (c *Cluster) Close(ctx context.Context) (err error) {
 	c.closeOnce.Do(func() {
 		close(c.stop)
 		<-c.done
-		err = c.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Cluster().LeaveNode(c.cfg.NodeID, c.epoch) })
+		_, epoch := c.Self()
+		err = c.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Cluster().LeaveNode(c.cfg.NodeID, epoch) })
 		c.nc.Close()
 		if err != nil {
 			err = fmt.Errorf("cluster: leave: %w", err)
 			return
 		}
-		c.log.Info("left the cluster", "epoch", c.epoch)
+		c.log.Info("left the cluster", "epoch", epoch)
 	})
 	return err
 }
@@ -420,8 +473,9 @@ func (c *Cluster) Leases(ctx context.Context) ([]store.DeviceLease, error) {
 // TakeLease makes this node the holder of device id's link, at the
 // lease's next epoch, and returns the lease and the one it replaced.
 func (c *Cluster) TakeLease(ctx context.Context, id string) (lease, prev store.DeviceLease, err error) {
+	_, epoch := c.Self()
 	err = c.cfg.Store.Write(ctx, func(tx *store.Tx) (err error) {
-		lease, prev, err = tx.Cluster().TakeDeviceLease(id, c.cfg.NodeID, c.epoch)
+		lease, prev, err = tx.Cluster().TakeDeviceLease(id, c.cfg.NodeID, epoch)
 		return err
 	})
 	return lease, prev, err

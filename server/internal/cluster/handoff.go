@@ -42,11 +42,12 @@ func (c *Cluster) SetDraining() {
 // (SetDraining must have been called): the others believe a handoff only
 // from a node the store says drains (OnHandoff).
 func (c *Cluster) PublishHandoff(ctx context.Context) error {
-	err := c.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Cluster().Heartbeat(c.cfg.NodeID, c.epoch, store.NodeDraining) })
+	_, epoch := c.Self()
+	err := c.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Cluster().Heartbeat(c.cfg.NodeID, epoch, store.NodeDraining) })
 	if err != nil {
 		return fmt.Errorf("cluster: handoff: mark node %q draining: %w", c.cfg.NodeID, err)
 	}
-	if err := c.publish(handoffSubject, Handoff{From: c.cfg.NodeID, FromEpoch: c.epoch}); err != nil {
+	if err := c.publish(handoffSubject, Handoff{From: c.cfg.NodeID, FromEpoch: epoch}); err != nil {
 		return err
 	}
 	if err := c.nc.FlushTimeout(handoffFlush); err != nil {

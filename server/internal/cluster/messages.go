@@ -48,6 +48,11 @@ type Command struct {
 	From      string        `json:"from"`
 	FromEpoch int64         `json:"from_epoch"`
 	Timeout   time.Duration `json:"timeout"`
+	// Deadline is when the sender fails the command unless it has ended:
+	// the holder does not send it on the link past it (a message NATS
+	// held through a partition comes too late to run). Zero from a node
+	// that predates it.
+	Deadline time.Time `json:"deadline,omitzero"`
 	// Message is the COMMAND, as it goes to the device.
 	Message *protocol.ServerMessage `json:"message"`
 	// Session is the row of the session the command alone makes up, if
@@ -72,6 +77,11 @@ type Reply struct {
 	Lease     int64         `json:"lease,omitempty"`
 	GraceLeft time.Duration `json:"grace_left,omitempty"`
 	Error     string        `json:"error,omitempty"`
+	// SenderGone: Failed, because the node that sent the command no
+	// longer holds its lease at the epoch it named. Its sessions are, or
+	// will be, another node's, which sends the command again: the sender
+	// must not record it failed.
+	SenderGone bool `json:"sender_gone,omitempty"`
 }
 
 // LeaseChange says a node took (NodeID set) or released a device's lease.
@@ -170,7 +180,7 @@ func (c *Cluster) ServeDevice(id string, serve func(Command) Reply) (stop func()
 		}
 		if err != nil {
 			c.drops.dropped("cluster: command refused", "device", id, "err", err)
-			r.Error = err.Error()
+			r.Error, r.SenderGone = err.Error(), errors.Is(err, errSenderGone)
 		} else {
 			r = serve(cmd)
 		}
@@ -203,10 +213,14 @@ func (c *Cluster) refuseCommand(id string, cmd Command) error {
 		return fmt.Errorf("cluster: command for device %q came on the subject of device %q: refused", cmd.DeviceID, id)
 	}
 	if why := c.notLive(cmd.From, cmd.FromEpoch); why != "" {
-		return fmt.Errorf("cluster: command for device %q from node %q at epoch %d: %s: refused", id, cmd.From, cmd.FromEpoch, why)
+		return fmt.Errorf("cluster: command for device %q from node %q at epoch %d: %s: %w", id, cmd.From, cmd.FromEpoch, why, errSenderGone)
 	}
 	return nil
 }
+
+// errSenderGone refuses a command from a node that no longer holds its
+// lease at the epoch the command names.
+var errSenderGone = errors.New("refused: the sender no longer holds its lease")
 
 // checked is an inter-node message that can say what is wrong with it.
 type checked[T any] interface {

@@ -133,6 +133,7 @@ func TestACommandFromAStaleNodeEpochIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Failed, r.Outcome)
 	assert.Contains(t, r.Error, `from node "b" at epoch 1: that node is gone`)
+	assert.True(t, r.SenderGone, "the sender must not record it failed: the node that adopts its session sends it again")
 
 	next := e.mustJoin("b")
 	_, epoch := next.Self()

@@ -78,6 +78,7 @@ func NewClusterLinks(c *cluster.Cluster, reg *Registry, disp *Dispatcher, grace 
 	if err := c.OnRecorded(l.recordedElsewhere); err != nil {
 		return nil, err
 	}
+	c.OnNATS(l.natsChanged)
 	l.preload()
 	disp.remote = l
 	self, epoch := c.Self()
@@ -258,6 +259,17 @@ func (l *ClusterLinks) HeldElsewhere(id string) bool {
 	return err == nil && lease.Held() && lease.NodeID != self && lease.HolderAlive
 }
 
+// AwaitedElsewhere reports whether another node holds device id's lease
+// as the store says, alive, or dead for less than the device grace, from
+// its last heartbeat: as where sends a command there, or has it wait.
+func (l *ClusterLinks) AwaitedElsewhere(id string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
+	defer cancel()
+	lease, err := l.c.Lease(ctx, id)
+	self, _ := l.c.Self()
+	return err == nil && lease.Held() && lease.NodeID != self && (lease.HolderAlive || lease.HolderSilent < l.grace)
+}
+
 // leaseChanged hears a lease change from any node. A device this node
 // held, now another's, has its link here closed and its grace here ended
 // without ending its work; the commands waiting for it anywhere here go
@@ -306,6 +318,9 @@ func (l *ClusterLinks) serve(cmd cluster.Command) cluster.Reply {
 		// to it there, not on a link about to close.
 		return cluster.Reply{Outcome: cluster.Between, GraceLeft: l.grace}
 	}
+	if why := l.notToSend(cmd); why != "" {
+		return cluster.Reply{Outcome: cluster.Failed, Error: why}
+	}
 	rid := cmd.Message.ResponseID
 	l.mu.Lock()
 	l.proxied[rid] = proxied{from: cmd.From, deviceID: id, session: cmd.Session}
@@ -328,6 +343,31 @@ func (l *ClusterLinks) serve(cmd cluster.Command) cluster.Reply {
 	}
 	l.log.Debug("cluster: command from another node sent", "device", id, "response_id", rid, "from", cmd.From)
 	return cluster.Reply{Outcome: cluster.Sent}
+}
+
+// notToSend is why the holder must not send cmd on its device's link,
+// or "": its deadline has passed (NATS held it, through a partition,
+// until its sender had failed it), or the store says it has ended, or
+// does not hold it (no command runs unrecorded). The sender's failure of
+// a command never sent can then be relied on (server RATIONALE.md, "A
+// command's deadline").
+func (l *ClusterLinks) notToSend(cmd cluster.Command) string {
+	if !cmd.Deadline.IsZero() && !time.Now().Before(cmd.Deadline) {
+		return fmt.Sprintf("its deadline passed %s before it reached the node holding its device's link: not sent",
+			time.Since(cmd.Deadline).Round(time.Millisecond))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
+	defer cancel()
+	rec, err := l.disp.store.Commands().Get(ctx, cmd.Message.ResponseID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "the store holds no such command: not sent"
+	case err != nil:
+		return fmt.Sprintf("the store could not say whether it is still pending: %v: not sent", err)
+	case rec.Status != store.CommandPending:
+		return fmt.Sprintf("it has ended (%s) on the node that took it: not sent", rec.Status)
+	}
+	return ""
 }
 
 // stop sends CANCEL_COMMAND m to the node holding device id's link under

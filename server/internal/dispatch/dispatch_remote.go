@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
@@ -44,7 +45,7 @@ func (l *ClusterLinks) readLease(id string) (*store.DeviceLease, error) {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("device %q: where its link is: %w", id, err)
+		return nil, fmt.Errorf("device %q: where its link is: the store could not say: %w", id, err)
 	}
 	return &lease, nil
 }
@@ -97,22 +98,31 @@ func (l *ClusterLinks) send(cmd *Command, node string, epoch int64) {
 		return
 	}
 	wasSent := cmd.sent
-	cmd.elsewhere.lease, cmd.elsewhere.node, cmd.sent = epoch, node, true
+	cmd.elsewhere.lease, cmd.elsewhere.node, cmd.elsewhere.delivered, cmd.sent, cmd.left = epoch, node, false, true, true
+	deadline := cmd.deadline
 	d.mu.Unlock()
 
 	self, selfEpoch := l.c.Self()
 	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
 	reply, err := l.c.SendCommand(ctx, cluster.Command{DeviceID: cmd.rec.DeviceID, LeaseEpoch: epoch, From: self, FromEpoch: selfEpoch,
-		Timeout: cmd.timeout, Message: cmd.msg, Session: sessionToSend(cmd.session)})
+		Timeout: cmd.timeout, Deadline: deadline, Message: cmd.msg, Session: sessionToSend(cmd.session)})
 	cancel()
 	l.disp.metrics.CrossNodeCommand(crossNodeOutcome(reply, err))
 	if err == nil && reply.Outcome == cluster.Sent {
+		d.mu.Lock()
+		if cmd.elsewhere.lease == epoch {
+			cmd.elsewhere.delivered, cmd.elsewhere.trouble = true, ""
+		}
+		d.mu.Unlock()
 		cmd.log.Debug("command sent to the node holding its device's link", "node", node, "lease", epoch)
 		return
 	}
 	d.mu.Lock()
 	if cmd.elsewhere.lease == epoch {
 		cmd.elsewhere.lease, cmd.sent = 0, wasSent
+	}
+	if err != nil {
+		cmd.elsewhere.trouble = natsTrouble(node, err)
 	}
 	d.mu.Unlock()
 	l.answered(cmd, node, reply, err)
@@ -136,6 +146,13 @@ func (l *ClusterLinks) answered(cmd *Command, node string, reply cluster.Reply, 
 		d.failUnsent(cmd, shutDownFailure(id, ""))
 	case reply.Outcome == cluster.Offline && !cmd.waitForDevice:
 		d.failUnsent(cmd, fmt.Sprintf("device %q is offline", id))
+	case reply.Outcome == cluster.Failed && reply.SenderGone:
+		// This node lost its lease: the node that adopts the command's
+		// session sends it again, and records how it ends.
+		d.forget(cmd)
+		why := "command not sent: " + reply.Error
+		cmd.log.Warn("command left to the node that adopts its session: this node lost its lease", "why", why)
+		d.endAs(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), why), why, false, true)
 	case reply.Outcome == cluster.Failed:
 		d.fail(cmd, "command not sent: "+reply.Error)
 	}
@@ -161,6 +178,9 @@ func (l *ClusterLinks) retry(cmd *Command) {
 	}
 	lease, err := l.readLease(cmd.rec.DeviceID)
 	if err != nil {
+		d.mu.Lock()
+		cmd.elsewhere.trouble = err.Error()
+		d.mu.Unlock()
 		cmd.log.Warn("command waits: its device's lease could not be read", "err", err)
 		return
 	}
@@ -184,6 +204,53 @@ func (l *ClusterLinks) retry(cmd *Command) {
 		d.failUnsent(cmd, at.refused)
 	case at.GraceLeft == 0 && !cmd.waitForDevice:
 		d.failUnsent(cmd, fmt.Sprintf("device %q is offline", cmd.rec.DeviceID))
+	}
+}
+
+// natsTrouble names NATS as what kept a command from node, which holds
+// its device's link, by err.
+func natsTrouble(node string, err error) string {
+	switch {
+	case errors.Is(err, cluster.ErrNATS):
+		return fmt.Sprintf("NATS: not connected, so it could not go to node %q, which holds the device's link", node)
+	case errors.Is(err, cluster.ErrNoHolder):
+		return fmt.Sprintf("NATS: node %q holds the device's link, but nothing listens for the device there", node)
+	}
+	return fmt.Sprintf("NATS: node %q, which holds the device's link, did not answer over NATS (%v); it may have it", node, err)
+}
+
+// natsChanged acts on NATS lost (lost, why) or back (nil). Lost: a
+// command out on another node may not get its results back, which its
+// failure will say. Back: the commands NATS or the store kept from other
+// nodes are routed again at once, and those out on another node end if
+// their results were recorded meanwhile, whose word was lost with NATS.
+func (l *ClusterLinks) natsChanged(lost error) {
+	d := l.disp
+	var again, recheck []*Command
+	d.mu.Lock()
+	for _, cmd := range d.pending {
+		out := &cmd.elsewhere
+		switch {
+		case cmd.sentOn != nil:
+		case lost != nil && out.lease != 0:
+			out.trouble = fmt.Sprintf("NATS: the connection was lost (%v) while the command was out on node %q; its results may not have come back", lost, out.node)
+		case lost == nil && out.lease != 0:
+			recheck = append(recheck, cmd)
+		case lost == nil && out.trouble != "":
+			out.retries = 0
+			again = append(again, cmd)
+		}
+	}
+	d.mu.Unlock()
+	for _, cmd := range again {
+		go l.retry(cmd)
+	}
+	for _, cmd := range recheck {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
+			defer cancel()
+			d.settleIfRecorded(ctx, cmd)
+		}()
 	}
 }
 

@@ -104,6 +104,14 @@ type Command struct {
 	// Guarded by dispatcher.mu.
 	sentOn *Link // the link it was sent on; nil once that link dropped
 	sent   bool  // it went out on some link
+	// left: it was handed to a link, or to another node, at least once,
+	// and may have reached the device; a command that never left fails
+	// at its deadline as "not sent", and never runs.
+	left bool
+	// deadline is when it fails, if nothing ended it first: its
+	// timeout from when it was decided on (park). A node holding the
+	// device's link does not send it on past it.
+	deadline time.Time
 	// elsewhere is its sending to another node (cluster mode).
 	elsewhere sentElsewhere
 	timer     *time.Timer
@@ -125,6 +133,12 @@ type sentElsewhere struct {
 	node string
 	// retries counts its sends that found no holder.
 	retries int
+	// delivered: node answered that it sent it on the device's link.
+	delivered bool
+	// trouble names the part, NATS or the store, that last kept it from
+	// the node holding its device's link, or may keep its results from
+	// coming back from there; "" once a node took it.
+	trouble string
 }
 
 // ResponseID is the command's response_id.
@@ -292,10 +306,18 @@ func (d *Dispatcher) Resume(ctx context.Context, rec store.Command, session *sto
 	cmd.inFlight, cmd.fence, cmd.start = true, fence, time.Now()
 	if offline := d.park(cmd); offline != "" {
 		d.fail(cmd, offline)
-	} else if now, err := d.store.Commands().Get(ctx, rec.ResponseID); err == nil && now.Status != store.CommandPending {
-		d.settle(cmd)
+	} else {
+		d.settleIfRecorded(ctx, cmd)
 	}
 	return d.await(ctx, cmd)
+}
+
+// settleIfRecorded ends cmd with its outcome, and the session it alone
+// makes up, if the store holds that outcome already.
+func (d *Dispatcher) settleIfRecorded(ctx context.Context, cmd *Command) {
+	if now, err := d.store.Commands().Get(ctx, cmd.rec.ResponseID); err == nil && now.Status != store.CommandPending {
+		d.settle(cmd)
+	}
 }
 
 // settle ends cmd, whose outcome the store holds already, with it, and
@@ -370,6 +392,7 @@ func (d *Dispatcher) park(cmd *Command) (offline string) {
 		return fmt.Sprintf("device %q is offline", id)
 	}
 	d.pending[cmd.rec.ResponseID] = cmd
+	cmd.deadline = time.Now().Add(cmd.timeout)
 	cmd.timer = time.AfterFunc(cmd.timeout, func() { d.expire(cmd) })
 	within := cmd.timeout
 	if waits && !cmd.waitForDevice && !cmd.inFlight && at.GraceLeft < cmd.timeout {
@@ -427,7 +450,7 @@ func (d *Dispatcher) send(cmd *Command, c *Link, resend bool) {
 		cmd.log.Info("command not sent again: its device came back after its grace")
 		return
 	}
-	cmd.sentOn, cmd.sent = c, true
+	cmd.sentOn, cmd.sent, cmd.left = c, true, true
 	d.mu.Unlock()
 
 	err := c.Conn.SendWithin(SendTimeout, cmd.msg)
@@ -551,13 +574,39 @@ func (d *Dispatcher) expire(cmd *Command) {
 // timedOut is why cmd failed when its timeout ended, from where it was
 // then (under dispatcher.mu): out on a link here, out on another node
 // that holds its device's link, or waiting for its device to come back.
+// A command that left this node may still run: it says so (server
+// RATIONALE.md, "A command's deadline").
 func (cmd *Command) timedOut() string {
+	why := cmd.whyTimedOut()
+	if cmd.left {
+		why += "; " + MayStillRun
+	}
+	return why
+}
+
+// MayStillRun ends the failure of a command that timed out after it left
+// the node that took it: it may have reached its device.
+const MayStillRun = "it may still run on the device: a late outcome is recorded on its task"
+
+func (cmd *Command) whyTimedOut() string {
 	id := cmd.rec.DeviceID
+	out := cmd.elsewhere
 	switch {
 	case cmd.sentOn != nil:
 		return fmt.Sprintf("device %q did not answer within %s", id, cmd.timeout)
-	case cmd.elsewhere.lease != 0:
-		return fmt.Sprintf("device %q, linked to node %q, did not answer within %s", id, cmd.elsewhere.node, cmd.timeout)
+	case out.lease != 0 && !out.delivered:
+		return fmt.Sprintf("command for device %q not confirmed sent within %s: NATS: node %q, which holds the device's link, did not answer over NATS",
+			id, cmd.timeout, out.node)
+	case out.lease != 0 && out.trouble != "":
+		return fmt.Sprintf("device %q, linked to node %q, did not answer within %s as far as this node heard: %s", id, out.node, cmd.timeout, out.trouble)
+	case out.lease != 0:
+		return fmt.Sprintf("device %q, linked to node %q, did not answer within %s", id, out.node, cmd.timeout)
+	case out.trouble != "" && cmd.left:
+		return fmt.Sprintf("command for device %q not confirmed sent within %s: %s", id, cmd.timeout, out.trouble)
+	case out.trouble != "":
+		return fmt.Sprintf("command for device %q not sent within %s: %s", id, cmd.timeout, out.trouble)
+	case !cmd.left:
+		return fmt.Sprintf("command for device %q not sent within %s: the device did not come back", id, cmd.timeout)
 	}
 	return fmt.Sprintf("link to device %q dropped and the device did not come back within %s", id, cmd.timeout)
 }

@@ -62,6 +62,11 @@ type DeviceLeases interface {
 	Release(id string)
 	// HeldElsewhere: device id's lease is held by another live node.
 	HeldElsewhere(id string) bool
+	// AwaitedElsewhere: device id's lease is held by another node, alive,
+	// or dead for less than the device grace: the device is linked there,
+	// or between links until it registers on a node, and commands for it
+	// wait for it.
+	AwaitedElsewhere(id string) bool
 	// LinkedElsewhere: this node heard that another live node holds
 	// device id's link.
 	LinkedElsewhere(id string) bool
@@ -94,5 +99,6 @@ func (SingleNode) ShutDown(string)                                              
 func (SingleNode) Drop(string, int64) int64                                         { return 0 }
 func (SingleNode) Release(string)                                                   {}
 func (SingleNode) HeldElsewhere(string) bool                                        { return false }
+func (SingleNode) AwaitedElsewhere(string) bool                                     { return false }
 func (SingleNode) LinkedElsewhere(string) bool                                      { return false }
 func (SingleNode) DevicesElsewhere() []string                                       { return nil }

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/authlimit"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
@@ -38,7 +39,7 @@ type Config struct {
 	Auth *identity.Authority
 	// AuthLimit refuses sources that failed to authenticate too often;
 	// the WebSocket endpoint counts into it too.
-	AuthLimit *identity.Limiter
+	AuthLimit *authlimit.Limiter
 	Metrics   *metrics.Metrics
 	// Tasks is the front door every request that runs or follows a task
 	// goes through.
@@ -115,7 +116,7 @@ func New(cfg Config) *API {
 	log := cmp.Or(cfg.Logger, slog.Default())
 	g := &gate{log: log, auth: cfg.Auth, authLimit: cfg.AuthLimit, metrics: cfg.Metrics, inScope: cfg.InScope,
 		csrf: http.NewCrossOriginProtection()}
-	keys := &idempotency{log: log, store: cfg.Store, tasks: cfg.Tasks, locks: newKeyLocks(log)}
+	keys := &idempotency{log: log, store: cfg.Store, tasks: cfg.Tasks, inScope: cfg.InScope, locks: newKeyLocks(log)}
 	return &API{
 		gate: g,
 		keys: keys,

@@ -13,7 +13,8 @@ import (
 
 // audit is GET /api/audit?device=&session=&identity=&since=&after=&limit=:
 // the audit log, oldest first. A caller whose scope picks devices reads
-// the entries about those devices alone.
+// the entries about those devices alone; one with tool patterns, without
+// the parameters and errors of tools outside them.
 func (h *deviceHandlers) audit(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.AuditFilter{DeviceID: q.Get("device"), SessionID: q.Get("session"), Identity: q.Get("identity")}
@@ -58,7 +59,7 @@ func (h *deviceHandlers) audit(w http.ResponseWriter, r *http.Request) {
 			Outcome: e.Outcome, Error: e.Error, Late: e.Late,
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, h.inScope.Audit(identity.CallerFrom(r), out))
 }
 
 // Page sizes of GET /api/audit.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/authlimit"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/metrics"
@@ -26,7 +27,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 	require.NoError(b, err)
 	b.Cleanup(func() { st.Close() })
 	a := New(Config{Store: st, Auth: identity.New(identity.Config{Store: st, Logger: log}),
-		AuthLimit: identity.NewLimiter(nil, time.Now, log), Metrics: metrics.New(metrics.Sources{}), Logger: log,
+		AuthLimit: authlimit.NewLimiter(nil, time.Now, log), Metrics: metrics.New(metrics.Sources{}), Logger: log,
 		WebSocket: http.NotFoundHandler(), MCP: http.NotFoundHandler()})
 	token, tok := identity.NewOperatorToken("ci")
 	require.NoError(b, st.Write(context.Background(), func(tx *store.Tx) error {

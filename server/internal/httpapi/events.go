@@ -27,7 +27,8 @@ import (
 // (see storedLog). Each event's id is its number in the task's stream,
 // so a client that reconnects with Last-Event-ID, to this node or
 // another, gets only the events after it. The stream ends when the
-// caller's identity or token is revoked.
+// caller's identity or token is revoked. A caller with tool patterns sees
+// each event as inscope.Sight shows it.
 func (h *taskHandlers) serveEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	flusher, ok := w.(http.Flusher)
@@ -49,6 +50,14 @@ func (h *taskHandlers) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		log = stored
 	}
+	sight, err := h.inScope.TaskSight(r.Context(), identity.CallerFrom(r), id)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
+		return
+	} else if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
 	revoked, stop := h.auth.Watch(identity.CallerFrom(r))
 	defer stop()
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -60,7 +69,7 @@ func (h *taskHandlers) serveEvents(w http.ResponseWriter, r *http.Request) {
 		events, ended, more := log.Since(n)
 		for _, e := range events {
 			n++
-			b, _ := json.Marshal(e)
+			b, _ := json.Marshal(sight.Event(e))
 			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", n, e.Type, b); err != nil {
 				return
 			}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 
+	"github.com/edgeaip/edgeaip/internal/authlimit"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/metrics"
@@ -19,7 +20,7 @@ import (
 type gate struct {
 	log       *slog.Logger
 	auth      *identity.Authority
-	authLimit *identity.Limiter
+	authLimit *authlimit.Limiter
 	metrics   *metrics.Metrics
 	inScope   *inscope.Checker
 	csrf      *http.CrossOriginProtection
@@ -121,7 +122,7 @@ func (g *gate) tooManyFailures(w http.ResponseWriter, surface string, wait int) 
 // surface (metrics.SurfaceAPI, …) in m and in l, which logs the source
 // being refused when this failure makes it so. Every surface that
 // authenticates on HTTP counts its failures so, the WebSocket's too.
-func AuthFailed(l *identity.Limiter, m *metrics.Metrics, src netip.Addr, surface, token string) {
+func AuthFailed(l *authlimit.Limiter, m *metrics.Metrics, src netip.Addr, surface, token string) {
 	m.AuthFailed(surface)
 	l.Failed(src, surface, token)
 }

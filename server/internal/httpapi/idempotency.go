@@ -17,6 +17,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 )
@@ -36,10 +37,11 @@ const (
 // under the same Idempotency-Key gets the first one's answer, and
 // answers those whose task did not start.
 type idempotency struct {
-	log   *slog.Logger
-	store *store.Store
-	tasks *tasks.FrontDoor
-	locks *keyLocks // idempotency keys being served
+	log     *slog.Logger
+	store   *store.Store
+	tasks   *tasks.FrontDoor
+	inScope *inscope.Checker
+	locks   *keyLocks // idempotency keys being served
 }
 
 // keyedHandler serves a request that starts a task. key, if not nil, is
@@ -97,7 +99,7 @@ func (i *idempotency) repeatAnswered(w http.ResponseWriter, r *http.Request, k s
 	case first.Fingerprint != k.Fingerprint:
 		writeError(w, http.StatusUnprocessableEntity, anotherRequestError(k.Key))
 	default:
-		i.replay(r.Context(), w, first)
+		i.replay(r.Context(), w, identity.CallerFrom(r), first)
 	}
 	return true
 }
@@ -192,14 +194,15 @@ func anotherRequestError(key string) string {
 		"use a new key for a new request", key)
 }
 
-// replay answers a repeat with the answer of the first request, first:
-// the one recorded with its key, or else (a command) its session's result.
-func (i *idempotency) replay(ctx context.Context, w http.ResponseWriter, first store.IdempotencyKey) {
+// replay answers a repeat from c with the answer of the first request,
+// first: the one recorded with its key, or else (a command) its session's
+// result, as c may see it.
+func (i *idempotency) replay(ctx context.Context, w http.ResponseWriter, c *identity.Caller, first store.IdempotencyKey) {
 	answer := first.Response
 	if answer == nil {
 		var code int
 		var err error
-		if answer, code, err = i.commandAnswer(ctx, first); err != nil {
+		if answer, code, err = i.commandAnswer(ctx, c, first); err != nil {
 			writeError(w, code, err.Error())
 			return
 		}
@@ -211,9 +214,11 @@ func (i *idempotency) replay(ctx context.Context, w http.ResponseWriter, first s
 }
 
 // commandAnswer is the answer to the single command whose key is first,
-// once it has ended: its session's result, or, for a session a server
-// restart ended, the response its command's record makes.
-func (i *idempotency) commandAnswer(ctx context.Context, first store.IdempotencyKey) ([]byte, int, error) {
+// once it has ended, as c may see it: its session's result, or, for a
+// session a server restart ended, the response its command's record
+// makes. The key is c's identity's, but an identity revoked and added
+// again under its name may have other tool patterns.
+func (i *idempotency) commandAnswer(ctx context.Context, c *identity.Caller, first store.IdempotencyKey) ([]byte, int, error) {
 	// The first request under the key may run on another node of a
 	// cluster, or have been adopted by one, beyond this node's keyLocks:
 	// the repeat waits for the task there, as it would wait here for the
@@ -227,22 +232,33 @@ func (i *idempotency) commandAnswer(ctx context.Context, first store.Idempotency
 		return nil, http.StatusConflict, fmt.Errorf("Idempotency-Key %q: the task it started, %q, has been removed; use a new key", first.Key, first.SessionID)
 	case err != nil:
 		return nil, http.StatusServiceUnavailable, fmt.Errorf("Idempotency-Key %q: waiting for the task it started, %q: %w", first.Key, first.SessionID, err)
-	case row.Result != nil:
-		return row.Result, 0, nil
+	}
+	answer, err := i.recordedAnswer(ctx, row)
+	if err != nil {
+		return nil, http.StatusServiceUnavailable, err
+	}
+	sight, err := i.inScope.Sight(ctx, c, row)
+	if err != nil {
+		return nil, http.StatusServiceUnavailable, err
+	}
+	return sight.Result(row.DeviceID, answer), 0, nil
+}
+
+// recordedAnswer is the answer to row, the session of a single command
+// that has ended: its result, or the response its command's record makes.
+func (i *idempotency) recordedAnswer(ctx context.Context, row store.Session) (json.RawMessage, error) {
+	if row.Result != nil {
+		return row.Result, nil
 	}
 	cmds, err := i.tasks.Commands(ctx, row.ID)
 	if err != nil {
-		return nil, http.StatusServiceUnavailable, err
+		return nil, err
 	}
 	r := dispatch.Result{Recorded: true}
 	if len(cmds) > 0 {
 		r.ResponseID, r.Results = cmds[0].ResponseID, cmds[0].Results
 	}
-	b, err := json.Marshal(tasks.CommandOutcome(row.ID, row.DeviceID, r).Result)
-	if err != nil {
-		return nil, http.StatusInternalServerError, err
-	}
-	return b, 0, nil
+	return json.Marshal(tasks.CommandOutcome(row.ID, row.DeviceID, r).Result)
 }
 
 // errAnotherRequest: a request holds the key with another fingerprint.

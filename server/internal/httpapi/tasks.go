@@ -138,7 +138,7 @@ func readCursor(cursor string) (*store.SessionKey, error) {
 
 // getTask is GET /api/tasks/{id}: the task with its commands.
 func (h *taskHandlers) getTask(w http.ResponseWriter, r *http.Request) {
-	t, ok := h.lookupTask(w, r, r.PathValue("id"))
+	t, sight, ok := h.lookupTask(w, r, r.PathValue("id"))
 	if !ok {
 		return
 	}
@@ -156,7 +156,7 @@ func (h *taskHandlers) getTask(w http.ResponseWriter, r *http.Request) {
 			Error: c.Error, Results: c.Results, CreatedAt: c.CreatedAt, FinishedAt: timePtr(c.FinishedAt),
 		})
 	}
-	writeJSON(w, http.StatusOK, t)
+	writeJSON(w, http.StatusOK, sight.Task(t))
 }
 
 // cancelTask is POST /api/tasks/{id}/cancel: it cancels a running task
@@ -165,13 +165,13 @@ func (h *taskHandlers) getTask(w http.ResponseWriter, r *http.Request) {
 func (h *taskHandlers) cancelTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := h.tasks.Cancel(id, "cancelled by "+identity.CallerFrom(r).Name); errors.Is(err, tasks.ErrNotRunning) {
-		if t, ok := h.lookupTask(w, r, id); ok {
+		if t, _, ok := h.lookupTask(w, r, id); ok {
 			writeError(w, http.StatusConflict, fmt.Sprintf("task %q is not running: it is %s", id, t.State))
 		}
 		return
 	}
-	if t, ok := h.lookupTask(w, r, id); ok {
-		writeJSON(w, http.StatusOK, t)
+	if t, sight, ok := h.lookupTask(w, r, id); ok {
+		writeJSON(w, http.StatusOK, sight.Task(t))
 	}
 }
 
@@ -194,18 +194,23 @@ func (h *taskHandlers) removeTask(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// lookupTask is get_result: the task as the store has it.
-func (h *taskHandlers) lookupTask(w http.ResponseWriter, r *http.Request, id string) (api.Task, bool) {
+// lookupTask is get_result: the task as the store has it, and what the
+// caller may see of it.
+func (h *taskHandlers) lookupTask(w http.ResponseWriter, r *http.Request, id string) (api.Task, *inscope.Sight, bool) {
 	row, err := h.tasks.Task(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no task %q", id))
-		return api.Task{}, false
+		return api.Task{}, nil, false
+	}
+	var sight *inscope.Sight
+	if err == nil {
+		sight, err = h.inScope.Sight(r.Context(), identity.CallerFrom(r), row)
 	}
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
-		return api.Task{}, false
+		return api.Task{}, nil, false
 	}
-	return inscope.TaskView(row), true
+	return inscope.TaskView(row), sight, true
 }
 
 // timePtr is t, or nil if it is zero: for the API's optional times.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/internal/tasks/planread"
@@ -112,6 +113,18 @@ func (h *taskHandlers) taskResult(w http.ResponseWriter, r *http.Request) {
 	case !api.TaskState(row.State).Ended():
 		writeJSON(w, http.StatusOK, api.TaskResult{Status: "pending", SessionID: row.ID, State: api.TaskState(row.State)})
 	default:
-		writeJSON(w, http.StatusOK, api.TaskResult{Status: "done", SessionID: row.ID, Result: row.Result, State: api.TaskState(row.State), Error: row.Error})
+		h.writeTaskResult(w, r, row)
 	}
+}
+
+// writeTaskResult answers "done" with row, a task that has ended, as the
+// caller may see it.
+func (h *taskHandlers) writeTaskResult(w http.ResponseWriter, r *http.Request, row store.Session) {
+	sight, err := h.inScope.Sight(r.Context(), identity.CallerFrom(r), row)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	t := sight.Task(inscope.TaskView(row))
+	writeJSON(w, http.StatusOK, api.TaskResult{Status: "done", SessionID: row.ID, Result: t.Result, State: t.State, Error: t.Error})
 }

@@ -1,7 +1,8 @@
 // Package inscope holds every surface to what a caller's scope lets it
 // see: a scoped caller sees only the devices its selector picks and the
 // tools its patterns allow, and everything else answers as if it did not
-// exist. It keeps, for that and for the command path, the enrolled
+// exist; of a task in scope, it sees what tools outside its patterns were
+// given and returned only as withheld (Sight). It keeps, for that and for the command path, the enrolled
 // devices and their labels in memory (Enrolled). See
 // internal/identity/RATIONALE.md, "Scopes on every surface".
 package inscope
@@ -63,10 +64,12 @@ func (k *Checker) Device(ctx context.Context, c *identity.Caller, id string) (bo
 }
 
 // Online reports whether device id is online, here or, in a
-// cluster, on another live node, and in c's scope. A store that fails to
-// say counts as out of scope, and is logged.
+// cluster, on another node (alive, or dead for less than the device
+// grace: the device is between links then, and commands wait for it, as
+// on the node whose link dropped), and in c's scope. A store that fails
+// to say counts as out of scope, and is logged.
 func (k *Checker) Online(ctx context.Context, c *identity.Caller, id string) bool {
-	if k.disp.Registry().Device(id) == nil && !k.disp.Leases().LinkedElsewhere(id) && !k.disp.Leases().HeldElsewhere(id) {
+	if k.disp.Registry().Device(id) == nil && !k.disp.Leases().LinkedElsewhere(id) && !k.disp.Leases().AwaitedElsewhere(id) {
 		return false
 	}
 	in, err := k.Device(ctx, c, id)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/mcpsessions"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
@@ -59,7 +60,11 @@ type Config struct {
 // as the server stops.
 func New(cfg Config) *Gateway {
 	cfg.Options.setDefaults()
-	return &Gateway{cfg: cfg, log: cfg.Logger.With("surface", "mcp"), stop: make(chan struct{}),
+	log := cfg.Logger.With("surface", "mcp")
+	sessions := mcpsessions.New(mcpsessions.Config{MaxPerOwner: cfg.Options.MaxSessionsPerIdentity, MaxTotal: cfg.Options.MaxSessions,
+		Evicted: func(b mcpsessions.Bound) { cfg.Metrics.MCPSessionEvicted(string(b)) },
+		Refused: func(b mcpsessions.Bound) { cfg.Metrics.MCPSessionRefused(string(b)) }, Log: log})
+	return &Gateway{cfg: cfg, log: log, stop: make(chan struct{}), sessions: sessions,
 		views: map[string]*view{}, changed: make(chan struct{}, 1)}
 }
 
@@ -72,6 +77,8 @@ type Gateway struct {
 	stop chan struct{} // closed by Close
 	once sync.Once     // closes stop
 
+	sessions *mcpsessions.Table // every view's, by identity
+
 	mu    sync.Mutex
 	views map[string]*view // by viewKey
 
@@ -83,6 +90,7 @@ type view struct {
 	g      *Gateway
 	mcp    *mcpserver.MCPServer
 	http   *mcpserver.StreamableHTTPServer
+	serve  http.Handler // http, within the bounds of sessions
 	limits *callLimits
 
 	listed sync.Once // the tools are listed once the view is made
@@ -130,7 +138,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 		}
 	}()
-	g.view(ctx, who).http.ServeHTTP(w, r.WithContext(ctx))
+	g.view(ctx, who).serve.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // tooLarge answers 413 with msg, as the API answers an error.
@@ -202,6 +210,7 @@ func (g *Gateway) newView(c *identity.Caller) *view {
 		opts = append(opts, mcpserver.WithSessionIdleTTL(ttl), mcpserver.WithHeartbeatInterval(ttl/3))
 	}
 	v.http = mcpserver.NewStreamableHTTPServer(v.mcp, opts...)
+	v.serve = g.sessions.Guard(c.Name, hooks, v.http)
 	return v
 }
 

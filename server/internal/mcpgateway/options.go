@@ -20,6 +20,13 @@ type Options struct {
 	// gateway keeps of it, since a client may go away without its
 	// DELETE. Default 30 minutes; negative: never.
 	SessionIdleTTL time.Duration
+	// MaxSessionsPerIdentity and MaxSessions bound the sessions one
+	// identity, and every identity together, hold on this node: past
+	// either, a new session takes the place of the oldest idle one (the
+	// identity's own for its bound), or is refused with 429 if all are
+	// busy (internal/mcpsessions). Defaults 256 and 4096.
+	MaxSessionsPerIdentity int
+	MaxSessions            int
 }
 
 func (c *Options) setDefaults() {
@@ -34,6 +41,12 @@ func (c *Options) setDefaults() {
 	}
 	if c.MaxResultBytes <= 0 {
 		c.MaxResultBytes = 64 << 10
+	}
+	if c.MaxSessionsPerIdentity <= 0 {
+		c.MaxSessionsPerIdentity = 256
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = 4096
 	}
 	if c.SessionIdleTTL == 0 {
 		c.SessionIdleTTL = 30 * time.Minute

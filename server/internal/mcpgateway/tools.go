@@ -303,7 +303,8 @@ func (v *view) cancelTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 
 // taskInScope reads task id, if the caller may see it: one read of the
 // task's row, which holds what its scope is decided on (its device, or a
-// fleet's selector), as it holds the task.
+// fleet's selector), as it holds the task; shown as inscope.Sight shows
+// it to the caller.
 func (g *Gateway) taskInScope(ctx context.Context, id string) (api.Task, error) {
 	if id == "" {
 		return api.Task{}, errors.New(`argument "id": missing`)
@@ -322,7 +323,11 @@ func (g *Gateway) taskInScope(ctx context.Context, id string) (api.Task, error) 
 	case !in:
 		return api.Task{}, errors.New(inscope.NoTask(id))
 	}
-	return inscope.TaskView(row), nil
+	sight, err := g.cfg.InScope.Sight(ctx, identity.CallerIn(ctx), row)
+	if err != nil {
+		return api.Task{}, err
+	}
+	return sight.Task(inscope.TaskView(row)), nil
 }
 
 // jsonResult is v as a tool's result: structuredContent, and its JSON as

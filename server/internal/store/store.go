@@ -25,12 +25,14 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"runtime"
 	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
+	"github.com/edgeaip/edgeaip/internal/privatedir"
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/driverstmt"
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/walcheckpoint"
 
@@ -141,9 +143,24 @@ func Open(ctx context.Context, location string, opts Options) (*Store, error) {
 	return openSQLite(ctx, location, opts)
 }
 
+// createPrivate makes the database file at path, empty, mode 0600, if it
+// is missing: SQLite would make it 0644, and makes its -wal and -shm
+// files with the database's mode, so all three, which hold token hashes,
+// the audit log and every result, are the owner's alone.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, privatedir.File)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return f.Close()
+}
+
 // openSQLite opens or creates the SQLite database at path.
 func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
+	if err := createPrivate(path); err != nil {
+		return nil, err
+	}
 	// Checkpoints are the checkpointer's, not the commits': SQLite would
 	// otherwise run one inside the commit that crosses 1000 pages of WAL.
 	// journal_size_limit: see walcheckpoint.SizeLimit.

@@ -275,6 +275,10 @@ func (m *SessionManager) RunUnadmitted(ctx context.Context, spec SessionSpec, ac
 			s.ID, dispatch.ErrHandedOff, s.ID)
 	case reasonKeyTaken:
 		return api.CommandResponse{}, fmt.Errorf("task %s not started: %w", s.ID, store.ErrKeyTaken)
+	case reasonAdoptedElsewhere:
+		// Not "failed": the node that adopted it may run the command yet.
+		return api.CommandResponse{}, fmt.Errorf("task %s: %w: this node lost its cluster lease, and the node that adopted the task runs it on, so how it ends is not known here; GET /api/tasks/%s",
+			s.ID, store.ErrAdopted, s.ID)
 	}
 	return out.Result, nil
 }

@@ -155,7 +155,7 @@ func (g *Gateway) startConstellationTask(ctx context.Context, c *constellation, 
 	}
 	_, err = g.tasks.StartPlan(ctx, tasks.PlanTask{
 		Asker: tasks.Asker{Who: c.caller, Kind: api.RequesterConstellation, Client: c.ID}, Device: c.Target, Plan: p,
-		ID: m.SessionID, TaskName: name, OriginalTaskName: original, TaskEnd: g.taskEndTo(c.ID), Announce: g.ackTask(c, m),
+		ID: m.SessionID, TaskName: name, OriginalTaskName: original, TaskEnd: g.taskEndTo(c), Announce: g.ackTask(c, m),
 	})
 	return err
 }
@@ -171,16 +171,38 @@ func (g *Gateway) ackTask(c *constellation, m *protocol.ClientMessage) func(*tas
 	}
 }
 
-// taskEndTo delivers a TASK_END to the constellation clientID on whatever
-// connection it has when the task ends.
-func (g *Gateway) taskEndTo(clientID string) tasks.TaskEndFunc {
+// taskEndTo delivers a TASK_END to the constellation asker on whatever
+// connection it has when the task ends, as inscope.Sight shows the task
+// to asker's identity.
+func (g *Gateway) taskEndTo(asker *constellation) tasks.TaskEndFunc {
 	return func(msg *protocol.ServerMessage) error {
-		c := g.reg.Get(clientID)
+		c := g.reg.Get(asker.ID)
 		if c == nil || c.IsDevice() {
-			return fmt.Errorf("requester %q is not connected", clientID)
+			return fmt.Errorf("requester %q is not connected", asker.ID)
 		}
-		return g.send(c.Conn, msg)
+		shown, err := g.taskEndShown(asker, msg)
+		if err != nil {
+			return err
+		}
+		return g.send(c.Conn, shown)
 	}
+}
+
+// taskEndShown is msg, a TASK_END with a plan's result on asker's
+// target, as asker's identity may see it. The task has ended: it reads
+// the store with a context of its own.
+func (g *Gateway) taskEndShown(asker *constellation, msg *protocol.ServerMessage) (*protocol.ServerMessage, error) {
+	sight, err := g.inScope.TaskSight(context.Background(), asker.caller, msg.SessionID)
+	if err != nil || sight == nil {
+		return msg, err
+	}
+	r, ok := msg.Result.(api.PlanResult)
+	if !ok {
+		return msg, nil
+	}
+	shown := *msg
+	shown.Result, shown.Error = sight.PlanEnd(asker.Target, r, msg.Error)
+	return &shown, nil
 }
 
 // answerDeviceInfo answers a DEVICE_INFO_REQUEST about the constellation's

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/edgeaip/edgeaip/internal/authlimit"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
@@ -46,7 +47,7 @@ type Config struct {
 	// for revocation, and settles token rotations.
 	Auth *identity.Authority
 	// AuthLimit finds a request's source and whether it failed too often.
-	AuthLimit *identity.Limiter
+	AuthLimit *authlimit.Limiter
 	// Metrics counts frames and local calls; Logger takes the logs.
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
@@ -91,7 +92,7 @@ type Gateway struct {
 	tasks     *tasks.FrontDoor
 	inScope   *inscope.Checker
 	auth      *identity.Authority
-	authLimit *identity.Limiter
+	authLimit *authlimit.Limiter
 	metrics   *metrics.Metrics
 	liveness  *protocol.Liveness
 	offers    *tokenOffers // the new tokens offered on device links (rotation.go)

@@ -135,12 +135,13 @@ func (w Writes) JoinNode(id string, version int, address string, deadAfter time.
 // liveHolder is ErrNodeLive for node id, naming its holder.
 func (w Writes) liveHolder(id string) error {
 	var addr string
+	var epoch int64
 	var age float64
-	err := w.t.QueryRow(`SELECT address, extract(epoch FROM now() - heartbeat_at) FROM cluster_nodes WHERE node_id = ?`, id).Scan(&addr, &age)
+	err := w.t.QueryRow(`SELECT epoch, address, extract(epoch FROM now() - heartbeat_at) FROM cluster_nodes WHERE node_id = ?`, id).Scan(&epoch, &addr, &age)
 	if err != nil {
 		return fmt.Errorf("store: join node %q: %w", id, ErrNodeLive)
 	}
-	return fmt.Errorf("store: join node %q: %w (epoch at %s, heartbeat %.1fs ago)", id, ErrNodeLive, addr, age)
+	return fmt.Errorf("store: join node %q: %w (epoch %d at %s, heartbeat %.1fs ago)", id, ErrNodeLive, epoch, addr, age)
 }
 
 // Heartbeat renews node id's lease at epoch on PostgreSQL's clock, and

@@ -1,4 +1,4 @@
-package identity
+package authlimit
 
 import (
 	"log/slog"

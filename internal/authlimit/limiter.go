@@ -1,6 +1,11 @@
-package identity
+// Package authlimit throttles failed authentications per source
+// address: the server's surfaces and the agent's own MCP endpoint refuse
+// a source that keeps failing, so that guessing a token goes no faster.
+package authlimit
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"math"
 	"net"
@@ -19,7 +24,7 @@ import (
 // token is never held back. A token that fails again within the window
 // counts once: a revoked device (or a CI job with a stale token) retrying
 // is not guessing, and must not get its whole site's address refused. See
-// RATIONALE.md, "Identities".
+// server/internal/identity/RATIONALE.md, "Identities".
 const (
 	// AuthFailures is how many failures refuse a source.
 	AuthFailures = 20
@@ -100,7 +105,8 @@ func (l *Limiter) failed(src netip.Addr, token string) bool {
 		a = &authSource{}
 		l.sources[src] = a
 	}
-	key := HashToken(token)[:16]
+	sum := sha256.Sum256([]byte(token))
+	key := hex.EncodeToString(sum[:8])
 	a.failures = slices.DeleteFunc(a.failures, func(f authFailure) bool { return f.token == key || now.Sub(f.at) >= AuthWindow })
 	a.failures = append(a.failures, authFailure{token: key, at: now})
 	if len(a.failures) >= AuthFailures {

@@ -1,0 +1,81 @@
+package mcpsessions
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// post sends one 2025-11-25 message to url, in session (if any), and
+// returns the answer's status and session id.
+func post(t *testing.T, url, session, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if session != "" {
+		req.Header.Set(server.HeaderKeySessionID, session)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get(server.HeaderKeySessionID)
+}
+
+const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+// The session evicted is the one idle longest: a request on a session
+// keeps it, and the one left alone goes, from the table and from mcp-go.
+func TestTheOldestIdleSessionIsEvicted(t *testing.T) {
+	table := New(Config{MaxTotal: 2})
+	hooks := &server.Hooks{}
+	var dropped sync.Map // by mcp-go
+	hooks.AddOnUnregisterSession(func(_ context.Context, s server.ClientSession) { dropped.Store(s.SessionID(), true) })
+	mcp := server.NewMCPServer("t", "1", server.WithHooks(hooks))
+	ts := httptest.NewServer(table.Guard("app", hooks, server.NewStreamableHTTPServer(mcp)))
+	defer ts.Close()
+
+	_, first := post(t, ts.URL, "", initialize)
+	_, second := post(t, ts.URL, "", initialize)
+	status, _ := post(t, ts.URL, first, `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	require.Equal(t, http.StatusOK, status)
+	status, third := post(t, ts.URL, "", initialize)
+	require.Equal(t, http.StatusOK, status)
+
+	_, ok := dropped.Load(second)
+	assert.True(t, ok, "mcp-go dropped the evicted session")
+	table.mu.Lock()
+	defer table.mu.Unlock()
+	assert.Contains(t, table.sessions, sessionKey{"app", first}, "used since")
+	assert.NotContains(t, table.sessions, sessionKey{"app", second}, "idle longest")
+	assert.Contains(t, table.sessions, sessionKey{"app", third})
+	assert.Equal(t, 2, table.total)
+}
+
+// An owner bounded to one session, initializing again and again, holds
+// one: evicting its last session does not lose count of it.
+func TestAnOwnerBoundToOneSessionHoldsOne(t *testing.T) {
+	table := New(Config{MaxPerOwner: 1})
+	hooks := &server.Hooks{}
+	ts := httptest.NewServer(table.Guard("app", hooks, server.NewStreamableHTTPServer(server.NewMCPServer("t", "1", server.WithHooks(hooks)))))
+	defer ts.Close()
+	for range 5 {
+		status, _ := post(t, ts.URL, "", initialize)
+		require.Equal(t, http.StatusOK, status)
+	}
+	table.mu.Lock()
+	defer table.mu.Unlock()
+	assert.Equal(t, 1, table.total)
+	assert.Len(t, table.owners, 1)
+}
