@@ -59,15 +59,15 @@ func TestAStoreOutageDeclaresNoNodeDead(t *testing.T) {
 	}
 	// Down for longer than a node may be silent.
 	require.Eventually(t, func() bool {
-		nodes[0].mu.Lock()
-		defer nodes[0].mu.Unlock()
-		return time.Since(nodes[0].lastBeat) > 2*fastDead
+		nodes[0].lease.mu.Lock()
+		defer nodes[0].lease.mu.Unlock()
+		return time.Since(nodes[0].lease.lastBeat) > 2*fastDead
 	}, 20*fastDead, fastBeat/4)
 	assert.Contains(t, nodes[1].LeaseDoubt(), "has recorded no heartbeat in the store for")
 	require.NoError(t, pg.Start())
 
 	for _, n := range nodes {
-		require.Eventually(t, func() bool { return n.Health() == "" && n.steady() }, 20*fastDead, fastBeat/4,
+		require.Eventually(t, func() bool { return n.Health() == "" && n.lease.steady() }, 20*fastDead, fastBeat/4,
 			"every node serves again, and has recorded heartbeats long enough to sweep")
 	}
 	for _, n := range nodes {
