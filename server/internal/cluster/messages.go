@@ -109,6 +109,31 @@ type Recorded struct {
 	ShutDown bool `json:"shut_down,omitempty"`
 }
 
+// Unrecorded says that a device answered a command on the node holding
+// its link, which could not record the results: its store failed (Why).
+// It keeps them, and records them once it can, late. It goes on a subject
+// of its own, beside the node's: a node that predates it does not
+// subscribe to it, rather than read it as results.
+type Unrecorded struct {
+	ResponseID string `json:"response_id"`
+	DeviceID   string `json:"device_id"`
+	From       string `json:"from"`
+	Why        string `json:"why"`
+}
+
+func unrecordedSubject(node string) string { return nodeSubject(node) + ".unrecorded" }
+
+// SendUnrecorded tells node that results u names were not recorded.
+func (c *Cluster) SendUnrecorded(node string, u Unrecorded) error {
+	u.From = c.cfg.NodeID
+	return c.publish(unrecordedSubject(node), u)
+}
+
+// OnUnrecorded calls fn with each Unrecorded sent to this node.
+func (c *Cluster) OnUnrecorded(fn func(Unrecorded)) error {
+	return on[Unrecorded](c, unrecordedSubject(c.cfg.NodeID), fn)
+}
+
 // message is v as a NATS message on subject, with the protocol version.
 func message(subject string, v any) (*nats.Msg, error) {
 	data, err := json.Marshal(v)

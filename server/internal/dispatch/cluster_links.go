@@ -78,6 +78,9 @@ func NewClusterLinks(c *cluster.Cluster, reg *Registry, disp *Dispatcher, grace 
 	if err := c.OnRecorded(l.recordedElsewhere); err != nil {
 		return nil, err
 	}
+	if err := c.OnUnrecorded(func(u cluster.Unrecorded) { go disp.unrecordedElsewhere(u) }); err != nil {
+		return nil, err
+	}
 	c.OnNATS(l.natsChanged)
 	l.preload()
 	disp.remote = l
@@ -433,6 +436,23 @@ func (l *ClusterLinks) refusedHere(deviceID, rid, why string) bool {
 	}
 	if err := l.c.SendRecorded(p.from, cluster.Recorded{ResponseID: rid, DeviceID: deviceID, Refused: why}); err != nil {
 		l.log.Warn("cluster: a device's refusal not passed on; the command waits out its timeout", "response_id", rid, "err", err)
+	}
+	return true
+}
+
+// unrecordedHere tells the node that sent command rid here that its
+// device answered, and this node's store could not record the results
+// (why), and reports whether rid was sent from another node.
+func (l *ClusterLinks) unrecordedHere(deviceID, rid, why string) bool {
+	l.mu.Lock()
+	p, ok := l.proxied[rid]
+	l.mu.Unlock()
+	self, _ := l.c.Self()
+	if !ok || p.from == self {
+		return false
+	}
+	if err := l.c.SendUnrecorded(p.from, cluster.Unrecorded{ResponseID: rid, DeviceID: deviceID, Why: why}); err != nil {
+		l.log.Warn("cluster: unrecorded results not told; the command waits out its timeout", "response_id", rid, "err", err)
 	}
 	return true
 }

@@ -39,6 +39,10 @@ type remote interface {
 	// recordedHere passes results recorded here to the node that sent
 	// their command, if another did.
 	recordedHere(rec store.Command, sessionEnded bool)
+	// unrecordedHere tells the node that sent command rid here, if
+	// another did, that its device answered but the store could not
+	// record the results (why); it reports whether rid was one.
+	unrecordedHere(deviceID, rid, why string) bool
 }
 
 // DeviceLeases is the device gateway's side of the cluster: the lease on
@@ -93,6 +97,7 @@ func (SingleNode) stop(string, int64, *protocol.ServerMessage)                  
 func (SingleNode) refusedHere(string, string, string) bool                          { return false }
 func (SingleNode) proxiedSession(string) *store.Session                             { return nil }
 func (SingleNode) recordedHere(store.Command, bool)                                 {}
+func (SingleNode) unrecordedHere(string, string, string) bool                       { return false }
 func (SingleNode) Take(context.Context, *Link) error                                { return nil }
 func (SingleNode) Announce(*Link)                                                   {}
 func (SingleNode) ShutDown(string)                                                  {}
