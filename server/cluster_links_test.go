@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -414,7 +415,7 @@ func TestACommandOnAnotherNodeThatTimesOutSaysWhereItWaited(t *testing.T) {
 	dev.nextCommand() // and never answered
 	resp := <-out
 	assert.Equal(t, "failure", resp.Status)
-	assert.Equal(t, `device "kiosk-1", linked to node "b", did not answer within 500ms`, resp.FirstError())
+	assert.Equal(t, `device "kiosk-1", linked to node "b", did not answer within 500ms; `+dispatch.MayStillRun, resp.FirstError())
 }
 
 // nodeBehind starts node id of tc with its NATS link through a proxy
@@ -440,8 +441,8 @@ func TestACommandThatNATSDidNotCarryFailsNamingNATS(t *testing.T) {
 	link.Cut()
 	resp := a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "1s"})
 	assert.Equal(t, "failure", resp.Status)
-	assert.Equal(t, `command for device "kiosk-1" not confirmed sent within 1s: NATS: node "b", which holds the device's link, did not answer over NATS; it may have it`,
-		resp.FirstError())
+	assert.Equal(t, `command for device "kiosk-1" not confirmed sent within 1s: NATS: node "b", which holds the device's link, did not answer over NATS; `+
+		dispatch.MayStillRun, resp.FirstError())
 }
 
 // A command out on node B when A loses NATS: the device answers on B,
@@ -503,4 +504,97 @@ func TestACommandForANodeCutOffFromNATSFailsNamingNATSNotTheLink(t *testing.T) {
 	assert.Contains(t, resp.FirstError(), `command for device "kiosk-1" not`)
 	assert.Contains(t, resp.FirstError(), `within 2s: NATS: node "b"`)
 	assert.NotContains(t, resp.FirstError(), "link to device")
+}
+
+// The node holding a device's link sends on it only a command that is
+// still on record as pending and within its deadline: a command NATS held
+// through a partition until its sender had failed it, one its sender has
+// ended, or one nobody recorded (forged on NATS) never runs. A caller
+// told a command failed unsent can rely on it.
+func TestTheHolderSendsNoCommandPastItsDeadlineEndedOrUnrecorded(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	lease, err := a.srv.cluster.Lease(t.Context(), "kiosk-1")
+	require.NoError(t, err)
+	self, epoch := a.srv.cluster.Self()
+	send := func(responseID string, deadline time.Time) cluster.Reply {
+		t.Helper()
+		r, err := a.srv.cluster.SendCommand(t.Context(), cluster.Command{DeviceID: "kiosk-1", LeaseEpoch: lease.Epoch, From: self, FromEpoch: epoch,
+			Timeout: time.Minute, Deadline: deadline,
+			Message: dispatch.CommandMessage("s", responseID, []protocol.Command{{ToolName: "echo", CallID: "c"}})})
+		require.NoError(t, err)
+		return r
+	}
+
+	r := send("forged", time.Now().Add(time.Minute))
+	assert.Equal(t, cluster.Failed, r.Outcome)
+	assert.Contains(t, r.Error, "the store holds no such command: not sent")
+
+	resp := a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "200ms"})
+	cmd := dev.nextCommand() // sent, and never answered: it fails at its deadline
+	require.Equal(t, "failure", resp.Status)
+	r = send(cmd.ResponseID, time.Now().Add(time.Minute))
+	assert.Equal(t, cluster.Failed, r.Outcome)
+	assert.Contains(t, r.Error, "it has ended (failed) on the node that took it: not sent")
+
+	r = send(cmd.ResponseID, time.Now().Add(-time.Second))
+	assert.Equal(t, cluster.Failed, r.Outcome)
+	assert.Contains(t, r.Error, "its deadline passed")
+
+	dev.ping() // nothing else came on the link
+}
+
+// A device whose node stopped heartbeating (a pause, say) is between
+// links, for the other nodes, until its grace from that node's last
+// heartbeat ends: UFO's dispatch through them takes work for it, which
+// waits for it as any command does, rather than answer that it is not
+// online.
+func TestADeviceOfANodeFoundDeadIsAwaitedWithinItsGrace(t *testing.T) {
+	tc := newTestCluster(t)
+	grace := func(c *Config) { c.Sessions.DeviceGrace = time.Hour }
+	a, b := tc.node("a", grace), tc.node("b", grace)
+	tc.linkedTo(b, a, "kiosk-1")
+	exec := tc.sql(t)
+	// b's heartbeats fail from now on; a's sweep may still mark it gone.
+	exec(`CREATE FUNCTION refuse_b() RETURNS trigger AS $$ BEGIN
+		IF NEW.node_id = 'b' AND NEW.state <> 'gone' THEN RAISE EXCEPTION 'the test refuses node b'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql`)
+	exec(`CREATE TRIGGER refuse_b BEFORE UPDATE ON cluster_nodes FOR EACH ROW EXECUTE FUNCTION refuse_b()`)
+	require.Eventually(t, func() bool { return !a.srv.cluster.IsLive("b") }, 10*time.Second, 10*time.Millisecond)
+
+	code, msg := a.apiStatus("POST", "/api/dispatch", api.DispatchRequest{ClientID: "kiosk-1", Request: "steps: [{tool: echo}]"})
+	assert.Equal(t, http.StatusOK, code, msg)
+}
+
+// A device that answers on node B, whose store cannot record the results
+// (B is cut off from it), fails the command waiting on node A at once,
+// naming B and the store: not as a device that did not answer. B keeps
+// the results, to record them late.
+func TestResultsTheHoldersStoreCannotRecordFailTheCommandNamingTheStore(t *testing.T) {
+	tc := newTestCluster(t)
+	a := tc.node("a") // migrates the schema, on which node_b is granted rights
+	exec := tc.sql(t)
+	exec(`CREATE ROLE node_b LOGIN`)
+	exec(`GRANT USAGE, CREATE ON SCHEMA public TO node_b`)
+	exec(`GRANT ALL ON ALL TABLES IN SCHEMA public TO node_b`)
+	exec(`GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO node_b`)
+	asB, err := url.Parse(tc.store)
+	require.NoError(t, err)
+	asB.User = url.User("node_b")
+	b := tc.node("b", func(c *Config) { c.Store.URL = asB.String() })
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+
+	out := make(chan api.CommandResponse, 1)
+	go func() {
+		out <- a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "20s"})
+	}()
+	cmd := dev.nextCommand()
+	exec(`ALTER ROLE node_b NOLOGIN`)
+	exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'node_b'`)
+	dev.send(*dev.results(cmd, protocol.ResultSuccess, "res-1"))
+
+	resp := <-out
+	assert.Equal(t, "failure", resp.Status)
+	assert.Contains(t, resp.FirstError(), `device "kiosk-1" answered on node "b", but that node could not record its results: `)
+	exec(`ALTER ROLE node_b LOGIN`)
 }

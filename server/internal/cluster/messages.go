@@ -48,6 +48,11 @@ type Command struct {
 	From      string        `json:"from"`
 	FromEpoch int64         `json:"from_epoch"`
 	Timeout   time.Duration `json:"timeout"`
+	// Deadline is when the sender fails the command unless it has ended:
+	// the holder does not send it on the link past it (a message NATS
+	// held through a partition comes too late to run). Zero from a node
+	// that predates it.
+	Deadline time.Time `json:"deadline,omitzero"`
 	// Message is the COMMAND, as it goes to the device.
 	Message *protocol.ServerMessage `json:"message"`
 	// Session is the row of the session the command alone makes up, if
@@ -102,6 +107,31 @@ type Recorded struct {
 	// ShutDown: no results; the device shut down on purpose (its agent
 	// closed the link as it stopped) before it answered.
 	ShutDown bool `json:"shut_down,omitempty"`
+}
+
+// Unrecorded says that a device answered a command on the node holding
+// its link, which could not record the results: its store failed (Why).
+// It keeps them, and records them once it can, late. It goes on a subject
+// of its own, beside the node's: a node that predates it does not
+// subscribe to it, rather than read it as results.
+type Unrecorded struct {
+	ResponseID string `json:"response_id"`
+	DeviceID   string `json:"device_id"`
+	From       string `json:"from"`
+	Why        string `json:"why"`
+}
+
+func unrecordedSubject(node string) string { return nodeSubject(node) + ".unrecorded" }
+
+// SendUnrecorded tells node that results u names were not recorded.
+func (c *Cluster) SendUnrecorded(node string, u Unrecorded) error {
+	u.From = c.cfg.NodeID
+	return c.publish(unrecordedSubject(node), u)
+}
+
+// OnUnrecorded calls fn with each Unrecorded sent to this node.
+func (c *Cluster) OnUnrecorded(fn func(Unrecorded)) error {
+	return on[Unrecorded](c, unrecordedSubject(c.cfg.NodeID), fn)
 }
 
 // message is v as a NATS message on subject, with the protocol version.

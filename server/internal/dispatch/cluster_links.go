@@ -78,6 +78,9 @@ func NewClusterLinks(c *cluster.Cluster, reg *Registry, disp *Dispatcher, grace 
 	if err := c.OnRecorded(l.recordedElsewhere); err != nil {
 		return nil, err
 	}
+	if err := c.OnUnrecorded(func(u cluster.Unrecorded) { go disp.unrecordedElsewhere(u) }); err != nil {
+		return nil, err
+	}
 	c.OnNATS(l.natsChanged)
 	l.preload()
 	disp.remote = l
@@ -259,6 +262,17 @@ func (l *ClusterLinks) HeldElsewhere(id string) bool {
 	return err == nil && lease.Held() && lease.NodeID != self && lease.HolderAlive
 }
 
+// AwaitedElsewhere reports whether another node holds device id's lease
+// as the store says, alive, or dead for less than the device grace, from
+// its last heartbeat: as where sends a command there, or has it wait.
+func (l *ClusterLinks) AwaitedElsewhere(id string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
+	defer cancel()
+	lease, err := l.c.Lease(ctx, id)
+	self, _ := l.c.Self()
+	return err == nil && lease.Held() && lease.NodeID != self && (lease.HolderAlive || lease.HolderSilent < l.grace)
+}
+
 // leaseChanged hears a lease change from any node. A device this node
 // held, now another's, has its link here closed and its grace here ended
 // without ending its work; the commands waiting for it anywhere here go
@@ -307,6 +321,9 @@ func (l *ClusterLinks) serve(cmd cluster.Command) cluster.Reply {
 		// to it there, not on a link about to close.
 		return cluster.Reply{Outcome: cluster.Between, GraceLeft: l.grace}
 	}
+	if why := l.notToSend(cmd); why != "" {
+		return cluster.Reply{Outcome: cluster.Failed, Error: why}
+	}
 	rid := cmd.Message.ResponseID
 	l.mu.Lock()
 	l.proxied[rid] = proxied{from: cmd.From, deviceID: id, session: cmd.Session}
@@ -329,6 +346,31 @@ func (l *ClusterLinks) serve(cmd cluster.Command) cluster.Reply {
 	}
 	l.log.Debug("cluster: command from another node sent", "device", id, "response_id", rid, "from", cmd.From)
 	return cluster.Reply{Outcome: cluster.Sent}
+}
+
+// notToSend is why the holder must not send cmd on its device's link,
+// or "": its deadline has passed (NATS held it, through a partition,
+// until its sender had failed it), or the store says it has ended, or
+// does not hold it (no command runs unrecorded). The sender's failure of
+// a command never sent can then be relied on (server RATIONALE.md, "A
+// command's deadline").
+func (l *ClusterLinks) notToSend(cmd cluster.Command) string {
+	if !cmd.Deadline.IsZero() && !time.Now().Before(cmd.Deadline) {
+		return fmt.Sprintf("its deadline passed %s before it reached the node holding its device's link: not sent",
+			time.Since(cmd.Deadline).Round(time.Millisecond))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
+	defer cancel()
+	rec, err := l.disp.store.Commands().Get(ctx, cmd.Message.ResponseID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "the store holds no such command: not sent"
+	case err != nil:
+		return fmt.Sprintf("the store could not say whether it is still pending: %v: not sent", err)
+	case rec.Status != store.CommandPending:
+		return fmt.Sprintf("it has ended (%s) on the node that took it: not sent", rec.Status)
+	}
+	return ""
 }
 
 // stop sends CANCEL_COMMAND m to the node holding device id's link under
@@ -394,6 +436,23 @@ func (l *ClusterLinks) refusedHere(deviceID, rid, why string) bool {
 	}
 	if err := l.c.SendRecorded(p.from, cluster.Recorded{ResponseID: rid, DeviceID: deviceID, Refused: why}); err != nil {
 		l.log.Warn("cluster: a device's refusal not passed on; the command waits out its timeout", "response_id", rid, "err", err)
+	}
+	return true
+}
+
+// unrecordedHere tells the node that sent command rid here that its
+// device answered, and this node's store could not record the results
+// (why), and reports whether rid was sent from another node.
+func (l *ClusterLinks) unrecordedHere(deviceID, rid, why string) bool {
+	l.mu.Lock()
+	p, ok := l.proxied[rid]
+	l.mu.Unlock()
+	self, _ := l.c.Self()
+	if !ok || p.from == self {
+		return false
+	}
+	if err := l.c.SendUnrecorded(p.from, cluster.Unrecorded{ResponseID: rid, DeviceID: deviceID, Why: why}); err != nil {
+		l.log.Warn("cluster: unrecorded results not told; the command waits out its timeout", "response_id", rid, "err", err)
 	}
 	return true
 }

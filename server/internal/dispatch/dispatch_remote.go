@@ -98,13 +98,14 @@ func (l *ClusterLinks) send(cmd *Command, node string, epoch int64) {
 		return
 	}
 	wasSent := cmd.sent
-	cmd.elsewhere.lease, cmd.elsewhere.node, cmd.elsewhere.delivered, cmd.sent = epoch, node, false, true
+	cmd.elsewhere.lease, cmd.elsewhere.node, cmd.elsewhere.delivered, cmd.sent, cmd.left = epoch, node, false, true, true
+	deadline := cmd.deadline
 	d.mu.Unlock()
 
 	self, selfEpoch := l.c.Self()
 	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
 	reply, err := l.c.SendCommand(ctx, cluster.Command{DeviceID: cmd.rec.DeviceID, LeaseEpoch: epoch, From: self, FromEpoch: selfEpoch,
-		Timeout: cmd.timeout, Message: cmd.msg, Session: sessionToSend(cmd.session)})
+		Timeout: cmd.timeout, Deadline: deadline, Message: cmd.msg, Session: sessionToSend(cmd.session)})
 	cancel()
 	l.disp.metrics.CrossNodeCommand(crossNodeOutcome(reply, err))
 	if err == nil && reply.Outcome == cluster.Sent {
@@ -342,6 +343,17 @@ func (d *Dispatcher) recordedElsewhere(r cluster.Recorded) {
 	d.forget(cmd)
 	d.end(cmd, r.Results, "", true)
 	cmd.log.Debug("results recorded by another node", "status", Result{Results: r.Results}.Status())
+}
+
+// unrecordedElsewhere fails a command waiting here that its device
+// answered on another node, whose store could not record the results: the
+// store failed, not the device, and the results come late.
+func (d *Dispatcher) unrecordedElsewhere(u cluster.Unrecorded) {
+	cmd := d.waiting(u.ResponseID)
+	if cmd == nil || cmd.rec.DeviceID != u.DeviceID {
+		return
+	}
+	d.fail(cmd, fmt.Sprintf("device %q answered on node %q, but that node could not record its results: %s", u.DeviceID, u.From, u.Why))
 }
 
 // crossNodeOutcome is the metric label of a send to another node that

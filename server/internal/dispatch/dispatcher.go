@@ -104,6 +104,14 @@ type Command struct {
 	// Guarded by dispatcher.mu.
 	sentOn *Link // the link it was sent on; nil once that link dropped
 	sent   bool  // it went out on some link
+	// left: it was handed to a link, or to another node, at least once,
+	// and may have reached the device; a command that never left fails
+	// at its deadline as "not sent", and never runs.
+	left bool
+	// deadline is when it fails, if nothing ended it first: its
+	// timeout from when it was decided on (park). A node holding the
+	// device's link does not send it on past it.
+	deadline time.Time
 	// elsewhere is its sending to another node (cluster mode).
 	elsewhere sentElsewhere
 	timer     *time.Timer
@@ -384,6 +392,7 @@ func (d *Dispatcher) park(cmd *Command) (offline string) {
 		return fmt.Sprintf("device %q is offline", id)
 	}
 	d.pending[cmd.rec.ResponseID] = cmd
+	cmd.deadline = time.Now().Add(cmd.timeout)
 	cmd.timer = time.AfterFunc(cmd.timeout, func() { d.expire(cmd) })
 	within := cmd.timeout
 	if waits && !cmd.waitForDevice && !cmd.inFlight && at.GraceLeft < cmd.timeout {
@@ -441,7 +450,7 @@ func (d *Dispatcher) send(cmd *Command, c *Link, resend bool) {
 		cmd.log.Info("command not sent again: its device came back after its grace")
 		return
 	}
-	cmd.sentOn, cmd.sent = c, true
+	cmd.sentOn, cmd.sent, cmd.left = c, true, true
 	d.mu.Unlock()
 
 	err := c.Conn.SendWithin(SendTimeout, cmd.msg)
@@ -565,21 +574,39 @@ func (d *Dispatcher) expire(cmd *Command) {
 // timedOut is why cmd failed when its timeout ended, from where it was
 // then (under dispatcher.mu): out on a link here, out on another node
 // that holds its device's link, or waiting for its device to come back.
+// A command that left this node may still run: it says so (server
+// RATIONALE.md, "A command's deadline").
 func (cmd *Command) timedOut() string {
+	why := cmd.whyTimedOut()
+	if cmd.left {
+		why += "; " + MayStillRun
+	}
+	return why
+}
+
+// MayStillRun ends the failure of a command that timed out after it left
+// the node that took it: it may have reached its device.
+const MayStillRun = "it may still run on the device: a late outcome is recorded on its task"
+
+func (cmd *Command) whyTimedOut() string {
 	id := cmd.rec.DeviceID
 	out := cmd.elsewhere
 	switch {
 	case cmd.sentOn != nil:
 		return fmt.Sprintf("device %q did not answer within %s", id, cmd.timeout)
 	case out.lease != 0 && !out.delivered:
-		return fmt.Sprintf("command for device %q not confirmed sent within %s: NATS: node %q, which holds the device's link, did not answer over NATS; it may have it",
+		return fmt.Sprintf("command for device %q not confirmed sent within %s: NATS: node %q, which holds the device's link, did not answer over NATS",
 			id, cmd.timeout, out.node)
 	case out.lease != 0 && out.trouble != "":
 		return fmt.Sprintf("device %q, linked to node %q, did not answer within %s as far as this node heard: %s", id, out.node, cmd.timeout, out.trouble)
 	case out.lease != 0:
 		return fmt.Sprintf("device %q, linked to node %q, did not answer within %s", id, out.node, cmd.timeout)
+	case out.trouble != "" && cmd.left:
+		return fmt.Sprintf("command for device %q not confirmed sent within %s: %s", id, cmd.timeout, out.trouble)
 	case out.trouble != "":
 		return fmt.Sprintf("command for device %q not sent within %s: %s", id, cmd.timeout, out.trouble)
+	case !cmd.left:
+		return fmt.Sprintf("command for device %q not sent within %s: the device did not come back", id, cmd.timeout)
 	}
 	return fmt.Sprintf("link to device %q dropped and the device did not come back within %s", id, cmd.timeout)
 }
@@ -834,14 +861,16 @@ func (d *Dispatcher) keepResults(deviceID string, m *protocol.ClientMessage, cau
 	log := d.log.With("device", deviceID, "session_id", m.SessionID, "response_id", rid,
 		"call_id", protocol.JoinCallIDs(protocol.ResultCallIDs(m.ActionResults)))
 	size := resultsBytes(m.ActionResults)
+	then := "it keeps them and records them once it can"
+	if !d.unrecorded.HasRoom(2, size+unrecorded.FailureBytes) {
+		then = "the device keeps them and sends them again when it next registers"
+	}
+	why := fmt.Sprintf("%v; %s", store.UnavailableCause(cause), then)
 	if cmd := d.waiting(rid); cmd != nil {
 		// Its failure goes first, so that the results come late, after it.
-		then := "it keeps them and records them once it can"
-		if !d.unrecorded.HasRoom(2, size+unrecorded.FailureBytes) {
-			then = "the device keeps them and sends them again when it next registers"
-		}
-		d.fail(cmd, fmt.Sprintf("device %q answered, but the server could not record its results: %v; %s",
-			deviceID, store.UnavailableCause(cause), then))
+		d.fail(cmd, fmt.Sprintf("device %q answered, but the server could not record its results: %s", deviceID, why))
+	} else {
+		d.remote.unrecordedHere(deviceID, rid, why)
 	}
 	var rec store.Command
 	kept := d.unrecorded.Keep(unrecorded.Write{What: "results of command " + rid, Key: "results " + rid, Size: size,
