@@ -31,8 +31,10 @@ func (c *cluster) execAsync(id string, req api.CommandRequest) <-chan api.Comman
 // startKioskProcess enrolls kiosk-1 and runs its agent as a process, with
 // a data dir, a dir its tools may write files in, and the two tools these
 // tests run (write_file and pause), and waits until it is online and its
-// tools are ready: on a fresh compile cache, preparing a Go tool takes
-// seconds, and under load longer than the tests' commands may wait.
+// tools are ready. An agent prepares its tools in the background once it
+// starts, and a command that comes first waits for them: on a fresh
+// compile cache under load, that wait was seen to spend the whole 10 s
+// shutdown grace (with the stock tools in Go, seconds each to compile).
 func (c *cluster) startKioskProcess() (p *agentProcess, data, files string) {
 	c.t.Helper()
 	data, files = c.t.TempDir(), c.t.TempDir()

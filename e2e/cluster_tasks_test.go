@@ -44,9 +44,9 @@ func appendAndPause(t testing.TB) string {
 // in turn), and waits until each is linked where it was sent and its
 // tools are ready. The first agent's tools are ready before the others
 // start, which then load them from the compile cache it filled: on a
-// fresh cache, 30 agents compiling write_file at once on a loaded machine
-// took longer than a step's 30 s timeout, and the first plans failed
-// waiting for it.
+// fresh cache under load, 30 agents compiling write_file at once (then a
+// Go module) took longer than a step's 30 s timeout, and the first plans
+// failed waiting for it.
 func (sc *serverCluster) agentsBehindProxies(t *testing.T, n int, files, tools string) (lbs []*cutProxy, devs []string) {
 	lbs = make([]*cutProxy, len(sc.nodes))
 	for i, node := range sc.nodes {
