@@ -83,6 +83,14 @@ func (r *Recorded) check() error {
 	return checkDeviceID(r.DeviceID)
 }
 
+func (p *Preparing) check() error {
+	if err := checkDeviceID(p.DeviceID); err != nil {
+		return err
+	}
+	m := protocol.ClientMessage{Type: protocol.ClientPreparing, Status: protocol.StatusContinue, PrevResponseID: p.ResponseID, Preparing: &p.Preparing}
+	return m.Validate()
+}
+
 func (r *Revocation) check() error {
 	if r.Identity == "" {
 		return errors.New(`field "identity": missing`)

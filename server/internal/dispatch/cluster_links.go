@@ -78,6 +78,9 @@ func NewClusterLinks(c *cluster.Cluster, reg *Registry, disp *Dispatcher, grace 
 	if err := c.OnRecorded(l.recordedElsewhere); err != nil {
 		return nil, err
 	}
+	if err := c.OnPreparing(l.preparingElsewhere); err != nil {
+		return nil, err
+	}
 	c.OnNATS(l.natsChanged)
 	l.preload()
 	disp.remote = l
@@ -435,6 +438,29 @@ func (l *ClusterLinks) refusedHere(deviceID, rid, why string) bool {
 		l.log.Warn("cluster: a device's refusal not passed on; the command waits out its timeout", "response_id", rid, "err", err)
 	}
 	return true
+}
+
+// preparingHere passes a device's word that it prepares the tool of
+// command rid, which another node sent here, to that node: its wait is
+// the one that extends. The command stays proxied: its results follow.
+func (l *ClusterLinks) preparingHere(deviceID, rid string, p protocol.Preparing) {
+	l.mu.Lock()
+	from, ok := l.proxied[rid]
+	l.mu.Unlock()
+	if self, _ := l.c.Self(); !ok || from.from == self || from.deviceID != deviceID {
+		return
+	}
+	if err := l.c.SendPreparing(from.from, cluster.Preparing{ResponseID: rid, DeviceID: deviceID, Preparing: p}); err != nil {
+		l.log.Warn("cluster: a device's preparation not passed on; the command's wait is not extended for it", "response_id", rid, "err", err)
+	}
+}
+
+// preparingElsewhere extends the wait of a command waiting here whose
+// device, linked to another node, prepares its tool.
+func (l *ClusterLinks) preparingElsewhere(p cluster.Preparing) {
+	if cmd := l.disp.waiting(p.ResponseID); cmd != nil && cmd.rec.DeviceID == p.DeviceID {
+		l.disp.preparing(cmd, p.Preparing)
+	}
 }
 
 // ShutDown tells the nodes that sent here commands for device id, which
