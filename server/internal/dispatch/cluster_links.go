@@ -57,7 +57,8 @@ type heldLease struct {
 }
 
 // proxiedFor is how long a command sent here by another node is
-// remembered past its timeout, for results that come late.
+// remembered past its timeout and the preparation bound (the asking
+// node's wait may extend that long), for results that come late.
 const proxiedFor = time.Minute
 
 // noHolderRetries bounds the sends of a command to a node that does not
@@ -328,7 +329,7 @@ func (l *ClusterLinks) serve(cmd cluster.Command) cluster.Reply {
 	l.mu.Lock()
 	l.proxied[rid] = proxied{from: cmd.From, deviceID: id, session: cmd.Session}
 	l.mu.Unlock()
-	time.AfterFunc(cmd.Timeout+proxiedFor, func() {
+	time.AfterFunc(cmd.Timeout+l.disp.prepBound+proxiedFor, func() {
 		l.mu.Lock()
 		delete(l.proxied, rid)
 		l.mu.Unlock()

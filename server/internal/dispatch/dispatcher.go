@@ -577,9 +577,15 @@ func (d *Dispatcher) LinkDropped(c *Link, shutDown bool) {
 	}
 }
 
-// expire fails cmd when its timeout ends, unless its results won the race.
+// expire fails cmd when its timeout ends, unless its results won the
+// race, or its device's word that it prepares the tool moved the
+// deadline on as the timer fired (preparing.go reset the timer).
 func (d *Dispatcher) expire(cmd *Command) {
 	d.mu.Lock()
+	if time.Now().Before(cmd.deadline) {
+		d.mu.Unlock()
+		return
+	}
 	why := cmd.timedOut()
 	d.mu.Unlock()
 	d.fail(cmd, why)
