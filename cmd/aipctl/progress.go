@@ -206,6 +206,9 @@ func (d *deviceProgress) text(id string, width int, now time.Time) string {
 	if step := d.stepText(); step != "" {
 		line += "  " + step
 	}
+	if d.preparing != "" {
+		line += ": " + d.preparing
+	}
 	if !d.started.IsZero() {
 		line += "  " + d.elapsed(now)
 	}
@@ -229,9 +232,6 @@ func (d *deviceProgress) stepText() string {
 	s += " " + d.tool
 	if d.attempt > 1 {
 		s += fmt.Sprintf(" (attempt %d)", d.attempt)
-	}
-	if d.preparing != "" {
-		s += ": " + d.preparing
 	}
 	return s
 }
@@ -273,7 +273,7 @@ func (p *progress) plain(e api.TaskEvent, d *deviceProgress) {
 	case api.EventStepStart:
 		what = d.stepText()
 	case api.EventPreparing:
-		what = d.stepText() + ": " + api.PreparingText(e.Preparing)
+		what = d.stepText() + ": " + api.PreparingText(e.Preparing) // once ready, stepText no longer says it
 	case api.EventStepEnd:
 		what = d.stepText() + " " + e.Status
 		if e.Error != "" {
