@@ -106,7 +106,9 @@ func newAgent(ctx context.Context, cfg Config, fs outbox.FS) (*Agent, error) {
 		WithMaxReservedMemory(cfg.MaxReservedMemory).
 		WithUnloadAfter(cfg.UnloadAfter).
 		WithReproducible(cfg.Reproducible).
-		WithCacheDir(cmp.Or(cfg.CompileCacheDir, filepath.Join(cfg.DataDir, "compile-cache"))))
+		WithCacheDir(cmp.Or(cfg.CompileCacheDir, filepath.Join(cfg.DataDir, "compile-cache"))).
+		WithCacheLimits(cfg.CompileCacheLimits.MaxAge, cfg.CompileCacheLimits.MaxBytes).
+		WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}

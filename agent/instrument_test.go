@@ -25,8 +25,8 @@ func invalidBodyPath() string {
 }
 
 // slowStartConfig is a config for dev-1 linked to url, on a fresh data
-// dir, with one tools dir (namespace "tools") holding the stock Go tool
-// hash_file, a quarter of a second to instrument, and the modules named,
+// dir, with one tools dir (namespace "tools") holding the example Go tool
+// hash_file_go, a quarter of a second to instrument, and the modules named,
 // which sort after it and so are instrumented after it. No MCP server
 // holds up registration.
 func slowStartConfig(t *testing.T, url string, modules ...string) Config {
@@ -35,7 +35,7 @@ func slowStartConfig(t *testing.T, url string, modules ...string) Config {
 	cfg.MCP = nil
 	dir := filepath.Join(t.TempDir(), "tools")
 	require.NoError(t, os.Mkdir(dir, 0o755))
-	for _, src := range append([]string{filepath.Join(testenv.StockToolsDir(t), "hash_file.wasm")}, modules...) {
+	for _, src := range append([]string{testenv.GoTool(t)}, modules...) {
 		b, err := os.ReadFile(src)
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, filepath.Base(src)), b, 0o644))
@@ -59,13 +59,13 @@ func TestAModuleThatCannotBeInstrumentedIsRefusedAfterTheAgentRegisters(t *testi
 	ta := startAgent(t, cfg)
 	l := p.next(t)
 	first := registeredInfo(t, l.register)
-	assert.Subset(t, inventory(t, l.register.Metadata), []string{"data_collection::hash_file", "action::invalid_body"},
+	assert.Subset(t, inventory(t, l.register.Metadata), []string{"data_collection::hash_file_go", "action::invalid_body"},
 		"the agent registers before its tools are instrumented, with all it loaded")
 	assert.NotContains(t, first["custom_metadata"], "refused_tools")
 
 	again := l.next(t)
 	info := registeredInfo(t, again)
-	assert.Contains(t, inventory(t, again.Metadata), "data_collection::hash_file")
+	assert.Contains(t, inventory(t, again.Metadata), "data_collection::hash_file_go")
 	assert.NotContains(t, inventory(t, again.Metadata), "action::invalid_body", "registers again without it")
 	refused := info["custom_metadata"].(map[string]any)["refused_tools"].([]any)
 	require.Len(t, refused, 1)
@@ -90,10 +90,10 @@ func TestACommandThatComesBeforeItsToolIsInstrumentedWaitsAndRuns(t *testing.T) 
 	cfg.Mounts = []sandbox.Mount{{HostPath: files, GuestPath: "/files", ReadOnly: true}}
 	ta := startAgent(t, cfg)
 	l := p.next(t)
-	tool := ta.computers.FindBase("tools", "hash_file").(interface{ Ready(context.Context) error })
-	require.ErrorIs(t, tool.Ready(canceledCtx()), sandbox.ErrCanceled, "hash_file is still being instrumented")
+	tool := ta.computers.FindBase("tools", "hash_file_go").(interface{ Ready(context.Context) error })
+	require.ErrorIs(t, tool.Ready(canceledCtx()), sandbox.ErrCanceled, "hash_file_go is still being instrumented")
 
-	m := newCommand("s1", protocol.Command{ToolName: "hash_file", Parameters: map[string]any{"path": "/files/f"}, CallID: "c1"})
+	m := newCommand("s1", protocol.Command{ToolName: "hash_file_go", Parameters: map[string]any{"path": "/files/f"}, CallID: "c1"})
 	l.send(t, m)
 	res := l.results(t, m.ResponseID)
 	require.Equal(t, protocol.ResultSuccess, res[0].Status, res[0].Error)

@@ -34,12 +34,14 @@
 //
 //	DIR/cost-model-V/metered/SHA.wasm      instrumented copy of the module SHA
 //	DIR/cost-model-V/metered/SHA.compiled  the entries of compiled/ that are its code
+//	DIR/cost-model-V/metered/SHA.source    the files the module SHA was loaded from
 //	DIR/cost-model-V/compiled/...          wazero's cache
 //
 // A copy that fails its seal is removed and made again from the module.
 // New removes the directories of other cost models; [Sandbox.PruneCache]
-// removes the modules no loaded tool uses, for the one process that owns
-// the cache.
+// removes, for the one process that owns the cache, what it has reason
+// to: modules no loaded tool uses whose files are gone, and what is past
+// the cache's limits (Config.WithCacheLimits), logging each removal.
 //
 // RATIONALE.md explains the choices.
 package sandbox

@@ -21,11 +21,11 @@ func invalidBody(t *testing.T) []byte {
 	return b
 }
 
-// goTool is a stock tool built from Go: some 3.7 MB, a quarter of a second
-// to instrument.
+// goTool is the example tool built from Go: some 3.7 MB, a quarter of a
+// second to instrument.
 func goTool(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testenv.StockToolsDir(t), "hash_file.wasm"))
+	b, err := os.ReadFile(testenv.GoTool(t))
 	require.NoError(t, err)
 	return b
 }
@@ -47,7 +47,7 @@ func TestReadyReportsWhyTheModuleCouldNotBeInstrumented(t *testing.T) {
 func TestACallBeforeInstrumentationEndsWaitsForItAndRuns(t *testing.T) {
 	sb := newSandbox(t, NewConfig().WithCacheDir(t.TempDir()))
 	ctx := context.Background()
-	slow, err := sb.Load(ctx, Spec{Name: "hash_file", Wasm: goTool(t)})
+	slow, err := sb.Load(ctx, Spec{Name: "hash_file_go", Wasm: goTool(t)})
 	require.NoError(t, err)
 	echo := load(t, sb, "echo", Limits{})
 	require.ErrorIs(t, echo.Ready(canceled()), ErrCanceled, "echo waits behind the Go tool")
@@ -96,7 +96,7 @@ func TestCloseAbandonsTheModulesWaitingToBeInstrumented(t *testing.T) {
 func TestAToolClosedBeforeItsTurnIsNotInstrumented(t *testing.T) {
 	sb := newSandbox(t, NewConfig())
 	ctx := context.Background()
-	slow, err := sb.Load(ctx, Spec{Name: "hash_file", Wasm: goTool(t)})
+	slow, err := sb.Load(ctx, Spec{Name: "hash_file_go", Wasm: goTool(t)})
 	require.NoError(t, err)
 	echo := load(t, sb, "echo", Limits{})
 	require.NoError(t, echo.Close(ctx))

@@ -177,6 +177,9 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 	default:
 	}
 	t.blank = newBlankImage() // before the background work can unload t
+	if s.meteredDir != "" {
+		s.noteLoad(t.sha256, spec.Path)
+	}
 	switch {
 	case cached && t.start != StartSnapshot:
 		t.becomeReady(m, nil)

@@ -63,9 +63,12 @@ type Config struct {
 	// CompileCacheDir, if set, keeps instrumented and compiled modules
 	// instead of DATA/compile-cache. Several agents on one host may share
 	// it, so the agent never prunes it; DATA/compile-cache is the agent's
-	// alone, and what no loaded tool uses is removed from it at start and
-	// after each deploy (sandbox.Sandbox.PruneCache).
+	// alone, and at start and after each deploy the agent removes from it
+	// what it has reason to (sandbox.Sandbox.PruneCache): the modules
+	// whose files are gone, and what is past CompileCacheLimits.
 	CompileCacheDir string
+	// CompileCacheLimits bound the agent's own compile cache.
+	CompileCacheLimits CacheLimits
 
 	// HeartbeatInterval is how often a HEARTBEAT goes out. Default none
 	// on CBOR, our server's wire, where the link's WebSocket pings are the
@@ -195,6 +198,16 @@ type OutboxLimits struct {
 	MaxAge   time.Duration // default 7 days; at least 24 h
 }
 
+// CacheLimits bound the agent's own compile cache (never a shared one).
+// A module no tool has loaded for longer than MaxAge leaves it, and while
+// it holds more than MaxBytes, so do the modules no tool has loaded now,
+// the least recently loaded first. A stock tool in C takes some 340 KB
+// there, instrumented and compiled; a Go tool some 20 MB.
+type CacheLimits struct {
+	MaxBytes int64         // default 256 MiB
+	MaxAge   time.Duration // default 30 days
+}
+
 // MCPConfig is UFO's mcp.yaml: agent_name → root_name → the MCP servers of
 // that root. A command reaches the Computer of its agent_name and
 // root_name, or of the agent's "default" root when its root has no entry.
@@ -275,6 +288,12 @@ func (c *Config) SetDefaults() {
 	}
 	if c.Outbox.MaxAge <= 0 {
 		c.Outbox.MaxAge = 7 * 24 * time.Hour
+	}
+	if c.CompileCacheLimits.MaxBytes <= 0 {
+		c.CompileCacheLimits.MaxBytes = 256 << 20
+	}
+	if c.CompileCacheLimits.MaxAge <= 0 {
+		c.CompileCacheLimits.MaxAge = 30 * 24 * time.Hour
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -66,10 +66,14 @@ type fileConfig struct {
 		Ping      duration `yaml:"ping"`
 		MaxFrame  byteSize `yaml:"max_frame"`
 	} `yaml:"server"`
-	DataDir      string   `yaml:"data_dir"`
-	CompileCache string   `yaml:"compile_cache"`
-	MemoryLimit  byteSize `yaml:"memory_limit"`
-	Commands     struct {
+	DataDir      string `yaml:"data_dir"`
+	CompileCache string `yaml:"compile_cache"`
+	CacheLimits  struct {
+		MaxBytes byteSize `yaml:"max_bytes"`
+		MaxAge   duration `yaml:"max_age"`
+	} `yaml:"compile_cache_limits"`
+	MemoryLimit byteSize `yaml:"memory_limit"`
+	Commands    struct {
 		MaxConcurrent int      `yaml:"max_concurrent"`
 		ShutdownGrace duration `yaml:"shutdown_grace"`
 	} `yaml:"commands"`
@@ -173,6 +177,7 @@ func (l *loader) config(fc *fileConfig) Config {
 		Conn:                  protocol.ConnOptions{PingInterval: time.Duration(fc.Server.Ping), MaxFrameBytes: int64(fc.Server.MaxFrame)},
 		DataDir:               l.abs(fc.DataDir),
 		CompileCacheDir:       l.abs(fc.CompileCache),
+		CompileCacheLimits:    CacheLimits{MaxBytes: int64(fc.CacheLimits.MaxBytes), MaxAge: time.Duration(fc.CacheLimits.MaxAge)},
 		MaxConcurrentCommands: fc.Commands.MaxConcurrent,
 		ShutdownGrace:         time.Duration(fc.Commands.ShutdownGrace),
 		Outbox:                OutboxLimits{MaxBytes: int64(fc.Outbox.MaxBytes), MaxAge: time.Duration(fc.Outbox.MaxAge)},
