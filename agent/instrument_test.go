@@ -100,7 +100,7 @@ func TestACommandThatComesBeforeItsToolIsInstrumentedWaitsAndRuns(t *testing.T) 
 	sum := sha256.Sum256([]byte("kiosk"))
 	assert.Equal(t, hex.EncodeToString(sum[:]), res[0].Result.(map[string]any)["sha256"])
 	require.NotEmpty(t, l.preparing, "the agent told the server it prepared the tool")
-	assert.Equal(t, "hash_file", l.preparing[0].ToolName)
+	assert.Equal(t, "hash_file_go", l.preparing[0].ToolName)
 	assert.Equal(t, protocol.PreparingReady, l.preparing[len(l.preparing)-1].Stage, "and when it was ready")
 }
 
@@ -157,7 +157,7 @@ func TestTheAgentTellsOfAToolsPreparationOnTheCBORWireOnly(t *testing.T) {
 			cfg.Wire = wire
 			startAgent(t, cfg)
 			l := p.next(t)
-			m := newCommand("s1", protocol.Command{ToolName: "hash_file", Parameters: map[string]any{"path": "/nowhere"}, CallID: "c1"})
+			m := newCommand("s1", protocol.Command{ToolName: "hash_file_go", Parameters: map[string]any{"path": "/nowhere"}, CallID: "c1"})
 			l.send(t, m)
 			l.results(t, m.ResponseID)
 			if wire == protocol.JSON {
