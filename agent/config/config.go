@@ -142,6 +142,9 @@ type Config struct {
 	// Default DefaultMemoryLimit. Tool memory and compiled code are outside
 	// it: MaxReservedMemory bounds the former.
 	MemoryLimit int64
+	// GCPercent is the Go collector's target, as GOGC sets it; the main
+	// program applies it unless GOGC is set. Default DefaultGCPercent.
+	GCPercent int
 
 	// Logger receives the agent's logs. Default slog.Default().
 	Logger *slog.Logger
@@ -170,6 +173,13 @@ const MCPServeTokenFile = "mcp-serve.token"
 
 // DefaultMemoryLimit is the agent's default GOMEMLIMIT.
 const DefaultMemoryLimit = 64 << 20
+
+// DefaultGCPercent is the agent's default GOGC: half Go's, so that the
+// heap grows by half its live size between collections, not by all of
+// it. On a fresh data dir with the stock tools, the agent's peak over its
+// first minute is then 31 MiB rather than 35-51 MiB (BENCHMARKS.md, issue
+// 38), for a little more collector time on a device that is mostly idle.
+const DefaultGCPercent = 50
 
 // DefaultServerURL is the server's URL when neither the config file nor
 // a flag gives one.

@@ -73,6 +73,7 @@ type fileConfig struct {
 		MaxAge   duration `yaml:"max_age"`
 	} `yaml:"compile_cache_limits"`
 	MemoryLimit byteSize `yaml:"memory_limit"`
+	GCPercent   int      `yaml:"gc_percent"`
 	Commands    struct {
 		MaxConcurrent int      `yaml:"max_concurrent"`
 		ShutdownGrace duration `yaml:"shutdown_grace"`
@@ -189,6 +190,7 @@ func (l *loader) config(fc *fileConfig) Config {
 		UnloadAfter:           time.Duration(fc.Tools.UnloadAfter),
 		Reproducible:          fc.Tools.Reproducible,
 		MemoryLimit:           int64(fc.MemoryLimit),
+		GCPercent:             fc.GCPercent,
 		MCPServe:              MCPServe{Listen: fc.MCPServe.Listen, TokenFile: l.abs(fc.MCPServe.TokenFile), MaxSessions: fc.MCPServe.MaxSessions},
 	}
 	if err := checkMCPListen(fc.MCPServe.Listen); err != nil {
@@ -215,6 +217,9 @@ func (l *loader) config(fc *fileConfig) Config {
 		if err := checkOutboxBytes(int64(fc.Outbox.MaxBytes), frame); err != nil {
 			l.fail([]any{"outbox", "max_bytes"}, "%v (server.max_frame)", err)
 		}
+	}
+	if fc.GCPercent < 0 {
+		l.fail([]any{"gc_percent"}, "must not be negative (GOGC=off is for the environment, not the config)")
 	}
 	if fc.Commands.MaxConcurrent < 0 {
 		l.fail([]any{"commands", "max_concurrent"}, "must not be negative")

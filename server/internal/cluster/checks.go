@@ -91,6 +91,19 @@ func (p *Preparing) check() error {
 	return m.Validate()
 }
 
+func (u *Unrecorded) check() error {
+	switch {
+	case u.ResponseID == "":
+		return errors.New(`field "response_id": missing`)
+	case u.Why == "":
+		return errors.New(`field "why": missing`)
+	}
+	if err := checkNodeID("from", u.From); err != nil {
+		return err
+	}
+	return checkDeviceID(u.DeviceID)
+}
+
 func (r *Revocation) check() error {
 	if r.Identity == "" {
 		return errors.New(`field "identity": missing`)

@@ -48,11 +48,11 @@ type ownLease struct {
 	beatErr  error // the last heartbeat's error; nil once one succeeds
 	draining bool
 	onFenced []func()
-	// lastBeat is when the last heartbeat recorded began; beatingSince,
-	// when the run of heartbeats recorded without a break that goes on
-	// now began (zero: none goes on); lastPeerBeat, when another node last
-	// said it recorded one.
-	lastBeat, beatingSince, lastPeerBeat time.Time
+	// lastBeat and lastBeatEnd are when the last heartbeat recorded began
+	// and was recorded; beatingSince, when the run of heartbeats recorded
+	// without a break that goes on now began (zero: none goes on);
+	// lastPeerBeat, when another node last said it recorded one.
+	lastBeat, lastBeatEnd, beatingSince, lastPeerBeat time.Time
 }
 
 // join takes the node's id, at the next epoch if a process of it held
@@ -69,7 +69,8 @@ func (l *ownLease) join(ctx context.Context) (prev int64, err error) {
 		return 0, err
 	}
 	l.mu.Lock()
-	l.epoch, l.fenced, l.beatErr, l.lastBeat, l.beatingSince = epoch, nil, nil, start, time.Now()
+	now := time.Now()
+	l.epoch, l.fenced, l.beatErr, l.lastBeat, l.lastBeatEnd, l.beatingSince = epoch, nil, nil, start, now, now
 	l.mu.Unlock()
 	return prev, nil
 }
@@ -141,8 +142,8 @@ func (l *ownLease) fence(why error) {
 }
 
 // beat renews the lease, and reports whether it still holds it, at which
-// epoch. A heartbeat recorded on time and quickly continues the run of
-// heartbeats without a break; any other ends it.
+// epoch. A heartbeat recorded within DeadAfter/2 of the one before
+// continues the run of heartbeats without a break; any other ends it.
 func (l *ownLease) beat() (epoch int64, ok bool) {
 	l.mu.Lock()
 	epoch, state := l.epoch, store.NodeUp
@@ -169,11 +170,15 @@ func (l *ownLease) beat() (epoch int64, ok bool) {
 		l.beatErr, l.beatingSince = err, time.Time{}
 		return epoch, false
 	}
-	unbroken := l.beatErr == nil && start.Sub(l.lastBeat) <= l.cfg.Heartbeat*3/2 && time.Since(start) <= l.cfg.Heartbeat/2
+	// The store was in reach at least every DeadAfter/2 (a beat takes at
+	// most that, or fails): then no node's heartbeat could have been kept
+	// out of it for DeadAfter without its own fault.
+	now := time.Now()
+	unbroken := l.beatErr == nil && now.Sub(l.lastBeatEnd) <= l.cfg.DeadAfter/2
 	if !unbroken || l.beatingSince.IsZero() {
-		l.beatingSince = time.Now()
+		l.beatingSince = now
 	}
-	l.beatErr, l.lastBeat = nil, start
+	l.beatErr, l.lastBeat, l.lastBeatEnd = nil, start, now
 	return epoch, true
 }
 

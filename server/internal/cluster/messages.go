@@ -32,10 +32,10 @@ func deviceSubject(id string) string { return "aip.dev." + strings.ReplaceAll(id
 func nodeSubject(id string) string { return "aip.node." + id }
 
 // preparingSubject is where node id hears of the preparations of the
-// commands it asked for (Preparing): a subject of its own kind, to which
-// a node that predates it does not subscribe, so that it never hears, and
-// never misreads, a message it has no use for.
-func preparingSubject(id string) string { return "aip.preparing." + id }
+// commands it asked for (Preparing): a subject of its own beside the
+// node's, to which a node that predates it does not subscribe, so that it
+// never hears, and never misreads, a message it has no use for.
+func preparingSubject(id string) string { return nodeSubject(id) + ".preparing" }
 
 // ErrNoHolder: no node listens on the device's subject (NATS's "no
 // responders"): a hint to read the device's lease again, not a verdict.
@@ -133,6 +133,31 @@ func (c *Cluster) SendPreparing(node string, p Preparing) error {
 // OnPreparing calls fn with each preparation sent to this node.
 func (c *Cluster) OnPreparing(fn func(Preparing)) error {
 	return on[Preparing](c, preparingSubject(c.cfg.NodeID), fn)
+}
+
+// Unrecorded says that a device answered a command on the node holding
+// its link, which could not record the results: its store failed (Why).
+// It keeps them, and records them once it can, late. It goes on a subject
+// of its own, beside the node's: a node that predates it does not
+// subscribe to it, rather than read it as results.
+type Unrecorded struct {
+	ResponseID string `json:"response_id"`
+	DeviceID   string `json:"device_id"`
+	From       string `json:"from"`
+	Why        string `json:"why"`
+}
+
+func unrecordedSubject(node string) string { return nodeSubject(node) + ".unrecorded" }
+
+// SendUnrecorded tells node that results u names were not recorded.
+func (c *Cluster) SendUnrecorded(node string, u Unrecorded) error {
+	u.From = c.cfg.NodeID
+	return c.publish(unrecordedSubject(node), u)
+}
+
+// OnUnrecorded calls fn with each Unrecorded sent to this node.
+func (c *Cluster) OnUnrecorded(fn func(Unrecorded)) error {
+	return on[Unrecorded](c, unrecordedSubject(c.cfg.NodeID), fn)
 }
 
 // message is v as a NATS message on subject, with the protocol version.

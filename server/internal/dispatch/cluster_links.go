@@ -82,6 +82,9 @@ func NewClusterLinks(c *cluster.Cluster, reg *Registry, disp *Dispatcher, grace 
 	if err := c.OnPreparing(l.preparingElsewhere); err != nil {
 		return nil, err
 	}
+	if err := c.OnUnrecorded(func(u cluster.Unrecorded) { go disp.unrecordedElsewhere(u) }); err != nil {
+		return nil, err
+	}
 	c.OnNATS(l.natsChanged)
 	l.preload()
 	disp.remote = l
@@ -459,9 +462,24 @@ func (l *ClusterLinks) preparingHere(deviceID, rid string, p protocol.Preparing)
 // preparingElsewhere extends the wait of a command waiting here whose
 // device, linked to another node, prepares its tool.
 func (l *ClusterLinks) preparingElsewhere(p cluster.Preparing) {
-	if cmd := l.disp.waiting(p.ResponseID); cmd != nil && cmd.rec.DeviceID == p.DeviceID {
-		l.disp.preparing(cmd, p.Preparing)
+	l.disp.Preparing(p.DeviceID, p.ResponseID, p.Preparing)
+}
+
+// unrecordedHere tells the node that sent command rid here that its
+// device answered, and this node's store could not record the results
+// (why), and reports whether rid was sent from another node.
+func (l *ClusterLinks) unrecordedHere(deviceID, rid, why string) bool {
+	l.mu.Lock()
+	p, ok := l.proxied[rid]
+	l.mu.Unlock()
+	self, _ := l.c.Self()
+	if !ok || p.from == self {
+		return false
 	}
+	if err := l.c.SendUnrecorded(p.from, cluster.Unrecorded{ResponseID: rid, DeviceID: deviceID, Why: why}); err != nil {
+		l.log.Warn("cluster: unrecorded results not told; the command waits out its timeout", "response_id", rid, "err", err)
+	}
+	return true
 }
 
 // ShutDown tells the nodes that sent here commands for device id, which

@@ -883,14 +883,16 @@ func (d *Dispatcher) keepResults(deviceID string, m *protocol.ClientMessage, cau
 	log := d.log.With("device", deviceID, "session_id", m.SessionID, "response_id", rid,
 		"call_id", protocol.JoinCallIDs(protocol.ResultCallIDs(m.ActionResults)))
 	size := resultsBytes(m.ActionResults)
+	then := "it keeps them and records them once it can"
+	if !d.unrecorded.HasRoom(2, size+unrecorded.FailureBytes) {
+		then = "the device keeps them and sends them again when it next registers"
+	}
+	why := fmt.Sprintf("%v; %s", store.UnavailableCause(cause), then)
 	if cmd := d.waiting(rid); cmd != nil {
 		// Its failure goes first, so that the results come late, after it.
-		then := "it keeps them and records them once it can"
-		if !d.unrecorded.HasRoom(2, size+unrecorded.FailureBytes) {
-			then = "the device keeps them and sends them again when it next registers"
-		}
-		d.fail(cmd, fmt.Sprintf("device %q answered, but the server could not record its results: %v; %s",
-			deviceID, store.UnavailableCause(cause), then))
+		d.fail(cmd, fmt.Sprintf("device %q answered, but the server could not record its results: %s", deviceID, why))
+	} else {
+		d.remote.unrecordedHere(deviceID, rid, why)
 	}
 	var rec store.Command
 	kept := d.unrecorded.Keep(unrecorded.Write{What: "results of command " + rid, Key: "results " + rid, Size: size,

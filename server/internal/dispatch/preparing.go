@@ -34,26 +34,19 @@ func (p *preparation) overBound(id string, timeout time.Duration) string {
 		id, p.tool, p.lastSaid.Stage, timeout, p.bound)
 }
 
-// Preparing takes a device's word (PREPARING) that it prepares the tool
-// of a command it accepted: a command waiting here holds its deadline
-// for it; one another node sent here has the word passed on to that node.
-// A word about a command that waits nowhere changes nothing: its outcome
-// is the device's results, whenever they come.
-func (d *Dispatcher) Preparing(c *Link, m *protocol.ClientMessage) {
-	cmd := d.waiting(m.PrevResponseID)
-	if cmd == nil || cmd.rec.DeviceID != c.ID {
-		d.remote.preparingHere(c.ID, m.PrevResponseID, *m.Preparing)
-		return
-	}
-	d.preparing(cmd, *m.Preparing)
-}
-
-// preparing moves cmd's deadline by what its device says of its tool's
-// preparation, p, and tells whoever follows the command.
-func (d *Dispatcher) preparing(cmd *Command, p protocol.Preparing) {
+// Preparing takes device deviceID's word that it prepares the tool of
+// command rid, which it accepted (PREPARING), heard on its link here or
+// passed on by the node that holds it: a command waiting here holds its
+// deadline for it, and whoever follows the command hears it; one another
+// node sent here has the word passed on to that node. A word about a
+// command that waits nowhere changes nothing: its outcome is the device's
+// results, whenever they come.
+func (d *Dispatcher) Preparing(deviceID, rid string, p protocol.Preparing) {
 	d.mu.Lock()
-	if d.pending[cmd.rec.ResponseID] != cmd {
+	cmd := d.pending[rid]
+	if cmd == nil || cmd.rec.DeviceID != deviceID {
 		d.mu.Unlock()
+		d.remote.preparingHere(deviceID, rid, p)
 		return
 	}
 	began := cmd.prep.said(p, cmd.deadline, d.prepBound, time.Now())

@@ -42,6 +42,10 @@ type remote interface {
 	// preparingHere passes a device's word that it prepares the tool of
 	// command rid to the node that sent it here, if another did.
 	preparingHere(deviceID, rid string, p protocol.Preparing)
+	// unrecordedHere tells the node that sent command rid here, if
+	// another did, that its device answered but the store could not
+	// record the results (why); it reports whether rid was one.
+	unrecordedHere(deviceID, rid, why string) bool
 }
 
 // DeviceLeases is the device gateway's side of the cluster: the lease on
@@ -97,6 +101,7 @@ func (SingleNode) refusedHere(string, string, string) bool                      
 func (SingleNode) proxiedSession(string) *store.Session                             { return nil }
 func (SingleNode) recordedHere(store.Command, bool)                                 {}
 func (SingleNode) preparingHere(string, string, protocol.Preparing)                 {}
+func (SingleNode) unrecordedHere(string, string, string) bool                       { return false }
 func (SingleNode) Take(context.Context, *Link) error                                { return nil }
 func (SingleNode) Announce(*Link)                                                   {}
 func (SingleNode) ShutDown(string)                                                  {}
