@@ -31,6 +31,12 @@ func deviceSubject(id string) string { return "aip.dev." + strings.ReplaceAll(id
 
 func nodeSubject(id string) string { return "aip.node." + id }
 
+// preparingSubject is where node id hears of the preparations of the
+// commands it asked for (Preparing): a subject of its own beside the
+// node's, to which a node that predates it does not subscribe, so that it
+// never hears, and never misreads, a message it has no use for.
+func preparingSubject(id string) string { return nodeSubject(id) + ".preparing" }
+
 // ErrNoHolder: no node listens on the device's subject (NATS's "no
 // responders"): a hint to read the device's lease again, not a verdict.
 var ErrNoHolder = errors.New("no node answers for the device")
@@ -107,6 +113,26 @@ type Recorded struct {
 	// ShutDown: no results; the device shut down on purpose (its agent
 	// closed the link as it stopped) before it answered.
 	ShutDown bool `json:"shut_down,omitempty"`
+}
+
+// Preparing carries a device's word that it prepares the tool of a
+// command (protocol.ClientPreparing), heard by the node that holds its
+// link, to the node that asked for the command, whose wait it extends.
+type Preparing struct {
+	ResponseID string             `json:"response_id"`
+	DeviceID   string             `json:"device_id"`
+	Preparing  protocol.Preparing `json:"preparing"`
+}
+
+// SendPreparing tells node that a command it asked for waits for its
+// device to prepare the tool.
+func (c *Cluster) SendPreparing(node string, p Preparing) error {
+	return c.publish(preparingSubject(node), p)
+}
+
+// OnPreparing calls fn with each preparation sent to this node.
+func (c *Cluster) OnPreparing(fn func(Preparing)) error {
+	return on[Preparing](c, preparingSubject(c.cfg.NodeID), fn)
 }
 
 // Unrecorded says that a device answered a command on the node holding

@@ -57,7 +57,8 @@ type heldLease struct {
 }
 
 // proxiedFor is how long a command sent here by another node is
-// remembered past its timeout, for results that come late.
+// remembered past its timeout and the preparation bound (the asking
+// node's wait may extend that long), for results that come late.
 const proxiedFor = time.Minute
 
 // noHolderRetries bounds the sends of a command to a node that does not
@@ -76,6 +77,9 @@ func NewClusterLinks(c *cluster.Cluster, reg *Registry, disp *Dispatcher, grace 
 		return nil, err
 	}
 	if err := c.OnRecorded(l.recordedElsewhere); err != nil {
+		return nil, err
+	}
+	if err := c.OnPreparing(l.preparingElsewhere); err != nil {
 		return nil, err
 	}
 	if err := c.OnUnrecorded(func(u cluster.Unrecorded) { go disp.unrecordedElsewhere(u) }); err != nil {
@@ -328,7 +332,7 @@ func (l *ClusterLinks) serve(cmd cluster.Command) cluster.Reply {
 	l.mu.Lock()
 	l.proxied[rid] = proxied{from: cmd.From, deviceID: id, session: cmd.Session}
 	l.mu.Unlock()
-	time.AfterFunc(cmd.Timeout+proxiedFor, func() {
+	time.AfterFunc(cmd.Timeout+l.disp.prepBound+proxiedFor, func() {
 		l.mu.Lock()
 		delete(l.proxied, rid)
 		l.mu.Unlock()
@@ -438,6 +442,27 @@ func (l *ClusterLinks) refusedHere(deviceID, rid, why string) bool {
 		l.log.Warn("cluster: a device's refusal not passed on; the command waits out its timeout", "response_id", rid, "err", err)
 	}
 	return true
+}
+
+// preparingHere passes a device's word that it prepares the tool of
+// command rid, which another node sent here, to that node: its wait is
+// the one that extends. The command stays proxied: its results follow.
+func (l *ClusterLinks) preparingHere(deviceID, rid string, p protocol.Preparing) {
+	l.mu.Lock()
+	from, ok := l.proxied[rid]
+	l.mu.Unlock()
+	if self, _ := l.c.Self(); !ok || from.from == self || from.deviceID != deviceID {
+		return
+	}
+	if err := l.c.SendPreparing(from.from, cluster.Preparing{ResponseID: rid, DeviceID: deviceID, Preparing: p}); err != nil {
+		l.log.Warn("cluster: a device's preparation not passed on; the command's wait is not extended for it", "response_id", rid, "err", err)
+	}
+}
+
+// preparingElsewhere extends the wait of a command waiting here whose
+// device, linked to another node, prepares its tool.
+func (l *ClusterLinks) preparingElsewhere(p cluster.Preparing) {
+	l.disp.Preparing(p.DeviceID, p.ResponseID, p.Preparing)
 }
 
 // unrecordedHere tells the node that sent command rid here that its
