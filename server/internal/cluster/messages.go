@@ -124,17 +124,6 @@ type Preparing struct {
 	Preparing  protocol.Preparing `json:"preparing"`
 }
 
-// SendPreparing tells node that a command it asked for waits for its
-// device to prepare the tool.
-func (c *Cluster) SendPreparing(node string, p Preparing) error {
-	return c.publish(preparingSubject(node), p)
-}
-
-// OnPreparing calls fn with each preparation sent to this node.
-func (c *Cluster) OnPreparing(fn func(Preparing)) error {
-	return on[Preparing](c, preparingSubject(c.cfg.NodeID), fn)
-}
-
 // Unrecorded says that a device answered a command on the node holding
 // its link, which could not record the results: its store failed (Why).
 // It keeps them, and records them once it can, late. It goes on a subject
@@ -148,17 +137,6 @@ type Unrecorded struct {
 }
 
 func unrecordedSubject(node string) string { return nodeSubject(node) + ".unrecorded" }
-
-// SendUnrecorded tells node that results u names were not recorded.
-func (c *Cluster) SendUnrecorded(node string, u Unrecorded) error {
-	u.From = c.cfg.NodeID
-	return c.publish(unrecordedSubject(node), u)
-}
-
-// OnUnrecorded calls fn with each Unrecorded sent to this node.
-func (c *Cluster) OnUnrecorded(fn func(Unrecorded)) error {
-	return on[Unrecorded](c, unrecordedSubject(c.cfg.NodeID), fn)
-}
 
 // message is v as a NATS message on subject, with the protocol version.
 func message(subject string, v any) (*nats.Msg, error) {
@@ -323,24 +301,6 @@ func (c *Cluster) PublishLease(l LeaseChange) error { return c.publish(leaseSubj
 // OnLease calls fn with each lease change any node publishes, this
 // one's included.
 func (c *Cluster) OnLease(fn func(LeaseChange)) error { return on[LeaseChange](c, leaseSubject, fn) }
-
-// SendRecorded tells node the results r were recorded; to every node if
-// node is "" (the node that asked is not known).
-func (c *Cluster) SendRecorded(node string, r Recorded) error {
-	if node == "" {
-		return c.publish(recordedSubject, r)
-	}
-	return c.publish(nodeSubject(node), r)
-}
-
-// OnRecorded calls fn with the results recorded elsewhere that are sent
-// to this node, or to every node.
-func (c *Cluster) OnRecorded(fn func(Recorded)) error {
-	if err := on[Recorded](c, nodeSubject(c.cfg.NodeID), fn); err != nil {
-		return err
-	}
-	return on[Recorded](c, recordedSubject, fn)
-}
 
 // Revocation is an operator identity, or some of its tokens, revoked on
 // node From.

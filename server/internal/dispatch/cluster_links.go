@@ -76,13 +76,13 @@ func NewClusterLinks(c *cluster.Cluster, reg *Registry, disp *Dispatcher, grace 
 	if err := c.OnLease(l.leaseChanged); err != nil {
 		return nil, err
 	}
-	if err := c.OnRecorded(l.recordedElsewhere); err != nil {
+	if err := c.Returns().OnRecorded(l.recordedElsewhere); err != nil {
 		return nil, err
 	}
-	if err := c.OnPreparing(l.preparingElsewhere); err != nil {
+	if err := c.Returns().OnPreparing(l.preparingElsewhere); err != nil {
 		return nil, err
 	}
-	if err := c.OnUnrecorded(func(u cluster.Unrecorded) { go disp.unrecordedElsewhere(u) }); err != nil {
+	if err := c.Returns().OnUnrecorded(func(u cluster.Unrecorded) { go disp.unrecordedElsewhere(u) }); err != nil {
 		return nil, err
 	}
 	c.OnNATS(l.natsChanged)
@@ -421,7 +421,7 @@ func (l *ClusterLinks) recordedHere(rec store.Command, sessionEnded bool) {
 	if !ok && rec.Late {
 		return // it ended before: nobody waits for it
 	}
-	err := l.c.SendRecorded(p.from, cluster.Recorded{ResponseID: rec.ResponseID, DeviceID: rec.DeviceID, Results: rec.Results,
+	err := l.c.Returns().SendRecorded(p.from, cluster.Recorded{ResponseID: rec.ResponseID, DeviceID: rec.DeviceID, Results: rec.Results,
 		SessionEnded: sessionEnded})
 	if err != nil {
 		l.log.Warn("cluster: recorded results not passed on; the node that asked reads them at its timeout", "response_id", rec.ResponseID, "err", err)
@@ -438,7 +438,7 @@ func (l *ClusterLinks) refusedHere(deviceID, rid, why string) bool {
 	if !ok {
 		return false
 	}
-	if err := l.c.SendRecorded(p.from, cluster.Recorded{ResponseID: rid, DeviceID: deviceID, Refused: why}); err != nil {
+	if err := l.c.Returns().SendRecorded(p.from, cluster.Recorded{ResponseID: rid, DeviceID: deviceID, Refused: why}); err != nil {
 		l.log.Warn("cluster: a device's refusal not passed on; the command waits out its timeout", "response_id", rid, "err", err)
 	}
 	return true
@@ -454,7 +454,7 @@ func (l *ClusterLinks) preparingHere(deviceID, rid string, p protocol.Preparing)
 	if self, _ := l.c.Self(); !ok || from.from == self || from.deviceID != deviceID {
 		return
 	}
-	if err := l.c.SendPreparing(from.from, cluster.Preparing{ResponseID: rid, DeviceID: deviceID, Preparing: p}); err != nil {
+	if err := l.c.Returns().SendPreparing(from.from, cluster.Preparing{ResponseID: rid, DeviceID: deviceID, Preparing: p}); err != nil {
 		l.log.Warn("cluster: a device's preparation not passed on; the command's wait is not extended for it", "response_id", rid, "err", err)
 	}
 }
@@ -476,7 +476,7 @@ func (l *ClusterLinks) unrecordedHere(deviceID, rid, why string) bool {
 	if !ok || p.from == self {
 		return false
 	}
-	if err := l.c.SendUnrecorded(p.from, cluster.Unrecorded{ResponseID: rid, DeviceID: deviceID, Why: why}); err != nil {
+	if err := l.c.Returns().SendUnrecorded(p.from, cluster.Unrecorded{ResponseID: rid, DeviceID: deviceID, Why: why}); err != nil {
 		l.log.Warn("cluster: unrecorded results not told; the command waits out its timeout", "response_id", rid, "err", err)
 	}
 	return true
@@ -497,7 +497,7 @@ func (l *ClusterLinks) ShutDown(id string) {
 	}
 	l.mu.Unlock()
 	for i, r := range told {
-		if err := l.c.SendRecorded(to[i], r); err != nil {
+		if err := l.c.Returns().SendRecorded(to[i], r); err != nil {
 			l.log.Warn("cluster: a device's shutdown not passed on; its command waits out its timeout", "response_id", r.ResponseID, "err", err)
 		}
 	}

@@ -644,22 +644,22 @@ func (d *Dispatcher) Refused(ctx context.Context, c *Link, m *protocol.ClientMes
 		if d.remote.refusedHere(c.ID, rid, m.Error) {
 			return
 		}
-		d.storedCommandLog(ctx, c.ID, rid, m.SessionID).Warn("device reported an error about a command not waiting on it", "error", m.Error)
+		storedCommandLog(ctx, d.store, d.log, c.ID, rid, m.SessionID).Warn("device reported an error about a command not waiting on it", "error", m.Error)
 		return
 	}
 	cmd.log.Warn("device refused the command", "error", m.Error)
 	d.fail(cmd, fmt.Sprintf("device %q refused the command: %s", c.ID, m.Error))
 }
 
-// storedCommandLog is d's logger naming the command responseID that device
+// storedCommandLog is log naming the command responseID that device
 // deviceID spoke of: by its recorded ids if the store has it, else by the
 // session the device named.
-func (d *Dispatcher) storedCommandLog(ctx context.Context, deviceID, responseID, sessionID string) *slog.Logger {
+func storedCommandLog(ctx context.Context, st *store.Store, log *slog.Logger, deviceID, responseID, sessionID string) *slog.Logger {
 	calls := ""
-	if rec, err := d.store.Commands().Get(ctx, responseID); err == nil {
+	if rec, err := st.Commands().Get(ctx, responseID); err == nil {
 		sessionID, calls = rec.SessionID, protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))
 	}
-	return d.log.With("device", deviceID, "session_id", sessionID, "response_id", responseID, "call_id", calls)
+	return log.With("device", deviceID, "session_id", sessionID, "response_id", responseID, "call_id", calls)
 }
 
 // fail ends cmd without device results, durably, or as soon as the
