@@ -99,6 +99,9 @@ func TestACommandThatComesBeforeItsToolIsInstrumentedWaitsAndRuns(t *testing.T) 
 	require.Equal(t, protocol.ResultSuccess, res[0].Status, res[0].Error)
 	sum := sha256.Sum256([]byte("kiosk"))
 	assert.Equal(t, hex.EncodeToString(sum[:]), res[0].Result.(map[string]any)["sha256"])
+	require.NotEmpty(t, l.preparing, "the agent told the server it prepared the tool")
+	assert.Equal(t, "hash_file_go", l.preparing[0].ToolName)
+	assert.Equal(t, protocol.PreparingReady, l.preparing[len(l.preparing)-1].Stage, "and when it was ready")
 }
 
 func TestADeployedModuleThatCannotBeInstrumentedIsRefusedToTheOperator(t *testing.T) {
@@ -141,4 +144,27 @@ func canceledCtx() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return ctx
+}
+
+// On UFO's JSON wire the agent says nothing of a tool's preparation:
+// UFO's models have no such message, and its servers keep their own
+// deadlines. Over CBOR the same first command is preceded by notices.
+func TestTheAgentTellsOfAToolsPreparationOnTheCBORWireOnly(t *testing.T) {
+	for _, wire := range []protocol.Encoding{protocol.CBOR, protocol.JSON} {
+		t.Run(wire.String(), func(t *testing.T) {
+			p := newTestPeer(t)
+			cfg := slowStartConfig(t, p.url())
+			cfg.Wire = wire
+			startAgent(t, cfg)
+			l := p.next(t)
+			m := newCommand("s1", protocol.Command{ToolName: "hash_file_go", Parameters: map[string]any{"path": "/nowhere"}, CallID: "c1"})
+			l.send(t, m)
+			l.results(t, m.ResponseID)
+			if wire == protocol.JSON {
+				assert.Empty(t, l.preparing)
+			} else {
+				assert.NotEmpty(t, l.preparing)
+			}
+		})
+	}
 }

@@ -15,8 +15,11 @@
 // The surface is small on purpose, in the manner of wazero itself: a
 // [Sandbox] built from a [Config], [Sandbox.Load] to check a [Tool] from a
 // [Spec] (instrumenting it for fuel follows in the background, and
-// [Tool.Ready] waits for it), and [Sandbox.Call] to run it. A [Policy] turns what a tool's
-// manifest requests into a Spec: the intersection of request and grant.
+// [Tool.Ready] waits for it; a call, or [Tool.Prepare], has its tool
+// prepared at once, ahead of the rest, and [WithPreparationTrace] hears
+// how far along that is), and [Sandbox.Call] to run it. A [Policy] turns
+// what a tool's manifest requests into a Spec: the intersection of
+// request and grant.
 //
 // What a call is held to:
 //   - its parameters must satisfy the tool's input schema, or it does not

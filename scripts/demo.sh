@@ -28,6 +28,16 @@ stop() {
 	rm -rf "$WORK"
 	exit "$status"
 }
+
+# failed_for requires a step that failed to have failed for the reason it
+# names: a timeout, say, is no proof that the sandbox refused.
+failed_for() {
+	if ! grep -q "$2" "$1"; then
+		echo "it failed, but not for the reason it names ($3: \"$2\")" >&2
+		exit 1
+	fi
+	echo "failed for the reason it names: $3"
+}
 trap stop EXIT INT TERM
 
 # wait_for CMD...: retries CMD for up to 30 s, and gives up at once if the
@@ -104,10 +114,13 @@ grep -q "$want" "$WORK/hash_go.json"
 echo "sha256 matches sha256sum: $want"
 
 say "aipctl exec kiosk-1 read_file path=/etc/passwd (outside the allowed dir: must fail)"
-if "$BIN/aipctl" exec kiosk-1 read_file path=/etc/passwd; then
+if "$BIN/aipctl" exec kiosk-1 read_file path=/etc/passwd >"$WORK/outside.txt" 2>&1; then
+	cat "$WORK/outside.txt"
 	echo "read outside the allowed dir succeeded" >&2
 	exit 1
 fi
+cat "$WORK/outside.txt"
+failed_for "$WORK/outside.txt" "not under a directory this tool was granted" "the sandbox's refusal"
 
 say "aipctl tool deploy kiosk-1 dir_usage.wasm (a tool in C), signed; no restart"
 "$BIN/aipctl" tool sign --key "$WORK/demo.key" "$BIN/tools/dir_usage.wasm" --out "$WORK/dir_usage.wasm"
@@ -118,10 +131,13 @@ grep -q '"status": "success"' "$WORK/deploy.json"
 say "aipctl tool deploy kiosk-1 tampered.wasm (one byte changed after signing: must be refused)"
 cp "$WORK/dir_usage.wasm" "$WORK/tampered.wasm"
 printf 'X' | dd of="$WORK/tampered.wasm" bs=1 seek=200 conv=notrunc status=none
-if "$BIN/aipctl" tool deploy kiosk-1 "$WORK/tampered.wasm"; then
+if "$BIN/aipctl" tool deploy kiosk-1 "$WORK/tampered.wasm" >"$WORK/tampered.txt" 2>&1; then
+	cat "$WORK/tampered.txt"
 	echo "a tampered module was installed" >&2
 	exit 1
 fi
+cat "$WORK/tampered.txt"
+failed_for "$WORK/tampered.txt" "signature does not match the module" "the signature check"
 
 say "aipctl dispatch --label site=demo plan.yaml --wait (every device labelled site=demo, followed live)"
 cat >"$WORK/plan.yaml" <<EOF

@@ -566,6 +566,51 @@ func TestADeviceOfANodeFoundDeadIsAwaitedWithinItsGrace(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code, msg)
 }
 
+// A device linked to node B that prepares the tool of a command node A
+// asked for has B pass its word on to A, whose wait it extends: the
+// command succeeds after three times its timeout, and A's task events say
+// what the device said. The word goes on a subject of its own, which a
+// node that predates it does not hear: nothing on the subjects such a
+// node listens on carries it.
+func TestAPreparationOnAnotherNodeExtendsTheWaitOfTheNodeThatAsked(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	nc, err := nats.Connect(tc.nats.URL())
+	require.NoError(t, err)
+	defer nc.Close()
+	heard := make(chan *nats.Msg, 16)
+	for _, subject := range []string{"aip.node.a", "aip.recorded"} {
+		_, err := nc.ChanSubscribe(subject, heard)
+		require.NoError(t, err)
+	}
+	require.NoError(t, nc.Flush())
+
+	const timeout = 300 * time.Millisecond
+	done := a.commandAsync("kiosk-1", "echo", timeout)
+	cmd := dev.nextCommand()
+	dev.send(dev.preparing(cmd, "instrumenting", 1))
+	time.Sleep(3 * timeout) // past the timeout, three times over
+	dev.send(dev.preparing(cmd, protocol.PreparingReady, 3))
+	dev.answer(cmd, protocol.ResultSuccess, "res-1")
+
+	resp := <-done
+	require.Equal(t, "success", resp.Status, resp.FirstError())
+	requireOneDoneCommand(t, a, resp)
+	var said []string
+	for _, e := range a.taskEvents(resp.SessionID) {
+		if e.Type == api.EventPreparing {
+			said = append(said, api.PreparingText(e.Preparing))
+		}
+	}
+	assert.Equal(t, []string{"preparing echo (instrumenting, step 1/3)", "echo prepared"}, said)
+	require.NoError(t, nc.Flush())
+	for len(heard) > 0 {
+		m := <-heard
+		assert.NotContains(t, string(m.Data), "preparing", "on %s, which an older node hears", m.Subject)
+	}
+}
+
 // A device that answers on node B, whose store cannot record the results
 // (B is cut off from it), fails the command waiting on node A at once,
 // naming B and the store: not as a device that did not answer. B keeps

@@ -83,6 +83,14 @@ func (r *Recorded) check() error {
 	return checkDeviceID(r.DeviceID)
 }
 
+func (p *Preparing) check() error {
+	if err := checkDeviceID(p.DeviceID); err != nil {
+		return err
+	}
+	m := protocol.ClientMessage{Type: protocol.ClientPreparing, Status: protocol.StatusContinue, PrevResponseID: p.ResponseID, Preparing: &p.Preparing}
+	return m.Validate()
+}
+
 func (u *Unrecorded) check() error {
 	switch {
 	case u.ResponseID == "":

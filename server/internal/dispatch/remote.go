@@ -39,6 +39,9 @@ type remote interface {
 	// recordedHere passes results recorded here to the node that sent
 	// their command, if another did.
 	recordedHere(rec store.Command, sessionEnded bool)
+	// preparingHere passes a device's word that it prepares the tool of
+	// command rid to the node that sent it here, if another did.
+	preparingHere(deviceID, rid string, p protocol.Preparing)
 	// unrecordedHere tells the node that sent command rid here, if
 	// another did, that its device answered but the store could not
 	// record the results (why); it reports whether rid was one.
@@ -97,6 +100,7 @@ func (SingleNode) stop(string, int64, *protocol.ServerMessage)                  
 func (SingleNode) refusedHere(string, string, string) bool                          { return false }
 func (SingleNode) proxiedSession(string) *store.Session                             { return nil }
 func (SingleNode) recordedHere(store.Command, bool)                                 {}
+func (SingleNode) preparingHere(string, string, protocol.Preparing)                 {}
 func (SingleNode) unrecordedHere(string, string, string) bool                       { return false }
 func (SingleNode) Take(context.Context, *Link) error                                { return nil }
 func (SingleNode) Announce(*Link)                                                   {}
