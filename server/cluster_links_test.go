@@ -326,6 +326,9 @@ func TestANodeThatLostItsLeaseSendsItsDevicesAwayAndRejoins(t *testing.T) {
 	resp, err := a.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}})
 	require.NoError(t, err)
 	assert.True(t, resp.Succeeded(), resp.FirstError())
+	row, err := a.srv.tasks.Task(t.Context(), resp.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, store.Owner{Node: "a", Epoch: 2}, row.Owner, "its task is the new epoch's, which no node takes as dead")
 }
 
 // A node that cannot record its heartbeat soon doubts that it holds its

@@ -254,7 +254,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	s.disp = dispatch.NewDispatcher(st, s.unrecorded, s.reg, s.metrics, answerRecorded, tasks.CommandSessionEnd, s.log, frameCap,
 		cfg.Sessions.PreparationBound)
 	s.admission = tasks.NewAdmission(cfg.Limits, frameCap, s.disp)
-	s.sessions = tasks.NewSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
+	s.sessions = tasks.NewSessionManager(cfg.Sessions, s.owner, st, s.unrecorded, s.disp, s.metrics, s.log)
 	s.tasks = tasks.NewFrontDoor(s.admission, s.sessions, func(ctx context.Context, sel access.Selector) ([]string, error) {
 		return st.Devices().Matching(ctx, sel, 0)
 	})

@@ -173,8 +173,8 @@ func (m *SessionManager) failAdopted(ctx context.Context, id string, why error) 
 		m.log.Error("adopted session not failed", "session_id", id, "err", err)
 		return
 	}
-	row.Owner = m.owner
-	row.State, row.Error = string(api.StateFailed), fmt.Sprintf("adopted by %s, which could not run it on: %v", m.owner, why)
+	row.Owner = m.owner()
+	row.State, row.Error = string(api.StateFailed), fmt.Sprintf("adopted by %s, which could not run it on: %v", row.Owner, why)
 	err = m.unrecorded.Record(ctx, unrecorded.Write{What: "end of session " + id, Size: unrecorded.FailureBytes,
 		Fn: func(tx *store.Tx) error { return tx.Sessions().End(row) }})
 	if err != nil {

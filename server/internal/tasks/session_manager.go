@@ -111,9 +111,10 @@ const DefaultPreparationBound = 10 * time.Minute
 // store) for ResultTTL.
 type SessionManager struct {
 	cfg SessionConfig
-	// owner is this node at this start, which owns the sessions it
-	// creates or adopts; the zero Owner on a single node.
-	owner      store.Owner
+	// owner is this node at its epoch now, which owns the sessions it
+	// creates or adopts: a node that rejoins the cluster at a new epoch
+	// creates its sessions under that one. The zero Owner on a single node.
+	owner      func() store.Owner
 	store      *store.Store
 	unrecorded *unrecorded.Writes
 	disp       *dispatch.Dispatcher
@@ -130,7 +131,7 @@ type SessionManager struct {
 	wg       sync.WaitGroup  // one per live session
 }
 
-func NewSessionManager(cfg SessionConfig, owner store.Owner, st *store.Store, u *unrecorded.Writes, disp *dispatch.Dispatcher, mx *metrics.Metrics,
+func NewSessionManager(cfg SessionConfig, owner func() store.Owner, st *store.Store, u *unrecorded.Writes, disp *dispatch.Dispatcher, mx *metrics.Metrics,
 	log *slog.Logger) *SessionManager {
 	cfg.SetDefaults()
 	return &SessionManager{cfg: cfg, owner: owner, store: st, unrecorded: u, disp: disp, metrics: mx, log: log, live: map[string]*Session{}}
@@ -208,7 +209,7 @@ func (m *SessionManager) newSession(spec SessionSpec) *Session {
 		ID: spec.ID, TaskName: spec.TaskName, DeviceID: spec.DeviceID, ParentID: spec.ParentID, Requester: spec.Requester,
 		scope: spec.Scope, createdAt: time.Now(), events: eventlog.New(spec.DeviceID, spec.Tee), ctx: ctx, done: make(chan struct{}),
 		cancel: cancel, key: spec.Key, originalTaskName: spec.OriginalTaskName, waitsForDevice: spec.WaitForDevice,
-		owner: m.owner,
+		owner: m.owner(),
 	}
 	switch {
 	case spec.Fleet != nil:

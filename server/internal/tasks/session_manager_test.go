@@ -13,7 +13,7 @@ import (
 )
 
 func TestASessionEndingInAnUnknownStateFails(t *testing.T) {
-	m := NewSessionManager(SessionConfig{}, store.Owner{}, nil, nil, nil, nil, slog.New(slog.DiscardHandler))
+	m := NewSessionManager(SessionConfig{}, func() store.Owner { return store.Owner{} }, nil, nil, nil, nil, slog.New(slog.DiscardHandler))
 	s := m.newSession(SessionSpec{ID: "s1", Plan: &plan.Plan{}})
 	out := settle(s, outcome[string]{state: "paused", Result: "r"})
 	assert.Equal(t, outcome[string]{state: api.StateFailed, Result: "r", err: "session ended in unknown state"}, out)
@@ -27,7 +27,7 @@ func TestGetOrCreateReturnsTheRunningSession(t *testing.T) {
 	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "edgeaip.db"), store.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	m := NewSessionManager(SessionConfig{}, store.Owner{}, st, nil, nil, nil, slog.New(slog.DiscardHandler))
+	m := NewSessionManager(SessionConfig{}, func() store.Owner { return store.Owner{} }, st, nil, nil, nil, slog.New(slog.DiscardHandler))
 	spec := SessionSpec{ID: "s1", DeviceID: "kiosk-1", Requester: api.Requester{Kind: api.RequesterOperator}, Plan: &plan.Plan{}}
 	s, created, err := m.getOrCreateSession(t.Context(), spec)
 	require.NoError(t, err)
