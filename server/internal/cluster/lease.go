@@ -47,6 +47,7 @@ type ownLease struct {
 	fenced   error // the lease under epoch was lost: until the node rejoins
 	beatErr  error // the last heartbeat's error; nil once one succeeds
 	draining bool
+	writing  bool // a heartbeat's write has not returned yet
 	onFenced []func()
 	// lastBeat and lastBeatEnd are when the last heartbeat recorded began
 	// and was recorded; beatingSince, when the run of heartbeats recorded
@@ -151,10 +152,8 @@ func (l *ownLease) beat() (epoch int64, ok bool) {
 		state = store.NodeDraining
 	}
 	l.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.DeadAfter/2)
-	defer cancel()
 	start := time.Now()
-	err := l.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Cluster().Heartbeat(l.cfg.NodeID, epoch, state) })
+	err := l.write(epoch, state)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -180,6 +179,36 @@ func (l *ownLease) beat() (epoch int64, ok bool) {
 	}
 	l.beatErr, l.lastBeat, l.lastBeatEnd = nil, start, now
 	return epoch, true
+}
+
+// write records a heartbeat, waiting at most DeadAfter/2: a store that
+// drops packets holds a write far longer, and the node must go on
+// ticking (to give its lease up) meanwhile. A write still waiting from
+// an earlier tick makes this one fail at once, rather than queue another.
+func (l *ownLease) write(epoch int64, state string) error {
+	l.mu.Lock()
+	if l.writing {
+		l.mu.Unlock()
+		return errors.New("the heartbeat of an earlier tick is not recorded yet: the store does not answer")
+	}
+	l.writing = true
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.DeadAfter/2)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		err := l.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Cluster().Heartbeat(l.cfg.NodeID, epoch, state) })
+		l.mu.Lock()
+		l.writing = false
+		l.mu.Unlock()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("not recorded within %s: the store does not answer", l.cfg.DeadAfter/2)
+	}
 }
 
 // steady reports whether this node has recorded heartbeats without a

@@ -126,3 +126,29 @@ func TestANodeCutOffFromTheStoreGivesUpItsLeaseAndRejoins(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a", "b", "c"}, ids(live))
 }
+
+// A node whose writes wait (its store's writer is held: no heartbeat is
+// recorded, and none fails at once) gives its lease up while the others
+// record theirs, as one whose writes fail does.
+func TestANodeWhoseStoreHangsGivesUpItsLease(t *testing.T) {
+	e := newEnv(t)
+	stA := e.open()
+	a, err := Join(context.Background(), Config{NATS: e.nats.URL(), NodeID: "a", Address: "a:8700", Store: stA,
+		Heartbeat: fastBeat, DeadAfter: fastDead})
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close(context.Background()) })
+	e.mustJoin("b")
+	fenced := make(chan struct{}, 1)
+	a.OnFenced(func() { fenced <- struct{}{} })
+
+	held, release := make(chan struct{}), make(chan struct{})
+	go stA.Write(context.Background(), func(*store.Tx) error { close(held); <-release; return nil })
+	<-held
+	select {
+	case <-fenced:
+	case <-time.After(20 * fastDead):
+		t.Fatal("the node whose store hangs did not give its lease up")
+	}
+	assert.Contains(t, a.LeaseDoubt(), "cut off from the store")
+	close(release)
+}
