@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -33,7 +34,8 @@ type chaosOp struct {
 	end      time.Time
 	verdict  chaosVerdict // what its caller was told in the end
 	answer   string       // the last answer
-	session  string       // the task an answer named, if any
+	session  string       // the last task an answer named, if any
+	sessions []string     // every task an answer named
 	attempts []string     // each attempt: node, key, what it was told
 }
 
@@ -57,6 +59,9 @@ type chaosAnswer struct {
 	verdict chaosVerdict
 	text    string
 	session string // the task it names, if any
+	// last: the command's own last word (success, a failure, or a failure
+	// that says it may still run), which a repeat would only replay.
+	last bool
 }
 
 // taskNamed finds the task an error names ("task ID: …").
@@ -71,13 +76,13 @@ func readAnswer(resp api.CommandResponse, err error) chaosAnswer {
 	var se *api.StatusError
 	switch {
 	case err == nil && resp.Succeeded():
-		return chaosAnswer{verdictOK, "success", resp.SessionID}
+		return chaosAnswer{verdictOK, "success", resp.SessionID, true}
 	case err == nil && strings.Contains(resp.FirstError(), "it may still run"):
-		return chaosAnswer{verdictUnknown, "failure: " + resp.FirstError(), resp.SessionID}
+		return chaosAnswer{verdictUnknown, "failure: " + resp.FirstError(), resp.SessionID, true}
 	case err == nil:
-		return chaosAnswer{verdictFailed, "failure: " + resp.FirstError(), resp.SessionID}
+		return chaosAnswer{verdictFailed, "failure: " + resp.FirstError(), resp.SessionID, true}
 	case !errors.As(err, &se):
-		return chaosAnswer{verdictUnknown, err.Error(), ""}
+		return chaosAnswer{verdictUnknown, err.Error(), "", false}
 	}
 	text := fmt.Sprintf("%d %s", se.Code, se.Message)
 	session := ""
@@ -88,11 +93,11 @@ func readAnswer(resp api.CommandResponse, err error) chaosAnswer {
 	case se.Code == http.StatusServiceUnavailable && (strings.Contains(se.Message, "how it ends is not known here") ||
 		strings.Contains(se.Message, "its tasks go on on another node")),
 		se.Code == http.StatusConflict && strings.Contains(se.Message, "idempotency key already recorded"):
-		return chaosAnswer{verdictUnknown, text, session}
+		return chaosAnswer{verdictUnknown, text, session, false}
 	case se.Code == http.StatusServiceUnavailable, se.Code == http.StatusNotFound && strings.Contains(se.Message, "not online"):
-		return chaosAnswer{verdictRefused, text, session}
+		return chaosAnswer{verdictRefused, text, session, false}
 	}
-	return chaosAnswer{verdictFailed, text, session}
+	return chaosAnswer{verdictFailed, text, session, true}
 }
 
 // chaosLoad is the open load of one phase.
@@ -142,7 +147,8 @@ func (l *chaosLoad) stop() []*chaosOp {
 }
 
 // run sends op, as a careful client would: through the next node, after a
-// pause, while it is refused or its outcome is unknown, for up to
+// pause, while it is refused or no answer came or its node could not say
+// how it ends (a repeat then gets the first request's outcome), for up to
 // chaosRetryFor; with the same Idempotency-Key once an attempt may have
 // started it, with a new one after refusals alone (a refusal started
 // nothing: were that false, the command would run twice).
@@ -160,9 +166,12 @@ func (l *chaosLoad) run(op *chaosOp) {
 		op.answer, op.verdict = a.text, a.verdict
 		if a.session != "" {
 			op.session = a.session
+			if !slices.Contains(op.sessions, a.session) {
+				op.sessions = append(op.sessions, a.session)
+			}
 		}
 		mayHaveStarted = mayHaveStarted || a.verdict == verdictUnknown
-		if a.verdict == verdictOK || a.verdict == verdictFailed || time.Since(op.start) > chaosRetryFor {
+		if a.last || time.Since(op.start) > chaosRetryFor {
 			break
 		}
 		if a.verdict == verdictRefused && !mayHaveStarted {
@@ -185,13 +194,14 @@ type chaosTally struct {
 	unavailable, unavailableAt    time.Duration
 	deviceUnavailable             time.Duration
 	servingAgain                  time.Duration
+	unended                       int
 	serving                       bool
 }
 
 // tally counts phase p's commands against the devices' files and the
 // store.
 func (cc *chaosCluster) tally(p *chaosPhase) chaosTally {
-	tl := chaosTally{fault: p.fault.name, node: "-", commands: len(p.ops), servingAgain: p.servingAgain, serving: p.serving}
+	tl := chaosTally{fault: p.name, node: "-", commands: len(p.ops), servingAgain: p.servingAgain, serving: p.serving, unended: len(p.unended)}
 	if p.node >= 0 {
 		tl.node = fmt.Sprintf("node-%d (%d devices)", p.node, p.devicesThere)
 	}
@@ -292,17 +302,17 @@ func longestWithoutSuccess(ops []*chaosOp, from, to time.Time) (gap, at time.Dur
 // chaosTable is the phases' figures as a Markdown table.
 func chaosTable(tallies []chaosTally) string {
 	var b strings.Builder
-	b.WriteString("| fault | on | commands | ok | failed | unknown (outcome recorded) | acknowledged-and-lost | answered-failed-but-ran | ran-twice | unavailable s (from, since the fault) | longest a device had no success, s | all serving again, s after it healed |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| fault | on | commands | ok | failed | unknown (outcome recorded) | acknowledged-and-lost | answered-failed-but-ran | ran-twice | unavailable s (from, since the fault) | longest a device had no success, s | all serving again, s after it healed | tasks never ended |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, tl := range tallies {
 		again := fmt.Sprintf("%.1f", tl.servingAgain.Seconds())
 		if !tl.serving {
 			again = "not within " + chaosRecoverBound.String()
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d (%d) | %d | %d | %d | %.1f (%+.1f) | %.1f | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d (%d) | %d | %d | %d | %.1f (%+.1f) | %.1f | %s | %d |\n",
 			tl.fault, tl.node, tl.commands, tl.ok, tl.failed, tl.unknown, tl.unknown-len(tl.unrecorded),
 			len(tl.lost), len(tl.failedButRan), len(tl.twice), tl.unavailable.Seconds(), tl.unavailableAt.Seconds(),
-			tl.deviceUnavailable.Seconds(), again)
+			tl.deviceUnavailable.Seconds(), again, tl.unended)
 	}
 	return b.String()
 }
@@ -314,35 +324,41 @@ func (cc *chaosCluster) check(p *chaosPhase, tl chaosTally) {
 		"acknowledged, yet never ran": tl.lost, "answered failed, yet ran": tl.failedButRan,
 		"ran twice": tl.twice, "outcome unknown to its caller, and not recorded as the device says": tl.unrecorded,
 	} {
-		if !assert.Empty(t, ops, "%s: %d commands %s", p.fault.name, len(ops), what) {
+		if !assert.Empty(t, ops, "%s: %d commands %s", p.name, len(ops), what) {
 			for _, op := range ops[:min(len(ops), 5)] {
-				t.Logf("%s: %s %s:\n%s", p.fault.name, op.id, what, cc.evidence(p, op))
+				t.Logf("%s: %s %s:\n%s", p.name, op.id, what, cc.evidence(p.faultFrom, op))
 			}
 		}
 	}
 	bound := chaosFencingBound + chaosUnavailableSlack
-	assert.LessOrEqual(t, tl.unavailable, bound, "%s: no command through any node succeeded for %s", p.fault.name, tl.unavailable)
-	assert.True(t, p.serving, "%s: the cluster did not serve again by itself within %s of the fault's end", p.fault.name, chaosRecoverBound)
+	assert.LessOrEqual(t, tl.unavailable, bound, "%s: no command through any node succeeded for %s", p.name, tl.unavailable)
+	assert.True(t, p.serving, "%s: the cluster did not serve again by itself within %s of the fault's end", p.name, chaosRecoverBound)
+	assert.Empty(t, p.unended, "%s: tasks still running %s after the phase (evidence above)", p.name, chaosRecoverBound)
 }
 
 // evidence is what is known of op: what its caller was told, when it ran
-// on its device, its task as the store has it, and what the nodes logged
-// of it.
-func (cc *chaosCluster) evidence(p *chaosPhase, op *chaosOp) string {
+// on its device, since the fault began at faultFrom, each task its
+// answers named as the store has it (and which node owns it), and what
+// the nodes logged of them.
+func (cc *chaosCluster) evidence(faultFrom time.Time, op *chaosOp) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "  device %s, started %+.1fs since the fault began, told %q\n", op.dev, op.start.Sub(p.faultFrom).Seconds(), op.answer)
+	fmt.Fprintf(&b, "  device %s, started %+.1fs since the fault began, told %q\n", op.dev, op.start.Sub(faultFrom).Seconds(), op.answer)
 	for _, a := range op.attempts {
 		fmt.Fprintf(&b, "  attempt %s\n", a)
 	}
 	if st, err := os.Stat(op.path); err == nil {
 		fmt.Fprintf(&b, "  its line: %d, last written %+.1fs since the fault began, %+.1fs since its caller's answer\n",
-			linesOf(op), st.ModTime().Sub(p.faultFrom).Seconds(), st.ModTime().Sub(op.end).Seconds())
+			linesOf(op), st.ModTime().Sub(faultFrom).Seconds(), st.ModTime().Sub(op.end).Seconds())
 	} else {
 		b.WriteString("  its line: none\n")
 	}
 	ids := []string{op.id}
-	if task, ok := cc.task(op.session); ok {
-		fmt.Fprintf(&b, "  task %s: %s, %q\n", task.SessionID, task.State, task.Error)
+	for _, session := range op.sessions {
+		task, ok := cc.task(session)
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(&b, "  task %s (owner %s): %s, %q\n", task.SessionID, cc.owner(session), task.State, task.Error)
 		ids = append(ids, task.SessionID)
 		for _, c := range task.Commands {
 			fmt.Fprintf(&b, "    command %s attempt %d: %s late=%v %q results %v\n", c.ResponseID, c.Attempt, c.Status, c.Late, c.Error, c.Results)
@@ -358,6 +374,23 @@ func (cc *chaosCluster) evidence(p *chaosPhase, op *chaosOp) string {
 		}
 	}
 	return b.String()
+}
+
+// owner is the node, and its epoch, that owns session, as the store says:
+// what the API does not show.
+func (cc *chaosCluster) owner(session string) string {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, cc.dsn)
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close(ctx)
+	var node string
+	var epoch int64
+	if err := conn.QueryRow(ctx, `SELECT owner_node, owner_epoch FROM sessions WHERE id = $1`, session).Scan(&node, &epoch); err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%s epoch %d", node, epoch)
 }
 
 // answerKinds counts the last answers of ops that did not succeed, alike

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -44,19 +45,22 @@ import (
 // cluster does not serve again by itself after a fault; it prints a table
 // (BENCHMARKS.md, issue 36) and the evidence of each breach.
 //
-// EDGEAIP_CHAOS_CLUSTER=all runs every fault, about 5 minutes; a comma-
-// separated list of their names runs those.
+// EDGEAIP_CHAOS_CLUSTER=all runs every fault, a round of them in about 5
+// minutes; a comma-separated list of their names runs those.
+// EDGEAIP_CHAOS_ROUNDS (default 2) is how many rounds: each phase finds
+// the node holding the most devices again.
 func TestClusterChaos(t *testing.T) {
-	faults := chaosFaultsToRun(t)
+	faults, rounds := chaosFaultsToRun(t), chaosRounds(t)
 	cc := newChaosCluster(t)
 	since, ok := cc.waitServing(chaosRecoverBound)
 	require.True(t, ok, "the cluster did not serve within %s of its start", chaosRecoverBound)
 	t.Logf("3 nodes and %d agents serving %s after their start", chaosDevices, since.Round(time.Millisecond))
 	var phases []*chaosPhase
-	for _, f := range faults {
-		phases = append(phases, cc.run(f))
+	for round := range rounds {
+		for _, f := range faults {
+			phases = append(phases, cc.run(f, fmt.Sprintf("%s.%d", f.name, round+1)))
+		}
 	}
-	cc.settle()
 	tallies := make([]chaosTally, len(phases))
 	for i, p := range phases {
 		tallies[i] = cc.tally(p)
@@ -144,6 +148,18 @@ var chaosFaults = []chaosFault{
 		}},
 }
 
+// chaosRounds is EDGEAIP_CHAOS_ROUNDS, 2 if not set.
+func chaosRounds(t *testing.T) int {
+	v := os.Getenv("EDGEAIP_CHAOS_ROUNDS")
+	if v == "" {
+		return 2
+	}
+	n, err := strconv.Atoi(v)
+	require.NoError(t, err, "EDGEAIP_CHAOS_ROUNDS")
+	require.Positive(t, n, "EDGEAIP_CHAOS_ROUNDS")
+	return n
+}
+
 // chaosFaultsToRun is the faults EDGEAIP_CHAOS_CLUSTER names ("all", or
 // names separated by commas), in chaosFaults' order; it skips t if it is
 // not set.
@@ -174,23 +190,27 @@ func chaosFaultsToRun(t *testing.T) []chaosFault {
 // the load calls the nodes through apis, one client per node address,
 // which restarts keep.
 type chaosCluster struct {
-	t      *testing.T
-	bin    string
-	pg     *pgtest.Cluster
-	nodes  []*serverProcess
-	past   []*serverProcess // processes stopped, for their logs
-	apis   []*api.Client
-	toNATS []*blackhole.Proxy // each node's link to NATS
-	toPG   []*blackhole.Proxy // each node's link to PostgreSQL
-	files  string             // dev-NN/ for each device, mounted on it
-	devs   []string
+	t       *testing.T
+	bin     string
+	pg      *pgtest.Cluster
+	nodes   []*serverProcess
+	past    []*serverProcess // processes stopped, for their logs
+	apis    []*api.Client
+	toNATS  []*blackhole.Proxy // each node's link to NATS
+	toPG    []*blackhole.Proxy // each node's link to PostgreSQL
+	dsn     string             // the store, straight, for what the API does not show
+	files   string             // dev-NN/ for each device, mounted on it
+	devs    []string
+	ops     []*chaosOp // of every phase so far
+	unended []string   // tasks a phase left running
 }
 
 // newChaosCluster starts PostgreSQL, NATS, the three nodes, each behind a
 // proxy of its own to each, and the agents.
 func newChaosCluster(t *testing.T) *chaosCluster {
 	cc := &chaosCluster{t: t, bin: testenv.Command(t, "aip-server"), pg: pgtest.Start(t), files: t.TempDir()}
-	socket, db := unixSocketOf(t, cc.pg.NewDatabase(t))
+	cc.dsn = cc.pg.NewDatabase(t)
+	socket, db := unixSocketOf(t, cc.dsn)
 	nats, err := url.Parse(startNATS(t))
 	require.NoError(t, err)
 	var token []byte
@@ -249,6 +269,7 @@ func (cc *chaosCluster) startAgents() {
 // chaosPhase is one fault's run: when it began and healed, on which
 // node, and every command of its load.
 type chaosPhase struct {
+	name              string // the fault's, and its round
 	fault             chaosFault
 	node              int // -1: none
 	devicesThere      int // on node when the fault began
@@ -257,17 +278,18 @@ type chaosPhase struct {
 	servingAgain      time.Duration // after healed; chaosRecoverBound+ if never
 	serving           bool
 	ops               []*chaosOp
+	unended           []string // tasks still running chaosRecoverBound after it
 }
 
-// run runs one phase: load, the fault, the load until the cluster serves
-// again and a little more, and every command's end.
-func (cc *chaosCluster) run(f chaosFault) *chaosPhase {
-	p := &chaosPhase{fault: f, node: -1}
+// run runs one phase, name: load, the fault, the load until the cluster
+// serves again and a little more, and every command's end.
+func (cc *chaosCluster) run(f chaosFault, name string) *chaosPhase {
+	p := &chaosPhase{name: name, fault: f, node: -1}
 	if f.onANode {
 		p.node, p.devicesThere = cc.busiest()
 	}
-	cc.t.Logf("%s: %s, node %d (%d devices)", f.name, f.summary, p.node, p.devicesThere)
-	load := cc.startLoad(f.name)
+	cc.t.Logf("%s: %s, node %d (%d devices)", name, f.summary, p.node, p.devicesThere)
+	load := cc.startLoad(name)
 	p.loadFrom = time.Now()
 	time.Sleep(chaosBefore)
 	p.faultFrom = time.Now()
@@ -275,17 +297,18 @@ func (cc *chaosCluster) run(f chaosFault) *chaosPhase {
 	p.healed = time.Now()
 	p.servingAgain, p.serving = cc.waitServing(chaosRecoverBound)
 	if !p.serving {
-		cc.t.Logf("%s: the cluster did not serve again within %s: %s", f.name, chaosRecoverBound, cc.health())
+		cc.t.Logf("%s: the cluster did not serve again within %s: %s", name, chaosRecoverBound, cc.health())
 		cc.restartUnhealthy()
 	}
 	time.Sleep(chaosAfter)
 	p.loadTo = time.Now()
 	p.ops = load.stop()
 	cc.t.Logf("%s: %d commands, fault %s, serving again %s after it healed; the last command ended %s after the load stopped",
-		f.name, len(p.ops), p.healed.Sub(p.faultFrom).Round(100*time.Millisecond),
+		name, len(p.ops), p.healed.Sub(p.faultFrom).Round(100*time.Millisecond),
 		p.servingAgain.Round(100*time.Millisecond), time.Since(p.loadTo).Round(100*time.Millisecond))
-	cc.t.Logf("%s: what callers were told, other than success:\n%s", f.name, answerKinds(p.ops))
-	cc.settle()
+	cc.t.Logf("%s: what callers were told, other than success:\n%s", name, answerKinds(p.ops))
+	cc.ops = append(cc.ops, p.ops...)
+	p.unended = cc.settle(p.faultFrom)
 	return p
 }
 
@@ -417,21 +440,47 @@ func (cc *chaosCluster) restartUnhealthy() {
 	}
 }
 
-// settle waits until the store holds no task still to end, up to
-// chaosRecoverBound: the late outcomes of a phase are in before the next.
-func (cc *chaosCluster) settle() {
+// settle waits until the store holds no task still to end, but those
+// found so before, up to chaosRecoverBound: the late outcomes of a phase
+// are in before the next. It returns the tasks that did not end, and logs
+// the evidence of the commands that started them, since the fault began
+// at faultFrom.
+func (cc *chaosCluster) settle(faultFrom time.Time) []string {
+	var open []api.TaskSummary
 	_, ok := within(chaosRecoverBound, func() bool {
+		open = nil
 		for _, state := range []api.TaskState{api.StateCreated, api.StateRunning} {
-			page, err := cc.apis[0].TaskPage(context.Background(), api.TaskQuery{State: state, Limit: 1})
-			if err != nil || len(page.Tasks) > 0 {
+			page, err := cc.apis[0].TaskPage(context.Background(), api.TaskQuery{State: state, Limit: api.MaxTaskPage})
+			if err != nil {
 				return false
 			}
+			for _, sum := range page.Tasks {
+				if !slices.Contains(cc.unended, sum.SessionID) {
+					open = append(open, sum)
+				}
+			}
 		}
-		return true
+		return len(open) == 0
 	})
-	if !ok {
-		cc.t.Logf("tasks still not ended %s after the phase", chaosRecoverBound)
+	if ok {
+		return nil
 	}
+	cc.t.Logf("%d tasks not ended %s after the phase, such as:", len(open), chaosRecoverBound)
+	var ids []string
+	for k, sum := range open {
+		ids = append(ids, sum.SessionID)
+		i := slices.IndexFunc(cc.ops, func(op *chaosOp) bool { return slices.Contains(op.sessions, sum.SessionID) })
+		switch {
+		case k >= 3:
+		case i < 0:
+			cc.t.Logf("  task %s (owner %s) on %s, %s since %s, named in no answer", sum.SessionID, cc.owner(sum.SessionID),
+				sum.DeviceID, sum.State, sum.CreatedAt.Format(time.StampMilli))
+		default:
+			cc.t.Logf("  task %s, of %s:\n%s", sum.SessionID, cc.ops[i].id, cc.evidence(faultFrom, cc.ops[i]))
+		}
+	}
+	cc.unended = append(cc.unended, ids...)
+	return ids
 }
 
 // within polls cond every 100 ms until it holds or bound passes, and
