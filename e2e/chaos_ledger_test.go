@@ -366,10 +366,9 @@ func (cc *chaosCluster) evidence(faultFrom time.Time, op *chaosOp) string {
 		}
 	}
 	for _, proc := range cc.processes() {
-		node := slices.IndexFunc(cc.apis, func(c *api.Client) bool { return strings.HasSuffix(c.BaseURL, "//"+proc.addr) })
 		for _, line := range strings.Split(proc.logs.String(), "\n") {
 			if slices.ContainsFunc(ids, func(id string) bool { return id != "" && strings.Contains(line, id) }) {
-				fmt.Fprintf(&b, "  node-%d: %s\n", node, line)
+				fmt.Fprintf(&b, "  node-%d: %s\n", cc.nodeOf(proc), line)
 			}
 		}
 	}

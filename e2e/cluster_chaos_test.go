@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -307,6 +308,7 @@ func (cc *chaosCluster) run(f chaosFault, name string) *chaosPhase {
 		name, len(p.ops), p.healed.Sub(p.faultFrom).Round(100*time.Millisecond),
 		p.servingAgain.Round(100*time.Millisecond), time.Since(p.loadTo).Round(100*time.Millisecond))
 	cc.t.Logf("%s: what callers were told, other than success:\n%s", name, answerKinds(p.ops))
+	cc.t.Logf("%s: what the nodes logged of their leases:\n%s", name, cc.membership(p.loadFrom))
 	cc.ops = append(cc.ops, p.ops...)
 	p.unended = cc.settle(p.faultFrom)
 	return p
@@ -494,6 +496,32 @@ func within(bound time.Duration, cond func() bool) (time.Duration, bool) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return time.Since(start), true
+}
+
+// membership is what the nodes logged of their leases since from:
+// deaths, losses, joins, adoptions, heartbeats failing and recorded again.
+func (cc *chaosCluster) membership(from time.Time) string {
+	var b strings.Builder
+	for _, proc := range cc.processes() {
+		for _, line := range strings.Split(proc.logs.String(), "\n") {
+			m := membershipEvent.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			if at, err := time.Parse(time.RFC3339Nano, m[1]); err == nil && at.After(from) {
+				fmt.Fprintf(&b, "  %+.1fs node-%d: %s\n", at.Sub(from).Seconds(), cc.nodeOf(proc), line[min(len(line), len(m[0])-len(m[2])):])
+			}
+		}
+	}
+	return b.String()
+}
+
+// membershipEvent is a log line of a node's lease, its time and its message.
+var membershipEvent = regexp.MustCompile(`^time=(\S+) level=\S+ (msg="(node found dead|this node lost its lease|rejoined the cluster|joined the cluster|heartbeat failed|heartbeat recorded again|adopted the sessions))`)
+
+// nodeOf is the number of the node proc is or was.
+func (cc *chaosCluster) nodeOf(proc *serverProcess) int {
+	return slices.IndexFunc(cc.apis, func(c *api.Client) bool { return strings.HasSuffix(c.BaseURL, "//"+proc.addr) })
 }
 
 // processes is every node process the run started, stopped ones first.
