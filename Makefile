@@ -3,15 +3,17 @@ GO       ?= go
 BIN      := bin
 CMDS     := aip-server aip-agent aipctl
 TOOLS    := read_file write_file list_dir hash_file
+GO_EXAMPLE := hash_file_go
 
 # What the full test suite needs besides Go: the one list of it. `make deps`
 # installs it all (.ci/run calls it); a test whose tool is missing skips,
 # saying which. Debian packages, each with the reason it is here:
 #
 # clang, lld, wasi-libc and its runtime library build the tools in C: the
-# example (wasmtools/examples/c/dir_usage), which an aipctl test rebuilds,
-# the tool aipctl tool init writes with --lang c, which an aipctl test
-# builds, and the symlinks fixture (make fixtures).
+# stock tools (wasmtools/tools) and the example
+# (wasmtools/examples/c/dir_usage), which tests rebuild to check what is
+# committed, the tool aipctl tool init writes with --lang c, which an
+# aipctl test builds, and the symlinks fixture (make fixtures).
 APT_PACKAGES := clang lld wasi-libc libclang-rt-14-dev-wasm32
 # wabt's wat2wasm rebuilds the .wat fixtures (make fixtures).
 APT_PACKAGES += wabt
@@ -83,23 +85,34 @@ cross:
 footprint: build cross
 	$(GO) run ./scripts/footprint -bin $(BIN)
 
-tools: $(TOOLS:%=$(BIN)/tools/%.wasm) $(BIN)/tools/dir_usage.wasm
+tools: $(TOOLS:%=$(BIN)/tools/%.wasm) $(BIN)/tools/dir_usage.wasm $(BIN)/examples/$(GO_EXAMPLE).wasm
 
-# Stock tools are WASI preview1 reactors built from wasmtools/tools with
-# wasmtools/sdk/reactor, which agents initialize once and start each call
-# from a snapshot of; each has its manifest embedded (aipctl tool pack).
-# -checklinkname=0 lets the SDK reseed the Go runtime's random state
-# (wasmtools/sdk/reactor). internal/testenv builds them for the tests with
-# these two variables: the one place they are set. Sign them for devices
-# that require signatures: aipctl tool sign --key KEY.key bin/tools/NAME.wasm
+# The stock tools are written in C (wasmtools/tools, some 50 KB each), and
+# committed built, each beside its source with its manifest embedded, as
+# wasmtools/tools/build.sh builds them (clang and wasi-libc, the reactor
+# form); make fixtures rebuilds them. Sign them for devices that require
+# signatures: aipctl tool sign --key KEY.key bin/tools/NAME.wasm
+.SECONDEXPANSION:
+$(TOOLS:%=$(BIN)/tools/%.wasm): $(BIN)/tools/%.wasm: wasmtools/tools/$$*/$$*.wasm
+	@mkdir -p $(BIN)/tools
+	cp $< $@
+
+# The example tool in Go (wasmtools/examples/go) is a WASI preview1 reactor
+# built with wasmtools/sdk/reactor, which agents initialize once and start
+# each call from a snapshot of, with its manifest embedded (aipctl tool
+# pack). It goes to bin/examples, not bin/tools, which is what a board is
+# given: a Go tool costs a device some 3.7 MB of module and seconds to
+# compile (README). -checklinkname=0 lets the SDK reseed the Go runtime's
+# random state (wasmtools/sdk/reactor). internal/testenv builds it for the
+# tests with these two variables: the one place they are set. GO_EXAMPLE,
+# at the top, names it.
 TOOL_BUILDMODE := c-shared
 TOOL_LDFLAGS   := -s -w -checklinkname=0
 
-$(TOOLS:%=$(BIN)/tools/%.wasm): $(BIN)/tools/%.wasm: $(BIN)/aipctl FORCE
-	@mkdir -p $(BIN)/tools
-	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=$(TOOL_BUILDMODE) -ldflags="$(TOOL_LDFLAGS)" -o $@ ./wasmtools/tools/$*
-	$(BIN)/aipctl tool pack $@ --manifest wasmtools/tools/$*/$*.json >/dev/null
-	@rm -f $(BIN)/tools/$*.json
+$(BIN)/examples/$(GO_EXAMPLE).wasm: $(BIN)/aipctl FORCE
+	@mkdir -p $(BIN)/examples
+	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=$(TOOL_BUILDMODE) -ldflags="$(TOOL_LDFLAGS)" -o $@ ./wasmtools/examples/go/$(GO_EXAMPLE)
+	$(BIN)/aipctl tool pack $@ --manifest wasmtools/examples/go/$(GO_EXAMPLE)/$(GO_EXAMPLE).json >/dev/null
 
 # The example tool in C is committed built (its build.sh needs clang and
 # wasi-libc); make fixtures rebuilds it.
@@ -107,8 +120,10 @@ $(BIN)/tools/dir_usage.wasm: wasmtools/examples/c/dir_usage/dir_usage.wasm
 	@mkdir -p $(BIN)/tools
 	cp $< $@
 
-# Rebuilds the committed .wasm fixtures and the C example from source.
+# Rebuilds the committed .wasm fixtures, the stock tools and the C example
+# from source.
 fixtures:
+	wasmtools/tools/build.sh
 	testdata/tools/build.sh
 	testdata/fuel/build.sh
 	wasmtools/examples/c/dir_usage/build.sh

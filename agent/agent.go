@@ -106,7 +106,9 @@ func newAgent(ctx context.Context, cfg Config, fs outbox.FS) (*Agent, error) {
 		WithMaxReservedMemory(cfg.MaxReservedMemory).
 		WithUnloadAfter(cfg.UnloadAfter).
 		WithReproducible(cfg.Reproducible).
-		WithCacheDir(cmp.Or(cfg.CompileCacheDir, filepath.Join(cfg.DataDir, "compile-cache"))))
+		WithCacheDir(cmp.Or(cfg.CompileCacheDir, filepath.Join(cfg.DataDir, "compile-cache"))).
+		WithCacheLimits(cfg.CompileCacheLimits.MaxAge, cfg.CompileCacheLimits.MaxBytes).
+		WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
@@ -145,7 +147,8 @@ func (a *Agent) init(ctx context.Context, tokens link.Tokens, tc *tls.Config, fs
 	// Pruned only now, under the outbox's lock, which keeps a second
 	// agent of this device off the data dir and its cache.
 	a.tools.PruneCache()
-	a.executor = executor.New(executor.Options{DeviceID: a.cfg.ID, MaxConcurrent: a.cfg.MaxConcurrentCommands, Grace: a.cfg.ShutdownGrace},
+	a.executor = executor.New(executor.Options{DeviceID: a.cfg.ID, MaxConcurrent: a.cfg.MaxConcurrentCommands, Grace: a.cfg.ShutdownGrace,
+		Tell: func(ctx context.Context, m *protocol.ClientMessage) { a.link.Tell(ctx, m) }},
 		a.outbox, a.router, cap, a.log)
 	a.executor.ReportInterrupted(interrupted)
 	a.link = link.New(link.Options{

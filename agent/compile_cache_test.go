@@ -1,14 +1,17 @@
 package agent
 
 import (
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 	"github.com/edgeaip/edgeaip/wasmtools/signature"
 	"github.com/stretchr/testify/assert"
@@ -88,4 +91,57 @@ func TestAtStartTheAgentPrunesItsOwnCompileCacheButNotASharedOne(t *testing.T) {
 			assert.Empty(t, instrumentedCopies(t, cache, echo), "echo's copy went with it")
 		}
 	}
+}
+
+// cacheListing is every file under the compile cache dir, with its size.
+func cacheListing(t *testing.T, cache string) map[string]int64 {
+	t.Helper()
+	files := map[string]int64{}
+	require.NoError(t, filepath.WalkDir(cache, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(cache, p)
+		files[rel] = info.Size()
+		return nil
+	}))
+	return files
+}
+
+// Issue 38: a start whose policy refuses every tool (a trusted key, and
+// stock tools that nobody signed) left the compile cache empty, and the
+// corrected start after it compiled everything again. What a start refuses
+// keeps its entry: its module file is still there.
+func TestAStartThatRefusesEveryToolKeepsTheCompileCache(t *testing.T) {
+	data := t.TempDir()
+	cache := filepath.Join(data, "compile-cache")
+	files := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(files, "f"), []byte("kiosk"), 0o644))
+	cfg := Config{DataDir: data, ToolDirs: []string{"stock=" + testenv.StockToolsDir(t)},
+		Mounts: []sandbox.Mount{{HostPath: files, GuestPath: "/files"}}}
+	a := newOfflineAgent(t, cfg)
+	for _, name := range testenv.StockTools {
+		params := map[string]any{"path": "/files/f"}
+		if name == "write_file" {
+			params["content"] = "kiosk"
+		} else if name == "list_dir" {
+			params["path"] = "/files"
+		}
+		out := run(a, name, params)
+		require.Equal(t, protocol.ResultSuccess, out.Status, "%s: %s", name, out.Error)
+	}
+	require.NoError(t, a.Close(t.Context()))
+	before := cacheListing(t, cache)
+	require.NotEmpty(t, before)
+
+	strict := cfg
+	strict.TrustedKeys = []ed25519.PublicKey{testenv.TestKey(t)}
+	b := newOfflineAgent(t, strict)
+	require.Len(t, b.tools.Refusals(), len(testenv.StockTools), "every stock tool is refused: none is signed")
+	require.NoError(t, b.Close(t.Context()))
+	assert.Equal(t, before, cacheListing(t, cache), "the compile cache holds what it held before")
 }

@@ -25,8 +25,8 @@ func invalidBodyPath() string {
 }
 
 // slowStartConfig is a config for dev-1 linked to url, on a fresh data
-// dir, with one tools dir (namespace "tools") holding the stock Go tool
-// hash_file, a quarter of a second to instrument, and the modules named,
+// dir, with one tools dir (namespace "tools") holding the example Go tool
+// hash_file_go, a quarter of a second to instrument, and the modules named,
 // which sort after it and so are instrumented after it. No MCP server
 // holds up registration.
 func slowStartConfig(t *testing.T, url string, modules ...string) Config {
@@ -35,7 +35,7 @@ func slowStartConfig(t *testing.T, url string, modules ...string) Config {
 	cfg.MCP = nil
 	dir := filepath.Join(t.TempDir(), "tools")
 	require.NoError(t, os.Mkdir(dir, 0o755))
-	for _, src := range append([]string{filepath.Join(testenv.StockToolsDir(t), "hash_file.wasm")}, modules...) {
+	for _, src := range append([]string{testenv.GoTool(t)}, modules...) {
 		b, err := os.ReadFile(src)
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, filepath.Base(src)), b, 0o644))
@@ -59,13 +59,13 @@ func TestAModuleThatCannotBeInstrumentedIsRefusedAfterTheAgentRegisters(t *testi
 	ta := startAgent(t, cfg)
 	l := p.next(t)
 	first := registeredInfo(t, l.register)
-	assert.Subset(t, inventory(t, l.register.Metadata), []string{"data_collection::hash_file", "action::invalid_body"},
+	assert.Subset(t, inventory(t, l.register.Metadata), []string{"data_collection::hash_file_go", "action::invalid_body"},
 		"the agent registers before its tools are instrumented, with all it loaded")
 	assert.NotContains(t, first["custom_metadata"], "refused_tools")
 
 	again := l.next(t)
 	info := registeredInfo(t, again)
-	assert.Contains(t, inventory(t, again.Metadata), "data_collection::hash_file")
+	assert.Contains(t, inventory(t, again.Metadata), "data_collection::hash_file_go")
 	assert.NotContains(t, inventory(t, again.Metadata), "action::invalid_body", "registers again without it")
 	refused := info["custom_metadata"].(map[string]any)["refused_tools"].([]any)
 	require.Len(t, refused, 1)
@@ -90,15 +90,18 @@ func TestACommandThatComesBeforeItsToolIsInstrumentedWaitsAndRuns(t *testing.T) 
 	cfg.Mounts = []sandbox.Mount{{HostPath: files, GuestPath: "/files", ReadOnly: true}}
 	ta := startAgent(t, cfg)
 	l := p.next(t)
-	tool := ta.computers.FindBase("tools", "hash_file").(interface{ Ready(context.Context) error })
-	require.ErrorIs(t, tool.Ready(canceledCtx()), sandbox.ErrCanceled, "hash_file is still being instrumented")
+	tool := ta.computers.FindBase("tools", "hash_file_go").(interface{ Ready(context.Context) error })
+	require.ErrorIs(t, tool.Ready(canceledCtx()), sandbox.ErrCanceled, "hash_file_go is still being instrumented")
 
-	m := newCommand("s1", protocol.Command{ToolName: "hash_file", Parameters: map[string]any{"path": "/files/f"}, CallID: "c1"})
+	m := newCommand("s1", protocol.Command{ToolName: "hash_file_go", Parameters: map[string]any{"path": "/files/f"}, CallID: "c1"})
 	l.send(t, m)
 	res := l.results(t, m.ResponseID)
 	require.Equal(t, protocol.ResultSuccess, res[0].Status, res[0].Error)
 	sum := sha256.Sum256([]byte("kiosk"))
 	assert.Equal(t, hex.EncodeToString(sum[:]), res[0].Result.(map[string]any)["sha256"])
+	require.NotEmpty(t, l.preparing, "the agent told the server it prepared the tool")
+	assert.Equal(t, "hash_file_go", l.preparing[0].ToolName)
+	assert.Equal(t, protocol.PreparingReady, l.preparing[len(l.preparing)-1].Stage, "and when it was ready")
 }
 
 func TestADeployedModuleThatCannotBeInstrumentedIsRefusedToTheOperator(t *testing.T) {
@@ -141,4 +144,27 @@ func canceledCtx() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return ctx
+}
+
+// On UFO's JSON wire the agent says nothing of a tool's preparation:
+// UFO's models have no such message, and its servers keep their own
+// deadlines. Over CBOR the same first command is preceded by notices.
+func TestTheAgentTellsOfAToolsPreparationOnTheCBORWireOnly(t *testing.T) {
+	for _, wire := range []protocol.Encoding{protocol.CBOR, protocol.JSON} {
+		t.Run(wire.String(), func(t *testing.T) {
+			p := newTestPeer(t)
+			cfg := slowStartConfig(t, p.url())
+			cfg.Wire = wire
+			startAgent(t, cfg)
+			l := p.next(t)
+			m := newCommand("s1", protocol.Command{ToolName: "hash_file_go", Parameters: map[string]any{"path": "/nowhere"}, CallID: "c1"})
+			l.send(t, m)
+			l.results(t, m.ResponseID)
+			if wire == protocol.JSON {
+				assert.Empty(t, l.preparing)
+			} else {
+				assert.NotEmpty(t, l.preparing)
+			}
+		})
+	}
 }

@@ -50,6 +50,9 @@ type peerLink struct {
 	stalled    atomic.Bool // stop reading, pings included, as a dead peer does
 	closed     chan struct{}
 	readErr    error // why the link ended; set before closed closes
+	// preparing are the notices of a tool's preparation that results
+	// passed over, in order.
+	preparing []protocol.Preparing
 }
 
 func newTestPeer(t testing.TB) *testPeer {
@@ -158,13 +161,20 @@ func (l *peerLink) next(t testing.TB) protocol.ClientMessage {
 }
 
 // results waits for the results of responseID, failing on any other
-// message.
+// message but the notices that its tool is being prepared, which it
+// keeps in l.preparing.
 func (l *peerLink) results(t testing.TB, responseID string) []protocol.Result {
 	t.Helper()
-	m := l.next(t)
-	require.Equal(t, protocol.ClientCommandResults, m.Type, "%+v", m)
-	require.Equal(t, responseID, m.PrevResponseID)
-	return m.ActionResults
+	for {
+		m := l.next(t)
+		if m.Type == protocol.ClientPreparing && m.PrevResponseID == responseID {
+			l.preparing = append(l.preparing, *m.Preparing)
+			continue
+		}
+		require.Equal(t, protocol.ClientCommandResults, m.Type, "%+v", m)
+		require.Equal(t, responseID, m.PrevResponseID)
+		return m.ActionResults
+	}
 }
 
 // quiet checks that the agent sends nothing but heartbeats for d.

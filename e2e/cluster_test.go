@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -191,4 +193,53 @@ func requireRanOnce(t *testing.T, dir string, n int) {
 		require.NoError(t, err)
 		assert.Equal(t, "ran\n", string(b), "%s ran %d times", e.Name(), strings.Count(string(b), "ran"))
 	}
+}
+
+// A node paused (SIGSTOP) for longer than a node may be silent is taken
+// as dead. Resumed, it does not take the work that was waiting for it
+// (a request that came during the pause): it answers 503 naming its
+// lease, rather than record a task that another node may run too. Then
+// it rejoins the cluster at a new epoch by itself and serves again.
+func TestAPausedNodeTakesNoWorkOnResumingAndRejoins(t *testing.T) {
+	sc := newServerCluster(t, 2)
+	files := t.TempDir()
+	token := sc.nodes[0].enroll(t, "dev-1")
+	sc.agentOn(sc.nodes[1], "dev-1", token, t.TempDir(), files)
+	sc.waitLinked(sc.nodes[0], "dev-1", "node-1")
+	paused := sc.nodes[0]
+
+	require.NoError(t, paused.cmd.Process.Signal(syscall.SIGSTOP))
+	require.Eventually(t, func() bool { return nodeState(sc.nodes[1], "node-0") == "gone" }, 60*time.Second, 50*time.Millisecond,
+		"the paused node is taken as dead")
+	answer := make(chan error, 1)
+	go func() {
+		_, err := paused.api.Command(context.Background(), "dev-1", appendOnce(filepath.Join(files, "while-paused")))
+		answer <- err
+	}()
+	require.NoError(t, paused.cmd.Process.Signal(syscall.SIGCONT))
+	var refused *api.StatusError
+	require.ErrorAs(t, <-answer, &refused)
+	assert.Equal(t, http.StatusServiceUnavailable, refused.Code)
+	assert.Contains(t, refused.Message, `new work refused: cluster: node "node-0"`)
+
+	require.Eventually(t, func() bool { return nodeState(sc.nodes[1], "node-0") == "up" }, 60*time.Second, 50*time.Millisecond,
+		"it rejoins by itself")
+	resp, err := paused.api.Command(context.Background(), "dev-1", appendOnce(filepath.Join(files, "after")))
+	require.NoError(t, err)
+	require.Equal(t, "success", resp.Status, "%+v", resp)
+	requireRanOnce(t, files, 1) // "after" alone: the refused command never ran
+}
+
+// nodeState is node id's state as via's /api/cluster shows it, or "".
+func nodeState(via *serverProcess, id string) string {
+	var view api.Cluster
+	if via.api.Do(context.Background(), "GET", "/api/cluster", nil, &view) != nil {
+		return ""
+	}
+	for _, n := range view.Nodes {
+		if n.ID == id {
+			return n.State
+		}
+	}
+	return ""
 }

@@ -17,7 +17,8 @@ import (
 )
 
 // demoBin lays out what make build makes, for scripts/demo.sh: the three
-// binaries and the tools, and returns its directory.
+// binaries, the tools and the example tool in Go, and returns its
+// directory.
 func demoBin(t *testing.T) string {
 	t.Helper()
 	bin := t.TempDir()
@@ -30,6 +31,8 @@ func demoBin(t *testing.T) string {
 	}
 	require.NoError(t, os.Symlink(filepath.Join(testenv.Root(), "wasmtools", "examples", "c", "dir_usage", "dir_usage.wasm"),
 		filepath.Join(bin, "tools", "dir_usage.wasm")))
+	require.NoError(t, os.MkdirAll(filepath.Join(bin, "examples"), 0o755))
+	require.NoError(t, os.Symlink(testenv.GoTool(t), filepath.Join(bin, "examples", testenv.GoExampleTool+".wasm")))
 	return bin
 }
 

@@ -323,6 +323,8 @@ func (r *cborReader) readClientMessage(v *ClientMessage) bool {
 			return 1 << 13, r.mapField(&v.Metadata)
 		case "actions":
 			return 1 << 14, list(r, &v.Actions, r.readCommand)
+		case "preparing":
+			return 1 << 15, ptr(r, &v.Preparing, r.readPreparing)
 		}
 		return 0, true
 	})
@@ -362,6 +364,11 @@ func (w *cborWriter) writeClientMessage(v *ClientMessage) {
 	if v.ClientID != "" {
 		w.text("client_id")
 		w.text(v.ClientID)
+		n++
+	}
+	if v.Preparing != nil {
+		w.text("preparing")
+		w.writePreparing(v.Preparing)
 		n++
 	}
 	if v.TargetID != "" {
@@ -408,4 +415,34 @@ func (w *cborWriter) writeClientMessage(v *ClientMessage) {
 		n++
 	}
 	w.endStruct(at, n)
+}
+
+// readPreparing decodes a map into a Preparing.
+func (r *cborReader) readPreparing(v *Preparing) bool {
+	return r.fields(func(key []byte) (uint32, bool) {
+		switch string(key) {
+		case "tool_name":
+			return 1 << 0, text(r, &v.ToolName)
+		case "stage":
+			return 1 << 1, text(r, &v.Stage)
+		case "step":
+			return 1 << 2, unsigned(r, &v.Step)
+		case "steps":
+			return 1 << 3, unsigned(r, &v.Steps)
+		}
+		return 0, true
+	})
+}
+
+// writePreparing encodes a Preparing.
+func (w *cborWriter) writePreparing(v *Preparing) {
+	w.head(majorMap, 4)
+	w.text("step")
+	w.head(majorUint, uint64(v.Step))
+	w.text("stage")
+	w.text(v.Stage)
+	w.text("steps")
+	w.head(majorUint, uint64(v.Steps))
+	w.text("tool_name")
+	w.text(v.ToolName)
 }

@@ -46,6 +46,11 @@ const (
 	// for the server's audit log. On the CBOR wire only, as
 	// ClientTokenRotated.
 	ClientLocalCall ClientMessageType = "local_call"
+	// ClientPreparing is edgeaip's own: a device says, of a command it
+	// accepted, that it is preparing the tool the command waits for, and
+	// how far along it is (Preparing): the server's wait for the command
+	// extends for it. On the CBOR wire only, as ClientTokenRotated.
+	ClientPreparing ClientMessageType = "preparing"
 )
 
 // ServerMessageType is the type of a message from the server to a client.
@@ -97,7 +102,7 @@ var (
 	resultStatuses     = [...]ResultStatus{ResultSuccess, ResultFailure, ResultSkipped, ResultNone}
 	taskStatuses       = [...]TaskStatus{StatusContinue, StatusCompleted, StatusFailed, StatusOK, StatusError}
 	clientMessageTypes = [...]ClientMessageType{ClientTask, ClientHeartbeat, ClientCommandResults, ClientError,
-		ClientRegister, ClientTaskEnd, ClientDeviceInfoRequest, ClientDeviceInfoResponse, ClientTokenRotated, ClientLocalCall}
+		ClientRegister, ClientTaskEnd, ClientDeviceInfoRequest, ClientDeviceInfoResponse, ClientTokenRotated, ClientLocalCall, ClientPreparing}
 	serverMessageTypes = [...]ServerMessageType{ServerTask, ServerHeartbeat, ServerTaskEnd, ServerCommand,
 		ServerError, ServerDeviceInfoRequest, ServerDeviceInfoResponse, ServerRotateToken, ServerCancelCommand}
 	clientTypes = [...]ClientType{ClientDevice, ClientConstellation}
@@ -121,7 +126,9 @@ func (t ServerMessageType) ours() bool { return t == ServerRotateToken || t == S
 
 // ours reports whether t is one of edgeaip's own message types, which
 // only the CBOR wire carries.
-func (t ClientMessageType) ours() bool { return t == ClientTokenRotated || t == ClientLocalCall }
+func (t ClientMessageType) ours() bool {
+	return t == ClientTokenRotated || t == ClientLocalCall || t == ClientPreparing
+}
 
 func (t ClientType) valid() bool { return slices.Contains(clientTypes[:], t) }
 

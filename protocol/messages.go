@@ -94,7 +94,32 @@ type ClientMessage struct {
 	// only the CBOR wire carries, the call a local application made, whose
 	// Result is in ActionResults.
 	Actions []Command `cbor:"actions,omitzero" json:"actions,omitzero"`
+	// Preparing is edgeaip's own, not UFO's: in a ClientPreparing, which
+	// only the CBOR wire carries, how far the device has come preparing
+	// the tool of the command named by PrevResponseID.
+	Preparing *Preparing `cbor:"preparing,omitempty" json:"preparing,omitempty"`
 }
+
+// Preparing is how far a device has come preparing a tool that a command
+// it accepted waits for: step Step of Steps, at Stage (one of
+// PreparingStages; PreparingReady once it is done, when the tool's own
+// timeout starts).
+type Preparing struct {
+	ToolName string `cbor:"tool_name" json:"tool_name"`
+	Stage    string `cbor:"stage" json:"stage"`
+	Step     uint32 `cbor:"step" json:"step"`
+	Steps    uint32 `cbor:"steps" json:"steps"`
+}
+
+// PreparingReady is the stage of a Preparing that says the tool is
+// prepared.
+const PreparingReady = "ready"
+
+// PreparingStages are the stages a Preparing may say, in order: the
+// tool waits its turn, its module is instrumented for fuel, it is
+// initialized (a tool that starts from a snapshot), its code compiled,
+// and it is ready.
+var PreparingStages = [...]string{"queued", "instrumenting", "initializing", "compiling", PreparingReady}
 
 // MCPToolInfo describes one tool a device offers, as UFO's Computer lists it.
 type MCPToolInfo struct {

@@ -17,6 +17,8 @@ func ourMessages() []Message {
 		&ClientMessage{Type: ClientLocalCall, Status: StatusOK, ClientID: "kiosk-1", RequestID: "q-1", PrevResponseID: "local-1",
 			Actions:       []Command{{ToolName: "echo", ToolType: ToolAction, CallID: "local-1"}},
 			ActionResults: []Result{{Status: ResultSuccess, CallID: "local-1"}}},
+		&ClientMessage{Type: ClientPreparing, Status: StatusContinue, ClientID: "kiosk-1", PrevResponseID: "r-3",
+			Preparing: &Preparing{ToolName: "hash_file", Stage: "initializing", Step: 2, Steps: 3}},
 	}
 }
 
@@ -28,6 +30,7 @@ func TestOurMessagesTravelOnTheCBORWire(t *testing.T) {
 		`{"type": "cancel_command", "error": "cancelled by the MCP client", "status": "ok", "response_id": "r-2"}`,
 		`{"type": "token_rotated", "status": "ok", "client_id": "kiosk-1", "client_type": "device", "prev_response_id": "r-1"}`,
 		`{"type": "local_call", "status": "ok", "actions": [{"call_id": "local-1", "tool_name": "echo", "tool_type": "action"}], "client_id": "kiosk-1", "request_id": "q-1", "client_type": "device", "action_results": [{"status": "success", "call_id": "local-1"}], "prev_response_id": "local-1"}`,
+		`{"type": "preparing", "status": "continue", "client_id": "kiosk-1", "preparing": {"step": 2, "stage": "initializing", "steps": 3, "tool_name": "hash_file"}, "client_type": "device", "prev_response_id": "r-3"}`,
 	}
 	for i, m := range ourMessages() {
 		if cm, ok := m.(*ClientMessage); ok {
@@ -73,6 +76,22 @@ func TestALocalCallNamesEachCallWithItsResult(t *testing.T) {
 	assert.NoError(t, m.Validate())
 	m.Actions[0].ToolName = ""
 	assert.EqualError(t, m.Validate(), `field "actions[0].tool_name": missing`)
+}
+
+// A preparing message names its command, its tool and a stage it knows.
+func TestAPreparingMessageNamesItsCommandToolAndStage(t *testing.T) {
+	m := &ClientMessage{Type: ClientPreparing, Status: StatusContinue}
+	assert.EqualError(t, m.Validate(), `field "prev_response_id": missing`)
+	m.PrevResponseID = "r-1"
+	assert.EqualError(t, m.Validate(), `field "preparing": missing`)
+	m.Preparing = &Preparing{Stage: "compiling", Step: 2, Steps: 2}
+	assert.EqualError(t, m.Validate(), `field "preparing.tool_name": missing`)
+	m.Preparing.ToolName = "hash_file"
+	assert.NoError(t, m.Validate())
+	m.Preparing.Stage = "baking"
+	assert.EqualError(t, m.Validate(), `field "preparing.stage": unknown value "baking"`)
+	m.Preparing.Stage, m.Preparing.Step = "ready", 3
+	assert.ErrorContains(t, m.Validate(), `field "preparing.step": want at most steps (2)`)
 }
 
 func TestACancelCommandNamesItsCommand(t *testing.T) {

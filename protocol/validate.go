@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -74,8 +75,30 @@ func (m *ClientMessage) Validate() error {
 			return err
 		}
 	}
-	if m.Type == ClientLocalCall {
+	switch m.Type {
+	case ClientLocalCall:
 		return m.validateLocalCall()
+	case ClientPreparing:
+		return m.validatePreparing()
+	}
+	return nil
+}
+
+// validatePreparing checks that a preparing message names its command,
+// the tool and a stage it knows, and a step within the steps.
+func (m *ClientMessage) validatePreparing() error {
+	p := m.Preparing
+	switch {
+	case m.PrevResponseID == "":
+		return fieldError("prev_response_id", nil, "missing")
+	case p == nil:
+		return fieldError("preparing", nil, "missing")
+	case p.ToolName == "":
+		return fieldError("preparing.tool_name", nil, "missing")
+	case !slices.Contains(PreparingStages[:], p.Stage):
+		return fieldError("preparing.stage", p.Stage, "unknown value")
+	case p.Step > p.Steps:
+		return fieldError("preparing.step", p.Step, fmt.Sprintf("want at most steps (%d), got", p.Steps))
 	}
 	return nil
 }

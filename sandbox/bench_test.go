@@ -57,7 +57,7 @@ func BenchmarkToolCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, tc := range []struct{ name, path, params string }{
-		{"go-hash_file", filepath.Join(testenv.StockToolsDir(b), "hash_file.wasm"), `{"path":"/data/f.txt"}`},
+		{"go-hash_file_go", testenv.GoTool(b), `{"path":"/data/f.txt"}`},
 		{"c-dir_usage", filepath.Join(testenv.Root(), "wasmtools", "examples", "c", "dir_usage", "dir_usage.wasm"), `{"path":"/data"}`},
 		{"wat-echo", filepath.Join(testenv.TestdataTools(), "echo.wasm"), `{"path":"/data/f.txt"}`},
 	} {

@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,61 +89,150 @@ func TestTheCachesOfOtherCostModelsAreRemovedAtStart(t *testing.T) {
 	assert.FileExists(t, notOurs[1], "only cost-model directories are removed")
 }
 
-func TestPruneCacheRemovesWhatNoLoadedToolUses(t *testing.T) {
-	ctx := context.Background()
-	cache := t.TempDir()
-	sb := newSandbox(t, NewConfig().WithCacheDir(cache))
-	call := func(tool *Tool) {
-		t.Helper()
-		sb.Call(ctx, tool, nil) // fail fails; what matters is that it was compiled
-		require.True(t, tool.loaded(), tool.Name())
+// loadFile loads the fixture name from a copy at path, as an agent loads
+// a tool from its file, and calls it once, which compiles it.
+func loadFile(t *testing.T, sb *Sandbox, name, path string) *Tool {
+	t.Helper()
+	wasm := fixture(t, name)
+	require.NoError(t, os.WriteFile(path, wasm, 0o644))
+	tool := loadSpec(t, sb, Spec{Name: name, Wasm: wasm, Path: path})
+	sb.Call(context.Background(), tool, nil) // fail fails; what matters is that it was compiled
+	require.True(t, tool.loaded(), name)
+	return tool
+}
+
+// cacheLog is a sandbox's log, for the reasons of its removals.
+func cacheLog(cfg Config) (Config, *bytes.Buffer) {
+	var buf bytes.Buffer
+	return cfg.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))), &buf
+}
+
+// assertEntry checks whether the cache holds the entry of tool: its
+// instrumented copy, and its compiled code.
+func assertEntry(t *testing.T, cache string, tool *Tool, code []string, held bool) {
+	t.Helper()
+	check := assert.NoFileExists
+	if held {
+		check = assert.FileExists
 	}
-	replaced := load(t, sb, "echo", Limits{})
-	kept := load(t, sb, "fail", Limits{})
-	call(replaced)
-	call(kept)
-	replacement := load(t, sb, "counter", Limits{})
-	call(replacement)
-	sameModule := load(t, sb, "env", Limits{})
-	call(sameModule)
-	sameModuleAgain := load(t, sb, "env", Limits{})
-	require.Len(t, sb.compiledFiles(), 4, "one compiled entry per module")
-	echoCode := sb.compiledRecord(replaced.SHA256())
-	require.Len(t, echoCode, 1, "compiling echo recorded its entry")
+	require.NotEmpty(t, code, tool.Name())
+	check(t, meteredCopy(cache, fixture(t, tool.Name())), tool.Name())
+	for _, f := range code {
+		check(t, filepath.Join(cache, costModelDir, "compiled", f), tool.Name())
+	}
+}
+
+// Issue 38: the cache removes only what it has reason to: a module whose
+// file is gone (removed, or replaced by another module), and files a
+// crash left. A module no tool loads now whose file still holds it (a
+// tool this start refused) keeps its entry, as does one loaded without a
+// file; each removal is logged with its reason.
+func TestPruneCacheRemovesOnlyWhatItHasReasonTo(t *testing.T) {
+	ctx := context.Background()
+	cache, dir := t.TempDir(), t.TempDir()
+	cfg, log := cacheLog(NewConfig().WithCacheDir(cache))
+	sb := newSandbox(t, cfg)
+	replaced := loadFile(t, sb, "echo", filepath.Join(dir, "a.wasm"))
+	replacedCode := sb.compiledRecord(replaced.SHA256())
+	replacement := loadFile(t, sb, "counter", filepath.Join(dir, "a.wasm"))
+	gone := loadFile(t, sb, "fail", filepath.Join(dir, "b.wasm"))
+	goneCode := sb.compiledRecord(gone.SHA256())
+	refused := loadFile(t, sb, "env", filepath.Join(dir, "c.wasm"))
+	refusedCode := sb.compiledRecord(refused.SHA256())
+	fromBytes := load(t, sb, "trap", Limits{})
+	sb.Call(ctx, fromBytes, nil)
+	fromBytesCode := sb.compiledRecord(fromBytes.SHA256())
+	for _, tool := range []*Tool{replaced, gone, refused, fromBytes} {
+		require.NoError(t, tool.Close(ctx))
+	}
+	require.NoError(t, os.Remove(filepath.Join(dir, "b.wasm")))
 	leftover := filepath.Join(cache, costModelDir, "metered", ".tmp-"+replaced.SHA256()+".wasm-123")
 	require.NoError(t, os.WriteFile(leftover, []byte("half"), 0o600))
 
-	require.NoError(t, replaced.Close(ctx))
-	require.NoError(t, sameModule.Close(ctx))
 	require.NoError(t, sb.PruneCache())
-
-	assert.NoFileExists(t, meteredCopy(cache, fixture(t, "echo")), "the replaced module's instrumented copy")
-	assert.NoFileExists(t, sb.compiledRecordPath(replaced.SHA256()))
-	assert.NoFileExists(t, filepath.Join(cache, costModelDir, "compiled", echoCode[0]), "the replaced module's compiled code")
+	assertEntry(t, cache, replaced, replacedCode, false)
+	assertEntry(t, cache, gone, goneCode, false)
+	assertEntry(t, cache, refused, refusedCode, true)
+	assertEntry(t, cache, fromBytes, fromBytesCode, true)
+	assertEntry(t, cache, replacement, sb.compiledRecord(replacement.SHA256()), true)
 	assert.NoFileExists(t, leftover)
-	for _, tool := range []*Tool{kept, replacement, sameModuleAgain} {
-		assert.FileExists(t, meteredCopy(cache, fixture(t, tool.Name())), tool.Name())
-		for _, f := range sb.compiledRecord(tool.SHA256()) {
-			assert.FileExists(t, filepath.Join(cache, costModelDir, "compiled", f), tool.Name())
+	assert.Len(t, sb.compiledFiles(), 3)
+	for _, want := range []string{
+		"module=" + replaced.SHA256() + " bytes=",
+		`reason="its module file is gone: ` + filepath.Join(dir, "a.wasm") + ` no longer holds it"`,
+		"module=" + gone.SHA256(),
+		`reason="its module file is gone: ` + filepath.Join(dir, "b.wasm") + ` no longer holds it"`,
+		`msg="compile cache: file removed" file=` + leftover + ` reason="left half written (a crash while it was written)"`,
+	} {
+		assert.Contains(t, log.String(), want)
+	}
+	assert.Equal(t, 3, strings.Count(log.String(), "compile cache:"), "nothing else went:\n%s", log)
+}
+
+// Past the cache's max age an entry goes, and past its max bytes the
+// entries loaded least recently go first, never those of tools loaded
+// now.
+func TestPruneCacheKeepsToTheCachesAgeAndSize(t *testing.T) {
+	ctx := context.Background()
+	cache, dir := t.TempDir(), t.TempDir()
+	first := newSandbox(t, NewConfig().WithCacheDir(cache))
+	old := loadFile(t, first, "echo", filepath.Join(dir, "echo.wasm"))
+	older := loadFile(t, first, "fail", filepath.Join(dir, "fail.wasm"))
+	recent := loadFile(t, first, "env", filepath.Join(dir, "env.wasm"))
+	inUse := loadFile(t, first, "counter", filepath.Join(dir, "counter.wasm"))
+	codes := map[*Tool][]string{}
+	for tool, ago := range map[*Tool]time.Duration{old: 2 * time.Hour, older: 40 * time.Minute, recent: 10 * time.Minute, inUse: 3 * time.Hour} {
+		codes[tool] = first.compiledRecord(tool.SHA256())
+		when := time.Now().Add(-ago)
+		for _, suffix := range []string{".wasm", ".compiled", ".source"} {
+			require.NoError(t, os.Chtimes(filepath.Join(cache, costModelDir, "metered", tool.SHA256()+suffix), when, when))
 		}
 	}
-	assert.Len(t, sb.compiledFiles(), 3)
-	res := sb.Call(ctx, sameModuleAgain, nil)
-	assert.NoError(t, res.Err, "a tool whose module another, closed, tool shared still runs")
+	entries, _, err := first.cacheEntries()
+	require.NoError(t, err)
+	var total int64
+	for _, e := range entries {
+		total += e.bytes
+	}
+	require.NoError(t, first.Close(ctx))
+
+	// Room for all but one entry of those left once old has aged out.
+	sb := newSandbox(t, NewConfig().WithCacheDir(cache).WithCacheLimits(time.Hour, total-entryBytes(t, entries, old)-1))
+	loadSpec(t, sb, Spec{Name: "counter", Wasm: fixture(t, "counter"), Path: filepath.Join(dir, "counter.wasm")})
+	require.NoError(t, sb.PruneCache())
+	assertEntry(t, cache, old, codes[old], false)
+	assertEntry(t, cache, older, codes[older], false)
+	assertEntry(t, cache, recent, codes[recent], true)
+	assertEntry(t, cache, inUse, codes[inUse], true)
+}
+
+// entryBytes is the size of tool's entry among entries.
+func entryBytes(t *testing.T, entries []*cacheEntry, tool *Tool) int64 {
+	t.Helper()
+	for _, e := range entries {
+		if e.sum == tool.SHA256() {
+			return e.bytes
+		}
+	}
+	t.Fatalf("no cache entry for %s", tool.Name())
+	return 0
 }
 
 // An agent prunes its cache at start, while snapshot tools are being
 // initialized, which compiles them: PruneCache does not wait for that
-// compile, and the compiled code goes when the compile ends.
+// compile, and compiled code that no entry records goes when the compile
+// ends (the code of entries it removes goes at once: a compile never
+// writes it).
 func TestPruneCacheDoesNotWaitForACompileUnderWay(t *testing.T) {
 	ctx := context.Background()
 	cache := t.TempDir()
 	sb := newSandbox(t, NewConfig().WithCacheDir(cache))
-	replaced := load(t, sb, "echo", Limits{})
-	require.NoError(t, sb.Call(ctx, replaced, nil).Err)
-	echoCode := sb.compiledRecord(replaced.SHA256())
+	unrecorded := load(t, sb, "echo", Limits{})
+	require.NoError(t, sb.Call(ctx, unrecorded, nil).Err)
+	echoCode := sb.compiledRecord(unrecorded.SHA256())
 	require.Len(t, echoCode, 1)
-	require.NoError(t, replaced.Close(ctx))
+	require.NoError(t, os.Remove(sb.compiledRecordPath(unrecorded.SHA256())), "its record is lost")
+	require.NoError(t, unrecorded.Close(ctx))
 	kept := load(t, sb, "counter", Limits{})
 
 	compiled, err := sb.compiles.enter(ctx, prepareLane) // a compile under way
@@ -154,8 +245,7 @@ func TestPruneCacheDoesNotWaitForACompileUnderWay(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("PruneCache waited for the compile")
 	}
-	assert.NoFileExists(t, meteredCopy(cache, fixture(t, "echo")), "instrumented copies go at once")
-	assert.FileExists(t, filepath.Join(cache, costModelDir, "compiled", echoCode[0]), "compiled code waits for the compile")
+	assert.FileExists(t, filepath.Join(cache, costModelDir, "compiled", echoCode[0]), "unrecorded code waits for the compile")
 	compiled()
 
 	require.NoError(t, sb.Call(ctx, kept, nil).Err) // compiles

@@ -58,10 +58,11 @@ type Usage struct {
 
 // Call runs t once in a fresh instance, with params (a JSON object) on
 // stdin. Parameters that do not satisfy the tool's input schema fail the
-// call before it runs. The call waits for the tool to be Ready and its
-// code to be compiled if it is not loaded, neither of which counts
-// against the call's deadline: the deadline bounds the tool, and
-// instrumenting and compiling are the board's work. A tool whose module
+// call before it runs. The call has the tool prepared at once if it
+// still waits its turn (Tool.Prepare), and its code compiled if it is
+// not loaded, neither of which counts against the call's deadline: the
+// deadline bounds the tool, and instrumenting and compiling are the
+// board's work. WithPreparationTrace hears how far along that is. A tool whose module
 // was refused fails with ErrRefused. The call then waits for admission,
 // its deadline already running. It never panics on a misbehaving module;
 // every failure is in Result.Err.
@@ -82,15 +83,9 @@ func (s *Sandbox) Call(ctx context.Context, t *Tool, params []byte) Result {
 		return Result{Err: fmt.Errorf("tool %q: %w", t.name, ErrUnloaded)}
 	}
 	defer t.leave(context.WithoutCancel(ctx))
-	if err := t.Ready(ctx); err != nil {
-		return Result{Err: err}
-	}
-	code, err := t.compiled(ctx, callLane)
-	if errors.Is(err, errCompileWait) {
-		err = fmt.Errorf("%w: %w: %w", ctxEnded(ctx), context.Cause(ctx), err)
-	}
+	code, err := t.prepareForCall(ctx)
 	if err != nil {
-		return Result{Err: fmt.Errorf("tool %q: %w", t.name, err)}
+		return Result{Err: err}
 	}
 	ctx = withDeadlineOf(ctx, t.limits.Timeout)
 	ctx, cancelTimeout := context.WithTimeout(ctx, t.limits.Timeout)
@@ -101,6 +96,28 @@ func (s *Sandbox) Call(ctx context.Context, t *Tool, params []byte) Result {
 	}
 	defer release()
 	return s.run(ctx, t, code, params)
+}
+
+// prepareForCall has t prepared, ahead of the tools nobody waits for
+// (Prepare), and its code compiled, telling the trace ctx carries how
+// far along that is (WithPreparationTrace).
+func (t *Tool) prepareForCall(ctx context.Context) (wazero.CompiledModule, error) {
+	tr := newTracer(ctx, t)
+	if err := t.await(ctx, tr); err != nil {
+		return nil, err
+	}
+	if t.loadedCode() == nil {
+		tr.report(StageCompiling)
+	}
+	code, err := t.compiled(ctx, callLane)
+	if errors.Is(err, errCompileWait) {
+		err = fmt.Errorf("%w: %w: %w", ctxEnded(ctx), context.Cause(ctx), err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: %w", t.name, err)
+	}
+	tr.done()
+	return code, nil
 }
 
 // run runs one call of t's code in a fresh instance, params on stdin.

@@ -13,7 +13,7 @@ import (
 // BenchmarkColdStart is the first call after an agent starts: a new
 // Sandbox, the tool loaded (compiled, or read from the disk cache), and
 // one call. It compares a warm disk cache with none, for a Go tool
-// (hash_file, 3.7 MB) and a C tool (dir_usage, 34 KB); "loaded" is the same
+// (hash_file_go, 3.7 MB) and a C tool (dir_usage, 34 KB); "loaded" is the same
 // call on a tool already loaded, for scale.
 func BenchmarkColdStart(b *testing.B) {
 	data := b.TempDir()
@@ -21,7 +21,7 @@ func BenchmarkColdStart(b *testing.B) {
 		b.Fatal(err)
 	}
 	tools := map[string]string{
-		"go": filepath.Join(testenv.StockToolsDir(b), "hash_file.wasm"),
+		"go": testenv.GoTool(b),
 		"c":  filepath.Join(testenv.Root(), "wasmtools", "examples", "c", "dir_usage", "dir_usage.wasm"),
 	}
 	params := map[string][]byte{"go": []byte(`{"path":"/data/f.txt"}`), "c": []byte(`{"path":"/data"}`)}

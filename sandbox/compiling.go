@@ -12,11 +12,12 @@ import (
 // lane says who a compile is for. Each lane compiles one module at a
 // time, and the two run side by side: preparing a tool in the background
 // compiles it from scratch on a fresh cache, seconds for a Go tool, and a
-// call of a tool that is ready must not wait for that.
+// call must not wait for that, whether its tool is ready or still being
+// prepared for it (claim).
 type lane int
 
 const (
-	callLane    lane = iota // a call, of a ready tool
+	callLane    lane = iota // a call, and the preparation of a tool a call waits for
 	prepareLane             // a tool's initialization, in the background
 )
 

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"log/slog"
 	"runtime"
 	"time"
 )
@@ -85,6 +86,9 @@ const DefaultMaxReservedMemory = 4 * 1024 * pageSize
 type Config struct {
 	limits            Limits
 	cacheDir          string
+	cacheMaxAge       time.Duration
+	cacheMaxBytes     int64
+	log               *slog.Logger
 	reproducible      bool
 	unloadAfter       time.Duration
 	maxCalls          int
@@ -116,6 +120,9 @@ func (c Config) orDefault() Config {
 	if c.unloadAfter == 0 {
 		c.unloadAfter = DefaultUnloadAfter
 	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
 	return c
 }
 
@@ -131,6 +138,23 @@ func (c Config) WithLimits(l Limits) Config {
 // write there chooses the machine code this process runs.
 func (c Config) WithCacheDir(dir string) Config {
 	c.cacheDir = dir
+	return c
+}
+
+// WithCacheLimits bounds the compile cache, which Sandbox.PruneCache
+// keeps to them: an entry whose module no tool has loaded for longer than
+// maxAge goes, and while the cache holds more than maxBytes, the entries
+// of modules no tool has loaded go, the least recently loaded first. 0
+// is no limit, the default: then only modules whose file is gone leave.
+func (c Config) WithCacheLimits(maxAge time.Duration, maxBytes int64) Config {
+	c.cacheMaxAge, c.cacheMaxBytes = maxAge, maxBytes
+	return c
+}
+
+// WithLogger logs what the sandbox does on its own: each removal from the
+// compile cache, with its reason. Default: nothing is logged.
+func (c Config) WithLogger(l *slog.Logger) Config {
+	c.log = l
 	return c
 }
 

@@ -15,8 +15,11 @@
 // The surface is small on purpose, in the manner of wazero itself: a
 // [Sandbox] built from a [Config], [Sandbox.Load] to check a [Tool] from a
 // [Spec] (instrumenting it for fuel follows in the background, and
-// [Tool.Ready] waits for it), and [Sandbox.Call] to run it. A [Policy] turns what a tool's
-// manifest requests into a Spec: the intersection of request and grant.
+// [Tool.Ready] waits for it; a call, or [Tool.Prepare], has its tool
+// prepared at once, ahead of the rest, and [WithPreparationTrace] hears
+// how far along that is), and [Sandbox.Call] to run it. A [Policy] turns
+// what a tool's manifest requests into a Spec: the intersection of
+// request and grant.
 //
 // What a call is held to:
 //   - its parameters must satisfy the tool's input schema, or it does not
@@ -34,12 +37,14 @@
 //
 //	DIR/cost-model-V/metered/SHA.wasm      instrumented copy of the module SHA
 //	DIR/cost-model-V/metered/SHA.compiled  the entries of compiled/ that are its code
+//	DIR/cost-model-V/metered/SHA.source    the files the module SHA was loaded from
 //	DIR/cost-model-V/compiled/...          wazero's cache
 //
 // A copy that fails its seal is removed and made again from the module.
 // New removes the directories of other cost models; [Sandbox.PruneCache]
-// removes the modules no loaded tool uses, for the one process that owns
-// the cache.
+// removes, for the one process that owns the cache, what it has reason
+// to: modules no loaded tool uses whose files are gone, and what is past
+// the cache's limits (Config.WithCacheLimits), logging each removal.
 //
 // RATIONALE.md explains the choices.
 package sandbox

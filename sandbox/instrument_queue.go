@@ -66,22 +66,24 @@ func (s *Sandbox) enqueue(t *Tool, init bool) {
 	} else {
 		s.queue = append(s.queue, t)
 	}
+	t.setStage(StageQueued)
 	select {
 	case s.queued <- struct{}{}:
 	default:
 	}
 }
 
-// instrumentQueued instruments the modules of loaded tools in the order
-// they were loaded, one at a time: each takes a quarter of a second and
+// instrumentQueued prepares the tools nobody waits for yet, in the
+// background, one at a time: it instruments the modules of loaded tools
+// in the order they were loaded: each takes a quarter of a second and
 // tens of megabytes for a Go tool, and a board has little of either to
 // spare. It initializes the tools that start from a snapshot once no
 // module waits to be instrumented: initializing compiles the tool, which
 // can take seconds on a fresh cache, and a module that cannot be
-// instrumented should be refused without waiting for that. Once the
-// sandbox closes, the module being instrumented is abandoned as soon as
-// the meter looks at its context, and it and the rest fail with
-// ErrClosed.
+// instrumented should be refused without waiting for that. A tool a call
+// waits for is not left to it (claim). Once the sandbox closes, the
+// module being instrumented is abandoned as soon as the meter looks at
+// its context, and it and the rest fail with ErrClosed.
 func (s *Sandbox) instrumentQueued(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -97,20 +99,12 @@ func (s *Sandbox) instrumentQueued(ctx context.Context) {
 		if t == nil {
 			return
 		}
-		var err error
-		switch {
-		case t.isClosed():
-			err = fmt.Errorf("tool %q: %w", t.name, ErrUnloaded)
-		case init:
-			err = s.prepareSnapshot(ctx, t)
-		default:
-			err = s.instrumentPending(ctx, t)
-			if err == nil && t.start == StartSnapshot {
-				s.mu.Lock()
-				s.enqueue(t, true)
-				s.mu.Unlock()
-				continue
-			}
+		more, err := s.prepareStep(ctx, t, init, prepareLane)
+		if more {
+			s.mu.Lock()
+			s.enqueue(t, true)
+			s.mu.Unlock()
+			continue
 		}
 		t.becomeReady(t.metered, err)
 		if s.queueEmpty() {
@@ -119,6 +113,60 @@ func (s *Sandbox) instrumentQueued(ctx context.Context) {
 			debug.FreeOSMemory()
 		}
 	}
+}
+
+// prepareStep takes t one step on: it instruments its module, or, with
+// init, initializes it, compiling in lane l. more: t is instrumented now,
+// and starts from a snapshot, so initializing it is the next step.
+func (s *Sandbox) prepareStep(ctx context.Context, t *Tool, init bool, l lane) (more bool, err error) {
+	switch {
+	case t.isClosed():
+		return false, fmt.Errorf("tool %q: %w", t.name, ErrUnloaded)
+	case init:
+		t.setStage(StageInitializing)
+		return false, s.prepareSnapshot(ctx, t, l)
+	}
+	t.setStage(StageInstrumenting)
+	if err := s.instrumentPending(ctx, t); err != nil {
+		return false, err
+	}
+	return t.start == StartSnapshot, nil
+}
+
+// claim takes t out of the background's line, if it waits there, and
+// prepares it at once, on a goroutine of its own and in the calls' lane:
+// a tool a call waits for goes before those loaded earlier, and does not
+// wait for the one the background prepares meanwhile (a compile under way
+// cannot be interrupted). A tool the background has in hand is left to
+// it: that work is what the call needs.
+func (s *Sandbox) claim(t *Tool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.stop:
+		return
+	default:
+	}
+	init := false
+	i := slices.Index(s.queue, t)
+	if i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+	} else if i = slices.Index(s.inits, t); i >= 0 {
+		s.inits, init = slices.Delete(s.inits, i, i+1), true
+	} else {
+		return
+	}
+	s.bg.Go(func() { s.prepareNow(t, init) })
+}
+
+// prepareNow prepares t, which a call claimed, to the end: until the
+// sandbox closes.
+func (s *Sandbox) prepareNow(t *Tool, init bool) {
+	more, err := s.prepareStep(s.closing, t, init, callLane)
+	if more {
+		_, err = s.prepareStep(s.closing, t, true, callLane)
+	}
+	t.becomeReady(t.metered, err)
 }
 
 // instrumentPending instruments t's module, t.pending, into t.metered.
@@ -134,15 +182,15 @@ func (s *Sandbox) instrumentPending(ctx context.Context, t *Tool) error {
 	return nil
 }
 
-// prepareSnapshot initializes t and keeps the snapshot its calls start
+// prepareSnapshot initializes t, compiling in lane l, and keeps the snapshot its calls start
 // from. A tool that cannot be snapshotted is refused, or, if its manifest
 // allows, starts plainly. Where the compile cache gives code back cheaply,
 // the code compiled for initializing is dropped again unless a call waits
 // for it: compiling it from the cache at the first call takes a tenth of
 // a second, and an agent that starts with many tools would otherwise hold
 // every one's code, some 25 MB for a Go tool, until it went idle.
-func (s *Sandbox) prepareSnapshot(ctx context.Context, t *Tool) error {
-	sn, err := s.takeInitSnapshot(ctx, t)
+func (s *Sandbox) prepareSnapshot(ctx context.Context, t *Tool, l lane) error {
+	sn, err := s.takeInitSnapshot(ctx, t, l)
 	if s.codeCached() {
 		defer t.unloadUnused(ctx)
 	}
@@ -163,9 +211,8 @@ func (s *Sandbox) prepareSnapshot(ctx context.Context, t *Tool) error {
 }
 
 // nextQueued takes the next tool to instrument, or, when none is left,
-// to initialize (init): one that a call waits for, or else the first in
-// line. It waits for one; nil once the sandbox is closed, when it fails
-// the tools still in line.
+// to initialize (init), the first in line. It waits for one; nil once
+// the sandbox is closed, when it fails the tools still in line.
 func (s *Sandbox) nextQueued() (t *Tool, init bool) {
 	for {
 		s.mu.Lock()
@@ -188,11 +235,9 @@ func (s *Sandbox) nextQueued() (t *Tool, init bool) {
 			return t, false
 		}
 		if len(s.inits) > 0 {
-			// A tool a call waits for goes first: initializing compiles,
-			// which takes seconds on a fresh cache.
-			i := max(0, slices.IndexFunc(s.inits, (*Tool).awaited))
-			t := s.inits[i]
-			s.inits = slices.Delete(s.inits, i, i+1)
+			t := s.inits[0]
+			s.inits[0] = nil
+			s.inits = s.inits[1:]
 			s.mu.Unlock()
 			return t, true
 		}

@@ -21,11 +21,11 @@ func invalidBody(t *testing.T) []byte {
 	return b
 }
 
-// goTool is a stock tool built from Go: some 3.7 MB, a quarter of a second
-// to instrument.
+// goTool is the example tool built from Go: some 3.7 MB, a quarter of a
+// second to instrument.
 func goTool(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testenv.StockToolsDir(t), "hash_file.wasm"))
+	b, err := os.ReadFile(testenv.GoTool(t))
 	require.NoError(t, err)
 	return b
 }
@@ -47,7 +47,7 @@ func TestReadyReportsWhyTheModuleCouldNotBeInstrumented(t *testing.T) {
 func TestACallBeforeInstrumentationEndsWaitsForItAndRuns(t *testing.T) {
 	sb := newSandbox(t, NewConfig().WithCacheDir(t.TempDir()))
 	ctx := context.Background()
-	slow, err := sb.Load(ctx, Spec{Name: "hash_file", Wasm: goTool(t)})
+	slow, err := sb.Load(ctx, Spec{Name: "hash_file_go", Wasm: goTool(t)})
 	require.NoError(t, err)
 	echo := load(t, sb, "echo", Limits{})
 	require.ErrorIs(t, echo.Ready(canceled()), ErrCanceled, "echo waits behind the Go tool")
@@ -96,7 +96,7 @@ func TestCloseAbandonsTheModulesWaitingToBeInstrumented(t *testing.T) {
 func TestAToolClosedBeforeItsTurnIsNotInstrumented(t *testing.T) {
 	sb := newSandbox(t, NewConfig())
 	ctx := context.Background()
-	slow, err := sb.Load(ctx, Spec{Name: "hash_file", Wasm: goTool(t)})
+	slow, err := sb.Load(ctx, Spec{Name: "hash_file_go", Wasm: goTool(t)})
 	require.NoError(t, err)
 	echo := load(t, sb, "echo", Limits{})
 	require.NoError(t, echo.Close(ctx))
@@ -112,23 +112,35 @@ func canceled() context.Context {
 	return ctx
 }
 
-// Initializing a snapshot tool compiles it, seconds on a fresh cache: a
-// tool a call waits for is initialized before those loaded earlier. Here
-// the earlier ones spin through their initialization until their
-// deadline, so the call returns while the second still waits its turn.
-func TestAToolACallWaitsForIsInitializedFirst(t *testing.T) {
+// Preparing tools at start runs behind calls. Here the background is
+// held by a tool whose initialization never ends until the sandbox
+// closes, with another in line behind it: a call of the last tool loaded
+// has its tool instrumented and initialized at once, beside them, and is
+// served while they are still being prepared. The trace hears each stage.
+func TestACallIsServedBeforeTheToolsLoadedBeforeItArePrepared(t *testing.T) {
 	sb := newSandbox(t, NewConfig())
-	ctx := context.Background()
-	spin := Spec{Wasm: fixture(t, "reactor/initspin"), Limits: Limits{Timeout: time.Second, Fuel: 1 << 60}}
-	spin.Name = "first"
-	first := loadSpec(t, sb, spin)
-	spin.Name = "second"
-	second := loadSpec(t, sb, spin)
-	third := loadSpec(t, sb, Spec{Name: "third", Wasm: fixture(t, "reactor/state")})
-	res := sb.Call(ctx, third, nil)
+	gate := Spec{Wasm: fixture(t, "reactor/initspin"), Limits: Limits{Timeout: time.Hour, Fuel: 1 << 62}}
+	gate.Name = "first"
+	first := loadSpec(t, sb, gate)
+	gate.Name = "second"
+	second := loadSpec(t, sb, gate)
+	last := loadSpec(t, sb, Spec{Name: "last", Wasm: fixture(t, "reactor/state")})
+	var seen []Preparation
+	// Bounded only so that a call that waits behind the gate fails.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ctx = WithPreparationTrace(ctx, func(p Preparation) { seen = append(seen, p) })
+
+	res := sb.Call(ctx, last, nil)
 	require.NoError(t, res.Err)
 	assert.Equal(t, "AAC1", string(res.Stdout))
-	assert.ErrorIs(t, second.Ready(canceled()), ErrCanceled, "the second, loaded before, is not initialized yet")
-	assert.ErrorIs(t, first.Ready(ctx), ErrRefused)
-	assert.ErrorIs(t, second.Ready(ctx), ErrRefused)
+	assert.ErrorIs(t, first.Ready(canceled()), ErrCanceled, "the first is still being prepared")
+	assert.ErrorIs(t, second.Ready(canceled()), ErrCanceled, "the second still waits")
+	require.GreaterOrEqual(t, len(seen), 2, "a stage of the preparation, then its end: %v", seen)
+	assert.Equal(t, "last", seen[0].Tool)
+	assert.Equal(t, Preparation{Tool: "last", Stage: StageReady, Step: 3, Steps: 3}, seen[len(seen)-1])
+
+	seen = nil
+	require.NoError(t, sb.Call(ctx, last, nil).Err)
+	assert.Empty(t, seen, "a prepared tool whose code is loaded has nothing to trace")
 }

@@ -126,8 +126,8 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 // it, takes a quarter of a second for a Go tool, so unless the
 // instrumented copy is in the cache already, the tool is instrumented in
 // the background, one module at a time in Load order: Ready waits for it
-// and says if it failed, and a call waits for it as it waits for
-// compiling. A reactor that starts from a snapshot (Start) is then
+// and says if it failed, and a call has it done at once (Tool.Prepare),
+// waiting for it as it waits for compiling. A reactor that starts from a snapshot (Start) is then
 // initialized, in the background too: its code is compiled for that, and
 // dropped again afterwards when the compile cache can give it back fast.
 // Otherwise compiling is left to the first call, and compiled code is
@@ -135,7 +135,8 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 // code is some 25 MB of memory, too much to hold for every tool a small
 // board has.
 func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
-	t := &Tool{sb: s, name: spec.Name, path: spec.Path, mounts: spec.Mounts, env: maps.Clone(spec.Env), init: spec.Init, ready: make(chan struct{})}
+	t := &Tool{sb: s, name: spec.Name, path: spec.Path, mounts: spec.Mounts, env: maps.Clone(spec.Env), init: spec.Init,
+		ready: make(chan struct{}), staged: make(chan struct{})}
 	fail := func(err error) (*Tool, error) { return nil, fmt.Errorf("tool %q: %w", spec.Name, err) }
 	if err := checkMounts(spec.Mounts); err != nil {
 		return fail(err)
@@ -159,7 +160,10 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 	if t.start, err = StartOf(form, spec.Init); err != nil {
 		return fail(err)
 	}
-	t.form = form
+	t.form, t.steps = form, 2
+	if t.start == StartSnapshot {
+		t.steps = 3
+	}
 	sum := sha256.Sum256(spec.Wasm)
 	t.sha256 = hex.EncodeToString(sum[:])
 	// Without a path, a damaged copy could not be made again once the
@@ -173,6 +177,9 @@ func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 	default:
 	}
 	t.blank = newBlankImage() // before the background work can unload t
+	if s.meteredDir != "" {
+		s.noteLoad(t.sha256, spec.Path)
+	}
 	switch {
 	case cached && t.start != StartSnapshot:
 		t.becomeReady(m, nil)

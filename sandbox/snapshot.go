@@ -90,19 +90,19 @@ func (sn *snapshot) free() {
 	}
 }
 
-// takeInitSnapshot initializes t once, in an instance of its own, under
-// its limits (counted afresh: its own fuel budget, deadline and memory
-// limit), and returns the snapshot its calls start from. It is refused,
+// takeInitSnapshot initializes t once, compiling it in lane l, in an
+// instance of its own, under its limits (counted afresh: its own fuel
+// budget, deadline and memory limit), and returns the snapshot its calls start from. It is refused,
 // wrapping ErrNotSnapshottable, if initialization reads stdin, writes
 // stdout or touches a file: a snapshot would freeze what it got, or lose
 // what it did. The wait for compiling and admission does not count
 // against the deadline, as for a call.
-func (s *Sandbox) takeInitSnapshot(ctx context.Context, t *Tool) (*snapshot, error) {
+func (s *Sandbox) takeInitSnapshot(ctx context.Context, t *Tool, l lane) (*snapshot, error) {
 	if !t.enter() {
 		return nil, ErrUnloaded
 	}
 	defer t.leave(context.WithoutCancel(ctx))
-	code, err := t.compiled(ctx, prepareLane)
+	code, err := t.compiled(ctx, l)
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}

@@ -90,7 +90,7 @@ func TestConcurrentCallsFromOneSnapshotAreApart(t *testing.T) {
 func TestACallFromASnapshotCostsAPlainStartLessInitialization(t *testing.T) {
 	ctx := context.Background()
 	c := filepath.Join(testenv.Root(), "wasmtools", "examples", "c", "dir_usage", "dir_usage.wasm")
-	goTool := filepath.Join(testenv.StockToolsDir(t), "hash_file.wasm")
+	goTool := testenv.GoTool(t)
 	data := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(data, "f"), []byte("1234"), 0o644))
 	for name, tc := range map[string]struct {

@@ -41,11 +41,15 @@ type Tool struct {
 	start    Start
 	snap     *snapshot // for StartSnapshot
 	fallback error     // why a tool that asked for a snapshot starts plainly
+	// steps is how many steps preparing the tool takes (Preparation).
+	steps int
 	// blank keeps the regions of calls that start plainly, reset to
 	// zeros for the next call; nil where regions are not kept (not Linux).
 	blank *image
 
 	mu       sync.Mutex
+	stage    Stage                 // of its preparation, until ready
+	staged   chan struct{}         // closed when stage changes
 	code     wazero.CompiledModule // nil until compiled, and once unloaded
 	lastUsed time.Time
 	inflight int

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make demo: the whole system on loopback. It starts a server and an agent
 # in a temp dir, enrolls the device, signs the stock tools with a fresh key
-# the agent trusts, runs list_tools and hash_file on a file of its own,
-# deploys the C example tool without a restart, shows a tampered module
+# the agent trusts (with the example tool in Go), runs list_tools, and
+# hash_file (in C) and hash_file_go (in Go) on a file of its own, deploys
+# the C example tool without a restart, shows a tampered module
 # refused, dispatches a plan to the devices of a label and follows it live,
 # shows some metrics, and stops both cleanly. Run on a terminal, it keeps
 # them up for the dashboard until Enter.
@@ -26,6 +27,16 @@ stop() {
 	fi
 	rm -rf "$WORK"
 	exit "$status"
+}
+
+# failed_for requires a step that failed to have failed for the reason it
+# names: a timeout, say, is no proof that the sandbox refused.
+failed_for() {
+	if ! grep -q "$2" "$1"; then
+		echo "it failed, but not for the reason it names ($3: \"$2\")" >&2
+		exit 1
+	fi
+	echo "failed for the reason it names: $3"
 }
 trap stop EXIT INT TERM
 
@@ -67,12 +78,13 @@ echo "token written to kiosk-1.token (shown once, stored only as a hash)"
 mkdir -p "$WORK/files"
 echo "edgeaip demo: $(date -u +%FT%TZ)" >"$WORK/files/config.txt"
 
-say "aipctl tool keygen, then sign the stock tools"
+say "aipctl tool keygen, then sign the stock tools, and the example tool in Go"
 "$BIN/aipctl" tool keygen --out "$WORK/demo"
 mkdir -p "$WORK/tools"
 for t in read_file write_file list_dir hash_file; do
 	"$BIN/aipctl" tool sign --key "$WORK/demo.key" "$BIN/tools/$t.wasm" --out "$WORK/tools/$t.wasm"
 done
+"$BIN/aipctl" tool sign --key "$WORK/demo.key" "$BIN/examples/hash_file_go.wasm" --out "$WORK/tools/hash_file_go.wasm"
 "$BIN/aipctl" tool inspect "$WORK/tools/hash_file.wasm" | sed -n '1,14p'
 
 say "starting aip-agent for kiosk-1: signed stock tools, $WORK/files allowed, demo.pub trusted"
@@ -87,18 +99,28 @@ say "aipctl exec kiosk-1 list_tools tool_type=data_collection"
 "$BIN/aipctl" exec kiosk-1 list_tools tool_type=data_collection
 
 say "aipctl exec kiosk-1 hash_file path=$WORK/files/config.txt"
-echo "(hash_file is a Go tool: its first call on a fresh data dir compiles it to machine code, which takes"
-echo " a few seconds; the agent keeps the result in its data dir, so later calls start in milliseconds)"
+echo "(hash_file, like every stock tool, is written in C: some 50 KB, compiled to machine code in milliseconds)"
 "$BIN/aipctl" exec kiosk-1 hash_file path="$WORK/files/config.txt" | tee "$WORK/hash.json"
 want=$(sha256sum "$WORK/files/config.txt" | cut -d' ' -f1)
 grep -q "$want" "$WORK/hash.json"
 echo "sha256 matches sha256sum: $want"
 
+say "aipctl exec kiosk-1 hash_file_go path=$WORK/files/config.txt"
+echo "(hash_file_go is the same tool written in Go, 3.7 MB:"
+echo " its first call on a fresh data dir compiles it to machine code, which takes a few seconds;"
+echo " the agent keeps the result in its data dir, so later calls start in milliseconds)"
+"$BIN/aipctl" exec kiosk-1 hash_file_go path="$WORK/files/config.txt" | tee "$WORK/hash_go.json"
+grep -q "$want" "$WORK/hash_go.json"
+echo "sha256 matches sha256sum: $want"
+
 say "aipctl exec kiosk-1 read_file path=/etc/passwd (outside the allowed dir: must fail)"
-if "$BIN/aipctl" exec kiosk-1 read_file path=/etc/passwd; then
+if "$BIN/aipctl" exec kiosk-1 read_file path=/etc/passwd >"$WORK/outside.txt" 2>&1; then
+	cat "$WORK/outside.txt"
 	echo "read outside the allowed dir succeeded" >&2
 	exit 1
 fi
+cat "$WORK/outside.txt"
+failed_for "$WORK/outside.txt" "not under a directory this tool was granted" "the sandbox's refusal"
 
 say "aipctl tool deploy kiosk-1 dir_usage.wasm (a tool in C), signed; no restart"
 "$BIN/aipctl" tool sign --key "$WORK/demo.key" "$BIN/tools/dir_usage.wasm" --out "$WORK/dir_usage.wasm"
@@ -109,10 +131,13 @@ grep -q '"status": "success"' "$WORK/deploy.json"
 say "aipctl tool deploy kiosk-1 tampered.wasm (one byte changed after signing: must be refused)"
 cp "$WORK/dir_usage.wasm" "$WORK/tampered.wasm"
 printf 'X' | dd of="$WORK/tampered.wasm" bs=1 seek=200 conv=notrunc status=none
-if "$BIN/aipctl" tool deploy kiosk-1 "$WORK/tampered.wasm"; then
+if "$BIN/aipctl" tool deploy kiosk-1 "$WORK/tampered.wasm" >"$WORK/tampered.txt" 2>&1; then
+	cat "$WORK/tampered.txt"
 	echo "a tampered module was installed" >&2
 	exit 1
 fi
+cat "$WORK/tampered.txt"
+failed_for "$WORK/tampered.txt" "signature does not match the module" "the signature check"
 
 say "aipctl dispatch --label site=demo plan.yaml --wait (every device labelled site=demo, followed live)"
 cat >"$WORK/plan.yaml" <<EOF

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -542,4 +543,103 @@ func TestTheHolderSendsNoCommandPastItsDeadlineEndedOrUnrecorded(t *testing.T) {
 	assert.Contains(t, r.Error, "its deadline passed")
 
 	dev.ping() // nothing else came on the link
+}
+
+// A device whose node stopped heartbeating (a pause, say) is between
+// links, for the other nodes, until its grace from that node's last
+// heartbeat ends: UFO's dispatch through them takes work for it, which
+// waits for it as any command does, rather than answer that it is not
+// online.
+func TestADeviceOfANodeFoundDeadIsAwaitedWithinItsGrace(t *testing.T) {
+	tc := newTestCluster(t)
+	grace := func(c *Config) { c.Sessions.DeviceGrace = time.Hour }
+	a, b := tc.node("a", grace), tc.node("b", grace)
+	tc.linkedTo(b, a, "kiosk-1")
+	exec := tc.sql(t)
+	// b's heartbeats fail from now on; a's sweep may still mark it gone.
+	exec(`CREATE FUNCTION refuse_b() RETURNS trigger AS $$ BEGIN
+		IF NEW.node_id = 'b' AND NEW.state <> 'gone' THEN RAISE EXCEPTION 'the test refuses node b'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql`)
+	exec(`CREATE TRIGGER refuse_b BEFORE UPDATE ON cluster_nodes FOR EACH ROW EXECUTE FUNCTION refuse_b()`)
+	require.Eventually(t, func() bool { return !a.srv.cluster.IsLive("b") }, 10*time.Second, 10*time.Millisecond)
+
+	code, msg := a.apiStatus("POST", "/api/dispatch", api.DispatchRequest{ClientID: "kiosk-1", Request: "steps: [{tool: echo}]"})
+	assert.Equal(t, http.StatusOK, code, msg)
+}
+
+// A device linked to node B that prepares the tool of a command node A
+// asked for has B pass its word on to A, whose wait it extends: the
+// command succeeds after three times its timeout, and A's task events say
+// what the device said. The word goes on a subject of its own, which a
+// node that predates it does not hear: nothing on the subjects such a
+// node listens on carries it.
+func TestAPreparationOnAnotherNodeExtendsTheWaitOfTheNodeThatAsked(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	nc, err := nats.Connect(tc.nats.URL())
+	require.NoError(t, err)
+	defer nc.Close()
+	heard := make(chan *nats.Msg, 16)
+	for _, subject := range []string{"aip.node.a", "aip.recorded"} {
+		_, err := nc.ChanSubscribe(subject, heard)
+		require.NoError(t, err)
+	}
+	require.NoError(t, nc.Flush())
+
+	const timeout = 300 * time.Millisecond
+	done := a.commandAsync("kiosk-1", "echo", timeout)
+	cmd := dev.nextCommand()
+	dev.send(dev.preparing(cmd, "instrumenting", 1))
+	time.Sleep(3 * timeout) // past the timeout, three times over
+	dev.send(dev.preparing(cmd, protocol.PreparingReady, 3))
+	dev.answer(cmd, protocol.ResultSuccess, "res-1")
+
+	resp := <-done
+	require.Equal(t, "success", resp.Status, resp.FirstError())
+	requireOneDoneCommand(t, a, resp)
+	var said []string
+	for _, e := range a.taskEvents(resp.SessionID) {
+		if e.Type == api.EventPreparing {
+			said = append(said, api.PreparingText(e.Preparing))
+		}
+	}
+	assert.Equal(t, []string{"preparing echo (instrumenting, step 1/3)", "echo prepared"}, said)
+	require.NoError(t, nc.Flush())
+	for len(heard) > 0 {
+		m := <-heard
+		assert.NotContains(t, string(m.Data), "preparing", "on %s, which an older node hears", m.Subject)
+	}
+}
+
+// A device that answers on node B, whose store cannot record the results
+// (B is cut off from it), fails the command waiting on node A at once,
+// naming B and the store: not as a device that did not answer. B keeps
+// the results, to record them late.
+func TestResultsTheHoldersStoreCannotRecordFailTheCommandNamingTheStore(t *testing.T) {
+	tc := newTestCluster(t)
+	a := tc.node("a") // migrates the schema, on which node_b is granted rights
+	exec := tc.sql(t)
+	exec(`CREATE ROLE node_b LOGIN`)
+	exec(`GRANT USAGE, CREATE ON SCHEMA public TO node_b`)
+	exec(`GRANT ALL ON ALL TABLES IN SCHEMA public TO node_b`)
+	exec(`GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO node_b`)
+	asB, err := url.Parse(tc.store)
+	require.NoError(t, err)
+	asB.User = url.User("node_b")
+	b := tc.node("b", func(c *Config) { c.Store.URL = asB.String() })
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+
+	out := make(chan api.CommandResponse, 1)
+	go func() {
+		out <- a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "20s"})
+	}()
+	cmd := dev.nextCommand()
+	exec(`ALTER ROLE node_b NOLOGIN`)
+	exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'node_b'`)
+	dev.send(*dev.results(cmd, protocol.ResultSuccess, "res-1"))
+
+	resp := <-out
+	assert.Equal(t, "failure", resp.Status)
+	assert.Contains(t, resp.FirstError(), `device "kiosk-1" answered on node "b", but that node could not record its results: `)
+	exec(`ALTER ROLE node_b LOGIN`)
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/store"
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -49,14 +48,7 @@ func (tc *testCluster) clusterConfig(id string) func(*Config) {
 
 // sql is a function that runs a statement on tc's store, as its owner.
 func (tc *testCluster) sql(t *testing.T) func(stmt string) {
-	return func(stmt string) {
-		t.Helper()
-		conn, err := pgx.Connect(context.Background(), tc.store)
-		require.NoError(t, err)
-		defer conn.Close(context.Background())
-		_, err = conn.Exec(context.Background(), stmt)
-		require.NoError(t, err, stmt)
-	}
+	return func(stmt string) { t.Helper(); pgtest.Exec(t, tc.store, stmt) }
 }
 
 // node starts node id.

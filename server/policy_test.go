@@ -398,6 +398,7 @@ var messageProbes = map[protocol.ClientMessageType]access.Role{
 	protocol.ClientDeviceInfoResponse: 0,
 	protocol.ClientTokenRotated:       0,
 	protocol.ClientLocalCall:          0,
+	protocol.ClientPreparing:          0,
 }
 
 // constellationAs connects as token and registers id with target,
@@ -449,6 +450,9 @@ func (m *matrix) checkMessage(t *testing.T, rc *rawClient, typ protocol.ClientMe
 	case protocol.ClientLocalCall:
 		msg.Actions = []protocol.Command{{ToolName: "echo", CallID: "local-1"}}
 		msg.ActionResults = []protocol.Result{{Status: protocol.ResultSuccess, CallID: "local-1"}}
+	case protocol.ClientPreparing:
+		msg.PrevResponseID = "nothing"
+		msg.Preparing = &protocol.Preparing{ToolName: "echo", Stage: "compiling", Step: 2, Steps: 2}
 	}
 	rc.send(msg)
 	allowed := least != 0 && role.Covers(least)

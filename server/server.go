@@ -251,7 +251,8 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	frameCap := cfg.Conn.MaxFrameBytes
 	s.unrecorded = unrecorded.New(st, cfg.Store.UnrecordedWrites, cfg.Store.UnrecordedBytes, s.metrics.UnrecordedDropped, s.log)
 	answerRecorded := func(deviceID string, m *protocol.ClientMessage, err error) { s.ws.AnswerRecorded(deviceID, m, err) }
-	s.disp = dispatch.NewDispatcher(st, s.unrecorded, s.reg, s.metrics, answerRecorded, tasks.CommandSessionEnd, s.log, frameCap)
+	s.disp = dispatch.NewDispatcher(st, s.unrecorded, s.reg, s.metrics, answerRecorded, tasks.CommandSessionEnd, s.log, frameCap,
+		cfg.Sessions.PreparationBound)
 	s.admission = tasks.NewAdmission(cfg.Limits, frameCap, s.disp)
 	s.sessions = tasks.NewSessionManager(cfg.Sessions, s.owner(), st, s.unrecorded, s.disp, s.metrics, s.log)
 	s.tasks = tasks.NewFrontDoor(s.admission, s.sessions, func(ctx context.Context, sel access.Selector) ([]string, error) {

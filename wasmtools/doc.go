@@ -15,7 +15,9 @@
 //   - signature signs modules (custom section "aip.sig") and checks them
 //     against trusted keys;
 //   - sdk is the guest side of the tool ABI for Go (GOOS=wasip1), and
-//     tools/... the stock tools built on it; examples/c holds a tool in C;
+//     examples/go an example tool built on it; tools/... holds the stock
+//     tools, written in C on wasi-libc (committed built, with their
+//     build.sh), and examples/c another tool in C;
 //   - scaffold writes a new tool's directory (aipctl tool init), with a
 //     copy of the SDK, which this package embeds (SDKSource).
 package wasmtools

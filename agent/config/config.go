@@ -63,9 +63,12 @@ type Config struct {
 	// CompileCacheDir, if set, keeps instrumented and compiled modules
 	// instead of DATA/compile-cache. Several agents on one host may share
 	// it, so the agent never prunes it; DATA/compile-cache is the agent's
-	// alone, and what no loaded tool uses is removed from it at start and
-	// after each deploy (sandbox.Sandbox.PruneCache).
+	// alone, and at start and after each deploy the agent removes from it
+	// what it has reason to (sandbox.Sandbox.PruneCache): the modules
+	// whose files are gone, and what is past CompileCacheLimits.
 	CompileCacheDir string
+	// CompileCacheLimits bound the agent's own compile cache.
+	CompileCacheLimits CacheLimits
 
 	// HeartbeatInterval is how often a HEARTBEAT goes out. Default none
 	// on CBOR, our server's wire, where the link's WebSocket pings are the
@@ -139,6 +142,9 @@ type Config struct {
 	// Default DefaultMemoryLimit. Tool memory and compiled code are outside
 	// it: MaxReservedMemory bounds the former.
 	MemoryLimit int64
+	// GCPercent is the Go collector's target, as GOGC sets it; the main
+	// program applies it unless GOGC is set. Default DefaultGCPercent.
+	GCPercent int
 
 	// Logger receives the agent's logs. Default slog.Default().
 	Logger *slog.Logger
@@ -168,6 +174,13 @@ const MCPServeTokenFile = "mcp-serve.token"
 // DefaultMemoryLimit is the agent's default GOMEMLIMIT.
 const DefaultMemoryLimit = 64 << 20
 
+// DefaultGCPercent is the agent's default GOGC: half Go's, so that the
+// heap grows by half its live size between collections, not by all of
+// it. On a fresh data dir with the stock tools, the agent's peak over its
+// first minute is then 31 MiB rather than 35-51 MiB (BENCHMARKS.md, issue
+// 38), for a little more collector time on a device that is mostly idle.
+const DefaultGCPercent = 50
+
 // DefaultServerURL is the server's URL when neither the config file nor
 // a flag gives one.
 const DefaultServerURL = "ws://127.0.0.1:8700/ws"
@@ -193,6 +206,16 @@ func (c *Config) Servers() []string {
 type OutboxLimits struct {
 	MaxBytes int64         // default 16 MiB, or 4 frames if larger; at least one frame
 	MaxAge   time.Duration // default 7 days; at least 24 h
+}
+
+// CacheLimits bound the agent's own compile cache (never a shared one).
+// A module no tool has loaded for longer than MaxAge leaves it, and while
+// it holds more than MaxBytes, so do the modules no tool has loaded now,
+// the least recently loaded first. A stock tool in C takes some 340 KB
+// there, instrumented and compiled; a Go tool some 20 MB.
+type CacheLimits struct {
+	MaxBytes int64         // default 256 MiB
+	MaxAge   time.Duration // default 30 days
 }
 
 // MCPConfig is UFO's mcp.yaml: agent_name → root_name → the MCP servers of
@@ -275,6 +298,12 @@ func (c *Config) SetDefaults() {
 	}
 	if c.Outbox.MaxAge <= 0 {
 		c.Outbox.MaxAge = 7 * 24 * time.Hour
+	}
+	if c.CompileCacheLimits.MaxBytes <= 0 {
+		c.CompileCacheLimits.MaxBytes = 256 << 20
+	}
+	if c.CompileCacheLimits.MaxAge <= 0 {
+		c.CompileCacheLimits.MaxAge = 30 * 24 * time.Hour
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -66,10 +66,15 @@ type fileConfig struct {
 		Ping      duration `yaml:"ping"`
 		MaxFrame  byteSize `yaml:"max_frame"`
 	} `yaml:"server"`
-	DataDir      string   `yaml:"data_dir"`
-	CompileCache string   `yaml:"compile_cache"`
-	MemoryLimit  byteSize `yaml:"memory_limit"`
-	Commands     struct {
+	DataDir      string `yaml:"data_dir"`
+	CompileCache string `yaml:"compile_cache"`
+	CacheLimits  struct {
+		MaxBytes byteSize `yaml:"max_bytes"`
+		MaxAge   duration `yaml:"max_age"`
+	} `yaml:"compile_cache_limits"`
+	MemoryLimit byteSize `yaml:"memory_limit"`
+	GCPercent   int      `yaml:"gc_percent"`
+	Commands    struct {
 		MaxConcurrent int      `yaml:"max_concurrent"`
 		ShutdownGrace duration `yaml:"shutdown_grace"`
 	} `yaml:"commands"`
@@ -173,6 +178,7 @@ func (l *loader) config(fc *fileConfig) Config {
 		Conn:                  protocol.ConnOptions{PingInterval: time.Duration(fc.Server.Ping), MaxFrameBytes: int64(fc.Server.MaxFrame)},
 		DataDir:               l.abs(fc.DataDir),
 		CompileCacheDir:       l.abs(fc.CompileCache),
+		CompileCacheLimits:    CacheLimits{MaxBytes: int64(fc.CacheLimits.MaxBytes), MaxAge: time.Duration(fc.CacheLimits.MaxAge)},
 		MaxConcurrentCommands: fc.Commands.MaxConcurrent,
 		ShutdownGrace:         time.Duration(fc.Commands.ShutdownGrace),
 		Outbox:                OutboxLimits{MaxBytes: int64(fc.Outbox.MaxBytes), MaxAge: time.Duration(fc.Outbox.MaxAge)},
@@ -184,6 +190,7 @@ func (l *loader) config(fc *fileConfig) Config {
 		UnloadAfter:           time.Duration(fc.Tools.UnloadAfter),
 		Reproducible:          fc.Tools.Reproducible,
 		MemoryLimit:           int64(fc.MemoryLimit),
+		GCPercent:             fc.GCPercent,
 		MCPServe:              MCPServe{Listen: fc.MCPServe.Listen, TokenFile: l.abs(fc.MCPServe.TokenFile), MaxSessions: fc.MCPServe.MaxSessions},
 	}
 	if err := checkMCPListen(fc.MCPServe.Listen); err != nil {
@@ -210,6 +217,9 @@ func (l *loader) config(fc *fileConfig) Config {
 		if err := checkOutboxBytes(int64(fc.Outbox.MaxBytes), frame); err != nil {
 			l.fail([]any{"outbox", "max_bytes"}, "%v (server.max_frame)", err)
 		}
+	}
+	if fc.GCPercent < 0 {
+		l.fail([]any{"gc_percent"}, "must not be negative (GOGC=off is for the environment, not the config)")
 	}
 	if fc.Commands.MaxConcurrent < 0 {
 		l.fail([]any{"commands", "max_concurrent"}, "must not be negative")

@@ -48,6 +48,7 @@ func TestTheExampleConfigLoadsAsDocumented(t *testing.T) {
 	assert.Equal(t, 8, cfg.MaxConcurrentCommands)
 	assert.Equal(t, 10*time.Second, cfg.ShutdownGrace)
 	assert.Equal(t, OutboxLimits{MaxBytes: 16 << 20, MaxAge: 168 * time.Hour}, cfg.Outbox)
+	assert.Equal(t, CacheLimits{MaxBytes: 256 << 20, MaxAge: 720 * time.Hour}, cfg.CompileCacheLimits)
 	assert.Equal(t, []string{stock, "kiosk=" + kioskTools}, cfg.ToolDirs)
 	assert.Equal(t, []sandbox.Mount{{HostPath: kiosk, GuestPath: "/data", ReadOnly: true}}, cfg.Mounts)
 	assert.Equal(t, []string{"TZ"}, cfg.AllowEnv)

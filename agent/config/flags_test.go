@@ -64,6 +64,7 @@ func TestWithoutAConfigFileTheFlagsAndTheirDefaultsApply(t *testing.T) {
 	assert.Nil(t, cfg.RequireSigned, "required once a key is trusted")
 	cfg.SetDefaults()
 	assert.Equal(t, 20*time.Second, cfg.HeartbeatInterval)
+	assert.Equal(t, CacheLimits{MaxBytes: 256 << 20, MaxAge: 30 * 24 * time.Hour}, cfg.CompileCacheLimits)
 
 	_, err = fromCommandLine(t, "--wire", "xml")
 	assert.ErrorContains(t, err, `--wire: want cbor or json, got "xml"`)

@@ -40,6 +40,7 @@ func main() {
 	}
 	cfg.Logger = log
 	applyMemoryLimit(cfg.MemoryLimit)
+	applyGCPercent(cfg.GCPercent)
 	if err := run(cfg); err != nil {
 		log.Error("aip-agent failed", "err", err)
 		os.Exit(1)
@@ -91,6 +92,18 @@ func applyMemoryLimit(limit int64) {
 		limit = config.DefaultMemoryLimit
 	}
 	debug.SetMemoryLimit(limit)
+}
+
+// applyGCPercent sets the Go collector's target from the config, unless
+// the GOGC environment variable already did.
+func applyGCPercent(percent int) {
+	if os.Getenv("GOGC") != "" {
+		return
+	}
+	if percent <= 0 {
+		percent = config.DefaultGCPercent
+	}
+	debug.SetGCPercent(percent)
 }
 
 // run serves until SIGINT or SIGTERM, then shuts down gracefully.

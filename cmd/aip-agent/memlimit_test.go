@@ -24,3 +24,18 @@ func TestTheMemoryLimitComesFromTheConfigUnlessGOMEMLIMITIsSet(t *testing.T) {
 	applyMemoryLimit(32 << 20)
 	assert.Equal(t, int64(math.MaxInt64), debug.SetMemoryLimit(-1), "the environment wins: the runtime already applied it")
 }
+
+func TestTheGCPercentComesFromTheConfigUnlessGOGCIsSet(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(before) })
+
+	t.Setenv("GOGC", "")
+	applyGCPercent(0)
+	assert.Equal(t, config.DefaultGCPercent, debug.SetGCPercent(100), "50 by default")
+	applyGCPercent(80)
+	assert.Equal(t, 80, debug.SetGCPercent(100), "gc_percent from the config")
+
+	t.Setenv("GOGC", "200")
+	applyGCPercent(80)
+	assert.Equal(t, 100, debug.SetGCPercent(100), "the environment wins: the runtime already applied it")
+}

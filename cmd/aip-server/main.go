@@ -39,6 +39,7 @@ func main() {
 	flag.IntVar(&sessions.MaxSessions, "max-sessions", 1000, "sessions that may run at once; more get 503")
 	flag.DurationVar(&sessions.ResultTTL, "result-ttl", 7*24*time.Hour, "how long finished tasks and their results are kept")
 	flag.DurationVar(&sessions.DeviceGrace, "device-grace", time.Minute, "how long a device whose link dropped has to come back before its tasks are cancelled")
+	flag.DurationVar(&sessions.PreparationBound, "preparation-bound", server.DefaultPreparationBound, "how much longer a command may wait, beyond its timeout, while its device says it is preparing the tool (instrumenting, compiling, initializing it)")
 	var st server.StoreConfig
 	flag.StringVar(&st.URL, "store", "", "PostgreSQL database (postgres://…) to keep the store in, instead of SQLite in --data")
 	flag.IntVar(&st.Readers, "db-readers", 0, "database connections that serve reads at once (default max(4, 2 × GOMAXPROCS))")

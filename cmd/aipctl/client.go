@@ -22,6 +22,8 @@ type globals struct {
 	ca           string
 	output       string
 	replyTimeout time.Duration
+	// preparationWait: api.Client.PreparationWait.
+	preparationWait time.Duration
 }
 
 // json reports whether the output is JSON, for scripts.
@@ -29,7 +31,7 @@ func (g *globals) json() bool { return g.output == "json" }
 
 // client builds an API client from flags and environment.
 func (g *globals) client() (*api.Client, error) {
-	c := &api.Client{BaseURL: g.server, ReplyTimeout: g.replyTimeout}
+	c := &api.Client{BaseURL: g.server, ReplyTimeout: g.replyTimeout, PreparationWait: g.preparationWait}
 	if c.BaseURL == "" {
 		c.BaseURL = os.Getenv("AIP_SERVER")
 	}

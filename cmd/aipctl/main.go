@@ -99,6 +99,8 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.ca, "ca", "", "PEM file of the CAs an https:// server's certificate is checked against (default $AIP_CA, else the system's)")
 	root.PersistentFlags().DurationVar(&g.replyTimeout, "reply-timeout", api.DefaultReplyTimeout,
 		"how long to wait for the server's reply, on top of the --timeout a command asks of it")
+	root.PersistentFlags().DurationVar(&g.preparationWait, "preparation-wait", api.DefaultPreparationWait,
+		"how much longer than its --timeout to wait for a command or a deploy whose device prepares the tool: the server's --preparation-bound")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table (for people) or json (for scripts); tool keygen, pack and sign take -o FILE and --format")
 	root.RegisterFlagCompletionFunc("output", completeFormats)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
@@ -111,6 +113,9 @@ func newRoot() *cobra.Command {
 		}
 		if g.replyTimeout <= 0 {
 			return &exitError{exitUsage, fmt.Errorf("--reply-timeout: %s is not a positive duration", g.replyTimeout)}
+		}
+		if g.preparationWait <= 0 {
+			return &exitError{exitUsage, fmt.Errorf("--preparation-wait: %s is not a positive duration", g.preparationWait)}
 		}
 		return nil
 	}

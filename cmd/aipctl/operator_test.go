@@ -536,3 +536,28 @@ func TestExecCompletesDevicesThenTheirTools(t *testing.T) {
 	assert.Equal(t, ":4", tools[len(tools)-1])
 	assert.Equal(t, []string{":4"}, complete("kiosk-1", "echo", ""), "no files for KEY=VALUE either")
 }
+
+// While the device prepares the step's tool, the device's line says so,
+// and no more once the tool is ready; in plain lines, each word is a line.
+func TestProgressSaysWhileTheDevicePreparesTheTool(t *testing.T) {
+	zero := 0
+	start := api.TaskEvent{Type: api.EventStepStart, DeviceID: "kiosk-1", Steps: 1, Step: &zero, Tool: "hash_file", Attempt: 1}
+	preparing := start
+	preparing.Type, preparing.Preparing = api.EventPreparing, &protocol.Preparing{ToolName: "hash_file", Stage: "initializing", Step: 2, Steps: 3}
+	ready := preparing
+	ready.Preparing = &protocol.Preparing{ToolName: "hash_file", Stage: protocol.PreparingReady, Step: 3, Steps: 3}
+
+	var buf strings.Builder
+	p := newProgress(&buf, func() (int, int) { return 120, 24 }, []string{"kiosk-1"})
+	p.event(start)
+	p.event(preparing)
+	assert.Regexp(t, `kiosk-1  running    step 1/1 hash_file: preparing hash_file \(initializing, step 2/3\)  \d+\.\ds\n$`, buf.String())
+	p.event(ready)
+	assert.Regexp(t, `kiosk-1  running    step 1/1 hash_file  \d+\.\ds\n$`, buf.String())
+
+	buf.Reset()
+	p = newProgress(&buf, nil, []string{"kiosk-1"})
+	p.event(start)
+	p.event(preparing)
+	assert.Regexp(t, `\] kiosk-1: step 1/1 hash_file: preparing hash_file \(initializing, step 2/3\)\n$`, buf.String())
+}

@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"golang.org/x/term"
 )
@@ -46,6 +47,7 @@ type deviceProgress struct {
 	step, steps    int // step counts from 1; 0 before the first
 	tool           string
 	attempt        int
+	preparing      string // what the device says of the tool's preparation, until it ends
 	started, ended time.Time
 	err            string
 }
@@ -137,12 +139,17 @@ func (p *progress) event(e api.TaskEvent) {
 		if d.started.IsZero() {
 			d.started = now
 		}
-		d.state, d.tool, d.attempt = api.StateRunning, e.Tool, e.Attempt
+		d.state, d.tool, d.attempt, d.preparing = api.StateRunning, e.Tool, e.Attempt, ""
 		if e.Step != nil {
 			d.step = *e.Step + 1
 		}
 		if e.Steps > 0 {
 			d.steps = e.Steps
+		}
+	case api.EventPreparing:
+		d.preparing = ""
+		if e.Preparing == nil || e.Preparing.Stage != protocol.PreparingReady {
+			d.preparing = api.PreparingText(e.Preparing)
 		}
 	case api.EventDeviceEnd, api.EventEnd:
 		d.state, d.ended, d.err = e.State, now, e.Error
@@ -198,6 +205,9 @@ func (d *deviceProgress) text(id string, width int, now time.Time) string {
 	line := fmt.Sprintf("%-*s  %-9s", width, id, d.state)
 	if step := d.stepText(); step != "" {
 		line += "  " + step
+	}
+	if d.preparing != "" {
+		line += ": " + d.preparing
 	}
 	if !d.started.IsZero() {
 		line += "  " + d.elapsed(now)
@@ -262,6 +272,8 @@ func (p *progress) plain(e api.TaskEvent, d *deviceProgress) {
 		what = "started"
 	case api.EventStepStart:
 		what = d.stepText()
+	case api.EventPreparing:
+		what = d.stepText() + ": " + api.PreparingText(e.Preparing) // once ready, stepText no longer says it
 	case api.EventStepEnd:
 		what = d.stepText() + " " + e.Status
 		if e.Error != "" {

@@ -401,7 +401,7 @@ func TestTheCExampleToolBuildsWithItsBuildScript(t *testing.T) {
 // Item 10 of issue 24: Go's linker imports fd_write twice; inspect lists
 // it once, with the count.
 func TestInspectListsAnImportOnceWithItsCount(t *testing.T) {
-	mod := filepath.Join(testenv.StockToolsDir(t), "hash_file.wasm")
+	mod := testenv.GoTool(t)
 	out, errOut, code := sh(t, nil, "aipctl tool inspect "+mod)
 	require.Equal(t, exitOK, code, errOut)
 	assert.Equal(t, 1, strings.Count(out, "wasi_snapshot_preview1.fd_write "), out)

@@ -381,3 +381,19 @@ func (c *Cluster) Dump(t testing.TB, dsn string) string {
 	}
 	return string(out)
 }
+
+// Exec runs one statement on the database at dsn, failing t if it fails:
+// for tests that change a database under the code they test (a role
+// locked out, a trigger that refuses writes).
+func Exec(t testing.TB, dsn, stmt string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err == nil {
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, stmt)
+	}
+	if err != nil {
+		t.Fatalf("pgtest: %s: %v", stmt, err)
+	}
+}

@@ -26,13 +26,19 @@ import (
 	"github.com/edgeaip/edgeaip/wasmtools/signature"
 )
 
-// StockTools are the tools built from wasmtools/tools.
+// StockTools are the stock tools: written in C, each committed built
+// beside its source as wasmtools/tools/NAME/NAME.wasm (make fixtures
+// rebuilds them).
 var StockTools = []string{"read_file", "write_file", "list_dir", "hash_file"}
 
+// GoExampleTool is the example tool written in Go with the SDK
+// (wasmtools/examples/go), which the tests of a Go module run.
+const GoExampleTool = "hash_file_go"
+
 var (
-	buildOnce sync.Once
-	toolsDir  string
-	buildErr  error
+	stockOnce sync.Once
+	stockDir  string
+	stockErr  error
 )
 
 // Root is the repository root.
@@ -70,28 +76,64 @@ func ReadSigned(t testing.TB, name string) []byte {
 	return b
 }
 
-// StockToolsDir builds the stock tools with GOOS=wasip1, as make build
-// does (the Makefile's TOOL_BUILDMODE and TOOL_LDFLAGS), embeds each one's
-// manifest, and returns the directory holding them as NAME.wasm. Builds
-// are kept in the temp dir under a hash of their sources and the
-// Makefile, so that test binaries share them.
+// StockToolsDir returns a directory holding the committed stock tools,
+// and only them, as NAME.wasm: a copy made once per test binary, which
+// tests may load whole but must not change.
 func StockToolsDir(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		srcs := map[string]string{}
-		for _, name := range StockTools {
-			srcs[name] = filepath.Join(Root(), "wasmtools", "tools", name)
-		}
-		toolsDir, buildErr = buildGoTools("edgeaip-stock-tools-", srcs, true)
-	})
-	if buildErr != nil {
-		t.Fatalf("build stock tools: %v", buildErr)
+	stockOnce.Do(func() { stockDir, stockErr = copyStockTools() })
+	if stockErr != nil {
+		t.Fatalf("stock tools: %v", stockErr)
 	}
-	return toolsDir
+	return stockDir
 }
 
-// GoFixture builds the Go tool testdata/tools/NAME as the stock tools are
-// built, without a manifest, and returns the path of its module.
+// StockTool returns the path of the committed stock tool name.
+func StockTool(name string) string {
+	return filepath.Join(Root(), "wasmtools", "tools", name, name+".wasm")
+}
+
+// copyStockTools copies the stock tools into a dir of the temp dir named
+// for their content, shared by test binaries, and returns it.
+func copyStockTools() (string, error) {
+	h := sha256.New()
+	mods := map[string][]byte{}
+	for _, name := range StockTools {
+		b, err := os.ReadFile(StockTool(name))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintln(h, name, len(b))
+		h.Write(b)
+		mods[name] = b
+	}
+	return sharedDir("edgeaip-stock-tools-", hex.EncodeToString(h.Sum(nil)), func(dir string) error {
+		for name, b := range mods {
+			if err := os.WriteFile(filepath.Join(dir, name+".wasm"), b, 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// GoTool builds the example tool in Go, GoExampleTool, as make build
+// does (the Makefile's TOOL_BUILDMODE and TOOL_LDFLAGS), with its
+// manifest embedded, and returns the path of its module. Builds are kept
+// in the temp dir under a hash of their sources and the Makefile, so that
+// test binaries share them.
+func GoTool(t testing.TB) string {
+	t.Helper()
+	src := filepath.Join(Root(), "wasmtools", "examples", "go", GoExampleTool)
+	dir, err := buildGoTools("edgeaip-go-tool-", map[string]string{GoExampleTool: src}, true)
+	if err != nil {
+		t.Fatalf("build %s: %v", GoExampleTool, err)
+	}
+	return filepath.Join(dir, GoExampleTool+".wasm")
+}
+
+// GoFixture builds the Go tool testdata/tools/NAME as the example tool in
+// Go is built, without a manifest, and returns the path of its module.
 func GoFixture(t testing.TB, name string) string {
 	t.Helper()
 	dir, err := buildGoTools("edgeaip-go-fixture-", map[string]string{name: filepath.Join(TestdataTools(), name)}, false)
@@ -111,6 +153,35 @@ func buildGoTools(prefix string, srcs map[string]string, manifests bool) (string
 	if err != nil {
 		return "", err
 	}
+	flags, err := toolBuildFlags()
+	if err != nil {
+		return "", err
+	}
+	return sharedDir(prefix, sum, func(dir string) error {
+		for name, src := range srcs {
+			out := filepath.Join(dir, name+".wasm")
+			cmd := exec.Command(Go(), "build", "-trimpath", "-buildmode="+flags.mode, "-ldflags="+flags.ldflags, "-o", out, ".")
+			cmd.Dir = src
+			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("%s: %w\n%s", name, err, b)
+			}
+			if !manifests {
+				continue
+			}
+			if err := pack(out, filepath.Join(src, name+".json")); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// sharedDir returns the dir of the temp dir named prefix and the first 16
+// characters of sum, having fill it first if it is not there yet: fill
+// writes into a fresh dir, renamed into place once complete, so that test
+// binaries running at once share it and never see it half made.
+func sharedDir(prefix, sum string, fill func(dir string) error) (string, error) {
 	final := filepath.Join(os.TempDir(), prefix+sum[:16])
 	if _, err := os.Stat(final); err == nil {
 		return final, nil
@@ -120,24 +191,8 @@ func buildGoTools(prefix string, srcs map[string]string, manifests bool) (string
 		return "", err
 	}
 	defer os.RemoveAll(dir)
-	flags, err := toolBuildFlags()
-	if err != nil {
+	if err := fill(dir); err != nil {
 		return "", err
-	}
-	for name, src := range srcs {
-		out := filepath.Join(dir, name+".wasm")
-		cmd := exec.Command(Go(), "build", "-trimpath", "-buildmode="+flags.mode, "-ldflags="+flags.ldflags, "-o", out, ".")
-		cmd.Dir = src
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("%s: %w\n%s", name, err, b)
-		}
-		if !manifests {
-			continue
-		}
-		if err := pack(out, filepath.Join(src, name+".json")); err != nil {
-			return "", fmt.Errorf("%s: %w", name, err)
-		}
 	}
 	if err := os.Rename(dir, final); err != nil && !os.IsExist(err) {
 		if _, statErr := os.Stat(final); statErr != nil {
@@ -207,7 +262,7 @@ func sourcesHash(dirs ...string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// buildFlags are how the stock tools are built.
+// buildFlags are how tools in Go are built.
 type buildFlags struct{ mode, ldflags string }
 
 // toolBuildFlags reads the Makefile's TOOL_BUILDMODE and TOOL_LDFLAGS,

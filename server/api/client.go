@@ -36,6 +36,12 @@ type Client struct {
 	// timeout), and how long a task's event stream takes to open.
 	// Default DefaultReplyTimeout.
 	ReplyTimeout time.Duration
+	// PreparationWait is how much longer than a command's or a deploy's
+	// timeout a call waits for the server's reply, since the server holds
+	// the timeout while the device prepares the tool, up to its
+	// --preparation-bound. Default DefaultPreparationWait, the server's
+	// default bound.
+	PreparationWait time.Duration
 	// EventsIdleTimeout is how long an event stream may bring nothing,
 	// not even the server's keepalive, before Events takes it as broken
 	// and connects again. Default DefaultEventsIdleTimeout.
@@ -51,6 +57,8 @@ const (
 	DialTimeout = 10 * time.Second
 	// DefaultReplyTimeout is a healthy server's reply time, generously.
 	DefaultReplyTimeout = 15 * time.Second
+	// DefaultPreparationWait is the server's default preparation bound.
+	DefaultPreparationWait = 10 * time.Minute
 	// DefaultEventsIdleTimeout is three of the server's 15 s keepalives:
 	// a stream idle that long has lost its server.
 	DefaultEventsIdleTimeout = 45 * time.Second
@@ -251,13 +259,13 @@ func (c *Client) Devices(ctx context.Context) ([]Device, error) {
 }
 
 // Command runs actions on a device and waits for their results: the
-// request's timeout, and ReplyTimeout more. It is sent with
+// request's timeout, PreparationWait and ReplyTimeout more. It is sent with
 // req.IdempotencyKey, or a fresh key.
 func (c *Client) Command(ctx context.Context, deviceID string, req CommandRequest) (CommandResponse, error) {
 	// A timeout that does not parse is the server's to refuse, at once.
 	wait, _ := ParseTimeout(req.Timeout)
 	var out CommandResponse
-	err := c.startTask(ctx, max(wait, 0), req.IdempotencyKey, "/api/devices/"+url.PathEscape(deviceID)+"/commands", req, &out)
+	err := c.startTask(ctx, c.toolWait(wait), req.IdempotencyKey, "/api/devices/"+url.PathEscape(deviceID)+"/commands", req, &out)
 	return out, err
 }
 
@@ -332,8 +340,15 @@ func (c *Client) DeployTool(ctx context.Context, deviceID string, wasm []byte, n
 	}
 	var out CommandResponse
 	path := "/api/devices/" + url.PathEscape(deviceID) + "/tools?" + q.Encode()
-	err := c.send(ctx, timeout, http.Header{"Content-Type": {"application/wasm"}}, http.MethodPost, path, bytes.NewReader(wasm), &out)
+	err := c.send(ctx, c.toolWait(timeout), http.Header{"Content-Type": {"application/wasm"}}, http.MethodPost, path, bytes.NewReader(wasm), &out)
 	return out, err
+}
+
+// toolWait is how long the server may take, beyond ReplyTimeout, to
+// answer a request that runs a tool for timeout: the timeout, and the
+// preparation of the tool it may hold it for.
+func (c *Client) toolWait(timeout time.Duration) time.Duration {
+	return max(timeout, 0) + cmp.Or(c.PreparationWait, DefaultPreparationWait)
 }
 
 // Device returns one enrolled device.

@@ -37,7 +37,7 @@ func silentServer(t *testing.T) string {
 }
 
 func TestCallsGiveUpOnAServerThatNeverReplies(t *testing.T) {
-	c := &Client{BaseURL: silentServer(t), ReplyTimeout: 100 * time.Millisecond, EventsRetryWait: 1}
+	c := &Client{BaseURL: silentServer(t), ReplyTimeout: 100 * time.Millisecond, PreparationWait: 50 * time.Millisecond, EventsRetryWait: 1}
 
 	_, err := c.Devices(t.Context())
 	require.ErrorIs(t, err, ErrUnreachable)
@@ -46,11 +46,11 @@ func TestCallsGiveUpOnAServerThatNeverReplies(t *testing.T) {
 	start := time.Now()
 	_, err = c.Command(t.Context(), "kiosk-1", CommandRequest{Timeout: "200ms"})
 	require.ErrorIs(t, err, ErrUnreachable)
-	assert.ErrorContains(t, err, "no reply within 300ms (the 200ms the call asks the server to wait, and 100ms more)")
-	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "a command gets its own timeout first")
+	assert.ErrorContains(t, err, "no reply within 350ms (the 250ms the call asks the server to wait, and 100ms more)")
+	assert.GreaterOrEqual(t, time.Since(start), 350*time.Millisecond, "a command gets its own timeout, and the preparation the server may add, first")
 
 	_, err = c.DeployTool(t.Context(), "kiosk-1", []byte("\x00asm"), "", 50*time.Millisecond)
-	assert.ErrorContains(t, err, "no reply within 150ms")
+	assert.ErrorContains(t, err, "no reply within 200ms")
 
 	err = c.Events(t.Context(), "t1", func(TaskEvent) error { return nil })
 	require.ErrorIs(t, err, ErrUnreachable)

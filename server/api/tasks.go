@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
@@ -238,12 +239,29 @@ type Clients struct {
 const (
 	EventStepStart = "step_start"
 	EventStepEnd   = "step_end"
+	// EventPreparing: the device has the step's command, and prepares
+	// the tool it waits for (Preparing says how far along); the step's
+	// timeout is held meanwhile. Stage "ready" ends it. Devices on UFO's
+	// JSON wire never say so.
+	EventPreparing = "preparing"
 	EventEnd       = "end"
 	// A fleet's events: a device's task starts, then its steps' events
 	// follow (without their results), then it ends.
 	EventDeviceStart = "device_start"
 	EventDeviceEnd   = "device_end"
 )
+
+// PreparingText says what a preparing event says, for people: "preparing
+// hash_file (initializing, step 2/3)", or "hash_file prepared".
+func PreparingText(p *protocol.Preparing) string {
+	if p == nil {
+		return "preparing"
+	}
+	if p.Stage == protocol.PreparingReady {
+		return p.ToolName + " prepared"
+	}
+	return fmt.Sprintf("preparing %s (%s, step %d/%d)", p.ToolName, p.Stage, p.Step, p.Steps)
+}
 
 // TaskEvent is one Server-Sent Event of a task: a step's start, its
 // results, and finally the task's end. A fleet's stream carries its
@@ -266,6 +284,9 @@ type TaskEvent struct {
 	// failed).
 	Status  string            `json:"status,omitempty"`
 	Results []protocol.Result `json:"results,omitempty"`
+	// Preparing is how far the device has come preparing the tool, on
+	// preparing.
+	Preparing *protocol.Preparing `json:"preparing,omitempty"`
 	// State is the task's final state, on end and device_end.
 	State  TaskState `json:"state,omitempty"`
 	Result any       `json:"result,omitempty"`

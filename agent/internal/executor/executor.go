@@ -18,6 +18,7 @@ import (
 	"github.com/edgeaip/edgeaip/agent/internal/outbox"
 	"github.com/edgeaip/edgeaip/agent/internal/reply"
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/google/uuid"
 )
 
@@ -36,6 +37,7 @@ type Executor struct {
 	outbox   *outbox.Outbox
 	router   *computer.Router
 	cap      reply.Cap // of the link, which results are encoded for
+	tell     func(context.Context, *protocol.ClientMessage)
 	log      *slog.Logger
 
 	slots    chan struct{} // one per command allowed to run
@@ -58,13 +60,16 @@ type Options struct {
 	DeviceID      string        // the client_id of its results
 	MaxConcurrent int           // commands that run at once
 	Grace         time.Duration // for commands in flight at shutdown
+	// Tell sends the server a notice about a command (its tool's
+	// preparation), if the link is up and carries it.
+	Tell func(context.Context, *protocol.ClientMessage)
 }
 
 // New returns an Executor that records commands and their results in ob,
 // runs them with router and encodes their results under cap.
 func New(opts Options, ob *outbox.Outbox, router *computer.Router, cap reply.Cap, log *slog.Logger) *Executor {
 	e := &Executor{
-		deviceID: opts.DeviceID, grace: opts.Grace, outbox: ob, router: router, cap: cap, log: log,
+		deviceID: opts.DeviceID, grace: opts.Grace, outbox: ob, router: router, cap: cap, tell: opts.Tell, log: log,
 		slots:    make(chan struct{}, opts.MaxConcurrent),
 		draining: make(chan struct{}),
 	}
@@ -151,7 +156,23 @@ func (e *Executor) execute(ctx context.Context, m *protocol.ServerMessage, log *
 		log.Error("command not run: it could not be recorded", "err", err)
 		return protocol.FailAll(protocol.CallIDs(m.Actions), fmt.Sprintf("the agent could not record the command, so it did not run it: %v", err)), true
 	}
+	ctx = sandbox.WithPreparationTrace(ctx, func(p sandbox.Preparation) { e.tellPreparing(ctx, m, p) })
 	return e.router.WithLogger(log).Execute(ctx, computer.TargetOf(m), m.Actions, true), true
+}
+
+// tellPreparing tells the server that command m, which the agent has
+// accepted, waits for its tool to be prepared, and how far along that is
+// (p): the server's wait for the command extends for it (server
+// RATIONALE.md, "A command's deadline").
+func (e *Executor) tellPreparing(ctx context.Context, m *protocol.ServerMessage, p sandbox.Preparation) {
+	if e.tell == nil {
+		return
+	}
+	e.tell(ctx, &protocol.ClientMessage{
+		Type: protocol.ClientPreparing, Status: protocol.StatusContinue, ClientID: e.deviceID, SessionID: m.SessionID,
+		PrevResponseID: m.ResponseID, Timestamp: protocol.Now(),
+		Preparing: &protocol.Preparing{ToolName: p.Tool, Stage: string(p.Stage), Step: uint32(p.Step), Steps: uint32(p.Steps)},
+	})
 }
 
 // finish encodes a command's results once, as the link sends them, and

@@ -414,3 +414,18 @@ func notify(ch chan struct{}) {
 	default:
 	}
 }
+
+// Tell sends msg, a notice the server may do without (a command's
+// preparation), on the registered connection if there is one and its
+// wire carries edgeaip's own messages (CBOR); otherwise it is dropped: a
+// UFO server has no use for it, and a notice is not worth keeping for the
+// next link. A send that fails is logged.
+func (l *Link) Tell(ctx context.Context, msg *protocol.ClientMessage) {
+	conn, _ := l.current()
+	if conn == nil || conn.Encoding() != protocol.CBOR {
+		return
+	}
+	if err := l.send(ctx, conn, msg); err != nil {
+		l.log.Debug("notice not sent", "type", msg.Type, "response_id", msg.PrevResponseID, "err", err)
+	}
+}

@@ -97,7 +97,7 @@ func (i *installTool) install(ctx context.Context, params map[string]any) (proto
 	// is closed: its module's cached copies go with it.
 	defer b.PruneCache()
 	// The operator learns now whether the module can run at all.
-	if err := t.Ready(ctx); err != nil {
+	if err := t.Prepare(ctx); err != nil {
 		t.close(ctx)
 		return none, false, fmt.Errorf("%w (deployed module)", err)
 	}

@@ -133,6 +133,11 @@ func (t *wasmTool) Call(ctx context.Context, params map[string]any) protocol.Res
 // Ready waits until the module is instrumented for fuel, or refused.
 func (t *wasmTool) Ready(ctx context.Context) error { return t.mod.Ready(ctx) }
 
+// Prepare is Ready for a command that waits for the tool: its module is
+// prepared at once, ahead of the tools nobody waits for
+// (sandbox.Tool.Prepare).
+func (t *wasmTool) Prepare(ctx context.Context) error { return t.mod.Prepare(ctx) }
+
 // close frees the module once its running calls end.
 func (t *wasmTool) close(ctx context.Context) { t.mod.Close(ctx) }
 

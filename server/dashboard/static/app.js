@@ -412,7 +412,7 @@ async function taskPage(seq, id) {
       fetching = false;
     }
   };
-  for (const type of ["step_start", "step_end", "device_start", "device_end", "end"]) {
+  for (const type of ["step_start", "preparing", "step_end", "device_start", "device_end", "end"]) {
     es.addEventListener(type, (msg) => {
       const e = JSON.parse(msg.data);
       log.append(el("li", {}, eventText(e)));
@@ -428,11 +428,19 @@ function eventText(e) {
   const step = e.step !== undefined ? `step ${e.step + 1}${e.steps ? "/" + e.steps : ""} ${e.tool || ""}` : "";
   switch (e.type) {
     case "step_start": return `${t} ${dev}${step} started`;
+    case "preparing": return `${t} ${dev}${step}: ${preparingText(e.preparing || {})}`;
     case "step_end": return `${t} ${dev}${step} ${e.status}${e.error ? ": " + e.error : ""}`;
     case "device_start": return `${t} ${dev}started`;
     case "device_end": return `${t} ${dev}${e.state}${e.error ? ": " + e.error : ""}`;
     default: return `${t} ${dev}task ${e.state}${e.error ? ": " + e.error : ""}`;
   }
+}
+
+// preparingText says what the device said of its tool's preparation, as
+// api.PreparingText does.
+function preparingText(p) {
+  if (p.stage === "ready") return `${p.tool_name} prepared`;
+  return `preparing ${p.tool_name} (${p.stage}, step ${p.step}/${p.steps})`;
 }
 
 function taskBody(t) {

@@ -83,6 +83,27 @@ func (r *Recorded) check() error {
 	return checkDeviceID(r.DeviceID)
 }
 
+func (p *Preparing) check() error {
+	if err := checkDeviceID(p.DeviceID); err != nil {
+		return err
+	}
+	m := protocol.ClientMessage{Type: protocol.ClientPreparing, Status: protocol.StatusContinue, PrevResponseID: p.ResponseID, Preparing: &p.Preparing}
+	return m.Validate()
+}
+
+func (u *Unrecorded) check() error {
+	switch {
+	case u.ResponseID == "":
+		return errors.New(`field "response_id": missing`)
+	case u.Why == "":
+		return errors.New(`field "why": missing`)
+	}
+	if err := checkNodeID("from", u.From); err != nil {
+		return err
+	}
+	return checkDeviceID(u.DeviceID)
+}
+
 func (r *Revocation) check() error {
 	if r.Identity == "" {
 		return errors.New(`field "identity": missing`)

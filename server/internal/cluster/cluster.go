@@ -95,22 +95,14 @@ type Cluster struct {
 	done      chan struct{}
 	closeOnce sync.Once
 
+	lease *ownLease // lease.go
+	warn  *incompatibles
+
 	mu       sync.Mutex
-	epoch    int64 // this process's, on its id: a new one each time it rejoins
 	onDead   []func(nodeID string, epoch int64)
-	onFenced []func()
 	deaths   []Node // announced before any OnDead handler was set
-	beatErr  error  // the last heartbeat's error; nil once one succeeds
 	natsLost error  // why the NATS connection was last lost
-	fenced   error  // the lease under epoch was lost: until the node rejoins
 	onNATS   []func(lost error)
-	// lastBeat is when the last heartbeat recorded began; beatingSince,
-	// when the run of heartbeats recorded without a break that goes on
-	// now began (zero: none goes on); lastPeerBeat, when another node last
-	// said it recorded one (lease.go).
-	lastBeat, beatingSince, lastPeerBeat time.Time
-	draining                             bool
-	warned                               map[string]bool // incompatible nodes logged, by id/epoch
 	// live are the nodes at the last sweep.
 	live map[string]liveNode
 }
@@ -144,18 +136,13 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	log := cfg.Logger.With("node", cfg.NodeID)
 	c := &Cluster{cfg: cfg, log: log, drops: newDropLog(log), stop: make(chan struct{}), done: make(chan struct{}),
-		warned: map[string]bool{}}
+		lease: &ownLease{cfg: cfg, log: log}, warn: &incompatibles{log: log, warned: map[string]bool{}}}
 	nc, err := c.connect()
 	if err != nil {
 		return nil, err
 	}
 	c.nc = nc
-	var prev int64
-	c.lastBeat = time.Now() // joining records the first heartbeat
-	err = cfg.Store.Write(ctx, func(tx *store.Tx) (err error) {
-		c.epoch, prev, err = tx.Cluster().JoinNode(cfg.NodeID, ProtocolVersion, cfg.Address, cfg.DeadAfter)
-		return err
-	})
+	prev, err := c.lease.join(ctx)
 	if err != nil {
 		nc.Close()
 		if errors.Is(err, store.ErrNodeLive) {
@@ -164,12 +151,11 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: join as node %q: %w", cfg.NodeID, err)
 	}
 	if prev > 0 {
-		c.log.Warn("took over the node id of a dead process of it", "dead_epoch", prev, "epoch", c.epoch)
+		c.log.Warn("took over the node id of a dead process of it", "dead_epoch", prev, "epoch", c.lease.current())
 		c.deaths = append(c.deaths, Node{ID: cfg.NodeID, Epoch: prev})
 	}
-	c.log.Info("joined the cluster", "epoch", c.epoch, "nats", RedactNATS(nc.ConnectedUrl()), "protocol", ProtocolVersion)
-	c.beatingSince = time.Now()
-	if err := on[Beat](c, beatSubject, c.peerBeat); err != nil {
+	c.log.Info("joined the cluster", "epoch", c.lease.current(), "nats", RedactNATS(nc.ConnectedUrl()), "protocol", ProtocolVersion)
+	if err := on[Beat](c, beatSubject, c.lease.peerBeat); err != nil {
 		nc.Close()
 		return nil, err
 	}
@@ -179,11 +165,7 @@ func Join(ctx context.Context, cfg Config) (*Cluster, error) {
 }
 
 // Self is this node's id and epoch.
-func (c *Cluster) Self() (id string, epoch int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cfg.NodeID, c.epoch
-}
+func (c *Cluster) Self() (id string, epoch int64) { return c.cfg.NodeID, c.lease.current() }
 
 // Conn is the node's NATS connection.
 func (c *Cluster) Conn() *nats.Conn { return c.nc }
@@ -226,8 +208,9 @@ func (c *Cluster) announce(dead []Node) {
 // Health is "" while the node holds its lease and NATS, else why not.
 func (c *Cluster) Health() string {
 	c.mu.Lock()
-	doubt, beatErr, natsLost := c.doubtLocked(), c.beatErr, c.natsLost
+	natsLost := c.natsLost
 	c.mu.Unlock()
+	doubt, beatErr := c.lease.doubt(), c.lease.lastErr()
 	switch {
 	case doubt != "":
 		return doubt
@@ -269,22 +252,29 @@ func (c *Cluster) Nodes(ctx context.Context) ([]Node, error) {
 		out[i] = Node{ID: r.ID, Epoch: r.Epoch, Version: r.Version, Address: r.Address, State: r.State,
 			StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt, Alive: r.Alive, Compatible: r.Version == ProtocolVersion}
 		if out[i].Alive && !out[i].Compatible {
-			c.warnIncompatible(out[i])
+			c.warn.node(out[i])
 		}
 	}
 	return out, nil
 }
 
-// warnIncompatible logs, once per process of it, a live node that speaks
-// another inter-node protocol version.
-func (c *Cluster) warnIncompatible(n Node) {
+// incompatibles are the live nodes of another protocol version logged.
+type incompatibles struct {
+	log    *slog.Logger
+	mu     sync.Mutex
+	warned map[string]bool // by id/epoch
+}
+
+// node logs, once per process of it, a live node n that speaks another
+// inter-node protocol version.
+func (w *incompatibles) node(n Node) {
 	key := fmt.Sprintf("%s/%d", n.ID, n.Epoch)
-	c.mu.Lock()
-	first := !c.warned[key]
-	c.warned[key] = true
-	c.mu.Unlock()
+	w.mu.Lock()
+	first := !w.warned[key]
+	w.warned[key] = true
+	w.mu.Unlock()
 	if first {
-		c.log.Error(fmt.Sprintf("node %q speaks inter-node protocol version %d, this node %d: it is ignored", n.ID, n.Version, ProtocolVersion),
+		w.log.Error(fmt.Sprintf("node %q speaks inter-node protocol version %d, this node %d: it is ignored", n.ID, n.Version, ProtocolVersion),
 			"peer", n.ID, "peer_epoch", n.Epoch, "peer_version", n.Version, "version", ProtocolVersion)
 	}
 }
@@ -304,67 +294,9 @@ func (c *Cluster) run() {
 	}
 }
 
-// tick is one heartbeat: a node that lost its lease rejoins instead; one
-// that cannot record it gives its lease up if it is cut off from the
-// store alone; one that has recorded heartbeats without a break for
-// DeadAfter sweeps for dead nodes.
-func (c *Cluster) tick() {
-	c.mu.Lock()
-	fenced, draining := c.fenced != nil, c.draining
-	c.mu.Unlock()
-	switch {
-	case fenced && !draining:
-		c.rejoin()
-	case fenced:
-	case !c.beat():
-		c.giveUpIfCutOff()
-	case c.steady():
-		c.sweep()
-	default:
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DeadAfter/2)
-		c.readLive(ctx)
-		cancel()
-	}
-}
-
-// beat renews the lease, and reports whether it still holds it.
-func (c *Cluster) beat() bool {
-	c.mu.Lock()
-	epoch, state := c.epoch, store.NodeUp
-	if c.draining {
-		state = store.NodeDraining
-	}
-	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DeadAfter/2)
-	defer cancel()
-	start := time.Now()
-	err := c.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Cluster().Heartbeat(c.cfg.NodeID, epoch, state) })
-	if err == nil {
-		c.beatRecorded(start)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case errors.Is(err, store.ErrFenced):
-		c.fenceLocked(fmt.Errorf("the cluster took it as dead, or another process took its id: %w", err))
-		return false
-	case err != nil && c.beatErr == nil:
-		c.log.Error("heartbeat failed", "err", err)
-	case err == nil && c.beatErr != nil:
-		c.log.Info("heartbeat recorded again")
-	}
-	c.beatErr = err
-	if err != nil {
-		c.beatingSince = time.Time{}
-	}
-	return err == nil
-}
-
 // sweep marks gone the nodes not heard from within DeadAfter, and
 // announces those this node marked.
-func (c *Cluster) sweep() {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DeadAfter/2)
-	defer cancel()
+func (c *Cluster) sweep(ctx context.Context) {
 	var dead []store.ClusterNode
 	err := c.cfg.Store.Write(ctx, func(tx *store.Tx) (err error) {
 		dead, err = tx.Cluster().MarkDeadNodes(c.cfg.DeadAfter)

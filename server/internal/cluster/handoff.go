@@ -32,9 +32,7 @@ func (h *Handoff) check() error {
 // SetDraining marks this node draining in its lease from its next
 // heartbeat: it takes no new links or tasks.
 func (c *Cluster) SetDraining() {
-	c.mu.Lock()
-	c.draining = true
-	c.mu.Unlock()
+	c.lease.setDraining()
 }
 
 // PublishHandoff tells every node that this one, draining, has stopped

@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/internal/store"
@@ -34,131 +37,230 @@ func (b *Beat) check() error {
 	return checkEpoch("epoch", b.Epoch)
 }
 
-// doubtAfter is how long after the start of its last recorded heartbeat
-// a node doubts its lease: half a heartbeat before the others may take
-// it as dead.
-func (c *Cluster) doubtAfter() time.Duration { return c.cfg.DeadAfter - c.cfg.Heartbeat/2 }
+// ownLease is this node's lease on its id, as far as it can know it.
+type ownLease struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	epoch    int64 // this process's, on its id: a new one each time it rejoins
+	fenced   error // the lease under epoch was lost: until the node rejoins
+	beatErr  error // the last heartbeat's error; nil once one succeeds
+	draining bool
+	onFenced []func()
+	// lastBeat and lastBeatEnd are when the last heartbeat recorded began
+	// and was recorded; beatingSince, when the run of heartbeats recorded
+	// without a break that goes on now began (zero: none goes on);
+	// lastPeerBeat, when another node last said it recorded one.
+	lastBeat, lastBeatEnd, beatingSince, lastPeerBeat time.Time
+}
+
+// join takes the node's id, at the next epoch if a process of it held
+// it before, and returns the epoch taken over from a process that was
+// not marked gone (its death was never announced), else 0.
+func (l *ownLease) join(ctx context.Context) (prev int64, err error) {
+	start := time.Now() // joining records a heartbeat
+	var epoch int64
+	err = l.cfg.Store.Write(ctx, func(tx *store.Tx) (err error) {
+		epoch, prev, err = tx.Cluster().JoinNode(l.cfg.NodeID, ProtocolVersion, l.cfg.Address, l.cfg.DeadAfter)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	l.mu.Lock()
+	now := time.Now()
+	l.epoch, l.fenced, l.beatErr, l.lastBeat, l.lastBeatEnd, l.beatingSince = epoch, nil, nil, start, now, now
+	l.mu.Unlock()
+	return prev, nil
+}
+
+func (l *ownLease) current() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epoch
+}
+
+// doubt is why this node is not sure that it holds its lease, or "".
+func (l *ownLease) doubt() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fenced != nil {
+		return fmt.Sprintf("cluster: node %q lost its lease (epoch %d): %v; it rejoins the cluster at a new epoch as soon as it can",
+			l.cfg.NodeID, l.epoch, l.fenced)
+	}
+	// Half a heartbeat before the others may take it as dead.
+	if silent := time.Since(l.lastBeat); silent > l.cfg.DeadAfter-l.cfg.Heartbeat/2 {
+		why := "a pause, or the store out of reach"
+		if l.beatErr != nil {
+			why = l.beatErr.Error()
+		}
+		return fmt.Sprintf("cluster: node %q has recorded no heartbeat in the store for %s (the others take a node silent for %s as dead): %s",
+			l.cfg.NodeID, silent.Round(100*time.Millisecond), l.cfg.DeadAfter, why)
+	}
+	return ""
+}
+
+// lastErr is the last heartbeat's error, or nil.
+func (l *ownLease) lastErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.beatErr
+}
+
+// state says whether the lease is lost, and whether the node drains.
+func (l *ownLease) state() (fenced, draining bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fenced != nil, l.draining
+}
+
+func (l *ownLease) setDraining() {
+	l.mu.Lock()
+	l.draining = true
+	l.mu.Unlock()
+}
+
+func (l *ownLease) addOnFenced(fn func()) {
+	l.mu.Lock()
+	l.onFenced = append(l.onFenced, fn)
+	l.mu.Unlock()
+}
+
+// fence marks the lease lost for why, and tells the OnFenced handlers,
+// once per loss. It is called with l.mu held.
+func (l *ownLease) fence(why error) {
+	if l.fenced != nil {
+		return
+	}
+	l.fenced = why
+	l.log.Error("this node lost its lease: it no longer acts for the cluster under this epoch, and rejoins at a new one as soon as it can",
+		"epoch", l.epoch, "err", why)
+	for _, fn := range l.onFenced {
+		go fn()
+	}
+}
+
+// beat renews the lease, and reports whether it still holds it, at which
+// epoch. A heartbeat recorded within DeadAfter/2 of the one before
+// continues the run of heartbeats without a break; any other ends it.
+func (l *ownLease) beat() (epoch int64, ok bool) {
+	l.mu.Lock()
+	epoch, state := l.epoch, store.NodeUp
+	if l.draining {
+		state = store.NodeDraining
+	}
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.DeadAfter/2)
+	defer cancel()
+	start := time.Now()
+	err := l.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Cluster().Heartbeat(l.cfg.NodeID, epoch, state) })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case errors.Is(err, store.ErrFenced):
+		l.fence(fmt.Errorf("the cluster took it as dead, or another process took its id: %w", err))
+		return epoch, false
+	case err != nil && l.beatErr == nil:
+		l.log.Error("heartbeat failed", "err", err)
+	case err == nil && l.beatErr != nil:
+		l.log.Info("heartbeat recorded again")
+	}
+	if err != nil {
+		l.beatErr, l.beatingSince = err, time.Time{}
+		return epoch, false
+	}
+	// The store was in reach at least every DeadAfter/2 (a beat takes at
+	// most that, or fails): then no node's heartbeat could have been kept
+	// out of it for DeadAfter without its own fault.
+	now := time.Now()
+	unbroken := l.beatErr == nil && now.Sub(l.lastBeatEnd) <= l.cfg.DeadAfter/2
+	if !unbroken || l.beatingSince.IsZero() {
+		l.beatingSince = now
+	}
+	l.beatErr, l.lastBeat, l.lastBeatEnd = nil, start, now
+	return epoch, true
+}
+
+// steady reports whether this node has recorded heartbeats without a
+// break for DeadAfter: only then may it take a silent node as dead.
+func (l *ownLease) steady() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.beatingSince.IsZero() && time.Since(l.beatingSince) >= l.cfg.DeadAfter
+}
+
+// peerBeat notes that another node said it recorded a heartbeat.
+func (l *ownLease) peerBeat(b Beat) {
+	if b.From == l.cfg.NodeID {
+		return
+	}
+	l.mu.Lock()
+	l.lastPeerBeat = time.Now()
+	l.mu.Unlock()
+}
+
+// giveUpIfCutOff gives the lease up if this node has recorded no
+// heartbeat for DeadAfter while another node said, just now, that it
+// did: the others take it as dead, and its devices must move to them. In
+// an outage of the store itself no node records one, and none gives its
+// lease up: they serve again, at the same epochs, once it is back.
+func (l *ownLease) giveUpIfCutOff() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	silent := time.Since(l.lastBeat)
+	if l.fenced != nil || silent < l.cfg.DeadAfter || time.Since(l.lastPeerBeat) > 2*l.cfg.Heartbeat {
+		return
+	}
+	l.fence(fmt.Errorf("cut off from the store for %s while other nodes recorded heartbeats: they take it as dead", silent.Round(100*time.Millisecond)))
+}
 
 // LeaseDoubt is why this node is not sure that it holds its lease, or ""
 // if it is: it lost it (and rejoins as soon as it can), or it has
 // recorded no heartbeat for long enough that the others may take it as
 // dead. A node in doubt takes no new work.
-func (c *Cluster) LeaseDoubt() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.doubtLocked()
-}
-
-func (c *Cluster) doubtLocked() string {
-	if c.fenced != nil {
-		return fmt.Sprintf("cluster: node %q lost its lease (epoch %d): %v; it rejoins the cluster at a new epoch as soon as it can",
-			c.cfg.NodeID, c.epoch, c.fenced)
-	}
-	if silent := time.Since(c.lastBeat); silent > c.doubtAfter() {
-		why := "a pause, or the store out of reach"
-		if c.beatErr != nil {
-			why = c.beatErr.Error()
-		}
-		return fmt.Sprintf("cluster: node %q has recorded no heartbeat in the store for %s (the others take a node silent for %s as dead): %s",
-			c.cfg.NodeID, silent.Round(100*time.Millisecond), c.cfg.DeadAfter, why)
-	}
-	return ""
-}
+func (c *Cluster) LeaseDoubt() string { return c.lease.doubt() }
 
 // OnFenced calls fn, in a goroutine of its own, each time this node
 // loses its lease or gives it up: what it holds is others' from then on.
-func (c *Cluster) OnFenced(fn func()) {
-	c.mu.Lock()
-	c.onFenced = append(c.onFenced, fn)
-	c.mu.Unlock()
-}
+func (c *Cluster) OnFenced(fn func()) { c.lease.addOnFenced(fn) }
 
-// fence marks the lease lost for why, and tells the OnFenced handlers,
-// once per loss. It is called with c.mu held.
-func (c *Cluster) fenceLocked(why error) {
-	if c.fenced != nil {
-		return
-	}
-	c.fenced = why
-	c.log.Error("this node lost its lease: it no longer acts for the cluster under this epoch, and rejoins at a new one as soon as it can",
-		"epoch", c.epoch, "err", why)
-	for _, fn := range c.onFenced {
-		go fn()
-	}
-}
-
-// beatRecorded notes a heartbeat that was recorded, begun at start: the
-// node's lease runs from there, and its run of heartbeats without a break
-// goes on unless the heartbeat came late or took long.
-func (c *Cluster) beatRecorded(start time.Time) {
-	c.mu.Lock()
-	unbroken := c.beatErr == nil && start.Sub(c.lastBeat) <= c.cfg.Heartbeat*3/2 && time.Since(start) <= c.cfg.Heartbeat/2
-	if !unbroken || c.beatingSince.IsZero() {
-		c.beatingSince = time.Now()
-	}
-	c.lastBeat = start
-	epoch := c.epoch
-	c.mu.Unlock()
-	// Best effort: a node cut off from the store hears that others are not.
-	_ = c.publish(beatSubject, Beat{From: c.cfg.NodeID, Epoch: epoch})
-}
-
-// steady reports whether this node has recorded heartbeats without a
-// break for DeadAfter: only then may it take a silent node as dead.
-func (c *Cluster) steady() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return !c.beatingSince.IsZero() && time.Since(c.beatingSince) >= c.cfg.DeadAfter
-}
-
-// peerBeat notes that another node recorded a heartbeat just now.
-func (c *Cluster) peerBeat(b Beat) {
-	if b.From == c.cfg.NodeID {
-		return
-	}
-	c.mu.Lock()
-	c.lastPeerBeat = time.Now()
-	c.mu.Unlock()
-}
-
-// giveUpIfCutOff gives the lease up if this node has recorded no
-// heartbeat for DeadAfter while another node did: the others take it as
-// dead, and its devices must move to them. In an outage of the store
-// itself no node records one, and none gives its lease up: they serve
-// again, at the same epochs, once it is back.
-func (c *Cluster) giveUpIfCutOff() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	silent := time.Since(c.lastBeat)
-	if c.fenced != nil || silent < c.cfg.DeadAfter || time.Since(c.lastPeerBeat) > 2*c.cfg.Heartbeat {
-		return
-	}
-	c.fenceLocked(fmt.Errorf("cut off from the store for %s while other nodes recorded heartbeats: they take it as dead", silent.Round(100*time.Millisecond)))
-}
-
-// rejoin takes the node's id again, at a new epoch, after it lost its
-// lease: as a start does, announcing the death of the old epoch to this
-// node's own handlers if no other node did.
-func (c *Cluster) rejoin() {
+// tick is one heartbeat: a node that lost its lease rejoins instead, as
+// a start does; one that cannot record it gives its lease up if it is
+// cut off from the store alone; one that has recorded heartbeats without
+// a break for DeadAfter sweeps for dead nodes.
+func (c *Cluster) tick() {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DeadAfter/2)
 	defer cancel()
-	start := time.Now()
-	var epoch, prev int64
-	err := c.cfg.Store.Write(ctx, func(tx *store.Tx) (err error) {
-		epoch, prev, err = tx.Cluster().JoinNode(c.cfg.NodeID, ProtocolVersion, c.cfg.Address, c.cfg.DeadAfter)
-		return err
-	})
-	if err != nil {
-		c.log.Debug("cluster: not rejoined yet", "err", err)
+	fenced, draining := c.lease.state()
+	switch {
+	case fenced && draining:
+		return
+	case fenced:
+		old := c.lease.current()
+		prev, err := c.lease.join(ctx)
+		if err != nil {
+			c.log.Debug("cluster: not rejoined yet", "err", err)
+			return
+		}
+		c.log.Warn("rejoined the cluster at a new epoch: what this node held under the old one is the others' now",
+			"epoch", c.lease.current(), "old_epoch", old)
+		if prev > 0 {
+			c.announce([]Node{{ID: c.cfg.NodeID, Epoch: prev}})
+		}
+		c.readLive(ctx)
 		return
 	}
-	c.mu.Lock()
-	old := c.epoch
-	c.epoch, c.fenced, c.beatErr, c.lastBeat, c.beatingSince = epoch, nil, nil, start, time.Now()
-	c.mu.Unlock()
-	c.log.Warn("rejoined the cluster at a new epoch: what this node held under the old one is the others' now", "epoch", epoch, "old_epoch", old)
-	if prev > 0 {
-		c.announce([]Node{{ID: c.cfg.NodeID, Epoch: prev}})
+	epoch, ok := c.lease.beat()
+	if !ok {
+		c.lease.giveUpIfCutOff()
+		return
 	}
-	c.readLive(ctx)
+	// Best effort: a node cut off from the store hears that others are not.
+	_ = c.publish(beatSubject, Beat{From: c.cfg.NodeID, Epoch: epoch})
+	if c.lease.steady() {
+		c.sweep(ctx)
+	} else {
+		c.readLive(ctx)
+	}
 }

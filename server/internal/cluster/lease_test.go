@@ -10,7 +10,6 @@ import (
 	"github.com/edgeaip/edgeaip/internal/natstest"
 	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/server/internal/store"
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -60,15 +59,15 @@ func TestAStoreOutageDeclaresNoNodeDead(t *testing.T) {
 	}
 	// Down for longer than a node may be silent.
 	require.Eventually(t, func() bool {
-		nodes[0].mu.Lock()
-		defer nodes[0].mu.Unlock()
-		return time.Since(nodes[0].lastBeat) > 2*fastDead
+		nodes[0].lease.mu.Lock()
+		defer nodes[0].lease.mu.Unlock()
+		return time.Since(nodes[0].lease.lastBeat) > 2*fastDead
 	}, 20*fastDead, fastBeat/4)
 	assert.Contains(t, nodes[1].LeaseDoubt(), "has recorded no heartbeat in the store for")
 	require.NoError(t, pg.Start())
 
 	for _, n := range nodes {
-		require.Eventually(t, func() bool { return n.Health() == "" && n.steady() }, 20*fastDead, fastBeat/4,
+		require.Eventually(t, func() bool { return n.Health() == "" && n.lease.steady() }, 20*fastDead, fastBeat/4,
 			"every node serves again, and has recorded heartbeats long enough to sweep")
 	}
 	for _, n := range nodes {
@@ -87,14 +86,7 @@ func TestAStoreOutageDeclaresNoNodeDead(t *testing.T) {
 func TestANodeCutOffFromTheStoreGivesUpItsLeaseAndRejoins(t *testing.T) {
 	e, _ := ownEnv(t)
 	e.open() // migrates the schema, on which the role is granted rights
-	exec := func(stmt string) {
-		t.Helper()
-		conn, err := pgx.Connect(context.Background(), e.url)
-		require.NoError(t, err)
-		defer conn.Close(context.Background())
-		_, err = conn.Exec(context.Background(), stmt)
-		require.NoError(t, err, stmt)
-	}
+	exec := func(stmt string) { t.Helper(); pgtest.Exec(t, e.url, stmt) }
 	exec(`CREATE ROLE node_a LOGIN`)
 	exec(`GRANT USAGE, CREATE ON SCHEMA public TO node_a`)
 	exec(`GRANT ALL ON ALL TABLES IN SCHEMA public TO node_a`)

@@ -31,6 +31,12 @@ func deviceSubject(id string) string { return "aip.dev." + strings.ReplaceAll(id
 
 func nodeSubject(id string) string { return "aip.node." + id }
 
+// preparingSubject is where node id hears of the preparations of the
+// commands it asked for (Preparing): a subject of its own beside the
+// node's, to which a node that predates it does not subscribe, so that it
+// never hears, and never misreads, a message it has no use for.
+func preparingSubject(id string) string { return nodeSubject(id) + ".preparing" }
+
 // ErrNoHolder: no node listens on the device's subject (NATS's "no
 // responders"): a hint to read the device's lease again, not a verdict.
 var ErrNoHolder = errors.New("no node answers for the device")
@@ -108,6 +114,29 @@ type Recorded struct {
 	// closed the link as it stopped) before it answered.
 	ShutDown bool `json:"shut_down,omitempty"`
 }
+
+// Preparing carries a device's word that it prepares the tool of a
+// command (protocol.ClientPreparing), heard by the node that holds its
+// link, to the node that asked for the command, whose wait it extends.
+type Preparing struct {
+	ResponseID string             `json:"response_id"`
+	DeviceID   string             `json:"device_id"`
+	Preparing  protocol.Preparing `json:"preparing"`
+}
+
+// Unrecorded says that a device answered a command on the node holding
+// its link, which could not record the results: its store failed (Why).
+// It keeps them, and records them once it can, late. It goes on a subject
+// of its own, beside the node's: a node that predates it does not
+// subscribe to it, rather than read it as results.
+type Unrecorded struct {
+	ResponseID string `json:"response_id"`
+	DeviceID   string `json:"device_id"`
+	From       string `json:"from"`
+	Why        string `json:"why"`
+}
+
+func unrecordedSubject(node string) string { return nodeSubject(node) + ".unrecorded" }
 
 // message is v as a NATS message on subject, with the protocol version.
 func message(subject string, v any) (*nats.Msg, error) {
@@ -272,24 +301,6 @@ func (c *Cluster) PublishLease(l LeaseChange) error { return c.publish(leaseSubj
 // OnLease calls fn with each lease change any node publishes, this
 // one's included.
 func (c *Cluster) OnLease(fn func(LeaseChange)) error { return on[LeaseChange](c, leaseSubject, fn) }
-
-// SendRecorded tells node the results r were recorded; to every node if
-// node is "" (the node that asked is not known).
-func (c *Cluster) SendRecorded(node string, r Recorded) error {
-	if node == "" {
-		return c.publish(recordedSubject, r)
-	}
-	return c.publish(nodeSubject(node), r)
-}
-
-// OnRecorded calls fn with the results recorded elsewhere that are sent
-// to this node, or to every node.
-func (c *Cluster) OnRecorded(fn func(Recorded)) error {
-	if err := on[Recorded](c, nodeSubject(c.cfg.NodeID), fn); err != nil {
-		return err
-	}
-	return on[Recorded](c, recordedSubject, fn)
-}
 
 // Revocation is an operator identity, or some of its tokens, revoked on
 // node From.

@@ -230,9 +230,10 @@ func TestMalformedBroadcastsAreLoggedAndDropped(t *testing.T) {
 		heard = append(heard, what)
 	}
 	require.NoError(t, a.OnLease(func(l LeaseChange) { hear("lease " + l.DeviceID) }))
-	require.NoError(t, a.OnRecorded(func(r Recorded) { hear("recorded " + r.ResponseID) }))
+	require.NoError(t, a.Returns().OnRecorded(func(r Recorded) { hear("recorded " + r.ResponseID) }))
 	require.NoError(t, a.OnRevocation(func(r Revocation) { hear("revocation " + r.Identity) }))
 	require.NoError(t, a.OnDeviceEvent(func(d DeviceEvent) { hear("event " + d.What) }))
+	require.NoError(t, a.Returns().OnUnrecorded(func(u Unrecorded) { hear("unrecorded " + u.ResponseID) }))
 	require.NoError(t, a.nc.Flush()) // subscribed before b publishes
 	bad := []struct {
 		subject, data, want string
@@ -253,10 +254,11 @@ func TestMalformedBroadcastsAreLoggedAndDropped(t *testing.T) {
 	}
 	publishRaw(t, b.nc, leaseSubject, mustJSON(t, LeaseChange{DeviceID: "k", NodeID: "b", NodeEpoch: 1, Epoch: 3}))
 	publishRaw(t, b.nc, leaseSubject, mustJSON(t, LeaseChange{DeviceID: "k2", Epoch: 3}))
-	require.NoError(t, b.SendRecorded("a", Recorded{ResponseID: "r", DeviceID: "k", Refused: "no"}))
+	require.NoError(t, b.Returns().SendRecorded("a", Recorded{ResponseID: "r", DeviceID: "k", Refused: "no"}))
 	require.NoError(t, b.PublishRevocation(Revocation{Identity: "ci"}))
 	require.NoError(t, b.PublishDeviceEvent(DeviceEvent{DeviceID: "k", What: DeviceRevoked}))
-	want := []string{"lease k", "lease k2", "recorded r", "revocation ci", "event revoked"}
+	require.NoError(t, b.Returns().SendUnrecorded("a", Unrecorded{ResponseID: "u", DeviceID: "k", Why: "the store: down"}))
+	want := []string{"lease k", "lease k2", "recorded r", "revocation ci", "event revoked", "unrecorded u"}
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(heard) >= len(want) }, 5*time.Second, 10*time.Millisecond)
 	mu.Lock()
 	assert.ElementsMatch(t, want, heard)
@@ -299,4 +301,10 @@ func TestAHandoffIsBelievedOnlyFromADrainingNode(t *testing.T) {
 	nodes, err := a.Nodes(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, store.NodeDraining, nodes[1].State)
+}
+
+func TestAnUnrecordedNoticeSaysWhy(t *testing.T) {
+	assert.ErrorContains(t, (&Unrecorded{ResponseID: "r", DeviceID: "k", From: "b"}).check(), `field "why": missing`)
+	assert.ErrorContains(t, (&Unrecorded{ResponseID: "r", DeviceID: "k", From: "b>", Why: "down"}).check(), `field "from"`)
+	assert.NoError(t, (&Unrecorded{ResponseID: "r", DeviceID: "k", From: "b", Why: "down"}).check())
 }

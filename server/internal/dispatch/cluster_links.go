@@ -57,7 +57,8 @@ type heldLease struct {
 }
 
 // proxiedFor is how long a command sent here by another node is
-// remembered past its timeout, for results that come late.
+// remembered past its timeout and the preparation bound (the asking
+// node's wait may extend that long), for results that come late.
 const proxiedFor = time.Minute
 
 // noHolderRetries bounds the sends of a command to a node that does not
@@ -75,7 +76,13 @@ func NewClusterLinks(c *cluster.Cluster, reg *Registry, disp *Dispatcher, grace 
 	if err := c.OnLease(l.leaseChanged); err != nil {
 		return nil, err
 	}
-	if err := c.OnRecorded(l.recordedElsewhere); err != nil {
+	if err := c.Returns().OnRecorded(l.recordedElsewhere); err != nil {
+		return nil, err
+	}
+	if err := c.Returns().OnPreparing(l.preparingElsewhere); err != nil {
+		return nil, err
+	}
+	if err := c.Returns().OnUnrecorded(func(u cluster.Unrecorded) { go disp.unrecordedElsewhere(u) }); err != nil {
 		return nil, err
 	}
 	c.OnNATS(l.natsChanged)
@@ -259,6 +266,17 @@ func (l *ClusterLinks) HeldElsewhere(id string) bool {
 	return err == nil && lease.Held() && lease.NodeID != self && lease.HolderAlive
 }
 
+// AwaitedElsewhere reports whether another node holds device id's lease
+// as the store says, alive, or dead for less than the device grace, from
+// its last heartbeat: as where sends a command there, or has it wait.
+func (l *ClusterLinks) AwaitedElsewhere(id string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
+	defer cancel()
+	lease, err := l.c.Lease(ctx, id)
+	self, _ := l.c.Self()
+	return err == nil && lease.Held() && lease.NodeID != self && (lease.HolderAlive || lease.HolderSilent < l.grace)
+}
+
 // leaseChanged hears a lease change from any node. A device this node
 // held, now another's, has its link here closed and its grace here ended
 // without ending its work; the commands waiting for it anywhere here go
@@ -314,7 +332,7 @@ func (l *ClusterLinks) serve(cmd cluster.Command) cluster.Reply {
 	l.mu.Lock()
 	l.proxied[rid] = proxied{from: cmd.From, deviceID: id, session: cmd.Session}
 	l.mu.Unlock()
-	time.AfterFunc(cmd.Timeout+proxiedFor, func() {
+	time.AfterFunc(cmd.Timeout+l.disp.prepBound+proxiedFor, func() {
 		l.mu.Lock()
 		delete(l.proxied, rid)
 		l.mu.Unlock()
@@ -403,7 +421,7 @@ func (l *ClusterLinks) recordedHere(rec store.Command, sessionEnded bool) {
 	if !ok && rec.Late {
 		return // it ended before: nobody waits for it
 	}
-	err := l.c.SendRecorded(p.from, cluster.Recorded{ResponseID: rec.ResponseID, DeviceID: rec.DeviceID, Results: rec.Results,
+	err := l.c.Returns().SendRecorded(p.from, cluster.Recorded{ResponseID: rec.ResponseID, DeviceID: rec.DeviceID, Results: rec.Results,
 		SessionEnded: sessionEnded})
 	if err != nil {
 		l.log.Warn("cluster: recorded results not passed on; the node that asked reads them at its timeout", "response_id", rec.ResponseID, "err", err)
@@ -420,8 +438,46 @@ func (l *ClusterLinks) refusedHere(deviceID, rid, why string) bool {
 	if !ok {
 		return false
 	}
-	if err := l.c.SendRecorded(p.from, cluster.Recorded{ResponseID: rid, DeviceID: deviceID, Refused: why}); err != nil {
+	if err := l.c.Returns().SendRecorded(p.from, cluster.Recorded{ResponseID: rid, DeviceID: deviceID, Refused: why}); err != nil {
 		l.log.Warn("cluster: a device's refusal not passed on; the command waits out its timeout", "response_id", rid, "err", err)
+	}
+	return true
+}
+
+// preparingHere passes a device's word that it prepares the tool of
+// command rid, which another node sent here, to that node: its wait is
+// the one that extends. The command stays proxied: its results follow.
+func (l *ClusterLinks) preparingHere(deviceID, rid string, p protocol.Preparing) {
+	l.mu.Lock()
+	from, ok := l.proxied[rid]
+	l.mu.Unlock()
+	if self, _ := l.c.Self(); !ok || from.from == self || from.deviceID != deviceID {
+		return
+	}
+	if err := l.c.Returns().SendPreparing(from.from, cluster.Preparing{ResponseID: rid, DeviceID: deviceID, Preparing: p}); err != nil {
+		l.log.Warn("cluster: a device's preparation not passed on; the command's wait is not extended for it", "response_id", rid, "err", err)
+	}
+}
+
+// preparingElsewhere extends the wait of a command waiting here whose
+// device, linked to another node, prepares its tool.
+func (l *ClusterLinks) preparingElsewhere(p cluster.Preparing) {
+	l.disp.Preparing(p.DeviceID, p.ResponseID, p.Preparing)
+}
+
+// unrecordedHere tells the node that sent command rid here that its
+// device answered, and this node's store could not record the results
+// (why), and reports whether rid was sent from another node.
+func (l *ClusterLinks) unrecordedHere(deviceID, rid, why string) bool {
+	l.mu.Lock()
+	p, ok := l.proxied[rid]
+	l.mu.Unlock()
+	self, _ := l.c.Self()
+	if !ok || p.from == self {
+		return false
+	}
+	if err := l.c.Returns().SendUnrecorded(p.from, cluster.Unrecorded{ResponseID: rid, DeviceID: deviceID, Why: why}); err != nil {
+		l.log.Warn("cluster: unrecorded results not told; the command waits out its timeout", "response_id", rid, "err", err)
 	}
 	return true
 }
@@ -441,7 +497,7 @@ func (l *ClusterLinks) ShutDown(id string) {
 	}
 	l.mu.Unlock()
 	for i, r := range told {
-		if err := l.c.SendRecorded(to[i], r); err != nil {
+		if err := l.c.Returns().SendRecorded(to[i], r); err != nil {
 			l.log.Warn("cluster: a device's shutdown not passed on; its command waits out its timeout", "response_id", r.ResponseID, "err", err)
 		}
 	}

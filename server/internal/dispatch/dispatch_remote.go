@@ -345,6 +345,17 @@ func (d *Dispatcher) recordedElsewhere(r cluster.Recorded) {
 	cmd.log.Debug("results recorded by another node", "status", Result{Results: r.Results}.Status())
 }
 
+// unrecordedElsewhere fails a command waiting here that its device
+// answered on another node, whose store could not record the results: the
+// store failed, not the device, and the results come late.
+func (d *Dispatcher) unrecordedElsewhere(u cluster.Unrecorded) {
+	cmd := d.waiting(u.ResponseID)
+	if cmd == nil || cmd.rec.DeviceID != u.DeviceID {
+		return
+	}
+	d.fail(cmd, fmt.Sprintf("device %q answered on node %q, but that node could not record its results: %s", u.DeviceID, u.From, u.Why))
+}
+
 // crossNodeOutcome is the metric label of a send to another node that
 // ended with reply and err.
 func crossNodeOutcome(reply cluster.Reply, err error) string {

@@ -59,6 +59,9 @@ type Dispatcher struct {
 	log        *slog.Logger
 	// frameCap is the largest frame a link carries.
 	frameCap int64
+	// prepBound is how much longer a command waits, in all, while its
+	// device prepares its tool (preparing.go).
+	prepBound time.Duration
 
 	// remote reaches devices linked to other nodes: singleNode on a
 	// single node (remote.go).
@@ -121,6 +124,13 @@ type Command struct {
 	// abandoned: its device's grace ended, so it is not sent again; a
 	// device that comes back later may still report results it had.
 	abandoned bool
+	// prep is its device's preparation of its tool, which holds its
+	// deadline (preparing.go).
+	prep preparation
+
+	// onPreparing, if set, hears each stage of that preparation: the
+	// task's events tell it.
+	onPreparing func(protocol.Preparing)
 }
 
 // sentElsewhere is a command's sending to the node that holds its
@@ -155,8 +165,8 @@ func (c *Command) result() Result {
 
 func NewDispatcher(st *store.Store, u *unrecorded.Writes, reg *Registry, mx *metrics.Metrics,
 	answer func(deviceID string, m *protocol.ClientMessage, err error),
-	sessionEnd func(store.Session, store.Command) (store.Session, error), log *slog.Logger, frameCap int64) *Dispatcher {
-	return &Dispatcher{store: st, unrecorded: u, reg: reg, metrics: mx, answer: answer, sessionEnd: sessionEnd, log: log, frameCap: frameCap,
+	sessionEnd func(store.Session, store.Command) (store.Session, error), log *slog.Logger, frameCap int64, prepBound time.Duration) *Dispatcher {
+	return &Dispatcher{store: st, unrecorded: u, reg: reg, metrics: mx, answer: answer, sessionEnd: sessionEnd, log: log, frameCap: frameCap, prepBound: prepBound,
 		remote: SingleNode{}, pending: map[string]*Command{}}
 }
 
@@ -196,6 +206,9 @@ type CommandSpec struct {
 	Session *store.Session
 	// Fence: see Command.fence.
 	Fence *store.Owner
+	// Preparing, if set, hears how far the device has come preparing the
+	// command's tool, each time it says.
+	Preparing func(protocol.Preparing)
 }
 
 // NewCommand gives the actions fresh call_ids and the command a fresh
@@ -212,7 +225,7 @@ func (d *Dispatcher) NewCommand(spec CommandSpec) *Command {
 		Step: spec.Step, Attempt: spec.Attempt, Actions: actions, Tools: spec.Tools, Timeout: spec.Timeout, WaitForDevice: spec.WaitForDevice,
 	}
 	cmd := d.recordedCommand(rec, spec.Session)
-	cmd.fence = spec.Fence
+	cmd.fence, cmd.onPreparing = spec.Fence, spec.Preparing
 	return cmd
 }
 
@@ -298,12 +311,13 @@ func (d *Dispatcher) Run(ctx context.Context, cmd *Command) Result {
 // may have sent, and waits for its outcome as run does. The agent answers
 // a repeat from its outbox and never runs it twice. session is the row
 // of the session rec alone makes up, if it does, and fence the owner
-// that runs its session. Results recorded
+// that runs its session; preparing, if set, hears how far the device
+// has come preparing its tool. Results recorded
 // meanwhile (the device reported them to a node after its own died) end
 // it at once.
-func (d *Dispatcher) Resume(ctx context.Context, rec store.Command, session *store.Session, fence *store.Owner) Result {
+func (d *Dispatcher) Resume(ctx context.Context, rec store.Command, session *store.Session, fence *store.Owner, preparing func(protocol.Preparing)) Result {
 	cmd := d.recordedCommand(rec, session)
-	cmd.inFlight, cmd.fence, cmd.start = true, fence, time.Now()
+	cmd.inFlight, cmd.fence, cmd.start, cmd.onPreparing = true, fence, time.Now(), preparing
 	if offline := d.park(cmd); offline != "" {
 		d.fail(cmd, offline)
 	} else {
@@ -563,9 +577,15 @@ func (d *Dispatcher) LinkDropped(c *Link, shutDown bool) {
 	}
 }
 
-// expire fails cmd when its timeout ends, unless its results won the race.
+// expire fails cmd when its timeout ends, unless its results won the
+// race, or its device's word that it prepares the tool moved the
+// deadline on as the timer fired (preparing.go reset the timer).
 func (d *Dispatcher) expire(cmd *Command) {
 	d.mu.Lock()
+	if time.Now().Before(cmd.deadline) {
+		d.mu.Unlock()
+		return
+	}
 	why := cmd.timedOut()
 	d.mu.Unlock()
 	d.fail(cmd, why)
@@ -592,6 +612,8 @@ func (cmd *Command) whyTimedOut() string {
 	id := cmd.rec.DeviceID
 	out := cmd.elsewhere
 	switch {
+	case cmd.prep.under():
+		return cmd.prep.overBound(id, cmd.timeout)
 	case cmd.sentOn != nil:
 		return fmt.Sprintf("device %q did not answer within %s", id, cmd.timeout)
 	case out.lease != 0 && !out.delivered:
@@ -622,22 +644,22 @@ func (d *Dispatcher) Refused(ctx context.Context, c *Link, m *protocol.ClientMes
 		if d.remote.refusedHere(c.ID, rid, m.Error) {
 			return
 		}
-		d.storedCommandLog(ctx, c.ID, rid, m.SessionID).Warn("device reported an error about a command not waiting on it", "error", m.Error)
+		storedCommandLog(ctx, d.store, d.log, c.ID, rid, m.SessionID).Warn("device reported an error about a command not waiting on it", "error", m.Error)
 		return
 	}
 	cmd.log.Warn("device refused the command", "error", m.Error)
 	d.fail(cmd, fmt.Sprintf("device %q refused the command: %s", c.ID, m.Error))
 }
 
-// storedCommandLog is d's logger naming the command responseID that device
+// storedCommandLog is log naming the command responseID that device
 // deviceID spoke of: by its recorded ids if the store has it, else by the
 // session the device named.
-func (d *Dispatcher) storedCommandLog(ctx context.Context, deviceID, responseID, sessionID string) *slog.Logger {
+func storedCommandLog(ctx context.Context, st *store.Store, log *slog.Logger, deviceID, responseID, sessionID string) *slog.Logger {
 	calls := ""
-	if rec, err := d.store.Commands().Get(ctx, responseID); err == nil {
+	if rec, err := st.Commands().Get(ctx, responseID); err == nil {
 		sessionID, calls = rec.SessionID, protocol.JoinCallIDs(protocol.CallIDs(rec.Actions))
 	}
-	return d.log.With("device", deviceID, "session_id", sessionID, "response_id", responseID, "call_id", calls)
+	return log.With("device", deviceID, "session_id", sessionID, "response_id", responseID, "call_id", calls)
 }
 
 // fail ends cmd without device results, durably, or as soon as the
@@ -861,14 +883,16 @@ func (d *Dispatcher) keepResults(deviceID string, m *protocol.ClientMessage, cau
 	log := d.log.With("device", deviceID, "session_id", m.SessionID, "response_id", rid,
 		"call_id", protocol.JoinCallIDs(protocol.ResultCallIDs(m.ActionResults)))
 	size := resultsBytes(m.ActionResults)
+	then := "it keeps them and records them once it can"
+	if !d.unrecorded.HasRoom(2, size+unrecorded.FailureBytes) {
+		then = "the device keeps them and sends them again when it next registers"
+	}
+	why := fmt.Sprintf("%v; %s", store.UnavailableCause(cause), then)
 	if cmd := d.waiting(rid); cmd != nil {
 		// Its failure goes first, so that the results come late, after it.
-		then := "it keeps them and records them once it can"
-		if !d.unrecorded.HasRoom(2, size+unrecorded.FailureBytes) {
-			then = "the device keeps them and sends them again when it next registers"
-		}
-		d.fail(cmd, fmt.Sprintf("device %q answered, but the server could not record its results: %v; %s",
-			deviceID, store.UnavailableCause(cause), then))
+		d.fail(cmd, fmt.Sprintf("device %q answered, but the server could not record its results: %s", deviceID, why))
+	} else {
+		d.remote.unrecordedHere(deviceID, rid, why)
 	}
 	var rec store.Command
 	kept := d.unrecorded.Keep(unrecorded.Write{What: "results of command " + rid, Key: "results " + rid, Size: size,

@@ -33,7 +33,7 @@ func newTestDispatcher(t *testing.T) (*Dispatcher, *Registry, *store.Store) {
 		return row, err
 	}
 	d := NewDispatcher(st, u, reg, metrics.New(metrics.Sources{}), func(string, *protocol.ClientMessage, error) {}, end, log,
-		protocol.DefaultMaxFrameBytes)
+		protocol.DefaultMaxFrameBytes, time.Minute)
 	return d, reg, st
 }
 

@@ -39,6 +39,13 @@ type remote interface {
 	// recordedHere passes results recorded here to the node that sent
 	// their command, if another did.
 	recordedHere(rec store.Command, sessionEnded bool)
+	// preparingHere passes a device's word that it prepares the tool of
+	// command rid to the node that sent it here, if another did.
+	preparingHere(deviceID, rid string, p protocol.Preparing)
+	// unrecordedHere tells the node that sent command rid here, if
+	// another did, that its device answered but the store could not
+	// record the results (why); it reports whether rid was one.
+	unrecordedHere(deviceID, rid, why string) bool
 }
 
 // DeviceLeases is the device gateway's side of the cluster: the lease on
@@ -62,6 +69,11 @@ type DeviceLeases interface {
 	Release(id string)
 	// HeldElsewhere: device id's lease is held by another live node.
 	HeldElsewhere(id string) bool
+	// AwaitedElsewhere: device id's lease is held by another node, alive,
+	// or dead for less than the device grace: the device is linked there,
+	// or between links until it registers on a node, and commands for it
+	// wait for it.
+	AwaitedElsewhere(id string) bool
 	// LinkedElsewhere: this node heard that another live node holds
 	// device id's link.
 	LinkedElsewhere(id string) bool
@@ -88,11 +100,14 @@ func (SingleNode) stop(string, int64, *protocol.ServerMessage)                  
 func (SingleNode) refusedHere(string, string, string) bool                          { return false }
 func (SingleNode) proxiedSession(string) *store.Session                             { return nil }
 func (SingleNode) recordedHere(store.Command, bool)                                 {}
+func (SingleNode) preparingHere(string, string, protocol.Preparing)                 {}
+func (SingleNode) unrecordedHere(string, string, string) bool                       { return false }
 func (SingleNode) Take(context.Context, *Link) error                                { return nil }
 func (SingleNode) Announce(*Link)                                                   {}
 func (SingleNode) ShutDown(string)                                                  {}
 func (SingleNode) Drop(string, int64) int64                                         { return 0 }
 func (SingleNode) Release(string)                                                   {}
 func (SingleNode) HeldElsewhere(string) bool                                        { return false }
+func (SingleNode) AwaitedElsewhere(string) bool                                     { return false }
 func (SingleNode) LinkedElsewhere(string) bool                                      { return false }
 func (SingleNode) DevicesElsewhere() []string                                       { return nil }

@@ -64,10 +64,12 @@ func (k *Checker) Device(ctx context.Context, c *identity.Caller, id string) (bo
 }
 
 // Online reports whether device id is online, here or, in a
-// cluster, on another live node, and in c's scope. A store that fails to
-// say counts as out of scope, and is logged.
+// cluster, on another node (alive, or dead for less than the device
+// grace: the device is between links then, and commands wait for it, as
+// on the node whose link dropped), and in c's scope. A store that fails
+// to say counts as out of scope, and is logged.
 func (k *Checker) Online(ctx context.Context, c *identity.Caller, id string) bool {
-	if k.disp.Registry().Device(id) == nil && !k.disp.Leases().LinkedElsewhere(id) && !k.disp.Leases().HeldElsewhere(id) {
+	if k.disp.Registry().Device(id) == nil && !k.disp.Leases().LinkedElsewhere(id) && !k.disp.Leases().AwaitedElsewhere(id) {
 		return false
 	}
 	in, err := k.Device(ctx, c, id)

@@ -348,6 +348,12 @@ func (s *Sight) Event(e api.TaskEvent) api.TaskEvent {
 		return e
 	}
 	switch e.Type {
+	case api.EventPreparing:
+		if e.Preparing != nil && e.Step != nil && s.stepHides(e.DeviceID, *e.Step) {
+			p := *e.Preparing
+			p.ToolName = Withheld
+			e.Preparing = &p
+		}
 	case api.EventStepEnd:
 		step := -1
 		if e.Step != nil {

@@ -68,6 +68,8 @@ func eventText(e api.TaskEvent) string {
 		return fmt.Sprintf("%s%s: %s sent", where, step, e.Tool)
 	case api.EventStepEnd:
 		return fmt.Sprintf("%s%s: %s %s %s", where, step, e.Tool, e.Status, e.Error)
+	case api.EventPreparing:
+		return fmt.Sprintf("%s%s: %s", where, step, api.PreparingText(e.Preparing))
 	case api.EventDeviceStart, api.EventDeviceEnd, api.EventEnd:
 		return fmt.Sprintf("%s %s %s %s", where, e.Type, e.State, e.Error)
 	}

@@ -168,10 +168,11 @@ func recordedFleet(row store.Session) (fleetSpec, error) {
 	return spec, nil
 }
 
-// forward passes a child's step events on to the fleet's stream, without
-// their results: those stay in the child's own task.
+// forward passes a child's step events, and its devices' preparations,
+// on to the fleet's stream, without their results: those stay in the
+// child's own task.
 func (f *fleetRunner) forward(e api.TaskEvent) {
-	if e.Type != api.EventStepStart && e.Type != api.EventStepEnd {
+	if e.Type != api.EventStepStart && e.Type != api.EventStepEnd && e.Type != api.EventPreparing {
 		return
 	}
 	e.Results = nil

@@ -79,6 +79,12 @@ type SessionConfig struct {
 	// its timeout and what is left of the grace.
 	// Default 60 s.
 	DeviceGrace time.Duration
+	// PreparationBound is how much longer the server waits for a command
+	// whose device, having accepted it, says it is preparing its tool
+	// (instrumenting, compiling, initializing it): the command's timeout
+	// is held while the tool is prepared, up to this much in all
+	// (RATIONALE.md, "A command's deadline"). Default 10 minutes.
+	PreparationBound time.Duration
 }
 
 func (c *SessionConfig) SetDefaults() {
@@ -91,7 +97,13 @@ func (c *SessionConfig) SetDefaults() {
 	if c.DeviceGrace <= 0 {
 		c.DeviceGrace = 60 * time.Second
 	}
+	if c.PreparationBound <= 0 {
+		c.PreparationBound = DefaultPreparationBound
+	}
 }
+
+// DefaultPreparationBound is SessionConfig.PreparationBound's default.
+const DefaultPreparationBound = 10 * time.Minute
 
 // SessionManager is UFO's SessionManager: it creates sessions, runs each
 // in a goroutine of its own, tracks their state, cancels them, ends each

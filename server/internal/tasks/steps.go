@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/store"
@@ -49,7 +50,9 @@ func (st sessionStepper) attempt(ctx context.Context, step step, n int) dispatch
 		// Another node may adopt the session while this one runs it.
 		spec.Fence = &s.owner
 	}
-	cmd := st.m.disp.NewCommand(spec)
+	var cmd *dispatch.Command
+	spec.Preparing = func(p protocol.Preparing) { st.preparing(step, n, cmd.ResponseID())(p) }
+	cmd = st.m.disp.NewCommand(spec)
 	s.events.Add(st.stepEvent(api.EventStepStart, step, n, dispatch.Result{ResponseID: cmd.ResponseID()}))
 	gctx, cancel := withGrace(ctx, CancelGrace)
 	r := st.m.disp.Run(gctx, cmd)
@@ -100,7 +103,7 @@ func (st sessionStepper) again(ctx context.Context, step step, n int, rec store.
 			row = &ses
 		}
 		gctx, cancel := withGrace(ctx, CancelGrace)
-		r = st.m.disp.Resume(gctx, rec, row, &s.owner)
+		r = st.m.disp.Resume(gctx, rec, row, &s.owner, st.preparing(step, n, rec.ResponseID))
 		cancel()
 	}
 	s.events.Add(st.stepEvent(api.EventStepEnd, step, n, r))
@@ -116,6 +119,16 @@ func (st sessionStepper) stepEvent(typ string, step step, n int, r dispatch.Resu
 		e.Status, e.Results, e.Error = r.Status(), r.Results, r.Failure()
 	}
 	return e
+}
+
+// preparing tells the session's events how far the device has come
+// preparing the tool of attempt n at step, command responseID.
+func (st sessionStepper) preparing(step step, n int, responseID string) func(protocol.Preparing) {
+	return func(p protocol.Preparing) {
+		e := st.stepEvent(api.EventPreparing, step, n, dispatch.Result{ResponseID: responseID})
+		e.Preparing = &p
+		st.s.events.Add(e)
+	}
 }
 
 // withGrace returns a context that ends grace after ctx ends, with ctx's

@@ -388,6 +388,8 @@ func (g *Gateway) handleDeviceMessage(ctx context.Context, c *dispatch.Link, m *
 		g.rotationAnswered(ctx, c, m)
 	case protocol.ClientLocalCall:
 		g.localCall(ctx, c, m)
+	case protocol.ClientPreparing:
+		g.disp.Preparing(c.ID, m.PrevResponseID, *m.Preparing)
 	case protocol.ClientError:
 		if m.PrevResponseID == "" {
 			g.log.Warn("device reported an error", "device", c.ID, "session_id", m.SessionID, "error", m.Error)

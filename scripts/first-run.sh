@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# scripts/first-run.sh: what an agent on a fresh data dir costs, as a new
+# kiosk meets it (issue 38); BENCHMARKS.md records what it prints.
+#
+#   first-run.sh calls     RUNS times, a fresh agent data dir with the stock
+#                          tools and dir_usage: the first call of each, timed
+#                          with aipctl's own start, in an order that turns
+#                          with each run; then the median of each tool.
+#   first-run.sh memory    one fresh agent with the stock tools only (EXTRA=
+#                          more .wasm files to load beside them): the first
+#                          call of each (none with CALLS=0), then the agent's
+#                          VmHWM over its first minute and its VmRSS at 60 s,
+#                          from /proc.
+#
+# BIN (default bin) holds aip-server, aipctl and tools/ (make build);
+# AGENT (default BIN/aip-agent) is the agent to run; RUNS defaults to 5.
+# Everything runs on loopback, in a temp dir it removes.
+set -euo pipefail
+
+BIN=${BIN:-bin}
+AGENT=${AGENT:-$BIN/aip-agent}
+RUNS=${RUNS:-5}
+PORT=${PORT:-8790}
+WORK=$(mktemp -d -t edgeaip-first-run-XXXXXX)
+export AIP_SERVER="http://127.0.0.1:$PORT"
+server_pid= agent_pid=
+
+stop() {
+	[ -n "$agent_pid" ] && kill -TERM "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null || true
+	[ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
+	rm -rf "$WORK"
+}
+trap stop EXIT INT TERM
+
+wait_for() {
+	for _ in $(seq 300); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "timed out waiting for: $*" >&2
+	return 1
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+start_server() {
+	"$BIN/aip-server" --listen "127.0.0.1:$PORT" --data "$WORK/server" >"$WORK/server.log" 2>&1 &
+	server_pid=$!
+	wait_for test -s "$WORK/server/admin.token"
+	export AIP_TOKEN=$(cat "$WORK/server/admin.token")
+	wait_for "$BIN/aipctl" devices
+	mkdir -p "$WORK/files/dir"
+	echo "kiosk config" >"$WORK/files/config.txt"
+}
+
+# start_agent ID TOOL...: a fresh agent ID, on a fresh data dir, loading
+# the tools named from BIN/tools (or paths).
+start_agent() {
+	local id=$1 tools="$WORK/$1-tools"
+	shift
+	mkdir -p "$tools"
+	for t in "$@"; do
+		case $t in */*) cp "$t" "$tools/" ;; *) cp "$BIN/tools/$t.wasm" "$tools/" ;; esac
+	done
+	"$BIN/aipctl" device enroll "$id" >"$WORK/$id.token"
+	agent_start=$(now_ms)
+	"$AGENT" --server "ws://127.0.0.1:$PORT/ws" --id "$id" --token-file "$WORK/$id.token" \
+		--tools "stock=$tools" --allow-dir "$WORK/files" --data "$WORK/$id-data" >"$WORK/$id.log" 2>&1 &
+	agent_pid=$!
+	wait_for sh -c "'$BIN/aipctl' devices -o json | grep -A3 '\"$id\"' | grep -q '\"online\": true'"
+}
+
+stop_agent() {
+	kill -TERM "$agent_pid" && wait "$agent_pid" || true
+	agent_pid=
+}
+
+# params TOOL: the parameters of its first call.
+params() {
+	case $1 in
+	write_file) echo "path=$WORK/files/out.txt content=hello" ;;
+	list_dir | dir_usage) echo "path=$WORK/files" ;;
+	*) echo "path=$WORK/files/config.txt" ;;
+	esac
+}
+
+# exec_ms ID TOOL: runs TOOL's call, and prints how long aipctl took.
+exec_ms() {
+	local start
+	start=$(now_ms)
+	# shellcheck disable=SC2046
+	"$BIN/aipctl" exec "$1" "$2" $(params "$2") >"$WORK/out.json" || { cat "$WORK/out.json" >&2; return 1; }
+	echo $(($(now_ms) - start))
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+calls() {
+	local tools=(dir_usage read_file write_file list_dir hash_file)
+	for run in $(seq "$RUNS"); do
+		start_agent "calls-$run" "${tools[@]}"
+		line="run $run:"
+		for i in $(seq 0 4); do
+			t=${tools[$(((i + run) % 5))]}
+			ms=$(exec_ms "calls-$run" "$t")
+			echo "$t $ms" >>"$WORK/calls.txt"
+			line="$line $t ${ms}ms"
+		done
+		echo "$line"
+		stop_agent
+	done
+	echo
+	echo "| tool | first call, median of $RUNS (ms) |"
+	echo "|---|---|"
+	for t in "${tools[@]}"; do
+		echo "| $t | $(grep "^$t " "$WORK/calls.txt" | cut -d' ' -f2 | median) |"
+	done
+}
+
+memory() {
+	local tools=(read_file write_file list_dir hash_file)
+	# shellcheck disable=SC2086
+	start_agent mem-1 "${tools[@]}" ${EXTRA:-}
+	if [ "${CALLS:-1}" != 0 ]; then
+		for t in "${tools[@]}" ${EXTRA:-}; do
+			t=$(basename "$t" .wasm)
+			echo "$t first call: $(exec_ms mem-1 "$t") ms"
+		done
+	fi
+	sleep $(((60999 - ($(now_ms) - agent_start)) / 1000))
+	echo "at $(($(now_ms) - agent_start)) ms since the agent started:"
+	grep -E '^(VmHWM|VmRSS)' "/proc/$agent_pid/status"
+	stop_agent
+}
+
+start_server
+case ${1:-} in
+calls) calls ;;
+memory) memory ;;
+*)
+	echo "usage: $0 calls|memory" >&2
+	exit 2
+	;;
+esac
