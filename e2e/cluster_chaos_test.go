@@ -82,6 +82,9 @@ const (
 	chaosRate    = 10 // commands a second
 	// chaosTimeout is each command's timeout.
 	chaosTimeout = "10s"
+	// chaosPreparationWait is how much longer than its timeout a caller
+	// waits for a command whose device prepares its tool.
+	chaosPreparationWait = 5 * time.Second
 	// chaosRetryFor is how long a caller keeps repeating a command whose
 	// node was away, refused it, or left its outcome unknown.
 	chaosRetryFor = 45 * time.Second
@@ -99,9 +102,10 @@ const (
 	chaosAfter  = 5 * time.Second
 )
 
-// chaosFault is one fault: its name, and inject, which brings it on node
-// n (-1 for a fault of the cluster's, not of a node) and heals it,
-// returning once it has healed.
+// chaosFault is one fault: its name (for CHAOS_FAULTS), whether it
+// strikes a node, what it does (for the log), and inject, which brings it
+// on node n (-1 for a fault of the cluster's) and heals it, returning once
+// it has healed.
 type chaosFault struct {
 	name    string
 	onANode bool
@@ -109,6 +113,7 @@ type chaosFault struct {
 	inject  func(cc *chaosCluster, n int)
 }
 
+// chaosFaults are issue 36's faults, in the order a round runs them.
 var chaosFaults = []chaosFault{
 	{name: "kill-9", onANode: true, summary: "SIGKILL; started again once taken as dead",
 		inject: func(cc *chaosCluster, n int) {
@@ -230,7 +235,12 @@ func newChaosCluster(t *testing.T) *chaosCluster {
 			require.NoError(t, err)
 		}
 		cc.nodes = append(cc.nodes, p)
-		cc.apis = append(cc.apis, &api.Client{BaseURL: p.api.BaseURL, Token: p.api.Token})
+		// A caller waits for its command's timeout, chaosPreparationWait
+		// and the client's reply time, not the 10 minutes the server may
+		// hold a command whose tool is being prepared: the agents share a
+		// compile cache, and a caller stuck on a node that does not answer
+		// would hold the phase up for that long.
+		cc.apis = append(cc.apis, &api.Client{BaseURL: p.api.BaseURL, Token: p.api.Token, PreparationWait: chaosPreparationWait})
 	}
 	cc.startAgents()
 	return cc
