@@ -29,14 +29,19 @@ func (c *cluster) execAsync(id string, req api.CommandRequest) <-chan api.Comman
 }
 
 // startKioskProcess enrolls kiosk-1 and runs its agent as a process, with
-// a data dir and a dir its tools may write files in, and waits until it
-// is online.
+// a data dir, a dir its tools may write files in, and the two tools these
+// tests run (write_file and pause), and waits until it is online and its
+// tools are ready. An agent prepares its tools in the background once it
+// starts, and a command that comes first waits for them: on a fresh
+// compile cache under load, that wait was seen to spend the whole 10 s
+// shutdown grace (with the stock tools in Go, seconds each to compile).
 func (c *cluster) startKioskProcess() (p *agentProcess, data, files string) {
 	c.t.Helper()
 	data, files = c.t.TempDir(), c.t.TempDir()
-	p = newAgentProcess(c.t, agentYAML(c.t, "kiosk-1", c.wsURL(), c.enroll("kiosk-1"), data, files))
+	p = newAgentProcess(c.t, agentYAMLWithTools(c.t, "kiosk-1", c.wsURL(), c.enroll("kiosk-1"), data, files, "stock="+appendAndPause(c.t)))
 	p.start()
 	c.waitOnline("kiosk-1", true)
+	p.waitLogged("tools instrumented")
 	return p, data, files
 }
 

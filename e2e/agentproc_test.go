@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,15 +63,26 @@ type agentProcess struct {
 // the fixtures, files allowed, the compile cache every test agent shares,
 // and a link that notices drops fast.
 func agentYAML(t testing.TB, id, wsURL, tokenFile, dataDir, files string) string {
+	return agentYAMLWithTools(t, id, wsURL, tokenFile, dataDir, files,
+		"stock="+testenv.StockToolsDir(t), "fixtures="+testenv.TestdataTools())
+}
+
+// agentYAMLWithTools is agentYAML with toolDirs (namespace=dir) as its
+// tool dirs.
+func agentYAMLWithTools(t testing.TB, id, wsURL, tokenFile, dataDir, files string, toolDirs ...string) string {
+	quoted := make([]string, len(toolDirs))
+	for i, d := range toolDirs {
+		quoted[i] = strconv.Quote(d)
+	}
 	return fmt.Sprintf(`device: {id: %s}
 server: {url: %q, token_file: %q, heartbeat: 1s, ping: 1s}
 data_dir: %q
 compile_cache: %q
 commands: {max_concurrent: 4, shutdown_grace: 10s}
 tools:
-  dirs: [%q, %q]
+  dirs: [%s]
   allow_dirs: [%q]
-`, id, wsURL, tokenFile, dataDir, sharedCompileCache(t), "stock="+testenv.StockToolsDir(t), "fixtures="+testenv.TestdataTools(), files)
+`, id, wsURL, tokenFile, dataDir, sharedCompileCache(t), strings.Join(quoted, ", "), files)
 }
 
 // newAgentProcess writes yaml as the agent's config; start runs it.
@@ -138,6 +150,12 @@ func (p *agentProcess) term() error {
 func (p *agentProcess) logged(s string) bool {
 	b, _ := os.ReadFile(p.log)
 	return bytes.Contains(b, []byte(s))
+}
+
+// count is how many times the agent's log has s.
+func (p *agentProcess) count(s string) int {
+	b, _ := os.ReadFile(p.log)
+	return bytes.Count(b, []byte(s))
 }
 
 // waitLogged waits for s in the agent's log.

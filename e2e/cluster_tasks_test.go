@@ -40,37 +40,61 @@ func appendAndPause(t testing.TB) string {
 	return dir
 }
 
-// agentIn starts an in-process agent for device id linked to its node
-// through lb, as through a load balancer (which, when that node dies,
-// sends the agent's next link to another), with tools, and files mounted
 // agentsBehindProxies starts n agents, dev-00 onwards, each linked to a
 // node through a proxy that stands for a load balancer (one per node,
-// in turn), and waits until each is linked where it was sent.
+// in turn), and waits until each is linked where it was sent and its
+// tools are ready. The first agent's tools are ready before the others
+// start, which then load them from the compile cache it filled: on a
+// fresh cache under load, 30 agents compiling write_file at once (then a
+// Go module) took longer than a step's 30 s timeout, and the first plans
+// failed waiting for it.
 func (sc *serverCluster) agentsBehindProxies(t *testing.T, n int, files, tools string) (lbs []*cutProxy, devs []string) {
 	lbs = make([]*cutProxy, len(sc.nodes))
 	for i, node := range sc.nodes {
 		lbs[i] = newCutProxy(t, node.addr)
 	}
 	devs = make([]string, n)
+	ready := make([]chan struct{}, n)
+	deadline := time.After(time.Minute)
 	for i := range devs {
-		devs[i] = fmt.Sprintf("dev-%02d", i)
-		sc.agentIn(lbs[i%len(lbs)], devs[i], sc.nodes[0].enroll(t, devs[i]), files, tools)
+		devs[i], ready[i] = fmt.Sprintf("dev-%02d", i), make(chan struct{})
+		sc.agentIn(lbs[i%len(lbs)], devs[i], sc.nodes[0].enroll(t, devs[i]), files, tools, ready[i])
+		if i == 0 {
+			waitToolsReady(t, devs[i], ready[i], deadline)
+		}
 	}
 	for i := range devs {
 		sc.waitLinked(sc.nodes[0], devs[i], fmt.Sprintf("node-%d", i%len(lbs)))
+		waitToolsReady(t, devs[i], ready[i], deadline)
 	}
 	return lbs, devs
 }
 
-// as itself.
-func (sc *serverCluster) agentIn(lb *cutProxy, id, token, files, tools string) {
+// waitToolsReady waits until ready, which agent dev closes once its
+// tools are, is closed; if deadline comes first, the test fails.
+func waitToolsReady(t *testing.T, dev string, ready <-chan struct{}, deadline <-chan time.Time) {
+	t.Helper()
+	select {
+	case <-ready:
+	case <-deadline:
+		t.Fatalf("%s's tools were not ready within a minute", dev)
+	}
+}
+
+// agentIn starts an in-process agent for device id linked to its node
+// through lb, as through a load balancer (which, when that node dies,
+// sends the agent's next link to another), with tools, and files mounted
+// as itself; it closes ready once its tools are.
+func (sc *serverCluster) agentIn(lb *cutProxy, id, token, files, tools string, ready chan<- struct{}) {
 	sc.t.Helper()
-	runAgent(sc.t, agent.Config{
+	cfg := agent.Config{
 		ID: id, ServerURL: "ws://" + lb.addr() + "/ws", TokenFile: token, DataDir: sc.t.TempDir(),
 		ToolDirs: []string{"stock=" + tools}, CompileCacheDir: sharedCompileCache(sc.t),
 		Mounts:        []sandbox.Mount{{HostPath: files, GuestPath: files}},
 		ShutdownGrace: 500 * time.Millisecond, Logger: testLogger(),
-	})
+	}
+	whenLogged("tools instrumented", ready)(&cfg)
+	runAgent(sc.t, cfg)
 }
 
 // Three nodes, 30 agents over them; 600 commands and 20 plans through

@@ -166,12 +166,14 @@ func TestCommandsThroughEveryNodeReachDevicesOnEveryNodeOnce(t *testing.T) {
 		{ToolName: "pause", Parameters: map[string]any{"ms": 1500}},
 		{ToolName: "write_file", Parameters: map[string]any{"path": filepath.Join(files, "moved"), "content": "ran\n", "append": true}}}}
 	out := make(chan api.CommandResponse, 1)
+	received := agents[2].count("command received")
 	go func() {
 		resp, err := sc.nodes[0].api.Command(context.Background(), "dev-2", slow)
 		assert.NoError(t, err)
 		out <- resp
 	}()
-	time.Sleep(500 * time.Millisecond) // on dev-2, pausing
+	require.Eventually(t, func() bool { return agents[2].count("command received") > received },
+		30*time.Second, 10*time.Millisecond, "the command never reached dev-2")
 	sc.nodes[2].kill(t)
 	agents[2].term() // its server is gone: its exit status says so
 	sc.agentOn(sc.nodes[1], "dev-2", tokens[2], dirs[2], files)

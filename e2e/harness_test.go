@@ -196,14 +196,35 @@ func withLimits(l sandbox.Limits) agentOption {
 	return func(c *agent.Config) { c.Limits = l }
 }
 
-// watchLog makes the agent's logger report each message to seen.
+// watchLog makes the agent's logger report each message to seen, unless
+// seen is full.
 func watchLog(seen chan<- string) agentOption {
-	return func(c *agent.Config) { c.Logger = slog.New(&notifyHandler{Handler: c.Logger.Handler(), seen: seen}) }
+	return onLog(func(msg string) {
+		select {
+		case seen <- msg:
+		default:
+		}
+	})
+}
+
+// whenLogged makes the agent close done the first time it logs msg.
+func whenLogged(msg string, done chan<- struct{}) agentOption {
+	var once sync.Once
+	return onLog(func(m string) {
+		if m == msg {
+			once.Do(func() { close(done) })
+		}
+	})
+}
+
+// onLog makes the agent's logger call notify with each message.
+func onLog(notify func(msg string)) agentOption {
+	return func(c *agent.Config) { c.Logger = slog.New(&notifyHandler{Handler: c.Logger.Handler(), notify: notify}) }
 }
 
 type notifyHandler struct {
 	slog.Handler
-	seen chan<- string
+	notify func(msg string)
 }
 
 // Enabled is true at every level, so that debug messages are seen even
@@ -211,10 +232,7 @@ type notifyHandler struct {
 func (h *notifyHandler) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h *notifyHandler) Handle(ctx context.Context, r slog.Record) error {
-	select {
-	case h.seen <- r.Message:
-	default:
-	}
+	h.notify(r.Message)
 	if !h.Handler.Enabled(ctx, r.Level) {
 		return nil
 	}
@@ -222,11 +240,11 @@ func (h *notifyHandler) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h *notifyHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &notifyHandler{Handler: h.Handler.WithAttrs(as), seen: h.seen}
+	return &notifyHandler{Handler: h.Handler.WithAttrs(as), notify: h.notify}
 }
 
 func (h *notifyHandler) WithGroup(name string) slog.Handler {
-	return &notifyHandler{Handler: h.Handler.WithGroup(name), seen: h.seen}
+	return &notifyHandler{Handler: h.Handler.WithGroup(name), notify: h.notify}
 }
 
 // cutProxy forwards TCP to a target and can cut every connection at once,
