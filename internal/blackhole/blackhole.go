@@ -14,8 +14,9 @@ import (
 
 // Proxy forwards every connection made to it to one target.
 type Proxy struct {
-	ln     net.Listener
-	target string
+	ln      net.Listener
+	network string // of target: tcp, or unix for a socket's path
+	target  string
 
 	mu sync.Mutex
 	// open is closed while the proxy forwards; a cut replaces it with a
@@ -30,13 +31,21 @@ type Proxy struct {
 // when t ends.
 func Start(t testing.TB, target string) *Proxy {
 	t.Helper()
+	return StartTo(t, "tcp", target)
+}
+
+// StartTo runs a proxy on 127.0.0.1 to target on network ("tcp", or
+// "unix" for a socket's path, such as a test PostgreSQL's, which listens
+// on no port) for t, closed when t ends.
+func StartTo(t testing.TB, network, target string) *Proxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("blackhole: listen: %v", err)
 	}
 	open := make(chan struct{})
 	close(open)
-	p := &Proxy{ln: ln, target: target, open: open, closed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, network: network, target: target, open: open, closed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.Close)
@@ -95,7 +104,7 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
-		up, err := net.Dial("tcp", p.target)
+		up, err := net.Dial(p.network, p.target)
 		if err != nil {
 			c.Close()
 			continue
