@@ -259,13 +259,13 @@ func (c *Cluster) OnFenced(fn func()) { c.lease.addOnFenced(fn) }
 // cut off from the store alone; one that has recorded heartbeats without
 // a break for DeadAfter sweeps for dead nodes.
 func (c *Cluster) tick() {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DeadAfter/2)
-	defer cancel()
 	fenced, draining := c.lease.state()
 	switch {
 	case fenced && draining:
 		return
 	case fenced:
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DeadAfter/2)
+		defer cancel()
 		old := c.lease.current()
 		prev, err := c.lease.join(ctx)
 		if err != nil {
@@ -287,6 +287,8 @@ func (c *Cluster) tick() {
 	}
 	// Best effort: a node cut off from the store hears that others are not.
 	_ = c.publish(beatSubject, Beat{From: c.cfg.NodeID, Epoch: epoch})
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DeadAfter/2)
+	defer cancel()
 	if c.lease.steady() {
 		c.sweep(ctx)
 	} else {
