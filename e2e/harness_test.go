@@ -219,7 +219,9 @@ func whenLogged(msg string, done chan<- struct{}) agentOption {
 
 // onLog makes the agent's logger call notify with each message.
 func onLog(notify func(msg string)) agentOption {
-	return func(c *agent.Config) { c.Logger = slog.New(&notifyHandler{Handler: c.Logger.Handler(), notify: notify}) }
+	return func(c *agent.Config) {
+		c.Logger = slog.New(&notifyHandler{Handler: c.Logger.Handler(), notify: notify})
+	}
 }
 
 type notifyHandler struct {
