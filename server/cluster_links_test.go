@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -620,16 +619,9 @@ func TestAPreparationOnAnotherNodeExtendsTheWaitOfTheNodeThatAsked(t *testing.T)
 // the results, to record them late.
 func TestResultsTheHoldersStoreCannotRecordFailTheCommandNamingTheStore(t *testing.T) {
 	tc := newTestCluster(t)
-	a := tc.node("a") // migrates the schema, on which node_b is granted rights
-	exec := tc.sql(t)
-	exec(`CREATE ROLE node_b LOGIN`)
-	exec(`GRANT USAGE, CREATE ON SCHEMA public TO node_b`)
-	exec(`GRANT ALL ON ALL TABLES IN SCHEMA public TO node_b`)
-	exec(`GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO node_b`)
-	asB, err := url.Parse(tc.store)
-	require.NoError(t, err)
-	asB.User = url.User("node_b")
-	b := tc.node("b", func(c *Config) { c.Store.URL = asB.String() })
+	a := tc.node("a") // migrates the schema, on which b's role is granted rights
+	roleB, asB := pgtest.Role(t, tc.store)
+	b := tc.node("b", func(c *Config) { c.Store.URL = asB })
 	dev, _ := tc.linkedTo(b, a, "kiosk-1")
 
 	out := make(chan api.CommandResponse, 1)
@@ -637,12 +629,11 @@ func TestResultsTheHoldersStoreCannotRecordFailTheCommandNamingTheStore(t *testi
 		out <- a.command("kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "20s"})
 	}()
 	cmd := dev.nextCommand()
-	exec(`ALTER ROLE node_b NOLOGIN`)
-	exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'node_b'`)
+	pgtest.LockOut(t, tc.store, roleB)
 	dev.send(*dev.results(cmd, protocol.ResultSuccess, "res-1"))
 
 	resp := <-out
 	assert.Equal(t, "failure", resp.Status)
 	assert.Contains(t, resp.FirstError(), `device "kiosk-1" answered on node "b", but that node could not record its results: `)
-	exec(`ALTER ROLE node_b LOGIN`)
+	pgtest.LetIn(t, tc.store, roleB)
 }

@@ -15,6 +15,8 @@ package pgtest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -396,4 +398,46 @@ func Exec(t testing.TB, dsn, stmt string) {
 	if err != nil {
 		t.Fatalf("pgtest: %s: %v", stmt, err)
 	}
+}
+
+// Role makes a login role of its own on the database at dsn, with every
+// right on its tables (which must exist by then), dropped when t ends,
+// and returns the role and the database's URL as that role: for a test
+// that cuts one client off the database (LockOut) while others go on.
+func Role(t testing.TB, dsn string) (role, asRole string) {
+	t.Helper()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("pgtest: role name: %v", err)
+	}
+	role = "r_" + hex.EncodeToString(b[:])
+	for _, stmt := range []string{`CREATE ROLE ` + role + ` LOGIN`, `GRANT USAGE, CREATE ON SCHEMA public TO ` + role,
+		`GRANT ALL ON ALL TABLES IN SCHEMA public TO ` + role, `GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO ` + role} {
+		Exec(t, dsn, stmt)
+	}
+	t.Cleanup(func() {
+		LockOut(t, dsn, role)
+		Exec(t, dsn, `DROP OWNED BY `+role)
+		Exec(t, dsn, `DROP ROLE `+role)
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	u.User = url.User(role)
+	return role, u.String()
+}
+
+// LockOut cuts role off the database at dsn: it may not log in, and its
+// sessions are ended. LetIn lets it log in again.
+func LockOut(t testing.TB, dsn, role string) {
+	t.Helper()
+	Exec(t, dsn, `ALTER ROLE `+role+` NOLOGIN`)
+	Exec(t, dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '`+role+`'`)
+}
+
+// LetIn lets role log in to the database at dsn again.
+func LetIn(t testing.TB, dsn, role string) {
+	t.Helper()
+	Exec(t, dsn, `ALTER ROLE `+role+` LOGIN`)
 }

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -86,15 +85,8 @@ func TestAStoreOutageDeclaresNoNodeDead(t *testing.T) {
 func TestANodeCutOffFromTheStoreGivesUpItsLeaseAndRejoins(t *testing.T) {
 	e, _ := ownEnv(t)
 	e.open() // migrates the schema, on which the role is granted rights
-	exec := func(stmt string) { t.Helper(); pgtest.Exec(t, e.url, stmt) }
-	exec(`CREATE ROLE node_a LOGIN`)
-	exec(`GRANT USAGE, CREATE ON SCHEMA public TO node_a`)
-	exec(`GRANT ALL ON ALL TABLES IN SCHEMA public TO node_a`)
-	exec(`GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO node_a`)
-	asA, err := url.Parse(e.url)
-	require.NoError(t, err)
-	asA.User = url.User("node_a")
-	stA, err := store.Open(context.Background(), asA.String(), store.Options{})
+	roleA, asA := pgtest.Role(t, e.url)
+	stA, err := store.Open(context.Background(), asA, store.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { stA.Close() })
 	a, err := Join(context.Background(), Config{NATS: e.nats.URL(), NodeID: "a", Address: "a:8700", Store: stA,
@@ -107,8 +99,7 @@ func TestANodeCutOffFromTheStoreGivesUpItsLeaseAndRejoins(t *testing.T) {
 	fenced := make(chan struct{}, 1)
 	a.OnFenced(func() { fenced <- struct{}{} })
 
-	exec(`ALTER ROLE node_a NOLOGIN`)
-	exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'node_a'`)
+	pgtest.LockOut(t, e.url, roleA)
 	select {
 	case <-fenced:
 	case <-t.Context().Done():
@@ -118,7 +109,7 @@ func TestANodeCutOffFromTheStoreGivesUpItsLeaseAndRejoins(t *testing.T) {
 	require.Eventually(t, func() bool { return len(d.list()) == 1 }, 20*fastDead, fastBeat/4, "the others take it as dead")
 	assert.Equal(t, []string{"a"}, d.list())
 
-	exec(`ALTER ROLE node_a LOGIN`)
+	pgtest.LetIn(t, e.url, roleA)
 	require.Eventually(t, func() bool { return a.LeaseDoubt() == "" }, 20*fastDead, fastBeat/4, "it rejoins by itself")
 	_, epoch := a.Self()
 	assert.Equal(t, int64(2), epoch)

@@ -259,22 +259,26 @@ func (l *ClusterLinks) Release(id string) {
 // as the store says: a grace that ends here must not end the device's
 // work if the device is linked elsewhere.
 func (l *ClusterLinks) HeldElsewhere(id string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
-	defer cancel()
-	lease, err := l.c.Lease(ctx, id)
-	self, _ := l.c.Self()
-	return err == nil && lease.Held() && lease.NodeID != self && lease.HolderAlive
+	lease, ok := l.leaseElsewhere(id)
+	return ok && lease.HolderAlive
 }
 
 // AwaitedElsewhere reports whether another node holds device id's lease
 // as the store says, alive, or dead for less than the device grace, from
 // its last heartbeat: as where sends a command there, or has it wait.
 func (l *ClusterLinks) AwaitedElsewhere(id string) bool {
+	lease, ok := l.leaseElsewhere(id)
+	return ok && (lease.HolderAlive || lease.HolderSilent < l.grace)
+}
+
+// leaseElsewhere is device id's lease as the store has it, if a node
+// other than this one holds it.
+func (l *ClusterLinks) leaseElsewhere(id string) (store.DeviceLease, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), SendTimeout)
 	defer cancel()
 	lease, err := l.c.Lease(ctx, id)
 	self, _ := l.c.Self()
-	return err == nil && lease.Held() && lease.NodeID != self && (lease.HolderAlive || lease.HolderSilent < l.grace)
+	return lease, err == nil && lease.Held() && lease.NodeID != self
 }
 
 // leaseChanged hears a lease change from any node. A device this node
