@@ -121,7 +121,7 @@ func TestANodeCutOffFromTheStoreGivesUpItsLeaseAndRejoins(t *testing.T) {
 // A node whose writes wait (its store's writer is held: no heartbeat is
 // recorded, and none fails at once) gives its lease up while the others
 // record theirs, as one whose writes fail does.
-func TestANodeWhoseStoreHangsGivesUpItsLease(t *testing.T) {
+func TestANodeWhoseWritesWaitGivesUpItsLease(t *testing.T) {
 	e := newEnv(t)
 	stA := e.open()
 	a, err := Join(context.Background(), Config{NATS: e.nats.URL(), NodeID: "a", Address: "a:8700", Store: stA,
@@ -138,7 +138,7 @@ func TestANodeWhoseStoreHangsGivesUpItsLease(t *testing.T) {
 	select {
 	case <-fenced:
 	case <-time.After(20 * fastDead):
-		t.Fatal("the node whose store hangs did not give its lease up")
+		t.Fatal("the node whose writes wait did not give its lease up")
 	}
 	assert.Contains(t, a.LeaseDoubt(), "cut off from the store")
 	close(release)
