@@ -17,7 +17,9 @@ func TestARolloutsRevisionsModulesAndDevicesAreKeptAcrossARestart(t *testing.T) 
 	write(t, s, func(tx *Tx) error {
 		return tx.Rollouts().PutModule(Module{SHA256: "aa", Tool: "greet", Size: int64(len(body)), Body: body})
 	})
-	write(t, s, func(tx *Tx) error { return tx.Rollouts().PutModule(Module{SHA256: "aa", Tool: "other", Body: []byte("x")}) })
+	write(t, s, func(tx *Tx) error {
+		return tx.Rollouts().PutModule(Module{SHA256: "aa", Tool: "other", Body: []byte("x")})
+	})
 	var rev int
 	for want := 1; want <= 2; want++ {
 		write(t, s, func(tx *Tx) (err error) {
