@@ -17,6 +17,9 @@ type (
 	RolloutReads = rollouts.Reads
 )
 
+// ErrRolloutMoved: a rollout that changed since it was read.
+var ErrRolloutMoved = rollouts.ErrMoved
+
 // Rollouts are this write's changes to what [RolloutWrites] keep.
 func (t *Tx) Rollouts() RolloutWrites { return rollouts.WritesIn(partTx{t}) }
 

@@ -258,7 +258,7 @@ const rolloutsSQL = `CREATE TABLE modules (
 		latest         INTEGER NOT NULL,
 		state          TEXT NOT NULL,
 		wave           INTEGER NOT NULL,
-		wave_opened_at TEXT NOT NULL,
+		state_since    TEXT NOT NULL,
 		reason         TEXT NOT NULL DEFAULT '',
 		leader_node    TEXT NOT NULL DEFAULT '',
 		leader_epoch   BIGINT NOT NULL DEFAULT 0,

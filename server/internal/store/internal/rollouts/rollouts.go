@@ -47,8 +47,9 @@ type Rollout struct {
 	Revision, Latest int
 	State            string
 	// Wave is the last wave open, counted from 0.
-	Wave         int
-	WaveOpenedAt time.Time
+	Wave int
+	// StateSince is when the rollout entered its state.
+	StateSince time.Time
 	// Reason says why the rollout is in its state, when it stopped.
 	Reason    string
 	UpdatedAt time.Time
@@ -118,11 +119,11 @@ func (w Writes) AddRevision(rev Revision, state string) (int, error) {
 	now := sqlrow.Now()
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		_, err = w.t.Exec(`INSERT INTO rollouts (name, revision, latest, state, wave, wave_opened_at, updated_at) VALUES (?, 1, 1, ?, 0, ?, ?)`,
+		_, err = w.t.Exec(`INSERT INTO rollouts (name, revision, latest, state, wave, state_since, updated_at) VALUES (?, 1, 1, ?, 0, ?, ?)`,
 			rev.Name, state, now, now)
 	case err == nil:
 		if _, err = w.t.Exec(`UPDATE rollout_revisions SET outcome = 'superseded' WHERE name = ? AND outcome = ''`, rev.Name); err == nil {
-			_, err = w.t.Exec(`UPDATE rollouts SET revision = ?, latest = ?, state = ?, wave = 0, wave_opened_at = ?, reason = '', updated_at = ? WHERE name = ?`,
+			_, err = w.t.Exec(`UPDATE rollouts SET revision = ?, latest = ?, state = ?, wave = 0, state_since = ?, reason = '', updated_at = ? WHERE name = ?`,
 				latest+1, latest+1, state, now, now, rev.Name)
 		}
 	}
@@ -137,13 +138,21 @@ func (w Writes) AddRevision(rev Revision, state string) (int, error) {
 	return latest + 1, nil
 }
 
-// SetRollout records where r is: its state, reason, desired revision and
-// open wave.
-func (w Writes) SetRollout(r Rollout) error {
-	_, err := w.t.Exec(`UPDATE rollouts SET revision = ?, state = ?, wave = ?, wave_opened_at = ?, reason = ?, updated_at = ? WHERE name = ?`,
-		r.Revision, r.State, r.Wave, sqlrow.FormatTime(r.WaveOpenedAt), r.Reason, sqlrow.Now(), r.Name)
+// ErrMoved: a rollout that changed since it was read.
+var ErrMoved = errors.New("the rollout changed meanwhile")
+
+// SetRollout records where r is: its desired revision, its state and
+// since when, its reason and its open wave; if it is still where from
+// says (its revision, state and wave), else it fails with ErrMoved.
+func (w Writes) SetRollout(r, from Rollout) error {
+	res, err := w.t.Exec(`UPDATE rollouts SET revision = ?, state = ?, wave = ?, state_since = ?, reason = ?, updated_at = ?
+		WHERE name = ? AND revision = ? AND state = ? AND wave = ?`,
+		r.Revision, r.State, r.Wave, sqlrow.FormatTime(r.StateSince), r.Reason, sqlrow.Now(), r.Name, from.Revision, from.State, from.Wave)
 	if err != nil {
 		return fmt.Errorf("store: rollout %s: %w", r.Name, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("store: rollout %s: %w", r.Name, ErrMoved)
 	}
 	return nil
 }
@@ -179,13 +188,13 @@ func (w Writes) DeleteDevice(name, id string) error {
 	return nil
 }
 
-const selectRollouts = `SELECT name, revision, latest, state, wave, wave_opened_at, reason, updated_at FROM rollouts`
+const selectRollouts = `SELECT name, revision, latest, state, wave, state_since, reason, updated_at FROM rollouts`
 
 func scanRollout(row sqlrow.Row) (Rollout, error) {
 	var r Rollout
 	var opened, updated sql.NullString
 	err := row.Scan(&r.Name, &r.Revision, &r.Latest, &r.State, &r.Wave, &opened, &r.Reason, &updated)
-	r.WaveOpenedAt, r.UpdatedAt = sqlrow.ParseTime(opened), sqlrow.ParseTime(updated)
+	r.StateSince, r.UpdatedAt = sqlrow.ParseTime(opened), sqlrow.ParseTime(updated)
 	return r, err
 }
 
