@@ -132,7 +132,7 @@ func (a *Agent) init(ctx context.Context, tokens link.Tokens, tc *tls.Config, fs
 	}
 	a.mcp = mcpproxy.NewPool(cap, Version, a.log, a.inventoryChanged)
 	a.computers = computer.NewManager(a.cfg.MCP, tools, a.mcp, a.log)
-	a.computers.AddMeta(a.tools.Installer(a.computers))
+	a.computers.AddMeta(a.tools.MetaTools(a.computers)...)
 	a.router = computer.NewRouter(a.computers, a.log)
 	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopWatch = stopWatch
