@@ -180,7 +180,8 @@ func (a *Agent) listenLocal() error {
 
 // localToolList is what the local MCP endpoint serves: the tools of the
 // default Computer, as the device registers them, but its meta tools
-// (list_tools, install_tool), which are the server's to use.
+// (list_tools, install_tool, stage_module, apply_revision), which are the
+// server's to use.
 func (a *Agent) localToolList() []protocol.MCPToolInfo {
 	c, err := a.computers.Get(context.Background(), computer.Target{})
 	if err != nil {
