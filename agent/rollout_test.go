@@ -368,3 +368,56 @@ func TestARolloutsNamespaceAndToolsMustBeFree(t *testing.T) {
 	res = applyRevision(a, kiosk, 1, map[string]string{"greet": digest(greet)})
 	assert.Contains(t, res.Error, `tool action::greet is already registered by namespace "lobby"`)
 }
+
+// Over each wire, a revision staged and applied in one command is
+// answered, and the device registers again with the rollout, as the
+// server reads a registration (through encoding/json into a SystemInfo).
+func TestARevisionAppliedOverTheLinkIsRegistered(t *testing.T) {
+	for _, wire := range []protocol.Encoding{protocol.CBOR, protocol.JSON} {
+		t.Run(wire.String(), func(t *testing.T) {
+			p := newTestPeer(t)
+			cfg := agentConfig(t, p.url())
+			optional := false
+			cfg.Wire, cfg.TrustedKeys, cfg.RequireSigned = wire, []ed25519.PublicKey{testenv.TestKey(t)}, &optional
+			startAgent(t, cfg)
+			l := p.next(t)
+			greet := echoTool(t, "greet", "1")
+			stageParams, err := protocol.StageModuleParams(greet)
+			require.NoError(t, err)
+			rev := protocol.Revision{Rollout: kiosk, Number: 1, Tools: map[string]string{"greet": digest(greet)}}
+			m := newCommand("s1", action(protocol.StageModuleName, stageParams), action(protocol.ApplyRevisionName, protocol.ApplyRevisionParams(rev)))
+			l.send(t, m)
+
+			// The inventory may go out before the results; notices that
+			// the tool is being prepared, on CBOR, come before both; and
+			// a fixture the meter refuses sends an inventory of its own.
+			var res []protocol.Result
+			var reg protocol.ClientMessage
+			for res == nil || reg.Type == "" {
+				switch msg := l.next(t); msg.Type {
+				case protocol.ClientCommandResults:
+					res = msg.ActionResults
+				case protocol.ClientRegister:
+					if slices.Contains(inventory(t, msg.Metadata), "action::greet") {
+						reg = msg
+					}
+				}
+			}
+			require.Len(t, res, 2)
+			for _, r := range res {
+				require.Equal(t, protocol.ResultSuccess, r.Status, r.Error)
+			}
+			applied := res[1].Result.(map[string]any)
+			assert.Equal(t, false, applied["unchanged"])
+			assert.Equal(t, "greet", applied["tools"].([]any)[0].(map[string]any)["tool_name"])
+
+			b, err := json.Marshal(registeredInfo(t, reg))
+			require.NoError(t, err)
+			var info protocol.SystemInfo
+			require.NoError(t, json.Unmarshal(b, &info))
+			rollouts, modules := protocol.RolloutsFromMetadata(info.CustomMetadata)
+			assert.Equal(t, map[string]protocol.RolloutReport{kiosk: {Revision: 1, Tools: rev.Tools, Overrides: map[string]string{}}}, rollouts)
+			assert.Equal(t, []string{digest(greet)}, modules)
+		})
+	}
+}
