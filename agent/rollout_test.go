@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/agent/internal/mcpproxy/mcptest"
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
@@ -346,7 +347,8 @@ func TestApplyingARevisionCollectsTheModulesNoRolloutNeeds(t *testing.T) {
 }
 
 func TestARolloutsNamespaceAndToolsMustBeFree(t *testing.T) {
-	a := offlineAgent(t, t.TempDir(), "signed="+testenv.SignedTools())
+	a := newOfflineAgent(t, Config{DataDir: t.TempDir(), ToolDirs: []string{"signed=" + testenv.SignedTools()},
+		TrustedKeys: []ed25519.PublicKey{testenv.TestKey(t)}, MCP: defaultAction(mcptest.Stdio(t, "helper"))})
 	require.Equal(t, protocol.ResultSuccess, installModule(t, a, echoTool(t, "by_hand", "1"), "").Status)
 	greet, echo := echoTool(t, "greet", "1"), testenv.ReadSigned(t, "signed_echo")
 	staged(t, a, greet, echo)
@@ -354,6 +356,7 @@ func TestARolloutsNamespaceAndToolsMustBeFree(t *testing.T) {
 	for rollout, want := range map[string]string{
 		"signed":   `rollout "signed": namespace "signed" is loaded from the tools dir`,
 		"deployed": `rollout "deployed": namespace "deployed" holds tools deployed by hand`,
+		"helper":   `rollout "helper": namespace "helper" is an MCP server's`,
 		"computer": `rollout "computer": the name is its tools' namespace`,
 		"../up":    `rollout "../up": the name is its tools' namespace`,
 	} {
