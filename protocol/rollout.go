@@ -20,6 +20,12 @@ const (
 	ApplyRevisionName = "apply_revision"
 )
 
+// CarriesModule reports whether the meta tool name carries a module in its
+// parameters (install_tool, stage_module): admission does not count it
+// against the parameters' bound, and the audit log names the module's
+// digest.
+func CarriesModule(name string) bool { return name == InstallToolName || name == StageModuleName }
+
 // The keys of a device's custom_metadata that report its rollouts at
 // registration: RolloutsFromMetadata reads them.
 const (

@@ -314,7 +314,7 @@ func (c *check) wire(st step) (params [][]byte, sound bool) {
 			continue
 		}
 		params[i] = b
-		if call.cmd.ToolName != protocol.InstallToolName {
+		if !protocol.CarriesModule(call.cmd.ToolName) {
 			total += len(b)
 		}
 	}
