@@ -14,7 +14,7 @@ import (
 // through the front door, on the node that holds its link.
 func (s *Server) newRollouts() *rollouts.Engine {
 	return rollouts.New(rollouts.Config{
-		Store: s.store, Tasks: s.tasks, Logger: s.log.With("part", "rollouts"),
+		Store: s.store, Tasks: s.tasks, Options: s.cfg.Rollouts, Logger: s.log.With("part", "rollouts"),
 		Matching: func(ctx context.Context, sel access.Selector) ([]string, error) {
 			return s.store.Devices().Matching(ctx, sel, 0)
 		},

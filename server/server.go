@@ -81,6 +81,8 @@ type Config struct {
 	TLS TLSFiles
 	// MCP tunes the MCP gateway at /mcp.
 	MCP MCPConfig
+	// Rollouts tunes the rollouts.
+	Rollouts RolloutsConfig
 	// Cluster makes the server a node of a cluster; zero: a single node.
 	Cluster ClusterConfig
 }

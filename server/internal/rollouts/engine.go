@@ -27,9 +27,19 @@ import (
 // rollouts.
 const DefaultConcurrency = 200
 
-// sweepEvery is how often a worker reconciles though nothing told it
+// DefaultSweep is how often a worker reconciles though nothing told it
 // to: a device linked to another node, a store that failed a write.
-const sweepEvery = 30 * time.Second
+const DefaultSweep = 30 * time.Second
+
+// Options tune the engine; the zero value gives the defaults.
+type Options struct {
+	// Concurrency bounds the devices changing at once, across
+	// rollouts. Default DefaultConcurrency.
+	Concurrency int
+	// Sweep is how often each rollout is reconciled though no event
+	// asked for it. Default DefaultSweep.
+	Sweep time.Duration
+}
 
 // Config is what the engine works with.
 type Config struct {
@@ -46,10 +56,8 @@ type Config struct {
 	// Leads reports whether this node may lead rollout name now; nil on
 	// a single node, which leads them all.
 	Leads func(ctx context.Context, name string) bool
-	// Concurrency bounds the devices changing at once; 0:
-	// DefaultConcurrency.
-	Concurrency int
-	Logger      *slog.Logger
+	Options
+	Logger *slog.Logger
 }
 
 // Engine runs the rollouts.
@@ -79,6 +87,9 @@ type worker struct {
 func New(cfg Config) *Engine {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.Sweep <= 0 {
+		cfg.Sweep = DefaultSweep
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.Concurrency), ctx: ctx, cancel: cancel,
@@ -151,8 +162,8 @@ func (e *Engine) work(w *worker) {
 		case <-timer.C:
 		}
 		next := e.reconcile(e.ctx, w)
-		if next <= 0 || next > sweepEvery {
-			next = sweepEvery
+		if next <= 0 || next > e.cfg.Sweep {
+			next = e.cfg.Sweep
 		}
 		timer.Reset(next)
 	}
