@@ -70,8 +70,9 @@ type fleetAgent struct {
 	run             *runningAgent
 	// applied counts the revisions the device applied (not unchanged),
 	// by rollout and revision; staged the modules it kept anew.
-	applied map[string]int
-	staged  int
+	applied   map[string]int
+	appliedAt map[string]time.Time
+	staged    int
 }
 
 func newFleet(c *cluster) *fleet { return &fleet{c: c, agents: map[string]*fleetAgent{}} }
@@ -82,7 +83,7 @@ func (f *fleet) add(t *testing.T, id string, labels map[string]string) {
 	require.NoError(t, err)
 	token := filepath.Join(t.TempDir(), id+".token")
 	require.NoError(t, os.WriteFile(token, []byte(resp.Token), 0o600))
-	a := &fleetAgent{id: id, token: token, data: t.TempDir(), applied: map[string]int{}}
+	a := &fleetAgent{id: id, token: token, data: t.TempDir(), applied: map[string]int{}, appliedAt: map[string]time.Time{}}
 	f.mu.Lock()
 	f.agents[id] = a
 	f.mu.Unlock()
@@ -114,7 +115,12 @@ func (f *fleet) logged(id string, r slog.Record) {
 	a := f.agents[id]
 	switch {
 	case r.Message == "revision applied" && attrs["unchanged"] == false:
-		a.applied[fmt.Sprintf("%v@%v", attrs["rollout"], attrs["revision"])]++
+		key := fmt.Sprintf("%v@%v", attrs["rollout"], attrs["revision"])
+		if attrs["tools"] == int64(0) {
+			key = fmt.Sprintf("%v@removed", attrs["rollout"])
+		}
+		a.applied[key]++
+		a.appliedAt[key] = r.Time
 	case r.Message == "module staged" && attrs["already"] == false:
 		a.staged++
 	}
@@ -212,51 +218,162 @@ func devicesIn(r api.Rollout, state string) []string {
 // noSweep makes events alone start the rollouts' reconciliations.
 func noSweep(c *server.Config) { c.Rollouts.Sweep = time.Hour }
 
-func TestARolloutOfTwoToolsReachesItsLabelGroupInWavesAndARevisionThatFailsItsHealthCheckRollsBack(t *testing.T) {
+// TestAFleetIsKeptInItsRolloutsDesiredState runs 30 agents over two
+// labels, and a rollout of two tools to one of them through the cases of
+// issue 39: waves with a health check, a revision that fails it on the
+// canary, devices offline during a rollout, relabels in and out, a
+// conflicting rollout and a hand deploy over a rollout's tool. Events
+// alone start each reconciliation: the sweep is an hour.
+func TestAFleetIsKeptInItsRolloutsDesiredState(t *testing.T) {
 	c := newCluster(t, noSweep)
 	f := newFleet(c)
-	const devices = 6
-	var lobby []string
-	for i := range devices {
+	var lobby, depot []string
+	for i := range 30 {
 		id := fmt.Sprintf("dev-%02d", i)
 		site := "depot"
 		if i%2 == 0 {
 			site = "lobby"
 			lobby = append(lobby, id)
+		} else {
+			depot = append(depot, id)
 		}
 		f.add(t, id, map[string]string{"site": site})
 	}
+	ctx := context.Background()
 	greet1, hello1 := fleetTool(t, "echo", "greet", "1"), fleetTool(t, "echo", "hello", "1")
 	spec := map[string]any{"name": "kiosk-tools", "selector": "site=lobby", "waves": []any{1, "10%", "100%"},
 		"health": []any{map[string]any{"tool": "greet", "parameters": map[string]any{"name": "probe"}}},
 		"max_failures": 0, "on_failure": "rollback", "device_timeout": "1m"}
 	require.Equal(t, 1, f.apply(t, spec, greet1, hello1))
 	r := f.waitState(t, "kiosk-tools", api.RolloutDone)
-	assert.ElementsMatch(t, lobby, devicesIn(r, api.DeviceDone))
-	f.appliedOnce(t, "kiosk-tools@1", lobby)
-	for _, id := range lobby {
-		rep, ok := f.reported(t, id, "kiosk-tools")
-		require.True(t, ok, id)
-		assert.Equal(t, map[string]string{"greet": digestOf(greet1), "hello": digestOf(hello1)}, rep.Tools, id)
-		res := onlyResult(t, c.exec(id, "greet", map[string]any{"hi": id}, 10*time.Second))
-		assert.Equal(t, protocol.ResultSuccess, res.Status, res.Error)
-	}
 
-	t.Run("a revision whose health check fails on the canary rolls back", func(t *testing.T) {
+	t.Run("it reaches exactly the 15 selected devices, in three waves", func(t *testing.T) {
+		assert.ElementsMatch(t, lobby, devicesIn(r, api.DeviceDone))
+		assert.Equal(t, []int{1, 1, 13}, []int{r.Waves[0].Devices, r.Waves[1].Devices, r.Waves[2].Devices})
+		f.appliedOnce(t, "kiosk-tools@1", lobby)
+		f.inWaveOrder(t, "kiosk-tools@1", r)
+		for _, id := range lobby {
+			rep, ok := f.reported(t, id, "kiosk-tools")
+			require.True(t, ok, id)
+			assert.Equal(t, map[string]string{"greet": digestOf(greet1), "hello": digestOf(hello1)}, rep.Tools, id)
+		}
+		res := onlyResult(t, c.exec(lobby[3], "greet", map[string]any{"hi": "there"}, 10*time.Second))
+		assert.Equal(t, protocol.ResultSuccess, res.Status, res.Error)
+		_, ok := f.reported(t, depot[0], "kiosk-tools")
+		assert.False(t, ok, "a device the selector does not pick has nothing of the rollout")
+	})
+
+	t.Run("a revision whose health check fails on the canary rolls back before the later waves change", func(t *testing.T) {
 		greet2 := fleetTool(t, "fail", "greet", "2")
 		require.Equal(t, 2, f.apply(t, spec, greet2, hello1))
 		r := f.waitState(t, "kiosk-tools", api.RolloutRolledBack)
 		assert.Equal(t, 1, r.Revision)
 		assert.Contains(t, r.Reason, "1 of 1 devices failed, past max_failures 0")
-		f.appliedOnce(t, "kiosk-tools@2", lobby[:1])
+		canary := r.Devices[0].DeviceID
+		f.appliedOnce(t, "kiosk-tools@2", []string{canary})
 		for _, id := range lobby {
 			rep, _ := f.reported(t, id, "kiosk-tools")
+			assert.Equal(t, 1, rep.Revision, id)
 			assert.Equal(t, digestOf(greet1), rep.Tools["greet"], id)
 		}
-		hist, err := c.api.RolloutHistory(context.Background(), "kiosk-tools")
+		hist, err := c.api.RolloutHistory(ctx, "kiosk-tools")
 		require.NoError(t, err)
 		require.Len(t, hist, 2)
 		assert.True(t, strings.HasPrefix(hist[0].Outcome, "rolled back: "), hist[0].Outcome)
-		assert.Equal(t, "", hist[1].Outcome)
+		assert.Equal(t, "", hist[1].Outcome, "revision 1 is desired again")
 	})
+
+	greet3 := fleetTool(t, "echo", "greet", "3")
+	t.Run("devices stopped during a rollout get it when they start again", func(t *testing.T) {
+		stopped := lobby[7:]
+		for _, id := range stopped {
+			f.stop(id)
+		}
+		require.Equal(t, 3, f.apply(t, spec, greet3, hello1))
+		r := f.waitState(t, "kiosk-tools", api.RolloutDone)
+		assert.ElementsMatch(t, stopped, devicesIn(r, api.DeviceWaiting))
+		for _, id := range stopped {
+			f.start(t, id)
+		}
+		f.waitCount(t, "kiosk-tools", api.DeviceDone, 15)
+		f.appliedOnce(t, "kiosk-tools@3", lobby)
+	})
+
+	t.Run("a device relabelled into the selector gets it, and one relabelled out loses it", func(t *testing.T) {
+		in, out := depot[0], lobby[1]
+		_, err := c.api.Label(ctx, in, api.LabelRequest{Set: map[string]string{"site": "lobby"}})
+		require.NoError(t, err)
+		_, err = c.api.Label(ctx, out, api.LabelRequest{Set: map[string]string{"site": "depot"}})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			rep, got := f.reported(t, in, "kiosk-tools")
+			_, kept := f.reported(t, out, "kiosk-tools")
+			return got && rep.Revision == 3 && !kept
+		}, testenv.Slowdown*30*time.Second, 50*time.Millisecond)
+		r := f.waitCount(t, "kiosk-tools", api.DeviceDone, 15)
+		assert.Contains(t, devicesIn(r, api.DeviceDone), in)
+		assert.NotContains(t, devicesIn(r, api.DeviceDone), out)
+		f.appliedOnce(t, "kiosk-tools@3", append(lobby, in))
+		f.appliedOnce(t, "kiosk-tools@removed", []string{out})
+	})
+
+	t.Run("two rollouts that would put one tool on a device are refused, naming both", func(t *testing.T) {
+		other := map[string]any{"name": "other", "selector": "site=lobby"}
+		_, err := c.api.PutModule(ctx, greet3)
+		require.NoError(t, err)
+		other["tools"] = []string{digestOf(greet3)}
+		_, err = c.api.ApplyRollout(ctx, must(json.Marshal(other)))
+		require.ErrorContains(t, err, `rollouts "other" and "kiosk-tools" would both put tool greet on devices`)
+
+		other["selector"] = "kind=kiosk"
+		out, err := c.api.ApplyRollout(ctx, must(json.Marshal(other)))
+		require.NoError(t, err)
+		assert.Equal(t, 0, out.Selected)
+		assert.Contains(t, out.Note, "picks no device now")
+		_, err = c.api.Label(ctx, lobby[2], api.LabelRequest{Set: map[string]string{"kind": "kiosk"}})
+		require.ErrorContains(t, err, `rollouts "kiosk-tools" and "other" would both put tool greet on device `+lobby[2])
+	})
+
+	t.Run("a hand deploy of a rollout's tool is refused unless forced, and forced it shows as drift", func(t *testing.T) {
+		id := lobby[4]
+		_, err := c.api.DeployTool(ctx, id, greet1, "", 30*time.Second)
+		require.ErrorContains(t, err, `tool "greet" on device `+id+` belongs to rollout "kiosk-tools" (revision 3)`)
+		resp, err := c.api.DeployToolOver(ctx, id, greet1, "", 30*time.Second)
+		require.NoError(t, err)
+		require.True(t, resp.Succeeded(), "%+v", resp.Results)
+		require.Eventually(t, func() bool {
+			r, err := c.api.Rollout(ctx, "kiosk-tools")
+			require.NoError(t, err)
+			for _, d := range r.Devices {
+				if d.DeviceID == id {
+					return d.State == api.DeviceDrift && d.Drift["greet"] == digestOf(greet1)
+				}
+			}
+			return false
+		}, testenv.Slowdown*30*time.Second, 50*time.Millisecond)
+	})
+}
+
+// inWaveOrder checks that each device of a wave applied key after every
+// device of the waves before it had.
+func (f *fleet) inWaveOrder(t *testing.T, key string, r api.Rollout) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var lastOfWave []time.Time
+	for _, d := range r.Devices {
+		at := f.agents[d.DeviceID].appliedAt[key]
+		for len(lastOfWave) <= d.Wave {
+			lastOfWave = append(lastOfWave, time.Time{})
+		}
+		if at.After(lastOfWave[d.Wave]) {
+			lastOfWave[d.Wave] = at
+		}
+	}
+	for _, d := range r.Devices {
+		at := f.agents[d.DeviceID].appliedAt[key]
+		for w := range d.Wave {
+			assert.True(t, at.After(lastOfWave[w]), "%s of wave %d applied %s after the last of wave %d", d.DeviceID, d.Wave+1, key, w+1)
+		}
+	}
 }
