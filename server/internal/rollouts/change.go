@@ -1,6 +1,7 @@
 package rollouts
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,7 +32,9 @@ func (e *Engine) change(ctx context.Context, v *view, row store.RolloutDevice) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c := deviceChange{e: e, ctx: ctx, rollout: v.r.Name, device: row.DeviceID, timeout: timeout}
-	applied, err := c.run(v.r.Revision, v.tools, v.healthPlan())
+	// No revision is desired after a first one was rolled back: the
+	// device applies none of the latest's tools.
+	applied, err := c.run(cmp.Or(v.r.Revision, v.r.Latest), v.tools, v.healthPlan())
 	if applied {
 		row.Applied = v.r.Revision
 	}
@@ -117,6 +120,11 @@ func (c *deviceChange) run(rev int, tools map[string]string, health *plan.Plan) 
 	}
 	if health == nil {
 		return true, nil
+	}
+	// The health checks pass admission against the device's inventory:
+	// the one it registers once the revision is applied.
+	if err := c.e.reported(c.ctx, c.device, c.rollout, rev); err != nil {
+		return true, fmt.Errorf("revision %d applied, but the device did not report it: %w", rev, err)
 	}
 	return true, c.checkHealth(health)
 }

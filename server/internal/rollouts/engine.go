@@ -72,6 +72,9 @@ type Engine struct {
 
 	mu      sync.Mutex
 	workers map[string]*worker
+	// registered wakes those waiting for a device's registration, by
+	// device: closed, and replaced, when it registers.
+	registered map[string]chan struct{}
 }
 
 // worker reconciles one rollout.
@@ -93,7 +96,7 @@ func New(cfg Config) *Engine {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.Concurrency), ctx: ctx, cancel: cancel,
-		workers: map[string]*worker{}}
+		workers: map[string]*worker{}, registered: map[string]chan struct{}{}}
 }
 
 // Start starts a worker for each rollout the store holds: those a
@@ -131,6 +134,49 @@ func (e *Engine) Kick(name string) {
 		select {
 		case w.kick <- struct{}{}:
 		default:
+		}
+	}
+}
+
+// Registered tells the engine that device id registered, or registered
+// again with a new inventory: a change waiting for its report goes on,
+// and every rollout reconciles.
+func (e *Engine) Registered(id string) {
+	e.mu.Lock()
+	if ch, ok := e.registered[id]; ok {
+		close(ch)
+		delete(e.registered, id)
+	}
+	e.mu.Unlock()
+	e.KickAll()
+}
+
+// nextRegistration is closed when device id next registers.
+func (e *Engine) nextRegistration(id string) <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ch, ok := e.registered[id]
+	if !ok {
+		ch = make(chan struct{})
+		e.registered[id] = ch
+	}
+	return ch
+}
+
+// reported waits until device id reports revision rev of rollout name,
+// or ctx ends. A registration it does not hear of (one to another node)
+// is read at least every second.
+func (e *Engine) reported(ctx context.Context, id, name string, rev int) error {
+	for {
+		next := e.nextRegistration(id)
+		if r, ok := e.report(ctx, id, name); ok && r.Revision == rev {
+			return nil
+		}
+		select {
+		case <-next:
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
