@@ -14,7 +14,10 @@
 #
 # BIN (default bin) holds aip-server, aipctl and tools/ (make build);
 # AGENT (default BIN/aip-agent) is the agent to run; RUNS defaults to 5.
-# Everything runs on loopback, in a temp dir it removes.
+# For calls, AGENTS="NAME=PATH NAME=PATH" runs each of several agents in
+# turn in every run, to compare them side by side under the same load;
+# KEEP=DIR keeps the agents' logs there. Everything runs on loopback, in
+# a temp dir it removes.
 set -euo pipefail
 
 BIN=${BIN:-bin}
@@ -28,6 +31,10 @@ server_pid= agent_pid=
 stop() {
 	[ -n "$agent_pid" ] && kill -TERM "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null || true
 	[ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
+	if [ -n "${KEEP:-}" ]; then
+		mkdir -p "$KEEP"
+		cp "$WORK"/*.log "$KEEP"/ 2>/dev/null || true
+	fi
 	rm -rf "$WORK"
 }
 trap stop EXIT INT TERM
@@ -97,23 +104,31 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2
 
 calls() {
 	local tools=(dir_usage read_file write_file list_dir hash_file)
+	local agents=(${AGENTS:-"=$AGENT"})
 	for run in $(seq "$RUNS"); do
-		start_agent "calls-$run" "${tools[@]}"
-		line="run $run:"
-		for i in $(seq 0 4); do
-			t=${tools[$(((i + run) % 5))]}
-			ms=$(exec_ms "calls-$run" "$t")
-			echo "$t $ms" >>"$WORK/calls.txt"
-			line="$line $t ${ms}ms"
+		for a in "${agents[@]}"; do
+			local name=${a%%=*}
+			AGENT=${a#*=}
+			start_agent "calls-$run${name:+-$name}" "${tools[@]}"
+			line="run $run${name:+ ($name)}:"
+			for i in $(seq 0 4); do
+				t=${tools[$(((i + run) % 5))]}
+				ms=$(exec_ms "calls-$run${name:+-$name}" "$t")
+				echo "$name $t $ms" >>"$WORK/calls.txt"
+				line="$line $t ${ms}ms"
+			done
+			echo "$line"
+			stop_agent
 		done
-		echo "$line"
-		stop_agent
 	done
-	echo
-	echo "| tool | first call, median of $RUNS (ms) |"
-	echo "|---|---|"
-	for t in "${tools[@]}"; do
-		echo "| $t | $(grep "^$t " "$WORK/calls.txt" | cut -d' ' -f2 | median) |"
+	for a in "${agents[@]}"; do
+		local name=${a%%=*}
+		echo
+		echo "| tool | first call${name:+ ($name)}, median of $RUNS (ms) |"
+		echo "|---|---|"
+		for t in "${tools[@]}"; do
+			echo "| $t | $(grep "^$name $t " "$WORK/calls.txt" | cut -d' ' -f3 | median) |"
+		done
 	done
 }
 
