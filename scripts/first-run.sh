@@ -13,6 +13,7 @@
 #                          (--wait-for-device): what a call costs whose
 #                          tool nothing prepared before; the time counts
 #                          the agent's start too.
+#                          EXTRA= more .wasm files to load and call too.
 #   first-run.sh memory    one fresh agent with the stock tools only (EXTRA=
 #                          more .wasm files to load beside them): the first
 #                          call of each (none with CALLS=0), then the agent's
@@ -124,7 +125,8 @@ first_calls() {
 	started=$((${started:-0} + 1))
 	local id="calls-$started" line="$1${name:+ ($name)}:"
 	shift
-	start_agent "$id" dir_usage read_file write_file list_dir hash_file
+	# shellcheck disable=SC2086
+	start_agent "$id" dir_usage read_file write_file list_dir hash_file ${EXTRA:-}
 	for t in "$@"; do
 		ms=$(exec_ms "$id" "$t")
 		in=$(agent_ms "$id")
@@ -145,18 +147,28 @@ each_agent() {
 	done
 }
 
+# called_tools: the tools calls and cold call, the stock tools, dir_usage
+# and those of EXTRA, by name.
+called_tools() {
+	echo dir_usage read_file write_file list_dir hash_file
+	for t in ${EXTRA:-}; do basename "$t" .wasm; done
+}
+
 calls() {
-	local tools=(dir_usage read_file write_file list_dir hash_file) order
+	local tools order n
+	read -ra tools <<<"$(called_tools | xargs)"
+	n=${#tools[@]}
 	for run in $(seq "$RUNS"); do
 		order=()
-		for i in $(seq 0 4); do order+=("${tools[$(((i + run) % 5))]}"); done
+		for i in $(seq 0 $((n - 1))); do order+=("${tools[$(((i + run) % n))]}"); done
 		each_agent first_calls "run $run" "${order[@]}"
 	done
 	each_agent medians "${tools[@]}"
 }
 
 cold() {
-	local tools=(dir_usage read_file write_file list_dir hash_file)
+	local tools
+	read -ra tools <<<"$(called_tools | xargs)"
 	for run in $(seq "$RUNS"); do
 		for t in "${tools[@]}"; do
 			WAIT=0 EXEC_FLAGS=--wait-for-device each_agent first_calls "run $run, $t" "$t"
