@@ -271,9 +271,10 @@ func (s *Sandbox) queueEmpty() bool {
 
 // callWaits counts a call in as waiting for its tool's preparation, and
 // returns what counts it out: a first call on a fresh data dir pays for
-// instrumenting and compiling its tool, and on a board of one or two
-// cores that took half as long again when the background prepared the
-// other tools beside it (BENCHMARKS.md, issue 38).
+// instrumenting and compiling its tool, and on a 2-core machine that took
+// 74-119 ms in the agent (medians per stock tool) while the background
+// prepared the other tools beside it, 54-75 ms once it waited
+// (BENCHMARKS.md, issue 38).
 func (s *Sandbox) callWaits() (done func()) {
 	s.mu.Lock()
 	s.waiting++
