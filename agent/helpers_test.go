@@ -1,11 +1,16 @@
 package agent
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/edgeaip/edgeaip/agent/config"
 	"github.com/edgeaip/edgeaip/agent/internal/mcpproxy/mcptest"
+	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
+	"github.com/edgeaip/edgeaip/wasmtools/signature"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) { mcptest.Main(m) }
@@ -19,4 +24,16 @@ func action(tool string, params map[string]any) protocol.Command {
 // as action servers.
 func defaultAction(servers ...config.MCPServerConfig) config.MCPConfig {
 	return config.MCPConfig{"default": {"default": {Action: servers}}}
+}
+
+// packed is wasm with manifest m embedded, signed with the test key.
+func packed(t *testing.T, wasm []byte, m manifest.Manifest) []byte {
+	t.Helper()
+	out, err := manifest.Embed(wasm, m)
+	require.NoError(t, err)
+	priv, err := signature.LoadPrivateKey(filepath.Join(testenv.Root(), "testdata", "keys", "test.key"))
+	require.NoError(t, err)
+	out, err = signature.Sign(out, priv)
+	require.NoError(t, err)
+	return out
 }

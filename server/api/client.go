@@ -402,9 +402,23 @@ func (c *Client) CancelTask(ctx context.Context, sessionID string) (Task, error)
 // loads it into namespace (empty: the device's default). The response's
 // one Result says whether the device installed it.
 func (c *Client) DeployTool(ctx context.Context, deviceID string, wasm []byte, namespace string, timeout time.Duration) (CommandResponse, error) {
+	return c.deployTool(ctx, deviceID, wasm, namespace, timeout, false)
+}
+
+// DeployToolOver is DeployTool for a tool that a rollout owns on the
+// device: the device keeps the module in place of the rollout's, and the
+// rollout's status shows it as drift.
+func (c *Client) DeployToolOver(ctx context.Context, deviceID string, wasm []byte, namespace string, timeout time.Duration) (CommandResponse, error) {
+	return c.deployTool(ctx, deviceID, wasm, namespace, timeout, true)
+}
+
+func (c *Client) deployTool(ctx context.Context, deviceID string, wasm []byte, namespace string, timeout time.Duration, force bool) (CommandResponse, error) {
 	q := url.Values{"timeout": {timeout.String()}}
 	if namespace != "" {
 		q.Set("namespace", namespace)
+	}
+	if force {
+		q.Set("force", "true")
 	}
 	var out CommandResponse
 	path := "/api/devices/" + url.PathEscape(deviceID) + "/tools?" + q.Encode()

@@ -82,6 +82,17 @@ var policy = map[string]Rule{
 	"POST /api/tasks/{id}/cancel":                     {Role: access.Operator, Scope: PathTask},
 	"DELETE /api/tasks/{id}":                          {Role: access.Operator, Scope: PathTask},
 	"POST /api/devices/{id}/tools":                    {Role: access.Deployer, Scope: PathDevice},
+	"GET /api/rollouts":                               {Role: access.Viewer, Scope: InHandler},
+	"GET /api/rollouts/{name}":                        {Role: access.Viewer, Scope: InHandler},
+	"GET /api/rollouts/{name}/history":                {Role: access.Viewer, Scope: InHandler},
+	// A rollout reaches the devices that gain its labels later, beyond
+	// what a scope can check when it is applied.
+	"PUT /api/modules/{sha256}":                       {Role: access.Deployer, Scope: WholeFleet},
+	"POST /api/rollouts":                              {Role: access.Deployer, Scope: WholeFleet},
+	"POST /api/rollouts/{name}/pause":                 {Role: access.Deployer, Scope: WholeFleet},
+	"POST /api/rollouts/{name}/resume":                {Role: access.Deployer, Scope: WholeFleet},
+	"POST /api/rollouts/{name}/rollback":              {Role: access.Deployer, Scope: WholeFleet},
+	"PATCH /api/devices/{id}/labels":                  {Role: access.Admin, Scope: PathDevice},
 	"POST /api/devices":                               {Role: access.Admin, Scope: InHandler},
 	"DELETE /api/devices/{id}":                        {Role: access.Admin, Scope: PathDevice},
 	"POST /api/devices/{id}/token":                    {Role: access.Admin, Scope: PathDevice},
