@@ -260,7 +260,7 @@ func TestAFleetIsKeptInItsRolloutsDesiredState(t *testing.T) {
 	ctx := context.Background()
 	greet1, hello1 := fleetTool(t, "echo", "greet", "1"), fleetTool(t, "echo", "hello", "1")
 	spec := map[string]any{"name": "kiosk-tools", "selector": "site=lobby", "waves": []any{1, "10%", "100%"},
-		"health": []any{map[string]any{"tool": "greet", "parameters": map[string]any{"name": "probe"}}},
+		"health":       []any{map[string]any{"tool": "greet", "parameters": map[string]any{"name": "probe"}}},
 		"max_failures": 0, "on_failure": "rollback", "device_timeout": "1m"}
 	require.Equal(t, 1, f.apply(t, spec, greet1, hello1))
 	r := f.waitState(t, "kiosk-tools", api.RolloutDone)

@@ -103,7 +103,9 @@ func (h *rolloutHandlers) history(w http.ResponseWriter, r *http.Request) {
 }
 
 // pause, resume and rollback are POST /api/rollouts/{name}/pause, …
-func (h *rolloutHandlers) pause(w http.ResponseWriter, r *http.Request) { h.answer(w, r, h.rollouts.Pause) }
+func (h *rolloutHandlers) pause(w http.ResponseWriter, r *http.Request) {
+	h.answer(w, r, h.rollouts.Pause)
+}
 
 func (h *rolloutHandlers) resume(w http.ResponseWriter, r *http.Request) {
 	h.answer(w, r, h.rollouts.Resume)
