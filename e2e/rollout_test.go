@@ -21,7 +21,6 @@ import (
 	"github.com/edgeaip/edgeaip/server"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
-	"github.com/edgeaip/edgeaip/wasmtools/signature"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -35,13 +34,7 @@ func fleetTool(t testing.TB, fixture, name, version string) []byte {
 	m, err := manifest.Parse(must(os.ReadFile(filepath.Join(testenv.TestdataTools(), fixture+".json"))))
 	require.NoError(t, err)
 	m.Name, m.Version = name, version
-	out, err := manifest.Embed(wasm, m)
-	require.NoError(t, err)
-	priv, err := signature.LoadPrivateKey(filepath.Join(testenv.Root(), "testdata", "keys", "test.key"))
-	require.NoError(t, err)
-	out, err = signature.Sign(out, priv)
-	require.NoError(t, err)
-	return out
+	return testenv.Packed(t, wasm, m)
 }
 
 func must[T any](v T, err error) T {
@@ -200,26 +193,25 @@ func (f *fleet) apply(t *testing.T, spec map[string]any, modules ...[]byte) int 
 // waitState waits until rollout name is in state, and returns it.
 func (f *fleet) waitState(t *testing.T, name, state string) api.Rollout {
 	t.Helper()
-	var r api.Rollout
-	require.Eventually(t, func() bool {
-		var err error
-		r, err = f.api.Rollout(context.Background(), name)
-		require.NoError(t, err)
-		return r.State == state
-	}, testenv.Slowdown*60*time.Second, 50*time.Millisecond, "rollout %s: want %s, is %s (%s): %+v", name, state, r.State, r.Reason, r.Counts)
-	return r
+	return f.waitFor(t, name, "state "+state, func(r api.Rollout) bool { return r.State == state })
 }
 
 // waitCount waits until rollout name has n devices in state.
 func (f *fleet) waitCount(t *testing.T, name, state string, n int) api.Rollout {
+	t.Helper()
+	return f.waitFor(t, name, fmt.Sprintf("%d devices %s", n, state), func(r api.Rollout) bool { return r.Counts[state] == n })
+}
+
+// waitFor waits until rollout name is as ok wants, and returns it.
+func (f *fleet) waitFor(t *testing.T, name, want string, ok func(api.Rollout) bool) api.Rollout {
 	t.Helper()
 	var r api.Rollout
 	require.Eventually(t, func() bool {
 		var err error
 		r, err = f.api.Rollout(context.Background(), name)
 		require.NoError(t, err)
-		return r.Counts[state] == n
-	}, testenv.Slowdown*60*time.Second, 50*time.Millisecond, "rollout %s: want %d %s, have %+v", name, n, state, r.Counts)
+		return ok(r)
+	}, testenv.Slowdown*60*time.Second, 50*time.Millisecond, "rollout %s: want %s, is %s (%s), devices %+v", name, want, r.State, r.Reason, r.Counts)
 	return r
 }
 
