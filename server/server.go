@@ -349,10 +349,11 @@ func (s *Server) Shutdown() {
 		if s.orphans != nil {
 			<-s.orphans // adopts nothing more
 		}
-		s.rollouts.Close()
+		s.rollouts.Stop()
 		s.sessions.CancelAll()
 		s.disp.Shutdown()
 		s.sessions.Wait()
+		s.rollouts.Wait()
 		<-s.janitor
 		<-s.seenFlush
 		s.unrecorded.Close()
