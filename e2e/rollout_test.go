@@ -360,6 +360,13 @@ func TestAFleetIsKeptInItsRolloutsDesiredState(t *testing.T) {
 		hist, err := c.api.RolloutHistory(ctx, "kiosk-tools")
 		require.NoError(t, err)
 		assert.Contains(t, hist[0].Outcome, "1 of 1 devices failed")
+
+		for _, action := range []string{"pause", "resume"} {
+			_, err := c.api.ControlRollout(ctx, "kiosk-tools", action)
+			require.NoError(t, err, action)
+		}
+		r = f.waitState(t, "kiosk-tools", api.RolloutRolledBack)
+		assert.Equal(t, 3, r.Revision, "a rollout rolled back, paused and resumed stays back")
 	})
 
 	t.Run("a hand deploy of a rollout's tool is refused unless forced, and forced it shows as drift", func(t *testing.T) {
