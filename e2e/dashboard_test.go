@@ -370,7 +370,7 @@ func TestAScopedViewersDashboardShowsItsScopeAndEndsWhenRevoked(t *testing.T) {
 func TestTheDashboardFollowsARolloutAndSteersIt(t *testing.T) {
 	p := newPage(t)
 	c := newCluster(t)
-	f := newFleet(c)
+	f := newFleet(c.api, c.wsURL())
 	lobby := []string{"kiosk-1", "kiosk-2", "kiosk-3"}
 	for _, id := range lobby {
 		f.add(t, id, map[string]string{"site": "lobby"})
@@ -455,8 +455,26 @@ func TestTheDashboardFollowsARolloutAndSteersIt(t *testing.T) {
 		chromedp.WaitVisible(css("#rollout-state.done")),
 	)
 
-	// A rollback asks for a second click; then every device goes back to
-	// no revision.
+	// A second revision whose health check fails on its canary pauses
+	// the rollout: the canary shows failed, with its error, and a device
+	// stopped meanwhile shows offline.
+	stopped := devices[2]
+	f.stop(t, stopped)
+	spec["on_failure"] = "pause"
+	require.Equal(t, 2, f.apply(t, spec, fleetTool(t, "fail", "greet", "2"), hello))
+	p.do("a failed canary",
+		chromedp.WaitVisible(css("#rollout-state.paused")),
+		chromedp.WaitVisible(css("#rollout-devices .badge.failed")),
+		chromedp.WaitVisible(css(`#rollout-history tr[data-revision="2"]`)),
+		p.shot("5-rollout-failed"),
+	)
+	assert.Contains(t, p.text("#rollout-reason"), "1 of 1 devices failed, past max_failures 0")
+	assert.NotEmpty(t, p.text(`#rollout-devices tr:has(.badge.failed) td.error`))
+	assert.Equal(t, "offline", p.text(`#rollout-devices tr[data-device="`+stopped+`"] td.online`))
+	assert.Equal(t, "superseded", p.text(`#rollout-history tr[data-revision="1"] td:nth-child(3)`))
+
+	// A rollback asks for a second click; then the devices go back to
+	// revision 1.
 	p.do("roll back",
 		chromedp.Click(css("#rollout-rollback")),
 		chromedp.WaitVisible(css(`#rollout-rollback[data-armed]`)),
@@ -465,12 +483,11 @@ func TestTheDashboardFollowsARolloutAndSteersIt(t *testing.T) {
 	p.do("confirm roll back",
 		chromedp.Click(css("#rollout-rollback")),
 		chromedp.WaitVisible(css("#rollout-state.rolled_back")),
-		chromedp.WaitVisible(css(`#rollout-history tr[data-revision="1"]`)),
-		p.shot("5-rollout-rolled-back"),
+		p.shot("6-rollout-rolled-back"),
 	)
-	assert.Equal(t, "none (latest 1)", p.text("#rollout-revision"))
-	assert.Equal(t, "rolled back: rolled back by "+"admin", p.text(`#rollout-history tr[data-revision="1"] td:nth-child(3)`))
-	assert.True(t, eval[bool](p, `document.querySelector("#rollout-rollback").disabled`), "nothing left to roll back")
+	assert.Equal(t, "1 (latest 2)", p.text("#rollout-revision"))
+	assert.Equal(t, "desired", p.text(`#rollout-history tr[data-revision="1"] td:nth-child(3)`))
+	assert.Equal(t, "rolled back: rolled back by admin", p.text(`#rollout-history tr[data-revision="2"] td:nth-child(3)`))
 
 	// A viewer, and a deployer with a scope, see the rollout without its
 	// buttons: the API would refuse them.
@@ -489,7 +506,7 @@ func TestTheDashboardFollowsARolloutAndSteersIt(t *testing.T) {
 			chromedp.Navigate(c.http.URL+"/#/rollouts/kiosk-tools"),
 			chromedp.WaitVisible(css("#rollout-state.rolled_back")),
 			chromedp.WaitVisible(css("#rollout-devices tbody tr")),
-			p.shot("6-rollout-as-"+who.Identity),
+			p.shot("7-rollout-as-"+who.Identity),
 		)
 		assert.False(t, eval[bool](p, `!!document.querySelector("#rollout-actions, #rollout-pause, #rollout-resume, #rollout-rollback")`),
 			"%s gets no buttons", who.Identity)
