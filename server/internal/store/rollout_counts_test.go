@@ -35,7 +35,9 @@ func TestRolloutStateCountsAreEachRolloutsDevicesByState(t *testing.T) {
 	addRolloutDevices(t, s, "empty", 0, "done")
 	counts, err := s.Rollouts().StateCounts(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, []RolloutStateCount{{"depot", "waiting", 1}, {"kiosk", "done", 4}, {"kiosk", "failed", 1}}, counts)
+	assert.Equal(t, []RolloutStateCount{
+		{Name: "depot", State: "waiting", Devices: 1}, {Name: "kiosk", State: "done", Devices: 4}, {Name: "kiosk", State: "failed", Devices: 1},
+	}, counts)
 }
 
 // A scrape reads the counts: its cost grows with the devices the
