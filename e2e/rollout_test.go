@@ -344,6 +344,19 @@ func TestAFleetIsKeptInItsRolloutsDesiredState(t *testing.T) {
 		require.ErrorContains(t, err, `rollouts "kiosk-tools" and "other" would both put tool greet on device `+lobby[2])
 	})
 
+	t.Run("an unsigned module fails the canary with the device's own reason, and rolls back", func(t *testing.T) {
+		wasm, err := os.ReadFile(filepath.Join(testenv.SignedTools(), "unsigned_echo.wasm"))
+		require.NoError(t, err)
+		require.Equal(t, 4, f.apply(t, spec, greet3, wasm))
+		r := f.waitState(t, "kiosk-tools", api.RolloutRolledBack)
+		assert.Equal(t, 3, r.Revision)
+		assert.Contains(t, r.Reason, "refused: module is not signed")
+		assert.Equal(t, map[string]int{api.DeviceDone: 15}, r.Counts, "the canary changed nothing; all run revision 3")
+		hist, err := c.api.RolloutHistory(ctx, "kiosk-tools")
+		require.NoError(t, err)
+		assert.Contains(t, hist[0].Outcome, "1 of 1 devices failed")
+	})
+
 	t.Run("a hand deploy of a rollout's tool is refused unless forced, and forced it shows as drift", func(t *testing.T) {
 		id := lobby[4]
 		_, err := c.api.DeployTool(ctx, id, greet1, "", 30*time.Second)

@@ -43,7 +43,9 @@ type rolloutRun struct {
 }
 
 func (r rolloutRun) cpuPerDevice() time.Duration { return r.cpu / time.Duration(max(r.devices, 1)) }
-func (r rolloutRun) cpuPerDeploy() time.Duration { return r.deployCPU / time.Duration(max(r.deploys, 1)) }
+func (r rolloutRun) cpuPerDeploy() time.Duration {
+	return r.deployCPU / time.Duration(max(r.deploys, 1))
+}
 
 // runRollout starts bin's nodes with cfg.devices simulated devices that
 // keep modules and apply revisions as the agent does, labelled

@@ -75,6 +75,7 @@ type Engine struct {
 	// registered wakes those waiting for a device's registration, by
 	// device: closed, and replaced, when it registers.
 	registered map[string]chan struct{}
+	staging    stageCache
 }
 
 // worker reconciles one rollout.
