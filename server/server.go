@@ -271,6 +271,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		AuthFailed: s.authFailed, TooManyFailures: s.tooManyFailures, DevicesChanged: s.mcp.DevicesChanged,
 		DeviceLinked: func(id string) { s.rollouts.Registered(id) }})
 	s.rollouts = s.newRollouts()
+	s.rolloutMetrics()
 	s.http = s.newHTTPAPI()
 	if err := s.linkCluster(); err != nil {
 		s.leaveCluster()
