@@ -298,6 +298,19 @@ func TestAPlanThroughOneNodeRunsOnADeviceOnAnotherAndARefusalComesBack(t *testin
 	assert.Contains(t, refused.FirstError(), `device "kiosk-1" refused the command: cannot decode it`)
 }
 
+// markAllDead marks every node of tc dead in the store, as if each had
+// been silent: each finds at its next heartbeat that it lost its lease.
+func (tc *testCluster) markAllDead() {
+	tc.t.Helper()
+	st, err := store.Open(context.Background(), tc.store, store.Options{})
+	require.NoError(tc.t, err)
+	defer st.Close()
+	require.NoError(tc.t, st.Write(context.Background(), func(tx *store.Tx) error {
+		_, err := tx.Cluster().MarkDeadNodes(-time.Hour)
+		return err
+	}))
+}
+
 // A node the cluster took as dead (a long pause, say) finds out at its
 // next heartbeat: it closes its device links and refuses new ones, so
 // that its devices go to other nodes.
@@ -306,13 +319,7 @@ func TestANodeThatLostItsLeaseSendsItsDevicesAwayAndRejoins(t *testing.T) {
 	a := tc.node("a")
 	dev, token := tc.linkedTo(a, a, "kiosk-1")
 	closed := linkClosed(dev)
-	st, err := store.Open(context.Background(), tc.store, store.Options{})
-	require.NoError(t, err)
-	defer st.Close()
-	require.NoError(t, st.Write(context.Background(), func(tx *store.Tx) error {
-		_, err := tx.Cluster().MarkDeadNodes(-time.Hour) // as if it had been silent
-		return err
-	}))
+	tc.markAllDead()
 	requireWithinOf(t, closed, 5*time.Second, "the device's link on a node that lost its lease")
 
 	// It rejoins at a new epoch by itself, and serves the device again.

@@ -399,7 +399,9 @@ func persistEnd[R any](m *SessionManager, s *Session, out outcome[R]) error {
 func (m *SessionManager) release(s *Session) {
 	s.released.Do(func() {
 		m.mu.Lock()
-		delete(m.live, s.ID)
+		if m.live[s.ID] == s { // else a run of it that this node adopted since replaced it
+			delete(m.live, s.ID)
+		}
 		if !runsElsewhere(s.cancelReason()) { // else its events are read from the store
 			m.recent.Keep(s.ID, s.events, time.Now())
 		}
