@@ -324,6 +324,9 @@ func TestANodeThatLostItsLeaseSendsItsDevicesAwayAndRejoins(t *testing.T) {
 
 	// It rejoins at a new epoch by itself, and serves the device again.
 	require.Eventually(t, func() bool { _, epoch := a.srv.cluster.Self(); return epoch == 2 }, 10*time.Second, 10*time.Millisecond)
+	nodeSeries := a.scrape()["edgeaip_cluster_node"].GetMetric()
+	require.Len(t, nodeSeries, 1, "one node, at one epoch")
+	assert.Equal(t, 1.0, metric(t, a.scrape(), "edgeaip_cluster_node", "node", "a", "epoch", "2"), "the metric names the new epoch")
 	code, h := a.health()
 	assert.Equal(t, http.StatusOK, code, h.Cause)
 	again := a.mustDial(token)

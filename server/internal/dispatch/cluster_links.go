@@ -88,8 +88,7 @@ func NewClusterLinks(c *cluster.Cluster, reg *Registry, disp *Dispatcher, grace 
 	c.OnNATS(l.natsChanged)
 	l.preload()
 	disp.remote = l
-	self, epoch := c.Self()
-	disp.metrics.Cluster(self, epoch, cluster.ProtocolVersion, metrics.ClusterSources{NATSConnected: c.Connected, LeasesHeld: l.heldCount})
+	disp.metrics.Cluster(cluster.ProtocolVersion, metrics.ClusterSources{Self: c.Self, NATSConnected: c.Connected, LeasesHeld: l.heldCount})
 	return l, nil
 }
 
