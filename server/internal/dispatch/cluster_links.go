@@ -380,6 +380,11 @@ func (l *ClusterLinks) notToSend(cmd cluster.Command) string {
 	return ""
 }
 
+// untilDoubt is ctx, ended as soon as this node doubts its lease.
+func (l *ClusterLinks) untilDoubt(ctx context.Context) (context.Context, context.CancelFunc) {
+	return l.c.UntilDoubt(ctx)
+}
+
 // stop sends CANCEL_COMMAND m to the node holding device id's link under
 // lease, which sent it the command m cancels. A cancellation that does
 // not arrive is logged, not retried: the command still ends as its

@@ -257,6 +257,14 @@ func CommandMessage(sessionID, responseID string, actions []protocol.Command) *p
 	}
 }
 
+// NotRecorded is a new command that was not recorded, and never will be,
+// with the task it alone makes up: this node began to doubt its cluster
+// lease (Why) while the command waited for the store. Nothing of it is
+// on record, as for work refused before it started.
+type NotRecorded struct{ Why string }
+
+func (e *NotRecorded) Error() string { return "command not recorded: " + e.Why }
+
 // errStorage means the command was not sent because it could not be
 // recorded: nothing runs unrecorded.
 var errStorage = errors.New("storage unavailable")
@@ -283,7 +291,15 @@ func (d *Dispatcher) Run(ctx context.Context, cmd *Command) Result {
 		return Result{ResponseID: cmd.rec.ResponseID, Results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), ErrHandedOff.Error()),
 			Err: ErrHandedOff}
 	}
-	err := record(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+	rctx, stop := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if cmd.session != nil {
+		// Nothing of its task is on record before this write: it is given
+		// up, never to be recorded, if this node begins to doubt its lease
+		// while it waits for the store (a store cut off, a statement hung
+		// on the wire), and its caller hears so, as new work does.
+		rctx, stop = d.remote.untilDoubt(rctx)
+	}
+	err := record(rctx, func(tx *store.Tx) error {
 		// The session a single command makes up is recorded with it.
 		if cmd.fence != nil && cmd.session == nil {
 			if err := tx.Sessions().Fence(cmd.rec.SessionID, *cmd.fence); err != nil {
@@ -297,6 +313,12 @@ func (d *Dispatcher) Run(ctx context.Context, cmd *Command) Result {
 		}
 		return tx.Commands().Insert(cmd.rec)
 	})
+	why := context.Cause(rctx) // the doubt, if it came first
+	stop()
+	if err != nil && why != nil && errors.Is(err, why) {
+		return Result{ResponseID: cmd.rec.ResponseID, Results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), why.Error()),
+			Err: &NotRecorded{Why: why.Error()}}
+	}
 	if err != nil {
 		return Result{ResponseID: cmd.rec.ResponseID, Results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), err.Error()),
 			Err: fmt.Errorf("%w: %w", errStorage, err)}
