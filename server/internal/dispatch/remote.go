@@ -105,15 +105,16 @@ func (SingleNode) proxiedSession(string) *store.Session                         
 func (SingleNode) recordedHere(store.Command, bool)                                 {}
 func (SingleNode) preparingHere(string, string, protocol.Preparing)                 {}
 func (SingleNode) unrecordedHere(string, string, string) bool                       { return false }
+func (SingleNode) Take(context.Context, *Link) error                                { return nil }
+func (SingleNode) Announce(*Link)                                                   {}
+func (SingleNode) ShutDown(string)                                                  {}
+func (SingleNode) Drop(string, int64) int64                                         { return 0 }
+func (SingleNode) Release(string)                                                   {}
+func (SingleNode) HeldElsewhere(string) bool                                        { return false }
+func (SingleNode) AwaitedElsewhere(string) bool                                     { return false }
+func (SingleNode) LinkedElsewhere(string) bool                                      { return false }
+func (SingleNode) DevicesElsewhere() []string                                       { return nil }
+
 func (SingleNode) untilDoubt(ctx context.Context) (context.Context, context.CancelFunc) {
 	return ctx, func() {}
 }
-func (SingleNode) Take(context.Context, *Link) error { return nil }
-func (SingleNode) Announce(*Link)                    {}
-func (SingleNode) ShutDown(string)                   {}
-func (SingleNode) Drop(string, int64) int64          { return 0 }
-func (SingleNode) Release(string)                    {}
-func (SingleNode) HeldElsewhere(string) bool         { return false }
-func (SingleNode) AwaitedElsewhere(string) bool      { return false }
-func (SingleNode) LinkedElsewhere(string) bool       { return false }
-func (SingleNode) DevicesElsewhere() []string        { return nil }
