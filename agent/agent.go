@@ -132,7 +132,7 @@ func (a *Agent) init(ctx context.Context, tokens link.Tokens, tc *tls.Config, fs
 	}
 	a.mcp = mcpproxy.NewPool(cap, Version, a.log, a.inventoryChanged)
 	a.computers = computer.NewManager(a.cfg.MCP, tools, a.mcp, a.log)
-	a.computers.AddMeta(a.tools.Installer(a.computers))
+	a.computers.AddMeta(a.tools.MetaTools(a.computers)...)
 	a.router = computer.NewRouter(a.computers, a.log)
 	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopWatch = stopWatch
@@ -180,7 +180,8 @@ func (a *Agent) listenLocal() error {
 
 // localToolList is what the local MCP endpoint serves: the tools of the
 // default Computer, as the device registers them, but its meta tools
-// (list_tools, install_tool), which are the server's to use.
+// (list_tools, install_tool, stage_module, apply_revision), which are the
+// server's to use.
 func (a *Agent) localToolList() []protocol.MCPToolInfo {
 	c, err := a.computers.Get(context.Background(), computer.Target{})
 	if err != nil {

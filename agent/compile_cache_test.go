@@ -13,7 +13,6 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
-	"github.com/edgeaip/edgeaip/wasmtools/signature"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -35,13 +34,7 @@ func withVersion(t *testing.T, wasm []byte, v string) []byte {
 	mod, err := manifest.FromWasm(wasm)
 	require.NoError(t, err)
 	mod.Manifest.Version = v
-	out, err := manifest.Embed(wasm, mod.Manifest)
-	require.NoError(t, err)
-	priv, err := signature.LoadPrivateKey(filepath.Join(testenv.Root(), "testdata", "keys", "test.key"))
-	require.NoError(t, err)
-	out, err = signature.Sign(out, priv)
-	require.NoError(t, err)
-	return out
+	return packed(t, wasm, mod.Manifest)
 }
 
 func TestADeployRemovesTheReplacedVersionFromTheCompileCache(t *testing.T) {

@@ -20,8 +20,9 @@
 //     CommandRouter (Router): one registry of tools per
 //     agent_name::process_name::root_name, and the execution of a command's
 //     actions with early exit.
-//   - internal/toolbox: the device's wasm tools, loaded from the tool dirs
-//     and deployments (install_tool), called through sandbox/wasmtool.
+//   - internal/toolbox: the device's wasm tools, loaded from the tool dirs,
+//     deployments (install_tool) and rollouts (stage_module,
+//     apply_revision), called through sandbox/wasmtool.
 //   - internal/mcpproxy: the MCP servers the config names, whose tools it
 //     publishes to the Computers.
 //   - internal/reply: a command's results, encoded once and made to fit a

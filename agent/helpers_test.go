@@ -5,7 +5,9 @@ import (
 
 	"github.com/edgeaip/edgeaip/agent/config"
 	"github.com/edgeaip/edgeaip/agent/internal/mcpproxy/mcptest"
+	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 )
 
 func TestMain(m *testing.M) { mcptest.Main(m) }
@@ -20,3 +22,6 @@ func action(tool string, params map[string]any) protocol.Command {
 func defaultAction(servers ...config.MCPServerConfig) config.MCPConfig {
 	return config.MCPConfig{"default": {"default": {Action: servers}}}
 }
+
+// packed is wasm with manifest m embedded, signed with the test key.
+func packed(t *testing.T, wasm []byte, m manifest.Manifest) []byte { return testenv.Packed(t, wasm, m) }

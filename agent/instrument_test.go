@@ -13,7 +13,6 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
-	"github.com/edgeaip/edgeaip/wasmtools/signature"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -125,13 +124,8 @@ func TestADeployedReactorWhoseInitializationSpinsIsRefusedToTheOperator(t *testi
 	a := offlineAgent(t, data)
 	spin, err := os.ReadFile(filepath.Join(testenv.TestdataTools(), "reactor", "initspin.wasm"))
 	require.NoError(t, err)
-	wasm, err := manifest.Embed(spin, manifest.Manifest{Name: "initspin", ToolType: manifest.ToolTypeAction,
+	wasm := packed(t, spin, manifest.Manifest{Name: "initspin", ToolType: manifest.ToolTypeAction,
 		InputSchema: map[string]any{"type": "object"}, Limits: manifest.Limits{Fuel: 10_000_000}})
-	require.NoError(t, err)
-	priv, err := signature.LoadPrivateKey(filepath.Join(testenv.Root(), "testdata", "keys", "test.key"))
-	require.NoError(t, err)
-	wasm, err = signature.Sign(wasm, priv)
-	require.NoError(t, err)
 	res := installModule(t, a, wasm, "")
 	assert.Equal(t, protocol.ResultFailure, res.Status)
 	assert.Contains(t, res.Error, `install_tool: tool "initspin": module refused: initialization: out of fuel after`)

@@ -20,13 +20,17 @@ const Version = "0.2.0"
 // systemInfo describes the device with the tools of its default Computer,
 // as the link registers it. The modules refused since start are listed in
 // custom_metadata.refused_tools, so that the operator sees why a tool is
-// missing.
+// missing; the rollouts on the device and the modules it keeps for them
+// in custom_metadata.rollouts and .modules, so that the server knows
+// what to stage and apply.
 func (a *Agent) systemInfo() protocol.SystemInfo {
 	var tools []protocol.MCPToolInfo
 	if c, err := a.computers.Get(context.Background(), computer.Target{}); err == nil {
 		tools = c.ListTools("", "", false)
 	}
 	info := hostInfo(a.cfg.ID, a.cfg.Labels, len(a.cfg.MCP) > 0, tools)
+	rollouts, modules := a.tools.Rollouts()
+	protocol.AddRolloutMetadata(info.CustomMetadata, rollouts, modules)
 	if refusals := a.tools.Refusals(); len(refusals) > 0 {
 		refused := make([]any, len(refusals))
 		for i, r := range refusals {

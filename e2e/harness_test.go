@@ -219,6 +219,11 @@ func whenLogged(msg string, done chan<- struct{}) agentOption {
 
 // onLog makes the agent's logger call notify with each message.
 func onLog(notify func(msg string)) agentOption {
+	return onRecord(func(r slog.Record) { notify(r.Message) })
+}
+
+// onRecord makes the agent's logger call notify with each record.
+func onRecord(notify func(slog.Record)) agentOption {
 	return func(c *agent.Config) {
 		c.Logger = slog.New(&notifyHandler{Handler: c.Logger.Handler(), notify: notify})
 	}
@@ -226,7 +231,7 @@ func onLog(notify func(msg string)) agentOption {
 
 type notifyHandler struct {
 	slog.Handler
-	notify func(msg string)
+	notify func(slog.Record)
 }
 
 // Enabled is true at every level, so that debug messages are seen even
@@ -234,7 +239,7 @@ type notifyHandler struct {
 func (h *notifyHandler) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h *notifyHandler) Handle(ctx context.Context, r slog.Record) error {
-	h.notify(r.Message)
+	h.notify(r)
 	if !h.Handler.Enabled(ctx, r.Level) {
 		return nil
 	}

@@ -19,16 +19,25 @@ import (
 // slowToPrepare makes the agent's only tool initslow, a reactor whose
 // initialization takes seconds of work, with the fuel for it.
 func slowToPrepare(t *testing.T) agentOption {
+	dir := initslowDir(t)
+	return func(cfg *agent.Config) {
+		cfg.ToolDirs = []string{"slow=" + dir}
+		cfg.Limits = sandbox.Limits{Fuel: initslowFuel}
+	}
+}
+
+// initslowFuel is enough fuel for initslow's initialization.
+const initslowFuel = 1 << 40
+
+// initslowDir is a tool dir that holds initslow alone, with its manifest.
+func initslowDir(t *testing.T) string {
 	dir := t.TempDir()
 	wasm, err := os.ReadFile(filepath.Join(testenv.TestdataTools(), "reactor", "initslow.wasm"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "initslow.wasm"), wasm, 0o644))
 	manifest := `{"name": "initslow", "description": "initializes slowly", "tool_type": "action", "input_schema": {"type": "object"}}`
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "initslow.json"), []byte(manifest), 0o644))
-	return func(cfg *agent.Config) {
-		cfg.ToolDirs = []string{"slow=" + dir}
-		cfg.Limits = sandbox.Limits{Fuel: 1 << 40}
-	}
+	return dir
 }
 
 // A command arrives while the agent, just started, still prepares its

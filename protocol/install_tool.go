@@ -57,6 +57,7 @@ var InstallToolSchema = map[string]any{
 		"module":    map[string]any{"type": "string", "description": "the module, gzipped, base64-encoded"},
 		"sha256":    map[string]any{"type": "string", "description": "hex SHA-256 of the module before compression"},
 		"namespace": map[string]any{"type": "string", "description": "namespace to install into (default " + DefaultDeployNamespace + ")"},
+		"force":     map[string]any{"type": "boolean", "description": "override the tool of that name a rollout put on the device (drift until the rollout's next revision)"},
 	},
 	"required":             []any{"module", "sha256"},
 	"additionalProperties": false,

@@ -100,8 +100,14 @@ func (s *Sandbox) Call(ctx context.Context, t *Tool, params []byte) Result {
 
 // prepareForCall has t prepared, ahead of the tools nobody waits for
 // (Prepare), and its code compiled, telling the trace ctx carries how
-// far along that is (WithPreparationTrace).
+// far along that is (WithPreparationTrace). Until a tool that was not
+// prepared yet is, and compiled, the background starts nothing
+// (callWaits); compiling again the code of a prepared tool that was
+// unloaded is not preparing, and holds nothing up.
 func (t *Tool) prepareForCall(ctx context.Context) (wazero.CompiledModule, error) {
+	if !t.isReady() {
+		defer t.sb.callWaits()()
+	}
 	tr := newTracer(ctx, t)
 	if err := t.await(ctx, tr); err != nil {
 		return nil, err

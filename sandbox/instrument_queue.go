@@ -81,7 +81,9 @@ func (s *Sandbox) enqueue(t *Tool, init bool) {
 // module waits to be instrumented: initializing compiles the tool, which
 // can take seconds on a fresh cache, and a module that cannot be
 // instrumented should be refused without waiting for that. A tool a call
-// waits for is not left to it (claim). Once the sandbox closes, the
+// waits for is not left to it (claim), and while a call waits, the
+// background starts no step: the step it has in hand runs to its end,
+// the next waits for the call (callWaits). Once the sandbox closes, the
 // module being instrumented is abandoned as soon as the meter looks at
 // its context, and it and the rest fail with ErrClosed.
 func (s *Sandbox) instrumentQueued(ctx context.Context) {
@@ -211,8 +213,9 @@ func (s *Sandbox) prepareSnapshot(ctx context.Context, t *Tool, l lane) error {
 }
 
 // nextQueued takes the next tool to instrument, or, when none is left,
-// to initialize (init), the first in line. It waits for one; nil once
-// the sandbox is closed, when it fails the tools still in line.
+// to initialize (init), the first in line. It waits for one, and for no
+// call to wait for its tool's preparation; nil once the sandbox is
+// closed, when it fails the tools still in line.
 func (s *Sandbox) nextQueued() (t *Tool, init bool) {
 	for {
 		s.mu.Lock()
@@ -227,21 +230,11 @@ func (s *Sandbox) nextQueued() (t *Tool, init bool) {
 			return nil, false
 		default:
 		}
-		if len(s.queue) > 0 {
-			t := s.queue[0]
-			s.queue[0] = nil
-			s.queue = s.queue[1:]
-			s.mu.Unlock()
-			return t, false
-		}
-		if len(s.inits) > 0 {
-			t := s.inits[0]
-			s.inits[0] = nil
-			s.inits = s.inits[1:]
-			s.mu.Unlock()
-			return t, true
-		}
+		t, init := s.takeQueuedLocked()
 		s.mu.Unlock()
+		if t != nil {
+			return t, init
+		}
 		select {
 		case <-s.stop:
 		case <-s.queued:
@@ -249,10 +242,53 @@ func (s *Sandbox) nextQueued() (t *Tool, init bool) {
 	}
 }
 
+// takeQueuedLocked takes the first tool in line to be instrumented, or,
+// when none is, to be initialized (init); nil if none is, or if a call
+// waits for its tool's preparation (callWaits). Callers hold s.mu.
+func (s *Sandbox) takeQueuedLocked() (t *Tool, init bool) {
+	switch {
+	case s.waiting > 0:
+		return nil, false
+	case len(s.queue) > 0:
+		t = s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		return t, false
+	case len(s.inits) > 0:
+		t = s.inits[0]
+		s.inits[0] = nil
+		s.inits = s.inits[1:]
+		return t, true
+	}
+	return nil, false
+}
+
 func (s *Sandbox) queueEmpty() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.queue) == 0 && len(s.inits) == 0
+}
+
+// callWaits counts a call in as waiting for its tool's preparation, and
+// returns what counts it out: a first call on a fresh data dir pays for
+// instrumenting and compiling its tool, and on a 2-core machine that took
+// 74-119 ms in the agent (medians per stock tool) while the background
+// prepared the other tools beside it, 54-75 ms once it waited
+// (BENCHMARKS.md, issue 38).
+func (s *Sandbox) callWaits() (done func()) {
+	s.mu.Lock()
+	s.waiting++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.waiting--; s.waiting == 0 {
+			select {
+			case s.queued <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 // codeCached says whether compiled code comes back from the compile cache

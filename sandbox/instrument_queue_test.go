@@ -144,3 +144,35 @@ func TestACallIsServedBeforeTheToolsLoadedBeforeItArePrepared(t *testing.T) {
 	require.NoError(t, sb.Call(ctx, last, nil).Err)
 	assert.Empty(t, seen, "a prepared tool whose code is loaded has nothing to trace")
 }
+
+// Preparing at start runs behind calls, not beside them: while a call
+// waits for its tool's preparation, the background starts no step of its
+// own, so as not to share the board's CPU with it. Here the background
+// has the Go tool's instrumenting in hand when the call claims initslow,
+// whose initialization takes seconds; a tool loaded meanwhile still waits
+// its turn when initslow is ready, and is prepared once the call is
+// served.
+func TestTheBackgroundStartsNothingWhileACallWaitsForItsTool(t *testing.T) {
+	sb := newSandbox(t, NewConfig())
+	ctx := context.Background()
+	_, err := sb.Load(ctx, Spec{Name: "hash_file_go", Wasm: goTool(t)})
+	require.NoError(t, err)
+	slow := loadSpec(t, sb, Spec{Name: "initslow", Wasm: fixture(t, "reactor/initslow"),
+		Limits: Limits{Timeout: time.Hour, Fuel: 1 << 62}})
+	var later *Tool
+	var laterAtReady Stage
+	ctx = WithPreparationTrace(ctx, func(p Preparation) {
+		switch {
+		case p.Stage == StageInitializing && later == nil:
+			later = load(t, sb, "echo", Limits{})
+		case p.Stage == StageReady && later != nil:
+			laterAtReady, _ = later.progress()
+		}
+	})
+
+	res := sb.Call(ctx, slow, nil)
+	require.NoError(t, res.Err)
+	require.NotNil(t, later, "initslow was initialized for the call")
+	assert.Equal(t, StageQueued, laterAtReady, "the tool loaded while the call waited was left in line")
+	assert.NoError(t, later.Ready(context.Background()), "and prepared once the call was served")
+}

@@ -114,6 +114,9 @@ func (t *Tool) progress() (Stage, <-chan struct{}) {
 // prepared in the background, and Prepare waits for that. Its stages go
 // to the function WithPreparationTrace put in ctx.
 func (t *Tool) Prepare(ctx context.Context) error {
+	if !t.isReady() {
+		defer t.sb.callWaits()()
+	}
 	tr := newTracer(ctx, t)
 	if err := t.await(ctx, tr); err != nil {
 		return err
@@ -123,14 +126,16 @@ func (t *Tool) Prepare(ctx context.Context) error {
 }
 
 // await waits for t to be ready, claiming it from the background's line
-// whenever it joins it, and tells tr of each stage it comes to.
+// whenever it joins it, and tells tr of each stage it comes to. The
+// stage is read before the claim: a tool that joins the line after it
+// has changed its stage since, and is claimed on the next turn.
 func (t *Tool) await(ctx context.Context, tr *tracer) error {
 	for {
 		if t.isReady() {
 			return t.readyErr
 		}
-		t.sb.claim(t)
 		stage, next := t.progress()
+		t.sb.claim(t)
 		tr.report(stage)
 		select {
 		case <-t.ready:

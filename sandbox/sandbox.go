@@ -37,9 +37,12 @@ type Sandbox struct {
 	tools  map[*Tool]struct{} // loaded and not closed, for unloadIdle
 	queue  []*Tool            // loaded, waiting to be instrumented, in Load order
 	inits  []*Tool            // instrumented, waiting to be initialized (StartSnapshot)
-	queued chan struct{}      // signalled when a tool joins the queue
+	queued chan struct{}      // signalled when the background may take a tool: one joins the queue, or no call waits
 	stop   chan struct{}      // closed by Close
 	bg     sync.WaitGroup     // unloadIdle and instrumentQueued
+	// waiting counts the calls waiting for their tool's preparation
+	// (callWaits): the background starts no step while any do.
+	waiting int
 
 	// calls counts the calls under way, which Close ends (closing) and
 	// waits for before it frees their memory.

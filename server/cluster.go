@@ -153,6 +153,7 @@ func (s *Server) deviceEvent(e cluster.DeviceEvent) {
 	case cluster.DeviceChanged:
 		s.devices.Forget(e.DeviceID)
 		s.mcp.DevicesChanged()
+		s.rollouts.KickAll()
 	case cluster.DeviceRotate:
 		s.ws.OfferRotationTo(context.Background(), e.DeviceID)
 	case cluster.DeviceRotationSettled:

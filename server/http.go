@@ -21,13 +21,14 @@ import (
 func (s *Server) newHTTPAPI() *httpapi.API {
 	return httpapi.New(httpapi.Config{
 		Store: s.store, Auth: s.auth, AuthLimit: s.authLimit, Metrics: s.metrics,
-		Tasks: s.tasks, InScope: s.inScope, Devices: s.devices, Registry: s.reg, Cluster: s.cluster,
+		Tasks: s.tasks, Rollouts: s.rollouts, InScope: s.inScope, Devices: s.devices, Registry: s.reg, Cluster: s.cluster,
 		Logger: s.log, Limits: s.cfg.Limits, SecureCookies: s.cfg.SecureCookies, EventsKeepalive: s.cfg.EventsKeepalive,
 		Pprof: s.cfg.Pprof, Stop: s.stop,
 		Health: func() string {
 			return cmp.Or(s.unrecorded.Health(), s.clusterHealth(), s.drainHealth())
 		},
 		Enrolled:      s.deviceEnrolled,
+		Relabelled:    s.deviceRelabelled,
 		DeviceRevoked: func(id string) { s.deviceRevoked(id); s.tellCluster(id, cluster.DeviceRevoked) },
 		Revoke:        s.publishRevocation,
 		OfferRotation: s.offerRotationAnywhere,

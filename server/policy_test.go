@@ -3,10 +3,13 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -173,6 +176,31 @@ func (m *matrix) runningTask(target string) string {
 	return d.SessionID
 }
 
+// module is a signed tool module, for the module and rollout probes.
+func (m *matrix) module() []byte {
+	module, err := os.ReadFile("../testdata/tools/signed/signed_echo.wasm")
+	require.NoError(m.ts.t, err)
+	return module
+}
+
+// rolloutSpec is a rollout named name of m.module, for devices no probe
+// uses.
+func (m *matrix) rolloutSpec(name string) []byte {
+	mod, err := m.ts.api.PutModule(context.Background(), m.module())
+	require.NoError(m.ts.t, err)
+	spec, err := json.Marshal(map[string]any{"name": name, "selector": "site=nowhere", "tools": []string{mod.SHA256}})
+	require.NoError(m.ts.t, err)
+	return spec
+}
+
+// rollout is a fresh rollout, applied.
+func (m *matrix) rollout() string {
+	name := m.fresh("r")
+	_, err := m.ts.api.ApplyRollout(context.Background(), m.rolloutSpec(name))
+	require.NoError(m.ts.t, err)
+	return name
+}
+
 // newMatrix starts the matrix's server, with a device CA to sign
 // certificates with (served over plain HTTP: signing does not need TLS).
 func newMatrix(t *testing.T) *matrix {
@@ -261,6 +289,36 @@ var probes = map[string]probe{
 	"POST /api/devices/{id}/tools": {least: access.Deployer, scope: object, works: 200, request: func(m *matrix, target string) probeRequest {
 		return probeRequest{method: "POST", path: "/api/devices/" + m.device(target, "") + "/tools?timeout=10s", body: []byte("\x00asm\x01\x00\x00\x00"),
 			header: http.Header{"Content-Type": {"application/wasm"}}}
+	}},
+	"PATCH /api/devices/{id}/labels": {least: access.Admin, scope: object, works: 200, request: func(m *matrix, target string) probeRequest {
+		return jsonRequest("PATCH", "/api/devices/"+m.device(target, "")+"/labels", api.LabelRequest{Set: map[string]string{"note": m.fresh("n")}})
+	}},
+	"PUT /api/modules/{sha256}": {least: access.Deployer, scope: fleetWide, works: 200, request: func(m *matrix, _ string) probeRequest {
+		module := m.module()
+		sum := sha256.Sum256(module)
+		return probeRequest{method: "PUT", path: "/api/modules/" + hex.EncodeToString(sum[:]), body: module, header: http.Header{"Content-Type": {"application/wasm"}}}
+	}},
+	"GET /api/rollouts": {least: access.Viewer, works: 200, request: get("/api/rollouts")},
+	"GET /api/rollouts/{name}": {least: access.Viewer, works: 200, request: func(m *matrix, _ string) probeRequest {
+		return probeRequest{method: "GET", path: "/api/rollouts/" + m.rollout()}
+	}},
+	"GET /api/rollouts/{name}/history": {least: access.Viewer, works: 200, request: func(m *matrix, _ string) probeRequest {
+		return probeRequest{method: "GET", path: "/api/rollouts/" + m.rollout() + "/history"}
+	}},
+	"POST /api/rollouts": {least: access.Deployer, scope: fleetWide, works: 201, request: func(m *matrix, _ string) probeRequest {
+		return jsonRequest("POST", "/api/rollouts", json.RawMessage(m.rolloutSpec(m.fresh("r"))))
+	}},
+	"POST /api/rollouts/{name}/pause": {least: access.Deployer, scope: fleetWide, works: 200, request: func(m *matrix, _ string) probeRequest {
+		return probeRequest{method: "POST", path: "/api/rollouts/" + m.rollout() + "/pause"}
+	}},
+	"POST /api/rollouts/{name}/resume": {least: access.Deployer, scope: fleetWide, works: 200, request: func(m *matrix, _ string) probeRequest {
+		name := m.rollout()
+		_, err := m.ts.api.ControlRollout(context.Background(), name, "pause")
+		require.NoError(m.ts.t, err)
+		return probeRequest{method: "POST", path: "/api/rollouts/" + name + "/resume"}
+	}},
+	"POST /api/rollouts/{name}/rollback": {least: access.Deployer, scope: fleetWide, works: 200, request: func(m *matrix, _ string) probeRequest {
+		return probeRequest{method: "POST", path: "/api/rollouts/" + m.rollout() + "/rollback"}
 	}},
 	"POST /api/devices": {least: access.Admin, scope: enrollment, works: 201, request: func(m *matrix, target string) probeRequest {
 		return jsonRequest("POST", "/api/devices", api.EnrollRequest{ID: m.fresh("new-" + target), Labels: labelsOf(target)})

@@ -26,6 +26,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/inscope"
 	"github.com/edgeaip/edgeaip/server/internal/mcpgateway"
+	"github.com/edgeaip/edgeaip/server/internal/rollouts"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/internal/unrecorded"
@@ -80,6 +81,8 @@ type Config struct {
 	TLS TLSFiles
 	// MCP tunes the MCP gateway at /mcp.
 	MCP MCPConfig
+	// Rollouts tunes the rollouts.
+	Rollouts RolloutsConfig
 	// Cluster makes the server a node of a cluster; zero: a single node.
 	Cluster ClusterConfig
 }
@@ -144,6 +147,7 @@ type Server struct {
 	sessions   *tasks.SessionManager
 	admission  *tasks.Admission
 	tasks      *tasks.FrontDoor // every surface's way to run and start tasks
+	rollouts   *rollouts.Engine // keeps devices at their rollouts' revisions
 	mcp        *mcpgateway.Gateway
 	cluster    *cluster.Cluster // nil: a single node
 	draining   atomic.Bool      // Drain has begun
@@ -264,12 +268,17 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 	s.ws = wsgateway.New(wsgateway.Config{Store: st, Registry: s.reg, Dispatcher: s.disp, Sessions: s.sessions, Tasks: s.tasks,
 		InScope: s.inScope, Auth: s.auth, AuthLimit: s.authLimit, Metrics: s.metrics, Logger: s.log, Conn: cfg.Conn,
 		Liveness: s.liveness, MaxPlanBytes: cfg.Limits.MaxPlanBytes, RefuseWhileDraining: s.refuseWhileDraining,
-		AuthFailed: s.authFailed, TooManyFailures: s.tooManyFailures, DevicesChanged: s.mcp.DevicesChanged})
+		AuthFailed: s.authFailed, TooManyFailures: s.tooManyFailures, DevicesChanged: s.mcp.DevicesChanged,
+		DeviceLinked: func(id string) { s.rollouts.Registered(id) }})
+	s.rollouts = s.newRollouts()
 	s.http = s.newHTTPAPI()
 	if err := s.linkCluster(); err != nil {
 		s.leaveCluster()
 		st.Close()
 		return nil, err
+	}
+	if err := s.rollouts.Start(ctx); err != nil {
+		s.log.Error("rollouts not resumed; they resume on their next event", "err", err)
 	}
 	go s.mcp.RefreshViews()
 	go func() {
@@ -340,6 +349,7 @@ func (s *Server) Shutdown() {
 		if s.orphans != nil {
 			<-s.orphans // adopts nothing more
 		}
+		s.rollouts.Close()
 		s.sessions.CancelAll()
 		s.disp.Shutdown()
 		s.sessions.Wait()

@@ -66,6 +66,9 @@ func main() {
 	flag.IntVar(&mcpCfg.MaxSessionsPerIdentity, "mcp-max-sessions-per-identity", 256, "MCP sessions one identity holds on /mcp on this node; past it a new one takes the place of its oldest idle one, or gets 429 if all are busy")
 	flag.IntVar(&mcpCfg.MaxSessions, "mcp-max-sessions", 4096, "MCP sessions every identity together holds on /mcp on this node; past it a new one takes the place of the oldest idle one, or gets 429 if all are busy")
 	flag.DurationVar(&mcpCfg.SessionIdleTTL, "mcp-session-idle-ttl", 30*time.Minute, "an MCP session on /mcp that makes no request, and whose stream carries nothing, for this long is dropped (a client that went away without DELETE); negative: never")
+	var rolloutsCfg server.RolloutsConfig
+	flag.IntVar(&rolloutsCfg.Concurrency, "rollout-concurrency", server.DefaultRolloutConcurrency, "devices changing at once for rollouts, across them all")
+	flag.DurationVar(&rolloutsCfg.Sweep, "rollout-sweep", server.DefaultRolloutSweep, "how often each rollout is reconciled though no event (an apply, a relabel, a device linking) asked for it")
 	flag.IntVar(&limits.MaxPlanBytes, "max-plan-bytes", plan.DefaultMaxExpandedBytes, "largest plan accepted, in bytes as JSON once its YAML aliases are expanded")
 	flag.IntVar(&limits.MaxParamBytes, "max-param-bytes", 0, "largest parameters of one command accepted, in bytes as JSON (0: the frame cap)")
 	pprof := flag.Bool("pprof", false, "serve Go's profiles under /debug/pprof/, to an unscoped admin")
@@ -89,7 +92,7 @@ func main() {
 	flag.Parse()
 
 	log := logOpts.New(os.Stderr)
-	cfg := server.Config{Sessions: sessions, Store: st, Conn: conn, Limits: limits, MCP: mcpCfg, Logger: log,
+	cfg := server.Config{Sessions: sessions, Store: st, Conn: conn, Limits: limits, MCP: mcpCfg, Rollouts: rolloutsCfg, Logger: log,
 		SecureCookies: *secureCookies, TrustedProxies: trusted, TLS: tlsFiles, Pprof: *pprof, Cluster: clusterCfg}
 	if err := run(*listen, *data, cfg); err != nil {
 		log.Error("aip-server failed", "err", err)

@@ -24,6 +24,8 @@ type globals struct {
 	replyTimeout time.Duration
 	// preparationWait: api.Client.PreparationWait.
 	preparationWait time.Duration
+	// serverSilence: api.Client.ServerSilence.
+	serverSilence time.Duration
 }
 
 // json reports whether the output is JSON, for scripts.
@@ -31,7 +33,7 @@ func (g *globals) json() bool { return g.output == "json" }
 
 // client builds an API client from flags and environment.
 func (g *globals) client() (*api.Client, error) {
-	c := &api.Client{BaseURL: g.server, ReplyTimeout: g.replyTimeout, PreparationWait: g.preparationWait}
+	c := &api.Client{BaseURL: g.server, ReplyTimeout: g.replyTimeout, PreparationWait: g.preparationWait, ServerSilence: g.serverSilence}
 	if c.BaseURL == "" {
 		c.BaseURL = os.Getenv("AIP_SERVER")
 	}
@@ -69,7 +71,11 @@ func idempotencyKey(given string) string { return cmp.Or(given, api.NewIdempoten
 // when no answer came, the task may have started, and the error says how
 // to repeat the call without starting it twice.
 func startFailure(err error, key string) error {
-	if errors.Is(err, api.ErrUnreachable) {
+	switch {
+	case errors.Is(err, api.ErrServerSilent):
+		err = fmt.Errorf("%w\nits outcome is unknown: it may have run, or may still be running. Once the server answers again, "+
+			"repeat the call with --idempotency-key %s to get its outcome without running it twice, or find its task with aipctl tasks", err, key)
+	case errors.Is(err, api.ErrUnreachable):
 		err = fmt.Errorf("%w\nit may have run: repeat the call with --idempotency-key %s to get its outcome without running it twice", err, key)
 	}
 	return apiFailure(err)

@@ -11,8 +11,8 @@ import (
 )
 
 func newDeviceCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "device", Short: "Enroll and revoke devices, rotate their tokens, sign their certificates"}
-	cmd.AddCommand(newEnrollCmd(g), newRevokeCmd(g), newRotateCmd(g), newCertificateCmd(g))
+	cmd := &cobra.Command{Use: "device", Short: "Enroll and revoke devices, change their labels, rotate their tokens, sign their certificates"}
+	cmd.AddCommand(newEnrollCmd(g), newRevokeCmd(g), newRotateCmd(g), newCertificateCmd(g), newLabelCmd(g))
 	return cmd
 }
 
@@ -183,9 +183,53 @@ func parseLabels(kvs []string) (map[string]string, error) {
 	for _, l := range kvs {
 		k, v, ok := strings.Cut(l, "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("--label %q: want KEY=VALUE", l)
+			return nil, fmt.Errorf("label %q: want KEY=VALUE", l)
 		}
 		out[k] = v
 	}
 	return out, nil
+}
+
+func newLabelCmd(g *globals) *cobra.Command {
+	var remove []string
+	cmd := &cobra.Command{
+		Use:   "label ID [KEY=VALUE...] [--remove KEY...]",
+		Short: "Set or remove a device's labels (admin): the rollouts that pick it, or no longer do, change it at once",
+		Long: `Set or remove labels of an enrolled device. Labels decide scopes, fleets
+and rollouts, so this takes an admin, and the audit log records it. A
+rollout whose selector now picks the device brings it to its revision at
+once; one that no longer does removes its tools. Labels that would have two
+rollouts put a tool of the same name on the device are refused, naming both.`,
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: completeDevices(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			set, err := parseLabels(args[1:])
+			if err != nil {
+				return &exitError{exitUsage, err}
+			}
+			if len(set) == 0 && len(remove) == 0 {
+				return &exitError{exitUsage, errors.New("name labels to set (KEY=VALUE) or to remove (--remove KEY)")}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			out, err := c.Label(cmd.Context(), args[0], api.LabelRequest{Set: set, Remove: remove})
+			if err != nil {
+				return apiFailure(err)
+			}
+			if g.json() {
+				return printJSON(cmd.OutOrStdout(), out)
+			}
+			l, _ := out["labels"].(map[string]any)
+			kv := map[string]string{}
+			for k, v := range l {
+				kv[k] = fmt.Sprint(v)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", args[0], labels(kv))
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&remove, "remove", nil, "label KEY to remove (repeatable)")
+	return cmd
 }

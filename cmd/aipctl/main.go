@@ -101,6 +101,8 @@ func newRoot() *cobra.Command {
 		"how long to wait for the server's reply, on top of the --timeout a command asks of it")
 	root.PersistentFlags().DurationVar(&g.preparationWait, "preparation-wait", api.DefaultPreparationWait,
 		"how much longer than its --timeout to wait for a command or a deploy whose device prepares the tool: the server's --preparation-bound")
+	root.PersistentFlags().DurationVar(&g.serverSilence, "server-silence", api.DefaultServerSilence,
+		"while a command or a deploy waits, give up once the server has answered nothing, not even a health check, for this long: it hangs or is gone, and the outcome is unknown")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table (for people) or json (for scripts); tool keygen, pack and sign take -o FILE and --format")
 	root.RegisterFlagCompletionFunc("output", completeFormats)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
@@ -117,9 +119,12 @@ func newRoot() *cobra.Command {
 		if g.preparationWait <= 0 {
 			return &exitError{exitUsage, fmt.Errorf("--preparation-wait: %s is not a positive duration", g.preparationWait)}
 		}
+		if g.serverSilence <= 0 {
+			return &exitError{exitUsage, fmt.Errorf("--server-silence: %s is not a positive duration", g.serverSilence)}
+		}
 		return nil
 	}
-	root.AddCommand(newDevicesCmd(&g), newDeviceCmd(&g), newToolsCmd(&g), newExecCmd(&g),
+	root.AddCommand(newDevicesCmd(&g), newDeviceCmd(&g), newRolloutCmd(&g), newToolsCmd(&g), newExecCmd(&g),
 		newDispatchCmd(&g), newPlanCmd(&g), newTaskCmd(&g), newTasksCmd(&g), newCancelCmd(&g), newToolCmd(&g),
 		newOperatorCmd(&g), newAuditCmd(&g))
 	return root

@@ -161,9 +161,12 @@ func (f *fleet) csr() string {
 }
 
 // plan writes a plan file.
-func (f *fleet) plan(doc string) string {
+func (f *fleet) plan(doc string) string { return f.file("plan.yaml", doc) }
+
+// file writes doc to a file of that name in a fresh dir.
+func (f *fleet) file(name, doc string) string {
 	f.t.Helper()
-	p := filepath.Join(f.t.TempDir(), "plan.yaml")
+	p := filepath.Join(f.t.TempDir(), name)
 	require.NoError(f.t, os.WriteFile(p, []byte(doc), 0o644))
 	return p
 }
@@ -350,6 +353,14 @@ func jsonCommands(t *testing.T, f *fleet) map[string][]string {
 		"operator rotate":    {"-o", "json", "operator", "rotate", "ci"},
 		"operator revoke":    {"-o", "json", "operator", "revoke", "ci"},
 		"audit":              {"-o", "json", "audit"},
+		"device label":       {"-o", "json", "device", "label", "kiosk-1", "role=kiosk"},
+		"rollout apply":      {"-o", "json", "rollout", "apply", f.file("rollout.yaml", "name: r\nselector: site=nowhere\ntools: ["+filepath.Join(testenv.SignedTools(), "signed_echo.wasm")+"]\n")},
+		"rollout status":     {"-o", "json", "rollout", "status", "r"},
+		"rollout list":       {"-o", "json", "rollout", "list"},
+		"rollout history":    {"-o", "json", "rollout", "history", "r"},
+		"rollout pause":      {"-o", "json", "rollout", "pause", "r"},
+		"rollout resume":     {"-o", "json", "rollout", "resume", "r"},
+		"rollout rollback":   {"-o", "json", "rollout", "rollback", "r"},
 	}
 }
 
@@ -384,7 +395,8 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 	// before rotate and revoke.
 	order := []string{"devices", "device enroll", "device revoke", "device rotate", "device certificate", "tools", "exec", "cancel", "dispatch", "plan validate", "tasks", "task",
 		"tool init", "tool keygen", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy",
-		"operator add", "operator list", "operator rotate", "operator revoke", "audit"}
+		"operator add", "operator list", "operator rotate", "operator revoke", "audit", "device label",
+		"rollout apply", "rollout status", "rollout list", "rollout history", "rollout pause", "rollout resume", "rollout rollback"}
 	require.ElementsMatch(t, order, keys(cmds))
 	var last string
 	for _, name := range order {

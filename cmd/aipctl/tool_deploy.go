@@ -10,6 +10,7 @@ func newDeployCmd(g *globals) *cobra.Command {
 	var (
 		namespace string
 		timeout   time.Duration
+		force     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "deploy DEVICE MODULE.wasm [--namespace NS]",
@@ -18,6 +19,8 @@ func newDeployCmd(g *globals) *cobra.Command {
 trusted keys and its manifest against its policy, keeps it under its data
 dir and loads it at once, in place of the namespace's tool of that name;
 then it sends its new tool inventory. A module it refuses changes nothing.
+A tool that a rollout owns on the device is refused, naming the rollout,
+unless --force.
 
 Prints the command's Results as JSON (-o json: the whole response); exits
 0 when the device installed the module and 1 when it refused it.`,
@@ -35,7 +38,11 @@ Prints the command's Results as JSON (-o json: the whole response); exits
 			if err != nil {
 				return err
 			}
-			resp, err := c.DeployTool(cmd.Context(), args[0], wasm, namespace, timeout)
+			deploy := c.DeployTool
+			if force {
+				deploy = c.DeployToolOver
+			}
+			resp, err := deploy(cmd.Context(), args[0], wasm, namespace, timeout)
 			if err != nil {
 				return apiFailure(err)
 			}
@@ -43,6 +50,7 @@ Prints the command's Results as JSON (-o json: the whole response); exits
 		},
 	}
 	cmd.Flags().StringVar(&namespace, "namespace", "", "namespace on the device (default: deployed)")
+	cmd.Flags().BoolVar(&force, "force", false, "deploy a tool that a rollout owns on the device in place of the rollout's; the rollout's status shows it as drift")
 	cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long to wait for the device (at most 24h)")
 	return cmd
 }

@@ -42,6 +42,15 @@ type Client struct {
 	// --preparation-bound. Default DefaultPreparationWait, the server's
 	// default bound.
 	PreparationWait time.Duration
+	// ServerSilence is how long a call that asks the server to wait (a
+	// command, a deploy) lets the server answer nothing, neither the call
+	// nor GET /api/health, which the client asks every ServerSilence/3
+	// meanwhile, before it gives up with ErrServerSilent: a server that
+	// hangs or is gone would otherwise hold it for the command's timeout
+	// and the whole preparation bound (10m45s by default), and a healthy
+	// one answers its health at once, however long the command takes.
+	// Default DefaultServerSilence.
+	ServerSilence time.Duration
 	// EventsIdleTimeout is how long an event stream may bring nothing,
 	// not even the server's keepalive, before Events takes it as broken
 	// and connects again. Default DefaultEventsIdleTimeout.
@@ -59,6 +68,9 @@ const (
 	DefaultReplyTimeout = 15 * time.Second
 	// DefaultPreparationWait is the server's default preparation bound.
 	DefaultPreparationWait = 10 * time.Minute
+	// DefaultServerSilence is three DefaultReplyTimeouts: a server that
+	// answered none of the health checks of that long hangs, or is gone.
+	DefaultServerSilence = 3 * DefaultReplyTimeout
 	// DefaultEventsIdleTimeout is three of the server's 15 s keepalives:
 	// a stream idle that long has lost its server.
 	DefaultEventsIdleTimeout = 45 * time.Second
@@ -112,6 +124,12 @@ func (e *StatusError) Error() string {
 // ErrUnreachable wraps failures to reach the server at all.
 var ErrUnreachable = errors.New("server unreachable")
 
+// ErrServerSilent wraps, beside ErrUnreachable, the failure of a call the
+// server accepted and then stopped answering, its health checks too
+// (Client.ServerSilence): what the call started may have run, or may
+// still, and its outcome is unknown.
+var ErrServerSilent = errors.New("server stopped answering")
+
 // Do sends a request with body in (JSON, or none if nil) and decodes the
 // response into out (if not nil). It waits ReplyTimeout for the reply.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
@@ -148,11 +166,18 @@ func (c *Client) do(ctx context.Context, wait time.Duration, header http.Header,
 
 // send sends a request with header and body, and decodes the JSON
 // response into out (if not nil); it waits wait plus ReplyTimeout for the
-// whole reply.
+// whole reply. A call that asks the server to wait (wait > 0) gives up
+// sooner if the server stops answering meanwhile (watchServer).
 func (c *Client) send(ctx context.Context, wait time.Duration, header http.Header, method, path string, body io.Reader, out any) error {
 	limit := wait + cmp.Or(c.ReplyTimeout, DefaultReplyTimeout)
 	callCtx, cancel := context.WithTimeoutCause(ctx, limit, noReply(wait, limit))
 	defer cancel()
+	if wait > 0 {
+		var silent context.CancelCauseFunc
+		callCtx, silent = context.WithCancelCause(callCtx)
+		defer silent(nil)
+		go c.watchServer(callCtx, silent)
+	}
 	req, err := c.newRequest(callCtx, method, path, body)
 	if err != nil {
 		return err
@@ -178,6 +203,49 @@ func (c *Client) send(ctx context.Context, wait time.Duration, header http.Heade
 		return fmt.Errorf("%s %s: decode response: %w", method, path, err)
 	}
 	return nil
+}
+
+// watchServer asks the server's health every ServerSilence/3 until ctx,
+// a call's, ends, and ends the call with ErrServerSilent once no check
+// was answered for ServerSilence. Any answer counts, a degraded one (503)
+// too: the server is there, and will answer the call by its own bounds.
+func (c *Client) watchServer(ctx context.Context, silent context.CancelCauseFunc) {
+	bound := cmp.Or(c.ServerSilence, DefaultServerSilence)
+	every := bound / 3
+	answered := time.Now()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if c.healthAnswers(ctx, every) {
+			answered = time.Now()
+		} else if time.Since(answered) >= bound {
+			silent(fmt.Errorf("%w: it answered neither the call nor GET /api/health for %s", ErrServerSilent, bound))
+			return
+		}
+	}
+}
+
+// healthAnswers reports whether the server answers GET /api/health, which
+// needs no token, within wait.
+func (c *Client) healthAnswers(ctx context.Context, wait time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.BaseURL, "/")+"/api/health", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return false
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return true
 }
 
 // newRequest is a request to the API at path, with the operator token.
@@ -334,9 +402,23 @@ func (c *Client) CancelTask(ctx context.Context, sessionID string) (Task, error)
 // loads it into namespace (empty: the device's default). The response's
 // one Result says whether the device installed it.
 func (c *Client) DeployTool(ctx context.Context, deviceID string, wasm []byte, namespace string, timeout time.Duration) (CommandResponse, error) {
+	return c.deployTool(ctx, deviceID, wasm, namespace, timeout, false)
+}
+
+// DeployToolOver is DeployTool for a tool that a rollout owns on the
+// device: the device keeps the module in place of the rollout's, and the
+// rollout's status shows it as drift.
+func (c *Client) DeployToolOver(ctx context.Context, deviceID string, wasm []byte, namespace string, timeout time.Duration) (CommandResponse, error) {
+	return c.deployTool(ctx, deviceID, wasm, namespace, timeout, true)
+}
+
+func (c *Client) deployTool(ctx context.Context, deviceID string, wasm []byte, namespace string, timeout time.Duration, force bool) (CommandResponse, error) {
 	q := url.Values{"timeout": {timeout.String()}}
 	if namespace != "" {
 		q.Set("namespace", namespace)
+	}
+	if force {
+		q.Set("force", "true")
 	}
 	var out CommandResponse
 	path := "/api/devices/" + url.PathEscape(deviceID) + "/tools?" + q.Encode()

@@ -57,6 +57,40 @@ func TestCallsGiveUpOnAServerThatNeverReplies(t *testing.T) {
 	assert.ErrorContains(t, err, "GET /api/tasks/t1/events: no reply within 100ms")
 }
 
+// A call that asks the server to wait for a tool gives up once the
+// server answers nothing, its health checks neither, for ServerSilence,
+// not after the command's timeout and the preparation bound.
+func TestACommandGivesUpOnAServerThatStopsAnswering(t *testing.T) {
+	c := &Client{BaseURL: silentServer(t), PreparationWait: time.Hour, ServerSilence: 150 * time.Millisecond}
+	_, err := c.Command(t.Context(), "kiosk-1", CommandRequest{Timeout: "1h"})
+	require.ErrorIs(t, err, ErrUnreachable)
+	require.ErrorIs(t, err, ErrServerSilent)
+	assert.ErrorContains(t, err, "POST /api/devices/kiosk-1/commands: server stopped answering: it answered neither the call nor GET /api/health for 150ms")
+}
+
+// A server that answers its health is waited for, however long the
+// command takes: here it answers the command only after its health was
+// asked, and answered, more often than ServerSilence has room for.
+func TestACommandWaitsForAServerThatAnswersItsHealth(t *testing.T) {
+	checks := make(chan struct{}, 64)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/health" {
+			w.Write([]byte(`{"status":"healthy"}`))
+			checks <- struct{}{}
+			return
+		}
+		for range 6 { // two ServerSilences' worth of checks, every third of one
+			<-checks
+		}
+		w.Write([]byte(`{"status":"success"}`))
+	}))
+	t.Cleanup(hs.Close)
+	c := &Client{BaseURL: hs.URL, ServerSilence: 150 * time.Millisecond}
+	resp, err := c.Command(t.Context(), "kiosk-1", CommandRequest{})
+	require.NoError(t, err)
+	assert.True(t, resp.Succeeded())
+}
+
 func TestEventsTakesASilentStreamAsBroken(t *testing.T) {
 	var conns atomic.Int32
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -1,8 +1,9 @@
 // Package toolbox holds the device's wasm tools: it loads them from the
-// tool dirs and from the tools deployed to the device, checks their
-// signatures, applies the operator's capability policy, refuses the
-// modules that fail (and reports them at registration), and installs new
-// ones without a restart (the meta tool install_tool). Calls go through
+// tool dirs, from the tools deployed to the device and from the rollouts
+// applied to it, checks their signatures, applies the operator's
+// capability policy, refuses the modules that fail (and reports them at
+// registration), and installs new ones without a restart (the meta tools
+// install_tool, stage_module and apply_revision). Calls go through
 // sandbox/wasmtool, as aipctl tool run's do.
 package toolbox
 
@@ -35,6 +36,15 @@ type Toolbox struct {
 
 	refusedMu sync.Mutex
 	refused   []Refusal // modules refused since start, reported at registration
+
+	// deploying lets one change of the pushed tools happen at a time: an
+	// install, a module staged, a revision applied.
+	deploying sync.Mutex
+	modules   moduleStore
+	// rollouts are the states of the rollouts on the device, as their
+	// files hold them; changed under deploying, after the file.
+	rolloutsMu sync.Mutex
+	rollouts   map[string]rolloutState
 }
 
 // New returns the toolbox of an agent configured by cfg, whose tools run
@@ -45,20 +55,22 @@ func New(sb *sandbox.Sandbox, cfg config.Config, log *slog.Logger, changed func(
 	if cfg.RequireSigned != nil {
 		require = *cfg.RequireSigned
 	}
-	return &Toolbox{sb: sb, cfg: cfg, log: log, changed: changed, loader: &loader{
-		sb:        sb,
-		verifier:  signature.Verifier{Keys: keys, RequireSigned: require},
-		policies:  sandbox.Policies{Default: sandbox.Policy{Dirs: cfg.Mounts, Env: cfg.AllowEnv}, ByName: cfg.Policies},
-		lookupEnv: os.LookupEnv,
-	}}
+	return &Toolbox{sb: sb, cfg: cfg, log: log, changed: changed, modules: moduleStore{dir: filepath.Join(cfg.DataDir, "modules")},
+		rollouts: map[string]rolloutState{}, loader: &loader{
+			sb:        sb,
+			verifier:  signature.Verifier{Keys: keys, RequireSigned: require},
+			policies:  sandbox.Policies{Default: sandbox.Policy{Dirs: cfg.Mounts, Env: cfg.AllowEnv}, ByName: cfg.Policies},
+			lookupEnv: os.LookupEnv,
+		}}
 }
 
-// Load loads the tool dirs, then the tools deployed to this device: the
-// wasm tools every Computer has. A module that is refused is logged and
-// reported at registration; the agent runs with the rest. Two tool dirs
-// that offer the same tool, or a tool dir that takes an MCP server's
-// namespace, are a configuration error; a deployed tool that clashes with
-// the tool dirs is refused.
+// Load loads the tool dirs, then the tools deployed to this device, then
+// the current revision of each rollout on it: the wasm tools every
+// Computer has. A module that is refused is logged and reported at
+// registration; the agent runs with the rest. Two tool dirs that offer
+// the same tool, or a tool dir that takes an MCP server's namespace, are a
+// configuration error; a deployed tool, or a rollout's, that clashes with
+// the tools loaded before it is refused.
 func (b *Toolbox) Load(ctx context.Context) ([]computer.Tool, error) {
 	mcpNamespaces := b.cfg.MCP.Namespaces()
 	// A Computer refuses two tools with one key; find out now rather than
@@ -97,7 +109,11 @@ func (b *Toolbox) Load(ctx context.Context) ([]computer.Tool, error) {
 			out = append(out, t)
 		}
 	}
-	return out, nil
+	rollouts, err := b.loadRollouts(ctx, check)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, rollouts...), nil
 }
 
 // loadDir loads the modules of dir, refusing those that fail.

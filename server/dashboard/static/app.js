@@ -259,9 +259,9 @@ function signerText(meta) {
 }
 
 // metaTools are the agent's own tools, which an operator does not run by
-// hand: install_tool is what aipctl tool deploy calls, list_tools what the
-// tools table shows.
-const metaTools = new Set(["list_tools", "install_tool"]);
+// hand: install_tool is what aipctl tool deploy calls, stage_module and
+// apply_revision what rollouts call, list_tools what the tools table shows.
+const metaTools = new Set(["list_tools", "install_tool", "stage_module", "apply_revision"]);
 
 // skeleton is a parameters object with each property of a schema.
 function skeleton(schema) {

@@ -23,6 +23,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/inscope"
+	"github.com/edgeaip/edgeaip/server/internal/rollouts"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/edgeaip/edgeaip/server/metrics"
@@ -44,6 +45,9 @@ type Config struct {
 	// Tasks is the front door every request that runs or follows a task
 	// goes through.
 	Tasks *tasks.FrontDoor
+	// Rollouts keep the fleet at its desired state: rollouts, their
+	// modules, and the labels that decide where they reach.
+	Rollouts *rollouts.Engine
 	// InScope says what a caller's scope lets it see; Devices is the
 	// cache of enrolled devices that commands are sent to.
 	InScope *inscope.Checker
@@ -70,6 +74,10 @@ type Config struct {
 	// Health is why the server is degraded (the store, the cluster, a
 	// drain), or "": GET /api/health answers 503 with it.
 	Health func() string
+	// Relabelled is told of device id whose labels changed here, once the
+	// store holds them: the caches, the MCP views, the rollouts and the
+	// other nodes hear of it.
+	Relabelled func(id string)
 	// Enrolled is told of device id enrolled here, once the store holds
 	// it: the caches, the MCP views and the other nodes hear of it.
 	Enrolled func(id string)
@@ -104,6 +112,7 @@ type API struct {
 	devices    *deviceHandlers
 	tasks      *taskHandlers
 	identities *identityHandlers
+	rollouts   *rolloutHandlers
 	node       *nodeHandlers
 	// pprof, webSocket and mcp are Config's Pprof, WebSocket and MCP.
 	pprof          bool
@@ -117,12 +126,15 @@ func New(cfg Config) *API {
 	g := &gate{log: log, auth: cfg.Auth, authLimit: cfg.AuthLimit, metrics: cfg.Metrics, inScope: cfg.InScope,
 		csrf: http.NewCrossOriginProtection()}
 	keys := &idempotency{log: log, store: cfg.Store, tasks: cfg.Tasks, inScope: cfg.InScope, locks: newKeyLocks(log)}
+	devices := &deviceHandlers{log: log, store: cfg.Store, auth: cfg.Auth, inScope: cfg.InScope, devices: cfg.Devices,
+		registry: cfg.Registry, tasks: cfg.Tasks, keys: keys, rollouts: cfg.Rollouts,
+		onEnrolled: cfg.Enrolled, onRevoked: cfg.DeviceRevoked, offerRotation: cfg.OfferRotation}
 	return &API{
-		gate: g,
-		keys: keys,
-		devices: &deviceHandlers{log: log, store: cfg.Store, auth: cfg.Auth, inScope: cfg.InScope, devices: cfg.Devices,
-			registry: cfg.Registry, tasks: cfg.Tasks, keys: keys,
-			onEnrolled: cfg.Enrolled, onRevoked: cfg.DeviceRevoked, offerRotation: cfg.OfferRotation},
+		gate:    g,
+		keys:    keys,
+		devices: devices,
+		rollouts: &rolloutHandlers{log: log, store: cfg.Store, rollouts: cfg.Rollouts, devices: devices,
+			relabelled: cfg.Relabelled},
 		tasks: &taskHandlers{log: log, store: cfg.Store, auth: cfg.Auth, tasks: cfg.Tasks,
 			inScope: cfg.InScope, registry: cfg.Registry, keys: keys,
 			limits: cfg.Limits, keepalive: cmp.Or(cfg.EventsKeepalive, 15*time.Second)},

@@ -10,6 +10,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
+	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 )
 
 // timeoutQuery names a deploy's timeout in errors.
@@ -53,6 +54,9 @@ func (h *deviceHandlers) deployTool(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("module is %d bytes once compressed and encoded; a device link carries frames of at most %d", n, protocol.DefaultMaxFrameBytes))
 		return
 	}
+	if !h.mayDeployOver(w, r, d.ID, wasm, params) {
+		return
+	}
 	action := protocol.Command{ToolName: protocol.InstallToolName, ToolType: protocol.ToolAction, Parameters: params}
 	resp, err := h.tasks.RunCommand(r.Context(), tasks.CommandTask{
 		Asker: tasks.Asker{Who: identity.CallerFrom(r), Kind: api.RequesterOperator}, Device: d.ID, Actions: []protocol.Command{action},
@@ -70,4 +74,30 @@ func (h *deviceHandlers) deployTool(w http.ResponseWriter, r *http.Request) {
 		log.Info("tool deployed")
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// mayDeployOver refuses a deploy of a tool that a rollout owns on device
+// id, naming the rollout, unless the request says force=true: then the
+// device keeps the module in place of the rollout's (params' force),
+// and the rollout's status shows it as drift.
+func (h *deviceHandlers) mayDeployOver(w http.ResponseWriter, r *http.Request, id string, wasm []byte, params map[string]any) bool {
+	mod, err := manifest.FromWasm(wasm)
+	if err != nil {
+		return true // the device refuses it, saying why
+	}
+	owner, rev, err := h.rollouts.OwnerOf(r.Context(), id, mod.Manifest.Name)
+	switch {
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return false
+	case owner == "":
+		return true
+	case r.URL.Query().Get("force") != "true":
+		writeError(w, http.StatusConflict, fmt.Sprintf("tool %q on device %s belongs to rollout %q (revision %d): change the rollout, or deploy with force=true (aipctl tool deploy --force), which its status then shows as drift",
+			mod.Manifest.Name, id, owner, rev))
+		return false
+	}
+	params["force"] = true
+	h.log.Warn("tool deployed over a rollout's", "device", id, "tool", mod.Manifest.Name, "rollout", owner, "by", identity.CallerFrom(r).Name)
+	return true
 }

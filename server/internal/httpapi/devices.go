@@ -14,6 +14,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/edgeaip/edgeaip/server/internal/inscope"
+	"github.com/edgeaip/edgeaip/server/internal/rollouts"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 )
@@ -33,6 +34,9 @@ type deviceHandlers struct {
 	registry *dispatch.Registry
 	tasks    *tasks.FrontDoor
 	keys     *idempotency
+	// rollouts say which tools a rollout owns on a device: a deploy of
+	// one is refused unless forced.
+	rollouts *rollouts.Engine
 	// onEnrolled, onRevoked and offerRotation are Config's Enrolled,
 	// DeviceRevoked and OfferRotation.
 	onEnrolled    func(id string)

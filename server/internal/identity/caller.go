@@ -24,7 +24,20 @@ type Caller struct {
 	Scope access.Scope
 	// TokenID is the public id of the token it acts by.
 	TokenID string
+	// rollout marks the server acting for a rollout (RolloutCaller).
+	rollout bool
 }
+
+// RolloutCaller is who rollout name's tasks run as: the server itself,
+// with the deployer's role and no scope. No identity can be named
+// "rollout/…": identity names have no '/'.
+func RolloutCaller(name string) *Caller {
+	return &Caller{Name: "rollout/" + name, Role: access.Deployer, rollout: true}
+}
+
+// ForRollout reports whether c is a rollout's (RolloutCaller): only a
+// rollout stages modules and applies revisions on a device.
+func (c *Caller) ForRollout() bool { return c.rollout }
 
 // callerOf is the identity id as the store holds it, acting by token tok.
 func callerOf(id store.Identity, tok store.Token) (*Caller, error) {

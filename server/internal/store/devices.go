@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/internal/access"
 
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/dberr"
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/selectorsql"
 
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
@@ -50,10 +50,37 @@ func (w DeviceWrites) Create(id, tokenHash string, labels map[string]string) err
 	if err != nil {
 		return fmt.Errorf("store: create device %q: %w", id, err)
 	}
+	if err := w.putLabels(id, labels); err != nil {
+		return fmt.Errorf("store: create device %q: %w", id, err)
+	}
+	return nil
+}
+
+// putLabels indexes labels as device id's, after any it had.
+func (w DeviceWrites) putLabels(id string, labels map[string]string) error {
 	for k, v := range labels {
 		if _, err := w.t.exec(`INSERT INTO device_labels (device_id, key, value) VALUES (?, ?, ?)`, id, k, v); err != nil {
-			return fmt.Errorf("store: create device %q: label %q: %w", id, k, err)
+			return fmt.Errorf("label %q: %w", k, err)
 		}
+	}
+	return nil
+}
+
+// SetLabels makes labels device id's labels, or fails with ErrNotFound.
+func (w DeviceWrites) SetLabels(id string, labels map[string]string) error {
+	lb, err := json.Marshal(labels)
+	if err != nil {
+		return fmt.Errorf("store: device %q: labels: %w", id, err)
+	}
+	res, err := w.t.exec(`UPDATE devices SET labels = ? WHERE id = ?`, string(lb), id)
+	if err := oneRow(res, err, "device %q: labels", id); err != nil {
+		return err
+	}
+	if _, err = w.t.exec(`DELETE FROM device_labels WHERE device_id = ?`, id); err == nil {
+		err = w.putLabels(id, labels)
+	}
+	if err != nil {
+		return fmt.Errorf("store: device %q: labels: %w", id, err)
 	}
 	return nil
 }
@@ -111,7 +138,7 @@ func (q DeviceReads) All(ctx context.Context) ([]Device, error) {
 // have sel's first label, not with the fleet (a sel of only != reads
 // every device's id). limit > 0 reads at most limit of them.
 func (q DeviceReads) Matching(ctx context.Context, sel access.Selector, limit int) ([]string, error) {
-	query, args := matchingQuery(sel, limit)
+	query, args := selectorsql.Matching(sel, limit)
 	rows, err := q.s.rdb.QueryContext(ctx, q.s.dialect.bind(query), q.s.dialect.args(args)...)
 	if err != nil {
 		return nil, fmt.Errorf("store: devices %s: %w", sel, err)
@@ -122,45 +149,6 @@ func (q DeviceReads) Matching(ctx context.Context, sel access.Selector, limit in
 	}
 	slices.Sort(ids) // in Go: a PostgreSQL collation may order text otherwise
 	return ids, nil
-}
-
-// matchingQuery is DeviceReads.Matching's SQL for sel: its shape depends on
-// how many requirements sel has of each kind, so it is not kept
-// prepared. Driven by the index on (key, value) from sel's first
-// requirement that is an equality, if any.
-func matchingQuery(sel access.Selector, limit int) (string, []any) {
-	var equal, not []access.Requirement
-	for _, r := range sel {
-		if r.Not {
-			not = append(not, r)
-		} else {
-			equal = append(equal, r)
-		}
-	}
-	var q strings.Builder
-	var args []any
-	id := "d.id"
-	if len(equal) == 0 {
-		q.WriteString(`SELECT d.id FROM devices d WHERE 1 = 1`)
-	} else {
-		id = "l0.device_id"
-		q.WriteString(`SELECT l0.device_id FROM device_labels l0`)
-		for i, r := range equal[1:] {
-			fmt.Fprintf(&q, ` JOIN device_labels l%[1]d ON l%[1]d.device_id = l0.device_id AND l%[1]d.key = ? AND l%[1]d.value = ?`, i+1)
-			args = append(args, r.Key, r.Value)
-		}
-		q.WriteString(` WHERE l0.key = ? AND l0.value = ?`)
-		args = append(args, equal[0].Key, equal[0].Value)
-	}
-	for _, r := range not {
-		fmt.Fprintf(&q, ` AND NOT EXISTS (SELECT 1 FROM device_labels n WHERE n.device_id = %s AND n.key = ? AND n.value = ?)`, id)
-		args = append(args, r.Key, r.Value)
-	}
-	if limit > 0 {
-		q.WriteString(` LIMIT ?`)
-		args = append(args, limit)
-	}
-	return q.String(), args
 }
 
 // Delete revokes a device: its tokens stop working, and its

@@ -198,12 +198,14 @@ func (st step) installs() bool {
 }
 
 // installsAllowed checks o's calls that install a tool against its
-// requester: only a deployer installs tools, and a scoped one only a tool
-// its patterns allow, as the module's manifest names it.
+// requester: only a deployer installs tools, a scoped one only a tool its
+// patterns allow, and only a rollout stages modules and applies revisions.
 func (o Order) installsAllowed() error {
 	for _, st := range o.steps {
 		for _, call := range st.calls {
-			if call.cmd.ToolName != protocol.InstallToolName {
+			if n := call.cmd.ToolName; (n == protocol.StageModuleName || n == protocol.ApplyRevisionName) && !o.who.ForRollout() {
+				return &identity.Forbidden{Reason: fmt.Sprintf("%s: %s is a rollout's own: apply a rollout instead (aipctl rollout apply)", call.path, n)}
+			} else if n != protocol.InstallToolName {
 				continue
 			}
 			if !o.who.Role.Covers(access.Deployer) {
@@ -317,7 +319,7 @@ func (c *check) wire(st step) (params [][]byte, sound bool) {
 			continue
 		}
 		params[i] = b
-		if call.cmd.ToolName != protocol.InstallToolName {
+		if !protocol.CarriesModule(call.cmd.ToolName) {
 			total += len(b)
 		}
 	}

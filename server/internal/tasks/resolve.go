@@ -166,7 +166,7 @@ func (inv Inventory) resolveCall(c toolCall) (protocol.Command, store.ToolRef, e
 	if found {
 		ref = store.ToolRef{Namespace: t.Namespace, SHA256: toolSHA256(t)}
 	}
-	if a.ToolName == protocol.InstallToolName {
+	if protocol.CarriesModule(a.ToolName) {
 		// The module that matters is the one being installed.
 		ref.SHA256, _ = encodedonce.Unwrap(a.Parameters["sha256"]).(string)
 	}

@@ -68,6 +68,10 @@ type Config struct {
 	// DevicesChanged tells the other surfaces that a device came, went or
 	// changed its tools.
 	DevicesChanged func()
+	// DeviceLinked is told of device id registered, or registered again
+	// with a new inventory, once the store holds its info: the rollouts
+	// bring it to their revisions.
+	DeviceLinked func(id string)
 }
 
 // Sessions is what the gateway tells the session manager
@@ -244,6 +248,7 @@ func (g *Gateway) register(ctx context.Context, conn *protocol.Conn, p identity.
 		g.disp.Leases().Announce(c)
 		g.log.Info("device registered", "device", c.ID, "wire", conn.Encoding(), "tools", toolCount(c.Info.Load()))
 		g.cfg.DevicesChanged()
+		g.cfg.DeviceLinked(c.ID)
 		go g.registered(ctx, c)
 	} else {
 		g.log.Info("constellation registered", "client_id", c.ID, "target", c.Target, "wire", conn.Encoding())
@@ -441,6 +446,7 @@ func (g *Gateway) reregister(ctx context.Context, c *dispatch.Link, m *protocol.
 	g.recordInfo(ctx, c)
 	g.log.Info("device inventory updated", "device", c.ID, "tools", toolCount(c.Info.Load()))
 	g.cfg.DevicesChanged()
+	g.cfg.DeviceLinked(c.ID)
 	g.sendAck(ctx, c.Conn, m)
 }
 

@@ -237,7 +237,56 @@ var migrations = []string{
 	// command: its rows are never deleted (its triggers), so the largest
 	// seq plus one, SQLite's rowid, is the sequence AUTOINCREMENT kept.
 	dropSessionIndexes + auditRowid,
+
+	// Rollouts (server/RATIONALE.md, "Rollouts"): the modules they put on
+	// devices, kept by digest where every node reads them; each rollout,
+	// its revisions, and each selected device's state in it.
+	fmt.Sprintf(rolloutsSQL, "BLOB"),
 }
+
+// rolloutsSQL is migration 16, with the type of a module's bytes.
+const rolloutsSQL = `CREATE TABLE modules (
+		sha256     TEXT PRIMARY KEY,
+		tool       TEXT NOT NULL,
+		size       BIGINT NOT NULL,
+		body       %s NOT NULL,
+		created_at TEXT NOT NULL
+	);
+	CREATE TABLE rollouts (
+		name           TEXT PRIMARY KEY,
+		revision       INTEGER NOT NULL,
+		latest         INTEGER NOT NULL,
+		state          TEXT NOT NULL,
+		wave           INTEGER NOT NULL,
+		state_since    TEXT NOT NULL,
+		reason         TEXT NOT NULL DEFAULT '',
+		leader_node    TEXT NOT NULL DEFAULT '',
+		leader_epoch   BIGINT NOT NULL DEFAULT 0,
+		updated_at     TEXT NOT NULL
+	);
+	CREATE TABLE rollout_revisions (
+		name       TEXT NOT NULL REFERENCES rollouts(name) ON DELETE CASCADE,
+		revision   INTEGER NOT NULL,
+		spec       TEXT NOT NULL,
+		tools      TEXT NOT NULL,
+		outcome    TEXT NOT NULL DEFAULT '',
+		created_by TEXT NOT NULL DEFAULT '',
+		created_at TEXT NOT NULL,
+		PRIMARY KEY (name, revision)
+	);
+	CREATE TABLE rollout_devices (
+		name       TEXT NOT NULL REFERENCES rollouts(name) ON DELETE CASCADE,
+		device_id  TEXT NOT NULL,
+		revision   INTEGER NOT NULL,
+		wave       INTEGER NOT NULL,
+		state      TEXT NOT NULL,
+		applied    INTEGER NOT NULL DEFAULT 0,
+		session_id TEXT NOT NULL DEFAULT '',
+		error      TEXT NOT NULL DEFAULT '',
+		updated_at TEXT NOT NULL,
+		PRIMARY KEY (name, device_id)
+	);
+	CREATE INDEX rollout_devices_device ON rollout_devices(device_id);`
 
 // deviceLabelsSQL is the SQL of migration 14 that both databases take.
 const deviceLabelsSQL = `CREATE TABLE device_labels (
@@ -407,4 +456,7 @@ var postgresMigrations = map[int]string{
 	// PostgreSQL's audit log keeps its identity column: a sequence, not
 	// a row of a table that each entry rewrites.
 	14: dropSessionIndexes,
+
+	// PostgreSQL's bytes.
+	15: fmt.Sprintf(rolloutsSQL, "BYTEA"),
 }

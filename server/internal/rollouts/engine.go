@@ -1,0 +1,252 @@
+// Package rollouts keeps the fleet at its desired state: for each
+// rollout, the devices its selector picks run its current revision's
+// tools. A worker per rollout reconciles what the store says each device
+// should run with what the device reports, wave by wave, through the
+// front door as recorded, audited tasks (stage_module, apply_revision,
+// then the health checks); it stops past the failure budget, rolls back
+// on request or on failure, and brings devices that link later, or gain
+// the labels later, to the revision. Events start a reconciliation at
+// once: an apply, a relabel, a device's registration, a change's end; a
+// slow sweep catches what no event told. See server/RATIONALE.md,
+// "Rollouts".
+package rollouts
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
+)
+
+// DefaultConcurrency bounds the devices changing at once, across
+// rollouts.
+const DefaultConcurrency = 200
+
+// DefaultSweep is how often a worker reconciles though nothing told it
+// to: a device linked to another node, a store that failed a write.
+const DefaultSweep = 30 * time.Second
+
+// Options tune the engine; the zero value gives the defaults.
+type Options struct {
+	// Concurrency bounds the devices changing at once, across
+	// rollouts. Default DefaultConcurrency.
+	Concurrency int
+	// Sweep is how often each rollout is reconciled though no event
+	// asked for it. Default DefaultSweep.
+	Sweep time.Duration
+}
+
+// Config is what the engine works with.
+type Config struct {
+	Store *store.Store
+	// Tasks is the front door each device's change goes through.
+	Tasks *tasks.FrontDoor
+	// Matching are the enrolled devices a selector picks.
+	Matching func(context.Context, access.Selector) ([]string, error)
+	// Online reports whether device id is linked, here or to another
+	// node.
+	Online func(id string) bool
+	// Inventory is device id's last registration, or nil.
+	Inventory func(ctx context.Context, id string) *protocol.SystemInfo
+	// Leads reports whether this node may lead rollout name now; nil on
+	// a single node, which leads them all.
+	Leads func(ctx context.Context, name string) bool
+	Options
+	Logger *slog.Logger
+}
+
+// Engine runs the rollouts.
+type Engine struct {
+	cfg   Config
+	log   *slog.Logger
+	slots chan struct{}
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	workers map[string]*worker
+	// registered wakes those waiting for a device's registration, by
+	// device: closed, and replaced, when it registers.
+	registered map[string]chan struct{}
+	staging    stageCache
+}
+
+// worker reconciles one rollout.
+type worker struct {
+	name string
+	kick chan struct{}
+	// changing are the devices whose change runs now, on this node.
+	mu       sync.Mutex
+	changing map[string]bool
+}
+
+// New returns an engine; Start starts it.
+func New(cfg Config) *Engine {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.Sweep <= 0 {
+		cfg.Sweep = DefaultSweep
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Engine{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.Concurrency), ctx: ctx, cancel: cancel,
+		workers: map[string]*worker{}, registered: map[string]chan struct{}{}}
+}
+
+// Start starts a worker for each rollout the store holds: those a
+// restart interrupted go on where they were.
+func (e *Engine) Start(ctx context.Context) error {
+	all, err := e.cfg.Store.Rollouts().List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range all {
+		e.Kick(r.Name)
+	}
+	return nil
+}
+
+// Close stops the workers and waits for the changes running to end:
+// their tasks end with the server's shutdown.
+func (e *Engine) Close() {
+	e.cancel()
+	e.wg.Wait()
+}
+
+// Kick makes rollout name's worker reconcile now, starting it if need
+// be.
+func (e *Engine) Kick(name string) {
+	e.mu.Lock()
+	w, ok := e.workers[name]
+	if !ok && e.ctx.Err() == nil {
+		w = &worker{name: name, kick: make(chan struct{}, 1), changing: map[string]bool{}}
+		e.workers[name] = w
+		e.wg.Go(func() { e.work(w) })
+	}
+	e.mu.Unlock()
+	if w != nil {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Registered tells the engine that device id registered, or registered
+// again with a new inventory: a change waiting for its report goes on,
+// and every rollout reconciles.
+func (e *Engine) Registered(id string) {
+	e.mu.Lock()
+	if ch, ok := e.registered[id]; ok {
+		close(ch)
+		delete(e.registered, id)
+	}
+	e.mu.Unlock()
+	e.KickAll()
+}
+
+// nextRegistration is closed when device id next registers.
+func (e *Engine) nextRegistration(id string) <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ch, ok := e.registered[id]
+	if !ok {
+		ch = make(chan struct{})
+		e.registered[id] = ch
+	}
+	return ch
+}
+
+// reported waits until device id reports revision rev of rollout name,
+// or ctx ends. A registration it does not hear of (one to another node)
+// is read at least every second.
+func (e *Engine) reported(ctx context.Context, id, name string, rev int) error {
+	for {
+		next := e.nextRegistration(id)
+		if r, ok := e.report(ctx, id, name); ok && r.Revision == rev {
+			return nil
+		}
+		select {
+		case <-next:
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// KickAll makes every worker reconcile now: a device linked, or its
+// labels changed, and any rollout may want it.
+func (e *Engine) KickAll() {
+	e.mu.Lock()
+	names := make([]string, 0, len(e.workers))
+	for n := range e.workers {
+		names = append(names, n)
+	}
+	e.mu.Unlock()
+	for _, n := range names {
+		e.Kick(n)
+	}
+}
+
+// work reconciles w's rollout on each kick, and at the times reconcile
+// asks for.
+func (e *Engine) work(w *worker) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-w.kick:
+		case <-timer.C:
+		}
+		next := e.reconcile(e.ctx, w)
+		if next <= 0 || next > e.cfg.Sweep {
+			next = e.cfg.Sweep
+		}
+		timer.Reset(next)
+	}
+}
+
+// start runs fn for device id of w's rollout in the background, in one
+// of the engine's slots, unless a change of that device runs already;
+// the worker reconciles again once it ends.
+func (e *Engine) start(w *worker, id string, fn func(ctx context.Context)) {
+	w.mu.Lock()
+	if w.changing[id] {
+		w.mu.Unlock()
+		return
+	}
+	w.changing[id] = true
+	w.mu.Unlock()
+	e.wg.Go(func() {
+		defer func() {
+			w.mu.Lock()
+			delete(w.changing, id)
+			w.mu.Unlock()
+			e.Kick(w.name)
+		}()
+		select {
+		case e.slots <- struct{}{}:
+		case <-e.ctx.Done():
+			return
+		}
+		defer func() { <-e.slots }()
+		fn(e.ctx)
+	})
+}
+
+// isChanging reports whether a change of device id runs on this node.
+func (w *worker) isChanging(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changing[id]
+}

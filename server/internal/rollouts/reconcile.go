@@ -1,0 +1,487 @@
+package rollouts
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/access"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/rollout"
+)
+
+// retryAfter is how soon a worker tries again after the store failed it.
+const retryAfter = 5 * time.Second
+
+// view is what one reconciliation of a rollout reads.
+type view struct {
+	r store.Rollout
+	// tools are the desired revision's (none after a first revision was
+	// rolled back); spec is its, or the latest's when there is none.
+	tools map[string]string
+	spec  *rollout.Spec
+	// selected are the devices its selector picks; rows their states,
+	// and those of devices that left it.
+	selected []string
+	rows     map[string]store.RolloutDevice
+}
+
+// reconcile brings w's rollout one step closer to its desired state, and
+// says when it wants to run again (0: on the next event or sweep).
+func (e *Engine) reconcile(ctx context.Context, w *worker) time.Duration {
+	if e.cfg.Leads != nil && !e.cfg.Leads(ctx, w.name) {
+		return 0
+	}
+	v, err := e.read(ctx, w.name)
+	if err == nil {
+		var wake time.Duration
+		if wake, err = e.step(ctx, w, v); err == nil {
+			return wake
+		}
+	}
+	if errors.Is(err, store.ErrRolloutMoved) {
+		return time.Millisecond // moved by a pause, a resume, a rollback: look again
+	}
+	if ctx.Err() == nil {
+		e.log.Warn("rollout not reconciled; trying again", "rollout", w.name, "err", err, "in", retryAfter)
+	}
+	return retryAfter
+}
+
+// read reads rollout name as reconcile sees it.
+func (e *Engine) read(ctx context.Context, name string) (*view, error) {
+	reads := e.cfg.Store.Rollouts()
+	r, err := reads.Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	v := &view{r: r, rows: map[string]store.RolloutDevice{}}
+	var sel access.Selector
+	if v.tools, v.spec, sel, err = e.desiredOf(ctx, r); err != nil {
+		return nil, err
+	}
+	if v.selected, err = e.cfg.Matching(ctx, sel); err != nil {
+		return nil, err
+	}
+	rows, err := reads.Devices(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range rows {
+		v.rows[d.DeviceID] = d
+	}
+	return v, nil
+}
+
+// desiredOf is what r wants: the desired revision's tools (none after a
+// first revision was rolled back), its spec (the latest's when there is
+// no desired revision) and its selector.
+func (e *Engine) desiredOf(ctx context.Context, r store.Rollout) (map[string]string, *rollout.Spec, access.Selector, error) {
+	rev, err := e.cfg.Store.Rollouts().Revision(ctx, r.Name, cmp.Or(r.Revision, r.Latest))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tools := map[string]string{}
+	if r.Revision > 0 {
+		tools = rev.Tools
+	}
+	spec, err := rollout.ParseDigests(rev.Spec)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("rollout %s revision %d: %w", r.Name, rev.Revision, err)
+	}
+	sel, err := access.ParseSelector(string(spec.Selector))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("rollout %s: selector: %w", r.Name, err)
+	}
+	return tools, spec, sel, nil
+}
+
+// step is one reconciliation: the rows follow the selection and the
+// devices' reports, then changes start, then the waves and the rollout
+// move on.
+func (e *Engine) step(ctx context.Context, w *worker, v *view) (time.Duration, error) {
+	if err := e.assign(ctx, v); err != nil {
+		return 0, err
+	}
+	if err := e.observe(ctx, w, v); err != nil {
+		return 0, err
+	}
+	if err := e.leave(ctx, w, v); err != nil {
+		return 0, err
+	}
+	if v.r.State == api.RolloutPaused {
+		return 0, nil
+	}
+	if reason := v.overBudget(); v.r.State == api.RolloutRolling && reason != "" {
+		return 0, e.stop(ctx, v, reason)
+	}
+	if err := e.startChanges(ctx, w, v); err != nil {
+		return 0, err
+	}
+	switch v.r.State {
+	case api.RolloutApproval:
+		return 0, nil
+	case api.RolloutWaiting:
+		return e.waitForWave(ctx, v)
+	}
+	return e.advance(ctx, w, v)
+}
+
+// assign gives each selected device without a row at the desired
+// revision one: in its wave, by its place among the selected devices
+// (online ones first, so that a canary is one that can change now); in
+// wave 0 while rolling back. A device already at the revision is done.
+func (e *Engine) assign(ctx context.Context, v *view) error {
+	var fresh []string
+	at := 0
+	for _, id := range v.selected {
+		if row, ok := v.rows[id]; ok && row.Revision == v.r.Revision {
+			at++
+		} else {
+			fresh = append(fresh, id)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	online := map[string]bool{}
+	for _, id := range fresh {
+		online[id] = e.cfg.Online(id)
+	}
+	slices.SortStableFunc(fresh, func(a, b string) int {
+		if online[a] != online[b] {
+			if online[a] {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a, b)
+	})
+	sizes := v.spec.WaveSizes(len(v.selected))
+	var rows []store.RolloutDevice
+	for i, id := range fresh {
+		row := v.rows[id]
+		row.Name, row.DeviceID, row.Revision, row.State, row.Error, row.SessionID = v.r.Name, id, v.r.Revision, api.DevicePending, "", ""
+		row.Wave = waveOf(at+i, sizes)
+		if v.rollingBack() {
+			row.Wave = 0
+		}
+		if row.Applied == v.r.Revision {
+			row.State = api.DeviceDone
+		}
+		v.rows[id] = row
+		rows = append(rows, row)
+	}
+	return e.put(ctx, rows...)
+}
+
+// waveOf is the wave of the device at place i, from 0: the first whose
+// cumulative size passes it, else the last.
+func waveOf(i int, sizes []int) int {
+	for k, n := range sizes {
+		if i < n {
+			return k
+		}
+	}
+	return len(sizes) - 1
+}
+
+// observe takes what the devices in open waves report: the revision each
+// runs, which a restore, a crash mid-apply or a rollback may have made
+// other than the row says, and tools deployed by hand over the
+// rollout's (drift).
+func (e *Engine) observe(ctx context.Context, w *worker, v *view) error {
+	var changed []store.RolloutDevice
+	for id, row := range v.rows {
+		if row.Wave > v.r.Wave || w.isChanging(id) || !e.cfg.Online(id) {
+			continue
+		}
+		rep, ok := e.report(ctx, id, v.r.Name)
+		if !ok {
+			continue
+		}
+		next := row
+		next.Applied = rep.Revision
+		switch {
+		case row.State == api.DeviceDone && rep.Revision != row.Revision:
+			next.State = api.DevicePending
+		case row.State == api.DeviceDone && len(rep.Overrides) > 0:
+			next.State = api.DeviceDrift
+		case row.State == api.DeviceDrift && len(rep.Overrides) == 0:
+			next.State = api.DeviceDone
+		}
+		if next != row {
+			v.rows[id] = next
+			changed = append(changed, next)
+		}
+	}
+	return e.put(ctx, changed...)
+}
+
+// report is what device id reports of rollout name, if it reports at
+// all: a device that never registered says nothing.
+func (e *Engine) report(ctx context.Context, id, name string) (protocol.RolloutReport, bool) {
+	info := e.cfg.Inventory(ctx, id)
+	if info == nil {
+		return protocol.RolloutReport{}, false
+	}
+	reports, _ := protocol.RolloutsFromMetadata(info.CustomMetadata)
+	return reports[name], true
+}
+
+// leave removes the rollout's tools from the devices that left its
+// selector (or were revoked), then forgets them.
+func (e *Engine) leave(ctx context.Context, w *worker, v *view) error {
+	selected := map[string]bool{}
+	for _, id := range v.selected {
+		selected[id] = true
+	}
+	for id, row := range v.rows {
+		if selected[id] || w.isChanging(id) {
+			continue
+		}
+		if row.Applied == 0 {
+			if err := e.forget(ctx, v.r.Name, id); err != nil {
+				return err
+			}
+			delete(v.rows, id)
+			continue
+		}
+		// A removal the device refused is not tried again until the
+		// device reports otherwise (observe).
+		if v.r.State != api.RolloutPaused && row.State != api.DeviceFailed && e.cfg.Online(id) {
+			e.start(w, id, func(ctx context.Context) { e.remove(ctx, v, row) })
+		}
+	}
+	return nil
+}
+
+// overBudget says why the rollout must stop, if its failures are past
+// max_failures.
+func (v *view) overBudget() string {
+	failed, finished := 0, 0
+	var last store.RolloutDevice
+	for _, row := range v.rows {
+		if row.Revision != v.r.Revision {
+			continue
+		}
+		switch row.State {
+		case api.DeviceFailed:
+			failed++
+			finished++
+			if row.UpdatedAt.After(last.UpdatedAt) || last.DeviceID == "" {
+				last = row
+			}
+		case api.DeviceDone, api.DeviceDrift:
+			finished++
+		}
+	}
+	if !v.spec.MaxFailures.Exceeded(failed, finished, v.spec.MinDevices) {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d devices failed, past max_failures %s; last: %s: %s", failed, finished, v.spec.MaxFailures, last.DeviceID, last.Error)
+}
+
+// rollingBack reports whether the rollout is going back, or has gone
+// back, to an earlier revision: every device changes at once then.
+func (v *view) rollingBack() bool {
+	return v.r.State == api.RolloutRollingBack || v.r.State == api.RolloutRolledBack
+}
+
+// startChanges starts a change of each device in an open wave that is
+// not at the revision: at once if it is online, else once it links.
+func (e *Engine) startChanges(ctx context.Context, w *worker, v *view) error {
+	var waiting []store.RolloutDevice
+	for id, row := range v.rows {
+		if row.Revision != v.r.Revision || row.Wave > v.r.Wave || w.isChanging(id) {
+			continue
+		}
+		if row.State != api.DevicePending && row.State != api.DeviceWaiting && row.State != api.DeviceChanging {
+			continue
+		}
+		if !e.cfg.Online(id) {
+			if row.State != api.DeviceWaiting {
+				row.State = api.DeviceWaiting
+				v.rows[id] = row
+				waiting = append(waiting, row)
+			}
+			continue
+		}
+		e.start(w, id, func(ctx context.Context) { e.change(ctx, v, row) })
+	}
+	return e.put(ctx, waiting...)
+}
+
+// advance moves the rollout on once its open waves are through: the
+// next wave opens (after between_waves, or on approval), or the rollout
+// is done, or rolled back.
+func (e *Engine) advance(ctx context.Context, w *worker, v *view) (time.Duration, error) {
+	if !v.wavesThrough(w) {
+		return 0, nil
+	}
+	r, from := v.r, v.r
+	last := len(v.spec.Waves) - 1
+	switch {
+	case r.State == api.RolloutRollingBack:
+		r.State = api.RolloutRolledBack
+	case r.State != api.RolloutRolling:
+		return 0, nil
+	case r.Wave >= last:
+		r.State = api.RolloutDone
+	default:
+		wait, approve := v.spec.Wait()
+		switch {
+		case approve:
+			r.State = api.RolloutApproval
+		case wait > 0:
+			r.State = api.RolloutWaiting
+		default:
+			r.Wave++
+		}
+	}
+	r.StateSince = time.Now()
+	if err := e.setRollout(ctx, r, from); err != nil {
+		return 0, err
+	}
+	e.log.Info("rollout moved on", "rollout", r.Name, "revision", r.Revision, "state", r.State, "wave", r.Wave)
+	e.Kick(r.Name)
+	return 0, nil
+}
+
+// wavesThrough reports whether every device of the open waves is through
+// (done, failed, drifted, or offline), and the last wave open has had at
+// least one device through or has none: a wave whose devices are all
+// offline waits for them.
+func (v *view) wavesThrough(w *worker) bool {
+	inWave, through := 0, 0
+	for id, row := range v.rows {
+		if row.Revision != v.r.Revision || row.Wave > v.r.Wave {
+			continue
+		}
+		switch {
+		case w.isChanging(id) || row.State == api.DevicePending || row.State == api.DeviceChanging:
+			return false
+		case row.Wave == v.r.Wave:
+			inWave++
+			if row.State != api.DeviceWaiting {
+				through++
+			}
+		}
+	}
+	return inWave == 0 || through > 0 || v.rollingBack()
+}
+
+// waitForWave opens the next wave once between_waves has passed since
+// the last one was through.
+func (e *Engine) waitForWave(ctx context.Context, v *view) (time.Duration, error) {
+	wait, _ := v.spec.Wait()
+	if left := time.Until(v.r.StateSince.Add(wait)); left > 0 {
+		return left, nil
+	}
+	return 0, e.openNext(ctx, v.r)
+}
+
+// openNext opens the wave after r's last open one.
+func (e *Engine) openNext(ctx context.Context, r store.Rollout) error {
+	from := r
+	r.Wave++
+	r.State, r.StateSince, r.Reason = api.RolloutRolling, time.Now(), ""
+	if err := e.setRollout(ctx, r, from); err != nil {
+		return err
+	}
+	e.log.Info("rollout wave opened", "rollout", r.Name, "revision", r.Revision, "wave", r.Wave)
+	e.Kick(r.Name)
+	return nil
+}
+
+// stop stops the rollout past its failure budget: on_failure says
+// whether it pauses or rolls back.
+func (e *Engine) stop(ctx context.Context, v *view, reason string) error {
+	e.log.Warn("rollout stopped", "rollout", v.r.Name, "revision", v.r.Revision, "on_failure", v.spec.OnFailure, "reason", reason)
+	if v.spec.OnFailure == rollout.OnFailureRollback {
+		return e.rollBack(ctx, v.r, reason, nil)
+	}
+	r := v.r
+	r.State, r.StateSince, r.Reason = api.RolloutPaused, time.Now(), reason
+	return e.setRollout(ctx, r, v.r)
+}
+
+// rollBack makes the revision before r's desired one desired again (or
+// none, for a first revision), and every device goes back to it; audit,
+// if not nil, is recorded with it.
+func (e *Engine) rollBack(ctx context.Context, r store.Rollout, reason string, audit *store.AuditEntry) error {
+	history, err := e.cfg.Store.Rollouts().Revisions(ctx, r.Name)
+	if err != nil {
+		return err
+	}
+	prev := 0
+	for _, h := range history {
+		if h.Revision < r.Revision && h.Outcome == outcomeSuperseded {
+			prev = h.Revision
+			break
+		}
+	}
+	from, was := r.Revision, r
+	r.Revision, r.Wave, r.State, r.StateSince, r.Reason = prev, 0, api.RolloutRollingBack, time.Now(), reason
+	err = e.cfg.Store.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.Rollouts().EndRevision(r.Name, from, "rolled back: "+reason); err != nil {
+			return err
+		}
+		if prev > 0 {
+			if err := tx.Rollouts().EndRevision(r.Name, prev, ""); err != nil {
+				return err
+			}
+		}
+		if audit != nil {
+			if err := tx.Audit().Append(*audit); err != nil {
+				return err
+			}
+		}
+		return tx.Rollouts().SetRollout(r, was)
+	})
+	if err == nil {
+		e.log.Warn("rollout rolling back", "rollout", r.Name, "from", from, "to", prev, "reason", reason)
+		e.Kick(r.Name)
+	}
+	return err
+}
+
+// outcomeSuperseded is the outcome of a revision a newer one replaced.
+const outcomeSuperseded = "superseded"
+
+// put records rows.
+func (e *Engine) put(ctx context.Context, rows ...store.RolloutDevice) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	return e.cfg.Store.WriteUnsynced(ctx, func(tx *store.Tx) error {
+		for _, row := range rows {
+			if err := tx.Rollouts().PutDevice(row); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// forget forgets device id in rollout name.
+func (e *Engine) forget(ctx context.Context, name, id string) error {
+	return e.cfg.Store.WriteUnsynced(ctx, func(tx *store.Tx) error { return tx.Rollouts().DeleteDevice(name, id) })
+}
+
+// setRollout records where r is, if it is still where from says.
+func (e *Engine) setRollout(ctx context.Context, r, from store.Rollout) error {
+	return e.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Rollouts().SetRollout(r, from) })
+}
+
+// specJSON is s as the store keeps it.
+func specJSON(s *rollout.Spec) json.RawMessage {
+	b, _ := json.Marshal(s) // strings, numbers and plan steps of JSON values
+	return b
+}
