@@ -253,7 +253,11 @@ func (l *ownLease) write(epoch int64, state string) error {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		err := l.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Cluster().Heartbeat(l.cfg.NodeID, epoch, state) })
+		// Not given up at the bound, only no longer waited for: recorded
+		// late, it still tells the others, truly, that this node lives.
+		err := l.cfg.Store.Write(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+			return tx.Cluster().Heartbeat(l.cfg.NodeID, epoch, state)
+		})
 		l.mu.Lock()
 		l.writing = false
 		l.mu.Unlock()
