@@ -205,14 +205,18 @@ func (f *fleet) waitCount(t *testing.T, name, state string, n int) api.Rollout {
 // waitFor waits until rollout name is as ok wants, and returns it.
 func (f *fleet) waitFor(t *testing.T, name, want string, ok func(api.Rollout) bool) api.Rollout {
 	t.Helper()
-	var r api.Rollout
-	require.Eventually(t, func() bool {
-		var err error
-		r, err = f.api.Rollout(context.Background(), name)
+	deadline := time.Now().Add(testenv.Slowdown * 60 * time.Second)
+	for {
+		r, err := f.api.Rollout(context.Background(), name)
 		require.NoError(t, err)
-		return ok(r)
-	}, testenv.Slowdown*60*time.Second, 50*time.Millisecond, "rollout %s: want %s, is %s (%s), devices %+v", name, want, r.State, r.Reason, r.Counts)
-	return r
+		if ok(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rollout %s: want %s, is %s (%s), devices %+v", name, want, r.State, r.Reason, r.Counts)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func devicesIn(r api.Rollout, state string) []string {
@@ -300,11 +304,12 @@ func TestAFleetIsKeptInItsRolloutsDesiredState(t *testing.T) {
 			f.stop(t, id)
 		}
 		require.Equal(t, 3, f.apply(t, spec, greet3, hello1))
-		r := f.waitState(t, "kiosk-tools", api.RolloutDone)
+		r := f.waitCount(t, "kiosk-tools", api.DeviceWaiting, len(stopped))
 		assert.ElementsMatch(t, stopped, devicesIn(r, api.DeviceWaiting))
 		for _, id := range stopped {
 			f.start(t, id)
 		}
+		f.waitState(t, "kiosk-tools", api.RolloutDone)
 		f.waitCount(t, "kiosk-tools", api.DeviceDone, 15)
 		f.appliedOnce(t, "kiosk-tools@3", lobby)
 	})
@@ -355,6 +360,13 @@ func TestAFleetIsKeptInItsRolloutsDesiredState(t *testing.T) {
 		hist, err := c.api.RolloutHistory(ctx, "kiosk-tools")
 		require.NoError(t, err)
 		assert.Contains(t, hist[0].Outcome, "1 of 1 devices failed")
+
+		for _, action := range []string{"pause", "resume"} {
+			_, err := c.api.ControlRollout(ctx, "kiosk-tools", action)
+			require.NoError(t, err, action)
+		}
+		r = f.waitState(t, "kiosk-tools", api.RolloutRolledBack)
+		assert.Equal(t, 3, r.Revision, "a rollout rolled back, paused and resumed stays back")
 	})
 
 	t.Run("a hand deploy of a rollout's tool is refused unless forced, and forced it shows as drift", func(t *testing.T) {
