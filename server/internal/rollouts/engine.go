@@ -75,6 +75,7 @@ type Engine struct {
 	// registered wakes those waiting for a device's registration, by
 	// device: closed, and replaced, when it registers.
 	registered map[string]chan struct{}
+	staging    stageCache
 }
 
 // worker reconciles one rollout.
@@ -112,12 +113,14 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the workers and waits for the changes running to end:
-// their tasks end with the server's shutdown.
-func (e *Engine) Close() {
-	e.cancel()
-	e.wg.Wait()
-}
+// Stop stops the workers: no change starts, and no task of a change
+// running; Wait waits for those running, whose tasks end with the
+// server's shutdown. A change cut short is started again at the next
+// start, and finds done what it did.
+func (e *Engine) Stop() { e.cancel() }
+
+// Wait waits for the workers and the changes that Stop stopped.
+func (e *Engine) Wait() { e.wg.Wait() }
 
 // Kick makes rollout name's worker reconcile now, starting it if need
 // be.
