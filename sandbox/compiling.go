@@ -40,10 +40,10 @@ type compiling struct {
 
 	mu       sync.Mutex
 	inFlight int
-	// preparing is how many small modules' preparation work runs now,
-	// and mostPreparing the most there ever were at once (for tests).
-	preparing, mostPreparing int
-	sweep                    func() error // PruneCache came during a compile; run when the last ends
+	// working is how many modules are being instrumented or compiled
+	// now, and mostWorking the most there ever were at once (for tests).
+	working, mostWorking int
+	sweep                func() error // PruneCache came during a compile; run when the last ends
 }
 
 func newCompiling() *compiling {
@@ -121,14 +121,19 @@ func (c *compiling) prepareWork(ctx context.Context, size int) (done func(), err
 	if err := c.small.Acquire(ctx, 1); err != nil {
 		return nil, fmt.Errorf("waiting for another tool's preparation: %w", err)
 	}
+	return func() { c.small.Release(1) }, nil
+}
+
+// work counts a module's instrumenting or compile in, whatever it is
+// for; the returned done counts it out.
+func (c *compiling) work() (done func()) {
 	c.mu.Lock()
-	c.preparing++
-	c.mostPreparing = max(c.mostPreparing, c.preparing)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	c.working++
+	c.mostWorking = max(c.mostWorking, c.working)
 	return func() {
 		c.mu.Lock()
-		c.preparing--
-		c.mu.Unlock()
-		c.small.Release(1)
-	}, nil
+		defer c.mu.Unlock()
+		c.working--
+	}
 }
