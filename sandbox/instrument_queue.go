@@ -151,8 +151,9 @@ func (s *Sandbox) prepareStep(ctx context.Context, t *Tool, init bool, l lane) (
 // prepares it at once, on a goroutine of its own and in the calls' lane:
 // a tool a call waits for goes before those loaded earlier, and does not
 // wait for the one the background prepares meanwhile (a compile under way
-// cannot be interrupted). A tool the background has in hand is left to
-// it: that work is what the call needs.
+// cannot be interrupted), save for a small module's instrumenting or
+// compile in hand (compiling.prepareWork). A tool the background has in
+// hand is left to it: that work is what the call needs.
 func (s *Sandbox) claim(t *Tool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
