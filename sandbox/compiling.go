@@ -108,9 +108,9 @@ const smallModule = 256 << 10
 // other small module's is under way, or ctx ends. A call's tool is
 // prepared at once, beside the background's step in hand (claim); two
 // such works at once took the agent's peak over its first minute on a
-// fresh data dir from 30 MiB to 37-39 MiB with the stock tools (their
-// live heaps add up), while waiting for the other's costs a call at most
-// one small module's work, 30-45 ms here. What initializing runs of the
+// fresh data dir from a median of 30 MB to 37 MB with the stock tools
+// (their live heaps add up), while waiting for the other's costs a call
+// at most one small module's work, 35-70 ms here. What initializing runs of the
 // tool's own code is not such work: it may take as long as the tool's
 // timeout, and a call never waits for it. The returned done must be
 // called when the work ends.
