@@ -128,7 +128,7 @@ func TestACallWaitingForACompileEndsWithItsContext(t *testing.T) {
 // but the work of preparing a small module (instrumenting it, compiling
 // it) waits for the background's work in hand rather than run beside it:
 // the two at once took the agent's peak over its first minute on a fresh
-// data dir from 30 MiB to 37-39 MiB with the stock tools. Here the
+// data dir from a median of 30 MB to 37 MB with the stock tools. Here the
 // background's compile of the first tool is held until the call for the
 // second has claimed it.
 func TestTheWorkOfPreparingSmallModulesRunsOneAtATime(t *testing.T) {
