@@ -182,10 +182,17 @@ func (f *fleet) apply(t *testing.T, spec map[string]any, modules ...[]byte) int 
 // waitState waits until rollout name is in state, and returns it.
 func (f *fleet) waitState(t *testing.T, name, state string) api.Rollout {
 	t.Helper()
+	return waitRollout(t, f.c.api, name, state)
+}
+
+// waitRollout waits until rollout name, as c sees it, is in state, and
+// returns it.
+func waitRollout(t *testing.T, c *api.Client, name, state string) api.Rollout {
+	t.Helper()
 	var r api.Rollout
 	require.Eventually(t, func() bool {
 		var err error
-		r, err = f.c.api.Rollout(context.Background(), name)
+		r, err = c.Rollout(context.Background(), name)
 		require.NoError(t, err)
 		return r.State == state
 	}, testenv.Slowdown*60*time.Second, 50*time.Millisecond, "rollout %s: want %s, is %s (%s): %+v", name, state, r.State, r.Reason, r.Counts)

@@ -14,6 +14,8 @@ package rollouts
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,9 +55,9 @@ type Config struct {
 	Online func(id string) bool
 	// Inventory is device id's last registration, or nil.
 	Inventory func(ctx context.Context, id string) *protocol.SystemInfo
-	// Leads reports whether this node may lead rollout name now; nil on
-	// a single node, which leads them all.
-	Leads func(ctx context.Context, name string) bool
+	// Node is this node in a cluster, where one node leads each
+	// rollout; nil on a single node, which leads them all.
+	Node Node
 	Options
 	Logger *slog.Logger
 }
@@ -81,6 +83,8 @@ type Engine struct {
 type worker struct {
 	name string
 	kick chan struct{}
+	// lead is this node's lead of the rollout, in a cluster.
+	lead lead
 	// changing are the devices whose change runs now, on this node.
 	mu       sync.Mutex
 	changing map[string]bool
@@ -101,7 +105,12 @@ func New(cfg Config) *Engine {
 
 // Start starts a worker for each rollout the store holds: those a
 // restart interrupted go on where they were.
-func (e *Engine) Start(ctx context.Context) error {
+func (e *Engine) Start(ctx context.Context) error { return e.KickStored(ctx) }
+
+// KickStored makes every rollout the store holds reconcile now, those
+// this node has not heard of included: in a cluster, a node died, and
+// the rollouts it led want a leader.
+func (e *Engine) KickStored(ctx context.Context) error {
 	all, err := e.cfg.Store.Rollouts().List(ctx)
 	if err != nil {
 		return err
@@ -113,10 +122,27 @@ func (e *Engine) Start(ctx context.Context) error {
 }
 
 // Close stops the workers and waits for the changes running to end:
-// their tasks end with the server's shutdown.
+// their tasks end with the server's shutdown. In a cluster, the leads
+// this node held are given up, for other nodes to take at once.
 func (e *Engine) Close() {
 	e.cancel()
 	e.wg.Wait()
+	e.mu.Lock()
+	workers := slices.Collect(maps.Values(e.workers))
+	e.mu.Unlock()
+	for _, w := range workers {
+		if w.lead.epoch != 0 {
+			e.release(w.name, w.lead.epoch)
+		}
+	}
+}
+
+// announce tells the other nodes, if any, that rollout name changed
+// here.
+func (e *Engine) announce(name string) {
+	if e.cfg.Node != nil {
+		e.cfg.Node.Announce(name)
+	}
 }
 
 // Kick makes rollout name's worker reconcile now, starting it if need
@@ -217,8 +243,10 @@ func (e *Engine) work(w *worker) {
 
 // start runs fn for device id of w's rollout in the background, in one
 // of the engine's slots, unless a change of that device runs already;
-// the worker reconciles again once it ends.
+// the worker reconciles again once it ends. Its context ends with the
+// server, or with this node's lead of the rollout.
 func (e *Engine) start(w *worker, id string, fn func(ctx context.Context)) {
+	ctx := e.changesCtx(w)
 	w.mu.Lock()
 	if w.changing[id] {
 		w.mu.Unlock()
@@ -235,11 +263,11 @@ func (e *Engine) start(w *worker, id string, fn func(ctx context.Context)) {
 		}()
 		select {
 		case e.slots <- struct{}{}:
-		case <-e.ctx.Done():
+		case <-ctx.Done():
 			return
 		}
 		defer func() { <-e.slots }()
-		fn(e.ctx)
+		fn(ctx)
 	})
 }
 

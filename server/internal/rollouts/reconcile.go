@@ -35,10 +35,13 @@ type view struct {
 // reconcile brings w's rollout one step closer to its desired state, and
 // says when it wants to run again (0: on the next event or sweep).
 func (e *Engine) reconcile(ctx context.Context, w *worker) time.Duration {
-	if e.cfg.Leads != nil && !e.cfg.Leads(ctx, w.name) {
+	if !e.leads(ctx, w) {
 		return 0
 	}
 	v, err := e.read(ctx, w.name)
+	if err == nil && !e.stillLeads(w, v.r.LeaderNode, v.r.LeaderEpoch) {
+		return 0
+	}
 	if err == nil {
 		var wake time.Duration
 		if wake, err = e.step(ctx, w, v); err == nil {

@@ -9,6 +9,8 @@ type (
 	Rollout         = rollouts.Rollout
 	RolloutRevision = rollouts.Revision
 	RolloutDevice   = rollouts.Device
+	// RolloutLeader is who leads a rollout in a cluster.
+	RolloutLeader = rollouts.Leader
 	// RolloutWrites are a write's changes to modules and rollouts.
 	// Reached by [Tx.Rollouts]; they belong to the write's transaction.
 	RolloutWrites = rollouts.Writes

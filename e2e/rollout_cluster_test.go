@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/agent"
+	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// agentsForRollouts starts an agent for each of ids, enrolled with
+// labels[i], linked to node i%3 through a proxy per node that stands for
+// a load balancer; each trusts the test key, and f counts what it
+// applies.
+func (sc *serverCluster) agentsForRollouts(t *testing.T, f *fleet, ids []string, labels []map[string]string) []*cutProxy {
+	lbs := make([]*cutProxy, len(sc.nodes))
+	for i, node := range sc.nodes {
+		lbs[i] = newCutProxy(t, node.addr)
+	}
+	for i, id := range ids {
+		resp, err := sc.nodes[0].api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: labels[i]})
+		require.NoError(t, err)
+		token := filepath.Join(t.TempDir(), id+".token")
+		require.NoError(t, os.WriteFile(token, []byte(resp.Token), 0o600))
+		f.agents[id] = &fleetAgent{id: id, token: token, data: t.TempDir(), applied: map[string]int{}, appliedAt: map[string]time.Time{}}
+		cfg := agent.Config{
+			ID: id, ServerURL: "ws://" + lbs[i%len(lbs)].addr() + "/ws", TokenFile: token, DataDir: f.agents[id].data,
+			CompileCacheDir: sharedCompileCache(t), TrustedKeys: []ed25519.PublicKey{testenv.TestKey(t)},
+			HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: 500 * time.Millisecond, Logger: testLogger().With("device", id),
+		}
+		onRecord(func(r slog.Record) { f.logged(id, r) })(&cfg)
+		f.agents[id].run = runAgent(t, cfg)
+	}
+	for i, id := range ids {
+		sc.waitLinked(sc.nodes[0], id, fmt.Sprintf("node-%d", i%len(lbs)))
+	}
+	return lbs
+}
+
+// logCount is how many lines of each node's log say msg about rollout
+// name, by node.
+func (sc *serverCluster) logCount(msg, name string) []int {
+	out := make([]int, len(sc.nodes))
+	for i, n := range sc.nodes {
+		for _, line := range strings.Split(n.logs.String(), "\n") {
+			if strings.Contains(line, `msg="`+msg+`"`) && strings.Contains(line, " rollout="+name+" ") {
+				out[i]++
+			}
+		}
+	}
+	return out
+}
+
+func sum(counts []int) int {
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n
+}
+
+// In cluster mode one node leads a rollout, and each device's change
+// runs through the node that holds its link. A rollout in three waves,
+// each approved by hand, over six devices on three nodes: the second
+// wave is approved through a node that does not lead it, which starts
+// no change of its own. Then the leader's node is killed (kill -9) while
+// the rollout waits for the last approval; it is approved through a
+// survivor, which takes the lead once the dead node is found dead, and
+// finishes it: every selected device is done, each applied the revision
+// once, and each device's change ran once, by one leader at a time.
+// Events alone move it (the sweep is an hour): the death, the
+// approvals, the devices that register on other nodes.
+func TestALeadersNodeKilledMidRolloutIsFinishedByAnother(t *testing.T) {
+	sc := newServerCluster(t, 0)
+	for i := range 3 {
+		sc.startNode(fmt.Sprintf("node-%d", i), "--rollout-sweep", "1h")
+	}
+	f := &fleet{agents: map[string]*fleetAgent{}}
+	var ids, lobby []string
+	var labels []map[string]string
+	for i := range 9 {
+		id := fmt.Sprintf("dev-%d", i)
+		site := "depot"
+		if i%3 != 2 {
+			site = "lobby"
+			lobby = append(lobby, id)
+		}
+		ids, labels = append(ids, id), append(labels, map[string]string{"site": site})
+	}
+	lbs := sc.agentsForRollouts(t, f, ids, labels)
+
+	ctx := context.Background()
+	greet := fleetTool(t, "echo", "greet", "1")
+	mod, err := sc.nodes[0].api.PutModule(ctx, greet)
+	require.NoError(t, err)
+	spec := map[string]any{"name": "kiosk", "selector": "site=lobby", "tools": []string{mod.SHA256},
+		"waves": []any{1, 3, "100%"}, "between_waves": "approve", "device_timeout": "1m",
+		"health": []any{map[string]any{"tool": "greet", "parameters": map[string]any{"name": "probe"}}}}
+	_, err = sc.nodes[0].api.ApplyRollout(ctx, must(json.Marshal(spec)))
+	require.NoError(t, err)
+	waitRollout(t, sc.nodes[1].api, "kiosk", api.RolloutApproval)
+
+	took := sc.logCount("took the lead of the rollout", "kiosk")
+	assert.Equal(t, 1, sum(took), "one node leads the rollout: %v", took)
+	leader := slices.Index(took, slices.Max(took))
+	other, survivor := sc.nodes[(leader+1)%3], sc.nodes[(leader+2)%3]
+	_, err = other.api.ControlRollout(ctx, "kiosk", "resume")
+	require.NoError(t, err)
+	r := waitRollout(t, other.api, "kiosk", api.RolloutApproval)
+	require.Equal(t, 1, r.Wave, "the second wave is through")
+	changed := sc.logCount("rollout device changed", "kiosk")
+	assert.Equal(t, []int{3}, slices.DeleteFunc(changed, func(n int) bool { return n == 0 }),
+		"the leader alone changed the first two waves' devices, once each: %v", changed)
+
+	sc.nodes[leader].kill(t)
+	lbs[leader].retarget(survivor.addr)
+	t.Logf("killed node-%d, the rollout's leader, as it waits for approval", leader)
+	_, err = survivor.api.ControlRollout(ctx, "kiosk", "resume")
+	require.NoError(t, err)
+	r = waitRollout(t, survivor.api, "kiosk", api.RolloutDone)
+	assert.ElementsMatch(t, lobby, devicesIn(r, api.DeviceDone))
+	f.appliedOnce(t, "kiosk@1", lobby)
+	took = sc.logCount("took the lead of the rollout", "kiosk")
+	assert.Equal(t, 2, sum(took), "one survivor took the lead: %v", took)
+	changed = sc.logCount("rollout device changed", "kiosk")
+	assert.Equal(t, len(lobby), sum(changed), "each device's change ran once, by one leader at a time: %v", changed)
+}
