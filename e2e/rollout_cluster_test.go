@@ -22,26 +22,15 @@ import (
 
 // agentsForRollouts starts an agent for each of ids, enrolled with
 // labels[i], linked to node i%3 through a proxy per node that stands for
-// a load balancer; each trusts the test key, and f counts what it
-// applies.
+// a load balancer, and waits until each is linked there.
 func (sc *serverCluster) agentsForRollouts(t *testing.T, f *fleet, ids []string, labels []map[string]string) []*cutProxy {
 	lbs := make([]*cutProxy, len(sc.nodes))
 	for i, node := range sc.nodes {
 		lbs[i] = newCutProxy(t, node.addr)
 	}
 	for i, id := range ids {
-		resp, err := sc.nodes[0].api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: labels[i]})
-		require.NoError(t, err)
-		token := filepath.Join(t.TempDir(), id+".token")
-		require.NoError(t, os.WriteFile(token, []byte(resp.Token), 0o600))
-		f.agents[id] = &fleetAgent{id: id, token: token, data: t.TempDir(), applied: map[string]int{}, appliedAt: map[string]time.Time{}}
-		cfg := agent.Config{
-			ID: id, ServerURL: "ws://" + lbs[i%len(lbs)].addr() + "/ws", TokenFile: token, DataDir: f.agents[id].data,
-			CompileCacheDir: sharedCompileCache(t), TrustedKeys: []ed25519.PublicKey{testenv.TestKey(t)},
-			HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: 500 * time.Millisecond, Logger: testLogger().With("device", id),
-		}
-		onRecord(func(r slog.Record) { f.logged(id, r) })(&cfg)
-		f.agents[id].run = runAgent(t, cfg)
+		f.enrollVia(t, sc.nodes[0], id, labels[i])
+		f.startAt(t, lbs[i%len(lbs)].addr(), id)
 	}
 	for i, id := range ids {
 		sc.waitLinked(sc.nodes[0], id, fmt.Sprintf("node-%d", i%len(lbs)))
@@ -49,13 +38,39 @@ func (sc *serverCluster) agentsForRollouts(t *testing.T, f *fleet, ids []string,
 	return lbs
 }
 
+// enrollVia enrolls id with labels through via, for startAt.
+func (f *fleet) enrollVia(t *testing.T, via *serverProcess, id string, labels map[string]string) {
+	resp, err := via.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: labels})
+	require.NoError(t, err)
+	token := filepath.Join(t.TempDir(), id+".token")
+	require.NoError(t, os.WriteFile(token, []byte(resp.Token), 0o600))
+	f.mu.Lock()
+	f.agents[id] = &fleetAgent{id: id, token: token, data: t.TempDir(), applied: map[string]int{}, appliedAt: map[string]time.Time{}}
+	f.mu.Unlock()
+}
+
+// startAt starts enrolled id's agent, linked to addr; it trusts the test
+// key, and f counts what it applies.
+func (f *fleet) startAt(t *testing.T, addr, id string) {
+	f.mu.Lock()
+	a := f.agents[id]
+	f.mu.Unlock()
+	cfg := agent.Config{
+		ID: id, ServerURL: "ws://" + addr + "/ws", TokenFile: a.token, DataDir: a.data,
+		CompileCacheDir: sharedCompileCache(t), TrustedKeys: []ed25519.PublicKey{testenv.TestKey(t)},
+		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: 500 * time.Millisecond, Logger: testLogger().With("device", id),
+	}
+	onRecord(func(r slog.Record) { f.logged(id, r) })(&cfg)
+	a.run = runAgent(t, cfg)
+}
+
 // logCount is how many lines of each node's log say msg about rollout
-// name, by node.
-func (sc *serverCluster) logCount(msg, name string) []int {
+// name, with attr among their attributes, by node.
+func (sc *serverCluster) logCount(msg, name, attr string) []int {
 	out := make([]int, len(sc.nodes))
 	for i, n := range sc.nodes {
-		for _, line := range strings.Split(n.logs.String(), "\n") {
-			if strings.Contains(line, `msg="`+msg+`"`) && strings.Contains(line, " rollout="+name+" ") {
+		for line := range strings.Lines(n.logs.String()) {
+			if strings.Contains(line, `msg="`+msg+`"`) && strings.Contains(line, " rollout="+name+" ") && strings.Contains(line, " "+attr) {
 				out[i]++
 			}
 		}
@@ -112,7 +127,7 @@ func TestALeadersNodeKilledMidRolloutIsFinishedByAnother(t *testing.T) {
 	require.NoError(t, err)
 	waitRollout(t, sc.nodes[1].api, "kiosk", api.RolloutApproval)
 
-	took := sc.logCount("took the lead of the rollout", "kiosk")
+	took := sc.logCount("took the lead of the rollout", "kiosk", "")
 	assert.Equal(t, 1, sum(took), "one node leads the rollout: %v", took)
 	leader := slices.Index(took, slices.Max(took))
 	other, survivor := sc.nodes[(leader+1)%3], sc.nodes[(leader+2)%3]
@@ -120,7 +135,7 @@ func TestALeadersNodeKilledMidRolloutIsFinishedByAnother(t *testing.T) {
 	require.NoError(t, err)
 	r := waitRollout(t, other.api, "kiosk", api.RolloutApproval)
 	require.Equal(t, 1, r.Wave, "the second wave is through")
-	changed := sc.logCount("rollout device changed", "kiosk")
+	changed := sc.logCount("rollout device changed", "kiosk", "state=done")
 	assert.Equal(t, []int{3}, slices.DeleteFunc(changed, func(n int) bool { return n == 0 }),
 		"the leader alone changed the first two waves' devices, once each: %v", changed)
 
@@ -132,8 +147,25 @@ func TestALeadersNodeKilledMidRolloutIsFinishedByAnother(t *testing.T) {
 	r = waitRollout(t, survivor.api, "kiosk", api.RolloutDone)
 	assert.ElementsMatch(t, lobby, devicesIn(r, api.DeviceDone))
 	f.appliedOnce(t, "kiosk@1", lobby)
-	took = sc.logCount("took the lead of the rollout", "kiosk")
+	took = sc.logCount("took the lead of the rollout", "kiosk", "")
 	assert.Equal(t, 2, sum(took), "one survivor took the lead: %v", took)
-	changed = sc.logCount("rollout device changed", "kiosk")
+	changed = sc.logCount("rollout device changed", "kiosk", "state=done")
 	assert.Equal(t, len(lobby), sum(changed), "each device's change ran once, by one leader at a time: %v", changed)
+
+	// The leader hears what happens on the other node: a device that
+	// registers there (enrolled first: it waits for its link), and one
+	// relabelled through it.
+	took[leader] = 0
+	notLeading := sc.nodes[3-leader-slices.Index(took, 1)]
+	f.enrollVia(t, notLeading, "dev-9", map[string]string{"site": "lobby"})
+	waitRolloutCount(t, survivor.api, "kiosk", api.DeviceWaiting, 1)
+	f.startAt(t, notLeading.addr, "dev-9")
+	lobby = append(lobby, "dev-9")
+	waitRolloutCount(t, survivor.api, "kiosk", api.DeviceDone, len(lobby))
+	_, err = notLeading.api.Label(ctx, "dev-2", api.LabelRequest{Set: map[string]string{"site": "lobby"}})
+	require.NoError(t, err)
+	lobby = append(lobby, "dev-2")
+	r = waitRolloutCount(t, survivor.api, "kiosk", api.DeviceDone, len(lobby))
+	assert.ElementsMatch(t, lobby, devicesIn(r, api.DeviceDone))
+	f.appliedOnce(t, "kiosk@1", lobby)
 }

@@ -202,10 +202,17 @@ func waitRollout(t *testing.T, c *api.Client, name, state string) api.Rollout {
 // waitCount waits until rollout name has n devices in state.
 func (f *fleet) waitCount(t *testing.T, name, state string, n int) api.Rollout {
 	t.Helper()
+	return waitRolloutCount(t, f.c.api, name, state, n)
+}
+
+// waitRolloutCount waits until rollout name, as c sees it, has n devices
+// in state, and returns it.
+func waitRolloutCount(t *testing.T, c *api.Client, name, state string, n int) api.Rollout {
+	t.Helper()
 	var r api.Rollout
 	require.Eventually(t, func() bool {
 		var err error
-		r, err = f.c.api.Rollout(context.Background(), name)
+		r, err = c.Rollout(context.Background(), name)
 		require.NoError(t, err)
 		return r.Counts[state] == n
 	}, testenv.Slowdown*60*time.Second, 50*time.Millisecond, "rollout %s: want %d %s, have %+v", name, n, state, r.Counts)

@@ -85,9 +85,15 @@ type worker struct {
 	kick chan struct{}
 	// lead is this node's lead of the rollout, in a cluster.
 	lead lead
-	// changing are the devices whose change runs now, on this node.
+	// changing are the devices whose change runs now, on this node;
+	// ended counts the changes ended, and endedAt is the count when each
+	// device's last one ended: a reconciliation that read the rows
+	// before then saw them as the change left them only if it ended
+	// before the read.
 	mu       sync.Mutex
 	changing map[string]bool
+	ended    uint64
+	endedAt  map[string]uint64
 }
 
 // New returns an engine; Start starts it.
@@ -151,7 +157,7 @@ func (e *Engine) Kick(name string) {
 	e.mu.Lock()
 	w, ok := e.workers[name]
 	if !ok && e.ctx.Err() == nil {
-		w = &worker{name: name, kick: make(chan struct{}, 1), changing: map[string]bool{}}
+		w = &worker{name: name, kick: make(chan struct{}, 1), changing: map[string]bool{}, endedAt: map[string]uint64{}}
 		e.workers[name] = w
 		e.wg.Go(func() { e.work(w) })
 	}
@@ -242,13 +248,13 @@ func (e *Engine) work(w *worker) {
 }
 
 // start runs fn for device id of w's rollout in the background, in one
-// of the engine's slots, unless a change of that device runs already;
-// the worker reconciles again once it ends. Its context ends with the
-// server, or with this node's lead of the rollout.
-func (e *Engine) start(w *worker, id string, fn func(ctx context.Context)) {
+// of the engine's slots, unless the device is busy for v; the worker
+// reconciles again once it ends. Its context ends with the server, or
+// with this node's lead of the rollout.
+func (e *Engine) start(w *worker, v *view, id string, fn func(ctx context.Context)) {
 	ctx := e.changesCtx(w)
 	w.mu.Lock()
-	if w.changing[id] {
+	if w.busyLocked(id, v.read) {
 		w.mu.Unlock()
 		return
 	}
@@ -258,6 +264,8 @@ func (e *Engine) start(w *worker, id string, fn func(ctx context.Context)) {
 		defer func() {
 			w.mu.Lock()
 			delete(w.changing, id)
+			w.ended++
+			w.endedAt[id] = w.ended
 			w.mu.Unlock()
 			e.Kick(w.name)
 		}()
@@ -271,9 +279,24 @@ func (e *Engine) start(w *worker, id string, fn func(ctx context.Context)) {
 	})
 }
 
-// isChanging reports whether a change of device id runs on this node.
-func (w *worker) isChanging(id string) bool {
+// endedCount is how many changes have ended, for a view about to read
+// the rows.
+func (w *worker) endedCount() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.changing[id]
+	return w.ended
+}
+
+// busy reports whether device id is not to be touched by a
+// reconciliation whose view read the rows when read changes had ended:
+// a change of it runs, or ended since, and the view's row is what the
+// change found, not what it left (the change's end reconciles again).
+func (w *worker) busy(id string, read uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.busyLocked(id, read)
+}
+
+func (w *worker) busyLocked(id string, read uint64) bool {
+	return w.changing[id] || w.endedAt[id] > read
 }
