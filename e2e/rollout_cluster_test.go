@@ -139,12 +139,14 @@ func TestALeadersNodeKilledMidRolloutIsFinishedByAnother(t *testing.T) {
 	assert.Equal(t, []int{3}, slices.DeleteFunc(changed, func(n int) bool { return n == 0 }),
 		"the leader alone changed the first two waves' devices, once each: %v", changed)
 
+	killed := time.Now()
 	sc.nodes[leader].kill(t)
 	lbs[leader].retarget(survivor.addr)
 	t.Logf("killed node-%d, the rollout's leader, as it waits for approval", leader)
 	_, err = survivor.api.ControlRollout(ctx, "kiosk", "resume")
 	require.NoError(t, err)
 	r = waitRollout(t, survivor.api, "kiosk", api.RolloutDone)
+	t.Logf("the last wave approved and done %s after the kill", time.Since(killed).Round(100*time.Millisecond))
 	assert.ElementsMatch(t, lobby, devicesIn(r, api.DeviceDone))
 	f.appliedOnce(t, "kiosk@1", lobby)
 	took = sc.logCount("took the lead of the rollout", "kiosk", "")

@@ -7,8 +7,10 @@
 // on request or on failure, and brings devices that link later, or gain
 // the labels later, to the revision. Events start a reconciliation at
 // once: an apply, a relabel, a device's registration, a change's end; a
-// slow sweep catches what no event told. See server/RATIONALE.md,
-// "Rollouts".
+// slow sweep catches what no event told. In a cluster one node leads
+// each rollout, under its lease (lead.go), and hears of these events on
+// the other nodes. See server/RATIONALE.md, "Rollouts", and
+// server/internal/cluster/RATIONALE.md, "Rollouts in a cluster".
 package rollouts
 
 import (
@@ -30,7 +32,7 @@ import (
 const DefaultConcurrency = 200
 
 // DefaultSweep is how often a worker reconciles though nothing told it
-// to: a device linked to another node, a store that failed a write.
+// to: a store that failed a write, a message between nodes lost.
 const DefaultSweep = 30 * time.Second
 
 // Options tune the engine; the zero value gives the defaults.
@@ -170,9 +172,9 @@ func (e *Engine) Kick(name string) {
 	}
 }
 
-// Registered tells the engine that device id registered, or registered
-// again with a new inventory: a change waiting for its report goes on,
-// and every rollout reconciles.
+// Registered tells the engine that device id registered, here or on
+// another node, or registered again with a new inventory: a change
+// waiting for its report goes on, and every rollout reconciles.
 func (e *Engine) Registered(id string) {
 	e.mu.Lock()
 	if ch, ok := e.registered[id]; ok {
@@ -196,8 +198,9 @@ func (e *Engine) nextRegistration(id string) <-chan struct{} {
 }
 
 // reported waits until device id reports revision rev of rollout name,
-// or ctx ends. A registration it does not hear of (one to another node)
-// is read at least every second.
+// or ctx ends. It hears of registrations here and, in a cluster, on the
+// other nodes (Registered); one it does not hear of (a message the
+// cluster lost) is read at least every second.
 func (e *Engine) reported(ctx context.Context, id, name string, rev int) error {
 	for {
 		next := e.nextRegistration(id)
