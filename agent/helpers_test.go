@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/edgeaip/edgeaip/agent/config"
@@ -9,8 +8,6 @@ import (
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
-	"github.com/edgeaip/edgeaip/wasmtools/signature"
-	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) { mcptest.Main(m) }
@@ -27,13 +24,4 @@ func defaultAction(servers ...config.MCPServerConfig) config.MCPConfig {
 }
 
 // packed is wasm with manifest m embedded, signed with the test key.
-func packed(t *testing.T, wasm []byte, m manifest.Manifest) []byte {
-	t.Helper()
-	out, err := manifest.Embed(wasm, m)
-	require.NoError(t, err)
-	priv, err := signature.LoadPrivateKey(filepath.Join(testenv.Root(), "testdata", "keys", "test.key"))
-	require.NoError(t, err)
-	out, err = signature.Sign(out, priv)
-	require.NoError(t, err)
-	return out
-}
+func packed(t *testing.T, wasm []byte, m manifest.Manifest) []byte { return testenv.Packed(t, wasm, m) }

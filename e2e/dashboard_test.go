@@ -116,6 +116,12 @@ func (p *page) text(sel string) string {
 	return s
 }
 
+// texts are the texts of the elements sel, in document order.
+func (p *page) texts(sel string) []string {
+	p.t.Helper()
+	return eval[[]string](p, `[...document.querySelectorAll(`+jsString(sel)+`)].map((e) => e.textContent)`)
+}
+
 // selectOption picks the option of a <select> whose text starts with
 // prefix, as a user would.
 func selectOption(sel, prefix string) chromedp.Action[chromedp.Void] {
@@ -354,4 +360,156 @@ func TestAScopedViewersDashboardShowsItsScopeAndEndsWhenRevoked(t *testing.T) {
 		chromedp.WaitVisible(css("#login-token")),
 		p.shot("3-revoked"),
 	)
+}
+
+// TestTheDashboardFollowsARolloutAndSteersIt applies a rollout to three
+// of four agents, in two waves with a hand approval between them, and
+// follows it on the dashboard: the list, the rollout's page with each
+// device's state as it changes, and its buttons, which an admin uses and
+// which a viewer and a scoped deployer do not get.
+func TestTheDashboardFollowsARolloutAndSteersIt(t *testing.T) {
+	p := newPage(t)
+	c := newCluster(t)
+	f := newFleet(c.api, c.wsURL())
+	lobby := []string{"kiosk-1", "kiosk-2", "kiosk-3"}
+	for _, id := range lobby {
+		f.add(t, id, map[string]string{"site": "lobby"})
+	}
+	f.add(t, "depot-1", map[string]string{"site": "depot"})
+	greet, hello := fleetTool(t, "echo", "greet", "1"), fleetTool(t, "echo", "hello", "1")
+	spec := map[string]any{"name": "kiosk-tools", "selector": "site=lobby", "waves": []any{1, "100%"}, "between_waves": "approve",
+		"health": []any{map[string]any{"tool": "greet", "parameters": map[string]any{"name": "probe"}}}}
+	require.Equal(t, 1, f.apply(t, spec, greet, hello))
+	r := f.waitState(t, "kiosk-tools", api.RolloutApproval)
+	canary := r.Devices[0].DeviceID
+
+	p.do("login and the list",
+		chromedp.Navigate(c.http.URL+"/"),
+		chromedp.WaitVisible(css("#login-token")),
+		chromedp.SendKeys(css("#login-token"), c.api.Token),
+		chromedp.Click(css("#login-submit")),
+		chromedp.WaitVisible(css("#view p.muted, #devices")),
+		chromedp.Click(css(`nav a[href="#/rollouts"]`)),
+		chromedp.WaitVisible(css(`#rollouts tr[data-rollout="kiosk-tools"] .badge.approval`)),
+		p.shot("1-rollouts"),
+	)
+	row := `#rollouts tr[data-rollout="kiosk-tools"]`
+	assert.Equal(t, "1", p.text(row+" td.revision"))
+	assert.Equal(t, "site=lobby", p.text(row+" td.mono"))
+	assert.Equal(t, []string{"2 pending", "1 done"}, p.texts(row+" td.devices .badge"), "the devices by state")
+
+	p.do("the rollout waiting for approval",
+		chromedp.Click(css(row+" a")),
+		chromedp.WaitVisible(css("#rollout-state.approval")),
+		chromedp.WaitVisible(css(`#rollout-devices tr[data-device="`+canary+`"] .badge.done`)),
+		p.shot("2-rollout-approval"),
+	)
+	assert.Equal(t, digestOf(greet), p.text(`#rollout-tools tr[data-tool="greet"] td.digest`))
+	assert.Equal(t, digestOf(hello), p.text(`#rollout-tools tr[data-tool="hello"] td.digest`))
+	assert.Equal(t, []string{"1", "1", "1", "open", "1 done"}, p.texts(`#rollout-waves tr[data-wave="1"] td`))
+	assert.Equal(t, []string{"2", "100%", "2", "not yet", "2 pending"}, p.texts(`#rollout-waves tr[data-wave="2"] td`))
+	devices := eval[[]string](p, `[...document.querySelectorAll("#rollout-devices tbody tr")].map((tr) => tr.dataset.device)`)
+	assert.ElementsMatch(t, lobby, devices, "the selected devices, and no other")
+	assert.Equal(t, canary, devices[0], "the canary is in the first wave")
+	canaryRow := `#rollout-devices tr[data-device="` + canary + `"]`
+	assert.Equal(t, "online", p.text(canaryRow+" td.online"))
+	assert.Equal(t, "1", p.text(canaryRow+" td.applied"))
+	assert.Equal(t, r.Devices[0].TaskID[len(r.Devices[0].TaskID)-8:], p.text(canaryRow+" td.task a"))
+	for _, id := range devices[1:] {
+		assert.Equal(t, "pending", p.text(`#rollout-devices tr[data-device="`+id+`"] td.state`), id)
+		assert.Equal(t, "none → 1", p.text(`#rollout-devices tr[data-device="`+id+`"] td.applied`), id)
+	}
+	assert.Equal(t, "Approve next wave", p.text("#rollout-resume"))
+	assert.Equal(t, "desired", p.text(`#rollout-history tr[data-revision="1"] td:nth-child(3)`))
+
+	// The approval opens the second wave; the page follows its devices.
+	p.do("approve",
+		chromedp.Click(css("#rollout-resume")),
+		chromedp.WaitVisible(css("#rollout-state.done")),
+		chromedp.WaitVisible(css(`#rollout-devices tr[data-device="`+devices[1]+`"] .badge.done`)),
+		chromedp.WaitVisible(css(`#rollout-devices tr[data-device="`+devices[2]+`"] .badge.done`)),
+		p.shot("3-rollout-done"),
+	)
+	for _, id := range lobby {
+		assert.Equal(t, "1", p.text(`#rollout-devices tr[data-device="`+id+`"] td.applied`), id)
+	}
+	assert.True(t, eval[bool](p, `document.querySelector("#rollout-resume").disabled`), "a done rollout has nothing to resume")
+
+	p.do("pause",
+		chromedp.Click(css("#rollout-pause")),
+		chromedp.WaitVisible(css("#rollout-state.paused")),
+		p.shot("4-rollout-paused"),
+	)
+	assert.Equal(t, "paused by "+"admin", p.text("#rollout-reason"))
+	p.do("resume",
+		chromedp.Click(css("#rollout-resume")),
+		chromedp.WaitVisible(css("#rollout-state.done")),
+		chromedp.WaitNotPresent(css("#rollout-reason")),
+	)
+
+	// A device's last task is a link to its page.
+	p.do("a device's task",
+		chromedp.Click(css(canaryRow+" td.task a")),
+		chromedp.WaitVisible(css("#task-state.completed")),
+		chromedp.NavigateBack(),
+		chromedp.WaitVisible(css("#rollout-state.done")),
+	)
+
+	// A second revision whose health check fails on its canary pauses
+	// the rollout: the canary shows failed, with its error, and a device
+	// stopped meanwhile shows offline.
+	stopped := devices[2]
+	f.stop(t, stopped)
+	spec["on_failure"] = "pause"
+	require.Equal(t, 2, f.apply(t, spec, fleetTool(t, "fail", "greet", "2"), hello))
+	p.do("a failed canary",
+		chromedp.WaitVisible(css("#rollout-state.paused")),
+		chromedp.WaitVisible(css("#rollout-devices .badge.failed")),
+		chromedp.WaitVisible(css(`#rollout-history tr[data-revision="2"]`)),
+		p.shot("5-rollout-failed"),
+	)
+	assert.Contains(t, p.text("#rollout-reason"), "1 of 1 devices failed, past max_failures 0")
+	assert.NotEmpty(t, p.text(`#rollout-devices tr:has(.badge.failed) td.error`))
+	assert.Equal(t, "offline", p.text(`#rollout-devices tr[data-device="`+stopped+`"] td.online`))
+	assert.Equal(t, "superseded", p.text(`#rollout-history tr[data-revision="1"] td:nth-child(3)`))
+
+	// A rollback asks for a second click; then the devices go back to
+	// revision 1.
+	p.do("roll back",
+		chromedp.Click(css("#rollout-rollback")),
+		chromedp.WaitVisible(css(`#rollout-rollback[data-armed]`)),
+	)
+	assert.Equal(t, "Confirm roll back", p.text("#rollout-rollback"))
+	p.do("confirm roll back",
+		chromedp.Click(css("#rollout-rollback")),
+		chromedp.WaitVisible(css("#rollout-state.rolled_back")),
+		p.shot("6-rollout-rolled-back"),
+	)
+	assert.Equal(t, "1 (latest 2)", p.text("#rollout-revision"))
+	assert.Equal(t, "desired", p.text(`#rollout-history tr[data-revision="1"] td:nth-child(3)`))
+	assert.Equal(t, "rolled back: rolled back by admin", p.text(`#rollout-history tr[data-revision="2"] td:nth-child(3)`))
+
+	// A viewer, and a deployer with a scope, see the rollout without its
+	// buttons: the API would refuse them.
+	ctx := context.Background()
+	viewer, err := c.api.AddIdentity(ctx, api.IdentityRequest{Name: "watcher", Role: api.RoleViewer})
+	require.NoError(t, err)
+	scoped, err := c.api.AddIdentity(ctx, api.IdentityRequest{Name: "lobby-deployer", Role: api.RoleDeployer, Scope: &api.Scope{Devices: "site=lobby"}})
+	require.NoError(t, err)
+	for _, who := range []api.TokenResponse{viewer, scoped} {
+		p.do("as "+who.Identity,
+			chromedp.Click(css("#logout")),
+			chromedp.WaitVisible(css("#login-token")),
+			chromedp.SendKeys(css("#login-token"), who.Token),
+			chromedp.Click(css("#login-submit")),
+			chromedp.WaitVisible(css("#nav")),
+			chromedp.Navigate(c.http.URL+"/#/rollouts/kiosk-tools"),
+			chromedp.WaitVisible(css("#rollout-state.rolled_back")),
+			chromedp.WaitVisible(css("#rollout-devices tbody tr")),
+			p.shot("7-rollout-as-"+who.Identity),
+		)
+		assert.False(t, eval[bool](p, `!!document.querySelector("#rollout-actions, #rollout-pause, #rollout-resume, #rollout-rollback")`),
+			"%s gets no buttons", who.Identity)
+		assert.NotContains(t, p.text("#view"), "null", "nothing stands in for the buttons")
+	}
 }

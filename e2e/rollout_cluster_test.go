@@ -102,7 +102,7 @@ func TestALeadersNodeKilledMidRolloutIsFinishedByAnother(t *testing.T) {
 	for i := range 3 {
 		sc.startNode(fmt.Sprintf("node-%d", i), "--rollout-sweep", "1h")
 	}
-	f := &fleet{agents: map[string]*fleetAgent{}}
+	f := newFleet(sc.nodes[0].api, "")
 	var ids, lobby []string
 	var labels []map[string]string
 	for i := range 9 {
@@ -125,15 +125,16 @@ func TestALeadersNodeKilledMidRolloutIsFinishedByAnother(t *testing.T) {
 		"health": []any{map[string]any{"tool": "greet", "parameters": map[string]any{"name": "probe"}}}}
 	_, err = sc.nodes[0].api.ApplyRollout(ctx, must(json.Marshal(spec)))
 	require.NoError(t, err)
-	waitRollout(t, sc.nodes[1].api, "kiosk", api.RolloutApproval)
+	f.waitState(t, "kiosk", api.RolloutApproval)
 
 	took := sc.logCount("took the lead of the rollout", "kiosk", "")
 	assert.Equal(t, 1, sum(took), "one node leads the rollout: %v", took)
 	leader := slices.Index(took, slices.Max(took))
 	other, survivor := sc.nodes[(leader+1)%3], sc.nodes[(leader+2)%3]
+	f.api = survivor.api // it outlives the leader
 	_, err = other.api.ControlRollout(ctx, "kiosk", "resume")
 	require.NoError(t, err)
-	r := waitRollout(t, other.api, "kiosk", api.RolloutApproval)
+	r := f.waitState(t, "kiosk", api.RolloutApproval)
 	require.Equal(t, 1, r.Wave, "the second wave is through")
 	changed := sc.logCount("rollout device changed", "kiosk", "state=done")
 	assert.Equal(t, []int{3}, slices.DeleteFunc(changed, func(n int) bool { return n == 0 }),
@@ -145,7 +146,7 @@ func TestALeadersNodeKilledMidRolloutIsFinishedByAnother(t *testing.T) {
 	t.Logf("killed node-%d, the rollout's leader, as it waits for approval", leader)
 	_, err = survivor.api.ControlRollout(ctx, "kiosk", "resume")
 	require.NoError(t, err)
-	r = waitRollout(t, survivor.api, "kiosk", api.RolloutDone)
+	r = f.waitState(t, "kiosk", api.RolloutDone)
 	t.Logf("the last wave approved and done %s after the kill", time.Since(killed).Round(100*time.Millisecond))
 	assert.ElementsMatch(t, lobby, devicesIn(r, api.DeviceDone))
 	f.appliedOnce(t, "kiosk@1", lobby)
@@ -160,14 +161,14 @@ func TestALeadersNodeKilledMidRolloutIsFinishedByAnother(t *testing.T) {
 	took[leader] = 0
 	notLeading := sc.nodes[3-leader-slices.Index(took, 1)]
 	f.enrollVia(t, notLeading, "dev-9", map[string]string{"site": "lobby"})
-	waitRolloutCount(t, survivor.api, "kiosk", api.DeviceWaiting, 1)
+	f.waitCount(t, "kiosk", api.DeviceWaiting, 1)
 	f.startAt(t, notLeading.addr, "dev-9")
 	lobby = append(lobby, "dev-9")
-	waitRolloutCount(t, survivor.api, "kiosk", api.DeviceDone, len(lobby))
+	f.waitCount(t, "kiosk", api.DeviceDone, len(lobby))
 	_, err = notLeading.api.Label(ctx, "dev-2", api.LabelRequest{Set: map[string]string{"site": "lobby"}})
 	require.NoError(t, err)
 	lobby = append(lobby, "dev-2")
-	r = waitRolloutCount(t, survivor.api, "kiosk", api.DeviceDone, len(lobby))
+	r = f.waitCount(t, "kiosk", api.DeviceDone, len(lobby))
 	assert.ElementsMatch(t, lobby, devicesIn(r, api.DeviceDone))
 	f.appliedOnce(t, "kiosk@1", lobby)
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/edgeaip/edgeaip/server"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
-	"github.com/edgeaip/edgeaip/wasmtools/signature"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -35,13 +34,7 @@ func fleetTool(t testing.TB, fixture, name, version string) []byte {
 	m, err := manifest.Parse(must(os.ReadFile(filepath.Join(testenv.TestdataTools(), fixture+".json"))))
 	require.NoError(t, err)
 	m.Name, m.Version = name, version
-	out, err := manifest.Embed(wasm, m)
-	require.NoError(t, err)
-	priv, err := signature.LoadPrivateKey(filepath.Join(testenv.Root(), "testdata", "keys", "test.key"))
-	require.NoError(t, err)
-	out, err = signature.Sign(out, priv)
-	require.NoError(t, err)
-	return out
+	return testenv.Packed(t, wasm, m)
 }
 
 func must[T any](v T, err error) T {
@@ -60,7 +53,10 @@ func digestOf(wasm []byte) string {
 // and keeps its own data dir across restarts, and counts what it stages
 // and applies.
 type fleet struct {
-	c      *cluster
+	api *api.Client
+	// ws is the server's WebSocket URL; it stays the same across a
+	// restart of the server.
+	ws     string
 	mu     sync.Mutex
 	agents map[string]*fleetAgent
 }
@@ -75,11 +71,13 @@ type fleetAgent struct {
 	staged    int
 }
 
-func newFleet(c *cluster) *fleet { return &fleet{c: c, agents: map[string]*fleetAgent{}} }
+func newFleet(c *api.Client, wsURL string) *fleet {
+	return &fleet{api: c, ws: wsURL, agents: map[string]*fleetAgent{}}
+}
 
 // add enrolls id with labels and starts its agent.
 func (f *fleet) add(t *testing.T, id string, labels map[string]string) {
-	resp, err := f.c.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: labels})
+	resp, err := f.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: labels})
 	require.NoError(t, err)
 	token := filepath.Join(t.TempDir(), id+".token")
 	require.NoError(t, os.WriteFile(token, []byte(resp.Token), 0o600))
@@ -95,13 +93,26 @@ func (f *fleet) add(t *testing.T, id string, labels map[string]string) {
 func (f *fleet) start(t *testing.T, id string) {
 	a := f.agents[id]
 	cfg := agent.Config{
-		ID: id, ServerURL: f.c.wsURL(), TokenFile: a.token, DataDir: a.data, CompileCacheDir: sharedCompileCache(t),
+		ID: id, ServerURL: f.ws, TokenFile: a.token, DataDir: a.data, CompileCacheDir: sharedCompileCache(t),
 		TrustedKeys: []ed25519.PublicKey{testenv.TestKey(t)}, HeartbeatInterval: 100 * time.Millisecond,
 		ShutdownGrace: 500 * time.Millisecond, Logger: testLogger().With("device", id),
 	}
 	onRecord(func(r slog.Record) { f.logged(id, r) })(&cfg)
 	a.run = runAgent(t, cfg)
-	f.c.waitOnline(id, true)
+	f.waitOnline(t, id, true)
+}
+
+func (f *fleet) waitOnline(t *testing.T, id string, online bool) {
+	t.Helper()
+	require.Eventually(t, func() bool { return f.device(t, id).Online == online },
+		testenv.Slowdown*20*time.Second, 20*time.Millisecond, "device %s online=%v", id, online)
+}
+
+func (f *fleet) device(t *testing.T, id string) api.Device {
+	t.Helper()
+	var d api.Device
+	require.NoError(t, f.api.Do(context.Background(), "GET", "/api/devices/"+id, nil, &d))
+	return d
 }
 
 func (f *fleet) logged(id string, r slog.Record) {
@@ -127,9 +138,9 @@ func (f *fleet) logged(id string, r slog.Record) {
 }
 
 // stop stops id's agent and waits until the server sees it offline.
-func (f *fleet) stop(id string) {
+func (f *fleet) stop(t *testing.T, id string) {
 	f.agents[id].run.stop()
-	f.c.waitOnline(id, false)
+	f.waitOnline(t, id, false)
 }
 
 // appliedOnce checks that each device in ids applied rollout@revision
@@ -154,7 +165,7 @@ func (f *fleet) appliedOnce(t *testing.T, key string, ids []string) {
 
 // reported is what device id last reported of rollout name.
 func (f *fleet) reported(t *testing.T, id, name string) (protocol.RolloutReport, bool) {
-	d := f.c.device(id)
+	d := f.device(t, id)
 	if d.Info == nil {
 		return protocol.RolloutReport{}, false
 	}
@@ -169,12 +180,12 @@ func (f *fleet) apply(t *testing.T, spec map[string]any, modules ...[]byte) int 
 	t.Helper()
 	var tools []string
 	for _, m := range modules {
-		mod, err := f.c.api.PutModule(context.Background(), m)
+		mod, err := f.api.PutModule(context.Background(), m)
 		require.NoError(t, err)
 		tools = append(tools, mod.SHA256)
 	}
 	spec["tools"] = tools
-	out, err := f.c.api.ApplyRollout(context.Background(), must(json.Marshal(spec)))
+	out, err := f.api.ApplyRollout(context.Background(), must(json.Marshal(spec)))
 	require.NoError(t, err)
 	return out.Revision
 }
@@ -182,41 +193,30 @@ func (f *fleet) apply(t *testing.T, spec map[string]any, modules ...[]byte) int 
 // waitState waits until rollout name is in state, and returns it.
 func (f *fleet) waitState(t *testing.T, name, state string) api.Rollout {
 	t.Helper()
-	return waitRollout(t, f.c.api, name, state)
-}
-
-// waitRollout waits until rollout name, as c sees it, is in state, and
-// returns it.
-func waitRollout(t *testing.T, c *api.Client, name, state string) api.Rollout {
-	t.Helper()
-	var r api.Rollout
-	require.Eventually(t, func() bool {
-		var err error
-		r, err = c.Rollout(context.Background(), name)
-		require.NoError(t, err)
-		return r.State == state
-	}, testenv.Slowdown*60*time.Second, 50*time.Millisecond, "rollout %s: want %s, is %s (%s): %+v", name, state, r.State, r.Reason, r.Counts)
-	return r
+	return f.waitFor(t, name, "state "+state, func(r api.Rollout) bool { return r.State == state })
 }
 
 // waitCount waits until rollout name has n devices in state.
 func (f *fleet) waitCount(t *testing.T, name, state string, n int) api.Rollout {
 	t.Helper()
-	return waitRolloutCount(t, f.c.api, name, state, n)
+	return f.waitFor(t, name, fmt.Sprintf("%d devices %s", n, state), func(r api.Rollout) bool { return r.Counts[state] == n })
 }
 
-// waitRolloutCount waits until rollout name, as c sees it, has n devices
-// in state, and returns it.
-func waitRolloutCount(t *testing.T, c *api.Client, name, state string, n int) api.Rollout {
+// waitFor waits until rollout name is as ok wants, and returns it.
+func (f *fleet) waitFor(t *testing.T, name, want string, ok func(api.Rollout) bool) api.Rollout {
 	t.Helper()
-	var r api.Rollout
-	require.Eventually(t, func() bool {
-		var err error
-		r, err = c.Rollout(context.Background(), name)
+	deadline := time.Now().Add(testenv.Slowdown * 60 * time.Second)
+	for {
+		r, err := f.api.Rollout(context.Background(), name)
 		require.NoError(t, err)
-		return r.Counts[state] == n
-	}, testenv.Slowdown*60*time.Second, 50*time.Millisecond, "rollout %s: want %d %s, have %+v", name, n, state, r.Counts)
-	return r
+		if ok(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rollout %s: want %s, is %s (%s), devices %+v", name, want, r.State, r.Reason, r.Counts)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func devicesIn(r api.Rollout, state string) []string {
@@ -240,7 +240,7 @@ func noSweep(c *server.Config) { c.Rollouts.Sweep = time.Hour }
 // alone start each reconciliation: the sweep is an hour.
 func TestAFleetIsKeptInItsRolloutsDesiredState(t *testing.T) {
 	c := newCluster(t, noSweep)
-	f := newFleet(c)
+	f := newFleet(c.api, c.wsURL())
 	var lobby, depot []string
 	for i := range 30 {
 		id := fmt.Sprintf("dev-%02d", i)
@@ -256,7 +256,7 @@ func TestAFleetIsKeptInItsRolloutsDesiredState(t *testing.T) {
 	ctx := context.Background()
 	greet1, hello1 := fleetTool(t, "echo", "greet", "1"), fleetTool(t, "echo", "hello", "1")
 	spec := map[string]any{"name": "kiosk-tools", "selector": "site=lobby", "waves": []any{1, "10%", "100%"},
-		"health": []any{map[string]any{"tool": "greet", "parameters": map[string]any{"name": "probe"}}},
+		"health":       []any{map[string]any{"tool": "greet", "parameters": map[string]any{"name": "probe"}}},
 		"max_failures": 0, "on_failure": "rollback", "device_timeout": "1m"}
 	require.Equal(t, 1, f.apply(t, spec, greet1, hello1))
 	r := f.waitState(t, "kiosk-tools", api.RolloutDone)
@@ -301,14 +301,15 @@ func TestAFleetIsKeptInItsRolloutsDesiredState(t *testing.T) {
 	t.Run("devices stopped during a rollout get it when they start again", func(t *testing.T) {
 		stopped := lobby[7:]
 		for _, id := range stopped {
-			f.stop(id)
+			f.stop(t, id)
 		}
 		require.Equal(t, 3, f.apply(t, spec, greet3, hello1))
-		r := f.waitState(t, "kiosk-tools", api.RolloutDone)
+		r := f.waitCount(t, "kiosk-tools", api.DeviceWaiting, len(stopped))
 		assert.ElementsMatch(t, stopped, devicesIn(r, api.DeviceWaiting))
 		for _, id := range stopped {
 			f.start(t, id)
 		}
+		f.waitState(t, "kiosk-tools", api.RolloutDone)
 		f.waitCount(t, "kiosk-tools", api.DeviceDone, 15)
 		f.appliedOnce(t, "kiosk-tools@3", lobby)
 	})
@@ -346,6 +347,26 @@ func TestAFleetIsKeptInItsRolloutsDesiredState(t *testing.T) {
 		assert.Contains(t, out.Note, "picks no device now")
 		_, err = c.api.Label(ctx, lobby[2], api.LabelRequest{Set: map[string]string{"kind": "kiosk"}})
 		require.ErrorContains(t, err, `rollouts "kiosk-tools" and "other" would both put tool greet on device `+lobby[2])
+	})
+
+	t.Run("an unsigned module fails the canary with the device's own reason, and rolls back", func(t *testing.T) {
+		wasm, err := os.ReadFile(filepath.Join(testenv.SignedTools(), "unsigned_echo.wasm"))
+		require.NoError(t, err)
+		require.Equal(t, 4, f.apply(t, spec, greet3, wasm))
+		r := f.waitState(t, "kiosk-tools", api.RolloutRolledBack)
+		assert.Equal(t, 3, r.Revision)
+		assert.Contains(t, r.Reason, "refused: module is not signed")
+		assert.Equal(t, map[string]int{api.DeviceDone: 15}, r.Counts, "the canary changed nothing; all run revision 3")
+		hist, err := c.api.RolloutHistory(ctx, "kiosk-tools")
+		require.NoError(t, err)
+		assert.Contains(t, hist[0].Outcome, "1 of 1 devices failed")
+
+		for _, action := range []string{"pause", "resume"} {
+			_, err := c.api.ControlRollout(ctx, "kiosk-tools", action)
+			require.NoError(t, err, action)
+		}
+		r = f.waitState(t, "kiosk-tools", api.RolloutRolledBack)
+		assert.Equal(t, 3, r.Revision, "a rollout rolled back, paused and resumed stays back")
 	})
 
 	t.Run("a hand deploy of a rollout's tool is refused unless forced, and forced it shows as drift", func(t *testing.T) {
@@ -390,4 +411,38 @@ func (f *fleet) inWaveOrder(t *testing.T, key string, r api.Rollout) {
 			assert.True(t, at.After(lastOfWave[w]), "%s of wave %d applied %s after the last of wave %d", d.DeviceID, d.Wave+1, key, w+1)
 		}
 	}
+}
+
+// TestAKilledServerResumesARolloutAndInstallsNothingTwice kills aip-server
+// with SIGKILL while devices are changing, in the second wave of a
+// rollout whose health check takes a second, and starts it again on the
+// same data dir: the rollout goes on where it was, and no device applies
+// the revision twice (a change started again finds it applied).
+func TestAKilledServerResumesARolloutAndInstallsNothingTwice(t *testing.T) {
+	bin := testenv.Command(t, "aip-server")
+	data := t.TempDir()
+	srv := startServerProcess(t, bin, "127.0.0.1:0", data)
+	f := newFleet(srv.api, srv.wsURL())
+	var ids []string
+	for i := range 6 {
+		id := fmt.Sprintf("kiosk-%d", i)
+		ids = append(ids, id)
+		f.add(t, id, map[string]string{"site": "lobby"})
+	}
+	spec := map[string]any{"name": "kiosk-tools", "selector": "site=lobby", "waves": []any{1, "100%"}, "between_waves": "approve",
+		"health": []any{map[string]any{"tool": "slowcheck", "parameters": map[string]any{"ms": 1000}}}, "device_timeout": "1m"}
+	require.Equal(t, 1, f.apply(t, spec, fleetTool(t, "echo", "greet", "1"), fleetTool(t, "pause", "slowcheck", "1")))
+	f.waitState(t, "kiosk-tools", api.RolloutApproval)
+	_, err := srv.api.ControlRollout(context.Background(), "kiosk-tools", "resume")
+	require.NoError(t, err)
+	f.waitCount(t, "kiosk-tools", api.DeviceChanging, 5)
+
+	srv.kill(t)
+	srv = startServerProcess(t, bin, srv.addr, data)
+	f.api = srv.api
+
+	r := f.waitState(t, "kiosk-tools", api.RolloutDone)
+	assert.ElementsMatch(t, ids, devicesIn(r, api.DeviceDone))
+	assert.Equal(t, 1, r.Latest)
+	f.appliedOnce(t, "kiosk-tools@1", ids)
 }

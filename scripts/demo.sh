@@ -5,6 +5,7 @@
 # hash_file (in C) and hash_file_go (in Go) on a file of its own, deploys
 # the C example tool without a restart, shows a tampered module
 # refused, dispatches a plan to the devices of a label and follows it live,
+# rolls a tool out to them with a health check,
 # shows some metrics, and stops both cleanly. Run on a terminal, it keeps
 # them up for the dashboard until Enter.
 set -euo pipefail
@@ -151,10 +152,30 @@ EOF
 "$BIN/aipctl" dispatch --label site=demo "$WORK/plan.yaml" --wait
 "$BIN/aipctl" tasks --limit 4
 
+say "aipctl rollout apply: every site=demo device keeps disk_usage (dir_usage packed under another name), in waves, with a health check"
+sed 's/"name": *"dir_usage"/"name": "disk_usage"/' wasmtools/examples/c/dir_usage/dir_usage.json >"$WORK/disk_usage.json"
+"$BIN/aipctl" tool pack "$BIN/tools/dir_usage.wasm" --manifest "$WORK/disk_usage.json" -o "$WORK/disk_usage.packed.wasm" >/dev/null
+"$BIN/aipctl" tool sign --key "$WORK/demo.key" "$WORK/disk_usage.packed.wasm" --out "$WORK/disk_usage.wasm" >/dev/null
+cat >"$WORK/kiosk-tools.yaml" <<EOF
+name: kiosk-tools
+selector: {site: demo}
+tools: [disk_usage.wasm]
+health:
+  - tool: disk_usage
+    parameters: {path: $WORK/files}
+waves: [1, 100%]
+on_failure: rollback
+device_timeout: 1m
+EOF
+"$BIN/aipctl" rollout apply "$WORK/kiosk-tools.yaml"
+"$BIN/aipctl" rollout status kiosk-tools --watch >"$WORK/rollout.txt"
+tail -n 6 "$WORK/rollout.txt"
+grep -q "rollout kiosk-tools: done" "$WORK/rollout.txt"
+
 if command -v curl >/dev/null; then
 	say "GET /metrics (Prometheus text format, with the operator token)"
 	curl -fsS -H "Authorization: Bearer $AIP_TOKEN" "$AIP_SERVER/metrics" |
-		grep -E '^edgeaip_(devices_connected|commands_total|sessions_ended_total|tool_fuel_total|websocket_frames_total)'
+		grep -E '^edgeaip_(devices_connected|commands_total|sessions_ended_total|tool_fuel_total|websocket_frames_total|rollout_devices)'
 fi
 if [ -t 0 ] && [ -t 1 ]; then
 	say "the dashboard: $AIP_SERVER/"

@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -152,15 +153,7 @@ func TestARepeatThroughAnotherNodeGetsTheOutcomeOfTheAdoptedCommand(t *testing.T
 	dev := a.mustDial(token)
 	dev.register("kiosk-1")
 	const path = "/api/devices/kiosk-1/commands"
-	go func() {
-		req, _ := http.NewRequest("POST", a.http.URL+path, strings.NewReader(echoCommand))
-		req.Header.Set("Authorization", "Bearer "+a.api.Token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(api.IdempotencyKeyHeader, "key-1")
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close() // cut off below: this client hears nothing
-		}
-	}()
+	a.postUnheard(path, "key-1", echoCommand)
 	first := dev.nextCommand()
 	a.http.CloseClientConnections()
 
@@ -183,6 +176,51 @@ func TestARepeatThroughAnotherNodeGetsTheOutcomeOfTheAdoptedCommand(t *testing.T
 	assert.Equal(t, first.ResponseID, resp.ResponseID)
 	assert.Equal(t, 1, b.taskCount(), "one task")
 	assert.Len(t, taskCommands(t, b, resp.SessionID), 1, "one command")
+}
+
+// postUnheard posts body to path under Idempotency-Key key, for a client
+// that a cut below keeps from hearing the answer.
+func (ts *testServer) postUnheard(path, key, body string) {
+	go func() {
+		req, _ := http.NewRequest("POST", ts.http.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+ts.api.Token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(api.IdempotencyKeyHeader, key)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+}
+
+// Node a sends a command to its device and is cut off before the device
+// answers; node b adopts the task and resumes the command, and the device
+// does not come back within the command's timeout. The device has the
+// command (a sent it), so the failure says that it may still run, never
+// that it was not sent: the client repeating its request through b
+// cannot take it as a command that will not run.
+func TestAResumedCommandThatTimesOutSaysItMayStillRun(t *testing.T) {
+	tc := newTestCluster(t)
+	a := tc.node("a")
+	dev := a.mustDial(a.enroll("kiosk-1"))
+	dev.register("kiosk-1")
+	const path = "/api/devices/kiosk-1/commands"
+	const body = `{"actions": [{"tool_name": "echo"}], "timeout": "2s"}`
+	a.postUnheard(path, "key-1", body)
+	first := dev.nextCommand()
+	a.http.CloseClientConnections()
+
+	a.srv.leaveCluster()
+	// b starts after a has left: it never heard where the device was, and
+	// the device's lease is a dead node's, so b sends the command nowhere.
+	b := tc.node("b")
+	runnerOf(t, first.SessionID, b)
+	ans := b.postKeyed(path, "key-1", body)
+	require.Equal(t, http.StatusOK, ans.code, string(ans.body))
+	var resp api.CommandResponse
+	require.NoError(t, json.Unmarshal(ans.body, &resp))
+	assert.Equal(t, first.ResponseID, resp.ResponseID)
+	assert.Contains(t, resp.FirstError(), dispatch.MayStillRun)
+	assert.NotContains(t, resp.FirstError(), "not sent")
 }
 
 // eventKinds is what identifies events: their type, step, attempt,
@@ -321,4 +359,62 @@ func TestAdoptedSessionsRunOnPastTheAdoptionsDeadline(t *testing.T) {
 	require.Equal(t, p.first.ResponseID, again.ResponseID)
 	moved.answer(again, protocol.ResultSuccess, "r1")
 	assert.Equal(t, api.StateCompleted, b.waitTask(d.SessionID).State)
+}
+
+// Node a loses its lease while a command waits on it for its device,
+// which is between links, rejoins at a new epoch, and adopts its own old
+// epoch's sessions: the command is resumed on the node where its first
+// run still waits. It must wait there once. The resumed copy takes the
+// first one's place, and the first run's caller hears at once that how
+// it ends is not known here, never that it failed: the run that goes on
+// may yet send it. Then a drains: the task goes to b, the device gets
+// the command there once, and the task ends with its results. (The
+// breach of issue 36's rolling restart: the first copy, no longer
+// waiting anywhere but on its timer, failed "not sent within 10s" on
+// the drained node, after the resumed copy had run.)
+func TestACommandANodeResumesWhileItsFirstRunWaitsThereWaitsOnceAndIsNotAnsweredFailed(t *testing.T) {
+	tc := newTestCluster(t)
+	a := tc.node("a")
+	dev, token := tc.linkedTo(a, a, "kiosk-1")
+	dev.conn.CloseNow()
+	require.Eventually(t, func() bool { return a.srv.reg.Reach("kiosk-1").GraceLeft > 0 }, 5*time.Second, 5*time.Millisecond)
+
+	type answer struct {
+		resp api.CommandResponse
+		err  error
+	}
+	first := make(chan answer, 1)
+	go func() {
+		resp, err := a.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}, Timeout: "10s"})
+		first <- answer{resp, err}
+	}()
+	const waits = `msg="device is offline; the command waits for it to register again"`
+	a.waitLog(waits)
+
+	tc.markAllDead()
+	// It rejoins at epoch 2 and adopts its sessions of epoch 1: the
+	// command is resumed, and waits for the device again.
+	require.Eventually(t, func() bool { return strings.Count(a.logs.String(), waits) == 2 }, 10*time.Second, 10*time.Millisecond,
+		"the command was not resumed on a")
+
+	b := tc.node("b")
+	_, err := a.srv.Drain(context.Background(), 0)
+	require.NoError(t, err)
+	onB := b.mustDial(token)
+	onB.register("kiosk-1", echoTool)
+	cmd := onB.nextCommand()
+	onB.answer(cmd, protocol.ResultSuccess, "res-1")
+	onB.ackOf("res-1")
+	onB.ping() // and it was sent once
+
+	ans := <-first
+	var se *api.StatusError
+	require.ErrorAs(t, ans.err, &se, "the first caller is told no failure: %+v", ans.resp)
+	assert.Equal(t, http.StatusServiceUnavailable, se.Code)
+	assert.Contains(t, se.Message, "how it ends is not known here")
+	task := b.waitTask(cmd.SessionID)
+	assert.Equal(t, api.StateCompleted, task.State, task.Error)
+	require.Len(t, task.Commands, 1)
+	assert.Equal(t, cmd.ResponseID, task.Commands[0].ResponseID)
+	assert.Equal(t, "done", task.Commands[0].Status)
 }

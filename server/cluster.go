@@ -202,7 +202,7 @@ func (s *Server) clusterHealth() string {
 // to their nodes, is away: 503. The devices linked here are still served.
 func (s *Server) reachable(devices []string) error {
 	if doubt := s.cluster.LeaseDoubt(); doubt != "" {
-		return &tasks.Unreachable{Reason: "new work refused: " + doubt}
+		return tasks.InDoubt(doubt)
 	}
 	if s.cluster.Connected() {
 		return nil

@@ -298,6 +298,19 @@ func TestAPlanThroughOneNodeRunsOnADeviceOnAnotherAndARefusalComesBack(t *testin
 	assert.Contains(t, refused.FirstError(), `device "kiosk-1" refused the command: cannot decode it`)
 }
 
+// markAllDead marks every node of tc dead in the store, as if each had
+// been silent: each finds at its next heartbeat that it lost its lease.
+func (tc *testCluster) markAllDead() {
+	tc.t.Helper()
+	st, err := store.Open(context.Background(), tc.store, store.Options{})
+	require.NoError(tc.t, err)
+	defer st.Close()
+	require.NoError(tc.t, st.Write(context.Background(), func(tx *store.Tx) error {
+		_, err := tx.Cluster().MarkDeadNodes(-time.Hour)
+		return err
+	}))
+}
+
 // A node the cluster took as dead (a long pause, say) finds out at its
 // next heartbeat: it closes its device links and refuses new ones, so
 // that its devices go to other nodes.
@@ -306,17 +319,14 @@ func TestANodeThatLostItsLeaseSendsItsDevicesAwayAndRejoins(t *testing.T) {
 	a := tc.node("a")
 	dev, token := tc.linkedTo(a, a, "kiosk-1")
 	closed := linkClosed(dev)
-	st, err := store.Open(context.Background(), tc.store, store.Options{})
-	require.NoError(t, err)
-	defer st.Close()
-	require.NoError(t, st.Write(context.Background(), func(tx *store.Tx) error {
-		_, err := tx.Cluster().MarkDeadNodes(-time.Hour) // as if it had been silent
-		return err
-	}))
+	tc.markAllDead()
 	requireWithinOf(t, closed, 5*time.Second, "the device's link on a node that lost its lease")
 
 	// It rejoins at a new epoch by itself, and serves the device again.
 	require.Eventually(t, func() bool { _, epoch := a.srv.cluster.Self(); return epoch == 2 }, 10*time.Second, 10*time.Millisecond)
+	nodeSeries := a.scrape()["edgeaip_cluster_node"].GetMetric()
+	require.Len(t, nodeSeries, 1, "one node, at one epoch")
+	assert.Equal(t, 1.0, metric(t, a.scrape(), "edgeaip_cluster_node", "node", "a", "epoch", "2"), "the metric names the new epoch")
 	code, h := a.health()
 	assert.Equal(t, http.StatusOK, code, h.Cause)
 	again := a.mustDial(token)
@@ -357,6 +367,46 @@ func TestANodeNotSureOfItsLeaseTakesNoNewWork(t *testing.T) {
 	resp, err := a.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}})
 	require.NoError(t, err)
 	assert.True(t, resp.Succeeded(), resp.FirstError())
+}
+
+// A command already in flight on a node cut off from the store waits for
+// the store's writer, whose statement hangs on the wire: once the node
+// doubts its lease, it gives up with the 503 that new work gets, and
+// nothing of it is recorded, then or when the store answers again.
+func TestACommandWaitingForAStoreThatHangsGivesUpWhenItsNodeDoubtsItsLease(t *testing.T) {
+	tc := newTestCluster(t)
+	link := blackhole.StartTo(t, "unix", pgtest.Socket(t, tc.store))
+	a := tc.node("a", func(c *Config) {
+		c.Store.URL = pgtest.Through(t, tc.store, link.Addr())
+		c.Cluster.Heartbeat, c.Cluster.DeadAfter = 0, 0 // the defaults: a command is in flight well before the doubt
+	})
+	t.Cleanup(link.Heal) // before the node stops, which waits for its writer
+	dev, _ := tc.linkedTo(a, a, "kiosk-1")
+	dev.serveOK()
+	echo := api.CommandRequest{Actions: []protocol.Command{{ToolName: "echo"}}}
+	resp, err := a.api.Command(context.Background(), "kiosk-1", echo)
+	require.NoError(t, err)
+	require.True(t, resp.Succeeded(), resp.FirstError())
+
+	link.Cut() // the writer's next statement hangs on the wire
+	// Without an Idempotency-Key, whose read would hang as well: this
+	// command goes as far as the writer.
+	var ans keyedAnswer
+	select {
+	case ans = <-a.postKeyedAsync("/api/devices/kiosk-1/commands", "", echoCommand):
+	case <-time.After(30 * time.Second):
+		t.Fatal("a command waiting for a store that hangs was not answered")
+	}
+	assert.Equal(t, http.StatusServiceUnavailable, ans.code)
+	assert.Contains(t, string(ans.body), `new work refused: cluster: node \"a\" has recorded no heartbeat`)
+	assert.Contains(t, a.logs.String(), "reason=not_recorded", "it was in flight, waiting for the store, when the doubt began")
+
+	link.Heal()
+	require.Eventually(t, func() bool { return a.srv.cluster.LeaseDoubt() == "" }, 10*time.Second, 10*time.Millisecond)
+	resp, err = a.api.Command(context.Background(), "kiosk-1", echo)
+	require.NoError(t, err)
+	assert.True(t, resp.Succeeded(), resp.FirstError())
+	assert.Equal(t, 2, a.taskCount(), "the two that succeeded: nothing of the one that gave up")
 }
 
 // requireWithinOf requires ch to close within d.

@@ -5,10 +5,12 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/rollouts"
+	"github.com/edgeaip/edgeaip/server/metrics"
 )
 
 // newRollouts is the rollouts engine of s: each device's change runs
@@ -120,4 +122,23 @@ func (s *Server) deviceRelabelled(id string) {
 	s.tellCluster(id, cluster.DeviceChanged)
 	s.mcp.DevicesChanged()
 	s.rollouts.KickAll()
+}
+
+// rolloutMetrics registers the metrics of the rollouts, which the engine
+// counts in the store at each scrape.
+func (s *Server) rolloutMetrics() {
+	s.metrics.Rollouts(metrics.RolloutSources{
+		Read: func(ctx context.Context) ([]metrics.RolloutStatus, error) {
+			all, err := s.rollouts.Counts(ctx)
+			out := make([]metrics.RolloutStatus, len(all))
+			for i, r := range all {
+				out[i] = metrics.RolloutStatus{Name: r.Name, Revision: r.Revision, State: r.State, Devices: r.Counts}
+			}
+			return out, err
+		},
+		States: api.RolloutStates, DeviceStates: api.RolloutDeviceStates,
+		Failed: func(err error) {
+			s.log.Warn("metrics: the rollouts were not read: their series are left out", "err", err)
+		},
+	})
 }

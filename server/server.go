@@ -271,6 +271,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		AuthFailed: s.authFailed, TooManyFailures: s.tooManyFailures, DevicesChanged: s.mcp.DevicesChanged,
 		DeviceLinked: s.deviceRegistered})
 	s.rollouts = s.newRollouts()
+	s.rolloutMetrics()
 	s.http = s.newHTTPAPI()
 	if err := s.linkCluster(); err != nil {
 		s.leaveCluster()
@@ -349,10 +350,11 @@ func (s *Server) Shutdown() {
 		if s.orphans != nil {
 			<-s.orphans // adopts nothing more
 		}
-		s.rollouts.Close()
+		s.rollouts.Stop()
 		s.sessions.CancelAll()
 		s.disp.Shutdown()
 		s.sessions.Wait()
+		s.rollouts.Wait()
 		<-s.janitor
 		<-s.seenFlush
 		s.unrecorded.Close()

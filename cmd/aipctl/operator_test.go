@@ -354,7 +354,7 @@ func jsonCommands(t *testing.T, f *fleet) map[string][]string {
 		"operator revoke":    {"-o", "json", "operator", "revoke", "ci"},
 		"audit":              {"-o", "json", "audit"},
 		"device label":       {"-o", "json", "device", "label", "kiosk-1", "role=kiosk"},
-		"rollout apply":      {"-o", "json", "rollout", "apply", f.file("rollout.yaml", "name: r\nselector: site=nowhere\ntools: [" + filepath.Join(testenv.SignedTools(), "signed_echo.wasm") + "]\n")},
+		"rollout apply":      {"-o", "json", "rollout", "apply", f.file("rollout.yaml", "name: r\nselector: site=nowhere\ntools: ["+filepath.Join(testenv.SignedTools(), "signed_echo.wasm")+"]\n")},
 		"rollout status":     {"-o", "json", "rollout", "status", "r"},
 		"rollout list":       {"-o", "json", "rollout", "list"},
 		"rollout history":    {"-o", "json", "rollout", "history", "r"},

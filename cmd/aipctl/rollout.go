@@ -242,7 +242,9 @@ func newRolloutControlCmd(g *globals, action, short string) *cobra.Command {
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fetch := func(c *api.Client, ctx context.Context) (api.Rollout, error) { return c.ControlRollout(ctx, args[0], action) }
+			fetch := func(c *api.Client, ctx context.Context) (api.Rollout, error) {
+				return c.ControlRollout(ctx, args[0], action)
+			}
 			return show(cmd, g, fetch, printRollout)
 		},
 	}

@@ -108,6 +108,14 @@ var rules = []rule{
 			"checked by tests (httpapitest), not by the server",
 	},
 	{
+		pkg: module + "/server/internal/rollouts",
+		forbidden: []string{module + "/server/internal/httpapi", module + "/server/internal/mcpgateway",
+			module + "/server/internal/wsgateway", module + "/server/dashboard", "github.com/mark3labs/mcp-go"},
+		forbiddenAlone: []string{module + "/server"},
+		why: "the rollouts keep devices at a desired state through the front door, as any surface asks for a task: " +
+			"they know no surface, and reach devices only through the front door",
+	},
+	{
 		pkg:       module + "/cmd/aipctl",
 		forbidden: []string{module + "/agent", "github.com/mark3labs/mcp-go", "github.com/jackc/pgx", "github.com/nats-io"},
 		why:       "aipctl is the operator's small CLI: it links neither the device agent nor an MCP client nor a database driver",

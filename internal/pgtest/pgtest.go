@@ -441,3 +441,24 @@ func LetIn(t testing.TB, dsn, role string) {
 	t.Helper()
 	Exec(t, dsn, `ALTER ROLE `+role+` LOGIN`)
 }
+
+// Socket is the path of the Unix socket on which the server of dsn, a
+// URL that DSN or NewDatabase gave, listens: the target of a proxy that
+// stands between a client and it (internal/blackhole's StartTo).
+func Socket(t testing.TB, dsn string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	require(t, err)
+	q := u.Query()
+	return filepath.Join(q.Get("host"), ".s.PGSQL."+q.Get("port"))
+}
+
+// Through is dsn reached over TCP at addr (HOST:PORT), a proxy to its
+// server's socket.
+func Through(t testing.TB, dsn, addr string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	require(t, err)
+	u.Host, u.RawQuery = addr, url.Values{"sslmode": {"disable"}}.Encode()
+	return u.String()
+}

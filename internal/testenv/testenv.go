@@ -66,6 +66,23 @@ func TestKey(t testing.TB) ed25519.PublicKey {
 	return pub
 }
 
+// Packed is wasm with manifest m embedded, signed with the test key.
+func Packed(t testing.TB, wasm []byte, m manifest.Manifest) []byte {
+	t.Helper()
+	out, err := manifest.Embed(wasm, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, err := signature.LoadPrivateKey(filepath.Join(Root(), "testdata", "keys", "test.key"))
+	if err != nil {
+		t.Fatalf("test key: %v", err)
+	}
+	if out, err = signature.Sign(out, priv); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // ReadSigned returns the bytes of the fixture signed/NAME.wasm.
 func ReadSigned(t testing.TB, name string) []byte {
 	t.Helper()

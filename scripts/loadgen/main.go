@@ -10,6 +10,10 @@
 //	                  p50 and p99 latency, server CPU per command
 //	loadgen idle      many registered links, idle: server memory per link,
 //	                  idle CPU, bytes on the wire per link per day
+//	loadgen rollout   simulated devices that keep modules and apply
+//	                  revisions as the agent does: the time for a new
+//	                  revision to reach every device, and the server's CPU
+//	                  per device against a hand deploy's (-deploys of them)
 //
 // Everything is bounded: by -duration or -count for commands, by -links
 // and -window for idle links. Idle links come from one epoll reader, with
@@ -58,8 +62,8 @@ func main() {
 		}
 		return
 	}
-	if len(os.Args) < 2 || (os.Args[1] != "commands" && os.Args[1] != "idle") {
-		fmt.Fprintln(os.Stderr, "usage: loadgen commands|idle -bin NAME=PATH [FLAG...] [-bin ...] [options]; loadgen MODE -h for options")
+	if len(os.Args) < 2 || !slices.Contains([]string{"commands", "idle", "rollout"}, os.Args[1]) {
+		fmt.Fprintln(os.Stderr, "usage: loadgen commands|idle|rollout -bin NAME=PATH [FLAG...] [-bin ...] [options]; loadgen MODE -h for options")
 		os.Exit(2)
 	}
 	mode := os.Args[1]
@@ -121,7 +125,11 @@ func main() {
 	fs.DurationVar(&ic.liveness.pingSilence, "device-ping-silence", 50*time.Second, "idle: each device pings after this long without a frame (this branch's agent: 50s)")
 	fs.BoolVar(&ic.kill, "kill", false, "idle, cluster: then kill the last node and time its devices registering again on the others")
 	fs.DurationVar(&ic.liveness.keepalive, "device-keepalive", 0, "idle: TCP keepalive of each device's socket (main's agent: 30s)")
+	rc := rolloutConfig{}
+	fs.IntVar(&rc.deploys, "deploys", 200, "rollout: devices a module is deployed to by hand, -callers at once, to compare the server's CPU per device")
+	fs.StringVar(&rc.module, "module", "wasmtools/tools/hash_file/hash_file.wasm", "rollout: the tool module rolled out and deployed, in versions of its own")
 	fs.Parse(os.Args[2:])
+	rc.devices, rc.callers = cc.devices, cc.callers
 	if *floorToo {
 		fb, err := floorBins()
 		if err != nil {
@@ -151,10 +159,13 @@ func main() {
 	defer os.RemoveAll(work)
 	printSetting(mode, bins, *rounds)
 	ctx := context.Background()
-	if mode == "commands" {
+	switch mode {
+	case "commands":
 		err = commandRounds(ctx, bins, work, cl, cc, *rounds)
-	} else {
+	case "idle":
 		err = idleRounds(ctx, bins, work, cl, ic, *rounds)
+	case "rollout":
+		err = rolloutRounds(ctx, bins, work, cl, rc, *rounds)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
@@ -273,6 +284,23 @@ func idleRounds(ctx context.Context, bins []serverBin, work string, cl clusterCo
 	}
 	return inRounds(bins, rounds, columns, func(b serverBin, _ int) (idleRun, error) {
 		return runIdle(ctx, b, work, cl, cfg)
+	})
+}
+
+func rolloutRounds(ctx context.Context, bins []serverBin, work string, cl clusterConfig, cfg rolloutConfig, rounds int) error {
+	fmt.Printf("  %d devices, a revision of %s; then %d hand deploys, %d at once\n\n", cfg.devices, cfg.module, cfg.deploys, cfg.callers)
+	secs := func(v float64) string { return fmt.Sprintf("%.1f s", time.Duration(v).Seconds()) }
+	micros := func(v float64) string { return us(time.Duration(v)) }
+	columns := []column[rolloutRun]{
+		{"first revision, all devices", func(r rolloutRun) float64 { return float64(r.first) }, secs},
+		{"new revision, all devices", func(r rolloutRun) float64 { return float64(r.wall) }, secs},
+		{"server CPU/device", func(r rolloutRun) float64 { return float64(r.cpuPerDevice()) }, micros},
+		{"server CPU/deploy", func(r rolloutRun) float64 { return float64(r.cpuPerDeploy()) }, micros},
+		{"ratio", func(r rolloutRun) float64 { return float64(r.cpuPerDevice()) / float64(max(r.cpuPerDeploy(), 1)) },
+			func(v float64) string { return fmt.Sprintf("%.2f", v) }},
+	}
+	return inRounds(bins, rounds, columns, func(b serverBin, _ int) (rolloutRun, error) {
+		return runRollout(ctx, b, work, cl, cfg)
 	})
 }
 

@@ -59,6 +59,10 @@ const (
 	RolloutRolledBack  = "rolled_back"  // back at the previous revision
 )
 
+// RolloutStates are a rollout's states, in the order it goes through
+// them.
+var RolloutStates = []string{RolloutRolling, RolloutWaiting, RolloutApproval, RolloutPaused, RolloutDone, RolloutRollingBack, RolloutRolledBack}
+
 // Device states in a rollout.
 const (
 	DevicePending  = "pending"  // its wave is not open yet
@@ -69,6 +73,10 @@ const (
 	DeviceRemoving = "removing" // left the selector: its tools of the rollout are removed
 	DeviceDrift    = "drift"    // a tool deployed by hand, with force, in place of the rollout's
 )
+
+// RolloutDeviceStates are a device's states in a rollout, in the order
+// it goes through them.
+var RolloutDeviceStates = []string{DevicePending, DeviceWaiting, DeviceChanging, DeviceDone, DeviceFailed, DeviceRemoving, DeviceDrift}
 
 // Rollout is a rollout's status: where it is, its waves, and each
 // selected device.

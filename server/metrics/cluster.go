@@ -8,6 +8,9 @@ import (
 
 // ClusterSources are what the cluster metrics of a node read.
 type ClusterSources struct {
+	// Self is the node's id and its epoch now: a node that lost its lease
+	// rejoins at a new one.
+	Self func() (string, int64)
 	// NATSConnected reports whether the node's NATS connection is up.
 	NATSConnected func() bool
 	// LeasesHeld counts the devices whose lease the node holds.
@@ -26,9 +29,9 @@ type clusterMetrics struct {
 	crossNode *prometheus.CounterVec
 }
 
-// Cluster registers a cluster node's metrics: node at epoch, speaking
+// Cluster registers a cluster node's metrics, for a node speaking
 // inter-node protocol version.
-func (m *Metrics) Cluster(node string, epoch int64, version int, src ClusterSources) {
+func (m *Metrics) Cluster(version int, src ClusterSources) {
 	m.cluster = &clusterMetrics{crossNode: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edgeaip_cluster_cross_node_commands_total",
 		Help: "Sends of commands to the node holding their device's link, by outcome: sent; stale, between, shutdown, offline, failed (the holder's answers); no_holder (nobody answered for the device) and error (NATS).",
@@ -37,11 +40,9 @@ func (m *Metrics) Cluster(node string, epoch int64, version int, src ClusterSour
 		m.cluster.crossNode.WithLabelValues(o)
 	}
 	m.reg.MustRegister(m.cluster.crossNode,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name:        "edgeaip_cluster_node",
-			Help:        "1: this server is a cluster node, with this id, epoch and inter-node protocol version.",
-			ConstLabels: prometheus.Labels{"node": node, "epoch": strconv.FormatInt(epoch, 10), "version": strconv.Itoa(version)},
-		}, func() float64 { return 1 }),
+		nodeCollector{self: src.Self, desc: prometheus.NewDesc("edgeaip_cluster_node",
+			"1: this server is a cluster node, with this id, epoch (now: it changes when the node rejoins) and inter-node protocol version.",
+			[]string{"node", "epoch"}, prometheus.Labels{"version": strconv.Itoa(version)})},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "edgeaip_cluster_nats_connected",
 			Help: "1 while the node's NATS connection is up; 0 while cross-node work is refused.",
@@ -63,4 +64,19 @@ func (m *Metrics) CrossNodeCommand(outcome string) {
 	if m.cluster != nil {
 		m.cluster.crossNode.WithLabelValues(outcome).Inc()
 	}
+}
+
+// nodeCollector is edgeaip_cluster_node, whose node and epoch it reads at
+// each scrape: a constant label would keep the epoch the process started
+// with after the node rejoined at another.
+type nodeCollector struct {
+	desc *prometheus.Desc
+	self func() (string, int64)
+}
+
+func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	node, epoch := c.self()
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 1, node, strconv.FormatInt(epoch, 10))
 }

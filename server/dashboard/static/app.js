@@ -25,6 +25,11 @@ async function loadMe() {
 // runs reports whether the identity may run things: a viewer only reads.
 function runs() { return me && me.role !== "viewer"; }
 
+// steersRollouts reports whether the identity may pause, resume and roll
+// back rollouts: a deployer or an admin, of the whole fleet, since a
+// rollout reaches devices that gain its labels later.
+function steersRollouts() { return me && ["deployer", "admin"].includes(me.role) && !me.scope; }
+
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -88,7 +93,9 @@ function labelText(labels) {
 }
 
 function json(v) { return JSON.stringify(v, null, 2); }
-function short(id) { return id ? id.slice(0, 8) : "–"; }
+// short is the end of an id: ids are UUIDv7, whose first digits are the
+// time they were made, the same for every task of a minute.
+function short(id) { return id ? id.slice(-8) : "–"; }
 function state(s) { return el("span", { class: `badge ${s}` }, s); }
 function deviceLink(id) { return id ? el("a", { href: `#/devices/${encodeURIComponent(id)}` }, id) : "–"; }
 function taskLink(id, text) { return el("a", { href: `#/tasks/${encodeURIComponent(id)}`, class: "mono" }, text || short(id)); }
@@ -110,6 +117,8 @@ const routes = [
   [/^#\/devices\/([^/]+)$/, devicePage],
   [/^#\/tasks$/, tasksPage],
   [/^#\/tasks\/([^/]+)$/, taskPage],
+  [/^#\/rollouts$/, rolloutsPage],
+  [/^#\/rollouts\/([^/]+)$/, rolloutPage],
   [/^#\/dispatch$/, dispatchPage],
 ];
 
@@ -470,6 +479,196 @@ function taskBody(t) {
   }
   if (t.plan) out.push(el("details", {}, el("summary", {}, "Plan"), el("pre", {}, json(t.plan))));
   return out;
+}
+
+// ---- rollouts
+
+// The states in the order a rollout and its devices go through them, so
+// that every row lists its counts in the same order.
+const deviceStates = ["pending", "waiting", "changing", "done", "failed", "removing", "drift"];
+
+function rolloutLink(name) { return el("a", { href: `#/rollouts/${encodeURIComponent(name)}` }, name); }
+
+// counts are devices by state, a badge for each state that has any.
+function counts(byState) {
+  const c = byState || {};
+  const states = [...deviceStates, ...Object.keys(c).filter((s) => !deviceStates.includes(s)).sort()];
+  const parts = states.filter((s) => c[s]).map((s) => el("span", { class: `badge ${s}`, "data-state": s }, `${c[s]} ${s}`));
+  return parts.length ? el("span", { class: "counts" }, parts) : el("span", { class: "muted" }, "no device");
+}
+
+// revisionText is the revision devices are brought to, and the newest
+// applied when that is another (after a rollback).
+function revisionText(r) {
+  const desired = r.revision ? `${r.revision}` : "none";
+  return r.latest === r.revision ? desired : `${desired} (latest ${r.latest})`;
+}
+
+function rolloutsTable(rollouts) {
+  return table("rollouts", ["Rollout", "State", "Revision", "Selector", "Devices"], rollouts.map((r) =>
+    el("tr", { "data-rollout": r.name },
+      el("td", {}, rolloutLink(r.name)),
+      el("td", {}, state(r.state)),
+      el("td", { class: "revision" }, revisionText(r)),
+      el("td", { class: "mono" }, r.selector || "–"),
+      el("td", { class: "devices" }, counts(r.counts)))));
+}
+
+// rolloutsList is the table of rollouts or, while there is none, a note
+// with the same id, as devicesList is.
+function rolloutsList(rollouts) {
+  return rollouts.length ? rolloutsTable(rollouts)
+    : el("p", { id: "rollouts", class: "muted" }, "No rollout yet: aipctl rollout apply FILE");
+}
+
+async function rolloutsPage(seq) {
+  const rollouts = await api("GET", "/api/rollouts");
+  if (!current(seq)) return;
+  view.replaceChildren(el("h1", {}, "Rollouts"), rolloutsList(rollouts));
+  every(seq, 2000, async () => {
+    const fresh = await api("GET", "/api/rollouts");
+    const old = document.getElementById("rollouts");
+    if (current(seq) && old) old.replaceWith(rolloutsList(fresh));
+  });
+}
+
+// rolloutPage shows a rollout's status, read again every 2 s, and its
+// history, read again when its revision or state changes.
+async function rolloutPage(seq, name) {
+  const path = `/api/rollouts/${encodeURIComponent(name)}`;
+  const head = el("div", { class: "card" });
+  const body = el("div");
+  const history = el("div");
+  const controls = steersRollouts() ? rolloutControls(path) : null;
+  let seen = "";
+  const load = async () => {
+    const r = await api("GET", path);
+    const key = `${r.revision}/${r.latest}/${r.state}`;
+    const revs = key === seen ? null : await api("GET", `${path}/history`);
+    if (!current(seq)) return;
+    seen = key;
+    head.replaceChildren(rolloutFacts(r));
+    body.replaceChildren(...rolloutBody(r));
+    if (revs) history.replaceChildren(historyTable(revs));
+    if (controls) controls.show(r);
+  };
+  await load();
+  if (!current(seq)) return;
+  view.replaceChildren(el("div", { class: "row" }, el("h1", {}, "Rollout ", el("span", { class: "mono" }, name)), controls && controls.bar),
+    ...(controls ? [controls.error] : []), head, body, el("h2", {}, "History"), history);
+  every(seq, 2000, load);
+}
+
+function rolloutFacts(r) {
+  const open = r.waves.filter((w) => w.open).length;
+  return facts([
+    ["State", el("span", { id: "rollout-state", class: `badge ${r.state}` }, r.state)],
+    ["Reason", r.reason ? el("span", { id: "rollout-reason", class: "reason" }, r.reason) : undefined],
+    ["Revision", el("span", { id: "rollout-revision" }, revisionText(r))],
+    ["Selector", el("span", { class: "mono" }, r.selector || "–")],
+    ["Waves open", `${open} of ${r.waves.length}`],
+    ["Devices", counts(r.counts)],
+    ["Updated", el("span", { title: r.updated_at }, ago(r.updated_at))],
+  ]);
+}
+
+function rolloutBody(r) {
+  const tools = Object.entries(r.tools || {}).sort(([a], [b]) => a.localeCompare(b));
+  const devices = r.devices || [];
+  return [
+    el("h2", {}, `Tools (${tools.length})`),
+    tools.length ? table("rollout-tools", ["Tool", "SHA-256"], tools.map(([tool, digest]) =>
+      el("tr", { "data-tool": tool }, el("td", { class: "mono" }, tool), el("td", { class: "mono digest" }, digest))))
+      : el("p", { id: "rollout-tools", class: "muted" }, "None: the rollout is at no revision, and its devices have none of its tools."),
+    el("h2", {}, "Waves"),
+    table("rollout-waves", ["Wave", "Size", "Devices", "Open", "States"], r.waves.map((w, i) =>
+      el("tr", { "data-wave": i + 1 },
+        el("td", {}, i + 1), el("td", {}, w.size), el("td", {}, w.devices),
+        el("td", { class: w.open ? "open" : "muted" }, w.open ? "open" : "not yet"),
+        el("td", { class: "devices" }, counts(w.counts))))),
+    el("h2", {}, `Devices (${devices.length})`),
+    devices.length ? rolloutDevices(devices) : el("p", { id: "rollout-devices", class: "muted" }, "The selector picks no device in your view."),
+  ];
+}
+
+function rolloutDevices(devices) {
+  return table("rollout-devices", ["Device", "Wave", "State", "Online", "Applied", "Task", "Error", "Drift"], devices.map((d) =>
+    el("tr", { "data-device": d.device_id },
+      el("td", {}, deviceLink(d.device_id)),
+      el("td", {}, d.wave + 1),
+      el("td", { class: "state" }, state(d.state)),
+      el("td", { class: `online ${d.online ? "online" : "offline"}` }, d.online ? "online" : "offline"),
+      el("td", { class: "applied" }, appliedText(d)),
+      el("td", { class: "task" }, d.task_id ? taskLink(d.task_id) : "–"),
+      el("td", { class: "error" }, d.error || ""),
+      el("td", { class: "drift mono" }, driftText(d.drift)))));
+}
+
+// appliedText is the revision a device runs and, while it is not the one
+// its state is about, that one too.
+function appliedText(d) {
+  const runs = d.applied ? `${d.applied}` : "none";
+  return d.revision === d.applied ? runs : [runs, el("span", { class: "muted" }, ` → ${d.revision || "none"}`)];
+}
+
+// driftText lists the tools deployed by hand in place of the rollout's,
+// each with the start of its digest.
+function driftText(drift) {
+  const kv = Object.entries(drift || {}).sort(([a], [b]) => a.localeCompare(b));
+  return kv.length ? kv.map(([tool, digest]) => `${tool} ${digest.slice(0, 12)}`).join(", ") : "";
+}
+
+function historyTable(revs) {
+  return table("rollout-history", ["Revision", "Tools", "Outcome", "By", "Applied"], revs.map((h) =>
+    el("tr", { "data-revision": h.revision },
+      el("td", {}, h.revision),
+      el("td", { class: "mono" }, Object.keys(h.tools || {}).sort().join(", ")),
+      el("td", { class: h.outcome ? "muted" : "" }, h.outcome || "desired"),
+      el("td", {}, h.created_by || "–"),
+      el("td", { title: h.created_at }, ago(h.created_at)))));
+}
+
+// rolloutControls are the buttons that pause, resume and roll back a
+// rollout: each is offered in the states where it does something, and a
+// rollback asks for a second click. The buttons stay across refreshes,
+// so a click is never lost to one.
+function rolloutControls(path) {
+  const error = el("p", { id: "rollout-action-error", class: "error" });
+  let last = null;
+  const act = (action) => async (ev) => {
+    ev.currentTarget.disabled = true;
+    error.textContent = "";
+    disarm();
+    try {
+      show(await api("POST", `${path}/${action}`));
+    } catch (e) {
+      if (e instanceof Unauthorized) return loginPage();
+      error.textContent = e.message;
+      if (last) show(last);
+    }
+  };
+  const pause = el("button", { id: "rollout-pause", type: "button", onclick: act("pause") }, "Pause");
+  const resume = el("button", { id: "rollout-resume", type: "button", class: "primary", onclick: act("resume") }, "Resume");
+  const rollback = el("button", { id: "rollout-rollback", type: "button", class: "danger" }, "Roll back");
+  const confirm = act("rollback");
+  const disarm = () => {
+    delete rollback.dataset.armed;
+    rollback.textContent = "Roll back";
+  };
+  rollback.addEventListener("click", (ev) => {
+    if (rollback.dataset.armed) return confirm(ev);
+    rollback.dataset.armed = "1";
+    rollback.textContent = "Confirm roll back";
+  });
+  const show = (r) => {
+    last = r;
+    pause.disabled = !["rolling", "waiting", "approval", "done"].includes(r.state);
+    resume.disabled = !["paused", "approval"].includes(r.state);
+    resume.textContent = r.state === "approval" ? "Approve next wave" : "Resume";
+    rollback.disabled = !r.revision || r.state === "rolling_back";
+    if (rollback.disabled) disarm();
+  };
+  return { bar: el("div", { id: "rollout-actions", class: "actions" }, pause, resume, rollback), error, show };
 }
 
 // ---- dispatch

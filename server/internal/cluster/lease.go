@@ -54,6 +54,13 @@ type ownLease struct {
 	// without a break that goes on now began (zero: none goes on);
 	// lastPeerBeat, when another node last said it recorded one.
 	lastBeat, lastBeatEnd, beatingSince, lastPeerBeat time.Time
+	// doubted ends, its cause the doubt, as soon as this node doubts its
+	// lease: when its silence reaches the bound, timed by doubtTimer from
+	// the last heartbeat recorded, or when it loses the lease. A
+	// heartbeat recorded after it ended starts a new one.
+	doubted    context.Context
+	endDoubted context.CancelCauseFunc
+	doubtTimer *time.Timer
 }
 
 // join takes the node's id, at the next epoch if a process of it held
@@ -72,6 +79,7 @@ func (l *ownLease) join(ctx context.Context) (prev int64, err error) {
 	l.mu.Lock()
 	now := time.Now()
 	l.epoch, l.fenced, l.beatErr, l.lastBeat, l.lastBeatEnd, l.beatingSince = epoch, nil, nil, start, now, now
+	l.armDoubt()
 	l.mu.Unlock()
 	return prev, nil
 }
@@ -86,12 +94,16 @@ func (l *ownLease) current() int64 {
 func (l *ownLease) doubt() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.doubtLocked()
+}
+
+// doubtLocked is doubt, with l.mu held.
+func (l *ownLease) doubtLocked() string {
 	if l.fenced != nil {
 		return fmt.Sprintf("cluster: node %q lost its lease (epoch %d): %v; it rejoins the cluster at a new epoch as soon as it can",
 			l.cfg.NodeID, l.epoch, l.fenced)
 	}
-	// Half a heartbeat before the others may take it as dead.
-	if silent := time.Since(l.lastBeat); silent > l.cfg.DeadAfter-l.cfg.Heartbeat/2 {
+	if silent := time.Since(l.lastBeat); silent > l.silenceBound() {
 		why := "a pause, or the store out of reach"
 		if l.beatErr != nil {
 			why = l.beatErr.Error()
@@ -100,6 +112,46 @@ func (l *ownLease) doubt() string {
 			l.cfg.NodeID, silent.Round(100*time.Millisecond), l.cfg.DeadAfter, why)
 	}
 	return ""
+}
+
+// silenceBound is how long after the start of its last heartbeat
+// recorded a node doubts its lease: half a heartbeat before the others
+// may take it as dead.
+func (l *ownLease) silenceBound() time.Duration { return l.cfg.DeadAfter - l.cfg.Heartbeat/2 }
+
+// armDoubt times the doubt from the last heartbeat recorded, with l.mu
+// held: doubted ends at the silence's bound, unless another is recorded
+// first.
+func (l *ownLease) armDoubt() {
+	if l.doubted == nil || l.doubted.Err() != nil {
+		l.doubted, l.endDoubted = context.WithCancelCause(context.Background())
+	}
+	in := time.Until(l.lastBeat.Add(l.silenceBound()))
+	if l.doubtTimer == nil {
+		l.doubtTimer = time.AfterFunc(in, l.doubtBegins)
+		return
+	}
+	l.doubtTimer.Reset(in)
+}
+
+// doubtBegins ends doubted, its cause the doubt, if the node doubts its
+// lease now; else (a timer that fired on the bound's very edge) it times
+// it again.
+func (l *ownLease) doubtBegins() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if why := l.doubtLocked(); why != "" {
+		l.endDoubted(errors.New(why))
+		return
+	}
+	l.doubtTimer.Reset(max(time.Until(l.lastBeat.Add(l.silenceBound())), time.Millisecond))
+}
+
+// doubtedContext is doubted: see UntilDoubt.
+func (l *ownLease) doubtedContext() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.doubted
 }
 
 // lastErr is the last heartbeat's error, or nil.
@@ -135,6 +187,9 @@ func (l *ownLease) fence(why error) {
 		return
 	}
 	l.fenced = why
+	if l.endDoubted != nil {
+		l.endDoubted(errors.New(l.doubtLocked()))
+	}
 	l.log.Error("this node lost its lease: it no longer acts for the cluster under this epoch, and rejoins at a new one as soon as it can",
 		"epoch", l.epoch, "err", why)
 	for _, fn := range l.onFenced {
@@ -178,6 +233,7 @@ func (l *ownLease) beat() (epoch int64, ok bool) {
 		l.beatingSince = now
 	}
 	l.beatErr, l.lastBeat, l.lastBeatEnd = nil, start, now
+	l.armDoubt()
 	return epoch, true
 }
 
@@ -197,7 +253,11 @@ func (l *ownLease) write(epoch int64, state string) error {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		err := l.cfg.Store.Write(ctx, func(tx *store.Tx) error { return tx.Cluster().Heartbeat(l.cfg.NodeID, epoch, state) })
+		// Not given up at the bound, only no longer waited for: recorded
+		// late, it still tells the others, truly, that this node lives.
+		err := l.cfg.Store.Write(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+			return tx.Cluster().Heartbeat(l.cfg.NodeID, epoch, state)
+		})
 		l.mu.Lock()
 		l.writing = false
 		l.mu.Unlock()
@@ -249,6 +309,16 @@ func (l *ownLease) giveUpIfCutOff() {
 // recorded no heartbeat for long enough that the others may take it as
 // dead. A node in doubt takes no new work.
 func (c *Cluster) LeaseDoubt() string { return c.lease.doubt() }
+
+// UntilDoubt is parent, ended as soon as this node doubts its lease,
+// with the doubt (LeaseDoubt's words) as its cause; stop releases it. It
+// is for work that waits, and must stop waiting once new work is refused.
+func (c *Cluster) UntilDoubt(parent context.Context) (ctx context.Context, stop context.CancelFunc) {
+	doubted := c.lease.doubtedContext()
+	ctx, cancel := context.WithCancelCause(parent)
+	unhook := context.AfterFunc(doubted, func() { cancel(context.Cause(doubted)) })
+	return ctx, func() { unhook(); cancel(context.Canceled) }
+}
 
 // OnFenced calls fn, in a goroutine of its own, each time this node
 // loses its lease or gives it up: what it holds is others' from then on.

@@ -88,8 +88,7 @@ func NewClusterLinks(c *cluster.Cluster, reg *Registry, disp *Dispatcher, grace 
 	c.OnNATS(l.natsChanged)
 	l.preload()
 	disp.remote = l
-	self, epoch := c.Self()
-	disp.metrics.Cluster(self, epoch, cluster.ProtocolVersion, metrics.ClusterSources{NATSConnected: c.Connected, LeasesHeld: l.heldCount})
+	disp.metrics.Cluster(cluster.ProtocolVersion, metrics.ClusterSources{Self: c.Self, NATSConnected: c.Connected, LeasesHeld: l.heldCount})
 	return l, nil
 }
 
@@ -379,6 +378,11 @@ func (l *ClusterLinks) notToSend(cmd cluster.Command) string {
 		return fmt.Sprintf("it has ended (%s) on the node that took it: not sent", rec.Status)
 	}
 	return ""
+}
+
+// untilDoubt is ctx, ended as soon as this node doubts its lease.
+func (l *ClusterLinks) untilDoubt(ctx context.Context) (context.Context, context.CancelFunc) {
+	return l.c.UntilDoubt(ctx)
 }
 
 // stop sends CANCEL_COMMAND m to the node holding device id's link under

@@ -85,8 +85,9 @@ type Command struct {
 	// a device that is not online, whatever the reason, rather than fail.
 	waitForDevice bool
 	// inFlight: it was recorded, and may have been sent, by a node whose
-	// session this one adopted. It waits for its device within its
-	// timeout, as a command whose link dropped does.
+	// session this one adopted (this node itself at an earlier epoch,
+	// maybe). It waits for its device within its timeout, as a command
+	// whose link dropped does, and has left (below) from the start.
 	inFlight bool
 	// fence, if set, is the owner that must still run the command's
 	// session when it is recorded, or failed (store.SessionWrites.Fence): a
@@ -256,6 +257,14 @@ func CommandMessage(sessionID, responseID string, actions []protocol.Command) *p
 	}
 }
 
+// NotRecorded is a new command that was not recorded, and never will be,
+// with the task it alone makes up: this node began to doubt its cluster
+// lease (Why) while the command waited for the store. Nothing of it is
+// on record, as for work refused before it started.
+type NotRecorded struct{ Why string }
+
+func (e *NotRecorded) Error() string { return "command not recorded: " + e.Why }
+
 // errStorage means the command was not sent because it could not be
 // recorded: nothing runs unrecorded.
 var errStorage = errors.New("storage unavailable")
@@ -282,7 +291,15 @@ func (d *Dispatcher) Run(ctx context.Context, cmd *Command) Result {
 		return Result{ResponseID: cmd.rec.ResponseID, Results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), ErrHandedOff.Error()),
 			Err: ErrHandedOff}
 	}
-	err := record(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+	rctx, stop := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if cmd.session != nil {
+		// Nothing of its task is on record before this write: it is given
+		// up, never to be recorded, if this node begins to doubt its lease
+		// while it waits for the store (a store cut off, a statement hung
+		// on the wire), and its caller hears so, as new work does.
+		rctx, stop = d.remote.untilDoubt(rctx)
+	}
+	err := record(rctx, func(tx *store.Tx) error {
 		// The session a single command makes up is recorded with it.
 		if cmd.fence != nil && cmd.session == nil {
 			if err := tx.Sessions().Fence(cmd.rec.SessionID, *cmd.fence); err != nil {
@@ -296,6 +313,12 @@ func (d *Dispatcher) Run(ctx context.Context, cmd *Command) Result {
 		}
 		return tx.Commands().Insert(cmd.rec)
 	})
+	why := context.Cause(rctx) // the doubt, if it came first
+	stop()
+	if err != nil && why != nil && errors.Is(err, why) {
+		return Result{ResponseID: cmd.rec.ResponseID, Results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), why.Error()),
+			Err: &NotRecorded{Why: why.Error()}}
+	}
 	if err != nil {
 		return Result{ResponseID: cmd.rec.ResponseID, Results: protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), err.Error()),
 			Err: fmt.Errorf("%w: %w", errStorage, err)}
@@ -317,7 +340,9 @@ func (d *Dispatcher) Run(ctx context.Context, cmd *Command) Result {
 // it at once.
 func (d *Dispatcher) Resume(ctx context.Context, rec store.Command, session *store.Session, fence *store.Owner, preparing func(protocol.Preparing)) Result {
 	cmd := d.recordedCommand(rec, session)
-	cmd.inFlight, cmd.fence, cmd.start, cmd.onPreparing = true, fence, time.Now(), preparing
+	// The node that recorded it may have sent it: it has left, whatever
+	// this node does with it.
+	cmd.inFlight, cmd.left, cmd.fence, cmd.start, cmd.onPreparing = true, true, fence, time.Now(), preparing
 	if offline := d.park(cmd); offline != "" {
 		d.fail(cmd, offline)
 	} else {
@@ -405,7 +430,7 @@ func (d *Dispatcher) park(cmd *Command) (offline string) {
 		}
 		return fmt.Sprintf("device %q is offline", id)
 	}
-	d.pending[cmd.rec.ResponseID] = cmd
+	replaced := d.takePlace(cmd)
 	cmd.deadline = time.Now().Add(cmd.timeout)
 	cmd.timer = time.AfterFunc(cmd.timeout, func() { d.expire(cmd) })
 	within := cmd.timeout
@@ -416,6 +441,9 @@ func (d *Dispatcher) park(cmd *Command) (offline string) {
 		})
 	}
 	d.mu.Unlock()
+	if replaced != nil {
+		d.replaced(replaced)
+	}
 	switch {
 	case at.node != "":
 		go d.remote.send(cmd, at.node, at.leaseEpoch)
@@ -425,6 +453,36 @@ func (d *Dispatcher) park(cmd *Command) (offline string) {
 		d.send(cmd, at.Link, false)
 	}
 	return ""
+}
+
+// takePlace makes cmd the command waiting here for its response_id, under
+// d.mu, and returns the one it replaces, if any: the same command, still
+// waiting for an earlier run of its session that this node no longer
+// owns. That happens when the node adopts a session it was running itself
+// under an epoch it has lost (its lease lost and taken again), or one
+// handed back to it: the adopter's copy, resumed, is the one that waits,
+// is sent and is answered. It carries on from where the other was sent,
+// so that it goes out again only where that one did not.
+func (d *Dispatcher) takePlace(cmd *Command) (replaced *Command) {
+	rid := cmd.rec.ResponseID
+	replaced = d.pending[rid]
+	d.pending[rid] = cmd
+	if replaced == nil || replaced == cmd {
+		return nil
+	}
+	cmd.sentOn, cmd.sent, cmd.left, cmd.elsewhere = replaced.sentOn, replaced.sent, cmd.left || replaced.left, replaced.elsewhere
+	return replaced
+}
+
+// replaced ends cmd, which a resumed copy replaced (takePlace), at once,
+// recording nothing: its session is another run's now, which carries the
+// command on, and its caller hears that how it ends is not known to it,
+// never that it failed.
+func (d *Dispatcher) replaced(cmd *Command) {
+	d.forget(cmd)
+	why := "command resumed by the run of its session that this node adopted; how it ends is that run's"
+	cmd.log.Warn("command resumed by an adopted run of its session here; this run stops waiting for it")
+	d.endAs(cmd, protocol.FailAll(protocol.CallIDs(cmd.rec.Actions), why), why, false, true)
 }
 
 // shutDownFailure is why a command for device id fails when its agent
@@ -629,6 +687,9 @@ func (cmd *Command) whyTimedOut() string {
 		return fmt.Sprintf("command for device %q not sent within %s: %s", id, cmd.timeout, out.trouble)
 	case !cmd.left:
 		return fmt.Sprintf("command for device %q not sent within %s: the device did not come back", id, cmd.timeout)
+	case cmd.inFlight && !cmd.sent:
+		return fmt.Sprintf("command for device %q, resumed here from the node that recorded it and may have sent it, not answered within %s: the device did not come back",
+			id, cmd.timeout)
 	}
 	return fmt.Sprintf("link to device %q dropped and the device did not come back within %s", id, cmd.timeout)
 }

@@ -46,6 +46,9 @@ type remote interface {
 	// another did, that its device answered but the store could not
 	// record the results (why); it reports whether rid was one.
 	unrecordedHere(deviceID, rid, why string) bool
+	// untilDoubt is ctx, ended as soon as this node doubts its cluster
+	// lease, the doubt its cause; ctx itself on a single node.
+	untilDoubt(ctx context.Context) (context.Context, context.CancelFunc)
 }
 
 // DeviceLeases is the device gateway's side of the cluster: the lease on
@@ -111,3 +114,7 @@ func (SingleNode) HeldElsewhere(string) bool                                    
 func (SingleNode) AwaitedElsewhere(string) bool                                     { return false }
 func (SingleNode) LinkedElsewhere(string) bool                                      { return false }
 func (SingleNode) DevicesElsewhere() []string                                       { return nil }
+
+func (SingleNode) untilDoubt(ctx context.Context) (context.Context, context.CancelFunc) {
+	return ctx, func() {}
+}

@@ -44,11 +44,7 @@ func (h *rolloutHandlers) putModule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := h.rollouts.PutModule(r.Context(), identity.CallerFrom(r), r.PathValue("sha256"), wasm)
-	if err != nil {
-		h.writeRolloutError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, m)
+	h.reply(w, r, m, err)
 }
 
 // apply is POST /api/rollouts: the body is a rollout spec whose tools
@@ -80,11 +76,7 @@ func (h *rolloutHandlers) apply(w http.ResponseWriter, r *http.Request) {
 // list is GET /api/rollouts.
 func (h *rolloutHandlers) list(w http.ResponseWriter, r *http.Request) {
 	out, err := h.rollouts.List(r.Context(), identity.CallerFrom(r))
-	if err != nil {
-		h.writeRolloutError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	h.reply(w, r, out, err)
 }
 
 // status is GET /api/rollouts/{name}.
@@ -95,15 +87,13 @@ func (h *rolloutHandlers) status(w http.ResponseWriter, r *http.Request) {
 // history is GET /api/rollouts/{name}/history.
 func (h *rolloutHandlers) history(w http.ResponseWriter, r *http.Request) {
 	out, err := h.rollouts.History(r.Context(), r.PathValue("name"))
-	if err != nil {
-		h.writeRolloutError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	h.reply(w, r, out, err)
 }
 
 // pause, resume and rollback are POST /api/rollouts/{name}/pause, …
-func (h *rolloutHandlers) pause(w http.ResponseWriter, r *http.Request) { h.answer(w, r, h.rollouts.Pause) }
+func (h *rolloutHandlers) pause(w http.ResponseWriter, r *http.Request) {
+	h.answer(w, r, h.rollouts.Pause)
+}
 
 func (h *rolloutHandlers) resume(w http.ResponseWriter, r *http.Request) {
 	h.answer(w, r, h.rollouts.Resume)
@@ -116,6 +106,11 @@ func (h *rolloutHandlers) rollback(w http.ResponseWriter, r *http.Request) {
 // answer answers with the rollout of the path that do gives.
 func (h *rolloutHandlers) answer(w http.ResponseWriter, r *http.Request, do func(context.Context, *identity.Caller, string) (api.Rollout, error)) {
 	out, err := do(r.Context(), identity.CallerFrom(r), r.PathValue("name"))
+	h.reply(w, r, out, err)
+}
+
+// reply answers out, or err.
+func (h *rolloutHandlers) reply(w http.ResponseWriter, r *http.Request, out any, err error) {
 	if err != nil {
 		h.writeRolloutError(w, r, err)
 		return

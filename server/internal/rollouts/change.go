@@ -141,11 +141,7 @@ func (c *deviceChange) stage(tools map[string]string) error {
 		if slices.Contains(kept, sha) {
 			continue
 		}
-		m, err := c.e.cfg.Store.Rollouts().Module(c.ctx, sha)
-		if err != nil {
-			return fmt.Errorf("stage %s: %w", tool, err)
-		}
-		params, err := protocol.StageModuleParams(m.Body)
+		params, err := c.e.stageParams(c.ctx, sha)
 		if err != nil {
 			return fmt.Errorf("stage %s: %w", tool, err)
 		}

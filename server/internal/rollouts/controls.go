@@ -23,7 +23,8 @@ func (e *Engine) Pause(ctx context.Context, who *identity.Caller, name string) (
 }
 
 // Resume goes on with rollout name: a paused one retries its failed
-// devices and carries on; one waiting for approval opens its next wave.
+// devices and carries on (going back, if it was rolled back); one
+// waiting for approval opens its next wave.
 func (e *Engine) Resume(ctx context.Context, who *identity.Caller, name string) (api.Rollout, error) {
 	return e.control(ctx, who, name, api.ActionRolloutResume, func(r store.Rollout) (store.Rollout, error) {
 		switch r.State {
@@ -37,8 +38,10 @@ func (e *Engine) Resume(ctx context.Context, who *identity.Caller, name string) 
 			return r, &ConflictError{fmt.Sprintf("rollout %q is %s: only a paused rollout, or one waiting for approval, resumes", name, r.State)}
 		}
 		r.State, r.Reason = api.RolloutRolling, ""
-		if r.Revision == 0 {
-			r.State = api.RolloutRolledBack
+		if r.Revision < r.Latest {
+			// Only a rollback makes an older revision desired: it goes on
+			// going back, every device at once.
+			r.State = api.RolloutRollingBack
 		}
 		return r, nil
 	})

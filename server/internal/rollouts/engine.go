@@ -79,6 +79,7 @@ type Engine struct {
 	// registered wakes those waiting for a device's registration, by
 	// device: closed, and replaced, when it registers.
 	registered map[string]chan struct{}
+	staging    stageCache
 }
 
 // worker reconciles one rollout.
@@ -129,11 +130,16 @@ func (e *Engine) KickStored(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the workers and waits for the changes running to end:
-// their tasks end with the server's shutdown. In a cluster, the leads
-// this node held are given up, for other nodes to take at once.
-func (e *Engine) Close() {
-	e.cancel()
+// Stop stops the workers: no change starts, and no task of a change
+// running; Wait waits for those running, whose tasks end with the
+// server's shutdown. A change cut short is started again at the next
+// start, or by the next leader, and finds done what it did.
+func (e *Engine) Stop() { e.cancel() }
+
+// Wait waits for the workers and the changes that Stop stopped. In a
+// cluster, it then gives up the leads this node held, for other nodes to
+// take at once.
+func (e *Engine) Wait() {
 	e.wg.Wait()
 	e.mu.Lock()
 	workers := slices.Collect(maps.Values(e.workers))

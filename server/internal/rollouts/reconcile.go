@@ -254,7 +254,11 @@ func (e *Engine) leave(ctx context.Context, w *worker, v *view) error {
 		if selected[id] || w.busy(id, v.read) {
 			continue
 		}
-		if row.Applied == 0 {
+		_, err := e.cfg.Store.Devices().Get(ctx, id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if row.Applied == 0 || err != nil { // nothing of it on the device, or no device: revoked
 			if err := e.forget(ctx, v.r.Name, id); err != nil {
 				return err
 			}
@@ -315,7 +319,7 @@ func (e *Engine) startChanges(ctx context.Context, w *worker, v *view) error {
 		}
 		if !e.cfg.Online(id) {
 			if row.State != api.DeviceWaiting {
-				row.State = api.DeviceWaiting
+				row.State, row.UpdatedAt = api.DeviceWaiting, time.Now()
 				v.rows[id] = row
 				waiting = append(waiting, row)
 			}
@@ -330,8 +334,8 @@ func (e *Engine) startChanges(ctx context.Context, w *worker, v *view) error {
 // next wave opens (after between_waves, or on approval), or the rollout
 // is done, or rolled back.
 func (e *Engine) advance(ctx context.Context, w *worker, v *view) (time.Duration, error) {
-	if !v.wavesThrough(w) {
-		return 0, nil
+	if through, wake := v.wavesThrough(w); !through {
+		return wake, nil
 	}
 	r, from := v.r, v.r
 	last := len(v.spec.Waves) - 1
@@ -363,26 +367,35 @@ func (e *Engine) advance(ctx context.Context, w *worker, v *view) (time.Duration
 }
 
 // wavesThrough reports whether every device of the open waves is through
-// (done, failed, drifted, or offline), and the last wave open has had at
-// least one device through or has none: a wave whose devices are all
-// offline waits for them.
-func (v *view) wavesThrough(w *worker) bool {
-	inWave, through := 0, 0
+// (done, failed or drifted), or offline for longer than device_timeout,
+// and the last wave open has had at least one device through or has
+// none: a wave whose devices are all offline waits for them, and a device
+// briefly offline (a restart of the server, or of the device) holds its
+// wave until it links, or until device_timeout has passed, which wake
+// says. Rolling back, offline devices hold nothing: they go back when
+// they link.
+func (v *view) wavesThrough(w *worker) (through bool, wake time.Duration) {
+	inWave, done := 0, 0
+	grace := time.Duration(v.spec.DeviceTimeout)
 	for id, row := range v.rows {
 		if row.Revision != v.r.Revision || row.Wave > v.r.Wave {
 			continue
 		}
 		switch {
 		case w.busy(id, v.read) || row.State == api.DevicePending || row.State == api.DeviceChanging:
-			return false
-		case row.Wave == v.r.Wave:
-			inWave++
-			if row.State != api.DeviceWaiting {
-				through++
+			return false, 0
+		case row.State == api.DeviceWaiting && !v.rollingBack():
+			if left := time.Until(row.UpdatedAt.Add(grace)); left > 0 {
+				return false, left
 			}
+		case row.Wave == v.r.Wave && row.State != api.DeviceWaiting:
+			done++
+		}
+		if row.Wave == v.r.Wave {
+			inWave++
 		}
 	}
-	return inWave == 0 || through > 0 || v.rollingBack()
+	return inWave == 0 || done > 0 || v.rollingBack(), 0
 }
 
 // waitForWave opens the next wave once between_waves has passed since

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/blackhole"
 	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -205,4 +206,57 @@ func TestRedactURLHidesPasswordsWhereverTheyAre(t *testing.T) {
 		assert.NotContains(t, got, "s3cret", dsn)
 	}
 	assert.Contains(t, RedactURL("postgres://aip:s3cret@db:5432/edgeaip"), "db:5432/edgeaip", "the rest stays")
+}
+
+// A write whose caller stops waiting is never committed, whether it waits
+// in the queue or its statement hangs on a connection that drops every
+// packet: its caller returns at once, with its context's cause; once the
+// connection answers again, the batch is rolled back and run again
+// without it, and the writer goes on.
+func TestAWriteGivenUpWhileAStatementHangsOnTheWireIsNeverCommitted(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	link := blackhole.StartTo(t, "unix", pgtest.Socket(t, dsn))
+	s, _ := openTestAt(t, pgtest.Through(t, dsn, link.Addr()))
+	t.Cleanup(link.Heal) // before the store closes, which waits for its writer
+	ctx := context.Background()
+	create := func(id string) func(*Tx) error {
+		return func(tx *Tx) error { return tx.Devices().Create(id, "h-"+id, nil) }
+	}
+	write(t, s, create("before"))
+
+	hungCtx, giveUpHung := context.WithCancelCause(ctx)
+	running, cut := make(chan struct{}), make(chan struct{})
+	hung := make(chan error, 1)
+	go func() {
+		hung <- s.Write(hungCtx, func(tx *Tx) error {
+			close(running)
+			<-cut
+			return create("hung")(tx) // its statement goes out on a cut link
+		})
+	}()
+	<-running
+	link.Cut()
+	close(cut)
+	queuedCtx, giveUpQueued := context.WithCancelCause(ctx)
+	queued := make(chan error, 1)
+	go func() { queued <- s.Write(queuedCtx, create("queued")) }()
+
+	stopped := errors.New("the caller stopped waiting")
+	giveUpHung(stopped)
+	giveUpQueued(stopped)
+	for _, ch := range []chan error{hung, queued} {
+		select {
+		case err := <-ch:
+			assert.ErrorIs(t, err, stopped)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a write given up still waits for a statement the database does not answer")
+		}
+	}
+
+	link.Heal()
+	write(t, s, create("after"))
+	for id, want := range map[string]bool{"before": true, "hung": false, "queued": false, "after": true} {
+		_, err := s.Devices().Get(ctx, id)
+		assert.Equal(t, want, err == nil, "device %q recorded: %v", id, err)
+	}
 }

@@ -11,6 +11,8 @@ type (
 	RolloutDevice   = rollouts.Device
 	// RolloutLeader is who leads a rollout in a cluster.
 	RolloutLeader = rollouts.Leader
+	// RolloutStateCount is how many devices of a rollout are in a state.
+	RolloutStateCount = rollouts.StateCount
 	// RolloutWrites are a write's changes to modules and rollouts.
 	// Reached by [Tx.Rollouts]; they belong to the write's transaction.
 	RolloutWrites = rollouts.Writes

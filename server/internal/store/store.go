@@ -28,6 +28,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -97,7 +98,38 @@ type writeReq struct {
 	fn   func(*Tx) error
 	sync bool // the write returns once it is durable, not just committed
 	done chan error
+	// state is writeWaiting until its caller gives it up (writeGivenUp),
+	// or the writer takes it into a COMMIT (writeCommitting), whichever
+	// comes first; nil: it cannot be given up.
+	state *atomic.Int32
 }
+
+// The states of a write: see writeReq.state.
+const (
+	writeWaiting int32 = iota
+	writeGivenUp
+	writeCommitting
+)
+
+// giveUp marks r given up by its caller, unless the writer has taken it
+// into a COMMIT, and reports whether it did.
+func (r writeReq) giveUp() bool {
+	return r.state != nil && r.state.CompareAndSwap(writeWaiting, writeGivenUp)
+}
+
+// givenUp reports whether r's caller gave it up: it must not be committed.
+func (r writeReq) givenUp() bool { return r.state != nil && r.state.Load() == writeGivenUp }
+
+// take keeps r's caller from giving it up from now on, as its batch
+// commits, and reports whether it could: false if the caller gave it up
+// first.
+func (r writeReq) take() bool {
+	return r.state == nil || r.state.CompareAndSwap(writeWaiting, writeCommitting) || r.state.Load() == writeCommitting
+}
+
+// errGivenUp is the outcome the writer sets for a write its caller gave
+// up, which nobody reads: the caller returned its own.
+var errGivenUp = errors.New("store: write given up by its caller")
 
 // Options tune a Store. The zero value gives the defaults.
 type Options struct {
@@ -267,8 +299,12 @@ func (s *Store) Close() error {
 
 // Write runs fn in the next group commit and returns once that commit is
 // durable, or with fn's error (fn's statements are then rolled back) or the
-// commit's. ctx bounds only the wait for a place in the queue: once fn is
-// queued, Write reports its true outcome. fn may run more than once (when
+// commit's. If ctx ends first, while fn waits in the queue or runs, even
+// on a statement the database does not answer (a connection that drops
+// every packet), Write returns at once with ctx's cause, and fn is never
+// committed: its batch is rolled back and run again without it. Only
+// once its batch's COMMIT is under way does Write wait for it whatever
+// ctx does, and report its true outcome. fn may run more than once (when
 // another write of its batch is undone, see commitErrs): it must only set
 // what it returns.
 func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
@@ -289,14 +325,25 @@ func (s *Store) WriteUnsynced(ctx context.Context, fn func(*Tx) error) error {
 }
 
 func (s *Store) write(ctx context.Context, req writeReq) error {
+	if ctx.Done() != nil {
+		req.state = new(atomic.Int32)
+	}
 	select {
 	case s.writes <- req:
 	case <-s.closing:
 		return ErrClosed
 	case <-ctx.Done():
-		return fmt.Errorf("store: waiting to write: %w", ctx.Err())
+		return fmt.Errorf("store: waiting to write: %w", context.Cause(ctx))
 	}
-	return <-req.done
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		if req.giveUp() {
+			return fmt.Errorf("store: write given up before it was committed: %w", context.Cause(ctx))
+		}
+		return <-req.done // its batch commits it now
+	}
 }
 
 // writer commits the queued writes in batches until Close.
@@ -369,6 +416,9 @@ func (s *Store) tryBatch(batch []writeReq, left []bool, errs []error) (again boo
 // runBatch is tryBatch's, once its transaction tx is begun.
 func (s *Store) runBatch(tx *Tx, batch []writeReq, left []bool, errs []error) (again bool) {
 	for i, r := range batch {
+		if !left[i] && r.givenUp() {
+			left[i], errs[i] = true, errGivenUp // never run
+		}
 		if left[i] {
 			continue
 		}
@@ -392,6 +442,15 @@ func (s *Store) runBatch(tx *Tx, batch []writeReq, left []bool, errs []error) (a
 			return true
 		}
 	}
+	if i, ok := takeAll(batch, left); !ok {
+		// Its caller gave it up while it ran: undone, as a write that failed.
+		if err := tx.control("ROLLBACK"); err != nil {
+			failRest(errs, left, dberr.Unavailable(fmt.Errorf("store: rollback: %w", err)))
+			return false
+		}
+		left[i], errs[i] = true, errGivenUp
+		return true
+	}
 	if err := tx.control("COMMIT"); err != nil {
 		// A failed COMMIT leaves the transaction open: end it, so that the
 		// next batch starts clean.
@@ -403,6 +462,17 @@ func (s *Store) runBatch(tx *Tx, batch []writeReq, left []bool, errs []error) (a
 		}
 	}
 	return false
+}
+
+// takeAll takes every write of batch not left out into its COMMIT (take),
+// and reports whether it could; if not, i is one whose caller gave it up.
+func takeAll(batch []writeReq, left []bool) (i int, ok bool) {
+	for i, r := range batch {
+		if !left[i] && !r.take() {
+			return i, false
+		}
+	}
+	return 0, true
 }
 
 // needsSync reports whether a write of batch not left out must be durable

@@ -134,6 +134,11 @@ type Unreachable struct{ Reason string }
 
 func (e *Unreachable) Error() string { return e.Reason }
 
+// InDoubt refuses work on a node that doubts its cluster lease, for why
+// (cluster.Cluster.LeaseDoubt): new work at admission, and a new command
+// that was waiting for the store when the doubt began.
+func InDoubt(why string) *Unreachable { return &Unreachable{Reason: "new work refused: " + why} }
+
 // NewAdmission checks orders against limits, for links whose frames are
 // at most frameCap bytes, and against their devices' tools as disp knows
 // them.

@@ -39,6 +39,11 @@ const (
 	// recorded its task first: this one recorded nothing, and its caller
 	// gets the other's outcome.
 	reasonKeyTaken = "key_taken"
+	// Its single command was not recorded, this node having begun to
+	// doubt its cluster lease while the command waited for the store:
+	// nothing of it is on record, and its caller hears 503, as for work
+	// refused before it started (dispatch.NotRecorded).
+	reasonNotRecorded = "not_recorded"
 )
 
 // Session is a task running on one device, or a fleet running one on
@@ -137,10 +142,11 @@ func (s *Session) row(state api.TaskState) store.Session {
 	return row
 }
 
-// runsElsewhere reports whether the session, cancelled for reason, goes
-// on (or went) elsewhere: this node then records and tells nothing of it.
-func runsElsewhere(reason string) bool {
-	return reason == reasonAdoptedElsewhere || reason == reasonHandedOff || reason == reasonKeyTaken
+// recordsNothingHere reports whether the session, cancelled for reason,
+// goes on (or went) elsewhere, or never started: this node then records
+// and tells nothing of it.
+func recordsNothingHere(reason string) bool {
+	return reason == reasonAdoptedElsewhere || reason == reasonHandedOff || reason == reasonKeyTaken || reason == reasonNotRecorded
 }
 
 // requesterBy is the identity and token r names, as the store records it.
@@ -160,6 +166,8 @@ func cancelMessage(reason, deviceID string) string {
 		return dispatch.ErrHandedOff.Error()
 	case reasonKeyTaken:
 		return "another request with its Idempotency-Key started its task first"
+	case reasonNotRecorded:
+		return "task not started: this node doubts its cluster lease"
 	default:
 		return "server shut down while the task ran"
 	}

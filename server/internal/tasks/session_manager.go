@@ -288,6 +288,8 @@ func (m *SessionManager) RunUnadmitted(ctx context.Context, spec SessionSpec, ac
 			s.ID, dispatch.ErrHandedOff, s.ID)
 	case reasonKeyTaken:
 		return api.CommandResponse{}, fmt.Errorf("task %s not started: %w", s.ID, store.ErrKeyTaken)
+	case reasonNotRecorded:
+		return api.CommandResponse{}, context.Cause(s.ctx)
 	case reasonAdoptedElsewhere:
 		// Not "failed": the node that adopted it may run the command yet.
 		return api.CommandResponse{}, fmt.Errorf("task %s: %w: this node lost its cluster lease, and the node that adopted the task runs it on, so how it ends is not known here; GET /api/tasks/%s",
@@ -319,9 +321,9 @@ func execute[R any](m *SessionManager, s *Session, r runner[R], tell func(outcom
 		}
 	}
 	out := r.run(s.ctx, sessionStepper{m: m, s: s})
-	if reason := s.cancelReason(); runsElsewhere(reason) {
-		// Its new owner records its end, and tells.
-		log.Warn("session left to another node to run on", "reason", reason)
+	if reason := s.cancelReason(); recordsNothingHere(reason) {
+		// Its new owner records its end, and tells; or it never started.
+		log.Warn("session left to another node to run on, or never started here", "reason", reason)
 		s.events.Leave()
 		return out
 	}
@@ -399,8 +401,10 @@ func persistEnd[R any](m *SessionManager, s *Session, out outcome[R]) error {
 func (m *SessionManager) release(s *Session) {
 	s.released.Do(func() {
 		m.mu.Lock()
-		delete(m.live, s.ID)
-		if !runsElsewhere(s.cancelReason()) { // else its events are read from the store
+		if m.live[s.ID] == s { // else a run of it that this node adopted since replaced it
+			delete(m.live, s.ID)
+		}
+		if !recordsNothingHere(s.cancelReason()) { // else its events are read from the store
 			m.recent.Keep(s.ID, s.events, time.Now())
 		}
 		m.mu.Unlock()

@@ -57,6 +57,7 @@ func (st sessionStepper) attempt(ctx context.Context, step step, n int) dispatch
 	gctx, cancel := withGrace(ctx, CancelGrace)
 	r := st.m.disp.Run(gctx, cmd)
 	cancel()
+	var notRecorded *dispatch.NotRecorded
 	switch {
 	case errors.Is(r.Err, store.ErrAdopted):
 		// Its end is the adopter's to tell, in its events too.
@@ -65,6 +66,11 @@ func (st sessionStepper) attempt(ctx context.Context, step step, n int) dispatch
 		return r
 	case errors.Is(r.Err, store.ErrKeyTaken):
 		st.m.cancelSession(s, reasonKeyTaken)
+		s.events.Leave()
+		return r
+	case errors.As(r.Err, &notRecorded):
+		s.setReason(reasonNotRecorded)
+		s.cancel(InDoubt(notRecorded.Why))
 		s.events.Leave()
 		return r
 	}

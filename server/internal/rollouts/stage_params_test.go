@@ -1,0 +1,43 @@
+package rollouts
+
+import (
+	"context"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/edgeaip/edgeaip/server/internal/encodedonce"
+	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A module is compressed and encoded once for every device it is staged
+// on: each device's stage_module command shares one set of parameters,
+// whose values keep their encodings.
+func TestAModulesStageParametersAreMadeOnceForAllItsDevices(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "test.db"), store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	e := New(Config{Store: st})
+	var shas []string
+	for i := range stageCacheSize + 1 {
+		m := store.Module{SHA256: string(rune('a' + i)), Tool: "t", Body: []byte{byte(i)}}
+		require.NoError(t, st.Write(ctx, func(tx *store.Tx) error { return tx.Rollouts().PutModule(m) }))
+		shas = append(shas, m.SHA256)
+	}
+	first, err := e.stageParams(ctx, shas[0])
+	require.NoError(t, err)
+	again, err := e.stageParams(ctx, shas[0])
+	require.NoError(t, err)
+	assert.Equal(t, reflect.ValueOf(first).Pointer(), reflect.ValueOf(again).Pointer(), "one map for every device")
+	assert.IsType(t, &encodedonce.Value{}, first["module"], "wrapped once, so that nothing writes the shared map")
+
+	for _, sha := range shas[1:] {
+		_, err := e.stageParams(ctx, sha)
+		require.NoError(t, err)
+	}
+	assert.Len(t, e.staging.params, stageCacheSize, "bounded")
+	assert.NotContains(t, e.staging.params, shas[0], "the oldest goes first")
+}
