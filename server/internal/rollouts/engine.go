@@ -97,6 +97,11 @@ type worker struct {
 	changing map[string]bool
 	ended    uint64
 	endedAt  map[string]uint64
+	// registered are the devices that registered since the last
+	// observation, whose reports alone may have changed; readAll asks
+	// the next one to read every device's (at start, at each sweep).
+	registered map[string]bool
+	readAll    bool
 }
 
 // New returns an engine; Start starts it.
@@ -165,7 +170,8 @@ func (e *Engine) Kick(name string) {
 	e.mu.Lock()
 	w, ok := e.workers[name]
 	if !ok && e.ctx.Err() == nil {
-		w = &worker{name: name, kick: make(chan struct{}, 1), changing: map[string]bool{}, endedAt: map[string]uint64{}}
+		w = &worker{name: name, kick: make(chan struct{}, 1), changing: map[string]bool{}, endedAt: map[string]uint64{},
+			registered: map[string]bool{}, readAll: true}
 		e.workers[name] = w
 		e.wg.Go(func() { e.work(w) })
 	}
@@ -187,8 +193,24 @@ func (e *Engine) Registered(id string) {
 		close(ch)
 		delete(e.registered, id)
 	}
+	workers := slices.Collect(maps.Values(e.workers))
 	e.mu.Unlock()
+	for _, w := range workers {
+		w.mu.Lock()
+		w.registered[id] = true
+		w.mu.Unlock()
+	}
 	e.KickAll()
+}
+
+// toRead says which devices' reports the next observation reads: all,
+// or those registered since the last.
+func (w *worker) toRead() (all bool, registered map[string]bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	all, registered = w.readAll, w.registered
+	w.readAll, w.registered = false, map[string]bool{}
+	return all, registered
 }
 
 // nextRegistration is closed when device id next registers.
@@ -247,6 +269,9 @@ func (e *Engine) work(w *worker) {
 			return
 		case <-w.kick:
 		case <-timer.C:
+			w.mu.Lock()
+			w.readAll = true
+			w.mu.Unlock()
 		}
 		next := e.reconcile(e.ctx, w)
 		if next <= 0 || next > e.cfg.Sweep {

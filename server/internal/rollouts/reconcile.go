@@ -203,11 +203,14 @@ func waveOf(i int, sizes []int) int {
 // observe takes what the devices in open waves report: the revision each
 // runs, which a restore, a crash mid-apply or a rollback may have made
 // other than the row says, and tools deployed by hand over the
-// rollout's (drift).
+// rollout's (drift). A report changes only when its device registers:
+// it reads those registered since it last looked, and every device's at
+// start and at each sweep.
 func (e *Engine) observe(ctx context.Context, w *worker, v *view) error {
 	var changed []store.RolloutDevice
+	all, registered := w.toRead()
 	for id, row := range v.rows {
-		if row.Wave > v.r.Wave || w.busy(id, v.read) || !e.cfg.Online(id) {
+		if (!all && !registered[id]) || row.Wave > v.r.Wave || w.busy(id, v.read) || !e.cfg.Online(id) {
 			continue
 		}
 		rep, ok := e.report(ctx, id, v.r.Name)
