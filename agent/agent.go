@@ -49,17 +49,20 @@ const flushTimeout = 5 * time.Second
 // Agent is a device agent: its parts, wired. Build it with New, Run it
 // once, then Close it.
 type Agent struct {
-	cfg       Config
-	log       *slog.Logger
-	sb        *sandbox.Sandbox
-	tools     *toolbox.Toolbox
-	mcp       *mcpproxy.Pool
-	computers *computer.Manager
-	router    *computer.Router
-	outbox    *outbox.Outbox
-	executor  *executor.Executor
-	link      *link.Link
-	inventory chan struct{} // the tool inventory changed: the link registers again
+	cfg   Config
+	log   *slog.Logger
+	sb    *sandbox.Sandbox
+	tools *toolbox.Toolbox
+	// startTools are the tools loaded at start, whose small ones Run
+	// prepares before it first registers.
+	startTools []computer.Tool
+	mcp        *mcpproxy.Pool
+	computers  *computer.Manager
+	router     *computer.Router
+	outbox     *outbox.Outbox
+	executor   *executor.Executor
+	link       *link.Link
+	inventory  chan struct{} // the tool inventory changed: the link registers again
 	// local serves the device's tools to applications on it; nil unless
 	// mcp_serve.listen is set. localTools is signalled when they change.
 	local      *mcpserve.Server
@@ -137,6 +140,7 @@ func (a *Agent) init(ctx context.Context, tokens link.Tokens, tc *tls.Config, fs
 	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopWatch = stopWatch
 	a.watching.Go(func() { a.tools.RefuseUninstrumented(watchCtx, tools, a.computers) })
+	a.startTools = tools
 
 	ob, interrupted, err := outbox.Open(filepath.Join(a.cfg.DataDir, "outbox", a.cfg.ID+".journal"), fs, a.cfg.Wire, a.cfg.Outbox, a.log)
 	if err != nil {
@@ -210,6 +214,11 @@ func (a *Agent) serveLocal(ctx context.Context) {
 	a.local.Serve(ctx)
 }
 
+// prepareBeforeLink bounds how long Run prepares the small tools before
+// the device first registers (Toolbox.PrepareSmall): the stock tools take
+// about a quarter of that on a fresh data dir here.
+const prepareBeforeLink = time.Second
+
 // Run keeps the device linked to the server and serves commands until ctx
 // ends; it reconnects with exponential backoff and full jitter, forever.
 // When ctx ends it shuts down gracefully: it takes no new commands, lets
@@ -221,6 +230,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if _, err := a.computers.Get(ctx, computer.Target{}); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	prepCtx, stopPrep := context.WithTimeout(ctx, prepareBeforeLink)
+	a.tools.PrepareSmall(prepCtx, a.startTools)
+	stopPrep()
 	linkCtx, stopLink := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLink()
 	localCtx, stopLocal := context.WithCancel(context.WithoutCancel(ctx))
