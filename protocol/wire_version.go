@@ -10,10 +10,11 @@ import (
 
 // WireVersion is the version of the CBOR wire this build speaks: the N of
 // its subprotocol, aip.cbor.vN ([Subprotocol]). It alone decides whether
-// an agent and a server can link, whatever their release versions: within
-// one wire version, each side ignores what it does not know (a field, our
-// own message types), so a change that the other side must understand
-// needs the next one. JSON, UFO's wire, carries no version of ours.
+// an agent and a server can link, whatever their releases. Within one
+// wire version, a change must be one an older peer passes over (a new
+// field, which decoders ignore); a new message type or enum value, which
+// it refuses as malformed, needs the next one. JSON, UFO's wire, carries
+// no version of ours.
 const WireVersion = 1
 
 // wirePrefix is the subprotocols' prefix, before the version.

@@ -133,7 +133,7 @@ func run(listen, data string, cfg server.Config) error {
 	defer signal.Stop(hup)
 	errc := make(chan error, 1)
 	go func() { errc <- serve(hs, ln) }()
-	log.Info("aip-server listening", "addr", ln.Addr().String(), "data", data, "tls", hs.TLSConfig != nil)
+	log.Info("aip-server listening", "addr", ln.Addr().String(), "data", data, "tls", hs.TLSConfig != nil, "version", version.Version())
 
 	if err := untilStopped(ctx, errc, hup, func() { reloadTLS(srv, log) }); err != nil {
 		return err
