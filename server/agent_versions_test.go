@@ -10,6 +10,9 @@ import (
 	"github.com/coder/websocket"
 	"github.com/edgeaip/edgeaip/internal/version"
 	"github.com/edgeaip/edgeaip/protocol"
+	mcpclient "github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -99,4 +102,17 @@ func (ts *testServer) apiStatusAnonymous(path string) (int, string) {
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(ts.t, err)
 	return resp.StatusCode, string(body)
+}
+
+// The MCP gateway tells its clients the server's version, as
+// aip-server --version does.
+func TestTheMCPGatewayNamesTheServersVersion(t *testing.T) {
+	ts := newTestServer(t)
+	cl, err := mcpclient.NewStreamableHttpClient(ts.http.URL+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + ts.api.Token}))
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	require.NoError(t, cl.Start(context.Background()))
+	res, err := cl.Initialize(context.Background(), mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: "2025-11-25", ClientInfo: mcp.Implementation{Name: "test"}}})
+	require.NoError(t, err)
+	assert.Equal(t, mcp.Implementation{Name: "aip-server", Version: version.Version()}, res.ServerInfo)
 }
