@@ -83,7 +83,8 @@ func (s *Server) adoptOrphans(ctx context.Context) error {
 }
 
 // watchOrphans adopts, until stop, the sessions of nodes that die (the
-// cluster announces each death on one node), of nodes that hand theirs
+// cluster announces each death on one node, which also finds the
+// rollouts they led a leader), of nodes that hand theirs
 // off as they drain, and every orphanSweep those of any other node that
 // no longer runs its own: one whose death was announced on a node that
 // died before it adopted them, say. Run in a goroutine of its own.
@@ -95,7 +96,10 @@ func (s *Server) watchOrphans(stop <-chan struct{}, every time.Duration) {
 		default:
 		}
 	}
-	s.cluster.OnDead(func(string, int64) { poke() })
+	s.cluster.OnDead(func(string, int64) {
+		poke()
+		s.kickStoredRollouts()
+	})
 	unsub, err := s.cluster.OnHandoff(func(h cluster.Handoff) { s.handedOff(store.Owner{Node: h.From, Epoch: h.FromEpoch}, every) })
 	if err != nil {
 		s.log.Error("cluster: handoffs of draining nodes not heard; their sessions are adopted by the sweep", "err", err)

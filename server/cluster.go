@@ -126,10 +126,14 @@ func (s *Server) linkCluster() error {
 	if err == nil {
 		err = s.cluster.OnDeviceEvent(s.deviceEvent)
 	}
+	if err == nil {
+		err = s.cluster.OnRolloutEvent(s.rolloutEvent)
+	}
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	s.cluster.OnFenced(s.closeLinksWhenFenced)
+	s.cluster.OnFenced(s.rollouts.KickAll) // each gives its lead up
 	return nil
 }
 

@@ -44,6 +44,7 @@ func (s *Server) Drain(ctx context.Context, grace time.Duration) (int, error) {
 	s.sessions.RefuseNew()
 	s.draining.Store(true)
 	s.cluster.SetDraining()
+	s.rollouts.KickAll() // each gives its lead up, for another node to take
 	s.log.Info("draining: no new device links or tasks", "grace", grace)
 	if n := s.sessions.Drain(ctx, grace); n > 0 {
 		s.log.Warn("draining: tasks still running after the grace are handed off to the other nodes", "tasks", n, "grace", grace)

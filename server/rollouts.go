@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
@@ -22,7 +23,78 @@ func (s *Server) newRollouts() *rollouts.Engine {
 		},
 		Online:    s.online,
 		Inventory: s.inventory,
+		Node:      s.rolloutNode(),
 	})
+}
+
+// rolloutNode is s as a node that leads rollouts, in a cluster; nil on a
+// single node.
+func (s *Server) rolloutNode() rollouts.Node {
+	if s.cluster == nil {
+		return nil
+	}
+	return rolloutNode{s}
+}
+
+// rolloutNode is a cluster node as the rollouts' engine sees it.
+type rolloutNode struct{ s *Server }
+
+// Self is the node's id and the epoch of its lease.
+func (n rolloutNode) Self() (string, int64) { return n.s.cluster.Self() }
+
+// Doubt is why the node may lead no rollout now: it is not sure of its
+// lease, or it drains (it would refuse the changes' tasks).
+func (n rolloutNode) Doubt() string {
+	if doubt := n.s.cluster.LeaseDoubt(); doubt != "" {
+		return doubt
+	}
+	if n.s.draining.Load() {
+		return "this node drains"
+	}
+	return ""
+}
+
+// Announce tells the other nodes that rollout name changed here.
+func (n rolloutNode) Announce(name string) {
+	n.s.tellRollouts(cluster.RolloutEvent{Rollout: name})
+}
+
+// tellRollouts tells the other nodes, if any, what their rollouts'
+// leaders must hear.
+func (s *Server) tellRollouts(e cluster.RolloutEvent) {
+	if s.cluster == nil {
+		return
+	}
+	if err := s.cluster.PublishRolloutEvent(e); err != nil {
+		s.log.Warn("cluster: other nodes not told of a change for rollouts; their sweep finds it", "rollout", e.Rollout, "device", e.DeviceID, "err", err)
+	}
+}
+
+// deviceRegistered tells the rollouts, here and on the other nodes, that
+// device id registered here: their leaders bring it to their revisions,
+// and a change waiting for its report goes on.
+func (s *Server) deviceRegistered(id string) {
+	s.rollouts.Registered(id)
+	s.tellRollouts(cluster.RolloutEvent{DeviceID: id})
+}
+
+// rolloutEvent acts on what another node told the rollouts.
+func (s *Server) rolloutEvent(e cluster.RolloutEvent) {
+	if e.DeviceID != "" {
+		s.rollouts.Registered(e.DeviceID)
+		return
+	}
+	s.rollouts.Kick(e.Rollout)
+}
+
+// kickStoredRollouts reconciles every rollout the store holds: a node
+// died, and those it led want a leader now, not at the next sweep.
+func (s *Server) kickStoredRollouts() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.rollouts.KickStored(ctx); err != nil {
+		s.log.Warn("rollouts of a dead node not looked at; the sweep does", "err", err)
+	}
 }
 
 // online reports whether device id is linked, here or to another node.

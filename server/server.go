@@ -269,7 +269,7 @@ func openDataDir(ctx context.Context, cfg Config, lock *dirlock.Lock, set *certs
 		InScope: s.inScope, Auth: s.auth, AuthLimit: s.authLimit, Metrics: s.metrics, Logger: s.log, Conn: cfg.Conn,
 		Liveness: s.liveness, MaxPlanBytes: cfg.Limits.MaxPlanBytes, RefuseWhileDraining: s.refuseWhileDraining,
 		AuthFailed: s.authFailed, TooManyFailures: s.tooManyFailures, DevicesChanged: s.mcp.DevicesChanged,
-		DeviceLinked: func(id string) { s.rollouts.Registered(id) }})
+		DeviceLinked: s.deviceRegistered})
 	s.rollouts = s.newRollouts()
 	s.rolloutMetrics()
 	s.http = s.newHTTPAPI()

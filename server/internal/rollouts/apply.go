@@ -116,6 +116,7 @@ func (e *Engine) Apply(ctx context.Context, who *identity.Caller, spec *rollout.
 	}
 	e.log.Info("rollout applied", "rollout", spec.Name, "revision", out.Revision, "selected", out.Selected, "by", who.Name)
 	e.Kick(spec.Name)
+	e.announce(spec.Name)
 	return out, nil
 }
 

@@ -69,10 +69,10 @@ func (e *Engine) ended(ctx context.Context, row store.RolloutDevice, err error) 
 	switch {
 	case err == nil:
 		row.State = api.DeviceDone
-	case !e.cfg.Online(row.DeviceID) && e.ctx.Err() == nil:
+	case e.leadLost(ctx):
+		return // the change starts again after the restart, or on the new leader
+	case !e.cfg.Online(row.DeviceID):
 		row.State, row.Error = api.DeviceWaiting, err.Error()
-	case e.ctx.Err() != nil:
-		return // the server stops: the change starts again after its restart
 	default:
 		row.State, row.Error = api.DeviceFailed, err.Error()
 	}

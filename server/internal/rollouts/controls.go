@@ -60,6 +60,7 @@ func (e *Engine) Rollback(ctx context.Context, who *identity.Caller, name string
 	if err != nil {
 		return api.Rollout{}, err
 	}
+	e.announce(name)
 	return e.Status(ctx, who, name)
 }
 
@@ -88,6 +89,7 @@ func (e *Engine) control(ctx context.Context, who *identity.Caller, name, action
 	if err != nil {
 		return api.Rollout{}, err
 	}
+	e.announce(name)
 	return e.Status(ctx, who, name)
 }
 

@@ -7,13 +7,17 @@
 // on request or on failure, and brings devices that link later, or gain
 // the labels later, to the revision. Events start a reconciliation at
 // once: an apply, a relabel, a device's registration, a change's end; a
-// slow sweep catches what no event told. See server/RATIONALE.md,
-// "Rollouts".
+// slow sweep catches what no event told. In a cluster one node leads
+// each rollout, under its lease (lead.go), and hears of these events on
+// the other nodes. See server/RATIONALE.md, "Rollouts", and
+// server/internal/cluster/RATIONALE.md, "Rollouts in a cluster".
 package rollouts
 
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,7 +32,7 @@ import (
 const DefaultConcurrency = 200
 
 // DefaultSweep is how often a worker reconciles though nothing told it
-// to: a device linked to another node, a store that failed a write.
+// to: a store that failed a write, a message between nodes lost.
 const DefaultSweep = 30 * time.Second
 
 // Options tune the engine; the zero value gives the defaults.
@@ -53,9 +57,9 @@ type Config struct {
 	Online func(id string) bool
 	// Inventory is device id's last registration, or nil.
 	Inventory func(ctx context.Context, id string) *protocol.SystemInfo
-	// Leads reports whether this node may lead rollout name now; nil on
-	// a single node, which leads them all.
-	Leads func(ctx context.Context, name string) bool
+	// Node is this node in a cluster, where one node leads each
+	// rollout; nil on a single node, which leads them all.
+	Node Node
 	Options
 	Logger *slog.Logger
 }
@@ -82,9 +86,22 @@ type Engine struct {
 type worker struct {
 	name string
 	kick chan struct{}
-	// changing are the devices whose change runs now, on this node.
+	// lead is this node's lead of the rollout, in a cluster.
+	lead lead
+	// changing are the devices whose change runs now, on this node;
+	// ended counts the changes ended, and endedAt is the count when each
+	// device's last one ended: a reconciliation that read the rows
+	// before then saw them as the change left them only if it ended
+	// before the read.
 	mu       sync.Mutex
 	changing map[string]bool
+	ended    uint64
+	endedAt  map[string]uint64
+	// registered are the devices that registered since the last
+	// observation, whose reports alone may have changed; readAll asks
+	// the next one to read every device's (at start, at each sweep).
+	registered map[string]bool
+	readAll    bool
 }
 
 // New returns an engine; Start starts it.
@@ -102,7 +119,12 @@ func New(cfg Config) *Engine {
 
 // Start starts a worker for each rollout the store holds: those a
 // restart interrupted go on where they were.
-func (e *Engine) Start(ctx context.Context) error {
+func (e *Engine) Start(ctx context.Context) error { return e.KickStored(ctx) }
+
+// KickStored makes every rollout the store holds reconcile now, those
+// this node has not heard of included: in a cluster, a node died, and
+// the rollouts it led want a leader.
+func (e *Engine) KickStored(ctx context.Context) error {
 	all, err := e.cfg.Store.Rollouts().List(ctx)
 	if err != nil {
 		return err
@@ -116,11 +138,31 @@ func (e *Engine) Start(ctx context.Context) error {
 // Stop stops the workers: no change starts, and no task of a change
 // running; Wait waits for those running, whose tasks end with the
 // server's shutdown. A change cut short is started again at the next
-// start, and finds done what it did.
+// start, or by the next leader, and finds done what it did.
 func (e *Engine) Stop() { e.cancel() }
 
-// Wait waits for the workers and the changes that Stop stopped.
-func (e *Engine) Wait() { e.wg.Wait() }
+// Wait waits for the workers and the changes that Stop stopped. In a
+// cluster, it then gives up the leads this node held, for other nodes to
+// take at once.
+func (e *Engine) Wait() {
+	e.wg.Wait()
+	e.mu.Lock()
+	workers := slices.Collect(maps.Values(e.workers))
+	e.mu.Unlock()
+	for _, w := range workers {
+		if w.lead.epoch != 0 {
+			e.release(w.name, w.lead.epoch)
+		}
+	}
+}
+
+// announce tells the other nodes, if any, that rollout name changed
+// here.
+func (e *Engine) announce(name string) {
+	if e.cfg.Node != nil {
+		e.cfg.Node.Announce(name)
+	}
+}
 
 // Kick makes rollout name's worker reconcile now, starting it if need
 // be.
@@ -128,7 +170,8 @@ func (e *Engine) Kick(name string) {
 	e.mu.Lock()
 	w, ok := e.workers[name]
 	if !ok && e.ctx.Err() == nil {
-		w = &worker{name: name, kick: make(chan struct{}, 1), changing: map[string]bool{}}
+		w = &worker{name: name, kick: make(chan struct{}, 1), changing: map[string]bool{}, endedAt: map[string]uint64{},
+			registered: map[string]bool{}, readAll: true}
 		e.workers[name] = w
 		e.wg.Go(func() { e.work(w) })
 	}
@@ -141,17 +184,33 @@ func (e *Engine) Kick(name string) {
 	}
 }
 
-// Registered tells the engine that device id registered, or registered
-// again with a new inventory: a change waiting for its report goes on,
-// and every rollout reconciles.
+// Registered tells the engine that device id registered, here or on
+// another node, or registered again with a new inventory: a change
+// waiting for its report goes on, and every rollout reconciles.
 func (e *Engine) Registered(id string) {
 	e.mu.Lock()
 	if ch, ok := e.registered[id]; ok {
 		close(ch)
 		delete(e.registered, id)
 	}
+	workers := slices.Collect(maps.Values(e.workers))
 	e.mu.Unlock()
+	for _, w := range workers {
+		w.mu.Lock()
+		w.registered[id] = true
+		w.mu.Unlock()
+	}
 	e.KickAll()
+}
+
+// toRead says which devices' reports the next observation reads: all,
+// or those registered since the last.
+func (w *worker) toRead() (all bool, registered map[string]bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	all, registered = w.readAll, w.registered
+	w.readAll, w.registered = false, map[string]bool{}
+	return all, registered
 }
 
 // nextRegistration is closed when device id next registers.
@@ -167,8 +226,9 @@ func (e *Engine) nextRegistration(id string) <-chan struct{} {
 }
 
 // reported waits until device id reports revision rev of rollout name,
-// or ctx ends. A registration it does not hear of (one to another node)
-// is read at least every second.
+// or ctx ends. It hears of registrations here and, in a cluster, on the
+// other nodes (Registered); one it does not hear of (a message the
+// cluster lost) is read at least every second.
 func (e *Engine) reported(ctx context.Context, id, name string, rev int) error {
 	for {
 		next := e.nextRegistration(id)
@@ -209,6 +269,9 @@ func (e *Engine) work(w *worker) {
 			return
 		case <-w.kick:
 		case <-timer.C:
+			w.mu.Lock()
+			w.readAll = true
+			w.mu.Unlock()
 		}
 		next := e.reconcile(e.ctx, w)
 		if next <= 0 || next > e.cfg.Sweep {
@@ -219,11 +282,13 @@ func (e *Engine) work(w *worker) {
 }
 
 // start runs fn for device id of w's rollout in the background, in one
-// of the engine's slots, unless a change of that device runs already;
-// the worker reconciles again once it ends.
-func (e *Engine) start(w *worker, id string, fn func(ctx context.Context)) {
+// of the engine's slots, unless the device is busy for v; the worker
+// reconciles again once it ends. Its context ends with the server, or
+// with this node's lead of the rollout.
+func (e *Engine) start(w *worker, v *view, id string, fn func(ctx context.Context)) {
+	ctx := e.changesCtx(w)
 	w.mu.Lock()
-	if w.changing[id] {
+	if w.busyLocked(id, v.read) {
 		w.mu.Unlock()
 		return
 	}
@@ -233,22 +298,39 @@ func (e *Engine) start(w *worker, id string, fn func(ctx context.Context)) {
 		defer func() {
 			w.mu.Lock()
 			delete(w.changing, id)
+			w.ended++
+			w.endedAt[id] = w.ended
 			w.mu.Unlock()
 			e.Kick(w.name)
 		}()
 		select {
 		case e.slots <- struct{}{}:
-		case <-e.ctx.Done():
+		case <-ctx.Done():
 			return
 		}
 		defer func() { <-e.slots }()
-		fn(e.ctx)
+		fn(ctx)
 	})
 }
 
-// isChanging reports whether a change of device id runs on this node.
-func (w *worker) isChanging(id string) bool {
+// endedCount is how many changes have ended, for a view about to read
+// the rows.
+func (w *worker) endedCount() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.changing[id]
+	return w.ended
+}
+
+// busy reports whether device id is not to be touched by a
+// reconciliation whose view read the rows when read changes had ended:
+// a change of it runs, or ended since, and the view's row is what the
+// change found, not what it left (the change's end reconciles again).
+func (w *worker) busy(id string, read uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.busyLocked(id, read)
+}
+
+func (w *worker) busyLocked(id string, read uint64) bool {
+	return w.changing[id] || w.endedAt[id] > read
 }

@@ -30,15 +30,21 @@ type view struct {
 	// and those of devices that left it.
 	selected []string
 	rows     map[string]store.RolloutDevice
+	// read is how many of the worker's changes had ended when the rows
+	// were read (worker.busy).
+	read uint64
 }
 
 // reconcile brings w's rollout one step closer to its desired state, and
 // says when it wants to run again (0: on the next event or sweep).
 func (e *Engine) reconcile(ctx context.Context, w *worker) time.Duration {
-	if e.cfg.Leads != nil && !e.cfg.Leads(ctx, w.name) {
+	if !e.leads(ctx, w) {
 		return 0
 	}
-	v, err := e.read(ctx, w.name)
+	v, err := e.read(ctx, w)
+	if err == nil && !e.stillLeads(w, v.r.LeaderNode, v.r.LeaderEpoch) {
+		return 0
+	}
 	if err == nil {
 		var wake time.Duration
 		if wake, err = e.step(ctx, w, v); err == nil {
@@ -54,14 +60,16 @@ func (e *Engine) reconcile(ctx context.Context, w *worker) time.Duration {
 	return retryAfter
 }
 
-// read reads rollout name as reconcile sees it.
-func (e *Engine) read(ctx context.Context, name string) (*view, error) {
+// read reads w's rollout as reconcile sees it.
+func (e *Engine) read(ctx context.Context, w *worker) (*view, error) {
+	name := w.name
+	read := w.endedCount()
 	reads := e.cfg.Store.Rollouts()
 	r, err := reads.Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	v := &view{r: r, rows: map[string]store.RolloutDevice{}}
+	v := &view{r: r, rows: map[string]store.RolloutDevice{}, read: read}
 	var sel access.Selector
 	if v.tools, v.spec, sel, err = e.desiredOf(ctx, r); err != nil {
 		return nil, err
@@ -195,11 +203,14 @@ func waveOf(i int, sizes []int) int {
 // observe takes what the devices in open waves report: the revision each
 // runs, which a restore, a crash mid-apply or a rollback may have made
 // other than the row says, and tools deployed by hand over the
-// rollout's (drift).
+// rollout's (drift). A report changes only when its device registers:
+// it reads those registered since it last looked, and every device's at
+// start and at each sweep.
 func (e *Engine) observe(ctx context.Context, w *worker, v *view) error {
 	var changed []store.RolloutDevice
+	all, registered := w.toRead()
 	for id, row := range v.rows {
-		if row.Wave > v.r.Wave || w.isChanging(id) || !e.cfg.Online(id) {
+		if (!all && !registered[id]) || row.Wave > v.r.Wave || w.busy(id, v.read) || !e.cfg.Online(id) {
 			continue
 		}
 		rep, ok := e.report(ctx, id, v.r.Name)
@@ -243,7 +254,7 @@ func (e *Engine) leave(ctx context.Context, w *worker, v *view) error {
 		selected[id] = true
 	}
 	for id, row := range v.rows {
-		if selected[id] || w.isChanging(id) {
+		if selected[id] || w.busy(id, v.read) {
 			continue
 		}
 		_, err := e.cfg.Store.Devices().Get(ctx, id)
@@ -260,7 +271,7 @@ func (e *Engine) leave(ctx context.Context, w *worker, v *view) error {
 		// A removal the device refused is not tried again until the
 		// device reports otherwise (observe).
 		if v.r.State != api.RolloutPaused && row.State != api.DeviceFailed && e.cfg.Online(id) {
-			e.start(w, id, func(ctx context.Context) { e.remove(ctx, v, row) })
+			e.start(w, v, id, func(ctx context.Context) { e.remove(ctx, v, row) })
 		}
 	}
 	return nil
@@ -303,7 +314,7 @@ func (v *view) rollingBack() bool {
 func (e *Engine) startChanges(ctx context.Context, w *worker, v *view) error {
 	var waiting []store.RolloutDevice
 	for id, row := range v.rows {
-		if row.Revision != v.r.Revision || row.Wave > v.r.Wave || w.isChanging(id) {
+		if row.Revision != v.r.Revision || row.Wave > v.r.Wave || w.busy(id, v.read) {
 			continue
 		}
 		if row.State != api.DevicePending && row.State != api.DeviceWaiting && row.State != api.DeviceChanging {
@@ -317,7 +328,7 @@ func (e *Engine) startChanges(ctx context.Context, w *worker, v *view) error {
 			}
 			continue
 		}
-		e.start(w, id, func(ctx context.Context) { e.change(ctx, v, row) })
+		e.start(w, v, id, func(ctx context.Context) { e.change(ctx, v, row) })
 	}
 	return e.put(ctx, waiting...)
 }
@@ -374,7 +385,7 @@ func (v *view) wavesThrough(w *worker) (through bool, wake time.Duration) {
 			continue
 		}
 		switch {
-		case w.isChanging(id) || row.State == api.DevicePending || row.State == api.DeviceChanging:
+		case w.busy(id, v.read) || row.State == api.DevicePending || row.State == api.DeviceChanging:
 			return false, 0
 		case row.State == api.DeviceWaiting && !v.rollingBack():
 			if left := time.Until(row.UpdatedAt.Add(grace)); left > 0 {

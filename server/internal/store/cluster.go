@@ -54,7 +54,7 @@ func (s *Store) Cluster() ClusterReads { return clusterstate.ReadsOf(partReader{
 func isClusterTable(name string) bool { return clusterstate.IsTable(name) }
 
 // partTx is a write's transaction as the parts of the store in packages
-// of their own (clusterstate, identities) write in it.
+// of their own (clusterstate, identities, rollouts, devices) write in it.
 type partTx struct{ t *Tx }
 
 // Postgres reports whether the store is on PostgreSQL.

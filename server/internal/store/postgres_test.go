@@ -82,7 +82,7 @@ func TestPostgreSQLLostFailsWritesAsUnavailableAndLosesNothingAcknowledged(t *te
 			assert.Contains(t, s.WriteFailure().Error(), "PostgreSQL")
 			time.Sleep(200 * time.Millisecond) // writes fail meanwhile
 			require.NoError(t, c.Start())
-			before := len(devices(t, s))
+			before := len(deviceIDs(t, s))
 			waitDevices(t, s, before+50)
 			close(quit)
 			ids, fails := acked(), errs()
@@ -94,7 +94,7 @@ func TestPostgreSQLLostFailsWritesAsUnavailableAndLosesNothingAcknowledged(t *te
 			}
 			t.Logf("%d writes acknowledged, %d failed; the first failure: %v; the cause: %v", len(ids), len(fails), fails[0], UnavailableCause(fails[0]))
 			have := map[string]bool{}
-			for _, d := range devices(t, s) {
+			for _, d := range deviceIDs(t, s) {
 				have[d] = true
 			}
 			for _, id := range ids {
@@ -106,7 +106,7 @@ func TestPostgreSQLLostFailsWritesAsUnavailableAndLosesNothingAcknowledged(t *te
 	}
 }
 
-func devices(t *testing.T, s *Store) []string {
+func deviceIDs(t *testing.T, s *Store) []string {
 	t.Helper()
 	var ids []string
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -122,7 +122,7 @@ func devices(t *testing.T, s *Store) []string {
 
 func waitDevices(t *testing.T, s *Store, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return len(devices(t, s)) >= n }, 30*time.Second, 10*time.Millisecond, "never %d devices", n)
+	require.Eventually(t, func() bool { return len(deviceIDs(t, s)) >= n }, 30*time.Second, 10*time.Millisecond, "never %d devices", n)
 }
 
 // PostgreSQL's text holds neither NUL nor invalid UTF-8, which a device's

@@ -9,6 +9,8 @@ type (
 	Rollout         = rollouts.Rollout
 	RolloutRevision = rollouts.Revision
 	RolloutDevice   = rollouts.Device
+	// RolloutLeader is who leads a rollout in a cluster.
+	RolloutLeader = rollouts.Leader
 	// RolloutStateCount is how many devices of a rollout are in a state.
 	RolloutStateCount = rollouts.StateCount
 	// RolloutWrites are a write's changes to modules and rollouts.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
+	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,4 +82,60 @@ func TestADevicesLabelsChangeWithTheIndexSelectorsRead(t *testing.T) {
 	}
 	err = s.Write(ctx, func(tx *Tx) error { return tx.Devices().SetLabels("nobody", nil) })
 	assert.ErrorIs(t, err, ErrNotFound)
+}
+
+// In a cluster a node takes the lead of a rollout no live node leads,
+// in one fenced write; a leader whose lease is gone loses it, and once
+// another node has taken it the old leader's writes of the rollout move
+// nothing.
+func TestARolloutsLeadGoesToOneLiveNodeAndAStaleLeaderMovesNothing(t *testing.T) {
+	s, _ := openTestAt(t, pgtest.Shared(t).NewDatabase(t))
+	ctx := context.Background()
+	join := func(id string) int64 {
+		var epoch int64
+		write(t, s, func(tx *Tx) (err error) { epoch, _, err = tx.Cluster().JoinNode(id, 1, "", time.Minute); return err })
+		return epoch
+	}
+	take := func(node string, epoch int64) bool {
+		var took bool
+		write(t, s, func(tx *Tx) (err error) { took, err = tx.Rollouts().TakeLead("kiosk", node, epoch); return err })
+		return took
+	}
+	a, b := join("a"), join("b")
+	write(t, s, func(tx *Tx) error {
+		_, err := tx.Rollouts().AddRevision(RolloutRevision{Name: "kiosk", Spec: json.RawMessage(`{}`), Tools: map[string]string{}}, "rolling")
+		return err
+	})
+
+	require.True(t, take("a", a), "no node leads it: a takes it")
+	require.True(t, take("a", a), "a leads it already")
+	assert.False(t, take("b", b), "a holds its lease: b does not take it")
+	assert.False(t, take("c", 1), "a node that holds no lease takes nothing")
+	seenByA, err := s.Rollouts().Get(ctx, "kiosk")
+	require.NoError(t, err)
+	assert.Equal(t, "a", seenByA.LeaderNode)
+
+	write(t, s, func(tx *Tx) error { return tx.Cluster().LeaveNode("a", a) }) // taken as dead
+	l, err := s.Rollouts().Leader(ctx, "kiosk")
+	require.NoError(t, err)
+	assert.Equal(t, RolloutLeader{Node: "a", Epoch: a, Held: false}, l)
+	require.True(t, take("b", b), "a's lease is gone: b takes it")
+
+	next := seenByA
+	next.Wave++
+	err = s.Write(ctx, func(tx *Tx) error { return tx.Rollouts().SetRollout(next, seenByA) })
+	require.ErrorIs(t, err, ErrRolloutMoved, "a, paused while b took the lead, moves nothing")
+	seenByB, err := s.Rollouts().Get(ctx, "kiosk")
+	require.NoError(t, err)
+	next = seenByB
+	next.Wave++
+	write(t, s, func(tx *Tx) error { return tx.Rollouts().SetRollout(next, seenByB) })
+
+	write(t, s, func(tx *Tx) error { return tx.Rollouts().ReleaseLead("kiosk", "a", a) })
+	l, err = s.Rollouts().Leader(ctx, "kiosk")
+	require.NoError(t, err)
+	assert.Equal(t, RolloutLeader{Node: "b", Epoch: b, Held: true}, l, "a gives up nothing it does not lead")
+	write(t, s, func(tx *Tx) error { return tx.Rollouts().ReleaseLead("kiosk", "b", b) })
+	a2 := join("a")
+	assert.True(t, take("a", a2), "b gave it up: a, back at a new epoch, takes it")
 }

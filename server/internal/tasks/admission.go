@@ -16,6 +16,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/encodedonce"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/tasks/internal/inventory"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
 	"github.com/edgeaip/edgeaip/wasmtools/schema"
@@ -120,7 +121,7 @@ func PlanOrder(who *identity.Caller, p *plan.Plan, devices ...string) Order {
 type Admission struct {
 	limits    Limits
 	frameCap  int64
-	inventory func(deviceID string) Inventory
+	inventory func(deviceID string) inventory.Inventory
 	schemas   schemaCache
 	// Reachable, in cluster mode, refuses work for devices this node
 	// cannot reach now (NATS away), with an *Unreachable; nil on a single
@@ -143,7 +144,7 @@ func InDoubt(why string) *Unreachable { return &Unreachable{Reason: "new work re
 // at most frameCap bytes, and against their devices' tools as disp knows
 // them.
 func NewAdmission(limits Limits, frameCap int64, disp *dispatch.Dispatcher) *Admission {
-	return &Admission{limits: limits, frameCap: frameCap, inventory: func(id string) Inventory { return InventoryOf(disp, id) }}
+	return &Admission{limits: limits, frameCap: frameCap, inventory: func(id string) inventory.Inventory { return inventory.Of(disp, id) }}
 }
 
 // admit returns nil if o may go ahead; a *forbidden if o installs a tool
@@ -167,7 +168,7 @@ func (a *Admission) admit(o Order) error {
 	if o.plan != nil {
 		c.planSize(o.planJSON, o.planErr)
 	}
-	invs := make([]Inventory, len(o.Devices))
+	invs := make([]inventory.Inventory, len(o.Devices))
 	for i, id := range o.Devices {
 		invs[i] = a.inventory(id)
 	}
@@ -194,7 +195,7 @@ func (a *Admission) admit(o Order) error {
 // installs reports whether the step installs a tool: the steps after it
 // may use a tool the inventory does not list yet.
 func (st step) installs() bool {
-	return slices.ContainsFunc(st.calls, func(c toolCall) bool { return c.cmd.ToolName == protocol.InstallToolName })
+	return slices.ContainsFunc(st.calls, func(c inventory.Call) bool { return c.Cmd.ToolName == protocol.InstallToolName })
 }
 
 // installsAllowed checks o's calls that install a tool against its
@@ -203,13 +204,13 @@ func (st step) installs() bool {
 func (o Order) installsAllowed() error {
 	for _, st := range o.steps {
 		for _, call := range st.calls {
-			if n := call.cmd.ToolName; (n == protocol.StageModuleName || n == protocol.ApplyRevisionName) && !o.who.ForRollout() {
-				return &identity.Forbidden{Reason: fmt.Sprintf("%s: %s is a rollout's own: apply a rollout instead (aipctl rollout apply)", call.path, n)}
+			if n := call.Cmd.ToolName; (n == protocol.StageModuleName || n == protocol.ApplyRevisionName) && !o.who.ForRollout() {
+				return &identity.Forbidden{Reason: fmt.Sprintf("%s: %s is a rollout's own: apply a rollout instead (aipctl rollout apply)", call.Path, n)}
 			} else if n != protocol.InstallToolName {
 				continue
 			}
 			if !o.who.Role.Covers(access.Deployer) {
-				return &identity.Forbidden{Reason: fmt.Sprintf("%s: identity %q has role %s: installing a tool needs %s", call.path, o.who.Name, o.who.Role, access.Deployer)}
+				return &identity.Forbidden{Reason: fmt.Sprintf("%s: identity %q has role %s: installing a tool needs %s", call.Path, o.who.Name, o.who.Role, access.Deployer)}
 			}
 			if err := installsInScope(call, o.who); err != nil {
 				return err
@@ -222,22 +223,22 @@ func (o Order) installsAllowed() error {
 // installsInScope checks that the tool an install_tool call installs is
 // one who's tool patterns allow: its module must carry its manifest, since
 // no other part of the request says which tool it is.
-func installsInScope(call toolCall, who *identity.Caller) error {
+func installsInScope(call inventory.Call, who *identity.Caller) error {
 	if len(who.Scope.Tools) == 0 {
 		return nil
 	}
-	wasm, _, err := protocol.InstalledModule(encodedonce.Plain(call.cmd.Parameters))
+	wasm, _, err := protocol.InstalledModule(encodedonce.Plain(call.Cmd.Parameters))
 	if err != nil {
 		return nil // the module is bad: the device refuses it, and installs nothing
 	}
 	mod, err := manifest.FromWasm(wasm)
 	if err != nil {
 		return &identity.Forbidden{Reason: fmt.Sprintf("%s: identity %q may install only tools its scope allows (%s), and the module's manifest cannot say which it is: %v",
-			call.path, who.Name, who.Scope, err)}
+			call.Path, who.Name, who.Scope, err)}
 	}
 	if m := mod.Manifest; !who.Scope.Tool(m.ToolType, m.Name) {
 		return &identity.Forbidden{Reason: fmt.Sprintf("%s: the module installs %s, which identity %q's scope (%s) does not allow",
-			call.path, protocol.ToolKey(protocol.ToolType(m.ToolType), m.Name), who.Name, who.Scope)}
+			call.Path, protocol.ToolKey(protocol.ToolType(m.ToolType), m.Name), who.Name, who.Scope)}
 	}
 	return nil
 }
@@ -312,14 +313,14 @@ func (c *check) wire(st step) (params [][]byte, sound bool) {
 			sound = false
 			continue
 		}
-		b, err := encodedonce.JSON(call.cmd.Parameters)
+		b, err := encodedonce.JSON(call.Cmd.Parameters)
 		if err != nil {
-			c.add(call.path+".parameters", "not representable as JSON: %v", err)
+			c.add(call.Path+".parameters", "not representable as JSON: %v", err)
 			sound = false
 			continue
 		}
 		params[i] = b
-		if !protocol.CarriesModule(call.cmd.ToolName) {
+		if !protocol.CarriesModule(call.Cmd.ToolName) {
 			total += len(b)
 		}
 	}
@@ -333,9 +334,9 @@ func (c *check) wire(st step) (params [][]byte, sound bool) {
 // paramShape checks a call's parameters against the wire's limits on a
 // frame: how deep they nest, and how many elements an array or a map
 // holds. It reports whether they are within them.
-func (c *check) paramShape(call toolCall) bool {
+func (c *check) paramShape(call inventory.Call) bool {
 	w := shapeWalk{}
-	depth, deepest := w.walk(call.cmd.Parameters)
+	depth, deepest := w.walk(call.Cmd.Parameters)
 	for _, crowd := range w.crowded {
 		c.add(paramPath(call, crowd.path), "%d elements; a frame holds at most %d in one %s", crowd.n, crowd.limit, crowd.kind)
 	}
@@ -349,8 +350,8 @@ func (c *check) paramShape(call toolCall) bool {
 
 // paramPath is the path of a parameter of call, given by its keys, the
 // first pathShown of them.
-func paramPath(call toolCall, keys []string) string {
-	p := call.path + ".parameters"
+func paramPath(call inventory.Call, keys []string) string {
+	p := call.Path + ".parameters"
 	if len(keys) == 0 {
 		return p
 	}
@@ -419,30 +420,30 @@ func (w *shapeWalk) crowdedAt(n, limit int, kind string) {
 // frame of the device's wire. The calls of a step after one that installs
 // a tool are resolved and checked when they are sent: they may use the
 // tool installed, which the inventory does not list yet.
-func (c *check) onDevice(inv Inventory, st step, params [][]byte, sound, afterInstall bool) {
+func (c *check) onDevice(inv inventory.Inventory, st step, params [][]byte, sound, afterInstall bool) {
 	cmds := make([]protocol.Command, len(st.calls))
 	resolved := true
 	for i, call := range st.calls {
-		cmds[i] = call.cmd
+		cmds[i] = call.Cmd
 		if afterInstall {
 			continue
 		}
-		cmd, _, err := inv.resolveCall(call)
+		cmd, _, err := inv.ResolveCall(call)
 		if err == nil {
-			cmd, err = inv.confine(call, cmd, c.scope)
+			cmd, err = inv.Confine(call, cmd, c.scope)
 		}
 		if err != nil {
-			c.add(call.path+"."+call.toolField, "%v", err)
+			c.add(call.Path+"."+call.ToolField, "%v", err)
 			resolved = false
 			continue
 		}
 		cmds[i] = cmd
-		if !inv.listsTools() {
+		if !inv.ListsTools() {
 			continue
 		}
-		t, found := inv.lookup(call)
+		t, found := inv.Lookup(call)
 		if !found {
-			c.add(call.path+"."+call.toolField, "%v", inv.noTool(call))
+			c.add(call.Path+"."+call.ToolField, "%v", inv.NoTool(call))
 			continue
 		}
 		if params[i] != nil {
@@ -457,7 +458,7 @@ func (c *check) onDevice(inv Inventory, st step, params [][]byte, sound, afterIn
 // schema checks a call's parameters against its tool's input schema, as
 // the agent will. A schema that does not compile checks nothing, as on
 // the agent.
-func (c *check) schema(inv Inventory, call toolCall, t protocol.MCPToolInfo, params []byte) {
+func (c *check) schema(inv inventory.Inventory, call inventory.Call, t protocol.MCPToolInfo, params []byte) {
 	if len(t.InputSchema) == 0 {
 		return
 	}
@@ -469,12 +470,12 @@ func (c *check) schema(inv Inventory, call toolCall, t protocol.MCPToolInfo, par
 	if !errors.As(v.Validate(params), &bad) {
 		return
 	}
-	whose := fmt.Sprintf("says the input schema of %q on device %q", call.label(), inv.deviceID)
-	if !inv.online {
+	whose := fmt.Sprintf("says the input schema of %q on device %q", call.Label(), inv.DeviceID)
+	if !inv.Online {
 		whose += " (offline: as it last registered)"
 	}
 	for _, p := range bad.Problems {
-		path := call.path + ".parameters"
+		path := call.Path + ".parameters"
 		if p.Field != "" {
 			path += "." + p.Field
 		}
@@ -555,8 +556,8 @@ func keepBounded[K comparable, V any](m map[K]V, k K, v V) map[K]V {
 }
 
 // frame checks that the step's COMMAND fits a frame on the device's wire.
-func (c *check) frame(inv Inventory, st step, cmds []protocol.Command) {
-	enc := inv.encoding()
+func (c *check) frame(inv inventory.Inventory, st step, cmds []protocol.Command) {
+	enc := inv.Encoding()
 	if c.measuredBefore(enc, cmds) {
 		return
 	}

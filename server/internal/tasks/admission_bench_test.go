@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/tasks/internal/inventory"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,9 +22,9 @@ func BenchmarkAdmitACommand(b *testing.B) {
 	require.NoError(b, json.Unmarshal(raw, &manifest))
 	read := tool("stock", "read_file", protocol.ToolDataCollection)
 	read.InputSchema = manifest.InputSchema
-	inv := Inventory{deviceID: "kiosk-1", online: true, tools: append(inventoryWithSchemas(), read)}
+	inv := inventory.Inventory{DeviceID: "kiosk-1", Online: true, Tools: append(inventoryWithSchemas(), read)}
 	a := &Admission{limits: Limits{MaxPlanBytes: 1 << 20, MaxParamBytes: 4 << 20}, frameCap: 4 << 20,
-		inventory: func(string) Inventory { return inv }}
+		inventory: func(string) inventory.Inventory { return inv }}
 	o := CommandOrder(testAdmin, "kiosk-1", []protocol.Command{{ToolName: "read_file", Parameters: map[string]any{"path": "/etc/hostname", "max_bytes": 4096}}})
 	require.NoError(b, a.admit(o))
 	b.ReportAllocs()

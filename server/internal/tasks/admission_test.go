@@ -5,6 +5,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/internal/encodecount"
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/tasks/internal/inventory"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -41,14 +42,14 @@ func TestTheSchemaCacheFindsASchemaByItsMapOrItsJSON(t *testing.T) {
 // speaks UFO's JSON; CBOR for the frame of the others.
 func TestAdmissionEncodesAStepsParametersOncePerFormat(t *testing.T) {
 	tools := []protocol.MCPToolInfo{tool("", "echo", protocol.ToolAction)}
-	invs := map[string]Inventory{
-		"a": {deviceID: "a", online: true, tools: tools},
-		"b": {deviceID: "b", online: true, tools: tools},
-		"c": {deviceID: "c", online: true, tools: tools},
-		"u": {deviceID: "u", online: true, tools: tools, ufoJSON: true},
+	invs := map[string]inventory.Inventory{
+		"a": {DeviceID: "a", Online: true, Tools: tools},
+		"b": {DeviceID: "b", Online: true, Tools: tools},
+		"c": {DeviceID: "c", Online: true, Tools: tools},
+		"u": {DeviceID: "u", Online: true, Tools: tools, UFOJSON: true},
 	}
 	a := &Admission{limits: Limits{MaxPlanBytes: 1 << 20, MaxParamBytes: 1 << 20}, frameCap: 1 << 20,
-		inventory: func(id string) Inventory { return invs[id] }}
+		inventory: func(id string) inventory.Inventory { return invs[id] }}
 	for _, devices := range [][]string{{"a", "b", "c"}, {"a", "u", "b"}} {
 		counted := encodecount.New()
 		o := CommandOrder(testAdmin, "a", []protocol.Command{{ToolName: "echo", ToolType: protocol.ToolAction,

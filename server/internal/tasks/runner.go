@@ -9,6 +9,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
+	"github.com/edgeaip/edgeaip/server/internal/tasks/internal/inventory"
 	"github.com/edgeaip/edgeaip/server/plan"
 )
 
@@ -38,7 +39,7 @@ type step struct {
 	// path is where the request gave the step: "steps[2]", or "actions"
 	// for a single command.
 	path    string
-	calls   []toolCall
+	calls   []inventory.Call
 	timeout time.Duration
 	// waitForDevice: its command waits, within its timeout, for a device
 	// that is not online, rather than fail (command.waitForDevice).
@@ -53,7 +54,7 @@ type step struct {
 func (st step) label() string {
 	names := make([]string, len(st.calls))
 	for i, c := range st.calls {
-		names[i] = c.label()
+		names[i] = c.Label()
 	}
 	return strings.Join(names, "+")
 }
@@ -131,16 +132,16 @@ func (p planRunner) run(ctx context.Context, steps stepper) outcome[api.PlanResu
 func planStep(i int, ps plan.Step) step {
 	path := fmt.Sprintf("steps[%d]", i)
 	batch := ps.Batch()
-	calls := make([]toolCall, len(batch))
+	calls := make([]inventory.Call, len(batch))
 	for j, a := range batch {
 		ns, name := a.Ref()
-		calls[j] = toolCall{namespace: ns, cmd: protocol.Command{ToolName: name, ToolType: a.ToolType, Parameters: a.Parameters},
-			path: path, toolField: "tool"}
+		calls[j] = inventory.Call{Namespace: ns, Cmd: protocol.Command{ToolName: name, ToolType: a.ToolType, Parameters: a.Parameters},
+			Path: path, ToolField: "tool"}
 		if len(ps.Actions) > 0 {
-			calls[j].path = fmt.Sprintf("%s.actions[%d]", path, j)
+			calls[j].Path = fmt.Sprintf("%s.actions[%d]", path, j)
 		}
 		if a.Tool == "" {
-			calls[j].toolField = "tool_name"
+			calls[j].ToolField = "tool_name"
 		}
 	}
 	return step{index: i, path: path, calls: calls, timeout: ps.TimeoutOrDefault(), retries: ps.Retries, retryWait: ps.RetryWait}
@@ -158,9 +159,9 @@ func planSteps(p *plan.Plan) []step {
 // commandStep is the one step of a single command: its actions taken
 // literally, no retries.
 func commandStep(actions []protocol.Command, timeout time.Duration) step {
-	calls := make([]toolCall, len(actions))
+	calls := make([]inventory.Call, len(actions))
 	for i, a := range actions {
-		calls[i] = toolCall{cmd: a, path: fmt.Sprintf("actions[%d]", i), toolField: "tool_name"}
+		calls[i] = inventory.Call{Cmd: a, Path: fmt.Sprintf("actions[%d]", i), ToolField: "tool_name"}
 	}
 	return step{path: "actions", calls: calls, timeout: timeout}
 }

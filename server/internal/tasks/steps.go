@@ -9,6 +9,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/store"
+	"github.com/edgeaip/edgeaip/server/internal/tasks/internal/inventory"
 )
 
 // CancelGrace is how long a cancelled session's running step may still
@@ -31,8 +32,8 @@ func (st sessionStepper) attempt(ctx context.Context, step step, n int) dispatch
 	if rec, ok := s.history[stepAttempt{step.index, n}]; ok {
 		return st.again(ctx, step, n, rec)
 	}
-	inv := InventoryOf(st.m.disp, s.DeviceID)
-	actions, tools, err := inv.resolve(step.calls, s.scope)
+	inv := inventory.Of(st.m.disp, s.DeviceID)
+	actions, tools, err := inv.Resolve(step.calls, s.scope)
 	if err != nil {
 		r := dispatch.Result{Err: err}
 		s.events.Add(st.stepEvent(api.EventStepEnd, step, n, r))

@@ -337,3 +337,14 @@ func (q Reads) DeviceLeases(ctx context.Context, deadAfter time.Duration) ([]Dev
 	}
 	return leases, nil
 }
+
+// HoldsLease is an SQL condition, for a query of any table, that the
+// node named by the expression node holds its lease at the epoch named
+// by epoch: its row is at that epoch and not gone. It is what the
+// sessions' adoption and a device lease take as a live holder, on the
+// store's own state rather than any node's clock: a node only late with
+// its heartbeats holds its lease until a sweep marks it gone.
+func HoldsLease(node, epoch string) string {
+	return `EXISTS (SELECT 1 FROM cluster_nodes WHERE cluster_nodes.node_id = ` + node +
+		` AND cluster_nodes.epoch = ` + epoch + ` AND cluster_nodes.state <> 'gone')`
+}

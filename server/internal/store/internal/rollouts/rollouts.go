@@ -51,8 +51,12 @@ type Rollout struct {
 	// StateSince is when the rollout entered its state.
 	StateSince time.Time
 	// Reason says why the rollout is in its state, when it stopped.
-	Reason    string
-	UpdatedAt time.Time
+	Reason string
+	// LeaderNode leads it in a cluster, under its lease at LeaderEpoch:
+	// "" and 0 on a single node, or while no node leads it.
+	LeaderNode  string
+	LeaderEpoch int64
+	UpdatedAt   time.Time
 }
 
 // Revision is one applied version of a rollout.
@@ -143,11 +147,14 @@ var ErrMoved = errors.New("the rollout changed meanwhile")
 
 // SetRollout records where r is: its desired revision, its state and
 // since when, its reason and its open wave; if it is still where from
-// says (its revision, state and wave), else it fails with ErrMoved.
+// says (its revision, state and wave) and led by from's leader, else it
+// fails with ErrMoved: a leader that another node has taken the lead
+// from (it paused, say) moves nothing.
 func (w Writes) SetRollout(r, from Rollout) error {
 	res, err := w.t.Exec(`UPDATE rollouts SET revision = ?, state = ?, wave = ?, state_since = ?, reason = ?, updated_at = ?
-		WHERE name = ? AND revision = ? AND state = ? AND wave = ?`,
-		r.Revision, r.State, r.Wave, sqlrow.FormatTime(r.StateSince), r.Reason, sqlrow.Now(), r.Name, from.Revision, from.State, from.Wave)
+		WHERE name = ? AND revision = ? AND state = ? AND wave = ? AND leader_node = ? AND leader_epoch = ?`,
+		r.Revision, r.State, r.Wave, sqlrow.FormatTime(r.StateSince), r.Reason, sqlrow.Now(), r.Name, from.Revision, from.State, from.Wave,
+		from.LeaderNode, from.LeaderEpoch)
 	if err != nil {
 		return fmt.Errorf("store: rollout %s: %w", r.Name, err)
 	}
@@ -188,12 +195,12 @@ func (w Writes) DeleteDevice(name, id string) error {
 	return nil
 }
 
-const selectRollouts = `SELECT name, revision, latest, state, wave, state_since, reason, updated_at FROM rollouts`
+const selectRollouts = `SELECT name, revision, latest, state, wave, state_since, reason, leader_node, leader_epoch, updated_at FROM rollouts`
 
 func scanRollout(row sqlrow.Row) (Rollout, error) {
 	var r Rollout
 	var opened, updated sql.NullString
-	err := row.Scan(&r.Name, &r.Revision, &r.Latest, &r.State, &r.Wave, &opened, &r.Reason, &updated)
+	err := row.Scan(&r.Name, &r.Revision, &r.Latest, &r.State, &r.Wave, &opened, &r.Reason, &r.LeaderNode, &r.LeaderEpoch, &updated)
 	r.StateSince, r.UpdatedAt = sqlrow.ParseTime(opened), sqlrow.ParseTime(updated)
 	return r, err
 }
