@@ -59,6 +59,19 @@ func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
+// newSandboxHoldingInitCompiles is a sandbox with a compile cache whose
+// background holds up the compile that initializes a reactor, from its
+// beginning until prep is released.
+func newSandboxHoldingInitCompiles(t *testing.T) (sb *Sandbox, prep *heldCompile) {
+	ctx := context.Background()
+	prep = holdCompileOf(t, meter.SnapshotInitExport) // only the snapshot form exports it
+	sb, err := New(prep.in(ctx), NewConfig().WithCacheDir(t.TempDir()))
+	require.NoError(t, err)
+	t.Cleanup(func() { sb.Close(ctx) })
+	t.Cleanup(prep.released) // before Close, which waits for the background
+	return sb, prep
+}
+
 func callAsync(ctx context.Context, sb *Sandbox, tool *Tool) <-chan Result {
 	done := make(chan Result, 1)
 	go func() { done <- sb.Call(ctx, tool, []byte(`{"a":1}`)) }()
@@ -72,11 +85,7 @@ func callAsync(ctx context.Context, sb *Sandbox, tool *Tool) <-chan Result {
 // SIGTERM's grace, saying it was waiting for a call slot).
 func TestACallOfAReadyToolDoesNotWaitForAnotherToolsInitializingCompile(t *testing.T) {
 	ctx := context.Background()
-	prep := holdCompileOf(t, meter.SnapshotInitExport) // only the snapshot form exports it
-	sb, err := New(prep.in(ctx), NewConfig().WithCacheDir(t.TempDir()))
-	require.NoError(t, err)
-	t.Cleanup(func() { sb.Close(ctx) })
-	t.Cleanup(prep.released) // before Close, which waits for the background
+	sb, prep := newSandboxHoldingInitCompiles(t)
 
 	echo := load(t, sb, "echo", Limits{})
 	reactor := loadSpec(t, sb, Spec{Name: "state", Wasm: fixture(t, "reactor/state")})
@@ -113,4 +122,33 @@ func TestACallWaitingForACompileEndsWithItsContext(t *testing.T) {
 
 	first.released()
 	assert.NoError(t, waitFor(t, compiling, "the first call").Err)
+}
+
+// A call's tool is prepared at once, ahead of those loaded before it,
+// but the work of preparing a small module (instrumenting it, compiling
+// it) waits for the background's work in hand rather than run beside it:
+// the two at once took the agent's peak over its first minute on a fresh
+// data dir from a median of 30 MB to 37 MB with the stock tools. Here the
+// background's compile of the first tool is held until the call for the
+// second has claimed it.
+func TestTheWorkOfPreparingSmallModulesRunsOneAtATime(t *testing.T) {
+	ctx := context.Background()
+	sb, prep := newSandboxHoldingInitCompiles(t)
+
+	first := loadSpec(t, sb, Spec{Name: "state", Wasm: fixture(t, "reactor/state")})
+	waitFor(t, prep.begun, "the background's compile of the first tool to begin")
+	second := loadSpec(t, sb, Spec{Name: "echo", Wasm: fixture(t, "reactor/echo")})
+	claimed := WithPreparationTrace(ctx, func(p Preparation) {
+		if p.Stage == StageQueued {
+			prep.released()
+		}
+	})
+
+	res := waitFor(t, callAsync(claimed, sb, second), "the call of the second tool")
+	require.NoError(t, res.Err)
+	require.NoError(t, first.Ready(ctx))
+	assert.NoError(t, sb.Call(ctx, first, []byte(`{}`)).Err)
+	sb.compiles.mu.Lock()
+	defer sb.compiles.mu.Unlock()
+	assert.Equal(t, 1, sb.compiles.mostWorking, "one module was instrumented or compiled at a time")
 }

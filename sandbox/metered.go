@@ -34,7 +34,9 @@ func (s *Sandbox) instrument(ctx context.Context, wasm []byte, sum string, form 
 	if m, ok := s.cachedInstrumented(sum, true); ok {
 		return m, nil
 	}
+	done := s.compiles.work()
 	metered, err := instrumentForm(ctx, wasm, form)
+	done()
 	if err != nil {
 		return meteredModule{}, err // meter names itself: "instrument: ..."
 	}
@@ -101,6 +103,7 @@ func (s *Sandbox) compile(ctx context.Context, t *Tool) (wazero.CompiledModule, 
 	if err != nil {
 		return nil, err
 	}
+	defer s.compiles.work()()
 	code, err := s.compileRecorded(ctx, t.sha256, wasm)
 	if err != nil && s.compiledDir != "" && s.resetCompileCache() == nil {
 		code, err = s.compileRecorded(ctx, t.sha256, wasm)

@@ -111,8 +111,10 @@ func (t *Tool) progress() (Stage, <-chan struct{}) {
 // Prepare is Ready for a caller that needs t now, as a call does: if t
 // still waits its turn to be instrumented or initialized, it is prepared
 // at once, ahead of the tools loaded before it and beside the one being
-// prepared in the background, and Prepare waits for that. Its stages go
-// to the function WithPreparationTrace put in ctx.
+// prepared in the background (when both modules are small, their
+// instrumenting and compiling take turns: compiling.prepareWork), and
+// Prepare waits for that. Its stages go to the function
+// WithPreparationTrace put in ctx.
 func (t *Tool) Prepare(ctx context.Context) error {
 	if !t.isReady() {
 		defer t.sb.callWaits()()

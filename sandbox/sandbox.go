@@ -43,6 +43,9 @@ type Sandbox struct {
 	// waiting counts the calls waiting for their tool's preparation
 	// (callWaits): the background starts no step while any do.
 	waiting int
+	// stepping counts the steps of preparation under way, the
+	// background's and those calls claimed (stepEnded).
+	stepping int
 
 	// calls counts the calls under way, which Close ends (closing) and
 	// waits for before it frees their memory.
@@ -139,7 +142,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 // board has.
 func (s *Sandbox) Load(ctx context.Context, spec Spec) (*Tool, error) {
 	t := &Tool{sb: s, name: spec.Name, path: spec.Path, mounts: spec.Mounts, env: maps.Clone(spec.Env), init: spec.Init,
-		ready: make(chan struct{}), staged: make(chan struct{})}
+		size: len(spec.Wasm), ready: make(chan struct{}), staged: make(chan struct{})}
 	fail := func(err error) (*Tool, error) { return nil, fmt.Errorf("tool %q: %w", spec.Name, err) }
 	if err := checkMounts(spec.Mounts); err != nil {
 		return fail(err)

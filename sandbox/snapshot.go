@@ -102,7 +102,12 @@ func (s *Sandbox) takeInitSnapshot(ctx context.Context, t *Tool, l lane) (*snaps
 		return nil, ErrUnloaded
 	}
 	defer t.leave(context.WithoutCancel(ctx))
+	done, err := s.compiles.prepareWork(ctx, t.size)
+	if err != nil {
+		return nil, fmt.Errorf("compile: %w", err)
+	}
 	code, err := t.compiled(ctx, l)
+	done()
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}

@@ -30,6 +30,7 @@ type Tool struct {
 	env       map[string]string
 	form      abi.Form
 	init      manifest.Init // what the manifest asks
+	size      int           // of the module loaded, in bytes
 
 	// ready is closed once the module is instrumented, or has failed to
 	// be, and a snapshot tool initialized; metered, readyErr, start, snap
