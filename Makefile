@@ -54,6 +54,23 @@ NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 \
                 @modelcontextprotocol/sdk@1.32.2 \
                 @modelcontextprotocol/inspector@2.12.0
 
+# The version the three binaries carry (internal/version): make build
+# VERSION=1.2.3 stamps a release. Unset, they are a development build of
+# COMMIT (git rev-parse HEAD), marked modified when the work tree has
+# changes not committed; a build from a tarball, with no git, may pass
+# COMMIT itself. go build without make records the commit too, unless
+# -buildvcs=false.
+VERSION  ?=
+COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)
+MODIFIED ?= $(shell git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo true)
+ifneq ($(VERSION),)
+ifneq ($(shell echo '$(VERSION)' | grep -Ex '[0-9][0-9A-Za-z.+-]*'),$(VERSION))
+$(error VERSION=$(VERSION): want a release version such as 1.2.3)
+endif
+endif
+VERSION_PKG := github.com/edgeaip/edgeaip/internal/version
+VERSION_LDFLAGS := -X $(VERSION_PKG).release=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT) -X $(VERSION_PKG).modified=$(MODIFIED)
+
 .PHONY: all build tools cross footprint fixtures generate test test-under-load test-postgres fuzz bench-fuel deps deps-apt deps-npm demo demo-cluster soak-cluster chaos-cluster clean FORCE
 .DELETE_ON_ERROR:
 
@@ -62,7 +79,7 @@ all: build
 build: $(CMDS:%=$(BIN)/%) tools
 
 $(CMDS:%=$(BIN)/%): $(BIN)/%: FORCE
-	$(GO) build -trimpath -o $@ ./cmd/$*
+	$(GO) build -trimpath -ldflags "$(VERSION_LDFLAGS)" -o $@ ./cmd/$*
 
 # The agent as it ships to boards: static and stripped, for each
 # architecture operators have. wazero compiles on amd64 and arm64 and
@@ -75,7 +92,7 @@ cross:
 	@mkdir -p $(BIN)/cross
 	@for arch in $(CROSS); do \
 		echo "aip-agent linux/$$arch"; \
-		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch GOARM=7 $(GO) build -trimpath -ldflags "-s -w" \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch GOARM=7 $(GO) build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" \
 			-o $(BIN)/cross/aip-agent-linux-$$arch ./cmd/aip-agent || exit 1; \
 	done
 	@ls -l $(BIN)/cross

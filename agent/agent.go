@@ -22,6 +22,7 @@ import (
 	"github.com/edgeaip/edgeaip/agent/internal/token"
 	"github.com/edgeaip/edgeaip/agent/internal/toolbox"
 	"github.com/edgeaip/edgeaip/internal/privatedir"
+	"github.com/edgeaip/edgeaip/internal/version"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
 )
@@ -133,7 +134,7 @@ func (a *Agent) init(ctx context.Context, tokens link.Tokens, tc *tls.Config, fs
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	a.mcp = mcpproxy.NewPool(cap, Version, a.log, a.inventoryChanged)
+	a.mcp = mcpproxy.NewPool(cap, version.Version(), a.log, a.inventoryChanged)
 	a.computers = computer.NewManager(a.cfg.MCP, tools, a.mcp, a.log)
 	a.computers.AddMeta(a.tools.MetaTools(a.computers)...)
 	a.router = computer.NewRouter(a.computers, a.log)
@@ -173,7 +174,7 @@ func (a *Agent) listenLocal() error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	a.local, err = mcpserve.Listen(mcpserve.Options{
-		Listen: a.cfg.MCPServe.Listen, Token: token, Version: Version, Tools: a.localToolList,
+		Listen: a.cfg.MCPServe.Listen, Token: token, Version: version.Version(), Tools: a.localToolList,
 		Run: a.executor.RunLocal, MaxSessions: a.cfg.MCPServe.MaxSessions, Log: a.log.With("part", "mcp_serve"),
 	})
 	if err != nil {

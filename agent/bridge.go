@@ -8,6 +8,7 @@ import (
 	"net"
 
 	"github.com/edgeaip/edgeaip/agent/internal/mcpserve"
+	"github.com/edgeaip/edgeaip/internal/version"
 )
 
 // LocalEndpoint is where the local MCP endpoint of an agent configured by
@@ -41,5 +42,5 @@ func BridgeStdio(ctx context.Context, url, tokenFile string, in io.Reader, out i
 	if err != nil {
 		return err
 	}
-	return mcpserve.Bridge(ctx, url, token, Version, in, out, log)
+	return mcpserve.Bridge(ctx, url, token, version.Version(), in, out, log)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/edgeaip/edgeaip/agent/config"
 	"github.com/edgeaip/edgeaip/agent/internal/mcpserve"
 	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/internal/version"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -265,7 +266,7 @@ func TestTheStdioBridgeCarriesAClientToTheRunningAgent(t *testing.T) {
 	require.False(t, res.IsError, "%+v", res)
 	m := l.localCall(t)
 	assert.Equal(t, "add", m.Actions[0].ToolName)
-	assert.Contains(t, m.Metadata["caller"], "aip-agent-mcp-stdio/"+Version, "the bridge says it carried the call")
+	assert.Contains(t, m.Metadata["caller"], "aip-agent-mcp-stdio/"+version.Version(), "the bridge says it carried the call")
 
 	callCtx, cancel := context.WithCancel(ctx)
 	time.AfterFunc(time.Second, cancel)

@@ -10,12 +10,9 @@ import (
 	"strings"
 
 	"github.com/edgeaip/edgeaip/agent/internal/computer"
+	"github.com/edgeaip/edgeaip/internal/version"
 	"github.com/edgeaip/edgeaip/protocol"
 )
-
-// Version is the agent's version, reported at registration and to the MCP
-// servers it proxies.
-const Version = "0.2.0"
 
 // systemInfo describes the device with the tools of its default Computer,
 // as the link registers it. The modules refused since start are listed in
@@ -66,7 +63,7 @@ func hostInfo(id string, labels map[string]string, mcp bool, tools []protocol.MC
 		SchemaVersion:     "1.0",
 		CustomMetadata:    map[string]any{},
 		Arch:              runtime.GOARCH,
-		AgentVersion:      Version,
+		AgentVersion:      version.Version(),
 		Labels:            labels,
 		Tools:             tools,
 	}

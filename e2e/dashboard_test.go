@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/edgeaip/edgeaip/agent"
 	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/internal/version"
 	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/wasmtools/signature"
@@ -222,6 +223,7 @@ func TestTheDashboardLogsInRunsAToolAndFollowsAPlan(t *testing.T) {
 		p.shot("2-devices"),
 	)
 	assert.Equal(t, "online", p.text(`tr[data-device="kiosk-1"] td.state`))
+	assert.Equal(t, version.Version(), p.text(`tr[data-device="kiosk-1"] td.agent`), "the agent's version, as it registered")
 
 	// The device's page: its tools with who signed them, and a form that
 	// opens on a tool of its own, not on a meta tool.

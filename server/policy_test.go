@@ -243,6 +243,7 @@ var probes = map[string]probe{
 		return probeRequest{method: "POST", path: "/api/logout", header: http.Header{"Sec-Fetch-Site": {"same-origin"}}}
 	}},
 	"GET /api/whoami":  {least: access.Viewer, works: 200, request: get("/api/whoami")},
+	"GET /api/version": {least: access.Viewer, works: 200, request: get("/api/version")},
 	"GET /api/clients": {least: access.Viewer, works: 200, request: get("/api/clients")},
 	"GET /api/devices": {least: access.Viewer, works: 200, request: get("/api/devices")},
 	"GET /api/tasks":   {least: access.Viewer, works: 200, request: get("/api/tasks")},

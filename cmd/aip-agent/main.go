@@ -19,6 +19,7 @@ import (
 	"github.com/edgeaip/edgeaip/agent"
 	"github.com/edgeaip/edgeaip/agent/config"
 	"github.com/edgeaip/edgeaip/internal/logging"
+	"github.com/edgeaip/edgeaip/internal/version"
 )
 
 func main() {
@@ -30,7 +31,12 @@ func main() {
 	flags.Register(flag.CommandLine)
 	var logOpts logging.Options
 	logOpts.RegisterFlags(flag.CommandLine)
+	showVersion := flag.Bool("version", false, "print the agent's version, commit, Go version and platform, and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("aip-agent", version.Get())
+		return
+	}
 
 	log := logOpts.New(os.Stderr)
 	cfg, err := flags.Config()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/internal/logging"
+	"github.com/edgeaip/edgeaip/internal/version"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server"
 	"github.com/edgeaip/edgeaip/server/plan"
@@ -89,7 +90,12 @@ func main() {
 	flag.DurationVar(&tlsFiles.DeviceCertValidity, "device-cert-validity", server.DefaultDeviceCertValidity, "how long a device certificate the server signs is valid")
 	var logOpts logging.Options
 	logOpts.RegisterFlags(flag.CommandLine)
+	showVersion := flag.Bool("version", false, "print the server's version, commit, Go version and platform, and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("aip-server", version.Get())
+		return
+	}
 
 	log := logOpts.New(os.Stderr)
 	cfg := server.Config{Sessions: sessions, Store: st, Conn: conn, Limits: limits, MCP: mcpCfg, Rollouts: rolloutsCfg, Logger: log,
@@ -127,7 +133,7 @@ func run(listen, data string, cfg server.Config) error {
 	defer signal.Stop(hup)
 	errc := make(chan error, 1)
 	go func() { errc <- serve(hs, ln) }()
-	log.Info("aip-server listening", "addr", ln.Addr().String(), "data", data, "tls", hs.TLSConfig != nil)
+	log.Info("aip-server listening", "addr", ln.Addr().String(), "data", data, "tls", hs.TLSConfig != nil, "version", version.Version())
 
 	if err := untilStopped(ctx, errc, hup, func() { reloadTLS(srv, log) }); err != nil {
 		return err

@@ -31,6 +31,9 @@ type globals struct {
 // json reports whether the output is JSON, for scripts.
 func (g *globals) json() bool { return g.output == "json" }
 
+// errNoToken is client's error when no operator token is given.
+var errNoToken = errors.New("no operator token: set AIP_TOKEN or pass --token-file (the server writes it to DATA/admin.token)")
+
 // client builds an API client from flags and environment.
 func (g *globals) client() (*api.Client, error) {
 	c := &api.Client{BaseURL: g.server, ReplyTimeout: g.replyTimeout, PreparationWait: g.preparationWait, ServerSilence: g.serverSilence}
@@ -51,7 +54,7 @@ func (g *globals) client() (*api.Client, error) {
 		c.Token = os.Getenv("AIP_TOKEN")
 	}
 	if c.Token == "" {
-		return nil, &exitError{exitUsage, errors.New("no operator token: set AIP_TOKEN or pass --token-file (the server writes it to DATA/admin.token)")}
+		return nil, &exitError{exitUsage, errNoToken}
 	}
 	if ca := cmp.Or(g.ca, os.Getenv("AIP_CA")); ca != "" {
 		pool, err := tlsfiles.CertPool(ca)

@@ -17,7 +17,7 @@ import (
 func newDevicesCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "devices",
-		Short: "List enrolled devices: online state, last seen, platform, labels and tools",
+		Short: "List enrolled devices: online state, last seen, platform, agent version, labels and tools",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return show(cmd, g, (*api.Client).Devices, printDevices)
@@ -27,13 +27,13 @@ func newDevicesCmd(g *globals) *cobra.Command {
 
 func printDevices(w io.Writer, devs []api.Device) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tONLINE\tLAST SEEN\tPLATFORM\tLABELS\tTOOLS")
+	fmt.Fprintln(tw, "ID\tONLINE\tLAST SEEN\tPLATFORM\tAGENT\tLABELS\tTOOLS")
 	for _, d := range devs {
-		platform, tools := "-", 0
+		platform, agent, tools := "-", "-", 0
 		if d.Info != nil {
-			platform, tools = d.Info.Platform+"/"+d.Info.Arch, len(d.Info.Tools)
+			platform, agent, tools = d.Info.Platform+"/"+d.Info.Arch, orDash(d.Info.AgentVersion), len(d.Info.Tools)
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%d\n", d.ID, d.Online, lastSeen(d.LastSeen), platform, labels(d.Labels), tools)
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%s\t%d\n", d.ID, d.Online, lastSeen(d.LastSeen), platform, agent, labels(d.Labels), tools)
 	}
 	return tw.Flush()
 }

@@ -126,6 +126,6 @@ func newRoot() *cobra.Command {
 	}
 	root.AddCommand(newDevicesCmd(&g), newDeviceCmd(&g), newRolloutCmd(&g), newToolsCmd(&g), newExecCmd(&g),
 		newDispatchCmd(&g), newPlanCmd(&g), newTaskCmd(&g), newTasksCmd(&g), newCancelCmd(&g), newToolCmd(&g),
-		newOperatorCmd(&g), newAuditCmd(&g))
+		newOperatorCmd(&g), newAuditCmd(&g), newVersionCmd(&g))
 	return root
 }

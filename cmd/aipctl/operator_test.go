@@ -22,6 +22,7 @@ import (
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/internal/testpki"
 	"github.com/edgeaip/edgeaip/internal/tlsfiles"
+	"github.com/edgeaip/edgeaip/internal/version"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/sandbox"
 	"github.com/edgeaip/edgeaip/server"
@@ -178,7 +179,8 @@ func TestOperatorCommandsOnARealFleet(t *testing.T) {
 
 	out, _, code := f.ctl("devices")
 	require.Equal(t, exitOK, code)
-	assert.Regexp(t, `(?m)^kiosk-1\s+true\s+\S+ ago\s+linux/\S+\s+site=lobby\s+\d+$`, out)
+	assert.Regexp(t, `(?m)^ID\s+ONLINE\s+LAST SEEN\s+PLATFORM\s+AGENT\s+LABELS\s+TOOLS$`, out)
+	assert.Regexp(t, `(?m)^kiosk-1\s+true\s+\S+ ago\s+linux/\S+\s+`+regexp.QuoteMeta(version.Version())+`\s+site=lobby\s+\d+$`, out)
 
 	out, _, code = f.ctl("tools", "kiosk-1")
 	require.Equal(t, exitOK, code)
@@ -361,6 +363,7 @@ func jsonCommands(t *testing.T, f *fleet) map[string][]string {
 		"rollout pause":      {"-o", "json", "rollout", "pause", "r"},
 		"rollout resume":     {"-o", "json", "rollout", "resume", "r"},
 		"rollout rollback":   {"-o", "json", "rollout", "rollback", "r"},
+		"version":            {"-o", "json", "version"},
 	}
 }
 
@@ -396,7 +399,7 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 	order := []string{"devices", "device enroll", "device revoke", "device rotate", "device certificate", "tools", "exec", "cancel", "dispatch", "plan validate", "tasks", "task",
 		"tool init", "tool keygen", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy",
 		"operator add", "operator list", "operator rotate", "operator revoke", "audit", "device label",
-		"rollout apply", "rollout status", "rollout list", "rollout history", "rollout pause", "rollout resume", "rollout rollback"}
+		"rollout apply", "rollout status", "rollout list", "rollout history", "rollout pause", "rollout resume", "rollout rollback", "version"}
 	require.ElementsMatch(t, order, keys(cmds))
 	var last string
 	for _, name := range order {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/version"
 	"github.com/edgeaip/edgeaip/protocol"
 )
 
@@ -32,7 +33,7 @@ func (l *Link) dial(ctx context.Context, t target) (*protocol.Conn, error) {
 	if client != nil {
 		defer client.CloseIdleConnections()
 	}
-	header := http.Header{}
+	header := http.Header{"User-Agent": {userAgent()}}
 	if token != "" {
 		header.Set("Authorization", "Bearer "+token)
 	}
@@ -44,6 +45,9 @@ func (l *Link) dial(ctx context.Context, t target) (*protocol.Conn, error) {
 	})
 	if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 		return nil, refusedCredentials(resp)
+	}
+	if resp != nil && resp.StatusCode == http.StatusUpgradeRequired {
+		return nil, fmt.Errorf("server refused this agent's version of the wire (426): %s", refusal(resp, "no reason given"))
 	}
 	if err != nil {
 		return nil, l.explainTLS(err, t)
@@ -104,16 +108,24 @@ func dialURL(serverURL, token string, wire protocol.Encoding) (string, error) {
 	return u.String(), nil
 }
 
+// userAgent is the agent's User-Agent on its link: its name and version,
+// which the server quotes back when it refuses the agent's wire.
+func userAgent() string { return "aip-agent/" + version.Version() }
+
 // refusedCredentials is the error of a 401 at the upgrade, with the
 // reason the server gave: none for a token, why for a certificate.
 func refusedCredentials(resp *http.Response) error {
-	reason := "unauthorized"
+	return fmt.Errorf("server refused the device (401 %s): check --id, the token file and the device certificate", refusal(resp, "unauthorized"))
+}
+
+// refusal is the reason the body of a refused upgrade gives, or def.
+func refusal(resp *http.Response, def string) string {
 	if resp.Body != nil {
 		if b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024)); len(strings.TrimSpace(string(b))) > 0 {
-			reason = strings.TrimSpace(string(b))
+			return strings.TrimSpace(string(b))
 		}
 	}
-	return fmt.Errorf("server refused the device (401 %s): check --id, the token file and the device certificate", reason)
+	return def
 }
 
 // explainTLS says what a TLS failure of a dial means for the operator: a

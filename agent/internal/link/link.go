@@ -20,6 +20,7 @@ import (
 	"github.com/edgeaip/edgeaip/agent/internal/backoff"
 	"github.com/edgeaip/edgeaip/agent/internal/outbox"
 	"github.com/edgeaip/edgeaip/agent/internal/reply"
+	"github.com/edgeaip/edgeaip/internal/version"
 	"github.com/edgeaip/edgeaip/protocol"
 )
 
@@ -217,7 +218,7 @@ func (l *Link) session(ctx context.Context, t target) (up time.Duration, err err
 		return 0, err
 	}
 	registered := time.Now()
-	l.log.Info("registered", "server", t, "wire", conn.Encoding())
+	l.log.Info("registered", "server", t, "wire", conn.Encoding(), "version", version.Version())
 	num := l.setConn(conn)
 	defer l.setConn(nil)
 	notify(l.wake) // what the server has not acknowledged goes out again

@@ -190,12 +190,13 @@ document.getElementById("logout").addEventListener("click", async () => {
 // ---- devices
 
 function devicesTable(devices) {
-  return table("devices", ["ID", "State", "Last seen", "Platform", "Labels", "Tools"], devices.map((d) =>
+  return table("devices", ["ID", "State", "Last seen", "Platform", "Agent", "Labels", "Tools"], devices.map((d) =>
     el("tr", { "data-device": d.id },
       el("td", {}, deviceLink(d.id)),
       el("td", { class: `state ${d.online ? "online" : "offline"}` }, d.online ? "online" : "offline"),
       el("td", { title: d.last_seen || "" }, ago(d.last_seen)),
       el("td", {}, d.info ? `${d.info.platform}/${d.info.arch}` : "–"),
+      el("td", { class: "agent" }, (d.info && d.info.agent_version) || "–"),
       el("td", {}, labelText(d.labels)),
       el("td", {}, d.info && d.info.tools ? d.info.tools.length : 0))));
 }

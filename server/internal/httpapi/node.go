@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/edgeaip/edgeaip/internal/version"
+	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/cluster"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
@@ -43,6 +45,15 @@ func (h *nodeHandlers) health(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, code, out)
+}
+
+// serverVersion is GET /api/version: the server's build and wire, to
+// any identity. Not on the open GET /api/health: the exact build tells
+// whoever can reach the server which published flaws it has.
+func serverVersion(w http.ResponseWriter, _ *http.Request) {
+	v := version.Get()
+	writeJSON(w, http.StatusOK, api.Version{Version: v.Version, Commit: v.Commit, Modified: v.Modified, Go: v.Go, OS: v.OS, Arch: v.Arch,
+		Wire: protocol.Subprotocol})
 }
 
 // serveMetrics is GET /metrics.

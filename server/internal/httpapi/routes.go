@@ -94,6 +94,7 @@ func (a *API) Routes() []Route {
 		route("POST", "/api/identities/{name}/tokens", a.identities.rotateIdentity),
 		route("DELETE", "/api/identities/{name}/tokens/{token_id}", a.identities.revokeToken),
 		route("GET", "/api/whoami", a.identities.whoami),
+		route("GET", "/api/version", serverVersion),
 		route("GET", "/api/cluster", a.node.clusterView),
 		route("POST", "/api/login", a.identities.login),
 		route("POST", "/api/logout", a.identities.logout),

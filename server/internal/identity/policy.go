@@ -64,6 +64,7 @@ var policy = map[string]Rule{
 	"POST /api/login":                  {Public: true},
 	"POST /api/logout":                 {Public: true},
 	"GET /api/whoami":                  {Role: access.Viewer, Scope: NoObject},
+	"GET /api/version":                 {Role: access.Viewer, Scope: NoObject},
 	"GET /api/clients":                 {Role: access.Viewer, Scope: InHandler},
 	"GET /api/devices":                 {Role: access.Viewer, Scope: InHandler},
 	"GET /api/devices/{id}":            {Role: access.Viewer, Scope: PathDevice},

@@ -8,12 +8,12 @@ import (
 	"maps"
 	"net/http"
 	"reflect"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/edgeaip/edgeaip/internal/mcpsessions"
+	"github.com/edgeaip/edgeaip/internal/version"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/dispatch"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
@@ -192,7 +192,7 @@ func (g *Gateway) newView(c *identity.Caller) *view {
 	hooks := &mcpserver.Hooks{}
 	hooks.AddOnRegisterSession(func(context.Context, mcpserver.ClientSession) { g.cfg.Metrics.MCPSessions(1) })
 	hooks.AddOnUnregisterSession(func(context.Context, mcpserver.ClientSession) { g.cfg.Metrics.MCPSessions(-1) })
-	v.mcp = mcpserver.NewMCPServer("aip-server", buildVersion(),
+	v.mcp = mcpserver.NewMCPServer("aip-server", version.Version(),
 		mcpserver.WithToolCapabilities(true),
 		mcpserver.WithInstructions(mcpInstructions),
 		mcpserver.WithToolHandlerMiddleware(v.counted),
@@ -316,14 +316,6 @@ func (g *Gateway) Views(identity string) int {
 		}
 	}
 	return n
-}
-
-// buildVersion is the server's module version, as the build recorded it.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "devel"
 }
 
 type baseURLKey struct{}

@@ -120,7 +120,8 @@ const maxInFlightResults = 64
 // ServeHTTP is GET /ws: it authenticates the token before the upgrade, then
 // expects REGISTER, and serves the connection, once registered, from a
 // goroutine of its own (serveLink). A wrong token counts toward its
-// source's limit of failures.
+// source's limit of failures. A client that offers only other versions
+// of the CBOR wire is refused once authenticated (refuseWire).
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.cfg.RefuseWhileDraining(w, "device link") {
 		return
@@ -137,6 +138,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		g.log.Warn("connection refused at upgrade", "remote", r.RemoteAddr, "err", err)
 		http.Error(w, identity.PublicReason(err), http.StatusUnauthorized)
+		return
+	}
+	if g.refuseWire(w, r, p) {
 		return
 	}
 	var revoked <-chan struct{}
