@@ -215,11 +215,6 @@ func (a *Agent) serveLocal(ctx context.Context) {
 	a.local.Serve(ctx)
 }
 
-// prepareBeforeLink bounds how long Run prepares the small tools before
-// the device first registers (Toolbox.PrepareSmall): the stock tools take
-// about a quarter of that on a fresh data dir here.
-const prepareBeforeLink = time.Second
-
 // Run keeps the device linked to the server and serves commands until ctx
 // ends; it reconnects with exponential backoff and full jitter, forever.
 // When ctx ends it shuts down gracefully: it takes no new commands, lets
@@ -231,9 +226,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	if _, err := a.computers.Get(ctx, computer.Target{}); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	prepCtx, stopPrep := context.WithTimeout(ctx, prepareBeforeLink)
-	a.tools.PrepareSmall(prepCtx, a.startTools)
-	stopPrep()
+	if d := a.cfg.PrepareBeforeRegister; d > 0 {
+		prepCtx, stopPrep := context.WithTimeout(ctx, d)
+		a.tools.PrepareSmall(prepCtx, a.startTools)
+		stopPrep()
+	}
 	linkCtx, stopLink := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLink()
 	localCtx, stopLocal := context.WithCancel(context.WithoutCancel(ctx))

@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeaip/edgeaip/agent/internal/computer"
 	"github.com/edgeaip/edgeaip/internal/testenv"
@@ -160,5 +163,33 @@ func TestTheAgentTellsOfAToolsPreparationOnTheCBORWireOnly(t *testing.T) {
 				assert.NotEmpty(t, l.preparing)
 			}
 		})
+	}
+}
+
+// On a fresh data dir the agent first registers once its small tools
+// (the stock tools, in C) are prepared: the first call of each finds its
+// tool instrumented and initialized, at most to load its code again from
+// the compile cache (which initializing left it in, to hand the memory
+// back). A Go tool of megabytes is left to the background (the tests
+// above).
+func TestTheStockToolsAreReadyWhenTheAgentFirstRegisters(t *testing.T) {
+	p := newTestPeer(t)
+	cfg := agentConfig(t, p.url())
+	cfg.ToolDirs = []string{"stock=" + testenv.StockToolsDir(t)}
+	cfg.PrepareBeforeRegister = testenv.Slowdown * time.Minute // the bound is not what this test is about
+	ta := startAgent(t, cfg)
+	l := p.next(t)
+	require.Equal(t, protocol.ClientRegister, l.register.Type)
+	logs := ta.logs.String()
+	prepared := strings.Index(logs, `msg="small tools prepared before registering" device=dev-1 count=4 `)
+	require.GreaterOrEqual(t, prepared, 0, "%s", logs)
+	assert.NotContains(t, logs[:prepared], "msg=registered", "the four stock tools were prepared before the agent registered")
+	for i, name := range testenv.StockTools {
+		m := newCommand(fmt.Sprintf("s%d", i), protocol.Command{ToolName: name, Parameters: map[string]any{"path": "/nowhere"}, CallID: "c1"})
+		l.send(t, m)
+		l.results(t, m.ResponseID)
+	}
+	for _, p := range l.preparing {
+		assert.Contains(t, []string{"compiling", protocol.PreparingReady}, p.Stage, "%s was not prepared before the agent registered", p.ToolName)
 	}
 }

@@ -115,6 +115,11 @@ type Config struct {
 	// UnloadAfter is how long a tool's compiled code stays in memory after
 	// its last call. Default sandbox.DefaultUnloadAfter; negative: never.
 	UnloadAfter time.Duration
+	// PrepareBeforeRegister bounds how long the agent prepares its small
+	// tools (at most 256 KiB, as the stock tools are) before it first
+	// registers, so that their first calls find them ready. Default 1 s;
+	// negative: none, every tool is prepared behind calls.
+	PrepareBeforeRegister time.Duration
 	// Reproducible gives tools fake clocks and a fixed random sequence, so
 	// that a call's fuel is the same on every device (sandbox.Config.
 	// WithReproducible).
@@ -283,6 +288,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.MaxConcurrentCommands <= 0 {
 		c.MaxConcurrentCommands = 4 * runtime.GOMAXPROCS(0)
+	}
+	if c.PrepareBeforeRegister == 0 {
+		c.PrepareBeforeRegister = time.Second
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 10 * time.Second

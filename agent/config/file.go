@@ -93,6 +93,7 @@ type fileConfig struct {
 		MaxCalls      int                   `yaml:"max_calls"`
 		MaxCallMemory byteSize              `yaml:"max_call_memory"`
 		UnloadAfter   duration              `yaml:"unload_after"`
+		PrepareBefore duration              `yaml:"prepare_before_register"`
 		Reproducible  bool                  `yaml:"reproducible"`
 	} `yaml:"tools"`
 	MCP      map[string]map[string]fileMCPRoot `yaml:"mcp"`
@@ -188,6 +189,7 @@ func (l *loader) config(fc *fileConfig) Config {
 		MaxConcurrentCalls:    fc.Tools.MaxCalls,
 		MaxReservedMemory:     uint64(fc.Tools.MaxCallMemory),
 		UnloadAfter:           time.Duration(fc.Tools.UnloadAfter),
+		PrepareBeforeRegister: time.Duration(fc.Tools.PrepareBefore),
 		Reproducible:          fc.Tools.Reproducible,
 		MemoryLimit:           int64(fc.MemoryLimit),
 		GCPercent:             fc.GCPercent,
