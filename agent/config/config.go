@@ -117,7 +117,7 @@ type Config struct {
 	UnloadAfter time.Duration
 	// PrepareBeforeRegister bounds how long the agent prepares its small
 	// tools (at most 256 KiB, as the stock tools are) before it first
-	// registers, so that their first calls find them ready. Default 1 s;
+	// registers, so that their first calls find them ready. Default 2 s;
 	// negative: none, every tool is prepared behind calls.
 	PrepareBeforeRegister time.Duration
 	// Reproducible gives tools fake clocks and a fixed random sequence, so
@@ -290,7 +290,7 @@ func (c *Config) SetDefaults() {
 		c.MaxConcurrentCommands = 4 * runtime.GOMAXPROCS(0)
 	}
 	if c.PrepareBeforeRegister == 0 {
-		c.PrepareBeforeRegister = time.Second
+		c.PrepareBeforeRegister = 2 * time.Second
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 10 * time.Second
