@@ -23,6 +23,7 @@ func slowToPrepare(t *testing.T) agentOption {
 	return func(cfg *agent.Config) {
 		cfg.ToolDirs = []string{"slow=" + dir}
 		cfg.Limits = sandbox.Limits{Fuel: initslowFuel}
+		cfg.PrepareBeforeRegister = -1 // else it is ready before the device registers
 	}
 }
 

@@ -22,8 +22,10 @@ import (
 func TestAipctlGivesUpOnAServerThatStopsAnsweringMidCommand(t *testing.T) {
 	srv := startServerProcess(t, testenv.Command(t, "aip-server"), "127.0.0.1:0", t.TempDir())
 	tokenFile := srv.enroll(t, "kiosk-1")
+	// initslow must still take seconds to prepare when the command
+	// comes: the agent prepares almost nothing before it registers.
 	yaml := agentYAMLWithTools(t, "kiosk-1", srv.wsURL(), tokenFile, t.TempDir(), t.TempDir(), "slow="+initslowDir(t)) +
-		fmt.Sprintf("  limits: {fuel: %d}\n", initslowFuel)
+		fmt.Sprintf("  limits: {fuel: %d}\n  prepare_before_register: 1ms\n", initslowFuel)
 	agent := newAgentProcess(t, yaml)
 	agent.start()
 	agent.waitLogged("msg=registered")
