@@ -9,6 +9,8 @@ import (
 
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
+	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -267,4 +269,27 @@ func TestAConstellationIsHeldToItsScopeWhenItsTargetChanges(t *testing.T) {
 	con.send(protocol.ClientMessage{Type: protocol.ClientDeviceInfoRequest, ClientID: "orch-1", RequestID: "info"})
 	con.requireError(`target device "lobby-1" is not connected`)
 	con.ping()
+}
+
+// Only a rollout stages modules and applies revisions on a device, and a
+// revision only of itself: not an admin through the API, and not a
+// rollout's health check naming another rollout.
+func TestOnlyARolloutAppliesARevisionAndOnlyItsOwn(t *testing.T) {
+	ts := newTestServer(t)
+	dev := ts.device("kiosk-1", tool("computer", protocol.ApplyRevisionName, protocol.ToolAction), tool("computer", protocol.StageModuleName, protocol.ToolAction))
+	dev.serveOK()
+	apply := protocol.Command{ToolName: protocol.ApplyRevisionName, ToolType: protocol.ToolAction,
+		Parameters: protocol.ApplyRevisionParams(protocol.Revision{Rollout: "kiosk-tools", Number: 2})}
+	_, err := ts.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{apply}})
+	requireStatus(t, err, http.StatusForbidden, "actions[0]: apply_revision is a rollout's own, for its own tools")
+
+	for who, allowed := range map[string]bool{"kiosk-tools": true, "other": false} {
+		_, err := ts.srv.tasks.AdmitCommand(tasks.CommandTask{Asker: tasks.Asker{Who: identity.RolloutCaller(who), Kind: api.RequesterRollout},
+			Device: "kiosk-1", Actions: []protocol.Command{apply}})
+		if allowed {
+			assert.NoError(t, err, who)
+		} else {
+			assert.ErrorContains(t, err, "apply_revision is a rollout's own, for its own tools", who)
+		}
+	}
 }

@@ -24,6 +24,7 @@ package rollout
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +33,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"gopkg.in/yaml.v3"
 )
@@ -326,8 +328,19 @@ func (s *Spec) checkHealth() error {
 	if _, err := s.HealthPlan(); err != nil {
 		return fmt.Errorf("health: %w", err)
 	}
+	for i, st := range s.Health {
+		for _, a := range append([]plan.Action{st.Action}, st.Actions...) {
+			if name := cmp.Or(a.ToolName, a.Tool); slices.Contains(metaTools, name) {
+				return fmt.Errorf("health[%d]: %s changes a device's tools: a health check only looks", i, name)
+			}
+		}
+	}
 	return nil
 }
+
+// metaTools are the agent's meta tools that change its tools: no health
+// check may call them, since it runs as the rollout itself.
+var metaTools = []string{protocol.InstallToolName, protocol.StageModuleName, protocol.ApplyRevisionName}
 
 // HealthPlan is the health checks as a plan: what a device runs after it
 // changes. Nil if there are none.

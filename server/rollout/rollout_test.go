@@ -75,6 +75,20 @@ health:
 	}
 }
 
+// A health check runs as the rollout, which may apply revisions: it may
+// not change a device's tools.
+func TestAHealthCheckMayNotChangeADevicesTools(t *testing.T) {
+	for _, step := range []string{
+		`{tool: apply_revision, parameters: {rollout: other, revision: 9, tools: {}}}`,
+		`{tool_name: stage_module}`,
+		`{actions: [{tool: greet}, {tool: install_tool}]}`,
+	} {
+		_, err := Parse([]byte("name: a\nselector: a=b\ntools: [x.wasm]\nhealth: [" + step + "]\n"))
+		require.ErrorContains(t, err, "health[0]: ", step)
+		require.ErrorContains(t, err, "changes a device's tools: a health check only looks", step)
+	}
+}
+
 func TestAnUnknownKeyIsRefused(t *testing.T) {
 	_, err := Parse([]byte("name: a\nselector: a=b\ntools: [x.wasm]\nwave: [1]\n"))
 	require.ErrorContains(t, err, "field wave not found")

@@ -35,9 +35,13 @@ func RolloutCaller(name string) *Caller {
 	return &Caller{Name: "rollout/" + name, Role: access.Deployer, rollout: true}
 }
 
-// ForRollout reports whether c is a rollout's (RolloutCaller): only a
-// rollout stages modules and applies revisions on a device.
-func (c *Caller) ForRollout() bool { return c.rollout }
+// ForRollout reports whether c is rollout name's (RolloutCaller): only
+// a rollout stages modules and applies revisions on a device, and only
+// its own.
+func (c *Caller) ForRollout(name string) bool { return c.rollout && c.Name == "rollout/"+name }
+
+// ARollout reports whether c is any rollout's.
+func (c *Caller) ARollout() bool { return c.rollout }
 
 // callerOf is the identity id as the store holds it, acting by token tok.
 func callerOf(id store.Identity, tok store.Token) (*Caller, error) {

@@ -200,13 +200,15 @@ func (st step) installs() bool {
 
 // installsAllowed checks o's calls that install a tool against its
 // requester: only a deployer installs tools, a scoped one only a tool its
-// patterns allow, and only a rollout stages modules and applies revisions.
+// patterns allow, and only a rollout stages modules and applies
+// revisions, its own.
 func (o Order) installsAllowed() error {
 	for _, st := range o.steps {
 		for _, call := range st.calls {
-			if n := call.Cmd.ToolName; (n == protocol.StageModuleName || n == protocol.ApplyRevisionName) && !o.who.ForRollout() {
-				return &identity.Forbidden{Reason: fmt.Sprintf("%s: %s is a rollout's own: apply a rollout instead (aipctl rollout apply)", call.Path, n)}
-			} else if n != protocol.InstallToolName {
+			if err := o.rolloutsOwn(call); err != nil {
+				return err
+			}
+			if call.Cmd.ToolName != protocol.InstallToolName {
 				continue
 			}
 			if !o.who.Role.Covers(access.Deployer) {
@@ -216,6 +218,20 @@ func (o Order) installsAllowed() error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// rolloutsOwn refuses stage_module from anyone but a rollout, and
+// apply_revision from anyone but the rollout it names.
+func (o Order) rolloutsOwn(call inventory.Call) error {
+	n := call.Cmd.ToolName
+	if n != protocol.StageModuleName && n != protocol.ApplyRevisionName {
+		return nil
+	}
+	name, _ := encodedonce.Unwrap(call.Cmd.Parameters["rollout"]).(string)
+	if !o.who.ARollout() || (n == protocol.ApplyRevisionName && !o.who.ForRollout(name)) {
+		return &identity.Forbidden{Reason: fmt.Sprintf("%s: %s is a rollout's own, for its own tools: apply a rollout instead (aipctl rollout apply)", call.Path, n)}
 	}
 	return nil
 }
