@@ -347,6 +347,8 @@ func TestAFleetIsKeptInItsRolloutsDesiredState(t *testing.T) {
 		assert.Contains(t, out.Note, "picks no device now")
 		_, err = c.api.Label(ctx, lobby[2], api.LabelRequest{Set: map[string]string{"kind": "kiosk"}})
 		require.ErrorContains(t, err, `rollouts "kiosk-tools" and "other" would both put tool greet on device `+lobby[2])
+		_, err = c.api.Enroll(ctx, api.EnrollRequest{ID: "dev-new", Labels: map[string]string{"site": "lobby", "kind": "kiosk"}})
+		require.ErrorContains(t, err, `rollouts "kiosk-tools" and "other" would both put tool greet on device dev-new`, "enrolled so, too")
 	})
 
 	t.Run("an unsigned module fails the canary with the device's own reason, and rolls back", func(t *testing.T) {

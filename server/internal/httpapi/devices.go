@@ -64,6 +64,17 @@ func (h *deviceHandlers) enroll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("%q is the id of a connected %s client", req.ID, c.Type))
 		return
 	}
+	// As a relabel: labels that would have two rollouts put one tool on
+	// the device are refused.
+	if err := h.rollouts.CheckLabels(r.Context(), req.ID, req.Labels); err != nil {
+		var conflict *rollouts.ConflictError
+		if errors.As(err, &conflict) {
+			writeError(w, http.StatusConflict, err.Error())
+		} else {
+			writeError(w, http.StatusServiceUnavailable, err.Error())
+		}
+		return
+	}
 	resp := api.EnrollResponse{ID: req.ID, Token: identity.NewToken(identity.DeviceTokenPrefix)}
 	var cert *x509.Certificate
 	if req.CSR != "" {

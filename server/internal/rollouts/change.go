@@ -54,8 +54,14 @@ func (e *Engine) remove(ctx context.Context, v *view, row store.RolloutDevice) {
 	defer cancel()
 	c := deviceChange{e: e, ctx: ctx, rollout: v.r.Name, device: row.DeviceID, timeout: timeout}
 	if _, err := c.run(max(row.Applied, v.r.Latest), nil, nil); err != nil {
-		row.SessionID = c.lastTask
-		e.ended(ctx, row, err)
+		if e.ctx.Err() != nil {
+			return // the server stops: the removal starts again after its restart
+		}
+		row.SessionID, row.Error = c.lastTask, err.Error()
+		if err := e.put(context.WithoutCancel(ctx), row); err != nil {
+			e.log.Warn("rollout device state not recorded", "rollout", row.Name, "device", row.DeviceID, "err", err)
+		}
+		e.log.Warn("rollout's tools not removed from a device that left it; trying again after device_timeout", "rollout", v.r.Name, "device", row.DeviceID, "err", err)
 		return
 	}
 	if err := e.forget(context.WithoutCancel(ctx), v.r.Name, row.DeviceID); err != nil {

@@ -54,6 +54,9 @@ func (e *Engine) Rollback(ctx context.Context, who *identity.Caller, name string
 		if r.Revision == 0 {
 			return &ConflictError{fmt.Sprintf("rollout %q has no revision to roll back: revision %d was rolled back already", name, r.Latest)}
 		}
+		if r.State == api.RolloutRollingBack || r.State == api.RolloutRolledBack {
+			return &ConflictError{fmt.Sprintf("rollout %q was rolled back to revision %d already (from %d): to go further back, apply the revision wanted", name, r.Revision, r.Latest)}
+		}
 		audit := who.Audit(api.ActionRolloutRollback, "", map[string]any{"rollout": name, "revision": r.Revision})
 		return e.rollBack(ctx, r, "rolled back by "+who.Name, &audit)
 	})

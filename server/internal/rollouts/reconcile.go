@@ -149,7 +149,7 @@ func (e *Engine) assign(ctx context.Context, v *view) error {
 	var fresh []string
 	at := 0
 	for _, id := range v.selected {
-		if row, ok := v.rows[id]; ok && row.Revision == v.r.Revision {
+		if row, ok := v.rows[id]; ok && row.Revision == v.r.Revision && row.State != api.DeviceRemoving {
 			at++
 		} else {
 			fresh = append(fresh, id)
@@ -261,20 +261,38 @@ func (e *Engine) leave(ctx context.Context, w *worker, v *view) error {
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		if row.Applied == 0 || err != nil { // nothing of it on the device, or no device: revoked
+		online := e.cfg.Online(id)
+		if err != nil || e.hasNothing(ctx, row, online) { // no device (revoked), or nothing of the rollout on it
 			if err := e.forget(ctx, v.r.Name, id); err != nil {
 				return err
 			}
 			delete(v.rows, id)
 			continue
 		}
-		// A removal the device refused is not tried again until the
-		// device reports otherwise (observe).
-		if v.r.State != api.RolloutPaused && row.State != api.DeviceFailed && e.cfg.Online(id) {
+		// A removal that failed is tried again once device_timeout has
+		// passed since, not at every reconciliation.
+		retry := row.State != api.DeviceRemoving || time.Since(row.UpdatedAt) > time.Duration(v.spec.DeviceTimeout)
+		if v.r.State != api.RolloutPaused && online && retry {
 			e.start(w, v, id, func(ctx context.Context) { e.remove(ctx, v, row) })
 		}
 	}
 	return nil
+}
+
+// hasNothing reports whether the device of row, which left the
+// selector, has nothing of the rollout: it never applied a revision of
+// it, as far as the row says and, linked, as it reports. A device
+// offline whose change may have landed unheard (waiting, changing) is
+// kept until it links and says.
+func (e *Engine) hasNothing(ctx context.Context, row store.RolloutDevice, online bool) bool {
+	if row.Applied != 0 {
+		return false
+	}
+	if !online {
+		return row.State == api.DevicePending || row.State == api.DeviceDone
+	}
+	rep, ok := e.report(ctx, row.DeviceID, row.Name)
+	return ok && rep.Revision == 0
 }
 
 // overBudget says why the rollout must stop, if its failures are past
@@ -282,8 +300,9 @@ func (e *Engine) leave(ctx context.Context, w *worker, v *view) error {
 func (v *view) overBudget() string {
 	failed, finished := 0, 0
 	var last store.RolloutDevice
-	for _, row := range v.rows {
-		if row.Revision != v.r.Revision {
+	for _, id := range v.selected {
+		row, ok := v.rows[id]
+		if !ok || row.Revision != v.r.Revision {
 			continue
 		}
 		switch row.State {
@@ -429,7 +448,12 @@ func (e *Engine) openNext(ctx context.Context, r store.Rollout) error {
 func (e *Engine) stop(ctx context.Context, v *view, reason string) error {
 	e.log.Warn("rollout stopped", "rollout", v.r.Name, "revision", v.r.Revision, "on_failure", v.spec.OnFailure, "reason", reason)
 	if v.spec.OnFailure == rollout.OnFailureRollback {
-		return e.rollBack(ctx, v.r, reason, nil)
+		err := e.rollBack(ctx, v.r, reason, nil)
+		var conflict *ConflictError
+		if !errors.As(err, &conflict) {
+			return err
+		}
+		reason += "; not rolled back: " + conflict.Reason
 	}
 	r := v.r
 	r.State, r.StateSince, r.Reason = api.RolloutPaused, time.Now(), reason
@@ -450,6 +474,9 @@ func (e *Engine) rollBack(ctx context.Context, r store.Rollout, reason string, a
 			prev = h.Revision
 			break
 		}
+	}
+	if err := e.backConflicts(ctx, r.Name, history, prev); err != nil {
+		return err
 	}
 	from, was := r.Revision, r
 	r.Revision, r.Wave, r.State, r.StateSince, r.Reason = prev, 0, api.RolloutRollingBack, time.Now(), reason
@@ -474,6 +501,31 @@ func (e *Engine) rollBack(ctx context.Context, r store.Rollout, reason string, a
 		e.Kick(r.Name)
 	}
 	return err
+}
+
+// backConflicts refuses to take rollout name back to revision prev of
+// its history if another rollout has since been let put a tool of the
+// same name on a device prev's selector picks.
+func (e *Engine) backConflicts(ctx context.Context, name string, history []store.RolloutRevision, prev int) error {
+	for _, h := range history {
+		if h.Revision != prev {
+			continue
+		}
+		spec, err := rollout.ParseDigests(h.Spec)
+		if err != nil {
+			return err
+		}
+		sel, err := access.ParseSelector(string(spec.Selector))
+		if err != nil {
+			return err
+		}
+		devices, err := e.cfg.Matching(ctx, sel)
+		if err != nil {
+			return err
+		}
+		return e.conflicts(ctx, name, h.Tools, devices)
+	}
+	return nil
 }
 
 // outcomeSuperseded is the outcome of a revision a newer one replaced.
