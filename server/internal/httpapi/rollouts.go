@@ -52,7 +52,12 @@ func (h *rolloutHandlers) putModule(w http.ResponseWriter, r *http.Request) {
 // revision's own spec 200.
 func (h *rolloutHandlers) apply(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rollout.MaxBytes))
-	if err != nil {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("a rollout is at most %d bytes", rollout.MaxBytes))
+		return
+	case err != nil:
 		writeError(w, http.StatusBadRequest, "request body: "+err.Error())
 		return
 	}
