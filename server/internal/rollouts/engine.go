@@ -203,6 +203,13 @@ func (e *Engine) Registered(id string) {
 	e.KickAll()
 }
 
+// reread has the next observation read device id's report.
+func (w *worker) reread(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.registered[id] = true
+}
+
 // toRead says which devices' reports the next observation reads: all,
 // or those registered since the last.
 func (w *worker) toRead() (all bool, registered map[string]bool) {

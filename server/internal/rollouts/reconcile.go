@@ -210,7 +210,14 @@ func (e *Engine) observe(ctx context.Context, w *worker, v *view) error {
 	var changed []store.RolloutDevice
 	all, registered := w.toRead()
 	for id, row := range v.rows {
-		if (!all && !registered[id]) || row.Wave > v.r.Wave || w.busy(id, v.read) || !e.cfg.Online(id) {
+		if !all && !registered[id] {
+			continue
+		}
+		if w.busy(id, v.read) {
+			w.reread(id) // what it registered is read once its change ends
+			continue
+		}
+		if row.Wave > v.r.Wave || !e.cfg.Online(id) {
 			continue
 		}
 		rep, ok := e.report(ctx, id, v.r.Name)
