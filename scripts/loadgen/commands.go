@@ -169,23 +169,35 @@ func dialAnswering(ctx context.Context, url, id, token string) (*answeringDevice
 
 // answer answers commands until ctx ends.
 func (d *answeringDevice) answer(ctx context.Context) {
-	defer d.conn.CloseNow()
+	answerCommands(ctx, d.conn, d.id, func(actions []protocol.Command) []protocol.Result {
+		results := make([]protocol.Result, len(actions))
+		for i, a := range actions {
+			results[i] = protocol.Result{CallID: a.CallID, Status: protocol.ResultSuccess, Result: a.Parameters}
+		}
+		return results
+	}, nil)
+}
+
+// answerCommands answers each COMMAND on conn, device id's, with what run
+// makes of its actions, then calls after, if not nil, until ctx ends or
+// a send or after fails; then it closes conn.
+func answerCommands(ctx context.Context, conn *protocol.Conn, id string, run func([]protocol.Command) []protocol.Result, after func(context.Context) error) {
+	defer conn.CloseNow()
 	for {
 		var m protocol.ServerMessage
-		if err := d.conn.Read(ctx, &m); err != nil {
+		if err := conn.Read(ctx, &m); err != nil {
 			return
 		}
 		if m.Type != protocol.ServerCommand {
 			continue // acks of our results
 		}
-		results := make([]protocol.Result, len(m.Actions))
-		for i, a := range m.Actions {
-			results[i] = protocol.Result{CallID: a.CallID, Status: protocol.ResultSuccess, Result: a.Parameters}
-		}
-		reply := &protocol.ClientMessage{Type: protocol.ClientCommandResults, Status: protocol.StatusContinue, ClientID: d.id,
+		reply := &protocol.ClientMessage{Type: protocol.ClientCommandResults, Status: protocol.StatusContinue, ClientID: id,
 			SessionID: m.SessionID, RequestID: uuid.NewString(), PrevResponseID: m.ResponseID, Timestamp: protocol.Now(),
-			ActionResults: results}
-		if err := d.conn.Send(ctx, reply); err != nil {
+			ActionResults: run(m.Actions)}
+		if err := conn.Send(ctx, reply); err != nil {
+			return
+		}
+		if after != nil && after(ctx) != nil {
 			return
 		}
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/wasmtools/manifest"
-	"github.com/google/uuid"
 )
 
 // rolloutConfig is what the rollout mode runs.
@@ -301,32 +300,25 @@ func (d *rolloutDevice) registration() *protocol.ClientMessage {
 	return m
 }
 
-// answer answers commands until ctx ends.
+// answer answers commands until ctx ends; after applying a revision it
+// registers again, as the agent does.
 func (d *rolloutDevice) answer(ctx context.Context) {
-	defer d.conn.CloseNow()
-	for {
-		var m protocol.ServerMessage
-		if err := d.conn.Read(ctx, &m); err != nil {
-			return
-		}
-		if m.Type != protocol.ServerCommand {
-			continue
-		}
-		results, applied := d.run(m.Actions)
-		reply := &protocol.ClientMessage{Type: protocol.ClientCommandResults, Status: protocol.StatusContinue, ClientID: d.id,
-			SessionID: m.SessionID, RequestID: uuid.NewString(), PrevResponseID: m.ResponseID, Timestamp: protocol.Now(),
-			ActionResults: results}
-		if err := d.conn.Send(ctx, reply); err != nil {
-			return
-		}
+	applied := 0
+	run := func(actions []protocol.Command) []protocol.Result {
+		var results []protocol.Result
+		results, applied = d.run(actions)
+		return results
+	}
+	answerCommands(ctx, d.conn, d.id, run, func(ctx context.Context) error {
 		if applied == 0 {
-			continue
+			return nil
 		}
 		if err := d.conn.Send(ctx, d.registration()); err != nil {
-			return
+			return err
 		}
 		d.counter.reported(applied)
-	}
+		return nil
+	})
 }
 
 // run runs actions, and says which revision it applied, if any.
