@@ -4,11 +4,11 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// checkExpanded refuses a document whose aliases expand it past limit
+// CheckExpanded refuses a document whose aliases expand it past limit
 // bytes. It measures the document as a node tree, in which an alias is a
 // pointer to its anchor and costs nothing, what the aliases would cost
 // once expanded.
-func checkExpanded(doc *yaml.Node, limit int) error {
+func CheckExpanded(doc *yaml.Node, limit int) error {
 	if size := expandedSize(doc, map[*yaml.Node]int{}); size > limit {
 		return &ExpandedError{Size: size, Limit: limit}
 	}

@@ -257,7 +257,7 @@ func ParseWithin(data []byte, maxExpanded int) (*Plan, error) {
 	case err != nil:
 		return nil, syntaxProblem(err, data)
 	}
-	if err := checkExpanded(doc, maxExpanded); err != nil {
+	if err := CheckExpanded(doc, maxExpanded); err != nil {
 		return nil, err
 	}
 	s := shape{at: map[string]*yaml.Node{}}

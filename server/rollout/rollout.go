@@ -225,6 +225,15 @@ func parse(data []byte, digests bool) (*Spec, error) {
 	if len(data) > MaxBytes {
 		return nil, fmt.Errorf("rollout: %d bytes is more than the limit of %d", len(data), MaxBytes)
 	}
+	// Measured before it is decoded: its aliases may describe far more
+	// than its bytes (plan.CheckExpanded).
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("rollout: %w", err)
+	}
+	if err := plan.CheckExpanded(&doc, plan.DefaultMaxExpandedBytes); err != nil {
+		return nil, fmt.Errorf("rollout: %w", err)
+	}
 	var s Spec
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)

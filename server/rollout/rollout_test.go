@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,6 +88,20 @@ func TestAHealthCheckMayNotChangeADevicesTools(t *testing.T) {
 		require.ErrorContains(t, err, "health[0]: ", step)
 		require.ErrorContains(t, err, "changes a device's tools: a health check only looks", step)
 	}
+}
+
+// A file whose aliases describe more than a plan may be is refused
+// before it is decoded, as a plan is.
+func TestAFileWhoseAliasesExpandPastTheBoundIsRefused(t *testing.T) {
+	doc := "name: a\nselector: a=b\ntools: [x.wasm]\nhealth:\n  - tool: greet\n    parameters:\n      a: &a \"" + strings.Repeat("x", 4000) + "\"\n      b: ["
+	for i := range 400 {
+		if i > 0 {
+			doc += ", "
+		}
+		doc += "*a"
+	}
+	_, err := Parse([]byte(doc + "]\n"))
+	require.ErrorContains(t, err, "its YAML aliases expand it to at least")
 }
 
 func TestAnUnknownKeyIsRefused(t *testing.T) {
