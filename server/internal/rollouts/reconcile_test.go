@@ -25,8 +25,10 @@ func testEngine(t *testing.T, online bool, report map[string]protocol.RolloutRep
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	e := New(Config{Store: st, Logger: slog.New(slog.DiscardHandler),
-		Matching: func(ctx context.Context, sel access.Selector) ([]string, error) { return st.Devices().Matching(ctx, sel, 0) },
-		Online:   func(string) bool { return online },
+		Matching: func(ctx context.Context, sel access.Selector) ([]string, error) {
+			return st.Devices().Matching(ctx, sel, 0)
+		},
+		Online: func(string) bool { return online },
 		Inventory: func(context.Context, string) *protocol.SystemInfo {
 			custom := map[string]any{}
 			protocol.AddRolloutMetadata(custom, report, nil)
