@@ -160,19 +160,20 @@ func (w CommandWrites) Fail(responseID, errText string) (Command, error) {
 
 // finish writes the command's outcome and appends its audit entries, if
 // the command's status is still from; it reports whether it was, and so
-// whether anything was written.
+// whether anything was written. On PostgreSQL that goes out with the
+// rest of the batch, taken to be so (Tx.changesRow).
 func (t *Tx) finish(c *Command, from string) (bool, error) {
 	results, err := json.Marshal(c.Results)
 	if err != nil {
 		return false, fmt.Errorf("store: command %s: results: %w", c.ResponseID, err)
 	}
-	res, err := t.exec(
+	changed, err := t.changesRow(
 		`UPDATE commands SET status = ?, results = ?, error = ?, late = ?, finished_at = COALESCE(finished_at, ?) WHERE response_id = ? AND status = ?`,
 		c.Status, string(results), c.Error, c.Late, sqlrow.Now(), c.ResponseID, from)
 	if err != nil {
 		return false, fmt.Errorf("store: record results of %s: %w", c.ResponseID, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !changed {
 		return false, nil
 	}
 	return true, t.appendAudit(c)

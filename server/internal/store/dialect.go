@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/driverstmt"
 	"github.com/edgeaip/edgeaip/server/internal/store/schema"
 )
 
@@ -39,6 +40,10 @@ type dialect interface {
 	// begin opens the writer's transaction, whose commit is durable (an
 	// fsync) when it returns if synced, else only committed.
 	begin(tx *Tx, synced bool) error
+	// pipeline is the queue a transaction's statements go out in
+	// together, on the driver's connection c, or nil if they run as they
+	// come.
+	pipeline(c driverstmt.Conn) *pipeline
 	// aborted reports whether a statement failed in tx has aborted the
 	// whole transaction, which then takes nothing but a ROLLBACK.
 	aborted(tx *Tx) bool
@@ -85,6 +90,10 @@ func (sqliteDialect) begin(tx *Tx, synced bool) error {
 	}
 	return tx.control("BEGIN IMMEDIATE")
 }
+
+// pipeline is nil: SQLite, in the process, answers each statement at
+// once.
+func (sqliteDialect) pipeline(driverstmt.Conn) *pipeline { return nil }
 
 // aborted is false: SQLite undoes a statement that failed and keeps the
 // transaction, except when it cannot take a write at all (SQLITE_FULL),

@@ -36,12 +36,12 @@ func (w SessionWrites) Adopt(from, to Owner) ([]string, error) {
 // transaction that records a command for a session another node could
 // adopt.
 func (w SessionWrites) Fence(id string, o Owner) error {
-	res, err := w.t.exec(`UPDATE sessions SET owner_epoch = owner_epoch WHERE id = ? AND owner_node = ? AND owner_epoch = ?`,
+	fenced, err := w.t.changesRow(`UPDATE sessions SET owner_epoch = owner_epoch WHERE id = ? AND owner_node = ? AND owner_epoch = ?`,
 		id, o.Node, o.Epoch)
 	if err != nil {
 		return fmt.Errorf("store: fence session %q for %s: %w", id, o, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !fenced {
 		return fmt.Errorf("store: session %q is no longer run by %s: %w", id, o, ErrAdopted)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeaip/edgeaip/server/internal/store/schema"
 
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/driverstmt"
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
@@ -79,21 +80,23 @@ func (postgresDialect) jsonTexts() string {
 }
 
 // begin opens the transaction, committed asynchronously unless synced
-// (see WriteUnsynced). SET LOCAL lasts until the transaction ends, so the
-// setting outlives neither a rollback nor a replaced connection, and a
-// synced commit keeps the database's own synchronous_commit (on, or
-// waiting for a synchronous standby too). Both statements go in one round
-// trip: pgx sends a statement without arguments as a simple query, which
-// may hold several.
+// (see WriteUnsynced), in the pipeline that sends the batch with its
+// COMMIT (writer_pipeline.go). SET LOCAL lasts until the transaction
+// ends, so the setting outlives neither a rollback nor a replaced
+// connection, and a synced commit keeps the database's own
+// synchronous_commit (on, or waiting for a synchronous standby too).
 func (postgresDialect) begin(tx *Tx, synced bool) error {
-	if synced {
-		return tx.control("BEGIN")
+	return tx.beginPipelined(synced)
+}
+
+// pipeline queues the writer's statements on pgx's connection, to send
+// them together.
+func (postgresDialect) pipeline(c driverstmt.Conn) *pipeline {
+	sc, ok := c.(*stdlib.Conn)
+	if !ok {
+		return nil
 	}
-	if err := tx.controlOnce("BEGIN; SET LOCAL synchronous_commit = off"); err != nil {
-		tx.control("ROLLBACK") // or the next batch's BEGIN would find this transaction, aborted
-		return fmt.Errorf("begin, synchronous setting: %w", err)
-	}
-	return nil
+	return &pipeline{pc: sc.Conn().PgConn(), types: sc.Conn().TypeMap()}
 }
 
 // aborted reads the transaction status of the writer's connection, as the

@@ -33,6 +33,8 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/edgeaip/edgeaip/internal/privatedir"
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/driverstmt"
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/walcheckpoint"
@@ -70,6 +72,11 @@ type Store struct {
 	stmts map[string]*driverstmt.Stmt
 	// args is the writer's buffer of a statement's arguments.
 	args []driver.NamedValue
+	// pgStmts are the PostgreSQL writer's statements that go out in
+	// pipelines, prepared on its connection, by SQL text.
+	pgStmts map[string]*pgconn.StatementDescription
+	// lastBatch is when the writer's last batch ended.
+	lastBatch time.Time
 	// reads are the readers' prepared statements, by SQL text.
 	reads sync.Map
 	// failing says whether writes fail for the database's own reasons.
@@ -92,6 +99,9 @@ type Tx struct {
 	// changes counts the rows the transaction's statements changed: a
 	// write that fails having changed none needs nothing undone.
 	changes int64
+	// pipe queues the statements on PostgreSQL (writer_pipeline.go); nil
+	// on SQLite, whose statements run as they come.
+	pipe *pipeline
 }
 
 type writeReq struct {
@@ -238,7 +248,8 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 // checkpoints after its commits.
 func newStore(d dialect, wdb *sql.DB, conn *sql.Conn, rdb *sql.DB, ckpt *walcheckpoint.Checkpointer) *Store {
 	s := &Store{dialect: d, wdb: wdb, conn: conn, rdb: rdb, writes: make(chan writeReq), closing: make(chan struct{}),
-		closed: make(chan struct{}), stmts: map[string]*driverstmt.Stmt{}, synced: true, ckpt: ckpt}
+		closed: make(chan struct{}), stmts: map[string]*driverstmt.Stmt{}, pgStmts: map[string]*pgconn.StatementDescription{},
+		synced: true, ckpt: ckpt}
 	go s.writer()
 	return s
 }
@@ -367,6 +378,7 @@ func (s *Store) writer() {
 			}
 		}
 		s.commit(batch)
+		s.lastBatch = time.Now()
 		s.committed(len(batch))
 	}
 }
@@ -395,26 +407,36 @@ func (s *Store) commit(batch []writeReq) {
 // without that write.
 func (s *Store) commitErrs(batch []writeReq) []error {
 	errs := make([]error, len(batch))
-	left := make([]bool, len(batch)) // writes undone and left out
-	for s.tryBatch(batch, left, errs) {
+	w := batchWrites{left: make([]bool, len(batch)), eager: make([]bool, len(batch))}
+	for s.tryBatch(batch, w, errs) {
 	}
 	return errs
+}
+
+// batchWrites is what the tries of a batch learn of its writes.
+type batchWrites struct {
+	// left are the writes undone and left out.
+	left []bool
+	// eager are the writes whose statements go out one by one, on
+	// PostgreSQL, as one of them failed in a pipeline.
+	eager []bool
 }
 
 // tryBatch runs the writes of batch not left out in one transaction and
 // commits it, setting each one's outcome in errs. It reports whether it
 // rolled back to leave out a write that failed having changed rows or
 // aborted the transaction, for the caller to run the rest again.
-func (s *Store) tryBatch(batch []writeReq, left []bool, errs []error) (again bool) {
-	err := s.inTx(needsSync(batch, left), func(tx *Tx) { again = s.runBatch(tx, batch, left, errs) })
+func (s *Store) tryBatch(batch []writeReq, w batchWrites, errs []error) (again bool) {
+	err := s.inTx(needsSync(batch, w.left), func(tx *Tx) { again = s.runBatch(tx, batch, w, errs) })
 	if err != nil {
-		failRest(errs, left, dberr.Unavailable(fmt.Errorf("store: begin: %w", err)))
+		failRest(errs, w.left, dberr.Unavailable(fmt.Errorf("store: begin: %w", err)))
 	}
 	return again
 }
 
 // runBatch is tryBatch's, once its transaction tx is begun.
-func (s *Store) runBatch(tx *Tx, batch []writeReq, left []bool, errs []error) (again bool) {
+func (s *Store) runBatch(tx *Tx, batch []writeReq, w batchWrites, errs []error) (again bool) {
+	left := w.left
 	for i, r := range batch {
 		if !left[i] && r.givenUp() {
 			left[i], errs[i] = true, errGivenUp // never run
@@ -422,19 +444,28 @@ func (s *Store) runBatch(tx *Tx, batch []writeReq, left []bool, errs []error) (a
 		if left[i] {
 			continue
 		}
-		before := tx.changes
+		if !tx.startWrite(i, w.eager[i]) {
+			return s.pipelineFailed(tx, w, errs)
+		}
+		before, mark := tx.changes, tx.mark()
 		errs[i] = r.fn(tx)
+		if _, failed := tx.pipelineFailed(); failed {
+			return s.pipelineFailed(tx, w, errs)
+		}
+		if errs[i] != nil {
+			tx.dropSince(mark)
+		}
 		aborted := s.dialect.aborted(tx)
 		if aborted && errs[i] == nil {
 			errs[i] = errors.New("store: a write went on after one of its statements failed, which aborted the transaction")
 		}
 		switch {
 		case errors.Is(errs[i], ErrUnavailable):
-			tx.control("ROLLBACK") // may fail: SQLite may have rolled back already
+			tx.rollback() // may fail: SQLite may have rolled back already
 			failRest(errs, left, dberr.Unavailable(fmt.Errorf("store: rolled back with a write the database could not take: %w", errs[i])))
 			return false
 		case errs[i] != nil && (tx.changes != before || aborted):
-			if err := tx.control("ROLLBACK"); err != nil {
+			if err := tx.rollback(); err != nil {
 				failRest(errs, left, dberr.Unavailable(fmt.Errorf("store: rollback: %w", err)))
 				return false
 			}
@@ -442,23 +473,74 @@ func (s *Store) runBatch(tx *Tx, batch []writeReq, left []bool, errs []error) (a
 			return true
 		}
 	}
+	return s.commitBatch(tx, batch, w, errs)
+}
+
+// commitBatch commits tx once every write of batch has run in it. A
+// write its caller may still give up is given up until the COMMIT is
+// sent: on PostgreSQL, its statements go out first, alone, so that one
+// that hangs on the wire can still be given up (RATIONALE.md, "A
+// connection that answers nothing").
+func (s *Store) commitBatch(tx *Tx, batch []writeReq, w batchWrites, errs []error) (again bool) {
+	left := w.left
+	if mayGiveUp(batch, left) {
+		tx.flush()
+		if _, failed := tx.pipelineFailed(); failed {
+			return s.pipelineFailed(tx, w, errs)
+		}
+	}
 	if i, ok := takeAll(batch, left); !ok {
 		// Its caller gave it up while it ran: undone, as a write that failed.
-		if err := tx.control("ROLLBACK"); err != nil {
+		if err := tx.rollback(); err != nil {
 			failRest(errs, left, dberr.Unavailable(fmt.Errorf("store: rollback: %w", err)))
 			return false
 		}
 		left[i], errs[i] = true, errGivenUp
 		return true
 	}
-	if err := tx.control("COMMIT"); err != nil {
+	if err := tx.commitTx(); err != nil {
+		if _, failed := tx.pipelineFailed(); failed {
+			return s.pipelineFailed(tx, w, errs)
+		}
 		// A failed COMMIT leaves the transaction open: end it, so that the
 		// next batch starts clean.
-		tx.control("ROLLBACK")
+		tx.rollback()
 		for i := range errs {
 			if !left[i] {
 				errs[i] = errors.Join(errs[i], dberr.Unavailable(fmt.Errorf("store: commit: %w", err)))
 			}
+		}
+	}
+	return false
+}
+
+// pipelineFailed rolls tx back after a statement failed in its pipeline,
+// and reports whether the batch is to run again: with the write the
+// statement was of eager, which hears its statements' errors as they
+// come. A statement that failed for the database's own reasons
+// (ErrUnavailable), or of the transaction's own, fails the batch, as it
+// would have without the pipeline.
+func (s *Store) pipelineFailed(tx *Tx, w batchWrites, errs []error) (again bool) {
+	f, _ := tx.pipelineFailed()
+	tx.rollback()
+	switch {
+	case f.write < 0 || errors.Is(f.err, ErrUnavailable):
+		failRest(errs, w.left, dberr.Unavailable(fmt.Errorf("store: rolled back: %w", f.err)))
+		return false
+	case w.eager[f.write]: // cannot be: its statements went out one by one
+		w.left[f.write], errs[f.write] = true, f.err
+	default:
+		w.eager[f.write] = true
+	}
+	return true
+}
+
+// mayGiveUp reports whether a write of batch not left out may be given up
+// by its caller.
+func mayGiveUp(batch []writeReq, left []bool) bool {
+	for i, r := range batch {
+		if !left[i] && r.state != nil {
+			return true
 		}
 	}
 	return false
@@ -520,6 +602,9 @@ func failRest(errs []error, left []bool, err error) {
 // that changes rows goes through it, so that a failed write is known to
 // need undoing.
 func (t *Tx) exec(query string, args ...any) (sql.Result, error) {
+	if t.pipe != nil {
+		return t.execPipelined(query, args)
+	}
 	st, nv, err := t.bound(query, args)
 	if err != nil {
 		return nil, err
@@ -562,6 +647,12 @@ func (t *Tx) query(query string, args ...any) (rowIter, error) {
 }
 
 func (t *Tx) rows(query string, args []any) (*driverstmt.Rows, error) {
+	if t.pipe != nil {
+		// A query is read at once, after what is queued.
+		if err := t.flush(); err != nil {
+			return nil, err
+		}
+	}
 	st, nv, err := t.bound(query, args)
 	if err != nil {
 		return nil, err

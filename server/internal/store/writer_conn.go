@@ -42,7 +42,7 @@ func (s *Store) onConn(synced bool, fn func(*Tx)) (broken bool, err error) {
 			err = cerr
 			return nil
 		}
-		tx := &Tx{s: s, c: c}
+		tx := &Tx{s: s, c: c, pipe: s.dialect.pipeline(c)}
 		if err = s.dialect.begin(tx, synced); err != nil {
 			broken = errors.Is(err, ErrUnavailable) && !driverstmt.Alive(c)
 			return nil
@@ -101,5 +101,6 @@ func (s *Store) closeStmts() error {
 		return nil
 	})
 	clear(s.stmts)
+	clear(s.pgStmts) // the connection's: closing it closes them
 	return err
 }
