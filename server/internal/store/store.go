@@ -75,8 +75,6 @@ type Store struct {
 	// pgStmts are the PostgreSQL writer's statements that go out in
 	// pipelines, prepared on its connection, by SQL text.
 	pgStmts map[string]*pgconn.StatementDescription
-	// lastBatch is when the writer's last batch ended.
-	lastBatch time.Time
 	// reads are the readers' prepared statements, by SQL text.
 	reads sync.Map
 	// failing says whether writes fail for the database's own reasons.
@@ -378,7 +376,6 @@ func (s *Store) writer() {
 			}
 		}
 		s.commit(batch)
-		s.lastBatch = time.Now()
 		s.committed(len(batch))
 	}
 }

@@ -59,7 +59,16 @@ func onEachBackend(b *testing.B, bench func(b *testing.B, s *Store, writers int)
 // writeSingleCommand writes command i and the session it makes up, as
 // the dispatcher does.
 func writeSingleCommand(s *Store, i int) error {
-	ctx := context.Background()
+	ses, c := singleCommand(i)
+	if err := recordSingleCommand(s, ses, c); err != nil {
+		return err
+	}
+	return endSingleCommand(s, ses, c)
+}
+
+// singleCommand is command i, of two actions, and the session it alone
+// makes up.
+func singleCommand(i int) (Session, Command) {
 	// Time-ordered ids, as the server's: each batch's rows go at the end
 	// of their indexes. No task name, as a command from the API has none.
 	id := fmt.Sprintf("0190a000-0000-7000-8000-%012d", i)
@@ -67,17 +76,26 @@ func writeSingleCommand(s *Store, i int) error {
 		State: "running", CreatedAt: time.Now(), StartedAt: time.Now()}
 	c := Command{ResponseID: id, DeviceID: "kiosk-1", SessionID: ses.ID, Actor: "operator", Actions: twoActions(),
 		Tools: []ToolRef{{Namespace: "stock", SHA256: "abc"}, {}}}
-	err := s.WriteUnsynced(ctx, func(tx *Tx) error {
+	return ses, c
+}
+
+// recordSingleCommand records command c and its session ses before the
+// command is sent, unsynced, as the dispatcher does.
+func recordSingleCommand(s *Store, ses Session, c Command) error {
+	return s.WriteUnsynced(context.Background(), func(tx *Tx) error {
 		if err := tx.Sessions().Insert(ses); err != nil {
 			return err
 		}
 		return tx.Commands().Insert(c)
 	})
-	if err != nil {
-		return err
-	}
+}
+
+// endSingleCommand records the results of command c, their audit
+// entries and the end of its session ses in one durable write, as the
+// dispatcher does.
+func endSingleCommand(s *Store, ses Session, c Command) error {
 	results := []protocol.Result{{Status: protocol.ResultSuccess, Result: "ok", CallID: "c1"}, {Status: protocol.ResultSuccess, CallID: "c2"}}
-	return s.Write(ctx, func(tx *Tx) error {
+	return s.Write(context.Background(), func(tx *Tx) error {
 		if _, err := tx.Commands().RecordSentResults(c, "kiosk-1", results); err != nil {
 			return err
 		}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 	"unsafe"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -78,18 +77,15 @@ func (r *pipelinedResult) RowsAffected() (int64, error) {
 	return r.rows, r.err
 }
 
-// idleBeforeBegin is how long the writer's connection may have been idle
-// before a batch's BEGIN is sent alone, ahead of its statements: the
-// server may have gone meanwhile (restarted, or the network dropped
-// the connection), and a BEGIN that fails tells the writer so with
-// nothing of the batch sent, while a pipeline that fails leaves it
-// unknown whether its COMMIT was applied. pgx's database/sql driver pings
-// a connection idle as long before lending it, for the same reason.
-const idleBeforeBegin = time.Second
-
 // beginPipelined opens tx's transaction: BEGIN (and, unless synced, the
-// setting that makes its commit asynchronous) queued, or sent at once if
-// the connection has been idle for idleBeforeBegin or is closed.
+// setting that makes its commit asynchronous) queued, to go out with the
+// batch. If the server has closed the connection meanwhile, or sent on it
+// unasked (it does before it closes it: shutting down, terminated), BEGIN
+// goes out alone first: if it fails, nothing of the batch was sent, and
+// the writer takes a new connection and runs it there, as it did when
+// every statement went alone. A pipeline that fails leaves unknown
+// whether its COMMIT was applied (RATIONALE.md, "A commit whose answer is
+// lost").
 func (t *Tx) beginPipelined(synced bool) error {
 	if t.pipe.pc.IsClosed() {
 		return unavailable(fmt.Errorf("store: the writer's connection: %w", pgconn.ErrConnClosed))
@@ -102,7 +98,7 @@ func (t *Tx) beginPipelined(synced bool) error {
 			return err
 		}
 	}
-	if time.Since(t.s.lastBatch) < idleBeforeBegin {
+	if !unasked(t.pipe.pc.Conn()) {
 		return nil
 	}
 	if err := t.flush(); err != nil {

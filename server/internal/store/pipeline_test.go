@@ -1,0 +1,272 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/internal/pgtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// roundTrips is a proxy to a test PostgreSQL's socket that counts the
+// round trips made through it: the ReadyForQuery messages its server
+// sends, one at the end of each pipeline (a Sync) and each simple query.
+type roundTrips struct {
+	n    atomic.Int64
+	addr string
+}
+
+// countRoundTrips starts a roundTrips proxy to socket, stopped when t
+// ends.
+func countRoundTrips(t *testing.T, socket string) *roundTrips {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	rt := &roundTrips{addr: ln.Addr().String()}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("unix", socket)
+			if err != nil {
+				client.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, client, server)
+			mu.Unlock()
+			wg.Go(func() { io.Copy(server, client); server.Close() })
+			wg.Go(func() { rt.copyCounting(client, server); client.Close() })
+		}
+	})
+	return rt
+}
+
+// copyCounting copies the server's messages (a type byte, then a length
+// that counts itself) to the client, counting the ReadyForQuery ones.
+func (rt *roundTrips) copyCounting(client io.Writer, server io.Reader) {
+	r := bufio.NewReader(server)
+	for {
+		var head [5]byte
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return
+		}
+		if head[0] == 'Z' {
+			rt.n.Add(1)
+		}
+		if _, err := client.Write(head[:]); err != nil {
+			return
+		}
+		if _, err := io.CopyN(client, r, int64(binary.BigEndian.Uint32(head[1:]))-4); err != nil {
+			return
+		}
+	}
+}
+
+// On PostgreSQL each of a command's two writes, its record (with the
+// session it makes up) and its outcome (its results, their audit entries
+// and its session's end), goes out with its BEGIN and COMMIT in one
+// round trip, once its statements are prepared: one round trip per
+// commit, where each statement was one (issue 42: five to six each).
+func TestACommandsWritesTakeOneRoundTripEachOnPostgreSQL(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	rt := countRoundTrips(t, pgtest.Socket(t, dsn))
+	s, _ := openTestAt(t, pgtest.Through(t, dsn, rt.addr))
+	require.NoError(t, writeSingleCommand(s, 0)) // prepares each statement, once
+
+	for i := 1; i <= 3; i++ {
+		ses, c := singleCommand(i)
+		before := rt.n.Load()
+		require.NoError(t, recordSingleCommand(s, ses, c))
+		record := rt.n.Load() - before
+		before = rt.n.Load()
+		require.NoError(t, endSingleCommand(s, ses, c))
+		outcome := rt.n.Load() - before
+		assert.Equal(t, int64(1), record, "round trips of command %d's record", i)
+		assert.Equal(t, int64(1), outcome, "round trips of command %d's outcome", i)
+	}
+	cmd, err := s.Commands().Get(context.Background(), "0190a000-0000-7000-8000-000000000003")
+	require.NoError(t, err)
+	assert.Equal(t, CommandDone, cmd.Status)
+	audit, err := s.Audit().List(context.Background(), AuditFilter{Limit: 100})
+	require.NoError(t, err)
+	assert.Len(t, audit, 8, "two entries for each of the four commands")
+}
+
+// A write whose statement fails half-way through a pipeline, between two
+// that succeed, commits nothing, and its caller hears the store's error
+// (ErrExists, as without the pipeline), not PostgreSQL's: the batch runs
+// again with that write's statements one by one. The writes batched
+// with it commit.
+func TestAWriteThatFailsHalfWayThroughAPipelineCommitsNothingAndHearsTheStoresError(t *testing.T) {
+	s, _ := openTestAt(t, pgtest.Shared(t).NewDatabase(t))
+	ctx := context.Background()
+	ses, _ := singleCommand(0)
+	write(t, s, func(tx *Tx) error { return tx.Sessions().Insert(ses) })
+
+	var wg sync.WaitGroup
+	errs := make([]error, 20)
+	for i := range errs {
+		wg.Go(func() {
+			errs[i] = s.Write(ctx, func(tx *Tx) error {
+				if err := tx.Devices().Create(fmt.Sprintf("before-%02d", i), fmt.Sprintf("hb%02d", i), nil); err != nil {
+					return err
+				}
+				if i == 7 {
+					if err := tx.Sessions().Insert(ses); err != nil { // taken
+						return err
+					}
+				}
+				return tx.Devices().Create(fmt.Sprintf("after-%02d", i), fmt.Sprintf("ha%02d", i), nil)
+			})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		_, before := s.Devices().Get(ctx, fmt.Sprintf("before-%02d", i))
+		_, after := s.Devices().Get(ctx, fmt.Sprintf("after-%02d", i))
+		if i == 7 {
+			require.ErrorIs(t, err, ErrExists)
+			assert.NotErrorIs(t, err, ErrUnavailable)
+			assert.ErrorIs(t, before, ErrNotFound, "the statement before the one that failed is undone")
+			assert.ErrorIs(t, after, ErrNotFound)
+			continue
+		}
+		require.NoError(t, err, "write %d", i)
+		assert.NoError(t, before)
+		assert.NoError(t, after)
+	}
+}
+
+// A command's outcome is written taking the command to be pending, as it
+// is when its results come in time. If it failed meanwhile (its timeout),
+// the database refuses the batch, which runs again with the write eager:
+// the write then finds the command failed and records its results as
+// late, with their audit entries, once.
+func TestResultsTakenToBeInTimeThatAreLateAreRecordedLateOnce(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	ses, c := singleCommand(0)
+	require.NoError(t, recordSingleCommand(s, ses, c))
+	write(t, s, func(tx *Tx) error { _, err := tx.Commands().Fail(c.ResponseID, "timed out"); return err })
+
+	require.NoError(t, endSingleCommand(s, ses, c))
+	got, err := s.Commands().Get(ctx, c.ResponseID)
+	require.NoError(t, err)
+	assert.Equal(t, CommandDone, got.Status)
+	assert.True(t, got.Late)
+	audit, err := s.Audit().List(ctx, AuditFilter{Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, audit, 4, "the failure's two entries, then the late results'")
+	assert.True(t, audit[2].Late)
+	assert.ErrorIs(t, endSingleCommand(s, ses, c), ErrDuplicate, "and only once")
+}
+
+// PostgreSQL stopped (fast, and as a crash) while commands are recorded
+// and their outcomes written, each batch in one pipeline with its COMMIT:
+// every outcome acknowledged is on record once it is back, with its
+// audit entries.
+func TestAPostgreSQLRestartUnderPipelinesLosesNoOutcomeAcknowledged(t *testing.T) {
+	for name, stop := range map[string]func(*pgtest.Cluster) error{"fast": (*pgtest.Cluster).Stop, "crash": (*pgtest.Cluster).Kill} {
+		t.Run(name, func(t *testing.T) {
+			c := pgtest.Start(t)
+			s, _ := openTestAt(t, c.NewDatabase(t))
+			var (
+				mu      sync.Mutex
+				acked   []Command
+				failed  []error
+				wg      sync.WaitGroup
+				next    atomic.Int64
+				written = make(chan struct{}, 1<<16)
+			)
+			quit := make(chan struct{})
+			for range 4 {
+				wg.Go(func() {
+					for {
+						select {
+						case <-quit:
+							return
+						default:
+						}
+						ses, cmd := singleCommand(int(next.Add(1)))
+						err := recordSingleCommand(s, ses, cmd)
+						if err == nil {
+							err = endSingleCommand(s, ses, cmd)
+						}
+						mu.Lock()
+						if err == nil {
+							acked = append(acked, cmd)
+						} else {
+							failed = append(failed, err)
+						}
+						mu.Unlock()
+						if err != nil {
+							time.Sleep(10 * time.Millisecond) // as unrecorded backs off
+							continue
+						}
+						written <- struct{}{}
+					}
+				})
+			}
+			waitFor := func(n int) {
+				for range n {
+					<-written
+				}
+			}
+			waitFor(50)
+			require.NoError(t, stop(c))
+			require.Eventually(t, func() bool { return s.WriteFailure() != nil }, 10*time.Second, 10*time.Millisecond)
+			require.NoError(t, c.Start())
+			for len(written) > 0 {
+				<-written
+			}
+			waitFor(50)
+			close(quit)
+			wg.Wait()
+
+			assert.NotEmpty(t, failed, "writes failed while PostgreSQL was away")
+			for _, err := range failed {
+				require.ErrorIs(t, err, ErrUnavailable)
+			}
+			t.Logf("%d outcomes acknowledged, %d writes failed", len(acked), len(failed))
+			ctx := context.Background()
+			audit, err := s.Audit().List(ctx, AuditFilter{Limit: 1 << 20})
+			require.NoError(t, err)
+			entries := map[string]int{}
+			for _, e := range audit {
+				entries[e.ResponseID]++
+			}
+			for _, cmd := range acked {
+				got, err := s.Commands().Get(ctx, cmd.ResponseID)
+				require.NoError(t, err, "command %s was acknowledged and is lost", cmd.ResponseID)
+				assert.Equal(t, CommandDone, got.Status, "command %s", cmd.ResponseID)
+				assert.Equal(t, 2, entries[cmd.ResponseID], "audit entries of command %s", cmd.ResponseID)
+			}
+		})
+	}
+}
