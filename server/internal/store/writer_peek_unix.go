@@ -25,9 +25,13 @@ func unasked(c net.Conn) bool {
 		perr error
 		buf  [1]byte
 	)
-	if err := raw.Read(func(fd uintptr) bool {
+	// Control, not Read: pgconn may have left a reader of its own blocked
+	// in a read of this socket (it reads while it writes a large batch,
+	// lest both ends block writing), holding the read lock that Read
+	// would wait for. A look from beside it takes no lock; what that
+	// reader has taken already, pgconn reads at the batch.
+	if err := raw.Control(func(fd uintptr) {
 		_, _, perr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return true
 	}); err != nil {
 		return true
 	}
