@@ -15,7 +15,8 @@
 // of their own; the writer finishes one between batches once the WAL has
 // grown by about 2 MB, so that the WAL starts again from its beginning
 // under continuous writes. On PostgreSQL the writer is one connection
-// too, replaced when it breaks.
+// too, replaced when it breaks, and sends each transaction's statements
+// with its COMMIT in one round trip.
 package store
 
 import (
