@@ -111,6 +111,9 @@ func (u *Updater) stage(params map[string]any) (map[string]any, error) {
 		u.log.Error("agent release refused", "version", c.Release.Version, "err", err)
 		return nil, err
 	}
+	if c.Data == nil && s.Have > 0 && !s.Installed {
+		u.log.Info("agent release download resumed", "version", c.Release.Version, "have", s.Have, "of", c.Total)
+	}
 	if s.Installed && c.Data != nil {
 		u.log.Info("agent release installed", "version", c.Release.Version, "sha256", c.Release.SHA256[:12])
 	}
