@@ -70,8 +70,7 @@ and architecture it keeps, naming the digest it keeps.`,
 			if _, err := f.Seek(0, io.SeekStart); err != nil {
 				return &exitError{exitFailed, fmt.Errorf("%s: %w", args[0], err)}
 			}
-			out, err := c.PublishRelease(cmd.Context(), api.Release{Version: rel.Version, OS: rel.OS, Arch: rel.Arch, SHA256: rel.SHA256,
-				Size: rel.Size, KeyID: rel.KeyID, Signature: rel.Signature}, f)
+			out, err := c.PublishRelease(cmd.Context(), rel, f)
 			if err != nil {
 				return apiFailure(fmt.Errorf("%s: %w", args[0], err))
 			}

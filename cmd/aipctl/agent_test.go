@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/edgeaip/edgeaip/internal/agentrelease"
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/wasmtools/signature"
@@ -73,8 +72,7 @@ func TestAgentBuildsArePublishedForThePlatformTheirELFHeaderSaysSignedAndListed(
 	require.NoError(t, json.Unmarshal([]byte(out), &kept))
 	require.Len(t, kept, 2)
 	for _, k := range kept {
-		rel := agentrelease.Release{Version: k.Version, OS: k.OS, Arch: k.Arch, SHA256: k.SHA256, Size: k.Size, KeyID: k.KeyID, Signature: k.Signature}
-		assert.NoError(t, rel.Verify([]ed25519.PublicKey{pub}), "%s: as a device checks it", rel.Platform())
+		assert.NoError(t, k.Verify([]ed25519.PublicKey{pub}), "%s: as a device checks it", k.Platform())
 		body, err := os.ReadFile(map[string]string{"arm64": arm, "amd64": amd}[k.Arch])
 		require.NoError(t, err)
 		assert.Equal(t, int64(len(body)), k.Size)

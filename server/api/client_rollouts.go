@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/edgeaip/edgeaip/internal/agentrelease"
 )
 
 // PutModule uploads a module for rollouts to name by its SHA-256.
@@ -68,11 +70,11 @@ func (c *Client) Label(ctx context.Context, id string, req LabelRequest) (map[st
 }
 
 // PublishRelease uploads body, an agent binary of r.Size bytes whose
-// SHA-256 is r.SHA256, as the release r describes, signed (r.KeyID,
-// r.Signature). body is streamed: it may be an open file. The call may
-// take as long as the upload does; a server that answers neither it nor
-// its health checks for ServerSilence ends it.
-func (c *Client) PublishRelease(ctx context.Context, r Release, body io.Reader) (ReleasePublished, error) {
+// SHA-256 is r.SHA256, as the release r describes, signed
+// (agentrelease.Sign). body is streamed: it may be an open file. The
+// call may take as long as the upload does; a server that answers
+// neither it nor its health checks for ServerSilence ends it.
+func (c *Client) PublishRelease(ctx context.Context, r agentrelease.Release, body io.Reader) (ReleasePublished, error) {
 	q := url.Values{"version": {r.Version}, "os": {r.OS}, "arch": {r.Arch}, "size": {strconv.FormatInt(r.Size, 10)},
 		"key_id": {r.KeyID}, "signature": {base64.RawURLEncoding.EncodeToString(r.Signature)}}
 	var out ReleasePublished

@@ -99,8 +99,7 @@ func (h *releaseHandlers) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func apiRelease(k store.Release) api.Release {
-	return api.Release{Version: k.Version, OS: k.OS, Arch: k.Arch, SHA256: k.SHA256, Size: k.Size, KeyID: k.KeyID,
-		Signature: k.Signature, PublishedAt: k.CreatedAt, PublishedBy: k.By}
+	return api.Release{Release: k.Release, PublishedAt: k.CreatedAt, PublishedBy: k.By}
 }
 
 // keyIDSyntax is signature.KeyID's: the first 8 bytes of the public
