@@ -299,6 +299,10 @@ var probes = map[string]probe{
 		sum := sha256.Sum256(module)
 		return probeRequest{method: "PUT", path: "/api/modules/" + hex.EncodeToString(sum[:]), body: module, header: http.Header{"Content-Type": {"application/wasm"}}}
 	}},
+	"PUT /api/releases/{sha256}": {least: access.Deployer, scope: fleetWide, works: 201, request: func(m *matrix, _ string) probeRequest {
+		return releaseRequest(m.ts.t, m.fresh("1.0.0-p"), []byte(m.fresh("an agent build ")))
+	}},
+	"GET /api/releases": {least: access.Viewer, works: 200, request: get("/api/releases")},
 	"GET /api/rollouts": {least: access.Viewer, works: 200, request: get("/api/rollouts")},
 	"GET /api/rollouts/{name}": {least: access.Viewer, works: 200, request: func(m *matrix, _ string) probeRequest {
 		return probeRequest{method: "GET", path: "/api/rollouts/" + m.rollout()}

@@ -124,7 +124,7 @@ func newRoot() *cobra.Command {
 		}
 		return nil
 	}
-	root.AddCommand(newDevicesCmd(&g), newDeviceCmd(&g), newRolloutCmd(&g), newToolsCmd(&g), newExecCmd(&g),
+	root.AddCommand(newDevicesCmd(&g), newDeviceCmd(&g), newRolloutCmd(&g), newAgentCmd(&g), newToolsCmd(&g), newExecCmd(&g),
 		newDispatchCmd(&g), newPlanCmd(&g), newTaskCmd(&g), newTasksCmd(&g), newCancelCmd(&g), newToolCmd(&g),
 		newOperatorCmd(&g), newAuditCmd(&g), newVersionCmd(&g))
 	return root

@@ -344,6 +344,8 @@ func jsonCommands(t *testing.T, f *fleet) map[string][]string {
 		"cancel":             {"-o", "json", "cancel", "SPIN"},
 		"tool init":          {"-o", "json", "tool", "init", "newtool", "--dir", filepath.Join(dir, "newtool")},
 		"tool keygen":        {"tool", "keygen", "--format", "json", "-o", key},
+		"agent publish":      {"-o", "json", "agent", "publish", goBuild(t, "arm64", "1.0.0"), "--version", "1.0.0", "--key", key + ".key"},
+		"agent releases":     {"-o", "json", "agent", "releases"},
 		"tool pack":          {"tool", "pack", "--format", "json", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "-o", mod},
 		"tool sign":          {"tool", "sign", "--format", "json", "--key", key + ".key", mod},
 		"tool verify":        {"-o", "json", "tool", "verify", "--pub", key + ".pub", mod},
@@ -397,7 +399,7 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 	// In order: enroll before revoke, keygen and pack before sign, add
 	// before rotate and revoke.
 	order := []string{"devices", "device enroll", "device revoke", "device rotate", "device certificate", "tools", "exec", "cancel", "dispatch", "plan validate", "tasks", "task",
-		"tool init", "tool keygen", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy",
+		"tool init", "tool keygen", "agent publish", "agent releases", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy",
 		"operator add", "operator list", "operator rotate", "operator revoke", "audit", "device label",
 		"rollout apply", "rollout status", "rollout list", "rollout history", "rollout pause", "rollout resume", "rollout rollback", "version"}
 	require.ElementsMatch(t, order, keys(cmds))

@@ -242,6 +242,24 @@ var migrations = []string{
 	// devices, kept by digest where every node reads them; each rollout,
 	// its revisions, and each selected device's state in it.
 	fmt.Sprintf(rolloutsSQL, "BLOB"),
+
+	// Agent releases (issue 40): each version's binary for an OS and
+	// architecture, kept by digest in modules beside the modules rollouts
+	// put on devices, with its size, the key that signed it and the
+	// signature (base64). One binary per version and platform: a
+	// different one under the same three is refused, not replaced.
+	`CREATE TABLE releases (
+		version    TEXT NOT NULL,
+		os         TEXT NOT NULL,
+		arch       TEXT NOT NULL,
+		sha256     TEXT NOT NULL REFERENCES modules(sha256),
+		size       BIGINT NOT NULL,
+		key_id     TEXT NOT NULL,
+		signature  TEXT NOT NULL,
+		created_at TEXT NOT NULL,
+		created_by TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (version, os, arch)
+	);`,
 }
 
 // rolloutsSQL is migration 16, with the type of a module's bytes.
