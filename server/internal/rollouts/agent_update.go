@@ -34,7 +34,8 @@ func (c *deviceChange) updateAgent(version string, trial time.Duration) (string,
 	if info.AgentVersion == version && !rep.Trial {
 		return "", nil
 	}
-	rel, err := c.e.cfg.Release(c.ctx, version, info.Platform, info.Arch)
+	kept, err := c.e.cfg.Store.Rollouts().Release(c.ctx, version, info.Platform, info.Arch)
+	rel := kept.Release
 	if errors.Is(err, store.ErrNotFound) {
 		return "", skipped{fmt.Sprintf("no release of agent %s for %s/%s: publish one with aipctl agent publish", version, info.Platform, info.Arch)}
 	}

@@ -21,7 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgeaip/edgeaip/internal/agentrelease"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/store"
@@ -58,9 +57,6 @@ type Config struct {
 	Online func(id string) bool
 	// Inventory is device id's last registration, or nil.
 	Inventory func(ctx context.Context, id string) *protocol.SystemInfo
-	// Release is the agent release of version for a platform, or an
-	// error wrapping store.ErrNotFound.
-	Release func(ctx context.Context, version, os, arch string) (agentrelease.Release, error)
 	// Node is this node in a cluster, where one node leads each
 	// rollout; nil on a single node, which leads them all.
 	Node Node
