@@ -145,7 +145,7 @@ func (a *Agent) init(ctx context.Context, tokens link.Tokens, tc *tls.Config, fs
 	a.computers = computer.NewManager(a.cfg.MCP, tools, a.mcp, a.log)
 	a.computers.AddMeta(a.tools.MetaTools(a.computers)...)
 	if len(a.cfg.ReleaseKeys) > 0 {
-		a.updater = selfupdate.NewUpdater(a.cfg.DataDir, a.cfg.ReleaseKeys, a.cfg.Supervised, a.endForUpdate, a.log)
+		a.updater = selfupdate.NewUpdater(a.cfg.DataDir, a.cfg.ReleaseKeys, a.cfg.Supervised, a.endForUpdate, a.inventoryChanged, a.log)
 		a.computers.AddMeta(a.updater.MetaTools()...)
 	}
 	a.router = computer.NewRouter(a.computers, a.log)

@@ -200,7 +200,23 @@ func TestAnAgentDownloadCutMidwayResumesWhereItStopped(t *testing.T) {
 
 	u.waitFor("agents", "done", func(r api.Rollout) bool { return r.State == api.RolloutDone })
 	u.runs("kiosk-1", "2.0.0")
-	p := u.agents["kiosk-1"]
-	assert.True(t, p.logged(fmt.Sprintf(`msg="agent release download resumed" version=2.0.0 have=%d`, 2*protocol.ReleaseChunkBytes)),
-		"resumed after the two chunks kept, not started again")
+	require.False(t, proxy.armed.Load(), "the link was cut mid-download")
+
+	// Each chunk went once, but the one the cut caught: the download
+	// resumed where the device's copy ended, not from its start.
+	entries, err := u.api.Audit(context.Background(), api.AuditQuery{Device: "kiosk-1"})
+	require.NoError(t, err)
+	sent := map[int64]int{}
+	for _, e := range entries {
+		var p struct {
+			Offset int64 `json:"offset"`
+			Data   any   `json:"data"`
+		}
+		if e.Tool == protocol.ToolKey(protocol.ToolAction, protocol.StageReleaseName) && json.Unmarshal(e.Parameters, &p) == nil && p.Data != nil {
+			sent[p.Offset]++
+		}
+	}
+	assert.Equal(t, 1, sent[0], "the first chunk went once: %v", sent)
+	assert.Equal(t, 1, sent[protocol.ReleaseChunkBytes], "the second chunk went once: %v", sent)
+	assert.Contains(t, sent, int64(2*protocol.ReleaseChunkBytes), "the third, which the cut caught, went again: %v", sent)
 }

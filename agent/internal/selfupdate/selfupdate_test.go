@@ -43,7 +43,7 @@ func actAsAgent(who string) int {
 	signal.Notify(term, syscall.SIGTERM)
 	if who != flashed {
 		dir := Dir(os.Getenv("SELFUPDATE_TEST_DIR"))
-		u := &Updater{dir: dir, running: who, log: slog.Default(), restart: func() {}}
+		u := &Updater{dir: dir, running: who, log: slog.Default(), restart: func() {}, changed: func() {}}
 		u.Registered()
 		if _, err := u.endTrial(protocol.EndTrialParams(who, true, "")); err != nil {
 			fmt.Fprintln(os.Stderr, "commit:", err)

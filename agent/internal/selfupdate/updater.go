@@ -25,6 +25,9 @@ type Updater struct {
 	// binary; empty: not started by a supervisor).
 	running string
 	restart func()
+	// changed makes the device register again, with what Report says
+	// now: the release committed.
+	changed func()
 	log     *slog.Logger
 	// mu lets one change happen at a time.
 	mu sync.Mutex
@@ -33,9 +36,10 @@ type Updater struct {
 // NewUpdater returns the updater of an agent whose data dir is dataDir,
 // that trusts keys, and that runs as supervised says (SupervisedEnv's
 // value; empty: unsupervised). restart ends the agent for its supervisor
-// to start the agent the state now names.
-func NewUpdater(dataDir string, keys []ed25519.PublicKey, supervised string, restart func(), log *slog.Logger) *Updater {
-	return &Updater{dir: DirOf(dataDir), keys: keys, running: supervised, restart: restart, log: log}
+// to start the agent the state now names; changed makes the device
+// register again.
+func NewUpdater(dataDir string, keys []ed25519.PublicKey, supervised string, restart, changed func(), log *slog.Logger) *Updater {
+	return &Updater{dir: DirOf(dataDir), keys: keys, running: supervised, restart: restart, changed: changed, log: log}
 }
 
 // DirOf is the releases' dir in a data dir.
@@ -182,6 +186,7 @@ func (u *Updater) endTrial(params map[string]any) (map[string]any, error) {
 			return nil, err
 		}
 		u.log.Info("agent release committed", "version", st.Trial.Release.Version)
+		u.changed()
 		return map[string]any{"committed": true}, nil
 	}
 	if _, err := u.dir.fail(st, "rejected: "+reason); err != nil {
