@@ -259,6 +259,10 @@ func (h *notifyHandler) WithGroup(name string) slog.Handler {
 type cutProxy struct {
 	ln     net.Listener
 	held   atomic.Bool // connections are refused until release
+	// budget, once armed (cutAfter), is what the target may still send
+	// before every connection is cut.
+	budget atomic.Int64
+	armed  atomic.Bool
 	mu     sync.Mutex
 	target string                    // where new connections go: retarget
 	conns  map[*proxiedConn]struct{} // open ones
@@ -303,7 +307,7 @@ func (p *cutProxy) serve() {
 		p.conns[pc] = struct{}{}
 		p.mu.Unlock()
 		go func() { io.Copy(out, in); p.closed(pc) }()
-		go func() { io.Copy(in, out); p.closed(pc) }()
+		go func() { io.Copy(in, budgetReader{p, out}); p.closed(pc) }()
 	}
 }
 
@@ -339,6 +343,29 @@ func (p *cutProxy) open() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.conns)
+}
+
+// cutAfter cuts every connection once the targets have sent n bytes
+// more through the proxy, as a link lost mid-download would be.
+func (p *cutProxy) cutAfter(n int64) {
+	p.budget.Store(n)
+	p.armed.Store(true)
+}
+
+// budgetReader reads from the target, within the proxy's budget once it
+// is armed; past it the proxy cuts.
+type budgetReader struct {
+	p   *cutProxy
+	src net.Conn
+}
+
+func (b budgetReader) Read(buf []byte) (int, error) {
+	n, err := b.src.Read(buf)
+	if n > 0 && b.p.armed.Load() && b.p.budget.Add(-int64(n)) <= 0 && b.p.armed.CompareAndSwap(true, false) {
+		b.p.cut()
+		return 0, net.ErrClosed
+	}
+	return n, err
 }
 
 // cut closes every open connection through the proxy and says how many

@@ -49,9 +49,10 @@ var (
 
 // Check reports the first field that is malformed, naming it.
 func (r Release) Check() error {
+	if err := r.CheckVersion(); err != nil {
+		return fmt.Errorf("version %w", err)
+	}
 	switch {
-	case !versionSyntax.MatchString(r.Version):
-		return fmt.Errorf("version %q: want letters, digits and . + _ - (at most 64), starting with a letter or digit", r.Version)
 	case !platformSyntax.MatchString(r.OS):
 		return fmt.Errorf("os %q: want a GOOS such as linux", r.OS)
 	case !platformSyntax.MatchString(r.Arch):
@@ -60,6 +61,14 @@ func (r Release) Check() error {
 		return fmt.Errorf("sha256 %q: want 64 lower-case hex digits", r.SHA256)
 	case r.Size <= 0 || r.Size > MaxSize:
 		return fmt.Errorf("size %d: want 1 to %d bytes", r.Size, MaxSize)
+	}
+	return nil
+}
+
+// CheckVersion checks r's version alone, as a rollout names it.
+func (r Release) CheckVersion() error {
+	if !versionSyntax.MatchString(r.Version) {
+		return fmt.Errorf("%q: want letters, digits and . + _ - (at most 64), starting with a letter or digit", r.Version)
 	}
 	return nil
 }

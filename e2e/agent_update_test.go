@@ -1,0 +1,206 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/internal/agentrelease"
+	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/wasmtools/signature"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// updates is a server and a fleet of agent processes that update
+// themselves: each starts as the flashed build, under its supervisor,
+// and trusts the test's release key.
+type updates struct {
+	*cluster
+	key     ed25519.PrivateKey
+	keyFile string // the public key, as the agents' config names it
+	flashed string // the flashed binary
+	agents  map[string]*agentProcess
+	data    map[string]string
+}
+
+func newUpdates(t *testing.T, flashed string) *updates {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	pem, err := signature.EncodePublicKey(pub)
+	require.NoError(t, err)
+	keyFile := filepath.Join(t.TempDir(), "release.pub")
+	require.NoError(t, os.WriteFile(keyFile, pem, 0o600))
+	return &updates{cluster: newCluster(t, noSweep), key: priv, keyFile: keyFile, flashed: flashed,
+		agents: map[string]*agentProcess{}, data: map[string]string{}}
+}
+
+// add enrolls id with labels and starts its agent at url (the server's
+// by default).
+func (u *updates) add(id string, labels map[string]string, url string) *agentProcess {
+	u.t.Helper()
+	resp, err := u.api.Enroll(context.Background(), api.EnrollRequest{ID: id, Labels: labels})
+	require.NoError(u.t, err)
+	token := filepath.Join(u.t.TempDir(), id+".token")
+	require.NoError(u.t, os.WriteFile(token, []byte(resp.Token), 0o600))
+	u.data[id] = u.t.TempDir()
+	yaml := agentYAML(u.t, id, cmpOr(url, u.wsURL()), token, u.data[id], u.t.TempDir()) +
+		fmt.Sprintf("updates: {release_keys: [%q]}\n", u.keyFile)
+	p := newAgentProcess(u.t, yaml)
+	p.argv[0] = u.flashed
+	p.start()
+	u.agents[id] = p
+	return p
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// publish signs body as release version for this machine's platform and
+// publishes it.
+func (u *updates) publish(version string, body []byte) agentrelease.Release {
+	u.t.Helper()
+	sum := sha256.Sum256(body)
+	r := agentrelease.Sign(agentrelease.Release{Version: version, OS: runtime.GOOS, Arch: runtime.GOARCH,
+		SHA256: hex.EncodeToString(sum[:]), Size: int64(len(body))}, u.key)
+	_, err := u.api.PublishRelease(context.Background(), r, bytes.NewReader(body))
+	require.NoError(u.t, err)
+	return r
+}
+
+// rollout applies spec and returns its revision.
+func (u *updates) rollout(spec map[string]any) int {
+	u.t.Helper()
+	out, err := u.api.ApplyRollout(context.Background(), must(json.Marshal(spec)))
+	require.NoError(u.t, err)
+	return out.Revision
+}
+
+// waitFor waits until rollout name is as ok wants, and returns it.
+func (u *updates) waitFor(name, want string, ok func(api.Rollout) bool) api.Rollout {
+	u.t.Helper()
+	return (&fleet{api: u.api}).waitFor(u.t.(*testing.T), name, want, ok)
+}
+
+// report is what device id last reported of its agent and its updates.
+func (u *updates) report(id string) (string, protocol.AgentUpdateReport) {
+	d := u.device(id)
+	if d.Info == nil {
+		return "", protocol.AgentUpdateReport{}
+	}
+	r, _ := protocol.AgentUpdateFromMetadata(d.Info.CustomMetadata)
+	return d.Info.AgentVersion, r
+}
+
+// runs waits until device id runs version, committed.
+func (u *updates) runs(id, version string) {
+	u.t.Helper()
+	require.Eventually(u.t, func() bool {
+		v, r := u.report(id)
+		return v == version && !r.Trial && u.device(id).Online
+	}, testenv.Slowdown*60*time.Second, 50*time.Millisecond, "%s never ran %s, committed", id, version)
+}
+
+func script(body string) []byte { return []byte("#!/bin/sh\n" + body + "\n") }
+
+// health is the rollouts' health check: a fixture tool on the device.
+var health = []any{map[string]any{"tool": "echo", "parameters": map[string]any{}}}
+
+// TestAFleetUpdatesItsAgentInWavesAndEveryBadReleaseIsRolledBack runs ten
+// agent processes, flashed with a build stamped 1.0.0, and rolls out a
+// build stamped 2.0.0 in waves with a health check; then three releases
+// that cannot run, one after the other: one that exits at once, one that
+// never registers, and a corrupt executable. Each fails on the canary:
+// the device brings 2.0.0 back by itself, the rollout says why, and the
+// other devices never see the release.
+func TestAFleetUpdatesItsAgentInWavesAndEveryBadReleaseIsRolledBack(t *testing.T) {
+	u := newUpdates(t, stampedAgent(t, "1.0.0"))
+	var ids []string
+	for i := range 10 {
+		id := fmt.Sprintf("kiosk-%02d", i)
+		ids = append(ids, id)
+		u.add(id, map[string]string{"site": "lab"}, "")
+	}
+	for _, id := range ids {
+		u.waitOnline(id, true)
+	}
+	v2, err := os.ReadFile(stampedAgent(t, "2.0.0"))
+	require.NoError(t, err)
+	good := u.publish("2.0.0", v2)
+
+	spec := map[string]any{"name": "agents", "selector": map[string]any{"site": "lab"}, "agent": "2.0.0", "agent_trial": "40s",
+		"health": health, "waves": []any{1, "50%", "100%"}, "max_failures": 0, "device_timeout": "2m"}
+	require.Equal(t, 1, u.rollout(spec))
+	r := u.waitFor("agents", "done", func(r api.Rollout) bool { return r.State == api.RolloutDone })
+	assert.Equal(t, 10, r.Counts[api.DeviceDone], "%+v", r.Devices)
+	for _, id := range ids {
+		u.runs(id, "2.0.0")
+		_, rep := u.report(id)
+		assert.Equal(t, good.SHA256, rep.Running, id)
+	}
+
+	bad := []struct{ version, why string; body []byte }{
+		{"3.0.0-exits", "exited with status 3 before it was committed", script("exit 3")},
+		{"3.0.1-hangs", "not committed within 5s: it never registered", script("exec sleep 600")},
+		{"3.0.2-corrupt", "could not be started: ", bytes.Repeat([]byte{0x7f, 'E', 'L', 'F', 0xde, 0xad}, 1000)},
+	}
+	for i, b := range bad {
+		t.Run(b.version, func(t *testing.T) {
+			u.publish(b.version, b.body)
+			spec["agent"], spec["agent_trial"] = b.version, "5s"
+			require.Equal(t, 2+i, u.rollout(spec))
+			r := u.waitFor("agents", "paused on the canary's failure", func(r api.Rollout) bool {
+				return r.State == api.RolloutPaused && r.Counts[api.DeviceFailed] == 1
+			})
+			failed := devicesIn(r, api.DeviceFailed)
+			require.Len(t, failed, 1)
+			row := r.Devices[slices.IndexFunc(r.Devices, func(d api.RolloutDevice) bool { return d.State == api.DeviceFailed })]
+			assert.Contains(t, row.Error, "agent "+b.version+" was rolled back on the device: "+b.why)
+			assert.Contains(t, r.Reason, b.why)
+			for _, id := range ids {
+				u.runs(id, "2.0.0") // the canary came back by itself; the rest never changed
+			}
+			_, rep := u.report(failed[0])
+			require.NotNil(t, rep.Failed)
+			assert.Equal(t, b.version, rep.Failed.Version)
+		})
+	}
+}
+
+// A device whose link is cut while its new agent downloads resumes the
+// download from the last chunk it kept, and runs the release.
+func TestAnAgentDownloadCutMidwayResumesWhereItStopped(t *testing.T) {
+	u := newUpdates(t, stampedAgent(t, "1.0.0"))
+	proxy := newCutProxy(t, u.hostPort())
+	u.add("kiosk-1", map[string]string{"site": "lab"}, "ws://"+proxy.addr()+"/ws")
+	u.waitOnline("kiosk-1", true)
+	v2, err := os.ReadFile(stampedAgent(t, "2.0.0"))
+	require.NoError(t, err)
+	u.publish("2.0.0", v2)
+	// Cut within the third chunk's frame: two chunks are kept.
+	proxy.cutAfter(int64(2.5 * protocol.ReleaseChunkBytes))
+	u.rollout(map[string]any{"name": "agents", "selector": "site=lab", "agent": "2.0.0", "health": health})
+
+	u.waitFor("agents", "done", func(r api.Rollout) bool { return r.State == api.RolloutDone })
+	u.runs("kiosk-1", "2.0.0")
+	p := u.agents["kiosk-1"]
+	assert.True(t, p.logged(fmt.Sprintf(`msg="agent release download resumed" version=2.0.0 have=%d`, 2*protocol.ReleaseChunkBytes)),
+		"resumed after the two chunks kept, not started again")
+}
