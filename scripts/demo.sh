@@ -154,7 +154,7 @@ EOF
 
 say "aipctl rollout apply: every site=demo device keeps disk_usage (dir_usage packed under another name), in waves, with a health check"
 sed 's/"name": *"dir_usage"/"name": "disk_usage"/' wasmtools/examples/c/dir_usage/dir_usage.json >"$WORK/disk_usage.json"
-"$BIN/aipctl" tool pack "$BIN/tools/dir_usage.wasm" --manifest "$WORK/disk_usage.json" -o "$WORK/disk_usage.packed.wasm" >/dev/null
+"$BIN/aipctl" tool pack "$BIN/tools/dir_usage.wasm" --manifest "$WORK/disk_usage.json" --out "$WORK/disk_usage.packed.wasm" >/dev/null
 "$BIN/aipctl" tool sign --key "$WORK/demo.key" "$WORK/disk_usage.packed.wasm" --out "$WORK/disk_usage.wasm" >/dev/null
 cat >"$WORK/kiosk-tools.yaml" <<EOF
 name: kiosk-tools

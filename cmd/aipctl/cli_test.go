@@ -289,3 +289,16 @@ func TestExecOnADeviceThatShutDownFailsAtOnceUnlessAskedToWait(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.out)
 	assert.Contains(t, r.out, `"a": 1`)
 }
+
+// Item 1 of issue 43: a server given as HOST:PORT, without its scheme, is
+// refused as a usage error that says what to give, as the agent refuses
+// its own, not with url.Parse's words.
+func TestAServerWithoutItsSchemeIsRefusedSayingWhatToGive(t *testing.T) {
+	_, errOut, code := sh(t, nil, "AIP_TOKEN=x aipctl --server 127.0.0.1:8700 devices")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "aipctl: --server \"127.0.0.1:8700\": want http://HOST:PORT or https://HOST:PORT; did you mean http://127.0.0.1:8700?\n", errOut)
+
+	_, errOut, code = sh(t, nil, "AIP_TOKEN=x AIP_SERVER=ws://aip:8700/ws aipctl devices")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "aipctl: AIP_SERVER \"ws://aip:8700/ws\": want http://HOST:PORT or https://HOST:PORT\n", errOut)
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -62,4 +64,33 @@ func certOf(t *testing.T, out string) *x509.Certificate {
 	c, err := x509.ParseCertificate(block.Bytes)
 	require.NoError(t, err)
 	return c
+}
+
+// Item 8 of issue 43: enroll --out writes the token to a new file, mode
+// 0600 whatever the umask, and refuses one that exists before it asks the
+// server anything; a shell's > would have left it readable by everyone.
+func TestEnrollOutWritesThePrivateTokenFileAndNeverReplacesOne(t *testing.T) {
+	f := newFleet(t, nil)
+	dir := t.TempDir()
+	out, errOut, code := sh(t, f, "umask 022 && cd "+dir+" && aipctl device enroll kiosk-1 --label site=lobby --out kiosk-1.token")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Empty(t, out)
+	assert.Equal(t, "wrote kiosk-1.token (mode 0600)\n", errOut)
+	tokenFile := filepath.Join(dir, "kiosk-1.token")
+	fi, err := os.Stat(tokenFile)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	f.runAgent("kiosk-1", tokenFile) // the token in it works
+
+	_, errOut, code = sh(t, f, "cd "+dir+" && aipctl device enroll kiosk-2 --out kiosk-1.token")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "aipctl: --out kiosk-1.token: the file exists; aipctl does not replace a credential: remove it first, or name another file\n", errOut)
+	_, err = f.api.Device(t.Context(), "kiosk-2")
+	assert.Error(t, err, "kiosk-2 was not enrolled: its token would have been lost")
+
+	_, errOut, code = sh(t, f, "cd "+dir+" && aipctl operator add ci --role viewer --out ci.token && aipctl --token-file ci.token devices -o json")
+	require.Equal(t, exitOK, code, errOut)
+	fi, err = os.Stat(filepath.Join(dir, "ci.token"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 }

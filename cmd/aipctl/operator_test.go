@@ -323,9 +323,8 @@ func TestExitCodes(t *testing.T) {
 	assert.Equal(t, exitUnreachable, code, "authentication failed: %s", errOut)
 }
 
-// jsonCommands run every command asking for JSON: -o json, or --format
-// json where -o names the file written; the test checks that none is
-// missing.
+// jsonCommands run every command asking for JSON, -o json; the test
+// checks that none is missing.
 func jsonCommands(t *testing.T, f *fleet) map[string][]string {
 	dir := t.TempDir()
 	key, mod := filepath.Join(dir, "k"), filepath.Join(dir, "t.wasm")
@@ -343,9 +342,9 @@ func jsonCommands(t *testing.T, f *fleet) map[string][]string {
 		"task":               {"-o", "json", "task", "LAST"},
 		"cancel":             {"-o", "json", "cancel", "SPIN"},
 		"tool init":          {"-o", "json", "tool", "init", "newtool", "--dir", filepath.Join(dir, "newtool")},
-		"tool keygen":        {"tool", "keygen", "--format", "json", "-o", key},
-		"tool pack":          {"tool", "pack", "--format", "json", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "-o", mod},
-		"tool sign":          {"tool", "sign", "--format", "json", "--key", key + ".key", mod},
+		"tool keygen":        {"-o", "json", "tool", "keygen", "--out", key},
+		"tool pack":          {"-o", "json", "tool", "pack", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "--out", mod},
+		"tool sign":          {"-o", "json", "tool", "sign", "--key", key + ".key", mod},
 		"tool verify":        {"-o", "json", "tool", "verify", "--pub", key + ".pub", mod},
 		"tool inspect":       {"-o", "json", "tool", "inspect", mod},
 		"tool run":           {"-o", "json", "tool", "run", "--cache=", mod, "a=1"},
