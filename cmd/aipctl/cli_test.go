@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -301,4 +302,79 @@ func TestAServerWithoutItsSchemeIsRefusedSayingWhatToGive(t *testing.T) {
 	_, errOut, code = sh(t, nil, "AIP_TOKEN=x AIP_SERVER=ws://aip:8700/ws aipctl devices")
 	assert.Equal(t, exitUsage, code)
 	assert.Equal(t, "aipctl: AIP_SERVER \"ws://aip:8700/ws\": want http://HOST:PORT or https://HOST:PORT\n", errOut)
+}
+
+// handDevice is a device driven by hand over AIP, to answer a command
+// when a test says: in time, or once the command has failed.
+type handDevice struct {
+	t    *testing.T
+	id   string
+	conn *protocol.Conn
+}
+
+// dialHand enrolls device id on f's server and registers it by hand.
+func dialHand(t *testing.T, f *fleet, id string) *handDevice {
+	t.Helper()
+	resp, err := f.api.Enroll(t.Context(), api.EnrollRequest{ID: id})
+	require.NoError(t, err)
+	conn, _, err := protocol.Dial(t.Context(), f.wsURL, protocol.DialOptions{
+		Header: http.Header{"Authorization": {"Bearer " + resp.Token}}, Encoding: protocol.CBOR})
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.CloseNow() })
+	d := &handDevice{t: t, id: id, conn: conn}
+	d.send(&protocol.ClientMessage{Type: protocol.ClientRegister, Status: protocol.StatusOK, ClientType: protocol.ClientDevice, ClientID: id})
+	d.next(protocol.ServerHeartbeat)
+	return d
+}
+
+func (d *handDevice) send(m *protocol.ClientMessage) {
+	d.t.Helper()
+	require.NoError(d.t, d.conn.Send(d.t.Context(), m))
+}
+
+// next is the next message of type typ, past any other.
+func (d *handDevice) next(typ protocol.ServerMessageType) protocol.ServerMessage {
+	d.t.Helper()
+	for {
+		var m protocol.ServerMessage
+		require.NoError(d.t, d.conn.Read(d.t.Context(), &m))
+		if m.Type == typ {
+			return m
+		}
+	}
+}
+
+// answer sends cmd's results: result, a success, for each action.
+func (d *handDevice) answer(cmd protocol.ServerMessage, result string) {
+	d.t.Helper()
+	var results []protocol.Result
+	for _, a := range cmd.Actions {
+		results = append(results, protocol.Result{Status: protocol.ResultSuccess, Result: result, CallID: a.CallID})
+	}
+	d.send(&protocol.ClientMessage{Type: protocol.ClientCommandResults, Status: protocol.StatusContinue, ClientID: d.id,
+		SessionID: cmd.SessionID, PrevResponseID: cmd.ResponseID, RequestID: "r-" + cmd.ResponseID, ActionResults: results})
+	d.next(protocol.ServerHeartbeat) // acknowledged
+}
+
+// Item 3 of issue 43: aipctl task shows each step's results, as its help
+// says, and those that came late, after their step had failed, saying so.
+func TestTaskShowsEachStepsResultsAndWhichCameLate(t *testing.T) {
+	f := newFleet(t, nil)
+	d := dialHand(t, f, "hand-1")
+	planFile := f.plan("steps: [{tool: echo}, {tool: echo, timeout: 1s}]\n")
+	id, errOut, code := sh(t, f, "aipctl dispatch hand-1 "+planFile)
+	require.Equal(t, exitOK, code, errOut)
+	id = strings.TrimSpace(id)
+
+	d.answer(d.next(protocol.ServerCommand), "in time")
+	second := d.next(protocol.ServerCommand)
+	_, _, code = sh(t, f, "aipctl task "+id+" --wait") // until the second step times out
+	require.Equal(t, exitFailed, code)
+	d.answer(second, "too late")
+
+	out, errOut, code := sh(t, f, "aipctl task "+id)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Regexp(t, `(?m)^1\s+echo\s+success\s+1\s*$`, out)
+	assert.Regexp(t, `(?m)^2\s+echo\s+failure \(results came late\)\s+1\s+\S.*$`, out)
+	assert.Regexp(t, `(?s)\nRESULTS\nstep 1 echo\n  \[\n.*"result": "in time".*\nstep 2 echo: came late, after the step had failed; recorded all the same\n  \[\n.*"result": "too late"`, out)
 }
