@@ -378,3 +378,30 @@ func TestTaskShowsEachStepsResultsAndWhichCameLate(t *testing.T) {
 	assert.Regexp(t, `(?m)^2\s+echo\s+failure \(results came late\)\s+1\s+\S.*$`, out)
 	assert.Regexp(t, `(?s)\nRESULTS\nstep 1 echo\n  \[\n.*"result": "in time".*\nstep 2 echo: came late, after the step had failed; recorded all the same\n  \[\n.*"result": "too late"`, out)
 }
+
+// Item 4 of issue 43: Ctrl-C while exec waits says, as dispatch --wait
+// does, that it stopped waiting and the command goes on, and how to wait
+// for its outcome again; repeating the call so gets it, run once.
+func TestExecInterruptedSaysTheCommandGoesOnAndHowToFollowIt(t *testing.T) {
+	f := newFleet(t, nil)
+	d := dialHand(t, f, "hand-1")
+	cmd := exec.Command(testenv.Command(t, "aipctl"), "exec", "hand-1", "echo", "--idempotency-key", "k-1")
+	cmd.Env = userEnv(t, f)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	require.NoError(t, cmd.Start())
+	sent := d.next(protocol.ServerCommand) // the command reached the device
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Equal(t, exitInterrupted, exit.ExitCode())
+	assert.Empty(t, out.String())
+	assert.Equal(t, "aipctl: stopped waiting; the command goes on on hand-1, if it reached the server: to wait for its outcome again "+
+		"without running it twice, repeat this aipctl exec with --idempotency-key k-1 (or find its task with aipctl tasks)\n", errOut.String())
+
+	d.answer(sent, "done")
+	again, errText, code := sh(t, f, "aipctl exec hand-1 echo --idempotency-key k-1")
+	require.Equal(t, exitOK, code, errText)
+	assert.Contains(t, again, `"result": "done"`)
+}
