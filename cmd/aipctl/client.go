@@ -115,7 +115,8 @@ func startFailure(err error, key string) error {
 const keyFlagUsage = "send the call with this Idempotency-Key (default: a fresh one, shown when no answer comes): " +
 	"the server runs a repeat within 24 h only once, and answers it as the first"
 
-// apiFailure maps an API error to aipctl's exit codes.
+// apiFailure maps an API error to aipctl's exit codes, as the README's
+// table gives them.
 func apiFailure(err error) error {
 	var se *api.StatusError
 	var untrusted x509.UnknownAuthorityError
@@ -124,7 +125,8 @@ func apiFailure(err error) error {
 		return &exitError{exitUnreachable, fmt.Errorf("%w\nthe server's certificate is not trusted: give the CA that signed it with --ca or AIP_CA", err)}
 	case errors.Is(err, api.ErrUnreachable):
 		return &exitError{exitUnreachable, err}
-	case errors.As(err, &se) && (se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden):
+	case errors.As(err, &se) && (se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden || se.Code == http.StatusTooManyRequests):
+		// 429: the source failed to authenticate too often.
 		return &exitError{exitUnreachable, err}
 	case errors.As(err, &se) && se.Code/100 == 4:
 		return &exitError{exitUsage, err}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -574,4 +576,61 @@ func TestProgressSaysWhileTheDevicePreparesTheTool(t *testing.T) {
 	p.event(start)
 	p.event(preparing)
 	assert.Regexp(t, `\] kiosk-1: step 1/1 hash_file: preparing hash_file \(initializing, step 2/3\)\n$`, buf.String())
+}
+
+// Item 6 of issue 43: the README's table of exit codes is what aipctl
+// does: a case of each row, and no code the table lacks.
+func TestEveryExitCodeOfTheTable(t *testing.T) {
+	f := newFleet(t, map[string]map[string]string{"kiosk-1": lobby})
+	viewer, errOut, code := f.ctl("operator", "add", "watcher", "--role", "viewer")
+	require.Equal(t, exitOK, code, errOut)
+	wrong := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(wrong, []byte("aipo_wrong"), 0o600))
+	withWrongToken := []string{"--server", f.api.BaseURL, "--token-file", wrong}
+
+	codes := map[int][]string{}
+	check := func(want int, name string, got int, errOut string) {
+		t.Helper()
+		assert.Equal(t, want, got, "%s: %s", name, errOut)
+		codes[want] = append(codes[want], name)
+	}
+	_, errOut, code = f.ctl("devices")
+	check(exitOK, "a command that works", code, errOut)
+	_, errOut, code = f.ctl("exec", "kiosk-1", "fail")
+	check(exitFailed, "a tool that fails", code, errOut)
+	_, errOut, code = f.ctl("nope")
+	check(exitUsage, "an unknown command", code, errOut)
+	_, errOut, code = f.ctl("exec", "kiosk-9", "echo")
+	check(exitUsage, "an unknown device (404)", code, errOut)
+	_, errOut, code = ctl(t, "--server", "http://127.0.0.1:1", "--token-file", wrong, "devices")
+	check(exitUnreachable, "a server unreachable", code, errOut)
+	_, errOut, code = f.as(strings.TrimSpace(viewer), "exec", "kiosk-1", "echo")
+	check(exitUnreachable, "a role that does not allow it (403)", code, errOut)
+	_, errOut, code = ctl(t, append(withWrongToken, "devices")...)
+	check(exitUnreachable, "a wrong token (401)", code, errOut)
+	spin := f.plan("steps: [{tool: spin, timeout: 20s}]\n")
+	id, errOut, code := f.ctl("dispatch", "kiosk-1", spin)
+	require.Equal(t, exitOK, code, errOut)
+	ctx, interrupt := context.WithCancel(t.Context())
+	errOut, code = ctlContext(ctx, writerFunc(func(p []byte) (int, error) { interrupt(); return len(p), nil }),
+		append(slices.Clone(f.flags), "task", strings.TrimSpace(id), "--wait")...)
+	check(exitInterrupted, "Ctrl-C", code, errOut)
+
+	// Last, since it refuses the admin's token too: guesses from one
+	// address, each another token, until the server refuses it for a
+	// while.
+	for i := 0; i < 30 && !strings.Contains(errOut, "429"); i++ {
+		_, errOut, code = f.as(fmt.Sprintf("aipo_guess_%d", i), "devices")
+	}
+	require.Contains(t, errOut, "too many failed authentications from this address")
+	check(exitUnreachable, "too many failed authentications (429)", code, errOut)
+
+	readme, err := os.ReadFile(filepath.Join(testenv.Root(), "README.md"))
+	require.NoError(t, err)
+	var table []int
+	for _, m := range regexp.MustCompile(`(?m)^\| (\d+) \| `).FindAllStringSubmatch(string(readme), -1) {
+		n, _ := strconv.Atoi(m[1])
+		table = append(table, n)
+	}
+	assert.ElementsMatch(t, table, slices.Sorted(maps.Keys(codes)), "the README's table and the codes aipctl exits with")
 }
