@@ -448,7 +448,7 @@ func TestPackReportsEveryManifestProblemWithItsLine(t *testing.T) {
   "limits": {"timeout": "10 seconds", "memroy": "32MiB"}
 }
 `), 0o644))
-	out, errOut, code := sh(t, nil, "cd "+dir+" && aipctl tool pack "+fixturePath("echo.wasm")+" --manifest tool.json -o t.wasm")
+	out, errOut, code := sh(t, nil, "cd "+dir+" && aipctl tool pack "+fixturePath("echo.wasm")+" --manifest tool.json --out t.wasm")
 	assert.Equal(t, exitUsage, code, out)
 	assert.Equal(t, `aipctl: tool.json: the manifest is not valid:
   tool.json:2: name: "hash file": want 1-64 of [A-Za-z0-9_-], not starting with '-'
@@ -458,7 +458,7 @@ func TestPackReportsEveryManifestProblemWithItsLine(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(dir, "t.wasm"))
 
 	require.NoError(t, os.WriteFile(bad, []byte("{\n  \"name\": \"t\",\n  \"tool_type\": \"action\"\n  \"input_schema\": {}\n}\n"), 0o644))
-	_, errOut, code = sh(t, nil, "cd "+dir+" && aipctl tool pack "+fixturePath("echo.wasm")+" --manifest tool.json -o t.wasm")
+	_, errOut, code = sh(t, nil, "cd "+dir+" && aipctl tool pack "+fixturePath("echo.wasm")+" --manifest tool.json --out t.wasm")
 	assert.Equal(t, exitUsage, code)
 	assert.Equal(t, "aipctl: tool.json: the manifest is not valid:\n  tool.json:4:3: invalid character '\"' after object key:value pair\n", errOut)
 }
