@@ -53,7 +53,7 @@ func newEnrollCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringArrayVar(&labels, "label", nil, "label KEY=VALUE (repeatable)")
 	cmd.Flags().StringVar(&csrFile, "csr", "", "PEM certificate request of the device's key: print the certificate the server signs for it, which stands in for the token")
-	withSecretOut(cmd, "token (with --csr, the certificate)")
+	withSecretOut(cmd, "token, or with --csr the certificate")
 	return cmd
 }
 

@@ -17,7 +17,7 @@ import (
 // replaced.
 func withSecretOut(cmd *cobra.Command, what string) {
 	var path string
-	cmd.Flags().StringVar(&path, "out", "", "write the "+what+" to this new file, mode 0600, instead of stdout (an existing file is refused)")
+	cmd.Flags().StringVar(&path, "out", "", "write the "+what+" (with -o json, the response) to this new file, mode 0600, instead of stdout; an existing file is refused")
 	run := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if path == "" {

@@ -63,7 +63,7 @@ target is wasm32-wasi; it uses the standard library alone.`,
 	for i, l := range scaffold.Langs() {
 		langs[i] = string(l)
 	}
-	cmd.Flags().StringVar(&lang, "lang", langs[0], "the tool's language: "+strings.Join(langs, " or "))
+	cmd.Flags().StringVar(&lang, "lang", langs[0], "the tool's language: "+strings.Join(langs[:len(langs)-1], ", ")+" or "+langs[len(langs)-1])
 	cmd.Flags().StringVar(&dir, "dir", "", "the directory to write, which must not exist or be empty (default NAME)")
 	cmd.RegisterFlagCompletionFunc("lang", cobra.FixedCompletions(langs, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
