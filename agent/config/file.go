@@ -512,8 +512,8 @@ var (
 )
 
 // yamlError rewrites the YAML library's errors as file:line: problem, and
-// an unknown key as file:line: section.key: unknown field, rather than
-// with the Go type it is not in.
+// an unknown key as file:line: section.key: unknown field, with the field
+// it likely meant, rather than with the Go type it is not in.
 func (l *loader) yamlError(err error) error {
 	var msgs []string
 	var te *yaml.TypeError
@@ -530,7 +530,7 @@ func (l *loader) yamlError(err error) error {
 			if path == nil {
 				path = []any{sub[2]}
 			}
-			errs[i] = fmt.Errorf("%s:%d: %s: unknown field", l.file, line, dotted(path))
+			errs[i] = fmt.Errorf("%s:%d: %s: unknown field%s", l.file, line, dotted(path), unknownFieldHint(path))
 			continue
 		}
 		m = yamlTypeName.ReplaceAllString(m, "")

@@ -260,6 +260,16 @@ var migrations = []string{
 		created_by TEXT NOT NULL DEFAULT '',
 		PRIMARY KEY (version, os, arch)
 	);`,
+
+	// Tokens revoked, a device's or an identity's, by their hash, with
+	// whose they were and when: a caller who presents one is told it was
+	// revoked, and when (issue 43). One row a revoked token, kept.
+	`CREATE TABLE revoked_tokens (
+		hash       TEXT PRIMARY KEY,
+		kind       TEXT NOT NULL,
+		owner      TEXT NOT NULL,
+		revoked_at TEXT NOT NULL
+	);`,
 }
 
 // rolloutsSQL is migration 16, with the type of a module's bytes.
