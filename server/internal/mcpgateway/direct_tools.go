@@ -58,6 +58,8 @@ func (g *Gateway) directTools(ctx context.Context, c *identity.Caller) ([]direct
 	for i, name := range mcptool.Names(named) {
 		t := mcptool.Tool(name, out[i].info)
 		t.Description = "On device " + out[i].device + ": " + out[i].info.Description
+		t.Title += " on " + out[i].device
+		t.Annotations.Title = t.Title
 		out[i].tool = t
 	}
 	return out, nil
