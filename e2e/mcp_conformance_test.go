@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/server"
+	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sdkTools is what mcp_sdk_tools.mjs saw.
+type sdkTools struct {
+	Pages int `json:"pages"`
+	Tools map[string]struct {
+		Title        string         `json:"title"`
+		Description  string         `json:"description"`
+		OutputSchema map[string]any `json:"outputSchema"`
+		Annotations  map[string]any `json:"annotations"`
+	} `json:"tools"`
+	Calls map[string]struct {
+		Thrown     string         `json:"thrown"`
+		IsError    bool           `json:"isError"`
+		Structured map[string]any `json:"structured"`
+		Text       string         `json:"text"`
+	} `json:"calls"`
+}
+
+// The TypeScript SDK's client lists the gateway's tools page by page, each
+// page holding the spec's schema (the SDK parses it), every tool with a
+// title and an outputSchema that its answers match (the SDK checks each
+// call's structuredContent against it), the lookups read-only and not
+// destructive; an offline device's tools stay listed, said to be offline
+// since when, and a call to one says the device is offline.
+func TestTheTypeScriptSDKPagesThroughToolsWithOutputSchemasAndAnOfflineDevicesTools(t *testing.T) {
+	sdkDir := testenv.NodePackage(t, "@modelcontextprotocol/sdk")
+	c := newCluster(t, func(cfg *server.Config) { cfg.MCP.ToolsPageSize = 5 })
+	c.startAgent("kiosk-1", c.enroll("kiosk-1"))
+	c.startAgent("kiosk-2", c.enroll("kiosk-2")).stop()
+	c.waitOnline("kiosk-2", false)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(testenv.Root(), "e2e", "testdata", "mcp_sdk_tools.mjs"))
+	cmd.Env = append(os.Environ(), "SDK_DIR="+sdkDir, "MCP_URL="+c.http.URL+"/mcp", "MCP_TOKEN="+c.api.Token,
+		"DEVICE=kiosk-1", "OFFLINE=kiosk-2")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	var got sdkTools
+	require.NoError(t, json.Unmarshal(stdout, &got), string(stdout))
+
+	assert.Greater(t, got.Pages, 2, "pages of 5 tools")
+	for _, n := range []string{"list_devices", "list_device_tools", "call_device_tool", "dispatch_plan", "get_task", "cancel_task",
+		"kiosk-1__pause", "kiosk-1__hash_file", "kiosk-2__pause", "kiosk-2__hash_file"} {
+		assert.Contains(t, got.Tools, n)
+	}
+	for name, tool := range got.Tools {
+		assert.NotEmpty(t, tool.Title, name)
+		assert.Equal(t, "object", tool.OutputSchema["type"], name)
+	}
+	for _, name := range []string{"list_devices", "list_device_tools", "get_task"} {
+		assert.Equal(t, map[string]any{"title": got.Tools[name].Title, "readOnlyHint": true, "destructiveHint": false,
+			"idempotentHint": true, "openWorldHint": false}, got.Tools[name].Annotations, name)
+	}
+	result := got.Tools["kiosk-1__pause"].OutputSchema["properties"].(map[string]any)["result"]
+	assert.Contains(t, mustJSON(t, result), `"required":["ms"]`, "the tool's own output schema is the result's")
+
+	assert.Contains(t, got.Tools["kiosk-2__pause"].Description, "kiosk-2, which is OFFLINE since ")
+	assert.NotContains(t, got.Tools["kiosk-1__pause"].Description, "OFFLINE")
+	for label, call := range got.Calls {
+		assert.Empty(t, call.Thrown, label)
+		if label != "offline_direct" {
+			assert.False(t, call.IsError, "%s: %s", label, call.Text)
+		}
+	}
+	assert.Equal(t, "completed", got.Calls["get_task"].Structured["state"])
+	offline := got.Calls["offline_direct"]
+	assert.True(t, offline.IsError)
+	assert.Contains(t, offline.Text, `device "kiosk-2" shut down`, "its agent stopped")
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// An offline device's tools go from the list once the grace the operator
+// set has passed since it was last heard from.
+func TestAnOfflineDevicesToolsGoAfterTheirGrace(t *testing.T) {
+	const grace = 5 * time.Second
+	c := newCluster(t, func(cfg *server.Config) { cfg.MCP.OfflineToolsGrace = grace })
+	c.startAgent("kiosk-1", c.enroll("kiosk-1")).stop()
+	c.waitOnline("kiosk-1", false)
+	cl, h := c.mcpClient(c.api.Token, transport.WithContinuousListening())
+	tools, err := cl.ListTools(context.Background(), mcp.ListToolsRequest{})
+	require.NoError(t, err)
+	require.Contains(t, mcpNames(tools.Tools), "kiosk-1__pause", "listed within its grace")
+	require.Eventually(t, func() bool { return h.count(mcp.MethodNotificationToolsListChanged) > 0 }, 20*time.Second, 20*time.Millisecond,
+		"the list changes as the grace ends")
+	tools, err = cl.ListTools(context.Background(), mcp.ListToolsRequest{})
+	require.NoError(t, err)
+	assert.NotContains(t, mcpNames(tools.Tools), "kiosk-1__pause")
+}
+
+// call_device_tool with wait_for_device waits for an offline device, as
+// the API's command does, and runs the call once the device links again.
+func TestCallDeviceToolWaitsForAnOfflineDeviceWhenAsked(t *testing.T) {
+	c := newCluster(t)
+	token := c.enroll("kiosk-1")
+	c.startAgent("kiosk-1", token).stop()
+	c.waitOnline("kiosk-1", false)
+	cl, _ := c.mcpClient(c.api.Token)
+
+	res := callTool(t, cl, "call_device_tool", map[string]any{"device": "kiosk-1", "tool": "pause", "arguments": map[string]any{"ms": 1}})
+	assert.True(t, res.IsError, "without wait_for_device an offline device fails at once")
+	assert.Contains(t, text(res), `device "kiosk-1" shut down`)
+
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cl.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "call_device_tool",
+			Arguments: map[string]any{"device": "kiosk-1", "tool": "pause", "arguments": map[string]any{"ms": 1}, "wait_for_device": true, "timeout": "2m"}}})
+		assert.NoError(t, err)
+		done <- res
+	}()
+	require.Eventually(t, func() bool {
+		running, err := c.api.Tasks(context.Background(), api.StateRunning, 10)
+		require.NoError(t, err)
+		return len(running) == 1
+	}, 20*time.Second, 20*time.Millisecond, "the call waits, as a running task")
+	c.startAgent("kiosk-1", token)
+	res = <-done
+	require.NotNil(t, res)
+	assert.False(t, res.IsError, text(res))
+	assert.Equal(t, "success", res.StructuredContent.(map[string]any)["status"])
+}
