@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -146,4 +147,44 @@ func TestCallDeviceToolWaitsForAnOfflineDeviceWhenAsked(t *testing.T) {
 	require.NotNil(t, res)
 	assert.False(t, res.IsError, text(res))
 	assert.Equal(t, "success", res.StructuredContent.(map[string]any)["status"])
+}
+
+// The TypeScript SDK's client, on a session it DELETEd or one the
+// server never issued, gets 404, on which a client initializes again; a
+// 401 from /mcp carries a Bearer challenge with the server's message
+// (RFC 6750), and a request on no session where one is needed is 400.
+func TestAnEndedOrUnknownMCPSessionIs404AndA401IsABearerChallenge(t *testing.T) {
+	sdkDir := testenv.NodePackage(t, "@modelcontextprotocol/sdk")
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(testenv.Root(), "e2e", "testdata", "mcp_sdk_sessions.mjs"))
+	cmd.Env = append(os.Environ(), "SDK_DIR="+sdkDir, "MCP_URL="+c.http.URL+"/mcp", "MCP_TOKEN="+c.api.Token)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(stdout, &got), string(stdout))
+	assert.Equal(t, map[string]any{"before": 200.0, "deleted": 404.0, "neverIssued": 404.0}, got)
+
+	post := func(token, session string) *http.Response {
+		req, err := http.NewRequest(http.MethodPost, c.http.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	assert.Equal(t, http.StatusBadRequest, post(c.api.Token, "").StatusCode, "no session")
+	resp := post("not-a-token", "")
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	assert.Equal(t, `Bearer realm="aip-server", error="invalid_token", error_description="wrong operator token"`, resp.Header.Get("WWW-Authenticate"))
 }
