@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -187,4 +188,69 @@ func TestAnEndedOrUnknownMCPSessionIs404AndA401IsABearerChallenge(t *testing.T) 
 	resp := post("not-a-token", "")
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	assert.Equal(t, `Bearer realm="aip-server", error="invalid_token", error_description="wrong operator token"`, resp.Header.Get("WWW-Authenticate"))
+}
+
+// runningTask waits for the one task running on the cluster, and
+// returns its id.
+func (c *cluster) runningTask() string {
+	c.t.Helper()
+	var id string
+	require.Eventually(c.t, func() bool {
+		running, err := c.api.Tasks(context.Background(), api.StateRunning, 10)
+		require.NoError(c.t, err)
+		if len(running) == 1 {
+			id = running[0].SessionID
+		}
+		return id != ""
+	}, 20*time.Second, 20*time.Millisecond, "a task runs")
+	return id
+}
+
+// endedTask waits for task id to end, and returns it as the API has it.
+func (c *cluster) endedTask(id string) api.Task {
+	c.t.Helper()
+	var task api.Task
+	require.Eventually(c.t, func() bool {
+		require.NoError(c.t, c.api.Do(context.Background(), "GET", "/api/tasks/"+id, nil, &task))
+		return task.State != api.StateRunning && task.State != api.StateCreated
+	}, 30*time.Second, 20*time.Millisecond, "task %s ends", id)
+	return task
+}
+
+// A single command cancelled ends cancelled, as a cancelled plan does,
+// however it was cancelled: by the MCP client that called it
+// (notifications/cancelled), by cancel_task, or by the API (aipctl
+// cancel); the device's results still say the tool was stopped.
+func TestACancelledCommandEndsCancelledOnEverySurface(t *testing.T) {
+	c := newCluster(t)
+	c.startAgent("kiosk-1", c.enroll("kiosk-1"))
+	cl, _ := c.mcpClient(c.api.Token)
+	spin := func(ctx context.Context) {
+		_, err := cl.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "call_device_tool",
+			Arguments: map[string]any{"device": "kiosk-1", "tool": "spin", "timeout": "5m"}}})
+		_ = err // the call is cancelled, one way or another
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go spin(ctx)
+	id := c.runningTask()
+	cancel()
+	task := c.endedTask(id)
+	assert.Equal(t, api.StateCancelled, task.State, "cancelled by the MCP client: %s", task.Error)
+
+	go spin(context.Background())
+	id = c.runningTask()
+	res := callTool(t, cl, "cancel_task", map[string]any{"id": id})
+	require.False(t, res.IsError, text(res))
+	assert.Equal(t, "cancelled", res.StructuredContent.(map[string]any)["state"], "cancel_task's answer")
+	assert.Equal(t, api.StateCancelled, c.endedTask(id).State)
+
+	go c.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{{ToolName: "spin"}}, Timeout: "5m"})
+	id = c.runningTask()
+	task, err := c.api.CancelTask(context.Background(), id)
+	require.NoError(t, err)
+	assert.Equal(t, api.StateCancelled, task.State, "the API's answer, which aipctl cancel shows")
+	task = c.endedTask(id)
+	assert.Equal(t, api.StateCancelled, task.State)
+	assert.Contains(t, mustJSON(t, task), "cancelled by the server", "the device's results say the tool was stopped")
 }
