@@ -6,9 +6,12 @@
 // two bounds, per owner (an identity) and in all. A new session past a
 // bound takes the place of the oldest idle one, the owner's own for the
 // owner's bound; when every one is busy (a request running, or its stream
-// of notifications open) it is refused with 429 and Retry-After. The
-// server's gateway and the agent's local endpoint both use it; see the
-// MCP gateway's RATIONALE.md, "Sessions are bounded".
+// of notifications open) it is refused with 429 and Retry-After. A
+// request on a session not held (ended, or never issued) is 404, and one
+// that names no session where it needs one 400, as the Streamable HTTP
+// transport says. The server's gateway and the agent's local endpoint
+// both use it; see the MCP gateway's RATIONALE.md, "Sessions are
+// bounded" and "Sessions answer as the transport says".
 package mcpsessions
 
 import (
@@ -99,9 +102,10 @@ func New(cfg Config) *Table {
 
 // Guard is h, one mcp-go endpoint, whose sessions all belong to name,
 // held in t: hooks must be the hooks h's MCPServer was made with (they
-// are added to, so call Guard before serving). A request that would open
-// a session (an initialize, or a stream of notifications for a session
-// not held) is admitted within the bounds first.
+// are added to, so call Guard before serving). An initialize, which
+// opens a session, is admitted within the bounds first; a request on a
+// session not held is 404, and one that needs a session and names none
+// 400.
 func (t *Table) Guard(name string, hooks *server.Hooks, h http.Handler) http.Handler {
 	end := func(id string) func() { return func() { terminate(h, id) } }
 	key := func(s server.ClientSession) sessionKey { return sessionKey{name, s.SessionID()} }
