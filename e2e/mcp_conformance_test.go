@@ -76,8 +76,8 @@ func TestTheTypeScriptSDKPagesThroughToolsWithOutputSchemasAndAnOfflineDevicesTo
 		assert.Equal(t, map[string]any{"title": got.Tools[name].Title, "readOnlyHint": true, "destructiveHint": false,
 			"idempotentHint": true, "openWorldHint": false}, got.Tools[name].Annotations, name)
 	}
-	result := got.Tools["kiosk-1__pause"].OutputSchema["properties"].(map[string]any)["result"]
-	assert.Contains(t, mustJSON(t, result), `"required":["ms"]`, "the tool's own output schema is the result's")
+	props, _ := got.Tools["kiosk-1__pause"].OutputSchema["properties"].(map[string]any)
+	assert.Contains(t, mustJSON(t, props["result"]), `"required":["ms"]`, "the tool's own output schema is the result's")
 
 	assert.Contains(t, got.Tools["kiosk-2__pause"].Description, "kiosk-2, which is OFFLINE since ")
 	assert.NotContains(t, got.Tools["kiosk-1__pause"].Description, "OFFLINE")
