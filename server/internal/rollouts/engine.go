@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/agentrelease"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/internal/access"
 	"github.com/edgeaip/edgeaip/server/internal/store"
@@ -57,6 +58,9 @@ type Config struct {
 	Online func(id string) bool
 	// Inventory is device id's last registration, or nil.
 	Inventory func(ctx context.Context, id string) *protocol.SystemInfo
+	// Release is the agent release of version for a platform, or an
+	// error wrapping store.ErrNotFound.
+	Release func(ctx context.Context, version, os, arch string) (agentrelease.Release, error)
 	// Node is this node in a cluster, where one node leads each
 	// rollout; nil on a single node, which leads them all.
 	Node Node
@@ -79,7 +83,8 @@ type Engine struct {
 	// registered wakes those waiting for a device's registration, by
 	// device: closed, and replaced, when it registers.
 	registered map[string]chan struct{}
-	staging    stageCache
+	staging    kept[map[string]any]
+	streams    kept[[]byte]
 }
 
 // worker reconciles one rollout.
@@ -114,7 +119,8 @@ func New(cfg Config) *Engine {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.Concurrency), ctx: ctx, cancel: cancel,
-		workers: map[string]*worker{}, registered: map[string]chan struct{}{}}
+		workers: map[string]*worker{}, registered: map[string]chan struct{}{},
+		staging: kept[map[string]any]{n: stageCacheSize}, streams: kept[[]byte]{n: streamCacheSize}}
 }
 
 // Start starts a worker for each rollout the store holds: those a
