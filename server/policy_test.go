@@ -354,7 +354,9 @@ var probes = map[string]probe{
 	"GET /mcp": {least: access.Viewer, works: 405, request: func(*matrix, string) probeRequest {
 		return probeRequest{method: "GET", path: "/mcp", header: http.Header{"Accept": {"text/event-stream"}, "Mcp-Protocol-Version": {"2026-07-28"}}}
 	}},
-	"DELETE /mcp": {least: access.Viewer, works: 200, request: func(*matrix, string) probeRequest {
+	// A DELETE that names no session is 400, as the transport says, once
+	// past the policy.
+	"DELETE /mcp": {least: access.Viewer, works: 400, request: func(*matrix, string) probeRequest {
 		return probeRequest{method: "DELETE", path: "/mcp", header: http.Header{"Mcp-Protocol-Version": {"2025-11-25"}}}
 	}},
 	"GET /api/identities": {least: access.Admin, scope: fleetWide, works: 200, request: get("/api/identities")},

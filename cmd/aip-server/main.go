@@ -61,6 +61,8 @@ func main() {
 	var limits server.Limits
 	var mcpCfg server.MCPConfig
 	flag.IntVar(&mcpCfg.DirectTools, "mcp-direct-tools", 8, "an identity whose scope covers at most this many devices sees each of their tools as DEVICE__TOOL on /mcp (negative: never)")
+	flag.DurationVar(&mcpCfg.OfflineToolsGrace, "mcp-offline-tools-grace", 24*time.Hour, "an offline device's DEVICE__TOOL tools stay listed on /mcp, said to be offline since it was last heard from, for this long after (negative: they go with the device)")
+	flag.IntVar(&mcpCfg.ToolsPageSize, "mcp-tools-page-size", 50, "tools in one page of tools/list on /mcp; a client asks for the next with the page's cursor")
 	flag.IntVar(&mcpCfg.CallsPerMinute, "mcp-calls-per-minute", 120, "tool calls one identity may make on /mcp in a minute")
 	flag.IntVar(&mcpCfg.CallsAtOnce, "mcp-calls-at-once", 8, "tool calls one identity may have running on /mcp at once")
 	flag.IntVar(&mcpCfg.MaxResultBytes, "mcp-max-result-bytes", 64<<10, "largest result, as JSON, an answer on /mcp carries; a larger one is cut, with the task's URL")

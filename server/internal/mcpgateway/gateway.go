@@ -83,6 +83,7 @@ type Gateway struct {
 	views map[string]*view // by viewKey
 
 	changed chan struct{} // devices came, went or changed their tools
+	offline offlineExpiry // refreshes the views as offline devices' tools go
 }
 
 // view is what one identity (with one role and scope) sees.
@@ -194,6 +195,9 @@ func (g *Gateway) newView(c *identity.Caller) *view {
 	hooks.AddOnUnregisterSession(func(context.Context, mcpserver.ClientSession) { g.cfg.Metrics.MCPSessions(-1) })
 	v.mcp = mcpserver.NewMCPServer("aip-server", version.Version(),
 		mcpserver.WithToolCapabilities(true),
+		// A page of tools/list, with a cursor to the next: 50 devices with
+		// --mcp-direct-tools 100 listed 114 tools, 28 KB, in one answer.
+		mcpserver.WithPaginationLimit(g.cfg.Options.ToolsPageSize),
 		mcpserver.WithInstructions(mcpInstructions),
 		mcpserver.WithToolHandlerMiddleware(v.counted),
 		mcpserver.WithHooks(hooks))
@@ -218,6 +222,7 @@ func (g *Gateway) newView(c *identity.Caller) *view {
 // and every view's sessions, and its idle sweeper; RefreshViews returns.
 func (g *Gateway) Close() {
 	g.once.Do(func() { close(g.stop) })
+	g.offline.stop()
 	g.mu.Lock()
 	views := slices.Collect(maps.Values(g.views))
 	clear(g.views)
@@ -249,10 +254,11 @@ func (v *view) refresh(ctx context.Context) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	tools := v.fixedTools()
-	direct, err := v.g.directTools(ctx, v.who)
+	direct, expires, err := v.g.directTools(ctx, v.who)
 	if err != nil {
 		v.g.log.Warn("direct tools not listed", "identity", v.who.Name, "err", err)
 	}
+	v.g.offline.after(expires, v.g.DevicesChanged)
 	names := make([]mcp.Tool, 0, len(tools)+len(direct))
 	v.direct = map[string]directTarget{}
 	for _, t := range tools {

@@ -8,6 +8,13 @@ type Options struct {
 	// enrolled devices also sees each of their tools as a tool of its own,
 	// DEVICE__TOOL. Default 8; negative: never.
 	DirectTools int
+	// OfflineToolsGrace: a device's DEVICE__TOOL tools stay listed, said
+	// to be offline since it was last heard from, for this long after it
+	// was. Default 24 hours; negative: they go as the device does.
+	OfflineToolsGrace time.Duration
+	// ToolsPageSize is how many tools a page of tools/list holds; the
+	// next is had with its cursor. Default 50.
+	ToolsPageSize int
 	// CallsPerMinute and CallsAtOnce bound one identity's tool calls.
 	// Defaults 120 and 8.
 	CallsPerMinute int
@@ -32,6 +39,12 @@ type Options struct {
 func (c *Options) setDefaults() {
 	if c.DirectTools == 0 {
 		c.DirectTools = 8
+	}
+	if c.OfflineToolsGrace == 0 {
+		c.OfflineToolsGrace = 24 * time.Hour
+	}
+	if c.ToolsPageSize <= 0 {
+		c.ToolsPageSize = 50
 	}
 	if c.CallsPerMinute <= 0 {
 		c.CallsPerMinute = 120

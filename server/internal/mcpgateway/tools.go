@@ -41,34 +41,35 @@ func (v *view) fixedTools() []mcpserver.ServerTool {
 	all := []mcpserver.ServerTool{
 		{Tool: mcp.NewTool(mcpListDevices,
 			mcp.WithDescription("Lists the devices you may use: id, whether online, labels, platform and how many tools."),
-			mcp.WithReadOnlyHintAnnotation(true)), Handler: v.listDevices},
+			hints("List devices", true, false, true, false), outputSchema(devicesSchema)), Handler: v.listDevices},
 		{Tool: mcp.NewTool(mcpListDeviceTools,
 			mcp.WithDescription("Lists a device's tools: name, tool_type, namespace, description and input schema."),
 			mcp.WithString("device", mcp.Required(), mcp.Description("the device id")),
-			mcp.WithReadOnlyHintAnnotation(true)), Handler: v.listDeviceTools},
+			hints("List a device's tools", true, false, true, false), outputSchema(deviceToolsSchema)), Handler: v.listDeviceTools},
 		{Tool: mcp.NewTool(mcpCallDeviceTool,
 			mcp.WithDescription("Calls one tool on one device, in its sandbox, and returns the AIP Result: status, result or error, and usage (fuel, wall time). Sends progress while it runs."),
 			mcp.WithString("device", mcp.Required(), mcp.Description("the device id")),
 			mcp.WithString("tool", mcp.Required(), mcp.Description("the tool's name, as list_device_tools gives it")),
 			mcp.WithString("tool_type", mcp.Enum("data_collection", "action"), mcp.Description("the tool's type, when the device has the name under both")),
 			mcp.WithObject("arguments", mcp.Description("the tool's parameters, as its input schema says")),
-			mcp.WithString("timeout", mcp.Description("how long the call may take, e.g. 30s (default 60s, at most 24h)")),
-			mcp.WithDestructiveHintAnnotation(true)), Handler: v.callDeviceTool},
+			mcp.WithString("timeout", mcp.Description("how long the call may take, e.g. 30s (default 60s, at most 24h), waiting for the device included")),
+			mcp.WithBoolean("wait_for_device", mcp.Description("if the device is offline, wait, within the timeout, for it to link again, rather than fail at once (default false)")),
+			hints("Call a device's tool", false, true, false, true), mcp.WithRawOutputSchema(mcptool.ResultSchema(nil))), Handler: v.callDeviceTool},
 		{Tool: mcp.NewTool(mcpDispatchPlan,
 			mcp.WithDescription("Runs a plan (steps of tool calls) on one device, or on every device with the given labels, as a task; waits for it to end, with progress, unless wait is false. A plan: {\"steps\": [{\"tool\": \"hash_file\", \"parameters\": {...}}]}."),
 			mcp.WithString("device", mcp.Description("the device id; or give labels")),
 			mcp.WithObject("labels", mcp.Description("run on every device with these labels, e.g. {\"site\": \"lobby\"}")),
 			mcp.WithAny("plan", mcp.Required(), mcp.Description("the plan: an object, or its YAML or JSON as a string")),
 			mcp.WithBoolean("wait", mcp.Description("wait for the task to end (default true)")),
-			mcp.WithDestructiveHintAnnotation(true)), Handler: v.dispatchPlan},
+			hints("Run a plan", false, true, false, true), outputSchema(planSchema)), Handler: v.dispatchPlan},
 		{Tool: mcp.NewTool(mcpGetTask,
 			mcp.WithDescription("Reads a task: its state, steps and results."),
 			mcp.WithString("id", mcp.Required(), mcp.Description("the task id (session_id)")),
-			mcp.WithReadOnlyHintAnnotation(true)), Handler: v.getTask},
+			hints("Read a task", true, false, true, false), outputSchema(taskSchema)), Handler: v.getTask},
 		{Tool: mcp.NewTool(mcpCancelTask,
 			mcp.WithDescription("Cancels a running task, and the tool call it is running on its device."),
 			mcp.WithString("id", mcp.Required(), mcp.Description("the task id (session_id)")),
-			mcp.WithDestructiveHintAnnotation(true)), Handler: v.cancelTask},
+			hints("Cancel a task", false, true, true, false), outputSchema(taskSchema)), Handler: v.cancelTask},
 	}
 	var out []mcpserver.ServerTool
 	for _, t := range all {
@@ -159,7 +160,11 @@ func (v *view) callDeviceTool(ctx context.Context, req mcp.CallToolRequest) (*mc
 		return refused(fmt.Errorf(`argument "arguments": want an object, got %T`, args["arguments"]))
 	}
 	action := protocol.Command{ToolName: req.GetString("tool", ""), ToolType: protocol.ToolType(req.GetString("tool_type", "")), Parameters: params}
-	return v.runTool(ctx, req, req.GetString("device", ""), action, req.GetString("timeout", ""))
+	wait, ok := args["wait_for_device"].(bool)
+	if !ok && args["wait_for_device"] != nil {
+		return refused(fmt.Errorf(`argument "wait_for_device": want a boolean, got %T`, args["wait_for_device"]))
+	}
+	return v.runTool(ctx, req, req.GetString("device", ""), action, toolCall{timeout: req.GetString("timeout", ""), waitForDevice: wait})
 }
 
 // callDirect is a DEVICE__TOOL tool: its arguments are the tool's
@@ -172,20 +177,27 @@ func (v *view) callDirect(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		return refused(fmt.Errorf("no tool %q: the device or its tool is gone; list the tools again", req.Params.Name))
 	}
 	action := protocol.Command{ToolName: d.info.ToolName, ToolType: d.info.ToolType, Parameters: req.GetArguments()}
-	return v.runTool(ctx, req, d.device, action, "")
+	return v.runTool(ctx, req, d.device, action, toolCall{})
+}
+
+// toolCall is how a call asked to run: its timeout as given ("": the
+// gateway's default) and whether it waits for an offline device.
+type toolCall struct {
+	timeout       string
+	waitForDevice bool
 }
 
 // runTool runs action on device as a single command, as POST
 // /api/devices/{id}/commands does: admitted, recorded, audited under the
 // caller, with progress while it runs and cancelled with the request.
-func (v *view) runTool(ctx context.Context, req mcp.CallToolRequest, device string, action protocol.Command, timeoutText string) (*mcp.CallToolResult, error) {
+func (v *view) runTool(ctx context.Context, req mcp.CallToolRequest, device string, action protocol.Command, how toolCall) (*mcp.CallToolResult, error) {
 	if err := v.deviceInScope(ctx, device); err != nil {
 		return refused(err)
 	}
 	f := newFollowing(ctx, req)
 	cmd, err := v.g.cfg.Tasks.AdmitCommand(tasks.CommandTask{
 		Asker: tasks.Asker{Who: identity.CallerIn(ctx), Kind: api.RequesterMCP}, Device: device, Actions: []protocol.Command{action},
-		Timeout: cmp.Or(timeoutText, defaultMCPTimeout.String()), TimeoutArg: `argument "timeout"`, Tee: f.tee,
+		Timeout: cmp.Or(how.timeout, defaultMCPTimeout.String()), TimeoutArg: `argument "timeout"`, WaitForDevice: how.waitForDevice, Tee: f.tee,
 	})
 	var bad *tasks.InvalidActions
 	if errors.As(err, &bad) {
