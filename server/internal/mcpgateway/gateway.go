@@ -99,6 +99,10 @@ type view struct {
 	// under g.mu: it is dropped once they are all revoked.
 	tokens map[string]struct{}
 
+	// clients are the view's registered sessions, by id: a task's
+	// notifications go to the session that asked for it.
+	clients sync.Map
+
 	mu     sync.Mutex
 	who    *identity.Caller
 	served []mcp.Tool              // the tools last served, to tell a change
@@ -190,10 +194,19 @@ func (g *Gateway) Revoked(rev identity.Revocation) {
 func (g *Gateway) newView(c *identity.Caller) *view {
 	v := &view{g: g, who: c, tokens: map[string]struct{}{}, limits: newCallLimits(g.cfg.Options.CallsPerMinute, g.cfg.Options.CallsAtOnce)}
 	hooks := &mcpserver.Hooks{}
-	hooks.AddOnRegisterSession(func(context.Context, mcpserver.ClientSession) { g.cfg.Metrics.MCPSessions(1) })
-	hooks.AddOnUnregisterSession(func(context.Context, mcpserver.ClientSession) { g.cfg.Metrics.MCPSessions(-1) })
+	hooks.AddOnRegisterSession(func(_ context.Context, s mcpserver.ClientSession) {
+		g.cfg.Metrics.MCPSessions(1)
+		v.clients.Store(s.SessionID(), s)
+	})
+	hooks.AddOnUnregisterSession(func(_ context.Context, s mcpserver.ClientSession) {
+		g.cfg.Metrics.MCPSessions(-1)
+		v.clients.Delete(s.SessionID())
+	})
 	v.mcp = mcpserver.NewMCPServer("aip-server", version.Version(),
 		mcpserver.WithToolCapabilities(true),
+		// Served by taskMethods, over our tasks, not by mcp-go.
+		mcpserver.WithTaskCapabilities(true, true, true),
+		mcpserver.WithExtensions(map[string]any{tasksExtension: map[string]any{}}),
 		mcpserver.WithInstructions(mcpInstructions),
 		mcpserver.WithToolHandlerMiddleware(v.counted),
 		mcpserver.WithHooks(hooks))
@@ -210,7 +223,7 @@ func (g *Gateway) newView(c *identity.Caller) *view {
 		opts = append(opts, mcpserver.WithSessionIdleTTL(ttl), mcpserver.WithHeartbeatInterval(ttl/3))
 	}
 	v.http = mcpserver.NewStreamableHTTPServer(v.mcp, opts...)
-	v.serve = g.sessions.Guard(c.Name, hooks, v.http)
+	v.serve = g.sessions.Guard(c.Name, hooks, v.taskMethods(v.http))
 	return v
 }
 
@@ -261,7 +274,11 @@ func (v *view) refresh(ctx context.Context) {
 	for _, d := range direct {
 		v.direct[d.tool.Name] = d
 		names = append(names, d.tool)
-		tools = append(tools, mcpserver.ServerTool{Tool: d.tool, Handler: v.callDirect})
+		tools = append(tools, mcpserver.ServerTool{Tool: d.tool, Handler: v.callDeviceTool})
+	}
+	for i := range tools {
+		tools[i].Tool = v.withTaskSupport(tools[i].Tool)
+		names[i] = tools[i].Tool
 	}
 	if v.served != nil && reflect.DeepEqual(names, v.served) {
 		return
