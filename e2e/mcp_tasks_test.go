@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +15,10 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/internal/testenv"
+	"github.com/edgeaip/edgeaip/server"
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -220,4 +226,101 @@ func TestTheV2ClientRunsDeviceCallsAsTasksOverTheTasksExtension(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, api.RequesterMCP, task.Requester.Kind, "an MCP task is one of our tasks")
 	}
+}
+
+// rpc sends one JSON-RPC request to c's /mcp on cl's session, as cl's
+// token, and returns its result or error: for the task-augmented
+// tools/call, which mcp-go's client reads as a CallToolResult.
+func (c *cluster) rpc(t *testing.T, cl *client.Client, token, method string, params map[string]any) (json.RawMessage, *mcp.JSONRPCErrorDetails) {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, c.http.URL+"/mcp", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", cl.GetSessionId())
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var msg struct {
+		Result json.RawMessage          `json:"result"`
+		Error  *mcp.JSONRPCErrorDetails `json:"error"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&msg))
+	return msg.Result, msg.Error
+}
+
+// An MCP task is its identity's own, survives the server's restart, and
+// its ttl is held within the operator's bound: another identity can
+// neither read, list, wait for nor cancel it; a viewer, which may not
+// call a device's tool, cannot start one as a task; after a restart its
+// identity still reads it and its result.
+func TestAnMCPTaskIsItsIdentitysOwnAndOutlivesTheServer(t *testing.T) {
+	c := newCluster(t, func(cfg *server.Config) { cfg.MCP.TaskMaxTTL = 10 * time.Minute })
+	c.startAgent("kiosk-1", c.enroll("kiosk-1"))
+	annToken, bobToken := c.identity("ann", api.RoleOperator, nil), c.identity("bob", api.RoleOperator, nil)
+	ann, _ := c.mcpClientAt(annToken, "2025-11-25")
+	bob, _ := c.mcpClientAt(bobToken, "2025-11-25")
+
+	raw, rerr := c.rpc(t, ann, annToken, "tools/call", map[string]any{"name": "call_device_tool", "task": map[string]any{"ttl": 3600000},
+		"arguments": map[string]any{"device": "kiosk-1", "tool": "pause", "arguments": map[string]any{"ms": 1}}})
+	require.Nil(t, rerr)
+	var created mcp.CreateTaskResult
+	require.NoError(t, json.Unmarshal(raw, &created))
+	id := created.Task.TaskId
+	assert.Equal(t, int64(600000), *created.Task.TTL, "held within --mcp-task-max-ttl")
+
+	res, err := ann.TaskResult(context.Background(), mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: id}})
+	require.NoError(t, err)
+	assert.False(t, res.IsError)
+
+	_, err = bob.GetTask(context.Background(), mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: id}})
+	assert.ErrorContains(t, err, "task not found", "another identity's task reads as none")
+	_, err = bob.TaskResult(context.Background(), mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: id}})
+	assert.Error(t, err)
+	_, err = bob.CancelTask(context.Background(), mcp.CancelTaskRequest{Params: mcp.CancelTaskParams{TaskId: id}})
+	assert.Error(t, err)
+	listed, err := bob.ListTasks(context.Background(), mcp.ListTasksRequest{})
+	require.NoError(t, err)
+	assert.Empty(t, listed.Tasks)
+
+	viewerToken := c.identity("watcher", api.RoleViewer, nil)
+	viewer, _ := c.mcpClientAt(viewerToken, "2025-11-25")
+	_, rerr = c.rpc(t, viewer, viewerToken, "tools/call", map[string]any{"name": "call_device_tool", "task": map[string]any{},
+		"arguments": map[string]any{"device": "kiosk-1", "tool": "pause", "arguments": map[string]any{"ms": 1}}})
+	require.NotNil(t, rerr, "a viewer may not call a device's tool, as a task neither")
+
+	c = c.restart()
+	ann, _ = c.mcpClientAt(annToken, "2025-11-25")
+	got, err := ann.GetTask(context.Background(), mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: id}})
+	require.NoError(t, err)
+	assert.Equal(t, mcp.TaskStatusCompleted, got.Status)
+	res, err = ann.TaskResult(context.Background(), mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: id}})
+	require.NoError(t, err)
+	assert.False(t, res.IsError)
+	listed, err = ann.ListTasks(context.Background(), mcp.ListTasksRequest{})
+	require.NoError(t, err)
+	require.Len(t, listed.Tasks, 1)
+	assert.Equal(t, id, listed.Tasks[0].TaskId)
+}
+
+// restart stops c's server and starts another on its data directory,
+// which it returns, at another address.
+func (c *cluster) restart() *cluster {
+	c.t.Helper()
+	c.srv.Shutdown()
+	c.http.Close()
+	require.NoError(c.t, c.srv.Close())
+	srv, err := server.New(context.Background(), c.cfg)
+	require.NoError(c.t, err)
+	hs := httptest.NewServer(srv.Handler())
+	c.t.Cleanup(func() {
+		srv.Shutdown()
+		hs.Close()
+		srv.Close()
+	})
+	return &cluster{t: c.t, srv: srv, http: hs, data: c.data, cfg: c.cfg, api: &api.Client{BaseURL: hs.URL, Token: c.api.Token}}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
+	"github.com/edgeaip/edgeaip/server/internal/identity"
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
@@ -15,12 +16,12 @@ import (
 // the operator's bound.
 const defaultTaskTTL = time.Hour
 
-// taskCapable reports whether tool name may run as a task: the calls of
-// a device's tool (call_device_tool and DEVICE__TOOL), which may wait
-// for their device.
+// taskCapable reports whether tool name, one v's identity may call,
+// may run as a task: the calls of a device's tool (call_device_tool and
+// DEVICE__TOOL), which may wait for their device.
 func (v *view) taskCapable(name string) bool {
 	if name == mcpCallDeviceTool {
-		return true
+		return identity.Allow(v.who, identity.MCPKey(name)) == nil
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
