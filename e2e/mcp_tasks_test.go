@@ -18,6 +18,7 @@ import (
 	"github.com/edgeaip/edgeaip/server"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -228,14 +229,20 @@ func TestTheV2ClientRunsDeviceCallsAsTasksOverTheTasksExtension(t *testing.T) {
 	}
 }
 
-// rpc sends one JSON-RPC request to c's /mcp on cl's session, as cl's
-// token, and returns its result or error: for the task-augmented
-// tools/call, which mcp-go's client reads as a CallToolResult.
+// rpc sends one JSON-RPC request to c's /mcp on cl's session, as token,
+// and returns its result or error: for the task-augmented tools/call,
+// which mcp-go's client reads as a CallToolResult.
 func (c *cluster) rpc(t *testing.T, cl *client.Client, token, method string, params map[string]any) (json.RawMessage, *mcp.JSONRPCErrorDetails) {
+	t.Helper()
+	return rpcAt(t, c.http.URL, cl, token, method, params)
+}
+
+// rpcAt is rpc to the server at base.
+func rpcAt(t *testing.T, base string, cl *client.Client, token, method string, params map[string]any) (json.RawMessage, *mcp.JSONRPCErrorDetails) {
 	t.Helper()
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, c.http.URL+"/mcp", bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, base+"/mcp", bytes.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
@@ -323,4 +330,54 @@ func (c *cluster) restart() *cluster {
 		srv.Close()
 	})
 	return &cluster{t: c.t, srv: srv, http: hs, data: c.data, cfg: c.cfg, api: &api.Client{BaseURL: hs.URL, Token: c.api.Token}}
+}
+
+// mcpClientTo is an mcp-go client of base's /mcp, as token, on protocol
+// revision 2025-11-25, started and initialized.
+func mcpClientTo(t *testing.T, base, token string) *client.Client {
+	t.Helper()
+	cl, err := client.NewStreamableHttpClient(base+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	require.NoError(t, cl.Start(context.Background()))
+	_, err = cl.Initialize(context.Background(), mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: "2025-11-25", ClientInfo: mcp.Implementation{Name: "e2e"}}})
+	require.NoError(t, err)
+	return cl
+}
+
+// In a cluster, an MCP task made through one node is read, and
+// cancelled, through another: the node the client asks tells the node
+// that runs it, which stops the tool call on its device.
+func TestAnMCPTaskMadeThroughOneNodeIsCancelledThroughAnother(t *testing.T) {
+	sc := newServerCluster(t, 2)
+	n0, n1 := sc.nodes[0], sc.nodes[1]
+	token := strings.TrimSpace(string(sc.token))
+	sc.agentOn(n0, "kiosk-1", n0.enroll(t, "kiosk-1"), t.TempDir(), t.TempDir())
+	sc.waitLinked(n1, "kiosk-1", "node-0")
+
+	via1 := mcpClientTo(t, n1.api.BaseURL, token)
+	raw, rerr := rpcAt(t, n1.api.BaseURL, via1, token, "tools/call", map[string]any{"name": "call_device_tool", "task": map[string]any{},
+		"arguments": map[string]any{"device": "kiosk-1", "tool": "spin", "timeout": "5m"}})
+	require.Nil(t, rerr)
+	var created mcp.CreateTaskResult
+	require.NoError(t, json.Unmarshal(raw, &created))
+	id := created.Task.TaskId
+
+	via0 := mcpClientTo(t, n0.api.BaseURL, token)
+	got, err := via0.GetTask(context.Background(), mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: id}})
+	require.NoError(t, err)
+	assert.Equal(t, mcp.TaskStatusWorking, got.Status)
+	require.Eventually(t, func() bool {
+		task, err := n0.api.Task(context.Background(), id)
+		return err == nil && len(task.Commands) == 1 && task.Commands[0].Status != ""
+	}, 20*time.Second, 20*time.Millisecond, "the spin is out to its device")
+
+	cancelled, err := via0.CancelTask(context.Background(), mcp.CancelTaskRequest{Params: mcp.CancelTaskParams{TaskId: id}})
+	require.NoError(t, err)
+	assert.Equal(t, mcp.TaskStatusCancelled, cancelled.Status)
+	task, err := n1.api.Task(context.Background(), id)
+	require.NoError(t, err)
+	assert.Equal(t, api.StateCancelled, task.State)
+	require.Len(t, task.Commands, 1)
+	assert.Contains(t, task.Commands[0].Results[0].Error, "cancelled by the server", "the spin stopped on its device")
 }

@@ -314,7 +314,7 @@ func (v *view) cancelTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	if _, err := v.g.taskInScope(ctx, id); err != nil {
 		return refused(err)
 	}
-	if err := v.g.cfg.Tasks.Cancel(id, "cancel_task by "+identity.CallerIn(ctx).Name); err != nil {
+	if err := v.g.cfg.Tasks.CancelAnywhere(ctx, id, "cancel_task by "+identity.CallerIn(ctx).Name); err != nil {
 		return refused(err)
 	}
 	task, err := v.g.taskInScope(ctx, id)
