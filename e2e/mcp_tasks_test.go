@@ -269,11 +269,12 @@ func TestAnMCPTaskIsItsIdentitysOwnAndOutlivesTheServer(t *testing.T) {
 	c := newCluster(t, func(cfg *server.Config) { cfg.MCP.TaskMaxTTL = 10 * time.Minute })
 	c.startAgent("kiosk-1", c.enroll("kiosk-1"))
 	annToken, bobToken := c.identity("ann", api.RoleOperator, nil), c.identity("bob", api.RoleOperator, nil)
-	ann, _ := c.mcpClientAt(annToken, "2025-11-25")
+	ann, annHeard := c.mcpClientAt(annToken, "2025-11-25", transport.WithContinuousListening())
 	bob, _ := c.mcpClientAt(bobToken, "2025-11-25")
 
+	// A pause long enough for ann's stream to be up when it ends.
 	raw, rerr := c.rpc(t, ann, annToken, "tools/call", map[string]any{"name": "call_device_tool", "task": map[string]any{"ttl": 3600000},
-		"arguments": map[string]any{"device": "kiosk-1", "tool": "pause", "arguments": map[string]any{"ms": 1}}})
+		"arguments": map[string]any{"device": "kiosk-1", "tool": "pause", "arguments": map[string]any{"ms": 1500}}})
 	require.Nil(t, rerr)
 	var created mcp.CreateTaskResult
 	require.NoError(t, json.Unmarshal(raw, &created))
@@ -283,6 +284,8 @@ func TestAnMCPTaskIsItsIdentitysOwnAndOutlivesTheServer(t *testing.T) {
 	res, err := ann.TaskResult(context.Background(), mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: id}})
 	require.NoError(t, err)
 	assert.False(t, res.IsError)
+	require.Eventually(t, func() bool { return annHeard.count(mcp.MethodNotificationTasksStatus) == 1 }, 10*time.Second, 20*time.Millisecond,
+		"notifications/tasks/status as the task ended, on the stream of the session that made it")
 
 	_, err = bob.GetTask(context.Background(), mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: id}})
 	assert.ErrorContains(t, err, "task not found", "another identity's task reads as none")

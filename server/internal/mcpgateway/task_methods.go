@@ -243,6 +243,9 @@ func (g *Gateway) taskResult(ctx context.Context, t mcpTask) (any, *rpcError) {
 			return nil, taskError(t.id, err)
 		}
 	}
+	if t.result == nil {
+		return nil, &rpcError{Code: mcp.INTERNAL_ERROR, Message: fmt.Sprintf("task %q ended %s with no result: %s", t.id, t.state, t.message)}
+	}
 	res := *t.result
 	res.Meta = mcp.WithRelatedTask(t.id)
 	return res, nil
