@@ -37,7 +37,8 @@ type mcpTask struct {
 }
 
 // readTask reads task id for the caller in ctx: one of its identity's
-// MCP tasks, in its scope; errNoTask otherwise.
+// MCP tasks, in its scope; errNoTask otherwise. A fleet's task on one of
+// its devices is part of the fleet's, as tasks/list lists them.
 func (g *Gateway) readTask(ctx context.Context, id string) (mcpTask, error) {
 	who := identity.CallerIn(ctx)
 	row, err := g.cfg.Tasks.Task(ctx, id)
@@ -46,7 +47,7 @@ func (g *Gateway) readTask(ctx context.Context, id string) (mcpTask, error) {
 		return mcpTask{}, errNoTask
 	case err != nil:
 		return mcpTask{}, err
-	case row.RequesterKind != api.RequesterMCP || row.Identity != who.Name:
+	case row.RequesterKind != api.RequesterMCP || row.Identity != who.Name || row.ParentID != "":
 		return mcpTask{}, errNoTask
 	}
 	in, err := g.cfg.InScope.Row(ctx, who, row)
