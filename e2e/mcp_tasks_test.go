@@ -384,3 +384,39 @@ func TestAnMCPTaskMadeThroughOneNodeIsCancelledThroughAnother(t *testing.T) {
 	require.Len(t, task.Commands, 1)
 	assert.Contains(t, task.Commands[0].Results[0].Error, "cancelled by the server", "the spin stopped on its device")
 }
+
+// In a cluster, an MCP task outlives the restart of the node that ran
+// it: waiting for its offline device, it is handed off as that node
+// drains, runs on on another, completes once the device links again, and
+// its client reads its result through the restarted node.
+func TestAnMCPTaskOutlivesTheRestartOfItsNode(t *testing.T) {
+	sc := newServerCluster(t, 1)
+	sc.startNode("node-1", "--drain-grace", "100ms")
+	n0, n1 := sc.nodes[0], sc.nodes[1]
+	token := strings.TrimSpace(string(sc.token))
+	kiosk := n0.enroll(t, "kiosk-1")
+	data := t.TempDir()
+	first := sc.agentOn(n0, "kiosk-1", kiosk, data, t.TempDir())
+	sc.waitLinked(n1, "kiosk-1", "node-0")
+	require.NoError(t, first.term())
+	require.Eventually(t, func() bool { return !n0.online(t, "kiosk-1") }, 20*time.Second, 20*time.Millisecond)
+
+	via1 := mcpClientTo(t, n1.api.BaseURL, token)
+	raw, rerr := rpcAt(t, n1.api.BaseURL, via1, token, "tools/call", map[string]any{"name": "call_device_tool", "task": map[string]any{"ttl": 120000},
+		"arguments": map[string]any{"device": "kiosk-1", "tool": "pause", "arguments": map[string]any{"ms": 1}}})
+	require.Nil(t, rerr)
+	var created mcp.CreateTaskResult
+	require.NoError(t, json.Unmarshal(raw, &created))
+	id := created.Task.TaskId
+
+	sc.restartNode(1)
+	n1 = sc.nodes[1]
+	sc.agentOn(n0, "kiosk-1", kiosk, data, t.TempDir())
+	again := mcpClientTo(t, n1.api.BaseURL, token)
+	res, err := again.TaskResult(context.Background(), mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: id}})
+	require.NoError(t, err)
+	assert.False(t, res.IsError, "%v", res.Content)
+	got, err := again.GetTask(context.Background(), mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: id}})
+	require.NoError(t, err)
+	assert.Equal(t, mcp.TaskStatusCompleted, got.Status)
+}
