@@ -45,7 +45,7 @@ func (v *view) withTaskSupport(t mcp.Tool) mcp.Tool {
 func (g *Gateway) taskTTL(asked *int64, timeout string) (time.Duration, error) {
 	ttl := min(defaultTaskTTL, g.cfg.Options.TaskMaxTTL)
 	if asked != nil && *asked > 0 {
-		ttl = min(time.Duration(*asked)*time.Millisecond, g.cfg.Options.TaskMaxTTL)
+		ttl = time.Duration(min(*asked, g.cfg.Options.TaskMaxTTL.Milliseconds())) * time.Millisecond
 	}
 	if timeout != "" {
 		d, err := api.ParseTimeout(timeout)

@@ -26,6 +26,7 @@ func TestATasksTTLIsHeldWithinItsBounds(t *testing.T) {
 		{ms(5 * time.Hour), "30s", 30 * time.Second},
 		{nil, "90m", time.Hour},
 		{ms(time.Millisecond), "", time.Second},
+		{func() *int64 { n := int64(1) << 62; return &n }(), "", 2 * time.Hour},
 	} {
 		got, err := g.taskTTL(tc.asked, tc.timeout)
 		require.NoError(t, err)
