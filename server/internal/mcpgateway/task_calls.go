@@ -73,12 +73,16 @@ func (v *view) startTask(ctx context.Context, req mcp.CallToolRequest, asked *in
 		return mcpTask{}, err
 	}
 	events := make(chan api.TaskEvent, 64)
-	cmd, err := v.admitCall(ctx, c, ttl.String(), true, func(e api.TaskEvent) {
-		select {
-		case events <- e:
-		default:
+	var tee func(api.TaskEvent) // events only a notifier reads
+	if notify != nil {
+		tee = func(e api.TaskEvent) {
+			select {
+			case events <- e:
+			default:
+			}
 		}
-	})
+	}
+	cmd, err := v.admitCall(ctx, c, ttl.String(), true, tee)
 	if err != nil {
 		return mcpTask{}, err
 	}
@@ -139,20 +143,43 @@ func (n *taskNotifier) follow(ctx context.Context, g *Gateway, id string, events
 	for {
 		select {
 		case e := <-events:
-			if n.token != nil {
-				sent++
-				n.send(string(mcp.MethodNotificationProgress), id, map[string]any{"progressToken": n.token, "progress": sent, "message": eventText(e)})
-			}
+			n.progress(id, e, &sent)
 		case <-done:
+			n.flush(id, events, &sent)
 			t, err := g.readTask(ctx, id)
-			if err != nil {
+			switch {
+			case errors.Is(err, errNoTask): // it never started
+			case err != nil:
 				g.log.Warn("task status not sent", "task", id, "err", err)
-				return
+			default:
+				n.sendStatus(t)
 			}
-			n.sendStatus(t)
 			return
 		}
 	}
+}
+
+// flush sends the progress of the events the task emitted before it
+// ended that follow has not taken yet: select picks done as readily.
+func (n *taskNotifier) flush(id string, events <-chan api.TaskEvent, sent *float64) {
+	for {
+		select {
+		case e := <-events:
+			n.progress(id, e, sent)
+		default:
+			return
+		}
+	}
+}
+
+// progress sends e, the sent-th event of task id, as progress, if the
+// client asked for it.
+func (n *taskNotifier) progress(id string, e api.TaskEvent, sent *float64) {
+	if n.token == nil {
+		return
+	}
+	*sent++
+	n.send(string(mcp.MethodNotificationProgress), id, map[string]any{"progressToken": n.token, "progress": *sent, "message": eventText(e)})
 }
 
 // sendStatus sends notifications/tasks/status with t.
