@@ -56,7 +56,9 @@ NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 \
                 @modelcontextprotocol/server-filesystem@2026.8.31 \
                 @playwright/mcp@0.0.83 \
                 @modelcontextprotocol/sdk@1.32.2 \
-                @modelcontextprotocol/inspector@2.12.0
+                @modelcontextprotocol/inspector@2.12.0 \
+                @modelcontextprotocol/client@2.3.1 \
+                @modelcontextprotocol/ext-tasks@0.2.2
 
 # The version the three binaries carry (internal/version): make build
 # VERSION=1.2.3 stamps a release. Unset, they are a development build of

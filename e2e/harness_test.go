@@ -42,6 +42,7 @@ type cluster struct {
 	http *httptest.Server
 	api  *api.Client
 	data string
+	cfg  server.Config // what srv was started with
 }
 
 func newCluster(t testing.TB, configure ...func(*server.Config)) *cluster {
@@ -64,7 +65,7 @@ func newCluster(t testing.TB, configure ...func(*server.Config)) *cluster {
 	})
 	token, err := os.ReadFile(filepath.Join(data, server.AdminTokenFile))
 	require.NoError(t, err)
-	return &cluster{t: t, srv: srv, http: hs, data: data,
+	return &cluster{t: t, srv: srv, http: hs, data: data, cfg: cfg,
 		api: &api.Client{BaseURL: hs.URL, Token: strings.TrimSpace(string(token))}}
 }
 

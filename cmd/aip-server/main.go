@@ -69,6 +69,7 @@ func main() {
 	flag.IntVar(&mcpCfg.MaxSessionsPerIdentity, "mcp-max-sessions-per-identity", 256, "MCP sessions one identity holds on /mcp on this node; past it a new one takes the place of its oldest idle one, or gets 429 if all are busy")
 	flag.IntVar(&mcpCfg.MaxSessions, "mcp-max-sessions", 4096, "MCP sessions every identity together holds on /mcp on this node; past it a new one takes the place of the oldest idle one, or gets 429 if all are busy")
 	flag.DurationVar(&mcpCfg.SessionIdleTTL, "mcp-session-idle-ttl", 30*time.Minute, "an MCP session on /mcp that makes no request, and whose stream carries nothing, for this long is dropped (a client that went away without DELETE); negative: never")
+	flag.DurationVar(&mcpCfg.TaskMaxTTL, "mcp-task-max-ttl", 24*time.Hour, "the longest ttl a call run as an MCP task gets (how long it may wait for its device and run; at most 24h); a client asking for more gets this")
 	var rolloutsCfg server.RolloutsConfig
 	flag.IntVar(&rolloutsCfg.Concurrency, "rollout-concurrency", server.DefaultRolloutConcurrency, "devices changing at once for rollouts, across them all")
 	flag.DurationVar(&rolloutsCfg.Sweep, "rollout-sweep", server.DefaultRolloutSweep, "how often each rollout is reconciled though no event (an apply, a relabel, a device linking) asked for it")

@@ -100,6 +100,10 @@ type view struct {
 	// under g.mu: it is dropped once they are all revoked.
 	tokens map[string]struct{}
 
+	// clients are the view's registered sessions, by id: a task's
+	// notifications go to the session that asked for it.
+	clients sync.Map
+
 	mu     sync.Mutex
 	who    *identity.Caller
 	served []mcp.Tool              // the tools last served, to tell a change
@@ -191,10 +195,19 @@ func (g *Gateway) Revoked(rev identity.Revocation) {
 func (g *Gateway) newView(c *identity.Caller) *view {
 	v := &view{g: g, who: c, tokens: map[string]struct{}{}, limits: newCallLimits(g.cfg.Options.CallsPerMinute, g.cfg.Options.CallsAtOnce)}
 	hooks := &mcpserver.Hooks{}
-	hooks.AddOnRegisterSession(func(context.Context, mcpserver.ClientSession) { g.cfg.Metrics.MCPSessions(1) })
-	hooks.AddOnUnregisterSession(func(context.Context, mcpserver.ClientSession) { g.cfg.Metrics.MCPSessions(-1) })
+	hooks.AddOnRegisterSession(func(_ context.Context, s mcpserver.ClientSession) {
+		g.cfg.Metrics.MCPSessions(1)
+		v.clients.Store(s.SessionID(), s)
+	})
+	hooks.AddOnUnregisterSession(func(_ context.Context, s mcpserver.ClientSession) {
+		g.cfg.Metrics.MCPSessions(-1)
+		v.clients.Delete(s.SessionID())
+	})
 	v.mcp = mcpserver.NewMCPServer("aip-server", version.Version(),
 		mcpserver.WithToolCapabilities(true),
+		// Served by taskMethods, over our tasks, not by mcp-go.
+		mcpserver.WithTaskCapabilities(true, true, true),
+		mcpserver.WithExtensions(map[string]any{tasksExtension: map[string]any{}}),
 		// A page of tools/list, with a cursor to the next: 50 devices with
 		// --mcp-direct-tools 100 listed 114 tools, 28 KB, in one answer.
 		mcpserver.WithPaginationLimit(g.cfg.Options.ToolsPageSize),
@@ -214,7 +227,7 @@ func (g *Gateway) newView(c *identity.Caller) *view {
 		opts = append(opts, mcpserver.WithSessionIdleTTL(ttl), mcpserver.WithHeartbeatInterval(ttl/3))
 	}
 	v.http = mcpserver.NewStreamableHTTPServer(v.mcp, opts...)
-	v.serve = g.sessions.Guard(c.Name, hooks, v.http)
+	v.serve = g.sessions.Guard(c.Name, hooks, v.taskMethods(v.http))
 	return v
 }
 
@@ -267,7 +280,11 @@ func (v *view) refresh(ctx context.Context) {
 	for _, d := range direct {
 		v.direct[d.tool.Name] = d
 		names = append(names, d.tool)
-		tools = append(tools, mcpserver.ServerTool{Tool: d.tool, Handler: v.callDirect})
+		tools = append(tools, mcpserver.ServerTool{Tool: d.tool, Handler: v.callDeviceTool})
+	}
+	for i := range tools {
+		tools[i].Tool = v.withTaskSupport(tools[i].Tool)
+		names[i] = tools[i].Tool
 	}
 	if v.served != nil && reflect.DeepEqual(names, v.served) {
 		return

@@ -1,6 +1,10 @@
 package mcpgateway
 
-import "time"
+import (
+	"time"
+
+	"github.com/edgeaip/edgeaip/server/plan"
+)
 
 // Options tunes the MCP gateway. The zero value gives the defaults.
 type Options struct {
@@ -34,6 +38,10 @@ type Options struct {
 	// busy (internal/mcpsessions). Defaults 256 and 4096.
 	MaxSessionsPerIdentity int
 	MaxSessions            int
+	// TaskMaxTTL bounds the ttl of a call run as an MCP task, which is
+	// how long it may wait for its device and run: a client asking for
+	// more gets this. Default 24 hours, the longest a command may take.
+	TaskMaxTTL time.Duration
 }
 
 func (c *Options) setDefaults() {
@@ -60,6 +68,9 @@ func (c *Options) setDefaults() {
 	}
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = 4096
+	}
+	if c.TaskMaxTTL <= 0 || c.TaskMaxTTL > plan.MaxTimeout {
+		c.TaskMaxTTL = plan.MaxTimeout
 	}
 	if c.SessionIdleTTL == 0 {
 		c.SessionIdleTTL = 30 * time.Minute
