@@ -29,8 +29,8 @@ const (
 )
 
 // ReleaseChunkBytes is how much of a release's compressed stream one
-// stage_release carries: a quarter of a frame, so that a chunk and its
-// command fit whatever a link's frame bound is above 1 MiB.
+// stage_release carries: a chunk and its command fit a link whose frame
+// bound is as low as 1 MiB (4 MiB by default).
 const ReleaseChunkBytes = 768 << 10
 
 // ReleaseChunk is one stage_release: the release, where the chunk starts
