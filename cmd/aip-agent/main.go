@@ -69,6 +69,9 @@ func main() {
 func supervise(cfg agent.Config, log *slog.Logger) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The supervisor stays resident beside the agent: hand back what
+	// starting up took (the config, the packages' init) before it waits.
+	debug.FreeOSMemory()
 	self, err := os.Executable()
 	if err == nil {
 		err = agent.Supervise(ctx, cfg, self, os.Args[1:])

@@ -152,25 +152,31 @@ func (c *deviceChange) endTrial(sha string, health error) error {
 // of the fleet, for the rollouts running.
 const streamCacheSize = 4
 
-// releaseStream is rel's binary compressed with zstd at its best, with a
-// window a small device decompresses in 4 MiB.
+// releaseStream is rel's binary compressed (compressRelease), once for
+// every device it goes to.
 func (e *Engine) releaseStream(ctx context.Context, rel agentrelease.Release) ([]byte, error) {
 	return e.streams.get(rel.SHA256, func() ([]byte, error) {
 		m, err := e.cfg.Store.Rollouts().Module(ctx, rel.SHA256)
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", rel.Version, err)
 		}
-		var buf bytes.Buffer
-		w, err := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedBestCompression), zstd.WithWindowSize(4<<20), zstd.WithEncoderConcurrency(1))
-		if err != nil {
-			return nil, err
-		}
-		if _, err := w.Write(m.Body); err != nil {
-			return nil, err
-		}
-		if err := w.Close(); err != nil {
-			return nil, err
-		}
-		return buf.Bytes(), nil
+		return compressRelease(m.Body)
 	})
+}
+
+// compressRelease is body compressed with zstd at its best, with a
+// window a small device decompresses in 4 MiB.
+func compressRelease(body []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	w, err := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedBestCompression), zstd.WithWindowSize(4<<20), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(body); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
