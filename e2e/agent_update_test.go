@@ -156,7 +156,10 @@ func TestAFleetUpdatesItsAgentInWavesAndEveryBadReleaseIsRolledBack(t *testing.T
 		assert.Equal(t, good.SHA256, rep.Running, id)
 	}
 
-	bad := []struct{ version, why string; body []byte }{
+	bad := []struct {
+		version, why string
+		body         []byte
+	}{
 		{"3.0.0-exits", "exited with status 3 before it was committed", script("exit 3")},
 		{"3.0.1-hangs", "not committed within 5s: it never registered", script("exec sleep 600")},
 		{"3.0.2-corrupt", "could not be started: ", bytes.Repeat([]byte{0x7f, 'E', 'L', 'F', 0xde, 0xad}, 1000)},
@@ -202,10 +205,66 @@ func TestAnAgentDownloadCutMidwayResumesWhereItStopped(t *testing.T) {
 	u.runs("kiosk-1", "2.0.0")
 	require.False(t, proxy.armed.Load(), "the link was cut mid-download")
 
-	// Each chunk went once, but the one the cut caught: the download
-	// resumed where the device's copy ended, not from its start.
-	entries, err := u.api.Audit(context.Background(), api.AuditQuery{Device: "kiosk-1"})
+	u.resumedAfterTwoChunks("kiosk-1")
+}
+
+// An agent killed -9 (a power cut: the supervisor and its child die
+// together) during its update's download, and again during its trial,
+// comes back each time on a committed version: the download resumes,
+// the trial cut short fails and the previous agent answers the health
+// check that the release was running, from the outbox the release wrote.
+// The device is failed in the rollout, which pauses: a release whose
+// trial a crash cut short is not tried again without the operator.
+func TestAnAgentKilledDuringItsUpdateRunsACommittedVersionAndLosesNoCommand(t *testing.T) {
+	u := newUpdates(t, stampedAgent(t, "1.0.0"))
+	proxy := newCutProxy(t, u.hostPort())
+	p := u.add("kiosk-1", map[string]string{"site": "lab"}, "ws://"+proxy.addr()+"/ws")
+	u.waitOnline("kiosk-1", true)
+	v2, err := os.ReadFile(stampedAgent(t, "2.0.0"))
 	require.NoError(t, err)
+	rel := u.publish("2.0.0", v2)
+
+	// The link is lost within the third chunk, and stays lost: the
+	// device is killed with two chunks of the release on its disk.
+	proxy.hold()
+	proxy.cutAfter(int64(2.5 * protocol.ReleaseChunkBytes))
+	u.rollout(map[string]any{"name": "agents", "selector": "site=lab", "agent": "2.0.0", "agent_trial": "60s",
+		"health": []any{map[string]any{"tool": "pause", "parameters": map[string]any{"ms": 20000}}}})
+	u.waitOnline("kiosk-1", false)
+	p.kill()
+	proxy.release()
+	p.start()
+
+	// Killed again while the release runs on trial, its health check in
+	// flight.
+	require.Eventually(t, func() bool {
+		_, rep := u.report("kiosk-1")
+		return rep.Trial && rep.Running == rel.SHA256
+	}, testenv.Slowdown*60*time.Second, 10*time.Millisecond, "the release never ran on trial")
+	p.waitLogged(`msg="command received" device=kiosk-1`)
+	require.Eventually(t, func() bool { return p.count("first_tool=pause") == 1 }, testenv.Slowdown*60*time.Second, 10*time.Millisecond)
+	p.kill()
+	p.start()
+
+	r := u.waitFor("agents", "paused on the device's failure", func(r api.Rollout) bool { return r.State == api.RolloutPaused })
+	require.Len(t, r.Devices, 1)
+	assert.Equal(t, api.DeviceFailed, r.Devices[0].State)
+	assert.Contains(t, r.Devices[0].Error, "health checks failed: step 1 (pause) failed: agent restarted while the command ran",
+		"the health check in flight was answered by the agent that came back")
+	u.runs("kiosk-1", "1.0.0")
+	_, rep := u.report("kiosk-1")
+	require.NotNil(t, rep.Failed, "the trial cut short is reported")
+	assert.Equal(t, "the device or its supervisor restarted during the trial", rep.Failed.Reason)
+	u.resumedAfterTwoChunks("kiosk-1")
+}
+
+// resumedAfterTwoChunks checks that device id's download went on where
+// its copy ended after a cut within the third chunk: the first two
+// chunks went once, the third went again.
+func (u *updates) resumedAfterTwoChunks(id string) {
+	u.t.Helper()
+	entries, err := u.api.Audit(context.Background(), api.AuditQuery{Device: id})
+	require.NoError(u.t, err)
 	sent := map[int64]int{}
 	for _, e := range entries {
 		var p struct {
@@ -216,7 +275,7 @@ func TestAnAgentDownloadCutMidwayResumesWhereItStopped(t *testing.T) {
 			sent[p.Offset]++
 		}
 	}
-	assert.Equal(t, 1, sent[0], "the first chunk went once: %v", sent)
-	assert.Equal(t, 1, sent[protocol.ReleaseChunkBytes], "the second chunk went once: %v", sent)
-	assert.Contains(t, sent, int64(2*protocol.ReleaseChunkBytes), "the third, which the cut caught, went again: %v", sent)
+	assert.Equal(u.t, 1, sent[0], "the first chunk went once: %v", sent)
+	assert.Equal(u.t, 1, sent[protocol.ReleaseChunkBytes], "the second chunk went once: %v", sent)
+	assert.Contains(u.t, sent, int64(2*protocol.ReleaseChunkBytes), "the third, which the cut caught, went: %v", sent)
 }

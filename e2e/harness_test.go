@@ -258,8 +258,8 @@ func (h *notifyHandler) WithGroup(name string) slog.Handler {
 // cutProxy forwards TCP to a target and can cut every connection at once,
 // as a flaky network would.
 type cutProxy struct {
-	ln     net.Listener
-	held   atomic.Bool // connections are refused until release
+	ln   net.Listener
+	held atomic.Bool // connections are refused until release
 	// budget, once armed (cutAfter), is what the target may still send
 	// before every connection is cut.
 	budget atomic.Int64
