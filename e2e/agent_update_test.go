@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,11 +26,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// updates is a server and a fleet of agent processes that update
-// themselves: each starts as the flashed build, under its supervisor,
-// and trusts the test's release key.
+// updates is a fleet of agent processes that update themselves, and the
+// server they link to (addr, its API api): each starts as the flashed
+// build, under its supervisor, and trusts the test's release key.
 type updates struct {
-	*cluster
+	t       *testing.T
+	api     *api.Client
+	addr    string
 	key     ed25519.PrivateKey
 	keyFile string // the public key, as the agents' config names it
 	flashed string // the flashed binary
@@ -37,14 +40,21 @@ type updates struct {
 	data    map[string]string
 }
 
+// newUpdates serves the fleet from one server in process.
 func newUpdates(t *testing.T, flashed string) *updates {
+	c := newCluster(t, noSweep)
+	return newUpdatesOn(t, flashed, c.api, c.hostPort())
+}
+
+// newUpdatesOn serves the fleet from the server at addr.
+func newUpdatesOn(t *testing.T, flashed string, c *api.Client, addr string) *updates {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	require.NoError(t, err)
 	pem, err := signature.EncodePublicKey(pub)
 	require.NoError(t, err)
 	keyFile := filepath.Join(t.TempDir(), "release.pub")
 	require.NoError(t, os.WriteFile(keyFile, pem, 0o600))
-	return &updates{cluster: newCluster(t, noSweep), key: priv, keyFile: keyFile, flashed: flashed,
+	return &updates{t: t, api: c, addr: addr, key: priv, keyFile: keyFile, flashed: flashed,
 		agents: map[string]*agentProcess{}, data: map[string]string{}}
 }
 
@@ -57,7 +67,7 @@ func (u *updates) add(id string, labels map[string]string, url string) *agentPro
 	token := filepath.Join(u.t.TempDir(), id+".token")
 	require.NoError(u.t, os.WriteFile(token, []byte(resp.Token), 0o600))
 	u.data[id] = u.t.TempDir()
-	yaml := agentYAML(u.t, id, cmpOr(url, u.wsURL()), token, u.data[id], u.t.TempDir()) +
+	yaml := agentYAML(u.t, id, cmpOr(url, "ws://"+u.addr+"/ws"), token, u.data[id], u.t.TempDir()) +
 		fmt.Sprintf("updates: {release_keys: [%q]}\n", u.keyFile)
 	p := newAgentProcess(u.t, yaml)
 	p.argv[0] = u.flashed
@@ -96,7 +106,20 @@ func (u *updates) rollout(spec map[string]any) int {
 // waitFor waits until rollout name is as ok wants, and returns it.
 func (u *updates) waitFor(name, want string, ok func(api.Rollout) bool) api.Rollout {
 	u.t.Helper()
-	return (&fleet{api: u.api}).waitFor(u.t.(*testing.T), name, want, ok)
+	return (&fleet{api: u.api}).waitFor(u.t, name, want, ok)
+}
+
+func (u *updates) device(id string) api.Device {
+	u.t.Helper()
+	var d api.Device
+	require.NoError(u.t, u.api.Do(context.Background(), "GET", "/api/devices/"+id, nil, &d))
+	return d
+}
+
+func (u *updates) waitOnline(id string, online bool) {
+	u.t.Helper()
+	require.Eventually(u.t, func() bool { return u.device(id).Online == online },
+		testenv.Slowdown*30*time.Second, 20*time.Millisecond, "device %s online=%v", id, online)
 }
 
 // report is what device id last reported of its agent and its updates.
@@ -191,7 +214,7 @@ func TestAFleetUpdatesItsAgentInWavesAndEveryBadReleaseIsRolledBack(t *testing.T
 // download from the last chunk it kept, and runs the release.
 func TestAnAgentDownloadCutMidwayResumesWhereItStopped(t *testing.T) {
 	u := newUpdates(t, stampedAgent(t, "1.0.0"))
-	proxy := newCutProxy(t, u.hostPort())
+	proxy := newCutProxy(t, u.addr)
 	u.add("kiosk-1", map[string]string{"site": "lab"}, "ws://"+proxy.addr()+"/ws")
 	u.waitOnline("kiosk-1", true)
 	v2, err := os.ReadFile(stampedAgent(t, "2.0.0"))
@@ -217,7 +240,7 @@ func TestAnAgentDownloadCutMidwayResumesWhereItStopped(t *testing.T) {
 // trial a crash cut short is not tried again without the operator.
 func TestAnAgentKilledDuringItsUpdateRunsACommittedVersionAndLosesNoCommand(t *testing.T) {
 	u := newUpdates(t, stampedAgent(t, "1.0.0"))
-	proxy := newCutProxy(t, u.hostPort())
+	proxy := newCutProxy(t, u.addr)
 	p := u.add("kiosk-1", map[string]string{"site": "lab"}, "ws://"+proxy.addr()+"/ws")
 	u.waitOnline("kiosk-1", true)
 	v2, err := os.ReadFile(stampedAgent(t, "2.0.0"))
@@ -241,7 +264,6 @@ func TestAnAgentKilledDuringItsUpdateRunsACommittedVersionAndLosesNoCommand(t *t
 		_, rep := u.report("kiosk-1")
 		return rep.Trial && rep.Running == rel.SHA256
 	}, testenv.Slowdown*60*time.Second, 10*time.Millisecond, "the release never ran on trial")
-	p.waitLogged(`msg="command received" device=kiosk-1`)
 	require.Eventually(t, func() bool { return p.count("first_tool=pause") == 1 }, testenv.Slowdown*60*time.Second, 10*time.Millisecond)
 	p.kill()
 	p.start()
@@ -278,4 +300,45 @@ func (u *updates) resumedAfterTwoChunks(id string) {
 	assert.Equal(u.t, 1, sent[0], "the first chunk went once: %v", sent)
 	assert.Equal(u.t, 1, sent[protocol.ReleaseChunkBytes], "the second chunk went once: %v", sent)
 	assert.Contains(u.t, sent, int64(2*protocol.ReleaseChunkBytes), "the third, which the cut caught, went: %v", sent)
+}
+
+// In a cluster, a device whose link is cut mid-download and that links
+// again through another node resumes there, from the last chunk it kept.
+func TestAnAgentDownloadCutMidwayResumesThroughAnotherNode(t *testing.T) {
+	sc := newServerCluster(t, 0)
+	for i := range 2 {
+		sc.startNode(fmt.Sprintf("node-%d", i), "--rollout-sweep", "1h")
+	}
+	u := newUpdatesOn(t, stampedAgent(t, "1.0.0"), sc.nodes[0].api, sc.nodes[0].addr)
+	lb := newCutProxy(t, sc.nodes[0].addr) // a load balancer in front of the nodes
+	u.add("kiosk-1", map[string]string{"site": "lab"}, "ws://"+lb.addr()+"/ws")
+	sc.waitLinked(sc.nodes[0], "kiosk-1", "node-0")
+	v2, err := os.ReadFile(stampedAgent(t, "2.0.0"))
+	require.NoError(t, err)
+	u.publish("2.0.0", v2)
+
+	lb.hold()
+	lb.cutAfter(int64(2.5 * protocol.ReleaseChunkBytes))
+	u.rollout(map[string]any{"name": "agents", "selector": "site=lab", "agent": "2.0.0", "health": health})
+	u.waitOnline("kiosk-1", false)
+	lb.retarget(sc.nodes[1].addr)
+	lb.release()
+	sc.waitLinked(sc.nodes[0], "kiosk-1", "node-1")
+
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range sc.nodes {
+				for line := range strings.Lines(n.logs.String()) {
+					if strings.Contains(line, "rollout") || strings.Contains(line, "kiosk-1") {
+						t.Log(line)
+					}
+				}
+			}
+			b, _ := os.ReadFile(u.agents["kiosk-1"].log)
+			t.Log(string(b[:min(len(b), 20000)]))
+		}
+	})
+	u.waitFor("agents", "done", func(r api.Rollout) bool { return r.State == api.RolloutDone })
+	u.runs("kiosk-1", "2.0.0")
+	u.resumedAfterTwoChunks("kiosk-1")
 }

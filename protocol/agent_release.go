@@ -29,9 +29,11 @@ const (
 )
 
 // ReleaseChunkBytes is how much of a release's compressed stream one
-// stage_release carries: a chunk and its command fit a link whose frame
-// bound is as low as 1 MiB (4 MiB by default).
-const ReleaseChunkBytes = 768 << 10
+// stage_release carries. A chunk and its command fit a link whose frame
+// bound is as low as 1 MiB (4 MiB by default) and, in a cluster, the
+// message that carries the command to the node holding the link: JSON,
+// which writes the chunk as base64, within NATS's default bound of 1 MiB.
+const ReleaseChunkBytes = 512 << 10
 
 // ReleaseChunk is one stage_release: the release, where the chunk starts
 // in its compressed stream (zstd) of Total bytes, and the chunk with its
