@@ -86,10 +86,15 @@ func cmpOr(a, b string) string {
 // publish signs body as release version for this machine's platform and
 // publishes it.
 func (u *updates) publish(version string, body []byte) agentrelease.Release {
+	return u.publishSigned(version, body, u.key)
+}
+
+// publishSigned is publish with key.
+func (u *updates) publishSigned(version string, body []byte, key ed25519.PrivateKey) agentrelease.Release {
 	u.t.Helper()
 	sum := sha256.Sum256(body)
 	r := agentrelease.Sign(agentrelease.Release{Version: version, OS: runtime.GOOS, Arch: runtime.GOARCH,
-		SHA256: hex.EncodeToString(sum[:]), Size: int64(len(body))}, u.key)
+		SHA256: hex.EncodeToString(sum[:]), Size: int64(len(body))}, key)
 	_, err := u.api.PublishRelease(context.Background(), r, bytes.NewReader(body))
 	require.NoError(u.t, err)
 	return r
@@ -208,6 +213,44 @@ func TestAFleetUpdatesItsAgentInWavesAndEveryBadReleaseIsRolledBack(t *testing.T
 			assert.Equal(t, b.version, rep.Failed.Version)
 		})
 	}
+
+	t.Run("a release signed by a key the devices do not trust is refused before its download", func(t *testing.T) {
+		_, other, err := ed25519.GenerateKey(rand.Reader)
+		require.NoError(t, err)
+		u.publishSigned("3.1.0-untrusted", append(slices.Clone(v2), 0), other)
+		spec["agent"], spec["agent_trial"] = "3.1.0-untrusted", "40s"
+		u.rollout(spec)
+		r := u.waitFor("agents", "paused on the canary's failure", func(r api.Rollout) bool {
+			return r.State == api.RolloutPaused && r.Counts[api.DeviceFailed] == 1 && strings.Contains(r.Reason, "untrusted")
+		})
+		assert.Contains(t, r.Reason, "release 3.1.0-untrusted refused: release is signed by a key this device does not trust")
+		for _, id := range ids {
+			u.runs(id, "2.0.0")
+		}
+	})
+
+	t.Run("a device with no release for its platform is skipped, saying why", func(t *testing.T) {
+		other := map[string]string{"arm64": "amd64"}[runtime.GOARCH]
+		if other == "" {
+			other = "arm64"
+		}
+		body := append(slices.Clone(v2), 1)
+		sum := sha256.Sum256(body)
+		r := agentrelease.Sign(agentrelease.Release{Version: "3.2.0", OS: "linux", Arch: other, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(body))}, u.key)
+		_, err := u.api.PublishRelease(context.Background(), r, bytes.NewReader(body))
+		require.NoError(t, err)
+		spec["agent"] = "3.2.0"
+		u.rollout(spec)
+		out := u.waitFor("agents", "done, every device skipped", func(r api.Rollout) bool {
+			return r.State == api.RolloutDone && r.Counts[api.DeviceSkipped] == 10
+		})
+		for _, d := range out.Devices {
+			assert.Equal(t, "no release of agent 3.2.0 for linux/"+runtime.GOARCH+": publish one with aipctl agent publish", d.Error, d.DeviceID)
+		}
+		for _, id := range ids {
+			u.runs(id, "2.0.0")
+		}
+	})
 }
 
 // A device whose link is cut while its new agent downloads resumes the

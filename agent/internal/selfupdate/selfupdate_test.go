@@ -322,3 +322,24 @@ func (randReader) Read(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// A crash during the install leaves the whole stream and perhaps a
+// temporary binary: the next probe installs the release.
+func TestAnInstallCutByACrashFinishesAtTheNextProbe(t *testing.T) {
+	f := newFixture(t)
+	body := bytes.Repeat([]byte("agent binary "), 10_000)
+	r, z := f.release("2.0.0", body), stream(t, body)
+	_, err := f.dir.appendChunk(protocol.ReleaseChunk{Release: r, Total: int64(len(z)), Data: z})
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Dir(f.dir.binary(r.SHA256)), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(f.dir.binary(r.SHA256)), ".tmp-"+r.SHA256+"-1"), body[:100], 0o600))
+
+	s, err := f.dir.stage(protocol.ReleaseChunk{Release: r, Total: int64(len(z))}, []ed25519.PublicKey{f.pub})
+	require.NoError(t, err)
+	assert.True(t, s.Installed)
+	assert.NoError(t, f.dir.installed(r))
+	f.dir.removeUnused(State{Committed: []agentrelease.Release{r}})
+	entries, err := os.ReadDir(filepath.Dir(f.dir.binary(r.SHA256)))
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "the temporary binary the crash left goes with the next clean-up")
+}

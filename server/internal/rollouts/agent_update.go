@@ -24,7 +24,7 @@ func (s skipped) Error() string { return s.reason }
 // the release for the device's platform over the device's link, applies
 // it, and waits for the new agent to register. It answers the digest of
 // the release on trial, which the health checks then decide on (empty:
-// the device runs version already).
+// the device runs version already), also with an error that rejects it.
 func (c *deviceChange) updateAgent(version string, trial time.Duration) (string, error) {
 	info := c.e.cfg.Inventory(c.ctx, c.device)
 	if info == nil {
@@ -45,19 +45,24 @@ func (c *deviceChange) updateAgent(version string, trial time.Duration) (string,
 	if !updates {
 		return "", fmt.Errorf("the device's agent %s does not update itself: start it with a release key (--release-key)", info.AgentVersion)
 	}
-	if rep.Running == rel.SHA256 {
-		return rel.SHA256, nil // on trial already: the change started again
+	if rep.Running != rel.SHA256 { // else on trial already: the change started again
+		if err := c.sendRelease(rel); err != nil {
+			return "", err
+		}
+		apply := protocol.Command{ToolName: protocol.ApplyReleaseName, ToolType: protocol.ToolAction,
+			Parameters: protocol.ApplyReleaseParams(rel, c.rollout, trial)}
+		if _, err := c.command(apply); err != nil {
+			return "", fmt.Errorf("apply agent %s: %w", version, err)
+		}
+		if err := c.e.agentStarted(c.ctx, c.device, rel, rep.Failed); err != nil {
+			return "", err
+		}
 	}
-	if err := c.sendRelease(rel); err != nil {
-		return "", err
-	}
-	apply := protocol.Command{ToolName: protocol.ApplyReleaseName, ToolType: protocol.ToolAction,
-		Parameters: protocol.ApplyReleaseParams(rel, c.rollout, trial)}
-	if _, err := c.command(apply); err != nil {
-		return "", fmt.Errorf("apply agent %s: %w", version, err)
-	}
-	if err := c.e.agentStarted(c.ctx, c.device, rel, rep.Failed); err != nil {
-		return "", err
+	// A binary published under another version than it was built with
+	// would never be at the rollout's version, however often applied.
+	if info := c.e.cfg.Inventory(c.ctx, c.device); info != nil && info.AgentVersion != version {
+		return rel.SHA256, fmt.Errorf("agent %s's binary (%.12s) says it is %s: publish the build stamped %s (make build VERSION=%s)",
+			version, rel.SHA256, info.AgentVersion, version, version)
 	}
 	return rel.SHA256, nil
 }

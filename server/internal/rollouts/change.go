@@ -143,7 +143,7 @@ func (c *deviceChange) run(rev int, d desired, health *plan.Plan) (applied bool,
 	var trial string
 	if d.agent != "" {
 		if trial, err = c.updateAgent(d.agent, d.trial); err != nil {
-			return false, err
+			return false, c.ended(trial, err)
 		}
 	}
 	if err := c.stage(d.tools); err != nil {
