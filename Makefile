@@ -15,6 +15,10 @@ GO_EXAMPLE := hash_file_go
 # committed, the tool aipctl tool init writes with --lang c, which an
 # aipctl test builds, and the symlinks fixture (make fixtures).
 APT_PACKAGES := clang lld wasi-libc libclang-rt-14-dev-wasm32
+# rustc and its standard library for wasm32-wasi (Rust 1.63; rustup's
+# wasm32-wasip1 is the same target, renamed) build the tool aipctl tool
+# init writes with --lang rust, which an aipctl test builds and runs.
+APT_PACKAGES += rustc libstd-rust-dev-wasm32
 # wabt's wat2wasm rebuilds the .wat fixtures (make fixtures).
 APT_PACKAGES += wabt
 # The kiosk test and the dashboard's end-to-end test drive Debian's chromium.
@@ -52,7 +56,9 @@ NPM_PACKAGES := @modelcontextprotocol/server-everything@2026.8.31 \
                 @modelcontextprotocol/server-filesystem@2026.8.31 \
                 @playwright/mcp@0.0.83 \
                 @modelcontextprotocol/sdk@1.32.2 \
-                @modelcontextprotocol/inspector@2.12.0
+                @modelcontextprotocol/inspector@2.12.0 \
+                @modelcontextprotocol/client@2.3.1 \
+                @modelcontextprotocol/ext-tasks@0.2.2
 
 # The version the three binaries carry (internal/version): make build
 # VERSION=1.2.3 stamps a release. Unset, they are a development build of

@@ -19,6 +19,7 @@ import (
 	"github.com/edgeaip/edgeaip/agent/internal/mcpserve"
 	"github.com/edgeaip/edgeaip/agent/internal/outbox"
 	"github.com/edgeaip/edgeaip/agent/internal/reply"
+	"github.com/edgeaip/edgeaip/agent/internal/selfupdate"
 	"github.com/edgeaip/edgeaip/agent/internal/token"
 	"github.com/edgeaip/edgeaip/agent/internal/toolbox"
 	"github.com/edgeaip/edgeaip/internal/privatedir"
@@ -68,6 +69,12 @@ type Agent struct {
 	// mcp_serve.listen is set. localTools is signalled when they change.
 	local      *mcpserve.Server
 	localTools chan struct{}
+	// updater updates the agent itself; nil unless release keys are
+	// configured. restart is closed, once, when an update asks the agent
+	// to end for its supervisor to start the next one.
+	updater     *selfupdate.Updater
+	restart     chan struct{}
+	restartOnce sync.Once
 
 	// stopWatch ends the watch for tools that fail to instrument, which
 	// watching waits for.
@@ -116,7 +123,7 @@ func newAgent(ctx context.Context, cfg Config, fs outbox.FS) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	a := &Agent{cfg: cfg, sb: sb, log: log, inventory: make(chan struct{}, 1), localTools: make(chan struct{}, 1)}
+	a := &Agent{cfg: cfg, sb: sb, log: log, inventory: make(chan struct{}, 1), localTools: make(chan struct{}, 1), restart: make(chan struct{})}
 	if err := a.init(ctx, tokens, tc, fs); err != nil {
 		a.Close(ctx)
 		return nil, err
@@ -137,6 +144,10 @@ func (a *Agent) init(ctx context.Context, tokens link.Tokens, tc *tls.Config, fs
 	a.mcp = mcpproxy.NewPool(cap, version.Version(), a.log, a.inventoryChanged)
 	a.computers = computer.NewManager(a.cfg.MCP, tools, a.mcp, a.log)
 	a.computers.AddMeta(a.tools.MetaTools(a.computers)...)
+	if len(a.cfg.ReleaseKeys) > 0 {
+		a.updater = selfupdate.NewUpdater(a.cfg.DataDir, a.cfg.ReleaseKeys, a.cfg.Supervised, a.endForUpdate, a.inventoryChanged, a.log)
+		a.computers.AddMeta(a.updater.MetaTools()...)
+	}
 	a.router = computer.NewRouter(a.computers, a.log)
 	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopWatch = stopWatch
@@ -159,6 +170,7 @@ func (a *Agent) init(ctx context.Context, tokens link.Tokens, tc *tls.Config, fs
 	a.link = link.New(link.Options{
 		DeviceID: a.cfg.ID, Servers: a.cfg.Servers(), Resolver: a.cfg.Resolver, Tokens: tokens, TLS: tc, Wire: a.cfg.Wire, Conn: a.cfg.Conn,
 		Heartbeat: a.cfg.HeartbeatInterval, Describe: a.systemInfo, Commands: a.executor.Admit, Cancel: a.executor.Cancel, Inventory: a.inventory,
+		Registered: a.registered,
 	}, a.outbox, cap, a.log)
 	return a.listenLocal()
 }
@@ -240,13 +252,39 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.link.Run(linkCtx) })
 	wg.Go(func() { every(linkCtx, min(a.cfg.Outbox.MaxAge/4, time.Hour), a.pruneOutbox) })
 	wg.Go(func() { every(linkCtx, computer.IdleAfter/4, a.computers.EvictIdle) })
-	<-ctx.Done()
+	restart := false
+	select {
+	case <-ctx.Done():
+	case <-a.restart:
+		restart = true
+	}
 	a.executor.Shutdown()
 	stopLocal()
 	a.link.Flush(flushTimeout)
 	stopLink()
 	wg.Wait()
+	if restart {
+		return ErrRestart
+	}
 	return nil
+}
+
+// ErrRestart is what Run returns when an update asked the agent to end,
+// once its commands are answered, for its supervisor to start the agent
+// the update named: aip-agent exits with RestartExitCode.
+var ErrRestart = errors.New("agent: ending for its supervisor to start the next agent")
+
+// RestartExitCode is the status aip-agent exits with on ErrRestart.
+const RestartExitCode = selfupdate.RestartExitCode
+
+// endForUpdate makes Run end with ErrRestart.
+func (a *Agent) endForUpdate() { a.restartOnce.Do(func() { close(a.restart) }) }
+
+// registered is told each time the device registered.
+func (a *Agent) registered() {
+	if a.updater != nil {
+		a.updater.Registered()
+	}
 }
 
 // Close stops the MCP servers and frees the sandbox and the outbox. Call

@@ -51,11 +51,14 @@ func localClient(t *testing.T, a *testAgent, opts ...transport.StreamableHTTPCOp
 }
 
 // notes counts the notifications a client got, by method.
-type notes struct{ listChanged atomic.Int64 }
+type notes struct{ listChanged, progress atomic.Int64 }
 
 func (n *notes) add(m mcp.JSONRPCNotification) {
-	if m.Method == string(mcp.MethodNotificationToolsListChanged) {
+	switch m.Method {
+	case string(mcp.MethodNotificationToolsListChanged):
 		n.listChanged.Add(1)
+	case string(mcp.MethodNotificationProgress):
+		n.progress.Add(1)
 	}
 }
 
@@ -158,7 +161,43 @@ func TestTheLocalEndpointWantsItsToken(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 		assert.Contains(t, string(body), "mcp_serve.token_file")
+		assert.Contains(t, resp.Header.Get("WWW-Authenticate"), `error_description="unauthorized: present the token of mcp_serve.token_file`,
+			"the challenge says what to do, for clients that show only it")
 	}
+}
+
+// A local call with a progress token hears that it started and, every
+// second, that it still runs, as calls through the server's gateway do.
+func TestALocalCallSendsProgressWhileItRuns(t *testing.T) {
+	p := newTestPeer(t)
+	a := startAgent(t, serving(t, agentConfig(t, p.url())))
+	p.next(t)
+	c, heard := localClient(t, a)
+	res, err := c.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "pause",
+		Arguments: map[string]any{"ms": 2500}, Meta: &mcp.Meta{ProgressToken: "p-1"}}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%+v", res)
+	assert.GreaterOrEqual(t, heard.progress.Load(), int64(2), "its start, and the seconds it ran")
+}
+
+// A session the local endpoint does not hold (DELETEd, or never issued)
+// is 404, and a request that names none where one is needed 400, as the
+// Streamable HTTP transport says.
+func TestTheLocalEndpointRefusesSessionsItDoesNotHold(t *testing.T) {
+	p := newTestPeer(t)
+	a := startAgent(t, serving(t, agentConfig(t, p.url())))
+	p.next(t)
+	token, err := mcpserve.ReadToken(a.cfg.MCPServe.TokenFile)
+	require.NoError(t, err)
+	const list = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+
+	session := localRequest(t, a, http.MethodPost, token, "", localInitialize).Header.Get("Mcp-Session-Id")
+	require.Equal(t, http.StatusOK, localRequest(t, a, http.MethodPost, token, session, list).StatusCode)
+	require.Equal(t, http.StatusOK, localRequest(t, a, http.MethodDelete, token, session, "").StatusCode)
+	assert.Equal(t, http.StatusNotFound, localRequest(t, a, http.MethodPost, token, session, list).StatusCode, "DELETEd")
+	assert.Equal(t, http.StatusNotFound, localRequest(t, a, http.MethodPost, token, "mcp-session-5e0c4a43-8b5c-4f7e-9a43-3f1f0e0c2a10", list).StatusCode,
+		"never issued")
+	assert.Equal(t, http.StatusBadRequest, localRequest(t, a, http.MethodPost, token, "", list).StatusCode, "none")
 }
 
 // A local call made while the link is down is kept in the outbox, across

@@ -28,6 +28,9 @@ func (a *Agent) systemInfo() protocol.SystemInfo {
 	info := hostInfo(a.cfg.ID, a.cfg.Labels, len(a.cfg.MCP) > 0, tools)
 	rollouts, modules := a.tools.Rollouts()
 	protocol.AddRolloutMetadata(info.CustomMetadata, rollouts, modules)
+	if a.updater != nil {
+		protocol.AddAgentUpdateMetadata(info.CustomMetadata, a.updater.Report())
+	}
 	if refusals := a.tools.Refusals(); len(refusals) > 0 {
 		refused := make([]any, len(refusals))
 		for i, r := range refusals {

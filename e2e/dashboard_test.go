@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -298,6 +299,19 @@ func TestTheDashboardLogsInRunsAToolAndFollowsAPlan(t *testing.T) {
 	tasks := p.text("#tasks")
 	assert.Contains(t, tasks, "browser-check")
 	assert.Contains(t, tasks, "completed")
+	// Item 5 of issue 43: each row shows the random end of its task's id,
+	// which tells the tasks of a minute apart, and holds the whole id for
+	// aipctl task.
+	ids := p.texts("#tasks tbody tr td:first-child a")
+	full := eval[[]string](p, `[...document.querySelectorAll("#tasks tbody tr")].map((r) => r.dataset.task)`)
+	titles := eval[[]string](p, `[...document.querySelectorAll("#tasks tbody tr td:first-child a")].map((a) => a.title)`)
+	require.Len(t, ids, len(full))
+	require.Greater(t, len(ids), 1)
+	for i, id := range full {
+		assert.Equal(t, id[len(id)-8:], ids[i])
+	}
+	assert.Equal(t, full, titles, "the whole id, on hovering")
+	assert.Len(t, slices.Compact(slices.Sorted(slices.Values(ids))), len(ids), "no two rows read the same")
 
 	// A task opened after it ended still lists its events.
 	all, err := c.api.Tasks(context.Background(), "", 0)
@@ -316,6 +330,7 @@ func TestTheDashboardLogsInRunsAToolAndFollowsAPlan(t *testing.T) {
 		p.shot("9-ended-task"),
 	)
 	assert.Contains(t, p.text("#task-events"), "step 2/2 stock.list_dir success")
+	assert.Equal(t, planTask, p.text("#task-id"), "the whole id, to copy")
 
 	// Log out: back to the login page, without the navigation.
 	p.do("log out",

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -88,4 +89,40 @@ func TestTheDemoOnATerminalKeepsTheDashboardUpUntilEnter(t *testing.T) {
 	assert.Contains(t, term.Screen(), "demo ok")
 	_, err = http.Get(url)
 	assert.Error(t, err, "the server stopped with the demo")
+}
+
+// Item 9 of issue 43: a busy port stops each demo with its one message,
+// not with "demo failed; logs:" and a tail of logs that do not exist.
+func TestTheDemosSayOnlyThatThePortIsBusy(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	for script, want := range map[string]string{
+		"demo.sh":         fmt.Sprintf("port %d on 127.0.0.1 is in use: stop what listens there, or run make demo DEMO_PORT=another\n", port),
+		"demo-cluster.sh": fmt.Sprintf("port %d on 127.0.0.1 is in use: run make demo-cluster DEMO_CLUSTER_PORT=another (it uses 10 ports from there)\n", port),
+	} {
+		cmd := exec.Command("bash", filepath.Join(testenv.Root(), "scripts", script))
+		cmd.Dir = testenv.Root()
+		cmd.Env = append(os.Environ(), "BIN="+demoBin(t), fmt.Sprintf("DEMO_PORT=%d", port), fmt.Sprintf("DEMO_CLUSTER_PORT=%d", port))
+		out, err := cmd.CombinedOutput()
+		require.Error(t, err, "%s", out)
+		assert.Equal(t, want, string(out), script)
+	}
+}
+
+// Item 10 of issue 43: every variable the demo scripts read is in the
+// README, which says what it does.
+func TestTheDemosVariablesAreDocumented(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(testenv.Root(), "README.md"))
+	require.NoError(t, err)
+	for _, script := range []string{"demo.sh", "demo-cluster.sh"} {
+		b, err := os.ReadFile(filepath.Join(testenv.Root(), "scripts", script))
+		require.NoError(t, err)
+		vars := regexp.MustCompile(`\$\{(DEMO_[A-Z_]+)`).FindAllStringSubmatch(string(b), -1)
+		require.NotEmpty(t, vars, script)
+		for _, v := range vars {
+			assert.Contains(t, string(readme), "`"+v[1], "%s reads %s", script, v[1])
+		}
+	}
 }

@@ -42,6 +42,7 @@ type cluster struct {
 	http *httptest.Server
 	api  *api.Client
 	data string
+	cfg  server.Config // what srv was started with
 }
 
 func newCluster(t testing.TB, configure ...func(*server.Config)) *cluster {
@@ -64,7 +65,7 @@ func newCluster(t testing.TB, configure ...func(*server.Config)) *cluster {
 	})
 	token, err := os.ReadFile(filepath.Join(data, server.AdminTokenFile))
 	require.NoError(t, err)
-	return &cluster{t: t, srv: srv, http: hs, data: data,
+	return &cluster{t: t, srv: srv, http: hs, data: data, cfg: cfg,
 		api: &api.Client{BaseURL: hs.URL, Token: strings.TrimSpace(string(token))}}
 }
 
@@ -257,8 +258,12 @@ func (h *notifyHandler) WithGroup(name string) slog.Handler {
 // cutProxy forwards TCP to a target and can cut every connection at once,
 // as a flaky network would.
 type cutProxy struct {
-	ln     net.Listener
-	held   atomic.Bool // connections are refused until release
+	ln   net.Listener
+	held atomic.Bool // connections are refused until release
+	// budget, once armed (cutAfter), is what the target may still send
+	// before every connection is cut.
+	budget atomic.Int64
+	armed  atomic.Bool
 	mu     sync.Mutex
 	target string                    // where new connections go: retarget
 	conns  map[*proxiedConn]struct{} // open ones
@@ -303,7 +308,7 @@ func (p *cutProxy) serve() {
 		p.conns[pc] = struct{}{}
 		p.mu.Unlock()
 		go func() { io.Copy(out, in); p.closed(pc) }()
-		go func() { io.Copy(in, out); p.closed(pc) }()
+		go func() { io.Copy(in, budgetReader{p, out}); p.closed(pc) }()
 	}
 }
 
@@ -339,6 +344,29 @@ func (p *cutProxy) open() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.conns)
+}
+
+// cutAfter cuts every connection once the targets have sent n bytes
+// more through the proxy, as a link lost mid-download would be.
+func (p *cutProxy) cutAfter(n int64) {
+	p.budget.Store(n)
+	p.armed.Store(true)
+}
+
+// budgetReader reads from the target, within the proxy's budget once it
+// is armed; past it the proxy cuts.
+type budgetReader struct {
+	p   *cutProxy
+	src net.Conn
+}
+
+func (b budgetReader) Read(buf []byte) (int, error) {
+	n, err := b.src.Read(buf)
+	if n > 0 && b.p.armed.Load() && b.p.budget.Add(-int64(n)) <= 0 && b.p.armed.CompareAndSwap(true, false) {
+		b.p.cut()
+		return 0, net.ErrClosed
+	}
+	return n, err
 }
 
 // cut closes every open connection through the proxy and says how many

@@ -372,7 +372,12 @@ func TestTheGatewaySaysWhenDevicesComeAndGoOnEachRevision(t *testing.T) {
 	require.Eventually(t, func() bool { return legacyHeard.count(mcp.MethodNotificationToolsListChanged) > before }, 10*time.Second, 20*time.Millisecond)
 	tools, err := legacy.ListTools(context.Background(), mcp.ListToolsRequest{})
 	require.NoError(t, err)
-	assert.NotContains(t, mcpNames(tools.Tools), "kiosk-2__echo", "a device gone takes its tools with it")
+	for _, tool := range tools.Tools {
+		if tool.Name == "kiosk-2__echo" {
+			assert.Contains(t, tool.Description, "OFFLINE since", "a device gone has its tools said to be offline, within their grace")
+		}
+	}
+	assert.Contains(t, mcpNames(tools.Tools), "kiosk-2__echo")
 }
 
 // dispatch_plan runs a plan as a task, with progress from its steps;

@@ -20,11 +20,24 @@ const (
 	ApplyRevisionName = "apply_revision"
 )
 
-// CarriesModule reports whether the meta tool name carries a module in its
-// parameters (install_tool, stage_module): admission does not count it
-// against the parameters' bound, and the audit log names the module's
-// digest.
-func CarriesModule(name string) bool { return name == InstallToolName || name == StageModuleName }
+// CarriesModule reports whether the meta tool name carries a module, or a
+// chunk of an agent release, in its parameters (install_tool,
+// stage_module, stage_release): admission does not count it
+// against the parameters' bound (the frame's bounds it), and the audit log
+// names the module's or the release's digest.
+func CarriesModule(name string) bool {
+	return name == InstallToolName || name == StageModuleName || name == StageReleaseName
+}
+
+// RolloutsOwn reports whether the meta tool name is one only a rollout
+// calls: those that stage, apply and update the agent.
+func RolloutsOwn(name string) bool {
+	switch name {
+	case StageModuleName, ApplyRevisionName, StageReleaseName, ApplyReleaseName, EndTrialName:
+		return true
+	}
+	return false
+}
 
 // The keys of a device's custom_metadata that report its rollouts at
 // registration: RolloutsFromMetadata reads them.

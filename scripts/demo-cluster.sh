@@ -31,9 +31,11 @@ stop() {
 		wait "$pid" 2>/dev/null || true
 	done
 	[ -n "$pg" ] && asuser "$pg/pg_ctl" -D "$PGDIR/db" -m immediate stop >/dev/null 2>&1 || true
-	if [ "$status" -ne 0 ]; then
+	# The logs of what it started, if it started anything: a busy port
+	# stops it before, with its own message.
+	if [ "$status" -ne 0 ] && compgen -G "$WORK/*.log" >/dev/null; then
 		echo "demo-cluster failed; logs:" >&2
-		tail -n 15 "$WORK"/node-*.log "$WORK"/agent-*.log >&2 || true
+		tail -n 15 "$WORK"/*.log >&2 || true
 	fi
 	# DEMO_CLUSTER_LOGS=DIR keeps the logs there.
 	if [ -n "${DEMO_CLUSTER_LOGS:-}" ]; then
@@ -124,7 +126,7 @@ start_agent() { # start_agent N: agent kiosk-N, with every node's URL
 }
 say "three agents, enrolled through node-1, each with the three nodes' URLs (each picks its own order)"
 for n in 1 2 3; do
-	AIP_SERVER=$(node 1) "$BIN/aipctl" device enroll "kiosk-$n" --label site=demo >"$WORK/kiosk-$n.token"
+	AIP_SERVER=$(node 1) "$BIN/aipctl" device enroll "kiosk-$n" --label site=demo --out "$WORK/kiosk-$n.token" 2>/dev/null
 	start_agent "$n"
 done
 linked() { # linked: all three devices are linked, to live nodes

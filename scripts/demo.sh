@@ -22,7 +22,9 @@ stop() {
 	local status=$?
 	[ -n "$agent_pid" ] && kill -TERM "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null || true
 	[ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
-	if [ "$status" -ne 0 ]; then
+	# The logs of what it started, if it started anything: a busy port
+	# stops it before, with its own message.
+	if [ "$status" -ne 0 ] && compgen -G "$WORK/*.log" >/dev/null; then
 		echo "demo failed; logs:" >&2
 		tail -n 20 "$WORK"/*.log >&2 || true
 	fi
@@ -73,8 +75,8 @@ export AIP_TOKEN=$(cat "$WORK/server/admin.token")
 wait_for "$BIN/aipctl" devices
 
 say "aipctl device enroll kiosk-1"
-"$BIN/aipctl" device enroll kiosk-1 --label site=demo >"$WORK/kiosk-1.token"
-echo "token written to kiosk-1.token (shown once, stored only as a hash)"
+"$BIN/aipctl" device enroll kiosk-1 --label site=demo --out "$WORK/kiosk-1.token"
+echo "its token is shown once and stored only as a hash: --out writes it to a new file, mode 0600"
 
 mkdir -p "$WORK/files"
 echo "edgeaip demo: $(date -u +%FT%TZ)" >"$WORK/files/config.txt"
@@ -154,7 +156,7 @@ EOF
 
 say "aipctl rollout apply: every site=demo device keeps disk_usage (dir_usage packed under another name), in waves, with a health check"
 sed 's/"name": *"dir_usage"/"name": "disk_usage"/' wasmtools/examples/c/dir_usage/dir_usage.json >"$WORK/disk_usage.json"
-"$BIN/aipctl" tool pack "$BIN/tools/dir_usage.wasm" --manifest "$WORK/disk_usage.json" -o "$WORK/disk_usage.packed.wasm" >/dev/null
+"$BIN/aipctl" tool pack "$BIN/tools/dir_usage.wasm" --manifest "$WORK/disk_usage.json" --out "$WORK/disk_usage.packed.wasm" >/dev/null
 "$BIN/aipctl" tool sign --key "$WORK/demo.key" "$WORK/disk_usage.packed.wasm" --out "$WORK/disk_usage.wasm" >/dev/null
 cat >"$WORK/kiosk-tools.yaml" <<EOF
 name: kiosk-tools

@@ -127,6 +127,11 @@ func (s *Server) linkCluster() error {
 		err = s.cluster.OnDeviceEvent(s.deviceEvent)
 	}
 	if err == nil {
+		s.tasks.CancelElsewhere = s.cluster.PublishTaskCancel
+		// Cancel waits for the task's end: not on NATS's callback.
+		err = s.cluster.OnTaskCancel(func(t cluster.TaskCancel) { go s.tasks.Cancel(t.ID, t.Why) })
+	}
+	if err == nil {
 		err = s.cluster.OnRolloutEvent(s.rolloutEvent)
 	}
 	if err != nil {

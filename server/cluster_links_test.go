@@ -454,6 +454,41 @@ func TestCancellingATaskThroughOneNodeStopsItsCommandOnAnother(t *testing.T) {
 	assert.Equal(t, "cancelled by admin", stop.Error)
 }
 
+// A single command through node A, cancelled there, ends cancelled, as a
+// plan does, when the device linked to node B answers the cancellation
+// with its failures: B records them, and the session's end with them,
+// knowing A stopped the command.
+func TestACommandCancelledThroughOneNodeEndsCancelledWhenTheDeviceOnAnotherAnswers(t *testing.T) {
+	tc := newTestCluster(t)
+	a, b := tc.node("a"), tc.node("b")
+	dev, _ := tc.linkedTo(b, a, "kiosk-1")
+	out := a.echoInBackground("kiosk-1")
+	cmd := dev.nextCommand()
+	var id string
+	require.Eventually(t, func() bool {
+		running, err := a.api.Tasks(context.Background(), api.StateRunning, 10)
+		require.NoError(t, err)
+		if len(running) == 1 {
+			id = running[0].SessionID
+		}
+		return id != ""
+	}, 10*time.Second, 10*time.Millisecond)
+
+	cancelled := make(chan api.Task, 1)
+	go func() {
+		task, err := a.api.CancelTask(context.Background(), id)
+		assert.NoError(t, err)
+		cancelled <- task
+	}()
+	dev.recvType(protocol.ServerCancelCommand)
+	dev.answer(cmd, protocol.ResultFailure, "res-1")
+	<-out
+	assert.Equal(t, api.StateCancelled, (<-cancelled).State)
+	var task api.Task
+	require.NoError(t, a.api.Do(context.Background(), "GET", "/api/tasks/"+id, nil, &task))
+	assert.Equal(t, api.StateCancelled, task.State, task.Error)
+}
+
 // A command through node A that the device linked to node B does not
 // answer in time fails saying so, naming B: its link did not drop.
 func TestACommandOnAnotherNodeThatTimesOutSaysWhereItWaited(t *testing.T) {

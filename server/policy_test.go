@@ -299,6 +299,10 @@ var probes = map[string]probe{
 		sum := sha256.Sum256(module)
 		return probeRequest{method: "PUT", path: "/api/modules/" + hex.EncodeToString(sum[:]), body: module, header: http.Header{"Content-Type": {"application/wasm"}}}
 	}},
+	"PUT /api/releases/{sha256}": {least: access.Deployer, scope: fleetWide, works: 201, request: func(m *matrix, _ string) probeRequest {
+		return releaseRequest(m.ts.t, m.fresh("1.0.0-p"), []byte(m.fresh("an agent build ")))
+	}},
+	"GET /api/releases": {least: access.Viewer, works: 200, request: get("/api/releases")},
 	"GET /api/rollouts": {least: access.Viewer, works: 200, request: get("/api/rollouts")},
 	"GET /api/rollouts/{name}": {least: access.Viewer, works: 200, request: func(m *matrix, _ string) probeRequest {
 		return probeRequest{method: "GET", path: "/api/rollouts/" + m.rollout()}
@@ -350,7 +354,9 @@ var probes = map[string]probe{
 	"GET /mcp": {least: access.Viewer, works: 405, request: func(*matrix, string) probeRequest {
 		return probeRequest{method: "GET", path: "/mcp", header: http.Header{"Accept": {"text/event-stream"}, "Mcp-Protocol-Version": {"2026-07-28"}}}
 	}},
-	"DELETE /mcp": {least: access.Viewer, works: 200, request: func(*matrix, string) probeRequest {
+	// A DELETE that names no session is 400, as the transport says, once
+	// past the policy.
+	"DELETE /mcp": {least: access.Viewer, works: 400, request: func(*matrix, string) probeRequest {
 		return probeRequest{method: "DELETE", path: "/mcp", header: http.Header{"Mcp-Protocol-Version": {"2025-11-25"}}}
 	}},
 	"GET /api/identities": {least: access.Admin, scope: fleetWide, works: 200, request: get("/api/identities")},

@@ -134,7 +134,7 @@ func TestRevokingAnIdentityClosesEveryOpenSurfaceWithinASecond(t *testing.T) {
 	annOpen.each(t, "ann's", requireWithin)
 	assert.Equal(t, http.StatusUnauthorized, annOpen.login.do("GET", "/api/devices", "").StatusCode, "ann's dashboard login")
 	_, err := ts.as(ann).Devices(ctx)
-	requireStatus(t, err, http.StatusUnauthorized, "wrong operator token")
+	requireStatus(t, err, http.StatusUnauthorized, `this token of identity "ann" was revoked at `)
 	_, err = ts.dial(ann)
 	assert.Error(t, err, "nor can ann's token connect again")
 
@@ -220,5 +220,5 @@ func TestATokenRevokedInTheStoreWorksHereUntilTheRevocationComes(t *testing.T) {
 
 	ts.srv.Revoked(Revocation{Identity: "ann"})
 	_, err = ts.as(ann).WhoAmI(ctx)
-	requireStatus(t, err, http.StatusUnauthorized, "wrong operator token")
+	requireStatus(t, err, http.StatusUnauthorized, `this token of identity "ann" was revoked at `)
 }

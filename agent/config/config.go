@@ -100,6 +100,15 @@ type Config struct {
 	Policies map[string]sandbox.Policy
 	// TrustedKeys are the public keys tool signatures are checked against.
 	TrustedKeys []ed25519.PublicKey
+	// ReleaseKeys are the public keys agent releases are checked against,
+	// apart from TrustedKeys: a key that may sign a tool need not be one
+	// that may replace the agent. With one, the agent updates itself
+	// (agent/internal/selfupdate).
+	ReleaseKeys []ed25519.PublicKey
+	// Supervised is what the supervisor that started this agent said it
+	// is: a release's SHA-256, or "flashed"; empty when no supervisor
+	// started it (aip-agent reads it from AIP_AGENT_SUPERVISED).
+	Supervised string
 	// RequireSigned refuses modules that are unsigned, signed by a key not
 	// in TrustedKeys, or described by a sidecar. Nil means: required as
 	// soon as any key is trusted.

@@ -96,6 +96,9 @@ type fileConfig struct {
 		PrepareBefore duration              `yaml:"prepare_before_register"`
 		Reproducible  bool                  `yaml:"reproducible"`
 	} `yaml:"tools"`
+	Updates struct {
+		ReleaseKeys []string `yaml:"release_keys"`
+	} `yaml:"updates"`
 	MCP      map[string]map[string]fileMCPRoot `yaml:"mcp"`
 	MCPServe struct {
 		Listen      string `yaml:"listen"`
@@ -238,7 +241,8 @@ func (l *loader) config(fc *fileConfig) Config {
 	}
 	cfg.ToolDirs = l.toolDirs(fc.Tools.Dirs)
 	cfg.Mounts = l.mounts([]any{"tools", "allow_dirs"}, fc.Tools.AllowDirs)
-	cfg.TrustedKeys = l.keys(fc.Tools.TrustedKeys)
+	cfg.TrustedKeys = l.keys([]any{"tools", "trusted_keys"}, fc.Tools.TrustedKeys)
+	cfg.ReleaseKeys = l.keys([]any{"updates", "release_keys"}, fc.Updates.ReleaseKeys)
 	cfg.Policies = l.policies(fc.Tools.Policies)
 	cfg.MCP = l.mcp(fc.MCP)
 	return cfg
@@ -342,12 +346,12 @@ func (l *loader) mounts(path []any, specs []string) []sandbox.Mount {
 	return out
 }
 
-func (l *loader) keys(files []string) []ed25519.PublicKey {
+func (l *loader) keys(path []any, files []string) []ed25519.PublicKey {
 	var out []ed25519.PublicKey
 	for i, f := range files {
 		k, err := signature.LoadPublicKey(l.abs(f))
 		if err != nil {
-			l.fail([]any{"tools", "trusted_keys", i}, "%v", err)
+			l.fail(append(path, i), "%v", err)
 			continue
 		}
 		out = append(out, k)
@@ -508,8 +512,8 @@ var (
 )
 
 // yamlError rewrites the YAML library's errors as file:line: problem, and
-// an unknown key as file:line: section.key: unknown field, rather than
-// with the Go type it is not in.
+// an unknown key as file:line: section.key: unknown field, with the field
+// it likely meant, rather than with the Go type it is not in.
 func (l *loader) yamlError(err error) error {
 	var msgs []string
 	var te *yaml.TypeError
@@ -526,7 +530,7 @@ func (l *loader) yamlError(err error) error {
 			if path == nil {
 				path = []any{sub[2]}
 			}
-			errs[i] = fmt.Errorf("%s:%d: %s: unknown field", l.file, line, dotted(path))
+			errs[i] = fmt.Errorf("%s:%d: %s: unknown field%s", l.file, line, dotted(path), unknownFieldHint(path))
 			continue
 		}
 		m = yamlTypeName.ReplaceAllString(m, "")

@@ -80,7 +80,7 @@ func TestAnInvalidConfigNamesTheLineAndTheProblem(t *testing.T) {
 		"unknown field": {"device:\n  id: k1\n  colour: red\n",
 			`agent.yaml:3: device.colour: unknown field`},
 		"unknown field deep down": {"mcp:\n  default:\n    default:\n      action:\n        - namespace: ui\n          type: http\n          urll: 'http://x/mcp'\n",
-			`agent.yaml:7: mcp.default.default.action[0].urll: unknown field`},
+			`agent.yaml:7: mcp.default.default.action[0].urll: unknown field; did you mean mcp.default.default.action[0].url?`},
 		"unknown section": {"device: {id: k1}\nbogus: 1\n",
 			`agent.yaml:2: bogus: unknown field`},
 		"tool dir": {"tools:\n  dirs:\n    - /nonexistent/tools\n",

@@ -58,6 +58,11 @@ var flagKeys = []flagKey{
 			fc.Tools.TrustedKeys = append(fc.Tools.TrustedKeys, v)
 			return nil
 		}},
+	{name: "release-key", key: []any{"updates", "release_keys"}, usage: "PEM public key `file` agent releases are checked against (repeatable); with one, the agent updates itself",
+		set: func(fc *fileConfig, v string) error {
+			fc.Updates.ReleaseKeys = append(fc.Updates.ReleaseKeys, v)
+			return nil
+		}},
 	{name: "require-signed", key: []any{"tools", "require_signed"}, bool: true,
 		usage: "refuse unsigned tool modules (default: true once a --trusted-key is given)",
 		set: func(fc *fileConfig, v string) error {

@@ -9,8 +9,10 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -47,8 +49,35 @@ func main() {
 	cfg.Logger = log
 	applyMemoryLimit(cfg.MemoryLimit)
 	applyGCPercent(cfg.GCPercent)
-	if err := run(cfg); err != nil {
+	cfg.Supervised = os.Getenv(agent.SupervisedEnv)
+	if cfg.Supervised == "" && len(cfg.ReleaseKeys) > 0 {
+		supervise(cfg, log)
+		return
+	}
+	err = run(cfg)
+	switch {
+	case errors.Is(err, agent.ErrRestart):
+		os.Exit(agent.RestartExitCode)
+	case err != nil:
 		log.Error("aip-agent failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+// supervise runs the supervisor of an agent that updates itself, until
+// SIGINT or SIGTERM.
+func supervise(cfg agent.Config, log *slog.Logger) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// The supervisor stays resident beside the agent: hand back what
+	// starting up took (the config, the packages' init) before it waits.
+	debug.FreeOSMemory()
+	self, err := os.Executable()
+	if err == nil {
+		err = agent.Supervise(ctx, cfg, self, os.Args[1:])
+	}
+	if err != nil {
+		log.Error("aip-agent supervisor failed", "err", err)
 		os.Exit(1)
 	}
 }

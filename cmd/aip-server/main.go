@@ -61,12 +61,15 @@ func main() {
 	var limits server.Limits
 	var mcpCfg server.MCPConfig
 	flag.IntVar(&mcpCfg.DirectTools, "mcp-direct-tools", 8, "an identity whose scope covers at most this many devices sees each of their tools as DEVICE__TOOL on /mcp (negative: never)")
+	flag.DurationVar(&mcpCfg.OfflineToolsGrace, "mcp-offline-tools-grace", 24*time.Hour, "an offline device's DEVICE__TOOL tools stay listed on /mcp, said to be offline since it was last heard from, for this long after (negative: they go with the device)")
+	flag.IntVar(&mcpCfg.ToolsPageSize, "mcp-tools-page-size", 50, "tools in one page of tools/list on /mcp; a client asks for the next with the page's cursor")
 	flag.IntVar(&mcpCfg.CallsPerMinute, "mcp-calls-per-minute", 120, "tool calls one identity may make on /mcp in a minute")
 	flag.IntVar(&mcpCfg.CallsAtOnce, "mcp-calls-at-once", 8, "tool calls one identity may have running on /mcp at once")
 	flag.IntVar(&mcpCfg.MaxResultBytes, "mcp-max-result-bytes", 64<<10, "largest result, as JSON, an answer on /mcp carries; a larger one is cut, with the task's URL")
 	flag.IntVar(&mcpCfg.MaxSessionsPerIdentity, "mcp-max-sessions-per-identity", 256, "MCP sessions one identity holds on /mcp on this node; past it a new one takes the place of its oldest idle one, or gets 429 if all are busy")
 	flag.IntVar(&mcpCfg.MaxSessions, "mcp-max-sessions", 4096, "MCP sessions every identity together holds on /mcp on this node; past it a new one takes the place of the oldest idle one, or gets 429 if all are busy")
 	flag.DurationVar(&mcpCfg.SessionIdleTTL, "mcp-session-idle-ttl", 30*time.Minute, "an MCP session on /mcp that makes no request, and whose stream carries nothing, for this long is dropped (a client that went away without DELETE); negative: never")
+	flag.DurationVar(&mcpCfg.TaskMaxTTL, "mcp-task-max-ttl", 24*time.Hour, "the longest ttl a call run as an MCP task gets (how long it may wait for its device and run; at most 24h); a client asking for more gets this")
 	var rolloutsCfg server.RolloutsConfig
 	flag.IntVar(&rolloutsCfg.Concurrency, "rollout-concurrency", server.DefaultRolloutConcurrency, "devices changing at once for rollouts, across them all")
 	flag.DurationVar(&rolloutsCfg.Sweep, "rollout-sweep", server.DefaultRolloutSweep, "how often each rollout is reconciled though no event (an apply, a relabel, a device linking) asked for it")

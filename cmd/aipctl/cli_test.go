@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -288,4 +289,119 @@ func TestExecOnADeviceThatShutDownFailsAtOnceUnlessAskedToWait(t *testing.T) {
 	r := <-waited
 	require.Equal(t, exitOK, r.code, r.out)
 	assert.Contains(t, r.out, `"a": 1`)
+}
+
+// Item 1 of issue 43: a server given as HOST:PORT, without its scheme, is
+// refused as a usage error that says what to give, as the agent refuses
+// its own, not with url.Parse's words.
+func TestAServerWithoutItsSchemeIsRefusedSayingWhatToGive(t *testing.T) {
+	_, errOut, code := sh(t, nil, "AIP_TOKEN=x aipctl --server 127.0.0.1:8700 devices")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "aipctl: --server \"127.0.0.1:8700\": want http://HOST:PORT or https://HOST:PORT; did you mean http://127.0.0.1:8700?\n", errOut)
+
+	_, errOut, code = sh(t, nil, "AIP_TOKEN=x AIP_SERVER=ws://aip:8700/ws aipctl devices")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "aipctl: AIP_SERVER \"ws://aip:8700/ws\": want http://HOST:PORT or https://HOST:PORT\n", errOut)
+}
+
+// handDevice is a device driven by hand over AIP, to answer a command
+// when a test says: in time, or once the command has failed.
+type handDevice struct {
+	t    *testing.T
+	id   string
+	conn *protocol.Conn
+}
+
+// dialHand enrolls device id on f's server and registers it by hand.
+func dialHand(t *testing.T, f *fleet, id string) *handDevice {
+	t.Helper()
+	resp, err := f.api.Enroll(t.Context(), api.EnrollRequest{ID: id})
+	require.NoError(t, err)
+	conn, _, err := protocol.Dial(t.Context(), f.wsURL, protocol.DialOptions{
+		Header: http.Header{"Authorization": {"Bearer " + resp.Token}}, Encoding: protocol.CBOR})
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.CloseNow() })
+	d := &handDevice{t: t, id: id, conn: conn}
+	d.send(&protocol.ClientMessage{Type: protocol.ClientRegister, Status: protocol.StatusOK, ClientType: protocol.ClientDevice, ClientID: id})
+	d.next(protocol.ServerHeartbeat)
+	return d
+}
+
+func (d *handDevice) send(m *protocol.ClientMessage) {
+	d.t.Helper()
+	require.NoError(d.t, d.conn.Send(d.t.Context(), m))
+}
+
+// next is the next message of type typ, past any other.
+func (d *handDevice) next(typ protocol.ServerMessageType) protocol.ServerMessage {
+	d.t.Helper()
+	for {
+		var m protocol.ServerMessage
+		require.NoError(d.t, d.conn.Read(d.t.Context(), &m))
+		if m.Type == typ {
+			return m
+		}
+	}
+}
+
+// answer sends cmd's results: result, a success, for each action.
+func (d *handDevice) answer(cmd protocol.ServerMessage, result string) {
+	d.t.Helper()
+	var results []protocol.Result
+	for _, a := range cmd.Actions {
+		results = append(results, protocol.Result{Status: protocol.ResultSuccess, Result: result, CallID: a.CallID})
+	}
+	d.send(&protocol.ClientMessage{Type: protocol.ClientCommandResults, Status: protocol.StatusContinue, ClientID: d.id,
+		SessionID: cmd.SessionID, PrevResponseID: cmd.ResponseID, RequestID: "r-" + cmd.ResponseID, ActionResults: results})
+	d.next(protocol.ServerHeartbeat) // acknowledged
+}
+
+// Item 3 of issue 43: aipctl task shows each step's results, as its help
+// says, and those that came late, after their step had failed, saying so.
+func TestTaskShowsEachStepsResultsAndWhichCameLate(t *testing.T) {
+	f := newFleet(t, nil)
+	d := dialHand(t, f, "hand-1")
+	planFile := f.plan("steps: [{tool: echo}, {tool: echo, timeout: 1s}]\n")
+	id, errOut, code := sh(t, f, "aipctl dispatch hand-1 "+planFile)
+	require.Equal(t, exitOK, code, errOut)
+	id = strings.TrimSpace(id)
+
+	d.answer(d.next(protocol.ServerCommand), "in time")
+	second := d.next(protocol.ServerCommand)
+	_, _, code = sh(t, f, "aipctl task "+id+" --wait") // until the second step times out
+	require.Equal(t, exitFailed, code)
+	d.answer(second, "too late")
+
+	out, errOut, code := sh(t, f, "aipctl task "+id)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Regexp(t, `(?m)^1\s+echo\s+success\s+1\s*$`, out)
+	assert.Regexp(t, `(?m)^2\s+echo\s+failure \(results came late\)\s+1\s+\S.*$`, out)
+	assert.Regexp(t, `(?s)\nRESULTS\nstep 1 echo\n  \[\n.*"result": "in time".*\nstep 2 echo: came late, after the step had failed; recorded all the same\n  \[\n.*"result": "too late"`, out)
+}
+
+// Item 4 of issue 43: Ctrl-C while exec waits says, as dispatch --wait
+// does, that it stopped waiting and the command goes on, and how to wait
+// for its outcome again; repeating the call so gets it, run once.
+func TestExecInterruptedSaysTheCommandGoesOnAndHowToFollowIt(t *testing.T) {
+	f := newFleet(t, nil)
+	d := dialHand(t, f, "hand-1")
+	cmd := exec.Command(testenv.Command(t, "aipctl"), "exec", "hand-1", "echo", "--idempotency-key", "k-1")
+	cmd.Env = userEnv(t, f)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	require.NoError(t, cmd.Start())
+	sent := d.next(protocol.ServerCommand) // the command reached the device
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Equal(t, exitInterrupted, exit.ExitCode())
+	assert.Empty(t, out.String())
+	assert.Equal(t, "aipctl: stopped waiting; the command goes on on hand-1, if it reached the server: to wait for its outcome again "+
+		"without running it twice, repeat this aipctl exec with --idempotency-key k-1 (or find its task with aipctl tasks)\n", errOut.String())
+
+	d.answer(sent, "done")
+	again, errText, code := sh(t, f, "aipctl exec hand-1 echo --idempotency-key k-1")
+	require.Equal(t, exitOK, code, errText)
+	assert.Contains(t, again, `"result": "done"`)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -36,13 +37,11 @@ var errNoToken = errors.New("no operator token: set AIP_TOKEN or pass --token-fi
 
 // client builds an API client from flags and environment.
 func (g *globals) client() (*api.Client, error) {
-	c := &api.Client{BaseURL: g.server, ReplyTimeout: g.replyTimeout, PreparationWait: g.preparationWait, ServerSilence: g.serverSilence}
-	if c.BaseURL == "" {
-		c.BaseURL = os.Getenv("AIP_SERVER")
+	base, err := g.serverURL()
+	if err != nil {
+		return nil, err
 	}
-	if c.BaseURL == "" {
-		c.BaseURL = "http://127.0.0.1:8700"
-	}
+	c := &api.Client{BaseURL: base, ReplyTimeout: g.replyTimeout, PreparationWait: g.preparationWait, ServerSilence: g.serverSilence}
 	switch {
 	case g.tokenFile != "":
 		b, err := os.ReadFile(g.tokenFile)
@@ -64,6 +63,34 @@ func (g *globals) client() (*api.Client, error) {
 		c.HTTP = api.HTTPClient(&tls.Config{RootCAs: pool})
 	}
 	return c, nil
+}
+
+// defaultServer is the server aipctl calls when neither --server nor
+// AIP_SERVER names one.
+const defaultServer = "http://127.0.0.1:8700"
+
+// serverURL is the server's URL, from --server, else AIP_SERVER, else
+// defaultServer. It must be http:// or https:// with a host: a bare
+// HOST:PORT is refused, as the agent refuses one for its ws:// URL,
+// rather than guessed at, since the guess (http or https) decides
+// whether the token crosses the network in the clear.
+func (g *globals) serverURL() (string, error) {
+	s, from := g.server, "--server"
+	if s == "" {
+		s, from = os.Getenv("AIP_SERVER"), "AIP_SERVER"
+	}
+	if s == "" {
+		return defaultServer, nil
+	}
+	u, err := url.Parse(s)
+	if err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+		return s, nil
+	}
+	msg := fmt.Sprintf("%s %q: want http://HOST:PORT or https://HOST:PORT", from, s)
+	if !strings.Contains(s, "://") {
+		msg += fmt.Sprintf("; did you mean http://%s?", s)
+	}
+	return "", &exitError{exitUsage, errors.New(msg)}
 }
 
 // idempotencyKey is the Idempotency-Key of a call that starts a task: the
@@ -88,7 +115,8 @@ func startFailure(err error, key string) error {
 const keyFlagUsage = "send the call with this Idempotency-Key (default: a fresh one, shown when no answer comes): " +
 	"the server runs a repeat within 24 h only once, and answers it as the first"
 
-// apiFailure maps an API error to aipctl's exit codes.
+// apiFailure maps an API error to aipctl's exit codes, as the README's
+// table gives them.
 func apiFailure(err error) error {
 	var se *api.StatusError
 	var untrusted x509.UnknownAuthorityError
@@ -97,7 +125,8 @@ func apiFailure(err error) error {
 		return &exitError{exitUnreachable, fmt.Errorf("%w\nthe server's certificate is not trusted: give the CA that signed it with --ca or AIP_CA", err)}
 	case errors.Is(err, api.ErrUnreachable):
 		return &exitError{exitUnreachable, err}
-	case errors.As(err, &se) && (se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden):
+	case errors.As(err, &se) && (se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden || se.Code == http.StatusTooManyRequests):
+		// 429: the source failed to authenticate too often.
 		return &exitError{exitUnreachable, err}
 	case errors.As(err, &se) && se.Code/100 == 4:
 		return &exitError{exitUsage, err}

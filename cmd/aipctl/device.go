@@ -20,7 +20,7 @@ func newEnrollCmd(g *globals) *cobra.Command {
 	var labels []string
 	var csrFile string
 	cmd := &cobra.Command{
-		Use:   "enroll ID [--label KEY=VALUE...] [--csr FILE]",
+		Use:   "enroll ID [--label KEY=VALUE...] [--csr FILE] [--out FILE]",
 		Short: "Enroll a device and print its token (shown only this once), or with --csr its certificate",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -53,6 +53,7 @@ func newEnrollCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringArrayVar(&labels, "label", nil, "label KEY=VALUE (repeatable)")
 	cmd.Flags().StringVar(&csrFile, "csr", "", "PEM certificate request of the device's key: print the certificate the server signs for it, which stands in for the token")
+	withSecretOut(cmd, "token, or with --csr the certificate")
 	return cmd
 }
 

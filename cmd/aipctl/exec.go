@@ -79,6 +79,9 @@ failed.`,
 			}
 			ctx := cmd.Context()
 			resp, err := c.Command(ctx, args[0], req)
+			if err != nil && ctx.Err() != nil {
+				return stoppedWaiting(args[0], req.IdempotencyKey)
+			}
 			if err != nil {
 				return startFailure(err, req.IdempotencyKey)
 			}
@@ -93,6 +96,17 @@ failed.`,
 		"if the device is not online (its agent stopped, or its link is down), wait for it to register again, within --timeout, instead of failing")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "say which KEY=VALUE was taken otherwise than as it reads, for the tool's schema")
 	return cmd
+}
+
+// stoppedWaiting is exec's error when it is interrupted (Ctrl-C) while
+// it waits: as dispatch --wait says, it stopped waiting and the command
+// goes on, and it says how to follow it. It cannot know the command's
+// task, which the server names in its answer; its idempotency key stands
+// for it.
+func stoppedWaiting(device, key string) error {
+	return &exitError{exitInterrupted, fmt.Errorf("stopped waiting; the command goes on on %s, if it reached the server: "+
+		"to wait for its outcome again without running it twice, repeat this aipctl exec with --idempotency-key %s "+
+		"(or find its task with aipctl tasks)", device, key)}
 }
 
 // checkTimeout refuses a --timeout the server would: it must be positive

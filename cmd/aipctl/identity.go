@@ -28,7 +28,7 @@ func newOperatorAddCmd(g *globals) *cobra.Command {
 		tools   []string
 	)
 	cmd := &cobra.Command{
-		Use:   "add NAME --role ROLE [--devices KEY=VALUE...] [--tools PATTERN...]",
+		Use:   "add NAME --role ROLE [--devices KEY=VALUE...] [--tools PATTERN...] [--out FILE]",
 		Short: "Add an identity and print its token (shown only this once)",
 		Long: `Add an operator identity and print its token, which the server keeps only
 a hash of. --role is viewer (reads), operator (also runs commands, plans
@@ -55,6 +55,7 @@ identity, and so is a tool outside it.
 	cmd.Flags().StringArrayVar(&devices, "devices", nil, "scope: a label selector, KEY=VALUE or KEY!=VALUE (repeatable: all must hold)")
 	cmd.Flags().StringArrayVar(&tools, "tools", nil, "scope: a tool pattern, TYPE::GLOB or GLOB (repeatable: any may match)")
 	cmd.MarkFlagRequired("role")
+	withSecretOut(cmd, "token")
 	cmd.RegisterFlagCompletionFunc("role", cobra.FixedCompletions(
 		[]string{api.RoleViewer, api.RoleOperator, api.RoleDeployer, api.RoleAdmin}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -148,7 +149,7 @@ func newOperatorRevokeCmd(g *globals) *cobra.Command {
 func newOperatorRotateCmd(g *globals) *cobra.Command {
 	var grace time.Duration
 	cmd := &cobra.Command{
-		Use:               "rotate NAME [--grace D]",
+		Use:               "rotate NAME [--grace D] [--out FILE]",
 		Short:             "Give an identity a new token and print it (shown only this once); its other tokens stop working after --grace",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeIdentities(g),
@@ -167,5 +168,6 @@ func newOperatorRotateCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().DurationVar(&grace, "grace", 0, "how long the identity's other tokens keep working (default: they stop at once)")
+	withSecretOut(cmd, "token")
 	return cmd
 }

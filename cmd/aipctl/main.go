@@ -7,14 +7,13 @@
 // --token-file; an https:// server's certificate is checked against the
 // CAs of AIP_CA or --ca, else the system's. aipctl operator manages the
 // identities tokens act for, and aipctl audit reads who did what. Every
-// command takes -o json, for scripts, except the three
-// that write a file (tool keygen, pack and sign): for them, as for go
-// build, -o names the file, and --format json asks for JSON. aipctl
-// completion prints shell completion scripts.
+// command takes -o json, for scripts; a command that writes a file names
+// it with --out. aipctl completion prints shell completion scripts.
 //
-// Exit codes: 0 ok, 1 the command or task failed, 2 usage error, 3 server
-// unreachable or authentication failed, 130 interrupted (Ctrl-C, as
-// shells report a SIGINT).
+// Exit codes (the README's table): 0 ok, 1 the command or task failed, 2
+// usage error or a request the server refused as wrong, 3 the server
+// unreachable, refusing the credential or the role, or asking to slow
+// down, 130 interrupted (Ctrl-C, as shells report a SIGINT).
 package main
 
 import (
@@ -103,15 +102,20 @@ func newRoot() *cobra.Command {
 		"how much longer than its --timeout to wait for a command or a deploy whose device prepares the tool: the server's --preparation-bound")
 	root.PersistentFlags().DurationVar(&g.serverSilence, "server-silence", api.DefaultServerSilence,
 		"while a command or a deploy waits, give up once the server has answered nothing, not even a health check, for this long: it hangs or is gone, and the outcome is unknown")
-	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table (for people) or json (for scripts); tool keygen, pack and sign take -o FILE and --format")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table (for people) or json (for scripts)")
 	root.RegisterFlagCompletionFunc("output", completeFormats)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		switch {
-		case g.output == "table" || g.output == "json":
-		case cmd.Flags().Lookup("format") != nil:
-			return &exitError{exitUsage, fmt.Errorf("--format: want table or json, got %q", g.output)}
-		default:
-			return &exitError{exitUsage, fmt.Errorf("--output: want table or json, got %q (tool keygen, pack and sign take the file to write as -o FILE)", g.output)}
+		if err := warnLegacyFormat(cmd, &g); err != nil {
+			return err
+		}
+		if g.output != "table" && g.output != "json" {
+			taken, err := takeLegacyOutFile(cmd, &g)
+			if err != nil {
+				return err
+			}
+			if !taken {
+				return &exitError{exitUsage, fmt.Errorf("--output: want table or json, got %q", g.output)}
+			}
 		}
 		if g.replyTimeout <= 0 {
 			return &exitError{exitUsage, fmt.Errorf("--reply-timeout: %s is not a positive duration", g.replyTimeout)}
@@ -124,7 +128,7 @@ func newRoot() *cobra.Command {
 		}
 		return nil
 	}
-	root.AddCommand(newDevicesCmd(&g), newDeviceCmd(&g), newRolloutCmd(&g), newToolsCmd(&g), newExecCmd(&g),
+	root.AddCommand(newDevicesCmd(&g), newDeviceCmd(&g), newRolloutCmd(&g), newAgentCmd(&g), newToolsCmd(&g), newExecCmd(&g),
 		newDispatchCmd(&g), newPlanCmd(&g), newTaskCmd(&g), newTasksCmd(&g), newCancelCmd(&g), newToolCmd(&g),
 		newOperatorCmd(&g), newAuditCmd(&g), newVersionCmd(&g))
 	return root

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -323,9 +325,8 @@ func TestExitCodes(t *testing.T) {
 	assert.Equal(t, exitUnreachable, code, "authentication failed: %s", errOut)
 }
 
-// jsonCommands run every command asking for JSON: -o json, or --format
-// json where -o names the file written; the test checks that none is
-// missing.
+// jsonCommands run every command asking for JSON, -o json; the test
+// checks that none is missing.
 func jsonCommands(t *testing.T, f *fleet) map[string][]string {
 	dir := t.TempDir()
 	key, mod := filepath.Join(dir, "k"), filepath.Join(dir, "t.wasm")
@@ -343,9 +344,11 @@ func jsonCommands(t *testing.T, f *fleet) map[string][]string {
 		"task":               {"-o", "json", "task", "LAST"},
 		"cancel":             {"-o", "json", "cancel", "SPIN"},
 		"tool init":          {"-o", "json", "tool", "init", "newtool", "--dir", filepath.Join(dir, "newtool")},
-		"tool keygen":        {"tool", "keygen", "--format", "json", "-o", key},
-		"tool pack":          {"tool", "pack", "--format", "json", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "-o", mod},
-		"tool sign":          {"tool", "sign", "--format", "json", "--key", key + ".key", mod},
+		"tool keygen":        {"-o", "json", "tool", "keygen", "--out", key},
+		"agent publish":      {"-o", "json", "agent", "publish", goBuild(t, "arm64", "1.0.0"), "--version", "1.0.0", "--key", key + ".key"},
+		"agent releases":     {"-o", "json", "agent", "releases"},
+		"tool pack":          {"-o", "json", "tool", "pack", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "--out", mod},
+		"tool sign":          {"-o", "json", "tool", "sign", "--key", key + ".key", mod},
 		"tool verify":        {"-o", "json", "tool", "verify", "--pub", key + ".pub", mod},
 		"tool inspect":       {"-o", "json", "tool", "inspect", mod},
 		"tool run":           {"-o", "json", "tool", "run", "--cache=", mod, "a=1"},
@@ -397,7 +400,7 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 	// In order: enroll before revoke, keygen and pack before sign, add
 	// before rotate and revoke.
 	order := []string{"devices", "device enroll", "device revoke", "device rotate", "device certificate", "tools", "exec", "cancel", "dispatch", "plan validate", "tasks", "task",
-		"tool init", "tool keygen", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy",
+		"tool init", "tool keygen", "agent publish", "agent releases", "tool pack", "tool sign", "tool verify", "tool inspect", "tool run", "tool deploy",
 		"operator add", "operator list", "operator rotate", "operator revoke", "audit", "device label",
 		"rollout apply", "rollout status", "rollout list", "rollout history", "rollout pause", "rollout resume", "rollout rollback", "version"}
 	require.ElementsMatch(t, order, keys(cmds))
@@ -575,4 +578,61 @@ func TestProgressSaysWhileTheDevicePreparesTheTool(t *testing.T) {
 	p.event(start)
 	p.event(preparing)
 	assert.Regexp(t, `\] kiosk-1: step 1/1 hash_file: preparing hash_file \(initializing, step 2/3\)\n$`, buf.String())
+}
+
+// Item 6 of issue 43: the README's table of exit codes is what aipctl
+// does: a case of each row, and no code the table lacks.
+func TestEveryExitCodeOfTheTable(t *testing.T) {
+	f := newFleet(t, map[string]map[string]string{"kiosk-1": lobby})
+	viewer, errOut, code := f.ctl("operator", "add", "watcher", "--role", "viewer")
+	require.Equal(t, exitOK, code, errOut)
+	wrong := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(wrong, []byte("aipo_wrong"), 0o600))
+	withWrongToken := []string{"--server", f.api.BaseURL, "--token-file", wrong}
+
+	codes := map[int][]string{}
+	check := func(want int, name string, got int, errOut string) {
+		t.Helper()
+		assert.Equal(t, want, got, "%s: %s", name, errOut)
+		codes[want] = append(codes[want], name)
+	}
+	_, errOut, code = f.ctl("devices")
+	check(exitOK, "a command that works", code, errOut)
+	_, errOut, code = f.ctl("exec", "kiosk-1", "fail")
+	check(exitFailed, "a tool that fails", code, errOut)
+	_, errOut, code = f.ctl("nope")
+	check(exitUsage, "an unknown command", code, errOut)
+	_, errOut, code = f.ctl("exec", "kiosk-9", "echo")
+	check(exitUsage, "an unknown device (404)", code, errOut)
+	_, errOut, code = ctl(t, "--server", "http://127.0.0.1:1", "--token-file", wrong, "devices")
+	check(exitUnreachable, "a server unreachable", code, errOut)
+	_, errOut, code = f.as(strings.TrimSpace(viewer), "exec", "kiosk-1", "echo")
+	check(exitUnreachable, "a role that does not allow it (403)", code, errOut)
+	_, errOut, code = ctl(t, append(withWrongToken, "devices")...)
+	check(exitUnreachable, "a wrong token (401)", code, errOut)
+	spin := f.plan("steps: [{tool: spin, timeout: 20s}]\n")
+	id, errOut, code := f.ctl("dispatch", "kiosk-1", spin)
+	require.Equal(t, exitOK, code, errOut)
+	ctx, interrupt := context.WithCancel(t.Context())
+	errOut, code = ctlContext(ctx, writerFunc(func(p []byte) (int, error) { interrupt(); return len(p), nil }),
+		append(slices.Clone(f.flags), "task", strings.TrimSpace(id), "--wait")...)
+	check(exitInterrupted, "Ctrl-C", code, errOut)
+
+	// Last, since it refuses the admin's token too: guesses from one
+	// address, each another token, until the server refuses it for a
+	// while.
+	for i := 0; i < 30 && !strings.Contains(errOut, "429"); i++ {
+		_, errOut, code = f.as(fmt.Sprintf("aipo_guess_%d", i), "devices")
+	}
+	require.Contains(t, errOut, "too many failed authentications from this address")
+	check(exitUnreachable, "too many failed authentications (429)", code, errOut)
+
+	readme, err := os.ReadFile(filepath.Join(testenv.Root(), "README.md"))
+	require.NoError(t, err)
+	var table []int
+	for _, m := range regexp.MustCompile(`(?m)^\| (\d+) \| `).FindAllStringSubmatch(string(readme), -1) {
+		n, _ := strconv.Atoi(m[1])
+		table = append(table, n)
+	}
+	assert.ElementsMatch(t, table, slices.Sorted(maps.Keys(codes)), "the README's table and the codes aipctl exits with")
 }

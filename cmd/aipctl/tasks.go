@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/spf13/cobra"
 )
@@ -141,6 +142,55 @@ func (g *globals) follow(ctx context.Context, c *api.Client, w io.Writer, id str
 	return nil
 }
 
+// printStepResults shows each step's results, under the table of steps,
+// as far as the caller's scope lets the server show them: a step's own,
+// or those that came after it had failed, which say so.
+func printStepResults(w io.Writer, t api.Task, r api.PlanResult) error {
+	header := false
+	for _, s := range r.Steps {
+		results, late := lateResults(t, s.Step)
+		if !late {
+			results = s.Results
+		}
+		if len(results) == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprint(w, "\nRESULTS\n")
+			header = true
+		}
+		line := fmt.Sprintf("step %d %s", s.Step+1, s.Tool)
+		if late {
+			line += ": came late, after the step had failed; recorded all the same"
+		}
+		fmt.Fprintln(w, line)
+		b, err := json.MarshalIndent(results, "  ", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "  %s\n", b)
+	}
+	if header {
+		fmt.Fprintln(w)
+	}
+	return nil
+}
+
+// lateResults are the results of step's last attempt (a command's: step
+// 0) if they came late, after it had failed.
+func lateResults(t api.Task, step int) ([]protocol.Result, bool) {
+	var last *api.CommandRecord
+	for i, c := range t.Commands {
+		if c.Step == step && (last == nil || c.Attempt > last.Attempt) {
+			last = &t.Commands[i]
+		}
+	}
+	if last == nil || !last.Late || len(last.Results) == 0 {
+		return nil, false
+	}
+	return last.Results, true
+}
+
 func printTasks(w io.Writer, tasks []api.TaskSummary) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tKIND\tDEVICE\tSTATE\tCREATED\tTOOK")
@@ -215,13 +265,29 @@ func printSummary(w io.Writer, t api.Task) error {
 		json.Unmarshal(t.Result, &r)
 		fmt.Fprintln(tw, "STEP\tTOOL\tSTATUS\tATTEMPTS\tERROR")
 		for _, s := range r.Steps {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\n", s.Step+1, s.Tool, s.Status, s.Attempts, s.Error)
+			status := s.Status
+			if _, late := lateResults(t, s.Step); late {
+				status += " (results came late)"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\n", s.Step+1, s.Tool, status, s.Attempts, s.Error)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if err := printStepResults(w, t, r); err != nil {
+			return err
 		}
 	default:
 		var r api.CommandResponse
 		json.Unmarshal(t.Result, &r)
 		if err := printJSON(w, r.Results); err != nil {
 			return err
+		}
+		if late, ok := lateResults(t, 0); ok {
+			fmt.Fprintln(w, "its results came late, after the command had failed; recorded all the same:")
+			if err := printJSON(w, late); err != nil {
+				return err
+			}
 		}
 	}
 	if err := tw.Flush(); err != nil {

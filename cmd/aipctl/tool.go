@@ -27,16 +27,15 @@ manifest in the custom section aip.tool and, once signed, an ed25519
 signature in aip.sig.
 
 A tool author's loop (a Go tool built with wasmtools/sdk/reactor):
-  aipctl tool keygen -o acme                 # once: acme.key, acme.pub
+  aipctl tool keygen --out acme              # once: acme.key, acme.pub
   aipctl tool init t && cd t                 # once: source, manifest t.json, Makefile
   make                                       # t.wasm, packed: go build, then aipctl tool pack t.wasm --manifest t.json
   aipctl tool run t.wasm name=world          # with --allow-dir ./data:/data for a tool that reads files
   aipctl tool sign --key acme.key t.wasm
   aipctl tool deploy kiosk-1 t.wasm
 
-keygen, pack and sign write a file: for them, as for go build, -o (or
---output, or --out) names that file, and --format json asks for their
-report as JSON, which -o json does for every other command.`,
+keygen, pack and sign write the file --out names (pack and sign: in
+place without it); -o is the output format, as for every command.`,
 	}
 	cmd.AddCommand(newInitCmd(g), newKeygenCmd(g), newPackCmd(g), newSignCmd(g), newVerifyCmd(g), newInspectCmd(g), newRunCmd(), newDeployCmd(g))
 	return cmd
@@ -53,7 +52,7 @@ func newKeygenCmd(g *globals) *cobra.Command {
 	var out string
 	var force bool
 	cmd := &cobra.Command{
-		Use:   "keygen",
+		Use:   "keygen [--out NAME]",
 		Short: "Write a new ed25519 key pair: NAME.key (secret, mode 0600) and NAME.pub",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -93,23 +92,59 @@ func newKeygenCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// fileFlags gives a command that writes a file the flags that name it:
-// -o, --output and --out (its first name), as go build -o does. It takes
-// -o from the output format, which --format sets instead. A file named
-// json or table is most likely -o json meant as a format: refused.
+// fileFlags gives a command that writes a file --out FILE, which names
+// it. -o is the output format, as for every command. Until the release
+// after next, -o FILE (or --output FILE), which named the file before, is
+// still taken for --out with a warning (legacyOutFile), and so is
+// --format, which set the output format.
 func fileFlags(cmd *cobra.Command, g *globals, out *string, def, usage string) {
 	f := cmd.Flags()
-	f.StringVarP(out, "output", "o", def, usage)
-	f.StringVar(out, "out", def, "same as -o")
-	f.StringVar(&g.output, "format", "table", "output format: table (for people) or json (for scripts)")
-	cmd.RegisterFlagCompletionFunc("format", completeFormats)
-	cmd.PreRunE = func(*cobra.Command, []string) error {
-		if *out == "json" || *out == "table" {
-			return &exitError{exitUsage, fmt.Errorf("-o %s: %s writes the file -o names; for a JSON report pass --format json (for a file named %[1]s, -o ./%[1]s)",
-				*out, cmd.CommandPath())}
-		}
+	f.StringVar(out, "out", def, usage)
+	f.StringVar(&g.output, "format", "table", "the output format: use -o")
+	f.MarkHidden("format")
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[legacyOutFile] = "true"
+}
+
+// legacyOutFile marks a command that took -o FILE for the file it writes
+// (tool keygen, pack and sign), which it still does for a release, with a
+// warning: -o is the output format.
+const legacyOutFile = "legacy-o-file"
+
+// warnLegacyFormat says on stderr that --format, given to cmd, is
+// deprecated, and refuses a value that is not a format.
+func warnLegacyFormat(cmd *cobra.Command, g *globals) error {
+	if !cmd.Flags().Changed("format") {
 		return nil
 	}
+	if g.output != "table" && g.output != "json" {
+		return &exitError{exitUsage, fmt.Errorf("--format: want table or json, got %q", g.output)}
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "aipctl: warning: %s --format is deprecated, and stops working in the next release: write -o %s, as for every command\n",
+		cmd.CommandPath(), g.output)
+	return nil
+}
+
+// takeLegacyOutFile takes -o FILE, which is not an output format, as
+// --out FILE on a command that once took it so, saying so on stderr. It
+// reports whether it did.
+func takeLegacyOutFile(cmd *cobra.Command, g *globals) (bool, error) {
+	if cmd.Annotations[legacyOutFile] == "" {
+		return false, nil
+	}
+	if cmd.Flags().Changed("out") {
+		return false, &exitError{exitUsage, fmt.Errorf("-o %q with --out: -o is the output format, table or json, and --out names the file", g.output)}
+	}
+	file := g.output
+	if err := cmd.Flags().Set("out", file); err != nil {
+		return false, &exitError{exitUsage, err}
+	}
+	g.output = "table"
+	fmt.Fprintf(cmd.ErrOrStderr(), "aipctl: warning: %s -o FILE is deprecated, and stops working in the next release: write --out %s (-o is the output format, as for every command)\n",
+		cmd.CommandPath(), file)
+	return true, nil
 }
 
 // refuseExisting fails if any of paths exists: --force replaces them.
@@ -156,8 +191,8 @@ type moduleOutput struct {
 func newPackCmd(g *globals) *cobra.Command {
 	var manifestPath, out string
 	cmd := &cobra.Command{
-		Use:   "pack IN.wasm --manifest TOOL.json [-o OUT.wasm]",
-		Short: "Embed a manifest in a module (in place unless -o); it does not instrument",
+		Use:   "pack IN.wasm --manifest TOOL.json [--out OUT.wasm]",
+		Short: "Embed a manifest in a module (in place unless --out); it does not instrument",
 		Long: `Embed a manifest in a module, as its aip.tool custom section, replacing
 any it had. The manifest is checked first, schemas included, and the module
 must take one of the ABI's forms, a reactor (export aip_call) or a WASI
@@ -213,8 +248,8 @@ module carried no longer matches, so it is removed: sign after packing.`,
 func newSignCmd(g *globals) *cobra.Command {
 	var keyPath, out string
 	cmd := &cobra.Command{
-		Use:   "sign --key NAME.key MODULE.wasm [-o OUT.wasm]",
-		Short: "Sign a packed module (in place unless -o), replacing any signature",
+		Use:   "sign --key NAME.key MODULE.wasm [--out OUT.wasm]",
+		Short: "Sign a packed module (in place unless --out), replacing any signature",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			priv, err := signature.LoadPrivateKey(keyPath)

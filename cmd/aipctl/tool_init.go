@@ -32,7 +32,10 @@ someone, so that it runs as written: make it yours from there.
 A Go tool gets edgeaip-sdk/, a copy of this aipctl's tool SDK, which its
 go.mod puts in place of the module github.com/edgeaip/edgeaip (not
 published): it builds with a Go toolchain alone. A C tool needs clang and
-wasi-libc (Debian: clang lld wasi-libc libclang-rt-NN-dev-wasm32).`,
+wasi-libc (Debian: clang lld wasi-libc libclang-rt-NN-dev-wasm32). A Rust
+tool needs rustc with a WASI target: rustup's wasm32-wasip1 (rustup target
+add wasm32-wasip1), or Debian's rustc and libstd-rust-dev-wasm32, whose
+target is wasm32-wasi; it uses the standard library alone.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
@@ -60,7 +63,7 @@ wasi-libc (Debian: clang lld wasi-libc libclang-rt-NN-dev-wasm32).`,
 	for i, l := range scaffold.Langs() {
 		langs[i] = string(l)
 	}
-	cmd.Flags().StringVar(&lang, "lang", langs[0], "the tool's language: "+strings.Join(langs, " or "))
+	cmd.Flags().StringVar(&lang, "lang", langs[0], "the tool's language: "+strings.Join(langs[:len(langs)-1], ", ")+" or "+langs[len(langs)-1])
 	cmd.Flags().StringVar(&dir, "dir", "", "the directory to write, which must not exist or be empty (default NAME)")
 	cmd.RegisterFlagCompletionFunc("lang", cobra.FixedCompletions(langs, cobra.ShellCompDirectiveNoFileComp))
 	return cmd

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/edgeaip/edgeaip/agent"
 
 	"github.com/edgeaip/edgeaip/internal/testenv"
 	"github.com/stretchr/testify/assert"
@@ -16,7 +19,9 @@ import (
 // Item 9 of issue 24: aipctl tool init writes a tool that builds with its
 // Makefile, packs and runs, in Go and in C, on a machine with nothing
 // else: the Go build fetches no module (GOPROXY=off, an empty module
-// cache), since the SDK it needs is a copy beside it.
+// cache), since the SDK it needs is a copy beside it. Item 11 of issue
+// 43: and in Rust, with Debian's rustc or rustup's. Each then runs on a
+// real agent.
 func TestToolInitWritesAToolThatBuildsPacksAndRuns(t *testing.T) {
 	for _, c := range []struct {
 		lang, name string
@@ -24,12 +29,16 @@ func TestToolInitWritesAToolThatBuildsPacksAndRuns(t *testing.T) {
 	}{
 		{"go", "greet", nil},
 		{"c", "greet_c", []string{"clang", "wasm-ld"}},
+		{"rust", "greet_rs", nil},
 	} {
 		t.Run(c.lang, func(t *testing.T) {
 			for _, tool := range append(c.needs, "make") {
 				if _, err := exec.LookPath(tool); err != nil {
 					t.Skipf("%s is not installed; make deps installs it", tool)
 				}
+			}
+			if c.lang == "rust" && !rustForWASI() {
+				t.Skip("no rustc with a WASI target (rustup's wasm32-wasip1, or Debian's rustc and libstd-rust-dev-wasm32, which make deps installs)")
 			}
 			dir := t.TempDir()
 			fresh := "export PATH=" + filepath.Dir(testenv.Go()) + ":$PATH GOPROXY=off GOFLAGS= GOWORK=off GOMODCACHE=" + t.TempDir() + "; "
@@ -62,8 +71,39 @@ func TestToolInitWritesAToolThatBuildsPacksAndRuns(t *testing.T) {
 			out, _, code = sh(t, nil, "aipctl tool inspect "+mod)
 			require.Equal(t, exitOK, code)
 			assert.Contains(t, out, "reactor, started from a snapshot")
+
+			onDevice := t.TempDir()
+			b, err := os.ReadFile(mod)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(onDevice, c.name+".wasm"), b, 0o644))
+			f := newFleet(t, nil)
+			f.startAgent("kiosk-1", lobby, func(cfg *agent.Config) {
+				cfg.ToolDirs = []string{"new=" + onDevice}
+				cfg.Limits.Timeout = time.Minute // a Go tool's first call compiles it
+			})
+			out, errOut, code = sh(t, f, "aipctl exec kiosk-1 "+c.name+" name=kiosk")
+			require.Equal(t, exitOK, code, "%s%s", out, errOut)
+			assert.Contains(t, out, `"greeting": "hello, kiosk"`)
 		})
 	}
+}
+
+// rustForWASI reports whether the Makefile aipctl tool init writes for
+// Rust finds a rustc with a WASI target: rustup's (on the PATH) with
+// wasm32-wasip1, or Debian's (/usr/bin) with wasm32-wasi.
+func rustForWASI() bool {
+	for _, rustc := range []string{"rustc", "/usr/bin/rustc"} {
+		sysroot, err := exec.Command(rustc, "--print", "sysroot").Output()
+		if err != nil {
+			continue
+		}
+		for _, target := range []string{"wasm32-wasip1", "wasm32-wasi"} {
+			if fi, err := os.Stat(filepath.Join(strings.TrimSpace(string(sysroot)), "lib", "rustlib", target)); err == nil && fi.IsDir() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func TestToolInitRefusesWhatItCannotWrite(t *testing.T) {
@@ -71,7 +111,7 @@ func TestToolInitRefusesWhatItCannotWrite(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "keep"), []byte("x"), 0o644))
 	for args, want := range map[string]string{
 		"tool init 'a b'":                    `aipctl: tool name "a b": want 1-64 of [A-Za-z0-9_-], not starting with '-'` + "\n",
-		"tool init t --lang rust":            `aipctl: language "rust": want go or c` + "\n",
+		"tool init t --lang zig":             `aipctl: language "zig": want go, c or rust` + "\n",
 		"tool init t --dir " + dir:           "aipctl: " + dir + ": exists and is not empty\n",
 		"tool init t --dir " + dir + "/keep": "aipctl: " + dir + "/keep: exists and is not a directory\n",
 	} {

@@ -159,54 +159,68 @@ func mustField(t *testing.T, doc, field string) string {
 	return string(m[field])
 }
 
-// The issue's own command line: -o names the file pack writes, as it
-// does for sign and keygen, and --out still does.
-func TestPackSignAndKeygenWriteTheFileDashONames(t *testing.T) {
+// Item 12 of issue 43: -o is the output format for every command; the
+// commands that write a file name it with --out. keygen, pack and sign
+// still take their old -o FILE for a release, saying so.
+func TestDashOIsTheOutputFormatAndOutNamesTheFile(t *testing.T) {
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in.wasm"), filepath.Join(dir, "out.wasm")
 	orig, err := os.ReadFile(fixturePath("echo.wasm"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(in, orig, 0o644))
 
-	_, errOut, code := ctl(t, "tool", "pack", in, "--manifest", fixturePath("echo.json"), "-o", out)
-	require.Equal(t, exitOK, code, errOut)
-	got, err := os.ReadFile(in)
-	require.NoError(t, err)
-	assert.Equal(t, orig, got, "the input is left alone")
-	_, errOut, code = ctl(t, "tool", "keygen", "-o", filepath.Join(dir, "k"))
-	require.Equal(t, exitOK, code, errOut)
-	_, errOut, code = ctl(t, "tool", "sign", "--key", filepath.Join(dir, "k.key"), out, "--output", filepath.Join(dir, "signed.wasm"))
-	require.Equal(t, exitOK, code, errOut)
-	out2, errOut, code := ctl(t, "tool", "inspect", "-o", "json", filepath.Join(dir, "signed.wasm"))
-	require.Equal(t, exitOK, code, errOut)
-	var ins inspection
-	require.NoError(t, json.Unmarshal([]byte(out2), &ins))
-	assert.Equal(t, "embedded", ins.ManifestSource)
-	assert.NotNil(t, ins.Signature)
-
-	report, errOut, code := ctl(t, "tool", "pack", in, "--manifest", fixturePath("echo.json"), "--out", filepath.Join(dir, "old.wasm"), "--format", "json")
+	report, errOut, code := ctl(t, "tool", "pack", in, "--manifest", fixturePath("echo.json"), "-o", "json", "--out", out)
 	require.Equal(t, exitOK, code, errOut)
 	var m moduleOutput
 	require.NoError(t, json.Unmarshal([]byte(report), &m), "%q", report)
-	assert.Equal(t, filepath.Join(dir, "old.wasm"), m.Path)
-
-	_, errOut, code = ctl(t, "-o", "json", "tool", "pack", in, "--manifest", fixturePath("echo.json"))
-	assert.Equal(t, exitUsage, code)
-	assert.Contains(t, errOut, "for a JSON report pass --format json")
+	assert.Equal(t, out, m.Path)
 	assert.NoFileExists(t, "json")
-	_, errOut, code = ctl(t, "tool", "sign", "--key", filepath.Join(dir, "k.key"), out, "--format", "yaml")
+	got, err := os.ReadFile(in)
+	require.NoError(t, err)
+	assert.Equal(t, orig, got, "the input is left alone")
+
+	report, errOut, code = ctl(t, "-o", "json", "tool", "keygen", "--out", filepath.Join(dir, "k"))
+	require.Equal(t, exitOK, code, errOut)
+	var k keygenOutput
+	require.NoError(t, json.Unmarshal([]byte(report), &k), "%q", report)
+	assert.Equal(t, filepath.Join(dir, "k.key"), k.PrivateKey)
+
+	// The old spelling, for a release.
+	old := filepath.Join(dir, "old")
+	report, errOut, code = ctl(t, "tool", "keygen", "-o", old)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, report, old+".key: the signing key")
+	assert.FileExists(t, old+".pub")
+	assert.Equal(t, "aipctl: warning: aipctl tool keygen -o FILE is deprecated, and stops working in the next release: write --out "+old+
+		" (-o is the output format, as for every command)\n", errOut)
+	_, errOut, code = ctl(t, "tool", "sign", "--key", old+".key", out, "--output", filepath.Join(dir, "signed.wasm"))
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, errOut, "aipctl tool sign -o FILE is deprecated")
+	assert.FileExists(t, filepath.Join(dir, "signed.wasm"))
+	_, errOut, code = ctl(t, "tool", "keygen", "-o", "k2", "--out", filepath.Join(dir, "k3"))
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, `-o "k2" with --out: -o is the output format, table or json, and --out names the file`)
+
+	report, errOut, code = ctl(t, "tool", "sign", "--key", old+".key", out, "--format", "json")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, errOut, "aipctl: warning: aipctl tool sign --format is deprecated, and stops working in the next release: write -o json")
+	require.NoError(t, json.Unmarshal([]byte(report), &m), "%q", report)
+	_, errOut, code = ctl(t, "tool", "sign", "--key", old+".key", out, "--format", "yaml")
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, `--format: want table or json, got "yaml"`)
+	_, errOut, code = ctl(t, "tool", "verify", "--pub", old+".pub", out, "-o", "yaml")
+	assert.Equal(t, exitUsage, code, "no other command takes -o for a file")
+	assert.Contains(t, errOut, `--output: want table or json, got "yaml"`)
 }
 
 func TestKeygenForceMakesThePrivateKeyPrivate(t *testing.T) {
 	key := filepath.Join(t.TempDir(), "k")
 	require.NoError(t, os.WriteFile(key+".key", []byte("old"), 0o644))
-	_, errOut, code := ctl(t, "tool", "keygen", "-o", key)
+	_, errOut, code := ctl(t, "tool", "keygen", "--out", key)
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, key+".key exists; pass --force")
 
-	_, errOut, code = ctl(t, "tool", "keygen", "-o", key, "--force")
+	_, errOut, code = ctl(t, "tool", "keygen", "--out", key, "--force")
 	require.Equal(t, exitOK, code, errOut)
 	fi, err := os.Stat(key + ".key")
 	require.NoError(t, err)
@@ -214,7 +228,7 @@ func TestKeygenForceMakesThePrivateKeyPrivate(t *testing.T) {
 
 	other := filepath.Join(t.TempDir(), "other")
 	require.NoError(t, os.WriteFile(other+".pub", []byte("old"), 0o644))
-	_, errOut, code = ctl(t, "tool", "keygen", "-o", other)
+	_, errOut, code = ctl(t, "tool", "keygen", "--out", other)
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, other+".pub exists")
 	assert.NoFileExists(t, other+".key", "a refused keygen writes neither file")
@@ -226,7 +240,7 @@ func TestKeygenForceMakesThePrivateKeyPrivate(t *testing.T) {
 func TestSignInPlaceReplacesTheModuleWhole(t *testing.T) {
 	dir := t.TempDir()
 	mod := filepath.Join(dir, "t.wasm")
-	_, errOut, code := ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "-o", mod)
+	_, errOut, code := ctl(t, "tool", "pack", fixturePath("echo.wasm"), "--manifest", fixturePath("echo.json"), "--out", mod)
 	require.Equal(t, exitOK, code, errOut)
 	require.NoError(t, os.Chmod(mod, 0o640))
 	before, err := os.ReadFile(mod)
@@ -256,8 +270,8 @@ func TestADeployedSignedToolRunsOnTheDevice(t *testing.T) {
 	key, mod, m := filepath.Join(dir, "acme"), filepath.Join(dir, "hello.wasm"), filepath.Join(dir, "hello.json")
 	require.NoError(t, os.WriteFile(m, []byte(`{"name":"hello","version":"1.0.0","tool_type":"action","input_schema":{"type":"object"}}`), 0o644))
 	for _, args := range [][]string{
-		{"tool", "keygen", "-o", key},
-		{"tool", "pack", fixturePath("echo.wasm"), "--manifest", m, "-o", mod},
+		{"tool", "keygen", "--out", key},
+		{"tool", "pack", fixturePath("echo.wasm"), "--manifest", m, "--out", mod},
 		{"tool", "sign", "--key", key + ".key", mod},
 	} {
 		_, errOut, code := ctl(t, args...)
@@ -434,7 +448,7 @@ func TestPackReportsEveryManifestProblemWithItsLine(t *testing.T) {
   "limits": {"timeout": "10 seconds", "memroy": "32MiB"}
 }
 `), 0o644))
-	out, errOut, code := sh(t, nil, "cd "+dir+" && aipctl tool pack "+fixturePath("echo.wasm")+" --manifest tool.json -o t.wasm")
+	out, errOut, code := sh(t, nil, "cd "+dir+" && aipctl tool pack "+fixturePath("echo.wasm")+" --manifest tool.json --out t.wasm")
 	assert.Equal(t, exitUsage, code, out)
 	assert.Equal(t, `aipctl: tool.json: the manifest is not valid:
   tool.json:2: name: "hash file": want 1-64 of [A-Za-z0-9_-], not starting with '-'
@@ -444,7 +458,7 @@ func TestPackReportsEveryManifestProblemWithItsLine(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(dir, "t.wasm"))
 
 	require.NoError(t, os.WriteFile(bad, []byte("{\n  \"name\": \"t\",\n  \"tool_type\": \"action\"\n  \"input_schema\": {}\n}\n"), 0o644))
-	_, errOut, code = sh(t, nil, "cd "+dir+" && aipctl tool pack "+fixturePath("echo.wasm")+" --manifest tool.json -o t.wasm")
+	_, errOut, code = sh(t, nil, "cd "+dir+" && aipctl tool pack "+fixturePath("echo.wasm")+" --manifest tool.json --out t.wasm")
 	assert.Equal(t, exitUsage, code)
 	assert.Equal(t, "aipctl: tool.json: the manifest is not valid:\n  tool.json:4:3: invalid character '\"' after object key:value pair\n", errOut)
 }

@@ -159,8 +159,8 @@ func (t *Table) dropIfEmpty(o *owner) {
 
 // terminate ends session id in h, an mcp-go endpoint, as its client's
 // DELETE would: mcp-go has no other way to drop one session with all it
-// keeps of it. Its client, if it comes back, is still served (mcp-go does
-// not check session ids), and initializes again to hear notifications.
+// keeps of it. Its client, if it comes back, gets 404 (Guard), and
+// initializes again.
 func terminate(h http.Handler, id string) {
 	r, err := http.NewRequestWithContext(context.Background(), http.MethodDelete, "/", http.NoBody)
 	if err != nil {

@@ -6,9 +6,12 @@
 // two bounds, per owner (an identity) and in all. A new session past a
 // bound takes the place of the oldest idle one, the owner's own for the
 // owner's bound; when every one is busy (a request running, or its stream
-// of notifications open) it is refused with 429 and Retry-After. The
-// server's gateway and the agent's local endpoint both use it; see the
-// MCP gateway's RATIONALE.md, "Sessions are bounded".
+// of notifications open) it is refused with 429 and Retry-After. A
+// request on a session not held (ended, or never issued) is 404, and one
+// that names no session where it needs one 400, as the Streamable HTTP
+// transport says. The server's gateway and the agent's local endpoint
+// both use it; see the MCP gateway's RATIONALE.md, "Sessions are
+// bounded" and "Sessions answer as the transport says".
 package mcpsessions
 
 import (
@@ -99,9 +102,10 @@ func New(cfg Config) *Table {
 
 // Guard is h, one mcp-go endpoint, whose sessions all belong to name,
 // held in t: hooks must be the hooks h's MCPServer was made with (they
-// are added to, so call Guard before serving). A request that would open
-// a session (an initialize, or a stream of notifications for a session
-// not held) is admitted within the bounds first.
+// are added to, so call Guard before serving). An initialize, which
+// opens a session, is admitted within the bounds first; a request on a
+// session not held is 404, and one that needs a session and names none
+// 400.
 func (t *Table) Guard(name string, hooks *server.Hooks, h http.Handler) http.Handler {
 	end := func(id string) func() { return func() { terminate(h, id) } }
 	key := func(s server.ClientSession) sessionKey { return sessionKey{name, s.SessionID()} }
@@ -118,26 +122,32 @@ func (t *Table) Guard(name string, hooks *server.Hooks, h http.Handler) http.Han
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, s server.ClientSession) { t.unregistered(key(s)) })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		opens, err := t.opensSession(name, r)
-		if err != nil {
+		kind, err := t.classify(name, r)
+		switch {
+		case err != nil:
 			status := http.StatusBadRequest
 			if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 				status = http.StatusRequestEntityTooLarge
 			}
 			http.Error(w, err.Error(), status)
-			return
-		}
-		if !opens {
+		case kind == noSessionID:
+			http.Error(w, "missing the "+server.HeaderKeySessionID+" header: initialize a session first", http.StatusBadRequest)
+		case kind == unknownSession:
+			http.Error(w, "no session "+r.Header.Get(server.HeaderKeySessionID)+
+				": it ended (DELETE, idle, evicted, or the server restarted) or was never issued; initialize a new one", http.StatusNotFound)
+		case kind == sessionless:
+			h.ServeHTTP(w, r)
+		case kind == onSession:
 			t.serveOn(name, w, r, h)
-			return
+		default:
+			tk, bound, ok := t.reserve(name)
+			if !ok {
+				t.refuse(w, bound)
+				return
+			}
+			defer t.release(tk)
+			h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ticketKey{}, tk)))
 		}
-		tk, bound, ok := t.reserve(name)
-		if !ok {
-			t.refuse(w, bound)
-			return
-		}
-		defer t.release(tk)
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ticketKey{}, tk)))
 	})
 }
 
@@ -150,31 +160,66 @@ type ticket struct {
 
 type ticketKey struct{}
 
-// opensSession reports whether r, to name's endpoint, would open a session: an initialize,
-// or a GET (a stream of notifications) on a session not held. Revision
-// 2026-07-28 has no sessions. r's body is read, and put back.
-func (t *Table) opensSession(name string, r *http.Request) (bool, error) {
+// requestKind is what a request is to the sessions of its endpoint.
+type requestKind int
+
+const (
+	// opens a session: an initialize.
+	opens requestKind = iota
+	// onSession: on a session held.
+	onSession
+	// sessionless: a request of revision 2026-07-28, which has no
+	// sessions, or one mcp-go is to answer (a body that does not parse,
+	// a method other than GET, POST and DELETE).
+	sessionless
+	// noSessionID: a request that needs a session and names none: 400,
+	// as the Streamable HTTP transport says.
+	noSessionID
+	// unknownSession: a request on a session not held, whether it ended
+	// (DELETE, idle, evicted) or was never issued: 404, on which the
+	// client initializes a new one, as the transport says.
+	unknownSession
+)
+
+// classify says what r, to name's endpoint, is to its sessions. r's body
+// is read, and put back.
+func (t *Table) classify(name string, r *http.Request) (requestKind, error) {
 	if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
-		return false, nil
+		return sessionless, nil
 	}
 	switch r.Method {
-	case http.MethodGet:
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		return t.sessions[sessionKey{name, r.Header.Get(server.HeaderKeySessionID)}] == nil, nil
 	case http.MethodPost:
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
-			return false, fmt.Errorf("reading an MCP message: %w", err)
+			return 0, fmt.Errorf("reading an MCP message: %w", err)
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var m struct {
 			Method string `json:"method"`
+			Params struct {
+				Meta *mcp.Meta `json:"_meta"`
+			} `json:"params"`
 		}
-		// One that does not parse is mcp-go's to answer.
-		return json.Unmarshal(body, &m) == nil && m.Method == string(mcp.MethodInitialize), nil
+		switch {
+		case json.Unmarshal(body, &m) != nil, mcp.IsModernProtocol(m.Params.Meta.ProtocolVersion()), m.Method == "server/discover":
+			return sessionless, nil
+		case m.Method == string(mcp.MethodInitialize):
+			return opens, nil
+		}
+	case http.MethodGet, http.MethodDelete:
+	default:
+		return sessionless, nil
 	}
-	return false, nil
+	id := r.Header.Get(server.HeaderKeySessionID)
+	if id == "" {
+		return noSessionID, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.sessions[sessionKey{name, id}] == nil {
+		return unknownSession, nil
+	}
+	return onSession, nil
 }
 
 // serveOn serves r, to name's endpoint, marking the session it names

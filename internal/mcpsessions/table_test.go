@@ -79,3 +79,48 @@ func TestAnOwnerBoundToOneSessionHoldsOne(t *testing.T) {
 	assert.Equal(t, 1, table.total)
 	assert.Len(t, table.owners, 1)
 }
+
+// A request on a session that was DELETEd, evicted, or never issued is
+// 404, on which a client initializes again; one that names no session
+// where it needs one is 400, as the Streamable HTTP transport says. An
+// initialize, and a request of 2026-07-28 (which has no sessions), need
+// none.
+func TestASessionNotHeldIs404AndNoSessionIs400(t *testing.T) {
+	table := New(Config{MaxTotal: 1})
+	hooks := &server.Hooks{}
+	ts := httptest.NewServer(table.Guard("app", hooks, server.NewStreamableHTTPServer(server.NewMCPServer("t", "1", server.WithHooks(hooks)))))
+	defer ts.Close()
+	const ping = `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+
+	_, deleted := post(t, ts.URL, "", initialize)
+	status, _ := post(t, ts.URL, deleted, ping)
+	require.Equal(t, http.StatusOK, status)
+	req, err := http.NewRequest(http.MethodDelete, ts.URL, nil)
+	require.NoError(t, err)
+	req.Header.Set(server.HeaderKeySessionID, deleted)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	status, _ = post(t, ts.URL, deleted, ping)
+	assert.Equal(t, http.StatusNotFound, status, "DELETEd")
+
+	_, evicted := post(t, ts.URL, "", initialize)
+	_, held := post(t, ts.URL, "", initialize)
+	status, _ = post(t, ts.URL, evicted, ping)
+	assert.Equal(t, http.StatusNotFound, status, "evicted")
+	status, _ = post(t, ts.URL, held, ping)
+	assert.Equal(t, http.StatusOK, status)
+
+	status, _ = post(t, ts.URL, "mcp-session-5e0c4a43-8b5c-4f7e-9a43-3f1f0e0c2a10", ping)
+	assert.Equal(t, http.StatusNotFound, status, "never issued")
+	status, _ = post(t, ts.URL, "", ping)
+	assert.Equal(t, http.StatusBadRequest, status, "no session")
+	get, err := http.NewRequest(http.MethodGet, ts.URL, nil)
+	require.NoError(t, err)
+	get.Header.Set("Accept", "text/event-stream")
+	resp, err = http.DefaultClient.Do(get)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "a stream for no session")
+}

@@ -6,6 +6,7 @@
 package mcptool
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,14 +15,18 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// Tool describes info to an MCP client under name: its description, its
-// input schema as the device declared it, and the hints that follow from
+// Tool describes info to an MCP client under name: its title (the tool's
+// name if it declares none), its description, its input schema as the
+// device declared it, its output schema (the AIP Result, whose result is
+// the tool's own output: ResultSchema), and the hints that follow from
 // its tool type (a data_collection tool reads, an action tool may
 // change things).
 func Tool(name string, info protocol.MCPToolInfo) mcp.Tool {
-	t := mcp.Tool{Name: name, Title: info.Title, Description: info.Description}
+	title := cmp.Or(info.Title, info.ToolName)
+	t := mcp.Tool{Name: name, Title: title, Description: info.Description}
 	t.RawInputSchema = inputSchema(info.InputSchema)
-	t.Annotations.Title = info.Title
+	t.RawOutputSchema = ResultSchema(info.OutputSchema)
+	t.Annotations.Title = title
 	readOnly := info.ToolType == protocol.ToolDataCollection
 	t.Annotations.ReadOnlyHint = &readOnly
 	destructive := info.ToolType == protocol.ToolAction

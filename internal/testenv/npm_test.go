@@ -18,7 +18,9 @@ func TestTheNPMPinsAreTheMakefiles(t *testing.T) {
 		"@playwright/mcp":                         "0.0.83",
 		"@modelcontextprotocol/sdk":               "1.32.2",
 		"@modelcontextprotocol/inspector":         "2.12.0",
-	}, pins, "the versions issues 5 and 6 name, and the MCP clients of issue 22")
+		"@modelcontextprotocol/client":            "2.3.1",
+		"@modelcontextprotocol/ext-tasks":         "0.2.2",
+	}, pins, "the versions issues 5 and 6 name, the MCP clients of issue 22, and the v2 client with the tasks extension's requester of issue 41")
 }
 
 func TestANodePackageMustBeThePinnedVersion(t *testing.T) {

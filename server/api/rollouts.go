@@ -72,11 +72,12 @@ const (
 	DeviceFailed   = "failed"   // a stage, the apply, a health check or the device timeout failed
 	DeviceRemoving = "removing" // left the selector: its tools of the rollout are removed
 	DeviceDrift    = "drift"    // a tool deployed by hand, with force, in place of the rollout's
+	DeviceSkipped  = "skipped"  // the rollout's agent has no release for the device's platform
 )
 
 // RolloutDeviceStates are a device's states in a rollout, in the order
 // it goes through them.
-var RolloutDeviceStates = []string{DevicePending, DeviceWaiting, DeviceChanging, DeviceDone, DeviceFailed, DeviceRemoving, DeviceDrift}
+var RolloutDeviceStates = []string{DevicePending, DeviceWaiting, DeviceChanging, DeviceDone, DeviceFailed, DeviceRemoving, DeviceDrift, DeviceSkipped}
 
 // Rollout is a rollout's status: where it is, its waves, and each
 // selected device.

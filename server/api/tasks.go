@@ -308,9 +308,11 @@ type AuditEntry struct {
 	Identity string `json:"identity,omitempty"`
 	TokenID  string `json:"token_id,omitempty"`
 	// Action is what was changed: device.enroll, device.revoke,
-	// device.rotate_token, device.certificate,
-	// identity.add, identity.revoke, identity.rotate or
-	// identity.revoke_token. Empty for a tool call.
+	// device.rotate_token, device.certificate, device.label,
+	// identity.add, identity.revoke, identity.rotate,
+	// identity.revoke_token, module.upload, rollout.apply, rollout.pause,
+	// rollout.resume, rollout.rollback or release.publish. Empty for a
+	// tool call.
 	Action       string                `json:"action,omitempty"`
 	DeviceID     string                `json:"device_id"`
 	SessionID    string                `json:"session_id"`

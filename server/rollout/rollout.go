@@ -5,6 +5,8 @@
 //
 //	name: kiosk-tools
 //	selector: {site: lobby}
+//	agent: 1.4.0              # an agent release, for each device's platform
+//	agent_trial: 2m           # to register and pass health, or roll back
 //	tools: [greet.wasm, hash_file.wasm]
 //	health:
 //	  - tool: greet
@@ -18,7 +20,8 @@
 //
 // In a file, tools are module paths, relative to the file; aipctl uploads
 // each and sends the server their SHA-256 digests (Spec.Tools then holds
-// digests). The package has no server dependencies, so aipctl can check a
+// digests). A rollout names tools, an agent release, or both. The
+// package has no server dependencies, so aipctl can check a
 // file before it sends it; the server checks the selector and the digests.
 package rollout
 
@@ -33,6 +36,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/agentrelease"
 	"github.com/edgeaip/edgeaip/protocol"
 	"github.com/edgeaip/edgeaip/server/plan"
 	"gopkg.in/yaml.v3"
@@ -41,6 +45,9 @@ import (
 // Defaults and bounds.
 const (
 	DefaultDeviceTimeout = 5 * time.Minute
+	// DefaultAgentTrial is how long a new agent has, from its start on
+	// a device, to register and pass the health checks.
+	DefaultAgentTrial = 2 * time.Minute
 	MaxDeviceTimeout     = 24 * time.Hour
 	MaxTools             = 64
 	MaxWaves             = 20
@@ -68,6 +75,14 @@ type Spec struct {
 	Selector Selector `yaml:"selector" json:"selector"`
 	// Tools are module paths in a file, SHA-256 digests (hex) in the API.
 	Tools []string `yaml:"tools" json:"tools"`
+	// Agent is the version of the agent release each device runs,
+	// published for its OS and architecture (aipctl agent publish);
+	// empty: the rollout leaves the agent alone.
+	Agent string `yaml:"agent" json:"agent,omitempty"`
+	// AgentTrial is how long a device's new agent has, from its start,
+	// to register and pass the health checks before it is committed; past
+	// it the device brings its previous agent back. Default 2m.
+	AgentTrial plan.Duration `yaml:"agent_trial" json:"agent_trial,omitempty"`
 	// Health are plan steps each device must pass after it changes.
 	Health []plan.Step `yaml:"health" json:"health,omitempty"`
 	// Waves are how many devices have changed once each wave is done,
@@ -260,6 +275,7 @@ func (s *Spec) Check(digests bool) error {
 		bad("selector", "want at least one label: a rollout to every device names a label they all have")
 	}
 	s.checkTools(digests, bad)
+	s.checkAgent(bad)
 	s.checkWaves(bad)
 	if err := s.checkHealth(); err != nil {
 		errs = append(errs, err)
@@ -287,7 +303,10 @@ func (s *Spec) Check(digests bool) error {
 }
 
 func (s *Spec) checkTools(digests bool, bad func(string, string, ...any)) {
-	if len(s.Tools) == 0 || len(s.Tools) > MaxTools {
+	switch {
+	case len(s.Tools) == 0 && s.Agent == "":
+		bad("tools", "want 1 to %d modules, or an agent release (agent: VERSION), or both", MaxTools)
+	case len(s.Tools) > MaxTools:
 		bad("tools", "want 1 to %d modules", MaxTools)
 	}
 	seen := map[string]bool{}
@@ -301,6 +320,27 @@ func (s *Spec) checkTools(digests bool, bad func(string, string, ...any)) {
 			bad(fmt.Sprintf("tools[%d]", i), "%q: want the path of a .wasm module", t)
 		}
 		seen[t] = true
+	}
+}
+
+// checkAgent checks the agent release's version and trial, once the
+// device timeout has its default.
+func (s *Spec) checkAgent(bad func(string, string, ...any)) {
+	if s.Agent == "" {
+		if s.AgentTrial != 0 {
+			bad("agent_trial", "is for an agent release: name one with agent: VERSION")
+		}
+		return
+	}
+	if err := (agentrelease.Release{Version: s.Agent}).CheckVersion(); err != nil {
+		bad("agent", "%v", err)
+	}
+	timeout := cmp.Or(time.Duration(s.DeviceTimeout), DefaultDeviceTimeout)
+	switch d := time.Duration(s.AgentTrial); {
+	case d == 0:
+		s.AgentTrial = plan.Duration(min(DefaultAgentTrial, timeout/2))
+	case d < time.Second || d >= timeout:
+		bad("agent_trial", "%s: want a duration from 1s and below device_timeout (%s), which also covers the download", d, timeout)
 	}
 }
 
@@ -349,7 +389,8 @@ func (s *Spec) checkHealth() error {
 
 // metaTools are the agent's meta tools that change its tools: no health
 // check may call them, since it runs as the rollout itself.
-var metaTools = []string{protocol.InstallToolName, protocol.StageModuleName, protocol.ApplyRevisionName}
+var metaTools = []string{protocol.InstallToolName, protocol.StageModuleName, protocol.ApplyRevisionName,
+	protocol.StageReleaseName, protocol.ApplyReleaseName, protocol.EndTrialName}
 
 // HealthPlan is the health checks as a plan: what a device runs after it
 // changes. Nil if there are none.

@@ -143,3 +143,25 @@ func TestAFailureBudgetIsExceededPastItsThreshold(t *testing.T) {
 	assert.True(t, ten.Exceeded(2, 10, 0))
 	assert.False(t, ten.Exceeded(2, 10, 20), "below min_devices a percentage does not count")
 }
+
+func TestARolloutMayNameAnAgentReleaseWithOrWithoutTools(t *testing.T) {
+	s, err := Parse([]byte("name: a\nselector: {site: lobby}\nagent: 1.4.0\nhealth:\n  - tool: greet\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "1.4.0", s.Agent)
+	assert.Equal(t, DefaultAgentTrial, time.Duration(s.AgentTrial))
+	assert.Empty(t, s.Tools)
+
+	s, err = Parse([]byte("name: a\nselector: {site: lobby}\nagent: 1.4.0\nagent_trial: 20s\ntools: [x.wasm]\ndevice_timeout: 1m\n"))
+	require.NoError(t, err)
+	assert.Equal(t, 20*time.Second, time.Duration(s.AgentTrial))
+
+	_, err = Parse([]byte("name: a\nselector: {site: lobby}\n"))
+	assert.ErrorContains(t, err, "tools: want 1 to 64 modules, or an agent release (agent: VERSION), or both")
+	_, err = Parse([]byte("name: a\nselector: {site: lobby}\nagent: 1 4\nagent_trial: 10m\n"))
+	assert.ErrorContains(t, err, `agent: "1 4": want letters`)
+	assert.ErrorContains(t, err, "agent_trial: 10m0s: want a duration from 1s and below device_timeout (5m0s)")
+	_, err = Parse([]byte("name: a\nselector: {site: lobby}\ntools: [x.wasm]\nagent_trial: 10s\n"))
+	assert.ErrorContains(t, err, "agent_trial: is for an agent release")
+	_, err = Parse([]byte("name: a\nselector: {site: lobby}\nagent: 2.0.0\nhealth:\n  - tool: end_trial\n"))
+	assert.ErrorContains(t, err, "end_trial changes a device's tools")
+}

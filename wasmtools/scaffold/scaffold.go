@@ -37,12 +37,13 @@ type Lang string
 
 // The languages a tool can be written in.
 const (
-	Go Lang = "go"
-	C  Lang = "c"
+	Go   Lang = "go"
+	C    Lang = "c"
+	Rust Lang = "rust"
 )
 
 // Langs lists the languages, the default first.
-func Langs() []Lang { return []Lang{Go, C} }
+func Langs() []Lang { return []Lang{Go, C, Rust} }
 
 //go:embed templates
 var templates embed.FS
@@ -82,7 +83,7 @@ func Write(dir, name string, lang Lang) ([]string, error) {
 		return nil, &ArgumentError{err}
 	}
 	if !slices.Contains(Langs(), lang) {
-		return nil, &ArgumentError{fmt.Errorf("language %q: want %s or %s", lang, Go, C)}
+		return nil, &ArgumentError{fmt.Errorf("language %q: want %s, %s or %s", lang, Go, C, Rust)}
 	}
 	if err := checkEmpty(dir); err != nil {
 		return nil, &ArgumentError{err}
@@ -154,6 +155,10 @@ func render(name string, lang Lang) (map[string][]byte, error) {
 		}
 	case C:
 		if err := addTemplates(files, "c", p, map[string]string{"tool.c.tmpl": name + ".c"}); err != nil {
+			return nil, err
+		}
+	case Rust:
+		if err := addTemplates(files, "rust", p, map[string]string{"tool.rs.tmpl": name + ".rs"}); err != nil {
 			return nil, err
 		}
 	}

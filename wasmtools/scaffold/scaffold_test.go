@@ -62,8 +62,8 @@ func TestWriteRefusesAndLeavesNothing(t *testing.T) {
 	assert.EqualError(t, err, `tool name "a b": want 1-64 of [A-Za-z0-9_-], not starting with '-'`)
 	var refused *ArgumentError
 	assert.ErrorAs(t, err, &refused)
-	_, err = Write(filepath.Join(parent, "x"), "x", "rust")
-	assert.EqualError(t, err, `language "rust": want go or c`)
+	_, err = Write(filepath.Join(parent, "x"), "x", "zig")
+	assert.EqualError(t, err, `language "zig": want go, c or rust`)
 	assert.ErrorAs(t, err, &refused)
 
 	taken := filepath.Join(parent, "taken")

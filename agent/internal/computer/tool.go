@@ -24,3 +24,18 @@ type Tool interface {
 func Failure(err error) protocol.Result {
 	return protocol.Result{Status: protocol.ResultFailure, Error: err.Error()}
 }
+
+// MetaToolInfo describes an action meta tool, one that changes the
+// device rather than acts through it: install_tool and the tools of
+// rollouts and agent updates.
+func MetaToolInfo(name, title, description string, schema map[string]any) protocol.MCPToolInfo {
+	return protocol.MCPToolInfo{
+		ToolKey:     protocol.ToolKey(protocol.ToolAction, name),
+		ToolName:    name,
+		Namespace:   MetaNamespace,
+		ToolType:    protocol.ToolAction,
+		Title:       title,
+		Description: description,
+		InputSchema: schema,
+	}
+}

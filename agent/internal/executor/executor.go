@@ -102,7 +102,11 @@ func (e *Executor) Admit(m *protocol.ServerMessage) {
 		log.Info("command already done; sending its results again")
 		return
 	}
-	log.Info("command received", "actions", len(m.Actions))
+	first := ""
+	if len(m.Actions) > 0 {
+		first = m.Actions[0].ToolName
+	}
+	log.Info("command received", "actions", len(m.Actions), "first_tool", first)
 	e.jobs.Add(1)
 	ctx := e.cancels.add(e.jobsCtx, m.ResponseID)
 	e.sessions.enqueue(sessionKey(m), func() {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -113,10 +114,21 @@ func dialURL(serverURL, token string, wire protocol.Encoding) (string, error) {
 func userAgent() string { return "aip-agent/" + version.Version() }
 
 // refusedCredentials is the error of a 401 at the upgrade, with the
-// reason the server gave: none for a token, why for a certificate.
+// reason the server gave: none for a wrong token; for a revoked token or
+// certificate, that it was revoked and when, and the device must then be
+// enrolled again; for another certificate refused, why.
 func refusedCredentials(resp *http.Response) error {
-	return fmt.Errorf("server refused the device (401 %s): check --id, the token file and the device certificate", refusal(resp, "unauthorized"))
+	reason := refusal(resp, "unauthorized")
+	if revokedAt.MatchString(reason) {
+		return fmt.Errorf("server refused the device (401 %s): this device was revoked; it links again only once enrolled again "+
+			"(aipctl device enroll) and given the new token or certificate", reason)
+	}
+	return fmt.Errorf("server refused the device (401 %s): check --id, the token file and the device certificate", reason)
 }
+
+// revokedAt finds, in a server's reason, that the device's token or
+// certificate was revoked, and when.
+var revokedAt = regexp.MustCompile(`\brevoked (?:with the device )?at \S`)
 
 // refusal is the reason the body of a refused upgrade gives, or def.
 func refusal(resp *http.Response, def string) string {

@@ -52,6 +52,9 @@ type Options struct {
 	// Describe is the device's system info and tool inventory, as REGISTER
 	// carries them.
 	Describe func() protocol.SystemInfo
+	// Registered, if set, is told each time the server acknowledged a
+	// registration.
+	Registered func()
 	// Commands takes each COMMAND. It must not block: the read loop calls
 	// it.
 	Commands func(*protocol.ServerMessage)
@@ -219,6 +222,9 @@ func (l *Link) session(ctx context.Context, t target) (up time.Duration, err err
 	}
 	registered := time.Now()
 	l.log.Info("registered", "server", t, "wire", conn.Encoding(), "version", version.Version())
+	if l.opts.Registered != nil {
+		l.opts.Registered()
+	}
 	num := l.setConn(conn)
 	defer l.setConn(nil)
 	notify(l.wake) // what the server has not acknowledged goes out again

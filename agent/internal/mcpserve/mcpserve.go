@@ -147,8 +147,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			if got != "" {
 				s.authLimit.Failed(src, "mcp_serve", got)
 			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="aip-agent"`)
-			http.Error(w, "unauthorized: present the token of mcp_serve.token_file as a Bearer token", http.StatusUnauthorized)
+			const msg = "unauthorized: present the token of mcp_serve.token_file as a Bearer token"
+			w.Header().Set("WWW-Authenticate", `Bearer realm="aip-agent", error="invalid_token", error_description="`+msg+`"`)
+			http.Error(w, msg, http.StatusUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -190,11 +191,33 @@ func (s *Server) call(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 	if !ok && req.Params.Arguments != nil {
 		return mcp.NewToolResultError(fmt.Sprintf("arguments of %q: want an object, got %T", req.Params.Name, req.Params.Arguments)), nil
 	}
-	res := s.opts.Run(ctx, executor.LocalCall{
+	call := executor.LocalCall{
 		Action: protocol.Command{ToolName: info.ToolName, ToolType: info.ToolType, Parameters: args},
 		Caller: s.callers.of(ctx, req.Header),
-	})
+	}
+	res := s.runWithProgress(ctx, mcptool.NewProgress(ctx, req), info.ToolName, call)
 	return mcptool.Result(info.ToolName, res, mcptool.Cut{MaxBytes: s.opts.MaxResultBytes}), nil
+}
+
+// runWithProgress runs call, telling its client, if it asked for
+// progress, that it started and, every mcptool.ProgressEvery, that it
+// still runs, as the server's gateway does: a client whose timeout
+// resets on progress keeps waiting for a long call.
+func (s *Server) runWithProgress(ctx context.Context, p *mcptool.Progress, tool string, call executor.LocalCall) protocol.Result {
+	done := make(chan protocol.Result, 1)
+	go func() { done <- s.opts.Run(ctx, call) }()
+	p.Send(tool + " started")
+	tick := time.NewTicker(mcptool.ProgressEvery)
+	defer tick.Stop()
+	started := time.Now()
+	for {
+		select {
+		case res := <-done:
+			return res
+		case now := <-tick.C:
+			p.Running(now, started)
+		}
+	}
 }
 
 // hostOf is the host of a HOST:PORT address, "" if it has none.

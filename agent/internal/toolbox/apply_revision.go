@@ -21,7 +21,7 @@ type applyRevision struct {
 
 // Info describes apply_revision.
 func (a *applyRevision) Info() protocol.MCPToolInfo {
-	return metaTool(protocol.ApplyRevisionName, "Apply revision",
+	return computer.MetaToolInfo(protocol.ApplyRevisionName, "Apply revision",
 		"Makes a revision of a rollout this device's: loads its staged modules in the rollout's namespace, in place of the rollout's tools, all or none.",
 		protocol.ApplyRevisionSchema)
 }

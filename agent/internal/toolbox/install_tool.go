@@ -39,23 +39,9 @@ func (b *Toolbox) MetaTools(m *computer.Manager) []computer.Tool {
 	return []computer.Tool{&installTool{box: b, computers: m}, &stageModule{box: b}, &applyRevision{box: b, computers: m}}
 }
 
-// metaTool describes a meta tool of the toolbox: an action of the meta
-// namespace.
-func metaTool(name, title, description string, schema map[string]any) protocol.MCPToolInfo {
-	return protocol.MCPToolInfo{
-		ToolKey:     protocol.ToolKey(protocol.ToolAction, name),
-		ToolName:    name,
-		Namespace:   computer.MetaNamespace,
-		ToolType:    protocol.ToolAction,
-		Title:       title,
-		Description: description,
-		InputSchema: schema,
-	}
-}
-
 // Info describes install_tool.
 func (i *installTool) Info() protocol.MCPToolInfo {
-	return metaTool(protocol.InstallToolName, "Install tool",
+	return computer.MetaToolInfo(protocol.InstallToolName, "Install tool",
 		"Installs a signed tool module on this device and loads it; the server's POST /api/devices/{id}/tools sends it.",
 		protocol.InstallToolSchema)
 }

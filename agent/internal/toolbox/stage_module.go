@@ -16,7 +16,7 @@ type stageModule struct{ box *Toolbox }
 
 // Info describes stage_module.
 func (s *stageModule) Info() protocol.MCPToolInfo {
-	return metaTool(protocol.StageModuleName, "Stage module",
+	return computer.MetaToolInfo(protocol.StageModuleName, "Stage module",
 		"Keeps a signed tool module on this device, by its SHA-256, for a rollout's apply_revision to load; it loads nothing.",
 		protocol.StageModuleSchema)
 }

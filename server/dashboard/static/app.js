@@ -94,11 +94,13 @@ function labelText(labels) {
 
 function json(v) { return JSON.stringify(v, null, 2); }
 // short is the end of an id: ids are UUIDv7, whose first digits are the
-// time they were made, the same for every task of a minute.
+// time they were made, the same for every task of a minute. A task's link
+// holds its whole id in its title, and its page in its heading, for
+// aipctl task ID.
 function short(id) { return id ? id.slice(-8) : "–"; }
 function state(s) { return el("span", { class: `badge ${s}` }, s); }
 function deviceLink(id) { return id ? el("a", { href: `#/devices/${encodeURIComponent(id)}` }, id) : "–"; }
-function taskLink(id, text) { return el("a", { href: `#/tasks/${encodeURIComponent(id)}`, class: "mono" }, text || short(id)); }
+function taskLink(id, text) { return el("a", { href: `#/tasks/${encodeURIComponent(id)}`, class: "mono", title: id }, text || short(id)); }
 
 function table(id, headers, rows) {
   return el("table", { id },
@@ -378,7 +380,7 @@ async function taskPage(seq, id) {
   const head = el("div", { class: "card" });
   const body = el("div");
   const log = el("ol", { id: "task-events", class: "events mono" });
-  view.replaceChildren(el("h1", {}, "Task ", el("span", { class: "mono" }, short(id))), head, body,
+  view.replaceChildren(el("h1", {}, "Task ", el("span", { id: "task-id", class: "mono" }, id)), head, body,
     el("h2", {}, "Live events"), log);
   const show = (t) => {
     head.replaceChildren(facts([

@@ -71,6 +71,10 @@ func FuzzDecodeRevocation(f *testing.F) {
 	fuzzDecode(f, Revocation{From: "a", Identity: "ci", TokenIDs: []string{"t1"}})
 }
 
+func FuzzDecodeTaskCancel(f *testing.F) {
+	fuzzDecode(f, TaskCancel{From: "a", ID: "t1", Why: "tasks/cancel by ci"})
+}
+
 func FuzzDecodeDeviceEvent(f *testing.F) {
 	fuzzDecode(f, DeviceEvent{From: "a", DeviceID: "k", What: DeviceRotate})
 }

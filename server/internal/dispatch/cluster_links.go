@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -47,6 +48,9 @@ type proxied struct {
 	from     string
 	deviceID string
 	session  *store.Session
+	// stopped: the node that sent it stopped it since, its task
+	// cancelled; shared by the copies the map holds.
+	stopped *atomic.Bool
 }
 
 // heldLease is a device's lease this node holds, and the subscription
@@ -317,6 +321,7 @@ func (l *ClusterLinks) serve(cmd cluster.Command) cluster.Reply {
 		return cluster.Reply{Outcome: cluster.Offline}
 	}
 	if cmd.Message.Type == protocol.ServerCancelCommand {
+		l.stopped(cmd.Message.ResponseID)
 		if err := sendCancel(at.Link, cmd.Message); err != nil {
 			return cluster.Reply{Outcome: cluster.Failed, Error: err.Error()}
 		}
@@ -333,7 +338,7 @@ func (l *ClusterLinks) serve(cmd cluster.Command) cluster.Reply {
 	}
 	rid := cmd.Message.ResponseID
 	l.mu.Lock()
-	l.proxied[rid] = proxied{from: cmd.From, deviceID: id, session: cmd.Session}
+	l.proxied[rid] = proxied{from: cmd.From, deviceID: id, session: cmd.Session, stopped: &atomic.Bool{}}
 	l.mu.Unlock()
 	time.AfterFunc(cmd.Timeout+l.disp.prepBound+proxiedFor, func() {
 		l.mu.Lock()
@@ -403,11 +408,24 @@ func (l *ClusterLinks) stop(id string, lease int64, m *protocol.ServerMessage) {
 }
 
 // proxiedSession is the session of command rid, if another node sent it
-// here with one.
-func (l *ClusterLinks) proxiedSession(rid string) *store.Session {
+// here with one, and whether that node stopped it since.
+func (l *ClusterLinks) proxiedSession(rid string) (*store.Session, func() bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.proxied[rid].session
+	p, ok := l.proxied[rid]
+	if !ok {
+		return nil, notStopped
+	}
+	return p.session, p.stopped.Load
+}
+
+// stopped notes that the node that sent command rid here stopped it.
+func (l *ClusterLinks) stopped(rid string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p, ok := l.proxied[rid]; ok {
+		p.stopped.Store(true)
+	}
 }
 
 // recordedHere passes results recorded here, for a command that does not

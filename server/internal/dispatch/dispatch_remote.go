@@ -335,7 +335,7 @@ func (d *Dispatcher) recordedElsewhere(r cluster.Recorded) {
 	rec.Results, rec.Status = r.Results, store.CommandDone
 	if cmd.session != nil && !r.SessionEnded {
 		err := d.unrecorded.Record(context.Background(), unrecorded.Write{What: "end of the session of command " + rec.ResponseID, Size: unrecorded.FailureBytes,
-			Fn: func(tx *store.Tx) error { return d.endSession(tx, cmd.session, rec) }})
+			Fn: func(tx *store.Tx) error { return d.endSession(tx, cmd.session, rec, cmd.stopped.Load()) }})
 		if err != nil {
 			cmd.log.Error("session end not recorded", "err", err)
 		}

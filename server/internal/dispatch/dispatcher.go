@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
@@ -52,10 +53,11 @@ type Dispatcher struct {
 	// not take them, ended: deliver's error for them.
 	answer func(deviceID string, m *protocol.ClientMessage, err error)
 	// sessionEnd is the row of the session a single command makes up as
-	// it ends with the command rec: the front door's judgement of it
-	// (tasks.CommandOutcome), which the dispatcher records with the command's
-	// outcome (RATIONALE.md, "One straight path for a command").
-	sessionEnd func(row store.Session, rec store.Command) (store.Session, error)
+	// it ends with the command rec, stopped if its task was cancelled
+	// (Stop): the front door's judgement of it (tasks.CommandOutcome),
+	// which the dispatcher records with the command's outcome
+	// (RATIONALE.md, "One straight path for a command").
+	sessionEnd func(row store.Session, rec store.Command, stopped bool) (store.Session, error)
 	log        *slog.Logger
 	// frameCap is the largest frame a link carries.
 	frameCap int64
@@ -104,6 +106,9 @@ type Command struct {
 	failed   string // why there are no device results, or ""
 	recorded bool   // the store holds this outcome
 	fenced   bool   // another node adopted its session: see fence
+	// stopped: its task was cancelled, and it with it (Stop); its
+	// session ends cancelled rather than failed.
+	stopped atomic.Bool
 
 	// Guarded by dispatcher.mu.
 	sentOn *Link // the link it was sent on; nil once that link dropped
@@ -157,7 +162,7 @@ func (c *Command) ResponseID() string { return c.rec.ResponseID }
 
 // result is how cmd ended, once done is closed.
 func (c *Command) result() Result {
-	r := Result{ResponseID: c.rec.ResponseID, Results: c.results, Recorded: c.recorded}
+	r := Result{ResponseID: c.rec.ResponseID, Results: c.results, Recorded: c.recorded, Stopped: c.stopped.Load()}
 	if c.fenced {
 		r.Err = fmt.Errorf("%s: %w", c.failed, store.ErrAdopted)
 	}
@@ -166,7 +171,7 @@ func (c *Command) result() Result {
 
 func NewDispatcher(st *store.Store, u *unrecorded.Writes, reg *Registry, mx *metrics.Metrics,
 	answer func(deviceID string, m *protocol.ClientMessage, err error),
-	sessionEnd func(store.Session, store.Command) (store.Session, error), log *slog.Logger, frameCap int64, prepBound time.Duration) *Dispatcher {
+	sessionEnd func(store.Session, store.Command, bool) (store.Session, error), log *slog.Logger, frameCap int64, prepBound time.Duration) *Dispatcher {
 	return &Dispatcher{store: st, unrecorded: u, reg: reg, metrics: mx, answer: answer, sessionEnd: sessionEnd, log: log, frameCap: frameCap, prepBound: prepBound,
 		remote: SingleNode{}, pending: map[string]*Command{}}
 }
@@ -560,6 +565,7 @@ func (d *Dispatcher) Stop(responseID, why string) {
 	var lease int64
 	if cmd != nil {
 		c, lease = cmd.sentOn, cmd.elsewhere.lease
+		cmd.stopped.Store(true)
 	}
 	d.mu.Unlock()
 	m := &protocol.ServerMessage{Type: protocol.ServerCancelCommand, Status: protocol.StatusOK, ResponseID: responseID, Error: why, Timestamp: protocol.Now()}
@@ -752,7 +758,7 @@ func (d *Dispatcher) fail(cmd *Command, reason string) {
 			if err != nil {
 				return err
 			}
-			return d.endSession(tx, cmd.session, rec)
+			return d.endSession(tx, cmd.session, rec, cmd.stopped.Load())
 		}})
 	switch {
 	case errors.Is(err, store.ErrAdopted):
@@ -769,15 +775,15 @@ func (d *Dispatcher) fail(cmd *Command, reason string) {
 }
 
 // endSession ends session, the row of the session a command alone makes
-// up, if there is one, with the outcome rec that tx records; a session
-// that has already ended keeps its end. The session's row is on record:
-// run recorded it with its command, before the command could have any
-// outcome.
-func (d *Dispatcher) endSession(tx *store.Tx, session *store.Session, rec store.Command) error {
+// up, if there is one, with the outcome rec that tx records, stopped if
+// its task was cancelled; a session that has already ended keeps its
+// end. The session's row is on record: run recorded it with its command,
+// before the command could have any outcome.
+func (d *Dispatcher) endSession(tx *store.Tx, session *store.Session, rec store.Command, stopped bool) error {
 	if session == nil {
 		return nil
 	}
-	row, err := d.sessionEnd(*session, rec)
+	row, err := d.sessionEnd(*session, rec, stopped)
 	if err != nil {
 		return err
 	}
@@ -906,10 +912,11 @@ func (d *Dispatcher) Deliver(c *Link, m *protocol.ClientMessage) error {
 	// durable write, as for a command asked here.
 	waiting := d.waiting(rid)
 	var session *store.Session
+	var stopped func() bool
 	if waiting != nil {
-		session = waiting.session
+		session, stopped = waiting.session, waiting.stopped.Load
 	} else {
-		session = d.remote.proxiedSession(rid)
+		session, stopped = d.remote.proxiedSession(rid)
 	}
 	var rec store.Command
 	err := d.store.Write(context.Background(), func(tx *store.Tx) (err error) {
@@ -921,7 +928,7 @@ func (d *Dispatcher) Deliver(c *Link, m *protocol.ClientMessage) error {
 		if err != nil {
 			return err
 		}
-		return d.endSession(tx, session, rec)
+		return d.endSession(tx, session, rec, stopped())
 	})
 	if errors.Is(err, store.ErrUnavailable) {
 		return d.keepResults(c.ID, m, err)

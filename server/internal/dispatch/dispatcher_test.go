@@ -27,7 +27,7 @@ func newTestDispatcher(t *testing.T) (*Dispatcher, *Registry, *store.Store) {
 	u := unrecorded.New(st, unrecorded.DefaultMaxWrites, unrecorded.DefaultMaxBytes, func() {}, log)
 	t.Cleanup(u.Close)
 	reg := NewRegistry(time.Minute, func(string) {})
-	end := func(row store.Session, rec store.Command) (store.Session, error) {
+	end := func(row store.Session, rec store.Command, _ bool) (store.Session, error) {
 		row.State = "completed"
 		row.Result, err = json.Marshal(rec.Results)
 		return row, err

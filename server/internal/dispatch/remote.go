@@ -34,8 +34,9 @@ type remote interface {
 	// node sent here back to it, and reports whether rid was one.
 	refusedHere(deviceID, rid, why string) bool
 	// proxiedSession is the session that command rid alone makes up, for
-	// a command another node sent here with it; nil if none.
-	proxiedSession(rid string) *store.Session
+	// a command another node sent here with it (nil if none), and whether
+	// that node stopped it since, its task cancelled.
+	proxiedSession(rid string) (*store.Session, func() bool)
 	// recordedHere passes results recorded here to the node that sent
 	// their command, if another did.
 	recordedHere(rec store.Command, sessionEnded bool)
@@ -101,7 +102,7 @@ func (SingleNode) where(_ string, at Whereabouts, _ *store.DeviceLease) Whereabo
 func (SingleNode) send(*Command, string, int64)                                     {}
 func (SingleNode) stop(string, int64, *protocol.ServerMessage)                      {}
 func (SingleNode) refusedHere(string, string, string) bool                          { return false }
-func (SingleNode) proxiedSession(string) *store.Session                             { return nil }
+func (SingleNode) proxiedSession(string) (*store.Session, func() bool)              { return nil, notStopped }
 func (SingleNode) recordedHere(store.Command, bool)                                 {}
 func (SingleNode) preparingHere(string, string, protocol.Preparing)                 {}
 func (SingleNode) unrecordedHere(string, string, string) bool                       { return false }

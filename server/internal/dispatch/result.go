@@ -19,6 +19,8 @@ type Result struct {
 	// Recorded: the store holds this outcome, and the end of the session
 	// the command alone makes up (see commandSpec.session).
 	Recorded bool
+	// Stopped: its task was cancelled, and the command with it (Stop).
+	Stopped bool
 }
 
 // Failure says why the command did not succeed, or is "" if every action
@@ -37,3 +39,6 @@ func (r Result) Status() string {
 	}
 	return api.StepFailure
 }
+
+// notStopped is the stopped of a command no task cancelled.
+func notStopped() bool { return false }

@@ -113,6 +113,7 @@ type API struct {
 	tasks      *taskHandlers
 	identities *identityHandlers
 	rollouts   *rolloutHandlers
+	releases   *releaseHandlers
 	node       *nodeHandlers
 	// pprof, webSocket and mcp are Config's Pprof, WebSocket and MCP.
 	pprof          bool
@@ -135,6 +136,7 @@ func New(cfg Config) *API {
 		devices: devices,
 		rollouts: &rolloutHandlers{log: log, store: cfg.Store, rollouts: cfg.Rollouts, devices: devices,
 			relabelled: cfg.Relabelled},
+		releases: &releaseHandlers{log: log, store: cfg.Store},
 		tasks: &taskHandlers{log: log, store: cfg.Store, auth: cfg.Auth, tasks: cfg.Tasks,
 			inScope: cfg.InScope, registry: cfg.Registry, keys: keys,
 			limits: cfg.Limits, keepalive: cmp.Or(cfg.EventsKeepalive, 15*time.Second)},

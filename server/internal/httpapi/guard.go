@@ -70,9 +70,9 @@ func (g *gate) admit(w http.ResponseWriter, r *http.Request) (*identity.Caller, 
 	switch {
 	case errors.Is(err, identity.ErrWrongToken):
 		g.authFailed(src, metrics.SurfaceAPI, identity.RequestToken(r, false))
-		writeError(w, http.StatusUnauthorized, err.Error())
+		unauthorized(w, err.Error())
 	case errors.Is(err, identity.ErrNoCredentials), errors.Is(err, identity.ErrNoLogin):
-		writeError(w, http.StatusUnauthorized, err.Error())
+		unauthorized(w, err.Error())
 	case errors.Is(err, errForbiddenOrigin):
 		forbid(g.log, w, r, err)
 	case err != nil:
@@ -181,4 +181,14 @@ func (g *gate) fromDashboard(r *http.Request) error {
 		return fmt.Errorf("%w (%w)", errForbiddenOrigin, err)
 	}
 	return nil
+}
+
+// unauthorized answers 401 saying msg, with the challenge RFC 6750 asks
+// of a Bearer resource: an MCP client (the Inspector) reads the
+// challenge, and without one took the server for an OAuth one and asked
+// for a TTY instead of showing msg. No realm but the server's is offered:
+// its tokens are its own, not an authorization server's.
+func unauthorized(w http.ResponseWriter, msg string) {
+	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="aip-server", error="invalid_token", error_description=%q`, msg))
+	writeError(w, http.StatusUnauthorized, msg)
 }

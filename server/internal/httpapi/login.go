@@ -54,7 +54,7 @@ func (h *identityHandlers) login(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, identity.ErrWrongToken):
 		h.gate.authFailed(src, metrics.SurfaceLogin, req.Token)
 		h.log.Warn("dashboard login refused", "remote", r.RemoteAddr)
-		writeError(w, http.StatusUnauthorized, "wrong operator token")
+		writeError(w, http.StatusUnauthorized, err.Error()) // a revoked token is told so (identity.RevokedError)
 		return
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err.Error())

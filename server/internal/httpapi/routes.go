@@ -79,6 +79,8 @@ func (a *API) Routes() []Route {
 		route("PATCH", "/api/devices/{id}/labels", a.rollouts.label),
 		route("GET", "/api/audit", a.devices.audit),
 		route("PUT", "/api/modules/{sha256}", a.rollouts.putModule),
+		route("GET", "/api/releases", a.releases.list),
+		route("PUT", "/api/releases/{sha256}", a.releases.publish),
 		route("GET", "/api/rollouts", a.rollouts.list),
 		route("POST", "/api/rollouts", a.rollouts.apply),
 		route("GET", "/api/rollouts/{name}", a.rollouts.status),

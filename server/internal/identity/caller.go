@@ -93,7 +93,7 @@ var (
 )
 
 // CallerByToken finds the identity token belongs to: ErrWrongToken if
-// none. A token found is kept in the cache of callers until its identity
+// none (a RevokedError if it was revoked). A token found is kept in the cache of callers until its identity
 // is revoked, it expires, or the cache's time for it is up.
 func (a *Authority) CallerByToken(ctx context.Context, token string) (*Caller, error) {
 	hash, now := HashToken(token), a.now()
@@ -104,7 +104,7 @@ func (a *Authority) CallerByToken(ctx context.Context, token string) (*Caller, e
 	id, tok, err := a.store.Identities().TokenByHash(ctx, hash)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, ErrWrongToken
+		return nil, a.wrongOrRevoked(ctx, hash)
 	case err != nil:
 		return nil, err
 	case !sameHash(tok.Hash, hash):

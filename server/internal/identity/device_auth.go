@@ -23,9 +23,9 @@ type Principal struct {
 }
 
 // authError is a refused connection's reason, as the server logs it, and
-// what the client is told: a refused token learns nothing, a refused
-// certificate why, since only a holder of a certificate the server's CAs
-// signed can get that far. A failed one is a token no one holds (any
+// what the client is told: a refused token learns nothing, unless it was
+// revoked (RevokedError), a refused certificate why, since only a holder
+// of a certificate the server's CAs signed can get that far. A failed one is a token no one holds (any
 // more): it is ErrWrongToken, and counts toward its source's limit of
 // failures.
 type authError struct {
@@ -126,7 +126,11 @@ func (a *Authority) authByToken(ctx context.Context, token string) (Principal, e
 // constellation client.
 func (a *Authority) authOperator(ctx context.Context, token string) (Principal, error) {
 	c, err := a.CallerByToken(ctx, token)
-	if errors.Is(err, ErrWrongToken) {
+	var revoked *RevokedError
+	switch {
+	case errors.As(err, &revoked):
+		return Principal{}, &authError{err: revoked, public: revoked.Error(), failed: true}
+	case errors.Is(err, ErrWrongToken):
 		return Principal{}, wrongToken(errors.New("unknown token: no device's, and no live operator token"))
 	}
 	if err != nil {

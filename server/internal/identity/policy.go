@@ -86,9 +86,12 @@ var policy = map[string]Rule{
 	"GET /api/rollouts":                {Role: access.Viewer, Scope: InHandler},
 	"GET /api/rollouts/{name}":         {Role: access.Viewer, Scope: InHandler},
 	"GET /api/rollouts/{name}/history": {Role: access.Viewer, Scope: InHandler},
+	// Releases are builds of the agent, no device's.
+	"GET /api/releases": {Role: access.Viewer, Scope: NoObject},
 	// A rollout reaches the devices that gain its labels later, beyond
 	// what a scope can check when it is applied.
 	"PUT /api/modules/{sha256}":                       {Role: access.Deployer, Scope: WholeFleet},
+	"PUT /api/releases/{sha256}":                      {Role: access.Deployer, Scope: WholeFleet},
 	"POST /api/rollouts":                              {Role: access.Deployer, Scope: WholeFleet},
 	"POST /api/rollouts/{name}/pause":                 {Role: access.Deployer, Scope: WholeFleet},
 	"POST /api/rollouts/{name}/resume":                {Role: access.Deployer, Scope: WholeFleet},

@@ -54,28 +54,43 @@ func (l *callLimits) take(now time.Time) (release func(), limit string, err erro
 // limits, then the call, counted in the metrics by its outcome.
 func (v *view) counted(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		tool := req.Params.Name
-		v.mu.Lock()
-		if _, ok := v.direct[tool]; ok {
-			tool = mcpDeviceTool
-		}
-		v.mu.Unlock()
-		release, limit, err := v.limits.take(time.Now())
+		tool, release, err := v.takeCall(req.Params.Name)
 		if err != nil {
-			v.g.cfg.Metrics.MCPLimited(limit)
-			v.g.cfg.Metrics.MCPCall(tool, metrics.MCPFailed)
 			return refused(err)
 		}
 		defer release()
 		res, err := next(ctx, req)
-		outcome := metrics.MCPResult
-		switch {
-		case err != nil:
-			outcome = metrics.MCPError
-		case res != nil && res.IsError:
-			outcome = metrics.MCPFailed
-		}
-		v.g.cfg.Metrics.MCPCall(tool, outcome)
+		v.countCall(tool, res, err)
 		return res, err
 	}
+}
+
+// takeCall admits a call of tool name within the identity's limits, or
+// counts it refused and says why; release ends it. tool is the name the
+// metrics know it by.
+func (v *view) takeCall(name string) (tool string, release func(), err error) {
+	tool = name
+	v.mu.Lock()
+	if _, ok := v.direct[name]; ok {
+		tool = mcpDeviceTool
+	}
+	v.mu.Unlock()
+	release, limit, err := v.limits.take(time.Now())
+	if err != nil {
+		v.g.cfg.Metrics.MCPLimited(limit)
+		v.g.cfg.Metrics.MCPCall(tool, metrics.MCPFailed)
+	}
+	return tool, release, err
+}
+
+// countCall counts a call of tool, which answered res or err.
+func (v *view) countCall(tool string, res *mcp.CallToolResult, err error) {
+	outcome := metrics.MCPResult
+	switch {
+	case err != nil:
+		outcome = metrics.MCPError
+	case res != nil && res.IsError:
+		outcome = metrics.MCPFailed
+	}
+	v.g.cfg.Metrics.MCPCall(tool, outcome)
 }

@@ -6,31 +6,22 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgeaip/edgeaip/internal/mcptool"
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/tasks"
 	"github.com/mark3labs/mcp-go/mcp"
-	mcpserver "github.com/mark3labs/mcp-go/server"
 )
-
-// progressEvery is how often a call that is still running tells its
-// client so.
-const progressEvery = time.Second
 
 // following is a task an MCP request waits on: its events, which become
 // progress notifications, and what to cancel if the client cancels.
 type following struct {
-	ctx    context.Context
-	token  mcp.ProgressToken // nil: the client asked for no progress
-	events chan api.TaskEvent
-	sent   float64
+	ctx      context.Context
+	progress *mcptool.Progress
+	events   chan api.TaskEvent
 }
 
 func newFollowing(ctx context.Context, req mcp.CallToolRequest) *following {
-	f := &following{ctx: ctx, events: make(chan api.TaskEvent, 64)}
-	if req.Params.Meta != nil {
-		f.token = req.Params.Meta.ProgressToken
-	}
-	return f
+	return &following{ctx: ctx, progress: mcptool.NewProgress(ctx, req), events: make(chan api.TaskEvent, 64)}
 }
 
 // tee takes a task event; it never blocks the session that emits it.
@@ -39,21 +30,6 @@ func (f *following) tee(e api.TaskEvent) {
 	case f.events <- e:
 	default:
 	}
-}
-
-// progress sends a progress notification saying msg, if the client asked
-// for them.
-func (f *following) progress(msg string) {
-	if f.token == nil {
-		return
-	}
-	f.sent++
-	srv := mcpserver.ServerFromContext(f.ctx)
-	if srv == nil {
-		return
-	}
-	srv.SendNotificationToClient(f.ctx, string(mcp.MethodNotificationProgress),
-		map[string]any{"progressToken": f.token, "progress": f.sent, "message": msg})
 }
 
 // eventText is a task event as a progress message.
@@ -77,7 +53,7 @@ func eventText(e api.TaskEvent) string {
 }
 
 // wait waits for done, sending progress from the task's events and every
-// progressEvery while it runs. If the client cancels (ctx ends), task id
+// mcptool.ProgressEvery while it runs. If the client cancels (ctx ends), task id
 // is cancelled, with the tool call its device runs, and wait still waits
 // for done: the task's end is recorded either way; a task that has not
 // started yet is cancelled as soon as it has. If the server ends the
@@ -85,7 +61,7 @@ func eventText(e api.TaskEvent) string {
 // request must end within a second, and a device that does not answer
 // the cancellation holds the task for cancelGrace.
 func (f *following) wait(g *Gateway, done <-chan struct{}, id string) (cancelled bool) {
-	tick := time.NewTicker(progressEvery)
+	tick := time.NewTicker(mcptool.ProgressEvery)
 	defer tick.Stop()
 	started := time.Now()
 	var why string // a cancellation not yet delivered
@@ -98,9 +74,9 @@ func (f *following) wait(g *Gateway, done <-chan struct{}, id string) (cancelled
 			f.flush()
 			return cancelled
 		case e := <-f.events:
-			f.progress(eventText(e))
+			f.progress.Send(eventText(e))
 		case now := <-tick.C:
-			f.progress(fmt.Sprintf("running, %s", now.Sub(started).Round(time.Second)))
+			f.progress.Running(now, started)
 		case <-f.ctx.Done():
 			reason, byServer := cancelReason(f.ctx)
 			if byServer {
@@ -111,6 +87,7 @@ func (f *following) wait(g *Gateway, done <-chan struct{}, id string) (cancelled
 				cancelled, why = true, reason
 			}
 			f.ctx = context.WithoutCancel(f.ctx)
+			f.progress.Detach()
 		}
 	}
 }
@@ -121,7 +98,7 @@ func (f *following) flush() {
 	for {
 		select {
 		case e := <-f.events:
-			f.progress(eventText(e))
+			f.progress.Send(eventText(e))
 		default:
 			return
 		}

@@ -83,6 +83,7 @@ type Gateway struct {
 	views map[string]*view // by viewKey
 
 	changed chan struct{} // devices came, went or changed their tools
+	offline offlineExpiry // refreshes the views as offline devices' tools go
 }
 
 // view is what one identity (with one role and scope) sees.
@@ -98,6 +99,10 @@ type view struct {
 	// tokens are the ids of the identity's tokens that used the view,
 	// under g.mu: it is dropped once they are all revoked.
 	tokens map[string]struct{}
+
+	// clients are the view's registered sessions, by id: a task's
+	// notifications go to the session that asked for it.
+	clients sync.Map
 
 	mu     sync.Mutex
 	who    *identity.Caller
@@ -190,10 +195,22 @@ func (g *Gateway) Revoked(rev identity.Revocation) {
 func (g *Gateway) newView(c *identity.Caller) *view {
 	v := &view{g: g, who: c, tokens: map[string]struct{}{}, limits: newCallLimits(g.cfg.Options.CallsPerMinute, g.cfg.Options.CallsAtOnce)}
 	hooks := &mcpserver.Hooks{}
-	hooks.AddOnRegisterSession(func(context.Context, mcpserver.ClientSession) { g.cfg.Metrics.MCPSessions(1) })
-	hooks.AddOnUnregisterSession(func(context.Context, mcpserver.ClientSession) { g.cfg.Metrics.MCPSessions(-1) })
+	hooks.AddOnRegisterSession(func(_ context.Context, s mcpserver.ClientSession) {
+		g.cfg.Metrics.MCPSessions(1)
+		v.clients.Store(s.SessionID(), s)
+	})
+	hooks.AddOnUnregisterSession(func(_ context.Context, s mcpserver.ClientSession) {
+		g.cfg.Metrics.MCPSessions(-1)
+		v.clients.Delete(s.SessionID())
+	})
 	v.mcp = mcpserver.NewMCPServer("aip-server", version.Version(),
 		mcpserver.WithToolCapabilities(true),
+		// Served by taskMethods, over our tasks, not by mcp-go.
+		mcpserver.WithTaskCapabilities(true, true, true),
+		mcpserver.WithExtensions(map[string]any{tasksExtension: map[string]any{}}),
+		// A page of tools/list, with a cursor to the next: 50 devices with
+		// --mcp-direct-tools 100 listed 114 tools, 28 KB, in one answer.
+		mcpserver.WithPaginationLimit(g.cfg.Options.ToolsPageSize),
 		mcpserver.WithInstructions(mcpInstructions),
 		mcpserver.WithToolHandlerMiddleware(v.counted),
 		mcpserver.WithHooks(hooks))
@@ -210,7 +227,7 @@ func (g *Gateway) newView(c *identity.Caller) *view {
 		opts = append(opts, mcpserver.WithSessionIdleTTL(ttl), mcpserver.WithHeartbeatInterval(ttl/3))
 	}
 	v.http = mcpserver.NewStreamableHTTPServer(v.mcp, opts...)
-	v.serve = g.sessions.Guard(c.Name, hooks, v.http)
+	v.serve = g.sessions.Guard(c.Name, hooks, v.taskMethods(v.http))
 	return v
 }
 
@@ -218,6 +235,7 @@ func (g *Gateway) newView(c *identity.Caller) *view {
 // and every view's sessions, and its idle sweeper; RefreshViews returns.
 func (g *Gateway) Close() {
 	g.once.Do(func() { close(g.stop) })
+	g.offline.stop()
 	g.mu.Lock()
 	views := slices.Collect(maps.Values(g.views))
 	clear(g.views)
@@ -249,10 +267,11 @@ func (v *view) refresh(ctx context.Context) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	tools := v.fixedTools()
-	direct, err := v.g.directTools(ctx, v.who)
+	direct, expires, err := v.g.directTools(ctx, v.who)
 	if err != nil {
 		v.g.log.Warn("direct tools not listed", "identity", v.who.Name, "err", err)
 	}
+	v.g.offline.after(expires, v.g.DevicesChanged)
 	names := make([]mcp.Tool, 0, len(tools)+len(direct))
 	v.direct = map[string]directTarget{}
 	for _, t := range tools {
@@ -261,7 +280,11 @@ func (v *view) refresh(ctx context.Context) {
 	for _, d := range direct {
 		v.direct[d.tool.Name] = d
 		names = append(names, d.tool)
-		tools = append(tools, mcpserver.ServerTool{Tool: d.tool, Handler: v.callDirect})
+		tools = append(tools, mcpserver.ServerTool{Tool: d.tool, Handler: v.callDeviceTool})
+	}
+	for i := range tools {
+		tools[i].Tool = v.withTaskSupport(tools[i].Tool)
+		names[i] = tools[i].Tool
 	}
 	if v.served != nil && reflect.DeepEqual(names, v.served) {
 		return

@@ -1,6 +1,10 @@
 package mcpgateway
 
-import "time"
+import (
+	"time"
+
+	"github.com/edgeaip/edgeaip/server/plan"
+)
 
 // Options tunes the MCP gateway. The zero value gives the defaults.
 type Options struct {
@@ -8,6 +12,13 @@ type Options struct {
 	// enrolled devices also sees each of their tools as a tool of its own,
 	// DEVICE__TOOL. Default 8; negative: never.
 	DirectTools int
+	// OfflineToolsGrace: a device's DEVICE__TOOL tools stay listed, said
+	// to be offline since it was last heard from, for this long after it
+	// was. Default 24 hours; negative: they go as the device does.
+	OfflineToolsGrace time.Duration
+	// ToolsPageSize is how many tools a page of tools/list holds; the
+	// next is had with its cursor. Default 50.
+	ToolsPageSize int
 	// CallsPerMinute and CallsAtOnce bound one identity's tool calls.
 	// Defaults 120 and 8.
 	CallsPerMinute int
@@ -27,11 +38,21 @@ type Options struct {
 	// busy (internal/mcpsessions). Defaults 256 and 4096.
 	MaxSessionsPerIdentity int
 	MaxSessions            int
+	// TaskMaxTTL bounds the ttl of a call run as an MCP task, which is
+	// how long it may wait for its device and run: a client asking for
+	// more gets this. Default 24 hours, the longest a command may take.
+	TaskMaxTTL time.Duration
 }
 
 func (c *Options) setDefaults() {
 	if c.DirectTools == 0 {
 		c.DirectTools = 8
+	}
+	if c.OfflineToolsGrace == 0 {
+		c.OfflineToolsGrace = 24 * time.Hour
+	}
+	if c.ToolsPageSize <= 0 {
+		c.ToolsPageSize = 50
 	}
 	if c.CallsPerMinute <= 0 {
 		c.CallsPerMinute = 120
@@ -47,6 +68,9 @@ func (c *Options) setDefaults() {
 	}
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = 4096
+	}
+	if c.TaskMaxTTL <= 0 || c.TaskMaxTTL > plan.MaxTimeout {
+		c.TaskMaxTTL = plan.MaxTimeout
 	}
 	if c.SessionIdleTTL == 0 {
 		c.SessionIdleTTL = 30 * time.Minute

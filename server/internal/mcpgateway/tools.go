@@ -41,34 +41,35 @@ func (v *view) fixedTools() []mcpserver.ServerTool {
 	all := []mcpserver.ServerTool{
 		{Tool: mcp.NewTool(mcpListDevices,
 			mcp.WithDescription("Lists the devices you may use: id, whether online, labels, platform and how many tools."),
-			mcp.WithReadOnlyHintAnnotation(true)), Handler: v.listDevices},
+			hints("List devices", true, false, true, false), outputSchema(devicesSchema)), Handler: v.listDevices},
 		{Tool: mcp.NewTool(mcpListDeviceTools,
 			mcp.WithDescription("Lists a device's tools: name, tool_type, namespace, description and input schema."),
 			mcp.WithString("device", mcp.Required(), mcp.Description("the device id")),
-			mcp.WithReadOnlyHintAnnotation(true)), Handler: v.listDeviceTools},
+			hints("List a device's tools", true, false, true, false), outputSchema(deviceToolsSchema)), Handler: v.listDeviceTools},
 		{Tool: mcp.NewTool(mcpCallDeviceTool,
 			mcp.WithDescription("Calls one tool on one device, in its sandbox, and returns the AIP Result: status, result or error, and usage (fuel, wall time). Sends progress while it runs."),
 			mcp.WithString("device", mcp.Required(), mcp.Description("the device id")),
 			mcp.WithString("tool", mcp.Required(), mcp.Description("the tool's name, as list_device_tools gives it")),
 			mcp.WithString("tool_type", mcp.Enum("data_collection", "action"), mcp.Description("the tool's type, when the device has the name under both")),
 			mcp.WithObject("arguments", mcp.Description("the tool's parameters, as its input schema says")),
-			mcp.WithString("timeout", mcp.Description("how long the call may take, e.g. 30s (default 60s, at most 24h)")),
-			mcp.WithDestructiveHintAnnotation(true)), Handler: v.callDeviceTool},
+			mcp.WithString("timeout", mcp.Description("how long the call may take, e.g. 30s (default 60s, at most 24h), waiting for the device included")),
+			mcp.WithBoolean("wait_for_device", mcp.Description("if the device is offline, wait, within the timeout, for it to link again, rather than fail at once (default false)")),
+			hints("Call a device's tool", false, true, false, true), mcp.WithRawOutputSchema(mcptool.ResultSchema(nil))), Handler: v.callDeviceTool},
 		{Tool: mcp.NewTool(mcpDispatchPlan,
 			mcp.WithDescription("Runs a plan (steps of tool calls) on one device, or on every device with the given labels, as a task; waits for it to end, with progress, unless wait is false. A plan: {\"steps\": [{\"tool\": \"hash_file\", \"parameters\": {...}}]}."),
 			mcp.WithString("device", mcp.Description("the device id; or give labels")),
 			mcp.WithObject("labels", mcp.Description("run on every device with these labels, e.g. {\"site\": \"lobby\"}")),
 			mcp.WithAny("plan", mcp.Required(), mcp.Description("the plan: an object, or its YAML or JSON as a string")),
 			mcp.WithBoolean("wait", mcp.Description("wait for the task to end (default true)")),
-			mcp.WithDestructiveHintAnnotation(true)), Handler: v.dispatchPlan},
+			hints("Run a plan", false, true, false, true), outputSchema(planSchema)), Handler: v.dispatchPlan},
 		{Tool: mcp.NewTool(mcpGetTask,
 			mcp.WithDescription("Reads a task: its state, steps and results."),
 			mcp.WithString("id", mcp.Required(), mcp.Description("the task id (session_id)")),
-			mcp.WithReadOnlyHintAnnotation(true)), Handler: v.getTask},
+			hints("Read a task", true, false, true, false), outputSchema(taskSchema)), Handler: v.getTask},
 		{Tool: mcp.NewTool(mcpCancelTask,
 			mcp.WithDescription("Cancels a running task, and the tool call it is running on its device."),
 			mcp.WithString("id", mcp.Required(), mcp.Description("the task id (session_id)")),
-			mcp.WithDestructiveHintAnnotation(true)), Handler: v.cancelTask},
+			hints("Cancel a task", false, true, true, false), outputSchema(taskSchema)), Handler: v.cancelTask},
 	}
 	var out []mcpserver.ServerTool
 	for _, t := range all {
@@ -152,45 +153,74 @@ func (v *view) deviceInScope(ctx context.Context, id string) error {
 	return err
 }
 
-func (v *view) callDeviceTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// deviceCall is a call of one device's tool, as a tool call asks it:
+// its device, its action, its timeout as given (empty: the default), and
+// whether it waits for its device if that is offline.
+type deviceCall struct {
+	device  string
+	action  protocol.Command
+	timeout string
+	wait    bool
+}
+
+// callOf reads the device call req asks for: call_device_tool's
+// arguments, or a DEVICE__TOOL's, which are the tool's parameters.
+func (v *view) callOf(req mcp.CallToolRequest) (deviceCall, error) {
+	if req.Params.Name != mcpCallDeviceTool {
+		v.mu.Lock()
+		d, ok := v.direct[req.Params.Name]
+		v.mu.Unlock()
+		if !ok {
+			return deviceCall{}, fmt.Errorf("no tool %q: the device or its tool is gone; list the tools again", req.Params.Name)
+		}
+		return deviceCall{device: d.device, action: protocol.Command{ToolName: d.info.ToolName, ToolType: d.info.ToolType, Parameters: req.GetArguments()}}, nil
+	}
 	args := req.GetArguments()
 	params, ok := args["arguments"].(map[string]any)
 	if !ok && args["arguments"] != nil {
-		return refused(fmt.Errorf(`argument "arguments": want an object, got %T`, args["arguments"]))
+		return deviceCall{}, fmt.Errorf(`argument "arguments": want an object, got %T`, args["arguments"])
 	}
 	action := protocol.Command{ToolName: req.GetString("tool", ""), ToolType: protocol.ToolType(req.GetString("tool_type", "")), Parameters: params}
-	return v.runTool(ctx, req, req.GetString("device", ""), action, req.GetString("timeout", ""))
-}
-
-// callDirect is a DEVICE__TOOL tool: its arguments are the tool's
-// parameters.
-func (v *view) callDirect(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	v.mu.Lock()
-	d, ok := v.direct[req.Params.Name]
-	v.mu.Unlock()
-	if !ok {
-		return refused(fmt.Errorf("no tool %q: the device or its tool is gone; list the tools again", req.Params.Name))
+	wait, ok := args["wait_for_device"].(bool)
+	if !ok && args["wait_for_device"] != nil {
+		return deviceCall{}, fmt.Errorf(`argument "wait_for_device": want a boolean, got %T`, args["wait_for_device"])
 	}
-	action := protocol.Command{ToolName: d.info.ToolName, ToolType: d.info.ToolType, Parameters: req.GetArguments()}
-	return v.runTool(ctx, req, d.device, action, "")
+	return deviceCall{device: req.GetString("device", ""), action: action, timeout: req.GetString("timeout", ""), wait: wait}, nil
 }
 
-// runTool runs action on device as a single command, as POST
-// /api/devices/{id}/commands does: admitted, recorded, audited under the
-// caller, with progress while it runs and cancelled with the request.
-func (v *view) runTool(ctx context.Context, req mcp.CallToolRequest, device string, action protocol.Command, timeoutText string) (*mcp.CallToolResult, error) {
-	if err := v.deviceInScope(ctx, device); err != nil {
+// callDeviceTool is call_device_tool, and each DEVICE__TOOL tool.
+func (v *view) callDeviceTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	c, err := v.callOf(req)
+	if err != nil {
 		return refused(err)
 	}
-	f := newFollowing(ctx, req)
+	return v.runTool(ctx, req, c)
+}
+
+// admitCall checks c for the caller in ctx and admits it as a single
+// command (the front door's AdmitCommand), with timeout, waiting for its
+// device if wait, its events given to tee. Nothing is recorded or sent.
+func (v *view) admitCall(ctx context.Context, c deviceCall, timeout string, wait bool, tee func(api.TaskEvent)) (tasks.AdmittedCommand, error) {
+	if err := v.deviceInScope(ctx, c.device); err != nil {
+		return tasks.AdmittedCommand{}, err
+	}
 	cmd, err := v.g.cfg.Tasks.AdmitCommand(tasks.CommandTask{
-		Asker: tasks.Asker{Who: identity.CallerIn(ctx), Kind: api.RequesterMCP}, Device: device, Actions: []protocol.Command{action},
-		Timeout: cmp.Or(timeoutText, defaultMCPTimeout.String()), TimeoutArg: `argument "timeout"`, Tee: f.tee,
+		Asker: tasks.Asker{Who: identity.CallerIn(ctx), Kind: api.RequesterMCP}, Device: c.device, Actions: []protocol.Command{c.action},
+		Timeout: timeout, TimeoutArg: `argument "timeout"`, WaitForDevice: wait, Tee: tee,
 	})
 	var bad *tasks.InvalidActions
 	if errors.As(err, &bad) {
 		err = fmt.Errorf("argument %w", bad.Err)
 	}
+	return cmd, err
+}
+
+// runTool runs c as a single command, as POST
+// /api/devices/{id}/commands does: admitted, recorded, audited under the
+// caller, with progress while it runs and cancelled with the request.
+func (v *view) runTool(ctx context.Context, req mcp.CallToolRequest, c deviceCall) (*mcp.CallToolResult, error) {
+	f := newFollowing(ctx, req)
+	cmd, err := v.admitCall(ctx, c, cmp.Or(c.timeout, defaultMCPTimeout.String()), c.wait, f.tee)
 	if err != nil {
 		return refused(err)
 	}
@@ -198,7 +228,7 @@ func (v *view) runTool(ctx context.Context, req mcp.CallToolRequest, device stri
 	if err != nil {
 		return refused(err)
 	}
-	what := fmt.Sprintf("%s on %s (task %s)", action.ToolName, device, resp.SessionID)
+	what := fmt.Sprintf("%s on %s (task %s)", c.action.ToolName, c.device, resp.SessionID)
 	res := resp.Results[0]
 	return v.g.result(ctx, what, res, resp.SessionID), nil
 }
@@ -291,7 +321,7 @@ func (v *view) cancelTask(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	if _, err := v.g.taskInScope(ctx, id); err != nil {
 		return refused(err)
 	}
-	if err := v.g.cfg.Tasks.Cancel(id, "cancel_task by "+identity.CallerIn(ctx).Name); err != nil {
+	if err := v.g.cfg.Tasks.CancelAnywhere(ctx, id, "cancel_task by "+identity.CallerIn(ctx).Name); err != nil {
 		return refused(err)
 	}
 	task, err := v.g.taskInScope(ctx, id)

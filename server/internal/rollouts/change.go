@@ -34,7 +34,7 @@ func (e *Engine) change(ctx context.Context, v *view, row store.RolloutDevice) {
 	c := deviceChange{e: e, ctx: ctx, rollout: v.r.Name, device: row.DeviceID, timeout: timeout}
 	// No revision is desired after a first one was rolled back: the
 	// device applies none of the latest's tools.
-	applied, err := c.run(cmp.Or(v.r.Revision, v.r.Latest), v.tools, v.healthPlan())
+	applied, err := c.run(cmp.Or(v.r.Revision, v.r.Latest), v.desired(), v.healthPlan())
 	if applied {
 		row.Applied = v.r.Revision
 	}
@@ -53,7 +53,7 @@ func (e *Engine) remove(ctx context.Context, v *view, row store.RolloutDevice) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c := deviceChange{e: e, ctx: ctx, rollout: v.r.Name, device: row.DeviceID, timeout: timeout}
-	if _, err := c.run(max(row.Applied, v.r.Latest), nil, nil); err != nil {
+	if _, err := c.run(max(row.Applied, v.r.Latest), desired{}, nil); err != nil {
 		if e.ctx.Err() != nil {
 			return // the server stops: the removal starts again after its restart
 		}
@@ -72,9 +72,12 @@ func (e *Engine) remove(ctx context.Context, v *view, row store.RolloutDevice) {
 
 // ended records how a change of row's device ended.
 func (e *Engine) ended(ctx context.Context, row store.RolloutDevice, err error) {
+	var skip skipped
 	switch {
 	case err == nil:
 		row.State = api.DeviceDone
+	case errors.As(err, &skip):
+		row.State, row.Error = api.DeviceSkipped, skip.reason
 	case e.leadLost(ctx):
 		return // the change starts again after the restart, or on the new leader
 	case !e.cfg.Online(row.DeviceID):
@@ -86,16 +89,35 @@ func (e *Engine) ended(ctx context.Context, row store.RolloutDevice, err error) 
 		e.log.Warn("rollout device state not recorded", "rollout", row.Name, "device", row.DeviceID, "err", err)
 	}
 	log := e.log.With("rollout", row.Name, "device", row.DeviceID, "revision", row.Revision, "state", row.State)
-	if row.State == api.DeviceFailed {
-		log.Warn("rollout device failed", "err", row.Error)
+	if row.State == api.DeviceFailed || row.State == api.DeviceSkipped {
+		log.Warn("rollout device "+row.State, "err", row.Error)
 	} else {
 		log.Info("rollout device changed")
 	}
 }
 
+// desired is what a device is brought to: a revision's tools and agent.
+type desired struct {
+	tools map[string]string
+	// agent is the agent's version (empty: left alone), and trial its
+	// bound.
+	agent string
+	trial time.Duration
+}
+
+// desired is what the desired revision wants of each device: its tools
+// and agent. After a first revision was rolled back there is none.
+func (v *view) desired() desired {
+	d := desired{tools: v.tools}
+	if v.r.Revision > 0 {
+		d.agent, d.trial = v.spec.Agent, time.Duration(v.spec.AgentTrial)
+	}
+	return d
+}
+
 // healthPlan is the desired revision's health checks, or nil.
 func (v *view) healthPlan() *plan.Plan {
-	if len(v.tools) == 0 {
+	if d := v.desired(); len(d.tools) == 0 && d.agent == "" {
 		return nil
 	}
 	p, _ := v.spec.HealthPlan() // checked when the revision was applied
@@ -112,27 +134,49 @@ type deviceChange struct {
 	lastTask string
 }
 
-// run stages what the device lacks of tools, applies revision rev with
-// them (none: the rollout's tools are removed), then runs health. applied
-// says whether the device took the revision, health aside.
-func (c *deviceChange) run(rev int, tools map[string]string, health *plan.Plan) (applied bool, err error) {
-	if err := c.stage(tools); err != nil {
-		return false, err
+// run brings the device's agent to d's (on trial), stages what the
+// device lacks of d's tools, applies revision rev with them (none: the
+// rollout's tools are removed), then runs health, which commits or
+// rejects a new agent. applied says whether the device took the
+// revision, health aside.
+func (c *deviceChange) run(rev int, d desired, health *plan.Plan) (applied bool, err error) {
+	var trial string
+	if d.agent != "" {
+		if trial, err = c.updateAgent(d.agent, d.trial); err != nil {
+			return false, c.ended(trial, err)
+		}
+	}
+	if err := c.stage(d.tools); err != nil {
+		return false, c.ended(trial, err)
 	}
 	apply := protocol.Command{ToolName: protocol.ApplyRevisionName, ToolType: protocol.ToolAction,
-		Parameters: protocol.ApplyRevisionParams(protocol.Revision{Rollout: c.rollout, Number: rev, Tools: tools})}
-	if err := c.command(apply); err != nil {
-		return false, fmt.Errorf("apply revision %d: %w", rev, err)
+		Parameters: protocol.ApplyRevisionParams(protocol.Revision{Rollout: c.rollout, Number: rev, Tools: d.tools})}
+	if _, err := c.command(apply); err != nil {
+		return false, c.ended(trial, fmt.Errorf("apply revision %d: %w", rev, err))
 	}
 	if health == nil {
-		return true, nil
+		return true, c.ended(trial, nil)
 	}
 	// The health checks pass admission against the device's inventory:
-	// the one it registers once the revision is applied.
-	if err := c.e.reported(c.ctx, c.device, c.rollout, rev); err != nil {
-		return true, fmt.Errorf("revision %d applied, but the device did not report it: %w", rev, err)
+	// the one it registers once the revision is applied. No tools
+	// change the inventory of a rollout of an agent alone, which the new
+	// agent registered already.
+	if len(d.tools) == 0 {
+		return true, c.ended(trial, c.checkHealth(health))
 	}
-	return true, c.checkHealth(health)
+	if err := c.e.reported(c.ctx, c.device, c.rollout, rev); err != nil {
+		return true, c.ended(trial, fmt.Errorf("revision %d applied, but the device did not report it: %w", rev, err))
+	}
+	return true, c.ended(trial, c.checkHealth(health))
+}
+
+// ended ends the trial of the agent release trial, if one started: it is
+// committed when the change succeeded, and rejected, with err, when not.
+func (c *deviceChange) ended(trial string, err error) error {
+	if trial == "" {
+		return err
+	}
+	return c.endTrial(trial, err)
 }
 
 // stage sends the device each module of tools that it does not report
@@ -152,7 +196,7 @@ func (c *deviceChange) stage(tools map[string]string) error {
 			return fmt.Errorf("stage %s: %w", tool, err)
 		}
 		cmd := protocol.Command{ToolName: protocol.StageModuleName, ToolType: protocol.ToolAction, Parameters: params}
-		if err := c.command(cmd); err != nil {
+		if _, err := c.command(cmd); err != nil {
 			return fmt.Errorf("stage %s (%.12s): %w", tool, sha, err)
 		}
 	}
@@ -165,11 +209,11 @@ func (c *deviceChange) asker() tasks.Asker {
 }
 
 // command runs one action on the device as a task, with what is left of
-// the device timeout as its timeout.
-func (c *deviceChange) command(action protocol.Command) error {
+// the device timeout as its timeout, and answers its result.
+func (c *deviceChange) command(action protocol.Command) (protocol.Result, error) {
 	left, err := c.left()
 	if err != nil {
-		return err
+		return protocol.Result{}, err
 	}
 	resp, err := c.e.cfg.Tasks.RunCommand(c.ctx, tasks.CommandTask{Asker: c.asker(), Device: c.device,
 		Actions: []protocol.Command{action}, Timeout: left.String(), TimeoutArg: "device_timeout"})
@@ -177,12 +221,15 @@ func (c *deviceChange) command(action protocol.Command) error {
 		c.lastTask = resp.SessionID
 	}
 	if err != nil {
-		return err
+		return protocol.Result{}, err
 	}
 	if reason := resp.FirstError(); reason != "" {
-		return errors.New(reason)
+		return protocol.Result{}, errors.New(reason)
 	}
-	return nil
+	if len(resp.Results) == 0 {
+		return protocol.Result{}, errors.New("the device answered no result")
+	}
+	return resp.Results[0], nil
 }
 
 // left is what is left of the device timeout, in whole seconds as a

@@ -79,7 +79,8 @@ type Engine struct {
 	// registered wakes those waiting for a device's registration, by
 	// device: closed, and replaced, when it registers.
 	registered map[string]chan struct{}
-	staging    stageCache
+	staging    kept[map[string]any]
+	streams    kept[[]byte]
 }
 
 // worker reconciles one rollout.
@@ -114,7 +115,8 @@ func New(cfg Config) *Engine {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.Concurrency), ctx: ctx, cancel: cancel,
-		workers: map[string]*worker{}, registered: map[string]chan struct{}{}}
+		workers: map[string]*worker{}, registered: map[string]chan struct{}{},
+		staging: kept[map[string]any]{n: stageCacheSize}, streams: kept[[]byte]{n: streamCacheSize}}
 }
 
 // Start starts a worker for each rollout the store holds: those a

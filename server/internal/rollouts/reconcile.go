@@ -220,14 +220,16 @@ func (e *Engine) observe(ctx context.Context, w *worker, v *view) error {
 		if row.Wave > v.r.Wave || !e.cfg.Online(id) {
 			continue
 		}
-		rep, ok := e.report(ctx, id, v.r.Name)
-		if !ok {
+		info := e.cfg.Inventory(ctx, id)
+		if info == nil {
 			continue
 		}
+		reports, _ := protocol.RolloutsFromMetadata(info.CustomMetadata)
+		rep := reports[v.r.Name]
 		next := row
 		next.Applied = rep.Revision
 		switch {
-		case row.State == api.DeviceDone && rep.Revision != row.Revision:
+		case row.State == api.DeviceDone && v.drifted(row, rep, info.AgentVersion):
 			next.State = api.DevicePending
 		case row.State == api.DeviceDone && len(rep.Overrides) > 0:
 			next.State = api.DeviceDrift
@@ -240,6 +242,18 @@ func (e *Engine) observe(ctx context.Context, w *worker, v *view) error {
 		}
 	}
 	return e.put(ctx, changed...)
+}
+
+// drifted reports whether a device done with the rollout's revision no
+// longer runs it: it reports another revision of the rollout's tools, or
+// another agent than the revision's. A rollout of an agent alone applies
+// no tools, and its revision is the agent's.
+func (v *view) drifted(row store.RolloutDevice, rep protocol.RolloutReport, agentVersion string) bool {
+	d := v.desired()
+	if d.agent != "" && agentVersion != d.agent {
+		return true
+	}
+	return len(d.tools) > 0 && rep.Revision != row.Revision
 }
 
 // report is what device id reports of rollout name, if it reports at

@@ -38,6 +38,6 @@ func TestAModulesStageParametersAreMadeOnceForAllItsDevices(t *testing.T) {
 		_, err := e.stageParams(ctx, sha)
 		require.NoError(t, err)
 	}
-	assert.Len(t, e.staging.params, stageCacheSize, "bounded")
-	assert.NotContains(t, e.staging.params, shas[0], "the oldest goes first")
+	assert.Len(t, e.staging.values, stageCacheSize, "bounded")
+	assert.NotContains(t, e.staging.values, shas[0], "the oldest goes first")
 }

@@ -81,13 +81,25 @@ const maxAuditValue = 4 << 10
 func auditParameters(params map[string]any) map[string]any {
 	out := make(map[string]any, len(params))
 	for k, v := range params {
-		if s, ok := encodedonce.Unwrap(v).(string); ok && len(s) > maxAuditValue {
-			sum := sha256.Sum256([]byte(s))
-			v = fmt.Sprintf("<%d bytes, sha256 %s>", len(s), hex.EncodeToString(sum[:]))
+		switch s := encodedonce.Unwrap(v).(type) {
+		case string:
+			if len(s) > maxAuditValue {
+				v = bytesDigest([]byte(s))
+			}
+		case []byte: // a chunk of an agent release
+			if len(s) > maxAuditValue {
+				v = bytesDigest(s)
+			}
 		}
 		out[k] = v
 	}
 	return out
+}
+
+// bytesDigest stands for b in the audit log.
+func bytesDigest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return fmt.Sprintf("<%d bytes, sha256 %s>", len(b), hex.EncodeToString(sum[:]))
 }
 
 // Append records a change to devices or identities: e.Action, by

@@ -22,7 +22,7 @@ import (
 // fillFleet writes a little of everything the schema holds: devices with
 // a rotation, a retired token and a certificate, tasks with idempotency
 // keys, commands with results (and so audit entries), one with a NUL-free
-// odd string.
+// odd string, and an agent release, whose binary is a module.
 func fillFleet(t *testing.T, s *Store, devices int) {
 	t.Helper()
 	write(t, s, func(tx *Tx) error {
@@ -32,6 +32,9 @@ func fillFleet(t *testing.T, s *Store, devices int) {
 	write(t, s, func(tx *Tx) error {
 		return tx.Identities().CreateLogin("login-1", "tok-1", time.Now().Add(time.Hour), 10)
 	})
+	agent := []byte("\x7fELF an agent")
+	_, err := putRelease(t, s, testRelease("1.2.3", "arm64", agent), agent)
+	require.NoError(t, err)
 	for i := range devices {
 		id := fmt.Sprintf("kiosk-%d", i)
 		write(t, s, func(tx *Tx) error {
@@ -97,7 +100,7 @@ func TestAStoreCopiesToPostgreSQLAndBackTableByTable(t *testing.T) {
 	}
 	assert.Equal(t, rowCounts(t, src), counts, "every table, every row")
 	for _, table := range []string{"devices", "commands", "sessions", "audit", "idempotency_keys", "token_rotations", "retired_tokens",
-		"device_certificates", "identities", "identity_tokens", "logins"} {
+		"device_certificates", "identities", "identity_tokens", "logins", "modules", "releases"} {
 		assert.Positive(t, counts[table], table)
 	}
 

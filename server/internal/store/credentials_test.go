@@ -111,3 +111,44 @@ func TestTheWireOfADevicesLastLinkIsKept(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "json", d.Wire)
 }
+
+// Revoking a device keeps its tokens, current, sent by a rotation and
+// retired, as revoked, and so does revoking an identity, or one of its
+// tokens: whose each was, and when. Tokens never revoked are not there.
+func TestRevokingKeepsTheTokensAsRevoked(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	write(t, s, func(tx *Tx) error { return tx.Devices().Create("kiosk-1", "h-old", nil) })
+	write(t, s, func(tx *Tx) error { return tx.Devices().RequestRotation("kiosk-1", time.Hour) })
+	write(t, s, func(tx *Tx) error { return tx.Devices().SendRotation("kiosk-1", "h-new") })
+	write(t, s, func(tx *Tx) error { return tx.Devices().ConfirmRotation("kiosk-1", "h-new") })
+	write(t, s, func(tx *Tx) error { return tx.Devices().RequestRotation("kiosk-1", time.Hour) })
+	write(t, s, func(tx *Tx) error { return tx.Devices().SendRotation("kiosk-1", "h-sent") })
+	write(t, s, func(tx *Tx) error {
+		return tx.Identities().Create(Identity{Name: "ci", Role: "viewer"}, Token{ID: "t1", Hash: "h-ci-1"})
+	})
+	write(t, s, func(tx *Tx) error { return tx.Identities().AddToken(Token{ID: "t2", Identity: "ci", Hash: "h-ci-2"}) })
+	addIdentity(t, s, "root", "admin", "", "t0") // so that ci may go
+
+	before := time.Now().Truncate(time.Second)
+	write(t, s, func(tx *Tx) error { return tx.Devices().Delete("kiosk-1") })
+	write(t, s, func(tx *Tx) error { return tx.Identities().DeleteToken("ci", "t1") })
+	for hash, owner := range map[string]string{"h-old": "kiosk-1", "h-new": "kiosk-1", "h-sent": "kiosk-1", "h-ci-1": "ci"} {
+		r, err := s.RevokedToken(ctx, hash)
+		require.NoError(t, err, hash)
+		assert.Equal(t, owner, r.Owner, hash)
+		assert.WithinRange(t, r.RevokedAt, before, time.Now(), hash)
+	}
+	r, err := s.RevokedToken(ctx, "h-old")
+	require.NoError(t, err)
+	assert.Equal(t, RevokedDeviceToken, r.Kind)
+	_, err = s.RevokedToken(ctx, "h-ci-2")
+	assert.ErrorIs(t, err, ErrNotFound, "a token not revoked")
+
+	write(t, s, func(tx *Tx) error { _, err := tx.Identities().Delete("ci"); return err })
+	r, err = s.RevokedToken(ctx, "h-ci-2")
+	require.NoError(t, err)
+	assert.Equal(t, RevokedIdentityToken, r.Kind)
+	_, err = s.RevokedToken(ctx, "h-never")
+	assert.ErrorIs(t, err, ErrNotFound)
+}

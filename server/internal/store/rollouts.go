@@ -29,3 +29,20 @@ func (t *Tx) Rollouts() RolloutWrites { return rollouts.WritesIn(partTx{t}) }
 
 // Rollouts are the reads of what [RolloutReads] keep.
 func (s *Store) Rollouts() RolloutReads { return rollouts.ReadsOf(partReader{s}) }
+
+// Agent releases, kept beside the modules: see package rollouts.
+type (
+	// Release is an agent release as kept, with when and by whom it was
+	// published.
+	Release = rollouts.Release
+	// ReleaseConflictError names the release kept under the version, OS
+	// and architecture of one refused.
+	ReleaseConflictError = rollouts.ReleaseConflictError
+)
+
+// ErrReleaseConflict: another release of the same version, OS and
+// architecture is kept.
+var ErrReleaseConflict = rollouts.ErrReleaseConflict
+
+// ReleaseTool is the tool name of a release's binary among the modules.
+const ReleaseTool = rollouts.ReleaseTool

@@ -302,8 +302,13 @@ type SessionFilter struct {
 	// the fleets (which run on none): what a scoped reader may see, once
 	// it has checked the fleets.
 	OnlyDevices []string
-	Limit       int
-	After       *SessionKey
+	// RequesterKind and Identity, if set, keep the sessions that kind of
+	// requester asked for under that identity: an MCP client's own tasks.
+	RequesterKind, Identity string
+	// TopLevel leaves out the sessions a fleet runs on its devices.
+	TopLevel bool
+	Limit    int
+	After    *SessionKey
 }
 
 // summaryColumns are sessionColumns with plan, result and error left out:
@@ -320,6 +325,15 @@ func (r SessionReads) Summaries(ctx context.Context, f SessionFilter) ([]Session
 	}
 	if f.TaskName != "" {
 		where, args = append(where, named), append(args, f.TaskName)
+	}
+	if f.RequesterKind != "" {
+		where, args = append(where, `requester_kind = ?`), append(args, f.RequesterKind)
+	}
+	if f.Identity != "" {
+		where, args = append(where, `identity = ?`), append(args, f.Identity)
+	}
+	if f.TopLevel {
+		where = append(where, `parent_id = ''`)
 	}
 	if f.OnlyDevices != nil {
 		only, err := json.Marshal(f.OnlyDevices)

@@ -222,11 +222,12 @@ func (o Order) installsAllowed() error {
 	return nil
 }
 
-// rolloutsOwn refuses stage_module from anyone but a rollout, and
-// apply_revision from anyone but the rollout it names.
+// rolloutsOwn refuses stage_module and the agent's update tools
+// (stage_release, apply_release, end_trial) from anyone but a rollout,
+// and apply_revision from anyone but the rollout it names.
 func (o Order) rolloutsOwn(call inventory.Call) error {
 	n := call.Cmd.ToolName
-	if n != protocol.StageModuleName && n != protocol.ApplyRevisionName {
+	if !protocol.RolloutsOwn(n) {
 		return nil
 	}
 	name, _ := encodedonce.Unwrap(call.Cmd.Parameters["rollout"]).(string)

@@ -28,6 +28,11 @@ type FrontDoor struct {
 	// matching are the enrolled devices a selector picks (the store's
 	// DeviceReads.Matching): the devices a fleet runs on.
 	matching func(context.Context, access.Selector) ([]string, error)
+
+	// CancelElsewhere, set on a node of a cluster before it serves, asks
+	// the other nodes to cancel task id, if one runs it, saying why; nil
+	// on a single node.
+	CancelElsewhere func(id, why string) error
 }
 
 // NewFrontDoor is the front door over admission a and the session
@@ -316,6 +321,23 @@ func (d *FrontDoor) MaxSessions() int { return d.sessions.cfg.MaxSessions }
 // Cancel cancels running task id, why being the cause its device
 // records, and waits for it to end; ErrNotRunning if it is not running.
 func (d *FrontDoor) Cancel(id, why string) error { return d.sessions.cancelTask(id, why) }
+
+// CancelAnywhere cancels running task id wherever it runs: here, as
+// Cancel does, or on the node of the cluster that runs it, which is told
+// to (CancelElsewhere); it waits until the task has ended, or ctx ends.
+// ErrNotRunning if it runs nowhere (a single node's that is not running
+// here).
+func (d *FrontDoor) CancelAnywhere(ctx context.Context, id, why string) error {
+	err := d.Cancel(id, why)
+	if !errors.Is(err, ErrNotRunning) || d.CancelElsewhere == nil {
+		return err
+	}
+	if err := d.CancelElsewhere(id, why); err != nil {
+		return fmt.Errorf("task %q runs on another node, which could not be told to cancel it: %w", id, err)
+	}
+	_, err = d.sessions.ended(ctx, id, nil)
+	return err
+}
 
 // Running reports whether task id is running here.
 func (d *FrontDoor) Running(id string) bool { return d.sessions.running(id) }

@@ -369,7 +369,7 @@ func sendTaskEnd(s *Session, out outcome[api.PlanResult], taskEnd TaskEndFunc, l
 
 // settle gives a runner's outcome its final state: a cancelled session
 // that did not complete is cancelled (failed at shutdown), and any state
-// other than completed or failed fails.
+// other than completed, failed or cancelled fails.
 func settle[R any](s *Session, out outcome[R]) outcome[R] {
 	if reason := s.cancelReason(); reason != "" && out.state != api.StateCompleted {
 		out.state, out.err = api.StateCancelled, cancelMessage(reason, s.DeviceID)
@@ -378,7 +378,7 @@ func settle[R any](s *Session, out outcome[R]) outcome[R] {
 		}
 		return out
 	}
-	if out.state != api.StateCompleted && out.state != api.StateFailed {
+	if out.state != api.StateCompleted && out.state != api.StateFailed && out.state != api.StateCancelled {
 		out.state, out.err = api.StateFailed, "session ended in unknown state"
 	}
 	return out

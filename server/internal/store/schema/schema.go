@@ -242,6 +242,34 @@ var migrations = []string{
 	// devices, kept by digest where every node reads them; each rollout,
 	// its revisions, and each selected device's state in it.
 	fmt.Sprintf(rolloutsSQL, "BLOB"),
+
+	// Agent releases (issue 40): each version's binary for an OS and
+	// architecture, kept by digest in modules beside the modules rollouts
+	// put on devices, with its size, the key that signed it and the
+	// signature (base64). One binary per version and platform: a
+	// different one under the same three is refused, not replaced.
+	`CREATE TABLE releases (
+		version    TEXT NOT NULL,
+		os         TEXT NOT NULL,
+		arch       TEXT NOT NULL,
+		sha256     TEXT NOT NULL REFERENCES modules(sha256),
+		size       BIGINT NOT NULL,
+		key_id     TEXT NOT NULL,
+		signature  TEXT NOT NULL,
+		created_at TEXT NOT NULL,
+		created_by TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (version, os, arch)
+	);`,
+
+	// Tokens revoked, a device's or an identity's, by their hash, with
+	// whose they were and when: a caller who presents one is told it was
+	// revoked, and when (issue 43). One row a revoked token, kept.
+	`CREATE TABLE revoked_tokens (
+		hash       TEXT PRIMARY KEY,
+		kind       TEXT NOT NULL,
+		owner      TEXT NOT NULL,
+		revoked_at TEXT NOT NULL
+	);`,
 }
 
 // rolloutsSQL is migration 16, with the type of a module's bytes.

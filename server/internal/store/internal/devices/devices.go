@@ -18,6 +18,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/access"
 
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/dberr"
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/revokedtokens"
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/selectorsql"
 
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
@@ -161,6 +162,12 @@ func (q Reads) Matching(ctx context.Context, sel access.Selector, limit int) ([]
 // Delete revokes a device: its tokens stop working, and its
 // certificates are revoked for good. Its command history is kept.
 func (w Writes) Delete(id string) error {
+	err := revokedtokens.Record(w.t, revokedtokens.Device, `SELECT token_hash AS hash, id AS owner FROM devices WHERE id = ?
+		UNION ALL SELECT sent_hash, device_id FROM token_rotations WHERE device_id = ?
+		UNION ALL SELECT hash, device_id FROM retired_tokens WHERE device_id = ?`, id, id, id)
+	if err != nil {
+		return fmt.Errorf("store: delete device %q: %w", id, err)
+	}
 	res, err := w.t.Exec(`DELETE FROM devices WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("store: delete device %q: %w", id, err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/dberr"
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/revokedtokens"
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
@@ -113,6 +114,10 @@ func (w Writes) Delete(name string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: revoke identity %q: %w", name, err)
 	}
+	err = revokedtokens.Record(w.t, revokedtokens.Identity, `SELECT hash, identity AS owner FROM identity_tokens WHERE identity = ?`, name)
+	if err != nil {
+		return nil, fmt.Errorf("store: revoke identity %q: %w", name, err)
+	}
 	if err := w.deleteKeepingAnAdmin(`DELETE FROM identities WHERE name = ?`, name); err != nil {
 		return nil, fmt.Errorf("store: revoke identity %q: %w", name, err)
 	}
@@ -150,6 +155,10 @@ func (w Writes) ExpireTokens(identity, keep string, at time.Time) ([]string, err
 // DeleteToken revokes one token of identity, and its logins. It fails with
 // sqlrow.ErrNotFound if identity has no such token, or with ErrLastAdmin.
 func (w Writes) DeleteToken(identity, id string) error {
+	err := revokedtokens.Record(w.t, revokedtokens.Identity, `SELECT hash, identity AS owner FROM identity_tokens WHERE identity = ? AND id = ?`, identity, id)
+	if err != nil {
+		return fmt.Errorf("store: identity %q: revoke token %s: %w", identity, id, err)
+	}
 	if err := w.deleteKeepingAnAdmin(`DELETE FROM identity_tokens WHERE identity = ? AND id = ?`, identity, id); err != nil {
 		return fmt.Errorf("store: identity %q: revoke token %s: %w", identity, id, err)
 	}

@@ -1,5 +1,6 @@
 // Package rollouts keeps the fleet's desired state in the store: the
-// modules rollouts put on devices, by SHA-256; each rollout with its
+// modules rollouts put on devices, by SHA-256, and the agent releases
+// whose binaries are kept among them; each rollout with its
 // current revision, state and open wave; its revisions, the history; and
 // each selected device's state in it. The store reaches it by
 // Tx.Rollouts and Store.Rollouts and hands it a sqlrow.Writer and a

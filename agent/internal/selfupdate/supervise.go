@@ -1,0 +1,253 @@
+package selfupdate
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/edgeaip/edgeaip/internal/agentrelease"
+	"github.com/edgeaip/edgeaip/protocol"
+)
+
+// The environment a supervised agent is started with.
+const (
+	// SupervisedEnv is set, to the release's digest or to "flashed", for
+	// every agent a supervisor starts: it runs the agent, not another
+	// supervisor.
+	SupervisedEnv = "AIP_AGENT_SUPERVISED"
+	// flashed is SupervisedEnv's value for the flashed binary.
+	flashed = "flashed"
+)
+
+// RestartExitCode is how an agent asks its supervisor to start the agent
+// again, as the state now says: after apply_release, or after end_trial
+// rejected the release on trial.
+const RestartExitCode = 75
+
+// stopGrace is how long an agent has to end after SIGTERM before it is
+// killed: a little over its own shutdown grace.
+const stopGrace = 15 * time.Second
+
+// Supervisor starts the agent as a child, and watches a release's trial.
+type Supervisor struct {
+	Dir Dir
+	// Flashed is the flashed binary, and Args its arguments (os.Args[1:]),
+	// which every release is started with too.
+	Flashed string
+	Args    []string
+	Keys    []ed25519.PublicKey
+	Log     *slog.Logger
+}
+
+// Run starts agents until ctx ends, then stops the one that runs.
+func (s *Supervisor) Run(ctx context.Context) error {
+	fails := 0
+	for ctx.Err() == nil {
+		st, err := s.Dir.Load()
+		if err != nil {
+			return err
+		}
+		if st.Trial != nil {
+			if err := s.runTrial(ctx, st); err != nil {
+				return err
+			}
+			fails = 0
+			continue
+		}
+		code, err := s.runCommitted(ctx, st)
+		if err != nil {
+			return err
+		}
+		if code == RestartExitCode || ctx.Err() != nil {
+			fails = 0
+			continue
+		}
+		fails++
+		wait := min(time.Second<<min(fails, 5), 30*time.Second)
+		s.Log.Warn("agent exited; starting it again", "status", code, "in", wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	return nil
+}
+
+// runCommitted runs the newest committed release that passes its check,
+// or the flashed binary, until it exits; a release that fails its check
+// is reported as the last failure and not started.
+func (s *Supervisor) runCommitted(ctx context.Context, st State) (int, error) {
+	path, env := s.Flashed, flashed
+	for i := len(st.Committed) - 1; i >= 0; i-- {
+		r := st.Committed[i]
+		err := s.check(r)
+		if err == nil {
+			path, env = s.Dir.binary(r.SHA256), r.SHA256
+			break
+		}
+		s.Log.Error("committed release not started", "version", r.Version, "err", err)
+		st.Committed = append(st.Committed[:i:i], st.Committed[i+1:]...)
+		st.Failed = failure(r, fmt.Sprintf("failed its check before a start: %v", err))
+		if err := s.Dir.Save(st); err != nil {
+			return 0, err
+		}
+	}
+	cmd, err := s.start(path, env)
+	if err != nil {
+		if env == flashed {
+			return 0, fmt.Errorf("starting the flashed agent %s: %w", path, err)
+		}
+		return 1, nil // the next round finds it failing its check, or tries again
+	}
+	return cmd.wait(ctx, nil), nil
+}
+
+// runTrial runs the release on trial until it is committed and exits, or
+// until its trial fails; then the previous agent comes back.
+func (s *Supervisor) runTrial(ctx context.Context, st State) error {
+	t := st.Trial
+	log := s.Log.With("version", t.Release.Version, "sha256", t.Release.SHA256[:12])
+	if t.Started {
+		return s.fail(log, st, "the device or its supervisor restarted during the trial")
+	}
+	if err := s.check(t.Release); err != nil {
+		return s.fail(log, st, fmt.Sprintf("failed its check before its start: %v", err))
+	}
+	t.Started = true
+	if err := s.Dir.Save(st); err != nil {
+		return err
+	}
+	cmd, err := s.start(s.Dir.binary(t.Release.SHA256), t.Release.SHA256)
+	if err != nil {
+		return s.fail(log, st, fmt.Sprintf("could not be started: %v", err))
+	}
+	log.Info("release started on trial", "bound", t.Bound)
+	deadline := time.NewTimer(t.Bound)
+	defer deadline.Stop()
+	code := cmd.wait(ctx, deadline.C)
+	if ctx.Err() != nil && code >= 0 {
+		return nil // stopped with the device: the trial fails at the next start
+	}
+	now, err := s.Dir.Load()
+	if err != nil {
+		return err
+	}
+	if now.Trial == nil || now.Trial.Release.SHA256 != t.Release.SHA256 {
+		if code >= 0 {
+			return nil // committed, then exited; or rejected by end_trial
+		}
+		log.Info("release committed")
+		return s.watchCommitted(ctx, cmd)
+	}
+	if code >= 0 {
+		return s.fail(log, now, fmt.Sprintf("exited with status %d before it was committed", code))
+	}
+	cmd.stop()
+	if now, err = s.Dir.Load(); err != nil || now.Trial == nil {
+		return err // committed at the last moment: it starts again as committed
+	}
+	reason := fmt.Sprintf("not committed within %s: it never registered", t.Bound)
+	if now.Trial.Registered {
+		reason = fmt.Sprintf("not committed within %s: it registered, but its health checks did not pass in time", t.Bound)
+	}
+	return s.fail(log, now, reason)
+}
+
+// watchCommitted waits for a release committed while on trial to exit.
+func (s *Supervisor) watchCommitted(ctx context.Context, c *child) error {
+	if code := c.wait(ctx, nil); code != RestartExitCode && ctx.Err() == nil {
+		s.Log.Warn("agent exited; starting it again", "status", code)
+	}
+	return nil
+}
+
+// fail records the trial's failure; the next round starts the previous
+// agent.
+func (s *Supervisor) fail(log *slog.Logger, st State, reason string) error {
+	log.Error("release trial failed; the previous agent comes back", "reason", reason)
+	_, err := s.Dir.fail(st, reason)
+	return err
+}
+
+// check checks a release before its start: its signature, its platform,
+// and its installed binary.
+func (s *Supervisor) check(r agentrelease.Release) error {
+	if err := accept(r, s.Keys); err != nil {
+		return err
+	}
+	return s.Dir.installed(r)
+}
+
+// child is an agent the supervisor started.
+type child struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once it exited, with code set
+	code int
+}
+
+// start starts the agent at path as a child that dies with the
+// supervisor.
+func (s *Supervisor) start(path, release string) (*child, error) {
+	cmd := exec.Command(path, s.Args...)
+	cmd.Env = append(os.Environ(), SupervisedEnv+"="+release)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	cmd.SysProcAttr = childAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		c.code = exitCode(cmd.Wait())
+		close(c.done)
+	}()
+	return c, nil
+}
+
+// wait waits for c to exit and answers its status; when ctx ends it
+// stops c first. A tick of deadline answers -1, c still running.
+func (c *child) wait(ctx context.Context, deadline <-chan time.Time) int {
+	select {
+	case <-c.done:
+		return c.code
+	case <-ctx.Done():
+		c.stop()
+		return c.code
+	case <-deadline:
+		return -1
+	}
+}
+
+// stop ends c: SIGTERM, then SIGKILL after stopGrace.
+func (c *child) stop() {
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(stopGrace):
+		c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ee.ExitCode() < 0 {
+			return 128 // killed by a signal
+		}
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+func failure(r agentrelease.Release, reason string) *protocol.TrialFailure {
+	return &protocol.TrialFailure{Version: r.Version, SHA256: r.SHA256, Reason: reason, At: time.Now().UTC()}
+}
