@@ -270,3 +270,18 @@ func TestAPostgreSQLRestartUnderPipelinesLosesNoOutcomeAcknowledged(t *testing.T
 		})
 	}
 }
+
+// A write whose caller may give it up (its context can end) commits as
+// any other, on either database: on PostgreSQL its batch's statements go
+// out before its COMMIT, in two round trips.
+func TestAWriteItsCallerMayGiveUpCommits(t *testing.T) {
+	s, _ := openTest(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	require.NoError(t, s.Write(ctx, func(tx *Tx) error { return tx.Devices().Create("d1", "h1", nil) }))
+	require.NoError(t, s.WriteUnsynced(ctx, func(tx *Tx) error { return tx.Devices().Create("d2", "h2", nil) }))
+	for _, id := range []string{"d1", "d2"} {
+		_, err := s.Devices().Get(context.Background(), id)
+		assert.NoError(t, err, id)
+	}
+}

@@ -159,6 +159,9 @@ func (t *Tx) pgStatement(query string) (*pgconn.StatementDescription, error) {
 // it on answers with its error, and the transaction is aborted.
 func (t *Tx) flush() error {
 	p := t.pipe
+	if p == nil { // SQLite: nothing waits to go out
+		return nil
+	}
 	if p.failed != nil {
 		return p.failed.err
 	}
