@@ -385,3 +385,36 @@ func TestAnAgentDownloadCutMidwayResumesThroughAnotherNode(t *testing.T) {
 	u.runs("kiosk-1", "2.0.0")
 	u.resumedAfterTwoChunks("kiosk-1")
 }
+
+// Rolling back a rollout of an agent to a revision that names none (here,
+// to before its first) brings each device back to the agent it ran
+// before: its flashed build, which it kept.
+func TestRollingBackAnAgentRolloutBringsBackTheAgentEachDeviceRanBefore(t *testing.T) {
+	u := newUpdates(t, stampedAgent(t, "1.0.0"))
+	ids := []string{"kiosk-1", "kiosk-2", "kiosk-3"}
+	for _, id := range ids {
+		u.add(id, map[string]string{"site": "lab"}, "")
+	}
+	for _, id := range ids {
+		u.waitOnline(id, true)
+	}
+	v2, err := os.ReadFile(stampedAgent(t, "2.0.0"))
+	require.NoError(t, err)
+	u.publish("2.0.0", v2)
+	u.rollout(map[string]any{"name": "agents", "selector": "site=lab", "agent": "2.0.0", "health": health})
+	u.waitFor("agents", "done", func(r api.Rollout) bool { return r.State == api.RolloutDone })
+	for _, id := range ids {
+		u.runs(id, "2.0.0")
+	}
+
+	_, err = u.api.ControlRollout(context.Background(), "agents", "rollback")
+	require.NoError(t, err)
+	u.waitFor("agents", "rolled back", func(r api.Rollout) bool { return r.State == api.RolloutRolledBack })
+	for _, id := range ids {
+		u.runs(id, "1.0.0")
+		_, rep := u.report(id)
+		assert.Empty(t, rep.Running, "%s runs its flashed build", id)
+		assert.Nil(t, rep.Failed, "%s took the release back; no trial failed", id)
+		assert.True(t, u.agents[id].logged(`msg="agent release reverted: restarting into the agent it replaced"`), id)
+	}
+}

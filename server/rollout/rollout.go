@@ -390,7 +390,7 @@ func (s *Spec) checkHealth() error {
 // metaTools are the agent's meta tools that change its tools: no health
 // check may call them, since it runs as the rollout itself.
 var metaTools = []string{protocol.InstallToolName, protocol.StageModuleName, protocol.ApplyRevisionName,
-	protocol.StageReleaseName, protocol.ApplyReleaseName, protocol.EndTrialName}
+	protocol.StageReleaseName, protocol.ApplyReleaseName, protocol.EndTrialName, protocol.RevertReleaseName}
 
 // HealthPlan is the health checks as a plan: what a device runs after it
 // changes. Nil if there are none.
