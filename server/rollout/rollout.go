@@ -48,9 +48,9 @@ const (
 	// DefaultAgentTrial is how long a new agent has, from its start on
 	// a device, to register and pass the health checks.
 	DefaultAgentTrial = 2 * time.Minute
-	MaxDeviceTimeout     = 24 * time.Hour
-	MaxTools             = 64
-	MaxWaves             = 20
+	MaxDeviceTimeout  = 24 * time.Hour
+	MaxTools          = 64
+	MaxWaves          = 20
 	// MaxBytes caps a rollout file.
 	MaxBytes = 1 << 20
 )
