@@ -178,6 +178,7 @@ func TestAFleetUpdatesItsAgentInWavesAndEveryBadReleaseIsRolledBack(t *testing.T
 	require.Equal(t, 1, u.rollout(spec))
 	r := u.waitFor("agents", "done", func(r api.Rollout) bool { return r.State == api.RolloutDone })
 	assert.Equal(t, 10, r.Counts[api.DeviceDone], "%+v", r.Devices)
+	assert.Equal(t, "2.0.0", r.Agent)
 	for _, id := range ids {
 		u.runs(id, "2.0.0")
 		_, rep := u.report(id)
