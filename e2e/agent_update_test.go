@@ -30,14 +30,14 @@ import (
 // server they link to (addr, its API api): each starts as the flashed
 // build, under its supervisor, and trusts the test's release key.
 type updates struct {
-	t       *testing.T
-	api     *api.Client
-	addr    string
-	key     ed25519.PrivateKey
-	keyFile string // the public key, as the agents' config names it
-	flashed string // the flashed binary
-	agents  map[string]*agentProcess
-	data    map[string]string
+	*cluster // the API's device helpers: only t and api are set
+	t        *testing.T
+	addr     string
+	key      ed25519.PrivateKey
+	keyFile  string // the public key, as the agents' config names it
+	flashed  string // the flashed binary
+	agents   map[string]*agentProcess
+	data     map[string]string
 }
 
 // newUpdates serves the fleet from one server in process.
@@ -54,7 +54,7 @@ func newUpdatesOn(t *testing.T, flashed string, c *api.Client, addr string) *upd
 	require.NoError(t, err)
 	keyFile := filepath.Join(t.TempDir(), "release.pub")
 	require.NoError(t, os.WriteFile(keyFile, pem, 0o600))
-	return &updates{t: t, api: c, addr: addr, key: priv, keyFile: keyFile, flashed: flashed,
+	return &updates{cluster: &cluster{t: t, api: c}, t: t, addr: addr, key: priv, keyFile: keyFile, flashed: flashed,
 		agents: map[string]*agentProcess{}, data: map[string]string{}}
 }
 
@@ -112,19 +112,6 @@ func (u *updates) rollout(spec map[string]any) int {
 func (u *updates) waitFor(name, want string, ok func(api.Rollout) bool) api.Rollout {
 	u.t.Helper()
 	return (&fleet{api: u.api}).waitFor(u.t, name, want, ok)
-}
-
-func (u *updates) device(id string) api.Device {
-	u.t.Helper()
-	var d api.Device
-	require.NoError(u.t, u.api.Do(context.Background(), "GET", "/api/devices/"+id, nil, &d))
-	return d
-}
-
-func (u *updates) waitOnline(id string, online bool) {
-	u.t.Helper()
-	require.Eventually(u.t, func() bool { return u.device(id).Online == online },
-		testenv.Slowdown*30*time.Second, 20*time.Millisecond, "device %s online=%v", id, online)
 }
 
 // report is what device id last reported of its agent and its updates.
