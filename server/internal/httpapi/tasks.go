@@ -135,13 +135,19 @@ func (h *taskHandlers) getTask(w http.ResponseWriter, r *http.Request) {
 
 // cancelTask is POST /api/tasks/{id}/cancel: it cancels a running task
 // (reason user_requested; its requester gets a TASK_END) and the command
-// it runs on its device, and answers with the task as it ended.
+// it runs on its device, on whichever node of a cluster runs it, and
+// answers with the task as it ended.
 func (h *taskHandlers) cancelTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := h.tasks.Cancel(id, "cancelled by "+identity.CallerFrom(r).Name); errors.Is(err, tasks.ErrNotRunning) {
+	err := h.tasks.CancelAnywhere(r.Context(), id, "cancelled by "+identity.CallerFrom(r).Name)
+	switch {
+	case errors.Is(err, tasks.ErrNotRunning):
 		if t, _, ok := h.lookupTask(w, r, id); ok {
 			writeError(w, http.StatusConflict, fmt.Sprintf("task %q is not running: it is %s", id, t.State))
 		}
+		return
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
 	if t, sight, ok := h.lookupTask(w, r, id); ok {
