@@ -30,14 +30,14 @@ import (
 // server they link to (addr, its API api): each starts as the flashed
 // build, under its supervisor, and trusts the test's release key.
 type updates struct {
-	t       *testing.T
-	api     *api.Client
-	addr    string
-	key     ed25519.PrivateKey
-	keyFile string // the public key, as the agents' config names it
-	flashed string // the flashed binary
-	agents  map[string]*agentProcess
-	data    map[string]string
+	*cluster // the API's device helpers: only t and api are set
+	t        *testing.T
+	addr     string
+	key      ed25519.PrivateKey
+	keyFile  string // the public key, as the agents' config names it
+	flashed  string // the flashed binary
+	agents   map[string]*agentProcess
+	data     map[string]string
 }
 
 // newUpdates serves the fleet from one server in process.
@@ -54,7 +54,7 @@ func newUpdatesOn(t *testing.T, flashed string, c *api.Client, addr string) *upd
 	require.NoError(t, err)
 	keyFile := filepath.Join(t.TempDir(), "release.pub")
 	require.NoError(t, os.WriteFile(keyFile, pem, 0o600))
-	return &updates{t: t, api: c, addr: addr, key: priv, keyFile: keyFile, flashed: flashed,
+	return &updates{cluster: &cluster{t: t, api: c}, t: t, addr: addr, key: priv, keyFile: keyFile, flashed: flashed,
 		agents: map[string]*agentProcess{}, data: map[string]string{}}
 }
 
@@ -114,19 +114,6 @@ func (u *updates) waitFor(name, want string, ok func(api.Rollout) bool) api.Roll
 	return (&fleet{api: u.api}).waitFor(u.t, name, want, ok)
 }
 
-func (u *updates) device(id string) api.Device {
-	u.t.Helper()
-	var d api.Device
-	require.NoError(u.t, u.api.Do(context.Background(), "GET", "/api/devices/"+id, nil, &d))
-	return d
-}
-
-func (u *updates) waitOnline(id string, online bool) {
-	u.t.Helper()
-	require.Eventually(u.t, func() bool { return u.device(id).Online == online },
-		testenv.Slowdown*30*time.Second, 20*time.Millisecond, "device %s online=%v", id, online)
-}
-
 // report is what device id last reported of its agent and its updates.
 func (u *updates) report(id string) (string, protocol.AgentUpdateReport) {
 	d := u.device(id)
@@ -178,6 +165,7 @@ func TestAFleetUpdatesItsAgentInWavesAndEveryBadReleaseIsRolledBack(t *testing.T
 	require.Equal(t, 1, u.rollout(spec))
 	r := u.waitFor("agents", "done", func(r api.Rollout) bool { return r.State == api.RolloutDone })
 	assert.Equal(t, 10, r.Counts[api.DeviceDone], "%+v", r.Devices)
+	assert.Equal(t, "2.0.0", r.Agent)
 	for _, id := range ids {
 		u.runs(id, "2.0.0")
 		_, rep := u.report(id)
@@ -384,4 +372,37 @@ func TestAnAgentDownloadCutMidwayResumesThroughAnotherNode(t *testing.T) {
 	u.waitFor("agents", "done", func(r api.Rollout) bool { return r.State == api.RolloutDone })
 	u.runs("kiosk-1", "2.0.0")
 	u.resumedAfterTwoChunks("kiosk-1")
+}
+
+// Rolling back a rollout of an agent to a revision that names none (here,
+// to before its first) brings each device back to the agent it ran
+// before: its flashed build, which it kept.
+func TestRollingBackAnAgentRolloutBringsBackTheAgentEachDeviceRanBefore(t *testing.T) {
+	u := newUpdates(t, stampedAgent(t, "1.0.0"))
+	ids := []string{"kiosk-1", "kiosk-2", "kiosk-3"}
+	for _, id := range ids {
+		u.add(id, map[string]string{"site": "lab"}, "")
+	}
+	for _, id := range ids {
+		u.waitOnline(id, true)
+	}
+	v2, err := os.ReadFile(stampedAgent(t, "2.0.0"))
+	require.NoError(t, err)
+	u.publish("2.0.0", v2)
+	u.rollout(map[string]any{"name": "agents", "selector": "site=lab", "agent": "2.0.0", "health": health})
+	u.waitFor("agents", "done", func(r api.Rollout) bool { return r.State == api.RolloutDone })
+	for _, id := range ids {
+		u.runs(id, "2.0.0")
+	}
+
+	_, err = u.api.ControlRollout(context.Background(), "agents", "rollback")
+	require.NoError(t, err)
+	u.waitFor("agents", "rolled back", func(r api.Rollout) bool { return r.State == api.RolloutRolledBack })
+	for _, id := range ids {
+		u.runs(id, "1.0.0")
+		_, rep := u.report(id)
+		assert.Empty(t, rep.Running, "%s runs its flashed build", id)
+		assert.Nil(t, rep.Failed, "%s took the release back; no trial failed", id)
+		assert.True(t, u.agents[id].logged(`msg="agent release reverted: restarting into the agent it replaced"`), id)
+	}
 }

@@ -22,6 +22,10 @@ const (
 	ApplyReleaseName = "apply_release"
 	// EndTrialName commits the release on trial, or rejects it.
 	EndTrialName = "end_trial"
+	// RevertReleaseName takes back the release the agent runs, when the
+	// rollout that brought it is rolled back: the agent it replaced
+	// comes back.
+	RevertReleaseName = "revert_release"
 	// AgentUpdateMetadataKey is the custom_metadata entry where a device
 	// reports which release it runs, whether on trial, and the last trial
 	// that failed (AgentUpdateReport).
@@ -202,6 +206,13 @@ var EndTrialSchema = map[string]any{
 		"reason": map[string]any{"type": "string", "description": "why it is rejected"},
 	},
 	"required": []any{"sha256", "commit"},
+}
+
+// RevertReleaseSchema is the input schema of revert_release.
+var RevertReleaseSchema = map[string]any{
+	"type":       "object",
+	"properties": map[string]any{"sha256": StageReleaseSchema["properties"].(map[string]any)["sha256"]},
+	"required":   []any{"sha256"},
 }
 
 // AgentUpdateReport is what a device reports of its agent's updates at

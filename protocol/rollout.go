@@ -33,7 +33,7 @@ func CarriesModule(name string) bool {
 // calls: those that stage, apply and update the agent.
 func RolloutsOwn(name string) bool {
 	switch name {
-	case StageModuleName, ApplyRevisionName, StageReleaseName, ApplyReleaseName, EndTrialName:
+	case StageModuleName, ApplyRevisionName, StageReleaseName, ApplyReleaseName, EndTrialName, RevertReleaseName:
 		return true
 	}
 	return false

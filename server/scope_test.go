@@ -293,3 +293,32 @@ func TestOnlyARolloutAppliesARevisionAndOnlyItsOwn(t *testing.T) {
 		}
 	}
 }
+
+// A scoped identity that names a task outside its scope learns nothing of
+// it, and cancels nothing: the task runs on.
+func TestAScopedIdentityCannotCancelATaskOutsideItsScope(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	resp, err := ts.api.Enroll(ctx, api.EnrollRequest{ID: "depot-1", Labels: map[string]string{"site": "depot"}})
+	require.NoError(t, err)
+	dev := ts.mustDial(resp.Token) // it takes commands and never answers
+	dev.register("depot-1", tool("stock", "echo", protocol.ToolAction))
+	op := ts.as(ts.addIdentity("lobby-op", api.RoleOperator, &api.Scope{Devices: "site=lobby"}))
+	d, err := ts.api.Dispatch(ctx, api.DispatchRequest{ClientID: "depot-1", Request: echoPlan})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		task, err := ts.api.Task(ctx, d.SessionID)
+		return err == nil && task.State == api.StateRunning
+	}, 10*time.Second, 5*time.Millisecond)
+
+	_, err = op.CancelTask(ctx, d.SessionID)
+	var apiErr *api.StatusError
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusNotFound, apiErr.Code)
+	task, err := ts.api.Task(ctx, d.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, api.StateRunning, task.State, "the task runs on")
+
+	_, err = ts.api.CancelTask(ctx, d.SessionID)
+	require.NoError(t, err, "its own identity cancels it")
+}

@@ -38,6 +38,13 @@ func TestTheSystemdUnitIsHardenedAndValid(t *testing.T) {
 		"ExecStart=/usr/local/bin/aip-agent --config /etc/edgeaip/agent.yaml --token-file %d/device.token"} {
 		assert.Contains(t, string(b), "\n"+line+"\n")
 	}
+	// An agent that updates itself runs releases from its state dir, as
+	// the service's child: the unit must let it execute them there, and
+	// give the supervisor and the agent time to stop in turn.
+	for _, forbids := range []string{"NoExecPaths=", "KillMode=none", "MemoryDenyWriteExecute=yes"} {
+		assert.NotContains(t, string(b), "\n"+forbids)
+	}
+	assert.Contains(t, string(b), "\nTimeoutStopSec=30s\n", "above the 15 s the supervisor gives the agent to end")
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
 		t.Skipf("systemd-analyze is not installed, so the unit's syntax is not checked: %v", err)

@@ -151,6 +151,9 @@ func printRollout(w io.Writer, r api.Rollout) error {
 	if r.Reason != "" {
 		fmt.Fprintln(w, "reason:", r.Reason)
 	}
+	if r.Agent != "" {
+		fmt.Fprintf(w, "  agent %s\n", r.Agent)
+	}
 	for _, t := range slices.Sorted(maps.Keys(r.Tools)) {
 		fmt.Fprintf(w, "  tool %s  sha256:%.12s\n", t, r.Tools[t])
 	}

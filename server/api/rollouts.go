@@ -89,9 +89,11 @@ type Rollout struct {
 	Latest   int    `json:"latest"`
 	State    string `json:"state"`
 	Reason   string `json:"reason,omitempty"`
-	// Selector and Tools are the desired revision's.
+	// Selector, Tools and Agent (its agent version, if it names one) are
+	// the desired revision's.
 	Selector string            `json:"selector"`
 	Tools    map[string]string `json:"tools"`
+	Agent    string            `json:"agent,omitempty"`
 	// Wave is the last wave open, from 0.
 	Wave      int             `json:"wave"`
 	Waves     []RolloutWave   `json:"waves"`

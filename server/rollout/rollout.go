@@ -48,9 +48,9 @@ const (
 	// DefaultAgentTrial is how long a new agent has, from its start on
 	// a device, to register and pass the health checks.
 	DefaultAgentTrial = 2 * time.Minute
-	MaxDeviceTimeout     = 24 * time.Hour
-	MaxTools             = 64
-	MaxWaves             = 20
+	MaxDeviceTimeout  = 24 * time.Hour
+	MaxTools          = 64
+	MaxWaves          = 20
 	// MaxBytes caps a rollout file.
 	MaxBytes = 1 << 20
 )
@@ -390,7 +390,7 @@ func (s *Spec) checkHealth() error {
 // metaTools are the agent's meta tools that change its tools: no health
 // check may call them, since it runs as the rollout itself.
 var metaTools = []string{protocol.InstallToolName, protocol.StageModuleName, protocol.ApplyRevisionName,
-	protocol.StageReleaseName, protocol.ApplyReleaseName, protocol.EndTrialName}
+	protocol.StageReleaseName, protocol.ApplyReleaseName, protocol.EndTrialName, protocol.RevertReleaseName}
 
 // HealthPlan is the health checks as a plan: what a device runs after it
 // changes. Nil if there are none.

@@ -343,3 +343,38 @@ func TestAnInstallCutByACrashFinishesAtTheNextProbe(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 1, "the temporary binary the crash left goes with the next clean-up")
 }
+
+// A state file that does not read is set aside, and the flashed agent
+// runs: whatever befalls the data dir, the device runs an agent.
+func TestAnUnreadableStateIsSetAsideAndTheFlashedAgentRuns(t *testing.T) {
+	f := newFixture(t)
+	require.NoError(t, os.MkdirAll(string(f.dir), 0o700))
+	require.NoError(t, os.WriteFile(f.dir.statePath(), []byte("{not json"), 0o600))
+	f.supervise()
+	f.ran(flashed)
+	assert.FileExists(t, f.dir.statePath()+".unreadable")
+}
+
+// A disk too full to record a trial's start starts no trial: the agent
+// that ran before runs, and the trial waits.
+func TestADiskThatCannotRecordATrialsStartRunsThePreviousAgent(t *testing.T) {
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs to fill (needs root): %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
+	f := newFixture(t)
+	f.dir = DirOf(mnt)
+	f.trial("2.0.0", script("exec sleep 600"), time.Minute)
+	fill, err := os.Create(filepath.Join(mnt, "fill"))
+	require.NoError(t, err)
+	_, err = io.Copy(fill, io.LimitReader(randReader{}, 1<<20))
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	fill.Close()
+
+	f.supervise()
+	f.ran(flashed)
+	st := f.state()
+	require.NotNil(t, st.Trial, "the trial waits for a disk that takes its start")
+	assert.False(t, st.Trial.Started)
+}

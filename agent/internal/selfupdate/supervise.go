@@ -43,29 +43,31 @@ type Supervisor struct {
 	Args    []string
 	Keys    []ed25519.PublicKey
 	Log     *slog.Logger
+
+	// noTrials is set while the state cannot be written (save).
+	noTrials bool
 }
 
-// Run starts agents until ctx ends, then stops the one that runs.
+// Run starts agents until ctx ends, then stops the one that runs. It
+// fails only when the flashed agent itself cannot be started: whatever
+// befalls the data dir (a state file that does not read, a disk that
+// takes no write), an agent runs.
 func (s *Supervisor) Run(ctx context.Context) error {
 	fails := 0
 	for ctx.Err() == nil {
-		st, err := s.Dir.Load()
-		if err != nil {
-			return err
-		}
-		if st.Trial != nil {
-			if err := s.runTrial(ctx, st); err != nil {
-				return err
-			}
+		st := s.load()
+		if st.Trial != nil && !s.noTrials {
+			s.runTrial(ctx, st)
 			fails = 0
 			continue
 		}
+		st.Trial = nil
 		code, err := s.runCommitted(ctx, st)
 		if err != nil {
 			return err
 		}
 		if code == RestartExitCode || ctx.Err() != nil {
-			fails = 0
+			s.noTrials, fails = false, 0 // the agent wrote the state that asked for it
 			continue
 		}
 		fails++
@@ -79,100 +81,125 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	return nil
 }
 
-// runCommitted runs the newest committed release that passes its check,
-// or the flashed binary, until it exits; a release that fails its check
-// is reported as the last failure and not started.
+// load reads the state. One that does not read is set aside, and the
+// flashed agent runs: it registers, and the device can be updated again.
+func (s *Supervisor) load() State {
+	st, err := s.Dir.Load()
+	if err == nil {
+		return st
+	}
+	aside := s.Dir.statePath() + ".unreadable"
+	s.Log.Error("agent release state not read; set aside, and the flashed agent runs", "err", err, "aside", aside)
+	if err := os.Rename(s.Dir.statePath(), aside); err != nil {
+		s.Log.Error("agent release state not set aside", "err", err)
+	}
+	return State{}
+}
+
+// save writes st; a failure is logged, and no trial starts until an agent
+// has written the state again (noTrials): a trial whose start or end
+// cannot be recorded would be repeated, or never end.
+func (s *Supervisor) save(st State) bool {
+	if err := s.Dir.Save(st); err != nil {
+		s.Log.Error("agent release state not written; no release starts on trial until it is", "err", err)
+		s.noTrials = true
+		return false
+	}
+	return true
+}
+
+// runCommitted runs the newest committed release that passes its check
+// and starts, or the flashed binary, until it exits; a release that does
+// not is reported as the last failure and dropped.
 func (s *Supervisor) runCommitted(ctx context.Context, st State) (int, error) {
-	path, env := s.Flashed, flashed
 	for i := len(st.Committed) - 1; i >= 0; i-- {
 		r := st.Committed[i]
 		err := s.check(r)
+		var c *child
 		if err == nil {
-			path, env = s.Dir.binary(r.SHA256), r.SHA256
-			break
+			if c, err = s.start(s.Dir.binary(r.SHA256), r.SHA256); err == nil {
+				return c.wait(ctx, nil), nil
+			}
 		}
 		s.Log.Error("committed release not started", "version", r.Version, "err", err)
-		st.Committed = append(st.Committed[:i:i], st.Committed[i+1:]...)
-		st.Failed = failure(r, fmt.Sprintf("failed its check before a start: %v", err))
-		if err := s.Dir.Save(st); err != nil {
-			return 0, err
-		}
+		st.Committed = st.Committed[:i]
+		st.Failed = failure(r, fmt.Sprintf("failed its check or its start: %v", err))
+		s.save(st)
 	}
-	cmd, err := s.start(path, env)
+	c, err := s.start(s.Flashed, flashed)
 	if err != nil {
-		if env == flashed {
-			return 0, fmt.Errorf("starting the flashed agent %s: %w", path, err)
-		}
-		return 1, nil // the next round finds it failing its check, or tries again
+		return 0, fmt.Errorf("starting the flashed agent %s: %w", s.Flashed, err)
 	}
-	return cmd.wait(ctx, nil), nil
+	return c.wait(ctx, nil), nil
 }
 
 // runTrial runs the release on trial until it is committed and exits, or
 // until its trial fails; then the previous agent comes back.
-func (s *Supervisor) runTrial(ctx context.Context, st State) error {
+func (s *Supervisor) runTrial(ctx context.Context, st State) {
 	t := st.Trial
 	log := s.Log.With("version", t.Release.Version, "sha256", t.Release.SHA256[:12])
 	if t.Started {
-		return s.fail(log, st, "the device or its supervisor restarted during the trial")
+		s.fail(log, st, "the device or its supervisor restarted during the trial")
+		return
 	}
 	if err := s.check(t.Release); err != nil {
-		return s.fail(log, st, fmt.Sprintf("failed its check before its start: %v", err))
+		s.fail(log, st, fmt.Sprintf("failed its check before its start: %v", err))
+		return
 	}
 	t.Started = true
-	if err := s.Dir.Save(st); err != nil {
-		return err
+	if !s.save(st) {
+		return
 	}
-	cmd, err := s.start(s.Dir.binary(t.Release.SHA256), t.Release.SHA256)
+	c, err := s.start(s.Dir.binary(t.Release.SHA256), t.Release.SHA256)
 	if err != nil {
-		return s.fail(log, st, fmt.Sprintf("could not be started: %v", err))
+		s.fail(log, st, fmt.Sprintf("could not be started: %v", err))
+		return
 	}
 	log.Info("release started on trial", "bound", t.Bound)
 	deadline := time.NewTimer(t.Bound)
 	defer deadline.Stop()
-	code := cmd.wait(ctx, deadline.C)
+	code := c.wait(ctx, deadline.C)
 	if ctx.Err() != nil && code >= 0 {
-		return nil // stopped with the device: the trial fails at the next start
+		return // stopped with the device: the trial fails at the next start
 	}
-	now, err := s.Dir.Load()
-	if err != nil {
-		return err
-	}
+	now := s.load()
 	if now.Trial == nil || now.Trial.Release.SHA256 != t.Release.SHA256 {
-		if code >= 0 {
-			return nil // committed, then exited; or rejected by end_trial
+		if code < 0 { // committed, and runs on
+			log.Info("release committed")
+			s.watchCommitted(ctx, c)
 		}
-		log.Info("release committed")
-		return s.watchCommitted(ctx, cmd)
+		return // committed, or rejected by end_trial, and exited
 	}
 	if code >= 0 {
-		return s.fail(log, now, fmt.Sprintf("exited with status %d before it was committed", code))
+		s.fail(log, now, fmt.Sprintf("exited with status %d before it was committed", code))
+		return
 	}
-	cmd.stop()
-	if now, err = s.Dir.Load(); err != nil || now.Trial == nil {
-		return err // committed at the last moment: it starts again as committed
+	c.stop()
+	if now = s.load(); now.Trial == nil {
+		return // committed at the last moment: it starts again as committed
 	}
 	reason := fmt.Sprintf("not committed within %s: it never registered", t.Bound)
 	if now.Trial.Registered {
 		reason = fmt.Sprintf("not committed within %s: it registered, but its health checks did not pass in time", t.Bound)
 	}
-	return s.fail(log, now, reason)
+	s.fail(log, now, reason)
 }
 
 // watchCommitted waits for a release committed while on trial to exit.
-func (s *Supervisor) watchCommitted(ctx context.Context, c *child) error {
+func (s *Supervisor) watchCommitted(ctx context.Context, c *child) {
 	if code := c.wait(ctx, nil); code != RestartExitCode && ctx.Err() == nil {
 		s.Log.Warn("agent exited; starting it again", "status", code)
 	}
-	return nil
 }
 
 // fail records the trial's failure; the next round starts the previous
 // agent.
-func (s *Supervisor) fail(log *slog.Logger, st State, reason string) error {
+func (s *Supervisor) fail(log *slog.Logger, st State, reason string) {
 	log.Error("release trial failed; the previous agent comes back", "reason", reason)
-	_, err := s.Dir.fail(st, reason)
-	return err
+	if _, err := s.Dir.fail(st, reason); err != nil {
+		log.Error("agent release state not written; no release starts on trial until it is", "err", err)
+		s.noTrials = true
+	}
 }
 
 // check checks a release before its start: its signature, its platform,

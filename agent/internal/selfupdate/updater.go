@@ -73,7 +73,8 @@ func (u *Updater) Registered() {
 	}
 }
 
-// MetaTools are stage_release, apply_release and end_trial.
+// MetaTools are stage_release, apply_release, end_trial and
+// revert_release.
 func (u *Updater) MetaTools() []computer.Tool {
 	return []computer.Tool{
 		metaTool{info: computer.MetaToolInfo(protocol.StageReleaseName, "Stage agent release",
@@ -82,6 +83,8 @@ func (u *Updater) MetaTools() []computer.Tool {
 			"Starts an installed agent release on trial: the agent restarts into it, and the previous agent comes back unless the release is committed within its bound.", protocol.ApplyReleaseSchema), call: u.apply},
 		metaTool{info: computer.MetaToolInfo(protocol.EndTrialName, "End agent trial",
 			"Commits the agent release on trial, or rejects it: the previous agent comes back.", protocol.EndTrialSchema), call: u.endTrial},
+		metaTool{info: computer.MetaToolInfo(protocol.RevertReleaseName, "Revert agent release",
+			"Takes back the agent release that runs, when the rollout that brought it is rolled back: the agent it replaced comes back.", protocol.RevertReleaseSchema), call: u.revert},
 	}
 }
 
@@ -195,4 +198,35 @@ func (u *Updater) endTrial(params map[string]any) (map[string]any, error) {
 	u.log.Warn("agent release rejected; the previous agent comes back", "version", st.Trial.Release.Version, "reason", reason)
 	u.restart()
 	return map[string]any{"committed": false}, nil
+}
+
+func (u *Updater) revert(params map[string]any) (map[string]any, error) {
+	sha, _ := params["sha256"].(string)
+	if sha == "" || sha != u.running {
+		return map[string]any{"reverted": false}, nil // it does not run here: nothing to take back
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	st, err := u.dir.Load()
+	if err != nil {
+		return nil, err
+	}
+	if t := st.Trial; t != nil && t.Release.SHA256 == sha {
+		if _, err := u.dir.fail(st, "rejected: its rollout was rolled back"); err != nil {
+			return nil, err
+		}
+	} else {
+		n := len(st.Committed)
+		if n == 0 || st.Committed[n-1].SHA256 != sha {
+			return nil, fmt.Errorf("release %.12s runs, but is not the newest committed", sha)
+		}
+		st.Committed = st.Committed[:n-1]
+		if err := u.dir.Save(st); err != nil {
+			return nil, err
+		}
+		u.dir.removeUnused(st)
+	}
+	u.log.Info("agent release reverted: restarting into the agent it replaced", "sha256", sha[:12])
+	u.restart()
+	return map[string]any{"reverted": true}, nil
 }

@@ -105,6 +105,7 @@ func TestEveryKind(t *testing.T) {
 	for _, name := range []string{"kinds.go", "kinds_test.go"} {
 		copyFile(t, filepath.Join("testdata/kinds", name), filepath.Join(pkg, name))
 	}
+	copyModuleDeps(t, goTool, scratch)
 	c.roots = append(c.roots, "Kinds")
 	src, err := generate(pkg, c)
 	require.NoError(t, err)
@@ -115,6 +116,30 @@ func TestEveryKind(t *testing.T) {
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOPROXY=off", "GOWORK=off")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go test in the scratch copy:\n%s", out)
+}
+
+// copyModuleDeps copies into scratch the packages of this module that
+// protocol imports, so that the copy of protocol builds.
+func copyModuleDeps(t *testing.T, goTool, scratch string) {
+	root := filepath.Join(protocolDir, "..")
+	cmd := exec.Command(goTool, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}} {{.Dir}}{{end}}", "./protocol")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list -deps ./protocol")
+	const module = "github.com/edgeaip/edgeaip/"
+	for line := range strings.Lines(string(out)) {
+		path, dir, _ := strings.Cut(strings.TrimSpace(line), " ")
+		rel, ours := strings.CutPrefix(path, module)
+		if !ours || rel == "protocol" {
+			continue
+		}
+		bp, err := build.ImportDir(dir, 0)
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Join(scratch, rel), 0o755))
+		for _, name := range bp.GoFiles {
+			copyFile(t, filepath.Join(dir, name), filepath.Join(scratch, rel, name))
+		}
+	}
 }
 
 func copyFile(t *testing.T, from, to string) {

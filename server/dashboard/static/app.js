@@ -488,7 +488,7 @@ function taskBody(t) {
 
 // The states in the order a rollout and its devices go through them, so
 // that every row lists its counts in the same order.
-const deviceStates = ["pending", "waiting", "changing", "done", "failed", "removing", "drift"];
+const deviceStates = ["pending", "waiting", "changing", "done", "failed", "removing", "drift", "skipped"];
 
 function rolloutLink(name) { return el("a", { href: `#/rollouts/${encodeURIComponent(name)}` }, name); }
 

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,9 +53,9 @@ func (h *taskHandlers) listTasks(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	after, err := readCursor(q.Get("cursor"))
+	after, err := store.ReadCursor(q.Get("cursor"))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		writeError(w, http.StatusBadRequest, `query "cursor": `+err.Error()+` (the "next" of a page)`)
 		return
 	}
 	rows, err := h.summaries(r.Context(), identity.CallerFrom(r), store.SessionFilter{State: string(state), TaskName: name, After: after}, limit+1)
@@ -67,7 +66,7 @@ func (h *taskHandlers) listTasks(w http.ResponseWriter, r *http.Request) {
 	page := api.TaskPage{Tasks: make([]api.TaskSummary, 0, min(len(rows), limit))}
 	for i, row := range rows {
 		if i == limit {
-			page.Next = cursorAfter(rows[i-1])
+			page.Next = store.CursorAfter(rows[i-1])
 			break
 		}
 		page.Tasks = append(page.Tasks, inscope.TaskSummary(row))
@@ -111,31 +110,6 @@ func (h *taskHandlers) summaries(ctx context.Context, c *identity.Caller, f stor
 	}
 }
 
-// cursorAfter is the cursor of the page that starts after row: its key,
-// opaque to clients.
-func cursorAfter(row store.Session) string {
-	b, _ := json.Marshal([]string{row.CreatedAt.UTC().Format(time.RFC3339Nano), row.ID})
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// readCursor reads a cursor made by cursorAfter; "" is the first page.
-func readCursor(cursor string) (*store.SessionKey, error) {
-	if cursor == "" {
-		return nil, nil
-	}
-	bad := errors.New(`query "cursor": not a cursor this server gave (the "next" of a page)`)
-	b, err := base64.RawURLEncoding.DecodeString(cursor)
-	var key []string
-	if err != nil || json.Unmarshal(b, &key) != nil || len(key) != 2 {
-		return nil, bad
-	}
-	at, err := time.Parse(time.RFC3339Nano, key[0])
-	if err != nil {
-		return nil, bad
-	}
-	return &store.SessionKey{CreatedAt: at, ID: key[1]}, nil
-}
-
 // getTask is GET /api/tasks/{id}: the task with its commands.
 func (h *taskHandlers) getTask(w http.ResponseWriter, r *http.Request) {
 	t, sight, ok := h.lookupTask(w, r, r.PathValue("id"))
@@ -161,13 +135,19 @@ func (h *taskHandlers) getTask(w http.ResponseWriter, r *http.Request) {
 
 // cancelTask is POST /api/tasks/{id}/cancel: it cancels a running task
 // (reason user_requested; its requester gets a TASK_END) and the command
-// it runs on its device, and answers with the task as it ended.
+// it runs on its device, on whichever node of a cluster runs it, and
+// answers with the task as it ended.
 func (h *taskHandlers) cancelTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := h.tasks.Cancel(id, "cancelled by "+identity.CallerFrom(r).Name); errors.Is(err, tasks.ErrNotRunning) {
+	err := h.tasks.CancelAnywhere(r.Context(), id, "cancelled by "+identity.CallerFrom(r).Name)
+	switch {
+	case errors.Is(err, tasks.ErrNotRunning):
 		if t, _, ok := h.lookupTask(w, r, id); ok {
 			writeError(w, http.StatusConflict, fmt.Sprintf("task %q is not running: it is %s", id, t.State))
 		}
+		return
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
 	if t, sight, ok := h.lookupTask(w, r, id); ok {

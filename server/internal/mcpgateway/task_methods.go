@@ -3,13 +3,11 @@ package mcpgateway
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/edgeaip/edgeaip/server/api"
 	"github.com/edgeaip/edgeaip/server/internal/identity"
@@ -275,9 +273,9 @@ func (g *Gateway) cancelTask(ctx context.Context, t mcpTask, modern bool) (any, 
 // newest first, from cursor ("" the first page).
 func (g *Gateway) listTasks(ctx context.Context, cursor string) (any, *rpcError) {
 	who := identity.CallerIn(ctx)
-	after, err := readTaskCursor(cursor)
+	after, err := store.ReadCursor(cursor)
 	if err != nil {
-		return nil, &rpcError{Code: mcp.INVALID_PARAMS, Message: err.Error()}
+		return nil, &rpcError{Code: mcp.INVALID_PARAMS, Message: fmt.Sprintf("cursor %q: %v (a page's nextCursor)", cursor, err)}
 	}
 	rows, err := g.cfg.Tasks.Tasks(ctx, store.SessionFilter{RequesterKind: api.RequesterMCP, Identity: who.Name, TopLevel: true,
 		After: after, Limit: taskListPage + 1})
@@ -287,7 +285,7 @@ func (g *Gateway) listTasks(ctx context.Context, cursor string) (any, *rpcError)
 	out := mcp.ListTasksResult{Tasks: []mcp.Task{}}
 	for i, row := range rows {
 		if i == taskListPage {
-			out.NextCursor = mcp.Cursor(taskCursor(rows[i-1]))
+			out.NextCursor = mcp.Cursor(store.CursorAfter(rows[i-1]))
 			break
 		}
 		t, err := g.readTask(ctx, row.ID)
@@ -300,30 +298,6 @@ func (g *Gateway) listTasks(ctx context.Context, cursor string) (any, *rpcError)
 		}
 	}
 	return out, nil
-}
-
-// taskCursor is the cursor of the tasks/list page after row.
-func taskCursor(row store.Session) string {
-	b, _ := json.Marshal([]string{row.CreatedAt.UTC().Format(time.RFC3339Nano), row.ID})
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// readTaskCursor reads a cursor taskCursor made; "" is the first page.
-func readTaskCursor(cursor string) (*store.SessionKey, error) {
-	if cursor == "" {
-		return nil, nil
-	}
-	bad := fmt.Errorf("cursor %q: not one this server gave (a page's nextCursor)", cursor)
-	b, err := base64.RawURLEncoding.DecodeString(cursor)
-	var key []string
-	if err != nil || json.Unmarshal(b, &key) != nil || len(key) != 2 {
-		return nil, bad
-	}
-	at, err := time.Parse(time.RFC3339Nano, key[0])
-	if err != nil {
-		return nil, bad
-	}
-	return &store.SessionKey{CreatedAt: at, ID: key[1]}, nil
 }
 
 // writeRPC answers JSON-RPC request id with result, or with rerr.

@@ -67,6 +67,29 @@ func (c *deviceChange) updateAgent(version string, trial time.Duration) (string,
 	return rel.SHA256, nil
 }
 
+// revertAgent takes back the release of version that the device runs, if
+// it runs it: the agent it replaced comes back, and registers.
+func (c *deviceChange) revertAgent(version string) error {
+	info := c.e.cfg.Inventory(c.ctx, c.device)
+	if info == nil {
+		return nil
+	}
+	rep, _ := protocol.AgentUpdateFromMetadata(info.CustomMetadata)
+	kept, err := c.e.cfg.Store.Rollouts().Release(c.ctx, version, info.Platform, info.Arch)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && rep.Running != kept.SHA256) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", version, err)
+	}
+	cmd := protocol.Command{ToolName: protocol.RevertReleaseName, ToolType: protocol.ToolAction,
+		Parameters: map[string]any{"sha256": kept.SHA256}}
+	if _, err := c.command(cmd); err != nil {
+		return fmt.Errorf("take back agent %s: %w", version, err)
+	}
+	return c.e.agentLeft(c.ctx, c.device, kept.Release)
+}
+
 // sendRelease sends rel's compressed stream in chunks, from where the
 // device's copy ends: a download cut by a lost link, or by the server's
 // restart, resumes.
@@ -116,24 +139,30 @@ func (c *deviceChange) stageChunk(chunk protocol.ReleaseChunk) (stagedCopy, erro
 // reports that its trial failed (a failure other than before, the one it
 // reported before the apply), or ctx ends.
 func (e *Engine) agentStarted(ctx context.Context, id string, rel agentrelease.Release, before *protocol.TrialFailure) error {
-	for {
-		next := e.nextRegistration(id)
-		if info := e.cfg.Inventory(ctx, id); info != nil {
-			rep, _ := protocol.AgentUpdateFromMetadata(info.CustomMetadata)
-			if rep.Running == rel.SHA256 {
-				return nil
-			}
-			if f := rep.Failed; f != nil && f.SHA256 == rel.SHA256 && (before == nil || *f != *before) {
-				return fmt.Errorf("agent %s was rolled back on the device: %s", rel.Version, f.Reason)
-			}
+	err := e.awaitReport(ctx, id, func(info *protocol.SystemInfo) (bool, error) {
+		rep, _ := protocol.AgentUpdateFromMetadata(info.CustomMetadata)
+		if f := rep.Failed; f != nil && f.SHA256 == rel.SHA256 && (before == nil || *f != *before) {
+			return false, fmt.Errorf("agent %s was rolled back on the device: %s", rel.Version, f.Reason)
 		}
-		select {
-		case <-next:
-		case <-time.After(time.Second):
-		case <-ctx.Done():
-			return fmt.Errorf("agent %s applied, but the device did not register with it: %w", rel.Version, ctx.Err())
-		}
+		return rep.Running == rel.SHA256, nil
+	})
+	if ctx.Err() != nil {
+		return fmt.Errorf("agent %s applied, but the device did not register with it: %w", rel.Version, err)
 	}
+	return err
+}
+
+// agentLeft waits until device id registers running another agent than
+// rel, or ctx ends.
+func (e *Engine) agentLeft(ctx context.Context, id string, rel agentrelease.Release) error {
+	err := e.awaitReport(ctx, id, func(info *protocol.SystemInfo) (bool, error) {
+		rep, _ := protocol.AgentUpdateFromMetadata(info.CustomMetadata)
+		return rep.Running != rel.SHA256, nil
+	})
+	if err != nil {
+		return fmt.Errorf("agent %s taken back, but the device did not register with the one before: %w", rel.Version, err)
+	}
+	return nil
 }
 
 // endTrial commits the release on trial once the health checks passed,

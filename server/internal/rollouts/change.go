@@ -100,15 +100,15 @@ func (e *Engine) ended(ctx context.Context, row store.RolloutDevice, err error) 
 type desired struct {
 	tools map[string]string
 	// agent is the agent's version (empty: left alone), and trial its
-	// bound.
-	agent string
-	trial time.Duration
+	// bound; revert, with no agent, the version to take back.
+	agent, revert string
+	trial         time.Duration
 }
 
 // desired is what the desired revision wants of each device: its tools
 // and agent. After a first revision was rolled back there is none.
 func (v *view) desired() desired {
-	d := desired{tools: v.tools}
+	d := desired{tools: v.tools, revert: v.revert}
 	if v.r.Revision > 0 {
 		d.agent, d.trial = v.spec.Agent, time.Duration(v.spec.AgentTrial)
 	}
@@ -141,9 +141,14 @@ type deviceChange struct {
 // revision, health aside.
 func (c *deviceChange) run(rev int, d desired, health *plan.Plan) (applied bool, err error) {
 	var trial string
-	if d.agent != "" {
+	switch {
+	case d.agent != "":
 		if trial, err = c.updateAgent(d.agent, d.trial); err != nil {
 			return false, c.ended(trial, err)
+		}
+	case d.revert != "":
+		if err := c.revertAgent(d.revert); err != nil {
+			return false, err
 		}
 	}
 	if err := c.stage(d.tools); err != nil {

@@ -235,14 +235,25 @@ func (e *Engine) nextRegistration(id string) <-chan struct{} {
 }
 
 // reported waits until device id reports revision rev of rollout name,
-// or ctx ends. It hears of registrations here and, in a cluster, on the
-// other nodes (Registered); one it does not hear of (a message the
-// cluster lost) is read at least every second.
+// or ctx ends.
 func (e *Engine) reported(ctx context.Context, id, name string, rev int) error {
+	return e.awaitReport(ctx, id, func(info *protocol.SystemInfo) (bool, error) {
+		reports, _ := protocol.RolloutsFromMetadata(info.CustomMetadata)
+		return reports[name].Revision == rev, nil
+	})
+}
+
+// awaitReport waits until ok says that what device id registers is as
+// wanted, or fails, or ctx ends. It hears of registrations here and, in
+// a cluster, on the other nodes (Registered); one it does not hear of (a
+// message the cluster lost) is read at least every second.
+func (e *Engine) awaitReport(ctx context.Context, id string, ok func(*protocol.SystemInfo) (bool, error)) error {
 	for {
 		next := e.nextRegistration(id)
-		if r, ok := e.report(ctx, id, name); ok && r.Revision == rev {
-			return nil
+		if info := e.cfg.Inventory(ctx, id); info != nil {
+			if done, err := ok(info); done || err != nil {
+				return err
+			}
 		}
 		select {
 		case <-next:

@@ -26,6 +26,10 @@ type view struct {
 	// rolled back); spec is its, or the latest's when there is none.
 	tools map[string]string
 	spec  *rollout.Spec
+	// revert is the agent version of the revision rolled back, when the
+	// one rolled back to names none: each device that runs it takes it
+	// back.
+	revert string
 	// selected are the devices its selector picks; rows their states,
 	// and those of devices that left it.
 	selected []string
@@ -74,6 +78,9 @@ func (e *Engine) read(ctx context.Context, w *worker) (*view, error) {
 	if v.tools, v.spec, sel, err = e.desiredOf(ctx, r); err != nil {
 		return nil, err
 	}
+	if v.revert, err = e.revertOf(ctx, v); err != nil {
+		return nil, err
+	}
 	if v.selected, err = e.cfg.Matching(ctx, sel); err != nil {
 		return nil, err
 	}
@@ -108,6 +115,23 @@ func (e *Engine) desiredOf(ctx context.Context, r store.Rollout) (map[string]str
 		return nil, nil, nil, fmt.Errorf("rollout %s: selector: %w", r.Name, err)
 	}
 	return tools, spec, sel, nil
+}
+
+// revertOf is the agent version each device of v takes back: the latest
+// revision's, when it was rolled back to a revision that names none.
+func (e *Engine) revertOf(ctx context.Context, v *view) (string, error) {
+	if !v.rollingBack() || v.r.Revision == v.r.Latest || (v.r.Revision > 0 && v.spec.Agent != "") {
+		return "", nil
+	}
+	rev, err := e.cfg.Store.Rollouts().Revision(ctx, v.r.Name, v.r.Latest)
+	if err != nil {
+		return "", err
+	}
+	latest, err := rollout.ParseDigests(rev.Spec)
+	if err != nil {
+		return "", fmt.Errorf("rollout %s revision %d: %w", v.r.Name, rev.Revision, err)
+	}
+	return latest.Agent, nil
 }
 
 // step is one reconciliation: the rows follow the selection and the
@@ -180,7 +204,9 @@ func (e *Engine) assign(ctx context.Context, v *view) error {
 		if v.rollingBack() {
 			row.Wave = 0
 		}
-		if row.Applied == v.r.Revision {
+		// A device that reports the revision's tools is done, unless its
+		// agent may have to change: the change then finds out.
+		if d := v.desired(); row.Applied == v.r.Revision && d.agent == "" && d.revert == "" {
 			row.State = api.DeviceDone
 		}
 		v.rows[id] = row

@@ -67,6 +67,9 @@ func (e *Engine) statusOf(ctx context.Context, who *identity.Caller, r store.Rol
 	}
 	out := api.Rollout{Name: r.Name, Revision: r.Revision, Latest: r.Latest, State: r.State, Reason: r.Reason,
 		Selector: sel.String(), Tools: tools, Wave: r.Wave, Counts: map[string]int{}, UpdatedAt: r.UpdatedAt}
+	if r.Revision > 0 {
+		out.Agent = spec.Agent
+	}
 	v := view{r: r}
 	for i, w := range spec.Waves {
 		out.Waves = append(out.Waves, api.RolloutWave{Size: w.String(), Open: i <= r.Wave || v.rollingBack(), Counts: map[string]int{}})
