@@ -45,6 +45,9 @@ var (
 	versionSyntax  = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$`)
 	platformSyntax = regexp.MustCompile(`^[a-z0-9]{1,16}$`)
 	digestSyntax   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	// keyIDSyntax is signature.KeyID's: the first 8 bytes of the public
+	// key's SHA-256, in hex.
+	keyIDSyntax = regexp.MustCompile(`^[0-9a-f]{16}$`)
 )
 
 // Check reports the first field that is malformed, naming it.
@@ -61,6 +64,20 @@ func (r Release) Check() error {
 		return fmt.Errorf("sha256 %q: want 64 lower-case hex digits", r.SHA256)
 	case r.Size <= 0 || r.Size > MaxSize:
 		return fmt.Errorf("size %d: want 1 to %d bytes", r.Size, MaxSize)
+	}
+	return nil
+}
+
+// CheckSigned reports whether r carries a signature, well formed, and
+// the id of the key that made it: ErrUnsigned if it carries none.
+func (r Release) CheckSigned() error {
+	switch {
+	case len(r.Signature) == 0:
+		return ErrUnsigned
+	case !keyIDSyntax.MatchString(r.KeyID):
+		return fmt.Errorf("key_id %q: want the signing key's id, 16 lower-case hex digits", r.KeyID)
+	case len(r.Signature) != ed25519.SignatureSize:
+		return fmt.Errorf("signature: %d bytes, want an ed25519 signature's %d", len(r.Signature), ed25519.SignatureSize)
 	}
 	return nil
 }
@@ -100,8 +117,8 @@ func (r Release) Verify(trusted []ed25519.PublicKey) error {
 	if err := r.Check(); err != nil {
 		return err
 	}
-	if len(r.Signature) == 0 {
-		return ErrUnsigned
+	if err := r.CheckSigned(); err != nil {
+		return err
 	}
 	for _, k := range trusted {
 		if signature.KeyID(k) != r.KeyID {

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -102,10 +100,6 @@ func apiRelease(k store.Release) api.Release {
 	return api.Release{Release: k.Release, PublishedAt: k.CreatedAt, PublishedBy: k.By}
 }
 
-// keyIDSyntax is signature.KeyID's: the first 8 bytes of the public
-// key's SHA-256, in hex.
-var keyIDSyntax = regexp.MustCompile(`^[0-9a-f]{16}$`)
-
 // releaseOf is the release a publish describes, by its path and query,
 // or the status and error that refuse it: 413 for a size past
 // agentrelease.MaxSize, 400 for anything else malformed or unsigned.
@@ -132,32 +126,17 @@ func releaseOf(r *http.Request) (agentrelease.Release, int, error) {
 	if err := rel.Check(); err != nil {
 		return rel, http.StatusBadRequest, err
 	}
-	sig, err := signatureOf(q.Get("signature"), rel.KeyID)
-	rel.Signature = sig
+	sig, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(q.Get("signature"), "="))
 	if err != nil {
+		return rel, http.StatusBadRequest, fmt.Errorf("signature: want base64url: %w", err)
+	}
+	rel.Signature = sig
+	if err := rel.CheckSigned(); errors.Is(err, agentrelease.ErrUnsigned) {
+		return rel, http.StatusBadRequest, fmt.Errorf("%w: devices refuse unsigned releases; sign it with a release key (aipctl agent publish --key)", err)
+	} else if err != nil {
 		return rel, http.StatusBadRequest, err
 	}
 	return rel, 0, nil
-}
-
-// signatureOf is a publish's signature, from base64url, and checks that
-// keyID names a key: a release must be signed, as a device refuses one
-// that is not.
-func signatureOf(b64, keyID string) ([]byte, error) {
-	if b64 == "" {
-		return nil, fmt.Errorf("%w: devices refuse unsigned releases; sign it with a release key (aipctl agent publish --key)", agentrelease.ErrUnsigned)
-	}
-	if !keyIDSyntax.MatchString(keyID) {
-		return nil, fmt.Errorf("key_id %q: want the signing key's id, 16 lower-case hex digits", keyID)
-	}
-	sig, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(b64, "="))
-	if err != nil {
-		return nil, fmt.Errorf("signature: want base64url: %w", err)
-	}
-	if len(sig) != ed25519.SignatureSize {
-		return nil, fmt.Errorf("signature: %d bytes, want an ed25519 signature's %d", len(sig), ed25519.SignatureSize)
-	}
-	return sig, nil
 }
 
 // readRelease reads the body of rel's publish, which must be rel.Size

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/driverstmt"
 	"github.com/edgeaip/edgeaip/server/internal/store/schema"
@@ -136,36 +134,6 @@ func (sqliteDialect) emptyTables([]string) (string, error) {
 // afterCopy needs nothing: SQLite's next rowid follows the largest key
 // inserted.
 func (sqliteDialect) afterCopy(*Tx) error { return nil }
-
-// bindNumbered rewrites the ? placeholders of query as $1, $2, …,
-// leaving alone those inside quoted strings and identifiers.
-func bindNumbered(query string) string {
-	if !strings.Contains(query, "?") {
-		return query
-	}
-	var b strings.Builder
-	b.Grow(len(query) + 16)
-	n := 0
-	var quote byte // the quote we are inside, or 0
-	for i := 0; i < len(query); i++ {
-		c := query[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '"':
-			quote = c
-		case c == '?':
-			n++
-			b.WriteByte('$')
-			b.WriteString(strconv.Itoa(n))
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
 
 // boolInt is b as the store's flag columns hold it, on either database.
 func boolInt(b bool) int64 {

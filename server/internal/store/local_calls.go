@@ -6,6 +6,7 @@ import (
 	"github.com/edgeaip/edgeaip/protocol"
 
 	"github.com/edgeaip/edgeaip/server/internal/encodedonce"
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/audit"
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
@@ -18,7 +19,7 @@ const actorLocal = "local"
 // server acknowledges it, so a call already recorded, by its call_id, is
 // recorded once; the answer says whether this was the first time.
 func (w CommandWrites) AppendLocalCall(deviceID, who string, a protocol.Command, r protocol.Result) (bool, error) {
-	params, err := encodedonce.JSON(auditParameters(a.Parameters))
+	params, err := encodedonce.JSON(audit.Parameters(a.Parameters))
 	if err != nil {
 		return false, fmt.Errorf("store: local call %s: parameters: %w", a.CallID, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/edgeaip/edgeaip/server/internal/store/schema"
 
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/driverstmt"
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/pgbatch"
 	"github.com/edgeaip/edgeaip/server/internal/store/internal/sqlrow"
 )
 
@@ -74,7 +75,7 @@ func RedactURL(dsn string) string {
 type postgresDialect struct{}
 
 func (postgresDialect) backend() Backend         { return Postgres }
-func (postgresDialect) bind(query string) string { return bindNumbered(query) }
+func (postgresDialect) bind(query string) string { return pgbatch.Numbered(query) }
 func (postgresDialect) jsonTexts() string {
 	return `SELECT json_array_elements_text(?::json)`
 }

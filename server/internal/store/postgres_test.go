@@ -13,6 +13,7 @@ import (
 	"github.com/edgeaip/edgeaip/internal/blackhole"
 	"github.com/edgeaip/edgeaip/internal/pgtest"
 	"github.com/edgeaip/edgeaip/protocol"
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/pgbatch"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -162,8 +163,8 @@ func TestStoresOpeningANewDatabaseAtOnceMigrateItOnce(t *testing.T) {
 
 func TestPlaceholdersAreNumberedOutsideQuotes(t *testing.T) {
 	assert.Equal(t, `SELECT a FROM t WHERE x = $1 AND y = '?' AND "z?" = $2`,
-		bindNumbered(`SELECT a FROM t WHERE x = ? AND y = '?' AND "z?" = ?`))
-	assert.Equal(t, `SELECT 1`, bindNumbered(`SELECT 1`))
+		pgbatch.Numbered(`SELECT a FROM t WHERE x = ? AND y = '?' AND "z?" = ?`))
+	assert.Equal(t, `SELECT 1`, pgbatch.Numbered(`SELECT 1`))
 }
 
 // The SQLSTATEs of a database that cannot write now are ErrUnavailable;

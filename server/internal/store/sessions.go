@@ -91,7 +91,7 @@ func (w SessionWrites) Insert(s Session) error {
 		return fmt.Errorf("store: record session %q: %w", s.ID, err)
 	}
 	if s.Key != nil {
-		return w.t.insertIdempotencyKey(*s.Key, s.ID)
+		return w.t.IdempotencyKeys().Insert(*s.Key, s.ID)
 	}
 	return nil
 }

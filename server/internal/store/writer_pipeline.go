@@ -3,12 +3,11 @@ package store
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strconv"
-	"unsafe"
 
+	"github.com/edgeaip/edgeaip/server/internal/store/internal/pgbatch"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -98,7 +97,7 @@ func (t *Tx) beginPipelined(synced bool) error {
 			return err
 		}
 	}
-	if !unasked(t.pipe.pc.Conn()) {
+	if !pgbatch.Unasked(t.pipe.pc.Conn()) {
 		return nil
 	}
 	if err := t.flush(); err != nil {
@@ -124,7 +123,7 @@ func (t *Tx) pipelined(query string, args []any) (*pipelinedResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	params, err := t.pgParams(sd, t.s.dialect.args(args))
+	params, err := pgbatch.Params(t.pipe.types, sd, t.s.dialect.args(args))
 	if err != nil {
 		return nil, err
 	}
@@ -203,57 +202,6 @@ func (t *Tx) flush() error {
 		e.res.err, e.res.done = f.err, true
 	}
 	return f.err
-}
-
-// pgParams are args as PostgreSQL's text format has them, for the
-// parameters of sd.
-func (t *Tx) pgParams(sd *pgconn.StatementDescription, args []any) ([][]byte, error) {
-	if len(args) != len(sd.ParamOIDs) {
-		return nil, fmt.Errorf("store: expected %d arguments, got %d", len(sd.ParamOIDs), len(args))
-	}
-	out := make([][]byte, len(args))
-	for i, a := range args {
-		v, err := textParam(t.pipe.types, sd.ParamOIDs[i], a)
-		if err != nil {
-			return nil, fmt.Errorf("store: converting argument $%d (%T): %w", i+1, a, err)
-		}
-		out[i] = v
-	}
-	return out, nil
-}
-
-// empty is the empty text, which nil would make NULL.
-var empty = []byte{}
-
-// textParam is a in PostgreSQL's text format for a parameter of type
-// oid: strings and integers as they are, which is what the store binds
-// on its hot path, and anything else as pgx encodes it. A string's bytes
-// are lent, not copied: pgconn only reads them, into its buffer.
-func textParam(types *pgtype.Map, oid uint32, a any) ([]byte, error) {
-	switch v := a.(type) {
-	case nil:
-		return nil, nil
-	case string:
-		if oid != pgtype.ByteaOID {
-			if v == "" {
-				return empty, nil
-			}
-			return unsafe.Slice(unsafe.StringData(v), len(v)), nil
-		}
-	case int64:
-		return strconv.AppendInt(nil, v, 10), nil
-	case int:
-		return strconv.AppendInt(nil, int64(v), 10), nil
-	case driver.Valuer:
-		dv, err := v.Value()
-		if err != nil {
-			return nil, err
-		}
-		if _, again := dv.(driver.Valuer); !again {
-			return textParam(types, oid, dv)
-		}
-	}
-	return types.Encode(oid, pgtype.TextFormatCode, a, nil)
 }
 
 // execPipelined is exec's on PostgreSQL: the statement is queued, and

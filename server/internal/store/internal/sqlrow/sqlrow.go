@@ -8,6 +8,8 @@ package sqlrow
 import (
 	"context"
 	"database/sql"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -119,4 +121,27 @@ func List(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// ErrBadCursor is a listing's cursor that this server did not give.
+var ErrBadCursor = errors.New("not a cursor this server gave")
+
+// Cursor is the opaque cursor of a listing's page that starts after the
+// row created at at, with id id.
+func Cursor(at time.Time, id string) string {
+	b, _ := json.Marshal([]string{at.UTC().Format(time.RFC3339Nano), id})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// ReadCursor reads a cursor Cursor made; anything else is ErrBadCursor.
+func ReadCursor(cursor string) (at time.Time, id string, err error) {
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	var key []string
+	if err != nil || json.Unmarshal(b, &key) != nil || len(key) != 2 {
+		return time.Time{}, "", ErrBadCursor
+	}
+	if at, err = time.Parse(time.RFC3339Nano, key[0]); err != nil {
+		return time.Time{}, "", ErrBadCursor
+	}
+	return at, key[1], nil
 }

@@ -1,18 +1,18 @@
 //go:build unix
 
-package store
+package pgbatch
 
 import (
 	"net"
 	"syscall"
 )
 
-// unasked reports whether the server has closed c, or sent on it what
+// Unasked reports whether the server has closed c, or sent on it what
 // nobody asked for (the error it sends before it closes a connection:
 // shutting down, terminated), by a look at the socket that neither waits
 // nor takes what it sees. A connection that cannot be looked at (TLS)
 // reports false.
-func unasked(c net.Conn) bool {
+func Unasked(c net.Conn) bool {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return false

@@ -1,6 +1,6 @@
 //go:build unix
 
-package store
+package pgbatch
 
 import (
 	"net"
@@ -36,17 +36,17 @@ func connPair(t *testing.T) (client, server net.Conn) {
 // takes nothing from it.
 func TestALookAtTheSocketSeesAServerThatClosedOrSpokeUnasked(t *testing.T) {
 	client, server := connPair(t)
-	assert.False(t, unasked(client), "at rest")
+	assert.False(t, Unasked(client), "at rest")
 	_, err := server.Write([]byte("E"))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return unasked(client) }, 10*time.Second, time.Millisecond, "unasked")
+	require.Eventually(t, func() bool { return Unasked(client) }, 10*time.Second, time.Millisecond, "unasked")
 	buf := make([]byte, 1)
 	_, err = client.Read(buf)
 	require.NoError(t, err)
 	assert.Equal(t, "E", string(buf), "the look took nothing")
 
 	server.Close()
-	require.Eventually(t, func() bool { return unasked(client) }, 10*time.Second, time.Millisecond, "closed")
+	require.Eventually(t, func() bool { return Unasked(client) }, 10*time.Second, time.Millisecond, "closed")
 }
 
 // pgconn may leave a reader of its own blocked in a read of the socket
@@ -62,7 +62,7 @@ func TestALookAtTheSocketDoesNotWaitForAReaderBlockedInIt(t *testing.T) {
 	}()
 	runtime.Gosched()
 	looked := make(chan bool, 1)
-	go func() { looked <- unasked(client) }()
+	go func() { looked <- Unasked(client) }()
 	select {
 	case <-looked:
 	case <-time.After(10 * time.Second):
