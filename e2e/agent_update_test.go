@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -405,4 +406,28 @@ func TestRollingBackAnAgentRolloutBringsBackTheAgentEachDeviceRanBefore(t *testi
 		assert.Nil(t, rep.Failed, "%s took the release back; no trial failed", id)
 		assert.True(t, u.agents[id].logged(`msg="agent release reverted: restarting into the agent it replaced"`), id)
 	}
+}
+
+// A trial that fails after its change gave up waiting (device_timeout
+// passed while the device was away) fails the device when it links
+// again: the release is not downloaded and tried over and over.
+func TestATrialThatFailsWhileItsChangeIsAwayFailsTheDeviceOnce(t *testing.T) {
+	u := newUpdates(t, stampedAgent(t, "1.0.0"))
+	p := u.add("kiosk-1", map[string]string{"site": "lab"}, "")
+	u.waitOnline("kiosk-1", true)
+	// A release of some megabytes, whose download starts the trial late
+	// enough that the change's device_timeout passes before the trial's
+	// bound: the device is away then, on trial, and the change waits.
+	padding := make([]byte, 6<<20)
+	_, err := rand.Read(padding)
+	require.NoError(t, err)
+	u.publish("3.0.1-hangs", append(script("exec sleep 600\n#"), base64.StdEncoding.EncodeToString(padding)...))
+	u.rollout(map[string]any{"name": "agents", "selector": "site=lab", "agent": "3.0.1-hangs", "agent_trial": "5s",
+		"device_timeout": "5200ms", "health": health})
+	r := u.waitFor("agents", "paused on the device's failure", func(r api.Rollout) bool { return r.State == api.RolloutPaused })
+	require.Len(t, r.Devices, 1)
+	assert.Equal(t, api.DeviceFailed, r.Devices[0].State)
+	assert.Contains(t, r.Devices[0].Error, "agent 3.0.1-hangs was rolled back on the device: not committed within 5s: it never registered")
+	u.runs("kiosk-1", "1.0.0")
+	assert.Equal(t, 1, p.count(`msg="release started on trial"`), "tried once")
 }

@@ -152,17 +152,19 @@ var StageReleaseSchema = map[string]any{
 }
 
 // ApplyReleaseParams builds apply_release's parameters: the release to
-// start on trial, the rollout asking, and the bound within which it must
-// be committed.
-func ApplyReleaseParams(r agentrelease.Release, rollout string, trial time.Duration) map[string]any {
-	return map[string]any{"release": releaseMap(r), "sha256": r.SHA256, "rollout": rollout, "trial_seconds": int64(trial / time.Second)}
+// start on trial, the rollout and revision asking, and the bound within
+// which it must be committed.
+func ApplyReleaseParams(r agentrelease.Release, rollout string, revision int, trial time.Duration) map[string]any {
+	return map[string]any{"release": releaseMap(r), "sha256": r.SHA256, "rollout": rollout, "revision": int64(revision),
+		"trial_seconds": int64(trial / time.Second)}
 }
 
 // ApplyRelease is apply_release's parameters, read.
 type ApplyRelease struct {
-	Release agentrelease.Release
-	Rollout string
-	Trial   time.Duration
+	Release  agentrelease.Release
+	Rollout  string
+	Revision int
+	Trial    time.Duration
 }
 
 // ApplyReleaseFrom reads apply_release's parameters.
@@ -176,7 +178,8 @@ func ApplyReleaseFrom(params map[string]any) (ApplyRelease, error) {
 		return ApplyRelease{}, fmt.Errorf(`parameter "trial_seconds": %v is not a whole number of seconds from 1 to a day`, params["trial_seconds"])
 	}
 	rollout, _ := params["rollout"].(string)
-	return ApplyRelease{Release: r, Rollout: rollout, Trial: time.Duration(secs) * time.Second}, nil
+	rev, _ := wholeNumber(params["revision"])
+	return ApplyRelease{Release: r, Rollout: rollout, Revision: rev, Trial: time.Duration(secs) * time.Second}, nil
 }
 
 // ApplyReleaseSchema is the input schema of apply_release.
@@ -186,6 +189,7 @@ var ApplyReleaseSchema = map[string]any{
 		"release":       StageReleaseSchema["properties"].(map[string]any)["release"],
 		"sha256":        StageReleaseSchema["properties"].(map[string]any)["sha256"],
 		"rollout":       map[string]any{"type": "string"},
+		"revision":      map[string]any{"type": "integer", "minimum": 0},
 		"trial_seconds": map[string]any{"type": "integer", "minimum": 1, "maximum": 86400},
 	},
 	"required": []any{"release", "sha256", "trial_seconds"},
@@ -224,13 +228,15 @@ type AgentUpdateReport struct {
 	Failed  *TrialFailure `json:"failed,omitempty"`
 }
 
-// TrialFailure is a release whose trial failed, why and when; the
-// previous agent came back.
+// TrialFailure is a release whose trial failed, why and when, and the
+// rollout and revision that applied it; the previous agent came back.
 type TrialFailure struct {
-	Version string    `json:"version"`
-	SHA256  string    `json:"sha256"`
-	Reason  string    `json:"reason"`
-	At      time.Time `json:"at"`
+	Version  string    `json:"version"`
+	SHA256   string    `json:"sha256"`
+	Reason   string    `json:"reason"`
+	At       time.Time `json:"at"`
+	Rollout  string    `json:"rollout,omitempty"`
+	Revision int       `json:"revision,omitempty"`
 }
 
 // AddAgentUpdateMetadata puts r into custom, as plain values that either
@@ -238,7 +244,8 @@ type TrialFailure struct {
 func AddAgentUpdateMetadata(custom map[string]any, r AgentUpdateReport) {
 	m := map[string]any{"running": r.Running, "trial": r.Trial}
 	if f := r.Failed; f != nil {
-		m["failed"] = map[string]any{"version": f.Version, "sha256": f.SHA256, "reason": f.Reason, "at": f.At.UTC().Format(time.RFC3339Nano)}
+		m["failed"] = map[string]any{"version": f.Version, "sha256": f.SHA256, "reason": f.Reason, "at": f.At.UTC().Format(time.RFC3339Nano),
+			"rollout": f.Rollout, "revision": int64(f.Revision)}
 	}
 	custom[AgentUpdateMetadataKey] = m
 }

@@ -32,7 +32,9 @@ type State struct {
 // Trial is a release applied and not yet committed.
 type Trial struct {
 	Release agentrelease.Release `json:"release"`
-	Rollout string               `json:"rollout,omitempty"`
+	// Rollout and Revision applied it.
+	Rollout  string `json:"rollout,omitempty"`
+	Revision int    `json:"revision,omitempty"`
 	// Bound is how long it has, from its start, to be committed.
 	Bound time.Duration `json:"bound"`
 	// Started is set, durably, before the supervisor starts it: a trial
@@ -83,7 +85,8 @@ func (d Dir) Save(s State) error {
 func (d Dir) fail(s State, reason string) (State, error) {
 	t := s.Trial
 	s.Trial = nil
-	s.Failed = &protocol.TrialFailure{Version: t.Release.Version, SHA256: t.Release.SHA256, Reason: reason, At: time.Now().UTC()}
+	s.Failed = &protocol.TrialFailure{Version: t.Release.Version, SHA256: t.Release.SHA256, Reason: reason, At: time.Now().UTC(),
+		Rollout: t.Rollout, Revision: t.Revision}
 	if err := d.Save(s); err != nil {
 		return s, err
 	}

@@ -153,7 +153,7 @@ func (u *Updater) apply(params map[string]any) (map[string]any, error) {
 	if st.Trial != nil && st.Trial.Release.SHA256 == u.running {
 		return nil, fmt.Errorf("release %s is on trial: end its trial first", st.Trial.Release.Version)
 	}
-	st.Trial = &Trial{Release: a.Release, Rollout: a.Rollout, Bound: a.Trial}
+	st.Trial = &Trial{Release: a.Release, Rollout: a.Rollout, Revision: a.Revision, Bound: a.Trial}
 	if err := u.dir.Save(st); err != nil {
 		return nil, err
 	}

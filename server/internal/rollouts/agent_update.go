@@ -25,7 +25,7 @@ func (s skipped) Error() string { return s.reason }
 // it, and waits for the new agent to register. It answers the digest of
 // the release on trial, which the health checks then decide on (empty:
 // the device runs version already), also with an error that rejects it.
-func (c *deviceChange) updateAgent(version string, trial time.Duration) (string, error) {
+func (c *deviceChange) updateAgent(version string, rev int, trial time.Duration) (string, error) {
 	info := c.e.cfg.Inventory(c.ctx, c.device)
 	if info == nil {
 		return "", errors.New("the device has not registered yet")
@@ -45,12 +45,18 @@ func (c *deviceChange) updateAgent(version string, trial time.Duration) (string,
 	if !updates {
 		return "", fmt.Errorf("the device's agent %s does not update itself: start it with a release key (--release-key)", info.AgentVersion)
 	}
+	if f := rep.Failed; f != nil && f.SHA256 == rel.SHA256 && f.Rollout == c.rollout && f.Revision == rev {
+		// Its trial failed while the change was away (the device was
+		// offline past device_timeout, the server restarted): that is
+		// the change's end, not a reason to try again.
+		return "", fmt.Errorf("agent %s was rolled back on the device: %s", version, f.Reason)
+	}
 	if rep.Running != rel.SHA256 { // else on trial already: the change started again
 		if err := c.sendRelease(rel); err != nil {
 			return "", err
 		}
 		apply := protocol.Command{ToolName: protocol.ApplyReleaseName, ToolType: protocol.ToolAction,
-			Parameters: protocol.ApplyReleaseParams(rel, c.rollout, trial)}
+			Parameters: protocol.ApplyReleaseParams(rel, c.rollout, rev, trial)}
 		if _, err := c.command(apply); err != nil {
 			return "", fmt.Errorf("apply agent %s: %w", version, err)
 		}

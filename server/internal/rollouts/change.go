@@ -134,25 +134,27 @@ type deviceChange struct {
 	lastTask string
 }
 
-// run brings the device's agent to d's (on trial), stages what the
-// device lacks of d's tools, applies revision rev with them (none: the
+// run stages what the device lacks of d's tools, brings the device's
+// agent to d's (on trial), applies revision rev with the tools (none: the
 // rollout's tools are removed), then runs health, which commits or
 // rejects a new agent. applied says whether the device took the
 // revision, health aside.
 func (c *deviceChange) run(rev int, d desired, health *plan.Plan) (applied bool, err error) {
+	// The modules first: the new agent's trial runs against its bound,
+	// which a download of modules on a slow link must not take.
+	if err := c.stage(d.tools); err != nil {
+		return false, err
+	}
 	var trial string
 	switch {
 	case d.agent != "":
-		if trial, err = c.updateAgent(d.agent, d.trial); err != nil {
+		if trial, err = c.updateAgent(d.agent, rev, d.trial); err != nil {
 			return false, c.ended(trial, err)
 		}
 	case d.revert != "":
 		if err := c.revertAgent(d.revert); err != nil {
 			return false, err
 		}
-	}
-	if err := c.stage(d.tools); err != nil {
-		return false, c.ended(trial, err)
 	}
 	apply := protocol.Command{ToolName: protocol.ApplyRevisionName, ToolType: protocol.ToolAction,
 		Parameters: protocol.ApplyRevisionParams(protocol.Revision{Rollout: c.rollout, Number: rev, Tools: d.tools})}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/edgeaip/edgeaip/server/internal/encodedonce"
 	"github.com/edgeaip/edgeaip/server/internal/store"
@@ -40,4 +43,28 @@ func TestAModulesStageParametersAreMadeOnceForAllItsDevices(t *testing.T) {
 	}
 	assert.Len(t, e.staging.values, stageCacheSize, "bounded")
 	assert.NotContains(t, e.staging.values, shas[0], "the oldest goes first")
+}
+
+// Callers that want one value at once wait for the one making it: a wave
+// of devices compresses a release once, not once a device.
+func TestAValueWantedByManyAtOnceIsMadeOnce(t *testing.T) {
+	k := kept[int]{n: 2}
+	var made atomic.Int32
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			v, err := k.get("a", func() (int, error) {
+				made.Add(1)
+				<-release
+				return 7, nil
+			})
+			assert.NoError(t, err)
+			assert.Equal(t, 7, v)
+		})
+	}
+	require.Eventually(t, func() bool { return made.Load() == 1 }, 10*time.Second, time.Millisecond)
+	close(release)
+	wg.Wait()
+	assert.Equal(t, int32(1), made.Load())
 }
