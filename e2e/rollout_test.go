@@ -338,7 +338,7 @@ func TestAFleetIsKeptInItsRolloutsDesiredState(t *testing.T) {
 		require.NoError(t, err)
 		other["tools"] = []string{digestOf(greet3)}
 		_, err = c.api.ApplyRollout(ctx, must(json.Marshal(other)))
-		require.ErrorContains(t, err, `rollouts "other" and "kiosk-tools" would both put tool greet on devices`)
+		require.ErrorContains(t, err, `rollouts "other" and "kiosk-tools" would both set tool greet on devices`)
 
 		other["selector"] = "kind=kiosk"
 		out, err := c.api.ApplyRollout(ctx, must(json.Marshal(other)))
@@ -346,9 +346,9 @@ func TestAFleetIsKeptInItsRolloutsDesiredState(t *testing.T) {
 		assert.Equal(t, 0, out.Selected)
 		assert.Contains(t, out.Note, "picks no device now")
 		_, err = c.api.Label(ctx, lobby[2], api.LabelRequest{Set: map[string]string{"kind": "kiosk"}})
-		require.ErrorContains(t, err, `rollouts "kiosk-tools" and "other" would both put tool greet on device `+lobby[2])
+		require.ErrorContains(t, err, `rollouts "kiosk-tools" and "other" would both set tool greet on device `+lobby[2])
 		_, err = c.api.Enroll(ctx, api.EnrollRequest{ID: "dev-new", Labels: map[string]string{"site": "lobby", "kind": "kiosk"}})
-		require.ErrorContains(t, err, `rollouts "kiosk-tools" and "other" would both put tool greet on device dev-new`, "enrolled so, too")
+		require.ErrorContains(t, err, `rollouts "kiosk-tools" and "other" would both set tool greet on device dev-new`, "enrolled so, too")
 	})
 
 	t.Run("an unsigned module fails the canary with the device's own reason, and rolls back", func(t *testing.T) {

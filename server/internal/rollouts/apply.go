@@ -94,7 +94,7 @@ func (e *Engine) Apply(ctx context.Context, who *identity.Caller, spec *rollout.
 	if len(selected) == 0 {
 		out.Note = fmt.Sprintf("the selector %s picks no device now; devices that gain its labels get the rollout", sel)
 	}
-	if err := e.conflicts(ctx, spec.Name, tools, selected); err != nil {
+	if err := e.conflicts(ctx, spec.Name, claims{tools, spec.Agent}, selected); err != nil {
 		return out, err
 	}
 	specBytes := specJSON(spec)
@@ -150,9 +150,10 @@ func (e *Engine) current(ctx context.Context, name string, spec []byte) (int, bo
 	return r.Revision, err == nil && bytes.Equal(rev.Spec, spec)
 }
 
-// conflicts refuses tools for devices if another rollout puts a tool of
-// the same name on one of them.
-func (e *Engine) conflicts(ctx context.Context, name string, tools map[string]string, devices []string) error {
+// conflicts refuses a rollout that sets what another sets on one of
+// devices: a tool of the same name, or the agent's version (two rollouts
+// of the agent would take turns at each device's agent).
+func (e *Engine) conflicts(ctx context.Context, name string, sets claims, devices []string) error {
 	others, err := e.desired(ctx)
 	if err != nil {
 		return err
@@ -161,7 +162,7 @@ func (e *Engine) conflicts(ctx context.Context, name string, tools map[string]st
 		if o.name == name {
 			continue
 		}
-		shared := sharedTools(tools, o.tools)
+		shared := sets.shared(o.claims)
 		if len(shared) == 0 {
 			continue
 		}
@@ -170,7 +171,7 @@ func (e *Engine) conflicts(ctx context.Context, name string, tools map[string]st
 			return err
 		}
 		if both := intersect(devices, theirs); len(both) > 0 {
-			return &ConflictError{fmt.Sprintf("rollouts %q and %q would both put tool %s on %s: give the tools other names, or the selectors devices apart",
+			return &ConflictError{fmt.Sprintf("rollouts %q and %q would both set %s on %s: give the tools other names, leave the agent to one of them, or set the selectors' devices apart",
 				name, o.name, strings.Join(shared, ", "), someDevices(both))}
 		}
 	}
@@ -178,7 +179,8 @@ func (e *Engine) conflicts(ctx context.Context, name string, tools map[string]st
 }
 
 // CheckLabels refuses labels for device id if two rollouts whose
-// selectors pick them would put a tool of the same name on it.
+// selectors pick them would set the same thing on it: a tool of the same
+// name, or the agent's version.
 func (e *Engine) CheckLabels(ctx context.Context, id string, labels map[string]string) error {
 	all, err := e.desired(ctx)
 	if err != nil {
@@ -192,8 +194,8 @@ func (e *Engine) CheckLabels(ctx context.Context, id string, labels map[string]s
 	}
 	for i, a := range picking {
 		for _, b := range picking[i+1:] {
-			if shared := sharedTools(a.tools, b.tools); len(shared) > 0 {
-				return &ConflictError{fmt.Sprintf("with these labels, rollouts %q and %q would both put tool %s on device %s", a.name, b.name, strings.Join(shared, ", "), id)}
+			if shared := a.shared(b.claims); len(shared) > 0 {
+				return &ConflictError{fmt.Sprintf("with these labels, rollouts %q and %q would both set %s on device %s", a.name, b.name, strings.Join(shared, ", "), id)}
 			}
 		}
 	}
@@ -226,7 +228,28 @@ type desiredRollout struct {
 	name     string
 	revision int
 	selector access.Selector
-	tools    map[string]string
+	claims
+}
+
+// claims are what a rollout sets on its devices: its tools, by name, and
+// the agent's version, if it names one.
+type claims struct {
+	tools map[string]string
+	agent string
+}
+
+// shared describes what c and o both set.
+func (c claims) shared(o claims) []string {
+	var out []string
+	if c.agent != "" && o.agent != "" {
+		out = append(out, "the agent's version")
+	}
+	for _, t := range slices.Sorted(maps.Keys(c.tools)) {
+		if _, ok := o.tools[t]; ok {
+			out = append(out, "tool "+t)
+		}
+	}
+	return out
 }
 
 // desired are the rollouts that want tools on devices now.
@@ -240,23 +263,13 @@ func (e *Engine) desired(ctx context.Context) ([]desiredRollout, error) {
 		if r.Revision == 0 {
 			continue
 		}
-		tools, _, sel, err := e.desiredOf(ctx, r)
+		tools, spec, sel, err := e.desiredOf(ctx, r)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, desiredRollout{name: r.Name, revision: r.Revision, selector: sel, tools: tools})
+		out = append(out, desiredRollout{name: r.Name, revision: r.Revision, selector: sel, claims: claims{tools, spec.Agent}})
 	}
 	return out, nil
-}
-
-func sharedTools(a, b map[string]string) []string {
-	var out []string
-	for _, t := range slices.Sorted(maps.Keys(a)) {
-		if _, ok := b[t]; ok {
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 func intersect(a, b []string) []string {

@@ -570,7 +570,7 @@ func (e *Engine) backConflicts(ctx context.Context, name string, history []store
 		if err != nil {
 			return err
 		}
-		return e.conflicts(ctx, name, h.Tools, devices)
+		return e.conflicts(ctx, name, claims{h.Tools, spec.Agent}, devices)
 	}
 	return nil
 }

@@ -65,7 +65,7 @@ func TestARollbackThatWouldBringBackAnotherRolloutsToolIsRefused(t *testing.T) {
 		require.NoError(t, err)
 	}
 	_, err := e.Rollback(ctx, admin, "A")
-	require.ErrorContains(t, err, `rollouts "A" and "B" would both put tool x on device dev1`)
+	require.ErrorContains(t, err, `rollouts "A" and "B" would both set tool x on device dev1`)
 }
 
 // A device no longer selected is none of the rollout's failures, and one
@@ -104,4 +104,33 @@ func TestADeviceThatLeftWhileOfflineIsKeptUntilItSays(t *testing.T) {
 	linked, _ := testEngine(t, true, map[string]protocol.RolloutReport{"A": {Revision: 1}})
 	assert.False(t, linked.hasNothing(ctx, store.RolloutDevice{Name: "A", DeviceID: "d", State: api.DeviceWaiting}, true), "it reports revision 1")
 	assert.True(t, linked.hasNothing(ctx, store.RolloutDevice{Name: "B", DeviceID: "d", State: api.DeviceWaiting}, true), "it reports nothing of B")
+}
+
+// Two rollouts that both name the agent's version and pick a device in
+// common are refused, at apply and at a relabel: they would take turns
+// at the device's agent.
+func TestTwoRolloutsOfTheAgentOnOneDeviceAreRefused(t *testing.T) {
+	e, st := testEngine(t, false, nil)
+	ctx := context.Background()
+	require.NoError(t, st.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.Devices().Create("dev1", "h1", map[string]string{"site": "lobby"}); err != nil {
+			return err
+		}
+		return tx.Devices().Create("dev2", "h2", map[string]string{"site": "depot"})
+	}))
+	admin := &identity.Caller{Name: "admin"}
+	agent := func(name, selector, version string) *rollout.Spec {
+		s := &rollout.Spec{Name: name, Selector: rollout.Selector(selector), Agent: version}
+		require.NoError(t, s.Check(true))
+		return s
+	}
+	_, err := e.Apply(ctx, admin, agent("a", "site=lobby", "2.0.0"))
+	require.NoError(t, err)
+	_, err = e.Apply(ctx, admin, agent("b", "zone=a", "3.0.0"))
+	require.NoError(t, err, "no device in common")
+	_, err = e.Apply(ctx, admin, agent("c", "site!=depot", "3.0.0"))
+	require.ErrorContains(t, err, `rollouts "c" and "a" would both set the agent's version on device dev1`)
+	err = e.CheckLabels(ctx, "dev1", map[string]string{"site": "lobby", "zone": "a"})
+	require.ErrorContains(t, err, `rollouts "a" and "b" would both set the agent's version on device dev1`)
+	require.NoError(t, e.CheckLabels(ctx, "dev2", map[string]string{"site": "depot", "zone": "a"}), "one rollout of the agent picks it")
 }
