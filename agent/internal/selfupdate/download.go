@@ -160,27 +160,39 @@ func copyChecked(f *os.File, dec io.Reader, r agentrelease.Release) error {
 	return f.Sync()
 }
 
-// installed checks the installed binary of r: its size and digest. The
-// data dir is writable by the agent itself, so the check is made before
-// every start.
+// installed checks the installed binary of r: its size and digest.
 func (d Dir) installed(r agentrelease.Release) error {
+	f, err := d.openInstalled(r)
+	if err == nil {
+		f.Close()
+	}
+	return err
+}
+
+// openInstalled opens the installed binary of r and checks it, through
+// the file it answers: its size and digest. The data dir is writable by
+// the agent itself, so the check is made before every start, and the
+// agent is started from this file, not from its name, which another can
+// be renamed to after the check.
+func (d Dir) openInstalled(r agentrelease.Release) (*os.File, error) {
 	f, err := os.Open(d.binary(r.SHA256))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("release %s is not installed", r.Version)
+			return nil, fmt.Errorf("release %s is not installed", r.Version)
 		}
-		return fmt.Errorf("release %s: %w", r.Version, err)
+		return nil, fmt.Errorf("release %s: %w", r.Version, err)
 	}
-	defer f.Close()
 	h := sha256.New()
 	n, err := io.Copy(h, f)
 	if err != nil {
-		return fmt.Errorf("release %s: %w", r.Version, err)
+		f.Close()
+		return nil, fmt.Errorf("release %s: %w", r.Version, err)
 	}
 	if n != r.Size || !r.SameDigest(h.Sum(nil)) {
-		return fmt.Errorf("release %s: its installed binary was altered: %d bytes, not the release's %d with SHA-256 %.12s", r.Version, n, r.Size, r.SHA256)
+		f.Close()
+		return nil, fmt.Errorf("release %s: its installed binary was altered: %d bytes, not the release's %d with SHA-256 %.12s", r.Version, n, r.Size, r.SHA256)
 	}
-	return nil
+	return f, nil
 }
 
 // fullDiskHint says what to do when err is a full disk.

@@ -378,3 +378,25 @@ func TestADiskThatCannotRecordATrialsStartRunsThePreviousAgent(t *testing.T) {
 	require.NotNil(t, st.Trial, "the trial waits for a disk that takes its start")
 	assert.False(t, st.Trial.Started)
 }
+
+// The agent is started from the file its check read: one renamed over
+// the release's name after the check does not run.
+func TestAReleaseRenamedOverAfterItsCheckIsNotTheOneThatRuns(t *testing.T) {
+	f := newFixture(t)
+	good := script(`echo good >> "$` + markerEnv + `"`)
+	r := f.release("2.0.0", good)
+	f.stageAll(r, stream(t, good), 1<<20)
+	s := &Supervisor{Dir: f.dir, Keys: []ed25519.PublicKey{f.pub}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	checked, err := s.checked(r)
+	require.NoError(t, err)
+	evil := filepath.Join(string(f.dir), "evil")
+	require.NoError(t, os.WriteFile(evil, script(`echo evil >> "$`+markerEnv+`"`), 0o700))
+	require.NoError(t, os.Rename(evil, f.dir.binary(r.SHA256)))
+
+	c, err := s.start(f.dir.binary(r.SHA256), checked, r.SHA256)
+	require.NoError(t, err)
+	assert.Equal(t, 0, c.wait(context.Background(), nil))
+	b, err := os.ReadFile(f.marker)
+	require.NoError(t, err)
+	assert.Equal(t, "good\n", string(b))
+}

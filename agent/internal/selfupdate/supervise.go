@@ -114,10 +114,10 @@ func (s *Supervisor) save(st State) bool {
 func (s *Supervisor) runCommitted(ctx context.Context, st State) (int, error) {
 	for i := len(st.Committed) - 1; i >= 0; i-- {
 		r := st.Committed[i]
-		err := s.check(r)
+		f, err := s.checked(r)
 		var c *child
 		if err == nil {
-			if c, err = s.start(s.Dir.binary(r.SHA256), r.SHA256); err == nil {
+			if c, err = s.start(s.Dir.binary(r.SHA256), f, r.SHA256); err == nil {
 				return c.wait(ctx, nil), nil
 			}
 		}
@@ -126,7 +126,7 @@ func (s *Supervisor) runCommitted(ctx context.Context, st State) (int, error) {
 		st.Failed = failure(r, fmt.Sprintf("failed its check or its start: %v", err))
 		s.save(st)
 	}
-	c, err := s.start(s.Flashed, flashed)
+	c, err := s.start(s.Flashed, nil, flashed)
 	if err != nil {
 		return 0, fmt.Errorf("starting the flashed agent %s: %w", s.Flashed, err)
 	}
@@ -142,15 +142,17 @@ func (s *Supervisor) runTrial(ctx context.Context, st State) {
 		s.fail(log, st, "the device or its supervisor restarted during the trial")
 		return
 	}
-	if err := s.check(t.Release); err != nil {
+	f, err := s.checked(t.Release)
+	if err != nil {
 		s.fail(log, st, fmt.Sprintf("failed its check before its start: %v", err))
 		return
 	}
 	t.Started = true
 	if !s.save(st) {
+		f.Close()
 		return
 	}
-	c, err := s.start(s.Dir.binary(t.Release.SHA256), t.Release.SHA256)
+	c, err := s.start(s.Dir.binary(t.Release.SHA256), f, t.Release.SHA256)
 	if err != nil {
 		s.fail(log, st, fmt.Sprintf("could not be started: %v", err))
 		return
@@ -202,13 +204,14 @@ func (s *Supervisor) fail(log *slog.Logger, st State, reason string) {
 	}
 }
 
-// check checks a release before its start: its signature, its platform,
-// and its installed binary.
-func (s *Supervisor) check(r agentrelease.Release) error {
+// checked checks a release before its start: its signature, its
+// platform, and its installed binary, which it answers open, to start it
+// from.
+func (s *Supervisor) checked(r agentrelease.Release) (*os.File, error) {
 	if err := accept(r, s.Keys); err != nil {
-		return err
+		return nil, err
 	}
-	return s.Dir.installed(r)
+	return s.Dir.openInstalled(r)
 }
 
 // child is an agent the supervisor started.
@@ -218,13 +221,17 @@ type child struct {
 	code int
 }
 
-// start starts the agent at path as a child that dies with the
-// supervisor.
-func (s *Supervisor) start(path, release string) (*child, error) {
+// start starts the agent at path, or from checked, the file its check
+// read, where it is given, as a child that dies with the supervisor.
+func (s *Supervisor) start(path string, checked *os.File, release string) (*child, error) {
 	cmd := exec.Command(path, s.Args...)
 	cmd.Env = append(os.Environ(), SupervisedEnv+"="+release)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
 	cmd.SysProcAttr = childAttr()
+	if checked != nil {
+		defer checked.Close()
+		execChecked(cmd, checked)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
