@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/edgeaip/edgeaip/agent/internal/selfupdate"
 	"github.com/edgeaip/edgeaip/internal/dirlock"
@@ -33,6 +34,10 @@ func Supervise(ctx context.Context, cfg Config, self string, args []string) erro
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	s := selfupdate.Supervisor{Dir: dir, Flashed: self, Args: args, Keys: cfg.ReleaseKeys, Log: cfg.Logger.With("part", "supervisor")}
+	cfg.SetDefaults()
+	// The agent's grace, its outbox's flush, and a margin, before SIGKILL.
+	grace := cfg.ShutdownGrace + flushTimeout + 5*time.Second
+	s := selfupdate.Supervisor{Dir: dir, Flashed: self, Args: args, Keys: cfg.ReleaseKeys, StopGrace: grace,
+		Log: cfg.Logger.With("part", "supervisor")}
 	return s.Run(ctx)
 }

@@ -44,7 +44,7 @@ func TestTheSystemdUnitIsHardenedAndValid(t *testing.T) {
 	for _, forbids := range []string{"NoExecPaths=", "KillMode=none", "MemoryDenyWriteExecute=yes"} {
 		assert.NotContains(t, string(b), "\n"+forbids)
 	}
-	assert.Contains(t, string(b), "\nTimeoutStopSec=30s\n", "above the 15 s the supervisor gives the agent to end")
+	assert.Contains(t, string(b), "\nTimeoutStopSec=30s\n", "above the 20 s the supervisor gives the agent to end (its grace, its flush, a margin)")
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
 		t.Skipf("systemd-analyze is not installed, so the unit's syntax is not checked: %v", err)

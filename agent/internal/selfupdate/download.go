@@ -50,6 +50,7 @@ func (d Dir) stage(c protocol.ReleaseChunk, keys []ed25519.PublicKey) (staged, e
 		return staged{}, err
 	}
 	if d.installed(c.Release) == nil {
+		os.Remove(d.incoming(c.Release.SHA256)) // left by a crash after the install
 		return staged{Have: c.Total, Installed: true}, nil
 	}
 	have, err := d.appendChunk(c)

@@ -109,9 +109,12 @@ func (d Dir) commit(s State) (State, error) {
 	return s, nil
 }
 
-// removeUnused removes the installed binaries that s does not name.
-// Failing that only leaves disk used.
+// removeUnused removes the installed binaries that s does not name, and
+// every download: one release changes at a time (a device is in one
+// rollout of the agent), so a download left at a commit, a failure or a
+// revert was abandoned. Failing that only leaves disk used.
 func (d Dir) removeUnused(s State) {
+	os.RemoveAll(filepath.Join(string(d), "incoming"))
 	keep := map[string]bool{}
 	for _, r := range s.Committed {
 		keep[r.SHA256] = true

@@ -1,8 +1,11 @@
 package selfupdate
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,9 +33,10 @@ const (
 // rejected the release on trial.
 const RestartExitCode = 75
 
-// stopGrace is how long an agent has to end after SIGTERM before it is
-// killed: a little over its own shutdown grace.
-const stopGrace = 15 * time.Second
+// DefaultStopGrace is how long an agent has to end after SIGTERM before
+// it is killed, unless Supervisor.StopGrace says otherwise: a little over
+// its default shutdown grace (10 s) and the flush of its outbox (5 s).
+const DefaultStopGrace = 20 * time.Second
 
 // Supervisor starts the agent as a child, and watches a release's trial.
 type Supervisor struct {
@@ -43,6 +47,10 @@ type Supervisor struct {
 	Args    []string
 	Keys    []ed25519.PublicKey
 	Log     *slog.Logger
+	// StopGrace is how long an agent has to end after SIGTERM before it
+	// is killed: above its shutdown grace and its outbox's flush.
+	// Default DefaultStopGrace.
+	StopGrace time.Duration
 
 	// noTrials is set while the state cannot be written (save).
 	noTrials bool
@@ -66,7 +74,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if code == RestartExitCode || ctx.Err() != nil {
+		if ctx.Err() != nil || (code == RestartExitCode && s.changed(st)) {
 			s.noTrials, fails = false, 0 // the agent wrote the state that asked for it
 			continue
 		}
@@ -81,19 +89,39 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	return nil
 }
 
+// changed reports whether the state is other than before: an agent that
+// asks for a restart and changed nothing (a build that exits with
+// RestartExitCode at start) is restarted with the backoff of one that
+// failed.
+func (s *Supervisor) changed(before State) bool {
+	now, err := s.Dir.Load()
+	if err != nil {
+		return true
+	}
+	a, _ := json.Marshal(before)
+	b, _ := json.Marshal(now)
+	return !bytes.Equal(a, b)
+}
+
 // load reads the state. One that does not read is set aside, and the
 // flashed agent runs: it registers, and the device can be updated again.
 func (s *Supervisor) load() State {
+	st, _ := s.read()
+	return st
+}
+
+// read is load, saying whether the state read.
+func (s *Supervisor) read() (State, bool) {
 	st, err := s.Dir.Load()
 	if err == nil {
-		return st
+		return st, true
 	}
 	aside := s.Dir.statePath() + ".unreadable"
 	s.Log.Error("agent release state not read; set aside, and the flashed agent runs", "err", err, "aside", aside)
 	if err := os.Rename(s.Dir.statePath(), aside); err != nil {
 		s.Log.Error("agent release state not set aside", "err", err)
 	}
-	return State{}
+	return State{}, false
 }
 
 // save writes st; a failure is logged, and no trial starts until an agent
@@ -164,7 +192,13 @@ func (s *Supervisor) runTrial(ctx context.Context, st State) {
 	if ctx.Err() != nil && code >= 0 {
 		return // stopped with the device: the trial fails at the next start
 	}
-	now := s.load()
+	now, ok := s.read()
+	if !ok { // what the trial came to is unknown: it did not pass
+		c.stop()
+		st.Trial = t
+		s.fail(log, st, "its state could not be read at the end of its trial")
+		return
+	}
 	if now.Trial == nil || now.Trial.Release.SHA256 != t.Release.SHA256 {
 		if code < 0 { // committed, and runs on
 			log.Info("release committed")
@@ -216,9 +250,10 @@ func (s *Supervisor) checked(r agentrelease.Release) (*os.File, error) {
 
 // child is an agent the supervisor started.
 type child struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once it exited, with code set
-	code int
+	cmd   *exec.Cmd
+	done  chan struct{} // closed once it exited, with code set
+	code  int
+	grace time.Duration // from SIGTERM to SIGKILL
 }
 
 // start starts the agent at path, or from checked, the file its check
@@ -235,7 +270,7 @@ func (s *Supervisor) start(path string, checked *os.File, release string) (*chil
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	c := &child{cmd: cmd, done: make(chan struct{})}
+	c := &child{cmd: cmd, done: make(chan struct{}), grace: cmp.Or(s.StopGrace, DefaultStopGrace)}
 	go func() {
 		c.code = exitCode(cmd.Wait())
 		close(c.done)
@@ -257,12 +292,12 @@ func (c *child) wait(ctx context.Context, deadline <-chan time.Time) int {
 	}
 }
 
-// stop ends c: SIGTERM, then SIGKILL after stopGrace.
+// stop ends c: SIGTERM, then SIGKILL after its grace.
 func (c *child) stop() {
 	c.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-c.done:
-	case <-time.After(stopGrace):
+	case <-time.After(c.grace):
 		c.cmd.Process.Kill()
 		<-c.done
 	}
