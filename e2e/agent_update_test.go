@@ -375,9 +375,10 @@ func TestAnAgentDownloadCutMidwayResumesThroughAnotherNode(t *testing.T) {
 	u.resumedAfterTwoChunks("kiosk-1")
 }
 
-// Rolling back a rollout of an agent to a revision that names none (here,
-// to before its first) brings each device back to the agent it ran
-// before: its flashed build, which it kept.
+// Rolling back a rollout of an agent brings each device back to the
+// agent it ran before, which it kept: here the first revision names the
+// version the devices were flashed with, never published, and a rollback
+// to it takes the second's release back.
 func TestRollingBackAnAgentRolloutBringsBackTheAgentEachDeviceRanBefore(t *testing.T) {
 	u := newUpdates(t, stampedAgent(t, "1.0.0"))
 	ids := []string{"kiosk-1", "kiosk-2", "kiosk-3"}
@@ -390,15 +391,22 @@ func TestRollingBackAnAgentRolloutBringsBackTheAgentEachDeviceRanBefore(t *testi
 	v2, err := os.ReadFile(stampedAgent(t, "2.0.0"))
 	require.NoError(t, err)
 	u.publish("2.0.0", v2)
-	u.rollout(map[string]any{"name": "agents", "selector": "site=lab", "agent": "2.0.0", "health": health})
-	u.waitFor("agents", "done", func(r api.Rollout) bool { return r.State == api.RolloutDone })
+	// The first revision names the version the devices were flashed
+	// with, which was never published: it asks nothing of them.
+	spec := map[string]any{"name": "agents", "selector": "site=lab", "agent": "1.0.0", "health": health}
+	require.Equal(t, 1, u.rollout(spec))
+	u.waitFor("agents", "done", func(r api.Rollout) bool { return r.State == api.RolloutDone && r.Revision == 1 })
+	spec["agent"] = "2.0.0"
+	require.Equal(t, 2, u.rollout(spec))
+	u.waitFor("agents", "done", func(r api.Rollout) bool { return r.State == api.RolloutDone && r.Revision == 2 })
 	for _, id := range ids {
 		u.runs(id, "2.0.0")
 	}
 
 	_, err = u.api.ControlRollout(context.Background(), "agents", "rollback")
 	require.NoError(t, err)
-	u.waitFor("agents", "rolled back", func(r api.Rollout) bool { return r.State == api.RolloutRolledBack })
+	r := u.waitFor("agents", "rolled back", func(r api.Rollout) bool { return r.State == api.RolloutRolledBack })
+	assert.Equal(t, 3, r.Counts[api.DeviceDone], "none skipped: %+v", r.Devices)
 	for _, id := range ids {
 		u.runs(id, "1.0.0")
 		_, rep := u.report(id)

@@ -25,7 +25,14 @@ func (s skipped) Error() string { return s.reason }
 // it, and waits for the new agent to register. It answers the digest of
 // the release on trial, which the health checks then decide on (empty:
 // the device runs version already), also with an error that rejects it.
-func (c *deviceChange) updateAgent(version string, rev int, trial time.Duration) (string, error) {
+func (c *deviceChange) updateAgent(version string, rev int, trial time.Duration, revert string) (string, error) {
+	if revert != "" {
+		// Rolling back: the agent the device ran before the release
+		// rolled back is kept on it, and may be version.
+		if err := c.revertAgent(revert); err != nil {
+			return "", err
+		}
+	}
 	info := c.e.cfg.Inventory(c.ctx, c.device)
 	if info == nil {
 		return "", errors.New("the device has not registered yet")

@@ -100,7 +100,7 @@ func (e *Engine) ended(ctx context.Context, row store.RolloutDevice, err error) 
 type desired struct {
 	tools map[string]string
 	// agent is the agent's version (empty: left alone), and trial its
-	// bound; revert, with no agent, the version to take back.
+	// bound; revert, rolling back, the version to take back first.
 	agent, revert string
 	trial         time.Duration
 }
@@ -148,7 +148,7 @@ func (c *deviceChange) run(rev int, d desired, health *plan.Plan) (applied bool,
 	var trial string
 	switch {
 	case d.agent != "":
-		if trial, err = c.updateAgent(d.agent, rev, d.trial); err != nil {
+		if trial, err = c.updateAgent(d.agent, rev, d.trial, d.revert); err != nil {
 			return false, c.ended(trial, err)
 		}
 	case d.revert != "":

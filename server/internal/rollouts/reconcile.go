@@ -118,9 +118,10 @@ func (e *Engine) desiredOf(ctx context.Context, r store.Rollout) (map[string]str
 }
 
 // revertOf is the agent version each device of v takes back: the latest
-// revision's, when it was rolled back to a revision that names none.
+// revision's, when it was rolled back to one that names another version,
+// or none.
 func (e *Engine) revertOf(ctx context.Context, v *view) (string, error) {
-	if !v.rollingBack() || v.r.Revision == v.r.Latest || (v.r.Revision > 0 && v.spec.Agent != "") {
+	if !v.rollingBack() || v.r.Revision == v.r.Latest {
 		return "", nil
 	}
 	rev, err := e.cfg.Store.Rollouts().Revision(ctx, v.r.Name, v.r.Latest)
@@ -130,6 +131,9 @@ func (e *Engine) revertOf(ctx context.Context, v *view) (string, error) {
 	latest, err := rollout.ParseDigests(rev.Spec)
 	if err != nil {
 		return "", fmt.Errorf("rollout %s revision %d: %w", v.r.Name, rev.Revision, err)
+	}
+	if v.r.Revision > 0 && latest.Agent == v.spec.Agent {
+		return "", nil
 	}
 	return latest.Agent, nil
 }
