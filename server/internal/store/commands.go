@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
@@ -78,7 +77,7 @@ type ToolRef struct {
 // Insert records a command before it is sent, so that no command
 // runs unrecorded.
 func (w CommandWrites) Insert(c Command) error {
-	actions, err := encodedonce.CommandsJSON(recordedActions(c.Actions))
+	actions, err := encodedonce.CommandsJSON(audit.Actions(c.Actions))
 	if err != nil {
 		return fmt.Errorf("store: command %s: actions: %w", c.ResponseID, err)
 	}
@@ -95,26 +94,6 @@ func (w CommandWrites) Insert(c Command) error {
 		return fmt.Errorf("store: record command %s: %w", c.ResponseID, err)
 	}
 	return nil
-}
-
-// recordedActions are actions as a command's record keeps them: a chunk
-// of an agent release (stage_release) by its size and hash, as the audit
-// log keeps it, not the half megabyte a device was sent, kept for days
-// for every device. A rollout sends a chunk again from the release.
-func recordedActions(actions []protocol.Command) []protocol.Command {
-	for i, a := range actions {
-		if a.ToolName != protocol.StageReleaseName {
-			continue
-		}
-		out := slices.Clone(actions)
-		for j := i; j < len(out); j++ {
-			if out[j].ToolName == protocol.StageReleaseName {
-				out[j].Parameters = audit.Parameters(out[j].Parameters)
-			}
-		}
-		return out
-	}
-	return actions
 }
 
 // RecordResults records a device's results for a command, with their

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/edgeaip/edgeaip/protocol"
@@ -73,6 +74,26 @@ func Parameters(params map[string]any) map[string]any {
 func bytesDigest(b []byte) string {
 	sum := sha256.Sum256(b)
 	return fmt.Sprintf("<%d bytes, sha256 %s>", len(b), hex.EncodeToString(sum[:]))
+}
+
+// Actions are actions as a command's record keeps them: a chunk
+// of an agent release (stage_release) by its size and hash, as the audit
+// log keeps it, not the half megabyte a device was sent, kept for days
+// for every device. A rollout sends a chunk again from the release.
+func Actions(actions []protocol.Command) []protocol.Command {
+	for i, a := range actions {
+		if a.ToolName != protocol.StageReleaseName {
+			continue
+		}
+		out := slices.Clone(actions)
+		for j := i; j < len(out); j++ {
+			if out[j].ToolName == protocol.StageReleaseName {
+				out[j].Parameters = Parameters(out[j].Parameters)
+			}
+		}
+		return out
+	}
+	return actions
 }
 
 // Call is the entry of one action of a command that ended.
