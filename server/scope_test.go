@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -321,4 +322,25 @@ func TestAScopedIdentityCannotCancelATaskOutsideItsScope(t *testing.T) {
 
 	_, err = ts.api.CancelTask(ctx, d.SessionID)
 	require.NoError(t, err, "its own identity cancels it")
+}
+
+// Only a rollout updates a device's agent: an admin through the API is
+// refused each of the meta tools that do it.
+func TestOnlyARolloutUpdatesAnAgent(t *testing.T) {
+	ts := newTestServer(t)
+	names := []string{protocol.StageReleaseName, protocol.ApplyReleaseName, protocol.EndTrialName, protocol.RevertReleaseName}
+	var tools []protocol.MCPToolInfo
+	for _, n := range names {
+		tools = append(tools, tool("computer", n, protocol.ToolAction))
+	}
+	dev := ts.device("kiosk-1", tools...)
+	dev.serveOK()
+	for _, n := range names {
+		cmd := protocol.Command{ToolName: n, ToolType: protocol.ToolAction, Parameters: map[string]any{"sha256": strings.Repeat("a", 64)}}
+		_, err := ts.api.Command(context.Background(), "kiosk-1", api.CommandRequest{Actions: []protocol.Command{cmd}})
+		requireStatus(t, err, http.StatusForbidden, "actions[0]: "+n+" is a rollout's own")
+		_, err = ts.srv.tasks.AdmitCommand(tasks.CommandTask{Asker: tasks.Asker{Who: identity.RolloutCaller("agents"), Kind: api.RequesterRollout},
+			Device: "kiosk-1", Actions: []protocol.Command{cmd}})
+		assert.NoError(t, err, "%s, asked by a rollout", n)
+	}
 }
