@@ -291,8 +291,18 @@ func TestAnMCPTaskIsItsIdentitysOwnAndOutlivesTheServer(t *testing.T) {
 	assert.ErrorContains(t, err, "task not found", "another identity's task reads as none")
 	_, err = bob.TaskResult(context.Background(), mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: id}})
 	assert.Error(t, err)
-	_, err = bob.CancelTask(context.Background(), mcp.CancelTaskRequest{Params: mcp.CancelTaskParams{TaskId: id}})
-	assert.Error(t, err)
+	// Bob cannot cancel a task of ann's that still runs: it reads as none,
+	// and it runs to its end.
+	raw, rerr = c.rpc(t, ann, annToken, "tools/call", map[string]any{"name": "call_device_tool", "task": map[string]any{"ttl": 60000},
+		"arguments": map[string]any{"device": "kiosk-1", "tool": "pause", "arguments": map[string]any{"ms": 1500}}})
+	require.Nil(t, rerr)
+	var running mcp.CreateTaskResult
+	require.NoError(t, json.Unmarshal(raw, &running))
+	_, err = bob.CancelTask(context.Background(), mcp.CancelTaskRequest{Params: mcp.CancelTaskParams{TaskId: running.Task.TaskId}})
+	assert.ErrorContains(t, err, "task not found")
+	res, err = ann.TaskResult(context.Background(), mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: running.Task.TaskId}})
+	require.NoError(t, err)
+	assert.False(t, res.IsError, "bob's cancel cancelled nothing")
 	listed, err := bob.ListTasks(context.Background(), mcp.ListTasksRequest{})
 	require.NoError(t, err)
 	assert.Empty(t, listed.Tasks)
@@ -313,8 +323,8 @@ func TestAnMCPTaskIsItsIdentitysOwnAndOutlivesTheServer(t *testing.T) {
 	assert.False(t, res.IsError)
 	listed, err = ann.ListTasks(context.Background(), mcp.ListTasksRequest{})
 	require.NoError(t, err)
-	require.Len(t, listed.Tasks, 1)
-	assert.Equal(t, id, listed.Tasks[0].TaskId)
+	require.Len(t, listed.Tasks, 2)
+	assert.Equal(t, []string{running.Task.TaskId, id}, []string{listed.Tasks[0].TaskId, listed.Tasks[1].TaskId}, "newest first")
 }
 
 // restart stops c's server and starts another on its data directory,

@@ -141,7 +141,7 @@ func (h *taskHandlers) cancelTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	err := h.tasks.CancelAnywhere(r.Context(), id, "cancelled by "+identity.CallerFrom(r).Name)
 	switch {
-	case errors.Is(err, tasks.ErrNotRunning):
+	case errors.Is(err, tasks.ErrNotRunning), errors.Is(err, store.ErrNotFound):
 		if t, _, ok := h.lookupTask(w, r, id); ok {
 			writeError(w, http.StatusConflict, fmt.Sprintf("task %q is not running: it is %s", id, t.State))
 		}

@@ -106,20 +106,42 @@ func (g *Gateway) recorded(ctx context.Context, id string, done <-chan struct{},
 	for {
 		t, err := g.readTask(ctx, id)
 		if !errors.Is(err, errNoTask) {
-			return t, err
+			return t, startedError(id, err)
 		}
 		select {
 		case <-done:
 			if err := runErr(); err != nil {
-				return mcpTask{}, err
+				return mcpTask{}, err // it never started
 			}
-			return g.readTask(ctx, id)
+			t, err := g.readTask(ctx, id)
+			return t, startedError(id, err)
 		case <-time.After(wait):
 			wait = min(2*wait, 50*time.Millisecond)
 		case <-ctx.Done():
-			return mcpTask{}, context.Cause(ctx)
+			return mcpTask{}, startedError(id, context.Cause(ctx))
 		}
 	}
+}
+
+// taskStarted is an error about a task that started: the call must not
+// be answered as refused, which a client would call again.
+type taskStarted struct {
+	id  string
+	err error
+}
+
+func (e *taskStarted) Error() string {
+	return fmt.Sprintf("task %s started, but could not be read: %v; tasks/get %s follows it", e.id, e.err, e.id)
+}
+
+func (e *taskStarted) Unwrap() error { return e.err }
+
+// startedError is err about task id, which started; nil stays nil.
+func startedError(id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &taskStarted{id, err}
 }
 
 // taskNotifier sends a task's progress and status changes to the session

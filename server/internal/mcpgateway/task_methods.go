@@ -160,6 +160,11 @@ func (v *view) callAsTask(ctx context.Context, body []byte, p taskParams, sessio
 		asked = p.Task.TTL
 	}
 	t, err := v.startTask(ctx, req, asked, notify)
+	var started *taskStarted
+	if errors.As(err, &started) {
+		v.countCall(tool, nil, err)
+		return nil, &rpcError{Code: mcp.INTERNAL_ERROR, Message: err.Error()}
+	}
 	if err != nil {
 		v.countCall(tool, nil, err)
 		return v.taskRefused(p, err)

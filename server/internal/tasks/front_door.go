@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,8 @@ type FrontDoor struct {
 	// the other nodes to cancel task id, if one runs it, saying why; nil
 	// on a single node.
 	CancelElsewhere func(id, why string) error
+	// cancelWait is cancelElsewhereWait, but for tests.
+	cancelWait time.Duration
 }
 
 // NewFrontDoor is the front door over admission a and the session
@@ -322,21 +325,41 @@ func (d *FrontDoor) MaxSessions() int { return d.sessions.cfg.MaxSessions }
 // records, and waits for it to end; ErrNotRunning if it is not running.
 func (d *FrontDoor) Cancel(id, why string) error { return d.sessions.cancelTask(id, why) }
 
+// cancelElsewhereWait bounds the wait for a task cancelled on another
+// node to end: its step's grace, and the time to hear of its end. A
+// cancel that reached no node (the task between nodes, a message lost)
+// is answered as such, rather than waited on for the task's whole ttl.
+const cancelElsewhereWait = CancelGrace + 8*time.Second
+
 // CancelAnywhere cancels running task id wherever it runs: here, as
 // Cancel does, or on the node of the cluster that runs it, which is told
-// to (CancelElsewhere); it waits until the task has ended, or ctx ends.
-// ErrNotRunning if it runs nowhere (a single node's that is not running
-// here).
+// to (CancelElsewhere); it waits until the task has ended, within
+// cancelElsewhereWait, or until ctx ends. ErrNotRunning if it is not
+// running (it ended, or, on a single node, runs nowhere); store.ErrNotFound
+// if there is no such task.
 func (d *FrontDoor) CancelAnywhere(ctx context.Context, id, why string) error {
 	err := d.Cancel(id, why)
 	if !errors.Is(err, ErrNotRunning) || d.CancelElsewhere == nil {
 		return err
 	}
+	row, err := d.Task(ctx, id)
+	switch {
+	case err != nil:
+		return fmt.Errorf("task %q: %w", id, err)
+	case row.State != string(api.StateCreated) && row.State != string(api.StateRunning):
+		return ErrNotRunning
+	}
 	if err := d.CancelElsewhere(id, why); err != nil {
 		return fmt.Errorf("task %q runs on another node, which could not be told to cancel it: %w", id, err)
 	}
-	_, err = d.sessions.ended(ctx, id, nil)
-	return err
+	bound := cmp.Or(d.cancelWait, cancelElsewhereWait)
+	wait, stop := context.WithTimeout(ctx, bound)
+	defer stop()
+	if _, err := d.sessions.ended(wait, id, nil); err != nil {
+		return fmt.Errorf("task %q was to be cancelled on the node that runs it, and has not ended within %s (it may be between nodes): try again: %w",
+			id, bound, err)
+	}
+	return nil
 }
 
 // Running reports whether task id is running here.
