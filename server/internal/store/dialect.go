@@ -134,11 +134,3 @@ func (sqliteDialect) emptyTables([]string) (string, error) {
 // afterCopy needs nothing: SQLite's next rowid follows the largest key
 // inserted.
 func (sqliteDialect) afterCopy(*Tx) error { return nil }
-
-// boolInt is b as the store's flag columns hold it, on either database.
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}

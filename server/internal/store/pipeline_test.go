@@ -285,3 +285,51 @@ func TestAWriteItsCallerMayGiveUpCommits(t *testing.T) {
 		assert.NoError(t, err, id)
 	}
 }
+
+// A transaction of many statements (a store copied into PostgreSQL)
+// goes out as it is written, in pipelines of a bounded size, not held
+// whole until its COMMIT.
+func TestATransactionOfManyStatementsGoesOutInBoundedPipelines(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	rt := countRoundTrips(t, pgtest.Socket(t, dsn))
+	s, _ := openTestAt(t, pgtest.Through(t, dsn, rt.addr))
+	ses, _ := singleCommand(0)
+	write(t, s, func(tx *Tx) error { return tx.Sessions().Insert(ses) })
+	const n = 2500
+	before := rt.n.Load()
+	write(t, s, func(tx *Tx) error {
+		for i := range n {
+			if err := tx.IdempotencyKeys().Insert(IdempotencyKey{Identity: "ann", Key: fmt.Sprint(i), Fingerprint: "f"}, ses.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	// One to prepare the statement, one a pipeline full, one with the COMMIT.
+	assert.GreaterOrEqual(t, rt.n.Load()-before, int64(1+n/maxQueued+1), "a pipeline of %d statements at most", maxQueued)
+}
+
+// Writes that each take a row to be there, and find it is not (fences of
+// sessions another node adopted), cost a batch a try each, at most: not
+// their number squared in round trips, which a heartbeat batched with
+// them would wait for.
+func TestWritesThatMissTheirRowsCostTheirBatchLinearly(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	rt := countRoundTrips(t, pgtest.Socket(t, dsn))
+	s, _ := openTestAt(t, pgtest.Through(t, dsn, rt.addr))
+	ses, _ := singleCommand(0)
+	write(t, s, func(tx *Tx) error { return tx.Sessions().Insert(ses) })
+	const n = 50
+	before := rt.n.Load()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			err := s.Write(context.Background(), func(tx *Tx) error {
+				return tx.Sessions().Fence(ses.ID, Owner{Node: "gone", Epoch: 9})
+			})
+			assert.ErrorIs(t, err, ErrAdopted)
+		})
+	}
+	wg.Wait()
+	assert.Less(t, rt.n.Load()-before, int64(6*n), "round trips for %d misses", n)
+}

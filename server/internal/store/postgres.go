@@ -118,7 +118,7 @@ func (postgresDialect) args(args []any) []any {
 	for i, a := range args {
 		switch v := a.(type) {
 		case bool:
-			args[i] = boolInt(v)
+			args[i] = pgbatch.BoolInt(v)
 		case string:
 			args[i] = validText(v)
 		}

@@ -101,6 +101,8 @@ type Tx struct {
 	// pipe queues the statements on PostgreSQL (writer_pipeline.go); nil
 	// on SQLite, whose statements run as they come.
 	pipe *pipeline
+	// cautious: see batchWrites.cautious.
+	cautious bool
 }
 
 type writeReq struct {
@@ -405,7 +407,7 @@ func (s *Store) commit(batch []writeReq) {
 // without that write.
 func (s *Store) commitErrs(batch []writeReq) []error {
 	errs := make([]error, len(batch))
-	w := batchWrites{left: make([]bool, len(batch)), eager: make([]bool, len(batch))}
+	w := &batchWrites{left: make([]bool, len(batch)), eager: make([]bool, len(batch))}
 	for s.tryBatch(batch, w, errs) {
 	}
 	return errs
@@ -418,13 +420,19 @@ type batchWrites struct {
 	// eager are the writes whose statements go out one by one, on
 	// PostgreSQL, as one of them failed in a pipeline.
 	eager []bool
+	// cautious, once a try's pipeline failed, sends every write's
+	// changesRow as it comes, with its count read, rather than taking the
+	// row as there: one miss after another would each cost the batch a
+	// try, and their number squared in round trips, which a heartbeat in
+	// the batch waits for.
+	cautious bool
 }
 
 // tryBatch runs the writes of batch not left out in one transaction and
 // commits it, setting each one's outcome in errs. It reports whether it
 // rolled back to leave out a write that failed having changed rows or
 // aborted the transaction, for the caller to run the rest again.
-func (s *Store) tryBatch(batch []writeReq, w batchWrites, errs []error) (again bool) {
+func (s *Store) tryBatch(batch []writeReq, w *batchWrites, errs []error) (again bool) {
 	err := s.inTx(needsSync(batch, w.left), func(tx *Tx) { again = s.runBatch(tx, batch, w, errs) })
 	if err != nil {
 		failRest(errs, w.left, dberr.Unavailable(fmt.Errorf("store: begin: %w", err)))
@@ -433,7 +441,8 @@ func (s *Store) tryBatch(batch []writeReq, w batchWrites, errs []error) (again b
 }
 
 // runBatch is tryBatch's, once its transaction tx is begun.
-func (s *Store) runBatch(tx *Tx, batch []writeReq, w batchWrites, errs []error) (again bool) {
+func (s *Store) runBatch(tx *Tx, batch []writeReq, w *batchWrites, errs []error) (again bool) {
+	tx.cautious = w.cautious
 	left := w.left
 	for i, r := range batch {
 		if !left[i] && r.givenUp() {
@@ -479,7 +488,7 @@ func (s *Store) runBatch(tx *Tx, batch []writeReq, w batchWrites, errs []error) 
 // sent: on PostgreSQL, its statements go out first, alone, so that one
 // that hangs on the wire can still be given up (RATIONALE.md, "A
 // connection that answers nothing").
-func (s *Store) commitBatch(tx *Tx, batch []writeReq, w batchWrites, errs []error) (again bool) {
+func (s *Store) commitBatch(tx *Tx, batch []writeReq, w *batchWrites, errs []error) (again bool) {
 	left := w.left
 	if mayGiveUp(batch, left) {
 		tx.flush()
@@ -518,9 +527,10 @@ func (s *Store) commitBatch(tx *Tx, batch []writeReq, w batchWrites, errs []erro
 // come. A statement that failed for the database's own reasons
 // (ErrUnavailable), or of the transaction's own, fails the batch, as it
 // would have without the pipeline.
-func (s *Store) pipelineFailed(tx *Tx, w batchWrites, errs []error) (again bool) {
+func (s *Store) pipelineFailed(tx *Tx, w *batchWrites, errs []error) (again bool) {
 	f, _ := tx.pipelineFailed()
 	tx.rollback()
+	w.cautious = true
 	switch {
 	case f.write < 0 || errors.Is(f.err, ErrUnavailable):
 		failRest(errs, w.left, dberr.Unavailable(fmt.Errorf("store: rolled back: %w", f.err)))

@@ -12,6 +12,15 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+// A pipeline goes out before COMMIT once it holds this many statements,
+// or parameters this large: a transaction of many rows (a store copied
+// into PostgreSQL) is sent as it goes, not held whole in memory. A
+// command's batch is far below either.
+const (
+	maxQueued      = 1000
+	maxQueuedBytes = 1 << 20
+)
+
 // pipeline is the PostgreSQL writer's transaction on its way out: the
 // statements of a batch's writes are queued without waiting for their
 // answers and sent together, BEGIN first and COMMIT last, as one pgconn
@@ -25,6 +34,8 @@ type pipeline struct {
 	pc    *pgconn.PgConn
 	types *pgtype.Map
 	queue []pending
+	// queuedBytes is the size of the queue's parameters.
+	queuedBytes int
 	// write is the index in its batch of the write whose statements are
 	// queued now; -1 for the transaction's own (BEGIN, COMMIT).
 	write int
@@ -129,7 +140,10 @@ func (t *Tx) pipelined(query string, args []any) (*pipelinedResult, error) {
 	}
 	r := &pipelinedResult{tx: t}
 	t.pipe.queue = append(t.pipe.queue, pending{sd: sd, params: params, write: t.pipe.write, res: r})
-	if t.pipe.eager {
+	for _, p := range params {
+		t.pipe.queuedBytes += len(p)
+	}
+	if t.pipe.eager || len(t.pipe.queue) >= maxQueued || t.pipe.queuedBytes >= maxQueuedBytes {
 		if err := t.flush(); err != nil {
 			return nil, err
 		}
@@ -168,7 +182,7 @@ func (t *Tx) flush() error {
 	if len(q) == 0 {
 		return nil
 	}
-	p.queue = nil
+	p.queue, p.queuedBytes = nil, 0
 	p.sent++
 	var b pgconn.Batch
 	for _, e := range q {
@@ -217,13 +231,13 @@ func (t *Tx) execPipelined(query string, args []any) (sql.Result, error) {
 
 // changesRow runs query, an INSERT, UPDATE or DELETE that changes at most
 // one row, and reports whether it changed one. In a pipeline it is taken
-// to, and the statement made to fail otherwise (dialect.expectRow), which
+// to, and the statement made to fail otherwise (pgbatch.ExpectRow), which
 // aborts the transaction: the batch then runs again with this write
 // eager, where the statement runs as it is and its count is read. So a
 // write that decides on the count needs no round trip of its own when
 // the row is there, as on the hot path it is.
 func (t *Tx) changesRow(query string, args ...any) (bool, error) {
-	if t.pipe == nil || t.pipe.eager {
+	if t.pipe == nil || t.pipe.eager || t.cautious {
 		res, err := t.exec(query, args...)
 		if err != nil {
 			return false, err
@@ -231,17 +245,10 @@ func (t *Tx) changesRow(query string, args ...any) (bool, error) {
 		n, err := res.RowsAffected()
 		return n > 0, err
 	}
-	if _, err := t.pipelined(expectRow(t.s.dialect.bind(query)), args); err != nil {
+	if _, err := t.pipelined(pgbatch.ExpectRow(t.s.dialect.bind(query)), args); err != nil {
 		return false, err
 	}
 	return true, nil
-}
-
-// expectRow is query, an INSERT, UPDATE or DELETE, made to fail unless it
-// changes a row: its count divides one (22012, division by zero).
-// PostgreSQL's SQL has no statement of its own that raises an error.
-func expectRow(query string) string {
-	return `WITH changed AS (` + query + ` RETURNING 1) SELECT 1 / count(*) FROM changed`
 }
 
 // rollback ends tx's transaction, undoing it: if nothing of it was sent,
@@ -251,7 +258,7 @@ func (t *Tx) rollback() error {
 		return t.control("ROLLBACK")
 	}
 	p := t.pipe
-	p.queue, p.failed = nil, nil
+	p.queue, p.queuedBytes, p.failed = nil, 0, nil
 	if p.sent == 0 {
 		return nil
 	}

@@ -62,6 +62,21 @@ func Numbered(query string) string {
 	return b.String()
 }
 
+// ExpectRow is query, an INSERT, UPDATE or DELETE, made to fail unless
+// it changes a row: its count divides one (22012, division by zero).
+// PostgreSQL's SQL has no statement of its own that raises an error.
+func ExpectRow(query string) string {
+	return `WITH changed AS (` + query + ` RETURNING 1) SELECT 1 / count(*) FROM changed`
+}
+
+// BoolInt is b as the store's flag columns hold it.
+func BoolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // empty is the empty text, which nil would make NULL.
 var empty = []byte{}
 

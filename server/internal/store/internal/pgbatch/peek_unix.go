@@ -10,9 +10,14 @@ import (
 // Unasked reports whether the server has closed c, or sent on it what
 // nobody asked for (the error it sends before it closes a connection:
 // shutting down, terminated), by a look at the socket that neither waits
-// nor takes what it sees. A connection that cannot be looked at (TLS)
-// reports false.
+// nor takes what it sees; over TLS, the socket beneath. A connection
+// that cannot be looked at reports false.
 func Unasked(c net.Conn) bool {
+	if tc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		// TLS: the socket beneath, looked at without reading, shows a
+		// close, or bytes waiting, as well as a plain one does.
+		c = tc.NetConn()
+	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return false
