@@ -333,3 +333,48 @@ func TestWritesThatMissTheirRowsCostTheirBatchLinearly(t *testing.T) {
 	wg.Wait()
 	assert.Less(t, rt.n.Load()-before, int64(6*n), "round trips for %d misses", n)
 }
+
+// A node's heartbeat, batched with writes that fail in the pipeline (a
+// statement that fails, fences that miss), is committed in that batch,
+// in round trips that grow with the failures alone: batching never
+// fails it, holds it for a later batch, or makes it wait on the failures
+// squared. The cluster's fencing counts on it landing within its bound.
+func TestAHeartbeatBatchedWithFailingWritesIsCommittedInTheBatch(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	rt := countRoundTrips(t, pgtest.Socket(t, dsn))
+	s, _ := openTestAt(t, pgtest.Through(t, dsn, rt.addr))
+	ses, _ := singleCommand(0)
+	var epoch int64
+	write(t, s, func(tx *Tx) (err error) {
+		if err := tx.Sessions().Insert(ses); err != nil {
+			return err
+		}
+		epoch, _, err = tx.Cluster().JoinNode("node-1", 1, "", time.Minute)
+		return err
+	})
+	var before time.Time
+	row := s.readRow(context.Background(), `SELECT heartbeat_at FROM cluster_nodes WHERE node_id = 'node-1'`)
+	require.NoError(t, row.Scan(&before))
+
+	req := func(fn func(*Tx) error) writeReq { return writeReq{done: make(chan error, 1), fn: fn} }
+	const misses = 20
+	var batch []writeReq
+	for i := range misses {
+		batch = append(batch, req(func(tx *Tx) error { return tx.Sessions().Fence(ses.ID, Owner{Node: "gone", Epoch: int64(i)}) }))
+	}
+	batch = append(batch, req(func(tx *Tx) error { return tx.Sessions().Insert(ses) })) // fails: it exists
+	heartbeat := req(func(tx *Tx) error { return tx.Cluster().Heartbeat("node-1", epoch, NodeUp) })
+	batch = append(batch, heartbeat)
+	start := rt.n.Load()
+	s.commit(batch) // as the writer would, with nothing else writing
+	require.NoError(t, <-heartbeat.done, "the heartbeat is committed in its batch")
+	for i := range misses {
+		assert.ErrorIs(t, <-batch[i].done, ErrAdopted)
+	}
+	assert.ErrorIs(t, <-batch[misses].done, ErrExists)
+	assert.Less(t, rt.n.Load()-start, int64(5*misses), "round trips grow with the failures alone, not their square (%d)", misses*misses)
+	var after time.Time
+	row = s.readRow(context.Background(), `SELECT heartbeat_at FROM cluster_nodes WHERE node_id = 'node-1'`)
+	require.NoError(t, row.Scan(&after))
+	assert.True(t, after.After(before), "heartbeat_at moved: %s, then %s", before, after)
+}
