@@ -203,6 +203,31 @@ func (e *Engine) Registered(id string) {
 		w.mu.Unlock()
 	}
 	e.KickAll()
+	if e.cfg.Online != nil && !e.cfg.Online(id) {
+		e.kickWhenOnline(id)
+	}
+}
+
+// kickWhenOnline reconciles every rollout once device id is online in
+// this node's view, for a few seconds: in a cluster a registration on
+// another node is heard apart from its link's lease, and may come first;
+// a wave's device then waited for its device_timeout (a minute) to
+// change, though linked.
+func (e *Engine) kickWhenOnline(id string) {
+	go func() { // not in wg: Registered may be told while the engine stops
+
+		for range 20 {
+			select {
+			case <-e.ctx.Done():
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			if e.cfg.Online(id) {
+				e.KickAll()
+				return
+			}
+		}
+	}()
 }
 
 // reread has the next observation read device id's report.
