@@ -286,15 +286,22 @@ func TestAWriteItsCallerMayGiveUpCommits(t *testing.T) {
 	}
 }
 
-// A transaction of many statements (a store copied into PostgreSQL)
-// goes out as it is written, in pipelines of a bounded size, not held
-// whole until its COMMIT.
-func TestATransactionOfManyStatementsGoesOutInBoundedPipelines(t *testing.T) {
+// countedStoreWithSession is a store on a fresh PostgreSQL database,
+// whose round trips rt counts, holding one session.
+func countedStoreWithSession(t *testing.T) (*Store, *roundTrips, Session) {
 	dsn := pgtest.Shared(t).NewDatabase(t)
 	rt := countRoundTrips(t, pgtest.Socket(t, dsn))
 	s, _ := openTestAt(t, pgtest.Through(t, dsn, rt.addr))
 	ses, _ := singleCommand(0)
 	write(t, s, func(tx *Tx) error { return tx.Sessions().Insert(ses) })
+	return s, rt, ses
+}
+
+// A transaction of many statements (a store copied into PostgreSQL)
+// goes out as it is written, in pipelines of a bounded size, not held
+// whole until its COMMIT.
+func TestATransactionOfManyStatementsGoesOutInBoundedPipelines(t *testing.T) {
+	s, rt, ses := countedStoreWithSession(t)
 	const n = 2500
 	before := rt.n.Load()
 	write(t, s, func(tx *Tx) error {
@@ -314,11 +321,7 @@ func TestATransactionOfManyStatementsGoesOutInBoundedPipelines(t *testing.T) {
 // their number squared in round trips, which a heartbeat batched with
 // them would wait for.
 func TestWritesThatMissTheirRowsCostTheirBatchLinearly(t *testing.T) {
-	dsn := pgtest.Shared(t).NewDatabase(t)
-	rt := countRoundTrips(t, pgtest.Socket(t, dsn))
-	s, _ := openTestAt(t, pgtest.Through(t, dsn, rt.addr))
-	ses, _ := singleCommand(0)
-	write(t, s, func(tx *Tx) error { return tx.Sessions().Insert(ses) })
+	s, rt, ses := countedStoreWithSession(t)
 	const n = 50
 	before := rt.n.Load()
 	var wg sync.WaitGroup
@@ -340,15 +343,9 @@ func TestWritesThatMissTheirRowsCostTheirBatchLinearly(t *testing.T) {
 // fails it, holds it for a later batch, or makes it wait on the failures
 // squared. The cluster's fencing counts on it landing within its bound.
 func TestAHeartbeatBatchedWithFailingWritesIsCommittedInTheBatch(t *testing.T) {
-	dsn := pgtest.Shared(t).NewDatabase(t)
-	rt := countRoundTrips(t, pgtest.Socket(t, dsn))
-	s, _ := openTestAt(t, pgtest.Through(t, dsn, rt.addr))
-	ses, _ := singleCommand(0)
+	s, rt, ses := countedStoreWithSession(t)
 	var epoch int64
 	write(t, s, func(tx *Tx) (err error) {
-		if err := tx.Sessions().Insert(ses); err != nil {
-			return err
-		}
 		epoch, _, err = tx.Cluster().JoinNode("node-1", 1, "", time.Minute)
 		return err
 	})
